@@ -1,0 +1,110 @@
+// Package snapshot turns the Kubernetes objects a source has seen into the source-independent
+// input of the render stage: services with their ready pods, certificates, templates.
+package snapshot
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Ref names the object (and key inside it) an input came from, so an error, a log line or a
+// Kubernetes Event can point the operator at what they edited.
+type Ref struct {
+	Kind      string // ConfigMap, Secret, Pod, File
+	Namespace string
+	Name      string
+	Key       string // data key inside the object, if any
+}
+
+func (r Ref) String() string {
+	s := r.Kind + " " + r.Name
+	if r.Namespace != "" {
+		s = r.Kind + " " + r.Namespace + "/" + r.Name
+	}
+	if r.Key != "" {
+		s += fmt.Sprintf(" key %q", r.Key)
+	}
+	return s
+}
+
+// Stages at which input can be rejected; they are the values of the rejected_total metric's
+// stage label.
+const (
+	StageDecode   = "decode"
+	StageRender   = "render"
+	StageValidate = "validate"
+	StageReload   = "reload"
+)
+
+// InputError is bad input: it says which object (and key) is at fault and why. Everything the
+// operator can fix is reported as an InputError; anything else is an operational failure.
+type InputError struct {
+	Stage string
+	Ref   Ref
+	Line  int // 1-based line inside Ref's key, 0 if unknown
+	Col   int
+	Err   error
+}
+
+func (e *InputError) Error() string {
+	loc := e.Ref.String()
+	if e.Line > 0 {
+		loc += fmt.Sprintf(" line %d", e.Line)
+		if e.Col > 0 {
+			loc += fmt.Sprintf(" column %d", e.Col)
+		}
+	}
+	if loc == "" || e.Ref == (Ref{}) {
+		return fmt.Sprintf("%s: %v", e.Stage, e.Err)
+	}
+	return fmt.Sprintf("%s: %s: %v", e.Stage, loc, e.Err)
+}
+
+func (e *InputError) Unwrap() error { return e.Err }
+
+// Objects is what a source has seen: the raw Kubernetes objects, unfiltered. Every source (file,
+// kube, etcd) hands the same shape to Build, so the same objects give the same Snapshot whatever
+// the source.
+type Objects struct {
+	ConfigMaps []*corev1.ConfigMap
+	Secrets    []*corev1.Secret
+	Pods       []*corev1.Pod
+	// Revision identifies this state of the source (a resourceVersion, an etcd revision, a
+	// directory hash) for logs.
+	Revision string
+}
+
+// Certificate is one PEM file for HAProxy's `crt`: certificate(s) followed by the private key.
+type Certificate struct {
+	Name string // file name without .pem; safe as a path element
+	PEM  []byte
+	Ref  Ref // where the certificate came from
+}
+
+// Stats is the context for the stats page.
+type Stats struct {
+	Username    string
+	Password    string
+	PasswordSet bool
+}
+
+// Snapshot is everything the templates may see.
+type Snapshot struct {
+	// Services sorted by name: each is the JSON object from the services ConfigMap plus "name"
+	// and "pods" (pod name -> pod as `kubectl get pod -o json` shows it, ready pods only).
+	Services []map[string]any
+	// Certificates sorted by name.
+	Certificates []Certificate
+	// Templates maps a key of the config object to its text; nil means the built-in default.
+	Templates map[string]string
+	// TemplateKey is the main template's key in Templates.
+	TemplateKey string
+	// TemplateRef is the object that holds Templates (zero for the built-in default).
+	TemplateRef Ref
+	// ServicesRef is the services ConfigMap, for errors about a service entry.
+	ServicesRef Ref
+	Env         map[string]string
+	Stats       Stats
+	Revision    string
+}
