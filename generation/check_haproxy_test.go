@@ -1,0 +1,103 @@
+package generation
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/validate"
+)
+
+func certPEM(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "test.example"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})...)
+}
+
+// haproxy -c on the check file sees the staged certificates, not the live ones.
+func TestCheckFileWithHAProxy(t *testing.T) {
+	if !validate.Available("") {
+		t.Skip("haproxy is not installed")
+	}
+	e := newEnv(t)
+	s := open(t, e)
+	config := []byte(`defaults
+  mode http
+  timeout connect 1s
+  timeout client 1s
+  timeout server 1s
+frontend fe
+  bind 127.0.0.1:18443 ssl crt ` + s.SSLDir() + `/site.pem
+  http-request return status 200
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	check := validate.Checker{}
+
+	// Live generation: a broken certificate.
+	bad, err := s.Stage(config, map[string][]byte{"site": []byte("not a certificate\n")}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustActivate(t, s, bad)
+	var ce *validate.CheckError
+	if err := check.Check(ctx, s.ConfigPath()); !errors.As(err, &ce) || ce.Line != 7 {
+		t.Fatalf("live config with a broken certificate: %v", err)
+	}
+
+	// Staged generation with a good certificate: valid through its check file although the
+	// live certificate is still broken.
+	good, err := s.Stage(config, map[string][]byte{"site": certPEM(t)}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := s.CheckFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check.Check(ctx, path); err != nil {
+		t.Fatalf("check file of the good generation: %v", err)
+	}
+	// And the other way round: a staged broken certificate fails while the live one is good.
+	mustActivate(t, s, good)
+	bad2, err := s.Stage(config, map[string][]byte{"site": []byte("garbage\n")}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err = s.CheckFile(bad2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check.Check(ctx, path); !errors.As(err, &ce) {
+		t.Fatalf("check file of the broken generation: %v", err)
+	}
+	if err := check.Check(ctx, s.ConfigPath()); err != nil {
+		t.Fatalf("live config after activating the good generation: %v", err)
+	}
+}

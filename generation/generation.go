@@ -1,0 +1,572 @@
+// Package generation keeps the files HAProxy reads as complete, immutable on-disk generations
+// and switches between them with one atomic rename, in the spirit of Kubernetes'
+// pkg/volume/util/atomic_writer.go.
+//
+// Layout:
+//
+//	StateDir/gen-<seq>-<hash12>/haproxy.cfg
+//	StateDir/gen-<seq>-<hash12>/certs/<name>.pem   (0600; certs dir 0700)
+//	StateDir/current -> gen-...                     (relative symlink, swapped by rename)
+//	ConfigPath       -> StateDir/current/haproxy.cfg
+//	SSLDir           -> StateDir/current/certs
+//
+// ConfigPath and SSLDir are stable symlinks, created once; the configuration and its
+// certificates change together when `current` is renamed over, so HAProxy never sees a
+// half-written file or a configuration with another generation's certificates.
+package generation
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// File and directory names inside StateDir and a generation.
+const (
+	ConfigName  = "haproxy.cfg"
+	CertDirName = "certs"
+	CurrentName = "current"
+	hashName    = "hash"
+	checkName   = "check.cfg"
+	tmpPrefix   = ".tmp-"
+	genPrefix   = "gen-"
+	// DefaultStateDirName is the state directory's name beside ConfigPath when none is given.
+	DefaultStateDirName = ".haproxy-sidecar"
+)
+
+// File modes. The configuration may hold the stats password; certificates hold private keys.
+const (
+	genDirMode  os.FileMode = 0o755
+	configMode  os.FileMode = 0o600
+	certDirMode os.FileMode = 0o700
+	certMode    os.FileMode = 0o600
+)
+
+// ErrNoRollback is returned by Rollback when no generation is known to roll back to.
+var ErrNoRollback = errors.New("no generation to roll back to")
+
+var (
+	genName   = regexp.MustCompile(`^gen-(\d+)-([A-Za-z0-9_-]{1,12})$`)
+	hashChars = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+)
+
+// Generation is one complete set of files on disk. It is never modified once staged.
+type Generation struct {
+	Dir  string // absolute path of gen-<seq>-<hash12>
+	Hash string // the content hash given to Stage
+	Seq  int
+}
+
+// ConfigFile is the generation's haproxy.cfg.
+func (g *Generation) ConfigFile() string { return filepath.Join(g.Dir, ConfigName) }
+
+// CertDir is the generation's certificate directory.
+func (g *Generation) CertDir() string { return filepath.Join(g.Dir, CertDirName) }
+
+func (g *Generation) name() string { return filepath.Base(g.Dir) }
+
+func (g *Generation) same(o *Generation) bool { return g != nil && o != nil && g.Dir == o.Dir }
+
+// Store manages the generations of one HAProxy configuration. Its methods are safe for
+// concurrent use, but Activate/Rollback are meant to be called by one pipeline in turn.
+type Store struct {
+	configPath, sslDir, stateDir string
+
+	mu       sync.Mutex
+	seq      int         // highest sequence number seen or staged
+	live     *Generation // what current points to
+	previous *Generation // live before the last Activate
+	good     *Generation // last generation HAProxy loaded fine
+	pending  *Generation // newest staged generation not activated yet
+}
+
+// Open prepares a store for configPath and sslDir (the stable paths HAProxy and the templates
+// use) with its generations in stateDir (default: DefaultStateDirName beside configPath). It
+// creates the directories it needs and finds the live generation left by a previous run, which
+// is then also taken as the last good one.
+func Open(configPath, sslDir, stateDir string) (*Store, error) {
+	if configPath == "" || sslDir == "" {
+		return nil, errors.New("open generation store: config path and SSL directory are required")
+	}
+	var err error
+	s := &Store{}
+	if s.configPath, err = filepath.Abs(configPath); err != nil {
+		return nil, fmt.Errorf("open generation store: %w", err)
+	}
+	if s.sslDir, err = filepath.Abs(sslDir); err != nil {
+		return nil, fmt.Errorf("open generation store: %w", err)
+	}
+	if stateDir == "" {
+		stateDir = filepath.Join(filepath.Dir(s.configPath), DefaultStateDirName)
+	}
+	if s.stateDir, err = filepath.Abs(stateDir); err != nil {
+		return nil, fmt.Errorf("open generation store: %w", err)
+	}
+	if s.sslDir == s.stateDir || s.configPath == s.stateDir || s.configPath == s.sslDir {
+		return nil, fmt.Errorf("open generation store: config path %s, SSL directory %s and state directory %s must differ", s.configPath, s.sslDir, s.stateDir)
+	}
+	for _, dir := range []string{s.stateDir, filepath.Dir(s.configPath), filepath.Dir(s.sslDir)} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("open generation store: %w", err)
+		}
+	}
+
+	entries, err := os.ReadDir(s.stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("open generation store: %w", err)
+	}
+	for _, e := range entries {
+		if m := genName.FindStringSubmatch(e.Name()); m != nil && e.IsDir() {
+			if n, err := strconv.Atoi(m[1]); err == nil && n > s.seq {
+				s.seq = n
+			}
+		}
+	}
+	// A current link that names no generation (a crash long ago, a hand edit) is treated as
+	// no live generation: the next Activate replaces it.
+	if target, err := os.Readlink(filepath.Join(s.stateDir, CurrentName)); err == nil {
+		if g, err := s.load(target); err == nil {
+			s.live, s.good = g, g
+		}
+	}
+	if s.live != nil {
+		if err := s.ensureLinks(); err != nil {
+			return nil, fmt.Errorf("open generation store: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// load describes the existing generation directory called name.
+func (s *Store) load(name string) (*Generation, error) {
+	m := genName.FindStringSubmatch(name)
+	if m == nil || filepath.Base(name) != name {
+		return nil, fmt.Errorf("%q is not a generation name", name)
+	}
+	dir := filepath.Join(s.stateDir, name)
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, err
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory", dir)
+	}
+	seq, _ := strconv.Atoi(m[1])
+	g := &Generation{Dir: dir, Seq: seq, Hash: m[2]}
+	if b, err := os.ReadFile(filepath.Join(dir, hashName)); err == nil {
+		g.Hash = strings.TrimSpace(string(b))
+	}
+	return g, nil
+}
+
+// ConfigPath is the path HAProxy is started with (-f).
+func (s *Store) ConfigPath() string { return s.configPath }
+
+// SSLDir is the certificate directory templates refer to.
+func (s *Store) SSLDir() string { return s.sslDir }
+
+// StateDir holds the generations.
+func (s *Store) StateDir() string { return s.stateDir }
+
+// ValidCertName reports why name cannot be a certificate file name, or nil.
+func ValidCertName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("certificate name is empty")
+	case strings.ContainsAny(name, "/\\\x00"):
+		return fmt.Errorf("certificate name %q contains a path separator or NUL", name)
+	case strings.HasPrefix(name, "."):
+		return fmt.Errorf("certificate name %q starts with a dot", name)
+	case strings.ContainsAny(name, "\n\r"):
+		return fmt.Errorf("certificate name %q contains a line break", name)
+	}
+	return nil
+}
+
+// Stage writes a complete new generation: config as haproxy.cfg and each certificate as
+// certs/<name>.pem (name without ".pem"), all fsynced, in a temporary directory renamed into
+// place once complete. Nothing live changes. hash identifies the content (the bundle hash);
+// when empty, a SHA-256 of the files is used.
+func (s *Store) Stage(config []byte, certs map[string][]byte, hash string) (*Generation, error) {
+	names := make([]string, 0, len(certs))
+	for name := range certs {
+		if err := ValidCertName(name); err != nil {
+			return nil, fmt.Errorf("stage generation: %w", err)
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	if hash == "" {
+		hash = contentHash(config, names, certs)
+	}
+	short := hash[:min(12, len(hash))]
+	if !hashChars.MatchString(short) || strings.ContainsAny(hash, "\n\r") {
+		return nil, fmt.Errorf("stage generation: hash %q is not usable in a directory name", hash)
+	}
+
+	s.mu.Lock()
+	s.seq++
+	seq := s.seq
+	s.mu.Unlock()
+
+	tmp, err := os.MkdirTemp(s.stateDir, tmpPrefix+"gen-")
+	if err != nil {
+		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
+	}
+	defer os.RemoveAll(tmp) // no-op once renamed
+	if err := os.Chmod(tmp, genDirMode); err != nil {
+		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
+	}
+	if err := writeFile(filepath.Join(tmp, ConfigName), config, configMode); err != nil {
+		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
+	}
+	if err := writeFile(filepath.Join(tmp, hashName), []byte(hash+"\n"), 0o644); err != nil {
+		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
+	}
+	certDir := filepath.Join(tmp, CertDirName)
+	if err := os.Mkdir(certDir, certDirMode); err != nil {
+		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
+	}
+	if err := os.Chmod(certDir, certDirMode); err != nil { // whatever the umask
+		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
+	}
+	for _, name := range names {
+		if err := writeFile(filepath.Join(certDir, name+".pem"), certs[name], certMode); err != nil {
+			return nil, fmt.Errorf("stage generation %d: certificate %q: %w", seq, name, err)
+		}
+	}
+	if err := syncDir(certDir); err != nil {
+		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
+	}
+	if err := syncDir(tmp); err != nil {
+		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
+	}
+	dir := filepath.Join(s.stateDir, fmt.Sprintf("%s%d-%s", genPrefix, seq, short))
+	if err := os.Rename(tmp, dir); err != nil {
+		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
+	}
+	if err := syncDir(s.stateDir); err != nil {
+		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
+	}
+	g := &Generation{Dir: dir, Hash: hash, Seq: seq}
+	s.mu.Lock()
+	if s.pending == nil || s.pending.Seq < seq {
+		s.pending = g
+	}
+	s.mu.Unlock()
+	return g, nil
+}
+
+func contentHash(config []byte, names []string, certs map[string][]byte) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "config %d\n", len(config))
+	h.Write(config)
+	for _, name := range names {
+		fmt.Fprintf(h, "cert %q %d\n", name, len(certs[name]))
+		h.Write(certs[name])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// CheckFile writes, inside g's directory, a copy of g's configuration in which every whole
+// occurrence of the live SSLDir path (followed by "/" or the end of the path) is replaced by
+// g.CertDir(), so that `haproxy -c` checks exactly the certificates that will go live while
+// the live ones stay untouched. Line numbers are unchanged. It returns the copy's path.
+func (s *Store) CheckFile(g *Generation) (string, error) {
+	cfg, err := os.ReadFile(g.ConfigFile())
+	if err != nil {
+		return "", fmt.Errorf("write check file for %s: %w", g.name(), err)
+	}
+	out := replacePathPrefix(cfg, s.sslDir, g.CertDir())
+	path := filepath.Join(g.Dir, checkName)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("write check file for %s: %w", g.name(), err)
+	}
+	if err := writeFile(path, out, configMode); err != nil {
+		return "", fmt.Errorf("write check file for %s: %w", g.name(), err)
+	}
+	return path, nil
+}
+
+// pathByte reports whether c can be part of a path name (other than the separator).
+func pathByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		c == '.' || c == '_' || c == '-' || c == '~' || c == '+' || c == '@' || c >= 0x80
+}
+
+// replacePathPrefix replaces old with new in data where old is a whole path or a whole leading
+// part of one: not preceded by a path character or "/", and followed by "/", or by a character
+// that cannot continue a file name.
+func replacePathPrefix(data []byte, old, new string) []byte {
+	if old == "" {
+		return data
+	}
+	oldB := []byte(old)
+	var b bytes.Buffer
+	for {
+		i := bytes.Index(data, oldB)
+		if i < 0 {
+			b.Write(data)
+			return b.Bytes()
+		}
+		end := i + len(oldB)
+		before := i == 0 || !(pathByte(data[i-1]) || data[i-1] == '/')
+		after := end == len(data) || data[end] == '/' || !pathByte(data[end])
+		b.Write(data[:i])
+		if before && after {
+			b.WriteString(new)
+		} else {
+			b.Write(oldB)
+		}
+		data = data[end:]
+	}
+}
+
+// Live returns the generation current points to, nil if none.
+func (s *Store) Live() *Generation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return copyGen(s.live)
+}
+
+// Good returns the last generation marked good (or found live at Open), nil if none.
+func (s *Store) Good() *Generation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return copyGen(s.good)
+}
+
+func copyGen(g *Generation) *Generation {
+	if g == nil {
+		return nil
+	}
+	c := *g
+	return &c
+}
+
+// Activate makes g live with one atomic rename of the current symlink, so ConfigPath and
+// SSLDir switch together; it creates ConfigPath and SSLDir as symlinks the first time. The
+// generation that was live before is remembered for Rollback.
+func (s *Store) Activate(g *Generation) error {
+	if g == nil {
+		return errors.New("activate: no generation")
+	}
+	if filepath.Dir(g.Dir) != s.stateDir || !genName.MatchString(g.name()) {
+		return fmt.Errorf("activate %s: not a generation of %s", g.Dir, s.stateDir)
+	}
+	if _, err := os.Stat(g.ConfigFile()); err != nil {
+		return fmt.Errorf("activate %s: %w", g.name(), err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.point(g); err != nil {
+		return fmt.Errorf("activate %s: %w", g.name(), err)
+	}
+	if !g.same(s.live) {
+		s.previous = s.live
+	}
+	s.live = copyGen(g)
+	if g.same(s.pending) {
+		s.pending = nil
+	}
+	if err := s.ensureLinks(); err != nil {
+		return fmt.Errorf("activate %s: %w", g.name(), err)
+	}
+	return nil
+}
+
+// point renames a fresh symlink to g over StateDir/current.
+func (s *Store) point(g *Generation) error {
+	if err := replaceWithSymlink(filepath.Join(s.stateDir, CurrentName), g.name()); err != nil {
+		return err
+	}
+	return syncDir(s.stateDir)
+}
+
+// Rollback makes live again the generation to fall back to: the last one marked good, or,
+// if none was, the one that was live before the last Activate. The generation it replaces is
+// forgotten (Prune deletes it).
+func (s *Store) Rollback() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	target := s.good
+	if target == nil {
+		target = s.previous
+	}
+	if target == nil {
+		return fmt.Errorf("roll back from %v: %w", nameOf(s.live), ErrNoRollback)
+	}
+	if target.same(s.live) {
+		s.previous = nil
+		return nil
+	}
+	if err := s.point(target); err != nil {
+		return fmt.Errorf("roll back to %s: %w", target.name(), err)
+	}
+	s.live = copyGen(target)
+	s.previous = nil
+	return nil
+}
+
+func nameOf(g *Generation) string {
+	if g == nil {
+		return "no generation"
+	}
+	return g.name()
+}
+
+// MarkGood records that HAProxy loaded g: it is the rollback target from now on.
+func (s *Store) MarkGood(g *Generation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.good = copyGen(g)
+}
+
+// Prune deletes every generation except the live one, the last good one and the newest
+// staged one that was not activated yet, and any leftover temporary files.
+func (s *Store) Prune() error {
+	s.mu.Lock()
+	keep := map[string]bool{}
+	for _, g := range []*Generation{s.live, s.good, s.pending} {
+		if g != nil {
+			keep[g.name()] = true
+		}
+	}
+	s.mu.Unlock()
+	entries, err := os.ReadDir(s.stateDir)
+	if err != nil {
+		return fmt.Errorf("prune generations: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		if !(genName.MatchString(name) || strings.HasPrefix(name, tmpPrefix)) || keep[name] {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(s.stateDir, name)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("prune generations: %w", err)
+	}
+	return nil
+}
+
+// Generations lists the generation directories on disk, oldest first.
+func (s *Store) Generations() ([]*Generation, error) {
+	entries, err := os.ReadDir(s.stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("list generations: %w", err)
+	}
+	var gens []*Generation
+	for _, e := range entries {
+		if genName.MatchString(e.Name()) && e.IsDir() {
+			if g, err := s.load(e.Name()); err == nil {
+				gens = append(gens, g)
+			}
+		}
+	}
+	slices.SortFunc(gens, func(a, b *Generation) int { return a.Seq - b.Seq })
+	return gens, nil
+}
+
+// ensureLinks makes ConfigPath and SSLDir the symlinks into current, replacing a regular file
+// or another symlink by rename and an empty directory by removal. A non-empty directory (or a
+// mount point) is left alone and reported: the operator must move it.
+func (s *Store) ensureLinks() error {
+	links := []struct{ path, target string }{
+		{s.configPath, filepath.Join(s.stateDir, CurrentName, ConfigName)},
+		{s.sslDir, filepath.Join(s.stateDir, CurrentName, CertDirName)},
+	}
+	for _, l := range links {
+		target := linkTarget(filepath.Dir(l.path), l.target)
+		if cur, err := os.Readlink(l.path); err == nil && cur == target {
+			continue
+		}
+		fi, err := os.Lstat(l.path)
+		if err == nil && fi.IsDir() {
+			if rmErr := os.Remove(l.path); rmErr != nil {
+				return fmt.Errorf("replace directory %s with a symlink to %s: %w (move its contents away; mount volumes on its parent directory)", l.path, l.target, rmErr)
+			}
+		}
+		if err := replaceWithSymlink(l.path, target); err != nil {
+			return err
+		}
+		if err := syncDir(filepath.Dir(l.path)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// linkTarget is target relative to dir when target lies beneath dir, else target itself (a
+// relative target climbing with ".." breaks when dir is reached through a symlink).
+func linkTarget(dir, target string) string {
+	if rel, err := filepath.Rel(dir, target); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return rel
+	}
+	return target
+}
+
+// replaceWithSymlink atomically makes path a symlink to target: a temporary symlink beside it
+// is renamed over it.
+func replaceWithSymlink(path, target string) error {
+	dir := filepath.Dir(path)
+	for i := 0; ; i++ {
+		tmp := filepath.Join(dir, fmt.Sprintf("%s%s-%d-%d", tmpPrefix, filepath.Base(path), os.Getpid(), i))
+		err := os.Symlink(target, tmp)
+		if errors.Is(err, os.ErrExist) && i < 100 {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("create symlink %s -> %s: %w", path, target, err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			os.Remove(tmp)
+			return fmt.Errorf("create symlink %s -> %s: %w", path, target, err)
+		}
+		return nil
+	}
+}
+
+// writeFile creates path (which must not exist) with data and mode, and fsyncs it.
+func writeFile(path string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(mode); err != nil { // whatever the umask
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,449 @@
+package generation
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+type env struct {
+	root, config, ssl string
+}
+
+func newEnv(t *testing.T) env {
+	t.Helper()
+	root := t.TempDir()
+	return env{root: root, config: filepath.Join(root, "etc", "haproxy.cfg"), ssl: filepath.Join(root, "etc", "ssl")}
+}
+
+func open(t *testing.T, e env) *Store {
+	t.Helper()
+	s, err := Open(e.config, e.ssl, "")
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return s
+}
+
+func stage(t *testing.T, s *Store, config, cert string) *Generation {
+	t.Helper()
+	g, err := s.Stage([]byte(config), map[string][]byte{"site": []byte(cert)}, "")
+	if err != nil {
+		t.Fatalf("Stage: %v", err)
+	}
+	return g
+}
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	return string(b)
+}
+
+// seen returns what HAProxy would read through the stable paths.
+func seen(t *testing.T, e env) (config, cert string) {
+	t.Helper()
+	return read(t, e.config), read(t, filepath.Join(e.ssl, "site.pem"))
+}
+
+func TestStageLeavesLiveUntouched(t *testing.T) {
+	e := newEnv(t)
+	s := open(t, e)
+	if s.Live() != nil {
+		t.Fatal("fresh store has a live generation")
+	}
+	g1 := stage(t, s, "config 1", "cert 1")
+	if _, err := os.Lstat(e.config); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("staging created %s (%v)", e.config, err)
+	}
+	if err := s.Activate(g1); err != nil {
+		t.Fatal(err)
+	}
+	g2 := stage(t, s, "config 2", "cert 2")
+	if c, k := seen(t, e); c != "config 1" || k != "cert 1" {
+		t.Fatalf("after staging g2, live is %q/%q", c, k)
+	}
+	if s.Live().Dir != g1.Dir {
+		t.Fatalf("Live = %s, want %s", s.Live().Dir, g1.Dir)
+	}
+	if read(t, g2.ConfigFile()) != "config 2" || read(t, filepath.Join(g2.CertDir(), "site.pem")) != "cert 2" {
+		t.Fatal("staged files have the wrong content")
+	}
+	if g2.Seq <= g1.Seq {
+		t.Fatalf("seq %d after %d", g2.Seq, g1.Seq)
+	}
+	if !strings.HasPrefix(filepath.Base(g2.Dir), fmt.Sprintf("gen-%d-", g2.Seq)) || len(g2.Hash) != 64 {
+		t.Fatalf("generation %s hash %q", g2.Dir, g2.Hash)
+	}
+}
+
+func TestActivateSwapsConfigAndCertsTogether(t *testing.T) {
+	e := newEnv(t)
+	s := open(t, e)
+	g1 := stage(t, s, "config 1", "cert 1")
+	g2 := stage(t, s, "config 2", "cert 2")
+	for _, step := range []struct {
+		g          *Generation
+		cfg, cert  string
+		wantTarget string
+	}{{g1, "config 1", "cert 1", filepath.Base(g1.Dir)}, {g2, "config 2", "cert 2", filepath.Base(g2.Dir)}} {
+		if err := s.Activate(step.g); err != nil {
+			t.Fatal(err)
+		}
+		if c, k := seen(t, e); c != step.cfg || k != step.cert {
+			t.Fatalf("after Activate(%s): %q/%q", step.g.Dir, c, k)
+		}
+		target, err := os.Readlink(filepath.Join(s.StateDir(), CurrentName))
+		if err != nil || target != step.wantTarget {
+			t.Fatalf("current -> %q (%v), want %q", target, err, step.wantTarget)
+		}
+	}
+	for path, want := range map[string]string{
+		e.config: filepath.Join(DefaultStateDirName, CurrentName, ConfigName),
+		e.ssl:    filepath.Join(DefaultStateDirName, CurrentName, CertDirName),
+	} {
+		got, err := os.Readlink(path)
+		if err != nil || got != want {
+			t.Errorf("%s -> %q (%v), want %q", path, got, err, want)
+		}
+	}
+	// No temporary symlink is left behind.
+	for _, dir := range []string{s.StateDir(), filepath.Dir(e.config)} {
+		entries, _ := os.ReadDir(dir)
+		for _, en := range entries {
+			if strings.HasPrefix(en.Name(), tmpPrefix) {
+				t.Errorf("leftover %s in %s", en.Name(), dir)
+			}
+		}
+	}
+}
+
+func TestRollback(t *testing.T) {
+	t.Run("to previous when none marked good", func(t *testing.T) {
+		e := newEnv(t)
+		s := open(t, e)
+		if err := s.Rollback(); !errors.Is(err, ErrNoRollback) {
+			t.Fatalf("Rollback on empty store = %v", err)
+		}
+		g1, g2 := stage(t, s, "config 1", "cert 1"), stage(t, s, "config 2", "cert 2")
+		mustActivate(t, s, g1)
+		mustActivate(t, s, g2)
+		if err := s.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if c, k := seen(t, e); c != "config 1" || k != "cert 1" {
+			t.Fatalf("after Rollback: %q/%q", c, k)
+		}
+		if s.Live().Dir != g1.Dir {
+			t.Fatalf("Live = %s", s.Live().Dir)
+		}
+		// The failed generation is forgotten: a second Rollback has nothing to go back to.
+		if err := s.Rollback(); !errors.Is(err, ErrNoRollback) {
+			t.Fatalf("second Rollback = %v, want ErrNoRollback", err)
+		}
+	})
+	t.Run("to last good across unconfirmed activations", func(t *testing.T) {
+		e := newEnv(t)
+		s := open(t, e)
+		g1, g2, g3 := stage(t, s, "config 1", "cert 1"), stage(t, s, "config 2", "cert 2"), stage(t, s, "config 3", "cert 3")
+		mustActivate(t, s, g1)
+		s.MarkGood(g1)
+		mustActivate(t, s, g2) // never confirmed
+		mustActivate(t, s, g3)
+		if err := s.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if c, k := seen(t, e); c != "config 1" || k != "cert 1" {
+			t.Fatalf("after Rollback: %q/%q", c, k)
+		}
+		if s.Good().Dir != g1.Dir {
+			t.Fatalf("Good = %s", s.Good().Dir)
+		}
+	})
+}
+
+func mustActivate(t *testing.T, s *Store, g *Generation) {
+	t.Helper()
+	if err := s.Activate(g); err != nil {
+		t.Fatalf("Activate(%s): %v", g.Dir, err)
+	}
+}
+
+func names(t *testing.T, s *Store) []string {
+	t.Helper()
+	gens, err := s.Generations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, g := range gens {
+		out = append(out, filepath.Base(g.Dir))
+	}
+	return out
+}
+
+func TestPruneKeepsLiveAndLastGood(t *testing.T) {
+	e := newEnv(t)
+	s := open(t, e)
+	var gens []*Generation
+	for i := range 6 {
+		gens = append(gens, stage(t, s, fmt.Sprintf("config %d", i), fmt.Sprintf("cert %d", i)))
+	}
+	mustActivate(t, s, gens[0])
+	mustActivate(t, s, gens[1])
+	s.MarkGood(gens[1])
+	mustActivate(t, s, gens[2]) // live, not confirmed yet
+	// gens[3], gens[4] staged and superseded; gens[5] the newest staged, not activated.
+	if _, err := s.CheckFile(gens[5]); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(filepath.Join(s.StateDir(), tmpPrefix+"gen-crashed"), 0o700)
+	if err := s.Prune(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Base(gens[1].Dir), filepath.Base(gens[2].Dir), filepath.Base(gens[5].Dir)}
+	if got := names(t, s); !equal(got, want) {
+		t.Fatalf("after Prune: %v, want %v", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(s.StateDir(), tmpPrefix+"gen-crashed")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("leftover temporary directory survived Prune: %v", err)
+	}
+	if c, _ := seen(t, e); c != "config 2" {
+		t.Fatalf("live changed by Prune: %q", c)
+	}
+	// Once the newest is activated and marked good, everything else goes.
+	mustActivate(t, s, gens[5])
+	s.MarkGood(gens[5])
+	if err := s.Prune(); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, s); !equal(got, []string{filepath.Base(gens[5].Dir)}) {
+		t.Fatalf("after second Prune: %v", got)
+	}
+}
+
+func equal(a, b []string) bool { return strings.Join(a, "|") == strings.Join(b, "|") }
+
+func TestReopenFindsLive(t *testing.T) {
+	e := newEnv(t)
+	s := open(t, e)
+	g1 := stage(t, s, "config 1", "cert 1")
+	g2 := stage(t, s, "config 2", "cert 2")
+	mustActivate(t, s, g1)
+	mustActivate(t, s, g2)
+
+	s2 := open(t, e)
+	live := s2.Live()
+	if live == nil || live.Dir != g2.Dir || live.Seq != g2.Seq || live.Hash != g2.Hash {
+		t.Fatalf("reopened Live = %+v, want %+v", live, g2)
+	}
+	if good := s2.Good(); good == nil || good.Dir != g2.Dir {
+		t.Fatalf("reopened Good = %+v", good)
+	}
+	g3 := stage(t, s2, "config 3", "cert 3")
+	if g3.Seq <= g2.Seq {
+		t.Fatalf("seq after reopen %d, want > %d", g3.Seq, g2.Seq)
+	}
+	mustActivate(t, s2, g3)
+	if err := s2.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := seen(t, e); c != "config 2" {
+		t.Fatalf("rollback after reopen: %q", c)
+	}
+}
+
+func TestReplacesPreexistingFiles(t *testing.T) {
+	e := newEnv(t)
+	if err := os.MkdirAll(e.ssl, 0o755); err != nil { // an empty directory is replaced
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.config, []byte("hand-written"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, e)
+	if read(t, e.config) != "hand-written" {
+		t.Fatal("Open touched the existing config before any generation")
+	}
+	g := stage(t, s, "config 1", "cert 1")
+	mustActivate(t, s, g)
+	if c, k := seen(t, e); c != "config 1" || k != "cert 1" {
+		t.Fatalf("after Activate: %q/%q", c, k)
+	}
+	for _, p := range []string{e.config, e.ssl} {
+		if fi, err := os.Lstat(p); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("%s is not a symlink (%v)", p, err)
+		}
+	}
+
+	t.Run("non-empty SSL directory is reported", func(t *testing.T) {
+		e := newEnv(t)
+		os.MkdirAll(e.ssl, 0o755)
+		os.WriteFile(filepath.Join(e.ssl, "old.pem"), []byte("x"), 0o600)
+		s := open(t, e)
+		err := s.Activate(stage(t, s, "c", "k"))
+		if err == nil || !strings.Contains(err.Error(), e.ssl) {
+			t.Fatalf("Activate = %v, want an error naming %s", err, e.ssl)
+		}
+		if read(t, filepath.Join(e.ssl, "old.pem")) != "x" {
+			t.Fatal("existing certificate was touched")
+		}
+	})
+}
+
+func TestModes(t *testing.T) {
+	e := newEnv(t)
+	s := open(t, e)
+	g := stage(t, s, "config", "cert")
+	for path, want := range map[string]os.FileMode{
+		g.CertDir():                            0o700,
+		filepath.Join(g.CertDir(), "site.pem"): 0o600,
+		g.ConfigFile():                         0o600,
+	} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s mode %v, want %v", path, fi.Mode().Perm(), want)
+		}
+	}
+}
+
+func TestCertNames(t *testing.T) {
+	e := newEnv(t)
+	s := open(t, e)
+	for _, name := range []string{"", "a/b", "..", ".", ".hidden", "../x", "a\x00b", `a\b`} {
+		t.Run(fmt.Sprintf("%q", name), func(t *testing.T) {
+			_, err := s.Stage([]byte("c"), map[string][]byte{name: []byte("k")}, "")
+			if err == nil || !strings.Contains(err.Error(), "certificate name") {
+				t.Fatalf("Stage with name %q = %v", name, err)
+			}
+		})
+	}
+	if _, err := s.Stage([]byte("c"), map[string][]byte{"example.com": []byte("k"), "wild_card-1": []byte("k")}, ""); err != nil {
+		t.Fatalf("valid names rejected: %v", err)
+	}
+	if _, err := s.Stage([]byte("c"), nil, "../../etc"); err == nil {
+		t.Fatal("a hash with a path in it was accepted")
+	}
+	entries, _ := os.ReadDir(s.StateDir())
+	for _, en := range entries {
+		if strings.HasPrefix(en.Name(), tmpPrefix) {
+			t.Errorf("failed Stage left %s", en.Name())
+		}
+	}
+}
+
+func TestCheckFile(t *testing.T) {
+	e := newEnv(t)
+	s := open(t, e)
+	ssl := s.SSLDir()
+	config := strings.Join([]string{
+		"bind :443 ssl crt " + ssl + "/site.pem crt " + ssl,
+		"bind :444 ssl crt '" + ssl + "/other.pem'",
+		"crt-list " + ssl + "2/list.txt",       // another directory that shares the prefix
+		"errorfile 503 /x" + ssl + "/503.http", // the path inside another path
+		"ca-file " + ssl + ".pem",              // a file beside the directory
+		"",
+	}, "\n")
+	g, err := s.Stage([]byte(config), map[string][]byte{"site": []byte("k")}, "abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := s.CheckFile(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cd := g.CertDir()
+	want := strings.Join([]string{
+		"bind :443 ssl crt " + cd + "/site.pem crt " + cd,
+		"bind :444 ssl crt '" + cd + "/other.pem'",
+		"crt-list " + ssl + "2/list.txt",
+		"errorfile 503 /x" + ssl + "/503.http",
+		"ca-file " + ssl + ".pem",
+		"",
+	}, "\n")
+	if got := read(t, path); got != want {
+		t.Fatalf("check file:\n%s\nwant:\n%s", got, want)
+	}
+	if read(t, g.ConfigFile()) != config {
+		t.Fatal("CheckFile changed the generation's config")
+	}
+	if _, err := s.CheckFile(g); err != nil {
+		t.Fatalf("second CheckFile: %v", err)
+	}
+}
+
+// A reader looping on the stable paths during many activations only ever sees complete
+// versions.
+func TestConcurrentReaderSeesCompleteFiles(t *testing.T) {
+	e := newEnv(t)
+	s := open(t, e)
+	versions := make([][]byte, 3)
+	certs := make([][]byte, 3)
+	for i := range versions {
+		versions[i] = bytes.Repeat([]byte(fmt.Sprintf("config version %d\n", i)), 4096)
+		certs[i] = bytes.Repeat([]byte(fmt.Sprintf("cert version %d\n", i)), 1024)
+	}
+	first, err := s.Stage(versions[0], map[string][]byte{"site": certs[0]}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustActivate(t, s, first)
+
+	var stop atomic.Bool
+	var reads atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	check := func(path string, valid [][]byte) {
+		defer wg.Done()
+		for !stop.Load() {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				errs <- fmt.Errorf("read %s: %w", path, err)
+				return
+			}
+			ok := false
+			for _, v := range valid {
+				ok = ok || bytes.Equal(b, v)
+			}
+			if !ok {
+				errs <- fmt.Errorf("read %s: %d bytes that are no complete version", path, len(b))
+				return
+			}
+			reads.Add(1)
+		}
+	}
+	wg.Add(2)
+	go check(e.config, versions)
+	go check(filepath.Join(e.ssl, "site.pem"), certs)
+	for i := 1; i <= 200; i++ {
+		v := i % len(versions)
+		g, err := s.Stage(versions[v], map[string][]byte{"site": certs[v]}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustActivate(t, s, g)
+		s.MarkGood(g)
+	}
+	stop.Store(true)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if reads.Load() == 0 {
+		t.Fatal("the readers never read")
+	}
+	t.Logf("%d complete reads during 200 activations", reads.Load())
+}
