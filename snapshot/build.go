@@ -1,0 +1,184 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Defaults for Options fields left empty.
+const (
+	DefaultNamespace             = "lb"
+	DefaultServicesConfigMap     = "services"
+	DefaultConfigConfigMap       = "config"
+	DefaultCertificatesConfigMap = "certificates"
+	DefaultKeysSecret            = "keys"
+	DefaultTemplateKey           = "template"
+	StatsUsername                = "stats"
+)
+
+// Options says where Build finds its inputs among the Objects and what else goes into the
+// Snapshot. Empty names take the defaults above.
+type Options struct {
+	Namespace             string // the load balancer's namespace; default "lb"
+	ServicesConfigMap     string // default "services"
+	ConfigConfigMap       string // default "config"
+	CertificatesConfigMap string // default "certificates"
+	KeysSecret            string // default "keys"
+	TemplateKey           string // default "template"
+	// CertificateSelector selects TLS Secrets (type kubernetes.io/tls) in Namespace that are
+	// certificates too, named after the Secret. nil selects none.
+	CertificateSelector labels.Selector
+	// Env is the environment the templates see, already filtered by the caller's allow-list.
+	Env              map[string]string
+	StatsPassword    string
+	StatsPasswordSet bool
+	// PodCache, when set, keeps the JSON form of the pods between Builds so that only pods that
+	// changed (by UID and resourceVersion) are converted again. Give each source its own.
+	PodCache *PodCache
+}
+
+func (o Options) withDefaults() Options {
+	def := func(s *string, d string) {
+		if *s == "" {
+			*s = d
+		}
+	}
+	def(&o.Namespace, DefaultNamespace)
+	def(&o.ServicesConfigMap, DefaultServicesConfigMap)
+	def(&o.ConfigConfigMap, DefaultConfigConfigMap)
+	def(&o.CertificatesConfigMap, DefaultCertificatesConfigMap)
+	def(&o.KeysSecret, DefaultKeysSecret)
+	def(&o.TemplateKey, DefaultTemplateKey)
+	return o
+}
+
+// Build turns what a source has seen into a Snapshot. It is a pure function: the same Objects
+// and Options give an equal Snapshot.
+//
+// Bad input (a service entry, a certificate, the template ConfigMap) is reported as
+// *InputError (Stage decode) naming the object and key; when there are several, the error
+// lists all of them (errors.Join, in a deterministic order: services by key, then
+// certificates, then templates) and errors.As finds the first. On error the Snapshot is nil:
+// the caller keeps serving the last good one.
+//
+// The Snapshot shares no memory with objs, except that a pod selected by several services is
+// the same map in each service's "pods": the Snapshot is read-only.
+func Build(objs *Objects, opts Options) (*Snapshot, error) {
+	opts = opts.withDefaults()
+	if objs == nil {
+		objs = &Objects{}
+	}
+	in := indexObjects(objs, opts.Namespace)
+
+	snap := &Snapshot{
+		TemplateKey: opts.TemplateKey,
+		ServicesRef: Ref{Kind: "ConfigMap", Namespace: opts.Namespace, Name: opts.ServicesConfigMap},
+		Env:         maps.Clone(opts.Env),
+		Stats: Stats{
+			Username:    StatsUsername,
+			Password:    opts.StatsPassword,
+			PasswordSet: opts.StatsPasswordSet,
+		},
+		Revision: objs.Revision,
+	}
+	if snap.Env == nil {
+		snap.Env = map[string]string{}
+	}
+
+	var errs []error
+	services, err := buildServices(in.configMaps[opts.ServicesConfigMap], snap.ServicesRef, newPodIndex(objs.Pods, opts.PodCache))
+	errs = appendErr(errs, err)
+	snap.Services = services
+
+	certs, err := buildCertificates(in, opts)
+	errs = appendErr(errs, err)
+	snap.Certificates = certs
+
+	tmpl, ref, err := buildTemplates(in.configMaps[opts.ConfigConfigMap], opts)
+	errs = appendErr(errs, err)
+	snap.Templates, snap.TemplateRef = tmpl, ref
+
+	if err := joinErrors(errs); err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
+
+// inputs are the load balancer namespace's ConfigMaps and Secrets by name.
+type inputs struct {
+	namespace  string
+	configMaps map[string]*corev1.ConfigMap
+	secrets    map[string]*corev1.Secret
+}
+
+func indexObjects(objs *Objects, namespace string) inputs {
+	in := inputs{
+		namespace:  namespace,
+		configMaps: map[string]*corev1.ConfigMap{},
+		secrets:    map[string]*corev1.Secret{},
+	}
+	for _, cm := range objs.ConfigMaps {
+		if cm != nil && cm.Namespace == namespace {
+			in.configMaps[cm.Name] = cm
+		}
+	}
+	for _, s := range objs.Secrets {
+		if s != nil && s.Namespace == namespace {
+			in.secrets[s.Name] = s
+		}
+	}
+	return in
+}
+
+func buildTemplates(cm *corev1.ConfigMap, opts Options) (map[string]string, Ref, error) {
+	if cm == nil {
+		return nil, Ref{}, nil
+	}
+	ref := Ref{Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name}
+	if _, ok := cm.Data[opts.TemplateKey]; !ok {
+		keyRef := ref
+		keyRef.Key = opts.TemplateKey
+		return nil, ref, &InputError{Stage: StageDecode, Ref: keyRef,
+			Err: fmt.Errorf("the ConfigMap has no key %q for the main template%s", opts.TemplateKey, keyList(cm.Data))}
+	}
+	return maps.Clone(cm.Data), ref, nil
+}
+
+func keyList(m map[string]string) string {
+	if len(m) == 0 {
+		return " (it has no data keys)"
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	if len(keys) > 10 {
+		keys = append(keys[:10], "...")
+	}
+	return " (its keys: " + strings.Join(keys, ", ") + ")"
+}
+
+// appendErr appends err, flattening a joined error, so that the final join is flat.
+func appendErr(errs []error, err error) []error {
+	if err == nil {
+		return errs
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return append(errs, j.Unwrap()...)
+	}
+	return append(errs, err)
+}
+
+// joinErrors returns nil, the only error, or all of them joined (errors.As finds the first).
+func joinErrors(errs []error) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,273 @@
+package snapshot
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+var (
+	certExtensions = []string{".pem", ".crt"}
+	keyExtensions  = []string{".pem", ".key"}
+	validCertName  = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+)
+
+// pemPart is one half of a certificate: a data key of the certificates ConfigMap or of the keys
+// Secret, or a TLS Secret's tls.crt / tls.key.
+type pemPart struct {
+	ref  Ref
+	data []byte
+}
+
+// buildCertificates pairs the certificates ConfigMap with the keys Secret by name, adds the
+// selected TLS Secrets, and checks every pair. Errors never quote PEM content.
+func buildCertificates(in inputs, opts Options) ([]Certificate, error) {
+	var errs []error
+	fail := func(ref Ref, format string, args ...any) {
+		errs = append(errs, &InputError{Stage: StageDecode, Ref: ref, Err: fmt.Errorf(format, args...)})
+	}
+	cmRef := Ref{Kind: "ConfigMap", Namespace: in.namespace, Name: opts.CertificatesConfigMap}
+	secRef := Ref{Kind: "Secret", Namespace: in.namespace, Name: opts.KeysSecret}
+
+	var certData map[string][]byte
+	if cm := in.configMaps[opts.CertificatesConfigMap]; cm != nil {
+		certData = configMapData(cm)
+	}
+	var keyData map[string][]byte
+	if s := in.secrets[opts.KeysSecret]; s != nil {
+		keyData = secretData(s)
+	}
+	certs := byName(cmRef, certData, certExtensions, fail)
+	keys := byName(secRef, keyData, keyExtensions, fail)
+
+	byCertName := map[string]Certificate{}
+	for _, name := range slices.Sorted(maps.Keys(certs)) {
+		c := certs[name]
+		k, ok := keys[name]
+		if !ok {
+			fail(c.ref, "certificate %q has no private key: the Secret %s/%s has no key %s",
+				name, secRef.Namespace, secRef.Name, alternatives(name, keyExtensions))
+			continue
+		}
+		pemData, err := pair(c, k)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		byCertName[name] = Certificate{Name: name, PEM: pemData, Ref: c.ref}
+	}
+	for _, name := range slices.Sorted(maps.Keys(keys)) {
+		if _, ok := certs[name]; !ok {
+			fail(keys[name].ref, "private key %q has no certificate: the ConfigMap %s/%s has no key %s",
+				name, cmRef.Namespace, cmRef.Name, alternatives(name, certExtensions))
+		}
+	}
+
+	for _, s := range tlsSecrets(in, opts) {
+		ref := Ref{Kind: "Secret", Namespace: s.Namespace, Name: s.Name}
+		if err := checkCertName(s.Name); err != nil {
+			fail(ref, "%v", err)
+			continue
+		}
+		data := secretData(s)
+		crt, hasCrt := data[corev1.TLSCertKey]
+		key, hasKey := data[corev1.TLSPrivateKeyKey]
+		switch {
+		case !hasCrt && !hasKey:
+			fail(ref, "TLS Secret has neither %q nor %q", corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
+			continue
+		case !hasCrt:
+			fail(ref, "TLS Secret has no %q: the private key has no certificate", corev1.TLSCertKey)
+			continue
+		case !hasKey:
+			fail(ref, "TLS Secret has no %q: the certificate has no private key", corev1.TLSPrivateKeyKey)
+			continue
+		}
+		if prev, ok := byCertName[s.Name]; ok {
+			fail(ref, "certificate name %q is already given by %s", s.Name, prev.Ref)
+			continue
+		}
+		if _, ok := certs[s.Name]; ok {
+			// The ConfigMap entry was rejected above; the name is still taken.
+			fail(ref, "certificate name %q is already given by %s", s.Name, certs[s.Name].ref)
+			continue
+		}
+		crtRef, keyRef := ref, ref
+		crtRef.Key, keyRef.Key = corev1.TLSCertKey, corev1.TLSPrivateKeyKey
+		pemData, err := pair(pemPart{ref: crtRef, data: crt}, pemPart{ref: keyRef, data: key})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		byCertName[s.Name] = Certificate{Name: s.Name, PEM: pemData, Ref: ref}
+	}
+
+	if err := joinErrors(errs); err != nil {
+		return nil, err
+	}
+	out := make([]Certificate, 0, len(byCertName))
+	for _, name := range slices.Sorted(maps.Keys(byCertName)) {
+		out = append(out, byCertName[name])
+	}
+	return out, nil
+}
+
+// byName maps certificate names to the data keys that give them: "web.pem", "web.<ext>" and
+// "web" all give "web". Bad names and two keys giving one name are errors.
+func byName(objRef Ref, data map[string][]byte, exts []string, fail func(Ref, string, ...any)) map[string]pemPart {
+	out := map[string]pemPart{}
+	for _, key := range slices.Sorted(maps.Keys(data)) {
+		ref := objRef
+		ref.Key = key
+		name := key
+		for _, ext := range exts {
+			if n, ok := strings.CutSuffix(key, ext); ok {
+				name = n
+				break
+			}
+		}
+		if err := checkCertName(name); err != nil {
+			fail(ref, "%v", err)
+			continue
+		}
+		if prev, ok := out[name]; ok {
+			fail(ref, "certificate name %q is already given by key %q", name, prev.ref.Key)
+			continue
+		}
+		out[name] = pemPart{ref: ref, data: data[key]}
+	}
+	return out
+}
+
+// checkCertName: the name becomes a file name in the certificate directory.
+func checkCertName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty certificate name")
+	case strings.HasPrefix(name, "."):
+		return fmt.Errorf("certificate name %q starts with a dot", name)
+	case strings.Contains(name, ".."):
+		return fmt.Errorf("certificate name %q contains \"..\"", name)
+	case !validCertName.MatchString(name):
+		return fmt.Errorf("certificate name %q has characters other than letters, digits, '.', '_' and '-'", name)
+	}
+	return nil
+}
+
+func alternatives(name string, exts []string) string {
+	var alts []string
+	for _, ext := range exts {
+		alts = append(alts, fmt.Sprintf("%q", name+ext))
+	}
+	return strings.Join(alts, ", ") + fmt.Sprintf(" or %q", name)
+}
+
+// pair checks a certificate chain and its private key and returns the PEM HAProxy's `crt`
+// wants: the chain, then the key.
+func pair(cert, key pemPart) ([]byte, error) {
+	fail := func(ref Ref, format string, args ...any) error {
+		return &InputError{Stage: StageDecode, Ref: ref, Err: fmt.Errorf(format, args...)}
+	}
+	n := 0
+	for rest := cert.data; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		switch {
+		case b.Type == "CERTIFICATE":
+			n++
+			if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+				return nil, fail(cert.ref, "certificate %d of the chain does not parse: %v", n, err)
+			}
+		case strings.HasSuffix(b.Type, "PRIVATE KEY"):
+			return nil, fail(cert.ref, "holds a private key: private keys belong in the Secret (%s), not with the certificate", key.ref)
+		}
+	}
+	if n == 0 {
+		return nil, fail(cert.ref, "no PEM certificate found (want a \"-----BEGIN CERTIFICATE-----\" block)")
+	}
+	keys := 0
+	for rest := key.data; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if strings.HasSuffix(b.Type, "PRIVATE KEY") {
+			keys++
+		}
+	}
+	switch {
+	case keys == 0:
+		return nil, fail(key.ref, "no PEM private key found (want a \"-----BEGIN ... PRIVATE KEY-----\" block)")
+	case keys > 1:
+		return nil, fail(key.ref, "holds %d private keys: want exactly one", keys)
+	}
+	// The messages of crypto/tls name PEM block types and key types, never key material.
+	if _, err := tls.X509KeyPair(cert.data, key.data); err != nil {
+		return nil, fail(key.ref, "the private key does not fit the certificate in %s: %v", cert.ref, err)
+	}
+	var b bytes.Buffer
+	b.Write(bytes.TrimRight(cert.data, " \t\r\n"))
+	b.WriteString("\n")
+	b.Write(bytes.TrimRight(key.data, " \t\r\n"))
+	b.WriteString("\n")
+	return b.Bytes(), nil
+}
+
+// tlsSecrets returns the TLS Secrets of the namespace the selector matches, by name.
+func tlsSecrets(in inputs, opts Options) []*corev1.Secret {
+	if opts.CertificateSelector == nil {
+		return nil
+	}
+	var out []*corev1.Secret
+	for _, name := range slices.Sorted(maps.Keys(in.secrets)) {
+		s := in.secrets[name]
+		if s.Type != corev1.SecretTypeTLS || name == opts.KeysSecret {
+			continue
+		}
+		if opts.CertificateSelector.Matches(labels.Set(s.Labels)) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// configMapData merges data and binaryData (a PEM may be stored in either).
+func configMapData(cm *corev1.ConfigMap) map[string][]byte {
+	out := make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
+	for k, v := range cm.BinaryData {
+		out[k] = v
+	}
+	for k, v := range cm.Data {
+		out[k] = []byte(v)
+	}
+	return out
+}
+
+// secretData is data with stringData folded in, as the API server does (stringData wins).
+func secretData(s *corev1.Secret) map[string][]byte {
+	if len(s.StringData) == 0 {
+		return s.Data
+	}
+	out := maps.Clone(s.Data)
+	if out == nil {
+		out = map[string][]byte{}
+	}
+	for k, v := range s.StringData {
+		out[k] = []byte(v)
+	}
+	return out
+}
