@@ -1,0 +1,24 @@
+// Package watcher holds the sources of the sidecar's inputs: where the Kubernetes objects that
+// snapshot.Build reads come from, and how their changes are noticed.
+package watcher
+
+import (
+	"context"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+)
+
+// Source is where the sidecar's inputs come from (a directory of manifests now; the Kubernetes
+// API and etcd later).
+type Source interface {
+	// Run watches until ctx ends, calling changed() whenever the inputs may have changed.
+	// changed must not block; it may be called often (the pipeline debounces), and is called
+	// once when the watch is established, so that a change between the first Objects call and
+	// the watch is not missed. Run returns ctx.Err() on a normal stop, another error when it
+	// cannot watch (then the inputs are no longer followed).
+	Run(ctx context.Context, changed func()) error
+	// Objects returns the current inputs. An error is either bad input the operator must fix
+	// (*snapshot.InputError, Stage decode, naming the file or object; several are joined with
+	// errors.Join) or a failure to read them.
+	Objects(ctx context.Context) (*snapshot.Objects, error)
+}
