@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/flosch/pongo2/v6"
 
@@ -35,7 +36,7 @@ type Options struct {
 // Bundle is the rendered output.
 type Bundle struct {
 	Config       []byte            // rendered haproxy.cfg
-	Certificates map[string][]byte // file name ("<cert name>.pem") -> PEM content, from Snapshot.Certificates
+	Certificates map[string][]byte // certificate name -> PEM content, written as <ssldir>/<name>.pem
 	Hash         string            // hex sha256 over Config and the sorted certificate names+contents
 }
 
@@ -57,6 +58,7 @@ type compiled struct {
 	tpl  *pongo2.Template
 	prog *program
 	err  *templateError // compile error (cached too: a bad template is not recompiled per render)
+	size atomic.Int64   // size of the last output: the next output buffer starts that large
 }
 
 // New returns a Renderer.
@@ -95,15 +97,16 @@ func (r *Renderer) Render(s *snapshot.Snapshot) (*Bundle, error) {
 		if cert.Name == "" || cert.Name == "." || cert.Name == ".." || strings.ContainsAny(cert.Name, "/\\\x00") {
 			return nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: cert.Ref, Err: fmt.Errorf("certificate name %q cannot be a file name", cert.Name)}
 		}
-		file := cert.Name + ".pem"
-		if _, dup := certs[file]; dup {
+		if _, dup := certs[cert.Name]; dup {
 			return nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: cert.Ref, Err: fmt.Errorf("two certificates are named %q", cert.Name)}
 		}
-		certs[file] = cert.PEM
+		certs[cert.Name] = cert.PEM
 		names = append(names, cert.Name)
 	}
 
-	out, err := execute(c, r.context(s, names))
+	rs := &renderState{}
+	rs.out.Grow(int(c.size.Load()) + int(c.size.Load()/16) + 4096)
+	out, err := execute(c, r.context(s, names, rs), rs)
 	if err != nil {
 		var te *templateError
 		if errors.As(err, &te) {
@@ -115,6 +118,7 @@ func (r *Renderer) Render(s *snapshot.Snapshot) (*Bundle, error) {
 		// HAProxy warns about a last line without a newline.
 		out = append(out, '\n')
 	}
+	c.size.Store(int64(len(out)))
 	return &Bundle{Config: out, Certificates: certs, Hash: bundleHash(out, certs)}, nil
 }
 
@@ -122,7 +126,7 @@ func inputError(ref func(string) snapshot.Ref, te *templateError) *snapshot.Inpu
 	return &snapshot.InputError{Stage: snapshot.StageRender, Ref: ref(te.key), Line: te.line, Col: te.col, Err: te.err}
 }
 
-func (r *Renderer) context(s *snapshot.Snapshot, certNames []string) pongo2.Context {
+func (r *Renderer) context(s *snapshot.Snapshot, certNames []string, rs *renderState) pongo2.Context {
 	user := s.Stats.Username
 	if user == "" {
 		user = "stats"
@@ -145,12 +149,12 @@ func (r *Renderer) context(s *snapshot.Snapshot, certNames []string) pongo2.Cont
 		"ssldir":       r.opts.SSLDir,
 		"stats":        map[string]any{"username": user, "password": password},
 		"env":          env,
-		renderStateKey: &renderState{},
+		renderStateKey: rs,
 	}
 }
 
 // execute runs the compiled template, turning a panic into an error.
-func execute(c *compiled, ctx pongo2.Context) (out []byte, err error) {
+func execute(c *compiled, ctx pongo2.Context, rs *renderState) (out []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			out = nil
@@ -161,11 +165,16 @@ func execute(c *compiled, ctx pongo2.Context) (out []byte, err error) {
 			err = fmt.Errorf("rendering stopped with an internal error (panic: %v); the template uses a construct the renderer cannot handle", p)
 		}
 	}()
-	out, err = c.tpl.ExecuteBytes(ctx)
+	// The main template's _root tag writes into rs.out (pre-sized); pongo2's own buffer
+	// only ever holds what is outside it (nothing).
+	rest, err := c.tpl.ExecuteBytes(ctx)
 	if err != nil {
 		return nil, c.prog.convertErr(err)
 	}
-	return out, nil
+	if len(rest) > 0 {
+		return nil, fmt.Errorf("internal: %d bytes rendered outside the root", len(rest))
+	}
+	return rs.out.Bytes(), nil
 }
 
 // bundleHash is sha256 over the config and the certificates in name order, each part length
@@ -249,6 +258,7 @@ func compileSet(srcs map[string]string, mainKey string) *compiled {
 	defer compileMu.Unlock()
 	prog := &program{srcs: srcs, units: map[string]*unit{}}
 	u := newUnit(mainKey, srcs[mainKey])
+	u.main = true
 	prog.units[mainKey] = u
 	if err := prog.translate(u, nil); err != nil {
 		return &compiled{err: asTemplateError(err, mainKey)}

@@ -1,0 +1,29 @@
+# haproxy-sidecar: the commands a fresh machine needs.
+GO ?= go
+PATH := /usr/sbin:$(PATH)
+export PATH
+
+.PHONY: all build demo test test-short vet bench deps
+
+all: build
+
+build:
+	$(GO) build -trimpath -o bin/haproxy-sidecar .
+
+deps:
+	hack/install-deps.sh
+
+## demo: run the sidecar for real on examples/local (HAProxy + backends on localhost)
+demo: deps
+	hack/demo.sh
+
+## test: every test, with the race detector, after installing what they need
+test: deps
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+test-short:
+	$(GO) test -short ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./render/ ./snapshot/

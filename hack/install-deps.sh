@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what the tests and the demo need on a fresh Debian machine: HAProxy (2.6 from Debian)
+# and socat. Idempotent; uses sudo when not root.
+set -euo pipefail
+need=()
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
+command -v socat >/dev/null 2>&1 || need+=(socat)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+[ ${#need[@]} -eq 0 ] && exit 0
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "installing: ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# Debian's package may start a system HAProxy on :80; the tests and the demo run their own.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet haproxy 2>/dev/null; then
+  $sudo systemctl stop haproxy || true
+fi

@@ -1,0 +1,482 @@
+// Command haproxy-sidecar keeps HAProxy configured from Kubernetes objects: it renders pongo2
+// (Jinja-style) templates into haproxy.cfg and a certificate directory, validates the result
+// with haproxy -c, and reloads HAProxy gracefully, confirming every reload.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/pipeline"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render"
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/status"
+	"github.com/haproxy-sidecar/haproxy-sidecar/validate"
+	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const topUsage = `haproxy-sidecar keeps HAProxy configured from Kubernetes objects.
+
+It reads the "services" ConfigMap, certificate ConfigMaps and Secrets, the pods the services
+select and a Jinja-style template (the "config" ConfigMap), renders haproxy.cfg and a
+certificate directory, validates them with haproxy -c, and reloads HAProxy gracefully through
+its master CLI socket, confirming each reload. Bad input never reaches HAProxy.
+
+Usage:
+  haproxy-sidecar run      [flags]   watch the inputs and keep HAProxy configured
+  haproxy-sidecar render   [flags]   render once into --out DIR (preview a template change)
+  haproxy-sidecar validate [flags]   render and validate once, write nothing; exit 1 if invalid
+  haproxy-sidecar version
+
+Run "haproxy-sidecar <command> --help" for the flags; every flag has an environment twin.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, topUsage)
+		os.Exit(2)
+	}
+	cmd, args := os.Args[1], os.Args[2:]
+	var err error
+	switch cmd {
+	case "run":
+		err = runCmd(args)
+	case "render":
+		err = renderCmd(args, false)
+	case "validate":
+		err = renderCmd(args, true)
+	case "version", "--version", "-version":
+		fmt.Println("haproxy-sidecar", version)
+	case "help", "--help", "-help", "-h":
+		fmt.Print(topUsage)
+	default:
+		fmt.Fprintf(os.Stderr, "haproxy-sidecar: unknown command %q\n\n%s", cmd, topUsage)
+		os.Exit(2)
+	}
+	if err != nil {
+		exitf(1, "%v", err)
+	}
+}
+
+// options are the flags shared by every command.
+type options struct {
+	source       string
+	dir          string
+	namespace    string
+	servicesCM   string
+	configCM     string
+	certsCM      string
+	keysSecret   string
+	templateKey  string
+	certSelector string
+	envAllow     string
+	statsPass    string
+	haproxyBin   string
+	sslDir       string
+	validate     bool
+	logLevel     string
+	logFormat    string
+
+	// run
+	haproxyConfig string
+	stateDir      string
+	reloadMode    string
+	masterSocket  string
+	reloadCommand string
+	reloadTimeout time.Duration
+	wait          waitFlag
+	metricsAddr   string
+	healthAddr    string
+
+	// render
+	out string
+}
+
+func (o *options) register(fs *flag.FlagSet, cmd string) {
+	fs.StringVar(&o.source, "source", "file", "where inputs come from: file (a directory of Kubernetes manifests)")
+	fs.StringVar(&o.dir, "dir", "", "with --source=file: the directory of manifests (YAML or JSON, like `kubectl apply -f DIR` takes)")
+	fs.StringVar(&o.namespace, "namespace", "lb", "namespace of the load balancer's ConfigMaps and Secrets; manifests without a namespace belong to it")
+	fs.StringVar(&o.servicesCM, "services-configmap", "services", "ConfigMap whose keys are services (JSON: namespace, selector, hostnames, ports, ...)")
+	fs.StringVar(&o.configCM, "config-configmap", "config", "ConfigMap holding the templates; absent: the built-in default template")
+	fs.StringVar(&o.certsCM, "certificates-configmap", "certificates", "ConfigMap of PEM certificates, paired by key name with --keys-secret")
+	fs.StringVar(&o.keysSecret, "keys-secret", "keys", "Secret of PEM private keys for the certificates ConfigMap")
+	fs.StringVar(&o.templateKey, "template-key", "template", "key of the main template in the config ConfigMap; other keys can be included by name")
+	fs.StringVar(&o.certSelector, "certificate-selector", "haproxy-sidecar/certificate", "label selector for TLS Secrets (type kubernetes.io/tls) in the namespace that are certificates too; empty: none")
+	fs.StringVar(&o.envAllow, "env-allow", "", "comma-separated environment variables templates may read as env.NAME (NAME_* allows a prefix)")
+	fs.StringVar(&o.statsPass, "statistics-password", "", "password of the stats page (stats.password); a template that uses it while unset fails")
+	fs.StringVar(&o.haproxyBin, "haproxy-bin", "haproxy", "haproxy binary used for validation (haproxy -c)")
+	fs.StringVar(&o.sslDir, "ssl-dir", "", "certificate directory templates see as ssldir (run: default DIR(--haproxy-config)/certs; render: --out/certs)")
+	fs.BoolVar(&o.validate, "validate", true, "validate with haproxy -c before anything goes live (render: when haproxy is installed)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
+	switch cmd {
+	case "run":
+		fs.StringVar(&o.haproxyConfig, "haproxy-config", "/etc/haproxy/haproxy.cfg", "the file HAProxy was started with (-f); made a symlink into the live generation")
+		fs.StringVar(&o.stateDir, "state-dir", "", "where generations are kept (default DIR(--haproxy-config)/.haproxy-sidecar)")
+		fs.StringVar(&o.reloadMode, "reload", "master-socket", "how to reload HAProxy: master-socket, command or none")
+		fs.StringVar(&o.masterSocket, "master-socket", "/var/run/haproxy/master.sock", "HAProxy master CLI socket (haproxy -W -S PATH,level,admin)")
+		fs.StringVar(&o.reloadCommand, "reload-command", "", "with --reload=command: command run through sh -c to reload HAProxy; exit 0 means loaded")
+		fs.DurationVar(&o.reloadTimeout, "reload-timeout", 30*time.Second, "how long a reload may take to be confirmed")
+		o.wait = waitFlag{200 * time.Millisecond, 2 * time.Second}
+		fs.Var(&o.wait, "wait", "MIN:MAX: render after MIN without changes, but never later than MAX after the first")
+		fs.StringVar(&o.metricsAddr, "metrics-addr", ":9090", "address of /metrics (Prometheus); empty: off")
+		fs.StringVar(&o.healthAddr, "health-addr", ":8080", "address of /healthz and /readyz; empty: off")
+	case "render":
+		fs.StringVar(&o.out, "out", "", "directory to write haproxy.cfg and certs/ into (required)")
+	}
+}
+
+func parse(cmd string, args []string, summary string) (*options, error) {
+	o, err := parseOptions(cmd, args, summary, os.Getenv, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	return o, err
+}
+
+// parseOptions reads a command's flags, then fills the ones not given from their environment
+// twins.
+func parseOptions(cmd string, args []string, summary string, getenv func(string) string, output io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(output)
+	o.register(fs, cmd)
+	fs.Usage = usage(fs, summary)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%s: unexpected arguments %q", cmd, fs.Args())
+	}
+	if err := applyEnv(fs, getenv); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func (o *options) logger(w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	hopts := &slog.HandlerOptions{Level: lvl}
+	switch o.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, hopts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, hopts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", o.logFormat)
+}
+
+func (o *options) newSource(log *slog.Logger) (pipeline.Source, error) {
+	switch o.source {
+	case "file":
+		if o.dir == "" {
+			return nil, errors.New("--source=file needs --dir")
+		}
+		return &watcher.File{Dir: o.dir, DefaultNamespace: o.namespace, Logger: log}, nil
+	}
+	return nil, fmt.Errorf("--source %q: want file", o.source)
+}
+
+func (o *options) buildOptions() (snapshot.Options, error) {
+	bo := snapshot.Options{
+		Namespace:             o.namespace,
+		ServicesConfigMap:     o.servicesCM,
+		ConfigConfigMap:       o.configCM,
+		CertificatesConfigMap: o.certsCM,
+		KeysSecret:            o.keysSecret,
+		TemplateKey:           o.templateKey,
+		Env:                   allowedEnv(o.envAllow, os.Environ()),
+		StatsPassword:         o.statsPass,
+		StatsPasswordSet:      o.statsPass != "",
+		// Pods converted once per resourceVersion, not once per render.
+		PodCache: &snapshot.PodCache{},
+	}
+	if o.certSelector != "" {
+		sel, err := labels.Parse(o.certSelector)
+		if err != nil {
+			return bo, fmt.Errorf("--certificate-selector: %w", err)
+		}
+		bo.CertificateSelector = sel
+	}
+	return bo, nil
+}
+
+// allowedEnv keeps the variables the operator allowed: exact names, or prefixes written NAME_*.
+func allowedEnv(allow string, environ []string) map[string]string {
+	env := map[string]string{}
+	var names, prefixes []string
+	for _, a := range strings.Split(allow, ",") {
+		a = strings.TrimSpace(a)
+		switch {
+		case a == "":
+		case strings.HasSuffix(a, "*"):
+			prefixes = append(prefixes, strings.TrimSuffix(a, "*"))
+		default:
+			names = append(names, a)
+		}
+	}
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		ok := false
+		for _, n := range names {
+			ok = ok || k == n
+		}
+		for _, p := range prefixes {
+			ok = ok || strings.HasPrefix(k, p)
+		}
+		if ok {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+func (o *options) newReloader() (reload.Reloader, string, error) {
+	switch o.reloadMode {
+	case "master-socket":
+		return &reload.MasterSocket{Path: o.masterSocket, Timeout: o.reloadTimeout}, "master-socket", nil
+	case "command":
+		if o.reloadCommand == "" {
+			return nil, "", errors.New("--reload=command needs --reload-command")
+		}
+		return &reload.Command{Argv: []string{"sh", "-c", o.reloadCommand}}, "command", nil
+	case "none":
+		return reload.None{}, "none", nil
+	}
+	return nil, "", fmt.Errorf("--reload %q: want master-socket, command or none", o.reloadMode)
+}
+
+func runCmd(args []string) error {
+	o, err := parse("run", args, "haproxy-sidecar run: watch the inputs and keep HAProxy configured.")
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log, err := o.logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	return o.run(ctx, log)
+}
+
+// run is the sidecar until ctx ends.
+func (o *options) run(ctx context.Context, log *slog.Logger) error {
+	src, err := o.newSource(log)
+	if err != nil {
+		return err
+	}
+	bo, err := o.buildOptions()
+	if err != nil {
+		return err
+	}
+	cfgPath, err := filepath.Abs(o.haproxyConfig)
+	if err != nil {
+		return err
+	}
+	sslDir := o.sslDir
+	if sslDir == "" {
+		sslDir = filepath.Join(filepath.Dir(cfgPath), "certs")
+	}
+	if sslDir, err = filepath.Abs(sslDir); err != nil {
+		return err
+	}
+	store, err := generation.Open(cfgPath, sslDir, o.stateDir)
+	if err != nil {
+		return fmt.Errorf("open generations for %s: %w", cfgPath, err)
+	}
+	reloader, endpoint, err := o.newReloader()
+	if err != nil {
+		return err
+	}
+	var checker pipeline.Checker
+	if o.validate {
+		if !validate.Available(o.haproxyBin) {
+			return fmt.Errorf("--validate is on but %q is not found; install HAProxy or pass --haproxy-bin (or --validate=false)", o.haproxyBin)
+		}
+		checker = validate.Checker{Binary: o.haproxyBin}
+	}
+	metrics := status.NewMetrics()
+	health := &status.Health{}
+	p, err := pipeline.New(pipeline.Config{
+		Source:   src,
+		Build:    func(objs *snapshot.Objects) (*snapshot.Snapshot, error) { return snapshot.Build(objs, bo) },
+		Renderer: render.New(render.Options{SSLDir: sslDir}),
+		Checker:  checker,
+		Store:    store,
+		Reloader: reloader,
+		Endpoint: endpoint,
+		WaitMin:  o.wait.min,
+		WaitMax:  o.wait.max,
+		Metrics:  metrics,
+		Health:   health,
+		Logger:   log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := serveHTTP(ctx, log, o.metricsAddr, o.healthAddr, metrics, health); err != nil {
+		return err
+	}
+	log.Info("starting", "version", version, "source", o.source, "dir", o.dir, "haproxy_config", cfgPath,
+		"ssl_dir", sslDir, "reload", o.reloadMode, "wait", o.wait.String())
+	return p.Run(ctx)
+}
+
+// serveHTTP serves /metrics and the health endpoints, on one listener if the addresses match.
+func serveHTTP(ctx context.Context, log *slog.Logger, metricsAddr, healthAddr string, m *status.Metrics, h *status.Health) error {
+	muxes := map[string]*http.ServeMux{}
+	mux := func(addr string) *http.ServeMux {
+		if muxes[addr] == nil {
+			muxes[addr] = http.NewServeMux()
+		}
+		return muxes[addr]
+	}
+	if metricsAddr != "" {
+		mux(metricsAddr).Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry}))
+	}
+	if healthAddr != "" {
+		h.Register(mux(healthAddr))
+	}
+	for addr, mx := range muxes {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		srv := &http.Server{Handler: mx, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("http server", "addr", addr, "error", err)
+			}
+		}()
+		go func() {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+		log.Info("serving", "addr", ln.Addr().String())
+	}
+	return nil
+}
+
+// renderCmd renders once: into --out (render) or into a temporary directory that is removed
+// afterwards (validate).
+func renderCmd(args []string, checkOnly bool) error {
+	summary := "haproxy-sidecar render: read the inputs once, render haproxy.cfg and certs/ into --out DIR, and\nvalidate them with haproxy -c when HAProxy is installed. Exit status 1 on any error."
+	cmd := "render"
+	if checkOnly {
+		cmd = "validate"
+		summary = "haproxy-sidecar validate: read the inputs once, render and validate with haproxy -c; write\nnothing. Exit status 0: valid; 1: invalid (the reason is printed)."
+	}
+	o, err := parse(cmd, args, summary)
+	if err != nil {
+		return err
+	}
+	log, err := o.logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	out := o.out
+	if checkOnly {
+		if out, err = os.MkdirTemp("", "haproxy-sidecar-validate-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(out)
+	} else if out == "" {
+		return errors.New("render needs --out DIR")
+	}
+	if out, err = filepath.Abs(out); err != nil {
+		return err
+	}
+	sslDir := o.sslDir
+	if sslDir == "" {
+		sslDir = filepath.Join(out, "certs")
+	}
+	if sslDir, err = filepath.Abs(sslDir); err != nil {
+		return err
+	}
+	src, err := o.newSource(log)
+	if err != nil {
+		return err
+	}
+	bo, err := o.buildOptions()
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	objs, err := src.Objects(ctx)
+	if err != nil {
+		return err
+	}
+	snap, err := snapshot.Build(objs, bo)
+	if err != nil {
+		return err
+	}
+	bundle, err := render.New(render.Options{SSLDir: sslDir}).Render(snap)
+	if err != nil {
+		return err
+	}
+	cfgFile := filepath.Join(out, "haproxy.cfg")
+	if err := writeBundle(cfgFile, sslDir, bundle); err != nil {
+		return err
+	}
+	if o.validate {
+		if !validate.Available(o.haproxyBin) {
+			if checkOnly {
+				return fmt.Errorf("cannot validate: %q not found (install HAProxy or pass --haproxy-bin)", o.haproxyBin)
+			}
+			log.Warn("haproxy not found: rendered without validation", "haproxy_bin", o.haproxyBin)
+		} else if err := (validate.Checker{Binary: o.haproxyBin}).Check(ctx, cfgFile); err != nil {
+			return &snapshot.InputError{Stage: snapshot.StageValidate, Ref: snap.TemplateRef,
+				Err: fmt.Errorf("haproxy -c rejected the rendered configuration: %w", err)}
+		}
+	}
+	if checkOnly {
+		fmt.Printf("valid: %d services, %d certificates, hash %s\n", len(snap.Services), len(snap.Certificates), bundle.Hash[:12])
+	} else {
+		fmt.Printf("wrote %s and %d certificate(s) to %s\n", cfgFile, len(bundle.Certificates), sslDir)
+	}
+	return nil
+}
+
+func writeBundle(cfgFile, sslDir string, b *render.Bundle) error {
+	if err := os.MkdirAll(filepath.Dir(cfgFile), 0o755); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(sslDir, 0o700); err != nil {
+		return err
+	}
+	for name, pem := range b.Certificates {
+		if err := os.WriteFile(filepath.Join(sslDir, name+".pem"), pem, 0o600); err != nil {
+			return fmt.Errorf("write certificate %s: %w", name, err)
+		}
+	}
+	if err := os.WriteFile(cfgFile, b.Config, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", cfgFile, err)
+	}
+	return nil
+}

@@ -1,0 +1,338 @@
+// Package pipeline runs the sidecar's one linear flow: source -> debounce -> snapshot -> render
+// -> validate -> apply (atomic generation swap, confirmed reload, rollback on failure).
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render"
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/status"
+	"github.com/haproxy-sidecar/haproxy-sidecar/validate"
+)
+
+// Source is where inputs come from (see package watcher).
+type Source interface {
+	Run(ctx context.Context, changed func()) error
+	Objects(ctx context.Context) (*snapshot.Objects, error)
+}
+
+// Renderer turns a snapshot into files.
+type Renderer interface {
+	Render(s *snapshot.Snapshot) (*render.Bundle, error)
+}
+
+// Checker validates a configuration file (haproxy -c).
+type Checker interface {
+	Check(ctx context.Context, cfgPath string) error
+}
+
+// Store keeps the on-disk generations HAProxy reads (see package generation).
+type Store interface {
+	Stage(config []byte, certs map[string][]byte, hash string) (*generation.Generation, error)
+	CheckFile(g *generation.Generation) (string, error)
+	Live() *generation.Generation
+	Activate(g *generation.Generation) error
+	Rollback() error
+	MarkGood(g *generation.Generation)
+	Prune() error
+}
+
+// Recorder tells operators, on the object they edited, what became of their change
+// (Kubernetes Events in the Kubernetes modes). Implementations must rate-limit themselves.
+type Recorder interface {
+	Event(ref snapshot.Ref, warning bool, reason, message string)
+}
+
+// Config wires the stages together.
+type Config struct {
+	Source   Source
+	Build    func(*snapshot.Objects) (*snapshot.Snapshot, error)
+	Renderer Renderer
+	Checker  Checker // nil: no validation
+	Store    Store
+	Reloader reload.Reloader
+	// Endpoint names the reload target in metrics and logs ("master-socket", "command", ...).
+	Endpoint string
+	// WaitMin is the quiet period after a change before rendering; WaitMax bounds how long a
+	// stream of changes can postpone it.
+	WaitMin, WaitMax time.Duration
+	// RetryMax bounds the backoff between retries after an operational failure (HAProxy
+	// unreachable, disk errors). Bad input is not retried: it waits for the next change.
+	RetryMax time.Duration
+	Metrics  *status.Metrics
+	Health   *status.Health
+	Recorder Recorder // nil: logs only
+	Logger   *slog.Logger
+}
+
+// Pipeline is the running sidecar.
+type Pipeline struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New checks the wiring and fills defaults.
+func New(cfg Config) (*Pipeline, error) {
+	if cfg.Source == nil || cfg.Build == nil || cfg.Renderer == nil || cfg.Store == nil || cfg.Reloader == nil {
+		return nil, errors.New("pipeline: source, build, renderer, store and reloader are required")
+	}
+	if cfg.WaitMin <= 0 {
+		cfg.WaitMin = 200 * time.Millisecond
+	}
+	if cfg.WaitMax < cfg.WaitMin {
+		cfg.WaitMax = cfg.WaitMin
+	}
+	if cfg.RetryMax <= 0 {
+		cfg.RetryMax = 30 * time.Second
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = status.NewMetrics()
+	}
+	if cfg.Health == nil {
+		cfg.Health = &status.Health{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Endpoint == "" {
+		cfg.Endpoint = "local"
+	}
+	return &Pipeline{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Run syncs once at start, then after every debounced burst of changes, until ctx ends.
+func (p *Pipeline) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	trigger := make(chan struct{}, 1)
+	changed := func() {
+		select {
+		case trigger <- struct{}{}:
+		default:
+		}
+	}
+	srcErr := make(chan error, 1)
+	go func() { srcErr <- p.cfg.Source.Run(ctx, changed) }()
+	p.cfg.Metrics.SourceUp.Set(1)
+
+	reason := "start"
+	var retry <-chan time.Time
+	backoff := time.Second
+	for {
+		res := p.Sync(ctx, reason)
+		retry = nil
+		if res.Retry {
+			p.log.Info("will retry", "in", backoff, "error", res.Err)
+			retry = time.After(backoff)
+			backoff = min(backoff*2, p.cfg.RetryMax)
+		} else {
+			backoff = time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-srcErr:
+			p.cfg.Metrics.SourceUp.Set(0)
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("source stopped: %w", err)
+		case <-retry:
+			reason = "retry"
+			continue
+		case <-trigger:
+		}
+		n, err := p.debounce(ctx, trigger)
+		if err != nil {
+			return nil
+		}
+		reason = fmt.Sprintf("%d change notification(s)", n)
+	}
+}
+
+// debounce waits for WaitMin without a new change, but no longer than WaitMax in all. It
+// returns how many notifications the burst had.
+func (p *Pipeline) debounce(ctx context.Context, trigger <-chan struct{}) (int, error) {
+	n := 1
+	quiet := time.NewTimer(p.cfg.WaitMin)
+	defer quiet.Stop()
+	deadline := time.NewTimer(p.cfg.WaitMax)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case <-trigger:
+			n++
+			quiet.Reset(p.cfg.WaitMin)
+		case <-quiet.C:
+			return n, nil
+		case <-deadline.C:
+			return n, nil
+		}
+	}
+}
+
+// Result says what one Sync did.
+type Result struct {
+	// Outcome: "applied", "unchanged", "rejected" (bad input; waits for a change), "error"
+	// (operational failure).
+	Outcome string
+	Hash    string
+	Err     error
+	// Retry is set when the failure was operational and worth retrying without a new change.
+	Retry bool
+}
+
+// Sync reads the inputs once and takes them as far as they go: live on success, rejected with
+// the reason otherwise. The last good configuration stays live whatever happens here.
+func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
+	m := p.cfg.Metrics
+	start := time.Now()
+	objs, err := p.cfg.Source.Objects(ctx)
+	if err != nil {
+		var ie *snapshot.InputError
+		if !errors.As(err, &ie) {
+			return p.fail(fmt.Errorf("read inputs: %w", err))
+		}
+		return p.reject(snapshot.StageDecode, err)
+	}
+	snap, err := p.cfg.Build(objs)
+	if err != nil {
+		return p.reject(snapshot.StageDecode, err)
+	}
+	bundle, err := p.cfg.Renderer.Render(snap)
+	m.RenderDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return p.reject(snapshot.StageRender, err)
+	}
+	if live := p.cfg.Store.Live(); live != nil && live.Hash == bundle.Hash && p.cfg.Health.Ready() {
+		m.Renders.WithLabelValues("unchanged").Inc()
+		m.ConfigValid.Set(1)
+		p.cfg.Health.Live(bundle.Hash) // still live; clears an error the operator has since fixed
+		p.log.Debug("render unchanged, nothing to do", "reason", reason, "hash", short(bundle.Hash))
+		return Result{Outcome: "unchanged", Hash: bundle.Hash}
+	}
+	m.Renders.WithLabelValues("success").Inc()
+
+	gen, err := p.cfg.Store.Stage(bundle.Config, bundle.Certificates, bundle.Hash)
+	if err != nil {
+		return p.fail(fmt.Errorf("stage generation: %w", err))
+	}
+	if p.cfg.Checker != nil {
+		checkPath, err := p.cfg.Store.CheckFile(gen)
+		if err != nil {
+			return p.fail(fmt.Errorf("prepare validation: %w", err))
+		}
+		vstart := time.Now()
+		err = p.cfg.Checker.Check(ctx, checkPath)
+		m.ValidateDuration.Observe(time.Since(vstart).Seconds())
+		if err != nil {
+			_ = p.cfg.Store.Prune()
+			var ce *validate.CheckError
+			if !errors.As(err, &ce) {
+				return p.fail(fmt.Errorf("validate: %w", err))
+			}
+			return p.reject(snapshot.StageValidate, &snapshot.InputError{Stage: snapshot.StageValidate, Ref: snap.TemplateRef,
+				Err: fmt.Errorf("haproxy -c rejected the rendered configuration: %w", err)})
+		}
+	}
+	m.ConfigValid.Set(1)
+
+	if err := p.cfg.Store.Activate(gen); err != nil {
+		return p.fail(fmt.Errorf("activate generation: %w", err))
+	}
+	rstart := time.Now()
+	err = p.cfg.Reloader.Reload(ctx)
+	took := time.Since(rstart)
+	switch {
+	case err == nil:
+		m.ReloadSucceeded(p.cfg.Endpoint, took, bundle.Hash)
+		p.log.Info("configuration live", "reason", reason, "hash", short(bundle.Hash),
+			"revision", objs.Revision, "services", len(snap.Services), "certificates", len(snap.Certificates), "reload", took.Round(time.Millisecond))
+	case errors.Is(err, reload.ErrNotRunning):
+		// The files are in place: HAProxy loads them when it starts.
+		p.log.Info("configuration written; HAProxy is not running yet and will load it at start",
+			"reason", reason, "hash", short(bundle.Hash), "error", err)
+	default:
+		var failed *reload.Failed
+		rbErr := p.cfg.Store.Rollback()
+		if rbErr != nil {
+			p.log.Error("rollback to the last good generation failed", "error", rbErr)
+		}
+		if errors.As(err, &failed) {
+			m.Reloads.WithLabelValues(p.cfg.Endpoint, "failed").Inc()
+			_ = p.cfg.Store.Prune()
+			return p.reject(snapshot.StageReload, &snapshot.InputError{Stage: snapshot.StageReload, Ref: snap.TemplateRef,
+				Err: fmt.Errorf("HAProxy refused the new configuration at reload (the previous one keeps serving): %w", err)})
+		}
+		m.Reloads.WithLabelValues(p.cfg.Endpoint, "error").Inc()
+		return p.fail(fmt.Errorf("reload: %w", err))
+	}
+	p.cfg.Store.MarkGood(gen)
+	if err := p.cfg.Store.Prune(); err != nil {
+		p.log.Warn("prune old generations", "error", err)
+	}
+	p.cfg.Health.Live(bundle.Hash)
+	if p.cfg.Recorder != nil {
+		msg := fmt.Sprintf("configuration %s is live (%s)", short(bundle.Hash), reason)
+		if snap.TemplateRef != (snapshot.Ref{}) {
+			p.cfg.Recorder.Event(refObject(snap.TemplateRef), false, "Applied", msg)
+		}
+		if snap.ServicesRef != (snapshot.Ref{}) {
+			p.cfg.Recorder.Event(refObject(snap.ServicesRef), false, "Applied", msg)
+		}
+	}
+	return Result{Outcome: "applied", Hash: bundle.Hash}
+}
+
+// reject reports bad input: the operator must fix it; nothing changes where HAProxy reads.
+func (p *Pipeline) reject(stage string, err error) Result {
+	var ie *snapshot.InputError
+	if errors.As(err, &ie) && ie.Stage != "" {
+		stage = ie.Stage
+	}
+	m := p.cfg.Metrics
+	m.Rejected.WithLabelValues(stage).Inc()
+	if stage == snapshot.StageRender || stage == snapshot.StageDecode {
+		m.Renders.WithLabelValues("error").Inc()
+	}
+	m.ConfigValid.Set(0)
+	p.cfg.Health.Failed(err)
+	attrs := []any{"stage", stage, "error", err}
+	if ie != nil {
+		attrs = append(attrs, "object", ie.Ref.String())
+	}
+	if p.cfg.Health.Ready() {
+		p.log.Error("input rejected; the last good configuration keeps serving", attrs...)
+	} else {
+		p.log.Error("input rejected; no configuration is live yet", attrs...)
+	}
+	if p.cfg.Recorder != nil && ie != nil && ie.Ref.Kind != "" && ie.Ref.Kind != "File" {
+		p.cfg.Recorder.Event(refObject(ie.Ref), true, "Rejected", err.Error())
+	}
+	return Result{Outcome: "rejected", Err: err}
+}
+
+// fail reports an operational failure, which is retried with backoff.
+func (p *Pipeline) fail(err error) Result {
+	p.cfg.Health.Failed(err)
+	p.log.Error("sync failed; the last good configuration keeps serving", "error", err)
+	return Result{Outcome: "error", Err: err, Retry: true}
+}
+
+func refObject(r snapshot.Ref) snapshot.Ref { r.Key = ""; return r }
+
+func short(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12]
+	}
+	return hash
+}

@@ -1,0 +1,101 @@
+// Package status reports what the sidecar is doing: Prometheus metrics, health and readiness
+// endpoints, and (through the Recorder interface) events on the objects operators edit.
+package status
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are the sidecar's Prometheus metrics, on a registry of their own (no global state).
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	Renders            *prometheus.CounterVec // result: success, unchanged, error
+	Reloads            *prometheus.CounterVec // endpoint, result: success, failed, error
+	Rejected           *prometheus.CounterVec // stage: decode, render, validate, reload
+	LastReloadSuccess  prometheus.Gauge
+	ConfigValid        prometheus.Gauge
+	SourceUp           prometheus.Gauge
+	RenderDuration     prometheus.Histogram
+	ValidateDuration   prometheus.Histogram
+	ReloadDuration     prometheus.Histogram
+	LiveGenerationInfo *prometheus.GaugeVec // hash
+}
+
+// NewMetrics registers the sidecar's metrics, plus the Go and process collectors, on a new
+// registry.
+func NewMetrics() *Metrics {
+	const ns = "haproxy_sidecar"
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		Renders: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "renders_total",
+			Help: "Renders of the templates, by result (success, unchanged, error).",
+		}, []string{"result"}),
+		Reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "reloads_total",
+			Help: "HAProxy reloads, by endpoint and result (success, failed: HAProxy refused the config, error: could not reload).",
+		}, []string{"endpoint", "result"}),
+		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "rejected_total",
+			Help: "Inputs rejected before they reached HAProxy, by stage (decode, render, validate, reload).",
+		}, []string{"stage"}),
+		LastReloadSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ns, Name: "last_reload_success_timestamp_seconds",
+			Help: "Unix time of the last confirmed successful reload.",
+		}),
+		ConfigValid: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ns, Name: "config_valid",
+			Help: "1 if the latest inputs produced a valid configuration, 0 if they were rejected (the last good configuration keeps serving).",
+		}),
+		SourceUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ns, Name: "source_up",
+			Help: "1 while the source of inputs (directory, Kubernetes API, etcd) is reachable.",
+		}),
+		RenderDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Name: "render_duration_seconds",
+			Help:    "Time to build the snapshot and render the templates.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}),
+		ValidateDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Name: "validate_duration_seconds",
+			Help:    "Time spent in haproxy -c.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
+		}),
+		ReloadDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Name: "reload_duration_seconds",
+			Help:    "Time from asking for a reload to its confirmation.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
+		}),
+		LiveGenerationInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ns, Name: "live_config_info",
+			Help: "1 for the hash of the configuration HAProxy runs.",
+		}, []string{"hash"}),
+	}
+	m.Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.Renders, m.Reloads, m.Rejected, m.LastReloadSuccess, m.ConfigValid, m.SourceUp,
+		m.RenderDuration, m.ValidateDuration, m.ReloadDuration, m.LiveGenerationInfo,
+	)
+	// Pre-create the label values operators alert on, so that rate() works from the start.
+	for _, r := range []string{"success", "unchanged", "error"} {
+		m.Renders.WithLabelValues(r)
+	}
+	for _, s := range []string{"decode", "render", "validate", "reload"} {
+		m.Rejected.WithLabelValues(s)
+	}
+	return m
+}
+
+// ReloadSucceeded records a confirmed reload.
+func (m *Metrics) ReloadSucceeded(endpoint string, took time.Duration, hash string) {
+	m.Reloads.WithLabelValues(endpoint, "success").Inc()
+	m.ReloadDuration.Observe(took.Seconds())
+	m.LastReloadSuccess.SetToCurrentTime()
+	m.LiveGenerationInfo.Reset()
+	m.LiveGenerationInfo.WithLabelValues(hash).Set(1)
+}
