@@ -3,13 +3,13 @@
 package deps
 
 import (
-	_ "github.com/flosch/pongo2/v6"
-	_ "github.com/fsnotify/fsnotify"
-	_ "github.com/prometheus/client_golang/prometheus"
-	_ "github.com/prometheus/client_golang/prometheus/promhttp"
-	_ "k8s.io/api/core/v1"
-	_ "k8s.io/apimachinery/pkg/labels"
-	_ "k8s.io/apimachinery/pkg/util/yaml"
-	_ "k8s.io/client-go/kubernetes/scheme"
-	_ "sigs.k8s.io/yaml"
+	_ "github.com/spiffe/go-spiffe/v2/proto/spiffe/workload"
+	_ "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
+	_ "github.com/spiffe/go-spiffe/v2/workloadapi"
+	_ "go.etcd.io/etcd/api/v3/mvccpb"
+	_ "go.etcd.io/etcd/client/v3"
+	_ "google.golang.org/grpc"
+	_ "k8s.io/client-go/tools/leaderelection"
+	_ "k8s.io/client-go/tools/record"
+	_ "sigs.k8s.io/controller-runtime/pkg/envtest"
 )
