@@ -170,7 +170,7 @@ func getItem(obj, key any) (any, error) {
 	}
 	i, _, isInt, ok := number(key)
 	if !ok || !isInt {
-		return nil, fmt.Errorf("cannot index a %s with %s", typeName(obj), typeName(key))
+		return nil, fmt.Errorf("cannot index %s with %s", aType(obj), typeName(key))
 	}
 	switch o := obj.(type) {
 	case string:
@@ -197,7 +197,7 @@ func getItem(obj, key any) (any, error) {
 	}
 	l, ok := asList(obj)
 	if !ok {
-		return nil, fmt.Errorf("a %s cannot be indexed", typeName(obj))
+		return nil, fmt.Errorf("%s cannot be indexed", aType(obj))
 	}
 	return indexList(l, i), nil
 }
@@ -238,7 +238,7 @@ func (n *sliceNode) eval(c *pongo2.ExecutionContext) (any, error) {
 		}
 		x, ok := toInt(v)
 		if !ok {
-			return nil, at(b.pos(), fmt.Errorf("slice indices must be integers, not %s", typeName(v)))
+			return nil, at(b.pos(), fmt.Errorf("slice indices must be integers, not %s", aType(v)))
 		}
 		bounds[i] = &x
 	}
@@ -268,7 +268,7 @@ func sliceValue(obj any, lo, hi, step *int64) (any, error) {
 	} else {
 		l, ok := asList(obj)
 		if !ok {
-			return nil, fmt.Errorf("a %s cannot be sliced", typeName(obj))
+			return nil, fmt.Errorf("%s cannot be sliced", aType(obj))
 		}
 		list = l
 		n = int64(len(l))
@@ -342,7 +342,10 @@ func (n *callNode) eval(c *pongo2.ExecutionContext) (any, error) {
 			return nil, at(a.at, err)
 		}
 		if callee == nil {
-			return nil, at(a.at, fmt.Errorf("%s has no method %s() (a %s)", describe(a.obj), a.name, typeName(obj)))
+			if obj == nil {
+				return nil, at(a.obj.pos(), fmt.Errorf("%s is undefined, so %s.%s() cannot be called", describe(a.obj), describe(a.obj), a.name))
+			}
+			return nil, at(a.at, fmt.Errorf("%s (%s) has no method %s()", describe(a.obj), aType(obj), a.name))
 		}
 		v, err = callValue(c, callee, args, kw)
 		return v, at(n.at, err)
@@ -414,7 +417,38 @@ func callValue(c *pongo2.ExecutionContext, callee any, args []any, kw map[string
 		}
 		return unwrap(r), nil
 	}
-	return nil, fmt.Errorf("a %s is not callable", typeName(callee))
+	return nil, fmt.Errorf("%s is not callable", aType(callee))
+}
+
+// startPos is where the source text of n starts (pos() is its operator or name).
+func startPos(n node) int {
+	switch x := n.(type) {
+	case *attrNode:
+		return startPos(x.obj)
+	case *itemNode:
+		return startPos(x.obj)
+	case *sliceNode:
+		return startPos(x.obj)
+	case *callNode:
+		return startPos(x.fn)
+	case *filterNode:
+		if x.in != nil {
+			return startPos(x.in)
+		}
+	case *testNode:
+		return startPos(x.in)
+	case *binNode:
+		return startPos(x.a)
+	case *cmpNode:
+		return startPos(x.first)
+	case *andNode:
+		return startPos(x.a)
+	case *orNode:
+		return startPos(x.a)
+	case *condNode:
+		return startPos(x.a)
+	}
+	return n.pos()
 }
 
 // describe renders a node back as source-like text for messages (name.attr[...]).

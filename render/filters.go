@@ -91,12 +91,27 @@ func init() {
 	}
 }
 
+// filterMaxArgs is how many arguments (positional and keyword) each filter takes; absent:
+// any number.
+var filterMaxArgs = map[string]int{
+	"abs": 0, "attr": 1, "batch": 2, "capitalize": 0, "center": 1, "count": 0, "d": 2,
+	"default": 2, "dictsort": 3, "e": 0, "escape": 0, "first": 0, "float": 1, "forceescape": 0,
+	"hquote": 0, "indent": 3, "int": 2, "integer": 2, "items": 0, "join": 2, "last": 0,
+	"length": 0, "list": 0, "lower": 0, "max": 2, "min": 2, "re_escape": 0, "regex_replace": 2,
+	"replace": 3, "reverse": 0, "round": 2, "safe": 0, "sort": 3, "split": 2, "string": 0,
+	"sum": 2, "title": 0, "tojson": 1, "trim": 1, "unique": 2, "upper": 0, "urlencode": 0,
+	"wordcount": 0,
+}
+
 // bindFilter resolves a filter name at compile time.
 func bindFilter(f *filterNode) error {
 	if why, banned := bannedFilters[f.name]; banned {
 		return fmt.Errorf("filter %s is not allowed: %s", f.name, why)
 	}
 	if fn, ok := filterTable[f.name]; ok {
+		if n, ok := filterMaxArgs[f.name]; ok && len(f.args)+len(f.kwVals) > n {
+			return fmt.Errorf("filter %s takes %s, %d given", f.name, plural(n, "argument"), len(f.args)+len(f.kwVals))
+		}
 		f.fn = fn
 		return nil
 	}
@@ -196,7 +211,7 @@ func title(s string) string {
 func fAbs(_ *filterCall, in any, _ []any, _ map[string]any) (any, error) {
 	i, f, isInt, ok := number(in)
 	if !ok {
-		return nil, fmt.Errorf("needs a number, not %s", typeName(in))
+		return nil, fmt.Errorf("needs a number, not %s", aType(in))
 	}
 	if isInt {
 		if i < 0 {
@@ -209,10 +224,14 @@ func fAbs(_ *filterCall, in any, _ []any, _ map[string]any) (any, error) {
 
 // getPath follows a dotted attribute path (Jinja2's attribute='a.b.0').
 func getPath(v any, path string) any {
-	for _, part := range strings.Split(path, ".") {
-		if n, err := strconv.ParseInt(part, 10, 64); err == nil && !isMap(v) {
-			v, _ = getItem(v, n)
-			continue
+	for path != "" {
+		part, rest, _ := strings.Cut(path, ".")
+		path = rest
+		if part != "" && isDigit(part[0]) && !isMap(v) {
+			if n, err := strconv.ParseInt(part, 10, 64); err == nil {
+				v, _ = getItem(v, n)
+				continue
+			}
 		}
 		v, _ = getAttr(v, part)
 	}
@@ -227,13 +246,17 @@ func fAttr(_ *filterCall, in any, args []any, _ map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Like Jinja2, attr() reads attributes only, never dict keys.
+	if isMap(in) {
+		return nil, nil
+	}
 	return getAttr(in, name)
 }
 
 func fBatch(_ *filterCall, in any, args []any, kw map[string]any) (any, error) {
 	l, ok := asList(in)
 	if !ok {
-		return nil, fmt.Errorf("needs a list, not %s", typeName(in))
+		return nil, fmt.Errorf("needs a list, not %s", aType(in))
 	}
 	n, ok := toInt(argOr(args, kw, 0, "linecount", nil))
 	if !ok || n <= 0 {
@@ -275,7 +298,7 @@ func fLength(_ *filterCall, in any, _ []any, _ map[string]any) (any, error) {
 	}
 	n := lenOf(in)
 	if n < 0 {
-		return nil, fmt.Errorf("a %s has no length", typeName(in))
+		return nil, fmt.Errorf("%s has no length", aType(in))
 	}
 	return int64(n), nil
 }
@@ -296,7 +319,7 @@ func fDictsort(_ *filterCall, in any, args []any, kw map[string]any) (any, error
 		if in == nil {
 			return []any{}, nil
 		}
-		return nil, fmt.Errorf("needs a dict, not %s", typeName(in))
+		return nil, fmt.Errorf("needs a dict, not %s", aType(in))
 	}
 	caseSensitive := truthy(argOr(args, kw, 0, "case_sensitive", false))
 	by, _ := toStr(argOr(args, kw, 1, "by", "key"))
@@ -348,7 +371,7 @@ func fFirst(_ *filterCall, in any, _ []any, _ map[string]any) (any, error) {
 		if in == nil {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("needs a list, not %s", typeName(in))
+		return nil, fmt.Errorf("needs a list, not %s", aType(in))
 	}
 	if len(l) == 0 {
 		return nil, nil
@@ -362,7 +385,7 @@ func fLast(_ *filterCall, in any, _ []any, _ map[string]any) (any, error) {
 		if in == nil {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("needs a list, not %s", typeName(in))
+		return nil, fmt.Errorf("needs a list, not %s", aType(in))
 	}
 	if len(l) == 0 {
 		return nil, nil
@@ -470,7 +493,7 @@ func fItems(_ *filterCall, in any, _ []any, _ map[string]any) (any, error) {
 		return []any{}, nil
 	}
 	if !isMap(in) {
-		return nil, fmt.Errorf("needs a dict, not %s", typeName(in))
+		return nil, fmt.Errorf("needs a dict, not %s", aType(in))
 	}
 	return &dictView{m: in, kind: viewItems}, nil
 }
@@ -481,7 +504,7 @@ func fJoin(_ *filterCall, in any, args []any, kw map[string]any) (any, error) {
 	}
 	l, ok := asList(in)
 	if !ok {
-		return nil, fmt.Errorf("needs a list, not %s", typeName(in))
+		return nil, fmt.Errorf("needs a list, not %s", aType(in))
 	}
 	sep, err := toStr(argOr(args, kw, 0, "d", ""))
 	if err != nil {
@@ -511,7 +534,7 @@ func fList(_ *filterCall, in any, _ []any, _ map[string]any) (any, error) {
 	}
 	l, ok := asList(in)
 	if !ok {
-		return nil, fmt.Errorf("a %s cannot be turned into a list", typeName(in))
+		return nil, fmt.Errorf("%s cannot be turned into a list", aType(in))
 	}
 	return append([]any{}, l...), nil
 }
@@ -523,7 +546,7 @@ func fMap(fc *filterCall, in any, args []any, kw map[string]any) (any, error) {
 	}
 	l, ok := asList(in)
 	if !ok {
-		return nil, fmt.Errorf("needs a list, not %s", typeName(in))
+		return nil, fmt.Errorf("needs a list, not %s", aType(in))
 	}
 	out := make([]any, len(l))
 	if attr, ok := kw["attribute"]; ok {
@@ -566,7 +589,7 @@ func fMinMax(sign int) filterFunc {
 	return func(_ *filterCall, in any, args []any, kw map[string]any) (any, error) {
 		l, ok := asList(in)
 		if !ok {
-			return nil, fmt.Errorf("needs a list, not %s", typeName(in))
+			return nil, fmt.Errorf("needs a list, not %s", aType(in))
 		}
 		caseSensitive := truthy(argOr(args, kw, 0, "case_sensitive", false))
 		attr, _ := argOr(args, kw, 1, "attribute", nil).(string)
@@ -641,7 +664,7 @@ func fReverse(_ *filterCall, in any, _ []any, _ map[string]any) (any, error) {
 	}
 	l, ok := asList(in)
 	if !ok {
-		return nil, fmt.Errorf("a %s cannot be reversed", typeName(in))
+		return nil, fmt.Errorf("%s cannot be reversed", aType(in))
 	}
 	out := make([]any, len(l))
 	for i, e := range l {
@@ -653,7 +676,7 @@ func fReverse(_ *filterCall, in any, _ []any, _ map[string]any) (any, error) {
 func fRound(_ *filterCall, in any, args []any, kw map[string]any) (any, error) {
 	_, f, _, ok := number(in)
 	if !ok {
-		return nil, fmt.Errorf("needs a number, not %s", typeName(in))
+		return nil, fmt.Errorf("needs a number, not %s", aType(in))
 	}
 	prec, _ := toInt(argOr(args, kw, 0, "precision", int64(0)))
 	method, _ := toStr(argOr(args, kw, 1, "method", "common"))
@@ -677,7 +700,7 @@ func fSelect(keep, byAttr bool) filterFunc {
 		}
 		l, ok := asList(in)
 		if !ok {
-			return nil, fmt.Errorf("needs a list, not %s", typeName(in))
+			return nil, fmt.Errorf("needs a list, not %s", aType(in))
 		}
 		attr := ""
 		if byAttr {
@@ -730,7 +753,7 @@ func fSort(_ *filterCall, in any, args []any, kw map[string]any) (any, error) {
 	}
 	l, ok := asList(in)
 	if !ok {
-		return nil, fmt.Errorf("needs a list, not %s", typeName(in))
+		return nil, fmt.Errorf("needs a list, not %s", aType(in))
 	}
 	reverse := truthy(argOr(args, kw, 0, "reverse", false))
 	caseSensitive := truthy(argOr(args, kw, 1, "case_sensitive", false))
@@ -809,7 +832,7 @@ func fString(_ *filterCall, in any, _ []any, _ map[string]any) (any, error) {
 func fSum(_ *filterCall, in any, args []any, kw map[string]any) (any, error) {
 	l, ok := asList(in)
 	if !ok {
-		return nil, fmt.Errorf("needs a list, not %s", typeName(in))
+		return nil, fmt.Errorf("needs a list, not %s", aType(in))
 	}
 	attr, _ := argOr(args, kw, 0, "attribute", nil).(string)
 	total := argOr(args, kw, 1, "start", int64(0))
@@ -888,7 +911,7 @@ func fTrim(_ *filterCall, in any, args []any, kw map[string]any) (any, error) {
 func fUnique(_ *filterCall, in any, args []any, kw map[string]any) (any, error) {
 	l, ok := asList(in)
 	if !ok {
-		return nil, fmt.Errorf("needs a list, not %s", typeName(in))
+		return nil, fmt.Errorf("needs a list, not %s", aType(in))
 	}
 	caseSensitive := truthy(argOr(args, kw, 0, "case_sensitive", false))
 	attr, _ := argOr(args, kw, 1, "attribute", nil).(string)
@@ -1075,4 +1098,14 @@ func pyReEscape(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+func plural(n int, word string) string {
+	switch n {
+	case 0:
+		return "no " + word + "s"
+	case 1:
+		return "at most 1 " + word
+	}
+	return fmt.Sprintf("at most %d %ss", n, word)
 }

@@ -11,6 +11,9 @@ import (
 type parser struct {
 	toks []token
 	p    int
+	// sawLoop is set when the expression names loop or forloop: loops then set them (they
+	// skip it otherwise, which saves work on every loop that does not use them).
+	sawLoop bool
 }
 
 func (p *parser) peek() token { return p.toks[p.p] }
@@ -301,6 +304,8 @@ func (p *parser) parsePrimary() (node, error) {
 			return &constNode{at: t.off, v: false}, nil
 		case "none", "None", "nil":
 			return &constNode{at: t.off, v: nil}, nil
+		case "loop", "forloop":
+			p.sawLoop = true
 		}
 		return &nameNode{at: t.off, name: t.val}, nil
 	case tString:

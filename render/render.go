@@ -94,7 +94,9 @@ func (r *Renderer) Render(s *snapshot.Snapshot) (*Bundle, error) {
 	certs := make(map[string][]byte, len(s.Certificates))
 	names := make([]string, 0, len(s.Certificates))
 	for _, cert := range s.Certificates {
-		if cert.Name == "" || cert.Name == "." || cert.Name == ".." || strings.ContainsAny(cert.Name, "/\\\x00") {
+		// The same rules as generation.ValidCertName, reported here against the object the
+		// certificate came from.
+		if cert.Name == "" || strings.HasPrefix(cert.Name, ".") || strings.ContainsAny(cert.Name, "/\\\x00\n\r") {
 			return nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: cert.Ref, Err: fmt.Errorf("certificate name %q cannot be a file name", cert.Name)}
 		}
 		if _, dup := certs[cert.Name]; dup {
@@ -263,15 +265,7 @@ func compileSet(srcs map[string]string, mainKey string) *compiled {
 	if err := prog.translate(u, nil); err != nil {
 		return &compiled{err: asTemplateError(err, mainKey)}
 	}
-	set := pongo2.NewSet("haproxy-sidecar", &mapLoader{prog: prog})
-	// The translator never emits these, so templates cannot reach them; banning them in the
-	// set as well keeps file access (ssi) and non-deterministic output (now, lorem) out even
-	// if it ever did.
-	for _, tag := range []string{"ssi", "now", "lorem"} {
-		if err := set.BanTag(tag); err != nil {
-			panic(err)
-		}
-	}
+	set := newSet(prog)
 	compiling = prog
 	defer func() { compiling = nil }()
 	tpl, err := set.FromFile(mainKey)
@@ -280,6 +274,20 @@ func compileSet(srcs map[string]string, mainKey string) *compiled {
 	}
 	c := &compiled{tpl: tpl, prog: prog}
 	return c
+}
+
+// newSet is a pongo2 template set that loads templates from prog only (no file system) and
+// bans the tags that read files (ssi) or make output non-deterministic (now, lorem). The
+// translator never emits them, so templates cannot reach them anyway; the bans keep them out
+// even if it ever did.
+func newSet(prog *program) *pongo2.TemplateSet {
+	set := pongo2.NewSet("haproxy-sidecar", &mapLoader{prog: prog})
+	for _, tag := range []string{"ssi", "now", "lorem"} {
+		if err := set.BanTag(tag); err != nil {
+			panic(err)
+		}
+	}
+	return set
 }
 
 func asTemplateError(err error, mainKey string) *templateError {

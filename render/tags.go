@@ -25,6 +25,7 @@ var compiling *program
 
 func init() {
 	for name, fn := range map[string]pongo2.TagParser{
+		"_root":     parseRootTag,
 		"_p":        parsePrintTag,
 		"_if":       parseIfTag,
 		"_for":      parseForTag,
@@ -187,7 +188,6 @@ type LoopInfo struct {
 	First, Last                                bool
 	Parentloop                                 *LoopInfo
 	Length                                     int
-	depth                                      int
 }
 
 const loopAttrList = "index, index0, revindex, revindex0, first, last, length, depth, depth0, cycle()"
@@ -209,9 +209,10 @@ func (l *LoopInfo) attr(name string) (any, error) {
 	case "length", "Length":
 		return int64(l.Length), nil
 	case "depth":
-		return int64(l.depth), nil
+		// Jinja2's depth counts recursive calls (loop(...)), which are not supported.
+		return int64(1), nil
 	case "depth0":
-		return int64(l.depth - 1), nil
+		return int64(0), nil
 	case "Parentloop", "parentloop":
 		if l.Parentloop == nil {
 			return nil, nil
@@ -234,6 +235,7 @@ type forSpec struct {
 	cond     node
 	reversed bool
 	sorted   bool
+	loopVar  bool // set loop and forloop (only when the body may read them)
 	// restore lists the variables the loop sets (targets, loop, forloop, and every {% set %}
 	// inside its body): their values from before the loop are put back when it ends, which is
 	// Jinja2's scoping (nothing set inside a loop is visible after it) without copying the
@@ -321,13 +323,13 @@ func (t *forTag) Execute(ctx *pongo2.ExecutionContext, w pongo2.TemplateWriter) 
 	}
 	var buf [8]savedVar
 	saved := saveVars(ctx.Private, t.s.restore, buf[:0])
-	parent, _ := ctx.Private["forloop"].(*LoopInfo)
-	li := &LoopInfo{Parentloop: parent, depth: 1}
-	if parent != nil {
-		li.depth = parent.depth + 1
+	var li *LoopInfo
+	if t.s.loopVar {
+		parent, _ := ctx.Private["forloop"].(*LoopInfo)
+		li = &LoopInfo{Parentloop: parent}
+		ctx.Private["loop"] = li
+		ctx.Private["forloop"] = li
 	}
-	ctx.Private["loop"] = li
-	ctx.Private["forloop"] = li
 	perr := t.run(ctx, w, v, li)
 	restoreVars(ctx.Private, saved)
 	return perr
@@ -375,7 +377,7 @@ func (s *seq) init(v any) error {
 		}
 		l, ok := asList(v)
 		if !ok {
-			return fmt.Errorf("cannot loop over a %s", typeName(v))
+			return fmt.Errorf("cannot loop over %s", aType(v))
 		}
 		s.list, s.n = l, len(l)
 	}
@@ -460,7 +462,7 @@ func (t *forTag) bind(p pongo2.Context, s *seq, i int) error {
 func unpack(p pongo2.Context, targets []string, v any) error {
 	l, ok := asList(v)
 	if !ok || isMap(v) {
-		return fmt.Errorf("cannot unpack a %s into %d variables (%s)", typeName(v), len(targets), strings.Join(targets, ", "))
+		return fmt.Errorf("cannot unpack %s into %d variables (%s)", aType(v), len(targets), strings.Join(targets, ", "))
 	}
 	if _, isStr := v.(string); isStr || len(l) != len(targets) {
 		return fmt.Errorf("cannot unpack %d values into %d variables (%s)", len(l), len(targets), strings.Join(targets, ", "))
@@ -475,7 +477,7 @@ func (t *forTag) run(ctx *pongo2.ExecutionContext, w pongo2.TemplateWriter, v an
 	s := t.s
 	var sq seq
 	if err := sq.init(v); err != nil {
-		return s.u.fail(err, s.iter.pos())
+		return s.u.fail(err, startPos(s.iter))
 	}
 	var order []int // nil: 0..n-1
 	if s.sorted || s.reversed {
@@ -520,7 +522,9 @@ func (t *forTag) run(ctx *pongo2.ExecutionContext, w pongo2.TemplateWriter, v an
 	if order != nil {
 		count = len(order)
 	}
-	li.Length = count
+	if li != nil {
+		li.Length = count
+	}
 	if count == 0 {
 		if t.els != nil {
 			return t.els.Execute(ctx, w)
@@ -535,9 +539,11 @@ func (t *forTag) run(ctx *pongo2.ExecutionContext, w pongo2.TemplateWriter, v an
 		if err := t.bind(ctx.Private, &sq, i); err != nil {
 			return s.u.fail(err, s.at)
 		}
-		li.Counter, li.Counter0 = k+1, k
-		li.Revcounter, li.Revcounter0 = count-k, count-k-1
-		li.First, li.Last = k == 0, k == count-1
+		if li != nil {
+			li.Counter, li.Counter0 = k+1, k
+			li.Revcounter, li.Revcounter0 = count-k, count-k-1
+			li.First, li.Last = k == 0, k == count-1
+		}
 		if err := t.body.Execute(ctx, w); err != nil {
 			switch err.OrigError {
 			case errBreak:
@@ -587,7 +593,7 @@ func assign(ctx *pongo2.ExecutionContext, s *setSpec, v any) error {
 		}
 		n, ok := ns.(*namespace)
 		if !ok {
-			return fmt.Errorf("cannot set %s.%s: %s is a %s, not a namespace() (write {%% set %s = namespace() %%} first)", s.targets[0], s.nsAttr, s.targets[0], typeName(ns), s.targets[0])
+			return fmt.Errorf("cannot set %s.%s: %s is %s, not a namespace() (write {%% set %s = namespace() %%} first)", s.targets[0], s.nsAttr, s.targets[0], aType(ns), s.targets[0])
 		}
 		n.m[s.nsAttr] = v
 		return nil
@@ -747,6 +753,27 @@ type macro struct {
 // renderState is per render; it is in the public context under renderStateKey.
 type renderState struct {
 	macroDepth int
+	out        bytes.Buffer
+}
+
+// rootTag wraps the main template: it renders into the render's own pre-sized buffer, which
+// spares growing pongo2's buffer from a few bytes to megabytes on every render.
+type rootTag struct{ body *pongo2.NodeWrapper }
+
+func parseRootTag(doc *pongo2.Parser, start *pongo2.Token, args *pongo2.Parser) (pongo2.INodeTag, *pongo2.Error) {
+	body, endargs, err := doc.WrapUntilTag("end_root")
+	if err != nil {
+		return nil, err
+	}
+	return &rootTag{body: body}, endArgsNone(endargs)
+}
+
+func (t *rootTag) Execute(ctx *pongo2.ExecutionContext, w pongo2.TemplateWriter) *pongo2.Error {
+	rs, ok := ctx.Public[renderStateKey].(*renderState)
+	if !ok {
+		return t.body.Execute(ctx, w)
+	}
+	return t.body.Execute(ctx, &rs.out)
 }
 
 const (
@@ -835,7 +862,7 @@ var builtinFuncs = map[string]*builtinFunc{
 			}
 			n, ok := toIntStrict(a)
 			if !ok {
-				return nil, fmt.Errorf("range() needs integers, not %s", typeName(a))
+				return nil, fmt.Errorf("range() needs integers, not %s", aType(a))
 			}
 			nums[i] = n
 		}

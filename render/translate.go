@@ -34,6 +34,7 @@ type unit struct {
 	anchors []anchor
 	state   int // 0 new, 1 translating, 2 done
 	incl    []includeRef
+	main    bool // the main template: its output goes to the render's own buffer (_root)
 }
 
 type anchor struct{ out, orig, origEnd int }
@@ -103,6 +104,7 @@ type block struct {
 	at      int
 	sawElse bool
 	restore *[]string // for, with: names to restore when the block ends
+	loop    *forSpec  // for
 }
 
 type translator struct {
@@ -189,6 +191,9 @@ func (t *translator) run() error {
 	// not part of the output. Render ends the configuration with a newline.
 	src := strings.TrimSuffix(t.u.src, "\n")
 	t.out.WriteString("{% autoescape off %}")
+	if t.u.main {
+		t.out.WriteString("{% _root %}")
+	}
 	i := 0
 	for i < len(src) {
 		j := nextTagStart(src, i)
@@ -221,6 +226,9 @@ func (t *translator) run() error {
 	if len(t.stack) > 0 {
 		b := t.stack[len(t.stack)-1]
 		return t.u.errAt(b.at, fmt.Errorf("{%% %s %%} is never closed: expected {%% %s %%}", b.kind, endOf[b.kind]))
+	}
+	if t.u.main {
+		t.out.WriteString("{% end_root %}")
 	}
 	t.out.WriteString("{% endautoescape %}")
 	t.u.out = t.out.String()
@@ -348,6 +356,9 @@ func (t *translator) variable(j int) (int, error) {
 	if err := p.expectEOF("{{ ... }}"); err != nil {
 		return 0, err
 	}
+	if p.sawLoop {
+		t.markLoopUse()
+	}
 	idx := t.addSpec(&printSpec{u: t.u, at: toks[0].off, e: e})
 	t.emit(j, end, trimL, trimR, "_p "+idx)
 	return end, nil
@@ -391,6 +402,17 @@ func (t *translator) recordSet(names ...string) {
 			if !contains1(*b.restore, n) {
 				*b.restore = append(*b.restore, n)
 			}
+		}
+	}
+}
+
+// markLoopUse makes the enclosing loops set loop and forloop: something inside them may read
+// them (an expression naming them, an include, a pongo2 tag).
+func (t *translator) markLoopUse() {
+	for i := len(t.stack) - 1; i >= 0; i-- {
+		if f := t.stack[i].loop; f != nil && !f.loopVar {
+			f.loopVar = true
+			f.restore = append(f.restore, "loop", "forloop")
 		}
 	}
 }
@@ -482,7 +504,7 @@ func (t *translator) statement(j int) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		t.push(&block{kind: "for", at: at, restore: &spec.restore})
+		t.push(&block{kind: "for", at: at, restore: &spec.restore, loop: spec})
 		emit("_for " + t.addSpec(spec))
 	case "break", "continue":
 		if !t.inLoop() {
@@ -630,7 +652,11 @@ func (t *translator) statement(j int) (int, error) {
 		if kind == "open" {
 			t.push(&block{kind: name, at: at})
 		}
+		t.markLoopUse() // pongo2 expressions may read forloop
 		emit(inner)
+	}
+	if p.sawLoop {
+		t.markLoopUse()
 	}
 	return end, nil
 }
@@ -684,7 +710,7 @@ func (t *translator) parseFor(p *parser, at int) (*forSpec, error) {
 			return nil, p.errf(tk, "unexpected %s in {%% for %%}", tk)
 		}
 	}
-	spec.restore = append(append([]string{}, spec.targets...), "loop", "forloop")
+	spec.restore = append([]string{}, spec.targets...)
 	return spec, nil
 }
 
@@ -724,6 +750,9 @@ func (t *translator) set(p *parser, j, end, at int, trimL, trimR bool) (int, err
 		if spec.nsAttr == "" {
 			t.recordSet(spec.targets...)
 		}
+		if p.sawLoop {
+			t.markLoopUse()
+		}
 		t.emit(j, end, trimL, trimR, "_set "+t.addSpec(spec))
 		return end, nil
 	}
@@ -745,6 +774,9 @@ func (t *translator) set(p *parser, j, end, at int, trimL, trimR bool) (int, err
 	}
 	if spec.nsAttr == "" {
 		t.recordSet(spec.targets...)
+	}
+	if p.sawLoop {
+		t.markLoopUse()
 	}
 	t.push(&block{kind: "set", at: at})
 	t.emit(j, end, trimL, trimR, "_setblock "+t.addSpec(bs))
@@ -813,6 +845,10 @@ func (t *translator) include(p *parser, j, end, at int, trimL, trimR bool) (int,
 		t.prog.units[key] = newUnit(key, t.prog.srcs[key])
 	}
 	t.u.incl = append(t.u.incl, includeRef{key: key, at: kt.off})
+	t.markLoopUse() // the included template sees loop
+	if p.sawLoop {
+		t.markLoopUse()
+	}
 	inc := "include \"" + key + "\""
 	if with != nil {
 		t.emit(j, end, trimL, trimR, "_with "+t.addSpec(with), inc, "endwith")

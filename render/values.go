@@ -393,6 +393,18 @@ func writeInt(w pongo2.TemplateWriter, n int64) error {
 	return err
 }
 
+// aType is typeName with an article: "an int", "a string", "undefined".
+func aType(v any) string {
+	n := typeName(v)
+	switch {
+	case n == "undefined":
+		return n
+	case strings.IndexByte("aeiou", n[0]) >= 0:
+		return "an " + n
+	}
+	return "a " + n
+}
+
 // typeName is the Python-ish name of v's type, for error messages.
 func typeName(v any) string {
 	switch v.(type) {
@@ -774,7 +786,7 @@ func contains(container, item any) (bool, error) {
 	case string:
 		s, ok := item.(string)
 		if !ok {
-			return false, fmt.Errorf("'in <string>' needs a string on the left, not %s", typeName(item))
+			return false, fmt.Errorf("'in <string>' needs a string on the left, not %s", aType(item))
 		}
 		return strings.Contains(c, s), nil
 	case map[string]any:
@@ -827,7 +839,7 @@ func contains(container, item any) (bool, error) {
 		}
 		return false, nil
 	}
-	return false, fmt.Errorf("'in' needs a string, list or dict on the right, not %s", typeName(container))
+	return false, fmt.Errorf("'in' needs a string, list or dict on the right, not %s", aType(container))
 }
 
 // toInt converts for int(), range() and indices.
