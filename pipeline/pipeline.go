@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
@@ -241,7 +242,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 				return p.fail(fmt.Errorf("validate: %w", err))
 			}
 			return p.reject(snapshot.StageValidate, &snapshot.InputError{Stage: snapshot.StageValidate, Ref: snap.TemplateRef,
-				Err: fmt.Errorf("haproxy -c rejected the rendered configuration: %w", err)})
+				Err: fmt.Errorf("haproxy -c rejected the rendered configuration%s: %w", renderedLine(bundle.Config, ce.Line), err)})
 		}
 	}
 	m.ConfigValid.Set(1)
@@ -335,4 +336,17 @@ func short(hash string) string {
 		return hash[:12]
 	}
 	return hash
+}
+
+// renderedLine quotes line n of the rendered configuration, so that the operator sees what the
+// template produced where HAProxy complains.
+func renderedLine(config []byte, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	lines := strings.Split(string(config), "\n")
+	if n > len(lines) {
+		return ""
+	}
+	return fmt.Sprintf(" (rendered line %d: %q)", n, strings.TrimSpace(lines[n-1]))
 }

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
+)
+
+// TestBadInputKeepsLastGoodConfig feeds each kind of bad input to a running sidecar in front of
+// a real HAProxy. For each: a clear error naming the object and the reason, a metric, nothing
+// new where HAProxy reads, traffic still served by the last good configuration, and recovery
+// as soon as the input is fixed.
+func TestBadInputKeepsLastGoodConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test with a real HAProxy")
+	}
+	e := newDemoEnv(t)
+	e.startSidecar(t)
+	e.startHAProxy(t)
+	e.waitReady(t)
+	e.waitServed(t, "web.localhost", "/", "web-")
+
+	// A port held by someone else: binding it passes haproxy -c but fails at reload.
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+
+	otherKey := func() string {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		der, _ := x509.MarshalECPrivateKey(k)
+		return string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}))
+	}()
+	indent := func(s string) string { return "    " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n    ") + "\n" }
+
+	cases := []struct {
+		name  string
+		file  string
+		edit  func(string) string
+		stage string
+		want  []string // the error names the object and the reason
+	}{
+		{
+			name: "invalid JSON in a services key", file: "services.yaml", stage: "decode",
+			edit: func(s string) string { return strings.Replace(s, `"selector": {"app": "web"},`, `"selector": {"app": "web"`, 1) },
+			want: []string{`ConfigMap lb/services key "web"`, "JSON"},
+		},
+		{
+			name: "a service without a selector", file: "services.yaml", stage: "decode",
+			edit: func(s string) string { return strings.Replace(s, `"selector": {"app": "api"},`, "", 1) },
+			want: []string{`ConfigMap lb/services key "api"`, "selector"},
+		},
+		{
+			name: "a service without a namespace", file: "services.yaml", stage: "decode",
+			edit: func(s string) string { return strings.Replace(s, `"namespace": "demo",`, "", 1) },
+			want: []string{`ConfigMap lb/services key "`, "namespace"},
+		},
+		{
+			name: "a template syntax error", file: "config.yaml", stage: "render",
+			edit: func(s string) string { return strings.Replace(s, "{%- for service in services %}", "{%- for service in %}", 1) },
+			want: []string{`ConfigMap lb/config key "template"`, "line"},
+		},
+		{
+			name: "a template runtime error", file: "config.yaml", stage: "render",
+			edit: func(s string) string {
+				return strings.Replace(s, "  hard-stop-after 30s\n", "  hard-stop-after 30s\n      # {{ stats.password }}\n", 1)
+			},
+			want: []string{`ConfigMap lb/config key "template"`, "STATISTICS_PASSWORD"},
+		},
+		{
+			name: "a rendered config haproxy -c rejects", file: "config.yaml", stage: "validate",
+			edit: func(s string) string {
+				return strings.Replace(s, "  timeout connect 5s\n", "  timeout connect 5s\n      no-such-keyword on\n", 1)
+			},
+			want: []string{"ConfigMap lb/config", "haproxy -c", "no-such-keyword"},
+		},
+		{
+			name: "a config that passes haproxy -c but fails to load", file: "config.yaml", stage: "reload",
+			edit: func(s string) string {
+				return strings.Replace(s, "frontend http\n", fmt.Sprintf("frontend http\n      bind %s\n", held.Addr()), 1)
+			},
+			want: []string{"ConfigMap lb/config", "refused the new configuration"},
+		},
+		{
+			name: "a PEM that does not parse", file: "certificates.yaml", stage: "decode",
+			edit: func(s string) string {
+				i := strings.Index(s, "-----BEGIN CERTIFICATE-----\n")
+				return s[:i+len("-----BEGIN CERTIFICATE-----\n")] + "    bm90IGEgY2VydGlmaWNhdGU=\n" + s[strings.Index(s, "    -----END CERTIFICATE-----"):]
+			},
+			want: []string{`ConfigMap lb/certificates key "localhost.pem"`},
+		},
+		{
+			name: "a key that does not match its certificate", file: "certificates.yaml", stage: "decode",
+			edit: func(s string) string {
+				i := strings.Index(s, "    -----BEGIN PRIVATE KEY-----")
+				return s[:i] + indent(otherKey)
+			},
+			want: []string{`Secret lb/keys key "localhost.pem"`, "match"},
+		},
+		{
+			name: "a certificate without a key", file: "certificates.yaml", stage: "decode",
+			edit: func(s string) string {
+				return strings.Replace(s, "stringData:\n  localhost.pem: |", "stringData:\n  elsewhere.key: |", 1)
+			},
+			want: []string{`ConfigMap lb/certificates key "localhost.pem"`, "key"},
+		},
+		{
+			name: "a certificate name with ..", file: "certificates.yaml", stage: "decode",
+			edit: func(s string) string {
+				return strings.Replace(strings.Replace(s, "data:\n  localhost.pem: |", "data:\n  ../evil.pem: |", 1),
+					"stringData:\n  localhost.pem: |", "stringData:\n  ../evil.pem: |", 1)
+			},
+			want: []string{`../evil.pem`},
+		},
+		{
+			name: "a manifest that is not YAML", file: "pods.yaml", stage: "decode",
+			edit: func(s string) string { return "kind: Pod\nmetadata: [unclosed\n" + s },
+			want: []string{"pods.yaml"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			good := e.settled(t)
+			path := filepath.Join(e.dir, tc.file)
+			orig, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rejected := fmt.Sprintf(`haproxy_sidecar_rejected_total{stage=%q}`, tc.stage)
+			before := e.metric(t, rejected)
+			cfgBefore, _ := os.ReadFile(e.cfgPath)
+
+			e.editFile(t, tc.file, tc.edit)
+			var r readyz
+			haproxytest.WaitFor(t, 15*time.Second, func() bool {
+				_, r = e.readyz(t)
+				return r.LastError != "" && e.metric(t, rejected) > before
+			}, "the rejection is reported and counted")
+			t.Logf("reported: %s", r.LastError)
+			for _, want := range tc.want {
+				if !strings.Contains(r.LastError, want) {
+					t.Errorf("error %q does not mention %q", r.LastError, want)
+				}
+			}
+			if strings.Contains(r.LastError, "PRIVATE KEY") || strings.Contains(r.LastError, "MII") {
+				t.Errorf("error leaks key material: %q", r.LastError)
+			}
+			if !r.Ready || r.LiveConfig != good.LiveConfig {
+				t.Errorf("live config is %q (ready %v), want the last good %q", r.LiveConfig, r.Ready, good.LiveConfig)
+			}
+			if v := e.metric(t, "haproxy_sidecar_config_valid"); v != 0 {
+				t.Errorf("config_valid = %v after a rejection, want 0", v)
+			}
+			if cfgAfter, _ := os.ReadFile(e.cfgPath); string(cfgAfter) != string(cfgBefore) {
+				t.Error("the configuration HAProxy reads changed")
+			}
+			if _, body, _, err := e.get("web.localhost", "/"); err != nil || !strings.HasPrefix(body, "web-") {
+				t.Errorf("last good configuration not serving: %q, %v", body, err)
+			}
+
+			// Fixing the input recovers.
+			if err := os.WriteFile(path, orig, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			haproxytest.WaitFor(t, 15*time.Second, func() bool {
+				_, r = e.readyz(t)
+				return r.Ready && r.LastError == "" && e.metric(t, "haproxy_sidecar_config_valid") == 1
+			}, "recovery once the input is fixed")
+			e.waitServed(t, "web.localhost", "/", "web-")
+		})
+	}
+}
+
+// TestBadInputAtStartWritesNothing: with no previous configuration and bad input, HAProxy gets
+// nothing, /readyz says why, and the fix brings it up.
+func TestBadInputAtStartWritesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test with a real HAProxy")
+	}
+	e := newDemoEnv(t)
+	e.editFile(t, "config.yaml", func(s string) string { return strings.Replace(s, "{%- for service in services %}", "{%- for service in %}", 1) })
+	e.startSidecar(t)
+	var r readyz
+	var code int
+	haproxytest.WaitFor(t, 10*time.Second, func() bool {
+		code, r = e.readyz(t)
+		return r.LastError != ""
+	}, "the rejection is reported")
+	if code != 503 || r.Ready {
+		t.Errorf("readyz = %d ready=%v, want 503 not ready", code, r.Ready)
+	}
+	if !strings.Contains(r.LastError, `ConfigMap lb/config key "template"`) {
+		t.Errorf("error %q does not name the template", r.LastError)
+	}
+	if _, err := os.Lstat(e.cfgPath); !os.IsNotExist(err) {
+		t.Errorf("%s exists after a rejected first render (%v)", e.cfgPath, err)
+	}
+	if v := e.metric(t, `haproxy_sidecar_reloads_total{endpoint="master-socket",result="success"}`); v != 0 {
+		t.Errorf("reloads = %v, want 0", v)
+	}
+
+	e.editFile(t, "config.yaml", func(s string) string { return strings.Replace(s, "{%- for service in %}", "{%- for service in services %}", 1) })
+	e.startHAProxy(t)
+	e.waitReady(t)
+	e.waitServed(t, "web.localhost", "/", "web-")
+}
