@@ -57,7 +57,9 @@ func TestBadInputKeepsLastGoodConfig(t *testing.T) {
 	}{
 		{
 			name: "invalid JSON in a services key", file: "services.yaml", stage: "decode",
-			edit: func(s string) string { return strings.Replace(s, `"selector": {"app": "web"},`, `"selector": {"app": "web"`, 1) },
+			edit: func(s string) string {
+				return strings.Replace(s, `"selector": {"app": "web"},`, `"selector": {"app": "web"`, 1)
+			},
 			want: []string{`ConfigMap lb/services key "web"`, "JSON"},
 		},
 		{
@@ -72,7 +74,9 @@ func TestBadInputKeepsLastGoodConfig(t *testing.T) {
 		},
 		{
 			name: "a template syntax error", file: "config.yaml", stage: "render",
-			edit: func(s string) string { return strings.Replace(s, "{%- for service in services %}", "{%- for service in %}", 1) },
+			edit: func(s string) string {
+				return strings.Replace(s, "{%- for service in services %}", "{%- for service in %}", 1)
+			},
 			want: []string{`ConfigMap lb/config key "template"`, "line"},
 		},
 		{
@@ -193,7 +197,9 @@ func TestBadInputAtStartWritesNothing(t *testing.T) {
 		t.Skip("end-to-end test with a real HAProxy")
 	}
 	e := newDemoEnv(t)
-	e.editFile(t, "config.yaml", func(s string) string { return strings.Replace(s, "{%- for service in services %}", "{%- for service in %}", 1) })
+	e.editFile(t, "config.yaml", func(s string) string {
+		return strings.Replace(s, "{%- for service in services %}", "{%- for service in %}", 1)
+	})
 	e.startSidecar(t)
 	var r readyz
 	var code int
@@ -214,7 +220,9 @@ func TestBadInputAtStartWritesNothing(t *testing.T) {
 		t.Errorf("reloads = %v, want 0", v)
 	}
 
-	e.editFile(t, "config.yaml", func(s string) string { return strings.Replace(s, "{%- for service in %}", "{%- for service in services %}", 1) })
+	e.editFile(t, "config.yaml", func(s string) string {
+		return strings.Replace(s, "{%- for service in %}", "{%- for service in services %}", 1)
+	})
 	e.startHAProxy(t)
 	e.waitReady(t)
 	e.waitServed(t, "web.localhost", "/", "web-")
