@@ -82,12 +82,15 @@ func (g *Generation) same(o *Generation) bool { return g != nil && o != nil && g
 type Store struct {
 	configPath, sslDir, stateDir string
 
-	mu       sync.Mutex
-	seq      int         // highest sequence number seen or staged
-	live     *Generation // what current points to
-	previous *Generation // live before the last Activate
-	good     *Generation // last generation HAProxy loaded fine
-	pending  *Generation // newest staged generation not activated yet
+	mu sync.Mutex
+	// templateSSLDir is another name the rendered configuration uses for the certificate
+	// directory (the remote storage directory of the Data Plane API); "" for none.
+	templateSSLDir string
+	seq            int         // highest sequence number seen or staged
+	live           *Generation // what current points to
+	previous       *Generation // live before the last Activate
+	good           *Generation // last generation HAProxy loaded fine
+	pending        *Generation // newest staged generation not activated yet
 }
 
 // Open prepares a store for configPath and sslDir (the stable paths HAProxy and the templates
@@ -175,6 +178,27 @@ func (s *Store) SSLDir() string { return s.sslDir }
 
 // StateDir holds the generations.
 func (s *Store) StateDir() string { return s.stateDir }
+
+// SetTemplateSSLDir names the certificate directory the templates render into the
+// configuration when it is not SSLDir: with the Data Plane API, the configuration refers to
+// the certificates where the remote host stores them, while the generation keeps them
+// locally. CheckFile then rewrites that directory to the generation's certificates as well,
+// so that `haproxy -c` checks the right files. An empty dir clears it.
+func (s *Store) SetTemplateSSLDir(dir string) {
+	if dir != "" {
+		dir = filepath.Clean(dir)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.templateSSLDir = dir
+}
+
+// TemplateSSLDir returns what SetTemplateSSLDir set.
+func (s *Store) TemplateSSLDir() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.templateSSLDir
+}
 
 // ValidCertName reports why name cannot be a certificate file name, or nil.
 func ValidCertName(name string) error {
@@ -277,15 +301,16 @@ func contentHash(config []byte, names []string, certs map[string][]byte) string 
 }
 
 // CheckFile writes, inside g's directory, a copy of g's configuration in which every whole
-// occurrence of the live SSLDir path (followed by "/" or the end of the path) is replaced by
-// g.CertDir(), so that `haproxy -c` checks exactly the certificates that will go live while
-// the live ones stay untouched. Line numbers are unchanged. It returns the copy's path.
+// occurrence of the live SSLDir path (followed by "/" or the end of the path), and of the
+// TemplateSSLDir if one is set, is replaced by g.CertDir(), so that `haproxy -c` checks
+// exactly the certificates that will go live while the live ones stay untouched. Line
+// numbers are unchanged. It returns the copy's path.
 func (s *Store) CheckFile(g *Generation) (string, error) {
 	cfg, err := os.ReadFile(g.ConfigFile())
 	if err != nil {
 		return "", fmt.Errorf("write check file for %s: %w", g.name(), err)
 	}
-	out := replacePathPrefix(cfg, s.sslDir, g.CertDir())
+	out := replacePathPrefix(cfg, []string{s.sslDir, s.TemplateSSLDir()}, g.CertDir())
 	path := filepath.Join(g.Dir, checkName)
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("write check file for %s: %w", g.name(), err)
@@ -302,32 +327,72 @@ func pathByte(c byte) bool {
 		c == '.' || c == '_' || c == '-' || c == '~' || c == '+' || c == '@' || c >= 0x80
 }
 
-// replacePathPrefix replaces old with new in data where old is a whole path or a whole leading
-// part of one: not preceded by a path character or "/", and followed by "/", or by a character
-// that cannot continue a file name.
-func replacePathPrefix(data []byte, old, new string) []byte {
-	if old == "" {
+// replacePathPrefix replaces each of olds with new in data where it is a whole path or a whole
+// leading part of one: not preceded by a path character or "/", and followed by "/", or by a
+// character that cannot continue a file name. In one pass: where several olds match at the
+// same place (one directory inside the other), the longest wins; replaced text is not
+// scanned again. Empty olds are ignored.
+func replacePathPrefix(data []byte, olds []string, new string) []byte {
+	var pats [][]byte
+	for _, o := range olds {
+		if o != "" {
+			pats = append(pats, []byte(o))
+		}
+	}
+	// Longest first, so that the first whole match at a position is the longest one.
+	slices.SortFunc(pats, func(a, b []byte) int { return len(b) - len(a) })
+	if len(pats) == 0 {
 		return data
 	}
-	oldB := []byte(old)
 	var b bytes.Buffer
-	for {
-		i := bytes.Index(data, oldB)
-		if i < 0 {
-			b.Write(data)
-			return b.Bytes()
-		}
-		end := i + len(oldB)
-		before := i == 0 || !(pathByte(data[i-1]) || data[i-1] == '/')
-		after := end == len(data) || data[end] == '/' || !pathByte(data[end])
-		b.Write(data[:i])
-		if before && after {
-			b.WriteString(new)
-		} else {
-			b.Write(oldB)
-		}
-		data = data[end:]
+	// at[k] is where pats[k] next occurs at or after i (-1: nowhere), kept across iterations so
+	// that the text is scanned about once per pattern.
+	at := make([]int, len(pats))
+	for k := range at {
+		at[k] = -2 // not searched yet
 	}
+	i := 0
+	for {
+		// The next place where any pattern starts.
+		next := -1
+		for k, p := range pats {
+			if at[k] == -2 || at[k] >= 0 && at[k] < i {
+				at[k] = -1
+				if j := bytes.Index(data[i:], p); j >= 0 {
+					at[k] = i + j
+				}
+			}
+			if at[k] >= 0 && (next < 0 || at[k] < next) {
+				next = at[k]
+			}
+		}
+		if next < 0 {
+			b.Write(data[i:])
+			break
+		}
+		b.Write(data[i:next])
+		matched := 0
+		for _, p := range pats {
+			end := next + len(p)
+			if !bytes.HasPrefix(data[next:], p) {
+				continue
+			}
+			before := next == 0 || !(pathByte(data[next-1]) || data[next-1] == '/')
+			after := end == len(data) || data[end] == '/' || !pathByte(data[end])
+			if before && after {
+				matched = len(p)
+				break
+			}
+		}
+		if matched > 0 {
+			b.WriteString(new)
+			i = next + matched
+		} else {
+			b.WriteByte(data[next])
+			i = next + 1
+		}
+	}
+	return b.Bytes()
 }
 
 // Live returns the generation current points to, nil if none.

@@ -447,3 +447,75 @@ func TestConcurrentReaderSeesCompleteFiles(t *testing.T) {
 	}
 	t.Logf("%d complete reads during 200 activations", reads.Load())
 }
+
+// With a template SSL directory (the Data Plane API's remote storage directory), the check
+// file points both it and SSLDir at the generation's certificates; other paths are kept.
+func TestCheckFileTemplateSSLDir(t *testing.T) {
+	e := newEnv(t)
+	s := open(t, e)
+	ssl := s.SSLDir()
+	const remote = "/etc/haproxy/ssl"
+	config := strings.Join([]string{
+		"bind :443 ssl crt " + remote + "/site.pem crt " + remote,
+		"bind :444 ssl crt " + ssl + "/site.pem",
+		"bind :445 ssl crt " + remote + "2/other.pem",  // shares the prefix only
+		"errorfile 503 /srv" + remote + "/503.http",    // inside another path
+		"ca-file " + remote + "/ca/" + remote + ".pem", // nested: replaced once at the start
+		"",
+	}, "\n")
+	g, err := s.Stage([]byte(config), map[string][]byte{"site": []byte("k")}, "abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cd := g.CertDir()
+	t.Run("unset", func(t *testing.T) {
+		path, err := s.CheckFile(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := read(t, path); strings.Contains(got, cd+"/site.pem crt") || !strings.Contains(got, ":444 ssl crt "+cd+"/site.pem") {
+			t.Fatalf("without a template SSL directory:\n%s", got)
+		}
+	})
+	t.Run("set", func(t *testing.T) {
+		s.SetTemplateSSLDir(remote + "/")
+		if s.TemplateSSLDir() != remote {
+			t.Fatalf("TemplateSSLDir = %q", s.TemplateSSLDir())
+		}
+		path, err := s.CheckFile(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := strings.Join([]string{
+			"bind :443 ssl crt " + cd + "/site.pem crt " + cd,
+			"bind :444 ssl crt " + cd + "/site.pem",
+			"bind :445 ssl crt " + remote + "2/other.pem",
+			"errorfile 503 /srv" + remote + "/503.http",
+			"ca-file " + cd + "/ca/" + remote + ".pem",
+			"",
+		}, "\n")
+		if got := read(t, path); got != want {
+			t.Fatalf("check file:\n%s\nwant:\n%s", got, want)
+		}
+	})
+	t.Run("nested directories: the longest wins", func(t *testing.T) {
+		s.SetTemplateSSLDir(filepath.Dir(ssl)) // the parent of the local SSLDir
+		path, err := s.CheckFile(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := read(t, path); !strings.Contains(got, ":444 ssl crt "+cd+"/site.pem\n") {
+			t.Fatalf("the local SSLDir inside the template one was not replaced whole:\n%s", got)
+		}
+	})
+	t.Run("cleared", func(t *testing.T) {
+		s.SetTemplateSSLDir("")
+		path, err := s.CheckFile(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := read(t, path); !strings.Contains(got, "crt "+remote+"/site.pem") {
+			t.Fatalf("after clearing, the remote directory was still replaced:\n%s", got)
+		}
+	})
+}
