@@ -420,8 +420,8 @@ func boolParam(r *http.Request, name string) (bool, error) {
 }
 
 type writeParams struct {
-	version                                           int64
-	hasVersion                                        bool
+	version                                            int64
+	hasVersion                                         bool
 	skipVersion, onlyValidate, skipReload, forceReload bool
 }
 
