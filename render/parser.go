@@ -474,7 +474,7 @@ func (p *parser) parseArgs() (callArgs, error) {
 		}
 		t := p.peek()
 		if t.kind == tOp && (t.val == "*" || t.val == "**") {
-			return ca, p.errf(t, "*args and **kwargs in calls are not supported")
+			return ca, &exprError{at: t.off, err: jinja2Unsupported("*args and **kwargs in a call", "pass the arguments one by one")}
 		}
 		if t.kind == tName && p.peekN(1).kind == tOp && p.peekN(1).val == "=" {
 			p.next()

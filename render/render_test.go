@@ -93,6 +93,8 @@ func TestTemplateSyntaxErrors(t *testing.T) {
 			key: "part", line: 2, col: 10, msg: []string{"expected an expression"}},
 		{name: "column counts characters", templates: map[string]string{"template": "# héllo wörld {{ ) }}"},
 			key: "template", line: 1, col: 18, msg: []string{"unbalanced"}},
+		{name: "CRLF line endings", templates: map[string]string{"template": "a\r\nb\r\n  {{ 1 + }}\r\n"},
+			key: "template", line: 3, col: 10, msg: []string{"expected an expression"}},
 		{name: "pongo2 tag error mapped back", templates: map[string]string{"template": "a\n{{ 'xxxxxxxxxxxxxxxxxxxx' }} {% widthratio 1 %}"},
 			key: "template", line: 2, col: 44, msg: []string{"pongo2 parser"}},
 	}
@@ -148,26 +150,27 @@ func TestTemplateRuntimeErrors(t *testing.T) {
 }
 
 func TestUnsupportedConstructs(t *testing.T) {
+	const unsupported = "is a Jinja2 construct that pongo2 does not support: "
 	cases := []struct{ tpl, msg string }{
-		{"{% extends 'base' %}", "{% include \"key\" %}"},
+		{"{% extends 'base' %}", "template inheritance ({% extends %}, {% block %}) " + unsupported + `put the shared parts in another key of the ConfigMap and {% include "key" %} it`},
 		{"{% block body %}{% endblock %}", "template inheritance"},
-		{"{% import 'm' as m %}", "define the macro in the template that calls it"},
+		{"{% import 'm' as m %}", "{% import %} " + unsupported + "define the macro in the template that calls it"},
 		{"{% from 'm' import x %}", "define the macro in the template that calls it"},
-		{"{% call m() %}{% endcall %}", "pass the content to the macro as an argument"},
-		{"{% do x.append(1) %}", "use {% set %}"},
-		{"{% for x in services recursive %}{% endfor %}", "write a macro that calls itself"},
-		{"{% include 'template' without context %}", "always sees the variables"},
-		{"{% autoescape true %}{% endautoescape %}", "use the |e filter"},
-		{"{% set k = 'template' %}{% include k %}", "quoted string"},
-		{"{{ f(*args) }}", "*args and **kwargs in calls are not supported"},
-		{"{% for x in services %}{{ loop.previtem }}{% endfor %}", "loop.previtem is not supported"},
-		{"{% trans %}x{% endtrans %}", "i18n"},
+		{"{% call m() %}{% endcall %}", unsupported + "pass the content to the macro as an argument"},
+		{"{% do x.append(1) %}", unsupported + "use {% set %}, with namespace()"},
+		{"{% for x in services recursive %}{% endfor %}", unsupported + "write a macro that calls itself"},
+		{"{% include 'template' without context %}", unsupported + "drop it"},
+		{"{% autoescape true %}{% endautoescape %}", unsupported + "an HAProxy configuration is not HTML"},
+		{"{{ f(*args) }}", "*args and **kwargs in a call " + unsupported + "pass the arguments one by one"},
+		{"{% for x in services %}{{ loop.previtem }}{% endfor %}", "loop.previtem " + unsupported + "loop has index"},
+		{"{% trans %}x{% endtrans %}", "{% trans %} (i18n) " + unsupported + "write the text directly"},
+		{"{% set k = 'template' %}{% include k %}", "needs the template key as a quoted string"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.tpl, func(t *testing.T) {
 			ie := renderErr(t, testSnapshot(map[string]string{"template": tc.tpl}, "template"))
-			if !strings.Contains(ie.Error(), tc.msg) || ie.Line != 1 || ie.Col == 0 {
-				t.Errorf("error %q (line %d col %d) does not say %q", ie.Error(), ie.Line, ie.Col, tc.msg)
+			if !strings.Contains(ie.Error(), tc.msg) || ie.Ref.Key != "template" || ie.Line != 1 || ie.Col == 0 {
+				t.Errorf("error %q (key %q line %d col %d) does not say %q", ie.Error(), ie.Ref.Key, ie.Line, ie.Col, tc.msg)
 			}
 		})
 	}
@@ -482,5 +485,24 @@ func TestCompileCache(t *testing.T) {
 	}
 	if r.compile(set, "template") != r.cache[setKey(set, "template")] || r.cache[setKey(set, "template")] == nil {
 		t.Error("a recently used entry was evicted")
+	}
+}
+
+func TestMiscOutput(t *testing.T) {
+	cases := []struct{ name, tpl, want string }{
+		{"CRLF becomes LF", "a\r\n{{ 1 }}\r\nb\r\n", "a\n1\nb\n"},
+		{"autoescape false is accepted", "{% autoescape false %}{{ '<&>' }}{% endautoescape %}", "<&>\n"},
+		{"no HTML escaping", "{{ '<a href=\"x\">&</a>' }} {{ '<'|e }}", "<a href=\"x\">&</a> &lt;\n"},
+		{"trailing newline added once", "x", "x\n"},
+		{"empty output", "{% if false %}x{% endif %}", ""},
+		{"env and ssldir", "{{ env.REGION }} {{ env.NOPE|default('d') }} {{ ssldir }}", "eu d /ssl\n"},
+		{"hquote", "{{ 'a b\"$\\\\c'|hquote }}", "\"a b\\\"\\$\\\\c\"\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := renderTpl(t, tc.tpl); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

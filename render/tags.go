@@ -224,7 +224,11 @@ func (l *LoopInfo) attr(name string) (any, error) {
 			return v, err
 		}}, nil
 	}
-	return nil, fmt.Errorf("loop.%s is not supported (loop has: %s)", name, loopAttrList)
+	switch name {
+	case "previtem", "nextitem", "changed":
+		return nil, jinja2Unsupported("loop."+name, "loop has "+loopAttrList+"; keep the previous item with {% set ns = namespace(prev=none) %} and {% set ns.prev = item %}")
+	}
+	return nil, fmt.Errorf("loop has no attribute %s (loop has: %s)", name, loopAttrList)
 }
 
 type forSpec struct {

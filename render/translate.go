@@ -58,6 +58,8 @@ func (e *templateError) Error() string {
 func (e *templateError) Unwrap() error { return e.err }
 
 func newUnit(key, src string) *unit {
+	// Like Jinja2, line endings become "\n".
+	src = strings.ReplaceAll(src, "\r\n", "\n")
 	u := &unit{key: key, src: src, lines: []int{0}}
 	for i := 0; i < len(src); i++ {
 		if src[i] == '\n' {
@@ -114,27 +116,33 @@ type translator struct {
 	stack []*block
 }
 
-// unsupported are Jinja2 (and pongo2) statements we reject, with what to write instead.
-var unsupported = map[string]string{
-	"extends":     "template inheritance ({% extends %}, {% block %}) is not supported: put shared parts in another key and {% include \"key\" %} it",
-	"block":       "template inheritance ({% extends %}, {% block %}) is not supported: put shared parts in another key and {% include \"key\" %} it",
-	"import":      "{% import %} is not supported: define the macro in the template that calls it",
-	"from":        "{% from ... import %} is not supported: define the macro in the template that calls it",
-	"call":        "{% call %} (a macro with caller()) is not supported: pass the content to the macro as an argument",
-	"do":          "{% do %} (the jinja2.ext.do extension) is not supported: use {% set %}, with namespace() to change a value from inside a loop",
-	"trans":       "{% trans %} (i18n) is not supported: write the text directly",
-	"pluralize":   "{% pluralize %} (i18n) is not supported: write the text directly",
-	"ssi":         "{% ssi %} reads files from the local disk and is not allowed: put the content in another key and {% include \"key\" %} it",
-	"now":         "{% now %} makes every render different (HAProxy would reload on every change) and is not allowed",
-	"lorem":       "{% lorem %} makes renders random and is not allowed",
-	"debug":       "{% debug %} is not supported",
-	"print":       "{% print %} is not supported: write {{ ... }}",
-	"load":        "{% load %} is not supported",
-	"endcall":     "{% call %} (a macro with caller()) is not supported: pass the content to the macro as an argument",
-	"endblock":    "template inheritance ({% extends %}, {% block %}) is not supported: put shared parts in another key and {% include \"key\" %} it",
-	"endtrans":    "{% trans %} (i18n) is not supported: write the text directly",
-	"endverbatim": "{% endverbatim %} without {% verbatim %}",
-	"endraw":      "{% endraw %} without {% raw %}",
+// unsupported are Jinja2 statements pongo2 has no equivalent for: what they are, and what to
+// write instead.
+var unsupported = map[string][2]string{
+	"extends":   {"template inheritance ({% extends %}, {% block %})", "put the shared parts in another key of the ConfigMap and {% include \"key\" %} it"},
+	"block":     {"template inheritance ({% extends %}, {% block %})", "put the shared parts in another key of the ConfigMap and {% include \"key\" %} it"},
+	"endblock":  {"template inheritance ({% extends %}, {% block %})", "put the shared parts in another key of the ConfigMap and {% include \"key\" %} it"},
+	"import":    {"{% import %}", "define the macro in the template that calls it"},
+	"from":      {"{% from ... import %}", "define the macro in the template that calls it"},
+	"call":      {"{% call %} (a macro called with caller())", "pass the content to the macro as an argument"},
+	"endcall":   {"{% call %} (a macro called with caller())", "pass the content to the macro as an argument"},
+	"do":        {"{% do %} (the jinja2.ext.do extension)", "use {% set %}, with namespace() to change a value from inside a loop"},
+	"trans":     {"{% trans %} (i18n)", "write the text directly"},
+	"endtrans":  {"{% trans %} (i18n)", "write the text directly"},
+	"pluralize": {"{% pluralize %} (i18n)", "write the text directly"},
+	"debug":     {"{% debug %}", "print the values you need with {{ ... }}"},
+}
+
+// notAllowed are tags that exist but must not run here.
+var notAllowed = map[string]string{
+	"ssi":   "{% ssi %} reads files from the local disk and is not allowed: put the content in another key of the ConfigMap and {% include \"key\" %} it",
+	"now":   "{% now %} makes every render different (HAProxy would reload on every change) and is not allowed",
+	"lorem": "{% lorem %} makes renders random and is not allowed",
+}
+
+// jinja2Unsupported is the error for a Jinja2 construct we do not support.
+func jinja2Unsupported(what, instead string) error {
+	return fmt.Errorf("%s is a Jinja2 construct that pongo2 does not support: %s", what, instead)
 }
 
 // passThrough are pongo2 tags copied as they are (they parse their arguments themselves).
@@ -616,7 +624,7 @@ func (t *translator) statement(j int) (int, error) {
 			return 0, p.errf(v, "{%% autoescape %%} takes true or false, got %s", v)
 		}
 		if on {
-			return 0, &exprError{at: at, err: errors.New("{% autoescape true %} is not supported: an HAProxy configuration is not HTML; use the |e filter where a value must be HTML-escaped")}
+			return 0, &exprError{at: at, err: jinja2Unsupported("{% autoescape true %}", "an HAProxy configuration is not HTML; use the |e filter where a value must be HTML-escaped")}
 		}
 		if err := p.expectEOF("{% autoescape %}"); err != nil {
 			return 0, err
@@ -638,7 +646,10 @@ func (t *translator) statement(j int) (int, error) {
 			emit(name)
 		}
 	default:
-		if why, ok := unsupported[name]; ok {
+		if u, ok := unsupported[name]; ok {
+			return 0, &exprError{at: at, err: jinja2Unsupported(u[0], u[1])}
+		}
+		if why, ok := notAllowed[name]; ok {
 			return 0, &exprError{at: at, err: errors.New(why)}
 		}
 		kind, ok := passThrough[name]
@@ -705,7 +716,7 @@ func (t *translator) parseFor(p *parser, at int) (*forSpec, error) {
 		case tk.kind == tName && tk.val == "sorted":
 			spec.sorted = true
 		case tk.kind == tName && tk.val == "recursive":
-			return nil, p.errf(tk, "recursive loops ({%% for ... recursive %%} with loop(...)) are not supported: write a macro that calls itself")
+			return nil, &exprError{at: tk.off, err: jinja2Unsupported("a recursive loop ({% for ... recursive %} with loop(...))", "write a macro that calls itself")}
 		default:
 			return nil, p.errf(tk, "unexpected %s in {%% for %%}", tk)
 		}
@@ -804,7 +815,7 @@ func (t *translator) include(p *parser, j, end, at int, trimL, trimR bool) (int,
 		case tk.kind == tName && tk.val == "with" && p.isName("context"):
 			p.next()
 		case tk.kind == tName && tk.val == "without" && p.isName("context"):
-			return 0, p.errf(tk, "{%% include ... without context %%} is not supported: an included template always sees the variables of the template that includes it")
+			return 0, &exprError{at: tk.off, err: jinja2Unsupported("{% include ... without context %}", "drop it: an included template always sees the variables of the template that includes it")}
 		case tk.kind == tName && tk.val == "with":
 			with = &withSpec{u: t.u, at: at}
 			for p.peek().kind == tName && p.peekN(1).kind == tOp && p.peekN(1).val == "=" {
