@@ -16,11 +16,18 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/pipeline"
@@ -88,6 +95,17 @@ type options struct {
 	certsCM      string
 	keysSecret   string
 	templateKey  string
+	configSecret string
+	kubeconfig   string
+	kubeQPS      float64
+	kubeBurst    int
+	podName      string
+	leaderElect  bool
+	leNamespace  string
+	leName       string
+	leLease      time.Duration
+	leRenew      time.Duration
+	leRetry      time.Duration
 	certSelector string
 	envAllow     string
 	statsPass    string
@@ -113,7 +131,7 @@ type options struct {
 }
 
 func (o *options) register(fs *flag.FlagSet, cmd string) {
-	fs.StringVar(&o.source, "source", "file", "where inputs come from: file (a directory of Kubernetes manifests)")
+	fs.StringVar(&o.source, "source", "file", "where inputs come from: file (a directory of Kubernetes manifests) or kube (the Kubernetes API)")
 	fs.StringVar(&o.dir, "dir", "", "with --source=file: the directory of manifests (YAML or JSON, like `kubectl apply -f DIR` takes)")
 	fs.StringVar(&o.namespace, "namespace", "lb", "namespace of the load balancer's ConfigMaps and Secrets; manifests without a namespace belong to it")
 	fs.StringVar(&o.servicesCM, "services-configmap", "services", "ConfigMap whose keys are services (JSON: namespace, selector, hostnames, ports, ...)")
@@ -121,6 +139,10 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 	fs.StringVar(&o.certsCM, "certificates-configmap", "certificates", "ConfigMap of PEM certificates, paired by key name with --keys-secret")
 	fs.StringVar(&o.keysSecret, "keys-secret", "keys", "Secret of PEM private keys for the certificates ConfigMap")
 	fs.StringVar(&o.templateKey, "template-key", "template", "key of the main template in the config ConfigMap; other keys can be included by name")
+	fs.StringVar(&o.configSecret, "config-secret", "", "take the templates from this Secret (same keys as the config ConfigMap) instead: the GitOps flow where a tool syncs haproxy.cfg into a Secret; a template without tags is a raw haproxy.cfg")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "with --source=kube: kubeconfig file (default: in-cluster config, then $KUBECONFIG)")
+	fs.Float64Var(&o.kubeQPS, "kube-qps", 50, "with --source=kube: client queries per second")
+	fs.IntVar(&o.kubeBurst, "kube-burst", 100, "with --source=kube: client burst")
 	fs.StringVar(&o.certSelector, "certificate-selector", "haproxy-sidecar/certificate", "label selector for TLS Secrets (type kubernetes.io/tls) in the namespace that are certificates too; empty: none")
 	fs.StringVar(&o.envAllow, "env-allow", "", "comma-separated environment variables templates may read as env.NAME (NAME_* allows a prefix)")
 	fs.StringVar(&o.statsPass, "statistics-password", "", "password of the stats page (stats.password); a template that uses it while unset fails")
@@ -141,6 +163,13 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 		fs.Var(&o.wait, "wait", "MIN:MAX: render after MIN without changes, but never later than MAX after the first")
 		fs.StringVar(&o.metricsAddr, "metrics-addr", ":9090", "address of /metrics (Prometheus); empty: off")
 		fs.StringVar(&o.healthAddr, "health-addr", ":8080", "address of /healthz and /readyz; empty: off")
+		fs.StringVar(&o.podName, "pod-name", "", "this instance's name: Events' host and the leader-election identity (default: the host name)")
+		fs.BoolVar(&o.leaderElect, "leader-elect", false, "with --source=kube: only the leader applies; others render and validate as hot standbys (for one controller pushing to remote HAProxy hosts)")
+		fs.StringVar(&o.leNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default --namespace)")
+		fs.StringVar(&o.leName, "leader-election-id", "haproxy-sidecar", "name of the leader-election Lease")
+		fs.DurationVar(&o.leLease, "leader-election-lease-duration", 15*time.Second, "how long a leader's lease lasts without renewal")
+		fs.DurationVar(&o.leRenew, "leader-election-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it steps down")
+		fs.DurationVar(&o.leRetry, "leader-election-retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
 	case "render":
 		fs.StringVar(&o.out, "out", "", "directory to write haproxy.cfg and certs/ into (required)")
 	}
@@ -196,8 +225,48 @@ func (o *options) newSource(log *slog.Logger) (pipeline.Source, error) {
 			return nil, errors.New("--source=file needs --dir")
 		}
 		return &watcher.File{Dir: o.dir, DefaultNamespace: o.namespace, Logger: log}, nil
+	case "kube":
+		client, err := o.kubeClient()
+		if err != nil {
+			return nil, err
+		}
+		return &watcher.Kube{
+			Client:              client,
+			Namespace:           o.namespace,
+			ServicesConfigMap:   o.servicesCM,
+			KeysSecret:          o.keysSecret,
+			ConfigSecret:        o.configSecret,
+			CertificateSelector: o.certSelector,
+			Logger:              log,
+		}, nil
 	}
-	return nil, fmt.Errorf("--source %q: want file", o.source)
+	return nil, fmt.Errorf("--source %q: want file or kube", o.source)
+}
+
+// kubeClient connects with --kubeconfig, else in-cluster, else $KUBECONFIG / ~/.kube/config.
+func (o *options) kubeClient() (kubernetes.Interface, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if o.kubeconfig != "" {
+		rules.ExplicitPath = o.kubeconfig
+	}
+	var cfg *rest.Config
+	var err error
+	if o.kubeconfig == "" {
+		cfg, err = rest.InClusterConfig()
+	}
+	if o.kubeconfig != "" || err != nil {
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(o.kubeQPS), o.kubeBurst
+	cfg.UserAgent = "haproxy-sidecar/" + version
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return client, nil
 }
 
 func (o *options) buildOptions() (snapshot.Options, error) {
@@ -208,6 +277,7 @@ func (o *options) buildOptions() (snapshot.Options, error) {
 		CertificatesConfigMap: o.certsCM,
 		KeysSecret:            o.keysSecret,
 		TemplateKey:           o.templateKey,
+		ConfigSecret:          o.configSecret,
 		Env:                   allowedEnv(o.envAllow, os.Environ()),
 		StatsPassword:         o.statsPass,
 		StatsPasswordSet:      o.statsPass != "",
@@ -321,6 +391,23 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	}
 	metrics := status.NewMetrics()
 	health := &status.Health{}
+	identity := o.podName
+	if identity == "" {
+		identity, _ = os.Hostname()
+	}
+	var recorder pipeline.Recorder
+	var leading atomic.Bool
+	var standby func() bool
+	if kube, ok := src.(*watcher.Kube); ok {
+		events := status.NewKubeEvents(ctx, kube.Client, "haproxy-sidecar", identity, kube.Lookup, log)
+		defer events.Shutdown()
+		recorder = events
+		if o.leaderElect {
+			standby = func() bool { return !leading.Load() }
+		}
+	} else if o.leaderElect {
+		return errors.New("--leader-elect needs --source=kube")
+	}
 	p, err := pipeline.New(pipeline.Config{
 		Source:   src,
 		Build:    func(objs *snapshot.Objects) (*snapshot.Snapshot, error) { return snapshot.Build(objs, bo) },
@@ -333,6 +420,8 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 		WaitMax:  o.wait.max,
 		Metrics:  metrics,
 		Health:   health,
+		Recorder: recorder,
+		Standby:  standby,
 		Logger:   log,
 	})
 	if err != nil {
@@ -340,6 +429,46 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	}
 	if err := serveHTTP(ctx, log, o.metricsAddr, o.healthAddr, metrics, health); err != nil {
 		return err
+	}
+	if o.leaderElect {
+		kube := src.(*watcher.Kube)
+		ns := o.leNamespace
+		if ns == "" {
+			ns = o.namespace
+		}
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock: &resourcelock.LeaseLock{
+				LeaseMeta:  metav1.ObjectMeta{Namespace: ns, Name: o.leName},
+				Client:     kube.Client.CoordinationV1(),
+				LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+			},
+			LeaseDuration:   o.leLease,
+			RenewDeadline:   o.leRenew,
+			RetryPeriod:     o.leRetry,
+			ReleaseOnCancel: true,
+			Name:            o.leName,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(context.Context) {
+					log.Info("leading: applying from now on", "identity", identity)
+					leading.Store(true)
+					p.Changed()
+				},
+				OnStoppedLeading: func() {
+					log.Info("no longer leading: standby", "identity", identity)
+					leading.Store(false)
+				},
+				OnNewLeader: func(id string) { log.Info("leader", "identity", id) },
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("leader election: %w", err)
+		}
+		// Run campaigns again after losing the lease, until ctx ends.
+		go func() {
+			for ctx.Err() == nil {
+				le.Run(ctx)
+			}
+		}()
 	}
 	log.Info("starting", "version", version, "source", o.source, "dir", o.dir, "haproxy_config", cfgPath,
 		"ssl_dir", sslDir, "reload", o.reloadMode, "wait", o.wait.String())

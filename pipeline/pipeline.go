@@ -70,13 +70,17 @@ type Config struct {
 	Metrics  *status.Metrics
 	Health   *status.Health
 	Recorder Recorder // nil: logs only
-	Logger   *slog.Logger
+	// Standby, when it returns true, stops each sync after validation: a follower under leader
+	// election renders and validates (hot standby) but does not apply. nil: always apply.
+	Standby func() bool
+	Logger  *slog.Logger
 }
 
 // Pipeline is the running sidecar.
 type Pipeline struct {
-	cfg Config
-	log *slog.Logger
+	cfg     Config
+	log     *slog.Logger
+	trigger chan struct{}
 }
 
 // New checks the wiring and fills defaults.
@@ -105,22 +109,16 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Endpoint == "" {
 		cfg.Endpoint = "local"
 	}
-	return &Pipeline{cfg: cfg, log: cfg.Logger}, nil
+	return &Pipeline{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1)}, nil
 }
 
 // Run syncs once at start, then after every debounced burst of changes, until ctx ends.
 func (p *Pipeline) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	trigger := make(chan struct{}, 1)
-	changed := func() {
-		select {
-		case trigger <- struct{}{}:
-		default:
-		}
-	}
+	trigger := p.trigger
 	srcErr := make(chan error, 1)
-	go func() { srcErr <- p.cfg.Source.Run(ctx, changed) }()
+	go func() { srcErr <- p.cfg.Source.Run(ctx, p.Changed) }()
 	p.cfg.Metrics.SourceUp.Set(1)
 
 	reason := "start"
@@ -155,6 +153,15 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			return nil
 		}
 		reason = fmt.Sprintf("%d change notification(s)", n)
+	}
+}
+
+// Changed asks for a sync (debounced); it never blocks. Sources call it; so does leader
+// election when this instance starts leading.
+func (p *Pipeline) Changed() {
+	select {
+	case p.trigger <- struct{}{}:
+	default:
 	}
 }
 
@@ -214,7 +221,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	if err != nil {
 		return p.reject(snapshot.StageRender, err)
 	}
-	if live := p.cfg.Store.Live(); live != nil && live.Hash == bundle.Hash && p.cfg.Health.Ready() {
+	if live := p.cfg.Store.Live(); live != nil && live.Hash == bundle.Hash && p.cfg.Health.LiveHash() == bundle.Hash {
 		m.Renders.WithLabelValues("unchanged").Inc()
 		m.ConfigValid.Set(1)
 		p.cfg.Health.Live(bundle.Hash) // still live; clears an error the operator has since fixed
@@ -246,6 +253,12 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 		}
 	}
 	m.ConfigValid.Set(1)
+	if p.cfg.Standby != nil && p.cfg.Standby() {
+		_ = p.cfg.Store.Prune()
+		p.cfg.Health.Standby(bundle.Hash)
+		p.log.Info("standby: configuration rendered and valid, not applied (not the leader)", "reason", reason, "hash", short(bundle.Hash))
+		return Result{Outcome: "standby", Hash: bundle.Hash}
+	}
 
 	if err := p.cfg.Store.Activate(gen); err != nil {
 		return p.fail(fmt.Errorf("activate generation: %w", err))

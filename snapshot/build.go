@@ -31,6 +31,9 @@ type Options struct {
 	CertificatesConfigMap string // default "certificates"
 	KeysSecret            string // default "keys"
 	TemplateKey           string // default "template"
+	// ConfigSecret, when set, names a Secret that holds the templates instead of the config
+	// ConfigMap (same keys): the GitOps flow where a tool syncs haproxy.cfg into a Secret.
+	ConfigSecret string
 	// CertificateSelector selects TLS Secrets (type kubernetes.io/tls) in Namespace that are
 	// certificates too, named after the Secret. nil selects none.
 	CertificateSelector labels.Selector
@@ -100,7 +103,7 @@ func Build(objs *Objects, opts Options) (*Snapshot, error) {
 	errs = appendErr(errs, err)
 	snap.Certificates = certs
 
-	tmpl, ref, err := buildTemplates(in.configMaps[opts.ConfigConfigMap], opts)
+	tmpl, ref, err := buildTemplates(in, opts)
 	errs = appendErr(errs, err)
 	snap.Templates, snap.TemplateRef = tmpl, ref
 
@@ -136,18 +139,37 @@ func indexObjects(objs *Objects, namespace string) inputs {
 	return in
 }
 
-func buildTemplates(cm *corev1.ConfigMap, opts Options) (map[string]string, Ref, error) {
-	if cm == nil {
-		return nil, Ref{}, nil
+// buildTemplates takes the templates from the config Secret when one is named, otherwise from
+// the config ConfigMap; no config ConfigMap means the built-in default (nil).
+func buildTemplates(in inputs, opts Options) (map[string]string, Ref, error) {
+	var data map[string]string
+	var ref Ref
+	if opts.ConfigSecret != "" {
+		ref = Ref{Kind: "Secret", Namespace: in.namespace, Name: opts.ConfigSecret}
+		sec := in.secrets[opts.ConfigSecret]
+		if sec == nil {
+			return nil, ref, &InputError{Stage: StageDecode, Ref: ref,
+				Err: errors.New("the Secret holding the templates does not exist (yet)")}
+		}
+		data = make(map[string]string, len(sec.Data))
+		for k, v := range sec.Data {
+			data[k] = string(v)
+		}
+	} else {
+		cm := in.configMaps[opts.ConfigConfigMap]
+		if cm == nil {
+			return nil, Ref{}, nil
+		}
+		ref = Ref{Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name}
+		data = maps.Clone(cm.Data)
 	}
-	ref := Ref{Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name}
-	if _, ok := cm.Data[opts.TemplateKey]; !ok {
+	if _, ok := data[opts.TemplateKey]; !ok {
 		keyRef := ref
 		keyRef.Key = opts.TemplateKey
 		return nil, ref, &InputError{Stage: StageDecode, Ref: keyRef,
-			Err: fmt.Errorf("the ConfigMap has no key %q for the main template%s", opts.TemplateKey, keyList(cm.Data))}
+			Err: fmt.Errorf("the %s has no key %q for the main template%s", ref.Kind, opts.TemplateKey, keyList(data))}
 	}
-	return maps.Clone(cm.Data), ref, nil
+	return data, ref, nil
 }
 
 func keyList(m map[string]string) string {

@@ -279,3 +279,31 @@ func TestPodCache(t *testing.T) {
 		t.Error("a cached Build differs from an uncached one")
 	}
 }
+
+func TestBuildTemplatesFromConfigSecret(t *testing.T) {
+	raw := "global\n  maxconn 100\n"
+	objs := &Objects{
+		ConfigMaps: []*corev1.ConfigMap{configMap("lb", "config", map[string]string{"template": "ignored"})},
+		Secrets:    []*corev1.Secret{secret("lb", "haproxy-config", corev1.SecretTypeOpaque, nil, map[string][]byte{"haproxy.cfg": []byte(raw)})},
+	}
+	t.Run("the Secret wins over the ConfigMap", func(t *testing.T) {
+		snap, err := Build(objs, Options{ConfigSecret: "haproxy-config", TemplateKey: "haproxy.cfg"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Templates["haproxy.cfg"] != raw {
+			t.Errorf("templates = %v", snap.Templates)
+		}
+		if want := (Ref{Kind: "Secret", Namespace: "lb", Name: "haproxy-config"}); snap.TemplateRef != want {
+			t.Errorf("TemplateRef = %v, want %v", snap.TemplateRef, want)
+		}
+	})
+	t.Run("a missing Secret is an error naming it", func(t *testing.T) {
+		_, err := Build(objs, Options{ConfigSecret: "absent", TemplateKey: "haproxy.cfg"})
+		inputError(t, err, Ref{Kind: "Secret", Namespace: "lb", Name: "absent"}, "does not exist")
+	})
+	t.Run("a Secret without the key is an error naming the key", func(t *testing.T) {
+		_, err := Build(objs, Options{ConfigSecret: "haproxy-config"})
+		inputError(t, err, Ref{Kind: "Secret", Namespace: "lb", Name: "haproxy-config", Key: "template"}, "no key", "haproxy.cfg")
+	})
+}

@@ -12,6 +12,7 @@ import (
 type Health struct {
 	mu        sync.Mutex
 	ready     bool
+	standby   bool
 	liveHash  string
 	liveSince time.Time
 	lastErr   string
@@ -23,7 +24,16 @@ func (h *Health) Live(hash string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.ready, h.liveHash, h.liveSince = true, hash, time.Now()
-	h.lastErr = ""
+	h.lastErr, h.standby = "", false
+}
+
+// Standby records that the inputs render and validate but this instance does not apply them
+// (a follower under leader election): it is ready to take over.
+func (h *Health) Standby(hash string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ready, h.standby, h.lastErr = true, true, ""
+	h.liveHash = ""
 }
 
 // Failed records why the latest inputs did not go live; readiness is unchanged: a good
@@ -32,6 +42,14 @@ func (h *Health) Failed(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.lastErr, h.errSince = err.Error(), time.Now()
+}
+
+// LiveHash is the hash of the configuration this instance made live ("" if none, or while it
+// is a standby).
+func (h *Health) LiveHash() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.liveHash
 }
 
 // Ready reports whether a good configuration is live.
@@ -43,6 +61,7 @@ func (h *Health) Ready() bool {
 
 type healthBody struct {
 	Ready      bool   `json:"ready"`
+	Standby    bool   `json:"standby,omitempty"`
 	LiveConfig string `json:"liveConfig,omitempty"`
 	LiveSince  string `json:"liveSince,omitempty"`
 	LastError  string `json:"lastError,omitempty"`
@@ -52,7 +71,7 @@ type healthBody struct {
 func (h *Health) body() healthBody {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	b := healthBody{Ready: h.ready, LiveConfig: h.liveHash, LastError: h.lastErr}
+	b := healthBody{Ready: h.ready, Standby: h.standby, LiveConfig: h.liveHash, LastError: h.lastErr}
 	if !h.liveSince.IsZero() {
 		b.LiveSince = h.liveSince.UTC().Format(time.RFC3339)
 	}
