@@ -306,6 +306,8 @@ func (p *parser) parsePrimary() (node, error) {
 			return &constNode{at: t.off, v: nil}, nil
 		case "loop", "forloop":
 			p.sawLoop = true
+		case renderStateKey:
+			return &constNode{at: t.off}, nil // internal, not for templates
 		}
 		return &nameNode{at: t.off, name: t.val}, nil
 	case tString:

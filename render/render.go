@@ -320,9 +320,15 @@ func (prog *program) convertErr(err error) error {
 	if pe.Sender != "" {
 		msg = fmt.Sprintf("%s (pongo2 %s)", msg, pe.Sender)
 	}
-	u := prog.units[pe.Filename]
+	// The token knows which template it is from; pe.Filename can name an included template
+	// while Line is the include tag's in the including one.
+	key := pe.Filename
+	if pe.Token != nil && pe.Token.Filename != "" {
+		key = pe.Token.Filename
+	}
+	u := prog.units[key]
 	if u == nil {
-		return &templateError{key: pe.Filename, err: errors.New(msg)}
+		return &templateError{key: key, err: errors.New(msg)}
 	}
 	if pe.Line <= 0 {
 		return &templateError{key: u.key, err: errors.New(msg)}

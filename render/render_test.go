@@ -135,6 +135,8 @@ func TestTemplateRuntimeErrors(t *testing.T) {
 		{"bad unpacking", "{% for a, b in services %}{% endfor %}", 1, 4, "cannot unpack"},
 		{"percent format with too few values", "{{ '%s %s' % 1 }}", 1, 12, "not enough arguments"},
 		{"setting an attribute of a non-namespace", "{% set x = 1 %}{% set x.y = 2 %}", 1, 19, "not a namespace()"},
+		{"endless macro recursion", "{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}\n{{ m(0) }}", 1, 21, "calls nested more than 64 deep"},
+		{"huge range", "{% for i in range(10000000000) %}{% endfor %}", 1, 18, "range() of more than"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -271,6 +273,17 @@ func TestInclude(t *testing.T) {
 	t.Run("main key missing", func(t *testing.T) {
 		ie := renderErr(t, testSnapshot(map[string]string{"other": "x"}, "template"))
 		if ie.Ref.Key != "template" || !strings.Contains(ie.Error(), `there is no template key "template" (keys: other)`) {
+			t.Errorf("got %v", ie)
+		}
+	})
+	t.Run("include fan-out is bounded", func(t *testing.T) {
+		set := map[string]string{"template": "{% include 'k0' %}{% include 'k0' %}"}
+		for i := 0; i < 12; i++ {
+			set[fmt.Sprintf("k%d", i)] = fmt.Sprintf("{%% include 'k%d' %%}{%% include 'k%d' %%}", i+1, i+1)
+		}
+		set["k12"] = "x"
+		ie := renderErr(t, testSnapshot(set, "template"))
+		if !strings.Contains(ie.Error(), "included more than 2000 times") || !strings.HasPrefix(ie.Ref.Key, "k") || ie.Line != 1 || (ie.Col != 12 && ie.Col != 31) {
 			t.Errorf("got %v", ie)
 		}
 	})
@@ -496,6 +509,7 @@ func TestMiscOutput(t *testing.T) {
 		{"trailing newline added once", "x", "x\n"},
 		{"empty output", "{% if false %}x{% endif %}", ""},
 		{"env and ssldir", "{{ env.REGION }} {{ env.NOPE|default('d') }} {{ ssldir }}", "eu d /ssl\n"},
+		{"internal state is not visible", "[{{ _hs_render }}]", "[]\n"},
 		{"hquote", "{{ 'a b\"$\\\\c'|hquote }}", "\"a b\\\"\\$\\\\c\"\n"},
 	}
 	for _, tc := range cases {
