@@ -55,6 +55,7 @@ type Renderer struct {
 const cacheSize = 8
 
 type compiled struct {
+	once sync.Once
 	tpl  *pongo2.Template
 	prog *program
 	err  *templateError // compile error (cached too: a bad template is not recompiled per render)
@@ -219,22 +220,29 @@ func setKey(srcs map[string]string, mainKey string) string {
 	return string(h.Sum(nil))
 }
 
-// compile returns the compiled template set, from the cache or compiled now.
+// compile returns the compiled template set, from the cache or compiled now. The renderer's
+// lock is not held while compiling, so renders of cached sets go on meanwhile; concurrent
+// renders of the same new set compile it once.
 func (r *Renderer) compile(srcs map[string]string, mainKey string) *compiled {
 	key := setKey(srcs, mainKey)
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if c, ok := r.cache[key]; ok {
+	c, ok := r.cache[key]
+	if ok {
 		r.touch(key)
-		return c
+	} else {
+		c = &compiled{}
+		r.cache[key] = c
+		r.lru = append(r.lru, key)
+		if len(r.lru) > cacheSize {
+			delete(r.cache, r.lru[0])
+			r.lru = r.lru[1:]
+		}
 	}
-	c := compileSet(srcs, mainKey)
-	r.cache[key] = c
-	r.lru = append(r.lru, key)
-	if len(r.lru) > cacheSize {
-		delete(r.cache, r.lru[0])
-		r.lru = r.lru[1:]
-	}
+	r.mu.Unlock()
+	c.once.Do(func() {
+		res := compileSet(srcs, mainKey)
+		c.tpl, c.prog, c.err = res.tpl, res.prog, res.err
+	})
 	return c
 }
 
