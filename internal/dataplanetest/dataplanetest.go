@@ -65,6 +65,11 @@ type Options struct {
 	// Config is the initial haproxy.cfg (default: a minimal configuration with one frontend on
 	// a free loopback port).
 	Config string
+	// LocalPeer is passed to HAProxy as -L (in validation too), which sets the environment
+	// variable HAPROXY_LOCALPEER. Stand-ins on one machine play separate hosts with it: one
+	// configuration that binds "${HAPROXY_LOCALPEER}:8443" listens on 127.0.0.2 behind one
+	// stand-in and on 127.0.0.3 behind another, as the same file would on two machines.
+	LocalPeer string
 }
 
 // Server is a running stand-in and its HAProxy.
@@ -79,7 +84,6 @@ type Server struct {
 
 	opts   Options
 	prefix string
-	master *reload.MasterSocket
 	ctx    context.Context // ends when the test does
 	cancel context.CancelFunc
 
@@ -162,8 +166,7 @@ func Start(t testing.TB, opts Options) *Server {
 	if err := s.writeConfig(opts.Config, s.version); err != nil {
 		t.Fatal(err)
 	}
-	s.HAProxy = haproxytest.Start(t, s.ConfigPath)
-	s.master = &reload.MasterSocket{Path: s.HAProxy.MasterSocket, Timeout: 15 * time.Second}
+	s.HAProxy = haproxytest.Start(t, s.ConfigPath, s.haproxyArgs()...)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -179,6 +182,13 @@ func Start(t testing.TB, opts Options) *Server {
 	s.serve(l)
 	t.Cleanup(s.close)
 	return s
+}
+
+func (s *Server) haproxyArgs() []string {
+	if s.opts.LocalPeer != "" {
+		return []string{"-L", s.opts.LocalPeer}
+	}
+	return nil
 }
 
 // close stops the API and waits for scheduled reloads; HAProxy is stopped by its own cleanup.
@@ -579,7 +589,7 @@ func (s *Server) validate(ctx context.Context, text string) (string, bool) {
 	f.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "haproxy", "-c", "-f", f.Name())
+	cmd := exec.CommandContext(ctx, "haproxy", append([]string{"-c", "-f", f.Name()}, s.haproxyArgs()...)...)
 	cmd.Dir = s.Dir
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
@@ -627,22 +637,46 @@ func (s *Server) scheduleReload() string {
 	return id
 }
 
-// reloadNow reloads HAProxy through its master socket and confirms it.
+// reloadNow reloads HAProxy through its master socket and confirms it with `show proc` (the
+// reload counter moved, no failure). The output is what HAProxy logged meanwhile, as the
+// reload command's output of the real API.
 func (s *Server) reloadNow(ctx context.Context) (string, error) {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	if ctx.Err() != nil {
 		return "", ctx.Err()
 	}
-	err := s.master.Reload(ctx)
-	var failed *reload.Failed
-	if errors.As(err, &failed) {
-		return failed.Output, err
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	showProc := func() (reload.Proc, error) {
+		out, err := haproxytest.MasterCommand(s.HAProxy.MasterSocket, "show proc", 2*time.Second)
+		if err != nil {
+			return reload.Proc{}, err
+		}
+		return reload.ParseProc(out)
 	}
+	before, err := showProc()
 	if err != nil {
-		return err.Error(), err
+		return err.Error(), fmt.Errorf("show proc before the reload: %w", err)
 	}
-	return "reloaded", nil
+	logStart := len(s.HAProxy.Logs())
+	// The 2.6 master closes the connection without an answer while it re-executes.
+	_, _ = haproxytest.MasterCommand(s.HAProxy.MasterSocket, "reload", 5*time.Second)
+	for {
+		p, err := showProc()
+		if err == nil && (p.MasterPID != before.MasterPID || p.Reloads > before.Reloads) {
+			out := strings.TrimSpace(s.HAProxy.Logs()[logStart:])
+			if p.Failed > 0 {
+				return out, fmt.Errorf("reload failed (%d failed since the last success)", p.Failed)
+			}
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("reload not confirmed: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 func (s *Server) listReloads(w http.ResponseWriter, r *http.Request) {

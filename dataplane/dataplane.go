@@ -1,0 +1,681 @@
+// Package dataplane applies the live configuration to remote HAProxy hosts through the HAProxy
+// Data Plane API (v2 or v3). It is a reload.Reloader: the pipeline stages, checks and
+// activates a generation locally as usual, then calls Reload, which reads the live
+// configuration and certificates from the local paths and pushes them to every host, in
+// parallel (bounded).
+//
+// Per host: read the configuration version; upload the certificates that are new (storage
+// API, without reload); pre-check the configuration with only_validate (a 400 is the API's
+// reason); replace the certificates that changed; push the configuration with ?version=N (a
+// 409 re-reads the version and retries, bounded); follow the Reload-Id until the reload
+// succeeded or failed; then delete the certificates the configuration no longer has. A host
+// that already has this exact content (by this package's own hash, not the API's text, which
+// it rewrites) is sent nothing.
+//
+// Outcome of Reload:
+//   - at least one host has the configuration: nil; the hosts that failed (unreachable,
+//     erroring, or refusing it) are retried in the background with backoff until they have it,
+//     or until the next Reload replaces the work;
+//   - no host has it and at least one refused it (only_validate or the write answered 400, or
+//     the reload failed): *reload.Failed with the hosts' reasons, so the pipeline rolls back
+//     and reports the rejection;
+//   - no host could be reached or every host erred: an error, so the pipeline retries.
+//
+// Credentials (passwords, tokens, keys) never appear in logs, errors or metric labels: a
+// host is named by its URL without user information.
+package dataplane
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
+)
+
+// Defaults of Config.
+const (
+	DefaultConcurrency  = 4
+	DefaultTimeout      = 60 * time.Second
+	DefaultRetryMin     = time.Second
+	DefaultRetryMax     = 30 * time.Second
+	DefaultPollInterval = 100 * time.Millisecond
+	DefaultMaxConflicts = 5
+)
+
+// Results passed to OnResult.
+const (
+	ResultSuccess = "success" // the host has the new configuration
+	ResultFailed  = "failed"  // the host's API refused it (validation or reload failed)
+	ResultError   = "error"   // the host could not be reached or answered an error
+)
+
+// Config configures a Reloader.
+type Config struct {
+	// URLs are the Data Plane API base URLs, one per HAProxy host: https://lb1:5555/v3, or
+	// without the version (then GET /v3/info, else /v2/info, decides).
+	URLs []string
+	// Basic authentication: Username with Password or PasswordFile (re-read at each request).
+	// Token is sent as a bearer token instead.
+	Username, Password, PasswordFile, Token string
+	// Static mutual TLS: CACert verifies the servers (system roots when empty); Cert and Key
+	// are the client's certificate. The files are re-read when they change on disk.
+	CACert, Cert, Key string
+	// SPIFFE mutual TLS: the client's SVID and bundle come from the Workload API at
+	// SPIFFESocket (default $SPIFFE_ENDPOINT_SOCKET); SPIFFEID is the server's expected ID,
+	// or "spiffe://trust.domain" to accept any member of a trust domain. Setting SPIFFEID
+	// selects SPIFFE.
+	SPIFFESocket, SPIFFEID string
+	// ConfigPath and CertDir are the local live files to push: the configuration, and the
+	// directory of <name>.pem certificates.
+	ConfigPath, CertDir string
+	// SSLDir is the hosts' certificate storage directory the templates refer to (optional):
+	// a host that reports another one is warned about.
+	SSLDir string
+	// Concurrency bounds how many hosts are updated at once (default DefaultConcurrency).
+	Concurrency int
+	// Timeout bounds one host's whole update, reload confirmation included (default
+	// DefaultTimeout), and the first fetch of the SPIFFE identity.
+	Timeout time.Duration
+	// RetryMin and RetryMax bound the background retry backoff (defaults DefaultRetryMin,
+	// DefaultRetryMax).
+	RetryMin, RetryMax time.Duration
+	// PollInterval is the pause between two reload status requests (default
+	// DefaultPollInterval).
+	PollInterval time.Duration
+	// MaxConflicts bounds the retries after a 409 (default DefaultMaxConflicts).
+	MaxConflicts int
+	Logger       *slog.Logger
+	// OnResult is called with each host's outcome (ResultSuccess, ResultFailed, ResultError),
+	// for metrics; endpoint is the URL without credentials. It must not block.
+	OnResult func(endpoint, result string)
+}
+
+// Reloader pushes the live configuration to every Data Plane API host.
+type Reloader struct {
+	cfg   Config
+	log   *slog.Logger
+	hosts []*host
+	tr    *transport
+
+	mu       sync.Mutex
+	stopBG   context.CancelFunc // cancels the background retries of the last Reload
+	bg       sync.WaitGroup
+	closed   bool
+}
+
+// host is one Data Plane API host and what this Reloader knows it has.
+type host struct {
+	c *client
+
+	mu         sync.Mutex
+	has        *content // confirmed content; nil when unknown
+	warnedDir  bool
+	retryCount int
+}
+
+// content is one configuration with its certificates, and this package's hash of them.
+type content struct {
+	config []byte
+	certs  map[string][]byte // name (without .pem) -> PEM
+	hash   string
+}
+
+// New checks cfg, prepares the transport (fetching the SPIFFE identity when configured) and
+// returns a Reloader. ctx bounds only the preparation. Close releases it.
+func New(ctx context.Context, cfg Config) (*Reloader, error) {
+	if len(cfg.URLs) == 0 {
+		return nil, errors.New("dataplane: at least one Data Plane API URL is required (--dataplane-url)")
+	}
+	if cfg.ConfigPath == "" || cfg.CertDir == "" {
+		return nil, errors.New("dataplane: the local configuration path and certificate directory are required")
+	}
+	if cfg.Token != "" && (cfg.Password != "" || cfg.PasswordFile != "") {
+		return nil, errors.New("dataplane: give a bearer token or a password, not both")
+	}
+	if cfg.Password != "" && cfg.PasswordFile != "" {
+		return nil, errors.New("dataplane: give a password or a password file, not both")
+	}
+	if cfg.SPIFFEID != "" && (cfg.CACert != "" || cfg.Cert != "" || cfg.Key != "") {
+		return nil, errors.New("dataplane: SPIFFE (--dataplane-spiffe-id) and static TLS files (--dataplane-ca/-cert/-key) exclude each other")
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.RetryMin <= 0 {
+		cfg.RetryMin = DefaultRetryMin
+	}
+	if cfg.RetryMax < cfg.RetryMin {
+		cfg.RetryMax = max(DefaultRetryMax, cfg.RetryMin)
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.MaxConflicts <= 0 {
+		cfg.MaxConflicts = DefaultMaxConflicts
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.SSLDir != "" {
+		cfg.SSLDir = filepath.Clean(cfg.SSLDir)
+	}
+	r := &Reloader{cfg: cfg, log: cfg.Logger.With("reloader", "dataplane")}
+
+	tlsWanted := cfg.SPIFFEID != "" || cfg.Cert != "" || cfg.CACert != ""
+	creds := credentials{username: cfg.Username, password: cfg.Password, passwordFile: cfg.PasswordFile, token: cfg.Token}
+	var clients []*client
+	seen := map[string]bool{}
+	for _, raw := range cfg.URLs {
+		if strings.TrimSpace(raw) == "" {
+			continue
+		}
+		c, hostCreds, err := newClient(raw, nil, creds, cfg.PollInterval)
+		if err != nil {
+			return nil, fmt.Errorf("dataplane: %w", err)
+		}
+		if seen[c.label] {
+			return nil, fmt.Errorf("dataplane: URL %s given twice", c.label)
+		}
+		seen[c.label] = true
+		if tlsWanted && c.base.Scheme != "https" {
+			return nil, fmt.Errorf("dataplane: %s: TLS client credentials are configured but the URL is not https", c.label)
+		}
+		if c.base.Scheme == "http" && (hostCreds.password != "" || hostCreds.passwordFile != "" || hostCreds.token != "") {
+			r.log.Warn("Data Plane API credentials will travel over plain HTTP", "endpoint", c.label)
+		}
+		c.creds = hostCreds
+		clients = append(clients, c)
+	}
+	if len(clients) == 0 {
+		return nil, errors.New("dataplane: at least one Data Plane API URL is required (--dataplane-url)")
+	}
+	tr, err := newTransport(ctx, &r.cfg, r.log)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: %w", err)
+	}
+	r.tr = tr
+	hc := &http.Client{Transport: tr.rt, Timeout: cfg.Timeout}
+	for _, c := range clients {
+		c.hc = hc
+		r.hosts = append(r.hosts, &host{c: c})
+	}
+	return r, nil
+}
+
+// Endpoints lists the hosts as they appear in logs and metrics (URLs without credentials).
+func (r *Reloader) Endpoints() []string {
+	var out []string
+	for _, h := range r.hosts {
+		out = append(out, h.c.label)
+	}
+	return out
+}
+
+// Close stops the background retries and releases the transport (and the SPIFFE source).
+func (r *Reloader) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	stop := r.stopBG
+	r.stopBG = nil
+	r.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	r.bg.Wait()
+	r.tr.close()
+	return nil
+}
+
+// stopRetries cancels the background retries of the previous Reload and waits for them.
+func (r *Reloader) stopRetries() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return errors.New("dataplane: reloader is closed")
+	}
+	stop := r.stopBG
+	r.stopBG = nil
+	r.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	r.bg.Wait()
+	return nil
+}
+
+// Check asks every host for /info (detecting its API version): an error names the hosts that
+// do not answer or refuse the credentials.
+func (r *Reloader) Check(ctx context.Context) error {
+	if err := r.tr.refresh(); err != nil {
+		return fmt.Errorf("dataplane: %w", err)
+	}
+	errs := make([]error, len(r.hosts))
+	r.each(ctx, func(ctx context.Context, i int, h *host) { errs[i] = h.c.Info(ctx) })
+	return errors.Join(errs...)
+}
+
+// StorageDir asks the hosts where they store certificates (the directory of the files their
+// storage API lists). It fails when no host lists any certificate, or when hosts disagree:
+// then give the directory explicitly (--dataplane-ssl-dir).
+func (r *Reloader) StorageDir(ctx context.Context) (string, error) {
+	dirs := make([]string, len(r.hosts))
+	errs := make([]error, len(r.hosts))
+	r.each(ctx, func(ctx context.Context, i int, h *host) {
+		if _, err := h.c.apiVersion(ctx); err != nil {
+			errs[i] = err
+			return
+		}
+		list, err := h.c.ListCerts(ctx)
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		for _, c := range list {
+			if c.File != "" {
+				dirs[i] = filepath.Dir(c.File)
+				return
+			}
+		}
+	})
+	found := map[string][]string{}
+	for i, d := range dirs {
+		if d != "" {
+			found[d] = append(found[d], r.hosts[i].c.label)
+		}
+	}
+	switch len(found) {
+	case 1:
+		for d := range found {
+			return d, nil
+		}
+	case 0:
+		if err := errors.Join(errs...); err != nil {
+			return "", fmt.Errorf("dataplane: find the certificate storage directory: %w", err)
+		}
+		return "", errors.New("dataplane: no host lists a stored certificate, so its storage directory is unknown: set --dataplane-ssl-dir")
+	}
+	return "", fmt.Errorf("dataplane: the hosts store certificates in different directories %v: set --dataplane-ssl-dir", found)
+}
+
+// each runs fn for every host, Concurrency at a time, each under its own Timeout.
+func (r *Reloader) each(ctx context.Context, fn func(ctx context.Context, i int, h *host)) {
+	sem := make(chan struct{}, r.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i, h := range r.hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				fn(ctx, i, h) // fails fast on the ended context
+				return
+			}
+			defer func() { <-sem }()
+			hctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+			defer cancel()
+			fn(hctx, i, h)
+		}()
+	}
+	wg.Wait()
+}
+
+// outcome is one host's result of one attempt.
+type outcome struct {
+	unchanged bool
+	err       error // nil: the host has the content
+}
+
+func (o outcome) rejected() bool {
+	var rej *Rejection
+	return errors.As(o.err, &rej)
+}
+
+// Reload pushes the live configuration and certificates to every host (see the package
+// documentation for the outcome rule). It cancels the background retries of the previous
+// Reload first.
+func (r *Reloader) Reload(ctx context.Context) error {
+	if err := r.stopRetries(); err != nil {
+		return err
+	}
+	want, err := readLive(r.cfg.ConfigPath, r.cfg.CertDir)
+	if err != nil {
+		return fmt.Errorf("dataplane: %w", err)
+	}
+	if err := r.tr.refresh(); err != nil {
+		// The previous TLS material stays in use; the handshake tells whether it still works.
+		r.log.Warn("re-read the Data Plane API TLS files", "error", err)
+	}
+	results := make([]outcome, len(r.hosts))
+	r.each(ctx, func(ctx context.Context, i int, h *host) {
+		results[i] = r.attempt(ctx, h, want, false)
+	})
+
+	var applied int
+	var rejections, errs []error
+	var failing []*host
+	for i, o := range results {
+		switch {
+		case o.err == nil:
+			applied++
+		case o.rejected():
+			rejections = append(rejections, o.err)
+			failing = append(failing, r.hosts[i])
+		default:
+			errs = append(errs, o.err)
+			failing = append(failing, r.hosts[i])
+		}
+	}
+	switch {
+	case applied > 0:
+		if len(failing) > 0 && ctx.Err() == nil {
+			r.retryInBackground(failing, want)
+		}
+		return nil
+	case len(rejections) > 0:
+		var reasons []string
+		for _, e := range rejections {
+			reasons = append(reasons, e.Error())
+		}
+		for _, e := range errs {
+			reasons = append(reasons, "not reached: "+e.Error())
+		}
+		return &reload.Failed{Output: strings.Join(reasons, "\n")}
+	}
+	return fmt.Errorf("dataplane: no host could be updated: %w", errors.Join(errs...))
+}
+
+// attempt updates one host, logs and reports the outcome.
+func (r *Reloader) attempt(ctx context.Context, h *host, want *content, background bool) outcome {
+	start := time.Now()
+	o := r.apply(ctx, h, want)
+	log := r.log.With("endpoint", h.c.label, "hash", short(want.hash), "took", time.Since(start).Round(time.Millisecond))
+	if background {
+		h.mu.Lock()
+		h.retryCount++
+		log = log.With("retry", h.retryCount)
+		h.mu.Unlock()
+	}
+	switch {
+	case o.unchanged:
+		log.Debug("host already has this configuration; nothing sent")
+		return o
+	case o.err == nil:
+		log.Info("configuration applied through the Data Plane API")
+		r.report(h, ResultSuccess)
+	case background && ctx.Err() != nil:
+		// Replaced by a newer Reload, or closing: not a result.
+		return o
+	case o.rejected():
+		log.Error("the Data Plane API refused the configuration; the host keeps its previous one", "error", o.err)
+		r.report(h, ResultFailed)
+	default:
+		log.Error("could not update the host through the Data Plane API", "error", o.err)
+		r.report(h, ResultError)
+	}
+	return o
+}
+
+func (r *Reloader) report(h *host, result string) {
+	if r.cfg.OnResult != nil {
+		r.cfg.OnResult(h.c.label, result)
+	}
+}
+
+// retryInBackground keeps trying the failing hosts with backoff until each has want, or the
+// next Reload (or Close) cancels.
+func (r *Reloader) retryInBackground(hosts []*host, want *content) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		cancel()
+		return
+	}
+	r.stopBG = cancel
+	for _, h := range hosts {
+		h.mu.Lock()
+		h.retryCount = 0
+		h.mu.Unlock()
+		r.bg.Add(1)
+		go func() {
+			defer r.bg.Done()
+			delay := r.cfg.RetryMin
+			for {
+				t := time.NewTimer(delay)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+				hctx, hcancel := context.WithTimeout(ctx, r.cfg.Timeout)
+				o := r.attempt(hctx, h, want, true)
+				hcancel()
+				if o.err == nil || ctx.Err() != nil {
+					return
+				}
+				delay = min(delay*2, r.cfg.RetryMax)
+			}
+		}()
+	}
+	r.mu.Unlock()
+}
+
+// apply brings one host to want: unchanged when it has it already.
+func (r *Reloader) apply(ctx context.Context, h *host, want *content) outcome {
+	h.mu.Lock()
+	has := h.has
+	h.mu.Unlock()
+	if has != nil && has.hash == want.hash {
+		return outcome{unchanged: true}
+	}
+	modified, err := r.push(ctx, h, want, has, true)
+	var rej *Rejection
+	switch {
+	case err == nil:
+		h.mu.Lock()
+		h.has = want
+		h.mu.Unlock()
+	case !modified:
+		// Refused or failed before anything changed on the host: it has what it had.
+	case errors.As(err, &rej) && rej.reloaded && has != nil:
+		// The API stored the configuration, the reload failed and HAProxy kept the previous
+		// one: store the previous one again, without a reload, so that what the API holds
+		// is what runs (and what a restart would load).
+		if _, rerr := r.push(ctx, h, has, want, false); rerr != nil {
+			r.log.Warn("could not restore the previous configuration in the Data Plane API after the failed reload",
+				"endpoint", h.c.label, "error", rerr)
+			h.mu.Lock()
+			h.has = nil // unknown: the next attempt sends everything
+			h.mu.Unlock()
+		}
+	default:
+		h.mu.Lock()
+		h.has = nil // partly changed: unknown
+		h.mu.Unlock()
+	}
+	return outcome{err: err}
+}
+
+// push sends want to the host, which has what has describes (nil: unknown). Without reload
+// (restoring), nothing is validated and the API does not reload. modified reports whether
+// the host's files may have changed (certificates replaced, configuration stored), whatever
+// the error.
+func (r *Reloader) push(ctx context.Context, h *host, want, has *content, doReload bool) (modified bool, err error) {
+	c := h.c
+	if _, err := c.apiVersion(ctx); err != nil {
+		return false, err
+	}
+	version, err := c.Version(ctx)
+	if err != nil {
+		return false, err
+	}
+	stored, err := c.ListCerts(ctx)
+	if err != nil {
+		return false, err
+	}
+	present := map[string]bool{}
+	for _, sc := range stored {
+		present[sc.StorageName] = true
+		r.checkStorageDir(h, sc.File)
+	}
+
+	// New certificates first: no configuration uses them yet, so this is harmless even if
+	// the configuration is refused below (they are removed again then).
+	var added, changed []string
+	for _, name := range sortedNames(want.certs) {
+		file := name + ".pem"
+		switch {
+		case !present[file]:
+			sc, err := c.UploadCert(ctx, file, want.certs[name])
+			if err != nil {
+				return len(added) > 0, err
+			}
+			r.checkStorageDir(h, sc.File)
+			added = append(added, file)
+		case has == nil || string(has.certs[name]) != string(want.certs[name]):
+			changed = append(changed, name)
+		}
+	}
+	removeAdded := func() {
+		for _, file := range added {
+			if err := c.DeleteCert(context.WithoutCancel(ctx), file); err != nil {
+				r.log.Warn("remove a certificate uploaded for a refused configuration", "endpoint", c.label, "error", err)
+			}
+		}
+	}
+
+	if doReload {
+		if err := c.Validate(ctx, want.config); err != nil {
+			removeAdded()
+			return false, err
+		}
+	}
+	for _, name := range changed {
+		if err := c.ReplaceCert(ctx, name+".pem", want.certs[name]); err != nil {
+			return true, err
+		}
+	}
+
+	var reloadID string
+	for attempt := 0; ; attempt++ {
+		reloadID, err = c.PushConfig(ctx, want.config, version, doReload)
+		if !errors.Is(err, errConflict) || attempt >= r.cfg.MaxConflicts {
+			break
+		}
+		r.log.Debug("configuration version moved under us; retrying", "endpoint", c.label, "version", version, "attempt", attempt+1)
+		if version, err = c.Version(ctx); err != nil {
+			return len(changed) > 0, err
+		}
+	}
+	if err != nil {
+		var rej *Rejection
+		if errors.As(err, &rej) {
+			removeAdded()
+		}
+		return len(changed) > 0, err
+	}
+	if doReload && reloadID != "" {
+		if err := c.WaitReload(ctx, reloadID); err != nil {
+			var rej *Rejection
+			if errors.As(err, &rej) {
+				rej.reloaded = true
+			}
+			return true, err
+		}
+	}
+
+	// Certificates the configuration no longer has go once the configuration that stopped
+	// using them is live. The sidecar owns the storage directory.
+	for _, sc := range stored {
+		name := strings.TrimSuffix(sc.StorageName, ".pem")
+		if _, ok := want.certs[name]; ok && strings.HasSuffix(sc.StorageName, ".pem") {
+			continue
+		}
+		if err := c.DeleteCert(ctx, sc.StorageName); err != nil {
+			r.log.Warn("delete a certificate the configuration no longer has", "endpoint", c.label, "certificate", sc.StorageName, "error", err)
+		}
+	}
+	r.log.Debug("pushed", "endpoint", c.label, "version", version+1, "reload_id", reloadID,
+		"certificates_added", len(added), "certificates_replaced", len(changed), "reload", doReload)
+	return true, nil
+}
+
+// checkStorageDir warns once per host when it stores certificates elsewhere than the
+// templates say.
+func (r *Reloader) checkStorageDir(h *host, file string) {
+	if r.cfg.SSLDir == "" || file == "" || filepath.Dir(file) == r.cfg.SSLDir {
+		return
+	}
+	h.mu.Lock()
+	warned := h.warnedDir
+	h.warnedDir = true
+	h.mu.Unlock()
+	if !warned {
+		r.log.Warn("the host stores certificates in another directory than the templates use (--dataplane-ssl-dir)",
+			"endpoint", h.c.label, "host_dir", filepath.Dir(file), "ssl_dir", r.cfg.SSLDir)
+	}
+}
+
+func sortedNames(m map[string][]byte) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// readLive reads the live configuration and the <name>.pem files of certDir, and hashes them.
+func readLive(configPath, certDir string) (*content, error) {
+	cfg, err := os.ReadFile(configPath)
+	if err != nil {
+		return nil, fmt.Errorf("read the live configuration: %w", err)
+	}
+	c := &content{config: cfg, certs: map[string][]byte{}}
+	entries, err := os.ReadDir(certDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read the live certificates: %w", err)
+	}
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".pem")
+		if !ok || e.IsDir() || strings.HasPrefix(name, ".") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(certDir, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("read the live certificates: %w", err)
+		}
+		c.certs[name] = b
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "config %d\n", len(cfg))
+	h.Write(cfg)
+	for _, name := range sortedNames(c.certs) {
+		fmt.Fprintf(h, "cert %q %d\n", name, len(c.certs[name]))
+		h.Write(c.certs[name])
+	}
+	c.hash = hex.EncodeToString(h.Sum(nil))
+	return c, nil
+}
+
+func short(hash string) string { return hash[:min(12, len(hash))] }
