@@ -108,10 +108,10 @@ type Reloader struct {
 	hosts []*host
 	tr    *transport
 
-	mu       sync.Mutex
-	stopBG   context.CancelFunc // cancels the background retries of the last Reload
-	bg       sync.WaitGroup
-	closed   bool
+	mu     sync.Mutex
+	stopBG context.CancelFunc // cancels the background retries of the last Reload
+	bg     sync.WaitGroup
+	closed bool
 }
 
 // host is one Data Plane API host and what this Reloader knows it has.
