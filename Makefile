@@ -17,10 +17,13 @@ deps:
 demo: deps
 	hack/demo.sh
 
-## test: every test, with the race detector, after installing what they need
+## test: every test, with the race detector, after installing what they need: HAProxy from
+## Debian, and a real kube-apiserver, etcd and kubectl built from the Go module proxy (cached
+## outside the clone by hack/testbins.sh; the first build takes several minutes).
 test: deps
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 20m ./...
+	KUBEBUILDER_ASSETS=$$(hack/testbins.sh) HAPROXY_SIDECAR_REQUIRE_TESTBINS=1 \
+		$(GO) test -race -count=1 -timeout 30m ./...
 
 test-short:
 	$(GO) test -short ./...

@@ -11,9 +11,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,7 +93,8 @@ func newDemoEnv(t *testing.T) *demoEnv {
 }
 
 // startSidecar runs the sidecar in-process, as `haproxy-sidecar run` with these flags would.
-func (e *demoEnv) startSidecar(t *testing.T, extra ...string) {
+// The returned function stops it (it is also stopped when the test ends).
+func (e *demoEnv) startSidecar(t *testing.T, extra ...string) (stop func()) {
 	t.Helper()
 	args := append([]string{
 		"--source=file", "--dir", e.dir,
@@ -109,17 +110,34 @@ func (e *demoEnv) startSidecar(t *testing.T, extra ...string) {
 	done := make(chan error, 1)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	go func() { done <- o.run(ctx, log) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("sidecar stopped with %v", err)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("sidecar stopped with %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("sidecar did not stop within 10s")
 			}
-		case <-time.After(10 * time.Second):
-			t.Error("sidecar did not stop within 10s")
-		}
-	})
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// instance is a second sidecar's view of the same inputs: its own HAProxy files, socket and
+// endpoints.
+func (e *demoEnv) instance(t *testing.T) *demoEnv {
+	c := *e
+	run := haproxytest.ShortTempDir(t)
+	c.cfgPath = filepath.Join(run, "haproxy.cfg")
+	c.sock = filepath.Join(run, "master.sock")
+	c.health = fmt.Sprintf("127.0.0.1:%d", haproxytest.FreePort(t))
+	c.metrics = fmt.Sprintf("127.0.0.1:%d", haproxytest.FreePort(t))
+	return &c
 }
 
 // startHAProxy starts HAProxy in master-worker mode on the configuration the sidecar wrote.
@@ -184,6 +202,7 @@ func (e *demoEnv) waitServed(t *testing.T, host, path, want string) {
 
 type readyz struct {
 	Ready      bool   `json:"ready"`
+	Standby    bool   `json:"standby"`
 	LiveConfig string `json:"liveConfig"`
 	LastError  string `json:"lastError"`
 }
@@ -374,5 +393,3 @@ func copyDir(src, dst string) error {
 		return os.WriteFile(target, b, 0o644)
 	})
 }
-
-var _ = regexp.MustCompile

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/pipeline"
@@ -350,6 +351,8 @@ func runCmd(args []string) error {
 	if err != nil {
 		return err
 	}
+	// client-go logs through klog; send that to the same structured log.
+	klog.SetSlogLogger(log)
 	return o.run(ctx, log)
 }
 
