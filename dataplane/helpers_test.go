@@ -119,7 +119,9 @@ type harness struct {
 func newHarness(t *testing.T, cfg Config) *harness {
 	t.Helper()
 	h := &harness{live: newLive(t), logs: &syncBuffer{}, res: &recorder{}}
-	cfg.ConfigPath, cfg.CertDir = h.live.config, h.live.certs
+	if cfg.ConfigPath == "" {
+		cfg.ConfigPath, cfg.CertDir = h.live.config, h.live.certs
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg.OnResult = h.res.record
 	if cfg.RetryMin == 0 {
