@@ -19,6 +19,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
@@ -193,6 +194,55 @@ func TestKubernetesSourceEndToEnd(t *testing.T) {
 			_, r := e.readyz(t)
 			return r.LastError == ""
 		}, "recovery once the template is fixed")
+	})
+
+	t.Run("a service naming a Kubernetes Service gets its ready endpoints from EndpointSlices", func(t *testing.T) {
+		// The API server refuses loopback addresses in EndpointSlices, and no traffic may leave
+		// loopback: this checks what the kube source and the snapshot make of the slices
+		// (TEST-NET addresses, never handed to HAProxy).
+		yes, no := true, false
+		_, err := k.Client.DiscoveryV1().EndpointSlices("demo").Create(context.Background(), &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: "api-svc-1", Namespace: "demo", Labels: map[string]string{discoveryv1.LabelServiceName: "api-svc"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints: []discoveryv1.Endpoint{
+				{Addresses: []string{"192.0.2.10"}, Conditions: discoveryv1.EndpointConditions{Ready: &yes},
+					TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "api-x", Namespace: "demo"}},
+				{Addresses: []string{"192.0.2.11"}, Conditions: discoveryv1.EndpointConditions{Ready: &no}},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := &watcher.Kube{Client: k.Client, Namespace: "lb", ServicesConfigMap: "services", KeysSecret: "keys"}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go src.Run(ctx, func() {})
+		var pods map[string]any
+		haproxytest.WaitFor(t, 10*time.Second, func() bool {
+			objs, err := src.Objects(ctx)
+			if err != nil {
+				return false
+			}
+			for i, cm := range objs.ConfigMaps {
+				if cm.Name == "services" {
+					cm = cm.DeepCopy()
+					cm.Data = map[string]string{"apisvc": `{"namespace": "demo", "service": "api-svc", "ports": [80]}`}
+					objs.ConfigMaps[i] = cm
+				}
+			}
+			snap, err := snapshot.Build(objs, snapshot.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pods = snap.Services[0]["pods"].(map[string]any)
+			return len(pods) > 0
+		}, "the kube source sees the EndpointSlice")
+		if len(pods) != 1 || pods["api-x"] == nil {
+			t.Fatalf("endpoints = %v, want only the ready api-x", pods)
+		}
+		if ip := pods["api-x"].(map[string]any)["status"].(map[string]any)["podIP"]; ip != "192.0.2.10" {
+			t.Errorf("api-x podIP = %v", ip)
+		}
 	})
 
 	t.Run("the sidecar recovers from an API server restart and catches up", func(t *testing.T) {

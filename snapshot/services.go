@@ -16,7 +16,7 @@ import (
 
 // buildServices decodes every key of the services ConfigMap (nil: no services) and attaches the
 // ready pods each selects. Services come out sorted by name.
-func buildServices(cm *corev1.ConfigMap, ref Ref, pods *podIndex) ([]map[string]any, error) {
+func buildServices(cm *corev1.ConfigMap, ref Ref, pods *podIndex, eps endpointIndex) ([]map[string]any, error) {
 	if cm == nil {
 		return nil, nil
 	}
@@ -35,11 +35,19 @@ func buildServices(cm *corev1.ConfigMap, ref Ref, pods *podIndex) ([]map[string]
 		}
 		svc["name"] = name
 		services = append(services, svc)
+		if sel == nil {
+			selected = append(selected, nil) // endpoints of a Kubernetes Service, filled below
+			continue
+		}
 		selected = append(selected, pods.selectPods(svc["namespace"].(string), sel))
 	}
 	// Converting pods is most of the work: do it once per pod, in parallel.
 	pods.convert(slices.Concat(selected...))
 	for i, svc := range services {
+		if kubeSvc, ok := svc["service"].(string); ok && selected[i] == nil {
+			svc["pods"] = eps.endpoints(svc["namespace"].(string), kubeSvc)
+			continue
+		}
 		m := make(map[string]any, len(selected[i]))
 		for _, p := range selected[i] {
 			m[p.Name] = pods.converted[p]
@@ -98,8 +106,19 @@ func decodeService(ref Ref, data []byte) (map[string]any, labels.Selector, *Inpu
 	}
 
 	rawSel, ok := svc["selector"]
+	if kubeSvc, named := svc["service"]; named && !ok {
+		// The endpoints of a Kubernetes Service instead of a pod selector.
+		name, isString := kubeSvc.(string)
+		if !isString {
+			return nil, nil, fail(0, 0, "field \"service\" is a JSON %s: want the name of a Kubernetes Service", jsonType(kubeSvc))
+		}
+		if msgs := validation.IsDNS1035Label(name); len(msgs) > 0 {
+			return nil, nil, fail(0, 0, "field \"service\": %q is not a valid Service name: %s", name, strings.Join(msgs, "; "))
+		}
+		return svc, nil, nil
+	}
 	if !ok {
-		return nil, nil, fail(0, 0, "missing required field \"selector\" (the labels of the pods to route to)")
+		return nil, nil, fail(0, 0, "missing required field \"selector\" (the labels of the pods to route to) or \"service\" (a Kubernetes Service whose endpoints to route to)")
 	}
 	sel, err := parseSelector(rawSel)
 	if err != nil {

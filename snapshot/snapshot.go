@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
 // Ref names the object (and key inside it) an input came from, so an error, a log line or a
@@ -70,6 +71,8 @@ type Objects struct {
 	ConfigMaps []*corev1.ConfigMap
 	Secrets    []*corev1.Secret
 	Pods       []*corev1.Pod
+	// EndpointSlices back services that name a Kubernetes Service instead of a pod selector.
+	EndpointSlices []*discoveryv1.EndpointSlice
 	// Revision identifies this state of the source (a resourceVersion, an etcd revision, a
 	// directory hash) for logs.
 	Revision string

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -47,8 +48,11 @@ type Kube struct {
 	initOnce sync.Once
 }
 
+// podWatch watches one namespace a service names: its pods, and its EndpointSlices for
+// services that name a Kubernetes Service.
 type podWatch struct {
 	informer cache.SharedIndexInformer
+	slices   cache.SharedIndexInformer
 	stop     context.CancelFunc
 }
 
@@ -186,17 +190,18 @@ func (k *Kube) Objects(ctx context.Context) (*snapshot.Objects, error) {
 			}
 		}
 	}
-	pods, err := k.pods(ctx, objs.ConfigMaps)
+	pods, slices, err := k.pods(ctx, objs.ConfigMaps)
 	if err != nil {
 		return nil, err
 	}
-	objs.Pods = pods
+	objs.Pods, objs.EndpointSlices = pods, slices
 	objs.Revision = strconv.FormatUint(k.events.Load(), 10)
 	return objs, nil
 }
 
-// pods keeps a pod informer for each namespace the services name, and returns their pods.
-func (k *Kube) pods(ctx context.Context, cms []*corev1.ConfigMap) ([]*corev1.Pod, error) {
+// pods keeps pod and EndpointSlice informers for each namespace the services name, and returns
+// what they hold.
+func (k *Kube) pods(ctx context.Context, cms []*corev1.ConfigMap) ([]*corev1.Pod, []*discoveryv1.EndpointSlice, error) {
 	want := map[string]bool{}
 	for _, cm := range cms {
 		if cm.Name != k.ServicesConfigMap {
@@ -221,44 +226,57 @@ func (k *Kube) pods(ctx context.Context, cms []*corev1.ConfigMap) ([]*corev1.Pod
 		}
 	}
 	var synced []cache.InformerSynced
-	var infs []cache.SharedIndexInformer
+	var infs []*podWatch
 	for ns := range want {
 		w := k.podNS[ns]
 		if w == nil {
 			wctx, stop := context.WithCancel(k.ctx)
 			f := informers.NewSharedInformerFactoryWithOptions(k.Client, 0,
 				informers.WithNamespace(ns), informers.WithTransform(stripManagedFields))
-			inf := f.Core().V1().Pods().Informer()
-			_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			handler := cache.ResourceEventHandlerFuncs{
 				AddFunc:    func(any) { k.notify() },
 				UpdateFunc: func(old, cur any) { k.notify() },
 				DeleteFunc: func(any) { k.notify() },
-			})
+			}
+			inf := f.Core().V1().Pods().Informer()
+			_, _ = inf.AddEventHandler(handler)
+			slices := f.Discovery().V1().EndpointSlices().Informer()
+			_, _ = slices.AddEventHandler(handler)
 			f.Start(wctx.Done())
-			w = &podWatch{informer: inf, stop: func() { stop(); f.Shutdown() }}
+			w = &podWatch{informer: inf, slices: slices, stop: func() { stop(); f.Shutdown() }}
 			k.podNS[ns] = w
 			k.logger().Info("watching pods", "namespace", ns)
 		}
-		synced = append(synced, w.informer.HasSynced)
-		infs = append(infs, w.informer)
+		synced = append(synced, w.informer.HasSynced, w.slices.HasSynced)
+		infs = append(infs, w)
 	}
 	k.mu.Unlock()
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return nil, fmt.Errorf("wait for the pod caches: %w", ctx.Err())
+		return nil, nil, fmt.Errorf("wait for the pod caches: %w", ctx.Err())
 	}
 	var pods []*corev1.Pod
-	for _, inf := range infs {
-		for _, o := range inf.GetStore().List() {
+	var slices []*discoveryv1.EndpointSlice
+	for _, w := range infs {
+		for _, o := range w.informer.GetStore().List() {
 			pods = append(pods, o.(*corev1.Pod))
 		}
+		for _, o := range w.slices.GetStore().List() {
+			slices = append(slices, o.(*discoveryv1.EndpointSlice))
+		}
 	}
+	sort.Slice(slices, func(i, j int) bool {
+		if slices[i].Namespace != slices[j].Namespace {
+			return slices[i].Namespace < slices[j].Namespace
+		}
+		return slices[i].Name < slices[j].Name
+	})
 	sort.Slice(pods, func(i, j int) bool {
 		if pods[i].Namespace != pods[j].Namespace {
 			return pods[i].Namespace < pods[j].Namespace
 		}
 		return pods[i].Name < pods[j].Name
 	})
-	return pods, nil
+	return pods, slices, nil
 }
 
 // Lookup returns the cached object a Ref names (for Events), or nil.
