@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -44,8 +45,8 @@ func noSecrets(t *testing.T, h *harness, err error, secrets ...string) {
 
 func TestBasicAuth(t *testing.T) {
 	haproxytest.Binary(t)
-	s := startHost(t, "127.0.0.2", dataplanetest.Options{Username: user, Password: pass})
-	port := haproxytest.FreePort(t)
+	s := startHost(t, peerA, dataplanetest.Options{Username: user, Password: pass})
+	port := peerPort(t)
 	const wrong = "wr0ng-Secret-42"
 
 	t.Run("a wrong password is a 401 error, reported without the password", func(t *testing.T) {
@@ -105,14 +106,14 @@ func TestBasicAuth(t *testing.T) {
 func TestBearerToken(t *testing.T) {
 	haproxytest.Binary(t)
 	const token = "tok-Secret-123"
-	s := startHost(t, "127.0.0.2", dataplanetest.Options{Token: token})
-	port := haproxytest.FreePort(t)
+	s := startHost(t, peerA, dataplanetest.Options{Token: token})
+	port := peerPort(t)
 	h := newHarness(t, Config{URLs: []string{s.URL}, Token: token})
 	h.live.set(t, httpConfig(port, haproxytest.Backend(t, "token")), nil)
 	if err := h.r.Reload(t.Context()); err != nil {
 		t.Fatalf("Reload: %v", err)
 	}
-	mustServe(t, fmt.Sprintf("127.0.0.2:%d", port), "token")
+	mustServe(t, peerA+":"+strconv.Itoa(port), "token")
 	bad := newHarness(t, Config{URLs: []string{s.URL}, Token: "tok-Wrong-456"})
 	bad.live.set(t, httpConfig(port, "127.0.0.1:1"), nil)
 	err := bad.r.Reload(t.Context())
@@ -211,7 +212,7 @@ func TestStaticMTLS(t *testing.T) {
 	current.Store(&serverCert)
 	clientPool := x509.NewCertPool()
 	clientPool.AddCert(clientCA.cert)
-	s := startHost(t, "127.0.0.2", dataplanetest.Options{Username: user, Password: pass, TLS: &tls.Config{
+	s := startHost(t, peerA, dataplanetest.Options{Username: user, Password: pass, TLS: &tls.Config{
 		MinVersion:     tls.VersionTLS12,
 		ClientAuth:     tls.RequireAndVerifyClientCert,
 		ClientCAs:      clientPool,
@@ -225,8 +226,8 @@ func TestStaticMTLS(t *testing.T) {
 	_, c1, k1 := clientCA.issue(t, "client one", false)
 	writeFiles(t, map[string][]byte{caFile: serverCA.pem, certFile: c1, keyFile: k1})
 	h := newHarness(t, Config{URLs: []string{s.URL}, Username: user, Password: pass, CACert: caFile, Cert: certFile, Key: keyFile})
-	port := haproxytest.FreePort(t)
-	addr := fmt.Sprintf("127.0.0.2:%d", port)
+	port := peerPort(t)
+	addr := peerA + ":" + strconv.Itoa(port)
 	n := 0
 	push := func(t *testing.T) error {
 		t.Helper()
@@ -292,10 +293,10 @@ func TestSPIFFE(t *testing.T) {
 	)
 	ca := spiffetest.NewCA(t, "example.org")
 	wl := spiffetest.Start(t, ca, sidecarID)
-	good := startHost(t, "127.0.0.2", dataplanetest.Options{Username: user, Password: pass, TLS: ca.MTLSServerConfig(t, haproxyID)})
-	evil := startHost(t, "127.0.0.3", dataplanetest.Options{Username: user, Password: pass, TLS: ca.MTLSServerConfig(t, "spiffe://example.org/evil")})
-	port := haproxytest.FreePort(t)
-	addr := fmt.Sprintf("127.0.0.2:%d", port)
+	good := startHost(t, peerA, dataplanetest.Options{Username: user, Password: pass, TLS: ca.MTLSServerConfig(t, haproxyID)})
+	evil := startHost(t, peerB, dataplanetest.Options{Username: user, Password: pass, TLS: ca.MTLSServerConfig(t, "spiffe://example.org/evil")})
+	port := peerPort(t)
+	addr := peerA + ":" + strconv.Itoa(port)
 	lastSerial := func(s *dataplanetest.Server) *big.Int {
 		certs := s.ClientCerts()
 		if len(certs) == 0 {

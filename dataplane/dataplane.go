@@ -108,6 +108,8 @@ type Reloader struct {
 	hosts []*host
 	tr    *transport
 
+	reloadMu sync.Mutex // one Reload at a time
+
 	mu     sync.Mutex
 	stopBG context.CancelFunc // cancels the background retries of the last Reload
 	bg     sync.WaitGroup
@@ -226,6 +228,7 @@ func (r *Reloader) Endpoints() []string {
 }
 
 // Close stops the background retries and releases the transport (and the SPIFFE source).
+// Call it once nothing calls Reload any more (after the pipeline has stopped).
 func (r *Reloader) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -351,8 +354,10 @@ func (o outcome) rejected() bool {
 
 // Reload pushes the live configuration and certificates to every host (see the package
 // documentation for the outcome rule). It cancels the background retries of the previous
-// Reload first.
+// Reload first. Calls are serialised.
 func (r *Reloader) Reload(ctx context.Context) error {
+	r.reloadMu.Lock()
+	defer r.reloadMu.Unlock()
 	if err := r.stopRetries(); err != nil {
 		return err
 	}
@@ -407,7 +412,7 @@ func (r *Reloader) Reload(ctx context.Context) error {
 func (r *Reloader) attempt(ctx context.Context, h *host, want *content, background bool) outcome {
 	start := time.Now()
 	o := r.apply(ctx, h, want)
-	log := r.log.With("endpoint", h.c.label, "hash", short(want.hash), "took", time.Since(start).Round(time.Millisecond))
+	log := r.log.With("endpoint", h.c.label, "took", time.Since(start).Round(time.Millisecond))
 	if background {
 		h.mu.Lock()
 		h.retryCount++
@@ -421,8 +426,9 @@ func (r *Reloader) attempt(ctx context.Context, h *host, want *content, backgrou
 	case o.err == nil:
 		log.Info("configuration applied through the Data Plane API")
 		r.report(h, ResultSuccess)
-	case background && ctx.Err() != nil:
-		// Replaced by a newer Reload, or closing: not a result.
+	case errors.Is(o.err, context.Canceled):
+		// Replaced by a newer Reload, or shutting down: not a result.
+		log.Debug("update cancelled", "error", o.err)
 		return o
 	case o.rejected():
 		log.Error("the Data Plane API refused the configuration; the host keeps its previous one", "error", o.err)
@@ -615,7 +621,7 @@ func (r *Reloader) push(ctx context.Context, h *host, want, has *content, doRelo
 			r.log.Warn("delete a certificate the configuration no longer has", "endpoint", c.label, "certificate", sc.StorageName, "error", err)
 		}
 	}
-	r.log.Debug("pushed", "endpoint", c.label, "version", version+1, "reload_id", reloadID,
+	r.log.Debug("pushed", "endpoint", c.label, "content_hash", short(want.hash), "version", version+1, "reload_id", reloadID,
 		"certificates_added", len(added), "certificates_replaced", len(changed), "reload", doReload)
 	return true, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,12 +26,12 @@ const (
 func TestTwoHostsOnePush(t *testing.T) {
 	haproxytest.Binary(t)
 	pt := t // backends outlive the subtests that start them
-	a := startHost(t, "127.0.0.2", dataplanetest.Options{APIVersion: 2, Username: user, Password: pass})
-	b := startHost(t, "127.0.0.3", dataplanetest.Options{APIVersion: 3, Username: user, Password: pass})
+	a := startHost(t, peerA, dataplanetest.Options{APIVersion: 2, Username: user, Password: pass})
+	b := startHost(t, peerB, dataplanetest.Options{APIVersion: 3, Username: user, Password: pass})
 	bURL := strings.TrimSuffix(b.URL, "/v3") // detected through GET /v3/info
 	h := newHarness(t, Config{URLs: []string{a.URL, bURL}, Username: user, Password: pass})
-	port := haproxytest.FreePort(t)
-	addrA, addrB := fmt.Sprintf("127.0.0.2:%d", port), fmt.Sprintf("127.0.0.3:%d", port)
+	port := peerPort(t)
+	addrA, addrB := peerA+":"+strconv.Itoa(port), peerB+":"+strconv.Itoa(port)
 	ctx := t.Context()
 
 	t.Run("one push reaches both", func(t *testing.T) {
@@ -91,11 +92,11 @@ func TestTwoHostsOnePush(t *testing.T) {
 func TestHostDownCatchesUp(t *testing.T) {
 	haproxytest.Binary(t)
 	pt := t // backends outlive the subtests that start them
-	a := startHost(t, "127.0.0.2", dataplanetest.Options{})
-	b := startHost(t, "127.0.0.3", dataplanetest.Options{})
+	a := startHost(t, peerA, dataplanetest.Options{})
+	b := startHost(t, peerB, dataplanetest.Options{})
 	h := newHarness(t, Config{URLs: []string{a.URL, b.URL}})
-	port := haproxytest.FreePort(t)
-	addrA, addrB := fmt.Sprintf("127.0.0.2:%d", port), fmt.Sprintf("127.0.0.3:%d", port)
+	port := peerPort(t)
+	addrA, addrB := peerA+":"+strconv.Itoa(port), peerB+":"+strconv.Itoa(port)
 	ctx := t.Context()
 
 	h.live.set(t, httpConfig(port, haproxytest.Backend(pt, "backend A")), nil)
@@ -157,10 +158,10 @@ func TestRejected(t *testing.T) {
 	pt := t // backends outlive the subtests that start them
 	for _, v := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
-			s := startHost(t, "127.0.0.2", dataplanetest.Options{APIVersion: v})
+			s := startHost(t, peerA, dataplanetest.Options{APIVersion: v})
 			h := newHarness(t, Config{URLs: []string{s.URL}})
-			port := haproxytest.FreePort(t)
-			addr := fmt.Sprintf("127.0.0.2:%d", port)
+			port := peerPort(t)
+			addr := peerA + ":" + strconv.Itoa(port)
 			good := httpConfig(port, haproxytest.Backend(pt, "good"))
 			h.live.set(t, good, nil)
 			if err := h.r.Reload(t.Context()); err != nil {
@@ -189,7 +190,7 @@ func TestRejected(t *testing.T) {
 			})
 
 			t.Run("the reload fails", func(t *testing.T) {
-				holder, err := net.Listen("tcp", "127.0.0.2:0")
+				holder, err := net.Listen("tcp", peerA+":0")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -223,10 +224,10 @@ func TestRejected(t *testing.T) {
 func TestConflicts(t *testing.T) {
 	haproxytest.Binary(t)
 	pt := t // backends outlive the subtests that start them
-	s := startHost(t, "127.0.0.2", dataplanetest.Options{})
+	s := startHost(t, peerA, dataplanetest.Options{})
 	h := newHarness(t, Config{URLs: []string{s.URL}, MaxConflicts: 3})
-	port := haproxytest.FreePort(t)
-	addr := fmt.Sprintf("127.0.0.2:%d", port)
+	port := peerPort(t)
+	addr := peerA + ":" + strconv.Itoa(port)
 
 	t.Run("resolved", func(t *testing.T) {
 		s.ConcurrentWrites(2)
@@ -256,10 +257,10 @@ func TestCertificates(t *testing.T) {
 	pt := t // backends outlive the subtests that start them
 	for _, v := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
-			s := startHost(t, "127.0.0.2", dataplanetest.Options{APIVersion: v})
+			s := startHost(t, peerA, dataplanetest.Options{APIVersion: v})
 			h := newHarness(t, Config{URLs: []string{s.URL}, SSLDir: s.StorageDir})
-			port, tlsPort := haproxytest.FreePort(t), haproxytest.FreePort(t)
-			tlsAddr := fmt.Sprintf("127.0.0.2:%d", tlsPort)
+			port, tlsPort := peerPort(t), peerPort(t)
+			tlsAddr := peerA + ":" + strconv.Itoa(tlsPort)
 			backend := haproxytest.Backend(pt, "tls")
 			withTLS := func(certs ...string) string {
 				var crt string
@@ -320,12 +321,12 @@ func TestCertificates(t *testing.T) {
 // The storage directory is discovered from what the hosts list.
 func TestStorageDir(t *testing.T) {
 	haproxytest.Binary(t)
-	s := startHost(t, "127.0.0.2", dataplanetest.Options{})
+	s := startHost(t, peerA, dataplanetest.Options{})
 	h := newHarness(t, Config{URLs: []string{s.URL}})
 	if _, err := h.r.StorageDir(t.Context()); err == nil {
 		t.Fatal("StorageDir with an empty storage should fail")
 	}
-	port := haproxytest.FreePort(t)
+	port := peerPort(t)
 	h.live.set(t, httpConfig(port, "127.0.0.1:1"), map[string][]byte{"x": certPEM(t, "x.example")})
 	if err := h.r.Reload(t.Context()); err != nil {
 		t.Fatal(err)
@@ -339,11 +340,11 @@ func TestStorageDir(t *testing.T) {
 // Close ends the background retries.
 func TestCloseStopsRetries(t *testing.T) {
 	haproxytest.Binary(t)
-	a := startHost(t, "127.0.0.2", dataplanetest.Options{})
-	b := startHost(t, "127.0.0.3", dataplanetest.Options{})
+	a := startHost(t, peerA, dataplanetest.Options{})
+	b := startHost(t, peerB, dataplanetest.Options{})
 	h := newHarness(t, Config{URLs: []string{a.URL, b.URL}})
 	b.Down()
-	h.live.set(t, httpConfig(haproxytest.FreePort(t), "127.0.0.1:1"), nil)
+	h.live.set(t, httpConfig(peerPort(t), "127.0.0.1:1"), nil)
 	if err := h.r.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}

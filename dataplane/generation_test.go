@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -19,14 +20,14 @@ import (
 // (SetTemplateSSLDir), activates, and the Reloader pushes the live files.
 func TestWithGenerationStore(t *testing.T) {
 	haproxytest.Binary(t)
-	s := startHost(t, "127.0.0.2", dataplanetest.Options{})
+	s := startHost(t, peerA, dataplanetest.Options{})
 	root := t.TempDir()
 	store, err := generation.Open(filepath.Join(root, "haproxy.cfg"), filepath.Join(root, "certs"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	remote := s.StorageDir // what --dataplane-ssl-dir says: the templates' ssldir
-	port, tlsPort := haproxytest.FreePort(t), haproxytest.FreePort(t)
+	port, tlsPort := peerPort(t), peerPort(t)
 	config := []byte(httpConfig(port, haproxytest.Backend(t, "from the store"), fmt.Sprintf(
 		"frontend tls\n  mode tcp\n  bind \"${HAPROXY_LOCALPEER}:%d\" ssl crt %s/site.pem\n  default_backend be\n", tlsPort, remote)))
 	gen, err := store.Stage(config, map[string][]byte{"site": certPEM(t, "store.example")}, "")
@@ -35,7 +36,7 @@ func TestWithGenerationStore(t *testing.T) {
 	}
 	ctx := context.Background()
 	// The local check runs haproxy with -L as the stand-in does, for ${HAPROXY_LOCALPEER}.
-	wrapper := haproxytest.WriteFile(t, "", "haproxy", "#!/bin/sh\nexec haproxy -L 127.0.0.2 \"$@\"\n")
+	wrapper := haproxytest.WriteFile(t, "", "haproxy", "#!/bin/sh\nexec haproxy -L "+peerA+" \"$@\"\n")
 	if err := os.Chmod(wrapper, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +65,8 @@ func TestWithGenerationStore(t *testing.T) {
 		t.Fatalf("Reload: %v", err)
 	}
 	store.MarkGood(gen)
-	mustServe(t, fmt.Sprintf("127.0.0.2:%d", port), "from the store")
-	if cn, err := servedCN(fmt.Sprintf("127.0.0.2:%d", tlsPort)); err != nil || cn != "store.example" {
+	mustServe(t, peerA+":"+strconv.Itoa(port), "from the store")
+	if cn, err := servedCN(peerA + ":" + strconv.Itoa(tlsPort)); err != nil || cn != "store.example" {
 		t.Fatalf("served certificate %q %v", cn, err)
 	}
 }

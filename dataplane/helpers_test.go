@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -221,4 +222,33 @@ func servedCN(addr string) (string, error) {
 // requestsSince returns the stand-in's requests after the first n.
 func requestsSince(s *dataplanetest.Server, n int) []string {
 	return s.Requests()[n:]
+}
+
+// The loopback addresses the two stand-in hosts' HAProxy listen on (see
+// dataplanetest.Options.LocalPeer): one configuration, two "machines".
+const (
+	peerA = "127.0.5.2"
+	peerB = "127.0.5.3"
+)
+
+// peerPort returns a port that was free on both peer addresses when it was chosen.
+func peerPort(t *testing.T) int {
+	t.Helper()
+	for attempt := 0; attempt < 50; attempt++ {
+		port := haproxytest.FreePort(t)
+		ok := true
+		for _, ip := range []string{peerA, peerB} {
+			l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+		}
+		if ok {
+			return port
+		}
+	}
+	t.Fatal("no port free on both peer addresses")
+	return 0
 }
