@@ -22,7 +22,7 @@ demo: deps
 ## outside the clone by hack/testbins.sh; the first build takes several minutes).
 test: deps
 	$(GO) vet ./...
-	KUBEBUILDER_ASSETS=$$(hack/testbins.sh) HAPROXY_SIDECAR_REQUIRE_TESTBINS=1 \
+	KUBEBUILDER_ASSETS=$$(hack/testbins.sh) HELM=$$(hack/helm.sh) HAPROXY_SIDECAR_REQUIRE_TESTBINS=1 \
 		$(GO) test -race -count=1 -timeout 30m ./...
 
 test-short:

@@ -133,7 +133,7 @@ type options struct {
 
 func (o *options) register(fs *flag.FlagSet, cmd string) {
 	fs.StringVar(&o.source, "source", "file", "where inputs come from: file (a directory of Kubernetes manifests) or kube (the Kubernetes API)")
-	fs.StringVar(&o.dir, "dir", "", "with --source=file: the directory of manifests (YAML or JSON, like `kubectl apply -f DIR` takes)")
+	fs.StringVar(&o.dir, "dir", "", "with --source=file: `DIR`, the directory of manifests (YAML or JSON, what kubectl apply -f takes)")
 	fs.StringVar(&o.namespace, "namespace", "lb", "namespace of the load balancer's ConfigMaps and Secrets; manifests without a namespace belong to it")
 	fs.StringVar(&o.servicesCM, "services-configmap", "services", "ConfigMap whose keys are services (JSON: namespace, selector, hostnames, ports, ...)")
 	fs.StringVar(&o.configCM, "config-configmap", "config", "ConfigMap holding the templates; absent: the built-in default template")
@@ -161,7 +161,7 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 		fs.StringVar(&o.reloadCommand, "reload-command", "", "with --reload=command: command run through sh -c to reload HAProxy; exit 0 means loaded")
 		fs.DurationVar(&o.reloadTimeout, "reload-timeout", 30*time.Second, "how long a reload may take to be confirmed")
 		o.wait = waitFlag{200 * time.Millisecond, 2 * time.Second}
-		fs.Var(&o.wait, "wait", "MIN:MAX: render after MIN without changes, but never later than MAX after the first")
+		fs.Var(&o.wait, "wait", "`MIN:MAX`: render after MIN without changes, but never later than MAX after the first")
 		fs.StringVar(&o.metricsAddr, "metrics-addr", ":9090", "address of /metrics (Prometheus); empty: off")
 		fs.StringVar(&o.healthAddr, "health-addr", ":8080", "address of /healthz and /readyz; empty: off")
 		fs.StringVar(&o.podName, "pod-name", "", "this instance's name: Events' host and the leader-election identity (default: the host name)")
