@@ -1,0 +1,318 @@
+// Package haproxycfg reads a rendered haproxy.cfg into sections and server lines, enough to tell
+// whether two configurations differ only in the servers of existing backends (which the runtime
+// API can change without a reload) or in anything else.
+//
+// It does not interpret HAProxy's configuration language beyond that. Lines are compared as
+// HAProxy's words, kept in their written form (quotes, escapes and trailing comments included),
+// so two lines that differ in any way HAProxy could see are different; only blank lines,
+// whole-line comments and the amount of white space between words are ignored.
+package haproxycfg
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// SectionKeywords are the words that open a section in HAProxy 2.x/3.x.
+var SectionKeywords = map[string]bool{
+	"global": true, "defaults": true, "frontend": true, "backend": true, "listen": true,
+	"userlist": true, "peers": true, "mailers": true, "resolvers": true, "program": true,
+	"http-errors": true, "ring": true, "cache": true, "fcgi-app": true, "log-forward": true,
+	"namespace_list": true, "crt-store": true, "traces": true, "acme": true,
+}
+
+// Config is a parsed configuration.
+type Config struct {
+	// Sections in file order. Lines before the first section keyword form a section with an
+	// empty Kind.
+	Sections []*Section
+	// Conditional is set when the file uses conditional blocks (.if/.elif/.else/.endif): which
+	// server lines HAProxy loads then depends on conditions this package does not evaluate.
+	Conditional bool
+}
+
+// Section is one section: its header and its lines, server lines apart.
+type Section struct {
+	Kind   string   // "global", "defaults", "backend", ...; "" before the first section
+	Name   string   // the proxy or section name ("" for global and unnamed defaults)
+	Header []string // the header line's words as written
+	Line   int      // 1-based line number of the header (0 for the implicit first section)
+	// Lines are the section's other lines, each as its words joined by one space, in order.
+	// Server lines of backend and listen sections are not among them.
+	Lines []string
+	// Servers are the server lines of a backend or listen section, in order.
+	Servers []*Server
+	// From is the defaults section named with "from" in the header, if any.
+	From string
+
+	defaultServer []string // words of this section's default-server lines, in order
+}
+
+// HasServers reports whether the section kind holds server lines (backend, listen).
+func (s *Section) HasServers() bool { return s.Kind == "backend" || s.Kind == "listen" }
+
+// Key identifies the section in a configuration: kind and name.
+func (s *Section) Key() string { return s.Kind + " " + s.Name }
+
+// Server is one `server <name> <address> [params]` line, with the default-server parameters
+// in effect where it is written.
+type Server struct {
+	Name    string
+	Address string // as written, unquoted
+	// Addr and Port are the address as an IP literal and a numeric port, when the address is
+	// written that way (HostPort reports it); other forms (host names, unix sockets, port
+	// ranges, environment variables) leave Addr invalid.
+	Addr netip.Addr
+	Port int
+	// Params are the server's own parameters as written (words after the address, up to a
+	// comment).
+	Params []string
+	// Inherited are the default-server parameters in effect for this server: those of its
+	// defaults section, then those of the default-server lines above it in its section.
+	Inherited []string
+	Line      int // 1-based
+}
+
+// HostPort reports whether the address is an IP literal with a numeric port.
+func (s *Server) HostPort() bool { return s.Addr.IsValid() && s.Port > 0 }
+
+// Parse reads a configuration. It fails only on what HAProxy would reject too (an unterminated
+// quote, a server line without an address).
+func Parse(text []byte) (*Config, error) {
+	c := &Config{}
+	cur := &Section{}
+	c.Sections = append(c.Sections, cur)
+	defaults := map[string]*Section{} // named defaults sections seen so far
+	var lastDefaults *Section
+	// base: the default-server words the current section gets from its defaults section.
+	var base []string
+	for i, raw := range strings.Split(string(text), "\n") {
+		n := i + 1
+		words, err := Words(raw)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if len(words) == 0 || strings.HasPrefix(words[0], "#") {
+			continue
+		}
+		kw := Unquote(words[0])
+		if strings.HasPrefix(kw, ".") {
+			switch kw {
+			case ".if", ".elif", ".else", ".endif":
+				c.Conditional = true
+			}
+		}
+		if SectionKeywords[kw] {
+			cur = &Section{Kind: kw, Header: words, Line: n}
+			args := unquoteAll(words[1:])
+			if len(args) > 0 && args[0] != "from" {
+				cur.Name = args[0]
+				args = args[1:]
+			}
+			if len(args) >= 2 && args[0] == "from" {
+				cur.From = args[1]
+			}
+			c.Sections = append(c.Sections, cur)
+			base = nil
+			if cur.HasServers() {
+				base = inherited(cur, defaults, lastDefaults)
+			}
+			if kw == "defaults" {
+				lastDefaults = cur
+				if cur.Name != "" {
+					defaults[cur.Name] = cur
+				}
+			}
+			continue
+		}
+		if kw == "default-server" {
+			cur.defaultServer = append(cur.defaultServer, words[1:]...)
+		}
+		if kw == "server" && cur.HasServers() {
+			s, err := parseServer(words, n)
+			if err != nil {
+				return nil, err
+			}
+			s.Inherited = append(base[:len(base):len(base)], cur.defaultServer...)
+			cur.Servers = append(cur.Servers, s)
+			continue
+		}
+		cur.Lines = append(cur.Lines, strings.Join(words, " "))
+	}
+	return c, nil
+}
+
+// inherited is the default-server words a proxy section gets from its defaults section (the one
+// named with "from", else the last one above it), itself following its own "from" chain.
+func inherited(sec *Section, named map[string]*Section, last *Section) []string {
+	d := last
+	if sec.From != "" {
+		d = named[sec.From]
+	}
+	var chain []*Section
+	for seen := map[*Section]bool{}; d != nil && !seen[d]; d = named[d.From] {
+		seen[d] = true
+		chain = append([]*Section{d}, chain...)
+		if d.From == "" {
+			break
+		}
+	}
+	var out []string
+	for _, d := range chain {
+		out = append(out, d.defaultServer...)
+	}
+	return out
+}
+
+func parseServer(words []string, n int) (*Server, error) {
+	if len(words) < 3 {
+		return nil, fmt.Errorf("line %d: server line without a name and an address", n)
+	}
+	s := &Server{Name: Unquote(words[1]), Address: Unquote(words[2]), Line: n}
+	for _, w := range words[3:] {
+		if strings.HasPrefix(w, "#") {
+			break // a word that starts with # starts a comment
+		}
+		s.Params = append(s.Params, w)
+	}
+	s.Addr, s.Port = splitAddress(s.Address)
+	return s, nil
+}
+
+// splitAddress reads "1.2.3.4:80" and "[::1]:80"; anything else (no port, a port range or
+// offset, a host name, a prefix like ipv4@ or unix@) gives an invalid address.
+func splitAddress(a string) (netip.Addr, int) {
+	if strings.ContainsAny(a, "@$/") {
+		return netip.Addr{}, 0
+	}
+	ap, err := netip.ParseAddrPort(a)
+	if err != nil || ap.Port() == 0 || ap.Addr().Zone() != "" {
+		return netip.Addr{}, 0
+	}
+	// ParseAddrPort takes "::1:80"-style IPv6 without brackets as an error already; HAProxy's
+	// own reading of such forms is ambiguous, so only the bracketed form counts.
+	if ap.Addr().Is4In6() {
+		return netip.Addr{}, 0
+	}
+	return ap.Addr(), int(ap.Port())
+}
+
+// FormatAddress writes an address and port as the runtime API and server lines take them.
+func FormatAddress(a netip.Addr, port int) string {
+	return netip.AddrPortFrom(a, uint16(port)).String()
+}
+
+// Words splits a line into HAProxy's words, each kept as written: quotes and backslash
+// escapes stay in the word (use Unquote for the value). White space inside quotes or after a
+// backslash does not split. A word that starts with # and everything after it are kept as
+// words too; callers that need to drop comments do so.
+func Words(line string) ([]string, error) {
+	var words []string
+	var b strings.Builder
+	var quote byte
+	inWord := false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case quote != 0:
+			b.WriteByte(c)
+			if c == '\\' && quote == '"' && i+1 < len(line) {
+				i++
+				b.WriteByte(line[i])
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '\\':
+			inWord = true
+			b.WriteByte(c)
+			if i+1 < len(line) {
+				i++
+				b.WriteByte(line[i])
+			}
+		case c == '"' || c == '\'':
+			inWord = true
+			quote = c
+			b.WriteByte(c)
+		case c == ' ' || c == '\t' || c == '\r':
+			if inWord {
+				words = append(words, b.String())
+				b.Reset()
+				inWord = false
+			}
+		default:
+			inWord = true
+			b.WriteByte(c)
+		}
+	}
+	if quote != 0 {
+		return nil, fmt.Errorf("unterminated %c quote", quote)
+	}
+	if inWord {
+		words = append(words, b.String())
+	}
+	return words, nil
+}
+
+// Unquote returns a word's value: quotes removed, backslash escapes resolved. Environment
+// variables ("${X}") are not expanded.
+func Unquote(w string) string {
+	if !strings.ContainsAny(w, "\"'\\") {
+		return w
+	}
+	var b strings.Builder
+	var quote byte
+	for i := 0; i < len(w); i++ {
+		c := w[i]
+		switch {
+		case quote == '\'':
+			if c == '\'' {
+				quote = 0
+			} else {
+				b.WriteByte(c)
+			}
+		case c == '\\' && i+1 < len(w):
+			i++
+			b.WriteByte(w[i])
+		case quote == '"' && c == '"':
+			quote = 0
+		case quote == 0 && (c == '"' || c == '\''):
+			quote = c
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func unquoteAll(ws []string) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = Unquote(w)
+	}
+	return out
+}
+
+// Plain reports whether a word is written without quotes, escapes, comment signs or CLI
+// command separators, so that it means the same on a configuration line and on the runtime
+// API's command line.
+func Plain(w string) bool {
+	return w != "" && !strings.ContainsAny(w, "\"'\\#;$")
+}
+
+// Proxy returns the section with this kind and name, nil if none.
+func (c *Config) Proxy(kind, name string) *Section {
+	for _, s := range c.Sections {
+		if s.Kind == kind && s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// Atoi is strconv.Atoi for a word.
+func atoi(w string) (int, bool) {
+	n, err := strconv.Atoi(Unquote(w))
+	return n, err == nil
+}

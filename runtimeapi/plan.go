@@ -1,0 +1,643 @@
+// Package runtimeapi applies configuration changes to a running HAProxy through its runtime API
+// (the CLI of a stats socket, or of the master socket with "@1 "), so that most changes need no
+// reload: servers of existing backends added, removed, re-addressed, re-weighted, enabled or
+// disabled, and certificate files replaced, added to or removed from a certificate directory.
+//
+// The commands are derived from the rendered configuration only: an Updater knows what HAProxy
+// runs (the configuration it last loaded plus the changes made at runtime since) and compares
+// it with a new rendering, section by section and server by server (package haproxycfg). When
+// the only differences are ones the runtime API can make exactly as a reload would, the Plan
+// lists the commands; anything else gives the reason a reload is needed. The caller still
+// writes the new files, so that the next reload loads the same state.
+package runtimeapi
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycfg"
+)
+
+// Kinds of runtime updates: the values of the kind label of
+// haproxy_sidecar_runtime_updates_total.
+const (
+	KindServerAdded   = "server_added"
+	KindServerRemoved = "server_removed"
+	KindServerUpdated = "server_updated"
+	KindCertUpdated   = "certificate_updated"
+	KindCertAdded     = "certificate_added"
+	KindCertRemoved   = "certificate_removed"
+)
+
+// Kinds lists every kind.
+var Kinds = []string{KindServerAdded, KindServerRemoved, KindServerUpdated, KindCertUpdated, KindCertAdded, KindCertRemoved}
+
+// dynamicKeywords are the server keywords `add server` accepts on HAProxy 2.6
+// (management.txt, "add server"). Servers added at runtime do not get default-server settings:
+// the Updater passes the inherited ones explicitly, so they must be in this list too.
+var dynamicKeywords = map[string]bool{
+	"agent-addr": true, "agent-check": true, "agent-inter": true, "agent-port": true,
+	"agent-send": true, "allow-0rtt": true, "alpn": true, "addr": true, "backup": true,
+	"ca-file": true, "check": true, "check-alpn": true, "check-proto": true,
+	"check-send-proxy": true, "check-sni": true, "check-ssl": true, "check-via-socks4": true,
+	"ciphers": true, "ciphersuites": true, "crl-file": true, "crt": true, "downinter": true,
+	"error-limit": true, "fall": true, "fastinter": true, "force-sslv3": true,
+	"force-tlsv10": true, "force-tlsv11": true, "force-tlsv12": true, "force-tlsv13": true,
+	"id": true, "inter": true, "maxconn": true, "maxqueue": true, "minconn": true,
+	"no-ssl-reuse": true, "no-sslv3": true, "no-tlsv10": true, "no-tlsv11": true,
+	"no-tlsv12": true, "no-tlsv13": true, "no-tls-tickets": true, "npn": true, "observe": true,
+	"on-error": true, "on-marked-down": true, "on-marked-up": true, "pool-low-conn": true,
+	"pool-max-conn": true, "pool-purge-delay": true, "port": true, "proto": true,
+	"proxy-v2-options": true, "rise": true, "send-proxy": true, "send-proxy-v2": true,
+	"send-proxy-v2-ssl": true, "send-proxy-v2-ssl-cn": true, "slowstart": true, "sni": true,
+	"source": true, "ssl": true, "ssl-max-ver": true, "ssl-min-ver": true, "tfo": true,
+	"tls-tickets": true, "track": true, "usesrc": true, "verify": true, "verifyhost": true,
+	"ws": true,
+	// weight, disabled and enabled are supported too; the Updater sets them itself.
+}
+
+// state is what HAProxy runs: a configuration, the certificate files, and the servers removed
+// at runtime that HAProxy still holds in maintenance because they had connections when
+// deleted (zombies, deleted again at the next update).
+type state struct {
+	cfg     *haproxycfg.Config
+	certs   map[string][]byte
+	zombies map[string]map[string]*haproxycfg.Server // backend -> server name -> server
+}
+
+func (s *state) clone() *state {
+	c := &state{cfg: s.cfg, certs: s.certs, zombies: map[string]map[string]*haproxycfg.Server{}}
+	for be, z := range s.zombies {
+		c.zombies[be] = maps.Clone(z)
+	}
+	return c
+}
+
+// command is one runtime API command (without the "@1 " prefix) and how to tell its answer is
+// a success.
+type command struct {
+	line    string
+	payload string // sent after the line, ended by an empty line; "" for none
+	expect  func(answer string) error
+	abort   string // best-effort command sent when this one fails ("abort ssl cert ...")
+}
+
+// step is the commands for one change (one server, one certificate file).
+type step struct {
+	kind string // "" for housekeeping that counts as no change
+	what string
+	cmds []command
+	// remove marks a server removal (its last command is the del server): a server that still
+	// has connections stays as a zombie in maintenance.
+	remove          bool
+	backend, server string
+	removed         *haproxycfg.Server
+	bestEffort      bool // failure is logged, not an error (deleting a zombie again)
+}
+
+// Plan is the difference between what HAProxy runs and a new rendering.
+type Plan struct {
+	reason string
+	steps  []step
+	base   *state // what the plan was made against
+	target *state // what HAProxy runs once the steps are applied
+	full   *state // the new rendering (nil when it cannot be read)
+}
+
+// Reload returns why the change needs a reload, "" when the runtime API can make all of it.
+func (p *Plan) Reload() string { return p.reason }
+
+// Changes is the number of changes the runtime API will make (servers, certificate files).
+// With a reload reason, these are the changes that could still be made at runtime while a
+// reload waits.
+func (p *Plan) Changes() int {
+	n := 0
+	for _, s := range p.steps {
+		if s.kind != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// Counts returns the number of changes by kind.
+func (p *Plan) Counts() map[string]int {
+	c := map[string]int{}
+	for _, s := range p.steps {
+		if s.kind != "" {
+			c[s.kind]++
+		}
+	}
+	return c
+}
+
+// Summary describes the changes for a log line: "2 server_added, 1 certificate_updated".
+func (p *Plan) Summary() string {
+	c := p.Counts()
+	var parts []string
+	for _, k := range Kinds {
+		if c[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c[k], k))
+		}
+	}
+	if len(parts) == 0 {
+		return "no change HAProxy uses"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Commands lists the commands the plan sends, one line each (payloads left out), for tests and
+// debug logs.
+func (p *Plan) Commands() []string {
+	var out []string
+	for _, s := range p.steps {
+		for _, c := range s.cmds {
+			out = append(out, c.line)
+		}
+	}
+	return out
+}
+
+// plan compares what HAProxy runs (live, nil if unknown) with a new rendering.
+func plan(live *state, config []byte, certs map[string][]byte, sslDir string) *Plan {
+	p := &Plan{base: live}
+	cfg, err := haproxycfg.Parse(config)
+	if err != nil {
+		p.reason = fmt.Sprintf("the rendered configuration cannot be compared: %v", err)
+		return p
+	}
+	p.full = &state{cfg: cfg, certs: certs}
+	if live == nil {
+		p.reason = "what HAProxy runs is not known (first configuration, or after an update that failed)"
+		return p
+	}
+	d := &differ{old: live, new: p.full, sslDir: sslDir}
+	d.sections()
+	// The target is what HAProxy runs after the steps: the new rendering when the steps cover
+	// everything; otherwise the old configuration with the servers and certificates the steps
+	// change.
+	p.target = live.clone()
+	if d.reason == "" {
+		p.target.cfg = cfg
+		p.target.certs = certs
+	} else {
+		p.target.cfg = d.patched()
+		if d.certsDone {
+			p.target.certs = certs
+		}
+	}
+	p.reason = d.reason
+	p.steps = append(append(append(d.adds, d.updates...), d.removes...), d.certSteps...)
+	return p
+}
+
+type differ struct {
+	old, new *state
+	sslDir   string
+	reason   string // the first reason a reload is needed
+
+	adds, updates, removes, certSteps []step
+	// done are the backends whose servers the steps bring to the new rendering (for a
+	// partial plan).
+	done      map[string]*haproxycfg.Section
+	certsDone bool
+}
+
+func (d *differ) needReload(format string, args ...any) {
+	if d.reason == "" {
+		d.reason = fmt.Sprintf(format, args...)
+	}
+}
+
+func describe(s *haproxycfg.Section) string {
+	if s.Kind == "" {
+		return "the lines before the first section"
+	}
+	if s.Name == "" {
+		return s.Kind + " section"
+	}
+	return fmt.Sprintf("%s %q", s.Kind, s.Name)
+}
+
+func (d *differ) sections() {
+	o, n := d.old.cfg.Sections, d.new.cfg.Sections
+	oldKeys := map[string]bool{}
+	for _, s := range o {
+		oldKeys[s.Key()] = true
+	}
+	newKeys := map[string]bool{}
+	for _, s := range n {
+		newKeys[s.Key()] = true
+		if !oldKeys[s.Key()] {
+			d.needReload("%s is new", describe(s))
+		}
+	}
+	for _, s := range o {
+		if !newKeys[s.Key()] {
+			d.needReload("%s was removed", describe(s))
+		}
+	}
+	if len(o) != len(n) {
+		d.needReload("sections were added or removed")
+	}
+	for i := 0; i < len(o) && i < len(n); i++ {
+		if o[i].Key() != n[i].Key() {
+			d.needReload("sections were reordered")
+			break
+		}
+		if !slices.Equal(o[i].Header, n[i].Header) {
+			d.needReload("the header line of %s changed", describe(n[i]))
+		}
+		if r := lineChange(o[i].Lines, n[i].Lines); r != "" {
+			d.needReload("%s: %s", describe(n[i]), r)
+		}
+	}
+	// Servers, backend by backend (by name: this also serves a partial plan when sections
+	// changed).
+	oldProxies := map[string]*haproxycfg.Section{}
+	for _, s := range o {
+		if s.HasServers() {
+			oldProxies[s.Key()] = s
+		}
+	}
+	d.done = map[string]*haproxycfg.Section{}
+	for _, ns := range n {
+		os := oldProxies[ns.Key()]
+		if os == nil || !ns.HasServers() {
+			continue
+		}
+		if d.diffServers(os, ns) {
+			d.done[ns.Key()] = ns
+		}
+	}
+	d.diffCerts()
+}
+
+// lineChange says how two sections' lines differ ("" if they do not). It names the keyword of
+// the first differing line, not the line: lines may hold passwords.
+func lineChange(a, b []string) string {
+	for i := 0; i < len(a) || i < len(b); i++ {
+		switch {
+		case i >= len(a):
+			return fmt.Sprintf("a %q line was added", keyword(b[i]))
+		case i >= len(b):
+			return fmt.Sprintf("a %q line was removed", keyword(a[i]))
+		case a[i] != b[i]:
+			if keyword(a[i]) == keyword(b[i]) {
+				return fmt.Sprintf("a %q line changed", keyword(a[i]))
+			}
+			return fmt.Sprintf("a %q line became a %q line", keyword(a[i]), keyword(b[i]))
+		}
+	}
+	return ""
+}
+
+func keyword(line string) string {
+	kw, _, _ := strings.Cut(line, " ")
+	return kw
+}
+
+// patched is the old configuration with the servers of the backends in d.done replaced by
+// their new servers.
+func (d *differ) patched() *haproxycfg.Config {
+	c := *d.old.cfg
+	c.Sections = slices.Clone(c.Sections)
+	for i, s := range c.Sections {
+		if ns := d.done[s.Key()]; ns != nil {
+			cp := *s
+			cp.Servers = ns.Servers
+			c.Sections[i] = &cp
+		}
+	}
+	return &c
+}
+
+// diffServers adds the steps that bring the servers of backend os to those of ns; it reports
+// false (with a reason) when the runtime API cannot do it exactly.
+func (d *differ) diffServers(os, ns *haproxycfg.Section) bool {
+	be := ns.Name
+	zombies := d.old.zombies[be]
+	same := len(os.Servers) == len(ns.Servers) && len(zombies) == 0
+	if same {
+		for i := range os.Servers {
+			if !sameServer(os.Servers[i], ns.Servers[i]) {
+				same = false
+				break
+			}
+		}
+	}
+	if same {
+		return true
+	}
+	if d.new.cfg.Conditional || d.old.cfg.Conditional {
+		d.needReload("servers of %s changed and the configuration has conditional blocks (.if)", describe(ns))
+		return false
+	}
+	if !haproxycfg.Plain(be) {
+		d.needReload("servers of %s changed and its name cannot be written on the runtime API", describe(ns))
+		return false
+	}
+	var adds, updates, removes []step
+	old := map[string]*haproxycfg.Server{}
+	for _, s := range os.Servers {
+		old[s.Name] = s
+	}
+	seen := map[string]bool{}
+	fail := func(format string, args ...any) bool {
+		d.needReload(format, args...)
+		return false
+	}
+	for _, n := range ns.Servers {
+		seen[n.Name] = true
+		if !haproxycfg.Plain(n.Name) {
+			return fail("server %s/%s: its name cannot be written on the runtime API", be, n.Name)
+		}
+		o, disabled := old[n.Name], false
+		if o == nil && zombies[n.Name] != nil {
+			o, disabled = zombies[n.Name], true // removed earlier, still there in maintenance
+		} else if o != nil {
+			disabled = o.Settings().Disabled
+		}
+		if o == nil {
+			st, reason := addServer(be, n)
+			if reason != "" {
+				return fail("%s", reason)
+			}
+			adds = append(adds, st)
+			continue
+		}
+		st, reason := updateServer(be, o, n, disabled)
+		if reason != "" {
+			return fail("%s", reason)
+		}
+		if len(st.cmds) > 0 {
+			updates = append(updates, st)
+		}
+	}
+	for _, o := range os.Servers {
+		if !seen[o.Name] {
+			removes = append(removes, removeServer(be, o, false))
+		}
+	}
+	for _, name := range sortedKeys(zombies) {
+		if !seen[name] {
+			removes = append(removes, removeServer(be, zombies[name], true))
+		}
+	}
+	d.adds = append(d.adds, adds...)
+	d.updates = append(d.updates, updates...)
+	d.removes = append(d.removes, removes...)
+	return true
+}
+
+func sameServer(a, b *haproxycfg.Server) bool {
+	return a.Name == b.Name && a.Address == b.Address && slices.Equal(a.Params, b.Params) && slices.Equal(a.Inherited, b.Inherited)
+}
+
+func serverRef(be, name string) string { return be + "/" + name }
+
+// addServer is `add server` with the server's inherited and own parameters, then
+// `enable health`/`enable agent` for checks and `enable server` unless it is disabled: a
+// server added at runtime starts in maintenance, its checks off.
+func addServer(be string, n *haproxycfg.Server) (step, string) {
+	ref := serverRef(be, n.Name)
+	st := n.Settings()
+	if !st.Known {
+		return step{}, fmt.Sprintf("new server %s has a parameter this sidecar does not know", ref)
+	}
+	if !n.HostPort() {
+		return step{}, fmt.Sprintf("new server %s: address %q is not an IP address with a port", ref, n.Address)
+	}
+	words := []string{"add", "server", ref, haproxycfg.FormatAddress(n.Addr, n.Port)}
+	for _, p := range st.Params {
+		if p.Keyword == "init-addr" {
+			continue // the address is an IP literal: no resolution happens anyway
+		}
+		if !dynamicKeywords[p.Keyword] {
+			return step{}, fmt.Sprintf("new server %s: %q cannot be given to add server (HAProxy 2.6)", ref, p.Keyword)
+		}
+		for _, a := range p.Args {
+			if !haproxycfg.Plain(a) {
+				return step{}, fmt.Sprintf("new server %s: the argument of %q cannot be written on the runtime API", ref, p.Keyword)
+			}
+		}
+		words = append(append(words, p.Keyword), p.Args...)
+	}
+	if st.Weight != 1 {
+		words = append(words, "weight", strconv.Itoa(st.Weight))
+	}
+	s := step{kind: KindServerAdded, what: "add server " + ref, backend: be, server: n.Name}
+	s.cmds = append(s.cmds, command{line: strings.Join(words, " "), expect: contains("New server registered")})
+	if st.Check {
+		s.cmds = append(s.cmds, command{line: "enable health " + ref, expect: empty})
+	}
+	if st.Agent {
+		s.cmds = append(s.cmds, command{line: "enable agent " + ref, expect: empty})
+	}
+	if !st.Disabled {
+		s.cmds = append(s.cmds, command{line: "enable server " + ref, expect: empty})
+	}
+	return s, ""
+}
+
+// updateServer changes address, port, weight and state of a server whose other parameters are
+// the same. A new address goes through maintenance, which closes the idle connections to the
+// old one.
+func updateServer(be string, o, n *haproxycfg.Server, disabled bool) (step, string) {
+	ref := serverRef(be, n.Name)
+	so, sn := o.Settings(), n.Settings()
+	if !so.Known || !sn.Known {
+		if o.Address == n.Address && slices.Equal(so.Raw, sn.Raw) && !disabled {
+			return step{}, ""
+		}
+		return step{}, fmt.Sprintf("server %s changed and has a parameter this sidecar does not know", ref)
+	}
+	if !haproxycfg.SameParams(so.Params, sn.Params) {
+		return step{}, fmt.Sprintf("server %s: parameters other than address, weight and disabled changed", ref)
+	}
+	s := step{kind: KindServerUpdated, what: "update server " + ref, backend: be, server: n.Name}
+	maint := disabled
+	if o.Address != n.Address {
+		if !o.HostPort() || !n.HostPort() {
+			return step{}, fmt.Sprintf("server %s: address %q -> %q cannot be set at runtime (only IP:port)", ref, o.Address, n.Address)
+		}
+		if !maint {
+			s.cmds = append(s.cmds, command{line: "set server " + ref + " state maint", expect: empty})
+			maint = true
+		}
+		s.cmds = append(s.cmds, command{
+			line:   fmt.Sprintf("set server %s addr %s port %d", ref, n.Addr, n.Port),
+			expect: prefix("IP changed", "no need to change", "port changed"),
+		})
+	}
+	if so.Weight != sn.Weight {
+		s.cmds = append(s.cmds, command{line: fmt.Sprintf("set weight %s %d", ref, sn.Weight), expect: empty})
+	}
+	switch {
+	case sn.Disabled && !maint:
+		s.cmds = append(s.cmds, command{line: "set server " + ref + " state maint", expect: empty})
+	case !sn.Disabled && maint:
+		s.cmds = append(s.cmds, command{line: "set server " + ref + " state ready", expect: empty})
+	}
+	return s, ""
+}
+
+// removeServer puts a server in maintenance (stopping its agent first: an agent could bring it
+// back) and deletes it.
+func removeServer(be string, o *haproxycfg.Server, zombie bool) step {
+	ref := serverRef(be, o.Name)
+	s := step{kind: KindServerRemoved, what: "delete server " + ref, remove: true, backend: be, server: o.Name, removed: o}
+	if zombie {
+		s.kind, s.bestEffort = "", true
+		s.what = "delete server " + ref + " again (it had connections)"
+	} else {
+		st := o.Settings()
+		if st.Agent {
+			s.cmds = append(s.cmds, command{line: "disable agent " + ref, expect: empty})
+		}
+		if !st.Disabled {
+			s.cmds = append(s.cmds, command{line: "set server " + ref + " state maint", expect: empty})
+		}
+	}
+	s.cmds = append(s.cmds, command{line: "del server " + ref, expect: deleted})
+	return s
+}
+
+// diffCerts adds the steps for certificate files whose content changed, and for files added to
+// or removed from a directory bound with "crt <dir>".
+func (d *differ) diffCerts() {
+	old, new := d.old.certs, d.new.certs
+	names := map[string]bool{}
+	for n := range old {
+		names[n] = true
+	}
+	for n := range new {
+		names[n] = true
+	}
+	use := d.old.cfg.CertUse(d.sslDir)
+	var steps []step
+	ok := true
+	for _, name := range sortedKeys(names) {
+		o, inOld := old[name]
+		n, inNew := new[name]
+		if inOld && inNew && bytes.Equal(o, n) {
+			continue
+		}
+		file := name + ".pem"
+		if d.sslDir == "" || !use.Used(file) {
+			continue // HAProxy does not load it: writing the file is all there is to do
+		}
+		if use.Other[file] || use.OtherDir {
+			d.needReload("certificate %q is used where the runtime API cannot replace it (ca-file, crt-list, crt-base, a server...)", name)
+			ok = false
+			continue
+		}
+		var paths []string
+		for _, p := range use.Files[file] {
+			paths = appendUnique(paths, p)
+		}
+		for _, dir := range use.Dirs {
+			paths = appendUnique(paths, dir+"/"+file)
+		}
+		if i := slices.IndexFunc(paths, func(p string) bool { return !haproxycfg.Plain(p) }); i >= 0 {
+			d.needReload("certificate %q: path %q cannot be written on the runtime API", name, paths[i])
+			ok = false
+			continue
+		}
+		switch {
+		case inOld && inNew:
+			pl, err := payload(n)
+			if err != nil {
+				d.needReload("certificate %q: %v", name, err)
+				ok = false
+				continue
+			}
+			st := step{kind: KindCertUpdated, what: "replace certificate " + name}
+			for _, p := range paths {
+				st.cmds = append(st.cmds, setCert(p, pl)...)
+			}
+			steps = append(steps, st)
+		case inNew:
+			if len(use.Files[file]) > 0 {
+				d.needReload("certificate %q is new and a bind line names its file", name)
+				ok = false
+				continue
+			}
+			pl, err := payload(n)
+			if err != nil {
+				d.needReload("certificate %q: %v", name, err)
+				ok = false
+				continue
+			}
+			st := step{kind: KindCertAdded, what: "add certificate " + name}
+			for _, dir := range use.Dirs {
+				p := dir + "/" + file
+				st.cmds = append(st.cmds, command{line: "new ssl cert " + p, expect: contains("New empty certificate store")})
+				st.cmds = append(st.cmds, setCert(p, pl)...)
+				st.cmds = append(st.cmds, command{line: "add ssl crt-list " + dir + " " + p, expect: contains("Success!")})
+			}
+			steps = append(steps, st)
+		default:
+			if len(use.Files[file]) > 0 {
+				d.needReload("certificate %q was removed and a bind line names its file", name)
+				ok = false
+				continue
+			}
+			st := step{kind: KindCertRemoved, what: "remove certificate " + name}
+			for _, dir := range use.Dirs {
+				p := dir + "/" + file
+				st.cmds = append(st.cmds,
+					command{line: "del ssl crt-list " + dir + " " + p, expect: contains("deleted in crtlist")},
+					command{line: "del ssl cert " + p, expect: contains("deleted!")})
+			}
+			steps = append(steps, st)
+		}
+	}
+	if ok {
+		d.certSteps = steps
+		d.certsDone = true
+	}
+}
+
+func setCert(p, payload string) []command {
+	return []command{
+		{line: "set ssl cert " + p + " <<", payload: payload, expect: contains("Transaction created", "Transaction updated"), abort: "abort ssl cert " + p},
+		{line: "commit ssl cert " + p, expect: contains("Success!"), abort: "abort ssl cert " + p},
+	}
+}
+
+// payload is a PEM as the CLI takes it: an empty line ends a payload, so there must be none.
+func payload(pem []byte) (string, error) {
+	var lines []string
+	for _, l := range strings.Split(string(pem), "\n") {
+		l = strings.TrimRight(l, " \t\r")
+		if l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		return "", fmt.Errorf("empty PEM")
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+func appendUnique(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

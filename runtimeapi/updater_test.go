@@ -1,0 +1,200 @@
+package runtimeapi
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClient answers commands from a function (default: the success answer of each command)
+// and records them.
+type fakeClient struct {
+	mu     sync.Mutex
+	sent   []string
+	answer func(cmd string) (string, error)
+}
+
+func (f *fakeClient) Command(_ context.Context, cmd string) (string, error) {
+	f.mu.Lock()
+	f.sent = append(f.sent, cmd)
+	answer := f.answer
+	f.mu.Unlock()
+	if answer != nil {
+		if a, err := answer(cmd); a != "" || err != nil {
+			return a, err
+		}
+	}
+	return success(cmd), nil
+}
+
+func success(cmd string) string {
+	cmd = strings.TrimPrefix(cmd, "@1 ")
+	switch {
+	case strings.HasPrefix(cmd, "add server"):
+		return "New server registered.\n\n"
+	case strings.HasPrefix(cmd, "del server"):
+		return "Server deleted.\n"
+	case strings.HasPrefix(cmd, "set server") && strings.Contains(cmd, " addr "):
+		return "IP changed from 'x' to 'y', port changed from '1' to '2' by 'stats socket command'\n\n"
+	case strings.HasPrefix(cmd, "set ssl cert"):
+		return "Transaction created for certificate x!\n\n"
+	case strings.HasPrefix(cmd, "commit ssl cert"), strings.HasPrefix(cmd, "add ssl crt-list"):
+		return "Committing x\nSuccess!\n\n"
+	case strings.HasPrefix(cmd, "new ssl cert"):
+		return "New empty certificate store 'x'!\n\n"
+	}
+	return "\n"
+}
+
+func (f *fakeClient) commands() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.sent...)
+}
+
+func TestApply(t *testing.T) {
+	ctx := context.Background()
+	base := cfg([]string{"a.pem"}, "a 10.0.0.1:80 check")
+	certs := map[string][]byte{"a": []byte("PEM-A")}
+
+	t.Run("sends the commands with the prefix and the payload, then knows the new state", func(t *testing.T) {
+		fc := &fakeClient{}
+		u := New(Options{Client: fc, Prefix: "@1 ", SSLDir: ssl})
+		u.Reloaded(u.Plan(base, certs))
+		next := cfg([]string{"a.pem"}, "a 10.0.0.1:80 check", "b 10.0.0.2:80")
+		nextCerts := map[string][]byte{"a": []byte("PEM-B")}
+		p := u.Plan(next, nextCerts)
+		if err := u.Apply(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{
+			"@1 add server be_web/b 10.0.0.2:80 inter 2s fall 3 rise 2",
+			"@1 enable server be_web/b",
+			"@1 set ssl cert " + ssl + "/a.pem <<\nPEM-B\n",
+			"@1 commit ssl cert " + ssl + "/a.pem",
+		}
+		if got := fc.commands(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("sent %q\nwant %q", got, want)
+		}
+		if p := u.Plan(next, nextCerts); p.Reload() != "" || p.Changes() != 0 {
+			t.Fatalf("after Apply: reason %q, %d changes", p.Reload(), p.Changes())
+		}
+	})
+
+	t.Run("a failed command leaves the state unknown", func(t *testing.T) {
+		fc := &fakeClient{answer: func(cmd string) (string, error) {
+			if strings.Contains(cmd, "add server") {
+				return "'cookie' option is not accepted for dynamic server\n", nil
+			}
+			return "", nil
+		}}
+		u := New(Options{Client: fc, SSLDir: ssl})
+		u.Reloaded(u.Plan(base, certs))
+		p := u.Plan(cfg([]string{"a.pem"}, "a 10.0.0.1:80 check", "b 10.0.0.2:80"), certs)
+		err := u.Apply(ctx, p)
+		if err == nil || !strings.Contains(err.Error(), "not accepted") {
+			t.Fatalf("error %v", err)
+		}
+		if p := u.Plan(base, certs); !strings.Contains(p.Reload(), "not known") {
+			t.Fatalf("after a failure the next plan must reload, reason %q", p.Reload())
+		}
+	})
+
+	t.Run("a failed certificate update is aborted", func(t *testing.T) {
+		fc := &fakeClient{answer: func(cmd string) (string, error) {
+			if strings.HasPrefix(cmd, "set ssl cert") {
+				return "unable to load certificate\nCan't load the payload\n", nil
+			}
+			return "", nil
+		}}
+		u := New(Options{Client: fc, SSLDir: ssl})
+		u.Reloaded(u.Plan(base, certs))
+		if err := u.Apply(ctx, u.Plan(base, map[string][]byte{"a": []byte("bad")})); err == nil {
+			t.Fatal("no error")
+		}
+		got := fc.commands()
+		if got[len(got)-1] != "abort ssl cert "+ssl+"/a.pem" {
+			t.Fatalf("last command %q, want the abort", got[len(got)-1])
+		}
+	})
+
+	t.Run("a connection error", func(t *testing.T) {
+		fc := &fakeClient{answer: func(string) (string, error) { return "", errors.New("connection refused") }}
+		u := New(Options{Client: fc, SSLDir: ssl})
+		u.Reloaded(u.Plan(base, certs))
+		if err := u.Apply(ctx, u.Plan(cfg(nil, "b 10.0.0.2:80"), certs)); err == nil || !strings.Contains(err.Error(), "refused") {
+			t.Fatalf("error %v", err)
+		}
+	})
+
+	t.Run("a stale plan is refused", func(t *testing.T) {
+		u := New(Options{Client: &fakeClient{}, SSLDir: ssl})
+		u.Reloaded(u.Plan(base, certs))
+		p := u.Plan(cfg(nil, "b 10.0.0.2:80"), certs)
+		u.Reloaded(u.Plan(base, certs))
+		if err := u.Apply(ctx, p); err == nil {
+			t.Fatal("stale plan applied")
+		}
+	})
+}
+
+// TestApplyBusyServer: a removed server that keeps connections past DeleteWait stays in
+// maintenance; the next update deletes it again, and a rendering that brings it back enables it
+// instead of adding it.
+func TestApplyBusyServer(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	busy := true
+	fc := &fakeClient{answer: func(cmd string) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if busy && strings.HasPrefix(cmd, "del server") {
+			return "Server still has connections attached to it, cannot remove it.\n", nil
+		}
+		return "", nil
+	}}
+	u := New(Options{Client: fc, SSLDir: ssl, DeleteWait: 50 * time.Millisecond})
+	two := cfg(nil, "a 10.0.0.1:80", "b 10.0.0.2:80")
+	one := cfg(nil, "a 10.0.0.1:80")
+	u.Reloaded(u.Plan(two, nil))
+	if err := u.Apply(ctx, u.Plan(one, nil)); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("the next update deletes it again, failures are not errors", func(t *testing.T) {
+		p := u.Plan(one, nil)
+		if p.Reload() != "" || p.Changes() != 0 || !reflect.DeepEqual(p.Commands(), []string{"del server be_web/b"}) {
+			t.Fatalf("reason %q, changes %d, commands %q", p.Reload(), p.Changes(), p.Commands())
+		}
+		if err := u.Apply(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("brought back: enabled with its new address", func(t *testing.T) {
+		p := u.Plan(cfg(nil, "a 10.0.0.1:80", "b 10.0.0.3:80"), nil)
+		want := []string{"set server be_web/b addr 10.0.0.3 port 80", "set server be_web/b state ready"}
+		if !reflect.DeepEqual(p.Commands(), want) {
+			t.Fatalf("commands %q, want %q", p.Commands(), want)
+		}
+		if err := u.Apply(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if p := u.Plan(cfg(nil, "a 10.0.0.1:80", "b 10.0.0.3:80"), nil); len(p.Commands()) != 0 {
+			t.Fatalf("still a zombie: %q", p.Commands())
+		}
+	})
+	t.Run("deleted once its connections are gone", func(t *testing.T) {
+		mu.Lock()
+		busy = false
+		mu.Unlock()
+		if err := u.Apply(ctx, u.Plan(one, nil)); err != nil {
+			t.Fatal(err)
+		}
+		if p := u.Plan(one, nil); len(p.Commands()) != 0 {
+			t.Fatalf("commands after the delete: %q", p.Commands())
+		}
+	})
+}
