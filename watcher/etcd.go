@@ -1,0 +1,851 @@
+package watcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+)
+
+// Defaults of EtcdConfig.
+const (
+	DefaultEtcdPrefix           = "/registry"
+	DefaultEtcdDialTimeout      = 5 * time.Second
+	DefaultEtcdRequestTimeout   = 30 * time.Second
+	DefaultEtcdWatchdogInterval = 10 * time.Second
+	DefaultEtcdPageSize         = 1000
+	DefaultEtcdMaxBackoff       = 10 * time.Second
+)
+
+// EtcdConfig configures the etcd source. Endpoints is required; empty fields take the defaults
+// above, or snapshot's defaults for object names.
+type EtcdConfig struct {
+	// Endpoints are etcd client URLs (https:// for TLS).
+	Endpoints []string
+	// Prefix is kube-apiserver's --etcd-prefix; default "/registry".
+	Prefix string
+	// CACert, Cert and Key are PEM files: the CA that signed etcd's serving certificate, and
+	// the client certificate and key etcd's --client-cert-auth requires (kubeadm:
+	// /etc/kubernetes/pki/etcd/ca.crt and a client certificate that CA signed). The client
+	// certificate is read again when its files change.
+	CACert, Cert, Key string
+	// Username and Password authenticate to etcd when its authentication is on and the user
+	// is not the client certificate's common name.
+	Username, Password string
+
+	// Namespace is the load balancer's namespace; default "lb".
+	Namespace string
+	// ServicesConfigMap names the namespaces whose pods are read; default "services".
+	ServicesConfigMap string
+	// The other objects the snapshot reads in Namespace (defaults as in package snapshot;
+	// ConfigSecret is optional). An undecodable one is reported by Objects.
+	ConfigConfigMap, CertificatesConfigMap, KeysSecret, ConfigSecret string
+	// CertificateSelector is a label selector for TLS Secrets in Namespace that are
+	// certificates too (as --certificate-selector); empty: none. Other Secrets are dropped.
+	CertificateSelector string
+
+	// DialTimeout bounds connecting (and authenticating with a password); default 5s.
+	DialTimeout time.Duration
+	// RequestTimeout bounds one page of a list; default 30s.
+	RequestTimeout time.Duration
+	// WatchdogInterval: after this long without a word on the watch stream the source asks
+	// etcd for a progress notification, and if none comes within another interval the watch
+	// is deemed stalled, reported down and restarted; default 10s.
+	WatchdogInterval time.Duration
+	// PageSize is the number of keys per page of a list; default 1000.
+	PageSize int64
+	// MaxBackoff bounds the wait between retries while etcd is unreachable; default 10s.
+	MaxBackoff time.Duration
+
+	// OnUp, when set, is told whether etcd is being followed (true once the lists succeed)
+	// or not (an outage: a failed list or a stalled watch), on every change. It must not
+	// block. Meanwhile Objects keeps returning the last objects read.
+	OnUp func(up bool)
+	// Logger gets outages, recoveries, re-lists and undecodable values; nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// Etcd is a Source that reads the objects kube-apiserver stores in etcd, directly, as the
+// original project did: the ConfigMaps and Secrets of the load balancer's namespace, and the
+// Pods of the namespaces the services ConfigMap names (watched only while a service names
+// them). Each key prefix is listed at one revision (paged), then watched from the next
+// revision; on compaction, a cancelled watch, leader loss or a stall it is listed again, so
+// no change is missed and nothing stale stays.
+//
+// Values are decoded as kube-apiserver stored them (protobuf or JSON). A value that cannot be
+// decoded (encrypted at rest, garbage) is logged with its key and skipped; when it is one of
+// the objects the snapshot reads by name (the services, config and certificates ConfigMaps,
+// the keys and config Secrets), Objects also reports it as a *snapshot.InputError naming the
+// object, so the pipeline keeps the last good configuration and says why. Pods and
+// label-selected Secrets cannot be told apart from others without decoding them: an
+// undecodable one is only logged.
+type Etcd struct {
+	cfg       EtcdConfig
+	clientCfg clientv3.Config
+	certSel   labels.Selector // nil: no TLS Secrets
+	dec       *valueDecoder
+	log       *slog.Logger
+	clientLog *clientLog
+
+	started chan struct{} // closed once Run has started the watchers
+	stopped chan struct{} // closed when Run returns
+
+	upMu       sync.Mutex
+	reportedUp int // -1 never reported, 0 down, 1 up
+
+	mu         sync.Mutex
+	ran        bool
+	cli        *clientv3.Client
+	ctx        context.Context // Run's, for pod watchers started later
+	changed    func()
+	wg         sync.WaitGroup
+	cms        *prefixWatch
+	secrets    *prefixWatch
+	pods       map[string]*prefixWatch // by namespace
+	failing    map[*prefixWatch]error
+	connectErr error
+	rev        int64 // highest etcd revision seen
+	// watchdog state
+	watching     int       // watchers in their watch phase
+	lastActivity time.Time // last response on any watch
+	askedAt      time.Time // progress requested, no answer yet (zero: not asked)
+}
+
+var _ Source = (*Etcd)(nil)
+
+// prefixWatch follows one key prefix (a namespace's ConfigMaps, Secrets or Pods).
+type prefixWatch struct {
+	kind      objectKind
+	namespace string
+	prefix    string
+	// items by etcd key; written only by the watch's own goroutine, under Etcd.mu.
+	items     map[string]*item
+	synced    chan struct{} // closed after the first list
+	isSynced  bool
+	stop      context.CancelFunc      // ends the goroutine
+	stopWatch context.CancelCauseFunc // ends the current watch; nil while not watching
+}
+
+// item is the last value of a key: an object, or why there is none.
+type item struct {
+	modRev int64
+	obj    kruntime.Object // nil: undecodable (err) or not needed (dropped)
+	err    error
+}
+
+// errStalled ends a watch the watchdog found silent.
+var errStalled = errors.New("the watch stalled: no progress notification from etcd")
+
+// NewEtcd checks the configuration and loads the TLS files; it does not connect (Run does,
+// retrying while etcd is unreachable).
+func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("etcd source: no endpoints")
+	}
+	def := func(s *string, d string) {
+		if *s == "" {
+			*s = d
+		}
+	}
+	def(&cfg.Prefix, DefaultEtcdPrefix)
+	def(&cfg.Namespace, snapshot.DefaultNamespace)
+	def(&cfg.ServicesConfigMap, snapshot.DefaultServicesConfigMap)
+	def(&cfg.ConfigConfigMap, snapshot.DefaultConfigConfigMap)
+	def(&cfg.CertificatesConfigMap, snapshot.DefaultCertificatesConfigMap)
+	def(&cfg.KeysSecret, snapshot.DefaultKeysSecret)
+	cfg.Prefix = "/" + strings.Trim(cfg.Prefix, "/")
+	if cfg.Prefix == "/" {
+		return nil, errors.New("etcd source: the prefix must not be empty or /")
+	}
+	if errs := validation.IsDNS1123Label(cfg.Namespace); len(errs) > 0 {
+		return nil, fmt.Errorf("etcd source: namespace %q: %s", cfg.Namespace, strings.Join(errs, "; "))
+	}
+	durDef := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	durDef(&cfg.DialTimeout, DefaultEtcdDialTimeout)
+	durDef(&cfg.RequestTimeout, DefaultEtcdRequestTimeout)
+	durDef(&cfg.WatchdogInterval, DefaultEtcdWatchdogInterval)
+	durDef(&cfg.MaxBackoff, DefaultEtcdMaxBackoff)
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = DefaultEtcdPageSize
+	}
+	e := &Etcd{
+		cfg:        cfg,
+		dec:        newValueDecoder(),
+		log:        cfg.Logger,
+		started:    make(chan struct{}),
+		stopped:    make(chan struct{}),
+		reportedUp: -1,
+		pods:       map[string]*prefixWatch{},
+		failing:    map[*prefixWatch]error{},
+	}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	if cfg.CertificateSelector != "" {
+		sel, err := labels.Parse(cfg.CertificateSelector)
+		if err != nil {
+			return nil, fmt.Errorf("etcd source: certificate selector: %w", err)
+		}
+		e.certSel = sel
+	}
+	e.clientLog = newClientLog(e.log)
+	cc, err := clientConfig(cfg, e.clientLog.zap())
+	if err != nil {
+		return nil, fmt.Errorf("etcd source: %w", err)
+	}
+	e.clientCfg = cc
+	return e, nil
+}
+
+// Run connects to etcd and follows the objects until ctx ends; it returns ctx.Err(). Outages
+// are retried forever (reported through OnUp and the log), never returned.
+func (e *Etcd) Run(ctx context.Context, changed func()) error {
+	e.mu.Lock()
+	if e.ran {
+		e.mu.Unlock()
+		return errors.New("etcd source: Run called twice")
+	}
+	e.ran = true
+	e.mu.Unlock()
+	defer close(e.stopped)
+
+	cli, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	e.mu.Lock()
+	e.cli, e.ctx, e.changed = cli, ctx, changed
+	e.cms = e.startWatch(configMapKind, e.cfg.Namespace)
+	e.secrets = e.startWatch(secretKind, e.cfg.Namespace)
+	e.mu.Unlock()
+	close(e.started)
+	e.log.Info("etcd source: following etcd", "endpoints", strings.Join(e.cfg.Endpoints, ","),
+		"prefix", e.cfg.Prefix, "namespace", e.cfg.Namespace)
+	changed()
+
+	e.watchdog(ctx)
+	cancel()
+	e.wg.Wait()
+	return ctx.Err()
+}
+
+// connect creates the client. Without a password this does not wait for etcd; with one, the
+// client authenticates at once, so it is retried until etcd answers.
+func (e *Etcd) connect(ctx context.Context) (*clientv3.Client, error) {
+	bo := backoff{min: 200 * time.Millisecond, max: e.cfg.MaxBackoff}
+	for {
+		cfg := e.clientCfg
+		cfg.Context = ctx
+		cli, err := clientv3.New(cfg)
+		e.mu.Lock()
+		e.connectErr = err
+		e.mu.Unlock()
+		e.reportUp()
+		if err == nil {
+			return cli, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		d := bo.next()
+		e.log.Warn("etcd source: cannot connect; retrying", "endpoints", strings.Join(e.cfg.Endpoints, ","), "in", d, "error", err)
+		if !sleep(ctx, d) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// startWatch starts following a namespace's objects of a kind. Called with e.mu held.
+func (e *Etcd) startWatch(kind objectKind, namespace string) *prefixWatch {
+	ctx, stop := context.WithCancel(e.ctx)
+	w := &prefixWatch{
+		kind:      kind,
+		namespace: namespace,
+		prefix:    kind.keyPrefix(e.cfg.Prefix, namespace),
+		items:     map[string]*item{},
+		synced:    make(chan struct{}),
+		stop:      stop,
+	}
+	e.wg.Add(1)
+	go e.follow(ctx, w)
+	return w
+}
+
+// current reports whether w is still one of the source's watches. Called with e.mu held.
+func (e *Etcd) current(w *prefixWatch) bool {
+	return w == e.cms || w == e.secrets || e.pods[w.namespace] == w
+}
+
+// follow lists and watches w's prefix until ctx ends: list, watch, and list again whenever the
+// watch ends, backing off while etcd fails.
+func (e *Etcd) follow(ctx context.Context, w *prefixWatch) {
+	defer e.wg.Done()
+	bo := backoff{min: 100 * time.Millisecond, max: e.cfg.MaxBackoff}
+	for ctx.Err() == nil {
+		rev, err := e.list(ctx, w)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			e.setFailing(w, err)
+			d := bo.next()
+			e.log.Warn("etcd source: cannot list; retrying, the last objects read stay in use",
+				"prefix", w.prefix, "in", d, "error", err)
+			if !sleep(ctx, d) {
+				return
+			}
+			continue
+		}
+		e.setFailing(w, nil)
+		began := time.Now()
+		err = e.watch(ctx, w, rev)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errStalled) {
+			e.setFailing(w, err)
+		}
+		if time.Since(began) < e.cfg.WatchdogInterval {
+			// A watch that ends at once, again and again, must not turn into a busy loop.
+			d := bo.next()
+			e.log.Info("etcd source: watch ended; listing again", "prefix", w.prefix, "in", d, "reason", err)
+			if !sleep(ctx, d) {
+				return
+			}
+		} else {
+			bo.reset()
+			e.log.Info("etcd source: watch ended; listing again", "prefix", w.prefix, "reason", err)
+		}
+	}
+}
+
+// list reads w's prefix at one revision, page by page, decodes what changed since the last
+// list, and replaces w's items. It returns the revision read.
+func (e *Etcd) list(ctx context.Context, w *prefixWatch) (int64, error) {
+	end := clientv3.GetPrefixRangeEnd(w.prefix)
+	from := w.prefix
+	var rev int64
+	items := make(map[string]*item, len(w.items))
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(e.cfg.PageSize)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		rctx, cancel := context.WithTimeout(ctx, e.cfg.RequestTimeout)
+		resp, err := e.cli.Get(rctx, from, opts...)
+		cancel()
+		if err != nil {
+			if rev != 0 && errors.Is(err, rpctypes.ErrCompacted) {
+				err = fmt.Errorf("revision %d was compacted while listing: %w", rev, err)
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				if cause := e.clientLog.recent(e.cfg.RequestTimeout + time.Second); cause != "" {
+					err = fmt.Errorf("%w (the etcd client's last error: %s)", err, cause)
+				}
+			}
+			return 0, fmt.Errorf("list %s: %w", w.prefix, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		// Only this goroutine writes w.items, so it may read them without the lock.
+		e.decodeInto(w, w.items, items, resp.Kvs)
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+
+	e.mu.Lock()
+	if !e.current(w) {
+		e.mu.Unlock()
+		return rev, nil
+	}
+	changed := !w.isSynced || !sameItems(w.items, items)
+	w.items = items
+	if !w.isSynced {
+		w.isSynced = true
+		close(w.synced)
+	}
+	e.noteRevision(rev)
+	if changed && w == e.cms {
+		e.syncPodWatches()
+	}
+	notify := e.changed
+	e.mu.Unlock()
+	e.log.Debug("etcd source: listed", "prefix", w.prefix, "revision", rev, "keys", len(items), "changed", changed)
+	if changed {
+		notify()
+	}
+	return rev, nil
+}
+
+// decodeInto decodes kvs into items, reusing from old the items whose key has the same
+// ModRevision (so a re-list decodes only what changed).
+func (e *Etcd) decodeInto(w *prefixWatch, old, items map[string]*item, kvs []*mvccpb.KeyValue) {
+	var jobs []decodeJob
+	for _, kv := range kvs {
+		key := string(kv.Key)
+		if it := old[key]; it != nil && it.modRev == kv.ModRevision {
+			items[key] = it
+			continue
+		}
+		name, err := nameFromKey(w.prefix, key)
+		if err != nil {
+			continue
+		}
+		if !e.wanted(w.kind, name) {
+			items[key] = &item{modRev: kv.ModRevision}
+			continue
+		}
+		jobs = append(jobs, decodeJob{key: key, namespace: w.namespace, name: name, value: kv.Value, modRev: kv.ModRevision})
+	}
+	e.dec.decodeAll(w.kind, jobs)
+	for i := range jobs {
+		items[jobs[i].key] = e.keep(w.kind, &jobs[i])
+	}
+}
+
+// wanted says whether an object, by name, is worth decoding: the ConfigMaps the snapshot reads,
+// the named Secrets (every Secret when a certificate selector needs its labels), all Pods.
+func (e *Etcd) wanted(kind objectKind, name string) bool {
+	switch kind {
+	case configMapKind:
+		return name == e.cfg.ServicesConfigMap || name == e.cfg.ConfigConfigMap || name == e.cfg.CertificatesConfigMap
+	case secretKind:
+		return e.namedSecret(name) || e.certSel != nil
+	}
+	return true
+}
+
+func (e *Etcd) namedSecret(name string) bool {
+	return name == e.cfg.KeysSecret || (e.cfg.ConfigSecret != "" && name == e.cfg.ConfigSecret)
+}
+
+// keep turns a decoded job into an item: Secrets that are neither named nor selected are
+// dropped (only their revision is kept); undecodable values are logged.
+func (e *Etcd) keep(kind objectKind, j *decodeJob) *item {
+	it := &item{modRev: j.modRev, obj: j.obj, err: j.err}
+	if j.err != nil {
+		e.log.Warn("etcd source: cannot decode a value; skipping it", "key", j.key, "revision", j.modRev, "error", j.err)
+		return it
+	}
+	if s, ok := j.obj.(*corev1.Secret); ok && !e.namedSecret(s.Name) &&
+		(e.certSel == nil || !e.certSel.Matches(labels.Set(s.Labels))) {
+		it.obj = nil
+	}
+	return it
+}
+
+func sameItems(a, b map[string]*item) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, x := range a {
+		if y, ok := b[k]; !ok || x.modRev != y.modRev {
+			return false
+		}
+	}
+	return true
+}
+
+// watch follows w's prefix from rev+1 until the watch ends, and says why.
+func (e *Etcd) watch(ctx context.Context, w *prefixWatch, rev int64) error {
+	// Every watch has the same metadata (WithRequireLeader), so they share one gRPC stream,
+	// which one progress request covers.
+	wctx, cancel := context.WithCancelCause(clientv3.WithRequireLeader(ctx))
+	defer cancel(nil)
+	e.mu.Lock()
+	w.stopWatch = cancel
+	e.watching++
+	if e.watching == 1 {
+		e.lastActivity, e.askedAt = time.Now(), time.Time{}
+	}
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		w.stopWatch = nil
+		e.watching--
+		e.mu.Unlock()
+	}()
+
+	ch := e.cli.Watch(wctx, w.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1),
+		clientv3.WithPrevKV(), clientv3.WithProgressNotify(), clientv3.WithFragment())
+	for {
+		select {
+		case <-wctx.Done():
+			return context.Cause(wctx)
+		case resp, ok := <-ch:
+			if !ok {
+				if wctx.Err() != nil {
+					return context.Cause(wctx)
+				}
+				return errors.New("the watch channel closed")
+			}
+			e.touch()
+			if resp.CompactRevision != 0 {
+				return fmt.Errorf("etcd compacted its history up to revision %d: %w", resp.CompactRevision, rpctypes.ErrCompacted)
+			}
+			if err := resp.Err(); err != nil {
+				return fmt.Errorf("watch cancelled: %w", err)
+			}
+			if resp.Canceled {
+				return errors.New("watch cancelled by etcd")
+			}
+			if resp.IsProgressNotify() {
+				e.mu.Lock()
+				e.noteRevision(resp.Header.Revision)
+				e.mu.Unlock()
+				continue
+			}
+			e.apply(w, resp.Events, resp.Header.Revision)
+		}
+	}
+}
+
+// apply applies one watch response's events to w.
+func (e *Etcd) apply(w *prefixWatch, events []*clientv3.Event, rev int64) {
+	// The last event of each key wins (a response may hold several for one key).
+	last := make(map[string]*clientv3.Event, len(events))
+	for _, ev := range events {
+		last[string(ev.Kv.Key)] = ev
+	}
+	var jobs []decodeJob
+	deletes := map[string]bool{}
+	placeholders := map[string]*item{}
+	for key, ev := range last {
+		name, err := nameFromKey(w.prefix, key)
+		switch {
+		case err != nil:
+		case ev.Type == clientv3.EventTypeDelete:
+			deletes[key] = true
+		case !e.wanted(w.kind, name):
+			placeholders[key] = &item{modRev: ev.Kv.ModRevision}
+		default:
+			jobs = append(jobs, decodeJob{key: key, namespace: w.namespace, name: name, value: ev.Kv.Value, modRev: ev.Kv.ModRevision})
+		}
+	}
+	e.dec.decodeAll(w.kind, jobs)
+
+	e.mu.Lock()
+	if !e.current(w) {
+		e.mu.Unlock()
+		return
+	}
+	changed := false
+	for key := range deletes {
+		if _, ok := w.items[key]; ok {
+			delete(w.items, key)
+			changed = true
+		}
+	}
+	for key, it := range placeholders {
+		w.items[key] = it
+	}
+	for i := range jobs {
+		w.items[jobs[i].key] = e.keep(w.kind, &jobs[i])
+		changed = true
+	}
+	e.noteRevision(rev)
+	if changed && w == e.cms {
+		e.syncPodWatches()
+	}
+	notify := e.changed
+	e.mu.Unlock()
+	e.reportUp() // pod watches may have come or gone
+	if changed {
+		notify()
+	}
+}
+
+// syncPodWatches starts a pod watch for every namespace the services name and stops the
+// others. While the services ConfigMap cannot be decoded, the current set stays. Called with
+// e.mu held.
+func (e *Etcd) syncPodWatches() {
+	it := e.cms.items[e.cms.prefix+e.cfg.ServicesConfigMap]
+	if it != nil && it.obj == nil {
+		return
+	}
+	want := map[string]bool{}
+	if it != nil {
+		want = serviceNamespaces(it.obj.(*corev1.ConfigMap))
+	}
+	for _, ns := range slices.Sorted(maps.Keys(e.pods)) {
+		if w := e.pods[ns]; !want[ns] {
+			w.stop()
+			delete(e.pods, ns)
+			delete(e.failing, w)
+			e.log.Info("etcd source: stopped watching pods", "namespace", ns)
+		}
+	}
+	for _, ns := range slices.Sorted(maps.Keys(want)) {
+		if e.pods[ns] == nil {
+			e.pods[ns] = e.startWatch(podKind, ns)
+			e.log.Info("etcd source: watching pods", "namespace", ns, "prefix", e.pods[ns].prefix)
+		}
+	}
+}
+
+// serviceNamespaces returns the namespaces the services name. Bad entries are reported by
+// snapshot.Build; here they just name no namespace (nor does an invalid namespace name, which
+// could not be a key segment).
+func serviceNamespaces(cm *corev1.ConfigMap) map[string]bool {
+	out := map[string]bool{}
+	for _, v := range cm.Data {
+		var svc struct {
+			Namespace string `json:"namespace"`
+		}
+		if json.Unmarshal([]byte(v), &svc) == nil && len(validation.IsDNS1123Label(svc.Namespace)) == 0 {
+			out[svc.Namespace] = true
+		}
+	}
+	return out
+}
+
+// noteRevision records the highest revision seen. Called with e.mu held.
+func (e *Etcd) noteRevision(rev int64) {
+	e.rev = max(e.rev, rev)
+}
+
+func (e *Etcd) touch() {
+	e.mu.Lock()
+	e.lastActivity = time.Now()
+	e.mu.Unlock()
+}
+
+// watchdog asks etcd for a progress notification when every watch has been silent for an
+// interval, and restarts the watches (re-listing) when the answer does not come within another
+// one: the stream stalled (etcd #8980) or etcd is gone.
+func (e *Etcd) watchdog(ctx context.Context) {
+	interval := e.cfg.WatchdogInterval
+	tick := time.NewTicker(interval / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		e.mu.Lock()
+		switch {
+		case e.watching == 0:
+			e.askedAt = time.Time{}
+		case !e.askedAt.IsZero() && e.lastActivity.After(e.askedAt):
+			e.askedAt = time.Time{} // answered
+		case !e.askedAt.IsZero() && now.Sub(e.askedAt) >= interval:
+			e.askedAt = time.Time{}
+			e.lastActivity = now
+			stops := e.watchStops()
+			e.mu.Unlock()
+			e.log.Warn("etcd source: no answer on the watch stream; restarting the watches", "waited", interval)
+			for _, stop := range stops {
+				stop(errStalled)
+			}
+			continue
+		case e.askedAt.IsZero() && now.Sub(e.lastActivity) >= interval:
+			e.askedAt = now
+			e.mu.Unlock()
+			rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), interval)
+			if err := e.cli.RequestProgress(rctx); err != nil && ctx.Err() == nil {
+				e.log.Debug("etcd source: progress request failed", "error", err)
+			}
+			cancel()
+			continue
+		}
+		e.mu.Unlock()
+	}
+}
+
+// watchStops returns the cancel functions of the running watches. Called with e.mu held.
+func (e *Etcd) watchStops() []context.CancelCauseFunc {
+	var out []context.CancelCauseFunc
+	for _, w := range e.watches() {
+		if w.stopWatch != nil {
+			out = append(out, w.stopWatch)
+		}
+	}
+	return out
+}
+
+// watches returns every current watch: ConfigMaps, Secrets, then pods by namespace (none
+// before Run has started them). Called with e.mu held.
+func (e *Etcd) watches() []*prefixWatch {
+	if e.cms == nil {
+		return nil
+	}
+	out := []*prefixWatch{e.cms, e.secrets}
+	for _, ns := range slices.Sorted(maps.Keys(e.pods)) {
+		out = append(out, e.pods[ns])
+	}
+	return out
+}
+
+// setFailing records whether w's last attempt failed, and reports the change of state.
+func (e *Etcd) setFailing(w *prefixWatch, err error) {
+	e.mu.Lock()
+	if err == nil {
+		delete(e.failing, w)
+	} else if e.current(w) {
+		e.failing[w] = err
+	}
+	e.mu.Unlock()
+	e.reportUp()
+}
+
+// reportUp tells OnUp and the log when the source goes down or comes back.
+func (e *Etcd) reportUp() {
+	e.upMu.Lock()
+	defer e.upMu.Unlock()
+	e.mu.Lock()
+	err := e.connectErr
+	for _, w := range e.watches() {
+		if err == nil {
+			err = e.failing[w]
+		}
+	}
+	e.mu.Unlock()
+	up := 0
+	if err == nil {
+		up = 1
+	}
+	if up == e.reportedUp {
+		return
+	}
+	first := e.reportedUp == -1
+	e.reportedUp = up
+	switch {
+	case up == 1 && !first:
+		e.log.Info("etcd source: following etcd again")
+	case up == 0:
+		e.log.Warn("etcd source: cannot follow etcd; the last objects read stay in use", "error", err)
+	}
+	if e.cfg.OnUp != nil {
+		e.cfg.OnUp(up == 1)
+	}
+}
+
+// Objects returns the objects last read, once every current watch has listed its prefix (so a
+// render never sees a namespace's pods half-read). During an outage it keeps returning the
+// last objects. An undecodable object the snapshot reads by name is a *snapshot.InputError
+// (joined with errors.Join when there are several); objects are shared and read-only.
+func (e *Etcd) Objects(ctx context.Context) (*snapshot.Objects, error) {
+	select {
+	case <-e.started:
+	case <-e.stopped:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	for {
+		e.mu.Lock()
+		if e.cms == nil {
+			e.mu.Unlock()
+			return nil, errors.New("etcd source: stopped before it could read etcd")
+		}
+		var wait *prefixWatch
+		for _, w := range e.watches() {
+			if !w.isSynced {
+				wait = w
+				break
+			}
+		}
+		if wait == nil {
+			objs, err := e.collect()
+			e.mu.Unlock()
+			return objs, err
+		}
+		e.mu.Unlock()
+		select {
+		case <-wait.synced:
+		case <-e.stopped:
+			return nil, fmt.Errorf("etcd source: stopped before it could list %s", wait.prefix)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("etcd source: waiting for the list of %s: %w", wait.prefix, ctx.Err())
+		}
+	}
+}
+
+// collect builds Objects from the items, sorted by key. Called with e.mu held.
+func (e *Etcd) collect() (*snapshot.Objects, error) {
+	objs := &snapshot.Objects{Revision: strconv.FormatInt(e.rev, 10)}
+	var errs []error
+	for _, w := range e.watches() {
+		for _, key := range slices.Sorted(maps.Keys(w.items)) {
+			it := w.items[key]
+			switch o := it.obj.(type) {
+			case *corev1.ConfigMap:
+				objs.ConfigMaps = append(objs.ConfigMaps, o)
+			case *corev1.Secret:
+				objs.Secrets = append(objs.Secrets, o)
+			case *corev1.Pod:
+				objs.Pods = append(objs.Pods, o)
+			case nil:
+				if it.err != nil && w.kind != podKind {
+					name, _ := nameFromKey(w.prefix, key)
+					if e.wanted(w.kind, name) && (w.kind != secretKind || e.namedSecret(name)) {
+						errs = append(errs, &snapshot.InputError{Stage: snapshot.StageDecode,
+							Ref: snapshot.Ref{Kind: w.kind.Kind, Namespace: w.namespace, Name: name}, Err: it.err})
+					}
+				}
+			}
+		}
+	}
+	switch len(errs) {
+	case 0:
+		return objs, nil
+	case 1:
+		return nil, errs[0]
+	}
+	return nil, errors.Join(errs...)
+}
+
+// backoff doubles a wait from min to max.
+type backoff struct{ min, max, cur time.Duration }
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	return b.cur
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+// sleep waits d or until ctx ends; false when ctx ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

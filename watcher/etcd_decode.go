@@ -1,0 +1,192 @@
+package watcher
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// objectKind is a resource the etcd source reads, with its place in the etcd key space.
+type objectKind struct {
+	Kind     string // ConfigMap, Secret, Pod (also the Kind of a snapshot.Ref)
+	Resource string // configmaps, secrets, pods: the key segment after the prefix
+}
+
+var (
+	configMapKind = objectKind{Kind: "ConfigMap", Resource: "configmaps"}
+	secretKind    = objectKind{Kind: "Secret", Resource: "secrets"}
+	podKind       = objectKind{Kind: "Pod", Resource: "pods"}
+)
+
+// keyPrefix is where kube-apiserver keeps a namespace's objects of this kind:
+// <prefix>/<resource>/<namespace>/, ending with "/" so that namespace "lb" does not match "lb-2".
+func (k objectKind) keyPrefix(prefix, namespace string) string {
+	return prefix + "/" + k.Resource + "/" + namespace + "/"
+}
+
+// encryptedPrefix starts the values kube-apiserver encrypted at rest:
+// k8s:enc:<provider>:v<N>:<key name>:<ciphertext>.
+var encryptedPrefix = []byte("k8s:enc:")
+
+// protobufMagic starts the values kube-apiserver stores as protobuf.
+var protobufMagic = []byte("k8s\x00")
+
+// EncryptedError is a value kube-apiserver encrypted at rest: the etcd source has no key to
+// read it.
+type EncryptedError struct {
+	Key         string // etcd key
+	Transformer string // e.g. "aescbc:v1:key1", "kms:v2:vault"
+}
+
+func (e *EncryptedError) Error() string {
+	return fmt.Sprintf("etcd key %s is encrypted at rest (k8s:enc:%s); the etcd source cannot decrypt it: "+
+		"read Secrets through the API server with --source=kube, or leave this resource out of the "+
+		"API server's encryption configuration", e.Key, e.Transformer)
+}
+
+// transformerName returns "<provider>:<version>:<key name>" from an encrypted value (at most
+// the three fields, printable characters only: the rest is ciphertext).
+func transformerName(value []byte) string {
+	rest := value[len(encryptedPrefix):]
+	var fields []string
+	for len(fields) < 3 {
+		i := bytes.IndexByte(rest, ':')
+		if i < 0 || i > 64 {
+			break
+		}
+		f := string(rest[:i])
+		if strings.IndexFunc(f, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0 {
+			break
+		}
+		fields = append(fields, f)
+		rest = rest[i+1:]
+	}
+	if len(fields) == 0 {
+		return "unknown"
+	}
+	return strings.Join(fields, ":")
+}
+
+// valueDecoder turns etcd values into typed objects as kube-apiserver stored them: protobuf
+// ("k8s\x00" + runtime.Unknown) or JSON, decoded by client-go's scheme. It is safe for
+// concurrent use.
+type valueDecoder struct {
+	decoder kruntime.Decoder
+}
+
+func newValueDecoder() *valueDecoder {
+	return &valueDecoder{decoder: scheme.Codecs.UniversalDeserializer()}
+}
+
+// decode decodes the value stored at key (at revision modRev) as an object of kind. The
+// object gets the key's namespace and name if it has none, its resourceVersion is modRev (the
+// API server does not store it), and its managedFields are dropped (nothing reads them and they
+// are often most of the object). Errors name the key and never quote the value.
+func (d *valueDecoder) decode(kind objectKind, key, namespace, name string, value []byte, modRev int64) (kruntime.Object, error) {
+	if bytes.HasPrefix(value, encryptedPrefix) {
+		return nil, &EncryptedError{Key: key, Transformer: transformerName(value)}
+	}
+	if len(value) == 0 {
+		return nil, fmt.Errorf("etcd key %s has an empty value", key)
+	}
+	if !bytes.HasPrefix(value, protobufMagic) && value[0] != '{' {
+		return nil, fmt.Errorf("etcd key %s holds %d bytes that are neither Kubernetes protobuf (k8s\\x00...) nor JSON", key, len(value))
+	}
+	obj, _, err := d.decoder.Decode(value, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("etcd key %s: decoding the stored %s (%d bytes): %w", key, kind.Kind, len(value), err)
+	}
+	rv := strconv.FormatInt(modRev, 10)
+	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		if kind != configMapKind {
+			break
+		}
+		fixMeta(&o.ObjectMeta.Namespace, &o.ObjectMeta.Name, namespace, name)
+		o.ResourceVersion, o.ManagedFields = rv, nil
+		return o, nil
+	case *corev1.Secret:
+		if kind != secretKind {
+			break
+		}
+		fixMeta(&o.ObjectMeta.Namespace, &o.ObjectMeta.Name, namespace, name)
+		o.ResourceVersion, o.ManagedFields = rv, nil
+		return o, nil
+	case *corev1.Pod:
+		if kind != podKind {
+			break
+		}
+		fixMeta(&o.ObjectMeta.Namespace, &o.ObjectMeta.Name, namespace, name)
+		o.ResourceVersion, o.ManagedFields = rv, nil
+		return o, nil
+	}
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	return nil, fmt.Errorf("etcd key %s holds a %s (%s), not a %s", key, gvk.Kind, gvk.GroupVersion(), kind.Kind)
+}
+
+// fixMeta gives an object the namespace and name of its key when it has none: the key is what
+// the API server goes by.
+func fixMeta(ns, name *string, keyNamespace, keyName string) {
+	if *ns == "" {
+		*ns = keyNamespace
+	}
+	if *name == "" {
+		*name = keyName
+	}
+}
+
+// decodeJob is one value to decode; obj or err is set by decodeAll.
+type decodeJob struct {
+	key, namespace, name string
+	value                []byte
+	modRev               int64
+	obj                  kruntime.Object
+	err                  error
+}
+
+// decodeAll decodes the jobs on all CPUs (a page of a large list: 100,000 pods are most of a
+// cold start).
+func (d *valueDecoder) decodeAll(kind objectKind, jobs []decodeJob) {
+	workers := min(runtime.GOMAXPROCS(0), (len(jobs)+31)/32)
+	if workers <= 1 {
+		for i := range jobs {
+			j := &jobs[i]
+			j.obj, j.err = d.decode(kind, j.key, j.namespace, j.name, j.value, j.modRev)
+		}
+		return
+	}
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(jobs); i = int(next.Add(1) - 1) {
+				j := &jobs[i]
+				j.obj, j.err = d.decode(kind, j.key, j.namespace, j.name, j.value, j.modRev)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// errNotObjectKey is a key under a watched prefix that is not <prefix><name>.
+var errNotObjectKey = errors.New("not an object key")
+
+// nameFromKey returns the object name of a key under keyPrefix (which ends with "/").
+func nameFromKey(keyPrefix, key string) (string, error) {
+	name, ok := strings.CutPrefix(key, keyPrefix)
+	if !ok || name == "" || strings.Contains(name, "/") {
+		return "", errNotObjectKey
+	}
+	return name, nil
+}
