@@ -74,6 +74,12 @@ type Config struct {
 	// election renders and validates (hot standby) but does not apply. nil: always apply.
 	Standby func() bool
 	Logger  *slog.Logger
+	// Runtime, when set, makes the changes it can through HAProxy's runtime API instead of a
+	// reload (see runtime.go). nil: every change reloads.
+	Runtime Runtime
+	// MinReloadInterval is the least time between two reloads; a reload asked sooner waits,
+	// and the latest rendering is what loads then. 0: no minimum.
+	MinReloadInterval time.Duration
 }
 
 // Pipeline is the running sidecar.
@@ -81,6 +87,10 @@ type Pipeline struct {
 	cfg     Config
 	log     *slog.Logger
 	trigger chan struct{}
+
+	// Only the goroutine that runs Sync touches these.
+	lastReload time.Time // when the last reload was asked
+	reloadAt   time.Time // a deferred reload is due then (zero: none)
 }
 
 // New checks the wiring and fills defaults.
@@ -122,10 +132,13 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.cfg.Metrics.SourceUp.Set(1)
 
 	reason := "start"
-	var retry <-chan time.Time
+	var retry, deferred <-chan time.Time
 	backoff := time.Second
 	for {
 		res := p.Sync(ctx, reason)
+		if res.Outcome == "deferred" {
+			deferred = time.After(res.ReloadIn)
+		}
 		retry = nil
 		if res.Retry {
 			p.log.Info("will retry", "in", backoff, "error", res.Err)
@@ -145,6 +158,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			return fmt.Errorf("source stopped: %w", err)
 		case <-retry:
 			reason = "retry"
+			continue
+		case <-deferred:
+			reason = "deferred reload (--min-reload-interval)"
 			continue
 		case <-trigger:
 		}
@@ -197,6 +213,10 @@ type Result struct {
 	Err     error
 	// Retry is set when the failure was operational and worth retrying without a new change.
 	Retry bool
+	// Reloaded is set when the change went live through a reload (not the runtime API).
+	Reloaded bool
+	// ReloadIn is, with Outcome "deferred", when the deferred reload is due.
+	ReloadIn time.Duration
 }
 
 // Sync reads the inputs once and takes them as far as they go: live on success, rejected with
@@ -221,7 +241,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	if err != nil {
 		return p.reject(snapshot.StageRender, err)
 	}
-	if live := p.cfg.Store.Live(); live != nil && live.Hash == bundle.Hash && p.cfg.Health.LiveHash() == bundle.Hash {
+	if live := p.cfg.Store.Live(); live != nil && live.Hash == bundle.Hash && p.cfg.Health.LiveHash() == bundle.Hash && p.reloadAt.IsZero() {
 		m.Renders.WithLabelValues("unchanged").Inc()
 		m.ConfigValid.Set(1)
 		p.cfg.Health.Live(bundle.Hash) // still live; clears an error the operator has since fixed
@@ -260,12 +280,24 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 		return Result{Outcome: "standby", Hash: bundle.Hash}
 	}
 
+	plan, why, res, done := p.runtimeUpdate(ctx, gen, bundle, reason)
+	if done {
+		if res.Outcome == "applied" {
+			p.applied(snap, bundle, reason)
+		}
+		return res
+	}
+	if res, deferred := p.deferReload(ctx, plan, bundle, why); deferred {
+		return res
+	}
+	p.log.Info("reloading HAProxy", "why", why, "hash", short(bundle.Hash))
 	if err := p.cfg.Store.Activate(gen); err != nil {
 		return p.fail(fmt.Errorf("activate generation: %w", err))
 	}
 	rstart := time.Now()
 	err = p.cfg.Reloader.Reload(ctx)
 	took := time.Since(rstart)
+	p.reloadDone(plan, err)
 	switch {
 	case err == nil:
 		m.ReloadSucceeded(p.cfg.Endpoint, took, bundle.Hash)
@@ -291,6 +323,12 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 		return p.fail(fmt.Errorf("reload: %w", err))
 	}
 	p.cfg.Store.MarkGood(gen)
+	p.applied(snap, bundle, reason)
+	return Result{Outcome: "applied", Hash: bundle.Hash, Reloaded: true}
+}
+
+// applied finishes a change that went live: old generations pruned, health and events.
+func (p *Pipeline) applied(snap *snapshot.Snapshot, bundle *render.Bundle, reason string) {
 	if err := p.cfg.Store.Prune(); err != nil {
 		p.log.Warn("prune old generations", "error", err)
 	}
@@ -304,7 +342,6 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 			p.cfg.Recorder.Event(refObject(snap.ServicesRef), false, "Applied", msg)
 		}
 	}
-	return Result{Outcome: "applied", Hash: bundle.Hash}
 }
 
 // reject reports bad input: the operator must fix it; nothing changes where HAProxy reads.

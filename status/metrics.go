@@ -23,6 +23,11 @@ type Metrics struct {
 	ValidateDuration   prometheus.Histogram
 	ReloadDuration     prometheus.Histogram
 	LiveGenerationInfo *prometheus.GaugeVec // hash
+
+	// Runtime API updates (no reload).
+	RuntimeUpdates   *prometheus.CounterVec // kind (runtimeapi.Kinds)
+	ReloadsAvoided   prometheus.Counter
+	RuntimeFallbacks prometheus.Counter
 }
 
 // NewMetrics registers the sidecar's metrics, plus the Go and process collectors, on a new
@@ -75,12 +80,28 @@ func NewMetrics() *Metrics {
 			Help: "1 for the hash of the configuration HAProxy runs.",
 		}, []string{"hash"}),
 	}
+	m.RuntimeUpdates = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Name: "runtime_updates_total",
+		Help: "Changes made through HAProxy's runtime API instead of a reload, by kind (server_added, server_removed, server_updated, certificate_updated, certificate_added, certificate_removed).",
+	}, []string{"kind"})
+	m.ReloadsAvoided = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: ns, Name: "reloads_avoided_total",
+		Help: "Configuration changes that went live with no reload (runtime API, or nothing HAProxy uses changed).",
+	})
+	m.RuntimeFallbacks = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: ns, Name: "runtime_fallbacks_total",
+		Help: "Runtime API updates that failed and fell back to a reload.",
+	})
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Renders, m.Reloads, m.Rejected, m.LastReloadSuccess, m.ConfigValid, m.SourceUp,
 		m.RenderDuration, m.ValidateDuration, m.ReloadDuration, m.LiveGenerationInfo,
+		m.RuntimeUpdates, m.ReloadsAvoided, m.RuntimeFallbacks,
 	)
+	for _, k := range []string{"server_added", "server_removed", "server_updated", "certificate_updated", "certificate_added", "certificate_removed"} {
+		m.RuntimeUpdates.WithLabelValues(k)
+	}
 	// Pre-create the label values operators alert on, so that rate() works from the start.
 	for _, r := range []string{"success", "unchanged", "error"} {
 		m.Renders.WithLabelValues(r)
@@ -96,6 +117,13 @@ func (m *Metrics) ReloadSucceeded(endpoint string, took time.Duration, hash stri
 	m.Reloads.WithLabelValues(endpoint, "success").Inc()
 	m.ReloadDuration.Observe(took.Seconds())
 	m.LastReloadSuccess.SetToCurrentTime()
+	m.LiveGenerationInfo.Reset()
+	m.LiveGenerationInfo.WithLabelValues(hash).Set(1)
+}
+
+// RuntimeApplied records a change that went live with no reload.
+func (m *Metrics) RuntimeApplied(hash string) {
+	m.ReloadsAvoided.Inc()
 	m.LiveGenerationInfo.Reset()
 	m.LiveGenerationInfo.WithLabelValues(hash).Set(1)
 }

@@ -1,0 +1,112 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render"
+	"github.com/haproxy-sidecar/haproxy-sidecar/runtimeapi"
+)
+
+// Runtime changes a running HAProxy through its runtime API where the change allows it, so
+// that no reload is needed (see package runtimeapi).
+type Runtime interface {
+	// Plan compares a rendering with what HAProxy runs.
+	Plan(config []byte, certs map[string][]byte) *runtimeapi.Plan
+	// Apply makes the plan's runtime changes; on error what HAProxy runs is unknown.
+	Apply(ctx context.Context, p *runtimeapi.Plan) error
+	// Reloaded records that HAProxy loaded the plan's rendering.
+	Reloaded(p *runtimeapi.Plan)
+	// Forget records that what HAProxy runs is unknown.
+	Forget()
+}
+
+// runtimeUpdate makes a validated change live through the runtime API when it can: the
+// commands first, then the generation swap (no reload), so that a later reload loads the same.
+// done reports that the sync is over (res says how); otherwise why says why a reload is needed.
+func (p *Pipeline) runtimeUpdate(ctx context.Context, gen *generation.Generation, bundle *render.Bundle, reason string) (plan *runtimeapi.Plan, why string, res Result, done bool) {
+	if p.cfg.Runtime == nil {
+		return nil, "every change reloads (no runtime API)", Result{}, false
+	}
+	m := p.cfg.Metrics
+	plan = p.cfg.Runtime.Plan(bundle.Config, bundle.Certificates)
+	if why = plan.Reload(); why != "" {
+		return plan, why, Result{}, false
+	}
+	start := time.Now()
+	if err := p.cfg.Runtime.Apply(ctx, plan); err != nil {
+		m.RuntimeFallbacks.Inc()
+		p.log.Warn("runtime API update failed: reloading instead", "error", err)
+		return plan, "the runtime API update failed: " + err.Error(), Result{}, false
+	}
+	p.countRuntime(plan)
+	if err := p.cfg.Store.Activate(gen); err != nil {
+		return plan, "", p.fail(fmt.Errorf("activate generation (HAProxy already runs it through the runtime API): %w", err)), true
+	}
+	p.cfg.Store.MarkGood(gen)
+	p.reloadAt = time.Time{}
+	m.RuntimeApplied(bundle.Hash)
+	p.log.Info("configuration live without a reload", "reason", reason, "hash", short(bundle.Hash),
+		"changes", plan.Summary(), "took", time.Since(start).Round(time.Microsecond))
+	return plan, "", Result{Outcome: "applied", Hash: bundle.Hash}, true
+}
+
+func (p *Pipeline) countRuntime(plan *runtimeapi.Plan) {
+	for kind, n := range plan.Counts() {
+		p.cfg.Metrics.RuntimeUpdates.WithLabelValues(kind).Add(float64(n))
+	}
+}
+
+// deferReload holds a reload asked within MinReloadInterval of the previous one: the changes
+// the runtime API can make are made now, and the reload happens when the interval is over,
+// with whatever the inputs are then (latest wins).
+func (p *Pipeline) deferReload(ctx context.Context, plan *runtimeapi.Plan, bundle *render.Bundle, why string) (Result, bool) {
+	if p.cfg.MinReloadInterval <= 0 || p.lastReload.IsZero() {
+		return Result{}, false
+	}
+	at := p.lastReload.Add(p.cfg.MinReloadInterval)
+	wait := time.Until(at)
+	if wait <= 0 {
+		return Result{}, false
+	}
+	if plan != nil && plan.Changes() > 0 {
+		if err := p.cfg.Runtime.Apply(ctx, plan); err != nil {
+			p.log.Debug("runtime API update while a reload waits failed; the reload will load it", "error", err)
+		} else {
+			p.countRuntime(plan)
+			p.log.Info("made at runtime while the reload waits", "changes", plan.Summary())
+		}
+	}
+	p.reloadAt = at
+	if err := p.cfg.Store.Prune(); err != nil {
+		p.log.Warn("prune old generations", "error", err)
+	}
+	p.log.Info("reload deferred (--min-reload-interval)", "why", why, "in", wait.Round(time.Millisecond), "hash", short(bundle.Hash))
+	return Result{Outcome: "deferred", Hash: bundle.Hash, ReloadIn: wait}, true
+}
+
+// reloadDone records a reload's outcome for the reload interval and the runtime API.
+func (p *Pipeline) reloadDone(plan *runtimeapi.Plan, err error) {
+	notRunning := errors.Is(err, reload.ErrNotRunning)
+	if !notRunning {
+		p.lastReload = time.Now()
+	}
+	p.reloadAt = time.Time{}
+	if p.cfg.Runtime == nil {
+		return
+	}
+	var failed *reload.Failed
+	switch {
+	case err == nil || notRunning:
+		// HAProxy runs the files just made live (or loads them when it starts).
+		p.cfg.Runtime.Reloaded(plan)
+	case errors.As(err, &failed):
+		// Refused: the previous workers keep running what they ran.
+	default:
+		p.cfg.Runtime.Forget()
+	}
+}

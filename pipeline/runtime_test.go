@@ -1,0 +1,314 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render"
+	"github.com/haproxy-sidecar/haproxy-sidecar/runtimeapi"
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/status"
+)
+
+// inputs is a fake source and renderer: the test sets the configuration the next render gives.
+type inputs struct {
+	mu     sync.Mutex
+	config string
+}
+
+func (in *inputs) set(cfg string) {
+	in.mu.Lock()
+	in.config = cfg
+	in.mu.Unlock()
+}
+
+func (in *inputs) Run(ctx context.Context, changed func()) error { <-ctx.Done(); return nil }
+func (in *inputs) Objects(context.Context) (*snapshot.Objects, error) {
+	return &snapshot.Objects{}, nil
+}
+
+func (in *inputs) Render(*snapshot.Snapshot) (*render.Bundle, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return &render.Bundle{Config: []byte(in.config), Hash: fmt.Sprintf("h%x", hashString(in.config))}, nil
+}
+
+func hashString(s string) uint32 {
+	var h uint32 = 2166136261
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint32(s[i])) * 16777619
+	}
+	return h
+}
+
+// reloader counts reloads and remembers the configuration live at each.
+type reloader struct {
+	mu      sync.Mutex
+	path    string
+	loaded  []string
+	failErr error
+}
+
+func (r *reloader) Reload(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failErr != nil {
+		return r.failErr
+	}
+	b, err := os.ReadFile(r.path)
+	if err != nil {
+		return err
+	}
+	r.loaded = append(r.loaded, string(b))
+	return nil
+}
+
+func (r *reloader) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.loaded)
+}
+
+func (r *reloader) last() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.loaded[len(r.loaded)-1]
+}
+
+// cli answers every runtime API command with its success answer, or fails those that contain
+// failOn.
+type cli struct {
+	mu     sync.Mutex
+	sent   []string
+	failOn string
+}
+
+func (c *cli) Command(_ context.Context, cmd string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sent = append(c.sent, cmd)
+	if c.failOn != "" && strings.Contains(cmd, c.failOn) {
+		return "No such backend.\n", nil
+	}
+	switch {
+	case strings.HasPrefix(cmd, "add server"):
+		return "New server registered.\n", nil
+	case strings.HasPrefix(cmd, "del server"):
+		return "Server deleted.\n", nil
+	}
+	return "\n", nil
+}
+
+func (c *cli) commands() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.sent...)
+}
+
+type rig struct {
+	p       *Pipeline
+	in      *inputs
+	rl      *reloader
+	cli     *cli
+	store   *generation.Store
+	metrics *status.Metrics
+}
+
+func newRig(t *testing.T, minInterval time.Duration) *rig {
+	t.Helper()
+	dir := t.TempDir()
+	store, err := generation.Open(filepath.Join(dir, "haproxy.cfg"), filepath.Join(dir, "certs"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{in: &inputs{}, rl: &reloader{path: filepath.Join(dir, "haproxy.cfg")}, cli: &cli{}, store: store, metrics: status.NewMetrics()}
+	log := slog.New(slog.DiscardHandler)
+	r.p, err = New(Config{
+		Source:            r.in,
+		Build:             func(*snapshot.Objects) (*snapshot.Snapshot, error) { return &snapshot.Snapshot{}, nil },
+		Renderer:          r.in,
+		Store:             store,
+		Reloader:          r.rl,
+		Metrics:           r.metrics,
+		Logger:            log,
+		Runtime:           runtimeapi.New(runtimeapi.Options{Client: r.cli, Logger: log}),
+		MinReloadInterval: minInterval,
+		WaitMin:           time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func config(bind string, servers ...string) string {
+	s := "frontend fe\n    bind " + bind + "\n    default_backend be\nbackend be\n"
+	for _, srv := range servers {
+		s += "    server " + srv + "\n"
+	}
+	return s
+}
+
+func (r *rig) sync(t *testing.T, cfg, wantOutcome string) Result {
+	t.Helper()
+	r.in.set(cfg)
+	res := r.p.Sync(context.Background(), "test")
+	if res.Outcome != wantOutcome {
+		t.Fatalf("outcome %q (%v), want %q", res.Outcome, res.Err, wantOutcome)
+	}
+	return res
+}
+
+func (r *rig) liveConfig(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(r.store.Live().ConfigFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestRuntimeUpdates(t *testing.T) {
+	t.Run("server changes go live without a reload, and are written", func(t *testing.T) {
+		r := newRig(t, 0)
+		r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
+		next := config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80")
+		res := r.sync(t, next, "applied")
+		if res.Reloaded || r.rl.count() != 1 {
+			t.Fatalf("reloaded %v, %d reloads, want 1", res.Reloaded, r.rl.count())
+		}
+		if got := r.cli.commands(); len(got) != 2 || got[0] != "add server be/b 10.0.0.2:80" {
+			t.Fatalf("commands %q", got)
+		}
+		if r.liveConfig(t) != next {
+			t.Fatal("the new generation is not live on disk")
+		}
+		if v := value(r.metrics.ReloadsAvoided); v != 1 {
+			t.Errorf("reloads avoided %v", v)
+		}
+		if v := value(r.metrics.RuntimeUpdates.WithLabelValues(runtimeapi.KindServerAdded)); v != 1 {
+			t.Errorf("runtime updates server_added %v", v)
+		}
+		r.sync(t, next, "unchanged")
+	})
+	t.Run("a frontend change reloads once", func(t *testing.T) {
+		r := newRig(t, 0)
+		r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
+		res := r.sync(t, config(":81", "a 10.0.0.1:80"), "applied")
+		if !res.Reloaded || r.rl.count() != 2 {
+			t.Fatalf("reloaded %v, %d reloads", res.Reloaded, r.rl.count())
+		}
+	})
+	t.Run("a failed runtime command falls back to a reload", func(t *testing.T) {
+		r := newRig(t, 0)
+		r.cli.failOn = "add server"
+		r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
+		res := r.sync(t, config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80"), "applied")
+		if !res.Reloaded || r.rl.count() != 2 || value(r.metrics.RuntimeFallbacks) != 1 {
+			t.Fatalf("reloaded %v, %d reloads, %v fallbacks", res.Reloaded, r.rl.count(), value(r.metrics.RuntimeFallbacks))
+		}
+		// After the reload the runtime API is used again.
+		r.cli.failOn = ""
+		if res := r.sync(t, config(":80", "b 10.0.0.2:80"), "applied"); res.Reloaded {
+			t.Fatal("reloaded after the fallback")
+		}
+	})
+	t.Run("a reload whose outcome is unknown makes the next change reload", func(t *testing.T) {
+		r := newRig(t, 0)
+		r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
+		r.rl.failErr = errors.New("timeout")
+		r.sync(t, config(":81", "a 10.0.0.1:80"), "error")
+		r.rl.failErr = nil
+		if res := r.sync(t, config(":81", "a 10.0.0.1:80", "b 10.0.0.2:80"), "applied"); !res.Reloaded {
+			t.Fatal("no reload after a reload of unknown outcome")
+		}
+	})
+}
+
+// TestMinReloadInterval: a reload asked within the interval waits; server changes are made at
+// runtime meanwhile; the reload then loads the latest rendering.
+func TestMinReloadInterval(t *testing.T) {
+	t.Run("latest wins", func(t *testing.T) {
+		r := newRig(t, time.Hour)
+		r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
+		if res := r.sync(t, config(":81", "a 10.0.0.1:80"), "deferred"); res.ReloadIn <= 0 || res.ReloadIn > time.Hour {
+			t.Fatalf("reload in %v", res.ReloadIn)
+		}
+		latest := config(":82", "a 10.0.0.1:80", "b 10.0.0.2:80")
+		r.sync(t, latest, "deferred")
+		if got := r.cli.commands(); len(got) == 0 || got[0] != "add server be/b 10.0.0.2:80" {
+			t.Fatalf("server change not made while the reload waits: %q", got)
+		}
+		if r.rl.count() != 1 {
+			t.Fatalf("%d reloads, want 1", r.rl.count())
+		}
+		r.p.lastReload = time.Now().Add(-2 * time.Hour) // the interval is over
+		if res := r.sync(t, latest, "applied"); !res.Reloaded || r.rl.count() != 2 || r.rl.last() != latest {
+			t.Fatalf("reloaded %v, %d reloads, last %q", res.Reloaded, r.rl.count(), r.rl.last())
+		}
+	})
+	t.Run("a change reverted while the reload waits needs no reload", func(t *testing.T) {
+		r := newRig(t, time.Hour)
+		first := config(":80", "a 10.0.0.1:80")
+		r.sync(t, first, "applied")
+		r.sync(t, config(":81", "a 10.0.0.1:80", "b 10.0.0.2:80"), "deferred")
+		res := r.sync(t, first, "applied") // b was added at runtime: it must go again
+		if res.Reloaded || r.rl.count() != 1 {
+			t.Fatalf("reloaded %v, %d reloads", res.Reloaded, r.rl.count())
+		}
+		got := r.cli.commands()
+		if got[len(got)-1] != "del server be/b" {
+			t.Fatalf("commands %q", got)
+		}
+		r.sync(t, first, "unchanged")
+	})
+	t.Run("the deferred reload happens by itself", func(t *testing.T) {
+		r := newRig(t, 100*time.Millisecond)
+		r.in.set(config(":80", "a 10.0.0.1:80"))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.p.Run(ctx) }()
+		defer func() {
+			cancel()
+			<-done
+		}()
+		waitFor(t, func() bool { return r.rl.count() == 1 })
+		r.in.set(config(":81", "a 10.0.0.1:80"))
+		r.p.Changed()
+		waitFor(t, func() bool { return r.rl.count() == 2 })
+		if !strings.Contains(r.rl.last(), ":81") {
+			t.Fatalf("loaded %q", r.rl.last())
+		}
+	})
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func value(m prometheus.Metric) float64 {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		panic(err)
+	}
+	return d.GetCounter().GetValue()
+}
