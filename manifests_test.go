@@ -101,7 +101,7 @@ func TestChartAndManifests(t *testing.T) {
 		run(t, helm, "lint", "--strict", "charts/haproxy-sidecar")
 	})
 
-	t.Run("defaults: least privilege, probes, non-root", func(t *testing.T) {
+	t.Run("defaults: least privilege and probes and non-root", func(t *testing.T) {
 		out := run(t, helm, "template", "lb", "charts/haproxy-sidecar", "--namespace", "lb")
 		objs := decodeDocs(t, out)
 		got := kinds(objs)
@@ -126,7 +126,7 @@ func TestChartAndManifests(t *testing.T) {
 		dryRun(t, out)
 	})
 
-	t.Run("leader election, namespaced pod access, services and template", func(t *testing.T) {
+	t.Run("leader election and namespaced pod access and services and template", func(t *testing.T) {
 		values := filepath.Join(t.TempDir(), "values.yaml")
 		os.WriteFile(values, []byte(`leaderElection: {enabled: true}
 rbac: {podNamespaces: [lb]}

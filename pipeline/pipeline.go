@@ -61,6 +61,9 @@ type Config struct {
 	Reloader reload.Reloader
 	// Endpoint names the reload target in metrics and logs ("master-socket", "command", ...).
 	Endpoint string
+	// ReloaderCounts says the reloader counts reloads_total per endpoint itself (the Data
+	// Plane API reloader, one count per host), so the pipeline does not count them again.
+	ReloaderCounts bool
 	// WaitMin is the quiet period after a change before rendering; WaitMax bounds how long a
 	// stream of changes can postpone it.
 	WaitMin, WaitMax time.Duration
@@ -300,7 +303,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	p.reloadDone(plan, err)
 	switch {
 	case err == nil:
-		m.ReloadSucceeded(p.cfg.Endpoint, took, bundle.Hash)
+		m.ReloadSucceeded(p.countedEndpoint(), took, bundle.Hash)
 		p.log.Info("configuration live", "reason", reason, "hash", short(bundle.Hash),
 			"revision", objs.Revision, "services", len(snap.Services), "certificates", len(snap.Certificates), "reload", took.Round(time.Millisecond))
 	case errors.Is(err, reload.ErrNotRunning):
@@ -314,12 +317,16 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 			p.log.Error("rollback to the last good generation failed", "error", rbErr)
 		}
 		if errors.As(err, &failed) {
-			m.Reloads.WithLabelValues(p.cfg.Endpoint, "failed").Inc()
+			if !p.cfg.ReloaderCounts {
+				m.Reloads.WithLabelValues(p.cfg.Endpoint, "failed").Inc()
+			}
 			_ = p.cfg.Store.Prune()
 			return p.reject(snapshot.StageReload, &snapshot.InputError{Stage: snapshot.StageReload, Ref: snap.TemplateRef,
 				Err: fmt.Errorf("HAProxy refused the new configuration at reload (the previous one keeps serving): %w", err)})
 		}
-		m.Reloads.WithLabelValues(p.cfg.Endpoint, "error").Inc()
+		if !p.cfg.ReloaderCounts {
+			m.Reloads.WithLabelValues(p.cfg.Endpoint, "error").Inc()
+		}
 		return p.fail(fmt.Errorf("reload: %w", err))
 	}
 	p.cfg.Store.MarkGood(gen)
@@ -377,6 +384,15 @@ func (p *Pipeline) fail(err error) Result {
 	p.cfg.Health.Failed(err)
 	p.log.Error("sync failed; the last good configuration keeps serving", "error", err)
 	return Result{Outcome: "error", Err: err, Retry: true}
+}
+
+// countedEndpoint is the endpoint label the pipeline counts reloads under ("" when the
+// reloader counts them).
+func (p *Pipeline) countedEndpoint() string {
+	if p.cfg.ReloaderCounts {
+		return ""
+	}
+	return p.cfg.Endpoint
 }
 
 func refObject(r snapshot.Ref) snapshot.Ref { r.Key = ""; return r }

@@ -112,9 +112,11 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-// ReloadSucceeded records a confirmed reload.
+// ReloadSucceeded records a confirmed reload; endpoint "" when the reloader counted it.
 func (m *Metrics) ReloadSucceeded(endpoint string, took time.Duration, hash string) {
-	m.Reloads.WithLabelValues(endpoint, "success").Inc()
+	if endpoint != "" {
+		m.Reloads.WithLabelValues(endpoint, "success").Inc()
+	}
 	m.ReloadDuration.Observe(took.Seconds())
 	m.LastReloadSuccess.SetToCurrentTime()
 	m.LiveGenerationInfo.Reset()
