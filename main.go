@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/dataplane"
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/pipeline"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
@@ -132,6 +133,12 @@ type options struct {
 	runtimeSocket     string
 	minReloadInterval time.Duration
 
+	// --reload=dataplane
+	dataplaneURLs                                            dataplane.URLs
+	dataplaneUser, dataplanePassword, dataplanePasswordFile  string
+	dataplaneToken, dataplaneCA, dataplaneCert, dataplaneKey string
+	spiffeSocket, dataplaneSPIFFEID, dataplaneSSLDir         string
+
 	// render
 	out string
 }
@@ -161,11 +168,22 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 	case "run":
 		fs.StringVar(&o.haproxyConfig, "haproxy-config", "/etc/haproxy/haproxy.cfg", "the file HAProxy was started with (-f); made a symlink into the live generation")
 		fs.StringVar(&o.stateDir, "state-dir", "", "where generations are kept (default DIR(--haproxy-config)/.haproxy-sidecar)")
-		fs.StringVar(&o.reloadMode, "reload", "master-socket", "how to reload HAProxy: master-socket, command or none")
+		fs.StringVar(&o.reloadMode, "reload", "master-socket", "how to reload HAProxy: master-socket, dataplane (the HAProxy Data Plane API of remote hosts), command or none")
 		fs.StringVar(&o.masterSocket, "master-socket", "/var/run/haproxy/master.sock", "HAProxy master CLI socket (haproxy -W -S PATH,level,admin)")
 		fs.StringVar(&o.reloadCommand, "reload-command", "", "with --reload=command: command run through sh -c to reload HAProxy; exit 0 means loaded")
 		fs.DurationVar(&o.reloadTimeout, "reload-timeout", 30*time.Second, "how long a reload may take to be confirmed")
 		o.registerRuntime(fs)
+		fs.Var(&o.dataplaneURLs, "dataplane-url", "with --reload=dataplane: a host's Data Plane API, https://lb1:5555/v3 (repeatable or comma-separated; without /v2 or /v3 the version is asked)")
+		fs.StringVar(&o.dataplaneUser, "dataplane-username", "", "Data Plane API basic authentication user")
+		fs.StringVar(&o.dataplanePassword, "dataplane-password", "", "Data Plane API basic authentication password (prefer --dataplane-password-file)")
+		fs.StringVar(&o.dataplanePasswordFile, "dataplane-password-file", "", "file holding the Data Plane API password, re-read at every request")
+		fs.StringVar(&o.dataplaneToken, "dataplane-token", "", "bearer token for the Data Plane API, instead of basic authentication")
+		fs.StringVar(&o.dataplaneCA, "dataplane-ca", "", "CA certificate(s) of the Data Plane API servers (default: system roots); re-read when it changes")
+		fs.StringVar(&o.dataplaneCert, "dataplane-cert", "", "client certificate for mutual TLS with the Data Plane API; re-read when it changes")
+		fs.StringVar(&o.dataplaneKey, "dataplane-key", "", "private key of --dataplane-cert")
+		fs.StringVar(&o.spiffeSocket, "spiffe-socket", "", "SPIFFE Workload API address (unix:///path or a path), used with --dataplane-spiffe-id (default $SPIFFE_ENDPOINT_SOCKET)")
+		fs.StringVar(&o.dataplaneSPIFFEID, "dataplane-spiffe-id", "", "mutual TLS with SPIFFE: the Data Plane API servers' SPIFFE ID, or spiffe://trust.domain to accept its members")
+		fs.StringVar(&o.dataplaneSSLDir, "dataplane-ssl-dir", "", "the hosts' certificate storage directory, which templates see as ssldir (default: asked from the hosts' storage API)")
 		o.wait = waitFlag{200 * time.Millisecond, 2 * time.Second}
 		fs.Var(&o.wait, "wait", "`MIN:MAX`: render after MIN without changes, but never later than MAX after the first")
 		fs.StringVar(&o.metricsAddr, "metrics-addr", ":9090", "address of /metrics (Prometheus); empty: off")
@@ -231,7 +249,9 @@ func (o *options) newSource(log *slog.Logger) (pipeline.Source, error) {
 		if o.dir == "" {
 			return nil, errors.New("--source=file needs --dir")
 		}
-		return &watcher.File{Dir: o.dir, DefaultNamespace: o.namespace, Logger: log}, nil
+		// Pods converted as they are decoded, and only the objects whose bytes changed decoded
+		// again: memory and time for a hundred thousand pods.
+		return &watcher.File{Dir: o.dir, DefaultNamespace: o.namespace, Logger: log, PodConverter: &snapshot.PodConverter{}}, nil
 	case "kube":
 		client, err := o.kubeClient()
 		if err != nil {
@@ -387,8 +407,39 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("open generations for %s: %w", cfgPath, err)
 	}
-	reloader, endpoint, err := o.newReloader()
-	if err != nil {
+	metrics := status.NewMetrics()
+	var reloader reload.Reloader
+	var endpoint string
+	templateSSLDir := sslDir
+	if o.reloadMode == "dataplane" {
+		spiffe := o.spiffeSocket
+		if spiffe == "" {
+			spiffe = os.Getenv("SPIFFE_ENDPOINT_SOCKET")
+		}
+		dp, err := dataplane.New(ctx, dataplane.Config{
+			URLs: o.dataplaneURLs, Username: o.dataplaneUser, Password: o.dataplanePassword,
+			PasswordFile: o.dataplanePasswordFile, Token: o.dataplaneToken,
+			CACert: o.dataplaneCA, Cert: o.dataplaneCert, Key: o.dataplaneKey,
+			SPIFFESocket: spiffe, SPIFFEID: o.dataplaneSPIFFEID,
+			ConfigPath: store.ConfigPath(), CertDir: store.SSLDir(), SSLDir: o.dataplaneSSLDir,
+			Timeout: o.reloadTimeout, Logger: log,
+			OnResult: func(ep, result string) { metrics.Reloads.WithLabelValues(ep, result).Inc() },
+		})
+		if err != nil {
+			return err
+		}
+		defer dp.Close()
+		remote := o.dataplaneSSLDir
+		if remote == "" {
+			if remote, err = dp.StorageDir(ctx); err != nil {
+				return fmt.Errorf("%w (set --dataplane-ssl-dir)", err)
+			}
+		}
+		// haproxy -c checks the staged certificates under the name the hosts use.
+		store.SetTemplateSSLDir(remote)
+		templateSSLDir = remote
+		reloader, endpoint = dp, "dataplane"
+	} else if reloader, endpoint, err = o.newReloader(); err != nil {
 		return err
 	}
 	var checker pipeline.Checker
@@ -398,7 +449,6 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 		}
 		checker = validate.Checker{Binary: o.haproxyBin}
 	}
-	metrics := status.NewMetrics()
 	health := &status.Health{}
 	identity := o.podName
 	if identity == "" {
@@ -419,20 +469,21 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	}
 	o.watchOldWorkers(metrics)
 	p, err := pipeline.New(pipeline.Config{
-		Source:   src,
-		Build:    func(objs *snapshot.Objects) (*snapshot.Snapshot, error) { return snapshot.Build(objs, bo) },
-		Renderer: render.New(render.Options{SSLDir: sslDir}),
-		Checker:  checker,
-		Store:    store,
-		Reloader: reloader,
-		Endpoint: endpoint,
-		WaitMin:  o.wait.min,
-		WaitMax:  o.wait.max,
-		Metrics:  metrics,
-		Health:   health,
-		Recorder: recorder,
-		Standby:  standby,
-		Logger:   log,
+		Source:         src,
+		Build:          func(objs *snapshot.Objects) (*snapshot.Snapshot, error) { return snapshot.Build(objs, bo) },
+		Renderer:       render.New(render.Options{SSLDir: templateSSLDir}),
+		Checker:        checker,
+		Store:          store,
+		Reloader:       reloader,
+		Endpoint:       endpoint,
+		ReloaderCounts: endpoint == "dataplane",
+		WaitMin:        o.wait.min,
+		WaitMax:        o.wait.max,
+		Metrics:        metrics,
+		Health:         health,
+		Recorder:       recorder,
+		Standby:        standby,
+		Logger:         log,
 
 		Runtime:           o.newRuntime(sslDir, log),
 		MinReloadInterval: o.minReloadInterval,
