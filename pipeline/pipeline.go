@@ -253,43 +253,25 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	}
 	m.Renders.WithLabelValues("success").Inc()
 
-	gen, err := p.cfg.Store.Stage(bundle.Config, bundle.Certificates, bundle.Hash)
-	if err != nil {
-		return p.fail(fmt.Errorf("stage generation: %w", err))
-	}
-	if p.cfg.Checker != nil {
-		checkPath, err := p.cfg.Store.CheckFile(gen)
-		if err != nil {
-			return p.fail(fmt.Errorf("prepare validation: %w", err))
+	plan, why := p.planRuntime(bundle)
+	if why == "" && !p.standby() {
+		res, fallback, done := p.runtimeUpdate(ctx, plan, bundle, snap, reason)
+		if done {
+			return res
 		}
-		vstart := time.Now()
-		err = p.cfg.Checker.Check(ctx, checkPath)
-		m.ValidateDuration.Observe(time.Since(vstart).Seconds())
-		if err != nil {
-			_ = p.cfg.Store.Prune()
-			var ce *validate.CheckError
-			if !errors.As(err, &ce) {
-				return p.fail(fmt.Errorf("validate: %w", err))
-			}
-			return p.reject(snapshot.StageValidate, &snapshot.InputError{Stage: snapshot.StageValidate, Ref: snap.TemplateRef,
-				Err: fmt.Errorf("haproxy -c rejected the rendered configuration%s: %w", renderedLine(bundle.Config, ce.Line), err)})
-		}
+		why = fallback
 	}
-	m.ConfigValid.Set(1)
-	if p.cfg.Standby != nil && p.cfg.Standby() {
+	gen, failed := p.stage(ctx, bundle, snap)
+	if failed != nil {
+		return *failed
+	}
+	if p.standby() {
 		_ = p.cfg.Store.Prune()
 		p.cfg.Health.Standby(bundle.Hash)
 		p.log.Info("standby: configuration rendered and valid, not applied (not the leader)", "reason", reason, "hash", short(bundle.Hash))
 		return Result{Outcome: "standby", Hash: bundle.Hash}
 	}
 
-	plan, why, res, done := p.runtimeUpdate(ctx, gen, bundle, reason)
-	if done {
-		if res.Outcome == "applied" {
-			p.applied(snap, bundle, reason)
-		}
-		return res
-	}
 	if res, deferred := p.deferReload(ctx, plan, bundle, why); deferred {
 		return res
 	}
@@ -333,6 +315,42 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	p.applied(snap, bundle, reason)
 	return Result{Outcome: "applied", Hash: bundle.Hash, Reloaded: true}
 }
+
+// stage writes the bundle as a new generation and validates it (haproxy -c): the generation,
+// or the Result of the failure.
+func (p *Pipeline) stage(ctx context.Context, bundle *render.Bundle, snap *snapshot.Snapshot) (*generation.Generation, *Result) {
+	m := p.cfg.Metrics
+	gen, err := p.cfg.Store.Stage(bundle.Config, bundle.Certificates, bundle.Hash)
+	if err != nil {
+		res := p.fail(fmt.Errorf("stage generation: %w", err))
+		return nil, &res
+	}
+	if p.cfg.Checker != nil {
+		checkPath, err := p.cfg.Store.CheckFile(gen)
+		if err != nil {
+			res := p.fail(fmt.Errorf("prepare validation: %w", err))
+			return nil, &res
+		}
+		vstart := time.Now()
+		err = p.cfg.Checker.Check(ctx, checkPath)
+		m.ValidateDuration.Observe(time.Since(vstart).Seconds())
+		if err != nil {
+			_ = p.cfg.Store.Prune()
+			var ce *validate.CheckError
+			if !errors.As(err, &ce) {
+				res := p.fail(fmt.Errorf("validate: %w", err))
+				return nil, &res
+			}
+			res := p.reject(snapshot.StageValidate, &snapshot.InputError{Stage: snapshot.StageValidate, Ref: snap.TemplateRef,
+				Err: fmt.Errorf("haproxy -c rejected the rendered configuration%s: %w", renderedLine(bundle.Config, ce.Line), err)})
+			return nil, &res
+		}
+	}
+	m.ConfigValid.Set(1)
+	return gen, nil
+}
+
+func (p *Pipeline) standby() bool { return p.cfg.Standby != nil && p.cfg.Standby() }
 
 // applied finishes a change that went live: old generations pruned, health and events.
 func (p *Pipeline) applied(snap *snapshot.Snapshot, bundle *render.Bundle, reason string) {

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/runtimeapi"
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 )
 
 // Runtime changes a running HAProxy through its runtime API where the change allows it, so
@@ -21,38 +21,67 @@ type Runtime interface {
 	Apply(ctx context.Context, p *runtimeapi.Plan) error
 	// Reloaded records that HAProxy loaded the plan's rendering.
 	Reloaded(p *runtimeapi.Plan)
+	// Undo takes the last Apply back.
+	Undo(ctx context.Context) error
 	// Forget records that what HAProxy runs is unknown.
 	Forget()
 }
 
-// runtimeUpdate makes a validated change live through the runtime API when it can: the
-// commands first, then the generation swap (no reload), so that a later reload loads the same.
-// done reports that the sync is over (res says how); otherwise why says why a reload is needed.
-func (p *Pipeline) runtimeUpdate(ctx context.Context, gen *generation.Generation, bundle *render.Bundle, reason string) (plan *runtimeapi.Plan, why string, res Result, done bool) {
+// planRuntime compares the rendering with what HAProxy runs: why is "" when the runtime API can
+// make the whole change, else why a reload is needed.
+func (p *Pipeline) planRuntime(bundle *render.Bundle) (plan *runtimeapi.Plan, why string) {
 	if p.cfg.Runtime == nil {
-		return nil, "every change reloads (no runtime API)", Result{}, false
+		return nil, "every change reloads (no runtime API)"
 	}
-	m := p.cfg.Metrics
 	plan = p.cfg.Runtime.Plan(bundle.Config, bundle.Certificates)
-	if why = plan.Reload(); why != "" {
-		return plan, why, Result{}, false
-	}
+	return plan, plan.Reload()
+}
+
+// runtimeUpdate makes a change live through the runtime API, at once, then writes and validates
+// the generation and makes it live on disk with no reload, so that a later reload loads the
+// same. A change that fails validation is taken back. done reports that the sync is over (res
+// says how); otherwise fallback says why a reload is needed after all.
+func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, bundle *render.Bundle, snap *snapshot.Snapshot, reason string) (res Result, fallback string, done bool) {
+	m := p.cfg.Metrics
 	start := time.Now()
 	if err := p.cfg.Runtime.Apply(ctx, plan); err != nil {
 		m.RuntimeFallbacks.Inc()
 		p.log.Warn("runtime API update failed: reloading instead", "error", err)
-		return plan, "the runtime API update failed: " + err.Error(), Result{}, false
+		return Result{}, "the runtime API update failed: " + err.Error(), false
+	}
+	took := time.Since(start)
+	gen, failed := p.stage(ctx, bundle, snap)
+	if failed != nil {
+		p.undoRuntime(ctx)
+		return *failed, "", true
 	}
 	p.countRuntime(plan)
 	if err := p.cfg.Store.Activate(gen); err != nil {
-		return plan, "", p.fail(fmt.Errorf("activate generation (HAProxy already runs it through the runtime API): %w", err)), true
+		return p.fail(fmt.Errorf("activate generation (HAProxy already runs it through the runtime API): %w", err)), "", true
 	}
 	p.cfg.Store.MarkGood(gen)
 	p.reloadAt = time.Time{}
 	m.RuntimeApplied(bundle.Hash)
 	p.log.Info("configuration live without a reload", "reason", reason, "hash", short(bundle.Hash),
-		"changes", plan.Summary(), "took", time.Since(start).Round(time.Microsecond))
-	return plan, "", Result{Outcome: "applied", Hash: bundle.Hash}, true
+		"changes", plan.Summary(), "runtime_api", took.Round(time.Microsecond), "written", time.Since(start).Round(time.Millisecond))
+	p.applied(snap, bundle, reason)
+	return Result{Outcome: "applied", Hash: bundle.Hash}, "", true
+}
+
+// undoRuntime takes back a runtime change that did not validate; when that fails, HAProxy
+// reloads the live files (the last good generation).
+func (p *Pipeline) undoRuntime(ctx context.Context) {
+	err := p.cfg.Runtime.Undo(ctx)
+	if err == nil {
+		p.log.Warn("the runtime API change did not validate and was taken back")
+		return
+	}
+	p.log.Error("taking back a runtime API change that did not validate failed: reloading the last good configuration", "error", err)
+	p.cfg.Runtime.Forget()
+	p.lastReload = time.Now()
+	if err := p.cfg.Reloader.Reload(ctx); err != nil {
+		p.log.Error("reload of the last good configuration", "error", err)
+	}
 }
 
 func (p *Pipeline) countRuntime(plan *runtimeapi.Plan) {

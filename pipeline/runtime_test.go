@@ -20,7 +20,22 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/runtimeapi"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
+	"github.com/haproxy-sidecar/haproxy-sidecar/validate"
 )
+
+// checker rejects configurations that contain "invalid", as haproxy -c would.
+type checker struct{}
+
+func (checker) Check(_ context.Context, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if strings.Contains(string(b), "invalid") {
+		return &validate.CheckError{Output: "[ALERT] invalid", Alerts: []string{"invalid"}}
+	}
+	return nil
+}
 
 // inputs is a fake source and renderer: the test sets the configuration the next render gives.
 type inputs struct {
@@ -140,6 +155,7 @@ func newRig(t *testing.T, minInterval time.Duration) *rig {
 		Build:             func(*snapshot.Objects) (*snapshot.Snapshot, error) { return &snapshot.Snapshot{}, nil },
 		Renderer:          r.in,
 		Store:             store,
+		Checker:           checker{},
 		Reloader:          r.rl,
 		Metrics:           r.metrics,
 		Logger:            log,
@@ -223,6 +239,25 @@ func TestRuntimeUpdates(t *testing.T) {
 		r.cli.failOn = ""
 		if res := r.sync(t, config(":80", "b 10.0.0.2:80"), "applied"); res.Reloaded {
 			t.Fatal("reloaded after the fallback")
+		}
+	})
+	t.Run("a runtime change that does not validate is taken back", func(t *testing.T) {
+		r := newRig(t, 0)
+		first := config(":80", "a 10.0.0.1:80")
+		r.sync(t, first, "applied")
+		r.sync(t, config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80 maxconn 10", "invalid 10.0.0.3:80"), "rejected")
+		got := r.cli.commands()
+		want := []string{"add server be/b 10.0.0.2:80 maxconn 10", "enable server be/b", "add server be/invalid 10.0.0.3:80", "enable server be/invalid",
+			"set server be/b state maint", "del server be/b", "set server be/invalid state maint", "del server be/invalid"}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("commands\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		if r.rl.count() != 1 || r.liveConfig(t) != first {
+			t.Fatalf("%d reloads, live config %q", r.rl.count(), r.liveConfig(t))
+		}
+		// HAProxy runs the first configuration again: a valid change goes through the runtime API.
+		if res := r.sync(t, config(":80", "a 10.0.0.1:80", "c 10.0.0.4:80"), "applied"); res.Reloaded {
+			t.Fatal("reloaded")
 		}
 	})
 	t.Run("a reload whose outcome is unknown makes the next change reload", func(t *testing.T) {

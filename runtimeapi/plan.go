@@ -165,13 +165,17 @@ func (p *Plan) Commands() []string {
 
 // plan compares what HAProxy runs (live, nil if unknown) with a new rendering.
 func plan(live *state, config []byte, certs map[string][]byte, sslDir string) *Plan {
-	p := &Plan{base: live}
 	cfg, err := haproxycfg.Parse(config)
 	if err != nil {
-		p.reason = fmt.Sprintf("the rendered configuration cannot be compared: %v", err)
-		return p
+		return &Plan{base: live, reason: fmt.Sprintf("the rendered configuration cannot be compared: %v", err)}
 	}
-	p.full = &state{cfg: cfg, certs: certs}
+	return planTo(live, &state{cfg: cfg, certs: certs}, sslDir)
+}
+
+// planTo compares what HAProxy runs with the state next.
+func planTo(live, next *state, sslDir string) *Plan {
+	p := &Plan{base: live, full: next}
+	cfg, certs := next.cfg, next.certs
 	if live == nil {
 		p.reason = "what HAProxy runs is not known (first configuration, or after an update that failed)"
 		return p

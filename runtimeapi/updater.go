@@ -42,6 +42,7 @@ type Updater struct {
 
 	mu   sync.Mutex
 	live *state // nil: not known
+	prev *state // what HAProxy ran before the last Apply (for Undo); nil: nothing to undo
 }
 
 // New returns an Updater that knows nothing of what HAProxy runs yet: its first plan asks for a
@@ -70,7 +71,7 @@ func (u *Updater) Plan(config []byte, certs map[string][]byte) *Plan {
 func (u *Updater) Reloaded(p *Plan) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.live = nil
+	u.live, u.prev = nil, nil
 	if p != nil && p.full != nil {
 		u.live = &state{cfg: p.full.cfg, certs: p.full.certs}
 	}
@@ -81,7 +82,7 @@ func (u *Updater) Reloaded(p *Plan) {
 func (u *Updater) Forget() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.live = nil
+	u.live, u.prev = nil, nil
 }
 
 // errBusy is a del server refused because the server still has connections.
@@ -97,7 +98,35 @@ func (u *Updater) Apply(ctx context.Context, p *Plan) error {
 	if p.target == nil || p.base != u.live {
 		return errors.New("runtime update: the plan was not made against what HAProxy runs now")
 	}
-	u.live = nil
+	return u.apply(ctx, p)
+}
+
+// Undo takes the last Apply back through the runtime API: HAProxy runs again what it ran
+// before (for a change that went live at runtime but then failed validation). On error what
+// HAProxy runs is not known; the caller reloads.
+func (u *Updater) Undo(ctx context.Context) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.live == nil || u.prev == nil {
+		u.live, u.prev = nil, nil
+		return errors.New("runtime update: nothing to take back")
+	}
+	prev := &state{cfg: u.prev.cfg, certs: u.prev.certs}
+	p := planTo(u.live, prev, u.opts.SSLDir)
+	if p.reason != "" {
+		u.live, u.prev = nil, nil
+		return fmt.Errorf("runtime update: cannot take it back: %s", p.reason)
+	}
+	if err := u.apply(ctx, p); err != nil {
+		return err
+	}
+	u.prev = nil
+	return nil
+}
+
+func (u *Updater) apply(ctx context.Context, p *Plan) error {
+	base := u.live
+	u.live, u.prev = nil, nil
 	target := p.target.clone()
 	var busy []step
 	for _, st := range p.steps {
@@ -123,7 +152,7 @@ func (u *Updater) Apply(ctx context.Context, p *Plan) error {
 	if err := u.deleteBusy(ctx, busy, target); err != nil {
 		return err
 	}
-	u.live = target
+	u.live, u.prev = target, base
 	return nil
 }
 
