@@ -136,11 +136,30 @@ type prefixWatch struct {
 	namespace string
 	prefix    string
 	// items by etcd key; written only by the watch's own goroutine, under Etcd.mu.
-	items     map[string]*item
+	items map[string]*item
+	// sorted caches items in key order for Objects; nil when items changed since.
+	sorted    []sortedItem
 	synced    chan struct{} // closed after the first list
 	isSynced  bool
 	stop      context.CancelFunc      // ends the goroutine
 	stopWatch context.CancelCauseFunc // ends the current watch; nil while not watching
+}
+
+// sortedItem is an item with its key.
+type sortedItem struct {
+	key string
+	*item
+}
+
+// sortedItems returns w's items in key order, cached until they change. Called with e.mu held.
+func (w *prefixWatch) sortedItems() []sortedItem {
+	if w.sorted == nil {
+		w.sorted = make([]sortedItem, 0, len(w.items))
+		for _, key := range slices.Sorted(maps.Keys(w.items)) {
+			w.sorted = append(w.sorted, sortedItem{key, w.items[key]})
+		}
+	}
+	return w.sorted
 }
 
 // item is the last value of a key: an object, or why there is none.
@@ -365,7 +384,7 @@ func (e *Etcd) list(ctx context.Context, w *prefixWatch) (int64, error) {
 			}
 			if errors.Is(err, context.DeadlineExceeded) {
 				if cause := e.clientLog.recent(e.cfg.RequestTimeout + time.Second); cause != "" {
-					err = fmt.Errorf("%w (the etcd client's last error: %s)", err, cause)
+					err = fmt.Errorf("%w (the etcd client's last errors: %s)", err, cause)
 				}
 			}
 			return 0, fmt.Errorf("list %s: %w", w.prefix, err)
@@ -388,6 +407,9 @@ func (e *Etcd) list(ctx context.Context, w *prefixWatch) (int64, error) {
 	}
 	changed := !w.isSynced || !sameItems(w.items, items)
 	w.items = items
+	if changed {
+		w.sorted = nil
+	}
 	if !w.isSynced {
 		w.isSynced = true
 		close(w.synced)
@@ -566,18 +588,25 @@ func (e *Etcd) apply(w *prefixWatch, events []*clientv3.Event, rev int64) {
 	}
 	for key, it := range placeholders {
 		w.items[key] = it
+		w.sorted = nil
 	}
 	for i := range jobs {
 		w.items[jobs[i].key] = e.keep(w.kind, &jobs[i])
 		changed = true
 	}
+	if changed {
+		w.sorted = nil
+	}
 	e.noteRevision(rev)
-	if changed && w == e.cms {
+	podsChanged := changed && w == e.cms
+	if podsChanged {
 		e.syncPodWatches()
 	}
 	notify := e.changed
 	e.mu.Unlock()
-	e.reportUp() // pod watches may have come or gone
+	if podsChanged {
+		e.reportUp() // a failing pod watch may be gone
+	}
 	if changed {
 		notify()
 	}
@@ -795,8 +824,8 @@ func (e *Etcd) collect() (*snapshot.Objects, error) {
 	objs := &snapshot.Objects{Revision: strconv.FormatInt(e.rev, 10)}
 	var errs []error
 	for _, w := range e.watches() {
-		for _, key := range slices.Sorted(maps.Keys(w.items)) {
-			it := w.items[key]
+		for _, it := range w.sortedItems() {
+			key := it.key
 			switch o := it.obj.(type) {
 			case *corev1.ConfigMap:
 				objs.ConfigMaps = append(objs.ConfigMaps, o)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -140,10 +141,30 @@ type clientLog struct {
 	last *lastError
 }
 
+// lastError keeps the last few distinct errors (a refused TLS handshake shows up as
+// "certificate required" on one attempt and "broken pipe" on the next).
 type lastError struct {
-	mu  sync.Mutex
-	msg string
-	at  time.Time
+	mu   sync.Mutex
+	msgs []string
+	at   time.Time
+}
+
+const keptClientErrors = 3
+
+func (l *lastError) add(msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if time.Since(l.at) > time.Minute {
+		l.msgs = nil
+	}
+	l.at = time.Now()
+	if i := slices.Index(l.msgs, msg); i >= 0 {
+		l.msgs = slices.Delete(l.msgs, i, i+1)
+	}
+	l.msgs = append(l.msgs, msg)
+	if len(l.msgs) > keptClientErrors {
+		l.msgs = l.msgs[len(l.msgs)-keptClientErrors:]
+	}
 }
 
 func newClientLog(log *slog.Logger) *clientLog {
@@ -152,14 +173,14 @@ func newClientLog(log *slog.Logger) *clientLog {
 
 func (c *clientLog) zap() *zap.Logger { return zap.New(c) }
 
-// recent returns the last error the client logged within d, or "".
+// recent returns the last distinct errors the client logged, if the latest is within d.
 func (c *clientLog) recent(d time.Duration) string {
 	c.last.mu.Lock()
 	defer c.last.mu.Unlock()
-	if c.last.msg == "" || time.Since(c.last.at) > d {
+	if len(c.last.msgs) == 0 || time.Since(c.last.at) > d {
 		return ""
 	}
-	return c.last.msg
+	return strings.Join(c.last.msgs, "; ")
 }
 
 func (c *clientLog) Enabled(zapcore.Level) bool { return true }
@@ -183,9 +204,7 @@ func (c *clientLog) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	for k, v := range enc.Fields {
 		attrs = append(attrs, k, v)
 		if k == "error" && e.Level >= zapcore.WarnLevel {
-			c.last.mu.Lock()
-			c.last.msg, c.last.at = fmt.Sprint(v), time.Now()
-			c.last.mu.Unlock()
+			c.last.add(fmt.Sprint(v))
 		}
 	}
 	c.log.Log(context.Background(), slog.LevelDebug, "etcd client: "+e.Message, attrs...)

@@ -164,6 +164,21 @@ func (r *etcdRun) waitUp(up bool) {
 	}
 }
 
+// waitLog waits until the source has logged s.
+func (r *etcdRun) waitLog(s string) {
+	r.t.Helper()
+	deadline := time.Now().Add(etcdWait)
+	for !r.logs.contains(s) {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("the source did not log %q within %s", s, etcdWait)
+		}
+		select {
+		case <-r.upc:
+		case <-time.After(100 * time.Millisecond): // poll the log
+		}
+	}
+}
+
 func (r *etcdRun) upCalls() []bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -498,10 +513,32 @@ func TestEtcdSourceOutages(t *testing.T) {
 	put(readyPod("web", "shop-0", "shop", "10.0.0.1", true))
 	put(readyPod("web", "shop-1", "shop", "10.0.0.2", true))
 
-	r := runEtcd(t, EtcdConfig{Endpoints: []string{proxy.Endpoint}, Prefix: etcdPrefix})
+	// Pages of two keys: every list is paged.
+	r := runEtcd(t, EtcdConfig{Endpoints: []string{proxy.Endpoint}, Prefix: etcdPrefix, PageSize: 2,
+		CertificateSelector: "haproxy-sidecar/certificate"})
 	r.waitUp(true)
 	r.waitFor("shop-0 and shop-1", func(o *snapshot.Objects, err error) bool {
 		return err == nil && slicesEqual(readyPods(o), []string{"web/shop-0", "web/shop-1"})
+	})
+
+	t.Run("only the Secrets the snapshot reads are kept", func(t *testing.T) {
+		secret := func(name string, labels map[string]string) *corev1.Secret {
+			return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "lb", Labels: labels},
+				Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": []byte("c"), "tls.key": []byte("k")}}
+		}
+		srv.PutObject(etcdPrefix, secret("keys", nil), etcdtest.Protobuf)
+		srv.PutObject(etcdPrefix, secret("site", map[string]string{"haproxy-sidecar/certificate": "true"}), etcdtest.Protobuf)
+		srv.PutObject(etcdPrefix, secret("unrelated", map[string]string{"app": "x"}), etcdtest.Protobuf)
+		o := r.waitFor("the keys and site Secrets", func(o *snapshot.Objects, err error) bool {
+			return err == nil && len(o.Secrets) == 2
+		})
+		if o.Secrets[0].Name != "keys" || o.Secrets[1].Name != "site" {
+			t.Fatalf("secrets: %s", describe(o))
+		}
+		for _, name := range []string{"keys", "site", "unrelated"} {
+			srv.DeleteObject(etcdPrefix, secret(name, nil))
+		}
+		r.waitFor("no Secrets", func(o *snapshot.Objects, err error) bool { return err == nil && len(o.Secrets) == 0 })
 	})
 
 	t.Run("etcd killed and restarted", func(t *testing.T) {
@@ -634,10 +671,9 @@ func TestEtcdSourceTLS(t *testing.T) {
 
 	t.Run("no client certificate", func(t *testing.T) {
 		r := runEtcd(t, EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: etcdPrefix, CACert: srv.Certs.CA})
+		// Under TLS 1.3 the refusal comes after the handshake: the client sees "certificate
+		// required" on some attempts and "broken pipe" on others, so the message is not checked.
 		r.waitUp(false)
-		if !r.logs.contains("certificate required") {
-			t.Error("the log does not say that etcd wants a client certificate")
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
 		if o, err := r.src.Objects(ctx); err == nil {
@@ -649,16 +685,7 @@ func TestEtcdSourceTLS(t *testing.T) {
 		cert, key := srv.Certs.NewClientCert(t, "stranger")
 		r := runEtcd(t, EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: etcdPrefix, CACert: srv.Certs.CA, Cert: cert, Key: key})
 		r.waitUp(false)
-		deadline := time.Now().Add(etcdWait)
-		for !r.logs.contains("permission denied") && !r.logs.contains("user name not found") {
-			if time.Now().After(deadline) {
-				t.Fatal("the refusal was not logged")
-			}
-			select {
-			case <-r.upc:
-			case <-time.After(100 * time.Millisecond): // poll the log
-			}
-		}
+		r.waitLog("permission denied")
 	})
 }
 
