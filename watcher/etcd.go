@@ -284,10 +284,10 @@ func (e *Etcd) connect(ctx context.Context) (*clientv3.Client, error) {
 		e.mu.Lock()
 		e.connectErr = err
 		e.mu.Unlock()
-		e.reportUp()
 		if err == nil {
-			return cli, nil
+			return cli, nil // up is reported once the lists have succeeded
 		}
+		e.reportUp()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}

@@ -642,6 +642,25 @@ func TestEtcdSourceOutages(t *testing.T) {
 			return err == nil && slicesEqual(readyPods(o), []string{"web/shop-3", "web/shop-4", "web/shop-5"})
 		})
 	})
+
+	t.Run("started while etcd is down", func(t *testing.T) {
+		srv.Kill()
+		r3 := runEtcd(t, EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: etcdPrefix})
+		r3.waitUp(false)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		if o, err := r3.src.Objects(ctx); err == nil {
+			t.Fatalf("Objects before anything was read: %s", describe(o))
+		}
+		srv.Restart()
+		r3.waitFor("the pods once etcd is up", func(o *snapshot.Objects, err error) bool {
+			return err == nil && slicesEqual(readyPods(o), []string{"web/shop-3", "web/shop-4", "web/shop-5"})
+		})
+		r3.waitUp(true)
+		if ups := r3.upCalls(); ups[0] {
+			t.Errorf("OnUp calls %v: up reported before etcd was reached", ups)
+		}
+	})
 }
 
 // TestEtcdSourceTLS: etcd with client-certificate authentication and authorization on, the
@@ -651,8 +670,9 @@ func TestEtcdSourceTLS(t *testing.T) {
 	srv := etcdtest.Start(t, etcdtest.Options{TLS: true})
 	srv.PutObject(etcdPrefix, services(map[string]string{"shop": `{"namespace": "web", "selector": {"app": "shop"}}`}), etcdtest.Protobuf)
 	srv.PutObject(etcdPrefix, readyPod("web", "shop-0", "shop", "10.0.0.1", true), etcdtest.JSON)
-	srv.EnableAuth("rootpw", etcdtest.ClientCommonName, "",
-		etcdPrefix+"/configmaps/lb/", etcdPrefix+"/secrets/lb/", etcdPrefix+"/pods/")
+	readable := []string{etcdPrefix + "/configmaps/lb/", etcdPrefix + "/secrets/lb/", etcdPrefix + "/pods/"}
+	srv.EnableAuth("rootpw", etcdtest.ClientCommonName, "", readable...)
+	srv.AddReadUser("sidecar", "s3cret", readable...)
 
 	t.Run("client certificate", func(t *testing.T) {
 		r := runEtcd(t, EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: etcdPrefix,
@@ -667,6 +687,15 @@ func TestEtcdSourceTLS(t *testing.T) {
 		if ups := r.upCalls(); len(ups) == 0 || !ups[len(ups)-1] {
 			t.Errorf("OnUp calls %v, want up", ups)
 		}
+	})
+
+	t.Run("user name and password", func(t *testing.T) {
+		cert, key := srv.Certs.NewClientCert(t, "nobody") // a certificate whose CN has no role
+		r := runEtcd(t, EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: etcdPrefix,
+			CACert: srv.Certs.CA, Cert: cert, Key: key, Username: "sidecar", Password: "s3cret"})
+		r.waitFor("shop-0 and shop-1 as user sidecar", func(o *snapshot.Objects, err error) bool {
+			return err == nil && slicesEqual(readyPods(o), []string{"web/shop-0", "web/shop-1"})
+		})
 	})
 
 	t.Run("no client certificate", func(t *testing.T) {

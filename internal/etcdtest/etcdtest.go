@@ -329,50 +329,24 @@ func (s *Server) Compact() int64 {
 }
 
 // EnableAuth turns on etcd authentication with a root user (password rootPassword) and adds
-// user (password, may be empty for certificate-only users whose certificate CN is the user)
-// with a role granting read-only access to each key prefix. The helpers keep working as root.
+// user (password, empty for a certificate-only user: the common name of a client certificate
+// is its user name) with a role granting read-only access to each key prefix. The helpers go
+// on as root.
 func (s *Server) EnableAuth(rootPassword, user, password string, readPrefixes ...string) {
 	s.t.Helper()
 	ctx, cancel := reqCtx()
 	defer cancel()
 	cli := s.admin()
-	steps := []struct {
-		what string
-		do   func() error
-	}{
-		{"add the root user", func() error { _, err := cli.UserAdd(ctx, "root", rootPassword); return err }},
-		{"grant root the root role", func() error { _, err := cli.UserGrantRole(ctx, "root", "root"); return err }},
-		{"add the role", func() error { _, err := cli.RoleAdd(ctx, user+"-read"); return err }},
-		{"add the user", func() error {
-			if password == "" {
-				_, err := cli.UserAddWithOptions(ctx, user, "", &clientv3.UserAddOptions{NoPassword: true})
-				return err
-			}
-			_, err := cli.UserAdd(ctx, user, password)
-			return err
-		}},
-		{"grant the role", func() error { _, err := cli.UserGrantRole(ctx, user, user+"-read"); return err }},
+	if _, err := cli.UserAdd(ctx, "root", rootPassword); err != nil {
+		s.t.Fatalf("etcd auth: add the root user: %v", err)
 	}
-	for _, p := range readPrefixes {
-		p := p
-		steps = append(steps, struct {
-			what string
-			do   func() error
-		}{"grant read on " + p, func() error {
-			_, err := cli.RoleGrantPermission(ctx, user+"-read", p, clientv3.GetPrefixRangeEnd(p), clientv3.PermissionType(clientv3.PermRead))
-			return err
-		}})
+	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
+		s.t.Fatalf("etcd auth: grant root the root role: %v", err)
 	}
-	steps = append(steps, struct {
-		what string
-		do   func() error
-	}{"enable authentication", func() error { _, err := cli.AuthEnable(ctx); return err }})
-	for _, st := range steps {
-		if err := st.do(); err != nil {
-			s.t.Fatalf("etcd auth: %s: %v", st.what, err)
-		}
+	s.AddReadUser(user, password, readPrefixes...)
+	if _, err := cli.AuthEnable(ctx); err != nil {
+		s.t.Fatalf("etcd auth: enable: %v", err)
 	}
-	// The helpers go on as root.
 	s.closeAdmin()
 	s.adminMu.Lock()
 	defer s.adminMu.Unlock()
@@ -384,4 +358,34 @@ func (s *Server) EnableAuth(rootPassword, user, password string, readPrefixes ..
 		s.t.Fatalf("etcd root client: %v", err)
 	}
 	s.adminCli = root
+}
+
+// AddReadUser adds user (password; empty for a certificate-only user) with a role "<user>-read"
+// granting read-only access to each key prefix. After EnableAuth it runs as root.
+func (s *Server) AddReadUser(user, password string, readPrefixes ...string) {
+	s.t.Helper()
+	ctx, cancel := reqCtx()
+	defer cancel()
+	cli := s.admin()
+	role := user + "-read"
+	if _, err := cli.RoleAdd(ctx, role); err != nil {
+		s.t.Fatalf("etcd auth: add role %s: %v", role, err)
+	}
+	var err error
+	if password == "" {
+		_, err = cli.UserAddWithOptions(ctx, user, "", &clientv3.UserAddOptions{NoPassword: true})
+	} else {
+		_, err = cli.UserAdd(ctx, user, password)
+	}
+	if err != nil {
+		s.t.Fatalf("etcd auth: add user %s: %v", user, err)
+	}
+	if _, err := cli.UserGrantRole(ctx, user, role); err != nil {
+		s.t.Fatalf("etcd auth: grant %s to %s: %v", role, user, err)
+	}
+	for _, p := range readPrefixes {
+		if _, err := cli.RoleGrantPermission(ctx, role, p, clientv3.GetPrefixRangeEnd(p), clientv3.PermissionType(clientv3.PermRead)); err != nil {
+			s.t.Fatalf("etcd auth: grant read on %s to %s: %v", p, role, err)
+		}
+	}
 }
