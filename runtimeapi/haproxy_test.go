@@ -210,6 +210,25 @@ func TestUpdaterOnRealHAProxy(t *testing.T) {
 					t.Fatalf("served %q (%v) after c was removed", cn, err)
 				}
 			})
+			t.Run("150 servers added and removed in batches", func(t *testing.T) {
+				names := []string{"s1", "s3"}
+				for i := 0; i < 150; i++ {
+					n := fmt.Sprintf("extra-%03d", i)
+					r.backends[n] = r.backends["s1"]
+					names = append(names, n)
+				}
+				apply(t, names, []string{"a.pem"}, certs)
+				out, _ := r.proc.Command("@1 show servers state be")
+				if got := strings.Count(out, " extra-"); got != 150 {
+					t.Fatalf("%d extra servers in HAProxy, want 150", got)
+				}
+				apply(t, []string{"s1", "s3"}, []string{"a.pem"}, certs)
+				out, _ = r.proc.Command("@1 show servers state be")
+				if got := strings.Count(out, " extra-"); got != 0 {
+					t.Fatalf("%d extra servers left in HAProxy", got)
+				}
+				r.servedBy(t, "s1", "s2")
+			})
 			t.Run("no reload happened, and a reload loads the same", func(t *testing.T) {
 				proc, err := reload.ParseProc(r.proc.ShowProc(t))
 				if err != nil || proc.Reloads != 0 {

@@ -85,6 +85,9 @@ type command struct {
 	payload string // sent after the line, ended by an empty line; "" for none
 	expect  func(answer string) error
 	abort   string // best-effort command sent when this one fails ("abort ssl cert ...")
+	// silent commands answer nothing on success, oneLine ones one line: both can be sent
+	// several on one line, separated by ";" (see Updater.batch).
+	silent, oneLine bool
 }
 
 // step is the commands for one change (one server, one certificate file).
@@ -436,15 +439,15 @@ func addServer(be string, n *haproxycfg.Server) (step, string) {
 		words = append(words, "weight", strconv.Itoa(st.Weight))
 	}
 	s := step{kind: KindServerAdded, what: "add server " + ref, backend: be, server: n.Name}
-	s.cmds = append(s.cmds, command{line: strings.Join(words, " "), expect: contains("New server registered")})
+	s.cmds = append(s.cmds, command{line: strings.Join(words, " "), expect: contains("New server registered"), oneLine: true})
 	if st.Check {
-		s.cmds = append(s.cmds, command{line: "enable health " + ref, expect: empty})
+		s.cmds = append(s.cmds, command{line: "enable health " + ref, expect: empty, silent: true})
 	}
 	if st.Agent {
-		s.cmds = append(s.cmds, command{line: "enable agent " + ref, expect: empty})
+		s.cmds = append(s.cmds, command{line: "enable agent " + ref, expect: empty, silent: true})
 	}
 	if !st.Disabled {
-		s.cmds = append(s.cmds, command{line: "enable server " + ref, expect: empty})
+		s.cmds = append(s.cmds, command{line: "enable server " + ref, expect: empty, silent: true})
 	}
 	return s, ""
 }
@@ -471,22 +474,23 @@ func updateServer(be string, o, n *haproxycfg.Server, disabled bool) (step, stri
 			return step{}, fmt.Sprintf("server %s: address %q -> %q cannot be set at runtime (only IP:port)", ref, o.Address, n.Address)
 		}
 		if !maint {
-			s.cmds = append(s.cmds, command{line: "set server " + ref + " state maint", expect: empty})
+			s.cmds = append(s.cmds, command{line: "set server " + ref + " state maint", expect: empty, silent: true})
 			maint = true
 		}
 		s.cmds = append(s.cmds, command{
-			line:   fmt.Sprintf("set server %s addr %s port %d", ref, n.Addr, n.Port),
-			expect: prefix("IP changed", "no need to change", "port changed"),
+			line:    fmt.Sprintf("set server %s addr %s port %d", ref, n.Addr, n.Port),
+			expect:  prefix("IP changed", "no need to change", "port changed"),
+			oneLine: true,
 		})
 	}
 	if so.Weight != sn.Weight {
-		s.cmds = append(s.cmds, command{line: fmt.Sprintf("set weight %s %d", ref, sn.Weight), expect: empty})
+		s.cmds = append(s.cmds, command{line: fmt.Sprintf("set weight %s %d", ref, sn.Weight), expect: empty, silent: true})
 	}
 	switch {
 	case sn.Disabled && !maint:
-		s.cmds = append(s.cmds, command{line: "set server " + ref + " state maint", expect: empty})
+		s.cmds = append(s.cmds, command{line: "set server " + ref + " state maint", expect: empty, silent: true})
 	case !sn.Disabled && maint:
-		s.cmds = append(s.cmds, command{line: "set server " + ref + " state ready", expect: empty})
+		s.cmds = append(s.cmds, command{line: "set server " + ref + " state ready", expect: empty, silent: true})
 	}
 	return s, ""
 }
@@ -502,13 +506,13 @@ func removeServer(be string, o *haproxycfg.Server, zombie bool) step {
 	} else {
 		st := o.Settings()
 		if st.Agent {
-			s.cmds = append(s.cmds, command{line: "disable agent " + ref, expect: empty})
+			s.cmds = append(s.cmds, command{line: "disable agent " + ref, expect: empty, silent: true})
 		}
 		if !st.Disabled {
-			s.cmds = append(s.cmds, command{line: "set server " + ref + " state maint", expect: empty})
+			s.cmds = append(s.cmds, command{line: "set server " + ref + " state maint", expect: empty, silent: true})
 		}
 	}
-	s.cmds = append(s.cmds, command{line: "del server " + ref, expect: deleted})
+	s.cmds = append(s.cmds, command{line: "del server " + ref, expect: deleted, oneLine: true})
 	return s
 }
 

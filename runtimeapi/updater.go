@@ -128,25 +128,50 @@ func (u *Updater) apply(ctx context.Context, p *Plan) error {
 	base := u.live
 	u.live, u.prev = nil, nil
 	target := p.target.clone()
-	var busy []step
+	// Servers added and changed, then the removals: the commands that put them in maintenance,
+	// then the deletes, each group sent in as few exchanges as the batch size allows.
+	var changes, before, dels []command
+	var removals, others []step
 	for _, st := range p.steps {
-		err := u.run(ctx, st.cmds)
 		switch {
+		case st.remove:
+			before = append(before, st.cmds[:len(st.cmds)-1]...)
+			dels = append(dels, st.cmds[len(st.cmds)-1])
+			removals = append(removals, st)
+		case st.backend != "":
+			changes = append(changes, st.cmds...)
+			target.forget(st.backend, st.server) // a zombie brought back is a server again
+		default:
+			others = append(others, st)
+		}
+	}
+	if err := u.batch(ctx, changes, nil); err != nil {
+		return fmt.Errorf("runtime update: %w", err)
+	}
+	if err := u.batch(ctx, before, nil); err != nil {
+		return fmt.Errorf("runtime update: %w", err)
+	}
+	outcomes := make([]error, len(dels))
+	if err := u.batch(ctx, dels, outcomes); err != nil {
+		return fmt.Errorf("runtime update: %w", err)
+	}
+	var busy []step
+	for i, st := range removals {
+		switch err := outcomes[i]; {
 		case err == nil:
-			if st.remove {
-				target.forget(st.backend, st.server)
-			}
+			target.forget(st.backend, st.server)
 		case st.bestEffort:
 			u.log.Debug("runtime update: still cannot delete a removed server", "server", serverRef(st.backend, st.server), "error", err)
-		default:
-			if !(st.remove && errors.Is(err, errBusy)) {
-				return fmt.Errorf("runtime update: %s: %w", st.what, err)
-			}
+		case errors.Is(err, errBusy):
 			busy = append(busy, st)
+		default:
+			return fmt.Errorf("runtime update: %s: %w", st.what, err)
 		}
-		// A zombie revived by the new rendering is a server again.
-		if !st.remove {
-			target.forget(st.backend, st.server)
+	}
+	// Certificates: commands with payloads or answers of several lines, one at a time.
+	for _, st := range others {
+		if err := u.run(ctx, st.cmds); err != nil {
+			return fmt.Errorf("runtime update: %s: %w", st.what, err)
 		}
 	}
 	if err := u.deleteBusy(ctx, busy, target); err != nil {
@@ -154,6 +179,76 @@ func (u *Updater) apply(ctx context.Context, p *Plan) error {
 	}
 	u.live, u.prev = target, base
 	return nil
+}
+
+// maxBatch bounds the length of one command line of several commands: HAProxy reads a command
+// line into one buffer (tune.bufsize, 16 kB by default).
+const maxBatch = 4096
+
+// batch sends commands that answer nothing or one line, several per exchange, separated by
+// ";". The answer must be exactly the expected lines (one per oneLine command, in order):
+// anything else (a silent command that complained, a refusal) is an error. With outcomes set,
+// every command must be oneLine, and outcomes[i] receives the check of the i-th answer instead.
+func (u *Updater) batch(ctx context.Context, cmds []command, outcomes []error) error {
+	for start := 0; start < len(cmds); {
+		end, size := start, 0
+		for end < len(cmds) && (end == start || size+len(u.opts.Prefix)+len(cmds[end].line)+2 <= maxBatch) {
+			size += len(u.opts.Prefix) + len(cmds[end].line) + 2
+			end++
+		}
+		chunk := cmds[start:end]
+		parts := make([]string, len(chunk))
+		for i, c := range chunk {
+			if !c.silent && !c.oneLine || c.payload != "" {
+				return fmt.Errorf("%q cannot be sent with others", c.line)
+			}
+			parts[i] = u.opts.Prefix + c.line
+		}
+		answer, err := u.opts.Client.Command(ctx, strings.Join(parts, "; "))
+		if err != nil {
+			return fmt.Errorf("%q: %w", chunk[0].line, err)
+		}
+		lines := answerLines(answer)
+		if outcomes != nil {
+			if len(lines) != len(chunk) {
+				return fmt.Errorf("%d answers to %d commands (%q...): %q", len(lines), len(chunk), chunk[0].line, firstLine(answer))
+			}
+			for i, c := range chunk {
+				outcomes[start+i] = c.expect(lines[i])
+			}
+			start = end
+			continue
+		}
+		j := 0
+		for _, c := range chunk {
+			if c.silent {
+				continue
+			}
+			if j >= len(lines) {
+				return fmt.Errorf("%q: no answer", c.line)
+			}
+			if err := c.expect(lines[j]); err != nil {
+				return fmt.Errorf("%q: %w", c.line, err)
+			}
+			j++
+		}
+		if j < len(lines) {
+			return fmt.Errorf("after %q...: unexpected answer %q", chunk[0].line, lines[j])
+		}
+		start = end
+	}
+	return nil
+}
+
+// answerLines are the non-empty lines of an answer.
+func answerLines(answer string) []string {
+	var out []string
+	for _, l := range strings.Split(answer, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // deleteBusy retries deleting servers that still had connections, for up to DeleteWait; those

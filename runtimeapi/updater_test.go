@@ -3,6 +3,8 @@ package runtimeapi
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
 	"sync"
@@ -13,22 +15,37 @@ import (
 // fakeClient answers commands from a function (default: the success answer of each command)
 // and records them.
 type fakeClient struct {
-	mu     sync.Mutex
-	sent   []string
-	answer func(cmd string) (string, error)
+	mu        sync.Mutex
+	sent      []string
+	exchanges int
+	answer    func(cmd string) (string, error)
 }
 
-func (f *fakeClient) Command(_ context.Context, cmd string) (string, error) {
+func (f *fakeClient) Command(_ context.Context, line string) (string, error) {
+	cmds := []string{line}
+	if !strings.Contains(line, "\n") {
+		cmds = strings.Split(line, "; ") // several commands in one exchange
+	}
 	f.mu.Lock()
-	f.sent = append(f.sent, cmd)
+	f.sent = append(f.sent, cmds...)
+	f.exchanges++
 	answer := f.answer
 	f.mu.Unlock()
-	if answer != nil {
-		if a, err := answer(cmd); a != "" || err != nil {
-			return a, err
+	var out strings.Builder
+	for _, cmd := range cmds {
+		if answer != nil {
+			a, err := answer(cmd)
+			if err != nil {
+				return "", err
+			}
+			if a != "" {
+				out.WriteString(a)
+				continue
+			}
 		}
+		out.WriteString(success(cmd))
 	}
-	return success(cmd), nil
+	return out.String(), nil
 }
 
 func success(cmd string) string {
@@ -231,4 +248,63 @@ func TestUndo(t *testing.T) {
 	if err := u.Undo(ctx); err == nil {
 		t.Fatal("a second undo succeeded")
 	}
+}
+
+// TestBatch: server commands travel several per exchange, in chunks of at most maxBatch
+// bytes; each answer line is checked in order.
+func TestBatch(t *testing.T) {
+	ctx := context.Background()
+	var many []string
+	for i := 0; i < 200; i++ {
+		many = append(many, fmt.Sprintf("s%03d 10.0.%d.%d:8080 check", i, i/250, i%250+1))
+	}
+	t.Run("200 servers added and removed in a few exchanges", func(t *testing.T) {
+		fc := &fakeClient{}
+		u := New(Options{Client: fc, Prefix: "@1 ", SSLDir: ssl, Logger: slog.New(slog.DiscardHandler)})
+		u.Reloaded(u.Plan(cfg(nil), nil))
+		if err := u.Apply(ctx, u.Plan(cfg(nil, many...), nil)); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(fc.commands()); n != 600 || fc.exchanges > 600*90/maxBatch+2 {
+			t.Fatalf("%d commands in %d exchanges", n, fc.exchanges)
+		}
+		fc.exchanges = 0
+		if err := u.Apply(ctx, u.Plan(cfg(nil), nil)); err != nil {
+			t.Fatal(err)
+		}
+		if fc.exchanges > 10 {
+			t.Fatalf("removals took %d exchanges", fc.exchanges)
+		}
+	})
+	t.Run("a silent command that complains is an error", func(t *testing.T) {
+		fc := &fakeClient{answer: func(cmd string) (string, error) {
+			if cmd == "enable health be_web/s001" {
+				return "No such server.\n", nil
+			}
+			return "", nil
+		}}
+		u := New(Options{Client: fc, SSLDir: ssl})
+		u.Reloaded(u.Plan(cfg(nil), nil))
+		err := u.Apply(ctx, u.Plan(cfg(nil, many[:3]...), nil))
+		if err == nil || !strings.Contains(err.Error(), "No such server") {
+			t.Fatalf("error %v", err)
+		}
+	})
+	t.Run("each delete has its own outcome", func(t *testing.T) {
+		fc := &fakeClient{answer: func(cmd string) (string, error) {
+			if cmd == "del server be_web/s001" {
+				return "Server still has connections attached to it, cannot remove it.\n", nil
+			}
+			return "", nil
+		}}
+		u := New(Options{Client: fc, SSLDir: ssl, DeleteWait: time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+		u.Reloaded(u.Plan(cfg(nil, many[:3]...), nil))
+		if err := u.Apply(ctx, u.Plan(cfg(nil), nil)); err != nil {
+			t.Fatal(err)
+		}
+		// Only s001 is left to delete at the next update.
+		if got := u.Plan(cfg(nil), nil).Commands(); !reflect.DeepEqual(got, []string{"del server be_web/s001"}) {
+			t.Fatalf("next update sends %q", got)
+		}
+	})
 }
