@@ -110,20 +110,24 @@ type cli struct {
 	failOn string
 }
 
-func (c *cli) Command(_ context.Context, cmd string) (string, error) {
+func (c *cli) Command(_ context.Context, line string) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.sent = append(c.sent, cmd)
-	if c.failOn != "" && strings.Contains(cmd, c.failOn) {
-		return "No such backend.\n", nil
+	var out strings.Builder
+	for _, cmd := range strings.Split(line, "; ") {
+		c.sent = append(c.sent, cmd)
+		switch {
+		case c.failOn != "" && strings.Contains(cmd, c.failOn):
+			out.WriteString("No such backend.\n")
+		case strings.HasPrefix(cmd, "add server"):
+			out.WriteString("New server registered.\n")
+		case strings.HasPrefix(cmd, "del server"):
+			out.WriteString("Server deleted.\n")
+		default:
+			out.WriteString("\n")
+		}
 	}
-	switch {
-	case strings.HasPrefix(cmd, "add server"):
-		return "New server registered.\n", nil
-	case strings.HasPrefix(cmd, "del server"):
-		return "Server deleted.\n", nil
-	}
-	return "\n", nil
+	return out.String(), nil
 }
 
 func (c *cli) commands() []string {
@@ -248,7 +252,7 @@ func TestRuntimeUpdates(t *testing.T) {
 		r.sync(t, config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80 maxconn 10", "invalid 10.0.0.3:80"), "rejected")
 		got := r.cli.commands()
 		want := []string{"add server be/b 10.0.0.2:80 maxconn 10", "enable server be/b", "add server be/invalid 10.0.0.3:80", "enable server be/invalid",
-			"set server be/b state maint", "del server be/b", "set server be/invalid state maint", "del server be/invalid"}
+			"set server be/b state maint", "set server be/invalid state maint", "del server be/b", "del server be/invalid"}
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Fatalf("commands\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
