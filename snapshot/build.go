@@ -95,7 +95,7 @@ func Build(objs *Objects, opts Options) (*Snapshot, error) {
 	}
 
 	var errs []error
-	services, err := buildServices(in.configMaps[opts.ServicesConfigMap], snap.ServicesRef, newPodIndex(objs.Pods, opts.PodCache), newEndpointIndex(objs.EndpointSlices))
+	services, err := buildServices(in.configMaps[opts.ServicesConfigMap], snap.ServicesRef, newPodIndex(objs.Pods, objs.ConvertedPods, opts.PodCache), newEndpointIndex(objs.EndpointSlices))
 	errs = appendErr(errs, err)
 	snap.Services = services
 

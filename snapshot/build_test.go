@@ -307,3 +307,67 @@ func TestBuildTemplatesFromConfigSecret(t *testing.T) {
 		inputError(t, err, Ref{Kind: "Secret", Namespace: "lb", Name: "haproxy-config", Key: "template"}, "no key", "haproxy.cfg")
 	})
 }
+
+// TestBuildConvertedPods: pods a source converted (Objects.ConvertedPods) give the Snapshot
+// typed pods give, not-ready ones included (left out of both).
+func TestBuildConvertedPods(t *testing.T) {
+	objs := benchObjects(50, 3, false)
+	notReady := readyPod("apps", "app-00001-9", "10.9.9.9", map[string]string{"app": "app-00001"})
+	notReady.Status.ContainerStatuses[0].Ready = false
+	objs.Pods = append(objs.Pods, notReady, everything())
+	want, err := Build(objs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conv PodConverter
+	converted := &Objects{ConfigMaps: objs.ConfigMaps}
+	for _, p := range objs.Pods {
+		converted.ConvertedPods = append(converted.ConvertedPods, conv.Convert(p))
+	}
+	if converted.ConvertedPods[len(objs.Pods)-2].Object() != nil {
+		t.Error("a pod that is not ready was converted")
+	}
+	got, err := Build(converted, Options{PodCache: &PodCache{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Error("converted pods give another Snapshot than typed pods")
+	}
+	if len(got.Services[1]["pods"].(map[string]any)) != 3 {
+		t.Errorf("service 1 has pods %v, want the 3 ready ones", podNames(got.Services[1]))
+	}
+}
+
+// TestPodCacheServices: service entries whose text did not change are not decoded again, and
+// each Build still gets its own top-level maps.
+func TestPodCacheServices(t *testing.T) {
+	cache := &PodCache{}
+	build := func(services map[string]string) *Snapshot {
+		t.Helper()
+		snap, err := Build(&Objects{ConfigMaps: []*corev1.ConfigMap{configMap(ns, "services", services)}}, Options{PodCache: cache})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	same := func(a, b any) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+	web := `{"namespace":"shop","selector":{"app":"web"},"hostnames":["a.example.com"]}`
+	first := build(map[string]string{"web": web, "api": `{"namespace":"shop","selector":{"app":"api"}}`})
+	second := build(map[string]string{"web": web, "api": `{"namespace":"shop","selector":{"app":"api2"}}`})
+	if !same(first.Services[1]["hostnames"], second.Services[1]["hostnames"]) {
+		t.Error("an unchanged service entry was decoded again")
+	}
+	if same(first.Services[1], second.Services[1]) {
+		t.Error("two Builds share a service's top-level map")
+	}
+	if got := second.Services[0]["selector"].(map[string]any)["app"]; got != "api2" {
+		t.Errorf("a changed service entry kept its old value: selector app = %v", got)
+	}
+	if _, err := Build(&Objects{ConfigMaps: []*corev1.ConfigMap{configMap(ns, "services", map[string]string{"web": "{"})}}, Options{PodCache: cache}); err == nil {
+		t.Error("a bad entry gave no error")
+	}
+	if len(cache.services) != 0 {
+		t.Errorf("the cache keeps %d entries that are gone", len(cache.services))
+	}
+}

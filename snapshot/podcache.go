@@ -1,9 +1,11 @@
 package snapshot
 
 import (
+	"maps"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -13,9 +15,57 @@ import (
 // cached. The zero value is ready; it is safe for concurrent use.
 //
 // The cached maps are shared between Snapshots: they must be treated as read-only.
+//
+// It also keeps the service entries of the last Build decoded, by name and text.
 type PodCache struct {
-	mu   sync.Mutex
-	pods map[podKey]map[string]any
+	mu       sync.Mutex
+	pods     map[podKey]map[string]any
+	in       interner // shares equal parts between the pods converted over time
+	services map[serviceKey]decodedService
+}
+
+type serviceKey struct{ name, text string }
+
+// decodedService is a service entry as decodeService gives it; svc is cloned before use.
+type decodedService struct {
+	svc map[string]any
+	sel labels.Selector
+}
+
+// service returns the decoded entry name, from the last Build when its text is the same, and
+// remembers it for the next.
+func (c *PodCache) service(ref Ref, name, text string, next map[serviceKey]decodedService) (map[string]any, labels.Selector, *InputError) {
+	k := serviceKey{name, text}
+	var (
+		d  decodedService
+		ok bool
+	)
+	if c != nil {
+		c.mu.Lock()
+		d, ok = c.services[k]
+		c.mu.Unlock()
+	}
+	if !ok {
+		svc, sel, err := decodeService(ref, []byte(text))
+		if err != nil {
+			return nil, nil, err
+		}
+		d = decodedService{svc, sel}
+	}
+	if next != nil {
+		next[k] = d
+	}
+	return maps.Clone(d.svc), d.sel, nil
+}
+
+// replaceServices makes the cache hold exactly the given entries.
+func (c *PodCache) replaceServices(next map[serviceKey]decodedService) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.services = next
 }
 
 type podKey struct {
@@ -55,15 +105,23 @@ func (c *PodCache) get(p *corev1.Pod) (map[string]any, bool) {
 	return m, ok
 }
 
-// replace makes the cache hold exactly the given pods (those of the latest Build).
-func (c *PodCache) replace(converted map[*corev1.Pod]map[string]any) {
+// interner is the cache's interner; without a cache, a new one for one Build.
+func (c *PodCache) interner() *interner {
+	if c == nil {
+		return &interner{}
+	}
+	return &c.in
+}
+
+// replace makes the cache hold exactly the given pods (the typed pods of the latest Build).
+func (c *PodCache) replace(converted []*podEntry) {
 	if c == nil {
 		return
 	}
 	pods := make(map[podKey]map[string]any, len(converted))
-	for p, m := range converted {
-		if k, ok := keyOf(p); ok && m != nil {
-			pods[k] = m
+	for _, e := range converted {
+		if k, ok := keyOf(e.typed); ok && e.obj != nil {
+			pods[k] = e.obj
 		}
 	}
 	c.mu.Lock()

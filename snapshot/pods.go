@@ -33,66 +33,182 @@ func PodReady(p *corev1.Pod) bool {
 	return true
 }
 
+// Pod is a pod converted for the templates ahead of Build, by a source that keeps no typed
+// pods (see PodConverter and Objects.ConvertedPods). It is read-only and may be shared by
+// any number of Objects and Snapshots.
+type Pod struct {
+	namespace, name string
+	ready           bool
+	obj             map[string]any // nil when not ready: Build never shows it
+	labels          map[string]any // obj's metadata.labels
+}
+
+// Namespace and Name identify the pod.
+func (p *Pod) Namespace() string { return p.namespace }
+func (p *Pod) Name() string      { return p.name }
+
+// Ready is PodReady of the pod it was converted from.
+func (p *Pod) Ready() bool { return p.ready }
+
+// Object is the pod as templates see it (see Snapshot.Services); nil when the pod is not
+// ready. Read-only.
+func (p *Pod) Object() map[string]any { return p.obj }
+
+// PodConverter converts typed pods into Pods, sharing the parts that are equal between pods
+// (labels, containers, conditions, ...) so that a hundred thousand pods fit in little memory.
+// Use one per source; the zero value is ready; it is safe for concurrent use.
+type PodConverter struct {
+	in interner
+}
+
+// Convert converts p; a pod that is not ready is not converted (Object is nil). p is not
+// changed and not kept.
+func (c *PodConverter) Convert(p *corev1.Pod) *Pod {
+	pod := &Pod{namespace: p.Namespace, name: p.Name, ready: PodReady(p)}
+	if pod.ready {
+		pod.obj = podToMap(p, &c.in)
+		if meta, ok := pod.obj["metadata"].(map[string]any); ok {
+			pod.labels, _ = meta["labels"].(map[string]any)
+		}
+	}
+	return pod
+}
+
+// NextRound tells the converter that a new batch starts (a new read of the source): the
+// parts no pod of this batch or the last one used are no longer offered for sharing, so that
+// the converter does not keep the parts of deleted pods alive.
+func (c *PodConverter) NextRound() { c.in.rotate() }
+
 // indexThreshold is the number of ready pods in a namespace above which selection goes through
 // a label index instead of testing every pod.
 const indexThreshold = 64
+
+// podEntry is a ready pod in the index: typed (from Objects.Pods, converted when a service
+// selects it) or already converted (from Objects.ConvertedPods).
+type podEntry struct {
+	namespace, name string
+	typed           *corev1.Pod
+	obj             map[string]any
+	typedLabels     map[string]string
+	anyLabels       map[string]any
+	queued          bool
+}
+
+// podEntry is the labels.Labels of its pod.
+var _ labels.Labels = (*podEntry)(nil)
+
+func (e *podEntry) Lookup(k string) (string, bool) {
+	if e.typed != nil {
+		v, ok := e.typedLabels[k]
+		return v, ok
+	}
+	v, ok := e.anyLabels[k].(string)
+	return v, ok
+}
+
+func (e *podEntry) Has(k string) bool {
+	_, ok := e.Lookup(k)
+	return ok
+}
+
+func (e *podEntry) Get(k string) string {
+	v, _ := e.Lookup(k)
+	return v
+}
+
+// eachLabel calls f for every label.
+func (e *podEntry) eachLabel(f func(k, v string)) {
+	if e.typed != nil {
+		for k, v := range e.typedLabels {
+			f(k, v)
+		}
+		return
+	}
+	for k, v := range e.anyLabels {
+		if s, ok := v.(string); ok {
+			f(k, s)
+		}
+	}
+}
 
 // podIndex holds the ready pods by namespace, and converts each selected pod to its JSON form
 // once however many services select it.
 type podIndex struct {
 	byNamespace map[string]*namespacePods
-	converted   map[*corev1.Pod]map[string]any
 	cache       *PodCache // may be nil
 }
 
 type namespacePods struct {
-	pods    []*corev1.Pod
-	byLabel map[string][]int32 // "key\x00value" -> indexes into pods; built on first use
+	pods    []*podEntry
+	byLabel map[labelKV][]int32 // label -> indexes into pods; built on first use
 }
 
-func newPodIndex(pods []*corev1.Pod, cache *PodCache) *podIndex {
-	ix := &podIndex{
-		cache:       cache,
-		byNamespace: map[string]*namespacePods{},
-		converted:   map[*corev1.Pod]map[string]any{},
+func newPodIndex(typed []*corev1.Pod, converted []*Pod, cache *PodCache) *podIndex {
+	ix := &podIndex{cache: cache, byNamespace: map[string]*namespacePods{}}
+	n := 0
+	for _, p := range typed {
+		if p != nil && PodReady(p) {
+			n++
+		}
 	}
-	for _, p := range pods {
-		if p == nil || !PodReady(p) {
-			continue
+	for _, p := range converted {
+		if p != nil && p.ready {
+			n++
 		}
-		ns := ix.byNamespace[p.Namespace]
-		if ns == nil {
-			ns = &namespacePods{}
-			ix.byNamespace[p.Namespace] = ns
+	}
+	entries := make([]podEntry, 0, n)
+	for _, p := range typed {
+		if p != nil && PodReady(p) {
+			entries = append(entries, podEntry{namespace: p.Namespace, name: p.Name, typed: p, typedLabels: p.Labels})
 		}
-		ns.pods = append(ns.pods, p)
+	}
+	for _, p := range converted {
+		if p != nil && p.ready {
+			entries = append(entries, podEntry{namespace: p.namespace, name: p.name, obj: p.obj, anyLabels: p.labels})
+		}
+	}
+	var last *namespacePods
+	for i := range entries {
+		e := &entries[i]
+		ns := last
+		if ns == nil || ns.pods[0].namespace != e.namespace {
+			ns = ix.byNamespace[e.namespace]
+			if ns == nil {
+				ns = &namespacePods{}
+				ix.byNamespace[e.namespace] = ns
+			}
+		}
+		ns.pods = append(ns.pods, e)
+		last = ns
 	}
 	return ix
 }
 
 // selectPods returns the ready pods of namespace that sel matches.
-func (ix *podIndex) selectPods(namespace string, sel labels.Selector) []*corev1.Pod {
+func (ix *podIndex) selectPods(namespace string, sel labels.Selector) []*podEntry {
 	ns := ix.byNamespace[namespace]
 	if ns == nil {
 		return nil
 	}
 	candidates := ns.candidates(sel)
-	var out []*corev1.Pod
+	var out []*podEntry
 	if candidates == nil {
 		for _, p := range ns.pods {
-			if sel.Matches(labels.Set(p.Labels)) {
+			if sel.Matches(p) {
 				out = append(out, p)
 			}
 		}
 		return out
 	}
 	for _, i := range candidates {
-		if p := ns.pods[i]; sel.Matches(labels.Set(p.Labels)) {
+		if p := ns.pods[i]; sel.Matches(p) {
 			out = append(out, p)
 		}
 	}
 	return out
 }
+
+type labelKV struct{ key, value string }
 
 // candidates narrows the pods to test with the most selective equality requirement of sel;
 // nil means test them all.
@@ -105,12 +221,12 @@ func (ns *namespacePods) candidates(sel labels.Selector) []int32 {
 		return nil
 	}
 	if ns.byLabel == nil {
-		ns.byLabel = map[string][]int32{}
+		ns.byLabel = map[labelKV][]int32{}
 		for i, p := range ns.pods {
-			for k, v := range p.Labels {
-				key := k + "\x00" + v
+			p.eachLabel(func(k, v string) {
+				key := labelKV{k, v}
 				ns.byLabel[key] = append(ns.byLabel[key], int32(i))
-			}
+			})
 		}
 	}
 	var (
@@ -126,7 +242,7 @@ func (ns *namespacePods) candidates(sel labels.Selector) []int32 {
 		// A pod has one value per key, so the lists for different values are disjoint.
 		var c []int32
 		for _, v := range r.ValuesUnsorted() {
-			c = append(c, ns.byLabel[r.Key()+"\x00"+v]...)
+			c = append(c, ns.byLabel[labelKV{r.Key(), v}]...)
 		}
 		if !found || len(c) < len(best) {
 			best, found = c, true
@@ -141,23 +257,28 @@ func (ns *namespacePods) candidates(sel labels.Selector) []int32 {
 	return best
 }
 
-// convert fills ix.converted for pods (duplicates allowed): from the cache when a pod is
-// unchanged since the last Build, else converted on all CPUs. It then leaves in the cache
-// exactly the pods of this Build.
-func (ix *podIndex) convert(pods []*corev1.Pod) {
-	var todo []*corev1.Pod
-	for _, p := range pods {
-		if _, ok := ix.converted[p]; ok {
+// convert gives every entry of pods (duplicates allowed) its map: from the cache when a
+// typed pod is unchanged since the last Build, else converted on all CPUs. It then leaves in
+// the cache exactly the typed pods of this Build.
+func (ix *podIndex) convert(pods []*podEntry) {
+	var todo []*podEntry
+	var typed []*podEntry
+	for _, e := range pods {
+		if e.typed == nil || e.queued {
 			continue
 		}
-		if m, ok := ix.cache.get(p); ok {
-			ix.converted[p] = m
+		e.queued = true
+		typed = append(typed, e)
+		if m, ok := ix.cache.get(e.typed); ok {
+			e.obj = m
 			continue
 		}
-		ix.converted[p] = nil // placeholder: dedupes todo
-		todo = append(todo, p)
+		todo = append(todo, e)
 	}
-	out := make([]map[string]any, len(todo))
+	in := ix.cache.interner()
+	if len(todo) > 0 {
+		in.rotate()
+	}
 	var (
 		next atomic.Int64
 		wg   sync.WaitGroup
@@ -166,22 +287,25 @@ func (ix *podIndex) convert(pods []*corev1.Pod) {
 	for range workers {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(todo); i = int(next.Add(1) - 1) {
-				out[i] = podToMap(todo[i])
+				todo[i].obj = podToMap(todo[i].typed, in)
 			}
 		})
 	}
 	wg.Wait()
-	for i, p := range todo {
-		ix.converted[p] = out[i]
-	}
-	ix.cache.replace(ix.converted)
+	ix.cache.replace(typed)
 }
 
-// podToMap returns the pod as `kubectl get pod -o json` shows it, without managedFields.
-func podToMap(p *corev1.Pod) map[string]any {
+// podToMap returns the pod as `kubectl get pod -o json` shows it, without managedFields:
+// what runtime.DefaultUnstructuredConverter.ToUnstructured gives, with equal parts shared
+// through in (nil: none).
+func podToMap(p *corev1.Pod, in *interner) map[string]any {
 	shallow := *p
 	shallow.ManagedFields = nil // often the largest part of a pod, and nobody templates it
-	m, err := kruntime.DefaultUnstructuredConverter.ToUnstructured(&shallow)
+	m, err := toUnstructured(&shallow, in, kv{k: "apiVersion", v: "v1"}, kv{k: "kind", v: "Pod"})
+	if err == nil {
+		return m
+	}
+	m, err = kruntime.DefaultUnstructuredConverter.ToUnstructured(&shallow)
 	if err != nil {
 		// A typed Pod always converts; keep the essentials if it somehow does not.
 		m = map[string]any{

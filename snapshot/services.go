@@ -22,13 +22,18 @@ func buildServices(cm *corev1.ConfigMap, ref Ref, pods *podIndex, eps endpointIn
 	}
 	var (
 		services []map[string]any
-		selected [][]*corev1.Pod
+		selected [][]*podEntry
 		errs     []error
+		next     map[serviceKey]decodedService
 	)
+	if pods.cache != nil {
+		next = make(map[serviceKey]decodedService, len(cm.Data))
+		defer pods.cache.replaceServices(next)
+	}
 	for _, name := range slices.Sorted(maps.Keys(cm.Data)) {
 		keyRef := ref
 		keyRef.Key = name
-		svc, sel, err := decodeService(keyRef, []byte(cm.Data[name]))
+		svc, sel, err := pods.cache.service(keyRef, name, cm.Data[name], next)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -50,7 +55,7 @@ func buildServices(cm *corev1.ConfigMap, ref Ref, pods *podIndex, eps endpointIn
 		}
 		m := make(map[string]any, len(selected[i]))
 		for _, p := range selected[i] {
-			m[p.Name] = pods.converted[p]
+			m[p.name] = p.obj
 		}
 		svc["pods"] = m
 	}

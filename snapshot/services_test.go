@@ -311,7 +311,8 @@ func TestPodReady(t *testing.T) {
 	}
 }
 
-// TestSelectPodsIndexed checks that the label index gives what a full scan gives.
+// TestSelectPodsIndexed checks that the label index gives what a full scan gives, for typed
+// pods and for pods a source converted.
 func TestSelectPodsIndexed(t *testing.T) {
 	var pods []*corev1.Pod
 	for i := range 500 {
@@ -319,41 +320,41 @@ func TestSelectPodsIndexed(t *testing.T) {
 			"app": fmt.Sprintf("app%d", i%50), "tier": fmt.Sprintf("t%d", i%3),
 		}))
 	}
+	var conv PodConverter
+	var converted []*Pod
+	for _, p := range pods {
+		converted = append(converted, conv.Convert(p))
+	}
 	selectors := []string{
 		`{"app":"app7"}`, `{"app":"app7","tier":"t1"}`, `"app in (app1,app2),tier=t0"`,
 		`"app=app3,tier notin (t0)"`, `"tier"`, `"!tier"`, `{"app":"none"}`, `"app in (none, app4)"`, `{}`,
 	}
-	for _, s := range selectors {
-		t.Run(s, func(t *testing.T) {
-			_, sel, ierr := decodeService(Ref{}, []byte(`{"namespace":"big","selector":`+s+`}`))
-			if ierr != nil {
-				t.Fatal(ierr)
-			}
-			ix := newPodIndex(pods, nil)
-			got := ix.selectPods("big", sel)
-			var want []*corev1.Pod
-			for _, p := range pods {
-				if sel.Matches(labelsOf(p)) {
-					want = append(want, p)
+	indexes := map[string]func() *podIndex{
+		"typed":     func() *podIndex { return newPodIndex(pods, nil, nil) },
+		"converted": func() *podIndex { return newPodIndex(nil, converted, nil) },
+	}
+	for name, index := range indexes {
+		for _, s := range selectors {
+			t.Run(name+" "+s, func(t *testing.T) {
+				_, sel, ierr := decodeService(Ref{}, []byte(`{"namespace":"big","selector":`+s+`}`))
+				if ierr != nil {
+					t.Fatal(ierr)
 				}
-			}
-			if !sameSet(got, want) {
-				t.Errorf("indexed selection gave %d pods, a scan %d", len(got), len(want))
-			}
-		})
-	}
-}
-
-func labelsOf(p *corev1.Pod) labels.Set { return labels.Set(p.Labels) }
-
-func sameSet(a, b []*corev1.Pod) bool {
-	names := func(ps []*corev1.Pod) []string {
-		var out []string
-		for _, p := range ps {
-			out = append(out, p.Name)
+				var got []string
+				for _, e := range index().selectPods("big", sel) {
+					got = append(got, e.name)
+				}
+				var want []string
+				for _, p := range pods {
+					if sel.Matches(labels.Set(p.Labels)) {
+						want = append(want, p.Name)
+					}
+				}
+				slices.Sort(got)
+				if !slices.Equal(got, want) {
+					t.Errorf("indexed selection gave %d pods, a scan %d", len(got), len(want))
+				}
+			})
 		}
-		slices.Sort(out)
-		return out
 	}
-	return slices.Equal(names(a), names(b))
 }

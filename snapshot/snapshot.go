@@ -71,6 +71,9 @@ type Objects struct {
 	ConfigMaps []*corev1.ConfigMap
 	Secrets    []*corev1.Secret
 	Pods       []*corev1.Pod
+	// ConvertedPods are pods a source converted itself (see PodConverter), keeping no typed
+	// Pods: Build treats them as it treats Pods.
+	ConvertedPods []*Pod
 	// EndpointSlices back services that name a Kubernetes Service instead of a pod selector.
 	EndpointSlices []*discoveryv1.EndpointSlice
 	// Revision identifies this state of the source (a resourceVersion, an etcd revision, a
