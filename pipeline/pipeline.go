@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
@@ -94,6 +95,10 @@ type Pipeline struct {
 	// Only the goroutine that runs Sync touches these.
 	lastReload time.Time // when the last reload was asked
 	reloadAt   time.Time // a deferred reload is due then (zero: none)
+
+	writer writer // writes runtime API changes as generations, in the background (runtime.go)
+	goodMu sync.Mutex
+	good   *render.Bundle // the rendering of the last good generation
 }
 
 // New checks the wiring and fills defaults.
@@ -130,6 +135,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	trigger := p.trigger
+	writerDone := p.startWriter(ctx)
+	defer func() { <-writerDone }()
+	defer cancel()
 	srcErr := make(chan error, 1)
 	go func() { srcErr <- p.cfg.Source.Run(ctx, p.Changed) }()
 	p.cfg.Metrics.SourceUp.Set(1)
@@ -253,6 +261,12 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	}
 	m.Renders.WithLabelValues("success").Inc()
 
+	if err := p.writer.rejected(bundle.Hash); err != nil {
+		// haproxy -c rejected this rendering after the runtime API had made it live.
+		p.flushWrites()
+		p.revertRuntime(ctx)
+		return p.reject(snapshot.StageValidate, err)
+	}
 	plan, why := p.planRuntime(bundle)
 	if why == "" && !p.standby() {
 		res, fallback, done := p.runtimeUpdate(ctx, plan, bundle, snap, reason)
@@ -261,6 +275,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 		}
 		why = fallback
 	}
+	p.flushWrites() // the generations the writer has not written yet are older than this one
 	gen, failed := p.stage(ctx, bundle, snap)
 	if failed != nil {
 		return *failed
@@ -312,24 +327,38 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 		return p.fail(fmt.Errorf("reload: %w", err))
 	}
 	p.cfg.Store.MarkGood(gen)
+	p.setGood(bundle)
 	p.applied(snap, bundle, reason)
 	return Result{Outcome: "applied", Hash: bundle.Hash, Reloaded: true}
 }
 
 // stage writes the bundle as a new generation and validates it (haproxy -c): the generation,
-// or the Result of the failure.
+// or the Result of the failure (reported).
 func (p *Pipeline) stage(ctx context.Context, bundle *render.Bundle, snap *snapshot.Snapshot) (*generation.Generation, *Result) {
-	m := p.cfg.Metrics
-	gen, err := p.cfg.Store.Stage(bundle.Config, bundle.Certificates, bundle.Hash)
-	if err != nil {
-		res := p.fail(fmt.Errorf("stage generation: %w", err))
+	gen, rejected, err := p.stageCheck(ctx, bundle, snap)
+	switch {
+	case rejected != nil:
+		res := p.reject(snapshot.StageValidate, rejected)
 		return nil, &res
+	case err != nil:
+		res := p.fail(err)
+		return nil, &res
+	}
+	return gen, nil
+}
+
+// stageCheck is stage without reporting: rejected is bad input (haproxy -c refused it), err
+// an operational failure.
+func (p *Pipeline) stageCheck(ctx context.Context, bundle *render.Bundle, snap *snapshot.Snapshot) (gen *generation.Generation, rejected, err error) {
+	m := p.cfg.Metrics
+	gen, err = p.cfg.Store.Stage(bundle.Config, bundle.Certificates, bundle.Hash)
+	if err != nil {
+		return nil, nil, fmt.Errorf("stage generation: %w", err)
 	}
 	if p.cfg.Checker != nil {
 		checkPath, err := p.cfg.Store.CheckFile(gen)
 		if err != nil {
-			res := p.fail(fmt.Errorf("prepare validation: %w", err))
-			return nil, &res
+			return nil, nil, fmt.Errorf("prepare validation: %w", err)
 		}
 		vstart := time.Now()
 		err = p.cfg.Checker.Check(ctx, checkPath)
@@ -338,16 +367,14 @@ func (p *Pipeline) stage(ctx context.Context, bundle *render.Bundle, snap *snaps
 			_ = p.cfg.Store.Prune()
 			var ce *validate.CheckError
 			if !errors.As(err, &ce) {
-				res := p.fail(fmt.Errorf("validate: %w", err))
-				return nil, &res
+				return nil, nil, fmt.Errorf("validate: %w", err)
 			}
-			res := p.reject(snapshot.StageValidate, &snapshot.InputError{Stage: snapshot.StageValidate, Ref: snap.TemplateRef,
-				Err: fmt.Errorf("haproxy -c rejected the rendered configuration%s: %w", renderedLine(bundle.Config, ce.Line), err)})
-			return nil, &res
+			return nil, &snapshot.InputError{Stage: snapshot.StageValidate, Ref: snap.TemplateRef,
+				Err: fmt.Errorf("haproxy -c rejected the rendered configuration%s: %w", renderedLine(bundle.Config, ce.Line), err)}, nil
 		}
 	}
 	m.ConfigValid.Set(1)
-	return gen, nil
+	return gen, nil, nil
 }
 
 func (p *Pipeline) standby() bool { return p.cfg.Standby != nil && p.cfg.Standby() }

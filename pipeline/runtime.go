@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
@@ -21,8 +22,6 @@ type Runtime interface {
 	Apply(ctx context.Context, p *runtimeapi.Plan) error
 	// Reloaded records that HAProxy loaded the plan's rendering.
 	Reloaded(p *runtimeapi.Plan)
-	// Undo takes the last Apply back.
-	Undo(ctx context.Context) error
 	// Forget records that what HAProxy runs is unknown.
 	Forget()
 }
@@ -37,10 +36,10 @@ func (p *Pipeline) planRuntime(bundle *render.Bundle) (plan *runtimeapi.Plan, wh
 	return plan, plan.Reload()
 }
 
-// runtimeUpdate makes a change live through the runtime API, at once, then writes and validates
-// the generation and makes it live on disk with no reload, so that a later reload loads the
-// same. A change that fails validation is taken back. done reports that the sync is over (res
-// says how); otherwise fallback says why a reload is needed after all.
+// runtimeUpdate makes a change live through the runtime API, at once, and hands the rendering
+// to the writer, which writes and validates the generation and makes it live on disk with no
+// reload, so that a later reload loads the same. done reports that the sync is over (res says
+// how); otherwise fallback says why a reload is needed after all.
 func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, bundle *render.Bundle, snap *snapshot.Snapshot, reason string) (res Result, fallback string, done bool) {
 	m := p.cfg.Metrics
 	start := time.Now()
@@ -49,38 +48,42 @@ func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, bun
 		p.log.Warn("runtime API update failed: reloading instead", "error", err)
 		return Result{}, "the runtime API update failed: " + err.Error(), false
 	}
-	took := time.Since(start)
-	gen, failed := p.stage(ctx, bundle, snap)
-	if failed != nil {
-		p.undoRuntime(ctx)
-		return *failed, "", true
-	}
 	p.countRuntime(plan)
-	if err := p.cfg.Store.Activate(gen); err != nil {
-		return p.fail(fmt.Errorf("activate generation (HAProxy already runs it through the runtime API): %w", err)), "", true
-	}
-	p.cfg.Store.MarkGood(gen)
 	p.reloadAt = time.Time{}
 	m.RuntimeApplied(bundle.Hash)
 	p.log.Info("configuration live without a reload", "reason", reason, "hash", short(bundle.Hash),
-		"changes", plan.Summary(), "runtime_api", took.Round(time.Microsecond), "written", time.Since(start).Round(time.Millisecond))
-	p.applied(snap, bundle, reason)
+		"changes", plan.Summary(), "runtime_api", time.Since(start).Round(time.Microsecond))
+	if failed := p.write(ctx, &writeJob{bundle: bundle, snap: snap, reason: reason}); failed != nil {
+		return *failed, "", true
+	}
 	return Result{Outcome: "applied", Hash: bundle.Hash}, "", true
 }
 
-// undoRuntime takes back a runtime change that did not validate; when that fails, HAProxy
-// reloads the live files (the last good generation).
-func (p *Pipeline) undoRuntime(ctx context.Context) {
-	err := p.cfg.Runtime.Undo(ctx)
-	if err == nil {
-		p.log.Warn("the runtime API change did not validate and was taken back")
-		return
+// revertRuntime brings HAProxy back to the last good rendering, through the runtime API when
+// it can, else by reloading the live files (the last good generation).
+func (p *Pipeline) revertRuntime(ctx context.Context) {
+	var plan *runtimeapi.Plan
+	if good := p.goodBundle(); good != nil && p.cfg.Runtime != nil {
+		plan = p.cfg.Runtime.Plan(good.Config, good.Certificates)
+		if plan.Reload() == "" {
+			err := p.cfg.Runtime.Apply(ctx, plan)
+			if err == nil {
+				p.log.Warn("runtime API changes that did not validate were taken back", "changes", plan.Summary())
+				return
+			}
+			p.log.Error("taking back runtime API changes that did not validate failed: reloading the last good configuration", "error", err)
+		}
 	}
-	p.log.Error("taking back a runtime API change that did not validate failed: reloading the last good configuration", "error", err)
-	p.cfg.Runtime.Forget()
+	if p.cfg.Runtime != nil {
+		p.cfg.Runtime.Forget()
+	}
 	p.lastReload = time.Now()
 	if err := p.cfg.Reloader.Reload(ctx); err != nil {
 		p.log.Error("reload of the last good configuration", "error", err)
+		return
+	}
+	if plan != nil {
+		p.cfg.Runtime.Reloaded(plan)
 	}
 }
 
@@ -138,4 +141,189 @@ func (p *Pipeline) reloadDone(plan *runtimeapi.Plan, err error) {
 	default:
 		p.cfg.Runtime.Forget()
 	}
+}
+
+// writer writes the renderings the runtime API made live as generations (stage, haproxy -c,
+// activate, no reload) in its own goroutine, so that a stream of changes is not held up by
+// haproxy -c: only the latest pending rendering is written. Whatever else touches the store
+// (the reload path, validation of a rejected input) waits for it first (flushWrites). A
+// rendering haproxy -c rejects is remembered: the next sync takes the runtime changes back.
+type writer struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	running bool
+	busy    bool
+	pending *writeJob
+	wake    chan struct{}
+	invalid map[string]error // hash -> why haproxy -c rejected it
+	order   []string         // invalid hashes, oldest first (bounded)
+}
+
+type writeJob struct {
+	bundle *render.Bundle
+	snap   *snapshot.Snapshot
+	reason string
+	queued time.Time
+}
+
+// rememberedInvalid bounds the rejected renderings the writer remembers.
+const rememberedInvalid = 16
+
+// startWriter runs the writer until ctx ends; the channel is closed once it has stopped.
+func (p *Pipeline) startWriter(ctx context.Context) <-chan struct{} {
+	w := &p.writer
+	w.mu.Lock()
+	w.init()
+	w.running = true
+	w.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			w.mu.Lock()
+			w.running, w.pending = false, nil
+			w.cond.Broadcast()
+			w.mu.Unlock()
+		}()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.wake:
+			}
+			w.mu.Lock()
+			job := w.pending
+			w.pending = nil
+			w.busy = job != nil
+			w.mu.Unlock()
+			if job == nil {
+				continue
+			}
+			rejected, err := p.writeNow(ctx, job)
+			w.mu.Lock()
+			w.busy = false
+			w.cond.Broadcast()
+			w.mu.Unlock()
+			switch {
+			case ctx.Err() != nil:
+			case rejected != nil:
+				// The next sync takes the runtime changes back and reports the rejection.
+				p.Changed()
+			case err != nil:
+				// Disk trouble: the next sync tries again, after a pause.
+				p.fail(err)
+				time.AfterFunc(time.Second, p.Changed)
+			}
+		}
+	}()
+	return done
+}
+
+func (w *writer) init() {
+	if w.cond == nil {
+		w.cond = sync.NewCond(&w.mu)
+		w.wake = make(chan struct{}, 1)
+		w.invalid = map[string]error{}
+	}
+}
+
+// write hands a rendering to the writer; without a running writer (Sync called outside Run) it
+// writes at once and returns the failure, if any, after taking the runtime changes back.
+func (p *Pipeline) write(ctx context.Context, job *writeJob) *Result {
+	w := &p.writer
+	job.queued = time.Now()
+	w.mu.Lock()
+	w.init()
+	if w.running {
+		w.pending = job
+		w.mu.Unlock()
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+		return nil
+	}
+	w.mu.Unlock()
+	rejected, err := p.writeNow(ctx, job)
+	switch {
+	case rejected != nil:
+		p.revertRuntime(ctx)
+		res := p.reject(snapshot.StageValidate, rejected)
+		return &res
+	case err != nil:
+		res := p.fail(err)
+		return &res
+	}
+	return nil
+}
+
+// flushWrites drops the rendering waiting to be written (the caller writes a newer one) and
+// waits for the one being written.
+func (p *Pipeline) flushWrites() {
+	w := &p.writer
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.init()
+	w.pending = nil
+	for w.busy {
+		w.cond.Wait()
+	}
+}
+
+// rejected returns why haproxy -c rejected the rendering with this hash, nil if it did not.
+func (w *writer) rejected(hash string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.invalid[hash]
+}
+
+func (w *writer) remember(hash string, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.init()
+	if _, ok := w.invalid[hash]; !ok {
+		w.order = append(w.order, hash)
+	}
+	w.invalid[hash] = err
+	for len(w.order) > rememberedInvalid {
+		delete(w.invalid, w.order[0])
+		w.order = w.order[1:]
+	}
+}
+
+// writeNow stages, validates and activates a rendering HAProxy already runs. rejected: haproxy
+// -c refused it (remembered, for the next sync to take it back); err: an operational failure.
+// Neither is reported here.
+func (p *Pipeline) writeNow(ctx context.Context, job *writeJob) (rejected, err error) {
+	start := time.Now()
+	gen, rejected, err := p.stageCheck(ctx, job.bundle, job.snap)
+	if rejected != nil {
+		p.writer.remember(job.bundle.Hash, rejected)
+		return rejected, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := p.cfg.Store.Activate(gen); err != nil {
+		return nil, fmt.Errorf("activate generation (HAProxy already runs it through the runtime API): %w", err)
+	}
+	p.cfg.Store.MarkGood(gen)
+	p.setGood(job.bundle)
+	p.applied(job.snap, job.bundle, job.reason)
+	p.log.Debug("generation written and validated", "hash", short(job.bundle.Hash),
+		"waited", start.Sub(job.queued).Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
+	return nil, nil
+}
+
+// setGood records the rendering of the last good generation (what a revert goes back to).
+func (p *Pipeline) setGood(b *render.Bundle) {
+	p.goodMu.Lock()
+	p.good = b
+	p.goodMu.Unlock()
+}
+
+func (p *Pipeline) goodBundle() *render.Bundle {
+	p.goodMu.Lock()
+	defer p.goodMu.Unlock()
+	return p.good
 }

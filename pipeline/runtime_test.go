@@ -351,3 +351,69 @@ func value(m prometheus.Metric) float64 {
 	}
 	return d.GetCounter().GetValue()
 }
+
+// TestBackgroundWriter runs the pipeline: runtime changes are written by the writer after the
+// runtime API made them live; one haproxy -c rejects is taken back at the next sync; a change
+// that reloads waits for the writer, so the files reloaded are the latest.
+func TestBackgroundWriter(t *testing.T) {
+	r := newRig(t, 0)
+	first := config(":80", "a 10.0.0.1:80")
+	r.in.set(first)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.p.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitFor(t, func() bool { return r.rl.count() == 1 })
+	liveIs := func(cfg string) func() bool {
+		return func() bool {
+			g := r.store.Live()
+			if g == nil {
+				return false
+			}
+			b, _ := os.ReadFile(g.ConfigFile())
+			return string(b) == cfg
+		}
+	}
+	t.Run("runtime changes are written", func(t *testing.T) {
+		for i := 2; i <= 6; i++ {
+			var servers []string
+			for j := 1; j <= i; j++ {
+				servers = append(servers, fmt.Sprintf("s%d 10.0.0.%d:80", j, j))
+			}
+			r.in.set(config(":80", servers...))
+			r.p.Changed()
+		}
+		waitFor(t, liveIs(config(":80", "s1 10.0.0.1:80", "s2 10.0.0.2:80", "s3 10.0.0.3:80", "s4 10.0.0.4:80", "s5 10.0.0.5:80", "s6 10.0.0.6:80")))
+		if r.rl.count() != 1 {
+			t.Fatalf("%d reloads", r.rl.count())
+		}
+	})
+	t.Run("a rejected runtime change is taken back", func(t *testing.T) {
+		before := len(r.cli.commands())
+		r.in.set(config(":80", "s1 10.0.0.1:80", "invalid 10.0.0.9:80"))
+		r.p.Changed()
+		waitFor(t, func() bool {
+			got := r.cli.commands()[before:]
+			return len(got) > 0 && got[len(got)-1] == "del server be/invalid"
+		})
+		waitFor(t, func() bool { return value(r.metrics.Rejected.WithLabelValues("validate")) == 1 })
+		if r.rl.count() != 1 {
+			t.Fatalf("%d reloads", r.rl.count())
+		}
+	})
+	t.Run("a reload loads the latest files", func(t *testing.T) {
+		r.in.set(config(":80", "s1 10.0.0.1:80", "s2 10.0.0.2:80"))
+		r.p.Changed()
+		latest := config(":81", "s1 10.0.0.1:80", "s2 10.0.0.2:80", "s3 10.0.0.3:80")
+		r.in.set(latest)
+		r.p.Changed()
+		waitFor(t, func() bool { return r.rl.count() == 2 })
+		if r.rl.last() != latest {
+			t.Fatalf("reloaded %q", r.rl.last())
+		}
+		waitFor(t, liveIs(latest))
+	})
+}

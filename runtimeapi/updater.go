@@ -42,7 +42,6 @@ type Updater struct {
 
 	mu   sync.Mutex
 	live *state // nil: not known
-	prev *state // what HAProxy ran before the last Apply (for Undo); nil: nothing to undo
 }
 
 // New returns an Updater that knows nothing of what HAProxy runs yet: its first plan asks for a
@@ -71,7 +70,7 @@ func (u *Updater) Plan(config []byte, certs map[string][]byte) *Plan {
 func (u *Updater) Reloaded(p *Plan) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.live, u.prev = nil, nil
+	u.live = nil
 	if p != nil && p.full != nil {
 		u.live = &state{cfg: p.full.cfg, certs: p.full.certs}
 	}
@@ -82,7 +81,7 @@ func (u *Updater) Reloaded(p *Plan) {
 func (u *Updater) Forget() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.live, u.prev = nil, nil
+	u.live = nil
 }
 
 // errBusy is a del server refused because the server still has connections.
@@ -101,32 +100,8 @@ func (u *Updater) Apply(ctx context.Context, p *Plan) error {
 	return u.apply(ctx, p)
 }
 
-// Undo takes the last Apply back through the runtime API: HAProxy runs again what it ran
-// before (for a change that went live at runtime but then failed validation). On error what
-// HAProxy runs is not known; the caller reloads.
-func (u *Updater) Undo(ctx context.Context) error {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.live == nil || u.prev == nil {
-		u.live, u.prev = nil, nil
-		return errors.New("runtime update: nothing to take back")
-	}
-	prev := &state{cfg: u.prev.cfg, certs: u.prev.certs}
-	p := planTo(u.live, prev, u.opts.SSLDir)
-	if p.reason != "" {
-		u.live, u.prev = nil, nil
-		return fmt.Errorf("runtime update: cannot take it back: %s", p.reason)
-	}
-	if err := u.apply(ctx, p); err != nil {
-		return err
-	}
-	u.prev = nil
-	return nil
-}
-
 func (u *Updater) apply(ctx context.Context, p *Plan) error {
-	base := u.live
-	u.live, u.prev = nil, nil
+	u.live = nil
 	target := p.target.clone()
 	// Servers added and changed, then the removals: the commands that put them in maintenance,
 	// then the deletes, each group sent in as few exchanges as the batch size allows.
@@ -177,7 +152,7 @@ func (u *Updater) apply(ctx context.Context, p *Plan) error {
 	if err := u.deleteBusy(ctx, busy, target); err != nil {
 		return err
 	}
-	u.live, u.prev = target, base
+	u.live = target
 	return nil
 }
 

@@ -216,40 +216,6 @@ func TestApplyBusyServer(t *testing.T) {
 	})
 }
 
-func TestUndo(t *testing.T) {
-	ctx := context.Background()
-	fc := &fakeClient{}
-	u := New(Options{Client: fc, SSLDir: ssl})
-	base := cfg([]string{"a.pem"}, "a 10.0.0.1:80", "b 10.0.0.2:80")
-	certs := map[string][]byte{"a": []byte("PEM-A")}
-	if err := u.Undo(ctx); err == nil {
-		t.Fatal("undo with nothing applied succeeded")
-	}
-	u.Reloaded(u.Plan(base, certs))
-	if err := u.Apply(ctx, u.Plan(cfg([]string{"a.pem"}, "a 10.0.0.9:80", "c 10.0.0.3:80"), map[string][]byte{"a": []byte("PEM-B")})); err != nil {
-		t.Fatal(err)
-	}
-	n := len(fc.commands())
-	if err := u.Undo(ctx); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{
-		"add server be_web/b 10.0.0.2:80 inter 2s fall 3 rise 2", "enable server be_web/b",
-		"set server be_web/a state maint", "set server be_web/a addr 10.0.0.1 port 80", "set server be_web/a state ready",
-		"set server be_web/c state maint", "del server be_web/c",
-		"set ssl cert " + ssl + "/a.pem <<\nPEM-A\n", "commit ssl cert " + ssl + "/a.pem",
-	}
-	if got := fc.commands()[n:]; !reflect.DeepEqual(got, want) {
-		t.Fatalf("undo sent\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	if p := u.Plan(base, certs); p.Reload() != "" || len(p.Commands()) != 0 {
-		t.Fatalf("after undo: reason %q, commands %q", p.Reload(), p.Commands())
-	}
-	if err := u.Undo(ctx); err == nil {
-		t.Fatal("a second undo succeeded")
-	}
-}
-
 // TestBatch: server commands travel several per exchange, in chunks of at most maxBatch
 // bytes; each answer line is checked in order.
 func TestBatch(t *testing.T) {
