@@ -145,6 +145,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	reason := "start"
 	var retry, deferred <-chan time.Time
 	backoff := time.Second
+	tidy := time.NewTicker(tidyInterval)
+	defer tidy.Stop()
+sync:
 	for {
 		res := p.Sync(ctx, reason)
 		if res.Outcome == "deferred" {
@@ -158,22 +161,28 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		} else {
 			backoff = time.Second
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-srcErr:
-			p.cfg.Metrics.SourceUp.Set(0)
-			if ctx.Err() != nil {
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
 				return nil
+			case err := <-srcErr:
+				p.cfg.Metrics.SourceUp.Set(0)
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("source stopped: %w", err)
+			case <-retry:
+				reason = "retry"
+				continue sync
+			case <-deferred:
+				reason = "deferred reload (--min-reload-interval)"
+				continue sync
+			case <-tidy.C:
+				p.tidy(ctx)
+			case <-trigger:
+				break wait
 			}
-			return fmt.Errorf("source stopped: %w", err)
-		case <-retry:
-			reason = "retry"
-			continue
-		case <-deferred:
-			reason = "deferred reload (--min-reload-interval)"
-			continue
-		case <-trigger:
 		}
 		n, err := p.debounce(ctx, trigger)
 		if err != nil {

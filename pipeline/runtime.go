@@ -24,6 +24,21 @@ type Runtime interface {
 	Reloaded(p *runtimeapi.Plan)
 	// Forget records that what HAProxy runs is unknown.
 	Forget()
+	// Tidy deletes the removed servers HAProxy kept because they still had connections; it
+	// returns how many are left.
+	Tidy(ctx context.Context) int
+}
+
+// tidyInterval is how often removed servers that still had connections are deleted again
+// while no change comes.
+const tidyInterval = 5 * time.Second
+
+func (p *Pipeline) tidy(ctx context.Context) {
+	if p.cfg.Runtime != nil {
+		if left := p.cfg.Runtime.Tidy(ctx); left > 0 {
+			p.log.Debug("removed servers still holding connections, in maintenance", "servers", left)
+		}
+	}
 }
 
 // planRuntime compares the rendering with what HAProxy runs: why is "" when the runtime API can

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycfg"
 )
@@ -27,9 +26,6 @@ type Options struct {
 	// SSLDir is the absolute certificate directory the configuration names (the `ssldir` of the
 	// templates): certificate files are found there.
 	SSLDir string
-	// DeleteWait bounds how long a removed server that still has connections is retried before
-	// it is left in maintenance, to be deleted at a later update (default 1s).
-	DeleteWait time.Duration
 	Logger     *slog.Logger
 }
 
@@ -47,9 +43,6 @@ type Updater struct {
 // New returns an Updater that knows nothing of what HAProxy runs yet: its first plan asks for a
 // reload.
 func New(opts Options) *Updater {
-	if opts.DeleteWait <= 0 {
-		opts.DeleteWait = time.Second
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -149,9 +142,7 @@ func (u *Updater) apply(ctx context.Context, p *Plan) error {
 			return fmt.Errorf("runtime update: %s: %w", st.what, err)
 		}
 	}
-	if err := u.deleteBusy(ctx, busy, target); err != nil {
-		return err
-	}
+	u.keepZombies(busy, target)
 	u.live = target
 	return nil
 }
@@ -226,39 +217,53 @@ func answerLines(answer string) []string {
 	return out
 }
 
-// deleteBusy retries deleting servers that still had connections, for up to DeleteWait; those
-// left stay in maintenance (no traffic) and are deleted at a later update, or vanish at the
-// next reload.
-func (u *Updater) deleteBusy(ctx context.Context, busy []step, target *state) error {
-	deadline := time.Now().Add(u.opts.DeleteWait)
-	for wait := 20 * time.Millisecond; len(busy) > 0 && time.Now().Before(deadline); wait = min(2*wait, 200*time.Millisecond) {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("runtime update: %w", ctx.Err())
-		case <-time.After(wait):
-		}
-		var still []step
-		for _, st := range busy {
-			del := st.cmds[len(st.cmds)-1:]
-			switch err := u.run(ctx, del); {
-			case err == nil:
-			case errors.Is(err, errBusy):
-				still = append(still, st)
-			default:
-				return fmt.Errorf("runtime update: %s: %w", st.what, err)
-			}
-		}
-		busy = still
-	}
+// keepZombies records removed servers HAProxy would not delete yet because they still have
+// connections (a client's keep-alive session holds a connection to the server until that client
+// goes): they stay in maintenance, with no new traffic, and are deleted by a later update or
+// by Tidy, or vanish at the next reload.
+func (u *Updater) keepZombies(busy []step, target *state) {
 	for _, st := range busy {
-		u.log.Info("removed server still has connections: left in maintenance, deleted at a later update",
+		u.log.Debug("removed server still has connections: left in maintenance, deleted later",
 			"server", serverRef(st.backend, st.server))
 		if target.zombies[st.backend] == nil {
 			target.zombies[st.backend] = map[string]*haproxycfg.Server{}
 		}
 		target.zombies[st.backend][st.server] = st.removed
 	}
-	return nil
+}
+
+// Tidy deletes again the removed servers that still had connections; it returns how many are
+// left. Errors leave them for the next try.
+func (u *Updater) Tidy(ctx context.Context) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.live == nil || len(u.live.zombies) == 0 {
+		return 0
+	}
+	var dels []command
+	var refs [][2]string
+	for _, be := range sortedKeys(u.live.zombies) {
+		for _, name := range sortedKeys(u.live.zombies[be]) {
+			dels = append(dels, removeServer(be, u.live.zombies[be][name], true).cmds...)
+			refs = append(refs, [2]string{be, name})
+		}
+	}
+	outcomes := make([]error, len(dels))
+	if err := u.batch(ctx, dels, outcomes); err != nil {
+		u.log.Debug("runtime update: deleting removed servers again", "error", err)
+		return len(refs)
+	}
+	next := u.live.clone()
+	left := 0
+	for i, ref := range refs {
+		if outcomes[i] == nil {
+			next.forget(ref[0], ref[1])
+		} else {
+			left++
+		}
+	}
+	u.live = next
+	return left
 }
 
 func (s *state) forget(backend, server string) {

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // fakeClient answers commands from a function (default: the success answer of each command)
@@ -159,7 +158,7 @@ func TestApply(t *testing.T) {
 	})
 }
 
-// TestApplyBusyServer: a removed server that keeps connections past DeleteWait stays in
+// TestApplyBusyServer: a removed server that still has connections stays in
 // maintenance; the next update deletes it again, and a rendering that brings it back enables it
 // instead of adding it.
 func TestApplyBusyServer(t *testing.T) {
@@ -174,7 +173,7 @@ func TestApplyBusyServer(t *testing.T) {
 		}
 		return "", nil
 	}}
-	u := New(Options{Client: fc, SSLDir: ssl, DeleteWait: 50 * time.Millisecond})
+	u := New(Options{Client: fc, SSLDir: ssl})
 	two := cfg(nil, "a 10.0.0.1:80", "b 10.0.0.2:80")
 	one := cfg(nil, "a 10.0.0.1:80")
 	u.Reloaded(u.Plan(two, nil))
@@ -203,7 +202,36 @@ func TestApplyBusyServer(t *testing.T) {
 			t.Fatalf("still a zombie: %q", p.Commands())
 		}
 	})
+	t.Run("Tidy deletes it once its connections are gone", func(t *testing.T) {
+		if err := u.Apply(ctx, u.Plan(one, nil)); err != nil {
+			t.Fatal(err)
+		}
+		if left := u.Tidy(ctx); left != 1 {
+			t.Fatalf("%d left, want 1 (still busy)", left)
+		}
+		mu.Lock()
+		busy = false
+		mu.Unlock()
+		if left := u.Tidy(ctx); left != 0 {
+			t.Fatalf("%d left", left)
+		}
+		if p := u.Plan(one, nil); len(p.Commands()) != 0 {
+			t.Fatalf("commands after Tidy: %q", p.Commands())
+		}
+		if u.Tidy(ctx) != 0 {
+			t.Fatal("Tidy with nothing to do")
+		}
+	})
 	t.Run("deleted once its connections are gone", func(t *testing.T) {
+		mu.Lock()
+		busy = true
+		mu.Unlock()
+		if err := u.Apply(ctx, u.Plan(cfg(nil, "a 10.0.0.1:80", "b 10.0.0.3:80"), nil)); err != nil {
+			t.Fatal(err)
+		}
+		if err := u.Apply(ctx, u.Plan(one, nil)); err != nil {
+			t.Fatal(err)
+		}
 		mu.Lock()
 		busy = false
 		mu.Unlock()
@@ -263,7 +291,7 @@ func TestBatch(t *testing.T) {
 			}
 			return "", nil
 		}}
-		u := New(Options{Client: fc, SSLDir: ssl, DeleteWait: time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+		u := New(Options{Client: fc, SSLDir: ssl, Logger: slog.New(slog.DiscardHandler)})
 		u.Reloaded(u.Plan(cfg(nil, many[:3]...), nil))
 		if err := u.Apply(ctx, u.Plan(cfg(nil), nil)); err != nil {
 			t.Fatal(err)
