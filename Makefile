@@ -3,7 +3,7 @@ GO ?= go
 PATH := /usr/sbin:$(PATH)
 export PATH
 
-.PHONY: all build demo test test-short vet bench deps
+.PHONY: all build demo test test-short vet bench bench-churn deps
 
 all: build
 
@@ -30,3 +30,8 @@ test-short:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./render/ ./snapshot/
+
+## bench-churn: pod churn through the binary, a real HAProxy and a keep-alive load: reloads,
+## runtime API updates, failed requests, change -> served p50/p99 (runtime API on, then off)
+bench-churn: deps
+	hack/bench-churn.sh

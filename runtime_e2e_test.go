@@ -331,6 +331,32 @@ func TestRuntimeAPIStructuralChangesReloadOnce(t *testing.T) {
 			t.Fatalf("HAProxy reloads %d -> %d, want exactly one", before, after)
 		}
 	})
+	t.Run("old workers are counted from show proc", func(t *testing.T) {
+		p, err := (&reload.MasterSocket{Path: e.sock, Timeout: 5 * time.Second}).ShowProc(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := e.metricsText(t)
+		if !strings.Contains(body, "\nhaproxy_sidecar_old_workers ") {
+			t.Fatalf("no haproxy_sidecar_old_workers sample in /metrics")
+		}
+		// Old workers leave as their connections close: the sample is HAProxy's count of a
+		// moment, at most what show proc said just before.
+		if got := e.metric(t, "haproxy_sidecar_old_workers"); got > float64(p.OldWorkers) {
+			t.Fatalf("old workers %v, show proc said %d", got, p.OldWorkers)
+		}
+	})
+}
+
+func (e *churnEnv) metricsText(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get("http://" + e.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 // TestRuntimeAPIMixedChangesUnderLoadFailNoRequest: 100 mixed changes (pod churn, certificate

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Pod churn benchmark of the whole binary (hack/bench-churn): a service's pods become ready and
+# unready one at a time under a keep-alive load, with a real HAProxy and real backends on
+# loopback. Prints, for the runtime API on and then off: reloads, runtime updates, failed
+# requests, and the time from each change to "served" (p50/p90/p99/max).
+#
+#   hack/bench-churn.sh                      # CHANGES=200 PODS=20 CONNS=4 INTERVAL=50ms
+#   CHANGES=500 MODES=on hack/bench-churn.sh # only the runtime API run
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PATH=/usr/sbin:$PATH
+CHANGES=${CHANGES:-200}
+PODS=${PODS:-20}
+CONNS=${CONNS:-4}
+INTERVAL=${INTERVAL:-50ms}
+MODES=${MODES:-"on off"}
+
+hack/install-deps.sh
+mkdir -p bin
+go build -trimpath -o bin/haproxy-sidecar .
+go build -o bin/bench-churn ./hack/bench-churn
+echo "haproxy $(haproxy -v | head -1 | awk '{print $3}'), $(nproc) CPU(s), $(date -u +%Y-%m-%dT%H:%MZ)"
+for mode in $MODES; do
+  runtime=true
+  [ "$mode" = off ] && runtime=false
+  bin/bench-churn --sidecar bin/haproxy-sidecar --changes "$CHANGES" --pods "$PODS" \
+    --conns "$CONNS" --interval "$INTERVAL" --runtime-api="$runtime"
+done

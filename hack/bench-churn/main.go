@@ -1,0 +1,553 @@
+// Command bench-churn measures pod churn through the whole sidecar binary, a real HAProxy and
+// real backends on loopback: a service's pods become ready and unready one at a time while a
+// keep-alive load runs, and for each change the time from the edit of the pods file to
+// "served" is recorded (a new pod answers a request; a removed pod is gone from HAProxy's
+// servers). It prints the reloads HAProxy made, the runtime API updates the sidecar made, the
+// requests that failed, and the latency percentiles. Run it through hack/bench-churn.sh.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+func main() {
+	sidecar := flag.String("sidecar", "bin/haproxy-sidecar", "the sidecar binary")
+	pods := flag.Int("pods", 20, "pods of the churned service")
+	minReady := flag.Int("min-ready", 2, "fewest ready pods")
+	changes := flag.Int("changes", 100, "pod readiness changes")
+	interval := flag.Duration("interval", 50*time.Millisecond, "least time between two changes (a change also waits until the previous one is served)")
+	conns := flag.Int("conns", 4, "keep-alive load connections")
+	runtimeAPI := flag.Bool("runtime-api", true, "let the sidecar use the runtime API (false: every change reloads)")
+	wait := flag.String("wait", "10ms:200ms", "the sidecar's --wait")
+	keep := flag.Bool("keep", false, "keep the work directory")
+	flag.Parse()
+	log.SetFlags(0)
+	log.SetPrefix("bench-churn: ")
+
+	b, err := setup(*pods, *keep)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.cleanup()
+	if err := b.start(*sidecar, *wait, *runtimeAPI); err != nil {
+		b.cleanup()
+		log.Fatal(err)
+	}
+	res, err := b.churn(*changes, *minReady, *interval, *conns)
+	if err != nil {
+		b.cleanup()
+		log.Fatal(err)
+	}
+	res.print(*pods, *runtimeAPI)
+}
+
+type bench struct {
+	dir, run  string
+	port      int
+	http      string
+	metrics   string
+	pods      int
+	ready     []bool
+	procs     []*exec.Cmd
+	servers   []*http.Server
+	keep      bool
+	cleanOnce sync.Once
+}
+
+func podName(i int) string { return fmt.Sprintf("churn-%02d", i) }
+func podIP(i int) string   { return fmt.Sprintf("127.0.2.%d", i+1) }
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// setup writes the manifests and starts one backend per pod.
+func setup(pods int, keep bool) (*bench, error) {
+	dir, err := os.MkdirTemp("", "bench-churn")
+	if err != nil {
+		return nil, err
+	}
+	b := &bench{dir: dir, run: filepath.Join(dir, "run"), pods: pods, ready: make([]bool, pods), keep: keep}
+	if err := os.MkdirAll(filepath.Join(dir, "in"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(b.run, 0o755); err != nil {
+		return nil, err
+	}
+	for attempt := 0; b.port == 0; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		var servers []*http.Server
+		ok := true
+		for i := 0; i < pods; i++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("%s:%d", podIP(i), port))
+			if err != nil {
+				ok = false
+				break
+			}
+			name := podName(i)
+			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.WriteString(w, name)
+			})}
+			go srv.Serve(l)
+			servers = append(servers, srv)
+		}
+		if ok {
+			b.port, b.servers = port, servers
+		} else {
+			for _, s := range servers {
+				s.Close()
+			}
+			if attempt > 20 {
+				return nil, errors.New("no port free on every pod address")
+			}
+		}
+	}
+	hp, _ := freePort()
+	mp, _ := freePort()
+	b.http = fmt.Sprintf("127.0.0.1:%d", hp)
+	b.metrics = fmt.Sprintf("127.0.0.1:%d", mp)
+	files := map[string]string{
+		"services.yaml": fmt.Sprintf(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: services, namespace: lb}
+data:
+  churn: '{"namespace": "demo", "selector": {"app": "churn"}, "hostnames": ["churn.localhost"], "ports": [%d]}'
+`, b.port),
+		"config.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata: {name: config, namespace: lb}
+data:
+  template: |
+    global
+      maxconn 4096
+      hard-stop-after 30s
+    defaults
+      mode http
+      option idle-close-on-response
+      timeout connect 5s
+      timeout client 30s
+      timeout server 30s
+      timeout http-keep-alive 10s
+    frontend http
+      bind {{ env.HTTP_BIND }}
+    {%- for service in services %}
+      use_backend be_{{ service.name }} if { hdr(host),field(1,:) -i {{ service.hostnames|join(" ") }} }
+    {%- endfor %}
+    {%- for service in services %}
+    backend be_{{ service.name }}
+      balance roundrobin
+    {%- for name, pod in service.pods.items() %}{% for port in service.ports %}
+      server {{ name }}-{{ port }} {{ pod.status.podIP }}:{{ port }} check inter 2s
+    {%- endfor %}{% endfor %}
+    {%- endfor %}
+`,
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, "in", name), []byte(content), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	for i := 0; i < 2 && i < pods; i++ {
+		b.ready[i] = true
+	}
+	return b, b.writePods()
+}
+
+// writePods writes the pods file in one atomic rename.
+func (b *bench) writePods() error {
+	var sb strings.Builder
+	for i := 0; i < b.pods; i++ {
+		st := map[bool]string{true: "True", false: "False"}[b.ready[i]]
+		fmt.Fprintf(&sb, "---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: demo, labels: {app: churn}}\n"+
+			"spec: {containers: [{name: app, image: backend}]}\nstatus:\n  phase: Running\n  podIP: %s\n"+
+			"  conditions: [{type: Ready, status: \"%s\"}]\n  containerStatuses: [{name: app, ready: %v, image: backend, imageID: \"\", restartCount: 0}]\n",
+			podName(i), podIP(i), st, b.ready[i])
+	}
+	path := filepath.Join(b.dir, "in", "pods.yaml")
+	if err := os.WriteFile(path+".tmp~", []byte(sb.String()), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp~", path)
+}
+
+func (b *bench) cleanup() {
+	b.cleanOnce.Do(func() {
+		for i := len(b.procs) - 1; i >= 0; i-- {
+			p := b.procs[i]
+			_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { p.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
+				<-done
+			}
+		}
+		for _, s := range b.servers {
+			s.Close()
+		}
+		if !b.keep {
+			os.RemoveAll(b.dir)
+		} else {
+			log.Printf("work directory kept: %s", b.dir)
+		}
+	})
+}
+
+func (b *bench) spawn(logName string, name string, args ...string) error {
+	f, err := os.Create(filepath.Join(b.dir, logName))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = append(os.Environ(), "HTTP_BIND="+b.http)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	b.procs = append(b.procs, cmd)
+	return nil
+}
+
+func waitUntil(what string, timeout time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}
+
+func (b *bench) start(sidecar, wait string, runtimeAPI bool) error {
+	hp, _ := freePort()
+	cfg, sock := filepath.Join(b.run, "haproxy.cfg"), filepath.Join(b.run, "master.sock")
+	if err := b.spawn("sidecar.log", sidecar, "run", "--source=file", "--dir", filepath.Join(b.dir, "in"),
+		"--haproxy-config", cfg, "--master-socket", sock, "--env-allow", "HTTP_BIND", "--wait", wait,
+		"--runtime-api="+strconv.FormatBool(runtimeAPI),
+		"--metrics-addr", b.metrics, "--health-addr", fmt.Sprintf("127.0.0.1:%d", hp)); err != nil {
+		return err
+	}
+	if err := waitUntil("the first configuration", 30*time.Second, func() bool { _, err := os.Stat(cfg); return err == nil }); err != nil {
+		return err
+	}
+	if err := b.spawn("haproxy.log", "haproxy", "-W", "-S", sock+",level,admin", "-f", cfg); err != nil {
+		return err
+	}
+	if err := waitUntil("HAProxy's master socket", 30*time.Second, func() bool { _, err := b.haproxyReloads(); return err == nil }); err != nil {
+		return err
+	}
+	return waitUntil("HAProxy serving", 30*time.Second, func() bool {
+		who, err := get(http.DefaultClient, b.http)
+		return err == nil && strings.HasPrefix(who, "churn-")
+	})
+}
+
+func get(c *http.Client, addr string) (string, error) {
+	req, _ := http.NewRequest("GET", "http://"+addr+"/", nil)
+	req.Host = "churn.localhost"
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != 200 {
+		return "", fmt.Errorf("status %s", resp.Status)
+	}
+	return string(body), nil
+}
+
+// cli sends one command to the master socket.
+func (b *bench) cli(cmd string) (string, error) {
+	conn, err := net.DialTimeout("unix", filepath.Join(b.run, "master.sock"), 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(conn, cmd+"\n"); err != nil {
+		return "", err
+	}
+	_ = conn.(*net.UnixConn).CloseWrite()
+	out, err := io.ReadAll(conn)
+	return string(out), err
+}
+
+// haproxyReloads is the master's reload counter (show proc).
+func (b *bench) haproxyReloads() (int, error) {
+	out, err := b.cli("show proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[1] == "master" {
+			return strconv.Atoi(f[2])
+		}
+	}
+	return 0, fmt.Errorf("no master in show proc: %q", out)
+}
+
+// metrics sums the sidecar's samples whose name starts with prefix.
+func (b *bench) metric(prefix string) float64 {
+	resp, err := http.Get("http://" + b.metrics + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, prefix) {
+			if i := strings.LastIndexByte(line, ' '); i > 0 {
+				v, _ := strconv.ParseFloat(line[i+1:], 64)
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+// load is a keep-alive load that counts every request that does not get a 200, without
+// retries (one raw HTTP/1.1 connection per worker, reconnecting when the server closes).
+type load struct {
+	ok, failed atomic.Int64
+	mu         sync.Mutex
+	errs       []string
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+func startLoad(addr string, conns int) *load {
+	l := &load{stop: make(chan struct{})}
+	for i := 0; i < conns; i++ {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			var c net.Conn
+			var r *bufio.Reader
+			for {
+				select {
+				case <-l.stop:
+					if c != nil {
+						c.Close()
+					}
+					return
+				default:
+				}
+				if c == nil {
+					var err error
+					if c, err = net.DialTimeout("tcp", addr, 2*time.Second); err != nil {
+						l.fail("dial: " + err.Error())
+						c = nil
+						continue
+					}
+					r = bufio.NewReader(c)
+				}
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: churn.localhost\r\n\r\n"); err != nil {
+					l.fail("write: " + err.Error())
+					c.Close()
+					c = nil
+					continue
+				}
+				resp, err := http.ReadResponse(r, nil)
+				if err != nil {
+					l.fail("read: " + err.Error())
+					c.Close()
+					c = nil
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					l.fail(resp.Status)
+				} else {
+					l.ok.Add(1)
+				}
+				if resp.Close {
+					c.Close()
+					c = nil
+				}
+			}
+		}()
+	}
+	return l
+}
+
+func (l *load) fail(msg string) {
+	l.failed.Add(1)
+	l.mu.Lock()
+	if len(l.errs) < 5 {
+		l.errs = append(l.errs, msg)
+	}
+	l.mu.Unlock()
+}
+
+type results struct {
+	added, removed                 []time.Duration
+	reloads                        int
+	sidecarReloads, runtimeUpdates float64
+	ok, failed                     int64
+	errs                           []string
+	took                           time.Duration
+}
+
+// churn makes the changes: each turns one pod ready or unready (at random, within
+// [minReady, pods]) and waits until it is served.
+func (b *bench) churn(changes, minReady int, interval time.Duration, conns int) (*results, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2}}
+	reloads0, err := b.haproxyReloads()
+	if err != nil {
+		return nil, err
+	}
+	sidecar0 := b.metric(`haproxy_sidecar_reloads_total{endpoint="master-socket",result="success"}`)
+	runtime0 := b.metric("haproxy_sidecar_runtime_updates_total")
+	l := startLoad(b.http, conns)
+	res := &results{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	start := time.Now()
+	for c := 0; c < changes && ctx.Err() == nil; c++ {
+		next := time.Now().Add(interval)
+		var ready, unready []int
+		for i, r := range b.ready {
+			if r {
+				ready = append(ready, i)
+			} else {
+				unready = append(unready, i)
+			}
+		}
+		add := len(ready) <= minReady || (len(unready) > 0 && rng.IntN(2) == 0)
+		var pod int
+		if add {
+			pod = unready[rng.IntN(len(unready))]
+		} else {
+			pod = ready[rng.IntN(len(ready))]
+		}
+		b.ready[pod] = add
+		t0 := time.Now()
+		if err := b.writePods(); err != nil {
+			return nil, err
+		}
+		name := podName(pod)
+		var err error
+		if add {
+			// Served: the new pod answers (round robin reaches it within a round).
+			err = waitUntil(name+" answering", 30*time.Second, func() bool {
+				for i := 0; i < 2*b.pods; i++ {
+					if who, _ := get(client, b.http); who == name {
+						return true
+					}
+				}
+				return false
+			})
+			res.added = append(res.added, time.Since(t0))
+		} else {
+			// Served: HAProxy no longer has the server (it routes nothing more to it).
+			err = waitUntil(name+" gone from HAProxy", 30*time.Second, func() bool {
+				out, err := b.cli("@1 show servers state be_churn")
+				return err == nil && strings.Contains(out, " be_churn ") && !hasLiveServer(out, name)
+			})
+			res.removed = append(res.removed, time.Since(t0))
+		}
+		if err != nil {
+			return nil, err
+		}
+		time.Sleep(time.Until(next))
+	}
+	res.took = time.Since(start)
+	// Let the last change settle (written, and reloaded if it reloads) before counting.
+	time.Sleep(500 * time.Millisecond)
+	close(l.stop)
+	l.wg.Wait()
+	reloads1, err := b.haproxyReloads()
+	if err != nil {
+		return nil, err
+	}
+	res.reloads = reloads1 - reloads0
+	res.sidecarReloads = b.metric(`haproxy_sidecar_reloads_total{endpoint="master-socket",result="success"}`) - sidecar0
+	res.runtimeUpdates = b.metric("haproxy_sidecar_runtime_updates_total") - runtime0
+	res.ok, res.failed, res.errs = l.ok.Load(), l.failed.Load(), l.errs
+	return res, nil
+}
+
+// hasLiveServer reports whether `show servers state` lists the server other than in
+// maintenance (admin state bits 0x01 forced, 0x02 inherited, 0x04 configured, 0x20 resolution,
+// 0x40 host name maintenance).
+func hasLiveServer(out, name string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 6 && strings.HasPrefix(f[3], name+"-") {
+			admin, _ := strconv.Atoi(f[6])
+			return admin&0x67 == 0
+		}
+	}
+	return false
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(p*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+func (r *results) print(pods int, runtimeAPI bool) {
+	mode := "runtime API on"
+	if !runtimeAPI {
+		mode = "runtime API off (every change reloads)"
+	}
+	all := append(slices.Clone(r.added), r.removed...)
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+	fmt.Printf("pod churn, %s: %d changes (%d pods ready/unready, one at a time) in %v\n", mode, len(all), pods, r.took.Round(time.Millisecond))
+	fmt.Printf("  reloads:             %d (HAProxy's counter), %v (sidecar)\n", r.reloads, r.sidecarReloads)
+	fmt.Printf("  runtime updates:     %v\n", r.runtimeUpdates)
+	fmt.Printf("  requests:            %d ok, %d failed", r.ok, r.failed)
+	if len(r.errs) > 0 {
+		fmt.Printf(" (first: %s)", strings.Join(r.errs, "; "))
+	}
+	fmt.Println()
+	fmt.Printf("  change -> served:    p50 %s  p90 %s  p99 %s  max %s\n", ms(percentile(all, .5)), ms(percentile(all, .9)), ms(percentile(all, .99)), ms(percentile(all, 1)))
+	fmt.Printf("    pod ready (%3d):   p50 %s  p99 %s\n", len(r.added), ms(percentile(r.added, .5)), ms(percentile(r.added, .99)))
+	fmt.Printf("    pod unready (%3d): p50 %s  p99 %s\n", len(r.removed), ms(percentile(r.removed, .5)), ms(percentile(r.removed, .99)))
+}
