@@ -11,12 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -52,7 +54,8 @@ type EtcdConfig struct {
 
 	// Namespace is the load balancer's namespace; default "lb".
 	Namespace string
-	// ServicesConfigMap names the namespaces whose pods are read; default "services".
+	// ServicesConfigMap names the namespaces whose pods (or EndpointSlices, for services that
+	// name a Kubernetes Service) are read; default "services".
 	ServicesConfigMap string
 	// The other objects the snapshot reads in Namespace (defaults as in package snapshot;
 	// ConfigSecret is optional). An undecodable one is reported by Objects.
@@ -69,6 +72,11 @@ type EtcdConfig struct {
 	// etcd for a progress notification, and if none comes within another interval the watch
 	// is deemed stalled, reported down and restarted; default 10s.
 	WatchdogInterval time.Duration
+	// PodConverter, when set, converts pods to their template form as they are decoded, and
+	// the typed pods are dropped: Objects returns ConvertedPods instead of Pods. A fraction of
+	// the memory for a large cluster (the converter shares equal parts between pods), and
+	// Build converts nothing.
+	PodConverter *snapshot.PodConverter
 	// PageSize is the number of keys per page of a list; default 1000.
 	PageSize int64
 	// MaxBackoff bounds the wait between retries while etcd is unreachable; default 10s.
@@ -83,9 +91,10 @@ type EtcdConfig struct {
 }
 
 // Etcd is a Source that reads the objects kube-apiserver stores in etcd, directly, as the
-// original project did: the ConfigMaps and Secrets of the load balancer's namespace, and the
-// Pods of the namespaces the services ConfigMap names (watched only while a service names
-// them). Each key prefix is listed at one revision (paged), then watched from the next
+// original project did: the ConfigMaps and Secrets of the load balancer's namespace, the Pods
+// of the namespaces the services with a selector name, and the EndpointSlices of the
+// namespaces the services naming a Kubernetes Service name (each watched only while a service
+// needs it). Each key prefix is listed at one revision (paged), then watched from the next
 // revision; on compaction, a cancelled watch, leader loss or a stall it is listed again, so
 // no change is missed and nothing stale stays.
 //
@@ -93,8 +102,8 @@ type EtcdConfig struct {
 // decoded (encrypted at rest, garbage) is logged with its key and skipped; when it is one of
 // the objects the snapshot reads by name (the services, config and certificates ConfigMaps,
 // the keys and config Secrets), Objects also reports it as a *snapshot.InputError naming the
-// object, so the pipeline keeps the last good configuration and says why. Pods and
-// label-selected Secrets cannot be told apart from others without decoding them: an
+// object, so the pipeline keeps the last good configuration and says why. Pods, EndpointSlices
+// and label-selected Secrets cannot be told apart from others without decoding them: an
 // undecodable one is only logged.
 type Etcd struct {
 	cfg       EtcdConfig
@@ -110,6 +119,8 @@ type Etcd struct {
 	upMu       sync.Mutex
 	reportedUp int // -1 never reported, 0 down, 1 up
 
+	converted atomic.Int64 // pods converted, for PodConverter rounds
+
 	mu         sync.Mutex
 	ran        bool
 	cli        *clientv3.Client
@@ -118,7 +129,7 @@ type Etcd struct {
 	wg         sync.WaitGroup
 	cms        *prefixWatch
 	secrets    *prefixWatch
-	pods       map[string]*prefixWatch // by namespace
+	nsWatches  map[nsKey]*prefixWatch // pods and EndpointSlices of the namespaces the services name
 	failing    map[*prefixWatch]error
 	connectErr error
 	rev        int64 // highest etcd revision seen
@@ -129,6 +140,12 @@ type Etcd struct {
 }
 
 var _ Source = (*Etcd)(nil)
+
+// nsKey names a watch of one namespace's pods or EndpointSlices.
+type nsKey struct {
+	kind      objectKind
+	namespace string
+}
 
 // prefixWatch follows one key prefix (a namespace's ConfigMaps, Secrets or Pods).
 type prefixWatch struct {
@@ -165,7 +182,8 @@ func (w *prefixWatch) sortedItems() []sortedItem {
 // item is the last value of a key: an object, or why there is none.
 type item struct {
 	modRev int64
-	obj    kruntime.Object // nil: undecodable (err) or not needed (dropped)
+	obj    kruntime.Object // nil: undecodable (err), not needed (dropped), or converted (pod)
+	pod    *snapshot.Pod   // with EtcdConfig.PodConverter
 	err    error
 }
 
@@ -215,7 +233,7 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 		started:    make(chan struct{}),
 		stopped:    make(chan struct{}),
 		reportedUp: -1,
-		pods:       map[string]*prefixWatch{},
+		nsWatches:  map[nsKey]*prefixWatch{},
 		failing:    map[*prefixWatch]error{},
 	}
 	if e.log == nil {
@@ -317,7 +335,7 @@ func (e *Etcd) startWatch(kind objectKind, namespace string) *prefixWatch {
 
 // current reports whether w is still one of the source's watches. Called with e.mu held.
 func (e *Etcd) current(w *prefixWatch) bool {
-	return w == e.cms || w == e.secrets || e.pods[w.namespace] == w
+	return w == e.cms || w == e.secrets || e.nsWatches[nsKey{w.kind, w.namespace}] == w
 }
 
 // follow lists and watches w's prefix until ctx ends: list, watch, and list again whenever the
@@ -416,7 +434,7 @@ func (e *Etcd) list(ctx context.Context, w *prefixWatch) (int64, error) {
 	}
 	e.noteRevision(rev)
 	if changed && w == e.cms {
-		e.syncPodWatches()
+		e.syncNamespaceWatches()
 	}
 	notify := e.changed
 	e.mu.Unlock()
@@ -447,9 +465,28 @@ func (e *Etcd) decodeInto(w *prefixWatch, old, items map[string]*item, kvs []*mv
 		}
 		jobs = append(jobs, decodeJob{key: key, namespace: w.namespace, name: name, value: kv.Value, modRev: kv.ModRevision})
 	}
-	e.dec.decodeAll(w.kind, jobs)
+	e.decodeAll(w.kind, jobs)
 	for i := range jobs {
 		items[jobs[i].key] = e.keep(w.kind, &jobs[i])
+	}
+}
+
+// podConverterRound is the number of pod conversions after which the converter starts a new
+// round, forgetting the shared parts no pod converted since used (deleted pods' parts).
+const podConverterRound = 20_000
+
+// decodeAll decodes the jobs, converting pods when a PodConverter is set.
+func (e *Etcd) decodeAll(kind objectKind, jobs []decodeJob) {
+	conv := e.cfg.PodConverter
+	if kind != podKind {
+		conv = nil
+	}
+	e.dec.decodeAll(kind, jobs, conv)
+	if conv != nil && len(jobs) > 0 {
+		n := e.converted.Add(int64(len(jobs)))
+		if n/podConverterRound != (n-int64(len(jobs)))/podConverterRound {
+			conv.NextRound()
+		}
 	}
 }
 
@@ -472,7 +509,7 @@ func (e *Etcd) namedSecret(name string) bool {
 // keep turns a decoded job into an item: Secrets that are neither named nor selected are
 // dropped (only their revision is kept); undecodable values are logged.
 func (e *Etcd) keep(kind objectKind, j *decodeJob) *item {
-	it := &item{modRev: j.modRev, obj: j.obj, err: j.err}
+	it := &item{modRev: j.modRev, obj: j.obj, pod: j.pod, err: j.err}
 	if j.err != nil {
 		e.log.Warn("etcd source: cannot decode a value; skipping it", "key", j.key, "revision", j.modRev, "error", j.err)
 		return it
@@ -572,7 +609,7 @@ func (e *Etcd) apply(w *prefixWatch, events []*clientv3.Event, rev int64) {
 			jobs = append(jobs, decodeJob{key: key, namespace: w.namespace, name: name, value: ev.Kv.Value, modRev: ev.Kv.ModRevision})
 		}
 	}
-	e.dec.decodeAll(w.kind, jobs)
+	e.decodeAll(w.kind, jobs)
 
 	e.mu.Lock()
 	if !e.current(w) {
@@ -600,7 +637,7 @@ func (e *Etcd) apply(w *prefixWatch, events []*clientv3.Event, rev int64) {
 	e.noteRevision(rev)
 	podsChanged := changed && w == e.cms
 	if podsChanged {
-		e.syncPodWatches()
+		e.syncNamespaceWatches()
 	}
 	notify := e.changed
 	e.mu.Unlock()
@@ -612,46 +649,73 @@ func (e *Etcd) apply(w *prefixWatch, events []*clientv3.Event, rev int64) {
 	}
 }
 
-// syncPodWatches starts a pod watch for every namespace the services name and stops the
-// others. While the services ConfigMap cannot be decoded, the current set stays. Called with
-// e.mu held.
-func (e *Etcd) syncPodWatches() {
+// syncNamespaceWatches watches the pods of every namespace a service with a selector names,
+// and the EndpointSlices of every namespace a service naming a Kubernetes Service names, and
+// stops the other watches. While the services ConfigMap cannot be decoded, the current set
+// stays. Called with e.mu held.
+func (e *Etcd) syncNamespaceWatches() {
 	it := e.cms.items[e.cms.prefix+e.cfg.ServicesConfigMap]
 	if it != nil && it.obj == nil {
 		return
 	}
-	want := map[string]bool{}
+	want := map[nsKey]bool{}
 	if it != nil {
 		want = serviceNamespaces(it.obj.(*corev1.ConfigMap))
 	}
-	for _, ns := range slices.Sorted(maps.Keys(e.pods)) {
-		if w := e.pods[ns]; !want[ns] {
+	for _, k := range sortedKeys(e.nsWatches) {
+		if w := e.nsWatches[k]; !want[k] {
 			w.stop()
-			delete(e.pods, ns)
+			delete(e.nsWatches, k)
 			delete(e.failing, w)
-			e.log.Info("etcd source: stopped watching pods", "namespace", ns)
+			e.log.Info("etcd source: stopped watching", "kind", k.kind.Kind, "namespace", k.namespace)
 		}
 	}
-	for _, ns := range slices.Sorted(maps.Keys(want)) {
-		if e.pods[ns] == nil {
-			e.pods[ns] = e.startWatch(podKind, ns)
-			e.log.Info("etcd source: watching pods", "namespace", ns, "prefix", e.pods[ns].prefix)
+	for _, k := range sortedKeys(want) {
+		if e.nsWatches[k] == nil {
+			w := e.startWatch(k.kind, k.namespace)
+			e.nsWatches[k] = w
+			e.log.Info("etcd source: watching", "kind", k.kind.Kind, "namespace", k.namespace, "prefix", w.prefix)
 		}
 	}
 }
 
-// serviceNamespaces returns the namespaces the services name. Bad entries are reported by
-// snapshot.Build; here they just name no namespace (nor does an invalid namespace name, which
-// could not be a key segment).
-func serviceNamespaces(cm *corev1.ConfigMap) map[string]bool {
-	out := map[string]bool{}
+// sortedKeys orders namespace watches by namespace, pods before EndpointSlices.
+func sortedKeys[V any](m map[nsKey]V) []nsKey {
+	return slices.SortedFunc(maps.Keys(m), func(a, b nsKey) int {
+		if c := strings.Compare(a.namespace, b.namespace); c != 0 {
+			return c
+		}
+		switch {
+		case a.kind == b.kind:
+			return 0
+		case a.kind == podKind:
+			return -1
+		}
+		return 1
+	})
+}
+
+// serviceNamespaces returns the watches the services need: the pods of the namespace of a
+// service with a selector, the EndpointSlices of the namespace of a service naming a
+// Kubernetes Service (and no selector), as snapshot.Build reads them. Bad entries are
+// reported by Build; here they need nothing (nor does an invalid namespace name, which could
+// not be a key segment).
+func serviceNamespaces(cm *corev1.ConfigMap) map[nsKey]bool {
+	out := map[nsKey]bool{}
 	for _, v := range cm.Data {
 		var svc struct {
-			Namespace string `json:"namespace"`
+			Namespace string          `json:"namespace"`
+			Selector  json.RawMessage `json:"selector"`
+			Service   json.RawMessage `json:"service"`
 		}
-		if json.Unmarshal([]byte(v), &svc) == nil && len(validation.IsDNS1123Label(svc.Namespace)) == 0 {
-			out[svc.Namespace] = true
+		if json.Unmarshal([]byte(v), &svc) != nil || len(validation.IsDNS1123Label(svc.Namespace)) > 0 {
+			continue
 		}
+		kind := podKind
+		if svc.Service != nil && svc.Selector == nil {
+			kind = endpointSliceKind
+		}
+		out[nsKey{kind, svc.Namespace}] = true
 	}
 	return out
 }
@@ -722,15 +786,16 @@ func (e *Etcd) watchStops() []context.CancelCauseFunc {
 	return out
 }
 
-// watches returns every current watch: ConfigMaps, Secrets, then pods by namespace (none
+// watches returns every current watch: ConfigMaps, Secrets, then pods and EndpointSlices by
+// namespace (none
 // before Run has started them). Called with e.mu held.
 func (e *Etcd) watches() []*prefixWatch {
 	if e.cms == nil {
 		return nil
 	}
 	out := []*prefixWatch{e.cms, e.secrets}
-	for _, ns := range slices.Sorted(maps.Keys(e.pods)) {
-		out = append(out, e.pods[ns])
+	for _, k := range sortedKeys(e.nsWatches) {
+		out = append(out, e.nsWatches[k])
 	}
 	return out
 }
@@ -833,8 +898,13 @@ func (e *Etcd) collect() (*snapshot.Objects, error) {
 				objs.Secrets = append(objs.Secrets, o)
 			case *corev1.Pod:
 				objs.Pods = append(objs.Pods, o)
+			case *discoveryv1.EndpointSlice:
+				objs.EndpointSlices = append(objs.EndpointSlices, o)
 			case nil:
-				if it.err != nil && w.kind != podKind {
+				if it.pod != nil {
+					objs.ConvertedPods = append(objs.ConvertedPods, it.pod)
+				}
+				if it.err != nil && (w.kind == configMapKind || w.kind == secretKind) {
 					name, _ := nameFromKey(w.prefix, key)
 					if e.wanted(w.kind, name) && (w.kind != secretKind || e.namedSecret(name)) {
 						errs = append(errs, &snapshot.InputError{Stage: snapshot.StageDecode,

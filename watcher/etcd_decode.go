@@ -11,8 +11,11 @@ import (
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 )
 
 // objectKind is a resource the etcd source reads, with its place in the etcd key space.
@@ -22,9 +25,10 @@ type objectKind struct {
 }
 
 var (
-	configMapKind = objectKind{Kind: "ConfigMap", Resource: "configmaps"}
-	secretKind    = objectKind{Kind: "Secret", Resource: "secrets"}
-	podKind       = objectKind{Kind: "Pod", Resource: "pods"}
+	configMapKind     = objectKind{Kind: "ConfigMap", Resource: "configmaps"}
+	secretKind        = objectKind{Kind: "Secret", Resource: "secrets"}
+	podKind           = objectKind{Kind: "Pod", Resource: "pods"}
+	endpointSliceKind = objectKind{Kind: "EndpointSlice", Resource: "endpointslices"}
 )
 
 // keyPrefix is where kube-apiserver keeps a namespace's objects of this kind:
@@ -128,6 +132,13 @@ func (d *valueDecoder) decode(kind objectKind, key, namespace, name string, valu
 		fixMeta(&o.ObjectMeta.Namespace, &o.ObjectMeta.Name, namespace, name)
 		o.ResourceVersion, o.ManagedFields = rv, nil
 		return o, nil
+	case *discoveryv1.EndpointSlice:
+		if kind != endpointSliceKind {
+			break
+		}
+		fixMeta(&o.ObjectMeta.Namespace, &o.ObjectMeta.Name, namespace, name)
+		o.ResourceVersion, o.ManagedFields = rv, nil
+		return o, nil
 	}
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	return nil, fmt.Errorf("etcd key %s holds a %s (%s), not a %s", key, gvk.Kind, gvk.GroupVersion(), kind.Kind)
@@ -144,24 +155,34 @@ func fixMeta(ns, name *string, keyNamespace, keyName string) {
 	}
 }
 
-// decodeJob is one value to decode; obj or err is set by decodeAll.
+// decodeJob is one value to decode; obj or err is set by decodeAll, and pod when a converter
+// turned the decoded pod into its template form (obj is then nil).
 type decodeJob struct {
 	key, namespace, name string
 	value                []byte
 	modRev               int64
 	obj                  kruntime.Object
+	pod                  *snapshot.Pod
 	err                  error
 }
 
 // decodeAll decodes the jobs on all CPUs but one (a page of a large list: 100,000 pods are most
 // of a cold start). Decoding is allocation-bound: the CPU left is for the garbage collector, and
 // measured on 2 CPUs, two decoders were slower than one.
-func (d *valueDecoder) decodeAll(kind objectKind, jobs []decodeJob) {
+//
+// When conv is set, decoded pods are converted to their template form there too, and the
+// typed pods dropped.
+func (d *valueDecoder) decodeAll(kind objectKind, jobs []decodeJob, conv *snapshot.PodConverter) {
+	one := func(j *decodeJob) {
+		j.obj, j.err = d.decode(kind, j.key, j.namespace, j.name, j.value, j.modRev)
+		if p, ok := j.obj.(*corev1.Pod); ok && conv != nil {
+			j.pod, j.obj = conv.Convert(p), nil
+		}
+	}
 	workers := min(runtime.GOMAXPROCS(0)-1, (len(jobs)+31)/32)
 	if workers <= 1 {
 		for i := range jobs {
-			j := &jobs[i]
-			j.obj, j.err = d.decode(kind, j.key, j.namespace, j.name, j.value, j.modRev)
+			one(&jobs[i])
 		}
 		return
 	}
@@ -172,8 +193,7 @@ func (d *valueDecoder) decodeAll(kind objectKind, jobs []decodeJob) {
 	for range workers {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(jobs); i = int(next.Add(1) - 1) {
-				j := &jobs[i]
-				j.obj, j.err = d.decode(kind, j.key, j.namespace, j.name, j.value, j.modRev)
+				one(&jobs[i])
 			}
 		})
 	}

@@ -209,7 +209,7 @@ func BenchmarkDecodePods(b *testing.B) {
 		b.ReportMetric(float64(bytesTotal)/n, "bytes/object")
 	}
 	b.Run("list", func(b *testing.B) {
-		run(b, func(jobs []decodeJob) { d.decodeAll(podKind, jobs) })
+		run(b, func(jobs []decodeJob) { d.decodeAll(podKind, jobs, nil) })
 	})
 	b.Run("serial", func(b *testing.B) {
 		run(b, func(jobs []decodeJob) {

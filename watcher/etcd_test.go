@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/etcdtest"
@@ -226,7 +227,8 @@ func findConfigMap(o *snapshot.Objects, ns, name string) *corev1.ConfigMap {
 	return nil
 }
 
-// readyPods returns "ns/name" of the ready pods, sorted as Objects sorts them.
+// readyPods returns "ns/name" of the ready pods, typed or converted, sorted as Objects sorts
+// them.
 func readyPods(o *snapshot.Objects) []string {
 	var out []string
 	if o == nil {
@@ -237,7 +239,28 @@ func readyPods(o *snapshot.Objects) []string {
 			out = append(out, p.Namespace+"/"+p.Name)
 		}
 	}
+	for _, p := range o.ConvertedPods {
+		if p.Ready() {
+			out = append(out, p.Namespace()+"/"+p.Name())
+		}
+	}
 	return out
+}
+
+// hasPod reports whether the objects hold the pod, typed or converted, ready or not.
+func hasPod(o *snapshot.Objects, ns, name string) bool {
+	if findPod(o, ns, name) != nil {
+		return true
+	}
+	if o == nil {
+		return false
+	}
+	for _, p := range o.ConvertedPods {
+		if p.Namespace() == ns && p.Name() == name {
+			return true
+		}
+	}
+	return false
 }
 
 func services(entries map[string]string) *corev1.ConfigMap {
@@ -269,9 +292,9 @@ func readyPod(ns, name, app, ip string, ready bool) *corev1.Pod {
 }
 
 // TestEtcdSourceWithAPIServer: objects written by a real kube-apiserver are read by the etcd
-// source straight from the API server's etcd.
+// source straight from the API server's etcd. The API server encrypts Secrets at rest.
 func TestEtcdSourceWithAPIServer(t *testing.T) {
-	env := kubetest.Start(t)
+	env := kubetest.StartWith(t, kubetest.Options{EncryptSecrets: true})
 	env.ApplyConfigMap(t, services(map[string]string{"shop": `{"namespace": "web", "selector": {"app": "shop"}}`}))
 	env.ApplyPod(t, shopPod("web", "shop-0", "shop"))
 	env.ApplyPod(t, shopPod("other", "x-0", "shop")) // a namespace no service names
@@ -341,10 +364,47 @@ func TestEtcdSourceWithAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("a service naming a Kubernetes Service: its EndpointSlices", func(t *testing.T) {
+		ready, unready := true, false
+		env.ApplyEndpointSlice(t, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: "db-abc", Namespace: "db", Labels: map[string]string{discoveryv1.LabelServiceName: "db"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints: []discoveryv1.Endpoint{
+				{Addresses: []string{"10.0.2.1"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}},
+				{Addresses: []string{"10.0.2.2"}, Conditions: discoveryv1.EndpointConditions{Ready: &unready}},
+			},
+		})
+		env.ApplyPod(t, shopPod("db", "db-0", "db")) // pods of that namespace are not read
+		env.ApplyConfigMap(t, services(map[string]string{
+			"shop": `{"namespace": "web", "selector": {"app": "shop"}}`,
+			"api":  `{"namespace": "api", "selector": {"app": "api"}}`,
+			"db":   `{"namespace": "db", "service": "db"}`,
+		}))
+		o := r.waitFor("the EndpointSlice of db", func(o *snapshot.Objects, err error) bool {
+			return err == nil && len(o.EndpointSlices) == 1
+		})
+		if hasPod(o, "db", "db-0") {
+			t.Error("pods of a namespace only a Service-backed service names were read")
+		}
+		snap, err := snapshot.Build(o, snapshot.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, svc := range snap.Services {
+			if svc["name"] == "db" {
+				if pods := svc["pods"].(map[string]any); len(pods) != 1 || pods["ep-10-0-2-1"] == nil {
+					t.Fatalf("db endpoints %v", pods)
+				}
+				return
+			}
+		}
+		t.Fatal("no db service")
+	})
+
 	t.Run("a namespace no longer named is dropped", func(t *testing.T) {
 		env.ApplyConfigMap(t, services(map[string]string{"api": `{"namespace": "api", "selector": {"app": "api"}}`}))
-		r.waitFor("no pods of web", func(o *snapshot.Objects, err error) bool {
-			return err == nil && findPod(o, "web", "shop-0") == nil && findPod(o, "api", "api-0") != nil
+		r.waitFor("no pods of web, no EndpointSlices of db", func(o *snapshot.Objects, err error) bool {
+			return err == nil && findPod(o, "web", "shop-0") == nil && findPod(o, "api", "api-0") != nil && len(o.EndpointSlices) == 0
 		})
 	})
 
@@ -352,6 +412,56 @@ func TestEtcdSourceWithAPIServer(t *testing.T) {
 		env.DeletePod(t, "api", "api-0")
 		r.waitFor("api-0 gone", func(o *snapshot.Objects, err error) bool {
 			return err == nil && findPod(o, "api", "api-0") == nil
+		})
+	})
+
+	t.Run("encrypted Secrets", func(t *testing.T) {
+		// With a certificate selector every Secret is decoded for its labels.
+		rs := runEtcd(t, EtcdConfig{Endpoints: []string{env.EtcdURL}, Prefix: env.EtcdPrefix, CertificateSelector: "haproxy-sidecar/certificate"})
+		env.ApplySecret(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "helm-release", Namespace: "lb"}, Data: map[string][]byte{"x": []byte("y")}})
+		env.ApplyPod(t, shopPod("api", "api-2", "api"))
+		env.SetPodReady(t, "api", "api-2", "10.0.1.3", true)
+		t.Run("an encrypted Secret the snapshot does not read by name is only logged", func(t *testing.T) {
+			o := rs.waitFor("the services and api-2", func(o *snapshot.Objects, err error) bool {
+				return err == nil && slicesEqual(readyPods(o), []string{"api/api-2"})
+			})
+			if len(o.Secrets) != 0 {
+				t.Fatalf("secrets %v", describe(o))
+			}
+		})
+
+		t.Run("the encrypted keys Secret is reported", func(t *testing.T) {
+			env.ApplySecret(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "keys", Namespace: "lb"}, Data: map[string][]byte{"a.pem": []byte("k")}})
+			var err error
+			rs.waitFor("an error about the keys Secret", func(_ *snapshot.Objects, e error) bool {
+				err = e
+				return e != nil
+			})
+			var ie *snapshot.InputError
+			if !errors.As(err, &ie) || ie.Stage != snapshot.StageDecode || ie.Ref != (snapshot.Ref{Kind: "Secret", Namespace: "lb", Name: "keys"}) {
+				t.Fatalf("error %v, want an InputError for Secret lb/keys", err)
+			}
+			for _, want := range []string{"/registry/secrets/lb/keys", "k8s:enc:aescbc:v1:" + kubetest.EncryptionKeyName, "--source=kube"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if !rs.logs.contains("/registry/secrets/lb/helm-release") {
+				t.Error("the undecodable helm-release Secret was not logged")
+			}
+		})
+
+		t.Run("the rest keeps being followed", func(t *testing.T) {
+			env.DeletePod(t, "api", "api-2")
+			// Once the keys Secret is gone the objects come back, without api-2.
+			ctx, cancel := context.WithTimeout(context.Background(), etcdWait)
+			defer cancel()
+			if err := env.Client.CoreV1().Secrets("lb").Delete(ctx, "keys", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			rs.waitFor("objects without api-2 or errors", func(o *snapshot.Objects, err error) bool {
+				return err == nil && !hasPod(o, "api", "api-2") && findConfigMap(o, "lb", "services") != nil
+			})
 		})
 	})
 
@@ -401,11 +511,12 @@ func TestEtcdSourceSameAsFile(t *testing.T) {
 	for _, p := range fromFile.Pods {
 		env.ApplyPod(t, p) // with its status, through the status subresource
 	}
+	// Pods converted by the source (as main wires it), typed from the file source.
 	r := runEtcd(t, EtcdConfig{Endpoints: []string{env.EtcdURL}, Prefix: env.EtcdPrefix,
-		CertificateSelector: "haproxy-sidecar/certificate"})
+		CertificateSelector: "haproxy-sidecar/certificate", PodConverter: &snapshot.PodConverter{}})
 	fromEtcd := r.waitFor("every object of examples/local", func(o *snapshot.Objects, err error) bool {
 		return err == nil && o != nil && len(o.ConfigMaps) == len(fromFile.ConfigMaps) &&
-			len(o.Secrets) == len(fromFile.Secrets) && len(o.Pods) == len(fromFile.Pods)
+			len(o.Secrets) == len(fromFile.Secrets) && len(o.ConvertedPods) == len(fromFile.Pods)
 	})
 
 	opts := snapshot.Options{StatsPassword: "s3cret", StatsPasswordSet: true, Env: map[string]string{}}
@@ -431,61 +542,6 @@ func TestEtcdSourceSameAsFile(t *testing.T) {
 	if !bytes.Contains(a, []byte("127.0.0.11")) {
 		t.Fatalf("the render has no server of the example's ready pods:\n%s", a)
 	}
-}
-
-// TestEtcdSourceEncryptedSecrets: with encryption at rest, the keys Secret is reported naming
-// the object and telling to use --source=kube; the other objects keep working.
-func TestEtcdSourceEncryptedSecrets(t *testing.T) {
-	env := kubetest.StartWith(t, kubetest.Options{EncryptSecrets: true})
-	env.ApplyConfigMap(t, services(map[string]string{"shop": `{"namespace": "web", "selector": {"app": "shop"}}`}))
-	env.ApplyPod(t, shopPod("web", "shop-0", "shop"))
-	env.SetPodReady(t, "web", "shop-0", "10.0.0.10", true)
-	env.ApplySecret(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "helm-release", Namespace: "lb"}, Data: map[string][]byte{"x": []byte("y")}})
-
-	// With a certificate selector every Secret is decoded for its labels.
-	r := runEtcd(t, EtcdConfig{Endpoints: []string{env.EtcdURL}, Prefix: env.EtcdPrefix, CertificateSelector: "haproxy-sidecar/certificate"})
-	t.Run("an encrypted Secret the snapshot does not read by name is only logged", func(t *testing.T) {
-		o := r.waitFor("the services and shop-0", func(o *snapshot.Objects, err error) bool {
-			return err == nil && slicesEqual(readyPods(o), []string{"web/shop-0"})
-		})
-		if len(o.Secrets) != 0 {
-			t.Fatalf("secrets %v", describe(o))
-		}
-	})
-
-	t.Run("the encrypted keys Secret is reported", func(t *testing.T) {
-		env.ApplySecret(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "keys", Namespace: "lb"}, Data: map[string][]byte{"a.pem": []byte("k")}})
-		var err error
-		r.waitFor("an error about the keys Secret", func(_ *snapshot.Objects, e error) bool {
-			err = e
-			return e != nil
-		})
-		var ie *snapshot.InputError
-		if !errors.As(err, &ie) || ie.Stage != snapshot.StageDecode || ie.Ref != (snapshot.Ref{Kind: "Secret", Namespace: "lb", Name: "keys"}) {
-			t.Fatalf("error %v, want an InputError for Secret lb/keys", err)
-		}
-		for _, want := range []string{"/registry/secrets/lb/keys", "k8s:enc:aescbc:v1:" + kubetest.EncryptionKeyName, "--source=kube"} {
-			if !strings.Contains(err.Error(), want) {
-				t.Errorf("error %q does not say %q", err, want)
-			}
-		}
-		if !r.logs.contains("/registry/secrets/lb/helm-release") {
-			t.Error("the undecodable helm-release Secret was not logged")
-		}
-	})
-
-	t.Run("the rest keeps being followed", func(t *testing.T) {
-		env.DeletePod(t, "web", "shop-0")
-		// Once the keys Secret is gone the objects come back, without shop-0.
-		ctx, cancel := context.WithTimeout(context.Background(), etcdWait)
-		defer cancel()
-		if err := env.Client.CoreV1().Secrets("lb").Delete(ctx, "keys", metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		r.waitFor("objects without shop-0 or errors", func(o *snapshot.Objects, err error) bool {
-			return err == nil && findPod(o, "web", "shop-0") == nil && findConfigMap(o, "lb", "services") != nil
-		})
-	})
 }
 
 // etcdPrefix is where the etcdtest-based tests write objects, as an API server with
@@ -515,7 +571,7 @@ func TestEtcdSourceOutages(t *testing.T) {
 
 	// Pages of two keys: every list is paged.
 	r := runEtcd(t, EtcdConfig{Endpoints: []string{proxy.Endpoint}, Prefix: etcdPrefix, PageSize: 2,
-		CertificateSelector: "haproxy-sidecar/certificate"})
+		CertificateSelector: "haproxy-sidecar/certificate", PodConverter: &snapshot.PodConverter{}})
 	r.waitUp(true)
 	r.waitFor("shop-0 and shop-1", func(o *snapshot.Objects, err error) bool {
 		return err == nil && slicesEqual(readyPods(o), []string{"web/shop-0", "web/shop-1"})
@@ -571,7 +627,7 @@ func TestEtcdSourceOutages(t *testing.T) {
 		o := r.waitFor("shop-3 only", func(o *snapshot.Objects, err error) bool {
 			return err == nil && slicesEqual(readyPods(o), []string{"web/shop-3"})
 		})
-		if findPod(o, "web", "shop-0") != nil {
+		if hasPod(o, "web", "shop-0") {
 			t.Fatal("the pod deleted during the cut is still there")
 		}
 		if !r.logs.contains("listing again") {
@@ -595,7 +651,7 @@ func TestEtcdSourceOutages(t *testing.T) {
 		o := r2.waitFor("shop-2 only", func(o *snapshot.Objects, err error) bool {
 			return err == nil && slicesEqual(readyPods(o), []string{"web/shop-2"})
 		})
-		if findPod(o, "web", "shop-3") != nil {
+		if hasPod(o, "web", "shop-3") {
 			t.Fatal("the pod deleted during the cut is still there")
 		}
 		if !r2.logs.contains("compacted") {
@@ -699,7 +755,7 @@ func TestEtcdSourceTLS(t *testing.T) {
 	})
 
 	t.Run("no client certificate", func(t *testing.T) {
-		r := runEtcd(t, EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: etcdPrefix, CACert: srv.Certs.CA})
+		r := runEtcd(t, EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: etcdPrefix, CACert: srv.Certs.CA, RequestTimeout: time.Second})
 		// Under TLS 1.3 the refusal comes after the handshake: the client sees "certificate
 		// required" on some attempts and "broken pipe" on others, so the message is not checked.
 		r.waitUp(false)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -278,7 +279,7 @@ func (e *Env) Namespace(t testing.TB, name string) {
 	e.mu.Unlock()
 }
 
-// Apply creates or updates ConfigMaps, Secrets, Pods and Namespaces, creating their namespace
+// Apply creates or updates ConfigMaps, Secrets, Pods, EndpointSlices and Namespaces, creating their namespace
 // first. Namespaces without one get "default". A Pod that exists already gets its labels and
 // annotations updated (its spec is mostly immutable); a Pod whose status has a phase or an IP
 // also gets that status through the status subresource, as a kubelet would.
@@ -292,6 +293,8 @@ func (e *Env) Apply(t testing.TB, objs ...runtime.Object) {
 			e.ApplySecret(t, o)
 		case *corev1.Pod:
 			e.ApplyPod(t, o)
+		case *discoveryv1.EndpointSlice:
+			e.ApplyEndpointSlice(t, o)
 		case *corev1.Namespace:
 			e.Namespace(t, o.Name)
 		default:
@@ -367,6 +370,37 @@ func (e *Env) ApplySecret(t testing.TB, s *corev1.Secret) *corev1.Secret {
 	})
 	if err != nil {
 		t.Fatalf("apply Secret %s/%s: %v", s.Namespace, s.Name, err)
+	}
+	return out
+}
+
+// ApplyEndpointSlice creates or replaces the EndpointSlice (there is no controller-manager to
+// make them from Services) and returns it as stored.
+func (e *Env) ApplyEndpointSlice(t testing.TB, s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	t.Helper()
+	s = s.DeepCopy()
+	defaultNamespace(&s.ObjectMeta)
+	clean(&s.ObjectMeta)
+	e.Namespace(t, s.Namespace)
+	api := e.Client.DiscoveryV1().EndpointSlices(s.Namespace)
+	var out *discoveryv1.EndpointSlice
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ctx, cancel := e.ctx()
+		defer cancel()
+		cur, err := api.Get(ctx, s.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			out, err = api.Create(ctx, s, metav1.CreateOptions{})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		s.ResourceVersion = cur.ResourceVersion
+		out, err = api.Update(ctx, s, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("apply EndpointSlice %s/%s: %v", s.Namespace, s.Name, err)
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -68,6 +69,22 @@ func TestEnv(t *testing.T) {
 		if _, err := env.Client.CoreV1().Pods("web").Get(ctx, "shop-0", metav1.GetOptions{}); err == nil {
 			t.Fatal("the pod is still there after DeletePod")
 		}
+	})
+
+	t.Run("endpointslice", func(t *testing.T) {
+		ready := true
+		es := &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: "shop-x", Namespace: "web", Labels: map[string]string{discoveryv1.LabelServiceName: "shop"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.1.2.3"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		}
+		env.Apply(t, es)
+		es.Endpoints[0].Addresses[0] = "10.1.2.4"
+		got := env.ApplyEndpointSlice(t, es)
+		if got.Endpoints[0].Addresses[0] != "10.1.2.4" {
+			t.Fatalf("endpoints %+v", got.Endpoints)
+		}
+		etcdValue(t, "/endpointslices/web/shop-x")
 	})
 
 	t.Run("kubeconfig", func(t *testing.T) {
