@@ -2,7 +2,9 @@ package render
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,6 +22,11 @@ const originalExamples = "../../shared/reference/original-examples"
 func loadConfigMapData(t *testing.T, path string) map[string]string {
 	t.Helper()
 	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && strings.HasPrefix(path, originalExamples) {
+		// The original project's examples live beside the repository (shared/reference), as
+		// in CI; a clone on its own cannot run these compatibility tests.
+		t.Skipf("the original project's examples are not beside this clone: %v", err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
