@@ -4,7 +4,11 @@
 //
 // There is no controller-manager, scheduler or kubelet: pods are admitted without a
 // ServiceAccount (the ServiceAccount admission plugin is off), stay Pending and unscheduled,
-// and become ready only when a test says so (SetPodReady, through the status subresource).
+// and become ready only when a test says so (SetPodReady, through the status subresource);
+// EndpointSlices are written by the test (ApplyEndpointSlice).
+//
+// envtest starts each process in its own process group and stops it from a test cleanup: a
+// test binary killed before its cleanups run (a -timeout panic) leaves them running.
 package kubetest
 
 import (
@@ -239,7 +243,8 @@ func (e *Env) StartAPIServer() {
 }
 
 // StopEtcd stops etcd; its data directory is kept. The API server keeps running and fails
-// requests until StartEtcd.
+// requests until StartEtcd. It takes about 7 s while the API server is connected: etcd waits
+// that long for open watch streams before it closes them.
 func (e *Env) StopEtcd() {
 	e.t.Helper()
 	if err := e.env.ControlPlane.Etcd.Stop(); err != nil {
