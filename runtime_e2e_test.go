@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -117,6 +118,39 @@ func (e *churnEnv) waitChurnLive(t *testing.T, n int) {
 		return slices.Equal(got, want)
 	}, fmt.Sprintf("%d churn servers live on disk", n))
 	e.settled(t)
+}
+
+// waitChurnRuntime waits until HAProxy itself (show servers state) routes to exactly the first
+// n churn pods: the runtime API made the change, whether or not it is written yet.
+func (e *churnEnv) waitChurnRuntime(t *testing.T, n int) {
+	t.Helper()
+	var want []string
+	for i := 0; i < n; i++ {
+		want = append(want, fmt.Sprintf("%s-%d", churnName(i), e.port))
+	}
+	var last string
+	err := haproxytest.Poll(10*time.Second, func() bool {
+		out, err := haproxytest.MasterCommand(e.sock, "@1 show servers state be_churn", 5*time.Second)
+		if err != nil {
+			return false
+		}
+		last = out
+		var got []string
+		for _, line := range strings.Split(out, "\n") {
+			// be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state ...
+			f := strings.Fields(line)
+			if len(f) > 6 && f[1] == "be_churn" {
+				if admin, _ := strconv.Atoi(f[6]); admin&0x67 == 0 { // not in maintenance
+					got = append(got, f[3])
+				}
+			}
+		}
+		slices.Sort(got)
+		return slices.Equal(got, want)
+	})
+	if err != nil {
+		t.Fatalf("HAProxy does not route to exactly %d churn pods: %v\n%s", n, err, last)
+	}
 }
 
 // servedBy sends requests for churn.localhost until each of the first n pods answered;
@@ -403,9 +437,10 @@ func TestRuntimeAPIMixedChangesUnderLoadFailNoRequest(t *testing.T) {
 		default: // pod churn: runtime API
 			n := sizes[i%len(sizes)]
 			e.setReady(t, n)
-			e.waitChurnLive(t, n)
+			e.waitChurnRuntime(t, n)
 		}
 	}
+	e.waitChurnLive(t, sizes[99%len(sizes)])
 	load.Stop()
 
 	hAfter, _ := e.reloads(t)

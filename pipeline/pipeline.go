@@ -95,6 +95,9 @@ type Pipeline struct {
 	// Only the goroutine that runs Sync touches these.
 	lastReload time.Time // when the last reload was asked
 	reloadAt   time.Time // a deferred reload is due then (zero: none)
+	// runtimeHash is the rendering the runtime API made live last, which the files on disk
+	// may not show yet (the writer is behind); "" when HAProxy runs the live files.
+	runtimeHash string
 
 	writer writer // writes runtime API changes as generations, in the background (runtime.go)
 	goodMu sync.Mutex
@@ -261,7 +264,8 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	if err != nil {
 		return p.reject(snapshot.StageRender, err)
 	}
-	if live := p.cfg.Store.Live(); live != nil && live.Hash == bundle.Hash && p.cfg.Health.LiveHash() == bundle.Hash && p.reloadAt.IsZero() {
+	if live := p.cfg.Store.Live(); live != nil && live.Hash == bundle.Hash && p.cfg.Health.LiveHash() == bundle.Hash && p.reloadAt.IsZero() &&
+		(p.runtimeHash == "" || p.runtimeHash == bundle.Hash) {
 		m.Renders.WithLabelValues("unchanged").Inc()
 		m.ConfigValid.Set(1)
 		p.cfg.Health.Live(bundle.Hash) // still live; clears an error the operator has since fixed

@@ -65,6 +65,7 @@ func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, bun
 	}
 	p.countRuntime(plan)
 	p.reloadAt = time.Time{}
+	p.runtimeHash = bundle.Hash
 	m.RuntimeApplied(bundle.Hash)
 	p.log.Info("configuration live without a reload", "reason", reason, "hash", short(bundle.Hash),
 		"changes", plan.Summary(), "runtime_api", time.Since(start).Round(time.Microsecond))
@@ -83,6 +84,7 @@ func (p *Pipeline) revertRuntime(ctx context.Context) {
 		if plan.Reload() == "" {
 			err := p.cfg.Runtime.Apply(ctx, plan)
 			if err == nil {
+				p.runtimeHash = ""
 				p.log.Warn("runtime API changes that did not validate were taken back", "changes", plan.Summary())
 				return
 			}
@@ -92,6 +94,7 @@ func (p *Pipeline) revertRuntime(ctx context.Context) {
 	if p.cfg.Runtime != nil {
 		p.cfg.Runtime.Forget()
 	}
+	p.runtimeHash = ""
 	p.lastReload = time.Now()
 	if err := p.cfg.Reloader.Reload(ctx); err != nil {
 		p.log.Error("reload of the last good configuration", "error", err)
@@ -125,6 +128,7 @@ func (p *Pipeline) deferReload(ctx context.Context, plan *runtimeapi.Plan, bundl
 			p.log.Debug("runtime API update while a reload waits failed; the reload will load it", "error", err)
 		} else {
 			p.countRuntime(plan)
+			p.runtimeHash = "partial" // no rendering: the old one with some of the new servers
 			p.log.Info("made at runtime while the reload waits", "changes", plan.Summary())
 		}
 	}
@@ -143,18 +147,21 @@ func (p *Pipeline) reloadDone(plan *runtimeapi.Plan, err error) {
 		p.lastReload = time.Now()
 	}
 	p.reloadAt = time.Time{}
-	if p.cfg.Runtime == nil {
-		return
-	}
 	var failed *reload.Failed
 	switch {
 	case err == nil || notRunning:
 		// HAProxy runs the files just made live (or loads them when it starts).
-		p.cfg.Runtime.Reloaded(plan)
+		p.runtimeHash = ""
+		if p.cfg.Runtime != nil {
+			p.cfg.Runtime.Reloaded(plan)
+		}
 	case errors.As(err, &failed):
 		// Refused: the previous workers keep running what they ran.
 	default:
-		p.cfg.Runtime.Forget()
+		p.runtimeHash = "unknown"
+		if p.cfg.Runtime != nil {
+			p.cfg.Runtime.Forget()
+		}
 	}
 }
 

@@ -23,10 +23,39 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/validate"
 )
 
-// checker rejects configurations that contain "invalid", as haproxy -c would.
-type checker struct{}
+// checker rejects configurations that contain "invalid", as haproxy -c would. While gate is
+// set, each check first waits for it to be closed.
+type checker struct {
+	mu   sync.Mutex
+	gate chan struct{}
+}
 
-func (checker) Check(_ context.Context, path string) error {
+func (c *checker) hold() {
+	c.mu.Lock()
+	c.gate = make(chan struct{})
+	c.mu.Unlock()
+}
+
+func (c *checker) release() {
+	c.mu.Lock()
+	if c.gate != nil {
+		close(c.gate)
+		c.gate = nil
+	}
+	c.mu.Unlock()
+}
+
+func (c *checker) Check(ctx context.Context, path string) error {
+	c.mu.Lock()
+	gate := c.gate
+	c.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -137,6 +166,7 @@ func (c *cli) commands() []string {
 }
 
 type rig struct {
+	checker *checker
 	p       *Pipeline
 	in      *inputs
 	rl      *reloader
@@ -152,14 +182,14 @@ func newRig(t *testing.T, minInterval time.Duration) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{in: &inputs{}, rl: &reloader{path: filepath.Join(dir, "haproxy.cfg")}, cli: &cli{}, store: store, metrics: status.NewMetrics()}
+	r := &rig{checker: &checker{}, in: &inputs{}, rl: &reloader{path: filepath.Join(dir, "haproxy.cfg")}, cli: &cli{}, store: store, metrics: status.NewMetrics()}
 	log := slog.New(slog.DiscardHandler)
 	r.p, err = New(Config{
 		Source:            r.in,
 		Build:             func(*snapshot.Objects) (*snapshot.Snapshot, error) { return &snapshot.Snapshot{}, nil },
 		Renderer:          r.in,
 		Store:             store,
-		Checker:           checker{},
+		Checker:           r.checker,
 		Reloader:          r.rl,
 		Metrics:           r.metrics,
 		Logger:            log,
@@ -403,6 +433,22 @@ func TestBackgroundWriter(t *testing.T) {
 		if r.rl.count() != 1 {
 			t.Fatalf("%d reloads", r.rl.count())
 		}
+	})
+	t.Run("a rendering equal to the files on disk is not taken as unchanged while the writer is behind", func(t *testing.T) {
+		r.checker.hold()
+		defer r.checker.release()
+		written := config(":80", "s1 10.0.0.1:80", "s2 10.0.0.2:80", "s3 10.0.0.3:80", "s4 10.0.0.4:80", "s5 10.0.0.5:80", "s6 10.0.0.6:80")
+		waitFor(t, liveIs(written))
+		before := len(r.cli.commands())
+		r.in.set(config(":80", "s1 10.0.0.1:80"))
+		r.p.Changed()
+		waitFor(t, func() bool { return len(r.cli.commands()) > before })
+		r.in.set(written) // what the disk holds, not what HAProxy runs
+		r.p.Changed()
+		waitFor(t, func() bool {
+			got := r.cli.commands()
+			return got[len(got)-1] == "enable server be/s6"
+		})
 	})
 	t.Run("a reload loads the latest files", func(t *testing.T) {
 		r.in.set(config(":80", "s1 10.0.0.1:80", "s2 10.0.0.2:80"))
