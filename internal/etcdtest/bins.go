@@ -56,8 +56,8 @@ func BinDir(t testing.TB, names ...string) string {
 	if err == nil {
 		return dir
 	}
-	msg := fmt.Sprintf("%v; build them with `hack/testbins.sh` and set %s=$(hack/testbins.sh) (the default cache %s is also searched)",
-		err, AssetsEnv, DefaultAssetsDir())
+	msg := fmt.Sprintf("%v; build them with `hack/testbins.sh` and set %s=$(hack/testbins.sh) (when %s is unset, %s is searched)",
+		err, AssetsEnv, AssetsEnv, DefaultAssetsDir())
 	if os.Getenv(RequireEnv) == "1" {
 		t.Fatalf("%s (%s=1: test binaries are required)", msg, RequireEnv)
 	}
