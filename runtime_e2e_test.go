@@ -224,7 +224,8 @@ func (e *churnEnv) start(t *testing.T) {
 
 // TestRuntimeAPIScalingWithoutReloads scales a service from 2 to 20 ready pods and back, 50
 // times: no reload at all (HAProxy's own reload counter does not move), and after each
-// change has settled, traffic reaches exactly the ready pods.
+// change has settled (HAProxy routes to exactly the ready pods; every fifth cycle also written
+// and reported live), traffic reaches exactly the ready pods.
 func TestRuntimeAPIScalingWithoutReloads(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test with a real HAProxy")
@@ -239,7 +240,12 @@ func TestRuntimeAPIScalingWithoutReloads(t *testing.T) {
 	for c := 0; c < cycles; c++ {
 		for _, n := range []int{churnPods, 2} {
 			e.setReady(t, n)
-			e.waitChurnLive(t, n)
+			// Settled in HAProxy (the runtime API made the change), then, every few
+			// cycles, on disk too (written, validated, reported live).
+			e.waitChurnRuntime(t, n)
+			if c%5 == 4 {
+				e.waitChurnLive(t, n)
+			}
 			e.servedByFirst(t, n)
 		}
 	}
