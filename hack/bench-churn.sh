@@ -4,12 +4,13 @@
 # loopback. Prints, for the runtime API on and then off: reloads, runtime updates, failed
 # requests, and the time from each change to "served" (p50/p90/p99/max).
 #
-#   hack/bench-churn.sh                      # CHANGES=200 PODS=20 CONNS=4 INTERVAL=50ms
+#   hack/bench-churn.sh                      # CHANGES=200 CHANGES_OFF=50 PODS=20 CONNS=4 INTERVAL=50ms
 #   CHANGES=500 MODES=on hack/bench-churn.sh # only the runtime API run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PATH=/usr/sbin:$PATH
 CHANGES=${CHANGES:-200}
+CHANGES_OFF=${CHANGES_OFF:-50} # every change reloads: slower, fewer of them
 PODS=${PODS:-20}
 CONNS=${CONNS:-4}
 INTERVAL=${INTERVAL:-50ms}
@@ -19,10 +20,10 @@ hack/install-deps.sh
 mkdir -p bin
 go build -trimpath -o bin/haproxy-sidecar .
 go build -o bin/bench-churn ./hack/bench-churn
-echo "haproxy $(haproxy -v | head -1 | awk '{print $3}'), $(nproc) CPU(s), $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "haproxy $(haproxy -v | head -1 | awk '{print $3}'), $(nproc) CPU(s), load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%dT%H:%MZ)"
 for mode in $MODES; do
-  runtime=true
-  [ "$mode" = off ] && runtime=false
-  bin/bench-churn --sidecar bin/haproxy-sidecar --changes "$CHANGES" --pods "$PODS" \
+  runtime=true changes=$CHANGES
+  [ "$mode" = off ] && runtime=false changes=$CHANGES_OFF
+  bin/bench-churn --sidecar bin/haproxy-sidecar --changes "$changes" --pods "$PODS" \
     --conns "$CONNS" --interval "$INTERVAL" --runtime-api="$runtime"
 done
