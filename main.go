@@ -249,7 +249,9 @@ func (o *options) newSource(log *slog.Logger) (pipeline.Source, error) {
 		if o.dir == "" {
 			return nil, errors.New("--source=file needs --dir")
 		}
-		return &watcher.File{Dir: o.dir, DefaultNamespace: o.namespace, Logger: log}, nil
+		// Pods converted as they are decoded, and only the objects whose bytes changed decoded
+		// again: memory and time for a hundred thousand pods.
+		return &watcher.File{Dir: o.dir, DefaultNamespace: o.namespace, Logger: log, PodConverter: &snapshot.PodConverter{}}, nil
 	case "kube":
 		client, err := o.kubeClient()
 		if err != nil {

@@ -6,20 +6,27 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"regexp"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
+	kjson "sigs.k8s.io/json"
 	sigyaml "sigs.k8s.io/yaml"
 )
 
@@ -27,17 +34,97 @@ import (
 // YAML with several documents, JSON (one or more objects), List kinds. Decoding is strict, as
 // kubectl's default server-side field validation is: an unknown or duplicate field is an
 // error, not silently dropped.
+//
+// Reading the files only finds the objects (jobs); finish decodes them on all CPUs, reusing
+// what an earlier read decoded from the same bytes, then keeps them in the order of the files,
+// so that messages and their order do not depend on the parallelism or the cache.
 type manifestDecoder struct {
-	decoder          runtime.Decoder
+	decoder          kruntime.Decoder
 	defaultNamespace string
 	logger           *slog.Logger
+	// conv, when set, converts pods as they are decoded (Objects.ConvertedPods) instead of
+	// keeping typed ones.
+	conv *snapshot.PodConverter
+	// cache, when set, holds what earlier reads decoded, by content; this read updates it.
+	cache *docCache
 
+	jobs []job
 	objs snapshot.Objects
-	seen map[objectKey]string // where each object was first defined
+	seen map[objectKey]origin // where each object was first defined
 	errs []error
 }
 
 type objectKey struct{ kind, namespace, name string }
+
+type origin struct {
+	rel  string
+	line int
+}
+
+// job is one object of a file to decode, or an error found while reading the file; jobs are
+// kept in the order of the files.
+type job struct {
+	rel      string
+	line     int
+	data     []byte // the object as JSON
+	defaults string // the kind given to a typed List's items ("" for none): part of the key
+	gvk      schema.GroupVersionKind
+	err      error
+	keyed    bool
+	key      docKey
+	entry    *cacheEntry // the cache's entry for key, if any
+	res      *decoded    // nil until decoded; still nil if the fast decode did not succeed
+}
+
+// docKey identifies an object by its bytes and the kind its List gives its items: two
+// independent 64-bit hashes (xxhash and maphash), so a mix-up needs both to collide.
+type docKey [2]uint64
+
+var docSeed = maphash.MakeSeed()
+
+func keyOf(defaults string, data []byte) docKey {
+	var x xxhash.Digest
+	x.Reset()
+	_, _ = x.WriteString(defaults)
+	_, _ = x.Write([]byte{0})
+	_, _ = x.Write(data)
+	var m maphash.Hash
+	m.SetSeed(docSeed)
+	m.WriteString(defaults)
+	m.WriteByte(0)
+	m.Write(data)
+	return docKey{x.Sum64(), m.Sum64()}
+}
+
+// docCache remembers decoded objects by content between reads, for as long as a read finds
+// them: the objects of a directory with 100,000 pods are decoded once, then only those whose
+// bytes change. The decoded objects are shared with the Objects returned: read-only.
+type docCache struct {
+	namespace string // the default namespace the objects were decoded with
+	round     uint64
+	entries   map[docKey]*cacheEntry
+}
+
+type cacheEntry struct {
+	res   *decoded
+	round uint64 // the last read that found it
+}
+
+func (c *docCache) get(k docKey) *cacheEntry {
+	if c == nil {
+		return nil
+	}
+	return c.entries[k]
+}
+
+// decoded is a decoded object, ready to be added: read-only once made, since a later read
+// may reuse it.
+type decoded struct {
+	obj  kruntime.Object // ConfigMap, Secret, typed Pod, or another kind (ignored)
+	pod  *snapshot.Pod   // a converted Pod
+	kind string          // ConfigMap, Secret, Pod; "" for another kind
+	meta *metav1.ObjectMeta
+}
 
 func newManifestDecoder(defaultNamespace string, logger *slog.Logger) *manifestDecoder {
 	if defaultNamespace == "" {
@@ -47,18 +134,22 @@ func newManifestDecoder(defaultNamespace string, logger *slog.Logger) *manifestD
 		decoder:          serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer(),
 		defaultNamespace: defaultNamespace,
 		logger:           logger,
-		seen:             map[objectKey]string{},
 	}
 }
 
-func (d *manifestDecoder) fail(rel string, line, col int, err error) {
-	d.errs = append(d.errs, &snapshot.InputError{
+func inputError(rel string, line, col int, err error) error {
+	return &snapshot.InputError{
 		Stage: snapshot.StageDecode,
 		Ref:   snapshot.Ref{Kind: "File", Name: rel},
 		Line:  line,
 		Col:   col,
 		Err:   err,
-	})
+	}
+}
+
+// fail reports an error found while reading a file, in its turn among the file's objects.
+func (d *manifestDecoder) fail(rel string, line, col int, err error) {
+	d.jobs = append(d.jobs, job{rel: rel, line: line, err: inputError(rel, line, col, err)})
 }
 
 // file decodes one file; rel is its path relative to the directory, for errors and logs.
@@ -123,7 +214,15 @@ func (d *manifestDecoder) yamlFile(rel string, data []byte) {
 	}
 }
 
+// fastJSON turns the JSON fast path on; tests compare with it off.
+var fastJSON = true
+
 func (d *manifestDecoder) jsonFile(rel string, data []byte) {
+	if fastJSON {
+		if docs, ok := scanJSONFile(data); ok && d.scannedJobs(rel, data, docs) {
+			return
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	for {
 		start := dec.InputOffset()
@@ -198,18 +297,7 @@ func (d *manifestDecoder) document(rel string, line int, j []byte, defaults *sch
 		return
 	}
 
-	obj, _, err := d.decoder.Decode(j, &gvk, nil)
-	switch {
-	case runtime.IsNotRegisteredError(err):
-		d.logger.Warn("ignoring an object of a kind this program does not know",
-			"file", rel, "line", line, "apiVersion", head.APIVersion, "kind", head.Kind)
-		return
-	case err != nil:
-		// Decoder messages name fields and types, never values (a Secret's data stays out).
-		d.fail(rel, line, 0, fmt.Errorf("decoding the %s: %v", head.Kind, err))
-		return
-	}
-	d.add(rel, line, obj)
+	d.jobs = append(d.jobs, job{rel: rel, line: line, data: j, defaults: gvkString(defaults), gvk: gvk})
 }
 
 func (d *manifestDecoder) list(rel string, line int, gvk schema.GroupVersionKind, items json.RawMessage) {
@@ -231,45 +319,260 @@ func (d *manifestDecoder) list(rel string, line int, gvk schema.GroupVersionKind
 	}
 }
 
-// add keeps ConfigMaps, Secrets and Pods, as the API server would store them.
-func (d *manifestDecoder) add(rel string, line int, obj runtime.Object) {
+// scannedJobs makes the jobs of a JSON file the fast scanner read, as document and list would
+// have; false (and no jobs) when the slow path must read the file. An item of a List is
+// looked up in the cache first: found, its bytes are known to be valid; otherwise it is
+// validated here.
+func (d *manifestDecoder) scannedJobs(rel string, data []byte, docs []head) bool {
+	jobs := make([]job, 0, len(docs))
+	line, at := 1, 0
+	for _, doc := range docs {
+		line += bytes.Count(data[at:doc.start], []byte{'\n'})
+		at = doc.start
+		gvk, ok := scannedGVK(doc, nil)
+		if !ok {
+			return false
+		}
+		if !isList(gvk.Kind, doc.hasItems) {
+			if doc.hasItems {
+				return false // items are not validated, and decoding will complain anyway
+			}
+			jobs = append(jobs, job{rel: rel, line: line, data: data[doc.start:doc.end], gvk: gvk})
+			continue
+		}
+		var defaults *schema.GroupVersionKind
+		if gvk.Kind != "List" {
+			itemGVK := gvk.GroupVersion().WithKind(strings.TrimSuffix(gvk.Kind, "List"))
+			defaults = &itemGVK
+		}
+		prefix := gvkString(defaults)
+		jobs = slices.Grow(jobs, len(doc.items))
+		for _, sp := range doc.items {
+			j := job{rel: rel, line: line, data: data[sp.start:sp.end], defaults: prefix}
+			if d.cache != nil {
+				j.key, j.keyed = keyOf(prefix, j.data), true
+				if j.entry = d.cache.get(j.key); j.entry != nil {
+					j.res = j.entry.res
+					jobs = append(jobs, j)
+					continue
+				}
+			}
+			item, ok := validItem(data, sp)
+			if !ok {
+				return false
+			}
+			if j.gvk, ok = scannedGVK(item, defaults); !ok || isList(j.gvk.Kind, item.hasItems) {
+				return false
+			}
+			jobs = append(jobs, j)
+		}
+	}
+	d.jobs = append(d.jobs, jobs...)
+	return true
+}
+
+// gvkString is the key prefix of the items of a List whose kind gives them defaults.
+func gvkString(gvk *schema.GroupVersionKind) string {
+	if gvk == nil {
+		return ""
+	}
+	return gvk.Group + "/" + gvk.Version + "/" + gvk.Kind
+}
+
+// scannedGVK is what document makes of a head; false where document reports an error.
+func scannedGVK(h head, defaults *schema.GroupVersionKind) (schema.GroupVersionKind, bool) {
+	if defaults != nil {
+		if h.apiVersion == "" {
+			h.apiVersion = defaults.GroupVersion().String()
+		}
+		if h.kind == "" {
+			h.kind = defaults.Kind
+		}
+	}
+	if h.kind == "" || h.apiVersion == "" {
+		return schema.GroupVersionKind{}, false
+	}
+	gv, err := schema.ParseGroupVersion(h.apiVersion)
+	if err != nil {
+		return schema.GroupVersionKind{}, false
+	}
+	return gv.WithKind(h.kind), true
+}
+
+func isList(kind string, hasItems bool) bool {
+	return kind == "List" || (strings.HasSuffix(kind, "List") && hasItems)
+}
+
+// finish decodes the jobs (on all CPUs, reusing the cache), then adds the objects and
+// reports the errors in the order of the files.
+func (d *manifestDecoder) finish() {
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	work := func() {
+		for i := int(next.Add(1) - 1); i < len(d.jobs); i = int(next.Add(1) - 1) {
+			j := &d.jobs[i]
+			if j.err != nil || j.res != nil {
+				continue
+			}
+			if d.cache != nil && !j.keyed {
+				j.key, j.keyed = keyOf(j.defaults, j.data), true
+				if j.entry = d.cache.get(j.key); j.entry != nil {
+					j.res = j.entry.res
+					continue
+				}
+			}
+			j.res = d.fastDecode(j)
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), (len(d.jobs)+31)/32)
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+
+	if d.seen == nil {
+		d.seen = make(map[objectKey]origin, len(d.jobs))
+	}
+	var round uint64
+	if d.cache != nil {
+		d.cache.round++
+		round = d.cache.round
+		if d.cache.entries == nil {
+			d.cache.entries = map[docKey]*cacheEntry{}
+		}
+	}
+	for i := range d.jobs {
+		j := &d.jobs[i]
+		switch {
+		case j.err != nil:
+			d.errs = append(d.errs, j.err)
+			continue
+		case j.res == nil:
+			if j.res = d.decode(j); j.res == nil {
+				continue
+			}
+		case j.entry != nil:
+			j.entry.round = round
+		case d.cache != nil:
+			d.cache.entries[j.key] = &cacheEntry{res: j.res, round: round}
+		}
+		d.add(j.rel, j.line, j.res)
+	}
+	if d.cache != nil {
+		for k, e := range d.cache.entries {
+			if e.round != round {
+				delete(d.cache.entries, k)
+			}
+		}
+	}
+	d.jobs = nil
+}
+
+// fastDecode is what the decoder does with an object of a known kind whose apiVersion and
+// kind are read already: make the object, then decode strictly (unknown or duplicate fields
+// are errors). nil when that is not enough; decode then gives the decoder's own result.
+func (d *manifestDecoder) fastDecode(j *job) *decoded {
+	obj, err := scheme.Scheme.New(j.gvk)
+	if err != nil {
+		return nil
+	}
+	strict, err := kjson.UnmarshalStrict(j.data, obj)
+	if err != nil || len(strict) > 0 {
+		return nil
+	}
+	return d.prepare(obj)
+}
+
+// decode decodes with the decoder, reporting what it rejects; nil when nothing is to be added.
+func (d *manifestDecoder) decode(j *job) *decoded {
+	obj, _, err := d.decoder.Decode(j.data, &j.gvk, nil)
+	switch {
+	case kruntime.IsNotRegisteredError(err):
+		d.logger.Warn("ignoring an object of a kind this program does not know",
+			"file", j.rel, "line", j.line, "apiVersion", j.gvk.GroupVersion().String(), "kind", j.gvk.Kind)
+		return nil
+	case err != nil:
+		// Decoder messages name fields and types, never values (a Secret's data stays out).
+		d.errs = append(d.errs, inputError(j.rel, j.line, 0, fmt.Errorf("decoding the %s: %v", j.gvk.Kind, err)))
+		return nil
+	}
+	return d.prepare(obj)
+}
+
+// prepare does to a decoded object what the API server would have: the default namespace, a
+// Secret's stringData folded into data; and converts a pod when the decoder converts pods.
+func (d *manifestDecoder) prepare(obj kruntime.Object) *decoded {
+	defaultNS := func(m *metav1.ObjectMeta) {
+		if m.Namespace == "" {
+			m.Namespace = d.defaultNamespace
+		}
+	}
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
-		if d.first(rel, line, "ConfigMap", &o.ObjectMeta) {
-			d.objs.ConfigMaps = append(d.objs.ConfigMaps, o)
-		}
+		defaultNS(&o.ObjectMeta)
+		return &decoded{obj: o, kind: "ConfigMap", meta: &o.ObjectMeta}
 	case *corev1.Secret:
-		if d.first(rel, line, "Secret", &o.ObjectMeta) {
-			foldStringData(o)
-			d.objs.Secrets = append(d.objs.Secrets, o)
-		}
+		defaultNS(&o.ObjectMeta)
+		foldStringData(o)
+		return &decoded{obj: o, kind: "Secret", meta: &o.ObjectMeta}
 	case *corev1.Pod:
-		if d.first(rel, line, "Pod", &o.ObjectMeta) {
-			d.objs.Pods = append(d.objs.Pods, o)
+		defaultNS(&o.ObjectMeta)
+		if d.conv != nil {
+			return &decoded{pod: d.conv.Convert(o), kind: "Pod"}
 		}
-	default:
-		gvk := obj.GetObjectKind().GroupVersionKind()
+		return &decoded{obj: o, kind: "Pod", meta: &o.ObjectMeta}
+	}
+	return &decoded{obj: obj}
+}
+
+// add keeps ConfigMaps, Secrets and Pods, as the API server would store them.
+func (d *manifestDecoder) add(rel string, line int, r *decoded) {
+	if r.kind == "" {
+		gvk := r.obj.GetObjectKind().GroupVersionKind()
 		d.logger.Debug("ignoring an object that is not a ConfigMap, Secret or Pod",
 			"file", rel, "line", line, "kind", gvk.Kind, "apiVersion", gvk.GroupVersion().String())
+		return
+	}
+	namespace, name := "", ""
+	if r.pod != nil {
+		namespace, name = r.pod.Namespace(), r.pod.Name()
+	} else {
+		namespace, name = r.meta.Namespace, r.meta.Name
+	}
+	if !d.first(rel, line, r.kind, namespace, name) {
+		return
+	}
+	if r.pod != nil {
+		d.objs.ConvertedPods = append(d.objs.ConvertedPods, r.pod)
+		return
+	}
+	switch o := r.obj.(type) {
+	case *corev1.ConfigMap:
+		d.objs.ConfigMaps = append(d.objs.ConfigMaps, o)
+	case *corev1.Secret:
+		d.objs.Secrets = append(d.objs.Secrets, o)
+	case *corev1.Pod:
+		d.objs.Pods = append(d.objs.Pods, o)
 	}
 }
 
-// first gives the object its namespace (as kubectl would) and reports whether this is its
-// first definition; a second one is an error, since which one won would depend on file names.
-func (d *manifestDecoder) first(rel string, line int, kind string, meta *metav1.ObjectMeta) bool {
-	if meta.Name == "" {
-		d.fail(rel, line, 0, fmt.Errorf("the %s has no metadata.name", kind))
+// first reports whether this is the object's first definition; a second one is an error,
+// since which one won would depend on file names.
+func (d *manifestDecoder) first(rel string, line int, kind, namespace, name string) bool {
+	if name == "" {
+		d.errs = append(d.errs, inputError(rel, line, 0, fmt.Errorf("the %s has no metadata.name", kind)))
 		return false
 	}
-	if meta.Namespace == "" {
-		meta.Namespace = d.defaultNamespace
-	}
-	k := objectKey{kind, meta.Namespace, meta.Name}
+	k := objectKey{kind, namespace, name}
 	if prev, ok := d.seen[k]; ok {
-		d.fail(rel, line, 0, fmt.Errorf("%s %s/%s is defined twice: first in %s", kind, meta.Namespace, meta.Name, prev))
+		d.errs = append(d.errs, inputError(rel, line, 0,
+			fmt.Errorf("%s %s/%s is defined twice: first in %s line %d", kind, namespace, name, prev.rel, prev.line)))
 		return false
 	}
-	d.seen[k] = fmt.Sprintf("%s line %d", rel, line)
+	d.seen[k] = origin{rel, line}
 	return true
 }
 
