@@ -349,6 +349,16 @@ func (e *Etcd) follow(ctx context.Context, w *prefixWatch) {
 			if ctx.Err() != nil {
 				return
 			}
+			if errors.Is(err, rpctypes.ErrCompacted) {
+				// Compacted between two pages: not an outage, list again (after a pause, in
+				// case compaction keeps outrunning a very long list).
+				d := bo.next()
+				e.log.Info("etcd source: history compacted while listing; listing again", "prefix", w.prefix, "in", d, "error", err)
+				if !sleep(ctx, d) {
+					return
+				}
+				continue
+			}
 			e.setFailing(w, err)
 			d := bo.next()
 			e.log.Warn("etcd source: cannot list; retrying, the last objects read stay in use",
@@ -589,10 +599,16 @@ func (e *Etcd) watch(ctx context.Context, w *prefixWatch, rev int64) error {
 
 // apply applies one watch response's events to w.
 func (e *Etcd) apply(w *prefixWatch, events []*clientv3.Event, rev int64) {
-	// The last event of each key wins (a response may hold several for one key).
+	// The last event of each key wins (a response may hold several for one key); the first
+	// one's previous value is what the store holds.
 	last := make(map[string]*clientv3.Event, len(events))
+	prev := make(map[string]int64, len(events))
 	for _, ev := range events {
-		last[string(ev.Kv.Key)] = ev
+		key := string(ev.Kv.Key)
+		if _, seen := last[key]; !seen && ev.PrevKv != nil {
+			prev[key] = ev.PrevKv.ModRevision
+		}
+		last[key] = ev
 	}
 	var jobs []decodeJob
 	deletes := map[string]bool{}
@@ -615,6 +631,14 @@ func (e *Etcd) apply(w *prefixWatch, events []*clientv3.Event, rev int64) {
 	if !e.current(w) {
 		e.mu.Unlock()
 		return
+	}
+	// The previous values say what the store should have held: a mismatch means an event was
+	// missed (it cannot happen with a correct watch; the new values are applied anyway).
+	for key, p := range prev {
+		if it := w.items[key]; it != nil && it.modRev != p {
+			e.log.Warn("etcd source: an event was missed; applying the latest value", "key", key,
+				"held revision", it.modRev, "previous revision", p)
+		}
 	}
 	changed := false
 	for key := range deletes {

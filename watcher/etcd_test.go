@@ -65,7 +65,9 @@ func runEtcd(t *testing.T, cfg EtcdConfig) *etcdRun {
 	r := &etcdRun{t: t, logs: &etcdLogs{t: t}, changes: make(chan struct{}, 1), upc: make(chan struct{}, 1)}
 	cfg.Logger = slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if cfg.WatchdogInterval == 0 {
-		cfg.WatchdogInterval = 400 * time.Millisecond
+		// Short enough for the tests, long enough that a loaded machine does not make a
+		// healthy stream look stalled; the outage tests use 400 ms.
+		cfg.WatchdogInterval = 2 * time.Second
 	}
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = 3 * time.Second
@@ -100,6 +102,9 @@ func runEtcd(t *testing.T, cfg EtcdConfig) *etcdRun {
 		r.logs.mu.Lock()
 		r.logs.done = true
 		r.logs.mu.Unlock()
+		if r.logs.contains("an event was missed") {
+			t.Error("the source missed a watch event")
+		}
 	})
 	return r
 }
@@ -571,7 +576,8 @@ func TestEtcdSourceOutages(t *testing.T) {
 
 	// Pages of two keys: every list is paged.
 	r := runEtcd(t, EtcdConfig{Endpoints: []string{proxy.Endpoint}, Prefix: etcdPrefix, PageSize: 2,
-		CertificateSelector: "haproxy-sidecar/certificate", PodConverter: &snapshot.PodConverter{}})
+		CertificateSelector: "haproxy-sidecar/certificate", PodConverter: &snapshot.PodConverter{},
+		WatchdogInterval: 400 * time.Millisecond})
 	r.waitUp(true)
 	r.waitFor("shop-0 and shop-1", func(o *snapshot.Objects, err error) bool {
 		return err == nil && slicesEqual(readyPods(o), []string{"web/shop-0", "web/shop-1"})
@@ -688,9 +694,7 @@ func TestEtcdSourceOutages(t *testing.T) {
 		if o != nil || !errors.As(err, &ie) || ie.Ref != (snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}) {
 			t.Fatalf("Objects %s, error %v; want an InputError for ConfigMap lb/config", describe(o), err)
 		}
-		if !r.logs.contains(etcdPrefix + "/pods/web/broken") {
-			t.Error("the garbage pod was not logged")
-		}
+		r.waitLog(etcdPrefix + "/pods/web/broken") // the pods are watched apart from the ConfigMaps
 		// Fixed: the garbage pod is only logged, the others are fine.
 		srv.Delete(etcdPrefix + "/configmaps/lb/config")
 		put(readyPod("web", "shop-5", "shop", "10.0.0.6", true))
@@ -699,9 +703,34 @@ func TestEtcdSourceOutages(t *testing.T) {
 		})
 	})
 
+	t.Run("a burst of changes", func(t *testing.T) {
+		for i := range 20 {
+			put(readyPod("web", "burst", "shop", fmt.Sprintf("10.0.9.%d", i), i%2 == 0))
+			if i == 10 {
+				srv.DeleteObject(etcdPrefix, shopPod("web", "burst", "shop"))
+			}
+		}
+		put(readyPod("web", "burst", "shop", "10.0.9.99", true))
+		o := r.waitFor("the burst's last state", func(o *snapshot.Objects, err error) bool {
+			return err == nil && slicesEqual(readyPods(o), []string{"web/burst", "web/shop-3", "web/shop-4", "web/shop-5"})
+		})
+		snap, err := snapshot.Build(o, snapshot.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		burst := snap.Services[0]["pods"].(map[string]any)["burst"].(map[string]any)
+		if ip := burst["status"].(map[string]any)["podIP"]; ip != "10.0.9.99" {
+			t.Fatalf("burst pod IP %v, want the last one written", ip)
+		}
+		srv.DeleteObject(etcdPrefix, shopPod("web", "burst", "shop"))
+		r.waitFor("burst gone", func(o *snapshot.Objects, err error) bool {
+			return err == nil && !hasPod(o, "web", "burst")
+		})
+	})
+
 	t.Run("started while etcd is down", func(t *testing.T) {
 		srv.Kill()
-		r3 := runEtcd(t, EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: etcdPrefix})
+		r3 := runEtcd(t, EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: etcdPrefix, WatchdogInterval: 400 * time.Millisecond})
 		r3.waitUp(false)
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
