@@ -89,3 +89,17 @@ func exitf(code int, format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "haproxy-sidecar: "+format+"\n", args...)
 	os.Exit(code)
 }
+
+// commaList is a flag of comma-separated values; repeating the flag adds to it.
+type commaList []string
+
+func (c *commaList) String() string { return strings.Join(*c, ",") }
+
+func (c *commaList) Set(s string) error {
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*c = append(*c, v)
+		}
+	}
+	return nil
+}

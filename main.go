@@ -99,23 +99,27 @@ type options struct {
 	templateKey  string
 	configSecret string
 	kubeconfig   string
-	kubeQPS      float64
-	kubeBurst    int
-	podName      string
-	leaderElect  bool
-	leNamespace  string
-	leName       string
-	leLease      time.Duration
-	leRenew      time.Duration
-	leRetry      time.Duration
-	certSelector string
-	envAllow     string
-	statsPass    string
-	haproxyBin   string
-	sslDir       string
-	validate     bool
-	logLevel     string
-	logFormat    string
+	// --source=etcd; onSourceUp feeds the source_up gauge
+	onSourceUp                                                    func(up bool)
+	etcdEndpoints                                                 commaList
+	etcdPrefix, etcdCA, etcdCert, etcdKey, etcdUser, etcdPassword string
+	kubeQPS                                                       float64
+	kubeBurst                                                     int
+	podName                                                       string
+	leaderElect                                                   bool
+	leNamespace                                                   string
+	leName                                                        string
+	leLease                                                       time.Duration
+	leRenew                                                       time.Duration
+	leRetry                                                       time.Duration
+	certSelector                                                  string
+	envAllow                                                      string
+	statsPass                                                     string
+	haproxyBin                                                    string
+	sslDir                                                        string
+	validate                                                      bool
+	logLevel                                                      string
+	logFormat                                                     string
 
 	// run
 	haproxyConfig string
@@ -144,7 +148,7 @@ type options struct {
 }
 
 func (o *options) register(fs *flag.FlagSet, cmd string) {
-	fs.StringVar(&o.source, "source", "file", "where inputs come from: file (a directory of Kubernetes manifests) or kube (the Kubernetes API)")
+	fs.StringVar(&o.source, "source", "file", "where inputs come from: file (a directory of Kubernetes manifests), kube (the Kubernetes API) or etcd (the etcd behind Kubernetes, read directly)")
 	fs.StringVar(&o.dir, "dir", "", "with --source=file: `DIR`, the directory of manifests (YAML or JSON, what kubectl apply -f takes)")
 	fs.StringVar(&o.namespace, "namespace", "lb", "namespace of the load balancer's ConfigMaps and Secrets; manifests without a namespace belong to it")
 	fs.StringVar(&o.servicesCM, "services-configmap", "services", "ConfigMap whose keys are services (JSON: namespace, selector, hostnames, ports, ...)")
@@ -153,6 +157,13 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 	fs.StringVar(&o.keysSecret, "keys-secret", "keys", "Secret of PEM private keys for the certificates ConfigMap")
 	fs.StringVar(&o.templateKey, "template-key", "template", "key of the main template in the config ConfigMap; other keys can be included by name")
 	fs.StringVar(&o.configSecret, "config-secret", "", "take the templates from this Secret (same keys as the config ConfigMap) instead: the GitOps flow where a tool syncs haproxy.cfg into a Secret; a template without tags is a raw haproxy.cfg")
+	fs.Var(&o.etcdEndpoints, "etcd-endpoints", "with --source=etcd: comma-separated etcd client URLs (https:// for TLS)")
+	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "/registry", "with --source=etcd: kube-apiserver's --etcd-prefix")
+	fs.StringVar(&o.etcdCA, "etcd-cacert", "", "with --source=etcd: CA certificate of etcd's serving certificate (kubeadm: /etc/kubernetes/pki/etcd/ca.crt)")
+	fs.StringVar(&o.etcdCert, "etcd-cert", "", "with --source=etcd: client certificate etcd's --client-cert-auth requires (re-read when it changes)")
+	fs.StringVar(&o.etcdKey, "etcd-key", "", "with --source=etcd: private key of --etcd-cert")
+	fs.StringVar(&o.etcdUser, "etcd-username", "", "with --source=etcd: user, when etcd authentication is on and the certificate's CN is not the user")
+	fs.StringVar(&o.etcdPassword, "etcd-password", "", "with --source=etcd: password of --etcd-username")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "with --source=kube: kubeconfig file (default: in-cluster config, then $KUBECONFIG)")
 	fs.Float64Var(&o.kubeQPS, "kube-qps", 50, "with --source=kube: client queries per second")
 	fs.IntVar(&o.kubeBurst, "kube-burst", 100, "with --source=kube: client burst")
@@ -266,8 +277,23 @@ func (o *options) newSource(log *slog.Logger) (pipeline.Source, error) {
 			CertificateSelector: o.certSelector,
 			Logger:              log,
 		}, nil
+	case "etcd":
+		if len(o.etcdEndpoints) == 0 {
+			return nil, errors.New("--source=etcd needs --etcd-endpoints")
+		}
+		return watcher.NewEtcd(watcher.EtcdConfig{
+			Endpoints: o.etcdEndpoints, Prefix: o.etcdPrefix,
+			CACert: o.etcdCA, Cert: o.etcdCert, Key: o.etcdKey,
+			Username: o.etcdUser, Password: o.etcdPassword,
+			Namespace: o.namespace, ServicesConfigMap: o.servicesCM, ConfigConfigMap: o.configCM,
+			CertificatesConfigMap: o.certsCM, KeysSecret: o.keysSecret, ConfigSecret: o.configSecret,
+			CertificateSelector: o.certSelector,
+			PodConverter:        &snapshot.PodConverter{},
+			OnUp:                o.onSourceUp,
+			Logger:              log,
+		})
 	}
-	return nil, fmt.Errorf("--source %q: want file or kube", o.source)
+	return nil, fmt.Errorf("--source %q: want file, kube or etcd", o.source)
 }
 
 // kubeClient connects with --kubeconfig, else in-cluster, else $KUBECONFIG / ~/.kube/config.
@@ -384,6 +410,14 @@ func runCmd(args []string) error {
 
 // run is the sidecar until ctx ends.
 func (o *options) run(ctx context.Context, log *slog.Logger) error {
+	metrics := status.NewMetrics()
+	o.onSourceUp = func(up bool) {
+		if up {
+			metrics.SourceUp.Set(1)
+		} else {
+			metrics.SourceUp.Set(0)
+		}
+	}
 	src, err := o.newSource(log)
 	if err != nil {
 		return err
@@ -407,7 +441,6 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("open generations for %s: %w", cfgPath, err)
 	}
-	metrics := status.NewMetrics()
 	var reloader reload.Reloader
 	var endpoint string
 	templateSSLDir := sslDir
