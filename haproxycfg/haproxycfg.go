@@ -11,6 +11,7 @@ package haproxycfg
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -88,12 +89,21 @@ func Parse(text []byte) (*Config, error) {
 	var lastDefaults *Section
 	// base: the default-server words the current section gets from its defaults section.
 	var base []string
-	for i, raw := range strings.Split(string(text), "\n") {
-		n := i + 1
-		words, err := Words(raw)
+	var scratch []string // the words of the line being read
+	var pool []Server    // servers are allocated by the chunk
+	rest := string(text)
+	for n := 1; rest != ""; n++ {
+		raw := rest
+		if i := strings.IndexByte(rest, '\n'); i >= 0 {
+			raw, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = ""
+		}
+		words, err := appendWords(scratch[:0], raw)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
+		scratch = words // reused for the next line: keep copies only
 		if len(words) == 0 || strings.HasPrefix(words[0], "#") {
 			continue
 		}
@@ -105,7 +115,7 @@ func Parse(text []byte) (*Config, error) {
 			}
 		}
 		if SectionKeywords[kw] {
-			cur = &Section{Kind: kw, Header: words, Line: n}
+			cur = &Section{Kind: kw, Header: slices.Clone(words), Line: n}
 			args := unquoteAll(words[1:])
 			if len(args) > 0 && args[0] != "from" {
 				cur.Name = args[0]
@@ -131,17 +141,37 @@ func Parse(text []byte) (*Config, error) {
 			cur.defaultServer = append(cur.defaultServer, words[1:]...)
 		}
 		if kw == "server" && cur.HasServers() {
-			s, err := parseServer(words, n)
-			if err != nil {
+			if len(pool) == cap(pool) {
+				pool = make([]Server, 0, 256)
+			}
+			pool = pool[:len(pool)+1]
+			s := &pool[len(pool)-1]
+			if err := parseServer(s, words, n); err != nil {
 				return nil, err
 			}
 			s.Inherited = append(base[:len(base):len(base)], cur.defaultServer...)
 			cur.Servers = append(cur.Servers, s)
 			continue
 		}
-		cur.Lines = append(cur.Lines, strings.Join(words, " "))
+		cur.Lines = append(cur.Lines, joined(raw, words))
 	}
 	return c, nil
+}
+
+// joined is the words separated by one space: the line itself, trimmed, when it is written
+// so already (no allocation).
+func joined(line string, words []string) string {
+	t := strings.Trim(line, " \t\r")
+	if len(t) == len(words[0]) || strings.HasPrefix(t, words[0]) && strings.HasSuffix(t, words[len(words)-1]) {
+		n := len(words) - 1
+		for _, w := range words {
+			n += len(w)
+		}
+		if n == len(t) {
+			return t
+		}
+	}
+	return strings.Join(words, " ")
 }
 
 // inherited is the default-server words a proxy section gets from its defaults section (the one
@@ -166,26 +196,32 @@ func inherited(sec *Section, named map[string]*Section, last *Section) []string 
 	return out
 }
 
-func parseServer(words []string, n int) (*Server, error) {
+func parseServer(s *Server, words []string, n int) error {
 	if len(words) < 3 {
-		return nil, fmt.Errorf("line %d: server line without a name and an address", n)
+		return fmt.Errorf("line %d: server line without a name and an address", n)
 	}
-	s := &Server{Name: Unquote(words[1]), Address: Unquote(words[2]), Line: n}
-	for _, w := range words[3:] {
+	*s = Server{Name: Unquote(words[1]), Address: Unquote(words[2]), Line: n}
+	params := words[3:]
+	for i, w := range params {
 		if strings.HasPrefix(w, "#") {
-			break // a word that starts with # starts a comment
+			params = params[:i] // a word that starts with # starts a comment
+			break
 		}
-		s.Params = append(s.Params, w)
+	}
+	if len(params) > 0 {
+		s.Params = slices.Clone(params)
 	}
 	s.Addr, s.Port = splitAddress(s.Address)
-	return s, nil
+	return nil
 }
 
 // splitAddress reads "1.2.3.4:80" and "[::1]:80"; anything else (no port, a port range or
 // offset, a host name, a prefix like ipv4@ or unix@) gives an invalid address.
 func splitAddress(a string) (netip.Addr, int) {
-	if strings.ContainsAny(a, "@$/") {
-		return netip.Addr{}, 0
+	for i := 0; i < len(a); i++ {
+		if c := a[i]; c == '@' || c == '$' || c == '/' {
+			return netip.Addr{}, 0
+		}
 	}
 	ap, err := netip.ParseAddrPort(a)
 	if err != nil || ap.Port() == 0 || ap.Addr().Zone() != "" {
@@ -209,7 +245,14 @@ func FormatAddress(a netip.Addr, port int) string {
 // backslash does not split. A word that starts with # and everything after it are kept as
 // words too; callers that need to drop comments do so.
 func Words(line string) ([]string, error) {
-	var words []string
+	return appendWords(nil, line)
+}
+
+// appendWords is Words appending to words.
+func appendWords(words []string, line string) ([]string, error) {
+	if out, ok := plainWords(words, line); ok {
+		return out, nil
+	}
 	var b strings.Builder
 	var quote byte
 	inWord := false
@@ -255,10 +298,38 @@ func Words(line string) ([]string, error) {
 	return words, nil
 }
 
+// plainWords appends the words of a line without quotes or escapes: words are substrings of
+// the line. ok is false when the line has a quote or a backslash.
+func plainWords(words []string, line string) (out []string, ok bool) {
+	for i := 0; i < len(line); i++ {
+		if c := line[i]; c == '"' || c == '\'' || c == '\\' {
+			return words, false
+		}
+	}
+	start := -1
+	for i := 0; i <= len(line); i++ {
+		if i == len(line) || isSpace(line[i]) {
+			if start >= 0 {
+				words = append(words, line[start:i])
+				start = -1
+			}
+		} else if start < 0 {
+			start = i
+		}
+	}
+	return words, true
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' }
+
 // Unquote returns a word's value: quotes removed, backslash escapes resolved. Environment
 // variables ("${X}") are not expanded.
 func Unquote(w string) string {
-	if !strings.ContainsAny(w, "\"'\\") {
+	plain := true
+	for i := 0; i < len(w) && plain; i++ {
+		plain = w[i] != '"' && w[i] != '\'' && w[i] != '\\'
+	}
+	if plain {
 		return w
 	}
 	var b strings.Builder

@@ -26,7 +26,7 @@ type Options struct {
 	// SSLDir is the absolute certificate directory the configuration names (the `ssldir` of the
 	// templates): certificate files are found there.
 	SSLDir string
-	Logger     *slog.Logger
+	Logger *slog.Logger
 }
 
 // Updater knows what a running HAProxy runs and changes it through the runtime API. Plan,

@@ -1,0 +1,43 @@
+package runtimeapi
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// bigConfig is 10,000 backends of 10 servers each, like the scale benchmarks.
+func bigConfig(changed int) []byte {
+	var b strings.Builder
+	b.WriteString("global\n    maxconn 50000\ndefaults\n    mode http\n    default-server inter 2s fall 3 rise 2\nfrontend fe\n    bind :80\n")
+	for i := 0; i < 10000; i++ {
+		fmt.Fprintf(&b, "    use_backend be_%d if { hdr(host) -i s%d.example }\n", i, i)
+	}
+	for i := 0; i < 10000; i++ {
+		fmt.Fprintf(&b, "\nbackend be_%d\n    balance roundrobin\n", i)
+		for j := 0; j < 10; j++ {
+			port := 8080
+			if i == changed && j == 3 {
+				port = 8081
+			}
+			fmt.Fprintf(&b, "    server pod-%d-%d 10.%d.%d.%d:%d check\n", i, j, i/250, i%250, j+1, port)
+		}
+	}
+	return []byte(b.String())
+}
+
+// BenchmarkPlan10kBackends: comparing two renderings of 10,000 backends x 10 servers that
+// differ by one server's port.
+func BenchmarkPlan10kBackends(b *testing.B) {
+	old, next := bigConfig(-1), bigConfig(5000)
+	u := New(Options{Client: &fakeClient{}})
+	u.Reloaded(u.Plan(old, nil))
+	b.SetBytes(int64(len(next)))
+	b.ReportAllocs()
+	for b.Loop() {
+		p := u.Plan(next, nil)
+		if p.Reload() != "" || p.Changes() != 1 {
+			b.Fatalf("reason %q, %d changes", p.Reload(), p.Changes())
+		}
+	}
+}
