@@ -142,6 +142,9 @@ type cli struct {
 func (c *cli) Command(_ context.Context, line string) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if line == "show info" {
+		return "Name: HAProxy\nPid: 42\n", nil
+	}
 	var out strings.Builder
 	for _, cmd := range strings.Split(line, "; ") {
 		c.sent = append(c.sent, cmd)

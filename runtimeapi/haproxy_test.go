@@ -286,4 +286,22 @@ func TestUpdaterRefusedCommandsOnRealHAProxy(t *testing.T) {
 			t.Log(err)
 		}
 	})
+	t.Run("a reload behind the sidecar's back", func(t *testing.T) {
+		r.write(t, cfg, certs)
+		if err := (&reload.MasterSocket{Path: r.proc.MasterSocket, Timeout: 20 * time.Second}).Reload(ctx); err != nil {
+			t.Fatal(err)
+		}
+		u.Reloaded(u.Plan(cfg, certs))
+		two := r.config([]string{"s1", "s2"}, []string{"a.pem"})
+		if err := u.Apply(ctx, u.Plan(two, certs)); err != nil {
+			t.Fatal(err)
+		}
+		if err := (&reload.MasterSocket{Path: r.proc.MasterSocket, Timeout: 20 * time.Second}).Reload(ctx); err != nil {
+			t.Fatal(err)
+		}
+		err := u.Apply(ctx, u.Plan(r.config([]string{"s1", "s2", "s3"}, []string{"a.pem"}), certs))
+		if err == nil || !strings.Contains(err.Error(), "worker changed") {
+			t.Fatalf("error %v", err)
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -38,6 +39,9 @@ type Updater struct {
 
 	mu   sync.Mutex
 	live *state // nil: not known
+	// pid is the worker the runtime changes were made in (0: not asked yet since the last
+	// reload): another worker means HAProxy was reloaded or restarted behind the sidecar's back.
+	pid int
 }
 
 // New returns an Updater that knows nothing of what HAProxy runs yet: its first plan asks for a
@@ -63,7 +67,7 @@ func (u *Updater) Plan(config []byte, certs map[string][]byte) *Plan {
 func (u *Updater) Reloaded(p *Plan) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.live = nil
+	u.live, u.pid = nil, 0
 	if p != nil && p.full != nil {
 		u.live = &state{cfg: p.full.cfg, certs: p.full.certs}
 	}
@@ -74,7 +78,7 @@ func (u *Updater) Reloaded(p *Plan) {
 func (u *Updater) Forget() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.live = nil
+	u.live, u.pid = nil, 0
 }
 
 // errBusy is a del server refused because the server still has connections.
@@ -95,6 +99,9 @@ func (u *Updater) Apply(ctx context.Context, p *Plan) error {
 
 func (u *Updater) apply(ctx context.Context, p *Plan) error {
 	u.live = nil
+	if err := u.sameWorker(ctx); err != nil {
+		return err
+	}
 	target := p.target.clone()
 	// Servers added and changed, then the removals: the commands that put them in maintenance,
 	// then the deletes, each group sent in as few exchanges as the batch size allows.
@@ -144,6 +151,30 @@ func (u *Updater) apply(ctx context.Context, p *Plan) error {
 	}
 	u.keepZombies(busy, target)
 	u.live = target
+	return nil
+}
+
+// sameWorker checks that the runtime API still talks to the worker the previous changes were
+// made in. A worker HAProxy started without the sidecar (a reload or a restart by someone
+// else) loaded the files on disk, which may not hold every change made at runtime yet.
+func (u *Updater) sameWorker(ctx context.Context) error {
+	answer, err := u.opts.Client.Command(ctx, u.opts.Prefix+"show info")
+	if err != nil {
+		return fmt.Errorf("runtime update: show info: %w", err)
+	}
+	pid := 0
+	for _, l := range strings.Split(answer, "\n") {
+		if v, ok := strings.CutPrefix(l, "Pid: "); ok {
+			pid, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	if pid == 0 {
+		return fmt.Errorf("runtime update: show info: no Pid in %q", firstLine(answer))
+	}
+	if u.pid != 0 && pid != u.pid {
+		return fmt.Errorf("runtime update: HAProxy's worker changed (pid %d, was %d): it was reloaded or restarted without the sidecar", pid, u.pid)
+	}
+	u.pid = pid
 	return nil
 }
 

@@ -50,6 +50,8 @@ func (f *fakeClient) Command(_ context.Context, line string) (string, error) {
 func success(cmd string) string {
 	cmd = strings.TrimPrefix(cmd, "@1 ")
 	switch {
+	case cmd == "show info":
+		return "Name: HAProxy\nPid: 1234\nUptime_sec: 5\n"
 	case strings.HasPrefix(cmd, "add server"):
 		return "New server registered.\n\n"
 	case strings.HasPrefix(cmd, "del server"):
@@ -66,10 +68,17 @@ func success(cmd string) string {
 	return "\n"
 }
 
+// commands are the commands sent, show info left out.
 func (f *fakeClient) commands() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]string(nil), f.sent...)
+	var out []string
+	for _, c := range f.sent {
+		if !strings.HasSuffix(c, "show info") {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func TestApply(t *testing.T) {
@@ -301,4 +310,39 @@ func TestBatch(t *testing.T) {
 			t.Fatalf("next update sends %q", got)
 		}
 	})
+}
+
+// TestApplyNoticesAnotherWorker: when HAProxy was reloaded or restarted without the sidecar,
+// its worker has another pid, and what it runs is what was on disk then: the update fails (the
+// pipeline reloads).
+func TestApplyNoticesAnotherWorker(t *testing.T) {
+	ctx := context.Background()
+	pid := "1234"
+	fc := &fakeClient{answer: func(cmd string) (string, error) {
+		if cmd == "show info" {
+			return "Pid: " + pid + "\n", nil
+		}
+		return "", nil
+	}}
+	u := New(Options{Client: fc, SSLDir: ssl})
+	u.Reloaded(u.Plan(cfg(nil, "a 10.0.0.1:80"), nil))
+	if err := u.Apply(ctx, u.Plan(cfg(nil, "a 10.0.0.1:80", "b 10.0.0.2:80"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.Apply(ctx, u.Plan(cfg(nil, "a 10.0.0.1:80", "b 10.0.0.2:80", "c 10.0.0.3:80"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	pid = "999"
+	err := u.Apply(ctx, u.Plan(cfg(nil, "a 10.0.0.1:80"), nil))
+	if err == nil || !strings.Contains(err.Error(), "worker changed") {
+		t.Fatalf("error %v", err)
+	}
+	if p := u.Plan(cfg(nil, "a 10.0.0.1:80"), nil); !strings.Contains(p.Reload(), "not known") {
+		t.Fatalf("reason %q", p.Reload())
+	}
+	// After the sidecar's own reload, the new worker is the one.
+	u.Reloaded(u.Plan(cfg(nil, "a 10.0.0.1:80"), nil))
+	if err := u.Apply(ctx, u.Plan(cfg(nil, "a 10.0.0.1:80", "b 10.0.0.2:80"), nil)); err != nil {
+		t.Fatal(err)
+	}
 }
