@@ -315,7 +315,8 @@ func TestContract(t *testing.T) {
 // reload has run.
 func TestReloadWindowSharesID(t *testing.T) {
 	haproxytest.Binary(t)
-	s := Start(t, Options{ReloadDelay: 300 * time.Millisecond})
+	// Each write runs haproxy -c first: the window is wide enough for both on a loaded machine.
+	s := Start(t, Options{ReloadDelay: 3 * time.Second})
 	port := haproxytest.FreePort(t)
 	r1 := call(t, s, "POST", "/services/haproxy/configuration/raw?skip_version=true", "text/plain", []byte(httpConfig(port, "127.0.0.1:1")))
 	r2 := call(t, s, "POST", "/services/haproxy/configuration/raw?skip_version=true", "text/plain", []byte(httpConfig(port, "127.0.0.1:2")))
