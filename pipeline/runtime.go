@@ -57,6 +57,15 @@ func (p *Pipeline) planRuntime(bundle *render.Bundle) (plan *runtimeapi.Plan, wh
 // how); otherwise fallback says why a reload is needed after all.
 func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, bundle *render.Bundle, snap *snapshot.Snapshot, reason string) (res Result, fallback string, done bool) {
 	m := p.cfg.Metrics
+	if p.runtimeHash == bundle.Hash && plan.Changes() == 0 {
+		// HAProxy runs this rendering already: a sync while the writer is behind. Make sure
+		// it is written; no change to count.
+		p.log.Debug("runtime API: rendering already live, being written", "hash", short(bundle.Hash))
+		if failed := p.write(ctx, &writeJob{bundle: bundle, snap: snap, reason: reason}); failed != nil {
+			return *failed, "", true
+		}
+		return Result{Outcome: "unchanged", Hash: bundle.Hash}, "", true
+	}
 	start := time.Now()
 	if err := p.cfg.Runtime.Apply(ctx, plan); err != nil {
 		m.RuntimeFallbacks.Inc()
