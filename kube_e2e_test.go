@@ -22,6 +22,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/dataplanetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
@@ -293,3 +294,22 @@ func TestLeaderElection(t *testing.T) {
 }
 
 var netDialer = net.Dialer{Timeout: 3 * time.Second}
+
+// TestKubernetesToDataPlaneHosts is the controller mode: inputs from the Kubernetes API, the
+// configuration pushed to a remote host through the (stand-in) Data Plane API, and each host's
+// outcome as an Event on the config ConfigMap.
+func TestKubernetesToDataPlaneHosts(t *testing.T) {
+	k := kubetest.Start(t)
+	e := newDemoEnv(t)
+	applyExample(t, k, e)
+	host := dataplanetest.Start(t, dataplanetest.Options{})
+	e.startSidecar(t, "--source=kube", "--kubeconfig", k.Kubeconfig, "--reload=dataplane",
+		"--dataplane-url", host.URL, "--dataplane-ssl-dir", host.StorageDir)
+	e.waitReady(t)
+	e.waitServed(t, "web.localhost", "/", "web-")
+	haproxytest.WaitFor(t, 15*time.Second, func() bool {
+		evs, err := k.Client.CoreV1().Events("lb").List(context.Background(), metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=ConfigMap,involvedObject.name=config,reason=HostSuccess"})
+		return err == nil && len(evs.Items) > 0 && strings.Contains(evs.Items[0].Message, host.URL)
+	}, "a HostSuccess Event naming the host on the config ConfigMap")
+}

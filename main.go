@@ -296,6 +296,14 @@ func (o *options) newSource(log *slog.Logger) (pipeline.Source, error) {
 	return nil, fmt.Errorf("--source %q: want file, kube or etcd", o.source)
 }
 
+// templateObject is the object that holds the templates, where per-host Events go.
+func (o *options) templateObject() snapshot.Ref {
+	if o.configSecret != "" {
+		return snapshot.Ref{Kind: "Secret", Namespace: o.namespace, Name: o.configSecret}
+	}
+	return snapshot.Ref{Kind: "ConfigMap", Namespace: o.namespace, Name: o.configCM}
+}
+
 // kubeClient connects with --kubeconfig, else in-cluster, else $KUBECONFIG / ~/.kube/config.
 func (o *options) kubeClient() (kubernetes.Interface, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
@@ -441,6 +449,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("open generations for %s: %w", cfgPath, err)
 	}
+	var recorder pipeline.Recorder // Kubernetes Events, set below in the Kubernetes modes
 	var reloader reload.Reloader
 	var endpoint string
 	templateSSLDir := sslDir
@@ -456,7 +465,14 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 			SPIFFESocket: spiffe, SPIFFEID: o.dataplaneSPIFFEID,
 			ConfigPath: store.ConfigPath(), CertDir: store.SSLDir(), SSLDir: o.dataplaneSSLDir,
 			Timeout: o.reloadTimeout, Logger: log,
-			OnResult: func(ep, result string) { metrics.Reloads.WithLabelValues(ep, result).Inc() },
+			OnResult: func(ep, result string) {
+				metrics.Reloads.WithLabelValues(ep, result).Inc()
+				// Per-host outcome on the object holding the template, in the Kubernetes modes.
+				if recorder != nil {
+					recorder.Event(o.templateObject(), result != dataplane.ResultSuccess, "Host"+strings.ToUpper(result[:1])+result[1:],
+						fmt.Sprintf("HAProxy host %s: %s", ep, result))
+				}
+			},
 		})
 		if err != nil {
 			return err
@@ -487,7 +503,6 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	if identity == "" {
 		identity, _ = os.Hostname()
 	}
-	var recorder pipeline.Recorder
 	var leading atomic.Bool
 	var standby func() bool
 	if kube, ok := src.(*watcher.Kube); ok {
