@@ -15,7 +15,7 @@ import (
 )
 
 func TestEnv(t *testing.T) {
-	env := Start(t)
+	env := StartWith(t, Options{EncryptSecrets: true, EtcdPrefix: "/k8s"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -45,6 +45,9 @@ func TestEnv(t *testing.T) {
 		second := env.ApplyConfigMap(t, cm)
 		if first.UID != second.UID || second.Data["a"] != "2" {
 			t.Fatalf("update: uid %s -> %s, data %v", first.UID, second.UID, second.Data)
+		}
+		if env.EtcdPrefix != "/k8s" {
+			t.Fatalf("EtcdPrefix %q", env.EtcdPrefix)
 		}
 		if v := etcdValue(t, "/configmaps/lb/services"); !bytes.HasPrefix(v, []byte("k8s\x00")) {
 			t.Fatalf("etcd value does not start with the protobuf magic: %q", v[:min(len(v), 16)])
@@ -95,10 +98,11 @@ func TestEnv(t *testing.T) {
 		}
 	})
 
-	t.Run("encrypted secrets are not", func(t *testing.T) {
+	t.Run("secrets encrypted at rest", func(t *testing.T) {
 		env.ApplySecret(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "keys", Namespace: "lb"}, Data: map[string][]byte{"k": []byte("v")}})
-		if v := etcdValue(t, "/secrets/lb/keys"); !bytes.HasPrefix(v, []byte("k8s\x00")) {
-			t.Fatalf("secret not stored as plain protobuf: %q", v[:min(len(v), 16)])
+		want := "k8s:enc:aescbc:v1:" + EncryptionKeyName + ":"
+		if v := etcdValue(t, "/secrets/lb/keys"); !bytes.HasPrefix(v, []byte(want)) {
+			t.Fatalf("secret value starts with %q, want %q", v[:min(len(v), len(want))], want)
 		}
 	})
 
@@ -144,26 +148,6 @@ func TestEnv(t *testing.T) {
 			}
 		}
 	})
-}
-
-func TestEncryptSecrets(t *testing.T) {
-	env := StartWith(t, Options{EncryptSecrets: true, EtcdPrefix: "/k8s"})
-	env.ApplySecret(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "keys", Namespace: "lb"}, Data: map[string][]byte{"k": []byte("v")}})
-	etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{env.EtcdURL}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatalf("etcd client: %v", err)
-	}
-	defer etcd.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := etcd.Get(ctx, "/k8s/secrets/lb/keys")
-	if err != nil || len(resp.Kvs) != 1 {
-		t.Fatalf("etcd get: %v %v", err, resp)
-	}
-	want := "k8s:enc:aescbc:v1:" + EncryptionKeyName + ":"
-	if v := resp.Kvs[0].Value; !bytes.HasPrefix(v, []byte(want)) {
-		t.Fatalf("secret value starts with %q, want %q", v[:min(len(v), len(want))], want)
-	}
 }
 
 func podReady(p *corev1.Pod) bool {
