@@ -99,6 +99,20 @@ func TestKubernetesSourceEndToEnd(t *testing.T) {
 	e.waitServed(t, "web.localhost", "/", "web-")
 	e.waitServed(t, "api.localhost", "/v1/x", "api-1")
 
+	t.Run("render and validate read the API once and stop", func(t *testing.T) {
+		out := t.TempDir()
+		if err := renderCmd([]string{"--source=kube", "--kubeconfig", k.Kubeconfig, "--out", out}, false); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := os.ReadFile(out + "/haproxy.cfg")
+		if err != nil || !strings.Contains(string(cfg), "127.0.0.11:") {
+			t.Fatalf("rendered config (%v):\n%s", err, cfg)
+		}
+		if err := renderCmd([]string{"--source=kube", "--kubeconfig", k.Kubeconfig}, true); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("the same objects render the same bytes through the file and kube sources", func(t *testing.T) {
 		src := &watcher.Kube{Client: k.Client, Namespace: "lb", ServicesConfigMap: "services", KeysSecret: "keys",
 			CertificateSelector: "haproxy-sidecar/certificate"}

@@ -668,8 +668,14 @@ func renderCmd(args []string, checkOnly bool) error {
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
+	// The kube and etcd sources fill their caches in Run: run it until the objects are read.
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); _ = src.Run(ctx, func() {}) }()
 	objs, err := src.Objects(ctx)
+	cancel()
+	<-ran
+	ctx = context.Background()
 	if err != nil {
 		return err
 	}

@@ -142,8 +142,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	defer func() { <-writerDone }()
 	defer cancel()
 	srcErr := make(chan error, 1)
+	p.cfg.Metrics.SourceUp.Set(1) // before Run: a source that reports its own state overrides it
 	go func() { srcErr <- p.cfg.Source.Run(ctx, p.Changed) }()
-	p.cfg.Metrics.SourceUp.Set(1)
 
 	reason := "start"
 	var retry, deferred <-chan time.Time
