@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -195,18 +196,35 @@ func benchObjects(n, podsPer int, spread bool) *Objects {
 
 func BenchmarkBuild10000(b *testing.B) {
 	cases := []struct {
-		name   string
-		spread bool
-		cached bool
+		name      string
+		spread    bool
+		cached    bool
+		converted bool
 	}{
-		{"namespaces=10000", true, false},
-		{"namespaces=1", false, false},
-		{"namespaces=10000/cached", true, true},
+		{"namespaces=10000", true, false, false},
+		{"namespaces=1", false, false, false},
+		{"namespaces=10000/cached", true, true, false},
+		// Pods the file source converted as it read them (Objects.ConvertedPods).
+		{"namespaces=100/converted", false, false, true},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			objs := benchObjects(10000, 10, c.spread)
 			opts := Options{}
+			if c.converted {
+				var conv PodConverter
+				for i, p := range objs.Pods {
+					p.Namespace = fmt.Sprintf("ns-%03d", i/10%100)
+					objs.ConvertedPods = append(objs.ConvertedPods, conv.Convert(p))
+				}
+				for k, v := range objs.ConfigMaps[0].Data {
+					var i int
+					fmt.Sscanf(k, "svc-%d", &i)
+					objs.ConfigMaps[0].Data[k] = strings.Replace(v, `"apps"`, fmt.Sprintf("%q", fmt.Sprintf("ns-%03d", i%100)), 1)
+				}
+				objs.Pods = nil
+				opts.PodCache = &PodCache{}
+			}
 			if c.cached {
 				for i, p := range objs.Pods {
 					p.ResourceVersion = fmt.Sprint(i)

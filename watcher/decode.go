@@ -50,50 +50,44 @@ type manifestDecoder struct {
 
 	jobs []job
 	objs snapshot.Objects
-	seen map[objectKey]origin // where each object was first defined
+	seen seenSet
 	errs []error
 }
 
-type objectKey struct{ kind, namespace, name string }
-
+// origin is where an object is defined: the file and the line its document (or List) starts.
 type origin struct {
 	rel  string
 	line int
 }
 
-// job is one object of a file to decode, or an error found while reading the file; jobs are
-// kept in the order of the files.
+// job is one object of a file, or an error found while reading the file; jobs are kept in the
+// order of the files. An object found in the cache needs no more than where it is and what it
+// is (a hundred thousand of them are read again on every change).
 type job struct {
-	rel      string
-	line     int
+	at    *origin
+	res   *decoded    // nil until decoded; still nil if the fast decode did not succeed
+	entry *cacheEntry // the cache's entry, if the object was found there
+	p     *pending    // an object to decode, or an error; nil when found in the cache
+}
+
+type pending struct {
 	data     []byte // the object as JSON
-	defaults string // the kind given to a typed List's items ("" for none): part of the key
+	defaults string // the kind a typed List gives its items ("" for none): part of the key
 	gvk      schema.GroupVersionKind
 	err      error
 	keyed    bool
 	key      docKey
-	entry    *cacheEntry // the cache's entry for key, if any
-	res      *decoded    // nil until decoded; still nil if the fast decode did not succeed
 }
 
-// docKey identifies an object by its bytes and the kind its List gives its items: two
-// independent 64-bit hashes (xxhash and maphash), so a mix-up needs both to collide.
+// docKey identifies an object by its bytes: two independent 64-bit hashes (xxhash and
+// maphash), so a mix-up needs both to collide. The kind its List gives it is checked apart
+// (cacheEntry.prefix): a List's kind may come after its items.
 type docKey [2]uint64
 
 var docSeed = maphash.MakeSeed()
 
-func keyOf(defaults string, data []byte) docKey {
-	var x xxhash.Digest
-	x.Reset()
-	_, _ = x.WriteString(defaults)
-	_, _ = x.Write([]byte{0})
-	_, _ = x.Write(data)
-	var m maphash.Hash
-	m.SetSeed(docSeed)
-	m.WriteString(defaults)
-	m.WriteByte(0)
-	m.Write(data)
-	return docKey{x.Sum64(), m.Sum64()}
+func dataKey(data []byte) docKey {
+	return docKey{xxhash.Sum64(data), maphash.Bytes(docSeed, data)}
 }
 
 // docCache remembers decoded objects by content between reads, for as long as a read finds
@@ -106,8 +100,9 @@ type docCache struct {
 }
 
 type cacheEntry struct {
-	res   *decoded
-	round uint64 // the last read that found it
+	res    *decoded
+	prefix string // the kind a typed List gave the object (see pending.defaults)
+	round  uint64 // the last read that found it
 }
 
 func (c *docCache) get(k docKey) *cacheEntry {
@@ -115,6 +110,14 @@ func (c *docCache) get(k docKey) *cacheEntry {
 		return nil
 	}
 	return c.entries[k]
+}
+
+// find is get for an object its List gives the kind prefix.
+func (c *docCache) find(k docKey, prefix string) *cacheEntry {
+	if e := c.get(k); e != nil && e.prefix == prefix {
+		return e
+	}
+	return nil
 }
 
 // decoded is a decoded object, ready to be added: read-only once made, since a later read
@@ -149,7 +152,7 @@ func inputError(rel string, line, col int, err error) error {
 
 // fail reports an error found while reading a file, in its turn among the file's objects.
 func (d *manifestDecoder) fail(rel string, line, col int, err error) {
-	d.jobs = append(d.jobs, job{rel: rel, line: line, err: inputError(rel, line, col, err)})
+	d.jobs = append(d.jobs, job{at: &origin{rel, line}, p: &pending{err: inputError(rel, line, col, err)}})
 }
 
 // file decodes one file; rel is its path relative to the directory, for errors and logs.
@@ -297,7 +300,7 @@ func (d *manifestDecoder) document(rel string, line int, j []byte, defaults *sch
 		return
 	}
 
-	d.jobs = append(d.jobs, job{rel: rel, line: line, data: j, defaults: gvkString(defaults), gvk: gvk})
+	d.jobs = append(d.jobs, job{at: &origin{rel, line}, p: &pending{data: j, defaults: gvkString(defaults), gvk: gvk}})
 }
 
 func (d *manifestDecoder) list(rel string, line int, gvk schema.GroupVersionKind, items json.RawMessage) {
@@ -324,20 +327,25 @@ func (d *manifestDecoder) list(rel string, line int, gvk schema.GroupVersionKind
 // looked up in the cache first: found, its bytes are known to be valid; otherwise it is
 // validated here.
 func (d *manifestDecoder) scannedJobs(rel string, data []byte, docs []head) bool {
-	jobs := make([]job, 0, len(docs))
+	start := len(d.jobs)
+	bail := func() bool {
+		d.jobs = d.jobs[:start]
+		return false
+	}
 	line, at := 1, 0
 	for _, doc := range docs {
 		line += bytes.Count(data[at:doc.start], []byte{'\n'})
 		at = doc.start
+		where := &origin{rel, line}
 		gvk, ok := scannedGVK(doc, nil)
 		if !ok {
-			return false
+			return bail()
 		}
 		if !isList(gvk.Kind, doc.hasItems) {
 			if doc.hasItems {
-				return false // items are not validated, and decoding will complain anyway
+				return bail() // items are not validated, and decoding will complain anyway
 			}
-			jobs = append(jobs, job{rel: rel, line: line, data: data[doc.start:doc.end], gvk: gvk})
+			d.jobs = append(d.jobs, job{at: where, p: &pending{data: data[doc.start:doc.end], gvk: gvk}})
 			continue
 		}
 		var defaults *schema.GroupVersionKind
@@ -346,28 +354,28 @@ func (d *manifestDecoder) scannedJobs(rel string, data []byte, docs []head) bool
 			defaults = &itemGVK
 		}
 		prefix := gvkString(defaults)
-		jobs = slices.Grow(jobs, len(doc.items))
+		d.jobs = slices.Grow(d.jobs, len(doc.items))
 		for _, sp := range doc.items {
-			j := job{rel: rel, line: line, data: data[sp.start:sp.end], defaults: prefix}
+			item := data[sp.start:sp.end]
+			var key docKey
 			if d.cache != nil {
-				j.key, j.keyed = keyOf(prefix, j.data), true
-				if j.entry = d.cache.get(j.key); j.entry != nil {
-					j.res = j.entry.res
-					jobs = append(jobs, j)
+				key = dataKey(item)
+				if e := d.cache.find(key, prefix); e != nil {
+					d.jobs = append(d.jobs, job{at: where, res: e.res, entry: e})
 					continue
 				}
 			}
-			item, ok := validItem(data, sp)
+			h, ok := validItem(data, sp)
 			if !ok {
-				return false
+				return bail()
 			}
-			if j.gvk, ok = scannedGVK(item, defaults); !ok || isList(j.gvk.Kind, item.hasItems) {
-				return false
+			igvk, ok := scannedGVK(h, defaults)
+			if !ok || isList(igvk.Kind, h.hasItems) {
+				return bail()
 			}
-			jobs = append(jobs, j)
+			d.jobs = append(d.jobs, job{at: where, p: &pending{data: item, defaults: prefix, gvk: igvk, keyed: d.cache != nil, key: key}})
 		}
 	}
-	d.jobs = append(d.jobs, jobs...)
 	return true
 }
 
@@ -413,17 +421,17 @@ func (d *manifestDecoder) finish() {
 	work := func() {
 		for i := int(next.Add(1) - 1); i < len(d.jobs); i = int(next.Add(1) - 1) {
 			j := &d.jobs[i]
-			if j.err != nil || j.res != nil {
+			if j.p == nil || j.p.err != nil {
 				continue
 			}
-			if d.cache != nil && !j.keyed {
-				j.key, j.keyed = keyOf(j.defaults, j.data), true
-				if j.entry = d.cache.get(j.key); j.entry != nil {
+			if d.cache != nil && !j.p.keyed {
+				j.p.key, j.p.keyed = dataKey(j.p.data), true
+				if j.entry = d.cache.find(j.p.key, j.p.defaults); j.entry != nil {
 					j.res = j.entry.res
 					continue
 				}
 			}
-			j.res = d.fastDecode(j)
+			j.res = d.fastDecode(j.p)
 		}
 	}
 	workers := min(runtime.GOMAXPROCS(0), (len(d.jobs)+31)/32)
@@ -433,9 +441,6 @@ func (d *manifestDecoder) finish() {
 	work()
 	wg.Wait()
 
-	if d.seen == nil {
-		d.seen = make(map[objectKey]origin, len(d.jobs))
-	}
 	var round uint64
 	if d.cache != nil {
 		d.cache.round++
@@ -444,22 +449,23 @@ func (d *manifestDecoder) finish() {
 			d.cache.entries = map[docKey]*cacheEntry{}
 		}
 	}
+	d.seen.init(len(d.jobs))
 	for i := range d.jobs {
 		j := &d.jobs[i]
 		switch {
-		case j.err != nil:
-			d.errs = append(d.errs, j.err)
+		case j.p != nil && j.p.err != nil:
+			d.errs = append(d.errs, j.p.err)
 			continue
 		case j.res == nil:
-			if j.res = d.decode(j); j.res == nil {
+			if j.res = d.decode(j.at, j.p); j.res == nil {
 				continue
 			}
 		case j.entry != nil:
 			j.entry.round = round
 		case d.cache != nil:
-			d.cache.entries[j.key] = &cacheEntry{res: j.res, round: round}
+			d.cache.entries[j.p.key] = &cacheEntry{res: j.res, prefix: j.p.defaults, round: round}
 		}
-		d.add(j.rel, j.line, j.res)
+		d.add(j.at, j.res)
 	}
 	if d.cache != nil {
 		for k, e := range d.cache.entries {
@@ -474,12 +480,12 @@ func (d *manifestDecoder) finish() {
 // fastDecode is what the decoder does with an object of a known kind whose apiVersion and
 // kind are read already: make the object, then decode strictly (unknown or duplicate fields
 // are errors). nil when that is not enough; decode then gives the decoder's own result.
-func (d *manifestDecoder) fastDecode(j *job) *decoded {
-	obj, err := scheme.Scheme.New(j.gvk)
+func (d *manifestDecoder) fastDecode(p *pending) *decoded {
+	obj, err := scheme.Scheme.New(p.gvk)
 	if err != nil {
 		return nil
 	}
-	strict, err := kjson.UnmarshalStrict(j.data, obj)
+	strict, err := kjson.UnmarshalStrict(p.data, obj)
 	if err != nil || len(strict) > 0 {
 		return nil
 	}
@@ -487,16 +493,16 @@ func (d *manifestDecoder) fastDecode(j *job) *decoded {
 }
 
 // decode decodes with the decoder, reporting what it rejects; nil when nothing is to be added.
-func (d *manifestDecoder) decode(j *job) *decoded {
-	obj, _, err := d.decoder.Decode(j.data, &j.gvk, nil)
+func (d *manifestDecoder) decode(at *origin, p *pending) *decoded {
+	obj, _, err := d.decoder.Decode(p.data, &p.gvk, nil)
 	switch {
 	case kruntime.IsNotRegisteredError(err):
 		d.logger.Warn("ignoring an object of a kind this program does not know",
-			"file", j.rel, "line", j.line, "apiVersion", j.gvk.GroupVersion().String(), "kind", j.gvk.Kind)
+			"file", at.rel, "line", at.line, "apiVersion", p.gvk.GroupVersion().String(), "kind", p.gvk.Kind)
 		return nil
 	case err != nil:
 		// Decoder messages name fields and types, never values (a Secret's data stays out).
-		d.errs = append(d.errs, inputError(j.rel, j.line, 0, fmt.Errorf("decoding the %s: %v", j.gvk.Kind, err)))
+		d.errs = append(d.errs, inputError(at.rel, at.line, 0, fmt.Errorf("decoding the %s: %v", p.gvk.Kind, err)))
 		return nil
 	}
 	return d.prepare(obj)
@@ -529,23 +535,28 @@ func (d *manifestDecoder) prepare(obj kruntime.Object) *decoded {
 }
 
 // add keeps ConfigMaps, Secrets and Pods, as the API server would store them.
-func (d *manifestDecoder) add(rel string, line int, r *decoded) {
+func (d *manifestDecoder) add(at *origin, r *decoded) {
 	if r.kind == "" {
 		gvk := r.obj.GetObjectKind().GroupVersionKind()
 		d.logger.Debug("ignoring an object that is not a ConfigMap, Secret or Pod",
-			"file", rel, "line", line, "kind", gvk.Kind, "apiVersion", gvk.GroupVersion().String())
+			"file", at.rel, "line", at.line, "kind", gvk.Kind, "apiVersion", gvk.GroupVersion().String())
 		return
 	}
-	namespace, name := "", ""
-	if r.pod != nil {
-		namespace, name = r.pod.Namespace(), r.pod.Name()
-	} else {
-		namespace, name = r.meta.Namespace, r.meta.Name
+	k := r.key()
+	if k.name == "" {
+		d.errs = append(d.errs, inputError(at.rel, at.line, 0, fmt.Errorf("the %s has no metadata.name", r.kind)))
+		return
 	}
-	if !d.first(rel, line, r.kind, namespace, name) {
+	// A second definition is an error, since which one won would depend on file names.
+	if prev := d.seen.add(r, at); prev != nil {
+		d.errs = append(d.errs, inputError(at.rel, at.line, 0,
+			fmt.Errorf("%s %s/%s is defined twice: first in %s line %d", k.kind, k.namespace, k.name, prev.rel, prev.line)))
 		return
 	}
 	if r.pod != nil {
+		if d.objs.ConvertedPods == nil {
+			d.objs.ConvertedPods = make([]*snapshot.Pod, 0, len(d.jobs))
+		}
 		d.objs.ConvertedPods = append(d.objs.ConvertedPods, r.pod)
 		return
 	}
@@ -559,21 +570,63 @@ func (d *manifestDecoder) add(rel string, line int, r *decoded) {
 	}
 }
 
-// first reports whether this is the object's first definition; a second one is an error,
-// since which one won would depend on file names.
-func (d *manifestDecoder) first(rel string, line int, kind, namespace, name string) bool {
-	if name == "" {
-		d.errs = append(d.errs, inputError(rel, line, 0, fmt.Errorf("the %s has no metadata.name", kind)))
-		return false
+// seenSet remembers where each object was first defined, by a hash of its kind, namespace and
+// name (small for a hundred thousand objects); equal hashes are compared exactly.
+type seenSet struct {
+	first map[uint64]seenAt
+	more  map[objectKey]*origin // objects whose hash an earlier one has
+}
+
+type objectKey struct{ kind, namespace, name string }
+
+type seenAt struct {
+	at  *origin
+	res *decoded
+}
+
+func (r *decoded) key() objectKey {
+	if r.pod != nil {
+		return objectKey{r.kind, r.pod.Namespace(), r.pod.Name()}
 	}
-	k := objectKey{kind, namespace, name}
-	if prev, ok := d.seen[k]; ok {
-		d.errs = append(d.errs, inputError(rel, line, 0,
-			fmt.Errorf("%s %s/%s is defined twice: first in %s line %d", kind, namespace, name, prev.rel, prev.line)))
-		return false
+	return objectKey{r.kind, r.meta.Namespace, r.meta.Name}
+}
+
+func (s *seenSet) init(n int) {
+	if s.first == nil {
+		s.first = make(map[uint64]seenAt, n)
 	}
-	d.seen[k] = origin{rel, line}
-	return true
+}
+
+var seenSeed = maphash.MakeSeed()
+
+// add records r, defined at, or returns where an object of the same kind, namespace and name
+// was defined first.
+func (s *seenSet) add(r *decoded, at *origin) *origin {
+	k := r.key()
+	var h maphash.Hash
+	h.SetSeed(seenSeed)
+	h.WriteString(k.kind)
+	h.WriteByte(0)
+	h.WriteString(k.namespace)
+	h.WriteByte(0)
+	h.WriteString(k.name)
+	sum := h.Sum64()
+	first, ok := s.first[sum]
+	switch {
+	case !ok:
+		s.first[sum] = seenAt{at, r}
+		return nil
+	case first.res.key() == k:
+		return first.at
+	}
+	if prev := s.more[k]; prev != nil {
+		return prev
+	}
+	if s.more == nil {
+		s.more = map[objectKey]*origin{}
+	}
+	s.more[k] = at
+	return nil
 }
 
 // foldStringData does what the API server does with a Secret's stringData: merge it into data

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,7 +15,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // jsonCorpus are JSON manifest files the fast path reads (or gives up on) and the slow path
@@ -129,19 +133,31 @@ func TestJSONFastPath(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			writeFiles(t, dir, map[string]string{"a.json": content, "b.json": `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"other","namespace":"x"}}`})
+			defer func() { fastJSON, streamMin, streamBuf = true, 4<<20, 1<<20 }()
 			fastJSON = false
 			slowObjs, slowErrs := readDir(t, &File{Dir: dir, DefaultNamespace: "lb"})
 			fastJSON = true
-			defer func() { fastJSON = true }()
 			fastObjs, fastErrs := readDir(t, &File{Dir: dir, DefaultNamespace: "lb"})
 			cached := &File{Dir: dir, DefaultNamespace: "lb", PodConverter: &snapshot.PodConverter{}}
 			coldObjs, coldErrs := readDir(t, cached)
 			warmObjs, warmErrs := readDir(t, cached)
+			streamMin, streamBuf = 0, 7 // every JSON file streamed, through a window of 7 bytes
+			streamedObjs, streamedErrs := readDir(t, &File{Dir: dir, DefaultNamespace: "lb"})
+			streamed := &File{Dir: dir, DefaultNamespace: "lb", PodConverter: &snapshot.PodConverter{}}
+			sColdObjs, sColdErrs := readDir(t, streamed)
+			sWarmObjs, sWarmErrs := readDir(t, streamed)
 			for _, c := range []struct {
 				name string
 				objs *snapshot.Objects
 				errs []string
-			}{{"fast path", fastObjs, fastErrs}, {"converted", coldObjs, coldErrs}, {"converted, from the cache", warmObjs, warmErrs}} {
+			}{
+				{"fast path", fastObjs, fastErrs},
+				{"converted", coldObjs, coldErrs},
+				{"converted, from the cache", warmObjs, warmErrs},
+				{"streamed", streamedObjs, streamedErrs},
+				{"streamed, converted", sColdObjs, sColdErrs},
+				{"streamed, converted, from the cache", sWarmObjs, sWarmErrs},
+			} {
 				if !slices.Equal(c.errs, slowErrs) {
 					t.Errorf("%s: errors\n%q\nwant\n%q", c.name, c.errs, slowErrs)
 					continue
@@ -164,6 +180,32 @@ func TestJSONFastPathTaken(t *testing.T) {
 				t.Error("the fast path gave up")
 			}
 		})
+	}
+}
+
+// TestStreamTaken: the streaming path reads Lists itself, through any window size.
+func TestStreamTaken(t *testing.T) {
+	defer func() { streamBuf = 1 << 20 }()
+	for _, name := range []string{"list of pods", "kubectl order", "typed list", "typed list, no kind", "numbers", "other kinds"} {
+		for _, size := range []int{1, 7, 1 << 20} {
+			t.Run(fmt.Sprintf("%s window %d", name, size), func(t *testing.T) {
+				streamBuf = size
+				d := newManifestDecoder("lb", testLogger(t))
+				data := jsonCorpus[name]
+				sum, n, err := d.streamJSON("a.json", strings.NewReader(data))
+				if err != nil {
+					t.Fatalf("the streaming path gave up: %v", err)
+				}
+				if n != int64(len(data)) || sum != xxhash.Sum64String(data) {
+					t.Errorf("read %d bytes, hash %x; want %d, %x", n, sum, len(data), xxhash.Sum64String(data))
+				}
+				want := newManifestDecoder("lb", testLogger(t))
+				want.file("a.json", []byte(data))
+				if len(d.jobs) != len(want.jobs) {
+					t.Errorf("%d objects, the in-memory path %d", len(d.jobs), len(want.jobs))
+				}
+			})
+		}
 	}
 }
 
@@ -212,6 +254,28 @@ func TestFileCache(t *testing.T) {
 	if got := len(f.cache.entries); got != 1 {
 		t.Errorf("the cache holds %d objects, want 1 (pods b and c are gone)", got)
 	}
+	t.Run("the same items under another List kind", func(t *testing.T) {
+		for _, min := range []int64{0, 4 << 20} {
+			streamMin = min
+			defer func() { streamMin = 4 << 20 }()
+			dir := t.TempDir()
+			item := `{"metadata":{"name":"p","namespace":"shop"},"status":{"podIP":"10.0.0.3","phase":"Running"}}`
+			f := &File{Dir: dir, PodConverter: &snapshot.PodConverter{}}
+			writeFiles(t, dir, map[string]string{"p.json": `{"apiVersion":"v1","kind":"List","items":[` + item + `]}`})
+			if _, errs := readDir(t, f); len(errs) != 1 || !strings.Contains(errs[0], "no kind") {
+				t.Errorf("an item without kind in a List: errors %q", errs)
+			}
+			writeFiles(t, dir, map[string]string{"p.json": `{"apiVersion":"v1","items":[` + item + `],"kind":"PodList"}`})
+			o, errs := readDir(t, f)
+			if errs != nil || len(o.ConvertedPods) != 1 || o.ConvertedPods[0].Object()["status"].(map[string]any)["podIP"] != "10.0.0.3" {
+				t.Errorf("the same item in a PodList: %v", errs)
+			}
+			writeFiles(t, dir, map[string]string{"p.json": `{"apiVersion":"v1","items":[` + item + `],"kind":"List"}`})
+			if _, errs := readDir(t, f); len(errs) != 1 || !strings.Contains(errs[0], "no kind") {
+				t.Errorf("back in a List: errors %q", errs)
+			}
+		}
+	})
 	f.DefaultNamespace = "other"
 	writeFiles(t, dir, map[string]string{"copy.json": `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`})
 	o, errs := readDir(t, f)
@@ -309,5 +373,34 @@ func TestSkipObject(t *testing.T) {
 				t.Errorf("skipObject = %d, %v; want %d", end, ok, len(c))
 			}
 		})
+	}
+}
+
+// TestSeenSetCollision: objects whose hashes collide are told apart.
+func TestSeenSetCollision(t *testing.T) {
+	cm := func(name string) *decoded {
+		o := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "lb", Name: name}}
+		return &decoded{obj: o, kind: "ConfigMap", meta: &o.ObjectMeta}
+	}
+	var s seenSet
+	s.init(4)
+	a, b := cm("a"), cm("b")
+	at1, at2, at3 := &origin{"x.yaml", 1}, &origin{"y.yaml", 2}, &origin{"z.yaml", 3}
+	if s.add(a, at1) != nil {
+		t.Fatal("a is new")
+	}
+	// Pretend b's hash is a's: move a's entry under b's hash.
+	var h maphash.Hash
+	h.SetSeed(seenSeed)
+	h.WriteString("ConfigMap\x00lb\x00b")
+	for k, v := range s.first {
+		delete(s.first, k)
+		s.first[h.Sum64()] = v
+	}
+	if prev := s.add(b, at2); prev != nil {
+		t.Fatalf("b, whose hash a has, is reported defined at %v", prev)
+	}
+	if prev := s.add(cm("b"), at3); prev != at2 {
+		t.Errorf("b again: first defined at %v, want %v", prev, at2)
 	}
 }

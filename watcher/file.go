@@ -88,7 +88,7 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		data, err := os.ReadFile(file.path)
+		sum, size, err := readManifest(dec, file)
 		if errors.Is(err, fs.ErrNotExist) {
 			log.Debug("file vanished while reading the directory", "file", file.rel)
 			continue
@@ -96,9 +96,7 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		if err != nil {
 			return nil, fmt.Errorf("file source: read %s: %w", file.rel, err)
 		}
-		fmt.Fprintf(h, "file %q %d\n", file.rel, len(data))
-		h.Write(data)
-		dec.file(file.rel, data)
+		fmt.Fprintf(h, "file %q %d %016x\n", file.rel, size, sum)
 	}
 	dec.finish()
 	switch len(dec.errs) {
@@ -111,6 +109,30 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	objs := dec.objs
 	objs.Revision = fmt.Sprintf("%016x", h.Sum64())
 	return &objs, nil
+}
+
+// readManifest reads one file into dec, big JSON files through the streaming path, and
+// returns the hash and size of what it read.
+func readManifest(dec *manifestDecoder, file manifest) (sum uint64, size int64, err error) {
+	if strings.HasSuffix(file.rel, ".json") {
+		if fi, err := os.Stat(file.path); err == nil && fi.Size() >= streamMin {
+			f, err := os.Open(file.path)
+			if err != nil {
+				return 0, 0, err
+			}
+			sum, size, err = dec.streamJSON(file.rel, f)
+			f.Close()
+			if !errors.Is(err, errBail) {
+				return sum, size, err
+			}
+		}
+	}
+	data, err := os.ReadFile(file.path)
+	if err != nil {
+		return 0, 0, err
+	}
+	dec.file(file.rel, data)
+	return xxhash.Sum64(data), int64(len(data)), nil
 }
 
 // Run watches Dir and every directory scan enters, adding watches as directories appear, and

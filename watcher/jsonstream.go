@@ -1,0 +1,326 @@
+package watcher
+
+import (
+	"errors"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// The streaming fast path for big JSON files made of one List (what `kubectl get -o json`
+// and hack/gen-scale write): the file goes through a window of a few megabytes instead of
+// being held whole, and only the items that are not in the cache are kept (copied) for
+// decoding. Everything but the items is validated as in the in-memory fast path; an item is
+// valid when the cache knows its bytes, or when validItem says so. On anything else the
+// caller reads the file whole, as for any other file.
+
+// streamMin is the size from which a JSON file is streamed, streamBuf the window's first
+// size (it grows to hold the largest item); tests lower them.
+var (
+	streamMin int64 = 4 << 20
+	streamBuf       = 1 << 20
+)
+
+// errBail: the streaming path gives up; the file is read whole instead.
+var errBail = errors.New("not for the streaming path")
+
+// window is a sliding view of a file: buf[mark:n] are bytes still needed, pos the next byte.
+type window struct {
+	r    io.Reader
+	buf  []byte
+	n    int
+	pos  int
+	mark int // the start of what must be kept when more is read
+	eof  bool
+	err  error
+	sum  *xxhash.Digest // of every byte read
+	size int64          // bytes read
+	nl   int            // newlines before buf[0], while counted (the List's line)
+}
+
+// more reads more bytes, keeping buf[mark:]; false at the end of the file or on an error.
+func (w *window) more() bool {
+	if w.eof || w.err != nil {
+		return false
+	}
+	if w.mark > 0 {
+		copy(w.buf, w.buf[w.mark:w.n])
+		w.n -= w.mark
+		w.pos -= w.mark
+		w.mark = 0
+	}
+	if w.n == len(w.buf) {
+		w.buf = append(w.buf, make([]byte, len(w.buf))...)
+	}
+	k, err := w.r.Read(w.buf[w.n:])
+	if k > 0 {
+		_, _ = w.sum.Write(w.buf[w.n : w.n+k])
+		w.size += int64(k)
+		w.n += k
+	}
+	switch {
+	case errors.Is(err, io.EOF):
+		w.eof = true
+	case err != nil:
+		w.err = err
+	}
+	return k > 0 || (!w.eof && w.err == nil)
+}
+
+// peek returns the byte at pos, reading more if needed.
+func (w *window) peek() (byte, bool) {
+	for w.pos >= w.n {
+		if !w.more() {
+			return 0, false
+		}
+	}
+	return w.buf[w.pos], true
+}
+
+func (w *window) ws() {
+	w.mark = w.pos
+	for {
+		c, ok := w.peek()
+		if !ok {
+			return
+		}
+		switch c {
+		case ' ', '\t', '\r':
+		case '\n':
+			w.nl++
+		default:
+			return
+		}
+		w.pos++
+	}
+}
+
+// value returns the bytes of the JSON value at pos (delimited, not validated) and moves past
+// it. The bytes are valid until the next read.
+func (w *window) value() ([]byte, bool) {
+	c, ok := w.peek()
+	if !ok {
+		return nil, false
+	}
+	w.mark = w.pos
+	depth, inString, escaped := 0, false, false
+	scalar := c != '{' && c != '[' && c != '"'
+	for {
+		for ; w.pos < w.n; w.pos++ {
+			c := w.buf[w.pos]
+			switch {
+			case inString:
+				switch {
+				case escaped:
+					escaped = false
+				case c == '\\':
+					escaped = true
+				case c == '"':
+					inString = false
+					if depth == 0 {
+						w.pos++
+						return w.buf[w.mark:w.pos], true
+					}
+				}
+			case scalar:
+				switch c {
+				case ',', '}', ']', ' ', '\t', '\r', '\n':
+					return w.buf[w.mark:w.pos], true
+				}
+			case c == '"':
+				inString = true
+			case c == '{' || c == '[':
+				depth++
+			case c == '}' || c == ']':
+				if depth--; depth == 0 {
+					w.pos++
+					return w.buf[w.mark:w.pos], true
+				}
+			}
+		}
+		if !w.more() {
+			if scalar && w.eof && w.err == nil && w.pos > w.mark {
+				return w.buf[w.mark:w.pos], true
+			}
+			return nil, false
+		}
+	}
+}
+
+// expect moves past byte c, the next one.
+func (w *window) expect(c byte) bool {
+	if b, ok := w.peek(); !ok || b != c {
+		return false
+	}
+	w.pos++
+	return true
+}
+
+// streamedItem is an item of the List: found in the cache, or kept for decoding (small: a
+// List may have a hundred thousand items).
+type streamedItem struct {
+	entry *cacheEntry
+	miss  *streamedMiss
+}
+
+type streamedMiss struct {
+	key  docKey
+	data []byte // a copy
+	head head
+}
+
+// streamJSON reads the List in r. It returns the file's hash and size, or errBail (or a read
+// error) when the file must be read whole.
+func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size int64, err error) {
+	w := &window{r: r, buf: make([]byte, streamBuf), sum: xxhash.New()}
+	bail := func() (uint64, int64, error) {
+		if w.err != nil {
+			return 0, 0, w.err
+		}
+		return 0, 0, errBail
+	}
+	w.ws()
+	line := 1 + w.nl
+	if !w.expect('{') {
+		return bail()
+	}
+	var (
+		h     head
+		items []streamedItem
+	)
+	w.ws()
+	if c, ok := w.peek(); ok && c == '}' {
+		return bail() // an empty object: not a List
+	}
+	for {
+		w.ws()
+		k, ok := w.value()
+		if !ok || len(k) < 2 || k[0] != '"' {
+			return bail()
+		}
+		s := jsonScanner{data: k}
+		if end, escaped, ok := s.str(0); !ok || escaped || end != len(k) {
+			return bail()
+		}
+		key := string(k[1 : len(k)-1])
+		w.ws()
+		if !w.expect(':') {
+			return bail()
+		}
+		w.ws()
+		switch key {
+		case "items":
+			if h.hasItems || !d.streamItems(w, &items) {
+				return bail()
+			}
+			h.hasItems = true
+		default:
+			for _, n := range []string{"apiVersion", "kind", "items"} {
+				if key != n && strings.EqualFold(key, n) {
+					return bail()
+				}
+			}
+			v, ok := w.value()
+			if !ok {
+				return bail()
+			}
+			s := jsonScanner{data: v}
+			if key == "apiVersion" || key == "kind" {
+				if end, ok := s.headField(0, key, &h, false); !ok || end != len(v) {
+					return bail()
+				}
+			} else if end, ok := s.value(0); !ok || end != len(v) {
+				return bail()
+			}
+		}
+		w.ws()
+		if w.expect(',') {
+			continue
+		}
+		if !w.expect('}') {
+			return bail()
+		}
+		break
+	}
+	w.ws()
+	if _, ok := w.peek(); ok || w.err != nil {
+		return bail() // more after the List
+	}
+	gvk, ok := scannedGVK(h, nil)
+	if !ok || !h.hasItems || !isList(gvk.Kind, true) {
+		return bail()
+	}
+	var defaults *schema.GroupVersionKind
+	if gvk.Kind != "List" {
+		itemGVK := gvk.GroupVersion().WithKind(strings.TrimSuffix(gvk.Kind, "List"))
+		defaults = &itemGVK
+	}
+	prefix := gvkString(defaults)
+	where := &origin{rel, line}
+	start := len(d.jobs)
+	d.jobs = slices.Grow(d.jobs, len(items))
+	for _, it := range items {
+		if it.entry != nil && it.entry.prefix == prefix {
+			d.jobs = append(d.jobs, job{at: where, res: it.entry.res, entry: it.entry})
+			continue
+		}
+		m := it.miss
+		if m == nil {
+			d.jobs = d.jobs[:start]
+			return bail() // found in the cache under another List kind: read again
+		}
+		igvk, ok := scannedGVK(m.head, defaults)
+		if !ok || isList(igvk.Kind, m.head.hasItems) {
+			d.jobs = d.jobs[:start]
+			return bail()
+		}
+		d.jobs = append(d.jobs, job{at: where, p: &pending{data: m.data, defaults: prefix, gvk: igvk, keyed: d.cache != nil, key: m.key}})
+	}
+	return w.sum.Sum64(), w.size, nil
+}
+
+// streamItems reads the items array at pos: each item is looked up in the cache, or copied
+// and validated.
+func (d *manifestDecoder) streamItems(w *window, items *[]streamedItem) bool {
+	if !w.expect('[') {
+		return false
+	}
+	w.ws()
+	if w.expect(']') {
+		return true
+	}
+	for {
+		if c, ok := w.peek(); !ok || c != '{' {
+			return false
+		}
+		v, ok := w.value()
+		if !ok {
+			return false
+		}
+		var (
+			it  streamedItem
+			key docKey
+		)
+		if d.cache != nil {
+			key = dataKey(v)
+			it.entry = d.cache.get(key)
+		}
+		if it.entry == nil {
+			m := &streamedMiss{key: key, data: append([]byte(nil), v...)}
+			if m.head, ok = validItem(m.data, span{0, len(m.data)}); !ok {
+				return false
+			}
+			it.miss = m
+		}
+		*items = append(*items, it)
+		w.ws()
+		if w.expect(',') {
+			w.ws()
+			continue
+		}
+		return w.expect(']')
+	}
+}
