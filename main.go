@@ -44,6 +44,9 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
+// memLimit is the soft memory limit set from the container's (0: none set).
+var memLimit int64
+
 const topUsage = `haproxy-sidecar keeps HAProxy configured from Kubernetes objects.
 
 It reads the "services" ConfigMap, certificate ConfigMaps and Secrets, the pods the services
@@ -66,6 +69,7 @@ func main() {
 		os.Exit(2)
 	}
 	cmd, args := os.Args[1], os.Args[2:]
+	memLimit = defaultMemoryLimit(os.Getenv, "/sys/fs/cgroup")
 	var err error
 	switch cmd {
 	case "run":
@@ -583,7 +587,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 		}()
 	}
 	log.Info("starting", "version", version, "source", o.source, "dir", o.dir, "haproxy_config", cfgPath,
-		"ssl_dir", sslDir, "reload", o.reloadMode, "wait", o.wait.String())
+		"ssl_dir", sslDir, "reload", o.reloadMode, "wait", o.wait.String(), "go_memory_limit", memLimitText())
 	return p.Run(ctx)
 }
 
