@@ -404,3 +404,15 @@ func TestSeenSetCollision(t *testing.T) {
 		t.Errorf("b again: first defined at %v, want %v", prev, at2)
 	}
 }
+
+func TestScanValue(t *testing.T) {
+	cases := map[string]int{
+		`"abc"x`: 5, `"a\"b"`: 6, `"a\\"b`: 5, `12,`: 2, `true}`: 4, `null `: 4, `[1,[2]]]`: 7,
+		`12`: -1, `{"a":`: -1, `"abc`: -1, `"a\"`: -1, `[{"]":1}`: -1, ``: -1,
+	}
+	for in, want := range cases {
+		if got := scanValue([]byte(in)); got != want {
+			t.Errorf("scanValue(%q) = %d, want %d", in, got, want)
+		}
+	}
+}

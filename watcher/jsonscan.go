@@ -199,44 +199,72 @@ func (s *jsonScanner) split(i int, out *[]span) (int, bool) {
 
 // skipObject returns the offset after the object at i, following only strings and brackets.
 func skipObject(d []byte, i int) (int, bool) {
-	depth := 0
-	for i < len(d) {
-		for i < len(d) && !structural[d[i]] {
-			i++
-		}
-		if i == len(d) {
-			break
-		}
-		switch d[i] {
-		case '"':
-			// To the next quote that no backslash escapes.
-			for {
-				q := bytes.IndexByte(d[i+1:], '"')
-				if q < 0 {
-					return 0, false
-				}
-				i += 1 + q
-				n := 0
-				for d[i-1-n] == '\\' {
-					n++
-				}
-				if n%2 == 0 {
-					break
-				}
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth--; depth == 0 {
-				return i + 1, true
-			}
-		}
-		i++
-	}
-	return 0, false
+	end := scanValue(d[i:])
+	return i + end, end > 0
 }
 
-// structural marks the bytes skipObject stops at.
+// scanValue returns the offset after the JSON value d starts with, following only strings and
+// brackets (not validating), or -1 when d ends first.
+func scanValue(d []byte) int {
+	if len(d) == 0 {
+		return -1
+	}
+	switch d[0] {
+	case '{', '[':
+		depth := 0
+		for i := 0; i < len(d); i++ {
+			for i < len(d) && !structural[d[i]] {
+				i++
+			}
+			if i == len(d) {
+				break
+			}
+			switch d[i] {
+			case '"':
+				if i = stringEnd(d, i); i < 0 {
+					return -1
+				}
+				i-- // at the closing quote
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return -1
+	case '"':
+		return stringEnd(d, 0)
+	}
+	for i, c := range d {
+		switch c {
+		case ',', '}', ']', ' ', '\t', '\r', '\n':
+			return i
+		}
+	}
+	return -1
+}
+
+// stringEnd returns the offset after the string whose opening quote is at i, or -1.
+func stringEnd(d []byte, i int) int {
+	for {
+		q := bytes.IndexByte(d[i+1:], '"')
+		if q < 0 {
+			return -1
+		}
+		i += 1 + q
+		n := 0
+		for d[i-1-n] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			return i + 1
+		}
+	}
+}
+
+// structural marks the bytes scanValue stops at.
 var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
 
 // array validates the array at i.

@@ -101,48 +101,19 @@ func (w *window) ws() {
 // value returns the bytes of the JSON value at pos (delimited, not validated) and moves past
 // it. The bytes are valid until the next read.
 func (w *window) value() ([]byte, bool) {
-	c, ok := w.peek()
-	if !ok {
+	if _, ok := w.peek(); !ok {
 		return nil, false
 	}
 	w.mark = w.pos
-	depth, inString, escaped := 0, false, false
-	scalar := c != '{' && c != '[' && c != '"'
 	for {
-		for ; w.pos < w.n; w.pos++ {
-			c := w.buf[w.pos]
-			switch {
-			case inString:
-				switch {
-				case escaped:
-					escaped = false
-				case c == '\\':
-					escaped = true
-				case c == '"':
-					inString = false
-					if depth == 0 {
-						w.pos++
-						return w.buf[w.mark:w.pos], true
-					}
-				}
-			case scalar:
-				switch c {
-				case ',', '}', ']', ' ', '\t', '\r', '\n':
-					return w.buf[w.mark:w.pos], true
-				}
-			case c == '"':
-				inString = true
-			case c == '{' || c == '[':
-				depth++
-			case c == '}' || c == ']':
-				if depth--; depth == 0 {
-					w.pos++
-					return w.buf[w.mark:w.pos], true
-				}
-			}
+		if end := scanValue(w.buf[w.pos:w.n]); end >= 0 {
+			w.pos += end
+			return w.buf[w.mark:w.pos], true
 		}
 		if !w.more() {
-			if scalar && w.eof && w.err == nil && w.pos > w.mark {
+			// A number or literal may end the file; anything else is cut short.
+			if c := w.buf[w.pos]; w.eof && w.err == nil && c != '{' && c != '[' && c != '"' {
+				w.pos = w.n
 				return w.buf[w.mark:w.pos], true
 			}
 			return nil, false
