@@ -35,3 +35,9 @@ bench:
 ## runtime API updates, failed requests, change -> served p50/p99 (runtime API on, then off)
 bench-churn: deps
 	hack/bench-churn.sh
+
+## bench-scale: render 1,000 and 10,000 services x 10 pods with the binary, and a run on
+## 10,000 x 10 that edits one pod; wall time, CPU and max RSS (see docs/performance.md).
+.PHONY: bench-scale
+bench-scale:
+	hack/bench-scale.sh

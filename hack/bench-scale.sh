@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Scale benchmark of the whole binary: `render` of 1,000 and 10,000 services x 10 ready pods
+# (hack/gen-scale: one services ConfigMap, one pods List), and a `run` scenario on 10,000 x 10
+# that edits one pod's readiness and waits for the re-render. Prints wall time, CPU time and
+# maximum RSS for each; everything it starts is stopped on exit.
+#
+#   hack/bench-scale.sh                    # SIZES="1000 10000" PODS=10 RUNS=3 CHANGES=5
+#   SIZES=10000 RUNS=1 hack/bench-scale.sh
+#   GOGC=25 hack/bench-scale.sh            # Go runtime settings apply to the binary measured
+#   BIN=/tmp/old-haproxy-sidecar hack/bench-scale.sh  # another build
+#
+# Needs go, curl and GNU time (/usr/bin/time). Work files go to $BENCH_DIR (default a
+# temporary directory, removed on exit unless KEEP=1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SIZES=${SIZES:-"1000 10000"}
+PODS=${PODS:-10}
+RUNS=${RUNS:-3}
+RUN_SIZE=${RUN_SIZE:-10000} # services in the run scenario (0: skip it)
+CHANGES=${CHANGES:-5}       # pod edits in the run scenario
+DEADLINE=${DEADLINE:-300}   # seconds any single step may take
+
+[ -x /usr/bin/time ] || { echo "bench-scale: /usr/bin/time (GNU time) is needed" >&2; exit 1; }
+command -v curl >/dev/null || { echo "bench-scale: curl is needed" >&2; exit 1; }
+
+D=${BENCH_DIR:-$(mktemp -d /tmp/haproxy-sidecar-bench.XXXXXX)}
+mkdir -p "$D"
+run_pid=
+cleanup() {
+  if [ -n "$run_pid" ]; then
+    kill "$run_pid" 2>/dev/null || true
+    wait "$run_pid" 2>/dev/null || true
+  fi
+  [ "${KEEP:-}" = 1 ] || [ -n "${BENCH_DIR:-}" ] || rm -rf "$D"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+now() { date +%s.%N; }
+ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%d", (b - a) * 1000 }'; }
+
+echo "# haproxy-sidecar bench-scale: $(date -u +%FT%TZ), $(go version | cut -d' ' -f3-), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), GOMEMLIMIT=${GOMEMLIMIT:-unset} GOGC=${GOGC:-unset}"
+if [ -z "${BIN:-}" ]; then # BIN=path: measure that binary (an older build, for a comparison)
+  go build -trimpath -o "$D/haproxy-sidecar" .
+  BIN=$D/haproxy-sidecar
+fi
+go build -o "$D/gen-scale" ./hack/gen-scale
+
+gen() { # services -> directory
+  local dir=$D/scale-$1x$PODS
+  [ -d "$dir" ] || "$D/gen-scale" -services "$1" -pods "$PODS" -out "$dir" >/dev/null
+  echo "$dir"
+}
+
+# render: cold start of the one-shot command, RUNS times per size.
+for n in $SIZES; do
+  dir=$(gen "$n")
+  size=$(du -sm "$dir" | cut -f1)
+  for r in $(seq 1 "$RUNS"); do
+    rm -rf "$D/out"
+    timeout "$DEADLINE" /usr/bin/time -v "$BIN" render --dir "$dir" --out "$D/out" --validate=false \
+      >/dev/null 2>"$D/time.txt" || { cat "$D/time.txt" >&2; exit 1; }
+    awk -v n="$n" -v p="$PODS" -v r="$r" -v mb="$size" -F': ' '
+      /Elapsed \(wall clock\)/ { split($2, t, ":"); wall = t[1] * 60 + t[2] }
+      /User time/ { user = $2 } /System time/ { sys = $2 }
+      /Maximum resident set size/ { rss = $2 / 1024 }
+      END { printf "render %5d services x %d pods (%d MB of manifests) run %d: wall %.2f s, cpu %.2f s, max RSS %.0f MB\n", n, p, mb, r, wall, user + sys, rss }' "$D/time.txt"
+  done
+  echo "  haproxy.cfg: $(wc -c <"$D/out/haproxy.cfg") bytes, $(grep -c '^backend ' "$D/out/haproxy.cfg") backends, $(grep -c '^ *server ' "$D/out/haproxy.cfg") servers"
+done
+
+[ "$RUN_SIZE" -gt 0 ] || exit 0
+
+# run: start on RUN_SIZE services, wait for /readyz, then edit one pod CHANGES times (ready,
+# not ready, ready, ...) and wait each time for the render that follows.
+src=$(gen "$RUN_SIZE")
+dir=$D/run-input
+rm -rf "$dir" "$D/run"
+cp -r "$src" "$dir"
+mkdir -p "$D/run"
+t0=$(now)
+"$BIN" run --source=file --dir "$dir" --haproxy-config "$D/run/haproxy.cfg" --reload=none --validate=false \
+  --wait 100ms:1s --health-addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0 >"$D/run.log" 2>&1 &
+run_pid=$!
+
+until_deadline() { # seconds, command...: run command until it succeeds or seconds pass
+  local end=$(($(date +%s) + $1)); shift
+  until "$@"; do
+    if [ "$(date +%s)" -ge "$end" ] || ! kill -0 "$run_pid" 2>/dev/null; then
+      echo "bench-scale: timed out or the sidecar exited; its log:" >&2; tail -20 "$D/run.log" >&2; exit 1
+    fi
+    sleep 0.02
+  done
+}
+addr=
+find_addr() { addr=$(sed -n 's/.*msg=serving addr=\([^ ]*\).*/\1/p' "$D/run.log" | head -1); [ -n "$addr" ]; }
+until_deadline 30 find_addr
+ready() { curl -sf "http://$addr/readyz" >/dev/null; }
+until_deadline "$DEADLINE" ready
+t1=$(now)
+hwm() { awk '/^VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$run_pid/status"; }
+rss() { awk '/^VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$run_pid/status"; }
+echo "run    $RUN_SIZE services x $PODS pods: ready (first configuration written) after $(ms "$t0" "$t1") ms; RSS $(rss) MB, max RSS $(hwm) MB"
+
+metric() { # name with labels -> value
+  curl -sf "http://$addr/metrics" | awk -v m="$1" '$1 == m { print $2 }'
+}
+successes() { metric 'haproxy_sidecar_renders_total{result="success"}'; }
+render_sum() { metric 'haproxy_sidecar_render_duration_seconds_sum'; }
+render_count() { metric 'haproxy_sidecar_render_duration_seconds_count'; }
+
+pod=$(grep -o '"name":"svc-00000-0"' "$dir/pods.json" | head -1)
+[ -n "$pod" ] || { echo "bench-scale: pod svc-00000-0 not found" >&2; exit 1; }
+for c in $(seq 1 "$CHANGES"); do
+  before=$(successes)
+  sum_before=$(render_sum)
+  count_before=$(render_count)
+  if [ $((c % 2)) = 1 ]; then from=true to=false; else from=false to=true; fi
+  # The first container status in the file is pod svc-00000-0's.
+  t0=$(now)
+  sed -i "0,/\"ready\":$from/s//\"ready\":$to/" "$dir/pods.json"
+  changed() { [ "$(successes)" != "$before" ]; }
+  until_deadline "$DEADLINE" changed
+  t1=$(now)
+  took=$(awk -v a="$sum_before" -v b="$(render_sum)" 'BEGIN { printf "%d", (b - a) * 1000 }')
+  syncs=$(($(render_count) - count_before))
+  echo "run    change $c (pod svc-00000-0 ready=$to): new configuration after $(ms "$t0" "$t1") ms (includes the 100 ms debounce); read+build+render $took ms in $syncs sync(s); RSS $(rss) MB, max RSS $(hwm) MB"
+done
+echo "run    max RSS (VmHWM) $(hwm) MB"
