@@ -14,7 +14,7 @@ go build -o bin/demo-backend ./hack/demo-backend
 D=$PWD/.demo
 rm -rf "$D"; mkdir -p "$D"
 pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait "${pids[@]}" 2>/dev/null || true; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -27,7 +27,7 @@ export STATISTICS_PASSWORD=${STATISTICS_PASSWORD:-demo}
 bin/haproxy-sidecar run --source=file --dir examples/local \
   --haproxy-config "$D/haproxy.cfg" --master-socket "$D/master.sock" \
   --env-allow HTTP_BIND,HTTPS_BIND,STATS_BIND --wait 100ms:1s \
-  --health-addr 127.0.0.1:18080 --metrics-addr 127.0.0.1:19090 2>&1 | tee "$D/sidecar.log" &
+  --health-addr 127.0.0.1:18080 --metrics-addr 127.0.0.1:19090 > >(tee "$D/sidecar.log") 2>&1 &
 pids+=($!)
 
 wait_for() { # what, command...
@@ -60,4 +60,4 @@ if [ "${DEMO_CHECK:-}" = 1 ]; then
   echo "demo check: OK"
   exit 0
 fi
-wait
+wait "${pids[@]}"
