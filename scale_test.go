@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -260,5 +261,118 @@ func TestRenderSameBytes(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// writeScale writes what hack/gen-scale writes: services svc-NNNNN in 100 namespaces, each
+// selecting podsPer ready pods, in services.json and pods.json (a List, as `kubectl get -o
+// json` prints it).
+func writeScale(tb testing.TB, dir string, services, podsPer int) {
+	tb.Helper()
+	svcData := map[string]string{}
+	items := make([]any, 0, services*podsPer)
+	for s := range services {
+		name := fmt.Sprintf("svc-%05d", s)
+		ns := fmt.Sprintf("ns-%03d", s%100)
+		svcData[name] = fmt.Sprintf(`{"hostnames":["%s.example.com"],"namespace":%q,"ports":[8080],"selector":{"app":%q}}`, name, ns, name)
+		for p := range podsPer {
+			ip := fmt.Sprintf("10.%d.%d.%d", s/250, s%250, p+1)
+			items = append(items, corev1.Pod{
+				TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, p), Namespace: ns,
+					UID: types.UID(fmt.Sprintf("uid-%d-%d", s, p)), Labels: map[string]string{"app": name, "pod-template-hash": "5c6b7d9f"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example.com/app:1.0",
+					Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}}},
+				Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
+					Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+					ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: true, Image: "registry.example.com/app:1.0"}}},
+			})
+		}
+	}
+	for name, v := range map[string]any{
+		"services.json": corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Name: "services", Namespace: "lb"}, Data: svcData},
+		"pods.json": map[string]any{"apiVersion": "v1", "kind": "List", "items": items},
+	} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkScale is what the sidecar does in file mode for 1,000 and 10,000 services x 10
+// ready pods with the default template: the first read (decode, convert, build, render), and
+// a read after one pod changed (the file rewritten, one pod's readiness flipped). live-MB is
+// the heap the sidecar keeps between reads.
+func BenchmarkScale(b *testing.B) {
+	for _, services := range []int{1000, 10000} {
+		dir := b.TempDir()
+		writeScale(b, dir, services, 10)
+		pods := filepath.Join(dir, "pods.json")
+		data, err := os.ReadFile(pods)
+		if err != nil {
+			b.Fatal(err)
+		}
+		flipped := bytes.Replace(data, []byte(`"ready":true`), []byte(`"ready":false`), 1)
+		sync := func(b *testing.B, src *watcher.File, opts snapshot.Options, r *render.Renderer) {
+			objs, err := src.Objects(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			snap, err := snapshot.Build(objs, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := r.Render(snap); err != nil {
+				b.Fatal(err)
+			}
+		}
+		newSidecar := func() (*watcher.File, snapshot.Options, *render.Renderer) {
+			return &watcher.File{Dir: dir, DefaultNamespace: "lb", PodConverter: &snapshot.PodConverter{}},
+				snapshot.Options{PodCache: &snapshot.PodCache{}}, render.New(render.Options{SSLDir: "/etc/haproxy/certs"})
+		}
+		b.Run(fmt.Sprintf("services=%d/first", services), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				src, opts, r := newSidecar()
+				sync(b, src, opts, r)
+			}
+		})
+		b.Run(fmt.Sprintf("services=%d/one-pod-changed", services), func(b *testing.B) {
+			var ms runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			before := ms.HeapAlloc
+			src, opts, r := newSidecar()
+			sync(b, src, opts, r)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				b.StopTimer()
+				content := data
+				if i%2 == 0 {
+					content = flipped
+				}
+				if err := os.WriteFile(pods, content, 0o644); err != nil {
+					b.Fatal(err)
+				}
+				i++
+				b.StartTimer()
+				sync(b, src, opts, r)
+			}
+			b.StopTimer()
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			b.ReportMetric(float64(ms.HeapAlloc-before)/(1<<20), "live-MB")
+			runtime.KeepAlive(src)
+			runtime.KeepAlive(opts)
+		})
+		if err := os.WriteFile(pods, data, 0o644); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
