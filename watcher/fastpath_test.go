@@ -50,6 +50,7 @@ var jsonCorpus = map[string]string{
 	"syntax error":             `{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},}]}`,
 	"syntax error in a string": "{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\tb\"}}]}",
 	"control character":        "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\x1fb\"}}",
+	"invalid UTF-8 in kind":    "{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[{\"apiVersion\":\"v1\",\"kind\":\"\xe6\",\"metadata\":{\"name\":\"a\"}}]}",
 	"bad escape":               `{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a\x"}}]}`,
 	"bad number":               `{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","generation":01}}]}`,
 	"truncated":                `{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`,

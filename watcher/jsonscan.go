@@ -3,6 +3,7 @@ package watcher
 import (
 	"bytes"
 	"strings"
+	"unicode/utf8"
 )
 
 // The JSON fast path: one validating pass over a JSON manifest file finds its objects, their
@@ -132,8 +133,8 @@ func (s *jsonScanner) headField(i int, key string, h *head, items bool) (int, bo
 			return 0, false
 		}
 		end, escaped, ok := s.str(i)
-		if !ok || escaped {
-			return 0, false
+		if !ok || escaped || !utf8.Valid(d[i+1:end-1]) {
+			return 0, false // encoding/json would unescape, or replace invalid UTF-8
 		}
 		v := string(d[i+1 : end-1])
 		if key == "kind" {
