@@ -14,6 +14,7 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycfg"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/loadgen"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
 )
 
@@ -413,7 +414,7 @@ func TestRuntimeAPIMixedChangesUnderLoadFailNoRequest(t *testing.T) {
 	e.start(t)
 	hBefore, _ := e.reloads(t)
 
-	load := startLoad(e.httpAddr, "churn.localhost", 4)
+	load := loadgen.Start(e.httpAddr, "churn.localhost", 4)
 	sizes := []int{20, 5, 12, 2, 17, 9, 1, 20, 3, 14}
 	gen, certs := 0, 0
 	for i := 0; i < 100; i++ {
@@ -450,14 +451,14 @@ func TestRuntimeAPIMixedChangesUnderLoadFailNoRequest(t *testing.T) {
 	load.Stop()
 
 	hAfter, _ := e.reloads(t)
-	t.Logf("%d requests succeeded, %d failed during 100 changes (%d HAProxy reloads)", load.ok.Load(), load.failed.Load(), hAfter-hBefore)
+	t.Logf("%d requests succeeded, %d failed during 100 changes (%d HAProxy reloads)", load.OK(), load.Failed(), hAfter-hBefore)
 	if hAfter-hBefore != gen {
 		t.Errorf("HAProxy reloads %d, want %d (one per template change)", hAfter-hBefore, gen)
 	}
-	if load.ok.Load() < 100 {
-		t.Errorf("only %d requests succeeded: the load did not run", load.ok.Load())
+	if load.OK() < 100 {
+		t.Errorf("only %d requests succeeded: the load did not run", load.OK())
 	}
-	if n := load.failed.Load(); n != 0 {
-		t.Errorf("%d requests failed; first errors: %v", n, load.errs)
+	if n := load.Failed(); n != 0 {
+		t.Errorf("%d requests failed; first errors: %v", n, load.Errors())
 	}
 }

@@ -24,9 +24,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/loadgen"
 )
 
 func main() {
@@ -343,82 +344,6 @@ func (b *bench) metric(prefix string) float64 {
 	return sum
 }
 
-// load is a keep-alive load that counts every request that does not get a 200, without
-// retries (one raw HTTP/1.1 connection per worker, reconnecting when the server closes).
-type load struct {
-	ok, failed atomic.Int64
-	mu         sync.Mutex
-	errs       []string
-	stop       chan struct{}
-	wg         sync.WaitGroup
-}
-
-func startLoad(addr string, conns int) *load {
-	l := &load{stop: make(chan struct{})}
-	for i := 0; i < conns; i++ {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			var c net.Conn
-			var r *bufio.Reader
-			for {
-				select {
-				case <-l.stop:
-					if c != nil {
-						c.Close()
-					}
-					return
-				default:
-				}
-				if c == nil {
-					var err error
-					if c, err = net.DialTimeout("tcp", addr, 2*time.Second); err != nil {
-						l.fail("dial: " + err.Error())
-						c = nil
-						continue
-					}
-					r = bufio.NewReader(c)
-				}
-				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-				if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: churn.localhost\r\n\r\n"); err != nil {
-					l.fail("write: " + err.Error())
-					c.Close()
-					c = nil
-					continue
-				}
-				resp, err := http.ReadResponse(r, nil)
-				if err != nil {
-					l.fail("read: " + err.Error())
-					c.Close()
-					c = nil
-					continue
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					l.fail(resp.Status)
-				} else {
-					l.ok.Add(1)
-				}
-				if resp.Close {
-					c.Close()
-					c = nil
-				}
-			}
-		}()
-	}
-	return l
-}
-
-func (l *load) fail(msg string) {
-	l.failed.Add(1)
-	l.mu.Lock()
-	if len(l.errs) < 5 {
-		l.errs = append(l.errs, msg)
-	}
-	l.mu.Unlock()
-}
-
 type results struct {
 	added, removed                 []time.Duration
 	reloads                        int
@@ -440,7 +365,7 @@ func (b *bench) churn(changes, minReady int, interval time.Duration, conns int) 
 	}
 	sidecar0 := b.metric(`haproxy_sidecar_reloads_total{endpoint="master-socket",result="success"}`)
 	runtime0 := b.metric("haproxy_sidecar_runtime_updates_total")
-	l := startLoad(b.http, conns)
+	l := loadgen.Start(b.http, "churn.localhost", conns)
 	res := &results{}
 	rng := rand.New(rand.NewPCG(1, 2))
 	start := time.Now()
@@ -495,8 +420,7 @@ func (b *bench) churn(changes, minReady int, interval time.Duration, conns int) 
 	res.took = time.Since(start)
 	// Let the last change settle (written, and reloaded if it reloads) before counting.
 	time.Sleep(500 * time.Millisecond)
-	close(l.stop)
-	l.wg.Wait()
+	l.Stop()
 	reloads1, err := b.haproxyReloads()
 	if err != nil {
 		return nil, err
@@ -504,7 +428,7 @@ func (b *bench) churn(changes, minReady int, interval time.Duration, conns int) 
 	res.reloads = reloads1 - reloads0
 	res.sidecarReloads = b.metric(`haproxy_sidecar_reloads_total{endpoint="master-socket",result="success"}`) - sidecar0
 	res.runtimeUpdates = b.metric("haproxy_sidecar_runtime_updates_total") - runtime0
-	res.ok, res.failed, res.errs = l.ok.Load(), l.failed.Load(), l.errs
+	res.ok, res.failed, res.errs = l.OK(), l.Failed(), l.Errors()
 	return res, nil
 }
 

@@ -1,0 +1,38 @@
+package loadgen
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestKeepAliveCountsFailuresWithoutRetrying(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every fifth request fails; a retrying client would hide some of them.
+		if n.Add(1)%5 == 0 {
+			http.Error(w, "no", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	l := Start(srv.Listener.Addr().String(), "x", 2)
+	deadline := time.Now().Add(10 * time.Second)
+	for l.OK() < 100 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	l.Stop()
+	if l.OK() < 100 {
+		t.Fatalf("only %d requests succeeded", l.OK())
+	}
+	total := l.OK() + l.Failed()
+	if got := l.Failed(); got < total/5-2 || got > total/5+2 {
+		t.Errorf("%d of %d failed, want about a fifth", got, total)
+	}
+	if errs := l.Errors(); len(errs) == 0 || errs[0] != "503 Service Unavailable" {
+		t.Errorf("errors = %v", errs)
+	}
+}
