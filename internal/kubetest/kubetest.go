@@ -323,60 +323,16 @@ func clean(m *metav1.ObjectMeta) {
 func (e *Env) ApplyConfigMap(t testing.TB, cm *corev1.ConfigMap) *corev1.ConfigMap {
 	t.Helper()
 	cm = cm.DeepCopy()
-	defaultNamespace(&cm.ObjectMeta)
-	clean(&cm.ObjectMeta)
-	e.Namespace(t, cm.Namespace)
-	api := e.Client.CoreV1().ConfigMaps(cm.Namespace)
-	var out *corev1.ConfigMap
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ctx, cancel := e.ctx()
-		defer cancel()
-		cur, err := api.Get(ctx, cm.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			out, err = api.Create(ctx, cm, metav1.CreateOptions{})
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		cm.ResourceVersion = cur.ResourceVersion
-		out, err = api.Update(ctx, cm, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatalf("apply ConfigMap %s/%s: %v", cm.Namespace, cm.Name, err)
-	}
-	return out
+	e.prepare(t, &cm.ObjectMeta)
+	return createOrReplace(e, t, "ConfigMap", cm, e.Client.CoreV1().ConfigMaps(cm.Namespace))
 }
 
 // ApplySecret creates or replaces the Secret and returns it as stored.
 func (e *Env) ApplySecret(t testing.TB, s *corev1.Secret) *corev1.Secret {
 	t.Helper()
 	s = s.DeepCopy()
-	defaultNamespace(&s.ObjectMeta)
-	clean(&s.ObjectMeta)
-	e.Namespace(t, s.Namespace)
-	api := e.Client.CoreV1().Secrets(s.Namespace)
-	var out *corev1.Secret
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ctx, cancel := e.ctx()
-		defer cancel()
-		cur, err := api.Get(ctx, s.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			out, err = api.Create(ctx, s, metav1.CreateOptions{})
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		s.ResourceVersion = cur.ResourceVersion
-		out, err = api.Update(ctx, s, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatalf("apply Secret %s/%s: %v", s.Namespace, s.Name, err)
-	}
-	return out
+	e.prepare(t, &s.ObjectMeta)
+	return createOrReplace(e, t, "Secret", s, e.Client.CoreV1().Secrets(s.Namespace))
 }
 
 // ApplyEndpointSlice creates or replaces the EndpointSlice (there is no controller-manager to
@@ -384,28 +340,48 @@ func (e *Env) ApplySecret(t testing.TB, s *corev1.Secret) *corev1.Secret {
 func (e *Env) ApplyEndpointSlice(t testing.TB, s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
 	t.Helper()
 	s = s.DeepCopy()
-	defaultNamespace(&s.ObjectMeta)
-	clean(&s.ObjectMeta)
-	e.Namespace(t, s.Namespace)
-	api := e.Client.DiscoveryV1().EndpointSlices(s.Namespace)
-	var out *discoveryv1.EndpointSlice
+	e.prepare(t, &s.ObjectMeta)
+	return createOrReplace(e, t, "EndpointSlice", s, e.Client.DiscoveryV1().EndpointSlices(s.Namespace))
+}
+
+// prepare readies an object's metadata for a create in this cluster: its namespace defaulted
+// and created, what a create must not carry dropped.
+func (e *Env) prepare(t testing.TB, m *metav1.ObjectMeta) {
+	t.Helper()
+	defaultNamespace(m)
+	clean(m)
+	e.Namespace(t, m.Namespace)
+}
+
+// typedClient is the part of a generated typed client that createOrReplace uses.
+type typedClient[T metav1.Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// createOrReplace creates obj, or replaces the stored object of that name with it, retrying
+// on conflicts; it returns the object as stored.
+func createOrReplace[T metav1.Object](e *Env, t testing.TB, kind string, obj T, api typedClient[T]) T {
+	t.Helper()
+	var out T
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		ctx, cancel := e.ctx()
 		defer cancel()
-		cur, err := api.Get(ctx, s.Name, metav1.GetOptions{})
+		cur, err := api.Get(ctx, obj.GetName(), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			out, err = api.Create(ctx, s, metav1.CreateOptions{})
+			out, err = api.Create(ctx, obj, metav1.CreateOptions{})
 			return err
 		}
 		if err != nil {
 			return err
 		}
-		s.ResourceVersion = cur.ResourceVersion
-		out, err = api.Update(ctx, s, metav1.UpdateOptions{})
+		obj.SetResourceVersion(cur.GetResourceVersion())
+		out, err = api.Update(ctx, obj, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
-		t.Fatalf("apply EndpointSlice %s/%s: %v", s.Namespace, s.Name, err)
+		t.Fatalf("apply %s %s/%s: %v", kind, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return out
 }
@@ -416,9 +392,7 @@ func (e *Env) ApplyEndpointSlice(t testing.TB, s *discoveryv1.EndpointSlice) *di
 func (e *Env) ApplyPod(t testing.TB, p *corev1.Pod) *corev1.Pod {
 	t.Helper()
 	p = p.DeepCopy()
-	defaultNamespace(&p.ObjectMeta)
-	clean(&p.ObjectMeta)
-	e.Namespace(t, p.Namespace)
+	e.prepare(t, &p.ObjectMeta)
 	api := e.Client.CoreV1().Pods(p.Namespace)
 	var out *corev1.Pod
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
