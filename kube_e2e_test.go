@@ -3,16 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"strings"
 	"testing"
@@ -25,6 +16,7 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/dataplanetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
@@ -52,36 +44,10 @@ func applyExample(t *testing.T, k *kubetest.Env, e *demoEnv) *snapshot.Objects {
 	return objs
 }
 
-func tlsPair(t *testing.T, cn string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: cn},
-		DNSNames:     []string{cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalECPrivateKey(key)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
+func tlsPair(t *testing.T, cn string) (certPEM, keyPEM []byte) { return testcert.Pair(t, cn) }
 
-// servedCertificate returns the CN of the certificate HAProxy presents for serverName.
 func servedCertificate(addr, serverName string) (string, error) {
-	conn, err := tls.DialWithDialer(&netDialer, "tcp", addr, &tls.Config{ServerName: serverName, InsecureSkipVerify: true})
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	return conn.ConnectionState().PeerCertificates[0].Subject.CommonName, nil
+	return testcert.ServedCN(addr, serverName)
 }
 
 // TestKubernetesSourceEndToEnd runs the sidecar against a real kube-apiserver: the operator's
@@ -306,8 +272,6 @@ func TestLeaderElection(t *testing.T) {
 		t.Fatalf("the new leader wrote no configuration: %v", err)
 	}
 }
-
-var netDialer = net.Dialer{Timeout: 3 * time.Second}
 
 // TestKubernetesToDataPlaneHosts is the controller mode: inputs from the Kubernetes API, the
 // configuration pushed to a remote host through the (stand-in) Data Plane API, and each host's
