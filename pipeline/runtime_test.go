@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/runtimeapi"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
@@ -368,13 +369,7 @@ func TestMinReloadInterval(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	haproxytest.WaitFor(t, 10*time.Second, cond, "condition")
 }
 
 func value(m prometheus.Metric) float64 {

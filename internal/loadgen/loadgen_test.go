@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 )
 
 func TestKeepAliveCountsFailuresWithoutRetrying(t *testing.T) {
@@ -20,10 +22,7 @@ func TestKeepAliveCountsFailuresWithoutRetrying(t *testing.T) {
 	}))
 	defer srv.Close()
 	l := Start(srv.Listener.Addr().String(), "x", 2)
-	deadline := time.Now().Add(10 * time.Second)
-	for l.OK() < 100 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	_ = haproxytest.Poll(10*time.Second, func() bool { return l.OK() >= 100 })
 	l.Stop()
 	if l.OK() < 100 {
 		t.Fatalf("only %d requests succeeded", l.OK())
