@@ -17,6 +17,7 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
+	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
@@ -215,7 +216,7 @@ func TestKubernetesSourceEndToEnd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pods = snap.Services[0]["pods"].(map[string]any)
+			pods = record.Plain(snap.Services[0]["pods"]).(map[string]any)
 			return len(pods) > 0
 		}, "the kube source sees the EndpointSlice")
 		if len(pods) != 1 || pods["api-x"] == nil {

@@ -9,6 +9,8 @@ import (
 	"unicode"
 
 	"github.com/flosch/pongo2/v6"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 )
 
 // node is a compiled expression. Evaluation reads the pongo2 execution context (Private first:
@@ -102,6 +104,9 @@ func getAttr(obj any, name string) (any, error) {
 			return v, nil
 		}
 		return nil, nil
+	case *record.Record:
+		v, _ := o.Get(name)
+		return v, nil
 	case nil, unsetPassword, string, int64, bool, float64, []any, tuple:
 		return nil, nil
 	case *LoopInfo:

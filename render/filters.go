@@ -14,6 +14,8 @@ import (
 	"unicode"
 
 	"github.com/flosch/pongo2/v6"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 )
 
 // filterCall describes one application of a filter.
@@ -147,9 +149,10 @@ func fPongo(fc *filterCall, in any, args []any, kw map[string]any) (any, error) 
 		if args[0] == unsetPassword(0) {
 			return nil, errStatsPassword
 		}
-		param = pongo2.AsValue(args[0])
+		param = pongo2.AsValue(record.Plain(args[0]))
 	}
-	r, err := pongo2.ApplyFilter(fc.name, pongo2.AsValue(in), param)
+	// pongo2's own filters know Go maps, not records.
+	r, err := pongo2.ApplyFilter(fc.name, pongo2.AsValue(record.Plain(in)), param)
 	if err != nil {
 		if err.OrigError != nil {
 			return nil, err.OrigError
@@ -885,6 +888,9 @@ func jsonable(v any) any {
 			out[k] = jsonable(e)
 		}
 		return out
+	case *record.Record:
+		// Its values are plain JSON values and records: it marshals itself.
+		return x
 	case *namespace:
 		return jsonable(x.m)
 	case unsetPassword:

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/flosch/pongo2/v6"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 )
 
 // The translator (translate.go) turns every Jinja2 statement into one of these pongo2 tags;
@@ -348,9 +350,10 @@ type seq struct {
 	keys  []string // sorted keys of m / ms
 	m     map[string]any
 	ms    map[string]string
-	gen   any   // any other map (reflect)
-	gkeys []any // its sorted keys
-	view  byte  // 0 for a map iterated directly (one target: key; two: key, value)
+	rec   *record.Record // iterated by index: its keys are sorted
+	gen   any            // any other map (reflect)
+	gkeys []any          // its sorted keys
+	view  byte           // 0 for a map iterated directly (one target: key; two: key, value)
 	isMap bool
 }
 
@@ -369,6 +372,8 @@ func (s *seq) init(v any) error {
 	case map[string]any:
 		s.initMap(x, 0)
 	case map[string]string:
+		s.initMap(x, 0)
+	case *record.Record:
 		s.initMap(x, 0)
 	case *dictView:
 		s.initMap(x.m, x.kind)
@@ -397,6 +402,8 @@ func (s *seq) initMap(m any, view byte) {
 	case map[string]string:
 		s.ms, s.keys = x, sortedKeysStr(x)
 		s.n = len(s.keys)
+	case *record.Record:
+		s.rec, s.n = x, x.Len()
 	default:
 		s.gen, s.gkeys = m, sortedMapKeys(m)
 		s.n = len(s.gkeys)
@@ -418,6 +425,8 @@ func (s *seq) kv(i int) (any, any) {
 	case s.ms != nil:
 		k := s.keys[i]
 		return k, s.ms[k]
+	case s.rec != nil:
+		return s.rec.Key(i), s.rec.Value(i)
 	case s.gen != nil:
 		k := s.gkeys[i]
 		return k, mapGet(s.gen, k)

@@ -13,11 +13,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/flosch/pongo2/v6"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 )
 
 // Values inside the evaluator are plain Go values: nil (undefined or None), bool, int64 (any Go
-// integer is accepted), float64, string, []any, map[string]any, map[string]string, tuple, and
-// a few of our own types. Data from the Snapshot is used as is, never copied.
+// integer is accepted), float64, string, []any, map[string]any, map[string]string,
+// *record.Record (a read-only dict: the Snapshot's pods), tuple, and a few of our own types.
+// Data from the Snapshot is used as is, never copied.
 
 // tuple is a Python tuple: printed as (a, b), unpacked by for/set.
 type tuple []any
@@ -25,7 +28,7 @@ type tuple []any
 // dictView is what d.items(), d.keys(), d.values() (and the iter* forms) return: iterated in
 // sorted key order without building a list first.
 type dictView struct {
-	m    any // map[string]any, map[string]string or another map
+	m    any // map[string]any, map[string]string, *record.Record or another map
 	kind byte
 }
 
@@ -90,6 +93,8 @@ func truthy(v any) bool {
 		return len(x) > 0
 	case map[string]string:
 		return len(x) > 0
+	case *record.Record:
+		return x.Len() > 0
 	case tuple:
 		return len(x) > 0
 	case []string:
@@ -444,7 +449,7 @@ func typeName(v any) string {
 
 func isMap(v any) bool {
 	switch v.(type) {
-	case map[string]any, map[string]string:
+	case map[string]any, map[string]string, *record.Record:
 		return true
 	case nil, string, []any, tuple, int64, bool, float64:
 		return false
@@ -456,7 +461,7 @@ func isSequence(v any) bool {
 	switch v.(type) {
 	case []any, tuple, []string, []map[string]any, *dictView:
 		return true
-	case nil, string, map[string]any, map[string]string, int64, bool, float64:
+	case nil, string, map[string]any, map[string]string, *record.Record, int64, bool, float64:
 		return false
 	}
 	k := reflect.ValueOf(v).Kind()
@@ -473,6 +478,8 @@ func lenOf(v any) int {
 		return len(x)
 	case map[string]string:
 		return len(x)
+	case *record.Record:
+		return x.Len()
 	case tuple:
 		return len(x)
 	case []string:
@@ -508,6 +515,12 @@ func sortedMapKeys(m any) []any {
 		out := make([]any, len(ks))
 		for i, k := range ks {
 			out[i] = k
+		}
+		return out
+	case *record.Record:
+		out := make([]any, x.Len())
+		for i := range out {
+			out[i] = x.Key(i)
 		}
 		return out
 	}
@@ -556,6 +569,12 @@ func mapGet(m any, k any) any {
 			}
 		}
 		return nil
+	case *record.Record:
+		if s, ok := k.(string); ok {
+			v, _ := x.Get(s)
+			return v
+		}
+		return nil
 	}
 	rv := reflect.ValueOf(m)
 	if rv.Kind() != reflect.Map || k == nil {
@@ -591,6 +610,13 @@ func mapHas(m any, k any) bool {
 			return false
 		}
 		_, ok = x[s]
+		return ok
+	case *record.Record:
+		s, ok := k.(string)
+		if !ok {
+			return false
+		}
+		_, ok = x.Get(s)
 		return ok
 	}
 	rv := reflect.ValueOf(m)
@@ -646,7 +672,7 @@ func asList(v any) ([]any, bool) {
 			}
 		}
 		return out, true
-	case map[string]any, map[string]string:
+	case map[string]any, map[string]string, *record.Record:
 		return sortedMapKeys(x), true
 	case int64, bool, float64, *LoopInfo, unsetPassword:
 		return nil, false
@@ -802,6 +828,13 @@ func contains(container, item any) (bool, error) {
 			return false, nil
 		}
 		_, has := c[s]
+		return has, nil
+	case *record.Record:
+		s, ok := item.(string)
+		if !ok {
+			return false, nil
+		}
+		_, has := c.Get(s)
 		return has, nil
 	case []any:
 		for _, e := range c {

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 )
 
 func TestBuildTemplates(t *testing.T) {
@@ -156,7 +158,7 @@ func TestBuildDeterministic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(first.Services) != 30 || len(first.Services[0]["pods"].(map[string]any)) != 3 {
+	if len(first.Services) != 30 || len(record.Plain(first.Services[0]["pods"]).(map[string]any)) != 3 {
 		t.Fatalf("unexpected snapshot: %d services", len(first.Services))
 	}
 	for i := range 5 {
@@ -255,45 +257,48 @@ func BenchmarkBuild10000(b *testing.B) {
 }
 
 func TestPodCache(t *testing.T) {
-	pod := func(name, rv string) *corev1.Pod {
+	readyPodRV := func(name, rv string) *corev1.Pod {
 		p := readyPod("shop", name, "10.0.0.1", map[string]string{"app": "web"})
 		p.ResourceVersion = rv
 		return p
 	}
 	services := configMap(ns, "services", map[string]string{"web": `{"namespace":"shop","selector":{"app":"web"}}`})
-	build := func(t *testing.T, cache *PodCache, pods ...*corev1.Pod) map[string]any {
+	build := func(t *testing.T, cache *PodCache, pods ...*corev1.Pod) *record.Record {
 		t.Helper()
 		snap, err := Build(&Objects{ConfigMaps: []*corev1.ConfigMap{services}, Pods: pods}, Options{PodCache: cache})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return snap.Services[0]["pods"].(map[string]any)
+		return snap.Services[0]["pods"].(*record.Record)
 	}
-	same := func(a, b any) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+	pod := func(pods *record.Record, name string) *record.Record {
+		p, _ := pods.Get(name)
+		return p.(*record.Record)
+	}
 
 	cache := &PodCache{}
-	first := build(t, cache, pod("a", "1"), pod("b", "1"), pod("manual", ""))
+	first := build(t, cache, readyPodRV("a", "1"), readyPodRV("b", "1"), readyPodRV("manual", ""))
 	if cache.Len() != 2 {
 		t.Fatalf("cache holds %d pods, want 2 (pods without resourceVersion are not cached)", cache.Len())
 	}
-	second := build(t, cache, pod("a", "1"), pod("b", "2"), pod("manual", ""))
-	if !same(first["a"], second["a"]) {
+	second := build(t, cache, readyPodRV("a", "1"), readyPodRV("b", "2"), readyPodRV("manual", ""))
+	if pod(first, "a") != pod(second, "a") {
 		t.Error("unchanged pod a was converted again")
 	}
-	if same(first["b"], second["b"]) {
+	if pod(first, "b") == pod(second, "b") {
 		t.Error("pod b changed (resourceVersion 2) but its old form was reused")
 	}
-	if got := second["b"].(map[string]any)["metadata"].(map[string]any)["resourceVersion"]; got != "2" {
+	if got := pod(second, "b").Map()["metadata"].(map[string]any)["resourceVersion"]; got != "2" {
 		t.Errorf("pod b resourceVersion = %v, want 2", got)
 	}
-	if same(first["manual"], second["manual"]) {
+	if pod(first, "manual") == pod(second, "manual") {
 		t.Error("a pod without resourceVersion was reused")
 	}
-	build(t, cache, pod("b", "2"))
+	build(t, cache, readyPodRV("b", "2"))
 	if cache.Len() != 1 {
 		t.Errorf("cache holds %d pods after a is gone, want 1", cache.Len())
 	}
-	if !reflect.DeepEqual(build(t, nil, pod("b", "2")), build(t, cache, pod("b", "2"))) {
+	if !reflect.DeepEqual(build(t, nil, readyPodRV("b", "2")).Map(), build(t, cache, readyPodRV("b", "2")).Map()) {
 		t.Error("a cached Build differs from an uncached one")
 	}
 }
@@ -352,7 +357,7 @@ func TestBuildConvertedPods(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Error("converted pods give another Snapshot than typed pods")
 	}
-	if len(got.Services[1]["pods"].(map[string]any)) != 3 {
+	if len(record.Plain(got.Services[1]["pods"]).(map[string]any)) != 3 {
 		t.Errorf("service 1 has pods %v, want the 3 ready ones", podNames(got.Services[1]))
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/randfill"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 )
 
 // reference is what podToMap must give: ToUnstructured without managedFields, plus
@@ -39,6 +41,7 @@ func reference(t testing.TB, p *corev1.Pod) map[string]any {
 
 // firstDiff names the first path where a and b differ ("" when DeepEqual).
 func firstDiff(path string, a, b any) string {
+	a, b = record.Plain(a), record.Plain(b)
 	if reflect.DeepEqual(a, b) {
 		return ""
 	}
@@ -182,7 +185,7 @@ func TestPodToMapMatchesToUnstructured(t *testing.T) {
 			t.Error("no error for a uint64 above MaxInt64")
 		}
 		got, err := toUnstructured(&big{N: 7}, nil)
-		if err != nil || got["n"] != int64(7) {
+		if n, _ := got.Get("n"); err != nil || n != int64(7) {
 			t.Errorf("got %#v, %v; want n: int64(7)", got, err)
 		}
 	})
@@ -238,10 +241,10 @@ func TestSharing(t *testing.T) {
 	a := conv.Convert(readyPod("shop", "web-0", "10.0.0.1", map[string]string{"app": "web"})).Object()
 	b := conv.Convert(readyPod("shop", "web-1", "10.0.0.2", map[string]string{"app": "web"})).Object()
 	other := conv.Convert(readyPod("shop", "api-0", "10.0.0.3", map[string]string{"app": "api"})).Object()
-	at := func(m map[string]any, path string) any {
+	at := func(m *record.Record, path string) any {
 		var v any = m
 		for _, k := range strings.Split(path, ".") {
-			v = v.(map[string]any)[k]
+			v, _ = v.(*record.Record).Get(k)
 		}
 		return v
 	}
@@ -272,17 +275,20 @@ func TestSharing(t *testing.T) {
 		var in interner
 		one := []kv{{k: "n", v: int64(1)}}
 		h := mapHash(pairHash(hashString("n"), 1), 1) // the same hash for both: the check must tell
-		m1 := in.mapOf(one, h, true)
-		m2 := in.mapOf([]kv{{k: "n", v: float64(1)}}, h, true)
-		m3 := in.mapOf([]kv{{k: "n", v: "1"}}, h, true)
-		m4 := in.mapOf([]kv{{k: "n", v: int64(1)}}, h, true)
+		m1 := in.mapOf(one, h, true, nil)
+		m2 := in.mapOf([]kv{{k: "n", v: float64(1)}}, h, true, nil)
+		m3 := in.mapOf([]kv{{k: "n", v: "1"}}, h, true, nil)
+		m4 := in.mapOf([]kv{{k: "n", v: int64(1)}}, h, true, nil)
 		if same(m1, m2) || same(m1, m3) || same(m2, m3) {
 			t.Error("maps with values of different types were shared")
 		}
 		if !same(m1, m4) {
 			t.Error("equal maps with the same hash were not shared")
 		}
-		if m2["n"] != float64(1) || m3["n"] != "1" {
+		if n2, _ := m2.Get("n"); n2 != float64(1) {
+			t.Errorf("colliding records lost their values: %v %v", m2, m3)
+		}
+		if n3, _ := m3.Get("n"); n3 != "1" {
 			t.Errorf("colliding maps lost their values: %#v %#v", m2, m3)
 		}
 	})
@@ -307,7 +313,7 @@ func TestSharing(t *testing.T) {
 }
 
 func TestIdentical(t *testing.T) {
-	m := map[string]any{}
+	m := record.FromMap(nil, map[string]any{})
 	l := []any{int64(1)}
 	cases := []struct {
 		a, b any
@@ -319,7 +325,7 @@ func TestIdentical(t *testing.T) {
 		{nil, nil, true},
 		{nil, "", false},
 		{m, m, true},
-		{m, map[string]any{}, false},
+		{m, record.FromMap(nil, map[string]any{}), false},
 		{m, "x", false},
 		{"x", m, false},
 		{l, l, true},
@@ -344,11 +350,11 @@ func BenchmarkPodToMap(b *testing.B) {
 	for i := range pods {
 		pods[i] = readyPod("shop", fmt.Sprintf("web-%d", i), fmt.Sprintf("10.0.%d.%d", i/250, i%250), map[string]string{"app": "web", "pod-template-hash": "abc"})
 	}
-	live := func(b *testing.B, convert func(*corev1.Pod) map[string]any) {
+	live := func(b *testing.B, convert func(*corev1.Pod) any) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		out := make([]map[string]any, len(pods))
+		out := make([]any, len(pods))
 		for i, p := range pods {
 			out[i] = convert(p)
 		}
@@ -357,7 +363,7 @@ func BenchmarkPodToMap(b *testing.B) {
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(len(pods)), "live-B/pod")
 		runtime.KeepAlive(out)
 	}
-	run := func(b *testing.B, convert func(*corev1.Pod) map[string]any) {
+	run := func(b *testing.B, convert func(*corev1.Pod) any) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
@@ -367,7 +373,7 @@ func BenchmarkPodToMap(b *testing.B) {
 		live(b, convert)
 	}
 	b.Run("ToUnstructured", func(b *testing.B) {
-		run(b, func(p *corev1.Pod) map[string]any {
+		run(b, func(p *corev1.Pod) any {
 			m, err := kruntime.DefaultUnstructuredConverter.ToUnstructured(p)
 			if err != nil {
 				b.Fatal(err)
@@ -375,9 +381,9 @@ func BenchmarkPodToMap(b *testing.B) {
 			return m
 		})
 	})
-	b.Run("plan", func(b *testing.B) { run(b, func(p *corev1.Pod) map[string]any { return podToMap(p, nil) }) })
+	b.Run("plan", func(b *testing.B) { run(b, func(p *corev1.Pod) any { return podToMap(p, nil) }) })
 	b.Run("plan+sharing", func(b *testing.B) {
 		var in interner
-		run(b, func(p *corev1.Pod) map[string]any { return podToMap(p, &in) })
+		run(b, func(p *corev1.Pod) any { return podToMap(p, &in) })
 	})
 }

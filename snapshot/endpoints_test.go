@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 )
 
 func TestServiceBackedByEndpointSlices(t *testing.T) {
@@ -35,7 +37,7 @@ func TestServiceBackedByEndpointSlices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods := snap.Services[0]["pods"].(map[string]any)
+	pods := record.Plain(snap.Services[0]["pods"]).(map[string]any)
 	if len(pods) != 2 {
 		t.Fatalf("pods = %v, want shop-1 and the pod-less endpoint", pods)
 	}

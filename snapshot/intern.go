@@ -1,8 +1,9 @@
 package snapshot
 
 import (
-	"reflect"
 	"sync"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 )
 
 // interner shares equal maps and slices between the pods it converts: the labels of the pods
@@ -20,7 +21,7 @@ type interner struct {
 
 type internShard struct {
 	mu   sync.Mutex
-	cur  map[uint64]any   // hash -> map[string]any or []any
+	cur  map[uint64]any   // hash -> *record.Record or []any
 	prev map[uint64]any   // the previous round's
 	more map[uint64][]any // further nodes whose hash is taken in cur (rare)
 }
@@ -55,31 +56,32 @@ func (in *interner) len() int {
 	return n
 }
 
-// mapOf returns a map holding pairs: a shared one when canon and an equal one is known.
-func (in *interner) mapOf(pairs []kv, h uint64, canon bool) map[string]any {
+// mapOf returns a record holding pairs (any order; see sortPairs), with its key list from
+// shapes (nil: its own): a shared record when canon and an equal one is known.
+func (in *interner) mapOf(pairs []kv, h uint64, canon bool, shapes *record.Shapes) *record.Record {
+	pairs = sortPairs(pairs)
 	if in == nil || !canon {
-		return newMap(pairs)
+		return newRecord(pairs, shapes)
 	}
 	s := in.shard(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	match := func(c any) bool {
-		m, ok := c.(map[string]any)
-		if !ok || len(m) != len(pairs) {
+		r, ok := c.(*record.Record)
+		if !ok || r.Len() != len(pairs) {
 			return false
 		}
-		for _, p := range pairs {
-			v, ok := m[p.k]
-			if !ok || !identical(v, p.v) {
+		for i, p := range pairs {
+			if r.Key(i) != p.k || !identical(r.Value(i), p.v) {
 				return false
 			}
 		}
 		return true
 	}
 	if c, ok := s.find(h, match); ok {
-		return c.(map[string]any)
+		return c.(*record.Record)
 	}
-	m := newMap(pairs)
+	m := newRecord(pairs, shapes)
 	s.add(h, m)
 	return m
 }
@@ -148,9 +150,9 @@ func (s *internShard) add(h uint64, node any) {
 // shared nodes, so identity is equality).
 func identical(a, b any) bool {
 	switch x := a.(type) {
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		return ok && (x == nil) == (y == nil) && reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
+	case *record.Record:
+		y, ok := b.(*record.Record)
+		return ok && x == y
 	case []any:
 		y, ok := b.([]any)
 		if !ok || len(x) != len(y) || (x == nil) != (y == nil) {
@@ -159,7 +161,7 @@ func identical(a, b any) bool {
 		return len(x) == 0 || &x[0] == &y[0]
 	}
 	switch b.(type) {
-	case map[string]any, []any:
+	case *record.Record, []any:
 		return false
 	}
 	return a == b

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 )
 
 // PodCache keeps the template form of the pods of the last Build, so that the next Build
@@ -19,7 +21,7 @@ import (
 // It also keeps the service entries of the last Build decoded, by name and text.
 type PodCache struct {
 	mu       sync.Mutex
-	pods     map[podKey]map[string]any
+	pods     map[podKey]*record.Record
 	in       interner // shares equal parts between the pods converted over time
 	services map[serviceKey]decodedService
 }
@@ -91,7 +93,7 @@ func (c *PodCache) Len() int {
 	return len(c.pods)
 }
 
-func (c *PodCache) get(p *corev1.Pod) (map[string]any, bool) {
+func (c *PodCache) get(p *corev1.Pod) (*record.Record, bool) {
 	if c == nil {
 		return nil, false
 	}
@@ -118,7 +120,7 @@ func (c *PodCache) replace(converted []*podEntry) {
 	if c == nil {
 		return
 	}
-	pods := make(map[podKey]map[string]any, len(converted))
+	pods := make(map[podKey]*record.Record, len(converted))
 	for _, e := range converted {
 		if k, ok := keyOf(e.typed); ok && e.obj != nil {
 			pods[k] = e.obj

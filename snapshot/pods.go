@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 )
 
 // PodReady reports whether a pod may receive traffic: it has an IP, is not terminating, has not
@@ -39,8 +41,8 @@ func PodReady(p *corev1.Pod) bool {
 type Pod struct {
 	namespace, name string
 	ready           bool
-	obj             map[string]any // nil when not ready: Build never shows it
-	labels          map[string]any // obj's metadata.labels
+	obj             *record.Record // nil when not ready: Build never shows it
+	labels          *record.Record // obj's metadata.labels
 }
 
 // Namespace and Name identify the pod.
@@ -52,7 +54,7 @@ func (p *Pod) Ready() bool { return p.ready }
 
 // Object is the pod as templates see it (see Snapshot.Services); nil when the pod is not
 // ready. Read-only.
-func (p *Pod) Object() map[string]any { return p.obj }
+func (p *Pod) Object() *record.Record { return p.obj }
 
 // PodConverter converts typed pods into Pods, sharing the parts that are equal between pods
 // (labels, containers, conditions, ...) so that a hundred thousand pods fit in little memory.
@@ -67,9 +69,7 @@ func (c *PodConverter) Convert(p *corev1.Pod) *Pod {
 	pod := &Pod{namespace: p.Namespace, name: p.Name, ready: PodReady(p)}
 	if pod.ready {
 		pod.obj = podToMap(p, &c.in)
-		if meta, ok := pod.obj["metadata"].(map[string]any); ok {
-			pod.labels, _ = meta["labels"].(map[string]any)
-		}
+		pod.labels = labelsOf(pod.obj)
 	}
 	return pod
 }
@@ -88,10 +88,19 @@ const indexThreshold = 64
 type podEntry struct {
 	namespace, name string
 	typed           *corev1.Pod
-	obj             map[string]any
+	obj             *record.Record
 	typedLabels     map[string]string
-	anyLabels       map[string]any
+	recLabels       *record.Record
 	queued          bool
+}
+
+// labelsOf returns the metadata.labels of a converted pod.
+func labelsOf(pod *record.Record) *record.Record {
+	meta, _ := pod.Get("metadata")
+	m, _ := meta.(*record.Record)
+	l, _ := m.Get("labels")
+	r, _ := l.(*record.Record)
+	return r
 }
 
 // podEntry is the labels.Labels of its pod.
@@ -102,8 +111,9 @@ func (e *podEntry) Lookup(k string) (string, bool) {
 		v, ok := e.typedLabels[k]
 		return v, ok
 	}
-	v, ok := e.anyLabels[k].(string)
-	return v, ok
+	v, _ := e.recLabels.Get(k)
+	s, ok := v.(string)
+	return s, ok
 }
 
 func (e *podEntry) Has(k string) bool {
@@ -124,7 +134,7 @@ func (e *podEntry) eachLabel(f func(k, v string)) {
 		}
 		return
 	}
-	for k, v := range e.anyLabels {
+	for k, v := range e.recLabels.All() {
 		if s, ok := v.(string); ok {
 			f(k, s)
 		}
@@ -164,7 +174,7 @@ func newPodIndex(typed []*corev1.Pod, converted []*Pod, cache *PodCache) *podInd
 	}
 	for _, p := range converted {
 		if p != nil && p.ready {
-			entries = append(entries, podEntry{namespace: p.namespace, name: p.name, obj: p.obj, anyLabels: p.labels})
+			entries = append(entries, podEntry{namespace: p.namespace, name: p.name, obj: p.obj, recLabels: p.labels})
 		}
 	}
 	var last *namespacePods
@@ -296,24 +306,24 @@ func (ix *podIndex) convert(pods []*podEntry) {
 }
 
 // podToMap returns the pod as `kubectl get pod -o json` shows it, without managedFields:
-// what runtime.DefaultUnstructuredConverter.ToUnstructured gives, with equal parts shared
-// through in (nil: none).
-func podToMap(p *corev1.Pod, in *interner) map[string]any {
+// what runtime.DefaultUnstructuredConverter.ToUnstructured gives, as records, with equal
+// parts shared through in (nil: none).
+func podToMap(p *corev1.Pod, in *interner) *record.Record {
 	shallow := *p
 	shallow.ManagedFields = nil // often the largest part of a pod, and nobody templates it
 	m, err := toUnstructured(&shallow, in, kv{k: "apiVersion", v: "v1"}, kv{k: "kind", v: "Pod"})
 	if err == nil {
 		return m
 	}
-	m, err = kruntime.DefaultUnstructuredConverter.ToUnstructured(&shallow)
+	u, err := kruntime.DefaultUnstructuredConverter.ToUnstructured(&shallow)
 	if err != nil {
 		// A typed Pod always converts; keep the essentials if it somehow does not.
-		m = map[string]any{
+		u = map[string]any{
 			"metadata": map[string]any{"name": p.Name, "namespace": p.Namespace},
 			"status":   map[string]any{"podIP": p.Status.PodIP},
 		}
 	}
-	m["apiVersion"] = "v1"
-	m["kind"] = "Pod"
-	return m
+	u["apiVersion"] = "v1"
+	u["kind"] = "Pod"
+	return record.Of(nil, u).(*record.Record)
 }

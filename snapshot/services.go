@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 )
 
 // buildServices decodes every key of the services ConfigMap (nil: no services) and attaches the
@@ -50,14 +52,10 @@ func buildServices(cm *corev1.ConfigMap, ref Ref, pods *podIndex, eps endpointIn
 	pods.convert(slices.Concat(selected...))
 	for i, svc := range services {
 		if kubeSvc, ok := svc["service"].(string); ok && selected[i] == nil {
-			svc["pods"] = eps.endpoints(svc["namespace"].(string), kubeSvc)
+			svc["pods"] = record.Of(nil, eps.endpoints(svc["namespace"].(string), kubeSvc))
 			continue
 		}
-		m := make(map[string]any, len(selected[i]))
-		for _, p := range selected[i] {
-			m[p.name] = p.obj
-		}
-		svc["pods"] = m
+		svc["pods"] = podsByName(selected[i])
 	}
 	for _, name := range slices.Sorted(maps.Keys(cm.BinaryData)) {
 		keyRef := ref
@@ -66,6 +64,21 @@ func buildServices(cm *corev1.ConfigMap, ref Ref, pods *podIndex, eps endpointIn
 			Err: errors.New("service entries must be in data, not binaryData")})
 	}
 	return services, joinErrors(errs)
+}
+
+// podsByName is a service's "pods": its pods by name, as a record (iterated in name order).
+func podsByName(pods []*podEntry) *record.Record {
+	slices.SortFunc(pods, func(a, b *podEntry) int { return strings.Compare(a.name, b.name) })
+	names := make([]string, 0, len(pods))
+	vals := make([]any, 0, len(pods))
+	for _, p := range pods {
+		if n := len(names); n > 0 && names[n-1] == p.name {
+			continue // the same pod twice (a service's pods are all in one namespace)
+		}
+		names = append(names, p.name)
+		vals = append(vals, p.obj)
+	}
+	return record.New(record.NewKeys(names...), vals)
 }
 
 // decodeService decodes and checks one service entry. The returned map is the JSON object as

@@ -12,10 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 )
 
 func podNames(svc map[string]any) []string {
-	return slices.Sorted(maps.Keys(svc["pods"].(map[string]any)))
+	return slices.Sorted(maps.Keys(record.Plain(svc["pods"]).(map[string]any)))
 }
 
 func TestBuildServices(t *testing.T) {
@@ -127,7 +129,7 @@ func TestBuildServiceContent(t *testing.T) {
 	if want := []string{"admin", "api", "web"}; !slices.Equal(names, want) {
 		t.Fatalf("service order = %v, want %v", names, want)
 	}
-	if p := snap.Services[0]["pods"]; !reflect.DeepEqual(p, map[string]any{}) {
+	if p := record.Plain(snap.Services[0]["pods"]); !reflect.DeepEqual(p, map[string]any{}) {
 		t.Errorf("admin: name/pods from the entry must be replaced: pods = %v", p)
 	}
 	web := snap.Services[2]
@@ -151,7 +153,7 @@ func TestBuildServiceContent(t *testing.T) {
 		t.Errorf("string selector passed through as %#v", got)
 	}
 
-	p, ok := web["pods"].(map[string]any)["web-1"].(map[string]any)
+	p, ok := record.Plain(web["pods"]).(map[string]any)["web-1"].(map[string]any)
 	if !ok {
 		t.Fatalf("pod web-1 missing or not a map: %#v", web["pods"])
 	}

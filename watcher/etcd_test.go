@@ -17,6 +17,7 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/etcdtest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 )
@@ -262,7 +263,7 @@ func readyPodIP(o *snapshot.Objects, ns, name string) string {
 	}
 	for _, p := range o.ConvertedPods {
 		if p.Namespace() == ns && p.Name() == name && p.Ready() {
-			ip, _ := p.Object()["status"].(map[string]any)["podIP"].(string)
+			ip, _ := p.Object().Map()["status"].(map[string]any)["podIP"].(string)
 			return ip
 		}
 	}
@@ -354,7 +355,7 @@ func TestEtcdSourceWithAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pods := snap.Services[0]["pods"].(map[string]any); len(pods) != 1 || pods["shop-0"] == nil {
+		if pods := record.Plain(snap.Services[0]["pods"]).(map[string]any); len(pods) != 1 || pods["shop-0"] == nil {
 			t.Fatalf("service pods %v", pods)
 		}
 		env.SetPodReady(t, "web", "shop-0", "", false)
@@ -381,7 +382,7 @@ func TestEtcdSourceWithAPIServer(t *testing.T) {
 			return err == nil && findPod(o, "api", "api-0") != nil && len(findConfigMap(o, "lb", "services").Data) == 2
 		})
 		snap, err := snapshot.Build(o, snapshot.Options{})
-		if err != nil || len(snap.Services) != 2 || snap.Services[0]["name"] != "api" || len(snap.Services[0]["pods"].(map[string]any)) != 1 {
+		if err != nil || len(snap.Services) != 2 || snap.Services[0]["name"] != "api" || len(record.Plain(snap.Services[0]["pods"]).(map[string]any)) != 1 {
 			t.Fatalf("snapshot %v, %v", snap, err)
 		}
 	})
@@ -414,7 +415,7 @@ func TestEtcdSourceWithAPIServer(t *testing.T) {
 		}
 		for _, svc := range snap.Services {
 			if svc["name"] == "db" {
-				if pods := svc["pods"].(map[string]any); len(pods) != 1 || pods["ep-10-0-2-1"] == nil {
+				if pods := record.Plain(svc["pods"]).(map[string]any); len(pods) != 1 || pods["ep-10-0-2-1"] == nil {
 					t.Fatalf("db endpoints %v", pods)
 				}
 				return

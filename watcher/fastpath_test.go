@@ -268,7 +268,7 @@ func TestFileCache(t *testing.T) {
 			}
 			writeFiles(t, dir, map[string]string{"p.json": `{"apiVersion":"v1","items":[` + item + `],"kind":"PodList"}`})
 			o, errs := readDir(t, f)
-			if errs != nil || len(o.ConvertedPods) != 1 || o.ConvertedPods[0].Object()["status"].(map[string]any)["podIP"] != "10.0.0.3" {
+			if errs != nil || len(o.ConvertedPods) != 1 || o.ConvertedPods[0].Object().Map()["status"].(map[string]any)["podIP"] != "10.0.0.3" {
 				t.Errorf("the same item in a PodList: %v", errs)
 			}
 			writeFiles(t, dir, map[string]string{"p.json": `{"apiVersion":"v1","items":[` + item + `],"kind":"List"}`})

@@ -1,0 +1,359 @@
+// Package record is a compact, read-only JSON object for the values templates read: a pod as
+// `kubectl get pod -o json` shows it, a service's pods by name.
+//
+// A Go map[string]any costs 336 bytes for up to 8 entries whatever it holds; a hundred thousand
+// pods of four maps each are ~145 MB before any string. A Record is its values and a pointer
+// to a sorted key list shared by every record with the same keys (all the pods' metadata,
+// say): 32 bytes plus 16 per value. Records are never changed once made, so they can be shared
+// between snapshots and read from any number of goroutines.
+package record
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"hash/maphash"
+	"iter"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Keys is a sorted list of distinct keys. Make it with NewKeys or a Shapes; never change it.
+type Keys struct {
+	names []string
+}
+
+// NewKeys returns the key list for names, which must be sorted and distinct (a programming
+// error otherwise: it panics). names is copied.
+func NewKeys(names ...string) *Keys {
+	for i := 1; i < len(names); i++ {
+		if names[i-1] >= names[i] {
+			panic(fmt.Sprintf("record.NewKeys: keys not sorted and distinct: %q before %q", names[i-1], names[i]))
+		}
+	}
+	return &Keys{names: slices.Clone(names)}
+}
+
+// Len is the number of keys.
+func (k *Keys) Len() int { return len(k.names) }
+
+// index returns the position of name, or -1.
+func (k *Keys) index(name string) int {
+	names := k.names
+	if len(names) <= 8 {
+		// A short scan beats a binary search for the few keys of most records.
+		for i, n := range names {
+			if n == name {
+				return i
+			}
+		}
+		return -1
+	}
+	if i, ok := slices.BinarySearch(names, name); ok {
+		return i
+	}
+	return -1
+}
+
+// Record is a JSON object: values by key, iterated in sorted key order. The zero value and a
+// nil *Record are empty.
+type Record struct {
+	keys *Keys
+	vals []any
+}
+
+// New returns the record with keys and vals (vals[i] is the value of the i-th key). It keeps
+// vals, which the caller must not change afterwards.
+func New(keys *Keys, vals []any) *Record {
+	if keys.Len() != len(vals) {
+		panic(fmt.Sprintf("record.New: %d keys and %d values", keys.Len(), len(vals)))
+	}
+	return &Record{keys: keys, vals: vals}
+}
+
+// FromPairs returns the record holding the given keys and values, which may come in any
+// order; when a key is given twice, the later value wins. shapes shares the key list with
+// other records (nil: the record gets its own).
+func FromPairs(shapes *Shapes, keys []string, vals []any) *Record {
+	if len(keys) != len(vals) {
+		panic(fmt.Sprintf("record.FromPairs: %d keys and %d values", len(keys), len(vals)))
+	}
+	idx := make([]int, len(keys))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return strings.Compare(keys[a], keys[b]) })
+	names := make([]string, 0, len(keys))
+	out := make([]any, 0, len(keys))
+	for _, i := range idx {
+		if n := len(names); n > 0 && names[n-1] == keys[i] {
+			out[n-1] = vals[i]
+			continue
+		}
+		names = append(names, keys[i])
+		out = append(out, vals[i])
+	}
+	var k *Keys
+	if shapes != nil {
+		k = shapes.Keys(names)
+	} else {
+		k = &Keys{names: names}
+	}
+	return &Record{keys: k, vals: out}
+}
+
+// FromMap returns m as a record (values as they are).
+func FromMap(shapes *Shapes, m map[string]any) *Record {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	vals := make([]any, len(keys))
+	for i, k := range keys {
+		vals[i] = m[k]
+	}
+	if shapes != nil {
+		return &Record{keys: shapes.Keys(keys), vals: vals}
+	}
+	return &Record{keys: &Keys{names: keys}, vals: vals}
+}
+
+// Len is the number of keys.
+func (r *Record) Len() int {
+	if r == nil {
+		return 0
+	}
+	return len(r.vals)
+}
+
+// Key is the i-th key in sorted order.
+func (r *Record) Key(i int) string { return r.keys.names[i] }
+
+// Value is the value of the i-th key.
+func (r *Record) Value(i int) any { return r.vals[i] }
+
+// Get returns the value of key and whether the record has it.
+func (r *Record) Get(key string) (any, bool) {
+	if r == nil || r.keys == nil {
+		return nil, false
+	}
+	if i := r.keys.index(key); i >= 0 {
+		return r.vals[i], true
+	}
+	return nil, false
+}
+
+// SameKeys reports whether r and o share their key list (so that index i means the same key
+// in both).
+func (r *Record) SameKeys(o *Record) bool { return r != nil && o != nil && r.keys == o.keys }
+
+// All iterates over the keys and values in sorted key order.
+func (r *Record) All() iter.Seq2[string, any] {
+	return func(yield func(string, any) bool) {
+		for i := range r.Len() {
+			if !yield(r.keys.names[i], r.vals[i]) {
+				return
+			}
+		}
+	}
+}
+
+// Map returns r as a map of its own, with records inside (at any depth, in lists too)
+// turned into maps as well: for code that only knows plain JSON values.
+func (r *Record) Map() map[string]any {
+	m := make(map[string]any, r.Len())
+	for i := range r.Len() {
+		m[r.keys.names[i]] = Plain(r.vals[i])
+	}
+	return m
+}
+
+// Plain returns v with every record in it turned into a map (see Record.Map). Values without
+// records are returned as they are, not copied.
+func Plain(v any) any {
+	switch x := v.(type) {
+	case *Record:
+		if x == nil {
+			return map[string]any(nil)
+		}
+		return x.Map()
+	case []any:
+		if !hasRecord(x) {
+			return x
+		}
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = Plain(e)
+		}
+		return out
+	case map[string]any:
+		if !hasRecordMap(x) {
+			return x
+		}
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = Plain(e)
+		}
+		return out
+	}
+	return v
+}
+
+func hasRecord(l []any) bool {
+	for _, e := range l {
+		if holdsRecord(e) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasRecordMap(m map[string]any) bool {
+	for _, e := range m {
+		if holdsRecord(e) {
+			return true
+		}
+	}
+	return false
+}
+
+func holdsRecord(v any) bool {
+	switch x := v.(type) {
+	case *Record:
+		return true
+	case []any:
+		return hasRecord(x)
+	case map[string]any:
+		return hasRecordMap(x)
+	}
+	return false
+}
+
+// MarshalJSON writes the object with its keys in sorted order, as encoding/json writes a map.
+func (r *Record) MarshalJSON() ([]byte, error) {
+	if r == nil {
+		return []byte("null"), nil
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i := range r.Len() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, err := json.Marshal(r.keys.names[i])
+		if err != nil {
+			return nil, err
+		}
+		b.Write(k)
+		b.WriteByte(':')
+		v, err := json.Marshal(r.vals[i])
+		if err != nil {
+			return nil, fmt.Errorf("key %q: %w", r.keys.names[i], err)
+		}
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// String prints the record as JSON, for logs and test failures.
+func (r *Record) String() string {
+	b, err := r.MarshalJSON()
+	if err != nil {
+		return fmt.Sprintf("<record: %v>", err)
+	}
+	return string(b)
+}
+
+// Shapes shares key lists: every record made through the same Shapes with the same keys points
+// at one Keys. Safe for concurrent use; the zero value is ready. Key lists are never
+// forgotten, so use it for keys that come from a schema (the fields of a pod), not for keys
+// that are data (pod names).
+type Shapes struct {
+	m sync.Map // hash of the names -> *Keys, or *[]*Keys when several lists have the hash
+}
+
+var shapeSeed = maphash.MakeSeed()
+
+// Keys returns the shared key list equal to names (sorted and distinct; see NewKeys), making
+// it the first time. names is not kept.
+func (s *Shapes) Keys(names []string) *Keys {
+	var h maphash.Hash
+	h.SetSeed(shapeSeed)
+	for _, n := range names {
+		maphash.WriteComparable(&h, len(n))
+		h.WriteString(n)
+	}
+	return s.keysHashed(h.Sum64(), names)
+}
+
+// keysHashed is Keys with the hash of names given (tests give colliding ones).
+func (s *Shapes) keysHashed(sum uint64, names []string) *Keys {
+	if v, ok := s.m.Load(sum); ok {
+		if k := matchKeys(v, names); k != nil {
+			return k
+		}
+	}
+	k := NewKeys(names...)
+	for {
+		v, loaded := s.m.LoadOrStore(sum, k)
+		if !loaded {
+			return k
+		}
+		if found := matchKeys(v, names); found != nil {
+			return found
+		}
+		// Another list has this hash: keep both.
+		var next []*Keys
+		switch x := v.(type) {
+		case *Keys:
+			next = []*Keys{x, k}
+		case *[]*Keys:
+			next = append(slices.Clone(*x), k)
+		}
+		if s.m.CompareAndSwap(sum, v, &next) {
+			return k
+		}
+	}
+}
+
+func matchKeys(v any, names []string) *Keys {
+	switch x := v.(type) {
+	case *Keys:
+		if slices.Equal(x.names, names) {
+			return x
+		}
+	case *[]*Keys:
+		for _, k := range *x {
+			if slices.Equal(k.names, names) {
+				return k
+			}
+		}
+	}
+	return nil
+}
+
+// Of returns v with every map[string]any in it (at any depth, in lists too) turned into a
+// record: the inverse of Plain. shapes shares the key lists (nil: each record has its own).
+func Of(shapes *Shapes, v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		if x == nil {
+			return nil // as JSON has it: null, not an empty object
+		}
+		r := FromMap(shapes, x)
+		for i, e := range r.vals {
+			r.vals[i] = Of(shapes, e)
+		}
+		return r
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = Of(shapes, e)
+		}
+		return out
+	}
+	return v
+}
