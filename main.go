@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -134,6 +135,7 @@ type options struct {
 	reloadTimeout time.Duration
 	wait          waitFlag
 	metricsAddr   string
+	pprof         bool
 	healthAddr    string
 
 	// runtime API (runtime_api.go)
@@ -203,6 +205,7 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 		fs.Var(&o.wait, "wait", "`MIN:MAX`: render after MIN without changes, but never later than MAX after the first")
 		fs.StringVar(&o.metricsAddr, "metrics-addr", ":9090", "address of /metrics (Prometheus); empty: off")
 		fs.StringVar(&o.healthAddr, "health-addr", ":8080", "address of /healthz and /readyz; empty: off")
+		fs.BoolVar(&o.pprof, "pprof", false, "also serve Go's profiles (/debug/pprof/) on --metrics-addr, to see where memory and CPU go")
 		fs.StringVar(&o.podName, "pod-name", "", "this instance's name: Events' host and the leader-election identity (default: the host name)")
 		fs.BoolVar(&o.leaderElect, "leader-elect", false, "with --source=kube: only the leader applies; others render and validate as hot standbys (for one controller pushing to remote HAProxy hosts)")
 		fs.StringVar(&o.leNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default --namespace)")
@@ -543,7 +546,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := serveHTTP(ctx, log, o.metricsAddr, o.healthAddr, metrics, health); err != nil {
+	if err := serveHTTP(ctx, log, o.metricsAddr, o.healthAddr, o.pprof, metrics, health); err != nil {
 		return err
 	}
 	if o.leaderElect {
@@ -592,7 +595,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 }
 
 // serveHTTP serves /metrics and the health endpoints, on one listener if the addresses match.
-func serveHTTP(ctx context.Context, log *slog.Logger, metricsAddr, healthAddr string, m *status.Metrics, h *status.Health) error {
+func serveHTTP(ctx context.Context, log *slog.Logger, metricsAddr, healthAddr string, profiles bool, m *status.Metrics, h *status.Health) error {
 	muxes := map[string]*http.ServeMux{}
 	mux := func(addr string) *http.ServeMux {
 		if muxes[addr] == nil {
@@ -602,6 +605,14 @@ func serveHTTP(ctx context.Context, log *slog.Logger, metricsAddr, healthAddr st
 	}
 	if metricsAddr != "" {
 		mux(metricsAddr).Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry}))
+		if profiles {
+			mx := mux(metricsAddr)
+			mx.HandleFunc("/debug/pprof/", pprof.Index)
+			mx.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			mx.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mx.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mx.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 	}
 	if healthAddr != "" {
 		h.Register(mux(healthAddr))

@@ -72,6 +72,132 @@ func New(keys *Keys, vals []any) *Record {
 	return &Record{keys: keys, vals: vals}
 }
 
+// Make returns a record with keys and its value slice, in one allocation (a record read
+// through needs one cache line less). The caller fills vals before the record is used by
+// anyone else, and never changes them afterwards.
+func Make(keys *Keys) (r *Record, vals []any) {
+	switch keys.Len() {
+	case 0:
+		r = &Record{}
+	case 1:
+		b := new(struct {
+			r Record
+			v [1]any
+		})
+		vals = b.v[:]
+		r = &b.r
+	case 2:
+		b := new(struct {
+			r Record
+			v [2]any
+		})
+		vals = b.v[:]
+		r = &b.r
+	case 3:
+		b := new(struct {
+			r Record
+			v [3]any
+		})
+		vals = b.v[:]
+		r = &b.r
+	case 4:
+		b := new(struct {
+			r Record
+			v [4]any
+		})
+		vals = b.v[:]
+		r = &b.r
+	case 5:
+		b := new(struct {
+			r Record
+			v [5]any
+		})
+		vals = b.v[:]
+		r = &b.r
+	case 6:
+		b := new(struct {
+			r Record
+			v [6]any
+		})
+		vals = b.v[:]
+		r = &b.r
+	case 7:
+		b := new(struct {
+			r Record
+			v [7]any
+		})
+		vals = b.v[:]
+		r = &b.r
+	case 8:
+		b := new(struct {
+			r Record
+			v [8]any
+		})
+		vals = b.v[:]
+		r = &b.r
+	case 9:
+		b := new(struct {
+			r Record
+			v [9]any
+		})
+		vals = b.v[:]
+		r = &b.r
+	case 10:
+		b := new(struct {
+			r Record
+			v [10]any
+		})
+		vals = b.v[:]
+		r = &b.r
+	case 11:
+		b := new(struct {
+			r Record
+			v [11]any
+		})
+		vals = b.v[:]
+		r = &b.r
+	case 12:
+		b := new(struct {
+			r Record
+			v [12]any
+		})
+		vals = b.v[:]
+		r = &b.r
+	case 13:
+		b := new(struct {
+			r Record
+			v [13]any
+		})
+		vals = b.v[:]
+		r = &b.r
+	case 14:
+		b := new(struct {
+			r Record
+			v [14]any
+		})
+		vals = b.v[:]
+		r = &b.r
+	case 15:
+		b := new(struct {
+			r Record
+			v [15]any
+		})
+		vals = b.v[:]
+		r = &b.r
+	case 16:
+		b := new(struct {
+			r Record
+			v [16]any
+		})
+		vals = b.v[:]
+		r = &b.r
+	default:
+		r, vals = &Record{}, make([]any, keys.Len())
+	}
+	r.keys, r.vals = keys, vals
+	return r, vals
+}
+
 // FromPairs returns the record holding the given keys and values, which may come in any
 // order; when a key is given twice, the later value wins. shapes shares the key list with
 // other records (nil: the record gets its own).
@@ -94,13 +220,13 @@ func FromPairs(shapes *Shapes, keys []string, vals []any) *Record {
 		names = append(names, keys[i])
 		out = append(out, vals[i])
 	}
-	var k *Keys
+	k := &Keys{names: names}
 	if shapes != nil {
 		k = shapes.Keys(names)
-	} else {
-		k = &Keys{names: names}
 	}
-	return &Record{keys: k, vals: out}
+	r, vals := Make(k)
+	copy(vals, out)
+	return r
 }
 
 // FromMap returns m as a record (values as they are).
@@ -110,14 +236,15 @@ func FromMap(shapes *Shapes, m map[string]any) *Record {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	vals := make([]any, len(keys))
-	for i, k := range keys {
-		vals[i] = m[k]
-	}
+	k := &Keys{names: keys}
 	if shapes != nil {
-		return &Record{keys: shapes.Keys(keys), vals: vals}
+		k = shapes.Keys(keys)
 	}
-	return &Record{keys: &Keys{names: keys}, vals: vals}
+	r, vals := Make(k)
+	for i, name := range keys {
+		vals[i] = m[name]
+	}
+	return r
 }
 
 // Len is the number of keys.

@@ -1005,3 +1005,29 @@ func BenchmarkMemory(b *testing.B) {
 		})
 	})
 }
+
+func TestMake(t *testing.T) {
+	// Every size Make has a one-allocation form for, and the sizes on either side.
+	for n := 0; n <= 18; n++ {
+		t.Run(fmt.Sprintf("%d keys", n), func(t *testing.T) {
+			keys := NewKeys(names(n)...)
+			r, vals := Make(keys)
+			if len(vals) != n || r.Len() != n {
+				t.Fatalf("Make gave %d values and a record of %d, want %d", len(vals), r.Len(), n)
+			}
+			for i := range vals {
+				vals[i] = i
+			}
+			for i, name := range names(n) {
+				if v, ok := r.Get(name); !ok || v != i {
+					t.Errorf("Get(%q) = %v, %v; want %d", name, v, ok, i)
+				}
+			}
+			if n > 0 && n <= 16 {
+				if allocs := testing.AllocsPerRun(10, func() { Make(keys) }); allocs != 1 {
+					t.Errorf("Make allocated %v times, want 1", allocs)
+				}
+			}
+		})
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 )
 
@@ -62,7 +63,10 @@ func benchPod(svc string, i int) map[string]any {
 	}
 }
 
-func benchSnapshot(services, pods int) *snapshot.Snapshot {
+// benchSnapshot builds the snapshot: with pods as records (asRecords), as the sidecar's
+// snapshot has them, or as plain maps, as a hand-made snapshot may.
+func benchSnapshot(services, pods int, asRecords bool) *snapshot.Snapshot {
+	var shapes record.Shapes
 	s := &snapshot.Snapshot{
 		Env:          map[string]string{},
 		Stats:        snapshot.Stats{Username: "stats", Password: "secret", PasswordSet: true},
@@ -87,13 +91,23 @@ func benchSnapshot(services, pods int) *snapshot.Snapshot {
 			podMap[pod["metadata"].(map[string]any)["name"].(string)] = pod
 		}
 		svc["pods"] = podMap
+		if asRecords {
+			for name, pod := range podMap {
+				podMap[name] = record.Of(&shapes, pod)
+			}
+			svc["pods"] = record.FromMap(nil, podMap) // pod names are data: a key list of its own
+		}
 		s.Services = append(s.Services, svc)
 	}
 	return s
 }
 
 func benchRender(b *testing.B, services int) {
-	s := benchSnapshot(services, 10)
+	b.Run("records", func(b *testing.B) { benchRenderOf(b, benchSnapshot(services, 10, true)) })
+	b.Run("maps", func(b *testing.B) { benchRenderOf(b, benchSnapshot(services, 10, false)) })
+}
+
+func benchRenderOf(b *testing.B, s *snapshot.Snapshot) {
 	r := New(Options{SSLDir: "/etc/haproxy/ssl"})
 	out, err := r.Render(s) // compile outside the loop
 	if err != nil {

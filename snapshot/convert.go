@@ -538,15 +538,20 @@ func sortPairs(pairs []kv) []kv {
 func newRecord(pairs []kv, shapes *record.Shapes) *record.Record {
 	var buf [24]string
 	names := buf[:0]
-	vals := make([]any, len(pairs))
-	for i, p := range pairs {
+	for _, p := range pairs {
 		names = append(names, p.k)
+	}
+	var keys *record.Keys
+	if shapes == nil {
+		keys = record.NewKeys(names...)
+	} else {
+		keys = shapes.Keys(names)
+	}
+	r, vals := record.Make(keys)
+	for i, p := range pairs {
 		vals[i] = p.v
 	}
-	if shapes == nil {
-		return record.New(record.NewKeys(names...), vals)
-	}
-	return record.New(shapes.Keys(names), vals)
+	return r
 }
 
 // toUnstructured converts obj (a pointer to a struct) as ToUnstructured does, sharing equal

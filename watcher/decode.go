@@ -421,8 +421,8 @@ func (d *manifestDecoder) finish() {
 	work := func() {
 		for i := int(next.Add(1) - 1); i < len(d.jobs); i = int(next.Add(1) - 1) {
 			j := &d.jobs[i]
-			if j.p == nil || j.p.err != nil {
-				continue
+			if j.p == nil || j.p.err != nil || j.res != nil {
+				continue // found in the cache, bad, or decoded early (see earlyDecoder)
 			}
 			if d.cache != nil && !j.p.keyed {
 				j.p.key, j.p.keyed = dataKey(j.p.data), true

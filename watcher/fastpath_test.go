@@ -210,6 +210,42 @@ func TestStreamTaken(t *testing.T) {
 	}
 }
 
+// TestStreamDecodesEarly: items that name their own kind are decoded while the List is read
+// and their bytes dropped, so a large List is never held whole; items whose kind comes from
+// a typed List wait for the List's end, with their bytes.
+func TestStreamDecodesEarly(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		early bool
+	}{
+		{"list of pods", true},
+		{"kubectl order", true},
+		{"typed list, no kind", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := newManifestDecoder("lb", testLogger(t))
+			if _, _, err := d.streamJSON("a.json", strings.NewReader(jsonCorpus[c.name])); err != nil {
+				t.Fatalf("the streaming path gave up: %v", err)
+			}
+			if len(d.jobs) == 0 {
+				t.Fatal("no objects")
+			}
+			for i, j := range d.jobs {
+				if decoded := j.res != nil && j.p.data == nil; decoded != c.early {
+					t.Errorf("item %d: decoded early with its bytes dropped = %v, want %v", i, decoded, c.early)
+				}
+			}
+			d.finish()
+			want := newManifestDecoder("lb", testLogger(t))
+			want.file("a.json", []byte(jsonCorpus[c.name]))
+			want.finish()
+			if got, exp := fmt.Sprint(d.objs), fmt.Sprint(want.objs); got != exp {
+				t.Errorf("objects differ from the in-memory path:\n%s\n%s", got, exp)
+			}
+		})
+	}
+}
+
 // TestFileCache: with a PodConverter, a second read decodes only what changed, and still
 // reports every error.
 func TestFileCache(t *testing.T) {

@@ -3,8 +3,10 @@ package watcher
 import (
 	"errors"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/cespare/xxhash/v2"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -139,8 +141,59 @@ type streamedItem struct {
 
 type streamedMiss struct {
 	key  docKey
-	data []byte // a copy
+	data []byte // a copy; dropped once decoded (see early)
 	head head
+	gvk  schema.GroupVersionKind
+	res  *decoded // decoded while the List was still being read; nil if not (yet)
+}
+
+// earlyDecoder decodes the items of a List that name their own apiVersion and kind while the
+// rest of the file is still being read, on all CPUs, and drops their bytes: a cold start of a
+// 61 MB List would otherwise hold every item's copy until the end of the file. Items whose
+// kind comes from the List's own (a typed List, whose kind may come after its items) wait
+// for finish, as before.
+type earlyDecoder struct {
+	d    *manifestDecoder
+	work chan *streamedMiss
+	wg   sync.WaitGroup
+}
+
+func (d *manifestDecoder) newEarlyDecoder() *earlyDecoder {
+	e := &earlyDecoder{d: d, work: make(chan *streamedMiss, 256)}
+	for range runtime.GOMAXPROCS(0) {
+		e.wg.Go(func() {
+			for m := range e.work {
+				if m.res = d.fastDecode(&pending{data: m.data, gvk: m.gvk}); m.res != nil {
+					m.data = nil
+				}
+			}
+		})
+	}
+	return e
+}
+
+// offer starts decoding m if its kind does not depend on the List's.
+func (e *earlyDecoder) offer(m *streamedMiss) {
+	if m.head.apiVersion == "" || m.head.kind == "" || isList(m.head.kind, m.head.hasItems) {
+		return
+	}
+	gvk, ok := scannedGVK(m.head, nil)
+	if !ok {
+		return
+	}
+	m.gvk = gvk
+	e.work <- m
+}
+
+// wait ends the decoding: every offered item has its result (or its bytes, if the fast
+// decode failed) once it returns.
+func (e *earlyDecoder) wait() {
+	if e.work == nil {
+		return
+	}
+	close(e.work)
+	e.wg.Wait()
+	e.work = nil
 }
 
 // streamJSON reads the List in r. It returns the file's hash and size, or errBail (or a read
@@ -162,6 +215,8 @@ func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size 
 		h     head
 		items []streamedItem
 	)
+	early := d.newEarlyDecoder()
+	defer early.wait() // when it bails; wait is idempotent
 	w.ws()
 	if c, ok := w.peek(); ok && c == '}' {
 		return bail() // an empty object: not a List
@@ -184,7 +239,7 @@ func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size 
 		w.ws()
 		switch key {
 		case "items":
-			if h.hasItems || !d.streamItems(w, &items) {
+			if h.hasItems || !d.streamItems(w, &items, early) {
 				return bail()
 			}
 			h.hasItems = true
@@ -224,6 +279,7 @@ func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size 
 	if !ok || !h.hasItems || !isList(gvk.Kind, true) {
 		return bail()
 	}
+	early.wait()
 	var defaults *schema.GroupVersionKind
 	if gvk.Kind != "List" {
 		itemGVK := gvk.GroupVersion().WithKind(strings.TrimSuffix(gvk.Kind, "List"))
@@ -248,14 +304,21 @@ func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size 
 			d.jobs = d.jobs[:start]
 			return bail()
 		}
-		d.jobs = append(d.jobs, job{at: where, p: &pending{data: m.data, defaults: prefix, gvk: igvk, keyed: d.cache != nil, key: m.key}})
+		if m.res != nil && igvk != m.gvk {
+			m.res = nil // cannot happen (an item's own kind wins), but never trust a result for another kind
+		}
+		if m.res == nil && m.data == nil {
+			d.jobs = d.jobs[:start]
+			return bail()
+		}
+		d.jobs = append(d.jobs, job{at: where, res: m.res, p: &pending{data: m.data, defaults: prefix, gvk: igvk, keyed: d.cache != nil, key: m.key}})
 	}
 	return w.sum.Sum64(), w.size, nil
 }
 
 // streamItems reads the items array at pos: each item is looked up in the cache, or copied
 // and validated.
-func (d *manifestDecoder) streamItems(w *window, items *[]streamedItem) bool {
+func (d *manifestDecoder) streamItems(w *window, items *[]streamedItem, early *earlyDecoder) bool {
 	if !w.expect('[') {
 		return false
 	}
@@ -285,6 +348,7 @@ func (d *manifestDecoder) streamItems(w *window, items *[]streamedItem) bool {
 				return false
 			}
 			it.miss = m
+			early.offer(m)
 		}
 		*items = append(*items, it)
 		w.ws()
