@@ -45,9 +45,6 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// memLimit is the soft memory limit set from the container's (0: none set).
-var memLimit int64
-
 const topUsage = `haproxy-sidecar keeps HAProxy configured from Kubernetes objects.
 
 It reads the "services" ConfigMap, certificate ConfigMaps and Secrets, the pods the services
@@ -70,11 +67,11 @@ func main() {
 		os.Exit(2)
 	}
 	cmd, args := os.Args[1], os.Args[2:]
-	memLimit = defaultMemoryLimit(os.Getenv, "/sys/fs/cgroup")
+	mem := applyMemoryDefaults(os.Getenv, "/sys/fs/cgroup")
 	var err error
 	switch cmd {
 	case "run":
-		err = runCmd(args)
+		err = runCmd(args, mem)
 	case "render":
 		err = renderCmd(args, false)
 	case "validate":
@@ -136,6 +133,7 @@ type options struct {
 	wait          waitFlag
 	metricsAddr   string
 	pprof         bool
+	memory        memorySettings // what main set of the Go runtime's memory settings, for the log
 	healthAddr    string
 
 	// runtime API (runtime_api.go)
@@ -407,7 +405,7 @@ func (o *options) newReloader() (reload.Reloader, string, error) {
 	return nil, "", fmt.Errorf("--reload %q: want master-socket, command or none", o.reloadMode)
 }
 
-func runCmd(args []string) error {
+func runCmd(args []string, mem memorySettings) error {
 	o, err := parse("run", args, "haproxy-sidecar run: watch the inputs and keep HAProxy configured.")
 	if err != nil {
 		return err
@@ -420,6 +418,7 @@ func runCmd(args []string) error {
 	}
 	// client-go logs through klog; send that to the same structured log.
 	klog.SetSlogLogger(log)
+	o.memory = mem
 	return o.run(ctx, log)
 }
 
@@ -542,6 +541,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 
 		Runtime:           o.newRuntime(sslDir, log),
 		MinReloadInterval: o.minReloadInterval,
+		AfterSync:         trimMemory,
 	})
 	if err != nil {
 		return err
@@ -589,8 +589,9 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 			}
 		}()
 	}
-	log.Info("starting", "version", version, "source", o.source, "dir", o.dir, "haproxy_config", cfgPath,
-		"ssl_dir", sslDir, "reload", o.reloadMode, "wait", o.wait.String(), "go_memory_limit", memLimitText())
+	attrs := []any{"version", version, "source", o.source, "dir", o.dir, "haproxy_config", cfgPath,
+		"ssl_dir", sslDir, "reload", o.reloadMode, "wait", o.wait.String()}
+	log.Info("starting", append(attrs, o.memory.attrs()...)...)
 	return p.Run(ctx)
 }
 

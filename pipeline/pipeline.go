@@ -84,6 +84,9 @@ type Config struct {
 	// MinReloadInterval is the least time between two reloads; a reload asked sooner waits,
 	// and the latest rendering is what loads then. 0: no minimum.
 	MinReloadInterval time.Duration
+	// AfterSync, when set, is called after every sync, before waiting for the next change:
+	// the time to give back the memory the sync used.
+	AfterSync func()
 }
 
 // Pipeline is the running sidecar.
@@ -153,6 +156,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 sync:
 	for {
 		res := p.Sync(ctx, reason)
+		if p.cfg.AfterSync != nil {
+			p.cfg.AfterSync()
+		}
 		if res.Outcome == "deferred" {
 			deferred = time.After(res.ReloadIn)
 		}

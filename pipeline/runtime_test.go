@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -460,4 +461,38 @@ func TestBackgroundWriter(t *testing.T) {
 		}
 		waitFor(t, liveIs(latest))
 	})
+}
+
+// TestAfterSync: the hook runs after each sync, once what the sync made live is live.
+func TestAfterSync(t *testing.T) {
+	r := newRig(t, 0)
+	var (
+		mu    sync.Mutex
+		calls []int // reloads done when the hook ran
+	)
+	r.p.cfg.AfterSync = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, r.rl.count())
+	}
+	got := func() []int {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(calls)
+	}
+	r.in.set(config(":80", "a 10.0.0.1:80"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.p.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitFor(t, func() bool { return len(got()) == 1 })
+	r.in.set(config(":81", "a 10.0.0.1:80"))
+	r.p.Changed()
+	waitFor(t, func() bool { return len(got()) == 2 })
+	if c := got(); c[0] != 1 || c[1] != 2 {
+		t.Errorf("the hook saw %v reloads done, want [1 2] (after each sync's reload)", c)
+	}
 }
