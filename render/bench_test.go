@@ -1,24 +1,25 @@
 package render
 
 // Benchmarks of the default template with 1,000 and 10,000 services, 10 ready pods each
-// (pods as ToUnstructured gives them, ~15 nested maps/slices per pod), 1 port per service.
+// (pods as ToUnstructured gives them, trimmed to typical fields), 1 port per service; the pods
+// as records (what the sidecar's snapshot holds) and as plain maps.
 //
-// Measured 2026-11-22, go1.26.8 linux/amd64, Intel Xeon, 2 vCPUs, while other builds kept the
-// load average at 3 to 8 (so wall times vary run to run; the best runs are the closest to an
-// idle machine):
+// Measured 2026-11-22, go1.26.8 linux/amd64, Intel Xeon, 2 vCPUs, load average ~1.5 (wall
+// times vary run to run; the best runs are the closest to an idle machine):
 //
-//	BenchmarkRenderDefault1000-2     24-56 ms/op    2.0 MB/op    23,460 allocs/op
-//	BenchmarkRenderDefault10000-2   235-314 ms/op  19.5 MB/op   233,181 allocs/op
-//	  (10,000 x 10: ~6.9 MB of haproxy.cfg; process CPU time ~314 ms/render including the GC
-//	  work on the 2nd core)
+//	BenchmarkRenderDefault1000/records-2      28-30 ms/op    1.9 MB/op    22,460 allocs/op
+//	BenchmarkRenderDefault1000/maps-2         30-31 ms/op    2.0 MB/op    23,460 allocs/op
+//	BenchmarkRenderDefault10000/records-2   211-266 ms/op   17.9 MB/op   223,181 allocs/op
+//	BenchmarkRenderDefault10000/maps-2      267-337 ms/op   19.5 MB/op   233,181 allocs/op
+//	  (10,000 x 10: ~6.1 MB of haproxy.cfg)
 //
-// Where the time goes at 10,000 x 10: about a third is reading pod.status.podIP from ~100,000
-// pod maps that are cold in the CPU cache (a few cache misses per small Go map: the floor for
-// this data shape, whatever the engine); the rest is loop bookkeeping and name lookups in
-// pongo2's context maps, and GC over the large live snapshot. What the renderer does not do per
-// render: compile (cached per template set), copy or normalize the snapshot, grow the output
-// buffer (pre-sized from the last render), set loop/forloop for loops that do not use them.
-// Before those changes: 394 ms/op, 48.7 MB/op, 558,140 allocs/op.
+// Where the time goes at 10,000 x 10: much of it is reading pod.status.podIP from ~100,000
+// pods that are cold in the CPU cache (a record is one allocation, a small Go map two); the
+// rest is loop bookkeeping and name lookups in pongo2's context maps, and GC over the large
+// live snapshot. What the renderer does not do per render: compile (cached per template set),
+// copy or normalize the snapshot, grow the output buffer (pre-sized from the last render), set
+// loop/forloop for loops that do not use them. Before those changes: 394 ms/op, 48.7 MB/op,
+// 558,140 allocs/op.
 
 import (
 	"fmt"
