@@ -203,6 +203,8 @@ func toStr(v any) (string, error) {
 		return "<loop>", nil
 	case *macro:
 		return "<macro " + x.spec.name + ">", nil
+	case *record.Record:
+		// A dict: printed as Python prints it, like a map (not its String, which is JSON).
 	case fmt.Stringer:
 		return x.String(), nil
 	}

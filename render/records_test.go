@@ -1,0 +1,71 @@
+package render
+
+import (
+	"testing"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/record"
+)
+
+// asRecords is testSnapshot's services with their pods as the sidecar's snapshot has them:
+// each service's pods a record of records.
+func asRecords(services []map[string]any) []map[string]any {
+	var shapes record.Shapes
+	for _, svc := range services {
+		pods := svc["pods"].(map[string]any)
+		for name, p := range pods {
+			pods[name] = record.Of(&shapes, p)
+		}
+		svc["pods"] = record.FromMap(nil, pods)
+	}
+	return services
+}
+
+// TestRecordsRenderLikeMaps: every way a template can read a dict gives the same output
+// whether the pods are Go maps or records.
+func TestRecordsRenderLikeMaps(t *testing.T) {
+	const svc = `{% set s = services[0] %}{% set p = s.pods["api-a"] %}`
+	templates := map[string]string{
+		"items":               `{% for name, pod in s.pods.items() %}{{ loop.index }}:{{ name }}={{ pod.status.podIP }} {% endfor %}`,
+		"direct loop":         `{% for name in s.pods %}{{ name }} {% endfor %}{% for k, v in p.metadata.labels %}{{ k }}={{ v }} {% endfor %}`,
+		"keys and values":     `{{ s.pods.keys()|list }} {{ s.pods.values()|map(attribute="metadata.name")|join(",") }}`,
+		"length":              `{{ s.pods|length }} {{ p.metadata.labels|count }} {{ p.status|length }}`,
+		"index and get":       `{{ s.pods["api-b"].status.podIP }} {{ s.pods.get("nope", "default") }} {{ s.pods.get("api-c").metadata.name }} {{ s.pods["nope"] is undefined }}`,
+		"in":                  `{{ "api-a" in s.pods }} {{ "nope" in s.pods }} {{ "app" in p.metadata.labels }} {{ s.pods.has_key("api-d") }}`,
+		"nested lists":        `{{ p.spec.containers[0].ports[0].containerPort }} {{ p.spec.containers|first|attr("name") }} {{ (p.spec.containers|first).name }}`,
+		"truth":               `{% if p.status %}status{% endif %}{% if not p.nothing %} no-nothing{% endif %}{{ p.metadata.labels and "labels" }}`,
+		"printed":             `{{ p.metadata.labels }} {{ p.spec.containers }} {{ p.metadata.labels|string }} {{ s.pods.items()|list|length }}`,
+		"tojson":              `{{ p|tojson }} {{ p.metadata.labels|tojson(indent=2) }}`,
+		"dictsort":            `{{ p.metadata.labels|dictsort }} {{ p.metadata.labels|dictsort(reverse=true)|first }}`,
+		"select and sort":     `{{ s.pods.values()|selectattr("status.podIP", "equalto", "10.0.1.2")|map(attribute="metadata.name")|list }} {{ s.pods.values()|sort(attribute="status.podIP", reverse=true)|map(attribute="metadata.name")|join(",") }}`,
+		"equality":            `{{ p.metadata.labels == {"app": "x", "tier": "web"} }} {{ p.metadata.labels == {"app": "x"} }} {{ p.status == s.pods["api-a"].status }}`,
+		"tests":               `{{ p is mapping }} {{ p.metadata.labels is iterable }} {{ s.pods is sequence }}`,
+		"format":              `{{ "%(app)s/%(tier)s" % p.metadata.labels }} {{ "%s" % p.status.phase }}`,
+		"pongo2 filter":       `{{ p.metadata.labels|length_is(2) }}`,
+		"unpack":              `{% for pair in p.metadata.labels.items() %}{% set k, v = pair %}{{ k }}{{ v }}{% endfor %}`,
+		"attr is not a key":   `{{ p|attr("status") }}|`,
+		"namespace from dict": `{% set ns = namespace(n=p.metadata.labels|length) %}{{ ns.n }}`,
+	}
+	for name, body := range templates {
+		t.Run(name, func(t *testing.T) {
+			tpl := map[string]string{"template": svc + body}
+			maps := testSnapshot(tpl, "template")
+			recs := testSnapshot(tpl, "template")
+			recs.Services = asRecords(recs.Services)
+			r := New(Options{SSLDir: "/ssl"})
+			want, err := r.Render(maps)
+			if err != nil {
+				t.Fatalf("with maps: %v", err)
+			}
+			got, err := r.Render(recs)
+			if err != nil {
+				t.Fatalf("with records: %v", err)
+			}
+			if string(got.Config) != string(want.Config) {
+				t.Errorf("with records:\n%s\nwith maps:\n%s", got.Config, want.Config)
+			}
+			if len(want.Config) == 0 {
+				t.Error("rendered nothing")
+			}
+		})
+	}
+}
