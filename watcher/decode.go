@@ -20,6 +20,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -530,15 +531,18 @@ func (d *manifestDecoder) prepare(obj kruntime.Object) *decoded {
 			return &decoded{pod: d.conv.Convert(o), kind: "Pod"}
 		}
 		return &decoded{obj: o, kind: "Pod", meta: &o.ObjectMeta}
+	case *discoveryv1.EndpointSlice:
+		defaultNS(&o.ObjectMeta)
+		return &decoded{obj: o, kind: "EndpointSlice", meta: &o.ObjectMeta}
 	}
 	return &decoded{obj: obj}
 }
 
-// add keeps ConfigMaps, Secrets and Pods, as the API server would store them.
+// add keeps ConfigMaps, Secrets, Pods and EndpointSlices, as the API server would store them.
 func (d *manifestDecoder) add(at *origin, r *decoded) {
 	if r.kind == "" {
 		gvk := r.obj.GetObjectKind().GroupVersionKind()
-		d.logger.Debug("ignoring an object that is not a ConfigMap, Secret or Pod",
+		d.logger.Debug("ignoring an object that is not a ConfigMap, Secret, Pod or EndpointSlice",
 			"file", at.rel, "line", at.line, "kind", gvk.Kind, "apiVersion", gvk.GroupVersion().String())
 		return
 	}
@@ -567,6 +571,8 @@ func (d *manifestDecoder) add(at *origin, r *decoded) {
 		d.objs.Secrets = append(d.objs.Secrets, o)
 	case *corev1.Pod:
 		d.objs.Pods = append(d.objs.Pods, o)
+	case *discoveryv1.EndpointSlice:
+		d.objs.EndpointSlices = append(d.objs.EndpointSlices, o)
 	}
 }
 

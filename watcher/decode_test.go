@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -40,6 +41,9 @@ func names(o *snapshot.Objects) []string {
 	}
 	for _, p := range o.Pods {
 		out = append(out, "Pod "+p.Namespace+"/"+p.Name)
+	}
+	for _, e := range o.EndpointSlices {
+		out = append(out, "EndpointSlice "+e.Namespace+"/"+e.Name)
 	}
 	slices.Sort(out)
 	return out
@@ -541,5 +545,60 @@ func TestObjectsConfigMapVolume(t *testing.T) {
 	}
 	if got, want := names(o), []string{"ConfigMap lb/services", "Secret lb/keys"}; !slices.Equal(got, want) {
 		t.Errorf("objects = %v, want %v", got, want)
+	}
+}
+
+// TestFileEndpointSlices: EndpointSlice manifests (as `kubectl get endpointslices -o yaml`
+// prints them) back services that name a Kubernetes Service, as in the kube source.
+func TestFileEndpointSlices(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"services.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata: {name: services}
+data:
+  shop: '{"namespace": "shop", "service": "shop"}'
+`,
+		"slices.yaml": `apiVersion: v1
+kind: List
+items:
+- apiVersion: discovery.k8s.io/v1
+  kind: EndpointSlice
+  metadata:
+    name: shop-abc12
+    namespace: shop
+    labels: {kubernetes.io/service-name: shop}
+  addressType: IPv4
+  ports: [{name: http, port: 8080, protocol: TCP}]
+  endpoints:
+  - addresses: [10.0.3.1]
+    conditions: {ready: true}
+    targetRef: {kind: Pod, name: shop-0, namespace: shop}
+    nodeName: node-1
+  - addresses: [10.0.3.2]
+    conditions: {ready: false}
+    targetRef: {kind: Pod, name: shop-1, namespace: shop}
+`,
+	})
+	for _, conv := range []*snapshot.PodConverter{nil, {}} {
+		f := &File{Dir: dir, DefaultNamespace: "lb", PodConverter: conv}
+		o, errs := readDir(t, f)
+		if errs != nil {
+			t.Fatal(errs)
+		}
+		if got := names(o); !slices.Equal(got, []string{"ConfigMap lb/services", "EndpointSlice shop/shop-abc12"}) {
+			t.Fatalf("objects %q", got)
+		}
+		snap, err := snapshot.Build(o, snapshot.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods := record.Plain(snap.Services[0]["pods"]).(map[string]any)
+		if len(pods) != 1 || pods["shop-0"] == nil {
+			t.Fatalf("pods %v, want the ready endpoint shop-0 only", pods)
+		}
+		if ip := pods["shop-0"].(map[string]any)["status"].(map[string]any)["podIP"]; ip != "10.0.3.1" {
+			t.Errorf("podIP %v, want 10.0.3.1", ip)
+		}
 	}
 }

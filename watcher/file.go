@@ -25,8 +25,8 @@ import (
 // and for directories at the top level only; names starting with ".." are never entered, so a
 // mounted ConfigMap volume (files that are links into ..data/) is read once, through its links.
 //
-// Only ConfigMaps, Secrets and Pods are kept; other kinds are ignored. A Secret's stringData is
-// folded into data as the API server does.
+// Only ConfigMaps, Secrets, Pods and EndpointSlices are kept; other kinds are ignored. A
+// Secret's stringData is folded into data as the API server does.
 type File struct {
 	// Dir is the directory to read.
 	Dir string
