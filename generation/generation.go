@@ -21,6 +21,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -634,4 +635,59 @@ func syncDir(dir string) error {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// loadedName is the file in StateDir that says what HAProxy was last known to run.
+const loadedName = "loaded"
+
+// Loaded is what HAProxy was last known to run: the hash of a rendering, and an identifier of
+// the HAProxy load that runs it (see reload.MasterSocket.LoadID). It lets a restarted sidecar
+// find HAProxy still running what it last made live, and leave it alone.
+type Loaded struct {
+	Hash   string
+	LoadID string
+}
+
+// SetLoaded records l, replacing the file atomically; the zero Loaded removes the record
+// (what HAProxy runs is not known).
+func (s *Store) SetLoaded(l Loaded) error {
+	path := filepath.Join(s.stateDir, loadedName)
+	if l == (Loaded{}) {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("forget what HAProxy runs: %w", err)
+		}
+		return nil
+	}
+	if strings.ContainsAny(l.Hash+l.LoadID, "\n") {
+		return fmt.Errorf("record what HAProxy runs: a newline in %q", l)
+	}
+	tmp, err := os.CreateTemp(s.stateDir, tmpPrefix+loadedName)
+	if err != nil {
+		return fmt.Errorf("record what HAProxy runs: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op once renamed
+	_, err = tmp.WriteString(l.Hash + "\n" + l.LoadID + "\n")
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("record what HAProxy runs: %w", err)
+	}
+	return nil
+}
+
+// Loaded returns what SetLoaded recorded last, even in an earlier run; false if nothing is.
+func (s *Store) Loaded() (Loaded, bool) {
+	b, err := os.ReadFile(filepath.Join(s.stateDir, loadedName))
+	if err != nil {
+		return Loaded{}, false
+	}
+	hash, id, ok := strings.Cut(strings.TrimSuffix(string(b), "\n"), "\n")
+	if !ok || hash == "" || id == "" {
+		return Loaded{}, false
+	}
+	return Loaded{Hash: hash, LoadID: id}, true
 }

@@ -519,3 +519,36 @@ func TestCheckFileTemplateSSLDir(t *testing.T) {
 		}
 	})
 }
+
+// TestLoaded: what HAProxy runs is recorded across runs of the sidecar, survives pruning, and
+// can be forgotten.
+func TestLoaded(t *testing.T) {
+	e := newEnv(t)
+	s := open(t, e)
+	if l, ok := s.Loaded(); ok {
+		t.Fatalf("Loaded in a new store = %+v", l)
+	}
+	want := Loaded{Hash: "abc123", LoadID: "master 42 reload 3"}
+	if err := s.SetLoaded(want); err != nil {
+		t.Fatal(err)
+	}
+	mustActivate(t, s, stage(t, s, "config 1", "cert 1"))
+	if err := s.Prune(); err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := open(t, e).Loaded(); !ok || l != want {
+		t.Fatalf("Loaded after reopening = %+v, %v; want %+v", l, ok, want)
+	}
+	if err := s.SetLoaded(Loaded{Hash: "x\ny", LoadID: "id"}); err == nil {
+		t.Error("a hash with a newline was recorded")
+	}
+	if err := s.SetLoaded(Loaded{}); err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := s.Loaded(); ok {
+		t.Fatalf("Loaded after forgetting = %+v", l)
+	}
+	if err := s.SetLoaded(Loaded{}); err != nil {
+		t.Errorf("forgetting twice: %v", err)
+	}
+}

@@ -44,6 +44,15 @@ type Store interface {
 	Rollback() error
 	MarkGood(g *generation.Generation)
 	Prune() error
+	SetLoaded(l generation.Loaded) error
+	Loaded() (generation.Loaded, bool)
+}
+
+// loadIdentifier is a reloader that can tell which load of HAProxy runs now (see
+// reload.MasterSocket.LoadID): with it, a restarted sidecar leaves HAProxy alone when HAProxy
+// still runs what the sidecar last made live.
+type loadIdentifier interface {
+	LoadID(ctx context.Context) (string, error)
 }
 
 // Recorder tells operators, on the object they edited, what became of their change
@@ -105,6 +114,11 @@ type Pipeline struct {
 	writer writer // writes runtime API changes as generations, in the background (runtime.go)
 	goodMu sync.Mutex
 	good   *render.Bundle // the rendering of the last good generation
+	// loadID identifies the HAProxy load the sidecar made or adopted ("": not known); the
+	// writer records it with each generation it makes live through the runtime API.
+	loadID string
+
+	adoptTried bool // the first rendering was compared with what HAProxy already runs
 }
 
 // New checks the wiring and fills defaults.
@@ -270,6 +284,12 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	if err != nil {
 		return p.reject(snapshot.StageRender, err)
 	}
+	if !p.adoptTried && !p.standby() {
+		p.adoptTried = true
+		if res, ok := p.adopt(ctx, bundle, reason); ok {
+			return res
+		}
+	}
 	if live := p.cfg.Store.Live(); live != nil && live.Hash == bundle.Hash && p.cfg.Health.LiveHash() == bundle.Hash && p.reloadAt.IsZero() &&
 		(p.runtimeHash == "" || p.runtimeHash == bundle.Hash) {
 		m.Renders.WithLabelValues("unchanged").Inc()
@@ -343,12 +363,86 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 		if !p.cfg.ReloaderCounts {
 			m.Reloads.WithLabelValues(p.cfg.Endpoint, "error").Inc()
 		}
+		p.setLoadID("")
+		p.storeLoaded("", "") // the reload's outcome is not known
 		return p.fail(fmt.Errorf("reload: %w", err))
 	}
 	p.cfg.Store.MarkGood(gen)
 	p.setGood(bundle)
+	p.recordLoad(ctx, bundle.Hash, err == nil)
 	p.applied(snap, bundle, reason)
 	return Result{Outcome: "applied", Hash: bundle.Hash, Reloaded: true}
+}
+
+// adopt leaves HAProxy alone at start when it runs what the rendering asks for already: the
+// live generation is this rendering and HAProxy's load is the one recorded when it was made
+// live (by an earlier run of the sidecar). Without this, restarting the sidecar would reload
+// HAProxy. ok is false when that cannot be shown; the sync then goes on as usual.
+func (p *Pipeline) adopt(ctx context.Context, bundle *render.Bundle, reason string) (Result, bool) {
+	li, canTell := p.cfg.Reloader.(loadIdentifier)
+	live := p.cfg.Store.Live()
+	rec, recorded := p.cfg.Store.Loaded()
+	if !canTell || !recorded || live == nil || live.Hash != bundle.Hash || rec.Hash != bundle.Hash {
+		return Result{}, false
+	}
+	id, err := li.LoadID(ctx)
+	if err != nil || id != rec.LoadID {
+		p.log.Info("HAProxy may not run the live configuration: it will be reloaded",
+			"recorded_load", rec.LoadID, "load", id, "error", err)
+		return Result{}, false
+	}
+	p.setLoadID(id)
+	if p.cfg.Runtime != nil {
+		plan, _ := p.planRuntime(bundle)
+		p.cfg.Runtime.Reloaded(plan)
+	}
+	p.cfg.Store.MarkGood(live)
+	p.setGood(bundle)
+	m := p.cfg.Metrics
+	m.Renders.WithLabelValues("unchanged").Inc()
+	m.ConfigValid.Set(1)
+	p.cfg.Health.Live(bundle.Hash)
+	p.log.Info("HAProxy already runs this configuration: no reload", "reason", reason, "hash", short(bundle.Hash), "load", id)
+	return Result{Outcome: "unchanged", Hash: bundle.Hash}, true
+}
+
+// recordLoad records, after a reload, which load of HAProxy runs the rendering hash (see
+// adopt); confirmed is false when HAProxy was not running (it loads the files when it starts,
+// as a load nobody can name yet).
+func (p *Pipeline) recordLoad(ctx context.Context, hash string, confirmed bool) {
+	id := ""
+	if li, ok := p.cfg.Reloader.(loadIdentifier); ok && confirmed {
+		var err error
+		if id, err = li.LoadID(ctx); err != nil {
+			p.log.Debug("cannot tell which load of HAProxy runs the new configuration", "error", err)
+			id = ""
+		}
+	}
+	p.setLoadID(id)
+	p.storeLoaded(hash, id)
+}
+
+// storeLoaded writes what HAProxy runs (nothing when the load is not known).
+func (p *Pipeline) storeLoaded(hash, id string) {
+	l := generation.Loaded{Hash: hash, LoadID: id}
+	if id == "" {
+		l = generation.Loaded{}
+	}
+	if err := p.cfg.Store.SetLoaded(l); err != nil {
+		p.log.Warn("record what HAProxy runs", "error", err)
+	}
+}
+
+func (p *Pipeline) setLoadID(id string) {
+	p.goodMu.Lock()
+	p.loadID = id
+	p.goodMu.Unlock()
+}
+
+func (p *Pipeline) currentLoadID() string {
+	p.goodMu.Lock()
+	defer p.goodMu.Unlock()
+	return p.loadID
 }
 
 // stage writes the bundle as a new generation and validates it (haproxy -c): the generation,

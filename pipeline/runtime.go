@@ -67,6 +67,9 @@ func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, bun
 		return Result{Outcome: "unchanged", Hash: bundle.Hash}, "", true
 	}
 	start := time.Now()
+	// Until the writer has made this rendering live on disk, the record of what HAProxy runs
+	// would be wrong half way: forget it (the writer records it again).
+	p.storeLoaded("", "")
 	if err := p.cfg.Runtime.Apply(ctx, plan); err != nil {
 		m.RuntimeFallbacks.Inc()
 		p.log.Warn("runtime API update failed: reloading instead", "error", err)
@@ -340,6 +343,7 @@ func (p *Pipeline) writeNow(ctx context.Context, job *writeJob) (rejected, err e
 	}
 	p.cfg.Store.MarkGood(gen)
 	p.setGood(job.bundle)
+	p.storeLoaded(job.bundle.Hash, p.currentLoadID())
 	p.applied(job.snap, job.bundle, job.reason)
 	p.log.Debug("generation written and validated", "hash", short(job.bundle.Hash),
 		"waited", start.Sub(job.queued).Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))

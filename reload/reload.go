@@ -214,6 +214,22 @@ func (m *MasterSocket) ShowProc(ctx context.Context) (Proc, error) {
 	return p, nil
 }
 
+// LoadID identifies the configuration load HAProxy runs now: its master process and how many
+// times that master has reloaded. It changes with every reload (by anyone) and every restart,
+// so a sidecar that recorded it after its own reload can tell, after a restart of its own,
+// whether HAProxy still runs what it loaded then.
+func (m *MasterSocket) LoadID(ctx context.Context) (string, error) {
+	p, err := m.ShowProc(ctx)
+	if err != nil {
+		return "", err
+	}
+	if p.Failed > 0 {
+		// The last reload failed: the workers run an older load than the counter says.
+		return "", fmt.Errorf("%s: the last reload failed", m.Path)
+	}
+	return fmt.Sprintf("master %d reload %d", p.MasterPID, p.Reloads), nil
+}
+
 // Command sends one command line to the master CLI, half-closes the connection (HAProxy
 // answers and then waits for the client to close) and returns the whole answer. Prefix the
 // command with "@1 " for the current worker. A connection that cannot be made because the

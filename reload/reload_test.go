@@ -152,6 +152,19 @@ func TestMasterSocketReload(t *testing.T) {
 		return err == nil && b == "backend A"
 	}, "HAProxy serving backend A")
 
+	loadID := func() string {
+		t.Helper()
+		id, err := m.LoadID(ctx)
+		if err != nil {
+			t.Fatalf("LoadID: %v", err)
+		}
+		return id
+	}
+	started := loadID()
+	if again := loadID(); again != started {
+		t.Fatalf("LoadID %q then %q with no reload between", started, again)
+	}
+
 	// A good config: Reload returns once the new worker serves it.
 	writeConfig(t, cfg, httpConfig(port, backendB, ""))
 	start := time.Now()
@@ -168,6 +181,10 @@ func TestMasterSocketReload(t *testing.T) {
 	}
 	if proc.Reloads != 1 || proc.Failed != 0 || proc.Workers != 1 {
 		t.Fatalf("show proc after a good reload: %+v", proc)
+	}
+	reloaded := loadID()
+	if reloaded == started {
+		t.Fatalf("LoadID %q unchanged by a reload", reloaded)
 	}
 
 	// A config haproxy -c accepts but HAProxy cannot load: a bind on a port someone else holds.
@@ -196,6 +213,9 @@ func TestMasterSocketReload(t *testing.T) {
 	if proc, err = m.ShowProc(ctx); err != nil || proc.Failed != 1 || proc.Reloads != 2 {
 		t.Fatalf("show proc after a failed reload: %+v %v", proc, err)
 	}
+	if id, err := m.LoadID(ctx); err == nil {
+		t.Fatalf("LoadID after a failed reload = %q, want an error (the workers run an older load)", id)
+	}
 
 	// A good config again: the failed counter resets.
 	writeConfig(t, cfg, httpConfig(port, backendC, ""))
@@ -207,6 +227,9 @@ func TestMasterSocketReload(t *testing.T) {
 	}
 	if proc, err = m.ShowProc(ctx); err != nil || proc.Failed != 0 || proc.Reloads != 3 {
 		t.Fatalf("show proc after recovering: %+v %v", proc, err)
+	}
+	if id := loadID(); id == reloaded || id == started {
+		t.Fatalf("LoadID %q after another reload, seen before", id)
 	}
 
 	// A syntax error fails fast.
