@@ -200,6 +200,9 @@ type writeJob struct {
 	queued time.Time
 }
 
+// shutdownWriteTimeout bounds the write of the last runtime API change when the sidecar stops.
+const shutdownWriteTimeout = 10 * time.Second
+
 // rememberedInvalid bounds the rejected renderings the writer remembers.
 const rememberedInvalid = 16
 
@@ -219,10 +222,15 @@ func (p *Pipeline) startWriter(ctx context.Context) <-chan struct{} {
 			w.cond.Broadcast()
 			w.mu.Unlock()
 		}()
+		// A write under way when the sidecar stops is finished, and the last rendering the
+		// runtime API made live is written before it exits: HAProxy runs it already, and the
+		// files must say so (for HAProxy's next start, and for the sidecar's: see adopt).
+		wctx := context.WithoutCancel(ctx)
 		for {
+			stopping := false
 			select {
 			case <-ctx.Done():
-				return
+				stopping = true
 			case <-w.wake:
 			}
 			w.mu.Lock()
@@ -231,14 +239,27 @@ func (p *Pipeline) startWriter(ctx context.Context) <-chan struct{} {
 			w.busy = job != nil
 			w.mu.Unlock()
 			if job == nil {
+				if stopping {
+					return
+				}
 				continue
 			}
-			rejected, err := p.writeNow(ctx, job)
+			jctx, cancel := wctx, context.CancelFunc(func() {})
+			if stopping {
+				jctx, cancel = context.WithTimeout(wctx, shutdownWriteTimeout)
+			}
+			rejected, err := p.writeNow(jctx, job)
+			cancel()
 			w.mu.Lock()
 			w.busy = false
 			w.cond.Broadcast()
 			w.mu.Unlock()
 			switch {
+			case stopping:
+				if err != nil {
+					p.log.Warn("could not write the last runtime API change before stopping", "hash", short(job.bundle.Hash), "error", err)
+				}
+				return
 			case ctx.Err() != nil:
 			case rejected != nil:
 				// The next sync takes the runtime changes back and reports the rejection.

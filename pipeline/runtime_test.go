@@ -496,3 +496,42 @@ func TestAfterSync(t *testing.T) {
 		t.Errorf("the hook saw %v reloads done, want [1 2] (after each sync's reload)", c)
 	}
 }
+
+// TestWriterFinishesWhenStopping: the renderings the runtime API made live are on disk when
+// Run returns, even those still waiting for the writer when the sidecar was stopped.
+func TestWriterFinishesWhenStopping(t *testing.T) {
+	r := newRig(t, 0)
+	r.in.set(config(":80", "a 10.0.0.1:80"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.p.Run(ctx) }()
+	waitFor(t, func() bool { return r.rl.count() == 1 })
+
+	r.checker.hold() // the writer stays busy with the first change
+	r.in.set(config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80"))
+	r.p.Changed()
+	waitFor(t, func() bool { return len(r.cli.commands()) > 0 })
+	last := config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80", "c 10.0.0.3:80")
+	before := len(r.cli.commands())
+	r.in.set(last)
+	r.p.Changed()
+	waitFor(t, func() bool { return len(r.cli.commands()) > before }) // live in HAProxy, waiting for the writer
+
+	cancel()
+	r.checker.release()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	b, err := os.ReadFile(r.store.Live().ConfigFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != last {
+		t.Errorf("live files after stopping:\n%s\nwant the last runtime change:\n%s", b, last)
+	}
+	if r.rl.count() != 1 {
+		t.Errorf("%d reloads, want 1", r.rl.count())
+	}
+}
