@@ -62,6 +62,9 @@ func (p *parser) expectName() (token, error) {
 	if t.kind != tName {
 		return t, p.errf(t, "expected a name, got %s", t)
 	}
+	if t.val == renderStateKey || t.val == includeWriterKey {
+		return t, p.errf(t, "%s is a name the renderer keeps for itself: choose another", t.val)
+	}
 	return p.next(), nil
 }
 
@@ -306,7 +309,7 @@ func (p *parser) parsePrimary() (node, error) {
 			return &constNode{at: t.off, v: nil}, nil
 		case "loop", "forloop":
 			p.sawLoop = true
-		case renderStateKey:
+		case renderStateKey, includeWriterKey:
 			return &constNode{at: t.off}, nil // internal, not for templates
 		}
 		return &nameNode{at: t.off, name: t.val}, nil

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/record"
@@ -67,5 +68,45 @@ func TestRecordsRenderLikeMaps(t *testing.T) {
 				t.Error("rendered nothing")
 			}
 		})
+	}
+}
+
+// TestInternalNamesHidden: the variables the renderer keeps for itself cannot be read by a
+// template.
+func TestInternalNamesHidden(t *testing.T) {
+	for _, name := range []string{renderStateKey, includeWriterKey} {
+		out := renderTplSet(t, map[string]string{"template": "{% include 'p' %}", "p": "[{{ " + name + " }}]"}, "template")
+		if out != "[]\n" {
+			t.Errorf("{{ %s }} in an included template printed %q", name, out)
+		}
+		ie := renderErr(t, testSnapshot(map[string]string{"template": "{% include 'p' %}", "p": "{% set " + name + " = 1 %}x"}, "template"))
+		if !strings.Contains(ie.Error(), "keeps for itself") {
+			t.Errorf("{%% set %s %%}: %v", name, ie)
+		}
+	}
+}
+
+// TestIncludeWritesWhereItIs: an included template's output goes where the include is, also
+// inside blocks that capture their output.
+func TestIncludeWritesWhereItIs(t *testing.T) {
+	tpls := map[string]string{
+		"p": "<{{ who }}>{% include 'q' %}",
+		"q": "[q]",
+	}
+	cases := map[string]string{
+		"{% set who = 'a' %}1{% include 'p' %}2":                                            "1<a>[q]2",
+		"{% set who = 'b' %}{% set x %}{% include 'p' %}{% endset %}({{ x|upper }})":        "(<B>[Q])",
+		"{% set who = 'c' %}{% filter upper %}{% include 'p' %}{% endfilter %}!":            "<C>[Q]!",
+		"{% macro m(who) %}{% include 'p' %}{% endmacro %}{{ m('d') }}|{{ m('e')|length }}": "<d>[q]|6",
+		"{% for who in ['f', 'g'] %}{% include 'p' %}{% endfor %}":                          "<f>[q]<g>[q]",
+	}
+	for tpl, want := range cases {
+		set := map[string]string{"template": tpl}
+		for k, v := range tpls {
+			set[k] = v
+		}
+		if got := renderTplSet(t, set, "template"); got != want+"\n" {
+			t.Errorf("%s\ngot  %q\nwant %q", tpl, got, want+"\n")
+		}
 	}
 }

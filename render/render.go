@@ -274,6 +274,7 @@ func compileSet(srcs map[string]string, mainKey string) *compiled {
 		return &compiled{err: asTemplateError(err, mainKey)}
 	}
 	set := newSet(prog)
+	prog.set = set
 	compiling = prog
 	defer func() { compiling = nil }()
 	tpl, err := set.FromFile(mainKey)

@@ -34,6 +34,7 @@ func init() {
 		"_set":      parseSetTag,
 		"_setblock": parseSetBlockTag,
 		"_with":     parseWithTag,
+		"_incl":     parseIncludeTag,
 		"_filter":   parseFilterTag,
 		"_macro":    parseMacroTag,
 		"_break":    parseLoopControlTag(errBreak),
@@ -769,8 +770,9 @@ type renderState struct {
 	out        bytes.Buffer
 }
 
-// rootTag wraps the main template: it renders into the render's own pre-sized buffer, which
-// spares growing pongo2's buffer from a few bytes to megabytes on every render.
+// rootTag wraps every template: the main one renders into the render's own pre-sized buffer,
+// which spares growing pongo2's buffer from a few bytes to megabytes on every render; an
+// included one into the writer of the include (see includeTag).
 type rootTag struct{ body *pongo2.NodeWrapper }
 
 func parseRootTag(doc *pongo2.Parser, start *pongo2.Token, args *pongo2.Parser) (pongo2.INodeTag, *pongo2.Error) {
@@ -782,6 +784,9 @@ func parseRootTag(doc *pongo2.Parser, start *pongo2.Token, args *pongo2.Parser) 
 }
 
 func (t *rootTag) Execute(ctx *pongo2.ExecutionContext, w pongo2.TemplateWriter) *pongo2.Error {
+	if iw, ok := ctx.Public[includeWriterKey].(pongo2.TemplateWriter); ok {
+		return t.body.Execute(ctx, iw)
+	}
 	rs, ok := ctx.Public[renderStateKey].(*renderState)
 	if !ok {
 		return t.body.Execute(ctx, w)
@@ -790,8 +795,13 @@ func (t *rootTag) Execute(ctx *pongo2.ExecutionContext, w pongo2.TemplateWriter)
 }
 
 const (
+	// The renderer's own variables (pongo2 wants identifiers): templates cannot read them
+	// (the parser makes them undefined) nor assign them (see internalName).
 	renderStateKey = "_hs_render"
-	maxMacroDepth  = 64
+	// includeWriterKey holds, in an included template's variables, the writer its output goes
+	// to.
+	includeWriterKey = "_hs_include_writer"
+	maxMacroDepth    = 64
 )
 
 func parseMacroTag(doc *pongo2.Parser, start *pongo2.Token, args *pongo2.Parser) (pongo2.INodeTag, *pongo2.Error) {
@@ -924,4 +934,57 @@ var builtinFuncs = map[string]*builtinFunc{
 		}
 		return ns, nil
 	}},
+}
+
+// includeTag is {% include "key" %}: the key's template, compiled with the including one,
+// executed with the including template's variables. Unlike pongo2's include it writes into the
+// writer it is given (through the included template's rootTag): pongo2's renders into a
+// buffer of its own first, grown from the size of the template's source to the size of its
+// output (megabytes for the rules of 10,000 services), on every render.
+type includeTag struct {
+	tpl *pongo2.Template
+}
+
+func parseIncludeTag(doc *pongo2.Parser, start *pongo2.Token, args *pongo2.Parser) (pongo2.INodeTag, *pongo2.Error) {
+	keyTok := args.Current() // where the translator put the key's position
+	s, err := specArg(args)
+	if err != nil {
+		return nil, err
+	}
+	key, ok := s.(string)
+	if !ok || compiling.set == nil {
+		return nil, args.Error("internal: _incl takes a template key", start)
+	}
+	tpl, ferr := compiling.set.FromFile(key)
+	if ferr != nil {
+		var pe *pongo2.Error
+		if !errors.As(ferr, &pe) {
+			return nil, args.Error(ferr.Error(), start)
+		}
+		if pe.Token != nil {
+			return nil, pe // located in the included template
+		}
+		// Not located (the included key could not be loaded): at the include, as pongo2's
+		// own include reports it.
+		at := args.Error("", keyTok)
+		at.Sender, at.OrigError = pe.Sender, pe.OrigError
+		return nil, at
+	}
+	return &includeTag{tpl: tpl}, nil
+}
+
+func (t *includeTag) Execute(ctx *pongo2.ExecutionContext, w pongo2.TemplateWriter) *pongo2.Error {
+	// The included template sees every variable of the including one, as with pongo2's include.
+	inner := make(pongo2.Context, len(ctx.Public)+len(ctx.Private)+1)
+	inner.Update(ctx.Public)
+	inner.Update(ctx.Private)
+	inner[includeWriterKey] = w
+	if err := t.tpl.ExecuteWriterUnbuffered(inner, w); err != nil {
+		var pe *pongo2.Error
+		if errors.As(err, &pe) {
+			return pe
+		}
+		return ctx.Error(err.Error(), nil)
+	}
+	return nil
 }

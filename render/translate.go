@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/flosch/pongo2/v6"
 )
 
 // The translator reads a Jinja2 (or pongo2) template and writes the pongo2 source that
@@ -23,6 +25,7 @@ type program struct {
 	specs   []any
 	gets    int
 	loadErr error
+	set     *pongo2.TemplateSet // the set being compiled (for _include)
 }
 
 // unit is one template key.
@@ -198,10 +201,7 @@ func (t *translator) run() error {
 	// Like Jinja2 (keep_trailing_newline=False), a single trailing newline of the template is
 	// not part of the output. Render ends the configuration with a newline.
 	src := strings.TrimSuffix(t.u.src, "\n")
-	t.out.WriteString("{% autoescape off %}")
-	if t.u.main {
-		t.out.WriteString("{% _root %}")
-	}
+	t.out.WriteString("{% autoescape off %}{% _root %}")
 	i := 0
 	for i < len(src) {
 		j := nextTagStart(src, i)
@@ -235,10 +235,7 @@ func (t *translator) run() error {
 		b := t.stack[len(t.stack)-1]
 		return t.u.errAt(b.at, fmt.Errorf("{%% %s %%} is never closed: expected {%% %s %%}", b.kind, endOf[b.kind]))
 	}
-	if t.u.main {
-		t.out.WriteString("{% end_root %}")
-	}
-	t.out.WriteString("{% endautoescape %}")
+	t.out.WriteString("{% end_root %}{% endautoescape %}")
 	t.u.out = t.out.String()
 	return nil
 }
@@ -860,7 +857,9 @@ func (t *translator) include(p *parser, j, end, at int, trimL, trimR bool) (int,
 	if p.sawLoop {
 		t.markLoopUse()
 	}
-	inc := "include \"" + key + "\""
+	// Padded so that the key's spec index sits where the key was in `include "key"`: errors
+	// about the included key point at it.
+	inc := "_incl   " + t.addSpec(key)
 	if with != nil {
 		t.emit(j, end, trimL, trimR, "_with "+t.addSpec(with), inc, "endwith")
 	} else {
