@@ -86,12 +86,24 @@ const indexThreshold = 64
 // podEntry is a ready pod in the index: typed (from Objects.Pods, converted when a service
 // selects it) or already converted (from Objects.ConvertedPods).
 type podEntry struct {
-	namespace, name string
-	typed           *corev1.Pod
-	obj             *record.Record
-	typedLabels     map[string]string
-	recLabels       *record.Record
-	queued          bool
+	typed  *corev1.Pod // a typed pod, or
+	conv   *Pod        // one a source converted
+	obj    *record.Record
+	queued bool
+}
+
+func (e *podEntry) namespace() string {
+	if e.typed != nil {
+		return e.typed.Namespace
+	}
+	return e.conv.namespace
+}
+
+func (e *podEntry) name() string {
+	if e.typed != nil {
+		return e.typed.Name
+	}
+	return e.conv.name
 }
 
 // labelsOf returns the metadata.labels of a converted pod.
@@ -108,10 +120,10 @@ var _ labels.Labels = (*podEntry)(nil)
 
 func (e *podEntry) Lookup(k string) (string, bool) {
 	if e.typed != nil {
-		v, ok := e.typedLabels[k]
+		v, ok := e.typed.Labels[k]
 		return v, ok
 	}
-	v, _ := e.recLabels.Get(k)
+	v, _ := e.conv.labels.Get(k)
 	s, ok := v.(string)
 	return s, ok
 }
@@ -129,12 +141,12 @@ func (e *podEntry) Get(k string) string {
 // eachLabel calls f for every label.
 func (e *podEntry) eachLabel(f func(k, v string)) {
 	if e.typed != nil {
-		for k, v := range e.typedLabels {
+		for k, v := range e.typed.Labels {
 			f(k, v)
 		}
 		return
 	}
-	for k, v := range e.recLabels.All() {
+	for k, v := range e.conv.labels.All() {
 		if s, ok := v.(string); ok {
 			f(k, s)
 		}
@@ -169,23 +181,23 @@ func newPodIndex(typed []*corev1.Pod, converted []*Pod, cache *PodCache) *podInd
 	entries := make([]podEntry, 0, n)
 	for _, p := range typed {
 		if p != nil && PodReady(p) {
-			entries = append(entries, podEntry{namespace: p.Namespace, name: p.Name, typed: p, typedLabels: p.Labels})
+			entries = append(entries, podEntry{typed: p})
 		}
 	}
 	for _, p := range converted {
 		if p != nil && p.ready {
-			entries = append(entries, podEntry{namespace: p.namespace, name: p.name, obj: p.obj, recLabels: p.labels})
+			entries = append(entries, podEntry{conv: p, obj: p.obj})
 		}
 	}
 	var last *namespacePods
 	for i := range entries {
 		e := &entries[i]
 		ns := last
-		if ns == nil || ns.pods[0].namespace != e.namespace {
-			ns = ix.byNamespace[e.namespace]
+		if ns == nil || ns.pods[0].namespace() != e.namespace() {
+			ns = ix.byNamespace[e.namespace()]
 			if ns == nil {
 				ns = &namespacePods{}
-				ix.byNamespace[e.namespace] = ns
+				ix.byNamespace[e.namespace()] = ns
 			}
 		}
 		ns.pods = append(ns.pods, e)

@@ -68,14 +68,14 @@ func buildServices(cm *corev1.ConfigMap, ref Ref, pods *podIndex, eps endpointIn
 
 // podsByName is a service's "pods": its pods by name, as a record (iterated in name order).
 func podsByName(pods []*podEntry) *record.Record {
-	slices.SortFunc(pods, func(a, b *podEntry) int { return strings.Compare(a.name, b.name) })
+	slices.SortFunc(pods, func(a, b *podEntry) int { return strings.Compare(a.name(), b.name()) })
 	names := make([]string, 0, len(pods))
 	vals := make([]any, 0, len(pods))
 	for _, p := range pods {
-		if n := len(names); n > 0 && names[n-1] == p.name {
+		if n := len(names); n > 0 && names[n-1] == p.name() {
 			continue // the same pod twice (a service's pods are all in one namespace)
 		}
-		names = append(names, p.name)
+		names = append(names, p.name())
 		vals = append(vals, p.obj)
 	}
 	return record.New(record.NewKeys(names...), vals)

@@ -344,7 +344,7 @@ func TestSelectPodsIndexed(t *testing.T) {
 				}
 				var got []string
 				for _, e := range index().selectPods("big", sel) {
-					got = append(got, e.name)
+					got = append(got, e.name())
 				}
 				var want []string
 				for _, p := range pods {
