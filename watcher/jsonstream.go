@@ -215,6 +215,9 @@ func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size 
 		h     head
 		items []streamedItem
 	)
+	if d.cache != nil && d.cache.listItems > 0 {
+		items = make([]streamedItem, 0, d.cache.listItems+d.cache.listItems/64)
+	}
 	early := d.newEarlyDecoder()
 	defer early.wait() // when it bails; wait is idempotent
 	w.ws()
@@ -284,6 +287,9 @@ func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size 
 	if gvk.Kind != "List" {
 		itemGVK := gvk.GroupVersion().WithKind(strings.TrimSuffix(gvk.Kind, "List"))
 		defaults = &itemGVK
+	}
+	if d.cache != nil {
+		d.cache.listItems = len(items)
 	}
 	prefix := gvkString(defaults)
 	where := &origin{rel, line}
