@@ -7,10 +7,10 @@ package render
 // Measured 2026-11-22, go1.26.8 linux/amd64, Intel Xeon, 2 vCPUs, load average ~1.5 (wall
 // times vary run to run; the best runs are the closest to an idle machine):
 //
-//	BenchmarkRenderDefault1000/records-2      28-30 ms/op    1.9 MB/op    22,460 allocs/op
-//	BenchmarkRenderDefault1000/maps-2         30-31 ms/op    2.0 MB/op    23,460 allocs/op
-//	BenchmarkRenderDefault10000/records-2   211-266 ms/op   17.9 MB/op   223,181 allocs/op
-//	BenchmarkRenderDefault10000/maps-2      267-337 ms/op   19.5 MB/op   233,181 allocs/op
+//	BenchmarkRenderDefault1000/records-2      25-30 ms/op    1.4 MB/op    22,443 allocs/op
+//	BenchmarkRenderDefault1000/maps-2         27-31 ms/op    1.5 MB/op    23,443 allocs/op
+//	BenchmarkRenderDefault10000/records-2   211-266 ms/op   13.9 MB/op   223,158 allocs/op
+//	BenchmarkRenderDefault10000/maps-2      267-337 ms/op   15.5 MB/op   233,158 allocs/op
 //	  (10,000 x 10: ~6.1 MB of haproxy.cfg)
 //
 // Where the time goes at 10,000 x 10: much of it is reading pod.status.podIP from ~100,000
