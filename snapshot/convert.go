@@ -47,6 +47,24 @@ type convState struct {
 	pairs []kv  // stack of the maps being built
 	elems []any // stack of the slices being built
 	in    *interner
+	// last is the last string of a pod's own that was boxed into an any: the same string
+	// next (status.podIP, then status.podIPs[0].ip) shares the box.
+	last    string
+	lastBox any
+}
+
+// box returns s in an any: shared through the interner for strings many pods have (intern),
+// else shared with the string boxed just before when they are equal.
+func (st *convState) box(s string, h uint64, intern bool) any {
+	if intern && st.in != nil {
+		return st.in.str(s, h)
+	}
+	if st.lastBox != nil && st.last == s {
+		return st.lastBox
+	}
+	var b any = s
+	st.last, st.lastBox = s, b
+	return b
 }
 
 // convFunc converts v. canon reports that the result is a scalar or a shared (interned)
@@ -77,6 +95,10 @@ func planFor(t reflect.Type) *plan {
 	}
 	return p
 }
+
+// uniqueStrings are the string fields of the notShared types whose values are (nearly) one
+// pod's own: sharing them would only fill the interner's table.
+var uniqueStrings = map[string]bool{"name": true, "uid": true, "resourceVersion": true, "selfLink": true, "podIP": true, "ip": true}
 
 // notShared are types whose maps are (nearly) always unique to one pod (they hold its name
 // or IP): looking them up for sharing would only fill the table.
@@ -320,6 +342,9 @@ type field struct {
 	omitempty bool
 	omitzero  func(reflect.Value) bool
 	scalar    reflect.Kind // string, bool, int, uint or float kinds are stored directly
+	// internStr: a string field of a pod's own part (not shared whole) whose values repeat
+	// from pod to pod (namespace, phase, hostIP, ...): its values are shared.
+	internStr bool
 	plan      *plan        // otherwise
 	inline    *structPlan  // for inlined fields
 	inlinePtr bool
@@ -412,6 +437,9 @@ func buildStructPlan(t reflect.Type, building map[reflect.Type]*plan) (*structPl
 			sp.fields = append(sp.fields, f)
 			continue
 		}
+		if sf.Type.Kind() == reflect.String && !sp.shared && !uniqueStrings[f.name] {
+			f.internStr = true
+		}
 		switch k := sf.Type.Kind(); k {
 		case reflect.String, reflect.Bool,
 			reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
@@ -482,7 +510,8 @@ func (sp *structPlan) collect(st *convState, v reflect.Value) (sum uint64, canon
 		switch f.scalar {
 		case reflect.String:
 			s := fv.String()
-			out, h = s, hashString(s)
+			h = hashString(s)
+			out = st.box(s, h, f.internStr)
 		case reflect.Bool:
 			out, h = fv.Bool(), tagFalse
 			if fv.Bool() {
@@ -577,6 +606,7 @@ func toUnstructured(obj any, in *interner, extra ...kv) (*record.Record, error) 
 	}()
 	st.in = in
 	st.pairs = st.pairs[:0]
+	st.last, st.lastBox = "", nil
 	if _, _, err := sp.collect(st, v); err != nil {
 		clear(st.pairs)
 		return nil, err

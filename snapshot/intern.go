@@ -86,6 +86,19 @@ func (in *interner) mapOf(pairs []kv, h uint64, canon bool, shapes *record.Shape
 	return m
 }
 
+// str returns s boxed in an any, the same box for equal strings (h is hashString(s)).
+func (in *interner) str(s string, h uint64) any {
+	sh := in.shard(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if c, ok := sh.find(h, func(c any) bool { cs, ok := c.(string); return ok && cs == s }); ok {
+		return c
+	}
+	var b any = s
+	sh.add(h, b)
+	return b
+}
+
 // slice returns a slice holding elems (copied): a shared one when canon and an equal one is
 // known.
 func (in *interner) slice(elems []any, h uint64, canon bool) []any {
