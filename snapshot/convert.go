@@ -345,8 +345,8 @@ type field struct {
 	// internStr: a string field of a pod's own part (not shared whole) whose values repeat
 	// from pod to pod (namespace, phase, hostIP, ...): its values are shared.
 	internStr bool
-	plan      *plan        // otherwise
-	inline    *structPlan  // for inlined fields
+	plan      *plan       // otherwise
+	inline    *structPlan // for inlined fields
 	inlinePtr bool
 }
 
