@@ -20,6 +20,11 @@ RUNS=${RUNS:-3}
 RUN_SIZE=${RUN_SIZE:-10000} # services in the run scenario (0: skip it)
 CHANGES=${CHANGES:-5}       # pod edits in the run scenario
 DEADLINE=${DEADLINE:-300}   # seconds any single step may take
+# RUN_FLAGS: how the run scenario reloads. The default measures the sidecar alone; with
+# RUN_FLAGS="--validate=false --master-socket /nonexistent.sock" it also keeps the runtime
+# API's model of what HAProxy runs (no HAProxy answers, so every change falls back to a reload
+# that finds HAProxy not running).
+RUN_FLAGS=${RUN_FLAGS:-"--reload=none --validate=false"}
 
 [ -x /usr/bin/time ] || { echo "bench-scale: /usr/bin/time (GNU time) is needed" >&2; exit 1; }
 command -v curl >/dev/null || { echo "bench-scale: curl is needed" >&2; exit 1; }
@@ -80,7 +85,8 @@ rm -rf "$dir" "$D/run"
 cp -r "$src" "$dir"
 mkdir -p "$D/run"
 t0=$(now)
-"$BIN" run --source=file --dir "$dir" --haproxy-config "$D/run/haproxy.cfg" --reload=none --validate=false \
+# shellcheck disable=SC2086 # RUN_FLAGS is a list of flags
+"$BIN" run --source=file --dir "$dir" --haproxy-config "$D/run/haproxy.cfg" $RUN_FLAGS \
   --wait 100ms:1s --health-addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0 >"$D/run.log" 2>&1 &
 run_pid=$!
 

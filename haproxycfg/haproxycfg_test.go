@@ -114,10 +114,11 @@ func TestParse(t *testing.T) {
 	t.Run("servers", func(t *testing.T) {
 		be := c.Proxy("backend", "be_web")
 		s1, s2, s3, s4, s5 := be.Servers[0], be.Servers[1], be.Servers[2], be.Servers[3], be.Servers[4]
-		if s1.Name != "web-1" || s1.Addr != netip.MustParseAddr("10.0.0.1") || s1.Port != 8080 || !s1.HostPort() {
+		a1, p1 := s1.AddrPort()
+		if s1.Name != "web-1" || a1 != netip.MustParseAddr("10.0.0.1") || p1 != 8080 || !s1.HostPort() {
 			t.Errorf("web-1: %+v", s1)
 		}
-		if s2.Addr != netip.MustParseAddr("fd00::2") || s2.Port != 8080 {
+		if a2, p2 := s2.AddrPort(); a2 != netip.MustParseAddr("fd00::2") || p2 != 8080 {
 			t.Errorf("web-2: %+v", s2)
 		}
 		if !reflect.DeepEqual(s2.Params, []string{"check", "disabled"}) {

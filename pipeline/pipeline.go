@@ -280,6 +280,10 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 		return p.reject(snapshot.StageDecode, err)
 	}
 	bundle, err := p.cfg.Renderer.Render(snap)
+	// From here on only a few facts about the snapshot are needed: the rest of it (every
+	// service with its pods) can be collected while the sync goes on.
+	info := infoOf(snap, objs.Revision)
+	objs, snap = nil, nil
 	m.RenderDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return p.reject(snapshot.StageRender, err)
@@ -308,14 +312,14 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	}
 	plan, why := p.planRuntime(bundle)
 	if why == "" && !p.standby() {
-		res, fallback, done := p.runtimeUpdate(ctx, plan, bundle, snap, reason)
+		res, fallback, done := p.runtimeUpdate(ctx, plan, bundle, info, reason)
 		if done {
 			return res
 		}
 		why = fallback
 	}
 	p.flushWrites() // the generations the writer has not written yet are older than this one
-	gen, failed := p.stage(ctx, bundle, snap)
+	gen, failed := p.stage(ctx, bundle, info)
 	if failed != nil {
 		return *failed
 	}
@@ -341,7 +345,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	case err == nil:
 		m.ReloadSucceeded(p.countedEndpoint(), took, bundle.Hash)
 		p.log.Info("configuration live", "reason", reason, "hash", short(bundle.Hash),
-			"revision", objs.Revision, "services", len(snap.Services), "certificates", len(snap.Certificates), "reload", took.Round(time.Millisecond))
+			"revision", info.revision, "services", info.services, "certificates", info.certificates, "reload", took.Round(time.Millisecond))
 	case errors.Is(err, reload.ErrNotRunning):
 		// The files are in place: HAProxy loads them when it starts.
 		p.log.Info("configuration written; HAProxy is not running yet and will load it at start",
@@ -357,7 +361,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 				m.Reloads.WithLabelValues(p.cfg.Endpoint, "failed").Inc()
 			}
 			_ = p.cfg.Store.Prune()
-			return p.reject(snapshot.StageReload, &snapshot.InputError{Stage: snapshot.StageReload, Ref: snap.TemplateRef,
+			return p.reject(snapshot.StageReload, &snapshot.InputError{Stage: snapshot.StageReload, Ref: info.templateRef,
 				Err: fmt.Errorf("HAProxy refused the new configuration at reload (the previous one keeps serving): %w", err)})
 		}
 		if !p.cfg.ReloaderCounts {
@@ -370,7 +374,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	p.cfg.Store.MarkGood(gen)
 	p.setGood(bundle)
 	p.recordLoad(ctx, bundle.Hash, err == nil)
-	p.applied(snap, bundle, reason)
+	p.applied(info, bundle, reason)
 	return Result{Outcome: "applied", Hash: bundle.Hash, Reloaded: true}
 }
 
@@ -445,10 +449,22 @@ func (p *Pipeline) currentLoadID() string {
 	return p.loadID
 }
 
+// snapInfo is what the stages after rendering need to know of a snapshot.
+type snapInfo struct {
+	templateRef, servicesRef snapshot.Ref
+	services, certificates   int
+	revision                 string
+}
+
+func infoOf(s *snapshot.Snapshot, revision string) snapInfo {
+	return snapInfo{templateRef: s.TemplateRef, servicesRef: s.ServicesRef,
+		services: len(s.Services), certificates: len(s.Certificates), revision: revision}
+}
+
 // stage writes the bundle as a new generation and validates it (haproxy -c): the generation,
 // or the Result of the failure (reported).
-func (p *Pipeline) stage(ctx context.Context, bundle *render.Bundle, snap *snapshot.Snapshot) (*generation.Generation, *Result) {
-	gen, rejected, err := p.stageCheck(ctx, bundle, snap)
+func (p *Pipeline) stage(ctx context.Context, bundle *render.Bundle, info snapInfo) (*generation.Generation, *Result) {
+	gen, rejected, err := p.stageCheck(ctx, bundle, info)
 	switch {
 	case rejected != nil:
 		res := p.reject(snapshot.StageValidate, rejected)
@@ -462,7 +478,7 @@ func (p *Pipeline) stage(ctx context.Context, bundle *render.Bundle, snap *snaps
 
 // stageCheck is stage without reporting: rejected is bad input (haproxy -c refused it), err
 // an operational failure.
-func (p *Pipeline) stageCheck(ctx context.Context, bundle *render.Bundle, snap *snapshot.Snapshot) (gen *generation.Generation, rejected, err error) {
+func (p *Pipeline) stageCheck(ctx context.Context, bundle *render.Bundle, info snapInfo) (gen *generation.Generation, rejected, err error) {
 	m := p.cfg.Metrics
 	gen, err = p.cfg.Store.Stage(bundle.Config, bundle.Certificates, bundle.Hash)
 	if err != nil {
@@ -482,7 +498,7 @@ func (p *Pipeline) stageCheck(ctx context.Context, bundle *render.Bundle, snap *
 			if !errors.As(err, &ce) {
 				return nil, nil, fmt.Errorf("validate: %w", err)
 			}
-			return nil, &snapshot.InputError{Stage: snapshot.StageValidate, Ref: snap.TemplateRef,
+			return nil, &snapshot.InputError{Stage: snapshot.StageValidate, Ref: info.templateRef,
 				Err: fmt.Errorf("haproxy -c rejected the rendered configuration%s: %w", renderedLine(bundle.Config, ce.Line), err)}, nil
 		}
 	}
@@ -493,18 +509,18 @@ func (p *Pipeline) stageCheck(ctx context.Context, bundle *render.Bundle, snap *
 func (p *Pipeline) standby() bool { return p.cfg.Standby != nil && p.cfg.Standby() }
 
 // applied finishes a change that went live: old generations pruned, health and events.
-func (p *Pipeline) applied(snap *snapshot.Snapshot, bundle *render.Bundle, reason string) {
+func (p *Pipeline) applied(info snapInfo, bundle *render.Bundle, reason string) {
 	if err := p.cfg.Store.Prune(); err != nil {
 		p.log.Warn("prune old generations", "error", err)
 	}
 	p.cfg.Health.Live(bundle.Hash)
 	if p.cfg.Recorder != nil {
 		msg := fmt.Sprintf("configuration %s is live (%s)", short(bundle.Hash), reason)
-		if snap.TemplateRef != (snapshot.Ref{}) {
-			p.cfg.Recorder.Event(refObject(snap.TemplateRef), false, "Applied", msg)
+		if info.templateRef != (snapshot.Ref{}) {
+			p.cfg.Recorder.Event(refObject(info.templateRef), false, "Applied", msg)
 		}
-		if snap.ServicesRef != (snapshot.Ref{}) {
-			p.cfg.Recorder.Event(refObject(snap.ServicesRef), false, "Applied", msg)
+		if info.servicesRef != (snapshot.Ref{}) {
+			p.cfg.Recorder.Event(refObject(info.servicesRef), false, "Applied", msg)
 		}
 	}
 }

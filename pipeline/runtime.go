@@ -55,13 +55,13 @@ func (p *Pipeline) planRuntime(bundle *render.Bundle) (plan *runtimeapi.Plan, wh
 // to the writer, which writes and validates the generation and makes it live on disk with no
 // reload, so that a later reload loads the same. done reports that the sync is over (res says
 // how); otherwise fallback says why a reload is needed after all.
-func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, bundle *render.Bundle, snap *snapshot.Snapshot, reason string) (res Result, fallback string, done bool) {
+func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, bundle *render.Bundle, info snapInfo, reason string) (res Result, fallback string, done bool) {
 	m := p.cfg.Metrics
 	if p.runtimeHash == bundle.Hash && plan.Changes() == 0 {
 		// HAProxy runs this rendering already: a sync while the writer is behind. Make sure
 		// it is written; no change to count.
 		p.log.Debug("runtime API: rendering already live, being written", "hash", short(bundle.Hash))
-		if failed := p.write(ctx, &writeJob{bundle: bundle, snap: snap, reason: reason}); failed != nil {
+		if failed := p.write(ctx, &writeJob{bundle: bundle, info: info, reason: reason}); failed != nil {
 			return *failed, "", true
 		}
 		return Result{Outcome: "unchanged", Hash: bundle.Hash}, "", true
@@ -81,7 +81,7 @@ func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, bun
 	m.RuntimeApplied(bundle.Hash)
 	p.log.Info("configuration live without a reload", "reason", reason, "hash", short(bundle.Hash),
 		"changes", plan.Summary(), "runtime_api", time.Since(start).Round(time.Microsecond))
-	if failed := p.write(ctx, &writeJob{bundle: bundle, snap: snap, reason: reason}); failed != nil {
+	if failed := p.write(ctx, &writeJob{bundle: bundle, info: info, reason: reason}); failed != nil {
 		return *failed, "", true
 	}
 	return Result{Outcome: "applied", Hash: bundle.Hash}, "", true
@@ -195,7 +195,7 @@ type writer struct {
 
 type writeJob struct {
 	bundle *render.Bundle
-	snap   *snapshot.Snapshot
+	info   snapInfo
 	reason string
 	queued time.Time
 }
@@ -351,7 +351,7 @@ func (w *writer) remember(hash string, err error) {
 // Neither is reported here.
 func (p *Pipeline) writeNow(ctx context.Context, job *writeJob) (rejected, err error) {
 	start := time.Now()
-	gen, rejected, err := p.stageCheck(ctx, job.bundle, job.snap)
+	gen, rejected, err := p.stageCheck(ctx, job.bundle, job.info)
 	if rejected != nil {
 		p.writer.remember(job.bundle.Hash, rejected)
 		return rejected, nil
@@ -365,7 +365,7 @@ func (p *Pipeline) writeNow(ctx context.Context, job *writeJob) (rejected, err e
 	p.cfg.Store.MarkGood(gen)
 	p.setGood(job.bundle)
 	p.storeLoaded(job.bundle.Hash, p.currentLoadID())
-	p.applied(job.snap, job.bundle, job.reason)
+	p.applied(job.info, job.bundle, job.reason)
 	p.log.Debug("generation written and validated", "hash", short(job.bundle.Hash),
 		"waited", start.Sub(job.queued).Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
 	return nil, nil

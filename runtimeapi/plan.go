@@ -420,7 +420,8 @@ func addServer(be string, n *haproxycfg.Server) (step, string) {
 	if !n.HostPort() {
 		return step{}, fmt.Sprintf("new server %s: address %q is not an IP address with a port", ref, n.Address)
 	}
-	words := []string{"add", "server", ref, haproxycfg.FormatAddress(n.Addr, n.Port)}
+	addr, port := n.AddrPort()
+	words := []string{"add", "server", ref, haproxycfg.FormatAddress(addr, port)}
 	for _, p := range st.Params {
 		if p.Keyword == "init-addr" {
 			continue // the address is an IP literal: no resolution happens anyway
@@ -477,8 +478,9 @@ func updateServer(be string, o, n *haproxycfg.Server, disabled bool) (step, stri
 			s.cmds = append(s.cmds, command{line: "set server " + ref + " state maint", expect: empty, silent: true})
 			maint = true
 		}
+		addr, port := n.AddrPort()
 		s.cmds = append(s.cmds, command{
-			line:    fmt.Sprintf("set server %s addr %s port %d", ref, n.Addr, n.Port),
+			line:    fmt.Sprintf("set server %s addr %s port %d", ref, addr, port),
 			expect:  prefix("IP changed", "no need to change", "port changed"),
 			oneLine: true,
 		})
