@@ -97,6 +97,8 @@ func Parse(text []byte) (*Config, error) {
 	var base []string
 	var scratch []string // the words of the line being read
 	var pool []Server    // servers are allocated by the chunk
+	// params shares the parameter lists servers repeat ("check", "check weight 10", ...).
+	params := map[string][]string{}
 	// The words are substrings of text, not of a copy: a rendered configuration is never
 	// changed once made, and the runtime API keeps the parsed one as long as HAProxy runs it.
 	rest := unsafe.String(unsafe.SliceData(text), len(text))
@@ -154,7 +156,7 @@ func Parse(text []byte) (*Config, error) {
 			}
 			pool = pool[:len(pool)+1]
 			s := &pool[len(pool)-1]
-			if err := parseServer(s, words, n); err != nil {
+			if err := parseServer(s, words, n, params); err != nil {
 				return nil, err
 			}
 			s.Inherited = append(base[:len(base):len(base)], cur.defaultServer...)
@@ -204,7 +206,7 @@ func inherited(sec *Section, named map[string]*Section, last *Section) []string 
 	return out
 }
 
-func parseServer(s *Server, words []string, n int) error {
+func parseServer(s *Server, words []string, n int, shared map[string][]string) error {
 	if len(words) < 3 {
 		return fmt.Errorf("line %d: server line without a name and an address", n)
 	}
@@ -217,7 +219,13 @@ func parseServer(s *Server, words []string, n int) error {
 		}
 	}
 	if len(params) > 0 {
-		s.Params = slices.Clone(params)
+		key := strings.Join(params, "\x00")
+		if p, ok := shared[key]; ok {
+			s.Params = p
+		} else {
+			s.Params = slices.Clip(slices.Clone(params))
+			shared[key] = s.Params
+		}
 	}
 	return nil
 }
