@@ -471,6 +471,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 			SPIFFESocket: spiffe, SPIFFEID: o.dataplaneSPIFFEID,
 			ConfigPath: store.ConfigPath(), CertDir: store.SSLDir(), SSLDir: o.dataplaneSSLDir,
 			Timeout: o.reloadTimeout, Logger: log,
+			StateFile: filepath.Join(store.StateDir(), "dataplane-hosts.json"),
 			OnResult: func(ep, result string) {
 				metrics.Reloads.WithLabelValues(ep, result).Inc()
 				// Per-host outcome on the object holding the template, in the Kubernetes modes.

@@ -99,6 +99,10 @@ type Config struct {
 	// OnResult is called with each host's outcome (ResultSuccess, ResultFailed, ResultError),
 	// for metrics; endpoint is the URL without credentials. It must not block.
 	OnResult func(endpoint, result string)
+	// StateFile keeps what each host was last given and the configuration version it then
+	// reported, so that a restarted sidecar sends nothing to a host whose configuration has
+	// not moved since (optional; without it each host gets one push after a start).
+	StateFile string
 }
 
 // Reloader pushes the live configuration to every Data Plane API host.
@@ -107,6 +111,7 @@ type Reloader struct {
 	log   *slog.Logger
 	hosts []*host
 	tr    *transport
+	state *stateFile
 
 	reloadMu sync.Mutex // one Reload at a time
 
@@ -176,6 +181,12 @@ func New(ctx context.Context, cfg Config) (*Reloader, error) {
 		cfg.SSLDir = filepath.Clean(cfg.SSLDir)
 	}
 	r := &Reloader{cfg: cfg, log: cfg.Logger.With("reloader", "dataplane")}
+
+	state, err := openState(cfg.StateFile)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: %w", err)
+	}
+	r.state = state
 
 	tlsWanted := cfg.SPIFFEID != "" || cfg.Cert != "" || cfg.CACert != ""
 	creds := credentials{username: cfg.Username, password: cfg.Password, passwordFile: cfg.PasswordFile, token: cfg.Token}
@@ -494,6 +505,16 @@ func (r *Reloader) apply(ctx context.Context, h *host, want *content) outcome {
 	if has != nil && has.hash == want.hash {
 		return outcome{unchanged: true}
 	}
+	if has == nil && r.kept(ctx, h, want) {
+		h.mu.Lock()
+		h.has = want
+		h.mu.Unlock()
+		return outcome{unchanged: true}
+	}
+	// Until this push is done, what the host has is not what the state file says.
+	if err := r.state.set(h.c.label, hostState{}); err != nil {
+		r.log.Warn("record what the host has", "endpoint", h.c.label, "error", err)
+	}
 	modified, err := r.push(ctx, h, want, has, true)
 	var rej *Rejection
 	switch {
@@ -501,6 +522,7 @@ func (r *Reloader) apply(ctx context.Context, h *host, want *content) outcome {
 		h.mu.Lock()
 		h.has = want
 		h.mu.Unlock()
+		r.remember(ctx, h, want.hash)
 	case !modified:
 		// Refused or failed before anything changed on the host: it has what it had.
 	case errors.As(err, &rej) && rej.reloaded && has != nil:
@@ -624,6 +646,36 @@ func (r *Reloader) push(ctx context.Context, h *host, want, has *content, doRelo
 	r.log.Debug("pushed", "endpoint", c.label, "content_hash", short(want.hash), "version", version+1, "reload_id", reloadID,
 		"certificates_added", len(added), "certificates_replaced", len(changed), "reload", doReload)
 	return true, nil
+}
+
+// kept reports whether the host still has want from an earlier run: the state file says it
+// was given want, and its configuration version has not moved since.
+func (r *Reloader) kept(ctx context.Context, h *host, want *content) bool {
+	st, ok := r.state.get(h.c.label)
+	if !ok || st.Hash != want.hash {
+		return false
+	}
+	v, err := h.c.Version(ctx)
+	if err != nil || v != st.Version {
+		r.log.Debug("the host's configuration moved since it was last given this one", "endpoint", h.c.label, "version", v, "recorded", st.Version, "error", err)
+		return false
+	}
+	r.log.Info("the host still has this configuration from before the restart; nothing sent", "endpoint", h.c.label, "version", v)
+	return true
+}
+
+// remember records, after a push, what the host has and its configuration version.
+func (r *Reloader) remember(ctx context.Context, h *host, hash string) {
+	st := hostState{Hash: hash}
+	v, err := h.c.Version(ctx)
+	if err != nil {
+		st = hostState{} // unknown version: forget, the next start pushes once
+	} else {
+		st.Version = v
+	}
+	if err := r.state.set(h.c.label, st); err != nil {
+		r.log.Warn("record what the host has", "endpoint", h.c.label, "error", err)
+	}
 }
 
 // checkStorageDir warns once per host when it stores certificates elsewhere than the

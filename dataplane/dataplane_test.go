@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -360,4 +362,85 @@ func TestCloseStopsRetries(t *testing.T) {
 	if h.res.count(b.URL, ResultError) != n || h.res.count(b.URL, ResultSuccess) != 0 {
 		t.Fatalf("results after Close: %v", h.res.all())
 	}
+}
+
+// TestRestartKeepsHosts: a Reloader started again (the sidecar restarted) sends nothing to a
+// host whose configuration version has not moved since it was given the same content, and
+// pushes again to one whose version moved.
+func TestRestartKeepsHosts(t *testing.T) {
+	haproxytest.Binary(t)
+	pt := t
+	a := startHost(t, peerA, dataplanetest.Options{APIVersion: 3, Username: user, Password: pass})
+	state := filepath.Join(t.TempDir(), "dataplane-hosts.json")
+	first := newHarness(t, Config{URLs: []string{a.URL}, Username: user, Password: pass, StateFile: state})
+	// restarted is a new Reloader over the same live files (first.live) and state file.
+	restarted := func() *harness {
+		return newHarness(t, Config{URLs: []string{a.URL}, Username: user, Password: pass, StateFile: state,
+			ConfigPath: first.live.config, CertDir: first.live.certs})
+	}
+	posts := func(since int) []string {
+		var out []string
+		for _, r := range requestsSince(a, since) {
+			if strings.HasPrefix(r, "POST ") || strings.HasPrefix(r, "PUT ") || strings.HasPrefix(r, "DELETE ") {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	port := peerPort(t)
+	addr := peerA + ":" + strconv.Itoa(port)
+	ctx := t.Context()
+
+	configA := httpConfig(port, haproxytest.Backend(pt, "backend A"))
+	first.live.set(t, configA, map[string][]byte{"site": certPEM(t, "a.example")})
+	if err := first.r.Reload(ctx); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	mustServe(t, addr, "backend A")
+	saved, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatalf("no state file after a push: %v", err)
+	}
+	first.r.Close()
+
+	t.Run("the host still has it: nothing sent", func(t *testing.T) {
+		n := len(a.Requests())
+		h := restarted()
+		if err := h.r.Reload(ctx); err != nil {
+			t.Fatalf("Reload: %v", err)
+		}
+		if got := posts(n); len(got) != 0 {
+			t.Errorf("a restarted Reloader sent %v", got)
+		}
+		if got := h.res.all(); len(got) != 0 {
+			t.Errorf("results %v, want none (nothing applied)", got)
+		}
+		// It knows what the host has: a change goes out as usual.
+		first.live.set(t, httpConfig(port, haproxytest.Backend(pt, "backend B")), map[string][]byte{"site": certPEM(t, "a.example")})
+		if err := h.r.Reload(ctx); err != nil {
+			t.Fatalf("Reload: %v", err)
+		}
+		mustServe(t, addr, "backend B")
+		h.r.Close()
+	})
+
+	t.Run("the host's version moved: pushed again", func(t *testing.T) {
+		// The state file as it was after the first push: the host has moved on since.
+		if err := os.WriteFile(state, saved, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		first.live.set(t, configA, map[string][]byte{"site": certPEM(t, "a.example")})
+		n := len(a.Requests())
+		h := restarted()
+		if err := h.r.Reload(ctx); err != nil {
+			t.Fatalf("Reload: %v", err)
+		}
+		if len(posts(n)) == 0 {
+			t.Error("nothing sent to a host whose configuration moved")
+		}
+		mustServe(t, addr, "backend A")
+		if h.res.count(a.URL, ResultSuccess) != 1 {
+			t.Errorf("results %v", h.res.all())
+		}
+	})
 }
