@@ -220,7 +220,7 @@ func parseServer(s *Server, words []string, n int, shared map[string][]string) e
 	}
 	if len(params) > 0 {
 		key := strings.Join(params, "\x00")
-		if p, ok := shared[key]; ok {
+		if p, ok := shared[key]; ok && slices.Equal(p, params) { // words may hold a NUL
 			s.Params = p
 		} else {
 			s.Params = slices.Clip(slices.Clone(params))

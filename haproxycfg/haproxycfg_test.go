@@ -235,3 +235,18 @@ backend b
 		}
 	})
 }
+
+// TestServersShareParamsExactly: servers with equal parameters share one list, and only them.
+func TestServersShareParamsExactly(t *testing.T) {
+	c, err := Parse([]byte("backend be\n  server s1 10.0.0.1:80 a\x00b\n  server s2 10.0.0.2:80 a b\n  server s3 10.0.0.3:80 a b\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Proxy("backend", "be").Servers
+	if !reflect.DeepEqual(s[0].Params, []string{"a\x00b"}) || !reflect.DeepEqual(s[1].Params, []string{"a", "b"}) {
+		t.Errorf("params %q and %q", s[0].Params, s[1].Params)
+	}
+	if &s[1].Params[0] != &s[2].Params[0] {
+		t.Error("equal parameter lists are not shared")
+	}
+}

@@ -114,9 +114,13 @@ type Pipeline struct {
 	writer writer // writes runtime API changes as generations, in the background (runtime.go)
 	goodMu sync.Mutex
 	good   *render.Bundle // the rendering of the last good generation
-	// loadID identifies the HAProxy load the sidecar made or adopted ("": not known); the
-	// writer records it with each generation it makes live through the runtime API.
-	loadID string
+
+	// What HAProxy runs, for the record a restarted sidecar reads (see adopt). Changed only
+	// under loadMu, together with the record, so that the writer (another goroutine) never
+	// records a rendering HAProxy no longer runs.
+	loadMu sync.Mutex
+	loadID string // the HAProxy load the sidecar made or adopted ("": not known)
+	runs   string // the rendering HAProxy runs under loadID ("": not known, or changing)
 
 	adoptTried bool // the first rendering was compared with what HAProxy already runs
 }
@@ -367,8 +371,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 		if !p.cfg.ReloaderCounts {
 			m.Reloads.WithLabelValues(p.cfg.Endpoint, "error").Inc()
 		}
-		p.setLoadID("")
-		p.storeLoaded("", "") // the reload's outcome is not known
+		p.setLoad("", "", true) // the reload's outcome is not known
 		return p.fail(fmt.Errorf("reload: %w", err))
 	}
 	p.cfg.Store.MarkGood(gen)
@@ -395,7 +398,7 @@ func (p *Pipeline) adopt(ctx context.Context, bundle *render.Bundle, reason stri
 			"recorded_load", rec.LoadID, "load", id, "error", err)
 		return Result{}, false
 	}
-	p.setLoadID(id)
+	p.setLoad(bundle.Hash, id, false)
 	if p.cfg.Runtime != nil {
 		plan, _ := p.planRuntime(bundle)
 		p.cfg.Runtime.Reloaded(plan)
@@ -422,31 +425,61 @@ func (p *Pipeline) recordLoad(ctx context.Context, hash string, confirmed bool) 
 			id = ""
 		}
 	}
-	p.setLoadID(id)
-	p.storeLoaded(hash, id)
+	p.setLoad(hash, id, true)
 }
 
-// storeLoaded writes what HAProxy runs (nothing when the load is not known).
-func (p *Pipeline) storeLoaded(hash, id string) {
-	l := generation.Loaded{Hash: hash, LoadID: id}
+// setLoad records that HAProxy runs the rendering hash under load id ("": not known), and
+// writes the record when store is set.
+func (p *Pipeline) setLoad(hash, id string, store bool) {
+	p.loadMu.Lock()
+	defer p.loadMu.Unlock()
+	p.loadID, p.runs = id, hash
 	if id == "" {
+		p.runs = ""
+	}
+	if store {
+		p.storeLoadedLocked()
+	}
+}
+
+// changingRuntime is called before the runtime API changes what HAProxy runs: until the
+// change is written (writtenLive), no rendering is what HAProxy runs for sure.
+func (p *Pipeline) changingRuntime() {
+	p.loadMu.Lock()
+	defer p.loadMu.Unlock()
+	p.runs = ""
+	p.storeLoadedLocked()
+}
+
+// ranRuntime is called once the runtime API made the rendering hash live (the load is the
+// same: runtime changes do not reload).
+func (p *Pipeline) ranRuntime(hash string) {
+	p.loadMu.Lock()
+	defer p.loadMu.Unlock()
+	if p.loadID != "" {
+		p.runs = hash
+	}
+}
+
+// writtenLive is called by the writer once a rendering HAProxy got through the runtime API is
+// live on disk: recorded if HAProxy still runs it (no newer runtime change since).
+func (p *Pipeline) writtenLive(hash string) {
+	p.loadMu.Lock()
+	defer p.loadMu.Unlock()
+	if p.runs == hash {
+		p.storeLoadedLocked()
+	}
+}
+
+// storeLoadedLocked writes the record of what HAProxy runs (none when it is not known).
+func (p *Pipeline) storeLoadedLocked() {
+	l := generation.Loaded{Hash: p.runs, LoadID: p.loadID}
+	if p.runs == "" || p.loadID == "" {
 		l = generation.Loaded{}
 	}
 	if err := p.cfg.Store.SetLoaded(l); err != nil {
 		p.log.Warn("record what HAProxy runs", "error", err)
 	}
-}
-
-func (p *Pipeline) setLoadID(id string) {
-	p.goodMu.Lock()
-	p.loadID = id
-	p.goodMu.Unlock()
-}
-
-func (p *Pipeline) currentLoadID() string {
-	p.goodMu.Lock()
-	defer p.goodMu.Unlock()
-	return p.loadID
 }
 
 // snapInfo is what the stages after rendering need to know of a snapshot.

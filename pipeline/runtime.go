@@ -69,13 +69,14 @@ func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, bun
 	start := time.Now()
 	// Until the writer has made this rendering live on disk, the record of what HAProxy runs
 	// would be wrong half way: forget it (the writer records it again).
-	p.storeLoaded("", "")
+	p.changingRuntime()
 	if err := p.cfg.Runtime.Apply(ctx, plan); err != nil {
 		m.RuntimeFallbacks.Inc()
 		p.log.Warn("runtime API update failed: reloading instead", "error", err)
 		return Result{}, "the runtime API update failed: " + err.Error(), false
 	}
 	p.countRuntime(plan)
+	p.ranRuntime(bundle.Hash)
 	p.reloadAt = time.Time{}
 	p.runtimeHash = bundle.Hash
 	m.RuntimeApplied(bundle.Hash)
@@ -94,8 +95,11 @@ func (p *Pipeline) revertRuntime(ctx context.Context) {
 	if good := p.goodBundle(); good != nil && p.cfg.Runtime != nil {
 		plan = p.cfg.Runtime.Plan(good.Config, good.Certificates)
 		if plan.Reload() == "" {
+			p.changingRuntime()
 			err := p.cfg.Runtime.Apply(ctx, plan)
 			if err == nil {
+				p.ranRuntime(good.Hash)
+				p.writtenLive(good.Hash) // the live files are the good generation's
 				p.runtimeHash = ""
 				p.log.Warn("runtime API changes that did not validate were taken back", "changes", plan.Summary())
 				return
@@ -110,10 +114,14 @@ func (p *Pipeline) revertRuntime(ctx context.Context) {
 	p.lastReload = time.Now()
 	if err := p.cfg.Reloader.Reload(ctx); err != nil {
 		p.log.Error("reload of the last good configuration", "error", err)
+		p.setLoad("", "", true)
 		return
 	}
 	if plan != nil {
 		p.cfg.Runtime.Reloaded(plan)
+	}
+	if good := p.goodBundle(); good != nil {
+		p.recordLoad(ctx, good.Hash, true)
 	}
 }
 
@@ -136,6 +144,7 @@ func (p *Pipeline) deferReload(ctx context.Context, plan *runtimeapi.Plan, bundl
 		return Result{}, false
 	}
 	if plan != nil && plan.Changes() > 0 {
+		p.changingRuntime() // HAProxy will run no rendering until the reload
 		if err := p.cfg.Runtime.Apply(ctx, plan); err != nil {
 			p.log.Debug("runtime API update while a reload waits failed; the reload will load it", "error", err)
 		} else {
@@ -200,8 +209,8 @@ type writeJob struct {
 	queued time.Time
 }
 
-// shutdownWriteTimeout bounds the write of the last runtime API change when the sidecar stops.
-const shutdownWriteTimeout = 10 * time.Second
+// shutdownWriteTimeout bounds each write once the sidecar stops (a variable for the tests).
+var shutdownWriteTimeout = 10 * time.Second
 
 // rememberedInvalid bounds the rejected renderings the writer remembers.
 const rememberedInvalid = 16
@@ -214,25 +223,44 @@ func (p *Pipeline) startWriter(ctx context.Context) <-chan struct{} {
 	w.running = true
 	w.mu.Unlock()
 	done := make(chan struct{})
+	// A write under way when the sidecar stops is finished, and the last rendering the runtime
+	// API made live is written before the writer exits: HAProxy runs it already, and the files
+	// must say so (for HAProxy's next start, and for the sidecar's: see adopt). Once ctx is
+	// done, each write has shutdownWriteTimeout left.
+	write := func(job *writeJob) (rejected, err error) {
+		jctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		stop := context.AfterFunc(ctx, func() { time.AfterFunc(shutdownWriteTimeout, cancel) })
+		defer stop()
+		return p.writeNow(jctx, job)
+	}
+	lastWrite := func(job *writeJob) {
+		if _, err := write(job); err != nil {
+			p.log.Warn("could not write the last runtime API change before stopping", "hash", short(job.bundle.Hash), "error", err)
+		}
+	}
 	go func() {
 		defer close(done)
 		defer func() {
 			w.mu.Lock()
+			job := w.pending // handed over while the writer was deciding to stop
 			w.running, w.pending = false, nil
+			w.busy = job != nil
+			w.mu.Unlock()
+			if job != nil {
+				lastWrite(job)
+			}
+			w.mu.Lock()
+			w.busy = false
 			w.cond.Broadcast()
 			w.mu.Unlock()
 		}()
-		// A write under way when the sidecar stops is finished, and the last rendering the
-		// runtime API made live is written before it exits: HAProxy runs it already, and the
-		// files must say so (for HAProxy's next start, and for the sidecar's: see adopt).
-		wctx := context.WithoutCancel(ctx)
 		for {
-			stopping := false
 			select {
 			case <-ctx.Done():
-				stopping = true
 			case <-w.wake:
 			}
+			stopping := ctx.Err() != nil
 			w.mu.Lock()
 			job := w.pending
 			w.pending = nil
@@ -244,12 +272,7 @@ func (p *Pipeline) startWriter(ctx context.Context) <-chan struct{} {
 				}
 				continue
 			}
-			jctx, cancel := wctx, context.CancelFunc(func() {})
-			if stopping {
-				jctx, cancel = context.WithTimeout(wctx, shutdownWriteTimeout)
-			}
-			rejected, err := p.writeNow(jctx, job)
-			cancel()
+			rejected, err := write(job)
 			w.mu.Lock()
 			w.busy = false
 			w.cond.Broadcast()
@@ -261,6 +284,7 @@ func (p *Pipeline) startWriter(ctx context.Context) <-chan struct{} {
 				}
 				return
 			case ctx.Err() != nil:
+				// Stopping now: the loop writes what is pending, if anything, and returns.
 			case rejected != nil:
 				// The next sync takes the runtime changes back and reports the rejection.
 				p.Changed()
@@ -364,7 +388,7 @@ func (p *Pipeline) writeNow(ctx context.Context, job *writeJob) (rejected, err e
 	}
 	p.cfg.Store.MarkGood(gen)
 	p.setGood(job.bundle)
-	p.storeLoaded(job.bundle.Hash, p.currentLoadID())
+	p.writtenLive(job.bundle.Hash)
 	p.applied(job.info, job.bundle, job.reason)
 	p.log.Debug("generation written and validated", "hash", short(job.bundle.Hash),
 		"waited", start.Sub(job.queued).Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))

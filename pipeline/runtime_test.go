@@ -26,10 +26,29 @@ import (
 )
 
 // checker rejects configurations that contain "invalid", as haproxy -c would. While gate is
-// set, each check first waits for it to be closed.
+// set, each check first waits for it to be closed; a configuration containing holdOn waits
+// for holdGate too.
 type checker struct {
-	mu   sync.Mutex
-	gate chan struct{}
+	mu       sync.Mutex
+	gate     chan struct{}
+	holdOn   string
+	holdGate chan struct{}
+}
+
+// holdMatching makes the checks of configurations containing s wait until releaseMatching.
+func (c *checker) holdMatching(s string) {
+	c.mu.Lock()
+	c.holdOn, c.holdGate = s, make(chan struct{})
+	c.mu.Unlock()
+}
+
+func (c *checker) releaseMatching() {
+	c.mu.Lock()
+	if c.holdGate != nil {
+		close(c.holdGate)
+		c.holdOn, c.holdGate = "", nil
+	}
+	c.mu.Unlock()
 }
 
 func (c *checker) hold() {
@@ -61,6 +80,16 @@ func (c *checker) Check(ctx context.Context, path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
+	}
+	c.mu.Lock()
+	holdOn, holdGate := c.holdOn, c.holdGate
+	c.mu.Unlock()
+	if holdGate != nil && strings.Contains(string(b), holdOn) {
+		select {
+		case <-holdGate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	if strings.Contains(string(b), "invalid") {
 		return &validate.CheckError{Output: "[ALERT] invalid", Alerts: []string{"invalid"}}
@@ -119,6 +148,13 @@ func (r *reloader) Reload(context.Context) error {
 	}
 	r.loaded = append(r.loaded, string(b))
 	return nil
+}
+
+// LoadID names the load as HAProxy's master would: it moves with every reload.
+func (r *reloader) LoadID(context.Context) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return fmt.Sprintf("master 1 reload %d", len(r.loaded)), nil
 }
 
 func (r *reloader) count() int {
@@ -533,5 +569,92 @@ func TestWriterFinishesWhenStopping(t *testing.T) {
 	}
 	if r.rl.count() != 1 {
 		t.Errorf("%d reloads, want 1", r.rl.count())
+	}
+}
+
+// TestLoadRecord: the record of what HAProxy runs (for a restarted sidecar, see adopt) never
+// names a rendering HAProxy does not run: not one the writer finishes after a newer runtime
+// change went live, and not while runtime changes wait for a deferred reload.
+func TestLoadRecord(t *testing.T) {
+	loaded := func(r *rig) generation.Loaded {
+		l, _ := r.store.Loaded()
+		return l
+	}
+	t.Run("the writer does not record a rendering a newer runtime change replaced", func(t *testing.T) {
+		r := newRig(t, 0)
+		a := config(":80", "a 10.0.0.1:80")
+		r.in.set(a)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.p.Run(ctx) }()
+		defer func() {
+			cancel()
+			<-done
+		}()
+		waitFor(t, func() bool { return r.rl.count() == 1 })
+		if l := loaded(r); l.LoadID != "master 1 reload 1" || l.Hash == "" {
+			t.Fatalf("after the first reload the record is %+v", l)
+		}
+
+		r.checker.hold() // the writer stays in the check of b
+		b := config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80")
+		r.in.set(b)
+		r.p.Changed()
+		waitFor(t, func() bool { return len(r.cli.commands()) > 0 })
+		c := config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80", "c 10.0.0.3:80")
+		before := len(r.cli.commands())
+		r.in.set(c)
+		r.p.Changed()
+		waitFor(t, func() bool { return len(r.cli.commands()) > before }) // c is live in HAProxy
+		r.checker.holdMatching("c 10.0.0.3")
+		r.checker.release() // b is written; c waits
+		waitFor(t, func() bool { return r.liveConfig(t) == b })
+		if l := loaded(r); l != (generation.Loaded{}) {
+			t.Errorf("with c live in HAProxy and b on disk, the record is %+v, want none", l)
+		}
+		r.checker.releaseMatching()
+		waitFor(t, func() bool { return r.liveConfig(t) == c })
+		waitFor(t, func() bool { return loaded(r).LoadID == "master 1 reload 1" })
+		if r.rl.count() != 1 {
+			t.Errorf("%d reloads, want 1", r.rl.count())
+		}
+	})
+	t.Run("runtime changes made while a reload waits clear the record", func(t *testing.T) {
+		r := newRig(t, time.Hour)
+		r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
+		if l := loaded(r); l.LoadID == "" {
+			t.Fatalf("after a reload the record is %+v", l)
+		}
+		r.sync(t, config(":81", "a 10.0.0.1:80", "b 10.0.0.2:80"), "deferred")
+		if got := r.cli.commands(); len(got) == 0 {
+			t.Fatal("no runtime change while the reload waits")
+		}
+		if l := loaded(r); l != (generation.Loaded{}) {
+			t.Errorf("with b added at runtime, the record is %+v, want none", l)
+		}
+	})
+}
+
+// TestWriterStopIsBounded: a write that hangs (haproxy -c that never ends) does not keep Run
+// from returning once the sidecar stops.
+func TestWriterStopIsBounded(t *testing.T) {
+	defer func(d time.Duration) { shutdownWriteTimeout = d }(shutdownWriteTimeout)
+	shutdownWriteTimeout = 100 * time.Millisecond
+	r := newRig(t, 0)
+	r.in.set(config(":80", "a 10.0.0.1:80"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.p.Run(ctx) }()
+	waitFor(t, func() bool { return r.rl.count() == 1 })
+	r.checker.hold() // never released: the write of b hangs
+	defer r.checker.release()
+	r.in.set(config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80"))
+	r.p.Changed()
+	waitFor(t, func() bool { return len(r.cli.commands()) > 0 })
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return with a write hanging")
 	}
 }

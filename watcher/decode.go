@@ -98,9 +98,10 @@ type docCache struct {
 	namespace string // the default namespace the objects were decoded with
 	round     uint64
 	entries   map[docKey]*cacheEntry
-	// listItems is how many items the last streamed List had: the next read sizes its list
-	// once instead of growing it by a quarter at a time (5 times its size in all).
-	listItems int
+	// listItems is how many items each streamed List had (by file) in the last read: the next
+	// read sizes its list once instead of growing it by a quarter at a time (5 times its
+	// size in all).
+	listItems map[string]int
 }
 
 type cacheEntry struct {

@@ -215,8 +215,10 @@ func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size 
 		h     head
 		items []streamedItem
 	)
-	if d.cache != nil && d.cache.listItems > 0 {
-		items = make([]streamedItem, 0, d.cache.listItems+d.cache.listItems/64)
+	if d.cache != nil {
+		if n := d.cache.listItems[rel]; n > 0 {
+			items = make([]streamedItem, 0, n+n/64)
+		}
 	}
 	early := d.newEarlyDecoder()
 	defer early.wait() // when it bails; wait is idempotent
@@ -289,7 +291,10 @@ func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size 
 		defaults = &itemGVK
 	}
 	if d.cache != nil {
-		d.cache.listItems = len(items)
+		if d.cache.listItems == nil {
+			d.cache.listItems = map[string]int{}
+		}
+		d.cache.listItems[rel] = len(items)
 	}
 	prefix := gvkString(defaults)
 	where := &origin{rel, line}
