@@ -262,6 +262,35 @@ func (r *rig) sync(t *testing.T, cfg, wantOutcome string) Result {
 	return res
 }
 
+// running is the pipeline of a rig run in the background (Run).
+type running struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// run starts Run on cfg; it is stopped when the test ends.
+func (r *rig) run(t *testing.T, cfg string) *running {
+	t.Helper()
+	r.in.set(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	x := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() { x.done <- r.p.Run(ctx) }()
+	t.Cleanup(func() { x.stop() })
+	return x
+}
+
+// stop cancels Run and reports whether it returned within 10 s.
+func (x *running) stop() bool {
+	x.cancel()
+	select {
+	case <-x.done:
+		x.done <- nil // for a later stop
+		return true
+	case <-time.After(10 * time.Second):
+		return false
+	}
+}
+
 func (r *rig) liveConfig(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile(r.store.Live().ConfigFile())
@@ -386,14 +415,7 @@ func TestMinReloadInterval(t *testing.T) {
 	})
 	t.Run("the deferred reload happens by itself", func(t *testing.T) {
 		r := newRig(t, 100*time.Millisecond)
-		r.in.set(config(":80", "a 10.0.0.1:80"))
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- r.p.Run(ctx) }()
-		defer func() {
-			cancel()
-			<-done
-		}()
+		r.run(t, config(":80", "a 10.0.0.1:80"))
 		waitFor(t, func() bool { return r.rl.count() == 1 })
 		r.in.set(config(":81", "a 10.0.0.1:80"))
 		r.p.Changed()
@@ -423,14 +445,7 @@ func value(m prometheus.Metric) float64 {
 func TestBackgroundWriter(t *testing.T) {
 	r := newRig(t, 0)
 	first := config(":80", "a 10.0.0.1:80")
-	r.in.set(first)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.p.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	r.run(t, first)
 	waitFor(t, func() bool { return r.rl.count() == 1 })
 	liveIs := func(cfg string) func() bool {
 		return func() bool {
@@ -516,14 +531,7 @@ func TestAfterSync(t *testing.T) {
 		defer mu.Unlock()
 		return slices.Clone(calls)
 	}
-	r.in.set(config(":80", "a 10.0.0.1:80"))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.p.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	r.run(t, config(":80", "a 10.0.0.1:80"))
 	waitFor(t, func() bool { return len(got()) == 1 })
 	r.in.set(config(":81", "a 10.0.0.1:80"))
 	r.p.Changed()
@@ -537,10 +545,7 @@ func TestAfterSync(t *testing.T) {
 // Run returns, even those still waiting for the writer when the sidecar was stopped.
 func TestWriterFinishesWhenStopping(t *testing.T) {
 	r := newRig(t, 0)
-	r.in.set(config(":80", "a 10.0.0.1:80"))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.p.Run(ctx) }()
+	x := r.run(t, config(":80", "a 10.0.0.1:80"))
 	waitFor(t, func() bool { return r.rl.count() == 1 })
 
 	r.checker.hold() // the writer stays busy with the first change
@@ -553,11 +558,9 @@ func TestWriterFinishesWhenStopping(t *testing.T) {
 	r.p.Changed()
 	waitFor(t, func() bool { return len(r.cli.commands()) > before }) // live in HAProxy, waiting for the writer
 
-	cancel()
+	x.cancel()
 	r.checker.release()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
+	if !x.stop() {
 		t.Fatal("Run did not return")
 	}
 	b, err := os.ReadFile(r.store.Live().ConfigFile())
@@ -582,15 +585,7 @@ func TestLoadRecord(t *testing.T) {
 	}
 	t.Run("the writer does not record a rendering a newer runtime change replaced", func(t *testing.T) {
 		r := newRig(t, 0)
-		a := config(":80", "a 10.0.0.1:80")
-		r.in.set(a)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- r.p.Run(ctx) }()
-		defer func() {
-			cancel()
-			<-done
-		}()
+		r.run(t, config(":80", "a 10.0.0.1:80"))
 		waitFor(t, func() bool { return r.rl.count() == 1 })
 		if l := loaded(r); l.LoadID != "master 1 reload 1" || l.Hash == "" {
 			t.Fatalf("after the first reload the record is %+v", l)
@@ -641,20 +636,14 @@ func TestWriterStopIsBounded(t *testing.T) {
 	defer func(d time.Duration) { shutdownWriteTimeout = d }(shutdownWriteTimeout)
 	shutdownWriteTimeout = 100 * time.Millisecond
 	r := newRig(t, 0)
-	r.in.set(config(":80", "a 10.0.0.1:80"))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.p.Run(ctx) }()
+	x := r.run(t, config(":80", "a 10.0.0.1:80"))
 	waitFor(t, func() bool { return r.rl.count() == 1 })
 	r.checker.hold() // never released: the write of b hangs
 	defer r.checker.release()
 	r.in.set(config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80"))
 	r.p.Changed()
 	waitFor(t, func() bool { return len(r.cli.commands()) > 0 })
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
+	if !x.stop() {
 		t.Fatal("Run did not return with a write hanging")
 	}
 }

@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -117,7 +118,7 @@ func (p *parser) parseTuple(withCond, parens bool, endNames ...string) (node, er
 		if t.kind == tEOF || (t.kind == tOp && (t.val == ")" || t.val == "]" || t.val == "}")) {
 			break
 		}
-		if t.kind == tName && contains1(endNames, t.val) {
+		if t.kind == tName && slices.Contains(endNames, t.val) {
 			break
 		}
 		e, err := p.parseExpression(withCond)
@@ -138,43 +139,27 @@ func (p *parser) parseTuple(withCond, parens bool, endNames ...string) (node, er
 	return &listNode{at: start.off, items: items, tuple: true}, nil
 }
 
-func contains1(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
-}
-
 func (p *parser) parseOr() (node, error) {
-	a, err := p.parseAnd()
-	if err != nil {
-		return nil, err
-	}
-	for p.isName("or") || p.isOp("||") {
-		t := p.next()
-		b, err := p.parseAnd()
-		if err != nil {
-			return nil, err
-		}
-		a = &orNode{at: t.off, a: a, b: b}
-	}
-	return a, nil
+	return p.parseLogical(p.parseAnd, "or", "||", func(at int, a, b node) node { return &orNode{at: at, a: a, b: b} })
 }
 
 func (p *parser) parseAnd() (node, error) {
-	a, err := p.parseNot()
+	return p.parseLogical(p.parseNot, "and", "&&", func(at int, a, b node) node { return &andNode{at: at, a: a, b: b} })
+}
+
+// parseLogical parses operands joined by the keyword name or the operator op, left to right.
+func (p *parser) parseLogical(operand func() (node, error), name, op string, join func(at int, a, b node) node) (node, error) {
+	a, err := operand()
 	if err != nil {
 		return nil, err
 	}
-	for p.isName("and") || p.isOp("&&") {
+	for p.isName(name) || p.isOp(op) {
 		t := p.next()
-		b, err := p.parseNot()
+		b, err := operand()
 		if err != nil {
 			return nil, err
 		}
-		a = &andNode{at: t.off, a: a, b: b}
+		a = join(t.off, a, b)
 	}
 	return a, nil
 }
@@ -239,7 +224,7 @@ func (p *parser) parseBinary(next func() (node, error), ops ...string) (node, er
 	}
 	for {
 		t := p.peek()
-		if t.kind != tOp || !contains1(ops, t.val) {
+		if t.kind != tOp || !slices.Contains(ops, t.val) {
 			return a, nil
 		}
 		p.next()
@@ -610,7 +595,7 @@ func (p *parser) parseTest(is token, in node) (node, error) {
 		n.args = ca.args
 	case nt.kind == tString || nt.kind == tInt || nt.kind == tFloat ||
 		(nt.kind == tOp && (nt.val == "[" || nt.val == "{")) ||
-		(nt.kind == tName && !contains1([]string{"else", "or", "and", "if", "is", "recursive", "reversed", "sorted"}, nt.val)):
+		(nt.kind == tName && !slices.Contains([]string{"else", "or", "and", "if", "is", "recursive", "reversed", "sorted"}, nt.val)):
 		a, err := p.parsePrimary()
 		if err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -56,6 +57,19 @@ func specArg(args *pongo2.Parser) (any, *pongo2.Error) {
 		return nil, args.Error("internal: bad spec index", t)
 	}
 	return compiling.specs[i], nil
+}
+
+// blockArgs parses a block tag with one spec index: the spec, and the body up to end.
+func blockArgs(doc *pongo2.Parser, args *pongo2.Parser, end string) (any, *pongo2.NodeWrapper, *pongo2.Error) {
+	s, err := specArg(args)
+	if err != nil {
+		return nil, nil, err
+	}
+	body, endargs, err := doc.WrapUntilTag(end)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, body, endArgsNone(endargs)
 }
 
 func endArgsNone(endargs *pongo2.Parser) *pongo2.Error {
@@ -632,30 +646,35 @@ type setBlockTag struct {
 }
 
 func parseSetBlockTag(doc *pongo2.Parser, start *pongo2.Token, args *pongo2.Parser) (pongo2.INodeTag, *pongo2.Error) {
-	s, err := specArg(args)
+	s, body, err := blockArgs(doc, args, "endset")
 	if err != nil {
 		return nil, err
 	}
-	body, endargs, err := doc.WrapUntilTag("endset")
-	if err != nil {
-		return nil, err
-	}
-	return &setBlockTag{s: s.(*setBlockSpec), body: body}, endArgsNone(endargs)
+	return &setBlockTag{s: s.(*setBlockSpec), body: body}, nil
 }
 
 func (t *setBlockTag) Execute(ctx *pongo2.ExecutionContext, w pongo2.TemplateWriter) *pongo2.Error {
-	var b bytes.Buffer
-	if err := t.body.Execute(ctx, &b); err != nil {
+	v, err := captureFiltered(ctx, t.body, t.s.filters, t.s.set.u)
+	if err != nil {
 		return err
+	}
+	return t.s.set.u.fail(assign(ctx, t.s.set, v), t.s.set.at)
+}
+
+// captureFiltered renders body into a string and passes it through filters.
+func captureFiltered(ctx *pongo2.ExecutionContext, body *pongo2.NodeWrapper, filters []*filterNode, u *unit) (any, *pongo2.Error) {
+	var b bytes.Buffer
+	if err := body.Execute(ctx, &b); err != nil {
+		return nil, err
 	}
 	var v any = b.String()
 	var err error
-	for _, f := range t.s.filters {
+	for _, f := range filters {
 		if v, err = f.apply(ctx, v); err != nil {
-			return t.s.set.u.fail(err, f.at)
+			return nil, u.fail(err, f.at)
 		}
 	}
-	return t.s.set.u.fail(assign(ctx, t.s.set, v), t.s.set.at)
+	return v, nil
 }
 
 // ---- {% with a=1, b=2 %} / {% with expr as name %} ----
@@ -674,15 +693,11 @@ type withTag struct {
 }
 
 func parseWithTag(doc *pongo2.Parser, start *pongo2.Token, args *pongo2.Parser) (pongo2.INodeTag, *pongo2.Error) {
-	s, err := specArg(args)
+	s, body, err := blockArgs(doc, args, "endwith")
 	if err != nil {
 		return nil, err
 	}
-	body, endargs, err := doc.WrapUntilTag("endwith")
-	if err != nil {
-		return nil, err
-	}
-	return &withTag{s: s.(*withSpec), body: body}, endArgsNone(endargs)
+	return &withTag{s: s.(*withSpec), body: body}, nil
 }
 
 func (t *withTag) Execute(ctx *pongo2.ExecutionContext, w pongo2.TemplateWriter) *pongo2.Error {
@@ -717,28 +732,17 @@ type filterBlockTag struct {
 }
 
 func parseFilterTag(doc *pongo2.Parser, start *pongo2.Token, args *pongo2.Parser) (pongo2.INodeTag, *pongo2.Error) {
-	s, err := specArg(args)
+	s, body, err := blockArgs(doc, args, "endfilter")
 	if err != nil {
 		return nil, err
 	}
-	body, endargs, err := doc.WrapUntilTag("endfilter")
-	if err != nil {
-		return nil, err
-	}
-	return &filterBlockTag{s: s.(*filterBlockSpec), body: body}, endArgsNone(endargs)
+	return &filterBlockTag{s: s.(*filterBlockSpec), body: body}, nil
 }
 
 func (t *filterBlockTag) Execute(ctx *pongo2.ExecutionContext, w pongo2.TemplateWriter) *pongo2.Error {
-	var b bytes.Buffer
-	if err := t.body.Execute(ctx, &b); err != nil {
+	v, err := captureFiltered(ctx, t.body, t.s.filters, t.s.u)
+	if err != nil {
 		return err
-	}
-	var v any = b.String()
-	var err error
-	for _, f := range t.s.filters {
-		if v, err = f.apply(ctx, v); err != nil {
-			return t.s.u.fail(err, f.at)
-		}
 	}
 	return t.s.u.fail(at(t.s.filters[0].at, writeValue(w, v)), t.s.filters[0].at)
 }
@@ -805,15 +809,11 @@ const (
 )
 
 func parseMacroTag(doc *pongo2.Parser, start *pongo2.Token, args *pongo2.Parser) (pongo2.INodeTag, *pongo2.Error) {
-	s, err := specArg(args)
+	s, body, err := blockArgs(doc, args, "endmacro")
 	if err != nil {
 		return nil, err
 	}
-	body, endargs, err := doc.WrapUntilTag("endmacro")
-	if err != nil {
-		return nil, err
-	}
-	return &macroTag{s: s.(*macroSpec), body: body}, endArgsNone(endargs)
+	return &macroTag{s: s.(*macroSpec), body: body}, nil
 }
 
 func (t *macroTag) Execute(ctx *pongo2.ExecutionContext, w pongo2.TemplateWriter) *pongo2.Error {
@@ -827,7 +827,7 @@ func (m *macro) call(c *pongo2.ExecutionContext, args []any, kw map[string]any) 
 		return nil, fmt.Errorf("macro %s takes %d arguments, %d given", s.name, len(s.params), len(args))
 	}
 	for k := range kw {
-		if !contains1(s.params, k) {
+		if !slices.Contains(s.params, k) {
 			return nil, fmt.Errorf("macro %s has no argument %s", s.name, k)
 		}
 	}

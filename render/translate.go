@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -404,7 +405,7 @@ func (t *translator) recordSet(names ...string) {
 			continue
 		}
 		for _, n := range names {
-			if !contains1(*b.restore, n) {
+			if !slices.Contains(*b.restore, n) {
 				*b.restore = append(*b.restore, n)
 			}
 		}
