@@ -764,7 +764,12 @@ func (s *Server) createCert(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "file_upload: "+err.Error())
 		return
 	}
-	name := hdr.Filename
+	s.storeCert(w, p, hdr.Filename, data, false)
+}
+
+// storeCert checks and writes certificate name: a new one (POST: 409 if it exists), or a
+// replacement (PUT: 404 if it does not).
+func (s *Server) storeCert(w http.ResponseWriter, p writeParams, name string, data []byte, replace bool) {
 	path, err := s.certPath(name)
 	if err == nil {
 		err = checkPEM(data)
@@ -773,15 +778,24 @@ func (s *Server) createCert(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if _, err := os.Stat(path); err == nil {
+	_, statErr := os.Stat(path)
+	switch {
+	case !replace && statErr == nil:
 		writeError(w, http.StatusConflict, "file "+name+" already exists")
+		return
+	case replace && statErr != nil:
+		writeError(w, http.StatusNotFound, "file "+name+" not found")
 		return
 	}
 	if err := writeAtomic(path, data, 0o600); err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	s.afterWrite(w, p, http.StatusCreated, "", s.certModel(name))
+	status := http.StatusCreated
+	if replace {
+		status = http.StatusOK
+	}
+	s.afterWrite(w, p, status, "", s.certModel(name))
 }
 
 func (s *Server) replaceCert(w http.ResponseWriter, r *http.Request) {
@@ -790,29 +804,12 @@ func (s *Server) replaceCert(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	name := r.PathValue("name")
-	path, err := s.certPath(name)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
 	data, err := io.ReadAll(r.Body)
-	if err == nil {
-		err = checkPEM(data)
-	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if _, err := os.Stat(path); err != nil {
-		writeError(w, http.StatusNotFound, "file "+name+" not found")
-		return
-	}
-	if err := writeAtomic(path, data, 0o600); err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	s.afterWrite(w, p, http.StatusOK, "", s.certModel(name))
+	s.storeCert(w, p, r.PathValue("name"), data, true)
 }
 
 func (s *Server) deleteCert(w http.ResponseWriter, r *http.Request) {
