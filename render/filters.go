@@ -368,7 +368,12 @@ func fEscape(_ *filterCall, in any, _ []any, _ map[string]any) (any, error) {
 	return html.EscapeString(s), nil
 }
 
-func fFirst(_ *filterCall, in any, _ []any, _ map[string]any) (any, error) {
+func fFirst(_ *filterCall, in any, _ []any, _ map[string]any) (any, error) { return listEnd(in, false) }
+
+func fLast(_ *filterCall, in any, _ []any, _ map[string]any) (any, error) { return listEnd(in, true) }
+
+// listEnd is the first (or last) item of a list; undefined for an empty list or undefined input.
+func listEnd(in any, last bool) (any, error) {
 	l, ok := asList(in)
 	if !ok {
 		if in == nil {
@@ -376,24 +381,13 @@ func fFirst(_ *filterCall, in any, _ []any, _ map[string]any) (any, error) {
 		}
 		return nil, fmt.Errorf("needs a list, not %s", aType(in))
 	}
-	if len(l) == 0 {
+	switch {
+	case len(l) == 0:
 		return nil, nil
+	case last:
+		return l[len(l)-1], nil
 	}
 	return l[0], nil
-}
-
-func fLast(_ *filterCall, in any, _ []any, _ map[string]any) (any, error) {
-	l, ok := asList(in)
-	if !ok {
-		if in == nil {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("needs a list, not %s", aType(in))
-	}
-	if len(l) == 0 {
-		return nil, nil
-	}
-	return l[len(l)-1], nil
 }
 
 func fFloat(_ *filterCall, in any, args []any, kw map[string]any) (any, error) {
