@@ -1,11 +1,6 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
@@ -15,6 +10,7 @@ import (
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
 )
 
 // TestBadInputKeepsLastGoodConfig feeds each kind of bad input to a running sidecar in front of
@@ -38,14 +34,8 @@ func TestBadInputKeepsLastGoodConfig(t *testing.T) {
 	}
 	defer held.Close()
 
-	otherKey := func() string {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		der, _ := x509.MarshalECPrivateKey(k)
-		return string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}))
-	}()
+	_, otherKeyPEM := testcert.Pair(t, "other.localhost")
+	otherKey := string(otherKeyPEM)
 	indent := func(s string) string { return "    " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n    ") + "\n" }
 
 	cases := []struct {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/dataplanetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
 )
 
@@ -173,7 +174,7 @@ func TestRejected(t *testing.T) {
 
 			t.Run("only_validate 400", func(t *testing.T) {
 				version := s.Version()
-				h.live.set(t, httpConfig(port, "127.0.0.1:1", "  bogus-keyword on\n"), map[string][]byte{"new": certPEM(t, "new.example")})
+				h.live.set(t, httpConfig(port, "127.0.0.1:1", "  bogus-keyword on\n"), map[string][]byte{"new": testcert.Combined(t, "new.example")})
 				err := h.r.Reload(t.Context())
 				var failed *reload.Failed
 				if !errors.As(err, &failed) || !strings.Contains(failed.Output, "bogus-keyword") {
@@ -279,13 +280,13 @@ func TestCertificates(t *testing.T) {
 			}
 			served := func(t *testing.T, want string) {
 				t.Helper()
-				if cn, err := servedCN(tlsAddr); err != nil || cn != want {
+				if cn, err := testcert.ServedCN(tlsAddr, ""); err != nil || cn != want {
 					t.Fatalf("HAProxy serves certificate %q (%v), want %q", cn, err, want)
 				}
 			}
 
 			t.Run("add", func(t *testing.T) {
-				h.live.set(t, withTLS("site"), map[string][]byte{"site": certPEM(t, "one.example")})
+				h.live.set(t, withTLS("site"), map[string][]byte{"site": testcert.Combined(t, "one.example")})
 				reloadOK(t)
 				served(t, "one.example")
 				if files := s.StorageFiles(t); !slices.Equal(files, []string{"site.pem"}) {
@@ -293,13 +294,13 @@ func TestCertificates(t *testing.T) {
 				}
 			})
 			t.Run("replace", func(t *testing.T) {
-				h.live.set(t, withTLS("site"), map[string][]byte{"site": certPEM(t, "two.example")})
+				h.live.set(t, withTLS("site"), map[string][]byte{"site": testcert.Combined(t, "two.example")})
 				reloadOK(t)
 				served(t, "two.example")
 			})
 			t.Run("add a second, then remove the first", func(t *testing.T) {
-				second := certPEM(t, "three.example")
-				h.live.set(t, withTLS("other", "site"), map[string][]byte{"site": certPEM(t, "two.example"), "other": second})
+				second := testcert.Combined(t, "three.example")
+				h.live.set(t, withTLS("other", "site"), map[string][]byte{"site": testcert.Combined(t, "two.example"), "other": second})
 				reloadOK(t)
 				h.live.set(t, withTLS("other"), map[string][]byte{"other": second})
 				reloadOK(t)
@@ -309,7 +310,7 @@ func TestCertificates(t *testing.T) {
 				}
 			})
 			t.Run("only the certificate changes", func(t *testing.T) {
-				h.live.set(t, withTLS("other"), map[string][]byte{"other": certPEM(t, "four.example")})
+				h.live.set(t, withTLS("other"), map[string][]byte{"other": testcert.Combined(t, "four.example")})
 				reloadOK(t)
 				served(t, "four.example")
 			})
@@ -329,7 +330,7 @@ func TestStorageDir(t *testing.T) {
 		t.Fatal("StorageDir with an empty storage should fail")
 	}
 	port := peerPort(t)
-	h.live.set(t, httpConfig(port, "127.0.0.1:1"), map[string][]byte{"x": certPEM(t, "x.example")})
+	h.live.set(t, httpConfig(port, "127.0.0.1:1"), map[string][]byte{"x": testcert.Combined(t, "x.example")})
 	if err := h.r.Reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +393,7 @@ func TestRestartKeepsHosts(t *testing.T) {
 	ctx := t.Context()
 
 	configA := httpConfig(port, haproxytest.Backend(pt, "backend A"))
-	first.live.set(t, configA, map[string][]byte{"site": certPEM(t, "a.example")})
+	first.live.set(t, configA, map[string][]byte{"site": testcert.Combined(t, "a.example")})
 	if err := first.r.Reload(ctx); err != nil {
 		t.Fatalf("Reload: %v", err)
 	}
@@ -416,7 +417,7 @@ func TestRestartKeepsHosts(t *testing.T) {
 			t.Errorf("results %v, want none (nothing applied)", got)
 		}
 		// It knows what the host has: a change goes out as usual.
-		first.live.set(t, httpConfig(port, haproxytest.Backend(pt, "backend B")), map[string][]byte{"site": certPEM(t, "a.example")})
+		first.live.set(t, httpConfig(port, haproxytest.Backend(pt, "backend B")), map[string][]byte{"site": testcert.Combined(t, "a.example")})
 		if err := h.r.Reload(ctx); err != nil {
 			t.Fatalf("Reload: %v", err)
 		}
@@ -429,7 +430,7 @@ func TestRestartKeepsHosts(t *testing.T) {
 		if err := os.WriteFile(state, saved, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		first.live.set(t, configA, map[string][]byte{"site": certPEM(t, "a.example")})
+		first.live.set(t, configA, map[string][]byte{"site": testcert.Combined(t, "a.example")})
 		n := len(a.Requests())
 		h := restarted()
 		if err := h.r.Reload(ctx); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/dataplanetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
 	"github.com/haproxy-sidecar/haproxy-sidecar/validate"
 )
 
@@ -30,7 +31,7 @@ func TestWithGenerationStore(t *testing.T) {
 	port, tlsPort := peerPort(t), peerPort(t)
 	config := []byte(httpConfig(port, haproxytest.Backend(t, "from the store"), fmt.Sprintf(
 		"frontend tls\n  mode tcp\n  bind \"${HAPROXY_LOCALPEER}:%d\" ssl crt %s/site.pem\n  default_backend be\n", tlsPort, remote)))
-	gen, err := store.Stage(config, map[string][]byte{"site": certPEM(t, "store.example")}, "")
+	gen, err := store.Stage(config, map[string][]byte{"site": testcert.Combined(t, "store.example")}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestWithGenerationStore(t *testing.T) {
 	}
 	store.MarkGood(gen)
 	mustServe(t, peerA+":"+strconv.Itoa(port), "from the store")
-	if cn, err := servedCN(peerA + ":" + strconv.Itoa(tlsPort)); err != nil || cn != "store.example" {
+	if cn, err := testcert.ServedCN(peerA+":"+strconv.Itoa(tlsPort), ""); err != nil || cn != "store.example" {
 		t.Fatalf("served certificate %q %v", cn, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
 	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 )
 
@@ -132,7 +133,7 @@ func TestBuildErrorsFromAllParts(t *testing.T) {
 
 // TestBuildDeterministic builds the same objects in shuffled orders and wants equal Snapshots.
 func TestBuildDeterministic(t *testing.T) {
-	cert, key := keyPair(t, "web")
+	cert, key := testcert.Pair(t, "web")
 	objs := func() *Objects {
 		services := map[string]string{}
 		var pods []*corev1.Pod

@@ -8,13 +8,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
 )
 
 func TestBuildCertificates(t *testing.T) {
-	webCert, webKey := keyPair(t, "web.example.com")
-	apiCert, apiKey := keyPair(t, "api.example.com")
-	rawCert, rawKey := keyPair(t, "raw.example.com")
-	tlsCert, tlsKey := keyPair(t, "tls.example.com")
+	webCert, webKey := testcert.Pair(t, "web.example.com")
+	apiCert, apiKey := testcert.Pair(t, "api.example.com")
+	rawCert, rawKey := testcert.Pair(t, "raw.example.com")
+	tlsCert, tlsKey := testcert.Pair(t, "tls.example.com")
 	sel := labels.SelectorFromSet(labels.Set{"haproxy": "yes"})
 
 	tests := []struct {
@@ -130,8 +132,8 @@ func TestBuildCertificates(t *testing.T) {
 }
 
 func TestBuildCertificateStringDataWins(t *testing.T) {
-	cert, key := keyPair(t, "web")
-	_, otherKey := keyPair(t, "other")
+	cert, key := testcert.Pair(t, "web")
+	_, otherKey := testcert.Pair(t, "other")
 	s := secret(ns, "keys", corev1.SecretTypeOpaque, nil, map[string][]byte{"web.key": otherKey})
 	s.StringData = map[string]string{"web.key": string(key)}
 	snap, err := Build(&Objects{
@@ -147,9 +149,9 @@ func TestBuildCertificateStringDataWins(t *testing.T) {
 }
 
 func TestBuildCertificateErrors(t *testing.T) {
-	webCert, webKey := keyPair(t, "web")
-	_, otherKey := keyPair(t, "other")
-	tlsCert, tlsKey := keyPair(t, "tls")
+	webCert, webKey := testcert.Pair(t, "web")
+	_, otherKey := testcert.Pair(t, "other")
+	tlsCert, tlsKey := testcert.Pair(t, "tls")
 	cmRef := func(key string) Ref { return Ref{Kind: "ConfigMap", Namespace: ns, Name: "certificates", Key: key} }
 	keyRef := func(key string) Ref { return Ref{Kind: "Secret", Namespace: ns, Name: "keys", Key: key} }
 	garbageCert := []byte("-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n")

@@ -3,7 +3,6 @@ package validate
 import (
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
 )
 
 const header = `global
@@ -68,19 +69,10 @@ func keyPEM(t *testing.T, key *ecdsa.PrivateKey) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
 }
 
-func newKey(t *testing.T) *ecdsa.PrivateKey {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
 func TestCheckRealHAProxy(t *testing.T) {
 	requireHAProxy(t)
 	dir := t.TempDir()
-	k1, k2 := newKey(t), newKey(t)
+	k1, k2 := testcert.Key(t), testcert.Key(t)
 	good := writeFile(t, dir, "good.pem", append(selfSigned(t, k1), keyPEM(t, k1)...))
 	mismatched := writeFile(t, dir, "mismatch.pem", append(selfSigned(t, k1), keyPEM(t, k2)...))
 	garbage := writeFile(t, dir, "garbage.pem", []byte("not a pem\n"))

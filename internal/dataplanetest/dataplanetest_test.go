@@ -2,16 +2,9 @@ package dataplanetest
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"mime/multipart"
 	"net"
 	"net/http"
@@ -23,6 +16,7 @@ import (
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
 )
 
 const (
@@ -103,25 +97,6 @@ func waitReload(t *testing.T, s *Server, id string) Reload {
 		return r.Status != "in_progress"
 	}, "reload "+id+" to finish")
 	return r
-}
-
-func certPEM(t *testing.T, cn string) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})...)
 }
 
 func multipartBody(t *testing.T, name string, data []byte) (string, []byte) {
@@ -273,7 +248,7 @@ func TestContract(t *testing.T) {
 
 			t.Run("storage", func(t *testing.T) {
 				const base = "/services/haproxy/storage/ssl_certificates"
-				ct, body := multipartBody(t, "site.pem", certPEM(t, "one.example"))
+				ct, body := multipartBody(t, "site.pem", testcert.Combined(t, "one.example"))
 				r := call(t, s, "POST", base+"?skip_reload=true", ct, body)
 				expect(t, r, 201, "upload")
 				var c Certificate
@@ -281,7 +256,7 @@ func TestContract(t *testing.T) {
 					t.Fatalf("upload answer %v %+v", err, c)
 				}
 				expect(t, call(t, s, "POST", base, ct, body), 409, "upload of an existing name")
-				ct2, body2 := multipartBody(t, "other.pem", certPEM(t, "two.example"))
+				ct2, body2 := multipartBody(t, "other.pem", testcert.Combined(t, "two.example"))
 				r = call(t, s, "POST", base, ct2, body2)
 				expect(t, r, 202, "upload with a reload")
 				if r.header.Get("Reload-Id") == "" {
@@ -293,7 +268,7 @@ func TestContract(t *testing.T) {
 				if err := json.Unmarshal([]byte(r.body), &list); err != nil || len(list) != 2 || list[0].StorageName != "other.pem" {
 					t.Fatalf("list %v %s", err, r.body)
 				}
-				newPEM := certPEM(t, "three.example")
+				newPEM := testcert.Combined(t, "three.example")
 				expect(t, call(t, s, "PUT", base+"/site.pem?skip_reload=true", "text/plain", newPEM), 200, "replace")
 				if b, _ := os.ReadFile(filepath.Join(s.StorageDir, "site.pem")); !bytes.Equal(b, newPEM) {
 					t.Fatal("replace did not reach the storage directory")

@@ -2,18 +2,18 @@ package etcdtest
 
 import (
 	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
 )
 
 // ClientCommonName is the common name of the client certificate NewCerts makes: etcd takes it
@@ -37,9 +37,9 @@ func NewCerts(t testing.TB, dir string) *Certs {
 		t.Fatalf("create %s: %v", dir, err)
 	}
 	c := &Certs{dir: dir}
-	key := newKey(t)
+	key := testcert.Key(t)
 	tmpl := &x509.Certificate{
-		SerialNumber:          serial(t),
+		SerialNumber:          testcert.Serial(t),
 		Subject:               pkix.Name{CommonName: "etcdtest CA"},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(24 * time.Hour),
@@ -71,9 +71,9 @@ func (c *Certs) NewClientCert(t testing.TB, cn string) (certFile, keyFile string
 
 func (c *Certs) issue(t testing.TB, file, cn string, usage []x509.ExtKeyUsage) (certFile, keyFile string) {
 	t.Helper()
-	key := newKey(t)
+	key := testcert.Key(t)
 	tmpl := &x509.Certificate{
-		SerialNumber: serial(t),
+		SerialNumber: testcert.Serial(t),
 		Subject:      pkix.Name{CommonName: cn},
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
@@ -103,24 +103,6 @@ func (c *Certs) ClientTLS(t testing.TB, certFile, keyFile string) *tls.Config {
 	pool := x509.NewCertPool()
 	pool.AddCert(c.caCert)
 	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}
-}
-
-func newKey(t testing.TB) *ecdsa.PrivateKey {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatalf("generate a key: %v", err)
-	}
-	return key
-}
-
-func serial(t testing.TB) *big.Int {
-	t.Helper()
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		t.Fatalf("serial number: %v", err)
-	}
-	return n
 }
 
 func writePEM(t testing.TB, dir, name, typ string, der []byte) string {

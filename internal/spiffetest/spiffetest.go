@@ -6,13 +6,10 @@ package spiffetest
 
 import (
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"math/big"
 	"net"
 	"net/url"
 	"os"
@@ -30,6 +27,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
 )
 
 // SVIDLifetime is how long the SVIDs a CA issues are valid.
@@ -49,9 +48,9 @@ func NewCA(t testing.TB, trustDomain string) *CA {
 	if err != nil {
 		t.Fatalf("trust domain %q: %v", trustDomain, err)
 	}
-	key := newKey(t)
+	key := testcert.Key(t)
 	tmpl := &x509.Certificate{
-		SerialNumber:          serial(t),
+		SerialNumber:          testcert.Serial(t),
 		Subject:               pkix.Name{Organization: []string{"spiffetest"}, CommonName: td.Name() + " CA"},
 		URIs:                  []*url.URL{td.ID().URL()},
 		NotBefore:             time.Now().Add(-time.Minute),
@@ -85,9 +84,9 @@ func (ca *CA) IssueSVID(t testing.TB, id string) *x509svid.SVID {
 	if err != nil {
 		t.Fatalf("SPIFFE ID %q: %v", id, err)
 	}
-	key := newKey(t)
+	key := testcert.Key(t)
 	tmpl := &x509.Certificate{
-		SerialNumber: serial(t),
+		SerialNumber: testcert.Serial(t),
 		Subject:      pkix.Name{Organization: []string{"spiffetest"}},
 		URIs:         []*url.URL{sid.URL()},
 		NotBefore:    time.Now().Add(-time.Minute),
@@ -111,24 +110,6 @@ func (ca *CA) IssueSVID(t testing.TB, id string) *x509svid.SVID {
 func (ca *CA) MTLSServerConfig(t testing.TB, id string) *tls.Config {
 	t.Helper()
 	return tlsconfig.MTLSServerConfig(ca.IssueSVID(t, id), ca.Bundle(), tlsconfig.AuthorizeMemberOf(ca.TrustDomain))
-}
-
-func newKey(t testing.TB) *ecdsa.PrivateKey {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatalf("generate key: %v", err)
-	}
-	return key
-}
-
-func serial(t testing.TB) *big.Int {
-	t.Helper()
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 126))
-	if err != nil {
-		t.Fatalf("serial number: %v", err)
-	}
-	return n.Add(n, big.NewInt(1))
 }
 
 // WorkloadAPI is a running stand-in Workload API that hands one identity to every caller.

@@ -19,12 +19,9 @@ import (
 // Pair returns a self-signed server certificate for host (CN and DNS name) and its key, PEM.
 func Pair(t testing.TB, host string) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := Key(t)
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		SerialNumber: Serial(t),
 		Subject:      pkix.Name{CommonName: host},
 		DNSNames:     []string{host},
 		NotBefore:    time.Now().Add(-time.Hour),
@@ -61,4 +58,24 @@ func ServedCN(addr, serverName string) (string, error) {
 	}
 	defer conn.Close()
 	return conn.ConnectionState().PeerCertificates[0].Subject.CommonName, nil
+}
+
+// Key returns a new P-256 key, for tests that build their own certificates.
+func Key(t testing.TB) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatalf("generate a key: %v", err)
+	}
+	return key
+}
+
+// Serial returns a random positive certificate serial number.
+func Serial(t testing.TB) *big.Int {
+	t.Helper()
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 126))
+	if err != nil {
+		t.Fatalf("serial number: %v", err)
+	}
+	return n.Add(n, big.NewInt(1))
 }
