@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"net"
@@ -52,24 +51,6 @@ func (l *live) set(t *testing.T, config string, certs map[string][]byte) {
 	}
 }
 
-// syncBuffer collects log output from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // recorder collects OnResult calls.
 type recorder struct {
 	mu  sync.Mutex
@@ -102,7 +83,7 @@ func (r *recorder) all() []string {
 
 type harness struct {
 	live *live
-	logs *syncBuffer
+	logs *haproxytest.SyncBuffer
 	res  *recorder
 	r    *Reloader
 }
@@ -111,7 +92,7 @@ type harness struct {
 // the URLs and credentials.
 func newHarness(t *testing.T, cfg Config) *harness {
 	t.Helper()
-	h := &harness{live: newLive(t), logs: &syncBuffer{}, res: &recorder{}}
+	h := &harness{live: newLive(t), logs: &haproxytest.SyncBuffer{}, res: &recorder{}}
 	if cfg.ConfigPath == "" {
 		cfg.ConfigPath, cfg.CertDir = h.live.config, h.live.certs
 	}

@@ -77,7 +77,7 @@ type Process struct {
 	ConfigPath   string
 	Cmd          *exec.Cmd
 
-	logs *syncBuffer
+	logs *SyncBuffer
 	done chan struct{} // closed when the master has exited
 	err  error         // Wait's result, valid once done is closed
 }
@@ -93,7 +93,7 @@ func Start(t testing.TB, configPath string, extraArgs ...string) *Process {
 	args := append([]string{"-W", "-S", sock + ",level,admin", "-f", configPath}, extraArgs...)
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	logs := &syncBuffer{}
+	logs := &SyncBuffer{}
 	cmd.Stdout = logs
 	cmd.Stderr = logs
 	cmd.WaitDelay = 5 * time.Second
@@ -254,18 +254,19 @@ func Poll(timeout time.Duration, cond func() bool) error {
 	}
 }
 
-type syncBuffer struct {
+// SyncBuffer collects output (logs) written from several goroutines.
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
