@@ -33,7 +33,7 @@ func TestGenerationsWithHAProxy(t *testing.T) {
 	httpPort, tlsPort := haproxytest.FreePort(t), haproxytest.FreePort(t)
 	httpAddr, tlsAddr := fmt.Sprintf("127.0.0.1:%d", httpPort), fmt.Sprintf("127.0.0.1:%d", tlsPort)
 	config := func(backend, extra string) []byte {
-		return []byte(httpConfig(httpPort, backend, fmt.Sprintf(
+		return []byte(haproxytest.HTTPConfig(httpPort, backend, fmt.Sprintf(
 			"frontend tls\n  mode tcp\n  bind 127.0.0.1:%d ssl crt %s/site.pem\n  default_backend be\n%s", tlsPort, store.SSLDir(), extra)))
 	}
 	ctx := context.Background()

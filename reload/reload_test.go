@@ -101,23 +101,6 @@ func TestParseProc(t *testing.T) {
 	}
 }
 
-func httpConfig(port int, backend string, extra string) string {
-	return fmt.Sprintf(`global
-  log stderr format raw local0 notice
-defaults
-  mode http
-  log global
-  timeout connect 2s
-  timeout client 10s
-  timeout server 10s
-frontend fe
-  bind 127.0.0.1:%d
-  default_backend be
-backend be
-  server s1 %s
-%s`, port, backend, extra)
-}
-
 func writeConfig(t *testing.T, path, text string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
@@ -142,7 +125,7 @@ func TestMasterSocketReload(t *testing.T) {
 	backendB := haproxytest.Backend(t, "backend B")
 	backendC := haproxytest.Backend(t, "backend C")
 	cfg := filepath.Join(t.TempDir(), "haproxy.cfg")
-	writeConfig(t, cfg, httpConfig(port, backendA, ""))
+	writeConfig(t, cfg, haproxytest.HTTPConfig(port, backendA, ""))
 	p := haproxytest.Start(t, cfg)
 	m := &MasterSocket{Path: p.MasterSocket}
 	ctx := context.Background()
@@ -166,7 +149,7 @@ func TestMasterSocketReload(t *testing.T) {
 	}
 
 	// A good config: Reload returns once the new worker serves it.
-	writeConfig(t, cfg, httpConfig(port, backendB, ""))
+	writeConfig(t, cfg, haproxytest.HTTPConfig(port, backendB, ""))
 	start := time.Now()
 	if err := m.Reload(ctx); err != nil {
 		t.Fatalf("Reload: %v", err)
@@ -193,7 +176,7 @@ func TestMasterSocketReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Close()
-	writeConfig(t, cfg, httpConfig(port, backendC, "frontend clash\n  bind "+holder.Addr().String()+"\n  default_backend be\n"))
+	writeConfig(t, cfg, haproxytest.HTTPConfig(port, backendC, "frontend clash\n  bind "+holder.Addr().String()+"\n  default_backend be\n"))
 	if err := (validate.Checker{}).Check(ctx, cfg); err != nil {
 		t.Fatalf("haproxy -c rejects the clashing config, the test needs one it accepts: %v", err)
 	}
@@ -218,7 +201,7 @@ func TestMasterSocketReload(t *testing.T) {
 	}
 
 	// A good config again: the failed counter resets.
-	writeConfig(t, cfg, httpConfig(port, backendC, ""))
+	writeConfig(t, cfg, haproxytest.HTTPConfig(port, backendC, ""))
 	if err := m.Reload(ctx); err != nil {
 		t.Fatalf("Reload after a failure: %v", err)
 	}
@@ -233,7 +216,7 @@ func TestMasterSocketReload(t *testing.T) {
 	}
 
 	// A syntax error fails fast.
-	writeConfig(t, cfg, httpConfig(port, backendC, "frobnicate\n"))
+	writeConfig(t, cfg, haproxytest.HTTPConfig(port, backendC, "frobnicate\n"))
 	if err := m.Reload(ctx); !errors.As(err, &failed) {
 		t.Fatalf("Reload of an invalid config = %v, want *Failed", err)
 	}
@@ -265,7 +248,7 @@ func TestShowProcOldWorkers(t *testing.T) {
 	port, tcpPort := haproxytest.FreePort(t), haproxytest.FreePort(t)
 	tcp := fmt.Sprintf("frontend tcpfe\n  mode tcp\n  bind 127.0.0.1:%d\n  default_backend held\nbackend held\n  mode tcp\n  server s1 %s\n", tcpPort, held.Addr())
 	cfg := filepath.Join(t.TempDir(), "haproxy.cfg")
-	writeConfig(t, cfg, httpConfig(port, haproxytest.Backend(t, "x"), tcp))
+	writeConfig(t, cfg, haproxytest.HTTPConfig(port, haproxytest.Backend(t, "x"), tcp))
 	p := haproxytest.Start(t, cfg)
 	m := &MasterSocket{Path: p.MasterSocket}
 	ctx := context.Background()

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 )
 
 // Timeouts for starting etcd, stopping it, and one request of a helper.
@@ -69,8 +70,8 @@ func Start(t testing.TB, opts Options) *Server {
 		scheme = "https"
 		s.Certs = NewCerts(t, filepath.Join(dir, "pki"))
 	}
-	client := fmt.Sprintf("%s://127.0.0.1:%d", scheme, FreePort(t))
-	peer := fmt.Sprintf("http://127.0.0.1:%d", FreePort(t))
+	client := fmt.Sprintf("%s://127.0.0.1:%d", scheme, haproxytest.FreePort(t))
+	peer := fmt.Sprintf("http://127.0.0.1:%d", haproxytest.FreePort(t))
 	s.Endpoint = client
 	s.args = []string{
 		"--name=test",
@@ -102,17 +103,6 @@ func Start(t testing.TB, opts Options) *Server {
 	})
 	s.Restart()
 	return s
-}
-
-// FreePort returns a loopback TCP port that was free when it was chosen.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("choose a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // Restart starts etcd again after Stop or Kill, on the same ports and data directory (Start

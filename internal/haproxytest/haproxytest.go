@@ -34,6 +34,25 @@ func Binary(t testing.TB) string {
 	return path
 }
 
+// HTTPConfig is a minimal HAProxy configuration for tests: one frontend on 127.0.0.1:port
+// that sends everything to one server at backend, plus extra (whole lines, or "").
+func HTTPConfig(port int, backend, extra string) string {
+	return fmt.Sprintf(`global
+  log stderr format raw local0 notice
+defaults
+  mode http
+  log global
+  timeout connect 2s
+  timeout client 10s
+  timeout server 10s
+frontend fe
+  bind 127.0.0.1:%d
+  default_backend be
+backend be
+  server s1 %s
+%s`, port, backend, extra)
+}
+
 // FreePort returns a loopback TCP port that was free when it was chosen.
 func FreePort(t testing.TB) int {
 	t.Helper()

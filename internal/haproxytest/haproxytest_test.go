@@ -10,23 +10,6 @@ import (
 	"time"
 )
 
-func proxyConfig(port int, backend string) string {
-	return fmt.Sprintf(`global
-  log stderr format raw local0 notice
-defaults
-  mode http
-  log global
-  timeout connect 2s
-  timeout client 10s
-  timeout server 10s
-frontend fe
-  bind 127.0.0.1:%d
-  default_backend be
-backend be
-  server s1 %s
-`, port, backend)
-}
-
 func TestStartServesTrafficAndCleansUp(t *testing.T) {
 	Binary(t)
 	var pgid int
@@ -34,7 +17,7 @@ func TestStartServesTrafficAndCleansUp(t *testing.T) {
 	t.Run("run", func(t *testing.T) {
 		backend := Backend(t, "hello from backend")
 		port := FreePort(t)
-		cfg := WriteFile(t, "", "haproxy.cfg", proxyConfig(port, backend))
+		cfg := WriteFile(t, "", "haproxy.cfg", HTTPConfig(port, backend, ""))
 		p := Start(t, cfg)
 		pgid = p.Cmd.Process.Pid
 
