@@ -1,0 +1,183 @@
+// Package redact keeps known secret values out of everything the sidecar says: logs, /readyz,
+// Kubernetes Events, command errors, and HAProxy's own output quoted in them.
+//
+// Secrets are registered by group (the stats password, the Data Plane API credentials, the
+// private keys of the certificates, environment values the operator marks secret) and each
+// group is replaced as a whole when its values change, so a rotated secret is redacted from
+// then on and a removed one is no longer searched for. Private key PEM blocks are redacted
+// whether known or not.
+package redact
+
+import (
+	"context"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Mask replaces a secret value.
+const Mask = "[REDACTED]"
+
+// minLen is the shortest value redacted: a one- or two-character "secret" would mask every
+// occurrence of that letter in every message and protect nothing.
+const minLen = 3
+
+// privateKeyBlock matches a PEM private key, complete or cut short.
+var privateKeyBlock = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`)
+
+// Redactor replaces registered secret values. The zero value is ready; it is safe for
+// concurrent use. A nil *Redactor redacts only private key blocks.
+type Redactor struct {
+	mu       sync.RWMutex
+	groups   map[string][]string
+	replacer *strings.Replacer // nil: no values registered
+}
+
+// Set replaces the secret values of group (values shorter than three bytes are ignored).
+func (r *Redactor) Set(group string, values ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.groups == nil {
+		r.groups = map[string][]string{}
+	}
+	var keep []string
+	for _, v := range values {
+		if len(v) >= minLen {
+			keep = append(keep, v)
+		}
+	}
+	if len(keep) == 0 {
+		delete(r.groups, group)
+	} else {
+		r.groups[group] = keep
+	}
+	var all []string
+	for _, vs := range r.groups {
+		all = append(all, vs...)
+	}
+	// Longest first, so a secret that contains another is masked whole.
+	slices.SortFunc(all, func(a, b string) int { return len(b) - len(a) })
+	all = slices.Compact(all)
+	if len(all) == 0 {
+		r.replacer = nil
+		return
+	}
+	pairs := make([]string, 0, 2*len(all))
+	for _, v := range all {
+		pairs = append(pairs, v, Mask)
+	}
+	r.replacer = strings.NewReplacer(pairs...)
+}
+
+// String returns s with every registered secret and every private key block masked.
+func (r *Redactor) String(s string) string {
+	if strings.Contains(s, "PRIVATE KEY-----") {
+		s = privateKeyBlock.ReplaceAllString(s, Mask)
+	}
+	if r == nil {
+		return s
+	}
+	r.mu.RLock()
+	rep := r.replacer
+	r.mu.RUnlock()
+	if rep == nil {
+		return s
+	}
+	return rep.Replace(s)
+}
+
+// Error is err with its message redacted (nil stays nil). errors.Is/As still see the original.
+func (r *Redactor) Error(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if red := r.String(msg); red != msg {
+		return &redacted{msg: red, err: err}
+	}
+	return err
+}
+
+type redacted struct {
+	msg string
+	err error
+}
+
+func (e *redacted) Error() string { return e.msg }
+func (e *redacted) Unwrap() error { return e.err }
+
+// KeyLines returns the base64 lines of the private keys in pem (at least 16 characters
+// each), to register as secrets: a line quoted on its own, outside its PEM block, is still
+// key material.
+func KeyLines(pem []byte) []string {
+	var out []string
+	for _, m := range privateKeyBlock.FindAll(pem, -1) {
+		for _, line := range strings.Split(string(m), "\n") {
+			line = strings.TrimSpace(line)
+			if len(line) >= 16 && !strings.HasPrefix(line, "-----") && !strings.Contains(line, ":") {
+				out = append(out, line)
+			}
+		}
+	}
+	return out
+}
+
+// Handler wraps h so that every record's message and attribute values are redacted.
+func (r *Redactor) Handler(h slog.Handler) slog.Handler { return &handler{r: r, next: h} }
+
+type handler struct {
+	r    *Redactor
+	next slog.Handler
+}
+
+func (h *handler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+
+func (h *handler) Handle(ctx context.Context, rec slog.Record) error {
+	out := slog.NewRecord(rec.Time, rec.Level, h.r.String(rec.Message), rec.PC)
+	rec.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(h.attr(a))
+		return true
+	})
+	return h.next.Handle(ctx, out)
+}
+
+func (h *handler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	red := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		red[i] = h.attr(a)
+	}
+	return &handler{r: h.r, next: h.next.WithAttrs(red)}
+}
+
+func (h *handler) WithGroup(name string) slog.Handler {
+	return &handler{r: h.r, next: h.next.WithGroup(name)}
+}
+
+// attr redacts an attribute's value as it will be printed: strings, errors and anything
+// with a String or Error method.
+func (h *handler) attr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		return slog.String(a.Key, h.r.String(v.String()))
+	case slog.KindGroup:
+		g := v.Group()
+		red := make([]any, len(g))
+		for i, ga := range g {
+			red[i] = h.attr(ga)
+		}
+		return slog.Group(a.Key, red...)
+	case slog.KindAny:
+		switch x := v.Any().(type) {
+		case error:
+			return slog.String(a.Key, h.r.String(x.Error()))
+		case interface{ String() string }:
+			return slog.String(a.Key, h.r.String(x.String()))
+		case []byte:
+			return slog.String(a.Key, h.r.String(string(x)))
+		}
+	}
+	return slog.Attr{Key: a.Key, Value: v}
+}

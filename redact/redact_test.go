@@ -1,0 +1,98 @@
+package redact
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+func TestString(t *testing.T) {
+	var r Redactor
+	r.Set("stats", "s3cret-pass")
+	r.Set("dataplane", "tk-91x", "hunter2hunter2")
+	r.Set("short", "ab") // too short to redact: it would mask every "ab"
+	for _, tc := range []struct{ in, want string }{
+		{`stats auth stats:s3cret-pass`, `stats auth stats:[REDACTED]`},
+		{`token tk-91x and hunter2hunter2`, `token [REDACTED] and [REDACTED]`},
+		{`about the cabin`, `about the cabin`},
+		{"key:\n-----BEGIN PRIVATE KEY-----\nMIIEvQ\n-----END PRIVATE KEY-----\nafter", "key:\n[REDACTED]\nafter"},
+		{"cut -----BEGIN RSA PRIVATE KEY-----\nMIIEvQ", "cut [REDACTED]"},
+	} {
+		if got := r.String(tc.in); got != tc.want {
+			t.Errorf("String(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestSetReplacesGroup(t *testing.T) {
+	var r Redactor
+	r.Set("stats", "old-password")
+	r.Set("stats", "new-password")
+	if got := r.String("old-password new-password"); got != "old-password [REDACTED]" {
+		t.Errorf("after rotation: %q", got)
+	}
+	r.Set("stats")
+	if got := r.String("new-password"); got != "new-password" {
+		t.Errorf("after removal: %q", got)
+	}
+}
+
+func TestLongestFirst(t *testing.T) {
+	var r Redactor
+	r.Set("a", "pass")
+	r.Set("b", "password123")
+	if got := r.String("password123"); got != Mask {
+		t.Errorf("got %q, want the longer secret masked whole", got)
+	}
+}
+
+func TestNilRedactsKeys(t *testing.T) {
+	var r *Redactor
+	if got := r.String("x -----BEGIN EC PRIVATE KEY-----\nabc\n-----END EC PRIVATE KEY-----"); got != "x "+Mask {
+		t.Errorf("got %q", got)
+	}
+}
+
+func TestError(t *testing.T) {
+	var r Redactor
+	r.Set("stats", "s3cret-pass")
+	base := errors.New("rendered line 3: stats auth stats:s3cret-pass")
+	err := r.Error(fmt.Errorf("validate: %w", base))
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("error not redacted: %v", err)
+	}
+	if !errors.Is(err, base) {
+		t.Error("errors.Is no longer finds the original")
+	}
+	if r.Error(nil) != nil {
+		t.Error("nil error became non-nil")
+	}
+}
+
+func TestKeyLines(t *testing.T) {
+	pem := "-----BEGIN CERTIFICATE-----\nMIIBCERTLINEAAAAAAAAAAA\n-----END CERTIFICATE-----\n" +
+		"-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nshort\n-----END PRIVATE KEY-----\n"
+	got := KeyLines([]byte(pem))
+	if len(got) != 1 || got[0] != "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" {
+		t.Errorf("KeyLines = %q", got)
+	}
+}
+
+func TestHandler(t *testing.T) {
+	var r Redactor
+	r.Set("stats", "s3cret-pass")
+	var buf bytes.Buffer
+	log := slog.New(r.Handler(slog.NewTextHandler(&buf, nil))).With("cfg", "stats:s3cret-pass")
+	log.Info("saw s3cret-pass", "error", errors.New("bad s3cret-pass"), "line", []byte("s3cret-pass"),
+		slog.Group("g", "v", "s3cret-pass"), "n", 3)
+	out := buf.String()
+	if strings.Contains(out, "s3cret") {
+		t.Errorf("log leaks the secret: %s", out)
+	}
+	if strings.Count(out, Mask) != 5 || !strings.Contains(out, "n=3") {
+		t.Errorf("log: %s", out)
+	}
+}
