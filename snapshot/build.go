@@ -61,56 +61,24 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Build turns what a source has seen into a Snapshot. It is a pure function: the same Objects
-// and Options give an equal Snapshot.
+// Build turns what a source has seen into a Snapshot, every input at its current version. It is
+// a pure function: the same Objects and Options give an equal Snapshot.
 //
 // Bad input (a service entry, a certificate, the template ConfigMap) is reported as
 // *InputError (Stage decode) naming the object and key; when there are several, the error
 // lists all of them (errors.Join, in a deterministic order: services by key, then
-// certificates, then templates) and errors.As finds the first. On error the Snapshot is nil:
-// the caller keeps serving the last good one.
+// certificates, then templates) and errors.As finds the first. On error the Snapshot is nil.
+// The sidecar itself does not stop at a bad input: it holds that input back (Decode, then
+// Assemble with the versions package quarantine chooses).
 //
 // The Snapshot shares no memory with objs, except that a pod selected by several services is
 // the same map in each service's "pods": the Snapshot is read-only.
 func Build(objs *Objects, opts Options) (*Snapshot, error) {
-	opts = opts.withDefaults()
-	if objs == nil {
-		objs = &Objects{}
-	}
-	in := indexObjects(objs, opts.Namespace)
-
-	snap := &Snapshot{
-		TemplateKey: opts.TemplateKey,
-		ServicesRef: Ref{Kind: "ConfigMap", Namespace: opts.Namespace, Name: opts.ServicesConfigMap},
-		Env:         maps.Clone(opts.Env),
-		Stats: Stats{
-			Username:    StatsUsername,
-			Password:    opts.StatsPassword,
-			PasswordSet: opts.StatsPasswordSet,
-		},
-		Revision: objs.Revision,
-	}
-	if snap.Env == nil {
-		snap.Env = map[string]string{}
-	}
-
-	var errs []error
-	services, err := buildServices(in.configMaps[opts.ServicesConfigMap], snap.ServicesRef, newPodIndex(objs.Pods, objs.ConvertedPods, opts.PodCache), newEndpointIndex(objs.EndpointSlices))
-	errs = appendErr(errs, err)
-	snap.Services = services
-
-	certs, err := buildCertificates(in, opts)
-	errs = appendErr(errs, err)
-	snap.Certificates = certs
-
-	tmpl, ref, err := buildTemplates(in, opts)
-	errs = appendErr(errs, err)
-	snap.Templates, snap.TemplateRef = tmpl, ref
-
-	if err := joinErrors(errs); err != nil {
+	ins := Decode(objs, opts)
+	if err := joinErrors(ins.Errors()); err != nil {
 		return nil, err
 	}
-	return snap, nil
+	return Assemble(objs, opts, ins.List)
 }
 
 // inputs are the load balancer namespace's ConfigMaps and Secrets by name.
@@ -139,37 +107,43 @@ func indexObjects(objs *Objects, namespace string) inputs {
 	return in
 }
 
-// buildTemplates takes the templates from the config Secret when one is named, otherwise from
-// the config ConfigMap; no config ConfigMap means the built-in default (nil).
-func buildTemplates(in inputs, opts Options) (map[string]string, Ref, error) {
+// decodeTemplates takes the templates from the config Secret when one is named, otherwise from
+// the config ConfigMap; present is false when there is no config ConfigMap (the built-in
+// default). A config Secret that does not exist is an input with an error.
+func decodeTemplates(in inputs, opts Options) (t Input, present bool) {
 	var data map[string]string
-	var ref Ref
+	t.Kind = KindTemplates
 	if opts.ConfigSecret != "" {
-		ref = Ref{Kind: "Secret", Namespace: in.namespace, Name: opts.ConfigSecret}
+		t.Ref = Ref{Kind: "Secret", Namespace: in.namespace, Name: opts.ConfigSecret}
 		sec := in.secrets[opts.ConfigSecret]
 		if sec == nil {
-			return nil, ref, &InputError{Stage: StageDecode, Ref: ref,
+			t.Err = &InputError{Stage: StageDecode, Ref: t.Ref,
 				Err: errors.New("the Secret holding the templates does not exist (yet)")}
+			return t, true
 		}
 		data = make(map[string]string, len(sec.Data))
-		for k, v := range sec.Data {
+		for k, v := range secretData(sec) {
 			data[k] = string(v)
 		}
 	} else {
 		cm := in.configMaps[opts.ConfigConfigMap]
 		if cm == nil {
-			return nil, Ref{}, nil
+			return t, false
 		}
-		ref = Ref{Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name}
+		t.Ref = Ref{Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name}
 		data = maps.Clone(cm.Data)
+		if data == nil {
+			data = map[string]string{}
+		}
 	}
+	t.Data, t.Hash = data, dataHash(data)
 	if _, ok := data[opts.TemplateKey]; !ok {
-		keyRef := ref
+		keyRef := t.Ref
 		keyRef.Key = opts.TemplateKey
-		return nil, ref, &InputError{Stage: StageDecode, Ref: keyRef,
-			Err: fmt.Errorf("the %s has no key %q for the main template%s", ref.Kind, opts.TemplateKey, keyList(data))}
+		t.Err = &InputError{Stage: StageDecode, Ref: keyRef,
+			Err: fmt.Errorf("the %s has no key %q for the main template%s", t.Ref.Kind, opts.TemplateKey, keyList(data))}
 	}
-	return data, ref, nil
+	return t, true
 }
 
 func keyList(m map[string]string) string {

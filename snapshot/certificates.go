@@ -29,12 +29,22 @@ type pemPart struct {
 	data []byte
 }
 
-// buildCertificates pairs the certificates ConfigMap with the keys Secret by name, adds the
-// selected TLS Secrets, and checks every pair. Errors never quote PEM content.
-func buildCertificates(in inputs, opts Options) ([]Certificate, error) {
-	var errs []error
-	fail := func(ref Ref, format string, args ...any) {
-		errs = append(errs, &InputError{Stage: StageDecode, Ref: ref, Err: fmt.Errorf(format, args...)})
+// decodeCertificates pairs the certificates ConfigMap with the keys Secret by name, adds the
+// selected TLS Secrets, and checks every pair: one input per certificate name, with the error
+// when it is not usable. Errors never quote PEM content.
+func decodeCertificates(in inputs, opts Options) []Input {
+	var out []Input
+	// bad records an unusable certificate; name is its input's name (made unique when the
+	// name itself is the problem: two keys giving one name).
+	bad := func(name string, ref Ref, err error) {
+		ie, ok := err.(*InputError)
+		if !ok {
+			ie = &InputError{Stage: StageDecode, Ref: ref, Err: err}
+		}
+		out = append(out, Input{Kind: KindCertificate, Name: name, Ref: ie.Ref, Err: ie})
+	}
+	fail := func(name string, ref Ref, format string, args ...any) {
+		bad(name, ref, fmt.Errorf(format, args...))
 	}
 	cmRef := Ref{Kind: "ConfigMap", Namespace: in.namespace, Name: opts.CertificatesConfigMap}
 	secRef := Ref{Kind: "Secret", Namespace: in.namespace, Name: opts.KeysSecret}
@@ -50,25 +60,26 @@ func buildCertificates(in inputs, opts Options) ([]Certificate, error) {
 	certs := byName(cmRef, certData, certExtensions, fail)
 	keys := byName(secRef, keyData, keyExtensions, fail)
 
-	byCertName := map[string]Certificate{}
+	taken := map[string]Ref{}
 	for _, name := range slices.Sorted(maps.Keys(certs)) {
 		c := certs[name]
+		taken[name] = c.ref
 		k, ok := keys[name]
 		if !ok {
-			fail(c.ref, "certificate %q has no private key: the Secret %s/%s has no key %s",
+			fail(name, c.ref, "certificate %q has no private key: the Secret %s/%s has no key %s",
 				name, secRef.Namespace, secRef.Name, alternatives(name, keyExtensions))
 			continue
 		}
 		pemData, err := pair(c, k)
 		if err != nil {
-			errs = append(errs, err)
+			bad(name, c.ref, err)
 			continue
 		}
-		byCertName[name] = Certificate{Name: name, PEM: pemData, Ref: c.ref}
+		out = append(out, Input{Kind: KindCertificate, Name: name, Ref: c.ref, PEM: pemData, Hash: contentHash(string(pemData))})
 	}
 	for _, name := range slices.Sorted(maps.Keys(keys)) {
 		if _, ok := certs[name]; !ok {
-			fail(keys[name].ref, "private key %q has no certificate: the ConfigMap %s/%s has no key %s",
+			fail(name, keys[name].ref, "private key %q has no certificate: the ConfigMap %s/%s has no key %s",
 				name, cmRef.Namespace, cmRef.Name, alternatives(name, certExtensions))
 		}
 	}
@@ -76,55 +87,54 @@ func buildCertificates(in inputs, opts Options) ([]Certificate, error) {
 	for _, s := range tlsSecrets(in, opts) {
 		ref := Ref{Kind: "Secret", Namespace: s.Namespace, Name: s.Name}
 		if err := checkCertName(s.Name); err != nil {
-			fail(ref, "%v", err)
+			fail(s.Name, ref, "%v", err)
 			continue
 		}
+		if prev, ok := taken[s.Name]; ok {
+			fail(s.Name+"@"+ref.String(), ref, "certificate name %q is already given by %s", s.Name, prev)
+			continue
+		}
+		taken[s.Name] = ref
 		data := secretData(s)
 		crt, hasCrt := data[corev1.TLSCertKey]
 		key, hasKey := data[corev1.TLSPrivateKeyKey]
 		switch {
 		case !hasCrt && !hasKey:
-			fail(ref, "TLS Secret has neither %q nor %q", corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
+			fail(s.Name, ref, "TLS Secret has neither %q nor %q", corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
 			continue
 		case !hasCrt:
-			fail(ref, "TLS Secret has no %q: the private key has no certificate", corev1.TLSCertKey)
+			fail(s.Name, ref, "TLS Secret has no %q: the private key has no certificate", corev1.TLSCertKey)
 			continue
 		case !hasKey:
-			fail(ref, "TLS Secret has no %q: the certificate has no private key", corev1.TLSPrivateKeyKey)
-			continue
-		}
-		if prev, ok := byCertName[s.Name]; ok {
-			fail(ref, "certificate name %q is already given by %s", s.Name, prev.Ref)
-			continue
-		}
-		if _, ok := certs[s.Name]; ok {
-			// The ConfigMap entry was rejected above; the name is still taken.
-			fail(ref, "certificate name %q is already given by %s", s.Name, certs[s.Name].ref)
+			fail(s.Name, ref, "TLS Secret has no %q: the certificate has no private key", corev1.TLSPrivateKeyKey)
 			continue
 		}
 		crtRef, keyRef := ref, ref
 		crtRef.Key, keyRef.Key = corev1.TLSCertKey, corev1.TLSPrivateKeyKey
 		pemData, err := pair(pemPart{ref: crtRef, data: crt}, pemPart{ref: keyRef, data: key})
 		if err != nil {
-			errs = append(errs, err)
+			bad(s.Name, ref, err)
 			continue
 		}
-		byCertName[s.Name] = Certificate{Name: s.Name, PEM: pemData, Ref: ref}
+		out = append(out, Input{Kind: KindCertificate, Name: s.Name, Ref: ref, PEM: pemData, Hash: contentHash(string(pemData))})
 	}
-
-	if err := joinErrors(errs); err != nil {
-		return nil, err
+	// One input per name: a rejected entry that shares its name with another input is told
+	// apart by where it comes from.
+	count := map[string]int{}
+	for _, c := range out {
+		count[c.Name]++
 	}
-	out := make([]Certificate, 0, len(byCertName))
-	for _, name := range slices.Sorted(maps.Keys(byCertName)) {
-		out = append(out, byCertName[name])
+	for i, c := range out {
+		if count[c.Name] > 1 && c.Err != nil {
+			out[i].Name = c.Name + "@" + c.Ref.String()
+		}
 	}
-	return out, nil
+	return out
 }
 
 // byName maps certificate names to the data keys that give them: "web.pem", "web.<ext>" and
 // "web" all give "web". Bad names and two keys giving one name are errors.
-func byName(objRef Ref, data map[string][]byte, exts []string, fail func(Ref, string, ...any)) map[string]pemPart {
+func byName(objRef Ref, data map[string][]byte, exts []string, fail func(string, Ref, string, ...any)) map[string]pemPart {
 	out := map[string]pemPart{}
 	for _, key := range slices.Sorted(maps.Keys(data)) {
 		ref := objRef
@@ -137,11 +147,11 @@ func byName(objRef Ref, data map[string][]byte, exts []string, fail func(Ref, st
 			}
 		}
 		if err := checkCertName(name); err != nil {
-			fail(ref, "%v", err)
+			fail(name, ref, "%v", err)
 			continue
 		}
 		if prev, ok := out[name]; ok {
-			fail(ref, "certificate name %q is already given by key %q", name, prev.ref.Key)
+			fail(name+"@"+ref.String(), ref, "certificate name %q is already given by key %q", name, prev.ref.Key)
 			continue
 		}
 		out[name] = pemPart{ref: ref, data: data[key]}

@@ -34,8 +34,8 @@ type decodedService struct {
 	sel labels.Selector
 }
 
-// service returns the decoded entry name, from the last Build when its text is the same, and
-// remembers it for the next.
+// service returns the decoded entry name, from the cache when its text is the same; with next
+// (a Decode) it remembers it there for the next Decode.
 func (c *PodCache) service(ref Ref, name, text string, next map[serviceKey]decodedService) (map[string]any, labels.Selector, *InputError) {
 	k := serviceKey{name, text}
 	var (
@@ -53,6 +53,16 @@ func (c *PodCache) service(ref Ref, name, text string, next map[serviceKey]decod
 			return nil, nil, err
 		}
 		d = decodedService{svc, sel}
+		if next == nil && c != nil {
+			// A version other than the current one (a held service at its last good
+			// version): kept until the next Decode replaces the entries.
+			c.mu.Lock()
+			if c.services == nil {
+				c.services = map[serviceKey]decodedService{}
+			}
+			c.services[k] = d
+			c.mu.Unlock()
+		}
 	}
 	if next != nil {
 		next[k] = d

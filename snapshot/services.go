@@ -16,31 +16,46 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 )
 
-// buildServices decodes every key of the services ConfigMap (nil: no services) and attaches the
-// ready pods each selects. Services come out sorted by name.
-func buildServices(cm *corev1.ConfigMap, ref Ref, pods *podIndex, eps endpointIndex) ([]map[string]any, error) {
-	if cm == nil {
-		return nil, nil
+// decodeServices reads every key of the services ConfigMap as one input, decoded (through the
+// cache, when given) to tell whether it is usable.
+func decodeServices(cm *corev1.ConfigMap, ref Ref, cache *PodCache) []Input {
+	out := make([]Input, 0, len(cm.Data)+len(cm.BinaryData))
+	next := make(map[serviceKey]decodedService, len(cm.Data))
+	for _, name := range slices.Sorted(maps.Keys(cm.Data)) {
+		keyRef := ref
+		keyRef.Key = name
+		text := cm.Data[name]
+		in := Input{Kind: KindService, Name: name, Ref: keyRef, Text: text, Hash: contentHash(text)}
+		if _, _, err := cache.service(keyRef, name, text, next); err != nil {
+			in.Err = err
+		}
+		out = append(out, in)
 	}
+	cache.replaceServices(next)
+	for _, name := range slices.Sorted(maps.Keys(cm.BinaryData)) {
+		keyRef := ref
+		keyRef.Key = name
+		out = append(out, Input{Kind: KindService, Name: name, Ref: keyRef, Hash: contentHash(string(cm.BinaryData[name])),
+			Err: &InputError{Stage: StageDecode, Ref: keyRef, Err: errors.New("service entries must be in data, not binaryData")}})
+	}
+	return out
+}
+
+// buildServices decodes the chosen service entries (sorted by name) and attaches the ready pods
+// each selects.
+func buildServices(entries []Input, pods *podIndex, eps endpointIndex) ([]map[string]any, error) {
 	var (
 		services []map[string]any
 		selected [][]*podEntry
 		errs     []error
-		next     map[serviceKey]decodedService
 	)
-	if pods.cache != nil {
-		next = make(map[serviceKey]decodedService, len(cm.Data))
-		defer pods.cache.replaceServices(next)
-	}
-	for _, name := range slices.Sorted(maps.Keys(cm.Data)) {
-		keyRef := ref
-		keyRef.Key = name
-		svc, sel, err := pods.cache.service(keyRef, name, cm.Data[name], next)
+	for _, e := range entries {
+		svc, sel, err := pods.cache.service(e.Ref, e.Name, e.Text, nil)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		svc["name"] = name
+		svc["name"] = e.Name
 		services = append(services, svc)
 		if sel == nil {
 			selected = append(selected, nil) // endpoints of a Kubernetes Service, filled below
@@ -56,12 +71,6 @@ func buildServices(cm *corev1.ConfigMap, ref Ref, pods *podIndex, eps endpointIn
 			continue
 		}
 		svc["pods"] = podsByName(selected[i])
-	}
-	for _, name := range slices.Sorted(maps.Keys(cm.BinaryData)) {
-		keyRef := ref
-		keyRef.Key = name
-		errs = append(errs, &InputError{Stage: StageDecode, Ref: keyRef,
-			Err: errors.New("service entries must be in data, not binaryData")})
 	}
 	return services, joinErrors(errs)
 }

@@ -1,0 +1,165 @@
+package snapshot
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Kinds of operator input: what an operator edits and what is held back, one by one, when it
+// is bad (see package quarantine). Pods and EndpointSlices are not operator inputs: they are
+// never held back.
+const (
+	KindService     = "service"     // one key of the services ConfigMap
+	KindTemplates   = "templates"   // the template set (config ConfigMap or --config-secret)
+	KindCertificate = "certificate" // one certificate (a ConfigMap/Secret pair entry, or a TLS Secret)
+)
+
+// Input is one operator input as the source has it now. Exactly one of Text (a service), Data
+// (the templates) and PEM (a certificate) is its content.
+type Input struct {
+	Kind string
+	Name string // the services key or certificate name; "" for the templates
+	Ref  Ref    // where it comes from, for reports
+	Hash string // of the content: equal hashes, equal content
+	// Err says why the content cannot be used (it does not decode, a certificate without its
+	// key...); nil when it can.
+	Err *InputError
+
+	Text string            // KindService: the JSON entry
+	Data map[string]string // KindTemplates: key -> template text
+	PEM  []byte            // KindCertificate: chain then key, as HAProxy's crt wants
+}
+
+// ID names the input among all inputs: "service/web", "templates", "certificate/web".
+func (in Input) ID() string {
+	if in.Name == "" {
+		return in.Kind
+	}
+	return in.Kind + "/" + in.Name
+}
+
+// Inputs is every operator input a source has now (Decode), sorted by ID.
+type Inputs struct {
+	List []Input
+	// ServicesPresent and TemplatesPresent say whether the services ConfigMap and the object
+	// holding the templates exist: a required object that disappears is held, not obeyed.
+	ServicesPresent  bool
+	TemplatesPresent bool
+}
+
+// Errors returns the decode errors of the inputs, in the order Build reports them: services
+// by key, then certificates, then the templates.
+func (ins Inputs) Errors() []error {
+	var errs []error
+	for _, kind := range []string{KindService, KindCertificate, KindTemplates} {
+		for _, in := range ins.List {
+			if in.Kind == kind && in.Err != nil {
+				errs = append(errs, in.Err)
+			}
+		}
+	}
+	return errs
+}
+
+// Decode reads the operator inputs out of objs, each with its content hash and, when it is
+// bad, why. Pods are not read here (see Assemble).
+func Decode(objs *Objects, opts Options) Inputs {
+	opts = opts.withDefaults()
+	if objs == nil {
+		objs = &Objects{}
+	}
+	in := indexObjects(objs, opts.Namespace)
+	var out Inputs
+	servicesRef := Ref{Kind: "ConfigMap", Namespace: opts.Namespace, Name: opts.ServicesConfigMap}
+	if cm := in.configMaps[opts.ServicesConfigMap]; cm != nil {
+		out.ServicesPresent = true
+		out.List = append(out.List, decodeServices(cm, servicesRef, opts.PodCache)...)
+	}
+	out.List = append(out.List, decodeCertificates(in, opts)...)
+	if t, present := decodeTemplates(in, opts); present {
+		out.TemplatesPresent = true
+		out.List = append(out.List, t)
+	}
+	slices.SortStableFunc(out.List, func(a, b Input) int { return strings.Compare(a.ID(), b.ID()) })
+	return out
+}
+
+// Assemble builds the Snapshot from the chosen version of each input (chosen need not be the
+// current ones: a held input is given at its last good version, or left out) and the pods and
+// EndpointSlices of objs. Inputs with an Err are left out. Without a templates input the
+// templates are the built-in default, except with ConfigSecret, where that is an error.
+func Assemble(objs *Objects, opts Options, chosen []Input) (*Snapshot, error) {
+	opts = opts.withDefaults()
+	if objs == nil {
+		objs = &Objects{}
+	}
+	snap := &Snapshot{
+		TemplateKey: opts.TemplateKey,
+		ServicesRef: Ref{Kind: "ConfigMap", Namespace: opts.Namespace, Name: opts.ServicesConfigMap},
+		Env:         maps.Clone(opts.Env),
+		Stats: Stats{
+			Username:    StatsUsername,
+			Password:    opts.StatsPassword,
+			PasswordSet: opts.StatsPasswordSet,
+		},
+		Revision: objs.Revision,
+	}
+	if snap.Env == nil {
+		snap.Env = map[string]string{}
+	}
+	var services []Input
+	haveTemplates := false
+	for _, in := range chosen {
+		if in.Err != nil {
+			continue
+		}
+		switch in.Kind {
+		case KindService:
+			services = append(services, in)
+		case KindCertificate:
+			snap.Certificates = append(snap.Certificates, Certificate{Name: in.Name, PEM: in.PEM, Ref: in.Ref})
+		case KindTemplates:
+			snap.Templates, snap.TemplateRef, haveTemplates = maps.Clone(in.Data), in.Ref, true
+		}
+	}
+	if !haveTemplates && opts.ConfigSecret != "" {
+		return nil, &InputError{Stage: StageDecode, Ref: Ref{Kind: "Secret", Namespace: opts.Namespace, Name: opts.ConfigSecret},
+			Err: errors.New("no usable templates: the Secret holding them does not exist or was never valid")}
+	}
+	slices.SortFunc(services, func(a, b Input) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(snap.Certificates, func(a, b Certificate) int { return strings.Compare(a.Name, b.Name) })
+	var err error
+	snap.Services, err = buildServices(services, newPodIndex(objs.Pods, objs.ConvertedPods, opts.PodCache), newEndpointIndex(objs.EndpointSlices))
+	if err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
+
+// contentHash hashes parts, each length-prefixed so that no two lists share an encoding.
+func contentHash(parts ...string) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, p := range parts {
+		l := len(p)
+		for i := range n {
+			n[i] = byte(l >> (8 * i))
+		}
+		h.Write(n[:])
+		h.Write([]byte(p))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// dataHash hashes a key -> value map in key order.
+func dataHash(data map[string]string) string {
+	parts := make([]string, 0, 2*len(data))
+	for _, k := range slices.Sorted(maps.Keys(data)) {
+		parts = append(parts, k, data[k])
+	}
+	return contentHash(parts...)
+}
