@@ -116,8 +116,10 @@ func TestBadInputKeepsLastGoodConfig(t *testing.T) {
 		{
 			name: "a certificate name with ..", file: "certificates.yaml", stage: "decode",
 			edit: func(s string) string {
-				return strings.Replace(strings.Replace(s, "data:\n  localhost.pem: |", "data:\n  ../evil.pem: |", 1),
-					"stringData:\n  localhost.pem: |", "stringData:\n  ../evil.pem: |", 1)
+				// The localhost certificate stays; a copy of it arrives under a bad name.
+				start := strings.Index(s, "  localhost.pem: |")
+				end := strings.Index(s, "-----END CERTIFICATE-----\n") + len("-----END CERTIFICATE-----\n")
+				return s[:end] + strings.Replace(s[start:end], "localhost.pem", "../evil.pem", 1) + s[end:]
 			},
 			want: []string{`../evil.pem`},
 		},

@@ -205,6 +205,16 @@ type readyz struct {
 	Standby    bool   `json:"standby"`
 	LiveConfig string `json:"liveConfig"`
 	LastError  string `json:"lastError"`
+	Written    string `json:"writtenConfig"`
+	HAProxy    string `json:"haproxy"`
+	Reason     string `json:"reason"`
+	Held       []struct {
+		Input  string `json:"input"`
+		Object string `json:"object"`
+		Stage  string `json:"stage"`
+		Reason string `json:"reason"`
+		Kept   bool   `json:"lastGoodKept"`
+	} `json:"held"`
 }
 
 func (e *demoEnv) readyz(t *testing.T) (int, readyz) {

@@ -34,6 +34,7 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/dataplane"
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/pipeline"
+	"github.com/haproxy-sidecar/haproxy-sidecar/redact"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
@@ -116,6 +117,7 @@ type options struct {
 	leRetry                                                       time.Duration
 	certSelector                                                  string
 	envAllow                                                      string
+	envSecret                                                     string
 	statsPass                                                     string
 	haproxyBin                                                    string
 	sslDir                                                        string
@@ -149,6 +151,9 @@ type options struct {
 
 	// render
 	out string
+
+	// red redacts secrets from everything the sidecar says (set by the commands).
+	red *redact.Redactor
 }
 
 func (o *options) register(fs *flag.FlagSet, cmd string) {
@@ -173,6 +178,7 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 	fs.IntVar(&o.kubeBurst, "kube-burst", 100, "with --source=kube: client burst")
 	fs.StringVar(&o.certSelector, "certificate-selector", "haproxy-sidecar/certificate", "label selector for TLS Secrets (type kubernetes.io/tls) in the namespace that are certificates too; empty: none")
 	fs.StringVar(&o.envAllow, "env-allow", "", "comma-separated environment variables templates may read as env.NAME (NAME_* allows a prefix)")
+	fs.StringVar(&o.envSecret, "env-secret", "", "like --env-allow, for values that are secret: templates may read them, and every log line, /readyz answer and Event shows them as [REDACTED]")
 	fs.StringVar(&o.statsPass, "statistics-password", "", "password of the stats page (stats.password); a template that uses it while unset fails")
 	fs.StringVar(&o.haproxyBin, "haproxy-bin", "haproxy", "haproxy binary used for validation (haproxy -c)")
 	fs.StringVar(&o.sslDir, "ssl-dir", "", "certificate directory templates see as ssldir (run: default DIR(--haproxy-config)/certs; render: --out/certs)")
@@ -244,7 +250,30 @@ func parseOptions(cmd string, args []string, summary string, getenv func(string)
 	return o, nil
 }
 
-func (o *options) logger(w io.Writer) (*slog.Logger, error) {
+// redactor knows the secret values the options give: the stats password, the Data Plane API
+// credentials, the environment values marked secret. Certificate keys are added as they are
+// read (the pipeline).
+func (o *options) redactor() *redact.Redactor {
+	r := &redact.Redactor{}
+	r.Set("stats", o.statsPass)
+	dp := []string{o.dataplanePassword, o.dataplaneToken}
+	if o.dataplanePasswordFile != "" {
+		if b, err := os.ReadFile(o.dataplanePasswordFile); err == nil {
+			dp = append(dp, strings.TrimSpace(string(b)))
+		}
+	}
+	r.Set("dataplane", dp...)
+	var env []string
+	for _, v := range allowedEnv(o.envSecret, os.Environ()) {
+		env = append(env, v)
+	}
+	r.Set("env", env...)
+	r.Set("etcd", o.etcdPassword)
+	return r
+}
+
+// logger logs to w in the format the options ask for, with every secret red knows redacted.
+func (o *options) logger(w io.Writer, red *redact.Redactor) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
@@ -252,9 +281,9 @@ func (o *options) logger(w io.Writer) (*slog.Logger, error) {
 	hopts := &slog.HandlerOptions{Level: lvl}
 	switch o.logFormat {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, hopts)), nil
+		return slog.New(red.Handler(slog.NewTextHandler(w, hopts))), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, hopts)), nil
+		return slog.New(red.Handler(slog.NewJSONHandler(w, hopts))), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", o.logFormat)
 }
@@ -344,7 +373,7 @@ func (o *options) buildOptions() (snapshot.Options, error) {
 		KeysSecret:            o.keysSecret,
 		TemplateKey:           o.templateKey,
 		ConfigSecret:          o.configSecret,
-		Env:                   allowedEnv(o.envAllow, os.Environ()),
+		Env:                   allowedEnv(o.envAllow+","+o.envSecret, os.Environ()),
 		StatsPassword:         o.statsPass,
 		StatsPasswordSet:      o.statsPass != "",
 		// Pods converted once per resourceVersion, not once per render.
@@ -412,18 +441,22 @@ func runCmd(args []string, mem memorySettings) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log, err := o.logger(os.Stderr)
+	o.red = o.redactor()
+	log, err := o.logger(os.Stderr, o.red)
 	if err != nil {
 		return err
 	}
 	// client-go logs through klog; send that to the same structured log.
 	klog.SetSlogLogger(log)
 	o.memory = mem
-	return o.run(ctx, log)
+	return o.red.Error(o.run(ctx, log))
 }
 
 // run is the sidecar until ctx ends.
 func (o *options) run(ctx context.Context, log *slog.Logger) error {
+	if o.red == nil {
+		o.red = o.redactor()
+	}
 	metrics := status.NewMetrics()
 	o.onSourceUp = func(up bool) {
 		if up {
@@ -444,6 +477,10 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// A configuration HAProxy may already run: then not reaching HAProxy is an error, not
+	// "not running yet".
+	_, statErr := os.Lstat(cfgPath)
+	expectRunning := statErr == nil && o.reloadMode == "master-socket"
 	sslDir := o.sslDir
 	if sslDir == "" {
 		sslDir = filepath.Join(filepath.Dir(cfgPath), "certs")
@@ -505,7 +542,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 		}
 		checker = validate.Checker{Binary: o.haproxyBin}
 	}
-	health := &status.Health{}
+	health := &status.Health{Redact: o.red.String}
 	identity := o.podName
 	if identity == "" {
 		identity, _ = os.Hostname()
@@ -514,6 +551,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	var standby func() bool
 	if kube, ok := src.(*watcher.Kube); ok {
 		events := status.NewKubeEvents(ctx, kube.Client, "haproxy-sidecar", identity, kube.Lookup, log)
+		events.Redact = o.red.String
 		defer events.Shutdown()
 		recorder = events
 		if o.leaderElect {
@@ -525,8 +563,8 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	o.watchOldWorkers(metrics)
 	p, err := pipeline.New(pipeline.Config{
 		Source:         src,
-		Build:          func(objs *snapshot.Objects) (*snapshot.Snapshot, error) { return snapshot.Build(objs, bo) },
-		Renderer:       render.New(render.Options{SSLDir: templateSSLDir}),
+		Inputs:         snapshot.Builder{Options: bo},
+		Renderer:       renderer{render.New(render.Options{SSLDir: templateSSLDir})},
 		Checker:        checker,
 		Store:          store,
 		Reloader:       reloader,
@@ -543,6 +581,9 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 		Runtime:           o.newRuntime(sslDir, log),
 		MinReloadInterval: o.minReloadInterval,
 		AfterSync:         trimMemory,
+		InputsFile:        filepath.Join(store.StateDir(), "inputs.json"),
+		Redactor:          o.red,
+		ExpectRunning:     expectRunning,
 	})
 	if err != nil {
 		return err
@@ -654,10 +695,20 @@ func renderCmd(args []string, checkOnly bool) error {
 	if err != nil {
 		return err
 	}
-	log, err := o.logger(os.Stderr)
+	o.red = o.redactor()
+	log, err := o.logger(os.Stderr, o.red)
 	if err != nil {
 		return err
 	}
+	if err := o.renderOnce(log, checkOnly); err != nil {
+		return o.red.Error(err)
+	}
+	return nil
+}
+
+// renderOnce is the render and validate commands once the options are read.
+func (o *options) renderOnce(log *slog.Logger, checkOnly bool) error {
+	var err error
 	out := o.out
 	if checkOnly {
 		if out, err = os.MkdirTemp("", "haproxy-sidecar-validate-"); err != nil {
@@ -701,6 +752,9 @@ func renderCmd(args []string, checkOnly bool) error {
 		return err
 	}
 	bundle, err := render.New(render.Options{SSLDir: sslDir}).Render(snap)
+	if err == nil {
+		o.red.Set("certificate-keys", certKeyLines(bundle.Certificates)...)
+	}
 	if err != nil {
 		return err
 	}
@@ -725,6 +779,22 @@ func renderCmd(args []string, checkOnly bool) error {
 		fmt.Printf("wrote %s and %d certificate(s) to %s\n", cfgFile, len(bundle.Certificates), sslDir)
 	}
 	return nil
+}
+
+// renderer gives the render package the pipeline's Renderer shape.
+type renderer struct{ r *render.Renderer }
+
+func (x renderer) Render(_ context.Context, s *snapshot.Snapshot) (*render.Bundle, error) {
+	return x.r.Render(s)
+}
+
+// certKeyLines are the private key lines of the certificates, for the redactor.
+func certKeyLines(certs map[string][]byte) []string {
+	var out []string
+	for _, pem := range certs {
+		out = append(out, redact.KeyLines(pem)...)
+	}
+	return out
 }
 
 func writeBundle(cfgFile, sslDir string, b *render.Bundle) error {

@@ -1,5 +1,11 @@
-// Package pipeline runs the sidecar's one linear flow: source -> debounce -> snapshot -> render
-// -> validate -> apply (atomic generation swap, confirmed reload, rollback on failure).
+// Package pipeline runs the sidecar's one linear flow: source -> debounce -> inputs ->
+// quarantine -> render -> validate -> decide -> act (runtime API, or atomic generation swap and
+// confirmed reload, rollback on failure).
+//
+// Each sync reads the inputs, holds back the bad ones one by one (package quarantine: a bad
+// services key, template set or certificate is held at its last good version while every other
+// change, pods above all, goes live), renders, then makes one decision from plain values
+// (Decide: nothing, runtime change, reload, defer, standby, hold) and carries it out (act.go).
 package pipeline
 
 import (
@@ -7,16 +13,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/quarantine"
+	"github.com/haproxy-sidecar/haproxy-sidecar/redact"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
-	"github.com/haproxy-sidecar/haproxy-sidecar/validate"
 )
 
 // Source is where inputs come from (see package watcher).
@@ -25,9 +32,16 @@ type Source interface {
 	Objects(ctx context.Context) (*snapshot.Objects, error)
 }
 
+// Inputs reads the operator inputs out of what a source has seen and assembles a snapshot from
+// chosen versions of them (see snapshot.Decode and snapshot.Assemble).
+type Inputs interface {
+	Decode(objs *snapshot.Objects) snapshot.Inputs
+	Assemble(objs *snapshot.Objects, chosen []snapshot.Input) (*snapshot.Snapshot, error)
+}
+
 // Renderer turns a snapshot into files.
 type Renderer interface {
-	Render(s *snapshot.Snapshot) (*render.Bundle, error)
+	Render(ctx context.Context, s *snapshot.Snapshot) (*render.Bundle, error)
 }
 
 // Checker validates a configuration file (haproxy -c).
@@ -35,22 +49,10 @@ type Checker interface {
 	Check(ctx context.Context, cfgPath string) error
 }
 
-// Store keeps the on-disk generations HAProxy reads (see package generation).
-type Store interface {
-	Stage(config []byte, certs map[string][]byte, hash string) (*generation.Generation, error)
-	CheckFile(g *generation.Generation) (string, error)
-	Live() *generation.Generation
-	Activate(g *generation.Generation) error
-	Rollback() error
-	MarkGood(g *generation.Generation)
-	Prune() error
-	SetLoaded(l generation.Loaded) error
-	Loaded() (generation.Loaded, bool)
-}
-
 // loadIdentifier is a reloader that can tell which load of HAProxy runs now (see
 // reload.MasterSocket.LoadID): with it, a restarted sidecar leaves HAProxy alone when HAProxy
-// still runs what the sidecar last made live.
+// still runs what the sidecar last made live, and the sidecar notices when HAProxy dies or
+// restarts.
 type loadIdentifier interface {
 	LoadID(ctx context.Context) (string, error)
 }
@@ -64,10 +66,10 @@ type Recorder interface {
 // Config wires the stages together.
 type Config struct {
 	Source   Source
-	Build    func(*snapshot.Objects) (*snapshot.Snapshot, error)
+	Inputs   Inputs
 	Renderer Renderer
 	Checker  Checker // nil: no validation
-	Store    Store
+	Store    *generation.Store
 	Reloader reload.Reloader
 	// Endpoint names the reload target in metrics and logs ("master-socket", "command", ...).
 	Endpoint string
@@ -96,6 +98,25 @@ type Config struct {
 	// AfterSync, when set, is called after every sync, before waiting for the next change:
 	// the time to give back the memory the sync used.
 	AfterSync func()
+	// Trials bounds the renderings one search for bad inputs may try (quarantine.Search);
+	// 0: quarantine.DefaultTrials.
+	Trials int
+	// InputsFile, when set, keeps the last good version of every input across restarts, so
+	// that a restarted sidecar holds a bad input at the version HAProxy already serves
+	// instead of leaving it out.
+	InputsFile string
+	// Redactor learns the private keys of the certificates as they are read, so that no
+	// message can quote them. nil: none.
+	Redactor *redact.Redactor
+	// ProbeInterval is how often HAProxy is asked whether it runs (when the reloader can
+	// tell, see loadIdentifier); 0: 2 s.
+	ProbeInterval time.Duration
+	// ExpectRunning says HAProxy is expected to run from the start (its configuration existed
+	// before the sidecar started): not reaching it is an error, not "not running yet".
+	ExpectRunning bool
+	// ShutdownWriteTimeout bounds each write of the background writer once the sidecar stops;
+	// 0: 10 s.
+	ShutdownWriteTimeout time.Duration
 }
 
 // Pipeline is the running sidecar.
@@ -103,32 +124,39 @@ type Pipeline struct {
 	cfg     Config
 	log     *slog.Logger
 	trigger chan struct{}
+	writer  *generation.Writer
 
 	// Only the goroutine that runs Sync touches these.
-	lastReload time.Time // when the last reload was asked
-	reloadAt   time.Time // a deferred reload is due then (zero: none)
-	// runtimeHash is the rendering the runtime API made live last, which the files on disk
-	// may not show yet (the writer is behind); "" when HAProxy runs the live files.
-	runtimeHash string
+	q           quarantine.State
+	lastReload  time.Time       // when the last reload was asked
+	reloadAt    time.Time       // a deferred reload is due then (zero: none)
+	runs        string          // the rendering HAProxy runs for sure ("" not known)
+	refused     []string        // renderings HAProxy refused at reload, newest last (bounded)
+	adoptTried  bool            // the first rendering was compared with what HAProxy already runs
+	keysSeen    map[string]bool // certificate versions whose keys the redactor knows
+	lastProblem string          // the last error reported by reportError (reported once)
 
-	writer writer // writes runtime API changes as generations, in the background (runtime.go)
 	goodMu sync.Mutex
 	good   *render.Bundle // the rendering of the last good generation
 
 	// What HAProxy runs, for the record a restarted sidecar reads (see adopt). Changed only
 	// under loadMu, together with the record, so that the writer (another goroutine) never
 	// records a rendering HAProxy no longer runs.
-	loadMu sync.Mutex
-	loadID string // the HAProxy load the sidecar made or adopted ("": not known)
-	runs   string // the rendering HAProxy runs under loadID ("": not known, or changing)
+	loadMu     sync.Mutex
+	loadID     string // the HAProxy load the sidecar made or adopted ("": not known)
+	recordHash string // the rendering HAProxy runs under loadID ("": not known, or changing)
 
-	adoptTried bool // the first rendering was compared with what HAProxy already runs
+	// HAProxy's state as the probe saw it last (see watch.go).
+	haproxyState atomic.Int32 // 0 not known yet, 1 up, -1 down
+	probedLoad   atomic.Value // string: the load ID the probe saw last
+	restarted    atomic.Bool  // HAProxy came up (again) with a load the sidecar did not make
+	writtenDown  atomic.Bool  // a generation was made live while HAProxy did not run
 }
 
 // New checks the wiring and fills defaults.
 func New(cfg Config) (*Pipeline, error) {
-	if cfg.Source == nil || cfg.Build == nil || cfg.Renderer == nil || cfg.Store == nil || cfg.Reloader == nil {
-		return nil, errors.New("pipeline: source, build, renderer, store and reloader are required")
+	if cfg.Source == nil || cfg.Inputs == nil || cfg.Renderer == nil || cfg.Store == nil || cfg.Reloader == nil {
+		return nil, errors.New("pipeline: source, inputs, renderer, store and reloader are required")
 	}
 	if cfg.WaitMin <= 0 {
 		cfg.WaitMin = 200 * time.Millisecond
@@ -151,7 +179,19 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Endpoint == "" {
 		cfg.Endpoint = "local"
 	}
-	return &Pipeline{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1)}, nil
+	if cfg.Trials <= 0 {
+		cfg.Trials = quarantine.DefaultTrials
+	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = 2 * time.Second
+	}
+	if cfg.ShutdownWriteTimeout <= 0 {
+		cfg.ShutdownWriteTimeout = 10 * time.Second
+	}
+	p := &Pipeline{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1), keysSeen: map[string]bool{}}
+	p.writer = generation.NewWriter(cfg.Store, p.checkGeneration, p.written, cfg.ShutdownWriteTimeout)
+	p.loadInputs()
+	return p, nil
 }
 
 // Run syncs once at start, then after every debounced burst of changes, until ctx ends.
@@ -159,9 +199,16 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	trigger := p.trigger
-	writerDone := p.startWriter(ctx)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		p.writer.Run(ctx, isRejected)
+	}()
 	defer func() { <-writerDone }()
 	defer cancel()
+	if li, ok := p.cfg.Reloader.(loadIdentifier); ok {
+		go p.watch(ctx, li)
+	}
 	srcErr := make(chan error, 1)
 	p.cfg.Metrics.SourceUp.Set(1) // before Run: a source that reports its own state overrides it
 	go func() { srcErr <- p.cfg.Source.Run(ctx, p.Changed) }()
@@ -177,7 +224,7 @@ sync:
 		if p.cfg.AfterSync != nil {
 			p.cfg.AfterSync()
 		}
-		if res.Outcome == "deferred" {
+		if res.Outcome == Deferred {
 			deferred = time.After(res.ReloadIn)
 		}
 		retry = nil
@@ -219,8 +266,8 @@ sync:
 	}
 }
 
-// Changed asks for a sync (debounced); it never blocks. Sources call it; so does leader
-// election when this instance starts leading.
+// Changed asks for a sync (debounced); it never blocks. Sources call it; so do leader
+// election when this instance starts leading, the writer, and the HAProxy probe.
 func (p *Pipeline) Changed() {
 	select {
 	case p.trigger <- struct{}{}:
@@ -251,347 +298,64 @@ func (p *Pipeline) debounce(ctx context.Context, trigger <-chan struct{}) (int, 
 	}
 }
 
+// Outcome says how one sync ended.
+type Outcome int
+
+const (
+	// Applied: a new rendering went live (reload or runtime API).
+	Applied Outcome = iota + 1
+	// Unchanged: HAProxy runs the rendering already.
+	Unchanged
+	// Rejected: nothing new could go live; the reason is reported. It waits for a change.
+	Rejected
+	// Failed: an operational failure (disk, HAProxy unreachable); retried with backoff.
+	Failed
+	// Deferred: a reload waits for --min-reload-interval.
+	Deferred
+	// StandingBy: validated, not applied (not the leader).
+	StandingBy
+	// Written: the files are in place, HAProxy does not run; it loads them when it starts.
+	Written
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Applied:
+		return "applied"
+	case Unchanged:
+		return "unchanged"
+	case Rejected:
+		return "rejected"
+	case Failed:
+		return "error"
+	case Deferred:
+		return "deferred"
+	case StandingBy:
+		return "standby"
+	case Written:
+		return "written"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
 // Result says what one Sync did.
 type Result struct {
-	// Outcome: "applied", "unchanged", "rejected" (bad input; waits for a change), "error"
-	// (operational failure).
-	Outcome string
-	Hash    string
-	Err     error
+	Outcome Outcome
+	// Action is what the sync decided.
+	Action Action
+	Hash   string
+	Err    error
+	// Held is how many inputs are held back after this sync.
+	Held int
 	// Retry is set when the failure was operational and worth retrying without a new change.
 	Retry bool
 	// Reloaded is set when the change went live through a reload (not the runtime API).
 	Reloaded bool
-	// ReloadIn is, with Outcome "deferred", when the deferred reload is due.
+	// ReloadIn is, with Outcome Deferred, when the deferred reload is due.
 	ReloadIn time.Duration
 }
 
-// Sync reads the inputs once and takes them as far as they go: live on success, rejected with
-// the reason otherwise. The last good configuration stays live whatever happens here.
-func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
-	m := p.cfg.Metrics
-	start := time.Now()
-	objs, err := p.cfg.Source.Objects(ctx)
-	if err != nil {
-		var ie *snapshot.InputError
-		if !errors.As(err, &ie) {
-			return p.fail(fmt.Errorf("read inputs: %w", err))
-		}
-		return p.reject(snapshot.StageDecode, err)
-	}
-	snap, err := p.cfg.Build(objs)
-	if err != nil {
-		return p.reject(snapshot.StageDecode, err)
-	}
-	bundle, err := p.cfg.Renderer.Render(snap)
-	// From here on only a few facts about the snapshot are needed: the rest of it (every
-	// service with its pods) can be collected while the sync goes on.
-	info := infoOf(snap, objs.Revision)
-	objs, snap = nil, nil
-	m.RenderDuration.Observe(time.Since(start).Seconds())
-	if err != nil {
-		return p.reject(snapshot.StageRender, err)
-	}
-	if !p.adoptTried && !p.standby() {
-		p.adoptTried = true
-		if res, ok := p.adopt(ctx, bundle, reason); ok {
-			return res
-		}
-	}
-	if live := p.cfg.Store.Live(); live != nil && live.Hash == bundle.Hash && p.cfg.Health.LiveHash() == bundle.Hash && p.reloadAt.IsZero() &&
-		(p.runtimeHash == "" || p.runtimeHash == bundle.Hash) {
-		m.Renders.WithLabelValues("unchanged").Inc()
-		m.ConfigValid.Set(1)
-		p.cfg.Health.Live(bundle.Hash) // still live; clears an error the operator has since fixed
-		p.log.Debug("render unchanged, nothing to do", "reason", reason, "hash", short(bundle.Hash))
-		return Result{Outcome: "unchanged", Hash: bundle.Hash}
-	}
-	m.Renders.WithLabelValues("success").Inc()
-
-	if err := p.writer.rejected(bundle.Hash); err != nil {
-		// haproxy -c rejected this rendering after the runtime API had made it live.
-		p.flushWrites()
-		p.revertRuntime(ctx)
-		return p.reject(snapshot.StageValidate, err)
-	}
-	plan, why := p.planRuntime(bundle)
-	if why == "" && !p.standby() {
-		res, fallback, done := p.runtimeUpdate(ctx, plan, bundle, info, reason)
-		if done {
-			return res
-		}
-		why = fallback
-	}
-	p.flushWrites() // the generations the writer has not written yet are older than this one
-	gen, failed := p.stage(ctx, bundle, info)
-	if failed != nil {
-		return *failed
-	}
-	if p.standby() {
-		_ = p.cfg.Store.Prune()
-		p.cfg.Health.Standby(bundle.Hash)
-		p.log.Info("standby: configuration rendered and valid, not applied (not the leader)", "reason", reason, "hash", short(bundle.Hash))
-		return Result{Outcome: "standby", Hash: bundle.Hash}
-	}
-
-	if res, deferred := p.deferReload(ctx, plan, bundle, why); deferred {
-		return res
-	}
-	p.log.Info("reloading HAProxy", "why", why, "hash", short(bundle.Hash))
-	if err := p.cfg.Store.Activate(gen); err != nil {
-		return p.fail(fmt.Errorf("activate generation: %w", err))
-	}
-	rstart := time.Now()
-	err = p.cfg.Reloader.Reload(ctx)
-	took := time.Since(rstart)
-	p.reloadDone(plan, err)
-	switch {
-	case err == nil:
-		m.ReloadSucceeded(p.countedEndpoint(), took, bundle.Hash)
-		p.log.Info("configuration live", "reason", reason, "hash", short(bundle.Hash),
-			"revision", info.revision, "services", info.services, "certificates", info.certificates, "reload", took.Round(time.Millisecond))
-	case errors.Is(err, reload.ErrNotRunning):
-		// The files are in place: HAProxy loads them when it starts.
-		p.log.Info("configuration written; HAProxy is not running yet and will load it at start",
-			"reason", reason, "hash", short(bundle.Hash), "error", err)
-	default:
-		var failed *reload.Failed
-		rbErr := p.cfg.Store.Rollback()
-		if rbErr != nil {
-			p.log.Error("rollback to the last good generation failed", "error", rbErr)
-		}
-		if errors.As(err, &failed) {
-			if !p.cfg.ReloaderCounts {
-				m.Reloads.WithLabelValues(p.cfg.Endpoint, "failed").Inc()
-			}
-			_ = p.cfg.Store.Prune()
-			return p.reject(snapshot.StageReload, &snapshot.InputError{Stage: snapshot.StageReload, Ref: info.templateRef,
-				Err: fmt.Errorf("HAProxy refused the new configuration at reload (the previous one keeps serving): %w", err)})
-		}
-		if !p.cfg.ReloaderCounts {
-			m.Reloads.WithLabelValues(p.cfg.Endpoint, "error").Inc()
-		}
-		p.setLoad("", "", true) // the reload's outcome is not known
-		return p.fail(fmt.Errorf("reload: %w", err))
-	}
-	p.cfg.Store.MarkGood(gen)
-	p.setGood(bundle)
-	p.recordLoad(ctx, bundle.Hash, err == nil)
-	p.applied(info, bundle, reason)
-	return Result{Outcome: "applied", Hash: bundle.Hash, Reloaded: true}
-}
-
-// adopt leaves HAProxy alone at start when it runs what the rendering asks for already: the
-// live generation is this rendering and HAProxy's load is the one recorded when it was made
-// live (by an earlier run of the sidecar). Without this, restarting the sidecar would reload
-// HAProxy. ok is false when that cannot be shown; the sync then goes on as usual.
-func (p *Pipeline) adopt(ctx context.Context, bundle *render.Bundle, reason string) (Result, bool) {
-	li, canTell := p.cfg.Reloader.(loadIdentifier)
-	live := p.cfg.Store.Live()
-	rec, recorded := p.cfg.Store.Loaded()
-	if !canTell || !recorded || live == nil || live.Hash != bundle.Hash || rec.Hash != bundle.Hash {
-		return Result{}, false
-	}
-	id, err := li.LoadID(ctx)
-	if err != nil || id != rec.LoadID {
-		p.log.Info("HAProxy may not run the live configuration: it will be reloaded",
-			"recorded_load", rec.LoadID, "load", id, "error", err)
-		return Result{}, false
-	}
-	p.setLoad(bundle.Hash, id, false)
-	if p.cfg.Runtime != nil {
-		plan, _ := p.planRuntime(bundle)
-		p.cfg.Runtime.Reloaded(plan)
-	}
-	p.cfg.Store.MarkGood(live)
-	p.setGood(bundle)
-	m := p.cfg.Metrics
-	m.Renders.WithLabelValues("unchanged").Inc()
-	m.ConfigValid.Set(1)
-	p.cfg.Health.Live(bundle.Hash)
-	p.log.Info("HAProxy already runs this configuration: no reload", "reason", reason, "hash", short(bundle.Hash), "load", id)
-	return Result{Outcome: "unchanged", Hash: bundle.Hash}, true
-}
-
-// recordLoad records, after a reload, which load of HAProxy runs the rendering hash (see
-// adopt); confirmed is false when HAProxy was not running (it loads the files when it starts,
-// as a load nobody can name yet).
-func (p *Pipeline) recordLoad(ctx context.Context, hash string, confirmed bool) {
-	id := ""
-	if li, ok := p.cfg.Reloader.(loadIdentifier); ok && confirmed {
-		var err error
-		if id, err = li.LoadID(ctx); err != nil {
-			p.log.Debug("cannot tell which load of HAProxy runs the new configuration", "error", err)
-			id = ""
-		}
-	}
-	p.setLoad(hash, id, true)
-}
-
-// setLoad records that HAProxy runs the rendering hash under load id ("": not known), and
-// writes the record when store is set.
-func (p *Pipeline) setLoad(hash, id string, store bool) {
-	p.loadMu.Lock()
-	defer p.loadMu.Unlock()
-	p.loadID, p.runs = id, hash
-	if id == "" {
-		p.runs = ""
-	}
-	if store {
-		p.storeLoadedLocked()
-	}
-}
-
-// changingRuntime is called before the runtime API changes what HAProxy runs: until the
-// change is written (writtenLive), no rendering is what HAProxy runs for sure.
-func (p *Pipeline) changingRuntime() {
-	p.loadMu.Lock()
-	defer p.loadMu.Unlock()
-	p.runs = ""
-	p.storeLoadedLocked()
-}
-
-// ranRuntime is called once the runtime API made the rendering hash live (the load is the
-// same: runtime changes do not reload).
-func (p *Pipeline) ranRuntime(hash string) {
-	p.loadMu.Lock()
-	defer p.loadMu.Unlock()
-	if p.loadID != "" {
-		p.runs = hash
-	}
-}
-
-// writtenLive is called by the writer once a rendering HAProxy got through the runtime API is
-// live on disk: recorded if HAProxy still runs it (no newer runtime change since).
-func (p *Pipeline) writtenLive(hash string) {
-	p.loadMu.Lock()
-	defer p.loadMu.Unlock()
-	if p.runs == hash {
-		p.storeLoadedLocked()
-	}
-}
-
-// storeLoadedLocked writes the record of what HAProxy runs (none when it is not known).
-func (p *Pipeline) storeLoadedLocked() {
-	l := generation.Loaded{Hash: p.runs, LoadID: p.loadID}
-	if p.runs == "" || p.loadID == "" {
-		l = generation.Loaded{}
-	}
-	if err := p.cfg.Store.SetLoaded(l); err != nil {
-		p.log.Warn("record what HAProxy runs", "error", err)
-	}
-}
-
-// snapInfo is what the stages after rendering need to know of a snapshot.
-type snapInfo struct {
-	templateRef, servicesRef snapshot.Ref
-	services, certificates   int
-	revision                 string
-}
-
-func infoOf(s *snapshot.Snapshot, revision string) snapInfo {
-	return snapInfo{templateRef: s.TemplateRef, servicesRef: s.ServicesRef,
-		services: len(s.Services), certificates: len(s.Certificates), revision: revision}
-}
-
-// stage writes the bundle as a new generation and validates it (haproxy -c): the generation,
-// or the Result of the failure (reported).
-func (p *Pipeline) stage(ctx context.Context, bundle *render.Bundle, info snapInfo) (*generation.Generation, *Result) {
-	gen, rejected, err := p.stageCheck(ctx, bundle, info)
-	switch {
-	case rejected != nil:
-		res := p.reject(snapshot.StageValidate, rejected)
-		return nil, &res
-	case err != nil:
-		res := p.fail(err)
-		return nil, &res
-	}
-	return gen, nil
-}
-
-// stageCheck is stage without reporting: rejected is bad input (haproxy -c refused it), err
-// an operational failure.
-func (p *Pipeline) stageCheck(ctx context.Context, bundle *render.Bundle, info snapInfo) (gen *generation.Generation, rejected, err error) {
-	m := p.cfg.Metrics
-	gen, err = p.cfg.Store.Stage(bundle.Config, bundle.Certificates, bundle.Hash)
-	if err != nil {
-		return nil, nil, fmt.Errorf("stage generation: %w", err)
-	}
-	if p.cfg.Checker != nil {
-		checkPath, err := p.cfg.Store.CheckFile(gen)
-		if err != nil {
-			return nil, nil, fmt.Errorf("prepare validation: %w", err)
-		}
-		vstart := time.Now()
-		err = p.cfg.Checker.Check(ctx, checkPath)
-		m.ValidateDuration.Observe(time.Since(vstart).Seconds())
-		if err != nil {
-			_ = p.cfg.Store.Prune()
-			var ce *validate.CheckError
-			if !errors.As(err, &ce) {
-				return nil, nil, fmt.Errorf("validate: %w", err)
-			}
-			return nil, &snapshot.InputError{Stage: snapshot.StageValidate, Ref: info.templateRef,
-				Err: fmt.Errorf("haproxy -c rejected the rendered configuration%s: %w", renderedLine(bundle.Config, ce.Line), err)}, nil
-		}
-	}
-	m.ConfigValid.Set(1)
-	return gen, nil, nil
-}
-
 func (p *Pipeline) standby() bool { return p.cfg.Standby != nil && p.cfg.Standby() }
-
-// applied finishes a change that went live: old generations pruned, health and events.
-func (p *Pipeline) applied(info snapInfo, bundle *render.Bundle, reason string) {
-	if err := p.cfg.Store.Prune(); err != nil {
-		p.log.Warn("prune old generations", "error", err)
-	}
-	p.cfg.Health.Live(bundle.Hash)
-	if p.cfg.Recorder != nil {
-		msg := fmt.Sprintf("configuration %s is live (%s)", short(bundle.Hash), reason)
-		if info.templateRef != (snapshot.Ref{}) {
-			p.cfg.Recorder.Event(refObject(info.templateRef), false, "Applied", msg)
-		}
-		if info.servicesRef != (snapshot.Ref{}) {
-			p.cfg.Recorder.Event(refObject(info.servicesRef), false, "Applied", msg)
-		}
-	}
-}
-
-// reject reports bad input: the operator must fix it; nothing changes where HAProxy reads.
-func (p *Pipeline) reject(stage string, err error) Result {
-	var ie *snapshot.InputError
-	if errors.As(err, &ie) && ie.Stage != "" {
-		stage = ie.Stage
-	}
-	m := p.cfg.Metrics
-	m.Rejected.WithLabelValues(stage).Inc()
-	if stage == snapshot.StageRender || stage == snapshot.StageDecode {
-		m.Renders.WithLabelValues("error").Inc()
-	}
-	m.ConfigValid.Set(0)
-	p.cfg.Health.Failed(err)
-	attrs := []any{"stage", stage, "error", err}
-	if ie != nil {
-		attrs = append(attrs, "object", ie.Ref.String())
-	}
-	if p.cfg.Health.Ready() {
-		p.log.Error("input rejected; the last good configuration keeps serving", attrs...)
-	} else {
-		p.log.Error("input rejected; no configuration is live yet", attrs...)
-	}
-	if p.cfg.Recorder != nil && ie != nil && ie.Ref.Kind != "" && ie.Ref.Kind != "File" {
-		p.cfg.Recorder.Event(refObject(ie.Ref), true, "Rejected", err.Error())
-	}
-	return Result{Outcome: "rejected", Err: err}
-}
-
-// fail reports an operational failure, which is retried with backoff.
-func (p *Pipeline) fail(err error) Result {
-	p.cfg.Health.Failed(err)
-	p.log.Error("sync failed; the last good configuration keeps serving", "error", err)
-	return Result{Outcome: "error", Err: err, Retry: true}
-}
 
 // countedEndpoint is the endpoint label the pipeline counts reloads under ("" when the
 // reloader counts them).
@@ -609,17 +373,4 @@ func short(hash string) string {
 		return hash[:12]
 	}
 	return hash
-}
-
-// renderedLine quotes line n of the rendered configuration, so that the operator sees what the
-// template produced where HAProxy complains.
-func renderedLine(config []byte, n int) string {
-	if n <= 0 {
-		return ""
-	}
-	lines := strings.Split(string(config), "\n")
-	if n > len(lines) {
-		return ""
-	}
-	return fmt.Sprintf(" (rendered line %d: %q)", n, strings.TrimSpace(lines[n-1]))
 }

@@ -114,7 +114,12 @@ func (in *inputs) Objects(context.Context) (*snapshot.Objects, error) {
 	return &snapshot.Objects{}, nil
 }
 
-func (in *inputs) Render(*snapshot.Snapshot) (*render.Bundle, error) {
+func (in *inputs) Decode(*snapshot.Objects) snapshot.Inputs { return snapshot.Inputs{} }
+func (in *inputs) Assemble(*snapshot.Objects, []snapshot.Input) (*snapshot.Snapshot, error) {
+	return &snapshot.Snapshot{}, nil
+}
+
+func (in *inputs) Render(context.Context, *snapshot.Snapshot) (*render.Bundle, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return &render.Bundle{Config: []byte(in.config), Hash: fmt.Sprintf("h%x", hashString(in.config))}, nil
@@ -216,7 +221,7 @@ type rig struct {
 	metrics *status.Metrics
 }
 
-func newRig(t *testing.T, minInterval time.Duration) *rig {
+func newRig(t *testing.T, minInterval time.Duration, opts ...func(*Config)) *rig {
 	t.Helper()
 	dir := t.TempDir()
 	store, err := generation.Open(filepath.Join(dir, "haproxy.cfg"), filepath.Join(dir, "certs"), "")
@@ -225,9 +230,9 @@ func newRig(t *testing.T, minInterval time.Duration) *rig {
 	}
 	r := &rig{checker: &checker{}, in: &inputs{}, rl: &reloader{path: filepath.Join(dir, "haproxy.cfg")}, cli: &cli{}, store: store, metrics: status.NewMetrics()}
 	log := slog.New(slog.DiscardHandler)
-	r.p, err = New(Config{
+	cfg := Config{
 		Source:            r.in,
-		Build:             func(*snapshot.Objects) (*snapshot.Snapshot, error) { return &snapshot.Snapshot{}, nil },
+		Inputs:            r.in,
 		Renderer:          r.in,
 		Store:             store,
 		Checker:           r.checker,
@@ -237,7 +242,11 @@ func newRig(t *testing.T, minInterval time.Duration) *rig {
 		Runtime:           runtimeapi.New(runtimeapi.Options{Client: r.cli, Logger: log}),
 		MinReloadInterval: minInterval,
 		WaitMin:           time.Millisecond,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	r.p, err = New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +265,7 @@ func (r *rig) sync(t *testing.T, cfg, wantOutcome string) Result {
 	t.Helper()
 	r.in.set(cfg)
 	res := r.p.Sync(context.Background(), "test")
-	if res.Outcome != wantOutcome {
+	if res.Outcome.String() != wantOutcome {
 		t.Fatalf("outcome %q (%v), want %q", res.Outcome, res.Err, wantOutcome)
 	}
 	return res
@@ -633,9 +642,7 @@ func TestLoadRecord(t *testing.T) {
 // TestWriterStopIsBounded: a write that hangs (haproxy -c that never ends) does not keep Run
 // from returning once the sidecar stops.
 func TestWriterStopIsBounded(t *testing.T) {
-	defer func(d time.Duration) { shutdownWriteTimeout = d }(shutdownWriteTimeout)
-	shutdownWriteTimeout = 100 * time.Millisecond
-	r := newRig(t, 0)
+	r := newRig(t, 0, func(c *Config) { c.ShutdownWriteTimeout = 100 * time.Millisecond })
 	x := r.run(t, config(":80", "a 10.0.0.1:80"))
 	waitFor(t, func() bool { return r.rl.count() == 1 })
 	r.checker.hold() // never released: the write of b hangs

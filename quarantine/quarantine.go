@@ -138,6 +138,20 @@ func Select(cur snapshot.Inputs, st *State) Selection {
 	return sel
 }
 
+// Suspects are the changed inputs a failure may be blamed on: all of Changed but the template
+// set when it has no last good version (there is nothing to put in its place: the built-in
+// template is for installations without a template object, not a stand-in for a broken one).
+func (s Selection) Suspects() []string {
+	out := make([]string, 0, len(s.Changed))
+	for _, id := range s.Changed {
+		if _, good := s.good[id]; id == snapshot.KindTemplates && !good {
+			continue
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
 // Revert returns the chosen versions with the inputs of ids at their last good version (or
 // left out when they never were good).
 func (s Selection) Revert(ids map[string]bool) []snapshot.Input {

@@ -201,3 +201,17 @@ func TestAccept(t *testing.T) {
 		t.Errorf("state %+v", st)
 	}
 }
+
+// TestNewTemplatesAreNotSuspects: a template set that was never good cannot be reverted (the
+// built-in template is no stand-in for the operator's): a failure with it is not blamed on it
+// by reverting it.
+func TestNewTemplatesAreNotSuspects(t *testing.T) {
+	sel := Select(inputs(svc("web", "w1"), tmpl("t1")), &State{})
+	if got := strings.Join(sel.Suspects(), " "); got != "service/web" {
+		t.Errorf("suspects %q, want only the service", got)
+	}
+	sel = Select(inputs(svc("web", "w1"), tmpl("t2")), goodState(svc("web", "w1"), tmpl("t1")))
+	if got := strings.Join(sel.Suspects(), " "); got != "templates" {
+		t.Errorf("suspects %q, want the changed templates", got)
+	}
+}

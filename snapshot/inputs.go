@@ -27,11 +27,11 @@ type Input struct {
 	Hash string // of the content: equal hashes, equal content
 	// Err says why the content cannot be used (it does not decode, a certificate without its
 	// key...); nil when it can.
-	Err *InputError
+	Err *InputError `json:"-"`
 
-	Text string            // KindService: the JSON entry
-	Data map[string]string // KindTemplates: key -> template text
-	PEM  []byte            // KindCertificate: chain then key, as HAProxy's crt wants
+	Text string            `json:",omitempty"` // KindService: the JSON entry
+	Data map[string]string `json:",omitempty"` // KindTemplates: key -> template text
+	PEM  []byte            `json:",omitempty"` // KindCertificate: chain then key, as HAProxy's crt wants
 }
 
 // ID names the input among all inputs: "service/web", "templates", "certificate/web".
@@ -162,4 +162,15 @@ func dataHash(data map[string]string) string {
 		parts = append(parts, k, data[k])
 	}
 	return contentHash(parts...)
+}
+
+// Builder decodes and assembles with fixed Options.
+type Builder struct{ Options Options }
+
+// Decode is Decode with b's Options.
+func (b Builder) Decode(objs *Objects) Inputs { return Decode(objs, b.Options) }
+
+// Assemble is Assemble with b's Options.
+func (b Builder) Assemble(objs *Objects, chosen []Input) (*Snapshot, error) {
+	return Assemble(objs, b.Options, chosen)
 }

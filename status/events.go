@@ -24,6 +24,9 @@ const maxEventMessage = 1000
 // event when a change went live. client-go's correlator aggregates and rate-limits them per
 // object; on top of that the same message is not repeated for an object until it changes.
 type KubeEvents struct {
+	// Redact, when set, is applied to every message (secrets never reach an Event).
+	Redact func(string) string
+
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
 	lookup      func(snapshot.Ref) runtime.Object
@@ -50,6 +53,9 @@ func NewKubeEvents(ctx context.Context, client kubernetes.Interface, component, 
 // Event records one event on the object ref names (its Key is in the message, not the ref).
 func (k *KubeEvents) Event(ref snapshot.Ref, warning bool, reason, message string) {
 	ref.Key = ""
+	if k.Redact != nil {
+		message = k.Redact(message)
+	}
 	k.mu.Lock()
 	dup := k.last[ref] == reason+"\x00"+message
 	k.last[ref] = reason + "\x00" + message

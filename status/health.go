@@ -3,13 +3,19 @@ package status
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
 
-// Health tracks what /healthz and /readyz answer. Ready means a good configuration is live:
-// HAProxy serves what the inputs describe (or, after a rejection, the last good version of it).
+// Health tracks what /healthz and /readyz answer. Ready means a good configuration is live and
+// HAProxy, as far as the sidecar can tell, runs it: inputs held back (see package quarantine)
+// do not make it unready, HAProxy being down does.
 type Health struct {
+	// Redact, when set, is applied to every message Health keeps (secrets never reach /readyz).
+	Redact func(string) string
+
 	mu        sync.Mutex
 	ready     bool
 	standby   bool
@@ -17,14 +23,47 @@ type Health struct {
 	liveSince time.Time
 	lastErr   string
 	errSince  time.Time
+	held      []HeldInput
+	haproxy   string // "", "up", "down"
+	downWhy   string
+	written   string // a configuration written while HAProxy does not run
 }
 
-// Live records that the configuration with this hash is live.
+// HeldInput is one input held back, as /readyz lists it.
+type HeldInput struct {
+	Input  string `json:"input"`            // "service/web", "templates", "certificate/site"
+	Object string `json:"object"`           // "ConfigMap lb/services key \"web\""
+	Stage  string `json:"stage"`            // decode, render, validate, reload
+	Reason string `json:"reason"`           // why
+	Kept   bool   `json:"lastGoodKept"`     // its last good version serves meanwhile (else it is left out)
+	Since  string `json:"since,omitempty"`  // RFC 3339
+	since  time.Time
+}
+
+func (h *Health) redact(s string) string {
+	if h.Redact == nil {
+		return s
+	}
+	return h.Redact(s)
+}
+
+// Live records that HAProxy runs the configuration with this hash.
 func (h *Health) Live(hash string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.ready, h.liveHash, h.liveSince = true, hash, time.Now()
-	h.lastErr, h.standby = "", false
+	if h.liveHash != hash || !h.ready {
+		h.liveSince = time.Now()
+	}
+	h.ready, h.liveHash = true, hash
+	h.lastErr, h.standby, h.written = "", false, ""
+}
+
+// Written records that a configuration is in place on disk but HAProxy does not run (yet):
+// not ready; HAProxy loads it when it starts.
+func (h *Health) Written(hash string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.written, h.ready, h.standby, h.liveHash = hash, false, false, ""
 }
 
 // Standby records that the inputs render and validate but this instance does not apply them
@@ -36,53 +75,123 @@ func (h *Health) Standby(hash string) {
 	h.liveHash = ""
 }
 
-// Failed records why the latest inputs did not go live; readiness is unchanged: a good
+// Failed records why the latest sync did not go through; readiness is unchanged: a good
 // configuration that was live stays live.
 func (h *Health) Failed(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.lastErr, h.errSince = err.Error(), time.Now()
+	h.lastErr, h.errSince = h.redact(err.Error()), time.Now()
 }
 
-// LiveHash is the hash of the configuration this instance made live ("" if none, or while it
-// is a standby).
+// SetHeld replaces the list of inputs held back (kept since they were first held).
+func (h *Health) SetHeld(held []HeldInput) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	since := map[string]time.Time{}
+	for _, x := range h.held {
+		since[x.Input+"\x00"+x.Reason] = x.since
+	}
+	out := make([]HeldInput, len(held))
+	for i, x := range held {
+		x.Reason = h.redact(x.Reason)
+		x.since = since[x.Input+"\x00"+x.Reason]
+		if x.since.IsZero() {
+			x.since = time.Now()
+		}
+		out[i] = x
+	}
+	slices.SortFunc(out, func(a, b HeldInput) int { return strings.Compare(a.Input, b.Input) })
+	h.held = out
+}
+
+// HAProxyUp records that HAProxy answers on its socket.
+func (h *Health) HAProxyUp() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.haproxy, h.downWhy = "up", ""
+}
+
+// HAProxyDown records that HAProxy does not answer, and why: not ready.
+func (h *Health) HAProxyDown(why string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.haproxy, h.downWhy = "down", h.redact(why)
+}
+
+// LiveHash is the hash of the configuration HAProxy runs ("" if none, or while a standby).
 func (h *Health) LiveHash() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.liveHash
 }
 
-// Ready reports whether a good configuration is live.
+// Ready reports whether a good configuration is live and HAProxy is not known to be down.
 func (h *Health) Ready() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.ready
+	return h.readyLocked()
+}
+
+func (h *Health) readyLocked() bool {
+	return h.ready && (h.standby || h.haproxy != "down")
 }
 
 type healthBody struct {
-	Ready      bool   `json:"ready"`
-	Standby    bool   `json:"standby,omitempty"`
-	LiveConfig string `json:"liveConfig,omitempty"`
-	LiveSince  string `json:"liveSince,omitempty"`
-	LastError  string `json:"lastError,omitempty"`
-	ErrorSince string `json:"errorSince,omitempty"`
+	Ready      bool        `json:"ready"`
+	Standby    bool        `json:"standby,omitempty"`
+	HAProxy    string      `json:"haproxy,omitempty"` // up, down
+	LiveConfig string      `json:"liveConfig,omitempty"`
+	LiveSince  string      `json:"liveSince,omitempty"`
+	Written    string      `json:"writtenConfig,omitempty"` // on disk, waiting for HAProxy to start
+	Reason     string      `json:"reason,omitempty"`        // why not ready
+	LastError  string      `json:"lastError,omitempty"`
+	ErrorSince string      `json:"errorSince,omitempty"`
+	Held       []HeldInput `json:"held,omitempty"`
 }
 
 func (h *Health) body() healthBody {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	b := healthBody{Ready: h.ready, Standby: h.standby, LiveConfig: h.liveHash, LastError: h.lastErr}
-	if !h.liveSince.IsZero() {
+	b := healthBody{Ready: h.readyLocked(), Standby: h.standby, HAProxy: h.haproxy, LiveConfig: h.liveHash,
+		Written: h.written, LastError: h.lastErr, Held: slices.Clone(h.held)}
+	if !h.liveSince.IsZero() && h.liveHash != "" {
 		b.LiveSince = h.liveSince.UTC().Format(time.RFC3339)
 	}
 	if !h.errSince.IsZero() && h.lastErr != "" {
 		b.ErrorSince = h.errSince.UTC().Format(time.RFC3339)
 	}
+	for i := range b.Held {
+		b.Held[i].Since = b.Held[i].since.UTC().Format(time.RFC3339)
+	}
+	if b.LastError == "" && len(h.held) > 0 {
+		latest := h.held[0]
+		for _, x := range h.held[1:] {
+			if x.since.After(latest.since) {
+				latest = x
+			}
+		}
+		b.LastError = latest.Reason // the most recently held
+	}
+	switch {
+	case b.Ready:
+	case h.haproxy == "down" && h.ready:
+		b.Reason = "HAProxy is down: " + h.downWhy
+	case h.written != "":
+		b.Reason = "the configuration is written; HAProxy is not running and loads it when it starts"
+		if h.downWhy != "" {
+			b.Reason += " (" + h.downWhy + ")"
+		}
+	case h.lastErr != "":
+		b.Reason = h.lastErr
+	default:
+		b.Reason = "no configuration is live yet"
+	}
 	return b
 }
 
-// Register adds /healthz (the process is up) and /readyz (a good configuration is live; 503
-// with the reason otherwise) to mux. Both answer JSON with the live hash and the last error.
+// Register adds /healthz (the process is up) and /readyz (a good configuration is live and
+// HAProxy runs; 503 with the reason otherwise) to mux. Both answer JSON with the live hash,
+// the last error and the inputs held back.
 func (h *Health) Register(mux *http.ServeMux) {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, h.body())

@@ -28,7 +28,25 @@ type Metrics struct {
 	RuntimeUpdates   *prometheus.CounterVec // kind (runtimeapi.Kinds)
 	ReloadsAvoided   prometheus.Counter
 	RuntimeFallbacks prometheus.Counter
+
+	// HeldInputs counts the operator inputs held back, by kind (service, templates,
+	// certificate); SyncFailures the syncs that failed for reasons other than bad input, by
+	// stage; HAProxyUp is 1 while HAProxy answers on its socket.
+	HeldInputs   *prometheus.GaugeVec
+	SyncFailures *prometheus.CounterVec
+	HAProxyUp    prometheus.Gauge
 }
+
+// Stages of a failed sync (haproxy_sidecar_sync_failures_total's stage label).
+const (
+	FailRead     = "read"     // the source could not be read
+	FailStage    = "stage"    // a generation could not be written (disk full, read-only)
+	FailValidate = "validate" // haproxy -c could not be run
+	FailActivate = "activate" // the new generation could not be made live
+	FailReload   = "reload"   // HAProxy could not be reloaded, or did not answer
+	FailWrite    = "write"    // the background writer could not write a runtime API change
+	FailState    = "state"    // the record of the last good inputs could not be written
+)
 
 // NewMetrics registers the sidecar's metrics, plus the Go and process collectors, on a new
 // registry.
@@ -92,13 +110,32 @@ func NewMetrics() *Metrics {
 		Namespace: ns, Name: "runtime_fallbacks_total",
 		Help: "Runtime API updates that failed and fell back to a reload.",
 	})
+	m.HeldInputs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: ns, Name: "held_inputs",
+		Help: "Operator inputs held back at their last good version (or left out) because they are bad, by kind (service, templates, certificate); /readyz lists them with the reason.",
+	}, []string{"kind"})
+	m.SyncFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Name: "sync_failures_total",
+		Help: "Syncs that failed for a reason other than bad input, by stage (read, stage, validate, activate, reload, write, state); they are retried.",
+	}, []string{"stage"})
+	m.HAProxyUp = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: ns, Name: "haproxy_up",
+		Help: "1 while HAProxy answers on its master socket (or Data Plane API), 0 when it does not.",
+	})
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Renders, m.Reloads, m.Rejected, m.LastReloadSuccess, m.ConfigValid, m.SourceUp,
 		m.RenderDuration, m.ValidateDuration, m.ReloadDuration, m.LiveGenerationInfo,
 		m.RuntimeUpdates, m.ReloadsAvoided, m.RuntimeFallbacks,
+		m.HeldInputs, m.SyncFailures, m.HAProxyUp,
 	)
+	for _, k := range []string{"service", "templates", "certificate"} {
+		m.HeldInputs.WithLabelValues(k)
+	}
+	for _, s := range []string{FailRead, FailStage, FailValidate, FailActivate, FailReload, FailWrite, FailState} {
+		m.SyncFailures.WithLabelValues(s)
+	}
 	for _, k := range []string{"server_added", "server_removed", "server_updated", "certificate_updated", "certificate_added", "certificate_removed"} {
 		m.RuntimeUpdates.WithLabelValues(k)
 	}

@@ -1,0 +1,219 @@
+package generation
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Writer writes, in the background, the renderings HAProxy already runs (the runtime API made
+// them live): each is staged, checked and activated with no reload, so that the files say
+// what HAProxy runs and a later reload or restart loads the same. A stream of changes is not
+// held up by the check: only the latest queued rendering is written. Whatever else stages,
+// activates or prunes generations runs through Exclusive, so that it never interleaves with a
+// write.
+type Writer struct {
+	store *Store
+	check func(ctx context.Context, g *Generation) error
+	done  func(Written)
+	// stopTimeout bounds each write once the writer's context is done.
+	stopTimeout time.Duration
+
+	excl sync.Mutex // held by a write, or by Exclusive
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	running bool
+	busy    bool
+	pending *WriteJob
+	wake    chan struct{}
+	invalid map[string]error // hash -> why the check rejected it
+	order   []string         // invalid hashes, oldest first (bounded)
+}
+
+// WriteJob is one rendering to write.
+type WriteJob struct {
+	Hash   string
+	Config []byte
+	Certs  map[string][]byte
+	// Payload is the caller's, handed back in Written.
+	Payload any
+	queued  time.Time
+}
+
+// Written is the outcome of one write.
+type Written struct {
+	Job *WriteJob
+	Gen *Generation // the generation made live; nil when the write did not happen
+	// Rejected is why the check refused the rendering (bad input): the caller must take the
+	// runtime changes back. Err is an operational failure (disk), worth another try.
+	Rejected, Err error
+	Waited, Took  time.Duration
+}
+
+// rememberedInvalid bounds the rejected renderings a Writer remembers.
+const rememberedInvalid = 16
+
+// NewWriter returns a writer into store. check validates a staged generation (nil: none); it
+// returns the rejection as an error the caller recognises. done is called after each write,
+// in the writer's goroutine (or the caller's, for WriteNow). stopTimeout bounds each write once
+// Run's context is done.
+func NewWriter(store *Store, check func(context.Context, *Generation) error, done func(Written), stopTimeout time.Duration) *Writer {
+	w := &Writer{store: store, check: check, done: done, stopTimeout: stopTimeout,
+		wake: make(chan struct{}, 1), invalid: map[string]error{}}
+	w.cond = sync.NewCond(&w.mu)
+	return w
+}
+
+// Run writes queued renderings until ctx ends; the one under way, and the last one queued,
+// are still written then (HAProxy runs them already: the files must say so for its next
+// start), each within stopTimeout. Rejected returns the checks' verdicts.
+func (w *Writer) Run(ctx context.Context, isRejected func(error) bool) {
+	w.mu.Lock()
+	w.running = true
+	w.mu.Unlock()
+	write := func(job *WriteJob) {
+		jctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		stop := context.AfterFunc(ctx, func() { time.AfterFunc(w.stopTimeout, cancel) })
+		defer stop()
+		// done runs before the writer counts as idle: whoever waits for it (Drop) sees its
+		// outcome recorded.
+		w.done(w.write(jctx, job, isRejected))
+		w.mu.Lock()
+		w.busy = false
+		w.cond.Broadcast()
+		w.mu.Unlock()
+	}
+	defer func() {
+		w.mu.Lock()
+		job := w.pending // queued while the writer was deciding to stop
+		w.running, w.pending = false, nil
+		w.busy = job != nil
+		w.mu.Unlock()
+		if job != nil {
+			write(job)
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+		case <-w.wake:
+		}
+		stopping := ctx.Err() != nil
+		w.mu.Lock()
+		job := w.pending
+		w.pending = nil
+		w.busy = job != nil
+		w.mu.Unlock()
+		if job != nil {
+			write(job)
+		}
+		if stopping {
+			return
+		}
+	}
+}
+
+// Queue hands a rendering to the running writer, replacing any not yet started; false when no
+// writer runs (the caller then uses WriteNow).
+func (w *Writer) Queue(job *WriteJob) bool {
+	job.queued = time.Now()
+	w.mu.Lock()
+	if !w.running {
+		w.mu.Unlock()
+		return false
+	}
+	w.pending = job
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// WriteNow writes job in the caller's goroutine and returns the outcome (done is not called).
+func (w *Writer) WriteNow(ctx context.Context, job *WriteJob, isRejected func(error) bool) Written {
+	job.queued = time.Now()
+	return w.write(ctx, job, isRejected)
+}
+
+// Drop forgets the rendering waiting to be written (the caller makes a newer one live) and
+// waits for the one being written.
+func (w *Writer) Drop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending = nil
+	for w.busy {
+		w.cond.Wait()
+	}
+}
+
+// Pending reports whether a rendering with this hash is queued or being written.
+func (w *Writer) Pending(hash string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return (w.pending != nil && w.pending.Hash == hash) || w.busy
+}
+
+// Exclusive runs f while no write is under way (a queued one waits).
+func (w *Writer) Exclusive(f func()) {
+	w.excl.Lock()
+	defer w.excl.Unlock()
+	f()
+}
+
+// Rejected returns why the check rejected the rendering with this hash, nil if it did not.
+func (w *Writer) Rejected(hash string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.invalid[hash]
+}
+
+func (w *Writer) remember(hash string, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.invalid[hash]; !ok {
+		w.order = append(w.order, hash)
+	}
+	w.invalid[hash] = err
+	for len(w.order) > rememberedInvalid {
+		delete(w.invalid, w.order[0])
+		w.order = w.order[1:]
+	}
+}
+
+// write stages, checks and activates job's rendering; a rejection is remembered.
+func (w *Writer) write(ctx context.Context, job *WriteJob, isRejected func(error) bool) Written {
+	w.excl.Lock()
+	defer w.excl.Unlock()
+	start := time.Now()
+	res := Written{Job: job, Waited: start.Sub(job.queued)}
+	defer func() { res.Took = time.Since(start) }()
+	gen, err := w.store.Stage(job.Config, job.Certs, job.Hash)
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	if w.check != nil {
+		if err := w.check(ctx, gen); err != nil {
+			_ = w.store.Prune()
+			if isRejected != nil && isRejected(err) {
+				w.remember(job.Hash, err)
+				res.Rejected = err
+			} else {
+				res.Err = err
+			}
+			return res
+		}
+	}
+	if err := w.store.Activate(gen); err != nil {
+		res.Err = fmt.Errorf("activate generation (HAProxy already runs it through the runtime API): %w", err)
+		return res
+	}
+	w.store.MarkGood(gen)
+	res.Gen = gen
+	return res
+}

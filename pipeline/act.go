@@ -1,0 +1,315 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/runtimeapi"
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/status"
+)
+
+// act carries out a decision. blamed are the changed inputs a refused reload is blamed on
+// (held back from the next sync on).
+func (p *Pipeline) act(ctx context.Context, d Decision, c *candidate, plan *runtimeapi.Plan, reason string) (res Result, blamed map[string]error) {
+	hash := c.bundle.Hash
+	switch d.Action {
+	case DoNothing:
+		return p.nothing(ctx, c, reason), nil
+	case DoRuntime:
+		if res, ok := p.runtimeUpdate(ctx, plan, c, reason); ok {
+			return res, nil
+		}
+		return p.reload(ctx, c, plan, "the runtime API update failed", reason)
+	case DoDefer:
+		return p.deferReload(ctx, c, plan, d), nil
+	case DoStandby:
+		if res, ok := p.validated(ctx, c); !ok {
+			return res, nil
+		}
+		p.withStore(func() { _ = p.cfg.Store.Prune() })
+		p.cfg.Health.Standby(hash)
+		p.cfg.Metrics.ConfigValid.Set(1)
+		p.log.Info("standby: configuration rendered and valid, not applied (not the leader)", "reason", reason, "hash", short(hash))
+		return Result{Outcome: StandingBy, Hash: hash}, nil
+	case DoHold:
+		err := errors.New(d.Why)
+		p.log.Warn("configuration not applied", "why", d.Why, "hash", short(hash))
+		p.cfg.Health.Failed(err)
+		return Result{Outcome: Rejected, Hash: hash, Err: err}, nil
+	}
+	return p.reload(ctx, c, plan, d.Why, reason)
+}
+
+// nothing: HAProxy runs this rendering. The files are made to say so if the writer could not.
+func (p *Pipeline) nothing(ctx context.Context, c *candidate, reason string) Result {
+	m := p.cfg.Metrics
+	hash := c.bundle.Hash
+	m.Renders.WithLabelValues("unchanged").Inc()
+	if live := p.cfg.Store.Live(); (live == nil || live.Hash != hash) && !p.writer.Pending(hash) {
+		// HAProxy got it through the runtime API and the write failed: write it again.
+		if res, failed := p.write(ctx, c, reason); failed {
+			return res
+		}
+	}
+	p.cfg.Health.Live(hash) // still live; clears an error the operator has since fixed
+	p.log.Debug("render unchanged, nothing to do", "reason", reason, "hash", short(hash))
+	return Result{Outcome: Unchanged, Hash: hash}
+}
+
+// validated makes sure c is staged and validated: ok false with the result to return when it
+// is not valid or cannot be staged.
+func (p *Pipeline) validated(ctx context.Context, c *candidate) (Result, bool) {
+	if c.gen != nil {
+		return Result{}, true
+	}
+	var rejected, err error
+	p.withStore(func() { c.gen, rejected, err = p.stageCheck(ctx, c.bundle, c.info) })
+	switch {
+	case err != nil:
+		var f *failure
+		if errors.As(err, &f) {
+			return p.fail(f.stage, f.err), false
+		}
+		return p.fail(status.FailStage, err), false
+	case rejected != nil:
+		// Nothing an operator edits changed, yet the rendering does not validate: pods (or
+		// the environment) make the template produce a bad configuration.
+		return p.cannotRender(rejected, p.q.Held), false
+	}
+	return Result{}, true
+}
+
+// withStore runs f while the background writer does not write.
+func (p *Pipeline) withStore(f func()) { p.writer.Exclusive(f) }
+
+// reload makes c live through a reload: the files swapped atomically, HAProxy reloaded, the
+// reload confirmed; a refused reload rolls the files back and blames the changed inputs.
+func (p *Pipeline) reload(ctx context.Context, c *candidate, plan *runtimeapi.Plan, why, reason string) (Result, map[string]error) {
+	m := p.cfg.Metrics
+	hash := c.bundle.Hash
+	p.writer.Drop() // a rendering waiting to be written is older than this one
+	if res, ok := p.validated(ctx, c); !ok {
+		return res, nil
+	}
+	m.Renders.WithLabelValues("success").Inc()
+	p.log.Info("reloading HAProxy", "why", why, "hash", short(hash))
+	var err error
+	p.withStore(func() { err = p.cfg.Store.Activate(c.gen) })
+	if err != nil {
+		return p.fail(status.FailActivate, fmt.Errorf("activate generation: %w", err)), nil
+	}
+	rstart := time.Now()
+	err = p.cfg.Reloader.Reload(ctx)
+	took := time.Since(rstart)
+	p.reloadDone(plan, err)
+	var failed *reload.Failed
+	switch {
+	case err == nil:
+		m.ReloadSucceeded(p.countedEndpoint(), took, hash)
+		p.runs = hash
+		p.forgetRefused()
+		p.cfg.Store.MarkGood(c.gen)
+		p.setGood(c.bundle)
+		p.recordLoad(ctx, hash, true)
+		p.applied(c.info, hash, reason)
+		p.log.Info("configuration live", "reason", reason, "hash", short(hash),
+			"revision", c.info.revision, "services", c.info.services, "certificates", c.info.certificates, "reload", took.Round(time.Millisecond))
+		return Result{Outcome: Applied, Hash: hash, Reloaded: true}, nil
+	case errors.Is(err, reload.ErrNotRunning):
+		// The files are in place: HAProxy loads them when it starts.
+		p.runs = ""
+		p.writtenDown.Store(true)
+		p.cfg.Store.MarkGood(c.gen)
+		p.setGood(c.bundle)
+		p.recordLoad(ctx, hash, false)
+		p.withStore(func() { _ = p.cfg.Store.Prune() })
+		p.cfg.Health.Written(hash)
+		if p.cfg.ExpectRunning {
+			// HAProxy ran on these files before the sidecar started: not reaching it is a
+			// fault (a wrong --master-socket, HAProxy down), not a start-up race.
+			m.SyncFailures.WithLabelValues(status.FailReload).Inc()
+			p.cfg.Health.HAProxyDown(err.Error())
+			p.log.Error("HAProxy cannot be reached: the configuration is written and not loaded", "hash", short(hash), "error", err)
+			return Result{Outcome: Failed, Hash: hash, Err: err, Retry: true}, nil
+		}
+		p.log.Info("configuration written; HAProxy is not running yet and will load it at start",
+			"reason", reason, "hash", short(hash), "error", err)
+		return Result{Outcome: Written, Hash: hash}, nil
+	case errors.As(err, &failed):
+		var rbErr error
+		p.withStore(func() {
+			rbErr = p.cfg.Store.Rollback()
+			_ = p.cfg.Store.Prune()
+		})
+		if rbErr != nil {
+			p.log.Error("rollback to the last good generation failed", "error", rbErr)
+		}
+		if !p.cfg.ReloaderCounts {
+			m.Reloads.WithLabelValues(p.cfg.Endpoint, "failed").Inc()
+		}
+		p.refuse(hash)
+		rerr := &snapshot.InputError{Stage: snapshot.StageReload, Ref: c.info.templateRef,
+			Err: fmt.Errorf("HAProxy refused the new configuration at reload (the previous one keeps serving): %w", err)}
+		blamed := p.changedIn(c)
+		for id := range blamed {
+			blamed[id] = rerr
+		}
+		if len(blamed) > 0 {
+			// Without them, the rest may go live: sync again at once.
+			p.Changed()
+		} else {
+			p.reportError(snapshot.StageReload, rerr)
+		}
+		return Result{Outcome: Rejected, Hash: hash, Err: rerr}, blamed
+	default:
+		if !p.cfg.ReloaderCounts {
+			m.Reloads.WithLabelValues(p.cfg.Endpoint, "error").Inc()
+		}
+		p.runs = ""
+		p.setLoad("", "", true) // the reload's outcome is not known
+		return p.fail(status.FailReload, fmt.Errorf("reload: %w", err)), nil
+	}
+}
+
+// changedIn returns the inputs of c that are not at their last good version.
+func (p *Pipeline) changedIn(c *candidate) map[string]error {
+	out := map[string]error{}
+	inC := map[string]bool{}
+	for _, in := range c.chosen {
+		inC[in.ID()] = true
+		if g, ok := p.q.Good[in.ID()]; !ok || g.Hash != in.Hash {
+			out[in.ID()] = nil
+		}
+	}
+	for id := range p.q.Good {
+		if !inC[id] {
+			out[id] = nil // deleted
+		}
+	}
+	return out
+}
+
+// deferReload holds a reload asked within MinReloadInterval of the previous one: the changes
+// the runtime API can make are made now, and the reload happens when the interval is over,
+// with whatever the inputs are then (latest wins).
+func (p *Pipeline) deferReload(ctx context.Context, c *candidate, plan *runtimeapi.Plan, d Decision) Result {
+	if res, ok := p.validated(ctx, c); !ok {
+		return res
+	}
+	if plan != nil && plan.Changes() > 0 {
+		p.changingRuntime() // HAProxy will run no rendering until the reload
+		if err := p.cfg.Runtime.Apply(ctx, plan); err != nil {
+			p.log.Debug("runtime API update while a reload waits failed; the reload will load it", "error", err)
+		} else {
+			p.countRuntime(plan)
+			p.runs = "" // the old rendering with some of the new servers: no rendering
+			p.log.Info("made at runtime while the reload waits", "changes", plan.Summary())
+		}
+	}
+	p.reloadAt = d.At
+	p.withStore(func() {
+		if err := p.cfg.Store.Prune(); err != nil {
+			p.log.Warn("prune old generations", "error", err)
+		}
+	})
+	wait := time.Until(d.At)
+	p.log.Info("reload deferred (--min-reload-interval)", "why", d.Why, "in", wait.Round(time.Millisecond), "hash", short(c.bundle.Hash))
+	return Result{Outcome: Deferred, Hash: c.bundle.Hash, ReloadIn: wait}
+}
+
+// reloadDone records a reload's outcome for the reload interval and the runtime API.
+func (p *Pipeline) reloadDone(plan *runtimeapi.Plan, err error) {
+	notRunning := errors.Is(err, reload.ErrNotRunning)
+	if !notRunning {
+		p.lastReload = time.Now()
+	}
+	p.reloadAt = time.Time{}
+	var failed *reload.Failed
+	switch {
+	case err == nil || notRunning:
+		// HAProxy runs the files just made live (or loads them when it starts).
+		if p.cfg.Runtime != nil {
+			p.cfg.Runtime.Reloaded(plan)
+		}
+	case errors.As(err, &failed):
+		// Refused: the previous workers keep running what they ran.
+	default:
+		if p.cfg.Runtime != nil {
+			p.cfg.Runtime.Forget()
+		}
+	}
+}
+
+// refusedKept bounds the renderings remembered as refused at reload.
+const refusedKept = 16
+
+// refuse remembers that HAProxy refused the rendering hash at a reload: it is not reloaded
+// again with the same inputs (a refused reload takes seconds, and would fail again).
+func (p *Pipeline) refuse(hash string) {
+	p.refused = append(p.refused, hash)
+	if len(p.refused) > refusedKept {
+		p.refused = p.refused[1:]
+	}
+}
+
+func (p *Pipeline) isRefused(hash string) bool {
+	for _, h := range p.refused {
+		if h == hash {
+			return true
+		}
+	}
+	return false
+}
+
+// forgetRefused: after a successful reload, what was refused may load now (the port it could
+// not bind is free, say) once its inputs change again; the memory is for storms, not forever.
+func (p *Pipeline) forgetRefused() { p.refused = nil }
+
+// applied finishes a change that went live: old generations pruned, health and events.
+func (p *Pipeline) applied(info snapInfo, hash, reason string) {
+	p.withStore(func() {
+		if err := p.cfg.Store.Prune(); err != nil {
+			p.log.Warn("prune old generations", "error", err)
+		}
+	})
+	p.appliedStatus(info, hash, reason)
+}
+
+// appliedStatus reports a change that went live.
+func (p *Pipeline) appliedStatus(info snapInfo, hash, reason string) {
+	p.writtenDown.Store(false)
+	p.cfg.Health.Live(hash)
+	if p.cfg.Recorder != nil {
+		msg := fmt.Sprintf("configuration %s is live (%s)", short(hash), reason)
+		if info.templateRef != (snapshot.Ref{}) {
+			p.cfg.Recorder.Event(refObject(info.templateRef), false, "Applied", msg)
+		}
+		if info.servicesRef != (snapshot.Ref{}) {
+			p.cfg.Recorder.Event(refObject(info.servicesRef), false, "Applied", msg)
+		}
+	}
+}
+
+// renderedLine quotes line n of the generation's configuration, so that the operator sees what
+// the template produced where HAProxy complains.
+func renderedLine(g *generation.Generation, n int) string {
+	if n <= 0 || g == nil {
+		return ""
+	}
+	b, err := os.ReadFile(g.ConfigFile())
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(string(b), "\n")
+	if n > len(lines) {
+		return ""
+	}
+	return fmt.Sprintf(" (rendered line %d: %q)", n, strings.TrimSpace(lines[n-1]))
+}

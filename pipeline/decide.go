@@ -1,0 +1,99 @@
+package pipeline
+
+import (
+	"fmt"
+	"time"
+)
+
+// Action is what one sync does with its rendering.
+type Action int
+
+const (
+	// DoNothing: HAProxy runs this rendering already.
+	DoNothing Action = iota
+	// DoRuntime: the runtime API makes the whole change, with no reload.
+	DoRuntime
+	// DoReload: the rendering goes live through a validated, confirmed reload.
+	DoReload
+	// DoDefer: a reload is needed but the last one was too recent (--min-reload-interval); what
+	// the runtime API can make goes live now, the reload when the interval is over.
+	DoDefer
+	// DoStandby: not the leader; the rendering is validated, not applied.
+	DoStandby
+	// DoHold: nothing can go live: no rendering could be made, or HAProxy refused this very
+	// rendering before. What HAProxy runs keeps running.
+	DoHold
+)
+
+func (a Action) String() string {
+	switch a {
+	case DoNothing:
+		return "nothing"
+	case DoRuntime:
+		return "runtime"
+	case DoReload:
+		return "reload"
+	case DoDefer:
+		return "defer"
+	case DoStandby:
+		return "standby"
+	case DoHold:
+		return "hold"
+	}
+	return fmt.Sprintf("Action(%d)", int(a))
+}
+
+// Facts are the plain values a sync decides from.
+type Facts struct {
+	// Rendered is the hash of this sync's rendering; "" when none could be made.
+	Rendered string
+	// Runs is the hash of the rendering HAProxy runs, as far as it is known for sure; "" when
+	// it is not (a reload of unknown outcome, HAProxy restarted, runtime changes made while a
+	// reload waits).
+	Runs string
+	// ReloadDue is set while a deferred reload waits.
+	ReloadDue bool
+	// ReloadWhy is why the change needs a reload; "" when the runtime API can make all of it.
+	ReloadWhy string
+	// Refused is set when HAProxy refused this very rendering at a reload before: asking
+	// again would only fail again.
+	Refused bool
+	// Standby is set when this instance must not apply (a follower under leader election).
+	Standby bool
+	// Now, LastReload and MinReloadInterval pace reloads.
+	Now, LastReload   time.Time
+	MinReloadInterval time.Duration
+}
+
+// Decision is what to do, and when a deferred reload is due.
+type Decision struct {
+	Action Action
+	// Why explains a Reload, Defer or Hold.
+	Why string
+	// At is when a deferred reload is due.
+	At time.Time
+}
+
+// Decide chooses the action for a sync. It is a pure function of f.
+func Decide(f Facts) Decision {
+	switch {
+	case f.Rendered == "":
+		return Decision{Action: DoHold, Why: "no configuration could be rendered"}
+	case f.Standby:
+		return Decision{Action: DoStandby}
+	case f.Rendered == f.Runs && !f.ReloadDue:
+		return Decision{Action: DoNothing}
+	case f.ReloadWhy == "":
+		// Also takes back, with no reload, runtime changes made while a reload waited when
+		// the rendering went back to what HAProxy loaded.
+		return Decision{Action: DoRuntime}
+	case f.Refused:
+		return Decision{Action: DoHold, Why: "HAProxy refused this configuration at its last reload; it is not reloaded again until the inputs change"}
+	}
+	if f.MinReloadInterval > 0 && !f.LastReload.IsZero() {
+		if at := f.LastReload.Add(f.MinReloadInterval); f.Now.Before(at) {
+			return Decision{Action: DoDefer, Why: f.ReloadWhy, At: at}
+		}
+	}
+	return Decision{Action: DoReload, Why: f.ReloadWhy}
+}

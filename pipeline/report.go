@@ -1,0 +1,202 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/quarantine"
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/status"
+)
+
+// report publishes the inputs held back after a sync. A new hold (or a new reason) is a log
+// line, rejected_total{stage} and a Warning Event on the object; a hold that ended is an Info
+// line and a Normal Event. The held_inputs gauge and /readyz list them all.
+func (p *Pipeline) report(held map[string]quarantine.Hold) {
+	m := p.cfg.Metrics
+	prev := p.q.Held
+	for _, id := range slices.Sorted(maps.Keys(held)) {
+		h := held[id]
+		if old, was := prev[id]; was && old.Hash == h.Hash && old.Stage == h.Stage && old.Reason() == h.Reason() {
+			continue
+		}
+		m.Rejected.WithLabelValues(h.Stage).Inc()
+		if h.Stage == snapshot.StageRender || h.Stage == snapshot.StageDecode {
+			m.Renders.WithLabelValues("error").Inc()
+		}
+		what := heldWhat(h)
+		p.log.Error("input held back: "+what, "input", id, "object", h.Ref.String(), "stage", h.Stage, "error", h.Err)
+		p.event(h.Ref, true, "Rejected", fmt.Sprintf("%s (%s)", h.Reason(), what))
+	}
+	for _, id := range slices.Sorted(maps.Keys(prev)) {
+		if _, still := held[id]; still {
+			continue
+		}
+		h := prev[id]
+		p.log.Info("input no longer held back: its current version is in use", "input", id, "object", h.Ref.String())
+		p.event(h.Ref, false, "Accepted", fmt.Sprintf("%s is no longer held back: its current version is in use", h.Ref))
+	}
+	p.q.Held = held
+
+	kinds := map[string]int{snapshot.KindService: 0, snapshot.KindTemplates: 0, snapshot.KindCertificate: 0}
+	list := make([]status.HeldInput, 0, len(held))
+	for id, h := range held {
+		kind, _, _ := strings.Cut(id, "/")
+		kinds[kind]++
+		list = append(list, status.HeldInput{Input: id, Object: h.Ref.String(), Stage: h.Stage, Reason: h.Reason(), Kept: h.Kept})
+	}
+	for k, n := range kinds {
+		m.HeldInputs.WithLabelValues(k).Set(float64(n))
+	}
+	p.cfg.Health.SetHeld(list)
+	if len(held) > 0 {
+		m.ConfigValid.Set(0)
+	} else {
+		m.ConfigValid.Set(1)
+	}
+}
+
+func heldWhat(h quarantine.Hold) string {
+	if h.Kept {
+		return "its last good version stays in use"
+	}
+	return "left out: it never was good"
+}
+
+// event records an Event on the object ref names (not for files: there is none).
+func (p *Pipeline) event(ref snapshot.Ref, warning bool, reason, message string) {
+	if p.cfg.Recorder != nil && ref.Kind != "" && ref.Kind != "File" {
+		p.cfg.Recorder.Event(refObject(ref), warning, reason, message)
+	}
+}
+
+// cannotRender reports a sync in which nothing new could go live for a reason no single input
+// is held for (the pods make the template fail, a manifest does not parse): what HAProxy runs
+// keeps running.
+func (p *Pipeline) cannotRender(err error, held map[string]quarantine.Hold) Result {
+	stage := snapshot.StageRender
+	var ie *snapshot.InputError
+	if errors.As(err, &ie) && ie.Stage != "" {
+		stage = ie.Stage
+	}
+	p.reportError(stage, err)
+	return Result{Outcome: Rejected, Action: DoHold, Err: err, Held: len(held)}
+}
+
+// reportError reports bad input that holds everything back: counted, logged and sent as an
+// Event once per distinct message.
+func (p *Pipeline) reportError(stage string, err error) {
+	m := p.cfg.Metrics
+	m.ConfigValid.Set(0)
+	p.cfg.Health.Failed(err)
+	var ie *snapshot.InputError
+	errors.As(err, &ie)
+	attrs := []any{"stage", stage, "error", err}
+	if ie != nil {
+		attrs = append(attrs, "object", ie.Ref.String())
+	}
+	if msg := err.Error(); msg == p.lastProblem {
+		p.log.Debug("input still rejected", attrs...)
+		return
+	} else {
+		p.lastProblem = msg
+	}
+	m.Rejected.WithLabelValues(stage).Inc()
+	if stage == snapshot.StageRender || stage == snapshot.StageDecode {
+		m.Renders.WithLabelValues("error").Inc()
+	}
+	if p.cfg.Health.Ready() {
+		p.log.Error("input rejected; the last good configuration keeps serving", attrs...)
+	} else {
+		p.log.Error("input rejected; no configuration is live yet", attrs...)
+	}
+	if ie != nil {
+		p.event(ie.Ref, true, "Rejected", err.Error())
+	}
+}
+
+// fail reports an operational failure, which is retried with backoff.
+func (p *Pipeline) fail(stage string, err error) Result {
+	p.cfg.Metrics.SyncFailures.WithLabelValues(stage).Inc()
+	p.cfg.Health.Failed(err)
+	p.log.Error("sync failed; the last good configuration keeps serving", "stage", stage, "error", err)
+	return Result{Outcome: Failed, Err: err, Retry: true}
+}
+
+// accept records the versions of the inputs that went live as the last good ones (and keeps
+// them in InputsFile).
+func (p *Pipeline) accept(live []snapshot.Input, cur snapshot.Inputs) {
+	before := fingerprint(p.q.Good)
+	p.q.Accept(live, cur)
+	p.lastProblem = ""
+	if p.cfg.InputsFile == "" || fingerprint(p.q.Good) == before {
+		return
+	}
+	if err := p.saveInputs(); err != nil {
+		p.cfg.Metrics.SyncFailures.WithLabelValues(status.FailState).Inc()
+		p.log.Warn("keep the last good inputs", "file", p.cfg.InputsFile, "error", err)
+	}
+}
+
+func fingerprint(good map[string]snapshot.Input) string {
+	var b strings.Builder
+	for _, id := range slices.Sorted(maps.Keys(good)) {
+		b.WriteString(id)
+		b.WriteByte(0)
+		b.WriteString(good[id].Hash)
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// saveInputs writes the last good inputs, atomically. The file holds private keys: 0600.
+func (p *Pipeline) saveInputs() error {
+	b, err := json.Marshal(&p.q)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(p.cfg.InputsFile), ".inputs-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), p.cfg.InputsFile)
+}
+
+// loadInputs reads what saveInputs wrote in an earlier run, if anything.
+func (p *Pipeline) loadInputs() {
+	if p.cfg.InputsFile == "" {
+		return
+	}
+	b, err := os.ReadFile(p.cfg.InputsFile)
+	if err != nil {
+		if !os.IsNotExist(err) {
+			p.log.Warn("read the last good inputs", "file", p.cfg.InputsFile, "error", err)
+		}
+		return
+	}
+	var st quarantine.State
+	if err := json.Unmarshal(b, &st); err != nil {
+		p.log.Warn("the record of the last good inputs does not parse: starting without it", "file", p.cfg.InputsFile, "error", err)
+		return
+	}
+	p.q = st
+	p.log.Info("last good inputs restored", "inputs", len(st.Good), "file", p.cfg.InputsFile)
+}

@@ -1,0 +1,289 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/quarantine"
+	"github.com/haproxy-sidecar/haproxy-sidecar/redact"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render"
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/status"
+	"github.com/haproxy-sidecar/haproxy-sidecar/validate"
+)
+
+// candidate is a rendering a sync may make live.
+type candidate struct {
+	bundle *render.Bundle
+	// gen is the rendering staged and validated; nil when it was not validated yet (a change
+	// of pods only, which the runtime API makes live before the writer validates it).
+	gen    *generation.Generation
+	info   snapInfo
+	chosen []snapshot.Input // the input versions it was rendered from
+}
+
+// snapInfo is what the stages after rendering need to know of a snapshot.
+type snapInfo struct {
+	templateRef, servicesRef snapshot.Ref
+	services, certificates   int
+	revision                 string
+}
+
+func infoOf(s *snapshot.Snapshot, revision string) snapInfo {
+	return snapInfo{templateRef: s.TemplateRef, servicesRef: s.ServicesRef,
+		services: len(s.Services), certificates: len(s.Certificates), revision: revision}
+}
+
+// failure is an operational failure at a stage (status.Fail*): retried, never blamed on input.
+type failure struct {
+	stage string
+	err   error
+}
+
+func (f *failure) Error() string { return f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
+
+// Sync reads the inputs once and takes them as far as they go: the bad ones are held back (at
+// their last good version, or left out), everything else goes live. What HAProxy runs keeps
+// running whatever happens here.
+func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
+	if err := p.noticeHAProxy(ctx); err != nil {
+		return p.fail(status.FailReload, err)
+	}
+	objs, err := p.cfg.Source.Objects(ctx)
+	if err != nil {
+		var ie *snapshot.InputError
+		if !errors.As(err, &ie) {
+			return p.fail(status.FailRead, fmt.Errorf("read inputs: %w", err))
+		}
+		// The source could not read some object at all (a manifest that does not parse):
+		// nothing is known of what it holds, so nothing changes.
+		return p.cannotRender(err, p.q.Held)
+	}
+	cur := p.cfg.Inputs.Decode(objs)
+	p.learnKeys(cur)
+	sel := quarantine.Select(cur, &p.q)
+	held := maps.Clone(sel.Held)
+	if sel.Blocked != nil {
+		p.report(held)
+		return p.cannotRender(sel.Blocked.Err, held)
+	}
+
+	var cand *candidate
+	if len(sel.Changed) > 0 {
+		// Something an operator edits changed: render and validate, and find what is at
+		// fault if that fails.
+		var culprits map[string]error
+		cand, culprits, err = quarantine.Search(sel.Suspects(), func(revert map[string]bool) (*candidate, error) {
+			return p.try(ctx, objs, sel.Revert(revert), true)
+		}, blame(cur), p.cfg.Trials)
+		if err == nil {
+			maps.Copy(held, sel.Blame(culprits, snapshot.StageValidate, cur))
+		}
+	} else {
+		// Pods only (or nothing): render; validation comes before a reload, or after a
+		// runtime API change (the writer).
+		cand, err = p.try(ctx, objs, sel.Chosen, false)
+	}
+	objs = nil // the snapshot is rendered: let it be collected while the sync goes on
+	if err != nil {
+		p.report(held)
+		var f *failure
+		if errors.As(err, &f) {
+			return p.fail(f.stage, f.err)
+		}
+		return p.cannotRender(err, held)
+	}
+	if rejected := p.writer.Rejected(cand.bundle.Hash); rejected != nil {
+		// haproxy -c rejected this rendering after the runtime API had made it live.
+		p.writer.Drop()
+		if p.runs == cand.bundle.Hash || p.runs == "" {
+			p.revertRuntime(ctx)
+		}
+		p.report(held)
+		return p.cannotRender(rejected, held)
+	}
+	if !p.adoptTried && !p.standby() {
+		p.adoptTried = true
+		p.adopt(ctx, cand.bundle)
+	}
+	plan, why := p.planRuntime(cand.bundle)
+	d := Decide(Facts{
+		Rendered:          cand.bundle.Hash,
+		Runs:              p.runs,
+		ReloadDue:         !p.reloadAt.IsZero(),
+		ReloadWhy:         why,
+		Refused:           p.isRefused(cand.bundle.Hash),
+		Standby:           p.standby(),
+		Now:               time.Now(),
+		LastReload:        p.lastReload,
+		MinReloadInterval: p.cfg.MinReloadInterval,
+	})
+	res, blamed := p.act(ctx, d, cand, plan, reason)
+	if blamed != nil {
+		maps.Copy(held, sel.Blame(blamed, snapshot.StageReload, cur))
+	}
+	p.report(held)
+	switch res.Outcome {
+	case Applied, Unchanged, StandingBy, Written:
+		p.accept(cand.chosen, cur)
+	}
+	res.Action, res.Held = d.Action, len(held)
+	return res
+}
+
+// try assembles the snapshot from chosen and renders it; with validate, it also stages the
+// rendering and runs haproxy -c on it. Bad input is a *snapshot.InputError; anything else is
+// a *failure.
+func (p *Pipeline) try(ctx context.Context, objs *snapshot.Objects, chosen []snapshot.Input, validate bool) (*candidate, error) {
+	start := time.Now()
+	snap, err := p.cfg.Inputs.Assemble(objs, chosen)
+	if err != nil {
+		return nil, inputErr(snapshot.StageDecode, err)
+	}
+	bundle, err := p.cfg.Renderer.Render(ctx, snap)
+	info := infoOf(snap, objs.Revision)
+	p.cfg.Metrics.RenderDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, &failure{stage: status.FailRead, err: fmt.Errorf("render: %w", ctx.Err())}
+		}
+		return nil, inputErr(snapshot.StageRender, err)
+	}
+	c := &candidate{bundle: bundle, info: info, chosen: chosen}
+	if !validate {
+		return c, nil
+	}
+	var rejected error
+	p.writer.Exclusive(func() { c.gen, rejected, err = p.stageCheck(ctx, bundle, info) })
+	switch {
+	case err != nil:
+		return nil, err
+	case rejected != nil:
+		return nil, rejected
+	}
+	return c, nil
+}
+
+// inputErr makes err an InputError at stage if it is not one already.
+func inputErr(stage string, err error) error {
+	var ie *snapshot.InputError
+	if errors.As(err, &ie) {
+		return err
+	}
+	return &snapshot.InputError{Stage: stage, Err: err}
+}
+
+// blame names the changed input a rendering failure points at without doubt: a value printed
+// from a services key or a certificate (the template is not named this way: an error shown
+// in the template may come from the data it reads).
+func blame(cur snapshot.Inputs) func(error) string {
+	byRef := map[snapshot.Ref]string{}
+	for _, in := range cur.List {
+		if in.Kind != snapshot.KindTemplates {
+			byRef[in.Ref] = in.ID()
+		}
+	}
+	return func(err error) string {
+		var ie *snapshot.InputError
+		if errors.As(err, &ie) {
+			return byRef[ie.Ref]
+		}
+		return ""
+	}
+}
+
+// stageCheck writes the bundle as a new generation and validates it (haproxy -c): rejected is
+// bad input (haproxy -c refused it), err an operational failure (*failure). Callers hold the
+// writer's Exclusive.
+func (p *Pipeline) stageCheck(ctx context.Context, bundle *render.Bundle, info snapInfo) (gen *generation.Generation, rejected, err error) {
+	gen, err = p.cfg.Store.Stage(bundle.Config, bundle.Certificates, bundle.Hash)
+	if err != nil {
+		return nil, nil, &failure{stage: status.FailStage, err: fmt.Errorf("stage generation: %w", err)}
+	}
+	if err := p.checkGeneration(ctx, gen); err != nil {
+		_ = p.cfg.Store.Prune()
+		if isRejected(err) {
+			return nil, withRef(err, info.templateRef), nil
+		}
+		return nil, nil, err
+	}
+	return gen, nil, nil
+}
+
+// checkGeneration runs haproxy -c on a staged generation: a *snapshot.InputError when it
+// rejects it (stage validate), a *failure when it cannot run.
+func (p *Pipeline) checkGeneration(ctx context.Context, gen *generation.Generation) error {
+	if p.cfg.Checker == nil {
+		return nil
+	}
+	checkPath, err := p.cfg.Store.CheckFile(gen)
+	if err != nil {
+		return &failure{stage: status.FailStage, err: fmt.Errorf("prepare validation: %w", err)}
+	}
+	vstart := time.Now()
+	err = p.cfg.Checker.Check(ctx, checkPath)
+	p.cfg.Metrics.ValidateDuration.Observe(time.Since(vstart).Seconds())
+	if err == nil {
+		return nil
+	}
+	var ce *validate.CheckError
+	if !errors.As(err, &ce) {
+		return &failure{stage: status.FailValidate, err: fmt.Errorf("validate: %w", err)}
+	}
+	return &snapshot.InputError{Stage: snapshot.StageValidate,
+		Err: fmt.Errorf("haproxy -c rejected the rendered configuration%s: %w", renderedLine(gen, ce.Line), err)}
+}
+
+// withRef names ref on a validation rejection that names no object yet.
+func withRef(err error, ref snapshot.Ref) error {
+	var ie *snapshot.InputError
+	if errors.As(err, &ie) && ie.Ref == (snapshot.Ref{}) {
+		c := *ie
+		c.Ref = ref
+		return &c
+	}
+	return err
+}
+
+func isRejected(err error) bool {
+	var ie *snapshot.InputError
+	return errors.As(err, &ie)
+}
+
+// learnKeys tells the redactor the private keys of the certificates read now, so that no
+// message can quote one (each certificate version once).
+func (p *Pipeline) learnKeys(cur snapshot.Inputs) {
+	if p.cfg.Redactor == nil {
+		return
+	}
+	changed := false
+	seen := make(map[string]bool, len(p.keysSeen))
+	for _, in := range cur.List {
+		if in.Kind == snapshot.KindCertificate && in.Err == nil {
+			seen[in.Hash] = true
+			changed = changed || !p.keysSeen[in.Hash]
+		}
+	}
+	if !changed && len(seen) == len(p.keysSeen) {
+		return
+	}
+	var lines []string
+	for _, in := range cur.List {
+		if in.Kind == snapshot.KindCertificate && in.Err == nil {
+			lines = append(lines, redact.KeyLines(in.PEM)...)
+		}
+	}
+	// Keys held at their last good version stay secret too.
+	for _, g := range p.q.Good {
+		if g.Kind == snapshot.KindCertificate {
+			lines = append(lines, redact.KeyLines(g.PEM)...)
+		}
+	}
+	p.cfg.Redactor.Set("certificate-keys", lines...)
+	p.keysSeen = seen
+}

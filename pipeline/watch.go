@@ -1,0 +1,125 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
+)
+
+// downAfter is how many probes in a row must fail before HAProxy counts as down: the master
+// refuses connections for a moment while it re-executes on a reload.
+const downAfter = 2
+
+// watch asks HAProxy every ProbeInterval whether it runs, until ctx ends: the haproxy_up
+// gauge, /readyz, a log line when it goes down or comes back, and a sync when it runs a load
+// the sidecar did not make (it restarted, or someone reloaded it), so that the sidecar makes
+// sure it runs the live configuration.
+func (p *Pipeline) watch(ctx context.Context, li loadIdentifier) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	fails := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, p.cfg.ProbeInterval)
+		id, err := li.LoadID(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil && (errors.Is(err, reload.ErrNotRunning) || errors.Is(err, context.DeadlineExceeded)) {
+			fails++
+			if fails >= downAfter {
+				p.haproxyDown(err)
+			}
+		} else {
+			// It answered (an answer that names no load, after a refused reload, is still
+			// an answer).
+			fails = 0
+			p.haproxyUp(id)
+		}
+		interval := p.cfg.ProbeInterval
+		if fails > 0 {
+			interval = min(interval, 250*time.Millisecond) // confirm soon
+		}
+		t.Reset(interval)
+	}
+}
+
+func (p *Pipeline) haproxyDown(err error) {
+	p.cfg.Metrics.HAProxyUp.Set(0)
+	if p.haproxyState.Swap(-1) != -1 {
+		if p.cfg.Health.Ready() || p.cfg.ExpectRunning {
+			p.log.Warn("HAProxy is down: its master socket does not answer", "error", err)
+		} else {
+			p.log.Info("HAProxy is not running (yet)", "error", err)
+		}
+	}
+	p.cfg.Health.HAProxyDown(err.Error())
+}
+
+func (p *Pipeline) haproxyUp(id string) {
+	p.cfg.Metrics.HAProxyUp.Set(1)
+	if p.haproxyState.Swap(1) == -1 {
+		p.log.Info("HAProxy is up", "load", id)
+	}
+	p.cfg.Health.HAProxyUp()
+	if id == "" {
+		return
+	}
+	prev, _ := p.probedLoad.Swap(id).(string)
+	// A load the sidecar did not make, while it knows which one HAProxy should run (it made
+	// one, or wrote files while HAProxy was down): let the next sync look.
+	if mine := p.currentLoad(); prev != id && id != mine && (mine != "" || p.writtenDown.Load()) {
+		p.restarted.Store(true)
+		p.Changed()
+	}
+}
+
+// noticeHAProxy, at the start of a sync, deals with HAProxy running a load the sidecar did not
+// make: it started (after the sidecar wrote its files, or again after a crash) or someone
+// reloaded it. Either way it loaded the files on disk: when they are the last good rendering,
+// that is what it runs (no reload needed); otherwise what it runs is unknown, and the sync
+// reloads.
+func (p *Pipeline) noticeHAProxy(ctx context.Context) error {
+	li, ok := p.cfg.Reloader.(loadIdentifier)
+	if !ok || !p.restarted.Swap(false) || !p.adoptTried {
+		return nil // the first sync finds out what HAProxy runs itself (adopt)
+	}
+	id, err := li.LoadID(ctx)
+	if err != nil || id == p.currentLoad() {
+		return nil // down again (the probe reports it), or the sidecar's own reload
+	}
+	p.writer.Drop() // HAProxy loaded what the disk held when it started
+	live, good := p.cfg.Store.Live(), p.goodBundle()
+	if live == nil || good == nil || live.Hash != good.Hash {
+		p.log.Warn("HAProxy runs a configuration load the sidecar did not make: reloading it with the live configuration", "load", id)
+		p.runs = ""
+		p.setLoad("", "", true)
+		if p.cfg.Runtime != nil {
+			p.cfg.Runtime.Forget()
+		}
+		return nil
+	}
+	if p.writtenDown.Load() {
+		p.log.Info("HAProxy started on the configuration the sidecar wrote", "hash", short(live.Hash), "load", id)
+	} else {
+		p.log.Warn("HAProxy restarted or was reloaded by someone else: it loaded the live configuration", "hash", short(live.Hash), "load", id)
+	}
+	p.runs = live.Hash
+	if p.cfg.Runtime != nil {
+		plan, _ := p.planRuntime(good)
+		p.cfg.Runtime.Reloaded(plan)
+	}
+	p.setLoad(live.Hash, id, true)
+	p.cfg.Metrics.LiveGenerationInfo.Reset()
+	p.cfg.Metrics.LiveGenerationInfo.WithLabelValues(live.Hash).Set(1)
+	p.writtenDown.Store(false)
+	p.cfg.Health.Live(live.Hash)
+	return nil
+}
