@@ -31,12 +31,12 @@ type Health struct {
 
 // HeldInput is one input held back, as /readyz lists it.
 type HeldInput struct {
-	Input  string `json:"input"`            // "service/web", "templates", "certificate/site"
-	Object string `json:"object"`           // "ConfigMap lb/services key \"web\""
-	Stage  string `json:"stage"`            // decode, render, validate, reload
-	Reason string `json:"reason"`           // why
-	Kept   bool   `json:"lastGoodKept"`     // its last good version serves meanwhile (else it is left out)
-	Since  string `json:"since,omitempty"`  // RFC 3339
+	Input  string `json:"input"`           // "service/web", "templates", "certificate/site"
+	Object string `json:"object"`          // "ConfigMap lb/services key \"web\""
+	Stage  string `json:"stage"`           // decode, render, validate, reload
+	Reason string `json:"reason"`          // why
+	Kept   bool   `json:"lastGoodKept"`    // its last good version serves meanwhile (else it is left out)
+	Since  string `json:"since,omitempty"` // RFC 3339
 	since  time.Time
 }
 
