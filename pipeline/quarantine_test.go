@@ -20,8 +20,8 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/record"
-	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/runtimeapi"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
@@ -51,7 +51,7 @@ func (c *cluster) Objects(context.Context) (*snapshot.Objects, error) {
 		app, _, _ := strings.Cut(name, "-")
 		objs.Pods = append(objs.Pods, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: map[string]string{"app": app}},
-			Status: corev1.PodStatus{PodIP: c.pods[name], Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+			Status:     corev1.PodStatus{PodIP: c.pods[name], Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 		})
 	}
 	return objs, nil
