@@ -44,6 +44,9 @@ func TestBadInputKeepsLastGoodConfig(t *testing.T) {
 		edit  func(string) string
 		stage string
 		want  []string // the error names the object and the reason
+		// other is the service whose pod changes while the bad input is held: it must go
+		// live ("api" unless the bad input is the api service).
+		other string
 	}{
 		{
 			name: "invalid JSON in a services key", file: "services.yaml", stage: "decode",
@@ -54,8 +57,9 @@ func TestBadInputKeepsLastGoodConfig(t *testing.T) {
 		},
 		{
 			name: "a service without a selector", file: "services.yaml", stage: "decode",
-			edit: func(s string) string { return strings.Replace(s, `"selector": {"app": "api"},`, "", 1) },
-			want: []string{`ConfigMap lb/services key "api"`, "selector"},
+			edit:  func(s string) string { return strings.Replace(s, `"selector": {"app": "api"},`, "", 1) },
+			want:  []string{`ConfigMap lb/services key "api"`, "selector"},
+			other: "web",
 		},
 		{
 			name: "a service without a namespace", file: "services.yaml", stage: "decode",
@@ -127,6 +131,8 @@ func TestBadInputKeepsLastGoodConfig(t *testing.T) {
 			name: "a manifest that is not YAML", file: "pods.yaml", stage: "decode",
 			edit: func(s string) string { return "kind: Pod\nmetadata: [unclosed\n" + s },
 			want: []string{"pods.yaml"},
+			// The file's pods are what would change: another file's change is the test.
+			other: "none",
 		},
 	}
 	for _, tc := range cases {
@@ -147,14 +153,21 @@ func TestBadInputKeepsLastGoodConfig(t *testing.T) {
 				_, r = e.readyz(t)
 				return r.LastError != "" && e.metric(t, rejected) > before
 			}, "the rejection is reported and counted")
-			t.Logf("reported: %s", r.LastError)
+			// What /readyz says: the last error and every held input's reason (one edit may
+			// hold two inputs: a key renamed leaves a certificate without its key, and a key
+			// without its certificate).
+			said := r.LastError
+			for _, h := range r.Held {
+				said += "\n" + h.Object + ": " + h.Reason
+			}
+			t.Logf("reported: %s", said)
 			for _, want := range tc.want {
-				if !strings.Contains(r.LastError, want) {
-					t.Errorf("error %q does not mention %q", r.LastError, want)
+				if !strings.Contains(said, want) {
+					t.Errorf("%q does not mention %q", said, want)
 				}
 			}
-			if strings.Contains(r.LastError, "PRIVATE KEY") || strings.Contains(r.LastError, "MII") {
-				t.Errorf("error leaks key material: %q", r.LastError)
+			if strings.Contains(said, "PRIVATE KEY") || strings.Contains(said, "MII") {
+				t.Errorf("error leaks key material: %q", said)
 			}
 			if !r.Ready || r.LiveConfig != good.LiveConfig {
 				t.Errorf("live config is %q (ready %v), want the last good %q", r.LiveConfig, r.Ready, good.LiveConfig)
@@ -169,16 +182,79 @@ func TestBadInputKeepsLastGoodConfig(t *testing.T) {
 				t.Errorf("last good configuration not serving: %q, %v", body, err)
 			}
 
+			// Everything else keeps going live: another service's pod becomes ready.
+			other := tc.other
+			if other == "" {
+				other = "api"
+			}
+			undo := func() {}
+			if other != "none" {
+				undo = e.podChange(t, other)
+				haproxytest.WaitFor(t, 15*time.Second, func() bool {
+					_, r = e.readyz(t)
+					return len(r.Held) > 0 && r.LastError != ""
+				}, "the bad input is still held after the other change")
+			}
+
 			// Fixing the input recovers.
 			if err := os.WriteFile(path, orig, 0o644); err != nil {
 				t.Fatal(err)
 			}
+			undo()
 			haproxytest.WaitFor(t, 15*time.Second, func() bool {
 				_, r = e.readyz(t)
-				return r.Ready && r.LastError == "" && e.metric(t, "haproxy_sidecar_config_valid") == 1
+				// Inputs and pods as before: the configuration is the one before the case.
+				return r.Ready && r.LastError == "" && len(r.Held) == 0 && e.metric(t, "haproxy_sidecar_config_valid") == 1 &&
+					r.LiveConfig == good.LiveConfig
 			}, "recovery once the input is fixed")
 			e.waitServed(t, "web.localhost", "/", "web-")
 		})
+	}
+}
+
+// podChange makes a pod of service (api or web) change and waits until it is served: the api
+// pod that is not ready becomes ready (api-2 answers), or a third web pod appears (web-3).
+// The returned function takes the change back.
+func (e *demoEnv) podChange(t *testing.T, service string) (undo func()) {
+	t.Helper()
+	path := filepath.Join(e.dir, "pods.yaml")
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch service {
+	case "api":
+		e.editFile(t, "pods.yaml", func(s string) string {
+			i := strings.Index(s, "name: api-5c6b-pqrst")
+			tail := strings.Replace(s[i:], `status: "False"`, `status: "True"`, 1)
+			return s[:i] + strings.Replace(tail, "ready: false", "ready: true", 1)
+		})
+		e.waitServed(t, "api.localhost", "/v1/x", "api-2")
+	case "web":
+		e.editFile(t, "pods.yaml", func(s string) string {
+			return s + "\n---\n" + `apiVersion: v1
+kind: Pod
+metadata:
+  name: web-7d9f-third
+  namespace: demo
+  labels:
+    app: web
+status:
+  phase: Running
+  podIP: 127.0.0.13
+  conditions:
+  - type: Ready
+    status: "True"
+`
+		})
+		e.waitServed(t, "web.localhost", "/", "web-3")
+	default:
+		t.Fatalf("no pod change for %q", service)
+	}
+	return func() {
+		if err := os.WriteFile(path, orig, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

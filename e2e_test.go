@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -30,6 +29,7 @@ type demoEnv struct {
 	sock     string
 	health   string
 	metrics  string
+	logs     *haproxytest.SyncBuffer // what the sidecars started by startSidecar logged
 }
 
 // backendNames maps the example pods' IPs to the names their backends answer with.
@@ -108,7 +108,17 @@ func (e *demoEnv) startSidecar(t *testing.T, extra ...string) (stop func()) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// The sidecar's own logger (redaction included), at debug level, into the test log and
+	// e.logs.
+	o.logLevel = "debug"
+	o.red = o.redactor()
+	if e.logs == nil {
+		e.logs = &haproxytest.SyncBuffer{}
+	}
+	log, err := o.logger(io.MultiWriter(testWriter{t}, e.logs), o.red)
+	if err != nil {
+		t.Fatal(err)
+	}
 	go func() { done <- o.run(ctx, log) }()
 	var once sync.Once
 	stop = func() {
@@ -132,6 +142,7 @@ func (e *demoEnv) startSidecar(t *testing.T, extra ...string) (stop func()) {
 // endpoints.
 func (e *demoEnv) instance(t *testing.T) *demoEnv {
 	c := *e
+	c.logs = nil // its own log
 	run := haproxytest.ShortTempDir(t)
 	c.cfgPath = filepath.Join(run, "haproxy.cfg")
 	c.sock = filepath.Join(run, "master.sock")

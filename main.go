@@ -132,6 +132,7 @@ type options struct {
 	masterSocket  string
 	reloadCommand string
 	reloadTimeout time.Duration
+	probeInterval time.Duration
 	wait          waitFlag
 	metricsAddr   string
 	pprof         bool
@@ -193,6 +194,7 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 		fs.StringVar(&o.masterSocket, "master-socket", "/var/run/haproxy/master.sock", "HAProxy master CLI socket (haproxy -W -S PATH,level,admin)")
 		fs.StringVar(&o.reloadCommand, "reload-command", "", "with --reload=command: command run through sh -c to reload HAProxy; exit 0 means loaded")
 		fs.DurationVar(&o.reloadTimeout, "reload-timeout", 30*time.Second, "how long a reload may take to be confirmed")
+		fs.DurationVar(&o.probeInterval, "probe-interval", 2*time.Second, "how often HAProxy is asked (master socket) whether it runs: haproxy_sidecar_haproxy_up, /readyz 503 while it is down, and the live configuration made sure of when it comes back")
 		o.registerRuntime(fs)
 		fs.Var(&o.dataplaneURLs, "dataplane-url", "with --reload=dataplane: a host's Data Plane API, https://lb1:5555/v3 (repeatable or comma-separated; without /v2 or /v3 the version is asked)")
 		fs.StringVar(&o.dataplaneUser, "dataplane-username", "", "Data Plane API basic authentication user")
@@ -584,6 +586,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 		InputsFile:        filepath.Join(store.StateDir(), "inputs.json"),
 		Redactor:          o.red,
 		ExpectRunning:     expectRunning,
+		ProbeInterval:     o.probeInterval,
 	})
 	if err != nil {
 		return err

@@ -49,7 +49,10 @@ type Written struct {
 	// Rejected is why the check refused the rendering (bad input): the caller must take the
 	// runtime changes back. Err is an operational failure (disk), worth another try.
 	Rejected, Err error
-	Waited, Took  time.Duration
+	// Superseded is set when a newer rendering was queued before this one could be made
+	// live: it was checked but not made live.
+	Superseded   bool
+	Waited, Took time.Duration
 }
 
 // rememberedInvalid bounds the rejected renderings a Writer remembers.
@@ -158,6 +161,12 @@ func (w *Writer) Pending(hash string) bool {
 	return (w.pending != nil && w.pending.Hash == hash) || w.busy
 }
 
+func (w *Writer) superseded() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pending != nil
+}
+
 // Exclusive runs f while no write is under way (a queued one waits).
 func (w *Writer) Exclusive(f func()) {
 	w.excl.Lock()
@@ -208,6 +217,12 @@ func (w *Writer) write(ctx context.Context, job *WriteJob, isRejected func(error
 			}
 			return res
 		}
+	}
+	if w.superseded() {
+		// A newer rendering is queued: HAProxy runs that one already, so making this one
+		// live on disk would only put the files behind for a moment. Left for Prune.
+		res.Superseded = true
+		return res
 	}
 	if err := w.store.Activate(gen); err != nil {
 		res.Err = fmt.Errorf("activate generation (HAProxy already runs it through the runtime API): %w", err)

@@ -58,7 +58,7 @@ func (p *Pipeline) nothing(ctx context.Context, c *candidate, reason string) Res
 			return res
 		}
 	}
-	p.cfg.Health.Live(hash) // still live; clears an error the operator has since fixed
+	p.liveIfRunning(hash) // still live; clears an error the operator has since fixed
 	p.log.Debug("render unchanged, nothing to do", "reason", reason, "hash", short(hash))
 	return Result{Outcome: Unchanged, Hash: hash}
 }
@@ -113,7 +113,7 @@ func (p *Pipeline) reload(ctx context.Context, c *candidate, plan *runtimeapi.Pl
 	switch {
 	case err == nil:
 		m.ReloadSucceeded(p.countedEndpoint(), took, hash)
-		p.runs = hash
+		p.setRuns(hash)
 		p.forgetRefused()
 		p.cfg.Store.MarkGood(c.gen)
 		p.setGood(c.bundle)
@@ -124,7 +124,7 @@ func (p *Pipeline) reload(ctx context.Context, c *candidate, plan *runtimeapi.Pl
 		return Result{Outcome: Applied, Hash: hash, Reloaded: true}, nil
 	case errors.Is(err, reload.ErrNotRunning):
 		// The files are in place: HAProxy loads them when it starts.
-		p.runs = ""
+		p.setRuns("")
 		p.writtenDown.Store(true)
 		p.cfg.Store.MarkGood(c.gen)
 		p.setGood(c.bundle)
@@ -172,7 +172,7 @@ func (p *Pipeline) reload(ctx context.Context, c *candidate, plan *runtimeapi.Pl
 		if !p.cfg.ReloaderCounts {
 			m.Reloads.WithLabelValues(p.cfg.Endpoint, "error").Inc()
 		}
-		p.runs = ""
+		p.setRuns("")
 		p.setLoad("", "", true) // the reload's outcome is not known
 		return p.fail(status.FailReload, fmt.Errorf("reload: %w", err)), nil
 	}
@@ -209,7 +209,7 @@ func (p *Pipeline) deferReload(ctx context.Context, c *candidate, plan *runtimea
 			p.log.Debug("runtime API update while a reload waits failed; the reload will load it", "error", err)
 		} else {
 			p.countRuntime(plan)
-			p.runs = "" // the old rendering with some of the new servers: no rendering
+			p.setRuns("") // the old rendering with some of the new servers: no rendering
 			p.log.Info("made at runtime while the reload waits", "changes", plan.Summary())
 		}
 	}
@@ -282,10 +282,12 @@ func (p *Pipeline) applied(info snapInfo, hash, reason string) {
 	p.appliedStatus(info, hash, reason)
 }
 
-// appliedStatus reports a change that went live.
+// appliedStatus reports a change that went live (HAProxy runs it: see liveIfRunning).
 func (p *Pipeline) appliedStatus(info snapInfo, hash, reason string) {
 	p.writtenDown.Store(false)
-	p.cfg.Health.Live(hash)
+	if !p.liveIfRunning(hash) {
+		return
+	}
 	if p.cfg.Recorder != nil {
 		msg := fmt.Sprintf("configuration %s is live (%s)", short(hash), reason)
 		if info.templateRef != (snapshot.Ref{}) {

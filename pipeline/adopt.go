@@ -33,7 +33,7 @@ func (p *Pipeline) adopt(ctx context.Context, bundle *render.Bundle) {
 	}
 	p.cfg.Store.MarkGood(live)
 	p.setGood(bundle)
-	p.runs = bundle.Hash
+	p.setRuns(bundle.Hash)
 	p.cfg.Metrics.ConfigValid.Set(1)
 	p.log.Info("HAProxy already runs this configuration: no reload", "hash", short(bundle.Hash), "load", id)
 }

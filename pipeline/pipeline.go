@@ -130,7 +130,6 @@ type Pipeline struct {
 	q           quarantine.State
 	lastReload  time.Time       // when the last reload was asked
 	reloadAt    time.Time       // a deferred reload is due then (zero: none)
-	runs        string          // the rendering HAProxy runs for sure ("" not known)
 	refused     []string        // renderings HAProxy refused at reload, newest last (bounded)
 	adoptTried  bool            // the first rendering was compared with what HAProxy already runs
 	keysSeen    map[string]bool // certificate versions whose keys the redactor knows
@@ -138,6 +137,9 @@ type Pipeline struct {
 
 	goodMu sync.Mutex
 	good   *render.Bundle // the rendering of the last good generation
+	// runs is the rendering HAProxy runs for sure ("" not known). Set by the sync goroutine;
+	// the writer reads it, so as not to report live a rendering HAProxy no longer runs.
+	runs string
 
 	// What HAProxy runs, for the record a restarted sidecar reads (see adopt). Changed only
 	// under loadMu, together with the record, so that the writer (another goroutine) never

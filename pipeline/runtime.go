@@ -63,7 +63,7 @@ func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, c *
 	p.changingRuntime()
 	if err := p.cfg.Runtime.Apply(ctx, plan); err != nil {
 		m.RuntimeFallbacks.Inc()
-		p.runs = ""
+		p.setRuns("")
 		p.log.Warn("runtime API update failed: reloading instead", "error", err)
 		return Result{}, false
 	}
@@ -71,8 +71,9 @@ func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, c *
 	p.countRuntime(plan)
 	p.ranRuntime(hash)
 	p.reloadAt = time.Time{}
-	p.runs = hash
+	p.setRuns(hash)
 	m.RuntimeApplied(hash)
+	p.liveIfRunning(hash) // HAProxy answered: it runs it (the files follow)
 	p.log.Info("configuration live without a reload", "reason", reason, "hash", short(hash),
 		"changes", plan.Summary(), "runtime_api", time.Since(start).Round(time.Microsecond))
 	if res, failed := p.write(ctx, c, reason); failed {
@@ -125,6 +126,8 @@ type writePayload struct {
 func (p *Pipeline) written(w generation.Written) {
 	pl := w.Job.Payload.(writePayload)
 	switch {
+	case w.Superseded:
+		// A newer rendering is being written.
 	case w.Rejected != nil:
 		// The next sync takes the runtime changes back and reports the rejection.
 		p.Changed()
@@ -138,6 +141,10 @@ func (p *Pipeline) written(w generation.Written) {
 	default:
 		p.setGood(pl.bundle)
 		p.writtenLive(pl.bundle.Hash)
+		if !p.liveIfRunning(pl.bundle.Hash) {
+			// A newer runtime change went live meanwhile: its own write reports it.
+			return
+		}
 		p.applied(pl.info, pl.bundle.Hash, pl.reason)
 		p.log.Debug("generation written and validated", "hash", short(pl.bundle.Hash), "waited", w.Waited.Round(time.Millisecond), "took", w.Took.Round(time.Millisecond))
 	}
@@ -164,7 +171,7 @@ func (p *Pipeline) revertRuntime(ctx context.Context) {
 			if err == nil {
 				p.ranRuntime(good.Hash)
 				p.writtenLive(good.Hash) // the live files are the good generation's
-				p.runs = good.Hash
+				p.setRuns(good.Hash)
 				p.log.Warn("runtime API changes that did not validate were taken back", "changes", plan.Summary())
 				return
 			}
@@ -174,7 +181,7 @@ func (p *Pipeline) revertRuntime(ctx context.Context) {
 	if p.cfg.Runtime != nil {
 		p.cfg.Runtime.Forget()
 	}
-	p.runs = ""
+	p.setRuns("")
 	p.lastReload = time.Now()
 	if err := p.cfg.Reloader.Reload(ctx); err != nil {
 		p.log.Error("reload of the last good configuration", "error", err)
@@ -185,7 +192,7 @@ func (p *Pipeline) revertRuntime(ctx context.Context) {
 		p.cfg.Runtime.Reloaded(plan)
 	}
 	if good != nil {
-		p.runs = good.Hash
+		p.setRuns(good.Hash)
 		p.recordLoad(ctx, good.Hash, true)
 	}
 }
@@ -194,6 +201,31 @@ func (p *Pipeline) countRuntime(plan *runtimeapi.Plan) {
 	for kind, n := range plan.Counts() {
 		p.cfg.Metrics.RuntimeUpdates.WithLabelValues(kind).Add(float64(n))
 	}
+}
+
+// setRuns records what HAProxy runs for sure ("" not known).
+func (p *Pipeline) setRuns(hash string) {
+	p.goodMu.Lock()
+	p.runs = hash
+	p.goodMu.Unlock()
+}
+
+// liveIfRunning reports hash live when HAProxy runs it, under the lock setRuns takes, so that
+// a write finishing late never reports an older rendering over a newer one.
+func (p *Pipeline) liveIfRunning(hash string) bool {
+	p.goodMu.Lock()
+	defer p.goodMu.Unlock()
+	if p.runs != hash {
+		return false
+	}
+	p.cfg.Health.Live(hash)
+	return true
+}
+
+func (p *Pipeline) running() string {
+	p.goodMu.Lock()
+	defer p.goodMu.Unlock()
+	return p.runs
 }
 
 // setGood records the rendering of the last good generation (what a revert goes back to).

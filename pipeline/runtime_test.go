@@ -33,6 +33,13 @@ type checker struct {
 	gate     chan struct{}
 	holdOn   string
 	holdGate chan struct{}
+	done     int // checks finished
+}
+
+func (c *checker) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.done
 }
 
 // holdMatching makes the checks of configurations containing s wait until releaseMatching.
@@ -77,6 +84,11 @@ func (c *checker) Check(ctx context.Context, path string) error {
 			return ctx.Err()
 		}
 	}
+	defer func() {
+		c.mu.Lock()
+		c.done++
+		c.mu.Unlock()
+	}()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -611,10 +623,15 @@ func TestLoadRecord(t *testing.T) {
 		r.p.Changed()
 		waitFor(t, func() bool { return len(r.cli.commands()) > before }) // c is live in HAProxy
 		r.checker.holdMatching("c 10.0.0.3")
-		r.checker.release() // b is written; c waits
-		waitFor(t, func() bool { return r.liveConfig(t) == b })
+		checked := r.checker.count()
+		r.checker.release() // b's check ends; c's waits
+		waitFor(t, func() bool { return r.checker.count() > checked })
+		// b is not made live on disk: c, newer, is queued (HAProxy runs it already).
+		if live := r.liveConfig(t); live != config(":80", "a 10.0.0.1:80") {
+			t.Errorf("with c queued, the files went to\n%s", live)
+		}
 		if l := loaded(r); l != (generation.Loaded{}) {
-			t.Errorf("with c live in HAProxy and b on disk, the record is %+v, want none", l)
+			t.Errorf("with c live in HAProxy and not on disk yet, the record is %+v, want none", l)
 		}
 		r.checker.releaseMatching()
 		waitFor(t, func() bool { return r.liveConfig(t) == c })

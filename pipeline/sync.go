@@ -101,7 +101,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	if rejected := p.writer.Rejected(cand.bundle.Hash); rejected != nil {
 		// haproxy -c rejected this rendering after the runtime API had made it live.
 		p.writer.Drop()
-		if p.runs == cand.bundle.Hash || p.runs == "" {
+		if runs := p.running(); runs == cand.bundle.Hash || runs == "" {
 			p.revertRuntime(ctx)
 		}
 		p.report(held)
@@ -114,7 +114,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	plan, why := p.planRuntime(cand.bundle)
 	d := Decide(Facts{
 		Rendered:          cand.bundle.Hash,
-		Runs:              p.runs,
+		Runs:              p.running(),
 		ReloadDue:         !p.reloadAt.IsZero(),
 		ReloadWhy:         why,
 		Refused:           p.isRefused(cand.bundle.Hash),

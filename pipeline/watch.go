@@ -99,7 +99,7 @@ func (p *Pipeline) noticeHAProxy(ctx context.Context) error {
 	live, good := p.cfg.Store.Live(), p.goodBundle()
 	if live == nil || good == nil || live.Hash != good.Hash {
 		p.log.Warn("HAProxy runs a configuration load the sidecar did not make: reloading it with the live configuration", "load", id)
-		p.runs = ""
+		p.setRuns("")
 		p.setLoad("", "", true)
 		if p.cfg.Runtime != nil {
 			p.cfg.Runtime.Forget()
@@ -111,7 +111,7 @@ func (p *Pipeline) noticeHAProxy(ctx context.Context) error {
 	} else {
 		p.log.Warn("HAProxy restarted or was reloaded by someone else: it loaded the live configuration", "hash", short(live.Hash), "load", id)
 	}
-	p.runs = live.Hash
+	p.setRuns(live.Hash)
 	if p.cfg.Runtime != nil {
 		plan, _ := p.planRuntime(good)
 		p.cfg.Runtime.Reloaded(plan)
@@ -120,6 +120,6 @@ func (p *Pipeline) noticeHAProxy(ctx context.Context) error {
 	p.cfg.Metrics.LiveGenerationInfo.Reset()
 	p.cfg.Metrics.LiveGenerationInfo.WithLabelValues(live.Hash).Set(1)
 	p.writtenDown.Store(false)
-	p.cfg.Health.Live(live.Hash)
+	p.liveIfRunning(live.Hash)
 	return nil
 }

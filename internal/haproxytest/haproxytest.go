@@ -165,6 +165,13 @@ func (p *Process) stop() {
 	<-p.done
 }
 
+// Kill kills the master and every worker with SIGKILL, as a crash or the OOM killer would,
+// and waits for the master to be gone.
+func (p *Process) Kill() {
+	_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
 // Exited reports whether the master process has exited.
 func (p *Process) Exited() bool {
 	select {
