@@ -665,13 +665,13 @@ func (r *Reloader) push(ctx context.Context, h *host, want, has *content, doRelo
 		}
 	}
 
-	// A configuration rendered for the directory templates used before the host said where
-	// it stores certificates would be refused (its files are elsewhere): stop, once, and
-	// let the new rendering come. The certificates uploaded stay: it needs them.
-	if err := r.staleDir(h, want); err != nil {
-		return len(added) > 0, err
-	}
 	if doReload {
+		// A configuration rendered for the directory templates used before the host said
+		// where it stores certificates would be refused (its files are elsewhere): stop,
+		// once, and let the new rendering come. The certificates uploaded stay: it needs them.
+		if err := r.staleDir(h, want); err != nil {
+			return len(added) > 0, err
+		}
 		if err := c.Validate(ctx, want.config); err != nil {
 			removeAdded()
 			return false, err
