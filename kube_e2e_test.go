@@ -283,8 +283,8 @@ func TestKubernetesToDataPlaneHosts(t *testing.T) {
 	k := kubetest.Start(t)
 	e := newDemoEnv(t)
 	applyExample(t, k, e)
-	host := dataplanetest.Start(t, dataplanetest.Options{})
-	e.startSidecar(t, "--source=kube", "--kubeconfig", k.Kubeconfig, "--reload=dataplane",
+	host := dataplanetest.Start(t, dataplanetest.Options{RuntimeReconnect: 300 * time.Millisecond}) // the demo has no stats socket
+	e.startSidecar(t, "--source=kube", "--kubeconfig", k.Kubeconfig, "--reload=dataplane", "--state-dir", t.TempDir(),
 		"--dataplane-url", host.URL, "--dataplane-ssl-dir", host.StorageDir)
 	e.waitReady(t)
 	e.waitServed(t, "web.localhost", "/", "web-")

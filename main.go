@@ -182,14 +182,14 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 	fs.StringVar(&o.envSecret, "env-secret", "", "like --env-allow, for values that are secret: templates may read them, and every log line, /readyz answer and Event shows them as [REDACTED]")
 	fs.StringVar(&o.statsPass, "statistics-password", "", "password of the stats page (stats.password); a template that uses it while unset fails")
 	fs.StringVar(&o.haproxyBin, "haproxy-bin", "haproxy", "haproxy binary used for validation (haproxy -c)")
-	fs.StringVar(&o.sslDir, "ssl-dir", "", "certificate directory templates see as ssldir (run: default DIR(--haproxy-config)/certs; render: --out/certs)")
+	fs.StringVar(&o.sslDir, "ssl-dir", "", "certificate directory templates see as ssldir (run: default DIR(--haproxy-config)/certs, made a symlink into the live generation; an existing directory is kept as the adopted generation; not used with --reload=dataplane; render: --out/certs)")
 	fs.BoolVar(&o.validate, "validate", true, "validate with haproxy -c before anything goes live (render: when haproxy is installed)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	switch cmd {
 	case "run":
-		fs.StringVar(&o.haproxyConfig, "haproxy-config", "/etc/haproxy/haproxy.cfg", "the file HAProxy was started with (-f); made a symlink into the live generation")
-		fs.StringVar(&o.stateDir, "state-dir", "", "where generations are kept (default DIR(--haproxy-config)/.haproxy-sidecar)")
+		fs.StringVar(&o.haproxyConfig, "haproxy-config", "", "the file HAProxy was started with (-f), default "+defaultHAProxyConfig+"; made a symlink into the live generation (an existing file is kept as the adopted generation); not used with --reload=dataplane")
+		fs.StringVar(&o.stateDir, "state-dir", "", "where generations are kept (default DIR(--haproxy-config)/.haproxy-sidecar; with --reload=dataplane, where everything local is kept: default $XDG_STATE_HOME/haproxy-sidecar/dataplane, else ~/.local/state/haproxy-sidecar/dataplane)")
 		fs.StringVar(&o.reloadMode, "reload", "master-socket", "how to reload HAProxy: master-socket, dataplane (the HAProxy Data Plane API of remote hosts), command or none")
 		fs.StringVar(&o.masterSocket, "master-socket", "/var/run/haproxy/master.sock", "HAProxy master CLI socket (haproxy -W -S PATH,level,admin)")
 		fs.StringVar(&o.reloadCommand, "reload-command", "", "with --reload=command: command run through sh -c to reload HAProxy; exit 0 means loaded")
@@ -206,7 +206,7 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 		fs.StringVar(&o.dataplaneKey, "dataplane-key", "", "private key of --dataplane-cert")
 		fs.StringVar(&o.spiffeSocket, "spiffe-socket", "", "SPIFFE Workload API address (unix:///path or a path), used with --dataplane-spiffe-id (default $SPIFFE_ENDPOINT_SOCKET)")
 		fs.StringVar(&o.dataplaneSPIFFEID, "dataplane-spiffe-id", "", "mutual TLS with SPIFFE: the Data Plane API servers' SPIFFE ID, or spiffe://trust.domain to accept its members")
-		fs.StringVar(&o.dataplaneSSLDir, "dataplane-ssl-dir", "", "the hosts' certificate storage directory, which templates see as ssldir (default: asked from the hosts' storage API)")
+		fs.StringVar(&o.dataplaneSSLDir, "dataplane-ssl-dir", "", "the hosts' certificate storage directory, which templates see as ssldir (default: learned from the hosts' storage API; /etc/haproxy/ssl, the API's default, until a host stores a certificate)")
 		o.wait = waitFlag{200 * time.Millisecond, 2 * time.Second}
 		fs.Var(&o.wait, "wait", "`MIN:MAX`: render after MIN without changes, but never later than MAX after the first")
 		fs.StringVar(&o.metricsAddr, "metrics-addr", ":9090", "address of /metrics (Prometheus); empty: off")
@@ -475,7 +475,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	cfgPath, err := filepath.Abs(o.haproxyConfig)
+	cfgPath, sslDir, stateDir, err := o.localPaths(log)
 	if err != nil {
 		return err
 	}
@@ -483,57 +483,21 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	// "not running yet".
 	_, statErr := os.Lstat(cfgPath)
 	expectRunning := statErr == nil && o.reloadMode == "master-socket"
-	sslDir := o.sslDir
-	if sslDir == "" {
-		sslDir = filepath.Join(filepath.Dir(cfgPath), "certs")
-	}
-	if sslDir, err = filepath.Abs(sslDir); err != nil {
-		return err
-	}
-	store, err := generation.Open(cfgPath, sslDir, o.stateDir)
+	store, err := generation.Open(cfgPath, sslDir, stateDir, generation.WithLogger(log))
 	if err != nil {
 		return fmt.Errorf("open generations for %s: %w", cfgPath, err)
 	}
 	var recorder pipeline.Recorder // Kubernetes Events, set below in the Kubernetes modes
 	var reloader reload.Reloader
 	var endpoint string
-	templateSSLDir := sslDir
+	var rend pipeline.Renderer = renderer{render.New(render.Options{SSLDir: sslDir})}
+	var dpMode *dataplaneMode // --reload=dataplane (dataplane_mode.go)
 	if o.reloadMode == "dataplane" {
-		spiffe := o.spiffeSocket
-		if spiffe == "" {
-			spiffe = os.Getenv("SPIFFE_ENDPOINT_SOCKET")
-		}
-		dp, err := dataplane.New(ctx, dataplane.Config{
-			URLs: o.dataplaneURLs, Username: o.dataplaneUser, Password: o.dataplanePassword,
-			PasswordFile: o.dataplanePasswordFile, Token: o.dataplaneToken,
-			CACert: o.dataplaneCA, Cert: o.dataplaneCert, Key: o.dataplaneKey,
-			SPIFFESocket: spiffe, SPIFFEID: o.dataplaneSPIFFEID,
-			ConfigPath: store.ConfigPath(), CertDir: store.SSLDir(), SSLDir: o.dataplaneSSLDir,
-			Timeout: o.reloadTimeout, Logger: log,
-			StateFile: filepath.Join(store.StateDir(), "dataplane-hosts.json"),
-			OnResult: func(ep, result string) {
-				metrics.Reloads.WithLabelValues(ep, result).Inc()
-				// Per-host outcome on the object holding the template, in the Kubernetes modes.
-				if recorder != nil {
-					recorder.Event(o.templateObject(), result != dataplane.ResultSuccess, "Host"+strings.ToUpper(result[:1])+result[1:],
-						fmt.Sprintf("HAProxy host %s: %s", ep, result))
-				}
-			},
-		})
-		if err != nil {
+		if dpMode, err = o.startDataplane(ctx, log, store, metrics, &recorder); err != nil {
 			return err
 		}
-		defer dp.Close()
-		remote := o.dataplaneSSLDir
-		if remote == "" {
-			if remote, err = dp.StorageDir(ctx); err != nil {
-				return fmt.Errorf("%w (set --dataplane-ssl-dir)", err)
-			}
-		}
-		// haproxy -c checks the staged certificates under the name the hosts use.
-		store.SetTemplateSSLDir(remote)
-		templateSSLDir = remote
-		reloader, endpoint = dp, "dataplane"
+		defer dpMode.Close()
+		reloader, endpoint, rend = dpMode, "dataplane", dpMode
 	} else if reloader, endpoint, err = o.newReloader(); err != nil {
 		return err
 	}
@@ -566,7 +530,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	p, err := pipeline.New(pipeline.Config{
 		Source:         src,
 		Inputs:         snapshot.Builder{Options: bo},
-		Renderer:       renderer{render.New(render.Options{SSLDir: templateSSLDir})},
+		Renderer:       rend,
 		Checker:        checker,
 		Store:          store,
 		Reloader:       reloader,
@@ -590,6 +554,9 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	})
 	if err != nil {
 		return err
+	}
+	if dpMode != nil {
+		dpMode.onChange(p.Changed) // a learned certificate directory renders again
 	}
 	if err := serveHTTP(ctx, log, o.metricsAddr, o.healthAddr, o.pprof, metrics, health); err != nil {
 		return err
@@ -635,7 +602,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 		}()
 	}
 	attrs := []any{"version", version, "source", o.source, "dir", o.dir, "haproxy_config", cfgPath,
-		"ssl_dir", sslDir, "reload", o.reloadMode, "wait", o.wait.String()}
+		"ssl_dir", sslDir, "state_dir", store.StateDir(), "reload", o.reloadMode, "wait", o.wait.String()}
 	log.Info("starting", append(attrs, o.memory.attrs()...)...)
 	return p.Run(ctx)
 }

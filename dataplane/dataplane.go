@@ -21,11 +21,20 @@
 //     and reports the rejection;
 //   - no host could be reached or every host erred: an error, so the pipeline retries.
 //
+// The hosts' certificate storage directory (what templates see as ssldir) is either given
+// (Config.SSLDir) or learned: from the files a host's storage lists, or, on a fresh host with
+// an empty storage, from the answer to the first certificate upload, which names the stored
+// file's full path. Until a host has said, templates see DefaultStorageDir (the Data Plane
+// API's own default). When the learned directory differs, OnSSLDir is called (the caller
+// renders again) and a push of a configuration rendered for the old directory stops before
+// the host validates it, once, with an error wrapping ErrSSLDirChanged.
+//
 // Credentials (passwords, tokens, keys) never appear in logs, errors or metric labels: a
 // host is named by its URL without user information.
 package dataplane
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -40,6 +49,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycfg"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
 )
 
@@ -51,7 +61,17 @@ const (
 	DefaultRetryMax     = 30 * time.Second
 	DefaultPollInterval = 100 * time.Millisecond
 	DefaultMaxConflicts = 5
+	// DefaultSlowReload is how long a reload's status may take before the wait is logged.
+	DefaultSlowReload = 3 * time.Second
+	// DefaultStorageDir is the Data Plane API's default certificate storage directory
+	// (its resources.ssl_certs_dir): what templates see as ssldir until a host says otherwise.
+	DefaultStorageDir = "/etc/haproxy/ssl"
 )
+
+// ErrSSLDirChanged is wrapped by the error of a push stopped because the configuration was
+// rendered for another certificate directory than the one the hosts turned out to use: it
+// is rendered again (Config.OnSSLDir), and the new rendering pushed.
+var ErrSSLDirChanged = errors.New("the configuration was rendered for another certificate directory than the hosts use")
 
 // Results passed to OnResult.
 const (
@@ -79,9 +99,20 @@ type Config struct {
 	// ConfigPath and CertDir are the local live files to push: the configuration, and the
 	// directory of <name>.pem certificates.
 	ConfigPath, CertDir string
-	// SSLDir is the hosts' certificate storage directory the templates refer to (optional):
-	// a host that reports another one is warned about.
+	// SSLDir is the hosts' certificate storage directory the templates refer to, when given
+	// (--dataplane-ssl-dir): a host that reports another one is warned about. Empty: learned
+	// from the hosts (see the package documentation).
 	SSLDir string
+	// OnSSLDir is called when the storage directory learned from a host differs from the one
+	// templates used until then (previous): render again with dir. It must not block.
+	OnSSLDir func(dir, previous string)
+	// OnWarning is called with warnings the operator should see on the template's object
+	// (reason, message), once each: for now, a configuration without a runtime socket the
+	// API can use. It must not block.
+	OnWarning func(reason, message string)
+	// SlowReload is how long a reload's status may take before the wait is logged (default
+	// DefaultSlowReload).
+	SlowReload time.Duration
 	// Concurrency bounds how many hosts are updated at once (default DefaultConcurrency).
 	Concurrency int
 	// Timeout bounds one host's whole update, reload confirmation included (default
@@ -115,6 +146,14 @@ type Reloader struct {
 
 	reloadMu sync.Mutex // one Reload at a time
 
+	dirMu   sync.Mutex
+	dir     string // the storage directory templates use now
+	prevDir string // the one they used before the last change ("" for none)
+	learned bool   // dir was said by a host (or given)
+
+	sockMu       sync.Mutex
+	warnedSocket bool // the configuration without a runtime socket was warned about
+
 	mu     sync.Mutex
 	stopBG context.CancelFunc // cancels the background retries of the last Reload
 	bg     sync.WaitGroup
@@ -129,6 +168,7 @@ type host struct {
 	has        *content // confirmed content; nil when unknown
 	warnedDir  bool
 	retryCount int
+	staleHash  string // content whose push was stopped for its certificate directory
 }
 
 // content is one configuration with its certificates, and this package's hash of them.
@@ -177,10 +217,14 @@ func New(ctx context.Context, cfg Config) (*Reloader, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.SSLDir != "" {
-		cfg.SSLDir = filepath.Clean(cfg.SSLDir)
+	if cfg.SlowReload <= 0 {
+		cfg.SlowReload = DefaultSlowReload
 	}
-	r := &Reloader{cfg: cfg, log: cfg.Logger.With("reloader", "dataplane")}
+	r := &Reloader{cfg: cfg, log: cfg.Logger.With("reloader", "dataplane"), dir: DefaultStorageDir}
+	if cfg.SSLDir != "" {
+		r.cfg.SSLDir = filepath.Clean(cfg.SSLDir)
+		r.dir, r.learned = r.cfg.SSLDir, true
+	}
 
 	state, err := openState(cfg.StateFile)
 	if err != nil {
@@ -286,10 +330,23 @@ func (r *Reloader) Check(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// StorageDir asks the hosts where they store certificates (the directory of the files their
-// storage API lists). It fails when no host lists any certificate, or when hosts disagree:
-// then give the directory explicitly (--dataplane-ssl-dir).
-func (r *Reloader) StorageDir(ctx context.Context) (string, error) {
+// SSLDir is the certificate directory templates should use now: the one given, the one
+// learned from the hosts, or DefaultStorageDir until a host says.
+func (r *Reloader) SSLDir() string {
+	r.dirMu.Lock()
+	defer r.dirMu.Unlock()
+	return r.dir
+}
+
+// DiscoverSSLDir asks the hosts where they store certificates (the directory of the files
+// their storage lists) and returns the directory templates should use: the one given
+// (Config.SSLDir), the one the hosts list, or DefaultStorageDir when no host stores a
+// certificate yet or none answers (learned later, at the first upload). It fails only when
+// the hosts list different directories: one configuration cannot name both.
+func (r *Reloader) DiscoverSSLDir(ctx context.Context) (string, error) {
+	if r.cfg.SSLDir != "" {
+		return r.cfg.SSLDir, nil
+	}
 	dirs := make([]string, len(r.hosts))
 	errs := make([]error, len(r.hosts))
 	r.each(ctx, func(ctx context.Context, i int, h *host) {
@@ -315,18 +372,23 @@ func (r *Reloader) StorageDir(ctx context.Context) (string, error) {
 			found[d] = append(found[d], r.hosts[i].c.label)
 		}
 	}
-	switch len(found) {
-	case 1:
-		for d := range found {
-			return d, nil
-		}
-	case 0:
-		if err := errors.Join(errs...); err != nil {
-			return "", fmt.Errorf("dataplane: find the certificate storage directory: %w", err)
-		}
-		return "", errors.New("dataplane: no host lists a stored certificate, so its storage directory is unknown: set --dataplane-ssl-dir")
+	if len(found) > 1 {
+		return "", fmt.Errorf("dataplane: the hosts store certificates in different directories %v: one configuration cannot name both; configure the same storage directory (resources.ssl_certs_dir) on every host", found)
 	}
-	return "", fmt.Errorf("dataplane: the hosts store certificates in different directories %v: set --dataplane-ssl-dir", found)
+	for d := range found {
+		r.dirMu.Lock()
+		r.dir, r.learned = d, true
+		r.dirMu.Unlock()
+		r.log.Info("the hosts' certificate storage directory, which templates see as ssldir", "ssl_dir", d)
+		return d, nil
+	}
+	if err := errors.Join(errs...); err != nil {
+		r.log.Warn("could not ask every host where it stores certificates; learned at the first upload", "error", err)
+	}
+	dir := r.SSLDir()
+	r.log.Info("no host stores a certificate yet: templates see ssldir as the Data Plane API's default until a host says where it stores them (set --dataplane-ssl-dir to fix it)",
+		"ssl_dir", dir)
+	return dir, nil
 }
 
 // each runs fn for every host, Concurrency at a time, each under its own Timeout.
@@ -380,18 +442,23 @@ func (r *Reloader) Reload(ctx context.Context) error {
 		// The previous TLS material stays in use; the handshake tells whether it still works.
 		r.log.Warn("re-read the Data Plane API TLS files", "error", err)
 	}
+	r.checkRuntimeSocket(want.config)
 	results := make([]outcome, len(r.hosts))
 	r.each(ctx, func(ctx context.Context, i int, h *host) {
 		results[i] = r.attempt(ctx, h, want, false)
 	})
 
-	var applied int
+	var applied, rerender int
 	var rejections, errs []error
 	var failing []*host
 	for i, o := range results {
 		switch {
 		case o.err == nil:
 			applied++
+		case errors.Is(o.err, ErrSSLDirChanged):
+			// Not retried: the new rendering replaces this content.
+			rerender++
+			errs = append(errs, o.err)
 		case o.rejected():
 			rejections = append(rejections, o.err)
 			failing = append(failing, r.hosts[i])
@@ -415,6 +482,8 @@ func (r *Reloader) Reload(ctx context.Context) error {
 			reasons = append(reasons, "not reached: "+e.Error())
 		}
 		return &reload.Failed{Output: strings.Join(reasons, "\n")}
+	case rerender == len(errs):
+		return fmt.Errorf("dataplane: not pushed, rendering again: %w", errors.Join(errs...))
 	}
 	return fmt.Errorf("dataplane: no host could be updated: %w", errors.Join(errs...))
 }
@@ -440,6 +509,10 @@ func (r *Reloader) attempt(ctx context.Context, h *host, want *content, backgrou
 	case errors.Is(o.err, context.Canceled):
 		// Replaced by a newer Reload, or shutting down: not a result.
 		log.Debug("update cancelled", "error", o.err)
+		return o
+	case errors.Is(o.err, ErrSSLDirChanged):
+		// Not a failure of the host: the configuration is being rendered again.
+		log.Info("not pushed: the configuration names another certificate directory than the host uses; rendering again", "error", o.err)
 		return o
 	case o.rejected():
 		log.Error("the Data Plane API refused the configuration; the host keeps its previous one", "error", o.err)
@@ -564,7 +637,7 @@ func (r *Reloader) push(ctx context.Context, h *host, want, has *content, doRelo
 	present := map[string]bool{}
 	for _, sc := range stored {
 		present[sc.StorageName] = true
-		r.checkStorageDir(h, sc.File)
+		r.learnDir(h, sc.File)
 	}
 
 	// New certificates first: no configuration uses them yet, so this is harmless even if
@@ -578,7 +651,7 @@ func (r *Reloader) push(ctx context.Context, h *host, want, has *content, doRelo
 			if err != nil {
 				return len(added) > 0, err
 			}
-			r.checkStorageDir(h, sc.File)
+			r.learnDir(h, sc.File)
 			added = append(added, file)
 		case has == nil || string(has.certs[name]) != string(want.certs[name]):
 			changed = append(changed, name)
@@ -593,6 +666,12 @@ func (r *Reloader) push(ctx context.Context, h *host, want, has *content, doRelo
 	}
 
 	if doReload {
+		// A configuration rendered for the directory templates used before the host said
+		// where it stores certificates would be refused (its files are elsewhere): stop,
+		// once, and let the new rendering come. The certificates uploaded stay: it needs them.
+		if err := r.staleDir(h, want); err != nil {
+			return len(added) > 0, err
+		}
 		if err := c.Validate(ctx, want.config); err != nil {
 			removeAdded()
 			return false, err
@@ -623,7 +702,7 @@ func (r *Reloader) push(ctx context.Context, h *host, want, has *content, doRelo
 		return len(changed) > 0, err
 	}
 	if doReload && reloadID != "" {
-		if err := c.WaitReload(ctx, reloadID); err != nil {
+		if err := r.waitReload(ctx, c, reloadID, want.config); err != nil {
 			var rej *Rejection
 			if errors.As(err, &rej) {
 				rej.reloaded = true
@@ -678,20 +757,159 @@ func (r *Reloader) remember(ctx context.Context, h *host, hash string) {
 	}
 }
 
-// checkStorageDir warns once per host when it stores certificates elsewhere than the
-// templates say.
-func (r *Reloader) checkStorageDir(h *host, file string) {
-	if r.cfg.SSLDir == "" || file == "" || filepath.Dir(file) == r.cfg.SSLDir {
+// learnDir takes note of where a host stores certificates (file is a stored file's path).
+// With a given directory, a host that stores them elsewhere is warned about once. Otherwise
+// the first host that says fixes the directory; when it differs from what templates used,
+// OnSSLDir is called so that the configuration is rendered again. A host that disagrees with
+// the directory learned is warned about once.
+func (r *Reloader) learnDir(h *host, file string) {
+	if file == "" {
 		return
 	}
-	h.mu.Lock()
-	warned := h.warnedDir
-	h.warnedDir = true
-	h.mu.Unlock()
-	if !warned {
-		r.log.Warn("the host stores certificates in another directory than the templates use (--dataplane-ssl-dir)",
-			"endpoint", h.c.label, "host_dir", filepath.Dir(file), "ssl_dir", r.cfg.SSLDir)
+	d := filepath.Dir(file)
+	r.dirMu.Lock()
+	if r.learned {
+		known := r.dir
+		r.dirMu.Unlock()
+		if d == known {
+			return
+		}
+		h.mu.Lock()
+		warned := h.warnedDir
+		h.warnedDir = true
+		h.mu.Unlock()
+		if !warned {
+			r.log.Warn("the host stores certificates in another directory than the templates use (ssldir); configure the same storage directory on every host, or set --dataplane-ssl-dir",
+				"endpoint", h.c.label, "host_dir", d, "ssl_dir", known)
+		}
+		return
 	}
+	r.learned = true
+	prev := r.dir
+	if d == prev {
+		r.dirMu.Unlock()
+		r.log.Info("the hosts store certificates where templates expected them", "endpoint", h.c.label, "ssl_dir", d)
+		return
+	}
+	r.dir, r.prevDir = d, prev
+	r.dirMu.Unlock()
+	r.log.Info("learned the hosts' certificate storage directory from the Data Plane API: templates see it as ssldir from now on (rendering again)",
+		"endpoint", h.c.label, "ssl_dir", d, "previous", prev)
+	if r.cfg.OnSSLDir != nil {
+		r.cfg.OnSSLDir(d, prev)
+	}
+}
+
+// staleDir returns an error wrapping ErrSSLDirChanged when want was rendered for the
+// directory templates used before the last change (it names that directory and not the new
+// one) and this host was not stopped for this content already.
+func (r *Reloader) staleDir(h *host, want *content) error {
+	r.dirMu.Lock()
+	dir, prev := r.dir, r.prevDir
+	r.dirMu.Unlock()
+	if prev == "" || !namesDir(want.config, prev) || namesDir(want.config, dir) {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.staleHash == want.hash {
+		return nil // pushed as it is the second time: the host says what it thinks of it
+	}
+	h.staleHash = want.hash
+	return fmt.Errorf("%s: the configuration refers to certificates in %s, the host stores them in %s: %w", h.c.label, prev, dir, ErrSSLDirChanged)
+}
+
+// namesDir reports whether config refers to dir as a whole path or a path's leading part.
+func namesDir(config []byte, dir string) bool {
+	d := []byte(dir)
+	for from := 0; ; {
+		i := bytes.Index(config[from:], d)
+		if i < 0 {
+			return false
+		}
+		i += from
+		end := i + len(d)
+		beforeOK := i == 0 || !pathByte(config[i-1])
+		afterOK := end == len(config) || !pathByte(config[end]) || config[end] == '/'
+		if beforeOK && afterOK {
+			return true
+		}
+		from = i + 1
+	}
+}
+
+// pathByte reports whether c can continue a path (other than a separator).
+func pathByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		c == '.' || c == '_' || c == '-' || c == '~' || c == '+' || c == '@' || c == '/' || c >= 0x80
+}
+
+// runtimeSocketHint is what the logs say about a configuration without a runtime socket.
+const runtimeSocketHint = "the configuration has no `stats socket` (a UNIX socket in global) the Data Plane API can use: after each reload the API then spends about 15 s reconnecting to HAProxy before it reports the reload (unless its own configuration sets master_runtime); add one, e.g. `stats socket /var/run/haproxy/admin.sock mode 600 level admin`"
+
+// checkRuntimeSocket warns once (log and OnWarning) when config has no runtime socket the
+// API can use; again only after a configuration that had one.
+func (r *Reloader) checkRuntimeSocket(config []byte) {
+	has := hasRuntimeSocket(config)
+	r.sockMu.Lock()
+	warn := !has && !r.warnedSocket
+	r.warnedSocket = !has
+	r.sockMu.Unlock()
+	if !warn {
+		return
+	}
+	r.log.Warn(runtimeSocketHint)
+	if r.cfg.OnWarning != nil {
+		r.cfg.OnWarning("NoRuntimeSocket", "Data Plane API hosts: "+runtimeSocketHint)
+	}
+}
+
+// hasRuntimeSocket reports whether the global section has a `stats socket` on a UNIX socket
+// (the Data Plane API's runtime client does not use TCP ones). An unreadable configuration
+// is not warned about: the hosts will say what is wrong with it.
+func hasRuntimeSocket(config []byte) bool {
+	cfg, err := haproxycfg.Parse(config)
+	if err != nil {
+		return true
+	}
+	for _, sec := range cfg.Sections {
+		if sec.Kind != "global" {
+			continue
+		}
+		for _, line := range sec.Lines {
+			w, err := haproxycfg.Words(line)
+			if err != nil || len(w) < 3 || w[0] != "stats" || w[1] != "socket" {
+				continue
+			}
+			addr := haproxycfg.Unquote(w[2])
+			if p, ok := strings.CutPrefix(addr, "unix@"); ok && p != "" {
+				return true
+			}
+			if !strings.Contains(addr, "@") && strings.Contains(addr, "/") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// waitReload follows a reload like client.WaitReload, and says so when the API is slow to
+// report it (it answers only once it has reconnected to HAProxy's runtime API).
+func (r *Reloader) waitReload(ctx context.Context, c *client, id string, config []byte) error {
+	start := time.Now()
+	slow := time.AfterFunc(r.cfg.SlowReload, func() {
+		attrs := []any{"endpoint", c.label, "reload_id", id, "waited", time.Since(start).Round(time.Second)}
+		if !hasRuntimeSocket(config) {
+			attrs = append(attrs, "hint", runtimeSocketHint)
+		}
+		r.log.Info("waiting for the Data Plane API to report the reload (it answers once it has reconnected to HAProxy's runtime API)", attrs...)
+	})
+	err := c.WaitReload(ctx, id)
+	if !slow.Stop() {
+		r.log.Info("the Data Plane API reported the reload", "endpoint", c.label, "reload_id", id,
+			"took", time.Since(start).Round(time.Millisecond), "error", err)
+	}
+	return err
 }
 
 func sortedNames(m map[string][]byte) []string {

@@ -321,25 +321,6 @@ func TestCertificates(t *testing.T) {
 	}
 }
 
-// The storage directory is discovered from what the hosts list.
-func TestStorageDir(t *testing.T) {
-	haproxytest.Binary(t)
-	s := startHost(t, peerA, dataplanetest.Options{})
-	h := newHarness(t, Config{URLs: []string{s.URL}})
-	if _, err := h.r.StorageDir(t.Context()); err == nil {
-		t.Fatal("StorageDir with an empty storage should fail")
-	}
-	port := peerPort(t)
-	h.live.set(t, httpConfig(port, "127.0.0.1:1"), map[string][]byte{"x": testcert.Combined(t, "x.example")})
-	if err := h.r.Reload(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	dir, err := h.r.StorageDir(t.Context())
-	if err != nil || dir != s.StorageDir {
-		t.Fatalf("StorageDir = %q, %v; want %q", dir, err, s.StorageDir)
-	}
-}
-
 // Close ends the background retries.
 func TestCloseStopsRetries(t *testing.T) {
 	haproxytest.Binary(t)

@@ -141,6 +141,11 @@ backend be
 func startHost(t *testing.T, peer string, opts dataplanetest.Options) *dataplanetest.Server {
 	t.Helper()
 	opts.LocalPeer = peer
+	if opts.RuntimeReconnect == 0 {
+		// The configurations of these tests have no stats socket: the API's post-reload
+		// reconnection is made short, except where a test studies it.
+		opts.RuntimeReconnect = 20 * time.Millisecond
+	}
 	return dataplanetest.Start(t, opts)
 }
 

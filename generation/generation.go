@@ -13,6 +13,13 @@
 // ConfigPath and SSLDir are stable symlinks, created once; the configuration and its
 // certificates change together when `current` is renamed over, so HAProxy never sees a
 // half-written file or a configuration with another generation's certificates.
+//
+// Files already at ConfigPath or SSLDir that the store did not put there (a running HAProxy
+// taken over: its own haproxy.cfg and certificate directory) are never deleted: they are
+// copied into an adopted generation (gen-<seq>-adopted-<hash4>, never pruned), which becomes
+// the live and last good generation, and the paths are then replaced by the symlinks with
+// atomic renames (a directory is exchanged with its symlink in one rename where Linux
+// supports it), so HAProxy reads the same bytes throughout.
 package generation
 
 import (
@@ -21,7 +28,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -30,6 +39,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // File and directory names inside StateDir and a generation.
@@ -83,27 +93,47 @@ func (g *Generation) same(o *Generation) bool { return g != nil && o != nil && g
 type Store struct {
 	configPath, sslDir, stateDir string
 
+	log *slog.Logger
+
 	mu sync.Mutex
-	// templateSSLDir is another name the rendered configuration uses for the certificate
-	// directory (the remote storage directory of the Data Plane API); "" for none.
-	templateSSLDir string
-	seq            int         // highest sequence number seen or staged
-	live           *Generation // what current points to
-	previous       *Generation // live before the last Activate
-	good           *Generation // last generation HAProxy loaded fine
-	pending        *Generation // newest staged generation not activated yet
+	// templateSSLDirs are other names the rendered configuration uses for the certificate
+	// directory (the remote storage directory of the Data Plane API).
+	templateSSLDirs []string
+	adoptions       []Adoption
+	seq             int         // highest sequence number seen or staged
+	live            *Generation // what current points to
+	previous        *Generation // live before the last Activate
+	good            *Generation // last generation HAProxy loaded fine
+	pending         *Generation // newest staged generation not activated yet
+}
+
+// Option configures Open.
+type Option func(*Store)
+
+// WithLogger makes the store log what it adopts (default: nothing is logged).
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Store) {
+		if l != nil {
+			s.log = l
+		}
+	}
 }
 
 // Open prepares a store for configPath and sslDir (the stable paths HAProxy and the templates
 // use) with its generations in stateDir (default: DefaultStateDirName beside configPath). It
 // creates the directories it needs and finds the live generation left by a previous run, which
-// is then also taken as the last good one.
-func Open(configPath, sslDir, stateDir string) (*Store, error) {
+// is then also taken as the last good one. Files at configPath or sslDir that are not the
+// store's symlinks are adopted (see the package documentation): the adopted generation is
+// then the live and last good one, and the paths become the symlinks.
+func Open(configPath, sslDir, stateDir string, opts ...Option) (*Store, error) {
 	if configPath == "" || sslDir == "" {
 		return nil, errors.New("open generation store: config path and SSL directory are required")
 	}
 	var err error
-	s := &Store{}
+	s := &Store{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, o := range opts {
+		o(s)
+	}
 	if s.configPath, err = filepath.Abs(configPath); err != nil {
 		return nil, fmt.Errorf("open generation store: %w", err)
 	}
@@ -142,6 +172,20 @@ func Open(configPath, sslDir, stateDir string) (*Store, error) {
 		if g, err := s.load(target); err == nil {
 			s.live, s.good = g, g
 		}
+	}
+	f, err := s.inspect()
+	if err != nil {
+		return nil, fmt.Errorf("open generation store: %w", err)
+	}
+	if f.any() {
+		a, err := s.adoptFound(f, s.live)
+		if err != nil {
+			return nil, fmt.Errorf("open generation store: %w", err)
+		}
+		if err := s.point(a.Generation); err != nil {
+			return nil, fmt.Errorf("open generation store: %w", err)
+		}
+		s.live, s.good = copyGen(a.Generation), copyGen(a.Generation)
 	}
 	if s.live != nil {
 		if err := s.ensureLinks(); err != nil {
@@ -185,20 +229,37 @@ func (s *Store) StateDir() string { return s.stateDir }
 // the certificates where the remote host stores them, while the generation keeps them
 // locally. CheckFile then rewrites that directory to the generation's certificates as well,
 // so that `haproxy -c` checks the right files. An empty dir clears it.
-func (s *Store) SetTemplateSSLDir(dir string) {
-	if dir != "" {
-		dir = filepath.Clean(dir)
+func (s *Store) SetTemplateSSLDir(dir string) { s.SetTemplateSSLDirs(dir) }
+
+// SetTemplateSSLDirs is SetTemplateSSLDir with several names: the directory the templates use
+// now and the ones they used before (a rendering made just before the directory changed is
+// still checked against the right certificates). Empty names are ignored.
+func (s *Store) SetTemplateSSLDirs(dirs ...string) {
+	var clean []string
+	for _, d := range dirs {
+		if d != "" {
+			clean = append(clean, filepath.Clean(d))
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.templateSSLDir = dir
+	s.templateSSLDirs = clean
 }
 
-// TemplateSSLDir returns what SetTemplateSSLDir set.
+// TemplateSSLDir returns the first directory SetTemplateSSLDir(s) set, "" if none.
 func (s *Store) TemplateSSLDir() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.templateSSLDir
+	if len(s.templateSSLDirs) == 0 {
+		return ""
+	}
+	return s.templateSSLDirs[0]
+}
+
+func (s *Store) templateDirs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.templateSSLDirs...)
 }
 
 // ValidCertName reports why name cannot be a certificate file name, or nil.
@@ -232,9 +293,8 @@ func (s *Store) Stage(config []byte, certs map[string][]byte, hash string) (*Gen
 	if hash == "" {
 		hash = contentHash(config, names, certs)
 	}
-	short := hash[:min(12, len(hash))]
-	if !hashChars.MatchString(short) || strings.ContainsAny(hash, "\n\r") {
-		return nil, fmt.Errorf("stage generation: hash %q is not usable in a directory name", hash)
+	if strings.HasPrefix(hash, AdoptedPrefix) {
+		return nil, fmt.Errorf("stage generation: hash %q is reserved for adopted files", hash)
 	}
 
 	s.mu.Lock()
@@ -242,52 +302,67 @@ func (s *Store) Stage(config []byte, certs map[string][]byte, hash string) (*Gen
 	seq := s.seq
 	s.mu.Unlock()
 
-	tmp, err := os.MkdirTemp(s.stateDir, tmpPrefix+"gen-")
+	g, err := s.writeGeneration(seq, hash, func(tmp string) error {
+		if err := writeFile(filepath.Join(tmp, ConfigName), config, configMode); err != nil {
+			return err
+		}
+		certDir := filepath.Join(tmp, CertDirName)
+		if err := os.Mkdir(certDir, certDirMode); err != nil {
+			return err
+		}
+		if err := os.Chmod(certDir, certDirMode); err != nil { // whatever the umask
+			return err
+		}
+		for _, name := range names {
+			if err := writeFile(filepath.Join(certDir, name+".pem"), certs[name], certMode); err != nil {
+				return fmt.Errorf("certificate %q: %w", name, err)
+			}
+		}
+		return syncDir(certDir)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
 	}
-	defer os.RemoveAll(tmp) // no-op once renamed
-	if err := os.Chmod(tmp, genDirMode); err != nil {
-		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
-	}
-	if err := writeFile(filepath.Join(tmp, ConfigName), config, configMode); err != nil {
-		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
-	}
-	if err := writeFile(filepath.Join(tmp, hashName), []byte(hash+"\n"), 0o644); err != nil {
-		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
-	}
-	certDir := filepath.Join(tmp, CertDirName)
-	if err := os.Mkdir(certDir, certDirMode); err != nil {
-		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
-	}
-	if err := os.Chmod(certDir, certDirMode); err != nil { // whatever the umask
-		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
-	}
-	for _, name := range names {
-		if err := writeFile(filepath.Join(certDir, name+".pem"), certs[name], certMode); err != nil {
-			return nil, fmt.Errorf("stage generation %d: certificate %q: %w", seq, name, err)
-		}
-	}
-	if err := syncDir(certDir); err != nil {
-		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
-	}
-	if err := syncDir(tmp); err != nil {
-		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
-	}
-	dir := filepath.Join(s.stateDir, fmt.Sprintf("%s%d-%s", genPrefix, seq, short))
-	if err := os.Rename(tmp, dir); err != nil {
-		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
-	}
-	if err := syncDir(s.stateDir); err != nil {
-		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
-	}
-	g := &Generation{Dir: dir, Hash: hash, Seq: seq}
 	s.mu.Lock()
 	if s.pending == nil || s.pending.Seq < seq {
 		s.pending = g
 	}
 	s.mu.Unlock()
 	return g, nil
+}
+
+// writeGeneration makes generation seq: fill writes its files into a temporary directory,
+// which is renamed into place once complete (with the hash file) and fsynced.
+func (s *Store) writeGeneration(seq int, hash string, fill func(tmp string) error) (*Generation, error) {
+	short := hash[:min(12, len(hash))]
+	if !hashChars.MatchString(short) || strings.ContainsAny(hash, "\n\r") {
+		return nil, fmt.Errorf("hash %q is not usable in a directory name", hash)
+	}
+	tmp, err := os.MkdirTemp(s.stateDir, tmpPrefix+"gen-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp) // no-op once renamed
+	if err := os.Chmod(tmp, genDirMode); err != nil {
+		return nil, err
+	}
+	if err := fill(tmp); err != nil {
+		return nil, err
+	}
+	if err := writeFile(filepath.Join(tmp, hashName), []byte(hash+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	if err := syncDir(tmp); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(s.stateDir, fmt.Sprintf("%s%d-%s", genPrefix, seq, short))
+	if err := os.Rename(tmp, dir); err != nil {
+		return nil, err
+	}
+	if err := syncDir(s.stateDir); err != nil {
+		return nil, err
+	}
+	return &Generation{Dir: dir, Hash: hash, Seq: seq}, nil
 }
 
 func contentHash(config []byte, names []string, certs map[string][]byte) string {
@@ -311,7 +386,7 @@ func (s *Store) CheckFile(g *Generation) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("write check file for %s: %w", g.name(), err)
 	}
-	out := replacePathPrefix(cfg, []string{s.sslDir, s.TemplateSSLDir()}, g.CertDir())
+	out := replacePathPrefix(cfg, append([]string{s.sslDir}, s.templateDirs()...), g.CertDir())
 	path := filepath.Join(g.Dir, checkName)
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("write check file for %s: %w", g.name(), err)
@@ -419,8 +494,9 @@ func copyGen(g *Generation) *Generation {
 }
 
 // Activate makes g live with one atomic rename of the current symlink, so ConfigPath and
-// SSLDir switch together; it creates ConfigPath and SSLDir as symlinks the first time. The
-// generation that was live before is remembered for Rollback.
+// SSLDir switch together; it creates ConfigPath and SSLDir as symlinks the first time (what
+// they held is adopted first, as at Open). The generation that was live before is remembered
+// for Rollback.
 func (s *Store) Activate(g *Generation) error {
 	if g == nil {
 		return errors.New("activate: no generation")
@@ -433,6 +509,16 @@ func (s *Store) Activate(g *Generation) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Files put at the stable paths since Open (or since the last Activate) are kept too.
+	f, err := s.inspect()
+	if err != nil {
+		return fmt.Errorf("activate %s: %w", g.name(), err)
+	}
+	if f.any() {
+		if _, err := s.adoptFound(f, s.live); err != nil {
+			return fmt.Errorf("activate %s: %w", g.name(), err)
+		}
+	}
 	if err := s.point(g); err != nil {
 		return fmt.Errorf("activate %s: %w", g.name(), err)
 	}
@@ -496,8 +582,9 @@ func (s *Store) MarkGood(g *Generation) {
 	s.good = copyGen(g)
 }
 
-// Prune deletes every generation except the live one, the last good one and the newest
-// staged one that was not activated yet, and any leftover temporary files.
+// Prune deletes every generation except the live one, the last good one, the newest staged
+// one that was not activated yet and the adopted ones (the operator's own files), and any
+// leftover temporary files.
 func (s *Store) Prune() error {
 	s.mu.Lock()
 	keep := map[string]bool{}
@@ -515,6 +602,9 @@ func (s *Store) Prune() error {
 	for _, e := range entries {
 		name := e.Name()
 		if !(genName.MatchString(name) || strings.HasPrefix(name, tmpPrefix)) || keep[name] {
+			continue
+		}
+		if m := genName.FindStringSubmatch(name); m != nil && strings.HasPrefix(m[2], AdoptedPrefix) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(s.stateDir, name)); err != nil {
@@ -546,8 +636,9 @@ func (s *Store) Generations() ([]*Generation, error) {
 }
 
 // ensureLinks makes ConfigPath and SSLDir the symlinks into current, replacing a regular file
-// or another symlink by rename and an empty directory by removal. A non-empty directory (or a
-// mount point) is left alone and reported: the operator must move it.
+// or another symlink by rename, and a directory by exchanging it with the symlink in one
+// rename (then deleting the directory swapped out). What they held must have been adopted
+// first (inspect, adopt): callers do. A mount point cannot be replaced: that is reported.
 func (s *Store) ensureLinks() error {
 	links := []struct{ path, target string }{
 		{s.configPath, filepath.Join(s.stateDir, CurrentName, ConfigName)},
@@ -560,11 +651,14 @@ func (s *Store) ensureLinks() error {
 		}
 		fi, err := os.Lstat(l.path)
 		if err == nil && fi.IsDir() {
-			if rmErr := os.Remove(l.path); rmErr != nil {
-				return fmt.Errorf("replace directory %s with a symlink to %s: %w (move its contents away; mount volumes on its parent directory)", l.path, l.target, rmErr)
-			}
+			err = swapDirWithSymlink(l.path, target)
+		} else {
+			err = replaceWithSymlink(l.path, target)
 		}
-		if err := replaceWithSymlink(l.path, target); err != nil {
+		if errors.Is(err, syscall.EBUSY) {
+			return fmt.Errorf("%w (%s is a mount point, which cannot become a symlink into the generations: mount the volume on a directory above it, or choose another path)", err, l.path)
+		}
+		if err != nil {
 			return err
 		}
 		if err := syncDir(filepath.Dir(l.path)); err != nil {
@@ -586,21 +680,58 @@ func linkTarget(dir, target string) string {
 // replaceWithSymlink atomically makes path a symlink to target: a temporary symlink beside it
 // is renamed over it.
 func replaceWithSymlink(path, target string) error {
+	tmp, err := tempSymlink(filepath.Dir(path), filepath.Base(path), target)
+	if err != nil {
+		return fmt.Errorf("create symlink %s -> %s: %w", path, target, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("create symlink %s -> %s: %w", path, target, err)
+	}
+	return nil
+}
+
+// swapDirWithSymlink replaces the directory at path with a symlink to target: the symlink is
+// made beside it and exchanged with the directory in one rename (renameat2 RENAME_EXCHANGE),
+// so that path always names one or the other; where the filesystem cannot exchange, the
+// directory is renamed aside first (path is missing for an instant). The directory swapped
+// out is then deleted.
+func swapDirWithSymlink(path, target string) error {
 	dir := filepath.Dir(path)
+	tmp, err := tempSymlink(dir, filepath.Base(path), target)
+	if err != nil {
+		return fmt.Errorf("replace directory %s with a symlink to %s: %w", path, target, err)
+	}
+	err = exchange(tmp, path)
+	if errors.Is(err, errNoExchange) {
+		aside := tmp + ".old"
+		if err = os.Rename(path, aside); err == nil {
+			if err = os.Rename(tmp, path); err != nil {
+				_ = os.Rename(aside, path)
+			}
+			tmp = aside
+		}
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("replace directory %s with a symlink to %s: %w", path, target, err)
+	}
+	// tmp now names the old directory, whose contents were adopted.
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("remove the directory swapped out of %s: %w", path, err)
+	}
+	return nil
+}
+
+// tempSymlink creates a symlink to target with a fresh temporary name in dir.
+func tempSymlink(dir, base, target string) (string, error) {
 	for i := 0; ; i++ {
-		tmp := filepath.Join(dir, fmt.Sprintf("%s%s-%d-%d", tmpPrefix, filepath.Base(path), os.Getpid(), i))
+		tmp := filepath.Join(dir, fmt.Sprintf("%s%s-%d-%d", tmpPrefix, base, os.Getpid(), i))
 		err := os.Symlink(target, tmp)
 		if errors.Is(err, os.ErrExist) && i < 100 {
 			continue
 		}
-		if err != nil {
-			return fmt.Errorf("create symlink %s -> %s: %w", path, target, err)
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			os.Remove(tmp)
-			return fmt.Errorf("create symlink %s -> %s: %w", path, target, err)
-		}
-		return nil
+		return tmp, err
 	}
 }
 

@@ -285,19 +285,6 @@ func TestReplacesPreexistingFiles(t *testing.T) {
 		}
 	}
 
-	t.Run("non-empty SSL directory is reported", func(t *testing.T) {
-		e := newEnv(t)
-		os.MkdirAll(e.ssl, 0o755)
-		os.WriteFile(filepath.Join(e.ssl, "old.pem"), []byte("x"), 0o600)
-		s := open(t, e)
-		err := s.Activate(stage(t, s, "c", "k"))
-		if err == nil || !strings.Contains(err.Error(), e.ssl) {
-			t.Fatalf("Activate = %v, want an error naming %s", err, e.ssl)
-		}
-		if read(t, filepath.Join(e.ssl, "old.pem")) != "x" {
-			t.Fatal("existing certificate was touched")
-		}
-	})
 }
 
 func TestModes(t *testing.T) {

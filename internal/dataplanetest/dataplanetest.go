@@ -14,11 +14,23 @@
 //	GET|PUT|DELETE /services/haproxy/storage/ssl_certificates/{name}
 //
 // Every response carries Configuration-Version. The configuration is validated with the real
-// `haproxy -c` (only_validate and every write, as the real API does), stored with the API's
-// own comments added (so its text differs from what was sent), and a write answers 202 with a
-// Reload-Id; changes inside one reload delay window share a Reload-Id. Like the real API on
-// HAProxy 2.6, a failed reload leaves the new file stored while the previous workers keep
+// `haproxy -c` (only_validate and every write, as the real API does), and a write answers 202
+// with a Reload-Id; changes inside one reload delay window share a Reload-Id. Like the real API
+// on HAProxy 2.6, a failed reload leaves the new file stored while the previous workers keep
 // serving.
+//
+// Behaviours of the real API (v3.0.21 and v2.9.25) measured and reproduced here:
+//   - a fresh host's certificate storage lists `[]`, and the POST of a certificate answers the
+//     stored file's model with its full path (the only way to learn the storage directory);
+//   - the configuration is stored as the API rewrites it, not as it was sent: `# _version=`
+//     and `# _md5hash=` comments in front, anonymous defaults sections named
+//     unnamed_defaults_N, sections reordered by kind (global, defaults, ..., frontends,
+//     backends), with `from` added to proxies when several defaults sections exist, so that
+//     the rewritten file means what was sent (see rewrite.go);
+//   - after each reload the API reconnects its runtime client while holding the lock that
+//     GET /services/haproxy/reloads/{id} needs: with no `stats socket` it can connect to (and
+//     no master_runtime in its own configuration) that takes about 15 s
+//     (Options.RuntimeReconnect), so the reload's status is answered only then.
 package dataplanetest
 
 import (
@@ -65,12 +77,24 @@ type Options struct {
 	// Config is the initial haproxy.cfg (default: a minimal configuration with one frontend on
 	// a free loopback port).
 	Config string
+	// RuntimeReconnect is how long the API spends after each reload reconnecting its runtime
+	// client when the configuration has no `stats socket` (a UNIX socket in global) that
+	// answers and MasterRuntime is off; GET /services/haproxy/reloads/{id} waits for it.
+	// Default DefaultRuntimeReconnect, as measured; tests that do not study it set it short.
+	RuntimeReconnect time.Duration
+	// MasterRuntime plays an API configured with master_runtime (the master socket): its
+	// runtime client reconnects at once after a reload.
+	MasterRuntime bool
 	// LocalPeer is passed to HAProxy as -L (in validation too), which sets the environment
 	// variable HAPROXY_LOCALPEER. Stand-ins on one machine play separate hosts with it: one
 	// configuration that binds "${HAPROXY_LOCALPEER}:8443" listens on 127.0.0.2 behind one
 	// stand-in and on 127.0.0.3 behind another, as the same file would on two machines.
 	LocalPeer string
 }
+
+// DefaultRuntimeReconnect is the real API's post-reload reconnection time without a stats
+// socket (measured: about 15 s with v3.0.21 and v2.9.25).
+const DefaultRuntimeReconnect = 15 * time.Second
 
 // Server is a running stand-in and its HAProxy.
 type Server struct {
@@ -97,10 +121,14 @@ type Server struct {
 	reloads    map[string]*Reload
 	order      []string // reload ids, oldest first
 	pending    string   // the scheduled reload not started yet
+	pendingT   *time.Timer
 	nextIndex  int
 	timers     sync.WaitGroup
 
 	reloadMu sync.Mutex // one HAProxy reload at a time
+	// runtimeMu is the lock the real API holds while its runtime client reconnects after a
+	// reload; reading a reload's status needs it.
+	runtimeMu sync.RWMutex
 }
 
 // Reload is the API's reload model.
@@ -146,6 +174,9 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	if opts.ReloadDelay <= 0 {
 		opts.ReloadDelay = 20 * time.Millisecond
+	}
+	if opts.RuntimeReconnect <= 0 {
+		opts.RuntimeReconnect = DefaultRuntimeReconnect
 	}
 	if opts.Config == "" {
 		opts.Config = DefaultConfig(haproxytest.FreePort(t))
@@ -197,6 +228,9 @@ func (s *Server) close() {
 	srv := s.srv
 	s.srv = nil
 	s.closed = true // no new timers from here on
+	if s.pendingT != nil && s.pendingT.Stop() {
+		s.timers.Done() // a reload that never ran stays in progress
+	}
 	s.mu.Unlock()
 	if srv != nil {
 		srv.Close()
@@ -470,6 +504,8 @@ func (s *Server) postRaw(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid configuration: no newline character found")
 		return
 	}
+	// What is validated and stored is the API's own rendering of the configuration.
+	text = rewrite(text)
 	if p.onlyValidate {
 		if msg, ok := s.validate(r.Context(), text); !ok {
 			writeError(w, http.StatusBadRequest, msg)
@@ -617,24 +653,81 @@ func (s *Server) scheduleReload() string {
 		return id // the test is over: it stays in progress
 	}
 	s.timers.Add(1)
-	time.AfterFunc(s.opts.ReloadDelay, func() {
+	s.pendingT = time.AfterFunc(s.opts.ReloadDelay, func() {
 		defer s.timers.Done()
 		s.mu.Lock()
 		s.pending = ""
+		s.pendingT = nil
 		s.mu.Unlock()
 		out, err := s.reloadNow(s.ctx)
+		// The outcome is recorded, then the runtime client reconnects under the lock that
+		// reading a reload's status needs.
+		s.runtimeMu.Lock()
+		defer s.runtimeMu.Unlock()
 		s.mu.Lock()
-		defer s.mu.Unlock()
 		r := s.reloads[id]
 		r.Timestamp = time.Now().Unix()
 		r.Response = out
+		r.Status = "succeeded"
 		if err != nil {
 			r.Status = "failed"
-			return
 		}
-		r.Status = "succeeded"
+		s.mu.Unlock()
+		s.reconnectRuntime()
 	})
 	return id
+}
+
+// reconnectRuntime plays the API's runtime client reconnecting after a reload: at once when it
+// can use the master socket (MasterRuntime) or a stats socket of the stored configuration
+// answers, else after RuntimeReconnect (or when the test ends).
+func (s *Server) reconnectRuntime() {
+	if s.opts.MasterRuntime {
+		return
+	}
+	text, _, err := s.stored()
+	if err == nil {
+		for _, path := range StatsSockets(text) {
+			if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+				c.Close()
+				return
+			}
+		}
+	}
+	t := time.NewTimer(s.opts.RuntimeReconnect)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.ctx.Done():
+	}
+}
+
+// StatsSockets lists the UNIX socket paths of the `stats socket` lines of the global section
+// of a configuration: the runtime API sockets the Data Plane API can use (not TCP ones).
+func StatsSockets(config string) []string {
+	var paths []string
+	inGlobal := false
+	for _, line := range strings.Split(config, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		if sectionKinds[f[0]] {
+			inGlobal = f[0] == "global"
+			continue
+		}
+		if !inGlobal || len(f) < 3 || f[0] != "stats" || f[1] != "socket" {
+			continue
+		}
+		addr := strings.Trim(f[2], `"'`)
+		if p, ok := strings.CutPrefix(addr, "unix@"); ok {
+			addr = p
+		} else if strings.Contains(addr, "@") || !strings.Contains(addr, "/") {
+			continue // ipv4@, ipv6@, abns@, fd@, or host:port
+		}
+		paths = append(paths, addr)
+	}
+	return paths
 }
 
 // reloadNow reloads HAProxy through its master socket and confirms it with `show proc` (the
@@ -684,6 +777,9 @@ func (s *Server) listReloads(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getReload(w http.ResponseWriter, r *http.Request) {
+	// Held while the API's runtime client reconnects after a reload.
+	s.runtimeMu.RLock()
+	defer s.runtimeMu.RUnlock()
 	id := r.PathValue("id")
 	s.mu.Lock()
 	rl, ok := s.reloads[id]

@@ -22,6 +22,8 @@ import (
 const (
 	user = "admin"
 	pass = "adminpwd"
+	// fast is the runtime reconnection time of tests that do not study it.
+	fast = 20 * time.Millisecond
 )
 
 type resp struct {
@@ -116,7 +118,7 @@ func TestContract(t *testing.T) {
 	haproxytest.Binary(t)
 	for _, v := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
-			s := Start(t, Options{APIVersion: v, Username: user, Password: pass})
+			s := Start(t, Options{APIVersion: v, Username: user, Password: pass, RuntimeReconnect: fast})
 			pt := t // backends live as long as HAProxy may use them
 			if !strings.HasSuffix(s.URL, fmt.Sprintf("/v%d", v)) {
 				t.Fatalf("URL %s", s.URL)
@@ -291,7 +293,7 @@ func TestContract(t *testing.T) {
 func TestReloadWindowSharesID(t *testing.T) {
 	haproxytest.Binary(t)
 	// Each write runs haproxy -c first: the window is wide enough for both on a loaded machine.
-	s := Start(t, Options{ReloadDelay: 3 * time.Second})
+	s := Start(t, Options{ReloadDelay: 3 * time.Second, RuntimeReconnect: fast})
 	port := haproxytest.FreePort(t)
 	r1 := call(t, s, "POST", "/services/haproxy/configuration/raw?skip_version=true", "text/plain", []byte(httpConfig(port, "127.0.0.1:1")))
 	r2 := call(t, s, "POST", "/services/haproxy/configuration/raw?skip_version=true", "text/plain", []byte(httpConfig(port, "127.0.0.1:2")))
