@@ -71,7 +71,8 @@ const (
 // ErrSSLDirChanged is wrapped by the error of a push stopped because the configuration was
 // rendered for another certificate directory than the one the hosts turned out to use: it
 // is rendered again (Config.OnSSLDir), and the new rendering pushed.
-var ErrSSLDirChanged = errors.New("the configuration was rendered for another certificate directory than the hosts use")
+// It wraps reload.ErrRenderAgain: the pipeline renders again at once, it is no failure.
+var ErrSSLDirChanged = fmt.Errorf("%w: the configuration was rendered for another certificate directory than the hosts use", reload.ErrRenderAgain)
 
 // Results passed to OnResult.
 const (

@@ -142,6 +142,16 @@ func (p *Pipeline) reload(ctx context.Context, c *candidate, plan *runtimeapi.Pl
 		p.log.Info("configuration written; HAProxy is not running yet and will load it at start",
 			"reason", reason, "hash", short(hash), "error", err)
 		return Result{Outcome: Written, Hash: hash}, nil
+	case errors.Is(err, reload.ErrRenderAgain):
+		p.withStore(func() {
+			if p.cfg.Store.Live() != nil {
+				_ = p.cfg.Store.Rollback()
+			}
+			_ = p.cfg.Store.Prune()
+		})
+		p.log.Info("rendering again before anything goes live", "reason", err)
+		p.Changed()
+		return Result{Outcome: Rejected, Hash: hash, Err: err}, nil
 	case errors.As(err, &failed):
 		var rbErr error
 		p.withStore(func() {

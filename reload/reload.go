@@ -26,6 +26,11 @@ type Reloader interface {
 // nothing was reloaded, and HAProxy will load the live files when it starts.
 var ErrNotRunning = errors.New("haproxy is not running")
 
+// ErrRenderAgain means nothing was reloaded because the rendering does not fit the target
+// any more (the Data Plane API hosts' certificate directory was just learnt): render again at
+// once. It is neither bad input nor a failure.
+var ErrRenderAgain = errors.New("the rendering is out of date: rendering again")
+
 // Failed means the reload happened and HAProxy refused the new configuration; the workers of
 // the previous configuration keep serving.
 type Failed struct {
