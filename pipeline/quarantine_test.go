@@ -442,3 +442,33 @@ func TestBrokenTemplateAtStart(t *testing.T) {
 		t.Errorf("error %v", res.Err)
 	}
 }
+
+// TestDiskFailureIsCountedAndRetried: a generation that cannot be written (the state
+// directory gone, a full or read-only disk) is a failed sync, counted by stage and retried;
+// no input is held for it.
+func TestDiskFailureIsCountedAndRetried(t *testing.T) {
+	c := startCluster()
+	r := newQRig(t, c, "")
+	r.sync(t, Applied)
+	if err := os.RemoveAll(r.store.StateDir()); err != nil {
+		t.Fatal(err)
+	}
+	c.edit(func(c *cluster) { c.template = "frontend fe\n    bind :81\n" })
+	res := r.sync(t, Failed)
+	if !res.Retry {
+		t.Error("a disk failure is not retried")
+	}
+	if v := value(r.metrics.SyncFailures.WithLabelValues(status.FailStage)); v != 1 {
+		t.Errorf("sync_failures_total{stage=stage} = %v, want 1", v)
+	}
+	if got := r.held(); got != "" {
+		t.Errorf("held %q for a disk failure", got)
+	}
+	if err := os.MkdirAll(r.store.StateDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.sync(t, Applied)
+	if live := r.live(t); !strings.Contains(live, "bind :81") {
+		t.Errorf("live:\n%s", live)
+	}
+}
