@@ -75,14 +75,24 @@ type Selection struct {
 	Blocked *Hold
 
 	good  map[string]snapshot.Input
-	basis map[string]string // ID -> Basis, for the inputs present now
+	cur   []snapshot.Input
+	basis map[string]string // ID -> Basis, for the inputs present now (computed when needed)
+}
+
+// basisOf is the Basis of input id ("": of a deleted input). The bases are computed once, and
+// only when a hold needs them: with no hold, a sync does not hash every input.
+func (s *Selection) basisOf(id string) string {
+	if s.basis == nil {
+		s.basis = bases(s.cur)
+	}
+	return s.basis[id]
 }
 
 // Select chooses the version of every input: the current one, unless it is bad, or deleted
 // along with a required object, or already held with the same other inputs; then the last good
 // one, or none.
 func Select(cur snapshot.Inputs, st *State) Selection {
-	sel := Selection{Held: map[string]Hold{}, good: st.Good, basis: bases(cur.List)}
+	sel := Selection{Held: map[string]Hold{}, good: st.Good, cur: cur.List}
 	seen := make(map[string]bool, len(cur.List))
 	keep := func(id string, h Hold) {
 		if g, ok := st.Good[id]; ok {
@@ -99,7 +109,7 @@ func Select(cur snapshot.Inputs, st *State) Selection {
 		switch {
 		case in.Err != nil:
 			keep(id, Hold{ID: id, Ref: in.Err.Ref, Hash: in.Hash, Stage: in.Err.Stage, Err: in.Err})
-		case wasHeld && prev.Hash == in.Hash && prev.Basis != "" && prev.Basis == sel.basis[id]:
+		case wasHeld && prev.Hash == in.Hash && prev.Basis != "" && prev.Basis == sel.basisOf(id):
 			keep(id, prev)
 		default:
 			sel.Chosen = append(sel.Chosen, in)
@@ -124,7 +134,7 @@ func Select(cur snapshot.Inputs, st *State) Selection {
 			keep(id, Hold{ID: id, Ref: g.Ref, Stage: snapshot.StageDecode,
 				Err: &snapshot.InputError{Stage: snapshot.StageDecode, Ref: obj,
 					Err: errors.New("deleted: every service is held at its last good version; to remove a service, delete its key, not the ConfigMap")}})
-		case st.Held[id].Hash == "" && st.Held[id].Basis != "" && st.Held[id].Basis == sel.basis[""]:
+		case st.Held[id].Hash == "" && st.Held[id].Basis != "" && st.Held[id].Basis == sel.basisOf(""):
 			keep(id, st.Held[id]) // its deletion was found bad with the same other inputs
 		default:
 			sel.Changed = append(sel.Changed, id) // deleted: a change like any other
@@ -175,7 +185,7 @@ func (s Selection) Revert(ids map[string]bool) []snapshot.Input {
 
 // Blame makes a hold of each culprit found by Search (or by a refused reload), at stage, with
 // the basis it was found on.
-func (s Selection) Blame(culprits map[string]error, stage string, cur snapshot.Inputs) map[string]Hold {
+func (s *Selection) Blame(culprits map[string]error, stage string, cur snapshot.Inputs) map[string]Hold {
 	out := make(map[string]Hold, len(culprits))
 	byID := make(map[string]snapshot.Input, len(culprits))
 	for _, in := range cur.List {
@@ -195,9 +205,9 @@ func (s Selection) Blame(culprits map[string]error, stage string, cur snapshot.I
 			st = ie.Stage
 		}
 		_, kept := s.good[id]
-		basis := s.basis[id]
+		basis := s.basisOf(id)
 		if !present {
-			basis = s.basis[""]
+			basis = s.basisOf("")
 		}
 		out[id] = Hold{ID: id, Ref: ref, Hash: in.Hash, Stage: st, Err: blamed(ref, err), Kept: kept, Basis: basis}
 	}
