@@ -1,0 +1,339 @@
+package jinja
+
+// The tree a template parses into. Statements (stmt) run and write output; expressions (expr)
+// evaluate to values. Every node keeps the byte offset it starts at, so that an error names
+// the line and column of the template the operator wrote.
+
+// stmt is a statement: template text, a {{ print }}, or a {% tag %} with its body.
+type stmt interface {
+	exec(e *evaluator, f *frame) error
+}
+
+// expr is an expression.
+type expr interface {
+	eval(e *evaluator, f *frame) (any, error)
+	position() int
+}
+
+type (
+	// textStmt is template text, written as is.
+	textStmt struct{ text string }
+
+	// printStmt is {{ x }} (or {% print x %}).
+	printStmt struct {
+		pos int
+		x   expr
+	}
+
+	ifStmt struct {
+		pos   int
+		conds []expr
+		bodies [][]stmt // one body per condition
+		els   []stmt
+	}
+
+	forStmt struct {
+		pos       int
+		target    target
+		iter      expr
+		filter    expr // for ... if filter
+		body      []stmt
+		els       []stmt
+		recursive bool
+		reversed  bool // pongo2: for x in y reversed
+		sorted    bool // pongo2: for x in y sorted
+		usesLoop  bool // the body reads loop/forloop or includes a template (that may)
+	}
+
+	// setStmt is {% set target = x %}.
+	setStmt struct {
+		pos    int
+		target target
+		x      expr
+	}
+
+	// setBlockStmt is {% set target | filters %}body{% endset %}.
+	setBlockStmt struct {
+		pos     int
+		target  target
+		filters *filterExpr // innermost filter has in == nil; may be nil
+		body    []stmt
+	}
+
+	withStmt struct {
+		pos     int
+		targets []target
+		values  []expr
+		body    []stmt
+	}
+
+	macroStmt struct {
+		pos   int
+		macro *macroDef
+	}
+
+	// callBlockStmt is {% call(params) m(args) %}body{% endcall %}: m is called with a caller()
+	// that renders body.
+	callBlockStmt struct {
+		pos    int
+		call   *callExpr
+		caller *macroDef
+	}
+
+	filterBlockStmt struct {
+		pos     int
+		filters *filterExpr // innermost filter has in == nil
+		body    []stmt
+	}
+
+	includeStmt struct {
+		pos           int
+		key           string
+		keyPos        int
+		ignoreMissing bool
+		withContext   bool
+		vars          []kwArg // pongo2: {% include "x" with a=1 %}
+	}
+
+	importStmt struct {
+		pos         int
+		key         string
+		keyPos      int
+		as          string
+		withContext bool
+	}
+
+	fromImportStmt struct {
+		pos         int
+		key         string
+		keyPos      int
+		names       []importName
+		withContext bool
+	}
+
+	extendsStmt struct {
+		pos    int
+		key    string
+		keyPos int
+	}
+
+	blockStmt struct {
+		pos      int
+		name     string
+		body     []stmt
+		scoped   bool
+		required bool
+		tmpl     *Template // the template that defines it (set after parsing)
+	}
+
+	autoescapeStmt struct {
+		pos  int
+		on   expr
+		body []stmt
+	}
+
+	// loopControlStmt is {% break %} or {% continue %} (jinja2.ext.loopcontrols).
+	loopControlStmt struct {
+		pos  int
+		brk  bool
+		loop bool // inside a for loop
+	}
+
+	// doStmt is {% do x %} (jinja2.ext.do): evaluate and drop the value.
+	doStmt struct {
+		pos int
+		x   expr
+	}
+
+	// cycleStmt is pongo2's {% cycle a b c %} (inside a loop, one value per iteration).
+	cycleStmt struct {
+		pos    int
+		values []expr
+		as     string // {% cycle ... as name %}: store instead of print (and print unless silent)
+		silent bool
+	}
+
+	// firstofStmt is pongo2's {% firstof a b c %}: the first true value.
+	firstofStmt struct {
+		pos    int
+		values []expr
+	}
+
+	// ifchangedStmt is pongo2's {% ifchanged %}: the body (or the values given) when they
+	// differ from the previous iteration's.
+	ifchangedStmt struct {
+		pos    int
+		values []expr
+		body   []stmt
+		els    []stmt
+	}
+
+	// widthratioStmt is pongo2's {% widthratio value max width %}.
+	widthratioStmt struct {
+		pos              int
+		value, max, size expr
+	}
+
+	// spacelessStmt is pongo2's {% spaceless %}: whitespace between HTML tags removed.
+	spacelessStmt struct {
+		pos  int
+		body []stmt
+	}
+)
+
+type importName struct{ name, as string }
+
+// macroDef is a macro or a call block's caller.
+type macroDef struct {
+	pos      int
+	name     string
+	params   []string
+	defaults []expr // for the last len(defaults) params
+	body     []stmt
+	// What the body reads, which decides what the macro accepts (as Jinja2 decides it).
+	usesVarargs, usesKwargs, usesCaller bool
+}
+
+// target is where a for loop, set or with stores: a name, a tuple of targets, or a
+// namespace attribute (ns.attr).
+type target struct {
+	pos   int
+	name  string   // a name
+	attr  string   // with name: ns.attr
+	items []target // a tuple
+	tuple bool
+}
+
+type kwArg struct {
+	name string
+	x    expr
+}
+
+// args are the arguments of a call, a filter or a test.
+type args struct {
+	pos     int
+	list    []expr
+	kw      []kwArg
+	star    expr // *args
+	starKw  expr // **kwargs
+	present bool // written with parentheses
+}
+
+type (
+	constExpr struct {
+		pos int
+		v   any
+	}
+	nameExpr struct {
+		pos  int
+		name string
+	}
+	attrExpr struct {
+		pos  int
+		obj  expr
+		name string
+	}
+	itemExpr struct {
+		pos      int
+		obj, key expr
+	}
+	sliceExpr struct {
+		pos               int
+		obj, lo, hi, step expr
+	}
+	callExpr struct {
+		pos  int
+		fn   expr
+		args args
+	}
+	filterExpr struct {
+		pos    int
+		in     expr // nil for the innermost filter of a filter block
+		name   string
+		args   args
+		pongo2 bool // written name:arg (pongo2's syntax): pongo2's own filter
+		fn     filterFunc
+	}
+	testExpr struct {
+		pos    int
+		in     expr
+		name   string
+		args   args
+		negate bool
+		fn     testFunc
+	}
+	binExpr struct {
+		pos  int
+		op   string // + - * / // % **
+		a, b expr
+	}
+	concatExpr struct {
+		pos   int
+		items []expr
+	}
+	compareExpr struct {
+		pos   int
+		first expr
+		ops   []cmpOp
+	}
+	andExpr struct {
+		pos  int
+		a, b expr
+	}
+	orExpr struct {
+		pos  int
+		a, b expr
+	}
+	notExpr struct {
+		pos int
+		x   expr
+	}
+	negExpr struct {
+		pos int
+		x   expr
+		neg bool // false: unary plus
+	}
+	condExpr struct {
+		pos       int
+		test      expr
+		then, els expr // els may be nil
+	}
+	listExpr struct {
+		pos   int
+		items []expr
+	}
+	tupleExpr struct {
+		pos   int
+		items []expr
+	}
+	dictExpr struct {
+		pos        int
+		keys, vals []expr
+	}
+)
+
+type cmpOp struct {
+	pos int
+	op  string // == != < > <= >= in notin
+	x   expr
+}
+
+func (x *constExpr) position() int   { return x.pos }
+func (x *nameExpr) position() int    { return x.pos }
+func (x *attrExpr) position() int    { return x.pos }
+func (x *itemExpr) position() int    { return x.pos }
+func (x *sliceExpr) position() int   { return x.pos }
+func (x *callExpr) position() int    { return x.pos }
+func (x *filterExpr) position() int  { return x.pos }
+func (x *testExpr) position() int    { return x.pos }
+func (x *binExpr) position() int     { return x.pos }
+func (x *concatExpr) position() int  { return x.pos }
+func (x *compareExpr) position() int { return x.pos }
+func (x *andExpr) position() int     { return x.pos }
+func (x *orExpr) position() int      { return x.pos }
+func (x *notExpr) position() int     { return x.pos }
+func (x *negExpr) position() int     { return x.pos }
+func (x *condExpr) position() int    { return x.pos }
+func (x *listExpr) position() int    { return x.pos }
+func (x *tupleExpr) position() int   { return x.pos }
+func (x *dictExpr) position() int    { return x.pos }

@@ -1,0 +1,42 @@
+// Package jinja is a Jinja2 template engine: templates render as Jinja2 3.1 renders them
+// with its default Environment, or fail with an error that names the construct and its line.
+//
+// One path, in four files:
+//
+//	lexer.go        template text -> tokens (text, {% %}, {{ }}, names, literals, operators)
+//	parser.go       tokens -> tree: statements (parser.go) and expressions (parse_expr.go),
+//	parse_expr.go   with Jinja2's grammar and precedence (ast.go holds the node types)
+//	eval.go         tree -> output: statements write, expressions evaluate (eval_expr.go)
+//
+// Values are Python's, on plain Go values (value.go): int (int64, then math/big), float,
+// str, list, tuple, dict (the template's keep insertion order; the data's iterate in sorted
+// key order), None and Undefined, with Python's operators (ops.go), printing (str.go),
+// methods (methods.go), % and .format (format.go), and Jinja2's filters, tests and globals
+// (filters.go, tests.go, globals.go).
+//
+// pongo2. Templates written for pongo2 keep working: the parser accepts pongo2's own syntax
+// where it cannot mean anything else in Jinja2 (&&, ||, !, <>, forloop.Counter and the other
+// forloop names, {% for x in y reversed %}, {% empty %}, pongo2's tags ifequal, firstof,
+// cycle, ifchanged, widthratio, spaceless, templatetag, verbatim, comment). pongo2 hosts its
+// filter library: a filter written pongo2's way (|default:"x", |join:",") or one Jinja2
+// does not have (|floatformat, |cut, |yesno...) runs pongo2's own implementation through
+// pongo2.ApplyFilter, so it behaves as pongo2 documents it (pongo2.go). pongo2 does not host
+// the parsing or the execution: its parser cannot read Jinja2 expressions (s[1:], ~, **,
+// filters with several arguments), so running templates on it means translating them into
+// pongo2 tags, with per-compile state reaching those tags through process-wide variables and
+// positions mapped back through the translation. One parser and one evaluator read both
+// syntaxes directly instead. Nothing is registered in pongo2's global tables.
+//
+// No process-wide mutable state: a Program (a compiled template set) is read only and can be
+// rendered by any number of goroutines at once; each render has its own evaluator; two
+// templates compile in parallel. Errors are values, never panics: a recover guards each
+// render and each call into pongo2 only to turn a bug into an error.
+//
+// Bounds: a render stops when its context is done, when it runs past its deadline, or when
+// its output (or any string, list or captured block it builds) would pass its size budget
+// (Limits). Loops check the clock every 256 iterations; operations that could build a huge
+// value first (repetition, join, format widths, big-int powers, range) check the size first.
+//
+// Data cannot inject lines: a string from the data holding a newline, a carriage return or a
+// NUL is an error when printed, unless marked |safe (taint.go).
+package jinja

@@ -1,0 +1,199 @@
+package jinja
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// toJSON is Python's json.dumps(v, sort_keys=True, indent=indent) as Jinja2's tojson calls
+// it: ", " and ": " separators (with an indent: "," and ": "), non-ASCII as \uXXXX.
+func (e *evaluator) toJSON(v any, indent int) (string, error) {
+	var b strings.Builder
+	if err := e.writeJSON(&b, v, indent, 0); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+func (e *evaluator) writeJSON(b *strings.Builder, v any, indent, level int) error {
+	if level > maxReprDepth {
+		return fmt.Errorf("the value is nested more than %d deep (or contains itself)", maxReprDepth)
+	}
+	if b.Len() > e.maxSize {
+		return e.sizeError()
+	}
+	switch x := v.(type) {
+	case nil:
+		b.WriteString("null")
+		return nil
+	case bool:
+		if x {
+			b.WriteString("true")
+		} else {
+			b.WriteString("false")
+		}
+		return nil
+	case string, Markup, *tainted:
+		s, _ := strValue(x)
+		e.plain(x)
+		writeJSONString(b, s)
+		return nil
+	case float64:
+		switch {
+		case math.IsNaN(x):
+			b.WriteString("NaN")
+		case math.IsInf(x, 1):
+			b.WriteString("Infinity")
+		case math.IsInf(x, -1):
+			b.WriteString("-Infinity")
+		default:
+			b.WriteString(formatFloat(x))
+		}
+		return nil
+	}
+	if n := toNum(v); n.kind == 'i' || n.kind == 'b' {
+		s, err := strOf(v)
+		if err != nil {
+			return err
+		}
+		b.WriteString(s)
+		return nil
+	}
+	newline := func(l int) {
+		if indent >= 0 {
+			b.WriteByte('\n')
+			b.WriteString(strings.Repeat(" ", indent*l))
+		}
+	}
+	itemSep := ", "
+	if indent >= 0 {
+		itemSep = ","
+	}
+	switch {
+	case isList(v) || isTupleVal(v):
+		items := listItems(v)
+		if len(items) == 0 {
+			b.WriteString("[]")
+			return nil
+		}
+		b.WriteByte('[')
+		for i, it := range items {
+			if i > 0 {
+				b.WriteString(itemSep)
+			}
+			newline(level + 1)
+			if err := e.writeJSON(b, it, indent, level+1); err != nil {
+				return err
+			}
+		}
+		newline(level)
+		b.WriteByte(']')
+		return nil
+	case isMapping(v):
+		type kv struct {
+			k, v any
+		}
+		var items []kv
+		eachItem(v, func(k, val any) bool {
+			items = append(items, kv{k, val})
+			return true
+		})
+		if len(items) == 0 {
+			b.WriteString("{}")
+			return nil
+		}
+		var serr error
+		sort.SliceStable(items, func(i, j int) bool {
+			c, err := compare(items[i].k, items[j].k, "<")
+			if err != nil && serr == nil {
+				serr = err
+			}
+			return c < 0
+		})
+		if serr != nil {
+			return serr
+		}
+		b.WriteByte('{')
+		for i, it := range items {
+			if i > 0 {
+				b.WriteString(itemSep)
+			}
+			newline(level + 1)
+			var key string
+			switch k := it.k.(type) {
+			case string, Markup, *tainted:
+				key, _ = strValue(k)
+			case nil:
+				key = "null"
+			case bool:
+				key = map[bool]string{true: "true", false: "false"}[k]
+			case float64:
+				var kb strings.Builder
+				e.writeJSON(&kb, k, -1, 0)
+				key = kb.String()
+			default:
+				if n := toNum(k); n.kind != 0 {
+					key, _ = strOf(k)
+				} else {
+					return fmt.Errorf("keys must be str, int, float, bool or None, not %s", typeName(k))
+				}
+			}
+			writeJSONString(b, key)
+			b.WriteString(": ")
+			if err := e.writeJSON(b, it.v, indent, level+1); err != nil {
+				return err
+			}
+		}
+		newline(level)
+		b.WriteByte('}')
+		return nil
+	}
+	if g, ok := v.(*group); ok {
+		return e.writeJSON(b, Tuple{g.grouper, g.list}, indent, level)
+	}
+	return fmt.Errorf("Object of type %s is not JSON serializable", typeName(v))
+}
+
+func writeJSONString(b *strings.Builder, s string) {
+	b.WriteByte('"')
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		default:
+			switch {
+			case r < 0x20 || r == utf8.RuneError && size == 1:
+				fmt.Fprintf(b, `\u%04x`, r)
+			case r < 0x7f:
+				b.WriteRune(r)
+			case r < 0x10000:
+				b.WriteString(`\u` + pad4(strconv.FormatInt(int64(r), 16)))
+			default:
+				r -= 0x10000
+				b.WriteString(`\u` + pad4(strconv.FormatInt(int64(0xd800+(r>>10)), 16)))
+				b.WriteString(`\u` + pad4(strconv.FormatInt(int64(0xdc00+(r&0x3ff)), 16)))
+			}
+		}
+	}
+	b.WriteByte('"')
+}
+
+func pad4(s string) string { return strings.Repeat("0", 4-len(s)) + s }

@@ -1,0 +1,687 @@
+package jinja
+
+import (
+	"slices"
+)
+
+// Expressions, from the lowest precedence to the highest, as in jinja2/parser.py:
+//
+//	a if b else c
+//	or (||)   and (&&)   not (!)
+//	== != < > <= >= (<>) in, not in (chained: 1 < x < 3)
+//	+ -       ~       * / // %       **  (left associative, as in Jinja2)
+//	-x +x
+//	primary: literal, name, (tuple), [list], {dict}; then .attr [item] [a:b:c] (call)
+//	then |filter and `is test`, which bind tighter than every operator above.
+
+func (p *parser) enter(t token) error {
+	p.depth++
+	if p.depth > maxDepth {
+		return p.fail(t, "the expression is nested more than %d deep", maxDepth)
+	}
+	return nil
+}
+
+func (p *parser) isTupleEnd(extraEnd []string) bool {
+	t := p.cur()
+	switch t.kind {
+	case tVarEnd, tBlockEnd, tEOF:
+		return true
+	case tOp:
+		return t.val == ")"
+	case tName:
+		return slices.Contains(extraEnd, t.val)
+	}
+	return false
+}
+
+// parseTuple parses an expression, or a tuple when there are commas (`a, b`).
+func (p *parser) parseTuple(withCond, explicitParens bool, extraEnd []string) (expr, error) {
+	start := p.cur()
+	var items []expr
+	isTuple := false
+	for {
+		if len(items) > 0 {
+			if _, err := p.expectOp(","); err != nil {
+				return nil, err
+			}
+		}
+		if p.isTupleEnd(extraEnd) {
+			break
+		}
+		x, err := p.parseExpression(withCond)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, x)
+		if p.isOp(",") {
+			isTuple = true
+		} else {
+			break
+		}
+	}
+	if !isTuple {
+		if len(items) > 0 {
+			return items[0], nil
+		}
+		if !explicitParens {
+			return nil, p.unexpected(p.cur(), "an expression")
+		}
+	}
+	return &tupleExpr{pos: start.pos, items: items}, nil
+}
+
+func (p *parser) parseExpression(withCond bool) (expr, error) {
+	if err := p.enter(p.cur()); err != nil {
+		return nil, err
+	}
+	defer func() { p.depth-- }()
+	if !withCond {
+		return p.parseOr()
+	}
+	x, err := p.parseOr()
+	if err != nil {
+		return nil, err
+	}
+	for p.isName("if") {
+		t := p.next()
+		test, err := p.parseOr()
+		if err != nil {
+			return nil, err
+		}
+		var els expr
+		if p.skipName("else") {
+			if els, err = p.parseExpression(true); err != nil {
+				return nil, err
+			}
+		}
+		x = &condExpr{pos: t.pos, test: test, then: x, els: els}
+	}
+	return x, nil
+}
+
+func (p *parser) parseOr() (expr, error) {
+	a, err := p.parseAnd()
+	if err != nil {
+		return nil, err
+	}
+	for p.isName("or") || p.isOp("||") {
+		t := p.next()
+		b, err := p.parseAnd()
+		if err != nil {
+			return nil, err
+		}
+		a = &orExpr{pos: t.pos, a: a, b: b}
+	}
+	return a, nil
+}
+
+func (p *parser) parseAnd() (expr, error) {
+	a, err := p.parseNot()
+	if err != nil {
+		return nil, err
+	}
+	for p.isName("and") || p.isOp("&&") {
+		t := p.next()
+		b, err := p.parseNot()
+		if err != nil {
+			return nil, err
+		}
+		a = &andExpr{pos: t.pos, a: a, b: b}
+	}
+	return a, nil
+}
+
+func (p *parser) parseNot() (expr, error) {
+	if p.isName("not") || p.isOp("!") {
+		t := p.next()
+		if err := p.enter(t); err != nil {
+			return nil, err
+		}
+		defer func() { p.depth-- }()
+		x, err := p.parseNot()
+		if err != nil {
+			return nil, err
+		}
+		return &notExpr{pos: t.pos, x: x}, nil
+	}
+	return p.parseCompare()
+}
+
+func (p *parser) parseCompare() (expr, error) {
+	first, err := p.parseMath1()
+	if err != nil {
+		return nil, err
+	}
+	var ops []cmpOp
+	for {
+		t := p.cur()
+		op := ""
+		switch {
+		case t.kind == tOp && (t.val == "==" || t.val == "!=" || t.val == "<" || t.val == ">" || t.val == "<=" || t.val == ">=" || t.val == "<>"):
+			op = t.val
+			if op == "<>" {
+				op = "!="
+			}
+			p.p++
+		case t.kind == tName && t.val == "in":
+			op = "in"
+			p.p++
+		case t.kind == tName && t.val == "not" && p.peek().kind == tName && p.peek().val == "in":
+			op = "notin"
+			p.p += 2
+		}
+		if op == "" {
+			break
+		}
+		x, err := p.parseMath1()
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, cmpOp{pos: t.pos, op: op, x: x})
+	}
+	if len(ops) == 0 {
+		return first, nil
+	}
+	return &compareExpr{pos: ops[0].pos, first: first, ops: ops}, nil
+}
+
+func (p *parser) parseMath1() (expr, error) {
+	a, err := p.parseConcat()
+	if err != nil {
+		return nil, err
+	}
+	for p.isOp("+") || p.isOp("-") {
+		t := p.next()
+		b, err := p.parseConcat()
+		if err != nil {
+			return nil, err
+		}
+		a = &binExpr{pos: t.pos, op: t.val, a: a, b: b}
+	}
+	return a, nil
+}
+
+func (p *parser) parseConcat() (expr, error) {
+	a, err := p.parseMath2()
+	if err != nil {
+		return nil, err
+	}
+	if !p.isOp("~") {
+		return a, nil
+	}
+	c := &concatExpr{pos: p.cur().pos, items: []expr{a}}
+	for p.skipOp("~") {
+		b, err := p.parseMath2()
+		if err != nil {
+			return nil, err
+		}
+		c.items = append(c.items, b)
+	}
+	return c, nil
+}
+
+func (p *parser) parseMath2() (expr, error) {
+	a, err := p.parsePow()
+	if err != nil {
+		return nil, err
+	}
+	for p.isOp("*") || p.isOp("/") || p.isOp("//") || p.isOp("%") {
+		t := p.next()
+		b, err := p.parsePow()
+		if err != nil {
+			return nil, err
+		}
+		a = &binExpr{pos: t.pos, op: t.val, a: a, b: b}
+	}
+	return a, nil
+}
+
+func (p *parser) parsePow() (expr, error) {
+	a, err := p.parseUnary(true)
+	if err != nil {
+		return nil, err
+	}
+	for p.isOp("**") {
+		t := p.next()
+		b, err := p.parseUnary(true)
+		if err != nil {
+			return nil, err
+		}
+		a = &binExpr{pos: t.pos, op: "**", a: a, b: b}
+	}
+	return a, nil
+}
+
+func (p *parser) parseUnary(withFilter bool) (expr, error) {
+	t := p.cur()
+	var x expr
+	var err error
+	switch {
+	case p.isOp("-") || p.isOp("+"):
+		p.p++
+		if err := p.enter(t); err != nil {
+			return nil, err
+		}
+		inner, err := p.parseUnary(false)
+		p.depth--
+		if err != nil {
+			return nil, err
+		}
+		x = &negExpr{pos: t.pos, x: inner, neg: t.val == "-"}
+	default:
+		if x, err = p.parsePrimary(); err != nil {
+			return nil, err
+		}
+	}
+	if x, err = p.parsePostfix(x); err != nil {
+		return nil, err
+	}
+	if withFilter {
+		return p.parseFilterExpr(x)
+	}
+	return x, nil
+}
+
+func (p *parser) parsePrimary() (expr, error) {
+	t := p.cur()
+	switch t.kind {
+	case tName:
+		p.p++
+		switch t.val {
+		case "true", "True":
+			return &constExpr{pos: t.pos, v: true}, nil
+		case "false", "False":
+			return &constExpr{pos: t.pos, v: false}, nil
+		case "none", "None":
+			return &constExpr{pos: t.pos, v: nil}, nil
+		}
+		switch t.val {
+		case "loop", "forloop":
+			p.markLoop()
+		case "caller", "varargs", "kwargs":
+			// A macro accepts extra arguments, and a caller, only when its body names them.
+			for _, m := range p.macros {
+				m.usesCaller = m.usesCaller || t.val == "caller"
+				m.usesVarargs = m.usesVarargs || t.val == "varargs"
+				m.usesKwargs = m.usesKwargs || t.val == "kwargs"
+			}
+		}
+		return &nameExpr{pos: t.pos, name: p.intern(t.val)}, nil
+	case tString:
+		p.p++
+		s := t.val
+		for p.cur().kind == tString { // adjacent literals are joined, as in Python
+			s += p.next().val
+		}
+		return &constExpr{pos: t.pos, v: s}, nil
+	case tInt, tFloat:
+		p.p++
+		return &constExpr{pos: t.pos, v: t.num}, nil
+	case tOp:
+		switch t.val {
+		case "(":
+			p.p++
+			saved := p.noColon
+			p.noColon = false
+			x, err := p.parseTuple(true, true, nil)
+			p.noColon = saved
+			if err != nil {
+				return nil, err
+			}
+			if _, err := p.expectOp(")"); err != nil {
+				return nil, err
+			}
+			return x, nil
+		case "[":
+			return p.parseList()
+		case "{":
+			return p.parseDict()
+		}
+	}
+	return nil, p.unexpected(t, "an expression")
+}
+
+func (p *parser) parseList() (expr, error) {
+	start := p.next()
+	saved := p.noColon
+	p.noColon = false
+	defer func() { p.noColon = saved }()
+	l := &listExpr{pos: start.pos}
+	for !p.isOp("]") {
+		if len(l.items) > 0 {
+			if _, err := p.expectOp(","); err != nil {
+				return nil, err
+			}
+			if p.isOp("]") {
+				break
+			}
+		}
+		x, err := p.parseExpression(true)
+		if err != nil {
+			return nil, err
+		}
+		l.items = append(l.items, x)
+	}
+	p.p++
+	return l, nil
+}
+
+func (p *parser) parseDict() (expr, error) {
+	start := p.next()
+	saved := p.noColon
+	defer func() { p.noColon = saved }()
+	d := &dictExpr{pos: start.pos}
+	for !p.isOp("}") {
+		if len(d.keys) > 0 {
+			if _, err := p.expectOp(","); err != nil {
+				return nil, err
+			}
+			if p.isOp("}") {
+				break
+			}
+		}
+		p.noColon = true
+		k, err := p.parseExpression(true)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := p.expectOp(":"); err != nil {
+			return nil, err
+		}
+		p.noColon = false
+		v, err := p.parseExpression(true)
+		if err != nil {
+			return nil, err
+		}
+		d.keys = append(d.keys, k)
+		d.vals = append(d.vals, v)
+	}
+	p.p++
+	return d, nil
+}
+
+func (p *parser) parsePostfix(x expr) (expr, error) {
+	for {
+		var err error
+		switch {
+		case p.isOp(".") || p.isOp("["):
+			x, err = p.parseSubscript(x)
+		case p.isOp("("):
+			x, err = p.parseCall(x)
+		default:
+			return x, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (p *parser) parseFilterExpr(x expr) (expr, error) {
+	for {
+		var err error
+		switch {
+		case p.isOp("|"):
+			x, err = p.parseFilters(x, false)
+		case p.isName("is"):
+			x, err = p.parseTest(x)
+		case p.isOp("("):
+			x, err = p.parseCall(x)
+		default:
+			return x, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (p *parser) parseSubscript(x expr) (expr, error) {
+	t := p.next()
+	if t.val == "." {
+		a := p.cur()
+		switch a.kind {
+		case tName:
+			p.p++
+			return &attrExpr{pos: a.pos, obj: x, name: p.intern(a.val)}, nil
+		case tInt:
+			p.p++
+			return &itemExpr{pos: a.pos, obj: x, key: &constExpr{pos: a.pos, v: a.num}}, nil
+		}
+		return nil, p.unexpected(a, "a name or a number after '.'")
+	}
+	saved := p.noColon
+	p.noColon = true
+	defer func() { p.noColon = saved }()
+	var items []expr
+	for !p.isOp("]") {
+		if len(items) > 0 {
+			if _, err := p.expectOp(","); err != nil {
+				return nil, err
+			}
+		}
+		it, err := p.parseSubscribed(x)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, it)
+	}
+	p.p++
+	if len(items) == 0 {
+		return nil, p.fail(t, "expected a subscript expression inside [ ]")
+	}
+	if s, ok := items[0].(*sliceExpr); ok && len(items) == 1 {
+		s.obj = x
+		return s, nil
+	}
+	var key expr = items[0]
+	if len(items) > 1 {
+		for _, it := range items {
+			if _, ok := it.(*sliceExpr); ok {
+				return nil, p.fail(t, "slices inside a tuple subscript (x[a:b, c]) are not supported")
+			}
+		}
+		key = &tupleExpr{pos: t.pos, items: items}
+	}
+	return &itemExpr{pos: t.pos, obj: x, key: key}, nil
+}
+
+// parseSubscribed parses one subscript: an expression or a slice a:b:c (any part optional).
+func (p *parser) parseSubscribed(obj expr) (expr, error) {
+	start := p.cur()
+	var parts [3]expr
+	if !p.isOp(":") {
+		x, err := p.parseExpression(true)
+		if err != nil {
+			return nil, err
+		}
+		if !p.isOp(":") {
+			return x, nil
+		}
+		parts[0] = x
+	}
+	p.p++ // the first ':'
+	if !p.isOp(":") && !p.isOp("]") && !p.isOp(",") {
+		x, err := p.parseExpression(true)
+		if err != nil {
+			return nil, err
+		}
+		parts[1] = x
+	}
+	if p.skipOp(":") && !p.isOp("]") && !p.isOp(",") {
+		x, err := p.parseExpression(true)
+		if err != nil {
+			return nil, err
+		}
+		parts[2] = x
+	}
+	return &sliceExpr{pos: start.pos, obj: obj, lo: parts[0], hi: parts[1], step: parts[2]}, nil
+}
+
+func (p *parser) parseCallArgs() (args, error) {
+	start, err := p.expectOp("(")
+	if err != nil {
+		return args{}, err
+	}
+	saved := p.noColon
+	p.noColon = false
+	defer func() { p.noColon = saved }()
+	a := args{pos: start.pos, present: true}
+	invalid := func() error { return p.fail(start, "invalid syntax for function call expression") }
+	needComma := false
+	for !p.isOp(")") {
+		if needComma {
+			if _, err := p.expectOp(","); err != nil {
+				return args{}, err
+			}
+			if p.isOp(")") {
+				break
+			}
+		}
+		switch {
+		case p.isOp("*"):
+			if a.star != nil || a.starKw != nil {
+				return args{}, invalid()
+			}
+			p.p++
+			x, err := p.parseExpression(true)
+			if err != nil {
+				return args{}, err
+			}
+			a.star = x
+		case p.isOp("**"):
+			if a.starKw != nil {
+				return args{}, invalid()
+			}
+			p.p++
+			x, err := p.parseExpression(true)
+			if err != nil {
+				return args{}, err
+			}
+			a.starKw = x
+		case p.cur().kind == tName && p.peek().kind == tOp && p.peek().val == "=":
+			if a.starKw != nil {
+				return args{}, invalid()
+			}
+			name := p.next()
+			p.p++
+			x, err := p.parseExpression(true)
+			if err != nil {
+				return args{}, err
+			}
+			a.kw = append(a.kw, kwArg{name: p.intern(name.val), x: x})
+		default:
+			if a.star != nil || a.starKw != nil || len(a.kw) > 0 {
+				return args{}, invalid()
+			}
+			x, err := p.parseExpression(true)
+			if err != nil {
+				return args{}, err
+			}
+			a.list = append(a.list, x)
+		}
+		needComma = true
+	}
+	p.p++
+	return a, nil
+}
+
+func (p *parser) parseCall(fn expr) (expr, error) {
+	pos := p.cur().pos
+	a, err := p.parseCallArgs()
+	if err != nil {
+		return nil, err
+	}
+	return &callExpr{pos: pos, fn: fn, args: a}, nil
+}
+
+// parseFilters parses |f1|f2(args)... applied to x (nil: the innermost filter of a filter
+// block or a set block, whose input is the block's output). startInline: the first filter
+// name comes without a '|' ({% filter upper %}).
+func (p *parser) parseFilters(x expr, startInline bool) (expr, error) {
+	for p.isOp("|") || startInline {
+		if !startInline {
+			p.p++
+		}
+		startInline = false
+		name, err := p.expectName()
+		if err != nil {
+			return nil, err
+		}
+		full := name.val
+		for p.isOp(".") {
+			p.p++
+			part, err := p.expectName()
+			if err != nil {
+				return nil, err
+			}
+			full += "." + part.val
+		}
+		f := &filterExpr{pos: name.pos, in: x, name: full}
+		switch {
+		case p.isOp("("):
+			if f.args, err = p.parseCallArgs(); err != nil {
+				return nil, err
+			}
+		case p.isOp(":") && !p.noColon:
+			// pongo2: filter:argument.
+			p.p++
+			arg, err := p.parseUnary(false)
+			if err != nil {
+				return nil, err
+			}
+			f.args = args{pos: arg.position(), list: []expr{arg}, present: true}
+			f.pongo2 = true
+		}
+		if f.fn, err = p.lookupFilter(f); err != nil {
+			return nil, p.fail(name, "%v", err)
+		}
+		x = f
+	}
+	return x, nil
+}
+
+func (p *parser) parseTest(x expr) (expr, error) {
+	isTok := p.next()
+	negate := p.skipName("not")
+	name, err := p.expectName()
+	if err != nil {
+		return nil, err
+	}
+	full := name.val
+	for p.isOp(".") {
+		p.p++
+		part, err := p.expectName()
+		if err != nil {
+			return nil, err
+		}
+		full += "." + part.val
+	}
+	t := &testExpr{pos: isTok.pos, in: x, name: full, negate: negate}
+	c := p.cur()
+	switch {
+	case p.isOp("("):
+		if t.args, err = p.parseCallArgs(); err != nil {
+			return nil, err
+		}
+	case (c.kind == tName || c.kind == tString || c.kind == tInt || c.kind == tFloat || p.isOp("[") || p.isOp("{")) &&
+		!(c.kind == tName && (c.val == "else" || c.val == "or" || c.val == "and")):
+		if c.kind == tName && c.val == "is" {
+			return nil, p.fail(c, "you cannot chain multiple tests with is")
+		}
+		arg, err := p.parsePrimary()
+		if err != nil {
+			return nil, err
+		}
+		if arg, err = p.parsePostfix(arg); err != nil {
+			return nil, err
+		}
+		t.args = args{pos: arg.position(), list: []expr{arg}, present: true}
+	}
+	t.fn = lookupTest(full)
+	if t.fn == nil {
+		return nil, p.fail(name, "unknown test '%s'", full)
+	}
+	return t, nil
+}
