@@ -78,7 +78,8 @@ func defaultDataplaneStateDir(getenv func(string) string) string {
 // (a fresh host's storage is empty): a change renders again.
 type dataplaneMode struct {
 	*dataplane.Reloader
-	store *generation.Store
+	store      *generation.Store
+	renderOpts render.Options // the render budgets (SSLDir set by setDir)
 
 	mu       sync.Mutex
 	dir      string // the storage directory templates see as ssldir
@@ -95,7 +96,7 @@ func (o *options) startDataplane(ctx context.Context, log *slog.Logger, store *g
 	if spiffe == "" {
 		spiffe = os.Getenv("SPIFFE_ENDPOINT_SOCKET")
 	}
-	d := &dataplaneMode{store: store}
+	d := &dataplaneMode{store: store, renderOpts: o.renderOptions("")}
 	event := func(warning bool, reason, message string) {
 		if *recorder != nil {
 			(*recorder).Event(o.templateObject(), warning, reason, message)
@@ -139,7 +140,9 @@ func (o *options) startDataplane(ctx context.Context, log *slog.Logger, store *g
 func (d *dataplaneMode) setDir(dir, previous string) {
 	d.store.SetTemplateSSLDirs(dir, previous)
 	d.mu.Lock()
-	d.dir, d.renderer = dir, render.New(render.Options{SSLDir: dir})
+	opts := d.renderOpts
+	opts.SSLDir = dir
+	d.dir, d.renderer = dir, render.New(opts)
 	changed := d.changed
 	d.mu.Unlock()
 	if changed != nil && previous != "" {
@@ -155,9 +158,9 @@ func (d *dataplaneMode) onChange(fn func()) {
 }
 
 // Render renders with the current ssldir.
-func (d *dataplaneMode) Render(_ context.Context, s *snapshot.Snapshot) (*render.Bundle, error) {
+func (d *dataplaneMode) Render(ctx context.Context, s *snapshot.Snapshot) (*render.Bundle, error) {
 	d.mu.Lock()
 	r := d.renderer
 	d.mu.Unlock()
-	return r.Render(s)
+	return r.Render(ctx, s)
 }

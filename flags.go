@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -101,5 +102,42 @@ func (c *commaList) Set(s string) error {
 			*c = append(*c, v)
 		}
 	}
+	return nil
+}
+
+// sizeFlag is a size in bytes: 1048576, 512KiB, 64MiB, 1GiB (also KB, MB, GB: powers of 1000).
+type sizeFlag int
+
+func (s *sizeFlag) String() string {
+	n := int(*s)
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return strconv.Itoa(n)
+}
+
+func (s *sizeFlag) Set(v string) error {
+	t := strings.TrimSpace(v)
+	i := 0
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
+	}
+	n, err := strconv.ParseInt(t[:i], 10, 64)
+	if err != nil {
+		return fmt.Errorf("size %q: want a number of bytes, optionally with KiB, MiB or GiB", v)
+	}
+	mult := map[string]int64{"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 1e3, "mb": 1e6, "gb": 1e9}[strings.ToLower(strings.TrimSpace(t[i:]))]
+	if mult == 0 {
+		return fmt.Errorf("size %q: unknown unit %q (want KiB, MiB, GiB, KB, MB, GB or none)", v, t[i:])
+	}
+	if n <= 0 || n > (1<<40)/mult {
+		return fmt.Errorf("size %q: want more than 0 and at most 1TiB", v)
+	}
+	*s = sizeFlag(n * mult)
 	return nil
 }

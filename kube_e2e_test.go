@@ -96,7 +96,7 @@ func TestKubernetesSourceEndToEnd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := r.Render(snap)
+			b, err := r.Render(context.Background(), snap)
 			if err != nil {
 				t.Fatal(err)
 			}

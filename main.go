@@ -124,6 +124,8 @@ type options struct {
 	validate                                                      bool
 	logLevel                                                      string
 	logFormat                                                     string
+	renderTimeout                                                 time.Duration
+	renderMaxOutput                                               sizeFlag
 
 	// run
 	haproxyConfig string
@@ -186,6 +188,9 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 	fs.BoolVar(&o.validate, "validate", true, "validate with haproxy -c before anything goes live (render: when haproxy is installed)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
+	fs.DurationVar(&o.renderTimeout, "render-timeout", render.DefaultTimeout, "time budget of one render: a template still running after it is rejected (a loop that never ends) and held back")
+	o.renderMaxOutput = sizeFlag(render.DefaultMaxOutput)
+	fs.Var(&o.renderMaxOutput, "render-max-output", "`SIZE` budget of one render (64MiB, 1GiB or bytes): a larger haproxy.cfg, or a larger value built on the way, is rejected and held back")
 	switch cmd {
 	case "run":
 		fs.StringVar(&o.haproxyConfig, "haproxy-config", "", "the file HAProxy was started with (-f), default "+defaultHAProxyConfig+"; made a symlink into the live generation (an existing file is kept as the adopted generation); not used with --reload=dataplane")
@@ -222,6 +227,11 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 	case "render":
 		fs.StringVar(&o.out, "out", "", "directory to write haproxy.cfg and certs/ into (required)")
 	}
+}
+
+// renderOptions are the render budgets given by the flags.
+func (o *options) renderOptions(sslDir string) render.Options {
+	return render.Options{SSLDir: sslDir, Timeout: o.renderTimeout, MaxOutput: int(o.renderMaxOutput)}
 }
 
 func parse(cmd string, args []string, summary string) (*options, error) {
@@ -490,7 +500,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	var recorder pipeline.Recorder // Kubernetes Events, set below in the Kubernetes modes
 	var reloader reload.Reloader
 	var endpoint string
-	var rend pipeline.Renderer = renderer{render.New(render.Options{SSLDir: sslDir})}
+	var rend pipeline.Renderer = render.New(o.renderOptions(sslDir))
 	var dpMode *dataplaneMode // --reload=dataplane (dataplane_mode.go)
 	if o.reloadMode == "dataplane" {
 		if dpMode, err = o.startDataplane(ctx, log, store, metrics, &recorder); err != nil {
@@ -721,7 +731,7 @@ func (o *options) renderOnce(log *slog.Logger, checkOnly bool) error {
 	if err != nil {
 		return err
 	}
-	bundle, err := render.New(render.Options{SSLDir: sslDir}).Render(snap)
+	bundle, err := render.New(o.renderOptions(sslDir)).Render(ctx, snap)
 	if err == nil {
 		o.red.Set("certificate-keys", certKeyLines(bundle.Certificates)...)
 	}
@@ -752,12 +762,6 @@ func (o *options) renderOnce(log *slog.Logger, checkOnly bool) error {
 }
 
 // renderer gives the render package the pipeline's Renderer shape.
-type renderer struct{ r *render.Renderer }
-
-func (x renderer) Render(_ context.Context, s *snapshot.Snapshot) (*render.Bundle, error) {
-	return x.r.Render(s)
-}
-
 // certKeyLines are the private key lines of the certificates, for the redactor.
 func certKeyLines(certs map[string][]byte) []string {
 	var out []string

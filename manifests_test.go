@@ -189,7 +189,7 @@ template: |
 		if len(snap.Certificates) != 1 {
 			t.Errorf("certificates = %d, want the TLS Secret", len(snap.Certificates))
 		}
-		if _, err := render.New(render.Options{SSLDir: "/etc/haproxy/certs"}).Render(snap); err != nil {
+		if _, err := render.New(render.Options{SSLDir: "/etc/haproxy/certs"}).Render(context.Background(), snap); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -177,7 +177,7 @@ func renderDir(t *testing.T, src *watcher.File, opts snapshot.Options) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := render.New(render.Options{SSLDir: "/etc/haproxy/certs"}).Render(snap)
+	b, err := render.New(render.Options{SSLDir: "/etc/haproxy/certs"}).Render(context.Background(), snap)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +327,7 @@ func BenchmarkScale(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := r.Render(snap); err != nil {
+			if _, err := r.Render(context.Background(), snap); err != nil {
 				b.Fatal(err)
 			}
 		}

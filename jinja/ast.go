@@ -26,14 +26,15 @@ type (
 	}
 
 	ifStmt struct {
-		pos   int
-		conds []expr
+		pos    int
+		conds  []expr
 		bodies [][]stmt // one body per condition
-		els   []stmt
+		els    []stmt
 	}
 
 	forStmt struct {
 		pos       int
+		iterPos   int // where the iterable's expression starts
 		target    target
 		iter      expr
 		filter    expr // for ... if filter

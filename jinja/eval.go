@@ -30,7 +30,7 @@ type evaluator struct {
 	autoescape bool
 	taint      string   // the data string behind tainted text the current operation consumed
 	kwOrder    []string // the keyword arguments of the call being made, in order
-	blockIn    any    // the input of the innermost filter of a {% filter %} or {% set %} block
+	blockIn    any      // the input of the innermost filter of a {% filter %} or {% set %} block
 
 	cur       *Template // whose nodes run now (errors are located in it)
 	root      *frame    // the current template's top-level frame
@@ -402,7 +402,7 @@ func (s *withStmt) exec(e *evaluator, f *frame) error {
 
 func (s *macroStmt) exec(e *evaluator, f *frame) error {
 	keep(f)
-	f.set(s.macro.name, &Macro{def: s.macro, closure: f, tmpl: e.cur})
+	f.set(s.macro.name, &Macro{def: s.macro, closure: f, tmpl: e.cur, escape: e.autoescape})
 	return nil
 }
 
@@ -411,7 +411,7 @@ func (s *callBlockStmt) exec(e *evaluator, f *frame) error {
 		return nil
 	}
 	keep(f)
-	caller := &Macro{def: s.caller, closure: f, tmpl: e.cur}
+	caller := &Macro{def: s.caller, closure: f, tmpl: e.cur, escape: e.autoescape}
 	v, err := s.call.evalWith(e, f, caller)
 	if err != nil {
 		return err
@@ -491,7 +491,7 @@ func (s *forStmt) exec(e *evaluator, f *frame) error {
 func (s *forStmt) run(e *evaluator, f *frame, v any, depth0 int, parentLoop *loopCtx) error {
 	sq, err := e.seqOf(v)
 	if err != nil {
-		return e.at(s.iter.position(), fmt.Errorf("cannot loop over %s: %w", aTypeName(v), err))
+		return e.at(s.iterPos, fmt.Errorf("cannot loop over %s: %w", aTypeName(v), err))
 	}
 	body := e.newFrame(f)
 	defer e.release(body)
@@ -504,7 +504,7 @@ func (s *forStmt) run(e *evaluator, f *frame, v any, depth0 int, parentLoop *loo
 			return err
 		}
 	}
-	if sq.n == 0 {
+	if sq.count() == 0 {
 		return e.execAll(s.els, f)
 	}
 	var loop *loopCtx
@@ -524,7 +524,7 @@ func (s *forStmt) run(e *evaluator, f *frame, v any, depth0 int, parentLoop *loo
 	if s.target.tuple {
 		nTargets = len(s.target.items)
 	}
-	for i := 0; i < sq.n; i++ {
+	for i := 0; i < sq.count(); i++ {
 		if err := e.tick(); err != nil {
 			return e.at(s.pos, err)
 		}
@@ -623,6 +623,9 @@ func aTypeName(v any) string {
 
 // attr returns a loop attribute.
 func (l *loopCtx) attr(name string) (any, bool) {
+	if l.s.live != nil {
+		l.length = l.s.count()
+	}
 	switch name {
 	case "index", "Counter":
 		return int64(l.index0 + 1), true

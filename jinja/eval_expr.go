@@ -137,6 +137,15 @@ func (e *evaluator) getAttr(obj any, name string) (any, error) {
 		case "count", "index":
 			return &boundMethod{obj: obj, name: name}, nil
 		}
+	case *group:
+		switch name {
+		case "grouper":
+			return o.grouper, nil
+		case "list":
+			return o.list, nil
+		case "count", "index":
+			return &boundMethod{obj: Tuple{o.grouper, o.list}, name: name}, nil
+		}
 	case *selfRef:
 		if _, ok := e.blocks[name]; ok {
 			return &blockRef{name: name}, nil
@@ -265,6 +274,8 @@ func (e *evaluator) index(obj any, i int64) (any, bool) {
 		n = int64(len(o))
 	case Tuple:
 		n = int64(len(o))
+	case *group:
+		return e.index(Tuple{o.grouper, o.list}, i)
 	default:
 		return nil, false
 	}
@@ -584,6 +595,7 @@ type Macro struct {
 	def     *macroDef
 	closure *frame
 	tmpl    *Template
+	escape  bool // autoescape where it was defined (its prints escape or not as written there)
 }
 
 func (e *evaluator) callMacro(m *Macro, a []any, kw map[string]any) (any, error) {
@@ -597,9 +609,10 @@ func (e *evaluator) callMacro(m *Macro, a []any, kw map[string]any) (any, error)
 	if e.depth > maxCallDepth {
 		return nil, fmt.Errorf("macro calls nested more than %d deep (a macro that calls itself without end?)", maxCallDepth)
 	}
+	callerEscape := e.autoescape
 	savedCur, savedSuppress, savedOut := e.cur, e.suppress, e.out
-	e.cur, e.suppress, e.out = m.tmpl, false, nil
-	defer func() { e.cur, e.suppress, e.out = savedCur, savedSuppress, savedOut }()
+	e.cur, e.suppress, e.out, e.autoescape = m.tmpl, false, nil, m.escape
+	defer func() { e.cur, e.suppress, e.out, e.autoescape = savedCur, savedSuppress, savedOut, callerEscape }()
 
 	fr := e.newFrame(m.closure)
 	defer e.release(fr)
@@ -666,7 +679,7 @@ func (e *evaluator) callMacro(m *Macro, a []any, kw map[string]any) (any, error)
 	if err := e.execAll(d.body, fr); err != nil {
 		return nil, err
 	}
-	if e.autoescape {
+	if callerEscape {
 		return Markup(e.out), nil
 	}
 	return string(e.out), nil

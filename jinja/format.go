@@ -184,6 +184,9 @@ func (e *evaluator) formatOne(v any, spec fmtSpec) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		if spec.conv == 'a' {
+			body = asciiEscape(body)
+		}
 		if spec.prec >= 0 {
 			if r := []rune(body); len(r) > spec.prec {
 				body = string(r[:spec.prec])
@@ -438,6 +441,10 @@ func (e *evaluator) strFormat(format string, args []any, kw map[string]any) (any
 				}
 				attr := rest[1 : k+1]
 				rest = rest[k+1:]
+				if isMapping(v) && !isDictMethod(attr) {
+					// format() reads Python attributes: a dict's keys are not attributes.
+					return nil, fmt.Errorf("'%s' object has no attribute %s", typeName(v), reprString(attr))
+				}
 				nv, err := e.getAttr(v, attr)
 				if err != nil {
 					return nil, err
@@ -458,12 +465,19 @@ func (e *evaluator) strFormat(format string, args []any, kw map[string]any) (any
 			if n, err := strconv.ParseInt(key, 10, 64); err == nil {
 				kv = n
 			}
-			nv, err := e.getItem(v, kv)
-			if err != nil {
-				return nil, err
+			var nv any
+			var found bool
+			if isMapping(v) {
+				var err error
+				if nv, found, err = mapGet(v, kv); err != nil {
+					return nil, err
+				}
+			} else if i, ok := kv.(int64); ok {
+				nv, found = e.index(v, i)
 			}
-			if u, ok := nv.(*Undefined); ok {
-				return nil, errors.New(u.message())
+			if !found {
+				r, _ := repr(kv)
+				return nil, fmt.Errorf("%s not found in %s", r, typeName(v))
 			}
 			v = nv
 		}
@@ -472,6 +486,9 @@ func (e *evaluator) strFormat(format string, args []any, kw map[string]any) (any
 			r, err := repr(v)
 			if err != nil {
 				return nil, err
+			}
+			if conv == 'a' {
+				r = asciiEscape(r)
 			}
 			v = r
 		case 's':
@@ -706,6 +723,24 @@ func group3(digits string, sep byte) string {
 			b.WriteByte(sep)
 		}
 		b.WriteString(digits[i : i+3])
+	}
+	return b.String()
+}
+
+// asciiEscape turns a repr into Python's ascii(): non-ASCII characters escaped.
+func asciiEscape(r string) string {
+	var b strings.Builder
+	for _, c := range r {
+		switch {
+		case c < 0x80:
+			b.WriteRune(c)
+		case c <= 0xff:
+			fmt.Fprintf(&b, "\\x%02x", c)
+		case c <= 0xffff:
+			fmt.Fprintf(&b, "\\u%04x", c)
+		default:
+			fmt.Fprintf(&b, "\\U%08x", c)
+		}
 	}
 	return b.String()
 }

@@ -11,7 +11,8 @@ import (
 // seq is what a for loop walks: the items of a list, a dict (its keys), a dict view, a range
 // or a string, read in place (the data is not copied).
 type seq struct {
-	list []any // template lists and tuples, materialized values
+	live *List // a list of the template, walked live (as Python does: appending extends the loop)
+	list []any // tuples, materialized values
 	data []any // a list from the data
 	strs []string
 	maps []map[string]any
@@ -23,8 +24,18 @@ type seq struct {
 	n    int
 }
 
+// count is the number of items (a live list may grow while walked).
+func (s *seq) count() int {
+	if s.live != nil {
+		return len(s.live.items)
+	}
+	return s.n
+}
+
 func (s *seq) at(i int) any {
 	switch {
+	case s.live != nil:
+		return s.live.items[i]
 	case s.list != nil:
 		return s.list[i]
 	case s.data != nil:
@@ -90,9 +101,8 @@ func notIterable(v any) error {
 func (e *evaluator) seqOf(v any) (seq, error) {
 	switch x := v.(type) {
 	case *List:
-		// A copy: Python walks the live list, but a loop appending to the list it walks would
-		// never end.
-		return seq{list: append(make([]any, 0, len(x.items)), x.items...), n: len(x.items)}, nil
+		// Live, as Python walks it: a loop appending to its own list ends at the time budget.
+		return seq{live: x, n: len(x.items)}, nil
 	case []any:
 		return seq{data: x, n: len(x)}, nil
 	case []string:
@@ -155,6 +165,8 @@ func (e *evaluator) seqOf(v any) (seq, error) {
 	case *generator:
 		items := x.take()
 		return seq{list: items, n: len(items)}, nil
+	case *group:
+		return seq{list: []any{x.grouper, x.list}, n: 2}, nil
 	case *Undefined:
 		if x.err != nil {
 			return seq{}, x.err
@@ -171,6 +183,9 @@ func (e *evaluator) iterate(v any) ([]any, error) {
 	s, err := e.seqOf(v)
 	if err != nil {
 		return nil, err
+	}
+	if s.live != nil {
+		return append([]any(nil), s.live.items...), nil
 	}
 	if s.list != nil {
 		if _, ok := v.(Tuple); ok {

@@ -311,7 +311,7 @@ func (p *parser) parsePrimary() (expr, error) {
 	case tString:
 		p.p++
 		s := t.val
-		for p.cur().kind == tString { // adjacent literals are joined, as in Python
+		for p.cur().kind == tString && !p.spaced { // adjacent literals are joined, as in Python
 			s += p.next().val
 		}
 		return &constExpr{pos: t.pos, v: s}, nil

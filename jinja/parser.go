@@ -24,6 +24,7 @@ type parser struct {
 	fors    []*forStmt
 	noColon bool // inside [ ] or a dict key: ':' is a slice or a key, not a pongo2 filter argument
 	depth   int
+	spaced  bool              // pongo2's space-separated arguments: 'a' 'b' are two strings
 	extra   map[string]Filter // Options.Filters
 	refs    []string          // the template keys this template names
 }
@@ -159,6 +160,7 @@ func (p *parser) subparse(ends []string) ([]stmt, error) {
 			body = append(body, &textStmt{text: t.val})
 		case tVarBeg:
 			p.p++
+			start := p.cur().pos
 			x, err := p.parseTuple(true, false, nil)
 			if err != nil {
 				return nil, err
@@ -167,7 +169,7 @@ func (p *parser) subparse(ends []string) ([]stmt, error) {
 				return nil, p.unexpected(t, "the end of the print statement ('}}')")
 			}
 			p.p++
-			body = append(body, &printStmt{pos: x.position(), x: x})
+			body = append(body, &printStmt{pos: start, x: x})
 		case tBlockBeg:
 			p.p++
 			name := p.cur()
@@ -199,6 +201,7 @@ func tagList(ends []string) string {
 // up to one of ends. It returns the body and the end tag's name; the parser is left just
 // after that name (the rest of the end tag is the caller's).
 func (p *parser) parseBody(tag string, pos int, ends ...string) ([]stmt, string, error) {
+	p.skipOp(":") // Jinja2 allows a colon before the end of a block statement, Python style
 	if err := p.expectBlockEnd(); err != nil {
 		return nil, "", err
 	}
@@ -371,11 +374,12 @@ func (p *parser) parseFor() (stmt, error) {
 	if err := p.expectKeyword("in"); err != nil {
 		return nil, err
 	}
+	iterPos := p.cur().pos
 	iter, err := p.parseTuple(false, false, []string{"recursive", "reversed", "sorted"})
 	if err != nil {
 		return nil, err
 	}
-	s := &forStmt{pos: start.pos, target: tg, iter: iter}
+	s := &forStmt{pos: start.pos, iterPos: iterPos, target: tg, iter: iter}
 	for {
 		if p.skipName("reversed") {
 			s.reversed = true
@@ -642,6 +646,7 @@ func (p *parser) contextModifier(def bool) bool {
 
 func (p *parser) parseInclude() (stmt, error) {
 	start := p.next()
+	p.markLoop() // the included template may read the loop
 	key, keyPos, err := p.templateKey("include")
 	if err != nil {
 		return nil, err
@@ -803,6 +808,8 @@ func (p *parser) parseAutoescape() (stmt, error) {
 
 // parseSpaced parses pongo2's space-separated arguments (firstof, cycle).
 func (p *parser) parseSpaced() ([]expr, error) {
+	p.spaced = true
+	defer func() { p.spaced = false }()
 	var values []expr
 	for p.cur().kind != tBlockEnd && !p.isName("as") {
 		x, err := p.parseExpression(false)

@@ -307,14 +307,18 @@ func writeRepr(b *strings.Builder, v any, depth int) error {
 		return fmt.Errorf("the function %s cannot be printed (Jinja2 prints its memory address): call it", x.name)
 	case *boundMethod:
 		return fmt.Errorf("the method %s of a %s cannot be printed (Jinja2 prints its memory address): call it with ()", x.name, typeName(x.obj))
-	case *cycler, *joiner:
+	case *cycler, *joiner, *selfRef, *blockRef:
 		return fmt.Errorf("a %s cannot be printed (Jinja2 prints its memory address)", typeName(v))
-	default:
+	case *group:
+		return writeSeq(b, "(", ")", []any{x.grouper, x.list}, depth, true)
+	case nil, bool, int64, int, *big.Int, float64:
 		s, err := strOf(v)
 		if err != nil {
 			return err
 		}
 		b.WriteString(s)
+	default:
+		return fmt.Errorf("a value of Go type %T cannot be printed", v)
 	}
 	return nil
 }

@@ -361,7 +361,12 @@ func (s *includeStmt) exec(e *evaluator, f *frame) error {
 		}
 		root.set(v.name, val)
 	}
-	return e.runTemplate(t, root)
+	// An included template escapes as its own text says (the environment's default: off).
+	saved := e.autoescape
+	e.autoescape = false
+	err = e.runTemplate(t, root)
+	e.autoescape = saved
+	return err
 }
 
 // importModule renders key as a module: its top-level variables and macros.
@@ -384,11 +389,11 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	if withContext {
 		root.parent = f
 	}
-	saved := e.out
-	e.out = nil
+	saved, savedEscape := e.out, e.autoescape
+	e.out, e.autoescape = nil, false
 	err = e.runTemplate(t, root)
 	out := string(e.out)
-	e.out = saved
+	e.out, e.autoescape = saved, savedEscape
 	if err != nil {
 		return nil, err
 	}
@@ -426,7 +431,7 @@ func (s *fromImportStmt) exec(e *evaluator, f *frame) error {
 		v, ok := m.vars.getStr(n.name)
 		if !ok {
 			line, _ := e.cur.lineCol(s.pos)
-			v = undefinedHint(fmt.Sprintf("the template %s (imported on line %d) does not export the requested name %s", reprString(s.key), line, reprString(n.name)))
+			v = undefinedHint(fmt.Sprintf("the template %s (imported on line %d in %s) does not export the requested name %s", reprString(s.key), line, reprString(e.cur.name), reprString(n.name)))
 		}
 		f.set(n.as, v)
 	}

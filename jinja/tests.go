@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"reflect"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 )
@@ -215,6 +216,12 @@ func sameAs(a, b any) bool {
 		return ok && x == y
 	case *List, *Dict, *Namespace, *Macro, *loopCtx, *record.Record, *Undefined, *generator:
 		return a == b
+	case []any:
+		y, ok := b.([]any)
+		return ok && len(x) == len(y) && (len(x) == 0 || &x[0] == &y[0])
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		return ok && reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
 	}
 	return false
 }

@@ -544,3 +544,7 @@ func isDataList(v any) bool {
 	}
 	return false
 }
+
+// NewList returns a list of the template's own (changeable by the template), for filters
+// given to Compile.
+func NewList(items []any) *List { return &List{items: items} }

@@ -22,6 +22,7 @@ package render
 // 558,140 allocs/op.
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -110,7 +111,7 @@ func benchRender(b *testing.B, services int) {
 
 func benchRenderOf(b *testing.B, s *snapshot.Snapshot) {
 	r := New(Options{SSLDir: "/etc/haproxy/ssl"})
-	out, err := r.Render(s) // compile outside the loop
+	out, err := r.Render(context.Background(), s) // compile outside the loop
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func benchRenderOf(b *testing.B, s *snapshot.Snapshot) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := r.Render(s); err != nil {
+		if _, err := r.Render(context.Background(), s); err != nil {
 			b.Fatal(err)
 		}
 	}

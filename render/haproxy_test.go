@@ -83,7 +83,7 @@ func TestExamplesPassHAProxyCheck(t *testing.T) {
 		} {
 			t.Run(filepath.Base(file)+"/"+tc.name, func(t *testing.T) {
 				sslDir := t.TempDir()
-				b, err := New(Options{SSLDir: sslDir}).Render(exampleSnapshot(t, data, tc.stats, tc.certs))
+				b, err := New(Options{SSLDir: sslDir}).Render(context.Background(), exampleSnapshot(t, data, tc.stats, tc.certs))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -164,7 +164,7 @@ func TestDefaultTemplate(t *testing.T) {
 			sslDir := t.TempDir()
 			s := exampleSnapshot(t, nil, tc.stats, tc.certs)
 			s.Env = tc.env
-			b, err := New(Options{SSLDir: sslDir}).Render(s)
+			b, err := New(Options{SSLDir: sslDir}).Render(context.Background(), s)
 			if err != nil {
 				t.Fatal(err)
 			}

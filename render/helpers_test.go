@@ -1,6 +1,7 @@
 package render
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -36,7 +37,7 @@ func testServices() []map[string]any {
 		},
 		{
 			"name": "shop", "namespace": "web", "selector": map[string]any{"app": "shop"},
-			"hostnames": []any{"shop.example.com"}, "ports": []any{float64(80)}, "ssl": true,
+			"hostnames": []any{"shop.example.com"}, "ports": []any{int64(80)}, "ssl": true,
 			"pods": map[string]any{"shop-1": pod("shop-1", "10.0.2.11"), "shop-0": pod("shop-0", "10.0.2.10")},
 		},
 		{
@@ -63,7 +64,7 @@ func testSnapshot(templates map[string]string, key string) *snapshot.Snapshot {
 // renderTpl renders one template (key "template") with testSnapshot.
 func renderTpl(t *testing.T, tpl string) string {
 	t.Helper()
-	b, err := New(Options{SSLDir: "/ssl"}).Render(testSnapshot(map[string]string{"template": tpl}, "template"))
+	b, err := New(Options{SSLDir: "/ssl"}).Render(context.Background(), testSnapshot(map[string]string{"template": tpl}, "template"))
 	if err != nil {
 		t.Fatalf("render %q: %v", tpl, err)
 	}
@@ -73,7 +74,7 @@ func renderTpl(t *testing.T, tpl string) string {
 // renderErr renders s and returns its InputError, failing if there is none.
 func renderErr(t *testing.T, s *snapshot.Snapshot) *snapshot.InputError {
 	t.Helper()
-	b, err := New(Options{SSLDir: "/ssl"}).Render(s)
+	b, err := New(Options{SSLDir: "/ssl"}).Render(context.Background(), s)
 	if err == nil {
 		t.Fatalf("render succeeded, want an error; output:\n%s", b.Config)
 	}

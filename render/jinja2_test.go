@@ -1,11 +1,14 @@
 package render
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
-	"github.com/flosch/pongo2/v6"
+	"github.com/haproxy-sidecar/haproxy-sidecar/jinja"
 )
 
 // TestJinja2Constructs renders testdata/jinja2/cases.json with the context in context.json.
@@ -47,11 +50,15 @@ func readJSON(t *testing.T, path string, v any) {
 	}
 }
 
-// jinja2Context is testdata/jinja2/context.json as a render context: JSON numbers are
-// float64, as a JSON-decoded services ConfigMap can give them.
-func jinja2Context(t *testing.T) pongo2.Context {
-	var raw map[string]any
-	readJSON(t, "testdata/jinja2/context.json", &raw)
+// jinja2Context is testdata/jinja2/context.json as a render context, numbers decoded as
+// Python's json module decodes them (and as the snapshot gives them): integers as int64,
+// other numbers as float64.
+func jinja2Context(t *testing.T) map[string]any {
+	b, err := os.ReadFile("testdata/jinja2/context.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := decodePython(t, b).(map[string]any)
 	var services []map[string]any
 	for _, s := range raw["services"].([]any) {
 		services = append(services, s.(map[string]any))
@@ -62,19 +69,49 @@ func jinja2Context(t *testing.T) pongo2.Context {
 	}
 	raw["services"] = services
 	raw["env"] = env
-	return pongo2.Context(raw)
+	return raw
+}
+
+// decodePython decodes JSON as Python's json module does: integers stay integers.
+func decodePython(t *testing.T, b []byte) any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	return pyNumbers(v)
+}
+
+func pyNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil && !strings.ContainsAny(x.String(), ".eE") {
+			return i
+		}
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		for k, e := range x {
+			x[k] = pyNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = pyNumbers(e)
+		}
+	}
+	return v
 }
 
 // renderContext compiles srcs and renders the main key with ctx, without the trailing newline
-// Render adds (execute returns the output as the template produced it).
-func renderContext(r *Renderer, srcs map[string]string, key string, ctx pongo2.Context) (string, error) {
+// Render adds.
+func renderContext(r *Renderer, srcs map[string]string, key string, ctx map[string]any) (string, error) {
 	c := r.compile(srcs, key)
 	if c.err != nil {
 		return "", c.err
 	}
-	rs := &renderState{}
-	ctx[renderStateKey] = rs
-	out, err := execute(c, ctx, rs)
+	out, err := c.prog.Render(context.Background(), ctx, jinja.Limits{}, nil)
 	if err != nil {
 		return "", err
 	}

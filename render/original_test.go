@@ -1,6 +1,8 @@
 package render
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,7 +47,7 @@ func loadConfigMapData(t *testing.T, path string) map[string]string {
 }
 
 // originalSnapshot builds the snapshot the golden files were rendered with (testdata/original
-// /snapshot.json): JSON decoding gives float64 ports, as a JSON services ConfigMap would.
+// /snapshot.json).
 func originalSnapshot(t *testing.T, templates map[string]string, key string) *snapshot.Snapshot {
 	t.Helper()
 	b, err := os.ReadFile("testdata/original/snapshot.json")
@@ -58,8 +60,14 @@ func originalSnapshot(t *testing.T, templates map[string]string, key string) *sn
 		Stats        map[string]string `json:"stats"`
 		Env          map[string]string `json:"env"`
 	}
-	if err := json.Unmarshal(b, &in); err != nil {
+	// Numbers as the snapshot (and Python's json module) decode them: integers are ints.
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&in); err != nil {
 		t.Fatal(err)
+	}
+	for i, svc := range in.Services {
+		in.Services[i] = pyNumbers(svc).(map[string]any)
 	}
 	s := &snapshot.Snapshot{
 		Services:    in.Services,
@@ -126,7 +134,7 @@ func TestOriginalExamples(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.file+"/"+tc.key, func(t *testing.T) {
 			data := loadConfigMapData(t, filepath.Join(originalExamples, tc.file+".yaml"))
-			b, err := r.Render(originalSnapshot(t, data, tc.key))
+			b, err := r.Render(context.Background(), originalSnapshot(t, data, tc.key))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,7 +1,7 @@
 package render
 
 import (
-	"strings"
+	"context"
 	"testing"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/record"
@@ -53,11 +53,11 @@ func TestRecordsRenderLikeMaps(t *testing.T) {
 			recs := testSnapshot(tpl, "template")
 			recs.Services = asRecords(recs.Services)
 			r := New(Options{SSLDir: "/ssl"})
-			want, err := r.Render(maps)
+			want, err := r.Render(context.Background(), maps)
 			if err != nil {
 				t.Fatalf("with maps: %v", err)
 			}
-			got, err := r.Render(recs)
+			got, err := r.Render(context.Background(), recs)
 			if err != nil {
 				t.Fatalf("with records: %v", err)
 			}
@@ -68,21 +68,6 @@ func TestRecordsRenderLikeMaps(t *testing.T) {
 				t.Error("rendered nothing")
 			}
 		})
-	}
-}
-
-// TestInternalNamesHidden: the variables the renderer keeps for itself cannot be read by a
-// template.
-func TestInternalNamesHidden(t *testing.T) {
-	for _, name := range []string{renderStateKey, includeWriterKey} {
-		out := renderTplSet(t, map[string]string{"template": "{% include 'p' %}", "p": "[{{ " + name + " }}]"}, "template")
-		if out != "[]\n" {
-			t.Errorf("{{ %s }} in an included template printed %q", name, out)
-		}
-		ie := renderErr(t, testSnapshot(map[string]string{"template": "{% include 'p' %}", "p": "{% set " + name + " = 1 %}x"}, "template"))
-		if !strings.Contains(ie.Error(), "keeps for itself") {
-			t.Errorf("{%% set %s %%}: %v", name, ie)
-		}
 	}
 }
 

@@ -1,16 +1,15 @@
 // Package render turns a snapshot.Snapshot into a Bundle: haproxy.cfg rendered from the
-// template set (Jinja2 or pongo2 syntax) and the certificate files.
+// template set (Jinja2 or pongo2 syntax, run by package jinja) and the certificate files.
 //
-// How templates run: the template text is translated (translate.go) into pongo2 source in
-// which every statement and {{ expression }} is one of our own pongo2 tags; the tags evaluate
-// Jinja2 expressions with Python semantics (ast.go, values.go, filters.go, methods.go).
-// pongo2 parses the translated document (nesting, whitespace control, include) and executes
-// it. This gives Jinja2 templates from the original project (loop.index, dict.items(),
-// "%d" % x, ~, slicing, method calls, for-if filters...) unchanged, and keeps pongo2's own
-// syntax (forloop.Counter, |default:"x", &&) working too. See JINJA2.md.
+// The renderer builds the template context from the snapshot (context), compiles template
+// sets once per content (a small cache), renders within a time and an output budget, and
+// turns the engine's errors into *snapshot.InputError naming the ConfigMap key, line and
+// column (or, for a value from the data that would inject a line, the object it came from).
+// See JINJA2.md for what templates can use and how they differ from Jinja2.
 package render
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -21,16 +20,27 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
-	"github.com/flosch/pongo2/v6"
-
+	"github.com/haproxy-sidecar/haproxy-sidecar/jinja"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/templates"
+)
+
+// Budgets of one render, when Options leaves them zero.
+const (
+	DefaultTimeout   = 10 * time.Second
+	DefaultMaxOutput = 64 << 20
 )
 
 // Options configures a Renderer.
 type Options struct {
 	SSLDir string // absolute directory the certificate files will live in; templates see it as `ssldir`
+	// Timeout bounds the time one render may take (--render-timeout); 0: DefaultTimeout.
+	Timeout time.Duration
+	// MaxOutput bounds the rendered configuration, and any string or list a template builds
+	// on the way, in bytes (--render-max-output); 0: DefaultMaxOutput.
+	MaxOutput int
 }
 
 // Bundle is the rendered output.
@@ -56,20 +66,28 @@ const cacheSize = 8
 
 type compiled struct {
 	once sync.Once
-	tpl  *pongo2.Template
-	prog *program
-	err  *templateError // compile error (cached too: a bad template is not recompiled per render)
-	size atomic.Int64   // size of the last output: the next output buffer starts that large
+	prog *jinja.Program
+	err  error        // compile error (cached too: a bad template is not recompiled per render)
+	size atomic.Int64 // size of the last output: the next output buffer starts that large
 }
 
 // New returns a Renderer.
 func New(opts Options) *Renderer {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.MaxOutput <= 0 {
+		opts.MaxOutput = DefaultMaxOutput
+	}
 	return &Renderer{opts: opts, cache: map[string]*compiled{}}
 }
 
-// Render renders s. Bad templates and template runtime errors are *snapshot.InputError with
-// Stage render, the template's Ref (Key set to the template key at fault), line and column.
-func (r *Renderer) Render(s *snapshot.Snapshot) (*Bundle, error) {
+// Render renders s. Bad templates, template runtime errors and exceeded budgets are
+// *snapshot.InputError with Stage render and the template's Ref (Key set to the template key
+// at fault), line and column; a value from the data that would start a new line is an
+// *snapshot.InputError whose Ref is the object it came from (see UnsafeValueError). When ctx
+// is done, rendering stops and the error wraps ctx.Err().
+func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, error) {
 	if s == nil {
 		return nil, errors.New("render: nil snapshot")
 	}
@@ -85,11 +103,11 @@ func (r *Renderer) Render(s *snapshot.Snapshot) (*Bundle, error) {
 	}
 	if _, ok := srcs[mainKey]; !ok {
 		return nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: ref(mainKey),
-			Err: fmt.Errorf("there is no template key %q (keys: %s)", mainKey, strings.Join(sortedKeysStr(srcs), ", "))}
+			Err: fmt.Errorf("there is no template key %q (keys: %s)", mainKey, strings.Join(sortedKeys(srcs), ", "))}
 	}
 	c := r.compile(srcs, mainKey)
 	if c.err != nil {
-		return nil, inputError(ref, c.err)
+		return nil, r.inputError(c.err, s, ref, mainKey)
 	}
 
 	certs := make(map[string][]byte, len(s.Certificates))
@@ -107,34 +125,35 @@ func (r *Renderer) Render(s *snapshot.Snapshot) (*Bundle, error) {
 		names = append(names, cert.Name)
 	}
 
-	rs := &renderState{}
-	rs.out.Grow(int(c.size.Load()) + int(c.size.Load()/16) + 4096)
-	out, err := execute(c, r.context(s, names, rs), rs)
+	// The buffer starts as large as the last output of this template set (plus a margin),
+	// so that it is not grown and copied on the way.
+	hint := c.size.Load()
+	buf := make([]byte, 0, hint+hint/16+4096)
+	lim := jinja.Limits{Deadline: time.Now().Add(r.opts.Timeout), Budget: r.opts.Timeout.String(), MaxOutput: r.opts.MaxOutput}
+	out, err := c.prog.Render(ctx, r.context(s, names), lim, buf)
 	if err != nil {
-		var te *templateError
-		if errors.As(err, &te) {
-			return nil, inputError(ref, te)
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			return nil, fmt.Errorf("render: %w", ctxErr)
 		}
-		return nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: ref(mainKey), Err: err}
+		return nil, r.inputError(err, s, ref, mainKey)
 	}
 	if len(out) > 0 && out[len(out)-1] != '\n' {
 		// HAProxy warns about a last line without a newline.
 		out = append(out, '\n')
 	}
+	// Only a render within the budget sets the next buffer's size: after an oversized
+	// render is rejected, the next render starts small again.
 	c.size.Store(int64(len(out)))
 	return &Bundle{Config: out, Certificates: certs, Hash: bundleHash(out, certs)}, nil
 }
 
-func inputError(ref func(string) snapshot.Ref, te *templateError) *snapshot.InputError {
-	return &snapshot.InputError{Stage: snapshot.StageRender, Ref: ref(te.key), Line: te.line, Col: te.col, Err: te.err}
-}
-
-func (r *Renderer) context(s *snapshot.Snapshot, certNames []string, rs *renderState) pongo2.Context {
+// context is what templates see. (Keep it the one place the context is built.)
+func (r *Renderer) context(s *snapshot.Snapshot, certNames []string) map[string]any {
 	user := s.Stats.Username
 	if user == "" {
 		user = "stats"
 	}
-	var password any = statsPasswordUnset
+	var password any = jinja.NewUndefined(errStatsPassword)
 	if s.Stats.PasswordSet {
 		password = s.Stats.Password
 	}
@@ -146,38 +165,51 @@ func (r *Renderer) context(s *snapshot.Snapshot, certNames []string, rs *renderS
 	if services == nil {
 		services = []map[string]any{}
 	}
-	return pongo2.Context{
+	return map[string]any{
 		"services":     services,
 		"certificates": certNames,
 		"ssldir":       r.opts.SSLDir,
 		"stats":        map[string]any{"username": user, "password": password},
 		"env":          env,
-		renderStateKey: rs,
 	}
 }
 
-// execute runs the compiled template, turning a panic into an error.
-func execute(c *compiled, ctx pongo2.Context, rs *renderState) (out []byte, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			out = nil
-			if e, ok := p.(error); ok && errors.Is(e, errStatsPassword) {
-				err = errStatsPassword
-				return
-			}
-			err = fmt.Errorf("rendering stopped with an internal error (panic: %v); the template uses a construct the renderer cannot handle", p)
+// errStatsPassword is what printing stats.password says when no password is set: there is
+// no built-in default password.
+var errStatsPassword = errors.New("the template uses stats.password but no statistics password is set: set STATISTICS_PASSWORD (there is no built-in default password), or guard the stats section with {% if stats.password %}")
+
+// inputError turns an engine error into the InputError the pipeline reports.
+func (r *Renderer) inputError(err error, s *snapshot.Snapshot, ref func(string) snapshot.Ref, mainKey string) error {
+	var je *jinja.Error
+	if !errors.As(err, &je) {
+		return &snapshot.InputError{Stage: snapshot.StageRender, Ref: ref(mainKey), Err: err}
+	}
+	cause := je.Err
+	var uv *jinja.UnsafeValueError
+	if errors.As(cause, &uv) {
+		return unsafeValue(s, uv, ref(je.Template), je.Line, je.Col)
+	}
+	var le *jinja.LimitError
+	if errors.As(cause, &le) {
+		if le.Kind == "time" {
+			cause = fmt.Errorf("rendering took longer than its time budget of %s (--render-timeout): a loop that does not end, or more work than the budget allows", r.opts.Timeout)
+		} else {
+			cause = fmt.Errorf("the rendered configuration (or a value built on the way) is larger than its output budget of %s (--render-max-output)", formatBytes(r.opts.MaxOutput))
 		}
-	}()
-	// The main template's _root tag writes into rs.out (pre-sized); pongo2's own buffer
-	// only ever holds what is outside it (nothing).
-	rest, err := c.tpl.ExecuteBytes(ctx)
-	if err != nil {
-		return nil, c.prog.convertErr(err)
 	}
-	if len(rest) > 0 {
-		return nil, fmt.Errorf("internal: %d bytes rendered outside the root", len(rest))
+	return &snapshot.InputError{Stage: snapshot.StageRender, Ref: ref(je.Template), Line: je.Line, Col: je.Col, Err: cause}
+}
+
+func formatBytes(n int) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
 	}
-	return rs.out.Bytes(), nil
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // bundleHash is sha256 over the config and the certificates in name order, each part length
@@ -213,16 +245,25 @@ func setKey(srcs map[string]string, mainKey string) string {
 		io.WriteString(h, s)
 	}
 	write(mainKey)
-	for _, k := range sortedKeysStr(srcs) {
+	for _, k := range sortedKeys(srcs) {
 		write(k)
 		write(srcs[k])
 	}
 	return string(h.Sum(nil))
 }
 
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
 // compile returns the compiled template set, from the cache or compiled now. The renderer's
-// lock is not held while compiling, so renders of cached sets go on meanwhile; concurrent
-// renders of the same new set compile it once.
+// lock is not held while compiling, so renders of cached sets go on meanwhile, and different
+// sets compile in parallel; concurrent renders of the same new set compile it once.
 func (r *Renderer) compile(srcs map[string]string, mainKey string) *compiled {
 	key := setKey(srcs, mainKey)
 	r.mu.Lock()
@@ -240,8 +281,7 @@ func (r *Renderer) compile(srcs map[string]string, mainKey string) *compiled {
 	}
 	r.mu.Unlock()
 	c.once.Do(func() {
-		res := compileSet(srcs, mainKey)
-		c.tpl, c.prog, c.err = res.tpl, res.prog, res.err
+		c.prog, c.err = jinja.Compile(srcs, mainKey, jinja.Options{Filters: extraFilters()})
 	})
 	return c
 }
@@ -253,113 +293,4 @@ func (r *Renderer) touch(key string) {
 			return
 		}
 	}
-}
-
-// compileMu serializes compilation: pongo2 has data races at compile time (TemplateSet state,
-// FromFile), and our tags read the program being compiled from a package variable.
-var compileMu sync.Mutex
-
-// maxLoads bounds how many templates one compile may load (includes are parsed at every
-// place they are included).
-const maxLoads = 2000
-
-func compileSet(srcs map[string]string, mainKey string) *compiled {
-	compileMu.Lock()
-	defer compileMu.Unlock()
-	prog := &program{srcs: srcs, units: map[string]*unit{}}
-	u := newUnit(mainKey, srcs[mainKey])
-	u.main = true
-	prog.units[mainKey] = u
-	if err := prog.translate(u, nil); err != nil {
-		return &compiled{err: asTemplateError(err, mainKey)}
-	}
-	set := newSet(prog)
-	prog.set = set
-	compiling = prog
-	defer func() { compiling = nil }()
-	tpl, err := set.FromFile(mainKey)
-	if err != nil {
-		return &compiled{err: asTemplateError(prog.convertErr(err), mainKey)}
-	}
-	c := &compiled{tpl: tpl, prog: prog}
-	return c
-}
-
-// newSet is a pongo2 template set that loads templates from prog only (no file system) and
-// bans the tags that read files (ssi) or make output non-deterministic (now, lorem). The
-// translator never emits them, so templates cannot reach them anyway; the bans keep them out
-// even if it ever did.
-func newSet(prog *program) *pongo2.TemplateSet {
-	set := pongo2.NewSet("haproxy-sidecar", &mapLoader{prog: prog})
-	for _, tag := range []string{"ssi", "now", "lorem"} {
-		if err := set.BanTag(tag); err != nil {
-			panic(err)
-		}
-	}
-	return set
-}
-
-func asTemplateError(err error, mainKey string) *templateError {
-	var te *templateError
-	if errors.As(err, &te) {
-		return te
-	}
-	return &templateError{key: mainKey, err: err}
-}
-
-// convertErr turns a pongo2 error into a templateError located in the original template.
-func (prog *program) convertErr(err error) error {
-	var pe *pongo2.Error
-	if !errors.As(err, &pe) {
-		return err
-	}
-	if pe.OrigError != nil {
-		var te *templateError
-		if errors.As(pe.OrigError, &te) {
-			return te
-		}
-	}
-	msg := "error"
-	if pe.OrigError != nil {
-		msg = pe.OrigError.Error()
-	}
-	if pe.Sender == "fromfile" && prog.loadErr != nil {
-		msg = prog.loadErr.Error()
-	}
-	if pe.Sender != "" {
-		msg = fmt.Sprintf("%s (pongo2 %s)", msg, pe.Sender)
-	}
-	// The token knows which template it is from; pe.Filename can name an included template
-	// while Line is the include tag's in the including one.
-	key := pe.Filename
-	if pe.Token != nil && pe.Token.Filename != "" {
-		key = pe.Token.Filename
-	}
-	u := prog.units[key]
-	if u == nil {
-		return &templateError{key: key, err: errors.New(msg)}
-	}
-	if pe.Line <= 0 {
-		return &templateError{key: u.key, err: errors.New(msg)}
-	}
-	return u.errAt(u.origOffset(pe.Line, pe.Column), errors.New(msg))
-}
-
-// mapLoader serves the translated template keys to pongo2: no file system access.
-type mapLoader struct{ prog *program }
-
-func (l *mapLoader) Abs(base, name string) string { return name }
-
-func (l *mapLoader) Get(path string) (io.Reader, error) {
-	l.prog.gets++
-	if l.prog.gets > maxLoads {
-		l.prog.loadErr = fmt.Errorf("templates are included more than %d times in total", maxLoads)
-		return nil, l.prog.loadErr
-	}
-	u, ok := l.prog.units[path]
-	if !ok || u.state != 2 {
-		l.prog.loadErr = fmt.Errorf("there is no template key %q", path)
-		return nil, l.prog.loadErr
-	}
-	return strings.NewReader(u.out), nil
 }
