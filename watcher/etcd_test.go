@@ -549,7 +549,7 @@ func TestEtcdSourceSameAsFile(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: build: %v", name, err)
 		}
-		b, err := render.New(render.Options{SSLDir: "/x"}).Render(snap)
+		b, err := render.New(render.Options{SSLDir: "/x"}).Render(context.Background(), snap)
 		if err != nil {
 			t.Fatalf("%s: render: %v", name, err)
 		}
