@@ -44,6 +44,7 @@ type (
 		reversed  bool // pongo2: for x in y reversed
 		sorted    bool // pongo2: for x in y sorted
 		usesLoop  bool // the body reads loop/forloop or includes a template (that may)
+		keepsLoop bool // the loop object may outlive an iteration (stored, passed, printed)
 	}
 
 	// setStmt is {% set target = x %}.
@@ -218,6 +219,7 @@ type args struct {
 	star    expr // *args
 	starKw  expr // **kwargs
 	present bool // written with parentheses
+	consts  []any // when every argument is a literal: their values, shared by every call (read only)
 }
 
 type (

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 )
 
 // The evaluator runs a template's tree and writes its output. One evaluator serves one
@@ -39,8 +41,10 @@ type evaluator struct {
 	suppress  bool
 	blockCall []blockCall // blocks being rendered, for super()
 
-	free    []*frame
-	modules map[string]*module // imports without context, once per render
+	free      []*frame
+	freeLoops []*loopCtx
+	scratch   [][]any
+	modules   map[string]*module // imports without context, once per render
 }
 
 type blockCall struct {
@@ -86,6 +90,39 @@ func (e *evaluator) lookup(f *frame, name string) (any, bool) {
 		return b, true
 	}
 	return nil, false
+}
+
+// Loop objects and filtered item lists are reused from loop to loop when nothing can keep
+// them (see forStmt.keepsLoop): loops run once per item of the data.
+func (e *evaluator) getLoop() *loopCtx {
+	if n := len(e.freeLoops); n > 0 {
+		l := e.freeLoops[n-1]
+		e.freeLoops = e.freeLoops[:n-1]
+		return l
+	}
+	return &loopCtx{}
+}
+
+func (e *evaluator) putLoop(l *loopCtx) {
+	*l = loopCtx{}
+	e.freeLoops = append(e.freeLoops, l)
+}
+
+func (e *evaluator) getScratch() []any {
+	if n := len(e.scratch); n > 0 {
+		s := e.scratch[n-1]
+		e.scratch = e.scratch[:n-1]
+		return s[:0]
+	}
+	return nil
+}
+
+func (e *evaluator) putScratch(s []any) {
+	if cap(s) == 0 || cap(s) > 1<<16 {
+		return
+	}
+	clear(s)
+	e.scratch = append(e.scratch, s[:0])
 }
 
 func (e *evaluator) newFrame(parent *frame) *frame {
@@ -294,15 +331,64 @@ func (s *printStmt) exec(e *evaluator, f *frame) error {
 
 func (s *ifStmt) exec(e *evaluator, f *frame) error {
 	for i, c := range s.conds {
-		v, err := c.eval(e, f)
+		ok, err := e.cond(c, f)
 		if err != nil {
 			return err
 		}
-		if truthy(v) {
+		if ok {
 			return e.execAll(s.bodies[i], f)
 		}
 	}
 	return e.execAll(s.els, f)
+}
+
+// cond evaluates x for its truth only: a missing key or name is false without making an
+// Undefined on the way (conditions run once per item of the data: no allocation).
+func (e *evaluator) cond(x expr, f *frame) (bool, error) {
+	switch c := x.(type) {
+	case *attrExpr:
+		obj, err := c.obj.eval(e, f)
+		if err != nil {
+			return false, err
+		}
+		if !isDictMethod(c.name) {
+			switch m := obj.(type) {
+			case map[string]any:
+				return truthy(m[c.name]), nil
+			case *record.Record:
+				v, _ := m.Get(c.name)
+				return truthy(v), nil
+			}
+		}
+		v, err := e.getAttr(obj, c.name)
+		if err != nil {
+			return false, e.at(c.pos, err)
+		}
+		return truthy(v), nil
+	case *nameExpr:
+		v, ok := e.lookup(f, c.name)
+		return ok && truthy(v), nil
+	case *notExpr:
+		ok, err := e.cond(c.x, f)
+		return !ok, err
+	case *andExpr:
+		ok, err := e.cond(c.a, f)
+		if err != nil || !ok {
+			return false, err
+		}
+		return e.cond(c.b, f)
+	case *orExpr:
+		ok, err := e.cond(c.a, f)
+		if err != nil || ok {
+			return ok, err
+		}
+		return e.cond(c.b, f)
+	}
+	v, err := x.eval(e, f)
+	if err != nil {
+		return false, err
+	}
+	return truthy(v), nil
 }
 
 func (s *setStmt) exec(e *evaluator, f *frame) error {
@@ -481,6 +567,23 @@ type loopCtx struct {
 }
 
 func (s *forStmt) exec(e *evaluator, f *frame) error {
+	// for k, v in d.items(): walk the dict in place, without a view object.
+	if c, ok := s.iter.(*callExpr); ok && len(c.args.list) == 0 && len(c.args.kw) == 0 && c.args.star == nil && c.args.starKw == nil {
+		if a, ok := c.fn.(*attrExpr); ok && (a.name == "items" || a.name == "iteritems") {
+			obj, err := a.obj.eval(e, f)
+			if err != nil {
+				return err
+			}
+			if sq, ok := viewSeq(obj, viewItems); ok {
+				return s.runSeq(e, f, nil, sq, 0, nil)
+			}
+			v, err := c.evalAfter(e, f, obj)
+			if err != nil {
+				return err
+			}
+			return s.run(e, f, v, 0, nil)
+		}
+	}
 	v, err := s.iter.eval(e, f)
 	if err != nil {
 		return err
@@ -493,6 +596,12 @@ func (s *forStmt) run(e *evaluator, f *frame, v any, depth0 int, parentLoop *loo
 	if err != nil {
 		return e.at(s.iterPos, fmt.Errorf("cannot loop over %s: %w", aTypeName(v), err))
 	}
+	return s.runSeq(e, f, v, sq, depth0, parentLoop)
+}
+
+// runSeq runs the loop over sq (the items of v; v may be nil when sq was made directly).
+func (s *forStmt) runSeq(e *evaluator, f *frame, v any, sq seq, depth0 int, parentLoop *loopCtx) error {
+	var err error
 	body := e.newFrame(f)
 	defer e.release(body)
 	// pongo2: {% for k, v in dict %} gives keys and values (Jinja2 would unpack each key).
@@ -502,6 +611,9 @@ func (s *forStmt) run(e *evaluator, f *frame, v any, depth0 int, parentLoop *loo
 	if s.filter != nil || s.reversed || s.sorted {
 		if sq, err = s.prepare(e, body, sq); err != nil {
 			return err
+		}
+		if !s.keepsLoop {
+			defer e.putScratch(sq.list)
 		}
 	}
 	if sq.count() == 0 {
@@ -514,34 +626,67 @@ func (s *forStmt) run(e *evaluator, f *frame, v any, depth0 int, parentLoop *loo
 				parentLoop, _ = p.(*loopCtx)
 			}
 		}
-		loop = &loopCtx{length: sq.n, s: sq, depth0: depth0, parent: parentLoop}
+		if s.keepsLoop || s.recursive {
+			loop = &loopCtx{}
+		} else {
+			loop = e.getLoop()
+			defer e.putLoop(loop)
+		}
+		*loop = loopCtx{length: sq.n, s: sq, depth0: depth0, parent: parentLoop}
 		if s.recursive {
 			loop.stmt, loop.frame = s, f
 			keep(f)
 		}
 	}
-	nTargets := 1
-	if s.target.tuple {
-		nTargets = len(s.target.items)
+	// The names the loop binds are the same every iteration: set them once; each iteration
+	// sets their values and drops what the previous one added ({% set %} in the body).
+	simple := !s.target.tuple
+	pairs := s.target.tuple && len(s.target.items) == 2 && !s.target.items[0].tuple && !s.target.items[1].tuple &&
+		s.target.items[0].attr == "" && s.target.items[1].attr == "" && sq.view == viewItems && (sq.rec != nil || sq.keys != nil)
+	base := 0
+	clear(body.vals)
+	body.names, body.vals = body.names[:0], body.vals[:0] // prepare may have used the frame
+	switch {
+	case simple:
+		body.names = append(body.names, s.target.name)
+		body.vals = append(body.vals, nil)
+		base = 1
+	case pairs:
+		body.names = append(body.names, s.target.items[0].name, s.target.items[1].name)
+		body.vals = append(body.vals, nil, nil)
+		base = 2
+	}
+	if loop != nil && (simple || pairs) {
+		body.names = append(body.names, "loop", "forloop")
+		body.vals = append(body.vals, loop, loop)
+		base += 2
 	}
 	for i := 0; i < sq.count(); i++ {
 		if err := e.tick(); err != nil {
 			return e.at(s.pos, err)
 		}
-		body.names, body.vals = body.names[:0], body.vals[:0]
-		if k, val, ok := sq.pair(i); ok && nTargets == 2 && !s.target.items[0].tuple && !s.target.items[1].tuple {
-			body.names = append(body.names, s.target.items[0].name, s.target.items[1].name)
-			body.vals = append(body.vals, k, val)
-		} else if !s.target.tuple {
-			body.names = append(body.names, s.target.name)
-			body.vals = append(body.vals, sq.at(i))
-		} else if err := e.assign(body, s.target, sq.at(i)); err != nil {
-			return e.at(s.pos, err)
-		}
 		if loop != nil {
 			loop.index0 = i
-			body.names = append(body.names, "loop", "forloop")
-			body.vals = append(body.vals, loop, loop)
+		}
+		switch {
+		case simple:
+			clear(body.vals[base:])
+			body.names, body.vals = body.names[:base], body.vals[:base]
+			body.vals[0] = sq.at(i)
+		case pairs:
+			clear(body.vals[base:])
+			body.names, body.vals = body.names[:base], body.vals[:base]
+			body.vals[0], body.vals[1], _ = sq.pair(i)
+		default:
+			clear(body.vals)
+			body.names, body.vals = body.names[:0], body.vals[:0]
+			if err := e.assign(body, s.target, sq.at(i)); err != nil {
+				return e.at(s.pos, err)
+			}
+			if loop != nil {
+				body.names = append(body.names, "loop", "forloop")
+				body.vals = append(body.vals, loop, loop)
+			}
 		}
 		if err := e.execAll(s.body, body); err != nil {
 			if err == errContinue {
@@ -558,7 +703,7 @@ func (s *forStmt) run(e *evaluator, f *frame, v any, depth0 int, parentLoop *loo
 
 // prepare applies the loop filter (for x in y if cond) and pongo2's reversed/sorted.
 func (s *forStmt) prepare(e *evaluator, body *frame, sq seq) (seq, error) {
-	items := make([]any, 0, sq.n)
+	items := e.getScratch()
 	for i := 0; i < sq.n; i++ {
 		item := sq.at(i)
 		if s.filter != nil {
@@ -569,11 +714,11 @@ func (s *forStmt) prepare(e *evaluator, body *frame, sq seq) (seq, error) {
 			if err := e.assign(body, s.target, item); err != nil {
 				return seq{}, e.at(s.pos, err)
 			}
-			ok, err := s.filter.eval(e, body)
+			ok, err := e.cond(s.filter, body)
 			if err != nil {
 				return seq{}, err
 			}
-			if !truthy(ok) {
+			if !ok {
 				continue
 			}
 		}

@@ -421,6 +421,10 @@ func sliceBounds(n int64, lo, hi *int64, st int64) (int64, int64) {
 // Calls.
 
 func (e *evaluator) evalArgs(a *args, f *frame, caller *Macro) ([]any, map[string]any, error) {
+	if a.consts != nil && caller == nil {
+		e.kwOrder = nil
+		return a.consts, nil, nil
+	}
 	var list []any
 	if len(a.list) > 0 {
 		list = make([]any, 0, len(a.list))
@@ -541,6 +545,31 @@ func (x *callExpr) evalWith(e *evaluator, f *frame, caller *Macro) (any, error) 
 	list, kw, err := e.evalArgs(&x.args, f, caller)
 	if err != nil {
 		return nil, err
+	}
+	v, err := e.call(fn, list, kw)
+	return v, e.at(x.pos, err)
+}
+
+// evalAfter finishes a call of obj.method(...) whose obj is already evaluated.
+func (x *callExpr) evalAfter(e *evaluator, f *frame, obj any) (any, error) {
+	a := x.fn.(*attrExpr)
+	if u, ok := obj.(*Undefined); ok {
+		return nil, e.at(a.pos, u.fail())
+	}
+	list, kw, err := e.evalArgs(&x.args, f, nil)
+	if err != nil {
+		return nil, err
+	}
+	if hasMethod(obj, a.name) && !isMappingWithKeyFirst(obj, a.name) {
+		v, err := e.callMethod(obj, a.name, list, kw)
+		return v, e.at(a.pos, err)
+	}
+	fn, err := e.getAttr(obj, a.name)
+	if err != nil {
+		return nil, e.at(a.pos, err)
+	}
+	if u, ok := fn.(*Undefined); ok {
+		return nil, e.at(a.pos, u.fail())
 	}
 	v, err := e.call(fn, list, kw)
 	return v, e.at(x.pos, err)
@@ -874,11 +903,11 @@ func (x *negExpr) eval(e *evaluator, f *frame) (any, error) {
 }
 
 func (x *condExpr) eval(e *evaluator, f *frame) (any, error) {
-	t, err := x.test.eval(e, f)
+	t, err := e.cond(x.test, f)
 	if err != nil {
 		return nil, err
 	}
-	if truthy(t) {
+	if t {
 		return x.then.eval(e, f)
 	}
 	if x.els == nil {

@@ -71,10 +71,11 @@ func (p *parser) lookupFilter(f *filterExpr) (filterFunc, error) {
 	}
 	if fn, ok := p.extra[name]; ok {
 		return func(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
+			plain := make([]any, len(a)) // a may be the call's shared constant arguments
 			for i, x := range a {
-				a[i] = e.plain(x)
+				plain[i] = e.plain(x)
 			}
-			return fn(e.plain(in), a, kw)
+			return fn(e.plain(in), plain, kw)
 		}, nil
 	}
 	if f.pongo2 && pongo2Has(name) {
@@ -764,8 +765,9 @@ func fGroupby(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	items = append([]any(nil), items...)
 	cs := truthy(or(p[2], false))
 	def := or(p[1], nil)
+	parts := attrParts(p[0])
 	key := func(x any) (any, error) {
-		v, err := e.attrPath(x, p[0], def)
+		v, err := e.attrPath(x, parts, def)
 		if err != nil || cs {
 			return v, err
 		}
@@ -784,7 +786,7 @@ func fGroupby(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		if i == 0 || !equal(k, last) {
 			g := &group{grouper: k, list: &List{}}
 			if !cs {
-				if g.grouper, err = e.attrPath(it, p[0], def); err != nil {
+				if g.grouper, err = e.attrPath(it, parts, def); err != nil {
 					return nil, err
 				}
 			}
@@ -797,14 +799,15 @@ func fGroupby(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	return &List{items: out}, nil
 }
 
-// attrPath is Jinja2's make_attrgetter: "a.b.0" looked up item by item (digits are indexes);
-// with def, an undefined step gives def.
-func (e *evaluator) attrPath(item, attr, def any) (any, error) {
-	var parts []any
+// attrParts parses an attribute path of Jinja2's make_attrgetter: "a.b.0" is looked up item
+// by item, digits as indexes.
+func attrParts(attr any) []any {
 	switch x := attr.(type) {
 	case nil:
+		return nil
 	case string, *tainted, Markup:
 		s, _ := strValue(x)
+		var parts []any
 		for _, p := range strings.Split(s, ".") {
 			if p != "" && strings.Trim(p, "0123456789") == "" {
 				n, _ := strconv.ParseInt(p, 10, 64)
@@ -813,10 +816,27 @@ func (e *evaluator) attrPath(item, attr, def any) (any, error) {
 				parts = append(parts, p)
 			}
 		}
-	default:
-		parts = []any{attr}
+		return parts
 	}
+	return []any{attr}
+}
+
+// attrPath looks parts up in item; with def, an undefined step gives def.
+func (e *evaluator) attrPath(item any, parts []any, def any) (any, error) {
 	for _, part := range parts {
+		if s, ok := part.(string); ok && isMapping(item) && !isDictMethod(s) {
+			// The common case, without making an Undefined for a missing key.
+			v, found, _ := mapGetStr(item, s)
+			if !found {
+				if def != nil {
+					item = def
+					continue
+				}
+				return undefinedAttr(item, s), nil
+			}
+			item = v
+			continue
+		}
 		v, err := e.getItem(item, part)
 		if err != nil {
 			return nil, err
@@ -827,6 +847,26 @@ func (e *evaluator) attrPath(item, attr, def any) (any, error) {
 		}
 	}
 	return item, nil
+}
+
+// attrTruthy is bool(attrPath(item, parts)) without making an Undefined for a missing key.
+func (e *evaluator) attrTruthy(item any, parts []any) (bool, error) {
+	for _, part := range parts {
+		if s, ok := part.(string); ok && isMapping(item) && !isDictMethod(s) {
+			v, found, _ := mapGetStr(item, s)
+			if !found {
+				return false, nil
+			}
+			item = v
+			continue
+		}
+		v, err := e.getItem(item, part)
+		if err != nil {
+			return false, err
+		}
+		item = v
+	}
+	return truthy(item), nil
 }
 
 func fIndent(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
@@ -897,10 +937,11 @@ func fJoin(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		return nil, err
 	}
 	attr := or(p[1], nil)
+	parts := attrParts(attr)
 	var b strings.Builder
 	for i, it := range items {
 		if attr != nil {
-			if it, err = e.attrPath(it, attr, nil); err != nil {
+			if it, err = e.attrPath(it, parts, nil); err != nil {
 				return nil, err
 			}
 		}
@@ -978,8 +1019,9 @@ func fMap(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 				return nil, fmt.Errorf("Unexpected keyword argument %s", reprString(k))
 			}
 		}
+		parts := attrParts(attr)
 		for i, it := range items {
-			if out[i], err = e.attrPath(it, attr, def); err != nil {
+			if out[i], err = e.attrPath(it, parts, def); err != nil {
 				return nil, err
 			}
 		}
@@ -1032,9 +1074,9 @@ func fMinMax(sign int) filterFunc {
 			return undefinedHint("No aggregated item, sequence was empty."), nil
 		}
 		cs := truthy(or(p[0], false))
-		attr := or(p[1], nil)
+		parts := attrParts(or(p[1], nil))
 		key := func(x any) (any, error) {
-			v, err := e.attrPath(x, attr, nil)
+			v, err := e.attrPath(x, parts, nil)
 			if err != nil || cs {
 				return v, err
 			}
@@ -1104,15 +1146,25 @@ func fSelect(keep, byAttr bool) filterFunc {
 			}
 			targs = a[off+1:]
 		}
+		parts := attrParts(attr)
 		out := make([]any, 0, len(items))
 		for _, it := range items {
+			var ok bool
+			if byAttr && test == nil {
+				if ok, err = e.attrTruthy(it, parts); err != nil {
+					return nil, err
+				}
+				if ok == keep {
+					out = append(out, it)
+				}
+				continue
+			}
 			v := it
 			if byAttr {
-				if v, err = e.attrPath(it, attr, nil); err != nil {
+				if v, err = e.attrPath(it, parts, nil); err != nil {
 					return nil, err
 				}
 			}
-			var ok bool
 			if test != nil {
 				if ok, err = test(e, v, targs, kw); err != nil {
 					return nil, err
@@ -1322,16 +1374,16 @@ func fSort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	}
 	items = append([]any(nil), items...)
 	cs := truthy(or(p[1], false))
-	var attrs []any
+	var attrs [][]any
 	switch attr := or(p[2], nil).(type) {
 	case nil:
-		attrs = []any{nil}
+		attrs = [][]any{nil}
 	case string:
 		for _, s := range strings.Split(attr, ",") {
-			attrs = append(attrs, s)
+			attrs = append(attrs, attrParts(s))
 		}
 	default:
-		attrs = []any{attr}
+		attrs = [][]any{attrParts(attr)}
 	}
 	key := func(x any) (any, error) {
 		keys := make(Tuple, len(attrs))
@@ -1372,9 +1424,10 @@ func fSum(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	}
 	total := or(p[1], int64(0))
 	attr := or(p[0], nil)
+	parts := attrParts(attr)
 	for _, it := range items {
 		if attr != nil {
-			if it, err = e.attrPath(it, attr, nil); err != nil {
+			if it, err = e.attrPath(it, parts, nil); err != nil {
 				return nil, err
 			}
 		}
@@ -1459,11 +1512,11 @@ func fUnique(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		return nil, err
 	}
 	cs := truthy(or(p[0], false))
-	attr := or(p[1], nil)
+	parts := attrParts(or(p[1], nil))
 	seen := map[hashKey]bool{}
 	var out []any
 	for _, it := range items {
-		k, err := e.attrPath(it, attr, nil)
+		k, err := e.attrPath(it, parts, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -123,15 +123,8 @@ func (e *evaluator) seqOf(v any) (seq, error) {
 		keys := append([]any(nil), x.keys...)
 		return seq{list: keys, n: len(keys)}, nil
 	case *dictView:
-		switch d := x.d.(type) {
-		case *record.Record:
-			return seq{rec: d, view: x.kind, n: d.Len()}, nil
-		case map[string]any:
-			ks := sortedKeys(d)
-			return seq{keys: ks, m: d, view: x.kind, n: len(ks)}, nil
-		case map[string]string:
-			ks := sortedKeys(d)
-			return seq{keys: ks, m: d, view: x.kind, n: len(ks)}, nil
+		if s, ok := viewSeq(x.d, x.kind); ok {
+			return s, nil
 		}
 		items := viewItemsOf(x)
 		return seq{list: items, n: len(items)}, nil
@@ -176,6 +169,21 @@ func (e *evaluator) seqOf(v any) (seq, error) {
 		return seq{}, fmt.Errorf("a loop object cannot be iterated here")
 	}
 	return seq{}, notIterable(v)
+}
+
+// viewSeq walks a dict from the data (keys, values or items) in place.
+func viewSeq(d any, kind byte) (seq, bool) {
+	switch m := d.(type) {
+	case *record.Record:
+		return seq{rec: m, view: kind, n: m.Len()}, true
+	case map[string]any:
+		ks := sortedKeys(m)
+		return seq{keys: ks, m: m, view: kind, n: len(ks)}, true
+	case map[string]string:
+		ks := sortedKeys(m)
+		return seq{keys: ks, m: m, view: kind, n: len(ks)}, true
+	}
+	return seq{}, false
 }
 
 // iterate returns the items of v as a list (a copy the caller may keep).

@@ -299,6 +299,15 @@ func (p *parser) parsePrimary() (expr, error) {
 		switch t.val {
 		case "loop", "forloop":
 			p.markLoop()
+			// loop.index and loop(...) use the loop object in place; anything else (set x =
+			// loop, m(loop), loop.cycle as a value...) may keep it past the iteration.
+			next, after := p.cur(), p.peek()
+			inPlace := next.kind == tOp && next.val == "(" ||
+				next.kind == tOp && next.val == "." && after.kind == tName && after.val != "Parentloop" &&
+					(after.val != "cycle" && after.val != "changed" || p.toks[min(p.p+2, len(p.toks)-1)].val == "(")
+			if !inPlace && len(p.fors) > 0 {
+				p.fors[len(p.fors)-1].keepsLoop = true
+			}
 		case "caller", "varargs", "kwargs":
 			// A macro accepts extra arguments, and a caller, only when its body names them.
 			for _, m := range p.macros {
@@ -584,6 +593,18 @@ func (p *parser) parseCallArgs() (args, error) {
 		needComma = true
 	}
 	p.p++
+	if len(a.kw) == 0 && a.star == nil && a.starKw == nil && len(a.list) > 0 {
+		consts := make([]any, len(a.list))
+		for i, x := range a.list {
+			c, ok := x.(*constExpr)
+			if !ok {
+				consts = nil
+				break
+			}
+			consts[i] = c.v
+		}
+		a.consts = consts
+	}
 	return a, nil
 }
 

@@ -647,6 +647,9 @@ func (p *parser) contextModifier(def bool) bool {
 func (p *parser) parseInclude() (stmt, error) {
 	start := p.next()
 	p.markLoop() // the included template may read the loop
+	if len(p.fors) > 0 {
+		p.fors[len(p.fors)-1].keepsLoop = true
+	}
 	key, keyPos, err := p.templateKey("include")
 	if err != nil {
 		return nil, err
