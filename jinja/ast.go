@@ -17,7 +17,10 @@ type expr interface {
 
 type (
 	// textStmt is template text, written as is.
-	textStmt struct{ text string }
+	textStmt struct {
+		pos  int
+		text string
+	}
 
 	// printStmt is {{ x }} (or {% print x %}).
 	printStmt struct {
@@ -216,9 +219,9 @@ type args struct {
 	pos     int
 	list    []expr
 	kw      []kwArg
-	star    expr // *args
-	starKw  expr // **kwargs
-	present bool // written with parentheses
+	star    expr  // *args
+	starKw  expr  // **kwargs
+	present bool  // written with parentheses
 	consts  []any // when every argument is a literal: their values, shared by every call (read only)
 }
 

@@ -315,7 +315,11 @@ func (s *textStmt) exec(e *evaluator, f *frame) error {
 	if e.suppress {
 		return nil
 	}
-	return e.write(s.text)
+	if len(e.out)+len(s.text) > e.maxSize {
+		return e.at(s.pos, e.sizeError())
+	}
+	e.out = append(e.out, s.text...)
+	return nil
 }
 
 func (s *printStmt) exec(e *evaluator, f *frame) error {
@@ -913,7 +917,7 @@ func (s *ifchangedStmt) exec(e *evaluator, f *frame) error {
 	if len(s.values) > 0 {
 		return e.execAll(s.body, f)
 	}
-	return e.write(out)
+	return e.at(s.pos, e.write(out))
 }
 
 func (s *widthratioStmt) exec(e *evaluator, f *frame) error {
@@ -938,7 +942,7 @@ func (s *widthratioStmt) exec(e *evaluator, f *frame) error {
 	if e.suppress {
 		return nil
 	}
-	return e.write(strconv.Itoa(int(r)))
+	return e.at(s.pos, e.write(strconv.Itoa(int(r))))
 }
 
 var spacelessRE = regexp.MustCompile(`(?U:(<.*>))([\t\n\v\f\r ]+)(?U:(<.*>))`)
@@ -958,5 +962,5 @@ func (s *spacelessStmt) exec(e *evaluator, f *frame) error {
 	if e.suppress {
 		return nil
 	}
-	return e.write(out)
+	return e.at(s.pos, e.write(out))
 }

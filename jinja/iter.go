@@ -201,6 +201,9 @@ func (e *evaluator) iterate(v any) ([]any, error) {
 		}
 		return s.list, nil
 	}
+	if err := e.checkItems(s.n); err != nil {
+		return nil, err
+	}
 	out := make([]any, s.n)
 	for i := range out {
 		out[i] = s.at(i)

@@ -157,7 +157,7 @@ func (p *parser) subparse(ends []string) ([]stmt, error) {
 			return body, nil
 		case tData:
 			p.p++
-			body = append(body, &textStmt{text: t.val})
+			body = append(body, &textStmt{pos: t.pos, text: t.val})
 		case tVarBeg:
 			p.p++
 			start := p.cur().pos
@@ -337,7 +337,7 @@ func (p *parser) parseStatement() (stmt, error) {
 		if !ok {
 			return nil, p.fail(arg, "{%% templatetag %%}: unknown argument %q", arg.val)
 		}
-		return &textStmt{text: text}, p.expectBlockEnd()
+		return &textStmt{pos: arg.pos, text: text}, p.expectBlockEnd()
 	case "comment":
 		p.p++
 		if _, _, err := p.parseBody("comment", t.pos, "endcomment"); err != nil {
