@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Installs what the tests and the demo need on a fresh Debian machine: HAProxy (2.6 from Debian)
-# and socat. Idempotent; uses sudo when not root.
+# Installs what the tests and the demo need on a fresh Debian machine: HAProxy (2.6 from Debian),
+# socat, and python3-jinja2 (the reference the template engine is tested against). Idempotent;
+# uses sudo when not root.
 set -euo pipefail
 need=()
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
 command -v socat >/dev/null 2>&1 || need+=(socat)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+/usr/bin/python3 -c 'import jinja2' >/dev/null 2>&1 || need+=(python3-jinja2)
 [ ${#need[@]} -eq 0 ] && exit 0
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"

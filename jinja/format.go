@@ -593,10 +593,8 @@ func (e *evaluator) formatSpec(v any, spec string) (string, error) {
 			return "", err
 		}
 		if n.kind == 0 {
-			if _, ok := strValue(v); !ok && v != nil {
-				if _, isU := v.(*Undefined); !isU {
-					return "", fmt.Errorf("unsupported format string passed to %s.__format__", typeName(v))
-				}
+			if _, ok := strValue(v); !ok {
+				return "", fmt.Errorf("unsupported format string passed to %s.__format__", typeName(v))
 			}
 		}
 		if prec >= 0 {

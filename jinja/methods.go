@@ -90,6 +90,15 @@ func (e *evaluator) callMethod(obj any, name string, a []any, kw map[string]any)
 			return unescapeHTML(string(o)), nil
 		case "escape":
 			return o, nil
+		case "join":
+			if err := argCount(name, a, 1, 1); err != nil {
+				return nil, err
+			}
+			items, err := e.iterate(a[0])
+			if err != nil {
+				return nil, err
+			}
+			return e.strMethod(string(o), name, []any{Tuple(escapeArgsList(items))}, kw)
 		}
 		v, err := e.strMethod(string(o), name, escapeArgsList(a), kw)
 		if s, ok := v.(string); ok && err == nil && name != "join" {
