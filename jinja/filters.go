@@ -66,8 +66,11 @@ func or(v, def any) any {
 // (pongo2's filter:arg syntax always means pongo2's filter).
 func (p *parser) lookupFilter(f *filterExpr) (filterFunc, error) {
 	name := f.name
-	if name == "random" {
+	switch name {
+	case "random":
 		return nil, errors.New("filter random is not allowed: every render would differ and HAProxy would reload for nothing")
+	case "urlize":
+		return nil, errors.New("filter urlize is not supported (it makes HTML links)")
 	}
 	if fn, ok := p.extra[name]; ok {
 		return func(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
