@@ -330,6 +330,10 @@ func (s *printStmt) exec(e *evaluator, f *frame) error {
 	if err != nil {
 		return err
 	}
+	if str, ok := v.(string); ok && !e.autoescape && len(e.out)+len(str) <= e.maxSize {
+		e.out = append(e.out, str...) // the common case, inline
+		return nil
+	}
 	return e.at(s.pos, e.print(v))
 }
 

@@ -17,31 +17,35 @@ import (
 // and the loop and cycler objects. Data from the context is read only: changing it
 // (l.append on a list from the data) is an error, copy it first (|list, dict(d)).
 
-var strMethods = map[string]bool{
-	"capitalize": true, "casefold": true, "center": true, "count": true, "endswith": true, "find": true,
-	"format": true, "format_map": true, "index": true, "isalnum": true, "isalpha": true, "isascii": true,
-	"isdecimal": true, "isdigit": true, "isidentifier": true, "islower": true, "isnumeric": true,
-	"isprintable": true, "isspace": true, "istitle": true, "isupper": true, "join": true, "ljust": true,
-	"lower": true, "lstrip": true, "partition": true, "removeprefix": true, "removesuffix": true,
-	"replace": true, "rfind": true, "rindex": true, "rjust": true, "rpartition": true, "rsplit": true,
-	"rstrip": true, "split": true, "splitlines": true, "startswith": true, "strip": true, "swapcase": true,
-	"title": true, "upper": true, "zfill": true, "expandtabs": true,
+func isStrMethod(name string) bool {
+	switch name {
+	case "capitalize", "casefold", "center", "count", "endswith", "find", "format", "format_map", "index",
+		"isalnum", "isalpha", "isascii", "isdecimal", "isdigit", "isidentifier", "islower", "isnumeric",
+		"isprintable", "isspace", "istitle", "isupper", "join", "ljust", "lower", "lstrip", "partition",
+		"removeprefix", "removesuffix", "replace", "rfind", "rindex", "rjust", "rpartition", "rsplit",
+		"rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title", "upper", "zfill", "expandtabs":
+		return true
+	}
+	return false
 }
 
-var listMethods = map[string]bool{
-	"append": true, "extend": true, "insert": true, "pop": true, "remove": true, "index": true,
-	"count": true, "copy": true, "clear": true, "reverse": true, "sort": true,
+func isListMethod(name string) bool {
+	switch name {
+	case "append", "extend", "insert", "pop", "remove", "index", "count", "copy", "clear", "reverse", "sort":
+		return true
+	}
+	return false
 }
 
 // hasMethod reports whether obj has a method called name.
 func hasMethod(obj any, name string) bool {
 	switch obj.(type) {
 	case string, *tainted:
-		return strMethods[name]
+		return isStrMethod(name)
 	case Markup:
-		return strMethods[name] || name == "striptags" || name == "unescape" || name == "escape"
+		return isStrMethod(name) || name == "striptags" || name == "unescape" || name == "escape"
 	case *List, []any, []string, []map[string]any:
-		return listMethods[name]
+		return isListMethod(name)
 	case Tuple:
 		return name == "count" || name == "index"
 	case *Dict, map[string]any, map[string]string, *record.Record:
