@@ -200,7 +200,8 @@ func same(want []byte, golden string) func(t *testing.T, got []byte) {
 // fast JSON path and its caches change no byte of the output. The golden files were rendered
 // from the same input by the code before them (commit d0b0181, `haproxy-sidecar render
 // --validate=false --ssl-dir /etc/haproxy/certs`): testdata/golden/default.cfg with the
-// built-in template, and testdata/golden/dump.txt with dumpTemplate.
+// built-in template, and testdata/golden/dump.txt with dumpTemplate (re-rendered when tojson
+// became Jinja2's, with ", " and ": " separators: the same JSON values).
 // To look at the input: HAPROXY_SIDECAR_GOLDEN_INPUT=DIR go test -run TestRenderSameBytes .
 func TestRenderSameBytes(t *testing.T) {
 	if dir := os.Getenv("HAPROXY_SIDECAR_GOLDEN_INPUT"); dir != "" {
