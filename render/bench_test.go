@@ -2,24 +2,9 @@ package render
 
 // Benchmarks of the default template with 1,000 and 10,000 services, 10 ready pods each
 // (pods as ToUnstructured gives them, trimmed to typical fields), 1 port per service; the pods
-// as records (what the sidecar's snapshot holds) and as plain maps.
-//
-// Measured 2026-11-22, go1.26.8 linux/amd64, Intel Xeon, 2 vCPUs, load average ~1.5 (wall
-// times vary run to run; the best runs are the closest to an idle machine):
-//
-//	BenchmarkRenderDefault1000/records-2      25-30 ms/op    1.4 MB/op    22,443 allocs/op
-//	BenchmarkRenderDefault1000/maps-2         27-31 ms/op    1.5 MB/op    23,443 allocs/op
-//	BenchmarkRenderDefault10000/records-2   211-266 ms/op   13.9 MB/op   223,158 allocs/op
-//	BenchmarkRenderDefault10000/maps-2      267-337 ms/op   15.5 MB/op   233,158 allocs/op
-//	  (10,000 x 10: ~6.1 MB of haproxy.cfg)
-//
-// Where the time goes at 10,000 x 10: much of it is reading pod.status.podIP from ~100,000
-// pods that are cold in the CPU cache (a record is one allocation, a small Go map two); the
-// rest is loop bookkeeping and name lookups in pongo2's context maps, and GC over the large
-// live snapshot. What the renderer does not do per render: compile (cached per template set),
-// copy or normalize the snapshot, grow the output buffer (pre-sized from the last render), set
-// loop/forloop for loops that do not use them. Before those changes: 394 ms/op, 48.7 MB/op,
-// 558,140 allocs/op.
+// as records (what the sidecar's snapshot holds) and as plain maps. 10,000 x 10 is ~6.1 MB of
+// haproxy.cfg. The numbers, before and after the template engine's rewrite, and where the time
+// goes: docs/performance.md.
 
 import (
 	"context"
