@@ -73,7 +73,13 @@ type Program struct {
 // Compile parses srcs[main] and the templates it reaches. A syntax error in the main
 // template is returned; one in a template it reaches is returned when a render uses it, as
 // Jinja2 does.
-func Compile(srcs map[string]string, main string, opts Options) (*Program, error) {
+func Compile(srcs map[string]string, main string, opts Options) (prog *Program, err error) {
+	defer func() {
+		// A last resort: a bug in the parser must fail the compile, not the process.
+		if r := recover(); r != nil {
+			prog, err = nil, &Error{Template: main, Err: fmt.Errorf("internal error in the template engine (please report it): %v", r)}
+		}
+	}()
 	p := &Program{main: main, templates: map[string]*Template{}, errs: map[string]error{}, filters: opts.Filters}
 	for k := range srcs {
 		p.keys = append(p.keys, k)
