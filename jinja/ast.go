@@ -139,9 +139,8 @@ type (
 
 	// loopControlStmt is {% break %} or {% continue %} (jinja2.ext.loopcontrols).
 	loopControlStmt struct {
-		pos  int
-		brk  bool
-		loop bool // inside a for loop
+		pos int
+		brk bool
 	}
 
 	// doStmt is {% do x %} (jinja2.ext.do): evaluate and drop the value.

@@ -6,7 +6,6 @@ import (
 	"html"
 	"math"
 	"math/big"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -1556,8 +1555,6 @@ func urlQuote(s string, forQS bool) string {
 	}
 	return b.String()
 }
-
-var _ = url.QueryEscape
 
 func fURLEncode(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if _, err := bind("urlencode", a, kw); err != nil {

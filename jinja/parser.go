@@ -295,7 +295,7 @@ func (p *parser) parseStatement() (stmt, error) {
 		if p.loops == 0 {
 			return nil, p.fail(t, "{%% %s %%} outside a for loop", t.val)
 		}
-		return &loopControlStmt{pos: t.pos, brk: t.val == "break", loop: true}, p.expectBlockEnd()
+		return &loopControlStmt{pos: t.pos, brk: t.val == "break"}, p.expectBlockEnd()
 	case "do":
 		p.p++
 		x, err := p.parseTuple(true, false, nil)

@@ -536,15 +536,6 @@ func mapGetStr(m any, s string) (any, bool, error) {
 	return nil, false, nil
 }
 
-// isDataList: a list from the data (read only).
-func isDataList(v any) bool {
-	switch v.(type) {
-	case []any, []string, []map[string]any:
-		return true
-	}
-	return false
-}
-
 // NewList returns a list of the template's own (changeable by the template), for filters
 // given to Compile.
 func NewList(items []any) *List { return &List{items: items} }
