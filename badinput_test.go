@@ -67,6 +67,14 @@ func TestBadInputKeepsLastGoodConfig(t *testing.T) {
 			want: []string{`ConfigMap lb/services key "`, "namespace"},
 		},
 		{
+			name: "a hostname that would inject configuration", file: "services.yaml", stage: "render",
+			edit: func(s string) string {
+				return strings.Replace(s, `"hostnames": ["web.localhost",`,
+					`"hostnames": ["web.localhost\n      http-request return status 200 content-type text/plain string INJECTED",`, 1)
+			},
+			want: []string{`ConfigMap lb/services key "web"`, "hostnames[0]", "new line"},
+		},
+		{
 			name: "a template syntax error", file: "config.yaml", stage: "render",
 			edit: func(s string) string {
 				return strings.Replace(s, "{%- for service in services %}", "{%- for service in %}", 1)
@@ -180,6 +188,9 @@ func TestBadInputKeepsLastGoodConfig(t *testing.T) {
 			}
 			if _, body, _, err := e.get("web.localhost", "/"); err != nil || !strings.HasPrefix(body, "web-") {
 				t.Errorf("last good configuration not serving: %q, %v", body, err)
+			}
+			if cfg, _ := os.ReadFile(e.cfgPath); strings.Contains(string(cfg), "INJECTED") {
+				t.Error("the injected line reached haproxy.cfg")
 			}
 
 			// Everything else keeps going live: another service's pod becomes ready.

@@ -14,18 +14,19 @@
 // methods (methods.go), % and .format (format.go), and Jinja2's filters, tests and globals
 // (filters.go, tests.go, globals.go).
 //
-// pongo2. Templates written for pongo2 keep working: the parser accepts pongo2's own syntax
-// where it cannot mean anything else in Jinja2 (&&, ||, !, <>, forloop.Counter and the other
-// forloop names, {% for x in y reversed %}, {% empty %}, pongo2's tags ifequal, firstof,
-// cycle, ifchanged, widthratio, spaceless, templatetag, verbatim, comment). pongo2 hosts its
-// filter library: a filter written pongo2's way (|default:"x", |join:",") or one Jinja2
-// does not have (|floatformat, |cut, |yesno...) runs pongo2's own implementation through
-// pongo2.ApplyFilter, so it behaves as pongo2 documents it (pongo2.go). pongo2 does not host
-// the parsing or the execution: its parser cannot read Jinja2 expressions (s[1:], ~, **,
-// filters with several arguments), so running templates on it means translating them into
-// pongo2 tags, with per-compile state reaching those tags through process-wide variables and
-// positions mapped back through the translation. One parser and one evaluator read both
-// syntaxes directly instead. Nothing is registered in pongo2's global tables.
+// pongo2. pongo2 is the engine templates run on: the renderer executes every render as a
+// pongo2 template whose one tag runs a Program (render/host.go), and pongo2 hosts its filter
+// library here: a filter written pongo2's way (|default:"x", |join:",") or one Jinja2 does
+// not have (|floatformat, |cut, |yesno...) runs pongo2's own implementation through
+// pongo2.ApplyFilter, so it behaves as pongo2 documents it (pongo2.go). Templates written
+// for pongo2 keep working: the parser accepts pongo2's own syntax where it cannot mean
+// anything else in Jinja2 (&&, ||, !, <>, forloop.Counter and the other forloop names,
+// {% for x in y reversed %}, {% empty %}, pongo2's tags ifequal, firstof, cycle, ifchanged,
+// widthratio, spaceless, templatetag, verbatim, comment). What pongo2 cannot do is parse
+// Jinja2 expressions (s[1:], ~, **, filters with several arguments): translating templates
+// into pongo2 tags meant per-compile state reaching those tags through process-wide
+// variables and positions mapped back through the translation. So one parser and one
+// evaluator, here, read both syntaxes directly, inside pongo2's execution.
 //
 // No process-wide mutable state: a Program (a compiled template set) is read only and can be
 // rendered by any number of goroutines at once; each render has its own evaluator; two

@@ -33,6 +33,7 @@ type cluster struct {
 	services map[string]string // nil: no services ConfigMap
 	template string            // "": no config ConfigMap
 	pods     map[string]string // name -> IP (namespace shop, label app=name up to the dash)
+	notes    map[string]string // pod name -> its annotation "note"
 }
 
 func (c *cluster) Run(ctx context.Context, changed func()) error { <-ctx.Done(); return nil }
@@ -50,7 +51,7 @@ func (c *cluster) Objects(context.Context) (*snapshot.Objects, error) {
 	for _, name := range slices.Sorted(maps.Keys(c.pods)) {
 		app, _, _ := strings.Cut(name, "-")
 		objs.Pods = append(objs.Pods, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: map[string]string{"app": app}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: map[string]string{"app": app}, Annotations: map[string]string{"note": c.notes[name]}},
 			Status:     corev1.PodStatus{PodIP: c.pods[name], Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 		})
 	}
@@ -149,6 +150,10 @@ func (e *events) all() []string {
 }
 
 func newQRig(t *testing.T, c *cluster, dir string) *qrig {
+	return newQRigWith(t, c, dir, tmplRenderer{})
+}
+
+func newQRigWith(t *testing.T, c *cluster, dir string, rd Renderer) *qrig {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -161,7 +166,7 @@ func newQRig(t *testing.T, c *cluster, dir string) *qrig {
 		metrics: status.NewMetrics(), health: &status.Health{}, events: &events{}, dir: dir}
 	log := slog.New(slog.DiscardHandler)
 	r.p, err = New(Config{
-		Source: c, Inputs: snapshot.Builder{}, Renderer: tmplRenderer{}, Store: store, Checker: &checker{},
+		Source: c, Inputs: snapshot.Builder{}, Renderer: rd, Store: store, Checker: &checker{},
 		Reloader: r.rl, Metrics: r.metrics, Health: r.health, Recorder: r.events, Logger: log,
 		Runtime:    runtimeapi.New(runtimeapi.Options{Client: r.cli, Logger: log}),
 		InputsFile: filepath.Join(store.StateDir(), "inputs.json"),
@@ -470,5 +475,61 @@ func TestDiskFailureIsCountedAndRetried(t *testing.T) {
 	r.sync(t, Applied)
 	if live := r.live(t); !strings.Contains(live, "bind :81") {
 		t.Errorf("live:\n%s", live)
+	}
+}
+
+// jinjaTemplate prints what the data holds where an injection could happen: hostnames and a
+// pod annotation.
+const jinjaTemplate = `frontend fe
+    bind :80
+{%- for s in services %}
+backend {{ s.name }}
+    # {{ s.hostnames|default([])|join(" ") }}
+{%- for name, pod in s.pods.items() %}
+    server {{ name }} {{ pod.status.podIP }}:80 # {{ pod.metadata.annotations.note }}
+{%- endfor %}
+{%- endfor %}
+`
+
+// TestDataCannotInject: a value from the data that would start a new line (a hostname, a pod
+// annotation) is never printed: the service is held, the pod left out, and everything else
+// goes live.
+func TestDataCannotInject(t *testing.T) {
+	c := startCluster()
+	c.template = jinjaTemplate
+	c.notes = map[string]string{}
+	r := newQRigWith(t, c, "", render.New(render.Options{SSLDir: "/ssl"}))
+	r.sync(t, Applied)
+	c.edit(func(c *cluster) {
+		c.services["evil"] = service("web", `, "hostnames": ["a.example\n    http-request return status 200 content-type text/plain string INJECTED"]`)
+		c.pods["web-2"] = "10.0.0.2"
+		c.notes["web-2"] = "line\n    server evil 6.6.6.6:80"
+		c.pods["api-2"] = "10.0.1.2"
+	})
+	r.sync(t, Applied)
+	live := r.live(t)
+	if strings.Contains(live, "INJECTED") || strings.Contains(live, "evil") || strings.Contains(live, "6.6.6.6") {
+		t.Fatalf("injected:\n%s", live)
+	}
+	if !strings.Contains(live, "server api-2 10.0.1.2:80") {
+		t.Errorf("the other pod did not go live:\n%s", live)
+	}
+	if got := r.held(); got != "pod/shop/web-2:false service/evil:false" {
+		t.Fatalf("held %q", got)
+	}
+	h := r.p.q.Held["service/evil"]
+	if !strings.Contains(h.Reason(), "hostnames[0]") || h.Ref.Key != "evil" {
+		t.Errorf("hold %+v does not name the key and field", h)
+	}
+	if reason := r.p.q.Held["pod/shop/web-2"].Reason(); !strings.Contains(reason, "metadata.annotations.note") {
+		t.Errorf("pod reason %q", reason)
+	}
+	c.edit(func(c *cluster) { c.notes["web-2"] = "fine" })
+	r.sync(t, Applied)
+	if got := r.held(); got != "service/evil:false" {
+		t.Fatalf("held %q after the pod was fixed", got)
+	}
+	if live := r.live(t); !strings.Contains(live, "server web-2 10.0.0.2:80 # fine") {
+		t.Errorf("the fixed pod is not live:\n%s", live)
 	}
 }

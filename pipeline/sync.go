@@ -7,6 +7,8 @@ import (
 	"maps"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/quarantine"
 	"github.com/haproxy-sidecar/haproxy-sidecar/redact"
@@ -24,6 +26,29 @@ type candidate struct {
 	gen    *generation.Generation
 	info   snapInfo
 	chosen []snapshot.Input // the input versions it was rendered from
+	// dropped are the pods left out because the template could not print their data.
+	dropped []quarantine.Hold
+}
+
+// maxDroppedPods bounds the pods one rendering leaves out before it gives up.
+const maxDroppedPods = 16
+
+// withoutPod is objs without the pod namespace/name.
+func withoutPod(objs *snapshot.Objects, namespace, name string) *snapshot.Objects {
+	c := *objs
+	c.Pods = make([]*corev1.Pod, 0, len(objs.Pods))
+	for _, pod := range objs.Pods {
+		if pod == nil || pod.Namespace != namespace || pod.Name != name {
+			c.Pods = append(c.Pods, pod)
+		}
+	}
+	c.ConvertedPods = make([]*snapshot.Pod, 0, len(objs.ConvertedPods))
+	for _, pod := range objs.ConvertedPods {
+		if pod == nil || pod.Namespace() != namespace || pod.Name() != name {
+			c.ConvertedPods = append(c.ConvertedPods, pod)
+		}
+	}
+	return &c
 }
 
 // snapInfo is what the stages after rendering need to know of a snapshot.
@@ -90,6 +115,11 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 		cand, err = p.try(ctx, objs, sel.Chosen, false)
 	}
 	objs = nil // the snapshot is rendered: let it be collected while the sync goes on
+	if cand != nil {
+		for _, h := range cand.dropped {
+			held[h.ID] = h
+		}
+	}
 	if err != nil {
 		p.report(held)
 		var f *failure
@@ -140,21 +170,37 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 // rendering and runs haproxy -c on it. Bad input is a *snapshot.InputError; anything else is
 // a *failure.
 func (p *Pipeline) try(ctx context.Context, objs *snapshot.Objects, chosen []snapshot.Input, validate bool) (*candidate, error) {
-	start := time.Now()
-	snap, err := p.cfg.Inputs.Assemble(objs, chosen)
-	if err != nil {
-		return nil, inputErr(snapshot.StageDecode, err)
-	}
-	bundle, err := p.cfg.Renderer.Render(ctx, snap)
-	info := infoOf(snap, objs.Revision)
-	p.cfg.Metrics.RenderDuration.Observe(time.Since(start).Seconds())
-	if err != nil {
+	var (
+		snap    *snapshot.Snapshot
+		bundle  *render.Bundle
+		dropped []quarantine.Hold
+		err     error
+	)
+	for {
+		start := time.Now()
+		if snap, err = p.cfg.Inputs.Assemble(objs, chosen); err != nil {
+			return nil, inputErr(snapshot.StageDecode, err)
+		}
+		bundle, err = p.cfg.Renderer.Render(ctx, snap)
+		p.cfg.Metrics.RenderDuration.Observe(time.Since(start).Seconds())
+		if err == nil {
+			break
+		}
 		if ctx.Err() != nil {
 			return nil, &failure{stage: status.FailRead, err: fmt.Errorf("render: %w", ctx.Err())}
 		}
-		return nil, inputErr(snapshot.StageRender, err)
+		// A pod whose data the template cannot print (an annotation holding a newline) is
+		// left out; pods are not held back, the others go live.
+		var ie *snapshot.InputError
+		if !errors.As(err, &ie) || ie.Ref.Kind != "Pod" || len(dropped) >= maxDroppedPods {
+			return nil, inputErr(snapshot.StageRender, err)
+		}
+		objs = withoutPod(objs, ie.Ref.Namespace, ie.Ref.Name)
+		dropped = append(dropped, quarantine.Hold{ID: "pod/" + ie.Ref.Namespace + "/" + ie.Ref.Name, Ref: ie.Ref,
+			Stage: snapshot.StageRender, Err: err})
 	}
-	c := &candidate{bundle: bundle, info: info, chosen: chosen}
+	info := infoOf(snap, objs.Revision)
+	c := &candidate{bundle: bundle, info: info, chosen: chosen, dropped: dropped}
 	if !validate {
 		return c, nil
 	}

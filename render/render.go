@@ -54,6 +54,7 @@ type Bundle struct {
 // concurrent use.
 type Renderer struct {
 	opts Options
+	host host // pongo2, which runs every render (host.go)
 
 	mu    sync.Mutex
 	cache map[string]*compiled
@@ -130,7 +131,7 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 	hint := c.size.Load()
 	buf := make([]byte, 0, hint+hint/16+4096)
 	lim := jinja.Limits{Deadline: time.Now().Add(r.opts.Timeout), Budget: r.opts.Timeout.String(), MaxOutput: r.opts.MaxOutput}
-	out, err := c.prog.Render(ctx, r.context(s, names), lim, buf)
+	out, err := r.host.run(&job{ctx: ctx, prog: c.prog, vars: r.context(s, names), lim: lim, buf: buf})
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
 			return nil, fmt.Errorf("render: %w", ctxErr)

@@ -489,3 +489,32 @@ func TestMiscOutput(t *testing.T) {
 		})
 	}
 }
+
+// TestRendersRunOnPongo2: a render is a pongo2 execution (the host template's one tag runs
+// the program), and two renderers render in parallel with no shared state.
+func TestRendersRunOnPongo2(t *testing.T) {
+	var h host
+	tpl, err := h.template()
+	if err != nil || tpl == nil {
+		t.Fatalf("host template: %v", err)
+	}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			r := New(Options{SSLDir: "/ssl"})
+			b, err := r.Render(context.Background(), &snapshot.Snapshot{TemplateKey: "t",
+				Templates: map[string]string{"t": fmt.Sprintf("n={{ %d * 2 }}", i)}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if want := fmt.Sprintf("n=%d\n", i*2); string(b.Config) != want {
+				t.Errorf("got %q, want %q", b.Config, want)
+			}
+		})
+	}
+	wg.Wait()
+	if _, err := h.run(&job{}); err == nil {
+		t.Error("a job without a program ran")
+	}
+}
