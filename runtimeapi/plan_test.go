@@ -67,9 +67,12 @@ func TestPlanServers(t *testing.T) {
 		{name: "server removed",
 			next: cfg(nil, "a 10.0.0.1:80 check"),
 			cmds: []string{"set server be_web/b state maint", "del server be_web/b"}},
-		{name: "address and port changed go through maintenance",
+		{name: "address and port changed on the running server, its health reset",
 			next: cfg(nil, "a 10.0.0.1:80 check", "b 10.0.0.9:81 check"),
-			cmds: []string{"set server be_web/b state maint", "set server be_web/b addr 10.0.0.9 port 81", "set server be_web/b state ready"}},
+			cmds: []string{"set server be_web/b addr 10.0.0.9 port 81", "set server be_web/b health up"}},
+		{name: "address changed and disabled: maintenance after",
+			next: cfg(nil, "a 10.0.0.1:80 check", "b 10.0.0.9:80 check disabled"),
+			cmds: []string{"set server be_web/b addr 10.0.0.9 port 80", "set server be_web/b state maint"}},
 		{name: "weight and state",
 			next: cfg(nil, "a 10.0.0.1:80 check weight 7", "b 10.0.0.2:80 check disabled"),
 			cmds: []string{"set weight be_web/a 7", "set server be_web/b state maint"}},
@@ -113,6 +116,44 @@ func TestPlanServers(t *testing.T) {
 			}
 			if got := p.Commands(); !reflect.DeepEqual(got, c.cmds) {
 				t.Fatalf("commands\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(c.cmds, "\n"))
+			}
+		})
+	}
+}
+
+// TestPlanAddressChange: a new address or port never takes a running server out of traffic;
+// only a server with its own health checks gets its health reset.
+func TestPlanAddressChange(t *testing.T) {
+	cases := []struct {
+		name      string
+		old, next string
+		cmds      []string
+	}{
+		{name: "checked server", old: "b 10.0.0.2:80 check", next: "b 10.0.0.2:81 check",
+			cmds: []string{"set server be_web/b addr 10.0.0.2 port 81", "set server be_web/b health up"}},
+		{name: "no checks", old: "b 10.0.0.2:80", next: "b 10.0.0.3:80",
+			cmds: []string{"set server be_web/b addr 10.0.0.3 port 80"}},
+		{name: "tracking server: its health is the tracked one's", old: "b 10.0.0.2:80 track be_web/a", next: "b [fd00::2]:80 track be_web/a",
+			cmds: []string{"set server be_web/b addr fd00::2 port 80"}},
+		{name: "disabled stays in maintenance", old: "b 10.0.0.2:80 check disabled", next: "b 10.0.0.3:80 check disabled",
+			cmds: []string{"set server be_web/b addr 10.0.0.3 port 80"}},
+		{name: "enabled again: ready resets the health", old: "b 10.0.0.2:80 check disabled", next: "b 10.0.0.3:80 check",
+			cmds: []string{"set server be_web/b addr 10.0.0.3 port 80", "set server be_web/b state ready"}},
+		{name: "address and weight", old: "b 10.0.0.2:80 check", next: "b 10.0.0.3:80 check weight 256",
+			cmds: []string{"set server be_web/b addr 10.0.0.3 port 80", "set server be_web/b health up", "set weight be_web/b 256"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			u := loaded(t, cfg(nil, "a 10.0.0.1:80 check", c.old), nil)
+			p := u.Plan(cfg(nil, "a 10.0.0.1:80 check", c.next), nil)
+			if p.Reload() != "" {
+				t.Fatalf("reload asked: %s", p.Reload())
+			}
+			if got := p.Commands(); !reflect.DeepEqual(got, c.cmds) {
+				t.Fatalf("commands %q, want %q", got, c.cmds)
+			}
+			if p.Counts()[KindServerUpdated] != 1 {
+				t.Fatalf("counts %v", p.Counts())
 			}
 		})
 	}

@@ -199,6 +199,9 @@ func (u *Updater) batch(ctx context.Context, cmds []command, outcomes []error) e
 			if !c.silent && !c.oneLine || c.payload != "" {
 				return fmt.Errorf("%q cannot be sent with others", c.line)
 			}
+			if err := oneLine(c.line); err != nil {
+				return err
+			}
 			parts[i] = u.opts.Prefix + c.line
 		}
 		answer, err := u.opts.Client.Command(ctx, strings.Join(parts, "; "))
@@ -309,6 +312,17 @@ func (s *state) forget(backend, server string) {
 // run sends commands in order and checks each answer.
 func (u *Updater) run(ctx context.Context, cmds []command) error {
 	for _, c := range cmds {
+		if err := oneLine(c.line); err != nil {
+			return err
+		}
+		if err := oneLine(c.abort); err != nil {
+			return err
+		}
+		if c.payload != "" {
+			if err := checkPayload(c.payload); err != nil {
+				return fmt.Errorf("%q: %w", c.line, err)
+			}
+		}
 		line := u.opts.Prefix + c.line
 		if c.payload != "" {
 			line += "\n" + c.payload + "\n"
@@ -322,6 +336,18 @@ func (u *Updater) run(ctx context.Context, cmds []command) error {
 				_, _ = u.opts.Client.Command(ctx, u.opts.Prefix+c.abort)
 			}
 			return fmt.Errorf("%q: %w", c.line, err)
+		}
+	}
+	return nil
+}
+
+// oneLine refuses a command line with a control character: a line break would end the command
+// and start another one. Plans never hold one (checkSteps); this guards what reaches the socket
+// whatever the plan.
+func oneLine(line string) error {
+	for i := 0; i < len(line); i++ {
+		if c := line[i]; c < ' ' || c == 0x7f {
+			return fmt.Errorf("command %s has a control character: not sent", quote(line))
 		}
 	}
 	return nil
