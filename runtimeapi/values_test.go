@@ -292,5 +292,3 @@ func TestIssuePayloadNeverReachesTheSocket(t *testing.T) {
 		t.Fatalf("the good change was not sent (address %v, certificate %v): %q", sawAddr, sawCert, rec.conns)
 	}
 }
-
-
