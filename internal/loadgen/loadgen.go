@@ -25,11 +25,22 @@ type KeepAlive struct {
 	errs       []string
 	stop       chan struct{}
 	wg         sync.WaitGroup
+	closeEach  bool // one new connection per request (Connection: close)
 }
 
 // Start sends GET / with Host: host to addr over conns connections until Stop.
 func Start(addr, host string, conns int) *KeepAlive {
-	l := &KeepAlive{stop: make(chan struct{})}
+	return start(&KeepAlive{stop: make(chan struct{})}, addr, host, conns)
+}
+
+// StartNewConnections is Start with one new connection per request: each request says
+// Connection: close, and the next one dials again. Nothing outlives a request, so a request
+// meets whatever HAProxy (and its backend) is at that moment.
+func StartNewConnections(addr, host string, conns int) *KeepAlive {
+	return start(&KeepAlive{stop: make(chan struct{}), closeEach: true}, addr, host, conns)
+}
+
+func start(l *KeepAlive, addr, host string, conns int) *KeepAlive {
 	for i := 0; i < conns; i++ {
 		l.wg.Add(1)
 		go l.worker(addr, host)
@@ -64,7 +75,11 @@ func (l *KeepAlive) worker(addr, host string) {
 			r = bufio.NewReader(c)
 		}
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", host); err != nil {
+		hdr := ""
+		if l.closeEach {
+			hdr = "Connection: close\r\n"
+		}
+		if _, err := fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n%s\r\n", host, hdr); err != nil {
 			l.fail("write: " + err.Error())
 			drop()
 			continue
@@ -82,7 +97,7 @@ func (l *KeepAlive) worker(addr, host string) {
 		} else {
 			l.ok.Add(1)
 		}
-		if resp.Close {
+		if resp.Close || l.closeEach {
 			drop()
 		}
 	}
