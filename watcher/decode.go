@@ -67,8 +67,9 @@ type origin struct {
 type job struct {
 	at    *origin
 	res   *decoded    // nil until decoded; still nil if the fast decode did not succeed
-	entry *cacheEntry // the cache's entry, if the object was found there
+	entry *cacheEntry // the cache's entry, if the object was found there or put there
 	p     *pending    // an object to decode, or an error; nil when found in the cache
+	skip  bool        // decoded to nothing to add (a kind this program does not know)
 }
 
 type pending struct {
@@ -419,6 +420,14 @@ func isList(kind string, hasItems bool) bool {
 // finish decodes the jobs (on all CPUs, reusing the cache), then adds the objects and
 // reports the errors in the order of the files.
 func (d *manifestDecoder) finish() {
+	d.decodeJobs()
+	d.addJobs()
+}
+
+// decodeJobs decodes the jobs (on all CPUs, reusing the cache): each ends with its result
+// (res), its error (p.err) or skip. It puts what it decoded in the cache and drops from the
+// cache what this read did not find.
+func (d *manifestDecoder) decodeJobs() {
 	var (
 		next atomic.Int64
 		wg   sync.WaitGroup
@@ -426,8 +435,8 @@ func (d *manifestDecoder) finish() {
 	work := func() {
 		for i := int(next.Add(1) - 1); i < len(d.jobs); i = int(next.Add(1) - 1) {
 			j := &d.jobs[i]
-			if j.p == nil || j.p.err != nil || j.res != nil {
-				continue // found in the cache, bad, or decoded early (see earlyDecoder)
+			if j.p == nil || j.p.err != nil || j.res != nil || j.skip {
+				continue // found in the cache, bad, decoded early (see earlyDecoder) or before
 			}
 			if d.cache != nil && !j.p.keyed {
 				j.p.key, j.p.keyed = dataKey(j.p.data), true
@@ -454,29 +463,46 @@ func (d *manifestDecoder) finish() {
 			d.cache.entries = map[docKey]*cacheEntry{}
 		}
 	}
-	d.seen.init(len(d.jobs))
 	for i := range d.jobs {
 		j := &d.jobs[i]
 		switch {
-		case j.p != nil && j.p.err != nil:
-			d.errs = append(d.errs, j.p.err)
-			continue
+		case j.p != nil && j.p.err != nil, j.skip:
 		case j.res == nil:
-			if j.res = d.decode(j.at, j.p); j.res == nil {
-				continue
+			res, err := d.decode(j.at, j.p)
+			switch {
+			case err != nil:
+				j.p.err = err
+			case res == nil:
+				j.skip = true
+			default:
+				j.res = res
 			}
 		case j.entry != nil:
 			j.entry.round = round
-		case d.cache != nil:
-			d.cache.entries[j.p.key] = &cacheEntry{res: j.res, prefix: j.p.defaults, round: round}
+		case d.cache != nil && j.p != nil:
+			j.entry = &cacheEntry{res: j.res, prefix: j.p.defaults, round: round}
+			d.cache.entries[j.p.key] = j.entry
 		}
-		d.add(j.at, j.res)
 	}
 	if d.cache != nil {
 		for k, e := range d.cache.entries {
 			if e.round != round {
 				delete(d.cache.entries, k)
 			}
+		}
+	}
+}
+
+// addJobs adds the objects of the decoded jobs and reports their errors, in their order.
+func (d *manifestDecoder) addJobs() {
+	d.seen.init(len(d.jobs))
+	for i := range d.jobs {
+		switch j := &d.jobs[i]; {
+		case j.p != nil && j.p.err != nil:
+			d.errs = append(d.errs, j.p.err)
+		case j.skip || j.res == nil:
+		default:
+			d.add(j.at, j.res)
 		}
 	}
 	d.jobs = nil
@@ -497,20 +523,20 @@ func (d *manifestDecoder) fastDecode(p *pending) *decoded {
 	return d.prepare(obj)
 }
 
-// decode decodes with the decoder, reporting what it rejects; nil when nothing is to be added.
-func (d *manifestDecoder) decode(at *origin, p *pending) *decoded {
+// decode decodes with the decoder and returns what it rejects; nil and no error when nothing
+// is to be added.
+func (d *manifestDecoder) decode(at *origin, p *pending) (*decoded, error) {
 	obj, _, err := d.decoder.Decode(p.data, &p.gvk, nil)
 	switch {
 	case kruntime.IsNotRegisteredError(err):
 		d.logger.Warn("ignoring an object of a kind this program does not know",
 			"file", at.rel, "line", at.line, "apiVersion", p.gvk.GroupVersion().String(), "kind", p.gvk.Kind)
-		return nil
+		return nil, nil
 	case err != nil:
 		// Decoder messages name fields and types, never values (a Secret's data stays out).
-		d.errs = append(d.errs, inputError(at.rel, at.line, 0, fmt.Errorf("decoding the %s: %v", p.gvk.Kind, err)))
-		return nil
+		return nil, inputError(at.rel, at.line, 0, fmt.Errorf("decoding the %s: %v", p.gvk.Kind, err))
 	}
-	return d.prepare(obj)
+	return d.prepare(obj), nil
 }
 
 // prepare does to a decoded object what the API server would have: the default namespace, a

@@ -4,13 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/fsnotify/fsnotify"
@@ -27,6 +33,13 @@ import (
 //
 // Only ConfigMaps, Secrets, Pods and EndpointSlices are kept; other kinds are ignored. A
 // Secret's stringData is folded into data as the API server does.
+//
+// Each read parses only the files that changed since the last one: a file whose identity on
+// disk (device, inode, size, modification and change times, through its links) is the same
+// gives the objects it gave, with no read; a changed one is read, and parsed only if its bytes
+// differ. A file is bad input when it does not decode or is larger than MaxFileSize: its error
+// is reported, and the objects of its last good version stand in for it (none if it never was
+// good).
 type File struct {
 	// Dir is the directory to read.
 	Dir string
@@ -41,10 +54,29 @@ type File struct {
 	// fraction of the memory. It also makes Objects remember what it decoded, so that the
 	// next call decodes only the objects whose bytes changed (in any file).
 	PodConverter *snapshot.PodConverter
+	// MaxFileSize bounds one manifest file (--max-file-size): a larger file is not read, and is
+	// bad input. 0 means DefaultMaxFileSize; a negative value, no limit.
+	MaxFileSize int64
 
 	mu    sync.Mutex
 	cache *docCache // with PodConverter: what earlier calls decoded
+	// files is what the last call found in each file, by path relative to Dir.
+	files   map[string]*fileEntry
+	filesNS string // the default namespace files were decoded with
+	last    readStats
+	now     func() time.Time // the clock racy stats are judged by; nil: time.Now
 }
+
+// readStats count what the last call did, for the debug log and tests.
+type readStats struct {
+	files  int // manifests found
+	read   int // read (their stat changed)
+	parsed int // parsed (their bytes changed)
+}
+
+// DefaultMaxFileSize is the default MaxFileSize: far above any ConfigMap or Secret (1 MiB in
+// Kubernetes), twice the 61 MB List of 100,000 pods of docs/performance.md.
+const DefaultMaxFileSize = 128 << 20
 
 var _ Source = (*File)(nil)
 
@@ -62,19 +94,96 @@ func (f *File) logger() *slog.Logger {
 
 func (f *File) root() string { return filepath.Clean(f.Dir) }
 
-// Objects reads and decodes every manifest. Revision is a hash of the files read and the
-// default namespace. Bad files are *snapshot.InputError (Ref Kind "File", Name the path
-// relative to Dir, with the line); all of them are reported, joined.
+func (f *File) maxSize() int64 {
+	switch {
+	case f.MaxFileSize == 0:
+		return DefaultMaxFileSize
+	case f.MaxFileSize < 0:
+		return math.MaxInt64
+	}
+	return f.MaxFileSize
+}
+
+// fileEntry is what a read of one file gave.
+type fileEntry struct {
+	stat fileStat
+	// racy: the file changed too close to when it was read for its stat to tell a later
+	// change within the same timestamp tick (same size): the next read reads it again.
+	racy bool
+	sum  uint64 // xxhash of the bytes (0 when not read: too big)
+	size int64
+	// jobs are the file's objects (and errors), decoded, without their bytes.
+	jobs []job
+	bad  bool // some job is an error, or the file is too big
+	// good are the jobs of the file's last version without errors; nil if it never had one.
+	good []job
+}
+
+// fileStat identifies a version of a file on disk. The change time cannot be set by users, so
+// a rewrite that keeps size and modification time still changes it.
+type fileStat struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64 // nanoseconds
+}
+
+// racyMargin: a file whose stat is this close to the time it is read is read again next time
+// (timestamps have a granularity: a jiffy on Linux, up to 2 s on some file systems).
+const racyMargin = 2 * time.Second
+
+func statOf(fi fs.FileInfo) fileStat {
+	st := fileStat{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.dev, st.ino = uint64(sys.Dev), sys.Ino
+		st.ctime = sys.Ctim.Sec*1e9 + sys.Ctim.Nsec
+	}
+	return st
+}
+
+// contribution is what the file adds to a read: its objects, or for a bad file the objects of
+// its last good version and its errors.
+func (e *fileEntry) contribution() []job {
+	if !e.bad {
+		return e.jobs
+	}
+	out := slices.Clip(e.good)
+	for _, j := range e.jobs {
+		if j.p != nil && j.p.err != nil {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// keep is a decoded job as a fileEntry keeps it: its result or error, not the bytes it was
+// decoded from (they may be a slice of a whole file).
+func keep(jobs []job) (kept []job, bad bool) {
+	kept = make([]job, len(jobs))
+	for i, j := range jobs {
+		kept[i] = job{at: j.at, res: j.res, entry: j.entry, skip: j.skip}
+		if j.p != nil && j.p.err != nil {
+			kept[i].p = &pending{err: j.p.err}
+			bad = true
+		}
+	}
+	return kept, bad
+}
+
+// Objects reads and decodes the manifests (those that changed since the last call). Revision
+// is a hash of the files read and the default namespace. Bad files are *snapshot.InputError
+// (Ref Kind "File", Name the path relative to Dir, with the line); all of them are reported,
+// joined. With bad files, the objects are returned too: every good file's, and for each bad
+// file those of its last good version.
 func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	log := f.logger()
 	files, _, err := scan(f.root(), log)
 	if err != nil {
 		return nil, fmt.Errorf("file source: %w", err)
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	dec := newManifestDecoder(f.DefaultNamespace, log)
 	if f.PodConverter != nil {
-		f.mu.Lock()
-		defer f.mu.Unlock()
 		f.PodConverter.NextRound()
 		dec.conv = f.PodConverter
 		if f.cache == nil || f.cache.namespace != dec.defaultNamespace {
@@ -82,13 +191,25 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		}
 		dec.cache = f.cache
 	}
+	if f.files == nil || f.filesNS != dec.defaultNamespace {
+		f.files, f.filesNS = map[string]*fileEntry{}, dec.defaultNamespace
+	}
 	h := xxhash.New() // for the Revision: fast, and the same in every process
 	fmt.Fprintf(h, "namespace %q\n", dec.defaultNamespace)
+	type parsed struct {
+		start, end int
+		entry      *fileEntry
+	}
+	var fresh []parsed
+	f.last = readStats{files: len(files)}
+	next := make(map[string]*fileEntry, len(files))
+	limit := f.maxSize()
 	for _, file := range files {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		sum, size, err := readManifest(dec, file)
+		start := len(dec.jobs)
+		e, read, err := f.readFile(dec, file, limit)
 		if errors.Is(err, fs.ErrNotExist) {
 			log.Debug("file vanished while reading the directory", "file", file.rel)
 			continue
@@ -96,43 +217,179 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		if err != nil {
 			return nil, fmt.Errorf("file source: read %s: %w", file.rel, err)
 		}
-		fmt.Fprintf(h, "file %q %d %016x\n", file.rel, size, sum)
-	}
-	dec.finish()
-	switch len(dec.errs) {
-	case 0:
-	case 1:
-		return nil, dec.errs[0]
-	default:
-		return nil, errors.Join(dec.errs...)
-	}
-	objs := dec.objs
-	objs.Revision = fmt.Sprintf("%016x", h.Sum64())
-	return &objs, nil
-}
-
-// readManifest reads one file into dec, big JSON files through the streaming path, and
-// returns the hash and size of what it read.
-func readManifest(dec *manifestDecoder, file manifest) (sum uint64, size int64, err error) {
-	if strings.HasSuffix(file.rel, ".json") {
-		if fi, err := os.Stat(file.path); err == nil && fi.Size() >= streamMin {
-			f, err := os.Open(file.path)
-			if err != nil {
-				return 0, 0, err
-			}
-			sum, size, err = dec.streamJSON(file.rel, f)
-			f.Close()
-			if !errors.Is(err, errBail) {
-				return sum, size, err
-			}
+		next[file.rel] = e
+		if read {
+			fresh = append(fresh, parsed{start, len(dec.jobs), e})
+		} else {
+			dec.jobs = append(dec.jobs, e.contribution()...)
+		}
+		if e.sum == 0 && e.bad {
+			fmt.Fprintf(h, "file %q %d too big %d\n", file.rel, e.size, e.stat.mtime)
+		} else {
+			fmt.Fprintf(h, "file %q %d %016x\n", file.rel, e.size, e.sum)
 		}
 	}
-	data, err := os.ReadFile(file.path)
-	if err != nil {
-		return 0, 0, err
+	dec.decodeJobs()
+	if len(fresh) > 0 {
+		// The files parsed now take their place among the others, a bad one with its last
+		// good objects.
+		jobs := make([]job, 0, len(dec.jobs))
+		at := 0
+		for _, p := range fresh {
+			jobs = append(jobs, dec.jobs[at:p.start]...)
+			p.entry.jobs, p.entry.bad = keep(dec.jobs[p.start:p.end])
+			if !p.entry.bad {
+				p.entry.good = p.entry.jobs
+			}
+			jobs = append(jobs, p.entry.contribution()...)
+			at = p.end
+		}
+		dec.jobs = append(jobs, dec.jobs[at:]...)
 	}
-	dec.file(file.rel, data)
-	return xxhash.Sum64(data), int64(len(data)), nil
+	f.files = next
+	f.last.parsed = len(fresh)
+	log.Debug("file source: read", "files", f.last.files, "read", f.last.read, "parsed", f.last.parsed)
+	dec.addJobs()
+	objs := dec.objs
+	objs.Revision = fmt.Sprintf("%016x", h.Sum64())
+	switch len(dec.errs) {
+	case 0:
+		return &objs, nil
+	case 1:
+		return &objs, dec.errs[0]
+	default:
+		return &objs, errors.Join(dec.errs...)
+	}
+}
+
+// readFile finds what a file holds now: the entry of the last read when the file is the same
+// (read false), or a new entry whose jobs dec holds from start on (read true, to be completed
+// once decoded). A file over limit is not read: its entry has its error and the objects of its
+// last good version.
+func (f *File) readFile(dec *manifestDecoder, file manifest, limit int64) (e *fileEntry, read bool, err error) {
+	fi, err := os.Stat(file.path)
+	if err != nil {
+		return nil, false, err
+	}
+	now := time.Now()
+	if f.now != nil {
+		now = f.now()
+	}
+	st := statOf(fi)
+	old := f.files[file.rel]
+	if old != nil && old.stat == st && !old.racy {
+		return old, false, nil
+	}
+	e = &fileEntry{stat: st, size: st.size, racy: max(st.mtime, st.ctime) > now.Add(-racyMargin).UnixNano()}
+	if old != nil {
+		e.good = old.good
+	}
+	if st.size > limit {
+		e.bad = true
+		e.jobs = []job{{at: &origin{file.rel, 0}, p: &pending{err: inputError(file.rel, 0, 0, tooBig(st.size, limit))}}}
+		return e, false, nil
+	}
+	start := len(dec.jobs)
+	f.last.read++
+	sum, size, data, err := readManifest(dec, file, limit)
+	if errors.Is(err, errTooBig) {
+		e.bad, e.size = true, size
+		e.jobs = []job{{at: &origin{file.rel, 0}, p: &pending{err: inputError(file.rel, 0, 0, tooBig(size, limit))}}}
+		return e, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	e.sum, e.size = sum, size
+	if old != nil && old.sum != 0 && old.sum == sum && old.size == size {
+		// Touched, or rewritten with the same bytes: what it gave before.
+		dec.jobs = dec.jobs[:start] // what the streaming path found already
+		e.jobs, e.bad = old.jobs, old.bad
+		return e, false, nil
+	}
+	if data != nil {
+		dec.file(file.rel, data)
+	}
+	return e, true, nil
+}
+
+// errTooBig: the file grew over the limit while it was read.
+var errTooBig = errors.New("file too big")
+
+func tooBig(size, limit int64) error {
+	return fmt.Errorf("the file is %s (%d bytes), more than --max-file-size %s: it is not read, and the objects it held when last read are kept",
+		humanSize(size), size, humanSize(limit))
+}
+
+// humanSize writes a size in the largest binary unit it has at least one of.
+func humanSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return strconv.FormatFloat(float64(n)/(1<<30), 'f', -1, 64) + " GiB"
+	case n >= 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
+	case n >= 1<<10:
+		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " B"
+}
+
+// readManifest reads one file, of at most limit bytes: a big JSON file goes into dec through
+// the streaming path (data nil), any other is returned whole (data) for dec.file. It returns
+// the hash and size of what it read; errTooBig (with the size read so far) past the limit.
+func readManifest(dec *manifestDecoder, file manifest, limit int64) (sum uint64, size int64, data []byte, err error) {
+	fh, err := os.Open(file.path)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	defer fh.Close()
+	r := &limitReader{r: fh, left: limit}
+	if strings.HasSuffix(file.rel, ".json") {
+		if fi, err := fh.Stat(); err == nil && fi.Size() >= streamMin {
+			sum, size, err = dec.streamJSON(file.rel, r)
+			if r.over {
+				return 0, limit + 1, nil, errTooBig
+			}
+			if !errors.Is(err, errBail) {
+				return sum, size, nil, err
+			}
+			if _, err := fh.Seek(0, io.SeekStart); err != nil {
+				return 0, 0, nil, err
+			}
+			r = &limitReader{r: fh, left: limit}
+		}
+	}
+	data, err = io.ReadAll(r)
+	if r.over {
+		return 0, limit + 1, nil, errTooBig
+	}
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	return xxhash.Sum64(data), int64(len(data)), data, nil
+}
+
+// limitReader reads at most left bytes, then reports over (and EOF) if there is more.
+type limitReader struct {
+	r    io.Reader
+	left int64
+	over bool
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		var one [1]byte
+		if n, _ := l.r.Read(one[:]); n > 0 {
+			l.over = true
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
 }
 
 // Run watches Dir and every directory scan enters, adding watches as directories appear, and
