@@ -94,6 +94,7 @@ func main() {
 type options struct {
 	source       string
 	dir          string
+	maxFileSize  sizeFlag
 	namespace    string
 	servicesCM   string
 	configCM     string
@@ -162,6 +163,8 @@ type options struct {
 func (o *options) register(fs *flag.FlagSet, cmd string) {
 	fs.StringVar(&o.source, "source", "file", "where inputs come from: file (a directory of Kubernetes manifests), kube (the Kubernetes API) or etcd (the etcd behind Kubernetes, read directly)")
 	fs.StringVar(&o.dir, "dir", "", "with --source=file: `DIR`, the directory of manifests (YAML or JSON, what kubectl apply -f takes)")
+	o.maxFileSize = watcher.DefaultMaxFileSize
+	fs.Var(&o.maxFileSize, "max-file-size", "with --source=file: largest manifest file read (`SIZE`: bytes, or with KiB, MiB, GiB); a larger file is bad input, reported with its name and size, its objects held at what they were when last read")
 	fs.StringVar(&o.namespace, "namespace", "lb", "namespace of the load balancer's ConfigMaps and Secrets; manifests without a namespace belong to it")
 	fs.StringVar(&o.servicesCM, "services-configmap", "services", "ConfigMap whose keys are services (JSON: namespace, selector, hostnames, ports, ...)")
 	fs.StringVar(&o.configCM, "config-configmap", "config", "ConfigMap holding the templates; absent: the built-in default template")
@@ -308,7 +311,7 @@ func (o *options) newSource(log *slog.Logger) (pipeline.Source, error) {
 		}
 		// Pods converted as they are decoded, and only the objects whose bytes changed decoded
 		// again: memory and time for a hundred thousand pods.
-		return &watcher.File{Dir: o.dir, DefaultNamespace: o.namespace, Logger: log, PodConverter: &snapshot.PodConverter{}}, nil
+		return &watcher.File{Dir: o.dir, DefaultNamespace: o.namespace, Logger: log, PodConverter: &snapshot.PodConverter{}, MaxFileSize: int64(o.maxFileSize)}, nil
 	case "kube":
 		client, err := o.kubeClient()
 		if err != nil {
