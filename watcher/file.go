@@ -155,18 +155,21 @@ func (e *fileEntry) contribution() []job {
 	return out
 }
 
-// keep is a decoded job as a fileEntry keeps it: its result or error, not the bytes it was
-// decoded from (they may be a slice of a whole file).
+// keep is the decoded jobs as a fileEntry keeps them: results and errors, not the bytes they
+// were decoded from (they may be slices of the whole file), and not the objects of kinds that
+// are ignored (a big manifest of Deployments then costs nothing while it does not change).
 func keep(jobs []job) (kept []job, bad bool) {
-	kept = make([]job, len(jobs))
-	for i, j := range jobs {
-		kept[i] = job{at: j.at, res: j.res, entry: j.entry, skip: j.skip}
-		if j.p != nil && j.p.err != nil {
-			kept[i].p = &pending{err: j.p.err}
+	for _, j := range jobs {
+		switch {
+		case j.p != nil && j.p.err != nil:
+			kept = append(kept, job{at: j.at, p: &pending{err: j.p.err}})
 			bad = true
+		case j.skip || j.res == nil || j.res.kind == "":
+		default:
+			kept = append(kept, job{at: j.at, res: j.res, entry: j.entry})
 		}
 	}
-	return kept, bad
+	return slices.Clip(kept), bad
 }
 
 // Objects reads and decodes the manifests (those that changed since the last call). Revision
@@ -293,6 +296,7 @@ func (f *File) readFile(dec *manifestDecoder, file manifest, limit int64) (e *fi
 	f.last.read++
 	sum, size, data, err := readManifest(dec, file, limit)
 	if errors.Is(err, errTooBig) {
+		dec.jobs = dec.jobs[:start]
 		e.bad, e.size = true, size
 		e.jobs = []job{{at: &origin{file.rel, 0}, p: &pending{err: inputError(file.rel, 0, 0, tooBig(size, limit))}}}
 		return e, false, nil
@@ -317,7 +321,7 @@ func (f *File) readFile(dec *manifestDecoder, file manifest, limit int64) (e *fi
 var errTooBig = errors.New("file too big")
 
 func tooBig(size, limit int64) error {
-	return fmt.Errorf("the file is %s (%d bytes), more than --max-file-size %s: it is not read, and the objects it held when last read are kept",
+	return fmt.Errorf("the file is %s (%d bytes), more than --max-file-size %s: it is not read, and the objects it had when last read (if ever) are kept",
 		humanSize(size), size, humanSize(limit))
 }
 

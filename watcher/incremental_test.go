@@ -126,7 +126,7 @@ func TestObjectsFileSizeLimit(t *testing.T) {
 		t.Fatalf("error %v, want an InputError for big.yaml", err)
 	}
 	size := len(configMapYAML("big", strings.Repeat("x", 2000)))
-	for _, want := range []string{fmt.Sprintf("%d bytes", size), "--max-file-size 1000 B", "the objects it held when last read are kept"} {
+	for _, want := range []string{fmt.Sprintf("%d bytes", size), "--max-file-size 1000 B", "the objects it had when last read (if ever) are kept"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
