@@ -177,6 +177,7 @@ func (d *manifestDecoder) yamlFile(rel string, data []byte) {
 	data = bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n"))
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	cursor := 0
+	lines := lineCounter{data: data}
 	for {
 		doc, err := r.Read()
 		if err == io.EOF {
@@ -193,7 +194,7 @@ func (d *manifestDecoder) yamlFile(rel string, data []byte) {
 			start = cursor + i
 			cursor = start + len(doc)
 		}
-		line := lineAt(data, start)
+		line := lines.at(start)
 		if len(bytes.TrimSpace(doc)) == 0 {
 			continue
 		}
@@ -233,6 +234,7 @@ func (d *manifestDecoder) jsonFile(rel string, data []byte) {
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
+	lines := lineCounter{data: data}
 	for {
 		start := dec.InputOffset()
 		var raw json.RawMessage
@@ -257,7 +259,7 @@ func (d *manifestDecoder) jsonFile(rel string, data []byte) {
 		for offset < len(data) && isSpace(data[offset]) {
 			offset++
 		}
-		d.document(rel, lineAt(data, offset), raw, nil)
+		d.document(rel, lines.at(offset), raw, nil)
 	}
 }
 
@@ -698,6 +700,24 @@ func badSeparatorLine(data []byte, offset int) int {
 }
 
 // lineAt is the 1-based line of the byte at offset.
+// lineCounter gives the lines of increasing offsets in data, counting each byte once (a
+// file of many documents would otherwise be counted again from its start for each).
+type lineCounter struct {
+	data   []byte
+	offset int // counted up to here
+	line   int // lines before offset, less one
+}
+
+func (c *lineCounter) at(offset int) int {
+	offset = max(0, min(offset, len(c.data)))
+	if offset < c.offset {
+		return lineAt(c.data, offset)
+	}
+	c.line += bytes.Count(c.data[c.offset:offset], []byte{'\n'})
+	c.offset = offset
+	return 1 + c.line
+}
+
 func lineAt(data []byte, offset int) int {
 	offset = max(0, min(offset, len(data)))
 	return 1 + bytes.Count(data[:offset], []byte{'\n'})
