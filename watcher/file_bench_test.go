@@ -105,7 +105,14 @@ func BenchmarkEditBesideLargeManifest(b *testing.B) {
 			if _, err := f.Objects(context.Background()); err != nil {
 				b.Fatal(err)
 			}
-			b.Logf("first read: %v", time.Since(start))
+			first := time.Since(start)
+			// The file was read within racyMargin of its writing: the next read reads it again
+			// (and hashes it, without parsing it); the reads after that do not.
+			start = time.Now()
+			if _, err := f.Objects(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			b.Logf("first read: %v; the next one (the big file read again, not parsed): %v", first, time.Since(start))
 			for i := 0; b.Loop(); i++ {
 				edit(i + 1)
 				o, err := f.Objects(context.Background())
