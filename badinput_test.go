@@ -140,7 +140,7 @@ func TestBadInputKeepsLastGoodConfig(t *testing.T) {
 			edit: func(s string) string { return "kind: Pod\nmetadata: [unclosed\n" + s },
 			want: []string{"pods.yaml"},
 			// The file's pods are what would change: another file's change is the test.
-			other: "none",
+			other: "shop",
 		},
 	}
 	for _, tc := range cases {
@@ -224,11 +224,16 @@ func TestBadInputKeepsLastGoodConfig(t *testing.T) {
 }
 
 // podChange makes a pod of service (api or web) change and waits until it is served: the api
-// pod that is not ready becomes ready (api-2 answers), or a third web pod appears (web-3).
+// pod that is not ready becomes ready (api-2 answers), or a third web pod appears (web-3);
+// "shop" adds a service instead (for when pods.yaml is the file under test).
 // The returned function takes the change back.
 func (e *demoEnv) podChange(t *testing.T, service string) (undo func()) {
 	t.Helper()
-	path := filepath.Join(e.dir, "pods.yaml")
+	file := "pods.yaml"
+	if service == "shop" {
+		file = "services.yaml"
+	}
+	path := filepath.Join(e.dir, file)
 	orig, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -259,6 +264,12 @@ status:
 `
 		})
 		e.waitServed(t, "web.localhost", "/", "web-3")
+	case "shop":
+		// Not a pod: a new service in services.yaml.
+		e.editFile(t, "services.yaml", func(s string) string {
+			return strings.Replace(s, "\ndata:\n", fmt.Sprintf("\ndata:\n  shop: |\n    {\"namespace\": \"demo\", \"selector\": \"app=api\", \"hostnames\": [\"shop.localhost\"], \"ports\": [%d]}\n", e.port), 1)
+		})
+		e.waitServed(t, "shop.localhost", "/", "api-1")
 	default:
 		t.Fatalf("no pod change for %q", service)
 	}

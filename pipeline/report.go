@@ -44,7 +44,7 @@ func (p *Pipeline) report(held map[string]quarantine.Hold) {
 	}
 	p.q.Held = held
 
-	kinds := map[string]int{snapshot.KindService: 0, snapshot.KindTemplates: 0, snapshot.KindCertificate: 0, "pod": 0}
+	kinds := map[string]int{snapshot.KindService: 0, snapshot.KindTemplates: 0, snapshot.KindCertificate: 0, "pod": 0, "file": 0}
 	list := make([]status.HeldInput, 0, len(held))
 	for id, h := range held {
 		kind, _, _ := strings.Cut(id, "/")

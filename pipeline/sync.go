@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -80,19 +81,26 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 		return p.fail(status.FailReload, err)
 	}
 	objs, err := p.cfg.Source.Objects(ctx)
+	var unread map[string]quarantine.Hold
 	if err != nil {
 		var ie *snapshot.InputError
-		if !errors.As(err, &ie) {
+		switch {
+		case !errors.As(err, &ie):
 			return p.fail(status.FailRead, fmt.Errorf("read inputs: %w", err))
+		case objs == nil:
+			// The source could not read some object at all and has nothing in its place:
+			// nothing is known of what it holds, so nothing changes.
+			return p.cannotRender(err, p.q.Held)
 		}
-		// The source could not read some object at all (a manifest that does not parse):
-		// nothing is known of what it holds, so nothing changes.
-		return p.cannotRender(err, p.q.Held)
+		// The source kept the last good objects of what it could not read (a manifest that
+		// does not parse): that is held, the rest goes on.
+		unread = sourceHolds(err)
 	}
 	cur := p.cfg.Inputs.Decode(objs)
 	p.learnKeys(cur)
 	sel := quarantine.Select(cur, &p.q)
 	held := maps.Clone(sel.Held)
+	maps.Copy(held, unread)
 	if sel.Blocked != nil {
 		p.report(held)
 		return p.cannotRender(sel.Blocked.Err, held)
@@ -213,6 +221,29 @@ func (p *Pipeline) try(ctx context.Context, objs *snapshot.Objects, chosen []sna
 		return nil, rejected
 	}
 	return c, nil
+}
+
+// sourceHolds are the holds of what a source could not read and kept at its last good version
+// (a file, in file mode), one per object named.
+func sourceHolds(err error) map[string]quarantine.Hold {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	out := map[string]quarantine.Hold{}
+	for _, e := range errs {
+		var ie *snapshot.InputError
+		if !errors.As(e, &ie) {
+			continue
+		}
+		id := "file/" + ie.Ref.Name
+		if ie.Ref.Kind != "File" {
+			id = strings.ToLower(ie.Ref.Kind) + "/" + ie.Ref.Namespace + "/" + ie.Ref.Name
+		}
+		out[id] = quarantine.Hold{ID: id, Ref: ie.Ref, Stage: snapshot.StageDecode, Kept: true,
+			Err: fmt.Errorf("%w (its last good objects stand in for it, if it ever was good)", e)}
+	}
+	return out
 }
 
 // inputErr makes err an InputError at stage if it is not one already.

@@ -112,7 +112,7 @@ func NewMetrics() *Metrics {
 	})
 	m.HeldInputs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: ns, Name: "held_inputs",
-		Help: "Operator inputs held back at their last good version (or left out) because they are bad, by kind (service, templates, certificate; pod: a pod left out because the template cannot print its data); /readyz lists them with the reason.",
+		Help: "Operator inputs held back at their last good version (or left out) because they are bad, by kind (service, templates, certificate; pod: a pod left out because the template cannot print its data; file: a manifest the file source cannot read, its last good objects standing in); /readyz lists them with the reason.",
 	}, []string{"kind"})
 	m.SyncFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns, Name: "sync_failures_total",
@@ -130,7 +130,7 @@ func NewMetrics() *Metrics {
 		m.RuntimeUpdates, m.ReloadsAvoided, m.RuntimeFallbacks,
 		m.HeldInputs, m.SyncFailures, m.HAProxyUp,
 	)
-	for _, k := range []string{"service", "templates", "certificate", "pod"} {
+	for _, k := range []string{"service", "templates", "certificate", "pod", "file"} {
 		m.HeldInputs.WithLabelValues(k)
 	}
 	for _, s := range []string{FailRead, FailStage, FailValidate, FailActivate, FailReload, FailWrite, FailState} {
