@@ -104,7 +104,7 @@ func (o *options) startDataplane(ctx context.Context, log *slog.Logger, store *g
 	}
 	dp, err := dataplane.New(ctx, dataplane.Config{
 		URLs: o.dataplaneURLs, Username: o.dataplaneUser, Password: o.dataplanePassword,
-		PasswordFile: o.dataplanePasswordFile, Token: o.dataplaneToken,
+		PasswordFile: o.dataplanePasswordFile, Token: o.dataplaneToken, Secret: o.secretOnChange("dataplane-file"),
 		CACert: o.dataplaneCA, Cert: o.dataplaneCert, Key: o.dataplaneKey,
 		SPIFFESocket: spiffe, SPIFFEID: o.dataplaneSPIFFEID,
 		ConfigPath: store.ConfigPath(), CertDir: store.SSLDir(), SSLDir: o.dataplaneSSLDir,

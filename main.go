@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -285,6 +286,23 @@ func (o *options) redactor() *redact.Redactor {
 	r.Set("env", env...)
 	r.Set("etcd", o.etcdPassword)
 	return r
+}
+
+// secretOnChange returns a function that registers a secret value of group with the
+// redactor whenever it changes (a password file re-read at each request, say).
+func (o *options) secretOnChange(group string) func(string) {
+	var (
+		mu   sync.Mutex
+		last string
+	)
+	return func(v string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if v != last && o.red != nil {
+			last = v
+			o.red.Set(group, v)
+		}
+	}
 }
 
 // logger logs to w in the format the options ask for, with every secret red knows redacted.

@@ -39,6 +39,9 @@ func TestRunawayTemplateIsRejected(t *testing.T) {
 		}
 	}
 	e.waitServed(t, "web.localhost", "/", "web-")
+	// Held, not retried: other changes go live meanwhile.
+	undo := e.podChange(t, "api")
+	undo()
 
 	e.editFile(t, "config.yaml", func(s string) string {
 		return strings.Replace(s, "    {% for i in range(10 ** 12) %}{% for j in range(10 ** 12) %}{% endfor %}{% endfor %}\n", "", 1)

@@ -25,6 +25,9 @@ import (
 // token. Nothing here is ever logged.
 type credentials struct {
 	username, password, passwordFile, token string
+	// secret, when set, is told every password read from the file (the redactor: a rotated
+	// password is kept out of messages too).
+	secret func(string)
 }
 
 func (c credentials) apply(req *http.Request) error {
@@ -40,6 +43,9 @@ func (c credentials) apply(req *http.Request) error {
 				return fmt.Errorf("read the Data Plane API password file: %w", err)
 			}
 			pass = strings.TrimRight(string(b), "\r\n")
+			if c.secret != nil {
+				c.secret(pass)
+			}
 		}
 		req.SetBasicAuth(c.username, pass)
 	}

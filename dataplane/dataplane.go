@@ -89,6 +89,9 @@ type Config struct {
 	// Basic authentication: Username with Password or PasswordFile (re-read at each request).
 	// Token is sent as a bearer token instead.
 	Username, Password, PasswordFile, Token string
+	// Secret, when set, is told the password each time it is read from PasswordFile (so
+	// that the redactor knows a rotated one).
+	Secret func(string)
 	// Static mutual TLS: CACert verifies the servers (system roots when empty); Cert and Key
 	// are the client's certificate. The files are re-read when they change on disk.
 	CACert, Cert, Key string
@@ -234,7 +237,7 @@ func New(ctx context.Context, cfg Config) (*Reloader, error) {
 	r.state = state
 
 	tlsWanted := cfg.SPIFFEID != "" || cfg.Cert != "" || cfg.CACert != ""
-	creds := credentials{username: cfg.Username, password: cfg.Password, passwordFile: cfg.PasswordFile, token: cfg.Token}
+	creds := credentials{username: cfg.Username, password: cfg.Password, passwordFile: cfg.PasswordFile, token: cfg.Token, secret: cfg.Secret}
 	var clients []*client
 	seen := map[string]bool{}
 	for _, raw := range cfg.URLs {
