@@ -21,8 +21,8 @@ const AdoptedPrefix = "adopted-"
 // originName is the file inside an adopted generation that says where its files came from.
 const originName = "adopted-from"
 
-// Limits of what is adopted: a certificate directory is small; a mistaken --ssl-dir pointing
-// at a large tree is reported rather than copied.
+// Limits of what is adopted, per directory: a certificate or map directory is small; a
+// mistaken --ssl-dir pointing at a large tree is reported rather than copied.
 const (
 	maxAdoptBytes   = 256 << 20
 	maxAdoptEntries = 10000
@@ -32,9 +32,10 @@ const (
 // Adoption is one set of files found at the stable paths and kept as a generation.
 type Adoption struct {
 	Generation *Generation
-	// ConfigFrom and SSLDirFrom are the paths whose contents were adopted ("" for a path that
-	// held nothing of its own: its part came from the live generation, or there was none).
-	ConfigFrom, SSLDirFrom string
+	// ConfigFrom, SSLDirFrom, MapsDirFrom and FilesDirFrom are the paths whose contents were
+	// adopted ("" for a path that held nothing of its own: its part came from the live
+	// generation, or there was none).
+	ConfigFrom, SSLDirFrom, MapsDirFrom, FilesDirFrom string
 	// Reused is set when an adopted generation with the same contents was kept already.
 	Reused bool
 }
@@ -42,7 +43,7 @@ type Adoption struct {
 // IsAdopted reports whether g was made of adopted files.
 func (g *Generation) IsAdopted() bool { return strings.HasPrefix(g.Hash, AdoptedPrefix) }
 
-// treeEntry is one file or directory of an adopted certificate directory.
+// treeEntry is one file or directory of an adopted directory.
 type treeEntry struct {
 	rel  string // slash-separated path below the directory
 	dir  bool
@@ -50,22 +51,55 @@ type treeEntry struct {
 	data []byte
 }
 
+// dirLink is one of the stable directory paths: where it is, and its directory in a
+// generation.
+type dirLink struct {
+	path string // the stable path (SSLDir, MapsDir, FilesDir)
+	name string // CertDirName, MapsDirName or FilesDirName
+	what string // how messages name it
+	mode fs.FileMode
+}
+
+// dirLinks lists the stable directory paths, certificates first.
+func (s *Store) dirLinks() []dirLink {
+	return []dirLink{
+		{s.sslDir, CertDirName, "certificate directory", certDirMode},
+		{s.mapsDir, MapsDirName, "map file directory", auxDirMode},
+		{s.filesDir, FilesDirName, "files directory", auxDirMode},
+	}
+}
+
+// foundDir is what one stable directory path holds of its own.
+type foundDir struct {
+	entries []treeEntry
+	from    string // "" when the path holds nothing of its own
+}
+
 // found is what the stable paths hold that the store did not put there.
 type found struct {
 	config     []byte
-	configFrom string // "" when ConfigPath holds nothing of its own
-	certs      []treeEntry
-	sslFrom    string // "" when SSLDir holds nothing of its own
+	configFrom string              // "" when ConfigPath holds nothing of its own
+	dirs       map[string]foundDir // by name in a generation (CertDirName, ...)
 }
 
-func (f *found) any() bool { return f.configFrom != "" || f.sslFrom != "" }
+func (f *found) any() bool {
+	if f.configFrom != "" {
+		return true
+	}
+	for _, d := range f.dirs {
+		if d.from != "" {
+			return true
+		}
+	}
+	return false
+}
 
-// inspect looks at ConfigPath and SSLDir: whatever is there other than the store's own
-// symlinks (a regular file, a symlink elsewhere, a directory with files) is returned, to be
-// adopted before the paths are replaced. A missing path, a dangling foreign symlink and an
-// empty directory hold nothing worth keeping.
+// inspect looks at the stable paths: whatever is there other than the store's own symlinks
+// (a regular file, a symlink elsewhere, a directory with files) is returned, to be adopted
+// before the paths are replaced. A missing path, a dangling foreign symlink and an empty
+// directory hold nothing worth keeping.
 func (s *Store) inspect() (*found, error) {
-	f := &found{}
+	f := &found{dirs: map[string]foundDir{}}
 	cfgTarget := linkTarget(filepath.Dir(s.configPath), filepath.Join(s.stateDir, CurrentName, ConfigName))
 	if own, err := s.owns(s.configPath, cfgTarget); err != nil {
 		return nil, err
@@ -87,24 +121,29 @@ func (s *Store) inspect() (*found, error) {
 			f.config, f.configFrom = b, s.configPath
 		}
 	}
-	sslTarget := linkTarget(filepath.Dir(s.sslDir), filepath.Join(s.stateDir, CurrentName, CertDirName))
-	if own, err := s.owns(s.sslDir, sslTarget); err != nil {
-		return nil, err
-	} else if !own {
-		fi, err := os.Stat(s.sslDir)
+	for _, d := range s.dirLinks() {
+		target := linkTarget(filepath.Dir(d.path), filepath.Join(s.stateDir, CurrentName, d.name))
+		own, err := s.owns(d.path, target)
+		if err != nil {
+			return nil, err
+		}
+		if own {
+			continue
+		}
+		fi, err := os.Stat(d.path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:
-			return nil, fmt.Errorf("read the existing %s: %w", s.sslDir, err)
+			return nil, fmt.Errorf("read the existing %s: %w", d.path, err)
 		case !fi.IsDir():
-			return nil, fmt.Errorf("the certificate directory %s is not a directory", s.sslDir)
+			return nil, fmt.Errorf("the %s %s is not a directory", d.what, d.path)
 		default:
-			entries, err := readTree(s.sslDir)
+			entries, err := readTree(d.path, d.what)
 			if err != nil {
-				return nil, fmt.Errorf("read the existing certificate directory %s: %w", s.sslDir, err)
+				return nil, fmt.Errorf("read the existing %s %s: %w", d.what, d.path, err)
 			}
 			if hasFiles(entries) {
-				f.certs, f.sslFrom = entries, s.sslDir
+				f.dirs[d.name] = foundDir{entries: entries, from: d.path}
 			}
 		}
 	}
@@ -140,8 +179,8 @@ func hasFiles(entries []treeEntry) bool {
 
 // readTree reads the regular files and directories below root, following symlinks (a
 // certificate directory made of links into another tree is adopted as the files they name).
-// Other kinds of files (sockets, devices) are skipped.
-func readTree(root string) ([]treeEntry, error) {
+// Other kinds of files (sockets, devices) are skipped. what names the directory in errors.
+func readTree(root, what string) ([]treeEntry, error) {
 	var out []treeEntry
 	var total int64
 	var walk func(dir, rel string, depth int) error
@@ -167,7 +206,7 @@ func readTree(root string) ([]treeEntry, error) {
 				return err
 			}
 			if len(out) >= maxAdoptEntries {
-				return fmt.Errorf("more than %d entries: is this really a certificate directory?", maxAdoptEntries)
+				return fmt.Errorf("more than %d entries: is this really a %s?", maxAdoptEntries, what)
 			}
 			switch {
 			case fi.IsDir():
@@ -177,7 +216,7 @@ func readTree(root string) ([]treeEntry, error) {
 				}
 			case fi.Mode().IsRegular():
 				if total += fi.Size(); total > maxAdoptBytes {
-					return fmt.Errorf("more than %d MiB: is this really a certificate directory?", maxAdoptBytes>>20)
+					return fmt.Errorf("more than %d MiB: is this really a %s?", maxAdoptBytes>>20, what)
 				}
 				b, err := os.ReadFile(path)
 				if err != nil {
@@ -205,23 +244,34 @@ func (s *Store) adopt(f *found, base *Generation) (Adoption, error) {
 			config, hasConfig = b, true
 		}
 	}
-	certs := f.certs
-	if f.sslFrom == "" && base != nil {
-		if entries, err := readTree(base.CertDir()); err == nil {
-			certs = entries
+	links := s.dirLinks()
+	trees := map[string][]treeEntry{}
+	for _, d := range links {
+		if fd := f.dirs[d.name]; fd.from != "" {
+			trees[d.name] = fd.entries
+		} else if base != nil {
+			if entries, err := readTree(filepath.Join(base.Dir, d.name), d.what); err == nil {
+				trees[d.name] = entries
+			}
 		}
 	}
-	hash := adoptedHash(config, hasConfig, certs)
+	hash := adoptedHash(config, hasConfig, trees)
+	a := Adoption{ConfigFrom: f.configFrom, SSLDirFrom: f.dirs[CertDirName].from,
+		MapsDirFrom: f.dirs[MapsDirName].from, FilesDirFrom: f.dirs[FilesDirName].from}
 	if gens, err := s.Generations(); err == nil {
 		for _, g := range gens {
 			if g.Hash == hash {
-				return Adoption{Generation: g, ConfigFrom: f.configFrom, SSLDirFrom: f.sslFrom, Reused: true}, nil
+				a.Generation, a.Reused = g, true
+				return a, nil
 			}
 		}
 	}
 	s.seq++
-	origin := fmt.Sprintf("time %s\nconfig %s\nssl-dir %s\n", time.Now().UTC().Format(time.RFC3339),
-		orNone(f.configFrom, base, "the live generation's haproxy.cfg"), orNone(f.sslFrom, base, "the live generation's certificates"))
+	origin := fmt.Sprintf("time %s\nconfig %s\nssl-dir %s\nmaps-dir %s\nfiles-dir %s\n", time.Now().UTC().Format(time.RFC3339),
+		orNone(f.configFrom, base, "the live generation's haproxy.cfg"),
+		orNone(a.SSLDirFrom, base, "the live generation's certificates"),
+		orNone(a.MapsDirFrom, base, "the live generation's map files"),
+		orNone(a.FilesDirFrom, base, "the live generation's files"))
 	g, err := s.writeGeneration(s.seq, hash, func(tmp string) error {
 		if hasConfig {
 			if err := writeFile(filepath.Join(tmp, ConfigName), config, configMode); err != nil {
@@ -231,31 +281,8 @@ func (s *Store) adopt(f *found, base *Generation) (Adoption, error) {
 		if err := writeFile(filepath.Join(tmp, originName), []byte(origin), 0o644); err != nil {
 			return err
 		}
-		certDir := filepath.Join(tmp, CertDirName)
-		if err := os.Mkdir(certDir, certDirMode); err != nil {
-			return err
-		}
-		if err := os.Chmod(certDir, certDirMode); err != nil {
-			return err
-		}
-		dirs := []string{certDir}
-		for _, e := range certs {
-			path := filepath.Join(certDir, filepath.FromSlash(e.rel))
-			if e.dir {
-				// Owner access kept whatever the original said, so the copy can be written
-				// and pruned.
-				if err := os.Mkdir(path, e.mode|0o700); err != nil {
-					return err
-				}
-				dirs = append(dirs, path)
-				continue
-			}
-			if err := writeFile(path, e.data, e.mode); err != nil {
-				return err
-			}
-		}
-		for _, d := range dirs {
-			if err := syncDir(d); err != nil {
+		for _, d := range links {
+			if err := writeTree(tmp, d, trees[d.name]); err != nil {
 				return err
 			}
 		}
@@ -264,7 +291,39 @@ func (s *Store) adopt(f *found, base *Generation) (Adoption, error) {
 	if err != nil {
 		return Adoption{}, fmt.Errorf("keep the existing files as a generation: %w", err)
 	}
-	return Adoption{Generation: g, ConfigFrom: f.configFrom, SSLDirFrom: f.sslFrom}, nil
+	a.Generation = g
+	return a, nil
+}
+
+// writeTree writes adopted entries as the directory d.name of the generation being made in
+// tmp (made even when there are none, so that the stable path does not dangle).
+func writeTree(tmp string, d dirLink, entries []treeEntry) error {
+	root, err := mkdir(tmp, d.name, d.mode)
+	if err != nil {
+		return err
+	}
+	dirs := []string{root}
+	for _, e := range entries {
+		path := filepath.Join(root, filepath.FromSlash(e.rel))
+		if e.dir {
+			// Owner access kept whatever the original said, so the copy can be written
+			// and pruned.
+			if err := os.Mkdir(path, e.mode|0o700); err != nil {
+				return err
+			}
+			dirs = append(dirs, path)
+			continue
+		}
+		if err := writeFile(path, e.data, e.mode); err != nil {
+			return err
+		}
+	}
+	for _, dir := range dirs {
+		if err := syncDir(dir); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func orNone(path string, base *Generation, fromBase string) string {
@@ -277,8 +336,10 @@ func orNone(path string, base *Generation, fromBase string) string {
 	return "(none)"
 }
 
-// adoptedHash identifies adopted contents: AdoptedPrefix and a SHA-256 of the files.
-func adoptedHash(config []byte, hasConfig bool, certs []treeEntry) string {
+// adoptedHash identifies adopted contents: AdoptedPrefix and a SHA-256 of the files. The
+// map and file directories count only when they hold something, so that adoptions made
+// before they existed keep their hash.
+func adoptedHash(config []byte, hasConfig bool, trees map[string][]treeEntry) string {
 	h := sha256.New()
 	if hasConfig {
 		fmt.Fprintf(h, "config %d\n", len(config))
@@ -286,15 +347,24 @@ func adoptedHash(config []byte, hasConfig bool, certs []treeEntry) string {
 	} else {
 		fmt.Fprintf(h, "no config\n")
 	}
-	sorted := append([]treeEntry(nil), certs...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].rel < sorted[j].rel })
-	for _, e := range sorted {
-		if e.dir {
-			fmt.Fprintf(h, "dir %q %o\n", e.rel, e.mode)
-			continue
+	for _, name := range []string{CertDirName, MapsDirName, FilesDirName} {
+		entries := trees[name]
+		if name != CertDirName {
+			if len(entries) == 0 {
+				continue
+			}
+			fmt.Fprintf(h, "tree %q %d\n", name, len(entries))
 		}
-		fmt.Fprintf(h, "file %q %o %d\n", e.rel, e.mode, len(e.data))
-		h.Write(e.data)
+		sorted := append([]treeEntry(nil), entries...)
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i].rel < sorted[j].rel })
+		for _, e := range sorted {
+			if e.dir {
+				fmt.Fprintf(h, "dir %q %o\n", e.rel, e.mode)
+				continue
+			}
+			fmt.Fprintf(h, "file %q %o %d\n", e.rel, e.mode, len(e.data))
+			h.Write(e.data)
+		}
 	}
 	return AdoptedPrefix + hex.EncodeToString(h.Sum(nil))
 }
@@ -311,8 +381,10 @@ func (s *Store) adoptFound(f *found, base *Generation) (Adoption, error) {
 	if a.ConfigFrom != "" {
 		attrs = append(attrs, "config", a.ConfigFrom)
 	}
-	if a.SSLDirFrom != "" {
-		attrs = append(attrs, "ssl_dir", a.SSLDirFrom)
+	for _, p := range []struct{ key, from string }{{"ssl_dir", a.SSLDirFrom}, {"maps_dir", a.MapsDirFrom}, {"files_dir", a.FilesDirFrom}} {
+		if p.from != "" {
+			attrs = append(attrs, p.key, p.from)
+		}
 	}
 	if a.Reused {
 		attrs = append(attrs, "reused", true)

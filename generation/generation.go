@@ -6,16 +6,21 @@
 //
 //	StateDir/gen-<seq>-<hash12>/haproxy.cfg
 //	StateDir/gen-<seq>-<hash12>/certs/<name>.pem   (0600; certs dir 0700)
+//	StateDir/gen-<seq>-<hash12>/maps/<name>        (0600; maps dir 0700)
+//	StateDir/gen-<seq>-<hash12>/files/<name>       (0600; files dir 0700)
 //	StateDir/current -> gen-...                     (relative symlink, swapped by rename)
 //	ConfigPath       -> StateDir/current/haproxy.cfg
 //	SSLDir           -> StateDir/current/certs
+//	MapsDir          -> StateDir/current/maps
+//	FilesDir         -> StateDir/current/files
 //
-// ConfigPath and SSLDir are stable symlinks, created once; the configuration and its
-// certificates change together when `current` is renamed over, so HAProxy never sees a
-// half-written file or a configuration with another generation's certificates.
+// ConfigPath, SSLDir, MapsDir and FilesDir are stable symlinks, created once; the
+// configuration, its certificates, map files and other files change together when `current`
+// is renamed over, so HAProxy never sees a half-written file or a configuration with another
+// generation's certificates or maps.
 //
-// Files already at ConfigPath or SSLDir that the store did not put there (a running HAProxy
-// taken over: its own haproxy.cfg and certificate directory) are never deleted: they are
+// Files already at the stable paths that the store did not put there (a running HAProxy
+// taken over: its own haproxy.cfg, certificate and map directories) are never deleted: they are
 // copied into an adopted generation (gen-<seq>-adopted-<hash4>, never pruned), which becomes
 // the live and last good generation, and the paths are then replaced by the symlinks with
 // atomic renames (a directory is exchanged with its symlink in one rename where Linux
@@ -46,11 +51,14 @@ import (
 const (
 	ConfigName  = "haproxy.cfg"
 	CertDirName = "certs"
-	CurrentName = "current"
-	hashName    = "hash"
-	checkName   = "check.cfg"
-	tmpPrefix   = ".tmp-"
-	genPrefix   = "gen-"
+	MapsDirName = "maps"
+	// FilesDirName holds the other auxiliary files (Lua scripts, error pages, ...).
+	FilesDirName = "files"
+	CurrentName  = "current"
+	hashName     = "hash"
+	checkName    = "check.cfg"
+	tmpPrefix    = ".tmp-"
+	genPrefix    = "gen-"
 	// DefaultStateDirName is the state directory's name beside ConfigPath when none is given.
 	DefaultStateDirName = ".haproxy-sidecar"
 )
@@ -61,6 +69,10 @@ const (
 	configMode  os.FileMode = 0o600
 	certDirMode os.FileMode = 0o700
 	certMode    os.FileMode = 0o600
+	// Map files and other files are rendered from templates that may print secrets (env):
+	// the same modes as the certificates.
+	auxDirMode os.FileMode = 0o700
+	auxMode    os.FileMode = 0o600
 )
 
 // ErrNoRollback is returned by Rollback when no generation is known to roll back to.
@@ -84,6 +96,12 @@ func (g *Generation) ConfigFile() string { return filepath.Join(g.Dir, ConfigNam
 // CertDir is the generation's certificate directory.
 func (g *Generation) CertDir() string { return filepath.Join(g.Dir, CertDirName) }
 
+// MapsDir is the generation's map file directory.
+func (g *Generation) MapsDir() string { return filepath.Join(g.Dir, MapsDirName) }
+
+// FilesDir is the generation's directory of other files.
+func (g *Generation) FilesDir() string { return filepath.Join(g.Dir, FilesDirName) }
+
 func (g *Generation) name() string { return filepath.Base(g.Dir) }
 
 func (g *Generation) same(o *Generation) bool { return g != nil && o != nil && g.Dir == o.Dir }
@@ -91,20 +109,21 @@ func (g *Generation) same(o *Generation) bool { return g != nil && o != nil && g
 // Store manages the generations of one HAProxy configuration. Its methods are safe for
 // concurrent use, but Activate/Rollback are meant to be called by one pipeline in turn.
 type Store struct {
-	configPath, sslDir, stateDir string
+	configPath, sslDir, mapsDir, filesDir, stateDir string
 
 	log *slog.Logger
 
 	mu sync.Mutex
-	// templateSSLDirs are other names the rendered configuration uses for the certificate
-	// directory (the remote storage directory of the Data Plane API).
-	templateSSLDirs []string
-	adoptions       []Adoption
-	seq             int         // highest sequence number seen or staged
-	live            *Generation // what current points to
-	previous        *Generation // live before the last Activate
-	good            *Generation // last generation HAProxy loaded fine
-	pending         *Generation // newest staged generation not activated yet
+	// templateSSLDirs, templateMapsDirs and templateFilesDirs are other names the rendered
+	// configuration uses for the certificate, map and file directories (the remote storage
+	// directories of the Data Plane API).
+	templateSSLDirs, templateMapsDirs, templateFilesDirs []string
+	adoptions                                            []Adoption
+	seq                                                  int         // highest sequence number seen or staged
+	live                                                 *Generation // what current points to
+	previous                                             *Generation // live before the last Activate
+	good                                                 *Generation // last generation HAProxy loaded fine
+	pending                                              *Generation // newest staged generation not activated yet
 }
 
 // Option configures Open.
@@ -119,12 +138,21 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// Open prepares a store for configPath and sslDir (the stable paths HAProxy and the templates
-// use) with its generations in stateDir (default: DefaultStateDirName beside configPath). It
-// creates the directories it needs and finds the live generation left by a previous run, which
-// is then also taken as the last good one. Files at configPath or sslDir that are not the
-// store's symlinks are adopted (see the package documentation): the adopted generation is
-// then the live and last good one, and the paths become the symlinks.
+// WithMapsDir sets the stable path of the map file directory (default: MapsDirName beside
+// the configuration path).
+func WithMapsDir(dir string) Option { return func(s *Store) { s.mapsDir = dir } }
+
+// WithFilesDir sets the stable path of the directory of other files (default: FilesDirName
+// beside the configuration path).
+func WithFilesDir(dir string) Option { return func(s *Store) { s.filesDir = dir } }
+
+// Open prepares a store for configPath, sslDir and the map and file directories (the stable
+// paths HAProxy and the templates use; see WithMapsDir, WithFilesDir) with its generations in
+// stateDir (default: DefaultStateDirName beside configPath). It creates the directories it
+// needs and finds the live generation left by a previous run, which is then also taken as
+// the last good one. Files at the stable paths that are not the store's symlinks are adopted
+// (see the package documentation): the adopted generation is then the live and last good
+// one, and the paths become the symlinks.
 func Open(configPath, sslDir, stateDir string, opts ...Option) (*Store, error) {
 	if configPath == "" || sslDir == "" {
 		return nil, errors.New("open generation store: config path and SSL directory are required")
@@ -137,19 +165,30 @@ func Open(configPath, sslDir, stateDir string, opts ...Option) (*Store, error) {
 	if s.configPath, err = filepath.Abs(configPath); err != nil {
 		return nil, fmt.Errorf("open generation store: %w", err)
 	}
-	if s.sslDir, err = filepath.Abs(sslDir); err != nil {
-		return nil, fmt.Errorf("open generation store: %w", err)
+	// Beside the configuration unless given.
+	s.sslDir, s.stateDir = sslDir, stateDir
+	for _, d := range []struct {
+		path *string
+		name string
+	}{{&s.mapsDir, MapsDirName}, {&s.filesDir, FilesDirName}, {&s.stateDir, DefaultStateDirName}} {
+		if *d.path == "" {
+			*d.path = filepath.Join(filepath.Dir(s.configPath), d.name)
+		}
 	}
-	if stateDir == "" {
-		stateDir = filepath.Join(filepath.Dir(s.configPath), DefaultStateDirName)
+	for _, p := range []*string{&s.sslDir, &s.mapsDir, &s.filesDir, &s.stateDir} {
+		if *p, err = filepath.Abs(*p); err != nil {
+			return nil, fmt.Errorf("open generation store: %w", err)
+		}
 	}
-	if s.stateDir, err = filepath.Abs(stateDir); err != nil {
-		return nil, fmt.Errorf("open generation store: %w", err)
+	paths := map[string]string{}
+	for _, p := range []struct{ what, path string }{{"config path", s.configPath}, {"SSL directory", s.sslDir},
+		{"maps directory", s.mapsDir}, {"files directory", s.filesDir}, {"state directory", s.stateDir}} {
+		if other, dup := paths[p.path]; dup {
+			return nil, fmt.Errorf("open generation store: the %s and the %s are both %s: they must differ", other, p.what, p.path)
+		}
+		paths[p.path] = p.what
 	}
-	if s.sslDir == s.stateDir || s.configPath == s.stateDir || s.configPath == s.sslDir {
-		return nil, fmt.Errorf("open generation store: config path %s, SSL directory %s and state directory %s must differ", s.configPath, s.sslDir, s.stateDir)
-	}
-	for _, dir := range []string{s.stateDir, filepath.Dir(s.configPath), filepath.Dir(s.sslDir)} {
+	for _, dir := range []string{s.stateDir, filepath.Dir(s.configPath), filepath.Dir(s.sslDir), filepath.Dir(s.mapsDir), filepath.Dir(s.filesDir)} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("open generation store: %w", err)
 		}
@@ -221,6 +260,12 @@ func (s *Store) ConfigPath() string { return s.configPath }
 // SSLDir is the certificate directory templates refer to.
 func (s *Store) SSLDir() string { return s.sslDir }
 
+// MapsDir is the map file directory templates refer to (mapsdir).
+func (s *Store) MapsDir() string { return s.mapsDir }
+
+// FilesDir is the directory of other files templates refer to (filesdir).
+func (s *Store) FilesDir() string { return s.filesDir }
+
 // StateDir holds the generations.
 func (s *Store) StateDir() string { return s.stateDir }
 
@@ -235,15 +280,35 @@ func (s *Store) SetTemplateSSLDir(dir string) { s.SetTemplateSSLDirs(dir) }
 // now and the ones they used before (a rendering made just before the directory changed is
 // still checked against the right certificates). Empty names are ignored.
 func (s *Store) SetTemplateSSLDirs(dirs ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.templateSSLDirs = cleanDirs(dirs)
+}
+
+// SetTemplateMapsDirs is SetTemplateSSLDirs for the map file directory: CheckFile rewrites
+// these directories to the generation's maps.
+func (s *Store) SetTemplateMapsDirs(dirs ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.templateMapsDirs = cleanDirs(dirs)
+}
+
+// SetTemplateFilesDirs is SetTemplateSSLDirs for the directory of other files: CheckFile
+// rewrites these directories to the generation's files.
+func (s *Store) SetTemplateFilesDirs(dirs ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.templateFilesDirs = cleanDirs(dirs)
+}
+
+func cleanDirs(dirs []string) []string {
 	var clean []string
 	for _, d := range dirs {
 		if d != "" {
 			clean = append(clean, filepath.Clean(d))
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.templateSSLDirs = clean
+	return clean
 }
 
 // TemplateSSLDir returns the first directory SetTemplateSSLDir(s) set, "" if none.
@@ -256,10 +321,25 @@ func (s *Store) TemplateSSLDir() string {
 	return s.templateSSLDirs[0]
 }
 
-func (s *Store) templateDirs() []string {
+// rewrites lists, for CheckFile, each directory the configuration may name with the
+// directory of g that takes its place.
+func (s *Store) rewrites(g *Generation) []pathRewrite {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]string(nil), s.templateSSLDirs...)
+	var rw []pathRewrite
+	for _, d := range []struct {
+		dirs []string
+		to   string
+	}{
+		{append([]string{s.sslDir}, s.templateSSLDirs...), g.CertDir()},
+		{append([]string{s.mapsDir}, s.templateMapsDirs...), g.MapsDir()},
+		{append([]string{s.filesDir}, s.templateFilesDirs...), g.FilesDir()},
+	} {
+		for _, dir := range d.dirs {
+			rw = append(rw, pathRewrite{from: dir, to: d.to})
+		}
+	}
+	return rw
 }
 
 // ValidCertName reports why name cannot be a certificate file name, or nil.
@@ -277,21 +357,64 @@ func ValidCertName(name string) error {
 	return nil
 }
 
-// Stage writes a complete new generation: config as haproxy.cfg and each certificate as
-// certs/<name>.pem (name without ".pem"), all fsynced, in a temporary directory renamed into
-// place once complete. Nothing live changes. hash identifies the content (the bundle hash);
-// when empty, a SHA-256 of the files is used.
+// fileNameRule is what an auxiliary file name may be: letters, digits, "-" and "_", with at
+// most one extension of the same. The Data Plane API's storage renames any other name (it
+// keeps only these characters and the last extension), so one rule serves every mode.
+var fileNameRule = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)?$`)
+
+// maxFileName bounds a file name (filesystems allow 255 bytes).
+const maxFileName = 200
+
+// ValidFileName reports why name cannot be the name of a map file or another auxiliary
+// file, or nil.
+func ValidFileName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("the file name is empty")
+	case len(name) > maxFileName:
+		return fmt.Errorf("the file name %q is longer than %d bytes", name, maxFileName)
+	case !fileNameRule.MatchString(name):
+		return fmt.Errorf("%q cannot be a file name: use letters, digits, '-' and '_', with at most one extension (NAME or NAME.EXT; the Data Plane API's storage renames any other name)", name)
+	}
+	return nil
+}
+
+// Content is what one generation holds.
+type Content struct {
+	Config []byte
+	Certs  map[string][]byte // certificate name (without ".pem") -> PEM, written as certs/<name>.pem
+	Maps   map[string][]byte // file name -> content, written as maps/<name>
+	Files  map[string][]byte // file name -> content, written as files/<name>
+}
+
+// Stage is StageContent for a generation of a configuration and its certificates only (no
+// map file or other file).
 func (s *Store) Stage(config []byte, certs map[string][]byte, hash string) (*Generation, error) {
-	names := make([]string, 0, len(certs))
-	for name := range certs {
+	return s.StageContent(Content{Config: config, Certs: certs}, hash)
+}
+
+// StageContent writes a complete new generation: the configuration as haproxy.cfg, each
+// certificate as certs/<name>.pem, each map file in maps/ and each other file in files/, all
+// fsynced, in a temporary directory renamed into place once complete. Nothing live changes.
+// hash identifies the content (the bundle hash); when empty, a SHA-256 of the files is used.
+func (s *Store) StageContent(c Content, hash string) (*Generation, error) {
+	names := make([]string, 0, len(c.Certs))
+	for name := range c.Certs {
 		if err := ValidCertName(name); err != nil {
 			return nil, fmt.Errorf("stage generation: %w", err)
 		}
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	for _, m := range []map[string][]byte{c.Maps, c.Files} {
+		for name := range m {
+			if err := ValidFileName(name); err != nil {
+				return nil, fmt.Errorf("stage generation: %w", err)
+			}
+		}
+	}
 	if hash == "" {
-		hash = contentHash(config, names, certs)
+		hash = contentHash(c, names)
 	}
 	if strings.HasPrefix(hash, AdoptedPrefix) {
 		return nil, fmt.Errorf("stage generation: hash %q is reserved for adopted files", hash)
@@ -303,22 +426,40 @@ func (s *Store) Stage(config []byte, certs map[string][]byte, hash string) (*Gen
 	s.mu.Unlock()
 
 	g, err := s.writeGeneration(seq, hash, func(tmp string) error {
-		if err := writeFile(filepath.Join(tmp, ConfigName), config, configMode); err != nil {
+		if err := writeFile(filepath.Join(tmp, ConfigName), c.Config, configMode); err != nil {
 			return err
 		}
-		certDir := filepath.Join(tmp, CertDirName)
-		if err := os.Mkdir(certDir, certDirMode); err != nil {
-			return err
-		}
-		if err := os.Chmod(certDir, certDirMode); err != nil { // whatever the umask
+		certDir, err := mkdir(tmp, CertDirName, certDirMode)
+		if err != nil {
 			return err
 		}
 		for _, name := range names {
-			if err := writeFile(filepath.Join(certDir, name+".pem"), certs[name], certMode); err != nil {
+			if err := writeFile(filepath.Join(certDir, name+".pem"), c.Certs[name], certMode); err != nil {
 				return fmt.Errorf("certificate %q: %w", name, err)
 			}
 		}
-		return syncDir(certDir)
+		if err := syncDir(certDir); err != nil {
+			return err
+		}
+		// Always made, empty or not, so that MapsDir and FilesDir never dangle.
+		for _, d := range []struct {
+			name, what string
+			files      map[string][]byte
+		}{{MapsDirName, "map file", c.Maps}, {FilesDirName, "file", c.Files}} {
+			dir, err := mkdir(tmp, d.name, auxDirMode)
+			if err != nil {
+				return err
+			}
+			for _, name := range sortedKeys(d.files) {
+				if err := writeFile(filepath.Join(dir, name), d.files[name], auxMode); err != nil {
+					return fmt.Errorf("%s %q: %w", d.what, name, err)
+				}
+			}
+			if err := syncDir(dir); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
@@ -365,28 +506,58 @@ func (s *Store) writeGeneration(seq int, hash string, fill func(tmp string) erro
 	return &Generation{Dir: dir, Hash: hash, Seq: seq}, nil
 }
 
-func contentHash(config []byte, names []string, certs map[string][]byte) string {
+// mkdir makes the directory name in parent with mode, whatever the umask.
+func mkdir(parent, name string, mode os.FileMode) (string, error) {
+	dir := filepath.Join(parent, name)
+	if err := os.Mkdir(dir, mode); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+func sortedKeys(m map[string][]byte) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func contentHash(c Content, certNames []string) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "config %d\n", len(config))
-	h.Write(config)
-	for _, name := range names {
-		fmt.Fprintf(h, "cert %q %d\n", name, len(certs[name]))
-		h.Write(certs[name])
+	fmt.Fprintf(h, "config %d\n", len(c.Config))
+	h.Write(c.Config)
+	for _, name := range certNames {
+		fmt.Fprintf(h, "cert %q %d\n", name, len(c.Certs[name]))
+		h.Write(c.Certs[name])
+	}
+	for _, name := range sortedKeys(c.Maps) {
+		fmt.Fprintf(h, "map %q %d\n", name, len(c.Maps[name]))
+		h.Write(c.Maps[name])
+	}
+	for _, name := range sortedKeys(c.Files) {
+		fmt.Fprintf(h, "file %q %d\n", name, len(c.Files[name]))
+		h.Write(c.Files[name])
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
 // CheckFile writes, inside g's directory, a copy of g's configuration in which every whole
 // occurrence of the live SSLDir path (followed by "/" or the end of the path), and of the
-// TemplateSSLDir if one is set, is replaced by g.CertDir(), so that `haproxy -c` checks
-// exactly the certificates that will go live while the live ones stay untouched. Line
+// template SSL directories if set, is replaced by g.CertDir(), and likewise the map and file
+// directories by g.MapsDir() and g.FilesDir(), so that `haproxy -c` checks exactly the
+// certificates, maps and files that will go live while the live ones stay untouched. Line
 // numbers are unchanged. It returns the copy's path.
 func (s *Store) CheckFile(g *Generation) (string, error) {
 	cfg, err := os.ReadFile(g.ConfigFile())
 	if err != nil {
 		return "", fmt.Errorf("write check file for %s: %w", g.name(), err)
 	}
-	out := replacePathPrefix(cfg, append([]string{s.sslDir}, s.templateDirs()...), g.CertDir())
+	out := replacePaths(cfg, s.rewrites(g))
 	path := filepath.Join(g.Dir, checkName)
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("write check file for %s: %w", g.name(), err)
@@ -403,22 +574,29 @@ func pathByte(c byte) bool {
 		c == '.' || c == '_' || c == '-' || c == '~' || c == '+' || c == '@' || c >= 0x80
 }
 
-// replacePathPrefix replaces each of olds with new in data where it is a whole path or a whole
-// leading part of one: not preceded by a path character or "/", and followed by "/", or by a
-// character that cannot continue a file name. In one pass: where several olds match at the
-// same place (one directory inside the other), the longest wins; replaced text is not
-// scanned again. Empty olds are ignored.
-func replacePathPrefix(data []byte, olds []string, new string) []byte {
-	var pats [][]byte
-	for _, o := range olds {
-		if o != "" {
-			pats = append(pats, []byte(o))
+// pathRewrite is one directory CheckFile replaces.
+type pathRewrite struct{ from, to string }
+
+// replacePaths replaces each rewrite's from with its to in data where from is a whole path or
+// a whole leading part of one: not preceded by a path character or "/", and followed by "/",
+// or by a character that cannot continue a file name. In one pass: where several match at
+// the same place (one directory inside the other), the longest wins; replaced text is not
+// scanned again. Empty froms are ignored.
+func replacePaths(data []byte, rewrites []pathRewrite) []byte {
+	var rws []pathRewrite
+	for _, rw := range rewrites {
+		if rw.from != "" {
+			rws = append(rws, rw)
 		}
 	}
-	// Longest first, so that the first whole match at a position is the longest one.
-	slices.SortFunc(pats, func(a, b []byte) int { return len(b) - len(a) })
-	if len(pats) == 0 {
+	if len(rws) == 0 {
 		return data
+	}
+	// Longest first, so that the first whole match at a position is the longest one.
+	slices.SortStableFunc(rws, func(a, b pathRewrite) int { return len(b.from) - len(a.from) })
+	pats := make([][]byte, len(rws))
+	for k, rw := range rws {
+		pats[k] = []byte(rw.from)
 	}
 	var b bytes.Buffer
 	// at[k] is where pats[k] next occurs at or after i (-1: nowhere), kept across iterations so
@@ -447,8 +625,8 @@ func replacePathPrefix(data []byte, olds []string, new string) []byte {
 			break
 		}
 		b.Write(data[i:next])
-		matched := 0
-		for _, p := range pats {
+		matched, to := 0, ""
+		for k, p := range pats {
 			end := next + len(p)
 			if !bytes.HasPrefix(data[next:], p) {
 				continue
@@ -456,12 +634,12 @@ func replacePathPrefix(data []byte, olds []string, new string) []byte {
 			before := next == 0 || !(pathByte(data[next-1]) || data[next-1] == '/')
 			after := end == len(data) || data[end] == '/' || !pathByte(data[end])
 			if before && after {
-				matched = len(p)
+				matched, to = len(p), rws[k].to
 				break
 			}
 		}
 		if matched > 0 {
-			b.WriteString(new)
+			b.WriteString(to)
 			i = next + matched
 		} else {
 			b.WriteByte(data[next])
@@ -493,8 +671,8 @@ func copyGen(g *Generation) *Generation {
 	return &c
 }
 
-// Activate makes g live with one atomic rename of the current symlink, so ConfigPath and
-// SSLDir switch together; it creates ConfigPath and SSLDir as symlinks the first time (what
+// Activate makes g live with one atomic rename of the current symlink, so ConfigPath and the
+// directories switch together; it creates the stable paths as symlinks the first time (what
 // they held is adopted first, as at Open). The generation that was live before is remembered
 // for Rollback.
 func (s *Store) Activate(g *Generation) error {
@@ -635,14 +813,16 @@ func (s *Store) Generations() ([]*Generation, error) {
 	return gens, nil
 }
 
-// ensureLinks makes ConfigPath and SSLDir the symlinks into current, replacing a regular file
+// ensureLinks makes ConfigPath and the directories (SSLDir, MapsDir, FilesDir) the symlinks into current, replacing a regular file
 // or another symlink by rename, and a directory by exchanging it with the symlink in one
 // rename (then deleting the directory swapped out). What they held must have been adopted
 // first (inspect, adopt): callers do. A mount point cannot be replaced: that is reported.
 func (s *Store) ensureLinks() error {
 	links := []struct{ path, target string }{
 		{s.configPath, filepath.Join(s.stateDir, CurrentName, ConfigName)},
-		{s.sslDir, filepath.Join(s.stateDir, CurrentName, CertDirName)},
+	}
+	for _, d := range s.dirLinks() {
+		links = append(links, struct{ path, target string }{d.path, filepath.Join(s.stateDir, CurrentName, d.name)})
 	}
 	for _, l := range links {
 		target := linkTarget(filepath.Dir(l.path), l.target)

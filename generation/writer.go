@@ -34,9 +34,8 @@ type Writer struct {
 
 // WriteJob is one rendering to write.
 type WriteJob struct {
-	Hash   string
-	Config []byte
-	Certs  map[string][]byte
+	Hash    string
+	Content Content // the configuration, certificates, map files and other files
 	// Payload is the caller's, handed back in Written.
 	Payload any
 	queued  time.Time
@@ -201,7 +200,7 @@ func (w *Writer) write(ctx context.Context, job *WriteJob, isRejected func(error
 	start := time.Now()
 	res := Written{Job: job, Waited: start.Sub(job.queued)}
 	defer func() { res.Took = time.Since(start) }()
-	gen, err := w.store.Stage(job.Config, job.Certs, job.Hash)
+	gen, err := w.store.StageContent(job.Content, job.Hash)
 	if err != nil {
 		res.Err = err
 		return res

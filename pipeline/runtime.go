@@ -1,8 +1,13 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
@@ -47,7 +52,45 @@ func (p *Pipeline) planRuntime(bundle *render.Bundle) (plan *runtimeapi.Plan, wh
 		return nil, "every change reloads (no runtime API)"
 	}
 	plan = p.cfg.Runtime.Plan(bundle.Config, bundle.Certificates)
-	return plan, plan.Reload()
+	if why := plan.Reload(); why != "" {
+		return plan, why
+	}
+	// Map files and other files change only through a reload (for now): those of the last
+	// good rendering are the ones HAProxy loaded.
+	return plan, auxChanged(p.goodBundle(), bundle)
+}
+
+// auxChanged says which map files or other files of the rendering b differ from those of the
+// rendering HAProxy loaded ("" when none, or when what HAProxy loaded is not known: nil).
+func auxChanged(loaded, b *render.Bundle) string {
+	if loaded == nil {
+		return ""
+	}
+	var changed []string
+	for _, set := range []struct {
+		what      string
+		was, want map[string][]byte
+	}{{"map file", loaded.Maps, b.Maps}, {"file", loaded.Files, b.Files}} {
+		for _, name := range slices.Sorted(maps.Keys(set.want)) {
+			if was, ok := set.was[name]; !ok {
+				changed = append(changed, set.what+" "+name+" added")
+			} else if !bytes.Equal(was, set.want[name]) {
+				changed = append(changed, set.what+" "+name+" changed")
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(set.was)) {
+			if _, ok := set.want[name]; !ok {
+				changed = append(changed, set.what+" "+name+" removed")
+			}
+		}
+	}
+	if len(changed) == 0 {
+		return ""
+	}
+	if len(changed) > 3 {
+		changed = append(changed[:3], fmt.Sprintf("and %d more", len(changed)-3))
+	}
+	return strings.Join(changed, ", ") + " (map files and other files change through a reload)"
 }
 
 // runtimeUpdate makes a change live through the runtime API, at once, and has the rendering
@@ -86,7 +129,7 @@ func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, c *
 // no reload: at once when it was validated already; else through the background writer, or,
 // when none runs (Sync called on its own), here. failed is true with the result of a failure.
 func (p *Pipeline) write(ctx context.Context, c *candidate, reason string) (res Result, failed bool) {
-	job := &generation.WriteJob{Hash: c.bundle.Hash, Config: c.bundle.Config, Certs: c.bundle.Certificates,
+	job := &generation.WriteJob{Hash: c.bundle.Hash, Content: contentOf(c.bundle),
 		Payload: writePayload{bundle: c.bundle, info: c.info, reason: reason}}
 	if c.gen != nil {
 		var err error

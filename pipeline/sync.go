@@ -278,7 +278,7 @@ func blame(cur snapshot.Inputs) func(error) string {
 // bad input (haproxy -c refused it), err an operational failure (*failure). Callers hold the
 // writer's Exclusive.
 func (p *Pipeline) stageCheck(ctx context.Context, bundle *render.Bundle, info snapInfo) (gen *generation.Generation, rejected, err error) {
-	gen, err = p.cfg.Store.Stage(bundle.Config, bundle.Certificates, bundle.Hash)
+	gen, err = p.cfg.Store.StageContent(contentOf(bundle), bundle.Hash)
 	if err != nil {
 		return nil, nil, &failure{stage: status.FailStage, err: fmt.Errorf("stage generation: %w", err)}
 	}
@@ -290,6 +290,11 @@ func (p *Pipeline) stageCheck(ctx context.Context, bundle *render.Bundle, info s
 		return nil, nil, err
 	}
 	return gen, nil, nil
+}
+
+// contentOf is what a generation of the rendering holds.
+func contentOf(b *render.Bundle) generation.Content {
+	return generation.Content{Config: b.Config, Certs: b.Certificates, Maps: b.Maps, Files: b.Files}
 }
 
 // checkGeneration runs haproxy -c on a staged generation: a *snapshot.InputError when it

@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -36,6 +38,9 @@ const (
 // Options configures a Renderer.
 type Options struct {
 	SSLDir string // absolute directory the certificate files will live in; templates see it as `ssldir`
+	// MapsDir and FilesDir are the absolute directories the map files and the other files
+	// will live in; templates see them as `mapsdir` and `filesdir` (see auxfiles.go).
+	MapsDir, FilesDir string
 	// Timeout bounds the time one render may take (--render-timeout); 0: DefaultTimeout.
 	Timeout time.Duration
 	// MaxOutput bounds the rendered configuration, and any string or list a template builds
@@ -47,7 +52,11 @@ type Options struct {
 type Bundle struct {
 	Config       []byte            // rendered haproxy.cfg
 	Certificates map[string][]byte // certificate name -> PEM content, written as <ssldir>/<name>.pem
-	Hash         string            // hex sha256 over Config and the sorted certificate names+contents
+	Maps         map[string][]byte // map file name -> content, written as <mapsdir>/<name>
+	Files        map[string][]byte // file name -> content, written as <filesdir>/<name>
+	// Hash is a hex sha256 over Config, the certificates, the map files and the other files
+	// (see bundleHash).
+	Hash string
 }
 
 // Renderer renders snapshots. It caches compiled template sets (by content) and is safe for
@@ -57,13 +66,20 @@ type Renderer struct {
 	host host // pongo2, which runs every render (host.go)
 
 	mu    sync.Mutex
-	cache map[string]*compiled
+	cache map[string]*set
 	lru   []string // cache keys, least recently used first
 }
 
 // cacheSize bounds the compiled template sets kept: the live one, the one being tried, and a
 // few recent ones (an operator flipping between two versions).
 const cacheSize = 8
+
+// set is one template set (by content): its programs, one per key rendered on its own (the
+// main template, and the map and file templates), compiled when first needed.
+type set struct {
+	mu    sync.Mutex
+	roots map[string]*compiled
+}
 
 type compiled struct {
 	once sync.Once
@@ -80,7 +96,7 @@ func New(opts Options) *Renderer {
 	if opts.MaxOutput <= 0 {
 		opts.MaxOutput = DefaultMaxOutput
 	}
-	return &Renderer{opts: opts, cache: map[string]*compiled{}}
+	return &Renderer{opts: opts, cache: map[string]*set{}}
 }
 
 // Render renders s. Bad templates, template runtime errors and exceeded budgets are
@@ -110,6 +126,14 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 	if c.err != nil {
 		return nil, r.inputError(c.err, s, ref, mainKey)
 	}
+	aux, err := auxFiles(srcs, mainKey)
+	if err != nil {
+		var ae *auxNameError
+		if errors.As(err, &ae) {
+			return nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: ref(ae.key), Err: ae.err}
+		}
+		return nil, err
+	}
 
 	certs := make(map[string][]byte, len(s.Certificates))
 	names := make([]string, 0, len(s.Certificates))
@@ -126,26 +150,70 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 		names = append(names, cert.Name)
 	}
 
-	// The buffer starts as large as the last output of this template set (plus a margin),
-	// so that it is not grown and copied on the way.
-	hint := c.size.Load()
-	buf := make([]byte, 0, hint+hint/16+4096)
+	// One time budget for the whole bundle; the output budget bounds each file.
 	lim := jinja.Limits{Deadline: time.Now().Add(r.opts.Timeout), Budget: r.opts.Timeout.String(), MaxOutput: r.opts.MaxOutput}
-	out, err := r.host.run(&job{ctx: ctx, prog: c.prog, vars: r.context(s, names), lim: lim, buf: buf})
+	vars := r.context(s, names)
+	out, err := r.run(ctx, c, vars, lim)
 	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
-			return nil, fmt.Errorf("render: %w", ctxErr)
-		}
-		return nil, r.inputError(err, s, ref, mainKey)
+		return nil, r.renderError(ctx, err, s, ref, mainKey)
 	}
 	if len(out) > 0 && out[len(out)-1] != '\n' {
 		// HAProxy warns about a last line without a newline.
 		out = append(out, '\n')
 	}
-	// Only a render within the budget sets the next buffer's size: after an oversized
-	// render is rejected, the next render starts small again.
+	b := &Bundle{Config: out, Certificates: certs}
+	for _, a := range aux {
+		content := []byte(srcs[a.key])
+		if a.render {
+			ac := r.compile(srcs, a.key)
+			if ac.err != nil {
+				return nil, r.inputError(ac.err, s, ref, a.key)
+			}
+			if content, err = r.run(ctx, ac, vars, lim); err != nil {
+				return nil, r.renderError(ctx, err, s, ref, a.key)
+			}
+		}
+		if a.kind == auxMap {
+			if len(content) > 0 && content[len(content)-1] != '\n' {
+				content = append(content, '\n') // a map file is lines
+			}
+			if b.Maps == nil {
+				b.Maps = map[string][]byte{}
+			}
+			b.Maps[a.name] = content
+		} else {
+			if b.Files == nil {
+				b.Files = map[string][]byte{}
+			}
+			b.Files[a.name] = content
+		}
+	}
+	b.Hash = bundleHash(b)
+	return b, nil
+}
+
+// run renders one compiled template with vars. Only a render within the budget sets the next
+// buffer's size: after an oversized render is rejected, the next render starts small again.
+func (r *Renderer) run(ctx context.Context, c *compiled, vars map[string]any, lim jinja.Limits) ([]byte, error) {
+	// The buffer starts as large as the last output of this template (plus a margin), so
+	// that it is not grown and copied on the way.
+	hint := c.size.Load()
+	buf := make([]byte, 0, hint+hint/16+4096)
+	out, err := r.host.run(&job{ctx: ctx, prog: c.prog, vars: vars, lim: lim, buf: buf})
+	if err != nil {
+		return nil, err
+	}
 	c.size.Store(int64(len(out)))
-	return &Bundle{Config: out, Certificates: certs, Hash: bundleHash(out, certs)}, nil
+	return out, nil
+}
+
+// renderError is the error of a render that failed: ctx's when it ended, else the input
+// error naming the template (key is the template rendered on its own).
+func (r *Renderer) renderError(ctx context.Context, err error, s *snapshot.Snapshot, ref func(string) snapshot.Ref, key string) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+		return fmt.Errorf("render: %w", ctxErr)
+	}
+	return r.inputError(err, s, ref, key)
 }
 
 // context is what templates see. (Keep it the one place the context is built.)
@@ -170,6 +238,8 @@ func (r *Renderer) context(s *snapshot.Snapshot, certNames []string) map[string]
 		"services":     services,
 		"certificates": certNames,
 		"ssldir":       r.opts.SSLDir,
+		"mapsdir":      r.opts.MapsDir,
+		"filesdir":     r.opts.FilesDir,
 		"stats":        map[string]any{"username": user, "password": password},
 		"env":          env,
 	}
@@ -214,30 +284,42 @@ func formatBytes(n int) string {
 }
 
 // bundleHash is sha256 over the config and the certificates in name order, each part length
-// prefixed so that no two bundles share an encoding.
-func bundleHash(config []byte, certs map[string][]byte) string {
+// prefixed so that no two bundles share an encoding; then, only when there are any (so that
+// a bundle without them keeps the hash it had before they existed), an empty name (which no
+// certificate has) and the map files and other files, each set counted and in name order.
+func bundleHash(b *Bundle) string {
 	h := sha256.New()
 	var n [8]byte
-	write := func(b []byte) {
-		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+	count := func(k int) {
+		binary.BigEndian.PutUint64(n[:], uint64(k))
 		h.Write(n[:])
+	}
+	write := func(b []byte) {
+		count(len(b))
 		h.Write(b)
 	}
-	write(config)
-	names := make([]string, 0, len(certs))
-	for name := range certs {
-		names = append(names, name)
+	files := func(m map[string][]byte) {
+		count(len(m))
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			write([]byte(name))
+			write(m[name])
+		}
 	}
-	sort.Strings(names)
-	for _, name := range names {
+	write(b.Config)
+	for _, name := range slices.Sorted(maps.Keys(b.Certificates)) {
 		write([]byte(name))
-		write(certs[name])
+		write(b.Certificates[name])
+	}
+	if len(b.Maps) > 0 || len(b.Files) > 0 {
+		write(nil)
+		files(b.Maps)
+		files(b.Files)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
 // setKey identifies a template set by content.
-func setKey(srcs map[string]string, mainKey string) string {
+func setKey(srcs map[string]string) string {
 	h := sha256.New()
 	var n [8]byte
 	write := func(s string) {
@@ -245,7 +327,6 @@ func setKey(srcs map[string]string, mainKey string) string {
 		h.Write(n[:])
 		io.WriteString(h, s)
 	}
-	write(mainKey)
 	for _, k := range sortedKeys(srcs) {
 		write(k)
 		write(srcs[k])
@@ -262,18 +343,19 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// compile returns the compiled template set, from the cache or compiled now. The renderer's
-// lock is not held while compiling, so renders of cached sets go on meanwhile, and different
-// sets compile in parallel; concurrent renders of the same new set compile it once.
-func (r *Renderer) compile(srcs map[string]string, mainKey string) *compiled {
-	key := setKey(srcs, mainKey)
+// compile returns the program of the template set srcs that renders the key root, from the
+// cache or compiled now. The renderer's lock is not held while compiling, so renders of cached
+// sets go on meanwhile, and different sets compile in parallel; concurrent renders of the same
+// new program compile it once.
+func (r *Renderer) compile(srcs map[string]string, root string) *compiled {
+	key := setKey(srcs)
 	r.mu.Lock()
-	c, ok := r.cache[key]
+	st, ok := r.cache[key]
 	if ok {
 		r.touch(key)
 	} else {
-		c = &compiled{}
-		r.cache[key] = c
+		st = &set{roots: map[string]*compiled{}}
+		r.cache[key] = st
 		r.lru = append(r.lru, key)
 		if len(r.lru) > cacheSize {
 			delete(r.cache, r.lru[0])
@@ -281,8 +363,15 @@ func (r *Renderer) compile(srcs map[string]string, mainKey string) *compiled {
 		}
 	}
 	r.mu.Unlock()
+	st.mu.Lock()
+	c, ok := st.roots[root]
+	if !ok {
+		c = &compiled{}
+		st.roots[root] = c
+	}
+	st.mu.Unlock()
 	c.once.Do(func() {
-		c.prog, c.err = jinja.Compile(srcs, mainKey, jinja.Options{Filters: extraFilters()})
+		c.prog, c.err = jinja.Compile(srcs, root, jinja.Options{Filters: extraFilters()})
 	})
 	return c
 }

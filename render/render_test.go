@@ -465,7 +465,7 @@ func TestCompileCache(t *testing.T) {
 		r.compile(map[string]string{"template": fmt.Sprintf("again %d", i)}, "template")
 		r.compile(set, "template")
 	}
-	if r.compile(set, "template") != r.cache[setKey(set, "template")] || r.cache[setKey(set, "template")] == nil {
+	if st := r.cache[setKey(set)]; st == nil || r.compile(set, "template") != st.roots["template"] {
 		t.Error("a recently used entry was evicted")
 	}
 }
