@@ -356,29 +356,58 @@ func (c *client) WaitReload(ctx context.Context, id string) error {
 	}
 }
 
-// storedCert is the API's ssl_certificate storage model.
-type storedCert struct {
+// storedFile is the API's model of a stored file (ssl_certificate, map, general_file).
+type storedFile struct {
 	StorageName string `json:"storage_name"`
 	File        string `json:"file"`
 }
 
-const storagePath = "/services/haproxy/storage/ssl_certificates"
+// storage is one of the API's file storages.
+type storage struct {
+	kind string // how messages name its files: certificate, map file, file
+	path string
+	// ext is what the storage name adds to a file's name (".pem" for certificates).
+	ext string
+	// formFrom is the first API version whose replacement (PUT) takes a multipart form (field
+	// file_upload) rather than text/plain; 0: none. General files: v3 (see Replace).
+	formFrom int
+}
 
-// ListCerts lists the certificate storage.
-func (c *client) ListCerts(ctx context.Context) ([]storedCert, error) {
-	const op = "list the certificate storage"
-	r, err := c.do(ctx, op, http.MethodGet, storagePath, nil, "", nil)
+var (
+	certStorage    = storage{kind: "certificate", path: "/services/haproxy/storage/ssl_certificates", ext: ".pem"}
+	mapStorage     = storage{kind: "map file", path: "/services/haproxy/storage/maps"}
+	generalStorage = storage{kind: "file", path: "/services/haproxy/storage/general", formFrom: 3}
+)
+
+// name is the file name (a certificate's without .pem) of a storage name; ok is false for a
+// stored file this package did not name (a certificate not ending in .pem).
+func (st storage) name(storageName string) (string, bool) {
+	if st.ext == "" {
+		return storageName, true
+	}
+	return strings.CutSuffix(storageName, st.ext)
+}
+
+// List lists a storage.
+func (c *client) List(ctx context.Context, st storage) ([]storedFile, error) {
+	op := "list the " + st.kind + " storage"
+	r, err := c.do(ctx, op, http.MethodGet, st.path, nil, "", nil)
 	if err != nil {
 		return nil, err
 	}
 	if r.status != http.StatusOK {
 		return nil, c.apiError(op, r)
 	}
-	var list []storedCert
+	var list []storedFile
 	if err := json.Unmarshal(r.body, &list); err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", c.label, op, err)
 	}
 	return list, nil
+}
+
+// ListCerts lists the certificate storage.
+func (c *client) ListCerts(ctx context.Context) ([]storedFile, error) {
+	return c.List(ctx, certStorage)
 }
 
 // storageOK reports whether a storage write succeeded; the API reloads later with the
@@ -387,9 +416,8 @@ func storageOK(status int) bool {
 	return status == http.StatusOK || status == http.StatusCreated || status == http.StatusAccepted || status == http.StatusNoContent
 }
 
-// UploadCert creates a certificate file (multipart field file_upload) without reloading.
-func (c *client) UploadCert(ctx context.Context, name string, data []byte) (storedCert, error) {
-	op := "upload certificate " + name
+// form is data as a multipart form with the file in field file_upload.
+func form(name string, data []byte) (body []byte, contentType string, err error) {
 	var b bytes.Buffer
 	mw := multipart.NewWriter(&b)
 	fw, err := mw.CreateFormFile("file_upload", name)
@@ -399,38 +427,76 @@ func (c *client) UploadCert(ctx context.Context, name string, data []byte) (stor
 	if err == nil {
 		err = mw.Close()
 	}
+	return b.Bytes(), mw.FormDataContentType(), err
+}
+
+// Upload creates a file in a storage (multipart field file_upload) without reloading; the
+// answer names the stored file's path.
+func (c *client) Upload(ctx context.Context, st storage, storageName string, data []byte) (storedFile, error) {
+	op := "upload " + st.kind + " " + storageName
+	body, ct, err := form(storageName, data)
 	if err != nil {
-		return storedCert{}, fmt.Errorf("%s: %s: %w", c.label, op, err)
+		return storedFile{}, fmt.Errorf("%s: %s: %w", c.label, op, err)
 	}
-	r, err := c.do(ctx, op, http.MethodPost, storagePath, url.Values{"skip_reload": {"true"}}, mw.FormDataContentType(), b.Bytes())
+	r, err := c.do(ctx, op, http.MethodPost, st.path, url.Values{"skip_reload": {"true"}}, ct, body)
 	if err != nil {
-		return storedCert{}, err
+		return storedFile{}, err
 	}
 	if !storageOK(r.status) {
-		return storedCert{}, c.apiError(op, r)
+		return storedFile{}, c.apiError(op, r)
 	}
-	var sc storedCert
-	_ = json.Unmarshal(r.body, &sc) // informative only
-	return sc, nil
+	var sf storedFile
+	_ = json.Unmarshal(r.body, &sf) // informative only
+	return sf, nil
+}
+
+// UploadCert creates a certificate file without reloading.
+func (c *client) UploadCert(ctx context.Context, name string, data []byte) (storedFile, error) {
+	return c.Upload(ctx, certStorage, name, data)
+}
+
+// Replace replaces a stored file without reloading. General files go as a multipart form to
+// a v3 API and as text/plain to a v2 one; an API that answers 415 (Unsupported Media Type)
+// to one is sent the other (the v3.0 releases before 3.0.6 took text/plain).
+func (c *client) Replace(ctx context.Context, st storage, storageName string, data []byte) error {
+	op := "replace " + st.kind + " " + storageName
+	api, err := c.apiVersion(ctx)
+	if err != nil {
+		return err
+	}
+	useForm := st.formFrom > 0 && api >= st.formFrom
+	for attempt := 0; ; attempt++ {
+		body, ct := data, "text/plain"
+		if useForm {
+			if body, ct, err = form(storageName, data); err != nil {
+				return fmt.Errorf("%s: %s: %w", c.label, op, err)
+			}
+		}
+		r, err := c.do(ctx, op, http.MethodPut, st.path+"/"+url.PathEscape(storageName), url.Values{"skip_reload": {"true"}}, ct, body)
+		if err != nil {
+			return err
+		}
+		if r.status == http.StatusUnsupportedMediaType && st.formFrom > 0 && attempt == 0 {
+			useForm = !useForm
+			continue
+		}
+		if !storageOK(r.status) {
+			return c.apiError(op, r)
+		}
+		return nil
+	}
 }
 
 // ReplaceCert replaces a certificate file without reloading.
 func (c *client) ReplaceCert(ctx context.Context, name string, data []byte) error {
-	op := "replace certificate " + name
-	r, err := c.do(ctx, op, http.MethodPut, storagePath+"/"+url.PathEscape(name), url.Values{"skip_reload": {"true"}}, "text/plain", data)
-	if err != nil {
-		return err
-	}
-	if !storageOK(r.status) {
-		return c.apiError(op, r)
-	}
-	return nil
+	return c.Replace(ctx, certStorage, name, data)
 }
 
-// DeleteCert deletes a certificate file without reloading.
-func (c *client) DeleteCert(ctx context.Context, name string) error {
-	op := "delete certificate " + name
-	r, err := c.do(ctx, op, http.MethodDelete, storagePath+"/"+url.PathEscape(name), url.Values{"skip_reload": {"true"}}, "", nil)
+// Delete deletes a stored file without reloading (one already gone is no error). The API
+// refuses (409) to delete a map or general file the stored configuration still names.
+func (c *client) Delete(ctx context.Context, st storage, storageName string) error {
+	op := "delete " + st.kind + " " + storageName
+	r, err := c.do(ctx, op, http.MethodDelete, st.path+"/"+url.PathEscape(storageName), url.Values{"skip_reload": {"true"}}, "", nil)
 	if err != nil {
 		return err
 	}
@@ -438,4 +504,9 @@ func (c *client) DeleteCert(ctx context.Context, name string) error {
 		return c.apiError(op, r)
 	}
 	return nil
+}
+
+// DeleteCert deletes a certificate file without reloading.
+func (c *client) DeleteCert(ctx context.Context, name string) error {
+	return c.Delete(ctx, certStorage, name)
 }

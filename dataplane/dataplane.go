@@ -4,13 +4,14 @@
 // configuration and certificates from the local paths and pushes them to every host, in
 // parallel (bounded).
 //
-// Per host: read the configuration version; upload the certificates that are new (storage
-// API, without reload); pre-check the configuration with only_validate (a 400 is the API's
-// reason); replace the certificates that changed; push the configuration with ?version=N (a
-// 409 re-reads the version and retries, bounded); follow the Reload-Id until the reload
-// succeeded or failed; then delete the certificates the configuration no longer has. A host
-// that already has this exact content (by this package's own hash, not the API's text, which
-// it rewrites) is sent nothing.
+// Per host: read the configuration version; upload the certificates, map files and other
+// files that are new (the ssl_certificates, maps and general storage APIs, without reload);
+// pre-check the configuration with only_validate (a 400 is the API's reason); replace the
+// files that changed (without reload); push the configuration with ?version=N (a 409
+// re-reads the version and retries, bounded), which reloads once for everything; follow the
+// Reload-Id until the reload succeeded or failed; then delete the files the configuration no
+// longer has. A host that already has this exact content (by this package's own hash, not
+// the API's text, which it rewrites) is sent nothing.
 //
 // Outcome of Reload:
 //   - at least one host has the configuration: nil; the hosts that failed (unreachable,
@@ -28,6 +29,11 @@
 // API's own default). When the learned directory differs, OnSSLDir is called (the caller
 // renders again) and a push of a configuration rendered for the old directory stops before
 // the host validates it, once, with an error wrapping ErrSSLDirChanged.
+//
+// Map files and other files go to the hosts' map storage (resources.maps_dir) and general
+// storage (general_storage_dir), which templates see as mapsdir and filesdir: given
+// (Config.MapsStorageDir, FilesStorageDir), or the directories the storages list at start
+// (DiscoverAuxDirs), else the API's defaults.
 //
 // Credentials (passwords, tokens, keys) never appear in logs, errors or metric labels: a
 // host is named by its URL without user information.
@@ -66,6 +72,10 @@ const (
 	// DefaultStorageDir is the Data Plane API's default certificate storage directory
 	// (its resources.ssl_certs_dir): what templates see as ssldir until a host says otherwise.
 	DefaultStorageDir = "/etc/haproxy/ssl"
+	// DefaultMapsStorageDir and DefaultGeneralStorageDir are the Data Plane API's default map
+	// and general file storage directories (resources.maps_dir, general_storage_dir).
+	DefaultMapsStorageDir    = "/etc/haproxy/maps"
+	DefaultGeneralStorageDir = "/etc/haproxy/general"
 )
 
 // ErrSSLDirChanged is wrapped by the error of a push stopped because the configuration was
@@ -101,8 +111,14 @@ type Config struct {
 	// selects SPIFFE.
 	SPIFFESocket, SPIFFEID string
 	// ConfigPath and CertDir are the local live files to push: the configuration, and the
-	// directory of <name>.pem certificates.
-	ConfigPath, CertDir string
+	// directory of <name>.pem certificates. MapsDir and FilesDir, when set, are the local live
+	// directories of map files and other files, pushed to the hosts' map and general storage.
+	ConfigPath, CertDir, MapsDir, FilesDir string
+	// MapsStorageDir and FilesStorageDir are the hosts' map and general file storage
+	// directories the templates refer to (mapsdir, filesdir), when given (--dataplane-maps-dir,
+	// --dataplane-files-dir). Empty: the directory the hosts' storage lists at start, else the
+	// API's default (DefaultMapsStorageDir, DefaultGeneralStorageDir).
+	MapsStorageDir, FilesStorageDir string
 	// SSLDir is the hosts' certificate storage directory the templates refer to, when given
 	// (--dataplane-ssl-dir): a host that reports another one is warned about. Empty: learned
 	// from the hosts (see the package documentation).
@@ -154,6 +170,8 @@ type Reloader struct {
 	dir     string // the storage directory templates use now
 	prevDir string // the one they used before the last change ("" for none)
 	learned bool   // dir was said by a host (or given)
+	// auxDirs are the map and general storage directories templates use (by storage path).
+	auxDirs map[string]string
 
 	sockMu       sync.Mutex
 	warnedSocket bool // the configuration without a runtime socket was warned about
@@ -171,15 +189,30 @@ type host struct {
 	mu         sync.Mutex
 	has        *content // confirmed content; nil when unknown
 	warnedDir  bool
+	warnedAux  map[string]bool // storages (by path) whose directory differs, warned about
 	retryCount int
 	staleHash  string // content whose push was stopped for its certificate directory
 }
 
-// content is one configuration with its certificates, and this package's hash of them.
+// content is one configuration with its certificates, map files and other files, and this
+// package's hash of them.
 type content struct {
 	config []byte
 	certs  map[string][]byte // name (without .pem) -> PEM
+	maps   map[string][]byte // file name -> content
+	files  map[string][]byte // file name -> content
 	hash   string
+}
+
+// in returns the files of content that go to storage st.
+func (c *content) in(st storage) map[string][]byte {
+	switch st.path {
+	case certStorage.path:
+		return c.certs
+	case mapStorage.path:
+		return c.maps
+	}
+	return c.files
 }
 
 // New checks cfg, prepares the transport (fetching the SPIFFE identity when configured) and
@@ -224,10 +257,20 @@ func New(ctx context.Context, cfg Config) (*Reloader, error) {
 	if cfg.SlowReload <= 0 {
 		cfg.SlowReload = DefaultSlowReload
 	}
-	r := &Reloader{cfg: cfg, log: cfg.Logger.With("reloader", "dataplane"), dir: DefaultStorageDir}
+	r := &Reloader{cfg: cfg, log: cfg.Logger.With("reloader", "dataplane"), dir: DefaultStorageDir,
+		auxDirs: map[string]string{mapStorage.path: DefaultMapsStorageDir, generalStorage.path: DefaultGeneralStorageDir}}
 	if cfg.SSLDir != "" {
 		r.cfg.SSLDir = filepath.Clean(cfg.SSLDir)
 		r.dir, r.learned = r.cfg.SSLDir, true
+	}
+	for _, d := range []struct {
+		given *string
+		st    storage
+	}{{&r.cfg.MapsStorageDir, mapStorage}, {&r.cfg.FilesStorageDir, generalStorage}} {
+		if *d.given != "" {
+			*d.given = filepath.Clean(*d.given)
+			r.auxDirs[d.st.path] = *d.given
+		}
 	}
 
 	state, err := openState(cfg.StateFile)
@@ -342,6 +385,66 @@ func (r *Reloader) SSLDir() string {
 	return r.dir
 }
 
+// MapsDir is the hosts' map storage directory templates should use (mapsdir).
+func (r *Reloader) MapsDir() string { return r.auxDir(mapStorage) }
+
+// FilesDir is the hosts' general file storage directory templates should use (filesdir).
+func (r *Reloader) FilesDir() string { return r.auxDir(generalStorage) }
+
+func (r *Reloader) auxDir(st storage) string {
+	r.dirMu.Lock()
+	defer r.dirMu.Unlock()
+	return r.auxDirs[st.path]
+}
+
+// DiscoverAuxDirs asks the hosts where they store map files and general files when the
+// directories were not given: the directory of the files their storages list, else the
+// API's defaults (a host whose storage is empty does not say). It fails only when the hosts
+// list different directories. A host that turns out to store them elsewhere later is warned
+// about (its only_validate then names the missing file).
+func (r *Reloader) DiscoverAuxDirs(ctx context.Context) (mapsDir, filesDir string, err error) {
+	for _, d := range []struct {
+		given string
+		st    storage
+	}{{r.cfg.MapsStorageDir, mapStorage}, {r.cfg.FilesStorageDir, generalStorage}} {
+		if d.given != "" {
+			continue
+		}
+		dirs := make([]string, len(r.hosts))
+		r.each(ctx, func(ctx context.Context, i int, h *host) {
+			if _, err := h.c.apiVersion(ctx); err != nil {
+				return
+			}
+			list, err := h.c.List(ctx, d.st)
+			if err != nil {
+				return // an API without this storage, or a host down: not said
+			}
+			for _, f := range list {
+				if f.File != "" {
+					dirs[i] = filepath.Dir(f.File)
+					return
+				}
+			}
+		})
+		found := map[string][]string{}
+		for i, dir := range dirs {
+			if dir != "" {
+				found[dir] = append(found[dir], r.hosts[i].c.label)
+			}
+		}
+		if len(found) > 1 {
+			return "", "", fmt.Errorf("dataplane: the hosts store %ss in different directories %v: one configuration cannot name both; configure the same storage directory on every host", d.st.kind, found)
+		}
+		for dir := range found {
+			r.dirMu.Lock()
+			r.auxDirs[d.st.path] = dir
+			r.dirMu.Unlock()
+			r.log.Info("the hosts' "+d.st.kind+" storage directory", "dir", dir)
+		}
+	}
+	return r.MapsDir(), r.FilesDir(), nil
+}
+
 // DiscoverSSLDir asks the hosts where they store certificates (the directory of the files
 // their storage lists) and returns the directory templates should use: the one given
 // (Config.SSLDir), the one the hosts list, or DefaultStorageDir when no host stores a
@@ -438,7 +541,7 @@ func (r *Reloader) Reload(ctx context.Context) error {
 	if err := r.stopRetries(); err != nil {
 		return err
 	}
-	want, err := readLive(r.cfg.ConfigPath, r.cfg.CertDir)
+	want, err := readLive(r.cfg.ConfigPath, r.cfg.CertDir, r.cfg.MapsDir, r.cfg.FilesDir)
 	if err != nil {
 		return fmt.Errorf("dataplane: %w", err)
 	}
@@ -634,37 +737,78 @@ func (r *Reloader) push(ctx context.Context, h *host, want, has *content, doRelo
 	if err != nil {
 		return false, err
 	}
-	stored, err := c.ListCerts(ctx)
-	if err != nil {
-		return false, err
+	// Per storage: what it holds, and what this push adds (uploaded before the
+	// configuration is validated) and changes (replaced once it is valid).
+	type files struct {
+		st             storage
+		stored         []storedFile
+		added, changed []string // storage names
 	}
-	present := map[string]bool{}
-	for _, sc := range stored {
-		present[sc.StorageName] = true
-		r.learnDir(h, sc.File)
+	var all []*files
+	for _, st := range []storage{certStorage, mapStorage, generalStorage} {
+		f := &files{st: st}
+		if st != certStorage && len(want.in(st)) == 0 && has != nil && len(has.in(st)) == 0 {
+			all = append(all, f) // nothing there, nothing wanted: not even listed
+			continue
+		}
+		list, err := c.List(ctx, st)
+		if err != nil {
+			var ae *APIError
+			if st != certStorage && len(want.in(st)) == 0 && errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+				all = append(all, f) // an API without this storage, and nothing for it
+				continue
+			}
+			return false, err
+		}
+		f.stored = list
+		all = append(all, f)
+	}
+	anyAdded := func() bool {
+		for _, f := range all {
+			if len(f.added) > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	anyChanged := func() bool {
+		for _, f := range all {
+			if len(f.changed) > 0 {
+				return true
+			}
+		}
+		return false
 	}
 
-	// New certificates first: no configuration uses them yet, so this is harmless even if
-	// the configuration is refused below (they are removed again then).
-	var added, changed []string
-	for _, name := range sortedNames(want.certs) {
-		file := name + ".pem"
-		switch {
-		case !present[file]:
-			sc, err := c.UploadCert(ctx, file, want.certs[name])
-			if err != nil {
-				return len(added) > 0, err
+	// New files first: no configuration uses them yet, so this is harmless even if the
+	// configuration is refused below (they are removed again then).
+	for _, f := range all {
+		present := map[string]bool{}
+		for _, sf := range f.stored {
+			present[sf.StorageName] = true
+			r.learnStorageDir(h, f.st, sf.File)
+		}
+		for _, name := range sortedNames(want.in(f.st)) {
+			file := name + f.st.ext
+			switch {
+			case !present[file]:
+				sf, err := c.Upload(ctx, f.st, file, want.in(f.st)[name])
+				if err != nil {
+					return anyAdded(), err
+				}
+				r.learnStorageDir(h, f.st, sf.File)
+				f.added = append(f.added, file)
+			case has == nil || string(has.in(f.st)[name]) != string(want.in(f.st)[name]):
+				f.changed = append(f.changed, file)
 			}
-			r.learnDir(h, sc.File)
-			added = append(added, file)
-		case has == nil || string(has.certs[name]) != string(want.certs[name]):
-			changed = append(changed, name)
 		}
 	}
 	removeAdded := func() {
-		for _, file := range added {
-			if err := c.DeleteCert(context.WithoutCancel(ctx), file); err != nil {
-				r.log.Warn("remove a certificate uploaded for a refused configuration", "endpoint", c.label, "error", err)
+		for _, f := range all {
+			for _, file := range f.added {
+				if err := c.Delete(context.WithoutCancel(ctx), f.st, file); err != nil {
+					r.log.Warn("remove a "+f.st.kind+" uploaded for a refused configuration", "endpoint", c.label, "error", err)
+				}
 			}
 		}
 	}
@@ -674,16 +818,19 @@ func (r *Reloader) push(ctx context.Context, h *host, want, has *content, doRelo
 		// where it stores certificates would be refused (its files are elsewhere): stop,
 		// once, and let the new rendering come. The certificates uploaded stay: it needs them.
 		if err := r.staleDir(h, want); err != nil {
-			return len(added) > 0, err
+			return anyAdded(), err
 		}
 		if err := c.Validate(ctx, want.config); err != nil {
 			removeAdded()
 			return false, err
 		}
 	}
-	for _, name := range changed {
-		if err := c.ReplaceCert(ctx, name+".pem", want.certs[name]); err != nil {
-			return true, err
+	for _, f := range all {
+		for _, file := range f.changed {
+			name, _ := f.st.name(file)
+			if err := c.Replace(ctx, f.st, file, want.in(f.st)[name]); err != nil {
+				return true, err
+			}
 		}
 	}
 
@@ -695,7 +842,7 @@ func (r *Reloader) push(ctx context.Context, h *host, want, has *content, doRelo
 		}
 		r.log.Debug("configuration version moved under us; retrying", "endpoint", c.label, "version", version, "attempt", attempt+1)
 		if version, err = c.Version(ctx); err != nil {
-			return len(changed) > 0, err
+			return anyChanged(), err
 		}
 	}
 	if err != nil {
@@ -703,7 +850,7 @@ func (r *Reloader) push(ctx context.Context, h *host, want, has *content, doRelo
 		if errors.As(err, &rej) {
 			removeAdded()
 		}
-		return len(changed) > 0, err
+		return anyChanged(), err
 	}
 	if doReload && reloadID != "" {
 		if err := r.waitReload(ctx, c, reloadID, want.config); err != nil {
@@ -715,19 +862,26 @@ func (r *Reloader) push(ctx context.Context, h *host, want, has *content, doRelo
 		}
 	}
 
-	// Certificates the configuration no longer has go once the configuration that stopped
-	// using them is live. The sidecar owns the storage directory.
-	for _, sc := range stored {
-		name := strings.TrimSuffix(sc.StorageName, ".pem")
-		if _, ok := want.certs[name]; ok && strings.HasSuffix(sc.StorageName, ".pem") {
-			continue
+	// Files the configuration no longer has go once the configuration that stopped using
+	// them is live (the API refuses to delete a map or general file the stored configuration
+	// names). The sidecar owns the storage directories.
+	var counts []any
+	for _, f := range all {
+		for _, sf := range f.stored {
+			if name, ok := f.st.name(sf.StorageName); ok {
+				if _, wanted := want.in(f.st)[name]; wanted {
+					continue
+				}
+			}
+			if err := c.Delete(ctx, f.st, sf.StorageName); err != nil {
+				r.log.Warn("delete a "+f.st.kind+" the configuration no longer has", "endpoint", c.label, "file", sf.StorageName, "error", err)
+			}
 		}
-		if err := c.DeleteCert(ctx, sc.StorageName); err != nil {
-			r.log.Warn("delete a certificate the configuration no longer has", "endpoint", c.label, "certificate", sc.StorageName, "error", err)
-		}
+		key := strings.ReplaceAll(f.st.kind, " ", "_")
+		counts = append(counts, key+"s_added", len(f.added), key+"s_replaced", len(f.changed))
 	}
-	r.log.Debug("pushed", "endpoint", c.label, "content_hash", short(want.hash), "version", version+1, "reload_id", reloadID,
-		"certificates_added", len(added), "certificates_replaced", len(changed), "reload", doReload)
+	r.log.Debug("pushed", append([]any{"endpoint", c.label, "content_hash", short(want.hash), "version", version + 1, "reload_id", reloadID,
+		"reload", doReload}, counts...)...)
 	return true, nil
 }
 
@@ -801,6 +955,37 @@ func (r *Reloader) learnDir(h *host, file string) {
 		"endpoint", h.c.label, "ssl_dir", d, "previous", prev)
 	if r.cfg.OnSSLDir != nil {
 		r.cfg.OnSSLDir(d, prev)
+	}
+}
+
+// learnStorageDir takes note of where a host stores map files or general files (file is a
+// stored file's path): a host that stores them elsewhere than the templates say is warned
+// about once (its validation then names the file it cannot find).
+func (r *Reloader) learnStorageDir(h *host, st storage, file string) {
+	if file == "" || st == certStorage {
+		if file != "" {
+			r.learnDir(h, file)
+		}
+		return
+	}
+	d, want := filepath.Dir(file), r.auxDir(st)
+	if d == want {
+		return
+	}
+	h.mu.Lock()
+	if h.warnedAux == nil {
+		h.warnedAux = map[string]bool{}
+	}
+	warned := h.warnedAux[st.path]
+	h.warnedAux[st.path] = true
+	h.mu.Unlock()
+	if !warned {
+		flag := "--dataplane-maps-dir"
+		if st == generalStorage {
+			flag = "--dataplane-files-dir"
+		}
+		r.log.Warn("the host stores "+st.kind+"s in another directory than the templates use; configure the same storage directory on every host, or set "+flag,
+			"endpoint", h.c.label, "host_dir", d, "dir", want)
 	}
 }
 
@@ -925,27 +1110,37 @@ func sortedNames(m map[string][]byte) []string {
 	return names
 }
 
-// readLive reads the live configuration and the <name>.pem files of certDir, and hashes them.
-func readLive(configPath, certDir string) (*content, error) {
+// readLive reads the live configuration, the <name>.pem files of certDir and the files of
+// mapsDir and filesDir (when set), and hashes them.
+func readLive(configPath, certDir, mapsDir, filesDir string) (*content, error) {
 	cfg, err := os.ReadFile(configPath)
 	if err != nil {
 		return nil, fmt.Errorf("read the live configuration: %w", err)
 	}
-	c := &content{config: cfg, certs: map[string][]byte{}}
-	entries, err := os.ReadDir(certDir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("read the live certificates: %w", err)
-	}
-	for _, e := range entries {
-		name, ok := strings.CutSuffix(e.Name(), ".pem")
-		if !ok || e.IsDir() || strings.HasPrefix(name, ".") {
+	c := &content{config: cfg}
+	for _, d := range []struct {
+		dir, ext, what string
+		into           *map[string][]byte
+	}{{certDir, ".pem", "certificates", &c.certs}, {mapsDir, "", "map files", &c.maps}, {filesDir, "", "files", &c.files}} {
+		*d.into = map[string][]byte{}
+		if d.dir == "" {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(certDir, e.Name()))
-		if err != nil {
-			return nil, fmt.Errorf("read the live certificates: %w", err)
+		entries, err := os.ReadDir(d.dir)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("read the live %s: %w", d.what, err)
 		}
-		c.certs[name] = b
+		for _, e := range entries {
+			name, ok := strings.CutSuffix(e.Name(), d.ext)
+			if !ok || e.IsDir() || strings.HasPrefix(name, ".") || name == "" {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(d.dir, e.Name()))
+			if err != nil {
+				return nil, fmt.Errorf("read the live %s: %w", d.what, err)
+			}
+			(*d.into)[name] = b
+		}
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "config %d\n", len(cfg))
@@ -953,6 +1148,16 @@ func readLive(configPath, certDir string) (*content, error) {
 	for _, name := range sortedNames(c.certs) {
 		fmt.Fprintf(h, "cert %q %d\n", name, len(c.certs[name]))
 		h.Write(c.certs[name])
+	}
+	// Map files and other files count only when there are any: the hash of a content
+	// without them is what it was before they existed (the state file keeps it).
+	for _, name := range sortedNames(c.maps) {
+		fmt.Fprintf(h, "map %q %d\n", name, len(c.maps[name]))
+		h.Write(c.maps[name])
+	}
+	for _, name := range sortedNames(c.files) {
+		fmt.Fprintf(h, "file %q %d\n", name, len(c.files[name]))
+		h.Write(c.files[name])
 	}
 	c.hash = hex.EncodeToString(h.Sum(nil))
 	return c, nil

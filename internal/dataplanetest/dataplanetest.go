@@ -12,6 +12,8 @@
 //	GET  /services/haproxy/reloads[/{id}]
 //	GET|POST /services/haproxy/storage/ssl_certificates
 //	GET|PUT|DELETE /services/haproxy/storage/ssl_certificates/{name}
+//	GET|POST /services/haproxy/storage/{maps,general}
+//	GET|PUT|DELETE /services/haproxy/storage/{maps,general}/{name}   (storage.go)
 //
 // Every response carries Configuration-Version. The configuration is validated with the real
 // `haproxy -c` (only_validate and every write, as the real API does), and a write answers 202
@@ -90,6 +92,9 @@ type Options struct {
 	// configuration that binds "${HAPROXY_LOCALPEER}:8443" listens on 127.0.0.2 behind one
 	// stand-in and on 127.0.0.3 behind another, as the same file would on two machines.
 	LocalPeer string
+	// GeneralReplaceText plays a v3.0 API before 3.0.6, whose PUT of a general file takes
+	// text/plain (from 3.0.6 on, and in later versions, a multipart form; v2 takes text/plain).
+	GeneralReplaceText bool
 }
 
 // DefaultRuntimeReconnect is the real API's post-reload reconnection time without a stats
@@ -102,9 +107,10 @@ type Server struct {
 	URL string
 	// Addr is the listening address (host:port).
 	Addr string
-	// Dir holds ConfigPath and StorageDir.
-	Dir, ConfigPath, StorageDir string
-	HAProxy                     *haproxytest.Process
+	// Dir holds ConfigPath, StorageDir (certificates), MapsDir and GeneralDir: the API's
+	// ssl_certs_dir, maps_dir and general_storage_dir.
+	Dir, ConfigPath, StorageDir, MapsDir, GeneralDir string
+	HAProxy                                          *haproxytest.Process
 
 	opts   Options
 	prefix string
@@ -186,13 +192,17 @@ func Start(t testing.TB, opts Options) *Server {
 		Dir:        dir,
 		ConfigPath: filepath.Join(dir, "haproxy.cfg"),
 		StorageDir: filepath.Join(dir, "ssl"),
+		MapsDir:    filepath.Join(dir, "maps"),
+		GeneralDir: filepath.Join(dir, "general"),
 		opts:       opts,
 		prefix:     fmt.Sprintf("/v%d", opts.APIVersion),
 		version:    1,
 		reloads:    map[string]*Reload{},
 	}
-	if err := os.Mkdir(s.StorageDir, 0o700); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{s.StorageDir, s.MapsDir, s.GeneralDir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := s.writeConfig(opts.Config, s.version); err != nil {
 		t.Fatal(err)
@@ -371,6 +381,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET "+p+"/storage/ssl_certificates/{name}", s.getCert)
 	mux.HandleFunc("PUT "+p+"/storage/ssl_certificates/{name}", s.replaceCert)
 	mux.HandleFunc("DELETE "+p+"/storage/ssl_certificates/{name}", s.deleteCert)
+	s.storageRoutes(mux, p)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.requests = append(s.requests, r.Method+" "+strings.TrimPrefix(r.URL.RequestURI(), s.prefix))
