@@ -27,7 +27,8 @@ const defaultHAProxyConfig = "/etc/haproxy/haproxy.cfg"
 // used, so that nothing of the machine's own HAProxy (its /etc/haproxy) is ever touched.
 func (o *options) localPaths(log *slog.Logger) (cfgPath, sslDir, stateDir string, err error) {
 	if o.reloadMode == "dataplane" {
-		for _, f := range []struct{ name, value string }{{"--haproxy-config", o.haproxyConfig}, {"--ssl-dir", o.sslDir}} {
+		for _, f := range []struct{ name, value string }{{"--haproxy-config", o.haproxyConfig}, {"--ssl-dir", o.sslDir},
+			{"--maps-dir", o.mapsDir}, {"--files-dir", o.filesDir}} {
 			if f.value != "" {
 				log.Warn(f.name+" is not used with --reload=dataplane (the hosts' files go through their Data Plane API; the local copies live under --state-dir); left untouched",
 					"path", f.value)
@@ -57,6 +58,23 @@ func (o *options) localPaths(log *slog.Logger) (cfgPath, sslDir, stateDir string
 		return "", "", "", err
 	}
 	return cfgPath, sslDir, o.stateDir, nil
+}
+
+// localMapsDir and localFilesDir are --maps-dir and --files-dir where they are used ("": the
+// generation store's default, beside the configuration; with --reload=dataplane, in the state
+// directory).
+func (o *options) localMapsDir() string {
+	if o.reloadMode == "dataplane" {
+		return ""
+	}
+	return o.mapsDir
+}
+
+func (o *options) localFilesDir() string {
+	if o.reloadMode == "dataplane" {
+		return ""
+	}
+	return o.filesDir
 }
 
 // defaultDataplaneStateDir is --state-dir's default with --reload=dataplane: a directory of
@@ -108,6 +126,8 @@ func (o *options) startDataplane(ctx context.Context, log *slog.Logger, store *g
 		CACert: o.dataplaneCA, Cert: o.dataplaneCert, Key: o.dataplaneKey,
 		SPIFFESocket: spiffe, SPIFFEID: o.dataplaneSPIFFEID,
 		ConfigPath: store.ConfigPath(), CertDir: store.SSLDir(), SSLDir: o.dataplaneSSLDir,
+		MapsDir: store.MapsDir(), FilesDir: store.FilesDir(),
+		MapsStorageDir: o.dataplaneMapsDir, FilesStorageDir: o.dataplaneFilesDir,
 		Timeout: o.reloadTimeout, Logger: log,
 		StateFile: filepath.Join(store.StateDir(), "dataplane-hosts.json"),
 		OnResult: func(ep, result string) {
@@ -130,6 +150,16 @@ func (o *options) startDataplane(ctx context.Context, log *slog.Logger, store *g
 		dp.Close()
 		return nil, fmt.Errorf("%w (or set --dataplane-ssl-dir)", err)
 	}
+	// The hosts' map and general storage directories: the templates' mapsdir and filesdir,
+	// which the generation store checks as the staged maps and files.
+	mapsDir, filesDir, err := dp.DiscoverAuxDirs(ctx)
+	if err != nil {
+		dp.Close()
+		return nil, fmt.Errorf("%w (or set --dataplane-maps-dir and --dataplane-files-dir)", err)
+	}
+	store.SetTemplateMapsDirs(mapsDir)
+	store.SetTemplateFilesDirs(filesDir)
+	d.renderOpts.MapsDir, d.renderOpts.FilesDir = mapsDir, filesDir
 	d.setDir(dir, "")
 	return d, nil
 }

@@ -123,6 +123,7 @@ type options struct {
 	statsPass                                                     string
 	haproxyBin                                                    string
 	sslDir                                                        string
+	mapsDir, filesDir                                             string
 	validate                                                      bool
 	logLevel                                                      string
 	logFormat                                                     string
@@ -153,6 +154,7 @@ type options struct {
 	dataplaneUser, dataplanePassword, dataplanePasswordFile  string
 	dataplaneToken, dataplaneCA, dataplaneCert, dataplaneKey string
 	spiffeSocket, dataplaneSPIFFEID, dataplaneSSLDir         string
+	dataplaneMapsDir, dataplaneFilesDir                      string
 
 	// render
 	out string
@@ -189,6 +191,8 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 	fs.StringVar(&o.statsPass, "statistics-password", "", "password of the stats page (stats.password); a template that uses it while unset fails")
 	fs.StringVar(&o.haproxyBin, "haproxy-bin", "haproxy", "haproxy binary used for validation (haproxy -c)")
 	fs.StringVar(&o.sslDir, "ssl-dir", "", "certificate directory templates see as ssldir (run: default DIR(--haproxy-config)/certs, made a symlink into the live generation; an existing directory is kept as the adopted generation; not used with --reload=dataplane; render: --out/certs)")
+	fs.StringVar(&o.mapsDir, "maps-dir", "", "directory of the map files (config keys NAME.map) templates see as mapsdir (run: default DIR(--haproxy-config)/maps, made a symlink into the live generation; an existing directory is kept as the adopted generation; not used with --reload=dataplane; render: --out/maps)")
+	fs.StringVar(&o.filesDir, "files-dir", "", "directory of the other files (config keys files.NAME, files.NAME.j2) templates see as filesdir (run: default DIR(--haproxy-config)/files, made a symlink into the live generation; an existing directory is kept as the adopted generation; not used with --reload=dataplane; render: --out/files)")
 	fs.BoolVar(&o.validate, "validate", true, "validate with haproxy -c before anything goes live (render: when haproxy is installed)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
@@ -216,6 +220,8 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 		fs.StringVar(&o.spiffeSocket, "spiffe-socket", "", "SPIFFE Workload API address (unix:///path or a path), used with --dataplane-spiffe-id (default $SPIFFE_ENDPOINT_SOCKET)")
 		fs.StringVar(&o.dataplaneSPIFFEID, "dataplane-spiffe-id", "", "mutual TLS with SPIFFE: the Data Plane API servers' SPIFFE ID, or spiffe://trust.domain to accept its members")
 		fs.StringVar(&o.dataplaneSSLDir, "dataplane-ssl-dir", "", "the hosts' certificate storage directory, which templates see as ssldir (default: learned from the hosts' storage API; /etc/haproxy/ssl, the API's default, until a host stores a certificate)")
+		fs.StringVar(&o.dataplaneMapsDir, "dataplane-maps-dir", "", "the hosts' map storage directory (the API's resources.maps_dir), which templates see as mapsdir (default: the directory the hosts' map storage lists at start; /etc/haproxy/maps, the API's default, when it is empty)")
+		fs.StringVar(&o.dataplaneFilesDir, "dataplane-files-dir", "", "the hosts' general file storage directory (the API's general_storage_dir), which templates see as filesdir (default: the directory the hosts' general storage lists at start; /etc/haproxy/general, the API's default, when it is empty)")
 		o.wait = waitFlag{200 * time.Millisecond, 2 * time.Second}
 		fs.Var(&o.wait, "wait", "`MIN:MAX`: render after MIN without changes, but never later than MAX after the first")
 		fs.StringVar(&o.metricsAddr, "metrics-addr", ":9090", "address of /metrics (Prometheus); empty: off")
@@ -229,7 +235,7 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 		fs.DurationVar(&o.leRenew, "leader-election-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it steps down")
 		fs.DurationVar(&o.leRetry, "leader-election-retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
 	case "render":
-		fs.StringVar(&o.out, "out", "", "directory to write haproxy.cfg and certs/ into (required)")
+		fs.StringVar(&o.out, "out", "", "directory to write haproxy.cfg, certs/, maps/ and files/ into (required)")
 	}
 }
 
@@ -514,14 +520,17 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	// "not running yet".
 	_, statErr := os.Lstat(cfgPath)
 	expectRunning := statErr == nil && o.reloadMode == "master-socket"
-	store, err := generation.Open(cfgPath, sslDir, stateDir, generation.WithLogger(log))
+	store, err := generation.Open(cfgPath, sslDir, stateDir, generation.WithLogger(log),
+		generation.WithMapsDir(o.localMapsDir()), generation.WithFilesDir(o.localFilesDir()))
 	if err != nil {
 		return fmt.Errorf("open generations for %s: %w", cfgPath, err)
 	}
 	var recorder pipeline.Recorder // Kubernetes Events, set below in the Kubernetes modes
 	var reloader reload.Reloader
 	var endpoint string
-	var rend pipeline.Renderer = render.New(o.renderOptions(sslDir))
+	ro := o.renderOptions(sslDir)
+	ro.MapsDir, ro.FilesDir = store.MapsDir(), store.FilesDir()
+	var rend pipeline.Renderer = render.New(ro)
 	var dpMode *dataplaneMode // --reload=dataplane (dataplane_mode.go)
 	if o.reloadMode == "dataplane" {
 		if dpMode, err = o.startDataplane(ctx, log, store, metrics, &recorder); err != nil {
@@ -633,7 +642,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 		}()
 	}
 	attrs := []any{"version", version, "source", o.source, "dir", o.dir, "haproxy_config", cfgPath,
-		"ssl_dir", sslDir, "state_dir", store.StateDir(), "reload", o.reloadMode, "wait", o.wait.String()}
+		"ssl_dir", sslDir, "maps_dir", store.MapsDir(), "files_dir", store.FilesDir(), "state_dir", store.StateDir(), "reload", o.reloadMode, "wait", o.wait.String()}
 	log.Info("starting", append(attrs, o.memory.attrs()...)...)
 	return p.Run(ctx)
 }
@@ -686,7 +695,7 @@ func serveHTTP(ctx context.Context, log *slog.Logger, metricsAddr, healthAddr st
 // renderCmd renders once: into --out (render) or into a temporary directory that is removed
 // afterwards (validate).
 func renderCmd(args []string, checkOnly bool) error {
-	summary := "haproxy-sidecar render: read the inputs once, render haproxy.cfg and certs/ into --out DIR, and\nvalidate them with haproxy -c when HAProxy is installed. Exit status 1 on any error."
+	summary := "haproxy-sidecar render: read the inputs once, render haproxy.cfg, certs/, maps/ and files/ into --out DIR, and\nvalidate them with haproxy -c when HAProxy is installed. Exit status 1 on any error."
 	cmd := "render"
 	if checkOnly {
 		cmd = "validate"
@@ -729,6 +738,18 @@ func (o *options) renderOnce(log *slog.Logger, checkOnly bool) error {
 	if sslDir, err = filepath.Abs(sslDir); err != nil {
 		return err
 	}
+	ro := o.renderOptions(sslDir)
+	for _, d := range []struct {
+		given, name string
+		dst         *string
+	}{{o.mapsDir, generation.MapsDirName, &ro.MapsDir}, {o.filesDir, generation.FilesDirName, &ro.FilesDir}} {
+		if *d.dst = d.given; d.given == "" {
+			*d.dst = filepath.Join(out, d.name)
+		}
+		if *d.dst, err = filepath.Abs(*d.dst); err != nil {
+			return err
+		}
+	}
 	src, err := o.newSource(log)
 	if err != nil {
 		return err
@@ -752,7 +773,7 @@ func (o *options) renderOnce(log *slog.Logger, checkOnly bool) error {
 	if err != nil {
 		return err
 	}
-	bundle, err := render.New(o.renderOptions(sslDir)).Render(ctx, snap)
+	bundle, err := render.New(ro).Render(ctx, snap)
 	if err == nil {
 		o.red.Set("certificate-keys", certKeyLines(bundle.Certificates)...)
 	}
@@ -760,7 +781,7 @@ func (o *options) renderOnce(log *slog.Logger, checkOnly bool) error {
 		return err
 	}
 	cfgFile := filepath.Join(out, "haproxy.cfg")
-	if err := writeBundle(cfgFile, sslDir, bundle); err != nil {
+	if err := writeBundle(cfgFile, sslDir, ro.MapsDir, ro.FilesDir, bundle); err != nil {
 		return err
 	}
 	if o.validate {
@@ -778,6 +799,9 @@ func (o *options) renderOnce(log *slog.Logger, checkOnly bool) error {
 		fmt.Printf("valid: %d services, %d certificates, hash %s\n", len(snap.Services), len(snap.Certificates), bundle.Hash[:12])
 	} else {
 		fmt.Printf("wrote %s and %d certificate(s) to %s\n", cfgFile, len(bundle.Certificates), sslDir)
+		if len(bundle.Maps)+len(bundle.Files) > 0 {
+			fmt.Printf("wrote %d map file(s) to %s and %d file(s) to %s\n", len(bundle.Maps), ro.MapsDir, len(bundle.Files), ro.FilesDir)
+		}
 	}
 	return nil
 }
@@ -792,9 +816,22 @@ func certKeyLines(certs map[string][]byte) []string {
 	return out
 }
 
-func writeBundle(cfgFile, sslDir string, b *render.Bundle) error {
+func writeBundle(cfgFile, sslDir, mapsDir, filesDir string, b *render.Bundle) error {
 	if err := os.MkdirAll(filepath.Dir(cfgFile), 0o755); err != nil {
 		return err
+	}
+	for dir, files := range map[string]map[string][]byte{mapsDir: b.Maps, filesDir: b.Files} {
+		if len(files) == 0 {
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		for name, content := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
+				return fmt.Errorf("write %s: %w", name, err)
+			}
+		}
 	}
 	if err := os.MkdirAll(sslDir, 0o700); err != nil {
 		return err
