@@ -111,6 +111,32 @@ func TestMapFilesEndToEnd(t *testing.T) {
 		e.waitServed(t, "web.localhost", "/", "web-")
 	})
 
+	t.Run("a map template that does not render is held, naming its key and line", func(t *testing.T) {
+		live := e.settled(t)
+		e.editFile(t, "config.yaml", func(s string) string {
+			return strings.Replace(s, "    {{ hostname }} be_{{ service.name }}\n", "    {{ hostname }} be_{{ service.name }\n", 1)
+		})
+		var r readyz
+		haproxytest.WaitFor(t, 15*time.Second, func() bool {
+			_, r = e.readyz(t)
+			return len(r.Held) > 0
+		}, "the template set is held")
+		if len(r.Held) != 1 || r.Held[0].Stage != "render" || !strings.Contains(r.LastError, `ConfigMap lb/config key "hosts.map" line 5`) {
+			t.Errorf("held %+v (%s), want the template set at stage render, naming hosts.map line 5", r.Held, r.LastError)
+		}
+		if r.LiveConfig != live.LiveConfig {
+			t.Errorf("live %q, want the last good %q", r.LiveConfig, live.LiveConfig)
+		}
+		e.waitServed(t, "static.localhost", "/", "api-")
+		e.editFile(t, "config.yaml", func(s string) string {
+			return strings.Replace(s, "    {{ hostname }} be_{{ service.name }\n", "    {{ hostname }} be_{{ service.name }}\n", 1)
+		})
+		haproxytest.WaitFor(t, 15*time.Second, func() bool {
+			_, r = e.readyz(t)
+			return r.Ready && len(r.Held) == 0 && r.LastError == "" && r.LiveConfig == live.LiveConfig
+		}, "recovery once the map template is fixed")
+	})
+
 	t.Run("a missing map file is held like any validation failure", func(t *testing.T) {
 		live := e.settled(t)
 		before := reloadCount(t, p)
