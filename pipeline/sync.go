@@ -77,9 +77,7 @@ func (f *failure) Unwrap() error { return f.err }
 // their last good version, or left out), everything else goes live. What HAProxy runs keeps
 // running whatever happens here.
 func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
-	if err := p.noticeHAProxy(ctx); err != nil {
-		return p.fail(status.FailReload, err)
-	}
+	p.noticeHAProxy(ctx)
 	objs, err := p.cfg.Source.Objects(ctx)
 	var unread map[string]quarantine.Hold
 	if err != nil {

@@ -86,14 +86,14 @@ func (p *Pipeline) haproxyUp(id string) {
 // reloaded it. Either way it loaded the files on disk: when they are the last good rendering,
 // that is what it runs (no reload needed); otherwise what it runs is unknown, and the sync
 // reloads.
-func (p *Pipeline) noticeHAProxy(ctx context.Context) error {
+func (p *Pipeline) noticeHAProxy(ctx context.Context) {
 	li, ok := p.cfg.Reloader.(loadIdentifier)
 	if !ok || !p.restarted.Swap(false) || !p.adoptTried {
-		return nil // the first sync finds out what HAProxy runs itself (adopt)
+		return // the first sync finds out what HAProxy runs itself (adopt)
 	}
 	id, err := li.LoadID(ctx)
 	if err != nil || id == p.currentLoad() {
-		return nil // down again (the probe reports it), or the sidecar's own reload
+		return // down again (the probe reports it), or the sidecar's own reload
 	}
 	p.writer.Drop() // HAProxy loaded what the disk held when it started
 	live, good := p.cfg.Store.Live(), p.goodBundle()
@@ -104,7 +104,7 @@ func (p *Pipeline) noticeHAProxy(ctx context.Context) error {
 		if p.cfg.Runtime != nil {
 			p.cfg.Runtime.Forget()
 		}
-		return nil
+		return
 	}
 	if p.writtenDown.Load() {
 		p.log.Info("HAProxy started on the configuration the sidecar wrote", "hash", short(live.Hash), "load", id)
@@ -121,5 +121,4 @@ func (p *Pipeline) noticeHAProxy(ctx context.Context) error {
 	p.cfg.Metrics.LiveGenerationInfo.WithLabelValues(live.Hash).Set(1)
 	p.writtenDown.Store(false)
 	p.liveIfRunning(live.Hash)
-	return nil
 }
