@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/watchspec"
 )
 
 // Defaults for Options fields left empty.
@@ -41,6 +43,9 @@ type Options struct {
 	Env              map[string]string
 	StatsPassword    string
 	StatsPasswordSet bool
+	// Resources are the watched resources (--watch): Assemble gives each, with its lookups,
+	// from Objects.Resources.
+	Resources watchspec.List
 	// PodCache, when set, keeps the JSON form of the pods between Builds so that only pods that
 	// changed (by UID and resourceVersion) are converted again. Give each source its own.
 	PodCache *PodCache

@@ -384,7 +384,7 @@ func structConv(t reflect.Type, building map[reflect.Type]*plan) (convFunc, erro
 }
 
 func buildStructPlan(t reflect.Type, building map[reflect.Type]*plan) (*structPlan, error) {
-	sp := &structPlan{shared: !notShared[t]}
+	sp := &structPlan{shared: !notShared[t] && !holdsUniqueField(t)}
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		if !sf.IsExported() {
@@ -441,6 +441,13 @@ func buildStructPlan(t reflect.Type, building map[reflect.Type]*plan) (*structPl
 			f.internStr = true
 		}
 		switch k := sf.Type.Kind(); k {
+		case reflect.Slice:
+			if uniqueKeys[f.name] && sf.Type.Elem().Kind() != reflect.Uint8 {
+				// A list of one object's own values (addresses): never looked up.
+				f.plan = &plan{conv: unshared(buildPlan(sf.Type, building))}
+			} else {
+				f.plan = buildPlan(sf.Type, building)
+			}
 		case reflect.String, reflect.Bool,
 			reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
@@ -452,6 +459,29 @@ func buildStructPlan(t reflect.Type, building map[reflect.Type]*plan) (*structPl
 		sp.fields = append(sp.fields, f)
 	}
 	return sp, nil
+}
+
+// holdsUniqueField reports whether a struct has a field whose value is (nearly) always one
+// object's own (see uniqueKeys): its records are never looked up for sharing.
+func holdsUniqueField(t reflect.Type) bool {
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if uniqueKeys[name] {
+			return true
+		}
+	}
+	return false
+}
+
+// unshared converts as p does, without sharing the result.
+func unshared(p *plan) convFunc {
+	return func(st *convState, v reflect.Value) (any, uint64, bool, error) {
+		in := st.in
+		st.in = nil
+		defer func() { st.in = in }()
+		out, h, _, err := p.convert(st, v)
+		return out, h, false, err
+	}
 }
 
 // isEmpty is omitempty as ToUnstructured reads it.

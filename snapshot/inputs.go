@@ -89,8 +89,8 @@ func Decode(objs *Objects, opts Options) Inputs {
 }
 
 // Assemble builds the Snapshot from the chosen version of each input (chosen need not be the
-// current ones: a held input is given at its last good version, or left out) and the pods and
-// EndpointSlices of objs. Inputs with an Err are left out. Without a templates input the
+// current ones: a held input is given at its last good version, or left out) and the pods,
+// EndpointSlices and watched objects of objs. Inputs with an Err are left out. Without a templates input the
 // templates are the built-in default, except with ConfigSecret, where that is an error.
 func Assemble(objs *Objects, opts Options, chosen []Input) (*Snapshot, error) {
 	opts = opts.withDefaults()
@@ -137,6 +137,7 @@ func Assemble(objs *Objects, opts Options, chosen []Input) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	snap.Resources = assembleResources(opts.Resources, objs.Resources)
 	return snap, nil
 }
 

@@ -59,9 +59,13 @@ func (in *interner) len() int {
 // mapOf returns a record holding pairs (any order; see sortPairs), with its key list from
 // shapes (nil: its own): a shared record when canon and an equal one is known.
 func (in *interner) mapOf(pairs []kv, h uint64, canon bool, shapes *record.Shapes) *record.Record {
-	pairs = sortPairs(pairs)
+	return in.mapWith(sortPairs(pairs), h, canon, func(pairs []kv) *record.Record { return newRecord(pairs, shapes) })
+}
+
+// mapWith is mapOf for pairs sorted already, with make making the record when none is shared.
+func (in *interner) mapWith(pairs []kv, h uint64, canon bool, make func([]kv) *record.Record) *record.Record {
 	if in == nil || !canon {
-		return newRecord(pairs, shapes)
+		return make(pairs)
 	}
 	s := in.shard(h)
 	s.mu.Lock()
@@ -81,7 +85,7 @@ func (in *interner) mapOf(pairs []kv, h uint64, canon bool, shapes *record.Shape
 	if c, ok := s.find(h, match); ok {
 		return c.(*record.Record)
 	}
-	m := newRecord(pairs, shapes)
+	m := make(pairs)
 	s.add(h, m)
 	return m
 }

@@ -76,6 +76,10 @@ type Objects struct {
 	ConvertedPods []*Pod
 	// EndpointSlices back services that name a Kubernetes Service instead of a pod selector.
 	EndpointSlices []*discoveryv1.EndpointSlice
+	// Resources are the objects of the watched resources (--watch), by their name in the
+	// template context (watchspec.Resource.Name), in any order. They are not operator inputs:
+	// never held back.
+	Resources map[string][]*Object
 	// Revision identifies this state of the source (a resourceVersion, an etcd revision, a
 	// directory hash) for logs.
 	Revision string
@@ -113,4 +117,7 @@ type Snapshot struct {
 	Env         map[string]string
 	Stats       Stats
 	Revision    string
+	// Resources are the watched resources (--watch), in the order of the options; nil
+	// without any.
+	Resources []Resource
 }
