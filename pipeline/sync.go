@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/quarantine"
 	"github.com/haproxy-sidecar/haproxy-sidecar/redact"
@@ -27,30 +25,14 @@ type candidate struct {
 	gen    *generation.Generation
 	info   snapInfo
 	chosen []snapshot.Input // the input versions it was rendered from
-	// dropped are the pods left out because the template could not print their data.
+	// dropped are the pods and watched objects left out because the template could not
+	// print their data.
 	dropped []quarantine.Hold
 }
 
-// maxDroppedPods bounds the pods one rendering leaves out before it gives up.
+// maxDroppedPods bounds the pods and watched objects one rendering leaves out before it gives
+// up.
 const maxDroppedPods = 16
-
-// withoutPod is objs without the pod namespace/name.
-func withoutPod(objs *snapshot.Objects, namespace, name string) *snapshot.Objects {
-	c := *objs
-	c.Pods = make([]*corev1.Pod, 0, len(objs.Pods))
-	for _, pod := range objs.Pods {
-		if pod == nil || pod.Namespace != namespace || pod.Name != name {
-			c.Pods = append(c.Pods, pod)
-		}
-	}
-	c.ConvertedPods = make([]*snapshot.Pod, 0, len(objs.ConvertedPods))
-	for _, pod := range objs.ConvertedPods {
-		if pod == nil || pod.Namespace() != namespace || pod.Name() != name {
-			c.ConvertedPods = append(c.ConvertedPods, pod)
-		}
-	}
-	return &c
-}
 
 // snapInfo is what the stages after rendering need to know of a snapshot.
 type snapInfo struct {
@@ -195,15 +177,19 @@ func (p *Pipeline) try(ctx context.Context, objs *snapshot.Objects, chosen []sna
 		if ctx.Err() != nil {
 			return nil, &failure{stage: status.FailRead, err: fmt.Errorf("render: %w", ctx.Err())}
 		}
-		// A pod whose data the template cannot print (an annotation holding a newline) is
-		// left out; pods are not held back, the others go live.
+		// A pod or watched object whose data the template cannot print (an annotation
+		// holding a newline) is left out; they are not held back, the others go live.
 		var ie *snapshot.InputError
-		if !errors.As(err, &ie) || ie.Ref.Kind != "Pod" || len(dropped) >= maxDroppedPods {
+		if !errors.As(err, &ie) || len(dropped) >= maxDroppedPods {
 			return nil, inputErr(snapshot.StageRender, err)
 		}
-		objs = withoutPod(objs, ie.Ref.Namespace, ie.Ref.Name)
-		dropped = append(dropped, quarantine.Hold{ID: "pod/" + ie.Ref.Namespace + "/" + ie.Ref.Name, Ref: ie.Ref,
-			Stage: snapshot.StageRender, Err: err})
+		without, ok := objs.Without(ie.Ref)
+		if !ok {
+			return nil, inputErr(snapshot.StageRender, err)
+		}
+		objs = without
+		dropped = append(dropped, quarantine.Hold{ID: strings.ToLower(ie.Ref.Kind) + "/" + ie.Ref.Namespace + "/" + ie.Ref.Name,
+			Ref: ie.Ref, Stage: snapshot.StageRender, Err: err})
 	}
 	info := infoOf(snap, objs.Revision)
 	c := &candidate{bundle: bundle, info: info, chosen: chosen, dropped: dropped}

@@ -234,6 +234,11 @@ func (r *Renderer) context(s *snapshot.Snapshot, certNames []string) map[string]
 	if services == nil {
 		services = []map[string]any{}
 	}
+	// resources.<name>: each watched resource (--watch) with its lookups (snapshot.Resource).
+	resources := make(map[string]any, len(s.Resources))
+	for _, res := range s.Resources {
+		resources[res.Name] = res.Value
+	}
 	return map[string]any{
 		"services":     services,
 		"certificates": certNames,
@@ -242,6 +247,7 @@ func (r *Renderer) context(s *snapshot.Snapshot, certNames []string) map[string]
 		"filesdir":     r.opts.FilesDir,
 		"stats":        map[string]any{"username": user, "password": password},
 		"env":          env,
+		"resources":    resources,
 	}
 }
 

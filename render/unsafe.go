@@ -11,8 +11,8 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 )
 
-// UnsafeValueError is a value from the data (a service entry, a pod, an environment
-// variable) holding a newline, a carriage return or a NUL, printed into haproxy.cfg without
+// UnsafeValueError is a value from the data (a service entry, a pod, a watched object, an
+// environment variable) holding a newline, a carriage return or a NUL, printed into haproxy.cfg without
 // |safe: it would add lines the template does not have. Render returns it inside a
 // *snapshot.InputError whose Ref is Origin, so that the input at fault can be held back.
 type UnsafeValueError struct {
@@ -95,6 +95,9 @@ func origin(s *snapshot.Snapshot, src string) (snapshot.Ref, string) {
 			return found, field
 		}
 	}
+	if ref, field, ok := resourceOrigin(s.Resources, src); ok {
+		return ref, field
+	}
 	for _, k := range sortedStrKeys(s.Env) {
 		if s.Env[k] == src {
 			return snapshot.Ref{Kind: "Env", Name: k}, "env." + k
@@ -104,6 +107,36 @@ func origin(s *snapshot.Snapshot, src string) (snapshot.Ref, string) {
 		return snapshot.Ref{Kind: "Env", Name: "STATISTICS_PASSWORD"}, "stats.password"
 	}
 	return snapshot.Ref{}, ""
+}
+
+// resourceOrigin searches the watched objects for src: a value or a key inside an object, or a
+// key of a lookup (by_name, by_<index>), which names the first object it gives.
+func resourceOrigin(resources []snapshot.Resource, src string) (snapshot.Ref, string, bool) {
+	for _, res := range resources {
+		for _, o := range res.Objects {
+			if path, ok := find(o.Record(), src, ""); ok {
+				return o.Ref(), path, true
+			}
+		}
+		for i := range res.Value.Len() {
+			lookup, ok := res.Value.Value(i).(*record.Record)
+			if !ok {
+				continue
+			}
+			if v, ok := lookup.Get(src); ok {
+				obj := v
+				if l, isList := v.([]any); isList && len(l) > 0 {
+					obj = l[0]
+				}
+				for _, o := range res.Objects {
+					if o.Record() == obj {
+						return o.Ref(), "resources." + res.Name + "." + res.Value.Key(i) + " key", true
+					}
+				}
+			}
+		}
+	}
+	return snapshot.Ref{}, "", false
 }
 
 func podRef(ns, name string, pod any) snapshot.Ref {
