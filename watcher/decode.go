@@ -21,7 +21,9 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -48,6 +50,10 @@ type manifestDecoder struct {
 	conv *snapshot.PodConverter
 	// cache, when set, holds what earlier reads decoded, by content; this read updates it.
 	cache *docCache
+	// watched are the watched resources (--watch) whose objects are kept too, converted with
+	// objConv.
+	watched []*watched
+	objConv *snapshot.ObjectConverter
 
 	jobs []job
 	objs snapshot.Objects
@@ -131,8 +137,12 @@ func (c *docCache) find(k docKey, prefix string) *cacheEntry {
 type decoded struct {
 	obj  kruntime.Object // ConfigMap, Secret, typed Pod, or another kind (ignored)
 	pod  *snapshot.Pod   // a converted Pod
-	kind string          // ConfigMap, Secret, Pod; "" for another kind
+	kind string          // ConfigMap, Secret, Pod, a watched kind; "" for another kind
 	meta *metav1.ObjectMeta
+	// object is the object converted for the watched resources in watchedBy (whose namespace
+	// and selector add checks).
+	object    *snapshot.Object
+	watchedBy []*watched
 }
 
 func newManifestDecoder(defaultNamespace string, logger *slog.Logger) *manifestDecoder {
@@ -522,7 +532,11 @@ func (d *manifestDecoder) fastDecode(p *pending) *decoded {
 	if err != nil || len(strict) > 0 {
 		return nil
 	}
-	return d.prepare(obj)
+	res, err := d.prepare(obj, p.gvk)
+	if err != nil {
+		return nil // decode reports it
+	}
+	return res
 }
 
 // decode decodes with the decoder and returns what it rejects; nil and no error when nothing
@@ -531,6 +545,9 @@ func (d *manifestDecoder) decode(at *origin, p *pending) (*decoded, error) {
 	obj, _, err := d.decoder.Decode(p.data, &p.gvk, nil)
 	switch {
 	case kruntime.IsNotRegisteredError(err):
+		if by := d.watchedBy(p.gvk); by != nil {
+			return d.custom(at, p, by)
+		}
 		d.logger.Warn("ignoring an object of a kind this program does not know",
 			"file", at.rel, "line", at.line, "apiVersion", p.gvk.GroupVersion().String(), "kind", p.gvk.Kind)
 		return nil, nil
@@ -538,39 +555,97 @@ func (d *manifestDecoder) decode(at *origin, p *pending) (*decoded, error) {
 		// Decoder messages name fields and types, never values (a Secret's data stays out).
 		return nil, inputError(at.rel, at.line, 0, fmt.Errorf("decoding the %s: %v", p.gvk.Kind, err))
 	}
-	return d.prepare(obj), nil
+	res, err := d.prepare(obj, p.gvk)
+	if err != nil {
+		return nil, inputError(at.rel, at.line, 0, err)
+	}
+	return res, nil
+}
+
+// watchedBy are the watched resources whose objects are of kind gvk.
+func (d *manifestDecoder) watchedBy(gvk schema.GroupVersionKind) []*watched {
+	var out []*watched
+	for _, w := range d.watched {
+		if w.matches(gvk) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// custom decodes an object of a kind client-go does not know (a custom resource) that a
+// watched resource takes: as JSON, kept as it is written (no namespace is given to it: the file
+// source cannot tell a namespaced custom resource from a cluster-scoped one).
+func (d *manifestDecoder) custom(at *origin, p *pending, by []*watched) (*decoded, error) {
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(p.data); err != nil {
+		return nil, inputError(at.rel, at.line, 0, fmt.Errorf("decoding the %s: %v", p.gvk.Kind, err))
+	}
+	o, err := d.objConv.FromUnstructured(u.Object)
+	if err != nil {
+		return nil, inputError(at.rel, at.line, 0, fmt.Errorf("the %s: %v", p.gvk.Kind, err))
+	}
+	return &decoded{kind: p.gvk.Kind, object: o, watchedBy: by}, nil
 }
 
 // prepare does to a decoded object what the API server would have: the default namespace, a
-// Secret's stringData folded into data; and converts a pod when the decoder converts pods.
-func (d *manifestDecoder) prepare(obj kruntime.Object) *decoded {
+// Secret's stringData folded into data; and converts a pod when the decoder converts pods, and
+// an object of a watched resource (gvk is its kind).
+func (d *manifestDecoder) prepare(obj kruntime.Object, gvk schema.GroupVersionKind) (*decoded, error) {
 	defaultNS := func(m *metav1.ObjectMeta) {
 		if m.Namespace == "" {
 			m.Namespace = d.defaultNamespace
 		}
 	}
+	var res *decoded
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
 		defaultNS(&o.ObjectMeta)
-		return &decoded{obj: o, kind: "ConfigMap", meta: &o.ObjectMeta}
+		res = &decoded{obj: o, kind: "ConfigMap", meta: &o.ObjectMeta}
 	case *corev1.Secret:
 		defaultNS(&o.ObjectMeta)
 		foldStringData(o)
-		return &decoded{obj: o, kind: "Secret", meta: &o.ObjectMeta}
+		res = &decoded{obj: o, kind: "Secret", meta: &o.ObjectMeta}
 	case *corev1.Pod:
 		defaultNS(&o.ObjectMeta)
-		if d.conv != nil {
-			return &decoded{pod: d.conv.Convert(o), kind: "Pod"}
+		if d.conv != nil && d.watchedBy(gvk) == nil {
+			return &decoded{pod: d.conv.Convert(o), kind: "Pod"}, nil
 		}
-		return &decoded{obj: o, kind: "Pod", meta: &o.ObjectMeta}
+		res = &decoded{obj: o, kind: "Pod", meta: &o.ObjectMeta}
 	case *discoveryv1.EndpointSlice:
 		defaultNS(&o.ObjectMeta)
-		return &decoded{obj: o, kind: "EndpointSlice", meta: &o.ObjectMeta}
+		res = &decoded{obj: o, kind: "EndpointSlice", meta: &o.ObjectMeta}
+	default:
+		res = &decoded{obj: obj}
 	}
-	return &decoded{obj: obj}
+	by := d.watchedBy(gvk)
+	if by == nil {
+		return res, nil
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, fmt.Errorf("the %s has no metadata: %v", gvk.Kind, err)
+	}
+	if m.GetNamespace() == "" && !by[0].clusterScoped {
+		m.SetNamespace(d.defaultNamespace)
+	}
+	if m.GetName() == "" {
+		return nil, fmt.Errorf("the %s has no metadata.name", gvk.Kind)
+	}
+	o, err := d.objConv.FromTyped(obj, gvk)
+	if err != nil {
+		return nil, fmt.Errorf("the %s: %v", gvk.Kind, err)
+	}
+	res.kind, res.object, res.watchedBy = gvk.Kind, o, by
+	if p, ok := obj.(*corev1.Pod); ok && d.conv != nil {
+		// A pod both selected by services and watched: the services' form too.
+		res.obj, res.meta, res.pod = nil, nil, d.conv.Convert(p)
+	}
+	return res, nil
 }
 
-// add keeps ConfigMaps, Secrets, Pods and EndpointSlices, as the API server would store them.
+// add keeps ConfigMaps, Secrets, Pods and EndpointSlices, as the API server would store them,
+// and the objects of the watched resources.
 func (d *manifestDecoder) add(at *origin, r *decoded) {
 	if r.kind == "" {
 		gvk := r.obj.GetObjectKind().GroupVersionKind()
@@ -588,6 +663,14 @@ func (d *manifestDecoder) add(at *origin, r *decoded) {
 		d.errs = append(d.errs, inputError(at.rel, at.line, 0,
 			fmt.Errorf("%s %s/%s is defined twice: first in %s line %d", k.kind, k.namespace, k.name, prev.rel, prev.line)))
 		return
+	}
+	for _, w := range r.watchedBy {
+		if w.keep(r.object) {
+			if d.objs.Resources == nil {
+				d.objs.Resources = map[string][]*snapshot.Object{}
+			}
+			d.objs.Resources[w.spec.Name()] = append(d.objs.Resources[w.spec.Name()], r.object)
+		}
 	}
 	if r.pod != nil {
 		if d.objs.ConvertedPods == nil {
@@ -623,8 +706,14 @@ type seenAt struct {
 }
 
 func (r *decoded) key() objectKey {
-	if r.pod != nil {
+	switch {
+	case r.pod != nil:
 		return objectKey{r.kind, r.pod.Namespace(), r.pod.Name()}
+	case r.meta == nil && r.object != nil:
+		return objectKey{r.kind, r.object.Namespace(), r.object.Name()}
+	case r.meta == nil:
+		m, _ := meta.Accessor(r.obj)
+		return objectKey{r.kind, m.GetNamespace(), m.GetName()}
 	}
 	return objectKey{r.kind, r.meta.Namespace, r.meta.Name}
 }

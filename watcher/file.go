@@ -22,6 +22,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/watchspec"
 )
 
 // File is a Source that reads Kubernetes manifests from a directory and watches it with
@@ -31,8 +32,9 @@ import (
 // and for directories at the top level only; names starting with ".." are never entered, so a
 // mounted ConfigMap volume (files that are links into ..data/) is read once, through its links.
 //
-// Only ConfigMaps, Secrets, Pods and EndpointSlices are kept; other kinds are ignored. A
-// Secret's stringData is folded into data as the API server does.
+// Only ConfigMaps, Secrets, Pods and EndpointSlices are kept, and the objects of the watched
+// resources (Watch); other kinds are ignored. A Secret's stringData is folded into data as the
+// API server does.
 //
 // Each read parses only the files that changed since the last one: a file whose identity on
 // disk (device, inode, size, modification and change times, through its links) is the same
@@ -57,6 +59,14 @@ type File struct {
 	// MaxFileSize bounds one manifest file (--max-file-size): a larger file is not read, and is
 	// bad input. 0 means DefaultMaxFileSize; a negative value, no limit.
 	MaxFileSize int64
+	// Watch are the watched resources (--watch): objects of their kinds (by apiVersion and
+	// kind; a custom resource's kind is its ;kind=, else the kind whose plural is the
+	// resource's) are returned in Objects.Resources, converted and filtered by namespace and
+	// selector. A built-in's object without a namespace gets DefaultNamespace unless its kind
+	// is cluster-scoped; a custom resource's is kept as written.
+	Watch watchspec.List
+
+	objConv snapshot.ObjectConverter
 
 	mu    sync.Mutex
 	cache *docCache // with PodConverter: what earlier calls decoded
@@ -186,6 +196,13 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	dec := newManifestDecoder(f.DefaultNamespace, log)
+	if len(f.Watch) > 0 {
+		if dec.watched, err = resolve(f.Watch); err != nil {
+			return nil, fmt.Errorf("file source: %w", err)
+		}
+		dec.objConv = &f.objConv
+		f.objConv.NextRound()
+	}
 	if f.PodConverter != nil {
 		f.PodConverter.NextRound()
 		dec.conv = f.PodConverter
