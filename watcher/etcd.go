@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/watchspec"
 )
 
 // Defaults of EtcdConfig.
@@ -63,6 +64,11 @@ type EtcdConfig struct {
 	// CertificateSelector is a label selector for TLS Secrets in Namespace that are
 	// certificates too (as --certificate-selector); empty: none. Other Secrets are dropped.
 	CertificateSelector string
+	// Watch are the watched resources (--watch): each is listed and watched under the prefix
+	// kube-apiserver stores it at (see etcdPath), decoded whatever its type (protobuf through
+	// client-go's scheme for built-ins, JSON for custom resources), and returned in
+	// Objects.Resources.
+	Watch watchspec.List
 
 	// DialTimeout bounds connecting (and authenticating with a password); default 5s.
 	DialTimeout time.Duration
@@ -120,6 +126,9 @@ type Etcd struct {
 	reportedUp int // -1 never reported, 0 down, 1 up
 
 	converted atomic.Int64 // pods converted, for PodConverter rounds
+	watched   []*watched   // the --watch resources
+	objConv   snapshot.ObjectConverter
+	objects   atomic.Int64 // watched objects converted, for objConv rounds
 
 	mu         sync.Mutex
 	ran        bool
@@ -129,6 +138,7 @@ type Etcd struct {
 	wg         sync.WaitGroup
 	cms        *prefixWatch
 	secrets    *prefixWatch
+	resWatches []*prefixWatch         // one per watched resource
 	nsWatches  map[nsKey]*prefixWatch // pods and EndpointSlices of the namespaces the services name
 	failing    map[*prefixWatch]error
 	connectErr error
@@ -147,10 +157,12 @@ type nsKey struct {
 	namespace string
 }
 
-// prefixWatch follows one key prefix (a namespace's ConfigMaps, Secrets or Pods).
+// prefixWatch follows one key prefix (a namespace's ConfigMaps, Secrets or Pods, or a watched
+// resource's objects).
 type prefixWatch struct {
 	kind      objectKind
 	namespace string
+	res       *watched // a watched resource's (kind and namespace are then unused)
 	prefix    string
 	// items by etcd key; written only by the watch's own goroutine, under Etcd.mu.
 	items map[string]*item
@@ -182,8 +194,9 @@ func (w *prefixWatch) sortedItems() []sortedItem {
 // item is the last value of a key: an object, or why there is none.
 type item struct {
 	modRev int64
-	obj    kruntime.Object // nil: undecodable (err), not needed (dropped), or converted (pod)
-	pod    *snapshot.Pod   // with EtcdConfig.PodConverter
+	obj    kruntime.Object  // nil: undecodable (err), not needed (dropped), or converted (pod)
+	pod    *snapshot.Pod    // with EtcdConfig.PodConverter
+	object *snapshot.Object // a watched resource's object (nil when its selector drops it)
 	err    error
 }
 
@@ -239,12 +252,16 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	if e.log == nil {
 		e.log = slog.Default()
 	}
+	var err error
 	if cfg.CertificateSelector != "" {
 		sel, err := labels.Parse(cfg.CertificateSelector)
 		if err != nil {
 			return nil, fmt.Errorf("etcd source: certificate selector: %w", err)
 		}
 		e.certSel = sel
+	}
+	if e.watched, err = resolve(cfg.Watch); err != nil {
+		return nil, fmt.Errorf("etcd source: %w", err)
 	}
 	e.clientLog = newClientLog(e.log)
 	cc, err := clientConfig(cfg, e.clientLog.zap())
@@ -279,6 +296,11 @@ func (e *Etcd) Run(ctx context.Context, changed func()) error {
 	e.cli, e.ctx, e.changed = cli, ctx, changed
 	e.cms = e.startWatch(configMapKind, e.cfg.Namespace)
 	e.secrets = e.startWatch(secretKind, e.cfg.Namespace)
+	for _, res := range e.watched {
+		w := e.startWatched(res)
+		e.resWatches = append(e.resWatches, w)
+		e.log.Info("etcd source: watching", "resource", res.spec.Qualified(), "prefix", w.prefix)
+	}
 	e.mu.Unlock()
 	close(e.started)
 	e.log.Info("etcd source: following etcd", "endpoints", strings.Join(e.cfg.Endpoints, ","),
@@ -333,9 +355,48 @@ func (e *Etcd) startWatch(kind objectKind, namespace string) *prefixWatch {
 	return w
 }
 
+// startWatched starts following a watched resource's objects. Called with e.mu held.
+func (e *Etcd) startWatched(res *watched) *prefixWatch {
+	prefix := e.cfg.Prefix + "/" + res.etcdPath() + "/"
+	if res.spec.Namespace != "" {
+		prefix += res.spec.Namespace + "/"
+	}
+	ctx, stop := context.WithCancel(e.ctx)
+	w := &prefixWatch{res: res, prefix: prefix, items: map[string]*item{}, synced: make(chan struct{}), stop: stop}
+	e.wg.Add(1)
+	go e.follow(ctx, w)
+	return w
+}
+
 // current reports whether w is still one of the source's watches. Called with e.mu held.
 func (e *Etcd) current(w *prefixWatch) bool {
+	if w.res != nil {
+		return slices.Contains(e.resWatches, w)
+	}
 	return w == e.cms || w == e.secrets || e.nsWatches[nsKey{w.kind, w.namespace}] == w
+}
+
+// objectName returns the namespace and name of the object a key under w's prefix holds: for a
+// watched resource of every namespace, NAMESPACE/NAME (or NAME for a cluster-scoped one).
+func (w *prefixWatch) objectName(key string) (namespace, name string, err error) {
+	if w.res == nil || w.res.spec.Namespace != "" {
+		name, err = nameFromKey(w.prefix, key)
+		if w.res != nil {
+			return w.res.spec.Namespace, name, err
+		}
+		return w.namespace, name, err
+	}
+	rest, ok := strings.CutPrefix(key, w.prefix)
+	ns, n, namespaced := strings.Cut(rest, "/")
+	switch {
+	case !ok || rest == "" || ns == "" || strings.Contains(n, "/"):
+		return "", "", errNotObjectKey
+	case !namespaced:
+		return "", ns, nil
+	case n == "":
+		return "", "", errNotObjectKey
+	}
+	return ns, n, nil
 }
 
 // follow lists and watches w's prefix until ctx ends: list, watch, and list again whenever the
@@ -465,19 +526,19 @@ func (e *Etcd) decodeInto(w *prefixWatch, old, items map[string]*item, kvs []*mv
 			items[key] = it
 			continue
 		}
-		name, err := nameFromKey(w.prefix, key)
+		namespace, name, err := w.objectName(key)
 		if err != nil {
 			continue
 		}
-		if !e.wanted(w.kind, name) {
+		if !e.wanted(w, name) {
 			items[key] = &item{modRev: kv.ModRevision}
 			continue
 		}
-		jobs = append(jobs, decodeJob{key: key, namespace: w.namespace, name: name, value: kv.Value, modRev: kv.ModRevision})
+		jobs = append(jobs, decodeJob{key: key, namespace: namespace, name: name, value: kv.Value, modRev: kv.ModRevision})
 	}
-	e.decodeAll(w.kind, jobs)
+	e.decodeAll(w, jobs)
 	for i := range jobs {
-		items[jobs[i].key] = e.keep(w.kind, &jobs[i])
+		items[jobs[i].key] = e.keep(w, &jobs[i])
 	}
 }
 
@@ -485,8 +546,17 @@ func (e *Etcd) decodeInto(w *prefixWatch, old, items map[string]*item, kvs []*mv
 // round, forgetting the shared parts no pod converted since used (deleted pods' parts).
 const podConverterRound = 20_000
 
-// decodeAll decodes the jobs, converting pods when a PodConverter is set.
-func (e *Etcd) decodeAll(kind objectKind, jobs []decodeJob) {
+// decodeAll decodes the jobs of w, converting pods when a PodConverter is set, and the objects
+// of a watched resource.
+func (e *Etcd) decodeAll(w *prefixWatch, jobs []decodeJob) {
+	if w.res != nil {
+		e.dec.decodeWatched(w.res, &e.objConv, jobs)
+		if n := e.objects.Add(int64(len(jobs))); n/podConverterRound != (n-int64(len(jobs)))/podConverterRound {
+			e.objConv.NextRound()
+		}
+		return
+	}
+	kind := w.kind
 	conv := e.cfg.PodConverter
 	if kind != podKind {
 		conv = nil
@@ -500,10 +570,14 @@ func (e *Etcd) decodeAll(kind objectKind, jobs []decodeJob) {
 	}
 }
 
-// wanted says whether an object, by name, is worth decoding: the ConfigMaps the snapshot reads,
-// the named Secrets (every Secret when a certificate selector needs its labels), all Pods.
-func (e *Etcd) wanted(kind objectKind, name string) bool {
-	switch kind {
+// wanted says whether an object of w, by name, is worth decoding: the ConfigMaps the snapshot
+// reads, the named Secrets (every Secret when a certificate selector needs its labels), all Pods,
+// every object of a watched resource.
+func (e *Etcd) wanted(w *prefixWatch, name string) bool {
+	if w.res != nil {
+		return true
+	}
+	switch w.kind {
 	case configMapKind:
 		return name == e.cfg.ServicesConfigMap || name == e.cfg.ConfigConfigMap || name == e.cfg.CertificatesConfigMap
 	case secretKind:
@@ -516,13 +590,17 @@ func (e *Etcd) namedSecret(name string) bool {
 	return name == e.cfg.KeysSecret || (e.cfg.ConfigSecret != "" && name == e.cfg.ConfigSecret)
 }
 
-// keep turns a decoded job into an item: Secrets that are neither named nor selected are
-// dropped (only their revision is kept); undecodable values are logged.
-func (e *Etcd) keep(kind objectKind, j *decodeJob) *item {
-	it := &item{modRev: j.modRev, obj: j.obj, pod: j.pod, err: j.err}
+// keep turns a decoded job of w into an item: Secrets that are neither named nor selected, and
+// watched objects their selector does not match, are dropped (only their revision is kept);
+// undecodable values are logged.
+func (e *Etcd) keep(w *prefixWatch, j *decodeJob) *item {
+	it := &item{modRev: j.modRev, obj: j.obj, pod: j.pod, object: j.object, err: j.err}
 	if j.err != nil {
 		e.log.Warn("etcd source: cannot decode a value; skipping it", "key", j.key, "revision", j.modRev, "error", j.err)
 		return it
+	}
+	if w.res != nil && !w.res.keep(j.object) {
+		it.object = nil
 	}
 	if s, ok := j.obj.(*corev1.Secret); ok && !e.namedSecret(s.Name) &&
 		(e.certSel == nil || !e.certSel.Matches(labels.Set(s.Labels))) {
@@ -614,18 +692,18 @@ func (e *Etcd) apply(w *prefixWatch, events []*clientv3.Event, rev int64) {
 	deletes := map[string]bool{}
 	placeholders := map[string]*item{}
 	for key, ev := range last {
-		name, err := nameFromKey(w.prefix, key)
+		namespace, name, err := w.objectName(key)
 		switch {
 		case err != nil:
 		case ev.Type == clientv3.EventTypeDelete:
 			deletes[key] = true
-		case !e.wanted(w.kind, name):
+		case !e.wanted(w, name):
 			placeholders[key] = &item{modRev: ev.Kv.ModRevision}
 		default:
-			jobs = append(jobs, decodeJob{key: key, namespace: w.namespace, name: name, value: ev.Kv.Value, modRev: ev.Kv.ModRevision})
+			jobs = append(jobs, decodeJob{key: key, namespace: namespace, name: name, value: ev.Kv.Value, modRev: ev.Kv.ModRevision})
 		}
 	}
-	e.decodeAll(w.kind, jobs)
+	e.decodeAll(w, jobs)
 
 	e.mu.Lock()
 	if !e.current(w) {
@@ -652,7 +730,7 @@ func (e *Etcd) apply(w *prefixWatch, events []*clientv3.Event, rev int64) {
 		w.sorted = nil
 	}
 	for i := range jobs {
-		w.items[jobs[i].key] = e.keep(w.kind, &jobs[i])
+		w.items[jobs[i].key] = e.keep(w, &jobs[i])
 		changed = true
 	}
 	if changed {
@@ -821,7 +899,7 @@ func (e *Etcd) watches() []*prefixWatch {
 	for _, k := range sortedKeys(e.nsWatches) {
 		out = append(out, e.nsWatches[k])
 	}
-	return out
+	return append(out, e.resWatches...)
 }
 
 // setFailing records whether w's last attempt failed, and reports the change of state.
@@ -913,6 +991,19 @@ func (e *Etcd) collect() (*snapshot.Objects, error) {
 	objs := &snapshot.Objects{Revision: strconv.FormatInt(e.rev, 10)}
 	var errs []error
 	for _, w := range e.watches() {
+		if w.res != nil {
+			if objs.Resources == nil {
+				objs.Resources = map[string][]*snapshot.Object{}
+			}
+			list := objs.Resources[w.res.spec.Name()]
+			for _, it := range w.sortedItems() {
+				if it.object != nil {
+					list = append(list, it.object)
+				}
+			}
+			objs.Resources[w.res.spec.Name()] = list
+			continue
+		}
 		for _, it := range w.sortedItems() {
 			key := it.key
 			switch o := it.obj.(type) {
@@ -930,7 +1021,7 @@ func (e *Etcd) collect() (*snapshot.Objects, error) {
 				}
 				if it.err != nil && (w.kind == configMapKind || w.kind == secretKind) {
 					name, _ := nameFromKey(w.prefix, key)
-					if e.wanted(w.kind, name) && (w.kind != secretKind || e.namedSecret(name)) {
+					if e.wanted(w, name) && (w.kind != secretKind || e.namedSecret(name)) {
 						errs = append(errs, &snapshot.InputError{Stage: snapshot.StageDecode,
 							Ref: snapshot.Ref{Kind: w.kind.Kind, Namespace: w.namespace, Name: name}, Err: it.err})
 					}

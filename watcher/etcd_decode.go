@@ -12,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 
@@ -163,6 +165,7 @@ type decodeJob struct {
 	modRev               int64
 	obj                  kruntime.Object
 	pod                  *snapshot.Pod
+	object               *snapshot.Object // a watched resource's
 	err                  error
 }
 
@@ -198,6 +201,98 @@ func (d *valueDecoder) decodeAll(kind objectKind, jobs []decodeJob, conv *snapsh
 		})
 	}
 	wg.Wait()
+}
+
+// decodeWatched decodes the jobs of a watched resource on all CPUs but one (see decodeAll),
+// converting each object with conv.
+func (d *valueDecoder) decodeWatched(w *watched, conv *snapshot.ObjectConverter, jobs []decodeJob) {
+	one := func(j *decodeJob) { j.object, j.err = d.decodeObject(w, conv, j) }
+	workers := min(runtime.GOMAXPROCS(0)-1, (len(jobs)+31)/32)
+	if workers <= 1 {
+		for i := range jobs {
+			one(&jobs[i])
+		}
+		return
+	}
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(jobs); i = int(next.Add(1) - 1) {
+				one(&jobs[i])
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// cborPrefix starts a value stored as CBOR (its self-described tag), which kube-apiserver
+// writes for custom resources only behind an alpha feature gate.
+var cborPrefix = []byte{0xd9, 0xd9, 0xf7}
+
+// decodeObject decodes the value of one object of a watched resource: a built-in through
+// client-go's scheme (protobuf or JSON), a custom resource as JSON. As in decode, the key gives
+// a missing namespace or name, the key's ModRevision is the resourceVersion, and managedFields
+// are dropped. A custom resource stored at another version of its group than the watched one
+// is given the watched apiVersion (the API server's "None" conversion); a built-in must be
+// stored at the watched version.
+func (d *valueDecoder) decodeObject(w *watched, conv *snapshot.ObjectConverter, j *decodeJob) (*snapshot.Object, error) {
+	value := j.value
+	switch {
+	case bytes.HasPrefix(value, encryptedPrefix):
+		return nil, &EncryptedError{Key: j.key, Transformer: transformerName(value)}
+	case len(value) == 0:
+		return nil, fmt.Errorf("etcd key %s has an empty value", j.key)
+	case bytes.HasPrefix(value, cborPrefix):
+		return nil, fmt.Errorf("etcd key %s holds CBOR, which the etcd source does not read", j.key)
+	case !bytes.HasPrefix(value, protobufMagic) && value[0] != '{':
+		return nil, fmt.Errorf("etcd key %s holds %d bytes that are neither Kubernetes protobuf (k8s\\x00...) nor JSON", j.key, len(value))
+	}
+	rv := strconv.FormatInt(j.modRev, 10)
+	want := w.spec.Qualified()
+	if w.builtin {
+		obj, gvk, err := d.decoder.Decode(value, nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("etcd key %s: decoding the stored %s (%d bytes): %w", j.key, w.kind, len(value), err)
+		}
+		if gvk.Group != w.spec.Group || gvk.Kind != w.kind {
+			return nil, fmt.Errorf("etcd key %s holds a %s (%s), not a %s of %s", j.key, gvk.Kind, gvk.GroupVersion(), w.kind, want)
+		}
+		if gvk.Version != w.spec.Version {
+			return nil, fmt.Errorf("etcd key %s holds a %s stored as %s: watch %s.%s instead of %s (the etcd source does not convert built-in versions)",
+				j.key, gvk.Kind, gvk.GroupVersion(), w.spec.Resource, strings.TrimSuffix(gvk.Version+"."+gvk.Group, "."), want)
+		}
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil, fmt.Errorf("etcd key %s: %w", j.key, err)
+		}
+		ns, name := m.GetNamespace(), m.GetName()
+		fixMeta(&ns, &name, j.namespace, j.name)
+		m.SetNamespace(ns)
+		m.SetName(name)
+		m.SetResourceVersion(rv)
+		return conv.FromTyped(obj, *gvk)
+	}
+	if value[0] != '{' {
+		return nil, fmt.Errorf("etcd key %s holds protobuf, not the JSON custom resources are stored as: is %s a built-in resource?", j.key, want)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(value); err != nil {
+		return nil, fmt.Errorf("etcd key %s: decoding the stored JSON (%d bytes): %w", j.key, len(value), err)
+	}
+	gvk := u.GroupVersionKind()
+	if gvk.Group != w.spec.Group || (w.kind != "" && gvk.Kind != w.kind) {
+		return nil, fmt.Errorf("etcd key %s holds a %s (%s), not an object of %s", j.key, gvk.Kind, gvk.GroupVersion(), want)
+	}
+	u.SetAPIVersion(w.spec.GroupVersion().String())
+	ns, name := u.GetNamespace(), u.GetName()
+	fixMeta(&ns, &name, j.namespace, j.name)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	u.SetResourceVersion(rv)
+	return conv.FromUnstructured(u.Object)
 }
 
 // errNotObjectKey is a key under a watched prefix that is not <prefix><name>.

@@ -3,25 +3,32 @@ package watcher
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/watchspec"
 )
 
 // Kube reads the inputs from the Kubernetes API with informers: the ConfigMaps of the
@@ -36,6 +43,10 @@ type Kube struct {
 	ConfigSecret        string // optional
 	CertificateSelector string // label selector; empty: no TLS Secrets
 	Logger              *slog.Logger
+	// Watch are the watched resources (--watch), followed with dynamic informers through
+	// Dynamic (required with Watch) and returned in Objects.Resources.
+	Watch   watchspec.List
+	Dynamic dynamic.Interface
 
 	mu       sync.Mutex
 	ctx      context.Context
@@ -45,7 +56,19 @@ type Kube struct {
 	cms      cache.SharedIndexInformer
 	secrets  []cache.SharedIndexInformer
 	podNS    map[string]*podWatch
+	res      []*resourceWatch
 	initOnce sync.Once
+	objConv  snapshot.ObjectConverter
+	objects  atomic.Int64 // watched objects converted, for objConv rounds
+}
+
+// resourceWatch follows one watched resource with a dynamic informer whose cache holds the
+// objects converted (kubeObject): the JSON the API server sends is not kept.
+type resourceWatch struct {
+	w        *watched
+	informer cache.SharedIndexInformer
+	mu       sync.Mutex
+	err      error // the last list or watch error, until the informer has synced
 }
 
 // podWatch watches one namespace a service names: its pods, and its EndpointSlices for
@@ -120,16 +143,26 @@ func (k *Kube) Run(ctx context.Context, changed func()) error {
 			return err
 		}
 	}
+	res, dynFactories, err := k.watchResources(handler)
+	if err != nil {
+		return err
+	}
 	k.mu.Lock()
-	k.ctx, k.changed, k.cms, k.secrets, k.podNS = ctx, changed, cms, secrets, map[string]*podWatch{}
+	k.ctx, k.changed, k.cms, k.secrets, k.podNS, k.res = ctx, changed, cms, secrets, map[string]*podWatch{}, res
 	k.mu.Unlock()
 	for _, f := range factories {
+		f.Start(ctx.Done())
+	}
+	for _, f := range dynFactories {
 		f.Start(ctx.Done())
 	}
 	close(k.started)
 	log.Info("watching the Kubernetes API", "namespace", k.Namespace)
 	<-ctx.Done()
 	for _, f := range factories {
+		f.Shutdown()
+	}
+	for _, f := range dynFactories {
 		f.Shutdown()
 	}
 	k.mu.Lock()
@@ -195,6 +228,9 @@ func (k *Kube) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		return nil, err
 	}
 	objs.Pods, objs.EndpointSlices = pods, slices
+	if objs.Resources, err = k.resources(ctx); err != nil {
+		return nil, err
+	}
 	objs.Revision = strconv.FormatUint(k.events.Load(), 10)
 	return objs, nil
 }
@@ -300,4 +336,146 @@ func (k *Kube) Lookup(ref snapshot.Ref) runtime.Object {
 		}
 	}
 	return nil
+}
+
+// watchResources makes a dynamic informer for each watched resource, converting objects as
+// they arrive; the factories are started by Run.
+func (k *Kube) watchResources(handler cache.ResourceEventHandler) ([]*resourceWatch, []dynamicinformer.DynamicSharedInformerFactory, error) {
+	if len(k.Watch) == 0 {
+		return nil, nil, nil
+	}
+	if k.Dynamic == nil {
+		return nil, nil, errors.New("kube source: watched resources need a dynamic client")
+	}
+	ws, err := resolve(k.Watch)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kube source: %w", err)
+	}
+	var (
+		out       []*resourceWatch
+		factories []dynamicinformer.DynamicSharedInformerFactory
+	)
+	for _, w := range ws {
+		spec := w.spec
+		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(k.Dynamic, 0, spec.Namespace, func(o *metav1.ListOptions) {
+			o.LabelSelector = spec.Selector
+		})
+		inf := f.ForResource(spec.GVR()).Informer()
+		rw := &resourceWatch{w: w, informer: inf}
+		if err := inf.SetTransform(k.convert(w)); err != nil {
+			return nil, nil, err
+		}
+		if err := inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
+			rw.mu.Lock()
+			rw.err = err
+			rw.mu.Unlock()
+			k.logger().Warn("kube source: cannot list or watch a watched resource; retrying", "resource", spec.Qualified(), "error", explainWatchError(w, err))
+		}); err != nil {
+			return nil, nil, err
+		}
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return nil, nil, err
+		}
+		out = append(out, rw)
+		factories = append(factories, f)
+	}
+	return out, factories, nil
+}
+
+// kubeObject is a watched object in an informer's cache: converted for the templates, with the
+// metadata the informer needs (its key, and the resourceVersion that tells an update).
+type kubeObject struct{ *snapshot.Object }
+
+func (o *kubeObject) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: o.Namespace(), Name: o.Name(), ResourceVersion: o.ResourceVersion()}
+}
+
+// convert is the informer transform of a watched resource: the object as the API server sent
+// it becomes a snapshot.Object (a conversion of one already converted is itself).
+func (k *Kube) convert(w *watched) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
+		}
+		if u.GetAPIVersion() == "" {
+			u.SetAPIVersion(w.spec.GroupVersion().String())
+		}
+		if u.GetKind() == "" && w.kind != "" {
+			u.SetKind(w.kind)
+		}
+		o, err := k.objConv.FromUnstructured(u.Object)
+		if err != nil {
+			return nil, fmt.Errorf("convert %s %s/%s: %w", w.spec.Qualified(), u.GetNamespace(), u.GetName(), err)
+		}
+		if n := k.objects.Add(1); n%podConverterRound == 0 {
+			k.objConv.NextRound()
+		}
+		return &kubeObject{o}, nil
+	}
+}
+
+// explainWatchError says what a list or watch error of a watched resource means.
+func explainWatchError(w *watched, err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("the API server does not serve %s (kubectl api-resources lists what it serves; a custom resource needs its CustomResourceDefinition): %w", w.spec.Qualified(), err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("not allowed to list and watch %s: give the sidecar's service account get, list and watch on resource %q of API group %q (see examples/kubernetes/rbac.yaml): %w",
+			w.spec.Qualified(), w.spec.Resource, w.spec.Group, err)
+	}
+	return err
+}
+
+// resourcePoll is how often Objects looks whether the watched resources' informers have synced
+// or failed.
+const resourcePoll = 20 * time.Millisecond
+
+// resources returns the objects of the watched resources once every informer has listed; an
+// informer that cannot list (a resource the API server does not serve, or RBAC forbids) is an
+// error naming the resource, not a wait.
+func (k *Kube) resources(ctx context.Context) (map[string][]*snapshot.Object, error) {
+	k.mu.Lock()
+	res := k.res
+	k.mu.Unlock()
+	if len(res) == 0 {
+		return nil, nil
+	}
+	tick := time.NewTicker(resourcePoll)
+	defer tick.Stop()
+	for {
+		pending := false
+		for _, rw := range res {
+			if rw.informer.HasSynced() {
+				continue
+			}
+			rw.mu.Lock()
+			err := rw.err
+			rw.mu.Unlock()
+			if err != nil {
+				return nil, fmt.Errorf("kube source: watch %s: %w", rw.w.spec.Qualified(), explainWatchError(rw.w, err))
+			}
+			pending = true
+		}
+		if !pending {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for the watched resources: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+	out := make(map[string][]*snapshot.Object, len(res))
+	for _, rw := range res {
+		items := rw.informer.GetStore().List()
+		list := make([]*snapshot.Object, 0, len(items))
+		for _, it := range items {
+			if o, ok := it.(*kubeObject); ok {
+				list = append(list, o.Object)
+			}
+		}
+		out[rw.w.spec.Name()] = list
+	}
+	return out, nil
 }

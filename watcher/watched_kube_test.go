@@ -1,0 +1,311 @@
+package watcher
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+)
+
+var (
+	crdGVR     = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	crontabGVR = schema.GroupVersionResource{Group: "stable.example.com", Version: "v1", Resource: "crontabs"}
+)
+
+// installCronTabs creates the CronTab CustomResourceDefinition and waits until the API server
+// serves it.
+func installCronTabs(t *testing.T, dyn dynamic.Interface) {
+	t.Helper()
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "crontabs.stable.example.com"},
+		"spec": map[string]any{
+			"group": "stable.example.com", "scope": "Namespaced",
+			"names": map[string]any{"plural": "crontabs", "singular": "crontab", "kind": "CronTab"},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
+		},
+	}}
+	if _, err := dyn.Resource(crdGVR).Create(context.Background(), crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	haproxytest.WaitFor(t, 30*time.Second, func() bool {
+		_, err := dyn.Resource(crontabGVR).Namespace("web").List(context.Background(), metav1.ListOptions{})
+		return err == nil
+	}, "the API server serves crontabs")
+}
+
+func cronTab(name, schedule string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+		"metadata": map[string]any{"name": name, "namespace": "web", "labels": map[string]any{"team": "a"}},
+		"spec":     map[string]any{"cronSpec": schedule, "replicas": int64(2), "ratio": 0.5},
+	}}
+}
+
+// applyNode creates the node (or updates it) and writes its status: addresses and Ready.
+func applyNode(t *testing.T, c kubernetes.Interface, name, ip string, ready bool) {
+	t.Helper()
+	ctx := context.Background()
+	n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		n, err = c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels: map[string]string{"kubernetes.io/hostname": name}}}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := corev1.ConditionTrue
+	if !ready {
+		status = corev1.ConditionFalse
+	}
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}, {Type: corev1.NodeHostName, Address: name}}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, Reason: "KubeletReady",
+		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runKube starts a kube source; it stops when the test ends.
+func runKube(t *testing.T, k *Kube) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = k.Run(ctx, func() {}) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// records is each watched object's JSON, by resource and key.
+func records(objs *snapshot.Objects) map[string]string {
+	out := map[string]string{}
+	for name, list := range objs.Resources {
+		for _, o := range list {
+			out[name+" "+o.Key()] = o.Record().String()
+		}
+	}
+	return out
+}
+
+// TestWatchedResourcesFromTheAPIServerAndEtcd: Ingresses, EndpointSlices, Nodes and a custom
+// resource created through a real kube-apiserver are read by the kube source (dynamic
+// informers) and the etcd source (the keys kube-apiserver writes, decoded whatever their type)
+// as the same objects; changes are followed; a resource the API server does not serve, or
+// that RBAC forbids, is an error naming it, not a wait.
+func TestWatchedResourcesFromTheAPIServerAndEtcd(t *testing.T) {
+	env := kubetest.Start(t)
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	env.Namespace(t, "web")
+	env.Namespace(t, "other")
+	prefix := networkingv1.PathTypePrefix
+	for _, ns := range []string{"web", "other"} {
+		_, err := env.Client.NetworkingV1().Ingresses(ns).Create(ctx, &networkingv1.Ingress{
+			ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns, Labels: map[string]string{"team": "a"}},
+			Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "shop.example.com",
+				IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
+					Path: "/", PathType: &prefix, Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+						Name: "shop", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	yes := true
+	node1 := "node-1"
+	env.ApplyEndpointSlice(t, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "shop-abc", Namespace: "web", Labels: map[string]string{discoveryv1.LabelServiceName: "shop"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.10"}, NodeName: &node1, Conditions: discoveryv1.EndpointConditions{Ready: &yes}}},
+	})
+	applyNode(t, env.Client, "node-1", "192.0.2.1", true)
+	installCronTabs(t, dyn)
+	if _, err := dyn.Resource(crontabGVR).Namespace("web").Create(ctx, cronTab("nightly", "0 3 * * *"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	watch := watchList(t,
+		"ingresses.v1.networking.k8s.io;selector=team=a",
+		"ingresses.v1.networking.k8s.io;namespace=web;as=web_ingresses",
+		"endpointslices.v1.discovery.k8s.io",
+		"nodes.v1",
+		"crontabs.v1.stable.example.com",
+	)
+	want := []string{
+		"crontabs web/nightly", "endpointslices web/shop-abc", "ingresses other/shop", "ingresses web/shop",
+		"nodes node-1", "web_ingresses web/shop",
+	}
+
+	t.Run("kube-apiserver keeps them where the etcd source looks", func(t *testing.T) {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{env.EtcdURL}, DialTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Close()
+		ws, err := resolve(watch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range ws {
+			p := env.EtcdPrefix + "/" + w.etcdPath() + "/"
+			resp, err := cli.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.Kvs) == 0 {
+				t.Errorf("%s: nothing under %s", w.spec.Qualified(), p)
+			}
+		}
+		// The prefixes that are not the plural.
+		for _, key := range []string{"/registry/ingress/web/shop", "/registry/minions/node-1", "/registry/stable.example.com/crontabs/web/nightly"} {
+			if resp, err := cli.Get(ctx, key, clientv3.WithKeysOnly()); err != nil || len(resp.Kvs) != 1 {
+				t.Errorf("no key %s (%v)", key, err)
+			}
+		}
+	})
+
+	kube := &Kube{Client: env.Client, Dynamic: dyn, Namespace: "lb", ServicesConfigMap: "services", KeysSecret: "keys", Watch: watch}
+	runKube(t, kube)
+	etcd := runEtcd(t, EtcdConfig{Endpoints: []string{env.EtcdURL}, Prefix: env.EtcdPrefix, Watch: watch})
+	waitKube := func(t *testing.T, what string, ok func(*snapshot.Objects) bool) *snapshot.Objects {
+		t.Helper()
+		var (
+			objs *snapshot.Objects
+			err  error
+		)
+		if haproxytest.Poll(30*time.Second, func() bool {
+			c, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			objs, err = kube.Objects(c)
+			return err == nil && ok(objs)
+		}) != nil {
+			t.Fatalf("waited for %s: %v, %v", what, err, func() any {
+				if objs == nil {
+					return nil
+				}
+				return records(objs)
+			}())
+		}
+		return objs
+	}
+	// Every object of want (and the API server's own EndpointSlice default/kubernetes).
+	hasAll := func(o *snapshot.Objects) bool {
+		r := records(o)
+		for _, k := range want {
+			if r[k] == "" {
+				return false
+			}
+		}
+		return len(r) == len(want)+1 && r["endpointslices default/kubernetes"] != ""
+	}
+
+	t.Run("both sources see the same objects", func(t *testing.T) {
+		fromKube := waitKube(t, "every watched object through the API", hasAll)
+		fromEtcd := etcd.waitFor("every watched object in etcd", func(o *snapshot.Objects, err error) bool { return err == nil && hasAll(o) })
+		k, e := records(fromKube), records(fromEtcd)
+		for _, key := range want {
+			if k[key] != e[key] {
+				t.Errorf("%s differs:\n kube %s\n etcd %s", key, k[key], e[key])
+			}
+		}
+		if !strings.Contains(k["crontabs web/nightly"], `"ratio":0.5,"replicas":2`) || !strings.Contains(k["nodes node-1"], `"address":"192.0.2.1"`) {
+			t.Errorf("objects: %v", k)
+		}
+		if strings.Contains(k["ingresses web/shop"], "managedFields") || !strings.Contains(k["ingresses web/shop"], `"resourceVersion"`) {
+			t.Errorf("the ingress as kubectl shows it, without managedFields: %s", k["ingresses web/shop"])
+		}
+	})
+
+	t.Run("changes are followed", func(t *testing.T) {
+		applyNode(t, env.Client, "node-1", "192.0.2.1", false)
+		applyNode(t, env.Client, "node-2", "192.0.2.2", true)
+		cr, err := dyn.Resource(crontabGVR).Namespace("web").Get(ctx, "nightly", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr.Object["spec"].(map[string]any)["cronSpec"] = "0 4 * * *"
+		if _, err := dyn.Resource(crontabGVR).Namespace("web").Update(ctx, cr, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.NetworkingV1().Ingresses("other").Delete(ctx, "shop", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		changed := func(o *snapshot.Objects) bool {
+			r := records(o)
+			_, gone := r["ingresses other/shop"]
+			return strings.Contains(r["nodes node-1"], `"status":"False"`) && r["nodes node-2"] != "" &&
+				strings.Contains(r["crontabs web/nightly"], "0 4 * * *") && !gone
+		}
+		k := records(waitKube(t, "the changes through the API", changed))
+		e := records(etcd.waitFor("the changes in etcd", func(o *snapshot.Objects, err error) bool { return err == nil && changed(o) }))
+		for key, v := range k {
+			if e[key] != v {
+				t.Errorf("%s differs:\n kube %s\n etcd %s", key, v, e[key])
+			}
+		}
+	})
+
+	t.Run("a resource the API server does not serve is an error, not a wait", func(t *testing.T) {
+		k := &Kube{Client: env.Client, Dynamic: dyn, Namespace: "lb", ServicesConfigMap: "services", KeysSecret: "keys",
+			Watch: watchList(t, "widgets.v1.example.com"), Logger: slog.New(slog.DiscardHandler)}
+		runKube(t, k)
+		c, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := k.Objects(c)
+		if err == nil || !strings.Contains(err.Error(), "does not serve widgets.v1.example.com") {
+			t.Fatalf("err = %v", err)
+		}
+		if c.Err() != nil {
+			t.Errorf("Objects waited %s, until its deadline", time.Since(start))
+		}
+	})
+
+	t.Run("a resource RBAC forbids is an error naming what to grant", func(t *testing.T) {
+		// The user may read the load balancer's ConfigMaps and Secrets, not Nodes.
+		env.Namespace(t, "lb")
+		if _, err := env.Client.RbacV1().Roles("lb").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "inputs"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"get", "list", "watch"}}}},
+			metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := env.Client.RbacV1().RoleBindings("lb").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "inputs"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "inputs"},
+			Subjects: []rbacv1.Subject{{Kind: "User", Name: "nobody"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		cfg := rest.CopyConfig(env.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "nobody"}
+		client := kubernetes.NewForConfigOrDie(cfg)
+		k := &Kube{Client: client, Dynamic: dynamic.NewForConfigOrDie(cfg), Namespace: "lb", ServicesConfigMap: "services",
+			Watch: watchList(t, "nodes.v1"), Logger: slog.New(slog.DiscardHandler)}
+		runKube(t, k)
+		c, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		_, err := k.Objects(c)
+		if err == nil || !strings.Contains(err.Error(), `get, list and watch on resource "nodes" of API group ""`) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
