@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -42,6 +43,7 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
 	"github.com/haproxy-sidecar/haproxy-sidecar/validate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
+	"github.com/haproxy-sidecar/haproxy-sidecar/watchspec"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -91,6 +93,23 @@ func main() {
 	}
 }
 
+// watchUsage is --watch's help.
+const watchUsage = "`RESOURCE[;OPTION...]`: a Kubernetes resource templates see as resources.PLURAL (repeatable;\n" +
+	"the environment variable takes several, comma-separated). RESOURCE is kubectl's fully qualified form:\n" +
+	"ingresses.v1.networking.k8s.io, endpointslices.v1.discovery.k8s.io, nodes.v1 (core group), a custom resource's\n" +
+	"crontabs.v1.stable.example.com. Options, separated by ;:\n" +
+	"  namespace=NS       only the objects of namespace NS\n" +
+	"  selector=SELECTOR  only the objects whose labels match (team=a,tier!=db)\n" +
+	"  index=[NAME=]label:KEY or index=[NAME=]field:PATH  a lookup by a label's or a field's value (by_NAME; NAME defaults\n" +
+	"                     to the key's last part: label:kubernetes.io/service-name is by_service_name)\n" +
+	"  kind=KIND          the objects' kind, for a custom resource in file mode whose kind is not the plural's\n" +
+	"  as=NAME            the name in the templates instead of the plural (two resources with one plural need it)\n" +
+	"Templates read resources.PLURAL.all (the objects as kubectl get -o json shows them, sorted by namespace, then\n" +
+	"name), resources.PLURAL.by_name[\"NAMESPACE/NAME\"] (or [\"NAME\"] for cluster-scoped objects) and\n" +
+	"resources.PLURAL.by_NAME[\"NAMESPACE/VALUE\"] (the list of objects with that value). Example:\n" +
+	"--watch 'endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name'. With --source=kube the\n" +
+	"service account needs get, list and watch on each resource"
+
 // options are the flags shared by every command.
 type options struct {
 	source       string
@@ -129,6 +148,7 @@ type options struct {
 	logFormat                                                     string
 	renderTimeout                                                 time.Duration
 	renderMaxOutput                                               sizeFlag
+	watch                                                         watchspec.List // --watch
 
 	// run
 	haproxyConfig string
@@ -199,6 +219,7 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 	fs.DurationVar(&o.renderTimeout, "render-timeout", render.DefaultTimeout, "time budget of one render: a template still running after it is rejected (a loop that never ends) and held back")
 	o.renderMaxOutput = sizeFlag(render.DefaultMaxOutput)
 	fs.Var(&o.renderMaxOutput, "render-max-output", "`SIZE` budget of one render (64MiB, 1GiB or bytes): a larger haproxy.cfg, or a larger value built on the way, is rejected and held back")
+	fs.Var(&o.watch, "watch", watchUsage)
 	switch cmd {
 	case "run":
 		fs.StringVar(&o.haproxyConfig, "haproxy-config", "", "the file HAProxy was started with (-f), default "+defaultHAProxyConfig+"; made a symlink into the live generation (an existing file is kept as the adopted generation); not used with --reload=dataplane")
@@ -328,6 +349,9 @@ func (o *options) logger(w io.Writer, red *redact.Redactor) (*slog.Logger, error
 }
 
 func (o *options) newSource(log *slog.Logger) (pipeline.Source, error) {
+	if err := watcher.CheckWatch(o.watch); err != nil {
+		return nil, err
+	}
 	switch o.source {
 	case "file":
 		if o.dir == "" {
@@ -335,13 +359,26 @@ func (o *options) newSource(log *slog.Logger) (pipeline.Source, error) {
 		}
 		// Pods converted as they are decoded, and only the objects whose bytes changed decoded
 		// again: memory and time for a hundred thousand pods.
-		return &watcher.File{Dir: o.dir, DefaultNamespace: o.namespace, Logger: log, PodConverter: &snapshot.PodConverter{}, MaxFileSize: int64(o.maxFileSize)}, nil
+		return &watcher.File{Dir: o.dir, DefaultNamespace: o.namespace, Logger: log, PodConverter: &snapshot.PodConverter{},
+			MaxFileSize: int64(o.maxFileSize), Watch: o.watch}, nil
 	case "kube":
 		client, err := o.kubeClient()
 		if err != nil {
 			return nil, err
 		}
+		var dyn dynamic.Interface
+		if len(o.watch) > 0 {
+			cfg, err := o.kubeConfig()
+			if err != nil {
+				return nil, err
+			}
+			if dyn, err = dynamic.NewForConfig(cfg); err != nil {
+				return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
+			}
+		}
 		return &watcher.Kube{
+			Watch:               o.watch,
+			Dynamic:             dyn,
 			Client:              client,
 			Namespace:           o.namespace,
 			ServicesConfigMap:   o.servicesCM,
@@ -362,6 +399,7 @@ func (o *options) newSource(log *slog.Logger) (pipeline.Source, error) {
 			CertificatesConfigMap: o.certsCM, KeysSecret: o.keysSecret, ConfigSecret: o.configSecret,
 			CertificateSelector: o.certSelector,
 			PodConverter:        &snapshot.PodConverter{},
+			Watch:               o.watch,
 			OnUp:                o.onSourceUp,
 			Logger:              log,
 		})
@@ -379,6 +417,19 @@ func (o *options) templateObject() snapshot.Ref {
 
 // kubeClient connects with --kubeconfig, else in-cluster, else $KUBECONFIG / ~/.kube/config.
 func (o *options) kubeClient() (kubernetes.Interface, error) {
+	cfg, err := o.kubeConfig()
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return client, nil
+}
+
+// kubeConfig is the client configuration of kubeClient.
+func (o *options) kubeConfig() (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if o.kubeconfig != "" {
 		rules.ExplicitPath = o.kubeconfig
@@ -396,11 +447,7 @@ func (o *options) kubeClient() (kubernetes.Interface, error) {
 	}
 	cfg.QPS, cfg.Burst = float32(o.kubeQPS), o.kubeBurst
 	cfg.UserAgent = "haproxy-sidecar/" + version
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return client, nil
+	return cfg, nil
 }
 
 func (o *options) buildOptions() (snapshot.Options, error) {
@@ -416,7 +463,8 @@ func (o *options) buildOptions() (snapshot.Options, error) {
 		StatsPassword:         o.statsPass,
 		StatsPasswordSet:      o.statsPass != "",
 		// Pods converted once per resourceVersion, not once per render.
-		PodCache: &snapshot.PodCache{},
+		PodCache:  &snapshot.PodCache{},
+		Resources: o.watch,
 	}
 	if o.certSelector != "" {
 		sel, err := labels.Parse(o.certSelector)
