@@ -9,3 +9,15 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 app.kubernetes.io/name: haproxy-sidecar
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
+
+{{- /* The RBAC rule of one --watch value (PLURAL.VERSION[.GROUP][;...]): get, list and watch. */ -}}
+{{- define "haproxy-sidecar.watchRule" -}}
+{{- $parts := splitList "." (trimSuffix "." (first (splitList ";" .))) -}}
+- apiGroups: [{{ join "." (slice $parts 2) | quote }}]
+  resources: [{{ first $parts | quote }}]
+  verbs: ["get", "list", "watch"]
+{{- end -}}
+{{- /* The namespace= option of one --watch value, or "". */ -}}
+{{- define "haproxy-sidecar.watchNamespace" -}}
+{{- range rest (splitList ";" .) }}{{ if hasPrefix "namespace=" (trim .) }}{{ trimPrefix "namespace=" (trim .) }}{{ end }}{{ end -}}
+{{- end -}}
