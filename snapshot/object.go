@@ -151,6 +151,7 @@ func (c *ObjectConverter) FromUnstructured(u map[string]any) (*Object, error) {
 	}()
 	st.in = &c.in
 	st.pairs, st.elems = st.pairs[:0], st.elems[:0]
+	st.last, st.lastBox = "", nil
 	out, _, _, err := c.plain(st, u, 0, "")
 	if err != nil {
 		return nil, err
@@ -177,6 +178,12 @@ func (c *ObjectConverter) plain(st *convState, v any, depth int, key string) (ou
 	case nil:
 		return nil, tagNil, true, nil
 	case string:
+		// The same string as the one just before (status.podIP, then status.podIPs[0].ip)
+		// shares its box and bytes.
+		if st.lastBox != nil && st.last == x {
+			return st.lastBox, hashString(x), true, nil
+		}
+		st.last, st.lastBox = x, v
 		return v, hashString(x), true, nil
 	case bool, int64, float64:
 		h, _ := hashScalar(v)
