@@ -45,6 +45,10 @@ func (p *Pipeline) report(held map[string]quarantine.Hold) {
 	p.q.Held = held
 
 	kinds := map[string]int{snapshot.KindService: 0, snapshot.KindTemplates: 0, snapshot.KindCertificate: 0, "pod": 0, "file": 0}
+	for id := range prev {
+		kind, _, _ := strings.Cut(id, "/")
+		kinds[kind] += 0 // a kind held before (a watched object's: ingress, node, ...) goes back to 0
+	}
 	list := make([]status.HeldInput, 0, len(held))
 	for id, h := range held {
 		kind, _, _ := strings.Cut(id, "/")

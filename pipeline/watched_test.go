@@ -78,6 +78,9 @@ func TestWatchedObjectLeftOut(t *testing.T) {
 	if got := r.held(); got != "ingress/shop/b:false" {
 		t.Fatalf("held %q", got)
 	}
+	if v := gaugeValue(r.metrics.HeldInputs.WithLabelValues("ingress")); v != 1 {
+		t.Errorf("held_inputs{kind=ingress} = %v, want 1", v)
+	}
 	h := r.p.q.Held["ingress/shop/b"]
 	if h.Ref != (snapshot.Ref{Kind: "Ingress", Namespace: "shop", Name: "b"}) || !strings.Contains(h.Reason(), "metadata.annotations.note") {
 		t.Errorf("hold %+v: %s", h.Ref, h.Reason())
@@ -89,6 +92,9 @@ func TestWatchedObjectLeftOut(t *testing.T) {
 	r.sync(t, Applied)
 	if got := r.held(); got != "" {
 		t.Fatalf("held %q once fixed", got)
+	}
+	if v := gaugeValue(r.metrics.HeldInputs.WithLabelValues("ingress")); v != 0 {
+		t.Errorf("held_inputs{kind=ingress} = %v once fixed, want 0", v)
 	}
 	if live := r.live(t); !strings.Contains(live, "# ingress b: fixed") {
 		t.Errorf("the fixed ingress is not live:\n%s", live)
