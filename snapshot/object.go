@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -70,6 +71,8 @@ func (o *Object) Labels() RecordLabels {
 
 // RecordLabels reads a labels record as labels.Labels.
 type RecordLabels struct{ r *record.Record }
+
+var _ labels.Labels = RecordLabels{}
 
 func (l RecordLabels) Has(k string) bool { _, ok := l.Lookup(k); return ok }
 func (l RecordLabels) Get(k string) string {
@@ -142,11 +145,12 @@ func (c *ObjectConverter) FromTyped(obj kruntime.Object, gvk schema.GroupVersion
 
 // FromUnstructured converts an object as JSON decodes it (map[string]any of string, int64,
 // float64, bool, nil, []any and maps: what k8s.io/apimachinery's unstructured types hold),
-// without its managedFields. u is not changed and not kept.
+// without its managedFields. u is not changed; its maps and lists are not kept (its strings
+// are: the Object shares them).
 func (c *ObjectConverter) FromUnstructured(u map[string]any) (*Object, error) {
 	st := statePool.Get().(*convState)
 	defer func() {
-		st.in = nil
+		st.in, st.last, st.lastBox = nil, "", nil
 		statePool.Put(st)
 	}()
 	st.in = &c.in

@@ -26,9 +26,6 @@ type Resource struct {
 	Value *record.Record
 }
 
-// resourceShapes shares the key list of the resources' Values (all, by_name, by_... ).
-var resourceShapes record.Shapes
-
 // assembleResources builds the resources the options name from the objects the source found
 // (objs.Resources, by context name), in the order of the options. A resource without objects
 // is there, empty.
@@ -68,7 +65,7 @@ func resourceValue(spec watchspec.Resource, objs []*Object) *record.Record {
 		keys = append(keys, "by_"+ix.Name)
 		vals = append(vals, indexed(ix, objs))
 	}
-	return record.FromPairs(&resourceShapes, keys, vals)
+	return record.FromPairs(nil, keys, vals)
 }
 
 // objectsByName is the record "namespace/name" -> object.
