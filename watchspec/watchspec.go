@@ -12,8 +12,8 @@
 //	nodes.v1
 //	httproutes.v1.gateway.networking.k8s.io;namespace=web;selector=team=a,tier!=db
 //
-// RESOURCE is PLURAL.VERSION.GROUP (PLURAL.VERSION for the core group), as `kubectl get
-// ingresses.v1.networking.k8s.io` takes it.
+// RESOURCE is PLURAL.VERSION.GROUP (PLURAL.VERSION for the core group, which kubectl writes
+// PLURAL.VERSION.; both are taken), as `kubectl get ingresses.v1.networking.k8s.io` takes it.
 package watchspec
 
 import (
