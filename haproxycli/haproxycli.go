@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -28,6 +29,9 @@ type Client struct {
 	// Timeout bounds one command, the answer included (default DefaultTimeout); the context
 	// given to Command may bound it further.
 	Timeout time.Duration
+
+	// noLoadStatus: the master answered `_loadstatus` with "Unknown command" (2.6).
+	noLoadStatus atomic.Bool
 }
 
 // Command sends one command (a line, or a line and its payload) and returns the whole answer:
@@ -39,6 +43,12 @@ type Client struct {
 // ErrNotRunning. A connection HAProxy drops before answering wraps syscall.ECONNRESET or
 // syscall.EPIPE (the 2.6 master does so on reload). Errors name only the first line of the
 // command: a payload may be a private key.
+//
+// A command for a worker through the master socket ("@1 ...", "@!<pid> ...") is sent once no
+// worker is starting: from 3.1 on the master forks a new worker before it has loaded anything,
+// and HAProxy 3.2.26 can leave an "@1" command sent while its first worker starts unanswered
+// until the client gives up. The master's load status (`_loadstatus`, what it answers a reload
+// with) answers once no worker is starting; 3.0 answers it at once, 2.6 does not know it.
 func (c *Client) Command(ctx context.Context, cmd string) (string, error) {
 	timeout := c.Timeout
 	if timeout <= 0 {
@@ -46,6 +56,20 @@ func (c *Client) Command(ctx context.Context, cmd string) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if strings.HasPrefix(cmd, "@") && !strings.HasPrefix(cmd, "@master") && !c.noLoadStatus.Load() {
+		out, err := c.exchange(ctx, "_loadstatus")
+		if err != nil {
+			return "", fmt.Errorf("wait for no starting worker before %q: %w", FirstLine(cmd), err)
+		}
+		if strings.HasPrefix(out, "Unknown command") {
+			c.noLoadStatus.Store(true)
+		}
+	}
+	return c.exchange(ctx, cmd)
+}
+
+// exchange sends one command on a new connection and reads the answer, bounded by ctx.
+func (c *Client) exchange(ctx context.Context, cmd string) (string, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.Path)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -131,5 +132,86 @@ func TestDropped(t *testing.T) {
 	}
 	if Dropped(errors.New("other")) || Dropped(nil) {
 		t.Fatal("Dropped of an unrelated error")
+	}
+}
+
+// A command for a worker through the master waits until no worker is starting; master-level
+// commands do not; a master that does not know `_loadstatus` (2.6) is not asked again.
+func TestWorkerCommandWaitsForAStartingWorker(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var asked []string
+	path := fakeSocket(t, func(c net.Conn, req string) {
+		req = strings.TrimSpace(req)
+		mu.Lock()
+		asked = append(asked, req)
+		mu.Unlock()
+		if req == "_loadstatus" {
+			<-release // a worker is starting
+			io.WriteString(c, "Success=1\n")
+			return
+		}
+		io.WriteString(c, "answer to "+req+"\n")
+	})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	c := &Client{Path: path}
+	if out, err := c.Command(context.Background(), "show proc"); err != nil || out != "answer to show proc\n" {
+		t.Fatalf("show proc while a worker starts = %q, %v", out, err)
+	}
+	done := make(chan string, 1)
+	go func() {
+		out, _ := c.Command(context.Background(), "@1 show info")
+		done <- out
+	}()
+	select {
+	case out := <-done:
+		t.Fatalf("@1 show info answered %q while a worker starts", out)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case out := <-done:
+		if out != "answer to @1 show info\n" {
+			t.Fatalf("@1 show info = %q", out)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("@1 show info still waits after the worker started")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"show proc", "_loadstatus", "@1 show info"}; !slices.Equal(asked, want) {
+		t.Fatalf("commands sent %q, want %q", asked, want)
+	}
+}
+
+func TestWorkerCommandOn26(t *testing.T) {
+	var mu sync.Mutex
+	loadStatus := 0
+	path := fakeSocket(t, func(c net.Conn, req string) {
+		if strings.TrimSpace(req) == "_loadstatus" {
+			mu.Lock()
+			loadStatus++
+			mu.Unlock()
+			io.WriteString(c, "Unknown command, but maybe one of the following ones is a better match:\n")
+			return
+		}
+		io.WriteString(c, "ok\n")
+	})
+	c := &Client{Path: path}
+	for range 3 {
+		if out, err := c.Command(context.Background(), "@1 show info"); err != nil || out != "ok\n" {
+			t.Fatalf("@1 show info = %q, %v", out, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if loadStatus != 1 {
+		t.Fatalf("_loadstatus asked %d times of a master that does not know it, want once", loadStatus)
 	}
 }

@@ -442,7 +442,8 @@ func TestNotRunning(t *testing.T) {
 	})
 }
 
-// fakeMaster answers master CLI commands from a function, one command per connection.
+// fakeMaster answers master CLI commands from a function, one command per connection, each
+// connection on its own.
 func fakeMaster(t *testing.T, answer func(cmd string) string) string {
 	t.Helper()
 	path := filepath.Join(haproxytest.ShortTempDir(t), "m.sock")
@@ -460,9 +461,13 @@ func fakeMaster(t *testing.T, answer func(cmd string) string) string {
 			if err != nil {
 				return
 			}
-			line, _ := bufio.NewReader(c).ReadString('\n')
-			c.Write([]byte(answer(strings.TrimSpace(line))))
-			c.Close()
+			wg.Add(1)
+			go func() { // one at a time would let a held answer block the others
+				defer wg.Done()
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				c.Write([]byte(answer(strings.TrimSpace(line))))
+				c.Close()
+			}()
 		}
 	}()
 	return path

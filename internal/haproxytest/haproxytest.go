@@ -199,7 +199,8 @@ type Process struct {
 // listing a worker is not enough: from 3.1 on the master forks the worker first and lists it
 // while it is still parsing the configuration and binding its listeners (a connection made
 // then is refused, and stopping the master then makes the starting worker log "Cannot transfer
-// connection fd ... over the sockpair"); `@1` reaches only a worker that is ready.
+// connection fd ... over the sockpair"). The CLI client sends `@1` commands only once no
+// worker is starting (see haproxycli.Client.Command).
 func Start(t testing.TB, configPath string, extraArgs ...string) *Process {
 	t.Helper()
 	bin := Binary(t)
