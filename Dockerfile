@@ -1,6 +1,7 @@
 # haproxy-sidecar: a static Go binary on top of HAProxy's own image, so that `haproxy -c`
 # validates with the same HAProxy that serves. Runs as the image's non-root haproxy user.
-ARG HAPROXY_IMAGE=haproxy:2.6-bookworm
+# HAProxy 3.2 LTS by default; 2.6 and 3.0 are tested too (README, "Supported HAProxy versions").
+ARG HAPROXY_IMAGE=haproxy:3.2
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src

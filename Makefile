@@ -17,13 +17,15 @@ deps:
 demo: deps
 	hack/demo.sh
 
-## test: every test, with the race detector, after installing what they need: HAProxy from
-## Debian, and a real kube-apiserver, etcd and kubectl built from the Go module proxy (cached
-## outside the clone by hack/testbins.sh; the first build takes several minutes).
+## test: every test, with the race detector, after installing what they need: HAProxy 2.6 from
+## Debian, 3.0 and 3.2 LTS from Debian's newer suites (hack/haproxy-versions.sh), and a real
+## kube-apiserver, etcd and kubectl built from the Go module proxy (hack/testbins.sh); all cached
+## outside the clone, the first run takes several minutes. hack/test.sh runs every package
+## against 3.2, then the packages that run HAProxy against 2.6 and 3.0.
 test: deps
 	$(GO) vet ./...
 	KUBEBUILDER_ASSETS=$$(hack/testbins.sh) HELM=$$(hack/helm.sh) HAPROXY_SIDECAR_REQUIRE_TESTBINS=1 \
-		$(GO) test -race -count=1 -timeout 30m ./...
+		GO=$(GO) hack/test.sh -race -count=1 -timeout 30m
 
 test-short:
 	$(GO) test -short ./...

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
 	"github.com/haproxy-sidecar/haproxy-sidecar/validate"
 )
@@ -14,9 +15,7 @@ func certPEM(t *testing.T) []byte { return testcert.Combined(t, "site.example") 
 
 // haproxy -c on the check file sees the staged certificates, not the live ones.
 func TestCheckFileWithHAProxy(t *testing.T) {
-	if !validate.Available("") {
-		t.Skip("haproxy is not installed")
-	}
+	haproxytest.Binary(t) // skips, or fails when a version is required
 	e := newEnv(t)
 	s := open(t, e)
 	config := []byte(`defaults

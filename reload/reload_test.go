@@ -13,47 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycli"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/validate"
 )
 
-// Captured from HAProxy 2.6.12 (Debian bookworm).
-const (
-	procStart = `#<PID>          <type>          <reloads>       <uptime>        <version>      
-5693            master          0 [failed: 0]   0d00h00m00s     2.6.12-1+deb12u4
-# workers
-5697            worker          0               0d00h00m00s     2.6.12-1+deb12u4
-# programs
-
-`
-	procOldWorker = `#<PID>          <type>          <reloads>       <uptime>        <version>      
-5693            master          3 [failed: 0]   0d00h00m08s     2.6.12-1+deb12u4
-# workers
-5850            worker          0               0d00h00m01s     2.6.12-1+deb12u4
-# old workers
-5837            worker          1               0d00h00m02s     2.6.12-1+deb12u4
-# programs
-
-`
-	// After a failed reload the current worker's reloads column moves too: only the section
-	// tells old workers apart.
-	procFailed = `#<PID>          <type>          <reloads>       <uptime>        <version>      
-5693            master          4 [failed: 1]   0d00h00m11s     2.6.12-1+deb12u4
-# workers
-5850            worker          1               0d00h00m04s     2.6.12-1+deb12u4
-# old workers
-5837            worker          2               0d00h00m05s     2.6.12-1+deb12u4
-# programs
-
-`
-	procFailedNoOld = `#<PID>          <type>          <reloads>       <uptime>        <version>      
-5693            master          8 [failed: 1]   0d00h00m27s     2.6.12-1+deb12u4
-# workers
-6225            worker          1               0d00h00m04s     2.6.12-1+deb12u4
-# programs
-
-`
-	procProgram = `#<PID>          <type>          <reloads>       <uptime>        <version>
+// A 2.6 master with a program section (captured with a program; no worker test starts one).
+const procProgram = `#<PID>          <type>          <reloads>       <uptime>        <version>
 100             master          2 [failed: 0]   0d00h01m00s     2.6.12-1+deb12u4
 # workers
 120             worker          0               0d00h00m10s     2.6.12-1+deb12u4
@@ -63,41 +29,155 @@ const (
 # programs
 101             dataplaneapi    0               0d00h01m00s     -
 `
-)
+
+// 3.3 and later print no "# programs" section at all (the format of haproxy's src/mworker.c).
+const proc33 = `#<PID>          <type>          <reloads>       <uptime>        <version>      
+7001            master          3 [failed: 0]   0d00h02m10s     3.3.1-1        
+# workers
+7040            worker          0               0d00h00m05s     3.3.1-1        
+# old workers
+7030            worker          1               0d00h00m40s     3.3.1-1        
+`
+
+// captured reads testdata/haproxy-<branch>/<name> (written by TestCaptureMasterCLI).
+func captured(t *testing.T, branch, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "haproxy-"+branch, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
 
 func TestParseProc(t *testing.T) {
+	type want struct{ reloads, failed, workers, old int }
 	tests := []struct {
-		name    string
-		out     string
-		want    Proc
-		wantErr bool
+		branch, file string
+		want         want
+		version      string
 	}{
-		{name: "start", out: procStart, want: Proc{MasterPID: 5693, Reloads: 0, Failed: 0, Workers: 1, Version: "2.6.12-1+deb12u4"}},
-		{name: "old worker", out: procOldWorker, want: Proc{MasterPID: 5693, Reloads: 3, Workers: 1, OldWorkers: 1, Version: "2.6.12-1+deb12u4"}},
-		{name: "failed reload with old worker", out: procFailed, want: Proc{MasterPID: 5693, Reloads: 4, Failed: 1, Workers: 1, OldWorkers: 1, Version: "2.6.12-1+deb12u4"}},
-		{name: "failed reload", out: procFailedNoOld, want: Proc{MasterPID: 5693, Reloads: 8, Failed: 1, Workers: 1, Version: "2.6.12-1+deb12u4"}},
-		{name: "program and two old workers", out: procProgram, want: Proc{MasterPID: 100, Reloads: 2, Workers: 1, OldWorkers: 2, Version: "2.6.12-1+deb12u4"}},
-		{name: "empty answer", out: "", wantErr: true},
-		{name: "unknown command", out: "Unknown command, but maybe one of the following ones is a better match:\n  show proc : show processes status\n", wantErr: true},
-		{name: "bad reloads", out: "1 master x [failed: 0] 0d 2.6\n", wantErr: true},
+		{"2.6", "show-proc-start.txt", want{0, 0, 1, 0}, "2.6.12-1+deb12u4"},
+		{"2.6", "show-proc-after-reload.txt", want{1, 0, 1, 0}, "2.6.12-1+deb12u4"},
+		{"2.6", "show-proc-after-failed-reload.txt", want{2, 1, 1, 0}, "2.6.12-1+deb12u4"},
+		{"2.6", "show-proc-old-worker.txt", want{6, 0, 1, 2}, "2.6.12-1+deb12u4"},
+		{"3.0", "show-proc-start.txt", want{0, 0, 1, 0}, "3.0.11-9e587df"},
+		{"3.0", "show-proc-after-reload.txt", want{1, 0, 1, 0}, "3.0.11-9e587df"},
+		{"3.0", "show-proc-after-failed-reload.txt", want{2, 1, 1, 0}, "3.0.11-9e587df"},
+		{"3.0", "show-proc-old-worker.txt", want{6, 0, 1, 2}, "3.0.11-9e587df"},
+		{"3.2", "show-proc-start.txt", want{0, 0, 1, 0}, "3.2.26-1"},
+		{"3.2", "show-proc-after-reload.txt", want{1, 0, 1, 0}, "3.2.26-1"},
+		// 3.2 lists the worker that keeps serving after a failed reload under "# old workers".
+		{"3.2", "show-proc-after-failed-reload.txt", want{2, 1, 1, 0}, "3.2.26-1"},
+		{"3.2", "show-proc-old-worker.txt", want{6, 0, 1, 1}, "3.2.26-1"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseProc(tt.out)
-			if tt.wantErr {
-				if err == nil {
-					t.Fatalf("ParseProc = %+v, want an error", got)
-				}
-				return
-			}
+		t.Run(tt.branch+"/"+tt.file, func(t *testing.T) {
+			out := captured(t, tt.branch, tt.file)
+			p, err := ParseProc(out)
 			if err != nil {
 				t.Fatal(err)
 			}
-			tt.want.Raw = tt.out
-			if got != tt.want {
-				t.Fatalf("ParseProc =\n%+v\nwant\n%+v", got, tt.want)
+			got := want{p.Reloads, p.Failed, p.Workers, p.OldWorkers}
+			if got != tt.want || p.Version != tt.version || p.MasterPID <= 0 || p.Raw != out {
+				t.Fatalf("ParseProc = %+v (%+v), want %+v version %s", got, p, tt.want, tt.version)
 			}
 		})
+	}
+	t.Run("program section", func(t *testing.T) {
+		p, err := ParseProc(procProgram)
+		if err != nil || p.MasterPID != 100 || p.Reloads != 2 || p.Workers != 1 || p.OldWorkers != 2 {
+			t.Fatalf("ParseProc = %+v, %v", p, err)
+		}
+	})
+	t.Run("3.3 without programs section", func(t *testing.T) {
+		p, err := ParseProc(proc33)
+		if err != nil || p.MasterPID != 7001 || p.Reloads != 3 || p.Workers != 1 || p.OldWorkers != 1 || !p.AtLeast(3, 3) || p.AtLeast(3, 4) {
+			t.Fatalf("ParseProc = %+v, %v", p, err)
+		}
+	})
+	for name, out := range map[string]string{
+		"empty answer":    "",
+		"unknown command": captured(t, "2.6", "startup-logs-after-failed-reload.txt"),
+		"bad reloads":     "1 master x [failed: 0] 0d 2.6\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			if p, err := ParseProc(out); err == nil {
+				t.Fatalf("ParseProc = %+v, want an error", p)
+			}
+		})
+	}
+}
+
+func TestProcAtLeast(t *testing.T) {
+	for _, tt := range []struct {
+		version      string
+		major, minor int
+		want         bool
+	}{
+		{"2.6.12-1+deb12u4", 2, 7, false},
+		{"2.7.0", 2, 7, true},
+		{"3.0.11-9e587df", 2, 7, true},
+		{"3.0.11-9e587df", 3, 1, false},
+		{"3.2.26-1", 3, 1, true},
+		{"10.0", 3, 1, true},
+		{"", 2, 7, false},
+		{"-", 2, 7, false},
+	} {
+		if got := (Proc{Version: tt.version}).AtLeast(tt.major, tt.minor); got != tt.want {
+			t.Errorf("Proc{Version: %q}.AtLeast(%d, %d) = %v", tt.version, tt.major, tt.minor, got)
+		}
+	}
+}
+
+// The answers each version gives to `reload`, read as the reload reads them.
+func TestCapturedAnswers(t *testing.T) {
+	tests := []struct {
+		branch, file string
+		want         Outcome
+		reason       string // in (*Failed).Reason() when Refused
+	}{
+		{"2.6", "reload-ok.txt", NoAnswer, ""},
+		{"2.6", "reload-bind-clash.txt", NoAnswer, ""},
+		{"2.6", "reload-syntax-error.txt", NoAnswer, ""},
+		{"3.0", "reload-ok.txt", Loaded, ""},
+		{"3.0", "reload-bind-clash.txt", Refused, "Binding [/etc/haproxy/haproxy.cfg:15] for frontend clash: protocol tcpv4: cannot bind socket (Address already in use) for [127.0.0.1:41845]."},
+		{"3.0", "reload-syntax-error.txt", Refused, "config : parsing [/etc/haproxy/haproxy.cfg:14] : unknown keyword 'frobnicate' in 'backend' section"},
+		{"3.2", "reload-ok.txt", Loaded, ""},
+		{"3.2", "reload-bind-clash.txt", Refused, "Binding [/etc/haproxy/haproxy.cfg:15] for frontend clash: protocol tcpv4: cannot bind socket (Address already in use) for [127.0.0.1:46845]."},
+		{"3.2", "reload-syntax-error.txt", Refused, "config : parsing [/etc/haproxy/haproxy.cfg:14] : unknown keyword 'frobnicate' in 'backend' section"},
+		{"3.2", "reload-busy.txt", Busy, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.branch+"/"+tt.file, func(t *testing.T) {
+			a := ParseAnswer(captured(t, tt.branch, tt.file))
+			if a.Outcome != tt.want {
+				t.Fatalf("ParseAnswer = %+v, want outcome %d", a, tt.want)
+			}
+			if tt.want == Refused {
+				if got := (&Failed{Output: a.Logs}).Reason(); got != tt.reason {
+					t.Fatalf("Reason =\n%q\nwant\n%q", got, tt.reason)
+				}
+				if strings.HasPrefix(a.Logs, "Success") || strings.HasPrefix(a.Logs, "--") {
+					t.Fatalf("Logs keep the status lines: %q", a.Logs)
+				}
+			}
+		})
+	}
+}
+
+func TestFailedReason(t *testing.T) {
+	for _, tt := range []struct{ output, want string }{
+		{"", ""},
+		{"reload 4 failed (1 failed since the last successful reload); the reason is in HAProxy's log\n#<PID> ...", "reload 4 failed (1 failed since the last successful reload); the reason is in HAProxy's log"},
+		// Only generic alerts: they are all there is to say.
+		{"[ALERT]    (1) : config : Fatal errors found in configuration.\n", "config : Fatal errors found in configuration."},
+		// A reload command's own output.
+		{"reload command [\"false\"]: exit status 1\n[ALERT] bad config\n", "bad config"},
+		{"[ALERT] (1) : a\n[ALERT] (1) : b\n[ALERT] (1) : c\n[ALERT] (1) : d\n", "a; b; c"},
+	} {
+		if got := (&Failed{Output: tt.output}).Reason(); got != tt.want {
+			t.Errorf("Reason(%q) = %q, want %q", tt.output, got, tt.want)
+		}
 	}
 }
 
@@ -187,7 +267,13 @@ func TestMasterSocketReload(t *testing.T) {
 		t.Fatalf("Reload of a config that cannot bind = %v, want *Failed", err)
 	}
 	t.Logf("failed reload known after %v: %v", time.Since(start), err)
-	if !strings.Contains(failed.Output, "failed") || !strings.Contains(err.Error(), "refused") {
+	if v := haproxytest.InstalledVersion(t); v.AtLeast(2, 7) {
+		// HAProxy's own reason, from the answer to reload.
+		want := "cannot bind socket (Address already in use) for [" + holder.Addr().String() + "]"
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("HAProxy %s: Failed error %q, want HAProxy's reason %q", v, err, want)
+		}
+	} else if !strings.Contains(failed.Output, "failed") || !strings.Contains(err.Error(), "refused") {
 		t.Errorf("Failed output %q / error %q", failed.Output, err)
 	}
 	if body := get(t, addr); body != "backend B" {
@@ -217,8 +303,12 @@ func TestMasterSocketReload(t *testing.T) {
 
 	// A syntax error fails fast.
 	writeConfig(t, cfg, haproxytest.HTTPConfig(port, backendC, "frobnicate\n"))
-	if err := m.Reload(ctx); !errors.As(err, &failed) {
+	err = m.Reload(ctx)
+	if !errors.As(err, &failed) {
 		t.Fatalf("Reload of an invalid config = %v, want *Failed", err)
+	}
+	if v := haproxytest.InstalledVersion(t); v.AtLeast(2, 7) && !strings.Contains(err.Error(), "unknown keyword 'frobnicate'") {
+		t.Errorf("HAProxy %s: Failed error %q, want HAProxy's reason", v, err)
 	}
 	if body := get(t, addr); body != "backend C" {
 		t.Fatalf("after a failed reload, HAProxy serves %q", body)
@@ -284,6 +374,44 @@ func TestShowProcOldWorkers(t *testing.T) {
 	}, "the old worker exits once its connection is closed")
 }
 
+// A reload asked while another one is still loading a large configuration is confirmed, and
+// never taken for a refused configuration: 3.1+ answers "Another reload is still in progress"
+// (retried), older versions queue it or drop the connection.
+func TestReloadWhileAnotherStarts(t *testing.T) {
+	haproxytest.Binary(t)
+	port := haproxytest.FreePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cfg := filepath.Join(t.TempDir(), "haproxy.cfg")
+	writeConfig(t, cfg, haproxytest.HTTPConfig(port, haproxytest.Backend(t, "backend A"), ""))
+	p := haproxytest.Start(t, cfg)
+	m := &MasterSocket{Path: p.MasterSocket}
+	ctx := context.Background()
+
+	var big strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&big, "backend b%d\n  server s 127.0.0.1:9\n", i)
+	}
+	writeConfig(t, cfg, haproxytest.HTTPConfig(port, haproxytest.Backend(t, "backend B"), big.String()))
+	// Someone else's reload (no confirmation asked), then the sidecar's as soon as the master
+	// counts the first.
+	if _, err := m.Command(ctx, "reload"); err != nil && !haproxycli.Dropped(err) {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := m.Reload(ctx); err != nil {
+		t.Fatalf("Reload while another reload starts: %v", err)
+	}
+	t.Logf("HAProxy %s: confirmed after %v", haproxytest.InstalledVersion(t), time.Since(start))
+	if body := get(t, addr); body != "backend B" {
+		t.Fatalf("after Reload, HAProxy serves %q", body)
+	}
+	proc, err := m.ShowProc(ctx)
+	if err != nil || proc.Failed != 0 || proc.Workers != 1 {
+		t.Fatalf("show proc after both reloads: %+v %v", proc, err)
+	}
+	t.Logf("test body done after %v", time.Since(start))
+}
+
 func TestNotRunning(t *testing.T) {
 	t.Run("no socket", func(t *testing.T) {
 		m := &MasterSocket{Path: filepath.Join(t.TempDir(), "absent.sock")}
@@ -303,14 +431,19 @@ func TestNotRunning(t *testing.T) {
 		}
 		l.SetUnlinkOnClose(false)
 		l.Close()
-		err = (&MasterSocket{Path: path}).Reload(context.Background())
+		start := time.Now()
+		err = (&MasterSocket{Path: path, RefusedGrace: 200 * time.Millisecond}).Reload(context.Background())
 		if !errors.Is(err, ErrNotRunning) {
 			t.Fatalf("Reload = %v, want ErrNotRunning", err)
+		}
+		if d := time.Since(start); d < 200*time.Millisecond || d > 5*time.Second {
+			t.Fatalf("a refused socket was retried for %v, want the 200ms grace", d)
 		}
 	})
 }
 
-// fakeMaster answers master CLI commands from a function, one command per connection.
+// fakeMaster answers master CLI commands from a function, one command per connection, each
+// connection on its own.
 func fakeMaster(t *testing.T, answer func(cmd string) string) string {
 	t.Helper()
 	path := filepath.Join(haproxytest.ShortTempDir(t), "m.sock")
@@ -328,53 +461,134 @@ func fakeMaster(t *testing.T, answer func(cmd string) string) string {
 			if err != nil {
 				return
 			}
-			line, _ := bufio.NewReader(c).ReadString('\n')
-			c.Write([]byte(answer(strings.TrimSpace(line))))
-			c.Close()
+			wg.Add(1)
+			go func() { // one at a time would let a held answer block the others
+				defer wg.Done()
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				c.Write([]byte(answer(strings.TrimSpace(line))))
+				c.Close()
+			}()
 		}
 	}()
 	return path
 }
 
-func TestReloadStatusAnswer(t *testing.T) {
-	// HAProxy 2.7+ answers the reload command itself.
+// procAt is a `show proc` answer of a master of that version, reload counter and failed count.
+func procAt(version string, reloads, failed int) string {
+	return fmt.Sprintf("#<PID>          <type>          <reloads>       <uptime>        <version>\n"+
+		"100             master          %d [failed: %d]   0d00h00m10s     %s\n# workers\n120             worker          0               0d00h00m01s     %s\n",
+		reloads, failed, version, version)
+}
+
+// The reload reads each version's answer: the outcome of 2.7+, a retry while another reload is
+// starting (3.1+), the show proc confirmation where there is no answer (2.6, or a newer master
+// that dropped the connection).
+func TestReloadAnswers(t *testing.T) {
+	bindClash := captured(t, "3.2", "reload-bind-clash.txt")
+	busy := captured(t, "3.2", "reload-busy.txt")
 	tests := []struct {
-		name       string
-		answer     string
-		wantFailed bool
-		wantOutput string
+		name    string
+		version string
+		// reloads answers the n-th reload (0-based); each one moves the counter.
+		reloads    func(n int) string
+		loadStatus string
+		timeout    time.Duration
+		wantSent   int    // reloads sent
+		wantErr    string // "" for success
+		wantFailed bool   // *Failed (a refused configuration), not another error
 	}{
-		{name: "success", answer: "Success=1\n--\n[NOTICE]   (1) : haproxy version is 2.8.3\n"},
+		{name: "3.2 success", version: "3.2.26-1", reloads: func(int) string { return captured(t, "3.2", "reload-ok.txt") }, wantSent: 1},
 		{
-			name:       "failure",
-			answer:     "Success=0\n--\n[NOTICE]   (1) : haproxy version is 2.8.3\n[ALERT]    (1) : config : parsing [/etc/haproxy/haproxy.cfg:12] : unknown keyword 'frobnicate'\n",
-			wantFailed: true,
-			wantOutput: "[ALERT]    (1) : config : parsing [/etc/haproxy/haproxy.cfg:12] : unknown keyword 'frobnicate'",
+			name: "3.2 refused: HAProxy's reason", version: "3.2.26-1", reloads: func(int) string { return bindClash }, wantSent: 1,
+			wantErr: "cannot bind socket (Address already in use) for [127.0.0.1:46845]", wantFailed: true,
 		},
+		{
+			name: "3.2 busy twice, then loaded", version: "3.2.26-1", wantSent: 3,
+			reloads: func(n int) string {
+				if n < 2 {
+					return busy
+				}
+				return "Success=1\n--\n[NOTICE]   (1) : Loading success.\n"
+			},
+		},
+		{
+			name: "3.2 busy until the timeout: not a bad configuration", version: "3.2.26-1", timeout: 400 * time.Millisecond,
+			reloads: func(int) string { return busy }, wantErr: "another reload was still in progress",
+		},
+		{
+			name: "3.2 dropped answer: the master's load status", version: "3.2.26-1", wantSent: 1,
+			reloads: func(int) string { return "" }, loadStatus: bindClash,
+			wantErr: "cannot bind socket", wantFailed: true,
+		},
+		{name: "2.6 no answer, counter moved", version: "2.6.12-1+deb12u4", reloads: func(int) string { return "" }, wantSent: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			sent := 0
 			path := fakeMaster(t, func(cmd string) string {
-				if cmd == "reload" {
-					return tt.answer
+				mu.Lock()
+				defer mu.Unlock()
+				switch cmd {
+				case "reload":
+					sent++
+					return tt.reloads(sent - 1)
+				case "_loadstatus":
+					return tt.loadStatus
+				case "show proc":
+					return procAt(tt.version, sent, 0)
 				}
-				return strings.Replace(procStart, "2.6.12-1+deb12u4", "2.8.3", -1)
+				return "Unknown command.\n"
 			})
-			err := (&MasterSocket{Path: path, Timeout: 5 * time.Second}).Reload(context.Background())
-			var failed *Failed
-			if tt.wantFailed {
-				if !errors.As(err, &failed) {
-					t.Fatalf("Reload = %v, want *Failed", err)
-				}
-				if !strings.Contains(failed.Output, tt.wantOutput) || !strings.Contains(err.Error(), "unknown keyword 'frobnicate'") {
-					t.Fatalf("Failed = %q / %q", failed.Output, err)
-				}
-				return
+			timeout := tt.timeout
+			if timeout == 0 {
+				timeout = 5 * time.Second
 			}
-			if err != nil {
+			err := (&MasterSocket{Path: path, Timeout: timeout}).Reload(context.Background())
+			var failed *Failed
+			switch {
+			case tt.wantErr == "" && err != nil:
 				t.Fatalf("Reload = %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("Reload = %v, want an error with %q", err, tt.wantErr)
+			case tt.wantErr != "" && errors.As(err, &failed) != tt.wantFailed:
+				t.Fatalf("Reload = %v (%T), *Failed: %v", err, err, tt.wantFailed)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if tt.wantSent > 0 && sent != tt.wantSent {
+				t.Fatalf("%d reloads sent, want %d", sent, tt.wantSent)
 			}
 		})
+	}
+}
+
+// On 2.6 a failed reload shows only in show proc; its master CLI has no start-up logs.
+func TestReloadFailedShowProc(t *testing.T) {
+	var mu sync.Mutex
+	moved := false
+	path := fakeMaster(t, func(cmd string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		switch cmd {
+		case "reload":
+			moved = true
+			return ""
+		case "show proc":
+			if moved {
+				return captured(t, "2.6", "show-proc-after-failed-reload.txt")
+			}
+			return captured(t, "2.6", "show-proc-after-reload.txt")
+		}
+		return captured(t, "2.6", "startup-logs-after-failed-reload.txt") // Unknown command
+	})
+	err := (&MasterSocket{Path: path, Timeout: 5 * time.Second}).Reload(context.Background())
+	var failed *Failed
+	if !errors.As(err, &failed) || !strings.Contains(err.Error(), "reload 2 failed (1 failed since the last successful reload); the reason is in HAProxy's log") {
+		t.Fatalf("Reload = %v, want *Failed that says where the reason is", err)
+	}
+	if strings.Contains(failed.Output, "Unknown command") {
+		t.Fatalf("Failed output has the answer to an unknown command: %q", failed.Output)
 	}
 }
 
@@ -383,7 +597,7 @@ func TestReloadNeverConfirmed(t *testing.T) {
 		if cmd == "reload" {
 			return ""
 		}
-		return procStart // the counter never moves
+		return procAt("2.6.12-1+deb12u4", 0, 0) // the counter never moves
 	})
 	start := time.Now()
 	err := (&MasterSocket{Path: path, Timeout: 300 * time.Millisecond}).Reload(context.Background())
@@ -409,7 +623,7 @@ func TestCommandReloader(t *testing.T) {
 	}
 	err := (Command{Argv: []string{"sh", "-c", "echo '[ALERT] bad config' >&2; exit 1"}}).Reload(ctx)
 	var failed *Failed
-	if !errors.As(err, &failed) || !strings.Contains(err.Error(), "[ALERT] bad config") {
+	if !errors.As(err, &failed) || !strings.HasSuffix(err.Error(), ": bad config") || !strings.Contains(failed.Output, "[ALERT] bad config") {
 		t.Fatalf("failing command = %v, want *Failed with its output", err)
 	}
 	if err := (Command{Argv: []string{"false"}}).Reload(ctx); !errors.As(err, &failed) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 )
@@ -19,10 +20,7 @@ func selfSigned(t *testing.T, host string) []byte { return testcert.Combined(t, 
 // haproxyCheck writes the bundle (config and certificates in ssldir) and runs haproxy -c on it.
 func haproxyCheck(t *testing.T, b *Bundle, sslDir string) {
 	t.Helper()
-	bin, err := exec.LookPath("haproxy")
-	if err != nil {
-		t.Skip("haproxy is not installed")
-	}
+	bin := haproxytest.Binary(t) // skips, or fails when a version is required
 	for name, pem := range b.Certificates {
 		if err := os.WriteFile(filepath.Join(sslDir, name+".pem"), pem, 0o600); err != nil {
 			t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
 )
 
@@ -29,9 +30,7 @@ defaults
 
 func requireHAProxy(t *testing.T) {
 	t.Helper()
-	if !Available("") {
-		t.Skip("haproxy is not installed")
-	}
+	haproxytest.Binary(t) // skips, or fails when a version is required
 }
 
 func writeFile(t *testing.T, dir, name string, data []byte) string {

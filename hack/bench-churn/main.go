@@ -27,7 +27,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycli"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/loadgen"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
 )
 
 func main() {
@@ -292,20 +294,10 @@ func get(c *http.Client, addr string) (string, error) {
 	return string(body), nil
 }
 
-// cli sends one command to the master socket.
+// cli sends one command to the master socket (through the project's one CLI client).
 func (b *bench) cli(cmd string) (string, error) {
-	conn, err := net.DialTimeout("unix", filepath.Join(b.run, "master.sock"), 2*time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(conn, cmd+"\n"); err != nil {
-		return "", err
-	}
-	_ = conn.(*net.UnixConn).CloseWrite()
-	out, err := io.ReadAll(conn)
-	return string(out), err
+	c := &haproxycli.Client{Path: filepath.Join(b.run, "master.sock"), Timeout: 5 * time.Second}
+	return c.Command(context.Background(), cmd)
 }
 
 // haproxyReloads is the master's reload counter (show proc).
@@ -314,12 +306,8 @@ func (b *bench) haproxyReloads() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) >= 3 && f[1] == "master" {
-			return strconv.Atoi(f[2])
-		}
-	}
-	return 0, fmt.Errorf("no master in show proc: %q", out)
+	p, err := reload.ParseProc(out)
+	return p.Reloads, err
 }
 
 // metrics sums the sidecar's samples whose name starts with prefix.

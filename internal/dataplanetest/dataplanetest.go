@@ -741,8 +741,8 @@ func StatsSockets(config string) []string {
 	return paths
 }
 
-// reloadNow reloads HAProxy through its master socket and confirms it with `show proc` (the
-// reload counter moved, no failure). The output is what HAProxy logged meanwhile, as the
+// reloadNow reloads HAProxy through its master socket and confirms it (reload.MasterSocket:
+// the answer of 2.7+, `show proc` on 2.6). The output is what HAProxy logged meanwhile, as the
 // reload command's output of the real API.
 func (s *Server) reloadNow(ctx context.Context) (string, error) {
 	s.reloadMu.Lock()
@@ -750,37 +750,9 @@ func (s *Server) reloadNow(ctx context.Context) (string, error) {
 	if ctx.Err() != nil {
 		return "", ctx.Err()
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	showProc := func() (reload.Proc, error) {
-		out, err := haproxytest.MasterCommand(s.HAProxy.MasterSocket, "show proc", 2*time.Second)
-		if err != nil {
-			return reload.Proc{}, err
-		}
-		return reload.ParseProc(out)
-	}
-	before, err := showProc()
-	if err != nil {
-		return err.Error(), fmt.Errorf("show proc before the reload: %w", err)
-	}
 	logStart := len(s.HAProxy.Logs())
-	// The 2.6 master closes the connection without an answer while it re-executes.
-	_, _ = haproxytest.MasterCommand(s.HAProxy.MasterSocket, "reload", 5*time.Second)
-	for {
-		p, err := showProc()
-		if err == nil && (p.MasterPID != before.MasterPID || p.Reloads > before.Reloads) {
-			out := strings.TrimSpace(s.HAProxy.Logs()[logStart:])
-			if p.Failed > 0 {
-				return out, fmt.Errorf("reload failed (%d failed since the last success)", p.Failed)
-			}
-			return out, nil
-		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("reload not confirmed: %w", ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	err := (&reload.MasterSocket{Path: s.HAProxy.MasterSocket, Timeout: 30 * time.Second}).Reload(ctx)
+	return strings.TrimSpace(s.HAProxy.Logs()[logStart:]), err
 }
 
 func (s *Server) listReloads(w http.ResponseWriter, r *http.Request) {

@@ -1,10 +1,13 @@
 // Package haproxytest runs a real HAProxy (master-worker mode, master CLI socket) and real HTTP
 // backends for tests. Every process it starts is stopped, with its whole process group, when the
-// test ends; a test is skipped when haproxy is not installed.
+// test ends. The haproxy is the one in PATH (hack/test.sh puts each tested version first in
+// turn); a test is skipped when there is none, unless HAPROXY_SIDECAR_REQUIRE_TESTBINS=1 or
+// HAPROXY_SIDECAR_HAPROXY_VERSION asks for one.
 package haproxytest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,24 +17,110 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycli"
 )
 
 // StartTimeout bounds how long Start waits for the master socket to answer.
 const StartTimeout = 15 * time.Second
 
-// Binary returns the path of the haproxy executable, or skips the test when there is none.
-func Binary(t testing.TB) string {
-	t.Helper()
+// Environment variables that choose and require an HAProxy version (hack/test.sh sets them).
+const (
+	// VersionEnv names the HAProxy branch the tests must run against ("2.6", "3.0", "3.2"):
+	// when set, Binary fails the test unless the haproxy found in PATH is of that branch.
+	VersionEnv = "HAPROXY_SIDECAR_HAPROXY_VERSION"
+	// RequireEnv=1 turns a missing haproxy into a failure instead of a skip (as for the
+	// Kubernetes test binaries).
+	RequireEnv = "HAPROXY_SIDECAR_REQUIRE_TESTBINS"
+)
+
+// Version is an HAProxy version: its branch (Major.Minor) and the full string `haproxy -v`
+// prints ("3.2.26-1", "2.6.12-1+deb12u4").
+type Version struct {
+	Major, Minor int
+	Full         string
+}
+
+func (v Version) String() string { return v.Full }
+
+// AtLeast reports whether v is major.minor or newer.
+func (v Version) AtLeast(major, minor int) bool {
+	return v.Major > major || v.Major == major && v.Minor >= minor
+}
+
+// Branch is "major.minor".
+func (v Version) Branch() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
+
+var versionRe = regexp.MustCompile(`(?m)^HAProxy version ((\d+)\.(\d+)\S*)`)
+
+// ParseVersion reads the first line of `haproxy -v`.
+func ParseVersion(out string) (Version, error) {
+	m := versionRe.FindStringSubmatch(out)
+	if m == nil {
+		return Version{}, fmt.Errorf("no \"HAProxy version\" line in %q", strings.TrimSpace(out))
+	}
+	major, _ := strconv.Atoi(m[2])
+	minor, _ := strconv.Atoi(m[3])
+	return Version{Major: major, Minor: minor, Full: m[1]}, nil
+}
+
+// installed is the haproxy in PATH and its version, looked up once per test binary: PATH does
+// not change while the tests run.
+var installed = sync.OnceValues(func() (found, error) {
 	path, err := exec.LookPath("haproxy")
 	if err != nil {
-		t.Skipf("haproxy is not installed: %v", err)
+		return found{}, err
 	}
-	return path
+	out, err := exec.Command(path, "-v").CombinedOutput()
+	if err != nil {
+		return found{path: path}, fmt.Errorf("%s -v: %w: %s", path, err, out)
+	}
+	v, err := ParseVersion(string(out))
+	return found{path: path, version: v}, err
+})
+
+type found struct {
+	path    string
+	version Version
+}
+
+// Binary returns the path of the haproxy executable in PATH. Without one the test is skipped,
+// or fails when HAPROXY_SIDECAR_REQUIRE_TESTBINS=1 or HAPROXY_SIDECAR_HAPROXY_VERSION is set;
+// with HAPROXY_SIDECAR_HAPROXY_VERSION set, a haproxy of another branch fails the test.
+func Binary(t testing.TB) string {
+	t.Helper()
+	return lookup(t).path
+}
+
+// InstalledVersion is the version of the haproxy Binary returns (skipping or failing the test
+// as Binary does), for tests of behaviour that differs between versions.
+func InstalledVersion(t testing.TB) Version {
+	t.Helper()
+	return lookup(t).version
+}
+
+func lookup(t testing.TB) found {
+	t.Helper()
+	f, err := installed()
+	want := os.Getenv(VersionEnv)
+	if err != nil {
+		msg := fmt.Sprintf("haproxy is not usable: %v (hack/install-deps.sh installs it; hack/haproxy-versions.sh provides 2.6, 3.0 and 3.2)", err)
+		if want != "" || os.Getenv(RequireEnv) == "1" {
+			t.Fatalf("%s; %s=%q %s=%q require it", msg, VersionEnv, want, RequireEnv, os.Getenv(RequireEnv))
+		}
+		t.Skip(msg)
+	}
+	if want != "" && f.version.Branch() != want {
+		t.Fatalf("%s=%s but the haproxy in PATH (%s) is %s", VersionEnv, want, f.path, f.version)
+	}
+	return f
 }
 
 // HTTPConfig is a minimal HAProxy configuration for tests: one frontend on 127.0.0.1:port
@@ -102,9 +191,16 @@ type Process struct {
 }
 
 // Start runs `haproxy -W -S <tmp>/master.sock,level,admin -f configPath extraArgs...` in the
-// foreground in its own process group, waits until the master socket answers `show proc` with
-// a worker listed, and stops HAProxy (and every worker) when the test ends. It fails the test
-// if HAProxy exits or does not answer within StartTimeout.
+// foreground in its own process group, waits until its worker is ready, and stops HAProxy (and
+// every worker) when the test ends. It fails the test if HAProxy exits or is not ready within
+// StartTimeout.
+//
+// Ready means the current worker answers `@1 show info` through the master socket. `show proc`
+// listing a worker is not enough: from 3.1 on the master forks the worker first and lists it
+// while it is still parsing the configuration and binding its listeners (a connection made
+// then is refused, and stopping the master then makes the starting worker log "Cannot transfer
+// connection fd ... over the sockpair"). The CLI client sends `@1` commands only once no
+// worker is starting (see haproxycli.Client.Command).
 func Start(t testing.TB, configPath string, extraArgs ...string) *Process {
 	t.Helper()
 	bin := Binary(t)
@@ -133,15 +229,15 @@ func Start(t testing.TB, configPath string, extraArgs ...string) *Process {
 
 	deadline := time.Now().Add(StartTimeout)
 	for {
-		out, err := p.Command("show proc")
-		if err == nil && strings.Contains(out, " worker ") {
+		out, err := p.Command("@1 show info")
+		if err == nil && strings.Contains(out, "Name: HAProxy") {
 			return p
 		}
 		if p.Exited() {
 			t.Fatalf("haproxy exited during start (%v):\n%s", p.err, p.Logs())
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("haproxy master socket %s did not answer within %v (last error %v):\n%s", sock, StartTimeout, err, p.Logs())
+			t.Fatalf("haproxy's worker did not answer on %s within %v (last answer %q, error %v):\n%s", sock, StartTimeout, out, err, p.Logs())
 		}
 		select {
 		case <-p.done:
@@ -201,26 +297,10 @@ func (p *Process) ShowProc(t testing.TB) string {
 	return out
 }
 
-// MasterCommand sends cmd to the CLI socket at path and returns the answer. The connection is
-// half-closed after the command: HAProxy keeps it open until the client does.
+// MasterCommand sends cmd to the CLI socket at path and returns the answer, through the
+// project's CLI client (haproxycli).
 func MasterCommand(path, cmd string, timeout time.Duration) (string, error) {
-	conn, err := net.DialTimeout("unix", path, timeout)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(timeout))
-	if _, err := io.WriteString(conn, cmd+"\n"); err != nil {
-		return "", fmt.Errorf("send %q: %w", cmd, err)
-	}
-	if err := conn.(*net.UnixConn).CloseWrite(); err != nil {
-		return "", fmt.Errorf("half-close after %q: %w", cmd, err)
-	}
-	out, err := io.ReadAll(conn)
-	if err != nil {
-		return string(out), fmt.Errorf("read answer to %q: %w", cmd, err)
-	}
-	return string(out), nil
+	return (&haproxycli.Client{Path: path, Timeout: timeout}).Command(context.Background(), cmd)
 }
 
 // Backend starts an HTTP server on loopback that answers every request with body and returns

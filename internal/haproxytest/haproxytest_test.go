@@ -3,6 +3,7 @@ package haproxytest
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -77,5 +78,38 @@ func TestPoll(t *testing.T) {
 	}
 	if err := Poll(30*time.Millisecond, func() bool { return false }); err == nil {
 		t.Fatal("Poll returned nil for a condition that never holds")
+	}
+}
+
+func TestParseVersion(t *testing.T) {
+	for _, tt := range []struct {
+		out          string
+		major, minor int
+		full         string
+	}{
+		{"HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://haproxy.org/\nStatus: long-term supported branch\n", 2, 6, "2.6.12-1+deb12u4"},
+		{"HAProxy version 3.0.11-9e587df 2025/06/02 - https://haproxy.org/\n", 3, 0, "3.0.11-9e587df"},
+		{"HAProxy version 3.2.26-1 2026/10/14 - https://haproxy.org/\n", 3, 2, "3.2.26-1"},
+	} {
+		v, err := ParseVersion(tt.out)
+		if err != nil || v.Major != tt.major || v.Minor != tt.minor || v.Full != tt.full {
+			t.Errorf("ParseVersion(%q) = %+v, %v", tt.out, v, err)
+		}
+	}
+	if v, err := ParseVersion("haproxy: command not found"); err == nil {
+		t.Errorf("ParseVersion of garbage = %+v", v)
+	}
+	v := Version{Major: 3, Minor: 1}
+	if !v.AtLeast(2, 7) || !v.AtLeast(3, 1) || v.AtLeast(3, 2) || v.AtLeast(4, 0) {
+		t.Errorf("AtLeast wrong for %+v", v)
+	}
+}
+
+// The haproxy the tests run is the version hack/test.sh asked for.
+func TestInstalledVersion(t *testing.T) {
+	v := InstalledVersion(t)
+	t.Logf("testing against HAProxy %s (%s)", v, Binary(t))
+	if want := os.Getenv(VersionEnv); want != "" && v.Branch() != want {
+		t.Fatalf("HAProxy %s, want branch %s", v, want)
 	}
 }
