@@ -106,7 +106,7 @@ func (p *Pipeline) reload(ctx context.Context, c *candidate, plan *runtimeapi.Pl
 		return p.fail(status.FailActivate, fmt.Errorf("activate generation: %w", err)), nil
 	}
 	rstart := time.Now()
-	err = p.cfg.Reloader.Reload(ctx)
+	err = p.reloadHAProxy(ctx)
 	took := time.Since(rstart)
 	p.reloadDone(plan, err)
 	var failed *reload.Failed
@@ -186,6 +186,14 @@ func (p *Pipeline) reload(ctx context.Context, c *candidate, plan *runtimeapi.Pl
 		p.setLoad("", "", true) // the reload's outcome is not known
 		return p.fail(status.FailReload, fmt.Errorf("reload: %w", err)), nil
 	}
+}
+
+// reloadHAProxy asks for a reload; the probe does not take the master's silence meanwhile
+// for HAProxy being down.
+func (p *Pipeline) reloadHAProxy(ctx context.Context) error {
+	p.reloading.Store(true)
+	defer p.reloading.Store(false)
+	return p.cfg.Reloader.Reload(ctx)
 }
 
 // changedIn returns the inputs of c that are not at their last good version.

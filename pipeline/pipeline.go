@@ -153,6 +153,7 @@ type Pipeline struct {
 	probedLoad   atomic.Value // string: the load ID the probe saw last
 	restarted    atomic.Bool  // HAProxy came up (again) with a load the sidecar did not make
 	writtenDown  atomic.Bool  // a generation was made live while HAProxy did not run
+	reloading    atomic.Bool  // a reload the sidecar asked for is under way (not probed)
 }
 
 // New checks the wiring and fills defaults.

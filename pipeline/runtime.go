@@ -113,6 +113,17 @@ func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, c *
 	m.Renders.WithLabelValues("success").Inc()
 	p.countRuntime(plan)
 	p.ranRuntime(hash)
+	if p.writtenDown.Swap(false) {
+		// HAProxy answered: it started on the files the sidecar wrote while it was down,
+		// and now runs them with these changes. Learn its load now, or the probe would
+		// take it for a start the sidecar knows nothing of and forget these changes.
+		if li, ok := p.cfg.Reloader.(loadIdentifier); ok {
+			if id, err := li.LoadID(ctx); err == nil {
+				p.setLoad(hash, id, false)
+				p.probedLoad.Store(id)
+			}
+		}
+	}
 	p.reloadAt = time.Time{}
 	p.setRuns(hash)
 	m.RuntimeApplied(hash)
@@ -226,7 +237,7 @@ func (p *Pipeline) revertRuntime(ctx context.Context) {
 	}
 	p.setRuns("")
 	p.lastReload = time.Now()
-	if err := p.cfg.Reloader.Reload(ctx); err != nil {
+	if err := p.reloadHAProxy(ctx); err != nil {
 		p.log.Error("reload of the last good configuration", "error", err)
 		p.setLoad("", "", true)
 		return

@@ -8,9 +8,13 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
 )
 
-// downAfter is how many probes in a row must fail before HAProxy counts as down: the master
-// refuses connections for a moment while it re-executes on a reload.
-const downAfter = 2
+// downAfter is how long probes must keep failing before HAProxy counts as down: the 2.6 and
+// 3.0 masters refuse connections while they parse the configuration on a reload (1-2 s for
+// 10,000 backends). The sidecar's own reloads are not probed at all (reloading).
+const downAfter = 3 * time.Second
+
+// downProbes: with a short --probe-interval, failing for this many intervals is enough.
+const downProbes = 10
 
 // watch asks HAProxy every ProbeInterval whether it runs, until ctx ends: the haproxy_up
 // gauge, /readyz, a log line when it goes down or comes back, and a sync when it runs a load
@@ -19,7 +23,7 @@ const downAfter = 2
 func (p *Pipeline) watch(ctx context.Context, li loadIdentifier) {
 	t := time.NewTimer(0)
 	defer t.Stop()
-	fails := 0
+	var failingSince time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -32,19 +36,24 @@ func (p *Pipeline) watch(ctx context.Context, li loadIdentifier) {
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil && (errors.Is(err, reload.ErrNotRunning) || errors.Is(err, context.DeadlineExceeded)) {
-			fails++
-			if fails >= downAfter {
+		switch {
+		case p.reloading.Load():
+			// The sidecar's own reload: the master may refuse connections meanwhile.
+		case err != nil && (errors.Is(err, reload.ErrNotRunning) || errors.Is(err, context.DeadlineExceeded)):
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+			}
+			if time.Since(failingSince) >= min(downAfter, p.cfg.ProbeInterval*downProbes) {
 				p.haproxyDown(err)
 			}
-		} else {
+		default:
 			// It answered (an answer that names no load, after a refused reload, is still
 			// an answer).
-			fails = 0
+			failingSince = time.Time{}
 			p.haproxyUp(id)
 		}
 		interval := p.cfg.ProbeInterval
-		if fails > 0 {
+		if !failingSince.IsZero() {
 			interval = min(interval, 250*time.Millisecond) // confirm soon
 		}
 		t.Reset(interval)
