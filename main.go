@@ -632,7 +632,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 		Standby:        standby,
 		Logger:         log,
 
-		Runtime:           o.newRuntime(sslDir, log),
+		Runtime:           o.newRuntime(sslDir, store.MapsDir(), log),
 		MinReloadInterval: o.minReloadInterval,
 		AfterSync:         trimMemory,
 		InputsFile:        filepath.Join(store.StateDir(), "inputs.json"),

@@ -14,18 +14,18 @@ import (
 
 // registerRuntime adds the run flags of the runtime API fast path and of reload pacing.
 func (o *options) registerRuntime(fs *flag.FlagSet) {
-	fs.BoolVar(&o.runtimeAPI, "runtime-api", true, "make server changes (added, removed, address, weight, disabled) and certificate file changes through HAProxy's runtime API, with no reload, when nothing else changed (docs/runtime-api.md); off: every change reloads")
+	fs.BoolVar(&o.runtimeAPI, "runtime-api", true, "make server changes (added, removed, address, weight, disabled), certificate file changes and map file contents through HAProxy's runtime API, with no reload, when nothing else changed (docs/runtime-api.md); off: every change reloads")
 	fs.StringVar(&o.runtimeSocket, "runtime-socket", "", "HAProxy stats socket (level admin) for the runtime API; default: the master socket, with @1")
-	fs.DurationVar(&o.minReloadInterval, "min-reload-interval", 0, "least time between two reloads: a reload asked sooner waits, then loads the latest rendering (server and certificate changes still go live at once through the runtime API); 0: no minimum")
+	fs.DurationVar(&o.minReloadInterval, "min-reload-interval", 0, "least time between two reloads: a reload asked sooner waits, then loads the latest rendering (server, certificate and map changes still go live at once through the runtime API); 0: no minimum")
 }
 
 // newRuntime returns the runtime API updater, nil when runtime updates are off: --runtime-api
 // is false, HAProxy is remote (--reload=dataplane), or no socket reaches the local worker.
-func (o *options) newRuntime(sslDir string, log *slog.Logger) pipeline.Runtime {
+func (o *options) newRuntime(sslDir, mapsDir string, log *slog.Logger) pipeline.Runtime {
 	if !o.runtimeAPI || o.reloadMode == "dataplane" {
 		return nil
 	}
-	opts := runtimeapi.Options{SSLDir: sslDir, Logger: log.With("component", "runtime-api")}
+	opts := runtimeapi.Options{SSLDir: sslDir, MapsDir: mapsDir, Logger: log.With("component", "runtime-api")}
 	switch {
 	case o.runtimeSocket != "":
 		opts.Client = &runtimeapi.Socket{Path: o.runtimeSocket}

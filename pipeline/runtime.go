@@ -20,8 +20,9 @@ import (
 // Runtime changes a running HAProxy through its runtime API where the change allows it, so
 // that no reload is needed (see package runtimeapi).
 type Runtime interface {
-	// Plan compares a rendering with what HAProxy runs.
-	Plan(config []byte, certs map[string][]byte) *runtimeapi.Plan
+	// Plan compares a rendering (configuration, certificates, map files) with what HAProxy
+	// runs.
+	Plan(config []byte, certs, maps map[string][]byte) *runtimeapi.Plan
 	// Apply makes the plan's runtime changes; on error what HAProxy runs is unknown.
 	Apply(ctx context.Context, p *runtimeapi.Plan) error
 	// Reloaded records that HAProxy loaded the plan's rendering.
@@ -51,17 +52,19 @@ func (p *Pipeline) planRuntime(bundle *render.Bundle) (plan *runtimeapi.Plan, wh
 	if p.cfg.Runtime == nil {
 		return nil, "every change reloads (no runtime API)"
 	}
-	plan = p.cfg.Runtime.Plan(bundle.Config, bundle.Certificates)
+	plan = p.cfg.Runtime.Plan(bundle.Config, bundle.Certificates, bundle.Maps)
 	if why := plan.Reload(); why != "" {
 		return plan, why
 	}
-	// Map files and other files change only through a reload (for now): those of the last
-	// good rendering are the ones HAProxy loaded.
+	// The contents of map files change through the runtime API (the plan); other files, and
+	// map files added or removed, only through a reload: those of the last good rendering are
+	// the ones HAProxy loaded.
 	return plan, auxChanged(p.goodBundle(), bundle)
 }
 
-// auxChanged says which map files or other files of the rendering b differ from those of the
-// rendering HAProxy loaded ("" when none, or when what HAProxy loaded is not known: nil).
+// auxChanged says which files of the rendering b differ from those of the rendering HAProxy
+// loaded in a way only a reload makes live: other files added, removed or changed, map files
+// added or removed ("" when none, or when what HAProxy loaded is not known: nil).
 func auxChanged(loaded, b *render.Bundle) string {
 	if loaded == nil {
 		return ""
@@ -70,11 +73,12 @@ func auxChanged(loaded, b *render.Bundle) string {
 	for _, set := range []struct {
 		what      string
 		was, want map[string][]byte
-	}{{"map file", loaded.Maps, b.Maps}, {"file", loaded.Files, b.Files}} {
+		contents  bool // a change of contents needs a reload
+	}{{"map file", loaded.Maps, b.Maps, false}, {"file", loaded.Files, b.Files, true}} {
 		for _, name := range slices.Sorted(maps.Keys(set.want)) {
 			if was, ok := set.was[name]; !ok {
 				changed = append(changed, set.what+" "+name+" added")
-			} else if !bytes.Equal(was, set.want[name]) {
+			} else if set.contents && !bytes.Equal(was, set.want[name]) {
 				changed = append(changed, set.what+" "+name+" changed")
 			}
 		}
@@ -90,7 +94,7 @@ func auxChanged(loaded, b *render.Bundle) string {
 	if len(changed) > 3 {
 		changed = append(changed[:3], fmt.Sprintf("and %d more", len(changed)-3))
 	}
-	return strings.Join(changed, ", ") + " (map files and other files change through a reload)"
+	return strings.Join(changed, ", ") + " (files other than map contents change through a reload)"
 }
 
 // runtimeUpdate makes a change live through the runtime API, at once, and has the rendering
@@ -218,7 +222,7 @@ func (p *Pipeline) revertRuntime(ctx context.Context) {
 	var plan *runtimeapi.Plan
 	good := p.goodBundle()
 	if good != nil && p.cfg.Runtime != nil {
-		plan = p.cfg.Runtime.Plan(good.Config, good.Certificates)
+		plan = p.cfg.Runtime.Plan(good.Config, good.Certificates, good.Maps)
 		if plan.Reload() == "" {
 			p.changingRuntime()
 			err := p.cfg.Runtime.Apply(ctx, plan)

@@ -31,11 +31,11 @@ func bigConfig(changed int) []byte {
 func BenchmarkPlan10kBackends(b *testing.B) {
 	old, next := bigConfig(-1), bigConfig(5000)
 	u := New(Options{Client: &fakeClient{}})
-	u.Reloaded(u.Plan(old, nil))
+	u.Reloaded(u.Plan(old, nil, nil))
 	b.SetBytes(int64(len(next)))
 	b.ReportAllocs()
 	for b.Loop() {
-		p := u.Plan(next, nil)
+		p := u.Plan(next, nil, nil)
 		if p.Reload() != "" || p.Changes() != 1 {
 			b.Fatalf("reason %q, %d changes", p.Reload(), p.Changes())
 		}

@@ -123,13 +123,13 @@ func TestUpdaterOnRealHAProxy(t *testing.T) {
 			opts.SSLDir = r.ssl
 			opts.Logger = slog.New(slog.DiscardHandler)
 			u := New(opts)
-			u.Reloaded(u.Plan(cfg, certs))
+			u.Reloaded(u.Plan(cfg, certs, nil))
 			r.servedBy(t, "s1")
 
 			apply := func(t *testing.T, servers, bindFiles []string, certs map[string][]byte) {
 				t.Helper()
 				cfg := r.config(servers, bindFiles)
-				p := u.Plan(cfg, certs)
+				p := u.Plan(cfg, certs, nil)
 				if p.Reload() != "" {
 					t.Fatalf("reload asked: %s", p.Reload())
 				}
@@ -226,8 +226,8 @@ func TestUpdaterRefusedCommandsOnRealHAProxy(t *testing.T) {
 	r.proc = haproxytest.Start(t, r.cfgPath)
 	u := New(Options{Client: &Socket{Path: r.proc.MasterSocket}, Prefix: "@1 ", SSLDir: r.ssl, Logger: slog.New(slog.DiscardHandler)})
 	t.Run("a PEM HAProxy cannot load", func(t *testing.T) {
-		u.Reloaded(u.Plan(cfg, certs))
-		p := u.Plan(cfg, map[string][]byte{"a": []byte("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")})
+		u.Reloaded(u.Plan(cfg, certs, nil))
+		p := u.Plan(cfg, map[string][]byte{"a": []byte("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")}, nil)
 		if err := u.Apply(ctx, p); err == nil {
 			t.Fatal("no error")
 		}
@@ -241,8 +241,8 @@ func TestUpdaterRefusedCommandsOnRealHAProxy(t *testing.T) {
 		if err := (&reload.MasterSocket{Path: r.proc.MasterSocket, Timeout: 20 * time.Second}).Reload(ctx); err != nil {
 			t.Fatal(err)
 		}
-		u.Reloaded(u.Plan(static, certs))
-		p := u.Plan([]byte(strings.Replace(string(static), "check\n", "check weight 30\n", 1)), certs)
+		u.Reloaded(u.Plan(static, certs, nil))
+		p := u.Plan([]byte(strings.Replace(string(static), "check\n", "check weight 30\n", 1)), certs, nil)
 		if p.Reload() != "" {
 			t.Fatal(p.Reload())
 		}
@@ -257,15 +257,15 @@ func TestUpdaterRefusedCommandsOnRealHAProxy(t *testing.T) {
 		if err := (&reload.MasterSocket{Path: r.proc.MasterSocket, Timeout: 20 * time.Second}).Reload(ctx); err != nil {
 			t.Fatal(err)
 		}
-		u.Reloaded(u.Plan(cfg, certs))
+		u.Reloaded(u.Plan(cfg, certs, nil))
 		two := r.config([]string{"s1", "s2"}, []string{"a.pem"})
-		if err := u.Apply(ctx, u.Plan(two, certs)); err != nil {
+		if err := u.Apply(ctx, u.Plan(two, certs, nil)); err != nil {
 			t.Fatal(err)
 		}
 		if err := (&reload.MasterSocket{Path: r.proc.MasterSocket, Timeout: 20 * time.Second}).Reload(ctx); err != nil {
 			t.Fatal(err)
 		}
-		err := u.Apply(ctx, u.Plan(r.config([]string{"s1", "s2", "s3"}, []string{"a.pem"}), certs))
+		err := u.Apply(ctx, u.Plan(r.config([]string{"s1", "s2", "s3"}, []string{"a.pem"}), certs, nil))
 		if err == nil || !strings.Contains(err.Error(), "worker changed") {
 			t.Fatalf("error %v", err)
 		}

@@ -118,7 +118,7 @@ backend be
 			}
 			proc := haproxytest.Start(t, path)
 			u := New(Options{Client: &Socket{Path: proc.MasterSocket}, Prefix: "@1 ", Logger: slog.New(slog.DiscardHandler)})
-			u.Reloaded(u.Plan(config(0), nil))
+			u.Reloaded(u.Plan(config(0), nil, nil))
 			haproxytest.WaitFor(t, 10*time.Second, func() bool { b, _ := haproxytest.Get(front); return b == "b0" }, "b0 answers")
 
 			load := loadgen.StartNewConnections(front, "web.localhost", 4)
@@ -132,7 +132,7 @@ backend be
 				// Some load before each change, so that each change meets requests.
 				before := load.OK()
 				haproxytest.WaitFor(t, 10*time.Second, func() bool { return load.OK() >= before+20 }, "load flows")
-				p := u.Plan(config(i), nil)
+				p := u.Plan(config(i), nil, nil)
 				if p.Reload() != "" {
 					t.Fatalf("change %d: reload asked: %s", i, p.Reload())
 				}

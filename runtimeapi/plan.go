@@ -1,7 +1,8 @@
 // Package runtimeapi applies configuration changes to a running HAProxy through its runtime API
 // (the CLI of a stats socket, or of the master socket with "@1 "), so that most changes need no
 // reload: servers of existing backends added, removed, re-addressed, re-weighted, enabled or
-// disabled, and certificate files replaced, added to or removed from a certificate directory.
+// disabled, certificate files replaced, added to or removed from a certificate directory, and
+// the contents of map files replaced (maps.go).
 //
 // The commands are derived from the rendered configuration only: an Updater knows what HAProxy
 // runs (the configuration it last loaded plus the changes made at runtime since) and compares
@@ -32,10 +33,11 @@ const (
 	KindCertUpdated   = "certificate_updated"
 	KindCertAdded     = "certificate_added"
 	KindCertRemoved   = "certificate_removed"
+	KindMapUpdated    = "map_updated"
 )
 
 // Kinds lists every kind.
-var Kinds = []string{KindServerAdded, KindServerRemoved, KindServerUpdated, KindCertUpdated, KindCertAdded, KindCertRemoved}
+var Kinds = []string{KindServerAdded, KindServerRemoved, KindServerUpdated, KindCertUpdated, KindCertAdded, KindCertRemoved, KindMapUpdated}
 
 // dynamicKeywords are the server keywords `add server` accepts on HAProxy 2.6
 // (management.txt, "add server"). Servers added at runtime do not get default-server settings:
@@ -61,17 +63,18 @@ var dynamicKeywords = map[string]bool{
 	// weight, disabled and enabled are supported too; the Updater sets them itself.
 }
 
-// state is what HAProxy runs: a configuration, the certificate files, and the servers removed
-// at runtime that HAProxy still holds in maintenance because they had connections when
-// deleted (zombies, deleted again at the next update).
+// state is what HAProxy runs: a configuration, the certificate files, the map files, and the
+// servers removed at runtime that HAProxy still holds in maintenance because they had
+// connections when deleted (zombies, deleted again at the next update).
 type state struct {
 	cfg     *haproxycfg.Config
 	certs   map[string][]byte
+	maps    map[string][]byte                        // map file name -> content
 	zombies map[string]map[string]*haproxycfg.Server // backend -> server name -> server
 }
 
 func (s *state) clone() *state {
-	c := &state{cfg: s.cfg, certs: s.certs, zombies: map[string]map[string]*haproxycfg.Server{}}
+	c := &state{cfg: s.cfg, certs: s.certs, maps: s.maps, zombies: map[string]map[string]*haproxycfg.Server{}}
 	for be, z := range s.zombies {
 		c.zombies[be] = maps.Clone(z)
 	}
@@ -84,6 +87,7 @@ type command struct {
 	line    string
 	payload string // sent after the line, ended by an empty line; "" for none
 	expect  func(answer string) error
+	raw     bool   // expect is given the answer as it came, not trimmed
 	abort   string // best-effort command sent when this one fails ("abort ssl cert ...")
 	// silent commands answer nothing on success, oneLine ones one line: both can be sent
 	// several on one line, separated by ";" (see Updater.batch).
@@ -101,6 +105,9 @@ type step struct {
 	backend, server string
 	removed         *haproxycfg.Server
 	bestEffort      bool // failure is logged, not an error (deleting a zombie again)
+	// swap is the atomic replacement of a map's entries; its commands are made when it is
+	// applied (they carry the version HAProxy allocates).
+	swap *mapSwap
 }
 
 // Plan is the difference between what HAProxy runs and a new rendering.
@@ -115,7 +122,8 @@ type Plan struct {
 // Reload returns why the change needs a reload, "" when the runtime API can make all of it.
 func (p *Plan) Reload() string { return p.reason }
 
-// Changes is the number of changes the runtime API will make (servers, certificate files).
+// Changes is the number of changes the runtime API will make (servers, certificate files, map
+// files).
 // With a reload reason, these are the changes that could still be made at runtime while a
 // reload waits.
 func (p *Plan) Changes() int {
@@ -159,6 +167,10 @@ func (p *Plan) Summary() string {
 func (p *Plan) Commands() []string {
 	var out []string
 	for _, s := range p.steps {
+		if s.swap != nil {
+			out = append(out, s.swap.lines("<ver>")...)
+			continue
+		}
 		for _, c := range s.cmds {
 			out = append(out, c.line)
 		}
@@ -166,40 +178,47 @@ func (p *Plan) Commands() []string {
 	return out
 }
 
+// dirs are the directories the configuration names certificate and map files in.
+type dirs struct{ ssl, maps string }
+
 // plan compares what HAProxy runs (live, nil if unknown) with a new rendering.
-func plan(live *state, config []byte, certs map[string][]byte, sslDir string) *Plan {
+func plan(live *state, config []byte, certs, maps map[string][]byte, dirs dirs) *Plan {
 	cfg, err := haproxycfg.Parse(config)
 	if err != nil {
 		return &Plan{base: live, reason: fmt.Sprintf("the rendered configuration cannot be compared: %v", err)}
 	}
-	return planTo(live, &state{cfg: cfg, certs: certs}, sslDir)
+	return planTo(live, &state{cfg: cfg, certs: certs, maps: maps}, dirs)
 }
 
 // planTo compares what HAProxy runs with the state next.
-func planTo(live, next *state, sslDir string) *Plan {
+func planTo(live, next *state, dirs dirs) *Plan {
 	p := &Plan{base: live, full: next}
 	cfg, certs := next.cfg, next.certs
 	if live == nil {
 		p.reason = "what HAProxy runs is not known (first configuration, or after an update that failed)"
 		return p
 	}
-	d := &differ{old: live, new: p.full, sslDir: sslDir}
+	d := &differ{old: live, new: p.full, sslDir: dirs.ssl, mapsDir: dirs.maps}
 	d.sections()
 	// The target is what HAProxy runs after the steps: the new rendering when the steps cover
-	// everything; otherwise the old configuration with the servers and certificates the steps
-	// change.
+	// everything; otherwise the old configuration with the servers, certificates and maps the
+	// steps change.
 	p.target = live.clone()
 	if d.reason == "" {
 		p.target.cfg = cfg
 		p.target.certs = certs
+		p.target.maps = next.maps
 	} else {
 		p.target.cfg = d.patched()
 		if d.certsDone {
 			p.target.certs = certs
 		}
+		if d.mapsDone {
+			p.target.maps = next.maps
+		}
 	}
 	p.reason = d.reason
-	p.steps = append(append(append(d.adds, d.updates...), d.removes...), d.certSteps...)
+	p.steps = append(append(append(append(d.adds, d.updates...), d.removes...), d.certSteps...), d.mapSteps...)
 	if err := checkSteps(p.steps); err != nil {
 		// A value the checks of each change let through: send nothing, reload instead.
 		p.steps, p.target = nil, live.clone()
@@ -213,6 +232,11 @@ func planTo(live, next *state, sslDir string) *Plan {
 // checkSteps checks every command line and payload of a plan (values.go).
 func checkSteps(steps []step) error {
 	for _, st := range steps {
+		if st.swap != nil {
+			if err := st.swap.check(); err != nil {
+				return fmt.Errorf("%s: %w", st.what, err)
+			}
+		}
 		for _, c := range st.cmds {
 			if err := checkLine(c.line); err != nil {
 				return fmt.Errorf("%s: %w", st.what, err)
@@ -233,15 +257,15 @@ func checkSteps(steps []step) error {
 }
 
 type differ struct {
-	old, new *state
-	sslDir   string
-	reason   string // the first reason a reload is needed
+	old, new        *state
+	sslDir, mapsDir string
+	reason          string // the first reason a reload is needed
 
-	adds, updates, removes, certSteps []step
+	adds, updates, removes, certSteps, mapSteps []step
 	// done are the backends whose servers the steps bring to the new rendering (for a
 	// partial plan).
-	done      map[string]*haproxycfg.Section
-	certsDone bool
+	done                map[string]*haproxycfg.Section
+	certsDone, mapsDone bool
 }
 
 func (d *differ) needReload(format string, args ...any) {
@@ -312,6 +336,7 @@ func (d *differ) sections() {
 		}
 	}
 	d.diffCerts()
+	d.diffMaps()
 }
 
 // lineChange says how two sections' lines differ ("" if they do not). It names the keyword of

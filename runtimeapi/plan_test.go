@@ -38,7 +38,7 @@ func cfg(crts []string, servers ...string) []byte {
 func loaded(t *testing.T, config []byte, certs map[string][]byte) *Updater {
 	t.Helper()
 	u := New(Options{SSLDir: ssl, Client: &fakeClient{}})
-	p := u.Plan(config, certs)
+	p := u.Plan(config, certs, nil)
 	if p.Reload() == "" {
 		t.Fatal("the first plan must ask for a reload")
 	}
@@ -104,7 +104,7 @@ func TestPlanServers(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			u := loaded(t, base, nil)
-			p := u.Plan(c.next, nil)
+			p := u.Plan(c.next, nil, nil)
 			if c.reload != "" {
 				if !strings.Contains(p.Reload(), c.reload) {
 					t.Fatalf("reload reason %q, want one containing %q", p.Reload(), c.reload)
@@ -145,7 +145,7 @@ func TestPlanAddressChange(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			u := loaded(t, cfg(nil, "a 10.0.0.1:80 check", c.old), nil)
-			p := u.Plan(cfg(nil, "a 10.0.0.1:80 check", c.next), nil)
+			p := u.Plan(cfg(nil, "a 10.0.0.1:80 check", c.next), nil, nil)
 			if p.Reload() != "" {
 				t.Fatalf("reload asked: %s", p.Reload())
 			}
@@ -197,7 +197,7 @@ func TestPlanCertificates(t *testing.T) {
 			if c.newCrts != nil {
 				newCrts = c.newCrts
 			}
-			p := u.Plan(cfg(newCrts, servers...), c.new)
+			p := u.Plan(cfg(newCrts, servers...), c.new, nil)
 			if c.reload != "" {
 				if !strings.Contains(p.Reload(), c.reload) {
 					t.Fatalf("reload reason %q, want %q", p.Reload(), c.reload)
@@ -224,7 +224,7 @@ func TestPlanPartial(t *testing.T) {
 	base := cfg(nil, "a 10.0.0.1:80 check")
 	u := loaded(t, base, nil)
 	next := []byte(strings.Replace(string(cfg(nil, "a 10.0.0.1:80 check", "b 10.0.0.2:80 check")), "bind :80", "bind :81", 1))
-	p := u.Plan(next, nil)
+	p := u.Plan(next, nil, nil)
 	if !strings.Contains(p.Reload(), "bind") || p.Changes() != 1 {
 		t.Fatalf("reason %q, %d changes", p.Reload(), p.Changes())
 	}
@@ -233,10 +233,10 @@ func TestPlanPartial(t *testing.T) {
 	}
 	// HAProxy now runs the old frontend with both servers: the new rendering still needs a
 	// reload, but no server change; the old rendering needs b removed.
-	if p2 := u.Plan(next, nil); !strings.Contains(p2.Reload(), "bind") || p2.Changes() != 0 {
+	if p2 := u.Plan(next, nil, nil); !strings.Contains(p2.Reload(), "bind") || p2.Changes() != 0 {
 		t.Fatalf("after the partial update: reason %q, %d changes", p2.Reload(), p2.Changes())
 	}
-	p3 := u.Plan(base, nil)
+	p3 := u.Plan(base, nil, nil)
 	if p3.Reload() != "" || !reflect.DeepEqual(p3.Commands(), []string{"set server be_web/b state maint", "del server be_web/b"}) {
 		t.Fatalf("back to the old rendering: reason %q, commands %q", p3.Reload(), p3.Commands())
 	}
@@ -244,21 +244,21 @@ func TestPlanPartial(t *testing.T) {
 
 func TestPlanBeforeAnythingIsKnown(t *testing.T) {
 	u := New(Options{Client: &fakeClient{}})
-	p := u.Plan(cfg(nil), nil)
+	p := u.Plan(cfg(nil), nil, nil)
 	if !strings.Contains(p.Reload(), "not known") {
 		t.Fatalf("reason %q", p.Reload())
 	}
 	if err := u.Apply(context.Background(), p); err == nil {
 		t.Fatal("Apply of a plan made against nothing succeeded")
 	}
-	if p := u.Plan([]byte("backend b\n  server x\n"), nil); !strings.Contains(p.Reload(), "cannot be compared") {
+	if p := u.Plan([]byte("backend b\n  server x\n"), nil, nil); !strings.Contains(p.Reload(), "cannot be compared") {
 		t.Fatalf("unreadable config: reason %q", p.Reload())
 	}
 }
 
 func TestPlanSummary(t *testing.T) {
 	u := loaded(t, cfg(nil, "a 10.0.0.1:80"), nil)
-	p := u.Plan(cfg(nil, "b 10.0.0.2:80", "c 10.0.0.3:80"), nil)
+	p := u.Plan(cfg(nil, "b 10.0.0.2:80", "c 10.0.0.3:80"), nil, nil)
 	if got := p.Summary(); got != "2 server_added, 1 server_removed" {
 		t.Fatalf("summary %q", got)
 	}

@@ -27,7 +27,10 @@ type Options struct {
 	// SSLDir is the absolute certificate directory the configuration names (the `ssldir` of the
 	// templates): certificate files are found there.
 	SSLDir string
-	Logger *slog.Logger
+	// MapsDir is the absolute directory the configuration names map files in (the `mapsdir`
+	// of the templates): HAProxy names a map by its file's path as written there.
+	MapsDir string
+	Logger  *slog.Logger
 }
 
 // Updater knows what a running HAProxy runs and changes it through the runtime API. Plan,
@@ -53,13 +56,13 @@ func New(opts Options) *Updater {
 	return &Updater{opts: opts, log: opts.Logger}
 }
 
-// Plan compares a new rendering (haproxy.cfg and the certificate files by name, without
-// ".pem") with what HAProxy runs.
-func (u *Updater) Plan(config []byte, certs map[string][]byte) *Plan {
+// Plan compares a new rendering (haproxy.cfg, the certificate files by name without ".pem",
+// the map files by name) with what HAProxy runs.
+func (u *Updater) Plan(config []byte, certs, maps map[string][]byte) *Plan {
 	u.mu.Lock()
 	live := u.live
 	u.mu.Unlock()
-	return plan(live, config, certs, u.opts.SSLDir)
+	return plan(live, config, certs, maps, dirs{ssl: u.opts.SSLDir, maps: u.opts.MapsDir})
 }
 
 // Reloaded records that HAProxy (re)loaded the rendering p was made for: it runs exactly that,
@@ -69,7 +72,7 @@ func (u *Updater) Reloaded(p *Plan) {
 	defer u.mu.Unlock()
 	u.live, u.pid = nil, 0
 	if p != nil && p.full != nil {
-		u.live = &state{cfg: p.full.cfg, certs: p.full.certs}
+		u.live = &state{cfg: p.full.cfg, certs: p.full.certs, maps: p.full.maps}
 	}
 }
 
@@ -84,8 +87,8 @@ func (u *Updater) Forget() {
 // errBusy is a del server refused because the server still has connections.
 var errBusy = errors.New("server still has connections")
 
-// Apply sends the plan's commands: servers added first, then changed, then removed, then
-// certificates. On success HAProxy runs the plan's target (the whole new rendering when
+// Apply sends the plan's commands: servers added first, then changed, then map files replaced,
+// then servers removed, then certificates. On success HAProxy runs the plan's target (the whole new rendering when
 // Reload() is ""). On error what HAProxy runs is not known until the next reload, which the
 // caller makes.
 func (u *Updater) Apply(ctx context.Context, p *Plan) error {
@@ -106,9 +109,11 @@ func (u *Updater) apply(ctx context.Context, p *Plan) error {
 	// Servers added and changed, then the removals: the commands that put them in maintenance,
 	// then the deletes, each group sent in as few exchanges as the batch size allows.
 	var changes, before, dels []command
-	var removals, others []step
+	var removals, swaps, others []step
 	for _, st := range p.steps {
 		switch {
+		case st.swap != nil:
+			swaps = append(swaps, st)
 		case st.remove:
 			before = append(before, st.cmds[:len(st.cmds)-1]...)
 			dels = append(dels, st.cmds[len(st.cmds)-1])
@@ -121,6 +126,11 @@ func (u *Updater) apply(ctx context.Context, p *Plan) error {
 		}
 	}
 	if err := u.batch(ctx, changes, nil); err != nil {
+		return fmt.Errorf("runtime update: %w", err)
+	}
+	// Maps after the servers they may send traffic to were added, before the servers they
+	// may have sent traffic to are removed.
+	if err := u.swapMaps(ctx, swaps); err != nil {
 		return fmt.Errorf("runtime update: %w", err)
 	}
 	if err := u.batch(ctx, before, nil); err != nil {
@@ -329,7 +339,10 @@ func (u *Updater) run(ctx context.Context, cmds []command) error {
 		}
 		answer, err := u.opts.Client.Command(ctx, line)
 		if err == nil {
-			err = c.expect(strings.TrimSpace(answer))
+			if !c.raw {
+				answer = strings.TrimSpace(answer)
+			}
+			err = c.expect(answer)
 		}
 		if err != nil {
 			if c.abort != "" {

@@ -89,10 +89,10 @@ func TestApply(t *testing.T) {
 	t.Run("sends the commands with the prefix and the payload, then knows the new state", func(t *testing.T) {
 		fc := &fakeClient{}
 		u := New(Options{Client: fc, Prefix: "@1 ", SSLDir: ssl})
-		u.Reloaded(u.Plan(base, certs))
+		u.Reloaded(u.Plan(base, certs, nil))
 		next := cfg([]string{"a.pem"}, "a 10.0.0.1:80 check", "b 10.0.0.2:80")
 		nextCerts := map[string][]byte{"a": []byte("PEM-B")}
-		p := u.Plan(next, nextCerts)
+		p := u.Plan(next, nextCerts, nil)
 		if err := u.Apply(ctx, p); err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +105,7 @@ func TestApply(t *testing.T) {
 		if got := fc.commands(); !reflect.DeepEqual(got, want) {
 			t.Fatalf("sent %q\nwant %q", got, want)
 		}
-		if p := u.Plan(next, nextCerts); p.Reload() != "" || p.Changes() != 0 {
+		if p := u.Plan(next, nextCerts, nil); p.Reload() != "" || p.Changes() != 0 {
 			t.Fatalf("after Apply: reason %q, %d changes", p.Reload(), p.Changes())
 		}
 	})
@@ -118,13 +118,13 @@ func TestApply(t *testing.T) {
 			return "", nil
 		}}
 		u := New(Options{Client: fc, SSLDir: ssl})
-		u.Reloaded(u.Plan(base, certs))
-		p := u.Plan(cfg([]string{"a.pem"}, "a 10.0.0.1:80 check", "b 10.0.0.2:80"), certs)
+		u.Reloaded(u.Plan(base, certs, nil))
+		p := u.Plan(cfg([]string{"a.pem"}, "a 10.0.0.1:80 check", "b 10.0.0.2:80"), certs, nil)
 		err := u.Apply(ctx, p)
 		if err == nil || !strings.Contains(err.Error(), "not accepted") {
 			t.Fatalf("error %v", err)
 		}
-		if p := u.Plan(base, certs); !strings.Contains(p.Reload(), "not known") {
+		if p := u.Plan(base, certs, nil); !strings.Contains(p.Reload(), "not known") {
 			t.Fatalf("after a failure the next plan must reload, reason %q", p.Reload())
 		}
 	})
@@ -137,8 +137,8 @@ func TestApply(t *testing.T) {
 			return "", nil
 		}}
 		u := New(Options{Client: fc, SSLDir: ssl})
-		u.Reloaded(u.Plan(base, certs))
-		if err := u.Apply(ctx, u.Plan(base, map[string][]byte{"a": []byte("bad")})); err == nil {
+		u.Reloaded(u.Plan(base, certs, nil))
+		if err := u.Apply(ctx, u.Plan(base, map[string][]byte{"a": []byte("bad")}, nil)); err == nil {
 			t.Fatal("no error")
 		}
 		got := fc.commands()
@@ -150,17 +150,17 @@ func TestApply(t *testing.T) {
 	t.Run("a connection error", func(t *testing.T) {
 		fc := &fakeClient{answer: func(string) (string, error) { return "", errors.New("connection refused") }}
 		u := New(Options{Client: fc, SSLDir: ssl})
-		u.Reloaded(u.Plan(base, certs))
-		if err := u.Apply(ctx, u.Plan(cfg(nil, "b 10.0.0.2:80"), certs)); err == nil || !strings.Contains(err.Error(), "refused") {
+		u.Reloaded(u.Plan(base, certs, nil))
+		if err := u.Apply(ctx, u.Plan(cfg(nil, "b 10.0.0.2:80"), certs, nil)); err == nil || !strings.Contains(err.Error(), "refused") {
 			t.Fatalf("error %v", err)
 		}
 	})
 
 	t.Run("a stale plan is refused", func(t *testing.T) {
 		u := New(Options{Client: &fakeClient{}, SSLDir: ssl})
-		u.Reloaded(u.Plan(base, certs))
-		p := u.Plan(cfg(nil, "b 10.0.0.2:80"), certs)
-		u.Reloaded(u.Plan(base, certs))
+		u.Reloaded(u.Plan(base, certs, nil))
+		p := u.Plan(cfg(nil, "b 10.0.0.2:80"), certs, nil)
+		u.Reloaded(u.Plan(base, certs, nil))
 		if err := u.Apply(ctx, p); err == nil {
 			t.Fatal("stale plan applied")
 		}
@@ -185,12 +185,12 @@ func TestApplyBusyServer(t *testing.T) {
 	u := New(Options{Client: fc, SSLDir: ssl})
 	two := cfg(nil, "a 10.0.0.1:80", "b 10.0.0.2:80")
 	one := cfg(nil, "a 10.0.0.1:80")
-	u.Reloaded(u.Plan(two, nil))
-	if err := u.Apply(ctx, u.Plan(one, nil)); err != nil {
+	u.Reloaded(u.Plan(two, nil, nil))
+	if err := u.Apply(ctx, u.Plan(one, nil, nil)); err != nil {
 		t.Fatal(err)
 	}
 	t.Run("the next update deletes it again, failures are not errors", func(t *testing.T) {
-		p := u.Plan(one, nil)
+		p := u.Plan(one, nil, nil)
 		if p.Reload() != "" || p.Changes() != 0 || !reflect.DeepEqual(p.Commands(), []string{"del server be_web/b"}) {
 			t.Fatalf("reason %q, changes %d, commands %q", p.Reload(), p.Changes(), p.Commands())
 		}
@@ -199,7 +199,7 @@ func TestApplyBusyServer(t *testing.T) {
 		}
 	})
 	t.Run("brought back: enabled with its new address", func(t *testing.T) {
-		p := u.Plan(cfg(nil, "a 10.0.0.1:80", "b 10.0.0.3:80"), nil)
+		p := u.Plan(cfg(nil, "a 10.0.0.1:80", "b 10.0.0.3:80"), nil, nil)
 		want := []string{"set server be_web/b addr 10.0.0.3 port 80", "set server be_web/b state ready"}
 		if !reflect.DeepEqual(p.Commands(), want) {
 			t.Fatalf("commands %q, want %q", p.Commands(), want)
@@ -207,12 +207,12 @@ func TestApplyBusyServer(t *testing.T) {
 		if err := u.Apply(ctx, p); err != nil {
 			t.Fatal(err)
 		}
-		if p := u.Plan(cfg(nil, "a 10.0.0.1:80", "b 10.0.0.3:80"), nil); len(p.Commands()) != 0 {
+		if p := u.Plan(cfg(nil, "a 10.0.0.1:80", "b 10.0.0.3:80"), nil, nil); len(p.Commands()) != 0 {
 			t.Fatalf("still a zombie: %q", p.Commands())
 		}
 	})
 	t.Run("Tidy deletes it once its connections are gone", func(t *testing.T) {
-		if err := u.Apply(ctx, u.Plan(one, nil)); err != nil {
+		if err := u.Apply(ctx, u.Plan(one, nil, nil)); err != nil {
 			t.Fatal(err)
 		}
 		if left := u.Tidy(ctx); left != 1 {
@@ -224,7 +224,7 @@ func TestApplyBusyServer(t *testing.T) {
 		if left := u.Tidy(ctx); left != 0 {
 			t.Fatalf("%d left", left)
 		}
-		if p := u.Plan(one, nil); len(p.Commands()) != 0 {
+		if p := u.Plan(one, nil, nil); len(p.Commands()) != 0 {
 			t.Fatalf("commands after Tidy: %q", p.Commands())
 		}
 		if u.Tidy(ctx) != 0 {
@@ -235,19 +235,19 @@ func TestApplyBusyServer(t *testing.T) {
 		mu.Lock()
 		busy = true
 		mu.Unlock()
-		if err := u.Apply(ctx, u.Plan(cfg(nil, "a 10.0.0.1:80", "b 10.0.0.3:80"), nil)); err != nil {
+		if err := u.Apply(ctx, u.Plan(cfg(nil, "a 10.0.0.1:80", "b 10.0.0.3:80"), nil, nil)); err != nil {
 			t.Fatal(err)
 		}
-		if err := u.Apply(ctx, u.Plan(one, nil)); err != nil {
+		if err := u.Apply(ctx, u.Plan(one, nil, nil)); err != nil {
 			t.Fatal(err)
 		}
 		mu.Lock()
 		busy = false
 		mu.Unlock()
-		if err := u.Apply(ctx, u.Plan(one, nil)); err != nil {
+		if err := u.Apply(ctx, u.Plan(one, nil, nil)); err != nil {
 			t.Fatal(err)
 		}
-		if p := u.Plan(one, nil); len(p.Commands()) != 0 {
+		if p := u.Plan(one, nil, nil); len(p.Commands()) != 0 {
 			t.Fatalf("commands after the delete: %q", p.Commands())
 		}
 	})
@@ -264,15 +264,15 @@ func TestBatch(t *testing.T) {
 	t.Run("200 servers added and removed in a few exchanges", func(t *testing.T) {
 		fc := &fakeClient{}
 		u := New(Options{Client: fc, Prefix: "@1 ", SSLDir: ssl, Logger: slog.New(slog.DiscardHandler)})
-		u.Reloaded(u.Plan(cfg(nil), nil))
-		if err := u.Apply(ctx, u.Plan(cfg(nil, many...), nil)); err != nil {
+		u.Reloaded(u.Plan(cfg(nil), nil, nil))
+		if err := u.Apply(ctx, u.Plan(cfg(nil, many...), nil, nil)); err != nil {
 			t.Fatal(err)
 		}
 		if n := len(fc.commands()); n != 600 || fc.exchanges > 600*90/maxBatch+2 {
 			t.Fatalf("%d commands in %d exchanges", n, fc.exchanges)
 		}
 		fc.exchanges = 0
-		if err := u.Apply(ctx, u.Plan(cfg(nil), nil)); err != nil {
+		if err := u.Apply(ctx, u.Plan(cfg(nil), nil, nil)); err != nil {
 			t.Fatal(err)
 		}
 		if fc.exchanges > 10 {
@@ -287,8 +287,8 @@ func TestBatch(t *testing.T) {
 			return "", nil
 		}}
 		u := New(Options{Client: fc, SSLDir: ssl})
-		u.Reloaded(u.Plan(cfg(nil), nil))
-		err := u.Apply(ctx, u.Plan(cfg(nil, many[:3]...), nil))
+		u.Reloaded(u.Plan(cfg(nil), nil, nil))
+		err := u.Apply(ctx, u.Plan(cfg(nil, many[:3]...), nil, nil))
 		if err == nil || !strings.Contains(err.Error(), "No such server") {
 			t.Fatalf("error %v", err)
 		}
@@ -301,12 +301,12 @@ func TestBatch(t *testing.T) {
 			return "", nil
 		}}
 		u := New(Options{Client: fc, SSLDir: ssl, Logger: slog.New(slog.DiscardHandler)})
-		u.Reloaded(u.Plan(cfg(nil, many[:3]...), nil))
-		if err := u.Apply(ctx, u.Plan(cfg(nil), nil)); err != nil {
+		u.Reloaded(u.Plan(cfg(nil, many[:3]...), nil, nil))
+		if err := u.Apply(ctx, u.Plan(cfg(nil), nil, nil)); err != nil {
 			t.Fatal(err)
 		}
 		// Only s001 is left to delete at the next update.
-		if got := u.Plan(cfg(nil), nil).Commands(); !reflect.DeepEqual(got, []string{"del server be_web/s001"}) {
+		if got := u.Plan(cfg(nil), nil, nil).Commands(); !reflect.DeepEqual(got, []string{"del server be_web/s001"}) {
 			t.Fatalf("next update sends %q", got)
 		}
 	})
@@ -325,24 +325,24 @@ func TestApplyNoticesAnotherWorker(t *testing.T) {
 		return "", nil
 	}}
 	u := New(Options{Client: fc, SSLDir: ssl})
-	u.Reloaded(u.Plan(cfg(nil, "a 10.0.0.1:80"), nil))
-	if err := u.Apply(ctx, u.Plan(cfg(nil, "a 10.0.0.1:80", "b 10.0.0.2:80"), nil)); err != nil {
+	u.Reloaded(u.Plan(cfg(nil, "a 10.0.0.1:80"), nil, nil))
+	if err := u.Apply(ctx, u.Plan(cfg(nil, "a 10.0.0.1:80", "b 10.0.0.2:80"), nil, nil)); err != nil {
 		t.Fatal(err)
 	}
-	if err := u.Apply(ctx, u.Plan(cfg(nil, "a 10.0.0.1:80", "b 10.0.0.2:80", "c 10.0.0.3:80"), nil)); err != nil {
+	if err := u.Apply(ctx, u.Plan(cfg(nil, "a 10.0.0.1:80", "b 10.0.0.2:80", "c 10.0.0.3:80"), nil, nil)); err != nil {
 		t.Fatal(err)
 	}
 	pid = "999"
-	err := u.Apply(ctx, u.Plan(cfg(nil, "a 10.0.0.1:80"), nil))
+	err := u.Apply(ctx, u.Plan(cfg(nil, "a 10.0.0.1:80"), nil, nil))
 	if err == nil || !strings.Contains(err.Error(), "worker changed") {
 		t.Fatalf("error %v", err)
 	}
-	if p := u.Plan(cfg(nil, "a 10.0.0.1:80"), nil); !strings.Contains(p.Reload(), "not known") {
+	if p := u.Plan(cfg(nil, "a 10.0.0.1:80"), nil, nil); !strings.Contains(p.Reload(), "not known") {
 		t.Fatalf("reason %q", p.Reload())
 	}
 	// After the sidecar's own reload, the new worker is the one.
-	u.Reloaded(u.Plan(cfg(nil, "a 10.0.0.1:80"), nil))
-	if err := u.Apply(ctx, u.Plan(cfg(nil, "a 10.0.0.1:80", "b 10.0.0.2:80"), nil)); err != nil {
+	u.Reloaded(u.Plan(cfg(nil, "a 10.0.0.1:80"), nil, nil))
+	if err := u.Apply(ctx, u.Plan(cfg(nil, "a 10.0.0.1:80", "b 10.0.0.2:80"), nil, nil)); err != nil {
 		t.Fatal(err)
 	}
 }

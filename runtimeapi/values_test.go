@@ -117,7 +117,7 @@ func TestPlanRefusesValuesThatAreNotOneWord(t *testing.T) {
 			if nc == nil {
 				nc = certs
 			}
-			p := u.Plan(c.next, nc)
+			p := u.Plan(c.next, nc, nil)
 			if !strings.Contains(p.Reload(), c.reason) {
 				t.Fatalf("reason %q, want one containing %q", p.Reload(), c.reason)
 			}
@@ -215,7 +215,7 @@ func TestIssuePayloadNeverReachesTheSocket(t *testing.T) {
 	pem := []byte("-----BEGIN X-----\nAAAA\n-----END X-----\n")
 	base := cfg([]string{"DIR"}, "a 10.0.0.1:80 check")
 	certs := map[string][]byte{"a": pem}
-	u.Reloaded(u.Plan(base, certs))
+	u.Reloaded(u.Plan(base, certs, nil))
 	// The payload's line break and spaces as HAProxy's configuration parser would keep them
 	// inside one word (a vertical tab, a form feed, NUL, NEL, U+2028), in each value of a
 	// server; and as it is, in a certificate name (below).
@@ -233,8 +233,8 @@ func TestIssuePayloadNeverReachesTheSocket(t *testing.T) {
 	}
 	ctx := context.Background()
 	for i, r := range renderings {
-		u.Reloaded(u.Plan(base, certs))
-		p := u.Plan(r, certs)
+		u.Reloaded(u.Plan(base, certs, nil))
+		p := u.Plan(r, certs, nil)
 		if p.Reload() == "" {
 			t.Errorf("rendering %d: no reload asked, commands %q", i, p.Commands())
 		}
@@ -243,8 +243,8 @@ func TestIssuePayloadNeverReachesTheSocket(t *testing.T) {
 		}
 	}
 	for _, name := range []string{evil, "x\r\nshow info", "x\x00"} {
-		u.Reloaded(u.Plan(base, certs))
-		p := u.Plan(base, map[string][]byte{"a": pem, name: pem})
+		u.Reloaded(u.Plan(base, certs, nil))
+		p := u.Plan(base, map[string][]byte{"a": pem, name: pem}, nil)
 		if p.Reload() == "" {
 			t.Errorf("certificate %q: no reload asked, commands %q", name, p.Commands())
 		}
@@ -253,8 +253,8 @@ func TestIssuePayloadNeverReachesTheSocket(t *testing.T) {
 		}
 	}
 	// A good change still goes through, on the same socket.
-	u.Reloaded(u.Plan(base, certs))
-	if err := u.Apply(ctx, u.Plan(cfg([]string{"DIR"}, "a 10.0.0.2:80 check"), map[string][]byte{"a": pem, "b": pem})); err != nil {
+	u.Reloaded(u.Plan(base, certs, nil))
+	if err := u.Apply(ctx, u.Plan(cfg([]string{"DIR"}, "a 10.0.0.2:80 check"), map[string][]byte{"a": pem, "b": pem}, nil)); err != nil {
 		t.Fatal(err)
 	}
 	rec.mu.Lock()
