@@ -23,8 +23,10 @@ import (
 // HAProxy names a map by its file's path as written in the configuration (`show map` lists
 // them); one file is one map however many converters use it (map, map_beg, map_reg... share
 // its entries, each indexing them for its own match), so one swap updates them all. Entries
-// are sent in file order: list-based matches (map_beg, map_reg, map_sub...) return the first
-// entry that matches, as after a reload. A swap rather than set/add/del of single entries:
+// are sent in file order: the matches HAProxy runs through a list (map_reg, map_sub, map_end,
+// map_dom...) return the first entry that matches in that order, as after a reload (map and
+// map_beg look up trees: exact key, longest prefix). A swap rather than set/add/del of single
+// entries:
 // those cannot keep that order nor duplicate keys, and a reader would see the map half
 // changed; a swap costs sending every entry (docs/runtime-api.md has the times).
 
@@ -40,6 +42,9 @@ type mapSwap struct {
 	path     string   // as the configuration names it: <mapsdir>/<name>
 	payloads []string // "key value" lines, each payload within the bound
 	entries  int
+	// sentinel is an entry put in a version of its own, never committed, when the map HAProxy
+	// runs has no entries (see swapMaps); "" when not needed.
+	sentinel string
 }
 
 func (m *mapSwap) prepare() string          { return "prepare map " + m.path }
@@ -49,7 +54,11 @@ func (m *mapSwap) clear(ver string) string  { return "clear map @" + ver + " " +
 
 // lines are the command lines of the swap, payloads left out.
 func (m *mapSwap) lines(ver string) []string {
-	out := []string{m.prepare()}
+	var out []string
+	if m.sentinel != "" {
+		out = append(out, m.prepare(), m.add(ver+"-1"))
+	}
+	out = append(out, m.prepare())
 	for range m.payloads {
 		out = append(out, m.add(ver))
 	}
@@ -70,6 +79,9 @@ func (m *mapSwap) check() error {
 		if err := checkPayload(p); err != nil {
 			return err
 		}
+	}
+	if m.sentinel != "" {
+		return checkPayload(m.sentinel)
 	}
 	return nil
 }
@@ -111,6 +123,9 @@ func (d *differ) diffMaps() {
 		if sw.payloads, sw.entries, err = mapPayloads(n, limit); err != nil {
 			fail("map file %s: %v", quote(name), err)
 			continue
+		}
+		if sw.entries > 0 && !hasEntries(o) {
+			sw.sentinel, _, _ = strings.Cut(sw.payloads[0], "\n")
 		}
 		steps = append(steps, step{kind: KindMapUpdated, what: "replace map " + name, swap: sw})
 	}
@@ -215,6 +230,21 @@ func mapPayloads(content []byte, limit int) (payloads []string, entries int, err
 	return payloads, entries, nil
 }
 
+// hasEntries reports whether HAProxy reads at least one entry from a map file (see
+// mapPayloads).
+func hasEntries(content []byte) bool {
+	for _, line := range strings.Split(string(content), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		line = strings.TrimLeft(line, " \t")
+		if line != "" && line[0] != '\r' && line[0] != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // checkMapText checks a map key or value: valid UTF-8, no control character.
 func checkMapText(v string) error {
 	if !utf8.ValidString(v) {
@@ -232,6 +262,16 @@ func checkMapText(v string) error {
 // all committed in one exchange, so that they change together as far as HAProxy allows (it
 // runs the commits one after the other). A map file HAProxy did not load (the configuration
 // does not name it) needs nothing but the file written.
+//
+// The sentinel works around HAProxy's lookup cache (tune.pattern.cache-size): the matches that
+// run through a list (map_reg, map_sub...) cache their results per thread, under a revision
+// of the map that adding entries and deleting them change, but a commit does not. A commit
+// deletes the entries of the versions before it; when there were none (the map HAProxy ran
+// was empty), the revision stays, and a result a request cached between the last add and the
+// commit, from the empty map, is served after the commit for good (measured on 2.6.12 and
+// 3.0.11: map_reg answered "no match" on the threads that had cached it; 3.2.26 did not). An
+// entry in a version of its own, never committed, is deleted by the commit, which changes
+// the revision.
 func (u *Updater) swapMaps(ctx context.Context, steps []step) (err error) {
 	if len(steps) == 0 {
 		return nil
@@ -260,16 +300,18 @@ func (u *Updater) swapMaps(ctx context.Context, steps []step) (err error) {
 			u.log.Debug("map file not loaded by HAProxy: written only", "map", sw.path)
 			continue
 		}
-		var ver string
-		prepare := command{line: sw.prepare(), expect: func(answer string) error {
-			v, ok := strings.CutPrefix(answer, "New version created: ")
-			if !ok || v == "" || len(v) > 10 || strings.TrimLeft(v, "0123456789") != "" {
-				return fmt.Errorf("unexpected answer %q", firstLine(answer))
+		if sw.sentinel != "" {
+			ver, err := u.prepareMap(ctx, sw)
+			if err != nil {
+				return fmt.Errorf("%s: %w", st.what, err)
 			}
-			ver = v
-			return nil
-		}}
-		if err := u.run(ctx, []command{prepare}); err != nil {
+			clears = append(clears, sw.clear(ver))
+			if err := u.run(ctx, []command{{line: sw.add(ver), payload: sw.sentinel, expect: added, raw: true}}); err != nil {
+				return fmt.Errorf("%s: %w", st.what, err)
+			}
+		}
+		ver, err := u.prepareMap(ctx, sw)
+		if err != nil {
 			return fmt.Errorf("%s: %w", st.what, err)
 		}
 		clears = append(clears, sw.clear(ver))
@@ -288,6 +330,20 @@ func (u *Updater) swapMaps(ctx context.Context, steps []step) (err error) {
 		return fmt.Errorf("commit maps: %w", err)
 	}
 	return nil
+}
+
+// prepareMap allocates a new version of the map and returns its number.
+func (u *Updater) prepareMap(ctx context.Context, sw *mapSwap) (ver string, err error) {
+	prepare := command{line: sw.prepare(), expect: func(answer string) error {
+		v, ok := strings.CutPrefix(answer, "New version created: ")
+		if !ok || v == "" || len(v) > 10 || strings.TrimLeft(v, "0123456789") != "" {
+			return fmt.Errorf("unexpected answer %q", firstLine(answer))
+		}
+		ver = v
+		return nil
+	}}
+	err = u.run(ctx, []command{prepare})
+	return ver, err
 }
 
 // added: add map with a payload answers one empty line; no answer at all is a payload HAProxy

@@ -37,6 +37,9 @@ func (f *fakeClient) Command(_ context.Context, line string) (string, error) {
 			if err != nil {
 				return "", err
 			}
+			if a == noAnswer {
+				continue
+			}
 			if a != "" {
 				out.WriteString(a)
 				continue
@@ -46,6 +49,9 @@ func (f *fakeClient) Command(_ context.Context, line string) (string, error) {
 	}
 	return out.String(), nil
 }
+
+// noAnswer, from an answer function, is no answer at all (not the command's success).
+const noAnswer = "\x00"
 
 func success(cmd string) string {
 	cmd = strings.TrimPrefix(cmd, "@1 ")
@@ -64,6 +70,12 @@ func success(cmd string) string {
 		return "Committing x\nSuccess!\n\n"
 	case strings.HasPrefix(cmd, "new ssl cert"):
 		return "New empty certificate store 'x'!\n\n"
+	case cmd == "show map":
+		return showList(mapsDir+"/hosts.map", mapsDir+"/paths.map")
+	case cmd == "show acl":
+		return showList()
+	case strings.HasPrefix(cmd, "prepare map"):
+		return "New version created: 7\n\n"
 	}
 	return "\n"
 }
