@@ -167,9 +167,15 @@ func TestMapSwapsOnRealHAProxy(t *testing.T) {
 			})
 			t.Run("from an empty map: no result cached from the empty map is served after", func(t *testing.T) {
 				apply(t, mapFiles("hosts.map", string(maps["hosts.map"]), "paths.map", "# none\n"))
-				for i := 0; i < 20; i++ { // new connections: every thread caches "no match"
-					r.answers(t, "a.example", "/cache/x", "path=none", "preg=none")
-				}
+				// Requests between the last add and the commit (new connections, so every
+				// thread gets some) cache "no match" from the empty map.
+				client := u.opts.Client
+				u.opts.Client = beforeCommit{client, func() {
+					for i := 0; i < 20; i++ {
+						r.answers(t, "a.example", "/cache/x", "path=none", "preg=none")
+					}
+				}}
+				defer func() { u.opts.Client = client }()
 				apply(t, mapFiles("hosts.map", string(maps["hosts.map"]), "paths.map", "/cache be_cache\n"))
 				for i := 0; i < 20; i++ {
 					r.answers(t, "a.example", "/cache/x", "path=be_cache", "preg=be_cache")
@@ -200,6 +206,19 @@ func TestMapSwapsOnRealHAProxy(t *testing.T) {
 			})
 		})
 	}
+}
+
+// beforeCommit runs a function before it sends a commit map.
+type beforeCommit struct {
+	Client
+	before func()
+}
+
+func (b beforeCommit) Command(ctx context.Context, cmd string) (string, error) {
+	if strings.Contains(cmd, "commit map") {
+		b.before()
+	}
+	return b.Client.Command(ctx, cmd)
 }
 
 // hostsMap is a map of n hosts over 100 backends.
