@@ -296,29 +296,40 @@ func TestMapSwapRefusedOnRealHAProxy(t *testing.T) {
 }
 
 // BenchmarkMapSwap: a map of 1,000 and of 10,000 entries (Ingress hosts) replaced on a real
-// HAProxy through the master socket, used by map and map_beg, from the plan to the commit.
+// HAProxy through the master socket, from the plan to the commit: used by map (exact match,
+// the usual routing), and used by map and map_reg (HAProxy compiles every entry as a regular
+// expression too).
 func BenchmarkMapSwap(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("%d entries", n), func(b *testing.B) {
-			ctx := context.Background()
-			r := newMapRig(b)
-			cfg := r.config("", "")
-			maps := mapFiles("hosts.map", hostsMap(n), "paths.map", "/ be_root\n")
-			r.write(b, cfg, maps)
-			r.proc = haproxytest.Start(b, r.cfgPath)
-			u := r.updater(b, "master socket")
-			u.Reloaded(u.Plan(cfg, nil, maps))
-			i := 0
-			for b.Loop() {
-				i++
-				next := mapFiles("hosts.map", hostsMap(n)+fmt.Sprintf("extra-%d.example be_x\n", i), "paths.map", "/ be_root\n")
-				p := u.Plan(cfg, nil, next)
-				if err := u.Apply(ctx, p); err != nil {
-					b.Fatal(err)
-				}
+	for _, reg := range []bool{false, true} {
+		for _, n := range []int{1000, 10000} {
+			name := fmt.Sprintf("%d entries, map", n)
+			if reg {
+				name += " and map_reg"
 			}
-			b.StopTimer()
-			r.answers(b, fmt.Sprintf("extra-%d.example", i), "/", "host=be_x")
-		})
+			b.Run(name, func(b *testing.B) {
+				ctx := context.Background()
+				r := newMapRig(b)
+				cfg := r.config("", "")
+				if !reg {
+					cfg = []byte(strings.Replace(string(cfg), " reg=%[req.hdr(host),lower,map_reg("+r.maps+"/hosts.map,none)]", "", 1))
+				}
+				maps := mapFiles("hosts.map", hostsMap(n), "paths.map", "/ be_root\n")
+				r.write(b, cfg, maps)
+				r.proc = haproxytest.Start(b, r.cfgPath)
+				u := r.updater(b, "master socket")
+				u.Reloaded(u.Plan(cfg, nil, maps))
+				i := 0
+				for b.Loop() {
+					i++
+					next := mapFiles("hosts.map", hostsMap(n)+fmt.Sprintf("extra-%d.example be_x\n", i), "paths.map", "/ be_root\n")
+					p := u.Plan(cfg, nil, next)
+					if err := u.Apply(ctx, p); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				r.answers(b, fmt.Sprintf("extra-%d.example", i), "/", "host=be_x")
+			})
+		}
 	}
 }
