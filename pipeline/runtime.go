@@ -230,6 +230,7 @@ func (p *Pipeline) revertRuntime(ctx context.Context) {
 				p.ranRuntime(good.Hash)
 				p.writtenLive(good.Hash) // the live files are the good generation's
 				p.setRuns(good.Hash)
+				p.reportLive(good.Hash)
 				p.log.Warn("runtime API changes that did not validate were taken back", "changes", plan.Summary())
 				return
 			}
@@ -252,7 +253,16 @@ func (p *Pipeline) revertRuntime(ctx context.Context) {
 	if good != nil {
 		p.setRuns(good.Hash)
 		p.recordLoad(ctx, good.Hash, true)
+		p.reportLive(good.Hash)
 	}
+}
+
+// reportLive reports the rendering hash live again after a revert: the rejected one was
+// reported live when the runtime API made it so (the caller then reports the rejection).
+func (p *Pipeline) reportLive(hash string) {
+	p.cfg.Metrics.LiveGenerationInfo.Reset()
+	p.cfg.Metrics.LiveGenerationInfo.WithLabelValues(hash).Set(1)
+	p.liveIfRunning(hash)
 }
 
 func (p *Pipeline) countRuntime(plan *runtimeapi.Plan) {
