@@ -818,12 +818,13 @@ func (s *Store) Generations() ([]*Generation, error) {
 // rename (then deleting the directory swapped out). What they held must have been adopted
 // first (inspect, adopt): callers do. A mount point cannot be replaced: that is reported.
 func (s *Store) ensureLinks() error {
-	links := []struct{ path, target string }{
-		{s.configPath, filepath.Join(s.stateDir, CurrentName, ConfigName)},
-	}
+	// The directories first, haproxy.cfg last: an HAProxy started the moment haproxy.cfg
+	// appears finds every file it names.
+	var links []struct{ path, target string }
 	for _, d := range s.dirLinks() {
 		links = append(links, struct{ path, target string }{d.path, filepath.Join(s.stateDir, CurrentName, d.name)})
 	}
+	links = append(links, struct{ path, target string }{s.configPath, filepath.Join(s.stateDir, CurrentName, ConfigName)})
 	for _, l := range links {
 		target := linkTarget(filepath.Dir(l.path), l.target)
 		if cur, err := os.Readlink(l.path); err == nil && cur == target {
