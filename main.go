@@ -635,7 +635,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 		Runtime:           o.newRuntime(sslDir, store.MapsDir(), log),
 		MinReloadInterval: o.minReloadInterval,
 		AfterSync:         trimMemory,
-		InputsFile:        filepath.Join(store.StateDir(), "inputs.json"),
+		KeepInputs:        true,
 		Redactor:          o.red,
 		ExpectRunning:     expectRunning,
 		ProbeInterval:     o.probeInterval,

@@ -973,27 +973,48 @@ func (s *Store) SetLoaded(l Loaded) error {
 	if strings.ContainsAny(l.Hash+l.LoadID, "\n") {
 		return fmt.Errorf("record what HAProxy runs: a newline in %q", l)
 	}
-	tmp, err := os.CreateTemp(s.stateDir, tmpPrefix+loadedName)
-	if err != nil {
-		return fmt.Errorf("record what HAProxy runs: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op once renamed
-	_, err = tmp.WriteString(l.Hash + "\n" + l.LoadID + "\n")
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
+	if err := s.WriteState(loadedName, []byte(l.Hash+"\n"+l.LoadID+"\n")); err != nil {
 		return fmt.Errorf("record what HAProxy runs: %w", err)
 	}
 	return nil
 }
 
+// WriteState replaces the state file name (in StateDir, beside the generations) with data,
+// atomically and synced, mode 0600 (it may hold private keys): for what the sidecar must
+// remember across restarts.
+func (s *Store) WriteState(name string, data []byte) error {
+	if name == "" || strings.ContainsAny(name, "/\\") || strings.HasPrefix(name, ".") || genName.MatchString(name) || name == CurrentName {
+		return fmt.Errorf("state file name %q", name)
+	}
+	f, err := os.CreateTemp(s.stateDir, tmpPrefix+name) // 0600
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // no-op once renamed
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), filepath.Join(s.stateDir, name))
+	}
+	if err != nil {
+		return err
+	}
+	return syncDir(s.stateDir)
+}
+
+// ReadState returns what WriteState wrote last under name, even in an earlier run.
+func (s *Store) ReadState(name string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(s.stateDir, name))
+}
+
 // Loaded returns what SetLoaded recorded last, even in an earlier run; false if nothing is.
 func (s *Store) Loaded() (Loaded, bool) {
-	b, err := os.ReadFile(filepath.Join(s.stateDir, loadedName))
+	b, err := s.ReadState(loadedName)
 	if err != nil {
 		return Loaded{}, false
 	}

@@ -101,10 +101,10 @@ type Config struct {
 	// Trials bounds the renderings one search for bad inputs may try (quarantine.Search);
 	// 0: quarantine.DefaultTrials.
 	Trials int
-	// InputsFile, when set, keeps the last good version of every input across restarts, so
-	// that a restarted sidecar holds a bad input at the version HAProxy already serves
-	// instead of leaving it out.
-	InputsFile string
+	// KeepInputs keeps the last good version of every input across restarts (a state file
+	// of the Store), so that a restarted sidecar holds a bad input at the version HAProxy
+	// already serves instead of leaving it out.
+	KeepInputs bool
 	// Redactor learns the private keys of the certificates as they are read, so that no
 	// message can quote them. nil: none.
 	Redactor *redact.Redactor

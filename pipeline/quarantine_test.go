@@ -169,7 +169,7 @@ func newQRigWith(t *testing.T, c *cluster, dir string, rd Renderer) *qrig {
 		Source: c, Inputs: snapshot.Builder{}, Renderer: rd, Store: store, Checker: &checker{},
 		Reloader: r.rl, Metrics: r.metrics, Health: r.health, Recorder: r.events, Logger: log,
 		Runtime:    runtimeapi.New(runtimeapi.Options{Client: r.cli, Logger: log}),
-		InputsFile: filepath.Join(store.StateDir(), "inputs.json"),
+		KeepInputs: true,
 	})
 	if err != nil {
 		t.Fatal(err)

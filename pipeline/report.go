@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -134,17 +133,17 @@ func (p *Pipeline) fail(stage string, err error) Result {
 }
 
 // accept records the versions of the inputs that went live as the last good ones (and keeps
-// them in InputsFile).
+// them in the state directory).
 func (p *Pipeline) accept(live []snapshot.Input, cur snapshot.Inputs) {
 	before := fingerprint(p.q.Good)
 	p.q.Accept(live, cur)
 	p.lastProblem = ""
-	if p.cfg.InputsFile == "" || fingerprint(p.q.Good) == before {
+	if !p.cfg.KeepInputs || fingerprint(p.q.Good) == before {
 		return
 	}
 	if err := p.saveInputs(); err != nil {
 		p.cfg.Metrics.SyncFailures.WithLabelValues(status.FailState).Inc()
-		p.log.Warn("keep the last good inputs", "file", p.cfg.InputsFile, "error", err)
+		p.log.Warn("keep the last good inputs", "file", inputsState, "error", err)
 	}
 }
 
@@ -159,48 +158,36 @@ func fingerprint(good map[string]snapshot.Input) string {
 	return b.String()
 }
 
-// saveInputs writes the last good inputs, atomically. The file holds private keys: 0600.
+// saveInputs keeps the last good inputs in the state directory (mode 0600: they hold private
+// keys).
 func (p *Pipeline) saveInputs() error {
 	b, err := json.Marshal(&p.q)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(p.cfg.InputsFile), ".inputs-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), p.cfg.InputsFile)
+	return p.cfg.Store.WriteState(inputsState, b)
 }
+
+// inputsState is the state file of the last good inputs.
+const inputsState = "inputs.json"
 
 // loadInputs reads what saveInputs wrote in an earlier run, if anything.
 func (p *Pipeline) loadInputs() {
-	if p.cfg.InputsFile == "" {
+	if !p.cfg.KeepInputs {
 		return
 	}
-	b, err := os.ReadFile(p.cfg.InputsFile)
+	b, err := p.cfg.Store.ReadState(inputsState)
 	if err != nil {
 		if !os.IsNotExist(err) {
-			p.log.Warn("read the last good inputs", "file", p.cfg.InputsFile, "error", err)
+			p.log.Warn("read the last good inputs", "file", inputsState, "error", err)
 		}
 		return
 	}
 	var st quarantine.State
 	if err := json.Unmarshal(b, &st); err != nil {
-		p.log.Warn("the record of the last good inputs does not parse: starting without it", "file", p.cfg.InputsFile, "error", err)
+		p.log.Warn("the record of the last good inputs does not parse: starting without it", "file", inputsState, "error", err)
 		return
 	}
 	p.q = st
-	p.log.Info("last good inputs restored", "inputs", len(st.Good), "file", p.cfg.InputsFile)
+	p.log.Info("last good inputs restored", "inputs", len(st.Good), "file", inputsState)
 }
