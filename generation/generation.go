@@ -28,6 +28,7 @@
 package generation
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -983,6 +984,15 @@ func (s *Store) SetLoaded(l Loaded) error {
 // atomically and synced, mode 0600 (it may hold private keys): for what the sidecar must
 // remember across restarts.
 func (s *Store) WriteState(name string, data []byte) error {
+	return s.WriteStateFrom(name, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteStateFrom is WriteState with the content written by write, through a buffer: a large
+// state need not be held in memory whole.
+func (s *Store) WriteStateFrom(name string, write func(io.Writer) error) error {
 	if name == "" || strings.ContainsAny(name, "/\\") || strings.HasPrefix(name, ".") || genName.MatchString(name) || name == CurrentName {
 		return fmt.Errorf("state file name %q", name)
 	}
@@ -991,7 +1001,11 @@ func (s *Store) WriteState(name string, data []byte) error {
 		return err
 	}
 	defer os.Remove(f.Name()) // no-op once renamed
-	_, err = f.Write(data)
+	bw := bufio.NewWriterSize(f, 64<<10)
+	err = write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
 	if err == nil {
 		err = f.Sync()
 	}

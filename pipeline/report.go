@@ -1,7 +1,7 @@
 package pipeline
 
 import (
-	"encoding/json"
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -161,11 +161,7 @@ func fingerprint(good map[string]snapshot.Input) string {
 // saveInputs keeps the last good inputs in the state directory (mode 0600: they hold private
 // keys).
 func (p *Pipeline) saveInputs() error {
-	b, err := json.Marshal(&p.q)
-	if err != nil {
-		return err
-	}
-	return p.cfg.Store.WriteState(inputsState, b)
+	return p.cfg.Store.WriteStateFrom(inputsState, p.q.Save)
 }
 
 // inputsState is the state file of the last good inputs.
@@ -183,8 +179,8 @@ func (p *Pipeline) loadInputs() {
 		}
 		return
 	}
-	var st quarantine.State
-	if err := json.Unmarshal(b, &st); err != nil {
+	st, err := quarantine.Load(bytes.NewReader(b))
+	if err != nil {
 		p.log.Warn("the record of the last good inputs does not parse: starting without it", "file", inputsState, "error", err)
 		return
 	}

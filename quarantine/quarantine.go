@@ -13,8 +13,10 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 
@@ -285,4 +287,45 @@ func cmpString(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// stateHeader is the first line of a saved State.
+type stateHeader struct {
+	ServicesPresent  bool `json:"servicesPresent"`
+	TemplatesPresent bool `json:"templatesPresent"`
+	Inputs           int  `json:"inputs"`
+}
+
+// Save writes the state's last good inputs as JSON lines (a header, then one input a
+// line, in ID order), one small encoding at a time: 10,000 services are never one buffer.
+func (st *State) Save(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	if err := enc.Encode(stateHeader{st.ServicesPresent, st.TemplatesPresent, len(st.Good)}); err != nil {
+		return err
+	}
+	for _, id := range slices.Sorted(maps.Keys(st.Good)) {
+		g := st.Good[id]
+		if err := enc.Encode(&g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Load reads what Save wrote.
+func Load(r io.Reader) (State, error) {
+	dec := json.NewDecoder(r)
+	var h stateHeader
+	if err := dec.Decode(&h); err != nil {
+		return State{}, fmt.Errorf("read the last good inputs: %w", err)
+	}
+	st := State{ServicesPresent: h.ServicesPresent, TemplatesPresent: h.TemplatesPresent, Good: make(map[string]snapshot.Input, h.Inputs)}
+	for dec.More() {
+		var in snapshot.Input
+		if err := dec.Decode(&in); err != nil {
+			return State{}, fmt.Errorf("read the last good inputs: %w", err)
+		}
+		st.Good[in.ID()] = in
+	}
+	return st, nil
 }

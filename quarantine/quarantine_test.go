@@ -215,3 +215,23 @@ func TestNewTemplatesAreNotSuspects(t *testing.T) {
 		t.Errorf("suspects %q, want the changed templates", got)
 	}
 }
+
+// TestSaveLoad: the last good inputs survive a save and a load, content and presence.
+func TestSaveLoad(t *testing.T) {
+	st := goodState(svc("web", "w1"), svc("api", "a1"), tmpl("t1"))
+	var b strings.Builder
+	if err := st.Save(&b); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.ServicesPresent || !got.TemplatesPresent || len(got.Good) != 3 ||
+		got.Good["service/web"].Text != "w1" || got.Good["templates"].Data["template"] != "t1" || got.Good["service/api"].Ref.Key != "api" {
+		t.Errorf("loaded %+v", got)
+	}
+	if _, err := Load(strings.NewReader("not json")); err == nil {
+		t.Error("garbage loaded")
+	}
+}
