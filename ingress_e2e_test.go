@@ -1,0 +1,463 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
+)
+
+func ptrTo[T any](v T) *T { return &v }
+
+// service is a Service of namespace web with one port (name may be empty) whose target port
+// is the demo backends' port. The API server allocates its cluster IP.
+func service(name, portName string, port, target int) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "web"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: portName, Port: int32(port), TargetPort: intstr.FromInt32(int32(target))}}},
+	}
+}
+
+// endpointSlice is the EndpointSlice of a Service of namespace web: one port (as the Service
+// port's name), and the addresses given, ready or not (address -> ready).
+func endpointSlice(svc, portName string, port int, ready map[string]bool) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: svc + "-abcde", Namespace: "web", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptrTo(portName), Port: ptrTo(int32(port)), Protocol: ptrTo(corev1.ProtocolTCP)}},
+	}
+	for _, addr := range slices.Sorted(maps.Keys(ready)) {
+		ep := discoveryv1.Endpoint{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ptrTo(ready[addr])}}
+		// Named after the pod, but one endpoint without a pod, named after its address.
+		if name := backendNames[addr]; name != "" && addr != "127.0.0.12" {
+			ep.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: "web", Name: name}
+		}
+		s.Endpoints = append(s.Endpoints, ep)
+	}
+	return s
+}
+
+// putEndpointSlice writes an EndpointSlice straight into the API server's etcd, encoded as the
+// API server stores it. The API refuses loopback addresses in EndpointSlices (no pod has one),
+// and the backends standing for pods listen on loopback addresses so that no traffic leaves
+// the machine; the API server then serves the slice like any other (its watch cache follows
+// etcd), as if an EndpointSlice controller had written it. It returns once the API serves it.
+func putEndpointSlice(t *testing.T, k *kubetest.Env, s *discoveryv1.EndpointSlice) {
+	t.Helper()
+	s = s.DeepCopy()
+	s.UID = types.UID("uid-endpointslice-" + s.Namespace + "-" + s.Name)
+	s.CreationTimestamp = metav1.Unix(1700000000, 0)
+	s.ResourceVersion = ""
+	var buf bytes.Buffer
+	enc := scheme.Codecs.EncoderForVersion(protobuf.NewSerializer(scheme.Scheme, scheme.Scheme), discoveryv1.SchemeGroupVersion)
+	if err := enc.Encode(s, &buf); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{k.EtcdURL}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), kubetest.CallTimeout)
+	defer cancel()
+	resp, err := cli.Put(ctx, k.EtcdPrefix+"/endpointslices/"+s.Namespace+"/"+s.Name, buf.String())
+	if err != nil {
+		t.Fatalf("put EndpointSlice %s/%s into etcd: %v", s.Namespace, s.Name, err)
+	}
+	rev := resp.Header.Revision
+	haproxytest.WaitFor(t, 10*time.Second, func() bool {
+		got, err := k.Client.DiscoveryV1().EndpointSlices(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{ResourceVersion: "0"})
+		return err == nil && got.ResourceVersion == strconv.FormatInt(rev, 10)
+	}, "the API server serves the EndpointSlice written into etcd")
+}
+
+func applyService(t *testing.T, k *kubetest.Env, s *corev1.Service) {
+	t.Helper()
+	k.Namespace(t, s.Namespace)
+	if _, err := k.Client.CoreV1().Services(s.Namespace).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create Service %s/%s: %v", s.Namespace, s.Name, err)
+	}
+}
+
+// tlsSecret is a kubernetes.io/tls Secret of namespace lb labelled as a certificate input,
+// for host.
+func tlsSecret(t *testing.T, name, host string) *corev1.Secret {
+	cert, key := testcert.Pair(t, host)
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "lb", Labels: map[string]string{"haproxy-sidecar/certificate": "true"}},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: cert, corev1.TLSPrivateKeyKey: key},
+	}
+}
+
+// ingressPath is one path of an Ingress rule to a Service port: a number, or a name.
+func ingressPath(pathType networkingv1.PathType, path, svc string, port any) networkingv1.HTTPIngressPath {
+	return networkingv1.HTTPIngressPath{Path: path, PathType: ptrTo(pathType), Backend: networkingv1.IngressBackend{Service: ingressService(svc, port)}}
+}
+
+func ingressService(svc string, port any) *networkingv1.IngressServiceBackend {
+	b := &networkingv1.IngressServiceBackend{Name: svc}
+	switch p := port.(type) {
+	case int:
+		b.Port.Number = int32(p)
+	case string:
+		b.Port.Name = p
+	}
+	return b
+}
+
+func ingressRule(host string, paths ...networkingv1.HTTPIngressPath) networkingv1.IngressRule {
+	return networkingv1.IngressRule{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: paths}}}
+}
+
+// updateIngress changes an Ingress of namespace web through the API, retrying on conflicts.
+func updateIngress(t *testing.T, k *kubetest.Env, name string, change func(*networkingv1.Ingress)) {
+	t.Helper()
+	api := k.Client.NetworkingV1().Ingresses("web")
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ing, err := api.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(ing)
+		_, err = api.Update(context.Background(), ing, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("update Ingress web/%s: %v", name, err)
+	}
+}
+
+// getTLS sends one HTTPS request to addr with SNI and Host host, and returns status and body.
+func getTLS(addr, host, path string) (int, string, error) {
+	req, _ := http.NewRequest("GET", "https://"+addr+path, nil)
+	req.Host = host
+	c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{ServerName: host, InsecureSkipVerify: true}}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+// route is a request ("host/path") and the answer expected: the start of a backend's answer,
+// or "404" for HAProxy's own "no rule matches".
+type route struct{ request, want string }
+
+// waitRoutes waits until every request is answered as expected; it names those that are not.
+func waitRoutes(t *testing.T, e *demoEnv, routes ...route) {
+	t.Helper()
+	var wrong []string
+	err := haproxytest.Poll(15*time.Second, func() bool {
+		wrong = wrong[:0]
+		for _, r := range routes {
+			host, path, _ := strings.Cut(r.request, "/")
+			code, body, _, err := e.get(host, "/"+path)
+			ok := err == nil && (r.want == "404" && code == 404 || r.want != "404" && code == 200 && strings.HasPrefix(body, r.want))
+			if !ok {
+				wrong = append(wrong, fmt.Sprintf("%s: %d %q %v, want %s", r.request, code, body, err, r.want))
+			}
+		}
+		return len(wrong) == 0
+	})
+	if err != nil {
+		cfg, _ := os.ReadFile(e.cfgPath)
+		var mapFiles strings.Builder
+		ents, _ := os.ReadDir(filepath.Join(filepath.Dir(e.cfgPath), "maps"))
+		for _, ent := range ents {
+			b, _ := os.ReadFile(filepath.Join(filepath.Dir(e.cfgPath), "maps", ent.Name()))
+			fmt.Fprintf(&mapFiles, "--- %s\n%s", ent.Name(), b)
+		}
+		t.Fatalf("not routed as expected:\n%s\nhaproxy.cfg:\n%s\n%s", strings.Join(wrong, "\n"), cfg, &mapFiles)
+	}
+}
+
+// renderSources renders with the render command from the Kubernetes API, straight from etcd,
+// and from a directory of what kubectl get -o yaml prints of the resources given, and returns
+// each rendering's files (haproxy.cfg and maps/*; certificates by name only) by source.
+func renderSources(t *testing.T, k *kubetest.Env, gets [][]string, flags ...string) map[string]map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	for i, what := range gets {
+		out, err := exec.Command(k.KubectlPath, append([]string{"--kubeconfig", k.Kubeconfig, "get", "-o", "yaml"}, what...)...).Output()
+		if err != nil {
+			t.Fatalf("kubectl get %v: %v", what, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.yaml", i)), out, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One output directory for all three, so that the paths in haproxy.cfg are the same.
+	out := filepath.Join(t.TempDir(), "out")
+	renderings := map[string]map[string]string{}
+	for source, args := range map[string][]string{
+		"kube": {"--source=kube", "--kubeconfig", k.Kubeconfig},
+		"etcd": {"--source=etcd", "--etcd-endpoints", k.EtcdURL, "--etcd-prefix", k.EtcdPrefix},
+		"file": {"--source=file", "--dir", dir},
+	} {
+		if err := os.RemoveAll(out); err != nil {
+			t.Fatal(err)
+		}
+		if err := renderCmd(append(append(args, flags...), "--namespace", "lb", "--out", out), false); err != nil {
+			t.Fatalf("render from %s: %v", source, err)
+		}
+		files := map[string]string{}
+		err := filepath.WalkDir(out, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			rel, _ := filepath.Rel(out, path)
+			if strings.HasPrefix(rel, "certs/") {
+				files[rel] = "(a certificate)" // private keys are never printed
+				return nil
+			}
+			b, err := os.ReadFile(path)
+			files[rel] = string(b)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		renderings[source] = files
+	}
+	for _, source := range []string{"etcd", "file"} {
+		names := maps.Clone(renderings["kube"])
+		maps.Copy(names, renderings[source])
+		for _, name := range slices.Sorted(maps.Keys(names)) {
+			if a, b := renderings["kube"][name], renderings[source][name]; a != b {
+				t.Errorf("%s renders differently from kube and %s:\n--- kube\n%s\n--- %s\n%s", name, source, a, source, b)
+			}
+		}
+	}
+	return renderings
+}
+
+// TestIngressExample runs examples/templates/ingress.yaml against a real kube-apiserver and
+// HAProxy: Ingresses, Services, EndpointSlices and TLS Secrets created through the API route
+// requests by host and path to real backends on loopback addresses (standing for pods) and
+// serve the Ingresses' certificates; paths edited and added and the default backend changed go
+// live with no reload (map updates), endpoints too (servers), a new backend with one reload;
+// the same objects render the same bytes read from the API, from etcd and from files.
+func TestIngressExample(t *testing.T) {
+	k := kubetest.Start(t)
+	e := newDemoEnv(t)
+	const example = "examples/templates/ingress.yaml"
+	httpsAddr := os.Getenv("HTTPS_BIND")
+	ctx := context.Background()
+
+	k.Namespace(t, "lb")
+	k.Namespace(t, "web")
+	k.ApplyConfigMap(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "services", Namespace: "lb"}})
+	k.ApplyConfigMap(t, exampleConfigMap(t, example))
+	// Certificates: the one web/shop names copied into lb as "web.shop-tls", one named as the
+	// Ingress names it, and one no Ingress names.
+	k.ApplySecret(t, tlsSecret(t, "web.shop-tls", "shop.example.com"))
+	k.ApplySecret(t, tlsSecret(t, "api-tls", "api.example.com"))
+	k.ApplySecret(t, tlsSecret(t, "unused", "unused.example.com"))
+
+	// web: a named port; api: an unnamed one whose number differs from the pods' port.
+	applyService(t, k, service("web", "http", 80, e.port))
+	applyService(t, k, service("api", "", 8080, e.port))
+	putEndpointSlice(t, k, endpointSlice("web", "http", e.port, map[string]bool{"127.0.0.11": true, "127.0.0.12": true, "127.0.0.13": false}))
+	putEndpointSlice(t, k, endpointSlice("api", "", e.port, map[string]bool{"127.0.0.21": true}))
+
+	ingresses := []*networkingv1.Ingress{{
+		ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "web"},
+		Spec: networkingv1.IngressSpec{
+			IngressClassName: ptrTo("haproxy-sidecar"),
+			TLS:              []networkingv1.IngressTLS{{Hosts: []string{"shop.example.com"}, SecretName: "shop-tls"}, {SecretName: "missing-tls"}},
+			Rules: []networkingv1.IngressRule{ingressRule("shop.example.com",
+				ingressPath(networkingv1.PathTypePrefix, "/", "web", "http"),
+				ingressPath(networkingv1.PathTypeExact, "/checkout", "api", 8080),
+				ingressPath(networkingv1.PathTypePrefix, "/api/", "api", 8080),
+			)},
+		},
+	}, {
+		// The legacy annotation; a wildcard host, an ImplementationSpecific path, a rule without
+		// host, the default backend.
+		ObjectMeta: metav1.ObjectMeta{Name: "legacy", Namespace: "web", Annotations: map[string]string{"kubernetes.io/ingress.class": "haproxy-sidecar"}},
+		Spec: networkingv1.IngressSpec{
+			DefaultBackend: &networkingv1.IngressBackend{Service: ingressService("api", 8080)},
+			TLS:            []networkingv1.IngressTLS{{Hosts: []string{"api.example.com"}, SecretName: "api-tls"}},
+			Rules: []networkingv1.IngressRule{
+				ingressRule("*.legacy.example.com", ingressPath(networkingv1.PathTypeImplementationSpecific, "/v1", "web", 80)),
+				ingressRule("", ingressPath(networkingv1.PathTypeExact, "/healthz", "web", 80)),
+			},
+		},
+	}, {
+		ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "web"},
+		Spec: networkingv1.IngressSpec{
+			IngressClassName: ptrTo("nginx"),
+			Rules:            []networkingv1.IngressRule{ingressRule("other.example.com", ingressPath(networkingv1.PathTypePrefix, "/", "web", "http"))},
+		},
+	}}
+	for _, ing := range ingresses {
+		if _, err := k.Client.NetworkingV1().Ingresses("web").Create(ctx, ing, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	watch := exampleWatchFlags(t, example)
+	e.startSidecar(t, append([]string{"--source=kube", "--kubeconfig", k.Kubeconfig, "--namespace", "lb", "--wait", "20ms:500ms"}, watch...)...)
+	p := e.startHAProxy(t)
+	e.waitReady(t)
+
+	waitRoutes(t, e,
+		route{"shop.example.com/", "web-"},
+		route{"shop.example.com/cart", "web-"},
+		route{"shop.example.com/checkout", "api-1"},   // Exact
+		route{"shop.example.com/checkout/", "web-"},   // not Exact: the prefix /
+		route{"shop.example.com/api", "api-1"},        // Prefix /api/ serves /api
+		route{"shop.example.com/api/v2", "api-1"},     // and /api/v2
+		route{"shop.example.com/apiary", "web-"},      // not /apiary
+		route{"SHOP.example.com:8000/api/x", "api-1"}, // Host's case and port do not matter
+		route{"a.legacy.example.com/v1", "web-"},      // wildcard host, ImplementationSpecific
+		route{"a.legacy.example.com/v1beta", "web-"},  // as a string prefix
+		route{"a.legacy.example.com/v2", "api-1"},     // the default backend
+		route{"b.a.legacy.example.com/v1", "api-1"},   // the wildcard is one label: default
+		route{"anything.example.com/healthz", "web-"}, // a rule without host
+		route{"other.example.com/", "api-1"},          // another class: not served (default)
+	)
+	// Only ready endpoints are servers: web-3 is not ready.
+	for range 10 {
+		if _, body, _, _ := e.get("shop.example.com", "/"); strings.HasPrefix(body, "web-3") {
+			t.Fatalf("web-3 (not ready) answered")
+		}
+	}
+	cfg, err := os.ReadFile(e.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"backend be_web_web_http\n", "backend be_web_web_80\n", "backend be_web_api_8080\n",
+		fmt.Sprintf("server web-1-%d 127.0.0.11:%d\n", e.port, e.port),
+		fmt.Sprintf("server 127.0.0.12-%d 127.0.0.12:%d\n", e.port, e.port),
+		fmt.Sprintf("server api-1-%d 127.0.0.21:%d\n", e.port, e.port),
+		"# ingress web/shop: TLS secret missing-tls: no certificate web.missing-tls or missing-tls\n",
+	} {
+		if !strings.Contains(string(cfg), want) {
+			t.Errorf("haproxy.cfg has no %q:\n%s", want, cfg)
+		}
+	}
+	if strings.Contains(string(cfg), "unused.pem") {
+		t.Errorf("haproxy.cfg loads a certificate no Ingress names:\n%s", cfg)
+	}
+	if b, _ := os.ReadFile(filepath.Join(filepath.Dir(e.cfgPath), "maps", "paths-prefix.map")); strings.Contains(string(b), "other.example.com") {
+		t.Errorf("paths-prefix.map routes an Ingress of another class:\n%s", b)
+	}
+
+	t.Run("HTTPS with the certificate each Ingress names", func(t *testing.T) {
+		for host, want := range map[string]string{"shop.example.com": "shop.example.com", "api.example.com": "api.example.com"} {
+			if cn, err := testcert.ServedCN(httpsAddr, host); err != nil || cn != want {
+				t.Errorf("SNI %s: served CN %q (%v), want %q", host, cn, err, want)
+			}
+		}
+		if code, body, err := getTLS(httpsAddr, "shop.example.com", "/checkout"); err != nil || code != 200 || !strings.HasPrefix(body, "api-1") {
+			t.Errorf("https://shop.example.com/checkout: %d %q %v, want api-1", code, body, err)
+		}
+	})
+
+	e.settled(t)
+	before := reloadCount(t, p)
+
+	t.Run("paths edited and added and the default backend changed: map updates, no reload", func(t *testing.T) {
+		updateIngress(t, k, "shop", func(ing *networkingv1.Ingress) {
+			paths := &ing.Spec.Rules[0].HTTP.Paths
+			(*paths)[2].Path = "/store" // api, was /api/
+			*paths = append(*paths, ingressPath(networkingv1.PathTypeExact, "/new", "web", "http"))
+		})
+		updateIngress(t, k, "legacy", func(ing *networkingv1.Ingress) {
+			ing.Spec.DefaultBackend.Service = ingressService("web", "http")
+		})
+		waitRoutes(t, e,
+			route{"shop.example.com/store/x", "api-1"},
+			route{"shop.example.com/api/v2", "web-"},
+			route{"shop.example.com/new", "web-"},
+			route{"a.legacy.example.com/v2", "web-"},
+			route{"shop.example.com/checkout", "api-1"},
+		)
+		e.settled(t)
+		if n := reloadCount(t, p) - before; n != 0 {
+			t.Errorf("%d reloads for path and default backend changes, want none (map updates)", n)
+		}
+		b, _ := os.ReadFile(filepath.Join(filepath.Dir(e.cfgPath), "maps", "paths-prefix.map"))
+		if !strings.Contains(string(b), "shop.example.com/store/ be_web_api_8080\n") {
+			t.Errorf("paths-prefix.map on disk:\n%s", b)
+		}
+	})
+
+	t.Run("an endpoint becoming ready: a server, no reload", func(t *testing.T) {
+		before := reloadCount(t, p)
+		putEndpointSlice(t, k, endpointSlice("web", "http", e.port, map[string]bool{"127.0.0.11": true, "127.0.0.12": true, "127.0.0.13": true}))
+		haproxytest.WaitFor(t, 15*time.Second, func() bool {
+			_, body, _, _ := e.get("shop.example.com", "/")
+			return strings.HasPrefix(body, "web-3")
+		}, "web-3 answers once ready")
+		e.settled(t)
+		if n := reloadCount(t, p) - before; n != 0 {
+			t.Errorf("%d reloads for an endpoint, want none", n)
+		}
+	})
+
+	t.Run("a path to a new backend: one reload", func(t *testing.T) {
+		before := reloadCount(t, p)
+		applyService(t, k, service("static", "", 80, e.port))
+		putEndpointSlice(t, k, endpointSlice("static", "", e.port, map[string]bool{"127.0.0.22": true}))
+		updateIngress(t, k, "shop", func(ing *networkingv1.Ingress) {
+			ing.Spec.Rules[0].HTTP.Paths = append(ing.Spec.Rules[0].HTTP.Paths, ingressPath(networkingv1.PathTypePrefix, "/static", "static", 80))
+		})
+		waitRoutes(t, e, route{"shop.example.com/static/logo.png", "api-2"}, route{"shop.example.com/store", "api-1"})
+		e.settled(t)
+		if n := reloadCount(t, p) - before; n != 1 {
+			t.Errorf("%d reloads for a new backend, want 1", n)
+		}
+	})
+
+	t.Run("the same from etcd and from files", func(t *testing.T) {
+		r := renderSources(t, k, [][]string{
+			{"configmaps", "-n", "lb"},
+			{"secrets", "-n", "lb"},
+			{"ingresses.v1.networking.k8s.io", "-A"},
+			{"services.v1.", "-A"},
+			{"endpointslices.v1.discovery.k8s.io", "-A"},
+		}, watch...)
+		kube := r["kube"]
+		for _, want := range []string{"shop.example.com/store/ be_web_api_8080", "shop.example.com/static/ be_web_static_80"} {
+			if !strings.Contains(kube["maps/paths-prefix.map"], want) {
+				t.Errorf("paths-prefix.map has no %q:\n%s", want, kube["maps/paths-prefix.map"])
+			}
+		}
+		if !strings.Contains(kube["haproxy.cfg"], "/certs/web.shop-tls.pem alpn") || kube["certs/web.shop-tls.pem"] == "" {
+			t.Errorf("the rendering does not load web.shop-tls:\n%s", kube["haproxy.cfg"])
+		}
+	})
+}
