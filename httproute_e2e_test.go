@@ -233,8 +233,8 @@ func TestHTTPRouteExample(t *testing.T) {
 		kubectlApply(t, k, cacheDir, objs)
 		waitRoutes(t, e, route{"a.example.org/api/x", "api-1"}, route{"a.example.org/apis", "web-"})
 		e.settled(t)
-		if m, _ := os.ReadFile(filepath.Join(filepath.Dir(e.cfgPath), "maps", "paths-prefix.map")); !bytes.Contains(m, []byte("shop.example.com/store/ be_web_api_8080\n")) {
-			t.Errorf("paths-prefix.map on disk:\n%s", m)
+		if m, _ := os.ReadFile(filepath.Join(filepath.Dir(e.cfgPath), "maps", "routes.map")); !bytes.Contains(m, []byte("shop.example.com/store/ be_web_api_8080\n")) {
+			t.Errorf("routes.map on disk:\n%s", m)
 		}
 		if n := reloadCount(t, p) - before; n != 0 {
 			t.Errorf("%d reloads for a path edited, want none (a map update)", n)
@@ -250,8 +250,8 @@ func TestHTTPRouteExample(t *testing.T) {
 			{"services.v1.", "-A"},
 			{"endpointslices.v1.discovery.k8s.io", "-A"},
 		}, watch...)
-		if m := r["kube"]["maps/paths-prefix.map"]; !strings.Contains(m, "shop.example.com/store/ be_web_api_8080\n") || !strings.Contains(m, "*.example.org/ be_web_web_80\n") {
-			t.Errorf("paths-prefix.map:\n%s", m)
+		if m := r["kube"]["maps/routes.map"]; !strings.Contains(m, "shop.example.com/store/ be_web_api_8080\n") || !strings.Contains(m, "*.example.org/ be_web_web_80\n") {
+			t.Errorf("routes.map:\n%s", m)
 		}
 	})
 }

@@ -371,8 +371,22 @@ func TestIngressExample(t *testing.T) {
 	if strings.Contains(string(cfg), "unused.pem") {
 		t.Errorf("haproxy.cfg loads a certificate no Ingress names:\n%s", cfg)
 	}
-	if b, _ := os.ReadFile(filepath.Join(filepath.Dir(e.cfgPath), "maps", "paths-prefix.map")); strings.Contains(string(b), "other.example.com") {
-		t.Errorf("paths-prefix.map routes an Ingress of another class:\n%s", b)
+	routes, err := os.ReadFile(filepath.Join(filepath.Dir(e.cfgPath), "maps", "routes.map"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\nshop.example.com/api/ be_web_api_8080\n", "\nshop.example.com/ be_web_web_http\n",
+		"\nshop.example.com/checkout? be_web_api_8080\n", "\nshop.example.com/api? be_web_api_8080\n",
+		"\n*.legacy.example.com/v1 be_web_web_80\n", "\n/healthz? be_web_web_80\n", "\ndefault? be_web_api_8080\n"} {
+		if !strings.Contains(string(routes), want) {
+			t.Errorf("routes.map has no %q:\n%s", want[1:], routes)
+		}
+	}
+	if strings.Index(string(routes), "shop.example.com/api/ ") > strings.Index(string(routes), "shop.example.com/ ") {
+		t.Errorf("routes.map does not list the longest prefix first:\n%s", routes)
+	}
+	if strings.Contains(string(routes), "other.example.com") {
+		t.Errorf("routes.map routes an Ingress of another class:\n%s", routes)
 	}
 
 	t.Run("HTTPS with the certificate each Ingress names", func(t *testing.T) {
@@ -409,9 +423,12 @@ func TestIngressExample(t *testing.T) {
 		if n := reloadCount(t, p) - before; n != 0 {
 			t.Errorf("%d reloads for path and default backend changes, want none (map updates)", n)
 		}
-		b, _ := os.ReadFile(filepath.Join(filepath.Dir(e.cfgPath), "maps", "paths-prefix.map"))
+		if n := e.metric(t, `haproxy_sidecar_runtime_updates_total{kind="map_updated"}`); n < 1 {
+			t.Errorf("runtime_updates_total{kind=\"map_updated\"} is %v, want the map updates counted", n)
+		}
+		b, _ := os.ReadFile(filepath.Join(filepath.Dir(e.cfgPath), "maps", "routes.map"))
 		if !strings.Contains(string(b), "shop.example.com/store/ be_web_api_8080\n") {
-			t.Errorf("paths-prefix.map on disk:\n%s", b)
+			t.Errorf("routes.map on disk:\n%s", b)
 		}
 	})
 
@@ -452,8 +469,8 @@ func TestIngressExample(t *testing.T) {
 		}, watch...)
 		kube := r["kube"]
 		for _, want := range []string{"shop.example.com/store/ be_web_api_8080", "shop.example.com/static/ be_web_static_80"} {
-			if !strings.Contains(kube["maps/paths-prefix.map"], want) {
-				t.Errorf("paths-prefix.map has no %q:\n%s", want, kube["maps/paths-prefix.map"])
+			if !strings.Contains(kube["maps/routes.map"], want) {
+				t.Errorf("routes.map has no %q:\n%s", want, kube["maps/routes.map"])
 			}
 		}
 		if !strings.Contains(kube["haproxy.cfg"], "/certs/web.shop-tls.pem alpn") || kube["certs/web.shop-tls.pem"] == "" {
