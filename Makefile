@@ -43,3 +43,9 @@ bench-churn: deps
 .PHONY: bench-scale
 bench-scale:
 	hack/bench-scale.sh
+
+## bench-ingress: the Ingress example at 1,000 Ingresses x 1,000 backends through the binary and
+## a real HAProxy: path change -> served, reloads, sidecar RSS (see docs/performance.md).
+.PHONY: bench-ingress
+bench-ingress: deps
+	hack/bench-ingress.sh
