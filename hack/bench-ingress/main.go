@@ -450,7 +450,7 @@ func (b *bench) changes(count int) error {
 	}
 	fmt.Printf("path change -> served (includes the debounce's minimum): %d changes: min %.0f ms, median %.0f ms, max %.0f ms (%s ms)\n",
 		len(took), ms(sorted[0]), ms(sorted[len(sorted)/2]), ms(sorted[len(sorted)-1]), strings.Join(all, ", "))
-	fmt.Printf("  render of each sync (haproxy.cfg and routes.map): %s ms; HAProxy reloads: %d; map updates through the runtime API: %.0f; RSS %d MB\n",
+	fmt.Printf("  build+render of each sync (snapshot, haproxy.cfg and routes.map): %s ms; HAProxy reloads: %d; map updates through the runtime API: %.0f; RSS %d MB\n",
 		strings.Join(rs, ", "), reloads1-reloads0, b.metric(`haproxy_sidecar_runtime_updates_total{kind="map_updated"}`)-maps0, b.memory("VmRSS"))
 	return nil
 }
