@@ -206,9 +206,9 @@ func waitRoutes(t *testing.T, e *demoEnv, routes ...route) {
 // each rendering's files (haproxy.cfg and maps/*; certificates by name only) by source.
 func renderSources(t *testing.T, k *kubetest.Env, gets [][]string, flags ...string) map[string]map[string]string {
 	t.Helper()
-	dir := t.TempDir()
+	dir, cache := t.TempDir(), t.TempDir()
 	for i, what := range gets {
-		out, err := exec.Command(k.KubectlPath, append([]string{"--kubeconfig", k.Kubeconfig, "get", "-o", "yaml"}, what...)...).Output()
+		out, err := exec.Command(k.KubectlPath, append([]string{"--kubeconfig", k.Kubeconfig, "--cache-dir", cache, "get", "-o", "yaml"}, what...)...).Output()
 		if err != nil {
 			t.Fatalf("kubectl get %v: %v", what, err)
 		}
@@ -457,6 +457,25 @@ func TestIngressExample(t *testing.T) {
 		if n := reloadCount(t, p) - before; n != 1 {
 			t.Errorf("%d reloads for a new backend, want 1", n)
 		}
+	})
+
+	t.Run("a path to a Service that does not exist and a path with white space: noted, the rest served", func(t *testing.T) {
+		updateIngress(t, k, "legacy", func(ing *networkingv1.Ingress) {
+			ing.Spec.Rules[1].HTTP.Paths = append(ing.Spec.Rules[1].HTTP.Paths,
+				ingressPath(networkingv1.PathTypePrefix, "/gone", "gone", 80),
+				ingressPath(networkingv1.PathTypeImplementationSpecific, "/a b", "web", 80))
+		})
+		haproxytest.WaitFor(t, 15*time.Second, func() bool {
+			code, _, _, err := e.get("anything.example.com", "/gone/x")
+			return err == nil && code == 503 // its backend has no server
+		}, "/gone routed to a backend without servers")
+		cfg, _ := os.ReadFile(e.cfgPath)
+		for _, want := range []string{"# Service web/gone has no port 80 (or is not there)\n", `# ingress web/legacy: path "/a b" not served`} {
+			if !strings.Contains(string(cfg), want) {
+				t.Errorf("haproxy.cfg has no %q:\n%s", want, cfg)
+			}
+		}
+		waitRoutes(t, e, route{"shop.example.com/static/x", "api-2"}, route{"anything.example.com/healthz", "web-"})
 	})
 
 	t.Run("the same from etcd and from files", func(t *testing.T) {
