@@ -72,8 +72,12 @@ func (w *watched) matches(gvk schema.GroupVersionKind) bool {
 	return pluralOf(gvk.Kind) == w.spec.Resource || strings.ToLower(gvk.Kind) == w.spec.Resource
 }
 
-// pluralOf is the plural the API machinery derives from a kind.
+// pluralOf is the plural the API machinery derives from a kind, except that a vowel before a
+// final y takes an s (Gateway: gateways, where the machinery guesses "gatewaies").
 func pluralOf(kind string) string {
+	if k := strings.ToLower(kind); len(k) >= 2 && k[len(k)-1] == 'y' && strings.IndexByte("aeiou", k[len(k)-2]) >= 0 {
+		return k + "s"
+	}
 	plural, _ := meta.UnsafeGuessKindToResource(schema.GroupVersionKind{Kind: kind})
 	return plural.Resource
 }
