@@ -7,29 +7,22 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycli"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/benchrig"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/loadgen"
-	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
 )
 
 func main() {
@@ -50,90 +43,44 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer b.cleanup()
+	defer b.Stop()
 	if err := b.start(*sidecar, *wait, *runtimeAPI); err != nil {
-		b.cleanup()
+		b.Stop()
 		log.Fatal(err)
 	}
 	res, err := b.churn(*changes, *minReady, *interval, *conns)
 	if err != nil {
-		b.cleanup()
+		b.Stop()
 		log.Fatal(err)
 	}
 	res.print(*pods, *runtimeAPI)
 }
 
 type bench struct {
-	dir, run  string
-	port      int
-	http      string
-	metrics   string
-	pods      int
-	ready     []bool
-	procs     []*exec.Cmd
-	servers   []*http.Server
-	keep      bool
-	cleanOnce sync.Once
+	*benchrig.Rig
+	port    int
+	http    string
+	metrics string
+	pods    int
+	ready   []bool
 }
 
 func podName(i int) string { return fmt.Sprintf("churn-%02d", i) }
 func podIP(i int) string   { return fmt.Sprintf("127.0.2.%d", i+1) }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // setup writes the manifests and starts one backend per pod.
 func setup(pods int, keep bool) (*bench, error) {
-	dir, err := os.MkdirTemp("", "bench-churn")
+	rig, err := benchrig.New("bench-churn", keep)
 	if err != nil {
 		return nil, err
 	}
-	b := &bench{dir: dir, run: filepath.Join(dir, "run"), pods: pods, ready: make([]bool, pods), keep: keep}
-	if err := os.MkdirAll(filepath.Join(dir, "in"), 0o755); err != nil {
+	b := &bench{Rig: rig, pods: pods, ready: make([]bool, pods)}
+	if b.port, err = b.Backends(pods, podIP, podName); err != nil {
+		b.Stop()
 		return nil, err
 	}
-	if err := os.MkdirAll(b.run, 0o755); err != nil {
-		return nil, err
-	}
-	for attempt := 0; b.port == 0; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		var servers []*http.Server
-		ok := true
-		for i := 0; i < pods; i++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("%s:%d", podIP(i), port))
-			if err != nil {
-				ok = false
-				break
-			}
-			name := podName(i)
-			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				io.WriteString(w, name)
-			})}
-			go srv.Serve(l)
-			servers = append(servers, srv)
-		}
-		if ok {
-			b.port, b.servers = port, servers
-		} else {
-			for _, s := range servers {
-				s.Close()
-			}
-			if attempt > 20 {
-				return nil, errors.New("no port free on every pod address")
-			}
-		}
-	}
-	hp, _ := freePort()
-	mp, _ := freePort()
+	hp, _ := benchrig.FreePort()
+	mp, _ := benchrig.FreePort()
 	b.http = fmt.Sprintf("127.0.0.1:%d", hp)
 	b.metrics = fmt.Sprintf("127.0.0.1:%d", mp)
 	files := map[string]string{
@@ -173,7 +120,7 @@ data:
 `,
 	}
 	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, "in", name), []byte(content), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(b.In, name), []byte(content), 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -193,84 +140,29 @@ func (b *bench) writePods() error {
 			"  conditions: [{type: Ready, status: \"%s\"}]\n  containerStatuses: [{name: app, ready: %v, image: backend, imageID: \"\", restartCount: 0}]\n",
 			podName(i), podIP(i), st, b.ready[i])
 	}
-	path := filepath.Join(b.dir, "in", "pods.yaml")
-	if err := os.WriteFile(path+".tmp~", []byte(sb.String()), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(path+".tmp~", path)
-}
-
-func (b *bench) cleanup() {
-	b.cleanOnce.Do(func() {
-		for i := len(b.procs) - 1; i >= 0; i-- {
-			p := b.procs[i]
-			_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
-			done := make(chan struct{})
-			go func() { p.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(5 * time.Second):
-				_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
-				<-done
-			}
-		}
-		for _, s := range b.servers {
-			s.Close()
-		}
-		if !b.keep {
-			os.RemoveAll(b.dir)
-		} else {
-			log.Printf("work directory kept: %s", b.dir)
-		}
-	})
-}
-
-func (b *bench) spawn(logName string, name string, args ...string) error {
-	f, err := os.Create(filepath.Join(b.dir, logName))
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(name, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = append(os.Environ(), "HTTP_BIND="+b.http)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
-	}
-	b.procs = append(b.procs, cmd)
-	return nil
-}
-
-func waitUntil(what string, timeout time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return nil
+	return b.WriteFile("pods.yaml", []byte(sb.String()))
 }
 
 func (b *bench) start(sidecar, wait string, runtimeAPI bool) error {
-	hp, _ := freePort()
-	cfg, sock := filepath.Join(b.run, "haproxy.cfg"), filepath.Join(b.run, "master.sock")
-	if err := b.spawn("sidecar.log", sidecar, "run", "--source=file", "--dir", filepath.Join(b.dir, "in"),
+	hp, _ := benchrig.FreePort()
+	env := []string{"HTTP_BIND=" + b.http}
+	cfg, sock := filepath.Join(b.Run, "haproxy.cfg"), b.Socket()
+	if _, err := b.Spawn("sidecar.log", sidecar, env, "run", "--source=file", "--dir", b.In,
 		"--haproxy-config", cfg, "--master-socket", sock, "--env-allow", "HTTP_BIND", "--wait", wait,
 		"--runtime-api="+strconv.FormatBool(runtimeAPI),
 		"--metrics-addr", b.metrics, "--health-addr", fmt.Sprintf("127.0.0.1:%d", hp)); err != nil {
 		return err
 	}
-	if err := waitUntil("the first configuration", 30*time.Second, func() bool { _, err := os.Stat(cfg); return err == nil }); err != nil {
+	if err := benchrig.WaitUntil("the first configuration", 30*time.Second, func() bool { _, err := os.Stat(cfg); return err == nil }); err != nil {
 		return err
 	}
-	if err := b.spawn("haproxy.log", "haproxy", "-W", "-S", sock+",level,admin", "-f", cfg); err != nil {
+	if _, err := b.Spawn("haproxy.log", "haproxy", env, "-W", "-S", sock+",level,admin", "-f", cfg); err != nil {
 		return err
 	}
-	if err := waitUntil("HAProxy's master socket", 30*time.Second, func() bool { _, err := b.haproxyReloads(); return err == nil }); err != nil {
+	if err := benchrig.WaitUntil("HAProxy's master socket", 30*time.Second, func() bool { _, err := b.Reloads(); return err == nil }); err != nil {
 		return err
 	}
-	return waitUntil("HAProxy serving", 30*time.Second, func() bool {
+	return benchrig.WaitUntil("HAProxy serving", 30*time.Second, func() bool {
 		who, err := get(http.DefaultClient, b.http)
 		return err == nil && strings.HasPrefix(who, "churn-")
 	})
@@ -294,44 +186,6 @@ func get(c *http.Client, addr string) (string, error) {
 	return string(body), nil
 }
 
-// cli sends one command to the master socket (through the project's one CLI client).
-func (b *bench) cli(cmd string) (string, error) {
-	c := &haproxycli.Client{Path: filepath.Join(b.run, "master.sock"), Timeout: 5 * time.Second}
-	return c.Command(context.Background(), cmd)
-}
-
-// haproxyReloads is the master's reload counter (show proc).
-func (b *bench) haproxyReloads() (int, error) {
-	out, err := b.cli("show proc")
-	if err != nil {
-		return 0, err
-	}
-	p, err := reload.ParseProc(out)
-	return p.Reloads, err
-}
-
-// metrics sums the sidecar's samples whose name starts with prefix.
-func (b *bench) metric(prefix string) float64 {
-	resp, err := http.Get("http://" + b.metrics + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	sum := 0.0
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, prefix) {
-			if i := strings.LastIndexByte(line, ' '); i > 0 {
-				v, _ := strconv.ParseFloat(line[i+1:], 64)
-				sum += v
-			}
-		}
-	}
-	return sum
-}
-
 type results struct {
 	added, removed                 []time.Duration
 	reloads                        int
@@ -347,12 +201,12 @@ func (b *bench) churn(changes, minReady int, interval time.Duration, conns int) 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2}}
-	reloads0, err := b.haproxyReloads()
+	reloads0, err := b.Reloads()
 	if err != nil {
 		return nil, err
 	}
-	sidecar0 := b.metric(`haproxy_sidecar_reloads_total{endpoint="master-socket",result="success"}`)
-	runtime0 := b.metric("haproxy_sidecar_runtime_updates_total")
+	sidecar0 := benchrig.Metric(b.metrics, `haproxy_sidecar_reloads_total{endpoint="master-socket",result="success"}`)
+	runtime0 := benchrig.Metric(b.metrics, "haproxy_sidecar_runtime_updates_total")
 	l := loadgen.Start(b.http, "churn.localhost", conns)
 	res := &results{}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -383,7 +237,7 @@ func (b *bench) churn(changes, minReady int, interval time.Duration, conns int) 
 		var err error
 		if add {
 			// Served: the new pod answers (round robin reaches it within a round).
-			err = waitUntil(name+" answering", 30*time.Second, func() bool {
+			err = benchrig.WaitUntil(name+" answering", 30*time.Second, func() bool {
 				for i := 0; i < 2*b.pods; i++ {
 					if who, _ := get(client, b.http); who == name {
 						return true
@@ -394,8 +248,8 @@ func (b *bench) churn(changes, minReady int, interval time.Duration, conns int) 
 			res.added = append(res.added, time.Since(t0))
 		} else {
 			// Served: HAProxy no longer has the server (it routes nothing more to it).
-			err = waitUntil(name+" gone from HAProxy", 30*time.Second, func() bool {
-				out, err := b.cli("@1 show servers state be_churn")
+			err = benchrig.WaitUntil(name+" gone from HAProxy", 30*time.Second, func() bool {
+				out, err := b.CLI("@1 show servers state be_churn")
 				return err == nil && strings.Contains(out, " be_churn ") && !hasLiveServer(out, name)
 			})
 			res.removed = append(res.removed, time.Since(t0))
@@ -409,13 +263,13 @@ func (b *bench) churn(changes, minReady int, interval time.Duration, conns int) 
 	// Let the last change settle (written, and reloaded if it reloads) before counting.
 	time.Sleep(500 * time.Millisecond)
 	l.Stop()
-	reloads1, err := b.haproxyReloads()
+	reloads1, err := b.Reloads()
 	if err != nil {
 		return nil, err
 	}
 	res.reloads = reloads1 - reloads0
-	res.sidecarReloads = b.metric(`haproxy_sidecar_reloads_total{endpoint="master-socket",result="success"}`) - sidecar0
-	res.runtimeUpdates = b.metric("haproxy_sidecar_runtime_updates_total") - runtime0
+	res.sidecarReloads = benchrig.Metric(b.metrics, `haproxy_sidecar_reloads_total{endpoint="master-socket",result="success"}`) - sidecar0
+	res.runtimeUpdates = benchrig.Metric(b.metrics, "haproxy_sidecar_runtime_updates_total") - runtime0
 	res.ok, res.failed, res.errs = l.OK(), l.Failed(), l.Errors()
 	return res, nil
 }

@@ -8,27 +8,19 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycli"
-	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/benchrig"
 )
 
 func main() {
@@ -46,9 +38,9 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer b.cleanup()
+	defer b.Stop()
 	fail := func(err error) {
-		b.cleanup()
+		b.Stop()
 		log.Fatal(err)
 	}
 	if err := b.start(*sidecar, *wait); err != nil {
@@ -60,22 +52,18 @@ func main() {
 	if err := b.newBackend(); err != nil {
 		fail(err)
 	}
-	fmt.Printf("sidecar max RSS (VmHWM) over the run: %d MB\n", b.memory("VmHWM"))
+	fmt.Printf("sidecar max RSS (VmHWM) over the run: %d MB\n", benchrig.Memory(b.sidecarPID, "VmHWM"))
 }
 
 type bench struct {
-	dir, in, run string
-	n            int
-	port         int
-	http         string
-	metrics      string
-	health       string
-	sidecarPID   int
-	procs        []*exec.Cmd
-	servers      []*http.Server
-	keep         bool
-	cleanOnce    sync.Once
-	client       *http.Client
+	*benchrig.Rig
+	n          int
+	port       int
+	http       string
+	metrics    string
+	health     string
+	sidecarPID int
+	client     *http.Client
 }
 
 func svcName(i int) string { return fmt.Sprintf("svc-%04d", i) }
@@ -83,59 +71,19 @@ func svcName(i int) string { return fmt.Sprintf("svc-%04d", i) }
 // svcIP is the address of backend i's one endpoint: 127.1.0.1 and on.
 func svcIP(i int) string { return fmt.Sprintf("127.1.%d.%d", i/250, i%250+1) }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // setup writes the manifests and starts one backend per Service (and one more for the new
 // backend of the last step).
 func setup(n int, example string, keep bool) (*bench, error) {
-	dir, err := os.MkdirTemp("", "bench-ingress")
+	rig, err := benchrig.New("bench-ingress", keep)
 	if err != nil {
 		return nil, err
 	}
-	b := &bench{dir: dir, in: filepath.Join(dir, "in"), run: filepath.Join(dir, "run"), n: n, keep: keep,
+	b := &bench{Rig: rig, n: n,
 		client: &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
-	for _, d := range []string{b.in, b.run} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	for attempt := 0; b.port == 0; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		var servers []*http.Server
-		ok := true
-		for i := 0; i <= n; i++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("%s:%d", svcIP(i), port))
-			if err != nil {
-				ok = false
-				break
-			}
-			name := svcName(i)
-			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				io.WriteString(w, name)
-			})}
-			go srv.Serve(l)
-			servers = append(servers, srv)
-		}
-		if ok {
-			b.port, b.servers = port, servers
-			break
-		}
-		for _, s := range servers {
-			s.Close()
-		}
-		if attempt > 20 {
-			return nil, errors.New("no port free on every backend address")
-		}
+	// One backend per Service, Service n included (named by no Ingress until the last step).
+	if b.port, err = b.Backends(n+1, svcIP, svcName); err != nil {
+		b.Stop()
+		return nil, err
 	}
 	config, err := os.ReadFile(example)
 	if err != nil {
@@ -169,7 +117,7 @@ func setup(n int, example string, keep bool) (*bench, error) {
 		files[fmt.Sprintf("ing-%04d.yaml", i)] = ingress(i, (i+1)%n, "/api")
 	}
 	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(b.in, name), content, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(b.In, name), content, 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -194,69 +142,13 @@ spec:
 
 // writeIngress replaces Ingress i's file in one rename, as editors and ConfigMap volumes do.
 func (b *bench) writeIngress(i, other int, path string) error {
-	p := filepath.Join(b.in, fmt.Sprintf("ing-%04d.yaml", i))
-	if err := os.WriteFile(p+".tmp~", ingress(i, other, path), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(p+".tmp~", p)
-}
-
-func (b *bench) cleanup() {
-	b.cleanOnce.Do(func() {
-		for i := len(b.procs) - 1; i >= 0; i-- {
-			p := b.procs[i]
-			_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
-			done := make(chan struct{})
-			go func() { p.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(5 * time.Second):
-				_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
-				<-done
-			}
-		}
-		for _, s := range b.servers {
-			s.Close()
-		}
-		if !b.keep {
-			os.RemoveAll(b.dir)
-		} else {
-			log.Printf("work directory kept: %s", b.dir)
-		}
-	})
-}
-
-func (b *bench) spawn(logName, name string, env []string, args ...string) (*exec.Cmd, error) {
-	f, err := os.Create(filepath.Join(b.dir, logName))
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(name, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	b.procs = append(b.procs, cmd)
-	return cmd, nil
-}
-
-func waitUntil(what string, timeout time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	return nil
+	return b.WriteFile(fmt.Sprintf("ing-%04d.yaml", i), ingress(i, other, path))
 }
 
 func (b *bench) start(sidecar, wait string) error {
 	ports := make([]int, 4)
 	for i := range ports {
-		p, err := freePort()
+		p, err := benchrig.FreePort()
 		if err != nil {
 			return err
 		}
@@ -266,9 +158,9 @@ func (b *bench) start(sidecar, wait string) error {
 	b.metrics = fmt.Sprintf("127.0.0.1:%d", ports[2])
 	b.health = fmt.Sprintf("127.0.0.1:%d", ports[3])
 	env := []string{"HTTP_BIND=" + b.http, fmt.Sprintf("HTTPS_BIND=127.0.0.1:%d", ports[1])}
-	cfg, sock := filepath.Join(b.run, "haproxy.cfg"), filepath.Join(b.run, "master.sock")
+	cfg, sock := filepath.Join(b.Run, "haproxy.cfg"), b.Socket()
 	t0 := time.Now()
-	cmd, err := b.spawn("sidecar.log", sidecar, env, "run", "--source=file", "--dir", b.in,
+	cmd, err := b.Spawn("sidecar.log", sidecar, env, "run", "--source=file", "--dir", b.In,
 		"--haproxy-config", cfg, "--master-socket", sock, "--env-allow", "HTTP_BIND,HTTPS_BIND", "--wait", wait,
 		"--watch", "ingresses.v1.networking.k8s.io", "--watch", "services.v1",
 		"--watch", "endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name",
@@ -277,17 +169,17 @@ func (b *bench) start(sidecar, wait string) error {
 		return err
 	}
 	b.sidecarPID = cmd.Process.Pid
-	if err := waitUntil("the first configuration", 60*time.Second, func() bool { _, err := os.Stat(cfg); return err == nil }); err != nil {
+	if err := benchrig.WaitUntil("the first configuration", 60*time.Second, func() bool { _, err := os.Stat(cfg); return err == nil }); err != nil {
 		return err
 	}
 	first := time.Since(t0)
-	if _, err := b.spawn("haproxy.log", "haproxy", env, "-W", "-S", sock+",level,admin", "-f", cfg); err != nil {
+	if _, err := b.Spawn("haproxy.log", "haproxy", env, "-W", "-S", sock+",level,admin", "-f", cfg); err != nil {
 		return err
 	}
-	if err := waitUntil("HAProxy's master socket", 30*time.Second, func() bool { _, err := b.reloads(); return err == nil }); err != nil {
+	if err := benchrig.WaitUntil("HAProxy's master socket", 30*time.Second, func() bool { _, err := b.Reloads(); return err == nil }); err != nil {
 		return err
 	}
-	if err := waitUntil("the sidecar ready", 60*time.Second, func() bool {
+	if err := benchrig.WaitUntil("the sidecar ready", 60*time.Second, func() bool {
 		resp, err := http.Get("http://" + b.health + "/readyz")
 		if err != nil {
 			return false
@@ -302,17 +194,17 @@ func (b *bench) start(sidecar, wait string) error {
 		{"ing-0000.example.com", "/api/x", svcName(1)},
 		{fmt.Sprintf("ing-%04d.example.com", b.n-1), "/api", svcName(0)},
 	} {
-		if err := waitUntil(c.host+c.path+" served", 30*time.Second, func() bool { return b.get(c.host, c.path) == c.want }); err != nil {
+		if err := benchrig.WaitUntil(c.host+c.path+" served", 30*time.Second, func() bool { return b.get(c.host, c.path) == c.want }); err != nil {
 			return err
 		}
 	}
 	st, _ := os.Stat(cfg)
 	lines := func(name string) int {
-		data, _ := os.ReadFile(filepath.Join(b.run, "maps", name))
+		data, _ := os.ReadFile(filepath.Join(b.Run, "maps", name))
 		return strings.Count(string(data), "\n")
 	}
 	fmt.Printf("%d Ingresses, %d backends: first configuration written %d ms after start (haproxy.cfg %d kB, routes.map %d lines); RSS %d MB, max RSS %d MB\n",
-		b.n, b.n, first.Milliseconds(), st.Size()/1024, lines("routes.map"), b.memory("VmRSS"), b.memory("VmHWM"))
+		b.n, b.n, first.Milliseconds(), st.Size()/1024, lines("routes.map"), benchrig.Memory(b.sidecarPID, "VmRSS"), benchrig.Memory(b.sidecarPID, "VmHWM"))
 	return nil
 }
 
@@ -333,55 +225,11 @@ func (b *bench) get(host, path string) string {
 	return string(body)
 }
 
-func (b *bench) cli(cmd string) (string, error) {
-	c := &haproxycli.Client{Path: filepath.Join(b.run, "master.sock"), Timeout: 5 * time.Second}
-	return c.Command(context.Background(), cmd)
-}
-
-// reloads is HAProxy's reload counter (show proc on the master socket).
-func (b *bench) reloads() (int, error) {
-	out, err := b.cli("show proc")
-	if err != nil {
-		return 0, err
-	}
-	p, err := reload.ParseProc(out)
-	return p.Reloads, err
-}
-
-// metric is one sample of the sidecar's /metrics (0 when absent).
-func (b *bench) metric(sample string) float64 {
-	resp, err := http.Get("http://" + b.metrics + "/metrics")
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, sample+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return 0
-}
-
-// memory is a field of the sidecar's /proc/PID/status in MB (VmRSS, VmHWM).
-func (b *bench) memory(field string) int {
-	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", b.sidecarPID))
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			return kb / 1024
-		}
-	}
-	return 0
-}
-
 // settled waits until the sidecar has nothing in flight: the generation on disk is the one it
 // reports live.
 func (b *bench) settled() error {
-	return waitUntil("the sidecar to settle", 30*time.Second, func() bool {
-		target, err := os.Readlink(filepath.Join(b.run, ".haproxy-sidecar", "current"))
+	return benchrig.WaitUntil("the sidecar to settle", 30*time.Second, func() bool {
+		target, err := os.Readlink(filepath.Join(b.Run, ".haproxy-sidecar", "current"))
 		if err != nil {
 			return false
 		}
@@ -407,33 +255,33 @@ func (b *bench) changes(count int) error {
 	if err := b.settled(); err != nil {
 		return err
 	}
-	reloads0, err := b.reloads()
+	reloads0, err := b.Reloads()
 	if err != nil {
 		return err
 	}
-	maps0 := b.metric(`haproxy_sidecar_runtime_updates_total{kind="map_updated"}`)
+	maps0 := benchrig.Metric(b.metrics, `haproxy_sidecar_runtime_updates_total{kind="map_updated"}`)
 	var took []time.Duration
 	var renders []float64
 	for c := 1; c <= count; c++ {
 		path := fmt.Sprintf("/v%d", c)
-		sum0, n0 := b.metric("haproxy_sidecar_render_duration_seconds_sum"), b.metric("haproxy_sidecar_render_duration_seconds_count")
+		sum0, n0 := benchrig.Metric(b.metrics, "haproxy_sidecar_render_duration_seconds_sum"), benchrig.Metric(b.metrics, "haproxy_sidecar_render_duration_seconds_count")
 		t0 := time.Now()
 		if err := b.writeIngress(0, 1, path); err != nil {
 			return err
 		}
-		if err := waitUntil(path+" served", 30*time.Second, func() bool { return b.get("ing-0000.example.com", path+"/x") == svcName(1) }); err != nil {
+		if err := benchrig.WaitUntil(path+" served", 30*time.Second, func() bool { return b.get("ing-0000.example.com", path+"/x") == svcName(1) }); err != nil {
 			return err
 		}
 		took = append(took, time.Since(t0))
 		if err := b.settled(); err != nil {
 			return err
 		}
-		if n := b.metric("haproxy_sidecar_render_duration_seconds_count") - n0; n > 0 {
-			renders = append(renders, (b.metric("haproxy_sidecar_render_duration_seconds_sum")-sum0)/n*1000)
+		if n := benchrig.Metric(b.metrics, "haproxy_sidecar_render_duration_seconds_count") - n0; n > 0 {
+			renders = append(renders, (benchrig.Metric(b.metrics, "haproxy_sidecar_render_duration_seconds_sum")-sum0)/n*1000)
 		}
 		time.Sleep(300 * time.Millisecond) // apart, so each change is debounced on its own
 	}
-	reloads1, err := b.reloads()
+	reloads1, err := b.Reloads()
 	if err != nil {
 		return err
 	}
@@ -451,14 +299,14 @@ func (b *bench) changes(count int) error {
 	fmt.Printf("path change -> served (includes the debounce's minimum): %d changes: min %.0f ms, median %.0f ms, max %.0f ms (%s ms)\n",
 		len(took), ms(sorted[0]), ms(sorted[len(sorted)/2]), ms(sorted[len(sorted)-1]), strings.Join(all, ", "))
 	fmt.Printf("  build+render of each sync (snapshot, haproxy.cfg and routes.map): %s ms; HAProxy reloads: %d; map updates through the runtime API: %.0f; RSS %d MB\n",
-		strings.Join(rs, ", "), reloads1-reloads0, b.metric(`haproxy_sidecar_runtime_updates_total{kind="map_updated"}`)-maps0, b.memory("VmRSS"))
+		strings.Join(rs, ", "), reloads1-reloads0, benchrig.Metric(b.metrics, `haproxy_sidecar_runtime_updates_total{kind="map_updated"}`)-maps0, benchrig.Memory(b.sidecarPID, "VmRSS"))
 	return nil
 }
 
 // newBackend points Ingress 0's path at the Service no Ingress named yet: a new backend, one
 // reload.
 func (b *bench) newBackend() error {
-	reloads0, err := b.reloads()
+	reloads0, err := b.Reloads()
 	if err != nil {
 		return err
 	}
@@ -467,14 +315,14 @@ func (b *bench) newBackend() error {
 	if err := b.writeIngress(0, b.n, path); err != nil {
 		return err
 	}
-	if err := waitUntil(path+" served", 60*time.Second, func() bool { return b.get("ing-0000.example.com", path) == svcName(b.n) }); err != nil {
+	if err := benchrig.WaitUntil(path+" served", 60*time.Second, func() bool { return b.get("ing-0000.example.com", path) == svcName(b.n) }); err != nil {
 		return err
 	}
 	took := time.Since(t0)
 	if err := b.settled(); err != nil {
 		return err
 	}
-	reloads1, err := b.reloads()
+	reloads1, err := b.Reloads()
 	if err != nil {
 		return err
 	}
