@@ -416,11 +416,11 @@ func (w *tlsWatch) where() string {
 // explain says what a list or watch error of w means.
 func (w *tlsWatch) explain(err error) error {
 	if apierrors.IsForbidden(err) {
-		grant := "a Role in namespace " + w.namespace
+		grant := "a Role in namespace " + w.namespace + " (see examples/kubernetes/rbac-tls.yaml)"
 		if w.namespace == "" {
-			grant = "a ClusterRole"
+			grant = "a ClusterRole (see examples/kubernetes/rbac-tls-all.yaml)"
 		}
-		return fmt.Errorf("not allowed to list and watch the Secrets of %s (--tls-secret-namespaces): give the sidecar's service account get, list and watch on secrets through %s (see examples/kubernetes/rbac-tls.yaml): %w",
+		return fmt.Errorf("not allowed to list and watch the Secrets of %s (--tls-secret-namespaces): give the sidecar's service account get, list and watch on secrets through %s: %w",
 			w.where(), grant, err)
 	}
 	return err
