@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -29,12 +30,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
 )
 
 func ptrTo[T any](v T) *T { return &v }
@@ -637,6 +642,104 @@ func TestIngressExample(t *testing.T) {
 			if !strings.Contains(kube["haproxy.cfg"], "/certs/"+name+".pem") || kube["certs/"+name+".pem"] == "" {
 				t.Errorf("the rendering does not load %s:\n%s", name, kube["haproxy.cfg"])
 			}
+		}
+	})
+}
+
+// TestTLSSecretNamespacesRBAC: what the Helm chart grants for sidecar.tlsSecretNamespaces (a
+// Role per namespace, a ClusterRole for "*"), and examples/kubernetes/rbac-tls.yaml and
+// rbac-tls-all.yaml, applied to a real API server, are enough for the kube source to read the
+// TLS Secrets of those namespaces and to report on them with Events, and no more.
+func TestTLSSecretNamespacesRBAC(t *testing.T) {
+	helm := helmBin(t)
+	k := kubetest.Start(t)
+	for _, ns := range []string{"lb", "web", "shop"} {
+		k.Namespace(t, ns)
+	}
+	// apply applies manifests for real, each object in its namespace (lb when it has none).
+	apply := func(t *testing.T, manifests []byte) {
+		t.Helper()
+		byNS := map[string][]byte{}
+		for _, o := range decodeDocs(t, manifests) {
+			ns := o.GetNamespace()
+			if ns == "" {
+				ns = "lb"
+			}
+			byNS[ns] = append(append(byNS[ns], mustJSON(t, o)...), '\n')
+		}
+		for ns, docs := range byNS {
+			f := filepath.Join(t.TempDir(), ns+".json")
+			if err := os.WriteFile(f, docs, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			run(t, k.KubectlPath, "--kubeconfig", k.Kubeconfig, "apply", "-n", ns, "-f", f)
+		}
+	}
+	// objects runs a kube source as the service account, reading the TLS Secrets of namespaces.
+	objects := func(t *testing.T, sa, namespaces string) error {
+		t.Helper()
+		cfg := rest.CopyConfig(k.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:lb:" + sa}
+		tlsNS, err := snapshot.ParseNamespaces(namespaces)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := &watcher.Kube{Client: kubernetes.NewForConfigOrDie(cfg), Namespace: "lb", ServicesConfigMap: "services",
+			KeysSecret: "keys", TLSSecretNamespaces: tlsNS, Logger: slog.New(slog.DiscardHandler)}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		go src.Run(ctx, func() {})
+		_, err = src.Objects(ctx)
+		return err
+	}
+	canEvents := func(t *testing.T, sa, ns string) bool {
+		t.Helper()
+		out, _ := exec.Command(k.KubectlPath, "--kubeconfig", k.Kubeconfig, "auth", "can-i", "create", "events", "-n", ns,
+			"--as", "system:serviceaccount:lb:"+sa).Output()
+		return strings.TrimSpace(string(out)) == "yes"
+	}
+
+	t.Run("the chart: a Role per namespace", func(t *testing.T) {
+		out := run(t, helm, "template", "lb", "charts/haproxy-sidecar", "--namespace", "lb", "--set", "sidecar.tlsSecretNamespaces={web}")
+		if !strings.Contains(string(out), `{name: TLS_SECRET_NAMESPACES, value: "web"}`) {
+			t.Errorf("the Deployment has no TLS_SECRET_NAMESPACES=web:\n%s", out)
+		}
+		apply(t, out)
+		if err := objects(t, "lb", "web"); err != nil {
+			t.Fatal(err)
+		}
+		if !canEvents(t, "lb", "web") {
+			t.Error("the service account may not create Events in web")
+		}
+		err := objects(t, "lb", "web,shop")
+		if err == nil || !strings.Contains(err.Error(), "through a Role in namespace shop") {
+			t.Fatalf("shop, not granted: err = %v", err)
+		}
+	})
+	t.Run("the chart: a ClusterRole for *", func(t *testing.T) {
+		out := run(t, helm, "template", "every", "charts/haproxy-sidecar", "--namespace", "lb", "--set", "sidecar.tlsSecretNamespaces={*}")
+		apply(t, out)
+		if err := objects(t, "every", "*"); err != nil {
+			t.Fatal(err)
+		}
+		if !canEvents(t, "every", "shop") {
+			t.Error("the service account may not create Events in shop")
+		}
+	})
+	t.Run("examples/kubernetes/rbac-tls.yaml and rbac-tls-all.yaml", func(t *testing.T) {
+		run(t, k.KubectlPath, "--kubeconfig", k.Kubeconfig, "apply", "-f", "examples/kubernetes/rbac.yaml", "-f", "examples/kubernetes/rbac-tls.yaml")
+		if err := objects(t, "haproxy-sidecar", "web"); err != nil {
+			t.Fatal(err)
+		}
+		if err := objects(t, "haproxy-sidecar", "*"); err == nil || !strings.Contains(err.Error(), "through a ClusterRole") {
+			t.Fatalf("*, not granted: err = %v", err)
+		}
+		run(t, k.KubectlPath, "--kubeconfig", k.Kubeconfig, "apply", "-f", "examples/kubernetes/rbac-tls-all.yaml")
+		if err := objects(t, "haproxy-sidecar", "*"); err != nil {
+			t.Fatal(err)
+		}
+		if !canEvents(t, "haproxy-sidecar", "web") || !canEvents(t, "haproxy-sidecar", "shop") {
+			t.Error("the service account may not create Events where the TLS Secrets are")
 		}
 	})
 }

@@ -206,7 +206,7 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "with --source=kube: kubeconfig file (default: in-cluster config, then $KUBECONFIG)")
 	fs.Float64Var(&o.kubeQPS, "kube-qps", 50, "with --source=kube: client queries per second")
 	fs.IntVar(&o.kubeBurst, "kube-burst", 100, "with --source=kube: client burst")
-	fs.StringVar(&o.certSelector, "certificate-selector", "haproxy-sidecar/certificate", "label selector for TLS Secrets (type kubernetes.io/tls) in the namespace that are certificates too; empty: none")
+	fs.StringVar(&o.certSelector, "certificate-selector", "haproxy-sidecar/certificate", "label selector for TLS Secrets (type kubernetes.io/tls) in the namespace that are certificates too; empty: none (not applied to --tls-secret-namespaces)")
 	fs.Var(&o.tlsNamespaces, "tls-secret-namespaces", "`NAMESPACES`: comma-separated namespaces, or * for all, whose TLS Secrets (type kubernetes.io/tls, labelled or not) are certificates too, named NAMESPACE.NAME: the Secrets Ingresses and Gateway listeners name (needs get, list and watch on their secrets)")
 	fs.StringVar(&o.envAllow, "env-allow", "", "comma-separated environment variables templates may read as env.NAME (NAME_* allows a prefix)")
 	fs.StringVar(&o.envSecret, "env-secret", "", "like --env-allow, for values that are secret: templates may read them, and every log line, /readyz answer and Event shows them as [REDACTED]")
