@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,7 +53,7 @@ spec:
     protocol: HTTPS
     port: 443
     allowedRoutes: {namespaces: {from: All}}
-    tls: {mode: Terminate, certificateRefs: [{kind: Secret, name: gw-tls}]}
+    tls: {mode: Terminate, certificateRefs: [{kind: Secret, name: gw-tls}, {kind: Secret, name: web-tls, namespace: web}]}
 ---
 # Of the class, but its listener admits routes of its own namespace only (the default).
 apiVersion: gateway.networking.k8s.io/v1
@@ -126,7 +129,11 @@ func TestHTTPRouteExample(t *testing.T) {
 	k.Namespace(t, "web")
 	k.ApplyConfigMap(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "services", Namespace: "lb"}})
 	k.ApplyConfigMap(t, exampleConfigMap(t, example))
-	k.ApplySecret(t, tlsSecret(t, "gw-tls", "shop.example.com"))
+	// The TLS Secret the Gateway names, in its namespace (lb), unlabelled: certificate
+	// lb.gw-tls with --tls-secret-namespaces lb. The one of web it names is not served (no
+	// ReferenceGrant is read).
+	gwCert, gwKey := testcert.Pair(t, "shop.example.com")
+	k.ApplySecret(t, nsTLSSecret("lb", "gw-tls", gwCert, gwKey))
 	applyService(t, k, service("web", "http", 80, e.port))
 	applyService(t, k, service("api", "", 8080, e.port))
 	putEndpointSlice(t, k, endpointSlice("web", "http", e.port, map[string]bool{"127.0.0.11": true, "127.0.0.12": true}))
@@ -134,7 +141,8 @@ func TestHTTPRouteExample(t *testing.T) {
 	kubectlApply(t, k, cacheDir, gatewayObjects(shopRules))
 
 	watch := exampleWatchFlags(t, example)
-	e.startSidecar(t, append([]string{"--source=kube", "--kubeconfig", k.Kubeconfig, "--namespace", "lb", "--wait", "20ms:500ms"}, watch...)...)
+	tlsFlag := exampleFlag(t, example, "tls-secret-namespaces")
+	e.startSidecar(t, append(append([]string{"--source=kube", "--kubeconfig", k.Kubeconfig, "--namespace", "lb", "--wait", "20ms:500ms"}, watch...), tlsFlag...)...)
 	p := e.startHAProxy(t)
 	e.waitReady(t)
 
@@ -159,6 +167,8 @@ func TestHTTPRouteExample(t *testing.T) {
 		fmt.Sprintf("server web-127.0.0.12-%d 127.0.0.12:%d weight 256\n", e.port, e.port),
 		fmt.Sprintf("server api-api-1-%d 127.0.0.21:%d weight 171\n", e.port, e.port),
 		"# httproute web/shop rule 4: match 1 not served",
+		`# gateway lb/haproxy listener https: certificateRef "web/web-tls" not served (another kind or namespace)`,
+		"/lb.gw-tls.pem alpn",
 	} {
 		if !strings.Contains(string(cfg), want) {
 			t.Errorf("haproxy.cfg has no %q:\n%s", want, cfg)
@@ -242,16 +252,28 @@ func TestHTTPRouteExample(t *testing.T) {
 	})
 
 	t.Run("the same from etcd and from files", func(t *testing.T) {
-		r := renderSources(t, k, [][]string{
+		gets := [][]string{
 			{"configmaps", "-n", "lb"},
 			{"secrets", "-n", "lb"},
 			{"gateways.v1.gateway.networking.k8s.io", "-A"},
 			{"httproutes.v1.gateway.networking.k8s.io", "-A"},
 			{"services.v1.", "-A"},
 			{"endpointslices.v1.discovery.k8s.io", "-A"},
-		}, watch...)
+		}
+		r := renderSources(t, k, gets, append(slices.Clone(watch), tlsFlag...)...)
 		if m := r["kube"]["maps/routes.map"]; !strings.Contains(m, "shop.example.com/store/ be_web_api_8080\n") || !strings.Contains(m, "*.example.org/ be_web_web_80\n") {
 			t.Errorf("routes.map:\n%s", m)
+		}
+		if r["kube"]["certs/lb.gw-tls.pem"] == "" {
+			t.Errorf("no certificate lb.gw-tls: %v", slices.Collect(maps.Keys(r["kube"])))
+		}
+		// The TLS Secrets of every namespace: the same (web has none).
+		allGets := slices.Clone(gets)
+		allGets[1] = []string{"secrets", "-A"}
+		all := renderSources(t, k, allGets, append(slices.Clone(watch), "--tls-secret-namespaces", "*")...)
+		outDir := regexp.MustCompile(`\S*/out/`) // each rendering has its own
+		if a, b := outDir.ReplaceAllString(all["kube"]["haproxy.cfg"], "OUT/"), outDir.ReplaceAllString(r["kube"]["haproxy.cfg"], "OUT/"); a != b {
+			t.Errorf("rendered with --tls-secret-namespaces '*':\n%s\nwith %v:\n%s", a, tlsFlag, b)
 		}
 	})
 }

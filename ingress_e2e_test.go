@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,12 +30,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
 )
 
 func ptrTo[T any](v T) *T { return &v }
@@ -114,6 +123,69 @@ func tlsSecret(t *testing.T, name, host string) *corev1.Secret {
 		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{corev1.TLSCertKey: cert, corev1.TLSPrivateKeyKey: key},
 	}
+}
+
+// nsTLSSecret is a kubernetes.io/tls Secret of namespace ns, unlabelled: what an Ingress of ns
+// names, read with --tls-secret-namespaces.
+func nsTLSSecret(ns, name string, cert, key []byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: cert, corev1.TLSPrivateKeyKey: key},
+	}
+}
+
+// servedSerial connects to addr with TLS (SNI serverName, no verification) and returns the
+// serial number of the certificate the server presents: two certificates for one host differ.
+func servedSerial(addr, serverName string) (string, error) {
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", addr,
+		&tls.Config{ServerName: serverName, InsecureSkipVerify: true})
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
+}
+
+// serialOf is the serial number of a PEM certificate.
+func serialOf(t *testing.T, certPEM []byte) string {
+	t.Helper()
+	b, _ := pem.Decode(certPEM)
+	if b == nil {
+		t.Fatal("no PEM certificate")
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.SerialNumber.String()
+}
+
+// waitServedSerial waits until HTTPS for host presents the certificate of that serial.
+func waitServedSerial(t *testing.T, addr, host, serial, what string) {
+	t.Helper()
+	var got string
+	var err error
+	if haproxytest.Poll(15*time.Second, func() bool {
+		got, err = servedSerial(addr, host)
+		return err == nil && got == serial
+	}) != nil {
+		t.Fatalf("%s: SNI %s is served serial %s (%v), want %s", what, host, got, err, serial)
+	}
+}
+
+// exampleFlag is the value of a flag an example's header comment lists ("#   --NAME VALUE").
+func exampleFlag(t *testing.T, path, name string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^#\s+--` + regexp.QuoteMeta(name) + `\s+'?([^'\s]+)'?`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s lists no --%s", path, name)
+	}
+	return []string{"--" + name, string(m[1])}
 }
 
 // ingressPath is one path of an Ingress rule to a Service port: a number, or a name.
@@ -278,11 +350,16 @@ func TestIngressExample(t *testing.T) {
 	k.Namespace(t, "web")
 	k.ApplyConfigMap(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "services", Namespace: "lb"}})
 	k.ApplyConfigMap(t, exampleConfigMap(t, example))
-	// Certificates: the one web/shop names copied into lb as "web.shop-tls", one named as the
-	// Ingress names it, and one no Ingress names.
-	k.ApplySecret(t, tlsSecret(t, "web.shop-tls", "shop.example.com"))
-	k.ApplySecret(t, tlsSecret(t, "api-tls", "api.example.com"))
+	// Certificates: the TLS Secrets the Ingresses name in their own namespace (read with
+	// --tls-secret-namespaces), one copied into lb as "web.copied-tls" (the way without the
+	// flag), one no Ingress names, and a Secret of another type.
+	shopCert, shopKey := testcert.Pair(t, "shop.example.com")
+	apiCert, apiKey := testcert.Pair(t, "api.example.com")
+	k.ApplySecret(t, nsTLSSecret("web", "shop-tls", shopCert, shopKey))
+	k.ApplySecret(t, nsTLSSecret("web", "api-tls", apiCert, apiKey))
+	k.ApplySecret(t, tlsSecret(t, "web.copied-tls", "copied.example.com"))
 	k.ApplySecret(t, tlsSecret(t, "unused", "unused.example.com"))
+	k.ApplySecret(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "password", Namespace: "web"}, StringData: map[string]string{"password": "hunter2"}})
 
 	// web: a named port; api: an unnamed one whose number differs from the pods' port.
 	applyService(t, k, service("web", "http", 80, e.port))
@@ -307,7 +384,8 @@ func TestIngressExample(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "legacy", Namespace: "web", Annotations: map[string]string{"kubernetes.io/ingress.class": "haproxy-sidecar"}},
 		Spec: networkingv1.IngressSpec{
 			DefaultBackend: &networkingv1.IngressBackend{Service: ingressService("api", 8080)},
-			TLS:            []networkingv1.IngressTLS{{Hosts: []string{"api.example.com"}, SecretName: "api-tls"}},
+			TLS: []networkingv1.IngressTLS{{Hosts: []string{"api.example.com"}, SecretName: "api-tls"},
+				{Hosts: []string{"copied.example.com"}, SecretName: "copied-tls"}},
 			Rules: []networkingv1.IngressRule{
 				ingressRule("*.legacy.example.com", ingressPath(networkingv1.PathTypeImplementationSpecific, "/v1", "web", 80)),
 				ingressRule("", ingressPath(networkingv1.PathTypeExact, "/healthz", "web", 80)),
@@ -326,7 +404,8 @@ func TestIngressExample(t *testing.T) {
 		}
 	}
 
-	watch := exampleWatchFlags(t, example)
+	// The flags the example's header lists: --watch, and --tls-secret-namespaces web,shop.
+	watch := append(exampleWatchFlags(t, example), exampleFlag(t, example, "tls-secret-namespaces")...)
 	e.startSidecar(t, append([]string{"--source=kube", "--kubeconfig", k.Kubeconfig, "--namespace", "lb", "--wait", "20ms:500ms"}, watch...)...)
 	p := e.startHAProxy(t)
 	e.waitReady(t)
@@ -362,7 +441,8 @@ func TestIngressExample(t *testing.T) {
 		fmt.Sprintf("server web-1-%d 127.0.0.11:%d\n", e.port, e.port),
 		fmt.Sprintf("server 127.0.0.12-%d 127.0.0.12:%d\n", e.port, e.port),
 		fmt.Sprintf("server api-1-%d 127.0.0.21:%d\n", e.port, e.port),
-		"# ingress web/shop: TLS secret missing-tls: no certificate web.missing-tls or missing-tls\n",
+		"# ingress web/shop: TLS secret missing-tls: no certificate web.missing-tls\n",
+		" crt " + filepath.Join(filepath.Dir(e.cfgPath), "certs") + "/web.api-tls.pem crt ",
 	} {
 		if !strings.Contains(string(cfg), want) {
 			t.Errorf("haproxy.cfg has no %q:\n%s", want, cfg)
@@ -390,13 +470,78 @@ func TestIngressExample(t *testing.T) {
 	}
 
 	t.Run("HTTPS with the certificate each Ingress names", func(t *testing.T) {
-		for host, want := range map[string]string{"shop.example.com": "shop.example.com", "api.example.com": "api.example.com"} {
-			if cn, err := testcert.ServedCN(httpsAddr, host); err != nil || cn != want {
-				t.Errorf("SNI %s: served CN %q (%v), want %q", host, cn, err, want)
+		for _, host := range []string{"shop.example.com", "api.example.com", "copied.example.com"} {
+			if cn, err := testcert.ServedCN(httpsAddr, host); err != nil || cn != host {
+				t.Errorf("SNI %s: served CN %q (%v), want %q", host, cn, err, host)
 			}
 		}
 		if code, body, err := getTLS(httpsAddr, "shop.example.com", "/checkout"); err != nil || code != 200 || !strings.HasPrefix(body, "api-1") {
 			t.Errorf("https://shop.example.com/checkout: %d %q %v, want api-1", code, body, err)
+		}
+	})
+
+	t.Run("a TLS Secret rotated in the Ingress's namespace: served through the runtime API, no reload", func(t *testing.T) {
+		e.settled(t)
+		before, updated := reloadCount(t, p), e.metric(t, `haproxy_sidecar_runtime_updates_total{kind="certificate_updated"}`)
+		cert, key := testcert.Pair(t, "shop.example.com")
+		k.ApplySecret(t, nsTLSSecret("web", "shop-tls", cert, key))
+		waitServedSerial(t, httpsAddr, "shop.example.com", serialOf(t, cert), "the rotated certificate")
+		e.settled(t)
+		if n := reloadCount(t, p) - before; n != 0 {
+			t.Errorf("%d reloads for a rotated certificate, want none", n)
+		}
+		if n := e.metric(t, `haproxy_sidecar_runtime_updates_total{kind="certificate_updated"}`) - updated; n < 1 {
+			t.Errorf("runtime_updates_total{kind=\"certificate_updated\"} grew by %v, want the update counted", n)
+		}
+	})
+
+	t.Run("a TLS Secret whose key does not fit: held and reported on it, the other certificates go live", func(t *testing.T) {
+		e.settled(t)
+		before := reloadCount(t, p)
+		apiSerial, _ := servedSerial(httpsAddr, "api.example.com")
+		badCert, _ := testcert.Pair(t, "api.example.com")
+		_, otherKey := testcert.Pair(t, "other.example.com")
+		k.ApplySecret(t, nsTLSSecret("web", "api-tls", badCert, otherKey))
+		shopCert, shopKey := testcert.Pair(t, "shop.example.com")
+		k.ApplySecret(t, nsTLSSecret("web", "shop-tls", shopCert, shopKey))
+		waitServedSerial(t, httpsAddr, "shop.example.com", serialOf(t, shopCert), "the other certificate")
+		var r readyz
+		haproxytest.WaitFor(t, 15*time.Second, func() bool {
+			_, r = e.readyz(t)
+			return len(r.Held) == 1
+		}, "the bad certificate is held")
+		h := r.Held[0]
+		if h.Input != "certificate/web.api-tls" || h.Object != `Secret web/api-tls key "tls.key"` || !h.Kept ||
+			!strings.Contains(h.Reason, "the private key does not fit the certificate") {
+			t.Errorf("held: %+v", h)
+		}
+		if got, err := servedSerial(httpsAddr, "api.example.com"); err != nil || got != apiSerial {
+			t.Errorf("SNI api.example.com: served serial %s (%v), want the last good one %s", got, err, apiSerial)
+		}
+		haproxytest.WaitFor(t, 15*time.Second, func() bool {
+			evs, err := k.Client.CoreV1().Events("web").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Secret,involvedObject.name=api-tls"})
+			if err != nil {
+				return false
+			}
+			for _, ev := range evs.Items {
+				if ev.Type == corev1.EventTypeWarning && ev.Reason == "Rejected" && strings.Contains(ev.Message, "does not fit") {
+					return true
+				}
+			}
+			return false
+		}, "a Warning Event on Secret web/api-tls")
+
+		// Fixed: served, nothing held.
+		goodCert, goodKey := testcert.Pair(t, "api.example.com")
+		k.ApplySecret(t, nsTLSSecret("web", "api-tls", goodCert, goodKey))
+		waitServedSerial(t, httpsAddr, "api.example.com", serialOf(t, goodCert), "the fixed certificate")
+		haproxytest.WaitFor(t, 15*time.Second, func() bool {
+			_, r := e.readyz(t)
+			return r.Ready && len(r.Held) == 0
+		}, "nothing held once the Secret is fixed")
+		e.settled(t)
+		if n := reloadCount(t, p) - before; n != 0 {
+			t.Errorf("%d reloads for certificates held and rotated, want none", n)
 		}
 	})
 
@@ -482,6 +627,7 @@ func TestIngressExample(t *testing.T) {
 		r := renderSources(t, k, [][]string{
 			{"configmaps", "-n", "lb"},
 			{"secrets", "-n", "lb"},
+			{"secrets", "-n", "web"},
 			{"ingresses.v1.networking.k8s.io", "-A"},
 			{"services.v1.", "-A"},
 			{"endpointslices.v1.discovery.k8s.io", "-A"},
@@ -492,8 +638,108 @@ func TestIngressExample(t *testing.T) {
 				t.Errorf("routes.map has no %q:\n%s", want, kube["maps/routes.map"])
 			}
 		}
-		if !strings.Contains(kube["haproxy.cfg"], "/certs/web.shop-tls.pem alpn") || kube["certs/web.shop-tls.pem"] == "" {
-			t.Errorf("the rendering does not load web.shop-tls:\n%s", kube["haproxy.cfg"])
+		for _, name := range []string{"web.shop-tls", "web.api-tls", "web.copied-tls"} {
+			if !strings.Contains(kube["haproxy.cfg"], "/certs/"+name+".pem") || kube["certs/"+name+".pem"] == "" {
+				t.Errorf("the rendering does not load %s:\n%s", name, kube["haproxy.cfg"])
+			}
+		}
+	})
+}
+
+// TestTLSSecretNamespacesRBAC: what the Helm chart grants for sidecar.tlsSecretNamespaces (a
+// Role per namespace, a ClusterRole for "*"), and examples/kubernetes/rbac-tls.yaml and
+// rbac-tls-all.yaml, applied to a real API server, are enough for the kube source to read the
+// TLS Secrets of those namespaces and to report on them with Events, and no more.
+func TestTLSSecretNamespacesRBAC(t *testing.T) {
+	helm := helmBin(t)
+	k := kubetest.Start(t)
+	for _, ns := range []string{"lb", "web", "shop"} {
+		k.Namespace(t, ns)
+	}
+	// apply applies manifests for real, each object in its namespace (lb when it has none).
+	apply := func(t *testing.T, manifests []byte) {
+		t.Helper()
+		byNS := map[string][]byte{}
+		for _, o := range decodeDocs(t, manifests) {
+			ns := o.GetNamespace()
+			if ns == "" {
+				ns = "lb"
+			}
+			byNS[ns] = append(append(byNS[ns], mustJSON(t, o)...), '\n')
+		}
+		for ns, docs := range byNS {
+			f := filepath.Join(t.TempDir(), ns+".json")
+			if err := os.WriteFile(f, docs, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			run(t, k.KubectlPath, "--kubeconfig", k.Kubeconfig, "apply", "-n", ns, "-f", f)
+		}
+	}
+	// objects runs a kube source as the service account, reading the TLS Secrets of namespaces.
+	objects := func(t *testing.T, sa, namespaces string) error {
+		t.Helper()
+		cfg := rest.CopyConfig(k.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:lb:" + sa}
+		tlsNS, err := snapshot.ParseNamespaces(namespaces)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := &watcher.Kube{Client: kubernetes.NewForConfigOrDie(cfg), Namespace: "lb", ServicesConfigMap: "services",
+			KeysSecret: "keys", TLSSecretNamespaces: tlsNS, Logger: slog.New(slog.DiscardHandler)}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		go src.Run(ctx, func() {})
+		_, err = src.Objects(ctx)
+		return err
+	}
+	canEvents := func(t *testing.T, sa, ns string) bool {
+		t.Helper()
+		out, _ := exec.Command(k.KubectlPath, "--kubeconfig", k.Kubeconfig, "auth", "can-i", "create", "events", "-n", ns,
+			"--as", "system:serviceaccount:lb:"+sa).Output()
+		return strings.TrimSpace(string(out)) == "yes"
+	}
+
+	t.Run("the chart: a Role per namespace", func(t *testing.T) {
+		out := run(t, helm, "template", "lb", "charts/haproxy-sidecar", "--namespace", "lb", "--set", "sidecar.tlsSecretNamespaces={web}")
+		if !strings.Contains(string(out), `{name: TLS_SECRET_NAMESPACES, value: "web"}`) {
+			t.Errorf("the Deployment has no TLS_SECRET_NAMESPACES=web:\n%s", out)
+		}
+		apply(t, out)
+		if err := objects(t, "lb", "web"); err != nil {
+			t.Fatal(err)
+		}
+		if !canEvents(t, "lb", "web") {
+			t.Error("the service account may not create Events in web")
+		}
+		err := objects(t, "lb", "web,shop")
+		if err == nil || !strings.Contains(err.Error(), "through a Role in namespace shop") {
+			t.Fatalf("shop, not granted: err = %v", err)
+		}
+	})
+	t.Run("the chart: a ClusterRole for *", func(t *testing.T) {
+		out := run(t, helm, "template", "every", "charts/haproxy-sidecar", "--namespace", "lb", "--set", "sidecar.tlsSecretNamespaces={*}")
+		apply(t, out)
+		if err := objects(t, "every", "*"); err != nil {
+			t.Fatal(err)
+		}
+		if !canEvents(t, "every", "shop") {
+			t.Error("the service account may not create Events in shop")
+		}
+	})
+	t.Run("examples/kubernetes/rbac-tls.yaml and rbac-tls-all.yaml", func(t *testing.T) {
+		run(t, k.KubectlPath, "--kubeconfig", k.Kubeconfig, "apply", "-f", "examples/kubernetes/rbac.yaml", "-f", "examples/kubernetes/rbac-tls.yaml")
+		if err := objects(t, "haproxy-sidecar", "web"); err != nil {
+			t.Fatal(err)
+		}
+		if err := objects(t, "haproxy-sidecar", "*"); err == nil || !strings.Contains(err.Error(), "through a ClusterRole") {
+			t.Fatalf("*, not granted: err = %v", err)
+		}
+		run(t, k.KubectlPath, "--kubeconfig", k.Kubeconfig, "apply", "-f", "examples/kubernetes/rbac-tls-all.yaml")
+		if err := objects(t, "haproxy-sidecar", "*"); err != nil {
+			t.Fatal(err)
+		}
+		if !canEvents(t, "haproxy-sidecar", "web") || !canEvents(t, "haproxy-sidecar", "shop") {
+			t.Error("the service account may not create Events where the TLS Secrets are")
 		}
 	})
 }

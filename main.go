@@ -137,6 +137,7 @@ type options struct {
 	leRenew                                                       time.Duration
 	leRetry                                                       time.Duration
 	certSelector                                                  string
+	tlsNamespaces                                                 namespacesFlag // --tls-secret-namespaces
 	envAllow                                                      string
 	envSecret                                                     string
 	statsPass                                                     string
@@ -205,7 +206,8 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "with --source=kube: kubeconfig file (default: in-cluster config, then $KUBECONFIG)")
 	fs.Float64Var(&o.kubeQPS, "kube-qps", 50, "with --source=kube: client queries per second")
 	fs.IntVar(&o.kubeBurst, "kube-burst", 100, "with --source=kube: client burst")
-	fs.StringVar(&o.certSelector, "certificate-selector", "haproxy-sidecar/certificate", "label selector for TLS Secrets (type kubernetes.io/tls) in the namespace that are certificates too; empty: none")
+	fs.StringVar(&o.certSelector, "certificate-selector", "haproxy-sidecar/certificate", "label selector for TLS Secrets (type kubernetes.io/tls) in the namespace that are certificates too; empty: none (not applied to --tls-secret-namespaces)")
+	fs.Var(&o.tlsNamespaces, "tls-secret-namespaces", "`NAMESPACES`: comma-separated namespaces, or * for all, whose TLS Secrets (type kubernetes.io/tls, labelled or not) are certificates too, named NAMESPACE.NAME: the Secrets Ingresses and Gateway listeners name (needs get, list and watch on their secrets)")
 	fs.StringVar(&o.envAllow, "env-allow", "", "comma-separated environment variables templates may read as env.NAME (NAME_* allows a prefix)")
 	fs.StringVar(&o.envSecret, "env-secret", "", "like --env-allow, for values that are secret: templates may read them, and every log line, /readyz answer and Event shows them as [REDACTED]")
 	fs.StringVar(&o.statsPass, "statistics-password", "", "password of the stats page (stats.password); a template that uses it while unset fails")
@@ -360,7 +362,8 @@ func (o *options) newSource(log *slog.Logger) (pipeline.Source, error) {
 		// Pods converted as they are decoded, and only the objects whose bytes changed decoded
 		// again: memory and time for a hundred thousand pods.
 		return &watcher.File{Dir: o.dir, DefaultNamespace: o.namespace, Logger: log, PodConverter: &snapshot.PodConverter{},
-			MaxFileSize: int64(o.maxFileSize), Watch: o.watch}, nil
+			MaxFileSize: int64(o.maxFileSize), Watch: o.watch,
+			SecretNamespace: o.namespace, TLSSecretNamespaces: o.tlsNamespaces.Namespaces}, nil
 	case "kube":
 		client, err := o.kubeClient()
 		if err != nil {
@@ -385,6 +388,7 @@ func (o *options) newSource(log *slog.Logger) (pipeline.Source, error) {
 			KeysSecret:          o.keysSecret,
 			ConfigSecret:        o.configSecret,
 			CertificateSelector: o.certSelector,
+			TLSSecretNamespaces: o.tlsNamespaces.Namespaces,
 			Logger:              log,
 		}, nil
 	case "etcd":
@@ -398,6 +402,7 @@ func (o *options) newSource(log *slog.Logger) (pipeline.Source, error) {
 			Namespace: o.namespace, ServicesConfigMap: o.servicesCM, ConfigConfigMap: o.configCM,
 			CertificatesConfigMap: o.certsCM, KeysSecret: o.keysSecret, ConfigSecret: o.configSecret,
 			CertificateSelector: o.certSelector,
+			TLSSecretNamespaces: o.tlsNamespaces.Namespaces,
 			PodConverter:        &snapshot.PodConverter{},
 			Watch:               o.watch,
 			OnUp:                o.onSourceUp,
@@ -463,8 +468,9 @@ func (o *options) buildOptions() (snapshot.Options, error) {
 		StatsPassword:         o.statsPass,
 		StatsPasswordSet:      o.statsPass != "",
 		// Pods converted once per resourceVersion, not once per render.
-		PodCache:  &snapshot.PodCache{},
-		Resources: o.watch,
+		PodCache:            &snapshot.PodCache{},
+		Resources:           o.watch,
+		TLSSecretNamespaces: o.tlsNamespaces.Namespaces,
 	}
 	if o.certSelector != "" {
 		sel, err := labels.Parse(o.certSelector)
@@ -892,5 +898,21 @@ func writeBundle(cfgFile, sslDir, mapsDir, filesDir string, b *render.Bundle) er
 	if err := os.WriteFile(cfgFile, b.Config, 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", cfgFile, err)
 	}
+	return nil
+}
+
+// namespacesFlag is --tls-secret-namespaces: comma-separated namespaces or *; repeating the
+// flag adds to it.
+type namespacesFlag struct {
+	snapshot.Namespaces
+	raw []string
+}
+
+func (n *namespacesFlag) Set(s string) error {
+	v, err := snapshot.ParseNamespaces(strings.Join(append(append([]string{}, n.raw...), s), ","))
+	if err != nil {
+		return err
+	}
+	n.Namespaces, n.raw = v, append(n.raw, s)
 	return nil
 }

@@ -39,6 +39,10 @@ type Options struct {
 	// CertificateSelector selects TLS Secrets (type kubernetes.io/tls) in Namespace that are
 	// certificates too, named after the Secret. nil selects none.
 	CertificateSelector labels.Selector
+	// TLSSecretNamespaces are the namespaces whose TLS Secrets are all certificates, named
+	// NAMESPACE.NAME, whatever their labels (--tls-secret-namespaces): what an Ingress or a
+	// Gateway listener of that namespace names. The zero value: none.
+	TLSSecretNamespaces Namespaces
 	// Env is the environment the templates see, already filtered by the caller's allow-list.
 	Env              map[string]string
 	StatsPassword    string
@@ -86,11 +90,13 @@ func Build(objs *Objects, opts Options) (*Snapshot, error) {
 	return Assemble(objs, opts, ins.List)
 }
 
-// inputs are the load balancer namespace's ConfigMaps and Secrets by name.
+// inputs are the load balancer namespace's ConfigMaps and Secrets by name, and the TLS
+// Secrets of the TLS Secret namespaces.
 type inputs struct {
 	namespace  string
 	configMaps map[string]*corev1.ConfigMap
 	secrets    map[string]*corev1.Secret
+	tlsSecrets []*corev1.Secret // sorted by namespace, then name (see namespaceTLSSecrets)
 }
 
 func indexObjects(objs *Objects, namespace string) inputs {

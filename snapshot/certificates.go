@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 var (
@@ -30,8 +31,9 @@ type pemPart struct {
 }
 
 // decodeCertificates pairs the certificates ConfigMap with the keys Secret by name, adds the
-// selected TLS Secrets, and checks every pair: one input per certificate name, with the error
-// when it is not usable. Errors never quote PEM content.
+// selected TLS Secrets and the TLS Secrets of the TLS Secret namespaces, and checks every
+// pair: one input per certificate name, with the error when it is not usable. Errors never
+// quote PEM content.
 func decodeCertificates(in inputs, opts Options) []Input {
 	var out []Input
 	// bad records an unusable certificate; name is its input's name (made unique when the
@@ -84,39 +86,33 @@ func decodeCertificates(in inputs, opts Options) []Input {
 		}
 	}
 
-	for _, s := range tlsSecrets(in, opts) {
+	// The selected TLS Secrets of the namespace, by their name; then the TLS Secrets of the
+	// TLS Secret namespaces, as NAMESPACE.NAME. A name already given is an error on the later
+	// one: the sidecar's namespace wins.
+	tlsInput := func(name string, s *corev1.Secret) {
 		ref := Ref{Kind: "Secret", Namespace: s.Namespace, Name: s.Name}
-		if err := checkCertName(s.Name); err != nil {
-			fail(s.Name, ref, "%v", err)
-			continue
+		if err := checkCertName(name); err != nil {
+			fail(name, ref, "%v", err)
+			return
 		}
-		if prev, ok := taken[s.Name]; ok {
-			fail(s.Name+"@"+ref.String(), ref, "certificate name %q is already given by %s", s.Name, prev)
-			continue
+		if prev, ok := taken[name]; ok {
+			fail(name+"@"+ref.String(), ref, "certificate name %q is already given by %s", name, prev)
+			return
 		}
-		taken[s.Name] = ref
-		data := secretData(s)
-		crt, hasCrt := data[corev1.TLSCertKey]
-		key, hasKey := data[corev1.TLSPrivateKeyKey]
-		switch {
-		case !hasCrt && !hasKey:
-			fail(s.Name, ref, "TLS Secret has neither %q nor %q", corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
-			continue
-		case !hasCrt:
-			fail(s.Name, ref, "TLS Secret has no %q: the private key has no certificate", corev1.TLSCertKey)
-			continue
-		case !hasKey:
-			fail(s.Name, ref, "TLS Secret has no %q: the certificate has no private key", corev1.TLSPrivateKeyKey)
-			continue
-		}
-		crtRef, keyRef := ref, ref
-		crtRef.Key, keyRef.Key = corev1.TLSCertKey, corev1.TLSPrivateKeyKey
-		pemData, err := pair(pemPart{ref: crtRef, data: crt}, pemPart{ref: keyRef, data: key})
+		taken[name] = ref
+		c, err := tlsSecretPEM(s, ref)
 		if err != nil {
-			bad(s.Name, ref, err)
-			continue
+			bad(name, ref, err)
+			return
 		}
-		out = append(out, Input{Kind: KindCertificate, Name: s.Name, Ref: ref, PEM: pemData, Hash: contentHash(string(pemData))})
+		c.Name = name
+		out = append(out, c)
+	}
+	for _, s := range tlsSecrets(in, opts) {
+		tlsInput(s.Name, s)
+	}
+	for _, s := range in.tlsSecrets {
+		tlsInput(NamespacedCertName(s.Namespace, s.Name), s)
 	}
 	// One input per name: a rejected entry that shares its name with another input is told
 	// apart by where it comes from.
@@ -130,6 +126,29 @@ func decodeCertificates(in inputs, opts Options) []Input {
 		}
 	}
 	return out
+}
+
+// tlsSecretPEM pairs a TLS Secret's tls.crt and tls.key into a certificate input (without its
+// name).
+func tlsSecretPEM(s *corev1.Secret, ref Ref) (Input, error) {
+	data := secretData(s)
+	crt, hasCrt := data[corev1.TLSCertKey]
+	key, hasKey := data[corev1.TLSPrivateKeyKey]
+	switch {
+	case !hasCrt && !hasKey:
+		return Input{}, fmt.Errorf("TLS Secret has neither %q nor %q", corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
+	case !hasCrt:
+		return Input{}, fmt.Errorf("TLS Secret has no %q: the private key has no certificate", corev1.TLSCertKey)
+	case !hasKey:
+		return Input{}, fmt.Errorf("TLS Secret has no %q: the certificate has no private key", corev1.TLSPrivateKeyKey)
+	}
+	crtRef, keyRef := ref, ref
+	crtRef.Key, keyRef.Key = corev1.TLSCertKey, corev1.TLSPrivateKeyKey
+	pemData, err := pair(pemPart{ref: crtRef, data: crt}, pemPart{ref: keyRef, data: key})
+	if err != nil {
+		return Input{}, err
+	}
+	return Input{Kind: KindCertificate, Ref: ref, PEM: pemData, Hash: contentHash(string(pemData))}, nil
 }
 
 // byName maps certificate names to the data keys that give them: "web.pem", "web.<ext>" and
@@ -253,6 +272,90 @@ func tlsSecrets(in inputs, opts Options) []*corev1.Secret {
 		}
 	}
 	return out
+}
+
+// NamespacedCertName is the name of the certificate a TLS Secret of the TLS Secret namespaces
+// gives: NAMESPACE.NAME. Namespaces have no dots, so the name says which Secret it is.
+func NamespacedCertName(namespace, name string) string { return namespace + "." + name }
+
+// namespaceTLSSecrets returns the TLS Secrets of the namespaces, sorted by namespace then name,
+// each once (a source may give a Secret twice: the sidecar's namespace's TLS Secrets are also
+// read for the certificate selector).
+func namespaceTLSSecrets(secrets []*corev1.Secret, namespaces Namespaces) []*corev1.Secret {
+	if namespaces.Empty() {
+		return nil
+	}
+	type key struct{ namespace, name string }
+	byKey := map[key]*corev1.Secret{}
+	for _, s := range secrets {
+		if s != nil && s.Type == corev1.SecretTypeTLS && namespaces.Has(s.Namespace) {
+			byKey[key{s.Namespace, s.Name}] = s
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(byKey), func(a, b key) int {
+		if c := strings.Compare(a.namespace, b.namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	out := make([]*corev1.Secret, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, byKey[k])
+	}
+	return out
+}
+
+// Namespaces is a set of namespaces, or every namespace: the value of --tls-secret-namespaces
+// ("web,shop", "*", or "" for none). The zero value is none.
+type Namespaces struct {
+	All   bool     // every namespace ("*")
+	Names []string // sorted, each once; empty with All
+}
+
+// ParseNamespaces reads comma-separated namespace names, or "*" for every namespace; white
+// space around the names and empty items are ignored, so "" is none.
+func ParseNamespaces(s string) (Namespaces, error) {
+	var n Namespaces
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		switch {
+		case name == "":
+		case name == "*":
+			n.All = true
+		default:
+			if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+				return Namespaces{}, fmt.Errorf("namespace %q: %s", name, strings.Join(errs, "; "))
+			}
+			if !slices.Contains(n.Names, name) {
+				n.Names = append(n.Names, name)
+			}
+		}
+	}
+	if n.All && len(n.Names) > 0 {
+		return Namespaces{}, fmt.Errorf("%q: \"*\" is every namespace; give it alone, or name the namespaces", s)
+	}
+	slices.Sort(n.Names)
+	return n, nil
+}
+
+// Empty reports whether n holds no namespace.
+func (n Namespaces) Empty() bool { return !n.All && len(n.Names) == 0 }
+
+// Has reports whether namespace is one of n.
+func (n Namespaces) Has(namespace string) bool {
+	if n.All {
+		return namespace != ""
+	}
+	_, found := slices.BinarySearch(n.Names, namespace)
+	return found
+}
+
+// String is n as ParseNamespaces reads it.
+func (n Namespaces) String() string {
+	if n.All {
+		return "*"
+	}
+	return strings.Join(n.Names, ",")
 }
 
 // configMapData merges data and binaryData (a PEM may be stored in either).

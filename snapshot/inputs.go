@@ -73,6 +73,7 @@ func Decode(objs *Objects, opts Options) Inputs {
 		objs = &Objects{}
 	}
 	in := indexObjects(objs, opts.Namespace)
+	in.tlsSecrets = namespaceTLSSecrets(objs.Secrets, opts.TLSSecretNamespaces)
 	var out Inputs
 	servicesRef := Ref{Kind: "ConfigMap", Namespace: opts.Namespace, Name: opts.ServicesConfigMap}
 	if cm := in.configMaps[opts.ServicesConfigMap]; cm != nil {

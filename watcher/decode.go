@@ -54,6 +54,10 @@ type manifestDecoder struct {
 	// objConv.
 	watched []*watched
 	objConv *snapshot.ObjectConverter
+	// secretNamespace, when set, limits the Secrets kept: every one of that namespace, and
+	// in the others the TLS Secrets of tlsNamespaces (see File.SecretNamespace).
+	secretNamespace string
+	tlsNamespaces   snapshot.Namespaces
 
 	jobs []job
 	objs snapshot.Objects
@@ -605,6 +609,13 @@ func (d *manifestDecoder) prepare(obj kruntime.Object, gvk schema.GroupVersionKi
 	case *corev1.Secret:
 		defaultNS(&o.ObjectMeta)
 		foldStringData(o)
+		if !d.keepSecret(o) {
+			if d.watchedBy(gvk) == nil {
+				return &decoded{}, nil // dropped: nothing of it is held
+			}
+			res = &decoded{kind: "Secret"} // only the watched form
+			break
+		}
 		res = &decoded{obj: o, kind: "Secret", meta: &o.ObjectMeta}
 	case *corev1.Pod:
 		defaultNS(&o.ObjectMeta)
@@ -644,10 +655,19 @@ func (d *manifestDecoder) prepare(obj kruntime.Object, gvk schema.GroupVersionKi
 	return res, nil
 }
 
+// keepSecret says whether a Secret is one the snapshot may read (see File.SecretNamespace).
+func (d *manifestDecoder) keepSecret(s *corev1.Secret) bool {
+	return d.secretNamespace == "" || s.Namespace == d.secretNamespace ||
+		(s.Type == corev1.SecretTypeTLS && d.tlsNamespaces.Has(s.Namespace))
+}
+
 // add keeps ConfigMaps, Secrets, Pods and EndpointSlices, as the API server would store them,
 // and the objects of the watched resources.
 func (d *manifestDecoder) add(at *origin, r *decoded) {
 	if r.kind == "" {
+		if r.obj == nil {
+			return // a Secret dropped (keepSecret)
+		}
 		gvk := r.obj.GetObjectKind().GroupVersionKind()
 		d.logger.Debug("ignoring an object that is not a ConfigMap, Secret, Pod or EndpointSlice",
 			"file", at.rel, "line", at.line, "kind", gvk.Kind, "apiVersion", gvk.GroupVersion().String())

@@ -64,6 +64,11 @@ type EtcdConfig struct {
 	// CertificateSelector is a label selector for TLS Secrets in Namespace that are
 	// certificates too (as --certificate-selector); empty: none. Other Secrets are dropped.
 	CertificateSelector string
+	// TLSSecretNamespaces are the namespaces whose TLS Secrets are read too
+	// (--tls-secret-namespaces): the keys under <prefix>/secrets/NAMESPACE/ of each (or under
+	// <prefix>/secrets/ for every namespace). A Secret of another type is dropped, before it
+	// is decoded when it is stored as protobuf (its type is read from the bytes).
+	TLSSecretNamespaces snapshot.Namespaces
 	// Watch are the watched resources (--watch): each is listed and watched under the prefix
 	// kube-apiserver stores it at (see etcdPath), decoded whatever its type (protobuf through
 	// client-go's scheme for built-ins, JSON for custom resources), and returned in
@@ -97,10 +102,10 @@ type EtcdConfig struct {
 }
 
 // Etcd is a Source that reads the objects kube-apiserver stores in etcd, directly, as the
-// original project did: the ConfigMaps and Secrets of the load balancer's namespace, the Pods
-// of the namespaces the services with a selector name, and the EndpointSlices of the
-// namespaces the services naming a Kubernetes Service name (each watched only while a service
-// needs it). Each key prefix is listed at one revision (paged), then watched from the next
+// original project did: the ConfigMaps and Secrets of the load balancer's namespace, the TLS
+// Secrets of the TLS Secret namespaces, the Pods of the namespaces the services with a
+// selector name, and the EndpointSlices of the namespaces the services naming a Kubernetes
+// Service name (each watched only while a service needs it). Each key prefix is listed at one revision (paged), then watched from the next
 // revision; on compaction, a cancelled watch, leader loss or a stall it is listed again, so
 // no change is missed and nothing stale stays.
 //
@@ -110,7 +115,8 @@ type EtcdConfig struct {
 // the keys and config Secrets), Objects also reports it as a *snapshot.InputError naming the
 // object, so the pipeline keeps the last good configuration and says why. Pods, EndpointSlices
 // and label-selected Secrets cannot be told apart from others without decoding them: an
-// undecodable one is only logged.
+// undecodable one is only logged (for the TLS Secret namespaces, the first encrypted one as a
+// warning, the others at debug level).
 type Etcd struct {
 	cfg       EtcdConfig
 	clientCfg clientv3.Config
@@ -125,6 +131,13 @@ type Etcd struct {
 	upMu       sync.Mutex
 	reportedUp int // -1 never reported, 0 down, 1 up
 
+	// lbTLS: the TLS Secrets of Namespace are read too (it is one of TLSSecretNamespaces).
+	lbTLS bool
+	// encryptedTLS is set once an encrypted Secret of the TLS Secret namespaces was logged
+	// as a warning; the others are logged at debug level (a cluster that encrypts Secrets at
+	// rest would otherwise log every Secret it has).
+	encryptedTLS atomic.Bool
+
 	converted atomic.Int64 // pods converted, for PodConverter rounds
 	watched   []*watched   // the --watch resources
 	objConv   snapshot.ObjectConverter
@@ -138,6 +151,7 @@ type Etcd struct {
 	wg         sync.WaitGroup
 	cms        *prefixWatch
 	secrets    *prefixWatch
+	tlsWatches []*prefixWatch         // the TLS Secrets of the TLS Secret namespaces
 	resWatches []*prefixWatch         // one per watched resource
 	nsWatches  map[nsKey]*prefixWatch // pods and EndpointSlices of the namespaces the services name
 	failing    map[*prefixWatch]error
@@ -163,7 +177,10 @@ type prefixWatch struct {
 	kind      objectKind
 	namespace string
 	res       *watched // a watched resource's (kind and namespace are then unused)
-	prefix    string
+	// tls: the TLS Secrets of a TLS Secret namespace (of every namespace but the load
+	// balancer's when namespace is "")
+	tls    bool
+	prefix string
 	// items by etcd key; written only by the watch's own goroutine, under Etcd.mu.
 	items map[string]*item
 	// sorted caches items in key order for Objects; nil when items changed since.
@@ -260,6 +277,7 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 		}
 		e.certSel = sel
 	}
+	e.lbTLS = cfg.TLSSecretNamespaces.Has(cfg.Namespace)
 	if e.watched, err = resolve(cfg.Watch); err != nil {
 		return nil, fmt.Errorf("etcd source: %w", err)
 	}
@@ -296,6 +314,7 @@ func (e *Etcd) Run(ctx context.Context, changed func()) error {
 	e.cli, e.ctx, e.changed = cli, ctx, changed
 	e.cms = e.startWatch(configMapKind, e.cfg.Namespace)
 	e.secrets = e.startWatch(secretKind, e.cfg.Namespace)
+	e.startTLSWatches()
 	for _, res := range e.watched {
 		w := e.startWatched(res)
 		e.resWatches = append(e.resWatches, w)
@@ -341,18 +360,41 @@ func (e *Etcd) connect(ctx context.Context) (*clientv3.Client, error) {
 
 // startWatch starts following a namespace's objects of a kind. Called with e.mu held.
 func (e *Etcd) startWatch(kind objectKind, namespace string) *prefixWatch {
+	return e.start(&prefixWatch{kind: kind, namespace: namespace, prefix: kind.keyPrefix(e.cfg.Prefix, namespace)})
+}
+
+// start starts following w. Called with e.mu held.
+func (e *Etcd) start(w *prefixWatch) *prefixWatch {
 	ctx, stop := context.WithCancel(e.ctx)
-	w := &prefixWatch{
-		kind:      kind,
-		namespace: namespace,
-		prefix:    kind.keyPrefix(e.cfg.Prefix, namespace),
-		items:     map[string]*item{},
-		synced:    make(chan struct{}),
-		stop:      stop,
-	}
+	w.items, w.synced, w.stop = map[string]*item{}, make(chan struct{}), stop
 	e.wg.Add(1)
 	go e.follow(ctx, w)
 	return w
+}
+
+// startTLSWatches starts following the TLS Secrets of the TLS Secret namespaces: one prefix
+// per namespace, or every Secret for all namespaces. The load balancer's namespace is read by
+// e.secrets already (which then keeps its TLS Secrets too). Called with e.mu held.
+func (e *Etcd) startTLSWatches() {
+	tls := e.cfg.TLSSecretNamespaces
+	start := func(namespace string) {
+		prefix := e.cfg.Prefix + "/" + secretKind.Resource + "/"
+		if namespace != "" {
+			prefix = secretKind.keyPrefix(e.cfg.Prefix, namespace)
+		}
+		w := e.start(&prefixWatch{kind: secretKind, namespace: namespace, tls: true, prefix: prefix})
+		e.tlsWatches = append(e.tlsWatches, w)
+		e.log.Info("etcd source: watching TLS Secrets", "prefix", w.prefix)
+	}
+	if tls.All {
+		start("")
+		return
+	}
+	for _, ns := range tls.Names {
+		if ns != e.cfg.Namespace {
+			start(ns)
+		}
+	}
 }
 
 // startWatched starts following a watched resource's objects. Called with e.mu held.
@@ -373,12 +415,22 @@ func (e *Etcd) current(w *prefixWatch) bool {
 	if w.res != nil {
 		return slices.Contains(e.resWatches, w)
 	}
+	if w.tls {
+		return slices.Contains(e.tlsWatches, w)
+	}
 	return w == e.cms || w == e.secrets || e.nsWatches[nsKey{w.kind, w.namespace}] == w
 }
 
 // objectName returns the namespace and name of the object a key under w's prefix holds: for a
 // watched resource of every namespace, NAMESPACE/NAME (or NAME for a cluster-scoped one).
 func (w *prefixWatch) objectName(key string) (namespace, name string, err error) {
+	if w.tls && w.namespace == "" {
+		ns, n, _ := strings.Cut(strings.TrimPrefix(key, w.prefix), "/")
+		if !strings.HasPrefix(key, w.prefix) || ns == "" || n == "" || strings.Contains(n, "/") {
+			return "", "", errNotObjectKey
+		}
+		return ns, n, nil
+	}
 	if w.res == nil || w.res.spec.Namespace != "" {
 		name, err = nameFromKey(w.prefix, key)
 		if w.res != nil {
@@ -530,7 +582,7 @@ func (e *Etcd) decodeInto(w *prefixWatch, old, items map[string]*item, kvs []*mv
 		if err != nil {
 			continue
 		}
-		if !e.wanted(w, name) {
+		if !e.wanted(w, namespace, name, kv.Value) {
 			items[key] = &item{modRev: kv.ModRevision}
 			continue
 		}
@@ -570,43 +622,66 @@ func (e *Etcd) decodeAll(w *prefixWatch, jobs []decodeJob) {
 	}
 }
 
-// wanted says whether an object of w, by name, is worth decoding: the ConfigMaps the snapshot
-// reads, the named Secrets (every Secret when a certificate selector needs its labels), all Pods,
-// every object of a watched resource.
-func (e *Etcd) wanted(w *prefixWatch, name string) bool {
+// wanted says whether an object of w, by namespace, name and stored value, is worth decoding:
+// the ConfigMaps the snapshot reads, the named Secrets, the TLS Secrets when a certificate
+// selector needs their labels or their namespace is a TLS Secret namespace (a Secret stored as
+// protobuf says its type before it is decoded), all Pods, every object of a watched resource.
+func (e *Etcd) wanted(w *prefixWatch, namespace, name string, value []byte) bool {
 	if w.res != nil {
 		return true
 	}
-	switch w.kind {
-	case configMapKind:
+	switch {
+	case w.kind == configMapKind:
 		return name == e.cfg.ServicesConfigMap || name == e.cfg.ConfigConfigMap || name == e.cfg.CertificatesConfigMap
-	case secretKind:
-		return e.namedSecret(name) || e.certSel != nil
+	case w.tls:
+		// Every namespace's watch leaves the load balancer's to e.secrets.
+		return namespace != e.cfg.Namespace && maybeTLSSecret(value)
+	case w.kind == secretKind:
+		return e.namedSecret(name) || ((e.certSel != nil || e.lbTLS) && maybeTLSSecret(value))
 	}
 	return true
+}
+
+// maybeTLSSecret is false for a stored Secret whose bytes say it is not a TLS Secret.
+func maybeTLSSecret(value []byte) bool {
+	typ, ok := storedSecretType(value)
+	return !ok || typ == string(corev1.SecretTypeTLS)
 }
 
 func (e *Etcd) namedSecret(name string) bool {
 	return name == e.cfg.KeysSecret || (e.cfg.ConfigSecret != "" && name == e.cfg.ConfigSecret)
 }
 
-// keep turns a decoded job of w into an item: Secrets that are neither named nor selected, and
-// watched objects their selector does not match, are dropped (only their revision is kept);
-// undecodable values are logged.
+// keep turns a decoded job of w into an item: Secrets that are neither named nor selected nor
+// TLS Secrets of a TLS Secret namespace, and watched objects their selector does not match,
+// are dropped (only their revision is kept); undecodable values are logged.
 func (e *Etcd) keep(w *prefixWatch, j *decodeJob) *item {
 	it := &item{modRev: j.modRev, obj: j.obj, pod: j.pod, object: j.object, err: j.err}
 	if j.err != nil {
+		var enc *EncryptedError
+		if w.tls && errors.As(j.err, &enc) && !e.encryptedTLS.CompareAndSwap(false, true) {
+			e.log.Debug("etcd source: cannot decode a value; skipping it", "key", j.key, "revision", j.modRev, "error", j.err)
+			return it
+		}
 		e.log.Warn("etcd source: cannot decode a value; skipping it", "key", j.key, "revision", j.modRev, "error", j.err)
 		return it
 	}
 	if w.res != nil && !w.res.keep(j.object) {
 		it.object = nil
 	}
-	if s, ok := j.obj.(*corev1.Secret); ok && !e.namedSecret(s.Name) &&
-		(e.certSel == nil || !e.certSel.Matches(labels.Set(s.Labels))) {
+	if s, ok := j.obj.(*corev1.Secret); ok && !e.keepSecret(w, s) {
 		it.obj = nil
 	}
 	return it
+}
+
+// keepSecret says whether a decoded Secret of w is one the snapshot reads.
+func (e *Etcd) keepSecret(w *prefixWatch, s *corev1.Secret) bool {
+	tls := s.Type == corev1.SecretTypeTLS
+	if w.tls {
+		return tls
+	}
+	return e.namedSecret(s.Name) || (tls && (e.lbTLS || (e.certSel != nil && e.certSel.Matches(labels.Set(s.Labels)))))
 }
 
 func sameItems(a, b map[string]*item) bool {
@@ -697,7 +772,7 @@ func (e *Etcd) apply(w *prefixWatch, events []*clientv3.Event, rev int64) {
 		case err != nil:
 		case ev.Type == clientv3.EventTypeDelete:
 			deletes[key] = true
-		case !e.wanted(w, name):
+		case !e.wanted(w, namespace, name, ev.Kv.Value):
 			placeholders[key] = &item{modRev: ev.Kv.ModRevision}
 		default:
 			jobs = append(jobs, decodeJob{key: key, namespace: namespace, name: name, value: ev.Kv.Value, modRev: ev.Kv.ModRevision})
@@ -726,6 +801,9 @@ func (e *Etcd) apply(w *prefixWatch, events []*clientv3.Event, rev int64) {
 		}
 	}
 	for key, it := range placeholders {
+		if old := w.items[key]; old != nil && (old.obj != nil || old.pod != nil || old.object != nil || old.err != nil) {
+			changed = true // an object no longer wanted goes
+		}
 		w.items[key] = it
 		w.sorted = nil
 	}
@@ -888,14 +966,14 @@ func (e *Etcd) watchStops() []context.CancelCauseFunc {
 	return out
 }
 
-// watches returns every current watch: ConfigMaps, Secrets, then pods and EndpointSlices by
-// namespace (none
+// watches returns every current watch: ConfigMaps, Secrets, the TLS Secrets of the TLS Secret
+// namespaces, then pods and EndpointSlices by namespace, then the watched resources (none
 // before Run has started them). Called with e.mu held.
 func (e *Etcd) watches() []*prefixWatch {
 	if e.cms == nil {
 		return nil
 	}
-	out := []*prefixWatch{e.cms, e.secrets}
+	out := append([]*prefixWatch{e.cms, e.secrets}, e.tlsWatches...)
 	for _, k := range sortedKeys(e.nsWatches) {
 		out = append(out, e.nsWatches[k])
 	}
@@ -1019,9 +1097,9 @@ func (e *Etcd) collect() (*snapshot.Objects, error) {
 				if it.pod != nil {
 					objs.ConvertedPods = append(objs.ConvertedPods, it.pod)
 				}
-				if it.err != nil && (w.kind == configMapKind || w.kind == secretKind) {
+				if it.err != nil && !w.tls && (w.kind == configMapKind || w.kind == secretKind) {
 					name, _ := nameFromKey(w.prefix, key)
-					if e.wanted(w, name) && (w.kind != secretKind || e.namedSecret(name)) {
+					if e.wanted(w, w.namespace, name, nil) && (w.kind != secretKind || e.namedSecret(name)) {
 						errs = append(errs, &snapshot.InputError{Stage: snapshot.StageDecode,
 							Ref: snapshot.Ref{Kind: w.kind.Kind, Namespace: w.namespace, Name: name}, Err: it.err})
 					}

@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
@@ -305,4 +306,65 @@ func nameFromKey(keyPrefix, key string) (string, error) {
 		return "", errNotObjectKey
 	}
 	return name, nil
+}
+
+// storedSecretType reads the type of a Secret kube-apiserver stored as protobuf without
+// decoding it (its data stays in the bytes it came in): the value is "k8s\x00" and a
+// runtime.Unknown whose raw (field 2) is the Secret, whose type is field 3. ok is false when
+// the bytes do not say (JSON, encrypted, not protobuf, no type): the value is then decoded.
+func storedSecretType(value []byte) (typ string, ok bool) {
+	rest, found := bytes.CutPrefix(value, protobufMagic)
+	if !found {
+		return "", false
+	}
+	raw, found := protoField(rest, 2)
+	if !found {
+		return "", false
+	}
+	t, found := protoField(raw, 3)
+	if !found {
+		return "", false
+	}
+	return string(t), true
+}
+
+// protoField returns the last value of length-delimited field num of a protobuf message (the
+// last one wins, as when decoding); false when the message has none or does not parse.
+func protoField(msg []byte, num uint64) (value []byte, found bool) {
+	for len(msg) > 0 {
+		tag, n := binary.Uvarint(msg)
+		if n <= 0 {
+			return nil, false
+		}
+		msg = msg[n:]
+		switch tag & 7 {
+		case 0: // varint
+			if _, n = binary.Uvarint(msg); n <= 0 {
+				return nil, false
+			}
+			msg = msg[n:]
+		case 1: // 64-bit
+			if len(msg) < 8 {
+				return nil, false
+			}
+			msg = msg[8:]
+		case 5: // 32-bit
+			if len(msg) < 4 {
+				return nil, false
+			}
+			msg = msg[4:]
+		case 2: // length-delimited
+			l, n := binary.Uvarint(msg)
+			if n <= 0 || l > uint64(len(msg)-n) {
+				return nil, false
+			}
+			if tag>>3 == num {
+				value, found = msg[n:n+int(l)], true
+			}
+			msg = msg[n+int(l):]
+		default: // groups: not in Kubernetes objects
+			return nil, false
+		}
+	}
+	return value, found
 }

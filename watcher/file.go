@@ -59,6 +59,12 @@ type File struct {
 	// MaxFileSize bounds one manifest file (--max-file-size): a larger file is not read, and is
 	// bad input. 0 means DefaultMaxFileSize; a negative value, no limit.
 	MaxFileSize int64
+	// SecretNamespace, when set, is the only namespace whose Secrets are all kept (the
+	// sidecar's); in the others only the TLS Secrets (type kubernetes.io/tls) of
+	// TLSSecretNamespaces are kept, the rest dropped as they are decoded and never held.
+	// Empty: every Secret is kept. Neither changes once Objects has been called.
+	SecretNamespace     string
+	TLSSecretNamespaces snapshot.Namespaces
 	// Watch are the watched resources (--watch): objects of their kinds (by apiVersion and
 	// kind; a custom resource's kind is its ;kind=, else the kind whose plural is the
 	// resource's) are returned in Objects.Resources, converted and filtered by namespace and
@@ -197,6 +203,7 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	dec := newManifestDecoder(f.DefaultNamespace, log)
+	dec.secretNamespace, dec.tlsNamespaces = f.SecretNamespace, f.TLSSecretNamespaces
 	if len(f.Watch) > 0 {
 		if dec.watched, err = resolve(f.Watch); err != nil {
 			return nil, fmt.Errorf("file source: %w", err)

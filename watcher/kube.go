@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -33,8 +34,9 @@ import (
 
 // Kube reads the inputs from the Kubernetes API with informers: the ConfigMaps of the
 // load-balancer namespace, the Secrets it needs there (the keys Secret, the config Secret, TLS
-// Secrets matching the certificate selector), and the Pods of the namespaces the services name,
-// each namespace watched only while a service names it.
+// Secrets matching the certificate selector), the TLS Secrets of the TLS Secret namespaces, and
+// the Pods of the namespaces the services name, each namespace watched only while a service
+// names it.
 type Kube struct {
 	Client              kubernetes.Interface
 	Namespace           string
@@ -42,6 +44,10 @@ type Kube struct {
 	KeysSecret          string
 	ConfigSecret        string // optional
 	CertificateSelector string // label selector; empty: no TLS Secrets
+	// TLSSecretNamespaces are followed for their TLS Secrets (--tls-secret-namespaces): an
+	// informer per namespace, or one cluster-wide for every namespace, listing with the field
+	// selector type=kubernetes.io/tls, so that no other Secret is sent or held.
+	TLSSecretNamespaces snapshot.Namespaces
 	Logger              *slog.Logger
 	// Watch are the watched resources (--watch), followed with dynamic informers through
 	// Dynamic (required with Watch) and returned in Objects.Resources.
@@ -55,6 +61,7 @@ type Kube struct {
 	events   atomic.Uint64
 	cms      cache.SharedIndexInformer
 	secrets  []cache.SharedIndexInformer
+	tls      []*tlsWatch
 	podNS    map[string]*podWatch
 	res      []*resourceWatch
 	initOnce sync.Once
@@ -70,6 +77,18 @@ type resourceWatch struct {
 	mu       sync.Mutex
 	err      error // the last list or watch error, until the informer has synced
 }
+
+// tlsWatch follows the TLS Secrets of one namespace of TLSSecretNamespaces (of every namespace
+// when namespace is "").
+type tlsWatch struct {
+	namespace string
+	informer  cache.SharedIndexInformer
+	mu        sync.Mutex
+	err       error // the last list or watch error, until the informer has synced
+}
+
+// tlsSecretSelector keeps every Secret but TLS Secrets on the API server's side.
+var tlsSecretSelector = fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS)).String()
 
 // podWatch watches one namespace a service names: its pods, and its EndpointSlices for
 // services that name a Kubernetes Service.
@@ -143,12 +162,17 @@ func (k *Kube) Run(ctx context.Context, changed func()) error {
 			return err
 		}
 	}
+	tls, tlsFactories, err := k.watchTLSSecrets(handler)
+	if err != nil {
+		return err
+	}
+	factories = append(factories, tlsFactories...)
 	res, dynFactories, err := k.watchResources(handler)
 	if err != nil {
 		return err
 	}
 	k.mu.Lock()
-	k.ctx, k.changed, k.cms, k.secrets, k.podNS, k.res = ctx, changed, cms, secrets, map[string]*podWatch{}, res
+	k.ctx, k.changed, k.cms, k.secrets, k.tls, k.podNS, k.res = ctx, changed, cms, secrets, tls, map[string]*podWatch{}, res
 	k.mu.Unlock()
 	for _, f := range factories {
 		f.Start(ctx.Done())
@@ -209,16 +233,22 @@ func (k *Kube) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil, fmt.Errorf("wait for the Kubernetes caches: %w", ctx.Err())
 	}
+	tls, err := k.tlsSecrets(ctx)
+	if err != nil {
+		return nil, err
+	}
 	objs := &snapshot.Objects{}
 	for _, o := range cms.GetStore().List() {
 		objs.ConfigMaps = append(objs.ConfigMaps, o.(*corev1.ConfigMap))
 	}
+	// A Secret of the namespace may be in two informers (by name or label, and as a TLS
+	// Secret of the namespaces): once is enough.
 	seen := map[string]bool{}
-	for _, inf := range secrets {
+	for _, inf := range slices.Concat(secrets, tls) {
 		for _, o := range inf.GetStore().List() {
 			s := o.(*corev1.Secret)
-			if !seen[s.Name] {
-				seen[s.Name] = true
+			if key := s.Namespace + "/" + s.Name; !seen[key] {
+				seen[key] = true
 				objs.Secrets = append(objs.Secrets, s)
 			}
 		}
@@ -318,7 +348,10 @@ func (k *Kube) pods(ctx context.Context, cms []*corev1.ConfigMap) ([]*corev1.Pod
 // Lookup returns the cached object a Ref names (for Events), or nil.
 func (k *Kube) Lookup(ref snapshot.Ref) runtime.Object {
 	k.mu.Lock()
-	cms, secrets := k.cms, k.secrets
+	cms, secrets := k.cms, slices.Clone(k.secrets)
+	for _, w := range k.tls {
+		secrets = append(secrets, w.informer)
+	}
 	k.mu.Unlock()
 	key := ref.Namespace + "/" + ref.Name
 	switch ref.Kind {
@@ -336,6 +369,103 @@ func (k *Kube) Lookup(ref snapshot.Ref) runtime.Object {
 		}
 	}
 	return nil
+}
+
+// watchTLSSecrets makes the informers of the TLS Secrets of TLSSecretNamespaces; the
+// factories are started by Run.
+func (k *Kube) watchTLSSecrets(handler cache.ResourceEventHandler) ([]*tlsWatch, []informers.SharedInformerFactory, error) {
+	namespaces := k.TLSSecretNamespaces.Names
+	if k.TLSSecretNamespaces.All {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	var (
+		out       []*tlsWatch
+		factories []informers.SharedInformerFactory
+	)
+	for _, ns := range namespaces {
+		f := informers.NewSharedInformerFactoryWithOptions(k.Client, 0, informers.WithNamespace(ns),
+			informers.WithTransform(stripManagedFields),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = tlsSecretSelector }))
+		inf := f.Core().V1().Secrets().Informer()
+		w := &tlsWatch{namespace: ns, informer: inf}
+		if err := inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
+			w.mu.Lock()
+			w.err = err
+			w.mu.Unlock()
+			k.logger().Warn("kube source: cannot list or watch TLS Secrets; retrying", "namespace", w.where(), "error", w.explain(err))
+		}); err != nil {
+			return nil, nil, err
+		}
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return nil, nil, err
+		}
+		out = append(out, w)
+		factories = append(factories, f)
+	}
+	return out, factories, nil
+}
+
+// where names the namespace w follows, for messages.
+func (w *tlsWatch) where() string {
+	if w.namespace == "" {
+		return "every namespace"
+	}
+	return w.namespace
+}
+
+// explain says what a list or watch error of w means.
+func (w *tlsWatch) explain(err error) error {
+	if apierrors.IsForbidden(err) {
+		grant := "a Role in namespace " + w.namespace + " (see examples/kubernetes/rbac-tls.yaml)"
+		if w.namespace == "" {
+			grant = "a ClusterRole (see examples/kubernetes/rbac-tls-all.yaml)"
+		}
+		return fmt.Errorf("not allowed to list and watch the Secrets of %s (--tls-secret-namespaces): give the sidecar's service account get, list and watch on secrets through %s: %w",
+			w.where(), grant, err)
+	}
+	return err
+}
+
+// tlsSecrets returns the informers of the TLS Secrets once each has listed; one that cannot
+// list (RBAC forbids) is an error naming the namespace, not a wait: the last configuration
+// keeps serving, and no certificate goes missing because its namespace could not be read.
+func (k *Kube) tlsSecrets(ctx context.Context) ([]cache.SharedIndexInformer, error) {
+	k.mu.Lock()
+	tls := k.tls
+	k.mu.Unlock()
+	if len(tls) == 0 {
+		return nil, nil
+	}
+	tick := time.NewTicker(resourcePoll)
+	defer tick.Stop()
+	for {
+		pending := false
+		for _, w := range tls {
+			if w.informer.HasSynced() {
+				continue
+			}
+			w.mu.Lock()
+			err := w.err
+			w.mu.Unlock()
+			if err != nil {
+				return nil, fmt.Errorf("kube source: TLS Secrets of %s: %w", w.where(), w.explain(err))
+			}
+			pending = true
+		}
+		if !pending {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for the TLS Secrets: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+	out := make([]cache.SharedIndexInformer, 0, len(tls))
+	for _, w := range tls {
+		out = append(out, w.informer)
+	}
+	return out, nil
 }
 
 // watchResources makes a dynamic informer for each watched resource, converting objects as

@@ -21,3 +21,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "haproxy-sidecar.watchNamespace" -}}
 {{- range rest (splitList ";" .) }}{{ if hasPrefix "namespace=" (trim .) }}{{ trimPrefix "namespace=" (trim .) }}{{ end }}{{ end -}}
 {{- end -}}
+{{- /* The rules of the TLS Secret namespaces: read their Secrets, report on them with Events. */ -}}
+{{- define "haproxy-sidecar.tlsSecretRules" -}}
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
