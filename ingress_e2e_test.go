@@ -659,21 +659,7 @@ func TestTLSSecretNamespacesRBAC(t *testing.T) {
 	// apply applies manifests for real, each object in its namespace (lb when it has none).
 	apply := func(t *testing.T, manifests []byte) {
 		t.Helper()
-		byNS := map[string][]byte{}
-		for _, o := range decodeDocs(t, manifests) {
-			ns := o.GetNamespace()
-			if ns == "" {
-				ns = "lb"
-			}
-			byNS[ns] = append(append(byNS[ns], mustJSON(t, o)...), '\n')
-		}
-		for ns, docs := range byNS {
-			f := filepath.Join(t.TempDir(), ns+".json")
-			if err := os.WriteFile(f, docs, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			run(t, k.KubectlPath, "--kubeconfig", k.Kubeconfig, "apply", "-n", ns, "-f", f)
-		}
+		kubectlApplyByNamespace(t, k, "lb", manifests)
 	}
 	// objects runs a kube source as the service account, reading the TLS Secrets of namespaces.
 	objects := func(t *testing.T, sa, namespaces string) error {

@@ -195,6 +195,27 @@ template: |
 	})
 }
 
+// kubectlApplyByNamespace applies manifests to a real API server with kubectl, each object in its
+// namespace (defaultNS when it names none): kubectl takes one namespace per apply.
+func kubectlApplyByNamespace(t *testing.T, k *kubetest.Env, defaultNS string, manifests []byte) {
+	t.Helper()
+	byNS := map[string][]byte{}
+	for _, o := range decodeDocs(t, manifests) {
+		ns := o.GetNamespace()
+		if ns == "" {
+			ns = defaultNS
+		}
+		byNS[ns] = append(append(byNS[ns], mustJSON(t, o)...), '\n')
+	}
+	for ns, docs := range byNS {
+		f := filepath.Join(t.TempDir(), ns+".json")
+		if err := os.WriteFile(f, docs, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		run(t, k.KubectlPath, "--kubeconfig", k.Kubeconfig, "apply", "-n", ns, "-f", f)
+	}
+}
+
 func mustJSON(t *testing.T, o *unstructured.Unstructured) []byte {
 	t.Helper()
 	b, err := o.MarshalJSON()

@@ -57,22 +57,7 @@ func TestWatchRBAC(t *testing.T) {
 	if !sawEnv {
 		t.Error("the Deployment has no WATCH with the watch values")
 	}
-	// Applied for real (kubectl takes one namespace per apply).
-	byNS := map[string][]byte{}
-	for _, o := range decodeDocs(t, out) {
-		ns := o.GetNamespace()
-		if ns == "" {
-			ns = "lb"
-		}
-		byNS[ns] = append(append(byNS[ns], mustJSON(t, o)...), '\n')
-	}
-	for ns, docs := range byNS {
-		f := filepath.Join(t.TempDir(), ns+".json")
-		if err := os.WriteFile(f, docs, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		run(t, k.KubectlPath, "--kubeconfig", k.Kubeconfig, "apply", "-n", ns, "-f", f)
-	}
+	kubectlApplyByNamespace(t, k, "lb", out) // applied for real
 
 	// objects runs a kube source as the service account with the watch values.
 	objects := func(t *testing.T, sa string, values []string) error {

@@ -183,31 +183,19 @@ func (d *valueDecoder) decodeAll(kind objectKind, jobs []decodeJob, conv *snapsh
 			j.pod, j.obj = conv.Convert(p), nil
 		}
 	}
-	workers := min(runtime.GOMAXPROCS(0)-1, (len(jobs)+31)/32)
-	if workers <= 1 {
-		for i := range jobs {
-			one(&jobs[i])
-		}
-		return
-	}
-	var (
-		next atomic.Int64
-		wg   sync.WaitGroup
-	)
-	for range workers {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(jobs); i = int(next.Add(1) - 1) {
-				one(&jobs[i])
-			}
-		})
-	}
-	wg.Wait()
+	forEachJob(jobs, one)
 }
 
 // decodeWatched decodes the jobs of a watched resource on all CPUs but one (see decodeAll),
 // converting each object with conv.
 func (d *valueDecoder) decodeWatched(w *watched, conv *snapshot.ObjectConverter, jobs []decodeJob) {
 	one := func(j *decodeJob) { j.object, j.err = d.decodeObject(w, conv, j) }
+	forEachJob(jobs, one)
+}
+
+// forEachJob runs one on every job, on all CPUs but one when there are enough jobs for
+// more than one worker (see decodeAll).
+func forEachJob(jobs []decodeJob, one func(*decodeJob)) {
 	workers := min(runtime.GOMAXPROCS(0)-1, (len(jobs)+31)/32)
 	if workers <= 1 {
 		for i := range jobs {

@@ -436,30 +436,19 @@ func (k *Kube) tlsSecrets(ctx context.Context) ([]cache.SharedIndexInformer, err
 	if len(tls) == 0 {
 		return nil, nil
 	}
-	tick := time.NewTicker(resourcePoll)
-	defer tick.Stop()
-	for {
-		pending := false
-		for _, w := range tls {
-			if w.informer.HasSynced() {
-				continue
-			}
+	err := awaitListed(ctx, "the TLS Secrets", len(tls),
+		func(i int) bool { return tls[i].informer.HasSynced() },
+		func(i int) error {
+			w := tls[i]
 			w.mu.Lock()
-			err := w.err
-			w.mu.Unlock()
-			if err != nil {
-				return nil, fmt.Errorf("kube source: TLS Secrets of %s: %w", w.where(), w.explain(err))
+			defer w.mu.Unlock()
+			if w.err == nil {
+				return nil
 			}
-			pending = true
-		}
-		if !pending {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("wait for the TLS Secrets: %w", ctx.Err())
-		case <-tick.C:
-		}
+			return fmt.Errorf("kube source: TLS Secrets of %s: %w", w.where(), w.explain(w.err))
+		})
+	if err != nil {
+		return nil, err
 	}
 	out := make([]cache.SharedIndexInformer, 0, len(tls))
 	for _, w := range tls {
@@ -557,6 +546,34 @@ func explainWatchError(w *watched, err error) error {
 	return err
 }
 
+// awaitListed waits until each of n informers has listed (synced); one whose list failed
+// (listErr) ends the wait with its error rather than a wait forever: the last configuration
+// keeps serving while the operator fixes what the error names.
+func awaitListed(ctx context.Context, what string, n int, synced func(int) bool, listErr func(int) error) error {
+	tick := time.NewTicker(resourcePoll)
+	defer tick.Stop()
+	for {
+		pending := false
+		for i := range n {
+			if synced(i) {
+				continue
+			}
+			if err := listErr(i); err != nil {
+				return err
+			}
+			pending = true
+		}
+		if !pending {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %s: %w", what, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
 // resourcePoll is how often Objects looks whether the watched resources' informers have synced
 // or failed.
 const resourcePoll = 20 * time.Millisecond
@@ -571,30 +588,19 @@ func (k *Kube) resources(ctx context.Context) (map[string][]*snapshot.Object, er
 	if len(res) == 0 {
 		return nil, nil
 	}
-	tick := time.NewTicker(resourcePoll)
-	defer tick.Stop()
-	for {
-		pending := false
-		for _, rw := range res {
-			if rw.informer.HasSynced() {
-				continue
-			}
+	err := awaitListed(ctx, "the watched resources", len(res),
+		func(i int) bool { return res[i].informer.HasSynced() },
+		func(i int) error {
+			rw := res[i]
 			rw.mu.Lock()
-			err := rw.err
-			rw.mu.Unlock()
-			if err != nil {
-				return nil, fmt.Errorf("kube source: watch %s: %w", rw.w.spec.Qualified(), explainWatchError(rw.w, err))
+			defer rw.mu.Unlock()
+			if rw.err == nil {
+				return nil
 			}
-			pending = true
-		}
-		if !pending {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("wait for the watched resources: %w", ctx.Err())
-		case <-tick.C:
-		}
+			return fmt.Errorf("kube source: watch %s: %w", rw.w.spec.Qualified(), explainWatchError(rw.w, rw.err))
+		})
+	if err != nil {
+		return nil, err
 	}
 	out := make(map[string][]*snapshot.Object, len(res))
 	for _, rw := range res {
