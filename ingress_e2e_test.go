@@ -333,17 +333,13 @@ func renderSources(t *testing.T, k *kubetest.Env, gets [][]string, flags ...stri
 	return renderings
 }
 
-// TestIngressExample runs examples/templates/ingress.yaml against a real kube-apiserver and
-// HAProxy: Ingresses, Services, EndpointSlices and TLS Secrets created through the API route
-// requests by host and path to real backends on loopback addresses (standing for pods) and
-// serve the Ingresses' certificates; paths edited and added and the default backend changed go
-// live with no reload (map updates), endpoints too (servers), a new backend with one reload;
-// the same objects render the same bytes read from the API, from etcd and from files.
-func TestIngressExample(t *testing.T) {
-	k := kubetest.Start(t)
-	e := newDemoEnv(t)
+// applyIngressExample creates through k's API what the Ingress example is checked on: the
+// example's config ConfigMap in namespace lb, TLS Secrets, Services web and api of namespace
+// web with EndpointSlices of e's backends, and the Ingresses shop, legacy and other. It returns
+// the flags the example's header lists: --watch, and --tls-secret-namespaces web,shop.
+func applyIngressExample(t *testing.T, k *kubetest.Env, e *demoEnv) []string {
+	t.Helper()
 	const example = "examples/templates/ingress.yaml"
-	httpsAddr := os.Getenv("HTTPS_BIND")
 	ctx := context.Background()
 
 	k.Namespace(t, "lb")
@@ -405,27 +401,48 @@ func TestIngressExample(t *testing.T) {
 	}
 
 	// The flags the example's header lists: --watch, and --tls-secret-namespaces web,shop.
-	watch := append(exampleWatchFlags(t, example), exampleFlag(t, example, "tls-secret-namespaces")...)
+	return append(exampleWatchFlags(t, example), exampleFlag(t, example, "tls-secret-namespaces")...)
+}
+
+// ingressExampleRoutes are requests and the backends that answer them once the objects
+// applyIngressExample creates are served.
+func ingressExampleRoutes() []route {
+	return []route{
+		{"shop.example.com/", "web-"},
+		{"shop.example.com/cart", "web-"},
+		{"shop.example.com/checkout", "api-1"},   // Exact
+		{"shop.example.com/checkout/", "web-"},   // not Exact: the prefix /
+		{"shop.example.com/api", "api-1"},        // Prefix /api/ serves /api
+		{"shop.example.com/api/v2", "api-1"},     // and /api/v2
+		{"shop.example.com/apiary", "web-"},      // not /apiary
+		{"SHOP.example.com:8000/api/x", "api-1"}, // Host's case and port do not matter
+		{"a.legacy.example.com/v1", "web-"},      // wildcard host, ImplementationSpecific
+		{"a.legacy.example.com/v1beta", "web-"},  // as a string prefix
+		{"a.legacy.example.com/v2", "api-1"},     // the default backend
+		{"b.a.legacy.example.com/v1", "api-1"},   // the wildcard is one label: default
+		{"anything.example.com/healthz", "web-"}, // a rule without host
+		{"other.example.com/", "api-1"},          // another class: not served (default)
+	}
+}
+
+// TestIngressExample runs examples/templates/ingress.yaml against a real kube-apiserver and
+// HAProxy: Ingresses, Services, EndpointSlices and TLS Secrets created through the API route
+// requests by host and path to real backends on loopback addresses (standing for pods) and
+// serve the Ingresses' certificates; paths edited and added and the default backend changed go
+// live with no reload (map updates), endpoints too (servers), a new backend with one reload;
+// the same objects render the same bytes read from the API, from etcd and from files.
+func TestIngressExample(t *testing.T) {
+	k := kubetest.Start(t)
+	e := newDemoEnv(t)
+	httpsAddr := os.Getenv("HTTPS_BIND")
+	ctx := context.Background()
+
+	watch := applyIngressExample(t, k, e)
 	e.startSidecar(t, append([]string{"--source=kube", "--kubeconfig", k.Kubeconfig, "--namespace", "lb", "--wait", "20ms:500ms"}, watch...)...)
 	p := e.startHAProxy(t)
 	e.waitReady(t)
 
-	waitRoutes(t, e,
-		route{"shop.example.com/", "web-"},
-		route{"shop.example.com/cart", "web-"},
-		route{"shop.example.com/checkout", "api-1"},   // Exact
-		route{"shop.example.com/checkout/", "web-"},   // not Exact: the prefix /
-		route{"shop.example.com/api", "api-1"},        // Prefix /api/ serves /api
-		route{"shop.example.com/api/v2", "api-1"},     // and /api/v2
-		route{"shop.example.com/apiary", "web-"},      // not /apiary
-		route{"SHOP.example.com:8000/api/x", "api-1"}, // Host's case and port do not matter
-		route{"a.legacy.example.com/v1", "web-"},      // wildcard host, ImplementationSpecific
-		route{"a.legacy.example.com/v1beta", "web-"},  // as a string prefix
-		route{"a.legacy.example.com/v2", "api-1"},     // the default backend
-		route{"b.a.legacy.example.com/v1", "api-1"},   // the wildcard is one label: default
-		route{"anything.example.com/healthz", "web-"}, // a rule without host
-		route{"other.example.com/", "api-1"},          // another class: not served (default)
-	)
+	waitRoutes(t, e, ingressExampleRoutes()...)
 	// Only ready endpoints are servers: web-3 is not ready.
 	for range 10 {
 		if _, body, _, _ := e.get("shop.example.com", "/"); strings.HasPrefix(body, "web-3") {
