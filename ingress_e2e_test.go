@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
+	sigyaml "sigs.k8s.io/yaml"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
@@ -273,20 +274,37 @@ func waitRoutes(t *testing.T, e *demoEnv, routes ...route) {
 	}
 }
 
+// kubectlGet writes to path what kubectl get -o yaml prints of args.
+func kubectlGet(t *testing.T, k *kubetest.Env, path string, args ...string) {
+	t.Helper()
+	out, err := exec.Command(k.KubectlPath, append([]string{"--kubeconfig", k.Kubeconfig, "--cache-dir", t.TempDir(), "get", "-o", "yaml"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("kubectl get %v: %v", args, err)
+	}
+	saveFile(t, path, out)
+}
+
+// saveFile writes b to path as editors save: a temporary file (a dot file, which the file
+// source skips) renamed over it.
+func saveFile(t *testing.T, path string, b []byte) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // renderSources renders with the render command from the Kubernetes API, straight from etcd,
 // and from a directory of what kubectl get -o yaml prints of the resources given, and returns
 // each rendering's files (haproxy.cfg and maps/*; certificates by name only) by source.
 func renderSources(t *testing.T, k *kubetest.Env, gets [][]string, flags ...string) map[string]map[string]string {
 	t.Helper()
-	dir, cache := t.TempDir(), t.TempDir()
+	dir := t.TempDir()
 	for i, what := range gets {
-		out, err := exec.Command(k.KubectlPath, append([]string{"--kubeconfig", k.Kubeconfig, "--cache-dir", cache, "get", "-o", "yaml"}, what...)...).Output()
-		if err != nil {
-			t.Fatalf("kubectl get %v: %v", what, err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.yaml", i)), out, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		kubectlGet(t, k, filepath.Join(dir, fmt.Sprintf("%d.yaml", i)), what...)
 	}
 	// One output directory for all three, so that the paths in haproxy.cfg are the same.
 	out := filepath.Join(t.TempDir(), "out")
@@ -333,17 +351,13 @@ func renderSources(t *testing.T, k *kubetest.Env, gets [][]string, flags ...stri
 	return renderings
 }
 
-// TestIngressExample runs examples/templates/ingress.yaml against a real kube-apiserver and
-// HAProxy: Ingresses, Services, EndpointSlices and TLS Secrets created through the API route
-// requests by host and path to real backends on loopback addresses (standing for pods) and
-// serve the Ingresses' certificates; paths edited and added and the default backend changed go
-// live with no reload (map updates), endpoints too (servers), a new backend with one reload;
-// the same objects render the same bytes read from the API, from etcd and from files.
-func TestIngressExample(t *testing.T) {
-	k := kubetest.Start(t)
-	e := newDemoEnv(t)
+// applyIngressExample creates through k's API what the Ingress example is checked on: the
+// example's config ConfigMap in namespace lb, TLS Secrets, Services web and api of namespace
+// web with EndpointSlices of e's backends, and the Ingresses shop, legacy and other. It returns
+// the flags the example's header lists: --watch, and --tls-secret-namespaces web,shop.
+func applyIngressExample(t *testing.T, k *kubetest.Env, e *demoEnv) []string {
+	t.Helper()
 	const example = "examples/templates/ingress.yaml"
-	httpsAddr := os.Getenv("HTTPS_BIND")
 	ctx := context.Background()
 
 	k.Namespace(t, "lb")
@@ -405,27 +419,48 @@ func TestIngressExample(t *testing.T) {
 	}
 
 	// The flags the example's header lists: --watch, and --tls-secret-namespaces web,shop.
-	watch := append(exampleWatchFlags(t, example), exampleFlag(t, example, "tls-secret-namespaces")...)
+	return append(exampleWatchFlags(t, example), exampleFlag(t, example, "tls-secret-namespaces")...)
+}
+
+// ingressExampleRoutes are requests and the backends that answer them once the objects
+// applyIngressExample creates are served.
+func ingressExampleRoutes() []route {
+	return []route{
+		{"shop.example.com/", "web-"},
+		{"shop.example.com/cart", "web-"},
+		{"shop.example.com/checkout", "api-1"},   // Exact
+		{"shop.example.com/checkout/", "web-"},   // not Exact: the prefix /
+		{"shop.example.com/api", "api-1"},        // Prefix /api/ serves /api
+		{"shop.example.com/api/v2", "api-1"},     // and /api/v2
+		{"shop.example.com/apiary", "web-"},      // not /apiary
+		{"SHOP.example.com:8000/api/x", "api-1"}, // Host's case and port do not matter
+		{"a.legacy.example.com/v1", "web-"},      // wildcard host, ImplementationSpecific
+		{"a.legacy.example.com/v1beta", "web-"},  // as a string prefix
+		{"a.legacy.example.com/v2", "api-1"},     // the default backend
+		{"b.a.legacy.example.com/v1", "api-1"},   // the wildcard is one label: default
+		{"anything.example.com/healthz", "web-"}, // a rule without host
+		{"other.example.com/", "api-1"},          // another class: not served (default)
+	}
+}
+
+// TestIngressExample runs examples/templates/ingress.yaml against a real kube-apiserver and
+// HAProxy: Ingresses, Services, EndpointSlices and TLS Secrets created through the API route
+// requests by host and path to real backends on loopback addresses (standing for pods) and
+// serve the Ingresses' certificates; paths edited and added and the default backend changed go
+// live with no reload (map updates), endpoints too (servers), a new backend with one reload;
+// the same objects render the same bytes read from the API, from etcd and from files.
+func TestIngressExample(t *testing.T) {
+	k := kubetest.Start(t)
+	e := newDemoEnv(t)
+	httpsAddr := os.Getenv("HTTPS_BIND")
+	ctx := context.Background()
+
+	watch := applyIngressExample(t, k, e)
 	e.startSidecar(t, append([]string{"--source=kube", "--kubeconfig", k.Kubeconfig, "--namespace", "lb", "--wait", "20ms:500ms"}, watch...)...)
 	p := e.startHAProxy(t)
 	e.waitReady(t)
 
-	waitRoutes(t, e,
-		route{"shop.example.com/", "web-"},
-		route{"shop.example.com/cart", "web-"},
-		route{"shop.example.com/checkout", "api-1"},   // Exact
-		route{"shop.example.com/checkout/", "web-"},   // not Exact: the prefix /
-		route{"shop.example.com/api", "api-1"},        // Prefix /api/ serves /api
-		route{"shop.example.com/api/v2", "api-1"},     // and /api/v2
-		route{"shop.example.com/apiary", "web-"},      // not /apiary
-		route{"SHOP.example.com:8000/api/x", "api-1"}, // Host's case and port do not matter
-		route{"a.legacy.example.com/v1", "web-"},      // wildcard host, ImplementationSpecific
-		route{"a.legacy.example.com/v1beta", "web-"},  // as a string prefix
-		route{"a.legacy.example.com/v2", "api-1"},     // the default backend
-		route{"b.a.legacy.example.com/v1", "api-1"},   // the wildcard is one label: default
-		route{"anything.example.com/healthz", "web-"}, // a rule without host
-		route{"other.example.com/", "api-1"},          // another class: not served (default)
-	)
+	waitRoutes(t, e, ingressExampleRoutes()...)
 	// Only ready endpoints are servers: web-3 is not ready.
 	for range 10 {
 		if _, body, _, _ := e.get("shop.example.com", "/"); strings.HasPrefix(body, "web-3") {
@@ -644,6 +679,147 @@ func TestIngressExample(t *testing.T) {
 			}
 		}
 	})
+}
+
+// moveAPIPath moves Ingress shop's path /api/ (Service api) to /store.
+func moveAPIPath(ing *networkingv1.Ingress) { ing.Spec.Rules[0].HTTP.Paths[2].Path = "/store" }
+
+// addStaticPath adds to Ingress shop a path /static to Service static.
+func addStaticPath(ing *networkingv1.Ingress) {
+	ing.Spec.Rules[0].HTTP.Paths = append(ing.Spec.Rules[0].HTTP.Paths, ingressPath(networkingv1.PathTypePrefix, "/static", "static", 80))
+}
+
+// ingressEdits make the changes checkIngressLive checks, through one source's inputs.
+type ingressEdits struct {
+	movePath   func(t *testing.T) // moveAPIPath
+	addBackend func(t *testing.T) // Service static, its endpoint 127.0.0.22 (api-2), and addStaticPath
+}
+
+// checkIngressLive runs a sidecar with args, and HAProxy, on their own files and addresses
+// (e's backends), on the objects applyIngressExample creates, and checks that: requests are
+// routed by host and path, an Ingress's certificate is served; a path moved is served with no
+// reload (a map update); a path to a new backend is served with one reload.
+func checkIngressLive(t *testing.T, e *demoEnv, edits ingressEdits, args ...string) {
+	c := e.instance(t)
+	c.httpAddr = fmt.Sprintf("127.0.0.1:%d", haproxytest.FreePort(t))
+	httpsAddr := fmt.Sprintf("127.0.0.1:%d", haproxytest.FreePort(t))
+	t.Setenv("HTTP_BIND", c.httpAddr)
+	t.Setenv("HTTPS_BIND", httpsAddr)
+	t.Setenv("STATS_BIND", fmt.Sprintf("127.0.0.1:%d", haproxytest.FreePort(t)))
+	c.startSidecar(t, args...)
+	p := c.startHAProxy(t)
+	c.waitReady(t)
+
+	waitRoutes(t, c, ingressExampleRoutes()...)
+	c.settled(t)
+	if cn, err := testcert.ServedCN(httpsAddr, "shop.example.com"); err != nil || cn != "shop.example.com" {
+		t.Errorf("SNI shop.example.com: served CN %q (%v), want shop.example.com (Secret web/shop-tls)", cn, err)
+	}
+
+	before, updates := reloadCount(t, p), c.metric(t, `haproxy_sidecar_runtime_updates_total{kind="map_updated"}`)
+	edits.movePath(t)
+	waitRoutes(t, c,
+		route{"shop.example.com/store/x", "api-1"},
+		route{"shop.example.com/store", "api-1"},
+		route{"shop.example.com/api/v2", "web-"}, // no longer a path of its own: the prefix /
+		route{"shop.example.com/checkout", "api-1"},
+	)
+	c.settled(t)
+	if n := reloadCount(t, p) - before; n != 0 {
+		t.Errorf("%d reloads for a path moved, want none (a map update)", n)
+	}
+	if n := c.metric(t, `haproxy_sidecar_runtime_updates_total{kind="map_updated"}`) - updates; n < 1 {
+		t.Errorf("runtime_updates_total{kind=\"map_updated\"} grew by %v, want the map update counted", n)
+	}
+	routes := readString(t, filepath.Join(filepath.Dir(c.cfgPath), "maps", "routes.map"))
+	if !strings.Contains(routes, "\nshop.example.com/store/ be_web_api_8080\n") || strings.Contains(routes, "shop.example.com/api/") {
+		t.Errorf("routes.map on disk:\n%s", routes)
+	}
+
+	before = reloadCount(t, p)
+	edits.addBackend(t)
+	waitRoutes(t, c, route{"shop.example.com/static/logo.png", "api-2"}, route{"shop.example.com/store", "api-1"})
+	c.settled(t)
+	if n := reloadCount(t, p) - before; n != 1 {
+		t.Errorf("%d reloads for a new backend, want 1", n)
+	}
+}
+
+// TestIngressExampleFromEtcdAndFiles runs the Ingress example live, as TestIngressExample does
+// from the Kubernetes API, from the two other sources, on the same objects created through a
+// real kube-apiserver: read straight from its etcd (--source=etcd), the changes made through
+// the API; and from a directory of what kubectl get -o yaml prints of them (--source=file), the
+// changes made by rewriting the Ingress's manifest file. Each time a real HAProxy routes by host
+// and path to the right backends, a path moved goes live with no reload (show proc's reload
+// counter unchanged) and a path to a new backend with one.
+func TestIngressExampleFromEtcdAndFiles(t *testing.T) {
+	k := kubetest.Start(t)
+	e := newDemoEnv(t)
+	watch := applyIngressExample(t, k, e)
+	flags := append([]string{"--namespace", "lb", "--wait", "20ms:500ms"}, watch...)
+
+	// The file source's manifests, taken before the etcd part changes anything; each Ingress in
+	// a file of its own.
+	dir := t.TempDir()
+	for name, get := range map[string][]string{
+		"lb-configmaps.yaml":  {"configmaps", "-n", "lb"},
+		"lb-secrets.yaml":     {"secrets", "-n", "lb"},
+		"web-secrets.yaml":    {"secrets", "-n", "web"},
+		"services.yaml":       {"services.v1.", "-A"},
+		"endpointslices.yaml": {"endpointslices.v1.discovery.k8s.io", "-A"},
+		"ingress-shop.yaml":   {"ingresses.v1.networking.k8s.io", "-n", "web", "shop"},
+		"ingress-legacy.yaml": {"ingresses.v1.networking.k8s.io", "-n", "web", "legacy"},
+		"ingress-other.yaml":  {"ingresses.v1.networking.k8s.io", "-n", "web", "other"},
+	} {
+		kubectlGet(t, k, filepath.Join(dir, name), get...)
+	}
+
+	t.Run("etcd", func(t *testing.T) {
+		checkIngressLive(t, e, ingressEdits{
+			movePath: func(t *testing.T) { updateIngress(t, k, "shop", moveAPIPath) },
+			addBackend: func(t *testing.T) {
+				applyService(t, k, service("static", "", 80, e.port))
+				putEndpointSlice(t, k, endpointSlice("static", "", e.port, map[string]bool{"127.0.0.22": true}))
+				updateIngress(t, k, "shop", addStaticPath)
+			},
+		}, append([]string{"--source=etcd", "--etcd-endpoints", k.EtcdURL, "--etcd-prefix", k.EtcdPrefix}, flags...)...)
+	})
+
+	t.Run("file", func(t *testing.T) {
+		shop := filepath.Join(dir, "ingress-shop.yaml")
+		checkIngressLive(t, e, ingressEdits{
+			movePath: func(t *testing.T) { rewriteIngressFile(t, shop, moveAPIPath) },
+			addBackend: func(t *testing.T) {
+				svc := service("static", "", 80, e.port)
+				svc.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
+				slice := endpointSlice("static", "", e.port, map[string]bool{"127.0.0.22": true})
+				slice.TypeMeta = metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"}
+				saveFile(t, filepath.Join(dir, "static.yaml"), []byte(mustYAML(t, svc)+"---\n"+mustYAML(t, slice)))
+				rewriteIngressFile(t, shop, addStaticPath)
+			},
+		}, append([]string{"--source=file", "--dir", dir}, flags...)...)
+	})
+}
+
+// rewriteIngressFile changes the Ingress a manifest file holds (as kubectl get -o yaml prints
+// one) and saves the file.
+func rewriteIngressFile(t *testing.T, path string, change func(*networkingv1.Ingress)) {
+	t.Helper()
+	var ing networkingv1.Ingress
+	if err := sigyaml.UnmarshalStrict([]byte(readString(t, path)), &ing); err != nil || ing.Kind != "Ingress" {
+		t.Fatalf("%s: kind %q, %v", path, ing.Kind, err)
+	}
+	change(&ing)
+	saveFile(t, path, []byte(mustYAML(t, &ing)))
+}
+
+func mustYAML(t *testing.T, v any) string {
+	t.Helper()
+	b, err := sigyaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // TestTLSSecretNamespacesRBAC: what the Helm chart grants for sidecar.tlsSecretNamespaces (a
