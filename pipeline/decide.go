@@ -51,6 +51,9 @@ type Facts struct {
 	// it is not (a reload of unknown outcome, HAProxy restarted, runtime changes made while a
 	// reload waits).
 	Runs string
+	// Written is the hash of the rendering written while HAProxy did not run, which it loads
+	// when it starts; "" when none waits so.
+	Written string
 	// ReloadDue is set while a deferred reload waits.
 	ReloadDue bool
 	// ReloadWhy is why the change needs a reload; "" when the runtime API can make all of it.
@@ -82,6 +85,10 @@ func Decide(f Facts) Decision {
 	case f.Standby:
 		return Decision{Action: DoStandby}
 	case f.Rendered == f.Runs && !f.ReloadDue:
+		return Decision{Action: DoNothing}
+	case f.Runs == "" && f.Rendered == f.Written && !f.ReloadDue:
+		// HAProxy is down and loads these very files when it starts: neither the runtime
+		// API nor a reload could do more.
 		return Decision{Action: DoNothing}
 	case f.ReloadWhy == "":
 		// Also takes back, with no reload, runtime changes made while a reload waited when

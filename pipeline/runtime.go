@@ -111,7 +111,13 @@ func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, c *
 	if err := p.cfg.Runtime.Apply(ctx, plan); err != nil {
 		m.RuntimeFallbacks.Inc()
 		p.setRuns("")
-		p.log.Warn("runtime API update failed: reloading instead", "error", err)
+		if p.writtenDown.Load() {
+			// Expected while HAProxy has not started: the reload path writes the files it
+			// will load (and says so).
+			p.log.Info("runtime API not reachable, HAProxy not started yet: writing the configuration instead", "error", err)
+		} else {
+			p.log.Warn("runtime API update failed: reloading instead", "error", err)
+		}
 		return Result{}, false
 	}
 	m.Renders.WithLabelValues("success").Inc()
@@ -310,3 +316,16 @@ func (p *Pipeline) goodBundle() *render.Bundle {
 }
 
 var _ = snapshot.StageValidate
+
+// writtenWhileDown is the hash of the live generation when it was written while HAProxy did
+// not run (it loads it at start); "" otherwise, and when HAProxy should be running
+// (ExpectRunning): then not reaching it is a fault each sync reports again.
+func (p *Pipeline) writtenWhileDown() string {
+	if !p.writtenDown.Load() || p.cfg.ExpectRunning {
+		return ""
+	}
+	if live := p.cfg.Store.Live(); live != nil {
+		return live.Hash
+	}
+	return ""
+}

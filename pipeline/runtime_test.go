@@ -18,6 +18,7 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/runtimeapi"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
@@ -192,11 +193,17 @@ type cli struct {
 	mu     sync.Mutex
 	sent   []string
 	failOn string
+	down   bool // HAProxy does not run: nothing answers
+	tried  int  // commands asked while down
 }
 
 func (c *cli) Command(_ context.Context, line string) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.down {
+		c.tried++
+		return "", errors.New("dial unix /run/haproxy/admin.sock: connect: no such file or directory")
+	}
 	if line == "show info" {
 		return "Name: HAProxy\nPid: 42\n", nil
 	}
@@ -667,5 +674,29 @@ func TestWriterStopIsBounded(t *testing.T) {
 	waitFor(t, func() bool { return len(r.cli.commands()) > 0 })
 	if !x.stop() {
 		t.Fatal("Run did not return with a write hanging")
+	}
+}
+
+// TestStartedBeforeHAProxy: a sidecar that starts before HAProxy writes the files HAProxy
+// will load; the same rendering again is nothing to do (not a runtime API attempt, not a
+// reload), a new one is written too.
+func TestStartedBeforeHAProxy(t *testing.T) {
+	r := newRig(t, 0)
+	r.rl.failErr = fmt.Errorf("reload: %w", reload.ErrNotRunning)
+	r.cli.down = true
+	a := config(":80", "a 10.0.0.1:80")
+	r.sync(t, a, "written")
+	r.sync(t, a, "unchanged")
+	if r.cli.tried != 0 {
+		t.Errorf("%d runtime API commands tried for the rendering already written", r.cli.tried)
+	}
+	b := config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80")
+	r.sync(t, b, "written")
+	if live := r.liveConfig(t); live != b {
+		t.Errorf("the files HAProxy will load:\n%s\nwant\n%s", live, b)
+	}
+	r.sync(t, b, "unchanged")
+	if r.rl.count() != 0 {
+		t.Errorf("%d reloads, want none", r.rl.count())
 	}
 }

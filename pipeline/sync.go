@@ -133,6 +133,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	d := Decide(Facts{
 		Rendered:          cand.bundle.Hash,
 		Runs:              p.running(),
+		Written:           p.writtenWhileDown(),
 		ReloadDue:         !p.reloadAt.IsZero(),
 		ReloadWhy:         why,
 		Refused:           p.isRefused(cand.bundle.Hash),
