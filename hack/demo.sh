@@ -23,7 +23,7 @@ bin/demo-backend 127.0.0.11:8080=web-1 127.0.0.12:8080=web-2 127.0.0.13:8080=web
 pids+=($!)
 
 export HTTP_BIND=127.0.0.1:8000 HTTPS_BIND=127.0.0.1:8443 STATS_BIND=127.0.0.1:8404
-export STATISTICS_PASSWORD=${STATISTICS_PASSWORD:-demo}
+export STATISTICS_PASSWORD=${STATISTICS_PASSWORD:-stats-pw-2k9}  # not a word that is in paths: logs redact it everywhere
 bin/haproxy-sidecar run --source=file --dir examples/local \
   --haproxy-config "$D/haproxy.cfg" --master-socket "$D/master.sock" \
   --env-allow HTTP_BIND,HTTPS_BIND,STATS_BIND --wait 100ms:1s \
