@@ -1,7 +1,6 @@
 package haproxycli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -13,46 +12,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/fakesocket"
 )
 
-// fakeSocket serves one answer function on a unix socket; each connection reads what the client
-// sends until it half-closes, as HAProxy does.
-func fakeSocket(t *testing.T, serve func(c net.Conn, request string)) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "cli")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	path := filepath.Join(dir, "s.sock")
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { l.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				b, _ := io.ReadAll(bufio.NewReader(c)) // until the client half-closes
-				serve(c, string(b))
-			}()
-		}
-	}()
-	return path
-}
-
 func TestCommandSendsAndReadsUntilClose(t *testing.T) {
-	path := fakeSocket(t, func(c net.Conn, req string) {
+	path := fakesocket.Serve(t, func(c net.Conn, req string) {
 		// An answer in two parts, the second after a pause: the client reads until the close.
 		io.WriteString(c, "got "+strings.TrimSpace(req)+"\n")
 		time.Sleep(50 * time.Millisecond)
@@ -85,7 +50,7 @@ func TestCommandNotRunning(t *testing.T) {
 
 func TestCommandTimeoutNamesOnlyTheFirstLine(t *testing.T) {
 	release := make(chan struct{})
-	path := fakeSocket(t, func(c net.Conn, req string) { <-release })
+	path := fakesocket.Serve(t, func(c net.Conn, req string) { <-release })
 	t.Cleanup(func() { close(release) }) // before fakeSocket's cleanup waits for its handlers
 	start := time.Now()
 	_, err := (&Client{Path: path, Timeout: 100 * time.Millisecond}).Command(context.Background(),
@@ -141,7 +106,7 @@ func TestWorkerCommandWaitsForAStartingWorker(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var asked []string
-	path := fakeSocket(t, func(c net.Conn, req string) {
+	path := fakesocket.Serve(t, func(c net.Conn, req string) {
 		req = strings.TrimSpace(req)
 		mu.Lock()
 		asked = append(asked, req)
@@ -193,7 +158,7 @@ func TestWorkerCommandWaitsForAStartingWorker(t *testing.T) {
 func TestWorkerCommandOn26(t *testing.T) {
 	var mu sync.Mutex
 	loadStatus := 0
-	path := fakeSocket(t, func(c net.Conn, req string) {
+	path := fakesocket.Serve(t, func(c net.Conn, req string) {
 		if strings.TrimSpace(req) == "_loadstatus" {
 			mu.Lock()
 			loadStatus++

@@ -1,7 +1,6 @@
 package reload
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/fakesocket"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycli"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
@@ -442,35 +443,11 @@ func TestNotRunning(t *testing.T) {
 	})
 }
 
-// fakeMaster answers master CLI commands from a function, one command per connection, each
-// connection on its own.
+// fakeMaster answers master CLI commands from a function, one command per connection.
 func fakeMaster(t *testing.T, answer func(cmd string) string) string {
-	t.Helper()
-	path := filepath.Join(haproxytest.ShortTempDir(t), "m.sock")
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { l.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() { // one at a time would let a held answer block the others
-				defer wg.Done()
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				c.Write([]byte(answer(strings.TrimSpace(line))))
-				c.Close()
-			}()
-		}
-	}()
-	return path
+	return fakesocket.Serve(t, func(c net.Conn, request string) {
+		c.Write([]byte(answer(strings.TrimSpace(request))))
+	})
 }
 
 // procAt is a `show proc` answer of a master of that version, reload counter and failed count.
