@@ -9,8 +9,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/dataplane"
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/dataplane"
 	"github.com/haproxy-sidecar/haproxy-sidecar/pipeline"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"

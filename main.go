@@ -33,15 +33,15 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/dataplane"
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/dataplane"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/validate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/pipeline"
 	"github.com/haproxy-sidecar/haproxy-sidecar/redact"
-	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
-	"github.com/haproxy-sidecar/haproxy-sidecar/validate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
 	"github.com/haproxy-sidecar/haproxy-sidecar/watchspec"
 )

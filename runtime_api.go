@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/runtimeapi"
 	"github.com/haproxy-sidecar/haproxy-sidecar/pipeline"
-	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
-	"github.com/haproxy-sidecar/haproxy-sidecar/runtimeapi"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
 )
 

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycfg"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cfgparse"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/loadgen"
-	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
 )
 
 // churnPods is the size of the churn service: pods churn-00 .. churn-19 on 127.0.1.1 ..
@@ -90,7 +90,7 @@ func (e *churnEnv) liveServers(backend string) []string {
 	if err != nil {
 		return nil
 	}
-	c, err := haproxycfg.Parse(b)
+	c, err := cfgparse.Parse(b)
 	if err != nil {
 		return nil
 	}

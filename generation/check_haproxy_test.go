@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/validate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
-	"github.com/haproxy-sidecar/haproxy-sidecar/validate"
 )
 
 func certPEM(t *testing.T) []byte { return testcert.Combined(t, "site.example") }

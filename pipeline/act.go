@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
-	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
-	"github.com/haproxy-sidecar/haproxy-sidecar/runtimeapi"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/runtimeapi"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
 )

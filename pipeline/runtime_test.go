@@ -17,13 +17,13 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/runtimeapi"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/validate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
-	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
-	"github.com/haproxy-sidecar/haproxy-sidecar/runtimeapi"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
-	"github.com/haproxy-sidecar/haproxy-sidecar/validate"
 )
 
 // checker rejects configurations that contain "invalid", as haproxy -c would. While gate is

@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/validate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/quarantine"
 	"github.com/haproxy-sidecar/haproxy-sidecar/redact"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
-	"github.com/haproxy-sidecar/haproxy-sidecar/validate"
 )
 
 // candidate is a rendering a sync may make live.

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 )
 
 // downAfter is how long probes must keep failing before HAProxy counts as down: the 2.6 and

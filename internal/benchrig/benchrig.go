@@ -23,8 +23,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycli"
-	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cli"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 )
 
 // Rig is one benchmark's work directory and what runs in it.
@@ -158,7 +158,7 @@ func (r *Rig) Socket() string { return filepath.Join(r.Run, "master.sock") }
 
 // CLI sends one command to HAProxy's master socket (the project's one CLI client).
 func (r *Rig) CLI(cmd string) (string, error) {
-	c := &haproxycli.Client{Path: r.Socket(), Timeout: 5 * time.Second}
+	c := &cli.Client{Path: r.Socket(), Timeout: 5 * time.Second}
 	return c.Command(context.Background(), cmd)
 }
 

@@ -1,6 +1,6 @@
 // Package fakesocket serves a function on a unix socket the way HAProxy's CLI sockets talk: a
 // request is what the client sends until it half-closes, the answer what is written before
-// the connection closes. It is for tests of the CLI client and what uses it (haproxycli
+// the connection closes. It is for tests of the CLI client and what uses it (haproxy/cli
 // cannot use internal/haproxytest, which imports it).
 package fakesocket
 

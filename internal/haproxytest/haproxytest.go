@@ -25,7 +25,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycli"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cli"
 )
 
 // StartTimeout bounds how long Start waits for the master socket to answer.
@@ -200,7 +200,7 @@ type Process struct {
 // while it is still parsing the configuration and binding its listeners (a connection made
 // then is refused, and stopping the master then makes the starting worker log "Cannot transfer
 // connection fd ... over the sockpair"). The CLI client sends `@1` commands only once no
-// worker is starting (see haproxycli.Client.Command).
+// worker is starting (see cli.Client.Command).
 func Start(t testing.TB, configPath string, extraArgs ...string) *Process {
 	t.Helper()
 	bin := Binary(t)
@@ -298,9 +298,9 @@ func (p *Process) ShowProc(t testing.TB) string {
 }
 
 // MasterCommand sends cmd to the CLI socket at path and returns the answer, through the
-// project's CLI client (haproxycli).
+// project's CLI client (haproxy/cli).
 func MasterCommand(path, cmd string, timeout time.Duration) (string, error) {
-	return (&haproxycli.Client{Path: path, Timeout: timeout}).Command(context.Background(), cmd)
+	return (&cli.Client{Path: path, Timeout: timeout}).Command(context.Background(), cmd)
 }
 
 // Backend starts an HTTP server on loopback that answers every request with body and returns

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/loadgen"
-	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
 )
 
 // backendAt starts an HTTP server on ip:port (port 0: any) that answers body, and returns its

@@ -1,4 +1,4 @@
-package haproxycli
+package cli
 
 import (
 	"context"

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/dataplanetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
-	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
 )
 
 const (

@@ -6,7 +6,7 @@
 //
 // The commands are derived from the rendered configuration only: an Updater knows what HAProxy
 // runs (the configuration it last loaded plus the changes made at runtime since) and compares
-// it with a new rendering, section by section and server by server (package haproxycfg). When
+// it with a new rendering, section by section and server by server (package cfgparse). When
 // the only differences are ones the runtime API can make exactly as a reload would, the Plan
 // lists the commands; anything else gives the reason a reload is needed. The caller still
 // writes the new files, so that the next reload loads the same state.
@@ -21,7 +21,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycfg"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cfgparse"
 )
 
 // Kinds of runtime updates: the values of the kind label of
@@ -67,14 +67,14 @@ var dynamicKeywords = map[string]bool{
 // servers removed at runtime that HAProxy still holds in maintenance because they had
 // connections when deleted (zombies, deleted again at the next update).
 type state struct {
-	cfg     *haproxycfg.Config
+	cfg     *cfgparse.Config
 	certs   map[string][]byte
-	maps    map[string][]byte                        // map file name -> content
-	zombies map[string]map[string]*haproxycfg.Server // backend -> server name -> server
+	maps    map[string][]byte                      // map file name -> content
+	zombies map[string]map[string]*cfgparse.Server // backend -> server name -> server
 }
 
 func (s *state) clone() *state {
-	c := &state{cfg: s.cfg, certs: s.certs, maps: s.maps, zombies: map[string]map[string]*haproxycfg.Server{}}
+	c := &state{cfg: s.cfg, certs: s.certs, maps: s.maps, zombies: map[string]map[string]*cfgparse.Server{}}
 	for be, z := range s.zombies {
 		c.zombies[be] = maps.Clone(z)
 	}
@@ -103,7 +103,7 @@ type step struct {
 	// has connections stays as a zombie in maintenance.
 	remove          bool
 	backend, server string
-	removed         *haproxycfg.Server
+	removed         *cfgparse.Server
 	bestEffort      bool // failure is logged, not an error (deleting a zombie again)
 	// swap is the atomic replacement of a map's entries; its commands are made when it is
 	// applied (they carry the version HAProxy allocates).
@@ -183,7 +183,7 @@ type dirs struct{ ssl, maps string }
 
 // plan compares what HAProxy runs (live, nil if unknown) with a new rendering.
 func plan(live *state, config []byte, certs, maps map[string][]byte, dirs dirs) *Plan {
-	cfg, err := haproxycfg.Parse(config)
+	cfg, err := cfgparse.Parse(config)
 	if err != nil {
 		return &Plan{base: live, reason: fmt.Sprintf("the rendered configuration cannot be compared: %v", err)}
 	}
@@ -264,7 +264,7 @@ type differ struct {
 	adds, updates, removes, certSteps, mapSteps []step
 	// done are the backends whose servers the steps bring to the new rendering (for a
 	// partial plan).
-	done                map[string]*haproxycfg.Section
+	done                map[string]*cfgparse.Section
 	certsDone, mapsDone bool
 }
 
@@ -274,7 +274,7 @@ func (d *differ) needReload(format string, args ...any) {
 	}
 }
 
-func describe(s *haproxycfg.Section) string {
+func describe(s *cfgparse.Section) string {
 	if s.Kind == "" {
 		return "the lines before the first section"
 	}
@@ -319,13 +319,13 @@ func (d *differ) sections() {
 	}
 	// Servers, backend by backend (by name: this also serves a partial plan when sections
 	// changed).
-	oldProxies := map[string]*haproxycfg.Section{}
+	oldProxies := map[string]*cfgparse.Section{}
 	for _, s := range o {
 		if s.HasServers() {
 			oldProxies[s.Key()] = s
 		}
 	}
-	d.done = map[string]*haproxycfg.Section{}
+	d.done = map[string]*cfgparse.Section{}
 	for _, ns := range n {
 		os := oldProxies[ns.Key()]
 		if os == nil || !ns.HasServers() {
@@ -365,7 +365,7 @@ func keyword(line string) string {
 
 // patched is the old configuration with the servers of the backends in d.done replaced by
 // their new servers.
-func (d *differ) patched() *haproxycfg.Config {
+func (d *differ) patched() *cfgparse.Config {
 	c := *d.old.cfg
 	c.Sections = slices.Clone(c.Sections)
 	for i, s := range c.Sections {
@@ -380,7 +380,7 @@ func (d *differ) patched() *haproxycfg.Config {
 
 // diffServers adds the steps that bring the servers of backend os to those of ns; it reports
 // false (with a reason) when the runtime API cannot do it exactly.
-func (d *differ) diffServers(os, ns *haproxycfg.Section) bool {
+func (d *differ) diffServers(os, ns *cfgparse.Section) bool {
 	be := ns.Name
 	zombies := d.old.zombies[be]
 	same := len(os.Servers) == len(ns.Servers) && len(zombies) == 0
@@ -404,7 +404,7 @@ func (d *differ) diffServers(os, ns *haproxycfg.Section) bool {
 		return false
 	}
 	var adds, updates, removes []step
-	old := map[string]*haproxycfg.Server{}
+	old := map[string]*cfgparse.Server{}
 	for _, s := range os.Servers {
 		old[s.Name] = s
 	}
@@ -456,7 +456,7 @@ func (d *differ) diffServers(os, ns *haproxycfg.Section) bool {
 	return true
 }
 
-func sameServer(a, b *haproxycfg.Server) bool {
+func sameServer(a, b *cfgparse.Server) bool {
 	return a.Name == b.Name && a.Address == b.Address && slices.Equal(a.Params, b.Params) && slices.Equal(a.Inherited, b.Inherited)
 }
 
@@ -465,7 +465,7 @@ func serverRef(be, name string) string { return be + "/" + name }
 // addServer is `add server` with the server's inherited and own parameters, then
 // `enable health`/`enable agent` for checks and `enable server` unless it is disabled: a
 // server added at runtime starts in maintenance, its checks off.
-func addServer(be string, n *haproxycfg.Server) (step, string) {
+func addServer(be string, n *cfgparse.Server) (step, string) {
 	ref := serverRef(be, n.Name)
 	st := n.Settings()
 	if !st.Known {
@@ -478,7 +478,7 @@ func addServer(be string, n *haproxycfg.Server) (step, string) {
 	if err := checkPort(port); err != nil {
 		return step{}, fmt.Sprintf("new server %s: %v", ref, err)
 	}
-	words := []string{"add", "server", ref, haproxycfg.FormatAddress(addr, port)}
+	words := []string{"add", "server", ref, cfgparse.FormatAddress(addr, port)}
 	for _, p := range st.Params {
 		if p.Keyword == "init-addr" {
 			continue // the address is an IP literal: no resolution happens anyway
@@ -487,7 +487,7 @@ func addServer(be string, n *haproxycfg.Server) (step, string) {
 			return step{}, fmt.Sprintf("new server %s: %q cannot be given to add server (HAProxy 2.6)", ref, p.Keyword)
 		}
 		for _, a := range p.Args {
-			if !haproxycfg.Plain(a) {
+			if !cfgparse.Plain(a) {
 				return step{}, fmt.Sprintf("new server %s: the argument of %q cannot be written on the runtime API", ref, p.Keyword)
 			}
 			if err := checkParam(p.Keyword, a); err != nil {
@@ -531,7 +531,7 @@ func addServer(be string, n *haproxycfg.Server) (step, string) {
 // checked UP stays fully UP. `set server health up` after it puts the new address in traffic
 // at once, checks going on, as leaving maintenance did (a server that tracks another one has
 // no health of its own to set).
-func updateServer(be string, o, n *haproxycfg.Server, disabled bool) (step, string) {
+func updateServer(be string, o, n *cfgparse.Server, disabled bool) (step, string) {
 	ref := serverRef(be, n.Name)
 	so, sn := o.Settings(), n.Settings()
 	if !so.Known || !sn.Known {
@@ -540,7 +540,7 @@ func updateServer(be string, o, n *haproxycfg.Server, disabled bool) (step, stri
 		}
 		return step{}, fmt.Sprintf("server %s changed and has a parameter this sidecar does not know", ref)
 	}
-	if !haproxycfg.SameParams(so.Params, sn.Params) {
+	if !cfgparse.SameParams(so.Params, sn.Params) {
 		return step{}, fmt.Sprintf("server %s: parameters other than address, weight and disabled changed", ref)
 	}
 	s := step{kind: KindServerUpdated, what: "update server " + ref, backend: be, server: n.Name}
@@ -578,13 +578,13 @@ func updateServer(be string, o, n *haproxycfg.Server, disabled bool) (step, stri
 }
 
 // tracks reports whether the server's state follows another server's (track).
-func tracks(st haproxycfg.Settings) bool {
-	return slices.ContainsFunc(st.Params, func(p haproxycfg.Param) bool { return p.Keyword == "track" })
+func tracks(st cfgparse.Settings) bool {
+	return slices.ContainsFunc(st.Params, func(p cfgparse.Param) bool { return p.Keyword == "track" })
 }
 
 // removeServer puts a server in maintenance (stopping its agent first: an agent could bring it
 // back) and deletes it.
-func removeServer(be string, o *haproxycfg.Server, zombie bool) step {
+func removeServer(be string, o *cfgparse.Server, zombie bool) step {
 	ref := serverRef(be, o.Name)
 	s := step{kind: KindServerRemoved, what: "delete server " + ref, remove: true, backend: be, server: o.Name, removed: o}
 	if zombie {
@@ -639,7 +639,7 @@ func (d *differ) diffCerts() {
 		for _, dir := range use.Dirs {
 			paths = appendUnique(paths, dir+"/"+file)
 		}
-		if i := slices.IndexFunc(paths, func(p string) bool { return !haproxycfg.Plain(p) || checkPath(p) != nil }); i >= 0 {
+		if i := slices.IndexFunc(paths, func(p string) bool { return !cfgparse.Plain(p) || checkPath(p) != nil }); i >= 0 {
 			d.needReload("certificate %s: path %s cannot be written on the runtime API", quote(name), quote(paths[i]))
 			ok = false
 			continue

@@ -1,7 +1,7 @@
-// Package haproxycli is the one client of HAProxy's CLI sockets: the master CLI socket
+// Package cli is the one client of HAProxy's CLI sockets: the master CLI socket
 // (`haproxy -W -S PATH,level,admin`) and stats sockets (`stats socket PATH level admin`). The
 // reload, the runtime API updates and the tests all talk to HAProxy through it.
-package haproxycli
+package cli
 
 import (
 	"context"

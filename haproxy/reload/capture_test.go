@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycli"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cli"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 )
 
@@ -62,7 +62,7 @@ func TestCaptureMasterCLI(t *testing.T) {
 			var err error
 			out, err = m.Command(ctx, c)
 			// 2.6 drops the connection of a reload without answering.
-			return err == nil || c == "reload" && haproxycli.Dropped(err)
+			return err == nil || c == "reload" && cli.Dropped(err)
 		})
 		if err != nil {
 			t.Fatalf("%s: %v", c, err)

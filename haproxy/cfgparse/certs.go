@@ -1,4 +1,4 @@
-package haproxycfg
+package cfgparse
 
 import (
 	"path/filepath"

@@ -14,9 +14,9 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/fakesocket"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycli"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cli"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/validate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
-	"github.com/haproxy-sidecar/haproxy-sidecar/validate"
 )
 
 // A 2.6 master with a program section (captured with a program; no worker test starts one).
@@ -395,7 +395,7 @@ func TestReloadWhileAnotherStarts(t *testing.T) {
 	writeConfig(t, cfg, haproxytest.HTTPConfig(port, haproxytest.Backend(t, "backend B"), big.String()))
 	// Someone else's reload (no confirmation asked), then the sidecar's as soon as the master
 	// counts the first.
-	if _, err := m.Command(ctx, "reload"); err != nil && !haproxycli.Dropped(err) {
+	if _, err := m.Command(ctx, "reload"); err != nil && !cli.Dropped(err) {
 		t.Fatal(err)
 	}
 	start := time.Now()

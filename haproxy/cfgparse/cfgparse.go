@@ -1,4 +1,4 @@
-// Package haproxycfg reads a rendered haproxy.cfg into sections and server lines, enough to tell
+// Package cfgparse reads a rendered haproxy.cfg into sections and server lines, enough to tell
 // whether two configurations differ only in the servers of existing backends (which the runtime
 // API can change without a reload) or in anything else.
 //
@@ -6,7 +6,7 @@
 // HAProxy's words, kept in their written form (quotes, escapes and trailing comments included),
 // so two lines that differ in any way HAProxy could see are different; only blank lines,
 // whole-line comments and the amount of white space between words are ignored.
-package haproxycfg
+package cfgparse
 
 import (
 	"fmt"

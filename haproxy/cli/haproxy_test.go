@@ -1,4 +1,4 @@
-package haproxycli_test
+package cli_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycli"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cli"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 )
 
@@ -27,7 +27,7 @@ func TestWorkerCommandsWhileHAProxyStarts(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		c := &haproxycli.Client{Path: sock, Timeout: 3 * time.Second}
+		c := &cli.Client{Path: sock, Timeout: 3 * time.Second}
 		var out string
 		var err error
 		deadline := time.Now().Add(10 * time.Second)

@@ -55,8 +55,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycfg"
-	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cfgparse"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 )
 
 // Defaults of Config.
@@ -1057,7 +1057,7 @@ func (r *Reloader) checkRuntimeSocket(config []byte) {
 // (the Data Plane API's runtime client does not use TCP ones). An unreadable configuration
 // is not warned about: the hosts will say what is wrong with it.
 func hasRuntimeSocket(config []byte) bool {
-	cfg, err := haproxycfg.Parse(config)
+	cfg, err := cfgparse.Parse(config)
 	if err != nil {
 		return true
 	}
@@ -1066,11 +1066,11 @@ func hasRuntimeSocket(config []byte) bool {
 			continue
 		}
 		for _, line := range sec.Lines {
-			w, err := haproxycfg.Words(line)
+			w, err := cfgparse.Words(line)
 			if err != nil || len(w) < 3 || w[0] != "stats" || w[1] != "socket" {
 				continue
 			}
-			addr := haproxycfg.Unquote(w[2])
+			addr := cfgparse.Unquote(w[2])
 			if p, ok := strings.CutPrefix(addr, "unix@"); ok && p != "" {
 				return true
 			}

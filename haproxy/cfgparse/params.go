@@ -1,4 +1,4 @@
-package haproxycfg
+package cfgparse
 
 // serverKeywordArgs is the number of arguments of each server and default-server keyword of
 // HAProxy 2.6 (configuration.txt section 5.2). "source" takes one, and its "usesrc" and

@@ -12,7 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycfg"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cfgparse"
 )
 
 // Map files go live through an atomic swap of the map's entries (HAProxy 2.6 and later):
@@ -152,7 +152,7 @@ func union(a, b map[string][]byte) map[string]bool {
 
 // mapPayloadLimit is the bound of one payload for the configuration HAProxy runs: half its
 // tune.bufsize when that is set lower than twice the default.
-func mapPayloadLimit(cfg *haproxycfg.Config) int {
+func mapPayloadLimit(cfg *cfgparse.Config) int {
 	limit := defaultMapPayload
 	for _, s := range cfg.Sections {
 		if s.Kind != "global" {

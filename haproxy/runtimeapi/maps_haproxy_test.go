@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
-	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
 )
 
 // mapRig is a real HAProxy whose frontend answers with what its maps give for the request:

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycli"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cli"
 )
 
 // Reloader makes HAProxy load the files that are live on disk. Reload returns only once the
@@ -22,7 +22,7 @@ type Reloader interface {
 
 // ErrNotRunning means HAProxy is not running (its socket is absent or refuses connections):
 // nothing was reloaded, and HAProxy will load the live files when it starts.
-var ErrNotRunning = haproxycli.ErrNotRunning
+var ErrNotRunning = cli.ErrNotRunning
 
 // ErrRenderAgain means nothing was reloaded because the rendering does not fit the target
 // any more (the Data Plane API hosts' certificate directory was just learnt): render again at

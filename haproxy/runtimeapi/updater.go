@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycfg"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cfgparse"
 )
 
 // Client sends one command line (and its payload) to an HAProxy CLI socket and returns the
@@ -270,7 +270,7 @@ func (u *Updater) keepZombies(busy []step, target *state) {
 		u.log.Debug("removed server still has connections: left in maintenance, deleted later",
 			"server", serverRef(st.backend, st.server))
 		if target.zombies[st.backend] == nil {
-			target.zombies[st.backend] = map[string]*haproxycfg.Server{}
+			target.zombies[st.backend] = map[string]*cfgparse.Server{}
 		}
 		target.zombies[st.backend][st.server] = st.removed
 	}

@@ -20,10 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/dataplanetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/spiffetest"
-	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
 )
 
 // noSecrets fails the test if any secret shows in the reloader's logs, in err or in the

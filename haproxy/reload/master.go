@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxycli"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cli"
 )
 
 // Defaults of MasterSocket.
@@ -55,12 +55,12 @@ func (m *MasterSocket) pollInterval() time.Duration {
 	return DefaultPollInterval
 }
 
-func (m *MasterSocket) client(timeout time.Duration) *haproxycli.Client {
-	return &haproxycli.Client{Path: m.Path, Timeout: timeout}
+func (m *MasterSocket) client(timeout time.Duration) *cli.Client {
+	return &cli.Client{Path: m.Path, Timeout: timeout}
 }
 
 // Command sends one command line to the master CLI and returns the whole answer (see
-// haproxycli.Client.Command). Prefix the command with "@1 " for the current worker. A socket
+// cli.Client.Command). Prefix the command with "@1 " for the current worker. A socket
 // that is absent or refused wraps ErrNotRunning. The exchange is bounded by ctx and by Timeout.
 func (m *MasterSocket) Command(ctx context.Context, cmd string) (string, error) {
 	return m.client(m.timeout()).Command(ctx, cmd)
@@ -127,7 +127,7 @@ func (m *MasterSocket) Reload(ctx context.Context) error {
 			return fail(err)
 		}
 		out, err := m.commandRetryRefused(ctx, "reload")
-		if err != nil && haproxycli.Dropped(err) && ctx.Err() == nil {
+		if err != nil && cli.Dropped(err) && ctx.Err() == nil {
 			out, err = "", nil // 2.6: the master re-executes without answering
 		}
 		if err != nil {
@@ -232,7 +232,7 @@ func (m *MasterSocket) commandRetryRefused(ctx context.Context, cmd string) (str
 	for {
 		out, err := m.Command(ctx, cmd)
 		refused := errors.Is(err, ErrNotRunning) && !errors.Is(err, syscall.ENOENT)
-		if err == nil || !refused && !(cmd != "reload" && haproxycli.Dropped(err)) {
+		if err == nil || !refused && !(cmd != "reload" && cli.Dropped(err)) {
 			return out, err
 		}
 		select {

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/dataplanetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
-	"github.com/haproxy-sidecar/haproxy-sidecar/reload"
 )
 
 // auxLive plays the generation store's live map and file directories.

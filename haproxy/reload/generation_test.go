@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/validate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
-	"github.com/haproxy-sidecar/haproxy-sidecar/validate"
 )
 
 func certFor(t *testing.T, cn string) []byte { return testcert.Combined(t, cn) }
