@@ -9,7 +9,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/haproxy-sidecar .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/haproxy-sidecar/haproxy-sidecar/sidecar.Version=${VERSION}" -o /out/haproxy-sidecar .
 
 FROM ${HAPROXY_IMAGE}
 COPY --from=build /out/haproxy-sidecar /usr/local/bin/haproxy-sidecar

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Writes testdata/gateway-api/: the Gateway API CRDs that httproute_e2e_test.go installs into the
+# Writes e2e/testdata/gateway-api/: the Gateway API CRDs that e2e/httproute_e2e_test.go installs into the
 # test kube-apiserver (Gateway and HTTPRoute), from the standard channel of the published
 # sigs.k8s.io/gateway-api module (config/crd/standard/ in its module zip, read through the Go
 # module proxy). Kept: the v1 version (served and stored) with its schema and CEL validations,
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VERSION=${VERSION:-v1.7.0}
-OUT=testdata/gateway-api
+OUT=e2e/testdata/gateway-api
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

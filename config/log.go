@@ -1,0 +1,43 @@
+package config
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+)
+
+// Log is the sidecar's log: level and format.
+type Log struct {
+	Level, Format string
+}
+
+func (l *Log) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.Level, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&l.Format, "log-format", "text", "text or json")
+}
+
+func (l *Log) validate() error {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(l.Level)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	if l.Format != "text" && l.Format != "json" {
+		return fmt.Errorf("--log-format %q: want text or json", l.Format)
+	}
+	return nil
+}
+
+// Handler is the log handler the options ask for, writing to w.
+func (l *Log) Handler(w io.Writer) (slog.Handler, error) {
+	if err := l.validate(); err != nil {
+		return nil, err
+	}
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(l.Level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if l.Format == "json" {
+		return slog.NewJSONHandler(w, opts), nil
+	}
+	return slog.NewTextHandler(w, opts), nil
+}

@@ -1,0 +1,43 @@
+package config
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Wait is how a burst of changes becomes one sync (--wait MIN:MAX, like consul-template's
+// wait): render after Min without a change, but never later than Max after the first.
+type Wait struct {
+	Min, Max time.Duration
+}
+
+func (w *Wait) register(fs *flag.FlagSet) {
+	*w = Wait{Min: 200 * time.Millisecond, Max: 2 * time.Second}
+	fs.Var(w, "wait", "`MIN:MAX`: render after MIN without changes, but never later than MAX after the first")
+}
+
+func (w *Wait) validate() error { return nil }
+
+func (w *Wait) String() string { return fmt.Sprintf("%s:%s", w.Min, w.Max) }
+
+// Set reads MIN:MAX, or MIN (then MAX is 4 MIN).
+func (w *Wait) Set(s string) error {
+	lo, hi, found := strings.Cut(s, ":")
+	min, err := time.ParseDuration(lo)
+	if err != nil {
+		return fmt.Errorf("wait MIN: %w", err)
+	}
+	max := 4 * min
+	if found {
+		if max, err = time.ParseDuration(hi); err != nil {
+			return fmt.Errorf("wait MAX: %w", err)
+		}
+	}
+	if min < 0 || max < min {
+		return fmt.Errorf("wait %q: want 0 <= MIN <= MAX", s)
+	}
+	w.Min, w.Max = min, max
+	return nil
+}

@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
+)
+
+// TestRestartLeavesHAProxyAlone: a restarted sidecar that finds HAProxy running what it last
+// made live (by a reload or through the runtime API) does not reload it, and its runtime API
+// works from the first change; once HAProxy was reloaded by someone else it cannot tell what
+// runs, and reloads once.
+func TestRestartLeavesHAProxyAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test with a real HAProxy")
+	}
+	e := newDemoEnv(t)
+	ms := &reload.MasterSocket{Path: e.sock, Timeout: 5 * time.Second}
+	haproxyReloads := func() int {
+		t.Helper()
+		p, err := ms.ShowProc(t.Context())
+		if err != nil {
+			t.Fatalf("show proc: %v", err)
+		}
+		return p.Reloads
+	}
+	// another is the sidecar started again: the same files and master socket, new ports.
+	another := func() *demoEnv {
+		c := *e
+		c.health = fmt.Sprintf("127.0.0.1:%d", haproxytest.FreePort(t))
+		c.metrics = fmt.Sprintf("127.0.0.1:%d", haproxytest.FreePort(t))
+		return &c
+	}
+	const sidecarReloads = `haproxy_sidecar_reloads_total{endpoint="master-socket",result="success"}`
+
+	stop := e.startSidecar(t)
+	e.startHAProxy(t)
+	e.waitReady(t)
+	// HAProxy loaded the first configuration at its start; a change that needs a reload (a
+	// new backend) lets the sidecar learn which load of HAProxy runs its configuration.
+	e.editFile(t, "services.yaml", func(s string) string {
+		return strings.Replace(s, "\ndata:\n", fmt.Sprintf("\ndata:\n  shop: |\n    {\"namespace\": \"demo\", \"selector\": \"app=api\", \"hostnames\": [\"shop.localhost\"], \"ports\": [%d]}\n", e.port), 1)
+	})
+	e.waitServed(t, "shop.localhost", "/", "api-1")
+	live := e.settled(t).LiveConfig
+	before := haproxyReloads()
+	stop()
+
+	t.Run("restarted after a reload: no reload", func(t *testing.T) {
+		s := another()
+		stop = s.startSidecar(t)
+		if r := s.waitReady(t); r.LiveConfig != live {
+			t.Fatalf("live configuration %s after the restart, want %s", r.LiveConfig, live)
+		}
+		if got := haproxyReloads(); got != before {
+			t.Errorf("HAProxy reloaded %d times since the restart, want 0", got-before)
+		}
+		if got := s.metric(t, sidecarReloads); got != 0 {
+			t.Errorf("the sidecar counted %v reloads, want 0", got)
+		}
+		if got := s.metric(t, `haproxy_sidecar_renders_total{result="unchanged"}`); got != 1 {
+			t.Errorf("renders unchanged %v, want 1 (the first, adopted)", got)
+		}
+
+		// The runtime API knows what HAProxy runs: a pod becoming ready needs no reload.
+		s.editFile(t, "pods.yaml", func(src string) string {
+			i := strings.Index(src, "name: api-5c6b-pqrst")
+			tail := strings.Replace(src[i:], `status: "False"`, `status: "True"`, 1)
+			return src[:i] + strings.Replace(tail, "ready: false", "ready: true", 1)
+		})
+		haproxytest.WaitFor(t, 10*time.Second, func() bool {
+			for range 4 {
+				if _, body, _, _ := s.get("shop.localhost", "/"); strings.HasPrefix(body, "api-2") {
+					return true
+				}
+			}
+			return false
+		}, "api-2 serves once its pod is ready")
+		haproxytest.WaitFor(t, 10*time.Second, func() bool {
+			_, r := s.readyz(t)
+			return r.LiveConfig != live
+		}, "the new generation written and live")
+		live = s.settled(t).LiveConfig
+		if got := haproxyReloads(); got != before {
+			t.Errorf("HAProxy reloaded %d times for a pod change, want 0 (runtime API)", got-before)
+		}
+		stop()
+	})
+
+	t.Run("restarted after a runtime API change: no reload", func(t *testing.T) {
+		s := another()
+		stop = s.startSidecar(t)
+		if r := s.waitReady(t); r.LiveConfig != live {
+			t.Fatalf("live configuration %s after the restart, want %s", r.LiveConfig, live)
+		}
+		if got := haproxyReloads(); got != before {
+			t.Errorf("HAProxy reloaded %d times since the restart, want 0", got-before)
+		}
+		stop()
+	})
+
+	t.Run("HAProxy reloaded behind the sidecar's back: one reload", func(t *testing.T) {
+		if err := ms.Reload(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		outside := haproxyReloads()
+		s := another()
+		stop = s.startSidecar(t)
+		s.waitReady(t)
+		haproxytest.WaitFor(t, 10*time.Second, func() bool { return haproxyReloads() == outside+1 }, "the sidecar reloads HAProxy")
+		if got := s.metric(t, sidecarReloads); got != 1 {
+			t.Errorf("the sidecar counted %v reloads, want 1", got)
+		}
+		s.waitServed(t, "shop.localhost", "/", "api-")
+	})
+}

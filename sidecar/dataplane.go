@@ -1,0 +1,125 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/config"
+	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/dataplane"
+	"github.com/haproxy-sidecar/haproxy-sidecar/pipeline"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render"
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/status"
+)
+
+// dataplaneMode is the --reload=dataplane wiring: the Reloader, and the pipeline's renderer,
+// whose ssldir is the hosts' certificate storage directory, which may be learned after start
+// (a fresh host's storage is empty): a change renders again.
+type dataplaneMode struct {
+	*dataplane.Reloader
+	store      *generation.Store
+	renderOpts render.Options // the render budgets (SSLDir set by setDir)
+
+	mu       sync.Mutex
+	dir      string // the storage directory templates see as ssldir
+	renderer *render.Renderer
+	changed  func() // asks the pipeline to render again
+}
+
+// startDataplane connects the Reloader and decides the templates' ssldir before the first
+// rendering: --dataplane-ssl-dir, else the directory the hosts' storage lists, else the Data
+// Plane API's default until a host says (see package dataplane). recorder is read when a host
+// reports, so that it can be set after this returns.
+func startDataplane(ctx context.Context, cfg *config.Run, store *generation.Store, metrics *status.Metrics, recorder *pipeline.Recorder, log *slog.Logger, red *redactor) (*dataplaneMode, error) {
+	o := cfg.Dataplane
+	spiffe := o.SPIFFESocket
+	if spiffe == "" {
+		spiffe = os.Getenv("SPIFFE_ENDPOINT_SOCKET")
+	}
+	d := &dataplaneMode{store: store, renderOpts: cfg.Render.Options("")}
+	template := templateObject(cfg.Inputs)
+	event := func(warning bool, reason, message string) {
+		if *recorder != nil {
+			(*recorder).Event(template, warning, reason, message)
+		}
+	}
+	dp, err := dataplane.New(ctx, dataplane.Config{
+		URLs: o.URLs, Username: o.Username, Password: o.Password,
+		PasswordFile: o.PasswordFile, Token: o.Token, Secret: red.onChange("dataplane-file"),
+		CACert: o.CACert, Cert: o.Cert, Key: o.Key,
+		SPIFFESocket: spiffe, SPIFFEID: o.SPIFFEID,
+		ConfigPath: store.ConfigPath(), CertDir: store.SSLDir(), SSLDir: o.SSLDir,
+		MapsDir: store.MapsDir(), FilesDir: store.FilesDir(),
+		MapsStorageDir: o.MapsDir, FilesStorageDir: o.FilesDir,
+		Timeout: cfg.HAProxy.ReloadTimeout, Logger: log,
+		StateFile: filepath.Join(store.StateDir(), "dataplane-hosts.json"),
+		OnResult: func(ep, result string) {
+			metrics.Reloads.WithLabelValues(ep, result).Inc()
+			// Per-host outcome on the object holding the template, in the Kubernetes modes.
+			event(result != dataplane.ResultSuccess, "Host"+strings.ToUpper(result[:1])+result[1:],
+				fmt.Sprintf("HAProxy host %s: %s", ep, result))
+		},
+		OnSSLDir: d.setDir,
+		OnWarning: func(reason, message string) {
+			event(true, reason, message)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.Reloader = dp
+	dir, err := dp.DiscoverSSLDir(ctx)
+	if err != nil {
+		dp.Close()
+		return nil, fmt.Errorf("%w (or set --dataplane-ssl-dir)", err)
+	}
+	// The hosts' map and general storage directories: the templates' mapsdir and filesdir,
+	// which the generation store checks as the staged maps and files.
+	mapsDir, filesDir, err := dp.DiscoverAuxDirs(ctx)
+	if err != nil {
+		dp.Close()
+		return nil, fmt.Errorf("%w (or set --dataplane-maps-dir and --dataplane-files-dir)", err)
+	}
+	store.SetTemplateMapsDirs(mapsDir)
+	store.SetTemplateFilesDirs(filesDir)
+	d.renderOpts.MapsDir, d.renderOpts.FilesDir = mapsDir, filesDir
+	d.setDir(dir, "")
+	return d, nil
+}
+
+// setDir makes dir the templates' ssldir; previous is the one they used before ("" at
+// start). The generation store checks renderings made for either against the staged
+// certificates (haproxy -c), then the pipeline renders again.
+func (d *dataplaneMode) setDir(dir, previous string) {
+	d.store.SetTemplateSSLDirs(dir, previous)
+	d.mu.Lock()
+	opts := d.renderOpts
+	opts.SSLDir = dir
+	d.dir, d.renderer = dir, render.New(opts)
+	changed := d.changed
+	d.mu.Unlock()
+	if changed != nil && previous != "" {
+		changed()
+	}
+}
+
+// onChange sets what asks the pipeline to render again.
+func (d *dataplaneMode) onChange(fn func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.changed = fn
+}
+
+// Render renders with the current ssldir.
+func (d *dataplaneMode) Render(ctx context.Context, s *snapshot.Snapshot) (*render.Bundle, error) {
+	d.mu.Lock()
+	r := d.renderer
+	d.mu.Unlock()
+	return r.Render(ctx, s)
+}

@@ -1,0 +1,58 @@
+package sidecar
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/config"
+	"github.com/haproxy-sidecar/haproxy-sidecar/redact"
+)
+
+// redactor knows the secret values the configuration gives: the stats password, the Data
+// Plane API credentials, the etcd password, the environment values marked secret.
+// Certificate keys are added as they are read (the pipeline).
+type redactor struct {
+	*redact.Redactor
+	mu   sync.Mutex
+	last map[string]string // per group: the value onChange registered last
+}
+
+func newRedactor(in config.Inputs, etcd config.Etcd, dp *config.Dataplane) *redactor {
+	r := &redactor{Redactor: &redact.Redactor{}, last: map[string]string{}}
+	r.Set("stats", in.StatsPassword)
+	secrets := []string{dp.Password, dp.Token}
+	if dp.PasswordFile != "" {
+		if b, err := os.ReadFile(dp.PasswordFile); err == nil {
+			secrets = append(secrets, strings.TrimSpace(string(b)))
+		}
+	}
+	r.Set("dataplane", secrets...)
+	r.Set("env", in.SecretEnv()...)
+	r.Set("etcd", etcd.Password)
+	return r
+}
+
+// onChange returns a function that registers a secret value of group whenever it changes (a
+// password file re-read at each request, say).
+func (r *redactor) onChange(group string) func(string) {
+	return func(v string) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if v != r.last[group] {
+			r.last[group] = v
+			r.Set(group, v)
+		}
+	}
+}
+
+// newLogger logs to w as l says, with every secret red knows redacted.
+func newLogger(l config.Log, w io.Writer, red *redactor) (*slog.Logger, error) {
+	h, err := l.Handler(w)
+	if err != nil {
+		return nil, err
+	}
+	return slog.New(red.Handler(h)), nil
+}

@@ -1,0 +1,157 @@
+// Package sidecar is the program: it builds each stage from the configuration (package config)
+// and runs them, `run` until its context ends (Run), `render` and `validate` once (Once).
+// Package main only picks the command; the end-to-end tests drive the program through here.
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/klog/v2"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/config"
+	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/httpserver"
+	"github.com/haproxy-sidecar/haproxy-sidecar/leader"
+	"github.com/haproxy-sidecar/haproxy-sidecar/memory"
+	"github.com/haproxy-sidecar/haproxy-sidecar/pipeline"
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/status"
+	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
+)
+
+// Version is the sidecar's version, set at build time (-ldflags "-X ...sidecar.Version=...").
+var Version = "dev"
+
+// Env is what the process gives the program beyond its configuration.
+type Env struct {
+	// Log is where the log goes.
+	Log io.Writer
+	// Memory are the Go runtime's memory settings in effect, for the start-up line.
+	Memory memory.Settings
+	// Process is set when the program is the whole process: client-go's own log (klog, one
+	// per process) is sent to the sidecar's.
+	Process bool
+}
+
+// Run is the sidecar until ctx ends.
+func Run(ctx context.Context, cfg *config.Run, env Env) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	red := newRedactor(cfg.Inputs, cfg.Source.Etcd, &cfg.Dataplane)
+	log, err := newLogger(cfg.Log, env.Log, red)
+	if err != nil {
+		return err
+	}
+	if env.Process {
+		klog.SetSlogLogger(log)
+	}
+	return red.Error(run(ctx, cfg, env, log, red))
+}
+
+func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *redactor) error {
+	metrics := status.NewMetrics()
+	src, err := newSource(cfg.Source, cfg.Inputs, log, func(up bool) { metrics.SourceUp.Set(map[bool]float64{true: 1}[up]) })
+	if err != nil {
+		return err
+	}
+	inputs, err := snapshotOptions(cfg.Inputs)
+	if err != nil {
+		return err
+	}
+	local, err := localPaths(cfg, log)
+	if err != nil {
+		return err
+	}
+	store, err := generation.Open(local.config, local.ssl, local.state, generation.WithLogger(log),
+		generation.WithMapsDir(local.maps), generation.WithFilesDir(local.files))
+	if err != nil {
+		return fmt.Errorf("open generations for %s: %w", local.config, err)
+	}
+	health := &status.Health{Redact: red.String}
+	identity := cfg.Leader.PodName
+	if identity == "" {
+		identity, _ = os.Hostname()
+	}
+	var events pipeline.Recorder // Kubernetes Events, in the Kubernetes modes (set below)
+	haproxy, err := newHAProxy(ctx, cfg, local, store, metrics, &events, log, red)
+	if err != nil {
+		return err
+	}
+	defer haproxy.close()
+	checker, err := newChecker(cfg.Render)
+	if err != nil {
+		return err
+	}
+	var election *leader.Election
+	var standby func() bool
+	if kube, ok := src.(*watcher.Kube); ok {
+		ev := status.NewKubeEvents(ctx, kube.Client, "haproxy-sidecar", identity, kube.Lookup, log)
+		ev.Redact = red.String
+		defer ev.Shutdown()
+		events = ev
+		if cfg.Leader.Elect {
+			election = &leader.Election{}
+			standby = election.Standby
+		}
+	}
+	watchOldWorkers(cfg.HAProxy, metrics)
+	p, err := pipeline.New(pipeline.Config{
+		Source:            src,
+		Inputs:            snapshot.Builder{Options: inputs},
+		Renderer:          haproxy.renderer,
+		Checker:           checker,
+		Store:             store,
+		Reloader:          haproxy.reloader,
+		Endpoint:          haproxy.endpoint,
+		ReloaderCounts:    haproxy.endpoint == "dataplane",
+		WaitMin:           cfg.Wait.Min,
+		WaitMax:           cfg.Wait.Max,
+		Metrics:           metrics,
+		Health:            health,
+		Recorder:          events,
+		Standby:           standby,
+		Logger:            log,
+		Runtime:           haproxy.runtime,
+		MinReloadInterval: cfg.HAProxy.MinReloadInterval,
+		AfterSync:         memory.Trim,
+		KeepInputs:        true,
+		Redactor:          red.Redactor,
+		ExpectRunning:     local.expectRunning,
+		ProbeInterval:     cfg.HAProxy.ProbeInterval,
+	})
+	if err != nil {
+		return err
+	}
+	haproxy.onChange(p.Changed)
+	if err := httpserver.Serve(ctx, log, httpserver.Options{
+		MetricsAddr: cfg.HTTP.MetricsAddr, HealthAddr: cfg.HTTP.HealthAddr, Profiles: cfg.HTTP.Profiles,
+		Metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{Registry: metrics.Registry}),
+		Health:  health.Register,
+	}); err != nil {
+		return err
+	}
+	if election != nil {
+		ns := cfg.Leader.Namespace
+		if ns == "" {
+			ns = cfg.Inputs.Namespace
+		}
+		if err := election.Start(ctx, src.(*watcher.Kube).Client, leader.Options{
+			Namespace: ns, Name: cfg.Leader.Name, Identity: identity,
+			LeaseDuration: cfg.Leader.LeaseDuration, RenewDeadline: cfg.Leader.RenewDeadline, RetryPeriod: cfg.Leader.RetryPeriod,
+			OnLeading: p.Changed,
+		}, log); err != nil {
+			return err
+		}
+	}
+	attrs := []any{"version", Version, "source", cfg.Source.Kind, "dir", cfg.Source.Dir, "haproxy_config", local.config,
+		"ssl_dir", local.ssl, "maps_dir", store.MapsDir(), "files_dir", store.FilesDir(), "state_dir", store.StateDir(),
+		"reload", cfg.HAProxy.Reload, "wait", cfg.Wait.String()}
+	log.Info("starting", append(attrs, env.Memory.Attrs()...)...)
+	return p.Run(ctx)
+}

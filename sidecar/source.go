@@ -1,0 +1,133 @@
+package sidecar
+
+import (
+	"fmt"
+	"log/slog"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/config"
+	"github.com/haproxy-sidecar/haproxy-sidecar/pipeline"
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
+)
+
+// newSource is where the inputs come from; onUp feeds the source_up gauge (etcd).
+func newSource(s config.Source, in config.Inputs, log *slog.Logger, onUp func(bool)) (pipeline.Source, error) {
+	if err := watcher.CheckWatch(in.Watch); err != nil {
+		return nil, err
+	}
+	switch s.Kind {
+	case "file":
+		// Pods converted as they are decoded, and only the objects whose bytes changed decoded
+		// again: memory and time for a hundred thousand pods.
+		return &watcher.File{Dir: s.Dir, DefaultNamespace: in.Namespace, Logger: log, PodConverter: &snapshot.PodConverter{},
+			MaxFileSize: int64(s.MaxFileSize), Watch: in.Watch,
+			SecretNamespace: in.Namespace, TLSSecretNamespaces: in.TLSSecretNamespaces.Namespaces}, nil
+	case "kube":
+		cfg, err := kubeConfig(s.Kube)
+		if err != nil {
+			return nil, err
+		}
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes client: %w", err)
+		}
+		var dyn dynamic.Interface
+		if len(in.Watch) > 0 {
+			if dyn, err = dynamic.NewForConfig(cfg); err != nil {
+				return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
+			}
+		}
+		return &watcher.Kube{
+			Watch:               in.Watch,
+			Dynamic:             dyn,
+			Client:              client,
+			Namespace:           in.Namespace,
+			ServicesConfigMap:   in.ServicesConfigMap,
+			KeysSecret:          in.KeysSecret,
+			ConfigSecret:        in.ConfigSecret,
+			CertificateSelector: in.CertificateSelector,
+			TLSSecretNamespaces: in.TLSSecretNamespaces.Namespaces,
+			Logger:              log,
+		}, nil
+	case "etcd":
+		e := s.Etcd
+		return watcher.NewEtcd(watcher.EtcdConfig{
+			Endpoints: e.Endpoints, Prefix: e.Prefix,
+			CACert: e.CACert, Cert: e.Cert, Key: e.Key,
+			Username: e.User, Password: e.Password,
+			Namespace: in.Namespace, ServicesConfigMap: in.ServicesConfigMap, ConfigConfigMap: in.ConfigConfigMap,
+			CertificatesConfigMap: in.CertificatesConfigMap, KeysSecret: in.KeysSecret, ConfigSecret: in.ConfigSecret,
+			CertificateSelector: in.CertificateSelector,
+			TLSSecretNamespaces: in.TLSSecretNamespaces.Namespaces,
+			PodConverter:        &snapshot.PodConverter{},
+			Watch:               in.Watch,
+			OnUp:                onUp,
+			Logger:              log,
+		})
+	}
+	return nil, fmt.Errorf("--source %q: want file, kube or etcd", s.Kind)
+}
+
+// kubeConfig connects with --kubeconfig, else in-cluster, else $KUBECONFIG / ~/.kube/config.
+func kubeConfig(k config.Kube) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if k.Kubeconfig != "" {
+		rules.ExplicitPath = k.Kubeconfig
+	}
+	var cfg *rest.Config
+	var err error
+	if k.Kubeconfig == "" {
+		cfg, err = rest.InClusterConfig()
+	}
+	if k.Kubeconfig != "" || err != nil {
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(k.QPS), k.Burst
+	cfg.UserAgent = "haproxy-sidecar/" + Version
+	return cfg, nil
+}
+
+// snapshotOptions say which objects are the inputs and what templates see.
+func snapshotOptions(in config.Inputs) (snapshot.Options, error) {
+	bo := snapshot.Options{
+		Namespace:             in.Namespace,
+		ServicesConfigMap:     in.ServicesConfigMap,
+		ConfigConfigMap:       in.ConfigConfigMap,
+		CertificatesConfigMap: in.CertificatesConfigMap,
+		KeysSecret:            in.KeysSecret,
+		TemplateKey:           in.TemplateKey,
+		ConfigSecret:          in.ConfigSecret,
+		Env:                   in.Env(),
+		StatsPassword:         in.StatsPassword,
+		StatsPasswordSet:      in.StatsPassword != "",
+		// Pods converted once per resourceVersion, not once per render.
+		PodCache:            &snapshot.PodCache{},
+		Resources:           in.Watch,
+		TLSSecretNamespaces: in.TLSSecretNamespaces.Namespaces,
+	}
+	if in.CertificateSelector != "" {
+		sel, err := labels.Parse(in.CertificateSelector)
+		if err != nil {
+			return bo, fmt.Errorf("--certificate-selector: %w", err)
+		}
+		bo.CertificateSelector = sel
+	}
+	return bo, nil
+}
+
+// templateObject is the object that holds the templates, where per-host Events go.
+func templateObject(in config.Inputs) snapshot.Ref {
+	if in.ConfigSecret != "" {
+		return snapshot.Ref{Kind: "Secret", Namespace: in.Namespace, Name: in.ConfigSecret}
+	}
+	return snapshot.Ref{Kind: "ConfigMap", Namespace: in.Namespace, Name: in.ConfigConfigMap}
+}
