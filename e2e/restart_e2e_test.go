@@ -62,8 +62,13 @@ func TestRestartLeavesHAProxyAlone(t *testing.T) {
 		if got := s.metric(t, sidecarReloads); got != 0 {
 			t.Errorf("the sidecar counted %v reloads, want 0", got)
 		}
-		if got := s.metric(t, `haproxy_sidecar_renders_total{result="unchanged"}`); got != 1 {
-			t.Errorf("renders unchanged %v, want 1 (the first, adopted)", got)
+		// The first sync adopts what HAProxy runs (the file source may notify once more as it
+		// starts watching: that sync finds nothing to do either).
+		if got := s.metric(t, `haproxy_sidecar_renders_total{result="unchanged"}`); got < 1 {
+			t.Errorf("renders unchanged %v, want at least 1 (the first, adopted)", got)
+		}
+		if got := s.metric(t, `haproxy_sidecar_renders_total{result="success"}`); got != 0 {
+			t.Errorf("renders that went live %v, want 0", got)
 		}
 
 		// The runtime API knows what HAProxy runs: a pod becoming ready needs no reload.

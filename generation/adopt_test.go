@@ -57,8 +57,8 @@ func TestAdoptsRunningInstallation(t *testing.T) {
 	if !strings.Contains(filepath.Base(a.Generation.Dir), "-adopted-") {
 		t.Errorf("adopted generation %s is not named as such", a.Generation.Dir)
 	}
-	if live, good := s.Live(), s.Good(); live == nil || good == nil || live.Dir != a.Generation.Dir || good.Dir != a.Generation.Dir {
-		t.Fatalf("Live %+v, Good %+v, want the adopted generation", live, good)
+	if live := s.Live(); live == nil || live.Dir != a.Generation.Dir {
+		t.Fatalf("Live %+v, want the adopted generation", live)
 	}
 	for _, p := range []string{e.config, e.ssl} {
 		if !isSymlink(t, p) {
@@ -96,7 +96,7 @@ func TestAdoptsRunningInstallation(t *testing.T) {
 		if len(s.Adoptions()) != 1 {
 			t.Fatalf("Activate adopted again: %+v", s.Adoptions())
 		}
-		if err := s.Rollback(); err != nil {
+		if err := s.Rollback(a.Generation); err != nil {
 			t.Fatal(err)
 		}
 		if c, k := seen(t, e); c != "their config" || k != "their cert" {
@@ -107,8 +107,7 @@ func TestAdoptsRunningInstallation(t *testing.T) {
 	t.Run("never pruned", func(t *testing.T) {
 		g := stage(t, s, "config 2", "cert 2")
 		mustActivate(t, s, g)
-		s.MarkGood(g)
-		if err := s.Prune(); err != nil {
+		if err := s.Prune(g); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := os.Stat(a.Generation.ConfigFile()); err != nil {

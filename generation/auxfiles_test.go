@@ -56,7 +56,6 @@ func TestAuxiliaryFilesSwapWithTheGeneration(t *testing.T) {
 		}
 	}
 	mustActivate(t, s, g1)
-	s.MarkGood(g1)
 	if got := seenAux(t, e); got != all("1") {
 		t.Fatalf("after Activate(g1): %s", got)
 	}
@@ -72,13 +71,13 @@ func TestAuxiliaryFilesSwapWithTheGeneration(t *testing.T) {
 	if got := seenAux(t, e); got != all("2") {
 		t.Fatalf("after Activate(g2): %s", got)
 	}
-	if err := s.Rollback(); err != nil {
+	if err := s.Rollback(g1); err != nil {
 		t.Fatal(err)
 	}
 	if got := seenAux(t, e); got != all("1") {
 		t.Fatalf("after Rollback: %s", got)
 	}
-	if err := s.Prune(); err != nil {
+	if err := s.Prune(g1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(g2.MapsDir()); !errors.Is(err, os.ErrNotExist) {
@@ -256,7 +255,7 @@ func TestAdoptsMapsAndFiles(t *testing.T) {
 	if got := seenAux(t, e); got != all("1") {
 		t.Fatalf("after Activate: %s", got)
 	}
-	if err := s.Rollback(); err != nil {
+	if err := s.Rollback(a); err != nil {
 		t.Fatal(err)
 	}
 	if got := read(t, filepath.Join(e.maps(), "sub", "paths.map")); got != "their sub map" {

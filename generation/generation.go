@@ -22,7 +22,7 @@
 // Files already at the stable paths that the store did not put there (a running HAProxy
 // taken over: its own haproxy.cfg, certificate and map directories) are never deleted: they are
 // copied into an adopted generation (gen-<seq>-adopted-<hash4>, never pruned), which becomes
-// the live and last good generation, and the paths are then replaced by the symlinks with
+// the live generation, and the paths are then replaced by the symlinks with
 // atomic renames (a directory is exchanged with its symlink in one rename where Linux
 // supports it), so HAProxy reads the same bytes throughout.
 package generation
@@ -123,7 +123,6 @@ type Store struct {
 	seq                                                  int         // highest sequence number seen or staged
 	live                                                 *Generation // what current points to
 	previous                                             *Generation // live before the last Activate
-	good                                                 *Generation // last generation HAProxy loaded fine
 	pending                                              *Generation // newest staged generation not activated yet
 }
 
@@ -150,10 +149,10 @@ func WithFilesDir(dir string) Option { return func(s *Store) { s.filesDir = dir 
 // Open prepares a store for configPath, sslDir and the map and file directories (the stable
 // paths HAProxy and the templates use; see WithMapsDir, WithFilesDir) with its generations in
 // stateDir (default: DefaultStateDirName beside configPath). It creates the directories it
-// needs and finds the live generation left by a previous run, which is then also taken as
-// the last good one. Files at the stable paths that are not the store's symlinks are adopted
-// (see the package documentation): the adopted generation is then the live and last good
-// one, and the paths become the symlinks.
+// needs and finds the live generation left by a previous run. Files at the stable paths that
+// are not the store's symlinks are adopted (see the package documentation): the adopted
+// generation is then the live one, and the paths become the symlinks. Which generation is
+// good (HAProxy loaded it) is not the store's to know: its caller says (Rollback, Prune).
 func Open(configPath, sslDir, stateDir string, opts ...Option) (*Store, error) {
 	if configPath == "" || sslDir == "" {
 		return nil, errors.New("open generation store: config path and SSL directory are required")
@@ -210,7 +209,7 @@ func Open(configPath, sslDir, stateDir string, opts ...Option) (*Store, error) {
 	// no live generation: the next Activate replaces it.
 	if target, err := os.Readlink(filepath.Join(s.stateDir, CurrentName)); err == nil {
 		if g, err := s.load(target); err == nil {
-			s.live, s.good = g, g
+			s.live = g
 		}
 	}
 	f, err := s.inspect()
@@ -225,7 +224,7 @@ func Open(configPath, sslDir, stateDir string, opts ...Option) (*Store, error) {
 		if err := s.point(a.Generation); err != nil {
 			return nil, fmt.Errorf("open generation store: %w", err)
 		}
-		s.live, s.good = copyGen(a.Generation), copyGen(a.Generation)
+		s.live = copyGen(a.Generation)
 	}
 	if s.live != nil {
 		if err := s.ensureLinks(); err != nil {
@@ -657,13 +656,6 @@ func (s *Store) Live() *Generation {
 	return copyGen(s.live)
 }
 
-// Good returns the last generation marked good (or found live at Open), nil if none.
-func (s *Store) Good() *Generation {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return copyGen(s.good)
-}
-
 func copyGen(g *Generation) *Generation {
 	if g == nil {
 		return nil
@@ -722,13 +714,13 @@ func (s *Store) point(g *Generation) error {
 	return syncDir(s.stateDir)
 }
 
-// Rollback makes live again the generation to fall back to: the last one marked good, or,
-// if none was, the one that was live before the last Activate. The generation it replaces is
-// forgotten (Prune deletes it).
-func (s *Store) Rollback() error {
+// Rollback makes live again the generation to fall back to: good (the last one HAProxy
+// loaded), or, if none is known, the one that was live before the last Activate. The
+// generation it replaces is forgotten (Prune deletes it).
+func (s *Store) Rollback(good *Generation) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	target := s.good
+	target := good
 	if target == nil {
 		target = s.previous
 	}
@@ -754,22 +746,15 @@ func nameOf(g *Generation) string {
 	return g.name()
 }
 
-// MarkGood records that HAProxy loaded g: it is the rollback target from now on.
-func (s *Store) MarkGood(g *Generation) {
+// Prune deletes every generation except the live one, those in keep (the last good one), the
+// newest staged one that was not activated yet and the adopted ones (the operator's own
+// files), and any leftover temporary files.
+func (s *Store) Prune(keep ...*Generation) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.good = copyGen(g)
-}
-
-// Prune deletes every generation except the live one, the last good one, the newest staged
-// one that was not activated yet and the adopted ones (the operator's own files), and any
-// leftover temporary files.
-func (s *Store) Prune() error {
-	s.mu.Lock()
-	keep := map[string]bool{}
-	for _, g := range []*Generation{s.live, s.good, s.pending} {
+	kept := map[string]bool{}
+	for _, g := range append([]*Generation{s.live, s.pending}, keep...) {
 		if g != nil {
-			keep[g.name()] = true
+			kept[g.name()] = true
 		}
 	}
 	s.mu.Unlock()
@@ -780,7 +765,7 @@ func (s *Store) Prune() error {
 	var errs []error
 	for _, e := range entries {
 		name := e.Name()
-		if !(genName.MatchString(name) || strings.HasPrefix(name, tmpPrefix)) || keep[name] {
+		if !(genName.MatchString(name) || strings.HasPrefix(name, tmpPrefix)) || kept[name] {
 			continue
 		}
 		if m := genName.FindStringSubmatch(name); m != nil && strings.HasPrefix(m[2], AdoptedPrefix) {

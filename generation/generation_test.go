@@ -131,13 +131,13 @@ func TestRollback(t *testing.T) {
 	t.Run("to previous when none marked good", func(t *testing.T) {
 		e := newEnv(t)
 		s := open(t, e)
-		if err := s.Rollback(); !errors.Is(err, ErrNoRollback) {
+		if err := s.Rollback(nil); !errors.Is(err, ErrNoRollback) {
 			t.Fatalf("Rollback on empty store = %v", err)
 		}
 		g1, g2 := stage(t, s, "config 1", "cert 1"), stage(t, s, "config 2", "cert 2")
 		mustActivate(t, s, g1)
 		mustActivate(t, s, g2)
-		if err := s.Rollback(); err != nil {
+		if err := s.Rollback(nil); err != nil {
 			t.Fatal(err)
 		}
 		if c, k := seen(t, e); c != "config 1" || k != "cert 1" {
@@ -147,7 +147,7 @@ func TestRollback(t *testing.T) {
 			t.Fatalf("Live = %s", s.Live().Dir)
 		}
 		// The failed generation is forgotten: a second Rollback has nothing to go back to.
-		if err := s.Rollback(); !errors.Is(err, ErrNoRollback) {
+		if err := s.Rollback(nil); !errors.Is(err, ErrNoRollback) {
 			t.Fatalf("second Rollback = %v, want ErrNoRollback", err)
 		}
 	})
@@ -155,18 +155,17 @@ func TestRollback(t *testing.T) {
 		e := newEnv(t)
 		s := open(t, e)
 		g1, g2, g3 := stage(t, s, "config 1", "cert 1"), stage(t, s, "config 2", "cert 2"), stage(t, s, "config 3", "cert 3")
-		mustActivate(t, s, g1)
-		s.MarkGood(g1)
+		mustActivate(t, s, g1) // HAProxy loaded it: the good one
 		mustActivate(t, s, g2) // never confirmed
 		mustActivate(t, s, g3)
-		if err := s.Rollback(); err != nil {
+		if err := s.Rollback(g1); err != nil {
 			t.Fatal(err)
 		}
 		if c, k := seen(t, e); c != "config 1" || k != "cert 1" {
 			t.Fatalf("after Rollback: %q/%q", c, k)
 		}
-		if s.Good().Dir != g1.Dir {
-			t.Fatalf("Good = %s", s.Good().Dir)
+		if s.Live().Dir != g1.Dir {
+			t.Fatalf("Live = %s", s.Live().Dir)
 		}
 	})
 }
@@ -199,15 +198,14 @@ func TestPruneKeepsLiveAndLastGood(t *testing.T) {
 		gens = append(gens, stage(t, s, fmt.Sprintf("config %d", i), fmt.Sprintf("cert %d", i)))
 	}
 	mustActivate(t, s, gens[0])
-	mustActivate(t, s, gens[1])
-	s.MarkGood(gens[1])
+	mustActivate(t, s, gens[1]) // the last good one
 	mustActivate(t, s, gens[2]) // live, not confirmed yet
 	// gens[3], gens[4] staged and superseded; gens[5] the newest staged, not activated.
 	if _, err := s.CheckFile(gens[5]); err != nil {
 		t.Fatal(err)
 	}
 	os.Mkdir(filepath.Join(s.StateDir(), tmpPrefix+"gen-crashed"), 0o700)
-	if err := s.Prune(); err != nil {
+	if err := s.Prune(gens[1]); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{filepath.Base(gens[1].Dir), filepath.Base(gens[2].Dir), filepath.Base(gens[5].Dir)}
@@ -220,10 +218,9 @@ func TestPruneKeepsLiveAndLastGood(t *testing.T) {
 	if c, _ := seen(t, e); c != "config 2" {
 		t.Fatalf("live changed by Prune: %q", c)
 	}
-	// Once the newest is activated and marked good, everything else goes.
+	// Once the newest is activated and good, everything else goes.
 	mustActivate(t, s, gens[5])
-	s.MarkGood(gens[5])
-	if err := s.Prune(); err != nil {
+	if err := s.Prune(gens[5]); err != nil {
 		t.Fatal(err)
 	}
 	if got := names(t, s); !equal(got, []string{filepath.Base(gens[5].Dir)}) {
@@ -246,15 +243,12 @@ func TestReopenFindsLive(t *testing.T) {
 	if live == nil || live.Dir != g2.Dir || live.Seq != g2.Seq || live.Hash != g2.Hash {
 		t.Fatalf("reopened Live = %+v, want %+v", live, g2)
 	}
-	if good := s2.Good(); good == nil || good.Dir != g2.Dir {
-		t.Fatalf("reopened Good = %+v", good)
-	}
 	g3 := stage(t, s2, "config 3", "cert 3")
 	if g3.Seq <= g2.Seq {
 		t.Fatalf("seq after reopen %d, want > %d", g3.Seq, g2.Seq)
 	}
 	mustActivate(t, s2, g3)
-	if err := s2.Rollback(); err != nil {
+	if err := s2.Rollback(live); err != nil { // the live generation at Open is the good one
 		t.Fatal(err)
 	}
 	if c, _ := seen(t, e); c != "config 2" {
@@ -421,7 +415,6 @@ func TestConcurrentReaderSeesCompleteFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustActivate(t, s, g)
-		s.MarkGood(g)
 	}
 	stop.Store(true)
 	wg.Wait()

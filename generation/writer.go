@@ -36,6 +36,8 @@ type Writer struct {
 type WriteJob struct {
 	Hash    string
 	Content Content // the configuration, certificates, map files and other files
+	// Keep is a generation a prune after a rejection must keep (the last good one).
+	Keep *Generation
 	// Payload is the caller's, handed back in Written.
 	Payload any
 	queued  time.Time
@@ -207,7 +209,7 @@ func (w *Writer) write(ctx context.Context, job *WriteJob, isRejected func(error
 	}
 	if w.check != nil {
 		if err := w.check(ctx, gen); err != nil {
-			_ = w.store.Prune()
+			_ = w.store.Prune(job.Keep)
 			if isRejected != nil && isRejected(err) {
 				w.remember(job.Hash, err)
 				res.Rejected = err
@@ -227,7 +229,6 @@ func (w *Writer) write(ctx context.Context, job *WriteJob, isRejected func(error
 		res.Err = fmt.Errorf("activate generation (HAProxy already runs it through the runtime API): %w", err)
 		return res
 	}
-	w.store.MarkGood(gen)
 	res.Gen = gen
 	return res
 }

@@ -95,7 +95,7 @@ func TestWriterRejected(t *testing.T) {
 		t.Error("the rejection is not remembered by hash")
 	}
 	res = w.WriteNow(context.Background(), &WriteJob{Hash: "ok1", Content: Content{Config: []byte("fine")}}, isRejected)
-	if res.Gen == nil || liveConfig(t, s) != "fine" || s.Good() == nil {
+	if res.Gen == nil || liveConfig(t, s) != "fine" || s.Live() == nil || s.Live().Dir != res.Gen.Dir {
 		t.Errorf("%+v", res)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/runtimeapi"
+	"github.com/haproxy-sidecar/haproxy-sidecar/live"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
 )
@@ -33,8 +34,8 @@ func (p *Pipeline) act(ctx context.Context, d Decision, c *candidate, plan *runt
 		if res, ok := p.validated(ctx, c); !ok {
 			return res, nil
 		}
-		p.withStore(func() { _ = p.cfg.Store.Prune() })
-		p.cfg.Health.Standby(hash)
+		p.prune()
+		p.cfg.Health.Standby()
 		p.cfg.Metrics.ConfigValid.Set(1)
 		p.log.Info("standby: configuration rendered and valid, not applied (not the leader)", "reason", reason, "hash", short(hash))
 		return Result{Outcome: StandingBy, Hash: hash}, nil
@@ -49,16 +50,17 @@ func (p *Pipeline) act(ctx context.Context, d Decision, c *candidate, plan *runt
 
 // nothing: HAProxy runs this rendering. The files are made to say so if the writer could not.
 func (p *Pipeline) nothing(ctx context.Context, c *candidate, reason string) Result {
-	m := p.cfg.Metrics
 	hash := c.bundle.Hash
-	m.Renders.WithLabelValues("unchanged").Inc()
+	p.cfg.Metrics.Renders.WithLabelValues("unchanged").Inc()
 	if live := p.cfg.Store.Live(); (live == nil || live.Hash != hash) && !p.writer.Pending(hash) {
 		// HAProxy got it through the runtime API and the write failed: write it again.
 		if res, failed := p.write(ctx, c, reason); failed {
 			return res
 		}
 	}
-	p.liveIfRunning(hash) // still live; clears an error the operator has since fixed
+	if p.HAProxy().Runs == hash {
+		p.cfg.Health.Applied() // still live; clears an error the operator has since fixed
+	}
 	p.log.Debug("render unchanged, nothing to do", "reason", reason, "hash", short(hash))
 	return Result{Outcome: Unchanged, Hash: hash}
 }
@@ -89,6 +91,32 @@ func (p *Pipeline) validated(ctx context.Context, c *candidate) (Result, bool) {
 // withStore runs f while the background writer does not write.
 func (p *Pipeline) withStore(f func()) { p.writer.Exclusive(f) }
 
+// prune deletes the generations nothing needs any more (the live, the last good and the newest
+// staged ones stay).
+func (p *Pipeline) prune() {
+	good := p.HAProxy().Good.Gen
+	p.withStore(func() {
+		if err := p.cfg.Store.Prune(good); err != nil {
+			p.log.Warn("prune old generations", "error", err)
+		}
+	})
+}
+
+// rollback makes the last good generation live again (a reload refused the new one).
+func (p *Pipeline) rollback() {
+	good := p.HAProxy().Good.Gen
+	var err error
+	p.withStore(func() {
+		if p.cfg.Store.Live() != nil {
+			err = p.cfg.Store.Rollback(good)
+		}
+		_ = p.cfg.Store.Prune(good)
+	})
+	if err != nil {
+		p.log.Error("rollback to the last good generation failed", "error", err)
+	}
+}
+
 // reload makes c live through a reload: the files swapped atomically, HAProxy reloaded, the
 // reload confirmed; a refused reload rolls the files back and blames the changed inputs.
 func (p *Pipeline) reload(ctx context.Context, c *candidate, plan *runtimeapi.Plan, why, reason string) (Result, map[string]error) {
@@ -108,34 +136,32 @@ func (p *Pipeline) reload(ctx context.Context, c *candidate, plan *runtimeapi.Pl
 	rstart := time.Now()
 	err = p.reloadHAProxy(ctx)
 	took := time.Since(rstart)
-	p.reloadDone(plan, err)
 	var failed *reload.Failed
 	switch {
 	case err == nil:
+		load := p.loadID(ctx)
+		p.cfg.Health.Applied()
+		p.change(func(s live.State) live.State { return s.Reloaded(c.bundle, c.gen, load, plan.Loaded(), time.Now()) })
 		m.ReloadSucceeded(p.countedEndpoint(), took, hash)
-		p.setRuns(hash)
-		p.forgetRefused()
-		p.cfg.Store.MarkGood(c.gen)
-		p.setGood(c.bundle)
-		p.recordLoad(ctx, hash, true)
 		p.applied(c.info, hash, reason)
 		p.log.Info("configuration live", "reason", reason, "hash", short(hash),
 			"revision", c.info.revision, "services", c.info.services, "certificates", c.info.certificates, "reload", took.Round(time.Millisecond))
 		return Result{Outcome: Applied, Hash: hash, Reloaded: true}, nil
 	case errors.Is(err, reload.ErrNotRunning):
 		// The files are in place: HAProxy loads them when it starts.
-		p.setRuns("")
-		p.writtenDown.Store(true)
-		p.cfg.Store.MarkGood(c.gen)
-		p.setGood(c.bundle)
-		p.recordLoad(ctx, hash, false)
-		p.withStore(func() { _ = p.cfg.Store.Prune() })
-		p.cfg.Health.Written(hash)
+		p.change(func(s live.State) live.State {
+			s = s.WrittenWhileDown(c.bundle, c.gen, plan.Loaded())
+			if p.cfg.ExpectRunning {
+				s = s.ProbedDown(err.Error())
+			}
+			return s
+		})
+		p.prune()
+		p.cfg.Health.Written()
 		if p.cfg.ExpectRunning {
 			// HAProxy ran on these files before the sidecar started: not reaching it is a
 			// fault (a wrong --master-socket, HAProxy down), not a start-up race.
 			m.SyncFailures.WithLabelValues(status.FailReload).Inc()
-			p.cfg.Health.HAProxyDown(err.Error())
 			p.log.Error("HAProxy cannot be reached: the configuration is written and not loaded", "hash", short(hash), "error", err)
 			return Result{Outcome: Failed, Hash: hash, Err: err, Retry: true}, nil
 		}
@@ -143,28 +169,17 @@ func (p *Pipeline) reload(ctx context.Context, c *candidate, plan *runtimeapi.Pl
 			"reason", reason, "hash", short(hash), "error", err)
 		return Result{Outcome: Written, Hash: hash}, nil
 	case errors.Is(err, reload.ErrRenderAgain):
-		p.withStore(func() {
-			if p.cfg.Store.Live() != nil {
-				_ = p.cfg.Store.Rollback()
-			}
-			_ = p.cfg.Store.Prune()
-		})
+		p.change(func(s live.State) live.State { return s.RenderAgain(time.Now()) })
+		p.rollback()
 		p.log.Info("rendering again before anything goes live", "reason", err)
 		p.Changed()
 		return Result{Outcome: Rejected, Hash: hash, Err: err}, nil
 	case errors.As(err, &failed):
-		var rbErr error
-		p.withStore(func() {
-			rbErr = p.cfg.Store.Rollback()
-			_ = p.cfg.Store.Prune()
-		})
-		if rbErr != nil {
-			p.log.Error("rollback to the last good generation failed", "error", rbErr)
-		}
+		p.change(func(s live.State) live.State { return s.ReloadRefused(hash, time.Now()) })
+		p.rollback()
 		if !p.cfg.ReloaderCounts {
 			m.Reloads.WithLabelValues(p.cfg.Endpoint, "failed").Inc()
 		}
-		p.refuse(hash)
 		rerr := &snapshot.InputError{Stage: snapshot.StageReload, Ref: c.info.templateRef,
 			Err: fmt.Errorf("HAProxy refused the new configuration at reload (the previous one keeps serving): %w", err)}
 		blamed := p.changedIn(c)
@@ -179,21 +194,33 @@ func (p *Pipeline) reload(ctx context.Context, c *candidate, plan *runtimeapi.Pl
 		}
 		return Result{Outcome: Rejected, Hash: hash, Err: rerr}, blamed
 	default:
+		p.change(func(s live.State) live.State { return s.ReloadUnknown(time.Now()) })
 		if !p.cfg.ReloaderCounts {
 			m.Reloads.WithLabelValues(p.cfg.Endpoint, "error").Inc()
 		}
-		p.setRuns("")
-		p.setLoad("", "", true) // the reload's outcome is not known
 		return p.fail(status.FailReload, fmt.Errorf("reload: %w", err)), nil
 	}
 }
 
 // reloadHAProxy asks for a reload; the probe does not take the master's silence meanwhile
-// for HAProxy being down.
+// for HAProxy being down. The caller records the outcome, which ends the reload.
 func (p *Pipeline) reloadHAProxy(ctx context.Context) error {
-	p.reloading.Store(true)
-	defer p.reloading.Store(false)
+	p.change(live.State.ReloadStarted)
 	return p.cfg.Reloader.Reload(ctx)
+}
+
+// loadID is the HAProxy load that runs now, when the reloader can tell ("" otherwise).
+func (p *Pipeline) loadID(ctx context.Context) string {
+	li, ok := p.cfg.Reloader.(loadIdentifier)
+	if !ok {
+		return ""
+	}
+	id, err := li.LoadID(ctx)
+	if err != nil {
+		p.log.Debug("cannot tell which load of HAProxy runs the new configuration", "error", err)
+		return ""
+	}
+	return id
 }
 
 // changedIn returns the inputs of c that are not at their last good version.
@@ -222,90 +249,38 @@ func (p *Pipeline) deferReload(ctx context.Context, c *candidate, plan *runtimea
 		return res
 	}
 	if plan != nil && plan.Changes() > 0 {
-		p.changingRuntime() // HAProxy will run no rendering until the reload
-		if err := p.cfg.Runtime.Apply(ctx, plan); err != nil {
+		// HAProxy will run no rendering until the reload: the old one with some of the new
+		// servers.
+		before, _ := p.change(live.State.RuntimeChanging)
+		if m, err := p.cfg.Runtime.Apply(ctx, plan, before.Model); err != nil {
+			p.change(live.State.RuntimeFailed)
 			p.log.Debug("runtime API update while a reload waits failed; the reload will load it", "error", err)
 		} else {
+			p.change(func(s live.State) live.State { return s.RuntimeWhileWaiting(m) })
 			p.countRuntime(plan)
-			p.setRuns("") // the old rendering with some of the new servers: no rendering
 			p.log.Info("made at runtime while the reload waits", "changes", plan.Summary())
 		}
 	}
-	p.reloadAt = d.At
-	p.withStore(func() {
-		if err := p.cfg.Store.Prune(); err != nil {
-			p.log.Warn("prune old generations", "error", err)
-		}
-	})
+	p.change(func(s live.State) live.State { return s.ReloadDeferred(d.At) })
+	p.prune()
 	wait := time.Until(d.At)
 	p.log.Info("reload deferred (--min-reload-interval)", "why", d.Why, "in", wait.Round(time.Millisecond), "hash", short(c.bundle.Hash))
 	return Result{Outcome: Deferred, Hash: c.bundle.Hash, ReloadIn: wait}
 }
 
-// reloadDone records a reload's outcome for the reload interval and the runtime API.
-func (p *Pipeline) reloadDone(plan *runtimeapi.Plan, err error) {
-	notRunning := errors.Is(err, reload.ErrNotRunning)
-	if !notRunning {
-		p.lastReload = time.Now()
-	}
-	p.reloadAt = time.Time{}
-	var failed *reload.Failed
-	switch {
-	case err == nil || notRunning:
-		// HAProxy runs the files just made live (or loads them when it starts).
-		if p.cfg.Runtime != nil {
-			p.cfg.Runtime.Reloaded(plan)
-		}
-	case errors.As(err, &failed):
-		// Refused: the previous workers keep running what they ran.
-	default:
-		if p.cfg.Runtime != nil {
-			p.cfg.Runtime.Forget()
-		}
-	}
-}
-
-// refusedKept bounds the renderings remembered as refused at reload.
-const refusedKept = 16
-
-// refuse remembers that HAProxy refused the rendering hash at a reload: it is not reloaded
-// again with the same inputs (a refused reload takes seconds, and would fail again).
-func (p *Pipeline) refuse(hash string) {
-	p.refused = append(p.refused, hash)
-	if len(p.refused) > refusedKept {
-		p.refused = p.refused[1:]
-	}
-}
-
-func (p *Pipeline) isRefused(hash string) bool {
-	for _, h := range p.refused {
-		if h == hash {
-			return true
-		}
-	}
-	return false
-}
-
-// forgetRefused: after a successful reload, what was refused may load now (the port it could
-// not bind is free, say) once its inputs change again; the memory is for storms, not forever.
-func (p *Pipeline) forgetRefused() { p.refused = nil }
-
 // applied finishes a change that went live: old generations pruned, health and events.
 func (p *Pipeline) applied(info snapInfo, hash, reason string) {
-	p.withStore(func() {
-		if err := p.cfg.Store.Prune(); err != nil {
-			p.log.Warn("prune old generations", "error", err)
-		}
-	})
+	p.prune()
 	p.appliedStatus(info, hash, reason)
 }
 
-// appliedStatus reports a change that went live (HAProxy runs it: see liveIfRunning).
+// appliedStatus reports a change that went live, if HAProxy still runs it (a write finishing
+// late never reports an older rendering over a newer one).
 func (p *Pipeline) appliedStatus(info snapInfo, hash, reason string) {
-	p.writtenDown.Store(false)
-	if !p.liveIfRunning(hash) {
+	if p.HAProxy().Runs != hash {
 		return
 	}
+	p.cfg.Health.Applied()
 	if p.cfg.Recorder != nil {
 		msg := fmt.Sprintf("configuration %s is live (%s)", short(hash), reason)
 		if info.templateRef != (snapshot.Ref{}) {

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"fmt"
 	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/live"
 )
 
 // Action is what one sync does with its rendering.
@@ -47,24 +49,19 @@ func (a Action) String() string {
 type Facts struct {
 	// Rendered is the hash of this sync's rendering; "" when none could be made.
 	Rendered string
-	// Runs is the hash of the rendering HAProxy runs, as far as it is known for sure; "" when
-	// it is not (a reload of unknown outcome, HAProxy restarted, runtime changes made while a
-	// reload waits).
-	Runs string
-	// Written is the hash of the rendering written while HAProxy did not run, which it loads
-	// when it starts; "" when none waits so.
-	Written string
-	// ReloadDue is set while a deferred reload waits.
-	ReloadDue bool
+	// HAProxy is what HAProxy runs and what is written: the rendering it runs for sure
+	// (Runs), the one written for its start (LoadsAtStart), a deferred reload (ReloadAt), the
+	// renderings it refused (Refused), the last reload (LastReload).
+	HAProxy live.State
 	// ReloadWhy is why the change needs a reload; "" when the runtime API can make all of it.
 	ReloadWhy string
-	// Refused is set when HAProxy refused this very rendering at a reload before: asking
-	// again would only fail again.
-	Refused bool
 	// Standby is set when this instance must not apply (a follower under leader election).
 	Standby bool
-	// Now, LastReload and MinReloadInterval pace reloads.
-	Now, LastReload   time.Time
+	// ExpectRunning is set when HAProxy is expected to run from the start: files written
+	// while it does not run are not enough (not reaching it is a fault each sync reports).
+	ExpectRunning bool
+	// Now and MinReloadInterval pace reloads.
+	Now               time.Time
 	MinReloadInterval time.Duration
 }
 
@@ -79,14 +76,16 @@ type Decision struct {
 
 // Decide chooses the action for a sync. It is a pure function of f.
 func Decide(f Facts) Decision {
+	h := f.HAProxy
+	reloadDue := !h.ReloadAt.IsZero()
 	switch {
 	case f.Rendered == "":
 		return Decision{Action: DoHold, Why: "no configuration could be rendered"}
 	case f.Standby:
 		return Decision{Action: DoStandby}
-	case f.Rendered == f.Runs && !f.ReloadDue:
+	case f.Rendered == h.Runs && !reloadDue:
 		return Decision{Action: DoNothing}
-	case f.Runs == "" && f.Rendered == f.Written && !f.ReloadDue:
+	case h.Runs == "" && f.Rendered == h.LoadsAtStart && !f.ExpectRunning && !reloadDue:
 		// HAProxy is down and loads these very files when it starts: neither the runtime
 		// API nor a reload could do more.
 		return Decision{Action: DoNothing}
@@ -94,11 +93,11 @@ func Decide(f Facts) Decision {
 		// Also takes back, with no reload, runtime changes made while a reload waited when
 		// the rendering went back to what HAProxy loaded.
 		return Decision{Action: DoRuntime}
-	case f.Refused:
+	case h.Refuses(f.Rendered):
 		return Decision{Action: DoHold, Why: "HAProxy refused this configuration at its last reload; it is not reloaded again until the inputs change"}
 	}
-	if f.MinReloadInterval > 0 && !f.LastReload.IsZero() {
-		if at := f.LastReload.Add(f.MinReloadInterval); f.Now.Before(at) {
+	if f.MinReloadInterval > 0 && !h.LastReload.IsZero() {
+		if at := h.LastReload.Add(f.MinReloadInterval); f.Now.Before(at) {
 			return Decision{Action: DoDefer, Why: f.ReloadWhy, At: at}
 		}
 	}

@@ -6,6 +6,8 @@
 // services key, template set or certificate is held at its last good version while every other
 // change, pods above all, goes live), renders, then makes one decision from plain values
 // (Decide: nothing, runtime change, reload, defer, standby, hold) and carries it out (act.go).
+// What HAProxy runs and what is written has one owner (package live): the decision reads it,
+// and each outcome is recorded in it as one event.
 package pipeline
 
 import (
@@ -13,12 +15,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/live"
 	"github.com/haproxy-sidecar/haproxy-sidecar/quarantine"
 	"github.com/haproxy-sidecar/haproxy-sidecar/redact"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
@@ -47,14 +48,6 @@ type Renderer interface {
 // Checker validates a configuration file (haproxy -c).
 type Checker interface {
 	Check(ctx context.Context, cfgPath string) error
-}
-
-// loadIdentifier is a reloader that can tell which load of HAProxy runs now (see
-// reload.MasterSocket.LoadID): with it, a restarted sidecar leaves HAProxy alone when HAProxy
-// still runs what the sidecar last made live, and the sidecar notices when HAProxy dies or
-// restarts.
-type loadIdentifier interface {
-	LoadID(ctx context.Context) (string, error)
 }
 
 // Recorder tells operators, on the object they edited, what became of their change
@@ -125,35 +118,15 @@ type Pipeline struct {
 	log     *slog.Logger
 	trigger chan struct{}
 	writer  *generation.Writer
+	// haproxy is what HAProxy runs and what is written: the one record of it, which the
+	// sync, the background writer and the probe change through events.
+	haproxy *live.Owner
 
 	// Only the goroutine that runs Sync touches these.
 	q           quarantine.State
-	lastReload  time.Time       // when the last reload was asked
-	reloadAt    time.Time       // a deferred reload is due then (zero: none)
-	refused     []string        // renderings HAProxy refused at reload, newest last (bounded)
 	adoptTried  bool            // the first rendering was compared with what HAProxy already runs
 	keysSeen    map[string]bool // certificate versions whose keys the redactor knows
 	lastProblem string          // the last error reported by reportError (reported once)
-
-	goodMu sync.Mutex
-	good   *render.Bundle // the rendering of the last good generation
-	// runs is the rendering HAProxy runs for sure ("" not known). Set by the sync goroutine;
-	// the writer reads it, so as not to report live a rendering HAProxy no longer runs.
-	runs string
-
-	// What HAProxy runs, for the record a restarted sidecar reads (see adopt). Changed only
-	// under loadMu, together with the record, so that the writer (another goroutine) never
-	// records a rendering HAProxy no longer runs.
-	loadMu     sync.Mutex
-	loadID     string // the HAProxy load the sidecar made or adopted ("": not known)
-	recordHash string // the rendering HAProxy runs under loadID ("": not known, or changing)
-
-	// HAProxy's state as the probe saw it last (see watch.go).
-	haproxyState atomic.Int32 // 0 not known yet, 1 up, -1 down
-	probedLoad   atomic.Value // string: the load ID the probe saw last
-	restarted    atomic.Bool  // HAProxy came up (again) with a load the sidecar did not make
-	writtenDown  atomic.Bool  // a generation was made live while HAProxy did not run
-	reloading    atomic.Bool  // a reload the sidecar asked for is under way (not probed)
 }
 
 // New checks the wiring and fills defaults.
@@ -192,6 +165,14 @@ func New(cfg Config) (*Pipeline, error) {
 		cfg.ShutdownWriteTimeout = 3 * time.Second
 	}
 	p := &Pipeline{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1), keysSeen: map[string]bool{}}
+	// What a previous run left: the live generation (the last good one until a sync knows
+	// better) and the record of what HAProxy ran.
+	record, _ := cfg.Store.Loaded()
+	p.haproxy = live.NewOwner(live.Start(cfg.Store.Live(), record), cfg.Store.SetLoaded,
+		func(err error) { p.log.Warn("record what HAProxy runs", "error", err) })
+	if cfg.Health.HAProxy == nil {
+		cfg.Health.HAProxy = p.haproxy.State
+	}
 	p.writer = generation.NewWriter(cfg.Store, p.checkGeneration, p.written, cfg.ShutdownWriteTimeout)
 	p.loadInputs()
 	return p, nil
@@ -359,6 +340,14 @@ type Result struct {
 }
 
 func (p *Pipeline) standby() bool { return p.cfg.Standby != nil && p.cfg.Standby() }
+
+// HAProxy is what HAProxy runs and what is written, as the sidecar knows it now.
+func (p *Pipeline) HAProxy() live.State { return p.haproxy.State() }
+
+// change records an event in what HAProxy runs (see package live).
+func (p *Pipeline) change(event func(live.State) live.State) (before, after live.State) {
+	return p.haproxy.Change(event)
+}
 
 // countedEndpoint is the endpoint label the pipeline counts reloads under ("" when the
 // reloader counts them).

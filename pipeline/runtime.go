@@ -12,26 +12,24 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/runtimeapi"
+	"github.com/haproxy-sidecar/haproxy-sidecar/live"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
 )
 
 // Runtime changes a running HAProxy through its runtime API where the change allows it, so
-// that no reload is needed (see package runtimeapi).
+// that no reload is needed (see package runtimeapi). It keeps no state: what HAProxy runs as
+// the runtime API sees it is the Model in the pipeline's record of HAProxy (package live).
 type Runtime interface {
 	// Plan compares a rendering (configuration, certificates, map files) with what HAProxy
-	// runs.
-	Plan(config []byte, certs, maps map[string][]byte) *runtimeapi.Plan
-	// Apply makes the plan's runtime changes; on error what HAProxy runs is unknown.
-	Apply(ctx context.Context, p *runtimeapi.Plan) error
-	// Reloaded records that HAProxy loaded the plan's rendering.
-	Reloaded(p *runtimeapi.Plan)
-	// Forget records that what HAProxy runs is unknown.
-	Forget()
+	// runs (m; nil: not known).
+	Plan(m *runtimeapi.Model, config []byte, certs, maps map[string][]byte) *runtimeapi.Plan
+	// Apply makes the plan's runtime changes to what HAProxy runs (current) and returns what
+	// it runs then; on error what HAProxy runs is not known.
+	Apply(ctx context.Context, p *runtimeapi.Plan, current *runtimeapi.Model) (*runtimeapi.Model, error)
 	// Tidy deletes the removed servers HAProxy kept because they still had connections; it
-	// returns how many are left.
-	Tidy(ctx context.Context) int
+	// returns what HAProxy runs then, and how many are left.
+	Tidy(ctx context.Context, m *runtimeapi.Model) (*runtimeapi.Model, int)
 }
 
 // tidyInterval is how often removed servers that still had connections are deleted again
@@ -39,10 +37,13 @@ type Runtime interface {
 const tidyInterval = 5 * time.Second
 
 func (p *Pipeline) tidy(ctx context.Context) {
-	if p.cfg.Runtime != nil {
-		if left := p.cfg.Runtime.Tidy(ctx); left > 0 {
-			p.log.Debug("removed servers still holding connections, in maintenance", "servers", left)
-		}
+	if p.cfg.Runtime == nil {
+		return
+	}
+	m, left := p.cfg.Runtime.Tidy(ctx, p.HAProxy().Model)
+	p.change(func(s live.State) live.State { return s.RuntimeTidied(m) })
+	if left > 0 {
+		p.log.Debug("removed servers still holding connections, in maintenance", "servers", left)
 	}
 }
 
@@ -52,14 +53,15 @@ func (p *Pipeline) planRuntime(bundle *render.Bundle) (plan *runtimeapi.Plan, wh
 	if p.cfg.Runtime == nil {
 		return nil, "every change reloads (no runtime API)"
 	}
-	plan = p.cfg.Runtime.Plan(bundle.Config, bundle.Certificates, bundle.Maps)
+	s := p.HAProxy()
+	plan = p.cfg.Runtime.Plan(s.Model, bundle.Config, bundle.Certificates, bundle.Maps)
 	if why := plan.Reload(); why != "" {
 		return plan, why
 	}
 	// The contents of map files change through the runtime API (the plan); other files, and
 	// map files added or removed, only through a reload: those of the last good rendering are
 	// the ones HAProxy loaded.
-	return plan, auxChanged(p.goodBundle(), bundle)
+	return plan, auxChanged(s.Good.Bundle, bundle)
 }
 
 // auxChanged says which files of the rendering b differ from those of the rendering HAProxy
@@ -106,12 +108,13 @@ func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, c *
 	hash := c.bundle.Hash
 	start := time.Now()
 	// Until the rendering is live on disk, the record of what HAProxy runs would be wrong
-	// half way: forget it (the writer records it again).
-	p.changingRuntime()
-	if err := p.cfg.Runtime.Apply(ctx, plan); err != nil {
+	// half way: it says nothing (the write records it again).
+	before, _ := p.change(live.State.RuntimeChanging)
+	model, err := p.cfg.Runtime.Apply(ctx, plan, before.Model)
+	if err != nil {
 		m.RuntimeFallbacks.Inc()
-		p.setRuns("")
-		if p.writtenDown.Load() {
+		p.change(live.State.RuntimeFailed)
+		if before.LoadsAtStart != "" {
 			// Expected while HAProxy has not started: the reload path writes the files it
 			// will load (and says so).
 			p.log.Info("runtime API not reachable, HAProxy not started yet: writing the configuration instead", "error", err)
@@ -120,24 +123,18 @@ func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, c *
 		}
 		return Result{}, false
 	}
+	load := ""
+	if before.LoadsAtStart != "" {
+		// HAProxy answered: it started on the files the sidecar wrote while it was down, and
+		// now runs them with these changes. Learn its load now, or the probe would take it
+		// for a start the sidecar knows nothing of and forget these changes.
+		load = p.loadID(ctx)
+	}
+	p.cfg.Health.Applied() // HAProxy answered: it runs it (the files follow)
+	p.change(func(s live.State) live.State { return s.RuntimeApplied(hash, model, load, time.Now()) })
 	m.Renders.WithLabelValues("success").Inc()
 	p.countRuntime(plan)
-	p.ranRuntime(hash)
-	if p.writtenDown.Swap(false) {
-		// HAProxy answered: it started on the files the sidecar wrote while it was down,
-		// and now runs them with these changes. Learn its load now, or the probe would
-		// take it for a start the sidecar knows nothing of and forget these changes.
-		if li, ok := p.cfg.Reloader.(loadIdentifier); ok {
-			if id, err := li.LoadID(ctx); err == nil {
-				p.setLoad(hash, id, false)
-				p.probedLoad.Store(id)
-			}
-		}
-	}
-	p.reloadAt = time.Time{}
-	p.setRuns(hash)
 	m.RuntimeApplied(hash)
-	p.liveIfRunning(hash) // HAProxy answered: it runs it (the files follow)
 	p.log.Info("configuration live without a reload", "reason", reason, "hash", short(hash),
 		"changes", plan.Summary(), "runtime_api", time.Since(start).Round(time.Microsecond))
 	if res, failed := p.write(ctx, c, reason); failed {
@@ -150,7 +147,7 @@ func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, c *
 // no reload: at once when it was validated already; else through the background writer, or,
 // when none runs (Sync called on its own), here. failed is true with the result of a failure.
 func (p *Pipeline) write(ctx context.Context, c *candidate, reason string) (res Result, failed bool) {
-	job := &generation.WriteJob{Hash: c.bundle.Hash, Content: contentOf(c.bundle),
+	job := &generation.WriteJob{Hash: c.bundle.Hash, Content: contentOf(c.bundle), Keep: p.HAProxy().Good.Gen,
 		Payload: writePayload{bundle: c.bundle, info: c.info, reason: reason}}
 	if c.gen != nil {
 		var err error
@@ -158,7 +155,6 @@ func (p *Pipeline) write(ctx context.Context, c *candidate, reason string) (res 
 		if err != nil {
 			return p.fail(status.FailActivate, err), true
 		}
-		p.cfg.Store.MarkGood(c.gen)
 		p.written(generation.Written{Job: job, Gen: c.gen})
 		return Result{}, false
 	}
@@ -203,10 +199,9 @@ func (p *Pipeline) written(w generation.Written) {
 		p.fail(failStage(w.Err, status.FailWrite), w.Err)
 		time.AfterFunc(time.Second, p.Changed)
 	default:
-		p.setGood(pl.bundle)
-		p.writtenLive(pl.bundle.Hash)
-		if !p.liveIfRunning(pl.bundle.Hash) {
-			// A newer runtime change went live meanwhile: its own write reports it.
+		_, after := p.change(func(s live.State) live.State { return s.FilesWritten(pl.bundle, w.Gen, time.Now()) })
+		if after.Runs != pl.bundle.Hash {
+			// A newer change went live meanwhile: its own write reports it.
 			return
 		}
 		p.applied(pl.info, pl.bundle.Hash, pl.reason)
@@ -226,16 +221,15 @@ func failStage(err error, def string) string {
 // it can, else by reloading the live files (the last good generation).
 func (p *Pipeline) revertRuntime(ctx context.Context) {
 	var plan *runtimeapi.Plan
-	good := p.goodBundle()
+	s := p.HAProxy()
+	good := s.Good.Bundle
 	if good != nil && p.cfg.Runtime != nil {
-		plan = p.cfg.Runtime.Plan(good.Config, good.Certificates, good.Maps)
+		plan = p.cfg.Runtime.Plan(s.Model, good.Config, good.Certificates, good.Maps)
 		if plan.Reload() == "" {
-			p.changingRuntime()
-			err := p.cfg.Runtime.Apply(ctx, plan)
+			before, _ := p.change(live.State.RuntimeChanging)
+			m, err := p.cfg.Runtime.Apply(ctx, plan, before.Model)
 			if err == nil {
-				p.ranRuntime(good.Hash)
-				p.writtenLive(good.Hash) // the live files are the good generation's
-				p.setRuns(good.Hash)
+				p.change(func(s live.State) live.State { return s.RevertedAtRuntime(m, time.Now()) })
 				p.reportLive(good.Hash)
 				p.log.Warn("runtime API changes that did not validate were taken back", "changes", plan.Summary())
 				return
@@ -243,24 +237,19 @@ func (p *Pipeline) revertRuntime(ctx context.Context) {
 			p.log.Error("taking back runtime API changes that did not validate failed: reloading the last good configuration", "error", err)
 		}
 	}
-	if p.cfg.Runtime != nil {
-		p.cfg.Runtime.Forget()
-	}
-	p.setRuns("")
-	p.lastReload = time.Now()
+	p.change(live.State.RuntimeFailed)
 	if err := p.reloadHAProxy(ctx); err != nil {
 		p.log.Error("reload of the last good configuration", "error", err)
-		p.setLoad("", "", true)
+		p.change(func(s live.State) live.State { return s.ReloadUnknown(time.Now()) })
 		return
 	}
-	if plan != nil {
-		p.cfg.Runtime.Reloaded(plan)
+	if good == nil {
+		p.change(func(s live.State) live.State { return s.ReloadUnknown(time.Now()) })
+		return
 	}
-	if good != nil {
-		p.setRuns(good.Hash)
-		p.recordLoad(ctx, good.Hash, true)
-		p.reportLive(good.Hash)
-	}
+	load := p.loadID(ctx)
+	p.change(func(s live.State) live.State { return s.Reloaded(good, s.Good.Gen, load, plan.Loaded(), time.Now()) })
+	p.reportLive(good.Hash)
 }
 
 // reportLive reports the rendering hash live again after a revert: the rejected one was
@@ -268,64 +257,11 @@ func (p *Pipeline) revertRuntime(ctx context.Context) {
 func (p *Pipeline) reportLive(hash string) {
 	p.cfg.Metrics.LiveGenerationInfo.Reset()
 	p.cfg.Metrics.LiveGenerationInfo.WithLabelValues(hash).Set(1)
-	p.liveIfRunning(hash)
+	p.cfg.Health.Applied()
 }
 
 func (p *Pipeline) countRuntime(plan *runtimeapi.Plan) {
 	for kind, n := range plan.Counts() {
 		p.cfg.Metrics.RuntimeUpdates.WithLabelValues(kind).Add(float64(n))
 	}
-}
-
-// setRuns records what HAProxy runs for sure ("" not known).
-func (p *Pipeline) setRuns(hash string) {
-	p.goodMu.Lock()
-	p.runs = hash
-	p.goodMu.Unlock()
-}
-
-// liveIfRunning reports hash live when HAProxy runs it, under the lock setRuns takes, so that
-// a write finishing late never reports an older rendering over a newer one.
-func (p *Pipeline) liveIfRunning(hash string) bool {
-	p.goodMu.Lock()
-	defer p.goodMu.Unlock()
-	if p.runs != hash {
-		return false
-	}
-	p.cfg.Health.Live(hash)
-	return true
-}
-
-func (p *Pipeline) running() string {
-	p.goodMu.Lock()
-	defer p.goodMu.Unlock()
-	return p.runs
-}
-
-// setGood records the rendering of the last good generation (what a revert goes back to).
-func (p *Pipeline) setGood(b *render.Bundle) {
-	p.goodMu.Lock()
-	p.good = b
-	p.goodMu.Unlock()
-}
-
-func (p *Pipeline) goodBundle() *render.Bundle {
-	p.goodMu.Lock()
-	defer p.goodMu.Unlock()
-	return p.good
-}
-
-var _ = snapshot.StageValidate
-
-// writtenWhileDown is the hash of the live generation when it was written while HAProxy did
-// not run (it loads it at start); "" otherwise, and when HAProxy should be running
-// (ExpectRunning): then not reaching it is a fault each sync reports again.
-func (p *Pipeline) writtenWhileDown() string {
-	if !p.writtenDown.Load() || p.cfg.ExpectRunning {
-		return ""
-	}
-	if live := p.cfg.Store.Live(); live != nil {
-		return live.Hash
-	}
-	return ""
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/runtimeapi"
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/validate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/live"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
@@ -421,7 +422,7 @@ func TestMinReloadInterval(t *testing.T) {
 		if r.rl.count() != 1 {
 			t.Fatalf("%d reloads, want 1", r.rl.count())
 		}
-		r.p.lastReload = time.Now().Add(-2 * time.Hour) // the interval is over
+		r.p.change(func(s live.State) live.State { s.LastReload = time.Now().Add(-2 * time.Hour); return s }) // the interval is over
 		if res := r.sync(t, latest, "applied"); !res.Reloaded || r.rl.count() != 2 || r.rl.last() != latest {
 			t.Fatalf("reloaded %v, %d reloads, last %q", res.Reloaded, r.rl.count(), r.rl.last())
 		}

@@ -119,7 +119,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	if rejected := p.writer.Rejected(cand.bundle.Hash); rejected != nil {
 		// haproxy -c rejected this rendering after the runtime API had made it live.
 		p.writer.Drop()
-		if runs := p.running(); runs == cand.bundle.Hash || runs == "" {
+		if runs := p.HAProxy().Runs; runs == cand.bundle.Hash || runs == "" {
 			p.revertRuntime(ctx)
 		}
 		p.report(held)
@@ -132,21 +132,21 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	plan, why := p.planRuntime(cand.bundle)
 	d := Decide(Facts{
 		Rendered:          cand.bundle.Hash,
-		Runs:              p.running(),
-		Written:           p.writtenWhileDown(),
-		ReloadDue:         !p.reloadAt.IsZero(),
+		HAProxy:           p.HAProxy(),
 		ReloadWhy:         why,
-		Refused:           p.isRefused(cand.bundle.Hash),
 		Standby:           p.standby(),
+		ExpectRunning:     p.cfg.ExpectRunning,
 		Now:               time.Now(),
-		LastReload:        p.lastReload,
 		MinReloadInterval: p.cfg.MinReloadInterval,
 	})
+	// What is held is reported before anything goes live, so that nobody sees the new
+	// configuration live beside holds it has ended.
+	p.report(held)
 	res, blamed := p.act(ctx, d, cand, plan, reason)
 	if blamed != nil {
 		maps.Copy(held, sel.Blame(blamed, snapshot.StageReload, cur))
+		p.report(held)
 	}
-	p.report(held)
 	switch res.Outcome {
 	case Applied, Unchanged, StandingBy, Written:
 		p.accept(cand.chosen, cur)
@@ -268,7 +268,7 @@ func (p *Pipeline) stageCheck(ctx context.Context, bundle *render.Bundle, info s
 		return nil, nil, &failure{stage: status.FailStage, err: fmt.Errorf("stage generation: %w", err)}
 	}
 	if err := p.checkGeneration(ctx, gen); err != nil {
-		_ = p.cfg.Store.Prune()
+		_ = p.cfg.Store.Prune(p.HAProxy().Good.Gen)
 		if isRejected(err) {
 			return nil, withRef(err, info.templateRef), nil
 		}

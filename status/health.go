@@ -7,26 +7,25 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/live"
 )
 
-// Health tracks what /healthz and /readyz answer. Ready means a good configuration is live and
+// Health is what /healthz and /readyz answer. Ready means a good configuration is live and
 // HAProxy, as far as the sidecar can tell, runs it: inputs held back (see package quarantine)
-// do not make it unready, HAProxy being down does.
+// do not make it unready, HAProxy being down does. What HAProxy runs is read from its owner
+// (HAProxy); Health keeps only what the syncs said: the last error, standing by, what is held.
 type Health struct {
 	// Redact, when set, is applied to every message Health keeps (secrets never reach /readyz).
 	Redact func(string) string
+	// HAProxy is what HAProxy runs (package live); nil: nothing is known.
+	HAProxy func() live.State
 
-	mu        sync.Mutex
-	ready     bool
-	standby   bool
-	liveHash  string
-	liveSince time.Time
-	lastErr   string
-	errSince  time.Time
-	held      []HeldInput
-	haproxy   string // "", "up", "down"
-	downWhy   string
-	written   string // a configuration written while HAProxy does not run
+	mu       sync.Mutex
+	standby  bool
+	lastErr  string
+	errSince time.Time
+	held     []HeldInput
 }
 
 // HeldInput is one input held back, as /readyz lists it.
@@ -47,32 +46,28 @@ func (h *Health) redact(s string) string {
 	return h.Redact(s)
 }
 
-// Live records that HAProxy runs the configuration with this hash.
-func (h *Health) Live(hash string) {
+// Applied records that a sync made its configuration live, or found it live: no error to show,
+// not standing by.
+func (h *Health) Applied() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.liveHash != hash || !h.ready {
-		h.liveSince = time.Now()
-	}
-	h.ready, h.liveHash = true, hash
-	h.lastErr, h.standby, h.written = "", false, ""
+	h.lastErr, h.standby = "", false
 }
 
-// Written records that a configuration is in place on disk but HAProxy does not run (yet):
-// not ready; HAProxy loads it when it starts.
-func (h *Health) Written(hash string) {
+// Written records that a sync wrote its configuration while HAProxy does not run: not
+// standing by (HAProxy loads it when it starts).
+func (h *Health) Written() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.written, h.ready, h.standby, h.liveHash = hash, false, false, ""
+	h.standby = false
 }
 
 // Standby records that the inputs render and validate but this instance does not apply them
 // (a follower under leader election): it is ready to take over.
-func (h *Health) Standby(hash string) {
+func (h *Health) Standby() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.ready, h.standby, h.lastErr = true, true, ""
-	h.liveHash = ""
+	h.standby, h.lastErr = true, ""
 }
 
 // Failed records why the latest sync did not go through; readiness is unchanged: a good
@@ -104,36 +99,27 @@ func (h *Health) SetHeld(held []HeldInput) {
 	h.held = out
 }
 
-// HAProxyUp records that HAProxy answers on its socket.
-func (h *Health) HAProxyUp() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.haproxy, h.downWhy = "up", ""
-}
-
-// HAProxyDown records that HAProxy does not answer, and why: not ready.
-func (h *Health) HAProxyDown(why string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.haproxy, h.downWhy = "down", h.redact(why)
-}
-
-// LiveHash is the hash of the configuration HAProxy runs ("" if none, or while a standby).
-func (h *Health) LiveHash() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.liveHash
+// haproxy is what HAProxy runs, from its owner.
+func (h *Health) haproxy() live.State {
+	if h.HAProxy == nil {
+		return live.State{}
+	}
+	return h.HAProxy()
 }
 
 // Ready reports whether a good configuration is live and HAProxy is not known to be down.
 func (h *Health) Ready() bool {
+	st := h.haproxy()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.readyLocked()
+	return h.readyLocked(st)
 }
 
-func (h *Health) readyLocked() bool {
-	return h.ready && (h.standby || h.haproxy != "down")
+func (h *Health) readyLocked(st live.State) bool {
+	if h.standby {
+		return true
+	}
+	return st.Live != "" && st.Probe.Seen != live.Down
 }
 
 type healthBody struct {
@@ -150,12 +136,16 @@ type healthBody struct {
 }
 
 func (h *Health) body() healthBody {
+	st := h.haproxy()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	b := healthBody{Ready: h.readyLocked(), Standby: h.standby, HAProxy: h.haproxy, LiveConfig: h.liveHash,
-		Written: h.written, LastError: h.lastErr, Held: slices.Clone(h.held)}
-	if !h.liveSince.IsZero() && h.liveHash != "" {
-		b.LiveSince = h.liveSince.UTC().Format(time.RFC3339)
+	b := healthBody{Ready: h.readyLocked(st), Standby: h.standby, HAProxy: st.Probe.Seen.String(),
+		Written: st.LoadsAtStart, LastError: h.lastErr, Held: slices.Clone(h.held)}
+	if !h.standby {
+		b.LiveConfig = st.Live
+	}
+	if !st.LiveSince.IsZero() && b.LiveConfig != "" {
+		b.LiveSince = st.LiveSince.UTC().Format(time.RFC3339)
 	}
 	if !h.errSince.IsZero() && h.lastErr != "" {
 		b.ErrorSince = h.errSince.UTC().Format(time.RFC3339)
@@ -172,14 +162,15 @@ func (h *Health) body() healthBody {
 		}
 		b.LastError = latest.Reason // the most recently held
 	}
+	downWhy := h.redact(st.Probe.Why)
 	switch {
 	case b.Ready:
-	case h.haproxy == "down" && h.ready:
-		b.Reason = "HAProxy is down: " + h.downWhy
-	case h.written != "":
+	case st.Probe.Seen == live.Down && st.Live != "":
+		b.Reason = "HAProxy is down: " + downWhy
+	case st.LoadsAtStart != "":
 		b.Reason = "the configuration is written; HAProxy is not running and loads it when it starts"
-		if h.downWhy != "" {
-			b.Reason += " (" + h.downWhy + ")"
+		if st.Probe.Seen == live.Down && downWhy != "" {
+			b.Reason += " (" + downWhy + ")"
 		}
 	case h.lastErr != "":
 		b.Reason = h.lastErr

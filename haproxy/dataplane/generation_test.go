@@ -65,7 +65,6 @@ func TestWithGenerationStore(t *testing.T) {
 	if err := h.r.Reload(ctx); err != nil {
 		t.Fatalf("Reload: %v", err)
 	}
-	store.MarkGood(gen)
 	mustServe(t, peerA+":"+strconv.Itoa(port), "from the store")
 	if cn, err := testcert.ServedCN(peerA+":"+strconv.Itoa(tlsPort), ""); err != nil || cn != "store.example" {
 		t.Fatalf("served certificate %q %v", cn, err)

@@ -56,8 +56,7 @@ func TestGenerationsWithHAProxy(t *testing.T) {
 		return g
 	}
 
-	g1 := apply(config(haproxytest.Backend(t, "backend A"), ""), "one.example")
-	store.MarkGood(g1)
+	apply(config(haproxytest.Backend(t, "backend A"), ""), "one.example")
 	p := haproxytest.Start(t, store.ConfigPath())
 	m := &MasterSocket{Path: p.MasterSocket}
 	haproxytest.WaitFor(t, 5*time.Second, func() bool {
@@ -72,7 +71,7 @@ func TestGenerationsWithHAProxy(t *testing.T) {
 	if err := m.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	store.MarkGood(g2)
+	good := g2 // the last generation HAProxy loaded
 	if b := get(t, httpAddr); b != "backend B" {
 		t.Fatalf("generation 2 serves %q", b)
 	}
@@ -91,7 +90,7 @@ func TestGenerationsWithHAProxy(t *testing.T) {
 	if err := m.Reload(ctx); !errors.As(err, &failed) {
 		t.Fatalf("Reload of generation 3 = %v, want *Failed", err)
 	}
-	if err := store.Rollback(); err != nil {
+	if err := store.Rollback(good); err != nil {
 		t.Fatal(err)
 	}
 	if store.Live().Dir != g2.Dir {
@@ -113,7 +112,7 @@ func TestGenerationsWithHAProxy(t *testing.T) {
 	if b := get(t, httpAddr); b != "backend B" {
 		t.Fatalf("after reloading the rolled-back generation, HAProxy serves %q", b)
 	}
-	if err := store.Prune(); err != nil {
+	if err := store.Prune(good); err != nil {
 		t.Fatal(err)
 	}
 	gens, err := store.Generations()

@@ -30,7 +30,7 @@ func bigConfig(changed int) []byte {
 // differ by one server's port.
 func BenchmarkPlan10kBackends(b *testing.B) {
 	old, next := bigConfig(-1), bigConfig(5000)
-	u := New(Options{Client: &fakeClient{}})
+	u := track(New(Options{Client: &fakeClient{}}))
 	u.Reloaded(u.Plan(old, nil, nil))
 	b.SetBytes(int64(len(next)))
 	b.ReportAllocs()

@@ -122,7 +122,7 @@ func TestUpdaterOnRealHAProxy(t *testing.T) {
 			}
 			opts.SSLDir = r.ssl
 			opts.Logger = slog.New(slog.DiscardHandler)
-			u := New(opts)
+			u := track(New(opts))
 			u.Reloaded(u.Plan(cfg, certs, nil))
 			r.servedBy(t, "s1")
 
@@ -224,7 +224,7 @@ func TestUpdaterRefusedCommandsOnRealHAProxy(t *testing.T) {
 	cfg := r.config([]string{"s1"}, []string{"a.pem"})
 	r.write(t, cfg, certs)
 	r.proc = haproxytest.Start(t, r.cfgPath)
-	u := New(Options{Client: &Socket{Path: r.proc.MasterSocket}, Prefix: "@1 ", SSLDir: r.ssl, Logger: slog.New(slog.DiscardHandler)})
+	u := track(New(Options{Client: &Socket{Path: r.proc.MasterSocket}, Prefix: "@1 ", SSLDir: r.ssl, Logger: slog.New(slog.DiscardHandler)}))
 	t.Run("a PEM HAProxy cannot load", func(t *testing.T) {
 		u.Reloaded(u.Plan(cfg, certs, nil))
 		p := u.Plan(cfg, map[string][]byte{"a": []byte("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")}, nil)

@@ -117,7 +117,7 @@ backend be
 				t.Fatal(err)
 			}
 			proc := haproxytest.Start(t, path)
-			u := New(Options{Client: &Socket{Path: proc.MasterSocket}, Prefix: "@1 ", Logger: slog.New(slog.DiscardHandler)})
+			u := track(New(Options{Client: &Socket{Path: proc.MasterSocket}, Prefix: "@1 ", Logger: slog.New(slog.DiscardHandler)}))
 			u.Reloaded(u.Plan(config(0), nil, nil))
 			haproxytest.WaitFor(t, 10*time.Second, func() bool { b, _ := haproxytest.Get(front); return b == "b0" }, "b0 answers")
 

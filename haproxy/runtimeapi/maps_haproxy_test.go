@@ -94,14 +94,14 @@ func (r *mapRig) answers(t testing.TB, host, path string, want ...string) {
 	}
 }
 
-func (r *mapRig) updater(t testing.TB, via string) *Updater {
+func (r *mapRig) updater(t testing.TB, via string) *tracked {
 	opts := Options{MapsDir: r.maps, Logger: slog.New(slog.DiscardHandler)}
 	if via == "master socket" {
 		opts.Client, opts.Prefix = &Socket{Path: r.proc.MasterSocket}, "@1 "
 	} else {
 		opts.Client = &Socket{Path: r.stats}
 	}
-	return New(opts)
+	return track(New(opts))
 }
 
 func mapFiles(kv ...string) map[string][]byte {

@@ -97,11 +97,11 @@ func TestMapPayloads(t *testing.T) {
 	}
 }
 
-// mapsLoaded returns an Updater that knows HAProxy runs config with the map files maps.
-func mapsLoaded(t *testing.T, config []byte, maps map[string]string) (*Updater, *fakeClient) {
+// mapsLoaded returns an Updater that knows (tracked) HAProxy runs config with the map files maps.
+func mapsLoaded(t *testing.T, config []byte, maps map[string]string) (*tracked, *fakeClient) {
 	t.Helper()
 	fc := &fakeClient{}
-	u := New(Options{SSLDir: ssl, MapsDir: mapsDir, Client: fc})
+	u := track(New(Options{SSLDir: ssl, MapsDir: mapsDir, Client: fc}))
 	p := u.Plan(config, nil, files(maps))
 	if p.Reload() == "" {
 		t.Fatal("the first plan must ask for a reload")
@@ -205,7 +205,7 @@ func TestPlanMaps(t *testing.T) {
 			default:
 				dir = c.mapsDir
 			}
-			u := New(Options{SSLDir: ssl, MapsDir: dir, Client: &fakeClient{}})
+			u := track(New(Options{SSLDir: ssl, MapsDir: dir, Client: &fakeClient{}}))
 			old := base
 			if c.base != nil {
 				old = c.base
@@ -243,7 +243,7 @@ func TestMapPayloadLimit(t *testing.T) {
 		{"    tune.bufsize 65536\n", defaultMapPayload},
 		{"    tune.bufsize ${BUFSIZE}\n", defaultMapPayload},
 	} {
-		u := New(Options{MapsDir: mapsDir, Client: &fakeClient{}})
+		u := track(New(Options{MapsDir: mapsDir, Client: &fakeClient{}}))
 		u.Reloaded(u.Plan(mapCfg(c.global), nil, nil))
 		if got := mapPayloadLimit(u.live.cfg); got != c.want {
 			t.Errorf("%q: limit %d, want %d", c.global, got, c.want)

@@ -4,9 +4,10 @@
 // disabled, certificate files replaced, added to or removed from a certificate directory, and
 // the contents of map files replaced (maps.go).
 //
-// The commands are derived from the rendered configuration only: an Updater knows what HAProxy
-// runs (the configuration it last loaded plus the changes made at runtime since) and compares
-// it with a new rendering, section by section and server by server (package cfgparse). When
+// The commands are derived from the rendered configuration only: a Model is what HAProxy runs
+// (the configuration it last loaded plus the changes made at runtime since), which the caller
+// keeps with the rest of what it knows of HAProxy; an Updater compares it with a new
+// rendering, section by section and server by server (package cfgparse). When
 // the only differences are ones the runtime API can make exactly as a reload would, the Plan
 // lists the commands; anything else gives the reason a reload is needed. The caller still
 // writes the new files, so that the next reload loads the same state.
@@ -63,18 +64,23 @@ var dynamicKeywords = map[string]bool{
 	// weight, disabled and enabled are supported too; the Updater sets them itself.
 }
 
-// state is what HAProxy runs: a configuration, the certificate files, the map files, and the
-// servers removed at runtime that HAProxy still holds in maintenance because they had
-// connections when deleted (zombies, deleted again at the next update).
-type state struct {
+// Model is what HAProxy runs, as the runtime API sees it: a configuration, the certificate
+// files, the map files, the servers removed at runtime that HAProxy still holds in maintenance
+// because they had connections when deleted (zombies, deleted again at the next update), and
+// the worker the runtime changes were made in. A Model is never changed once made: every
+// change gives a new one.
+type Model struct {
 	cfg     *cfgparse.Config
 	certs   map[string][]byte
 	maps    map[string][]byte                      // map file name -> content
 	zombies map[string]map[string]*cfgparse.Server // backend -> server name -> server
+	// pid is the worker the runtime changes were made in (0: not asked yet since the last
+	// reload): another worker means HAProxy was reloaded or restarted behind the sidecar's back.
+	pid int
 }
 
-func (s *state) clone() *state {
-	c := &state{cfg: s.cfg, certs: s.certs, maps: s.maps, zombies: map[string]map[string]*cfgparse.Server{}}
+func (s *Model) clone() *Model {
+	c := &Model{cfg: s.cfg, certs: s.certs, maps: s.maps, pid: s.pid, zombies: map[string]map[string]*cfgparse.Server{}}
 	for be, z := range s.zombies {
 		c.zombies[be] = maps.Clone(z)
 	}
@@ -114,13 +120,22 @@ type step struct {
 type Plan struct {
 	reason string
 	steps  []step
-	base   *state // what the plan was made against
-	target *state // what HAProxy runs once the steps are applied
-	full   *state // the new rendering (nil when it cannot be read)
+	base   *Model // what the plan was made against
+	target *Model // what HAProxy runs once the steps are applied
+	full   *Model // the new rendering (nil when it cannot be read)
 }
 
 // Reload returns why the change needs a reload, "" when the runtime API can make all of it.
 func (p *Plan) Reload() string { return p.reason }
+
+// Loaded is what HAProxy runs once it has (re)loaded the plan's rendering: exactly that, with
+// nothing added at runtime (nil when the rendering cannot be read).
+func (p *Plan) Loaded() *Model {
+	if p == nil || p.full == nil {
+		return nil
+	}
+	return &Model{cfg: p.full.cfg, certs: p.full.certs, maps: p.full.maps}
+}
 
 // Changes is the number of changes the runtime API will make (servers, certificate files, map
 // files).
@@ -182,16 +197,16 @@ func (p *Plan) Commands() []string {
 type dirs struct{ ssl, maps string }
 
 // plan compares what HAProxy runs (live, nil if unknown) with a new rendering.
-func plan(live *state, config []byte, certs, maps map[string][]byte, dirs dirs) *Plan {
+func plan(live *Model, config []byte, certs, maps map[string][]byte, dirs dirs) *Plan {
 	cfg, err := cfgparse.Parse(config)
 	if err != nil {
 		return &Plan{base: live, reason: fmt.Sprintf("the rendered configuration cannot be compared: %v", err)}
 	}
-	return planTo(live, &state{cfg: cfg, certs: certs, maps: maps}, dirs)
+	return planTo(live, &Model{cfg: cfg, certs: certs, maps: maps}, dirs)
 }
 
 // planTo compares what HAProxy runs with the state next.
-func planTo(live, next *state, dirs dirs) *Plan {
+func planTo(live, next *Model, dirs dirs) *Plan {
 	p := &Plan{base: live, full: next}
 	cfg, certs := next.cfg, next.certs
 	if live == nil {
@@ -257,7 +272,7 @@ func checkSteps(steps []step) error {
 }
 
 type differ struct {
-	old, new        *state
+	old, new        *Model
 	sslDir, mapsDir string
 	reason          string // the first reason a reload is needed
 

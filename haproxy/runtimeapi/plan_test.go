@@ -35,9 +35,9 @@ func cfg(crts []string, servers ...string) []byte {
 }
 
 // loaded returns an Updater that knows HAProxy runs config and certs.
-func loaded(t *testing.T, config []byte, certs map[string][]byte) *Updater {
+func loaded(t *testing.T, config []byte, certs map[string][]byte) *tracked {
 	t.Helper()
-	u := New(Options{SSLDir: ssl, Client: &fakeClient{}})
+	u := track(New(Options{SSLDir: ssl, Client: &fakeClient{}}))
 	p := u.Plan(config, certs, nil)
 	if p.Reload() == "" {
 		t.Fatal("the first plan must ask for a reload")
@@ -243,7 +243,7 @@ func TestPlanPartial(t *testing.T) {
 }
 
 func TestPlanBeforeAnythingIsKnown(t *testing.T) {
-	u := New(Options{Client: &fakeClient{}})
+	u := track(New(Options{Client: &fakeClient{}}))
 	p := u.Plan(cfg(nil), nil, nil)
 	if !strings.Contains(p.Reload(), "not known") {
 		t.Fatalf("reason %q", p.Reload())

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cfgparse"
 )
@@ -33,22 +32,15 @@ type Options struct {
 	Logger  *slog.Logger
 }
 
-// Updater knows what a running HAProxy runs and changes it through the runtime API. Plan,
-// Apply, Reloaded and Forget are meant to be called by one pipeline in turn; they are safe for
-// concurrent use.
+// Updater changes a running HAProxy through its runtime API. It keeps no state: what HAProxy
+// runs is a Model its caller keeps and passes in, and each change returns the Model after it.
+// It is safe for concurrent use.
 type Updater struct {
 	opts Options
 	log  *slog.Logger
-
-	mu   sync.Mutex
-	live *state // nil: not known
-	// pid is the worker the runtime changes were made in (0: not asked yet since the last
-	// reload): another worker means HAProxy was reloaded or restarted behind the sidecar's back.
-	pid int
 }
 
-// New returns an Updater that knows nothing of what HAProxy runs yet: its first plan asks for a
-// reload.
+// New returns an Updater.
 func New(opts Options) *Updater {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -57,55 +49,38 @@ func New(opts Options) *Updater {
 }
 
 // Plan compares a new rendering (haproxy.cfg, the certificate files by name without ".pem",
-// the map files by name) with what HAProxy runs.
-func (u *Updater) Plan(config []byte, certs, maps map[string][]byte) *Plan {
-	u.mu.Lock()
-	live := u.live
-	u.mu.Unlock()
-	return plan(live, config, certs, maps, dirs{ssl: u.opts.SSLDir, maps: u.opts.MapsDir})
-}
-
-// Reloaded records that HAProxy (re)loaded the rendering p was made for: it runs exactly that,
-// with nothing added at runtime.
-func (u *Updater) Reloaded(p *Plan) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.live, u.pid = nil, 0
-	if p != nil && p.full != nil {
-		u.live = &state{cfg: p.full.cfg, certs: p.full.certs, maps: p.full.maps}
-	}
-}
-
-// Forget records that what HAProxy runs is not known (a reload whose outcome is unknown): the
-// next plan asks for a reload.
-func (u *Updater) Forget() {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.live, u.pid = nil, 0
+// the map files by name) with what HAProxy runs (m; nil: not known, and the plan asks for a
+// reload).
+func (u *Updater) Plan(m *Model, config []byte, certs, maps map[string][]byte) *Plan {
+	return plan(m, config, certs, maps, dirs{ssl: u.opts.SSLDir, maps: u.opts.MapsDir})
 }
 
 // errBusy is a del server refused because the server still has connections.
 var errBusy = errors.New("server still has connections")
 
 // Apply sends the plan's commands: servers added first, then changed, then map files replaced,
-// then servers removed, then certificates. On success HAProxy runs the plan's target (the whole new rendering when
-// Reload() is ""). On error what HAProxy runs is not known until the next reload, which the
-// caller makes.
-func (u *Updater) Apply(ctx context.Context, p *Plan) error {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if p.target == nil || p.base != u.live {
-		return errors.New("runtime update: the plan was not made against what HAProxy runs now")
-	}
-	return u.apply(ctx, p)
-}
-
-func (u *Updater) apply(ctx context.Context, p *Plan) error {
-	u.live = nil
-	if err := u.sameWorker(ctx); err != nil {
-		return err
+// then servers removed, then certificates. current is what HAProxy runs now: the plan must have
+// been made against it. On success it returns what HAProxy runs then: the plan's target (the
+// whole new rendering when Reload() is ""). On error what HAProxy runs is not known until the
+// next reload, which the caller makes.
+func (u *Updater) Apply(ctx context.Context, p *Plan, current *Model) (*Model, error) {
+	if p.target == nil || p.base != current {
+		return nil, errors.New("runtime update: the plan was not made against what HAProxy runs now")
 	}
 	target := p.target.clone()
+	pid, err := u.sameWorker(ctx, current.pid)
+	if err != nil {
+		return nil, err
+	}
+	target.pid = pid
+	if err := u.apply(ctx, p, target); err != nil {
+		return nil, err
+	}
+	return target, nil
+}
+
+// apply sends the plan's commands and records in target the servers HAProxy keeps busy.
+func (u *Updater) apply(ctx context.Context, p *Plan, target *Model) error {
 	// Servers added and changed, then the removals: the commands that put them in maintenance,
 	// then the deletes, each group sent in as few exchanges as the batch size allows.
 	var changes, before, dels []command
@@ -160,17 +135,17 @@ func (u *Updater) apply(ctx context.Context, p *Plan) error {
 		}
 	}
 	u.keepZombies(busy, target)
-	u.live = target
 	return nil
 }
 
 // sameWorker checks that the runtime API still talks to the worker the previous changes were
-// made in. A worker HAProxy started without the sidecar (a reload or a restart by someone
-// else) loaded the files on disk, which may not hold every change made at runtime yet.
-func (u *Updater) sameWorker(ctx context.Context) error {
+// made in (was; 0: none since the last reload), and returns the worker's pid. A worker HAProxy
+// started without the sidecar (a reload or a restart by someone else) loaded the files on
+// disk, which may not hold every change made at runtime yet.
+func (u *Updater) sameWorker(ctx context.Context, was int) (int, error) {
 	answer, err := u.opts.Client.Command(ctx, u.opts.Prefix+"show info")
 	if err != nil {
-		return fmt.Errorf("runtime update: show info: %w", err)
+		return 0, fmt.Errorf("runtime update: show info: %w", err)
 	}
 	pid := 0
 	for _, l := range strings.Split(answer, "\n") {
@@ -179,13 +154,12 @@ func (u *Updater) sameWorker(ctx context.Context) error {
 		}
 	}
 	if pid == 0 {
-		return fmt.Errorf("runtime update: show info: no Pid in %q", firstLine(answer))
+		return 0, fmt.Errorf("runtime update: show info: no Pid in %q", firstLine(answer))
 	}
-	if u.pid != 0 && pid != u.pid {
-		return fmt.Errorf("runtime update: HAProxy's worker changed (pid %d, was %d): it was reloaded or restarted without the sidecar", pid, u.pid)
+	if was != 0 && pid != was {
+		return 0, fmt.Errorf("runtime update: HAProxy's worker changed (pid %d, was %d): it was reloaded or restarted without the sidecar", pid, was)
 	}
-	u.pid = pid
-	return nil
+	return pid, nil
 }
 
 // maxBatch bounds the length of one command line of several commands: HAProxy reads a command
@@ -265,7 +239,7 @@ func answerLines(answer string) []string {
 // connections (a client's keep-alive session holds a connection to the server until that client
 // goes): they stay in maintenance, with no new traffic, and are deleted by a later update or
 // by Tidy, or vanish at the next reload.
-func (u *Updater) keepZombies(busy []step, target *state) {
+func (u *Updater) keepZombies(busy []step, target *Model) {
 	for _, st := range busy {
 		u.log.Debug("removed server still has connections: left in maintenance, deleted later",
 			"server", serverRef(st.backend, st.server))
@@ -276,28 +250,27 @@ func (u *Updater) keepZombies(busy []step, target *state) {
 	}
 }
 
-// Tidy deletes again the removed servers that still had connections; it returns how many are
-// left. Errors leave them for the next try.
-func (u *Updater) Tidy(ctx context.Context) int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.live == nil || len(u.live.zombies) == 0 {
-		return 0
+// Tidy deletes again the removed servers that still had connections from what HAProxy runs
+// (m); it returns what HAProxy runs then and how many are left. Errors leave them for the next
+// try.
+func (u *Updater) Tidy(ctx context.Context, m *Model) (*Model, int) {
+	if m == nil || len(m.zombies) == 0 {
+		return m, 0
 	}
 	var dels []command
 	var refs [][2]string
-	for _, be := range sortedKeys(u.live.zombies) {
-		for _, name := range sortedKeys(u.live.zombies[be]) {
-			dels = append(dels, removeServer(be, u.live.zombies[be][name], true).cmds...)
+	for _, be := range sortedKeys(m.zombies) {
+		for _, name := range sortedKeys(m.zombies[be]) {
+			dels = append(dels, removeServer(be, m.zombies[be][name], true).cmds...)
 			refs = append(refs, [2]string{be, name})
 		}
 	}
 	outcomes := make([]error, len(dels))
 	if err := u.batch(ctx, dels, outcomes); err != nil {
 		u.log.Debug("runtime update: deleting removed servers again", "error", err)
-		return len(refs)
+		return m, len(refs)
 	}
-	next := u.live.clone()
+	next := m.clone()
 	left := 0
 	for i, ref := range refs {
 		if outcomes[i] == nil {
@@ -306,11 +279,10 @@ func (u *Updater) Tidy(ctx context.Context) int {
 			left++
 		}
 	}
-	u.live = next
-	return left
+	return next, left
 }
 
-func (s *state) forget(backend, server string) {
+func (s *Model) forget(backend, server string) {
 	if z := s.zombies[backend]; z != nil {
 		delete(z, server)
 		if len(z) == 0 {

@@ -100,7 +100,7 @@ func TestApply(t *testing.T) {
 
 	t.Run("sends the commands with the prefix and the payload, then knows the new state", func(t *testing.T) {
 		fc := &fakeClient{}
-		u := New(Options{Client: fc, Prefix: "@1 ", SSLDir: ssl})
+		u := track(New(Options{Client: fc, Prefix: "@1 ", SSLDir: ssl}))
 		u.Reloaded(u.Plan(base, certs, nil))
 		next := cfg([]string{"a.pem"}, "a 10.0.0.1:80 check", "b 10.0.0.2:80")
 		nextCerts := map[string][]byte{"a": []byte("PEM-B")}
@@ -129,7 +129,7 @@ func TestApply(t *testing.T) {
 			}
 			return "", nil
 		}}
-		u := New(Options{Client: fc, SSLDir: ssl})
+		u := track(New(Options{Client: fc, SSLDir: ssl}))
 		u.Reloaded(u.Plan(base, certs, nil))
 		p := u.Plan(cfg([]string{"a.pem"}, "a 10.0.0.1:80 check", "b 10.0.0.2:80"), certs, nil)
 		err := u.Apply(ctx, p)
@@ -148,7 +148,7 @@ func TestApply(t *testing.T) {
 			}
 			return "", nil
 		}}
-		u := New(Options{Client: fc, SSLDir: ssl})
+		u := track(New(Options{Client: fc, SSLDir: ssl}))
 		u.Reloaded(u.Plan(base, certs, nil))
 		if err := u.Apply(ctx, u.Plan(base, map[string][]byte{"a": []byte("bad")}, nil)); err == nil {
 			t.Fatal("no error")
@@ -161,7 +161,7 @@ func TestApply(t *testing.T) {
 
 	t.Run("a connection error", func(t *testing.T) {
 		fc := &fakeClient{answer: func(string) (string, error) { return "", errors.New("connection refused") }}
-		u := New(Options{Client: fc, SSLDir: ssl})
+		u := track(New(Options{Client: fc, SSLDir: ssl}))
 		u.Reloaded(u.Plan(base, certs, nil))
 		if err := u.Apply(ctx, u.Plan(cfg(nil, "b 10.0.0.2:80"), certs, nil)); err == nil || !strings.Contains(err.Error(), "refused") {
 			t.Fatalf("error %v", err)
@@ -169,7 +169,7 @@ func TestApply(t *testing.T) {
 	})
 
 	t.Run("a stale plan is refused", func(t *testing.T) {
-		u := New(Options{Client: &fakeClient{}, SSLDir: ssl})
+		u := track(New(Options{Client: &fakeClient{}, SSLDir: ssl}))
 		u.Reloaded(u.Plan(base, certs, nil))
 		p := u.Plan(cfg(nil, "b 10.0.0.2:80"), certs, nil)
 		u.Reloaded(u.Plan(base, certs, nil))
@@ -194,7 +194,7 @@ func TestApplyBusyServer(t *testing.T) {
 		}
 		return "", nil
 	}}
-	u := New(Options{Client: fc, SSLDir: ssl})
+	u := track(New(Options{Client: fc, SSLDir: ssl}))
 	two := cfg(nil, "a 10.0.0.1:80", "b 10.0.0.2:80")
 	one := cfg(nil, "a 10.0.0.1:80")
 	u.Reloaded(u.Plan(two, nil, nil))
@@ -275,7 +275,7 @@ func TestBatch(t *testing.T) {
 	}
 	t.Run("200 servers added and removed in a few exchanges", func(t *testing.T) {
 		fc := &fakeClient{}
-		u := New(Options{Client: fc, Prefix: "@1 ", SSLDir: ssl, Logger: slog.New(slog.DiscardHandler)})
+		u := track(New(Options{Client: fc, Prefix: "@1 ", SSLDir: ssl, Logger: slog.New(slog.DiscardHandler)}))
 		u.Reloaded(u.Plan(cfg(nil), nil, nil))
 		if err := u.Apply(ctx, u.Plan(cfg(nil, many...), nil, nil)); err != nil {
 			t.Fatal(err)
@@ -298,7 +298,7 @@ func TestBatch(t *testing.T) {
 			}
 			return "", nil
 		}}
-		u := New(Options{Client: fc, SSLDir: ssl})
+		u := track(New(Options{Client: fc, SSLDir: ssl}))
 		u.Reloaded(u.Plan(cfg(nil), nil, nil))
 		err := u.Apply(ctx, u.Plan(cfg(nil, many[:3]...), nil, nil))
 		if err == nil || !strings.Contains(err.Error(), "No such server") {
@@ -312,7 +312,7 @@ func TestBatch(t *testing.T) {
 			}
 			return "", nil
 		}}
-		u := New(Options{Client: fc, SSLDir: ssl, Logger: slog.New(slog.DiscardHandler)})
+		u := track(New(Options{Client: fc, SSLDir: ssl, Logger: slog.New(slog.DiscardHandler)}))
 		u.Reloaded(u.Plan(cfg(nil, many[:3]...), nil, nil))
 		if err := u.Apply(ctx, u.Plan(cfg(nil), nil, nil)); err != nil {
 			t.Fatal(err)
@@ -336,7 +336,7 @@ func TestApplyNoticesAnotherWorker(t *testing.T) {
 		}
 		return "", nil
 	}}
-	u := New(Options{Client: fc, SSLDir: ssl})
+	u := track(New(Options{Client: fc, SSLDir: ssl}))
 	u.Reloaded(u.Plan(cfg(nil, "a 10.0.0.1:80"), nil, nil))
 	if err := u.Apply(ctx, u.Plan(cfg(nil, "a 10.0.0.1:80", "b 10.0.0.2:80"), nil, nil)); err != nil {
 		t.Fatal(err)

@@ -141,7 +141,7 @@ func TestPlanRefusesValuesThatAreNotOneWord(t *testing.T) {
 func TestBadLineNeverSent(t *testing.T) {
 	ctx := context.Background()
 	fc := &fakeClient{}
-	u := New(Options{Client: fc, SSLDir: ssl})
+	u := track(New(Options{Client: fc, SSLDir: ssl}))
 	if err := u.batch(ctx, []command{{line: "set weight be/a 1", silent: true}, {line: "set weight be/" + evil, silent: true}}, nil); err == nil {
 		t.Fatal("batch sent a line with a line break")
 	}
@@ -211,7 +211,7 @@ func (r *recorder) serve(t *testing.T) string {
 func TestIssuePayloadNeverReachesTheSocket(t *testing.T) {
 	rec := &recorder{}
 	path := rec.serve(t)
-	u := New(Options{Client: &Socket{Path: path}, Prefix: "@1 ", SSLDir: ssl})
+	u := track(New(Options{Client: &Socket{Path: path}, Prefix: "@1 ", SSLDir: ssl}))
 	pem := []byte("-----BEGIN X-----\nAAAA\n-----END X-----\n")
 	base := cfg([]string{"DIR"}, "a 10.0.0.1:80 check")
 	certs := map[string][]byte{"a": pem}
