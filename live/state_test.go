@@ -18,7 +18,9 @@ var (
 
 func bundle(hash string) *render.Bundle { return &render.Bundle{Hash: hash} }
 
-func gen(hash string) *generation.Generation { return &generation.Generation{Dir: "/state/gen-" + hash, Hash: hash} }
+func gen(hash string) *generation.Generation {
+	return &generation.Generation{Dir: "/state/gen-" + hash, Hash: hash}
+}
 
 // model stands for what the runtime API sees (its contents do not matter here).
 func model() *runtimeapi.Model { return &runtimeapi.Model{} }
@@ -135,7 +137,9 @@ func TestEvents(t *testing.T) {
 			with(running, func(s *State) { s.Probe.Seen, s.Probe.Why = Down, "refused" })},
 		{"a restart noticed", with(running, func(s *State) { s.Restarted = true }), State.RestartNoticed, running},
 		{"restarted on the last good files: HAProxy runs them under its new load",
-			with(running, func(s *State) { s.Runs, s.Load, s.Model, s.Record, s.LoadsAtStart = "", "", nil, generation.Loaded{}, "a" }),
+			with(running, func(s *State) {
+				s.Runs, s.Load, s.Model, s.Record, s.LoadsAtStart = "", "", nil, generation.Loaded{}, "a"
+			}),
 			func(s State) State { return s.RestartedOnGood("L4", mb, t1) },
 			with(running, func(s *State) { s.Load, s.Record, s.Model = "L4", generation.Loaded{Hash: "a", LoadID: "L4"}, mb })},
 		{"restarted on other files: not known",
