@@ -144,6 +144,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	p.report(held)
 	res, blamed := p.act(ctx, d, cand, plan, reason)
 	if blamed != nil {
+		held = maps.Clone(held) // the reported map stays as it was reported
 		maps.Copy(held, sel.Blame(blamed, snapshot.StageReload, cur))
 		p.report(held)
 	}
