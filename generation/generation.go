@@ -30,8 +30,6 @@ package generation
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +44,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/content"
 )
 
 // File and directory names inside StateDir and a generation.
@@ -380,13 +380,9 @@ func ValidFileName(name string) error {
 	return nil
 }
 
-// Content is what one generation holds.
-type Content struct {
-	Config []byte
-	Certs  map[string][]byte // certificate name (without ".pem") -> PEM, written as certs/<name>.pem
-	Maps   map[string][]byte // file name -> content, written as maps/<name>
-	Files  map[string][]byte // file name -> content, written as files/<name>
-}
+// Content is what one generation holds: the configuration as haproxy.cfg, each certificate as
+// certs/<name>.pem, each map file as maps/<name> and each other file as files/<name>.
+type Content = content.Files
 
 // Stage is StageContent for a generation of a configuration and its certificates only (no
 // map file or other file).
@@ -397,7 +393,7 @@ func (s *Store) Stage(config []byte, certs map[string][]byte, hash string) (*Gen
 // StageContent writes a complete new generation: the configuration as haproxy.cfg, each
 // certificate as certs/<name>.pem, each map file in maps/ and each other file in files/, all
 // fsynced, in a temporary directory renamed into place once complete. Nothing live changes.
-// hash identifies the content (the bundle hash); when empty, a SHA-256 of the files is used.
+// hash identifies the content (the bundle hash); when empty, c.Hash() is used.
 func (s *Store) StageContent(c Content, hash string) (*Generation, error) {
 	names := make([]string, 0, len(c.Certs))
 	for name := range c.Certs {
@@ -415,7 +411,7 @@ func (s *Store) StageContent(c Content, hash string) (*Generation, error) {
 		}
 	}
 	if hash == "" {
-		hash = contentHash(c, names)
+		hash = c.Hash()
 	}
 	if strings.HasPrefix(hash, AdoptedPrefix) {
 		return nil, fmt.Errorf("stage generation: hash %q is reserved for adopted files", hash)
@@ -526,25 +522,6 @@ func sortedKeys(m map[string][]byte) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-func contentHash(c Content, certNames []string) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "config %d\n", len(c.Config))
-	h.Write(c.Config)
-	for _, name := range certNames {
-		fmt.Fprintf(h, "cert %q %d\n", name, len(c.Certs[name]))
-		h.Write(c.Certs[name])
-	}
-	for _, name := range sortedKeys(c.Maps) {
-		fmt.Fprintf(h, "map %q %d\n", name, len(c.Maps[name]))
-		h.Write(c.Maps[name])
-	}
-	for _, name := range sortedKeys(c.Files) {
-		fmt.Fprintf(h, "file %q %d\n", name, len(c.Files[name]))
-		h.Write(c.Files[name])
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // CheckFile writes, inside g's directory, a copy of g's configuration in which every whole
