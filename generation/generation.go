@@ -343,21 +343,6 @@ func (s *Store) rewrites(g *Generation) []pathRewrite {
 	return rw
 }
 
-// ValidCertName reports why name cannot be a certificate file name, or nil.
-func ValidCertName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("certificate name is empty")
-	case strings.ContainsAny(name, "/\\\x00"):
-		return fmt.Errorf("certificate name %q contains a path separator or NUL", name)
-	case strings.HasPrefix(name, "."):
-		return fmt.Errorf("certificate name %q starts with a dot", name)
-	case strings.ContainsAny(name, "\n\r"):
-		return fmt.Errorf("certificate name %q contains a line break", name)
-	}
-	return nil
-}
-
 // fileNameRule is what an auxiliary file name may be: letters, digits, "-" and "_", with at
 // most one extension of the same. The Data Plane API's storage renames any other name (it
 // keeps only these characters and the last extension), so one rule serves every mode.
@@ -397,7 +382,7 @@ func (s *Store) Stage(config []byte, certs map[string][]byte, hash string) (*Gen
 func (s *Store) StageContent(c Content, hash string) (*Generation, error) {
 	names := make([]string, 0, len(c.Certs))
 	for name := range c.Certs {
-		if err := ValidCertName(name); err != nil {
+		if err := content.CheckCertName(name); err != nil {
 			return nil, fmt.Errorf("stage generation: %w", err)
 		}
 		names = append(names, name)

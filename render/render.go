@@ -140,10 +140,10 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 	certs := make(map[string][]byte, len(s.Certificates))
 	names := make([]string, 0, len(s.Certificates))
 	for _, cert := range s.Certificates {
-		// The same rules as generation.ValidCertName, reported here against the object the
+		// Checked by the generation store too; here it is reported against the object the
 		// certificate came from.
-		if cert.Name == "" || strings.HasPrefix(cert.Name, ".") || strings.ContainsAny(cert.Name, "/\\\x00\n\r") {
-			return nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: cert.Ref, Err: fmt.Errorf("certificate name %q cannot be a file name", cert.Name)}
+		if err := content.CheckCertName(cert.Name); err != nil {
+			return nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: cert.Ref, Err: fmt.Errorf("%w: it cannot be a file name", err)}
 		}
 		if _, dup := certs[cert.Name]; dup {
 			return nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: cert.Ref, Err: fmt.Errorf("two certificates are named %q", cert.Name)}
