@@ -291,7 +291,7 @@ func formatBytes(n int) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// setKey identifies a template set by content.
+// setKey identifies a template set by content, for the compile cache (in memory only).
 func setKey(srcs map[string]string) string {
 	h := sha256.New()
 	var n [8]byte
