@@ -200,7 +200,7 @@ type payload struct {
 	hash  string // files.Hash()
 }
 
-// in returns the files of content that go to storage st.
+// in returns the files of c that go to storage st.
 func (c *payload) in(st storage) map[string][]byte {
 	switch st.path {
 	case certStorage.path:
