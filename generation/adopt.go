@@ -339,6 +339,12 @@ func orNone(path string, base *Generation, fromBase string) string {
 // adoptedHash identifies adopted contents: AdoptedPrefix and a SHA-256 of the files. The
 // map and file directories count only when they hold something, so that adoptions made
 // before they existed keep their hash.
+//
+// It is not content.Files.Hash: it covers what a rendering does not have (file modes,
+// directories, trees below the directories, no configuration at all), and it is persisted
+// (the generation's name and hash file) and matched at every adoption to reuse the adopted
+// generation of the same files, which is never pruned: a new encoding would keep a second
+// copy of them. TestAdoptedHashWithoutAuxiliaryFiles pins it.
 func adoptedHash(config []byte, hasConfig bool, trees map[string][]treeEntry) string {
 	h := sha256.New()
 	if hasConfig {

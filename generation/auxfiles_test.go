@@ -115,13 +115,12 @@ func TestAuxiliaryFilesSwapWithTheGeneration(t *testing.T) {
 // the same whatever the order the maps are given in.
 func TestContentHashCountsAuxiliaryFiles(t *testing.T) {
 	base := Content{Config: []byte("c"), Certs: map[string][]byte{"site": []byte("k")}}
-	names := []string{"site"}
-	h0 := contentHash(base, names)
+	h0 := base.Hash()
 	withMap := base
 	withMap.Maps = map[string][]byte{"a.map": []byte("x")}
 	withFile := base
 	withFile.Files = map[string][]byte{"a.map": []byte("x")}
-	hm, hf := contentHash(withMap, names), contentHash(withFile, names)
+	hm, hf := withMap.Hash(), withFile.Hash()
 	if hm == h0 || hf == h0 || hm == hf {
 		t.Errorf("hashes: none %s, map %s, file %s: want three different", h0, hm, hf)
 	}

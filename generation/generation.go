@@ -30,8 +30,6 @@ package generation
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +44,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/content"
 )
 
 // File and directory names inside StateDir and a generation.
@@ -342,21 +342,6 @@ func (s *Store) rewrites(g *Generation) []pathRewrite {
 	return rw
 }
 
-// ValidCertName reports why name cannot be a certificate file name, or nil.
-func ValidCertName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("certificate name is empty")
-	case strings.ContainsAny(name, "/\\\x00"):
-		return fmt.Errorf("certificate name %q contains a path separator or NUL", name)
-	case strings.HasPrefix(name, "."):
-		return fmt.Errorf("certificate name %q starts with a dot", name)
-	case strings.ContainsAny(name, "\n\r"):
-		return fmt.Errorf("certificate name %q contains a line break", name)
-	}
-	return nil
-}
-
 // fileNameRule is what an auxiliary file name may be: letters, digits, "-" and "_", with at
 // most one extension of the same. The Data Plane API's storage renames any other name (it
 // keeps only these characters and the last extension), so one rule serves every mode.
@@ -379,13 +364,9 @@ func ValidFileName(name string) error {
 	return nil
 }
 
-// Content is what one generation holds.
-type Content struct {
-	Config []byte
-	Certs  map[string][]byte // certificate name (without ".pem") -> PEM, written as certs/<name>.pem
-	Maps   map[string][]byte // file name -> content, written as maps/<name>
-	Files  map[string][]byte // file name -> content, written as files/<name>
-}
+// Content is what one generation holds: the configuration as haproxy.cfg, each certificate as
+// certs/<name>.pem, each map file as maps/<name> and each other file as files/<name>.
+type Content = content.Files
 
 // Stage is StageContent for a generation of a configuration and its certificates only (no
 // map file or other file).
@@ -396,11 +377,11 @@ func (s *Store) Stage(config []byte, certs map[string][]byte, hash string) (*Gen
 // StageContent writes a complete new generation: the configuration as haproxy.cfg, each
 // certificate as certs/<name>.pem, each map file in maps/ and each other file in files/, all
 // fsynced, in a temporary directory renamed into place once complete. Nothing live changes.
-// hash identifies the content (the bundle hash); when empty, a SHA-256 of the files is used.
+// hash identifies the content (the bundle hash); when empty, c.Hash() is used.
 func (s *Store) StageContent(c Content, hash string) (*Generation, error) {
 	names := make([]string, 0, len(c.Certs))
 	for name := range c.Certs {
-		if err := ValidCertName(name); err != nil {
+		if err := content.CheckCertName(name); err != nil {
 			return nil, fmt.Errorf("stage generation: %w", err)
 		}
 		names = append(names, name)
@@ -414,7 +395,7 @@ func (s *Store) StageContent(c Content, hash string) (*Generation, error) {
 		}
 	}
 	if hash == "" {
-		hash = contentHash(c, names)
+		hash = c.Hash()
 	}
 	if strings.HasPrefix(hash, AdoptedPrefix) {
 		return nil, fmt.Errorf("stage generation: hash %q is reserved for adopted files", hash)
@@ -525,25 +506,6 @@ func sortedKeys(m map[string][]byte) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-func contentHash(c Content, certNames []string) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "config %d\n", len(c.Config))
-	h.Write(c.Config)
-	for _, name := range certNames {
-		fmt.Fprintf(h, "cert %q %d\n", name, len(c.Certs[name]))
-		h.Write(c.Certs[name])
-	}
-	for _, name := range sortedKeys(c.Maps) {
-		fmt.Fprintf(h, "map %q %d\n", name, len(c.Maps[name]))
-		h.Write(c.Maps[name])
-	}
-	for _, name := range sortedKeys(c.Files) {
-		fmt.Fprintf(h, "file %q %d\n", name, len(c.Files[name]))
-		h.Write(c.Files[name])
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // CheckFile writes, inside g's directory, a copy of g's configuration in which every whole

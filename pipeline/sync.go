@@ -280,7 +280,7 @@ func (p *Pipeline) stageCheck(ctx context.Context, bundle *render.Bundle, info s
 
 // contentOf is what a generation of the rendering holds.
 func contentOf(b *render.Bundle) generation.Content {
-	return generation.Content{Config: b.Config, Certs: b.Certificates, Maps: b.Maps, Files: b.Files}
+	return b.Content()
 }
 
 // checkGeneration runs haproxy -c on a staged generation: a *snapshot.InputError when it

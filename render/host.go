@@ -21,7 +21,7 @@ import (
 // arguments, loop.*): translating templates into pongo2 tags needed per-compile state in
 // process-wide variables and positions mapped back through the translation, so the Jinja2
 // text is parsed and evaluated by package jinja, inside that one tag. No per-template state
-// passes through pongo2: the tag is registered once, below, and never changed.
+// passes through pongo2: the tag is registered once (registerHostTag) and never changed.
 
 // hostTag is the tag every render runs.
 const hostTag = "haproxy_sidecar_jinja"
@@ -30,14 +30,19 @@ const hostTag = "haproxy_sidecar_jinja"
 // template can reach: the pongo2 template is the one tag).
 const jobKey = "haproxy_sidecar_job"
 
-func init() {
-	// pongo2's tags are process-wide; this one is registered once and read only after.
-	if err := pongo2.RegisterTag(hostTag, func(*pongo2.Parser, *pongo2.Token, *pongo2.Parser) (pongo2.INodeTag, *pongo2.Error) {
+// registerHostTag adds hostTag to pongo2's tags, once per process: pongo2 v6 keeps its tags
+// in one process-wide table (RegisterTag is all it has), unlocked, read when a template is
+// parsed. host.template calls it before it parses the host template, the only pongo2
+// template the sidecar parses, so the table is complete before anyone reads it.
+var registerHostTag = sync.OnceValue(func() error {
+	err := pongo2.RegisterTag(hostTag, func(*pongo2.Parser, *pongo2.Token, *pongo2.Parser) (pongo2.INodeTag, *pongo2.Error) {
 		return hostNode{}, nil
-	}); err != nil {
-		panic(fmt.Sprintf("render: register the pongo2 tag %s: %v", hostTag, err))
+	})
+	if err != nil {
+		return fmt.Errorf("register the pongo2 tag %s: %w", hostTag, err)
 	}
-}
+	return nil
+})
 
 // job is one render: the program, its context and budgets, and where its output goes.
 type job struct {
@@ -78,6 +83,9 @@ type host struct {
 
 func (h *host) template() (*pongo2.Template, error) {
 	h.once.Do(func() {
+		if h.err = registerHostTag(); h.err != nil {
+			return
+		}
 		set := pongo2.NewSet("haproxy-sidecar", noLoader{})
 		h.tpl, h.err = set.FromString("{% " + hostTag + " %}")
 	})

@@ -12,18 +12,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/content"
 	"github.com/haproxy-sidecar/haproxy-sidecar/jinja"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/templates"
@@ -54,9 +52,13 @@ type Bundle struct {
 	Certificates map[string][]byte // certificate name -> PEM content, written as <ssldir>/<name>.pem
 	Maps         map[string][]byte // map file name -> content, written as <mapsdir>/<name>
 	Files        map[string][]byte // file name -> content, written as <filesdir>/<name>
-	// Hash is a hex sha256 over Config, the certificates, the map files and the other files
-	// (see bundleHash).
+	// Hash identifies the files: Content().Hash().
 	Hash string
+}
+
+// Content is the bundle's files, as the generation store writes them.
+func (b *Bundle) Content() content.Files {
+	return content.Files{Config: b.Config, Certs: b.Certificates, Maps: b.Maps, Files: b.Files}
 }
 
 // Renderer renders snapshots. It caches compiled template sets (by content) and is safe for
@@ -138,10 +140,10 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 	certs := make(map[string][]byte, len(s.Certificates))
 	names := make([]string, 0, len(s.Certificates))
 	for _, cert := range s.Certificates {
-		// The same rules as generation.ValidCertName, reported here against the object the
+		// Checked by the generation store too; here it is reported against the object the
 		// certificate came from.
-		if cert.Name == "" || strings.HasPrefix(cert.Name, ".") || strings.ContainsAny(cert.Name, "/\\\x00\n\r") {
-			return nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: cert.Ref, Err: fmt.Errorf("certificate name %q cannot be a file name", cert.Name)}
+		if err := content.CheckCertName(cert.Name); err != nil {
+			return nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: cert.Ref, Err: fmt.Errorf("%w: it cannot be a file name", err)}
 		}
 		if _, dup := certs[cert.Name]; dup {
 			return nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: cert.Ref, Err: fmt.Errorf("two certificates are named %q", cert.Name)}
@@ -163,32 +165,32 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 	}
 	b := &Bundle{Config: out, Certificates: certs}
 	for _, a := range aux {
-		content := []byte(srcs[a.key])
+		data := []byte(srcs[a.key])
 		if a.render {
 			ac := r.compile(srcs, a.key)
 			if ac.err != nil {
 				return nil, r.inputError(ac.err, s, ref, a.key)
 			}
-			if content, err = r.run(ctx, ac, vars, lim); err != nil {
+			if data, err = r.run(ctx, ac, vars, lim); err != nil {
 				return nil, r.renderError(ctx, err, s, ref, a.key)
 			}
 		}
 		if a.kind == auxMap {
-			if len(content) > 0 && content[len(content)-1] != '\n' {
-				content = append(content, '\n') // a map file is lines
+			if len(data) > 0 && data[len(data)-1] != '\n' {
+				data = append(data, '\n') // a map file is lines
 			}
 			if b.Maps == nil {
 				b.Maps = map[string][]byte{}
 			}
-			b.Maps[a.name] = content
+			b.Maps[a.name] = data
 		} else {
 			if b.Files == nil {
 				b.Files = map[string][]byte{}
 			}
-			b.Files[a.name] = content
+			b.Files[a.name] = data
 		}
 	}
-	b.Hash = bundleHash(b)
+	b.Hash = b.Content().Hash()
 	return b, nil
 }
 
@@ -289,42 +291,7 @@ func formatBytes(n int) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// bundleHash is sha256 over the config and the certificates in name order, each part length
-// prefixed so that no two bundles share an encoding; then, only when there are any (so that
-// a bundle without them keeps the hash it had before they existed), an empty name (which no
-// certificate has) and the map files and other files, each set counted and in name order.
-func bundleHash(b *Bundle) string {
-	h := sha256.New()
-	var n [8]byte
-	count := func(k int) {
-		binary.BigEndian.PutUint64(n[:], uint64(k))
-		h.Write(n[:])
-	}
-	write := func(b []byte) {
-		count(len(b))
-		h.Write(b)
-	}
-	files := func(m map[string][]byte) {
-		count(len(m))
-		for _, name := range slices.Sorted(maps.Keys(m)) {
-			write([]byte(name))
-			write(m[name])
-		}
-	}
-	write(b.Config)
-	for _, name := range slices.Sorted(maps.Keys(b.Certificates)) {
-		write([]byte(name))
-		write(b.Certificates[name])
-	}
-	if len(b.Maps) > 0 || len(b.Files) > 0 {
-		write(nil)
-		files(b.Maps)
-		files(b.Files)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// setKey identifies a template set by content.
+// setKey identifies a template set by content, for the compile cache (in memory only).
 func setKey(srcs map[string]string) string {
 	h := sha256.New()
 	var n [8]byte

@@ -5,22 +5,21 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/content"
 )
 
 var (
 	certExtensions = []string{".pem", ".crt"}
 	keyExtensions  = []string{".pem", ".key"}
-	validCertName  = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 )
 
 // pemPart is one half of a certificate: a data key of the certificates ConfigMap or of the keys
@@ -91,7 +90,7 @@ func decodeCertificates(in inputs, opts Options) []Input {
 	// one: the sidecar's namespace wins.
 	tlsInput := func(name string, s *corev1.Secret) {
 		ref := Ref{Kind: "Secret", Namespace: s.Namespace, Name: s.Name}
-		if err := checkCertName(name); err != nil {
+		if err := content.CheckCertName(name); err != nil {
 			fail(name, ref, "%v", err)
 			return
 		}
@@ -165,7 +164,7 @@ func byName(objRef Ref, data map[string][]byte, exts []string, fail func(string,
 				break
 			}
 		}
-		if err := checkCertName(name); err != nil {
+		if err := content.CheckCertName(name); err != nil {
 			fail(name, ref, "%v", err)
 			continue
 		}
@@ -176,21 +175,6 @@ func byName(objRef Ref, data map[string][]byte, exts []string, fail func(string,
 		out[name] = pemPart{ref: ref, data: data[key]}
 	}
 	return out
-}
-
-// checkCertName: the name becomes a file name in the certificate directory.
-func checkCertName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("empty certificate name")
-	case strings.HasPrefix(name, "."):
-		return fmt.Errorf("certificate name %q starts with a dot", name)
-	case strings.Contains(name, ".."):
-		return fmt.Errorf("certificate name %q contains \"..\"", name)
-	case !validCertName.MatchString(name):
-		return fmt.Errorf("certificate name %q has characters other than letters, digits, '.', '_' and '-'", name)
-	}
-	return nil
 }
 
 func alternatives(name string, exts []string) string {

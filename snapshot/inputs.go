@@ -142,7 +142,9 @@ func Assemble(objs *Objects, opts Options, chosen []Input) (*Snapshot, error) {
 	return snap, nil
 }
 
-// contentHash hashes parts, each length-prefixed so that no two lists share an encoding.
+// contentHash hashes parts, each length-prefixed so that no two lists share an encoding. It
+// is an input's Hash, which the last good inputs' state file keeps: its encoding stays. (The
+// hash of a rendering's files is content.Files.Hash.)
 func contentHash(parts ...string) string {
 	h := sha256.New()
 	var n [8]byte

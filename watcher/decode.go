@@ -58,6 +58,7 @@ type manifestDecoder struct {
 	// in the others the TLS Secrets of tlsNamespaces (see File.SecretNamespace).
 	secretNamespace string
 	tlsNamespaces   snapshot.Namespaces
+	json            jsonOptions
 
 	jobs []job
 	objs snapshot.Objects
@@ -157,6 +158,7 @@ func newManifestDecoder(defaultNamespace string, logger *slog.Logger) *manifestD
 		decoder:          serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer(),
 		defaultNamespace: defaultNamespace,
 		logger:           logger,
+		json:             defaultJSON(),
 	}
 }
 
@@ -238,11 +240,21 @@ func (d *manifestDecoder) yamlFile(rel string, data []byte) {
 	}
 }
 
-// fastJSON turns the JSON fast path on; tests compare with it off.
-var fastJSON = true
+// jsonOptions choose how JSON files are read. The sidecar always uses defaultJSON; tests turn
+// the fast path off, or stream (jsonstream.go) every file through a tiny window, to compare
+// the paths.
+type jsonOptions struct {
+	fast      bool  // try the in-memory fast path (scanJSONFile) before encoding/json
+	streamMin int64 // the size from which a file is streamed
+	streamBuf int   // the window's first size (it grows to hold the largest item)
+}
+
+func defaultJSON() jsonOptions {
+	return jsonOptions{fast: true, streamMin: 4 << 20, streamBuf: 1 << 20}
+}
 
 func (d *manifestDecoder) jsonFile(rel string, data []byte) {
-	if fastJSON {
+	if d.json.fast {
 		if docs, ok := scanJSONFile(data); ok && d.scannedJobs(rel, data, docs) {
 			return
 		}

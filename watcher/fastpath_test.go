@@ -134,17 +134,17 @@ func TestJSONFastPath(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			writeFiles(t, dir, map[string]string{"a.json": content, "b.json": `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"other","namespace":"x"}}`})
-			defer func() { fastJSON, streamMin, streamBuf = true, 4<<20, 1<<20 }()
-			fastJSON = false
-			slowObjs, slowErrs := readDir(t, &File{Dir: dir, DefaultNamespace: "lb"})
-			fastJSON = true
+			slow := defaultJSON()
+			slow.fast = false
+			slowObjs, slowErrs := readDir(t, &File{Dir: dir, DefaultNamespace: "lb", json: &slow})
 			fastObjs, fastErrs := readDir(t, &File{Dir: dir, DefaultNamespace: "lb"})
 			cached := &File{Dir: dir, DefaultNamespace: "lb", PodConverter: &snapshot.PodConverter{}}
 			coldObjs, coldErrs := readDir(t, cached)
 			warmObjs, warmErrs := readDir(t, cached)
-			streamMin, streamBuf = 0, 7 // every JSON file streamed, through a window of 7 bytes
-			streamedObjs, streamedErrs := readDir(t, &File{Dir: dir, DefaultNamespace: "lb"})
-			streamed := &File{Dir: dir, DefaultNamespace: "lb", PodConverter: &snapshot.PodConverter{}}
+			stream := defaultJSON()
+			stream.streamMin, stream.streamBuf = 0, 7 // every JSON file streamed, through a window of 7 bytes
+			streamedObjs, streamedErrs := readDir(t, &File{Dir: dir, DefaultNamespace: "lb", json: &stream})
+			streamed := &File{Dir: dir, DefaultNamespace: "lb", PodConverter: &snapshot.PodConverter{}, json: &stream}
 			sColdObjs, sColdErrs := readDir(t, streamed)
 			sWarmObjs, sWarmErrs := readDir(t, streamed)
 			for _, c := range []struct {
@@ -186,12 +186,11 @@ func TestJSONFastPathTaken(t *testing.T) {
 
 // TestStreamTaken: the streaming path reads Lists itself, through any window size.
 func TestStreamTaken(t *testing.T) {
-	defer func() { streamBuf = 1 << 20 }()
 	for _, name := range []string{"list of pods", "kubectl order", "typed list", "typed list, no kind", "numbers", "other kinds"} {
 		for _, size := range []int{1, 7, 1 << 20} {
 			t.Run(fmt.Sprintf("%s window %d", name, size), func(t *testing.T) {
-				streamBuf = size
 				d := newManifestDecoder("lb", testLogger(t))
+				d.json.streamBuf = size
 				data := jsonCorpus[name]
 				sum, n, err := d.streamJSON("a.json", strings.NewReader(data))
 				if err != nil {
@@ -293,11 +292,11 @@ func TestFileCache(t *testing.T) {
 	}
 	t.Run("the same items under another List kind", func(t *testing.T) {
 		for _, min := range []int64{0, 4 << 20} {
-			streamMin = min
-			defer func() { streamMin = 4 << 20 }()
+			opts := defaultJSON()
+			opts.streamMin = min
 			dir := t.TempDir()
 			item := `{"metadata":{"name":"p","namespace":"shop"},"status":{"podIP":"10.0.0.3","phase":"Running"}}`
-			f := &File{Dir: dir, PodConverter: &snapshot.PodConverter{}}
+			f := &File{Dir: dir, PodConverter: &snapshot.PodConverter{}, json: &opts}
 			writeFiles(t, dir, map[string]string{"p.json": `{"apiVersion":"v1","kind":"List","items":[` + item + `]}`})
 			if _, errs := readDir(t, f); len(errs) != 1 || !strings.Contains(errs[0], "no kind") {
 				t.Errorf("an item without kind in a List: errors %q", errs)

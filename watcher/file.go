@@ -73,6 +73,7 @@ type File struct {
 	Watch watchspec.List
 
 	objConv snapshot.ObjectConverter
+	json    *jsonOptions // nil: defaultJSON(); tests set it
 
 	mu    sync.Mutex
 	cache *docCache // with PodConverter: what earlier calls decoded
@@ -204,6 +205,9 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	defer f.mu.Unlock()
 	dec := newManifestDecoder(f.DefaultNamespace, log)
 	dec.secretNamespace, dec.tlsNamespaces = f.SecretNamespace, f.TLSSecretNamespaces
+	if f.json != nil {
+		dec.json = *f.json
+	}
 	if len(f.Watch) > 0 {
 		if dec.watched, err = resolve(f.Watch); err != nil {
 			return nil, fmt.Errorf("file source: %w", err)
@@ -374,7 +378,7 @@ func readManifest(dec *manifestDecoder, file manifest, limit int64) (sum uint64,
 	defer fh.Close()
 	r := &limitReader{r: fh, left: limit}
 	if strings.HasSuffix(file.rel, ".json") {
-		if fi, err := fh.Stat(); err == nil && fi.Size() >= streamMin {
+		if fi, err := fh.Stat(); err == nil && fi.Size() >= dec.json.streamMin {
 			sum, size, err = dec.streamJSON(file.rel, r)
 			if r.over {
 				return 0, limit + 1, nil, errTooBig

@@ -19,13 +19,6 @@ import (
 // valid when the cache knows its bytes, or when validItem says so. On anything else the
 // caller reads the file whole, as for any other file.
 
-// streamMin is the size from which a JSON file is streamed, streamBuf the window's first
-// size (it grows to hold the largest item); tests lower them.
-var (
-	streamMin int64 = 4 << 20
-	streamBuf       = 1 << 20
-)
-
 // errBail: the streaming path gives up; the file is read whole instead.
 var errBail = errors.New("not for the streaming path")
 
@@ -199,7 +192,7 @@ func (e *earlyDecoder) wait() {
 // streamJSON reads the List in r. It returns the file's hash and size, or errBail (or a read
 // error) when the file must be read whole.
 func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size int64, err error) {
-	w := &window{r: r, buf: make([]byte, streamBuf), sum: xxhash.New()}
+	w := &window{r: r, buf: make([]byte, d.json.streamBuf), sum: xxhash.New()}
 	bail := func() (uint64, int64, error) {
 		if w.err != nil {
 			return 0, 0, w.err

@@ -8,8 +8,8 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 )
 
-// Source is where the sidecar's inputs come from (a directory of manifests now; the Kubernetes
-// API and etcd later).
+// Source is where the sidecar's inputs come from: a directory of manifests (File), the
+// Kubernetes API (Kube) or the etcd of a kube-apiserver (Etcd).
 type Source interface {
 	// Run watches until ctx ends, calling changed() whenever the inputs may have changed.
 	// changed must not block; it may be called often (the pipeline debounces), and is called

@@ -10,8 +10,8 @@
 // files that changed (without reload); push the configuration with ?version=N (a 409
 // re-reads the version and retries, bounded), which reloads once for everything; follow the
 // Reload-Id until the reload succeeded or failed; then delete the files the configuration no
-// longer has. A host that already has this exact content (by this package's own hash, not
-// the API's text, which it rewrites) is sent nothing.
+// longer has. A host that already has this exact content (by the hash of the live files,
+// content.Files.Hash, not the API's text, which it rewrites) is sent nothing.
 //
 // Outcome of Reload:
 //   - at least one host has the configuration: nil; the hosts that failed (unreachable,
@@ -42,8 +42,6 @@ package dataplane
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,6 +53,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/content"
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cfgparse"
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 )
@@ -187,32 +186,29 @@ type host struct {
 	c *client
 
 	mu         sync.Mutex
-	has        *content // confirmed content; nil when unknown
+	has        *payload // confirmed content; nil when unknown
 	warnedDir  bool
 	warnedAux  map[string]bool // storages (by path) whose directory differs, warned about
 	retryCount int
 	staleHash  string // content whose push was stopped for its certificate directory
 }
 
-// content is one configuration with its certificates, map files and other files, and this
-// package's hash of them.
-type content struct {
-	config []byte
-	certs  map[string][]byte // name (without .pem) -> PEM
-	maps   map[string][]byte // file name -> content
-	files  map[string][]byte // file name -> content
-	hash   string
+// payload is what a host is given: the live configuration with its certificates, map files
+// and other files, and their hash.
+type payload struct {
+	files content.Files
+	hash  string // files.Hash()
 }
 
-// in returns the files of content that go to storage st.
-func (c *content) in(st storage) map[string][]byte {
+// in returns the files of c that go to storage st.
+func (c *payload) in(st storage) map[string][]byte {
 	switch st.path {
 	case certStorage.path:
-		return c.certs
+		return c.files.Certs
 	case mapStorage.path:
-		return c.maps
+		return c.files.Maps
 	}
-	return c.files
+	return c.files.Files
 }
 
 // New checks cfg, prepares the transport (fetching the SPIFFE identity when configured) and
@@ -549,7 +545,7 @@ func (r *Reloader) Reload(ctx context.Context) error {
 		// The previous TLS material stays in use; the handshake tells whether it still works.
 		r.log.Warn("re-read the Data Plane API TLS files", "error", err)
 	}
-	r.checkRuntimeSocket(want.config)
+	r.checkRuntimeSocket(want.files.Config)
 	results := make([]outcome, len(r.hosts))
 	r.each(ctx, func(ctx context.Context, i int, h *host) {
 		results[i] = r.attempt(ctx, h, want, false)
@@ -596,7 +592,7 @@ func (r *Reloader) Reload(ctx context.Context) error {
 }
 
 // attempt updates one host, logs and reports the outcome.
-func (r *Reloader) attempt(ctx context.Context, h *host, want *content, background bool) outcome {
+func (r *Reloader) attempt(ctx context.Context, h *host, want *payload, background bool) outcome {
 	start := time.Now()
 	o := r.apply(ctx, h, want)
 	log := r.log.With("endpoint", h.c.label, "took", time.Since(start).Round(time.Millisecond))
@@ -639,7 +635,7 @@ func (r *Reloader) report(h *host, result string) {
 
 // retryInBackground keeps trying the failing hosts with backoff until each has want, or the
 // next Reload (or Close) cancels.
-func (r *Reloader) retryInBackground(hosts []*host, want *content) {
+func (r *Reloader) retryInBackground(hosts []*host, want *payload) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.mu.Lock()
 	if r.closed {
@@ -678,7 +674,7 @@ func (r *Reloader) retryInBackground(hosts []*host, want *content) {
 }
 
 // apply brings one host to want: unchanged when it has it already.
-func (r *Reloader) apply(ctx context.Context, h *host, want *content) outcome {
+func (r *Reloader) apply(ctx context.Context, h *host, want *payload) outcome {
 	h.mu.Lock()
 	has := h.has
 	h.mu.Unlock()
@@ -728,7 +724,7 @@ func (r *Reloader) apply(ctx context.Context, h *host, want *content) outcome {
 // (restoring), nothing is validated and the API does not reload. modified reports whether
 // the host's files may have changed (certificates replaced, configuration stored), whatever
 // the error.
-func (r *Reloader) push(ctx context.Context, h *host, want, has *content, doReload bool) (modified bool, err error) {
+func (r *Reloader) push(ctx context.Context, h *host, want, has *payload, doReload bool) (modified bool, err error) {
 	c := h.c
 	if _, err := c.apiVersion(ctx); err != nil {
 		return false, err
@@ -820,7 +816,7 @@ func (r *Reloader) push(ctx context.Context, h *host, want, has *content, doRelo
 		if err := r.staleDir(h, want); err != nil {
 			return anyAdded(), err
 		}
-		if err := c.Validate(ctx, want.config); err != nil {
+		if err := c.Validate(ctx, want.files.Config); err != nil {
 			removeAdded()
 			return false, err
 		}
@@ -836,7 +832,7 @@ func (r *Reloader) push(ctx context.Context, h *host, want, has *content, doRelo
 
 	var reloadID string
 	for attempt := 0; ; attempt++ {
-		reloadID, err = c.PushConfig(ctx, want.config, version, doReload)
+		reloadID, err = c.PushConfig(ctx, want.files.Config, version, doReload)
 		if !errors.Is(err, errConflict) || attempt >= r.cfg.MaxConflicts {
 			break
 		}
@@ -853,7 +849,7 @@ func (r *Reloader) push(ctx context.Context, h *host, want, has *content, doRelo
 		return anyChanged(), err
 	}
 	if doReload && reloadID != "" {
-		if err := r.waitReload(ctx, c, reloadID, want.config); err != nil {
+		if err := r.waitReload(ctx, c, reloadID, want.files.Config); err != nil {
 			var rej *Rejection
 			if errors.As(err, &rej) {
 				rej.reloaded = true
@@ -887,7 +883,7 @@ func (r *Reloader) push(ctx context.Context, h *host, want, has *content, doRelo
 
 // kept reports whether the host still has want from an earlier run: the state file says it
 // was given want, and its configuration version has not moved since.
-func (r *Reloader) kept(ctx context.Context, h *host, want *content) bool {
+func (r *Reloader) kept(ctx context.Context, h *host, want *payload) bool {
 	st, ok := r.state.get(h.c.label)
 	if !ok || st.Hash != want.hash {
 		return false
@@ -992,11 +988,11 @@ func (r *Reloader) learnStorageDir(h *host, st storage, file string) {
 // staleDir returns an error wrapping ErrSSLDirChanged when want was rendered for the
 // directory templates used before the last change (it names that directory and not the new
 // one) and this host was not stopped for this content already.
-func (r *Reloader) staleDir(h *host, want *content) error {
+func (r *Reloader) staleDir(h *host, want *payload) error {
 	r.dirMu.Lock()
 	dir, prev := r.dir, r.prevDir
 	r.dirMu.Unlock()
-	if prev == "" || !namesDir(want.config, prev) || namesDir(want.config, dir) {
+	if prev == "" || !namesDir(want.files.Config, prev) || namesDir(want.files.Config, dir) {
 		return nil
 	}
 	h.mu.Lock()
@@ -1111,17 +1107,18 @@ func sortedNames(m map[string][]byte) []string {
 }
 
 // readLive reads the live configuration, the <name>.pem files of certDir and the files of
-// mapsDir and filesDir (when set), and hashes them.
-func readLive(configPath, certDir, mapsDir, filesDir string) (*content, error) {
+// mapsDir and filesDir (when set), and hashes them: the hash of the rendering they were
+// written from (content.Files.Hash).
+func readLive(configPath, certDir, mapsDir, filesDir string) (*payload, error) {
 	cfg, err := os.ReadFile(configPath)
 	if err != nil {
 		return nil, fmt.Errorf("read the live configuration: %w", err)
 	}
-	c := &content{config: cfg}
+	c := &payload{files: content.Files{Config: cfg}}
 	for _, d := range []struct {
 		dir, ext, what string
 		into           *map[string][]byte
-	}{{certDir, ".pem", "certificates", &c.certs}, {mapsDir, "", "map files", &c.maps}, {filesDir, "", "files", &c.files}} {
+	}{{certDir, ".pem", "certificates", &c.files.Certs}, {mapsDir, "", "map files", &c.files.Maps}, {filesDir, "", "files", &c.files.Files}} {
 		*d.into = map[string][]byte{}
 		if d.dir == "" {
 			continue
@@ -1142,24 +1139,7 @@ func readLive(configPath, certDir, mapsDir, filesDir string) (*content, error) {
 			(*d.into)[name] = b
 		}
 	}
-	h := sha256.New()
-	fmt.Fprintf(h, "config %d\n", len(cfg))
-	h.Write(cfg)
-	for _, name := range sortedNames(c.certs) {
-		fmt.Fprintf(h, "cert %q %d\n", name, len(c.certs[name]))
-		h.Write(c.certs[name])
-	}
-	// Map files and other files count only when there are any: the hash of a content
-	// without them is what it was before they existed (the state file keeps it).
-	for _, name := range sortedNames(c.maps) {
-		fmt.Fprintf(h, "map %q %d\n", name, len(c.maps[name]))
-		h.Write(c.maps[name])
-	}
-	for _, name := range sortedNames(c.files) {
-		fmt.Fprintf(h, "file %q %d\n", name, len(c.files[name]))
-		h.Write(c.files[name])
-	}
-	c.hash = hex.EncodeToString(h.Sum(nil))
+	c.hash = c.files.Hash()
 	return c, nil
 }
 

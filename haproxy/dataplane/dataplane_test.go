@@ -424,5 +424,42 @@ func TestRestartKeepsHosts(t *testing.T) {
 		if h.res.count(a.URL, ResultSuccess) != 1 {
 			t.Errorf("results %v", h.res.all())
 		}
+		h.r.Close()
+	})
+
+	// A state file whose hash is not the live files' (written by a sidecar that hashed
+	// differently, before an upgrade) with the host's version unchanged: one push, recorded,
+	// and nothing at the next start.
+	t.Run("another hash of the same files: pushed once", func(t *testing.T) {
+		st, err := openState(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old, ok := st.get(a.URL)
+		if !ok || old.Hash == "" {
+			t.Fatalf("no state recorded for %s", a.URL)
+		}
+		if err := st.set(a.URL, hostState{Hash: "0123456789abcdef" + old.Hash[16:], Version: old.Version}); err != nil {
+			t.Fatal(err)
+		}
+		n := len(a.Requests())
+		h := restarted()
+		if err := h.r.Reload(ctx); err != nil {
+			t.Fatalf("Reload: %v", err)
+		}
+		if len(posts(n)) == 0 || h.res.count(a.URL, ResultSuccess) != 1 {
+			t.Errorf("a host recorded with another hash was not pushed to once: results %v", h.res.all())
+		}
+		h.r.Close()
+		n = len(a.Requests())
+		h = restarted()
+		if err := h.r.Reload(ctx); err != nil {
+			t.Fatalf("Reload: %v", err)
+		}
+		if got := posts(n); len(got) != 0 {
+			t.Errorf("the start after the push sent %v", got)
+		}
+		h.r.Close()
+		mustServe(t, addr, "backend A")
 	})
 }

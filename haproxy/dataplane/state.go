@@ -13,7 +13,8 @@ import (
 // hostState is what a host was last given, kept on disk (Config.StateFile) so that a
 // restarted sidecar leaves the hosts that still have it alone: the hash of the content pushed,
 // and the configuration version the host reported once it had it. Any change to the host's
-// configuration, by anyone, moves the version.
+// configuration, by anyone, moves the version. A hash that is not the live files' (another
+// rendering, or a hash recorded by a sidecar that hashed differently) costs one push.
 type hostState struct {
 	Hash    string `json:"hash"`
 	Version int64  `json:"version"`
