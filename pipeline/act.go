@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/candidate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/runtimeapi"
 	"github.com/haproxy-sidecar/haproxy-sidecar/live"
@@ -18,8 +16,8 @@ import (
 
 // act carries out a decision. blamed are the changed inputs a refused reload is blamed on
 // (held back from the next sync on).
-func (p *Pipeline) act(ctx context.Context, d Decision, c *candidate, plan *runtimeapi.Plan, reason string) (res Result, blamed map[string]error) {
-	hash := c.bundle.Hash
+func (p *Pipeline) act(ctx context.Context, d Decision, c *candidate.Candidate, plan *runtimeapi.Plan, reason string) (res Result, blamed map[string]error) {
+	hash := c.Bundle.Hash
 	switch d.Action {
 	case DoNothing:
 		return p.nothing(ctx, c, reason), nil
@@ -49,8 +47,8 @@ func (p *Pipeline) act(ctx context.Context, d Decision, c *candidate, plan *runt
 }
 
 // nothing: HAProxy runs this rendering. The files are made to say so if the writer could not.
-func (p *Pipeline) nothing(ctx context.Context, c *candidate, reason string) Result {
-	hash := c.bundle.Hash
+func (p *Pipeline) nothing(ctx context.Context, c *candidate.Candidate, reason string) Result {
+	hash := c.Bundle.Hash
 	p.cfg.Metrics.Renders.WithLabelValues("unchanged").Inc()
 	if live := p.cfg.Store.Live(); (live == nil || live.Hash != hash) && !p.writer.Pending(hash) {
 		// HAProxy got it through the runtime API and the write failed: write it again.
@@ -67,25 +65,17 @@ func (p *Pipeline) nothing(ctx context.Context, c *candidate, reason string) Res
 
 // validated makes sure c is staged and validated: ok false with the result to return when it
 // is not valid or cannot be staged.
-func (p *Pipeline) validated(ctx context.Context, c *candidate) (Result, bool) {
-	if c.gen != nil {
-		return Result{}, true
-	}
-	var rejected, err error
-	p.withStore(func() { c.gen, rejected, err = p.stageCheck(ctx, c.bundle, c.info) })
+func (p *Pipeline) validated(ctx context.Context, c *candidate.Candidate) (Result, bool) {
+	err := p.build.Validated(ctx, c)
 	switch {
-	case err != nil:
-		var f *failure
-		if errors.As(err, &f) {
-			return p.fail(f.stage, f.err), false
-		}
-		return p.fail(status.FailStage, err), false
-	case rejected != nil:
+	case err == nil:
+		return Result{}, true
+	case candidate.IsRejected(err):
 		// Nothing an operator edits changed, yet the rendering does not validate: pods (or
 		// the environment) make the template produce a bad configuration.
-		return p.cannotRender(rejected, p.q.Held), false
+		return p.cannotRender(err, p.q.Held), false
 	}
-	return Result{}, true
+	return p.fail(candidate.FailureStage(err, status.FailStage), err), false
 }
 
 // withStore runs f while the background writer does not write.
@@ -119,9 +109,9 @@ func (p *Pipeline) rollback() {
 
 // reload makes c live through a reload: the files swapped atomically, HAProxy reloaded, the
 // reload confirmed; a refused reload rolls the files back and blames the changed inputs.
-func (p *Pipeline) reload(ctx context.Context, c *candidate, plan *runtimeapi.Plan, why, reason string) (Result, map[string]error) {
+func (p *Pipeline) reload(ctx context.Context, c *candidate.Candidate, plan *runtimeapi.Plan, why, reason string) (Result, map[string]error) {
 	m := p.cfg.Metrics
-	hash := c.bundle.Hash
+	hash := c.Bundle.Hash
 	p.writer.Drop() // a rendering waiting to be written is older than this one
 	if res, ok := p.validated(ctx, c); !ok {
 		return res, nil
@@ -129,7 +119,7 @@ func (p *Pipeline) reload(ctx context.Context, c *candidate, plan *runtimeapi.Pl
 	m.Renders.WithLabelValues("success").Inc()
 	p.log.Info("reloading HAProxy", "why", why, "hash", short(hash))
 	var err error
-	p.withStore(func() { err = p.cfg.Store.Activate(c.gen) })
+	p.withStore(func() { err = p.cfg.Store.Activate(c.Gen) })
 	if err != nil {
 		return p.fail(status.FailActivate, fmt.Errorf("activate generation: %w", err)), nil
 	}
@@ -141,16 +131,16 @@ func (p *Pipeline) reload(ctx context.Context, c *candidate, plan *runtimeapi.Pl
 	case err == nil:
 		load := p.loadID(ctx)
 		p.cfg.Health.Applied()
-		p.change(func(s live.State) live.State { return s.Reloaded(c.bundle, c.gen, load, plan.Loaded(), time.Now()) })
+		p.change(func(s live.State) live.State { return s.Reloaded(c.Bundle, c.Gen, load, plan.Loaded(), time.Now()) })
 		m.ReloadSucceeded(p.countedEndpoint(), took, hash)
-		p.applied(c.info, hash, reason)
+		p.applied(c.Info, hash, reason)
 		p.log.Info("configuration live", "reason", reason, "hash", short(hash),
-			"revision", c.info.revision, "services", c.info.services, "certificates", c.info.certificates, "reload", took.Round(time.Millisecond))
+			"revision", c.Info.Revision, "services", c.Info.Services, "certificates", c.Info.Certificates, "reload", took.Round(time.Millisecond))
 		return Result{Outcome: Applied, Hash: hash, Reloaded: true}, nil
 	case errors.Is(err, reload.ErrNotRunning):
 		// The files are in place: HAProxy loads them when it starts.
 		p.change(func(s live.State) live.State {
-			s = s.WrittenWhileDown(c.bundle, c.gen, plan.Loaded())
+			s = s.WrittenWhileDown(c.Bundle, c.Gen, plan.Loaded())
 			if p.cfg.ExpectRunning {
 				s = s.ProbedDown(err.Error())
 			}
@@ -180,7 +170,7 @@ func (p *Pipeline) reload(ctx context.Context, c *candidate, plan *runtimeapi.Pl
 		if !p.cfg.ReloaderCounts {
 			m.Reloads.WithLabelValues(p.cfg.Endpoint, "failed").Inc()
 		}
-		rerr := &snapshot.InputError{Stage: snapshot.StageReload, Ref: c.info.templateRef,
+		rerr := &snapshot.InputError{Stage: snapshot.StageReload, Ref: c.Info.TemplateRef,
 			Err: fmt.Errorf("HAProxy refused the new configuration at reload (the previous one keeps serving): %w", err)}
 		blamed := p.changedIn(c)
 		for id := range blamed {
@@ -224,10 +214,10 @@ func (p *Pipeline) loadID(ctx context.Context) string {
 }
 
 // changedIn returns the inputs of c that are not at their last good version.
-func (p *Pipeline) changedIn(c *candidate) map[string]error {
+func (p *Pipeline) changedIn(c *candidate.Candidate) map[string]error {
 	out := map[string]error{}
 	inC := map[string]bool{}
-	for _, in := range c.chosen {
+	for _, in := range c.Chosen {
 		inC[in.ID()] = true
 		if g, ok := p.q.Good[in.ID()]; !ok || g.Hash != in.Hash {
 			out[in.ID()] = nil
@@ -244,7 +234,7 @@ func (p *Pipeline) changedIn(c *candidate) map[string]error {
 // deferReload holds a reload asked within MinReloadInterval of the previous one: the changes
 // the runtime API can make are made now, and the reload happens when the interval is over,
 // with whatever the inputs are then (latest wins).
-func (p *Pipeline) deferReload(ctx context.Context, c *candidate, plan *runtimeapi.Plan, d Decision) Result {
+func (p *Pipeline) deferReload(ctx context.Context, c *candidate.Candidate, plan *runtimeapi.Plan, d Decision) Result {
 	if res, ok := p.validated(ctx, c); !ok {
 		return res
 	}
@@ -264,47 +254,30 @@ func (p *Pipeline) deferReload(ctx context.Context, c *candidate, plan *runtimea
 	p.change(func(s live.State) live.State { return s.ReloadDeferred(d.At) })
 	p.prune()
 	wait := time.Until(d.At)
-	p.log.Info("reload deferred (--min-reload-interval)", "why", d.Why, "in", wait.Round(time.Millisecond), "hash", short(c.bundle.Hash))
-	return Result{Outcome: Deferred, Hash: c.bundle.Hash, ReloadIn: wait}
+	p.log.Info("reload deferred (--min-reload-interval)", "why", d.Why, "in", wait.Round(time.Millisecond), "hash", short(c.Bundle.Hash))
+	return Result{Outcome: Deferred, Hash: c.Bundle.Hash, ReloadIn: wait}
 }
 
 // applied finishes a change that went live: old generations pruned, health and events.
-func (p *Pipeline) applied(info snapInfo, hash, reason string) {
+func (p *Pipeline) applied(info candidate.Info, hash, reason string) {
 	p.prune()
 	p.appliedStatus(info, hash, reason)
 }
 
 // appliedStatus reports a change that went live, if HAProxy still runs it (a write finishing
 // late never reports an older rendering over a newer one).
-func (p *Pipeline) appliedStatus(info snapInfo, hash, reason string) {
+func (p *Pipeline) appliedStatus(info candidate.Info, hash, reason string) {
 	if p.HAProxy().Runs != hash {
 		return
 	}
 	p.cfg.Health.Applied()
 	if p.cfg.Recorder != nil {
 		msg := fmt.Sprintf("configuration %s is live (%s)", short(hash), reason)
-		if info.templateRef != (snapshot.Ref{}) {
-			p.cfg.Recorder.Event(refObject(info.templateRef), false, "Applied", msg)
+		if info.TemplateRef != (snapshot.Ref{}) {
+			p.cfg.Recorder.Event(refObject(info.TemplateRef), false, "Applied", msg)
 		}
-		if info.servicesRef != (snapshot.Ref{}) {
-			p.cfg.Recorder.Event(refObject(info.servicesRef), false, "Applied", msg)
+		if info.ServicesRef != (snapshot.Ref{}) {
+			p.cfg.Recorder.Event(refObject(info.ServicesRef), false, "Applied", msg)
 		}
 	}
-}
-
-// renderedLine quotes line n of the generation's configuration, so that the operator sees what
-// the template produced where HAProxy complains.
-func renderedLine(g *generation.Generation, n int) string {
-	if n <= 0 || g == nil {
-		return ""
-	}
-	b, err := os.ReadFile(g.ConfigFile())
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(string(b), "\n")
-	if n > len(lines) {
-		return ""
-	}
-	return fmt.Sprintf(" (rendered line %d: %q)", n, strings.TrimSpace(lines[n-1]))
 }

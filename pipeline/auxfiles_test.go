@@ -89,9 +89,11 @@ func (a *auxInputs) Render(ctx context.Context, s *snapshot.Snapshot) (*render.B
 // the rest; the map goes live with its generation, and a server change alone still needs no
 // reload. (With the directory, map contents change at runtime: TestMapUpdatesWithoutReload.)
 func TestMapChangeReloads(t *testing.T) {
-	r := newRig(t, 0)
-	ai := &auxInputs{inputs: r.in}
-	r.p.cfg.Renderer = ai // renders the rig's configuration, with map files
+	ai := &auxInputs{}
+	r := newRig(t, 0, func(cfg *Config) {
+		ai.inputs = cfg.Inputs.(*inputs)
+		cfg.Renderer = ai // renders the rig's configuration, with map files
+	})
 	ai.setMap("hosts.map", "a.example be_a\n")
 	r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
 	if r.rl.count() != 1 {

@@ -17,12 +17,12 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/candidate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/live"
 	"github.com/haproxy-sidecar/haproxy-sidecar/quarantine"
 	"github.com/haproxy-sidecar/haproxy-sidecar/redact"
-	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
 )
@@ -33,22 +33,12 @@ type Source interface {
 	Objects(ctx context.Context) (*snapshot.Objects, error)
 }
 
-// Inputs reads the operator inputs out of what a source has seen and assembles a snapshot from
-// chosen versions of them (see snapshot.Decode and snapshot.Assemble).
-type Inputs interface {
-	Decode(objs *snapshot.Objects) snapshot.Inputs
-	Assemble(objs *snapshot.Objects, chosen []snapshot.Input) (*snapshot.Snapshot, error)
-}
-
-// Renderer turns a snapshot into files.
-type Renderer interface {
-	Render(ctx context.Context, s *snapshot.Snapshot) (*render.Bundle, error)
-}
-
-// Checker validates a configuration file (haproxy -c).
-type Checker interface {
-	Check(ctx context.Context, cfgPath string) error
-}
+// Inputs, Renderer and Checker are what makes a candidate (package candidate).
+type (
+	Inputs   = candidate.Inputs
+	Renderer = candidate.Renderer
+	Checker  = candidate.Checker
+)
 
 // Recorder tells operators, on the object they edited, what became of their change
 // (Kubernetes Events in the Kubernetes modes). Implementations must rate-limit themselves.
@@ -118,6 +108,7 @@ type Pipeline struct {
 	log     *slog.Logger
 	trigger chan struct{}
 	writer  *generation.Writer
+	build   *candidate.Builder
 	// haproxy is what HAProxy runs and what is written: the one record of it, which the
 	// sync, the background writer and the probe change through events.
 	haproxy *live.Owner
@@ -173,7 +164,11 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Health.HAProxy == nil {
 		cfg.Health.HAProxy = p.haproxy.State
 	}
-	p.writer = generation.NewWriter(cfg.Store, p.checkGeneration, p.written, cfg.ShutdownWriteTimeout)
+	p.writer = generation.NewWriter(cfg.Store, func(ctx context.Context, g *generation.Generation) error { return p.build.Check(ctx, g) },
+		p.written, cfg.ShutdownWriteTimeout)
+	p.build = candidate.New(candidate.Config{Inputs: cfg.Inputs, Renderer: cfg.Renderer, Checker: cfg.Checker, Store: cfg.Store,
+		Exclusive: p.writer.Exclusive, Keep: func() *generation.Generation { return p.HAProxy().Good.Gen },
+		Trials: cfg.Trials, Metrics: cfg.Metrics})
 	p.loadInputs()
 	return p, nil
 }
@@ -186,7 +181,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		p.writer.Run(ctx, isRejected)
+		p.writer.Run(ctx, candidate.IsRejected)
 	}()
 	defer func() { <-writerDone }()
 	defer cancel()

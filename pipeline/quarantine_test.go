@@ -153,7 +153,7 @@ func newQRig(t *testing.T, c *cluster, dir string) *qrig {
 	return newQRigWith(t, c, dir, tmplRenderer{})
 }
 
-func newQRigWith(t *testing.T, c *cluster, dir string, rd Renderer) *qrig {
+func newQRigWith(t *testing.T, c *cluster, dir string, rd Renderer, opts ...func(*Config)) *qrig {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -165,12 +165,16 @@ func newQRigWith(t *testing.T, c *cluster, dir string, rd Renderer) *qrig {
 	r := &qrig{c: c, rl: &reloader{path: filepath.Join(dir, "haproxy.cfg")}, cli: &cli{}, store: store,
 		metrics: status.NewMetrics(), health: &status.Health{}, events: &events{}, dir: dir}
 	log := slog.New(slog.DiscardHandler)
-	r.p, err = New(Config{
+	cfg := Config{
 		Source: c, Inputs: snapshot.Builder{}, Renderer: rd, Store: store, Checker: &checker{},
 		Reloader: r.rl, Metrics: r.metrics, Health: r.health, Recorder: r.events, Logger: log,
 		Runtime:    runtimeapi.New(runtimeapi.Options{Client: r.cli, Logger: log}),
 		KeepInputs: true,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	r.p, err = New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/candidate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/runtimeapi"
 	"github.com/haproxy-sidecar/haproxy-sidecar/live"
@@ -103,9 +104,9 @@ func auxChanged(loaded, b *render.Bundle) string {
 // written as the live generation with no reload (at once when it was validated already, else
 // by the background writer, which validates it first), so that a later reload loads the same.
 // ok is false when the runtime API failed: the caller reloads instead.
-func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, c *candidate, reason string) (Result, bool) {
+func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, c *candidate.Candidate, reason string) (Result, bool) {
 	m := p.cfg.Metrics
-	hash := c.bundle.Hash
+	hash := c.Bundle.Hash
 	start := time.Now()
 	// Until the rendering is live on disk, the record of what HAProxy runs would be wrong
 	// half way: it says nothing (the write records it again).
@@ -146,28 +147,28 @@ func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, c *
 // write makes the rendering HAProxy runs (through the runtime API) the live generation, with
 // no reload: at once when it was validated already; else through the background writer, or,
 // when none runs (Sync called on its own), here. failed is true with the result of a failure.
-func (p *Pipeline) write(ctx context.Context, c *candidate, reason string) (res Result, failed bool) {
-	job := &generation.WriteJob{Hash: c.bundle.Hash, Content: contentOf(c.bundle), Keep: p.HAProxy().Good.Gen,
-		Payload: writePayload{bundle: c.bundle, info: c.info, reason: reason}}
-	if c.gen != nil {
+func (p *Pipeline) write(ctx context.Context, c *candidate.Candidate, reason string) (res Result, failed bool) {
+	job := &generation.WriteJob{Hash: c.Bundle.Hash, Content: c.Bundle.Content(), Keep: p.HAProxy().Good.Gen,
+		Payload: writePayload{bundle: c.Bundle, info: c.Info, reason: reason}}
+	if c.Gen != nil {
 		var err error
-		p.withStore(func() { err = p.cfg.Store.Activate(c.gen) })
+		p.withStore(func() { err = p.cfg.Store.Activate(c.Gen) })
 		if err != nil {
 			return p.fail(status.FailActivate, err), true
 		}
-		p.written(generation.Written{Job: job, Gen: c.gen})
+		p.written(generation.Written{Job: job, Gen: c.Gen})
 		return Result{}, false
 	}
 	if p.writer.Queue(job) {
 		return Result{}, false
 	}
-	w := p.writer.WriteNow(ctx, job, isRejected)
+	w := p.writer.WriteNow(ctx, job, candidate.IsRejected)
 	switch {
 	case w.Rejected != nil:
 		p.revertRuntime(ctx)
 		return p.cannotRender(w.Rejected, p.q.Held), true
 	case w.Err != nil:
-		return p.fail(failStage(w.Err, status.FailWrite), w.Err), true
+		return p.fail(candidate.FailureStage(w.Err, status.FailWrite), w.Err), true
 	}
 	p.written(w)
 	return Result{}, false
@@ -176,7 +177,7 @@ func (p *Pipeline) write(ctx context.Context, c *candidate, reason string) (res 
 // writePayload is what the pipeline needs back from a write.
 type writePayload struct {
 	bundle *render.Bundle
-	info   snapInfo
+	info   candidate.Info
 	reason string
 }
 
@@ -196,7 +197,7 @@ func (p *Pipeline) written(w generation.Written) {
 			return
 		}
 		// Disk trouble: the next sync tries again, after a pause.
-		p.fail(failStage(w.Err, status.FailWrite), w.Err)
+		p.fail(candidate.FailureStage(w.Err, status.FailWrite), w.Err)
 		time.AfterFunc(time.Second, p.Changed)
 	default:
 		_, after := p.change(func(s live.State) live.State { return s.FilesWritten(pl.bundle, w.Gen, time.Now()) })
@@ -207,14 +208,6 @@ func (p *Pipeline) written(w generation.Written) {
 		p.applied(pl.info, pl.bundle.Hash, pl.reason)
 		p.log.Debug("generation written and validated", "hash", short(pl.bundle.Hash), "waited", w.Waited.Round(time.Millisecond), "took", w.Took.Round(time.Millisecond))
 	}
-}
-
-func failStage(err error, def string) string {
-	var f *failure
-	if errors.As(err, &f) {
-		return f.stage
-	}
-	return def
 }
 
 // revertRuntime brings HAProxy back to the last good rendering, through the runtime API when

@@ -51,12 +51,13 @@ func TestWatchedObjectLeftOut(t *testing.T) {
 `
 	c.notes = map[string]string{}
 	w := &watchingCluster{cluster: c, ingresses: map[string]string{"a": "fine"}}
-	r := newQRigWith(t, c, "", render.New(render.Options{SSLDir: "/ssl"}))
 	var specs watchspec.List
 	if err := specs.Set("ingresses.v1.networking.k8s.io"); err != nil {
 		t.Fatal(err)
 	}
-	r.p.cfg.Source, r.p.cfg.Inputs = w, snapshot.Builder{Options: snapshot.Options{Resources: specs}}
+	r := newQRigWith(t, c, "", render.New(render.Options{SSLDir: "/ssl"}), func(cfg *Config) {
+		cfg.Source, cfg.Inputs = w, snapshot.Builder{Options: snapshot.Options{Resources: specs}}
+	})
 	r.sync(t, Applied)
 	if live := r.live(t); !strings.Contains(live, "# ingress a: fine") {
 		t.Fatalf("the ingress is not live:\n%s", live)

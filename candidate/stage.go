@@ -1,0 +1,92 @@
+package candidate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/validate"
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/status"
+)
+
+// Validated makes sure c is staged as a generation and validated (haproxy -c), unless it is
+// already: a *snapshot.InputError when haproxy -c rejects it (naming the template's object
+// when HAProxy names none), a *Failure when it cannot be staged or checked.
+func (b *Builder) Validated(ctx context.Context, c *Candidate) error {
+	if c.Gen != nil {
+		return nil
+	}
+	var err error
+	b.cfg.Exclusive(func() { c.Gen, err = b.stage(ctx, c) })
+	return err
+}
+
+// stage writes the rendering as a new generation and validates it.
+func (b *Builder) stage(ctx context.Context, c *Candidate) (*generation.Generation, error) {
+	gen, err := b.cfg.Store.StageContent(c.Bundle.Content(), c.Bundle.Hash)
+	if err != nil {
+		return nil, &Failure{Stage: status.FailStage, Err: fmt.Errorf("stage generation: %w", err)}
+	}
+	if err := b.Check(ctx, gen); err != nil {
+		_ = b.cfg.Store.Prune(b.cfg.Keep())
+		return nil, withRef(err, c.Info.TemplateRef)
+	}
+	return gen, nil
+}
+
+// Check runs haproxy -c on a staged generation: a *snapshot.InputError when it rejects it
+// (stage validate), a *Failure when it cannot run.
+func (b *Builder) Check(ctx context.Context, gen *generation.Generation) error {
+	if b.cfg.Checker == nil {
+		return nil
+	}
+	checkPath, err := b.cfg.Store.CheckFile(gen)
+	if err != nil {
+		return &Failure{Stage: status.FailStage, Err: fmt.Errorf("prepare validation: %w", err)}
+	}
+	start := time.Now()
+	err = b.cfg.Checker.Check(ctx, checkPath)
+	b.cfg.Metrics.ValidateDuration.Observe(time.Since(start).Seconds())
+	if err == nil {
+		return nil
+	}
+	var ce *validate.CheckError
+	if !errors.As(err, &ce) {
+		return &Failure{Stage: status.FailValidate, Err: fmt.Errorf("validate: %w", err)}
+	}
+	return &snapshot.InputError{Stage: snapshot.StageValidate,
+		Err: fmt.Errorf("haproxy -c rejected the rendered configuration%s: %w", renderedLine(gen, ce.Line), err)}
+}
+
+// withRef names ref on a validation rejection that names no object yet.
+func withRef(err error, ref snapshot.Ref) error {
+	var ie *snapshot.InputError
+	if errors.As(err, &ie) && ie.Ref == (snapshot.Ref{}) {
+		c := *ie
+		c.Ref = ref
+		return &c
+	}
+	return err
+}
+
+// renderedLine quotes line n of the generation's configuration, so that the operator sees what
+// the template produced where HAProxy complains.
+func renderedLine(g *generation.Generation, n int) string {
+	if n <= 0 || g == nil {
+		return ""
+	}
+	b, err := os.ReadFile(g.ConfigFile())
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(string(b), "\n")
+	if n > len(lines) {
+		return ""
+	}
+	return fmt.Sprintf(" (rendered line %d: %q)", n, strings.TrimSpace(lines[n-1]))
+}
