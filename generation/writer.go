@@ -175,6 +175,34 @@ func (w *Writer) Exclusive(f func()) {
 	f()
 }
 
+// Activate makes g live (see Store.Activate) while no write is under way.
+func (w *Writer) Activate(g *Generation) error {
+	w.excl.Lock()
+	defer w.excl.Unlock()
+	return w.store.Activate(g)
+}
+
+// Rollback makes good live again, if any generation is live (see Store.Rollback), and prunes
+// what nothing needs any more, while no write is under way.
+func (w *Writer) Rollback(good *Generation) error {
+	w.excl.Lock()
+	defer w.excl.Unlock()
+	var err error
+	if w.store.Live() != nil {
+		err = w.store.Rollback(good)
+	}
+	_ = w.store.Prune(good)
+	return err
+}
+
+// Prune deletes the generations nothing needs any more (see Store.Prune) while no write is
+// under way.
+func (w *Writer) Prune(keep ...*Generation) error {
+	w.excl.Lock()
+	defer w.excl.Unlock()
+	return w.store.Prune(keep...)
+}
+
 // Rejected returns why the check rejected the rendering with this hash, nil if it did not.
 func (w *Writer) Rejected(hash string) error {
 	w.mu.Lock()

@@ -7,7 +7,7 @@ import (
 )
 
 // Owner holds the current State for the sync, the background writer, the probe and status.
-// Every change goes through Change, one event at a time, so that the record on disk and what
+// Every change goes through Record, one event at a time, so that the record on disk and what
 // everyone reads never disagree (a write finishing late never records, or reports live, a
 // rendering HAProxy no longer runs).
 type Owner struct {
@@ -33,13 +33,14 @@ func (o *Owner) State() State {
 	return o.s
 }
 
-// Change applies an event (one of State's methods, with its values) and returns the state
-// before and after it.
-func (o *Owner) Change(event func(State) State) (before, after State) {
+// Record applies events, in order and at once, and returns the state before and after them.
+func (o *Owner) Record(events ...Event) (before, after State) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	before = o.s
-	o.s = event(o.s)
+	for _, e := range events {
+		o.s = e.Apply(o.s)
+	}
 	if o.s.Record != before.Record && o.record != nil {
 		if err := o.record(o.s.Record); err != nil && o.recordErr != nil {
 			o.recordErr(err)

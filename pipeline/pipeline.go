@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/apply"
 	"github.com/haproxy-sidecar/haproxy-sidecar/candidate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
@@ -40,11 +41,11 @@ type (
 	Checker  = candidate.Checker
 )
 
-// Recorder tells operators, on the object they edited, what became of their change
-// (Kubernetes Events in the Kubernetes modes). Implementations must rate-limit themselves.
-type Recorder interface {
-	Event(ref snapshot.Ref, warning bool, reason, message string)
-}
+// Recorder and Runtime are what acting works with (package apply).
+type (
+	Recorder = apply.Recorder
+	Runtime  = apply.Runtime
+)
 
 // Config wires the stages together.
 type Config struct {
@@ -109,6 +110,7 @@ type Pipeline struct {
 	trigger chan struct{}
 	writer  *generation.Writer
 	build   *candidate.Builder
+	apply   *apply.Applier
 	// haproxy is what HAProxy runs and what is written: the one record of it, which the
 	// sync, the background writer and the probe change through events.
 	haproxy *live.Owner
@@ -165,13 +167,21 @@ func New(cfg Config) (*Pipeline, error) {
 		cfg.Health.HAProxy = p.haproxy.State
 	}
 	p.writer = generation.NewWriter(cfg.Store, func(ctx context.Context, g *generation.Generation) error { return p.build.Check(ctx, g) },
-		p.written, cfg.ShutdownWriteTimeout)
+		func(w generation.Written) { p.apply.Written(w) }, cfg.ShutdownWriteTimeout)
 	p.build = candidate.New(candidate.Config{Inputs: cfg.Inputs, Renderer: cfg.Renderer, Checker: cfg.Checker, Store: cfg.Store,
 		Exclusive: p.writer.Exclusive, Keep: func() *generation.Generation { return p.HAProxy().Good.Gen },
 		Trials: cfg.Trials, Metrics: cfg.Metrics})
+	p.apply = apply.New(apply.Config{HAProxy: p.haproxy, Writer: p.writer, Store: cfg.Store, Build: p.build,
+		Reloader: cfg.Reloader, Runtime: cfg.Runtime, Endpoint: cfg.Endpoint, ReloaderCounts: cfg.ReloaderCounts,
+		ExpectRunning: cfg.ExpectRunning, Metrics: cfg.Metrics, Health: cfg.Health, Recorder: cfg.Recorder,
+		Report: reporter{p}, Changed: p.Changed, Logger: cfg.Logger})
 	p.loadInputs()
 	return p, nil
 }
+
+// tidyInterval is how often removed servers that still had connections are deleted again
+// while no change comes.
+const tidyInterval = 5 * time.Second
 
 // Run syncs once at start, then after every debounced burst of changes, until ctx ends.
 func (p *Pipeline) Run(ctx context.Context) error {
@@ -232,7 +242,7 @@ sync:
 				reason = "deferred reload (--min-reload-interval)"
 				continue sync
 			case <-tidy.C:
-				p.tidy(ctx)
+				p.apply.Tidy(ctx)
 			case <-trigger:
 				break wait
 			}
@@ -277,81 +287,27 @@ func (p *Pipeline) debounce(ctx context.Context, trigger <-chan struct{}) (int, 
 	}
 }
 
-// Outcome says how one sync ended.
-type Outcome int
-
-const (
-	// Applied: a new rendering went live (reload or runtime API).
-	Applied Outcome = iota + 1
-	// Unchanged: HAProxy runs the rendering already.
-	Unchanged
-	// Rejected: nothing new could go live; the reason is reported. It waits for a change.
-	Rejected
-	// Failed: an operational failure (disk, HAProxy unreachable); retried with backoff.
-	Failed
-	// Deferred: a reload waits for --min-reload-interval.
-	Deferred
-	// StandingBy: validated, not applied (not the leader).
-	StandingBy
-	// Written: the files are in place, HAProxy does not run; it loads them when it starts.
-	Written
+// Outcome and Result say how one sync ended (package apply).
+type (
+	Outcome = apply.Outcome
+	Result  = apply.Result
 )
 
-func (o Outcome) String() string {
-	switch o {
-	case Applied:
-		return "applied"
-	case Unchanged:
-		return "unchanged"
-	case Rejected:
-		return "rejected"
-	case Failed:
-		return "error"
-	case Deferred:
-		return "deferred"
-	case StandingBy:
-		return "standby"
-	case Written:
-		return "written"
-	}
-	return fmt.Sprintf("Outcome(%d)", int(o))
-}
-
-// Result says what one Sync did.
-type Result struct {
-	Outcome Outcome
-	// Action is what the sync decided.
-	Action Action
-	Hash   string
-	Err    error
-	// Held is how many inputs are held back after this sync.
-	Held int
-	// Retry is set when the failure was operational and worth retrying without a new change.
-	Retry bool
-	// Reloaded is set when the change went live through a reload (not the runtime API).
-	Reloaded bool
-	// ReloadIn is, with Outcome Deferred, when the deferred reload is due.
-	ReloadIn time.Duration
-}
+// The outcomes of a sync.
+const (
+	Applied    = apply.Applied
+	Unchanged  = apply.Unchanged
+	Rejected   = apply.Rejected
+	Failed     = apply.Failed
+	Deferred   = apply.Deferred
+	StandingBy = apply.StandingBy
+	Written    = apply.Written
+)
 
 func (p *Pipeline) standby() bool { return p.cfg.Standby != nil && p.cfg.Standby() }
 
 // HAProxy is what HAProxy runs and what is written, as the sidecar knows it now.
 func (p *Pipeline) HAProxy() live.State { return p.haproxy.State() }
-
-// change records an event in what HAProxy runs (see package live).
-func (p *Pipeline) change(event func(live.State) live.State) (before, after live.State) {
-	return p.haproxy.Change(event)
-}
-
-// countedEndpoint is the endpoint label the pipeline counts reloads under ("" when the
-// reloader counts them).
-func (p *Pipeline) countedEndpoint() string {
-	if p.cfg.ReloaderCounts {
-		return ""
-	}
-	return p.cfg.Endpoint
-}
 
 func refObject(r snapshot.Ref) snapshot.Ref { r.Key = ""; return r }
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/runtimeapi"
 	"github.com/haproxy-sidecar/haproxy-sidecar/live"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 )
@@ -77,7 +76,7 @@ func (p *Pipeline) watch(ctx context.Context, li loadIdentifier) {
 func (p *Pipeline) haproxyDown(err error) {
 	p.cfg.Metrics.HAProxyUp.Set(0)
 	wasReady := p.cfg.Health.Ready()
-	before, _ := p.change(func(s live.State) live.State { return s.ProbedDown(err.Error()) })
+	before, _ := p.haproxy.Record(live.ProbedDown{Why: err.Error()})
 	if before.Probe.Seen == live.Down {
 		return
 	}
@@ -90,7 +89,7 @@ func (p *Pipeline) haproxyDown(err error) {
 
 func (p *Pipeline) haproxyUp(id string) {
 	p.cfg.Metrics.HAProxyUp.Set(1)
-	before, after := p.change(func(s live.State) live.State { return s.ProbedUp(id) })
+	before, after := p.haproxy.Record(live.ProbedUp{Load: id})
 	if before.Probe.Seen == live.Down {
 		p.log.Info("HAProxy is up", "load", id)
 	}
@@ -109,7 +108,7 @@ func (p *Pipeline) noticeHAProxy(ctx context.Context) {
 	if !ok {
 		return
 	}
-	if before, _ := p.change(live.State.RestartNoticed); !before.Restarted || !p.adoptTried {
+	if before, _ := p.haproxy.Record(live.RestartNoticed{}); !before.Restarted || !p.adoptTried {
 		return // the first sync finds out what HAProxy runs itself (adopt)
 	}
 	id, err := li.LoadID(ctx)
@@ -121,7 +120,7 @@ func (p *Pipeline) noticeHAProxy(ctx context.Context) {
 	livegen, good := p.cfg.Store.Live(), s.Good.Bundle
 	if livegen == nil || good == nil || livegen.Hash != good.Hash {
 		p.log.Warn("HAProxy runs a configuration load the sidecar did not make: reloading it with the live configuration", "load", id)
-		p.change(live.State.RestartedUnknown)
+		p.haproxy.Record(live.RestartedUnknown{})
 		return
 	}
 	if s.LoadsAtStart != "" {
@@ -129,8 +128,8 @@ func (p *Pipeline) noticeHAProxy(ctx context.Context) {
 	} else {
 		p.log.Warn("HAProxy restarted or was reloaded by someone else: it loaded the live configuration", "hash", short(livegen.Hash), "load", id)
 	}
-	model := p.loadedModel(good)
-	p.change(func(s live.State) live.State { return s.RestartedOnGood(id, model, time.Now()) })
+	model := p.apply.Loaded(good)
+	p.haproxy.Record(live.RestartedOnGood{Load: id, Model: model, At: time.Now()})
 	p.cfg.Metrics.LiveGenerationInfo.Reset()
 	p.cfg.Metrics.LiveGenerationInfo.WithLabelValues(livegen.Hash).Set(1)
 	p.cfg.Health.Applied()
@@ -154,17 +153,8 @@ func (p *Pipeline) adopt(ctx context.Context, bundle *render.Bundle) {
 			"recorded_load", rec.LoadID, "load", id, "error", err)
 		return
 	}
-	model := p.loadedModel(bundle)
-	p.change(func(s live.State) live.State { return s.Adopted(bundle, livegen, id, model, time.Now()) })
+	model := p.apply.Loaded(bundle)
+	p.haproxy.Record(live.Adopted{Bundle: bundle, Gen: livegen, Load: id, Model: model, At: time.Now()})
 	p.cfg.Metrics.ConfigValid.Set(1)
 	p.log.Info("HAProxy already runs this configuration: no reload", "hash", short(bundle.Hash), "load", id)
-}
-
-// loadedModel is what the runtime API sees of HAProxy once it loaded b (nil without a runtime
-// API).
-func (p *Pipeline) loadedModel(b *render.Bundle) *runtimeapi.Model {
-	if p.cfg.Runtime == nil {
-		return nil
-	}
-	return p.cfg.Runtime.Plan(nil, b.Config, b.Certificates, b.Maps).Loaded()
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/decide"
 	"github.com/haproxy-sidecar/haproxy-sidecar/quarantine"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
@@ -89,7 +90,7 @@ func (p *Pipeline) cannotRender(err error, held map[string]quarantine.Hold) Resu
 		stage = ie.Stage
 	}
 	p.reportError(stage, err)
-	return Result{Outcome: Rejected, Action: DoHold, Err: err, Held: len(held)}
+	return Result{Outcome: Rejected, Action: decide.DoHold, Err: err, Held: len(held)}
 }
 
 // reportError reports bad input that holds everything back: counted, logged and sent as an
@@ -187,3 +188,10 @@ func (p *Pipeline) loadInputs() {
 	p.q = st
 	p.log.Info("last good inputs restored", "inputs", len(st.Good), "file", inputsState)
 }
+
+// reporter is how acting reports what it found (apply.Reporter).
+type reporter struct{ p *Pipeline }
+
+func (r reporter) Failure(stage string, err error) Result { return r.p.fail(stage, err) }
+
+func (r reporter) Rejection(err error) Result { return r.p.cannotRender(err, r.p.q.Held) }

@@ -422,7 +422,7 @@ func TestMinReloadInterval(t *testing.T) {
 		if r.rl.count() != 1 {
 			t.Fatalf("%d reloads, want 1", r.rl.count())
 		}
-		r.p.change(func(s live.State) live.State { s.LastReload = time.Now().Add(-2 * time.Hour); return s }) // the interval is over
+		r.p.haproxy.Record(reloadedAt{time.Now().Add(-2 * time.Hour)}) // the interval is over
 		if res := r.sync(t, latest, "applied"); !res.Reloaded || r.rl.count() != 2 || r.rl.last() != latest {
 			t.Fatalf("reloaded %v, %d reloads, last %q", res.Reloaded, r.rl.count(), r.rl.last())
 		}
@@ -453,6 +453,14 @@ func TestMinReloadInterval(t *testing.T) {
 			t.Fatalf("loaded %q", r.rl.last())
 		}
 	})
+}
+
+// reloadedAt is a last reload At.
+type reloadedAt struct{ At time.Time }
+
+func (e reloadedAt) Apply(s live.State) live.State {
+	s.LastReload = e.At
+	return s
 }
 
 func waitFor(t *testing.T, cond func() bool) {

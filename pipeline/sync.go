@@ -7,7 +7,9 @@ import (
 	"maps"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/apply"
 	"github.com/haproxy-sidecar/haproxy-sidecar/candidate"
+	"github.com/haproxy-sidecar/haproxy-sidecar/decide"
 	"github.com/haproxy-sidecar/haproxy-sidecar/quarantine"
 	"github.com/haproxy-sidecar/haproxy-sidecar/redact"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
@@ -48,22 +50,14 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 		}
 		return p.cannotRender(made.Err, held)
 	}
-	if rejected := p.writer.Rejected(cand.Bundle.Hash); rejected != nil {
-		// haproxy -c rejected this rendering after the runtime API had made it live.
-		p.writer.Drop()
-		if runs := p.HAProxy().Runs; runs == cand.Bundle.Hash || runs == "" {
-			p.revertRuntime(ctx)
-		}
-		p.report(held)
-		return p.cannotRender(rejected, held)
-	}
 	if !p.adoptTried && !p.standby() {
 		p.adoptTried = true
 		p.adopt(ctx, cand.Bundle)
 	}
-	plan, why := p.planRuntime(cand.Bundle)
-	d := Decide(Facts{
+	plan, why := p.apply.Plan(cand.Bundle)
+	d := decide.Decide(decide.Facts{
 		Rendered:          cand.Bundle.Hash,
+		Rejected:          p.writer.Rejected(cand.Bundle.Hash) != nil,
 		HAProxy:           p.HAProxy(),
 		ReloadWhy:         why,
 		Standby:           p.standby(),
@@ -74,11 +68,9 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	// What is held is reported before anything goes live, so that nobody sees the new
 	// configuration live beside holds it has ended.
 	p.report(held)
-	res, blamed := p.act(ctx, d, cand, plan, reason)
-	if blamed != nil {
-		held = maps.Clone(held) // the reported map stays as it was reported
-		maps.Copy(held, sel.Blame(blamed, snapshot.StageReload, cur))
-		p.report(held)
+	res := p.apply.Apply(ctx, apply.Job{Decision: d, Candidate: cand, Plan: plan, Reason: reason})
+	if res.Refused {
+		held = p.blameRefused(cand, res.Err, held, sel, cur)
 	}
 	switch res.Outcome {
 	case Applied, Unchanged, StandingBy, Written:
@@ -86,6 +78,34 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	}
 	res.Action, res.Held = d.Action, len(held)
 	return res
+}
+
+// blameRefused holds the inputs of c that changed since the last good rendering, which HAProxy
+// refused at a reload (err), and syncs again at once: without them, the rest may go live.
+// When none changed, the refusal is reported as is.
+func (p *Pipeline) blameRefused(c *candidate.Candidate, err error, held map[string]quarantine.Hold, sel quarantine.Selection, cur snapshot.Inputs) map[string]quarantine.Hold {
+	blamed := map[string]error{}
+	inC := map[string]bool{}
+	for _, in := range c.Chosen {
+		inC[in.ID()] = true
+		if g, ok := p.q.Good[in.ID()]; !ok || g.Hash != in.Hash {
+			blamed[in.ID()] = err
+		}
+	}
+	for id := range p.q.Good {
+		if !inC[id] {
+			blamed[id] = err // deleted
+		}
+	}
+	if len(blamed) == 0 {
+		p.reportError(snapshot.StageReload, err)
+		return held
+	}
+	held = maps.Clone(held) // the reported map stays as it was reported
+	maps.Copy(held, sel.Blame(blamed, snapshot.StageReload, cur))
+	p.report(held)
+	p.Changed()
+	return held
 }
 
 // learnKeys tells the redactor the private keys of the certificates read now, so that no

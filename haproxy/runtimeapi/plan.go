@@ -755,3 +755,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// ReloadPlan is a plan that makes nothing at runtime and asks for a reload (why).
+func ReloadPlan(why string) *Plan { return &Plan{reason: why} }

@@ -1,4 +1,4 @@
-package pipeline
+package apply
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 
 // Runtime changes a running HAProxy through its runtime API where the change allows it, so
 // that no reload is needed (see package runtimeapi). It keeps no state: what HAProxy runs as
-// the runtime API sees it is the Model in the pipeline's record of HAProxy (package live).
+// the runtime API sees it is the Model in the record of HAProxy (package live).
 type Runtime interface {
 	// Plan compares a rendering (configuration, certificates, map files) with what HAProxy
 	// runs (m; nil: not known).
@@ -33,36 +33,45 @@ type Runtime interface {
 	Tidy(ctx context.Context, m *runtimeapi.Model) (*runtimeapi.Model, int)
 }
 
-// tidyInterval is how often removed servers that still had connections are deleted again
-// while no change comes.
-const tidyInterval = 5 * time.Second
+// reloadsOnly is the Runtime when there is no runtime API: every change reloads.
+type reloadsOnly struct{}
 
-func (p *Pipeline) tidy(ctx context.Context) {
-	if p.cfg.Runtime == nil {
-		return
-	}
-	m, left := p.cfg.Runtime.Tidy(ctx, p.HAProxy().Model)
-	p.change(func(s live.State) live.State { return s.RuntimeTidied(m) })
-	if left > 0 {
-		p.log.Debug("removed servers still holding connections, in maintenance", "servers", left)
-	}
+func (reloadsOnly) Plan(*runtimeapi.Model, []byte, map[string][]byte, map[string][]byte) *runtimeapi.Plan {
+	return runtimeapi.ReloadPlan("every change reloads (no runtime API)")
 }
 
-// planRuntime compares the rendering with what HAProxy runs: why is "" when the runtime API can
-// make the whole change, else why a reload is needed.
-func (p *Pipeline) planRuntime(bundle *render.Bundle) (plan *runtimeapi.Plan, why string) {
-	if p.cfg.Runtime == nil {
-		return nil, "every change reloads (no runtime API)"
-	}
-	s := p.HAProxy()
-	plan = p.cfg.Runtime.Plan(s.Model, bundle.Config, bundle.Certificates, bundle.Maps)
+func (reloadsOnly) Apply(context.Context, *runtimeapi.Plan, *runtimeapi.Model) (*runtimeapi.Model, error) {
+	return nil, errors.New("no runtime API")
+}
+
+func (reloadsOnly) Tidy(_ context.Context, m *runtimeapi.Model) (*runtimeapi.Model, int) { return m, 0 }
+
+// Plan compares the rendering with what HAProxy runs: why is "" when the runtime API can make
+// the whole change, else why a reload is needed.
+func (a *Applier) Plan(b *render.Bundle) (plan *runtimeapi.Plan, why string) {
+	s := a.cfg.HAProxy.State()
+	plan = a.cfg.Runtime.Plan(s.Model, b.Config, b.Certificates, b.Maps)
 	if why := plan.Reload(); why != "" {
 		return plan, why
 	}
 	// The contents of map files change through the runtime API (the plan); other files, and
 	// map files added or removed, only through a reload: those of the last good rendering are
 	// the ones HAProxy loaded.
-	return plan, auxChanged(s.Good.Bundle, bundle)
+	return plan, auxChanged(s.Good.Bundle, b)
+}
+
+// Loaded is what the runtime API sees of HAProxy once it loaded b (nil without a runtime API).
+func (a *Applier) Loaded(b *render.Bundle) *runtimeapi.Model {
+	return a.cfg.Runtime.Plan(nil, b.Config, b.Certificates, b.Maps).Loaded()
+}
+
+// Tidy deletes again the removed servers that still had connections.
+func (a *Applier) Tidy(ctx context.Context) {
+	m, left := a.cfg.Runtime.Tidy(ctx, a.cfg.HAProxy.State().Model)
+	a.cfg.HAProxy.Record(live.RuntimeTidied{Model: m})
+	if left > 0 {
+		a.log.Debug("removed servers still holding connections, in maintenance", "servers", left)
+	}
 }
 
 // auxChanged says which files of the rendering b differ from those of the rendering HAProxy
@@ -104,23 +113,23 @@ func auxChanged(loaded, b *render.Bundle) string {
 // written as the live generation with no reload (at once when it was validated already, else
 // by the background writer, which validates it first), so that a later reload loads the same.
 // ok is false when the runtime API failed: the caller reloads instead.
-func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, c *candidate.Candidate, reason string) (Result, bool) {
-	m := p.cfg.Metrics
-	hash := c.Bundle.Hash
+func (a *Applier) runtimeUpdate(ctx context.Context, j Job) (Result, bool) {
+	m := a.cfg.Metrics
+	hash, plan := j.Candidate.Bundle.Hash, j.Plan
 	start := time.Now()
 	// Until the rendering is live on disk, the record of what HAProxy runs would be wrong
 	// half way: it says nothing (the write records it again).
-	before, _ := p.change(live.State.RuntimeChanging)
-	model, err := p.cfg.Runtime.Apply(ctx, plan, before.Model)
+	before, _ := a.cfg.HAProxy.Record(live.RuntimeChanging{})
+	model, err := a.cfg.Runtime.Apply(ctx, plan, before.Model)
 	if err != nil {
 		m.RuntimeFallbacks.Inc()
-		p.change(live.State.RuntimeFailed)
+		a.cfg.HAProxy.Record(live.RuntimeFailed{})
 		if before.LoadsAtStart != "" {
 			// Expected while HAProxy has not started: the reload path writes the files it
 			// will load (and says so).
-			p.log.Info("runtime API not reachable, HAProxy not started yet: writing the configuration instead", "error", err)
+			a.log.Info("runtime API not reachable, HAProxy not started yet: writing the configuration instead", "error", err)
 		} else {
-			p.log.Warn("runtime API update failed: reloading instead", "error", err)
+			a.log.Warn("runtime API update failed: reloading instead", "error", err)
 		}
 		return Result{}, false
 	}
@@ -129,16 +138,16 @@ func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, c *
 		// HAProxy answered: it started on the files the sidecar wrote while it was down, and
 		// now runs them with these changes. Learn its load now, or the probe would take it
 		// for a start the sidecar knows nothing of and forget these changes.
-		load = p.loadID(ctx)
+		load = a.loadID(ctx)
 	}
-	p.cfg.Health.Applied() // HAProxy answered: it runs it (the files follow)
-	p.change(func(s live.State) live.State { return s.RuntimeApplied(hash, model, load, time.Now()) })
+	a.cfg.Health.Applied() // HAProxy answered: it runs it (the files follow)
+	a.cfg.HAProxy.Record(live.RuntimeApplied{Hash: hash, Model: model, Load: load, At: time.Now()})
 	m.Renders.WithLabelValues("success").Inc()
-	p.countRuntime(plan)
+	a.countRuntime(plan)
 	m.RuntimeApplied(hash)
-	p.log.Info("configuration live without a reload", "reason", reason, "hash", short(hash),
+	a.log.Info("configuration live without a reload", "reason", j.Reason, "hash", short(hash),
 		"changes", plan.Summary(), "runtime_api", time.Since(start).Round(time.Microsecond))
-	if res, failed := p.write(ctx, c, reason); failed {
+	if res, failed := a.write(ctx, j); failed {
 		return res, true
 	}
 	return Result{Outcome: Applied, Hash: hash}, true
@@ -147,114 +156,113 @@ func (p *Pipeline) runtimeUpdate(ctx context.Context, plan *runtimeapi.Plan, c *
 // write makes the rendering HAProxy runs (through the runtime API) the live generation, with
 // no reload: at once when it was validated already; else through the background writer, or,
 // when none runs (Sync called on its own), here. failed is true with the result of a failure.
-func (p *Pipeline) write(ctx context.Context, c *candidate.Candidate, reason string) (res Result, failed bool) {
-	job := &generation.WriteJob{Hash: c.Bundle.Hash, Content: c.Bundle.Content(), Keep: p.HAProxy().Good.Gen,
-		Payload: writePayload{bundle: c.Bundle, info: c.Info, reason: reason}}
+func (a *Applier) write(ctx context.Context, j Job) (res Result, failed bool) {
+	c := j.Candidate
+	job := &generation.WriteJob{Hash: c.Bundle.Hash, Content: c.Bundle.Content(), Keep: a.cfg.HAProxy.State().Good.Gen,
+		Payload: written{bundle: c.Bundle, info: c.Info, reason: j.Reason}}
 	if c.Gen != nil {
-		var err error
-		p.withStore(func() { err = p.cfg.Store.Activate(c.Gen) })
-		if err != nil {
-			return p.fail(status.FailActivate, err), true
+		if err := a.cfg.Writer.Activate(c.Gen); err != nil {
+			return a.cfg.Report.Failure(status.FailActivate, err), true
 		}
-		p.written(generation.Written{Job: job, Gen: c.Gen})
+		a.Written(generation.Written{Job: job, Gen: c.Gen})
 		return Result{}, false
 	}
-	if p.writer.Queue(job) {
+	if a.cfg.Writer.Queue(job) {
 		return Result{}, false
 	}
-	w := p.writer.WriteNow(ctx, job, candidate.IsRejected)
+	w := a.cfg.Writer.WriteNow(ctx, job, candidate.IsRejected)
 	switch {
 	case w.Rejected != nil:
-		p.revertRuntime(ctx)
-		return p.cannotRender(w.Rejected, p.q.Held), true
+		a.revertRuntime(ctx)
+		return a.cfg.Report.Rejection(w.Rejected), true
 	case w.Err != nil:
-		return p.fail(candidate.FailureStage(w.Err, status.FailWrite), w.Err), true
+		return a.cfg.Report.Failure(candidate.FailureStage(w.Err, status.FailWrite), w.Err), true
 	}
-	p.written(w)
+	a.Written(w)
 	return Result{}, false
 }
 
-// writePayload is what the pipeline needs back from a write.
-type writePayload struct {
+// written is what a write needs to report.
+type written struct {
 	bundle *render.Bundle
 	info   candidate.Info
 	reason string
 }
 
-// written records a write of the background writer (or one made at once): on success the
-// rendering is the last good one and is reported live; a rejection or failure makes the
-// next sync deal with it.
-func (p *Pipeline) written(w generation.Written) {
-	pl := w.Job.Payload.(writePayload)
+// Written records a write of the background writer (or one made at once): on success the
+// rendering is the last good one and is reported live; a rejection or failure makes the next
+// sync deal with it.
+func (a *Applier) Written(w generation.Written) {
+	pl := w.Job.Payload.(written)
 	switch {
 	case w.Superseded:
 		// A newer rendering is being written.
 	case w.Rejected != nil:
 		// The next sync takes the runtime changes back and reports the rejection.
-		p.Changed()
+		a.cfg.Changed()
 	case w.Err != nil:
 		if errors.Is(w.Err, context.Canceled) {
 			return
 		}
 		// Disk trouble: the next sync tries again, after a pause.
-		p.fail(candidate.FailureStage(w.Err, status.FailWrite), w.Err)
-		time.AfterFunc(time.Second, p.Changed)
+		a.cfg.Report.Failure(candidate.FailureStage(w.Err, status.FailWrite), w.Err)
+		time.AfterFunc(time.Second, a.cfg.Changed)
 	default:
-		_, after := p.change(func(s live.State) live.State { return s.FilesWritten(pl.bundle, w.Gen, time.Now()) })
+		_, after := a.cfg.HAProxy.Record(live.FilesWritten{Bundle: pl.bundle, Gen: w.Gen, At: time.Now()})
 		if after.Runs != pl.bundle.Hash {
 			// A newer change went live meanwhile: its own write reports it.
 			return
 		}
-		p.applied(pl.info, pl.bundle.Hash, pl.reason)
-		p.log.Debug("generation written and validated", "hash", short(pl.bundle.Hash), "waited", w.Waited.Round(time.Millisecond), "took", w.Took.Round(time.Millisecond))
+		a.applied(pl.info, pl.bundle.Hash, pl.reason)
+		a.log.Debug("generation written and validated", "hash", short(pl.bundle.Hash), "waited", w.Waited.Round(time.Millisecond), "took", w.Took.Round(time.Millisecond))
 	}
 }
 
 // revertRuntime brings HAProxy back to the last good rendering, through the runtime API when
 // it can, else by reloading the live files (the last good generation).
-func (p *Pipeline) revertRuntime(ctx context.Context) {
-	var plan *runtimeapi.Plan
-	s := p.HAProxy()
+func (a *Applier) revertRuntime(ctx context.Context) {
+	s := a.cfg.HAProxy.State()
 	good := s.Good.Bundle
-	if good != nil && p.cfg.Runtime != nil {
-		plan = p.cfg.Runtime.Plan(s.Model, good.Config, good.Certificates, good.Maps)
+	var plan *runtimeapi.Plan
+	if good != nil {
+		plan = a.cfg.Runtime.Plan(s.Model, good.Config, good.Certificates, good.Maps)
 		if plan.Reload() == "" {
-			before, _ := p.change(live.State.RuntimeChanging)
-			m, err := p.cfg.Runtime.Apply(ctx, plan, before.Model)
+			before, _ := a.cfg.HAProxy.Record(live.RuntimeChanging{})
+			m, err := a.cfg.Runtime.Apply(ctx, plan, before.Model)
 			if err == nil {
-				p.change(func(s live.State) live.State { return s.RevertedAtRuntime(m, time.Now()) })
-				p.reportLive(good.Hash)
-				p.log.Warn("runtime API changes that did not validate were taken back", "changes", plan.Summary())
+				a.cfg.HAProxy.Record(live.RevertedAtRuntime{Model: m, At: time.Now()})
+				a.reportLive(good.Hash)
+				a.log.Warn("runtime API changes that did not validate were taken back", "changes", plan.Summary())
 				return
 			}
-			p.log.Error("taking back runtime API changes that did not validate failed: reloading the last good configuration", "error", err)
+			a.log.Error("taking back runtime API changes that did not validate failed: reloading the last good configuration", "error", err)
 		}
 	}
-	p.change(live.State.RuntimeFailed)
-	if err := p.reloadHAProxy(ctx); err != nil {
-		p.log.Error("reload of the last good configuration", "error", err)
-		p.change(func(s live.State) live.State { return s.ReloadUnknown(time.Now()) })
+	a.cfg.HAProxy.Record(live.RuntimeFailed{})
+	if err := a.reloadHAProxy(ctx); err != nil {
+		a.log.Error("reload of the last good configuration", "error", err)
+		a.cfg.HAProxy.Record(live.ReloadUnknown{At: time.Now()})
 		return
 	}
 	if good == nil {
-		p.change(func(s live.State) live.State { return s.ReloadUnknown(time.Now()) })
+		a.cfg.HAProxy.Record(live.ReloadUnknown{At: time.Now()})
 		return
 	}
-	load := p.loadID(ctx)
-	p.change(func(s live.State) live.State { return s.Reloaded(good, s.Good.Gen, load, plan.Loaded(), time.Now()) })
-	p.reportLive(good.Hash)
+	load := a.loadID(ctx)
+	a.cfg.HAProxy.Record(live.Reloaded{Bundle: good, Gen: s.Good.Gen, Load: load, Model: plan.Loaded(), At: time.Now()})
+	a.reportLive(good.Hash)
 }
 
 // reportLive reports the rendering hash live again after a revert: the rejected one was
 // reported live when the runtime API made it so (the caller then reports the rejection).
-func (p *Pipeline) reportLive(hash string) {
-	p.cfg.Metrics.LiveGenerationInfo.Reset()
-	p.cfg.Metrics.LiveGenerationInfo.WithLabelValues(hash).Set(1)
-	p.cfg.Health.Applied()
+func (a *Applier) reportLive(hash string) {
+	a.cfg.Metrics.LiveGenerationInfo.Reset()
+	a.cfg.Metrics.LiveGenerationInfo.WithLabelValues(hash).Set(1)
+	a.cfg.Health.Applied()
 }
 
-func (p *Pipeline) countRuntime(plan *runtimeapi.Plan) {
+func (a *Applier) countRuntime(plan *runtimeapi.Plan) {
 	for kind, n := range plan.Counts() {
-		p.cfg.Metrics.RuntimeUpdates.WithLabelValues(kind).Add(float64(n))
+		a.cfg.Metrics.RuntimeUpdates.WithLabelValues(kind).Add(float64(n))
 	}
 }

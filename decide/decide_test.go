@@ -1,4 +1,4 @@
-package pipeline
+package decide
 
 import (
 	"testing"
@@ -17,6 +17,9 @@ func TestDecide(t *testing.T) {
 		at   time.Time
 	}{
 		{name: "nothing rendered: hold", f: Facts{HAProxy: live.State{Runs: "a"}}, want: DoHold},
+		{name: "rejected by haproxy -c after the runtime API made it live: revert",
+			f: Facts{Rendered: "b", Rejected: true, HAProxy: live.State{Runs: "b"}}, want: DoRevert},
+		{name: "rejected, even on a standby", f: Facts{Rendered: "b", Rejected: true, Standby: true}, want: DoRevert},
 		{name: "HAProxy runs it: nothing", f: Facts{Rendered: "a", HAProxy: live.State{Runs: "a"}}, want: DoNothing},
 		{name: "HAProxy runs it, but a deferred reload waits: the runtime API takes its changes back",
 			f: Facts{Rendered: "a", HAProxy: live.State{Runs: "", ReloadAt: due}}, want: DoRuntime},

@@ -1,4 +1,7 @@
-package pipeline
+// Package decide is the sync's one decision: what to do with a rendering, as a pure function of
+// plain values (what was rendered, what HAProxy runs and what is written, what the runtime API
+// cannot do, leadership, reload pacing), tested from a table. Carrying it out is package apply's.
+package decide
 
 import (
 	"fmt"
@@ -25,6 +28,10 @@ const (
 	// DoHold: nothing can go live: no rendering could be made, or HAProxy refused this very
 	// rendering before. What HAProxy runs keeps running.
 	DoHold
+	// DoRevert: haproxy -c rejected this very rendering after the runtime API had made it
+	// live (the background writer checks it then): HAProxy is taken back to the last good
+	// rendering, and the rendering is held.
+	DoRevert
 )
 
 func (a Action) String() string {
@@ -41,6 +48,8 @@ func (a Action) String() string {
 		return "standby"
 	case DoHold:
 		return "hold"
+	case DoRevert:
+		return "revert"
 	}
 	return fmt.Sprintf("Action(%d)", int(a))
 }
@@ -49,6 +58,9 @@ func (a Action) String() string {
 type Facts struct {
 	// Rendered is the hash of this sync's rendering; "" when none could be made.
 	Rendered string
+	// Rejected is set when haproxy -c rejected this rendering after the runtime API had made
+	// it live.
+	Rejected bool
 	// HAProxy is what HAProxy runs and what is written: the rendering it runs for sure
 	// (Runs), the one written for its start (LoadsAtStart), a deferred reload (ReloadAt), the
 	// renderings it refused (Refused), the last reload (LastReload).
@@ -68,7 +80,7 @@ type Facts struct {
 // Decision is what to do, and when a deferred reload is due.
 type Decision struct {
 	Action Action
-	// Why explains a Reload, Defer or Hold.
+	// Why explains a Reload, Defer, Hold or Revert.
 	Why string
 	// At is when a deferred reload is due.
 	At time.Time
@@ -81,6 +93,8 @@ func Decide(f Facts) Decision {
 	switch {
 	case f.Rendered == "":
 		return Decision{Action: DoHold, Why: "no configuration could be rendered"}
+	case f.Rejected:
+		return Decision{Action: DoRevert, Why: "haproxy -c rejected this configuration after the runtime API had made it live"}
 	case f.Standby:
 		return Decision{Action: DoStandby}
 	case f.Rendered == h.Runs && !reloadDue:
