@@ -6,20 +6,26 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/candidate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/config"
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/validate"
+	"github.com/haproxy-sidecar/haproxy-sidecar/quarantine"
 	"github.com/haproxy-sidecar/haproxy-sidecar/redact"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 )
 
-// Once is `render` (into cfg.Out) and `validate` (into a temporary directory that is removed
-// afterwards): the inputs read once, rendered, and validated with haproxy -c. What it did is
-// printed to stdout.
+// Once is `render` (into cfg.Out) and `validate` (writing nothing): the inputs read once and
+// taken through the steps `run` takes (package candidate: every bad input held back and
+// reported, the rest rendered, staged as a generation and validated with haproxy -c), then the
+// generation written out as plain files (render) or its hash printed (validate). What it did is
+// printed to stdout; it fails when any input is held back.
 func Once(ctx context.Context, cfg *config.Once, stdout io.Writer, env Env) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -33,46 +39,100 @@ func Once(ctx context.Context, cfg *config.Once, stdout io.Writer, env Env) erro
 }
 
 func once(ctx context.Context, cfg *config.Once, stdout io.Writer, log *slog.Logger, red *redactor) error {
-	checkOnly := cfg.Command == "validate"
-	var err error
-	out := cfg.Out
-	if checkOnly {
-		if out, err = os.MkdirTemp("", "haproxy-sidecar-validate-"); err != nil {
-			return err
-		}
-		defer os.RemoveAll(out)
-	} else if out == "" {
-		return errors.New("render needs --out DIR")
+	if cfg.Render.Validate && !validate.Available(cfg.Render.HAProxyBin) {
+		return fmt.Errorf("cannot validate: %q not found (install HAProxy, pass --haproxy-bin, or pass --validate=false to skip validation)",
+			cfg.Render.HAProxyBin)
 	}
-	if out, err = filepath.Abs(out); err != nil {
-		return err
-	}
-	sslDir := cfg.Dirs.SSL
-	if sslDir == "" {
-		sslDir = filepath.Join(out, "certs")
-	}
-	if sslDir, err = filepath.Abs(sslDir); err != nil {
-		return err
-	}
-	ro := cfg.Render.Options(sslDir)
-	for _, d := range []struct {
-		given, name string
-		dst         *string
-	}{{cfg.Dirs.Maps, generation.MapsDirName, &ro.MapsDir}, {cfg.Dirs.Files, generation.FilesDirName, &ro.FilesDir}} {
-		if *d.dst = d.given; d.given == "" {
-			*d.dst = filepath.Join(out, d.name)
-		}
-		if *d.dst, err = filepath.Abs(*d.dst); err != nil {
-			return err
-		}
-	}
-	src, err := newSource(cfg.Source, cfg.Inputs, log, nil)
+	dirs, err := onceDirs(cfg)
 	if err != nil {
 		return err
 	}
+	objs, unread, err := readOnce(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	// The generation is staged beside nothing HAProxy reads: its stable paths are a temporary
+	// directory's, and the directories templates name are checked as the staged ones.
+	stage, err := os.MkdirTemp("", "haproxy-sidecar-"+cfg.Command+"-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(stage)
+	store, err := generation.Open(filepath.Join(stage, generation.ConfigName), filepath.Join(stage, generation.CertDirName), filepath.Join(stage, "state"))
+	if err != nil {
+		return fmt.Errorf("stage: %w", err)
+	}
+	store.SetTemplateSSLDirs(dirs.SSLDir)
+	store.SetTemplateMapsDirs(dirs.MapsDir)
+	store.SetTemplateFilesDirs(dirs.FilesDir)
 	bo, err := snapshotOptions(cfg.Inputs)
 	if err != nil {
 		return err
+	}
+	ro := cfg.Render.Options(dirs.SSLDir)
+	ro.MapsDir, ro.FilesDir = dirs.MapsDir, dirs.FilesDir
+	bc := candidate.Config{Inputs: snapshot.Builder{Options: bo}, Renderer: render.New(ro), Store: store}
+	if cfg.Render.Validate {
+		bc.Checker = validate.Checker{Binary: cfg.Render.HAProxyBin}
+	}
+	build := candidate.New(bc)
+	cur := build.Decode(objs)
+	red.Set("certificate-keys", certKeyLines(cur)...)
+	made := build.Make(ctx, objs, cur, &quarantine.State{}, unread, true)
+	held := heldErrors(made.Held)
+	if made.Err != nil {
+		return errors.Join(append(held, made.Err)...)
+	}
+	if len(held) > 0 {
+		return errors.Join(append(held, fmt.Errorf("%d input(s) rejected; the others render and validate", len(held)))...)
+	}
+	c := made.Candidate
+	if cfg.Command == "validate" {
+		fmt.Fprintf(stdout, "valid: %d services, %d certificates, hash %s\n", c.Info.Services, c.Info.Certificates, c.Bundle.Hash[:12])
+		return nil
+	}
+	if err := generation.Export(c.Gen, dirs); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s and %d certificate(s) to %s\n", dirs.Config, len(c.Bundle.Certificates), dirs.SSLDir)
+	if len(c.Bundle.Maps)+len(c.Bundle.Files) > 0 {
+		fmt.Fprintf(stdout, "wrote %d map file(s) to %s and %d file(s) to %s\n", len(c.Bundle.Maps), dirs.MapsDir, len(c.Bundle.Files), dirs.FilesDir)
+	}
+	return nil
+}
+
+// onceDirs are where render writes (--out), and the directories templates name: --ssl-dir,
+// --maps-dir and --files-dir, else those in --out. validate writes nothing: its directories
+// default to run's (beside /etc/haproxy/haproxy.cfg), so that it prints the hash run would.
+func onceDirs(cfg *config.Once) (generation.ExportPaths, error) {
+	out := cfg.Out
+	if out == "" {
+		out = filepath.Dir(config.DefaultHAProxyConfig)
+	}
+	out, err := filepath.Abs(out)
+	if err != nil {
+		return generation.ExportPaths{}, err
+	}
+	d := generation.ExportPaths{Config: filepath.Join(out, generation.ConfigName)}
+	for _, x := range []struct {
+		given, name string
+		dst         *string
+	}{{cfg.Dirs.SSL, generation.CertDirName, &d.SSLDir}, {cfg.Dirs.Maps, generation.MapsDirName, &d.MapsDir}, {cfg.Dirs.Files, generation.FilesDirName, &d.FilesDir}} {
+		if *x.dst = x.given; x.given == "" {
+			*x.dst = filepath.Join(out, x.name)
+		}
+		if *x.dst, err = filepath.Abs(*x.dst); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
+}
+
+// readOnce reads the objects once; unread are the objects the source could not read (held).
+func readOnce(ctx context.Context, cfg *config.Once, log *slog.Logger) (*snapshot.Objects, map[string]quarantine.Hold, error) {
+	src, err := newSource(cfg.Source, cfg.Inputs, log, nil)
+	if err != nil {
+		return nil, nil, err
 	}
 	// The kube and etcd sources fill their caches in Run: run it until the objects are read.
 	sctx, cancel := context.WithCancel(ctx)
@@ -81,80 +141,33 @@ func once(ctx context.Context, cfg *config.Once, stdout io.Writer, log *slog.Log
 	objs, err := src.Objects(sctx)
 	cancel()
 	<-ran
-	if err != nil {
-		return err
+	var ie *snapshot.InputError
+	switch {
+	case err == nil:
+		return objs, nil, nil
+	case errors.As(err, &ie) && objs != nil:
+		return objs, candidate.SourceHolds(err), nil
 	}
-	snap, err := snapshot.Build(objs, bo)
-	if err != nil {
-		return err
-	}
-	bundle, err := render.New(ro).Render(ctx, snap)
-	if err != nil {
-		return err
-	}
-	red.Set("certificate-keys", certKeyLines(bundle.Certificates)...)
-	cfgFile := filepath.Join(out, "haproxy.cfg")
-	if err := writeBundle(cfgFile, sslDir, ro.MapsDir, ro.FilesDir, bundle); err != nil {
-		return err
-	}
-	if cfg.Render.Validate {
-		if !validate.Available(cfg.Render.HAProxyBin) {
-			if checkOnly {
-				return fmt.Errorf("cannot validate: %q not found (install HAProxy or pass --haproxy-bin)", cfg.Render.HAProxyBin)
-			}
-			log.Warn("haproxy not found: rendered without validation", "haproxy_bin", cfg.Render.HAProxyBin)
-		} else if err := (validate.Checker{Binary: cfg.Render.HAProxyBin}).Check(ctx, cfgFile); err != nil {
-			return &snapshot.InputError{Stage: snapshot.StageValidate, Ref: snap.TemplateRef,
-				Err: fmt.Errorf("haproxy -c rejected the rendered configuration: %w", err)}
-		}
-	}
-	if checkOnly {
-		fmt.Fprintf(stdout, "valid: %d services, %d certificates, hash %s\n", len(snap.Services), len(snap.Certificates), bundle.Hash[:12])
-	} else {
-		fmt.Fprintf(stdout, "wrote %s and %d certificate(s) to %s\n", cfgFile, len(bundle.Certificates), sslDir)
-		if len(bundle.Maps)+len(bundle.Files) > 0 {
-			fmt.Fprintf(stdout, "wrote %d map file(s) to %s and %d file(s) to %s\n", len(bundle.Maps), ro.MapsDir, len(bundle.Files), ro.FilesDir)
-		}
-	}
-	return nil
+	return nil, nil, err
 }
 
-// certKeyLines are the private key lines of the certificates, for the redactor.
-func certKeyLines(certs map[string][]byte) []string {
-	var out []string
-	for _, pem := range certs {
-		out = append(out, redact.KeyLines(pem)...)
+// heldErrors are the reasons of the inputs held back (each names its object), one error each,
+// in the order of their names.
+func heldErrors(held map[string]quarantine.Hold) []error {
+	var out []error
+	for _, id := range slices.Sorted(maps.Keys(held)) {
+		out = append(out, errors.New(held[id].Reason()))
 	}
 	return out
 }
 
-func writeBundle(cfgFile, sslDir, mapsDir, filesDir string, b *render.Bundle) error {
-	if err := os.MkdirAll(filepath.Dir(cfgFile), 0o755); err != nil {
-		return err
-	}
-	for dir, files := range map[string]map[string][]byte{mapsDir: b.Maps, filesDir: b.Files} {
-		if len(files) == 0 {
-			continue
-		}
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return err
-		}
-		for name, content := range files {
-			if err := os.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
-				return fmt.Errorf("write %s: %w", name, err)
-			}
+// certKeyLines are the private key lines of the certificates read, for the redactor.
+func certKeyLines(cur snapshot.Inputs) []string {
+	var out []string
+	for _, in := range cur.List {
+		if in.Kind == snapshot.KindCertificate && in.Err == nil {
+			out = append(out, redact.KeyLines(in.PEM)...)
 		}
 	}
-	if err := os.MkdirAll(sslDir, 0o700); err != nil {
-		return err
-	}
-	for name, pem := range b.Certificates {
-		if err := os.WriteFile(filepath.Join(sslDir, name+".pem"), pem, 0o600); err != nil {
-			return fmt.Errorf("write certificate %s: %w", name, err)
-		}
-	}
-	if err := os.WriteFile(cfgFile, b.Config, 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", cfgFile, err)
-	}
-	return nil
+	return out
 }

@@ -1,0 +1,41 @@
+package generation
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestExport: a generation's files copied as plain files, with a generation's modes; a second
+// export replaces them.
+func TestExport(t *testing.T) {
+	s := open(t, newEnv(t))
+	out := t.TempDir()
+	to := ExportPaths{Config: filepath.Join(out, "haproxy.cfg"), SSLDir: filepath.Join(out, "certs"),
+		MapsDir: filepath.Join(out, "maps"), FilesDir: filepath.Join(out, "files")}
+	for _, v := range []string{"1", "2"} {
+		g, err := s.StageContent(Content{Config: []byte("config " + v), Certs: map[string][]byte{"site": []byte("pem " + v)},
+			Maps: map[string][]byte{"hosts.map": []byte("map " + v)}}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Export(g, to); err != nil {
+			t.Fatal(err)
+		}
+		for path, want := range map[string]string{to.Config: "config " + v, filepath.Join(to.SSLDir, "site.pem"): "pem " + v,
+			filepath.Join(to.MapsDir, "hosts.map"): "map " + v} {
+			if got := read(t, path); got != want {
+				t.Errorf("%s reads %q, want %q", path, got, want)
+			}
+			if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+				t.Errorf("%s: %v %v, want a plain file, mode 0600", path, fi.Mode(), err)
+			}
+		}
+		if _, err := os.Stat(to.FilesDir); !os.IsNotExist(err) {
+			t.Errorf("an empty files directory was made (%v)", err)
+		}
+	}
+	if fi, err := os.Stat(to.SSLDir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("certificate directory %v %v, want 0700", fi.Mode(), err)
+	}
+}

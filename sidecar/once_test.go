@@ -1,0 +1,131 @@
+package sidecar
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/config"
+)
+
+// example is a copy of examples/local to change.
+func example(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := exec.Command("cp", "-r", "../examples/local/.", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("copy the example: %v %s", err, out)
+	}
+	return dir
+}
+
+func edit(t *testing.T, path, old, new string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), old) {
+		t.Fatalf("%s does not hold %q", path, old)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(b), old, new, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runOnce runs render or validate with args; it returns what it printed and its error.
+func runOnce(t *testing.T, cmd string, args ...string) (string, error) {
+	t.Helper()
+	cfg, err := config.ParseOnce(cmd, args, "", func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err = Once(context.Background(), cfg, &out, Env{Log: io.Discard})
+	return out.String(), err
+}
+
+func needHAProxy(t *testing.T) {
+	if _, err := exec.LookPath("haproxy"); err != nil {
+		t.Skip("haproxy is not installed")
+	}
+}
+
+// TestRenderWritesTheValidatedGeneration: render writes the files of the generation it
+// validated, as plain files.
+func TestRenderWritesTheValidatedGeneration(t *testing.T) {
+	needHAProxy(t)
+	out := t.TempDir()
+	said, err := runOnce(t, "render", "--dir", "../examples/local", "--out", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(said, "wrote "+filepath.Join(out, "haproxy.cfg")+" and 1 certificate(s)") {
+		t.Errorf("said %q", said)
+	}
+	cfg, err := os.ReadFile(filepath.Join(out, "haproxy.cfg"))
+	if err != nil || !strings.Contains(string(cfg), "crt "+filepath.Join(out, "certs")) {
+		t.Fatalf("haproxy.cfg does not name the certificates written beside it (%v):\n%s", err, cfg)
+	}
+	if fi, err := os.Lstat(filepath.Join(out, "certs", "localhost.pem")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("the certificate is not a plain file: %v %v", fi, err)
+	}
+	if out, err := exec.Command("haproxy", "-c", "-f", filepath.Join(out, "haproxy.cfg")).CombinedOutput(); err != nil {
+		t.Errorf("haproxy -c on what render wrote: %v\n%s", err, out)
+	}
+}
+
+// TestValidatePrintsOneHash: the same inputs give the same hash every time.
+func TestValidatePrintsOneHash(t *testing.T) {
+	needHAProxy(t)
+	hash := regexp.MustCompile(`hash ([0-9a-f]{12})`)
+	first, err := runOnce(t, "validate", "--dir", "../examples/local")
+	if err != nil || !hash.MatchString(first) {
+		t.Fatalf("%q, %v", first, err)
+	}
+	again, err := runOnce(t, "validate", "--dir", "../examples/local")
+	if err != nil || hash.FindString(again) != hash.FindString(first) {
+		t.Errorf("%q then %q (%v): the hash moved", first, again, err)
+	}
+}
+
+// TestEveryErrorAtOnce: a broken service and a broken template are both named, each with its
+// object, key and line.
+func TestEveryErrorAtOnce(t *testing.T) {
+	needHAProxy(t)
+	dir := example(t)
+	edit(t, filepath.Join(dir, "services.yaml"), `"ports": [8080],`, `"ports": [8080,`)
+	edit(t, filepath.Join(dir, "config.yaml"), "log stderr", "{% if %}log stderr")
+	_, err := runOnce(t, "validate", "--dir", dir)
+	if err == nil {
+		t.Fatal("validate passed")
+	}
+	for _, want := range []string{`ConfigMap lb/services key "web" line 6`, `ConfigMap lb/config key "template" line 2`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+}
+
+// TestValidationWithoutHAProxyFails: with validation on and no haproxy, render and validate
+// fail (a CI step must not pass on what it could not check), saying how to skip it.
+func TestValidationWithoutHAProxyFails(t *testing.T) {
+	for _, cmd := range []string{"render", "validate"} {
+		args := []string{"--dir", "../examples/local", "--haproxy-bin", filepath.Join(t.TempDir(), "no-haproxy")}
+		if cmd == "render" {
+			args = append(args, "--out", t.TempDir())
+		}
+		if _, err := runOnce(t, cmd, args...); err == nil || !strings.Contains(err.Error(), "--validate=false") {
+			t.Errorf("%s: %v", cmd, err)
+		}
+		if _, err := runOnce(t, cmd, append(args, "--validate=false")...); err != nil {
+			t.Errorf("%s --validate=false: %v", cmd, err)
+		}
+	}
+}
