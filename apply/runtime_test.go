@@ -48,4 +48,3 @@ func TestAuxChanged(t *testing.T) {
 		})
 	}
 }
-

@@ -136,4 +136,3 @@ func (s State) record(hash string) generation.Loaded {
 	}
 	return generation.Loaded{Hash: hash, LoadID: s.Load}
 }
-
