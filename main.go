@@ -38,10 +38,12 @@ func summary(cmd string) string {
 	switch cmd {
 	case "render":
 		return "haproxy-sidecar render: read the inputs once, render haproxy.cfg, certs/, maps/ and files/ into --out DIR, and\n" +
-			"validate them with haproxy -c when HAProxy is installed. Exit status 1 on any error."
+			"validate them with haproxy -c (--validate=false where HAProxy is not installed). Every input that is rejected\n" +
+			"is named, with its object, key and line. Exit status 1 on any error."
 	case "validate":
 		return "haproxy-sidecar validate: read the inputs once, render and validate with haproxy -c; write\n" +
-			"nothing. Exit status 0: valid; 1: invalid (the reason is printed)."
+			"nothing, print the hash run would make live. Exit status 0: valid; 1: invalid (every input rejected is\n" +
+			"named, with its object, key and line)."
 	}
 	return "haproxy-sidecar run: watch the inputs and keep HAProxy configured."
 }

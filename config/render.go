@@ -20,7 +20,7 @@ func (r *Render) register(fs *flag.FlagSet) {
 	fs.DurationVar(&r.Timeout, "render-timeout", render.DefaultTimeout, "time budget of one render: a template still running after it is rejected (a loop that never ends) and held back")
 	r.MaxOutput = Size(render.DefaultMaxOutput)
 	fs.Var(&r.MaxOutput, "render-max-output", "`SIZE` budget of one render (64MiB, 1GiB or bytes): a larger haproxy.cfg, or a larger value built on the way, is rejected and held back")
-	fs.BoolVar(&r.Validate, "validate", true, "validate with haproxy -c before anything goes live (render: when haproxy is installed)")
+	fs.BoolVar(&r.Validate, "validate", true, "validate with haproxy -c before anything goes live (render and validate fail when haproxy is not found, rather than pass unchecked)")
 	fs.StringVar(&r.HAProxyBin, "haproxy-bin", "haproxy", "haproxy binary used for validation (haproxy -c)")
 }
 
