@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -9,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/config"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar"
 )
 
 // TestDeletedObjectsAreHeld: deleting the services ConfigMap (its file) or the config
@@ -208,4 +212,31 @@ func TestRefusedReloadIsNotRetried(t *testing.T) {
 	if got := e.metric(t, failed); got != 1 {
 		t.Errorf("%v refused reloads, want 1: the same template was reloaded again", got)
 	}
+}
+
+// TestOneSidecarPerStateDirectory: a second sidecar on the state directory of a running one
+// stops at once, naming the first one's pid; the first keeps serving.
+func TestOneSidecarPerStateDirectory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test with a real HAProxy")
+	}
+	e := newDemoEnv(t)
+	e.startSidecar(t)
+	e.startHAProxy(t)
+	e.waitReady(t)
+	second := e.instance(t)
+	cfg, err := config.ParseRun([]string{"--source=file", "--dir", e.dir, "--haproxy-config", second.cfgPath,
+		"--state-dir", filepath.Join(filepath.Dir(e.cfgPath), ".haproxy-sidecar"), "--master-socket", second.sock,
+		"--health-addr", second.health, "--metrics-addr", second.metrics}, "", os.Getenv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = sidecar.Run(ctx, cfg, sidecar.Env{Log: testWriter{t}})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) || ctx.Err() != nil {
+		t.Fatalf("the second sidecar: %v (context %v)", err, ctx.Err())
+	}
+	e.waitServed(t, "web.localhost", "/", "web-")
+	e.podChange(t, "api")
 }

@@ -67,6 +67,12 @@ func localPaths(cfg *config.Run, log *slog.Logger) (local, error) {
 		return l, err
 	}
 	l.maps, l.files, l.state = cfg.Dirs.Maps, cfg.Dirs.Files, cfg.HAProxy.StateDir
+	if l.state == "" {
+		l.state = filepath.Join(filepath.Dir(l.config), generation.DefaultStateDirName)
+	}
+	if l.state, err = filepath.Abs(l.state); err != nil {
+		return l, err
+	}
 	_, statErr := os.Lstat(l.config)
 	l.expectRunning = statErr == nil && cfg.HAProxy.Reload == "master-socket"
 	return l, nil

@@ -68,6 +68,11 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	if err != nil {
 		return err
 	}
+	unlock, err := generation.Lock(local.state)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	store, err := generation.Open(local.config, local.ssl, local.state, generation.WithLogger(log),
 		generation.WithMapsDir(local.maps), generation.WithFilesDir(local.files))
 	if err != nil {
