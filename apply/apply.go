@@ -204,9 +204,14 @@ func (a *Applier) validated(ctx context.Context, c *candidate.Candidate) (Result
 	case err == nil:
 		return Result{}, true
 	case candidate.IsRejected(err):
-		// Nothing an operator edits changed, yet the rendering does not validate: pods (or
-		// the environment) make the template produce a bad configuration.
-		return a.cfg.Report.Rejection(err), false
+		// Nothing an operator edits changed, yet the rendering does not validate: data from
+		// the cluster (a pod, an annotation) makes the template produce a bad configuration.
+		// The next sync, at once, validates what it renders and leaves out what is at fault;
+		// it reports what it cannot leave out (nobody is blamed before it looked).
+		a.cfg.Build.ValidateNext()
+		a.cfg.Changed()
+		a.log.Info("the rendering does not validate: looking for the data at fault", "hash", short(c.Bundle.Hash), "error", err)
+		return Result{Outcome: Rejected, Hash: c.Bundle.Hash, Err: err}, false
 	}
 	return a.cfg.Report.Failure(candidate.FailureStage(err, status.FailStage), err), false
 }
@@ -221,6 +226,16 @@ func (a *Applier) revert(ctx context.Context, hash string) Result {
 		a.revertRuntime(ctx)
 	}
 	return a.cfg.Report.Rejection(rejected)
+}
+
+// RevertRejected takes HAProxy back to the last good rendering when it runs one haproxy -c
+// rejected after the runtime API had made it live, and no rendering that validates could be
+// made to take its place.
+func (a *Applier) RevertRejected(ctx context.Context) {
+	if runs := a.cfg.HAProxy.State().Runs; runs != "" && a.cfg.Writer.Rejected(runs) != nil {
+		a.cfg.Writer.Drop()
+		a.revertRuntime(ctx)
+	}
 }
 
 // applied finishes a change that went live: old generations pruned, Events, if HAProxy still

@@ -174,6 +174,8 @@ func (a *Applier) write(ctx context.Context, j Job) (res Result, failed bool) {
 	switch {
 	case w.Rejected != nil:
 		a.revertRuntime(ctx)
+		a.cfg.Build.ValidateNext() // the data at fault is searched for
+		a.cfg.Changed()
 		return a.cfg.Report.Rejection(w.Rejected), true
 	case w.Err != nil:
 		return a.cfg.Report.Failure(candidate.FailureStage(w.Err, status.FailWrite), w.Err), true
@@ -198,7 +200,9 @@ func (a *Applier) Written(w generation.Written) {
 	case w.Superseded:
 		// A newer rendering is being written.
 	case w.Rejected != nil:
-		// The next sync takes the runtime changes back and reports the rejection.
+		// The next sync validates, takes the runtime changes back or past the data at
+		// fault, and reports the rejection.
+		a.cfg.Build.ValidateNext()
 		a.cfg.Changed()
 	case w.Err != nil:
 		if errors.Is(w.Err, context.Canceled) {

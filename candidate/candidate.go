@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/bits"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
@@ -54,9 +56,24 @@ type Config struct {
 	Metrics *status.Metrics
 }
 
-// Builder makes candidates.
+// Builder makes candidates. It remembers the cluster objects it left out, and the objects of
+// the last candidate that went live (Accept), to tell which objects changed since.
 type Builder struct {
 	cfg Config
+	// validateNext is set when a rendering that skipped validation in Make was rejected
+	// later (before a reload, or by the background writer): the next Make validates, and
+	// searches for the data at fault.
+	validateNext atomic.Bool
+
+	// Only the goroutine that runs Make and Accept touches these.
+	good *snapshot.Objects     // the objects the last accepted candidate was rendered from
+	held map[string]heldObject // cluster objects left out (or at their last good version)
+}
+
+// heldObject is a cluster object held back, as long as it stays the version that failed.
+type heldObject struct {
+	obj  snapshot.ClusterObject
+	hold quarantine.Hold
 }
 
 // New returns a Builder.
@@ -73,7 +90,7 @@ func New(cfg Config) *Builder {
 	if cfg.Metrics == nil {
 		cfg.Metrics = status.NewMetrics()
 	}
-	return &Builder{cfg: cfg}
+	return &Builder{cfg: cfg, held: map[string]heldObject{}}
 }
 
 // Candidate is a rendering a sync may make live.
@@ -88,6 +105,8 @@ type Candidate struct {
 	// Dropped are the pods and watched objects left out because the template could not
 	// print their data.
 	Dropped []quarantine.Hold
+	// objs are the objects it was rendered from.
+	objs *snapshot.Objects
 }
 
 // Info is what the stages after rendering need to know of a snapshot.
@@ -142,10 +161,13 @@ const maxDropped = 16
 func (b *Builder) Decode(objs *snapshot.Objects) snapshot.Inputs { return b.cfg.Inputs.Decode(objs) }
 
 // Make renders what the quarantine state q chooses of the operator inputs cur (Decode) read
-// out of objs. When something an operator edits changed (or validate is set), the rendering is
-// staged and validated, and the changed inputs at fault are found and held; otherwise (pods
-// only) validation comes later (Validated). unread are the objects the source could not read
-// and kept at their last good version (SourceHolds).
+// out of objs. When something an operator edits changed (or validate is set, or ValidateNext
+// was called), the rendering is staged and validated, and the changed inputs at
+// fault are found and held; otherwise (pods only) validation comes later (Validated). When the
+// rendering fails and no operator input is at fault, the cluster objects at fault (pods,
+// EndpointSlices, watched objects) are found among those changed since the last accepted
+// candidate and left out (Objects.Revert): one pod nobody edits never freezes the rest. unread
+// are the objects the source could not read and kept at their last good version (SourceHolds).
 func (b *Builder) Make(ctx context.Context, objs *snapshot.Objects, cur snapshot.Inputs, q *quarantine.State, unread map[string]quarantine.Hold, validate bool) Made {
 	sel := quarantine.Select(cur, q)
 	m := Made{Current: cur, Selection: sel, Held: maps.Clone(sel.Held)}
@@ -154,7 +176,8 @@ func (b *Builder) Make(ctx context.Context, objs *snapshot.Objects, cur snapshot
 		m.Err = sel.Blocked.Err
 		return m
 	}
-	if len(sel.Changed) > 0 || validate {
+	objs = b.withoutHeld(objs, m.Held)
+	if b.validateNext.Swap(false) || len(sel.Changed) > 0 || validate {
 		// Something an operator edits changed: render and validate, and find what is at
 		// fault if that fails.
 		var culprits map[string]error
@@ -169,12 +192,116 @@ func (b *Builder) Make(ctx context.Context, objs *snapshot.Objects, cur snapshot
 		// runtime API change (the writer).
 		m.Candidate, m.Err = b.try(ctx, objs, sel.Chosen, false)
 	}
+	if IsRejected(m.Err) {
+		if c, holds, ok := b.searchCluster(ctx, objs, sel.Chosen); ok {
+			m.Candidate, m.Err = c, nil
+			maps.Copy(m.Held, holds)
+		}
+	}
 	if m.Candidate != nil {
 		for _, h := range m.Candidate.Dropped {
 			m.Held[h.ID] = h
 		}
 	}
 	return m
+}
+
+// withoutHeld leaves out the cluster objects held back that are still the version that failed
+// (a new version is tried again), adding their holds to held.
+func (b *Builder) withoutHeld(objs *snapshot.Objects, held map[string]quarantine.Hold) *snapshot.Objects {
+	if len(b.held) == 0 {
+		return objs
+	}
+	now := map[string]snapshot.ClusterObject{}
+	for _, c := range objs.ClusterObjects() {
+		now[c.ID()] = c
+	}
+	drop := map[string]bool{}
+	for id, h := range b.held {
+		if c, ok := now[id]; ok && c == h.obj {
+			drop[id] = true
+			held[id] = h.hold
+		} else {
+			delete(b.held, id)
+		}
+	}
+	out, _ := objs.Revert(drop, b.good)
+	return out
+}
+
+// searchCluster finds the cluster objects that make the rendering fail among those changed
+// since the last accepted candidate (all of them before one was), and holds them: the
+// candidate without them, and their holds. ok is false when leaving them all out does not help
+// either (the fault is not theirs).
+func (b *Builder) searchCluster(ctx context.Context, objs *snapshot.Objects, chosen []snapshot.Input) (*Candidate, map[string]quarantine.Hold, bool) {
+	suspects := objs.ChangedSince(b.good)
+	if len(suspects) == 0 {
+		return nil, nil, false
+	}
+	byID := make(map[string]snapshot.ClusterObject, len(suspects))
+	ids := make([]string, len(suspects))
+	for i, c := range suspects {
+		ids[i] = c.ID()
+		byID[ids[i]] = c
+	}
+	// Enough trials to isolate one culprit among them all, as the operator inputs' search
+	// would among a few.
+	trials := b.cfg.Trials + 2*bits.Len(uint(len(ids)))
+	c, culprits, err := quarantine.Search(ids, func(revert map[string]bool) (*Candidate, error) {
+		reverted, _ := objs.Revert(revert, b.good)
+		return b.try(ctx, reverted, chosen, true)
+	}, blameObject(byID), trials)
+	if err != nil || c == nil {
+		return nil, nil, false
+	}
+	drop := map[string]bool{}
+	for id := range culprits {
+		drop[id] = true
+	}
+	_, kept := objs.Revert(drop, b.good)
+	holds := map[string]quarantine.Hold{}
+	for id, cerr := range culprits {
+		h := quarantine.Hold{ID: id, Ref: byID[id].Ref, Stage: stageOf(cerr), Kept: kept[id],
+			Err: fmt.Errorf("%s is left out: with it the configuration fails: %w", byID[id].Ref, cerr)}
+		holds[id] = h
+		b.held[id] = heldObject{obj: byID[id], hold: h}
+	}
+	return c, holds, true
+}
+
+// blameObject names the cluster object a rendering failure points at without doubt (a value
+// of it the template cannot print).
+func blameObject(byID map[string]snapshot.ClusterObject) func(error) string {
+	return func(err error) string {
+		var ie *snapshot.InputError
+		if errors.As(err, &ie) {
+			if id := snapshot.ObjectID(ie.Ref); byID[id].Ref == ie.Ref {
+				return id
+			}
+		}
+		return ""
+	}
+}
+
+// stageOf is the stage an input error happened at (validate when it says none).
+func stageOf(err error) string {
+	var ie *snapshot.InputError
+	if errors.As(err, &ie) && ie.Stage != "" {
+		return ie.Stage
+	}
+	return snapshot.StageValidate
+}
+
+// ValidateNext makes the next Make validate what it renders: a rendering that skipped
+// validation was rejected since (the data at fault is searched for then).
+func (b *Builder) ValidateNext() { b.validateNext.Store(true) }
+
+// Accept records that c went live (or is what HAProxy runs): the cluster objects it was
+// rendered from are the ones later changes are compared with.
+func (b *Builder) Accept(c *Candidate) {
+	if c != nil && c.objs != nil {
+		b.good = c.objs
+	}
 }
 
 // try assembles the snapshot from chosen and renders it; with validate, it also stages the
@@ -214,7 +341,7 @@ func (b *Builder) try(ctx context.Context, objs *snapshot.Objects, chosen []snap
 		dropped = append(dropped, quarantine.Hold{ID: strings.ToLower(ie.Ref.Kind) + "/" + ie.Ref.Namespace + "/" + ie.Ref.Name,
 			Ref: ie.Ref, Stage: snapshot.StageRender, Err: err})
 	}
-	c := &Candidate{Bundle: bundle, Info: infoOf(snap, objs.Revision), Chosen: chosen, Dropped: dropped}
+	c := &Candidate{Bundle: bundle, Info: infoOf(snap, objs.Revision), Chosen: chosen, Dropped: dropped, objs: objs}
 	if !validate {
 		return c, nil
 	}

@@ -240,3 +240,69 @@ func TestOneSidecarPerStateDirectory(t *testing.T) {
 	e.waitServed(t, "web.localhost", "/", "web-")
 	e.podChange(t, "api")
 }
+
+// badPod is a ready pod of the web service whose address HAProxy refuses.
+const badPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: web-7d9f-badip
+  namespace: demo
+  labels:
+    app: web
+status:
+  phase: Running
+  podIP: 10.0.0.300
+  conditions:
+  - type: Ready
+    status: "True"
+`
+
+// TestBadPodNeverFreezes: a ready pod whose address HAProxy refuses is left out and reported on
+// itself while another pod's change goes live; a sidecar restarted with it present is ready
+// (HAProxy serves what it stands behind); once the pod is gone, nothing is held.
+func TestBadPodNeverFreezes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test with a real HAProxy")
+	}
+	e := newDemoEnv(t)
+	stop := e.startSidecar(t)
+	e.startHAProxy(t)
+	e.waitReady(t)
+
+	haproxytest.WriteFile(t, e.dir, "bad-pod.yaml", badPod)
+	heldPod := func(r readyz) bool {
+		for _, h := range r.Held {
+			if h.Input == "pod/demo/web-7d9f-badip" && h.Object == "Pod demo/web-7d9f-badip" && strings.Contains(h.Reason, "10.0.0.300") {
+				return true
+			}
+		}
+		return false
+	}
+	var r readyz
+	haproxytest.WaitFor(t, 15*time.Second, func() bool {
+		var code int
+		code, r = e.readyz(t)
+		return code == 200 && heldPod(r)
+	}, "the pod is held, reported on /readyz, and the sidecar stays ready")
+	if got := e.metric(t, `haproxy_sidecar_held_inputs{kind="pod"}`); got != 1 {
+		t.Errorf("held_inputs{kind=pod} = %v, want 1", got)
+	}
+	e.podChange(t, "api") // another pod goes live meanwhile
+	e.waitServed(t, "web.localhost", "/", "web-")
+
+	stop()
+	e.startSidecar(t)
+	haproxytest.WaitFor(t, 20*time.Second, func() bool {
+		var code int
+		code, r = e.readyz(t)
+		return code == 200 && heldPod(r)
+	}, "restarted with the pod present: ready, the pod held")
+
+	if err := os.Remove(filepath.Join(e.dir, "bad-pod.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	haproxytest.WaitFor(t, 15*time.Second, func() bool {
+		_, r = e.readyz(t)
+		return r.Ready && !heldPod(r) && len(r.Held) == 0
+	}, "nothing held once the pod is gone")
+}

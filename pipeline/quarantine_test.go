@@ -51,7 +51,8 @@ func (c *cluster) Objects(context.Context) (*snapshot.Objects, error) {
 	for _, name := range slices.Sorted(maps.Keys(c.pods)) {
 		app, _, _ := strings.Cut(name, "-")
 		objs.Pods = append(objs.Pods, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: map[string]string{"app": app}, Annotations: map[string]string{"note": c.notes[name]}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: map[string]string{"app": app}, Annotations: map[string]string{"note": c.notes[name]},
+				ResourceVersion: fmt.Sprintf("%x", hashString(c.pods[name]+"\x00"+c.notes[name]))},
 			Status:     corev1.PodStatus{PodIP: c.pods[name], Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 		})
 	}
@@ -536,5 +537,53 @@ func TestDataCannotInject(t *testing.T) {
 	}
 	if live := r.live(t); !strings.Contains(live, "server web-2 10.0.0.2:80 # fine") {
 		t.Errorf("the fixed pod is not live:\n%s", live)
+	}
+}
+
+// TestBadClusterDataNeverFreezes: a pod whose address haproxy -c refuses is found and left out,
+// as if it were not ready, and reported on itself; another pod's change goes live meanwhile;
+// once its address is fixed, it is served.
+func TestBadClusterDataNeverFreezes(t *testing.T) {
+	c := startCluster()
+	r := newQRig(t, c, "")
+	r.sync(t, Applied)
+
+	c.edit(func(c *cluster) { c.pods["web-2"] = "10.0.0.invalid" })
+	// It renders without validation (pods only), goes live through the runtime API, and the
+	// write's check rejects it: taken back, and the next sync looks for what is at fault.
+	r.sync(t, Rejected)
+	if live := r.live(t); strings.Contains(live, "web-2") {
+		t.Fatalf("the rejected rendering is live:\n%s", live)
+	}
+	res := r.sync(t, Unchanged)
+	if got := r.held(); got != "pod/shop/web-2:false" {
+		t.Fatalf("held %q, want the pod alone", got)
+	}
+	if res.Held != 1 || gaugeValue(r.metrics.HeldInputs.WithLabelValues("pod")) != 1 {
+		t.Errorf("held %d, held_inputs{kind=pod} %v", res.Held, gaugeValue(r.metrics.HeldInputs.WithLabelValues("pod")))
+	}
+	if evs := r.events.all(); !slices.ContainsFunc(evs, func(e string) bool {
+		return strings.HasPrefix(e, "Warning Rejected Pod shop/web-2: ") && strings.Contains(e, "left out")
+	}) {
+		t.Errorf("no Warning Event on the pod: %q", evs)
+	}
+
+	c.edit(func(c *cluster) { c.pods["api-2"] = "10.0.1.2" }) // another pod becomes ready
+	r.sync(t, Applied)
+	live := r.live(t)
+	if !strings.Contains(live, "server api-2 10.0.1.2:80") || strings.Contains(live, "web-2") {
+		t.Fatalf("the other pod is not live, or the bad one is:\n%s", live)
+	}
+	if got := r.held(); got != "pod/shop/web-2:false" {
+		t.Errorf("held %q", got)
+	}
+
+	c.edit(func(c *cluster) { c.pods["web-2"] = "10.0.0.2" })
+	r.sync(t, Applied)
+	if live := r.live(t); !strings.Contains(live, "server web-2 10.0.0.2:80") {
+		t.Fatalf("the fixed pod is not live:\n%s", live)
+	}
+	if got := r.held(); got != "" {
+		t.Errorf("still held: %q", got)
 	}
 }

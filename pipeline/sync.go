@@ -39,7 +39,10 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	}
 	cur := p.build.Decode(objs)
 	p.learnKeys(cur)
-	made := p.build.Make(ctx, objs, cur, &p.q, unread, false)
+	// When what HAProxy runs is not known (at start, after a reload of unknown outcome), the
+	// rendering is validated here rather than just before the reload that follows: what is at
+	// fault, pods included, is found and left out in this very sync.
+	made := p.build.Make(ctx, objs, cur, &p.q, unread, p.HAProxy().Runs == "")
 	objs = nil // the snapshot is rendered: let it be collected while the sync goes on
 	cand, held, sel := made.Candidate, made.Held, made.Selection
 	if made.Err != nil {
@@ -48,6 +51,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 		if errors.As(made.Err, &f) {
 			return p.fail(f.Stage, f.Err)
 		}
+		p.apply.RevertRejected(ctx)
 		return p.cannotRender(made.Err, held)
 	}
 	if !p.adoptTried && !p.standby() {
@@ -75,6 +79,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	switch res.Outcome {
 	case Applied, Unchanged, StandingBy, Written:
 		p.accept(cand.Chosen, cur)
+		p.build.Accept(cand)
 	}
 	res.Action, res.Held = d.Action, len(held)
 	return res
