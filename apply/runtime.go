@@ -158,7 +158,7 @@ func (a *Applier) runtimeUpdate(ctx context.Context, j Job) (Result, bool) {
 // when none runs (Sync called on its own), here. failed is true with the result of a failure.
 func (a *Applier) write(ctx context.Context, j Job) (res Result, failed bool) {
 	c := j.Candidate
-	job := &generation.WriteJob{Hash: c.Bundle.Hash, Content: c.Bundle.Content(), Keep: a.cfg.HAProxy.State().Good.Gen,
+	job := &generation.WriteJob{Hash: c.Bundle.Hash, Content: c.Bundle.Content(),
 		Payload: written{bundle: c.Bundle, info: c.Info, reason: j.Reason}}
 	if c.Gen != nil {
 		if err := a.cfg.Writer.Activate(c.Gen); err != nil {

@@ -47,8 +47,6 @@ type Config struct {
 	// Exclusive runs f while nothing else stages, activates or prunes generations (the
 	// background writer); nil: f runs as is.
 	Exclusive func(f func())
-	// Keep is the generation a prune must keep (the last good one); nil: none.
-	Keep func() *generation.Generation
 	// Trials bounds the renderings one search for bad inputs may try; 0:
 	// quarantine.DefaultTrials.
 	Trials int
@@ -83,9 +81,6 @@ func New(cfg Config) *Builder {
 	}
 	if cfg.Exclusive == nil {
 		cfg.Exclusive = func(f func()) { f() }
-	}
-	if cfg.Keep == nil {
-		cfg.Keep = func() *generation.Generation { return nil }
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = status.NewMetrics()

@@ -33,7 +33,8 @@ func (b *Builder) stage(ctx context.Context, c *Candidate) (*generation.Generati
 		return nil, &Failure{Stage: status.FailStage, Err: fmt.Errorf("stage generation: %w", err)}
 	}
 	if err := b.Check(ctx, gen); err != nil {
-		_ = b.cfg.Store.Prune(b.cfg.Keep())
+		// This one only: a search stages several, and the one that passed goes live.
+		_ = b.cfg.Store.Discard(gen)
 		return nil, withRef(err, c.Info.TemplateRef)
 	}
 	return gen, nil

@@ -708,6 +708,24 @@ func nameOf(g *Generation) string {
 	return g.name()
 }
 
+// Discard deletes a staged generation that will never go live (haproxy -c refused it),
+// leaving every other one alone; the live one is never deleted.
+func (s *Store) Discard(g *Generation) error {
+	s.mu.Lock()
+	if g == nil || g.same(s.live) || filepath.Dir(g.Dir) != s.stateDir || !genName.MatchString(g.name()) {
+		s.mu.Unlock()
+		return nil
+	}
+	if g.same(s.pending) {
+		s.pending = nil
+	}
+	s.mu.Unlock()
+	if err := os.RemoveAll(g.Dir); err != nil {
+		return fmt.Errorf("discard generation %s: %w", g.name(), err)
+	}
+	return nil
+}
+
 // Prune deletes every generation except the live one, those in keep (the last good one), the
 // newest staged one that was not activated yet and the adopted ones (the operator's own
 // files), and any leftover temporary files.

@@ -532,3 +532,20 @@ func TestLoaded(t *testing.T) {
 		t.Errorf("forgetting twice: %v", err)
 	}
 }
+
+// TestDiscard: a refused staged generation goes, and nothing else; the live one never does.
+func TestDiscard(t *testing.T) {
+	s := open(t, newEnv(t))
+	g1, g2, g3 := stage(t, s, "config 1", "cert 1"), stage(t, s, "config 2", "cert 2"), stage(t, s, "config 3", "cert 3")
+	mustActivate(t, s, g1)
+	if err := s.Discard(g2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Discard(g1); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Base(g1.Dir), filepath.Base(g3.Dir)}
+	if got := names(t, s); !equal(got, want) {
+		t.Fatalf("after Discard: %v, want %v", got, want)
+	}
+}

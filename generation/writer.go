@@ -36,8 +36,6 @@ type Writer struct {
 type WriteJob struct {
 	Hash    string
 	Content Content // the configuration, certificates, map files and other files
-	// Keep is a generation a prune after a rejection must keep (the last good one).
-	Keep *Generation
 	// Payload is the caller's, handed back in Written.
 	Payload any
 	queued  time.Time
@@ -237,7 +235,7 @@ func (w *Writer) write(ctx context.Context, job *WriteJob, isRejected func(error
 	}
 	if w.check != nil {
 		if err := w.check(ctx, gen); err != nil {
-			_ = w.store.Prune(job.Keep)
+			_ = w.store.Discard(gen)
 			if isRejected != nil && isRejected(err) {
 				w.remember(job.Hash, err)
 				res.Rejected = err

@@ -169,8 +169,8 @@ func New(cfg Config) (*Pipeline, error) {
 	p.writer = generation.NewWriter(cfg.Store, func(ctx context.Context, g *generation.Generation) error { return p.build.Check(ctx, g) },
 		func(w generation.Written) { p.apply.Written(w) }, cfg.ShutdownWriteTimeout)
 	p.build = candidate.New(candidate.Config{Inputs: cfg.Inputs, Renderer: cfg.Renderer, Checker: cfg.Checker, Store: cfg.Store,
-		Exclusive: p.writer.Exclusive, Keep: func() *generation.Generation { return p.HAProxy().Good.Gen },
-		Trials: cfg.Trials, Metrics: cfg.Metrics})
+		Exclusive: p.writer.Exclusive,
+		Trials:    cfg.Trials, Metrics: cfg.Metrics})
 	p.apply = apply.New(apply.Config{HAProxy: p.haproxy, Writer: p.writer, Store: cfg.Store, Build: p.build,
 		Reloader: cfg.Reloader, Runtime: cfg.Runtime, Endpoint: cfg.Endpoint, ReloaderCounts: cfg.ReloaderCounts,
 		ExpectRunning: cfg.ExpectRunning, Metrics: cfg.Metrics, Health: cfg.Health, Recorder: cfg.Recorder,

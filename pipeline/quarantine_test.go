@@ -53,7 +53,7 @@ func (c *cluster) Objects(context.Context) (*snapshot.Objects, error) {
 		objs.Pods = append(objs.Pods, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: map[string]string{"app": app}, Annotations: map[string]string{"note": c.notes[name]},
 				ResourceVersion: fmt.Sprintf("%x", hashString(c.pods[name]+"\x00"+c.notes[name]))},
-			Status:     corev1.PodStatus{PodIP: c.pods[name], Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+			Status: corev1.PodStatus{PodIP: c.pods[name], Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 		})
 	}
 	return objs, nil
