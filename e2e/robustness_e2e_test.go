@@ -167,6 +167,10 @@ func TestUnreachableMasterSocket(t *testing.T) {
 	if !strings.Contains(r.LastError+r.Reason, wrong.sock) {
 		t.Errorf("the error does not name the socket: %q / %q", r.LastError, r.Reason)
 	}
+	haproxytest.WaitFor(t, 10*time.Second, func() bool {
+		_, r = wrong.readyz(t)
+		return strings.Contains(r.Reason, "HAProxy runs (pid ") && strings.Contains(r.Reason, wrong.sock)
+	}, "/readyz says HAProxy runs but its socket does not answer, naming the socket")
 	if r.LiveConfig != "" {
 		t.Errorf("live config %q reported while HAProxy cannot be asked", r.LiveConfig)
 	}

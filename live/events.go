@@ -270,10 +270,14 @@ func (e ProbedUp) Apply(s State) State {
 	return s
 }
 
-// ProbedDown: HAProxy does not answer (Why).
-type ProbedDown struct{ Why string }
+// ProbedDown: HAProxy does not answer (Why); Process is the pid of a HAProxy that runs on the
+// sidecar's configuration all the same (0: none seen).
+type ProbedDown struct {
+	Why     string
+	Process int
+}
 
 func (e ProbedDown) Apply(s State) State {
-	s.Probe.Seen, s.Probe.Why = Down, e.Why
+	s.Probe.Seen, s.Probe.Why, s.Probe.Process = Down, e.Why, e.Process
 	return s
 }

@@ -86,6 +86,9 @@ type Probe struct {
 	Load string
 	// Why HAProxy counts as down.
 	Why string
+	// Process is the pid of a HAProxy that runs on the sidecar's configuration while it does
+	// not answer (a wrong --master-socket); 0: none seen.
+	Process int
 }
 
 // Seen is what the probe saw.

@@ -141,6 +141,12 @@ func TestEvents(t *testing.T) {
 			State{Probe: Probe{Seen: Up, Load: "L5"}}},
 		{"the probe sees HAProxy down", running, ProbedDown{Why: "refused"},
 			with(running, func(s *State) { s.Probe.Seen, s.Probe.Why = Down, "refused" })},
+		{"the probe sees HAProxy run on the configuration but its socket not answer",
+			running, ProbedDown{Why: "connect: no such file", Process: 42},
+			with(running, func(s *State) { s.Probe.Seen, s.Probe.Why, s.Probe.Process = Down, "connect: no such file", 42 })},
+		{"up again: the process seen is forgotten",
+			with(running, func(s *State) { s.Probe = Probe{Seen: Down, Load: "L1", Why: "x", Process: 42} }),
+			ProbedUp{Load: "L1"}, running},
 		{"a restart noticed", with(running, func(s *State) { s.Restarted = true }), RestartNoticed{}, running},
 		{"restarted on the last good files: HAProxy runs them under its new load",
 			with(running, func(s *State) {

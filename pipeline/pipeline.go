@@ -98,6 +98,9 @@ type Config struct {
 	// ExpectRunning says HAProxy is expected to run from the start (its configuration existed
 	// before the sidecar started): not reaching it is an error, not "not running yet".
 	ExpectRunning bool
+	// FindHAProxy returns the pid of a HAProxy running on the configuration, when the probe
+	// cannot reach it (0: none seen); nil: not looked for.
+	FindHAProxy func() int
 	// ShutdownWriteTimeout bounds each write of the background writer once the sidecar stops;
 	// 0: 3 s (the whole sidecar stops within 5 s of SIGTERM).
 	ShutdownWriteTimeout time.Duration

@@ -76,7 +76,11 @@ func (p *Pipeline) watch(ctx context.Context, li loadIdentifier) {
 func (p *Pipeline) haproxyDown(err error) {
 	p.cfg.Metrics.HAProxyUp.Set(0)
 	wasReady := p.cfg.Health.Ready()
-	before, _ := p.haproxy.Record(live.ProbedDown{Why: err.Error()})
+	pid := 0
+	if p.cfg.FindHAProxy != nil {
+		pid = p.cfg.FindHAProxy()
+	}
+	before, _ := p.haproxy.Record(live.ProbedDown{Why: err.Error(), Process: pid})
 	if before.Probe.Seen == live.Down {
 		return
 	}

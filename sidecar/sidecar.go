@@ -15,6 +15,7 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/config"
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/httpserver"
 	"github.com/haproxy-sidecar/haproxy-sidecar/leader"
 	"github.com/haproxy-sidecar/haproxy-sidecar/memory"
@@ -129,6 +130,7 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		Redactor:          red.Redactor,
 		ExpectRunning:     local.expectRunning,
 		ProbeInterval:     cfg.HAProxy.ProbeInterval,
+		FindHAProxy:       func() int { return reload.FindProcess(local.config) },
 	})
 	if err != nil {
 		return err

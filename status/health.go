@@ -2,6 +2,7 @@ package status
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -164,6 +165,9 @@ func (h *Health) body() healthBody {
 	}
 	downWhy := h.redact(st.Probe.Why)
 	switch {
+	case st.Probe.Seen == live.Down && st.Probe.Process != 0:
+		b.Reason = fmt.Sprintf("HAProxy runs (pid %d) but its master socket does not answer: the sidecar can neither reload it nor change it at runtime (check --master-socket): %s",
+			st.Probe.Process, downWhy)
 	case b.Ready:
 	case st.Probe.Seen == live.Down && st.Live != "":
 		b.Reason = "HAProxy is down: " + downWhy
