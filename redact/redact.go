@@ -30,9 +30,9 @@ var privateKeyBlock = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[
 // Redactor replaces registered secret values. The zero value is ready; it is safe for
 // concurrent use. A nil *Redactor redacts only private key blocks.
 type Redactor struct {
-	mu       sync.RWMutex
-	groups   map[string][]string
-	replacer *strings.Replacer // nil: no values registered
+	mu     sync.RWMutex
+	groups map[string][]string
+	secret *regexp.Regexp // every value, any case; nil: no values registered
 }
 
 // Set replaces the secret values of group (values shorter than three bytes are ignored).
@@ -61,14 +61,15 @@ func (r *Redactor) Set(group string, values ...string) {
 	slices.SortFunc(all, func(a, b string) int { return len(b) - len(a) })
 	all = slices.Compact(all)
 	if len(all) == 0 {
-		r.replacer = nil
+		r.secret = nil
 		return
 	}
-	pairs := make([]string, 0, 2*len(all))
-	for _, v := range all {
-		pairs = append(pairs, v, Mask)
+	quoted := make([]string, len(all))
+	for i, v := range all {
+		quoted[i] = regexp.QuoteMeta(v)
 	}
-	r.replacer = strings.NewReplacer(pairs...)
+	// Any case: HAProxy and templates print values upper- or lower-cased too.
+	r.secret = regexp.MustCompile(`(?i)` + strings.Join(quoted, "|"))
 }
 
 // String returns s with every registered secret and every private key block masked.
@@ -80,12 +81,35 @@ func (r *Redactor) String(s string) string {
 		return s
 	}
 	r.mu.RLock()
-	rep := r.replacer
+	re := r.secret
 	r.mu.RUnlock()
-	if rep == nil {
+	if re == nil {
 		return s
 	}
-	return rep.Replace(s)
+	return re.ReplaceAllLiteralString(s, Mask)
+}
+
+// weakLen is the length under which a secret is weak: besides being easy to guess, it is
+// likely to stand in ordinary text, which is then masked too.
+const weakLen = 8
+
+// ownWords are words the sidecar's own messages use: a secret equal to one masks them.
+var ownWords = []string{"admin", "backend", "certificate", "certificates", "config", "configmap", "default",
+	"error", "frontend", "haproxy", "ingress", "keys", "live", "password", "pod", "reload", "secret",
+	"server", "service", "services", "stats", "template", "validate"}
+
+// Weak says why a secret value would mask ordinary text as well ("" when it would not): it is
+// shorter than 8 characters, or a word the sidecar's own messages use.
+func Weak(v string) string {
+	switch {
+	case v == "":
+		return ""
+	case len(v) < weakLen:
+		return "it is shorter than 8 characters"
+	case slices.Contains(ownWords, strings.ToLower(v)):
+		return "it is a word the sidecar's own messages use"
+	}
+	return ""
 }
 
 // Error is err with its message redacted (nil stays nil). errors.Is/As still see the original.

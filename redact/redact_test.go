@@ -96,3 +96,24 @@ func TestHandler(t *testing.T) {
 		t.Errorf("log: %s", out)
 	}
 }
+
+// TestAnyCase: a secret printed upper- or lower-cased (HAProxy's messages, a template's
+// |upper) is masked too.
+func TestAnyCase(t *testing.T) {
+	r := &Redactor{}
+	r.Set("stats", "S3cret-Pass")
+	for _, s := range []string{"auth stats:S3cret-Pass", "AUTH STATS:S3CRET-PASS", "auth stats:s3cret-pass"} {
+		if got := r.String(s); strings.Contains(strings.ToLower(got), "s3cret-pass") || !strings.Contains(got, Mask) {
+			t.Errorf("String(%q) = %q", s, got)
+		}
+	}
+}
+
+func TestWeak(t *testing.T) {
+	for v, weak := range map[string]bool{"": false, "config": true, "abc1234": true, "services": true, "Template": true,
+		"x7!Kq9#2mW": false, "correct-horse-battery": false} {
+		if got := Weak(v) != ""; got != weak {
+			t.Errorf("Weak(%q) = %q", v, Weak(v))
+		}
+	}
+}

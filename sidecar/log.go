@@ -56,3 +56,19 @@ func newLogger(l config.Log, w io.Writer, red *redactor) (*slog.Logger, error) {
 	}
 	return slog.New(red.Handler(h)), nil
 }
+
+// warnWeakSecrets says which configured secrets would mask ordinary text as well (a short one,
+// or a word the sidecar's own messages use): every occurrence is masked in logs, /readyz and
+// Events, so a weak one makes messages unreadable.
+func warnWeakSecrets(log *slog.Logger, in config.Inputs, etcd config.Etcd, dp *config.Dataplane) {
+	named := []struct{ what, value string }{{"--statistics-password", in.StatsPassword}, {"--etcd-password", etcd.Password},
+		{"--dataplane-password", dp.Password}, {"--dataplane-token", dp.Token}}
+	for name, v := range config.AllowedEnv(in.EnvSecret, os.Environ()) {
+		named = append(named, struct{ what, value string }{"--env-secret " + name, v})
+	}
+	for _, n := range named {
+		if why := redact.Weak(n.value); why != "" {
+			log.Warn("a secret would mask ordinary text in every log line, /readyz answer and Event: "+why+"; choose a longer one", "secret", n.what)
+		}
+	}
+}

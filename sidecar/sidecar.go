@@ -52,6 +52,7 @@ func Run(ctx context.Context, cfg *config.Run, env Env) error {
 	if env.Process {
 		klog.SetSlogLogger(log)
 	}
+	warnWeakSecrets(log, cfg.Inputs, cfg.Source.Etcd, &cfg.Dataplane)
 	return red.Error(run(ctx, cfg, env, log, red))
 }
 
