@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/candidate"
@@ -65,6 +66,8 @@ type Config struct {
 type Applier struct {
 	cfg Config
 	log *slog.Logger
+	// lastWriteErr is the trouble the last failed write of a runtime change met ("" none).
+	lastWriteErr atomic.Value
 }
 
 // New returns an Applier.
@@ -72,7 +75,9 @@ func New(cfg Config) *Applier {
 	if cfg.Runtime == nil {
 		cfg.Runtime = reloadsOnly{}
 	}
-	return &Applier{cfg: cfg, log: cfg.Logger}
+	a := &Applier{cfg: cfg, log: cfg.Logger}
+	a.lastWriteErr.Store("")
+	return a
 }
 
 // Outcome says how one sync ended.

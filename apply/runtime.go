@@ -208,10 +208,15 @@ func (a *Applier) Written(w generation.Written) {
 		if errors.Is(w.Err, context.Canceled) {
 			return
 		}
-		// Disk trouble: the next sync tries again, after a pause.
-		a.cfg.Report.Failure(candidate.FailureStage(w.Err, status.FailWrite), w.Err)
+		// Disk trouble (full, read-only): HAProxy runs the change already; the next sync
+		// tries the write again, after a pause (files_behind says they are behind). The
+		// same trouble is reported once.
+		if msg := w.Err.Error(); a.lastWriteErr.Swap(msg) != msg {
+			a.cfg.Report.Failure(candidate.FailureStage(w.Err, status.FailWrite), w.Err)
+		}
 		time.AfterFunc(time.Second, a.cfg.Changed)
 	default:
+		a.lastWriteErr.Store("")
 		_, after := a.cfg.HAProxy.Record(live.FilesWritten{Bundle: pl.bundle, Gen: w.Gen, At: time.Now()})
 		if after.Runs != pl.bundle.Hash {
 			// A newer change went live meanwhile: its own write reports it.

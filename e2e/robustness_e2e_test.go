@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -309,4 +310,51 @@ func TestBadPodNeverFreezes(t *testing.T) {
 		_, r = e.readyz(t)
 		return r.Ready && !heldPod(r) && len(r.Held) == 0
 	}, "nothing held once the pod is gone")
+}
+
+// TestFullDiskStillServesRuntimeChanges: with the state directory's disk full, a pod change
+// the runtime API can make still goes live (no reload); haproxy_sidecar_files_behind says the
+// files are behind; once there is room they follow.
+func TestFullDiskStillServesRuntimeChanges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test with a real HAProxy")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small filesystem to fill (%v: %s)", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	e := newDemoEnv(t)
+	e.startSidecar(t, "--state-dir", filepath.Join(dir, "state"))
+	e.startHAProxy(t)
+	e.waitReady(t)
+	reloads := e.metric(t, `haproxy_sidecar_reloads_total{endpoint="master-socket",result="success"}`)
+
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for buf := make([]byte, 4096); ; {
+		if _, err := f.Write(buf); err != nil {
+			break // full
+		}
+	}
+	f.Close()
+	e.podChange(t, "api") // served: the runtime API needs no disk
+	haproxytest.WaitFor(t, 10*time.Second, func() bool { return e.metric(t, "haproxy_sidecar_files_behind") == 1 },
+		"files_behind says the files are behind")
+	if got := e.metric(t, `haproxy_sidecar_reloads_total{endpoint="master-socket",result="success"}`); got != reloads {
+		t.Errorf("%v reloads for a pod change on a full disk, want 0", got-reloads)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	haproxytest.WaitFor(t, 15*time.Second, func() bool { return e.metric(t, "haproxy_sidecar_files_behind") == 0 },
+		"the files follow once there is room")
+	target, err := os.Readlink(filepath.Join(dir, "state", "current"))
+	if _, r := e.readyz(t); err != nil || len(r.LiveConfig) < 12 || !strings.HasSuffix(target, r.LiveConfig[:12]) {
+		t.Errorf("the live generation on disk is %q (%v), HAProxy runs %q", target, err, r.LiveConfig)
+	}
 }

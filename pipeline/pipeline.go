@@ -169,6 +169,7 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Health.HAProxy == nil {
 		cfg.Health.HAProxy = p.haproxy.State
 	}
+	cfg.Metrics.WatchHAProxy(p.haproxy.State)
 	p.writer = generation.NewWriter(cfg.Store, func(ctx context.Context, g *generation.Generation) error { return p.build.Check(ctx, g) },
 		func(w generation.Written) { p.apply.Written(w) }, cfg.ShutdownWriteTimeout)
 	p.build = candidate.New(candidate.Config{Inputs: cfg.Inputs, Renderer: cfg.Renderer, Checker: cfg.Checker, Store: cfg.Store,

@@ -5,6 +5,8 @@ package status
 import (
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/live"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -165,4 +167,20 @@ func (m *Metrics) RuntimeApplied(hash string) {
 	m.ReloadsAvoided.Inc()
 	m.LiveGenerationInfo.Reset()
 	m.LiveGenerationInfo.WithLabelValues(hash).Set(1)
+}
+
+// WatchHAProxy exports what the record of HAProxy says (package live) as gauges read at each
+// scrape: haproxy_sidecar_files_behind is 1 while HAProxy runs a change (made through the
+// runtime API) that the files on disk do not hold yet (the disk is full, say), so that a
+// reload or restart would lose it until they do.
+func (m *Metrics) WatchHAProxy(state func() live.State) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "haproxy_sidecar", Name: "files_behind",
+		Help: "1 while HAProxy runs a change the files on disk do not hold yet (they are written when there is room), else 0.",
+	}, func() float64 {
+		if s := state(); s.Runs != "" && s.Good.Gen != nil && s.Runs != s.Good.Gen.Hash {
+			return 1
+		}
+		return 0
+	}))
 }
