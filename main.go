@@ -28,6 +28,8 @@ Usage:
   haproxy-sidecar run      [flags]   watch the inputs and keep HAProxy configured
   haproxy-sidecar render   [flags]   render once into --out DIR (preview a template change)
   haproxy-sidecar validate [flags]   render and validate once, write nothing; exit 1 if invalid
+  haproxy-sidecar diff     [flags]   what a change would do (the files, reload or runtime API, what is
+                                     held), against a running sidecar (--live) or manifests (--base)
   haproxy-sidecar version
 
 Run "haproxy-sidecar <command> --help" for the flags; every flag has an environment twin.
@@ -40,6 +42,12 @@ func summary(cmd string) string {
 		return "haproxy-sidecar render: read the inputs once, render haproxy.cfg, certs/, maps/ and files/ into --out DIR, and\n" +
 			"validate them with haproxy -c (--validate=false where HAProxy is not installed). Every input that is rejected\n" +
 			"is named, with its object, key and line. Exit status 1 on any error."
+	case "diff":
+		return "haproxy-sidecar diff: take the proposed inputs (the source, -f FILE overlays, --delete KIND/NS/NAME) through\n" +
+			"run's steps and compare with the current state (--live STATE_DIR of a running sidecar, or --base DIR):\n" +
+			"a unified diff of the files, the certificates changed, what HAProxy would get (nothing, runtime API\n" +
+			"commands, or a reload and why), and the inputs that would be held. Acts on nothing.\n" +
+			"Exit status: 0 nothing would change, 1 changes, 2 trouble, 3 an input would be held."
 	case "validate":
 		return "haproxy-sidecar validate: read the inputs once, render and validate with haproxy -c; write\n" +
 			"nothing, print the hash run would make live. Exit status 0: valid; 1: invalid (every input rejected is\n" +
@@ -69,6 +77,9 @@ func main() {
 		if cfg, err = config.ParseOnce(cmd, args, summary(cmd), os.Getenv, os.Stderr); err == nil {
 			err = sidecar.Once(ctx, cfg, os.Stdout, env)
 		}
+	case "diff":
+		stop()
+		os.Exit(diff(args, env))
 	case "version", "--version", "-version":
 		fmt.Println("haproxy-sidecar", sidecar.Version)
 	case "help", "--help", "-help", "-h":
@@ -85,4 +96,21 @@ func main() {
 		fmt.Fprintf(os.Stderr, "haproxy-sidecar: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// diff runs the diff command and returns its exit status: diff(1)'s, 2 for trouble.
+func diff(args []string, env sidecar.Env) int {
+	cfg, err := config.ParseDiff(args, summary("diff"), os.Getenv, os.Stderr)
+	if errors.Is(err, config.ErrHelp) {
+		return 0
+	}
+	status := 0
+	if err == nil {
+		status, err = sidecar.Diff(context.Background(), cfg, os.Stdout, env)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "haproxy-sidecar: %v\n", err)
+		return 2
+	}
+	return status
 }

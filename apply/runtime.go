@@ -49,8 +49,17 @@ func (reloadsOnly) Tidy(_ context.Context, m *runtimeapi.Model) (*runtimeapi.Mod
 // Plan compares the rendering with what HAProxy runs: why is "" when the runtime API can make
 // the whole change, else why a reload is needed.
 func (a *Applier) Plan(b *render.Bundle) (plan *runtimeapi.Plan, why string) {
-	s := a.cfg.HAProxy.State()
-	plan = a.cfg.Runtime.Plan(s.Model, b.Config, b.Certificates, b.Maps)
+	return PlanFor(a.cfg.Runtime, a.cfg.HAProxy.State(), b)
+}
+
+// PlanFor compares the rendering b with what HAProxy runs as s says, through rt (nil: no
+// runtime API): why is "" when the runtime API can make the whole change, else why a reload
+// is needed. It changes nothing.
+func PlanFor(rt Runtime, s live.State, b *render.Bundle) (plan *runtimeapi.Plan, why string) {
+	if rt == nil {
+		rt = reloadsOnly{}
+	}
+	plan = rt.Plan(s.Model, b.Config, b.Certificates, b.Maps)
 	if why := plan.Reload(); why != "" {
 		return plan, why
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -79,6 +80,81 @@ func (o *Once) Validate() error {
 		return errors.New("render needs --out DIR")
 	}
 	return nil
+}
+
+// Diff is `haproxy-sidecar diff`: what a proposed state of the inputs would do, against the
+// current one, without acting.
+type Diff struct {
+	Source Source
+	Inputs Inputs
+	Render Render
+	Dirs   Dirs
+	Log    Log
+	// Live is the state directory of a running sidecar (its live generation and last good
+	// inputs); Base a directory of manifests to render as the current state instead.
+	Live, Base string
+	// HAProxyConfig is the running sidecar's --haproxy-config: the directories templates
+	// name default beside it, as run's do.
+	HAProxyConfig string
+	// Overlays are manifest files whose objects replace or add to the source's; Deletes are
+	// objects (KIND/NAMESPACE/NAME) taken out of it.
+	Overlays, Deletes Repeated
+	// Output is text or json.
+	Output string
+}
+
+func (d *Diff) register(f *flags) {
+	f.add("Inputs: where they come from", &d.Source)
+	f.add("Inputs: which objects, what templates see", &d.Inputs)
+	f.add("Rendering and validation", &d.Render)
+	f.add("Directories templates name", &d.Dirs)
+	f.add("Logs", &d.Log)
+	f.add("What to compare", diffFlags{d})
+}
+
+// Validate checks the configuration as a whole.
+func (d *Diff) Validate() error {
+	if err := validateAll(&d.Source, &d.Inputs, &d.Render, &d.Dirs, &d.Log); err != nil {
+		return err
+	}
+	switch {
+	case (d.Live == "") == (d.Base == ""):
+		return errors.New("diff needs one of --live STATE_DIR (a running sidecar's state directory) or --base DIR (manifests of the current state)")
+	case d.Output != "text" && d.Output != "json":
+		return fmt.Errorf("--output %q: want text or json", d.Output)
+	}
+	for _, del := range d.Deletes {
+		if strings.Count(del, "/") != 2 {
+			return fmt.Errorf("--delete %q: want KIND/NAMESPACE/NAME (Pod/shop/web-1, ConfigMap/lb/services)", del)
+		}
+	}
+	return nil
+}
+
+type diffFlags struct{ d *Diff }
+
+func (f diffFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.d.Live, "live", "", "`STATE_DIR` of a running sidecar (--state-dir; default beside its --haproxy-config: .haproxy-sidecar): compare with what it made live, and hold inputs as it would")
+	fs.StringVar(&f.d.HAProxyConfig, "haproxy-config", DefaultHAProxyConfig, "the running sidecar's --haproxy-config: the directories templates name (ssldir, mapsdir, filesdir) default beside it, as run's do, so that the renderings compare")
+	fs.StringVar(&f.d.Base, "base", "", "`DIR` of manifests that is the current state, rendered as the proposed one is (instead of --live)")
+	fs.Var(&f.d.Overlays, "file", "`FILE` of manifests whose objects replace or add to the proposed source's (repeatable): the changed objects to try against the live cluster")
+	fs.Var(&f.d.Overlays, "f", "short for --file")
+	fs.Var(&f.d.Deletes, "delete", "`KIND/NAMESPACE/NAME` of an object taken out of the proposed state (repeatable)")
+	fs.StringVar(&f.d.Output, "output", "text", "text or json")
+	fs.StringVar(&f.d.Output, "o", "text", "short for --output")
+}
+
+func (f diffFlags) validate() error { return nil }
+
+// ParseDiff reads diff's flags, as ParseRun does.
+func ParseDiff(args []string, summary string, getenv func(string) string, out io.Writer) (*Diff, error) {
+	d := &Diff{}
+	f := newFlags("diff", summary, out)
+	d.register(f)
+	if err := f.parse(args, getenv); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 type outFlag struct{ out *string }

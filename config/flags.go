@@ -81,7 +81,7 @@ func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var errs []string
 	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] {
+		if given[f.Name] || len(f.Name) == 1 { // a one-letter alias has its long name's twin
 			return
 		}
 		if v := getenv(EnvName(f.Name)); v != "" {
@@ -113,7 +113,11 @@ func (f *flags) usage() {
 			if typ != "" {
 				line += " " + typ
 			}
-			fmt.Fprintf(out, "%s   [$%s]\n", line, EnvName(n))
+			if len(n) == 1 {
+				fmt.Fprintf(out, "%s\n", strings.Replace(line, "--", "-", 1))
+			} else {
+				fmt.Fprintf(out, "%s   [$%s]\n", line, EnvName(n))
+			}
 			fmt.Fprintf(out, "      %s", strings.ReplaceAll(help, "\n", "\n      "))
 			if fl.DefValue != "" && fl.DefValue != "false" && fl.DefValue != "[]" {
 				fmt.Fprintf(out, " (default %s)", fl.DefValue)
@@ -130,6 +134,8 @@ func Names(cmd string) []string {
 	switch cmd {
 	case "run":
 		(&Run{}).register(f)
+	case "diff":
+		(&Diff{}).register(f)
 	default:
 		(&Once{Command: cmd}).register(f)
 	}

@@ -23,6 +23,17 @@ func (c *List) Set(s string) error {
 	return nil
 }
 
+// Repeated is a flag given once per value (paths may hold commas).
+type Repeated []string
+
+func (r *Repeated) String() string { return strings.Join(*r, " ") }
+
+// Set adds one value.
+func (r *Repeated) Set(s string) error {
+	*r = append(*r, s)
+	return nil
+}
+
 // Size is a size in bytes: 1048576, 512KiB, 64MiB, 1GiB (also KB, MB, GB: powers of 1000).
 type Size int
 

@@ -39,3 +39,22 @@ func TestExport(t *testing.T) {
 		t.Errorf("certificate directory %v %v, want 0700", fi.Mode(), err)
 	}
 }
+
+// TestReadTheLiveGeneration: what a state directory has live reads back as it was staged.
+func TestReadTheLiveGeneration(t *testing.T) {
+	s := open(t, newEnv(t))
+	c := Content{Config: []byte("config"), Certs: map[string][]byte{"site": []byte("pem")}, Maps: map[string][]byte{"hosts.map": []byte("a b\n")}}
+	g, err := s.StageContent(c, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustActivate(t, s, g)
+	live, err := LiveIn(s.StateDir())
+	if err != nil || live.Dir != g.Dir || live.Hash != c.Hash() {
+		t.Fatalf("LiveIn = %+v, %v; want %+v", live, err, g)
+	}
+	got, err := Read(live)
+	if err != nil || got.Hash() != c.Hash() || string(got.Certs["site"]) != "pem" {
+		t.Fatalf("Read = %+v, %v", got, err)
+	}
+}

@@ -166,7 +166,7 @@ func (p *Pipeline) saveInputs() error {
 }
 
 // inputsState is the state file of the last good inputs.
-const inputsState = "inputs.json"
+const inputsState = quarantine.StateFile
 
 // loadInputs reads what saveInputs wrote in an earlier run, if anything.
 func (p *Pipeline) loadInputs() {

@@ -296,6 +296,10 @@ type stateHeader struct {
 	Inputs           int  `json:"inputs"`
 }
 
+// StateFile is the name of the file in the state directory that keeps the last good inputs
+// (State.Save), for a restarted sidecar and for diff --live.
+const StateFile = "inputs.json"
+
 // Save writes the state's last good inputs as JSON lines (a header, then one input a
 // line, in ID order), one small encoding at a time: 10,000 services are never one buffer.
 func (st *State) Save(w io.Writer) error {

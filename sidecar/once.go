@@ -47,35 +47,15 @@ func once(ctx context.Context, cfg *config.Once, stdout io.Writer, log *slog.Log
 	if err != nil {
 		return err
 	}
-	objs, unread, err := readOnce(ctx, cfg, log)
+	objs, unread, err := readOnce(ctx, cfg.Source, cfg.Inputs, log)
 	if err != nil {
 		return err
 	}
-	// The generation is staged beside nothing HAProxy reads: its stable paths are a temporary
-	// directory's, and the directories templates name are checked as the staged ones.
-	stage, err := os.MkdirTemp("", "haproxy-sidecar-"+cfg.Command+"-")
+	build, cleanup, err := stagingBuilder(cfg.Inputs, cfg.Render, dirs)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(stage)
-	store, err := generation.Open(filepath.Join(stage, generation.ConfigName), filepath.Join(stage, generation.CertDirName), filepath.Join(stage, "state"))
-	if err != nil {
-		return fmt.Errorf("stage: %w", err)
-	}
-	store.SetTemplateSSLDirs(dirs.SSLDir)
-	store.SetTemplateMapsDirs(dirs.MapsDir)
-	store.SetTemplateFilesDirs(dirs.FilesDir)
-	bo, err := snapshotOptions(cfg.Inputs)
-	if err != nil {
-		return err
-	}
-	ro := cfg.Render.Options(dirs.SSLDir)
-	ro.MapsDir, ro.FilesDir = dirs.MapsDir, dirs.FilesDir
-	bc := candidate.Config{Inputs: snapshot.Builder{Options: bo}, Renderer: render.New(ro), Store: store}
-	if cfg.Render.Validate {
-		bc.Checker = validate.Checker{Binary: cfg.Render.HAProxyBin}
-	}
-	build := candidate.New(bc)
+	defer cleanup()
 	cur := build.Decode(objs)
 	red.Set("certificate-keys", certKeyLines(cur)...)
 	made := build.Make(ctx, objs, cur, &quarantine.State{}, unread, true)
@@ -101,11 +81,47 @@ func once(ctx context.Context, cfg *config.Once, stdout io.Writer, log *slog.Log
 	return nil
 }
 
+// stagingBuilder makes candidates as run does, staged in a temporary directory (cleanup
+// removes it) instead of beside what HAProxy reads: its stable paths are the temporary
+// directory's, and the directories templates name (dirs) are checked as the staged ones.
+func stagingBuilder(in config.Inputs, r config.Render, dirs generation.ExportPaths) (*candidate.Builder, func(), error) {
+	stage, err := os.MkdirTemp("", "haproxy-sidecar-stage-")
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup := func() { os.RemoveAll(stage) }
+	store, err := generation.Open(filepath.Join(stage, generation.ConfigName), filepath.Join(stage, generation.CertDirName), filepath.Join(stage, "state"))
+	if err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("stage: %w", err)
+	}
+	store.SetTemplateSSLDirs(dirs.SSLDir)
+	store.SetTemplateMapsDirs(dirs.MapsDir)
+	store.SetTemplateFilesDirs(dirs.FilesDir)
+	bo, err := snapshotOptions(in)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	ro := r.Options(dirs.SSLDir)
+	ro.MapsDir, ro.FilesDir = dirs.MapsDir, dirs.FilesDir
+	bc := candidate.Config{Inputs: snapshot.Builder{Options: bo}, Renderer: render.New(ro), Store: store}
+	if r.Validate {
+		bc.Checker = validate.Checker{Binary: r.HAProxyBin}
+	}
+	return candidate.New(bc), cleanup, nil
+}
+
 // onceDirs are where render writes (--out), and the directories templates name: --ssl-dir,
 // --maps-dir and --files-dir, else those in --out. validate writes nothing: its directories
 // default to run's (beside /etc/haproxy/haproxy.cfg), so that it prints the hash run would.
 func onceDirs(cfg *config.Once) (generation.ExportPaths, error) {
-	out := cfg.Out
+	return templateDirs(cfg.Out, cfg.Dirs)
+}
+
+// templateDirs are the files and directories in out (default: run's, beside
+// /etc/haproxy/haproxy.cfg), or as dirs gives them.
+func templateDirs(out string, dirs config.Dirs) (generation.ExportPaths, error) {
 	if out == "" {
 		out = filepath.Dir(config.DefaultHAProxyConfig)
 	}
@@ -117,7 +133,7 @@ func onceDirs(cfg *config.Once) (generation.ExportPaths, error) {
 	for _, x := range []struct {
 		given, name string
 		dst         *string
-	}{{cfg.Dirs.SSL, generation.CertDirName, &d.SSLDir}, {cfg.Dirs.Maps, generation.MapsDirName, &d.MapsDir}, {cfg.Dirs.Files, generation.FilesDirName, &d.FilesDir}} {
+	}{{dirs.SSL, generation.CertDirName, &d.SSLDir}, {dirs.Maps, generation.MapsDirName, &d.MapsDir}, {dirs.Files, generation.FilesDirName, &d.FilesDir}} {
 		if *x.dst = x.given; x.given == "" {
 			*x.dst = filepath.Join(out, x.name)
 		}
@@ -129,8 +145,8 @@ func onceDirs(cfg *config.Once) (generation.ExportPaths, error) {
 }
 
 // readOnce reads the objects once; unread are the objects the source could not read (held).
-func readOnce(ctx context.Context, cfg *config.Once, log *slog.Logger) (*snapshot.Objects, map[string]quarantine.Hold, error) {
-	src, err := newSource(cfg.Source, cfg.Inputs, log, nil)
+func readOnce(ctx context.Context, source config.Source, in config.Inputs, log *slog.Logger) (*snapshot.Objects, map[string]quarantine.Hold, error) {
+	src, err := newSource(source, in, log, nil)
 	if err != nil {
 		return nil, nil, err
 	}
