@@ -52,6 +52,9 @@ type Config struct {
 	Trials int
 	// Metrics receives the render and validation durations (nil: none).
 	Metrics *status.Metrics
+	// Manifests reads the objects of a test of the templates (watcher.DecodeManifests); nil:
+	// tests that give objects fail.
+	Manifests func(name string, data []byte) (*snapshot.Objects, error)
 }
 
 // Builder makes candidates. It remembers the cluster objects it left out, and the objects of
@@ -64,8 +67,9 @@ type Builder struct {
 	validateNext atomic.Bool
 
 	// Only the goroutine that runs Make and Accept touches these.
-	good *snapshot.Objects     // the objects the last accepted candidate was rendered from
-	held map[string]heldObject // cluster objects left out (or at their last good version)
+	good   *snapshot.Objects     // the objects the last accepted candidate was rendered from
+	held   map[string]heldObject // cluster objects left out (or at their last good version)
+	tested string                // the version (hash) of the template set whose tests passed last
 }
 
 // heldObject is a cluster object held back, as long as it stays the version that failed.
@@ -100,6 +104,9 @@ type Candidate struct {
 	// Dropped are the pods and watched objects left out because the template could not
 	// print their data.
 	Dropped []quarantine.Hold
+	// Tests are the outcomes of the template set's tests, when they ran (they run when the
+	// template set is one they did not pass with yet).
+	Tests []TestResult
 	// objs are the objects it was rendered from.
 	objs *snapshot.Objects
 }
@@ -294,8 +301,14 @@ func (b *Builder) ValidateNext() { b.validateNext.Store(true) }
 // Accept records that c went live (or is what HAProxy runs): the cluster objects it was
 // rendered from are the ones later changes are compared with.
 func (b *Builder) Accept(c *Candidate) {
-	if c != nil && c.objs != nil {
+	if c == nil {
+		return
+	}
+	if c.objs != nil {
 		b.good = c.objs
+	}
+	if tmpl := templatesOf(c.Chosen); tmpl != nil {
+		b.tested = tmpl.Hash
 	}
 }
 
@@ -342,6 +355,12 @@ func (b *Builder) try(ctx context.Context, objs *snapshot.Objects, chosen []snap
 	}
 	if err := b.Validated(ctx, c); err != nil {
 		return nil, err
+	}
+	if tmpl := templatesOf(chosen); tmpl != nil && tmpl.Hash != b.tested {
+		var err error
+		if c.Tests, err = b.runTests(ctx, objs, chosen); err != nil {
+			return nil, err
+		}
 	}
 	return c, nil
 }

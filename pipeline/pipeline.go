@@ -98,6 +98,8 @@ type Config struct {
 	// ExpectRunning says HAProxy is expected to run from the start (its configuration existed
 	// before the sidecar started): not reaching it is an error, not "not running yet".
 	ExpectRunning bool
+	// Manifests reads the objects of a test of the templates (see candidate.Test).
+	Manifests func(name string, data []byte) (*snapshot.Objects, error)
 	// FindHAProxy returns the pid of a HAProxy running on the configuration, when the probe
 	// cannot reach it (0: none seen); nil: not looked for.
 	FindHAProxy func() int
@@ -173,8 +175,8 @@ func New(cfg Config) (*Pipeline, error) {
 	p.writer = generation.NewWriter(cfg.Store, func(ctx context.Context, g *generation.Generation) error { return p.build.Check(ctx, g) },
 		func(w generation.Written) { p.apply.Written(w) }, cfg.ShutdownWriteTimeout)
 	p.build = candidate.New(candidate.Config{Inputs: cfg.Inputs, Renderer: cfg.Renderer, Checker: cfg.Checker, Store: cfg.Store,
-		Exclusive: p.writer.Exclusive,
-		Trials:    cfg.Trials, Metrics: cfg.Metrics})
+		Exclusive: p.writer.Exclusive, Manifests: cfg.Manifests,
+		Trials: cfg.Trials, Metrics: cfg.Metrics})
 	p.apply = apply.New(apply.Config{HAProxy: p.haproxy, Writer: p.writer, Store: cfg.Store, Build: p.build,
 		Reloader: cfg.Reloader, Runtime: cfg.Runtime, Endpoint: cfg.Endpoint, ReloaderCounts: cfg.ReloaderCounts,
 		ExpectRunning: cfg.ExpectRunning, Metrics: cfg.Metrics, Health: cfg.Health, Recorder: cfg.Recorder,

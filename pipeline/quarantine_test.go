@@ -34,6 +34,7 @@ type cluster struct {
 	template string            // "": no config ConfigMap
 	pods     map[string]string // name -> IP (namespace shop, label app=name up to the dash)
 	notes    map[string]string // pod name -> its annotation "note"
+	tests    map[string]string // tests.NAME.yaml keys of the config ConfigMap
 }
 
 func (c *cluster) Run(ctx context.Context, changed func()) error { <-ctx.Done(); return nil }
@@ -46,7 +47,9 @@ func (c *cluster) Objects(context.Context) (*snapshot.Objects, error) {
 		objs.ConfigMaps = append(objs.ConfigMaps, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "lb", Name: "services"}, Data: maps.Clone(c.services)})
 	}
 	if c.template != "" {
-		objs.ConfigMaps = append(objs.ConfigMaps, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "lb", Name: "config"}, Data: map[string]string{"template": c.template}})
+		data := map[string]string{"template": c.template}
+		maps.Copy(data, c.tests)
+		objs.ConfigMaps = append(objs.ConfigMaps, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "lb", Name: "config"}, Data: data})
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.pods)) {
 		app, _, _ := strings.Cut(name, "-")
@@ -585,5 +588,41 @@ func TestBadClusterDataNeverFreezes(t *testing.T) {
 	}
 	if got := r.held(); got != "" {
 		t.Errorf("still held: %q", got)
+	}
+}
+
+// TestTemplateTestsHoldTheTemplate: a template change whose own tests fail is held at its last
+// good version, naming the test and the assertion, while another change goes live; fixing the
+// template (or the test) releases it.
+func TestTemplateTestsHoldTheTemplate(t *testing.T) {
+	c := startCluster()
+	c.tests = map[string]string{"tests.fe.yaml": "expect:\n- contains: 'frontend fe'\n- notContains: 'bind :9999'\n"}
+	r := newQRig(t, c, "")
+	r.sync(t, Applied)
+
+	c.edit(func(c *cluster) {
+		c.template = "frontend fe\n    bind :9999\n"
+		c.pods["api-2"] = "10.0.1.2"
+	})
+	r.sync(t, Applied)
+	if got := r.held(); got != "templates:true" {
+		t.Fatalf("held %q, want the templates at their last good version", got)
+	}
+	h := r.p.q.Held["templates"]
+	if h.Stage != "test" || !strings.Contains(h.Reason(), `key "tests.fe.yaml"`) || !strings.Contains(h.Reason(), "test fe: expect[1]") {
+		t.Errorf("the hold does not name the test and assertion: %s %q", h.Stage, h.Reason())
+	}
+	live := r.live(t)
+	if !strings.Contains(live, "server api-2 10.0.1.2:80") || strings.Contains(live, ":9999") {
+		t.Fatalf("the other change is not live, or the held template is:\n%s", live)
+	}
+
+	c.edit(func(c *cluster) { c.template = "frontend fe\n    bind :8888\n" })
+	r.sync(t, Applied)
+	if got := r.held(); got != "" {
+		t.Errorf("still held: %q", got)
+	}
+	if live := r.live(t); !strings.Contains(live, "bind :8888") {
+		t.Errorf("the fixed template is not live:\n%s", live)
 	}
 }

@@ -101,6 +101,36 @@ func New(opts Options) *Renderer {
 	return &Renderer{opts: opts, cache: map[string]*set{}}
 }
 
+// Keys of the template set named tests.NAME.yaml are tests of the templates (see package
+// candidate), not templates.
+const (
+	TestPrefix = "tests."
+	TestSuffix = ".yaml"
+)
+
+// IsTest reports whether a template key is a test of the templates.
+func IsTest(key string) bool {
+	return strings.HasPrefix(key, TestPrefix) && strings.HasSuffix(key, TestSuffix) && len(key) > len(TestPrefix)+len(TestSuffix)
+}
+
+// withoutTests is the template set without its tests (srcs itself when it has none).
+func withoutTests(srcs map[string]string) map[string]string {
+	has := false
+	for k := range srcs {
+		has = has || IsTest(k)
+	}
+	if !has {
+		return srcs
+	}
+	out := make(map[string]string, len(srcs))
+	for k, v := range srcs {
+		if !IsTest(k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // Render renders s. Bad templates, template runtime errors and exceeded budgets are
 // *snapshot.InputError with Stage render and the template's Ref (Key set to the template key
 // at fault), line and column; a value from the data that would start a new line is an
@@ -120,6 +150,7 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 		srcs, mainKey = templates.Default, templates.DefaultKey
 		ref = func(key string) snapshot.Ref { return snapshot.Ref{Kind: "File", Name: "templates/" + key} }
 	}
+	srcs = withoutTests(srcs)
 	if _, ok := srcs[mainKey]; !ok {
 		return nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: ref(mainKey),
 			Err: fmt.Errorf("there is no template key %q (keys: %s)", mainKey, strings.Join(sortedKeys(srcs), ", "))}

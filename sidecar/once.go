@@ -67,6 +67,9 @@ func once(ctx context.Context, cfg *config.Once, stdout io.Writer, log *slog.Log
 		return errors.Join(append(held, fmt.Errorf("%d input(s) rejected; the others render and validate", len(held)))...)
 	}
 	c := made.Candidate
+	for _, t := range c.Tests {
+		fmt.Fprintf(stdout, "test %s: ok\n", t.Name)
+	}
 	if cfg.Command == "validate" {
 		fmt.Fprintf(stdout, "valid: %d services, %d certificates, hash %s\n", c.Info.Services, c.Info.Certificates, c.Bundle.Hash[:12])
 		return nil
@@ -105,7 +108,7 @@ func stagingBuilder(in config.Inputs, r config.Render, dirs generation.ExportPat
 	}
 	ro := r.Options(dirs.SSLDir)
 	ro.MapsDir, ro.FilesDir = dirs.MapsDir, dirs.FilesDir
-	bc := candidate.Config{Inputs: snapshot.Builder{Options: bo}, Renderer: render.New(ro), Store: store}
+	bc := candidate.Config{Inputs: snapshot.Builder{Options: bo}, Renderer: render.New(ro), Store: store, Manifests: manifests(in)}
 	if r.Validate {
 		bc.Checker = validate.Checker{Binary: r.HAProxyBin}
 	}

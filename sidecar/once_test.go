@@ -129,3 +129,19 @@ func TestValidationWithoutHAProxyFails(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateRunsTheTemplatesTests: validate prints each test of the templates; a failing one
+// fails it, naming the test, its key and the assertion.
+func TestValidateRunsTheTemplatesTests(t *testing.T) {
+	needHAProxy(t)
+	out, err := runOnce(t, "validate", "--dir", "../examples/local")
+	if err != nil || !strings.Contains(out, "test routes: ok") {
+		t.Fatalf("%q, %v", out, err)
+	}
+	dir := example(t)
+	edit(t, filepath.Join(dir, "config.yaml"), `10\.1\.2\.3:9000 check'`, `10\.1\.2\.4:9000 check'`)
+	_, err = runOnce(t, "validate", "--dir", dir)
+	if err == nil || !strings.Contains(err.Error(), `key "tests.routes.yaml": test routes: expect[1]: haproxy.cfg does not match`) {
+		t.Errorf("a failing test: %v", err)
+	}
+}

@@ -132,6 +132,7 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		ExpectRunning:     local.expectRunning,
 		ProbeInterval:     cfg.HAProxy.ProbeInterval,
 		FindHAProxy:       func() int { return reload.FindProcess(local.config) },
+		Manifests:         manifests(cfg.Inputs),
 	})
 	if err != nil {
 		return err

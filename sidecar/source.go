@@ -124,6 +124,13 @@ func snapshotOptions(in config.Inputs) (snapshot.Options, error) {
 	return bo, nil
 }
 
+// manifests reads the objects of the templates' tests as the file source reads a file.
+func manifests(in config.Inputs) func(name string, data []byte) (*snapshot.Objects, error) {
+	return func(name string, data []byte) (*snapshot.Objects, error) {
+		return watcher.DecodeManifests(name, data, in.Namespace, in.Watch)
+	}
+}
+
 // templateObject is the object that holds the templates, where per-host Events go.
 func templateObject(in config.Inputs) snapshot.Ref {
 	if in.ConfigSecret != "" {

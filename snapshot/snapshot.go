@@ -36,6 +36,8 @@ const (
 	StageRender   = "render"
 	StageValidate = "validate"
 	StageReload   = "reload"
+	// StageTest: the template set's own tests (keys tests.NAME.yaml) failed.
+	StageTest = "test"
 )
 
 // InputError is bad input: it says which object (and key) is at fault and why. Everything the
