@@ -300,9 +300,62 @@ func (e *evaluator) capture(body []stmt, f *frame) (string, error) {
 	return out, err
 }
 
+// exec runs one statement.
+func (e *evaluator) exec(s stmt, f *frame) error {
+	switch s := s.(type) {
+	case *textStmt:
+		return e.execText(s, f)
+	case *printStmt:
+		return e.execPrint(s, f)
+	case *ifStmt:
+		return e.execIf(s, f)
+	case *forStmt:
+		return e.execFor(s, f)
+	case *setStmt:
+		return e.execSet(s, f)
+	case *setBlockStmt:
+		return e.execSetBlock(s, f)
+	case *withStmt:
+		return e.execWith(s, f)
+	case *macroStmt:
+		return e.execMacro(s, f)
+	case *callBlockStmt:
+		return e.execCallBlock(s, f)
+	case *filterBlockStmt:
+		return e.execFilterBlock(s, f)
+	case *includeStmt:
+		return e.execInclude(s, f)
+	case *importStmt:
+		return e.execImport(s, f)
+	case *fromImportStmt:
+		return e.execFromImport(s, f)
+	case *extendsStmt:
+		return e.execExtends(s, f)
+	case *blockStmt:
+		return e.execBlock(s, f)
+	case *autoescapeStmt:
+		return e.execAutoescape(s, f)
+	case *loopControlStmt:
+		return e.execLoopControl(s, f)
+	case *doStmt:
+		return e.execDo(s, f)
+	case *cycleStmt:
+		return e.execCycle(s, f)
+	case *firstofStmt:
+		return e.execFirstof(s, f)
+	case *ifchangedStmt:
+		return e.execIfchanged(s, f)
+	case *widthratioStmt:
+		return e.execWidthratio(s, f)
+	case *spacelessStmt:
+		return e.execSpaceless(s, f)
+	}
+	return e.at(s.position(), fmt.Errorf("internal error: no evaluation for statement %T", s))
+}
+
 func (e *evaluator) execAll(body []stmt, f *frame) error {
 	for _, s := range body {
-		if err := s.exec(e, f); err != nil {
+		if err := e.exec(s, f); err != nil {
 			return err
 		}
 	}
@@ -311,7 +364,7 @@ func (e *evaluator) execAll(body []stmt, f *frame) error {
 
 // Statements.
 
-func (s *textStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execText(s *textStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
@@ -322,11 +375,11 @@ func (s *textStmt) exec(e *evaluator, f *frame) error {
 	return nil
 }
 
-func (s *printStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execPrint(s *printStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
-	v, err := s.x.eval(e, f)
+	v, err := e.eval(s.x, f)
 	if err != nil {
 		return err
 	}
@@ -337,7 +390,7 @@ func (s *printStmt) exec(e *evaluator, f *frame) error {
 	return e.at(s.pos, e.print(v))
 }
 
-func (s *ifStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execIf(s *ifStmt, f *frame) error {
 	for i, c := range s.conds {
 		ok, err := e.cond(c, f)
 		if err != nil {
@@ -355,7 +408,7 @@ func (s *ifStmt) exec(e *evaluator, f *frame) error {
 func (e *evaluator) cond(x expr, f *frame) (bool, error) {
 	switch c := x.(type) {
 	case *attrExpr:
-		obj, err := c.obj.eval(e, f)
+		obj, err := e.eval(c.obj, f)
 		if err != nil {
 			return false, err
 		}
@@ -392,15 +445,15 @@ func (e *evaluator) cond(x expr, f *frame) (bool, error) {
 		}
 		return e.cond(c.b, f)
 	}
-	v, err := x.eval(e, f)
+	v, err := e.eval(x, f)
 	if err != nil {
 		return false, err
 	}
 	return truthy(v), nil
 }
 
-func (s *setStmt) exec(e *evaluator, f *frame) error {
-	v, err := s.x.eval(e, f)
+func (e *evaluator) execSet(s *setStmt, f *frame) error {
+	v, err := e.eval(s.x, f)
 	if err != nil {
 		return err
 	}
@@ -454,7 +507,7 @@ func (e *evaluator) unpack(v any, n int) ([]any, error) {
 	return out, nil
 }
 
-func (s *setBlockStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execSetBlock(s *setBlockStmt, f *frame) error {
 	out, err := e.capture(s.body, f)
 	if err != nil {
 		return err
@@ -466,7 +519,7 @@ func (s *setBlockStmt) exec(e *evaluator, f *frame) error {
 	if s.filters != nil {
 		saved := e.blockIn
 		e.blockIn = v
-		v, err = s.filters.eval(e, f)
+		v, err = e.eval(s.filters, f)
 		e.blockIn = saved
 		if err != nil {
 			return err
@@ -475,10 +528,10 @@ func (s *setBlockStmt) exec(e *evaluator, f *frame) error {
 	return e.at(s.pos, e.assign(f, s.target, v))
 }
 
-func (s *withStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execWith(s *withStmt, f *frame) error {
 	vals := make([]any, len(s.values))
 	for i, x := range s.values {
-		v, err := x.eval(e, f)
+		v, err := e.eval(x, f)
 		if err != nil {
 			return err
 		}
@@ -494,26 +547,26 @@ func (s *withStmt) exec(e *evaluator, f *frame) error {
 	return e.execAll(s.body, inner)
 }
 
-func (s *macroStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execMacro(s *macroStmt, f *frame) error {
 	keep(f)
 	f.set(s.macro.name, &Macro{def: s.macro, closure: f, tmpl: e.cur, escape: e.autoescape})
 	return nil
 }
 
-func (s *callBlockStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execCallBlock(s *callBlockStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
 	keep(f)
 	caller := &Macro{def: s.caller, closure: f, tmpl: e.cur, escape: e.autoescape}
-	v, err := s.call.evalWith(e, f, caller)
+	v, err := e.evalCallWith(s.call, f, caller)
 	if err != nil {
 		return err
 	}
 	return e.at(s.pos, e.print(v))
 }
 
-func (s *filterBlockStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execFilterBlock(s *filterBlockStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
@@ -527,7 +580,7 @@ func (s *filterBlockStmt) exec(e *evaluator, f *frame) error {
 	}
 	saved := e.blockIn
 	e.blockIn = in
-	v, err := s.filters.eval(e, f)
+	v, err := e.eval(s.filters, f)
 	e.blockIn = saved
 	if err != nil {
 		return err
@@ -535,8 +588,8 @@ func (s *filterBlockStmt) exec(e *evaluator, f *frame) error {
 	return e.at(s.pos, e.print(v))
 }
 
-func (s *autoescapeStmt) exec(e *evaluator, f *frame) error {
-	v, err := s.on.eval(e, f)
+func (e *evaluator) execAutoescape(s *autoescapeStmt, f *frame) error {
+	v, err := e.eval(s.on, f)
 	if err != nil {
 		return err
 	}
@@ -547,15 +600,15 @@ func (s *autoescapeStmt) exec(e *evaluator, f *frame) error {
 	return err
 }
 
-func (s *loopControlStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execLoopControl(s *loopControlStmt, f *frame) error {
 	if s.brk {
 		return errBreak
 	}
 	return errContinue
 }
 
-func (s *doStmt) exec(e *evaluator, f *frame) error {
-	_, err := s.x.eval(e, f)
+func (e *evaluator) execDo(s *doStmt, f *frame) error {
+	_, err := e.eval(s.x, f)
 	return err
 }
 
@@ -574,41 +627,41 @@ type loopCtx struct {
 	frame          *frame
 }
 
-func (s *forStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execFor(s *forStmt, f *frame) error {
 	// for k, v in d.items(): walk the dict in place, without a view object.
 	if c, ok := s.iter.(*callExpr); ok && len(c.args.list) == 0 && len(c.args.kw) == 0 && c.args.star == nil && c.args.starKw == nil {
 		if a, ok := c.fn.(*attrExpr); ok && (a.name == "items" || a.name == "iteritems") {
-			obj, err := a.obj.eval(e, f)
+			obj, err := e.eval(a.obj, f)
 			if err != nil {
 				return err
 			}
 			if sq, ok := viewSeq(obj, viewItems); ok {
-				return s.runSeq(e, f, nil, sq, 0, nil)
+				return e.runForSeq(s, f, nil, sq, 0, nil)
 			}
-			v, err := c.evalAfter(e, f, obj)
+			v, err := e.evalCallAfter(c, f, obj)
 			if err != nil {
 				return err
 			}
-			return s.run(e, f, v, 0, nil)
+			return e.runFor(s, f, v, 0, nil)
 		}
 	}
-	v, err := s.iter.eval(e, f)
+	v, err := e.eval(s.iter, f)
 	if err != nil {
 		return err
 	}
-	return s.run(e, f, v, 0, nil)
+	return e.runFor(s, f, v, 0, nil)
 }
 
-func (s *forStmt) run(e *evaluator, f *frame, v any, depth0 int, parentLoop *loopCtx) error {
+func (e *evaluator) runFor(s *forStmt, f *frame, v any, depth0 int, parentLoop *loopCtx) error {
 	sq, err := e.seqOf(v)
 	if err != nil {
 		return e.at(s.iterPos, fmt.Errorf("cannot loop over %s: %w", aTypeName(v), err))
 	}
-	return s.runSeq(e, f, v, sq, depth0, parentLoop)
+	return e.runForSeq(s, f, v, sq, depth0, parentLoop)
 }
 
 // runSeq runs the loop over sq (the items of v; v may be nil when sq was made directly).
-func (s *forStmt) runSeq(e *evaluator, f *frame, v any, sq seq, depth0 int, parentLoop *loopCtx) error {
+func (e *evaluator) runForSeq(s *forStmt, f *frame, v any, sq seq, depth0 int, parentLoop *loopCtx) error {
 	var err error
 	body := e.newFrame(f)
 	defer e.release(body)
@@ -617,7 +670,7 @@ func (s *forStmt) runSeq(e *evaluator, f *frame, v any, sq seq, depth0 int, pare
 		sq, _ = e.seqOf(&dictView{d: v, kind: viewItems})
 	}
 	if s.filter != nil || s.reversed || s.sorted {
-		if sq, err = s.prepare(e, body, sq); err != nil {
+		if sq, err = e.prepareFor(s, body, sq); err != nil {
 			return err
 		}
 		if !s.keepsLoop {
@@ -710,7 +763,7 @@ func (s *forStmt) runSeq(e *evaluator, f *frame, v any, sq seq, depth0 int, pare
 }
 
 // prepare applies the loop filter (for x in y if cond) and pongo2's reversed/sorted.
-func (s *forStmt) prepare(e *evaluator, body *frame, sq seq) (seq, error) {
+func (e *evaluator) prepareFor(s *forStmt, body *frame, sq seq) (seq, error) {
 	items := e.getScratch()
 	for i := 0; i < sq.n; i++ {
 		item := sq.at(i)
@@ -832,7 +885,7 @@ func (l *loopCtx) call(e *evaluator, a []any) (any, error) {
 	}
 	saved := e.out
 	e.out = nil
-	err := l.stmt.run(e, l.frame, a[0], l.depth0+1, l.parent)
+	err := e.runFor(l.stmt, l.frame, a[0], l.depth0+1, l.parent)
 	out := string(e.out)
 	e.out = saved
 	if err != nil {
@@ -846,13 +899,13 @@ func (l *loopCtx) call(e *evaluator, a []any) (any, error) {
 
 // pongo2's tags.
 
-func (s *cycleStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execCycle(s *cycleStmt, f *frame) error {
 	lv, _ := e.lookup(f, "loop")
 	loop, ok := lv.(*loopCtx)
 	if !ok || len(s.values) == 0 {
 		return e.at(s.pos, errors.New("{% cycle %} needs values and a loop"))
 	}
-	v, err := s.values[loop.index0%len(s.values)].eval(e, f)
+	v, err := e.eval(s.values[loop.index0%len(s.values)], f)
 	if err != nil {
 		return err
 	}
@@ -868,9 +921,9 @@ func (s *cycleStmt) exec(e *evaluator, f *frame) error {
 	return e.at(s.pos, e.print(v))
 }
 
-func (s *firstofStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execFirstof(s *firstofStmt, f *frame) error {
 	for _, x := range s.values {
-		v, err := x.eval(e, f)
+		v, err := e.eval(x, f)
 		if err != nil {
 			return err
 		}
@@ -884,7 +937,7 @@ func (s *firstofStmt) exec(e *evaluator, f *frame) error {
 	return nil
 }
 
-func (s *ifchangedStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execIfchanged(s *ifchangedStmt, f *frame) error {
 	lv, _ := e.lookup(f, "loop")
 	loop, _ := lv.(*loopCtx)
 	if loop == nil {
@@ -893,7 +946,7 @@ func (s *ifchangedStmt) exec(e *evaluator, f *frame) error {
 	var key, out string
 	if len(s.values) > 0 {
 		for _, x := range s.values {
-			v, err := x.eval(e, f)
+			v, err := e.eval(x, f)
 			if err != nil {
 				return err
 			}
@@ -924,10 +977,10 @@ func (s *ifchangedStmt) exec(e *evaluator, f *frame) error {
 	return e.at(s.pos, e.write(out))
 }
 
-func (s *widthratioStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execWidthratio(s *widthratioStmt, f *frame) error {
 	var xs [3]float64
 	for i, x := range []expr{s.value, s.max, s.size} {
-		v, err := x.eval(e, f)
+		v, err := e.eval(x, f)
 		if err != nil {
 			return err
 		}
@@ -951,7 +1004,7 @@ func (s *widthratioStmt) exec(e *evaluator, f *frame) error {
 
 var spacelessRE = regexp.MustCompile(`(?U:(<.*>))([\t\n\v\f\r ]+)(?U:(<.*>))`)
 
-func (s *spacelessStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execSpaceless(s *spacelessStmt, f *frame) error {
 	out, err := e.capture(s.body, f)
 	if err != nil {
 		return err

@@ -9,9 +9,52 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 )
 
-func (x *constExpr) eval(e *evaluator, f *frame) (any, error) { return x.v, nil }
+// eval evaluates one expression.
+func (e *evaluator) eval(x expr, f *frame) (any, error) {
+	switch x := x.(type) {
+	case *constExpr:
+		return x.v, nil
+	case *nameExpr:
+		return e.evalName(x, f)
+	case *attrExpr:
+		return e.evalAttr(x, f)
+	case *itemExpr:
+		return e.evalItem(x, f)
+	case *sliceExpr:
+		return e.evalSlice(x, f)
+	case *callExpr:
+		return e.evalCallWith(x, f, nil)
+	case *filterExpr:
+		return e.evalFilter(x, f)
+	case *testExpr:
+		return e.evalTest(x, f)
+	case *binExpr:
+		return e.evalBin(x, f)
+	case *concatExpr:
+		return e.evalConcat(x, f)
+	case *compareExpr:
+		return e.evalCompare(x, f)
+	case *andExpr:
+		return e.evalAnd(x, f)
+	case *orExpr:
+		return e.evalOr(x, f)
+	case *notExpr:
+		return e.evalNot(x, f)
+	case *negExpr:
+		return e.evalNeg(x, f)
+	case *condExpr:
+		return e.evalCond(x, f)
+	case *listExpr:
+		return e.evalList(x, f)
+	case *tupleExpr:
+		return e.evalTuple(x, f)
+	case *dictExpr:
+		return e.evalDict(x, f)
+	}
+	return nil, e.at(x.position(), fmt.Errorf("internal error: no evaluation for expression %T", x))
+}
 
-func (x *nameExpr) eval(e *evaluator, f *frame) (any, error) {
+func (e *evaluator) evalName(x *nameExpr, f *frame) (any, error) {
 	if v, ok := e.lookup(f, x.name); ok {
 		return v, nil
 	}
@@ -21,8 +64,8 @@ func (x *nameExpr) eval(e *evaluator, f *frame) (any, error) {
 	return undefinedName(x.name), nil
 }
 
-func (x *attrExpr) eval(e *evaluator, f *frame) (any, error) {
-	obj, err := x.obj.eval(e, f)
+func (e *evaluator) evalAttr(x *attrExpr, f *frame) (any, error) {
+	obj, err := e.eval(x.obj, f)
 	if err != nil {
 		return nil, err
 	}
@@ -30,12 +73,12 @@ func (x *attrExpr) eval(e *evaluator, f *frame) (any, error) {
 	return v, e.at(x.pos, err)
 }
 
-func (x *itemExpr) eval(e *evaluator, f *frame) (any, error) {
-	obj, err := x.obj.eval(e, f)
+func (e *evaluator) evalItem(x *itemExpr, f *frame) (any, error) {
+	obj, err := e.eval(x.obj, f)
 	if err != nil {
 		return nil, err
 	}
-	key, err := x.key.eval(e, f)
+	key, err := e.eval(x.key, f)
 	if err != nil {
 		return nil, err
 	}
@@ -300,8 +343,8 @@ func (e *evaluator) index(obj any, i int64) (any, bool) {
 	return nil, false
 }
 
-func (x *sliceExpr) eval(e *evaluator, f *frame) (any, error) {
-	obj, err := x.obj.eval(e, f)
+func (e *evaluator) evalSlice(x *sliceExpr, f *frame) (any, error) {
+	obj, err := e.eval(x.obj, f)
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +353,7 @@ func (x *sliceExpr) eval(e *evaluator, f *frame) (any, error) {
 		if b == nil {
 			continue
 		}
-		v, err := b.eval(e, f)
+		v, err := e.eval(b, f)
 		if err != nil {
 			return nil, err
 		}
@@ -429,7 +472,7 @@ func (e *evaluator) evalArgs(a *args, f *frame, caller *Macro) ([]any, map[strin
 	if len(a.list) > 0 {
 		list = make([]any, 0, len(a.list))
 		for _, x := range a.list {
-			v, err := x.eval(e, f)
+			v, err := e.eval(x, f)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -437,7 +480,7 @@ func (e *evaluator) evalArgs(a *args, f *frame, caller *Macro) ([]any, map[strin
 		}
 	}
 	if a.star != nil {
-		v, err := a.star.eval(e, f)
+		v, err := e.eval(a.star, f)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -454,7 +497,7 @@ func (e *evaluator) evalArgs(a *args, f *frame, caller *Macro) ([]any, map[strin
 		order = make([]string, 0, len(a.kw)+1)
 	}
 	for _, k := range a.kw {
-		v, err := k.x.eval(e, f)
+		v, err := e.eval(k.x, f)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -462,7 +505,7 @@ func (e *evaluator) evalArgs(a *args, f *frame, caller *Macro) ([]any, map[strin
 		order = append(order, k.name)
 	}
 	if a.starKw != nil {
-		v, err := a.starKw.eval(e, f)
+		v, err := e.eval(a.starKw, f)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -494,13 +537,11 @@ func (e *evaluator) evalArgs(a *args, f *frame, caller *Macro) ([]any, map[strin
 	return list, kw, nil
 }
 
-func (x *callExpr) eval(e *evaluator, f *frame) (any, error) { return x.evalWith(e, f, nil) }
-
 // evalWith calls with caller as the `caller` keyword argument ({% call %}).
-func (x *callExpr) evalWith(e *evaluator, f *frame, caller *Macro) (any, error) {
+func (e *evaluator) evalCallWith(x *callExpr, f *frame, caller *Macro) (any, error) {
 	if a, ok := x.fn.(*attrExpr); ok {
 		// obj.method(...) without making a bound method first.
-		obj, err := a.obj.eval(e, f)
+		obj, err := e.eval(a.obj, f)
 		if err != nil {
 			return nil, err
 		}
@@ -535,7 +576,7 @@ func (x *callExpr) evalWith(e *evaluator, f *frame, caller *Macro) (any, error) 
 		v, err := e.call(fn, list, kw)
 		return v, e.at(x.pos, err)
 	}
-	fn, err := x.fn.eval(e, f)
+	fn, err := e.eval(x.fn, f)
 	if err != nil {
 		return nil, err
 	}
@@ -551,7 +592,7 @@ func (x *callExpr) evalWith(e *evaluator, f *frame, caller *Macro) (any, error) 
 }
 
 // evalAfter finishes a call of obj.method(...) whose obj is already evaluated.
-func (x *callExpr) evalAfter(e *evaluator, f *frame, obj any) (any, error) {
+func (e *evaluator) evalCallAfter(x *callExpr, f *frame, obj any) (any, error) {
 	a := x.fn.(*attrExpr)
 	if u, ok := obj.(*Undefined); ok {
 		return nil, e.at(a.pos, u.fail())
@@ -663,7 +704,7 @@ func (e *evaluator) callMacro(m *Macro, a []any, kw map[string]any) (any, error)
 			continue
 		}
 		if di := i - (len(d.params) - len(d.defaults)); di >= 0 {
-			v, err := d.defaults[di].eval(e, fr)
+			v, err := e.eval(d.defaults[di], fr)
 			if err != nil {
 				return nil, err
 			}
@@ -714,13 +755,13 @@ func (e *evaluator) callMacro(m *Macro, a []any, kw map[string]any) (any, error)
 	return string(e.out), nil
 }
 
-func (x *filterExpr) eval(e *evaluator, f *frame) (any, error) {
+func (e *evaluator) evalFilter(x *filterExpr, f *frame) (any, error) {
 	var in any
 	if x.in == nil {
 		in = e.blockIn
 	} else {
 		var err error
-		if in, err = x.in.eval(e, f); err != nil {
+		if in, err = e.eval(x.in, f); err != nil {
 			return nil, err
 		}
 	}
@@ -755,8 +796,8 @@ func isPositioned(err error) bool {
 	return errors.As(err, &pe) || errors.As(err, &te)
 }
 
-func (x *testExpr) eval(e *evaluator, f *frame) (any, error) {
-	in, err := x.in.eval(e, f)
+func (e *evaluator) evalTest(x *testExpr, f *frame) (any, error) {
+	in, err := e.eval(x.in, f)
 	if err != nil {
 		return nil, err
 	}
@@ -771,12 +812,12 @@ func (x *testExpr) eval(e *evaluator, f *frame) (any, error) {
 	return ok != x.negate, nil
 }
 
-func (x *binExpr) eval(e *evaluator, f *frame) (any, error) {
-	a, err := x.a.eval(e, f)
+func (e *evaluator) evalBin(x *binExpr, f *frame) (any, error) {
+	a, err := e.eval(x.a, f)
 	if err != nil {
 		return nil, err
 	}
-	b, err := x.b.eval(e, f)
+	b, err := e.eval(x.b, f)
 	if err != nil {
 		return nil, err
 	}
@@ -790,13 +831,13 @@ func (x *binExpr) eval(e *evaluator, f *frame) (any, error) {
 	return v, e.at(x.pos, err)
 }
 
-func (x *concatExpr) eval(e *evaluator, f *frame) (any, error) {
+func (e *evaluator) evalConcat(x *concatExpr, f *frame) (any, error) {
 	outer := e.taint
 	e.taint = ""
 	defer func() { e.taint = outer }()
 	var b strings.Builder
 	for _, it := range x.items {
-		v, err := it.eval(e, f)
+		v, err := e.eval(it, f)
 		if err != nil {
 			return nil, err
 		}
@@ -815,13 +856,13 @@ func (x *concatExpr) eval(e *evaluator, f *frame) (any, error) {
 	return b.String(), nil
 }
 
-func (x *compareExpr) eval(e *evaluator, f *frame) (any, error) {
-	a, err := x.first.eval(e, f)
+func (e *evaluator) evalCompare(x *compareExpr, f *frame) (any, error) {
+	a, err := e.eval(x.first, f)
 	if err != nil {
 		return nil, err
 	}
 	for _, op := range x.ops {
-		b, err := op.x.eval(e, f)
+		b, err := e.eval(op.x, f)
 		if err != nil {
 			return nil, err
 		}
@@ -869,32 +910,32 @@ func (e *evaluator) compareOp(op string, a, b any) (bool, error) {
 	return false, fmt.Errorf("unknown comparison %s", op)
 }
 
-func (x *andExpr) eval(e *evaluator, f *frame) (any, error) {
-	a, err := x.a.eval(e, f)
+func (e *evaluator) evalAnd(x *andExpr, f *frame) (any, error) {
+	a, err := e.eval(x.a, f)
 	if err != nil || !truthy(a) {
 		return a, err
 	}
-	return x.b.eval(e, f)
+	return e.eval(x.b, f)
 }
 
-func (x *orExpr) eval(e *evaluator, f *frame) (any, error) {
-	a, err := x.a.eval(e, f)
+func (e *evaluator) evalOr(x *orExpr, f *frame) (any, error) {
+	a, err := e.eval(x.a, f)
 	if err != nil || truthy(a) {
 		return a, err
 	}
-	return x.b.eval(e, f)
+	return e.eval(x.b, f)
 }
 
-func (x *notExpr) eval(e *evaluator, f *frame) (any, error) {
-	v, err := x.x.eval(e, f)
+func (e *evaluator) evalNot(x *notExpr, f *frame) (any, error) {
+	v, err := e.eval(x.x, f)
 	if err != nil {
 		return nil, err
 	}
 	return !truthy(v), nil
 }
 
-func (x *negExpr) eval(e *evaluator, f *frame) (any, error) {
-	v, err := x.x.eval(e, f)
+func (e *evaluator) evalNeg(x *negExpr, f *frame) (any, error) {
+	v, err := e.eval(x.x, f)
 	if err != nil {
 		return nil, err
 	}
@@ -902,25 +943,25 @@ func (x *negExpr) eval(e *evaluator, f *frame) (any, error) {
 	return r, e.at(x.pos, err)
 }
 
-func (x *condExpr) eval(e *evaluator, f *frame) (any, error) {
+func (e *evaluator) evalCond(x *condExpr, f *frame) (any, error) {
 	t, err := e.cond(x.test, f)
 	if err != nil {
 		return nil, err
 	}
 	if t {
-		return x.then.eval(e, f)
+		return e.eval(x.then, f)
 	}
 	if x.els == nil {
 		line, _ := e.cur.lineCol(x.pos)
 		return undefinedHint(fmt.Sprintf("the inline if-expression on line %d evaluated to false and no else section was defined.", line)), nil
 	}
-	return x.els.eval(e, f)
+	return e.eval(x.els, f)
 }
 
-func (x *listExpr) eval(e *evaluator, f *frame) (any, error) {
+func (e *evaluator) evalList(x *listExpr, f *frame) (any, error) {
 	items := make([]any, len(x.items))
 	for i, it := range x.items {
-		v, err := it.eval(e, f)
+		v, err := e.eval(it, f)
 		if err != nil {
 			return nil, err
 		}
@@ -929,10 +970,10 @@ func (x *listExpr) eval(e *evaluator, f *frame) (any, error) {
 	return &List{items: items}, nil
 }
 
-func (x *tupleExpr) eval(e *evaluator, f *frame) (any, error) {
+func (e *evaluator) evalTuple(x *tupleExpr, f *frame) (any, error) {
 	items := make(Tuple, len(x.items))
 	for i, it := range x.items {
-		v, err := it.eval(e, f)
+		v, err := e.eval(it, f)
 		if err != nil {
 			return nil, err
 		}
@@ -941,14 +982,14 @@ func (x *tupleExpr) eval(e *evaluator, f *frame) (any, error) {
 	return items, nil
 }
 
-func (x *dictExpr) eval(e *evaluator, f *frame) (any, error) {
+func (e *evaluator) evalDict(x *dictExpr, f *frame) (any, error) {
 	d := newDict(len(x.keys))
 	for i := range x.keys {
-		k, err := x.keys[i].eval(e, f)
+		k, err := e.eval(x.keys[i], f)
 		if err != nil {
 			return nil, err
 		}
-		v, err := x.vals[i].eval(e, f)
+		v, err := e.eval(x.vals[i], f)
 		if err != nil {
 			return nil, err
 		}

@@ -264,7 +264,7 @@ func (e *evaluator) template(key string) (*Template, error) {
 	return nil, e.prog.missing(key)
 }
 
-func (s *extendsStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execExtends(s *extendsStmt, f *frame) error {
 	if e.extending != nil {
 		return e.at(s.pos, errors.New("extended multiple times"))
 	}
@@ -276,7 +276,7 @@ func (s *extendsStmt) exec(e *evaluator, f *frame) error {
 	return nil
 }
 
-func (s *blockStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execBlock(s *blockStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
@@ -336,7 +336,7 @@ type (
 	blockRef struct{ name string }
 )
 
-func (s *includeStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execInclude(s *includeStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
@@ -361,7 +361,7 @@ func (s *includeStmt) exec(e *evaluator, f *frame) error {
 		root.parent = f
 	}
 	for _, v := range s.vars {
-		val, err := v.x.eval(e, f)
+		val, err := e.eval(v.x, f)
 		if err != nil {
 			return err
 		}
@@ -419,7 +419,7 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	return m, nil
 }
 
-func (s *importStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execImport(s *importStmt, f *frame) error {
 	m, err := e.importModule(s.key, s.keyPos, s.withContext, f)
 	if err != nil {
 		return err
@@ -428,7 +428,7 @@ func (s *importStmt) exec(e *evaluator, f *frame) error {
 	return nil
 }
 
-func (s *fromImportStmt) exec(e *evaluator, f *frame) error {
+func (e *evaluator) execFromImport(s *fromImportStmt, f *frame) error {
 	m, err := e.importModule(s.key, s.keyPos, s.withContext, f)
 	if err != nil {
 		return err
