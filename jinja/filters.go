@@ -61,17 +61,16 @@ func or(v, def any) any {
 	return v
 }
 
-// lookupFilter finds a filter: the extras given to Compile, Jinja2's, then pongo2's own
-// (pongo2's filter:arg syntax always means pongo2's filter).
-func (p *parser) lookupFilter(f *filterExpr) (filterFunc, error) {
-	name := f.name
+// lookupFilter finds a filter when compiling: the extras given to Compile, Jinja2's, then
+// pongo2's own (pongo2's filter:arg syntax always means pongo2's filter).
+func (p *Program) lookupFilter(name string, pongo2 bool) (filterFunc, error) {
 	switch name {
 	case "random":
 		return nil, errors.New("filter random is not allowed: every render would differ and HAProxy would reload for nothing")
 	case "urlize":
 		return nil, errors.New("filter urlize is not supported (it makes HTML links)")
 	}
-	if fn, ok := p.extra[name]; ok {
+	if fn, ok := p.filters[name]; ok {
 		return func(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 			plain := make([]any, len(a)) // a may be the call's shared constant arguments
 			for i, x := range a {
@@ -80,7 +79,7 @@ func (p *parser) lookupFilter(f *filterExpr) (filterFunc, error) {
 			return fn(e.plain(in), plain, kw)
 		}, nil
 	}
-	if f.pongo2 && pongo2Has(name) {
+	if pongo2 && pongo2Has(name) {
 		return pongo2Filter(name), nil
 	}
 	if fn := jinjaFilter(name); fn != nil {

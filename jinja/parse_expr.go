@@ -655,7 +655,7 @@ func (p *parser) parseFilters(x expr, startInline bool) (expr, error) {
 			f.args = args{pos: arg.position(), list: []expr{arg}, present: true}
 			f.pongo2 = true
 		}
-		if f.fn, err = p.lookupFilter(f); err != nil {
+		if f.fn, err = p.filter(f.name, f.pongo2); err != nil {
 			return nil, p.fail(name, "%v", err)
 		}
 		x = f
@@ -700,7 +700,7 @@ func (p *parser) parseTest(x expr) (expr, error) {
 		}
 		t.args = args{pos: arg.position(), list: []expr{arg}, present: true}
 	}
-	t.fn = lookupTest(full)
+	t.fn = p.test(full)
 	if t.fn == nil {
 		return nil, p.fail(name, "unknown test '%s'", full)
 	}
