@@ -10,17 +10,6 @@ import (
 
 // Jinja2's lookups on values: obj.name (getattr), obj[key] (getitem), seq[i] and seq[a:b:c].
 
-// isDictMethod: names a dict's attribute lookup finds before its keys (Python attributes
-// come first in Jinja2's getattr), with Python 2's forms the original project's templates use.
-func isDictMethod(name string) bool {
-	switch name {
-	case "items", "keys", "values", "get", "pop", "popitem", "update", "setdefault", "copy", "clear",
-		"iteritems", "itervalues", "iterkeys", "has_key":
-		return true
-	}
-	return false
-}
-
 // getAttr is Jinja2's obj.name: a Python attribute (a method: d.items, s.upper; a property:
 // loop.index), else the item obj["name"], else undefined.
 func (e *evaluator) getAttr(obj any, name string) (any, error) {
