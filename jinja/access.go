@@ -40,95 +40,13 @@ func (e *evaluator) getAttr(obj any, name string) (any, error) {
 		return undefinedAttr(obj, name), nil
 	case *Undefined:
 		return nil, o.fail()
-	case *loopCtx:
-		if v, ok := o.attr(name); ok {
+	case *loopCtx, *Namespace, *Macro, *module, *cycler, *rangeVal, *group, *selfRef:
+		if v, ok := e.objectAttr(obj, name); ok {
 			return v, nil
-		}
-		if name == "cycle" || name == "changed" {
-			return &boundMethod{obj: obj, name: name}, nil
-		}
-	case *Namespace:
-		if v, ok := o.attrs.getStr(name); ok {
-			return v, nil
-		}
-	case *Macro:
-		switch name {
-		case "name":
-			return o.def.name, nil
-		case "arguments":
-			t := make(Tuple, len(o.def.params))
-			for i, p := range o.def.params {
-				t[i] = p
-			}
-			return t, nil
-		case "catch_kwargs":
-			return o.def.usesKwargs, nil
-		case "catch_varargs":
-			return o.def.usesVarargs, nil
-		case "caller":
-			return o.def.usesCaller, nil
-		}
-	case *module:
-		if v, ok := o.vars.getStr(name); ok {
-			return v, nil
-		}
-	case *cycler:
-		switch name {
-		case "current":
-			if len(o.items) == 0 {
-				return nil, nil
-			}
-			return o.items[o.pos], nil
-		case "next", "reset":
-			return &boundMethod{obj: obj, name: name}, nil
-		}
-	case *rangeVal:
-		switch name {
-		case "start":
-			return o.start, nil
-		case "stop":
-			return o.stop, nil
-		case "step":
-			return o.step, nil
-		case "count", "index":
-			return &boundMethod{obj: obj, name: name}, nil
-		}
-	case *group:
-		switch name {
-		case "grouper":
-			return o.grouper, nil
-		case "list":
-			return o.list, nil
-		case "count", "index":
-			return &boundMethod{obj: Tuple{o.grouper, o.list}, name: name}, nil
-		}
-	case *selfRef:
-		if _, ok := e.blocks[name]; ok {
-			return &blockRef{name: name}, nil
 		}
 	case int64, float64, bool, *big.Int:
-		switch name {
-		case "real":
-			if b, ok := o.(bool); ok {
-				return boolInt(b), nil
-			}
-			return o, nil
-		case "imag":
-			if _, ok := o.(float64); ok {
-				return 0.0, nil
-			}
-			return int64(0), nil
-		case "numerator":
-			if _, ok := o.(float64); !ok {
-				if b, ok := o.(bool); ok {
-					return boolInt(b), nil
-				}
-				return o, nil
-			}
-		case "denominator":
-			if _, ok := o.(float64); !ok {
-				return int64(1), nil
-			}
+		if v, ok := numberAttr(o, name); ok {
+			return v, nil
 		}
 		if hasMethod(obj, name) {
 			return &boundMethod{obj: obj, name: name}, nil
@@ -139,6 +57,110 @@ func (e *evaluator) getAttr(obj any, name string) (any, error) {
 		}
 	}
 	return undefinedAttr(obj, name), nil
+}
+
+// objectAttr is an attribute of the engine's own objects: the loop, a namespace, a macro, an
+// imported module, a cycler, a range, a groupby group, self.
+func (e *evaluator) objectAttr(obj any, name string) (any, bool) {
+	switch o := obj.(type) {
+	case *loopCtx:
+		if v, ok := o.attr(name); ok {
+			return v, true
+		}
+		if name == "cycle" || name == "changed" {
+			return &boundMethod{obj: obj, name: name}, true
+		}
+	case *Namespace:
+		return o.attrs.getStr(name)
+	case *Macro:
+		return macroAttr(o, name)
+	case *module:
+		return o.vars.getStr(name)
+	case *cycler:
+		switch name {
+		case "current":
+			if len(o.items) == 0 {
+				return nil, true
+			}
+			return o.items[o.pos], true
+		case "next", "reset":
+			return &boundMethod{obj: obj, name: name}, true
+		}
+	case *rangeVal:
+		switch name {
+		case "start":
+			return o.start, true
+		case "stop":
+			return o.stop, true
+		case "step":
+			return o.step, true
+		case "count", "index":
+			return &boundMethod{obj: obj, name: name}, true
+		}
+	case *group:
+		switch name {
+		case "grouper":
+			return o.grouper, true
+		case "list":
+			return o.list, true
+		case "count", "index":
+			return &boundMethod{obj: Tuple{o.grouper, o.list}, name: name}, true
+		}
+	case *selfRef:
+		if _, ok := e.blocks[name]; ok {
+			return &blockRef{name: name}, true
+		}
+	}
+	return nil, false
+}
+
+// macroAttr is a macro's attributes: name, arguments, catch_kwargs, catch_varargs, caller.
+func macroAttr(m *Macro, name string) (any, bool) {
+	switch name {
+	case "name":
+		return m.def.name, true
+	case "arguments":
+		t := make(Tuple, len(m.def.params))
+		for i, p := range m.def.params {
+			t[i] = p
+		}
+		return t, true
+	case "catch_kwargs":
+		return m.def.usesKwargs, true
+	case "catch_varargs":
+		return m.def.usesVarargs, true
+	case "caller":
+		return m.def.usesCaller, true
+	}
+	return nil, false
+}
+
+// numberAttr is real, imag, numerator and denominator of an int, a float or a bool.
+func numberAttr(o any, name string) (any, bool) {
+	switch name {
+	case "real":
+		if b, ok := o.(bool); ok {
+			return boolInt(b), true
+		}
+		return o, true
+	case "imag":
+		if _, ok := o.(float64); ok {
+			return 0.0, true
+		}
+		return int64(0), true
+	case "numerator":
+		if _, ok := o.(float64); !ok {
+			if b, ok := o.(bool); ok {
+				return boolInt(b), true
+			}
+			return o, true
+		}
+	case "denominator":
+		if _, ok := o.(float64); !ok {
+			return int64(1), true
+		}
+	}
+	return nil, false
 }
 
 func boolInt(b bool) int64 {
