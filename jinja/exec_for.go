@@ -75,48 +75,11 @@ func (e *evaluator) runForSeq(s *forStmt, f *frame, v any, sq seq, depth0 int, p
 	if sq.count() == 0 {
 		return e.execAll(s.els, f)
 	}
-	var loop *loopCtx
-	if s.usesLoop {
-		if parentLoop == nil {
-			if p, ok := e.lookup(f, "loop"); ok {
-				parentLoop, _ = p.(*loopCtx)
-			}
-		}
-		if s.keepsLoop || s.recursive {
-			loop = &loopCtx{}
-		} else {
-			loop = e.getLoop()
-			defer e.putLoop(loop)
-		}
-		*loop = loopCtx{length: sq.n, s: sq, depth0: depth0, parent: parentLoop}
-		if s.recursive {
-			loop.stmt, loop.frame = s, f
-			keep(f)
-		}
+	loop := e.newLoop(s, f, sq, depth0, parentLoop)
+	if loop != nil && !s.keepsLoop && !s.recursive {
+		defer e.putLoop(loop)
 	}
-	// The names the loop binds are the same every iteration: set them once; each iteration
-	// sets their values and drops what the previous one added ({% set %} in the body).
-	simple := !s.target.tuple
-	pairs := s.target.tuple && len(s.target.items) == 2 && !s.target.items[0].tuple && !s.target.items[1].tuple &&
-		s.target.items[0].attr == "" && s.target.items[1].attr == "" && sq.view == viewItems && (sq.rec != nil || sq.keys != nil)
-	base := 0
-	clear(body.vals)
-	body.names, body.vals = body.names[:0], body.vals[:0] // prepare may have used the frame
-	switch {
-	case simple:
-		body.names = append(body.names, s.target.name)
-		body.vals = append(body.vals, nil)
-		base = 1
-	case pairs:
-		body.names = append(body.names, s.target.items[0].name, s.target.items[1].name)
-		body.vals = append(body.vals, nil, nil)
-		base = 2
-	}
-	if loop != nil && (simple || pairs) {
-		body.names = append(body.names, "loop", "forloop")
-		body.vals = append(body.vals, loop, loop)
-		base += 2
-	}
+	simple, pairs, base := bindLoopNames(s, body, sq, loop)
 	for i := 0; i < sq.count(); i++ {
 		if err := e.tick(); err != nil {
 			return e.at(s.pos, err)
@@ -157,7 +120,60 @@ func (e *evaluator) runForSeq(s *forStmt, f *frame, v any, sq seq, depth0 int, p
 	return nil
 }
 
-// prepare applies the loop filter (for x in y if cond) and pongo2's reversed/sorted.
+// newLoop makes the loop object, when the body uses it (nil otherwise): from the pool unless
+// something may keep it past the loop.
+func (e *evaluator) newLoop(s *forStmt, f *frame, sq seq, depth0 int, parentLoop *loopCtx) *loopCtx {
+	if !s.usesLoop {
+		return nil
+	}
+	if parentLoop == nil {
+		if p, ok := e.lookup(f, "loop"); ok {
+			parentLoop, _ = p.(*loopCtx)
+		}
+	}
+	var loop *loopCtx
+	if s.keepsLoop || s.recursive {
+		loop = &loopCtx{}
+	} else {
+		loop = e.getLoop()
+	}
+	*loop = loopCtx{length: sq.n, s: sq, depth0: depth0, parent: parentLoop}
+	if s.recursive {
+		loop.stmt, loop.frame = s, f
+		keep(f)
+	}
+	return loop
+}
+
+// bindLoopNames sets, once, the names the loop binds in its body's frame: they are the same
+// every iteration, which then sets their values and drops what the previous one added
+// ({% set %} in the body). simple: one name; pairs: two names over a dict's items, set
+// without making a tuple. base is how many names stay from one iteration to the next.
+func bindLoopNames(s *forStmt, body *frame, sq seq, loop *loopCtx) (simple, pairs bool, base int) {
+	simple = !s.target.tuple
+	pairs = s.target.tuple && len(s.target.items) == 2 && !s.target.items[0].tuple && !s.target.items[1].tuple &&
+		s.target.items[0].attr == "" && s.target.items[1].attr == "" && sq.view == viewItems && (sq.rec != nil || sq.keys != nil)
+	clear(body.vals)
+	body.names, body.vals = body.names[:0], body.vals[:0] // prepare may have used the frame
+	switch {
+	case simple:
+		body.names = append(body.names, s.target.name)
+		body.vals = append(body.vals, nil)
+		base = 1
+	case pairs:
+		body.names = append(body.names, s.target.items[0].name, s.target.items[1].name)
+		body.vals = append(body.vals, nil, nil)
+		base = 2
+	}
+	if loop != nil && (simple || pairs) {
+		body.names = append(body.names, "loop", "forloop")
+		body.vals = append(body.vals, loop, loop)
+		base += 2
+	}
+	return simple, pairs, base
+}
+
+// prepareFor applies the loop filter (for x in y if cond) and pongo2's reversed/sorted.
 func (e *evaluator) prepareFor(s *forStmt, body *frame, sq seq) (seq, error) {
 	items := e.getScratch()
 	for i := 0; i < sq.n; i++ {

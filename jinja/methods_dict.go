@@ -48,53 +48,11 @@ func (e *evaluator) dictMethod(obj any, name string, a []any, kw map[string]any)
 	}
 	switch name {
 	case "update":
-		if err := argCount(name, a, 0, 1); err != nil {
-			return nil, err
-		}
-		if len(a) == 1 {
-			if err := e.updateDict(d, a[0]); err != nil {
-				return nil, err
-			}
-		}
-		for _, k := range sortedKeys(kw) {
-			d.set(k, kw[k])
-		}
-		return nil, e.checkItems(d.len())
+		return nil, e.dictUpdate(d, a, kw)
 	case "setdefault":
-		if err := argCount(name, a, 1, 2); err != nil {
-			return nil, err
-		}
-		v, ok, err := d.get(a[0])
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return v, nil
-		}
-		var def any
-		if len(a) == 2 {
-			def = a[1]
-		}
-		if err := e.checkItems(d.len() + 1); err != nil {
-			return nil, err
-		}
-		return def, d.set(a[0], def)
+		return e.dictSetdefault(d, a)
 	case "pop":
-		if err := argCount(name, a, 1, 2); err != nil {
-			return nil, err
-		}
-		v, ok, err := d.del(a[0])
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			if len(a) == 2 {
-				return a[1], nil
-			}
-			r, _ := repr(a[0])
-			return nil, fmt.Errorf("KeyError: %s", r)
-		}
-		return v, nil
+		return dictPop(d, a)
 	case "popitem":
 		if d.len() == 0 {
 			return nil, errors.New("popitem(): dictionary is empty")
@@ -107,6 +65,63 @@ func (e *evaluator) dictMethod(obj any, name string, a []any, kw map[string]any)
 		return nil, nil
 	}
 	return nil, fmt.Errorf("'dict' object has no attribute '%s'", name)
+}
+
+// dictUpdate is d.update(other, **kw).
+func (e *evaluator) dictUpdate(d *Dict, a []any, kw map[string]any) error {
+	if err := argCount("update", a, 0, 1); err != nil {
+		return err
+	}
+	if len(a) == 1 {
+		if err := e.updateDict(d, a[0]); err != nil {
+			return err
+		}
+	}
+	for _, k := range sortedKeys(kw) {
+		d.set(k, kw[k])
+	}
+	return e.checkItems(d.len())
+}
+
+// dictSetdefault is d.setdefault(key, default=None).
+func (e *evaluator) dictSetdefault(d *Dict, a []any) (any, error) {
+	if err := argCount("setdefault", a, 1, 2); err != nil {
+		return nil, err
+	}
+	v, ok, err := d.get(a[0])
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		return v, nil
+	}
+	var def any
+	if len(a) == 2 {
+		def = a[1]
+	}
+	if err := e.checkItems(d.len() + 1); err != nil {
+		return nil, err
+	}
+	return def, d.set(a[0], def)
+}
+
+// dictPop is d.pop(key[, default]).
+func dictPop(d *Dict, a []any) (any, error) {
+	if err := argCount("pop", a, 1, 2); err != nil {
+		return nil, err
+	}
+	v, ok, err := d.del(a[0])
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		if len(a) == 2 {
+			return a[1], nil
+		}
+		r, _ := repr(a[0])
+		return nil, fmt.Errorf("KeyError: %s", r)
+	}
+	return v, nil
 }
 
 // updateDict adds the items of src (a dict or a sequence of pairs) to d.
