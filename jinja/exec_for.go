@@ -55,17 +55,19 @@ func (e *evaluator) runFor(s *forStmt, f *frame, v any, depth0 int, parentLoop *
 	return e.runForSeq(s, f, v, sq, depth0, parentLoop)
 }
 
-// runSeq runs the loop over sq (the items of v; v may be nil when sq was made directly).
+// runForSeq runs the loop over sq (the items of v; v may be nil when sq was made directly).
 func (e *evaluator) runForSeq(s *forStmt, f *frame, v any, sq seq, depth0 int, parentLoop *loopCtx) error {
 	var err error
 	body := e.newFrame(f)
 	defer e.release(body)
-	// pongo2: {% for k, v in dict %} gives keys and values (Jinja2 would unpack each key).
-	if isMapping(v) && s.target.tuple && len(s.target.items) == 2 && !allTwoCharKeys(v) {
+	// {% for k, v in dict %}: with several names, a dict gives its (key, value) pairs, as in
+	// pongo2, whatever its keys (Jinja2 would unpack each key: see render/JINJA2.md).
+	dictPairs := s.target.tuple && isMapping(v)
+	if dictPairs {
 		sq, _ = e.seqOf(&dictView{d: v, kind: viewItems})
 	}
 	if s.filter != nil || s.reversed || s.sorted {
-		if sq, err = e.prepareFor(s, body, sq); err != nil {
+		if sq, err = e.prepareFor(s, body, sq, dictPairs); err != nil {
 			return err
 		}
 		if !s.keepsLoop {
@@ -99,8 +101,8 @@ func (e *evaluator) runForSeq(s *forStmt, f *frame, v any, sq seq, depth0 int, p
 		default:
 			clear(body.vals)
 			body.names, body.vals = body.names[:0], body.vals[:0]
-			if err := e.assign(body, s.target, sq.at(i)); err != nil {
-				return e.at(s.pos, err)
+			if err := e.assignLoopTarget(s, body, sq.at(i), dictPairs); err != nil {
+				return err
 			}
 			if loop != nil {
 				body.names = append(body.names, "loop", "forloop")
@@ -174,7 +176,7 @@ func bindLoopNames(s *forStmt, body *frame, sq seq, loop *loopCtx) (simple, pair
 }
 
 // prepareFor applies the loop filter (for x in y if cond) and pongo2's reversed/sorted.
-func (e *evaluator) prepareFor(s *forStmt, body *frame, sq seq) (seq, error) {
+func (e *evaluator) prepareFor(s *forStmt, body *frame, sq seq, dictPairs bool) (seq, error) {
 	items := e.getScratch()
 	for i := 0; i < sq.n; i++ {
 		item := sq.at(i)
@@ -183,8 +185,8 @@ func (e *evaluator) prepareFor(s *forStmt, body *frame, sq seq) (seq, error) {
 				return seq{}, e.at(s.pos, err)
 			}
 			body.names, body.vals = body.names[:0], body.vals[:0]
-			if err := e.assign(body, s.target, item); err != nil {
-				return seq{}, e.at(s.pos, err)
+			if err := e.assignLoopTarget(s, body, item, dictPairs); err != nil {
+				return seq{}, err
 			}
 			ok, err := e.cond(s.filter, body)
 			if err != nil {
@@ -217,16 +219,14 @@ func (e *evaluator) prepareFor(s *forStmt, body *frame, sq seq) (seq, error) {
 	return seq{list: items, n: len(items)}, nil
 }
 
-func allTwoCharKeys(m any) bool {
-	all := mapLen(m) > 0
-	eachItem(m, func(k, _ any) bool {
-		s, ok := strValue(k)
-		if !ok || len([]rune(s)) != 2 {
-			all = false
-		}
-		return all
-	})
-	return all
+// assignLoopTarget sets the loop's names to one item. dictPairs: the items are a dict's
+// (key, value) pairs, which the error of unpacking one says.
+func (e *evaluator) assignLoopTarget(s *forStmt, body *frame, item any, dictPairs bool) error {
+	err := e.assign(body, s.target, item)
+	if err != nil && dictPairs {
+		err = fmt.Errorf("{%% for %%} with several names over a dict unpacks each (key, value) pair: %w", err)
+	}
+	return e.at(s.pos, err)
 }
 
 // attr returns a loop attribute.

@@ -1,0 +1,63 @@
+package jinja
+
+import (
+	"strings"
+	"testing"
+)
+
+// The deliberate differences from Jinja2 (render/JINJA2.md) that the differential corpus
+// cannot check, since Jinja2 does otherwise.
+
+// TestForDictPairs: {% for k, v in dict %} gives the dict's (key, value) pairs whatever its
+// keys, as pongo2 does: Jinja2 unpacks each key, which works only when every key has as many
+// characters as there are names.
+func TestForDictPairs(t *testing.T) {
+	dicts := map[string]map[string]any{
+		"1-char keys": {"a": int64(1), "b": int64(2)},
+		"2-char keys": {"ab": int64(1), "cd": int64(2)},
+		"3-char keys": {"abc": int64(1), "def": int64(2)},
+	}
+	want := map[string]string{
+		"1-char keys": "a=1;b=2;",
+		"2-char keys": "ab=1;cd=2;",
+		"3-char keys": "abc=1;def=2;",
+	}
+	for name, d := range dicts {
+		vars := map[string]any{"d": d}
+		for _, src := range []string{
+			"{% for k, v in d %}{{ k }}={{ v }};{% endfor %}",
+			"{% for (k, v) in d %}{{ k }}={{ v }};{% endfor %}",
+			"{% for k, v in d if v %}{{ k }}={{ v }};{% endfor %}",
+			"{% for k, v in d %}{{ k }}={{ v }};{% if loop.last %}{% endif %}{% endfor %}",
+			"{% for k, v in dict(d) %}{{ k }}={{ v }};{% endfor %}",
+			"{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}",
+		} {
+			got, err := render(t, map[string]string{"t": src}, vars, Options{})
+			if w := want[name]; err != nil || got != w {
+				t.Errorf("%s: %s: got %q, %v; want %q", name, src, got, err, w)
+			}
+		}
+		// One name: the keys, as in Jinja2.
+		got, err := render(t, map[string]string{"t": "{% for k in d %}{{ k }};{% endfor %}"}, vars, Options{})
+		if w := strings.Join(sortedKeys(d), ";") + ";"; err != nil || got != w {
+			t.Errorf("%s: one name: got %q, %v; want %q", name, got, err, w)
+		}
+		// Three names: a pair does not unpack into three, whatever the keys.
+		_, err = render(t, map[string]string{"t": "{% for a, b, c in d %}{{ a }}{% endfor %}"}, vars, Options{})
+		if err == nil || !strings.Contains(err.Error(), "unpacks each (key, value) pair") || !strings.Contains(err.Error(), "expected 3, got 2") {
+			t.Errorf("%s: three names: %v", name, err)
+		}
+	}
+	// The template's own dicts too, and a value unpacked further.
+	for src, w := range map[string]string{
+		"{% for k, v in {'ab': 1, 'c': 2} %}{{ k }}={{ v }};{% endfor %}":          "ab=1;c=2;",
+		"{% for k, (a, b) in {'xy': [1, 2]} %}{{ k }}:{{ a }},{{ b }}{% endfor %}": "xy:1,2",
+		"{% for k, v in {} %}{{ k }}{% else %}empty{% endfor %}":                   "empty",
+		"{% for a, b, c in {} %}{{ a }}{% else %}empty{% endfor %}":                "empty",
+	} {
+		got, err := render(t, map[string]string{"t": src}, nil, Options{})
+		if err != nil || got != w {
+			t.Errorf("%s: got %q, %v; want %q", src, got, err, w)
+		}
+	}
+}
