@@ -257,8 +257,8 @@ type (
 		in     expr // nil for the innermost filter of a filter block
 		name   string
 		args   args
-		pongo2 bool // written name:arg (pongo2's syntax): pongo2's own filter
-		fn     filterFunc
+		pongo2 bool       // written name:arg (pongo2's syntax): pongo2's own filter
+		fn     filterFunc // nil: no filter has the name (an error when it runs)
 	}
 	testExpr struct {
 		pos    int
@@ -266,7 +266,7 @@ type (
 		name   string
 		args   args
 		negate bool
-		fn     testFunc
+		fn     testFunc // nil: no test has the name (an error when it runs)
 	}
 	binExpr struct {
 		pos  int

@@ -127,6 +127,10 @@ func (e *evaluator) evalFilter(x *filterExpr, f *frame) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if x.fn == nil {
+		// No filter has the name: in a branch, Jinja2 fails only when the branch runs.
+		return nil, e.at(x.pos, fmt.Errorf("unknown filter '%s'", x.name))
+	}
 	if u, ok := in.(*Undefined); ok && u.err != nil && x.name != "default" && x.name != "d" {
 		return nil, e.at(x.pos, u.err)
 	}
@@ -162,6 +166,9 @@ func (e *evaluator) evalTest(x *testExpr, f *frame) (any, error) {
 	list, kw, err := e.evalArgs(&x.args, f, nil)
 	if err != nil {
 		return nil, err
+	}
+	if x.fn == nil {
+		return nil, e.at(x.pos, fmt.Errorf("unknown test '%s'", x.name))
 	}
 	ok, err := x.fn(e, in, list, kw)
 	if err != nil {

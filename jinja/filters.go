@@ -59,7 +59,9 @@ func or(v, def any) any {
 }
 
 // lookupFilter finds a filter when compiling: the extras given to Compile, Jinja2's, then
-// pongo2's own (pongo2's filter:arg syntax always means pongo2's filter).
+// pongo2's own (pongo2's filter:arg syntax always means pongo2's filter). It returns nil for
+// a name no filter has (an error where it is used, see parser.unknown), an error for the
+// filters that are not allowed.
 func (p *Program) lookupFilter(name string, pongo2 bool) (filterFunc, error) {
 	switch name {
 	case "random":
@@ -85,7 +87,7 @@ func (p *Program) lookupFilter(name string, pongo2 bool) (filterFunc, error) {
 	if pongo2Has(name) {
 		return pongo2Filter(name), nil
 	}
-	return nil, fmt.Errorf("unknown filter '%s'", name)
+	return nil, nil
 }
 
 func jinjaFilter(name string) filterFunc {

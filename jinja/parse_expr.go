@@ -79,6 +79,7 @@ func (p *parser) parseExpression(withCond bool) (expr, error) {
 	if !withCond {
 		return p.parseOr()
 	}
+	unknown := len(p.unknown)
 	x, err := p.parseOr()
 	if err != nil {
 		return nil, err
@@ -96,6 +97,10 @@ func (p *parser) parseExpression(withCond bool) (expr, error) {
 			}
 		}
 		x = &condExpr{pos: t.pos, test: test, then: x, els: els}
+		// A conditional expression is soft as a whole, its first value included.
+		for i := unknown; i < len(p.unknown); i++ {
+			p.unknown[i].soft = true
+		}
 	}
 	return x, nil
 }
@@ -658,6 +663,9 @@ func (p *parser) parseFilters(x expr, startInline bool) (expr, error) {
 		if f.fn, err = p.filter(f.name, f.pongo2); err != nil {
 			return nil, p.fail(name, "%v", err)
 		}
+		if f.fn == nil {
+			p.unknown = append(p.unknown, unknownName{pos: name.pos, what: "filter", name: full, soft: p.soft})
+		}
 		x = f
 	}
 	return x, nil
@@ -702,7 +710,7 @@ func (p *parser) parseTest(x expr) (expr, error) {
 	}
 	t.fn = p.test(full)
 	if t.fn == nil {
-		return nil, p.fail(name, "unknown test '%s'", full)
+		p.unknown = append(p.unknown, unknownName{pos: name.pos, what: "test", name: full, soft: p.soft})
 	}
 	return t, nil
 }

@@ -46,6 +46,7 @@ func (p *parser) parseCycle() (stmt, error) {
 
 func (p *parser) parseIfEqual() (stmt, error) {
 	start := p.next()
+	defer p.setSoft(true)() // an if statement
 	a, err := p.parseExpression(false)
 	if err != nil {
 		return nil, err

@@ -23,6 +23,7 @@ func (p *parser) parseFor() (stmt, error) {
 		return nil, err
 	}
 	s := &forStmt{pos: start.pos, iterPos: iterPos, target: tg, iter: iter}
+	defer p.setSoft(false)() // the loop's filter, body and else have a scope of their own
 	for {
 		if p.skipName("reversed") {
 			s.reversed = true
@@ -60,6 +61,7 @@ func (p *parser) parseFor() (stmt, error) {
 
 func (p *parser) parseIf() (stmt, error) {
 	start := p.next()
+	defer p.setSoft(true)()
 	s := &ifStmt{pos: start.pos}
 	for {
 		cond, err := p.parseTuple(false, false, nil)
@@ -99,6 +101,7 @@ func (p *parser) parseSet() (stmt, error) {
 		}
 		return &setStmt{pos: start.pos, target: tg, x: x}, p.expectBlockEnd()
 	}
+	defer p.setSoft(false)() // a block set's filters and body have a scope of their own
 	var filters *filterExpr
 	if p.isOp("|") {
 		f, err := p.parseFilters(nil, false)
@@ -149,6 +152,7 @@ func (p *parser) parseWith() (stmt, error) {
 		s.targets = append(s.targets, tg)
 		s.values = append(s.values, x)
 	}
+	defer p.setSoft(false)()
 	body, _, err := p.parseBody("with", start.pos, "endwith")
 	if err != nil {
 		return nil, err
@@ -167,6 +171,7 @@ func targetAsExpr(t target) (expr, error) {
 }
 
 func (p *parser) parseSignature(m *macroDef) error {
+	defer p.setSoft(false)() // defaults are the macro's
 	if _, err := p.expectOp("("); err != nil {
 		return err
 	}
@@ -197,6 +202,7 @@ func (p *parser) parseSignature(m *macroDef) error {
 
 // parseMacroBody parses the body of a macro or call block: break/continue do not cross it.
 func (p *parser) parseMacroBody(m *macroDef, tag string, pos int, end string) error {
+	defer p.setSoft(false)()
 	saved, savedFors := p.loops, p.fors
 	p.loops = 0
 	if tag == "macro" {
@@ -250,6 +256,7 @@ func (p *parser) parseCallBlock() (stmt, error) {
 
 func (p *parser) parseFilterBlock() (stmt, error) {
 	start := p.next()
+	defer p.setSoft(false)()
 	f, err := p.parseFilters(nil, true)
 	if err != nil {
 		return nil, err
@@ -422,6 +429,7 @@ func (p *parser) parseBlock() (stmt, error) {
 	// enclosing loops do not reach into them.
 	saved, savedFors := p.loops, p.fors
 	p.loops, p.fors = 0, nil
+	defer p.setSoft(false)()
 	body, _, err := p.parseBody("block", start.pos, "endblock")
 	p.loops, p.fors = saved, savedFors
 	if err != nil {
@@ -441,6 +449,7 @@ func (p *parser) parseBlock() (stmt, error) {
 
 func (p *parser) parseAutoescape() (stmt, error) {
 	start := p.next()
+	defer p.setSoft(false)()
 	x, err := p.parseExpression(true)
 	if err != nil {
 		return nil, err

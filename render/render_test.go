@@ -146,6 +146,7 @@ func TestTemplateRuntimeErrors(t *testing.T) {
 		{"sort by an attribute some items lack", "{{ services|sort(attribute='path') }}", 1, 13, "'dict object' has no attribute 'path'"},
 		{"range beyond 64 bits", "{{ range(2 ** 64) }}", 1, 9, "range() arguments beyond 64 bits"},
 		{"the input data is read only", "{% do services.append(1) %}", 1, 16, "this list comes from the input data"},
+		{"unknown filter in a branch that runs", "{% if services %}\n  {{ services|nosuchfilter }}{% endif %}", 2, 15, "unknown filter 'nosuchfilter'"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
