@@ -61,3 +61,11 @@ func TestForDictPairs(t *testing.T) {
 		}
 	}
 }
+
+// TestNamedEscape: Python's \N{name} escape is an error here (Jinja2 decodes the name).
+func TestNamedEscape(t *testing.T) {
+	_, err := Compile(map[string]string{"t": "x\n{{ 'a\\N{LATIN SMALL LETTER E WITH ACUTE}' }}"}, "t", Options{})
+	if want := `template "t" line 2 column 6: \N{...} escapes (Unicode character names) are not supported in strings: write the character itself or \uXXXX`; err == nil || err.Error() != want {
+		t.Errorf("got %v, want %s", err, want)
+	}
+}

@@ -559,6 +559,10 @@ func lexString(src string, i int) (string, int, error) {
 			}
 			b.WriteRune(rune(v))
 			i += n
+		case 'N':
+			// Python's \N{name}: Unicode's name table is not here (an error rather than
+			// another meaning; Jinja2 also fails on a \N without a valid name).
+			return "", 0, errAt(i-2, "\\N{...} escapes (Unicode character names) are not supported in strings: write the character itself or \\uXXXX")
 		default:
 			// Python keeps unknown escapes as they are: '\.' is a backslash and a dot.
 			b.WriteByte('\\')

@@ -474,6 +474,7 @@ func TestCompileCache(t *testing.T) {
 func TestMiscOutput(t *testing.T) {
 	cases := []struct{ name, tpl, want string }{
 		{"CRLF becomes LF", "a\r\n{{ 1 }}\r\nb\r\n", "a\n1\nb\n"},
+		{"an escaped carriage return stays one", `{{ '\r' }}|{{ "a\r\nb" }}`, "\r|a\r\nb\n"},
 		{"autoescape false is accepted", "{% autoescape false %}{{ '<&>' }}{% endautoescape %}", "<&>\n"},
 		{"no HTML escaping", "{{ '<a href=\"x\">&</a>' }} {{ '<'|e }}", "<a href=\"x\">&</a> &lt;\n"},
 		{"trailing newline added once", "x", "x\n"},
