@@ -194,7 +194,7 @@ func (e *evaluator) call(fn any, a []any, kw map[string]any) (any, error) {
 		}
 		return c.sep, nil
 	case *blockRef:
-		return e.renderBlockValue(c.name, 0)
+		return e.renderBlockValue(c.name, 0, e.root)
 	case *Undefined:
 		return nil, c.fail()
 	}

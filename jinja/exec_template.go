@@ -61,7 +61,7 @@ func (e *evaluator) renderBlock(name string, idx int, parent *frame) error {
 	fr := e.newFrame(parent)
 	defer e.release(fr)
 	fr.set("super", &builtin{name: "super", fn: func(e *evaluator, a []any, kw map[string]any) (any, error) {
-		return e.renderBlockValue(name, idx+1)
+		return e.renderBlockValue(name, idx+1, parent) // a scoped block's parent sees its scope
 	}})
 	saved := e.cur
 	e.cur = b.tmpl
@@ -70,11 +70,11 @@ func (e *evaluator) renderBlock(name string, idx int, parent *frame) error {
 	return err
 }
 
-// renderBlockValue renders a block into a string (super(), self.name()).
-func (e *evaluator) renderBlockValue(name string, idx int) (any, error) {
+// renderBlockValue renders a block into a string (super(), self.name()), in the scope parent.
+func (e *evaluator) renderBlockValue(name string, idx int, parent *frame) (any, error) {
 	saved, savedSuppress := e.out, e.suppress
 	e.out, e.suppress = nil, false
-	err := e.renderBlock(name, idx, e.root)
+	err := e.renderBlock(name, idx, parent)
 	out := string(e.out)
 	e.out, e.suppress = saved, savedSuppress
 	if err != nil {

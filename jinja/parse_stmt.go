@@ -425,10 +425,17 @@ func (p *parser) parseBlock() (stmt, error) {
 	if _, dup := p.tmpl.blocks[name.val]; dup {
 		return nil, p.fail(name, "block %q defined twice", name.val)
 	}
-	// Blocks are rendered on their own (through the block table): loop controls and the
-	// enclosing loops do not reach into them.
+	// Blocks are rendered on their own (through the block table): loop controls do not reach
+	// into them, nor the enclosing loops, unless the block is scoped: then it sees the loop
+	// variable, and so may any block that overrides it in a template extending this one.
 	saved, savedFors := p.loops, p.fors
-	p.loops, p.fors = 0, nil
+	p.loops = 0
+	if s.scoped && len(p.fors) > 0 {
+		f := p.fors[len(p.fors)-1]
+		f.usesLoop, f.keepsLoop = true, true
+	} else {
+		p.fors = nil
+	}
 	defer p.setSoft(false)()
 	body, _, err := p.parseBody("block", start.pos, "endblock")
 	p.loops, p.fors = saved, savedFors
