@@ -69,3 +69,22 @@ func TestNamedEscape(t *testing.T) {
 		t.Errorf("got %v, want %s", err, want)
 	}
 }
+
+// TestIncludeSeesLoop: a template included, or imported with context, in a loop sees the
+// loop, as Jinja2's loop and as pongo2's forloop, whether the loop's body names loop or not
+// (Jinja2 passes loop only when the body names it; the earlier, pongo2-hosted renderer did).
+func TestIncludeSeesLoop(t *testing.T) {
+	srcs := map[string]string{
+		"t":   "{% for x in ['a', 'b'] %}{% include 'inc' %}{% endfor %}",
+		"inc": "{{ forloop.Counter }}{{ x }}{{ loop.index }}/{{ loop.length }} ",
+		"t2":  "{% for x in ['a', 'b'] %}{% import 'm' as m with context %}{{ m.v }}{% from 'm' import f with context %}{{ f() }} {% endfor %}",
+		"m":   "{% set v = loop.index %}{% macro f() %}{{ loop.length }}{% endmacro %}",
+	}
+	if got, err := render(t, srcs, nil, Options{}); err != nil || got != "1a1/2 2b2/2 " {
+		t.Errorf("include: got %q, %v", got, err)
+	}
+	srcs["t"] = srcs["t2"]
+	if got, err := render(t, srcs, nil, Options{}); err != nil || got != "12 22 " {
+		t.Errorf("import: got %q, %v", got, err)
+	}
+}

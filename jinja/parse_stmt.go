@@ -296,10 +296,7 @@ func (p *parser) contextModifier(def bool) bool {
 
 func (p *parser) parseInclude() (stmt, error) {
 	start := p.next()
-	p.markLoop() // the included template may read the loop
-	if len(p.fors) > 0 {
-		p.fors[len(p.fors)-1].keepsLoop = true
-	}
+	p.markLoopKept() // the included template may read the loop
 	key, keyPos, err := p.templateKey("include")
 	if err != nil {
 		return nil, err
@@ -337,6 +334,7 @@ func (p *parser) parseInclude() (stmt, error) {
 
 func (p *parser) parseImport() (stmt, error) {
 	start := p.next()
+	p.markLoopKept() // imported with context, the template may read the loop
 	key, keyPos, err := p.templateKey("import")
 	if err != nil {
 		return nil, err
@@ -355,6 +353,7 @@ func (p *parser) parseImport() (stmt, error) {
 
 func (p *parser) parseFrom() (stmt, error) {
 	start := p.next()
+	p.markLoopKept() // imported with context, the template may read the loop
 	key, keyPos, err := p.templateKey("from ... import")
 	if err != nil {
 		return nil, err
@@ -472,6 +471,15 @@ func (p *parser) parseAutoescape() (stmt, error) {
 func (p *parser) markLoop() {
 	if len(p.fors) > 0 {
 		p.fors[len(p.fors)-1].usesLoop = true
+	}
+}
+
+// markLoopKept notes that the innermost loop's body needs its loop object, and that it may
+// outlive an iteration (an included or imported template may keep it).
+func (p *parser) markLoopKept() {
+	p.markLoop()
+	if len(p.fors) > 0 {
+		p.fors[len(p.fors)-1].keepsLoop = true
 	}
 }
 
