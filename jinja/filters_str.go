@@ -3,6 +3,7 @@ package jinja
 import (
 	"errors"
 	"fmt"
+	"math/big"
 	"regexp"
 	"strings"
 	"unicode"
@@ -91,6 +92,9 @@ func fFormat(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 func fIndent(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	p, err := bind("indent", a, kw, "width", "first", "blank")
 	if err != nil {
+		return nil, err
+	}
+	if err := needString(in); err != nil {
 		return nil, err
 	}
 	s, err := e.str(in)
@@ -235,6 +239,10 @@ func fTruncate(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if leeway < 0 {
 		return nil, fmt.Errorf("expected leeway >= 0, got %d", leeway)
 	}
+	switch in.(type) {
+	case nil, bool, int64, *big.Int, float64:
+		return nil, fmt.Errorf("object of type '%s' has no len() (truncate takes a string: add |string)", typeName(in))
+	}
 	r := []rune(s)
 	if int64(len(r)) <= length+leeway {
 		return s, nil
@@ -273,6 +281,9 @@ func fWordwrap(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := needString(in); err != nil {
+		return nil, err
+	}
 	s, err := e.str(in)
 	if err != nil {
 		return nil, err
@@ -299,4 +310,17 @@ func fWordwrap(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	}
 	res := strings.Join(out, wrap)
 	return res, e.checkSize(len(res))
+}
+
+// needString fails unless in is a string: Jinja2's indent and wordwrap use str operations on
+// their input, which fail on any other type (on an int: 'int' object has no attribute
+// 'splitlines').
+func needString(in any) error {
+	switch x := in.(type) {
+	case string, Markup, *tainted:
+		return nil
+	case *Undefined:
+		return x.fail()
+	}
+	return fmt.Errorf("the input must be a string, not %s (add |string)", typeName(in))
 }

@@ -201,3 +201,17 @@ func TestUnknownFilterWhenReached(t *testing.T) {
 		}
 	}
 }
+
+// TestStringFiltersNameTheType: indent and wordwrap fail on what is not a string, as in
+// Jinja2, with the filter and the type.
+func TestStringFiltersNameTheType(t *testing.T) {
+	for src, want := range map[string]string{
+		"{{ 8|indent }}":           `template "t" line 1 column 6: filter indent: the input must be a string, not int (add |string)`,
+		"{{ 123456|wordwrap(3) }}": `template "t" line 1 column 11: filter wordwrap: the input must be a string, not int (add |string)`,
+		"{{ 5|truncate }}":         `template "t" line 1 column 6: filter truncate: object of type 'int' has no len() (truncate takes a string: add |string)`,
+	} {
+		if _, err := render(t, map[string]string{"t": src}, nil, Options{}); err == nil || err.Error() != want {
+			t.Errorf("%s: got %v, want %s", src, err, want)
+		}
+	}
+}
