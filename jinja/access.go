@@ -40,7 +40,14 @@ func (e *evaluator) getAttr(obj any, name string) (any, error) {
 		return undefinedAttr(obj, name), nil
 	case *Undefined:
 		return nil, o.fail()
-	case *loopCtx, *Namespace, *Macro, *module, *cycler, *rangeVal, *group, *selfRef:
+	case *loopCtx:
+		if v, ok := o.attr(name); ok {
+			return v, nil
+		}
+		if name == "cycle" || name == "changed" {
+			return &boundMethod{obj: obj, name: name}, nil
+		}
+	case *Namespace, *Macro, *module, *cycler, *rangeVal, *group, *selfRef:
 		if v, ok := e.objectAttr(obj, name); ok {
 			return v, nil
 		}
@@ -59,17 +66,10 @@ func (e *evaluator) getAttr(obj any, name string) (any, error) {
 	return undefinedAttr(obj, name), nil
 }
 
-// objectAttr is an attribute of the engine's own objects: the loop, a namespace, a macro, an
-// imported module, a cycler, a range, a groupby group, self.
+// objectAttr is an attribute of the engine's own objects (but the loop's): a namespace, a
+// macro, an imported module, a cycler, a range, a groupby group, self.
 func (e *evaluator) objectAttr(obj any, name string) (any, bool) {
 	switch o := obj.(type) {
-	case *loopCtx:
-		if v, ok := o.attr(name); ok {
-			return v, true
-		}
-		if name == "cycle" || name == "changed" {
-			return &boundMethod{obj: obj, name: name}, true
-		}
 	case *Namespace:
 		return o.attrs.getStr(name)
 	case *Macro:

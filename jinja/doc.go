@@ -13,8 +13,9 @@
 //	compile.go        Compile: a template set into a Program
 //	render.go         Program.Render: one evaluator per render, errors located in the template
 //	eval.go           the evaluator: frames, budgets, output
-//	exec*.go          statements: exec.go dispatches and runs most; loops (exec_for.go),
-//	                  extends, block, include, import (exec_template.go), pongo2's (exec_pongo2.go)
+//	exec*.go          statements: exec.go dispatches (execAll) and runs most; loops
+//	                  (exec_for.go), extends, block, include, import (exec_template.go),
+//	                  pongo2's (exec_pongo2.go)
 //	eval*.go          expressions: eval_expr.go dispatches; calls and macros (eval_call.go)
 //	access.go         obj.name, obj[key], seq[a:b:c]
 //

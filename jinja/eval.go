@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unsafe"
 )
 
 // The evaluator runs a template's tree and writes its output. One evaluator serves one
@@ -71,7 +72,8 @@ func (f *frame) set(name string, v any) {
 func (e *evaluator) lookup(f *frame, name string) (any, bool) {
 	for fr := f; fr != nil; fr = fr.parent {
 		for i := len(fr.names) - 1; i >= 0; i-- {
-			if fr.names[i] == name {
+			// The parser interns names: equal names mostly share their bytes.
+			if n := fr.names[i]; len(n) == len(name) && (unsafe.StringData(n) == unsafe.StringData(name) || n == name) {
 				return fr.vals[i], true
 			}
 		}
@@ -163,9 +165,17 @@ var (
 	errContinue = errors.New("{% continue %} outside a loop")
 )
 
-// at locates err at pos of the current template, unless it already has a place.
+// at locates err at pos of the current template, unless it already has a place (small enough
+// to inline: most calls have no error).
 func (e *evaluator) at(pos int, err error) error {
-	if err == nil || err == errBreak || err == errContinue {
+	if err == nil {
+		return nil
+	}
+	return e.locateAt(pos, err)
+}
+
+func (e *evaluator) locateAt(pos int, err error) error {
+	if err == errBreak || err == errContinue {
 		return err
 	}
 	var pe *posError

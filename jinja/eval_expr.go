@@ -15,9 +15,20 @@ func (e *evaluator) eval(x expr, f *frame) (any, error) {
 	case *constExpr:
 		return x.v, nil
 	case *nameExpr:
-		return e.evalName(x, f)
+		// Names and attributes are most of what templates evaluate: here, without a call more.
+		return e.nameValue(x, f), nil
 	case *attrExpr:
-		return e.evalAttr(x, f)
+		var obj any
+		if n, ok := x.obj.(*nameExpr); ok {
+			obj = e.nameValue(n, f)
+		} else {
+			var err error
+			if obj, err = e.eval(x.obj, f); err != nil {
+				return nil, err
+			}
+		}
+		v, err := e.getAttr(obj, x.name)
+		return v, e.at(x.pos, err)
 	case *itemExpr:
 		return e.evalItem(x, f)
 	case *sliceExpr:
@@ -54,23 +65,20 @@ func (e *evaluator) eval(x expr, f *frame) (any, error) {
 	return nil, e.at(x.position(), fmt.Errorf("internal error: no evaluation for expression %T", x))
 }
 
-func (e *evaluator) evalName(x *nameExpr, f *frame) (any, error) {
+// nameValue is the value of a name: a variable, else (evalUndefinedName) self or undefined.
+func (e *evaluator) nameValue(x *nameExpr, f *frame) any {
 	if v, ok := e.lookup(f, x.name); ok {
-		return v, nil
+		return v
 	}
-	if x.name == "self" && e.blocks != nil {
-		return &selfRef{}, nil
-	}
-	return undefinedName(x.name), nil
+	return e.evalUndefinedName(x)
 }
 
-func (e *evaluator) evalAttr(x *attrExpr, f *frame) (any, error) {
-	obj, err := e.eval(x.obj, f)
-	if err != nil {
-		return nil, err
+// evalUndefinedName is a name that is not set: self in a template with blocks, else undefined.
+func (e *evaluator) evalUndefinedName(x *nameExpr) any {
+	if x.name == "self" && e.blocks != nil {
+		return &selfRef{}
 	}
-	v, err := e.getAttr(obj, x.name)
-	return v, e.at(x.pos, err)
+	return undefinedName(x.name)
 }
 
 func (e *evaluator) evalItem(x *itemExpr, f *frame) (any, error) {

@@ -6,66 +6,71 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 )
 
-// Running statements: exec switches on the statement's type; each kind has its function
+// Running statements: execAll switches on each statement's type; each kind has its function
 // here, except loops (exec_for.go), the statements that reach other templates
 // (exec_template.go) and pongo2's tags (exec_pongo2.go).
 
-// exec runs one statement.
-func (e *evaluator) exec(s stmt, f *frame) error {
-	switch s := s.(type) {
-	case *textStmt:
-		return e.execText(s, f)
-	case *printStmt:
-		return e.execPrint(s, f)
-	case *ifStmt:
-		return e.execIf(s, f)
-	case *forStmt:
-		return e.execFor(s, f)
-	case *setStmt:
-		return e.execSet(s, f)
-	case *setBlockStmt:
-		return e.execSetBlock(s, f)
-	case *withStmt:
-		return e.execWith(s, f)
-	case *macroStmt:
-		return e.execMacro(s, f)
-	case *callBlockStmt:
-		return e.execCallBlock(s, f)
-	case *filterBlockStmt:
-		return e.execFilterBlock(s, f)
-	case *includeStmt:
-		return e.execInclude(s, f)
-	case *importStmt:
-		return e.execImport(s, f)
-	case *fromImportStmt:
-		return e.execFromImport(s, f)
-	case *extendsStmt:
-		return e.execExtends(s, f)
-	case *blockStmt:
-		return e.execBlock(s, f)
-	case *autoescapeStmt:
-		return e.execAutoescape(s, f)
-	case *loopControlStmt:
-		return e.execLoopControl(s, f)
-	case *doStmt:
-		return e.execDo(s, f)
-	case *cycleStmt:
-		return e.execCycle(s, f)
-	case *firstofStmt:
-		return e.execFirstof(s, f)
-	case *ifchangedStmt:
-		return e.execIfchanged(s, f)
-	case *widthratioStmt:
-		return e.execWidthratio(s, f)
-	case *spacelessStmt:
-		return e.execSpaceless(s, f)
-	}
-	return e.at(s.position(), fmt.Errorf("internal error: no evaluation for statement %T", s))
-}
-
+// execAll runs statements in order, switching on each one's type (here rather than in a
+// function of its own: statements run once per item of the data, and a call fewer counts).
 func (e *evaluator) execAll(body []stmt, f *frame) error {
 	for _, s := range body {
-		if err := e.exec(s, f); err != nil {
+		var err error
+		switch s := s.(type) {
+		case *textStmt:
+			// Text and prints are most statements: their common case here, without a call.
+			if !e.suppress && len(e.out)+len(s.text) <= e.maxSize {
+				e.out = append(e.out, s.text...)
+				continue
+			}
+			err = e.execText(s, f)
+		case *printStmt:
+			err = e.execPrint(s, f)
+		case *ifStmt:
+			err = e.execIf(s, f)
+		case *forStmt:
+			err = e.execFor(s, f)
+		case *setStmt:
+			err = e.execSet(s, f)
+		case *setBlockStmt:
+			err = e.execSetBlock(s, f)
+		case *withStmt:
+			err = e.execWith(s, f)
+		case *macroStmt:
+			err = e.execMacro(s, f)
+		case *callBlockStmt:
+			err = e.execCallBlock(s, f)
+		case *filterBlockStmt:
+			err = e.execFilterBlock(s, f)
+		case *includeStmt:
+			err = e.execInclude(s, f)
+		case *importStmt:
+			err = e.execImport(s, f)
+		case *fromImportStmt:
+			err = e.execFromImport(s, f)
+		case *extendsStmt:
+			err = e.execExtends(s, f)
+		case *blockStmt:
+			err = e.execBlock(s, f)
+		case *autoescapeStmt:
+			err = e.execAutoescape(s, f)
+		case *loopControlStmt:
+			err = e.execLoopControl(s, f)
+		case *doStmt:
+			err = e.execDo(s, f)
+		case *cycleStmt:
+			err = e.execCycle(s, f)
+		case *firstofStmt:
+			err = e.execFirstof(s, f)
+		case *ifchangedStmt:
+			err = e.execIfchanged(s, f)
+		case *widthratioStmt:
+			err = e.execWidthratio(s, f)
+		case *spacelessStmt:
+			err = e.execSpaceless(s, f)
+		default:
+			err = e.at(s.position(), fmt.Errorf("internal error: no evaluation for statement %T", s))
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -87,9 +92,14 @@ func (e *evaluator) execPrint(s *printStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
-	v, err := e.eval(s.x, f)
-	if err != nil {
-		return err
+	var v any
+	if n, ok := s.x.(*nameExpr); ok { // most prints print a name
+		v = e.nameValue(n, f)
+	} else {
+		var err error
+		if v, err = e.eval(s.x, f); err != nil {
+			return err
+		}
 	}
 	if str, ok := v.(string); ok && !e.autoescape && len(e.out)+len(str) <= e.maxSize {
 		e.out = append(e.out, str...) // the common case, inline
@@ -116,9 +126,14 @@ func (e *evaluator) execIf(s *ifStmt, f *frame) error {
 func (e *evaluator) cond(x expr, f *frame) (bool, error) {
 	switch c := x.(type) {
 	case *attrExpr:
-		obj, err := e.eval(c.obj, f)
-		if err != nil {
-			return false, err
+		var obj any
+		if n, ok := c.obj.(*nameExpr); ok {
+			obj = e.nameValue(n, f)
+		} else {
+			var err error
+			if obj, err = e.eval(c.obj, f); err != nil {
+				return false, err
+			}
 		}
 		if !isDictMethod(c.name) {
 			switch m := obj.(type) {

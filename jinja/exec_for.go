@@ -57,7 +57,6 @@ func (e *evaluator) runFor(s *forStmt, f *frame, v any, depth0 int, parentLoop *
 
 // runForSeq runs the loop over sq (the items of v; v may be nil when sq was made directly).
 func (e *evaluator) runForSeq(s *forStmt, f *frame, v any, sq seq, depth0 int, parentLoop *loopCtx) error {
-	var err error
 	body := e.newFrame(f)
 	defer e.release(body)
 	// {% for k, v in dict %}: with several names, a dict gives its (key, value) pairs, as in
@@ -67,6 +66,7 @@ func (e *evaluator) runForSeq(s *forStmt, f *frame, v any, sq seq, depth0 int, p
 		sq, _ = e.seqOf(&dictView{d: v, kind: viewItems})
 	}
 	if s.filter != nil || s.reversed || s.sorted {
+		var err error
 		if sq, err = e.prepareFor(s, body, sq, dictPairs); err != nil {
 			return err
 		}
@@ -77,11 +77,18 @@ func (e *evaluator) runForSeq(s *forStmt, f *frame, v any, sq seq, depth0 int, p
 	if sq.count() == 0 {
 		return e.execAll(s.els, f)
 	}
-	loop := e.newLoop(s, f, sq, depth0, parentLoop)
+	loop := e.newLoop(s, f, &sq, depth0, parentLoop)
 	if loop != nil && !s.keepsLoop && !s.recursive {
 		defer e.putLoop(loop)
 	}
-	simple, pairs, base := bindLoopNames(s, body, sq, loop)
+	// (The iterations in a function of their own: with few returns here, Go open-codes the
+	// defers above, which loops run once per item of the data.)
+	return e.runIterations(s, body, &sq, loop, dictPairs)
+}
+
+// runIterations runs the loop's body once per item of sq, in the frame body.
+func (e *evaluator) runIterations(s *forStmt, body *frame, sq *seq, loop *loopCtx, dictPairs bool) error {
+	simple, pairs, base := bindLoopNames(s, body, sq.view == viewItems && (sq.rec != nil || sq.keys != nil), loop)
 	for i := 0; i < sq.count(); i++ {
 		if err := e.tick(); err != nil {
 			return e.at(s.pos, err)
@@ -101,8 +108,8 @@ func (e *evaluator) runForSeq(s *forStmt, f *frame, v any, sq seq, depth0 int, p
 		default:
 			clear(body.vals)
 			body.names, body.vals = body.names[:0], body.vals[:0]
-			if err := e.assignLoopTarget(s, body, sq.at(i), dictPairs); err != nil {
-				return err
+			if err := e.assign(body, s.target, sq.at(i)); err != nil {
+				return loopTargetError(e, s, err, dictPairs)
 			}
 			if loop != nil {
 				body.names = append(body.names, "loop", "forloop")
@@ -124,7 +131,7 @@ func (e *evaluator) runForSeq(s *forStmt, f *frame, v any, sq seq, depth0 int, p
 
 // newLoop makes the loop object, when the body uses it (nil otherwise): from the pool unless
 // something may keep it past the loop.
-func (e *evaluator) newLoop(s *forStmt, f *frame, sq seq, depth0 int, parentLoop *loopCtx) *loopCtx {
+func (e *evaluator) newLoop(s *forStmt, f *frame, sq *seq, depth0 int, parentLoop *loopCtx) *loopCtx {
 	if !s.usesLoop {
 		return nil
 	}
@@ -139,7 +146,7 @@ func (e *evaluator) newLoop(s *forStmt, f *frame, sq seq, depth0 int, parentLoop
 	} else {
 		loop = e.getLoop()
 	}
-	*loop = loopCtx{length: sq.n, s: sq, depth0: depth0, parent: parentLoop}
+	*loop = loopCtx{length: sq.n, s: *sq, depth0: depth0, parent: parentLoop}
 	if s.recursive {
 		loop.stmt, loop.frame = s, f
 		keep(f)
@@ -149,12 +156,13 @@ func (e *evaluator) newLoop(s *forStmt, f *frame, sq seq, depth0 int, parentLoop
 
 // bindLoopNames sets, once, the names the loop binds in its body's frame: they are the same
 // every iteration, which then sets their values and drops what the previous one added
-// ({% set %} in the body). simple: one name; pairs: two names over a dict's items, set
-// without making a tuple. base is how many names stay from one iteration to the next.
-func bindLoopNames(s *forStmt, body *frame, sq seq, loop *loopCtx) (simple, pairs bool, base int) {
+// ({% set %} in the body). simple: one name; pairs: two names over a dict's items (items:
+// the sequence walks a dict's items in place), set without making a tuple. base is how many
+// names stay from one iteration to the next.
+func bindLoopNames(s *forStmt, body *frame, items bool, loop *loopCtx) (simple, pairs bool, base int) {
 	simple = !s.target.tuple
 	pairs = s.target.tuple && len(s.target.items) == 2 && !s.target.items[0].tuple && !s.target.items[1].tuple &&
-		s.target.items[0].attr == "" && s.target.items[1].attr == "" && sq.view == viewItems && (sq.rec != nil || sq.keys != nil)
+		s.target.items[0].attr == "" && s.target.items[1].attr == "" && items
 	clear(body.vals)
 	body.names, body.vals = body.names[:0], body.vals[:0] // prepare may have used the frame
 	switch {
@@ -185,8 +193,8 @@ func (e *evaluator) prepareFor(s *forStmt, body *frame, sq seq, dictPairs bool) 
 				return seq{}, e.at(s.pos, err)
 			}
 			body.names, body.vals = body.names[:0], body.vals[:0]
-			if err := e.assignLoopTarget(s, body, item, dictPairs); err != nil {
-				return seq{}, err
+			if err := e.assign(body, s.target, item); err != nil {
+				return seq{}, loopTargetError(e, s, err, dictPairs)
 			}
 			ok, err := e.cond(s.filter, body)
 			if err != nil {
@@ -219,11 +227,10 @@ func (e *evaluator) prepareFor(s *forStmt, body *frame, sq seq, dictPairs bool) 
 	return seq{list: items, n: len(items)}, nil
 }
 
-// assignLoopTarget sets the loop's names to one item. dictPairs: the items are a dict's
-// (key, value) pairs, which the error of unpacking one says.
-func (e *evaluator) assignLoopTarget(s *forStmt, body *frame, item any, dictPairs bool) error {
-	err := e.assign(body, s.target, item)
-	if err != nil && dictPairs {
+// loopTargetError is the error of setting the loop's names to an item. dictPairs: the items
+// are a dict's (key, value) pairs, which the error says.
+func loopTargetError(e *evaluator, s *forStmt, err error, dictPairs bool) error {
+	if dictPairs {
 		err = fmt.Errorf("{%% for %%} with several names over a dict unpacks each (key, value) pair: %w", err)
 	}
 	return e.at(s.pos, err)
