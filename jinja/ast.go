@@ -6,13 +6,14 @@ package jinja
 
 // stmt is a statement: template text, a {{ print }}, or a {% tag %} with its body.
 type stmt interface {
-	exec(e *evaluator, f *frame) error
+	position() int
+	stmtNode()
 }
 
 // expr is an expression.
 type expr interface {
-	eval(e *evaluator, f *frame) (any, error)
 	position() int
+	exprNode()
 }
 
 type (
@@ -256,8 +257,8 @@ type (
 		in     expr // nil for the innermost filter of a filter block
 		name   string
 		args   args
-		pongo2 bool // written name:arg (pongo2's syntax): pongo2's own filter
-		fn     filterFunc
+		pongo2 bool       // written name:arg (pongo2's syntax): pongo2's own filter
+		fn     filterFunc // nil: no filter has the name (an error when it runs)
 	}
 	testExpr struct {
 		pos    int
@@ -265,7 +266,7 @@ type (
 		name   string
 		args   args
 		negate bool
-		fn     testFunc
+		fn     testFunc // nil: no test has the name (an error when it runs)
 	}
 	binExpr struct {
 		pos  int
@@ -342,3 +343,71 @@ func (x *condExpr) position() int    { return x.pos }
 func (x *listExpr) position() int    { return x.pos }
 func (x *tupleExpr) position() int   { return x.pos }
 func (x *dictExpr) position() int    { return x.pos }
+
+func (s *textStmt) position() int        { return s.pos }
+func (s *printStmt) position() int       { return s.pos }
+func (s *ifStmt) position() int          { return s.pos }
+func (s *forStmt) position() int         { return s.pos }
+func (s *setStmt) position() int         { return s.pos }
+func (s *setBlockStmt) position() int    { return s.pos }
+func (s *withStmt) position() int        { return s.pos }
+func (s *macroStmt) position() int       { return s.pos }
+func (s *callBlockStmt) position() int   { return s.pos }
+func (s *filterBlockStmt) position() int { return s.pos }
+func (s *includeStmt) position() int     { return s.pos }
+func (s *importStmt) position() int      { return s.pos }
+func (s *fromImportStmt) position() int  { return s.pos }
+func (s *extendsStmt) position() int     { return s.pos }
+func (s *blockStmt) position() int       { return s.pos }
+func (s *autoescapeStmt) position() int  { return s.pos }
+func (s *loopControlStmt) position() int { return s.pos }
+func (s *doStmt) position() int          { return s.pos }
+func (s *cycleStmt) position() int       { return s.pos }
+func (s *firstofStmt) position() int     { return s.pos }
+func (s *ifchangedStmt) position() int   { return s.pos }
+func (s *widthratioStmt) position() int  { return s.pos }
+func (s *spacelessStmt) position() int   { return s.pos }
+
+func (*constExpr) exprNode()   {}
+func (*nameExpr) exprNode()    {}
+func (*attrExpr) exprNode()    {}
+func (*itemExpr) exprNode()    {}
+func (*sliceExpr) exprNode()   {}
+func (*callExpr) exprNode()    {}
+func (*filterExpr) exprNode()  {}
+func (*testExpr) exprNode()    {}
+func (*binExpr) exprNode()     {}
+func (*concatExpr) exprNode()  {}
+func (*compareExpr) exprNode() {}
+func (*andExpr) exprNode()     {}
+func (*orExpr) exprNode()      {}
+func (*notExpr) exprNode()     {}
+func (*negExpr) exprNode()     {}
+func (*condExpr) exprNode()    {}
+func (*listExpr) exprNode()    {}
+func (*tupleExpr) exprNode()   {}
+func (*dictExpr) exprNode()    {}
+
+func (*textStmt) stmtNode()        {}
+func (*printStmt) stmtNode()       {}
+func (*ifStmt) stmtNode()          {}
+func (*forStmt) stmtNode()         {}
+func (*setStmt) stmtNode()         {}
+func (*setBlockStmt) stmtNode()    {}
+func (*withStmt) stmtNode()        {}
+func (*macroStmt) stmtNode()       {}
+func (*callBlockStmt) stmtNode()   {}
+func (*filterBlockStmt) stmtNode() {}
+func (*includeStmt) stmtNode()     {}
+func (*importStmt) stmtNode()      {}
+func (*fromImportStmt) stmtNode()  {}
+func (*extendsStmt) stmtNode()     {}
+func (*blockStmt) stmtNode()       {}
+func (*autoescapeStmt) stmtNode()  {}
+func (*loopControlStmt) stmtNode() {}
+func (*doStmt) stmtNode()          {}
+func (*cycleStmt) stmtNode()       {}
+func (*firstofStmt) stmtNode()     {}
+func (*ifchangedStmt) stmtNode()   {}
+func (*widthratioStmt) stmtNode()  {}
+func (*spacelessStmt) stmtNode()   {}

@@ -1,18 +1,32 @@
 // Package jinja is a Jinja2 template engine: templates render as Jinja2 3.1 renders them
 // with its default Environment, or fail with an error that names the construct and its line.
 //
-// One path, in four files:
+// Two stages, as in text/template: the front end turns text into a tree of plain data, the
+// evaluator walks the tree. Nodes have no behaviour; the evaluator switches on their type.
 //
-//	lexer.go        template text -> tokens (text, {% %}, {{ }}, names, literals, operators)
-//	parser.go       tokens -> tree: statements (parser.go) and expressions (parse_expr.go),
-//	parse_expr.go   with Jinja2's grammar and precedence (ast.go holds the node types)
-//	eval.go         tree -> output: statements write, expressions evaluate (eval_expr.go)
+//	lexer.go          template text -> tokens (text, {% %}, {{ }}, names, literals, operators)
+//	parser.go         tokens -> tree, with Jinja2's grammar and precedence: the parser and its
+//	                  statement dispatch; Jinja2's statements (parse_stmt.go), pongo2's tags
+//	                  (parse_pongo2.go), expressions (parse_expr.go)
+//	ast.go            the node types: statements (stmt) and expressions (expr), data only (a
+//	                  filter or test node carries the function its name resolved to)
+//	compile.go        Compile: a template set into a Program
+//	render.go         Program.Render: one evaluator per render, errors located in the template
+//	eval.go           the evaluator: frames, budgets, output
+//	exec*.go          statements: exec.go dispatches (execAll) and runs most; loops
+//	                  (exec_for.go), extends, block, include, import (exec_template.go),
+//	                  pongo2's (exec_pongo2.go)
+//	eval*.go          expressions: eval_expr.go dispatches; calls and macros (eval_call.go)
+//	access.go         obj.name, obj[key], seq[a:b:c]
 //
 // Values are Python's, on plain Go values (value.go): int (int64, then math/big), float,
 // str, list, tuple, dict (the template's keep insertion order; the data's iterate in sorted
-// key order), None and Undefined, with Python's operators (ops.go), printing (str.go),
-// methods (methods.go), % and .format (format.go), and Jinja2's filters, tests and globals
-// (filters.go, tests.go, globals.go).
+// key order), None and Undefined, with Python's operators (ops.go), iteration (iter.go),
+// printing and repr (str.go, pprint.go, json.go for tojson). The built-ins, one family a file:
+// methods (methods.go dispatches; methods_str.go, methods_list.go, methods_dict.go), %
+// formatting (format_percent.go) and str.format (format_str.go), filters (filters.go finds
+// them by name; filters_str.go, filters_html.go, filters_num.go, filters_seq.go,
+// filters_items.go; textwrap.go for wordwrap), tests (tests.go) and globals (globals.go).
 //
 // pongo2. pongo2 is the engine templates run on: the renderer executes every render as a
 // pongo2 template whose one tag runs a Program (render/host.go), and pongo2 hosts its filter

@@ -165,3 +165,53 @@ func TestPongo2Syntax(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownFilterWhenReached: a filter or test no one has, in a branch, fails when the branch
+// runs, with the name, the template and the line; elsewhere it fails the compile (as Jinja2).
+func TestUnknownFilterWhenReached(t *testing.T) {
+	srcs := map[string]string{"t": "{% if on %}\n  {{ x|nosuchfilter }}{% endif %}{% if test %}\n\n{{ x is nosuchtest }}{% endif %}"}
+	p, err := Compile(srcs, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		vars map[string]any
+		want string
+	}{
+		{map[string]any{}, ""},
+		{map[string]any{"on": true}, `template "t" line 2 column 8: unknown filter 'nosuchfilter'`},
+		{map[string]any{"test": true}, `template "t" line 4 column 6: unknown test 'nosuchtest'`},
+	} {
+		out, err := p.Render(context.Background(), c.vars, Limits{}, nil)
+		switch {
+		case c.want == "" && (err != nil || len(out) != 0):
+			t.Errorf("%v: %q, %v", c.vars, out, err)
+		case c.want != "" && (err == nil || err.Error() != c.want):
+			t.Errorf("%v: got %v, want %s", c.vars, err, c.want)
+		}
+	}
+	for src, want := range map[string]string{
+		"{{ x|nosuchfilter }}": `template "t" line 1 column 6: unknown filter 'nosuchfilter'`,
+		"{% if x %}{% for i in x %}\n{{ i is nosuchtest }}{% endfor %}{% endif %}": `template "t" line 2 column 9: unknown test 'nosuchtest'`,
+		// Not allowed is not unknown: an error when compiling, wherever it is.
+		"{% if false %}{{ x|random }}{% endif %}": `template "t" line 1 column 20: filter random is not allowed: every render would differ and HAProxy would reload for nothing`,
+	} {
+		if _, err := Compile(map[string]string{"t": src}, "t", Options{}); err == nil || err.Error() != want {
+			t.Errorf("%s: got %v, want %s", src, err, want)
+		}
+	}
+}
+
+// TestStringFiltersNameTheType: indent and wordwrap fail on what is not a string, as in
+// Jinja2, with the filter and the type.
+func TestStringFiltersNameTheType(t *testing.T) {
+	for src, want := range map[string]string{
+		"{{ 8|indent }}":           `template "t" line 1 column 6: filter indent: the input must be a string, not int (add |string)`,
+		"{{ 123456|wordwrap(3) }}": `template "t" line 1 column 11: filter wordwrap: the input must be a string, not int (add |string)`,
+		"{{ 5|truncate }}":         `template "t" line 1 column 6: filter truncate: object of type 'int' has no len() (truncate takes a string: add |string)`,
+	} {
+		if _, err := render(t, map[string]string{"t": src}, nil, Options{}); err == nil || err.Error() != want {
+			t.Errorf("%s: got %v, want %s", src, err, want)
+		}
+	}
+}

@@ -26,22 +26,39 @@ func (e *evaluator) writeJSON(b *strings.Builder, v any, indent, level int) erro
 	if b.Len() > e.maxSize {
 		return e.sizeError()
 	}
+	if done, err := e.writeJSONScalar(b, v); done {
+		return err
+	}
+	switch {
+	case isList(v) || isTupleVal(v):
+		return e.writeJSONList(b, listItems(v), indent, level)
+	case isMapping(v):
+		return e.writeJSONDict(b, v, indent, level)
+	}
+	if g, ok := v.(*group); ok {
+		return e.writeJSON(b, Tuple{g.grouper, g.list}, indent, level)
+	}
+	return fmt.Errorf("Object of type %s is not JSON serializable", typeName(v))
+}
+
+// writeJSONScalar writes None, a bool, a string or a number; done is false for anything else.
+func (e *evaluator) writeJSONScalar(b *strings.Builder, v any) (done bool, err error) {
 	switch x := v.(type) {
 	case nil:
 		b.WriteString("null")
-		return nil
+		return true, nil
 	case bool:
 		if x {
 			b.WriteString("true")
 		} else {
 			b.WriteString("false")
 		}
-		return nil
+		return true, nil
 	case string, Markup, *tainted:
 		s, _ := strValue(x)
 		e.plain(x)
 		writeJSONString(b, s)
-		return nil
+		return true, nil
 	case float64:
 		switch {
 		case math.IsNaN(x):
@@ -53,109 +70,121 @@ func (e *evaluator) writeJSON(b *strings.Builder, v any, indent, level int) erro
 		default:
 			b.WriteString(formatFloat(x))
 		}
-		return nil
+		return true, nil
 	}
 	if n := toNum(v); n.kind == 'i' || n.kind == 'b' {
 		s, err := strOf(v)
 		if err != nil {
-			return err
+			return true, err
 		}
 		b.WriteString(s)
-		return nil
+		return true, nil
 	}
-	newline := func(l int) {
-		if indent >= 0 {
-			b.WriteByte('\n')
-			b.WriteString(strings.Repeat(" ", indent*l))
-		}
-	}
-	itemSep := ", "
+	return false, nil
+}
+
+// jsonNewline starts a line at level (with an indent; without one, everything is on one line).
+func jsonNewline(b *strings.Builder, indent, level int) {
 	if indent >= 0 {
-		itemSep = ","
+		b.WriteByte('\n')
+		b.WriteString(strings.Repeat(" ", indent*level))
 	}
-	switch {
-	case isList(v) || isTupleVal(v):
-		items := listItems(v)
-		if len(items) == 0 {
-			b.WriteString("[]")
-			return nil
-		}
-		b.WriteByte('[')
-		for i, it := range items {
-			if i > 0 {
-				b.WriteString(itemSep)
-			}
-			newline(level + 1)
-			if err := e.writeJSON(b, it, indent, level+1); err != nil {
-				return err
-			}
-		}
-		newline(level)
-		b.WriteByte(']')
-		return nil
-	case isMapping(v):
-		type kv struct {
-			k, v any
-		}
-		var items []kv
-		eachItem(v, func(k, val any) bool {
-			items = append(items, kv{k, val})
-			return true
-		})
-		if len(items) == 0 {
-			b.WriteString("{}")
-			return nil
-		}
-		var serr error
-		sort.SliceStable(items, func(i, j int) bool {
-			c, err := compare(items[i].k, items[j].k, "<")
-			if err != nil && serr == nil {
-				serr = err
-			}
-			return c < 0
-		})
-		if serr != nil {
-			return serr
-		}
-		b.WriteByte('{')
-		for i, it := range items {
-			if i > 0 {
-				b.WriteString(itemSep)
-			}
-			newline(level + 1)
-			var key string
-			switch k := it.k.(type) {
-			case string, Markup, *tainted:
-				key, _ = strValue(k)
-			case nil:
-				key = "null"
-			case bool:
-				key = map[bool]string{true: "true", false: "false"}[k]
-			case float64:
-				var kb strings.Builder
-				e.writeJSON(&kb, k, -1, 0)
-				key = kb.String()
-			default:
-				if n := toNum(k); n.kind != 0 {
-					key, _ = strOf(k)
-				} else {
-					return fmt.Errorf("keys must be str, int, float, bool or None, not %s", typeName(k))
-				}
-			}
-			writeJSONString(b, key)
-			b.WriteString(": ")
-			if err := e.writeJSON(b, it.v, indent, level+1); err != nil {
-				return err
-			}
-		}
-		newline(level)
-		b.WriteByte('}')
+}
+
+// jsonItemSep is what separates items: ", " on one line, "," before a newline.
+func jsonItemSep(indent int) string {
+	if indent >= 0 {
+		return ","
+	}
+	return ", "
+}
+
+func (e *evaluator) writeJSONList(b *strings.Builder, items []any, indent, level int) error {
+	if len(items) == 0 {
+		b.WriteString("[]")
 		return nil
 	}
-	if g, ok := v.(*group); ok {
-		return e.writeJSON(b, Tuple{g.grouper, g.list}, indent, level)
+	b.WriteByte('[')
+	for i, it := range items {
+		if i > 0 {
+			b.WriteString(jsonItemSep(indent))
+		}
+		jsonNewline(b, indent, level+1)
+		if err := e.writeJSON(b, it, indent, level+1); err != nil {
+			return err
+		}
 	}
-	return fmt.Errorf("Object of type %s is not JSON serializable", typeName(v))
+	jsonNewline(b, indent, level)
+	b.WriteByte(']')
+	return nil
+}
+
+// writeJSONDict writes a dict with its keys sorted (sort_keys=True).
+func (e *evaluator) writeJSONDict(b *strings.Builder, v any, indent, level int) error {
+	type kv struct {
+		k, v any
+	}
+	var items []kv
+	eachItem(v, func(k, val any) bool {
+		items = append(items, kv{k, val})
+		return true
+	})
+	if len(items) == 0 {
+		b.WriteString("{}")
+		return nil
+	}
+	var serr error
+	sort.SliceStable(items, func(i, j int) bool {
+		c, err := compare(items[i].k, items[j].k, "<")
+		if err != nil && serr == nil {
+			serr = err
+		}
+		return c < 0
+	})
+	if serr != nil {
+		return serr
+	}
+	b.WriteByte('{')
+	for i, it := range items {
+		if i > 0 {
+			b.WriteString(jsonItemSep(indent))
+		}
+		jsonNewline(b, indent, level+1)
+		key, err := e.jsonKey(it.k)
+		if err != nil {
+			return err
+		}
+		writeJSONString(b, key)
+		b.WriteString(": ")
+		if err := e.writeJSON(b, it.v, indent, level+1); err != nil {
+			return err
+		}
+	}
+	jsonNewline(b, indent, level)
+	b.WriteByte('}')
+	return nil
+}
+
+// jsonKey is a dict key as json.dumps writes it: keys that are not strings become strings.
+func (e *evaluator) jsonKey(k any) (string, error) {
+	switch k := k.(type) {
+	case string, Markup, *tainted:
+		key, _ := strValue(k)
+		return key, nil
+	case nil:
+		return "null", nil
+	case bool:
+		return map[bool]string{true: "true", false: "false"}[k], nil
+	case float64:
+		var kb strings.Builder
+		e.writeJSON(&kb, k, -1, 0)
+		return kb.String(), nil
+	}
+	if n := toNum(k); n.kind != 0 {
+		key, _ := strOf(k)
+		return key, nil
+	}
+	return "", fmt.Errorf("keys must be str, int, float, bool or None, not %s", typeName(k))
 }
 
 func writeJSONString(b *strings.Builder, s string) {

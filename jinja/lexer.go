@@ -325,15 +325,7 @@ func (l *lexer) tag(i int, kind byte) (int, bool, error) {
 			lastDot = false
 			continue
 		case isNameStartByte(c) || c >= utf8.RuneSelf:
-			n := i
-			for n < len(src) {
-				r, size := utf8.DecodeRuneInString(src[n:])
-				if r == '_' || unicode.IsLetter(r) || (n > i && (unicode.IsDigit(r) || unicode.Is(unicode.Mn, r) || unicode.Is(unicode.Mc, r))) {
-					n += size
-					continue
-				}
-				break
-			}
+			n := nameEnd(src, i)
 			if n == i {
 				r, _ := utf8.DecodeRuneInString(src[i:])
 				return 0, false, errAt(i, "unexpected character %q inside a tag", r)
@@ -343,40 +335,66 @@ func (l *lexer) tag(i int, kind byte) (int, bool, error) {
 			lastDot = false
 			continue
 		}
-		op := ""
-		for _, o := range twoCharOps {
-			if strings.HasPrefix(src[i:], o) {
-				op = o
-				break
-			}
+		op, bal, err := operator(src, i, balance)
+		if err != nil {
+			return 0, false, err
 		}
-		if op == "" && strings.IndexByte(oneCharOps, c) >= 0 {
-			op = src[i : i+1]
-		}
-		if op == "" {
-			r, _ := utf8.DecodeRuneInString(src[i:])
-			return 0, false, errAt(i, "unexpected character %q inside a tag", r)
-		}
-		switch op {
-		case "(":
-			balance = append(balance, ')')
-		case "[":
-			balance = append(balance, ']')
-		case "{":
-			balance = append(balance, '}')
-		case ")", "]", "}":
-			if len(balance) == 0 {
-				return 0, false, errAt(i, "unbalanced %q: there is no opening bracket for it", op)
-			}
-			if want := balance[len(balance)-1]; want != op[0] {
-				return 0, false, errAt(i, "unbalanced %q: expected %q", op, want)
-			}
-			balance = balance[:len(balance)-1]
-		}
+		balance = bal
 		l.toks = append(l.toks, token{kind: tOp, val: op, pos: p, end: i + len(op)})
 		i += len(op)
 		lastDot = op == "."
 	}
+}
+
+// nameEnd returns the end of the name starting at i (i itself if there is none): letters,
+// '_', then digits and combining marks too, as Python identifiers.
+func nameEnd(src string, i int) int {
+	n := i
+	for n < len(src) {
+		r, size := utf8.DecodeRuneInString(src[n:])
+		if r == '_' || unicode.IsLetter(r) || (n > i && (unicode.IsDigit(r) || unicode.Is(unicode.Mn, r) || unicode.Is(unicode.Mc, r))) {
+			n += size
+			continue
+		}
+		break
+	}
+	return n
+}
+
+// operator reads the operator at src[i]. balance holds the closing brackets awaited: it is
+// returned with the bracket the operator opens or closes.
+func operator(src string, i int, balance []byte) (string, []byte, error) {
+	op := ""
+	for _, o := range twoCharOps {
+		if strings.HasPrefix(src[i:], o) {
+			op = o
+			break
+		}
+	}
+	if op == "" && strings.IndexByte(oneCharOps, src[i]) >= 0 {
+		op = src[i : i+1]
+	}
+	if op == "" {
+		r, _ := utf8.DecodeRuneInString(src[i:])
+		return "", balance, errAt(i, "unexpected character %q inside a tag", r)
+	}
+	switch op {
+	case "(":
+		balance = append(balance, ')')
+	case "[":
+		balance = append(balance, ']')
+	case "{":
+		balance = append(balance, '}')
+	case ")", "]", "}":
+		if len(balance) == 0 {
+			return "", balance, errAt(i, "unbalanced %q: there is no opening bracket for it", op)
+		}
+		if want := balance[len(balance)-1]; want != op[0] {
+			return "", balance, errAt(i, "unbalanced %q: expected %q", op, want)
+		}
+		balance = balance[:len(balance)-1]
+	}
+	return op, balance, nil
 }
 
 // lexNumber reads an integer (decimal, 0x, 0o, 0b; _ separators) or a float at src[i]. After a
@@ -541,6 +559,10 @@ func lexString(src string, i int) (string, int, error) {
 			}
 			b.WriteRune(rune(v))
 			i += n
+		case 'N':
+			// Python's \N{name}: Unicode's name table is not here (an error rather than
+			// another meaning; Jinja2 also fails on a \N without a valid name).
+			return "", 0, errAt(i-2, "\\N{...} escapes (Unicode character names) are not supported in strings: write the character itself or \\uXXXX")
 		default:
 			// Python keeps unknown escapes as they are: '\.' is a backslash and a dot.
 			b.WriteByte('\\')

@@ -143,64 +143,76 @@ func numArith(op string, x, y num) (any, error) {
 		return floatArith(op, a, b)
 	}
 	if x.kind == 'i' && y.kind == 'i' {
-		a, b := x.i, y.i
-		switch op {
-		case "+":
-			if s := a + b; (s > a) == (b > 0) {
-				return s, nil
-			}
-		case "-":
-			if s := a - b; (s < a) == (b > 0) {
-				return s, nil
-			}
-		case "*":
-			if a == 0 || b == 0 {
-				return int64(0), nil
-			}
-			if p := a * b; p/b == a && !(a == -1 && b == math.MinInt64) && !(b == -1 && a == math.MinInt64) {
-				return p, nil
-			}
-		case "/":
-			if b == 0 {
-				return nil, errors.New("division by zero")
-			}
-			return float64(a) / float64(b), nil
-		case "//":
-			if b == 0 {
-				return nil, errors.New("integer division or modulo by zero")
-			}
-			if !(a == math.MinInt64 && b == -1) {
-				q := a / b
-				if (a%b != 0) && ((a < 0) != (b < 0)) {
-					q--
-				}
-				return q, nil
-			}
-		case "%":
-			if b == 0 {
-				return nil, errors.New("integer modulo by zero")
-			}
-			if b == -1 {
-				return int64(0), nil
-			}
-			m := a % b
-			if m != 0 && ((m < 0) != (b < 0)) {
-				m += b
-			}
-			return m, nil
-		case "**":
-			if b < 0 {
-				if a == 0 {
-					return nil, errors.New("0.0 cannot be raised to a negative power")
-				}
-				return math.Pow(float64(a), float64(b)), nil
-			}
-			if r, ok := powInt(a, b); ok {
-				return r, nil
-			}
+		if v, done, err := intArith(op, x.i, y.i); done {
+			return v, err
 		}
 	}
-	// Big ints.
+	return bigArith(op, x, y)
+}
+
+// intArith is the arithmetic of two int64s; done is false when the result does not fit
+// (big ints take over).
+func intArith(op string, a, b int64) (v any, done bool, err error) {
+	switch op {
+	case "+":
+		if s := a + b; (s > a) == (b > 0) {
+			return s, true, nil
+		}
+	case "-":
+		if s := a - b; (s < a) == (b > 0) {
+			return s, true, nil
+		}
+	case "*":
+		if a == 0 || b == 0 {
+			return int64(0), true, nil
+		}
+		if p := a * b; p/b == a && !(a == -1 && b == math.MinInt64) && !(b == -1 && a == math.MinInt64) {
+			return p, true, nil
+		}
+	case "/":
+		if b == 0 {
+			return nil, true, errors.New("division by zero")
+		}
+		return float64(a) / float64(b), true, nil
+	case "//":
+		if b == 0 {
+			return nil, true, errors.New("integer division or modulo by zero")
+		}
+		if !(a == math.MinInt64 && b == -1) {
+			q := a / b
+			if (a%b != 0) && ((a < 0) != (b < 0)) {
+				q--
+			}
+			return q, true, nil
+		}
+	case "%":
+		if b == 0 {
+			return nil, true, errors.New("integer modulo by zero")
+		}
+		if b == -1 {
+			return int64(0), true, nil
+		}
+		m := a % b
+		if m != 0 && ((m < 0) != (b < 0)) {
+			m += b
+		}
+		return m, true, nil
+	case "**":
+		if b < 0 {
+			if a == 0 {
+				return nil, true, errors.New("0.0 cannot be raised to a negative power")
+			}
+			return math.Pow(float64(a), float64(b)), true, nil
+		}
+		if r, ok := powInt(a, b); ok {
+			return r, true, nil
+		}
+	}
+	return nil, false, nil
+}
+
+// bigArith is the arithmetic of ints beyond 64 bits.
+func bigArith(op string, x, y num) (any, error) {
 	a, b := x.big(), y.big()
 	switch op {
 	case "+":

@@ -79,6 +79,7 @@ func (p *parser) parseExpression(withCond bool) (expr, error) {
 	if !withCond {
 		return p.parseOr()
 	}
+	unknown := len(p.unknown)
 	x, err := p.parseOr()
 	if err != nil {
 		return nil, err
@@ -96,6 +97,10 @@ func (p *parser) parseExpression(withCond bool) (expr, error) {
 			}
 		}
 		x = &condExpr{pos: t.pos, test: test, then: x, els: els}
+		// A conditional expression is soft as a whole, its first value included.
+		for i := unknown; i < len(p.unknown); i++ {
+			p.unknown[i].soft = true
+		}
 	}
 	return x, nil
 }
@@ -655,8 +660,11 @@ func (p *parser) parseFilters(x expr, startInline bool) (expr, error) {
 			f.args = args{pos: arg.position(), list: []expr{arg}, present: true}
 			f.pongo2 = true
 		}
-		if f.fn, err = p.lookupFilter(f); err != nil {
+		if f.fn, err = p.filter(f.name, f.pongo2); err != nil {
 			return nil, p.fail(name, "%v", err)
+		}
+		if f.fn == nil {
+			p.unknown = append(p.unknown, unknownName{pos: name.pos, what: "filter", name: full, soft: p.soft})
 		}
 		x = f
 	}
@@ -700,9 +708,9 @@ func (p *parser) parseTest(x expr) (expr, error) {
 		}
 		t.args = args{pos: arg.position(), list: []expr{arg}, present: true}
 	}
-	t.fn = lookupTest(full)
+	t.fn = p.test(full)
 	if t.fn == nil {
-		return nil, p.fail(name, "unknown test '%s'", full)
+		p.unknown = append(p.unknown, unknownName{pos: name.pos, what: "test", name: full, soft: p.soft})
 	}
 	return t, nil
 }

@@ -235,16 +235,7 @@ func writeRepr(b *strings.Builder, v any, depth int) error {
 	case *List:
 		return writeSeq(b, "[", "]", x.items, depth, false)
 	case []any:
-		b.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			if err := writeRepr(b, e, depth+1); err != nil {
-				return err
-			}
-		}
-		b.WriteByte(']')
+		return writeReprItems(b, "[", "]", x, depth)
 	case []string:
 		b.WriteByte('[')
 		for i, e := range x {
@@ -255,16 +246,7 @@ func writeRepr(b *strings.Builder, v any, depth int) error {
 		}
 		b.WriteByte(']')
 	case []map[string]any:
-		b.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			if err := writeRepr(b, e, depth+1); err != nil {
-				return err
-			}
-		}
-		b.WriteByte(']')
+		return writeReprItems(b, "[", "]", x, depth)
 	case Tuple:
 		return writeSeq(b, "(", ")", x, depth, true)
 	case *Dict, map[string]any, map[string]string, *record.Record:
@@ -278,17 +260,40 @@ func writeRepr(b *strings.Builder, v any, depth int) error {
 	case *dictView:
 		name := map[byte]string{viewItems: "dict_items", viewKeys: "dict_keys", viewValues: "dict_values"}[x.kind]
 		b.WriteString(name)
-		b.WriteString("([")
-		items := viewItemsOf(x)
-		for i, e := range items {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			if err := writeRepr(b, e, depth+1); err != nil {
-				return err
-			}
+		return writeReprItems(b, "([", "])", viewItemsOf(x), depth)
+	case *group:
+		return writeSeq(b, "(", ")", []any{x.grouper, x.list}, depth, true)
+	case nil, bool, int64, int, *big.Int, float64:
+		s, err := strOf(v)
+		if err != nil {
+			return err
 		}
-		b.WriteString("])")
+		b.WriteString(s)
+	default:
+		return writeObjectRepr(b, v, depth)
+	}
+	return nil
+}
+
+// writeReprItems writes items separated by ", " between open and close.
+func writeReprItems[T any](b *strings.Builder, open, close string, items []T, depth int) error {
+	b.WriteString(open)
+	for i, e := range items {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if err := writeRepr(b, e, depth+1); err != nil {
+			return err
+		}
+	}
+	b.WriteString(close)
+	return nil
+}
+
+// writeObjectRepr writes the repr of the engine's own objects; those Jinja2 prints with
+// their memory address are an error (the output would change every render).
+func writeObjectRepr(b *strings.Builder, v any, depth int) error {
+	switch x := v.(type) {
 	case *Namespace:
 		b.WriteString("<Namespace ")
 		if err := writeDictRepr(b, x.attrs, depth+1); err != nil {
@@ -309,14 +314,6 @@ func writeRepr(b *strings.Builder, v any, depth int) error {
 		return fmt.Errorf("the method %s of a %s cannot be printed (Jinja2 prints its memory address): call it with ()", x.name, typeName(x.obj))
 	case *cycler, *joiner, *selfRef, *blockRef:
 		return fmt.Errorf("a %s cannot be printed (Jinja2 prints its memory address)", typeName(v))
-	case *group:
-		return writeSeq(b, "(", ")", []any{x.grouper, x.list}, depth, true)
-	case nil, bool, int64, int, *big.Int, float64:
-		s, err := strOf(v)
-		if err != nil {
-			return err
-		}
-		b.WriteString(s)
 	default:
 		return fmt.Errorf("a value of Go type %T cannot be printed", v)
 	}

@@ -20,34 +20,13 @@ func lookupTest(name string) testFunc {
 	case "divisibleby":
 		return tDivisibleby
 	case "defined":
-		return func(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
-			_, undef := in.(*Undefined)
-			return !undef, nil
-		}
+		return tDefined
 	case "undefined":
-		return func(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
-			_, undef := in.(*Undefined)
-			return undef, nil
-		}
+		return tUndefined
 	case "filter":
-		return func(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
-			p, err := bind("filter", a, kw)
-			_ = p
-			if err != nil {
-				return false, err
-			}
-			name, ok := strValue(in)
-			if !ok {
-				return false, nil
-			}
-			_, extra := e.prog.filters[name]
-			return extra || jinjaFilter(name) != nil, nil
-		}
+		return tFilter
 	case "test":
-		return func(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
-			name, ok := strValue(in)
-			return ok && lookupTest(name) != nil, nil
-		}
+		return tTest
 	case "none":
 		return is(func(v any) bool { return v == nil })
 	case "boolean":
@@ -57,13 +36,7 @@ func lookupTest(name string) testFunc {
 	case "true":
 		return is(func(v any) bool { b, ok := v.(bool); return ok && b })
 	case "integer":
-		return is(func(v any) bool {
-			switch v.(type) {
-			case int64, *big.Int, int:
-				return true
-			}
-			return false
-		})
+		return is(isInteger)
 	case "float":
 		return is(func(v any) bool { _, ok := v.(float64); return ok })
 	case "number":
@@ -73,67 +46,19 @@ func lookupTest(name string) testFunc {
 	case "mapping":
 		return is(isMapping)
 	case "lower", "upper":
-		return func(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
-			s, err := e.str(in)
-			if err != nil {
-				return false, err
-			}
-			if name == "lower" {
-				return pyIsLower(s), nil
-			}
-			return pyIsUpper(s), nil
-		}
+		return tCase(name)
 	case "sequence":
-		return is(func(v any) bool {
-			switch v.(type) {
-			case string, *tainted, Markup, *List, []any, []string, []map[string]any, Tuple, *rangeVal,
-				*Dict, map[string]any, map[string]string, *record.Record, *group:
-				return true
-			case *Undefined:
-				return true
-			}
-			return false
-		})
+		return is(isSequence)
 	case "iterable":
-		return is(func(v any) bool {
-			switch v.(type) {
-			case string, *tainted, Markup, *List, []any, []string, []map[string]any, Tuple, *rangeVal,
-				*Dict, map[string]any, map[string]string, *record.Record, *generator, *dictView, *Undefined, *group:
-				return true
-			}
-			return false
-		})
+		return is(isIterable)
 	case "callable":
-		return is(func(v any) bool {
-			switch v.(type) {
-			case *Macro, *builtin, *boundMethod, *joiner, *blockRef:
-				return true
-			case *loopCtx:
-				return true
-			}
-			return false
-		})
+		return is(isCallable)
 	case "sameas":
-		return func(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
-			p, err := bind("sameas", a, kw, "other")
-			if err != nil {
-				return false, err
-			}
-			return sameAs(in, p[0]), nil
-		}
+		return tSameas
 	case "escaped":
 		return is(func(v any) bool { _, ok := v.(Markup); return ok })
 	case "in":
-		return func(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
-			p, err := bind("in", a, kw, "seq")
-			if err != nil {
-				return false, err
-			}
-			if p[0] == noArg {
-				return false, errors.New("test_in() missing 1 required positional argument: 'seq'")
-			}
-			return e.contains(p[0], in)
-		}
+		return tIn
 	case "==", "eq", "equalto":
 		return cmpTest("==")
 	case "!=", "ne":
@@ -148,6 +73,105 @@ func lookupTest(name string) testFunc {
 		return cmpTest("<=")
 	}
 	return nil
+}
+
+func tDefined(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
+	_, undef := in.(*Undefined)
+	return !undef, nil
+}
+
+func tUndefined(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
+	_, undef := in.(*Undefined)
+	return undef, nil
+}
+
+// tFilter is `name is filter`: Jinja2's filters and the extras given to Compile.
+func tFilter(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
+	if _, err := bind("filter", a, kw); err != nil {
+		return false, err
+	}
+	name, ok := strValue(in)
+	if !ok {
+		return false, nil
+	}
+	_, extra := e.prog.filters[name]
+	return extra || jinjaFilter(name) != nil, nil
+}
+
+func tTest(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
+	name, ok := strValue(in)
+	return ok && lookupTest(name) != nil, nil
+}
+
+// tCase is the lower and upper tests: the value printed is all lower (upper) case.
+func tCase(name string) testFunc {
+	return func(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
+		s, err := e.str(in)
+		if err != nil {
+			return false, err
+		}
+		if name == "lower" {
+			return pyIsLower(s), nil
+		}
+		return pyIsUpper(s), nil
+	}
+}
+
+func tSameas(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
+	p, err := bind("sameas", a, kw, "other")
+	if err != nil {
+		return false, err
+	}
+	return sameAs(in, p[0]), nil
+}
+
+func tIn(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
+	p, err := bind("in", a, kw, "seq")
+	if err != nil {
+		return false, err
+	}
+	if p[0] == noArg {
+		return false, errors.New("test_in() missing 1 required positional argument: 'seq'")
+	}
+	return e.contains(p[0], in)
+}
+
+func isInteger(v any) bool {
+	switch v.(type) {
+	case int64, *big.Int, int:
+		return true
+	}
+	return false
+}
+
+func isSequence(v any) bool {
+	switch v.(type) {
+	case string, *tainted, Markup, *List, []any, []string, []map[string]any, Tuple, *rangeVal,
+		*Dict, map[string]any, map[string]string, *record.Record, *group:
+		return true
+	case *Undefined:
+		return true
+	}
+	return false
+}
+
+func isIterable(v any) bool {
+	switch v.(type) {
+	case string, *tainted, Markup, *List, []any, []string, []map[string]any, Tuple, *rangeVal,
+		*Dict, map[string]any, map[string]string, *record.Record, *generator, *dictView, *Undefined, *group:
+		return true
+	}
+	return false
+}
+
+func isCallable(v any) bool {
+	switch v.(type) {
+	case *Macro, *builtin, *boundMethod, *joiner, *blockRef:
+		return true
+	case *loopCtx:
+		return true
+	}
+	return false
 }
 
 func is(pred func(any) bool) testFunc {

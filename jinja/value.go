@@ -539,3 +539,12 @@ func mapGetStr(m any, s string) (any, bool, error) {
 // NewList returns a list of the template's own (changeable by the template), for filters
 // given to Compile.
 func NewList(items []any) *List { return &List{items: items} }
+
+func aTypeName(v any) string {
+	n := typeName(v)
+	switch n[0] {
+	case 'a', 'e', 'i', 'o', 'u':
+		return "an " + n
+	}
+	return "a " + n
+}

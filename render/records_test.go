@@ -2,6 +2,7 @@ package render
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/record"
@@ -92,6 +93,38 @@ func TestIncludeWritesWhereItIs(t *testing.T) {
 		}
 		if got := renderTplSet(t, set, "template"); got != want+"\n" {
 			t.Errorf("%s\ngot  %q\nwant %q", tpl, got, want+"\n")
+		}
+	}
+}
+
+// TestForDictPairsWhateverThePodNames: {% for name, pod in service.pods %} gives names and
+// pods whatever the names are (Jinja2 would unpack each name's characters, which works only
+// while every name has two): a template that served pods a and b keeps working when the only
+// pod is b2, with pods as maps and as records (render/JINJA2.md, deliberate differences).
+func TestForDictPairsWhateverThePodNames(t *testing.T) {
+	const tpl = `{% for name, pod in services[0].pods %}{{ name }}={{ pod.status.podIP }} {% endfor %}`
+	for _, names := range [][]string{{"a", "b"}, {"b2"}, {"ab", "cd"}, {"abc"}} {
+		for _, records := range []bool{false, true} {
+			s := testSnapshot(map[string]string{"template": tpl}, "template")
+			pods := map[string]any{}
+			want := ""
+			for i, n := range names {
+				ip := "10.0.0." + string(rune('1'+i))
+				pods[n] = pod(n, ip)
+				want += n + "=" + ip + " "
+			}
+			s.Services[0]["pods"] = pods
+			if records {
+				s.Services = asRecords(s.Services)
+			}
+			out, err := New(Options{}).Render(context.Background(), s)
+			if err != nil {
+				t.Errorf("pods %v (records %v): %v", names, records, err)
+				continue
+			}
+			if got := strings.TrimSuffix(string(out.Config), "\n"); got != want {
+				t.Errorf("pods %v (records %v): got %q, want %q", names, records, got, want)
+			}
 		}
 	}
 }

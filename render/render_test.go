@@ -146,6 +146,7 @@ func TestTemplateRuntimeErrors(t *testing.T) {
 		{"sort by an attribute some items lack", "{{ services|sort(attribute='path') }}", 1, 13, "'dict object' has no attribute 'path'"},
 		{"range beyond 64 bits", "{{ range(2 ** 64) }}", 1, 9, "range() arguments beyond 64 bits"},
 		{"the input data is read only", "{% do services.append(1) %}", 1, 16, "this list comes from the input data"},
+		{"unknown filter in a branch that runs", "{% if services %}\n  {{ services|nosuchfilter }}{% endif %}", 2, 15, "unknown filter 'nosuchfilter'"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -473,6 +474,7 @@ func TestCompileCache(t *testing.T) {
 func TestMiscOutput(t *testing.T) {
 	cases := []struct{ name, tpl, want string }{
 		{"CRLF becomes LF", "a\r\n{{ 1 }}\r\nb\r\n", "a\n1\nb\n"},
+		{"an escaped carriage return stays one", `{{ '\r' }}|{{ "a\r\nb" }}`, "\r|a\r\nb\n"},
 		{"autoescape false is accepted", "{% autoescape false %}{{ '<&>' }}{% endautoescape %}", "<&>\n"},
 		{"no HTML escaping", "{{ '<a href=\"x\">&</a>' }} {{ '<'|e }}", "<a href=\"x\">&</a> &lt;\n"},
 		{"trailing newline added once", "x", "x\n"},

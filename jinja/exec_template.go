@@ -1,0 +1,201 @@
+package jinja
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// The statements that reach other templates of the set: extends and block (with super()
+// and self), include, import and from ... import.
+
+// template returns the compiled template of key, or the error of using it.
+func (e *evaluator) template(key string) (*Template, error) {
+	if t, ok := e.prog.templates[key]; ok {
+		return t, nil
+	}
+	if err, ok := e.prog.errs[key]; ok {
+		return nil, err
+	}
+	return nil, e.prog.missing(key)
+}
+
+func (e *evaluator) execExtends(s *extendsStmt, f *frame) error {
+	if e.extending != nil {
+		return e.at(s.pos, errors.New("extended multiple times"))
+	}
+	t, err := e.template(s.key)
+	if err != nil {
+		return e.at(s.keyPos, err)
+	}
+	e.extending, e.suppress = t, true
+	return nil
+}
+
+func (e *evaluator) execBlock(s *blockStmt, f *frame) error {
+	if e.suppress {
+		return nil
+	}
+	parent := e.root
+	if s.scoped {
+		parent = f
+	}
+	return e.at(s.pos, e.renderBlock(s.name, 0, parent))
+}
+
+// renderBlock renders definition idx of block name (0: the most derived).
+func (e *evaluator) renderBlock(name string, idx int, parent *frame) error {
+	defs := e.blocks[name]
+	if idx >= len(defs) {
+		return fmt.Errorf("there is no parent block called %s", reprString(name))
+	}
+	b := defs[idx]
+	if b.required && idx == 0 {
+		return fmt.Errorf("required block %s not found", reprString(name))
+	}
+	e.depth++
+	defer func() { e.depth-- }()
+	if e.depth > maxCallDepth {
+		return fmt.Errorf("blocks nested more than %d deep", maxCallDepth)
+	}
+	fr := e.newFrame(parent)
+	defer e.release(fr)
+	fr.set("super", &builtin{name: "super", fn: func(e *evaluator, a []any, kw map[string]any) (any, error) {
+		return e.renderBlockValue(name, idx+1, parent) // a scoped block's parent sees its scope
+	}})
+	saved := e.cur
+	e.cur = b.tmpl
+	err := e.execAll(b.body, fr)
+	e.cur = saved
+	return err
+}
+
+// renderBlockValue renders a block into a string (super(), self.name()), in the scope parent.
+func (e *evaluator) renderBlockValue(name string, idx int, parent *frame) (any, error) {
+	saved, savedSuppress := e.out, e.suppress
+	e.out, e.suppress = nil, false
+	err := e.renderBlock(name, idx, parent)
+	out := string(e.out)
+	e.out, e.suppress = saved, savedSuppress
+	if err != nil {
+		return nil, err
+	}
+	if e.autoescape {
+		return Markup(out), nil
+	}
+	return out, nil
+}
+
+// selfRef is `self` in a template with blocks; blockRef is self.name.
+type (
+	selfRef  struct{}
+	blockRef struct{ name string }
+)
+
+func (e *evaluator) execInclude(s *includeStmt, f *frame) error {
+	if e.suppress {
+		return nil
+	}
+	t, err := e.template(s.key)
+	if err != nil {
+		if s.ignoreMissing && e.prog.errs[s.key] == nil {
+			return nil
+		}
+		return e.at(s.keyPos, err)
+	}
+	e.depth++
+	defer func() { e.depth-- }()
+	if e.depth > maxCallDepth {
+		return e.at(s.pos, fmt.Errorf("includes nested more than %d deep (templates that include each other without end?)", maxCallDepth))
+	}
+	if err := e.tick(); err != nil {
+		return e.at(s.pos, err)
+	}
+	root := e.newFrame(nil)
+	defer e.release(root)
+	if s.withContext {
+		root.parent = f
+	}
+	for _, v := range s.vars {
+		val, err := e.eval(v.x, f)
+		if err != nil {
+			return err
+		}
+		root.set(v.name, val)
+	}
+	// An included template escapes as its own text says (the environment's default: off).
+	saved := e.autoescape
+	e.autoescape = false
+	err = e.runTemplate(t, root)
+	e.autoescape = saved
+	return err
+}
+
+// importModule renders key as a module: its top-level variables and macros.
+func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *frame) (*module, error) {
+	if !withContext {
+		if m, ok := e.modules[key]; ok {
+			return m, nil
+		}
+	}
+	t, err := e.template(key)
+	if err != nil {
+		return nil, e.at(keyPos, err)
+	}
+	e.depth++
+	defer func() { e.depth-- }()
+	if e.depth > maxCallDepth {
+		return nil, e.at(keyPos, fmt.Errorf("imports nested more than %d deep", maxCallDepth))
+	}
+	root := &frame{}
+	if withContext {
+		root.parent = f
+	}
+	saved, savedEscape := e.out, e.autoescape
+	e.out, e.autoescape = nil, false
+	err = e.runTemplate(t, root)
+	out := string(e.out)
+	e.out, e.autoescape = saved, savedEscape
+	if err != nil {
+		return nil, err
+	}
+	keep(root)
+	m := &module{name: key, vars: newDict(len(root.names)), output: out}
+	for i, n := range root.names {
+		if !strings.HasPrefix(n, "_") {
+			m.vars.set(n, root.vals[i])
+		}
+	}
+	if !withContext {
+		if e.modules == nil {
+			e.modules = map[string]*module{}
+		}
+		e.modules[key] = m
+	}
+	return m, nil
+}
+
+func (e *evaluator) execImport(s *importStmt, f *frame) error {
+	m, err := e.importModule(s.key, s.keyPos, s.withContext, f)
+	if err != nil {
+		return err
+	}
+	f.set(s.as, m)
+	return nil
+}
+
+func (e *evaluator) execFromImport(s *fromImportStmt, f *frame) error {
+	m, err := e.importModule(s.key, s.keyPos, s.withContext, f)
+	if err != nil {
+		return err
+	}
+	for _, n := range s.names {
+		v, ok := m.vars.getStr(n.name)
+		if !ok {
+			line, _ := e.cur.lineCol(s.pos)
+			v = undefinedHint(fmt.Sprintf("the template %s (imported on line %d in %s) does not export the requested name %s", reprString(s.key), line, reprString(e.cur.name), reprString(n.name)))
+		}
+		f.set(n.as, v)
+	}
+	return nil
+}

@@ -1,0 +1,430 @@
+package jinja
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Jinja2's filters of sequences and dicts: length, first, last, join, list, items,
+// dictsort, sort, unique, min, max, sum, reverse, slice, batch.
+
+func fBatch(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
+	p, err := bind("batch", a, kw, "linecount", "fill_with")
+	if err != nil {
+		return nil, err
+	}
+	n, ok := indexOf(p[0])
+	if !ok {
+		return nil, fmt.Errorf("'%s' object cannot be interpreted as an integer", typeName(p[0]))
+	}
+	items, err := e.iterate(in)
+	if err != nil {
+		return nil, err
+	}
+	var out []any
+	var cur []any
+	for _, it := range items {
+		if int64(len(cur)) == n {
+			out = append(out, &List{items: cur})
+			cur = nil
+		}
+		cur = append(cur, it)
+	}
+	if len(cur) > 0 {
+		if fill := or(p[1], nil); fill != nil && int64(len(cur)) < n {
+			for int64(len(cur)) < n {
+				cur = append(cur, fill)
+			}
+		}
+		out = append(out, &List{items: cur})
+	}
+	return &generator{items: out}, nil
+}
+
+func fLength(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
+	if _, err := bind("length", a, kw); err != nil {
+		return nil, err
+	}
+	if g, ok := in.(*generator); ok {
+		_ = g
+		return nil, errors.New("object of type 'generator' has no len()")
+	}
+	n, err := length(in)
+	return int64(n), err
+}
+
+// ignoreCase lowers strings (the default of sort, dictsort, unique, min, max, groupby).
+func ignoreCase(v any) any {
+	switch x := v.(type) {
+	case string:
+		return strings.ToLower(x)
+	case Markup:
+		return Markup(strings.ToLower(string(x)))
+	case *tainted:
+		return strings.ToLower(x.s)
+	}
+	return v
+}
+
+func fDictsort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
+	p, err := bind("dictsort", a, kw, "case_sensitive", "by", "reverse")
+	if err != nil {
+		return nil, err
+	}
+	pos := 0
+	switch by, _ := strValue(or(p[1], "key")); by {
+	case "key":
+	case "value":
+		pos = 1
+	default:
+		return nil, errors.New(`You can only sort by either "key" or "value"`)
+	}
+	if !isMapping(in) {
+		if u, ok := in.(*Undefined); ok {
+			return nil, u.fail()
+		}
+		return nil, fmt.Errorf("'%s' object has no attribute 'items'", typeName(in))
+	}
+	var items []any
+	eachItem(in, func(k, v any) bool {
+		items = append(items, Tuple{k, v})
+		return true
+	})
+	cs := truthy(or(p[0], false))
+	err = sortValues(items, func(x any) (any, error) {
+		v := x.(Tuple)[pos]
+		if !cs {
+			v = ignoreCase(v)
+		}
+		return v, nil
+	}, truthy(or(p[2], false)))
+	return &List{items: items}, err
+}
+
+func fFirst(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
+	if _, err := bind("first", a, kw); err != nil {
+		return nil, err
+	}
+	if u, ok := in.(*Undefined); ok && u.err != nil {
+		return nil, u.err
+	}
+	s, err := e.seqOf(in)
+	if err != nil {
+		return nil, err
+	}
+	if s.n == 0 {
+		return undefinedHint("No first item, sequence was empty."), nil
+	}
+	return s.at(0), nil
+}
+
+func fLast(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
+	if _, err := bind("last", a, kw); err != nil {
+		return nil, err
+	}
+	if _, ok := in.(*generator); ok {
+		return nil, errors.New("'generator' object is not reversible")
+	}
+	s, err := e.seqOf(in)
+	if err != nil {
+		return nil, err
+	}
+	if s.n == 0 {
+		return undefinedHint("No last item, sequence was empty."), nil
+	}
+	return s.at(s.n - 1), nil
+}
+
+func fJoin(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
+	p, err := bind("join", a, kw, "d", "attribute")
+	if err != nil {
+		return nil, err
+	}
+	items, err := e.iterate(in)
+	if err != nil {
+		return nil, err
+	}
+	sep, err := e.str(or(p[0], ""))
+	if err != nil {
+		return nil, err
+	}
+	attr := or(p[1], nil)
+	parts := attrParts(attr)
+	var b strings.Builder
+	for i, it := range items {
+		if attr != nil {
+			if it, err = e.attrPath(it, parts, nil); err != nil {
+				return nil, err
+			}
+		}
+		s, err := e.str(it)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		if b.Len()+len(s) > e.maxSize {
+			return nil, e.sizeError()
+		}
+		b.WriteString(s)
+		if i&1023 == 1023 {
+			if err := e.checkTime(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return b.String(), nil
+}
+
+func fList(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
+	if _, err := bind("list", a, kw); err != nil {
+		return nil, err
+	}
+	if r, ok := in.(*rangeVal); ok {
+		if err := e.checkItems(int(min(r.len(), int64(e.maxItems)+1))); err != nil {
+			return nil, err
+		}
+	}
+	items, err := e.iterate(in)
+	if err != nil {
+		return nil, err
+	}
+	if l, ok := in.(*List); ok {
+		items = append([]any(nil), l.items...)
+	}
+	return &List{items: items}, nil
+}
+
+func fItems(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
+	if _, err := bind("items", a, kw); err != nil {
+		return nil, err
+	}
+	if _, ok := in.(*Undefined); ok {
+		return &generator{}, nil
+	}
+	if !isMapping(in) {
+		return nil, errors.New("Can only get item pairs from a mapping.")
+	}
+	return &generator{items: viewItemsOf(&dictView{d: in, kind: viewItems})}, nil
+}
+
+func fMinMax(sign int) filterFunc {
+	return func(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
+		name := "min"
+		if sign > 0 {
+			name = "max"
+		}
+		p, err := bind(name, a, kw, "case_sensitive", "attribute")
+		if err != nil {
+			return nil, err
+		}
+		items, err := e.iterate(in)
+		if err != nil {
+			return nil, err
+		}
+		if len(items) == 0 {
+			return undefinedHint("No aggregated item, sequence was empty."), nil
+		}
+		cs := truthy(or(p[0], false))
+		parts := attrParts(or(p[1], nil))
+		key := func(x any) (any, error) {
+			v, err := e.attrPath(x, parts, nil)
+			if err != nil || cs {
+				return v, err
+			}
+			return ignoreCase(v), nil
+		}
+		best := items[0]
+		bk, err := key(best)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items[1:] {
+			k, err := key(it)
+			if err != nil {
+				return nil, err
+			}
+			op := "<"
+			if sign > 0 {
+				op = ">"
+			}
+			c, err := compare(k, bk, op)
+			if err != nil {
+				return nil, err
+			}
+			if c*sign > 0 && c != 2 {
+				best, bk = it, k
+			}
+		}
+		return best, nil
+	}
+}
+
+func fReverse(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
+	if _, err := bind("reverse", a, kw); err != nil {
+		return nil, err
+	}
+	if s, ok := strValue(in); ok {
+		e.plain(in)
+		r := []rune(s)
+		for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
+			r[i], r[j] = r[j], r[i]
+		}
+		if _, ok := in.(Markup); ok {
+			return Markup(string(r)), nil
+		}
+		return string(r), nil
+	}
+	items, err := e.iterate(in)
+	if err != nil {
+		return nil, errors.New("argument must be iterable")
+	}
+	out := make([]any, len(items))
+	for i, it := range items {
+		out[len(items)-1-i] = it
+	}
+	return &generator{items: out}, nil
+}
+
+func fSlice(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
+	p, err := bind("slice", a, kw, "slices", "fill_with")
+	if err != nil {
+		return nil, err
+	}
+	n, ok := indexOf(p[0])
+	if !ok {
+		return nil, fmt.Errorf("'%s' object cannot be interpreted as an integer", typeName(p[0]))
+	}
+	if n <= 0 {
+		return nil, errors.New("integer division or modulo by zero")
+	}
+	items, err := e.iterate(in)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.checkItems(int(min(n, int64(e.maxItems)+1))); err != nil {
+		return nil, err
+	}
+	total := int64(len(items))
+	per := total / n
+	extra := total % n
+	offset := int64(0)
+	fill := or(p[1], nil)
+	var out []any
+	for i := int64(0); i < n; i++ {
+		start := offset + i*per
+		if i < extra {
+			offset++
+		}
+		end := offset + (i+1)*per
+		part := append([]any(nil), items[start:end]...)
+		if fill != nil && i >= extra {
+			part = append(part, fill)
+		}
+		out = append(out, &List{items: part})
+	}
+	return &generator{items: out}, nil
+}
+
+func fSort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
+	p, err := bind("sort", a, kw, "reverse", "case_sensitive", "attribute")
+	if err != nil {
+		return nil, err
+	}
+	items, err := e.iterate(in)
+	if err != nil {
+		return nil, err
+	}
+	items = append([]any(nil), items...)
+	cs := truthy(or(p[1], false))
+	var attrs [][]any
+	switch attr := or(p[2], nil).(type) {
+	case nil:
+		attrs = [][]any{nil}
+	case string:
+		for _, s := range strings.Split(attr, ",") {
+			attrs = append(attrs, attrParts(s))
+		}
+	default:
+		attrs = [][]any{attrParts(attr)}
+	}
+	key := func(x any) (any, error) {
+		keys := make(Tuple, len(attrs))
+		for i, at := range attrs {
+			v, err := e.attrPath(x, at, nil)
+			if err != nil {
+				return nil, err
+			}
+			if !cs {
+				v = ignoreCase(v)
+			}
+			keys[i] = v
+		}
+		return &List{items: keys}, nil
+	}
+	err = sortValues(items, key, truthy(or(p[0], false)))
+	return &List{items: items}, err
+}
+
+func fSum(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
+	p, err := bind("sum", a, kw, "attribute", "start")
+	if err != nil {
+		return nil, err
+	}
+	items, err := e.iterate(in)
+	if err != nil {
+		return nil, err
+	}
+	total := or(p[1], int64(0))
+	attr := or(p[0], nil)
+	parts := attrParts(attr)
+	for _, it := range items {
+		if attr != nil {
+			if it, err = e.attrPath(it, parts, nil); err != nil {
+				return nil, err
+			}
+		}
+		if _, isStr := strValue(total); isStr {
+			return nil, errors.New("sum() can't sum strings [use ''.join(seq) instead]")
+		}
+		if total, err = e.arith("+", total, it); err != nil {
+			return nil, err
+		}
+	}
+	return total, nil
+}
+
+func fUnique(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
+	p, err := bind("unique", a, kw, "case_sensitive", "attribute")
+	if err != nil {
+		return nil, err
+	}
+	items, err := e.iterate(in)
+	if err != nil {
+		return nil, err
+	}
+	cs := truthy(or(p[0], false))
+	parts := attrParts(or(p[1], nil))
+	seen := map[hashKey]bool{}
+	var out []any
+	for _, it := range items {
+		k, err := e.attrPath(it, parts, nil)
+		if err != nil {
+			return nil, err
+		}
+		if !cs {
+			k = ignoreCase(k)
+		}
+		hk, err := keyOf(k)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[hk] {
+			seen[hk] = true
+			out = append(out, it)
+		}
+	}
+	return &generator{items: out}, nil
+}

@@ -1,0 +1,182 @@
+package jinja
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Python's list methods. A list from the data is read only: the methods that change a list
+// work on the template's own lists (*List).
+
+func isListMethod(name string) bool {
+	switch name {
+	case "append", "extend", "insert", "pop", "remove", "index", "count", "copy", "clear", "reverse", "sort":
+		return true
+	}
+	return false
+}
+
+func (e *evaluator) listMethod(obj any, name string, a []any, kw map[string]any) (any, error) {
+	l, mutable := obj.(*List)
+	switch name {
+	case "index", "count":
+		return e.seqSearch(listItems(obj), name, a)
+	case "copy":
+		return &List{items: append([]any(nil), listItems(obj)...)}, nil
+	}
+	if !mutable {
+		return nil, fmt.Errorf("list.%s(): this list comes from the input data, which templates cannot change: copy it first (x|list)", name)
+	}
+	switch name {
+	case "append":
+		if err := argCount(name, a, 1, 1); err != nil {
+			return nil, err
+		}
+		if err := e.checkItems(len(l.items) + 1); err != nil {
+			return nil, err
+		}
+		l.items = append(l.items, a[0])
+		return nil, nil
+	case "extend":
+		if err := argCount(name, a, 1, 1); err != nil {
+			return nil, err
+		}
+		items, err := e.iterate(a[0])
+		if err != nil {
+			return nil, err
+		}
+		if err := e.checkItems(len(l.items) + len(items)); err != nil {
+			return nil, err
+		}
+		l.items = append(l.items, items...)
+		return nil, nil
+	case "insert":
+		return nil, e.listInsert(l, a)
+	case "pop":
+		return listPop(l, a)
+	case "remove":
+		if err := argCount(name, a, 1, 1); err != nil {
+			return nil, err
+		}
+		for i, x := range l.items {
+			if equal(x, a[0]) {
+				l.items = append(l.items[:i], l.items[i+1:]...)
+				return nil, nil
+			}
+		}
+		return nil, errors.New("list.remove(x): x not in list")
+	case "clear":
+		l.items = l.items[:0]
+		return nil, nil
+	case "reverse":
+		for i, j := 0, len(l.items)-1; i < j; i, j = i+1, j-1 {
+			l.items[i], l.items[j] = l.items[j], l.items[i]
+		}
+		return nil, nil
+	case "sort":
+		return nil, listSort(l, a, kw)
+	}
+	return nil, fmt.Errorf("'list' object has no attribute '%s'", name)
+}
+
+// listInsert is l.insert(i, x).
+func (e *evaluator) listInsert(l *List, a []any) error {
+	if err := argCount("insert", a, 2, 2); err != nil {
+		return err
+	}
+	i, ok := indexOf(a[0])
+	if !ok {
+		return fmt.Errorf("'%s' object cannot be interpreted as an integer", typeName(a[0]))
+	}
+	n := int64(len(l.items))
+	if i < 0 {
+		i = max(i+n, 0)
+	}
+	i = min(i, n)
+	if err := e.checkItems(len(l.items) + 1); err != nil {
+		return err
+	}
+	l.items = append(l.items, nil)
+	copy(l.items[i+1:], l.items[i:])
+	l.items[i] = a[1]
+	return nil
+}
+
+// listPop is l.pop() and l.pop(i).
+func listPop(l *List, a []any) (any, error) {
+	if err := argCount("pop", a, 0, 1); err != nil {
+		return nil, err
+	}
+	if len(l.items) == 0 {
+		return nil, errors.New("pop from empty list")
+	}
+	i := int64(len(l.items) - 1)
+	if len(a) == 1 {
+		var ok bool
+		if i, ok = indexOf(a[0]); !ok {
+			return nil, fmt.Errorf("'%s' object cannot be interpreted as an integer", typeName(a[0]))
+		}
+		if i < 0 {
+			i += int64(len(l.items))
+		}
+		if i < 0 || i >= int64(len(l.items)) {
+			return nil, errors.New("pop index out of range")
+		}
+	}
+	v := l.items[i]
+	l.items = append(l.items[:i], l.items[i+1:]...)
+	return v, nil
+}
+
+// listSort is l.sort(reverse=False) (key= is not supported).
+func listSort(l *List, a []any, kw map[string]any) error {
+	if len(a) > 0 {
+		return errors.New("sort() takes no positional arguments")
+	}
+	reverse := false
+	for k, v := range kw {
+		if k != "reverse" {
+			return fmt.Errorf("sort() got an unexpected keyword argument '%s' (key= is not supported)", k)
+		}
+		reverse = truthy(v)
+	}
+	return sortValues(l.items, func(x any) (any, error) { return x, nil }, reverse)
+}
+
+// sortValues sorts items stably by key, as Python's sorted() (reverse keeps stability).
+func sortValues(items []any, key func(any) (any, error), reverse bool) error {
+	keys := make([]any, len(items))
+	for i, it := range items {
+		k, err := key(it)
+		if err != nil {
+			return err
+		}
+		keys[i] = k
+	}
+	idx := make([]int, len(items))
+	for i := range idx {
+		idx[i] = i
+	}
+	var err error
+	sort.SliceStable(idx, func(i, j int) bool {
+		a, b := keys[idx[i]], keys[idx[j]]
+		if reverse {
+			a, b = b, a
+		}
+		c, cerr := compare(a, b, "<")
+		if cerr != nil && err == nil {
+			err = cerr
+		}
+		return c < 0
+	})
+	if err != nil {
+		return err
+	}
+	sorted := make([]any, len(items))
+	for i, j := range idx {
+		sorted[i] = items[j]
+	}
+	copy(items, sorted)
+	return nil
+}
