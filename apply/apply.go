@@ -153,6 +153,13 @@ type Job struct {
 // Apply carries out a job.
 func (a *Applier) Apply(ctx context.Context, j Job) Result {
 	c, d := j.Candidate, j.Decision
+	if c == nil {
+		// No rendering: all that can be done is taking back what HAProxy runs.
+		if d.Action == decide.DoRevert {
+			return a.revert(ctx, j)
+		}
+		return Result{Outcome: Rejected, Err: errors.New(d.Why)}
+	}
 	hash := c.Bundle.Hash
 	switch d.Action {
 	case decide.DoNothing:
@@ -179,7 +186,7 @@ func (a *Applier) Apply(ctx context.Context, j Job) Result {
 		a.cfg.Health.Failed(err)
 		return Result{Outcome: Rejected, Hash: hash, Err: err}
 	case decide.DoRevert:
-		return a.revert(ctx, hash)
+		return a.revert(ctx, j)
 	}
 	return a.reload(ctx, j, d.Why)
 }
@@ -221,26 +228,23 @@ func (a *Applier) validated(ctx context.Context, c *candidate.Candidate) (Result
 	return a.cfg.Report.Failure(candidate.FailureStage(err, status.FailStage), err), false
 }
 
-// revert: haproxy -c rejected the rendering hash after the runtime API had made it live:
-// HAProxy is taken back to the last good rendering (if it runs the rejected one, or nothing
-// known), and the rejection is reported.
-func (a *Applier) revert(ctx context.Context, hash string) Result {
+// revert: haproxy -c rejected a rendering after the runtime API had made it live (the job's,
+// or, without one, the one HAProxy runs): HAProxy is taken back to the last good rendering (if it
+// runs the rejected one, or nothing known), and the job's rejection is reported.
+func (a *Applier) revert(ctx context.Context, j Job) Result {
+	hash := a.cfg.HAProxy.State().Runs
+	if j.Candidate != nil {
+		hash = j.Candidate.Bundle.Hash
+	}
 	rejected := a.cfg.Writer.Rejected(hash)
 	a.cfg.Writer.Drop()
 	if runs := a.cfg.HAProxy.State().Runs; runs == hash || runs == "" {
 		a.revertRuntime(ctx)
 	}
-	return a.cfg.Report.Rejection(rejected)
-}
-
-// RevertRejected takes HAProxy back to the last good rendering when it runs one haproxy -c
-// rejected after the runtime API had made it live, and no rendering that validates could be
-// made to take its place.
-func (a *Applier) RevertRejected(ctx context.Context) {
-	if runs := a.cfg.HAProxy.State().Runs; runs != "" && a.cfg.Writer.Rejected(runs) != nil {
-		a.cfg.Writer.Drop()
-		a.revertRuntime(ctx)
+	if j.Candidate == nil || rejected == nil {
+		return Result{Outcome: Rejected, Err: rejected}
 	}
+	return a.cfg.Report.Rejection(rejected)
 }
 
 // applied finishes a change that went live: old generations pruned, Events, if HAProxy still

@@ -14,8 +14,8 @@ func TestTestsOf(t *testing.T) {
 	}
 	for src, want := range map[string]string{
 		"expect:\n- contain: backend\n": `unknown field "contain"`,
-		"objects: []\n":           "expects nothing",
-		"expect: [\n":             `key "tests.x.yaml"`,
+		"objects: []\n":                 "expects nothing",
+		"expect: [\n":                   `key "tests.x.yaml"`,
 	} {
 		if _, err := testsOf(map[string]string{"tests.x.yaml": src}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", src, err, want)

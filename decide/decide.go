@@ -59,8 +59,9 @@ type Facts struct {
 	// Rendered is the hash of this sync's rendering; "" when none could be made.
 	Rendered string
 	// Rejected is set when haproxy -c rejected this rendering after the runtime API had made
-	// it live.
-	Rejected bool
+	// it live; RunsRejected when HAProxy runs a rendering it rejected (and none could be
+	// rendered to take its place).
+	Rejected, RunsRejected bool
 	// HAProxy is what HAProxy runs and what is written: the rendering it runs for sure
 	// (Runs), the one written for its start (LoadsAtStart), a deferred reload (ReloadAt), the
 	// renderings it refused (Refused), the last reload (LastReload).
@@ -91,10 +92,10 @@ func Decide(f Facts) Decision {
 	h := f.HAProxy
 	reloadDue := !h.ReloadAt.IsZero()
 	switch {
+	case f.Rejected || f.Rendered == "" && f.RunsRejected:
+		return Decision{Action: DoRevert, Why: "haproxy -c rejected this configuration after the runtime API had made it live"}
 	case f.Rendered == "":
 		return Decision{Action: DoHold, Why: "no configuration could be rendered"}
-	case f.Rejected:
-		return Decision{Action: DoRevert, Why: "haproxy -c rejected this configuration after the runtime API had made it live"}
 	case f.Standby:
 		return Decision{Action: DoStandby}
 	case f.Rendered == h.Runs && !reloadDue:

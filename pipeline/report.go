@@ -31,7 +31,7 @@ func (p *Pipeline) report(held map[string]quarantine.Hold) {
 			m.Renders.WithLabelValues("error").Inc()
 		}
 		what := heldWhat(h)
-		p.log.Error("input held back: "+what, "input", id, "object", h.Ref.String(), "stage", h.Stage, "error", h.Err)
+		p.log.Error("input held back: "+what, "input", id, "object", h.Ref, "stage", h.Stage, "error", h.Err)
 		p.event(h.Ref, true, "Rejected", fmt.Sprintf("%s (%s)", h.Reason(), what))
 	}
 	for _, id := range slices.Sorted(maps.Keys(prev)) {
@@ -39,7 +39,7 @@ func (p *Pipeline) report(held map[string]quarantine.Hold) {
 			continue
 		}
 		h := prev[id]
-		p.log.Info("input no longer held back: its current version is in use", "input", id, "object", h.Ref.String())
+		p.log.Info("input no longer held back: its current version is in use", "input", id, "object", h.Ref)
 		p.event(h.Ref, false, "Accepted", fmt.Sprintf("%s is no longer held back: its current version is in use", h.Ref))
 	}
 	p.q.Held = held
@@ -103,7 +103,7 @@ func (p *Pipeline) reportError(stage string, err error) {
 	errors.As(err, &ie)
 	attrs := []any{"stage", stage, "error", err}
 	if ie != nil {
-		attrs = append(attrs, "object", ie.Ref.String())
+		attrs = append(attrs, "object", ie.Ref)
 	}
 	if msg := err.Error(); msg == p.lastProblem {
 		p.log.Debug("input still rejected", attrs...)

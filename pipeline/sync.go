@@ -51,7 +51,9 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 		if errors.As(made.Err, &f) {
 			return p.fail(f.Stage, f.Err)
 		}
-		p.apply.RevertRejected(ctx)
+		if runs := p.HAProxy().Runs; runs != "" && p.writer.Rejected(runs) != nil {
+			p.apply.Apply(ctx, apply.Job{Decision: decide.Decide(decide.Facts{RunsRejected: true}), Reason: reason})
+		}
 		return p.cannotRender(made.Err, held)
 	}
 	if !p.adoptTried && !p.standby() {
