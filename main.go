@@ -70,7 +70,7 @@ func main() {
 			err = sidecar.Once(ctx, cfg, os.Stdout, env)
 		}
 	case "version", "--version", "-version":
-		fmt.Println("haproxy-sidecar", sidecar.Version)
+		fmt.Println("haproxy-sidecar", sidecar.Build())
 	case "help", "--help", "-help", "-h":
 		fmt.Print(topUsage)
 	default:

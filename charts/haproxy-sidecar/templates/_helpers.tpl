@@ -5,6 +5,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- end -}}
+{{- /* The one image both containers run: the sidecar's, which carries HAProxy, so that the
+HAProxy that validates (haproxy -c) is the one that serves. */ -}}
+{{- define "haproxy-sidecar.image" -}}
+{{ printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) | quote }}
+{{- end -}}
 {{- define "haproxy-sidecar.selector" -}}
 app.kubernetes.io/name: haproxy-sidecar
 app.kubernetes.io/instance: {{ .Release.Name }}
