@@ -78,10 +78,23 @@ func TestReadmeListsEveryFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, table, _ := bytes.Cut(readme, []byte("| Flag | Environment | Default | What it does |"))
+	table, _, _ = bytes.Cut(table, []byte("\n\n"))
 	for _, cmd := range []string{"run", "render"} {
 		for _, name := range Names(cmd) {
 			if !regexp.MustCompile("`--" + regexp.QuoteMeta(name) + "`").Match(readme) {
 				t.Errorf("README.md does not document --%s", name)
+			}
+			// The flag table's row: | `--NAME` [(render)] | ENVIRONMENT | ...
+			row := regexp.MustCompile("(?m)^\\| `--" + regexp.QuoteMeta(name) + "`(?: \\(render\\))? \\| ([^|]*) \\|").FindSubmatch(table)
+			if row == nil {
+				t.Errorf("README.md's flag table has no row for --%s", name)
+				continue
+			}
+			for _, env := range EnvNames(name) {
+				if !strings.Contains(string(row[1]), "`"+env+"`") {
+					t.Errorf("README.md's row of --%s: the environment column %q does not name %s", name, row[1], env)
+				}
 			}
 		}
 	}

@@ -146,7 +146,7 @@ template: |
 		for _, o := range objs {
 			js := string(mustJSON(t, o))
 			sawLeases = sawLeases || (o.GetKind() == "Role" && strings.Contains(js, "leases"))
-			sawLeaderEnv = sawLeaderEnv || (o.GetKind() == "Deployment" && strings.Contains(js, "LEADER_ELECT"))
+			sawLeaderEnv = sawLeaderEnv || (o.GetKind() == "Deployment" && strings.Contains(js, "HAPROXY_SIDECAR_LEADER_ELECT"))
 			if o.GetKind() == "ConfigMap" && o.GetName() == "services" {
 				data, _, _ := unstructured.NestedStringMap(o.Object, "data")
 				if !strings.Contains(data["shop"], `"selector":{"app":"shop"}`) {
@@ -155,7 +155,7 @@ template: |
 			}
 		}
 		if !sawLeases || !sawLeaderEnv {
-			t.Errorf("leader election: leases granted %v, LEADER_ELECT set %v", sawLeases, sawLeaderEnv)
+			t.Errorf("leader election: leases granted %v, HAPROXY_SIDECAR_LEADER_ELECT set %v", sawLeases, sawLeaderEnv)
 		}
 		dryRun(t, out)
 	})
