@@ -105,7 +105,9 @@ func TestChartAndManifests(t *testing.T) {
 		out := run(t, helm, "template", "lb", "../charts/haproxy-sidecar", "--namespace", "lb")
 		objs := decodeDocs(t, out)
 		got := kinds(objs)
-		for kind, n := range map[string]int{"Deployment": 1, "Service": 1, "ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "ClusterRole": 1, "ClusterRoleBinding": 1} {
+		// Namespaced by default: pods and EndpointSlices in the release's namespace (a Role and
+		// RoleBinding besides the ConfigMaps' and Secrets'), nothing cluster-wide.
+		for kind, n := range map[string]int{"Deployment": 1, "Service": 1, "ServiceAccount": 1, "Role": 2, "RoleBinding": 2, "ClusterRole": 0, "ClusterRoleBinding": 0, "PodDisruptionBudget": 1} {
 			if got[kind] != n {
 				t.Errorf("%d %s, want %d (all: %v)", got[kind], kind, n, got)
 			}
