@@ -30,7 +30,8 @@ Usage:
   haproxy-sidecar validate [flags]   render and validate once, write nothing; exit 1 if invalid
   haproxy-sidecar version
 
-Run "haproxy-sidecar <command> --help" for the flags; every flag has an environment twin.
+Run "haproxy-sidecar <command> --help" for the flags; every flag has an environment twin,
+HAPROXY_SIDECAR_ and its name in upper snake case (--master-socket: HAPROXY_SIDECAR_MASTER_SOCKET).
 `
 
 // summary is the first lines of a command's help.
