@@ -176,3 +176,14 @@ func TestEditDistance(t *testing.T) {
 		}
 	}
 }
+
+func TestBooleanFlags(t *testing.T) {
+	o, err := ParseRun([]string{"--pprof", "--runtime-api=false"}, "", envOf(map[string]string{"HAPROXY_SIDECAR_LEADER_ELECT": "true", "HAPROXY_SIDECAR_RUNTIME_API": "true"}), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.HTTP.Profiles || o.HAProxy.RuntimeAPI || !o.Leader.Elect {
+		t.Errorf("--pprof (no value) %v, --runtime-api=false over the environment's true %v, HAPROXY_SIDECAR_LEADER_ELECT=true %v",
+			o.HTTP.Profiles, o.HAProxy.RuntimeAPI, o.Leader.Elect)
+	}
+}
