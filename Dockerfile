@@ -1,17 +1,27 @@
 # haproxy-sidecar: a static Go binary on top of HAProxy's own image, so that `haproxy -c`
-# validates with the same HAProxy that serves. Runs as the image's non-root haproxy user.
-# HAProxy 3.2 LTS by default; 2.6 and 3.0 are tested too (README, "Supported HAProxy versions").
-ARG HAPROXY_IMAGE=haproxy:3.2
+# validates with the same HAProxy that serves (the Helm chart and examples/kubernetes run both
+# containers from this image). Runs as the image's non-root haproxy user.
+# HAProxy 3.2 LTS, pinned to a release (tested: README, "Supported HAProxy versions"; 2.6 and
+# 3.0 are tested too): --build-arg HAPROXY_IMAGE=haproxy:3.0.x for another one.
+ARG HAPROXY_IMAGE=haproxy:3.2.26
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/haproxy-sidecar/haproxy-sidecar/sidecar.Version=${VERSION}" -o /out/haproxy-sidecar .
+# make image passes both (hack/version.sh, git rev-parse HEAD); without them the VERSION file.
+ARG VERSION=""
+ARG REVISION=""
+RUN v="${VERSION:-$(cat VERSION 2>/dev/null || echo 0.0.0-dev)}" && \
+    CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+      -ldflags="-s -w -X github.com/haproxy-sidecar/haproxy-sidecar/sidecar.Version=${v} -X github.com/haproxy-sidecar/haproxy-sidecar/sidecar.Revision=${REVISION:-unknown}" \
+      -o /out/haproxy-sidecar .
 
 FROM ${HAPROXY_IMAGE}
+ARG VERSION=""
+LABEL org.opencontainers.image.title="haproxy-sidecar" \
+      org.opencontainers.image.version="${VERSION}"
 COPY --from=build /out/haproxy-sidecar /usr/local/bin/haproxy-sidecar
 USER haproxy
 EXPOSE 8080 9090

@@ -3,12 +3,39 @@ GO ?= go
 PATH := /usr/sbin:$(PATH)
 export PATH
 
-.PHONY: all build demo test test-short vet bench bench-churn deps
+.PHONY: all build demo test test-short vet bench bench-churn deps version image set-version
+
+## The version (hack/version.sh: git describe --tags --always --dirty, else the VERSION file,
+## else 0.0.0-dev) and the commit, stamped into the binary and the image.
+VERSION ?= $(shell hack/version.sh)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+IMAGE ?= haproxy-sidecar:$(VERSION)
+LDFLAGS := -X github.com/haproxy-sidecar/haproxy-sidecar/sidecar.Version=$(VERSION) \
+	-X github.com/haproxy-sidecar/haproxy-sidecar/sidecar.Revision=$(REVISION)
+DOCKER_BUILD := docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
 
 all: build
 
 build:
-	$(GO) build -trimpath -o bin/haproxy-sidecar .
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/haproxy-sidecar .
+
+version:
+	@echo $(VERSION)
+
+## image: prints the docker build command of haproxy-sidecar:VERSION, and runs it when a docker
+## engine answers (the image carries HAProxy: see the Dockerfile).
+image:
+	@echo '$(DOCKER_BUILD)'
+	@if docker info >/dev/null 2>&1; then $(DOCKER_BUILD); \
+	else echo "make image: no docker engine here; run the command above where there is one" >&2; fi
+
+## set-version V=X.Y.Z: the release version in its one place (VERSION), copied to the chart
+## (version, appVersion) and the example Deployment's images; tag the commit vX.Y.Z.
+set-version:
+	@test -n "$(V)" || { echo "usage: make set-version V=X.Y.Z" >&2; exit 2; }
+	echo $(V) >VERSION
+	sed -i -E 's/^(version: ).*/\1$(V)/; s/^(appVersion: ).*/\1"$(V)"/' charts/haproxy-sidecar/Chart.yaml
+	sed -i -E 's#^( +image: haproxy-sidecar:).*#\1$(V)#' examples/kubernetes/deployment.yaml
 
 deps:
 	hack/install-deps.sh

@@ -32,7 +32,8 @@ Usage:
                                      held), against a running sidecar (--live) or manifests (--base)
   haproxy-sidecar version
 
-Run "haproxy-sidecar <command> --help" for the flags; every flag has an environment twin.
+Run "haproxy-sidecar <command> --help" for the flags; every flag has an environment twin,
+HAPROXY_SIDECAR_ and its name in upper snake case (--master-socket: HAPROXY_SIDECAR_MASTER_SOCKET).
 `
 
 // summary is the first lines of a command's help.
@@ -81,7 +82,7 @@ func main() {
 		stop()
 		os.Exit(diff(args, env))
 	case "version", "--version", "-version":
-		fmt.Println("haproxy-sidecar", sidecar.Version)
+		fmt.Println("haproxy-sidecar", sidecar.Build())
 	case "help", "--help", "-help", "-h":
 		fmt.Print(topUsage)
 	default:

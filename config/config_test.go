@@ -78,6 +78,17 @@ func TestReadmeListsEveryFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every flag table of the README (the main one, and diff's).
+	var table []byte
+	for rest := readme; ; {
+		var t []byte
+		var found bool
+		if _, rest, found = bytes.Cut(rest, []byte("| Flag | Environment | Default | What it does |")); !found {
+			break
+		}
+		t, rest, _ = bytes.Cut(rest, []byte("\n\n"))
+		table = append(append(table, t...), '\n')
+	}
 	for _, cmd := range []string{"run", "render", "diff"} {
 		for _, name := range Names(cmd) {
 			if len(name) == 1 {
@@ -85,6 +96,17 @@ func TestReadmeListsEveryFlag(t *testing.T) {
 			}
 			if !regexp.MustCompile("`--" + regexp.QuoteMeta(name) + "`").Match(readme) {
 				t.Errorf("README.md does not document --%s", name)
+			}
+			// The flag table's row: | `--NAME` [(render)] | ENVIRONMENT | ...
+			row := regexp.MustCompile("(?m)^\\| `--" + regexp.QuoteMeta(name) + "`(?:, `-[a-z]`)?(?: \\(render\\))? \\| ([^|]*) \\|").FindSubmatch(table)
+			if row == nil {
+				t.Errorf("README.md's flag table has no row for --%s", name)
+				continue
+			}
+			for _, env := range EnvNames(name) {
+				if !strings.Contains(string(row[1]), "`"+env+"`") {
+					t.Errorf("README.md's row of --%s: the environment column %q does not name %s", name, row[1], env)
+				}
 			}
 		}
 	}

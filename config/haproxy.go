@@ -30,7 +30,7 @@ type HAProxy struct {
 func (h *HAProxy) register(fs *flag.FlagSet) {
 	fs.StringVar(&h.Config, "haproxy-config", "", "the file HAProxy was started with (-f), default "+DefaultHAProxyConfig+"; made a symlink into the live generation (an existing file is kept as the adopted generation); not used with --reload=dataplane")
 	fs.StringVar(&h.StateDir, "state-dir", "", "where generations are kept (default DIR(--haproxy-config)/.haproxy-sidecar; with --reload=dataplane, where everything local is kept: default $XDG_STATE_HOME/haproxy-sidecar/dataplane, else ~/.local/state/haproxy-sidecar/dataplane)")
-	fs.StringVar(&h.Reload, "reload", "master-socket", "how to reload HAProxy: master-socket, dataplane (the HAProxy Data Plane API of remote hosts), command or none")
+	choiceVar(fs, &h.Reload, "reload", "master-socket", []string{"master-socket", "dataplane", "command", "none"}, "how to reload HAProxy: master-socket, dataplane (the HAProxy Data Plane API of remote hosts), command or none")
 	fs.StringVar(&h.MasterSocket, "master-socket", "/var/run/haproxy/master.sock", "HAProxy master CLI socket (haproxy -W -S PATH,level,admin)")
 	fs.StringVar(&h.ReloadCommand, "reload-command", "", "with --reload=command: command run through sh -c to reload HAProxy; exit 0 means loaded")
 	fs.DurationVar(&h.ReloadTimeout, "reload-timeout", 30*time.Second, "how long a reload may take to be confirmed")

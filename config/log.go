@@ -13,8 +13,8 @@ type Log struct {
 }
 
 func (l *Log) register(fs *flag.FlagSet) {
-	fs.StringVar(&l.Level, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&l.Format, "log-format", "text", "text or json")
+	choiceVar(fs, &l.Level, "log-level", "info", []string{"debug", "info", "warn", "error"}, "debug, info, warn or error")
+	choiceVar(fs, &l.Format, "log-format", "text", []string{"text", "json"}, "text or json")
 }
 
 func (l *Log) validate() error {

@@ -33,7 +33,7 @@ type Etcd struct {
 }
 
 func (s *Source) register(fs *flag.FlagSet) {
-	fs.StringVar(&s.Kind, "source", "file", "where inputs come from: file (a directory of Kubernetes manifests), kube (the Kubernetes API) or etcd (the etcd behind Kubernetes, read directly)")
+	choiceVar(fs, &s.Kind, "source", "file", []string{"file", "kube", "etcd"}, "where inputs come from: file (a directory of Kubernetes manifests), kube (the Kubernetes API) or etcd (the etcd behind Kubernetes, read directly)")
 	fs.StringVar(&s.Dir, "dir", "", "with --source=file: `DIR`, the directory of manifests (YAML or JSON, what kubectl apply -f takes)")
 	s.MaxFileSize = watcher.DefaultMaxFileSize
 	fs.Var(&s.MaxFileSize, "max-file-size", "with --source=file: largest manifest file read (`SIZE`: bytes, or with KiB, MiB, GiB); a larger file is bad input, reported with its name and size, its objects held at what they were when last read")

@@ -53,7 +53,7 @@ func TestWatchFlag(t *testing.T) {
 	t.Run("help explains it", func(t *testing.T) {
 		var out bytes.Buffer
 		_, _ = ParseRun([]string{"--help"}, "", env(""), &out)
-		for _, want := range []string{"--watch RESOURCE[;OPTION...]   [$WATCH]", "ingresses.v1.networking.k8s.io", "selector=SELECTOR",
+		for _, want := range []string{"--watch RESOURCE[;OPTION...]   [$HAPROXY_SIDECAR_WATCH]", "ingresses.v1.networking.k8s.io", "selector=SELECTOR",
 			"index=[NAME=]label:KEY", "resources.PLURAL.by_name", "get, list and watch"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("--help does not say %q", want)

@@ -863,8 +863,8 @@ func TestTLSSecretNamespacesRBAC(t *testing.T) {
 
 	t.Run("the chart: a Role per namespace", func(t *testing.T) {
 		out := run(t, helm, "template", "lb", "../charts/haproxy-sidecar", "--namespace", "lb", "--set", "sidecar.tlsSecretNamespaces={web}")
-		if !strings.Contains(string(out), `{name: TLS_SECRET_NAMESPACES, value: "web"}`) {
-			t.Errorf("the Deployment has no TLS_SECRET_NAMESPACES=web:\n%s", out)
+		if !strings.Contains(string(out), `{name: HAPROXY_SIDECAR_TLS_SECRET_NAMESPACES, value: "web"}`) {
+			t.Errorf("the Deployment has no HAPROXY_SIDECAR_TLS_SECRET_NAMESPACES=web:\n%s", out)
 		}
 		apply(t, out)
 		if err := objects(t, "lb", "web"); err != nil {

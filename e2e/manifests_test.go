@@ -105,7 +105,9 @@ func TestChartAndManifests(t *testing.T) {
 		out := run(t, helm, "template", "lb", "../charts/haproxy-sidecar", "--namespace", "lb")
 		objs := decodeDocs(t, out)
 		got := kinds(objs)
-		for kind, n := range map[string]int{"Deployment": 1, "Service": 1, "ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "ClusterRole": 1, "ClusterRoleBinding": 1} {
+		// Namespaced by default: pods and EndpointSlices in the release's namespace (a Role and
+		// RoleBinding besides the ConfigMaps' and Secrets'), nothing cluster-wide.
+		for kind, n := range map[string]int{"Deployment": 1, "Service": 1, "ServiceAccount": 1, "Role": 2, "RoleBinding": 2, "ClusterRole": 0, "ClusterRoleBinding": 0, "PodDisruptionBudget": 1} {
 			if got[kind] != n {
 				t.Errorf("%d %s, want %d (all: %v)", got[kind], kind, n, got)
 			}
@@ -146,7 +148,7 @@ template: |
 		for _, o := range objs {
 			js := string(mustJSON(t, o))
 			sawLeases = sawLeases || (o.GetKind() == "Role" && strings.Contains(js, "leases"))
-			sawLeaderEnv = sawLeaderEnv || (o.GetKind() == "Deployment" && strings.Contains(js, "LEADER_ELECT"))
+			sawLeaderEnv = sawLeaderEnv || (o.GetKind() == "Deployment" && strings.Contains(js, "HAPROXY_SIDECAR_LEADER_ELECT"))
 			if o.GetKind() == "ConfigMap" && o.GetName() == "services" {
 				data, _, _ := unstructured.NestedStringMap(o.Object, "data")
 				if !strings.Contains(data["shop"], `"selector":{"app":"shop"}`) {
@@ -155,7 +157,7 @@ template: |
 			}
 		}
 		if !sawLeases || !sawLeaderEnv {
-			t.Errorf("leader election: leases granted %v, LEADER_ELECT set %v", sawLeases, sawLeaderEnv)
+			t.Errorf("leader election: leases granted %v, HAPROXY_SIDECAR_LEADER_ELECT set %v", sawLeases, sawLeaderEnv)
 		}
 		dryRun(t, out)
 	})

@@ -51,11 +51,11 @@ func TestWatchRBAC(t *testing.T) {
 				t.Errorf("the Role in web: %s", js)
 			}
 		case o.GetKind() == "Deployment":
-			sawEnv = strings.Contains(js, `{"name":"WATCH","value":"`+strings.Join(watch, ",")+`"}`)
+			sawEnv = strings.Contains(js, `{"name":"HAPROXY_SIDECAR_WATCH","value":"`+strings.Join(watch, ",")+`"}`)
 		}
 	}
 	if !sawEnv {
-		t.Error("the Deployment has no WATCH with the watch values")
+		t.Error("the Deployment has no HAPROXY_SIDECAR_WATCH with the watch values")
 	}
 	kubectlApplyByNamespace(t, k, "lb", out) // applied for real
 

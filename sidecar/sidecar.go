@@ -25,9 +25,6 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
 )
 
-// Version is the sidecar's version, set at build time (-ldflags "-X ...sidecar.Version=...").
-var Version = "dev"
-
 // Env is what the process gives the program beyond its configuration.
 type Env struct {
 	// Log is where the log goes.
@@ -57,7 +54,9 @@ func Run(ctx context.Context, cfg *config.Run, env Env) error {
 }
 
 func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *redactor) error {
+	build := Build()
 	metrics := status.NewMetrics()
+	metrics.SetBuildInfo(build.Version, build.GoVersion, build.Revision)
 	src, err := newSource(cfg.Source, cfg.Inputs, log, func(up bool) { metrics.SourceUp.Set(map[bool]float64{true: 1}[up]) })
 	if err != nil {
 		return err
@@ -81,6 +80,9 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		return fmt.Errorf("open generations for %s: %w", local.config, err)
 	}
 	health := &status.Health{Redact: red.String}
+	if err := metrics.ObserveHealth(health); err != nil {
+		return err
+	}
 	identity := cfg.Leader.PodName
 	if identity == "" {
 		identity, _ = os.Hostname()
@@ -158,7 +160,7 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 			return err
 		}
 	}
-	attrs := []any{"version", Version, "source", cfg.Source.Kind, "dir", cfg.Source.Dir, "haproxy_config", local.config,
+	attrs := []any{"version", build.Version, "revision", build.Revision, "go_version", build.GoVersion, "source", cfg.Source.Kind, "dir", cfg.Source.Dir, "haproxy_config", local.config,
 		"ssl_dir", local.ssl, "maps_dir", store.MapsDir(), "files_dir", store.FilesDir(), "state_dir", store.StateDir(),
 		"reload", cfg.HAProxy.Reload, "wait", cfg.Wait.String()}
 	log.Info("starting", append(attrs, env.Memory.Attrs()...)...)

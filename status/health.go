@@ -26,7 +26,10 @@ type Health struct {
 	standby  bool
 	lastErr  string
 	errSince time.Time
-	held     []HeldInput
+	// failingSince is when the syncs began to fail in a row (zero once one goes through): how
+	// long the latest changes have waited, for haproxy_sidecar_failing_since_timestamp_seconds.
+	failingSince time.Time
+	held         []HeldInput
 }
 
 // HeldInput is one input held back, as /readyz lists it.
@@ -52,7 +55,7 @@ func (h *Health) redact(s string) string {
 func (h *Health) Applied() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.lastErr, h.standby = "", false
+	h.lastErr, h.standby, h.failingSince = "", false, time.Time{}
 }
 
 // Written records that a sync wrote its configuration while HAProxy does not run: not
@@ -68,7 +71,7 @@ func (h *Health) Written() {
 func (h *Health) Standby() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.standby, h.lastErr = true, ""
+	h.standby, h.lastErr, h.failingSince = true, "", time.Time{}
 }
 
 // Failed records why the latest sync did not go through; readiness is unchanged: a good
@@ -77,6 +80,18 @@ func (h *Health) Failed(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.lastErr, h.errSince = h.redact(err.Error()), time.Now()
+	if h.failingSince.IsZero() {
+		h.failingSince = h.errSince
+	}
+}
+
+// FailingSince is when the syncs began to fail in a row (an operational failure, a rendering
+// HAProxy refused, no rendering possible), so that the latest changes wait; zero once a sync
+// goes through or stands by. Inputs held one by one do not count: the rest goes live.
+func (h *Health) FailingSince() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.failingSince
 }
 
 // SetHeld replaces the list of inputs held back (kept since they were first held).

@@ -3,6 +3,7 @@
 package status
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/live"
@@ -37,6 +38,9 @@ type Metrics struct {
 	HeldInputs   *prometheus.GaugeVec
 	SyncFailures *prometheus.CounterVec
 	HAProxyUp    prometheus.Gauge
+
+	// BuildInfo is 1 for the binary's version, Go version and revision (SetBuildInfo).
+	BuildInfo *prometheus.GaugeVec
 }
 
 // Stages of a failed sync (haproxy_sidecar_sync_failures_total's stage label).
@@ -124,13 +128,17 @@ func NewMetrics() *Metrics {
 		Namespace: ns, Name: "haproxy_up",
 		Help: "1 while HAProxy answers on its master socket (or Data Plane API), 0 when it does not.",
 	})
+	m.BuildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: ns, Name: "build_info",
+		Help: "1, labelled with the sidecar's version, the Go version it was built with and its source revision.",
+	}, []string{"version", "go_version", "revision"})
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Renders, m.Reloads, m.Rejected, m.LastReloadSuccess, m.ConfigValid, m.SourceUp,
 		m.RenderDuration, m.ValidateDuration, m.ReloadDuration, m.LiveGenerationInfo,
 		m.RuntimeUpdates, m.ReloadsAvoided, m.RuntimeFallbacks,
-		m.HeldInputs, m.SyncFailures, m.HAProxyUp,
+		m.HeldInputs, m.SyncFailures, m.HAProxyUp, m.BuildInfo,
 	)
 	for _, k := range []string{"service", "templates", "certificate", "pod", "file"} {
 		m.HeldInputs.WithLabelValues(k)
@@ -183,4 +191,45 @@ func (m *Metrics) WatchHAProxy(state func() live.State) {
 		}
 		return 0
 	}))
+}
+
+// SetBuildInfo sets haproxy_sidecar_build_info for this binary.
+func (m *Metrics) SetBuildInfo(version, goVersion, revision string) {
+	m.BuildInfo.Reset()
+	m.BuildInfo.WithLabelValues(version, goVersion, revision).Set(1)
+}
+
+// ObserveHealth adds the gauges read from h at each scrape: haproxy_sidecar_ready (what
+// /readyz answers) and haproxy_sidecar_failing_since_timestamp_seconds (how long the latest
+// changes have waited to go live), which the alert rules use.
+func (m *Metrics) ObserveHealth(h *Health) error {
+	const ns = "haproxy_sidecar"
+	ready := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: ns, Name: "ready",
+		Help: "1 while /readyz answers 200: a good configuration is live and HAProxy is not known to be down (or this instance stands by).",
+	}, func() float64 { return boolGauge(h.Ready()) })
+	failing := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: ns, Name: "failing_since_timestamp_seconds",
+		Help: "Unix time since when the syncs have failed in a row to make the latest changes live (sync failures, a configuration HAProxy refused, no rendering possible); 0 once one goes through. Inputs held one by one do not count (haproxy_sidecar_held_inputs).",
+	}, func() float64 { return unixOrZero(h.FailingSince()) })
+	for _, c := range []prometheus.Collector{ready, failing} {
+		if err := m.Registry.Register(c); err != nil {
+			return fmt.Errorf("register the health gauges: %w", err)
+		}
+	}
+	return nil
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func unixOrZero(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return float64(t.UnixNano()) / 1e9
 }

@@ -10,6 +10,46 @@ app.kubernetes.io/name: haproxy-sidecar
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{- /* The one image both containers run: the sidecar's, which carries HAProxy, so that the
+HAProxy that validates (haproxy -c) is the one that serves. */ -}}
+{{- define "haproxy-sidecar.image" -}}
+{{ printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) | quote }}
+{{- end -}}
+
+{{- /* The service account the pods run as, and the RBAC subjects name. */ -}}
+{{- define "haproxy-sidecar.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{ .Values.serviceAccount.name | default (include "haproxy-sidecar.name" .) }}
+{{- else -}}
+{{ .Values.serviceAccount.name | default "default" }}
+{{- end -}}
+{{- end -}}
+{{- define "haproxy-sidecar.subject" -}}
+- kind: ServiceAccount
+  name: {{ include "haproxy-sidecar.serviceAccountName" . }}
+  namespace: {{ .Release.Namespace }}
+{{- end -}}
+
+{{- /* The namespaces where pods and EndpointSlices are read, as JSON: the release's, those
+the services name, rbac.podNamespaces. */ -}}
+{{- define "haproxy-sidecar.podNamespaces" -}}
+{{- $ns := list .Release.Namespace -}}
+{{- range $_, $svc := .Values.services }}{{ $ns = append $ns $svc.namespace }}{{ end -}}
+{{- toJson (concat $ns .Values.rbac.podNamespaces | uniq) -}}
+{{- end -}}
+{{- /* The rules on pods and EndpointSlices: read them, report a pod left out on it (Events). */ -}}
+{{- define "haproxy-sidecar.podRules" -}}
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["discovery.k8s.io"]
+  resources: ["endpointslices"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
+
 {{- /* The RBAC rule of one --watch value (PLURAL.VERSION[.GROUP][;...]): get, list and watch. */ -}}
 {{- define "haproxy-sidecar.watchRule" -}}
 {{- $parts := splitList "." (trimSuffix "." (first (splitList ";" .))) -}}
@@ -21,7 +61,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "haproxy-sidecar.watchNamespace" -}}
 {{- range rest (splitList ";" .) }}{{ if hasPrefix "namespace=" (trim .) }}{{ trimPrefix "namespace=" (trim .) }}{{ end }}{{ end -}}
 {{- end -}}
-{{- /* The rules of the TLS Secret namespaces: read their Secrets, report on them with Events. */ -}}
+{{- /* The rules of the TLS Secret namespaces: read their Secrets, report on them with Events
+(core v1 events: what status/events.go writes). */ -}}
 {{- define "haproxy-sidecar.tlsSecretRules" -}}
 - apiGroups: [""]
   resources: ["secrets"]
@@ -29,4 +70,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
+{{- end -}}
+
+{{- /* The label matchers of this release's series, for the alert rules. */ -}}
+{{- define "haproxy-sidecar.alertSelector" -}}
+{{- .Values.prometheusRule.selector | default (printf "namespace=%q, pod=~%q" .Release.Namespace (printf "%s-[a-z0-9]+-[a-z0-9]+" (include "haproxy-sidecar.name" .))) -}}
 {{- end -}}
