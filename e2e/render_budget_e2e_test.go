@@ -63,7 +63,7 @@ func TestStopDuringRunawayRender(t *testing.T) {
 	stop := e.startSidecar(t, "--render-timeout", "1h", "--validate=false")
 	haproxytest.WaitFor(t, 30*time.Second, func() bool {
 		buf := make([]byte, 1<<20)
-		return bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("jinja.(*forStmt).runSeq"))
+		return bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("/jinja.(*evaluator)."))
 	}, "the sidecar is rendering the runaway template")
 	start := time.Now()
 	stop()
