@@ -294,6 +294,10 @@ func stageOf(err error) string {
 	return snapshot.StageValidate
 }
 
+// AssumeTested says the template set with this hash passed its tests (the running sidecar's
+// good one): they run again only for another.
+func (b *Builder) AssumeTested(hash string) { b.tested = hash }
+
 // ValidateNext makes the next Make validate what it renders: a rendering that skipped
 // validation was rejected since (the data at fault is searched for then).
 func (b *Builder) ValidateNext() { b.validateNext.Store(true) }

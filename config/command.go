@@ -20,6 +20,7 @@ type Run struct {
 	Dataplane Dataplane
 	Leader    Leader
 	HTTP      HTTP
+	Webhook   Webhook
 	Log       Log
 }
 
@@ -33,12 +34,13 @@ func (r *Run) register(f *flags) {
 	f.add("Remote HAProxy hosts (--reload=dataplane)", &r.Dataplane)
 	f.add("Leader election (--source=kube)", &r.Leader)
 	f.add("HTTP: metrics, health, profiles", &r.HTTP)
+	f.add("Admission webhook", &r.Webhook)
 	f.add("Logs", &r.Log)
 }
 
 // Validate checks the configuration as a whole.
 func (r *Run) Validate() error {
-	if err := validateAll(&r.Source, &r.Inputs, &r.Render, &r.Dirs, &r.HAProxy, &r.Wait, &r.Dataplane, &r.Leader, &r.HTTP, &r.Log); err != nil {
+	if err := validateAll(&r.Source, &r.Inputs, &r.Render, &r.Dirs, &r.HAProxy, &r.Wait, &r.Dataplane, &r.Leader, &r.HTTP, &r.Webhook, &r.Log); err != nil {
 		return err
 	}
 	if r.Leader.Elect && r.Source.Kind != "kube" {

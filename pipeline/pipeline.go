@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/apply"
@@ -125,6 +126,9 @@ type Pipeline struct {
 	adoptTried  bool            // the first rendering was compared with what HAProxy already runs
 	keysSeen    map[string]bool // certificate versions whose keys the redactor knows
 	lastProblem string          // the last error reported by reportError (reported once)
+
+	// good is what GoodInputs answers: a copy of q's good versions, published by the sync.
+	good atomic.Pointer[quarantine.State]
 }
 
 // New checks the wiring and fills defaults.

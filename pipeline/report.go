@@ -139,6 +139,7 @@ func (p *Pipeline) accept(live []snapshot.Input, cur snapshot.Inputs) {
 	before := fingerprint(p.q.Good)
 	p.q.Accept(live, cur)
 	p.lastProblem = ""
+	p.publishGood()
 	if !p.cfg.KeepInputs || fingerprint(p.q.Good) == before {
 		return
 	}
@@ -146,6 +147,21 @@ func (p *Pipeline) accept(live []snapshot.Input, cur snapshot.Inputs) {
 		p.cfg.Metrics.SyncFailures.WithLabelValues(status.FailState).Inc()
 		p.log.Warn("keep the last good inputs", "file", inputsState, "error", err)
 	}
+}
+
+// publishGood makes the inputs held good now what GoodInputs answers.
+func (p *Pipeline) publishGood() {
+	st := quarantine.State{Good: maps.Clone(p.q.Good), ServicesPresent: p.q.ServicesPresent, TemplatesPresent: p.q.TemplatesPresent}
+	p.good.Store(&st)
+}
+
+// GoodInputs is the version of each input the sidecar holds good now (for the admission
+// webhook, which evaluates a change as the sidecar would take it); safe from any goroutine.
+func (p *Pipeline) GoodInputs() quarantine.State {
+	if st := p.good.Load(); st != nil {
+		return quarantine.State{Good: maps.Clone(st.Good), ServicesPresent: st.ServicesPresent, TemplatesPresent: st.TemplatesPresent}
+	}
+	return quarantine.State{}
 }
 
 func fingerprint(good map[string]snapshot.Input) string {
@@ -186,6 +202,7 @@ func (p *Pipeline) loadInputs() {
 		return
 	}
 	p.q = st
+	p.publishGood()
 	p.log.Info("last good inputs restored", "inputs", len(st.Good), "file", inputsState)
 }
 

@@ -88,6 +88,11 @@ func once(ctx context.Context, cfg *config.Once, stdout io.Writer, log *slog.Log
 // removes it) instead of beside what HAProxy reads: its stable paths are the temporary
 // directory's, and the directories templates name (dirs) are checked as the staged ones.
 func stagingBuilder(in config.Inputs, r config.Render, dirs generation.ExportPaths) (*candidate.Builder, func(), error) {
+	return stagingBuilderWith(in, r, dirs, nil)
+}
+
+// stagingBuilderWith is stagingBuilder with the renderer given (nil: one of its own).
+func stagingBuilderWith(in config.Inputs, r config.Render, dirs generation.ExportPaths, rend candidate.Renderer) (*candidate.Builder, func(), error) {
 	stage, err := os.MkdirTemp("", "haproxy-sidecar-stage-")
 	if err != nil {
 		return nil, nil, err
@@ -106,9 +111,12 @@ func stagingBuilder(in config.Inputs, r config.Render, dirs generation.ExportPat
 		cleanup()
 		return nil, nil, err
 	}
-	ro := r.Options(dirs.SSLDir)
-	ro.MapsDir, ro.FilesDir = dirs.MapsDir, dirs.FilesDir
-	bc := candidate.Config{Inputs: snapshot.Builder{Options: bo}, Renderer: render.New(ro), Store: store, Manifests: manifests(in)}
+	if rend == nil {
+		ro := r.Options(dirs.SSLDir)
+		ro.MapsDir, ro.FilesDir = dirs.MapsDir, dirs.FilesDir
+		rend = render.New(ro)
+	}
+	bc := candidate.Config{Inputs: snapshot.Builder{Options: bo}, Renderer: rend, Store: store, Manifests: manifests(in)}
 	if r.Validate {
 		bc.Checker = validate.Checker{Binary: r.HAProxyBin}
 	}

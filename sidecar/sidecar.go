@@ -147,6 +147,12 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	}); err != nil {
 		return err
 	}
+	stopWebhook, err := startWebhook(ctx, cfg, src, haproxy.renderer, p.GoodInputs,
+		generation.ExportPaths{SSLDir: local.ssl, MapsDir: store.MapsDir(), FilesDir: store.FilesDir()}, log, red)
+	if err != nil {
+		return err
+	}
+	defer stopWebhook()
 	if election != nil {
 		ns := cfg.Leader.Namespace
 		if ns == "" {

@@ -16,18 +16,23 @@ import (
 	"time"
 )
 
-// Pair returns a self-signed server certificate for host (CN and DNS name) and its key, PEM.
+// Pair returns a self-signed server certificate for host (CN, and DNS name or IP address) and
+// its key, PEM.
 func Pair(t testing.TB, host string) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key := Key(t)
 	tmpl := &x509.Certificate{
 		SerialNumber: Serial(t),
 		Subject:      pkix.Name{CommonName: host},
-		DNSNames:     []string{host},
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		tmpl.IPAddresses = []net.IP{ip}
+	} else {
+		tmpl.DNSNames = []string{host}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {

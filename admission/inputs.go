@@ -1,0 +1,99 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/candidate"
+	"github.com/haproxy-sidecar/haproxy-sidecar/quarantine"
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+)
+
+// Config is what Inputs evaluates changes with.
+type Config struct {
+	// Objects are the objects the running sidecar sees now (its source's).
+	Objects func(ctx context.Context) (*snapshot.Objects, error)
+	// Good is the running sidecar's quarantine state: the version of each input it holds good.
+	Good func() quarantine.State
+	// Decode reads a proposed object (JSON) as the sources read one.
+	Decode func(name string, data []byte) (*snapshot.Objects, error)
+	// Build makes candidates as the running sidecar does, staged apart from what HAProxy
+	// reads.
+	Build *candidate.Builder
+}
+
+// Inputs evaluates changes of the sidecar's inputs: the objects with the change in place taken
+// through a sync's steps, as the running sidecar would take them.
+type Inputs struct {
+	cfg Config
+	// One evaluation at a time: haproxy -c of a large configuration takes a second, and the
+	// reviews queue rather than run a dozen at once beside HAProxy.
+	mu sync.Mutex
+}
+
+// NewInputs returns an evaluator of changes of the sidecar's inputs.
+func NewInputs(cfg Config) *Inputs { return &Inputs{cfg: cfg} }
+
+// Evaluate denies a change that would be held back (the object's input, key and line, and
+// why), or that would leave nothing that renders; anything else is allowed.
+func (e *Inputs) Evaluate(ctx context.Context, c Change) Verdict {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	objs, err := e.cfg.Objects(ctx)
+	if objs == nil {
+		return Verdict{Allowed: true, Warnings: []string{fmt.Sprintf("haproxy-sidecar cannot read the current objects (%v): allowed unchecked", err)}}
+	}
+	if c.Operation == "DELETE" {
+		objs, _ = objs.Delete(c.Kind, c.Namespace, c.Name)
+	} else {
+		over, err := e.cfg.Decode(strings.ToLower(c.Kind)+".json", c.Object)
+		if err != nil {
+			return Verdict{Allowed: true, Warnings: []string{fmt.Sprintf("haproxy-sidecar cannot read the object (%v): allowed unchecked", err)}}
+		}
+		objs = objs.Overlay(over)
+	}
+	q := e.cfg.Good()
+	if t, ok := q.Good[snapshot.KindTemplates]; ok {
+		e.cfg.Build.AssumeTested(t.Hash) // the templates' tests run when the change is a new template set
+	}
+	cur := e.cfg.Build.Decode(objs)
+	made := e.cfg.Build.Make(ctx, objs, cur, &q, nil, true)
+	if ctx.Err() != nil {
+		return Verdict{Allowed: true, Warnings: []string{"haproxy-sidecar ran out of time: allowed unchecked"}}
+	}
+	var reasons []string
+	for _, id := range slices.Sorted(maps.Keys(made.Held)) {
+		if h := made.Held[id]; isObject(h.Ref, c) {
+			reasons = append(reasons, h.Reason())
+		}
+	}
+	var ie *snapshot.InputError
+	switch {
+	case len(reasons) > 0:
+		return Verdict{Reason: strings.Join(reasons, "; ")}
+	case made.Err != nil && errors.As(made.Err, &ie) && isObject(ie.Ref, c):
+		return Verdict{Reason: made.Err.Error()}
+	case made.Err != nil && c.Operation == "DELETE" && isRequired(made.Err):
+		return Verdict{Reason: made.Err.Error()}
+	case made.Err != nil:
+		return Verdict{Allowed: true, Warnings: []string{"nothing renders, with or without this change: " + made.Err.Error()}}
+	}
+	return Verdict{Allowed: true}
+}
+
+// isObject reports whether ref names the changed object (any key of it).
+func isObject(ref snapshot.Ref, c Change) bool {
+	return strings.EqualFold(ref.Kind, c.Kind) && ref.Namespace == c.Namespace && ref.Name == c.Name
+}
+
+// isRequired reports whether err says a required object went away (the services ConfigMap or
+// the templates' object, which the running sidecar would hold rather than obey).
+func isRequired(err error) bool {
+	var ie *snapshot.InputError
+	return errors.As(err, &ie) && ie.Stage == snapshot.StageDecode
+}
