@@ -48,14 +48,24 @@ func (e *Inputs) Evaluate(ctx context.Context, c Change) Verdict {
 	if objs == nil {
 		return Verdict{Allowed: true, Warnings: []string{fmt.Sprintf("haproxy-sidecar cannot read the current objects (%v): allowed unchecked", err)}}
 	}
+	before := objs
 	if c.Operation == "DELETE" {
-		objs, _ = objs.Delete(c.Kind, c.Namespace, c.Name)
+		var found bool
+		if objs, found = objs.Delete(c.Kind, c.Namespace, c.Name); !found {
+			return Verdict{Allowed: true} // not one the sidecar reads
+		}
 	} else {
 		over, err := e.cfg.Decode(strings.ToLower(c.Kind)+".json", c.Object)
 		if err != nil {
 			return Verdict{Allowed: true, Warnings: []string{fmt.Sprintf("haproxy-sidecar cannot read the object (%v): allowed unchecked", err)}}
 		}
 		objs = objs.Overlay(over)
+		// A ConfigMap or Secret of the namespace that is none of the inputs (the webhook is asked
+		// about them all) is allowed without a rendering.
+		if len(over.Resources) == 0 && len(over.Pods)+len(over.ConvertedPods)+len(over.EndpointSlices) == 0 &&
+			sameInputs(e.cfg.Build.Decode(before), e.cfg.Build.Decode(objs)) {
+			return Verdict{Allowed: true}
+		}
 	}
 	q := e.cfg.Good()
 	if t, ok := q.Good[snapshot.KindTemplates]; ok {
@@ -84,6 +94,23 @@ func (e *Inputs) Evaluate(ctx context.Context, c Change) Verdict {
 		return Verdict{Allowed: true, Warnings: []string{"nothing renders, with or without this change: " + made.Err.Error()}}
 	}
 	return Verdict{Allowed: true}
+}
+
+// sameInputs reports whether a and b are the same operator inputs.
+func sameInputs(a, b snapshot.Inputs) bool {
+	if a.ServicesPresent != b.ServicesPresent || a.TemplatesPresent != b.TemplatesPresent || len(a.List) != len(b.List) {
+		return false
+	}
+	hashes := make(map[string]string, len(a.List))
+	for _, in := range a.List {
+		hashes[in.ID()] = in.Hash
+	}
+	for _, in := range b.List {
+		if h, ok := hashes[in.ID()]; !ok || h != in.Hash {
+			return false
+		}
+	}
+	return true
 }
 
 // isObject reports whether ref names the changed object (any key of it).

@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -136,6 +139,7 @@ func TestChartToggles(t *testing.T) {
 		{"dashboards.enabled", false, map[string]string{"ConfigMap": "lb-dashboard"}},
 		{"serviceAccount.create", true, map[string]string{"ServiceAccount": "lb"}},
 		{"rbac.clusterWide", false, map[string]string{"ClusterRole": "lb-lb-pods", "ClusterRoleBinding": "lb-lb-pods"}},
+		{"webhook.enabled", false, map[string]string{"ValidatingWebhookConfiguration": "lb-lb", "Service": "lb-webhook", "Secret": "lb-webhook-tls"}},
 	} {
 		t.Run(tc.toggle, func(t *testing.T) {
 			for _, v := range []string{"true", "false"} {
@@ -190,6 +194,74 @@ func TestChartToggles(t *testing.T) {
 		var d struct{ Title string }
 		if err := json.Unmarshal([]byte(data["haproxy-sidecar.json"]), &d); err != nil || d.Title == "" {
 			t.Errorf("the dashboard is not JSON with a title: %v", err)
+		}
+	})
+}
+
+// TestChartWebhook: with webhook.enabled, the sidecar serves the webhook with the certificate
+// the API server is told to trust, for the Service's name.
+func TestChartWebhook(t *testing.T) {
+	helm := helmBin(t)
+	objs := helmTemplate(t, helm, "lb", "lb", "--set", "webhook.enabled=true", "--set", "watch={ingresses.v1.networking.k8s.io,nodes.v1}")
+	cfg := find(objs, "ValidatingWebhookConfiguration", "lb-lb")[0]
+	hooks, _, _ := unstructured.NestedSlice(cfg.Object, "webhooks")
+	if len(hooks) != 2 {
+		t.Fatalf("%d webhooks, want the inputs' and the watched resources'", len(hooks))
+	}
+	if js := toJSON(t, hooks[1]); !strings.Contains(js, `"ingresses"`) || strings.Contains(js, `"nodes"`) {
+		t.Errorf("the watched resources' webhook gates %s: want ingresses, not nodes (the cluster writes them)", js)
+	}
+	caB64, _, _ := unstructured.NestedString(hooks[0].(map[string]any), "clientConfig", "caBundle")
+	ca, err := base64.StdEncoding.DecodeString(caB64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := find(objs, "Secret", "lb-webhook-tls")[0]
+	data, _, _ := unstructured.NestedStringMap(secret.Object, "data")
+	crtPEM, _ := base64.StdEncoding.DecodeString(data["tls.crt"])
+	keyPEM, _ := base64.StdEncoding.DecodeString(data["tls.key"])
+	pair, err := tls.X509KeyPair(crtPEM, keyPEM)
+	if err != nil {
+		t.Fatalf("the Secret's certificate and key: %v", err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "lb-webhook.lb.svc"}); err != nil {
+		t.Errorf("the API server would not trust the webhook's certificate: %v", err)
+	}
+
+	sidecar := container(t, podSpec(t, objs), "sidecar")
+	env := envOf(sidecar)
+	if env["HAPROXY_SIDECAR_WEBHOOK_ADDR"] != ":8443" || env["HAPROXY_SIDECAR_WEBHOOK_CERT_DIR"] != "/var/run/haproxy-sidecar/webhook" {
+		t.Errorf("the sidecar's webhook environment: %v", env)
+	}
+	if js := toJSON(t, podSpec(t, objs)); !strings.Contains(js, `"secretName":"lb-webhook-tls"`) || !strings.Contains(js, `"mountPath":"/var/run/haproxy-sidecar/webhook"`) {
+		t.Errorf("the webhook's Secret is not mounted where --webhook-cert-dir says: %s", js)
+	}
+
+	t.Run("cert-manager", func(t *testing.T) {
+		objs := helmTemplate(t, helm, "lb", "lb", "--set", "webhook.enabled=true,webhook.certManager.enabled=true")
+		cfg := find(objs, "ValidatingWebhookConfiguration", "lb-lb")[0]
+		if cfg.GetAnnotations()["cert-manager.io/inject-ca-from"] != "lb/lb-webhook" {
+			t.Errorf("annotations %v: cert-manager's cainjector needs inject-ca-from", cfg.GetAnnotations())
+		}
+		if strings.Contains(toJSON(t, cfg.Object), "caBundle") {
+			t.Error("a caBundle besides cert-manager's")
+		}
+		cert := find(objs, "Certificate", "lb-webhook")
+		if len(cert) != 1 || len(find(objs, "Secret", "lb-webhook-tls")) != 0 || len(find(objs, "Issuer", "lb-webhook")) != 1 {
+			t.Fatal("want a Certificate and its self-signed Issuer, and no Secret of the chart's")
+		}
+		if js := toJSON(t, cert[0].Object); !strings.Contains(js, `"secretName":"lb-webhook-tls"`) || !strings.Contains(js, `"lb-webhook.lb.svc"`) {
+			t.Errorf("the Certificate: %s", js)
+		}
+		objs = helmTemplate(t, helm, "lb", "lb", "--set", "webhook.enabled=true,webhook.certManager.enabled=true,webhook.certManager.issuerRef.kind=ClusterIssuer,webhook.certManager.issuerRef.name=ca")
+		if len(find(objs, "Issuer", "")) != 0 || !strings.Contains(toJSON(t, find(objs, "Certificate", "lb-webhook")[0].Object), `"kind":"ClusterIssuer"`) {
+			t.Error("an issuerRef given: the Certificate names it and the chart makes no Issuer")
 		}
 	})
 }
@@ -353,7 +425,7 @@ func TestChartDryRun(t *testing.T) {
 			kubectl(t, "apply", "--dry-run=server", "--validate=strict", "-n", ns, "-f", f)
 		}
 	}
-	all := []string{"--set", "pdb.enabled=true,serviceMonitor.enabled=true,prometheusRule.enabled=true,networkPolicy.enabled=true,dashboards.enabled=true,leaderElection.enabled=true",
+	all := []string{"--set", "pdb.enabled=true,serviceMonitor.enabled=true,prometheusRule.enabled=true,networkPolicy.enabled=true,dashboards.enabled=true,leaderElection.enabled=true,webhook.enabled=true",
 		"--set", "services.shop.namespace=shop,services.shop.selector.app=shop,template=global",
 		"--set", "rbac.podNamespaces={web}", "--set", "sidecar.tlsSecretNamespaces={web}", "--set", "watch={nodes.v1}",
 		"--set", "sidecar.extraArgs[0]=--pprof", "--set", "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring",

@@ -7,19 +7,40 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/admission"
+	"github.com/haproxy-sidecar/haproxy-sidecar/candidate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/config"
 	"github.com/haproxy-sidecar/haproxy-sidecar/quarantine"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 )
 
 // webhookOn returns the evaluator a sidecar running on a copy of examples/local answers reviews
 // with (its good inputs those of its first sync), and that copy.
 func webhookOn(t *testing.T, args ...string) (*admission.Inputs, string) {
+	t.Helper()
+	eval, dir, _ := webhookCounting(t, args...)
+	return eval, dir
+}
+
+// countingRenderer counts the renderings of the renderer it wraps.
+type countingRenderer struct {
+	r candidate.Renderer
+	n atomic.Int32
+}
+
+func (c *countingRenderer) Render(ctx context.Context, s *snapshot.Snapshot) (*render.Bundle, error) {
+	c.n.Add(1)
+	return c.r.Render(ctx, s)
+}
+
+// webhookCounting is webhookOn with the renderings the evaluator makes counted.
+func webhookCounting(t *testing.T, args ...string) (*admission.Inputs, string, *atomic.Int32) {
 	t.Helper()
 	dir := example(t)
 	cfg, err := config.ParseOnce("validate", append([]string{"--source=file", "--dir", dir}, args...), "", func(string) string { return "" }, io.Discard)
@@ -48,14 +69,17 @@ func webhookOn(t *testing.T, args ...string) (*admission.Inputs, string) {
 		t.Fatalf("the example does not render: %v %v", made.Err, made.Held)
 	}
 	q.Accept(made.Candidate.Chosen, made.Current)
-	eval, stop, err := webhookEvaluator(cfg.Inputs, cfg.Render, dirs, nil,
+	ro := cfg.Render.Options(dirs.SSLDir)
+	ro.MapsDir, ro.FilesDir = dirs.MapsDir, dirs.FilesDir
+	rend := &countingRenderer{r: render.New(ro)}
+	eval, stop, err := webhookEvaluator(cfg.Inputs, cfg.Render, dirs, rend,
 		func(context.Context) (*snapshot.Objects, error) { return objs, nil },
 		func() quarantine.State { return q })
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	return eval, dir
+	return eval, dir, &rend.n
 }
 
 // proposed is the change of the object in the example's file, edited, as the API server sends
@@ -140,6 +164,25 @@ func TestWebhookDeniesATemplateThatWouldBeHeld(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWebhookAllowsWhatIsNoInputAtOnce: the webhook is asked about every ConfigMap and Secret
+// of the namespace; those the sidecar does not read are allowed without a rendering.
+func TestWebhookAllowsWhatIsNoInputAtOnce(t *testing.T) {
+	needHAProxy(t)
+	eval, _, renders := webhookCounting(t)
+	other := admission.Change{Operation: "UPDATE", Kind: "ConfigMap", Namespace: "lb", Name: "other",
+		Object: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"other","namespace":"lb"},"data":{"x":"{{ not a template"}}`)}
+	if v := eval.Evaluate(context.Background(), other); !v.Allowed {
+		t.Errorf("an unrelated ConfigMap is denied: %s", v.Reason)
+	}
+	other.Operation, other.Object = "DELETE", nil
+	if v := eval.Evaluate(context.Background(), other); !v.Allowed {
+		t.Errorf("deleting an unrelated ConfigMap is denied: %s", v.Reason)
+	}
+	if n := renders.Load(); n != 0 {
+		t.Errorf("%d renderings for objects the sidecar does not read", n)
 	}
 }
 
