@@ -93,7 +93,27 @@ func (e *Inputs) Evaluate(ctx context.Context, c Change) Verdict {
 	case made.Err != nil:
 		return Verdict{Allowed: true, Warnings: []string{"nothing renders, with or without this change: " + made.Err.Error()}}
 	}
-	return Verdict{Allowed: true}
+	return Verdict{Allowed: true, Warnings: warnings(made)}
+}
+
+// maxWarnings bounds the warnings one answer carries (kubectl prints each).
+const maxWarnings = 5
+
+// warnings are what haproxy -c warned about in the rendering with the change, prefixed so that
+// kubectl's reader knows who speaks.
+func warnings(made candidate.Made) []string {
+	if made.Candidate == nil {
+		return nil
+	}
+	var out []string
+	for i, w := range made.Candidate.Warnings {
+		if i == maxWarnings {
+			out = append(out, fmt.Sprintf("haproxy -c: and %d more warnings", len(made.Candidate.Warnings)-maxWarnings))
+			break
+		}
+		out = append(out, "haproxy -c: "+w)
+	}
+	return out
 }
 
 // sameInputs reports whether a and b are the same operator inputs.

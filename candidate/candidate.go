@@ -107,6 +107,8 @@ type Candidate struct {
 	// Tests are the outcomes of the template set's tests, when they ran (they run when the
 	// template set is one they did not pass with yet).
 	Tests []TestResult
+	// Warnings are what haproxy -c warned about in the staged rendering (it accepted it).
+	Warnings []string
 	// objs are the objects it was rendered from.
 	objs *snapshot.Objects
 }

@@ -32,35 +32,54 @@ func (b *Builder) stage(ctx context.Context, c *Candidate) (*generation.Generati
 	if err != nil {
 		return nil, &Failure{Stage: status.FailStage, Err: fmt.Errorf("stage generation: %w", err)}
 	}
-	if err := b.Check(ctx, gen); err != nil {
+	warnings, err := b.haproxyCheck(ctx, gen)
+	if err != nil {
 		// This one only: a search stages several, and the one that passed goes live.
 		_ = b.cfg.Store.Discard(gen)
 		return nil, withRef(err, c.Info.TemplateRef)
 	}
+	c.Warnings = warnings
 	return gen, nil
+}
+
+// warningChecker is a Checker that also says what HAProxy warned about in a configuration it
+// accepted.
+type warningChecker interface {
+	CheckWarnings(ctx context.Context, cfgPath string) ([]string, error)
 }
 
 // Check runs haproxy -c on a staged generation: a *snapshot.InputError when it rejects it
 // (stage validate), a *Failure when it cannot run.
 func (b *Builder) Check(ctx context.Context, gen *generation.Generation) error {
+	_, err := b.haproxyCheck(ctx, gen)
+	return err
+}
+
+// haproxyCheck is Check, and HAProxy's warnings when the Checker says them.
+func (b *Builder) haproxyCheck(ctx context.Context, gen *generation.Generation) ([]string, error) {
 	if b.cfg.Checker == nil {
-		return nil
+		return nil, nil
 	}
 	checkPath, err := b.cfg.Store.CheckFile(gen)
 	if err != nil {
-		return &Failure{Stage: status.FailStage, Err: fmt.Errorf("prepare validation: %w", err)}
+		return nil, &Failure{Stage: status.FailStage, Err: fmt.Errorf("prepare validation: %w", err)}
 	}
 	start := time.Now()
-	err = b.cfg.Checker.Check(ctx, checkPath)
+	var warnings []string
+	if wc, ok := b.cfg.Checker.(warningChecker); ok {
+		warnings, err = wc.CheckWarnings(ctx, checkPath)
+	} else {
+		err = b.cfg.Checker.Check(ctx, checkPath)
+	}
 	b.cfg.Metrics.ValidateDuration.Observe(time.Since(start).Seconds())
 	if err == nil {
-		return nil
+		return warnings, nil
 	}
 	var ce *validate.CheckError
 	if !errors.As(err, &ce) {
-		return &Failure{Stage: status.FailValidate, Err: fmt.Errorf("validate: %w", err)}
+		return nil, &Failure{Stage: status.FailValidate, Err: fmt.Errorf("validate: %w", err)}
 	}
-	return &snapshot.InputError{Stage: snapshot.StageValidate,
+	return nil, &snapshot.InputError{Stage: snapshot.StageValidate,
 		Err: fmt.Errorf("haproxy -c rejected the rendered configuration%s: %w", renderedLine(gen, ce.Line), err)}
 }
 

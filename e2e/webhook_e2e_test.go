@@ -70,17 +70,20 @@ func TestWebhookRefusesABadChangeAtApply(t *testing.T) {
 		return err != nil && strings.Contains(out, "denied the request")
 	}, "the API server asks the webhook")
 
-	out, err := kubectl("apply", "-f", bad)
-	if err == nil {
-		t.Fatalf("kubectl apply of a bad services key succeeded:\n%s", out)
-	}
-	for _, want := range []string{`denied the request`, `ConfigMap lb/services key "web"`} {
-		if !strings.Contains(out, want) {
-			t.Errorf("kubectl says %q, without %q", out, want)
+	// Not JSON, and JSON whose port haproxy -c refuses (found by bisection).
+	for _, file := range []string{bad, services(func(s string) string { return strings.Replace(s, `"ports": [`, `"ports": [99999, `, 1) })} {
+		out, err := kubectl("apply", "-f", file)
+		if err == nil {
+			t.Fatalf("kubectl apply of a bad services key succeeded:\n%s", out)
+		}
+		for _, want := range []string{`denied the request`, `ConfigMap lb/services key "web"`} {
+			if !strings.Contains(out, want) {
+				t.Errorf("kubectl says %q, without %q", out, want)
+			}
 		}
 	}
 	cm, err := k.Client.CoreV1().ConfigMaps("lb").Get(context.Background(), "services", metav1.GetOptions{})
-	if err != nil || strings.Contains(cm.Data["web"], "[[") {
+	if err != nil || strings.Contains(cm.Data["web"], "[[") || strings.Contains(cm.Data["web"], "99999") {
 		t.Fatalf("the refused change is stored (%v): %q", err, cm.Data["web"])
 	}
 

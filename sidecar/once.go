@@ -70,6 +70,9 @@ func once(ctx context.Context, cfg *config.Once, stdout io.Writer, log *slog.Log
 	for _, t := range c.Tests {
 		fmt.Fprintf(stdout, "test %s: ok\n", t.Name)
 	}
+	for _, w := range c.Warnings {
+		fmt.Fprintf(stdout, "warning: haproxy -c: %s\n", w)
+	}
 	if cfg.Command == "validate" {
 		fmt.Fprintf(stdout, "valid: %d services, %d certificates, hash %s\n", c.Info.Services, c.Info.Certificates, c.Bundle.Hash[:12])
 		return nil

@@ -145,3 +145,18 @@ func TestValidateRunsTheTemplatesTests(t *testing.T) {
 		t.Errorf("a failing test: %v", err)
 	}
 }
+
+// TestValidatePrintsHAProxysWarnings: a configuration HAProxy accepts with warnings is valid,
+// and validate says them (a CI log shows what haproxy -c would have said).
+func TestValidatePrintsHAProxysWarnings(t *testing.T) {
+	needHAProxy(t)
+	dir := example(t)
+	edit(t, filepath.Join(dir, "config.yaml"), "      timeout client 30s\n", "")
+	out, err := runOnce(t, "validate", "--dir", dir)
+	if err != nil || !strings.Contains(out, "warning: haproxy -c: missing timeouts for frontend 'http'") {
+		t.Errorf("%q, %v", out, err)
+	}
+	if out, _ := runOnce(t, "validate", "--dir", "../examples/local"); strings.Contains(out, "warning") {
+		t.Errorf("the example warns: %q", out)
+	}
+}

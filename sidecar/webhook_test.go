@@ -167,6 +167,17 @@ func TestWebhookDeniesATemplateThatWouldBeHeld(t *testing.T) {
 	}
 }
 
+// TestWebhookSaysWhatHAProxyWarns: a change HAProxy accepts with a warning is allowed, and the
+// warning goes back to kubectl.
+func TestWebhookSaysWhatHAProxyWarns(t *testing.T) {
+	needHAProxy(t)
+	eval, dir := webhookOn(t)
+	v := eval.Evaluate(context.Background(), proposed(t, dir, "config.yaml", "      timeout client 30s\n", ""))
+	if !v.Allowed || len(v.Warnings) == 0 || !strings.Contains(v.Warnings[0], "haproxy -c: missing timeouts") {
+		t.Errorf("allowed %v, warnings %q", v.Allowed, v.Warnings)
+	}
+}
+
 // TestWebhookAllowsWhatIsNoInputAtOnce: the webhook is asked about every ConfigMap and Secret
 // of the namespace; those the sidecar does not read are allowed without a rendering.
 func TestWebhookAllowsWhatIsNoInputAtOnce(t *testing.T) {

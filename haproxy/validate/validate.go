@@ -31,6 +31,13 @@ func (c Checker) binary() string {
 // HAProxy accepts the configuration, a *CheckError when HAProxy ran and rejected it (exit code
 // 1 or 2), and any other error (wrapped) when HAProxy could not be run or did not finish.
 func (c Checker) Check(ctx context.Context, cfgPath string) error {
+	_, err := c.CheckWarnings(ctx, cfgPath)
+	return err
+}
+
+// CheckWarnings is Check, and what HAProxy warned about in a configuration it accepted (first
+// lines of its [WARNING]s, positions named as in haproxy.cfg).
+func (c Checker) CheckWarnings(ctx context.Context, cfgPath string) ([]string, error) {
 	bin := c.binary()
 	cmd := exec.CommandContext(ctx, bin, "-c", "-f", cfgPath)
 	cmd.Stdin = nil // /dev/null
@@ -40,19 +47,38 @@ func (c Checker) Check(ctx context.Context, cfgPath string) error {
 	cmd.WaitDelay = time.Second // do not wait for a stray child holding the output pipe
 	err := cmd.Run()
 	if err == nil {
-		return nil
+		return warnings(out.String()), nil
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("check %s with %s: %w", cfgPath, bin, ctxErr)
+		return nil, fmt.Errorf("check %s with %s: %w", cfgPath, bin, ctxErr)
 	}
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) {
 		if code := exitErr.ExitCode(); code == 1 || code == 2 {
-			return newCheckError(out.String())
+			return nil, newCheckError(out.String())
 		}
-		return fmt.Errorf("check %s with %s: %w: %s", cfgPath, bin, err, strings.TrimSpace(out.String()))
+		return nil, fmt.Errorf("check %s with %s: %w: %s", cfgPath, bin, err, strings.TrimSpace(out.String()))
 	}
-	return fmt.Errorf("check %s with %s: %w", cfgPath, bin, err)
+	return nil, fmt.Errorf("check %s with %s: %w", cfgPath, bin, err)
+}
+
+// warningPrefix matches the level tag and pid of a warning (2.6 adds "config : ").
+var warningPrefix = regexp.MustCompile(`^\[WARNING\]\s*\(\d+\)\s*:\s*(config\s*:\s*)?`)
+
+// warnings are the first lines of HAProxy's [WARNING]s in output, the file of a position
+// ("parsing [/stage/check.cfg:12]") named haproxy.cfg.
+func warnings(output string) []string {
+	var out []string
+	for _, line := range strings.Split(output, "\n") {
+		loc := warningPrefix.FindStringIndex(line)
+		if loc == nil {
+			continue
+		}
+		msg := strings.TrimSpace(line[loc[1]:])
+		msg = position.ReplaceAllString(msg, "[haproxy.cfg:$2]")
+		out = append(out, msg)
+	}
+	return out
 }
 
 // Available reports whether binary (or "haproxy" when empty) can be found and executed.

@@ -10,7 +10,9 @@ import (
 	"errors"
 	"math/big"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -271,5 +273,37 @@ func TestParseOutput(t *testing.T) {
 	}
 	if got := newCheckError("[ALERT] (1) : config : parsing [a.cfg:4] : four\n   | detail\n").Alerts[0]; got != "parsing [a.cfg:4] : four detail" {
 		t.Errorf("continuation line: %q", got)
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	out := `[NOTICE]   (4986) : haproxy version is 3.2.26-1
+[WARNING]  (4986) : missing timeouts for frontend 'f'.
+   | While not properly invalid, you will certainly encounter various problems
+[WARNING]  (4984) : config : parsing [/tmp/stage/gen-3/check.cfg:12] : 'option httplog' not usable with proxy 'x' (needs 'mode http').
+Warnings were found.`
+	got := warnings(out)
+	want := []string{"missing timeouts for frontend 'f'.", "parsing [haproxy.cfg:12] : 'option httplog' not usable with proxy 'x' (needs 'mode http')."}
+	if !slices.Equal(got, want) {
+		t.Errorf("warnings:\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestCheckWarnings: a configuration HAProxy accepts with a warning is valid, and the warning
+// is said.
+func TestCheckWarnings(t *testing.T) {
+	if _, err := exec.LookPath("haproxy"); err != nil {
+		t.Skip("haproxy is not installed")
+	}
+	cfg := filepath.Join(t.TempDir(), "haproxy.cfg")
+	if err := os.WriteFile(cfg, []byte("defaults\n  mode http\nfrontend f\n  bind 127.0.0.1:8111\n  default_backend b\nbackend b\n  server s 127.0.0.1:1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err := Checker{}.CheckWarnings(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w) == 0 || !strings.Contains(w[0], "missing timeouts for frontend 'f'") {
+		t.Errorf("warnings %q", w)
 	}
 }
