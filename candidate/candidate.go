@@ -55,6 +55,10 @@ type Config struct {
 	// Manifests reads the objects of a test of the templates (watcher.DecodeManifests); nil:
 	// tests that give objects fail.
 	Manifests func(name string, data []byte) (*snapshot.Objects, error)
+	// Tried, when set, has a changed template set rendered first apart from the syncs (see
+	// trial.go), and is called when that rendering ends (hash of the set, time taken, error):
+	// the caller syncs again. nil: changed template sets are rendered in the sync.
+	Tried func(hash string, took time.Duration, err error)
 }
 
 // Builder makes candidates. It remembers the cluster objects it left out, and the objects of
@@ -70,6 +74,7 @@ type Builder struct {
 	good   *snapshot.Objects     // the objects the last accepted candidate was rendered from
 	held   map[string]heldObject // cluster objects left out (or at their last good version)
 	tested string                // the version (hash) of the template set whose tests passed last
+	trial  *trial                // the template set being tried apart (trial.go)
 }
 
 // heldObject is a cluster object held back, as long as it stays the version that failed.
@@ -173,7 +178,7 @@ func (b *Builder) Decode(objs *snapshot.Objects) snapshot.Inputs { return b.cfg.
 // candidate and left out (Objects.Revert): one pod nobody edits never freezes the rest. unread
 // are the objects the source could not read and kept at their last good version (SourceHolds).
 func (b *Builder) Make(ctx context.Context, objs *snapshot.Objects, cur snapshot.Inputs, q *quarantine.State, unread map[string]quarantine.Hold, validate bool) Made {
-	sel := quarantine.Select(cur, q)
+	sel := quarantine.Select(cur, b.tryApart(objs, cur, q))
 	m := Made{Current: cur, Selection: sel, Held: maps.Clone(sel.Held)}
 	maps.Copy(m.Held, unread)
 	if sel.Blocked != nil {

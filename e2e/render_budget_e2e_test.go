@@ -71,3 +71,42 @@ func TestStopDuringRunawayRender(t *testing.T) {
 		t.Errorf("the sidecar took %v to stop", d)
 	}
 }
+
+// TestARunawayTemplateHoldsUpNoOtherChange: while a changed template runs (its budget an hour
+// here), a pod and a new service go live with the last good template; the template, fixed,
+// goes live too.
+func TestARunawayTemplateHoldsUpNoOtherChange(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test with a real HAProxy")
+	}
+	e := newDemoEnv(t)
+	e.startSidecar(t, "--render-timeout", "1h")
+	e.startHAProxy(t)
+	e.waitReady(t)
+	e.waitServed(t, "web.localhost", "/", "web-")
+
+	e.editFile(t, "config.yaml", runaway)
+	rendering := func() bool {
+		buf := make([]byte, 1<<20)
+		return bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("/jinja.(*evaluator)."))
+	}
+	haproxytest.WaitFor(t, 30*time.Second, rendering, "the sidecar renders the runaway template")
+	e.podChange(t, "api")  // waits until the ready pod serves
+	e.podChange(t, "shop") // a new service, through the services ConfigMap
+	if !rendering() {
+		t.Fatal("the runaway template stopped rendering: the changes did not go live beside it")
+	}
+	if code, r := e.readyz(t); code != 200 || r.LastError != "" {
+		t.Errorf("readyz %d %q while a template is tried", code, r.LastError)
+	}
+
+	e.editFile(t, "config.yaml", func(s string) string {
+		s = strings.Replace(s, "    {% for i in range(10 ** 12) %}{% for j in range(10 ** 12) %}{% endfor %}{% endfor %}\n", "", 1)
+		const bind = `bind {{ env.HTTP_BIND|default:"127.0.0.1:8000" }}`
+		return strings.Replace(s, bind, bind+"\n      http-response set-header X-Template fixed", 1)
+	})
+	haproxytest.WaitFor(t, 30*time.Second, func() bool {
+		_, _, h, err := e.get("web.localhost", "/")
+		return err == nil && h.Get("X-Template") == "fixed"
+	}, "the fixed template goes live")
+}

@@ -86,6 +86,10 @@ type Config struct {
 	// Trials bounds the renderings one search for bad inputs may try (quarantine.Search);
 	// 0: quarantine.DefaultTrials.
 	Trials int
+	// TryTemplatesApart renders a changed template set first apart from the syncs, which go
+	// on with the last good one meanwhile: a template that runs for its whole budget holds up
+	// no pod or service change (candidate/trial.go).
+	TryTemplatesApart bool
 	// KeepInputs keeps the last good version of every input across restarts (a state file
 	// of the Store), so that a restarted sidecar holds a bad input at the version HAProxy
 	// already serves instead of leaving it out.
@@ -126,6 +130,7 @@ type Pipeline struct {
 	adoptTried  bool            // the first rendering was compared with what HAProxy already runs
 	keysSeen    map[string]bool // certificate versions whose keys the redactor knows
 	lastProblem string          // the last error reported by reportError (reported once)
+	trying      bool            // inputs were being tried apart at the last sync
 
 	// good is what GoodInputs answers: a copy of q's good versions, published by the sync.
 	good atomic.Pointer[quarantine.State]
@@ -178,9 +183,13 @@ func New(cfg Config) (*Pipeline, error) {
 	cfg.Metrics.WatchHAProxy(p.haproxy.State)
 	p.writer = generation.NewWriter(cfg.Store, func(ctx context.Context, g *generation.Generation) error { return p.build.Check(ctx, g) },
 		func(w generation.Written) { p.apply.Written(w) }, cfg.ShutdownWriteTimeout)
-	p.build = candidate.New(candidate.Config{Inputs: cfg.Inputs, Renderer: cfg.Renderer, Checker: cfg.Checker, Store: cfg.Store,
+	bc := candidate.Config{Inputs: cfg.Inputs, Renderer: cfg.Renderer, Checker: cfg.Checker, Store: cfg.Store,
 		Exclusive: p.writer.Exclusive, Manifests: cfg.Manifests,
-		Trials: cfg.Trials, Metrics: cfg.Metrics})
+		Trials: cfg.Trials, Metrics: cfg.Metrics}
+	if cfg.TryTemplatesApart {
+		bc.Tried = p.templatesTried
+	}
+	p.build = candidate.New(bc)
 	p.apply = apply.New(apply.Config{HAProxy: p.haproxy, Writer: p.writer, Store: cfg.Store, Build: p.build,
 		Reloader: cfg.Reloader, Runtime: cfg.Runtime, Endpoint: cfg.Endpoint, ReloaderCounts: cfg.ReloaderCounts,
 		ExpectRunning: cfg.ExpectRunning, Metrics: cfg.Metrics, Health: cfg.Health, Recorder: cfg.Recorder,
@@ -205,6 +214,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}()
 	defer func() { <-writerDone }()
 	defer cancel()
+	defer p.build.StopTrial()
 	if li, ok := p.cfg.Reloader.(loadIdentifier); ok {
 		go p.watch(ctx, li)
 	}

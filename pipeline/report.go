@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/decide"
 	"github.com/haproxy-sidecar/haproxy-sidecar/quarantine"
@@ -212,3 +213,23 @@ type reporter struct{ p *Pipeline }
 func (r reporter) Failure(stage string, err error) Result { return r.p.fail(stage, err) }
 
 func (r reporter) Rejection(err error) Result { return r.p.cannotRender(err, r.p.q.Held) }
+
+// noteTrying logs when inputs start being tried apart (the syncs render their last good
+// version meanwhile).
+func (p *Pipeline) noteTrying(ids []string) {
+	if len(ids) > 0 && !p.trying {
+		p.log.Info("rendering the changed template set apart; other changes go live with the last good one meanwhile", "inputs", ids)
+	}
+	p.trying = len(ids) > 0
+}
+
+// templatesTried hears the end of a changed template set's first rendering, made apart from
+// the syncs, and syncs again: the set now goes through a sync as any change.
+func (p *Pipeline) templatesTried(hash string, took time.Duration, err error) {
+	if err != nil {
+		p.log.Info("the changed template set failed its first rendering, made apart", "templates", short(hash), "took", took.Round(time.Millisecond), "error", err)
+	} else {
+		p.log.Info("the changed template set rendered apart; it goes live through the next sync", "templates", short(hash), "took", took.Round(time.Millisecond))
+	}
+	p.Changed()
+}

@@ -45,6 +45,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	made := p.build.Make(ctx, objs, cur, &p.q, unread, p.HAProxy().Runs == "")
 	objs = nil // the snapshot is rendered: let it be collected while the sync goes on
 	cand, held, sel := made.Candidate, made.Held, made.Selection
+	p.noteTrying(sel.Trying)
 	if made.Err != nil {
 		p.report(held)
 		var f *candidate.Failure

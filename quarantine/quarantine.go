@@ -60,6 +60,10 @@ type State struct {
 	TemplatesPresent bool `json:"templatesPresent"`
 	// Held are the inputs held back after the last sync, by ID.
 	Held map[string]Hold `json:"-"`
+	// Trying are versions (ID -> hash) being tried apart from the syncs (a changed template
+	// set, whose first rendering may run for its whole budget): meanwhile Select chooses the
+	// last good version in their place, neither changed nor held.
+	Trying map[string]string `json:"-"`
 }
 
 // Selection is what to render this sync.
@@ -72,6 +76,9 @@ type Selection struct {
 	// Held are the inputs held before anything is rendered: those that do not decode, required
 	// objects that disappeared, and versions already found bad with the same other inputs.
 	Held map[string]Hold
+	// Trying are the IDs whose current version is being tried apart (State.Trying): their last
+	// good version is chosen meanwhile.
+	Trying []string
 	// Blocked, when set, is why nothing can be rendered: the template set has no usable
 	// version (never good, and bad or missing now).
 	Blocked *Hold
@@ -80,6 +87,9 @@ type Selection struct {
 	cur   []snapshot.Input
 	basis map[string]string // ID -> Basis, for the inputs present now (computed when needed)
 }
+
+// Basis is the Basis a hold of input id would have now: the other inputs' versions.
+func (s *Selection) Basis(id string) string { return s.basisOf(id) }
 
 // basisOf is the Basis of input id ("": of a deleted input). The bases are computed once, and
 // only when a hold needs them: with no hold, a sync does not hash every input.
@@ -113,6 +123,9 @@ func Select(cur snapshot.Inputs, st *State) Selection {
 			keep(id, Hold{ID: id, Ref: in.Err.Ref, Hash: in.Hash, Stage: in.Err.Stage, Err: in.Err})
 		case wasHeld && prev.Hash == in.Hash && prev.Basis != "" && prev.Basis == sel.basisOf(id):
 			keep(id, prev)
+		case wasGood && st.Trying[id] == in.Hash && good.Hash != in.Hash:
+			sel.Chosen = append(sel.Chosen, good)
+			sel.Trying = append(sel.Trying, id)
 		default:
 			sel.Chosen = append(sel.Chosen, in)
 			if !wasGood || good.Hash != in.Hash {

@@ -112,6 +112,32 @@ func TestSelect(t *testing.T) {
 			wantChosen: "service/web=w1",
 		},
 		{
+			name: "a template set tried apart: the last good one is chosen meanwhile, the service change goes on",
+			good: func() *State {
+				st := goodState(svc("web", "w1"), tmpl("t1"))
+				st.Trying = map[string]string{"templates": "h-t2"}
+				return st
+			}(),
+			cur:        inputs(svc("web", "w2"), tmpl("t2")),
+			wantChosen: "service/web=w2 templates=t1", wantChanged: "service/web",
+		},
+		{
+			name: "another version than the one tried apart is a change",
+			good: func() *State {
+				st := goodState(svc("web", "w1"), tmpl("t1"))
+				st.Trying = map[string]string{"templates": "h-t2"}
+				return st
+			}(),
+			cur:        inputs(svc("web", "w1"), tmpl("t3")),
+			wantChosen: "service/web=w1 templates=t3", wantChanged: "templates",
+		},
+		{
+			name:       "never good: nothing to choose meanwhile, tried in the sync",
+			good:       &State{Trying: map[string]string{"templates": "h-t2"}},
+			cur:        inputs(svc("web", "w1"), tmpl("t2")),
+			wantChosen: "service/web=w1 templates=t2", wantChanged: "service/web templates",
+		},
+		{
 			name: "templates bad and never good: nothing can render", good: &State{},
 			cur: func() snapshot.Inputs {
 				bad := tmpl("")

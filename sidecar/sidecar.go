@@ -130,6 +130,7 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		MinReloadInterval: cfg.HAProxy.MinReloadInterval,
 		AfterSync:         memory.Trim,
 		KeepInputs:        true,
+		TryTemplatesApart: true,
 		Redactor:          red.Redactor,
 		ExpectRunning:     local.expectRunning,
 		ProbeInterval:     cfg.HAProxy.ProbeInterval,
