@@ -19,6 +19,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 )
@@ -224,9 +225,29 @@ func (s *Selection) Blame(culprits map[string]error, stage string, cur snapshot.
 		if !present {
 			basis = s.basisOf("")
 		}
-		out[id] = Hold{ID: id, Ref: ref, Hash: in.Hash, Stage: st, Err: blamed(ref, err), Kept: kept, Basis: basis}
+		out[id] = Hold{ID: id, Ref: ref, Hash: in.Hash, Stage: st, Err: s.leftOutNote(blamed(ref, err)), Kept: kept, Basis: basis}
 	}
 	return out
+}
+
+// leftOutNote adds to a culprit's reason the inputs left out at the same time (held, never
+// good): the configuration may fail for want of them (a default_backend of a service that
+// does not decode), and the operator fixes those first. The culprit is tried again once they
+// change (its Basis).
+func (s *Selection) leftOutNote(err error) error {
+	var out []string
+	for _, id := range slices.Sorted(maps.Keys(s.Held)) {
+		if h := s.Held[id]; !h.Kept {
+			out = append(out, h.Ref.String())
+		}
+	}
+	if len(out) == 0 {
+		return err
+	}
+	if len(out) > 3 {
+		out = append(out[:3], fmt.Sprintf("%d more", len(out)-3))
+	}
+	return fmt.Errorf("%w (left out meanwhile, held back themselves: %s; the configuration may fail for want of them: fix them first)", err, strings.Join(out, ", "))
 }
 
 // blamed phrases a failure found by trying the input: the failure names where it showed

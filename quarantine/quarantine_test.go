@@ -261,3 +261,23 @@ func TestSaveLoad(t *testing.T) {
 		t.Error("garbage loaded")
 	}
 }
+
+// TestBlameNamesWhatIsLeftOut: a culprit found while other inputs are held and left out says
+// so: the configuration may fail for want of them (no wrong blame without a word).
+func TestBlameNamesWhatIsLeftOut(t *testing.T) {
+	st := &State{}
+	cur := inputs(badSvc("web", "{"), svc("api", "a1"), tmpl("t1"))
+	sel := Select(cur, st)
+	h := sel.Blame(map[string]error{"service/api": errors.New("haproxy -c: unable to find required default_backend")}, snapshot.StageValidate, cur)["service/api"]
+	for _, want := range []string{"default_backend", `left out meanwhile, held back themselves: ConfigMap lb/services key "web"`, "fix them first"} {
+		if !strings.Contains(h.Reason(), want) {
+			t.Errorf("%q does not say %q", h.Reason(), want)
+		}
+	}
+	st = goodState(svc("web", "w1"), svc("api", "a1"), tmpl("t1"))
+	cur = inputs(badSvc("web", "{"), svc("api", "a2"), tmpl("t1"))
+	sel = Select(cur, st)
+	if r := sel.Blame(map[string]error{"service/api": errors.New("bad")}, snapshot.StageValidate, cur)["service/api"].Reason(); strings.Contains(r, "left out") {
+		t.Errorf("web is kept at its good version, not left out: %q", r)
+	}
+}
