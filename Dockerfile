@@ -1,7 +1,7 @@
 # haproxy-sidecar: a static Go binary on top of HAProxy's own image, so that `haproxy -c`
 # validates with the same HAProxy that serves (the Helm chart and examples/kubernetes run both
 # containers from this image). Runs as the image's non-root haproxy user.
-# HAProxy 3.2 LTS, pinned to a release (tested: README, "Supported HAProxy versions"; 2.6 and
+# HAProxy 3.2 LTS, pinned to a release (tested: docs/haproxy-versions.md; 2.6 and
 # 3.0 are tested too): --build-arg HAPROXY_IMAGE=haproxy:3.0.x for another one.
 ARG HAPROXY_IMAGE=haproxy:3.2.26
 

@@ -74,7 +74,7 @@ func TestAllowedEnv(t *testing.T) {
 
 // TestReadmeListsEveryFlag keeps the README's flag table true.
 func TestReadmeListsEveryFlag(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/flags.md")
 	if err != nil {
 		t.Fatal(err)
 	}
