@@ -56,6 +56,7 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/content"
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cfgparse"
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/serversync"
 )
 
 // Defaults of Config.
@@ -153,6 +154,11 @@ type Config struct {
 	// reported, so that a restarted sidecar sends nothing to a host whose configuration has
 	// not moved since (optional; without it each host gets one push after a start).
 	StateFile string
+	// Mode is ModeConfig (the default: push the whole configuration) or ModeServers (sync the
+	// servers of backends only, see servers.go).
+	Mode string
+	// Backends are the backends ModeServers manages (default: every backend of the rendering).
+	Backends []string
 }
 
 // Reloader pushes the live configuration to every Data Plane API host.
@@ -191,6 +197,8 @@ type host struct {
 	warnedAux  map[string]bool // storages (by path) whose directory differs, warned about
 	retryCount int
 	staleHash  string // content whose push was stopped for its certificate directory
+	// synced is what the last sync in ModeServers brought the host to (nil: unknown).
+	synced []serversync.Backend
 }
 
 // payload is what a host is given: the live configuration with its certificates, map files
@@ -228,6 +236,16 @@ func New(ctx context.Context, cfg Config) (*Reloader, error) {
 	}
 	if cfg.SPIFFEID != "" && (cfg.CACert != "" || cfg.Cert != "" || cfg.Key != "") {
 		return nil, errors.New("dataplane: SPIFFE (--dataplane-spiffe-id) and static TLS files (--dataplane-ca/-cert/-key) exclude each other")
+	}
+	switch cfg.Mode {
+	case "":
+		cfg.Mode = ModeConfig
+	case ModeConfig, ModeServers:
+	default:
+		return nil, fmt.Errorf("dataplane: mode %q: want %s or %s", cfg.Mode, ModeConfig, ModeServers)
+	}
+	if len(cfg.Backends) > 0 && cfg.Mode != ModeServers {
+		return nil, errors.New("dataplane: backends to manage are given only with --dataplane-mode=servers")
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = DefaultConcurrency
@@ -536,6 +554,9 @@ func (r *Reloader) Reload(ctx context.Context) error {
 	defer r.reloadMu.Unlock()
 	if err := r.stopRetries(); err != nil {
 		return err
+	}
+	if r.cfg.Mode == ModeServers {
+		return r.reloadServers(ctx)
 	}
 	want, err := readLive(r.cfg.ConfigPath, r.cfg.CertDir, r.cfg.MapsDir, r.cfg.FilesDir)
 	if err != nil {
