@@ -46,6 +46,9 @@ func (r *Run) Validate() error {
 	if r.Leader.Elect && r.Source.Kind != "kube" {
 		return errors.New("--leader-elect needs --source=kube")
 	}
+	if r.Dataplane.Mode == "servers" && !r.HAProxy.Remote() {
+		return errors.New("--dataplane-mode=servers needs --reload=dataplane")
+	}
 	return nil
 }
 
