@@ -69,11 +69,21 @@ func startDataplane(ctx context.Context, cfg *config.Run, store *generation.Stor
 		OnWarning: func(reason, message string) {
 			event(true, reason, message)
 		},
+		Mode: o.Mode, Backends: o.Backends,
 	})
 	if err != nil {
 		return nil, err
 	}
 	d.Reloader = dp
+	if serversMode(cfg) {
+		// Only servers are written: the hosts' storages are not used, templates see the
+		// directories given (or the API's defaults).
+		store.SetTemplateMapsDirs(dp.MapsDir())
+		store.SetTemplateFilesDirs(dp.FilesDir())
+		d.renderOpts.MapsDir, d.renderOpts.FilesDir = dp.MapsDir(), dp.FilesDir()
+		d.setDir(dp.SSLDir(), "")
+		return d, nil
+	}
 	dir, err := dp.DiscoverSSLDir(ctx)
 	if err != nil {
 		dp.Close()

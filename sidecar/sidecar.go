@@ -97,6 +97,9 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	if err != nil {
 		return err
 	}
+	if checker != nil && serversMode(cfg) {
+		checker = serversChecker{haproxy: checker, backends: cfg.Dataplane.Backends}
+	}
 	var election *leader.Election
 	var standby func() bool
 	if kube, ok := src.(*watcher.Kube); ok {

@@ -170,7 +170,7 @@ func ParseParams(words []string) (Params, error) {
 		kw := cfgparse.Unquote(words[i])
 		k, ok := keywords[kw]
 		if !ok {
-			return nil, fmt.Errorf("%q has no field in the Data Plane API's server model: it cannot be written with --dataplane-mode=servers", kw)
+			return nil, fmt.Errorf("%q has no field in the Data Plane API's server model", kw)
 		}
 		if k.kind == word {
 			p[k.field] = k.value
