@@ -35,6 +35,9 @@
 // (Config.MapsStorageDir, FilesStorageDir), or the directories the storages list at start
 // (DiscoverAuxDirs), else the API's defaults.
 //
+// With Config.Mode ModeServers the Reloader syncs only the servers of backends of hosts someone
+// else configures, through the API's transactions (servers.go).
+//
 // Credentials (passwords, tokens, keys) never appear in logs, errors or metric labels: a
 // host is named by its URL without user information.
 package dataplane

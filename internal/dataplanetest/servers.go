@@ -34,7 +34,9 @@ import (
 // server model is read from and written to a server line with a table of keywords (below): the
 // real API knows more, and a field the stand-in cannot write is refused with 501. Of a backend's
 // model the stand-in knows the name and default_server only; other fields given to PUT are
-// ignored (the lines stay as they are).
+// ignored (the lines stay as they are). A change of its own (version=) always reloads, where the
+// real API applies a lone change of a server's weight, address, port or maintenance through the
+// runtime API instead.
 
 // serverParam is one keyword of the server model's table.
 type serverParam struct {
