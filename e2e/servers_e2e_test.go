@@ -162,9 +162,10 @@ func TestNodePortServersMode(t *testing.T) {
 		if len(after) != len(before) {
 			t.Errorf("the host has %d sections, had %d", len(after), len(before))
 		}
-		if got, _ := haproxytest.Get(admin); got != "static" {
-			t.Errorf("the host's other frontend answers %q, want static", got)
-		}
+		haproxytest.WaitFor(t, 10*time.Second, func() bool {
+			got, _ := haproxytest.Get(admin)
+			return got == "static"
+		}, "the host's other frontend still answers")
 	}
 	managed := func() string { return hostSections(host.StoredConfig(t))["backend nodes_https"] }
 

@@ -129,7 +129,7 @@ func (h *serversHost) untouched(t *testing.T) {
 	if len(after) != len(h.before) {
 		t.Errorf("sections %v, want %v", len(after), len(h.before))
 	}
-	mustServe(t, h.otherFront, "static")
+	waitServes(t, h.otherFront, "static")
 }
 
 // managed is the stored be_web section.
@@ -407,10 +407,10 @@ func TestServersModePutsBackAfterAFailedReload(t *testing.T) {
 	}
 	var mu sync.Mutex
 	armed := false
-	host := startServersHost(t, 3, dataplanetest.Options{ReloadDelay: time.Second, Hook: func(req string) {
+	host := startServersHost(t, 3, dataplanetest.Options{BeforeReload: func() {
 		mu.Lock()
 		defer mu.Unlock()
-		if armed && strings.HasPrefix(req, "GET /services/haproxy/reloads/") {
+		if armed {
 			armed = false
 			os.Remove(crt) // after the commit's check, before its reload
 		}

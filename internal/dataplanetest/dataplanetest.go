@@ -103,6 +103,9 @@ type Options struct {
 	// Hook, when set, is called with each authorized request before it is handled ("METHOD
 	// /path", without the version prefix): a test plays another client writing at that moment.
 	Hook func(request string)
+	// BeforeReload, when set, is called before each scheduled reload runs: a test changes
+	// what HAProxy will load after the API checked it.
+	BeforeReload func()
 }
 
 // DefaultRuntimeReconnect is the real API's post-reload reconnection time without a stats
@@ -686,6 +689,9 @@ func (s *Server) scheduleReload() string {
 		s.pending = ""
 		s.pendingT = nil
 		s.mu.Unlock()
+		if s.opts.BeforeReload != nil {
+			s.opts.BeforeReload()
+		}
 		out, err := s.reloadNow(s.ctx)
 		// The outcome is recorded, then the runtime client reconnects under the lock that
 		// reading a reload's status needs.
