@@ -19,6 +19,7 @@ type Run struct {
 	Wait      Wait
 	Dataplane Dataplane
 	Leader    Leader
+	Publish   Publish
 	HTTP      HTTP
 	Log       Log
 }
@@ -32,17 +33,21 @@ func (r *Run) register(f *flags) {
 	f.add("Pacing", &r.Wait)
 	f.add("Remote HAProxy hosts (--reload=dataplane)", &r.Dataplane)
 	f.add("Leader election (--source=kube)", &r.Leader)
+	f.add("Status on the objects served (--source=kube)", &r.Publish)
 	f.add("HTTP: metrics, health, profiles", &r.HTTP)
 	f.add("Logs", &r.Log)
 }
 
 // Validate checks the configuration as a whole.
 func (r *Run) Validate() error {
-	if err := validateAll(&r.Source, &r.Inputs, &r.Render, &r.Dirs, &r.HAProxy, &r.Wait, &r.Dataplane, &r.Leader, &r.HTTP, &r.Log); err != nil {
+	if err := validateAll(&r.Source, &r.Inputs, &r.Render, &r.Dirs, &r.HAProxy, &r.Wait, &r.Dataplane, &r.Leader, &r.Publish, &r.HTTP, &r.Log); err != nil {
 		return err
 	}
 	if r.Leader.Elect && r.Source.Kind != "kube" {
 		return errors.New("--leader-elect needs --source=kube")
+	}
+	if r.Publish.Set() && r.Source.Kind != "kube" {
+		return errors.New("--publish-service and --publish-address need --source=kube")
 	}
 	return nil
 }
