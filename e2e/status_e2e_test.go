@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/dataplanetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/objstatus"
@@ -468,4 +469,34 @@ func TestStatusRBAC(t *testing.T) {
 			{"get", "services/lb", "lb", "yes"}, {"get", "services/other", "lb", "no"},
 		})
 	})
+}
+
+// TestStatusDataPlaneEveryHost: with --reload=dataplane, the configuration is live once one host
+// has it, but the status waits until every host has it: the services ConfigMap's annotation
+// appears only once the host that was down caught up, with the hash of the configuration the
+// hosts run.
+func TestStatusDataPlaneEveryHost(t *testing.T) {
+	k := kubetest.Start(t)
+	e := newDemoEnv(t)
+	applyExample(t, k, e)
+	// The demo has no stats socket: a short reconnection after each reload. Both stand-ins'
+	// HAProxy bind the same addresses (SO_REUSEPORT), as two machines would.
+	a := dataplanetest.Start(t, dataplanetest.Options{RuntimeReconnect: 300 * time.Millisecond})
+	b := dataplanetest.Start(t, dataplanetest.Options{RuntimeReconnect: 300 * time.Millisecond})
+	b.Down()
+	e.startSidecar(t, "--source=kube", "--kubeconfig", k.Kubeconfig, "--reload=dataplane", "--state-dir", t.TempDir(),
+		"--dataplane-url", a.URL, "--dataplane-url", b.URL, "--dataplane-ssl-dir", a.StorageDir)
+	r := e.waitReady(t)
+	e.waitServed(t, "web.localhost", "/", "web-")
+	haproxytest.WaitFor(t, 10*time.Second, func() bool {
+		return countLines(e.logs.String(), "status on the objects waits", "not every Data Plane API host", "rendering="+r.LiveConfig) > 0
+	}, "the status writer waits for the host that is down")
+	if hash, _ := liveAnnotations(t, k); hash != "" {
+		t.Fatalf("the services ConfigMap says %s is live while a host does not have it", hash)
+	}
+	b.Up(t)
+	haproxytest.WaitFor(t, 30*time.Second, func() bool {
+		hash, _ := liveAnnotations(t, k)
+		return hash == r.LiveConfig
+	}, "the annotation, once the host that was down has the configuration")
 }
