@@ -90,6 +90,7 @@ type Writer struct {
 	backoff time.Duration     // the wait before the next retry
 	waiting string            // why nothing is written now, as logged
 	logged  map[string]string // the last problem logged per object (not repeated)
+	warned  map[string]bool   // the declarations' problems logged, of the last rendering
 	dynWarn bool              // the missing dynamic client was warned about
 	now     func() time.Time  // the clock (tests)
 }
@@ -178,9 +179,15 @@ func (w *Writer) round(ctx context.Context, bundle *render.Bundle, since, now ti
 	if bundle.Hash != w.hash {
 		decls, problems := Parse(bundle.Config)
 		wants, more := Collect(decls)
+		warned := map[string]bool{}
 		for _, p := range append(problems, more...) {
-			w.log.Warn("a status declaration of the live configuration is left out", "error", p)
+			// Once, not again with each rendering that still has it.
+			if msg := p.Error(); !w.warned[msg] {
+				w.log.Warn("a status declaration of the live configuration is left out", "error", p)
+			}
+			warned[p.Error()] = true
 		}
+		w.warned = warned
 		for o := range w.wants {
 			if _, ok := wants[o]; !ok {
 				w.forget[o] = true
