@@ -1,9 +1,9 @@
 package objstatus
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -29,16 +29,17 @@ const me = "haproxy-sidecar.io/controller"
 // fixture is a Writer over fake clients holding an Ingress, a Gateway, an HTTPRoute, the
 // published Service and the services ConfigMap, and the live state it reads.
 type fixture struct {
-	w   *Writer
-	cs  *fake.Clientset
-	dyn *dynamicfake.FakeDynamicClient
-	st  live.State
-	now time.Time
+	w    *Writer
+	logs *bytes.Buffer
+	cs   *fake.Clientset
+	dyn  *dynamicfake.FakeDynamicClient
+	st   live.State
+	now  time.Time
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{now: t0}
+	f := &fixture{now: t0, logs: &bytes.Buffer{}}
 	f.cs = fake.NewClientset(
 		&networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "shop"}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "lb", Name: "haproxy"},
@@ -71,7 +72,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	w, err := New(Config{Client: f.cs, Dynamic: f.dyn, Live: func() live.State { return f.st },
 		Namespace: "lb", ServicesConfigMap: "services", PublishService: "lb/haproxy", ControllerName: me,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(f.logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,5 +202,24 @@ func TestWriter(t *testing.T) {
 	f.w.Tick(ctx)
 	if got := f.ingress(t); len(got) != 1 {
 		t.Errorf("the new leader did not write the Ingress: %+v", got)
+	}
+}
+
+// TestWriterWarnsOnce: a declaration the writer cannot read is a warning once, not again with
+// each rendering that still has it; the other declarations stand.
+func TestWriterWarnsOnce(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	for i, extra := range []string{"a", "b"} {
+		b := bundleOf("haproxy-sidecar: serves Ingress web/shop", "haproxy-sidecar: serves Ingres web/typo", extra+" (another rendering)")
+		b.Hash = extra
+		f.st = live.State{Live: b.Hash, LiveSince: t0.Add(time.Duration(i) * time.Second), Good: live.Good{Bundle: b}}
+		f.w.Tick(ctx)
+	}
+	if n := strings.Count(f.logs.String(), `kind \"Ingres\"`); n != 1 {
+		t.Errorf("%d warnings, want 1:\n%s", n, f.logs.String())
+	}
+	if got := f.ingress(t); len(got) != 1 {
+		t.Errorf("the Ingress declared beside the bad line: %+v", got)
 	}
 }
