@@ -19,6 +19,7 @@ type Run struct {
 	Wait      Wait
 	Dataplane Dataplane
 	Leader    Leader
+	Publish   Publish
 	HTTP      HTTP
 	Webhook   Webhook
 	Log       Log
@@ -33,6 +34,7 @@ func (r *Run) register(f *flags) {
 	f.add("Pacing", &r.Wait)
 	f.add("Remote HAProxy hosts (--reload=dataplane)", &r.Dataplane)
 	f.add("Leader election (--source=kube)", &r.Leader)
+	f.add("Status on the objects served (--source=kube)", &r.Publish)
 	f.add("HTTP: metrics, health, profiles", &r.HTTP)
 	f.add("Admission webhook", &r.Webhook)
 	f.add("Logs", &r.Log)
@@ -40,11 +42,14 @@ func (r *Run) register(f *flags) {
 
 // Validate checks the configuration as a whole.
 func (r *Run) Validate() error {
-	if err := validateAll(&r.Source, &r.Inputs, &r.Render, &r.Dirs, &r.HAProxy, &r.Wait, &r.Dataplane, &r.Leader, &r.HTTP, &r.Webhook, &r.Log); err != nil {
+	if err := validateAll(&r.Source, &r.Inputs, &r.Render, &r.Dirs, &r.HAProxy, &r.Wait, &r.Dataplane, &r.Leader, &r.Publish, &r.HTTP, &r.Webhook, &r.Log); err != nil {
 		return err
 	}
 	if r.Leader.Elect && r.Source.Kind != "kube" {
 		return errors.New("--leader-elect needs --source=kube")
+	}
+	if r.Publish.Set() && r.Source.Kind != "kube" {
+		return errors.New("--publish-service and --publish-address need --source=kube")
 	}
 	if r.Dataplane.Mode == "servers" && !r.HAProxy.Remote() {
 		return errors.New("--dataplane-mode=servers needs --reload=dataplane")
