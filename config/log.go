@@ -28,16 +28,17 @@ func (l *Log) validate() error {
 	return nil
 }
 
-// Handler is the log handler the options ask for, writing to w.
-func (l *Log) Handler(w io.Writer) (slog.Handler, error) {
+// Handler is the log handler the options ask for, writing to w; opts are the handler's
+// other options (the level is the options').
+func (l *Log) Handler(w io.Writer, opts slog.HandlerOptions) (slog.Handler, error) {
 	if err := l.validate(); err != nil {
 		return nil, err
 	}
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(l.Level))
-	opts := &slog.HandlerOptions{Level: lvl}
+	opts.Level = lvl
 	if l.Format == "json" {
-		return slog.NewJSONHandler(w, opts), nil
+		return slog.NewJSONHandler(w, &opts), nil
 	}
-	return slog.NewTextHandler(w, opts), nil
+	return slog.NewTextHandler(w, &opts), nil
 }
