@@ -121,7 +121,7 @@ func NewMetrics() *Metrics {
 		}, []string{"hash"}),
 		ChangeToLive: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Name: "change_to_live_seconds",
-			Help: "Time from a change first seen (the source's notification, before the quiet period) to the configuration holding it live, by path: runtime (the runtime API answered), reload (the reload confirmed), dataplane (a Data Plane API host confirmed it, one observation per host).",
+			Help:    "Time from a change first seen (the source's notification, before the quiet period) to the configuration holding it live, by path: runtime (the runtime API answered), reload (the reload confirmed), dataplane (a Data Plane API host confirmed it, one observation per host).",
 			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60},
 		}, []string{"path"}),
 	}
