@@ -142,9 +142,9 @@ type Pipeline struct {
 	good atomic.Pointer[quarantine.State]
 
 	tracer trace.Tracer
-	// notified is when Changed was first called since a sync last took it (Unix ns, 0: not
-	// since); seen, the sync's own, when the first change not yet live was (see Sync).
-	notified atomic.Int64
+	// notified is when Changed was first called since a sync last took it (nil: not since);
+	// seen, the sync's own, when the first change not yet live was (see Sync).
+	notified atomic.Pointer[time.Time]
 	seen     time.Time
 }
 
@@ -240,6 +240,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	srcErr := make(chan error, 1)
 	p.cfg.Metrics.SourceUp.Set(1) // before Run: a source that reports its own state overrides it
 	go func() { srcErr <- p.cfg.Source.Run(ctx, p.Changed) }()
+	// What the source said while starting is read by the first sync: no change seen.
+	p.notified.Store(nil)
 
 	reason := "start"
 	var retry, deferred <-chan time.Time
@@ -298,7 +300,8 @@ sync:
 // election when this instance starts leading, the writer, and the HAProxy probe. The first
 // call since the last sync is when the change was seen (change_to_live_seconds).
 func (p *Pipeline) Changed() {
-	p.notified.CompareAndSwap(0, time.Now().UnixNano())
+	now := time.Now()
+	p.notified.CompareAndSwap(nil, &now)
 	select {
 	case p.trigger <- struct{}{}:
 	default:

@@ -28,8 +28,8 @@ import (
 // not yet live was seen, so that a trace shows the whole way of a change; the same time
 // starts change_to_live_seconds, observed where the change goes live.
 func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
-	if t := p.notified.Swap(0); t != 0 && p.seen.IsZero() {
-		p.seen = time.Unix(0, t)
+	if t := p.notified.Swap(nil); t != nil && p.seen.IsZero() {
+		p.seen = *t
 	}
 	start := time.Now()
 	opts := []trace.SpanStartOption{trace.WithAttributes(attribute.String("sync.reason", reason))}
