@@ -14,7 +14,7 @@ type Log struct {
 
 func (l *Log) register(fs *flag.FlagSet) {
 	choiceVar(fs, &l.Level, "log-level", "info", []string{"debug", "info", "warn", "error"}, "debug, info, warn or error")
-	choiceVar(fs, &l.Format, "log-format", "text", []string{"text", "json"}, "text or json")
+	choiceVar(fs, &l.Format, "log-format", "text", []string{"text", "json"}, "text or json (json: durations in seconds)")
 }
 
 func (l *Log) validate() error {
