@@ -1,14 +1,12 @@
-package sidecar
+package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -22,27 +20,17 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 )
 
-// runSidecar runs `haproxy-sidecar run` with args in the background, logging to logs, until
-// the test ends.
-func runSidecar(t *testing.T, logs io.Writer, args ...string) {
+// exampleDir is a copy of examples/local.
+func exampleDir(t *testing.T) string {
 	t.Helper()
-	cfg, err := config.ParseRun(args, "", func(string) string { return "" }, io.Discard)
-	if err != nil {
+	dir := t.TempDir()
+	if err := copyDir("../examples/local", dir); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, Env{Log: logs}) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the sidecar stopped with %v", err)
-		}
-	})
+	return dir
 }
 
 // scrape reads the sidecar's /metrics (nil while it does not answer).
@@ -64,9 +52,11 @@ func scrape(addr string) map[string]*dto.MetricFamily {
 // every counter family is there with each series it will have, all at 0 (so that the first
 // reload, rejection or failure shows in rate() and increase()).
 func TestEveryCounterIsThereAtStart(t *testing.T) {
-	needHAProxy(t)
-	real, _ := exec.LookPath("haproxy")
-	dir, run := example(t), t.TempDir()
+	if testing.Short() {
+		t.Skip("end-to-end test with a real HAProxy")
+	}
+	real := haproxytest.Binary(t)
+	dir, run := exampleDir(t), t.TempDir()
 	gate := filepath.Join(run, "gate")
 	bin := filepath.Join(run, "haproxy")
 	script := fmt.Sprintf("#!/bin/sh\nwhile [ ! -e %q ]; do sleep 0.02; done\nexec %q \"$@\"\n", gate, real)
@@ -189,13 +179,16 @@ func (rc *receiver) trace(names ...string) map[string]*tracepb.Span {
 // OTLP/HTTP (render, validate, apply and the reload below its sync span), and the log lines
 // of the sync name it.
 func TestTracesOverOTLP(t *testing.T) {
-	needHAProxy(t)
+	if testing.Short() {
+		t.Skip("end-to-end test with a real HAProxy")
+	}
+	haproxytest.Binary(t)
 	rc := &receiver{}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10") // ms: export at once
-	dir, run := example(t), t.TempDir()
+	dir, run := exampleDir(t), t.TempDir()
 	logs := &haproxytest.SyncBuffer{}
 	runSidecar(t, logs, "--source=file", "--dir", dir, "--haproxy-config", filepath.Join(run, "haproxy.cfg"),
 		"--reload=none", "--log-format=json", "--metrics-addr=", "--health-addr=")
