@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -85,7 +86,7 @@ func startTracing(ctx context.Context, getenv func(string) string, build BuildIn
 	if process {
 		// The SDK's own errors (the collector not answering, say) go to the sidecar's log
 		// rather than to stderr; one handler per process, as for client-go's log.
-		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("OpenTelemetry", "error", err) }))
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(sdkErrors(log)))
 	}
 	log.Info("tracing each sync with OpenTelemetry, exported over OTLP", "protocol", protocol)
 	return tp, func() {
@@ -96,6 +97,24 @@ func startTracing(ctx context.Context, getenv func(string) string, build BuildIn
 			log.Warn("OpenTelemetry: the last spans were not exported", "error", err)
 		}
 	}, nil
+}
+
+// sdkErrors logs the SDK's errors: a WARN line when one differs from the last (a collector
+// away fails every export the same way), DEBUG for the same again.
+func sdkErrors(log *slog.Logger) func(error) {
+	var mu sync.Mutex
+	last := ""
+	return func(err error) {
+		mu.Lock()
+		again := err.Error() == last
+		last = err.Error()
+		mu.Unlock()
+		if again {
+			log.Debug("OpenTelemetry (again)", "error", err)
+			return
+		}
+		log.Warn("OpenTelemetry", "error", err)
+	}
 }
 
 // redactingExporter masks the secrets red knows in what a span says (its status, attributes

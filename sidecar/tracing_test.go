@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -77,5 +78,17 @@ func TestSpansCarryNoSecret(t *testing.T) {
 	}
 	if !strings.Contains(all, "stats auth admin:") || !strings.Contains(all, "2") || s.Status.Code != codes.Error {
 		t.Errorf("the span lost what it said besides the secret:\n%s", all)
+	}
+}
+
+func TestAnSDKErrorIsOneWarning(t *testing.T) {
+	var buf strings.Builder
+	handle := sdkErrors(slog.New(slog.NewTextHandler(&buf, nil)))
+	refused := errors.New(`traces export: Post "http://collector:4318/v1/traces": connection refused`)
+	handle(refused)
+	handle(refused)
+	handle(errors.New("traces export: context deadline exceeded"))
+	if n := strings.Count(buf.String(), "level=WARN"); n != 2 {
+		t.Errorf("%d warnings, want one per distinct error:\n%s", n, buf.String())
 	}
 }
