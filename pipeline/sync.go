@@ -50,7 +50,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	if res.Outcome == Failed || res.Outcome == Rejected {
 		err = res.Err
 	}
-	tracing.End(span, p.redacted(err))
+	tracing.End(span, err) // secrets are masked as spans leave (sidecar/tracing.go)
 	switch {
 	case res.Outcome == Failed || res.Outcome == Deferred:
 		// Not live yet: the next sync carries the change.
@@ -61,14 +61,6 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 		p.seen = time.Time{}
 	}
 	return res
-}
-
-// redacted is err with every secret the redactor knows masked, for the traces.
-func (p *Pipeline) redacted(err error) error {
-	if err == nil || p.cfg.Redactor == nil {
-		return err
-	}
-	return errors.New(p.cfg.Redactor.String(err.Error()))
 }
 
 func (p *Pipeline) sync(ctx context.Context, reason string) Result {
@@ -130,7 +122,7 @@ func (p *Pipeline) sync(ctx context.Context, reason string) Result {
 	actx, span := tracing.Start(ctx, "apply", attribute.String("apply.action", d.Action.String()))
 	res := p.apply.Apply(actx, apply.Job{Decision: d, Candidate: cand, Plan: plan, Reason: reason})
 	span.SetAttributes(attribute.String("apply.outcome", res.Outcome.String()))
-	tracing.End(span, p.redacted(res.Err))
+	tracing.End(span, res.Err)
 	if res.Refused {
 		held = p.blameRefused(ctx, cand, res.Err, held, sel, cur)
 	}
