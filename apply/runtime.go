@@ -227,6 +227,7 @@ func (a *Applier) Written(w generation.Written) {
 		// tries the write again, after a pause (files_behind says they are behind). The
 		// same trouble is reported once.
 		if msg := w.Err.Error(); a.lastWriteErr.Swap(msg) != msg {
+			// The background writer's: no sync's context.
 			a.cfg.Report.Failure(context.Background(), candidate.FailureStage(w.Err, status.FailWrite), w.Err)
 		}
 		time.AfterFunc(time.Second, a.cfg.Changed)

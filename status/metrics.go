@@ -235,8 +235,8 @@ func WithChangeSeen(ctx context.Context, seen time.Time) context.Context {
 }
 
 // ObserveLive records in haproxy_sidecar_change_to_live_seconds{path} that the change ctx
-// carries (WithChangeSeen) is live now; a context without one (the first sync, a retry in
-// the background of nothing seen) records nothing.
+// carries (WithChangeSeen) is live now; a context without one (the first sync at start,
+// which no change asked for) records nothing.
 func (m *Metrics) ObserveLive(ctx context.Context, path string) {
 	if seen, ok := ctx.Value(changeSeenKey{}).(time.Time); ok {
 		m.ChangeToLive.WithLabelValues(path).Observe(time.Since(seen).Seconds())
