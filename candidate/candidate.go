@@ -19,6 +19,9 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
+	"github.com/haproxy-sidecar/haproxy-sidecar/tracing"
+
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // Inputs reads the operator inputs out of what a source has seen and assembles a snapshot from
@@ -338,7 +341,9 @@ func (b *Builder) try(ctx context.Context, objs *snapshot.Objects, chosen []snap
 		if snap, err = b.cfg.Inputs.Assemble(objs, chosen); err != nil {
 			return nil, inputErr(snapshot.StageDecode, err)
 		}
-		bundle, err = b.cfg.Renderer.Render(ctx, snap)
+		rctx, span := tracing.Start(ctx, "render", attribute.Int("render.services", len(snap.Services)))
+		bundle, err = b.cfg.Renderer.Render(rctx, snap)
+		tracing.End(span, err)
 		b.cfg.Metrics.RenderDuration.Observe(time.Since(start).Seconds())
 		if err == nil {
 			break

@@ -65,7 +65,8 @@ func startDataplane(ctx context.Context, cfg *config.Run, store *generation.Stor
 			event(result != dataplane.ResultSuccess, "Host"+strings.ToUpper(result[:1])+result[1:],
 				fmt.Sprintf("HAProxy host %s: %s", ep, result))
 		},
-		OnSSLDir: d.setDir,
+		OnConfirmed: func(ctx context.Context, _ string) { metrics.ObserveLive(ctx, status.PathDataplane) },
+		OnSSLDir:    d.setDir,
 		OnWarning: func(reason, message string) {
 			event(true, reason, message)
 		},
@@ -75,6 +76,7 @@ func startDataplane(ctx context.Context, cfg *config.Run, store *generation.Stor
 		return nil, err
 	}
 	d.Reloader = dp
+	metrics.Reloading(dp.Endpoints()...)
 	if serversMode(cfg) {
 		// Only servers are written: the hosts' storages are not used, templates see the
 		// directories given (or the API's defaults).

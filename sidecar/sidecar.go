@@ -87,6 +87,11 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	if identity == "" {
 		identity, _ = os.Hostname()
 	}
+	tracer, stopTracing, err := startTracing(ctx, os.Getenv, build, identity, red.Redactor, log, env.Process)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	var events pipeline.Recorder // Kubernetes Events, in the Kubernetes modes (set below)
 	haproxy, err := newHAProxy(ctx, cfg, local, store, metrics, &events, log, red)
 	if err != nil {
@@ -139,6 +144,7 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		ProbeInterval:     cfg.HAProxy.ProbeInterval,
 		FindHAProxy:       func() int { return reload.FindProcess(local.config) },
 		Manifests:         manifests(cfg.Inputs),
+		Tracing:           tracer,
 	})
 	if err != nil {
 		return err

@@ -60,6 +60,9 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cfgparse"
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/serversync"
+	"github.com/haproxy-sidecar/haproxy-sidecar/tracing"
+
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // Defaults of Config.
@@ -153,6 +156,10 @@ type Config struct {
 	// OnResult is called with each host's outcome (ResultSuccess, ResultFailed, ResultError),
 	// for metrics; endpoint is the URL without credentials. It must not block.
 	OnResult func(endpoint, result string)
+	// OnConfirmed, when set, is called when a host confirmed it has the new configuration,
+	// with the context of the Reload that asked for it (its values: the sync's trace, when
+	// the change was seen), a background retry's too. It must not block.
+	OnConfirmed func(ctx context.Context, endpoint string)
 	// StateFile keeps what each host was last given and the configuration version it then
 	// reported, so that a restarted sidecar sends nothing to a host whose configuration has
 	// not moved since (optional; without it each host gets one push after a start).
@@ -612,7 +619,7 @@ func (r *Reloader) Reload(ctx context.Context) error {
 	switch {
 	case applied > 0:
 		if len(failing) > 0 && ctx.Err() == nil {
-			r.retryInBackground(failing, want)
+			r.retryInBackground(ctx, failing, want)
 		}
 		return nil
 	case len(rejections) > 0:
@@ -631,9 +638,14 @@ func (r *Reloader) Reload(ctx context.Context) error {
 }
 
 // attempt updates one host, logs and reports the outcome.
-func (r *Reloader) attempt(ctx context.Context, h *host, want *payload, background bool) outcome {
+func (r *Reloader) attempt(ctx context.Context, h *host, want *payload, background bool) (o outcome) {
 	start := time.Now()
-	o := r.apply(ctx, h, want)
+	ctx, span := tracing.Start(ctx, "dataplane host", attribute.String("dataplane.endpoint", h.c.label), attribute.Bool("dataplane.retry", background))
+	defer func() {
+		span.SetAttributes(attribute.Bool("dataplane.unchanged", o.unchanged))
+		tracing.End(span, o.err)
+	}()
+	o = r.apply(ctx, h, want)
 	log := r.log.With("endpoint", h.c.label, "took", time.Since(start).Round(time.Millisecond))
 	if background {
 		h.mu.Lock()
@@ -643,24 +655,27 @@ func (r *Reloader) attempt(ctx context.Context, h *host, want *payload, backgrou
 	}
 	switch {
 	case o.unchanged:
-		log.Debug("host already has this configuration; nothing sent")
+		log.DebugContext(ctx, "host already has this configuration; nothing sent")
 		return o
 	case o.err == nil:
-		log.Info("configuration applied through the Data Plane API")
+		log.InfoContext(ctx, "configuration applied through the Data Plane API")
 		r.report(h, ResultSuccess)
+		if r.cfg.OnConfirmed != nil {
+			r.cfg.OnConfirmed(ctx, h.c.label)
+		}
 	case errors.Is(o.err, context.Canceled):
 		// Replaced by a newer Reload, or shutting down: not a result.
-		log.Debug("update cancelled", "error", o.err)
+		log.DebugContext(ctx, "update cancelled", "error", o.err)
 		return o
 	case errors.Is(o.err, ErrSSLDirChanged):
 		// Not a failure of the host: the configuration is being rendered again.
-		log.Info("not pushed: the configuration names another certificate directory than the host uses; rendering again", "error", o.err)
+		log.InfoContext(ctx, "not pushed: the configuration names another certificate directory than the host uses; rendering again", "error", o.err)
 		return o
 	case o.rejected():
-		log.Error("the Data Plane API refused the configuration; the host keeps its previous one", "error", o.err)
+		log.ErrorContext(ctx, "the Data Plane API refused the configuration; the host keeps its previous one", "error", o.err)
 		r.report(h, ResultFailed)
 	default:
-		log.Error("could not update the host through the Data Plane API", "error", o.err)
+		log.ErrorContext(ctx, "could not update the host through the Data Plane API", "error", o.err)
 		r.report(h, ResultError)
 	}
 	return o
@@ -673,9 +688,9 @@ func (r *Reloader) report(h *host, result string) {
 }
 
 // retryInBackground keeps trying the failing hosts with backoff until each has want, or the
-// next Reload (or Close) cancels.
-func (r *Reloader) retryInBackground(hosts []*host, want *payload) {
-	ctx, cancel := context.WithCancel(context.Background())
+// next Reload (or Close) cancels; the retries keep the values of the Reload's context (parent).
+func (r *Reloader) retryInBackground(parent context.Context, hosts []*host, want *payload) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
