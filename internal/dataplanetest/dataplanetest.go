@@ -14,6 +14,7 @@
 //	GET|PUT|DELETE /services/haproxy/storage/ssl_certificates/{name}
 //	GET|POST /services/haproxy/storage/{maps,general}
 //	GET|PUT|DELETE /services/haproxy/storage/{maps,general}/{name}   (storage.go)
+//	GET  /services/haproxy/stats/native, /services/haproxy/runtime/info (stats.go)
 //
 // Every response carries Configuration-Version. The configuration is validated with the real
 // `haproxy -c` (only_validate and every write, as the real API does), and a write answers 202
@@ -382,6 +383,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("PUT "+p+"/storage/ssl_certificates/{name}", s.replaceCert)
 	mux.HandleFunc("DELETE "+p+"/storage/ssl_certificates/{name}", s.deleteCert)
 	s.storageRoutes(mux, p)
+	s.statsRoutes(mux, p) // stats.go
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.requests = append(s.requests, r.Method+" "+strings.TrimPrefix(r.URL.RequestURI(), s.prefix))
