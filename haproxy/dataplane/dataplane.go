@@ -149,6 +149,9 @@ type Config struct {
 	// OnResult is called with each host's outcome (ResultSuccess, ResultFailed, ResultError),
 	// for metrics; endpoint is the URL without credentials. It must not block.
 	OnResult func(endpoint, result string)
+	// Canary, when set, sends a new configuration to one host first and watches it before the
+	// others follow (--rollout=canary, see canary.go).
+	Canary *Canary
 	// StateFile keeps what each host was last given and the configuration version it then
 	// reported, so that a restarted sidecar sends nothing to a host whose configuration has
 	// not moved since (optional; without it each host gets one push after a start).
@@ -252,6 +255,13 @@ func New(ctx context.Context, cfg Config) (*Reloader, error) {
 	}
 	if cfg.SlowReload <= 0 {
 		cfg.SlowReload = DefaultSlowReload
+	}
+	if cfg.Canary != nil {
+		c := *cfg.Canary
+		if c.Window <= 0 {
+			c.Window = DefaultCanaryWindow
+		}
+		cfg.Canary = &c
 	}
 	r := &Reloader{cfg: cfg, log: cfg.Logger.With("reloader", "dataplane"), dir: DefaultStorageDir,
 		auxDirs: map[string]string{mapStorage.path: DefaultMapsStorageDir, generalStorage.path: DefaultGeneralStorageDir}}
@@ -546,6 +556,11 @@ func (r *Reloader) Reload(ctx context.Context) error {
 		r.log.Warn("re-read the Data Plane API TLS files", "error", err)
 	}
 	r.checkRuntimeSocket(want.files.Config)
+	if r.cfg.Canary != nil {
+		if done, err := r.canary(ctx, want); done { // canary.go
+			return err
+		}
+	}
 	results := make([]outcome, len(r.hosts))
 	r.each(ctx, func(ctx context.Context, i int, h *host) {
 		results[i] = r.attempt(ctx, h, want, false)
