@@ -14,13 +14,13 @@ type Refused struct {
 }
 
 func (r *Refused) Error() string {
-	back := "rolled back to the last good configuration"
+	back := "it is back on the last good configuration"
 	if !r.RolledBack {
-		back = "being rolled back to the last good configuration"
+		back = "it is being returned to the last good configuration"
 	}
 	what := "failed"
 	if r.Judgement.Verdict == Inconclusive {
 		what = "was inconclusive (--canary-inconclusive=rollback)"
 	}
-	return fmt.Sprintf("canary %s %s: %s; it is %s, the other hosts never had the new one", r.Canary, what, r.Judgement.Reason, back)
+	return fmt.Sprintf("the canary host %s %s: %s; %s, and the other hosts never had the new one", r.Canary, what, r.Judgement.Reason, back)
 }

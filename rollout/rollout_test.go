@@ -161,7 +161,7 @@ func TestJudgeMoreServersAllowed(t *testing.T) {
 
 func TestRefusedSaysWhereAndWhy(t *testing.T) {
 	err := &Refused{Canary: "http://lb1:5555/v3", Judgement: Judgement{Verdict: Fail, Reason: "5xx responses: 100.0%"}, RolledBack: true}
-	for _, part := range []string{"canary http://lb1:5555/v3 failed", "5xx responses: 100.0%", "rolled back to the last good configuration", "the other hosts never had the new one"} {
+	for _, part := range []string{"the canary host http://lb1:5555/v3 failed", "5xx responses: 100.0%", "back on the last good configuration", "the other hosts never had the new one"} {
 		if !strings.Contains(err.Error(), part) {
 			t.Errorf("%q does not say %q", err.Error(), part)
 		}
