@@ -18,6 +18,7 @@ type Run struct {
 	HAProxy   HAProxy
 	Wait      Wait
 	Dataplane Dataplane
+	Rollout   Rollout
 	Leader    Leader
 	HTTP      HTTP
 	Webhook   Webhook
@@ -32,6 +33,7 @@ func (r *Run) register(f *flags) {
 	f.add("HAProxy: files, reloads, runtime API", &r.HAProxy)
 	f.add("Pacing", &r.Wait)
 	f.add("Remote HAProxy hosts (--reload=dataplane)", &r.Dataplane)
+	f.add("Rollout to the remote hosts (--reload=dataplane)", &r.Rollout)
 	f.add("Leader election (--source=kube)", &r.Leader)
 	f.add("HTTP: metrics, health, profiles", &r.HTTP)
 	f.add("Admission webhook", &r.Webhook)
@@ -40,11 +42,14 @@ func (r *Run) register(f *flags) {
 
 // Validate checks the configuration as a whole.
 func (r *Run) Validate() error {
-	if err := validateAll(&r.Source, &r.Inputs, &r.Render, &r.Dirs, &r.HAProxy, &r.Wait, &r.Dataplane, &r.Leader, &r.HTTP, &r.Webhook, &r.Log); err != nil {
+	if err := validateAll(&r.Source, &r.Inputs, &r.Render, &r.Dirs, &r.HAProxy, &r.Wait, &r.Dataplane, &r.Rollout, &r.Leader, &r.HTTP, &r.Webhook, &r.Log); err != nil {
 		return err
 	}
 	if r.Leader.Elect && r.Source.Kind != "kube" {
 		return errors.New("--leader-elect needs --source=kube")
+	}
+	if r.Rollout.Canary() && !r.HAProxy.Remote() {
+		return errors.New("--rollout=canary needs --reload=dataplane: a canary is one of several remote hosts")
 	}
 	return nil
 }
