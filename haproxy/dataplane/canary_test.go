@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,9 +41,10 @@ func freeOn(t *testing.T, ips ...string) int {
 	return 0
 }
 
-// traffic sends requests to every address, one after the other, until the test ends; the
-// canary's counters need some.
-func traffic(t *testing.T, addrs ...string) {
+// traffic sends requests to every address, one after the other, until stop (or the end of
+// the test); the canary's counters need some. Stop it before the backends close: HAProxy
+// pauses up to a second before each retry of a refused connection.
+func traffic(t *testing.T, addrs ...string) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -50,11 +52,15 @@ func traffic(t *testing.T, addrs ...string) {
 		defer wg.Done()
 		for ctx.Err() == nil {
 			for _, a := range addrs {
-				haproxytest.Get(a)
+				if ctx.Err() == nil {
+					haproxytest.Get(a)
+				}
 			}
 		}
 	}()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	stop = func() { cancel(); wg.Wait() }
+	t.Cleanup(stop)
+	return stop
 }
 
 // verdicts collects OnVerdict calls.
@@ -103,7 +109,7 @@ func TestCanary(t *testing.T) {
 			t.Errorf("the first push was not said to go without a canary (verdicts %v)", v.all())
 		}
 	})
-	traffic(t, addr(peerA), addr(peerB), addr(peerC))
+	defer traffic(t, addr(peerA), addr(peerB), addr(peerC))()
 
 	t.Run("a configuration answering 503 is rolled back on the canary and never reaches the others", func(t *testing.T) {
 		// A long window: the canary is rolled back as soon as its counters trip, not at the end.
@@ -156,6 +162,33 @@ func TestCanary(t *testing.T) {
 		}
 		if got := v.all(); len(got) != 2 || got[1] != a.URL+" pass true" {
 			t.Errorf("verdicts = %v, want host A's pass", got)
+		}
+	})
+	t.Run("the window does not hold up a stop: Reload returns when its context ends", func(t *testing.T) {
+		setWindow(10 * time.Minute)
+		vb, na := b.Version(), len(a.Requests())
+		h.live.set(t, httpConfig(port, haproxytest.Backend(pt, "v3")), nil)
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- h.r.Reload(rctx) }()
+		haproxytest.WaitFor(t, 20*time.Second, func() bool {
+			return slices.ContainsFunc(requestsSince(a, na), func(r string) bool { return strings.HasPrefix(r, "GET /services/haproxy/stats/native") })
+		}, "the canary has the new configuration and is being watched")
+		cancel()
+		var err error
+		haproxytest.WaitFor(t, 10*time.Second, func() bool {
+			select {
+			case err = <-done:
+				return true
+			default:
+				return false
+			}
+		}, "Reload returns once its context ends")
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "it keeps the new configuration") {
+			t.Errorf("Reload = %v, want the watch stopped by the cancelled context", err)
+		}
+		if b.Version() != vb {
+			t.Errorf("host B was written during a window that did not end")
 		}
 	})
 }
