@@ -22,6 +22,10 @@
 //     and reports the rejection;
 //   - no host could be reached or every host erred: an error, so the pipeline retries.
 //
+// With Config.Canary (--rollout=canary), one host gets the configuration first and is watched
+// through its HAProxy's counters; the others follow only if it holds, else it is rolled back
+// and Reload returns a *rollout.Refused (canary.go).
+//
 // The hosts' certificate storage directory (what templates see as ssldir) is either given
 // (Config.SSLDir) or learned: from the files a host's storage lists, or, on a fresh host with
 // an empty storage, from the answer to the first certificate upload, which names the stored
