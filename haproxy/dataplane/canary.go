@@ -76,7 +76,7 @@ func (r *Reloader) canary(ctx context.Context, want *payload) (done bool, err er
 		prev := h.has
 		h.mu.Unlock()
 		r.log.Info("canary: the new configuration goes to one host first", "endpoint", h.c.label, "content_hash", short(want.hash), "window", r.cfg.Canary.Window)
-		o := r.attempt(ctx, h, want, false)
+		o := r.attemptWithin(ctx, h, want)
 		switch {
 		case o.err == nil:
 			return r.watch(ctx, h, prev, want)
@@ -120,7 +120,7 @@ func (r *Reloader) watch(ctx context.Context, h *host, prev, want *payload) (boo
 		return false, nil
 	}
 	log.Error("canary failed: rolling it back to the last good configuration; the other hosts keep theirs", "counter", j.Counter, "object", j.Object, "reason", j.Reason)
-	o := r.attempt(ctx, h, prev, false)
+	o := r.attemptWithin(ctx, h, prev)
 	if o.err != nil && ctx.Err() == nil {
 		r.log.Error("could not roll the canary back yet; retrying in the background", "endpoint", h.c.label, "error", o.err)
 		r.retryInBackground([]*host{h}, prev)
@@ -178,6 +178,13 @@ func (r *Reloader) judge(ctx context.Context, h *host, others []*host) (rollout.
 			return j, nil
 		}
 	}
+}
+
+// attemptWithin updates one host as the fan-out does, within Timeout.
+func (r *Reloader) attemptWithin(ctx context.Context, h *host, want *payload) outcome {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	return r.attempt(ctx, h, want, false)
 }
 
 // sample reads a host's counters, bounded in time.

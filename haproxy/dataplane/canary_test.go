@@ -192,3 +192,35 @@ func TestCanary(t *testing.T) {
 		}
 	})
 }
+
+// TestCanaryHandsOverAndPromotesInconclusive: a canary host that cannot be reached hands the
+// role to the next host; with no traffic the verdict is inconclusive, and
+// --canary-inconclusive=promote lets the other hosts follow (the unreachable one is retried).
+func TestCanaryHandsOverAndPromotesInconclusive(t *testing.T) {
+	haproxytest.Binary(t)
+	pt := t
+	opts := dataplanetest.Options{MasterRuntime: true}
+	a, b := startHost(t, peerA, opts), startHost(t, peerB, opts)
+	v := &verdicts{}
+	h := newHarness(t, Config{URLs: []string{a.URL, b.URL}, Canary: &Canary{Window: 200 * time.Millisecond,
+		Thresholds: rollout.Thresholds{Max5xxRatio: 0.05, MaxConnErrorRatio: 0.05, MinRequests: 5}, PromoteInconclusive: true, OnVerdict: v.record}})
+	port := peerPort(t)
+	h.live.set(t, httpConfig(port, haproxytest.Backend(pt, "v1")), nil)
+	if err := h.r.Reload(t.Context()); err != nil {
+		t.Fatalf("first Reload: %v", err)
+	}
+	a.Down()
+	h.live.set(t, httpConfig(port, haproxytest.Backend(pt, "v2")), nil)
+	if err := h.r.Reload(t.Context()); err != nil {
+		t.Fatalf("Reload with the first host down: %v", err)
+	}
+	mustServe(t, peerB+":"+strconv.Itoa(port), "v2")
+	if got := v.all(); len(got) != 1 || got[0] != b.URL+" inconclusive true" {
+		t.Errorf("verdicts = %v, want host B's inconclusive, promoted", got)
+	}
+	if !strings.Contains(h.logs.String(), "the next host is the canary") {
+		t.Error("the hand-over is not logged")
+	}
+	a.Up(t)
+	waitServes(t, peerA+":"+strconv.Itoa(port), "v2") // retried in the background
+}
