@@ -141,6 +141,13 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		return err
 	}
 	haproxy.onChange(p.Changed)
+	if kube, ok := src.(*watcher.Kube); ok {
+		stop, err := startObjectStatus(ctx, cfg, kube, p.HAProxy, standby, haproxy, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	if err := httpserver.Serve(ctx, log, httpserver.Options{
 		MetricsAddr: cfg.HTTP.MetricsAddr, HealthAddr: cfg.HTTP.HealthAddr, Profiles: cfg.HTTP.Profiles,
 		Metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{Registry: metrics.Registry}),

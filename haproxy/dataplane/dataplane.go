@@ -339,6 +339,21 @@ func (r *Reloader) Endpoints() []string {
 	return out
 }
 
+// HostsHave reports whether every host has the live content whose hash is hash
+// (content.Files.Hash, as render.Bundle.Hash): pushed and reloaded, or found there already.
+// Reload returns once one host has it; the others may catch up later, in the background.
+func (r *Reloader) HostsHave(hash string) bool {
+	for _, h := range r.hosts {
+		h.mu.Lock()
+		has := h.has != nil && h.has.hash == hash
+		h.mu.Unlock()
+		if !has {
+			return false
+		}
+	}
+	return len(r.hosts) > 0 && hash != ""
+}
+
 // Close stops the background retries and releases the transport (and the SPIFFE source).
 // Call it once nothing calls Reload any more (after the pipeline has stopped).
 func (r *Reloader) Close() error {
