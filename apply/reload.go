@@ -8,6 +8,7 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/live"
+	"github.com/haproxy-sidecar/haproxy-sidecar/rollout"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
 	"github.com/haproxy-sidecar/haproxy-sidecar/tracing"
@@ -16,8 +17,8 @@ import (
 )
 
 // reload makes the candidate live through a reload: the files swapped atomically, HAProxy
-// reloaded, the reload confirmed; a refused reload rolls the files back (the caller blames the
-// changed inputs: Result.Refused).
+// reloaded, the reload confirmed; a refused reload, or a canary that failed, rolls the files
+// back (the caller blames the changed inputs: Result.Refused).
 func (a *Applier) reload(ctx context.Context, j Job, why string) Result {
 	c, m := j.Candidate, a.cfg.Metrics
 	hash := c.Bundle.Hash
@@ -36,6 +37,7 @@ func (a *Applier) reload(ctx context.Context, j Job, why string) Result {
 	tracing.End(span, err)
 	took := time.Since(start)
 	var failed *reload.Failed
+	var canary *rollout.Refused
 	switch {
 	case err == nil:
 		load := a.loadID(ctx)
@@ -57,6 +59,13 @@ func (a *Applier) reload(ctx context.Context, j Job, why string) Result {
 		a.log.InfoContext(ctx, "rendering again before anything goes live", "reason", err)
 		a.cfg.Changed()
 		return Result{Outcome: Rejected, Hash: hash, Err: err}
+	case errors.As(err, &canary):
+		// Blamed as a refused reload is: the canary runs the last good configuration again,
+		// the other hosts never left it.
+		a.cfg.HAProxy.Record(live.ReloadRefused{Hash: hash, At: time.Now()})
+		a.rollback()
+		rerr := &snapshot.InputError{Stage: snapshot.StageCanary, Ref: c.Info.TemplateRef, Err: err}
+		return Result{Outcome: Rejected, Hash: hash, Err: rerr, Refused: true}
 	case errors.As(err, &failed):
 		a.cfg.HAProxy.Record(live.ReloadRefused{Hash: hash, At: time.Now()})
 		a.rollback()

@@ -136,7 +136,8 @@ func (p *Pipeline) sync(ctx context.Context, reason string) Result {
 }
 
 // blameRefused holds the inputs of c that changed since the last good rendering, which HAProxy
-// refused at a reload (err), and syncs again at once: without them, the rest may go live.
+// refused at a reload, or a canary host's counters refused (err, with its stage), and syncs
+// again at once: without them, the rest may go live.
 // When none changed, the refusal is reported as is.
 func (p *Pipeline) blameRefused(ctx context.Context, c *candidate.Candidate, err error, held map[string]quarantine.Hold, sel quarantine.Selection, cur snapshot.Inputs) map[string]quarantine.Hold {
 	blamed := map[string]error{}
@@ -152,12 +153,17 @@ func (p *Pipeline) blameRefused(ctx context.Context, c *candidate.Candidate, err
 			blamed[id] = err // deleted
 		}
 	}
+	stage := snapshot.StageReload
+	var ie *snapshot.InputError
+	if errors.As(err, &ie) && ie.Stage != "" {
+		stage = ie.Stage // canary
+	}
 	if len(blamed) == 0 {
-		p.reportError(ctx, snapshot.StageReload, err)
+		p.reportError(ctx, stage, err)
 		return held
 	}
 	held = maps.Clone(held) // the reported map stays as it was reported
-	maps.Copy(held, sel.Blame(blamed, snapshot.StageReload, cur))
+	maps.Copy(held, sel.Blame(blamed, stage, cur))
 	p.report(ctx, held)
 	p.Changed()
 	return held

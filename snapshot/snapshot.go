@@ -36,6 +36,9 @@ const (
 	StageRender   = "render"
 	StageValidate = "validate"
 	StageReload   = "reload"
+	// StageCanary: the canary host's counters said no (--rollout=canary): it was rolled back
+	// and the other hosts never had the configuration.
+	StageCanary = "canary"
 	// StageTest: the template set's own tests (keys tests.NAME.yaml) failed.
 	StageTest = "test"
 )

@@ -21,7 +21,7 @@ type Metrics struct {
 
 	Renders            *prometheus.CounterVec // result: success, unchanged, error
 	Reloads            *prometheus.CounterVec // endpoint, result: success, failed, error
-	Rejected           *prometheus.CounterVec // stage: decode, render, validate, reload
+	Rejected           *prometheus.CounterVec // stage: decode, render, validate, reload, canary
 	LastReloadSuccess  prometheus.Gauge
 	ConfigValid        prometheus.Gauge
 	SourceUp           prometheus.Gauge
@@ -44,6 +44,10 @@ type Metrics struct {
 	HeldInputs   *prometheus.GaugeVec
 	SyncFailures *prometheus.CounterVec
 	HAProxyUp    prometheus.Gauge
+
+	// CanaryVerdicts counts the canary verdicts of --rollout=canary: verdict (pass, fail,
+	// inconclusive) and result (promoted, rolled_back).
+	CanaryVerdicts *prometheus.CounterVec
 
 	// BuildInfo is 1 for the binary's version, Go version and revision (SetBuildInfo).
 	BuildInfo *prometheus.GaugeVec
@@ -86,7 +90,7 @@ func NewMetrics() *Metrics {
 		}, []string{"endpoint", "result"}),
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "rejected_total",
-			Help: "Inputs rejected before they reached HAProxy, by stage (decode, render, validate, reload).",
+			Help: "Inputs rejected before they reached HAProxy, by stage (decode, render, validate, reload, canary).",
 		}, []string{"stage"}),
 		LastReloadSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: ns, Name: "last_reload_success_timestamp_seconds",
@@ -149,6 +153,10 @@ func NewMetrics() *Metrics {
 		Namespace: ns, Name: "haproxy_up",
 		Help: "1 while HAProxy answers on its master socket (or Data Plane API), 0 when it does not.",
 	})
+	m.CanaryVerdicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Name: "canary_verdicts_total",
+		Help: "Canary hosts watched before the other Data Plane API hosts followed (--rollout=canary), by verdict (pass, fail, inconclusive) and result (promoted, rolled_back).",
+	}, []string{"verdict", "result"})
 	m.BuildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: ns, Name: "build_info",
 		Help: "1, labelled with the sidecar's version, the Go version it was built with and its source revision.",
@@ -159,7 +167,7 @@ func NewMetrics() *Metrics {
 		m.Renders, m.Reloads, m.Rejected, m.LastReloadSuccess, m.ConfigValid, m.SourceUp,
 		m.RenderDuration, m.ValidateDuration, m.ReloadDuration, m.LiveGenerationInfo, m.ChangeToLive,
 		m.RuntimeUpdates, m.ReloadsAvoided, m.RuntimeFallbacks,
-		m.HeldInputs, m.SyncFailures, m.HAProxyUp, m.BuildInfo,
+		m.HeldInputs, m.SyncFailures, m.HAProxyUp, m.BuildInfo, m.CanaryVerdicts,
 	)
 	for _, k := range []string{"service", "templates", "certificate", "pod", "file"} {
 		m.HeldInputs.WithLabelValues(k)

@@ -22,6 +22,10 @@
 //     and reports the rejection;
 //   - no host could be reached or every host erred: an error, so the pipeline retries.
 //
+// With Config.Canary (--rollout=canary), one host gets the configuration first and is watched
+// through its HAProxy's counters; the others follow only if it holds, else it is rolled back
+// and Reload returns a *rollout.Refused (canary.go).
+//
 // The hosts' certificate storage directory (what templates see as ssldir) is either given
 // (Config.SSLDir) or learned: from the files a host's storage lists, or, on a fresh host with
 // an empty storage, from the answer to the first certificate upload, which names the stored
@@ -160,6 +164,9 @@ type Config struct {
 	// with the context of the Reload that asked for it (its values: the sync's trace, when
 	// the change was seen), a background retry's too. It must not block.
 	OnConfirmed func(ctx context.Context, endpoint string)
+	// Canary, when set, sends a new configuration to one host first and watches it before the
+	// others follow (--rollout=canary, see canary.go).
+	Canary *Canary
 	// StateFile keeps what each host was last given and the configuration version it then
 	// reported, so that a restarted sidecar sends nothing to a host whose configuration has
 	// not moved since (optional; without it each host gets one push after a start).
@@ -280,6 +287,13 @@ func New(ctx context.Context, cfg Config) (*Reloader, error) {
 	}
 	if cfg.SlowReload <= 0 {
 		cfg.SlowReload = DefaultSlowReload
+	}
+	if cfg.Canary != nil {
+		c := *cfg.Canary
+		if c.Window <= 0 {
+			c.Window = DefaultCanaryWindow
+		}
+		cfg.Canary = &c
 	}
 	r := &Reloader{cfg: cfg, log: cfg.Logger.With("reloader", "dataplane"), dir: DefaultStorageDir,
 		auxDirs: map[string]string{mapStorage.path: DefaultMapsStorageDir, generalStorage.path: DefaultGeneralStorageDir}}
@@ -592,6 +606,11 @@ func (r *Reloader) Reload(ctx context.Context) error {
 		r.log.Warn("re-read the Data Plane API TLS files", "error", err)
 	}
 	r.checkRuntimeSocket(want.files.Config)
+	if r.cfg.Canary != nil {
+		if done, err := r.canary(ctx, want); done { // canary.go
+			return err
+		}
+	}
 	results := make([]outcome, len(r.hosts))
 	r.each(ctx, func(ctx context.Context, i int, h *host) {
 		results[i] = r.attempt(ctx, h, want, false)

@@ -19,6 +19,7 @@
 //	  v3 /services/haproxy/configuration/backends/{parent}/servers[/{name}], v2 .../configuration/servers[/{name}]?backend=
 //	  GET|PUT /services/haproxy/configuration/backends/{name}
 //	  v3 /services/haproxy/runtime/backends/{parent}/servers[/{name}], v2 .../runtime/servers[/{name}]?backend=
+//	GET  /services/haproxy/stats/native, /services/haproxy/runtime/info (stats.go)
 //
 // Every response carries Configuration-Version. The configuration is validated with the real
 // `haproxy -c` (only_validate and every write, as the real API does), and a write answers 202
@@ -398,6 +399,7 @@ func (s *Server) handler() http.Handler {
 	s.storageRoutes(mux, p)
 	s.transactionRoutes(mux, p)
 	s.serverRoutes(mux, p)
+	s.statsRoutes(mux, p) // stats.go
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.requests = append(s.requests, r.Method+" "+strings.TrimPrefix(r.URL.RequestURI(), s.prefix))

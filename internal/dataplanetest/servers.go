@@ -9,9 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
-
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cli"
 )
 
 // The configuration's servers and backends, and the runtime servers, as the real API has them
@@ -633,7 +630,7 @@ type runtimeServer struct {
 // the address, 5 the operational state, 6 the administrative state (bits: 0x01, 0x02 or 0x20
 // maint, 0x08 or 0x10 drain), 18 the port.
 func (s *Server) runtimeStates(r *http.Request, backend string) ([]runtimeServer, int, string) {
-	out, err := s.runtimeCommand(r.Context(), "show servers state "+backend)
+	out, _, err := s.runtimeCommand(r.Context(), "show servers state "+backend)
 	if err != nil {
 		return nil, http.StatusInternalServerError, err.Error()
 	}
@@ -710,7 +707,7 @@ func (s *Server) setRuntimeServer(w http.ResponseWriter, r *http.Request, backen
 		return
 	}
 	if body.AdminState != "" && body.AdminState != list[i].AdminState {
-		out, err := s.runtimeCommand(r.Context(), fmt.Sprintf("set server %s/%s state %s", backend, name, body.AdminState))
+		out, _, err := s.runtimeCommand(r.Context(), fmt.Sprintf("set server %s/%s state %s", backend, name, body.AdminState))
 		if err == nil && strings.TrimSpace(out) != "" {
 			err = fmt.Errorf("%s", strings.TrimSpace(out))
 		}
@@ -721,5 +718,3 @@ func (s *Server) setRuntimeServer(w http.ResponseWriter, r *http.Request, backen
 	}
 	s.runtimeServers(w, r, backend, name)
 }
-
-func runtimeClient(path string) *cli.Client { return &cli.Client{Path: path, Timeout: 5 * time.Second} }

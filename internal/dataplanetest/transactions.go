@@ -1,7 +1,6 @@
 package dataplanetest
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -287,24 +286,4 @@ func readBody(r *http.Request) ([]byte, error) {
 		return nil, fmt.Errorf("the body is empty")
 	}
 	return b, nil
-}
-
-// runtimeCommand sends a command to HAProxy's runtime API as the real API's runtime client
-// does: through a stats socket of the stored configuration, else (MasterRuntime) through the
-// master socket.
-func (s *Server) runtimeCommand(ctx context.Context, cmd string) (string, error) {
-	text, _, err := s.stored()
-	if err != nil {
-		return "", err
-	}
-	for _, path := range StatsSockets(text) {
-		out, err := runtimeClient(path).Command(ctx, cmd)
-		if err == nil {
-			return out, nil
-		}
-	}
-	if s.opts.MasterRuntime {
-		return runtimeClient(s.HAProxy.MasterSocket).Command(ctx, "@1 "+cmd)
-	}
-	return "", fmt.Errorf("the runtime API is not available: no stats socket in the configuration answers (and no master_runtime)")
 }
