@@ -110,7 +110,10 @@ func (p *Pipeline) blameRefused(c *candidate.Candidate, err error, held map[stri
 		return held
 	}
 	held = maps.Clone(held) // the reported map stays as it was reported
-	maps.Copy(held, sel.Blame(blamed, snapshot.StageReload, cur))
+	for id, h := range sel.Blame(blamed, snapshot.StageReload, cur) {
+		h.Err = c.Origins().LocateAt(h.Ref, h.Err)
+		held[id] = h
+	}
 	p.report(held)
 	p.Changed()
 	return held
