@@ -245,7 +245,7 @@ func (d *manifestDecoder) yamlFile(rel string, data []byte) {
 		}
 		var w docWritten
 		if mayHoldDataKeys(j) {
-			w.root, w.items = writtenIn(doc, line, 1)
+			w.root, w.items = writtenIn(doc, line, 1, "")
 		}
 		d.document(rel, line, j, nil, w)
 	}
@@ -305,7 +305,7 @@ func (d *manifestDecoder) jsonFile(rel string, data []byte) {
 		line := lines.at(offset)
 		var w docWritten
 		if mayHoldDataKeys(raw) {
-			w.root, w.items = writtenIn(raw, line, offset-bytes.LastIndexByte(data[:offset], '\n'))
+			w.root, w.items = writtenIn(raw, line, offset-bytes.LastIndexByte(data[:offset], '\n'), "")
 		}
 		d.document(rel, line, raw, nil, w)
 	}
@@ -407,7 +407,7 @@ func (d *manifestDecoder) scannedJobs(rel string, data []byte, docs []head) bool
 				return bail() // items are not validated, and decoding will complain anyway
 			}
 			if hasDataKeys(gvk.Kind) {
-				where.obj, _ = writtenIn(data[doc.start:doc.end], line, doc.start-bytes.LastIndexByte(data[:doc.start], '\n'))
+				where.obj, _ = writtenIn(data[doc.start:doc.end], line, doc.start-bytes.LastIndexByte(data[:doc.start], '\n'), "")
 			}
 			d.jobs = append(d.jobs, job{at: where, p: &pending{data: data[doc.start:doc.end], gvk: gvk}})
 			continue
@@ -427,7 +427,7 @@ func (d *manifestDecoder) scannedJobs(rel string, data []byte, docs []head) bool
 				if !hasDataKeys(kind) {
 					return where
 				}
-				w, _ := writtenIn(item, lines.at(sp.start), sp.start-bytes.LastIndexByte(data[:sp.start], '\n'))
+				w, _ := writtenIn(item, lines.at(sp.start), sp.start-bytes.LastIndexByte(data[:sp.start], '\n'), kind)
 				return &origin{rel: rel, line: line, obj: w}
 			}
 			var key docKey

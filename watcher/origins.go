@@ -26,9 +26,10 @@ func mayHoldDataKeys(j []byte) bool {
 
 // writtenIn reads where the ConfigMaps and Secrets of one YAML (or JSON) document are written:
 // the document's own object (root), or each item of its items (items[i]; nil for another
-// kind). src is the document; it starts at line and column col of its file. nil, nil when it
-// does not parse (the decoder reports why).
-func writtenIn(src []byte, line, col int) (root *written, items []*written) {
+// kind). src is the document; it starts at line and column col of its file; kind is the
+// document's kind when it names none (an item of a ConfigMapList). nil, nil when it does not
+// parse (the decoder reports why).
+func writtenIn(src []byte, line, col int, kind string) (root *written, items []*written) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(src, &doc); err != nil || len(doc.Content) == 0 {
 		return nil, nil
@@ -38,7 +39,9 @@ func writtenIn(src []byte, line, col int) (root *written, items []*written) {
 	if top.Kind != yaml.MappingNode {
 		return nil, nil
 	}
-	kind := scalarOf(top, "kind")
+	if k := scalarOf(top, "kind"); k != "" {
+		kind = k
+	}
 	if list := valueOf(top, "items"); list != nil && list.Kind == yaml.SequenceNode && strings.HasSuffix(kind, "List") {
 		itemKind := strings.TrimSuffix(kind, "List")
 		items = make([]*written, len(list.Content))
