@@ -146,9 +146,10 @@ func (o Origins) Locate(err error) error {
 	return o.locate(err, Ref{}, false)
 }
 
-// LocateAt is Locate for the error of an input held back (ref): located at ref, at the line err
-// gives when err is about ref itself, else where ref's value starts (err then shows where
-// the failure was seen: a template line a service's value broke).
+// LocateAt is Locate for the error of an input held back (ref): located at the line err gives
+// when err is about ref itself or a key of it (ref a whole object: the template set), else
+// where ref's value starts (err then shows where the failure was seen: a template line a
+// service's value broke).
 func (o Origins) LocateAt(ref Ref, err error) error {
 	return o.locate(err, ref, true)
 }
@@ -173,8 +174,8 @@ func (o Origins) locate(err error, ref Ref, byRef bool) error {
 	hasIE := errors.As(inner, &ie)
 	line, col := 0, 0
 	switch {
-	case byRef && hasIE && ie.Ref == ref:
-		line, col = ie.Line, ie.Col
+	case byRef && hasIE && (ie.Ref == ref || ref.Key == "" && ie.Ref.Kind == ref.Kind && ie.Ref.Namespace == ref.Namespace && ie.Ref.Name == ref.Name):
+		ref, line, col = ie.Ref, ie.Line, ie.Col
 	case byRef:
 	case hasIE:
 		ref, line, col = ie.Ref, ie.Line, ie.Col

@@ -75,6 +75,13 @@ func TestLocate(t *testing.T) {
 		if got := origins.LocateAt(web, bad(web, 2, 3)).Error(); !strings.HasPrefix(got, "lb/services.yaml:11:7: ") {
 			t.Errorf("its own line: %q", got)
 		}
+		// The template set is held as its object; the error is in one of its keys.
+		set := template
+		set.Key = ""
+		got = origins.LocateAt(set, fmt.Errorf("%s is held back: %w", set, shown)).Error()
+		if !strings.HasPrefix(got, "lb/config.yaml:10:6: ConfigMap lb/config is held back") {
+			t.Errorf("a key of the object held: %q", got)
+		}
 	})
 }
 
