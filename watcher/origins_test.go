@@ -249,3 +249,27 @@ func TestFoldAsYAMLFolds(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDataKeyPositions: what finding where the data keys are written adds to reading a
+// ConfigMap (the example's template, tests included): a second parse of its YAML, only for
+// ConfigMaps and Secrets, only when their file changed. docs/performance.md has the numbers.
+func BenchmarkDataKeyPositions(b *testing.B) {
+	data, err := os.ReadFile("../examples/local/config.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			if objs, err := DecodeManifests("config.yaml", data, "lb", nil); err != nil || len(objs.Origins) == 0 {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("positions", func(b *testing.B) {
+		for b.Loop() {
+			if root, _ := writtenIn(data, 1, 1, ""); root == nil {
+				b.Fatal("no positions")
+			}
+		}
+	})
+}
