@@ -24,7 +24,7 @@ func (p *Pipeline) report(held map[string]quarantine.Hold) {
 	prev := p.q.Held
 	for _, id := range slices.Sorted(maps.Keys(held)) {
 		h := held[id]
-		if old, was := prev[id]; was && old.Hash == h.Hash && old.Stage == h.Stage && old.Reason() == h.Reason() {
+		if old, was := prev[id]; was && old.Hash == h.Hash && old.Stage == h.Stage && sameReason(old.Err, h.Err) {
 			continue
 		}
 		m.Rejected.WithLabelValues(h.Stage).Inc()
@@ -67,6 +67,15 @@ func (p *Pipeline) report(held map[string]quarantine.Hold) {
 	}
 }
 
+// sameReason: a hold whose reason only moved in its file (an edit elsewhere in it) is not a
+// new one to report.
+func sameReason(a, b error) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return snapshot.Unlocated(a).Error() == snapshot.Unlocated(b).Error()
+}
+
 func heldWhat(h quarantine.Hold) string {
 	if h.Kept {
 		return "its last good version stays in use"
@@ -106,7 +115,7 @@ func (p *Pipeline) reportError(stage string, err error) {
 	if ie != nil {
 		attrs = append(attrs, "object", ie.Ref)
 	}
-	if msg := err.Error(); msg == p.lastProblem {
+	if msg := snapshot.Unlocated(err).Error(); msg == p.lastProblem {
 		p.log.Debug("input still rejected", attrs...)
 		return
 	} else {

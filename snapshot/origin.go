@@ -137,6 +137,15 @@ type Located struct {
 func (e *Located) Error() string { return e.At.String() + ": " + e.Err.Error() }
 func (e *Located) Unwrap() error { return e.Err }
 
+// Unlocated is err without the position Locate put in front: what tells whether an error is a
+// new one (an edit elsewhere in the file moves the lines of one that is not).
+func Unlocated(err error) error {
+	if l, ok := err.(*Located); ok {
+		return l.Err
+	}
+	return err
+}
+
 // Locate is err with where its bad input is written in front (a *Located), when err is an
 // *InputError (or wraps one) whose object has a known origin: the line and column it gives,
 // else where the key's value starts. Other errors are returned as they are; a joined error is
