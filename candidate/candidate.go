@@ -121,6 +121,15 @@ type Candidate struct {
 	objs *snapshot.Objects
 }
 
+// Origins are where the objects it was rendered from are written, when read from files (nil
+// otherwise): for errors found after it was made (a reload HAProxy refused).
+func (c *Candidate) Origins() snapshot.Origins {
+	if c.objs == nil {
+		return nil
+	}
+	return c.objs.Origins
+}
+
 // Info is what the stages after rendering need to know of a snapshot.
 type Info struct {
 	TemplateRef, ServicesRef snapshot.Ref
@@ -180,7 +189,18 @@ func (b *Builder) Decode(objs *snapshot.Objects) snapshot.Inputs { return b.cfg.
 // EndpointSlices, watched objects) are found among those changed since the last accepted
 // candidate and left out (Objects.Revert): one pod nobody edits never freezes the rest. unread
 // are the objects the source could not read and kept at their last good version (SourceHolds).
+// Errors about objects read from files start with where they are written (FILE:LINE:COL).
 func (b *Builder) Make(ctx context.Context, objs *snapshot.Objects, cur snapshot.Inputs, q *quarantine.State, unread map[string]quarantine.Hold, validate bool) Made {
+	m := b.make(ctx, objs, cur, q, unread, validate)
+	for id, h := range m.Held {
+		h.Err = objs.Origins.LocateAt(h.Ref, h.Err)
+		m.Held[id] = h
+	}
+	m.Err = objs.Origins.Locate(m.Err)
+	return m
+}
+
+func (b *Builder) make(ctx context.Context, objs *snapshot.Objects, cur snapshot.Inputs, q *quarantine.State, unread map[string]quarantine.Hold, validate bool) Made {
 	sel := quarantine.Select(cur, b.tryApart(objs, cur, q))
 	m := Made{Current: cur, Selection: sel, Held: maps.Clone(sel.Held)}
 	maps.Copy(m.Held, unread)

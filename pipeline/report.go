@@ -25,7 +25,7 @@ func (p *Pipeline) report(ctx context.Context, held map[string]quarantine.Hold) 
 	prev := p.q.Held
 	for _, id := range slices.Sorted(maps.Keys(held)) {
 		h := held[id]
-		if old, was := prev[id]; was && old.Hash == h.Hash && old.Stage == h.Stage && old.Reason() == h.Reason() {
+		if old, was := prev[id]; was && old.Hash == h.Hash && old.Stage == h.Stage && sameReason(old.Err, h.Err) {
 			continue
 		}
 		m.Rejected.WithLabelValues(h.Stage).Inc()
@@ -68,6 +68,15 @@ func (p *Pipeline) report(ctx context.Context, held map[string]quarantine.Hold) 
 	}
 }
 
+// sameReason: a hold whose reason only moved in its file (an edit elsewhere in it) is not a
+// new one to report.
+func sameReason(a, b error) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return snapshot.Unlocated(a).Error() == snapshot.Unlocated(b).Error()
+}
+
 func heldWhat(h quarantine.Hold) string {
 	if h.Kept {
 		return "its last good version stays in use"
@@ -107,7 +116,7 @@ func (p *Pipeline) reportError(ctx context.Context, stage string, err error) {
 	if ie != nil {
 		attrs = append(attrs, "object", ie.Ref)
 	}
-	if msg := err.Error(); msg == p.lastProblem {
+	if msg := snapshot.Unlocated(err).Error(); msg == p.lastProblem {
 		p.log.DebugContext(ctx, "input still rejected", attrs...)
 		return
 	} else {

@@ -163,7 +163,10 @@ func (p *Pipeline) blameRefused(ctx context.Context, c *candidate.Candidate, err
 		return held
 	}
 	held = maps.Clone(held) // the reported map stays as it was reported
-	maps.Copy(held, sel.Blame(blamed, stage, cur))
+	for id, h := range sel.Blame(blamed, stage, cur) {
+		h.Err = c.Origins().LocateAt(h.Ref, h.Err)
+		held[id] = h
+	}
 	p.report(ctx, held)
 	p.Changed()
 	return held

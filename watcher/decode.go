@@ -9,6 +9,7 @@ import (
 	"hash/maphash"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -60,16 +61,22 @@ type manifestDecoder struct {
 	tlsNamespaces   snapshot.Namespaces
 	json            jsonOptions
 
+	// dir is what the paths of files are relative to, for the positions of errors (Origins):
+	// the directory as the operator named it.
+	dir string
+
 	jobs []job
 	objs snapshot.Objects
 	seen seenSet
 	errs []error
 }
 
-// origin is where an object is defined: the file and the line its document (or List) starts.
+// origin is where an object is defined: the file and the line its document (or List) starts;
+// for a ConfigMap or Secret, where it and the values of its data keys are (nil if unknown).
 type origin struct {
 	rel  string
 	line int
+	obj  *written
 }
 
 // job is one object of a file, or an error found while reading the file; jobs are kept in the
@@ -174,7 +181,7 @@ func inputError(rel string, line, col int, err error) error {
 
 // fail reports an error found while reading a file, in its turn among the file's objects.
 func (d *manifestDecoder) fail(rel string, line, col int, err error) {
-	d.jobs = append(d.jobs, job{at: &origin{rel, line}, p: &pending{err: inputError(rel, line, col, err)}})
+	d.jobs = append(d.jobs, job{at: &origin{rel: rel, line: line}, p: &pending{err: inputError(rel, line, col, err)}})
 }
 
 // file decodes one file; rel is its path relative to the directory, for errors and logs.
@@ -236,8 +243,18 @@ func (d *manifestDecoder) yamlFile(rel string, data []byte) {
 		if bytes.Equal(bytes.TrimSpace(j), []byte("null")) {
 			continue // only comments
 		}
-		d.document(rel, line, j, nil)
+		var w docWritten
+		if mayHoldDataKeys(j) {
+			w.root, w.items = writtenIn(doc, line, 1, "")
+		}
+		d.document(rel, line, j, nil, w)
 	}
+}
+
+// docWritten is where the ConfigMaps and Secrets of a document are written (see writtenIn).
+type docWritten struct {
+	root  *written
+	items []*written
 }
 
 // jsonOptions choose how JSON files are read. The sidecar always uses defaultJSON; tests turn
@@ -285,13 +302,19 @@ func (d *manifestDecoder) jsonFile(rel string, data []byte) {
 		for offset < len(data) && isSpace(data[offset]) {
 			offset++
 		}
-		d.document(rel, lines.at(offset), raw, nil)
+		line := lines.at(offset)
+		var w docWritten
+		if mayHoldDataKeys(raw) {
+			w.root, w.items = writtenIn(raw, line, offset-bytes.LastIndexByte(data[:offset], '\n'), "")
+		}
+		d.document(rel, line, raw, nil, w)
 	}
 }
 
-// document decodes one object (JSON); line is where it starts in the file. defaults gives the
-// kind of the items of a typed list (a ConfigMapList's items carry no kind).
-func (d *manifestDecoder) document(rel string, line int, j []byte, defaults *schema.GroupVersionKind) {
+// document decodes one object (JSON); line is where it starts in the file, w where its
+// ConfigMaps and Secrets are written. defaults gives the kind of the items of a typed list (a
+// ConfigMapList's items carry no kind).
+func (d *manifestDecoder) document(rel string, line int, j []byte, defaults *schema.GroupVersionKind, w docWritten) {
 	trimmed := bytes.TrimSpace(j)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		d.fail(rel, line, 0, fmt.Errorf("the document is not an object: want a Kubernetes object with apiVersion and kind"))
@@ -330,14 +353,14 @@ func (d *manifestDecoder) document(rel string, line int, j []byte, defaults *sch
 	gvk := gv.WithKind(head.Kind)
 
 	if head.Kind == "List" || (strings.HasSuffix(head.Kind, "List") && head.Items != nil) {
-		d.list(rel, line, gvk, head.Items)
+		d.list(rel, line, gvk, head.Items, w.items)
 		return
 	}
 
-	d.jobs = append(d.jobs, job{at: &origin{rel, line}, p: &pending{data: j, defaults: gvkString(defaults), gvk: gvk}})
+	d.jobs = append(d.jobs, job{at: &origin{rel: rel, line: line, obj: w.root}, p: &pending{data: j, defaults: gvkString(defaults), gvk: gvk}})
 }
 
-func (d *manifestDecoder) list(rel string, line int, gvk schema.GroupVersionKind, items json.RawMessage) {
+func (d *manifestDecoder) list(rel string, line int, gvk schema.GroupVersionKind, items json.RawMessage, written []*written) {
 	var raw []json.RawMessage
 	if len(items) > 0 && !bytes.Equal(items, []byte("null")) {
 		if err := json.Unmarshal(items, &raw); err != nil {
@@ -351,8 +374,12 @@ func (d *manifestDecoder) list(rel string, line int, gvk schema.GroupVersionKind
 		itemGVK := gvk.GroupVersion().WithKind(strings.TrimSuffix(gvk.Kind, "List"))
 		defaults = &itemGVK
 	}
-	for _, item := range raw {
-		d.document(rel, line, item, defaults)
+	for i, item := range raw {
+		var w docWritten
+		if i < len(written) {
+			w.root = written[i]
+		}
+		d.document(rel, line, item, defaults, w)
 	}
 }
 
@@ -370,7 +397,7 @@ func (d *manifestDecoder) scannedJobs(rel string, data []byte, docs []head) bool
 	for _, doc := range docs {
 		line += bytes.Count(data[at:doc.start], []byte{'\n'})
 		at = doc.start
-		where := &origin{rel, line}
+		where := &origin{rel: rel, line: line}
 		gvk, ok := scannedGVK(doc, nil)
 		if !ok {
 			return bail()
@@ -378,6 +405,9 @@ func (d *manifestDecoder) scannedJobs(rel string, data []byte, docs []head) bool
 		if !isList(gvk.Kind, doc.hasItems) {
 			if doc.hasItems {
 				return bail() // items are not validated, and decoding will complain anyway
+			}
+			if hasDataKeys(gvk.Kind) {
+				where.obj, _ = writtenIn(data[doc.start:doc.end], line, doc.start-bytes.LastIndexByte(data[:doc.start], '\n'), "")
 			}
 			d.jobs = append(d.jobs, job{at: where, p: &pending{data: data[doc.start:doc.end], gvk: gvk}})
 			continue
@@ -389,13 +419,22 @@ func (d *manifestDecoder) scannedJobs(rel string, data []byte, docs []head) bool
 		}
 		prefix := gvkString(defaults)
 		d.jobs = slices.Grow(d.jobs, len(doc.items))
+		lines := lineCounter{data: data}
 		for _, sp := range doc.items {
 			item := data[sp.start:sp.end]
+			// A ConfigMap or Secret: where it and its keys are written.
+			at := func(kind string) *origin {
+				if !hasDataKeys(kind) {
+					return where
+				}
+				w, _ := writtenIn(item, lines.at(sp.start), sp.start-bytes.LastIndexByte(data[:sp.start], '\n'), kind)
+				return &origin{rel: rel, line: line, obj: w}
+			}
 			var key docKey
 			if d.cache != nil {
 				key = dataKey(item)
 				if e := d.cache.find(key, prefix); e != nil {
-					d.jobs = append(d.jobs, job{at: where, res: e.res, entry: e})
+					d.jobs = append(d.jobs, job{at: at(e.res.kind), res: e.res, entry: e})
 					continue
 				}
 			}
@@ -407,7 +446,7 @@ func (d *manifestDecoder) scannedJobs(rel string, data []byte, docs []head) bool
 			if !ok || isList(igvk.Kind, h.hasItems) {
 				return bail()
 			}
-			d.jobs = append(d.jobs, job{at: where, p: &pending{data: item, defaults: prefix, gvk: igvk, keyed: d.cache != nil, key: key}})
+			d.jobs = append(d.jobs, job{at: at(igvk.Kind), p: &pending{data: item, defaults: prefix, gvk: igvk, keyed: d.cache != nil, key: key}})
 		}
 	}
 	return true
@@ -440,6 +479,9 @@ func scannedGVK(h head, defaults *schema.GroupVersionKind) (schema.GroupVersionK
 	}
 	return gv.WithKind(h.kind), true
 }
+
+// hasDataKeys: objects of kind have data keys whose positions errors give (see written).
+func hasDataKeys(kind string) bool { return kind == "ConfigMap" || kind == "Secret" }
 
 func isList(kind string, hasItems bool) bool {
 	return kind == "List" || (strings.HasSuffix(kind, "List") && hasItems)
@@ -714,13 +756,55 @@ func (d *manifestDecoder) add(at *origin, r *decoded) {
 	switch o := r.obj.(type) {
 	case *corev1.ConfigMap:
 		d.objs.ConfigMaps = append(d.objs.ConfigMaps, o)
+		d.written(at, k)
 	case *corev1.Secret:
 		d.objs.Secrets = append(d.objs.Secrets, o)
+		d.written(at, k)
 	case *corev1.Pod:
 		d.objs.Pods = append(d.objs.Pods, o)
 	case *discoveryv1.EndpointSlice:
 		d.objs.EndpointSlices = append(d.objs.EndpointSlices, o)
 	}
+}
+
+// written records where the ConfigMap or Secret k and the values of its data keys are
+// written (Objects.Origins).
+func (d *manifestDecoder) written(at *origin, k objectKey) {
+	if d.objs.Origins == nil {
+		d.objs.Origins = snapshot.Origins{}
+	}
+	file := d.path(at.rel)
+	ref := snapshot.Ref{Kind: k.kind, Namespace: k.namespace, Name: k.name}
+	line := at.line
+	if at.obj != nil && at.obj.line > 0 {
+		line = at.obj.line
+	}
+	d.objs.Origins[ref] = snapshot.Origin{Position: snapshot.Position{File: file, Line: line}}
+	if at.obj == nil {
+		return
+	}
+	for key, og := range at.obj.keys {
+		ref.Key, og.File = key, file
+		d.objs.Origins[ref] = og
+	}
+}
+
+// path is the path of a file as the operator names it: relative to the directory given.
+func (d *manifestDecoder) path(rel string) string {
+	if d.dir == "" {
+		return rel
+	}
+	return filepath.Join(d.dir, rel)
+}
+
+// fileOrigin records where file rel is, for errors about the file itself (Ref Kind "File",
+// whose lines are the file's).
+func (d *manifestDecoder) fileOrigin(rel string) {
+	if d.objs.Origins == nil {
+		d.objs.Origins = snapshot.Origins{}
+	}
+	d.objs.Origins[snapshot.Ref{Kind: "File", Name: rel}] = snapshot.Origin{
+		Position: snapshot.Position{File: d.path(rel), Line: 1, Col: 1}, Style: snapshot.Literal}
 }
 
 // seenSet remembers where each object was first defined, by a hash of its kind, namespace and

@@ -421,7 +421,7 @@ func TestSeenSetCollision(t *testing.T) {
 	var s seenSet
 	s.init(4)
 	a, b := cm("a"), cm("b")
-	at1, at2, at3 := &origin{"x.yaml", 1}, &origin{"y.yaml", 2}, &origin{"z.yaml", 3}
+	at1, at2, at3 := &origin{rel: "x.yaml", line: 1}, &origin{rel: "y.yaml", line: 2}, &origin{rel: "z.yaml", line: 3}
 	if s.add(a, at1) != nil {
 		t.Fatal("a is new")
 	}

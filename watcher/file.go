@@ -204,6 +204,7 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	dec := newManifestDecoder(f.DefaultNamespace, log)
+	dec.dir = f.Dir
 	dec.secretNamespace, dec.tlsNamespaces = f.SecretNamespace, f.TLSSecretNamespaces
 	if f.json != nil {
 		dec.json = *f.json
@@ -282,6 +283,9 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	f.last.parsed = len(fresh)
 	log.Debug("file source: read", "files", f.last.files, "read", f.last.read, "parsed", f.last.parsed)
 	dec.addJobs()
+	for rel := range next {
+		dec.fileOrigin(rel)
+	}
 	objs := dec.objs
 	objs.Revision = fmt.Sprintf("%016x", h.Sum64())
 	switch len(dec.errs) {
@@ -318,7 +322,7 @@ func (f *File) readFile(dec *manifestDecoder, file manifest, limit int64) (e *fi
 	}
 	if st.size > limit {
 		e.bad = true
-		e.jobs = []job{{at: &origin{file.rel, 0}, p: &pending{err: inputError(file.rel, 0, 0, tooBig(st.size, limit))}}}
+		e.jobs = []job{{at: &origin{rel: file.rel}, p: &pending{err: inputError(file.rel, 0, 0, tooBig(st.size, limit))}}}
 		return e, false, nil
 	}
 	start := len(dec.jobs)
@@ -327,7 +331,7 @@ func (f *File) readFile(dec *manifestDecoder, file manifest, limit int64) (e *fi
 	if errors.Is(err, errTooBig) {
 		dec.jobs = dec.jobs[:start]
 		e.bad, e.size = true, size
-		e.jobs = []job{{at: &origin{file.rel, 0}, p: &pending{err: inputError(file.rel, 0, 0, tooBig(size, limit))}}}
+		e.jobs = []job{{at: &origin{rel: file.rel}, p: &pending{err: inputError(file.rel, 0, 0, tooBig(size, limit))}}}
 		return e, false, nil
 	}
 	if err != nil {

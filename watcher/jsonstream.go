@@ -290,7 +290,7 @@ func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size 
 		d.cache.listItems[rel] = len(items)
 	}
 	prefix := gvkString(defaults)
-	where := &origin{rel, line}
+	where := &origin{rel: rel, line: line} // streamed: big files of pods, no positions of keys
 	start := len(d.jobs)
 	d.jobs = slices.Grow(d.jobs, len(items))
 	for _, it := range items {
