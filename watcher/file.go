@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -150,10 +149,7 @@ const racyMargin = 2 * time.Second
 
 func statOf(fi fs.FileInfo) fileStat {
 	st := fileStat{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-		st.dev, st.ino = uint64(sys.Dev), sys.Ino
-		st.ctime = sys.Ctim.Sec*1e9 + sys.Ctim.Nsec
-	}
+	st.dev, st.ino, st.ctime = identity(fi) // per system: stat_linux.go, stat_darwin.go, stat_other.go
 	return st
 }
 
