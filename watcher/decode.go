@@ -60,6 +60,10 @@ type manifestDecoder struct {
 	tlsNamespaces   snapshot.Namespaces
 	json            jsonOptions
 
+	// prefer picks the definition kept of an object defined more than once (by its origins,
+	// in the order of the files); nil: the first.
+	prefer func(k objectKey, defs []*origin) int
+
 	jobs []job
 	objs snapshot.Objects
 	seen seenSet
@@ -521,14 +525,18 @@ func (d *manifestDecoder) decodeJobs() {
 	}
 }
 
-// addJobs adds the objects of the decoded jobs and reports their errors, in their order.
+// addJobs adds the objects of the decoded jobs and reports their errors, in their order. Of an
+// object defined more than once, one definition is kept (see duplicates) and each other one is
+// an error where it is.
 func (d *manifestDecoder) addJobs() {
-	d.seen.init(len(d.jobs))
+	dups := d.duplicates()
 	for i := range d.jobs {
 		switch j := &d.jobs[i]; {
 		case j.p != nil && j.p.err != nil:
 			d.errs = append(d.errs, j.p.err)
 		case j.skip || j.res == nil:
+		case dups[i] != nil:
+			d.errs = append(d.errs, duplicateError(j.at, j.res.key(), dups[i]))
 		default:
 			d.add(j.at, j.res)
 		}
@@ -690,12 +698,6 @@ func (d *manifestDecoder) add(at *origin, r *decoded) {
 		d.errs = append(d.errs, inputError(at.rel, at.line, 0, fmt.Errorf("the %s has no metadata.name", r.kind)))
 		return
 	}
-	// A second definition is an error, since which one won would depend on file names.
-	if prev := d.seen.add(r, at); prev != nil {
-		d.errs = append(d.errs, inputError(at.rel, at.line, 0,
-			fmt.Errorf("%s %s/%s is defined twice: first in %s line %d", k.kind, k.namespace, k.name, prev.rel, prev.line)))
-		return
-	}
 	for _, w := range r.watchedBy {
 		if w.keep(r.object) {
 			if d.objs.Resources == nil {
@@ -723,19 +725,8 @@ func (d *manifestDecoder) add(at *origin, r *decoded) {
 	}
 }
 
-// seenSet remembers where each object was first defined, by a hash of its kind, namespace and
-// name (small for a hundred thousand objects); equal hashes are compared exactly.
-type seenSet struct {
-	first map[uint64]seenAt
-	more  map[objectKey]*origin // objects whose hash an earlier one has
-}
-
+// objectKey names an object: two definitions with the same key are one object defined twice.
 type objectKey struct{ kind, namespace, name string }
-
-type seenAt struct {
-	at  *origin
-	res *decoded
-}
 
 func (r *decoded) key() objectKey {
 	switch {
@@ -748,44 +739,6 @@ func (r *decoded) key() objectKey {
 		return objectKey{r.kind, m.GetNamespace(), m.GetName()}
 	}
 	return objectKey{r.kind, r.meta.Namespace, r.meta.Name}
-}
-
-func (s *seenSet) init(n int) {
-	if s.first == nil {
-		s.first = make(map[uint64]seenAt, n)
-	}
-}
-
-var seenSeed = maphash.MakeSeed()
-
-// add records r, defined at, or returns where an object of the same kind, namespace and name
-// was defined first.
-func (s *seenSet) add(r *decoded, at *origin) *origin {
-	k := r.key()
-	var h maphash.Hash
-	h.SetSeed(seenSeed)
-	h.WriteString(k.kind)
-	h.WriteByte(0)
-	h.WriteString(k.namespace)
-	h.WriteByte(0)
-	h.WriteString(k.name)
-	sum := h.Sum64()
-	first, ok := s.first[sum]
-	switch {
-	case !ok:
-		s.first[sum] = seenAt{at, r}
-		return nil
-	case first.res.key() == k:
-		return first.at
-	}
-	if prev := s.more[k]; prev != nil {
-		return prev
-	}
-	if s.more == nil {
-		s.more = map[objectKey]*origin{}
-	}
-	s.more[k] = at
-	return nil
 }
 
 // foldStringData does what the API server does with a Secret's stringData: merge it into data

@@ -40,7 +40,8 @@ import (
 // gives the objects it gave, with no read; a changed one is read, and parsed only if its bytes
 // differ. A file is bad input when it does not decode or is larger than MaxFileSize: its error
 // is reported, and the objects of its last good version stand in for it (none if it never was
-// good).
+// good). An object defined in two places keeps the definition the last read used; the other
+// is an error in its file (duplicates.go).
 type File struct {
 	// Dir is the directory to read.
 	Dir string
@@ -81,6 +82,9 @@ type File struct {
 	filesNS string // the default namespace files were decoded with
 	last    readStats
 	now     func() time.Time // the clock racy stats are judged by; nil: time.Now
+	// kept is, for each object the last read found defined more than once, the file whose
+	// definition it kept: that one stays in use while its file defines the object.
+	kept map[objectKey]string
 }
 
 // readStats count what the last call did, for the debug log and tests.
@@ -220,7 +224,7 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		dec.cache = f.cache
 	}
 	if f.files == nil || f.filesNS != dec.defaultNamespace {
-		f.files, f.filesNS = map[string]*fileEntry{}, dec.defaultNamespace
+		f.files, f.filesNS, f.kept = map[string]*fileEntry{}, dec.defaultNamespace, nil
 	}
 	h := xxhash.New() // for the Revision: fast, and the same in every process
 	fmt.Fprintf(h, "namespace %q\n", dec.defaultNamespace)
@@ -274,10 +278,13 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		}
 		dec.jobs = append(jobs, dec.jobs[at:]...)
 	}
+	chosen := map[objectKey]string{}
+	dec.prefer = preferKept(f.files, f.kept, chosen)
 	f.files = next
 	f.last.parsed = len(fresh)
 	log.Debug("file source: read", "files", f.last.files, "read", f.last.read, "parsed", f.last.parsed)
 	dec.addJobs()
+	f.kept = chosen
 	objs := dec.objs
 	objs.Revision = fmt.Sprintf("%016x", h.Sum64())
 	switch len(dec.errs) {
