@@ -5,6 +5,7 @@ package sidecar
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -56,7 +57,8 @@ func Run(ctx context.Context, cfg *config.Run, env Env) error {
 
 func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *redactor) error {
 	metrics := status.NewMetrics()
-	src, err := newSource(cfg.Source, cfg.Inputs, log, func(up bool) { metrics.SourceUp.Set(map[bool]float64{true: 1}[up]) })
+	health := &status.Health{Redact: red.String}
+	src, err := newSource(cfg.Source, cfg.Inputs, log, sourceState(metrics, health))
 	if err != nil {
 		return err
 	}
@@ -78,7 +80,6 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	if err != nil {
 		return fmt.Errorf("open generations for %s: %w", local.config, err)
 	}
-	health := &status.Health{Redact: red.String}
 	identity := cfg.Leader.PodName
 	if identity == "" {
 		identity, _ = os.Hostname()
@@ -159,4 +160,21 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		"reload", cfg.HAProxy.Reload, "wait", cfg.Wait.String()}
 	log.Info("starting", append(attrs, env.Memory.Attrs()...)...)
 	return p.Run(ctx)
+}
+
+// sourceState reports whether the source is followed: haproxy_sidecar_source_up and /readyz
+// (a reason, not unreadiness: HAProxy keeps serving what it runs).
+func sourceState(metrics *status.Metrics, health *status.Health) watcher.StateFunc {
+	return func(up bool, why error) {
+		if up {
+			metrics.SourceUp.Set(1)
+			health.SourceUp()
+			return
+		}
+		metrics.SourceUp.Set(0)
+		if why == nil {
+			why = errors.New("the source cannot be followed")
+		}
+		health.SourceDown(why)
+	}
 }

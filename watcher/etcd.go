@@ -93,10 +93,11 @@ type EtcdConfig struct {
 	// MaxBackoff bounds the wait between retries while etcd is unreachable; default 10s.
 	MaxBackoff time.Duration
 
-	// OnUp, when set, is told whether etcd is being followed (true once the lists succeed)
-	// or not (an outage: a failed list or a stalled watch), on every change. It must not
-	// block. Meanwhile Objects keeps returning the last objects read.
-	OnUp func(up bool)
+	// OnState, when set, is told whether etcd is being followed (up once the lists succeed)
+	// or not, and why (an outage: a failed list, a stalled watch, etcd not answering the
+	// probe), on every change. It must not block. Meanwhile Objects keeps returning the last
+	// objects read.
+	OnState StateFunc
 	// Logger gets outages, recoveries, re-lists and undecodable values; nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -291,7 +292,7 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 }
 
 // Run connects to etcd and follows the objects until ctx ends; it returns ctx.Err(). Outages
-// are retried forever (reported through OnUp and the log), never returned.
+// are retried forever (reported through OnState and the log), never returned.
 func (e *Etcd) Run(ctx context.Context, changed func()) error {
 	e.mu.Lock()
 	if e.ran {
@@ -992,7 +993,7 @@ func (e *Etcd) setFailing(w *prefixWatch, err error) {
 	e.reportUp()
 }
 
-// reportUp tells OnUp and the log when the source goes down or comes back.
+// reportUp tells OnState and the log when the source goes down or comes back.
 func (e *Etcd) reportUp() {
 	e.upMu.Lock()
 	defer e.upMu.Unlock()
@@ -1019,8 +1020,11 @@ func (e *Etcd) reportUp() {
 	case up == 0:
 		e.log.Warn("etcd source: cannot follow etcd; the last objects read stay in use", "error", err)
 	}
-	if e.cfg.OnUp != nil {
-		e.cfg.OnUp(up == 1)
+	if e.cfg.OnState != nil {
+		if err != nil {
+			err = fmt.Errorf("etcd source: cannot follow etcd at %s: %w", strings.Join(e.cfg.Endpoints, ","), err)
+		}
+		e.cfg.OnState(up == 1, err)
 	}
 }
 

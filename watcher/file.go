@@ -65,6 +65,8 @@ type File struct {
 	// Empty: every Secret is kept. Neither changes once Objects has been called.
 	SecretNamespace     string
 	TLSSecretNamespaces snapshot.Namespaces
+	// OnState, when set, is told whether Dir is watched, and why not (see Run).
+	OnState StateFunc
 	// Watch are the watched resources (--watch): objects of their kinds (by apiVersion and
 	// kind; a custom resource's kind is its ;kind=, else the kind whose plural is the
 	// resource's) are returned in Objects.Resources, converted and filtered by namespace and
@@ -74,6 +76,9 @@ type File struct {
 
 	objConv snapshot.ObjectConverter
 	json    *jsonOptions // nil: defaultJSON(); tests set it
+
+	stateOnce sync.Once
+	state     *stateReport // what Run reported last
 
 	mu    sync.Mutex
 	cache *docCache // with PodConverter: what earlier calls decoded
@@ -429,9 +434,53 @@ func (l *limitReader) Read(p []byte) (int, error) {
 }
 
 // Run watches Dir and every directory scan enters, adding watches as directories appear, and
-// calls changed for every event that can change what Objects reads. It returns an error when a
-// watch cannot be set up or Dir itself goes away.
+// calls changed for every event that can change what Objects reads. When Dir cannot be watched
+// (it is removed or moved away, or is not there at start), the source is down: that is
+// reported (OnState and a log line), Dir is looked for every dirPoll, and once it is back it
+// is watched again, reported up, and changed is called. Run returns only when ctx ends.
 func (f *File) Run(ctx context.Context, changed func()) error {
+	for {
+		err := f.watch(ctx, changed)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		f.report(false, err)
+		if !f.awaitDir(ctx) {
+			return ctx.Err()
+		}
+	}
+}
+
+// dirPoll is how often a directory that cannot be watched is looked for: its return is seen
+// within this, well inside the 2 s in which what changed meanwhile must go live.
+const dirPoll = 250 * time.Millisecond
+
+// report tells OnState and the log whether Dir is watched.
+func (f *File) report(up bool, why error) {
+	f.stateOnce.Do(func() { f.state = &stateReport{fn: f.OnState, log: f.logger()} })
+	f.state.set(up, why,
+		"file source: cannot watch the directory; HAProxy keeps serving what it runs, and the directory is looked for until it is back",
+		"file source: watching the directory again", "dir", f.Dir)
+}
+
+// awaitDir waits until Dir can be read again (at least one dirPoll); false when ctx ended.
+func (f *File) awaitDir(ctx context.Context) bool {
+	t := time.NewTicker(dirPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		if _, err := os.ReadDir(f.root()); err == nil {
+			return true
+		}
+	}
+}
+
+// watch watches Dir until ctx ends (nil) or Dir can no longer be watched (why).
+func (f *File) watch(ctx context.Context, changed func()) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("file source: watch %s: %w", f.Dir, err)
@@ -441,17 +490,17 @@ func (f *File) Run(ctx context.Context, changed func()) error {
 	if err := ws.sync(); err != nil {
 		return fmt.Errorf("file source: watch %s: %w", f.Dir, err)
 	}
+	f.report(true, nil)
 	changed()
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil
 		case ev, ok := <-w.Events:
 			if !ok {
 				return fmt.Errorf("file source: watch %s: fsnotify stopped", f.Dir)
 			}
 			if ev.Name == ws.root && ev.Has(fsnotify.Remove|fsnotify.Rename) {
-				changed()
 				return fmt.Errorf("file source: watch %s: the directory was removed or moved", f.Dir)
 			}
 			if !ws.relevant(ev) {
