@@ -54,6 +54,8 @@ func newSource(s config.Source, in config.Inputs, log *slog.Logger, onState watc
 			CertificateSelector: in.CertificateSelector,
 			TLSSecretNamespaces: in.TLSSecretNamespaces.Namespaces,
 			Logger:              log,
+			OnState:             onState,
+			Server:              cfg.Host,
 		}, nil
 	case "etcd":
 		e := s.Etcd

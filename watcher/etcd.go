@@ -157,7 +157,9 @@ type Etcd struct {
 	nsWatches  map[nsKey]*prefixWatch // pods and EndpointSlices of the namespaces the services name
 	failing    map[*prefixWatch]error
 	connectErr error
-	rev        int64 // highest etcd revision seen
+	probeErr   error         // etcd did not answer the last probe
+	back       chan struct{} // closed when etcd answers again after an outage (see probe)
+	rev        int64         // highest etcd revision seen
 	// watchdog state
 	watching     int       // watchers in their watch phase
 	lastActivity time.Time // last response on any watch
@@ -266,6 +268,7 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 		reportedUp: -1,
 		nsWatches:  map[nsKey]*prefixWatch{},
 		failing:    map[*prefixWatch]error{},
+		back:       make(chan struct{}),
 	}
 	if e.log == nil {
 		e.log = slog.Default()
@@ -327,6 +330,8 @@ func (e *Etcd) Run(ctx context.Context, changed func()) error {
 		"prefix", e.cfg.Prefix, "namespace", e.cfg.Namespace)
 	changed()
 
+	e.wg.Add(1)
+	go e.probe(ctx)
 	e.watchdog(ctx)
 	cancel()
 	e.wg.Wait()
@@ -468,7 +473,7 @@ func (e *Etcd) follow(ctx context.Context, w *prefixWatch) {
 				// case compaction keeps outrunning a very long list).
 				d := bo.next()
 				e.log.Info("etcd source: history compacted while listing; listing again", "prefix", w.prefix, "in", d, "error", err)
-				if !sleep(ctx, d) {
+				if !e.pause(ctx, d, &bo) {
 					return
 				}
 				continue
@@ -477,7 +482,7 @@ func (e *Etcd) follow(ctx context.Context, w *prefixWatch) {
 			d := bo.next()
 			e.log.Warn("etcd source: cannot list; retrying, the last objects read stay in use",
 				"prefix", w.prefix, "in", d, "error", err)
-			if !sleep(ctx, d) {
+			if !e.pause(ctx, d, &bo) {
 				return
 			}
 			continue
@@ -495,7 +500,7 @@ func (e *Etcd) follow(ctx context.Context, w *prefixWatch) {
 			// A watch that ends at once, again and again, must not turn into a busy loop.
 			d := bo.next()
 			e.log.Info("etcd source: watch ended; listing again", "prefix", w.prefix, "in", d, "reason", err)
-			if !sleep(ctx, d) {
+			if !e.pause(ctx, d, &bo) {
 				return
 			}
 		} else {
@@ -999,6 +1004,9 @@ func (e *Etcd) reportUp() {
 	defer e.upMu.Unlock()
 	e.mu.Lock()
 	err := e.connectErr
+	if err == nil {
+		err = e.probeErr
+	}
 	for _, w := range e.watches() {
 		if err == nil {
 			err = e.failing[w]

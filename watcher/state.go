@@ -22,8 +22,9 @@ type stateReport struct {
 	why   string
 }
 
-// set reports up, or down with why; a state already reported (with the same why) is not
-// reported again. down and back are the log lines.
+// set reports up, or down with why: a change of state is a log line (down and back are
+// theirs) and a call of fn; a new why while down only a call of fn, so that /readyz says the
+// latest reason without a log line for each.
 func (r *stateReport) set(up bool, why error, down, back string, attrs ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -34,12 +35,13 @@ func (r *stateReport) set(up bool, why error, down, back string, attrs ...any) {
 	if r.known && r.up == up && r.why == msg {
 		return
 	}
+	changed := !r.known || r.up != up
 	wasDown := r.known && !r.up
 	r.known, r.up, r.why = true, up, msg
 	switch {
-	case !up:
+	case changed && !up:
 		r.log.Warn(down, append(attrs, "error", why)...)
-	case wasDown:
+	case changed && wasDown:
 		r.log.Info(back, attrs...)
 	}
 	if r.fn != nil {
