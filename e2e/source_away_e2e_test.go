@@ -243,3 +243,49 @@ func TestEtcdSourceAway(t *testing.T) {
 	proxy.Restore()
 	e.awaitCaughtUp(t, back)
 }
+
+// TestClusterSourceUnreachableAtStart: started while the API server (or etcd) cannot be
+// reached, the sidecar waits without exiting and says why (source_up 0, /readyz 503 naming the
+// source, within 5 s); once it can be reached, it configures HAProxy.
+func TestClusterSourceUnreachableAtStart(t *testing.T) {
+	k := kubetest.Start(t)
+	for _, source := range []string{"kube", "etcd"} {
+		t.Run(source, func(t *testing.T) {
+			e := newDemoEnv(t)
+			applyExample(t, k, e)
+			var proxy *etcdtest.Proxy
+			args := []string{"--source=" + source}
+			if source == "kube" {
+				var kubeconfig string
+				kubeconfig, proxy = proxiedKubeconfig(t, k)
+				args = append(args, "--kubeconfig", kubeconfig, "--namespace", "lb")
+			} else {
+				u, err := url.Parse(k.EtcdURL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				proxy = etcdtest.NewProxy(t, u.Scheme, u.Host)
+				args = append(args, "--etcd-endpoints", proxy.Endpoint, "--etcd-prefix", k.EtcdPrefix)
+			}
+			proxy.Cut()
+			started := time.Now()
+			e.startSidecar(t, args...)
+			var r readyz
+			var code int
+			haproxytest.WaitFor(t, reportBound, func() bool {
+				code, r = e.readyz(t)
+				return code != 0 && e.metric(t, "haproxy_sidecar_source_up") == 0 && strings.Contains(r.Reason, source+" source")
+			}, "source_up 0 and a /readyz reason naming the source")
+			t.Logf("reported %v after the start: %s", time.Since(started).Round(time.Millisecond), r.Reason)
+			if code != 503 || r.Ready {
+				t.Errorf("/readyz %d (ready %v) with nothing live, want 503", code, r.Ready)
+			}
+			proxy.Restore()
+			e.startHAProxy(t)
+			e.waitReady(t)
+			e.waitServed(t, "web.localhost", "/", "web-")
+			haproxytest.WaitFor(t, 10*time.Second, func() bool { return e.metric(t, "haproxy_sidecar_source_up") == 1 },
+				"source_up 1 once the source can be reached")
+		})
+	}
+}

@@ -17,7 +17,7 @@ const (
 	etcdProbeEvery   = time.Second
 	etcdProbeRetry   = 250 * time.Millisecond
 	etcdProbeTimeout = 2 * time.Second
-	etcdReconnectMax = 500 * time.Millisecond
+	etcdReconnectMax = 250 * time.Millisecond
 )
 
 // probe reads the services ConfigMap's key (its count only: a linearizable read, which needs
@@ -29,12 +29,12 @@ func (e *Etcd) probe(ctx context.Context) {
 	defer e.wg.Done()
 	key := configMapKind.keyPrefix(e.cfg.Prefix, e.cfg.Namespace) + e.cfg.ServicesConfigMap
 	down := false
-	for {
+	for first := true; ; first = false {
 		d := etcdProbeEvery
 		if down {
 			d = etcdProbeRetry
 		}
-		if !sleep(ctx, d) {
+		if !first && !sleep(ctx, d) {
 			return
 		}
 		pctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), etcdProbeTimeout)

@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 )
 
 // How the kube source probes the API server: every kubeProbeEvery while it answers (an outage
@@ -35,7 +36,7 @@ func (k *Kube) follow(ctx context.Context) {
 		if !first && !k.pause(ctx, next) {
 			return
 		}
-		err := k.probe(ctx)
+		err := k.probe(ctx, !down)
 		if err == nil && down {
 			err = k.restart(ctx)
 		}
@@ -61,11 +62,19 @@ func (k *Kube) pause(ctx context.Context, d time.Duration) bool {
 }
 
 // probe lists one ConfigMap of the namespace (what the source may read anyway): nil when the
-// API server answers, whatever it says (a refusal, RBAC, is reported where it matters).
-func (k *Kube) probe(ctx context.Context) error {
+// API server answers, whatever it says (a refusal, RBAC, is reported where it matters). With
+// retry, client-go retries a dropped connection within the timeout (a blip is no outage);
+// without, the first failure is the answer (while the API server is down: its return is seen
+// at the next probe, not after client-go's one-second retry delay).
+func (k *Kube) probe(ctx context.Context, retry bool) error {
 	ctx, cancel := context.WithTimeout(ctx, kubeProbeTimeout)
 	defer cancel()
-	_, err := k.Client.CoreV1().ConfigMaps(k.Namespace).List(ctx, metav1.ListOptions{Limit: 1})
+	var err error
+	if rc, ok := k.Client.CoreV1().RESTClient().(*rest.RESTClient); ok && rc != nil && !retry {
+		err = rc.Get().Namespace(k.Namespace).Resource("configmaps").Param("limit", "1").MaxRetries(0).Do(ctx).Error()
+	} else {
+		_, err = k.Client.CoreV1().ConfigMaps(k.Namespace).List(ctx, metav1.ListOptions{Limit: 1})
+	}
 	if err == nil || answered(err) {
 		return nil
 	}
@@ -124,7 +133,7 @@ func (k *Kube) awaitListed(ctx context.Context, set *informerSet) error {
 		case <-tick.C:
 		}
 		if time.Since(probed) >= kubeProbeEvery {
-			if err := k.probe(ctx); err != nil {
+			if err := k.probe(ctx, true); err != nil {
 				return err
 			}
 			probed = time.Now()
@@ -135,6 +144,6 @@ func (k *Kube) awaitListed(ctx context.Context, set *informerSet) error {
 // report tells OnState and the log whether the API server answers (why nil) or not.
 func (k *Kube) report(why error) {
 	k.state.set(why == nil, why,
-		"kube source: cannot reach the API server; HAProxy keeps serving what it runs, and the objects last read stay in use",
+		"kube source: cannot reach the API server; HAProxy keeps serving what it runs, and the objects last read (if any) stay in use",
 		"kube source: the API server answers again; its objects were listed afresh", "namespace", k.Namespace)
 }
