@@ -50,6 +50,9 @@ type manifestDecoder struct {
 	conv *snapshot.PodConverter
 	// cache, when set, holds what earlier reads decoded, by content; this read updates it.
 	cache *docCache
+	// ignoring is what the file being read had and still has that nothing reads (see
+	// ignored.go). Only with cache.
+	ignoring ignoring
 	// watched are the watched resources (--watch) whose objects are kept too, converted with
 	// objConv.
 	watched []*watched
@@ -59,6 +62,8 @@ type manifestDecoder struct {
 	secretNamespace string
 	tlsNamespaces   snapshot.Namespaces
 	json            jsonOptions
+	// early, while a YAML file is read, decodes its documents as they come (see earlyDecoder).
+	early *earlyDecoder
 
 	// prefer picks the definition kept of an object defined more than once (by its origins,
 	// in the order of the files); nil: the first.
@@ -88,12 +93,17 @@ type job struct {
 }
 
 type pending struct {
-	data     []byte // the object as JSON
+	data     []byte // the object as JSON; nil once decoded early (res)
 	defaults string // the kind a typed List gives its items ("" for none): part of the key
 	gvk      schema.GroupVersionKind
 	err      error
 	keyed    bool
 	key      docKey
+	res      *decoded // decoded while the file was still being read (see earlyDecoder)
+	known    bool     // ignored in its file's last version: not decoded again (ignored.go)
+	// doc is the key of the YAML document the object is, when docKeyed.
+	doc      docKey
+	docKeyed bool
 }
 
 // docKey identifies an object by its bytes: two independent 64-bit hashes (xxhash and
@@ -111,7 +121,8 @@ func dataKey(data []byte) docKey {
 // them: the objects of a directory with 100,000 pods are decoded once, then only those whose
 // bytes change. The decoded objects are shared with the Objects returned: read-only.
 type docCache struct {
-	namespace string // the default namespace the objects were decoded with
+	namespace string   // the default namespace the objects were decoded with
+	ignored   *decoded // the result of every object nothing reads (see manifestDecoder.ignored)
 	round     uint64
 	entries   map[docKey]*cacheEntry
 	// listItems is how many items each streamed List had (by file) in the last read: the next
@@ -194,7 +205,14 @@ func (d *manifestDecoder) file(rel string, data []byte) {
 var yamlLine = regexp.MustCompile(`line (\d+): `)
 
 func (d *manifestDecoder) yamlFile(rel string, data []byte) {
-	data = bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n"))
+	if bytes.Contains(data, []byte("\r\n")) {
+		data = bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")) // a copy: only when needed
+	}
+	d.early = d.newEarlyDecoder()
+	defer func() {
+		d.early.wait()
+		d.early = nil
+	}()
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	cursor := 0
 	lines := lineCounter{data: data}
@@ -218,6 +236,14 @@ func (d *manifestDecoder) yamlFile(rel string, data []byte) {
 		if len(bytes.TrimSpace(doc)) == 0 {
 			continue
 		}
+		var ykey docKey
+		if d.cache != nil {
+			// A document ignored in the file's last version is not converted again: the
+			// conversion is most of the cost of a big YAML file.
+			if ykey = dataKey(doc); d.stillIgnored(ykey, yamlDocument) {
+				continue
+			}
+		}
 		j, err := sigyaml.YAMLToJSONStrict(doc)
 		if err != nil {
 			msg := err.Error()
@@ -240,7 +266,11 @@ func (d *manifestDecoder) yamlFile(rel string, data []byte) {
 		if bytes.Equal(bytes.TrimSpace(j), []byte("null")) {
 			continue // only comments
 		}
+		n := len(d.jobs)
 		d.document(rel, line, j, nil)
+		if d.cache != nil && len(d.jobs) == n+1 && d.jobs[n].p != nil {
+			d.jobs[n].p.doc, d.jobs[n].p.docKeyed = ykey, true // one object: its document's key
+		}
 	}
 }
 
@@ -338,7 +368,26 @@ func (d *manifestDecoder) document(rel string, line int, j []byte, defaults *sch
 		return
 	}
 
-	d.jobs = append(d.jobs, job{at: &origin{rel, line}, p: &pending{data: j, defaults: gvkString(defaults), gvk: gvk}})
+	d.add1(&origin{rel, line}, &pending{data: j, defaults: gvkString(defaults), gvk: gvk})
+}
+
+// add1 adds the job of one object: found in the cache, known to be ignored, or to decode
+// (at once while a YAML file is read: its bytes are then dropped).
+func (d *manifestDecoder) add1(at *origin, p *pending) {
+	if d.cache != nil {
+		p.key, p.keyed = dataKey(p.data), true
+		if e := d.cache.find(p.key, p.defaults); e != nil {
+			d.jobs = append(d.jobs, job{at: at, res: e.res, entry: e})
+			return
+		}
+		if d.stillIgnored(p.key, p.defaults) {
+			return
+		}
+	}
+	d.jobs = append(d.jobs, job{at: at, p: p})
+	if d.early != nil && p.defaults == "" {
+		d.early.decode(p)
+	}
 }
 
 func (d *manifestDecoder) list(rel string, line int, gvk schema.GroupVersionKind, items json.RawMessage) {
@@ -400,6 +449,9 @@ func (d *manifestDecoder) scannedJobs(rel string, data []byte, docs []head) bool
 				key = dataKey(item)
 				if e := d.cache.find(key, prefix); e != nil {
 					d.jobs = append(d.jobs, job{at: where, res: e.res, entry: e})
+					continue
+				}
+				if d.stillIgnored(key, prefix) {
 					continue
 				}
 			}
@@ -467,6 +519,9 @@ func (d *manifestDecoder) decodeJobs() {
 	work := func() {
 		for i := int(next.Add(1) - 1); i < len(d.jobs); i = int(next.Add(1) - 1) {
 			j := &d.jobs[i]
+			if j.res == nil && j.p != nil && j.p.res != nil {
+				j.res = j.p.res // decoded early
+			}
 			if j.p == nil || j.p.err != nil || j.res != nil || j.skip {
 				continue // found in the cache, bad, decoded early (see earlyDecoder) or before
 			}
@@ -474,6 +529,10 @@ func (d *manifestDecoder) decodeJobs() {
 				j.p.key, j.p.keyed = dataKey(j.p.data), true
 				if j.entry = d.cache.find(j.p.key, j.p.defaults); j.entry != nil {
 					j.res = j.entry.res
+					continue
+				}
+				if p, ok := d.ignoring.was(j.p.key); ok && p == j.p.defaults {
+					j.res, j.p.known, j.p.data = d.ignored(), true, nil // its file keeps its key
 					continue
 				}
 			}
@@ -497,6 +556,7 @@ func (d *manifestDecoder) decodeJobs() {
 	}
 	for i := range d.jobs {
 		j := &d.jobs[i]
+		fresh := j.p != nil && j.p.err == nil && !j.skip && j.entry == nil // decoded by this read
 		switch {
 		case j.p != nil && j.p.err != nil, j.skip:
 		case j.res == nil:
@@ -511,9 +571,17 @@ func (d *manifestDecoder) decodeJobs() {
 			}
 		case j.entry != nil:
 			j.entry.round = round
+		case j.p != nil && j.res.kind == "":
+			// Ignored: not cached (the file remembers its key, fileEntry.ignored), nor logged
+			// again when known.
+			fresh = fresh && !j.p.known
 		case d.cache != nil && j.p != nil:
 			j.entry = &cacheEntry{res: j.res, prefix: j.p.defaults, round: round}
 			d.cache.entries[j.p.key] = j.entry
+		}
+		if fresh && j.res != nil && j.res.kind == "" && j.p.gvk.Kind != "Secret" {
+			d.logger.Debug("ignoring an object that is not a ConfigMap, Secret, Pod or EndpointSlice",
+				"file", j.at.rel, "line", j.at.line, "kind", j.p.gvk.Kind, "apiVersion", j.p.gvk.GroupVersion().String())
 		}
 	}
 	if d.cache != nil {
@@ -631,7 +699,7 @@ func (d *manifestDecoder) prepare(obj kruntime.Object, gvk schema.GroupVersionKi
 		foldStringData(o)
 		if !d.keepSecret(o) {
 			if d.watchedBy(gvk) == nil {
-				return &decoded{}, nil // dropped: nothing of it is held
+				return d.ignored(), nil // dropped: nothing of it is held
 			}
 			res = &decoded{kind: "Secret"} // only the watched form
 			break
@@ -647,6 +715,9 @@ func (d *manifestDecoder) prepare(obj kruntime.Object, gvk schema.GroupVersionKi
 		defaultNS(&o.ObjectMeta)
 		res = &decoded{obj: o, kind: "EndpointSlice", meta: &o.ObjectMeta}
 	default:
+		if d.watchedBy(gvk) == nil {
+			return d.ignored(), nil // decoded (strictly: it must be valid), then nothing of it is kept
+		}
 		res = &decoded{obj: obj}
 	}
 	by := d.watchedBy(gvk)
@@ -685,13 +756,7 @@ func (d *manifestDecoder) keepSecret(s *corev1.Secret) bool {
 // and the objects of the watched resources.
 func (d *manifestDecoder) add(at *origin, r *decoded) {
 	if r.kind == "" {
-		if r.obj == nil {
-			return // a Secret dropped (keepSecret)
-		}
-		gvk := r.obj.GetObjectKind().GroupVersionKind()
-		d.logger.Debug("ignoring an object that is not a ConfigMap, Secret, Pod or EndpointSlice",
-			"file", at.rel, "line", at.line, "kind", gvk.Kind, "apiVersion", gvk.GroupVersion().String())
-		return
+		return // ignored (logged when decoded) or a Secret dropped (keepSecret)
 	}
 	k := r.key()
 	if k.name == "" {

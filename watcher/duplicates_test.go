@@ -11,9 +11,9 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 )
 
-// readAll calls Objects and returns the objects with the input errors' messages (any other
+// readWithErrors calls Objects and returns the objects with the input errors' messages (any other
 // error fails the test).
-func readAll(t *testing.T, f *File) (*snapshot.Objects, []string) {
+func readWithErrors(t *testing.T, f *File) (*snapshot.Objects, []string) {
 	t.Helper()
 	o, err := f.Objects(context.Background())
 	if err == nil {
@@ -51,14 +51,14 @@ func TestDuplicateNewcomerIsHeld(t *testing.T) {
 			}
 			writeFiles(t, dir, map[string]string{"services.yaml": configMapYAML("services", "original"), "pods.json": pods("10.0.0.1")})
 			f := &File{Dir: dir, DefaultNamespace: "lb", Logger: testLogger(t), PodConverter: conv}
-			if o, errs := readAll(t, f); errs != nil || !hasValue("services", "original")(o) {
+			if o, errs := readWithErrors(t, f); errs != nil || !hasValue("services", "original")(o) {
 				t.Fatalf("first read: %v %v", names(o), errs)
 			}
 
 			writeFiles(t, dir, map[string]string{"a-copy.yaml": configMapYAML("services", "copy"), "a-pods.json": pods("10.0.0.9")})
 			check := func(what, want string) {
 				t.Helper()
-				o, errs := readAll(t, f)
+				o, errs := readWithErrors(t, f)
 				if !hasValue("services", want)(o) {
 					v, _ := value(o, "services")
 					t.Errorf("%s: services is %q, want %q", what, v, want)
@@ -90,7 +90,7 @@ func TestDuplicateNewcomerIsHeld(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			o, errs := readAll(t, f)
+			o, errs := readWithErrors(t, f)
 			if errs != nil || !hasValue("services", "copy edited")(o) || podIP(o, "web-1") != "10.0.0.9" {
 				t.Errorf("the originals removed: errors %q, services %v, pod IP %q; want the copies in use", errs, names(o), podIP(o, "web-1"))
 			}
@@ -103,7 +103,7 @@ func TestDuplicateNewcomerIsHeld(t *testing.T) {
 func TestDuplicateFirstReadKeepsTheFirstFile(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"b.yaml": configMapYAML("services", "b"), "a.yaml": configMapYAML("services", "a")})
-	o, errs := readAll(t, &File{Dir: dir, DefaultNamespace: "lb"})
+	o, errs := readWithErrors(t, &File{Dir: dir, DefaultNamespace: "lb"})
 	if !hasValue("services", "a")(o) || len(errs) != 1 || !strings.Contains(errs[0], "File b.yaml line 1: ConfigMap lb/services is defined twice: first in a.yaml line 1") {
 		t.Errorf("services %v, errors %q; want a.yaml's kept and b.yaml's reported", names(o), errs)
 	}

@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -142,6 +143,8 @@ type fileEntry struct {
 	bad  bool // some job is an error, or the file is too big
 	// good are the jobs of the file's last version without errors; nil if it never had one.
 	good []job
+	// ignored are the objects of the file's last version that nothing reads (ignoredKeys).
+	ignored map[docKey]string
 }
 
 // fileStat identifies a version of a file on disk. The change time cannot be set by users, so
@@ -179,7 +182,8 @@ func (e *fileEntry) contribution() []job {
 
 // keep is the decoded jobs as a fileEntry keeps them: results and errors, not the bytes they
 // were decoded from (they may be slices of the whole file), and not the objects of kinds that
-// are ignored (a big manifest of Deployments then costs nothing while it does not change).
+// are ignored (a big manifest of Deployments then costs nothing while it does not change; see
+// ignoredKeys for when it does).
 func keep(jobs []job) (kept []job, bad bool) {
 	kept = make([]job, 0, len(jobs)) // sized once: a 100,000-pod List is not grown by doubling
 	for _, j := range jobs {
@@ -224,7 +228,7 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		f.PodConverter.NextRound()
 		dec.conv = f.PodConverter
 		if f.cache == nil || f.cache.namespace != dec.defaultNamespace {
-			f.cache = &docCache{namespace: dec.defaultNamespace}
+			f.cache = &docCache{namespace: dec.defaultNamespace, ignored: &decoded{}}
 		}
 		dec.cache = f.cache
 	}
@@ -236,6 +240,7 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	type parsed struct {
 		start, end int
 		entry      *fileEntry
+		still      map[docKey]string // its objects still ignored (ignored.go)
 	}
 	var fresh []parsed
 	f.last = readStats{files: len(files)}
@@ -256,7 +261,7 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		}
 		next[file.rel] = e
 		if read {
-			fresh = append(fresh, parsed{start, len(dec.jobs), e})
+			fresh = append(fresh, parsed{start, len(dec.jobs), e, dec.ignoring.still})
 		} else {
 			dec.jobs = append(dec.jobs, e.contribution()...)
 		}
@@ -274,6 +279,7 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		at := 0
 		for _, p := range fresh {
 			jobs = append(jobs, dec.jobs[at:p.start]...)
+			p.entry.ignored = ignoredKeys(p.still, dec.jobs[p.start:p.end])
 			p.entry.jobs, p.entry.bad = keep(dec.jobs[p.start:p.end])
 			if !p.entry.bad {
 				p.entry.good = p.entry.jobs
@@ -329,8 +335,20 @@ func (f *File) readFile(dec *manifestDecoder, file manifest, limit int64) (e *fi
 		e.jobs = []job{{at: &origin{file.rel, 0}, p: &pending{err: inputError(file.rel, 0, 0, tooBig(st.size, limit))}}}
 		return e, false, nil
 	}
-	start := len(dec.jobs)
 	f.last.read++
+	if old != nil && old.sum != 0 && st.size == old.size && st.size >= dec.json.streamMin {
+		// A big file of the same size (touched, racy, rewritten): hashed first, through a
+		// small buffer, so that the same bytes cost no copy of the file.
+		if sum, err := hashFile(file.path, limit); err == nil && sum == old.sum {
+			e.sum, e.jobs, e.bad, e.ignored = sum, old.jobs, old.bad, old.ignored
+			return e, false, nil
+		}
+	}
+	dec.ignoring.still = nil
+	if old != nil && old.ignored != nil {
+		dec.ignoring.before = append(dec.ignoring.before, old.ignored)
+	}
+	start := len(dec.jobs)
 	sum, size, data, err := readManifest(dec, file, limit)
 	if errors.Is(err, errTooBig) {
 		dec.jobs = dec.jobs[:start]
@@ -345,7 +363,7 @@ func (f *File) readFile(dec *manifestDecoder, file manifest, limit int64) (e *fi
 	if old != nil && old.sum != 0 && old.sum == sum && old.size == size {
 		// Touched, or rewritten with the same bytes: what it gave before.
 		dec.jobs = dec.jobs[:start] // what the streaming path found already
-		e.jobs, e.bad = old.jobs, old.bad
+		e.jobs, e.bad, e.ignored = old.jobs, old.bad, old.ignored
 		return e, false, nil
 	}
 	if data != nil {
@@ -400,7 +418,11 @@ func readManifest(dec *manifestDecoder, file manifest, limit int64) (sum uint64,
 			r = &limitReader{r: fh, left: limit}
 		}
 	}
-	data, err = io.ReadAll(r)
+	var hint int64
+	if fi, err := fh.Stat(); err == nil {
+		hint = min(fi.Size(), limit)
+	}
+	data, err = readAll(r, hint)
 	if r.over {
 		return 0, limit + 1, nil, errTooBig
 	}
@@ -408,6 +430,32 @@ func readManifest(dec *manifestDecoder, file manifest, limit int64) (sum uint64,
 		return 0, 0, nil, err
 	}
 	return xxhash.Sum64(data), int64(len(data)), data, nil
+}
+
+// hashFile is the xxhash of a file of at most limit bytes, read through a small buffer.
+func hashFile(path string, limit int64) (uint64, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer fh.Close()
+	h := xxhash.New()
+	r := &limitReader{r: fh, left: limit}
+	if _, err := io.Copy(h, r); err != nil {
+		return 0, err
+	}
+	if r.over {
+		return 0, errTooBig
+	}
+	return h.Sum64(), nil
+}
+
+// readAll is io.ReadAll into a buffer of the file's size: a 100 MB manifest is not copied
+// from smaller buffers as it grows.
+func readAll(r io.Reader, hint int64) ([]byte, error) {
+	buf := bytes.NewBuffer(make([]byte, 0, hint+bytes.MinRead))
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
 }
 
 // limitReader reads at most left bytes, then reports over (and EOF) if there is more.
