@@ -24,26 +24,32 @@ const (
 // follow probes the API server until ctx ends and reports whether it answers. client-go's
 // informers say nothing of an outage and, once it has lasted, wait up to a minute between
 // attempts: so an outage is found by the probe (or a failed list or watch, which probes at
-// once), and when the API server answers again the informers are started afresh, listing at
-// once; only then is the source reported up.
+// once), and when the API server answers again after failing more than one probe the
+// informers are started afresh, listing at once; only then is the source reported up. After
+// a single failed probe (a blip, or an API server too slow once) they are left alone: a
+// restart lists everything again, and client-go's first retry comes within 1.6 s anyway.
 func (k *Kube) follow(ctx context.Context) {
-	down := false
+	failures := 0
 	for first := true; ; first = false {
 		next := kubeProbeEvery
-		if down {
+		if failures > 0 {
 			next = kubeProbeRetry
 		}
 		if !first && !k.pause(ctx, next) {
 			return
 		}
-		err := k.probe(ctx, !down)
-		if err == nil && down {
+		err := k.probe(ctx, failures == 0)
+		if err == nil && failures > 1 {
 			err = k.restart(ctx)
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		down = err != nil
+		if err != nil {
+			failures++
+		} else {
+			failures = 0
+		}
 		k.report(err)
 	}
 }
@@ -101,7 +107,7 @@ func (k *Kube) restart(ctx context.Context) error {
 	}
 	k.mu.Unlock()
 	next.start()
-	if err := k.awaitListed(ctx, next); err != nil {
+	if err := k.awaitSet(ctx, next); err != nil {
 		k.shutdown(next)
 		return err
 	}
@@ -114,9 +120,9 @@ func (k *Kube) restart(ctx context.Context) error {
 	return nil
 }
 
-// awaitListed waits until the informers of set have listed; an error when the API server stops
+// awaitSet waits until the informers of set have listed; an error when the API server stops
 // answering meanwhile (probed every kubeProbeEvery) or ctx ends.
-func (k *Kube) awaitListed(ctx context.Context, set *informerSet) error {
+func (k *Kube) awaitSet(ctx context.Context, set *informerSet) error {
 	tick := time.NewTicker(resourcePoll)
 	defer tick.Stop()
 	probed := time.Now()
