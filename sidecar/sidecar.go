@@ -5,6 +5,7 @@ package sidecar
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -57,7 +58,11 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	build := Build()
 	metrics := status.NewMetrics()
 	metrics.SetBuildInfo(build.Version, build.GoVersion, build.Revision)
-	src, err := newSource(cfg.Source, cfg.Inputs, log, func(up bool) { metrics.SourceUp.Set(map[bool]float64{true: 1}[up]) })
+	health := &status.Health{Redact: red.String}
+	if err := metrics.ObserveHealth(health); err != nil {
+		return err
+	}
+	src, err := newSource(cfg.Source, cfg.Inputs, log, sourceState(metrics, health))
 	if err != nil {
 		return err
 	}
@@ -78,10 +83,6 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		generation.WithMapsDir(local.maps), generation.WithFilesDir(local.files))
 	if err != nil {
 		return fmt.Errorf("open generations for %s: %w", local.config, err)
-	}
-	health := &status.Health{Redact: red.String}
-	if err := metrics.ObserveHealth(health); err != nil {
-		return err
 	}
 	identity := cfg.Leader.PodName
 	if identity == "" {
@@ -188,4 +189,21 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		"reload", cfg.HAProxy.Reload, "wait", cfg.Wait.String()}
 	log.Info("starting", append(attrs, env.Memory.Attrs()...)...)
 	return p.Run(ctx)
+}
+
+// sourceState reports whether the source is followed: haproxy_sidecar_source_up and /readyz
+// (a reason, not unreadiness: HAProxy keeps serving what it runs).
+func sourceState(metrics *status.Metrics, health *status.Health) watcher.StateFunc {
+	return func(up bool, why error) {
+		if up {
+			metrics.SourceUp.Set(1)
+			health.SourceUp()
+			return
+		}
+		metrics.SourceUp.Set(0)
+		if why == nil {
+			why = errors.New("the source cannot be followed")
+		}
+		health.SourceDown(why)
+	}
 }
