@@ -418,8 +418,14 @@ func SourceHolds(err error) map[string]quarantine.Hold {
 		if ie.Ref.Kind != "File" {
 			id = strings.ToLower(ie.Ref.Kind) + "/" + ie.Ref.Namespace + "/" + ie.Ref.Name
 		}
-		out[id] = quarantine.Hold{ID: id, Ref: ie.Ref, Stage: snapshot.StageDecode, Kept: true,
-			Err: fmt.Errorf("%w (its last good objects stand in for it, if it ever was good)", e)}
+		if ie.Ref.Key != "" {
+			id += "/" + ie.Ref.Key // one hold per key (a services key whose pods cannot be read)
+		}
+		h := quarantine.Hold{ID: id, Ref: ie.Ref, Stage: snapshot.StageDecode, Kept: true, Err: e}
+		if ie.Ref.Kind == "File" {
+			h.Err = fmt.Errorf("%w (its last good objects stand in for it, if it ever was good)", e)
+		}
+		out[id] = h
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -98,7 +99,19 @@ type podWatch struct {
 	informer cache.SharedIndexInformer
 	slices   cache.SharedIndexInformer
 	stop     context.CancelFunc
+
+	mu        sync.Mutex
+	forbidden error // why the pods or EndpointSlices may not be listed (RBAC), until they list
 }
+
+// forbiddenErr is why w's namespace cannot be read, while its informers have not listed.
+func (w *podWatch) forbiddenErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.forbidden
+}
+
+func (w *podWatch) synced() bool { return w.informer.HasSynced() && w.slices.HasSynced() }
 
 func (k *Kube) init() {
 	k.initOnce.Do(func() {
@@ -256,7 +269,7 @@ func (k *Kube) read(ctx context.Context, set *informerSet) (*snapshot.Objects, e
 			}
 		}
 	}
-	pods, slices, err := k.pods(ctx, set, objs.ConfigMaps)
+	pods, slices, unread, err := k.pods(ctx, set, objs.ConfigMaps)
 	if err != nil {
 		return nil, err
 	}
@@ -265,12 +278,12 @@ func (k *Kube) read(ctx context.Context, set *informerSet) (*snapshot.Objects, e
 		return nil, err
 	}
 	objs.Revision = strconv.FormatUint(k.events.Load(), 10)
-	return objs, nil
+	return objs, unread // unread: services whose namespace cannot be read, reported (SourceHolds)
 }
 
 // pods keeps pod and EndpointSlice informers for each namespace the services name, and returns
 // what they hold.
-func (k *Kube) pods(ctx context.Context, set *informerSet, cms []*corev1.ConfigMap) ([]*corev1.Pod, []*discoveryv1.EndpointSlice, error) {
+func (k *Kube) pods(ctx context.Context, set *informerSet, cms []*corev1.ConfigMap) (_ []*corev1.Pod, _ []*discoveryv1.EndpointSlice, unread, err error) {
 	want := map[string]bool{}
 	for _, cm := range cms {
 		if cm.Name != k.ServicesConfigMap {
@@ -294,8 +307,8 @@ func (k *Kube) pods(ctx context.Context, set *informerSet, cms []*corev1.ConfigM
 			k.logger().Info("stopped watching pods", "namespace", ns)
 		}
 	}
-	var synced []cache.InformerSynced
 	var infs []*podWatch
+	var nss []string
 	for ns := range want {
 		w := set.podNS[ns]
 		if w == nil && set.ctx.Err() == nil {
@@ -305,13 +318,28 @@ func (k *Kube) pods(ctx context.Context, set *informerSet, cms []*corev1.ConfigM
 		if w == nil {
 			continue // set replaced: Objects reads the new one
 		}
-		synced = append(synced, w.informer.HasSynced, w.slices.HasSynced)
-		infs = append(infs, w)
+		infs, nss = append(infs, w), append(nss, ns)
 	}
 	k.mu.Unlock()
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return nil, nil, fmt.Errorf("wait for the pod caches: %w", ctx.Err())
+	// A namespace whose pods the sidecar may not list (RBAC) is not waited for: the services
+	// naming it are reported, and every other change goes on. Other errors (the API server
+	// away) are waited out, as the pods of a namespace cannot be told from none.
+	var forbidden []error
+	err = awaitListed(ctx, "the pod caches", len(infs),
+		func(i int) bool { return infs[i].synced() || infs[i].forbiddenErr() != nil },
+		func(int) error { return nil })
+	if err != nil {
+		return nil, nil, nil, err
 	}
+	readable := infs[:0:0]
+	for i, w := range infs {
+		if ferr := w.forbiddenErr(); ferr != nil && !w.synced() {
+			forbidden = append(forbidden, k.podsForbidden(cms, nss[i], ferr)...)
+			continue
+		}
+		readable = append(readable, w)
+	}
+	infs = readable
 	var pods []*corev1.Pod
 	var slices []*discoveryv1.EndpointSlice
 	for _, w := range infs {
@@ -334,7 +362,30 @@ func (k *Kube) pods(ctx context.Context, set *informerSet, cms []*corev1.ConfigM
 		}
 		return pods[i].Name < pods[j].Name
 	})
-	return pods, slices, nil
+	return pods, slices, errors.Join(forbidden...), nil
+}
+
+// podsForbidden are the errors of the services keys that name namespace ns, whose pods the
+// sidecar may not list: each says what to grant.
+func (k *Kube) podsForbidden(cms []*corev1.ConfigMap, ns string, err error) []error {
+	var out []error
+	for _, cm := range cms {
+		if cm.Name != k.ServicesConfigMap {
+			continue
+		}
+		for _, key := range slices.Sorted(maps.Keys(cm.Data)) {
+			var svc struct {
+				Namespace string `json:"namespace"`
+			}
+			if json.Unmarshal([]byte(cm.Data[key]), &svc) != nil || svc.Namespace != ns {
+				continue
+			}
+			out = append(out, &snapshot.InputError{Stage: snapshot.StageDecode,
+				Ref: snapshot.Ref{Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name, Key: key},
+				Err: fmt.Errorf("the pods of namespace %s cannot be read (%v): it is served without servers until the sidecar's service account may get, list and watch pods and endpointslices.discovery.k8s.io there (the chart: rbac.podNamespaces)", ns, err)})
+		}
+	}
+	return out
 }
 
 // Lookup returns the cached object a Ref names (for Events), or nil.

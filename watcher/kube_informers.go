@@ -3,6 +3,8 @@ package watcher
 import (
 	"context"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
@@ -115,10 +117,25 @@ func (k *Kube) watchPods(set *informerSet, ns string) *podWatch {
 		informers.WithNamespace(ns), informers.WithTransform(stripManagedFields))
 	inf := f.Core().V1().Pods().Informer()
 	slices := f.Discovery().V1().EndpointSlices().Informer()
-	_ = k.follows(inf, "pods "+ns) // errors only once started
-	_ = k.follows(slices, "endpointslices "+ns)
-	f.Start(wctx.Done())
 	w := &podWatch{informer: inf, slices: slices, stop: func() { stop(); f.Shutdown() }}
+	for what, i := range map[string]cache.SharedIndexInformer{"pods " + ns: inf, "endpointslices " + ns: slices} {
+		failed := k.watchFailed(what)
+		_ = i.SetWatchErrorHandler(func(r *cache.Reflector, err error) { // errors only once started
+			failed(r, err)
+			if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+				w.mu.Lock()
+				first := w.forbidden == nil
+				w.forbidden = err
+				w.mu.Unlock()
+				if first {
+					k.logger().Warn("kube source: cannot list the pods of a namespace the services name; their services are served without servers meanwhile", "namespace", ns, "error", err)
+					k.notify() // the sync waiting for this namespace goes on without it
+				}
+			}
+		})
+		_, _ = i.AddEventHandler(k.handler())
+	}
+	f.Start(wctx.Done())
 	set.podNS[ns] = w
 	return w
 }
