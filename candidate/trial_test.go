@@ -156,7 +156,9 @@ func TestARunawayTemplateIsHeldByItsTrial(t *testing.T) {
 		t.Errorf("a new service: %q", config(m))
 	}
 	<-tried
-	if n := r.renders.Load(); n != 2 {
+	// Tried again with the new service (apart; and in the sync too when the trial ended before
+	// the sync looked: with two changes, the sync searches which is at fault).
+	if n := r.renders.Load(); n < 2 {
 		t.Errorf("%d renderings: want a second trial with the new service", n)
 	}
 }
