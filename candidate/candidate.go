@@ -295,6 +295,9 @@ func (b *Builder) searchCluster(ctx context.Context, objs *snapshot.Objects, cho
 	for id, cerr := range culprits {
 		h := quarantine.Hold{ID: id, Ref: byID[id].Ref, Stage: stageOf(cerr), Kept: kept[id],
 			Err: fmt.Errorf("%s is left out: with it the configuration fails: %w", byID[id].Ref, cerr)}
+		if kept[id] {
+			h.Err = fmt.Errorf("%s is held at its last good version: with this version the configuration fails: %w", byID[id].Ref, cerr)
+		}
 		holds[id] = h
 		b.held[id] = heldObject{obj: byID[id], hold: h}
 	}

@@ -78,15 +78,16 @@ func newDemoEnv(t *testing.T) *demoEnv {
 	e.editFile(t, "services.yaml", func(s string) string {
 		return strings.ReplaceAll(s, `"ports": [8080]`, fmt.Sprintf(`"ports": [%d]`, e.port))
 	})
-	e.httpAddr = fmt.Sprintf("127.0.0.1:%d", haproxytest.FreePort(t))
+	ports := haproxytest.FreePorts(t, 5) // distinct: HAProxy binds three, the sidecar two
+	e.httpAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
 	t.Setenv("HTTP_BIND", e.httpAddr)
-	t.Setenv("HTTPS_BIND", fmt.Sprintf("127.0.0.1:%d", haproxytest.FreePort(t)))
-	t.Setenv("STATS_BIND", fmt.Sprintf("127.0.0.1:%d", haproxytest.FreePort(t)))
+	t.Setenv("HTTPS_BIND", fmt.Sprintf("127.0.0.1:%d", ports[1]))
+	t.Setenv("STATS_BIND", fmt.Sprintf("127.0.0.1:%d", ports[2]))
 	run := haproxytest.ShortTempDir(t)
 	e.cfgPath = filepath.Join(run, "haproxy.cfg")
 	e.sock = filepath.Join(run, "master.sock")
-	e.health = fmt.Sprintf("127.0.0.1:%d", haproxytest.FreePort(t))
-	e.metrics = fmt.Sprintf("127.0.0.1:%d", haproxytest.FreePort(t))
+	e.health = fmt.Sprintf("127.0.0.1:%d", ports[3])
+	e.metrics = fmt.Sprintf("127.0.0.1:%d", ports[4])
 	return e
 }
 
@@ -115,8 +116,9 @@ func (e *demoEnv) instance(t *testing.T) *demoEnv {
 	run := haproxytest.ShortTempDir(t)
 	c.cfgPath = filepath.Join(run, "haproxy.cfg")
 	c.sock = filepath.Join(run, "master.sock")
-	c.health = fmt.Sprintf("127.0.0.1:%d", haproxytest.FreePort(t))
-	c.metrics = fmt.Sprintf("127.0.0.1:%d", haproxytest.FreePort(t))
+	ports := haproxytest.FreePorts(t, 2)
+	c.health = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	c.metrics = fmt.Sprintf("127.0.0.1:%d", ports[1])
 	return &c
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
@@ -36,6 +37,12 @@ type cluster struct {
 	notes    map[string]string // pod name -> its annotation "note"
 	tests    map[string]string // tests.NAME.yaml keys of the config ConfigMap
 	origins  snapshot.Origins  // where the objects are written, as the file source says
+	// endpointSlices are EndpointSlices (namespace shop, of the Service named up to the dash): name ->
+	// the address of its one endpoint, which has no pod behind it.
+	endpointSlices map[string]string
+	// ingresses are watched Ingresses (namespace shop): name -> their annotation "note".
+	ingresses map[string]string
+	conv      snapshot.ObjectConverter
 }
 
 func (c *cluster) Run(ctx context.Context, changed func()) error { <-ctx.Done(); return nil }
@@ -60,6 +67,27 @@ func (c *cluster) Objects(context.Context) (*snapshot.Objects, error) {
 			Status: corev1.PodStatus{PodIP: c.pods[name], Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 		})
 	}
+	for _, name := range slices.Sorted(maps.Keys(c.endpointSlices)) {
+		svc, _, _ := strings.Cut(name, "-")
+		objs.EndpointSlices = append(objs.EndpointSlices, &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc},
+				ResourceVersion: fmt.Sprintf("%x", hashString(c.endpointSlices[name]))},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{c.endpointSlices[name]}}},
+		})
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.ingresses)) {
+		o, err := c.conv.FromUnstructured(map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+			"metadata": map[string]any{"namespace": "shop", "name": name, "annotations": map[string]any{"note": c.ingresses[name]},
+				"resourceVersion": fmt.Sprintf("%x", hashString(c.ingresses[name]))}})
+		if err != nil {
+			return nil, err
+		}
+		if objs.Resources == nil {
+			objs.Resources = map[string][]*snapshot.Object{}
+		}
+		objs.Resources["ingresses"] = append(objs.Resources["ingresses"], o)
+	}
 	return objs, nil
 }
 
@@ -73,11 +101,18 @@ func service(app string, extra ...string) string {
 	return fmt.Sprintf(`{"namespace": "shop", "selector": {"app": %q}%s}`, app, strings.Join(extra, ""))
 }
 
-// tmplRenderer renders a small HAProxy-like configuration: the template text (a frontend) and
-// one backend per service with a server per pod. A template containing "BROKEN" is a render
-// error in the template; a service with "broken": true makes the render fail where the
-// template reads it; "poison" is printed into the configuration (haproxy -c, the checker of
-// the rig, rejects "invalid").
+// kubeService is a services key whose servers are the endpoints of the Kubernetes Service
+// name (EndpointSlices) instead of the pods a selector picks.
+func kubeService(name string) string {
+	return fmt.Sprintf(`{"namespace": "shop", "service": %q}`, name)
+}
+
+// tmplRenderer renders a small HAProxy-like configuration: the template text (a frontend),
+// one backend per service with a server per pod (or endpoint), and a comment per watched
+// object with its annotation "note". A template containing "BROKEN" is a render error in the
+// template; a service with "broken": true makes the render fail where the template reads it;
+// "poison" is printed into the configuration (haproxy -c, the checker of the rig, rejects
+// "invalid", wherever it comes from: a service, a pod's address, a watched object's note).
 type tmplRenderer struct{}
 
 func (tmplRenderer) Render(_ context.Context, s *snapshot.Snapshot) (*render.Bundle, error) {
@@ -104,6 +139,11 @@ func (tmplRenderer) Render(_ context.Context, s *snapshot.Snapshot) (*render.Bun
 		}
 		for name, pod := range svc["pods"].(*record.Record).All() {
 			fmt.Fprintf(&b, "    server %s %v:80\n", name, lookupPath(pod, "status", "podIP"))
+		}
+	}
+	for _, res := range s.Resources {
+		for _, o := range res.Objects {
+			fmt.Fprintf(&b, "# %s %s: %v\n", res.Name, o.Key(), lookupPath(o.Record(), "metadata", "annotations", "note"))
 		}
 	}
 	out := []byte(b.String())

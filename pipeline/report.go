@@ -78,8 +78,13 @@ func sameReason(a, b error) bool {
 }
 
 func heldWhat(h quarantine.Hold) string {
-	if h.Kept {
+	switch {
+	case h.Kept:
 		return "its last good version stays in use"
+	case h.Ref.Kind == "Pod":
+		return "left out, as if it were not ready" // whether or not it was good before
+	case h.ID == snapshot.ObjectID(h.Ref):
+		return "left out" // a cluster object: an EndpointSlice, a watched object
 	}
 	return "left out: it never was good"
 }

@@ -50,6 +50,20 @@ func (o *Object) Kind() string {
 	return s
 }
 
+// APIVersion is the object's apiVersion.
+func (o *Object) APIVersion() string {
+	v, _ := o.obj.Get("apiVersion")
+	s, _ := v.(string)
+	return s
+}
+
+// UID is the object's metadata.uid ("" when it has none): Events name it, so that `kubectl
+// describe` shows them.
+func (o *Object) UID() string {
+	s, _ := o.metaField("uid").(string)
+	return s
+}
+
 // ResourceVersion is the object's metadata.resourceVersion ("" when it has none).
 func (o *Object) ResourceVersion() string {
 	s, _ := o.metaField("resourceVersion").(string)

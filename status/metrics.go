@@ -143,7 +143,7 @@ func NewMetrics() *Metrics {
 	})
 	m.HeldInputs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: ns, Name: "held_inputs",
-		Help: "Operator inputs held back at their last good version (or left out) because they are bad, by kind (service, templates, certificate; pod: a pod left out because the template cannot print its data; file: a manifest the file source cannot read, its last good objects standing in); /readyz lists them with the reason.",
+		Help: "Operator inputs held back at their last good version (or left out) because they are bad, by kind (service, templates, certificate; pod, endpointslice or a watched resource's kind (ingress, ...): cluster data left out, or at its last good version, because the template cannot print it or HAProxy refuses it; file: a manifest the file source cannot read, its last good objects standing in); /readyz lists them with the reason.",
 	}, []string{"kind"})
 	m.SyncFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns, Name: "sync_failures_total",

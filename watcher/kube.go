@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -388,34 +389,68 @@ func (k *Kube) podsForbidden(cms []*corev1.ConfigMap, ns string, err error) []er
 	return out
 }
 
-// Lookup returns the cached object a Ref names (for Events), or nil.
+// Lookup returns the cached object a Ref names (for Events, which name its uid so that
+// `kubectl describe` shows them), or nil: the load balancer's ConfigMaps and Secrets, the pods
+// and EndpointSlices of the namespaces the services name, and the watched objects.
 func (k *Kube) Lookup(ref snapshot.Ref) runtime.Object {
 	k.mu.Lock()
-	var cms cache.SharedIndexInformer
-	var secrets []cache.SharedIndexInformer
+	var stores []cache.Store // where an object of ref's kind may be
+	var watched []cache.Store
 	if set := k.cur; set != nil {
-		cms, secrets = set.cms, slices.Clone(set.secrets)
-		for _, w := range set.tls {
-			secrets = append(secrets, w.informer)
+		switch ref.Kind {
+		case "ConfigMap":
+			if set.cms != nil {
+				stores = append(stores, set.cms.GetStore())
+			}
+		case "Secret":
+			for _, inf := range set.secrets {
+				stores = append(stores, inf.GetStore())
+			}
+			for _, w := range set.tls {
+				stores = append(stores, w.informer.GetStore())
+			}
+		case "Pod":
+			if w := set.podNS[ref.Namespace]; w != nil {
+				stores = append(stores, w.informer.GetStore())
+			}
+		case "EndpointSlice":
+			if w := set.podNS[ref.Namespace]; w != nil {
+				stores = append(stores, w.slices.GetStore())
+			}
+		}
+		for _, w := range set.res {
+			watched = append(watched, w.informer.GetStore())
 		}
 	}
 	k.mu.Unlock()
-	key := ref.Namespace + "/" + ref.Name
-	switch ref.Kind {
-	case "ConfigMap":
-		if cms != nil {
-			if o, ok, _ := cms.GetStore().GetByKey(key); ok {
-				return o.(runtime.Object)
-			}
+	key := ref.Name
+	if ref.Namespace != "" {
+		key = ref.Namespace + "/" + ref.Name
+	}
+	for _, s := range stores {
+		if o, ok, _ := s.GetByKey(key); ok {
+			return o.(runtime.Object)
 		}
-	case "Secret":
-		for _, inf := range secrets {
-			if o, ok, _ := inf.GetStore().GetByKey(key); ok {
-				return o.(runtime.Object)
+	}
+	for _, s := range watched {
+		if o, ok, _ := s.GetByKey(key); ok {
+			if x, ok := o.(*kubeObject); ok && x.Kind() == ref.Kind {
+				return x.reference()
 			}
 		}
 	}
 	return nil
+}
+
+// reference is what an Event needs of the object: apiVersion, kind, namespace, name and uid.
+func (o *kubeObject) reference() runtime.Object {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(o.APIVersion())
+	u.SetKind(o.Kind())
+	u.SetNamespace(o.Namespace())
+	u.SetName(o.Name())
+	u.SetUID(types.UID(o.UID()))
+	return u
 }
 
 // watchTLSSecrets makes the informers of the TLS Secrets of TLSSecretNamespaces; the

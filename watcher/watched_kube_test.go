@@ -18,7 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/reference"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
@@ -234,6 +236,63 @@ func TestWatchedResourcesFromTheAPIServerAndEtcd(t *testing.T) {
 		}
 		if strings.Contains(k["ingresses web/shop"], "managedFields") || !strings.Contains(k["ingresses web/shop"], `"resourceVersion"`) {
 			t.Errorf("the ingress as kubectl shows it, without managedFields: %s", k["ingresses web/shop"])
+		}
+	})
+
+	t.Run("Events find each object by its uid", func(t *testing.T) {
+		// A second source whose services name the namespace web: its pods and EndpointSlices.
+		env.Namespace(t, "edge")
+		env.ApplyConfigMap(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "services", Namespace: "edge"},
+			Data: map[string]string{"shop": `{"namespace": "web", "service": "shop"}`}})
+		env.ApplyPod(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "shop-1", Namespace: "web"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "shop"}}}})
+		edge := &Kube{Client: env.Client, Namespace: "edge", ServicesConfigMap: "services", KeysSecret: "keys", Logger: slog.New(slog.DiscardHandler)}
+		runKube(t, edge)
+		haproxytest.WaitFor(t, 30*time.Second, func() bool {
+			c, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			objs, err := edge.Objects(c)
+			return err == nil && len(objs.Pods) == 1 && len(objs.EndpointSlices) == 1
+		}, "the second source sees the pod and the EndpointSlice")
+
+		get := func(gvr schema.GroupVersionResource, ns, name string) func() (*unstructured.Unstructured, error) {
+			return func() (*unstructured.Unstructured, error) {
+				return dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+			}
+		}
+		for _, c := range []struct {
+			source *Kube
+			ref    snapshot.Ref
+			get    func() (*unstructured.Unstructured, error)
+		}{
+			{kube, snapshot.Ref{Kind: "Ingress", Namespace: "web", Name: "shop"}, get(schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}, "web", "shop")},
+			{kube, snapshot.Ref{Kind: "EndpointSlice", Namespace: "web", Name: "shop-abc"}, get(schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}, "web", "shop-abc")},
+			{kube, snapshot.Ref{Kind: "Node", Name: "node-1"}, get(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "", "node-1")},
+			{kube, snapshot.Ref{Kind: "CronTab", Namespace: "web", Name: "nightly"}, get(crontabGVR, "web", "nightly")},
+			{edge, snapshot.Ref{Kind: "Pod", Namespace: "web", Name: "shop-1"}, get(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "web", "shop-1")},
+			{edge, snapshot.Ref{Kind: "EndpointSlice", Namespace: "web", Name: "shop-abc"}, get(schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}, "web", "shop-abc")},
+		} {
+			want, err := c.get()
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj := c.source.Lookup(c.ref)
+			if obj == nil {
+				t.Errorf("%s: not found", c.ref)
+				continue
+			}
+			got, err := reference.GetReference(scheme.Scheme, obj)
+			if err != nil {
+				t.Errorf("%s: %v", c.ref, err)
+				continue
+			}
+			if got.UID != want.GetUID() || got.UID == "" || got.Kind != c.ref.Kind || got.APIVersion != want.GetAPIVersion() ||
+				got.Namespace != c.ref.Namespace || got.Name != c.ref.Name {
+				t.Errorf("%s: the Event would name %+v, want uid %s", c.ref, got, want.GetUID())
+			}
+		}
+		if obj := kube.Lookup(snapshot.Ref{Kind: "Ingress", Namespace: "web", Name: "nightly"}); obj != nil {
+			t.Errorf("an object of another kind under the same name was taken for it: %v", obj)
 		}
 	})
 

@@ -152,6 +152,22 @@ func FreePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// FreePorts returns n distinct loopback TCP ports that were free when they were chosen: all n
+// are held open together while choosing, since FreePort called n times may give one port twice.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("choose a free port: %v", err)
+		}
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports
+}
+
 // ShortTempDir returns a new temporary directory with a short path (a Unix socket path must fit
 // in 108 bytes, which t.TempDir() does not guarantee for long test names). It is removed when
 // the test ends.
