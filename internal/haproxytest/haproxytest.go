@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -144,26 +145,33 @@ backend be
 // FreePort returns a loopback TCP port that was free when it was chosen.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("choose a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return FreePorts(t, 1)[0]
 }
 
-// FreePorts returns n distinct loopback TCP ports that were free when they were chosen: all n
-// are held open together while choosing, since FreePort called n times may give one port twice.
+// Ports are chosen below the kernel's ephemeral range (32768-60999 by default): a port the
+// kernel hands out for a bind to port 0 or for an outgoing connection's source (the tests make
+// thousands) can be taken again before the test listens on it; one of these cannot.
+const (
+	portMin = 20000
+	portMax = 32767
+)
+
+// FreePorts returns n distinct loopback TCP ports that were free when they were chosen (all n
+// held open together while choosing).
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports := make([]int, 0, n)
+	for attempt := 0; len(ports) < n; attempt++ {
+		if attempt > 1000 {
+			t.Fatalf("choose %d free ports between %d and %d: only %d found", n, portMin, portMax, len(ports))
+		}
+		port := portMin + rand.IntN(portMax-portMin+1)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
-			t.Fatalf("choose a free port: %v", err)
+			continue // in use
 		}
 		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
+		ports = append(ports, port)
 	}
 	return ports
 }
