@@ -66,7 +66,11 @@ func TestAServiceInAForbiddenNamespaceFreezesNothing(t *testing.T) {
 	}
 
 	grant(t, k, "shop", sa, pods...)
-	e.waitServed(t, "shop.localhost", "/", "api-2") // 127.0.0.22 answers as api-2
+	// The grant is asked about every few seconds (client-go's own retry can be a minute away).
+	haproxytest.WaitFor(t, 30*time.Second, func() bool {
+		code, body, _, err := e.get("shop.localhost", "/")
+		return err == nil && code == 200 && strings.HasPrefix(body, "api-2") // 127.0.0.22 answers as api-2
+	}, "shop.localhost served by its pod once the grant is there")
 	haproxytest.WaitFor(t, 30*time.Second, func() bool {
 		_, r = e.readyz(t)
 		return len(r.Held) == 0

@@ -301,9 +301,10 @@ func (k *Kube) pods(ctx context.Context, set *informerSet, cms []*corev1.ConfigM
 		}
 	}
 	k.mu.Lock()
+	var unwanted []*podWatch
 	for ns, w := range set.podNS {
 		if !want[ns] {
-			w.stop()
+			unwanted = append(unwanted, w)
 			delete(set.podNS, ns)
 			k.logger().Info("stopped watching pods", "namespace", ns)
 		}
@@ -322,6 +323,9 @@ func (k *Kube) pods(ctx context.Context, set *informerSet, cms []*corev1.ConfigM
 		infs, nss = append(infs, w), append(nss, ns)
 	}
 	k.mu.Unlock()
+	for _, w := range unwanted {
+		w.stop() // without Kube.mu: its handlers may be waiting for it
+	}
 	// A namespace whose pods the sidecar may not list (RBAC) is not waited for: the services
 	// naming it are reported, and every other change goes on. Other errors (the API server
 	// away) are waited out, as the pods of a namespace cannot be told from none.

@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"context"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -130,6 +131,7 @@ func (k *Kube) watchPods(set *informerSet, ns string) *podWatch {
 				if first {
 					k.logger().Warn("kube source: cannot list the pods of a namespace the services name; their services are served without servers meanwhile", "namespace", ns, "error", err)
 					k.notify() // the sync waiting for this namespace goes on without it
+					go k.awaitGrant(wctx, set, ns, w)
 				}
 			}
 		})
@@ -138,6 +140,40 @@ func (k *Kube) watchPods(set *informerSet, ns string) *podWatch {
 	f.Start(wctx.Done())
 	set.podNS[ns] = w
 	return w
+}
+
+// awaitGrant asks, every few seconds, whether the pods and EndpointSlices of ns can be listed
+// now; once they can, w's informers are replaced by new ones, which list at once. Left alone,
+// client-go's reflectors would try again only after their backoff, up to a minute after the
+// grant.
+func (k *Kube) awaitGrant(ctx context.Context, set *informerSet, ns string, w *podWatch) {
+	one := metav1.ListOptions{Limit: 1}
+	for delay := time.Second; ; delay = min(2*delay, 5*time.Second) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		if _, err := k.Client.CoreV1().Pods(ns).List(ctx, one); err != nil {
+			continue
+		}
+		if _, err := k.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, one); err != nil {
+			continue
+		}
+		k.mu.Lock()
+		current := set.podNS[ns] == w && set.ctx.Err() == nil
+		if current {
+			k.watchPods(set, ns)
+		}
+		k.mu.Unlock()
+		if current {
+			// Stopped without Kube.mu: its handlers may be waiting for it.
+			w.stop()
+			k.logger().Info("kube source: the pods of the namespace can be listed now", "namespace", ns)
+		}
+		k.notify()
+		return
+	}
 }
 
 func (set *informerSet) start() {
