@@ -1,8 +1,9 @@
 // Package runtimeapi applies configuration changes to a running HAProxy through its runtime API
 // (the CLI of a stats socket, or of the master socket with "@1 "), so that most changes need no
 // reload: servers of existing backends added, removed, re-addressed, re-weighted, enabled or
-// disabled, certificate files replaced, added to or removed from a certificate directory, and
-// the contents of map files replaced (maps.go).
+// disabled, certificate files replaced, added to or removed from a certificate directory, the
+// contents of map files replaced (maps.go), and, from HAProxy 3.4 on, whole backends added and
+// removed (backends.go).
 //
 // The commands are derived from the rendered configuration only: a Model is what HAProxy runs
 // (the configuration it last loaded plus the changes made at runtime since), which the caller
@@ -28,17 +29,19 @@ import (
 // Kinds of runtime updates: the values of the kind label of
 // haproxy_sidecar_runtime_updates_total.
 const (
-	KindServerAdded   = "server_added"
-	KindServerRemoved = "server_removed"
-	KindServerUpdated = "server_updated"
-	KindCertUpdated   = "certificate_updated"
-	KindCertAdded     = "certificate_added"
-	KindCertRemoved   = "certificate_removed"
-	KindMapUpdated    = "map_updated"
+	KindServerAdded    = "server_added"
+	KindServerRemoved  = "server_removed"
+	KindServerUpdated  = "server_updated"
+	KindCertUpdated    = "certificate_updated"
+	KindCertAdded      = "certificate_added"
+	KindCertRemoved    = "certificate_removed"
+	KindMapUpdated     = "map_updated"
+	KindBackendAdded   = "backend_added"
+	KindBackendRemoved = "backend_removed"
 )
 
 // Kinds lists every kind.
-var Kinds = []string{KindServerAdded, KindServerRemoved, KindServerUpdated, KindCertUpdated, KindCertAdded, KindCertRemoved, KindMapUpdated}
+var Kinds = []string{KindServerAdded, KindServerRemoved, KindServerUpdated, KindCertUpdated, KindCertAdded, KindCertRemoved, KindMapUpdated, KindBackendAdded, KindBackendRemoved}
 
 // dynamicKeywords are the server keywords `add server` accepts on HAProxy 2.6
 // (management.txt, "add server"). Servers added at runtime do not get default-server settings:
@@ -66,25 +69,44 @@ var dynamicKeywords = map[string]bool{
 
 // Model is what HAProxy runs, as the runtime API sees it: a configuration, the certificate
 // files, the map files, the servers removed at runtime that HAProxy still holds in maintenance
-// because they had connections when deleted (zombies, deleted again at the next update), and
-// the worker the runtime changes were made in. A Model is never changed once made: every
-// change gives a new one.
+// because they had connections when deleted (zombies, deleted again at the next update), the
+// backends removed at runtime that HAProxy still holds for such servers (gone), the worker the
+// runtime changes were made in and HAProxy's version. A Model is never changed once made:
+// every change gives a new one.
 type Model struct {
 	cfg     *cfgparse.Config
 	certs   map[string][]byte
 	maps    map[string][]byte                      // map file name -> content
 	zombies map[string]map[string]*cfgparse.Server // backend -> server name -> server
+	// gone are backends removed at runtime, unpublished, that HAProxy keeps until their
+	// zombies are deleted (then they are deleted too).
+	gone map[string]bool
 	// pid is the worker the runtime changes were made in (0: not asked yet since the last
 	// reload): another worker means HAProxy was reloaded or restarted behind the sidecar's back.
 	pid int
+	// version is the version of HAProxy (zero: not known), which says what it can change at
+	// runtime: backends from 3.4 on.
+	version Version
 }
 
 func (s *Model) clone() *Model {
-	c := &Model{cfg: s.cfg, certs: s.certs, maps: s.maps, pid: s.pid, zombies: map[string]map[string]*cfgparse.Server{}}
+	c := &Model{cfg: s.cfg, certs: s.certs, maps: s.maps, pid: s.pid, version: s.version,
+		zombies: map[string]map[string]*cfgparse.Server{}, gone: maps.Clone(s.gone)}
 	for be, z := range s.zombies {
 		c.zombies[be] = maps.Clone(z)
 	}
+	if c.gone == nil {
+		c.gone = map[string]bool{}
+	}
 	return c
+}
+
+// Version is the version of the HAProxy that runs m, as far as the runtime API knows it.
+func (s *Model) Version() Version {
+	if s == nil {
+		return Version{}
+	}
+	return s.version
 }
 
 // command is one runtime API command (without the "@1 " prefix) and how to tell its answer is
@@ -114,6 +136,9 @@ type step struct {
 	// swap is the atomic replacement of a map's entries; its commands are made when it is
 	// applied (they carry the version HAProxy allocates).
 	swap *mapSwap
+	// create adds a whole backend (with its servers, then published); unpublish is the first
+	// step of a backend's removal, drop its last (del backend, once its servers are deleted).
+	create, unpublish, drop bool
 }
 
 // Plan is the difference between what HAProxy runs and a new rendering.
@@ -138,7 +163,7 @@ func (p *Plan) Loaded() *Model {
 }
 
 // Changes is the number of changes the runtime API will make (servers, certificate files, map
-// files).
+// files, backends).
 // With a reload reason, these are the changes that could still be made at runtime while a
 // reload waits.
 func (p *Plan) Changes() int {
@@ -233,7 +258,16 @@ func planTo(live, next *Model, dirs dirs) *Plan {
 		}
 	}
 	p.reason = d.reason
-	p.steps = append(append(append(append(d.adds, d.updates...), d.removes...), d.certSteps...), d.mapSteps...)
+	if d.reason == "" {
+		// Backends only with the whole change: what HAProxy runs while a reload waits is the
+		// old configuration with servers, certificates and maps changed (patched).
+		p.steps = append(p.steps, d.backendAdds...)
+	}
+	p.steps = append(append(append(append(p.steps, d.adds...), d.updates...), d.removes...), d.certSteps...)
+	if d.reason == "" {
+		p.steps = append(p.steps, d.backendRemoves...)
+	}
+	p.steps = append(p.steps, d.mapSteps...)
 	if err := checkSteps(p.steps); err != nil {
 		// A value the checks of each change let through: send nothing, reload instead.
 		p.steps, p.target = nil, live.clone()
@@ -277,6 +311,7 @@ type differ struct {
 	reason          string // the first reason a reload is needed
 
 	adds, updates, removes, certSteps, mapSteps []step
+	backendAdds, backendRemoves                 []step
 	// done are the backends whose servers the steps bring to the new rendering (for a
 	// partial plan).
 	done                map[string]*cfgparse.Section
@@ -308,6 +343,25 @@ func (d *differ) sections() {
 	newKeys := map[string]bool{}
 	for _, s := range n {
 		newKeys[s.Key()] = true
+	}
+	// Backends added or removed are the runtime API's from HAProxy 3.4 on (diffBackends);
+	// every other section must be the same, in the same order.
+	var added, removed []*cfgparse.Section
+	n = slices.DeleteFunc(slices.Clone(n), func(s *cfgparse.Section) bool {
+		if !oldKeys[s.Key()] && s.Kind == "backend" {
+			added = append(added, s)
+			return true
+		}
+		return false
+	})
+	o = slices.DeleteFunc(slices.Clone(o), func(s *cfgparse.Section) bool {
+		if !newKeys[s.Key()] && s.Kind == "backend" {
+			removed = append(removed, s)
+			return true
+		}
+		return false
+	})
+	for _, s := range n {
 		if !oldKeys[s.Key()] {
 			d.needReload("%s is new", describe(s))
 		}
@@ -350,6 +404,7 @@ func (d *differ) sections() {
 			d.done[ns.Key()] = ns
 		}
 	}
+	d.diffBackends(added, removed)
 	d.diffCerts()
 	d.diffMaps()
 }
