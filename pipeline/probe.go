@@ -132,7 +132,7 @@ func (p *Pipeline) noticeHAProxy(ctx context.Context) {
 	} else {
 		p.log.Warn("HAProxy restarted or was reloaded by someone else: it loaded the live configuration", "hash", short(livegen.Hash), "load", id)
 	}
-	model := p.apply.Loaded(good)
+	model := p.apply.Loaded(ctx, good)
 	p.haproxy.Record(live.RestartedOnGood{Load: id, Model: model, At: time.Now()})
 	p.cfg.Metrics.LiveGenerationInfo.Reset()
 	p.cfg.Metrics.LiveGenerationInfo.WithLabelValues(livegen.Hash).Set(1)
@@ -157,7 +157,7 @@ func (p *Pipeline) adopt(ctx context.Context, bundle *render.Bundle) {
 			"recorded_load", rec.LoadID, "load", id, "error", err)
 		return
 	}
-	model := p.apply.Loaded(bundle)
+	model := p.apply.Loaded(ctx, bundle)
 	p.haproxy.Record(live.Adopted{Bundle: bundle, Gen: livegen, Load: id, Model: model, At: time.Now()})
 	p.cfg.Metrics.ConfigValid.Set(1)
 	p.log.Info("HAProxy already runs this configuration: no reload", "hash", short(bundle.Hash), "load", id)

@@ -106,7 +106,7 @@ func NewMetrics() *Metrics {
 	}
 	m.RuntimeUpdates = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns, Name: "runtime_updates_total",
-		Help: "Changes made through HAProxy's runtime API instead of a reload, by kind (server_added, server_removed, server_updated, certificate_updated, certificate_added, certificate_removed, map_updated).",
+		Help: "Changes made through HAProxy's runtime API instead of a reload, by kind (server_added, server_removed, server_updated, certificate_updated, certificate_added, certificate_removed, map_updated, backend_added, backend_removed).",
 	}, []string{"kind"})
 	m.ReloadsAvoided = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: ns, Name: "reloads_avoided_total",
@@ -146,7 +146,7 @@ func NewMetrics() *Metrics {
 	for _, s := range []string{FailRead, FailStage, FailValidate, FailActivate, FailReload, FailWrite, FailState} {
 		m.SyncFailures.WithLabelValues(s)
 	}
-	for _, k := range []string{"server_added", "server_removed", "server_updated", "certificate_updated", "certificate_added", "certificate_removed", "map_updated"} {
+	for _, k := range []string{"server_added", "server_removed", "server_updated", "certificate_updated", "certificate_added", "certificate_removed", "map_updated", "backend_added", "backend_removed"} {
 		m.RuntimeUpdates.WithLabelValues(k)
 	}
 	// Pre-create the label values operators alert on, so that rate() works from the start.
