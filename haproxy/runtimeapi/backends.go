@@ -229,7 +229,12 @@ func defaultsOf(cfg *cfgparse.Config, sec *cfgparse.Section) *cfgparse.Section {
 // default value): a backend it takes is added or removed by a reload, which is always right.
 func proxyNames(cfg *cfgparse.Config) map[string]bool {
 	names := map[string]bool{}
+	seen := map[string]bool{} // server parameters repeat ("check"...): each read once
 	add := func(w string) {
+		if seen[w] {
+			return
+		}
+		seen[w] = true
 		for _, f := range strings.FieldsFunc(w, notNameChar) {
 			names[f] = true
 		}

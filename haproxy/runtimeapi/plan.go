@@ -314,7 +314,7 @@ type differ struct {
 	backendAdds, backendRemoves                 []step
 	// done are the backends whose servers the steps bring to the new rendering (for a
 	// partial plan).
-	done                map[string]*cfgparse.Section
+	done                map[secKey]*cfgparse.Section
 	certsDone, mapsDone bool
 }
 
@@ -334,48 +334,55 @@ func describe(s *cfgparse.Section) string {
 	return fmt.Sprintf("%s %q", s.Kind, s.Name)
 }
 
+// secKey identifies a section in a configuration, as Section.Key does, without allocating.
+type secKey struct{ kind, name string }
+
+func keyOf(s *cfgparse.Section) secKey { return secKey{s.Kind, s.Name} }
+
 func (d *differ) sections() {
 	o, n := d.old.cfg.Sections, d.new.cfg.Sections
-	oldKeys := map[string]bool{}
+	oldKeys := make(map[secKey]bool, len(o))
 	for _, s := range o {
-		oldKeys[s.Key()] = true
+		oldKeys[keyOf(s)] = true
 	}
-	newKeys := map[string]bool{}
+	newKeys := make(map[secKey]bool, len(n))
 	for _, s := range n {
-		newKeys[s.Key()] = true
+		newKeys[keyOf(s)] = true
 	}
 	// Backends added or removed are the runtime API's from HAProxy 3.4 on (diffBackends);
 	// every other section must be the same, in the same order.
 	var added, removed []*cfgparse.Section
-	n = slices.DeleteFunc(slices.Clone(n), func(s *cfgparse.Section) bool {
-		if !oldKeys[s.Key()] && s.Kind == "backend" {
-			added = append(added, s)
-			return true
+	if len(o) != len(n) || len(oldKeys) != len(newKeys) || !sameKeys(oldKeys, newKeys) {
+		n = slices.DeleteFunc(slices.Clone(n), func(s *cfgparse.Section) bool {
+			if !oldKeys[keyOf(s)] && s.Kind == "backend" {
+				added = append(added, s)
+				return true
+			}
+			return false
+		})
+		o = slices.DeleteFunc(slices.Clone(o), func(s *cfgparse.Section) bool {
+			if !newKeys[keyOf(s)] && s.Kind == "backend" {
+				removed = append(removed, s)
+				return true
+			}
+			return false
+		})
+		for _, s := range n {
+			if !oldKeys[keyOf(s)] {
+				d.needReload("%s is new", describe(s))
+			}
 		}
-		return false
-	})
-	o = slices.DeleteFunc(slices.Clone(o), func(s *cfgparse.Section) bool {
-		if !newKeys[s.Key()] && s.Kind == "backend" {
-			removed = append(removed, s)
-			return true
-		}
-		return false
-	})
-	for _, s := range n {
-		if !oldKeys[s.Key()] {
-			d.needReload("%s is new", describe(s))
-		}
-	}
-	for _, s := range o {
-		if !newKeys[s.Key()] {
-			d.needReload("%s was removed", describe(s))
+		for _, s := range o {
+			if !newKeys[keyOf(s)] {
+				d.needReload("%s was removed", describe(s))
+			}
 		}
 	}
 	if len(o) != len(n) {
 		d.needReload("sections were added or removed")
 	}
 	for i := 0; i < len(o) && i < len(n); i++ {
-		if o[i].Key() != n[i].Key() {
+		if keyOf(o[i]) != keyOf(n[i]) {
 			d.needReload("sections were reordered")
 			break
 		}
@@ -388,25 +395,35 @@ func (d *differ) sections() {
 	}
 	// Servers, backend by backend (by name: this also serves a partial plan when sections
 	// changed).
-	oldProxies := map[string]*cfgparse.Section{}
+	oldProxies := make(map[secKey]*cfgparse.Section, len(o))
 	for _, s := range o {
 		if s.HasServers() {
-			oldProxies[s.Key()] = s
+			oldProxies[keyOf(s)] = s
 		}
 	}
-	d.done = map[string]*cfgparse.Section{}
+	d.done = map[secKey]*cfgparse.Section{}
 	for _, ns := range n {
-		os := oldProxies[ns.Key()]
+		os := oldProxies[keyOf(ns)]
 		if os == nil || !ns.HasServers() {
 			continue
 		}
 		if d.diffServers(os, ns) {
-			d.done[ns.Key()] = ns
+			d.done[keyOf(ns)] = ns
 		}
 	}
 	d.diffBackends(added, removed)
 	d.diffCerts()
 	d.diffMaps()
+}
+
+// sameKeys reports whether two sets of the same size hold the same keys.
+func sameKeys(a, b map[secKey]bool) bool {
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // lineChange says how two sections' lines differ ("" if they do not). It names the keyword of
@@ -439,7 +456,7 @@ func (d *differ) patched() *cfgparse.Config {
 	c := *d.old.cfg
 	c.Sections = slices.Clone(c.Sections)
 	for i, s := range c.Sections {
-		if ns := d.done[s.Key()]; ns != nil {
+		if ns := d.done[keyOf(s)]; ns != nil {
 			cp := *s
 			cp.Servers = ns.Servers
 			c.Sections[i] = &cp
