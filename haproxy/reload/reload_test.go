@@ -71,7 +71,8 @@ func TestParseProc(t *testing.T) {
 		{"3.2", "show-proc-after-failed-reload.txt", want{2, 1, 1, 0}, "3.2.26-1"},
 		{"3.2", "show-proc-old-worker.txt", want{6, 0, 1, 1}, "3.2.26-1"},
 		{"3.4", "show-proc-start.txt", want{0, 0, 1, 0}, "3.4.7-1"},
-		{"3.4", "show-proc-after-reload.txt", want{1, 0, 1, 0}, "3.4.7-1"},
+		// Captured while the old worker was still finishing.
+		{"3.4", "show-proc-after-reload.txt", want{1, 0, 1, 1}, "3.4.7-1"},
 		{"3.4", "show-proc-after-failed-reload.txt", want{2, 1, 1, 0}, "3.4.7-1"},
 		{"3.4", "show-proc-old-worker.txt", want{6, 0, 1, 1}, "3.4.7-1"},
 	}
