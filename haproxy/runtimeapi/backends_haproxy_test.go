@@ -24,6 +24,8 @@ type beRig struct {
 func (r *beRig) config(backends ...string) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "global\n    stats socket %s mode 600 level admin\n    hard-stop-after 5s\n\n", r.stats)
+	// hashed balances by source address: add server refuses servers there.
+	b.WriteString("defaults hashed\n    mode http\n    balance source\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\n")
 	b.WriteString("defaults web\n    mode http\n    balance roundrobin\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\n")
 	fmt.Fprintf(&b, "frontend fe\n    bind %s\n    use_backend %%[req.hdr(host),lower,map(%s/hosts.map,be_default)]\n    default_backend be_default\n\n", r.http, r.maps)
 	b.WriteString("backend be_default\n    http-request return status 404 content-type text/plain string none\n")
@@ -150,6 +152,18 @@ func TestBackendsOnRealHAProxy(t *testing.T) {
 				}
 				apply(t, r.config("b", "c"), mapFiles("hosts.map", "b.test be_b\nc.test be_c\n"))
 				r.answers(t, "c.test", "/", "c")
+			})
+			t.Run("a backend HAProxy refuses: the update fails with HAProxy's answer (the sidecar then reloads)", func(t *testing.T) {
+				next := append(r.config("b", "c"), fmt.Sprintf("\nbackend be_h from hashed\n    server h %s\n", r.servers["b"])...)
+				p := u.Plan(next, nil, maps)
+				if p.Reload() != "" {
+					t.Fatalf("reload asked: %s", p.Reload())
+				}
+				err := u.Apply(ctx, p)
+				if err == nil || !strings.Contains(err.Error(), "dynamic") {
+					t.Fatalf("error %v, want HAProxy's refusal of a server in a backend balanced by source", err)
+				}
+				u.Reloaded(u.Plan(cfg, nil, maps)) // what the sidecar's reload of the files makes known again
 			})
 			t.Run("no reload happened, and a reload of the files loads the same", func(t *testing.T) {
 				proc, err := reload.ParseProc(r.proc.ShowProc(t))
