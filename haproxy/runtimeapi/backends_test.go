@@ -231,6 +231,28 @@ func TestApplyBackends(t *testing.T) {
 			t.Fatalf("the backend added back once gone: reload %q, commands %q", p.Reload(), p.Commands())
 		}
 	})
+	t.Run("a server HAProxy had an idle connection to is asked again: the backend goes at once", func(t *testing.T) {
+		tries := 0
+		fc := &fakeClient{answer: backendAnswers(func(cmd string) string {
+			if strings.HasPrefix(cmd, "del server") {
+				if tries++; tries == 1 {
+					return "Server still has connections attached to it, cannot remove it.\n"
+				}
+			}
+			return ""
+		})}
+		u := on(t, "3.4.7-1", base, nil, fc)
+		if err := u.Apply(ctx, u.Plan(beCfg("defaults web"), nil, nil)); err != nil {
+			t.Fatal(err)
+		}
+		got := fc.commands()
+		if want := []string{"del server be_a/a1", "del server be_a/a1", "del backend be_a"}; !reflect.DeepEqual(got[len(got)-3:], want) {
+			t.Fatalf("sent %q, want it to end with %q", got, want)
+		}
+		if left := u.Tidy(ctx); left != 0 {
+			t.Fatalf("Tidy: %d left", left)
+		}
+	})
 	t.Run("a refusal fails the update (the caller reloads)", func(t *testing.T) {
 		fc := &fakeClient{answer: backendAnswers(func(cmd string) string {
 			if strings.HasPrefix(cmd, "add backend") {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cfgparse"
 )
@@ -122,6 +123,7 @@ func (u *Updater) apply(ctx context.Context, p *Plan, target *Model) error {
 	if err := u.batch(ctx, dels, outcomes); err != nil {
 		return fmt.Errorf("runtime update: %w", err)
 	}
+	u.retryIdle(ctx, removals, dels, outcomes, drops)
 	var busy []step
 	for i, st := range removals {
 		switch err := outcomes[i]; {
@@ -156,6 +158,53 @@ func (u *Updater) apply(ctx context.Context, p *Plan, target *Model) error {
 		}
 	}
 	return nil
+}
+
+// A removed backend's server HAProxy would not delete is asked again idleRetries times, after
+// idleRetry, then twice as long each time: HAProxy closes the idle connections it keeps to a
+// server put in maintenance a moment later, on its own threads (measured on 3.4.7: 3 deletes
+// in 40 right after traffic found one, each gone within 2 ms). A request still in flight keeps
+// its server longer: it is left to a later update or Tidy, and its backend with it.
+const (
+	idleRetry   = 5 * time.Millisecond
+	idleRetries = 3
+)
+
+// retryIdle deletes again the servers of the backends drops removes that were still busy
+// (outcomes[i] is the outcome of dels[i], the delete of removals[i]; updated).
+func (u *Updater) retryIdle(ctx context.Context, removals []step, dels []command, outcomes []error, drops []step) {
+	dropped := map[string]bool{}
+	for _, st := range drops {
+		dropped[st.backend] = true
+	}
+	pause := idleRetry
+	for try := 0; try < idleRetries && len(dropped) > 0; try++ {
+		var again []int
+		for i, st := range removals {
+			if dropped[st.backend] && errors.Is(outcomes[i], errBusy) {
+				again = append(again, i)
+			}
+		}
+		if len(again) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause *= 2
+		cmds, res := make([]command, len(again)), make([]error, len(again))
+		for j, i := range again {
+			cmds[j] = dels[i]
+		}
+		if err := u.batch(ctx, cmds, res); err != nil {
+			return
+		}
+		for j, i := range again {
+			outcomes[i] = res[j]
+		}
+	}
 }
 
 // sameWorker checks that the runtime API still talks to the worker the previous changes were
