@@ -107,7 +107,7 @@ func TestPlanBackends(t *testing.T) {
 		{name: "named by the frontend (which changed)", version: "3.4.7-1",
 			next: []byte(strings.Replace(string(beCfg("defaults web", "be_a\nserver a1 10.0.0.1:80 check", "be_b")),
 				"    default_backend be_default", "    use_backend be_b if { path_beg /b }\n    default_backend be_default", 1)),
-			reload: `frontend "fe": a "default_backend" line became a "use_backend" line`},
+			reload: `backend "be_b" is new and a section names it`},
 		{name: "a new backend another new one names", version: "3.4.7-1",
 			next:   beCfg("defaults web", "be_a\nserver a1 10.0.0.1:80 check", "be_t\nserver t1 10.0.0.9:80 track be_u/u1", "be_u\nserver u1 10.0.0.8:80 check"),
 			reload: `backend "be_u" is new and a section names it`},

@@ -378,6 +378,9 @@ func (d *differ) sections() {
 			}
 		}
 	}
+	// First, so that a reload's reason names a backend added or removed before the lines
+	// that name it.
+	d.diffBackends(added, removed)
 	if len(o) != len(n) {
 		d.needReload("sections were added or removed")
 	}
@@ -411,7 +414,6 @@ func (d *differ) sections() {
 			d.done[keyOf(ns)] = ns
 		}
 	}
-	d.diffBackends(added, removed)
 	d.diffCerts()
 	d.diffMaps()
 }
