@@ -49,10 +49,17 @@ demo: deps
 ## kube-apiserver, etcd and kubectl built from the Go module proxy (hack/testbins.sh); all cached
 ## outside the clone, the first run takes several minutes. hack/test.sh runs every package
 ## against 3.2, then the packages that run HAProxy against 2.6, 3.0 and 3.4.
-test: deps
+test: deps cross
 	$(GO) vet ./...
 	KUBEBUILDER_ASSETS=$$(hack/testbins.sh) HELM=$$(hack/helm.sh) HAPROXY_SIDECAR_REQUIRE_TESTBINS=1 \
 		GO=$(GO) hack/test.sh -race -count=1 -timeout 30m
+
+## cross: everything builds for macOS and Windows too (render and validate are laptop and
+## pre-commit checks; `run` is Linux-only in practice, but all of it must compile).
+.PHONY: cross
+cross:
+	GOOS=darwin GOARCH=arm64 $(GO) build ./...
+	GOOS=windows GOARCH=amd64 $(GO) build ./...
 
 test-short:
 	$(GO) test -short ./...

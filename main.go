@@ -94,7 +94,12 @@ func main() {
 		os.Exit(0)
 	case err != nil:
 		stop()
-		fmt.Fprintf(os.Stderr, "haproxy-sidecar: %v\n", err)
+		var rejected *sidecar.Rejected
+		if errors.As(err, &rejected) {
+			fmt.Fprintln(os.Stderr, err) // each line names its input, from the start (FILE:LINE:COL)
+		} else {
+			fmt.Fprintf(os.Stderr, "haproxy-sidecar: %v\n", err)
+		}
 		os.Exit(1)
 	}
 }

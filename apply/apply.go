@@ -32,8 +32,8 @@ type Recorder interface {
 // Reporter tells what acting found that the sync reports: an operational failure (retried
 // with backoff), or bad input no held input stands for.
 type Reporter interface {
-	Failure(stage string, err error) Result
-	Rejection(err error) Result
+	Failure(ctx context.Context, stage string, err error) Result
+	Rejection(ctx context.Context, err error) Result
 }
 
 // Config is what an Applier works with.
@@ -178,11 +178,11 @@ func (a *Applier) Apply(ctx context.Context, j Job) Result {
 		a.prune()
 		a.cfg.Health.Standby()
 		a.cfg.Metrics.ConfigValid.Set(1)
-		a.log.Info("standby: configuration rendered and valid, not applied (not the leader)", "reason", j.Reason, "hash", short(hash))
+		a.log.InfoContext(ctx, "standby: configuration rendered and valid, not applied (not the leader)", "reason", j.Reason, "hash", short(hash))
 		return Result{Outcome: StandingBy, Hash: hash}
 	case decide.DoHold:
 		err := errors.New(d.Why)
-		a.log.Warn("configuration not applied", "why", d.Why, "hash", short(hash))
+		a.log.WarnContext(ctx, "configuration not applied", "why", d.Why, "hash", short(hash))
 		a.cfg.Health.Failed(err)
 		return Result{Outcome: Rejected, Hash: hash, Err: err}
 	case decide.DoRevert:
@@ -204,7 +204,7 @@ func (a *Applier) nothing(ctx context.Context, j Job) Result {
 	if a.cfg.HAProxy.State().Runs == hash {
 		a.cfg.Health.Applied() // still live; clears an error the operator has since fixed
 	}
-	a.log.Debug("render unchanged, nothing to do", "reason", j.Reason, "hash", short(hash))
+	a.log.DebugContext(ctx, "render unchanged, nothing to do", "reason", j.Reason, "hash", short(hash))
 	return Result{Outcome: Unchanged, Hash: hash}
 }
 
@@ -222,10 +222,10 @@ func (a *Applier) validated(ctx context.Context, c *candidate.Candidate) (Result
 		// it reports what it cannot leave out (nobody is blamed before it looked).
 		a.cfg.Build.ValidateNext()
 		a.cfg.Changed()
-		a.log.Info("the rendering does not validate: looking for the data at fault", "hash", short(c.Bundle.Hash), "error", err)
+		a.log.InfoContext(ctx, "the rendering does not validate: looking for the data at fault", "hash", short(c.Bundle.Hash), "error", err)
 		return Result{Outcome: Rejected, Hash: c.Bundle.Hash, Err: err}, false
 	}
-	return a.cfg.Report.Failure(candidate.FailureStage(err, status.FailStage), err), false
+	return a.cfg.Report.Failure(ctx, candidate.FailureStage(err, status.FailStage), err), false
 }
 
 // revert: haproxy -c rejected a rendering after the runtime API had made it live (the job's,
@@ -244,7 +244,7 @@ func (a *Applier) revert(ctx context.Context, j Job) Result {
 	if j.Candidate == nil || rejected == nil {
 		return Result{Outcome: Rejected, Err: rejected}
 	}
-	return a.cfg.Report.Rejection(rejected)
+	return a.cfg.Report.Rejection(ctx, rejected)
 }
 
 // applied finishes a change that went live: old generations pruned, Events, if HAProxy still

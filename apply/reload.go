@@ -8,13 +8,17 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/live"
+	"github.com/haproxy-sidecar/haproxy-sidecar/rollout"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
+	"github.com/haproxy-sidecar/haproxy-sidecar/tracing"
+
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // reload makes the candidate live through a reload: the files swapped atomically, HAProxy
-// reloaded, the reload confirmed; a refused reload rolls the files back (the caller blames the
-// changed inputs: Result.Refused).
+// reloaded, the reload confirmed; a refused reload, or a canary that failed, rolls the files
+// back (the caller blames the changed inputs: Result.Refused).
 func (a *Applier) reload(ctx context.Context, j Job, why string) Result {
 	c, m := j.Candidate, a.cfg.Metrics
 	hash := c.Bundle.Hash
@@ -23,14 +27,17 @@ func (a *Applier) reload(ctx context.Context, j Job, why string) Result {
 		return res
 	}
 	m.Renders.WithLabelValues("success").Inc()
-	a.log.Info("reloading HAProxy", "why", why, "hash", short(hash))
+	a.log.InfoContext(ctx, "reloading HAProxy", "why", why, "hash", short(hash))
 	if err := a.cfg.Writer.Activate(c.Gen); err != nil {
-		return a.cfg.Report.Failure(status.FailActivate, fmt.Errorf("activate generation: %w", err))
+		return a.cfg.Report.Failure(ctx, status.FailActivate, fmt.Errorf("activate generation: %w", err))
 	}
 	start := time.Now()
-	err := a.reloadHAProxy(ctx)
+	rctx, span := tracing.Start(ctx, "reload", attribute.String("reload.endpoint", a.cfg.Endpoint), attribute.String("reload.why", why))
+	err := a.reloadHAProxy(rctx)
+	tracing.End(span, err)
 	took := time.Since(start)
 	var failed *reload.Failed
+	var canary *rollout.Refused
 	switch {
 	case err == nil:
 		load := a.loadID(ctx)
@@ -38,8 +45,11 @@ func (a *Applier) reload(ctx context.Context, j Job, why string) Result {
 		model := a.cfg.Runtime.Learn(ctx, j.Plan.Loaded())
 		a.cfg.HAProxy.Record(live.Reloaded{Bundle: c.Bundle, Gen: c.Gen, Load: load, Model: model, At: time.Now()})
 		m.ReloadSucceeded(a.countedEndpoint(), took, hash)
+		if !a.cfg.ReloaderCounts {
+			m.ObserveLive(ctx, status.PathReload) // else per host, by the reloader
+		}
 		a.applied(c.Info, hash, j.Reason)
-		a.log.Info("configuration live", "reason", j.Reason, "hash", short(hash),
+		a.log.InfoContext(ctx, "configuration live", "reason", j.Reason, "hash", short(hash),
 			"revision", c.Info.Revision, "services", c.Info.Services, "certificates", c.Info.Certificates, "reload", took.Round(time.Millisecond))
 		return Result{Outcome: Applied, Hash: hash, Reloaded: true}
 	case errors.Is(err, reload.ErrNotRunning):
@@ -47,9 +57,16 @@ func (a *Applier) reload(ctx context.Context, j Job, why string) Result {
 	case errors.Is(err, reload.ErrRenderAgain):
 		a.cfg.HAProxy.Record(live.RenderAgain{At: time.Now()})
 		a.rollback()
-		a.log.Info("rendering again before anything goes live", "reason", err)
+		a.log.InfoContext(ctx, "rendering again before anything goes live", "reason", err)
 		a.cfg.Changed()
 		return Result{Outcome: Rejected, Hash: hash, Err: err}
+	case errors.As(err, &canary):
+		// Blamed as a refused reload is: the canary runs the last good configuration again,
+		// the other hosts never left it.
+		a.cfg.HAProxy.Record(live.ReloadRefused{Hash: hash, At: time.Now()})
+		a.rollback()
+		rerr := &snapshot.InputError{Stage: snapshot.StageCanary, Ref: c.Info.TemplateRef, Err: err}
+		return Result{Outcome: Rejected, Hash: hash, Err: rerr, Refused: true}
 	case errors.As(err, &failed):
 		a.cfg.HAProxy.Record(live.ReloadRefused{Hash: hash, At: time.Now()})
 		a.rollback()
@@ -64,7 +81,7 @@ func (a *Applier) reload(ctx context.Context, j Job, why string) Result {
 		if !a.cfg.ReloaderCounts {
 			m.Reloads.WithLabelValues(a.cfg.Endpoint, "error").Inc()
 		}
-		return a.cfg.Report.Failure(status.FailReload, fmt.Errorf("reload: %w", err))
+		return a.cfg.Report.Failure(ctx, status.FailReload, fmt.Errorf("reload: %w", err))
 	}
 }
 
@@ -112,7 +129,7 @@ func (a *Applier) loadID(ctx context.Context) string {
 	}
 	id, err := li.LoadID(ctx)
 	if err != nil {
-		a.log.Debug("cannot tell which load of HAProxy runs the new configuration", "error", err)
+		a.log.DebugContext(ctx, "cannot tell which load of HAProxy runs the new configuration", "error", err)
 		return ""
 	}
 	return id
@@ -139,17 +156,17 @@ func (a *Applier) deferReload(ctx context.Context, j Job) Result {
 		before, _ := a.cfg.HAProxy.Record(live.RuntimeChanging{})
 		if m, err := a.cfg.Runtime.Apply(ctx, plan, before.Model); err != nil {
 			a.cfg.HAProxy.Record(live.RuntimeFailed{})
-			a.log.Debug("runtime API update while a reload waits failed; the reload will load it", "error", err)
+			a.log.DebugContext(ctx, "runtime API update while a reload waits failed; the reload will load it", "error", err)
 		} else {
 			a.cfg.HAProxy.Record(live.RuntimeWhileWaiting{Model: m})
 			a.countRuntime(plan)
-			a.log.Info("made at runtime while the reload waits", "changes", plan.Summary())
+			a.log.InfoContext(ctx, "made at runtime while the reload waits", "changes", plan.Summary())
 		}
 	}
 	a.cfg.HAProxy.Record(live.ReloadDeferred{At: d.At})
 	a.prune()
 	wait := time.Until(d.At)
-	a.log.Info("reload deferred (--min-reload-interval)", "why", d.Why, "in", wait.Round(time.Millisecond), "hash", short(c.Bundle.Hash))
+	a.log.InfoContext(ctx, "reload deferred (--min-reload-interval)", "why", d.Why, "in", wait.Round(time.Millisecond), "hash", short(c.Bundle.Hash))
 	return Result{Outcome: Deferred, Hash: c.Bundle.Hash, ReloadIn: wait}
 }
 

@@ -16,6 +16,9 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/live"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
+	"github.com/haproxy-sidecar/haproxy-sidecar/tracing"
+
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // Runtime changes a running HAProxy through its runtime API where the change allows it, so
@@ -135,16 +138,18 @@ func (a *Applier) runtimeUpdate(ctx context.Context, j Job) (Result, bool) {
 	// Until the rendering is live on disk, the record of what HAProxy runs would be wrong
 	// half way: it says nothing (the write records it again).
 	before, _ := a.cfg.HAProxy.Record(live.RuntimeChanging{})
-	model, err := a.cfg.Runtime.Apply(ctx, plan, before.Model)
+	rctx, span := tracing.Start(ctx, "runtime api", attribute.String("runtime.changes", plan.Summary()))
+	model, err := a.cfg.Runtime.Apply(rctx, plan, before.Model)
+	tracing.End(span, err)
 	if err != nil {
 		m.RuntimeFallbacks.Inc()
 		a.cfg.HAProxy.Record(live.RuntimeFailed{})
 		if before.LoadsAtStart != "" {
 			// Expected while HAProxy has not started: the reload path writes the files it
 			// will load (and says so).
-			a.log.Info("runtime API not reachable, HAProxy not started yet: writing the configuration instead", "error", err)
+			a.log.InfoContext(ctx, "runtime API not reachable, HAProxy not started yet: writing the configuration instead", "error", err)
 		} else {
-			a.log.Warn("runtime API update failed: reloading instead", "error", err)
+			a.log.WarnContext(ctx, "runtime API update failed: reloading instead", "error", err)
 		}
 		return Result{}, false
 	}
@@ -160,7 +165,8 @@ func (a *Applier) runtimeUpdate(ctx context.Context, j Job) (Result, bool) {
 	m.Renders.WithLabelValues("success").Inc()
 	a.countRuntime(plan)
 	m.RuntimeApplied(hash)
-	a.log.Info("configuration live without a reload", "reason", j.Reason, "hash", short(hash),
+	m.ObserveLive(ctx, status.PathRuntime)
+	a.log.InfoContext(ctx, "configuration live without a reload", "reason", j.Reason, "hash", short(hash),
 		"changes", plan.Summary(), "runtime_api", time.Since(start).Round(time.Microsecond))
 	if res, failed := a.write(ctx, j); failed {
 		return res, true
@@ -177,7 +183,7 @@ func (a *Applier) write(ctx context.Context, j Job) (res Result, failed bool) {
 		Payload: written{bundle: c.Bundle, info: c.Info, reason: j.Reason}}
 	if c.Gen != nil {
 		if err := a.cfg.Writer.Activate(c.Gen); err != nil {
-			return a.cfg.Report.Failure(status.FailActivate, err), true
+			return a.cfg.Report.Failure(ctx, status.FailActivate, err), true
 		}
 		a.Written(generation.Written{Job: job, Gen: c.Gen})
 		return Result{}, false
@@ -191,9 +197,9 @@ func (a *Applier) write(ctx context.Context, j Job) (res Result, failed bool) {
 		a.revertRuntime(ctx)
 		a.cfg.Build.ValidateNext() // the data at fault is searched for
 		a.cfg.Changed()
-		return a.cfg.Report.Rejection(w.Rejected), true
+		return a.cfg.Report.Rejection(ctx, w.Rejected), true
 	case w.Err != nil:
-		return a.cfg.Report.Failure(candidate.FailureStage(w.Err, status.FailWrite), w.Err), true
+		return a.cfg.Report.Failure(ctx, candidate.FailureStage(w.Err, status.FailWrite), w.Err), true
 	}
 	a.Written(w)
 	return Result{}, false
@@ -227,7 +233,8 @@ func (a *Applier) Written(w generation.Written) {
 		// tries the write again, after a pause (files_behind says they are behind). The
 		// same trouble is reported once.
 		if msg := w.Err.Error(); a.lastWriteErr.Swap(msg) != msg {
-			a.cfg.Report.Failure(candidate.FailureStage(w.Err, status.FailWrite), w.Err)
+			// The background writer's: no sync's context.
+			a.cfg.Report.Failure(context.Background(), candidate.FailureStage(w.Err, status.FailWrite), w.Err)
 		}
 		time.AfterFunc(time.Second, a.cfg.Changed)
 	default:
@@ -256,15 +263,15 @@ func (a *Applier) revertRuntime(ctx context.Context) {
 			if err == nil {
 				a.cfg.HAProxy.Record(live.RevertedAtRuntime{Model: m, At: time.Now()})
 				a.reportLive(good.Hash)
-				a.log.Warn("runtime API changes that did not validate were taken back", "changes", plan.Summary())
+				a.log.WarnContext(ctx, "runtime API changes that did not validate were taken back", "changes", plan.Summary())
 				return
 			}
-			a.log.Error("taking back runtime API changes that did not validate failed: reloading the last good configuration", "error", err)
+			a.log.ErrorContext(ctx, "taking back runtime API changes that did not validate failed: reloading the last good configuration", "error", err)
 		}
 	}
 	a.cfg.HAProxy.Record(live.RuntimeFailed{})
 	if err := a.reloadHAProxy(ctx); err != nil {
-		a.log.Error("reload of the last good configuration", "error", err)
+		a.log.ErrorContext(ctx, "reload of the last good configuration", "error", err)
 		a.cfg.HAProxy.Record(live.ReloadUnknown{At: time.Now()})
 		return
 	}

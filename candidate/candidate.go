@@ -19,6 +19,9 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
+	"github.com/haproxy-sidecar/haproxy-sidecar/tracing"
+
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // Inputs reads the operator inputs out of what a source has seen and assembles a snapshot from
@@ -118,6 +121,15 @@ type Candidate struct {
 	objs *snapshot.Objects
 }
 
+// Origins are where the objects it was rendered from are written, when read from files (nil
+// otherwise): for errors found after it was made (a reload HAProxy refused).
+func (c *Candidate) Origins() snapshot.Origins {
+	if c.objs == nil {
+		return nil
+	}
+	return c.objs.Origins
+}
+
 // Info is what the stages after rendering need to know of a snapshot.
 type Info struct {
 	TemplateRef, ServicesRef snapshot.Ref
@@ -177,7 +189,18 @@ func (b *Builder) Decode(objs *snapshot.Objects) snapshot.Inputs { return b.cfg.
 // EndpointSlices, watched objects) are found among those changed since the last accepted
 // candidate and left out (Objects.Revert): one pod nobody edits never freezes the rest. unread
 // are the objects the source could not read and kept at their last good version (SourceHolds).
+// Errors about objects read from files start with where they are written (FILE:LINE:COL).
 func (b *Builder) Make(ctx context.Context, objs *snapshot.Objects, cur snapshot.Inputs, q *quarantine.State, unread map[string]quarantine.Hold, validate bool) Made {
+	m := b.make(ctx, objs, cur, q, unread, validate)
+	for id, h := range m.Held {
+		h.Err = objs.Origins.LocateAt(h.Ref, h.Err)
+		m.Held[id] = h
+	}
+	m.Err = objs.Origins.Locate(m.Err)
+	return m
+}
+
+func (b *Builder) make(ctx context.Context, objs *snapshot.Objects, cur snapshot.Inputs, q *quarantine.State, unread map[string]quarantine.Hold, validate bool) Made {
 	sel := quarantine.Select(cur, b.tryApart(objs, cur, q))
 	m := Made{Current: cur, Selection: sel, Held: maps.Clone(sel.Held)}
 	maps.Copy(m.Held, unread)
@@ -338,7 +361,9 @@ func (b *Builder) try(ctx context.Context, objs *snapshot.Objects, chosen []snap
 		if snap, err = b.cfg.Inputs.Assemble(objs, chosen); err != nil {
 			return nil, inputErr(snapshot.StageDecode, err)
 		}
-		bundle, err = b.cfg.Renderer.Render(ctx, snap)
+		rctx, span := tracing.Start(ctx, "render", attribute.Int("render.services", len(snap.Services)))
+		bundle, err = b.cfg.Renderer.Render(rctx, snap)
+		tracing.End(span, err)
 		b.cfg.Metrics.RenderDuration.Observe(time.Since(start).Seconds())
 		if err == nil {
 			break
@@ -393,8 +418,14 @@ func SourceHolds(err error) map[string]quarantine.Hold {
 		if ie.Ref.Kind != "File" {
 			id = strings.ToLower(ie.Ref.Kind) + "/" + ie.Ref.Namespace + "/" + ie.Ref.Name
 		}
-		out[id] = quarantine.Hold{ID: id, Ref: ie.Ref, Stage: snapshot.StageDecode, Kept: true,
-			Err: fmt.Errorf("%w (its last good objects stand in for it, if it ever was good)", e)}
+		if ie.Ref.Key != "" {
+			id += "/" + ie.Ref.Key // one hold per key (a services key whose pods cannot be read)
+		}
+		h := quarantine.Hold{ID: id, Ref: ie.Ref, Stage: snapshot.StageDecode, Kept: true, Err: e}
+		if ie.Ref.Kind == "File" {
+			h.Err = fmt.Errorf("%w (its last good objects stand in for it, if it ever was good)", e)
+		}
+		out[id] = h
 	}
 	return out
 }

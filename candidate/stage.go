@@ -12,6 +12,7 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/validate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
+	"github.com/haproxy-sidecar/haproxy-sidecar/tracing"
 )
 
 // Validated makes sure c is staged as a generation and validated (haproxy -c), unless it is
@@ -65,12 +66,14 @@ func (b *Builder) haproxyCheck(ctx context.Context, gen *generation.Generation) 
 		return nil, &Failure{Stage: status.FailStage, Err: fmt.Errorf("prepare validation: %w", err)}
 	}
 	start := time.Now()
+	ctx, span := tracing.Start(ctx, "validate")
 	var warnings []string
 	if wc, ok := b.cfg.Checker.(warningChecker); ok {
 		warnings, err = wc.CheckWarnings(ctx, checkPath)
 	} else {
 		err = b.cfg.Checker.Check(ctx, checkPath)
 	}
+	tracing.End(span, err)
 	b.cfg.Metrics.ValidateDuration.Observe(time.Since(start).Seconds())
 	if err == nil {
 		return warnings, nil

@@ -9,8 +9,10 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
@@ -43,6 +45,10 @@ type Test struct {
 	Key     string   `json:"-"`
 	Objects []any    `json:"objects"`
 	Expect  []Expect `json:"expect"`
+	// objectsLine and expectLines are where the objects and each assertion are written in
+	// the key (0: unknown), for errors.
+	objectsLine int
+	expectLines []int
 }
 
 // Expect is one assertion on the rendering.
@@ -71,30 +77,92 @@ type TestResult struct {
 }
 
 // testsOf reads the tests of a template set, in key order; a test that does not parse is an
-// error naming its key.
-func testsOf(templates map[string]string) ([]Test, error) {
+// *snapshot.InputError on its key (ref gives the Ref of a key), with the line when known.
+func testsOf(templates map[string]string, ref func(key string) snapshot.Ref) ([]Test, error) {
 	var out []Test
 	for _, key := range slices.Sorted(maps.Keys(templates)) {
 		if !render.IsTest(key) {
 			continue
 		}
+		fail := func(line int, err error) error {
+			return &snapshot.InputError{Stage: snapshot.StageTest, Ref: ref(key), Line: line, Err: err}
+		}
 		t := Test{Key: key, Name: strings.TrimSuffix(strings.TrimPrefix(key, render.TestPrefix), render.TestSuffix)}
 		j, err := yaml.YAMLToJSON([]byte(templates[key]))
 		if err != nil {
-			return nil, fmt.Errorf("key %q: %w", key, err)
+			msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
+			line := 0
+			if m := yamlLine.FindStringSubmatch(msg); m != nil {
+				line, _ = strconv.Atoi(m[1])
+			}
+			return nil, fail(line, errors.New(msg))
 		}
 		dec := json.NewDecoder(bytes.NewReader(j))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&t); err != nil {
-			return nil, fmt.Errorf("key %q: %w", key, err)
+			return nil, fail(0, err)
 		}
 		if len(t.Expect) == 0 {
-			return nil, fmt.Errorf("key %q: a test expects nothing (expect: contains, notContains, matches, map, valid, deterministic)", key)
+			return nil, fail(0, errors.New("a test expects nothing (expect: contains, notContains, matches, map, valid, deterministic)"))
 		}
+		t.objectsLine, t.expectLines = testLines(templates[key])
 		out = append(out, t)
 	}
 	return out, nil
 }
+
+// yamlLine finds the line in the YAML parser's messages ("yaml: line 3: ...").
+var yamlLine = regexp.MustCompile(`line (\d+): `)
+
+// testLines are the lines of a test's objects and of each of its assertions.
+func testLines(text string) (objects int, expect []int) {
+	var doc yamlv3.Node
+	if yamlv3.Unmarshal([]byte(text), &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yamlv3.MappingNode {
+		return 0, nil
+	}
+	top := doc.Content[0].Content
+	for i := 0; i+1 < len(top); i += 2 {
+		switch v := top[i+1]; top[i].Value {
+		case "objects":
+			objects = top[i].Line
+		case "expect":
+			for _, e := range v.Content {
+				expect = append(expect, e.Line)
+			}
+		}
+	}
+	return objects, expect
+}
+
+// line is where the part of t that err (from runTest) is about is written in its key.
+func (t Test) line(err error) int {
+	var at *testPart
+	if !errors.As(err, &at) {
+		return 0
+	}
+	if at.expect < 0 {
+		return t.objectsLine
+	}
+	if at.expect < len(t.expectLines) {
+		return t.expectLines[at.expect]
+	}
+	return 0
+}
+
+// testPart is a failure of a test's objects (expect -1) or of one of its assertions.
+type testPart struct {
+	expect int
+	err    error
+}
+
+func (e *testPart) Error() string {
+	if e.expect < 0 {
+		return "objects: " + e.err.Error()
+	}
+	return fmt.Sprintf("expect[%d]: %v", e.expect, e.err)
+}
+
+func (e *testPart) Unwrap() error { return e.err }
 
 // templatesOf is the template set among chosen inputs (nil when there is none).
 func templatesOf(chosen []snapshot.Input) *snapshot.Input {
@@ -115,9 +183,9 @@ func (b *Builder) runTests(ctx context.Context, objs *snapshot.Objects, chosen [
 		return nil, nil
 	}
 	ref := func(key string) snapshot.Ref { r := tmpl.Ref; r.Key = key; return r }
-	tests, err := testsOf(tmpl.Data)
+	tests, err := testsOf(tmpl.Data, ref)
 	if err != nil {
-		return nil, &snapshot.InputError{Stage: snapshot.StageTest, Ref: ref(""), Err: err}
+		return nil, err
 	}
 	var results []TestResult
 	var first error
@@ -132,7 +200,7 @@ func (b *Builder) runTests(ctx context.Context, objs *snapshot.Objects, chosen [
 		}
 		results = append(results, TestResult{Name: t.Name, Err: err})
 		if err != nil && first == nil {
-			first = &snapshot.InputError{Stage: snapshot.StageTest, Ref: ref(t.Key), Err: fmt.Errorf("test %s: %w", t.Name, err)}
+			first = &snapshot.InputError{Stage: snapshot.StageTest, Ref: ref(t.Key), Line: t.line(err), Err: fmt.Errorf("test %s: %w", t.Name, err)}
 		}
 	}
 	return results, first
@@ -143,16 +211,17 @@ func (b *Builder) runTests(ctx context.Context, objs *snapshot.Objects, chosen [
 func (b *Builder) runTest(ctx context.Context, objs *snapshot.Objects, tmpl *snapshot.Input, t Test) error {
 	if len(t.Objects) > 0 {
 		if b.cfg.Manifests == nil {
-			return errors.New("objects cannot be read here")
+			return &testPart{expect: -1, err: errors.New("they cannot be read here")}
 		}
 		list, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": t.Objects})
 		if err != nil {
-			return fmt.Errorf("objects: %w", err)
+			return &testPart{expect: -1, err: err}
 		}
 		over, err := b.cfg.Manifests(t.Key+".json", list)
 		if err != nil {
-			return fmt.Errorf("objects: %w", err)
+			return &testPart{expect: -1, err: err}
 		}
+		over.Origins = nil // where in a JSON made here: nowhere an operator wrote
 		objs = objs.Overlay(over)
 	}
 	in := b.cfg.Inputs.Decode(objs)
@@ -162,7 +231,7 @@ func (b *Builder) runTest(ctx context.Context, objs *snapshot.Objects, tmpl *sna
 		case x.Kind == snapshot.KindTemplates:
 			chosen = append(chosen, *tmpl) // the set under test, whatever objs hold
 		case x.Err != nil:
-			return fmt.Errorf("objects: %w", x.Err)
+			return &testPart{expect: -1, err: x.Err}
 		default:
 			chosen = append(chosen, x)
 		}
@@ -177,7 +246,7 @@ func (b *Builder) runTest(ctx context.Context, objs *snapshot.Objects, tmpl *sna
 	}
 	for i, e := range t.Expect {
 		if err := b.check(ctx, e, bundle, snap); err != nil {
-			return fmt.Errorf("expect[%d]: %w", i, err)
+			return &testPart{expect: i, err: err}
 		}
 	}
 	return nil

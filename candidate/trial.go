@@ -97,7 +97,7 @@ func (b *Builder) startTrial(key, hash string, objs *snapshot.Objects, chosen []
 		}
 		t.err, t.took = err, time.Since(start)
 		if ctx.Err() == nil {
-			tried(hash, t.took, err)
+			tried(hash, t.took, objs.Origins.Locate(err))
 		}
 	}()
 }

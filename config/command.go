@@ -18,7 +18,9 @@ type Run struct {
 	HAProxy   HAProxy
 	Wait      Wait
 	Dataplane Dataplane
+	Rollout   Rollout
 	Leader    Leader
+	Publish   Publish
 	HTTP      HTTP
 	Webhook   Webhook
 	Log       Log
@@ -32,7 +34,9 @@ func (r *Run) register(f *flags) {
 	f.add("HAProxy: files, reloads, runtime API", &r.HAProxy)
 	f.add("Pacing", &r.Wait)
 	f.add("Remote HAProxy hosts (--reload=dataplane)", &r.Dataplane)
+	f.add("Rollout to the remote hosts (--reload=dataplane)", &r.Rollout)
 	f.add("Leader election (--source=kube)", &r.Leader)
+	f.add("Status on the objects served (--source=kube)", &r.Publish)
 	f.add("HTTP: metrics, health, profiles", &r.HTTP)
 	f.add("Admission webhook", &r.Webhook)
 	f.add("Logs", &r.Log)
@@ -40,11 +44,20 @@ func (r *Run) register(f *flags) {
 
 // Validate checks the configuration as a whole.
 func (r *Run) Validate() error {
-	if err := validateAll(&r.Source, &r.Inputs, &r.Render, &r.Dirs, &r.HAProxy, &r.Wait, &r.Dataplane, &r.Leader, &r.HTTP, &r.Webhook, &r.Log); err != nil {
+	if err := validateAll(&r.Source, &r.Inputs, &r.Render, &r.Dirs, &r.HAProxy, &r.Wait, &r.Dataplane, &r.Rollout, &r.Leader, &r.Publish, &r.HTTP, &r.Webhook, &r.Log); err != nil {
 		return err
 	}
 	if r.Leader.Elect && r.Source.Kind != "kube" {
 		return errors.New("--leader-elect needs --source=kube")
+	}
+	if r.Rollout.Canary() && !r.HAProxy.Remote() {
+		return errors.New("--rollout=canary needs --reload=dataplane: a canary is one of several remote hosts")
+	}
+	if r.Publish.Set() && r.Source.Kind != "kube" {
+		return errors.New("--publish-service and --publish-address need --source=kube")
+	}
+	if r.Dataplane.Mode == "servers" && !r.HAProxy.Remote() {
+		return errors.New("--dataplane-mode=servers needs --reload=dataplane")
 	}
 	return nil
 }

@@ -111,3 +111,33 @@ func TestReadmeListsEveryFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestDataplaneModeFlags(t *testing.T) {
+	noEnv := func(string) string { return "" }
+	o, err := ParseRun([]string{"--dir=.", "--reload=dataplane", "--dataplane-url=http://lb1:5555/v3", "--dataplane-mode=servers", "--dataplane-backends", "be_web, be_api"}, "", noEnv, &bytes.Buffer{})
+	if err == nil {
+		err = o.Validate()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Dataplane.Mode != "servers" || strings.Join(o.Dataplane.Backends, "|") != "be_web|be_api" {
+		t.Errorf("mode %q, backends %q", o.Dataplane.Mode, o.Dataplane.Backends)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--dir=.", "--dataplane-mode=servers"}, "--dataplane-mode=servers needs --reload=dataplane"},
+		{[]string{"--dir=.", "--reload=dataplane", "--dataplane-backends=be_web"}, "--dataplane-backends needs --dataplane-mode=servers"},
+		{[]string{"--dir=.", "--reload=dataplane", "--dataplane-mode=backends"}, "config or servers"},
+	} {
+		o, err := ParseRun(tc.args, "", noEnv, &bytes.Buffer{})
+		if err == nil {
+			err = o.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.want)
+		}
+	}
+}

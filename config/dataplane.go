@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"flag"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/dataplane"
@@ -16,6 +17,12 @@ type Dataplane struct {
 	SPIFFESocket, SPIFFEID string
 	SSLDir                 string
 	MapsDir, FilesDir      string
+	// Mode is what the sidecar manages on the hosts: config (the whole configuration) or
+	// servers (the servers of backends of hosts someone else configures).
+	Mode string
+	// Backends are the backends --dataplane-mode=servers manages (default: every backend
+	// section of the rendering).
+	Backends List
 }
 
 func (d *Dataplane) register(fs *flag.FlagSet) {
@@ -32,6 +39,13 @@ func (d *Dataplane) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.SSLDir, "dataplane-ssl-dir", "", "the hosts' certificate storage directory, which templates see as ssldir (default: learned from the hosts' storage API; /etc/haproxy/ssl, the API's default, until a host stores a certificate)")
 	fs.StringVar(&d.MapsDir, "dataplane-maps-dir", "", "the hosts' map storage directory (the API's resources.maps_dir), which templates see as mapsdir (default: the directory the hosts' map storage lists at start; /etc/haproxy/maps, the API's default, when it is empty)")
 	fs.StringVar(&d.FilesDir, "dataplane-files-dir", "", "the hosts' general file storage directory (the API's general_storage_dir), which templates see as filesdir (default: the directory the hosts' general storage lists at start; /etc/haproxy/general, the API's default, when it is empty)")
+	choiceVar(fs, &d.Mode, "dataplane-mode", "config", []string{"config", "servers"}, "with --reload=dataplane: what the sidecar manages on the hosts: config (the whole configuration, its certificates and files) or servers (only the servers and default-server of backends of hosts someone else configures, through transactions; the rest of their configuration is left as it is)")
+	fs.Var(&d.Backends, "dataplane-backends", "with --dataplane-mode=servers: the backends to manage, comma-separated (default: every backend section of the rendering); each must be in the rendering and on the hosts")
 }
 
-func (d *Dataplane) validate() error { return nil }
+func (d *Dataplane) validate() error {
+	if len(d.Backends) > 0 && d.Mode != "servers" {
+		return errors.New("--dataplane-backends needs --dataplane-mode=servers")
+	}
+	return nil
+}

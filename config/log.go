@@ -14,7 +14,7 @@ type Log struct {
 
 func (l *Log) register(fs *flag.FlagSet) {
 	choiceVar(fs, &l.Level, "log-level", "info", []string{"debug", "info", "warn", "error"}, "debug, info, warn or error")
-	choiceVar(fs, &l.Format, "log-format", "text", []string{"text", "json"}, "text or json")
+	choiceVar(fs, &l.Format, "log-format", "text", []string{"text", "json"}, "text or json (json: durations in seconds)")
 }
 
 func (l *Log) validate() error {
@@ -28,16 +28,17 @@ func (l *Log) validate() error {
 	return nil
 }
 
-// Handler is the log handler the options ask for, writing to w.
-func (l *Log) Handler(w io.Writer) (slog.Handler, error) {
+// Handler is the log handler the options ask for, writing to w; opts are the handler's
+// other options (the level is the options').
+func (l *Log) Handler(w io.Writer, opts slog.HandlerOptions) (slog.Handler, error) {
 	if err := l.validate(); err != nil {
 		return nil, err
 	}
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(l.Level))
-	opts := &slog.HandlerOptions{Level: lvl}
+	opts.Level = lvl
 	if l.Format == "json" {
-		return slog.NewJSONHandler(w, opts), nil
+		return slog.NewJSONHandler(w, &opts), nil
 	}
-	return slog.NewTextHandler(w, opts), nil
+	return slog.NewTextHandler(w, &opts), nil
 }

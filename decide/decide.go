@@ -109,7 +109,7 @@ func Decide(f Facts) Decision {
 		// the rendering went back to what HAProxy loaded.
 		return Decision{Action: DoRuntime}
 	case h.Refuses(f.Rendered):
-		return Decision{Action: DoHold, Why: "HAProxy refused this configuration at its last reload; it is not reloaded again until the inputs change"}
+		return Decision{Action: DoHold, Why: "HAProxy (or, with --rollout=canary, the canary host's counters) refused this configuration at its last reload; it is not reloaded again until the inputs change"}
 	}
 	if f.MinReloadInterval > 0 && !h.LastReload.IsZero() {
 		if at := h.LastReload.Add(f.MinReloadInterval); f.Now.Before(at) {

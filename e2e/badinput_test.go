@@ -5,6 +5,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +46,9 @@ func TestBadInputKeepsLastGoodConfig(t *testing.T) {
 		edit  func(string) string
 		stage string
 		want  []string // the error names the object and the reason
+		// at, when set: the reason starts with FILE:LINE of the edited file, a line that holds
+		// this.
+		at string
 		// other is the service whose pod changes while the bad input is held: it must go
 		// live ("api" unless the bad input is the api service).
 		other string
@@ -54,6 +59,7 @@ func TestBadInputKeepsLastGoodConfig(t *testing.T) {
 				return strings.Replace(s, `"selector": {"app": "web"},`, `"selector": {"app": "web"`, 1)
 			},
 			want: []string{`ConfigMap lb/services key "web"`, "JSON"},
+			at:   `"hostnames": ["web.localhost"`,
 		},
 		{
 			name: "a service without a selector", file: "services.yaml", stage: "decode",
@@ -80,6 +86,7 @@ func TestBadInputKeepsLastGoodConfig(t *testing.T) {
 				return strings.Replace(s, "{%- for service in services %}", "{%- for service in %}", 1)
 			},
 			want: []string{`ConfigMap lb/config key "template"`, "line"},
+			at:   "{%- for service in %}",
 		},
 		{
 			name: "a template runtime error", file: "config.yaml", stage: "render",
@@ -87,6 +94,7 @@ func TestBadInputKeepsLastGoodConfig(t *testing.T) {
 				return strings.Replace(s, "  hard-stop-after 30s\n", "  hard-stop-after 30s\n      # {{ stats.password }}\n", 1)
 			},
 			want: []string{`ConfigMap lb/config key "template"`, "STATISTICS_PASSWORD"},
+			at:   "# {{ stats.password }}",
 		},
 		{
 			name: "a rendered config haproxy -c rejects", file: "config.yaml", stage: "validate",
@@ -165,14 +173,19 @@ func TestBadInputKeepsLastGoodConfig(t *testing.T) {
 			// hold two inputs: a key renamed leaves a certificate without its key, and a key
 			// without its certificate).
 			said := r.LastError
+			reasons := []string{r.LastError}
 			for _, h := range r.Held {
 				said += "\n" + h.Object + ": " + h.Reason
+				reasons = append(reasons, h.Reason)
 			}
 			t.Logf("reported: %s", said)
 			for _, want := range tc.want {
 				if !strings.Contains(said, want) {
 					t.Errorf("%q does not mention %q", said, want)
 				}
+			}
+			if tc.at != "" {
+				checkPosition(t, reasons, path, tc.at)
 			}
 			if strings.Contains(said, "PRIVATE KEY") || strings.Contains(said, "MII") {
 				t.Errorf("error leaks key material: %q", said)
@@ -220,6 +233,31 @@ func TestBadInputKeepsLastGoodConfig(t *testing.T) {
 			}, "recovery once the input is fixed")
 			e.waitServed(t, "web.localhost", "/", "web-")
 		})
+	}
+}
+
+// checkPosition checks that one of the reasons starts with path:LINE:, where line LINE of the
+// file holds text: the position an editor or CI annotator would jump to.
+func checkPosition(t *testing.T, reasons []string, path, text string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	var at []string
+	for _, r := range reasons {
+		if at = regexp.MustCompile(`^` + regexp.QuoteMeta(path) + `:(\d+):`).FindStringSubmatch(r); at != nil {
+			break
+		}
+	}
+	if at == nil {
+		t.Errorf("no reason of %q starts with %s:LINE:", reasons, path)
+		return
+	}
+	n, _ := strconv.Atoi(at[1])
+	if n < 1 || n > len(lines) || !strings.Contains(lines[n-1], text) {
+		t.Errorf("%s:%d is not the line that holds %q", path, n, text)
 	}
 }
 
@@ -303,6 +341,7 @@ func TestBadInputAtStartWritesNothing(t *testing.T) {
 	if !strings.Contains(r.LastError, `ConfigMap lb/config key "template"`) {
 		t.Errorf("error %q does not name the template", r.LastError)
 	}
+	checkPosition(t, []string{r.LastError}, filepath.Join(e.dir, "config.yaml"), "{%- for service in %}")
 	if _, err := os.Lstat(e.cfgPath); !os.IsNotExist(err) {
 		t.Errorf("%s exists after a rejected first render (%v)", e.cfgPath, err)
 	}

@@ -80,6 +80,8 @@ func TestDataPlaneModeEndToEnd(t *testing.T) {
 	})
 
 	t.Run("an edit reaches the remote HAProxy", func(t *testing.T) {
+		const changeToLive = `haproxy_sidecar_change_to_live_seconds_count{path="dataplane"}`
+		seen := e.metric(t, changeToLive)
 		e.editFile(t, "services.yaml", func(s string) string {
 			return strings.Replace(s, "\ndata:\n", fmt.Sprintf("\ndata:\n  shop: |\n    {\"namespace\": \"demo\", \"selector\": \"app=api\", \"hostnames\": [\"shop.localhost\"], \"ports\": [%d]}\n", e.port), 1)
 		})
@@ -87,6 +89,8 @@ func TestDataPlaneModeEndToEnd(t *testing.T) {
 		haproxytest.WaitFor(t, 10*time.Second, func() bool {
 			return e.metric(t, fmt.Sprintf(`haproxy_sidecar_reloads_total{endpoint=%q,result="success"}`, host.URL)) == 2
 		}, "two confirmed reloads counted for the host")
+		haproxytest.WaitFor(t, 10*time.Second, func() bool { return e.metric(t, changeToLive) > seen },
+			"the host's confirmation observed from the edit seen")
 		if n := countLines(logs.String(), "level=WARN", "no `stats socket`"); n != 1 {
 			t.Errorf("warned %d times about the missing stats socket, want still once", n)
 		}

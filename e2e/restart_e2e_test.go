@@ -36,10 +36,15 @@ func TestRestartLeavesHAProxyAlone(t *testing.T) {
 		return &c
 	}
 	const sidecarReloads = `haproxy_sidecar_reloads_total{endpoint="master-socket",result="success"}`
+	// lastSuccess is set by a confirmed reload, or when the sidecar finds HAProxy running
+	// what it made live (no reload needed): a "no reload for long" alert must not fire then.
+	const lastSuccess = "haproxy_sidecar_last_reload_success_timestamp_seconds"
 
 	stop := e.startSidecar(t)
 	e.startHAProxy(t)
 	e.waitReady(t)
+	haproxytest.WaitFor(t, 10*time.Second, func() bool { return e.metric(t, lastSuccess) > 0 },
+		"HAProxy started on the files the sidecar wrote: the success time is set")
 	// HAProxy loaded the first configuration at its start; a change that needs a reload (a
 	// new backend) lets the sidecar learn which load of HAProxy runs its configuration.
 	e.editFile(t, "services.yaml", func(s string) string {
@@ -52,10 +57,13 @@ func TestRestartLeavesHAProxyAlone(t *testing.T) {
 
 	t.Run("restarted after a reload: no reload", func(t *testing.T) {
 		s := another()
+		restarted := float64(time.Now().Unix())
 		stop = s.startSidecar(t)
 		if r := s.waitReady(t); r.LiveConfig != live {
 			t.Fatalf("live configuration %s after the restart, want %s", r.LiveConfig, live)
 		}
+		haproxytest.WaitFor(t, 10*time.Second, func() bool { return s.metric(t, lastSuccess) >= restarted },
+			"the restarted sidecar confirmed what HAProxy runs: the success time is its start")
 		if got := haproxyReloads(); got != before {
 			t.Errorf("HAProxy reloaded %d times since the restart, want 0", got-before)
 		}
@@ -92,6 +100,9 @@ func TestRestartLeavesHAProxyAlone(t *testing.T) {
 		live = s.settled(t).LiveConfig
 		if got := haproxyReloads(); got != before {
 			t.Errorf("HAProxy reloaded %d times for a pod change, want 0 (runtime API)", got-before)
+		}
+		if got := s.metric(t, `haproxy_sidecar_change_to_live_seconds_count{path="runtime"}`); got < 1 {
+			t.Errorf("changes live through the runtime API: %v observed, want at least the pod's", got)
 		}
 		stop()
 	})

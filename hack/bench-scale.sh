@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Scale benchmark of the whole binary: `render` of 1,000 and 10,000 services x 10 ready pods
-# (hack/gen-scale: one services ConfigMap, one pods List), and a `run` scenario on 10,000 x 10
-# that edits one pod's readiness and waits for the re-render. Prints wall time, CPU time and
-# maximum RSS for each; everything it starts is stopped on exit.
+# (hack/gen-scale: one services ConfigMap, one pods List), a `run` scenario on 10,000 x 10
+# that edits one pod's readiness and waits for the re-render, and a `big` scenario: `run` on a
+# small directory beside a large unrelated manifest (BIG_MB of Deployments, JSON and YAML),
+# one line appended to it, then an unrelated edit. Prints wall time, CPU time and maximum RSS
+# for each; everything it starts is stopped on exit.
 #
-#   hack/bench-scale.sh                    # SIZES="1000 10000" PODS=10 RUNS=3 CHANGES=5
+#   hack/bench-scale.sh                    # SIZES="1000 10000" PODS=10 RUNS=3 CHANGES=5 BIG_MB=100
 #   SIZES=10000 RUNS=1 hack/bench-scale.sh
+#   SIZES= RUN_SIZE=0 BIG_FORMATS=json hack/bench-scale.sh   # the big scenario only, JSON only
 #   GOGC=25 hack/bench-scale.sh            # Go runtime settings apply to the binary measured
 #   BIN=/tmp/old-haproxy-sidecar hack/bench-scale.sh  # another build
 #
@@ -14,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SIZES=${SIZES:-"1000 10000"}
+SIZES=${SIZES-"1000 10000"}
 PODS=${PODS:-10}
 RUNS=${RUNS:-3}
 RUN_SIZE=${RUN_SIZE:-10000} # services in the run scenario (0: skip it)
@@ -25,6 +28,8 @@ DEADLINE=${DEADLINE:-300}   # seconds any single step may take
 # API's model of what HAProxy runs (no HAProxy answers, so every change falls back to a reload
 # that finds HAProxy not running).
 RUN_FLAGS=${RUN_FLAGS:-"--reload=none --validate=false"}
+BIG_MB=${BIG_MB:-100}                  # the big scenario's unrelated manifest (0: skip it)
+BIG_FORMATS=${BIG_FORMATS:-"json yaml"} # ... as a JSON List, as multi-document YAML
 
 [ -x /usr/bin/time ] || { echo "bench-scale: /usr/bin/time (GNU time) is needed" >&2; exit 1; }
 command -v curl >/dev/null || { echo "bench-scale: curl is needed" >&2; exit 1; }
@@ -75,20 +80,20 @@ for n in $SIZES; do
   echo "  haproxy.cfg: $(wc -c <"$D/out/haproxy.cfg") bytes, $(grep -c '^backend ' "$D/out/haproxy.cfg") backends, $(grep -c '^ *server ' "$D/out/haproxy.cfg") servers"
 done
 
-[ "$RUN_SIZE" -gt 0 ] || exit 0
-
-# run: start on RUN_SIZE services, wait for /readyz, then edit one pod CHANGES times (ready,
-# not ready, ready, ...) and wait each time for the render that follows.
-src=$(gen "$RUN_SIZE")
-dir=$D/run-input
-rm -rf "$dir" "$D/run"
-cp -r "$src" "$dir"
-mkdir -p "$D/run"
-t0=$(now)
-# shellcheck disable=SC2086 # RUN_FLAGS is a list of flags
-"$BIN" run --source=file --dir "$dir" --haproxy-config "$D/run/haproxy.cfg" $RUN_FLAGS \
-  --wait 100ms:1s --health-addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0 >"$D/run.log" 2>&1 &
-run_pid=$!
+start_run() { # directory: start `run` on it (run_pid), wait until it serves its endpoints (addr)
+  rm -rf "$D/run"
+  mkdir -p "$D/run"
+  # shellcheck disable=SC2086 # RUN_FLAGS is a list of flags
+  "$BIN" run --source=file --dir "$1" --haproxy-config "$D/run/haproxy.cfg" $RUN_FLAGS \
+    --wait 100ms:1s --health-addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0 >"$D/run.log" 2>&1 &
+  run_pid=$!
+  until_deadline 30 find_addr
+}
+stop_run() {
+  kill "$run_pid" 2>/dev/null || true
+  wait "$run_pid" 2>/dev/null || true
+  run_pid=
+}
 
 until_deadline() { # seconds, command...: run command until it succeeds or seconds pass
   local end=$(($(date +%s) + $1)); shift
@@ -101,20 +106,28 @@ until_deadline() { # seconds, command...: run command until it succeeds or secon
 }
 addr=
 find_addr() { addr=$(sed -n 's/.*msg=serving addr=\([^ ]*\).*/\1/p' "$D/run.log" | head -1); [ -n "$addr" ]; }
-until_deadline 30 find_addr
 ready() { curl -sf "http://$addr/readyz" >/dev/null; }
-until_deadline "$DEADLINE" ready
-t1=$(now)
 hwm() { awk '/^VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$run_pid/status"; }
 rss() { awk '/^VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$run_pid/status"; }
-echo "run    $RUN_SIZE services x $PODS pods: ready (first configuration written) after $(ms "$t0" "$t1") ms; RSS $(rss) MB, max RSS $(hwm) MB"
-
 metric() { # name with labels -> value
   curl -sf "http://$addr/metrics" | awk -v m="$1" '$1 == m { print $2 }'
 }
 successes() { metric 'haproxy_sidecar_renders_total{result="success"}'; }
 render_sum() { metric 'haproxy_sidecar_render_duration_seconds_sum'; }
 render_count() { metric 'haproxy_sidecar_render_duration_seconds_count'; }
+
+run_scenario() {
+# run: start on RUN_SIZE services, wait for /readyz, then edit one pod CHANGES times (ready,
+# not ready, ready, ...) and wait each time for the render that follows.
+src=$(gen "$RUN_SIZE")
+dir=$D/run-input
+rm -rf "$dir"
+cp -r "$src" "$dir"
+t0=$(now)
+start_run "$dir"
+until_deadline "$DEADLINE" ready
+t1=$(now)
+echo "run    $RUN_SIZE services x $PODS pods: ready (first configuration written) after $(ms "$t0" "$t1") ms; RSS $(rss) MB, max RSS $(hwm) MB"
 
 pod=$(grep -o '"name":"svc-00000-0"' "$dir/pods.json" | head -1)
 [ -n "$pod" ] || { echo "bench-scale: pod svc-00000-0 not found" >&2; exit 1; }
@@ -134,3 +147,50 @@ for c in $(seq 1 "$CHANGES"); do
   echo "run    change $c (pod svc-00000-0 ready=$to): new configuration after $(ms "$t0" "$t1") ms (includes the 100 ms debounce); read+build+render $took ms in $syncs sync(s); RSS $(rss) MB, max RSS $(hwm) MB"
 done
 echo "run    max RSS (VmHWM) $(hwm) MB"
+stop_run
+}
+if [ "$RUN_SIZE" -gt 0 ]; then run_scenario; fi
+
+# big: `run` on 100 services x 2 pods beside an unrelated manifest of BIG_MB (and once without
+# it, the baseline); one line appended to the big file, then the services edited at once (an
+# unrelated change): the time from that edit to its configuration, peak and settled RSS.
+big_edit() { # n -> ms from the services edit to its configuration
+  local before t0
+  before=$(successes)
+  t0=$(now)
+  sed -i "s/svc-00000\(\.e[0-9]*\)\?\.example\.com/svc-00000.e$1.example.com/" "$big_dir/services.json"
+  changed() { [ "$(successes)" != "$before" ]; }
+  until_deadline "$DEADLINE" changed
+  ms "$t0" "$(now)"
+}
+big_scenario() { # format (json, yaml, none: the baseline)
+  local flags=() t0 t1 took name
+  big_dir=$D/big-$1
+  rm -rf "$big_dir"
+  case $1 in
+    json) flags=(-unrelated-mb "$BIG_MB") ;;
+    yaml) flags=(-unrelated-mb "$BIG_MB" -unrelated-yaml) ;;
+  esac
+  "$D/gen-scale" -services 100 -pods 2 -out "$big_dir" "${flags[@]}" >/dev/null
+  name=$(ls "$big_dir" | grep unrelated || true)
+  t0=$(now)
+  start_run "$big_dir"
+  until_deadline "$DEADLINE" ready
+  t1=$(now)
+  echo "big    $1: ready after $(ms "$t0" "$t1") ms; RSS $(rss) MB, max RSS $(hwm) MB"
+  took=$(big_edit 1)
+  echo "big    $1: an unrelated edit: configuration after $took ms; RSS $(rss) MB, max RSS $(hwm) MB"
+  if [ -n "$name" ]; then
+    if [ "$1" = yaml ]; then echo "# appended" >>"$big_dir/$name"; else echo >>"$big_dir/$name"; fi
+    took=$(big_edit 2)
+    echo "big    $1: one line appended to $name, then an unrelated edit: configuration after $took ms; RSS $(rss) MB, max RSS $(hwm) MB"
+  fi
+  for n in 3 4 5; do took=$(big_edit "$n"); done
+  echo "big    $1: 3 more unrelated edits, the last after $took ms; RSS $(rss) MB, max RSS $(hwm) MB"
+  sleep 2 # the memory a sync freed is handed back after it (memory.Trim)
+  echo "big    $1: settled: RSS $(rss) MB"
+  stop_run
+}
+if [ "$BIG_MB" -gt 0 ]; then
+  for f in none $BIG_FORMATS; do big_scenario "$f"; done
+fi

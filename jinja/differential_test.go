@@ -110,6 +110,7 @@ type jinja2Result struct {
 	Out  string `json:"out"`
 	Err  string `json:"err"`
 	Type string `json:"type"`
+	Line int    `json:"line"` // where Jinja2 reports Err (0: nowhere)
 }
 
 var jinja2Version string

@@ -203,6 +203,24 @@ func (l *lexer) run() error {
 	return nil
 }
 
+// opened names a tag that is not closed: "{{", or "{%" and the statement's name when it has
+// one ({% if).
+func (l *lexer) opened(first int, kind byte) string {
+	if kind == '{' {
+		return "this {{"
+	}
+	if first < len(l.toks) && l.toks[first].kind == tName {
+		return "this {% " + l.toks[first].val
+	}
+	return "this {%"
+}
+
+// lineColOf is the 1-based line and column (in characters) of byte offset pos of src.
+func lineColOf(src string, pos int) (int, int) {
+	start := strings.LastIndexByte(src[:pos], '\n') + 1
+	return 1 + strings.Count(src[:pos], "\n"), utf8.RuneCountInString(src[start:pos]) + 1
+}
+
 type rawEnd struct {
 	pos    int
 	lstrip bool
@@ -279,12 +297,13 @@ func (l *lexer) tag(i int, kind byte) (int, bool, error) {
 	var balance []byte
 	lastDot := false
 	start := i - 2
+	first := len(l.toks) // the tag's first token, once lexed
 	for {
 		for i < len(src) && isSpaceByte(src[i]) {
 			i++
 		}
 		if i >= len(src) {
-			return 0, false, errAt(start, "this tag is never closed: expected %q before the end of the template", closer)
+			return 0, false, errAt(start, "%s is never closed: expected %q before the end of the template", l.opened(first, kind), closer)
 		}
 		if len(balance) == 0 {
 			if strings.HasPrefix(src[i:], closer) {
@@ -300,7 +319,10 @@ func (l *lexer) tag(i int, kind byte) (int, bool, error) {
 				return i + 3, false, nil
 			}
 			if strings.HasPrefix(src[i:], "{%") || strings.HasPrefix(src[i:], "{{") {
-				return 0, false, errAt(i, "a new tag starts here but the previous one is not closed: expected %q", closer)
+				// Reported where the tag opens, as Jinja2 cannot (it stops at the first token
+				// after the missing end, past the line the operator has to fix).
+				line, col := lineColOf(src, i)
+				return 0, false, errAt(start, "%s is never closed: expected %q before the next tag, at line %d column %d", l.opened(first, kind), closer, line, col)
 			}
 		}
 		c := src[i]

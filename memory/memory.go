@@ -60,14 +60,28 @@ func (m Settings) Attrs() []any {
 // Trim hands it back at once.
 const trimThreshold = 32 << 20
 
-// Trim returns the heap a sync freed to the OS when there is much of it. Go's scavenger
-// would return it too, but over minutes; meanwhile the pages count in the container's memory
-// (and RSS) as if they were used. Small deployments never reach the threshold; large ones pay
-// one extra collection per sync, after the configuration is live.
+// Trim returns the heap a sync freed to the OS when there is much of it: free already, or
+// garbage the collector has not marked yet (a sync that read a big manifest leaves it dead
+// but, with nothing allocating afterwards, uncollected for minutes, and the next big read
+// would come on top of it). Go's scavenger would return free heap too, but over minutes;
+// meanwhile the pages count in the container's memory (and RSS) as if they were used. Small
+// deployments never reach the threshold; large ones pay one extra collection per sync, after
+// the configuration is live.
 func Trim() {
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
+	sample := []metrics.Sample{
+		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"}, // live and dead objects
+		{Name: "/gc/heap/live:bytes"},                // live at the last collection
+	}
 	metrics.Read(sample)
-	if sample[0].Value.Kind() == metrics.KindUint64 && sample[0].Value.Uint64() > trimThreshold {
+	value := func(i int) uint64 {
+		if sample[i].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return sample[i].Value.Uint64()
+	}
+	free, objects, live := value(0), value(1), value(2)
+	if free > trimThreshold || (objects > live && objects-live > trimThreshold) {
 		debug.FreeOSMemory()
 	}
 }

@@ -27,6 +27,10 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/redact"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
+	"github.com/haproxy-sidecar/haproxy-sidecar/tracing"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Source is where inputs come from (see package watcher).
@@ -111,6 +115,8 @@ type Config struct {
 	// ShutdownWriteTimeout bounds each write of the background writer once the sidecar stops;
 	// 0: 3 s (the whole sidecar stops within 5 s of SIGTERM).
 	ShutdownWriteTimeout time.Duration
+	// Tracing traces each sync (a span with render, validate and apply below it); nil: none.
+	Tracing trace.TracerProvider
 }
 
 // Pipeline is the running sidecar.
@@ -134,6 +140,12 @@ type Pipeline struct {
 
 	// good is what GoodInputs answers: a copy of q's good versions, published by the sync.
 	good atomic.Pointer[quarantine.State]
+
+	tracer trace.Tracer
+	// notified is when Changed was first called since a sync last took it (nil: not since);
+	// seen, the sync's own, when the first change not yet live was (see Sync).
+	notified atomic.Pointer[time.Time]
+	seen     time.Time
 }
 
 // New checks the wiring and fills defaults.
@@ -171,7 +183,14 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.ShutdownWriteTimeout <= 0 {
 		cfg.ShutdownWriteTimeout = 3 * time.Second
 	}
-	p := &Pipeline{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1), keysSeen: map[string]bool{}}
+	if cfg.Tracing == nil {
+		cfg.Tracing = noop.NewTracerProvider()
+	}
+	if !cfg.ReloaderCounts {
+		cfg.Metrics.Reloading(cfg.Endpoint)
+	}
+	p := &Pipeline{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1), keysSeen: map[string]bool{},
+		tracer: cfg.Tracing.Tracer(tracing.Scope)}
 	// What a previous run left: the live generation (the last good one until a sync knows
 	// better) and the record of what HAProxy ran.
 	record, _ := cfg.Store.Loaded()
@@ -221,6 +240,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	srcErr := make(chan error, 1)
 	p.cfg.Metrics.SourceUp.Set(1) // before Run: a source that reports its own state overrides it
 	go func() { srcErr <- p.cfg.Source.Run(ctx, p.Changed) }()
+	// What the source said while starting is read by the first sync: no change seen.
+	p.notified.Store(nil)
 
 	reason := "start"
 	var retry, deferred <-chan time.Time
@@ -276,8 +297,11 @@ sync:
 }
 
 // Changed asks for a sync (debounced); it never blocks. Sources call it; so do leader
-// election when this instance starts leading, the writer, and the HAProxy probe.
+// election when this instance starts leading, the writer, and the HAProxy probe. The first
+// call since the last sync is when the change was seen (change_to_live_seconds).
 func (p *Pipeline) Changed() {
+	now := time.Now()
+	p.notified.CompareAndSwap(nil, &now)
 	select {
 	case p.trigger <- struct{}{}:
 	default:

@@ -123,19 +123,18 @@ func (p *Pipeline) noticeHAProxy(ctx context.Context) {
 	s := p.HAProxy()
 	livegen, good := p.cfg.Store.Live(), s.Good.Bundle
 	if livegen == nil || good == nil || livegen.Hash != good.Hash {
-		p.log.Warn("HAProxy runs a configuration load the sidecar did not make: reloading it with the live configuration", "load", id)
+		p.log.WarnContext(ctx, "HAProxy runs a configuration load the sidecar did not make: reloading it with the live configuration", "load", id)
 		p.haproxy.Record(live.RestartedUnknown{})
 		return
 	}
 	if s.LoadsAtStart != "" {
-		p.log.Info("HAProxy started on the configuration the sidecar wrote", "hash", short(livegen.Hash), "load", id)
+		p.log.InfoContext(ctx, "HAProxy started on the configuration the sidecar wrote", "hash", short(livegen.Hash), "load", id)
 	} else {
-		p.log.Warn("HAProxy restarted or was reloaded by someone else: it loaded the live configuration", "hash", short(livegen.Hash), "load", id)
+		p.log.WarnContext(ctx, "HAProxy restarted or was reloaded by someone else: it loaded the live configuration", "hash", short(livegen.Hash), "load", id)
 	}
 	model := p.apply.Loaded(ctx, good)
 	p.haproxy.Record(live.RestartedOnGood{Load: id, Model: model, At: time.Now()})
-	p.cfg.Metrics.LiveGenerationInfo.Reset()
-	p.cfg.Metrics.LiveGenerationInfo.WithLabelValues(livegen.Hash).Set(1)
+	p.cfg.Metrics.RunsConfirmed(livegen.Hash)
 	p.cfg.Health.Applied()
 }
 
@@ -153,12 +152,13 @@ func (p *Pipeline) adopt(ctx context.Context, bundle *render.Bundle) {
 	}
 	id, err := li.LoadID(ctx)
 	if err != nil || id != rec.LoadID {
-		p.log.Info("HAProxy may not run the live configuration: it will be reloaded",
+		p.log.InfoContext(ctx, "HAProxy may not run the live configuration: it will be reloaded",
 			"recorded_load", rec.LoadID, "load", id, "error", err)
 		return
 	}
 	model := p.apply.Loaded(ctx, bundle)
 	p.haproxy.Record(live.Adopted{Bundle: bundle, Gen: livegen, Load: id, Model: model, At: time.Now()})
 	p.cfg.Metrics.ConfigValid.Set(1)
-	p.log.Info("HAProxy already runs this configuration: no reload", "hash", short(bundle.Hash), "load", id)
+	p.cfg.Metrics.RunsConfirmed(bundle.Hash)
+	p.log.InfoContext(ctx, "HAProxy already runs this configuration: no reload", "hash", short(bundle.Hash), "load", id)
 }

@@ -35,6 +35,7 @@ type cluster struct {
 	pods     map[string]string // name -> IP (namespace shop, label app=name up to the dash)
 	notes    map[string]string // pod name -> its annotation "note"
 	tests    map[string]string // tests.NAME.yaml keys of the config ConfigMap
+	origins  snapshot.Origins  // where the objects are written, as the file source says
 }
 
 func (c *cluster) Run(ctx context.Context, changed func()) error { <-ctx.Done(); return nil }
@@ -42,7 +43,7 @@ func (c *cluster) Run(ctx context.Context, changed func()) error { <-ctx.Done();
 func (c *cluster) Objects(context.Context) (*snapshot.Objects, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	objs := &snapshot.Objects{}
+	objs := &snapshot.Objects{Origins: maps.Clone(c.origins)}
 	if c.services != nil {
 		objs.ConfigMaps = append(objs.ConfigMaps, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "lb", Name: "services"}, Data: maps.Clone(c.services)})
 	}
@@ -341,6 +342,43 @@ func TestOneBadInputDoesNotFreezeTheRest(t *testing.T) {
 				t.Errorf("no Normal Event for the fix: %q", evs)
 			}
 		})
+	}
+}
+
+// TestHeldInputsSayWhereTheyAreWritten: read from files, a held input's reason (the log,
+// /readyz) starts with where it is written; an edit elsewhere in its file that moves it updates
+// the position without reporting the hold again.
+func TestHeldInputsSayWhereTheyAreWritten(t *testing.T) {
+	web := snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "services", Key: "web"}
+	at := func(line int) snapshot.Origins {
+		return snapshot.Origins{web: {Position: snapshot.Position{File: "lb/services.yaml", Line: line, Col: 5}, Style: snapshot.Literal}}
+	}
+	c := startCluster()
+	c.origins = at(10)
+	r := newQRig(t, c, "")
+	r.sync(t, Applied)
+
+	c.edit(func(c *cluster) { c.services["web"] = "{\n  \"namespace\": \"shop\"\n" })
+	r.sync(t, Unchanged) // held at its last good version: the same configuration
+	before := value(r.metrics.Rejected.WithLabelValues("decode"))
+	reason := func() string { // what the log and /readyz say
+		if got := r.held(); got != "service/web:true" {
+			t.Fatalf("held %q", got)
+		}
+		return r.p.q.Held["service/web"].Reason()
+	}
+	if got, want := reason(), `lb/services.yaml:11:26: decode: ConfigMap lb/services key "web" line 2 column 22: invalid JSON`; !strings.HasPrefix(got, want) {
+		t.Errorf("reason %q\nwant %q...", got, want)
+	}
+
+	c.edit(func(c *cluster) { c.origins = at(14) }) // lines added above it
+	c.edit(func(c *cluster) { c.pods["api-2"] = "10.0.1.2" })
+	r.sync(t, Applied)
+	if got := reason(); !strings.HasPrefix(got, "lb/services.yaml:15:26: ") {
+		t.Errorf("after the lines moved: %q", got)
+	}
+	if v := value(r.metrics.Rejected.WithLabelValues("decode")); v != before {
+		t.Errorf("the hold was reported again when only its lines moved: rejected_total %v, was %v", v, before)
 	}
 }
 

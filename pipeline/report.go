@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -19,12 +20,12 @@ import (
 // report publishes the inputs held back after a sync. A new hold (or a new reason) is a log
 // line, rejected_total{stage} and a Warning Event on the object; a hold that ended is an Info
 // line and a Normal Event. The held_inputs gauge and /readyz list them all.
-func (p *Pipeline) report(held map[string]quarantine.Hold) {
+func (p *Pipeline) report(ctx context.Context, held map[string]quarantine.Hold) {
 	m := p.cfg.Metrics
 	prev := p.q.Held
 	for _, id := range slices.Sorted(maps.Keys(held)) {
 		h := held[id]
-		if old, was := prev[id]; was && old.Hash == h.Hash && old.Stage == h.Stage && old.Reason() == h.Reason() {
+		if old, was := prev[id]; was && old.Hash == h.Hash && old.Stage == h.Stage && sameReason(old.Err, h.Err) {
 			continue
 		}
 		m.Rejected.WithLabelValues(h.Stage).Inc()
@@ -32,7 +33,7 @@ func (p *Pipeline) report(held map[string]quarantine.Hold) {
 			m.Renders.WithLabelValues("error").Inc()
 		}
 		what := heldWhat(h)
-		p.log.Error("input held back: "+what, "input", id, "object", h.Ref, "stage", h.Stage, "error", h.Err)
+		p.log.ErrorContext(ctx, "input held back: "+what, "input", id, "object", h.Ref, "stage", h.Stage, "error", h.Err)
 		p.event(h.Ref, true, "Rejected", fmt.Sprintf("%s (%s)", h.Reason(), what))
 	}
 	for _, id := range slices.Sorted(maps.Keys(prev)) {
@@ -40,7 +41,7 @@ func (p *Pipeline) report(held map[string]quarantine.Hold) {
 			continue
 		}
 		h := prev[id]
-		p.log.Info("input no longer held back: its current version is in use", "input", id, "object", h.Ref)
+		p.log.InfoContext(ctx, "input no longer held back: its current version is in use", "input", id, "object", h.Ref)
 		p.event(h.Ref, false, "Accepted", fmt.Sprintf("%s is no longer held back: its current version is in use", h.Ref))
 	}
 	p.q.Held = held
@@ -67,6 +68,15 @@ func (p *Pipeline) report(held map[string]quarantine.Hold) {
 	}
 }
 
+// sameReason: a hold whose reason only moved in its file (an edit elsewhere in it) is not a
+// new one to report.
+func sameReason(a, b error) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return snapshot.Unlocated(a).Error() == snapshot.Unlocated(b).Error()
+}
+
 func heldWhat(h quarantine.Hold) string {
 	if h.Kept {
 		return "its last good version stays in use"
@@ -84,19 +94,19 @@ func (p *Pipeline) event(ref snapshot.Ref, warning bool, reason, message string)
 // cannotRender reports a sync in which nothing new could go live for a reason no single input
 // is held for (the pods make the template fail, a manifest does not parse): what HAProxy runs
 // keeps running.
-func (p *Pipeline) cannotRender(err error, held map[string]quarantine.Hold) Result {
+func (p *Pipeline) cannotRender(ctx context.Context, err error, held map[string]quarantine.Hold) Result {
 	stage := snapshot.StageRender
 	var ie *snapshot.InputError
 	if errors.As(err, &ie) && ie.Stage != "" {
 		stage = ie.Stage
 	}
-	p.reportError(stage, err)
+	p.reportError(ctx, stage, err)
 	return Result{Outcome: Rejected, Action: decide.DoHold, Err: err, Held: len(held)}
 }
 
 // reportError reports bad input that holds everything back: counted, logged and sent as an
 // Event once per distinct message.
-func (p *Pipeline) reportError(stage string, err error) {
+func (p *Pipeline) reportError(ctx context.Context, stage string, err error) {
 	m := p.cfg.Metrics
 	m.ConfigValid.Set(0)
 	p.cfg.Health.Failed(err)
@@ -106,8 +116,8 @@ func (p *Pipeline) reportError(stage string, err error) {
 	if ie != nil {
 		attrs = append(attrs, "object", ie.Ref)
 	}
-	if msg := err.Error(); msg == p.lastProblem {
-		p.log.Debug("input still rejected", attrs...)
+	if msg := snapshot.Unlocated(err).Error(); msg == p.lastProblem {
+		p.log.DebugContext(ctx, "input still rejected", attrs...)
 		return
 	} else {
 		p.lastProblem = msg
@@ -117,9 +127,9 @@ func (p *Pipeline) reportError(stage string, err error) {
 		m.Renders.WithLabelValues("error").Inc()
 	}
 	if p.cfg.Health.Ready() {
-		p.log.Error("input rejected; the last good configuration keeps serving", attrs...)
+		p.log.ErrorContext(ctx, "input rejected; the last good configuration keeps serving", attrs...)
 	} else {
-		p.log.Error("input rejected; no configuration is live yet", attrs...)
+		p.log.ErrorContext(ctx, "input rejected; no configuration is live yet", attrs...)
 	}
 	if ie != nil {
 		p.event(ie.Ref, true, "Rejected", err.Error())
@@ -127,10 +137,10 @@ func (p *Pipeline) reportError(stage string, err error) {
 }
 
 // fail reports an operational failure, which is retried with backoff.
-func (p *Pipeline) fail(stage string, err error) Result {
+func (p *Pipeline) fail(ctx context.Context, stage string, err error) Result {
 	p.cfg.Metrics.SyncFailures.WithLabelValues(stage).Inc()
 	p.cfg.Health.Failed(err)
-	p.log.Error("sync failed; the last good configuration keeps serving", "stage", stage, "error", err)
+	p.log.ErrorContext(ctx, "sync failed; the last good configuration keeps serving", "stage", stage, "error", err)
 	return Result{Outcome: Failed, Err: err, Retry: true}
 }
 
@@ -210,15 +220,19 @@ func (p *Pipeline) loadInputs() {
 // reporter is how acting reports what it found (apply.Reporter).
 type reporter struct{ p *Pipeline }
 
-func (r reporter) Failure(stage string, err error) Result { return r.p.fail(stage, err) }
+func (r reporter) Failure(ctx context.Context, stage string, err error) Result {
+	return r.p.fail(ctx, stage, err)
+}
 
-func (r reporter) Rejection(err error) Result { return r.p.cannotRender(err, r.p.q.Held) }
+func (r reporter) Rejection(ctx context.Context, err error) Result {
+	return r.p.cannotRender(ctx, err, r.p.q.Held)
+}
 
 // noteTrying logs when inputs start being tried apart (the syncs render their last good
 // version meanwhile).
-func (p *Pipeline) noteTrying(ids []string) {
+func (p *Pipeline) noteTrying(ctx context.Context, ids []string) {
 	if len(ids) > 0 && !p.trying {
-		p.log.Info("rendering the changed template set apart; other changes go live with the last good one meanwhile", "inputs", ids)
+		p.log.InfoContext(ctx, "rendering the changed template set apart; other changes go live with the last good one meanwhile", "inputs", ids)
 	}
 	p.trying = len(ids) > 0
 }

@@ -14,12 +14,56 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/redact"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
+	"github.com/haproxy-sidecar/haproxy-sidecar/tracing"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Sync reads the inputs once and takes them as far as they go: the bad ones are held back (at
 // their last good version, or left out), everything else goes live. What HAProxy runs keeps
 // running whatever happens here.
+//
+// Each sync is a span (render, validate and apply below it) that starts when the first change
+// not yet live was seen, so that a trace shows the whole way of a change; the same time
+// starts change_to_live_seconds, observed where the change goes live.
 func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
+	if t := p.notified.Swap(nil); t != nil && p.seen.IsZero() {
+		p.seen = *t
+	}
+	start := time.Now()
+	opts := []trace.SpanStartOption{trace.WithAttributes(attribute.String("sync.reason", reason))}
+	if !p.seen.IsZero() {
+		opts = append(opts, trace.WithTimestamp(p.seen))
+	}
+	ctx, span := p.tracer.Start(ctx, "sync", opts...)
+	if !p.seen.IsZero() {
+		// From the change seen to this sync: the quiet period (--wait), a sync still running,
+		// the syncs that failed to make it live.
+		_, wait := p.tracer.Start(ctx, "wait", trace.WithTimestamp(p.seen))
+		wait.End(trace.WithTimestamp(start))
+	}
+	res := p.sync(status.WithChangeSeen(ctx, p.seen), reason)
+	span.SetAttributes(attribute.String("sync.outcome", res.Outcome.String()), attribute.String("sync.action", res.Action.String()),
+		attribute.String("config.hash", short(res.Hash)), attribute.Int("inputs.held", res.Held))
+	var err error
+	if res.Outcome == Failed || res.Outcome == Rejected {
+		err = res.Err
+	}
+	tracing.End(span, err) // secrets are masked as spans leave (sidecar/tracing.go)
+	switch {
+	case res.Outcome == Failed || res.Outcome == Deferred:
+		// Not live yet: the next sync carries the change.
+	case res.Outcome == Rejected && len(p.trigger) > 0:
+		// A sync asked for already (looking for the data at fault, or without the inputs
+		// HAProxy refused) makes the rest of the change live.
+	default:
+		p.seen = time.Time{}
+	}
+	return res
+}
+
+func (p *Pipeline) sync(ctx context.Context, reason string) Result {
 	p.noticeHAProxy(ctx)
 	objs, err := p.cfg.Source.Objects(ctx)
 	var unread map[string]quarantine.Hold
@@ -27,11 +71,11 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 		var ie *snapshot.InputError
 		switch {
 		case !errors.As(err, &ie):
-			return p.fail(status.FailRead, fmt.Errorf("read inputs: %w", err))
+			return p.fail(ctx, status.FailRead, fmt.Errorf("read inputs: %w", err))
 		case objs == nil:
 			// The source could not read some object at all and has nothing in its place:
 			// nothing is known of what it holds, so nothing changes.
-			return p.cannotRender(err, p.q.Held)
+			return p.cannotRender(ctx, err, p.q.Held)
 		}
 		// The source kept the last good objects of what it could not read (a manifest that
 		// does not parse): that is held, the rest goes on.
@@ -45,17 +89,17 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	made := p.build.Make(ctx, objs, cur, &p.q, unread, p.HAProxy().Runs == "")
 	objs = nil // the snapshot is rendered: let it be collected while the sync goes on
 	cand, held, sel := made.Candidate, made.Held, made.Selection
-	p.noteTrying(sel.Trying)
+	p.noteTrying(ctx, sel.Trying)
 	if made.Err != nil {
-		p.report(held)
+		p.report(ctx, held)
 		var f *candidate.Failure
 		if errors.As(made.Err, &f) {
-			return p.fail(f.Stage, f.Err)
+			return p.fail(ctx, f.Stage, f.Err)
 		}
 		if runs := p.HAProxy().Runs; runs != "" && p.writer.Rejected(runs) != nil {
 			p.apply.Apply(ctx, apply.Job{Decision: decide.Decide(decide.Facts{RunsRejected: true}), Reason: reason})
 		}
-		return p.cannotRender(made.Err, held)
+		return p.cannotRender(ctx, made.Err, held)
 	}
 	if !p.adoptTried && !p.standby() {
 		p.adoptTried = true
@@ -74,10 +118,13 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	})
 	// What is held is reported before anything goes live, so that nobody sees the new
 	// configuration live beside holds it has ended.
-	p.report(held)
-	res := p.apply.Apply(ctx, apply.Job{Decision: d, Candidate: cand, Plan: plan, Reason: reason})
+	p.report(ctx, held)
+	actx, span := tracing.Start(ctx, "apply", attribute.String("apply.action", d.Action.String()))
+	res := p.apply.Apply(actx, apply.Job{Decision: d, Candidate: cand, Plan: plan, Reason: reason})
+	span.SetAttributes(attribute.String("apply.outcome", res.Outcome.String()))
+	tracing.End(span, res.Err)
 	if res.Refused {
-		held = p.blameRefused(cand, res.Err, held, sel, cur)
+		held = p.blameRefused(ctx, cand, res.Err, held, sel, cur)
 	}
 	switch res.Outcome {
 	case Applied, Unchanged, StandingBy, Written:
@@ -89,9 +136,10 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 }
 
 // blameRefused holds the inputs of c that changed since the last good rendering, which HAProxy
-// refused at a reload (err), and syncs again at once: without them, the rest may go live.
+// refused at a reload, or a canary host's counters refused (err, with its stage), and syncs
+// again at once: without them, the rest may go live.
 // When none changed, the refusal is reported as is.
-func (p *Pipeline) blameRefused(c *candidate.Candidate, err error, held map[string]quarantine.Hold, sel quarantine.Selection, cur snapshot.Inputs) map[string]quarantine.Hold {
+func (p *Pipeline) blameRefused(ctx context.Context, c *candidate.Candidate, err error, held map[string]quarantine.Hold, sel quarantine.Selection, cur snapshot.Inputs) map[string]quarantine.Hold {
 	blamed := map[string]error{}
 	inC := map[string]bool{}
 	for _, in := range c.Chosen {
@@ -105,13 +153,21 @@ func (p *Pipeline) blameRefused(c *candidate.Candidate, err error, held map[stri
 			blamed[id] = err // deleted
 		}
 	}
+	stage := snapshot.StageReload
+	var ie *snapshot.InputError
+	if errors.As(err, &ie) && ie.Stage != "" {
+		stage = ie.Stage // canary
+	}
 	if len(blamed) == 0 {
-		p.reportError(snapshot.StageReload, err)
+		p.reportError(ctx, stage, err)
 		return held
 	}
 	held = maps.Clone(held) // the reported map stays as it was reported
-	maps.Copy(held, sel.Blame(blamed, snapshot.StageReload, cur))
-	p.report(held)
+	for id, h := range sel.Blame(blamed, stage, cur) {
+		h.Err = c.Origins().LocateAt(h.Ref, h.Err)
+		held[id] = h
+	}
+	p.report(ctx, held)
 	p.Changed()
 	return held
 }

@@ -83,7 +83,7 @@ func TestTemplateSyntaxErrors(t *testing.T) {
 		{name: "block never closed", templates: map[string]string{"template": "x\n\n  {% for s in services %}{{ s }}"},
 			key: "template", line: 3, col: 6, msg: []string{"{% for %} is never closed", "{% endfor %}"}},
 		{name: "tag not closed", templates: map[string]string{"template": "a {{ x\nb {% if %}"},
-			key: "template", line: 2, col: 3, msg: []string{"previous one is not closed", `"}}"`}},
+			key: "template", line: 1, col: 3, msg: []string{`this {{ is never closed: expected "}}" before the next tag, at line 2 column 3`}},
 		{name: "unknown filter", templates: map[string]string{"template": "\n\n   {{ services|nosuchfilter }}"},
 			key: "template", line: 3, col: 16, msg: []string{"unknown filter 'nosuchfilter'"}},
 		{name: "unknown tag", templates: map[string]string{"template": "{% frobnicate %}"},

@@ -14,6 +14,7 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/dataplane"
 	"github.com/haproxy-sidecar/haproxy-sidecar/pipeline"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
+	"github.com/haproxy-sidecar/haproxy-sidecar/rollout"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/status"
 )
@@ -49,6 +50,26 @@ func startDataplane(ctx context.Context, cfg *config.Run, store *generation.Stor
 			(*recorder).Event(template, warning, reason, message)
 		}
 	}
+	var canary *dataplane.Canary
+	if r := cfg.Rollout; r.Canary() {
+		canary = &dataplane.Canary{Window: r.Window, PromoteInconclusive: r.Inconclusive == "promote",
+			Thresholds: rollout.Thresholds{Max5xxRatio: r.Max5xxRatio, MaxConnErrorRatio: r.MaxConnErrorRatio,
+				MaxFailedChecks: r.MaxFailedChecks, MinRequests: int64(r.MinRequests)},
+			OnVerdict: func(ep string, j rollout.Judgement, promoted bool) {
+				result := "rolled_back"
+				if promoted {
+					result = "promoted"
+				}
+				metrics.CanaryVerdicts.WithLabelValues(j.Verdict.String(), result).Inc()
+				// A failed canary is reported on the inputs it holds back; a promotion here.
+				switch {
+				case promoted && j.Verdict == rollout.Pass:
+					event(false, "CanaryPassed", fmt.Sprintf("canary HAProxy host %s: %s; the other hosts follow", ep, j.Reason))
+				case promoted:
+					event(true, "CanaryInconclusive", fmt.Sprintf("canary HAProxy host %s: %s; promoted all the same (--canary-inconclusive=promote)", ep, j.Reason))
+				}
+			}}
+	}
 	dp, err := dataplane.New(ctx, dataplane.Config{
 		URLs: o.URLs, Username: o.Username, Password: o.Password,
 		PasswordFile: o.PasswordFile, Token: o.Token, Secret: red.onChange("dataplane-file"),
@@ -59,21 +80,34 @@ func startDataplane(ctx context.Context, cfg *config.Run, store *generation.Stor
 		MapsStorageDir: o.MapsDir, FilesStorageDir: o.FilesDir,
 		Timeout: cfg.HAProxy.ReloadTimeout, Logger: log,
 		StateFile: filepath.Join(store.StateDir(), "dataplane-hosts.json"),
+		Canary:    canary,
 		OnResult: func(ep, result string) {
 			metrics.Reloads.WithLabelValues(ep, result).Inc()
 			// Per-host outcome on the object holding the template, in the Kubernetes modes.
 			event(result != dataplane.ResultSuccess, "Host"+strings.ToUpper(result[:1])+result[1:],
 				fmt.Sprintf("HAProxy host %s: %s", ep, result))
 		},
-		OnSSLDir: d.setDir,
+		OnConfirmed: func(ctx context.Context, _ string) { metrics.ObserveLive(ctx, status.PathDataplane) },
+		OnSSLDir:    d.setDir,
 		OnWarning: func(reason, message string) {
 			event(true, reason, message)
 		},
+		Mode: o.Mode, Backends: o.Backends,
 	})
 	if err != nil {
 		return nil, err
 	}
 	d.Reloader = dp
+	metrics.Reloading(dp.Endpoints()...)
+	if serversMode(cfg) {
+		// Only servers are written: the hosts' storages are not used, templates see the
+		// directories given (or the API's defaults).
+		store.SetTemplateMapsDirs(dp.MapsDir())
+		store.SetTemplateFilesDirs(dp.FilesDir())
+		d.renderOpts.MapsDir, d.renderOpts.FilesDir = dp.MapsDir(), dp.FilesDir()
+		d.setDir(dp.SSLDir(), "")
+		return d, nil
+	}
 	dir, err := dp.DiscoverSSLDir(ctx)
 	if err != nil {
 		dp.Close()

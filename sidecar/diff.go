@@ -227,19 +227,23 @@ func proposedObjects(ctx context.Context, cfg *config.Diff, log *slog.Logger) (*
 			return nil, nil, err
 		}
 		defer os.RemoveAll(dir)
+		given := map[string]string{} // the copy -> the file as -f names it
 		for i, path := range cfg.Overlays {
 			b, err := os.ReadFile(path)
 			if err != nil {
 				return nil, nil, fmt.Errorf("--file: %w", err)
 			}
-			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%03d-%s", i, filepath.Base(path))), b, 0o600); err != nil {
+			copied := filepath.Join(dir, fmt.Sprintf("%03d-%s", i, filepath.Base(path)))
+			if err := os.WriteFile(copied, b, 0o600); err != nil {
 				return nil, nil, err
 			}
+			given[copied] = path
 		}
 		over, _, err := readOnce(ctx, config.Source{Kind: "file", Dir: dir, MaxFileSize: cfg.Source.MaxFileSize}, cfg.Inputs, log)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--file: %w", err)
 		}
+		over.Origins = namedAsGiven(over.Origins, given)
 		objs = objs.Overlay(over)
 	}
 	for _, del := range cfg.Deletes {
@@ -250,6 +254,19 @@ func proposedObjects(ctx context.Context, cfg *config.Diff, log *slog.Logger) (*
 		}
 	}
 	return objs, unread, nil
+}
+
+// namedAsGiven are origins with the paths of the copies of the -f files replaced by the
+// files' own: errors point at what the operator wrote, not at a copy already deleted.
+func namedAsGiven(o snapshot.Origins, given map[string]string) snapshot.Origins {
+	out := make(snapshot.Origins, len(o))
+	for ref, og := range o {
+		if path, ok := given[og.File]; ok {
+			og.File = path
+		}
+		out[ref] = og
+	}
+	return out
 }
 
 // fileDiffs are the unified diffs of the configuration, the map files and the other files.

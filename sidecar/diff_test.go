@@ -75,6 +75,16 @@ func TestDiffAgainstManifests(t *testing.T) {
 			t.Errorf("status %d:\n%s", status, out)
 		}
 	})
+	t.Run("a services key given with -f that does not parse: held, at its line in that file", func(t *testing.T) {
+		over := filepath.Join(t.TempDir(), "services.yaml")
+		if err := os.WriteFile(over, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: services, namespace: lb}\ndata:\n  web: |\n    {\"namespace\": \"demo\",\n     \"selector\": }\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, status := runDiff(t, "--base", base, "--dir", base, "-f", over)
+		if want := over + `:7:18: decode: ConfigMap lb/services key "web" line 2 column 14: invalid JSON`; status != DiffHeld || !strings.Contains(out, want) {
+			t.Errorf("status %d, want %d and %s:\n%s", status, DiffHeld, want, out)
+		}
+	})
 	t.Run("-f overlays an object, --delete takes one out", func(t *testing.T) {
 		over := filepath.Join(t.TempDir(), "pod.yaml")
 		if err := os.WriteFile(over, []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: api-5c6b-pqrst\n  namespace: demo\n  labels: {app: api}\n"+

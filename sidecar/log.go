@@ -9,6 +9,7 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/config"
 	"github.com/haproxy-sidecar/haproxy-sidecar/redact"
+	"github.com/haproxy-sidecar/haproxy-sidecar/tracing"
 )
 
 // redactor knows the secret values the configuration gives: the stats password, the Data
@@ -48,13 +49,27 @@ func (r *redactor) onChange(group string) func(string) {
 	}
 }
 
-// newLogger logs to w as l says, with every secret red knows redacted.
+// newLogger logs to w as l says, with every secret red knows redacted, durations in seconds
+// in JSON, and the trace and span ids of the lines logged during a traced sync.
 func newLogger(l config.Log, w io.Writer, red *redactor) (*slog.Logger, error) {
-	h, err := l.Handler(w)
+	var opts slog.HandlerOptions
+	if l.Format == "json" {
+		opts.ReplaceAttr = durationSeconds
+	}
+	h, err := l.Handler(w, opts)
 	if err != nil {
 		return nil, err
 	}
-	return slog.New(red.Handler(h)), nil
+	return slog.New(red.Handler(tracing.LogHandler(h))), nil
+}
+
+// durationSeconds prints a duration as seconds, a number log pipelines can compute with (slog's
+// JSON handler prints nanoseconds); the text handler keeps Go's "1.2s".
+func durationSeconds(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.Float64(a.Key, a.Value.Duration().Seconds())
+	}
+	return a
 }
 
 // warnWeakSecrets says which configured secrets would mask ordinary text as well (a short one,

@@ -61,10 +61,10 @@ func once(ctx context.Context, cfg *config.Once, stdout io.Writer, log *slog.Log
 	made := build.Make(ctx, objs, cur, &quarantine.State{}, unread, true)
 	held := heldErrors(made.Held)
 	if made.Err != nil {
-		return errors.Join(append(held, made.Err)...)
+		return &Rejected{errors.Join(append(held, made.Err)...)}
 	}
 	if len(held) > 0 {
-		return errors.Join(append(held, fmt.Errorf("%d input(s) rejected; the others render and validate", len(held)))...)
+		return &Rejected{errors.Join(append(held, fmt.Errorf("%d input(s) rejected; the others render and validate", len(held)))...)}
 	}
 	c := made.Candidate
 	for _, t := range c.Tests {
@@ -86,6 +86,14 @@ func once(ctx context.Context, cfg *config.Once, stdout io.Writer, log *slog.Log
 	}
 	return nil
 }
+
+// Rejected is why render or validate failed on bad input: one line per input rejected (each
+// naming its object, key and line, and starting with FILE:LINE:COL when it was read from a
+// file). It is printed as it is, each line where editors and CI annotators look for one.
+type Rejected struct{ Err error }
+
+func (r *Rejected) Error() string { return r.Err.Error() }
+func (r *Rejected) Unwrap() error { return r.Err }
 
 // stagingBuilder makes candidates as run does, staged in a temporary directory (cleanup
 // removes it) instead of beside what HAProxy reads: its stable paths are the temporary

@@ -3,11 +3,14 @@ package sidecar
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -141,8 +144,61 @@ func TestValidateRunsTheTemplatesTests(t *testing.T) {
 	dir := example(t)
 	edit(t, filepath.Join(dir, "config.yaml"), `10\.1\.2\.3:9000 check'`, `10\.1\.2\.4:9000 check'`)
 	_, err = runOnce(t, "validate", "--dir", dir)
-	if err == nil || !strings.Contains(err.Error(), `key "tests.routes.yaml": test routes: expect[1]: haproxy.cfg does not match`) {
-		t.Errorf("a failing test: %v", err)
+	// Where the failing assertion is written: in the file, and in the key.
+	at, _ := position(t, filepath.Join(dir, "config.yaml"), "- matches: 'server shop-1-9000")
+	want := fmt.Sprintf(`%s: test: ConfigMap lb/config key "tests.routes.yaml" line 15: test routes: expect[1]: haproxy.cfg does not match`, at)
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("a failing test: %v\nwant %s...", err, want)
+	}
+}
+
+// position is where text first is in the file at path: "PATH:LINE", and its column.
+func position(t *testing.T, path, text string) (string, int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(string(b), "\n") {
+		if col := strings.Index(line, text); col >= 0 {
+			return fmt.Sprintf("%s:%d", path, i+1), col + 1
+		}
+	}
+	t.Fatalf("%s does not hold %q", path, text)
+	return "", 0
+}
+
+// TestEveryErrorWithItsFileAndLine: validate on manifests with a broken service and a
+// template whose {% if %} is never closed prints both errors, each on a line of its own that
+// starts with the file, line and column (FILE:LINE:COL, where editors and CI annotators look)
+// of what is wrong, and still names the object, key and line inside the key.
+func TestEveryErrorWithItsFileAndLine(t *testing.T) {
+	needHAProxy(t)
+	dir := example(t)
+	edit(t, filepath.Join(dir, "services.yaml"), `"selector": {"app": "web"},`, `"selector": {"app": "web"}`)
+	edit(t, filepath.Join(dir, "config.yaml"), "      stats auth {{ stats.username }}:{{ stats.password }}\n    {% endif %}\n",
+		"      stats auth {{ stats.username }}:{{ stats.password }}\n")
+	_, err := runOnce(t, "validate", "--dir", dir)
+	if err == nil {
+		t.Fatal("validate passed")
+	}
+	// The JSON breaks at the next key, the if opens at its name.
+	service, col := position(t, filepath.Join(dir, "services.yaml"), `"hostnames": ["web.localhost"`)
+	service += fmt.Sprintf(":%d: ", col)
+	template, col := position(t, filepath.Join(dir, "config.yaml"), "{% if stats.password %}")
+	template += fmt.Sprintf(":%d: ", col+3)
+	lines := strings.Split(err.Error(), "\n")
+	for _, want := range []string{
+		service + `decode: ConfigMap lb/services key "web" line 4 column 3: invalid JSON`,
+		template + `render: ConfigMap lb/config key "template" line 21 column 4: {% if %} is never closed: expected {% elif %} or {% else %} or {% endif %}`,
+	} {
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, want) }) {
+			t.Errorf("no line starts with\n%s\nin\n%s", want, err)
+		}
+	}
+	var rejected *Rejected
+	if !errors.As(err, &rejected) {
+		t.Errorf("%T is not a *Rejected: main would print it behind its own name", err)
 	}
 }
 

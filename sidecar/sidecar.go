@@ -5,6 +5,7 @@ package sidecar
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -57,7 +58,11 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	build := Build()
 	metrics := status.NewMetrics()
 	metrics.SetBuildInfo(build.Version, build.GoVersion, build.Revision)
-	src, err := newSource(cfg.Source, cfg.Inputs, log, func(up bool) { metrics.SourceUp.Set(map[bool]float64{true: 1}[up]) })
+	health := &status.Health{Redact: red.String}
+	if err := metrics.ObserveHealth(health); err != nil {
+		return err
+	}
+	src, err := newSource(cfg.Source, cfg.Inputs, log, sourceState(metrics, health))
 	if err != nil {
 		return err
 	}
@@ -79,14 +84,15 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	if err != nil {
 		return fmt.Errorf("open generations for %s: %w", local.config, err)
 	}
-	health := &status.Health{Redact: red.String}
-	if err := metrics.ObserveHealth(health); err != nil {
-		return err
-	}
 	identity := cfg.Leader.PodName
 	if identity == "" {
 		identity, _ = os.Hostname()
 	}
+	tracer, stopTracing, err := startTracing(ctx, os.Getenv, build, identity, red.Redactor, log, env.Process)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	var events pipeline.Recorder // Kubernetes Events, in the Kubernetes modes (set below)
 	haproxy, err := newHAProxy(ctx, cfg, local, store, metrics, &events, log, red)
 	if err != nil {
@@ -96,6 +102,9 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	checker, err := newChecker(cfg.Render)
 	if err != nil {
 		return err
+	}
+	if checker != nil && serversMode(cfg) {
+		checker = serversChecker{haproxy: checker, backends: cfg.Dataplane.Backends}
 	}
 	var election *leader.Election
 	var standby func() bool
@@ -136,11 +145,19 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		ProbeInterval:     cfg.HAProxy.ProbeInterval,
 		FindHAProxy:       func() int { return reload.FindProcess(local.config) },
 		Manifests:         manifests(cfg.Inputs),
+		Tracing:           tracer,
 	})
 	if err != nil {
 		return err
 	}
 	haproxy.onChange(p.Changed)
+	if kube, ok := src.(*watcher.Kube); ok {
+		stop, err := startObjectStatus(ctx, cfg, kube, p.HAProxy, standby, haproxy, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	if err := httpserver.Serve(ctx, log, httpserver.Options{
 		MetricsAddr: cfg.HTTP.MetricsAddr, HealthAddr: cfg.HTTP.HealthAddr, Profiles: cfg.HTTP.Profiles,
 		Metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{Registry: metrics.Registry}),
@@ -172,4 +189,21 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		"reload", cfg.HAProxy.Reload, "wait", cfg.Wait.String()}
 	log.Info("starting", append(attrs, env.Memory.Attrs()...)...)
 	return p.Run(ctx)
+}
+
+// sourceState reports whether the source is followed: haproxy_sidecar_source_up and /readyz
+// (a reason, not unreadiness: HAProxy keeps serving what it runs).
+func sourceState(metrics *status.Metrics, health *status.Health) watcher.StateFunc {
+	return func(up bool, why error) {
+		if up {
+			metrics.SourceUp.Set(1)
+			health.SourceUp()
+			return
+		}
+		metrics.SourceUp.Set(0)
+		if why == nil {
+			why = errors.New("the source cannot be followed")
+		}
+		health.SourceDown(why)
+	}
 }

@@ -16,8 +16,8 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
 )
 
-// newSource is where the inputs come from; onUp feeds the source_up gauge (etcd).
-func newSource(s config.Source, in config.Inputs, log *slog.Logger, onUp func(bool)) (pipeline.Source, error) {
+// newSource is where the inputs come from; onState is told whether the source is followed.
+func newSource(s config.Source, in config.Inputs, log *slog.Logger, onState watcher.StateFunc) (pipeline.Source, error) {
 	if err := watcher.CheckWatch(in.Watch); err != nil {
 		return nil, err
 	}
@@ -27,7 +27,7 @@ func newSource(s config.Source, in config.Inputs, log *slog.Logger, onUp func(bo
 		// again: memory and time for a hundred thousand pods.
 		return &watcher.File{Dir: s.Dir, DefaultNamespace: in.Namespace, Logger: log, PodConverter: &snapshot.PodConverter{},
 			MaxFileSize: int64(s.MaxFileSize), Watch: in.Watch,
-			SecretNamespace: in.Namespace, TLSSecretNamespaces: in.TLSSecretNamespaces.Namespaces}, nil
+			SecretNamespace: in.Namespace, TLSSecretNamespaces: in.TLSSecretNamespaces.Namespaces, OnState: onState}, nil
 	case "kube":
 		cfg, err := kubeConfig(s.Kube)
 		if err != nil {
@@ -54,6 +54,8 @@ func newSource(s config.Source, in config.Inputs, log *slog.Logger, onUp func(bo
 			CertificateSelector: in.CertificateSelector,
 			TLSSecretNamespaces: in.TLSSecretNamespaces.Namespaces,
 			Logger:              log,
+			OnState:             onState,
+			Server:              cfg.Host,
 		}, nil
 	case "etcd":
 		e := s.Etcd
@@ -67,7 +69,7 @@ func newSource(s config.Source, in config.Inputs, log *slog.Logger, onUp func(bo
 			TLSSecretNamespaces: in.TLSSecretNamespaces.Namespaces,
 			PodConverter:        &snapshot.PodConverter{},
 			Watch:               in.Watch,
-			OnUp:                onUp,
+			OnState:             onState,
 			Logger:              log,
 		})
 	}

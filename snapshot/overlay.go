@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -25,6 +26,7 @@ func (o *Objects) Overlay(over *Objects) *Objects {
 	}
 	c.Pods = append(filter(o.Pods, func(p *corev1.Pod) bool { return replaced[p.Namespace+"/"+p.Name] }), over.Pods...)
 	c.ConvertedPods = append(filter(o.ConvertedPods, func(p *Pod) bool { return replaced[p.Namespace()+"/"+p.Name()] }), over.ConvertedPods...)
+	c.Origins = overlayOrigins(o.Origins, over)
 	if len(over.Resources) > 0 {
 		c.Resources = make(map[string][]*Object, len(o.Resources)+len(over.Resources))
 		for name, list := range o.Resources {
@@ -35,6 +37,34 @@ func (o *Objects) Overlay(over *Objects) *Objects {
 		}
 	}
 	return &c
+}
+
+// overlayOrigins are the origins of o's objects but those over replaces, and over's: an object
+// given again is where over says, or nowhere known.
+func overlayOrigins(o Origins, over *Objects) Origins {
+	if len(o) == 0 {
+		return over.Origins
+	}
+	replaced := map[Ref]bool{}
+	for _, x := range over.ConfigMaps {
+		replaced[Ref{Kind: "ConfigMap", Namespace: x.Namespace, Name: x.Name}] = true
+	}
+	for _, x := range over.Secrets {
+		replaced[Ref{Kind: "Secret", Namespace: x.Namespace, Name: x.Name}] = true
+	}
+	if len(replaced) == 0 && len(over.Origins) == 0 {
+		return o
+	}
+	out := make(Origins, len(o)+len(over.Origins))
+	for ref, og := range o {
+		obj := ref
+		obj.Key = ""
+		if !replaced[obj] {
+			out[ref] = og
+		}
+	}
+	maps.Copy(out, over.Origins)
+	return out
 }
 
 // overlayList is list with each element of over in place of the one with its key, or added.

@@ -36,6 +36,9 @@ const (
 	StageRender   = "render"
 	StageValidate = "validate"
 	StageReload   = "reload"
+	// StageCanary: the canary host's counters said no (--rollout=canary): it was rolled back
+	// and the other hosts never had the configuration.
+	StageCanary = "canary"
 	// StageTest: the template set's own tests (keys tests.NAME.yaml) failed.
 	StageTest = "test"
 )
@@ -85,6 +88,10 @@ type Objects struct {
 	// Revision identifies this state of the source (a resourceVersion, an etcd revision, a
 	// directory hash) for logs.
 	Revision string
+	// Origins are where the ConfigMaps and Secrets (and their data keys' values) and the
+	// files are written, when the source reads files (nil otherwise): errors about them then
+	// start with FILE:LINE:COL (Origins.Locate). Read-only.
+	Origins Origins
 }
 
 // Certificate is one PEM file for HAProxy's `crt`: certificate(s) followed by the private key.

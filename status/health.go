@@ -30,6 +30,11 @@ type Health struct {
 	// long the latest changes have waited, for haproxy_sidecar_failing_since_timestamp_seconds.
 	failingSince time.Time
 	held         []HeldInput
+	// source is why the source of inputs cannot be followed ("" while it is followed), since
+	// when: the last good configuration keeps serving meanwhile, so it is a reason shown, not
+	// a cause of unreadiness.
+	source      string
+	sourceSince time.Time
 }
 
 // HeldInput is one input held back, as /readyz lists it.
@@ -94,6 +99,24 @@ func (h *Health) FailingSince() time.Time {
 	return h.failingSince
 }
 
+// SourceDown records that the source of inputs cannot be followed, and why (the message names
+// the source); readiness is unchanged: HAProxy keeps serving what it runs.
+func (h *Health) SourceDown(why error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.source == "" {
+		h.sourceSince = time.Now()
+	}
+	h.source = h.redact(why.Error())
+}
+
+// SourceUp records that the source of inputs is followed again.
+func (h *Health) SourceUp() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.source, h.sourceSince = "", time.Time{}
+}
+
 // SetHeld replaces the list of inputs held back (kept since they were first held).
 func (h *Health) SetHeld(held []HeldInput) {
 	h.mu.Lock()
@@ -145,7 +168,10 @@ type healthBody struct {
 	LiveConfig string      `json:"liveConfig,omitempty"`
 	LiveSince  string      `json:"liveSince,omitempty"`
 	Written    string      `json:"writtenConfig,omitempty"` // on disk, waiting for HAProxy to start
-	Reason     string      `json:"reason,omitempty"`        // why not ready
+	Reason     string      `json:"reason,omitempty"`        // why not ready; or, ready, why the source cannot be followed
+	Source     string      `json:"source,omitempty"`        // up, down: the source of inputs
+	SourceErr  string      `json:"sourceError,omitempty"`   // why it is down
+	SourceDown string      `json:"sourceDownSince,omitempty"`
 	LastError  string      `json:"lastError,omitempty"`
 	ErrorSince string      `json:"errorSince,omitempty"`
 	Held       []HeldInput `json:"held,omitempty"`
@@ -178,12 +204,17 @@ func (h *Health) body() healthBody {
 		}
 		b.LastError = latest.Reason // the most recently held
 	}
+	b.Source = "up"
+	if h.source != "" {
+		b.Source, b.SourceErr, b.SourceDown = "down", h.source, h.sourceSince.UTC().Format(time.RFC3339)
+	}
 	downWhy := h.redact(st.Probe.Why)
 	switch {
 	case st.Probe.Seen == live.Down && st.Probe.Process != 0:
 		b.Reason = fmt.Sprintf("HAProxy runs (pid %d) but its master socket does not answer: the sidecar can neither reload it nor change it at runtime (check --master-socket): %s",
 			st.Probe.Process, downWhy)
 	case b.Ready:
+		b.Reason = h.source // the last good configuration serves, but changes are not seen
 	case st.Probe.Seen == live.Down && st.Live != "":
 		b.Reason = "HAProxy is down: " + downWhy
 	case st.LoadsAtStart != "":
@@ -193,6 +224,8 @@ func (h *Health) body() healthBody {
 		}
 	case h.lastErr != "":
 		b.Reason = h.lastErr
+	case h.source != "":
+		b.Reason = "no configuration is live yet: " + h.source
 	default:
 		b.Reason = "no configuration is live yet"
 	}
@@ -201,7 +234,8 @@ func (h *Health) body() healthBody {
 
 // Register adds /healthz (the process is up) and /readyz (a good configuration is live and
 // HAProxy runs; 503 with the reason otherwise) to mux. Both answer JSON with the live hash,
-// the last error and the inputs held back.
+// the last error, the inputs held back and whether the source is followed (a source that
+// cannot be is the reason given while ready).
 func (h *Health) Register(mux *http.ServeMux) {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, h.body())

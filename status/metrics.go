@@ -3,10 +3,13 @@
 package status
 
 import (
+	"context"
 	"fmt"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/runtimeapi"
 	"github.com/haproxy-sidecar/haproxy-sidecar/live"
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -18,7 +21,7 @@ type Metrics struct {
 
 	Renders            *prometheus.CounterVec // result: success, unchanged, error
 	Reloads            *prometheus.CounterVec // endpoint, result: success, failed, error
-	Rejected           *prometheus.CounterVec // stage: decode, render, validate, reload
+	Rejected           *prometheus.CounterVec // stage: decode, render, validate, reload, canary
 	LastReloadSuccess  prometheus.Gauge
 	ConfigValid        prometheus.Gauge
 	SourceUp           prometheus.Gauge
@@ -26,6 +29,9 @@ type Metrics struct {
 	ValidateDuration   prometheus.Histogram
 	ReloadDuration     prometheus.Histogram
 	LiveGenerationInfo *prometheus.GaugeVec // hash
+	// ChangeToLive is the time from a change seen to the configuration holding it live, by
+	// path (PathRuntime, PathReload, PathDataplane): ObserveLive.
+	ChangeToLive *prometheus.HistogramVec
 
 	// Runtime API updates (no reload).
 	RuntimeUpdates   *prometheus.CounterVec // kind (runtimeapi.Kinds)
@@ -38,6 +44,10 @@ type Metrics struct {
 	HeldInputs   *prometheus.GaugeVec
 	SyncFailures *prometheus.CounterVec
 	HAProxyUp    prometheus.Gauge
+
+	// CanaryVerdicts counts the canary verdicts of --rollout=canary: verdict (pass, fail,
+	// inconclusive) and result (promoted, rolled_back).
+	CanaryVerdicts *prometheus.CounterVec
 
 	// BuildInfo is 1 for the binary's version, Go version and revision (SetBuildInfo).
 	BuildInfo *prometheus.GaugeVec
@@ -53,6 +63,16 @@ const (
 	FailWrite    = "write"    // the background writer could not write a runtime API change
 	FailState    = "state"    // the record of the last good inputs could not be written
 )
+
+// The paths by which a change goes live (haproxy_sidecar_change_to_live_seconds's path label).
+const (
+	PathRuntime   = "runtime"   // HAProxy's runtime API answered, no reload
+	PathReload    = "reload"    // a reload confirmed (master socket, command)
+	PathDataplane = "dataplane" // a Data Plane API host confirmed it has the configuration, per host
+)
+
+// Results of a reload (haproxy_sidecar_reloads_total's result label).
+var reloadResults = []string{"success", "failed", "error"}
 
 // NewMetrics registers the sidecar's metrics, plus the Go and process collectors, on a new
 // registry.
@@ -70,11 +90,11 @@ func NewMetrics() *Metrics {
 		}, []string{"endpoint", "result"}),
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "rejected_total",
-			Help: "Inputs rejected before they reached HAProxy, by stage (decode, render, validate, reload).",
+			Help: "Inputs rejected before they reached HAProxy, by stage (decode, render, validate, reload, canary).",
 		}, []string{"stage"}),
 		LastReloadSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: ns, Name: "last_reload_success_timestamp_seconds",
-			Help: "Unix time of the last confirmed successful reload.",
+			Help: "Unix time of the last confirmed successful reload, or of the start of the sidecar when it confirmed then that HAProxy runs its configuration (no reload needed); 0 until either.",
 		}),
 		ConfigValid: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: ns, Name: "config_valid",
@@ -103,6 +123,11 @@ func NewMetrics() *Metrics {
 			Namespace: ns, Name: "live_config_info",
 			Help: "1 for the hash of the configuration HAProxy runs.",
 		}, []string{"hash"}),
+		ChangeToLive: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Name: "change_to_live_seconds",
+			Help:    "Time from a change first seen (the source's notification, before the quiet period) to the configuration holding it live, by path: runtime (the runtime API answered), reload (the reload confirmed), dataplane (a Data Plane API host confirmed it, one observation per host).",
+			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60},
+		}, []string{"path"}),
 	}
 	m.RuntimeUpdates = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns, Name: "runtime_updates_total",
@@ -128,6 +153,10 @@ func NewMetrics() *Metrics {
 		Namespace: ns, Name: "haproxy_up",
 		Help: "1 while HAProxy answers on its master socket (or Data Plane API), 0 when it does not.",
 	})
+	m.CanaryVerdicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Name: "canary_verdicts_total",
+		Help: "Canary hosts watched before the other Data Plane API hosts followed (--rollout=canary), by verdict (pass, fail, inconclusive) and result (promoted, rolled_back).",
+	}, []string{"verdict", "result"})
 	m.BuildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: ns, Name: "build_info",
 		Help: "1, labelled with the sidecar's version, the Go version it was built with and its source revision.",
@@ -136,9 +165,9 @@ func NewMetrics() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Renders, m.Reloads, m.Rejected, m.LastReloadSuccess, m.ConfigValid, m.SourceUp,
-		m.RenderDuration, m.ValidateDuration, m.ReloadDuration, m.LiveGenerationInfo,
+		m.RenderDuration, m.ValidateDuration, m.ReloadDuration, m.LiveGenerationInfo, m.ChangeToLive,
 		m.RuntimeUpdates, m.ReloadsAvoided, m.RuntimeFallbacks,
-		m.HeldInputs, m.SyncFailures, m.HAProxyUp, m.BuildInfo,
+		m.HeldInputs, m.SyncFailures, m.HAProxyUp, m.BuildInfo, m.CanaryVerdicts,
 	)
 	for _, k := range []string{"service", "templates", "certificate", "pod", "file"} {
 		m.HeldInputs.WithLabelValues(k)
@@ -146,17 +175,32 @@ func NewMetrics() *Metrics {
 	for _, s := range []string{FailRead, FailStage, FailValidate, FailActivate, FailReload, FailWrite, FailState} {
 		m.SyncFailures.WithLabelValues(s)
 	}
-	for _, k := range []string{"server_added", "server_removed", "server_updated", "certificate_updated", "certificate_added", "certificate_removed", "map_updated", "backend_added", "backend_removed"} {
+	// Every label value known at start is there at 0, so that rate() and increase() see the
+	// first event (a series born at 1 shows no increase); reloads_total's endpoints are known
+	// once the reload target is (Reloading).
+	for _, k := range runtimeapi.Kinds {
 		m.RuntimeUpdates.WithLabelValues(k)
 	}
-	// Pre-create the label values operators alert on, so that rate() works from the start.
 	for _, r := range []string{"success", "unchanged", "error"} {
 		m.Renders.WithLabelValues(r)
 	}
-	for _, s := range []string{"decode", "render", "validate", "reload"} {
+	for _, s := range []string{snapshot.StageDecode, snapshot.StageRender, snapshot.StageTest, snapshot.StageValidate, snapshot.StageReload} {
 		m.Rejected.WithLabelValues(s)
 	}
+	for _, p := range []string{PathRuntime, PathReload, PathDataplane} {
+		m.ChangeToLive.WithLabelValues(p)
+	}
 	return m
+}
+
+// Reloading makes reloads_total's series of each endpoint (the reload target, or each Data
+// Plane API host) exist at 0 for every result.
+func (m *Metrics) Reloading(endpoints ...string) {
+	for _, ep := range endpoints {
+		for _, r := range reloadResults {
+			m.Reloads.WithLabelValues(ep, r)
+		}
+	}
 }
 
 // ReloadSucceeded records a confirmed reload; endpoint "" when the reloader counted it.
@@ -170,11 +214,41 @@ func (m *Metrics) ReloadSucceeded(endpoint string, took time.Duration, hash stri
 	m.LiveGenerationInfo.WithLabelValues(hash).Set(1)
 }
 
+// RunsConfirmed records that HAProxy was found running the configuration hash, which the
+// sidecar made live before (adopted at start, or loaded by HAProxy as it started): as good as
+// a confirmed reload for last_reload_success_timestamp_seconds, so that an alert on a reload
+// long past does not fire for a sidecar that had nothing to reload.
+func (m *Metrics) RunsConfirmed(hash string) {
+	m.LastReloadSuccess.SetToCurrentTime()
+	m.LiveGenerationInfo.Reset()
+	m.LiveGenerationInfo.WithLabelValues(hash).Set(1)
+}
+
 // RuntimeApplied records a change that went live with no reload.
 func (m *Metrics) RuntimeApplied(hash string) {
 	m.ReloadsAvoided.Inc()
 	m.LiveGenerationInfo.Reset()
 	m.LiveGenerationInfo.WithLabelValues(hash).Set(1)
+}
+
+type changeSeenKey struct{}
+
+// WithChangeSeen returns a context that says when the change being made live was first seen
+// (a source's notification), for ObserveLive; a zero seen says nothing.
+func WithChangeSeen(ctx context.Context, seen time.Time) context.Context {
+	if seen.IsZero() {
+		return ctx
+	}
+	return context.WithValue(ctx, changeSeenKey{}, seen)
+}
+
+// ObserveLive records in haproxy_sidecar_change_to_live_seconds{path} that the change ctx
+// carries (WithChangeSeen) is live now; a context without one (the first sync at start,
+// which no change asked for) records nothing.
+func (m *Metrics) ObserveLive(ctx context.Context, path string) {
+	if seen, ok := ctx.Value(changeSeenKey{}).(time.Time); ok {
+		m.ChangeToLive.WithLabelValues(path).Observe(time.Since(seen).Seconds())
+	}
 }
 
 // WatchHAProxy exports what the record of HAProxy says (package live) as gauges read at each

@@ -1,8 +1,12 @@
 package status
 
 import (
+	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 )
@@ -71,5 +75,94 @@ func TestHealthGauges(t *testing.T) {
 	}
 	if err := m.ObserveHealth(h); err == nil {
 		t.Error("observing twice registers twice")
+	}
+}
+
+// TestCountersStartAtZero: every counter, with every label value known at start, is exported
+// at 0 before anything happens, so that rate() and increase() see the first event.
+func TestCountersStartAtZero(t *testing.T) {
+	m := NewMetrics()
+	m.Reloading("master-socket")
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := map[string][]string{}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "haproxy_sidecar_") {
+			continue // the Go runtime's and the process's
+		}
+		for _, s := range mf.GetMetric() {
+			var labels []string
+			for _, l := range s.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			series[mf.GetName()] = append(series[mf.GetName()], strings.Join(labels, ","))
+			switch {
+			case mf.GetType() == dto.MetricType_COUNTER && s.GetCounter().GetValue() != 0:
+				t.Errorf("%s{%s} = %v at start", mf.GetName(), strings.Join(labels, ","), s.GetCounter().GetValue())
+			case mf.GetType() == dto.MetricType_HISTOGRAM && s.GetHistogram().GetSampleCount() != 0:
+				t.Errorf("%s{%s} has %d samples at start", mf.GetName(), strings.Join(labels, ","), s.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	want := map[string][]string{
+		"haproxy_sidecar_renders_total":           {"result=error", "result=success", "result=unchanged"},
+		"haproxy_sidecar_reloads_total":           {"endpoint=master-socket,result=error", "endpoint=master-socket,result=failed", "endpoint=master-socket,result=success"},
+		"haproxy_sidecar_rejected_total":          {"stage=decode", "stage=reload", "stage=render", "stage=test", "stage=validate"},
+		"haproxy_sidecar_sync_failures_total":     {"stage=activate", "stage=read", "stage=reload", "stage=stage", "stage=state", "stage=validate", "stage=write"},
+		"haproxy_sidecar_runtime_updates_total":   {"kind=certificate_added", "kind=certificate_removed", "kind=certificate_updated", "kind=map_updated", "kind=server_added", "kind=server_removed", "kind=server_updated"},
+		"haproxy_sidecar_reloads_avoided_total":   {""},
+		"haproxy_sidecar_runtime_fallbacks_total": {""},
+		"haproxy_sidecar_change_to_live_seconds":  {"path=dataplane", "path=reload", "path=runtime"},
+	}
+	for name, labels := range want {
+		got := series[name]
+		slices.Sort(got)
+		for _, l := range labels {
+			if !slices.Contains(got, l) {
+				t.Errorf("%s{%s} missing at start (has %q)", name, l, got)
+			}
+		}
+	}
+	for _, mf := range mfs {
+		if mf.GetType() == dto.MetricType_COUNTER && strings.HasPrefix(mf.GetName(), "haproxy_sidecar_") && want[mf.GetName()] == nil {
+			t.Errorf("counter %s is not checked here: say which series it has at start", mf.GetName())
+		}
+	}
+}
+
+func TestRunsConfirmedSetsTheSuccessTimestamp(t *testing.T) {
+	m := NewMetrics()
+	before := float64(time.Now().Unix())
+	m.RunsConfirmed("abc")
+	if got := family(t, m, "haproxy_sidecar_last_reload_success_timestamp_seconds").GetMetric()[0].GetGauge().GetValue(); got < before {
+		t.Errorf("last success %v, want now (>= %v)", got, before)
+	}
+	info := family(t, m, "haproxy_sidecar_live_config_info").GetMetric()
+	if len(info) != 1 || info[0].GetLabel()[0].GetValue() != "abc" {
+		t.Errorf("live_config_info %v, want abc", info)
+	}
+	m.Reloading("master-socket")
+	for _, s := range family(t, m, "haproxy_sidecar_reloads_total").GetMetric() {
+		if s.GetCounter().GetValue() != 0 {
+			t.Errorf("a confirmation counted as a reload: %v", s)
+		}
+	}
+}
+
+func TestObserveLiveFromTheChangeSeen(t *testing.T) {
+	m := NewMetrics()
+	m.ObserveLive(context.Background(), PathReload) // nothing seen: nothing observed
+	seen := time.Now().Add(-1500 * time.Millisecond)
+	m.ObserveLive(WithChangeSeen(context.Background(), seen), PathRuntime)
+	for _, s := range family(t, m, "haproxy_sidecar_change_to_live_seconds").GetMetric() {
+		h, path := s.GetHistogram(), s.GetLabel()[0].GetValue()
+		switch {
+		case path == PathRuntime && (h.GetSampleCount() != 1 || h.GetSampleSum() < 1.5):
+			t.Errorf("runtime: %d samples, sum %v; want 1 of at least 1.5 s", h.GetSampleCount(), h.GetSampleSum())
+		case path != PathRuntime && h.GetSampleCount() != 0:
+			t.Errorf("%s: %d samples, want none", path, h.GetSampleCount())
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"hash/maphash"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -50,6 +51,9 @@ type manifestDecoder struct {
 	conv *snapshot.PodConverter
 	// cache, when set, holds what earlier reads decoded, by content; this read updates it.
 	cache *docCache
+	// ignoring is what the file being read had and still has that nothing reads (see
+	// ignored.go). Only with cache.
+	ignoring ignoring
 	// watched are the watched resources (--watch) whose objects are kept too, converted with
 	// objConv.
 	watched []*watched
@@ -59,6 +63,16 @@ type manifestDecoder struct {
 	secretNamespace string
 	tlsNamespaces   snapshot.Namespaces
 	json            jsonOptions
+	// early, while a YAML file is read, decodes its documents as they come (see earlyDecoder).
+	early *earlyDecoder
+
+	// prefer picks the definition kept of an object defined more than once (by its origins,
+	// in the order of the files); nil: the first.
+	prefer func(k objectKey, defs []*origin) int
+
+	// dir is what the paths of files are relative to, for the positions of errors (Origins):
+	// the directory as the operator named it.
+	dir string
 
 	jobs []job
 	objs snapshot.Objects
@@ -66,10 +80,12 @@ type manifestDecoder struct {
 	errs []error
 }
 
-// origin is where an object is defined: the file and the line its document (or List) starts.
+// origin is where an object is defined: the file and the line its document (or List) starts;
+// for a ConfigMap or Secret, where it and the values of its data keys are (nil if unknown).
 type origin struct {
 	rel  string
 	line int
+	obj  *written
 }
 
 // job is one object of a file, or an error found while reading the file; jobs are kept in the
@@ -84,12 +100,17 @@ type job struct {
 }
 
 type pending struct {
-	data     []byte // the object as JSON
+	data     []byte // the object as JSON; nil once decoded early (res)
 	defaults string // the kind a typed List gives its items ("" for none): part of the key
 	gvk      schema.GroupVersionKind
 	err      error
 	keyed    bool
 	key      docKey
+	res      *decoded // decoded while the file was still being read (see earlyDecoder)
+	known    bool     // ignored in its file's last version: not decoded again (ignored.go)
+	// doc is the key of the YAML document the object is, when docKeyed.
+	doc      docKey
+	docKeyed bool
 }
 
 // docKey identifies an object by its bytes: two independent 64-bit hashes (xxhash and
@@ -107,7 +128,8 @@ func dataKey(data []byte) docKey {
 // them: the objects of a directory with 100,000 pods are decoded once, then only those whose
 // bytes change. The decoded objects are shared with the Objects returned: read-only.
 type docCache struct {
-	namespace string // the default namespace the objects were decoded with
+	namespace string   // the default namespace the objects were decoded with
+	ignored   *decoded // the result of every object nothing reads (see manifestDecoder.ignored)
 	round     uint64
 	entries   map[docKey]*cacheEntry
 	// listItems is how many items each streamed List had (by file) in the last read: the next
@@ -174,7 +196,7 @@ func inputError(rel string, line, col int, err error) error {
 
 // fail reports an error found while reading a file, in its turn among the file's objects.
 func (d *manifestDecoder) fail(rel string, line, col int, err error) {
-	d.jobs = append(d.jobs, job{at: &origin{rel, line}, p: &pending{err: inputError(rel, line, col, err)}})
+	d.jobs = append(d.jobs, job{at: &origin{rel: rel, line: line}, p: &pending{err: inputError(rel, line, col, err)}})
 }
 
 // file decodes one file; rel is its path relative to the directory, for errors and logs.
@@ -190,7 +212,14 @@ func (d *manifestDecoder) file(rel string, data []byte) {
 var yamlLine = regexp.MustCompile(`line (\d+): `)
 
 func (d *manifestDecoder) yamlFile(rel string, data []byte) {
-	data = bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n"))
+	if bytes.Contains(data, []byte("\r\n")) {
+		data = bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")) // a copy: only when needed
+	}
+	d.early = d.newEarlyDecoder()
+	defer func() {
+		d.early.wait()
+		d.early = nil
+	}()
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	cursor := 0
 	lines := lineCounter{data: data}
@@ -214,6 +243,14 @@ func (d *manifestDecoder) yamlFile(rel string, data []byte) {
 		if len(bytes.TrimSpace(doc)) == 0 {
 			continue
 		}
+		var ykey docKey
+		if d.cache != nil {
+			// A document ignored in the file's last version is not converted again: the
+			// conversion is most of the cost of a big YAML file.
+			if ykey = dataKey(doc); d.stillIgnored(ykey, yamlDocument) {
+				continue
+			}
+		}
 		j, err := sigyaml.YAMLToJSONStrict(doc)
 		if err != nil {
 			msg := err.Error()
@@ -236,8 +273,22 @@ func (d *manifestDecoder) yamlFile(rel string, data []byte) {
 		if bytes.Equal(bytes.TrimSpace(j), []byte("null")) {
 			continue // only comments
 		}
-		d.document(rel, line, j, nil)
+		var w docWritten
+		if mayHoldDataKeys(j) {
+			w.root, w.items = writtenIn(doc, line, 1, "")
+		}
+		n := len(d.jobs)
+		d.document(rel, line, j, nil, w)
+		if d.cache != nil && len(d.jobs) == n+1 && d.jobs[n].p != nil {
+			d.jobs[n].p.doc, d.jobs[n].p.docKeyed = ykey, true // one object: its document's key
+		}
 	}
+}
+
+// docWritten is where the ConfigMaps and Secrets of a document are written (see writtenIn).
+type docWritten struct {
+	root  *written
+	items []*written
 }
 
 // jsonOptions choose how JSON files are read. The sidecar always uses defaultJSON; tests turn
@@ -285,13 +336,19 @@ func (d *manifestDecoder) jsonFile(rel string, data []byte) {
 		for offset < len(data) && isSpace(data[offset]) {
 			offset++
 		}
-		d.document(rel, lines.at(offset), raw, nil)
+		line := lines.at(offset)
+		var w docWritten
+		if mayHoldDataKeys(raw) {
+			w.root, w.items = writtenIn(raw, line, offset-bytes.LastIndexByte(data[:offset], '\n'), "")
+		}
+		d.document(rel, line, raw, nil, w)
 	}
 }
 
-// document decodes one object (JSON); line is where it starts in the file. defaults gives the
-// kind of the items of a typed list (a ConfigMapList's items carry no kind).
-func (d *manifestDecoder) document(rel string, line int, j []byte, defaults *schema.GroupVersionKind) {
+// document decodes one object (JSON); line is where it starts in the file, w where its
+// ConfigMaps and Secrets are written. defaults gives the kind of the items of a typed list (a
+// ConfigMapList's items carry no kind).
+func (d *manifestDecoder) document(rel string, line int, j []byte, defaults *schema.GroupVersionKind, w docWritten) {
 	trimmed := bytes.TrimSpace(j)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		d.fail(rel, line, 0, fmt.Errorf("the document is not an object: want a Kubernetes object with apiVersion and kind"))
@@ -330,14 +387,33 @@ func (d *manifestDecoder) document(rel string, line int, j []byte, defaults *sch
 	gvk := gv.WithKind(head.Kind)
 
 	if head.Kind == "List" || (strings.HasSuffix(head.Kind, "List") && head.Items != nil) {
-		d.list(rel, line, gvk, head.Items)
+		d.list(rel, line, gvk, head.Items, w.items)
 		return
 	}
 
-	d.jobs = append(d.jobs, job{at: &origin{rel, line}, p: &pending{data: j, defaults: gvkString(defaults), gvk: gvk}})
+	d.add1(&origin{rel: rel, line: line, obj: w.root}, &pending{data: j, defaults: gvkString(defaults), gvk: gvk})
 }
 
-func (d *manifestDecoder) list(rel string, line int, gvk schema.GroupVersionKind, items json.RawMessage) {
+// add1 adds the job of one object: found in the cache, known to be ignored, or to decode
+// (at once while a YAML file is read: its bytes are then dropped).
+func (d *manifestDecoder) add1(at *origin, p *pending) {
+	if d.cache != nil {
+		p.key, p.keyed = dataKey(p.data), true
+		if e := d.cache.find(p.key, p.defaults); e != nil {
+			d.jobs = append(d.jobs, job{at: at, res: e.res, entry: e})
+			return
+		}
+		if d.stillIgnored(p.key, p.defaults) {
+			return
+		}
+	}
+	d.jobs = append(d.jobs, job{at: at, p: p})
+	if d.early != nil && p.defaults == "" {
+		d.early.decode(p)
+	}
+}
+
+func (d *manifestDecoder) list(rel string, line int, gvk schema.GroupVersionKind, items json.RawMessage, written []*written) {
 	var raw []json.RawMessage
 	if len(items) > 0 && !bytes.Equal(items, []byte("null")) {
 		if err := json.Unmarshal(items, &raw); err != nil {
@@ -351,8 +427,12 @@ func (d *manifestDecoder) list(rel string, line int, gvk schema.GroupVersionKind
 		itemGVK := gvk.GroupVersion().WithKind(strings.TrimSuffix(gvk.Kind, "List"))
 		defaults = &itemGVK
 	}
-	for _, item := range raw {
-		d.document(rel, line, item, defaults)
+	for i, item := range raw {
+		var w docWritten
+		if i < len(written) {
+			w.root = written[i]
+		}
+		d.document(rel, line, item, defaults, w)
 	}
 }
 
@@ -370,7 +450,7 @@ func (d *manifestDecoder) scannedJobs(rel string, data []byte, docs []head) bool
 	for _, doc := range docs {
 		line += bytes.Count(data[at:doc.start], []byte{'\n'})
 		at = doc.start
-		where := &origin{rel, line}
+		where := &origin{rel: rel, line: line}
 		gvk, ok := scannedGVK(doc, nil)
 		if !ok {
 			return bail()
@@ -378,6 +458,9 @@ func (d *manifestDecoder) scannedJobs(rel string, data []byte, docs []head) bool
 		if !isList(gvk.Kind, doc.hasItems) {
 			if doc.hasItems {
 				return bail() // items are not validated, and decoding will complain anyway
+			}
+			if hasDataKeys(gvk.Kind) {
+				where.obj, _ = writtenIn(data[doc.start:doc.end], line, doc.start-bytes.LastIndexByte(data[:doc.start], '\n'), "")
 			}
 			d.jobs = append(d.jobs, job{at: where, p: &pending{data: data[doc.start:doc.end], gvk: gvk}})
 			continue
@@ -389,13 +472,25 @@ func (d *manifestDecoder) scannedJobs(rel string, data []byte, docs []head) bool
 		}
 		prefix := gvkString(defaults)
 		d.jobs = slices.Grow(d.jobs, len(doc.items))
+		lines := lineCounter{data: data}
 		for _, sp := range doc.items {
 			item := data[sp.start:sp.end]
+			// A ConfigMap or Secret: where it and its keys are written.
+			at := func(kind string) *origin {
+				if !hasDataKeys(kind) {
+					return where
+				}
+				w, _ := writtenIn(item, lines.at(sp.start), sp.start-bytes.LastIndexByte(data[:sp.start], '\n'), kind)
+				return &origin{rel: rel, line: line, obj: w}
+			}
 			var key docKey
 			if d.cache != nil {
 				key = dataKey(item)
 				if e := d.cache.find(key, prefix); e != nil {
-					d.jobs = append(d.jobs, job{at: where, res: e.res, entry: e})
+					d.jobs = append(d.jobs, job{at: at(e.res.kind), res: e.res, entry: e})
+					continue
+				}
+				if d.stillIgnored(key, prefix) {
 					continue
 				}
 			}
@@ -407,7 +502,7 @@ func (d *manifestDecoder) scannedJobs(rel string, data []byte, docs []head) bool
 			if !ok || isList(igvk.Kind, h.hasItems) {
 				return bail()
 			}
-			d.jobs = append(d.jobs, job{at: where, p: &pending{data: item, defaults: prefix, gvk: igvk, keyed: d.cache != nil, key: key}})
+			d.jobs = append(d.jobs, job{at: at(igvk.Kind), p: &pending{data: item, defaults: prefix, gvk: igvk, keyed: d.cache != nil, key: key}})
 		}
 	}
 	return true
@@ -441,6 +536,9 @@ func scannedGVK(h head, defaults *schema.GroupVersionKind) (schema.GroupVersionK
 	return gv.WithKind(h.kind), true
 }
 
+// hasDataKeys: objects of kind have data keys whose positions errors give (see written).
+func hasDataKeys(kind string) bool { return kind == "ConfigMap" || kind == "Secret" }
+
 func isList(kind string, hasItems bool) bool {
 	return kind == "List" || (strings.HasSuffix(kind, "List") && hasItems)
 }
@@ -463,6 +561,9 @@ func (d *manifestDecoder) decodeJobs() {
 	work := func() {
 		for i := int(next.Add(1) - 1); i < len(d.jobs); i = int(next.Add(1) - 1) {
 			j := &d.jobs[i]
+			if j.res == nil && j.p != nil && j.p.res != nil {
+				j.res = j.p.res // decoded early
+			}
 			if j.p == nil || j.p.err != nil || j.res != nil || j.skip {
 				continue // found in the cache, bad, decoded early (see earlyDecoder) or before
 			}
@@ -470,6 +571,10 @@ func (d *manifestDecoder) decodeJobs() {
 				j.p.key, j.p.keyed = dataKey(j.p.data), true
 				if j.entry = d.cache.find(j.p.key, j.p.defaults); j.entry != nil {
 					j.res = j.entry.res
+					continue
+				}
+				if p, ok := d.ignoring.was(j.p.key); ok && p == j.p.defaults {
+					j.res, j.p.known, j.p.data = d.ignored(), true, nil // its file keeps its key
 					continue
 				}
 			}
@@ -493,6 +598,7 @@ func (d *manifestDecoder) decodeJobs() {
 	}
 	for i := range d.jobs {
 		j := &d.jobs[i]
+		fresh := j.p != nil && j.p.err == nil && !j.skip && j.entry == nil // decoded by this read
 		switch {
 		case j.p != nil && j.p.err != nil, j.skip:
 		case j.res == nil:
@@ -507,9 +613,17 @@ func (d *manifestDecoder) decodeJobs() {
 			}
 		case j.entry != nil:
 			j.entry.round = round
+		case j.p != nil && j.res.kind == "":
+			// Ignored: not cached (the file remembers its key, fileEntry.ignored), nor logged
+			// again when known.
+			fresh = fresh && !j.p.known
 		case d.cache != nil && j.p != nil:
 			j.entry = &cacheEntry{res: j.res, prefix: j.p.defaults, round: round}
 			d.cache.entries[j.p.key] = j.entry
+		}
+		if fresh && j.res != nil && j.res.kind == "" && j.p.gvk.Kind != "Secret" {
+			d.logger.Debug("ignoring an object that is not a ConfigMap, Secret, Pod or EndpointSlice",
+				"file", j.at.rel, "line", j.at.line, "kind", j.p.gvk.Kind, "apiVersion", j.p.gvk.GroupVersion().String())
 		}
 	}
 	if d.cache != nil {
@@ -521,14 +635,18 @@ func (d *manifestDecoder) decodeJobs() {
 	}
 }
 
-// addJobs adds the objects of the decoded jobs and reports their errors, in their order.
+// addJobs adds the objects of the decoded jobs and reports their errors, in their order. Of an
+// object defined more than once, one definition is kept (see duplicates) and each other one is
+// an error where it is.
 func (d *manifestDecoder) addJobs() {
-	d.seen.init(len(d.jobs))
+	dups := d.duplicates()
 	for i := range d.jobs {
 		switch j := &d.jobs[i]; {
 		case j.p != nil && j.p.err != nil:
 			d.errs = append(d.errs, j.p.err)
 		case j.skip || j.res == nil:
+		case dups[i] != nil:
+			d.errs = append(d.errs, duplicateError(j.at, j.res.key(), dups[i]))
 		default:
 			d.add(j.at, j.res)
 		}
@@ -623,7 +741,7 @@ func (d *manifestDecoder) prepare(obj kruntime.Object, gvk schema.GroupVersionKi
 		foldStringData(o)
 		if !d.keepSecret(o) {
 			if d.watchedBy(gvk) == nil {
-				return &decoded{}, nil // dropped: nothing of it is held
+				return d.ignored(), nil // dropped: nothing of it is held
 			}
 			res = &decoded{kind: "Secret"} // only the watched form
 			break
@@ -639,6 +757,9 @@ func (d *manifestDecoder) prepare(obj kruntime.Object, gvk schema.GroupVersionKi
 		defaultNS(&o.ObjectMeta)
 		res = &decoded{obj: o, kind: "EndpointSlice", meta: &o.ObjectMeta}
 	default:
+		if d.watchedBy(gvk) == nil {
+			return d.ignored(), nil // decoded (strictly: it must be valid), then nothing of it is kept
+		}
 		res = &decoded{obj: obj}
 	}
 	by := d.watchedBy(gvk)
@@ -677,23 +798,11 @@ func (d *manifestDecoder) keepSecret(s *corev1.Secret) bool {
 // and the objects of the watched resources.
 func (d *manifestDecoder) add(at *origin, r *decoded) {
 	if r.kind == "" {
-		if r.obj == nil {
-			return // a Secret dropped (keepSecret)
-		}
-		gvk := r.obj.GetObjectKind().GroupVersionKind()
-		d.logger.Debug("ignoring an object that is not a ConfigMap, Secret, Pod or EndpointSlice",
-			"file", at.rel, "line", at.line, "kind", gvk.Kind, "apiVersion", gvk.GroupVersion().String())
-		return
+		return // ignored (logged when decoded) or a Secret dropped (keepSecret)
 	}
 	k := r.key()
 	if k.name == "" {
 		d.errs = append(d.errs, inputError(at.rel, at.line, 0, fmt.Errorf("the %s has no metadata.name", r.kind)))
-		return
-	}
-	// A second definition is an error, since which one won would depend on file names.
-	if prev := d.seen.add(r, at); prev != nil {
-		d.errs = append(d.errs, inputError(at.rel, at.line, 0,
-			fmt.Errorf("%s %s/%s is defined twice: first in %s line %d", k.kind, k.namespace, k.name, prev.rel, prev.line)))
 		return
 	}
 	for _, w := range r.watchedBy {
@@ -714,8 +823,10 @@ func (d *manifestDecoder) add(at *origin, r *decoded) {
 	switch o := r.obj.(type) {
 	case *corev1.ConfigMap:
 		d.objs.ConfigMaps = append(d.objs.ConfigMaps, o)
+		d.written(at, k)
 	case *corev1.Secret:
 		d.objs.Secrets = append(d.objs.Secrets, o)
+		d.written(at, k)
 	case *corev1.Pod:
 		d.objs.Pods = append(d.objs.Pods, o)
 	case *discoveryv1.EndpointSlice:
@@ -723,19 +834,48 @@ func (d *manifestDecoder) add(at *origin, r *decoded) {
 	}
 }
 
-// seenSet remembers where each object was first defined, by a hash of its kind, namespace and
-// name (small for a hundred thousand objects); equal hashes are compared exactly.
-type seenSet struct {
-	first map[uint64]seenAt
-	more  map[objectKey]*origin // objects whose hash an earlier one has
+// written records where the ConfigMap or Secret k and the values of its data keys are
+// written (Objects.Origins).
+func (d *manifestDecoder) written(at *origin, k objectKey) {
+	if d.objs.Origins == nil {
+		d.objs.Origins = snapshot.Origins{}
+	}
+	file := d.path(at.rel)
+	ref := snapshot.Ref{Kind: k.kind, Namespace: k.namespace, Name: k.name}
+	line := at.line
+	if at.obj != nil && at.obj.line > 0 {
+		line = at.obj.line
+	}
+	d.objs.Origins[ref] = snapshot.Origin{Position: snapshot.Position{File: file, Line: line}}
+	if at.obj == nil {
+		return
+	}
+	for key, og := range at.obj.keys {
+		ref.Key, og.File = key, file
+		d.objs.Origins[ref] = og
+	}
 }
 
+// path is the path of a file as the operator names it: relative to the directory given.
+func (d *manifestDecoder) path(rel string) string {
+	if d.dir == "" {
+		return rel
+	}
+	return filepath.Join(d.dir, rel)
+}
+
+// fileOrigin records where file rel is, for errors about the file itself (Ref Kind "File",
+// whose lines are the file's).
+func (d *manifestDecoder) fileOrigin(rel string) {
+	if d.objs.Origins == nil {
+		d.objs.Origins = snapshot.Origins{}
+	}
+	d.objs.Origins[snapshot.Ref{Kind: "File", Name: rel}] = snapshot.Origin{
+		Position: snapshot.Position{File: d.path(rel), Line: 1, Col: 1}, Style: snapshot.Literal}
+}
+
+// objectKey names an object: two definitions with the same key are one object defined twice.
 type objectKey struct{ kind, namespace, name string }
-
-type seenAt struct {
-	at  *origin
-	res *decoded
-}
 
 func (r *decoded) key() objectKey {
 	switch {
@@ -748,44 +888,6 @@ func (r *decoded) key() objectKey {
 		return objectKey{r.kind, m.GetNamespace(), m.GetName()}
 	}
 	return objectKey{r.kind, r.meta.Namespace, r.meta.Name}
-}
-
-func (s *seenSet) init(n int) {
-	if s.first == nil {
-		s.first = make(map[uint64]seenAt, n)
-	}
-}
-
-var seenSeed = maphash.MakeSeed()
-
-// add records r, defined at, or returns where an object of the same kind, namespace and name
-// was defined first.
-func (s *seenSet) add(r *decoded, at *origin) *origin {
-	k := r.key()
-	var h maphash.Hash
-	h.SetSeed(seenSeed)
-	h.WriteString(k.kind)
-	h.WriteByte(0)
-	h.WriteString(k.namespace)
-	h.WriteByte(0)
-	h.WriteString(k.name)
-	sum := h.Sum64()
-	first, ok := s.first[sum]
-	switch {
-	case !ok:
-		s.first[sum] = seenAt{at, r}
-		return nil
-	case first.res.key() == k:
-		return first.at
-	}
-	if prev := s.more[k]; prev != nil {
-		return prev
-	}
-	if s.more == nil {
-		s.more = map[objectKey]*origin{}
-	}
-	s.more[k] = at
-	return nil
 }
 
 // foldStringData does what the API server does with a Secret's stringData: merge it into data

@@ -93,10 +93,11 @@ type EtcdConfig struct {
 	// MaxBackoff bounds the wait between retries while etcd is unreachable; default 10s.
 	MaxBackoff time.Duration
 
-	// OnUp, when set, is told whether etcd is being followed (true once the lists succeed)
-	// or not (an outage: a failed list or a stalled watch), on every change. It must not
-	// block. Meanwhile Objects keeps returning the last objects read.
-	OnUp func(up bool)
+	// OnState, when set, is told whether etcd is being followed (up once the lists succeed)
+	// or not, and why (an outage: a failed list, a stalled watch, etcd not answering the
+	// probe), on every change. It must not block. Meanwhile Objects keeps returning the last
+	// objects read.
+	OnState StateFunc
 	// Logger gets outages, recoveries, re-lists and undecodable values; nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -156,7 +157,9 @@ type Etcd struct {
 	nsWatches  map[nsKey]*prefixWatch // pods and EndpointSlices of the namespaces the services name
 	failing    map[*prefixWatch]error
 	connectErr error
-	rev        int64 // highest etcd revision seen
+	probeErr   error         // etcd did not answer the last probe
+	back       chan struct{} // closed when etcd answers again after an outage (see probe)
+	rev        int64         // highest etcd revision seen
 	// watchdog state
 	watching     int       // watchers in their watch phase
 	lastActivity time.Time // last response on any watch
@@ -265,6 +268,7 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 		reportedUp: -1,
 		nsWatches:  map[nsKey]*prefixWatch{},
 		failing:    map[*prefixWatch]error{},
+		back:       make(chan struct{}),
 	}
 	if e.log == nil {
 		e.log = slog.Default()
@@ -291,7 +295,7 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 }
 
 // Run connects to etcd and follows the objects until ctx ends; it returns ctx.Err(). Outages
-// are retried forever (reported through OnUp and the log), never returned.
+// are retried forever (reported through OnState and the log), never returned.
 func (e *Etcd) Run(ctx context.Context, changed func()) error {
 	e.mu.Lock()
 	if e.ran {
@@ -326,6 +330,8 @@ func (e *Etcd) Run(ctx context.Context, changed func()) error {
 		"prefix", e.cfg.Prefix, "namespace", e.cfg.Namespace)
 	changed()
 
+	e.wg.Add(1)
+	go e.probe(ctx)
 	e.watchdog(ctx)
 	cancel()
 	e.wg.Wait()
@@ -467,7 +473,7 @@ func (e *Etcd) follow(ctx context.Context, w *prefixWatch) {
 				// case compaction keeps outrunning a very long list).
 				d := bo.next()
 				e.log.Info("etcd source: history compacted while listing; listing again", "prefix", w.prefix, "in", d, "error", err)
-				if !sleep(ctx, d) {
+				if !e.pause(ctx, d, &bo) {
 					return
 				}
 				continue
@@ -476,7 +482,7 @@ func (e *Etcd) follow(ctx context.Context, w *prefixWatch) {
 			d := bo.next()
 			e.log.Warn("etcd source: cannot list; retrying, the last objects read stay in use",
 				"prefix", w.prefix, "in", d, "error", err)
-			if !sleep(ctx, d) {
+			if !e.pause(ctx, d, &bo) {
 				return
 			}
 			continue
@@ -494,7 +500,7 @@ func (e *Etcd) follow(ctx context.Context, w *prefixWatch) {
 			// A watch that ends at once, again and again, must not turn into a busy loop.
 			d := bo.next()
 			e.log.Info("etcd source: watch ended; listing again", "prefix", w.prefix, "in", d, "reason", err)
-			if !sleep(ctx, d) {
+			if !e.pause(ctx, d, &bo) {
 				return
 			}
 		} else {
@@ -992,12 +998,15 @@ func (e *Etcd) setFailing(w *prefixWatch, err error) {
 	e.reportUp()
 }
 
-// reportUp tells OnUp and the log when the source goes down or comes back.
+// reportUp tells OnState and the log when the source goes down or comes back.
 func (e *Etcd) reportUp() {
 	e.upMu.Lock()
 	defer e.upMu.Unlock()
 	e.mu.Lock()
 	err := e.connectErr
+	if err == nil {
+		err = e.probeErr
+	}
 	for _, w := range e.watches() {
 		if err == nil {
 			err = e.failing[w]
@@ -1019,8 +1028,11 @@ func (e *Etcd) reportUp() {
 	case up == 0:
 		e.log.Warn("etcd source: cannot follow etcd; the last objects read stay in use", "error", err)
 	}
-	if e.cfg.OnUp != nil {
-		e.cfg.OnUp(up == 1)
+	if e.cfg.OnState != nil {
+		if err != nil {
+			err = fmt.Errorf("etcd source: cannot follow etcd at %s: %w", strings.Join(e.cfg.Endpoints, ","), err)
+		}
+		e.cfg.OnState(up == 1, err)
 	}
 }
 

@@ -28,8 +28,8 @@ const (
 )
 
 // clientConfig builds the etcd client configuration: TLS from the PEM files, keepalives, and a
-// reconnection backoff capped at a few seconds (gRPC's default grows to 2 minutes, which would
-// delay the recovery after an outage by as much).
+// reconnection backoff capped at etcdReconnectMax (gRPC's default grows to 2 minutes, which
+// would delay the recovery after an outage by as much).
 func clientConfig(cfg EtcdConfig, logger *zap.Logger) (clientv3.Config, error) {
 	tlsCfg, err := tlsConfig(cfg)
 	if err != nil {
@@ -51,7 +51,7 @@ func clientConfig(cfg EtcdConfig, logger *zap.Logger) (clientv3.Config, error) {
 				BaseDelay:  250 * time.Millisecond,
 				Multiplier: 1.6,
 				Jitter:     0.2,
-				MaxDelay:   min(5*time.Second, cfg.MaxBackoff),
+				MaxDelay:   min(etcdReconnectMax, cfg.MaxBackoff),
 			},
 			MinConnectTimeout: cfg.DialTimeout,
 		})},

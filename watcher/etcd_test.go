@@ -76,7 +76,7 @@ func runEtcd(t *testing.T, cfg EtcdConfig) *etcdRun {
 	if cfg.MaxBackoff == 0 {
 		cfg.MaxBackoff = 500 * time.Millisecond
 	}
-	cfg.OnUp = func(up bool) {
+	cfg.OnState = func(up bool, _ error) {
 		r.mu.Lock()
 		r.ups = append(r.ups, up)
 		r.mu.Unlock()

@@ -17,8 +17,6 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // jsonCorpus are JSON manifest files the fast path reads (or gives up on) and the slow path
@@ -414,15 +412,13 @@ func TestSkipObject(t *testing.T) {
 
 // TestSeenSetCollision: objects whose hashes collide are told apart.
 func TestSeenSetCollision(t *testing.T) {
-	cm := func(name string) *decoded {
-		o := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "lb", Name: name}}
-		return &decoded{obj: o, kind: "ConfigMap", meta: &o.ObjectMeta}
-	}
+	cm := func(name string) objectKey { return objectKey{"ConfigMap", "lb", name} }
+	// The jobs, by index: a at 1, b at 2, b again at 3.
+	keys := map[int]objectKey{1: cm("a"), 2: cm("b"), 3: cm("b")}
+	keyOf := func(i int) objectKey { return keys[i] }
 	var s seenSet
 	s.init(4)
-	a, b := cm("a"), cm("b")
-	at1, at2, at3 := &origin{"x.yaml", 1}, &origin{"y.yaml", 2}, &origin{"z.yaml", 3}
-	if s.add(a, at1) != nil {
+	if _, dup := s.add(keys[1], 1, keyOf); dup {
 		t.Fatal("a is new")
 	}
 	// Pretend b's hash is a's: move a's entry under b's hash.
@@ -433,11 +429,11 @@ func TestSeenSetCollision(t *testing.T) {
 		delete(s.first, k)
 		s.first[h.Sum64()] = v
 	}
-	if prev := s.add(b, at2); prev != nil {
-		t.Fatalf("b, whose hash a has, is reported defined at %v", prev)
+	if prev, dup := s.add(keys[2], 2, keyOf); dup {
+		t.Fatalf("b, whose hash a has, is reported defined at job %d", prev)
 	}
-	if prev := s.add(cm("b"), at3); prev != at2 {
-		t.Errorf("b again: first defined at %v, want %v", prev, at2)
+	if prev, dup := s.add(keys[3], 3, keyOf); !dup || prev != 2 {
+		t.Errorf("b again: first defined at job %d (duplicate %v), want job 2", prev, dup)
 	}
 }
 

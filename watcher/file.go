@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -41,7 +41,8 @@ import (
 // gives the objects it gave, with no read; a changed one is read, and parsed only if its bytes
 // differ. A file is bad input when it does not decode or is larger than MaxFileSize: its error
 // is reported, and the objects of its last good version stand in for it (none if it never was
-// good).
+// good). An object defined in two places keeps the definition the last read used; the other
+// is an error in its file (duplicates.go).
 type File struct {
 	// Dir is the directory to read.
 	Dir string
@@ -65,6 +66,8 @@ type File struct {
 	// Empty: every Secret is kept. Neither changes once Objects has been called.
 	SecretNamespace     string
 	TLSSecretNamespaces snapshot.Namespaces
+	// OnState, when set, is told whether Dir is watched, and why not (see Run).
+	OnState StateFunc
 	// Watch are the watched resources (--watch): objects of their kinds (by apiVersion and
 	// kind; a custom resource's kind is its ;kind=, else the kind whose plural is the
 	// resource's) are returned in Objects.Resources, converted and filtered by namespace and
@@ -75,6 +78,9 @@ type File struct {
 	objConv snapshot.ObjectConverter
 	json    *jsonOptions // nil: defaultJSON(); tests set it
 
+	stateOnce sync.Once
+	state     *stateReport // what Run reported last
+
 	mu    sync.Mutex
 	cache *docCache // with PodConverter: what earlier calls decoded
 	// files is what the last call found in each file, by path relative to Dir.
@@ -82,6 +88,9 @@ type File struct {
 	filesNS string // the default namespace files were decoded with
 	last    readStats
 	now     func() time.Time // the clock racy stats are judged by; nil: time.Now
+	// kept is, for each object the last read found defined more than once, the file whose
+	// definition it kept: that one stays in use while its file defines the object.
+	kept map[objectKey]string
 }
 
 // readStats count what the last call did, for the debug log and tests.
@@ -134,6 +143,8 @@ type fileEntry struct {
 	bad  bool // some job is an error, or the file is too big
 	// good are the jobs of the file's last version without errors; nil if it never had one.
 	good []job
+	// ignored are the objects of the file's last version that nothing reads (ignoredKeys).
+	ignored map[docKey]string
 }
 
 // fileStat identifies a version of a file on disk. The change time cannot be set by users, so
@@ -150,10 +161,7 @@ const racyMargin = 2 * time.Second
 
 func statOf(fi fs.FileInfo) fileStat {
 	st := fileStat{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-		st.dev, st.ino = uint64(sys.Dev), sys.Ino
-		st.ctime = sys.Ctim.Sec*1e9 + sys.Ctim.Nsec
-	}
+	st.dev, st.ino, st.ctime = identity(fi) // per system: stat_linux.go, stat_darwin.go, stat_other.go
 	return st
 }
 
@@ -174,7 +182,8 @@ func (e *fileEntry) contribution() []job {
 
 // keep is the decoded jobs as a fileEntry keeps them: results and errors, not the bytes they
 // were decoded from (they may be slices of the whole file), and not the objects of kinds that
-// are ignored (a big manifest of Deployments then costs nothing while it does not change).
+// are ignored (a big manifest of Deployments then costs nothing while it does not change; see
+// ignoredKeys for when it does).
 func keep(jobs []job) (kept []job, bad bool) {
 	kept = make([]job, 0, len(jobs)) // sized once: a 100,000-pod List is not grown by doubling
 	for _, j := range jobs {
@@ -204,6 +213,7 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	dec := newManifestDecoder(f.DefaultNamespace, log)
+	dec.dir = f.Dir
 	dec.secretNamespace, dec.tlsNamespaces = f.SecretNamespace, f.TLSSecretNamespaces
 	if f.json != nil {
 		dec.json = *f.json
@@ -219,18 +229,19 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		f.PodConverter.NextRound()
 		dec.conv = f.PodConverter
 		if f.cache == nil || f.cache.namespace != dec.defaultNamespace {
-			f.cache = &docCache{namespace: dec.defaultNamespace}
+			f.cache = &docCache{namespace: dec.defaultNamespace, ignored: &decoded{}}
 		}
 		dec.cache = f.cache
 	}
 	if f.files == nil || f.filesNS != dec.defaultNamespace {
-		f.files, f.filesNS = map[string]*fileEntry{}, dec.defaultNamespace
+		f.files, f.filesNS, f.kept = map[string]*fileEntry{}, dec.defaultNamespace, nil
 	}
 	h := xxhash.New() // for the Revision: fast, and the same in every process
 	fmt.Fprintf(h, "namespace %q\n", dec.defaultNamespace)
 	type parsed struct {
 		start, end int
 		entry      *fileEntry
+		still      map[docKey]string // its objects still ignored (ignored.go)
 	}
 	var fresh []parsed
 	f.last = readStats{files: len(files)}
@@ -251,7 +262,7 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		}
 		next[file.rel] = e
 		if read {
-			fresh = append(fresh, parsed{start, len(dec.jobs), e})
+			fresh = append(fresh, parsed{start, len(dec.jobs), e, dec.ignoring.still})
 		} else {
 			dec.jobs = append(dec.jobs, e.contribution()...)
 		}
@@ -269,6 +280,7 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		at := 0
 		for _, p := range fresh {
 			jobs = append(jobs, dec.jobs[at:p.start]...)
+			p.entry.ignored = ignoredKeys(p.still, dec.jobs[p.start:p.end])
 			p.entry.jobs, p.entry.bad = keep(dec.jobs[p.start:p.end])
 			if !p.entry.bad {
 				p.entry.good = p.entry.jobs
@@ -278,10 +290,16 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		}
 		dec.jobs = append(jobs, dec.jobs[at:]...)
 	}
+	chosen := map[objectKey]string{}
+	dec.prefer = preferKept(f.files, f.kept, chosen)
 	f.files = next
 	f.last.parsed = len(fresh)
 	log.Debug("file source: read", "files", f.last.files, "read", f.last.read, "parsed", f.last.parsed)
 	dec.addJobs()
+	for rel := range next {
+		dec.fileOrigin(rel)
+	}
+	f.kept = chosen
 	objs := dec.objs
 	objs.Revision = fmt.Sprintf("%016x", h.Sum64())
 	switch len(dec.errs) {
@@ -318,16 +336,28 @@ func (f *File) readFile(dec *manifestDecoder, file manifest, limit int64) (e *fi
 	}
 	if st.size > limit {
 		e.bad = true
-		e.jobs = []job{{at: &origin{file.rel, 0}, p: &pending{err: inputError(file.rel, 0, 0, tooBig(st.size, limit))}}}
+		e.jobs = []job{{at: &origin{rel: file.rel}, p: &pending{err: inputError(file.rel, 0, 0, tooBig(st.size, limit))}}}
 		return e, false, nil
 	}
-	start := len(dec.jobs)
 	f.last.read++
+	if old != nil && old.sum != 0 && st.size == old.size && st.size >= dec.json.streamMin {
+		// A big file of the same size (touched, racy, rewritten): hashed first, through a
+		// small buffer, so that the same bytes cost no copy of the file.
+		if sum, err := hashFile(file.path, limit); err == nil && sum == old.sum {
+			e.sum, e.jobs, e.bad, e.ignored = sum, old.jobs, old.bad, old.ignored
+			return e, false, nil
+		}
+	}
+	dec.ignoring.still = nil
+	if old != nil && old.ignored != nil {
+		dec.ignoring.before = append(dec.ignoring.before, old.ignored)
+	}
+	start := len(dec.jobs)
 	sum, size, data, err := readManifest(dec, file, limit)
 	if errors.Is(err, errTooBig) {
 		dec.jobs = dec.jobs[:start]
 		e.bad, e.size = true, size
-		e.jobs = []job{{at: &origin{file.rel, 0}, p: &pending{err: inputError(file.rel, 0, 0, tooBig(size, limit))}}}
+		e.jobs = []job{{at: &origin{rel: file.rel}, p: &pending{err: inputError(file.rel, 0, 0, tooBig(size, limit))}}}
 		return e, false, nil
 	}
 	if err != nil {
@@ -337,7 +367,7 @@ func (f *File) readFile(dec *manifestDecoder, file manifest, limit int64) (e *fi
 	if old != nil && old.sum != 0 && old.sum == sum && old.size == size {
 		// Touched, or rewritten with the same bytes: what it gave before.
 		dec.jobs = dec.jobs[:start] // what the streaming path found already
-		e.jobs, e.bad = old.jobs, old.bad
+		e.jobs, e.bad, e.ignored = old.jobs, old.bad, old.ignored
 		return e, false, nil
 	}
 	if data != nil {
@@ -392,7 +422,11 @@ func readManifest(dec *manifestDecoder, file manifest, limit int64) (sum uint64,
 			r = &limitReader{r: fh, left: limit}
 		}
 	}
-	data, err = io.ReadAll(r)
+	var hint int64
+	if fi, err := fh.Stat(); err == nil {
+		hint = min(fi.Size(), limit)
+	}
+	data, err = readAll(r, hint)
 	if r.over {
 		return 0, limit + 1, nil, errTooBig
 	}
@@ -400,6 +434,32 @@ func readManifest(dec *manifestDecoder, file manifest, limit int64) (sum uint64,
 		return 0, 0, nil, err
 	}
 	return xxhash.Sum64(data), int64(len(data)), data, nil
+}
+
+// hashFile is the xxhash of a file of at most limit bytes, read through a small buffer.
+func hashFile(path string, limit int64) (uint64, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer fh.Close()
+	h := xxhash.New()
+	r := &limitReader{r: fh, left: limit}
+	if _, err := io.Copy(h, r); err != nil {
+		return 0, err
+	}
+	if r.over {
+		return 0, errTooBig
+	}
+	return h.Sum64(), nil
+}
+
+// readAll is io.ReadAll into a buffer of the file's size: a 100 MB manifest is not copied
+// from smaller buffers as it grows.
+func readAll(r io.Reader, hint int64) ([]byte, error) {
+	buf := bytes.NewBuffer(make([]byte, 0, hint+bytes.MinRead))
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
 }
 
 // limitReader reads at most left bytes, then reports over (and EOF) if there is more.
@@ -426,9 +486,53 @@ func (l *limitReader) Read(p []byte) (int, error) {
 }
 
 // Run watches Dir and every directory scan enters, adding watches as directories appear, and
-// calls changed for every event that can change what Objects reads. It returns an error when a
-// watch cannot be set up or Dir itself goes away.
+// calls changed for every event that can change what Objects reads. When Dir cannot be watched
+// (it is removed or moved away, or is not there at start), the source is down: that is
+// reported (OnState and a log line), Dir is looked for every dirPoll, and once it is back it
+// is watched again, reported up, and changed is called. Run returns only when ctx ends.
 func (f *File) Run(ctx context.Context, changed func()) error {
+	for {
+		err := f.watch(ctx, changed)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		f.report(false, err)
+		if !f.awaitDir(ctx) {
+			return ctx.Err()
+		}
+	}
+}
+
+// dirPoll is how often a directory that cannot be watched is looked for: its return is seen
+// within this, well inside the 2 s in which what changed meanwhile must go live.
+const dirPoll = 250 * time.Millisecond
+
+// report tells OnState and the log whether Dir is watched.
+func (f *File) report(up bool, why error) {
+	f.stateOnce.Do(func() { f.state = &stateReport{fn: f.OnState, log: f.logger()} })
+	f.state.set(up, why,
+		"file source: cannot watch the directory; HAProxy keeps serving what it runs, and the directory is looked for until it is back",
+		"file source: watching the directory again", "dir", f.Dir)
+}
+
+// awaitDir waits until Dir can be read again (at least one dirPoll); false when ctx ended.
+func (f *File) awaitDir(ctx context.Context) bool {
+	t := time.NewTicker(dirPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		if _, err := os.ReadDir(f.root()); err == nil {
+			return true
+		}
+	}
+}
+
+// watch watches Dir until ctx ends (nil) or Dir can no longer be watched (why).
+func (f *File) watch(ctx context.Context, changed func()) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("file source: watch %s: %w", f.Dir, err)
@@ -438,17 +542,17 @@ func (f *File) Run(ctx context.Context, changed func()) error {
 	if err := ws.sync(); err != nil {
 		return fmt.Errorf("file source: watch %s: %w", f.Dir, err)
 	}
+	f.report(true, nil)
 	changed()
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil
 		case ev, ok := <-w.Events:
 			if !ok {
 				return fmt.Errorf("file source: watch %s: fsnotify stopped", f.Dir)
 			}
 			if ev.Name == ws.root && ev.Has(fsnotify.Remove|fsnotify.Rename) {
-				changed()
 				return fmt.Errorf("file source: watch %s: the directory was removed or moved", f.Dir)
 			}
 			if !ws.relevant(ev) {

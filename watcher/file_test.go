@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,10 +92,17 @@ const deadline = 10 * time.Second
 
 func startWatch(t *testing.T, dir string) *harness {
 	t.Helper()
+	return startWatchWith(t, &File{Dir: dir, DefaultNamespace: "lb", Logger: testLogger(t)}, true)
+}
+
+// startWatchWith runs f; with watching, it waits for the first changed(), which says the watch
+// is set up.
+func startWatchWith(t *testing.T, f *File, watching bool) *harness {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &harness{
 		t:       t,
-		f:       &File{Dir: dir, DefaultNamespace: "lb", Logger: testLogger(t)},
+		f:       f,
 		changed: make(chan struct{}, 1),
 		done:    make(chan error, 1),
 		cancel:  cancel,
@@ -118,6 +126,9 @@ func startWatch(t *testing.T, dir string) *harness {
 			t.Error("Run did not return after cancel")
 		}
 	})
+	if !watching {
+		return h
+	}
 	// Run calls changed() once the watch is set up.
 	select {
 	case <-h.changed:
@@ -395,46 +406,102 @@ func TestWatchConfigMapVolume(t *testing.T) {
 	h.waitFor("config has v5", hasValue("config", "v5"))
 }
 
-func TestRunErrors(t *testing.T) {
+// states records what a source reported through OnState.
+type states struct {
+	mu   sync.Mutex
+	seen []error // nil: up
+	ch   chan struct{}
+}
+
+func newStates() *states { return &states{ch: make(chan struct{}, 1)} }
+
+func (s *states) report(up bool, why error) {
+	s.mu.Lock()
+	if up {
+		why = nil
+	} else if why == nil {
+		why = errors.New("down, no reason given")
+	}
+	s.seen = append(s.seen, why)
+	s.mu.Unlock()
+	select {
+	case s.ch <- struct{}{}:
+	default:
+	}
+}
+
+// await waits until the last state reported is up (want nil) or down with a reason ok accepts.
+func (s *states) await(t *testing.T, what string, ok func(why error) bool) {
+	t.Helper()
+	timeout := time.After(deadline)
+	for {
+		s.mu.Lock()
+		var last error
+		n := len(s.seen)
+		if n > 0 {
+			last = s.seen[n-1]
+		}
+		s.mu.Unlock()
+		if n > 0 && ok(last) {
+			return
+		}
+		select {
+		case <-s.ch:
+		case <-timeout:
+			t.Fatalf("not reported: %s (reported: %v)", what, s.seen)
+		}
+	}
+}
+
+func isUp(why error) bool { return why == nil }
+
+// TestRunDirectoryAway: a directory missing at start, or removed or moved away later, does not
+// end Run: the source is reported down with why, and once the directory is back it is watched
+// again, reported up, and changed is called (what it holds then is read).
+func TestRunDirectoryAway(t *testing.T) {
 	t.Run("missing directory", func(t *testing.T) {
-		f := &File{Dir: filepath.Join(t.TempDir(), "missing")}
-		err := f.Run(context.Background(), func() {})
-		if err == nil || !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("Run = %v, want a not-exist error", err)
-		}
+		dir := filepath.Join(t.TempDir(), "missing")
+		st := newStates()
+		h := startWatchWith(t, &File{Dir: dir, DefaultNamespace: "lb", Logger: testLogger(t), OnState: st.report}, false)
+		st.await(t, "a not-exist error", func(why error) bool { return why != nil && errors.Is(why, os.ErrNotExist) })
+		writeFiles(t, dir, map[string]string{"config.yaml": configMapYAML("config", "v1")})
+		st.await(t, "up once the directory is there", isUp)
+		h.waitFor("config has v1", hasValue("config", "v1"))
 	})
-	t.Run("directory removed", func(t *testing.T) {
-		dir := filepath.Join(t.TempDir(), "watched")
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		ready := make(chan struct{}, 1)
-		go func() {
-			done <- (&File{Dir: dir}).Run(context.Background(), func() {
-				select {
-				case ready <- struct{}{}:
-				default:
-				}
-			})
-		}()
-		select {
-		case <-ready:
-		case <-time.After(deadline):
-			t.Fatal("no changed() after Run started")
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case err := <-done:
-			if err == nil || !strings.Contains(err.Error(), "removed or moved") {
-				t.Errorf("Run = %v, want an error about the directory", err)
+	for _, how := range []string{"removed", "moved"} {
+		t.Run("directory "+how, func(t *testing.T) {
+			parent := t.TempDir()
+			dir := filepath.Join(parent, "watched")
+			writeFiles(t, dir, map[string]string{"config.yaml": configMapYAML("config", "v1")})
+			st := newStates()
+			h := startWatchWith(t, &File{Dir: dir, DefaultNamespace: "lb", Logger: testLogger(t), OnState: st.report}, true)
+			if o := read(t, h.f); !hasValue("config", "v1")(o) {
+				t.Fatalf("objects %v, want config v1", names(o))
 			}
-		case <-time.After(deadline):
-			t.Fatal("Run did not return after its directory was removed")
-		}
-	})
+			st.await(t, "up", isUp)
+			var err error
+			if how == "removed" {
+				err = os.RemoveAll(dir)
+			} else {
+				err = os.Rename(dir, filepath.Join(parent, "elsewhere"))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.await(t, "an error about the directory", func(why error) bool {
+				return why != nil && strings.Contains(why.Error(), "removed or moved") && strings.Contains(why.Error(), dir)
+			})
+			if _, err := h.f.Objects(context.Background()); err == nil {
+				t.Error("Objects reads a directory that is gone")
+			}
+			writeFiles(t, dir, map[string]string{"config.yaml": configMapYAML("config", "v2")})
+			st.await(t, "up once the directory is back", isUp)
+			h.waitFor("config has v2", hasValue("config", "v2"))
+			// Watched again: a later change is seen.
+			writeFiles(t, dir, map[string]string{"config.yaml": configMapYAML("config", "v3")})
+			h.waitFor("config has v3", hasValue("config", "v3"))
+		})
+	}
 }
 
 func TestRelevant(t *testing.T) {

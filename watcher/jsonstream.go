@@ -130,6 +130,11 @@ func (w *window) expect(c byte) bool {
 type streamedItem struct {
 	entry *cacheEntry
 	miss  *streamedMiss
+	// ignored: nothing read the item (key) in the file's last version, as an item of a List
+	// of kind prefix (ignored.go).
+	ignored bool
+	prefix  string
+	key     docKey
 }
 
 type streamedMiss struct {
@@ -140,25 +145,23 @@ type streamedMiss struct {
 	res  *decoded // decoded while the List was still being read; nil if not (yet)
 }
 
-// earlyDecoder decodes the items of a List that name their own apiVersion and kind while the
-// rest of the file is still being read, on all CPUs, and drops their bytes: a cold start of a
-// 61 MB List would otherwise hold every item's copy until the end of the file. Items whose
-// kind comes from the List's own (a typed List, whose kind may come after its items) wait
-// for finish, as before.
+// earlyDecoder decodes objects while the rest of the file is still being read, on all CPUs,
+// and drops their bytes: a cold start of a 61 MB List (or of a 100 MB YAML file) would
+// otherwise hold every object's bytes until the end of the file. Objects whose kind comes
+// from their List's (a typed List, whose kind may come after its items) wait for finish, as
+// before. At most a few hundred wait to be decoded: reading waits for the decoders.
 type earlyDecoder struct {
 	d    *manifestDecoder
-	work chan *streamedMiss
+	work chan func()
 	wg   sync.WaitGroup
 }
 
 func (d *manifestDecoder) newEarlyDecoder() *earlyDecoder {
-	e := &earlyDecoder{d: d, work: make(chan *streamedMiss, 256)}
+	e := &earlyDecoder{d: d, work: make(chan func(), 256)}
 	for range runtime.GOMAXPROCS(0) {
 		e.wg.Go(func() {
-			for m := range e.work {
-				if m.res = d.fastDecode(&pending{data: m.data, gvk: m.gvk}); m.res != nil {
-					m.data = nil
-				}
+			for f := range e.work {
+				f()
 			}
 		})
 	}
@@ -175,7 +178,21 @@ func (e *earlyDecoder) offer(m *streamedMiss) {
 		return
 	}
 	m.gvk = gvk
-	e.work <- m
+	e.work <- func() {
+		if m.res = e.d.fastDecode(&pending{data: m.data, gvk: m.gvk}); m.res != nil {
+			m.data = nil
+		}
+	}
+}
+
+// decode starts decoding p (an object that names its own kind); p.res is set, and p.data
+// dropped, if the fast decode succeeds (decodeJobs does the rest).
+func (e *earlyDecoder) decode(p *pending) {
+	e.work <- func() {
+		if p.res = e.d.fastDecode(p); p.res != nil {
+			p.data = nil
+		}
+	}
 }
 
 // wait ends the decoding: every offered item has its result (or its bytes, if the fast
@@ -290,12 +307,16 @@ func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size 
 		d.cache.listItems[rel] = len(items)
 	}
 	prefix := gvkString(defaults)
-	where := &origin{rel, line}
+	where := &origin{rel: rel, line: line} // streamed: big files of pods, no positions of keys
 	start := len(d.jobs)
 	d.jobs = slices.Grow(d.jobs, len(items))
 	for _, it := range items {
 		if it.entry != nil && it.entry.prefix == prefix {
 			d.jobs = append(d.jobs, job{at: where, res: it.entry.res, entry: it.entry})
+			continue
+		}
+		if it.ignored && it.prefix == prefix {
+			d.ignoring.note(it.key, prefix)
 			continue
 		}
 		m := it.miss
@@ -345,8 +366,12 @@ func (d *manifestDecoder) streamItems(w *window, items *[]streamedItem, early *e
 		if d.cache != nil {
 			key = dataKey(v)
 			it.entry = d.cache.get(key)
+			if it.entry == nil {
+				it.prefix, it.ignored = d.ignoring.was(key)
+				it.key = key
+			}
 		}
-		if it.entry == nil {
+		if it.entry == nil && !it.ignored {
 			m := &streamedMiss{key: key, data: append([]byte(nil), v...)}
 			if m.head, ok = validItem(m.data, span{0, len(m.data)}); !ok {
 				return false

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -54,17 +55,19 @@ type Kube struct {
 	Watch   watchspec.List
 	Dynamic dynamic.Interface
 
+	// OnState, when set, is told whether the API server answers, and why not (see follow).
+	OnState StateFunc
+	// Server is the API server's URL, for messages.
+	Server string
+
 	mu       sync.Mutex
-	ctx      context.Context
 	changed  func()
 	started  chan struct{} // closed once Run has set up the namespace informers
 	events   atomic.Uint64
-	cms      cache.SharedIndexInformer
-	secrets  []cache.SharedIndexInformer
-	tls      []*tlsWatch
-	podNS    map[string]*podWatch
-	res      []*resourceWatch
+	cur      *informerSet // the informers Objects reads; replaced after an outage
 	initOnce sync.Once
+	poke     chan struct{} // a list or watch failed: probe the API server now
+	state    *stateReport
 	objConv  snapshot.ObjectConverter
 	objects  atomic.Int64 // watched objects converted, for objConv rounds
 }
@@ -96,10 +99,25 @@ type podWatch struct {
 	informer cache.SharedIndexInformer
 	slices   cache.SharedIndexInformer
 	stop     context.CancelFunc
+
+	mu        sync.Mutex
+	forbidden error // why the pods or EndpointSlices may not be listed (RBAC), until they list
 }
 
+// forbiddenErr is why w's namespace cannot be read, while its informers have not listed.
+func (w *podWatch) forbiddenErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.forbidden
+}
+
+func (w *podWatch) synced() bool { return w.informer.HasSynced() && w.slices.HasSynced() }
+
 func (k *Kube) init() {
-	k.initOnce.Do(func() { k.started = make(chan struct{}) })
+	k.initOnce.Do(func() {
+		k.started, k.poke = make(chan struct{}), make(chan struct{}, 1)
+		k.state = &stateReport{fn: k.OnState, log: k.logger()}
+	})
 }
 
 // stripManagedFields keeps the caches small: nothing downstream reads managedFields.
@@ -110,91 +128,59 @@ func stripManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// Run starts the informers and calls changed on every event until ctx ends.
+// Run starts the informers and calls changed on every event until ctx ends. Meanwhile it
+// probes the API server: an outage is reported (OnState, a log line) while the informers keep
+// their objects, and when the API server is back the informers are started afresh (see
+// follow). It returns an error only for a configuration that cannot be watched.
 func (k *Kube) Run(ctx context.Context, changed func()) error {
 	k.init()
-	log := k.logger()
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { k.notify() },
-		UpdateFunc: func(any, any) { k.notify() },
-		DeleteFunc: func(any) { k.notify() },
-	}
-	factory := func(tweak func(*metav1.ListOptions)) informers.SharedInformerFactory {
-		opts := []informers.SharedInformerOption{informers.WithNamespace(k.Namespace), informers.WithTransform(stripManagedFields)}
-		if tweak != nil {
-			opts = append(opts, informers.WithTweakListOptions(tweak))
-		}
-		return informers.NewSharedInformerFactoryWithOptions(k.Client, 0, opts...)
-	}
-	var factories []informers.SharedInformerFactory
-	cmf := factory(nil)
-	cms := cmf.Core().V1().ConfigMaps().Informer()
-	if _, err := cms.AddEventHandler(handler); err != nil {
-		return err
-	}
-	factories = append(factories, cmf)
-	var secrets []cache.SharedIndexInformer
-	addSecrets := func(tweak func(*metav1.ListOptions)) error {
-		f := factory(tweak)
-		inf := f.Core().V1().Secrets().Informer()
-		if _, err := inf.AddEventHandler(handler); err != nil {
-			return err
-		}
-		factories = append(factories, f)
-		secrets = append(secrets, inf)
-		return nil
-	}
-	for _, name := range []string{k.KeysSecret, k.ConfigSecret} {
-		if name == "" {
-			continue
-		}
-		sel := fields.OneTermEqualSelector("metadata.name", name).String()
-		if err := addSecrets(func(o *metav1.ListOptions) { o.FieldSelector = sel }); err != nil {
-			return err
-		}
-	}
 	if k.CertificateSelector != "" {
 		if _, err := labels.Parse(k.CertificateSelector); err != nil {
 			return fmt.Errorf("certificate selector: %w", err)
 		}
-		sel := k.CertificateSelector
-		if err := addSecrets(func(o *metav1.ListOptions) { o.LabelSelector = sel }); err != nil {
-			return err
-		}
 	}
-	tls, tlsFactories, err := k.watchTLSSecrets(handler)
-	if err != nil {
-		return err
-	}
-	factories = append(factories, tlsFactories...)
-	res, dynFactories, err := k.watchResources(handler)
+	set, err := k.newInformerSet(ctx)
 	if err != nil {
 		return err
 	}
 	k.mu.Lock()
-	k.ctx, k.changed, k.cms, k.secrets, k.tls, k.podNS, k.res = ctx, changed, cms, secrets, tls, map[string]*podWatch{}, res
+	k.changed, k.cur = changed, set
 	k.mu.Unlock()
-	for _, f := range factories {
-		f.Start(ctx.Done())
-	}
-	for _, f := range dynFactories {
-		f.Start(ctx.Done())
-	}
+	set.start()
 	close(k.started)
-	log.Info("watching the Kubernetes API", "namespace", k.Namespace)
-	<-ctx.Done()
-	for _, f := range factories {
-		f.Shutdown()
-	}
-	for _, f := range dynFactories {
-		f.Shutdown()
-	}
+	k.logger().Info("watching the Kubernetes API", "namespace", k.Namespace)
+	k.follow(ctx)
 	k.mu.Lock()
-	for _, w := range k.podNS {
-		w.stop()
-	}
+	set = k.cur
 	k.mu.Unlock()
+	k.shutdown(set)
 	return ctx.Err()
+}
+
+// handler calls notify on every event of an informer.
+func (k *Kube) handler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { k.notify() },
+		UpdateFunc: func(any, any) { k.notify() },
+		DeleteFunc: func(any) { k.notify() },
+	}
+}
+
+// watchFailed is the watch error handler of the informers that have none of their own: the
+// failure is logged, and the API server probed at once (see follow). client-go retries it.
+func (k *Kube) watchFailed(what string) cache.WatchErrorHandler {
+	return func(_ *cache.Reflector, err error) {
+		k.logger().Debug("kube source: cannot list or watch; client-go retries with backoff", "informer", what, "error", err)
+		k.probeNow()
+	}
+}
+
+// probeNow asks follow to probe the API server now.
+func (k *Kube) probeNow() {
+	select {
+	case k.poke <- struct{}{}:
+	default:
+	}
 }
 
 func (k *Kube) notify() {
@@ -215,7 +201,9 @@ func (k *Kube) logger() *slog.Logger {
 }
 
 // Objects returns what the informers hold, once they (and the pod informers of every namespace
-// the services name) have synced, so that a render never sees a half-filled cache.
+// the services name) have synced, so that a render never sees a half-filled cache. During an
+// outage it keeps returning what they hold; informers started afresh after one are read once
+// they have synced.
 func (k *Kube) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	k.init()
 	select {
@@ -223,28 +211,56 @@ func (k *Kube) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	k.mu.Lock()
-	cms, secrets := k.cms, k.secrets
-	k.mu.Unlock()
-	synced := []cache.InformerSynced{cms.HasSynced}
-	for _, s := range secrets {
-		synced = append(synced, s.HasSynced)
+	for {
+		set, err := k.synced(ctx)
+		if err != nil {
+			return nil, err
+		}
+		objs, err := k.read(ctx, set)
+		if err != nil && ctx.Err() == nil && set.ctx.Err() != nil {
+			continue // replaced while read: read the new informers
+		}
+		return objs, err
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return nil, fmt.Errorf("wait for the Kubernetes caches: %w", ctx.Err())
+}
+
+// synced waits until the current informers of the ConfigMaps and Secrets have listed (the
+// current ones: informers started afresh replace those that never could) and returns them.
+func (k *Kube) synced(ctx context.Context) (*informerSet, error) {
+	tick := time.NewTicker(resourcePoll)
+	defer tick.Stop()
+	for {
+		k.mu.Lock()
+		set := k.cur
+		k.mu.Unlock()
+		if set.baseSynced() {
+			return set, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for the Kubernetes caches: %w", ctx.Err())
+		case <-tick.C:
+		}
 	}
-	tls, err := k.tlsSecrets(ctx)
+}
+
+// read returns what the informers of set hold; its waits end when set is replaced.
+func (k *Kube) read(ctx context.Context, set *informerSet) (*snapshot.Objects, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(set.ctx, cancel)()
+	tls, err := k.tlsSecrets(ctx, set)
 	if err != nil {
 		return nil, err
 	}
 	objs := &snapshot.Objects{}
-	for _, o := range cms.GetStore().List() {
+	for _, o := range set.cms.GetStore().List() {
 		objs.ConfigMaps = append(objs.ConfigMaps, o.(*corev1.ConfigMap))
 	}
 	// A Secret of the namespace may be in two informers (by name or label, and as a TLS
 	// Secret of the namespaces): once is enough.
 	seen := map[string]bool{}
-	for _, inf := range slices.Concat(secrets, tls) {
+	for _, inf := range slices.Concat(set.secrets, tls) {
 		for _, o := range inf.GetStore().List() {
 			s := o.(*corev1.Secret)
 			if key := s.Namespace + "/" + s.Name; !seen[key] {
@@ -253,21 +269,21 @@ func (k *Kube) Objects(ctx context.Context) (*snapshot.Objects, error) {
 			}
 		}
 	}
-	pods, slices, err := k.pods(ctx, objs.ConfigMaps)
+	pods, slices, unread, err := k.pods(ctx, set, objs.ConfigMaps)
 	if err != nil {
 		return nil, err
 	}
 	objs.Pods, objs.EndpointSlices = pods, slices
-	if objs.Resources, err = k.resources(ctx); err != nil {
+	if objs.Resources, err = k.resources(ctx, set); err != nil {
 		return nil, err
 	}
 	objs.Revision = strconv.FormatUint(k.events.Load(), 10)
-	return objs, nil
+	return objs, unread // unread: services whose namespace cannot be read, reported (SourceHolds)
 }
 
 // pods keeps pod and EndpointSlice informers for each namespace the services name, and returns
 // what they hold.
-func (k *Kube) pods(ctx context.Context, cms []*corev1.ConfigMap) ([]*corev1.Pod, []*discoveryv1.EndpointSlice, error) {
+func (k *Kube) pods(ctx context.Context, set *informerSet, cms []*corev1.ConfigMap) (_ []*corev1.Pod, _ []*discoveryv1.EndpointSlice, unread, err error) {
 	want := map[string]bool{}
 	for _, cm := range cms {
 		if cm.Name != k.ServicesConfigMap {
@@ -284,42 +300,46 @@ func (k *Kube) pods(ctx context.Context, cms []*corev1.ConfigMap) ([]*corev1.Pod
 		}
 	}
 	k.mu.Lock()
-	for ns, w := range k.podNS {
+	for ns, w := range set.podNS {
 		if !want[ns] {
 			w.stop()
-			delete(k.podNS, ns)
+			delete(set.podNS, ns)
 			k.logger().Info("stopped watching pods", "namespace", ns)
 		}
 	}
-	var synced []cache.InformerSynced
 	var infs []*podWatch
+	var nss []string
 	for ns := range want {
-		w := k.podNS[ns]
-		if w == nil {
-			wctx, stop := context.WithCancel(k.ctx)
-			f := informers.NewSharedInformerFactoryWithOptions(k.Client, 0,
-				informers.WithNamespace(ns), informers.WithTransform(stripManagedFields))
-			handler := cache.ResourceEventHandlerFuncs{
-				AddFunc:    func(any) { k.notify() },
-				UpdateFunc: func(old, cur any) { k.notify() },
-				DeleteFunc: func(any) { k.notify() },
-			}
-			inf := f.Core().V1().Pods().Informer()
-			_, _ = inf.AddEventHandler(handler)
-			slices := f.Discovery().V1().EndpointSlices().Informer()
-			_, _ = slices.AddEventHandler(handler)
-			f.Start(wctx.Done())
-			w = &podWatch{informer: inf, slices: slices, stop: func() { stop(); f.Shutdown() }}
-			k.podNS[ns] = w
+		w := set.podNS[ns]
+		if w == nil && set.ctx.Err() == nil {
+			w = k.watchPods(set, ns)
 			k.logger().Info("watching pods", "namespace", ns)
 		}
-		synced = append(synced, w.informer.HasSynced, w.slices.HasSynced)
-		infs = append(infs, w)
+		if w == nil {
+			continue // set replaced: Objects reads the new one
+		}
+		infs, nss = append(infs, w), append(nss, ns)
 	}
 	k.mu.Unlock()
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return nil, nil, fmt.Errorf("wait for the pod caches: %w", ctx.Err())
+	// A namespace whose pods the sidecar may not list (RBAC) is not waited for: the services
+	// naming it are reported, and every other change goes on. Other errors (the API server
+	// away) are waited out, as the pods of a namespace cannot be told from none.
+	var forbidden []error
+	err = awaitListed(ctx, "the pod caches", len(infs),
+		func(i int) bool { return infs[i].synced() || infs[i].forbiddenErr() != nil },
+		func(int) error { return nil })
+	if err != nil {
+		return nil, nil, nil, err
 	}
+	readable := infs[:0:0]
+	for i, w := range infs {
+		if ferr := w.forbiddenErr(); ferr != nil && !w.synced() {
+			forbidden = append(forbidden, k.podsForbidden(cms, nss[i], ferr)...)
+			continue
+		}
+		readable = append(readable, w)
+	}
+	infs = readable
 	var pods []*corev1.Pod
 	var slices []*discoveryv1.EndpointSlice
 	for _, w := range infs {
@@ -342,15 +362,42 @@ func (k *Kube) pods(ctx context.Context, cms []*corev1.ConfigMap) ([]*corev1.Pod
 		}
 		return pods[i].Name < pods[j].Name
 	})
-	return pods, slices, nil
+	return pods, slices, errors.Join(forbidden...), nil
+}
+
+// podsForbidden are the errors of the services keys that name namespace ns, whose pods the
+// sidecar may not list: each says what to grant.
+func (k *Kube) podsForbidden(cms []*corev1.ConfigMap, ns string, err error) []error {
+	var out []error
+	for _, cm := range cms {
+		if cm.Name != k.ServicesConfigMap {
+			continue
+		}
+		for _, key := range slices.Sorted(maps.Keys(cm.Data)) {
+			var svc struct {
+				Namespace string `json:"namespace"`
+			}
+			if json.Unmarshal([]byte(cm.Data[key]), &svc) != nil || svc.Namespace != ns {
+				continue
+			}
+			out = append(out, &snapshot.InputError{Stage: snapshot.StageDecode,
+				Ref: snapshot.Ref{Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name, Key: key},
+				Err: fmt.Errorf("the pods of namespace %s cannot be read (%v): it is served without servers until the sidecar's service account may get, list and watch pods and endpointslices.discovery.k8s.io there (the chart: rbac.podNamespaces)", ns, err)})
+		}
+	}
+	return out
 }
 
 // Lookup returns the cached object a Ref names (for Events), or nil.
 func (k *Kube) Lookup(ref snapshot.Ref) runtime.Object {
 	k.mu.Lock()
-	cms, secrets := k.cms, slices.Clone(k.secrets)
-	for _, w := range k.tls {
-		secrets = append(secrets, w.informer)
+	var cms cache.SharedIndexInformer
+	var secrets []cache.SharedIndexInformer
+	if set := k.cur; set != nil {
+		cms, secrets = set.cms, slices.Clone(set.secrets)
+		for _, w := range set.tls {
+			secrets = append(secrets, w.informer)
+		}
 	}
 	k.mu.Unlock()
 	key := ref.Namespace + "/" + ref.Name
@@ -393,6 +440,7 @@ func (k *Kube) watchTLSSecrets(handler cache.ResourceEventHandler) ([]*tlsWatch,
 			w.err = err
 			w.mu.Unlock()
 			k.logger().Warn("kube source: cannot list or watch TLS Secrets; retrying", "namespace", w.where(), "error", w.explain(err))
+			k.probeNow()
 		}); err != nil {
 			return nil, nil, err
 		}
@@ -429,10 +477,8 @@ func (w *tlsWatch) explain(err error) error {
 // tlsSecrets returns the informers of the TLS Secrets once each has listed; one that cannot
 // list (RBAC forbids) is an error naming the namespace, not a wait: the last configuration
 // keeps serving, and no certificate goes missing because its namespace could not be read.
-func (k *Kube) tlsSecrets(ctx context.Context) ([]cache.SharedIndexInformer, error) {
-	k.mu.Lock()
-	tls := k.tls
-	k.mu.Unlock()
+func (k *Kube) tlsSecrets(ctx context.Context, set *informerSet) ([]cache.SharedIndexInformer, error) {
+	tls := set.tls
 	if len(tls) == 0 {
 		return nil, nil
 	}
@@ -489,6 +535,7 @@ func (k *Kube) watchResources(handler cache.ResourceEventHandler) ([]*resourceWa
 			rw.err = err
 			rw.mu.Unlock()
 			k.logger().Warn("kube source: cannot list or watch a watched resource; retrying", "resource", spec.Qualified(), "error", explainWatchError(w, err))
+			k.probeNow()
 		}); err != nil {
 			return nil, nil, err
 		}
@@ -581,10 +628,8 @@ const resourcePoll = 20 * time.Millisecond
 // resources returns the objects of the watched resources once every informer has listed; an
 // informer that cannot list (a resource the API server does not serve, or RBAC forbids) is an
 // error naming the resource, not a wait.
-func (k *Kube) resources(ctx context.Context) (map[string][]*snapshot.Object, error) {
-	k.mu.Lock()
-	res := k.res
-	k.mu.Unlock()
+func (k *Kube) resources(ctx context.Context, set *informerSet) (map[string][]*snapshot.Object, error) {
+	res := set.res
 	if len(res) == 0 {
 		return nil, nil
 	}

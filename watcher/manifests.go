@@ -23,6 +23,7 @@ func DecodeManifests(name string, data []byte, namespace string, watch watchspec
 	}
 	dec.file(name, data)
 	dec.finish()
+	dec.fileOrigin(name)
 	objs := dec.objs
 	return &objs, errors.Join(dec.errs...)
 }

@@ -14,8 +14,10 @@ type Source interface {
 	// Run watches until ctx ends, calling changed() whenever the inputs may have changed.
 	// changed must not block; it may be called often (the pipeline debounces), and is called
 	// once when the watch is established, so that a change between the first Objects call and
-	// the watch is not missed. Run returns ctx.Err() on a normal stop, another error when it
-	// cannot watch (then the inputs are no longer followed).
+	// the watch is not missed. A source that goes away (its directory, the API server, etcd)
+	// is reported through the source's StateFunc and followed again once it is back: Run
+	// returns ctx.Err() on a normal stop, another error only for a configuration that cannot
+	// be watched at all.
 	Run(ctx context.Context, changed func()) error
 	// Objects returns the current inputs. An error is either bad input the operator must fix
 	// (*snapshot.InputError, Stage decode, naming the file or object; several are joined with

@@ -280,7 +280,7 @@ func TestTLSSecretsFromTheAPIServerAndEtcd(t *testing.T) {
 			// Memory: the Secrets of other types are not held, by the informers (the API
 			// server filters them) nor by the etcd source (dropped before decoding).
 			kube.mu.Lock()
-			for _, w := range kube.tls {
+			for _, w := range kube.cur.tls {
 				for _, o := range w.informer.GetStore().List() {
 					if s := o.(*corev1.Secret); s.Type != corev1.SecretTypeTLS {
 						t.Errorf("kube: the informer of %s holds %s/%s of type %s", w.where(), s.Namespace, s.Name, s.Type)

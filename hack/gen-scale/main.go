@@ -5,6 +5,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -21,6 +22,8 @@ func main() {
 	services := flag.Int("services", 1000, "number of services")
 	pods := flag.Int("pods", 10, "ready pods per service")
 	out := flag.String("out", "", "directory to write (created)")
+	unrelatedMB := flag.Int("unrelated-mb", 0, "also write unrelated.json (or .yaml): about this many MB of Deployments, a kind the sidecar reads and ignores")
+	unrelatedYAML := flag.Bool("unrelated-yaml", false, "write the unrelated manifest as multi-document YAML instead of a JSON List")
 	flag.Parse()
 	if *out == "" {
 		log.Fatal("-out is required")
@@ -70,4 +73,84 @@ func main() {
 		ObjectMeta: metav1.ObjectMeta{Name: "services", Namespace: "lb"}, Data: svcData})
 	write("pods.json", map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
 	fmt.Printf("wrote %d services and %d pods to %s\n", *services, len(items), *out)
+	if *unrelatedMB > 0 {
+		name, err := writeUnrelated(*out, int64(*unrelatedMB)<<20, *unrelatedYAML)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("wrote %s (%d MB of Deployments)\n", name, *unrelatedMB)
+	}
 }
+
+// writeUnrelated writes about size bytes of Deployments in dir: a JSON List as `kubectl get
+// -o json` prints it, or multi-document YAML. It returns the file's name.
+func writeUnrelated(dir string, size int64, yaml bool) (string, error) {
+	name := "unrelated.json"
+	if yaml {
+		name = "unrelated.yaml"
+	}
+	fh, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return "", err
+	}
+	defer fh.Close()
+	w := bufio.NewWriterSize(fh, 1<<20)
+	if !yaml {
+		fmt.Fprint(w, `{"apiVersion":"v1","kind":"List","items":[`)
+	}
+	for i, n := 0, int64(0); n < size; i++ {
+		var k int
+		if yaml {
+			k, _ = fmt.Fprintf(w, deploymentYAML, i, i, i, i, i)
+		} else {
+			if i > 0 {
+				w.WriteByte(',')
+			}
+			k, _ = fmt.Fprintf(w, deploymentJSON, i, i, i, i, i)
+		}
+		n += int64(k)
+	}
+	if !yaml {
+		fmt.Fprint(w, "]}\n")
+	}
+	if err := w.Flush(); err != nil {
+		return "", err
+	}
+	return name, fh.Close()
+}
+
+// One Deployment (name, labels and image numbered), as JSON and as a YAML document.
+const (
+	deploymentJSON = `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"app-%06d","namespace":"other","labels":{"app":"app-%06d","team":"platform","tier":"backend"}},` +
+		`"spec":{"replicas":3,"selector":{"matchLabels":{"app":"app-%06d"}},"template":{"metadata":{"labels":{"app":"app-%06d"}},"spec":{"containers":[{"name":"app",` +
+		`"image":"registry.example.com/app:%d","ports":[{"containerPort":8080,"name":"http"}],"env":[{"name":"MODE","value":"production"},{"name":"LOG_LEVEL","value":"info"}],` +
+		`"resources":{"requests":{"cpu":"100m","memory":"128Mi"},"limits":{"cpu":"1","memory":"512Mi"}},"readinessProbe":{"httpGet":{"path":"/healthz","port":"http"}}}]}}}}`
+	deploymentYAML = `---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: app-%06d
+  namespace: other
+  labels: {app: app-%06d, team: platform, tier: backend}
+spec:
+  replicas: 3
+  selector:
+    matchLabels: {app: app-%06d}
+  template:
+    metadata:
+      labels: {app: app-%06d}
+    spec:
+      containers:
+      - name: app
+        image: registry.example.com/app:%d
+        ports: [{containerPort: 8080, name: http}]
+        env:
+        - {name: MODE, value: production}
+        - {name: LOG_LEVEL, value: info}
+        resources:
+          requests: {cpu: 100m, memory: 128Mi}
+          limits: {cpu: "1", memory: 512Mi}
+        readinessProbe:
+          httpGet: {path: /healthz, port: http}
+`
+)

@@ -22,6 +22,10 @@
 //     and reports the rejection;
 //   - no host could be reached or every host erred: an error, so the pipeline retries.
 //
+// With Config.Canary (--rollout=canary), one host gets the configuration first and is watched
+// through its HAProxy's counters; the others follow only if it holds, else it is rolled back
+// and Reload returns a *rollout.Refused (canary.go).
+//
 // The hosts' certificate storage directory (what templates see as ssldir) is either given
 // (Config.SSLDir) or learned: from the files a host's storage lists, or, on a fresh host with
 // an empty storage, from the answer to the first certificate upload, which names the stored
@@ -34,6 +38,9 @@
 // storage (general_storage_dir), which templates see as mapsdir and filesdir: given
 // (Config.MapsStorageDir, FilesStorageDir), or the directories the storages list at start
 // (DiscoverAuxDirs), else the API's defaults.
+//
+// With Config.Mode ModeServers the Reloader syncs only the servers of backends of hosts someone
+// else configures, through the API's transactions (servers.go).
 //
 // Credentials (passwords, tokens, keys) never appear in logs, errors or metric labels: a
 // host is named by its URL without user information.
@@ -56,6 +63,10 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/content"
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cfgparse"
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/serversync"
+	"github.com/haproxy-sidecar/haproxy-sidecar/tracing"
+
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // Defaults of Config.
@@ -149,10 +160,22 @@ type Config struct {
 	// OnResult is called with each host's outcome (ResultSuccess, ResultFailed, ResultError),
 	// for metrics; endpoint is the URL without credentials. It must not block.
 	OnResult func(endpoint, result string)
+	// OnConfirmed, when set, is called when a host confirmed it has the new configuration,
+	// with the context of the Reload that asked for it (its values: the sync's trace, when
+	// the change was seen), a background retry's too. It must not block.
+	OnConfirmed func(ctx context.Context, endpoint string)
+	// Canary, when set, sends a new configuration to one host first and watches it before the
+	// others follow (--rollout=canary, see canary.go).
+	Canary *Canary
 	// StateFile keeps what each host was last given and the configuration version it then
 	// reported, so that a restarted sidecar sends nothing to a host whose configuration has
 	// not moved since (optional; without it each host gets one push after a start).
 	StateFile string
+	// Mode is ModeConfig (the default: push the whole configuration) or ModeServers (sync the
+	// servers of backends only, see servers.go).
+	Mode string
+	// Backends are the backends ModeServers manages (default: every backend of the rendering).
+	Backends []string
 }
 
 // Reloader pushes the live configuration to every Data Plane API host.
@@ -191,6 +214,8 @@ type host struct {
 	warnedAux  map[string]bool // storages (by path) whose directory differs, warned about
 	retryCount int
 	staleHash  string // content whose push was stopped for its certificate directory
+	// synced is what the last sync in ModeServers brought the host to (nil: unknown).
+	synced []serversync.Backend
 }
 
 // payload is what a host is given: the live configuration with its certificates, map files
@@ -229,6 +254,16 @@ func New(ctx context.Context, cfg Config) (*Reloader, error) {
 	if cfg.SPIFFEID != "" && (cfg.CACert != "" || cfg.Cert != "" || cfg.Key != "") {
 		return nil, errors.New("dataplane: SPIFFE (--dataplane-spiffe-id) and static TLS files (--dataplane-ca/-cert/-key) exclude each other")
 	}
+	switch cfg.Mode {
+	case "":
+		cfg.Mode = ModeConfig
+	case ModeConfig, ModeServers:
+	default:
+		return nil, fmt.Errorf("dataplane: mode %q: want %s or %s", cfg.Mode, ModeConfig, ModeServers)
+	}
+	if len(cfg.Backends) > 0 && cfg.Mode != ModeServers {
+		return nil, errors.New("dataplane: backends to manage are given only with --dataplane-mode=servers")
+	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = DefaultConcurrency
 	}
@@ -252,6 +287,13 @@ func New(ctx context.Context, cfg Config) (*Reloader, error) {
 	}
 	if cfg.SlowReload <= 0 {
 		cfg.SlowReload = DefaultSlowReload
+	}
+	if cfg.Canary != nil {
+		c := *cfg.Canary
+		if c.Window <= 0 {
+			c.Window = DefaultCanaryWindow
+		}
+		cfg.Canary = &c
 	}
 	r := &Reloader{cfg: cfg, log: cfg.Logger.With("reloader", "dataplane"), dir: DefaultStorageDir,
 		auxDirs: map[string]string{mapStorage.path: DefaultMapsStorageDir, generalStorage.path: DefaultGeneralStorageDir}}
@@ -323,6 +365,21 @@ func (r *Reloader) Endpoints() []string {
 		out = append(out, h.c.label)
 	}
 	return out
+}
+
+// HostsHave reports whether every host has the live content whose hash is hash
+// (content.Files.Hash, as render.Bundle.Hash): pushed and reloaded, or found there already.
+// Reload returns once one host has it; the others may catch up later, in the background.
+func (r *Reloader) HostsHave(hash string) bool {
+	for _, h := range r.hosts {
+		h.mu.Lock()
+		has := h.has != nil && h.has.hash == hash
+		h.mu.Unlock()
+		if !has {
+			return false
+		}
+	}
+	return len(r.hosts) > 0 && hash != ""
 }
 
 // Close stops the background retries and releases the transport (and the SPIFFE source).
@@ -537,6 +594,9 @@ func (r *Reloader) Reload(ctx context.Context) error {
 	if err := r.stopRetries(); err != nil {
 		return err
 	}
+	if r.cfg.Mode == ModeServers {
+		return r.reloadServers(ctx)
+	}
 	want, err := readLive(r.cfg.ConfigPath, r.cfg.CertDir, r.cfg.MapsDir, r.cfg.FilesDir)
 	if err != nil {
 		return fmt.Errorf("dataplane: %w", err)
@@ -546,6 +606,11 @@ func (r *Reloader) Reload(ctx context.Context) error {
 		r.log.Warn("re-read the Data Plane API TLS files", "error", err)
 	}
 	r.checkRuntimeSocket(want.files.Config)
+	if r.cfg.Canary != nil {
+		if done, err := r.canary(ctx, want); done { // canary.go
+			return err
+		}
+	}
 	results := make([]outcome, len(r.hosts))
 	r.each(ctx, func(ctx context.Context, i int, h *host) {
 		results[i] = r.attempt(ctx, h, want, false)
@@ -573,7 +638,7 @@ func (r *Reloader) Reload(ctx context.Context) error {
 	switch {
 	case applied > 0:
 		if len(failing) > 0 && ctx.Err() == nil {
-			r.retryInBackground(failing, want)
+			r.retryInBackground(ctx, failing, want)
 		}
 		return nil
 	case len(rejections) > 0:
@@ -592,9 +657,14 @@ func (r *Reloader) Reload(ctx context.Context) error {
 }
 
 // attempt updates one host, logs and reports the outcome.
-func (r *Reloader) attempt(ctx context.Context, h *host, want *payload, background bool) outcome {
+func (r *Reloader) attempt(ctx context.Context, h *host, want *payload, background bool) (o outcome) {
 	start := time.Now()
-	o := r.apply(ctx, h, want)
+	ctx, span := tracing.Start(ctx, "dataplane host", attribute.String("dataplane.endpoint", h.c.label), attribute.Bool("dataplane.retry", background))
+	defer func() {
+		span.SetAttributes(attribute.Bool("dataplane.unchanged", o.unchanged))
+		tracing.End(span, o.err)
+	}()
+	o = r.apply(ctx, h, want)
 	log := r.log.With("endpoint", h.c.label, "took", time.Since(start).Round(time.Millisecond))
 	if background {
 		h.mu.Lock()
@@ -604,24 +674,27 @@ func (r *Reloader) attempt(ctx context.Context, h *host, want *payload, backgrou
 	}
 	switch {
 	case o.unchanged:
-		log.Debug("host already has this configuration; nothing sent")
+		log.DebugContext(ctx, "host already has this configuration; nothing sent")
 		return o
 	case o.err == nil:
-		log.Info("configuration applied through the Data Plane API")
+		log.InfoContext(ctx, "configuration applied through the Data Plane API")
 		r.report(h, ResultSuccess)
+		if r.cfg.OnConfirmed != nil {
+			r.cfg.OnConfirmed(ctx, h.c.label)
+		}
 	case errors.Is(o.err, context.Canceled):
 		// Replaced by a newer Reload, or shutting down: not a result.
-		log.Debug("update cancelled", "error", o.err)
+		log.DebugContext(ctx, "update cancelled", "error", o.err)
 		return o
 	case errors.Is(o.err, ErrSSLDirChanged):
 		// Not a failure of the host: the configuration is being rendered again.
-		log.Info("not pushed: the configuration names another certificate directory than the host uses; rendering again", "error", o.err)
+		log.InfoContext(ctx, "not pushed: the configuration names another certificate directory than the host uses; rendering again", "error", o.err)
 		return o
 	case o.rejected():
-		log.Error("the Data Plane API refused the configuration; the host keeps its previous one", "error", o.err)
+		log.ErrorContext(ctx, "the Data Plane API refused the configuration; the host keeps its previous one", "error", o.err)
 		r.report(h, ResultFailed)
 	default:
-		log.Error("could not update the host through the Data Plane API", "error", o.err)
+		log.ErrorContext(ctx, "could not update the host through the Data Plane API", "error", o.err)
 		r.report(h, ResultError)
 	}
 	return o
@@ -634,9 +707,9 @@ func (r *Reloader) report(h *host, result string) {
 }
 
 // retryInBackground keeps trying the failing hosts with backoff until each has want, or the
-// next Reload (or Close) cancels.
-func (r *Reloader) retryInBackground(hosts []*host, want *payload) {
-	ctx, cancel := context.WithCancel(context.Background())
+// next Reload (or Close) cancels; the retries keep the values of the Reload's context (parent).
+func (r *Reloader) retryInBackground(parent context.Context, hosts []*host, want *payload) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()

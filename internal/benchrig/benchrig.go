@@ -20,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cli"
@@ -65,7 +64,7 @@ func (r *Rig) Spawn(logName, name string, env []string, args ...string) (*exec.C
 	cmd := exec.Command(name, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -123,13 +122,13 @@ func (r *Rig) Stop() {
 		r.mu.Unlock()
 		for i := len(procs) - 1; i >= 0; i-- {
 			p := procs[i]
-			_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
+			terminate(p.Process.Pid, true)
 			done := make(chan struct{})
 			go func() { p.Wait(); close(done) }()
 			select {
 			case <-done:
 			case <-time.After(5 * time.Second):
-				_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
+				killGroup(p.Process.Pid)
 				<-done
 			}
 		}

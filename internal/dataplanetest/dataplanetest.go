@@ -14,6 +14,12 @@
 //	GET|PUT|DELETE /services/haproxy/storage/ssl_certificates/{name}
 //	GET|POST /services/haproxy/storage/{maps,general}
 //	GET|PUT|DELETE /services/haproxy/storage/{maps,general}/{name}   (storage.go)
+//	POST|GET /services/haproxy/transactions, GET|PUT|DELETE /services/haproxy/transactions/{id}   (transactions.go)
+//	the configuration's servers and backends, and the runtime servers (servers.go):
+//	  v3 /services/haproxy/configuration/backends/{parent}/servers[/{name}], v2 .../configuration/servers[/{name}]?backend=
+//	  GET|PUT /services/haproxy/configuration/backends/{name}
+//	  v3 /services/haproxy/runtime/backends/{parent}/servers[/{name}], v2 .../runtime/servers[/{name}]?backend=
+//	GET  /services/haproxy/stats/native, /services/haproxy/runtime/info (stats.go)
 //
 // Every response carries Configuration-Version. The configuration is validated with the real
 // `haproxy -c` (only_validate and every write, as the real API does), and a write answers 202
@@ -95,6 +101,12 @@ type Options struct {
 	// GeneralReplaceText plays a v3.0 API before 3.0.6, whose PUT of a general file takes
 	// text/plain (from 3.0.6 on, and in later versions, a multipart form; v2 takes text/plain).
 	GeneralReplaceText bool
+	// Hook, when set, is called with each authorized request before it is handled ("METHOD
+	// /path", without the version prefix): a test plays another client writing at that moment.
+	Hook func(request string)
+	// BeforeReload, when set, is called before each scheduled reload runs: a test changes
+	// what HAProxy will load after the API checked it.
+	BeforeReload func()
 }
 
 // DefaultRuntimeReconnect is the real API's post-reload reconnection time without a stats
@@ -130,6 +142,9 @@ type Server struct {
 	pendingT   *time.Timer
 	nextIndex  int
 	timers     sync.WaitGroup
+
+	txns     map[string]*transaction // configuration transactions, by id (transactions.go)
+	commitMu sync.Mutex              // one commit at a time
 
 	reloadMu sync.Mutex // one HAProxy reload at a time
 	// runtimeMu is the lock the real API holds while its runtime client reconnects after a
@@ -382,6 +397,9 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("PUT "+p+"/storage/ssl_certificates/{name}", s.replaceCert)
 	mux.HandleFunc("DELETE "+p+"/storage/ssl_certificates/{name}", s.deleteCert)
 	s.storageRoutes(mux, p)
+	s.transactionRoutes(mux, p)
+	s.serverRoutes(mux, p)
+	s.statsRoutes(mux, p) // stats.go
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.requests = append(s.requests, r.Method+" "+strings.TrimPrefix(r.URL.RequestURI(), s.prefix))
@@ -390,6 +408,9 @@ func (s *Server) handler() http.Handler {
 			w.Header().Set("WWW-Authenticate", `Basic realm="HAProxy Data Plane API"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized")
 			return
+		}
+		if s.opts.Hook != nil {
+			s.opts.Hook(r.Method + " " + strings.TrimPrefix(r.URL.Path, s.prefix))
 		}
 		w.Header().Set("Configuration-Version", strconv.FormatInt(s.Version(), 10))
 		mux.ServeHTTP(w, r)
@@ -670,6 +691,9 @@ func (s *Server) scheduleReload() string {
 		s.pending = ""
 		s.pendingT = nil
 		s.mu.Unlock()
+		if s.opts.BeforeReload != nil {
+			s.opts.BeforeReload()
+		}
 		out, err := s.reloadNow(s.ctx)
 		// The outcome is recorded, then the runtime client reconnects under the lock that
 		// reading a reload's status needs.

@@ -121,8 +121,7 @@ func (s *Server) Restart() {
 	}
 	cmd := exec.Command(s.bin, s.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// Dies with the test binary even if the test is killed before its cleanups run.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = dieWithTest()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		s.mu.Unlock()

@@ -20,10 +20,11 @@ type Proxy struct {
 	l      net.Listener
 	wg     sync.WaitGroup
 
-	mu    sync.Mutex
-	cond  *sync.Cond
-	mode  proxyMode
-	conns map[net.Conn]struct{} // every open connection, both sides
+	mu      sync.Mutex
+	cond    *sync.Cond
+	mode    proxyMode
+	conns   map[net.Conn]struct{} // every open connection, both sides
+	refused int                   // connections closed at once while cut
 }
 
 type proxyMode int
@@ -88,11 +89,20 @@ func (p *Proxy) close() {
 	p.wg.Wait()
 }
 
+// Refused is how many connections the proxy closed at once because it was cut: how often the
+// client tried to reconnect.
+func (p *Proxy) Refused() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused
+}
+
 func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mode == cut {
 		c.Close()
+		p.refused++
 		return false
 	}
 	p.conns[c] = struct{}{}

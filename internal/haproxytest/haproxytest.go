@@ -21,7 +21,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -207,7 +206,7 @@ func Start(t testing.TB, configPath string, extraArgs ...string) *Process {
 	sock := filepath.Join(ShortTempDir(t), "master.sock")
 	args := append([]string{"-W", "-S", sock + ",level,admin", "-f", configPath}, extraArgs...)
 	cmd := exec.Command(bin, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(cmd)
 	logs := &SyncBuffer{}
 	cmd.Stdout = logs
 	cmd.Stderr = logs
@@ -251,20 +250,20 @@ func Start(t testing.TB, configPath string, extraArgs ...string) *Process {
 func (p *Process) stop() {
 	pgid := p.Cmd.Process.Pid
 	if !p.Exited() {
-		_ = syscall.Kill(pgid, syscall.SIGTERM)
+		terminate(pgid, false)
 		select {
 		case <-p.done:
 		case <-time.After(5 * time.Second):
 		}
 	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	killGroup(pgid)
 	<-p.done
 }
 
 // Kill kills the master and every worker with SIGKILL, as a crash or the OOM killer would,
 // and waits for the master to be gone.
 func (p *Process) Kill() {
-	_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
+	killGroup(p.Cmd.Process.Pid)
 	<-p.done
 }
 

@@ -50,12 +50,20 @@ the services name, rbac.podNamespaces. */ -}}
   verbs: ["create", "patch"]
 {{- end -}}
 
-{{- /* The RBAC rule of one --watch value (PLURAL.VERSION[.GROUP][;...]): get, list and watch. */ -}}
+{{- /* The RBAC rule of one --watch value (PLURAL.VERSION[.GROUP][;...]): get, list and watch;
+and, for the kinds whose status the sidecar writes (Ingresses, Gateways, HTTPRoutes:
+docs/status.md), update and patch on their status subresource. */ -}}
 {{- define "haproxy-sidecar.watchRule" -}}
 {{- $parts := splitList "." (trimSuffix "." (first (splitList ";" .))) -}}
-- apiGroups: [{{ join "." (slice $parts 2) | quote }}]
+{{- $group := join "." (slice $parts 2) -}}
+- apiGroups: [{{ $group | quote }}]
   resources: [{{ first $parts | quote }}]
   verbs: ["get", "list", "watch"]
+{{- if has (printf "%s.%s" (first $parts) $group) (list "ingresses.networking.k8s.io" "gateways.gateway.networking.k8s.io" "httproutes.gateway.networking.k8s.io") }}
+- apiGroups: [{{ $group | quote }}]
+  resources: [{{ printf "%s/status" (first $parts) | quote }}]
+  verbs: ["update", "patch"]
+{{- end }}
 {{- end -}}
 {{- /* The namespace= option of one --watch value, or "". */ -}}
 {{- define "haproxy-sidecar.watchNamespace" -}}

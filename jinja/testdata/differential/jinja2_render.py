@@ -3,7 +3,8 @@
 Environment, with the loopcontrols and do extensions the engine also accepts).
 
 Input on stdin: {"context": {...}, "cases": [{"name": ..., "templates": {key: text}}]}.
-Output on stdout: one result per case: {"out": text} or {"err": message, "type": class}.
+Output on stdout: one result per case: {"out": text} or {"err": message, "type": class, "line":
+the line Jinja2 reports (0: none)}.
 The context's dicts iterate in sorted key order, as the engine iterates dicts from the data.
 """
 import json
@@ -29,7 +30,7 @@ def main():
             out = env.get_template("t").render(**json.loads(json.dumps(ctx), object_pairs_hook=sorted_dict))
             results.append({"out": out})
         except Exception as e:  # noqa: BLE001 - any error is a result to compare
-            results.append({"err": str(e), "type": type(e).__name__})
+            results.append({"err": str(e), "type": type(e).__name__, "line": getattr(e, "lineno", None) or 0})
     json.dump({"version": jinja2.__version__, "results": results}, sys.stdout)
 
 

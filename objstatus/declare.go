@@ -1,0 +1,396 @@
+package objstatus
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Prefix starts a declaration: a comment line of haproxy.cfg (white space before the # is
+// allowed).
+const Prefix = "haproxy-sidecar:"
+
+// The kinds a rendering may declare it serves.
+const (
+	KindIngress   = "Ingress"
+	KindGateway   = "Gateway"
+	KindHTTPRoute = "HTTPRoute"
+)
+
+// Condition types.
+const (
+	Accepted     = "Accepted"
+	Programmed   = "Programmed"
+	ResolvedRefs = "ResolvedRefs"
+)
+
+// Object names one Kubernetes object.
+type Object struct {
+	Kind, Namespace, Name string
+}
+
+func (o Object) String() string { return o.Kind + " " + o.Namespace + "/" + o.Name }
+
+// Parent is the Gateway a route declaration is about, as the route's parentRef names it.
+type Parent struct {
+	Namespace, Name string
+	// Section is the parentRef's sectionName ("": none), Port its port (0: none).
+	Section string
+	Port    int32
+}
+
+func (p Parent) String() string {
+	s := p.Namespace + "/" + p.Name
+	if p.Section != "" {
+		s += " section " + p.Section
+	}
+	if p.Port != 0 {
+		s += " port " + strconv.Itoa(int(p.Port))
+	}
+	return s
+}
+
+// Condition is one condition a declaration sets.
+type Condition struct {
+	Type string
+	True bool
+	// Reason and Message: the declared ones, else the defaults (a true condition's reason is
+	// its type).
+	Reason, Message string
+}
+
+// Declaration is one line "# haproxy-sidecar: serves KIND NAMESPACE/NAME [ATTRIBUTE...]".
+type Declaration struct {
+	// Line is the line's number in haproxy.cfg (from 1).
+	Line int
+	Object
+	// Generation is the metadata.generation of the object the rendering was made from (0: not
+	// declared): the conditions' observedGeneration.
+	Generation int64
+	// Parent is an HTTPRoute declaration's parent.
+	Parent Parent
+	// Conditions are a Gateway's (Accepted, Programmed) or a route parent's (Accepted,
+	// ResolvedRefs), in that order; none for an Ingress.
+	Conditions []Condition
+}
+
+// conditionWords are the attribute naming each condition, by kind, in the conditions' order.
+var conditionWords = map[string][]struct{ word, typ string }{
+	KindIngress:   nil,
+	KindGateway:   {{"accepted", Accepted}, {"programmed", Programmed}},
+	KindHTTPRoute: {{"accepted", Accepted}, {"resolved", ResolvedRefs}},
+}
+
+// defaultMessages are the messages of true conditions that declare none.
+var defaultMessages = map[string]string{
+	Accepted:     "Accepted by HAProxy",
+	Programmed:   "HAProxy runs a configuration that serves it",
+	ResolvedRefs: "All references resolved",
+}
+
+// reasonPattern is metav1.Condition's reason.
+var reasonPattern = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`)
+
+// nameWord is a Kubernetes namespace or name (RFC 1123 subdomain, at most 253).
+var nameWord = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+
+// maxMessage bounds a condition's message (the Gateway API's maxLength).
+const maxMessage = 32768
+
+// Parse reads the declarations of a rendered haproxy.cfg. A declaration it cannot read is left
+// out, with a problem naming its line (for the log); the others stand.
+func Parse(cfg []byte) (decls []Declaration, problems []error) {
+	sc := bufio.NewScanner(bytes.NewReader(cfg))
+	sc.Buffer(make([]byte, 0, 64*1024), len(cfg)+1)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimLeft(sc.Text(), " \t")
+		rest, ok := strings.CutPrefix(line, "#")
+		if !ok {
+			continue
+		}
+		rest, ok = strings.CutPrefix(strings.TrimLeft(rest, " \t"), Prefix)
+		if !ok {
+			continue
+		}
+		d, err := parseDeclaration(rest)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("haproxy.cfg line %d: %q: %w", n, line, err))
+			continue
+		}
+		d.Line = n
+		decls = append(decls, d)
+	}
+	return decls, problems
+}
+
+// attr is one ATTRIBUTE: KEY or KEY=VALUE.
+type attr struct {
+	key, value string
+	bare       bool // no =VALUE
+}
+
+func parseDeclaration(s string) (Declaration, error) {
+	words, err := splitWords(s)
+	if err != nil {
+		return Declaration{}, err
+	}
+	if len(words) < 3 || !words[0].bare || words[0].key != "serves" {
+		return Declaration{}, fmt.Errorf("want %s serves KIND NAMESPACE/NAME [ATTRIBUTE...]", Prefix)
+	}
+	kind := words[1].key
+	if _, ok := conditionWords[kind]; !ok || !words[1].bare {
+		return Declaration{}, fmt.Errorf("kind %q: want %s, %s or %s", words[1].key, KindIngress, KindGateway, KindHTTPRoute)
+	}
+	ns, name, err := namespacedName(words[2])
+	if err != nil {
+		return Declaration{}, err
+	}
+	d := Declaration{Object: Object{Kind: kind, Namespace: ns, Name: name}}
+	conds := map[string]*Condition{}
+	for _, c := range conditionWords[kind] {
+		conds[c.word] = &Condition{Type: c.typ, True: true}
+	}
+	var reason, message *string
+	seen := map[string]bool{}
+	for _, a := range words[3:] {
+		if seen[a.key] {
+			return Declaration{}, fmt.Errorf("%s given twice", a.key)
+		}
+		seen[a.key] = true
+		word, field, dotted := strings.Cut(a.key, ".")
+		c := conds[word]
+		switch {
+		case c != nil && !dotted:
+			if a.bare {
+				break
+			}
+			v, err := strconv.ParseBool(a.value)
+			if err != nil || a.value != "true" && a.value != "false" {
+				return Declaration{}, fmt.Errorf("%s=%s: want true or false", a.key, a.value)
+			}
+			c.True = v
+		case c != nil && field == "reason" && !a.bare:
+			c.Reason = a.value
+		case c != nil && field == "message" && !a.bare:
+			c.Message = a.value
+		case a.key == "reason" && !a.bare && kind != KindIngress:
+			reason = &a.value
+		case a.key == "message" && !a.bare && kind != KindIngress:
+			message = &a.value
+		case a.key == "generation" && !a.bare && kind != KindIngress:
+			g, err := strconv.ParseInt(a.value, 10, 64)
+			if err != nil || g < 1 {
+				return Declaration{}, fmt.Errorf("generation=%s: want a positive number", a.value)
+			}
+			d.Generation = g
+		case a.key == "parent" && !a.bare && kind == KindHTTPRoute:
+			if d.Parent.Namespace, d.Parent.Name, err = namespacedName(attr{key: a.value, bare: true}); err != nil {
+				return Declaration{}, fmt.Errorf("parent: %w", err)
+			}
+		case a.key == "section" && !a.bare && kind == KindHTTPRoute:
+			if !nameWord.MatchString(a.value) || len(a.value) > 253 {
+				return Declaration{}, fmt.Errorf("section=%s: want a listener name", a.value)
+			}
+			d.Parent.Section = a.value
+		case a.key == "port" && !a.bare && kind == KindHTTPRoute:
+			p, err := strconv.Atoi(a.value)
+			if err != nil || p < 1 || p > 65535 {
+				return Declaration{}, fmt.Errorf("port=%s: want 1 to 65535", a.value)
+			}
+			d.Parent.Port = int32(p)
+		default:
+			return Declaration{}, fmt.Errorf("%s: not an attribute of %s (%s)", a.key, kind, attributesOf(kind))
+		}
+	}
+	if kind == KindHTTPRoute && d.Parent.Name == "" {
+		return Declaration{}, fmt.Errorf("an %s declaration needs parent=NAMESPACE/NAME", kind)
+	}
+	for _, cw := range conditionWords[kind] {
+		c := conds[cw.word]
+		// reason= and message= are those of the conditions that are false.
+		if !c.True && c.Reason == "" && reason != nil {
+			c.Reason = *reason
+		}
+		if !c.True && c.Message == "" && message != nil {
+			c.Message = *message
+		}
+		switch {
+		case c.Reason == "" && c.True:
+			c.Reason = c.Type
+		case c.Reason == "":
+			return Declaration{}, fmt.Errorf("%s=false needs its reason (reason= or %s.reason=)", cw.word, cw.word)
+		case len(c.Reason) > 1024 || !reasonPattern.MatchString(c.Reason):
+			return Declaration{}, fmt.Errorf("reason %q of %s: want a CamelCase word (letters, digits, _ , :)", c.Reason, c.Type)
+		}
+		if c.Message == "" && c.True {
+			c.Message = defaultMessages[c.Type]
+		}
+		if len(c.Message) > maxMessage {
+			c.Message = c.Message[:maxMessage-3] + "..."
+		}
+		d.Conditions = append(d.Conditions, *c)
+	}
+	return d, nil
+}
+
+// attributesOf lists the attributes a kind takes, for errors.
+func attributesOf(kind string) string {
+	var out []string
+	for _, c := range conditionWords[kind] {
+		out = append(out, c.word+"[=false]", c.word+".reason=", c.word+".message=")
+	}
+	switch kind {
+	case KindIngress:
+		return "none"
+	case KindHTTPRoute:
+		out = append(out, "parent=", "section=", "port=")
+	}
+	return strings.Join(append(out, "generation=", "reason=", "message="), ", ")
+}
+
+func namespacedName(a attr) (ns, name string, err error) {
+	ns, name, ok := strings.Cut(a.key, "/")
+	if !a.bare || !ok || len(ns) > 63 || len(name) > 253 || !nameWord.MatchString(ns) || !nameWord.MatchString(name) {
+		return "", "", fmt.Errorf("%q: want NAMESPACE/NAME", a.key+map[bool]string{true: "", false: "=" + a.value}[a.bare])
+	}
+	return ns, name, nil
+}
+
+// splitWords reads the words of a declaration: KEY or KEY=VALUE, separated by white space,
+// where VALUE is a word without white space or double quotes, or a JSON string (as the
+// templates' tojson prints it).
+func splitWords(s string) ([]attr, error) {
+	var out []attr
+	i := 0
+	for {
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+			i++
+		}
+		if i == len(s) {
+			return out, nil
+		}
+		start := i
+		for i < len(s) && s[i] != ' ' && s[i] != '\t' && s[i] != '=' && s[i] != '"' {
+			i++
+		}
+		key := s[start:i]
+		if key == "" {
+			return nil, fmt.Errorf("unexpected %q at column %d", s[i:i+1], i+1)
+		}
+		if i == len(s) || s[i] != '=' {
+			if i < len(s) && s[i] == '"' {
+				return nil, fmt.Errorf("unexpected \" after %s", key)
+			}
+			out = append(out, attr{key: key, bare: true})
+			continue
+		}
+		i++ // =
+		if i < len(s) && s[i] == '"' {
+			end := quotedEnd(s, i)
+			if end < 0 {
+				return nil, fmt.Errorf("%s: the quoted value does not end", key)
+			}
+			var v string
+			if err := json.Unmarshal([]byte(s[i:end]), &v); err != nil {
+				return nil, fmt.Errorf("%s: the quoted value is not a JSON string: %w", key, err)
+			}
+			i = end
+			if i < len(s) && s[i] != ' ' && s[i] != '\t' {
+				return nil, fmt.Errorf("%s: want white space after the quoted value", key)
+			}
+			out = append(out, attr{key: key, value: v})
+			continue
+		}
+		vs := i
+		for i < len(s) && s[i] != ' ' && s[i] != '\t' {
+			if s[i] == '"' {
+				return nil, fmt.Errorf("%s: a value with a \" must be quoted as a whole (tojson)", key)
+			}
+			i++
+		}
+		if vs == i {
+			return nil, fmt.Errorf("%s= has no value", key)
+		}
+		out = append(out, attr{key: key, value: s[vs:i]})
+	}
+}
+
+// quotedEnd is the index after the JSON string starting at s[i] ("), -1 if it does not end.
+func quotedEnd(s string, i int) int {
+	for j := i + 1; j < len(s); j++ {
+		switch s[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// Want is what the declarations say of one object.
+type Want struct {
+	// Generation is the declared generation (0: none).
+	Generation int64
+	// Conditions are a Gateway's.
+	Conditions []Condition
+	// Parents are an HTTPRoute's, in the order declared.
+	Parents []ParentWant
+}
+
+// ParentWant is one parent of a route, and its conditions.
+type ParentWant struct {
+	Parent     Parent
+	Conditions []Condition
+}
+
+// Collect groups declarations by object. A declaration that repeats one already made (the same
+// object, or the same route parent) is left out, with a problem when it says something else.
+func Collect(decls []Declaration) (map[Object]Want, []error) {
+	out := map[Object]Want{}
+	first := map[string]Declaration{}
+	var problems []error
+	for _, d := range decls {
+		key := d.Object.String()
+		if d.Kind == KindHTTPRoute {
+			key += " parent " + d.Parent.String()
+		}
+		if prev, ok := first[key]; ok {
+			if !slices.Equal(prev.Conditions, d.Conditions) || prev.Generation != d.Generation {
+				problems = append(problems, fmt.Errorf("haproxy.cfg line %d: %s declared again, differently (line %d stands)", d.Line, key, prev.Line))
+			}
+			continue
+		}
+		first[key] = d
+		w, seen := out[d.Object]
+		if seen && w.Generation != d.Generation {
+			problems = append(problems, fmt.Errorf("haproxy.cfg line %d: %s: generation %d, line %d said %d (the first stands)", d.Line, d.Object, d.Generation, firstLine(first, d.Object), w.Generation))
+		}
+		if !seen {
+			w.Generation = d.Generation
+		}
+		switch d.Kind {
+		case KindGateway:
+			w.Conditions = d.Conditions
+		case KindHTTPRoute:
+			w.Parents = append(w.Parents, ParentWant{Parent: d.Parent, Conditions: d.Conditions})
+		}
+		out[d.Object] = w
+	}
+	return out, problems
+}
+
+func firstLine(first map[string]Declaration, o Object) int {
+	line := 0
+	for _, d := range first {
+		if d.Object == o && (line == 0 || d.Line < line) {
+			line = d.Line
+		}
+	}
+	return line
+}

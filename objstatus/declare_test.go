@@ -1,0 +1,138 @@
+package objstatus
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func accepted() Condition {
+	return Condition{Type: Accepted, True: true, Reason: Accepted, Message: defaultMessages[Accepted]}
+}
+func programmed() Condition {
+	return Condition{Type: Programmed, True: true, Reason: Programmed, Message: defaultMessages[Programmed]}
+}
+func resolved() Condition {
+	return Condition{Type: ResolvedRefs, True: true, Reason: ResolvedRefs, Message: defaultMessages[ResolvedRefs]}
+}
+
+// TestParse: each form of a declaration, and what is refused (with the line), from a table.
+func TestParse(t *testing.T) {
+	route := func(parent Parent, gen int64, conds ...Condition) Declaration {
+		return Declaration{Line: 1, Object: Object{KindHTTPRoute, "web", "shop"}, Generation: gen, Parent: parent, Conditions: conds}
+	}
+	gw := Parent{Namespace: "lb", Name: "haproxy"}
+	tests := []struct {
+		name string
+		line string
+		want *Declaration // nil: refused
+		bad  string       // in the problem
+	}{
+		{"an Ingress", "# haproxy-sidecar: serves Ingress web/shop",
+			&Declaration{Line: 1, Object: Object{KindIngress, "web", "shop"}}, ""},
+		{"indented, tabs, no space after #", "\t  #haproxy-sidecar:\tserves  Ingress\tweb/shop  ",
+			&Declaration{Line: 1, Object: Object{KindIngress, "web", "shop"}}, ""},
+		{"a Gateway: accepted and programmed by default", "# haproxy-sidecar: serves Gateway lb/haproxy generation=3",
+			&Declaration{Line: 1, Object: Object{KindGateway, "lb", "haproxy"}, Generation: 3, Conditions: []Condition{accepted(), programmed()}}, ""},
+		{"a Gateway not programmed, with its reason and message", `# haproxy-sidecar: serves Gateway lb/haproxy programmed=false reason=Invalid message="listener https: no certificate"`,
+			&Declaration{Line: 1, Object: Object{KindGateway, "lb", "haproxy"}, Conditions: []Condition{accepted(),
+				{Type: Programmed, Reason: "Invalid", Message: "listener https: no certificate"}}}, ""},
+		{"a route parent, every condition named", "# haproxy-sidecar: serves HTTPRoute web/shop generation=5 parent=lb/haproxy section=https port=443 accepted resolved",
+			ptr(route(Parent{"lb", "haproxy", "https", 443}, 5, accepted(), resolved())), ""},
+		{"a route parent, true by default", "# haproxy-sidecar: serves HTTPRoute web/shop parent=lb/haproxy",
+			ptr(route(gw, 0, accepted(), resolved())), ""},
+		{"a backend not found: reason and message go to the false condition", `# haproxy-sidecar: serves HTTPRoute web/shop parent=lb/haproxy accepted resolved=false reason=BackendNotFound message="rule 1: Service web/missing not found"`,
+			ptr(route(gw, 0, accepted(), Condition{Type: ResolvedRefs, Reason: "BackendNotFound", Message: "rule 1: Service web/missing not found"})), ""},
+		{"both false, each with its own reason", `# haproxy-sidecar: serves HTTPRoute web/shop parent=lb/haproxy accepted=false accepted.reason=NotAllowedByListeners resolved=false resolved.reason=InvalidKind resolved.message="a \"quoted\" \u003cword\u003e"`,
+			ptr(route(gw, 0, Condition{Type: Accepted, Reason: "NotAllowedByListeners"}, Condition{Type: ResolvedRefs, Reason: "InvalidKind", Message: `a "quoted" <word>`})), ""},
+		{"a true condition's own reason", "# haproxy-sidecar: serves HTTPRoute web/shop parent=lb/haproxy accepted.reason=Attached",
+			ptr(route(gw, 0, Condition{Type: Accepted, True: true, Reason: "Attached", Message: defaultMessages[Accepted]}, resolved())), ""},
+		{"another comment", "# haproxy-sidecar is great", nil, ""},
+		{"not a comment", "  http-request set-header X haproxy-sidecar: serves Ingress web/shop", nil, ""},
+
+		{"another verb", "# haproxy-sidecar: writes Ingress web/shop", nil, "want haproxy-sidecar: serves KIND"},
+		{"another kind", "# haproxy-sidecar: serves Service web/shop", nil, `kind "Service"`},
+		{"no namespace", "# haproxy-sidecar: serves Ingress shop", nil, "want NAMESPACE/NAME"},
+		{"a name that is not one", "# haproxy-sidecar: serves Ingress web/Shop_1", nil, "want NAMESPACE/NAME"},
+		{"an attribute an Ingress does not take", "# haproxy-sidecar: serves Ingress web/shop generation=2", nil, "generation: not an attribute of Ingress (none)"},
+		{"a typo", "# haproxy-sidecar: serves HTTPRoute web/shop parent=lb/haproxy resovled=false", nil, "resovled: not an attribute of HTTPRoute"},
+		{"a route without parent", "# haproxy-sidecar: serves HTTPRoute web/shop accepted", nil, "needs parent=NAMESPACE/NAME"},
+		{"false without reason", "# haproxy-sidecar: serves HTTPRoute web/shop parent=lb/haproxy resolved=false", nil, "resolved=false needs its reason"},
+		{"a reason that is not a word", "# haproxy-sidecar: serves HTTPRoute web/shop parent=lb/haproxy resolved=false reason=not-found", nil, `reason "not-found"`},
+		{"a boolean that is not one", "# haproxy-sidecar: serves Gateway lb/haproxy accepted=yes", nil, "accepted=yes: want true or false"},
+		{"a generation that is not one", "# haproxy-sidecar: serves Gateway lb/haproxy generation=0", nil, "want a positive number"},
+		{"a port out of range", "# haproxy-sidecar: serves HTTPRoute web/shop parent=lb/haproxy port=70000", nil, "want 1 to 65535"},
+		{"twice the same attribute", "# haproxy-sidecar: serves Gateway lb/haproxy generation=1 generation=2", nil, "generation given twice"},
+		{"an unquoted value with a quote", `# haproxy-sidecar: serves Gateway lb/haproxy programmed=false reason=Invalid message=a"b`, nil, "must be quoted as a whole"},
+		{"a quoted value that does not end", `# haproxy-sidecar: serves Gateway lb/haproxy programmed=false reason=Invalid message="a b`, nil, "does not end"},
+		{"a quoted value that is not JSON", `# haproxy-sidecar: serves Gateway lb/haproxy programmed=false reason=Invalid message="a\qb"`, nil, "not a JSON string"},
+		{"an empty value", "# haproxy-sidecar: serves Gateway lb/haproxy generation=", nil, "generation= has no value"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			decls, problems := Parse([]byte(tc.line + "\n"))
+			switch {
+			case tc.bad != "":
+				if len(decls) != 0 || len(problems) != 1 || !strings.Contains(problems[0].Error(), tc.bad) || !strings.Contains(problems[0].Error(), "line 1") {
+					t.Fatalf("Parse = %+v, %v; want one problem of line 1 with %q", decls, problems, tc.bad)
+				}
+			case tc.want == nil:
+				if len(decls) != 0 || len(problems) != 0 {
+					t.Fatalf("Parse = %+v, %v; want nothing", decls, problems)
+				}
+			default:
+				if len(problems) != 0 || len(decls) != 1 || !reflect.DeepEqual(decls[0], *tc.want) {
+					t.Fatalf("Parse = %+v, %v\nwant %+v", decls, problems, *tc.want)
+				}
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestParseLines: the line numbers, and a bad declaration leaves the others standing.
+func TestParseLines(t *testing.T) {
+	cfg := "global\n  # haproxy-sidecar: serves Ingress web/a\n# haproxy-sidecar: serves Ingress b\nfrontend x\n# haproxy-sidecar: serves Ingress web/c\n"
+	decls, problems := Parse([]byte(cfg))
+	if len(decls) != 2 || decls[0].Line != 2 || decls[0].Name != "a" || decls[1].Line != 5 || decls[1].Name != "c" {
+		t.Errorf("declarations %+v", decls)
+	}
+	if len(problems) != 1 || !strings.Contains(problems[0].Error(), "line 3") {
+		t.Errorf("problems %v", problems)
+	}
+}
+
+// TestCollect: declarations grouped by object; repeats left out, with a problem when they
+// differ.
+func TestCollect(t *testing.T) {
+	cfg := `# haproxy-sidecar: serves Ingress web/a
+# haproxy-sidecar: serves Ingress web/a
+# haproxy-sidecar: serves Gateway lb/gw generation=2
+# haproxy-sidecar: serves HTTPRoute web/r generation=4 parent=lb/gw section=http
+# haproxy-sidecar: serves HTTPRoute web/r generation=4 parent=lb/gw section=https resolved=false reason=BackendNotFound
+# haproxy-sidecar: serves HTTPRoute web/r generation=4 parent=lb/gw section=http accepted=false reason=NotAllowedByListeners
+# haproxy-sidecar: serves HTTPRoute web/r generation=5 parent=lb/other
+`
+	decls, problems := Parse([]byte(cfg))
+	if len(problems) != 0 {
+		t.Fatal(problems)
+	}
+	got, problems := Collect(decls)
+	want := map[Object]Want{
+		{KindIngress, "web", "a"}: {},
+		{KindGateway, "lb", "gw"}: {Generation: 2, Conditions: []Condition{accepted(), programmed()}},
+		{KindHTTPRoute, "web", "r"}: {Generation: 4, Parents: []ParentWant{
+			{Parent{"lb", "gw", "http", 0}, []Condition{accepted(), resolved()}},
+			{Parent{"lb", "gw", "https", 0}, []Condition{accepted(), {Type: ResolvedRefs, Reason: "BackendNotFound"}}},
+			{Parent{"lb", "other", "", 0}, []Condition{accepted(), resolved()}},
+		}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Collect =\n%+v\nwant\n%+v", got, want)
+	}
+	if len(problems) != 2 || !strings.Contains(problems[0].Error(), "line 6: HTTPRoute web/r parent lb/gw section http declared again, differently (line 4 stands)") ||
+		!strings.Contains(problems[1].Error(), "line 7: HTTPRoute web/r: generation 5, line 4 said 4") {
+		t.Errorf("problems %v", problems)
+	}
+}

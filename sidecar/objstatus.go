@@ -1,0 +1,38 @@
+package sidecar
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/config"
+	"github.com/haproxy-sidecar/haproxy-sidecar/live"
+	"github.com/haproxy-sidecar/haproxy-sidecar/objstatus"
+	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
+)
+
+// startObjectStatus writes the status of the objects the live configuration serves (package
+// objstatus) until ctx ends, with --source=kube: as the leader only (standby, with
+// --leader-elect), and with --reload=dataplane once every host has the configuration. The
+// returned function stops it, and returns once it stopped.
+func startObjectStatus(ctx context.Context, cfg *config.Run, kube *watcher.Kube, state func() live.State, standby func() bool, h *haproxy, log *slog.Logger) (stop func(), err error) {
+	c := objstatus.Config{
+		Client: kube.Client, Dynamic: kube.Dynamic, Live: state, Standby: standby,
+		Namespace: cfg.Inputs.Namespace, ServicesConfigMap: cfg.Inputs.ServicesConfigMap,
+		PublishService: cfg.Publish.Service, PublishAddresses: cfg.Publish.Addresses,
+		ControllerName: cfg.Publish.ControllerName, Logger: log,
+	}
+	if h.dp != nil {
+		c.HostsHave = h.dp.HostsHave
+	}
+	w, err := objstatus.New(c)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(ctx)
+	}()
+	return func() { cancel(); <-done }, nil
+}

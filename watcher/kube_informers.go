@@ -1,0 +1,205 @@
+package watcher
+
+import (
+	"context"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+)
+
+// informerSet is one generation of the kube source's informers. Run starts one; when the API
+// server answers again after an outage, a new one replaces it (see follow): client-go's
+// reflectors, having failed for a while, wait up to a minute before they try again, while new
+// ones list at once.
+type informerSet struct {
+	ctx       context.Context // the set's life: pod watches started later live under it
+	cancel    context.CancelFunc
+	factories []factory
+	cms       cache.SharedIndexInformer
+	secrets   []cache.SharedIndexInformer
+	tls       []*tlsWatch
+	res       []*resourceWatch
+	podNS     map[string]*podWatch // by namespace; changed under Kube.mu
+}
+
+// factory is an informer factory, typed or dynamic.
+type factory interface {
+	Start(stop <-chan struct{})
+	Shutdown()
+}
+
+// newInformerSet makes the informers of the load balancer's namespace (ConfigMaps, the Secrets
+// it needs), of the TLS Secret namespaces and of the watched resources; start starts them.
+func (k *Kube) newInformerSet(ctx context.Context) (*informerSet, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	set := &informerSet{ctx: ctx, cancel: cancel, podNS: map[string]*podWatch{}}
+	if err := k.addNamespaceInformers(set); err != nil {
+		cancel()
+		return nil, err
+	}
+	tls, tlsFactories, err := k.watchTLSSecrets(k.handler())
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	res, dynFactories, err := k.watchResources(k.handler())
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	set.tls, set.res = tls, res
+	for _, f := range tlsFactories {
+		set.factories = append(set.factories, f)
+	}
+	for _, f := range dynFactories {
+		set.factories = append(set.factories, f)
+	}
+	return set, nil
+}
+
+// addNamespaceInformers adds the informers of the ConfigMaps of the namespace and of the
+// Secrets it needs: the keys and config Secrets by name, the certificates by label.
+func (k *Kube) addNamespaceInformers(set *informerSet) error {
+	factory := func(tweak func(*metav1.ListOptions)) informers.SharedInformerFactory {
+		opts := []informers.SharedInformerOption{informers.WithNamespace(k.Namespace), informers.WithTransform(stripManagedFields)}
+		if tweak != nil {
+			opts = append(opts, informers.WithTweakListOptions(tweak))
+		}
+		f := informers.NewSharedInformerFactoryWithOptions(k.Client, 0, opts...)
+		set.factories = append(set.factories, f)
+		return f
+	}
+	set.cms = factory(nil).Core().V1().ConfigMaps().Informer()
+	if err := k.follows(set.cms, "configmaps"); err != nil {
+		return err
+	}
+	addSecrets := func(what string, tweak func(*metav1.ListOptions)) error {
+		inf := factory(tweak).Core().V1().Secrets().Informer()
+		set.secrets = append(set.secrets, inf)
+		return k.follows(inf, what)
+	}
+	for _, name := range []string{k.KeysSecret, k.ConfigSecret} {
+		if name == "" {
+			continue
+		}
+		sel := fields.OneTermEqualSelector("metadata.name", name).String()
+		if err := addSecrets("secret "+name, func(o *metav1.ListOptions) { o.FieldSelector = sel }); err != nil {
+			return err
+		}
+	}
+	if k.CertificateSelector != "" {
+		sel := k.CertificateSelector
+		if err := addSecrets("secrets "+sel, func(o *metav1.ListOptions) { o.LabelSelector = sel }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// follows makes inf call notify on its events, and watchFailed on its failures.
+func (k *Kube) follows(inf cache.SharedIndexInformer, what string) error {
+	if err := inf.SetWatchErrorHandler(k.watchFailed(what)); err != nil {
+		return err
+	}
+	_, err := inf.AddEventHandler(k.handler())
+	return err
+}
+
+// watchPods starts the pod and EndpointSlice informers of namespace ns in set. Called with
+// Kube.mu held (or set not shared yet).
+func (k *Kube) watchPods(set *informerSet, ns string) *podWatch {
+	wctx, stop := context.WithCancel(set.ctx)
+	f := informers.NewSharedInformerFactoryWithOptions(k.Client, 0,
+		informers.WithNamespace(ns), informers.WithTransform(stripManagedFields))
+	inf := f.Core().V1().Pods().Informer()
+	slices := f.Discovery().V1().EndpointSlices().Informer()
+	w := &podWatch{informer: inf, slices: slices, stop: func() { stop(); f.Shutdown() }}
+	for what, i := range map[string]cache.SharedIndexInformer{"pods " + ns: inf, "endpointslices " + ns: slices} {
+		failed := k.watchFailed(what)
+		_ = i.SetWatchErrorHandler(func(r *cache.Reflector, err error) { // errors only once started
+			failed(r, err)
+			if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+				w.mu.Lock()
+				first := w.forbidden == nil
+				w.forbidden = err
+				w.mu.Unlock()
+				if first {
+					k.logger().Warn("kube source: cannot list the pods of a namespace the services name; their services are served without servers meanwhile", "namespace", ns, "error", err)
+					k.notify() // the sync waiting for this namespace goes on without it
+				}
+			}
+		})
+		_, _ = i.AddEventHandler(k.handler())
+	}
+	f.Start(wctx.Done())
+	set.podNS[ns] = w
+	return w
+}
+
+func (set *informerSet) start() {
+	for _, f := range set.factories {
+		f.Start(set.ctx.Done())
+	}
+}
+
+// shutdown stops set's informers; what they hold stays readable.
+func (k *Kube) shutdown(set *informerSet) {
+	set.cancel()
+	for _, f := range set.factories {
+		f.Shutdown()
+	}
+	k.mu.Lock()
+	pods := set.podNS
+	set.podNS = map[string]*podWatch{}
+	k.mu.Unlock()
+	for _, w := range pods {
+		w.stop()
+	}
+}
+
+// baseSynced: the ConfigMaps and Secrets of the namespace have listed.
+func (set *informerSet) baseSynced() bool {
+	if !set.cms.HasSynced() {
+		return false
+	}
+	for _, s := range set.secrets {
+		if !s.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// listed: every informer of set has listed, or (TLS Secrets, watched resources) failed to
+// in a way Objects reports (RBAC, a resource not served). Called with Kube.mu held.
+func (set *informerSet) listed() bool {
+	if !set.baseSynced() {
+		return false
+	}
+	for _, w := range set.podNS {
+		if !w.informer.HasSynced() || !w.slices.HasSynced() {
+			return false
+		}
+	}
+	for _, w := range set.tls {
+		w.mu.Lock()
+		failed := w.err != nil
+		w.mu.Unlock()
+		if !w.informer.HasSynced() && !failed {
+			return false
+		}
+	}
+	for _, rw := range set.res {
+		rw.mu.Lock()
+		failed := rw.err != nil
+		rw.mu.Unlock()
+		if !rw.informer.HasSynced() && !failed {
+			return false
+		}
+	}
+	return true
+}

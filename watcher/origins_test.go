@@ -1,0 +1,275 @@
+package watcher
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+)
+
+// stylesYAML writes values in every style YAML has; each "@" in a value is a mark whose place
+// in the file the test checks.
+const stylesYAML = `# values in every style
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: styles
+  namespace: lb
+data:
+  literal: |
+    line one
+      indented @here
+  strip: |-
+
+    after an empty line @
+  explicit: |2
+       three spaces, @ here
+  keep: |+
+    kept @
+
+  folded: >
+    folded one
+    folded two @
+
+    next paragraph
+      more indented @x
+    back @y
+  quoted: "a\n@b"
+  single: 'single @'
+  plain: plain @
+  crlf: |
+    é accented @
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: keys, namespace: lb}
+data:
+  both: eA==
+  base64: QGF0
+stringData:
+  both: |
+      string @data
+`
+
+const listYAML = `apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: first}
+  data:
+    k: |
+      first @
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: p}
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: second}
+  data:
+    k: |-
+      second
+        @
+`
+
+const configMapJSON = `{"apiVersion": "v1", "kind": "ConfigMap",
+ "metadata": {"name": "json"},
+ "data": {"k": "x\n@"}}
+`
+
+const configMapListJSON = `{"apiVersion": "v1", "kind": "ConfigMapList", "items": [
+  {"metadata": {"name": "j1"}, "data": {"k": "@1"}},
+  {"metadata": {"name": "j2"},
+   "data": {"k": "@2"}}]}
+`
+
+// TestOriginsPointIntoTheFile: what the file source records of where each ConfigMap and Secret
+// value is written maps a line and column inside the value to the very character in the file,
+// for literal and folded block scalars (whatever their indentation, chomping and folding); for
+// the other styles (quoted, plain, base64 data, JSON) it is where the value starts.
+func TestOriginsPointIntoTheFile(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{"styles.yaml": stylesYAML, "sub/list.yaml": listYAML,
+		"cm.json": configMapJSON, "list.json": configMapListJSON}
+	for name, text := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if name == "styles.yaml" {
+			text = strings.Replace(text, "  crlf: |\n    é accented @\n", "  crlf: |\r\n    é accented @\r\n", 1)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := &File{Dir: dir, DefaultNamespace: "lb"}
+	objs, err := src.Objects(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read again (the files unchanged), and with JSON read the slow way (no fast scan):
+	// the same origins.
+	again, err := src.Objects(context.Background())
+	if err != nil || !reflect.DeepEqual(again.Origins, objs.Origins) {
+		t.Errorf("read again, the origins differ (%v)", err)
+	}
+	slow, err := (&File{Dir: dir, DefaultNamespace: "lb", json: &jsonOptions{streamMin: math.MaxInt64}}).Objects(context.Background())
+	if err != nil || !reflect.DeepEqual(slow.Origins, objs.Origins) {
+		t.Errorf("JSON read without the fast path, the origins differ (%v):\n%v\n%v", err, slow.Origins, objs.Origins)
+	}
+	values := map[snapshot.Ref]string{}
+	for _, cm := range objs.ConfigMaps {
+		for k, v := range cm.Data {
+			values[snapshot.Ref{Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name, Key: k}] = v
+		}
+	}
+	for _, s := range objs.Secrets {
+		for k, v := range s.Data {
+			values[snapshot.Ref{Kind: "Secret", Namespace: s.Namespace, Name: s.Name, Key: k}] = string(v)
+		}
+	}
+	cases := []struct {
+		name, file, key string
+		kind            string // ConfigMap by default
+		// start, when set: only where the value starts is known, and the file has this there.
+		start string
+	}{
+		{name: "styles", key: "literal", file: "styles.yaml"},
+		{name: "styles", key: "strip", file: "styles.yaml"},
+		{name: "styles", key: "explicit", file: "styles.yaml"},
+		{name: "styles", key: "keep", file: "styles.yaml"},
+		{name: "styles", key: "folded", file: "styles.yaml"},
+		{name: "styles", key: "crlf", file: "styles.yaml"},
+		{name: "styles", key: "quoted", file: "styles.yaml", start: `"a\n@b"`},
+		{name: "styles", key: "single", file: "styles.yaml", start: `'single @'`},
+		{name: "styles", key: "plain", file: "styles.yaml", start: "plain @"},
+		{name: "keys", kind: "Secret", key: "both", file: "styles.yaml"},
+		{name: "keys", kind: "Secret", key: "base64", file: "styles.yaml", start: "QGF0"},
+		{name: "first", key: "k", file: "sub/list.yaml"},
+		{name: "second", key: "k", file: "sub/list.yaml"},
+		{name: "json", key: "k", file: "cm.json", start: `"x\n@"`},
+		{name: "j1", key: "k", file: "list.json", start: `"@1"`},
+		{name: "j2", key: "k", file: "list.json", start: `"@2"`},
+	}
+	for _, tc := range cases {
+		kind := tc.kind
+		if kind == "" {
+			kind = "ConfigMap"
+		}
+		ref := snapshot.Ref{Kind: kind, Namespace: "lb", Name: tc.name, Key: tc.key}
+		t.Run(ref.String(), func(t *testing.T) {
+			value, ok := values[ref]
+			if !ok {
+				t.Fatalf("not read (%v)", values)
+			}
+			text, err := os.ReadFile(filepath.Join(dir, tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.ReplaceAll(string(text), "\r\n", "\n"), "\n")
+			at := func(p snapshot.Position) string {
+				if p.File != filepath.Join(dir, tc.file) || p.Line < 1 || p.Line > len(lines) || p.Col < 1 {
+					t.Fatalf("position %v is not in %s", p, tc.file)
+				}
+				r := []rune(lines[p.Line-1])
+				if p.Col > len(r) {
+					t.Fatalf("position %v is past the end of line %q", p, lines[p.Line-1])
+				}
+				return string(r[p.Col-1:])
+			}
+			if tc.start != "" {
+				for _, line := range []int{0, 2} {
+					p, ok := objs.Origins.At(ref, line, 1)
+					if !ok || !strings.HasPrefix(at(p), tc.start) {
+						t.Errorf("line %d: at %v (%v) the file has %q, want the value's start %q", line, p, ok, at(p), tc.start)
+					}
+				}
+				return
+			}
+			marks := 0
+			for i, l := range strings.Split(value, "\n") {
+				for j, r := range []rune(l) {
+					if r != '@' {
+						continue
+					}
+					marks++
+					p, ok := objs.Origins.At(ref, i+1, j+1)
+					if got := at(p); !ok || !strings.HasPrefix(got, "@") {
+						t.Errorf("line %d column %d of the value: %v has %q, want the mark", i+1, j+1, p, got)
+					}
+				}
+			}
+			if marks == 0 {
+				t.Fatalf("no mark in %q", value)
+			}
+		})
+	}
+	// An object is where it starts; a file is where its lines are.
+	if p, ok := objs.Origins.At(snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "second"}, 0, 0); !ok || p.Line != 13 {
+		t.Errorf("ConfigMap second at %v (%v), want line 13 of sub/list.yaml", p, ok)
+	}
+	if p, ok := objs.Origins.At(snapshot.Ref{Kind: "File", Name: filepath.Join("sub", "list.yaml")}, 4, 7); !ok || p.String() != filepath.Join(dir, "sub", "list.yaml")+":4:7" {
+		t.Errorf("a line of a file at %v (%v)", p, ok)
+	}
+}
+
+// TestFoldAsYAMLFolds: the folding that maps the lines of a folded block scalar gives the
+// value YAML gives.
+func TestFoldAsYAMLFolds(t *testing.T) {
+	cases := []struct {
+		lines []string
+		want  string
+	}{
+		{[]string{"a", "b"}, "a b"},
+		{[]string{"a", "", "b"}, "a\nb"},
+		{[]string{"a", "", "", "b"}, "a\n\nb"},
+		{[]string{"", "a"}, "\na"},
+		{[]string{"a", "  b", "c"}, "a\n  b\nc"},
+		{[]string{"a", "  b", "", "c"}, "a\n  b\n\nc"},
+	}
+	for _, tc := range cases {
+		starts, got := fold(tc.lines)
+		if got != tc.want {
+			t.Errorf("%q folds to %q, want %q", tc.lines, got, tc.want)
+		}
+		for i, l := range tc.lines {
+			if l == "" {
+				continue
+			}
+			vl := strings.Split(got, "\n")[starts[i].Line-1]
+			if !strings.HasPrefix(string([]rune(vl)[starts[i].Col-1:]), l) {
+				t.Errorf("%q: line %d is said to start at %v of %q", tc.lines, i, starts[i], got)
+			}
+		}
+	}
+}
+
+// BenchmarkDataKeyPositions: what finding where the data keys are written adds to reading a
+// ConfigMap (the example's template, tests included): a second parse of its YAML, only for
+// ConfigMaps and Secrets, only when their file changed. docs/performance.md has the numbers.
+func BenchmarkDataKeyPositions(b *testing.B) {
+	data, err := os.ReadFile("../examples/local/config.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			if objs, err := DecodeManifests("config.yaml", data, "lb", nil); err != nil || len(objs.Origins) == 0 {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("positions", func(b *testing.B) {
+		for b.Loop() {
+			if root, _ := writtenIn(data, 1, 1, ""); root == nil {
+				b.Fatal("no positions")
+			}
+		}
+	})
+}
