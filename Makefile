@@ -45,10 +45,10 @@ demo: deps
 	hack/demo.sh
 
 ## test: every test, with the race detector, after installing what they need: HAProxy 2.6 from
-## Debian, 3.0 and 3.2 LTS from Debian's newer suites (hack/haproxy-versions.sh), and a real
+## Debian, 3.0, 3.2 and 3.4 LTS from Debian's newer suites (hack/haproxy-versions.sh), and a real
 ## kube-apiserver, etcd and kubectl built from the Go module proxy (hack/testbins.sh); all cached
 ## outside the clone, the first run takes several minutes. hack/test.sh runs every package
-## against 3.2, then the packages that run HAProxy against 2.6 and 3.0.
+## against 3.2, then the packages that run HAProxy against 2.6, 3.0 and 3.4.
 test: deps cross
 	$(GO) vet ./...
 	KUBEBUILDER_ASSETS=$$(hack/testbins.sh) HELM=$$(hack/helm.sh) HAPROXY_SIDECAR_REQUIRE_TESTBINS=1 \

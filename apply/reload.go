@@ -42,7 +42,8 @@ func (a *Applier) reload(ctx context.Context, j Job, why string) Result {
 	case err == nil:
 		load := a.loadID(ctx)
 		a.cfg.Health.Applied()
-		a.cfg.HAProxy.Record(live.Reloaded{Bundle: c.Bundle, Gen: c.Gen, Load: load, Model: j.Plan.Loaded(), At: time.Now()})
+		model := a.cfg.Runtime.Learn(ctx, j.Plan.Loaded())
+		a.cfg.HAProxy.Record(live.Reloaded{Bundle: c.Bundle, Gen: c.Gen, Load: load, Model: model, At: time.Now()})
 		m.ReloadSucceeded(a.countedEndpoint(), took, hash)
 		if !a.cfg.ReloaderCounts {
 			m.ObserveLive(ctx, status.PathReload) // else per host, by the reloader

@@ -31,9 +31,12 @@ type Runtime interface {
 	// Apply makes the plan's runtime changes to what HAProxy runs (current) and returns what
 	// it runs then; on error what HAProxy runs is not known.
 	Apply(ctx context.Context, p *runtimeapi.Plan, current *runtimeapi.Model) (*runtimeapi.Model, error)
-	// Tidy deletes the removed servers HAProxy kept because they still had connections; it
-	// returns what HAProxy runs then, and how many are left.
+	// Tidy deletes the removed servers HAProxy kept because they still had connections (and
+	// the removed backends they kept); it returns what HAProxy runs then, and how many are left.
 	Tidy(ctx context.Context, m *runtimeapi.Model) (*runtimeapi.Model, int)
+	// Learn returns m, what HAProxy runs once it loaded a configuration, with what the runtime
+	// API can tell of that HAProxy (its version: whether it adds backends at runtime).
+	Learn(ctx context.Context, m *runtimeapi.Model) *runtimeapi.Model
 }
 
 // reloadsOnly is the Runtime when there is no runtime API: every change reloads.
@@ -48,6 +51,8 @@ func (reloadsOnly) Apply(context.Context, *runtimeapi.Plan, *runtimeapi.Model) (
 }
 
 func (reloadsOnly) Tidy(_ context.Context, m *runtimeapi.Model) (*runtimeapi.Model, int) { return m, 0 }
+
+func (reloadsOnly) Learn(_ context.Context, m *runtimeapi.Model) *runtimeapi.Model { return m }
 
 // Plan compares the rendering with what HAProxy runs: why is "" when the runtime API can make
 // the whole change, else why a reload is needed.
@@ -72,9 +77,10 @@ func PlanFor(rt Runtime, s live.State, b *render.Bundle) (plan *runtimeapi.Plan,
 	return plan, auxChanged(s.Good.Bundle, b)
 }
 
-// Loaded is what the runtime API sees of HAProxy once it loaded b (nil without a runtime API).
-func (a *Applier) Loaded(b *render.Bundle) *runtimeapi.Model {
-	return a.cfg.Runtime.Plan(nil, b.Config, b.Certificates, b.Maps).Loaded()
+// Loaded is what the runtime API sees of HAProxy once it loaded b (nil without a runtime API),
+// HAProxy's version included when it answers.
+func (a *Applier) Loaded(ctx context.Context, b *render.Bundle) *runtimeapi.Model {
+	return a.cfg.Runtime.Learn(ctx, a.cfg.Runtime.Plan(nil, b.Config, b.Certificates, b.Maps).Loaded())
 }
 
 // Tidy deletes again the removed servers that still had connections.
@@ -274,7 +280,7 @@ func (a *Applier) revertRuntime(ctx context.Context) {
 		return
 	}
 	load := a.loadID(ctx)
-	a.cfg.HAProxy.Record(live.Reloaded{Bundle: good, Gen: s.Good.Gen, Load: load, Model: plan.Loaded(), At: time.Now()})
+	a.cfg.HAProxy.Record(live.Reloaded{Bundle: good, Gen: s.Good.Gen, Load: load, Model: a.cfg.Runtime.Learn(ctx, plan.Loaded()), At: time.Now()})
 	a.reportLive(good.Hash)
 }
 

@@ -447,7 +447,8 @@ func ingressExampleRoutes() []route {
 // HAProxy: Ingresses, Services, EndpointSlices and TLS Secrets created through the API route
 // requests by host and path to real backends on loopback addresses (standing for pods) and
 // serve the Ingresses' certificates; paths edited and added and the default backend changed go
-// live with no reload (map updates), endpoints too (servers), a new backend with one reload;
+// live with no reload (map updates), endpoints too (servers), a new backend with none from
+// HAProxy 3.4 on and one reload before;
 // the same objects render the same bytes read from the API, from etcd and from files.
 func TestIngressExample(t *testing.T) {
 	k := kubetest.Start(t)
@@ -625,7 +626,7 @@ func TestIngressExample(t *testing.T) {
 		}
 	})
 
-	t.Run("a path to a new backend: one reload", func(t *testing.T) {
+	t.Run("a path to a new backend: no reload from HAProxy 3.4 on, one before", func(t *testing.T) {
 		before := reloadCount(t, p)
 		applyService(t, k, service("static", "", 80, e.port))
 		putEndpointSlice(t, k, endpointSlice("static", "", e.port, map[string]bool{"127.0.0.22": true}))
@@ -634,8 +635,8 @@ func TestIngressExample(t *testing.T) {
 		})
 		waitRoutes(t, e, route{"shop.example.com/static/logo.png", "api-2"}, route{"shop.example.com/store", "api-1"})
 		e.settled(t)
-		if n := reloadCount(t, p) - before; n != 1 {
-			t.Errorf("%d reloads for a new backend, want 1", n)
+		if n, want := reloadCount(t, p)-before, backendReloads(t); n != want {
+			t.Errorf("%d reloads for a new backend, want %d (HAProxy %s)", n, want, haproxytest.InstalledVersion(t))
 		}
 	})
 
@@ -649,6 +650,7 @@ func TestIngressExample(t *testing.T) {
 			code, _, _, err := e.get("anything.example.com", "/gone/x")
 			return err == nil && code == 503 // its backend has no server
 		}, "/gone routed to a backend without servers")
+		e.settled(t) // the files follow a change the runtime API made (HAProxy 3.4)
 		cfg, _ := os.ReadFile(e.cfgPath)
 		for _, want := range []string{"# Service web/gone has no port 80 (or is not there)\n", `# ingress web/legacy: path "/a b" not served`} {
 			if !strings.Contains(string(cfg), want) {
@@ -689,16 +691,36 @@ func addStaticPath(ing *networkingv1.Ingress) {
 	ing.Spec.Rules[0].HTTP.Paths = append(ing.Spec.Rules[0].HTTP.Paths, ingressPath(networkingv1.PathTypePrefix, "/static", "static", 80))
 }
 
+// removeStaticPath takes addStaticPath back: no rule names Service static any more.
+func removeStaticPath(ing *networkingv1.Ingress) {
+	paths := ing.Spec.Rules[0].HTTP.Paths
+	ing.Spec.Rules[0].HTTP.Paths = paths[:len(paths)-1]
+}
+
+// backendReloads is how many reloads a backend added or removed takes with the example
+// templates (whose defaults section is named): none from HAProxy 3.4 on, which adds and
+// removes backends at runtime; one before.
+func backendReloads(t *testing.T) int {
+	if haproxytest.InstalledVersion(t).AtLeast(3, 4) {
+		return 0
+	}
+	return 1
+}
+
 // ingressEdits make the changes checkIngressLive checks, through one source's inputs.
 type ingressEdits struct {
 	movePath   func(t *testing.T) // moveAPIPath
 	addBackend func(t *testing.T) // Service static, its endpoint 127.0.0.22 (api-2), and addStaticPath
+	// removeBackend takes the path to Service static back (removeStaticPath).
+	removeBackend func(t *testing.T)
 }
 
 // checkIngressLive runs a sidecar with args, and HAProxy, on their own files and addresses
 // (e's backends), on the objects applyIngressExample creates, and checks that: requests are
 // routed by host and path, an Ingress's certificate is served; a path moved is served with no
-// reload (a map update); a path to a new backend is served with one reload.
+// reload (a map update); a path to a new backend is served, and taken back is no longer, with
+// no reload from HAProxy 3.4 on (show proc's reload counter; the backend gone from show
+// backend), with one reload each before 3.4.
 func checkIngressLive(t *testing.T, e *demoEnv, edits ingressEdits, args ...string) {
 	c := e.instance(t)
 	c.httpAddr = fmt.Sprintf("127.0.0.1:%d", haproxytest.FreePort(t))
@@ -736,12 +758,34 @@ func checkIngressLive(t *testing.T, e *demoEnv, edits ingressEdits, args ...stri
 		t.Errorf("routes.map on disk:\n%s", routes)
 	}
 
+	const static = "be_web_static_80"
+	runs := func(backend string) bool {
+		out, err := p.Command("@1 show backend")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(strings.Fields(out), backend)
+	}
 	before = reloadCount(t, p)
 	edits.addBackend(t)
 	waitRoutes(t, c, route{"shop.example.com/static/logo.png", "api-2"}, route{"shop.example.com/store", "api-1"})
 	c.settled(t)
-	if n := reloadCount(t, p) - before; n != 1 {
-		t.Errorf("%d reloads for a new backend, want 1", n)
+	if n, want := reloadCount(t, p)-before, backendReloads(t); n != want {
+		t.Errorf("%d reloads for a new backend, want %d (HAProxy %s)", n, want, haproxytest.InstalledVersion(t))
+	}
+	if !runs(static) {
+		t.Errorf("HAProxy serves the new backend's path but show backend has no %s", static)
+	}
+
+	before = reloadCount(t, p)
+	edits.removeBackend(t)
+	waitRoutes(t, c, route{"shop.example.com/static/logo.png", "web-"}, route{"shop.example.com/store", "api-1"})
+	c.settled(t)
+	// Deleted at once, or, when HAProxy still had a connection to its server, by the next
+	// tidying (every 5 s).
+	haproxytest.WaitFor(t, 15*time.Second, func() bool { return !runs(static) }, static+" gone from show backend")
+	if n, want := reloadCount(t, p)-before, backendReloads(t); n != want {
+		t.Errorf("%d reloads for a backend removed, want %d (HAProxy %s)", n, want, haproxytest.InstalledVersion(t))
 	}
 }
 
@@ -751,7 +795,8 @@ func checkIngressLive(t *testing.T, e *demoEnv, edits ingressEdits, args ...stri
 // the API; and from a directory of what kubectl get -o yaml prints of them (--source=file), the
 // changes made by rewriting the Ingress's manifest file. Each time a real HAProxy routes by host
 // and path to the right backends, a path moved goes live with no reload (show proc's reload
-// counter unchanged) and a path to a new backend with one.
+// counter unchanged), and a path to a new backend, then taken back, with none on HAProxy 3.4
+// and one each before.
 func TestIngressExampleFromEtcdAndFiles(t *testing.T) {
 	k := kubetest.Start(t)
 	e := newDemoEnv(t)
@@ -782,6 +827,7 @@ func TestIngressExampleFromEtcdAndFiles(t *testing.T) {
 				putEndpointSlice(t, k, endpointSlice("static", "", e.port, map[string]bool{"127.0.0.22": true}))
 				updateIngress(t, k, "shop", addStaticPath)
 			},
+			removeBackend: func(t *testing.T) { updateIngress(t, k, "shop", removeStaticPath) },
 		}, append([]string{"--source=etcd", "--etcd-endpoints", k.EtcdURL, "--etcd-prefix", k.EtcdPrefix}, flags...)...)
 	})
 
@@ -797,6 +843,7 @@ func TestIngressExampleFromEtcdAndFiles(t *testing.T) {
 				saveFile(t, filepath.Join(dir, "static.yaml"), []byte(mustYAML(t, svc)+"---\n"+mustYAML(t, slice)))
 				rewriteIngressFile(t, shop, addStaticPath)
 			},
+			removeBackend: func(t *testing.T) { rewriteIngressFile(t, shop, removeStaticPath) },
 		}, append([]string{"--source=file", "--dir", dir}, flags...)...)
 	})
 }

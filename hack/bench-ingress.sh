@@ -4,10 +4,11 @@
 # and a real backend per Service on loopback. Prints the start (first configuration, RSS), for
 # each of CHANGES path changes the time from the edit of the Ingress's file to the new path
 # served (it includes the debounce's minimum, --wait MIN:MAX), the reloads HAProxy made and the
-# map updates the sidecar made, then a path to a new backend (one reload), and the sidecar's
-# maximum RSS.
+# map updates the sidecar made, then NEW_SERVICES Ingresses for a new Service (a new backend),
+# each added and deleted (served / no longer served, reloads: none from HAProxy 3.4 on), a path
+# to a new backend (one reload before 3.4), and the sidecar's maximum RSS.
 #
-#   hack/bench-ingress.sh                       # INGRESSES=1000 CHANGES=10 RUNS=3 WAIT=100ms:1s
+#   hack/bench-ingress.sh                       # INGRESSES=1000 CHANGES=10 NEW_SERVICES=5 RUNS=3 WAIT=100ms:1s
 #   WAIT=20ms:1s RUNS=1 hack/bench-ingress.sh
 #   PATH=~/.cache/haproxy-sidecar/haproxy-3.2.26-1/bin:$PATH hack/bench-ingress.sh  # another HAProxy
 set -euo pipefail
@@ -15,6 +16,7 @@ cd "$(dirname "$0")/.."
 PATH=$PATH:/usr/sbin
 INGRESSES=${INGRESSES:-1000}
 CHANGES=${CHANGES:-10}
+NEW_SERVICES=${NEW_SERVICES:-5}
 RUNS=${RUNS:-3}
 WAIT=${WAIT:-100ms:1s}
 
@@ -25,5 +27,5 @@ go build -o bin/bench-ingress ./hack/bench-ingress
 echo "# bench-ingress: $(date -u +%FT%TZ), haproxy $(haproxy -v | head -1 | awk '{print $3}'), $(go version | cut -d' ' -f3), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), --wait $WAIT"
 for r in $(seq 1 "$RUNS"); do
   echo "## run $r"
-  bin/bench-ingress --sidecar bin/haproxy-sidecar --ingresses "$INGRESSES" --changes "$CHANGES" --wait "$WAIT"
+  bin/bench-ingress --sidecar bin/haproxy-sidecar --ingresses "$INGRESSES" --changes "$CHANGES" --new-services "$NEW_SERVICES" --wait "$WAIT"
 done

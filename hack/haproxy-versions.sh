@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Provides the HAProxy versions the tests run against and prints them on one line as
-# "2.6=PATH 3.0=PATH 3.2=PATH" (the form HAPROXY_VERSIONS takes, see hack/test.sh):
+# "2.6=PATH 3.0=PATH 3.2=PATH 3.4=PATH" (the form HAPROXY_VERSIONS takes, see hack/test.sh):
 #   2.6  Debian bookworm's package (hack/install-deps.sh installs it)
 #   3.0  LTS, built from Debian trixie's upstream source tarball (about a minute on 2 cores)
 #   3.2  LTS, Debian forky's binary package with the newer glibc/OpenSSL it needs extracted into
 #        a private root, the binary pointed at them with patchelf
+#   3.4  LTS, Debian experimental's binary package (its source package is not served), run the
+#        same way on forky's libraries
 # Each version's directory under the cache holds only bin/haproxy, so putting that bin first in
 # PATH makes every `haproxy` the tests and the sidecar run that version.
 #
-# trixie and forky are read through a private apt configuration (its own sources, pinned to
+# trixie, forky and experimental are read through a private apt configuration (its own sources, pinned to
 # priority 1, and its own lists in a temporary directory): the system's apt sources are not
 # changed, so nothing is ever installed from those suites and later `apt-get install` of bookworm
-# packages behaves as before. Whichever 3.0/3.2 the archive has is taken once and cached outside
+# packages behaves as before. Whichever 3.0/3.2/3.4 the archive has is taken once and cached outside
 # the clone; later runs reuse it instantly (HAPROXY_VERSIONS_REFRESH=1 asks the archive again).
 #   usage: hack/haproxy-versions.sh        env: TESTBIN_CACHE, HAPROXY_VERSIONS_REFRESH
 set -euo pipefail
@@ -46,7 +48,8 @@ apt_install() {
   $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 }
 
-# A private apt that sees only trixie's sources and forky's packages, pinned low.
+# A private apt that sees only trixie's sources, forky's and experimental's packages, pinned
+# low.
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 privapt_ready=""
 privapt_init() {
@@ -55,11 +58,12 @@ privapt_init() {
     cat >"$work/apt/sources.list" <<EOF
 deb-src [signed-by=$keyring] $mirror trixie main
 deb [signed-by=$keyring] $mirror forky main
+deb [signed-by=$keyring] $mirror experimental main
 EOF
-    printf 'Package: *\nPin: release n=trixie\nPin-Priority: 1\n\nPackage: *\nPin: release n=forky\nPin-Priority: 1\n' \
+    printf 'Package: *\nPin: release n=%s\nPin-Priority: 1\n\n' trixie forky experimental \
       >"$work/apt/preferences"
     privapt_ready=1
-    log "reading trixie's sources and forky's packages (private apt lists in $work)"
+    log "reading trixie's sources, forky's and experimental's packages (private apt lists in $work)"
     privapt apt-get update -qq >/dev/null
   fi
 }
@@ -120,25 +124,26 @@ provide_30() {
   bin="$out/bin/haproxy"
 }
 
-# 3.2: forky's binary, run on bookworm with forky's libraries from a private root.
+# provide_deb BRANCH SUITE: SUITE's binary package of that branch (3.2: forky, 3.4:
+# experimental), run on bookworm with forky's libraries from a private root.
 forky_libs=(libc6 libssl3t64 liblua5.4-0 libjemalloc2 libpcre2-8-0 libcrypt1 libopentracing1
   libopentracing-c-wrapper0t64 libstdc++6 libgcc-s1 zlib1g)
-provide_32() {
-  local have v out deb interp libdir p
-  have=$(cached 3.2)
+provide_deb() {
+  local branch=$1 suite=$2 have v out deb interp libdir p
+  have=$(cached "$branch")
   if [ -n "$have" ] && [ -z "${HAPROXY_VERSIONS_REFRESH:-}" ]; then bin="$have"; return; fi
   apt_install patchelf
   privapt_init
-  v=$(privapt apt-cache show haproxy/forky 2>/dev/null | sed -n 's/^Version: //p' | sort -rV | head -1)
+  v=$(privapt apt-cache show "haproxy/$suite" 2>/dev/null | sed -n 's/^Version: //p' | sort -rV | head -1)
   case "$v" in
-    3.2.*) ;;
-    *) log "forky's haproxy is '${v:-absent}', not a 3.2"; return 1 ;;
+    "$branch".*) ;;
+    *) log "$suite's haproxy is '${v:-absent}', not a $branch"; return 1 ;;
   esac
   out="$cache/haproxy-$v"
   if [ -n "$(version "$out/bin/haproxy")" ]; then bin="$out/bin/haproxy"; return; fi
-  log "installing HAProxy $v from forky into $out"
-  mkdir -p "$work/debs" && cd "$work/debs"
-  apt_ download -qq haproxy/forky "${forky_libs[@]/%//forky}" >/dev/null
+  log "installing HAProxy $v from $suite into $out"
+  mkdir -p "$work/debs-$branch" && cd "$work/debs-$branch"
+  apt_ download -qq "haproxy/$suite" "${forky_libs[@]/%//forky}" >/dev/null
   # The rpath below is absolute: extract straight into the final place; bin/haproxy comes last,
   # so a half-done directory is never taken as a cached version.
   rm -rf "$out" && mkdir -p "$out/root" "$out/bin"
@@ -162,5 +167,6 @@ mkdir -p "$cache"
 # Each provide_ sets $bin (no command substitution: errexit would not stop a failure inside one).
 bin=""; provide_26; v26=$bin
 bin=""; provide_30; v30=$bin
-bin=""; provide_32; v32=$bin
-echo "2.6=$v26 3.0=$v30 3.2=$v32"
+bin=""; provide_deb 3.2 forky; v32=$bin
+bin=""; provide_deb 3.4 experimental; v34=$bin
+echo "2.6=$v26 3.0=$v30 3.2=$v32 3.4=$v34"

@@ -6,13 +6,13 @@
 # HAPROXY_SIDECAR_HAPROXY_VERSION makes a test fail (not skip) when another one is found.
 # Every version runs even when one fails; the summary says which.
 #   usage: hack/test.sh [go test flags...]     (make test: -race -count=1 -timeout 30m)
-#   env:   HAPROXY_VERSIONS ("2.6=PATH 3.0=PATH 3.2=PATH", default: hack/haproxy-versions.sh)
-#          HAPROXY_TEST_VERSIONS (default "3.2 2.6 3.0": which ones, the first runs everything)
+#   env:   HAPROXY_VERSIONS ("2.6=PATH 3.0=PATH 3.2=PATH 3.4=PATH", default: hack/haproxy-versions.sh)
+#          HAPROXY_TEST_VERSIONS (default "3.2 2.6 3.0 3.4": which ones, the first runs everything)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 versions=${HAPROXY_VERSIONS:-$(hack/haproxy-versions.sh)}
-order=${HAPROXY_TEST_VERSIONS:-3.2 2.6 3.0}
+order=${HAPROXY_TEST_VERSIONS:-3.2 2.6 3.0 3.4}
 
 path_of() { # branch -> haproxy path from $versions
   local kv

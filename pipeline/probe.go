@@ -132,7 +132,7 @@ func (p *Pipeline) noticeHAProxy(ctx context.Context) {
 	} else {
 		p.log.WarnContext(ctx, "HAProxy restarted or was reloaded by someone else: it loaded the live configuration", "hash", short(livegen.Hash), "load", id)
 	}
-	model := p.apply.Loaded(good)
+	model := p.apply.Loaded(ctx, good)
 	p.haproxy.Record(live.RestartedOnGood{Load: id, Model: model, At: time.Now()})
 	p.cfg.Metrics.RunsConfirmed(livegen.Hash)
 	p.cfg.Health.Applied()
@@ -156,7 +156,7 @@ func (p *Pipeline) adopt(ctx context.Context, bundle *render.Bundle) {
 			"recorded_load", rec.LoadID, "load", id, "error", err)
 		return
 	}
-	model := p.apply.Loaded(bundle)
+	model := p.apply.Loaded(ctx, bundle)
 	p.haproxy.Record(live.Adopted{Bundle: bundle, Gen: livegen, Load: id, Model: model, At: time.Now()})
 	p.cfg.Metrics.ConfigValid.Set(1)
 	p.cfg.Metrics.RunsConfirmed(bundle.Hash)

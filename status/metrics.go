@@ -131,7 +131,7 @@ func NewMetrics() *Metrics {
 	}
 	m.RuntimeUpdates = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns, Name: "runtime_updates_total",
-		Help: "Changes made through HAProxy's runtime API instead of a reload, by kind (server_added, server_removed, server_updated, certificate_updated, certificate_added, certificate_removed, map_updated).",
+		Help: "Changes made through HAProxy's runtime API instead of a reload, by kind (server_added, server_removed, server_updated, certificate_updated, certificate_added, certificate_removed, map_updated, backend_added, backend_removed).",
 	}, []string{"kind"})
 	m.ReloadsAvoided = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: ns, Name: "reloads_avoided_total",

@@ -111,7 +111,7 @@ func TestCountersStartAtZero(t *testing.T) {
 		"haproxy_sidecar_reloads_total":           {"endpoint=master-socket,result=error", "endpoint=master-socket,result=failed", "endpoint=master-socket,result=success"},
 		"haproxy_sidecar_rejected_total":          {"stage=decode", "stage=reload", "stage=render", "stage=test", "stage=validate"},
 		"haproxy_sidecar_sync_failures_total":     {"stage=activate", "stage=read", "stage=reload", "stage=stage", "stage=state", "stage=validate", "stage=write"},
-		"haproxy_sidecar_runtime_updates_total":   {"kind=certificate_added", "kind=certificate_removed", "kind=certificate_updated", "kind=map_updated", "kind=server_added", "kind=server_removed", "kind=server_updated"},
+		"haproxy_sidecar_runtime_updates_total":   {"kind=backend_added", "kind=backend_removed", "kind=certificate_added", "kind=certificate_removed", "kind=certificate_updated", "kind=map_updated", "kind=server_added", "kind=server_removed", "kind=server_updated"},
 		"haproxy_sidecar_reloads_avoided_total":   {""},
 		"haproxy_sidecar_runtime_fallbacks_total": {""},
 		"haproxy_sidecar_change_to_live_seconds":  {"path=dataplane", "path=reload", "path=runtime"},

@@ -28,6 +28,7 @@ func main() {
 	example := flag.String("example", "examples/templates/ingress.yaml", "the Ingress example's ConfigMap")
 	n := flag.Int("ingresses", 1000, "Ingresses, and backends (one Service each)")
 	changes := flag.Int("changes", 10, "path changes (each edits one Ingress and waits until it is served)")
+	services := flag.Int("new-services", 5, "Ingresses for a new Service, each added, served, deleted, no longer served")
 	wait := flag.String("wait", "100ms:1s", "the sidecar's --wait (debounce)")
 	keep := flag.Bool("keep", false, "keep the work directory")
 	flag.Parse()
@@ -47,6 +48,9 @@ func main() {
 		fail(err)
 	}
 	if err := b.changes(*changes); err != nil {
+		fail(err)
+	}
+	if err := b.newServices(*services); err != nil {
 		fail(err)
 	}
 	if err := b.newBackend(); err != nil {
@@ -303,8 +307,102 @@ func (b *bench) changes(count int) error {
 	return nil
 }
 
-// newBackend points Ingress 0's path at the Service no Ingress named yet: a new backend, one
-// reload.
+// newServices adds an Ingress for the Service no Ingress names yet (host new.example.com, a new
+// backend) and times it from the file's creation until served by that Service, then deletes it
+// and times it until the host is no longer served, count times; it counts HAProxy's reloads and
+// the runtime API's backend changes, and waits until HAProxy no longer has the backend (show
+// backend). From HAProxy 3.4 on a new backend needs no reload; before, each is one.
+func (b *bench) newServices(count int) error {
+	if count == 0 {
+		return nil
+	}
+	if err := b.settled(); err != nil {
+		return err
+	}
+	reloads0, err := b.Reloads()
+	if err != nil {
+		return err
+	}
+	metric := func(kind string) float64 {
+		return benchrig.Metric(b.metrics, `haproxy_sidecar_runtime_updates_total{kind="`+kind+`"}`)
+	}
+	added0, removed0 := metric("backend_added"), metric("backend_removed")
+	backend := "be_bench_" + svcName(b.n) + "_http"
+	runs := func() bool {
+		out, err := b.CLI("@1 show backend")
+		return err == nil && slices.Contains(strings.Fields(out), backend)
+	}
+	var served, gone, deleted []time.Duration
+	for c := 0; c < count; c++ {
+		t0 := time.Now()
+		if err := b.WriteFile("ing-new.yaml", newIngress(svcName(b.n))); err != nil {
+			return err
+		}
+		if err := benchrig.WaitUntil("new.example.com served", 30*time.Second, func() bool { return b.get("new.example.com", "/") == svcName(b.n) }); err != nil {
+			return err
+		}
+		served = append(served, time.Since(t0))
+		if err := b.settled(); err != nil {
+			return err
+		}
+		time.Sleep(300 * time.Millisecond) // apart, so each change is debounced on its own
+		t0 = time.Now()
+		if err := os.Remove(filepath.Join(b.In, "ing-new.yaml")); err != nil {
+			return err
+		}
+		if err := benchrig.WaitUntil("new.example.com no longer served", 30*time.Second, func() bool { return strings.HasPrefix(b.get("new.example.com", "/"), "404") }); err != nil {
+			return err
+		}
+		gone = append(gone, time.Since(t0))
+		if err := b.settled(); err != nil {
+			return err
+		}
+		if err := benchrig.WaitUntil(backend+" gone from show backend", 30*time.Second, func() bool { return !runs() }); err != nil {
+			return err
+		}
+		deleted = append(deleted, time.Since(t0))
+		time.Sleep(300 * time.Millisecond)
+	}
+	reloads1, err := b.Reloads()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("an Ingress for a new Service -> served: %s; deleted -> no longer served: %s, backend gone from show backend: %s (%d each)\n",
+		summary(served), summary(gone), summary(deleted), count)
+	fmt.Printf("  HAProxy reloads: %d; backends added / removed through the runtime API: %.0f / %.0f\n",
+		reloads1-reloads0, metric("backend_added")-added0, metric("backend_removed")-removed0)
+	return nil
+}
+
+// newIngress is an Ingress for host new.example.com to Service svc.
+func newIngress(svc string) []byte {
+	return fmt.Appendf(nil, `apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: ing-new, namespace: bench}
+spec:
+  ingressClassName: haproxy-sidecar
+  rules:
+  - host: new.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: %s, port: {name: http}}}}
+`, svc)
+}
+
+// summary is "min A ms, median B ms, max C ms (all ms)".
+func summary(took []time.Duration) string {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	sorted := slices.Clone(took)
+	slices.Sort(sorted)
+	var all []string
+	for _, d := range took {
+		all = append(all, fmt.Sprintf("%.0f", ms(d)))
+	}
+	return fmt.Sprintf("min %.0f ms, median %.0f ms, max %.0f ms (%s ms)", ms(sorted[0]), ms(sorted[len(sorted)/2]), ms(sorted[len(sorted)-1]), strings.Join(all, ", "))
+}
+
+// newBackend points Ingress 0's path at the Service no Ingress named yet: a new backend (one
+// reload before HAProxy 3.4).
 func (b *bench) newBackend() error {
 	reloads0, err := b.Reloads()
 	if err != nil {

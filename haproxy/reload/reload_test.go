@@ -70,6 +70,11 @@ func TestParseProc(t *testing.T) {
 		// 3.2 lists the worker that keeps serving after a failed reload under "# old workers".
 		{"3.2", "show-proc-after-failed-reload.txt", want{2, 1, 1, 0}, "3.2.26-1"},
 		{"3.2", "show-proc-old-worker.txt", want{6, 0, 1, 1}, "3.2.26-1"},
+		{"3.4", "show-proc-start.txt", want{0, 0, 1, 0}, "3.4.7-1"},
+		// Captured while the old worker was still finishing.
+		{"3.4", "show-proc-after-reload.txt", want{1, 0, 1, 1}, "3.4.7-1"},
+		{"3.4", "show-proc-after-failed-reload.txt", want{2, 1, 1, 0}, "3.4.7-1"},
+		{"3.4", "show-proc-old-worker.txt", want{6, 0, 1, 1}, "3.4.7-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.branch+"/"+tt.file, func(t *testing.T) {
@@ -147,6 +152,10 @@ func TestCapturedAnswers(t *testing.T) {
 		{"3.2", "reload-bind-clash.txt", Refused, "Binding [/etc/haproxy/haproxy.cfg:15] for frontend clash: protocol tcpv4: cannot bind socket (Address already in use) for [127.0.0.1:46845]."},
 		{"3.2", "reload-syntax-error.txt", Refused, "config : parsing [/etc/haproxy/haproxy.cfg:14] : unknown keyword 'frobnicate' in 'backend' section"},
 		{"3.2", "reload-busy.txt", Busy, ""},
+		{"3.4", "reload-ok.txt", Loaded, ""},
+		{"3.4", "reload-bind-clash.txt", Refused, "Binding [/etc/haproxy/haproxy.cfg:15] for frontend clash: protocol tcpv4: cannot bind socket (Address already in use) for [127.0.0.1:39007]."},
+		{"3.4", "reload-syntax-error.txt", Refused, "config : parsing [/etc/haproxy/haproxy.cfg:14] : unknown keyword 'frobnicate' in 'backend' section"},
+		{"3.4", "reload-busy.txt", Busy, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.branch+"/"+tt.file, func(t *testing.T) {

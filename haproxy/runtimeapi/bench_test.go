@@ -41,3 +41,37 @@ func BenchmarkPlan10kBackends(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPlanNewBackend: a backend added to a rendering routed through a map (HAProxy 3.4:
+// added at runtime), as an Ingress for a new Service is: 1,000 backends of 1 server (the Ingress
+// example's benchmark), and 10,000 of 10.
+func BenchmarkPlanNewBackend(b *testing.B) {
+	config := func(n, servers int) []byte {
+		var s strings.Builder
+		s.WriteString("global\n    maxconn 50000\ndefaults web\n    mode http\n    balance roundrobin\n    default-server inter 2s fall 3 rise 2\n")
+		s.WriteString("frontend fe\n    bind :80\n    use_backend %[req.hdr(host),lower,map(" + routes + ",be_default)]\n    default_backend be_default\nbackend be_default\n    http-request return status 404\n")
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(&s, "\nbackend be_%d\n", i)
+			for j := 0; j < servers; j++ {
+				fmt.Fprintf(&s, "    server pod-%d-%d 10.%d.%d.%d:8080 check\n", i, j, i/250, i%250, j+1)
+			}
+		}
+		return []byte(s.String())
+	}
+	for _, size := range []struct{ backends, servers int }{{1000, 1}, {10000, 10}} {
+		b.Run(fmt.Sprintf("%dx%d", size.backends, size.servers), func(b *testing.B) {
+			old, next := config(size.backends, size.servers), config(size.backends+1, size.servers)
+			u := track(New(Options{Client: &fakeClient{}, MapsDir: mapsDir}))
+			u.Reloaded(u.Plan(old, nil, nil))
+			u.live.version = parseVersion("3.4.7-1")
+			b.SetBytes(int64(len(next)))
+			b.ReportAllocs()
+			for b.Loop() {
+				p := u.Plan(next, nil, nil)
+				if p.Reload() != "" || p.Changes() != 1 {
+					b.Fatalf("reason %q, %d changes", p.Reload(), p.Changes())
+				}
+			}
+		})
+	}
+}

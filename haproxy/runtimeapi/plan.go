@@ -1,8 +1,9 @@
 // Package runtimeapi applies configuration changes to a running HAProxy through its runtime API
 // (the CLI of a stats socket, or of the master socket with "@1 "), so that most changes need no
 // reload: servers of existing backends added, removed, re-addressed, re-weighted, enabled or
-// disabled, certificate files replaced, added to or removed from a certificate directory, and
-// the contents of map files replaced (maps.go).
+// disabled, certificate files replaced, added to or removed from a certificate directory, the
+// contents of map files replaced (maps.go), and, from HAProxy 3.4 on, whole backends added and
+// removed (backends.go).
 //
 // The commands are derived from the rendered configuration only: a Model is what HAProxy runs
 // (the configuration it last loaded plus the changes made at runtime since), which the caller
@@ -28,17 +29,19 @@ import (
 // Kinds of runtime updates: the values of the kind label of
 // haproxy_sidecar_runtime_updates_total.
 const (
-	KindServerAdded   = "server_added"
-	KindServerRemoved = "server_removed"
-	KindServerUpdated = "server_updated"
-	KindCertUpdated   = "certificate_updated"
-	KindCertAdded     = "certificate_added"
-	KindCertRemoved   = "certificate_removed"
-	KindMapUpdated    = "map_updated"
+	KindServerAdded    = "server_added"
+	KindServerRemoved  = "server_removed"
+	KindServerUpdated  = "server_updated"
+	KindCertUpdated    = "certificate_updated"
+	KindCertAdded      = "certificate_added"
+	KindCertRemoved    = "certificate_removed"
+	KindMapUpdated     = "map_updated"
+	KindBackendAdded   = "backend_added"
+	KindBackendRemoved = "backend_removed"
 )
 
 // Kinds lists every kind.
-var Kinds = []string{KindServerAdded, KindServerRemoved, KindServerUpdated, KindCertUpdated, KindCertAdded, KindCertRemoved, KindMapUpdated}
+var Kinds = []string{KindServerAdded, KindServerRemoved, KindServerUpdated, KindCertUpdated, KindCertAdded, KindCertRemoved, KindMapUpdated, KindBackendAdded, KindBackendRemoved}
 
 // dynamicKeywords are the server keywords `add server` accepts on HAProxy 2.6
 // (management.txt, "add server"). Servers added at runtime do not get default-server settings:
@@ -66,25 +69,44 @@ var dynamicKeywords = map[string]bool{
 
 // Model is what HAProxy runs, as the runtime API sees it: a configuration, the certificate
 // files, the map files, the servers removed at runtime that HAProxy still holds in maintenance
-// because they had connections when deleted (zombies, deleted again at the next update), and
-// the worker the runtime changes were made in. A Model is never changed once made: every
-// change gives a new one.
+// because they had connections when deleted (zombies, deleted again at the next update), the
+// backends removed at runtime that HAProxy still holds for such servers (gone), the worker the
+// runtime changes were made in and HAProxy's version. A Model is never changed once made:
+// every change gives a new one.
 type Model struct {
 	cfg     *cfgparse.Config
 	certs   map[string][]byte
 	maps    map[string][]byte                      // map file name -> content
 	zombies map[string]map[string]*cfgparse.Server // backend -> server name -> server
+	// gone are backends removed at runtime, unpublished, that HAProxy keeps until their
+	// zombies are deleted (then they are deleted too).
+	gone map[string]bool
 	// pid is the worker the runtime changes were made in (0: not asked yet since the last
 	// reload): another worker means HAProxy was reloaded or restarted behind the sidecar's back.
 	pid int
+	// version is the version of HAProxy (zero: not known), which says what it can change at
+	// runtime: backends from 3.4 on.
+	version Version
 }
 
 func (s *Model) clone() *Model {
-	c := &Model{cfg: s.cfg, certs: s.certs, maps: s.maps, pid: s.pid, zombies: map[string]map[string]*cfgparse.Server{}}
+	c := &Model{cfg: s.cfg, certs: s.certs, maps: s.maps, pid: s.pid, version: s.version,
+		zombies: map[string]map[string]*cfgparse.Server{}, gone: maps.Clone(s.gone)}
 	for be, z := range s.zombies {
 		c.zombies[be] = maps.Clone(z)
 	}
+	if c.gone == nil {
+		c.gone = map[string]bool{}
+	}
 	return c
+}
+
+// Version is the version of the HAProxy that runs m, as far as the runtime API knows it.
+func (s *Model) Version() Version {
+	if s == nil {
+		return Version{}
+	}
+	return s.version
 }
 
 // command is one runtime API command (without the "@1 " prefix) and how to tell its answer is
@@ -114,6 +136,9 @@ type step struct {
 	// swap is the atomic replacement of a map's entries; its commands are made when it is
 	// applied (they carry the version HAProxy allocates).
 	swap *mapSwap
+	// create adds a whole backend (with its servers, then published); unpublish is the first
+	// step of a backend's removal, drop its last (del backend, once its servers are deleted).
+	create, unpublish, drop bool
 }
 
 // Plan is the difference between what HAProxy runs and a new rendering.
@@ -138,7 +163,7 @@ func (p *Plan) Loaded() *Model {
 }
 
 // Changes is the number of changes the runtime API will make (servers, certificate files, map
-// files).
+// files, backends).
 // With a reload reason, these are the changes that could still be made at runtime while a
 // reload waits.
 func (p *Plan) Changes() int {
@@ -233,7 +258,16 @@ func planTo(live, next *Model, dirs dirs) *Plan {
 		}
 	}
 	p.reason = d.reason
-	p.steps = append(append(append(append(d.adds, d.updates...), d.removes...), d.certSteps...), d.mapSteps...)
+	if d.reason == "" {
+		// Backends only with the whole change: what HAProxy runs while a reload waits is the
+		// old configuration with servers, certificates and maps changed (patched).
+		p.steps = append(p.steps, d.backendAdds...)
+	}
+	p.steps = append(append(append(append(p.steps, d.adds...), d.updates...), d.removes...), d.certSteps...)
+	if d.reason == "" {
+		p.steps = append(p.steps, d.backendRemoves...)
+	}
+	p.steps = append(p.steps, d.mapSteps...)
 	if err := checkSteps(p.steps); err != nil {
 		// A value the checks of each change let through: send nothing, reload instead.
 		p.steps, p.target = nil, live.clone()
@@ -277,9 +311,10 @@ type differ struct {
 	reason          string // the first reason a reload is needed
 
 	adds, updates, removes, certSteps, mapSteps []step
+	backendAdds, backendRemoves                 []step
 	// done are the backends whose servers the steps bring to the new rendering (for a
 	// partial plan).
-	done                map[string]*cfgparse.Section
+	done                map[secKey]*cfgparse.Section
 	certsDone, mapsDone bool
 }
 
@@ -299,29 +334,58 @@ func describe(s *cfgparse.Section) string {
 	return fmt.Sprintf("%s %q", s.Kind, s.Name)
 }
 
+// secKey identifies a section in a configuration, as Section.Key does, without allocating.
+type secKey struct{ kind, name string }
+
+func keyOf(s *cfgparse.Section) secKey { return secKey{s.Kind, s.Name} }
+
 func (d *differ) sections() {
 	o, n := d.old.cfg.Sections, d.new.cfg.Sections
-	oldKeys := map[string]bool{}
+	oldKeys := make(map[secKey]bool, len(o))
 	for _, s := range o {
-		oldKeys[s.Key()] = true
+		oldKeys[keyOf(s)] = true
 	}
-	newKeys := map[string]bool{}
+	newKeys := make(map[secKey]bool, len(n))
 	for _, s := range n {
-		newKeys[s.Key()] = true
-		if !oldKeys[s.Key()] {
-			d.needReload("%s is new", describe(s))
+		newKeys[keyOf(s)] = true
+	}
+	// Backends added or removed are the runtime API's from HAProxy 3.4 on (diffBackends);
+	// every other section must be the same, in the same order.
+	var added, removed []*cfgparse.Section
+	if len(o) != len(n) || len(oldKeys) != len(newKeys) || !sameKeys(oldKeys, newKeys) {
+		n = slices.DeleteFunc(slices.Clone(n), func(s *cfgparse.Section) bool {
+			if !oldKeys[keyOf(s)] && s.Kind == "backend" {
+				added = append(added, s)
+				return true
+			}
+			return false
+		})
+		o = slices.DeleteFunc(slices.Clone(o), func(s *cfgparse.Section) bool {
+			if !newKeys[keyOf(s)] && s.Kind == "backend" {
+				removed = append(removed, s)
+				return true
+			}
+			return false
+		})
+		for _, s := range n {
+			if !oldKeys[keyOf(s)] {
+				d.needReload("%s is new", describe(s))
+			}
+		}
+		for _, s := range o {
+			if !newKeys[keyOf(s)] {
+				d.needReload("%s was removed", describe(s))
+			}
 		}
 	}
-	for _, s := range o {
-		if !newKeys[s.Key()] {
-			d.needReload("%s was removed", describe(s))
-		}
-	}
+	// First, so that a reload's reason names a backend added or removed before the lines
+	// that name it.
+	d.diffBackends(added, removed)
 	if len(o) != len(n) {
 		d.needReload("sections were added or removed")
 	}
 	for i := 0; i < len(o) && i < len(n); i++ {
-		if o[i].Key() != n[i].Key() {
+		if keyOf(o[i]) != keyOf(n[i]) {
 			d.needReload("sections were reordered")
 			break
 		}
@@ -334,24 +398,34 @@ func (d *differ) sections() {
 	}
 	// Servers, backend by backend (by name: this also serves a partial plan when sections
 	// changed).
-	oldProxies := map[string]*cfgparse.Section{}
+	oldProxies := make(map[secKey]*cfgparse.Section, len(o))
 	for _, s := range o {
 		if s.HasServers() {
-			oldProxies[s.Key()] = s
+			oldProxies[keyOf(s)] = s
 		}
 	}
-	d.done = map[string]*cfgparse.Section{}
+	d.done = map[secKey]*cfgparse.Section{}
 	for _, ns := range n {
-		os := oldProxies[ns.Key()]
+		os := oldProxies[keyOf(ns)]
 		if os == nil || !ns.HasServers() {
 			continue
 		}
 		if d.diffServers(os, ns) {
-			d.done[ns.Key()] = ns
+			d.done[keyOf(ns)] = ns
 		}
 	}
 	d.diffCerts()
 	d.diffMaps()
+}
+
+// sameKeys reports whether two sets of the same size hold the same keys.
+func sameKeys(a, b map[secKey]bool) bool {
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // lineChange says how two sections' lines differ ("" if they do not). It names the keyword of
@@ -384,7 +458,7 @@ func (d *differ) patched() *cfgparse.Config {
 	c := *d.old.cfg
 	c.Sections = slices.Clone(c.Sections)
 	for i, s := range c.Sections {
-		if ns := d.done[s.Key()]; ns != nil {
+		if ns := d.done[keyOf(s)]; ns != nil {
 			cp := *s
 			cp.Servers = ns.Servers
 			c.Sections[i] = &cp

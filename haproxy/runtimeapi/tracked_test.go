@@ -18,6 +18,9 @@ func (t *tracked) Plan(config []byte, certs, maps map[string][]byte) *Plan {
 // Reloaded: HAProxy loaded p's rendering.
 func (t *tracked) Reloaded(p *Plan) { t.live = p.Loaded() }
 
+// Learn: HAProxy's version is asked, as after a reload.
+func (t *tracked) Learn(ctx context.Context) { t.live = t.Updater.Learn(ctx, t.live) }
+
 // Forget: what HAProxy runs is not known.
 func (t *tracked) Forget() { t.live = nil }
 

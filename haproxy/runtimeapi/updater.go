@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cfgparse"
 )
@@ -58,8 +59,9 @@ func (u *Updater) Plan(m *Model, config []byte, certs, maps map[string][]byte) *
 // errBusy is a del server refused because the server still has connections.
 var errBusy = errors.New("server still has connections")
 
-// Apply sends the plan's commands: servers added first, then changed, then map files replaced,
-// then servers removed, then certificates. current is what HAProxy runs now: the plan must have
+// Apply sends the plan's commands: backends added (with their servers, then published), then
+// servers added and changed, then map files replaced, then backends unpublished and servers
+// removed, then backends deleted, then certificates. current is what HAProxy runs now: the plan must have
 // been made against it. On success it returns what HAProxy runs then: the plan's target (the
 // whole new rendering when Reload() is ""). On error what HAProxy runs is not known until the
 // next reload, which the caller makes.
@@ -68,11 +70,11 @@ func (u *Updater) Apply(ctx context.Context, p *Plan, current *Model) (*Model, e
 		return nil, errors.New("runtime update: the plan was not made against what HAProxy runs now")
 	}
 	target := p.target.clone()
-	pid, err := u.sameWorker(ctx, current.pid)
+	pid, v, err := u.sameWorker(ctx, current.pid)
 	if err != nil {
 		return nil, err
 	}
-	target.pid = pid
+	target.pid, target.version = pid, v
 	if err := u.apply(ctx, p, target); err != nil {
 		return nil, err
 	}
@@ -84,11 +86,17 @@ func (u *Updater) apply(ctx context.Context, p *Plan, target *Model) error {
 	// Servers added and changed, then the removals: the commands that put them in maintenance,
 	// then the deletes, each group sent in as few exchanges as the batch size allows.
 	var changes, before, dels []command
-	var removals, swaps, others []step
+	var removals, swaps, drops, others []step
 	for _, st := range p.steps {
 		switch {
 		case st.swap != nil:
 			swaps = append(swaps, st)
+		case st.drop:
+			drops = append(drops, st)
+		case st.unpublish:
+			before = append(before, st.cmds...) // before its servers go to maintenance
+		case st.create:
+			changes = append(changes, st.cmds...)
 		case st.remove:
 			before = append(before, st.cmds[:len(st.cmds)-1]...)
 			dels = append(dels, st.cmds[len(st.cmds)-1])
@@ -115,6 +123,7 @@ func (u *Updater) apply(ctx context.Context, p *Plan, target *Model) error {
 	if err := u.batch(ctx, dels, outcomes); err != nil {
 		return fmt.Errorf("runtime update: %w", err)
 	}
+	u.retryIdle(ctx, removals, dels, outcomes, drops)
 	var busy []step
 	for i, st := range removals {
 		switch err := outcomes[i]; {
@@ -128,38 +137,127 @@ func (u *Updater) apply(ctx context.Context, p *Plan, target *Model) error {
 			return fmt.Errorf("runtime update: %s: %w", st.what, err)
 		}
 	}
+	u.keepZombies(busy, target)
+	// Backends removed: deleted now that their servers are, or kept (unpublished) until the
+	// servers that still have connections are deleted too.
+	for _, st := range drops {
+		if len(target.zombies[st.backend]) > 0 {
+			target.gone[st.backend] = true
+			u.log.Debug("removed backend kept until its servers' connections end", "backend", st.backend)
+			continue
+		}
+		if err := u.run(ctx, st.cmds); err != nil {
+			return fmt.Errorf("runtime update: %s: %w", st.what, err)
+		}
+		delete(target.gone, st.backend)
+	}
 	// Certificates: commands with payloads or answers of several lines, one at a time.
 	for _, st := range others {
 		if err := u.run(ctx, st.cmds); err != nil {
 			return fmt.Errorf("runtime update: %s: %w", st.what, err)
 		}
 	}
-	u.keepZombies(busy, target)
 	return nil
 }
 
+// A removed backend's server HAProxy would not delete is asked again idleRetries times, after
+// idleRetry, then twice as long each time: HAProxy closes the idle connections it keeps to a
+// server put in maintenance a moment later, on its own threads (measured on 3.4.7: 3 deletes
+// in 40 right after traffic found one, each gone within 2 ms). A request still in flight keeps
+// its server longer: it is left to a later update or Tidy, and its backend with it.
+const (
+	idleRetry   = 5 * time.Millisecond
+	idleRetries = 3
+)
+
+// retryIdle deletes again the servers of the backends drops removes that were still busy
+// (outcomes[i] is the outcome of dels[i], the delete of removals[i]; updated).
+func (u *Updater) retryIdle(ctx context.Context, removals []step, dels []command, outcomes []error, drops []step) {
+	dropped := map[string]bool{}
+	for _, st := range drops {
+		dropped[st.backend] = true
+	}
+	pause := idleRetry
+	for try := 0; try < idleRetries && len(dropped) > 0; try++ {
+		var again []int
+		for i, st := range removals {
+			if dropped[st.backend] && errors.Is(outcomes[i], errBusy) {
+				again = append(again, i)
+			}
+		}
+		if len(again) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause *= 2
+		cmds, res := make([]command, len(again)), make([]error, len(again))
+		for j, i := range again {
+			cmds[j] = dels[i]
+		}
+		if err := u.batch(ctx, cmds, res); err != nil {
+			return
+		}
+		for j, i := range again {
+			outcomes[i] = res[j]
+		}
+	}
+}
+
 // sameWorker checks that the runtime API still talks to the worker the previous changes were
-// made in (was; 0: none since the last reload), and returns the worker's pid. A worker HAProxy
-// started without the sidecar (a reload or a restart by someone else) loaded the files on
-// disk, which may not hold every change made at runtime yet.
-func (u *Updater) sameWorker(ctx context.Context, was int) (int, error) {
+// made in (was; 0: none since the last reload), and returns the worker's pid and HAProxy's
+// version. A worker HAProxy started without the sidecar (a reload or a restart by someone
+// else) loaded the files on disk, which may not hold every change made at runtime yet.
+func (u *Updater) sameWorker(ctx context.Context, was int) (int, Version, error) {
+	pid, v, err := u.showInfo(ctx)
+	if err != nil {
+		return 0, Version{}, fmt.Errorf("runtime update: %w", err)
+	}
+	if was != 0 && pid != was {
+		return 0, Version{}, fmt.Errorf("runtime update: HAProxy's worker changed (pid %d, was %d): it was reloaded or restarted without the sidecar", pid, was)
+	}
+	return pid, v, nil
+}
+
+// showInfo asks the worker its pid and HAProxy's version.
+func (u *Updater) showInfo(ctx context.Context) (int, Version, error) {
 	answer, err := u.opts.Client.Command(ctx, u.opts.Prefix+"show info")
 	if err != nil {
-		return 0, fmt.Errorf("runtime update: show info: %w", err)
+		return 0, Version{}, fmt.Errorf("show info: %w", err)
 	}
-	pid := 0
+	pid, v := 0, Version{}
 	for _, l := range strings.Split(answer, "\n") {
-		if v, ok := strings.CutPrefix(l, "Pid: "); ok {
-			pid, _ = strconv.Atoi(strings.TrimSpace(v))
+		if w, ok := strings.CutPrefix(l, "Pid: "); ok {
+			pid, _ = strconv.Atoi(strings.TrimSpace(w))
+		}
+		if w, ok := strings.CutPrefix(l, "Version: "); ok {
+			v = parseVersion(strings.TrimSpace(w))
 		}
 	}
 	if pid == 0 {
-		return 0, fmt.Errorf("runtime update: show info: no Pid in %q", firstLine(answer))
+		return 0, Version{}, fmt.Errorf("show info: no Pid in %q", firstLine(answer))
 	}
-	if was != 0 && pid != was {
-		return 0, fmt.Errorf("runtime update: HAProxy's worker changed (pid %d, was %d): it was reloaded or restarted without the sidecar", pid, was)
+	return pid, v, nil
+}
+
+// Learn returns m (what HAProxy runs once it has loaded a configuration) with the version of
+// the HAProxy that runs it, which says what it can change at runtime; m as it is when HAProxy
+// does not answer (its changes then reload until a runtime update learns it).
+func (u *Updater) Learn(ctx context.Context, m *Model) *Model {
+	if m == nil {
+		return nil
 	}
-	return pid, nil
+	_, v, err := u.showInfo(ctx)
+	if err != nil {
+		u.log.Debug("runtime API: cannot tell HAProxy's version", "error", err)
+		return m
+	}
+	next := m.clone()
+	next.version = v
+	return next
 }
 
 // maxBatch bounds the length of one command line of several commands: HAProxy reads a command
@@ -251,10 +349,10 @@ func (u *Updater) keepZombies(busy []step, target *Model) {
 }
 
 // Tidy deletes again the removed servers that still had connections from what HAProxy runs
-// (m); it returns what HAProxy runs then and how many are left. Errors leave them for the next
-// try.
+// (m), and the removed backends they kept; it returns what HAProxy runs then and how many
+// servers and backends are left. Errors leave them for the next try.
 func (u *Updater) Tidy(ctx context.Context, m *Model) (*Model, int) {
-	if m == nil || len(m.zombies) == 0 {
+	if m == nil || len(m.zombies) == 0 && len(m.gone) == 0 {
 		return m, 0
 	}
 	var dels []command
@@ -268,7 +366,7 @@ func (u *Updater) Tidy(ctx context.Context, m *Model) (*Model, int) {
 	outcomes := make([]error, len(dels))
 	if err := u.batch(ctx, dels, outcomes); err != nil {
 		u.log.Debug("runtime update: deleting removed servers again", "error", err)
-		return m, len(refs)
+		return m, len(refs) + len(m.gone)
 	}
 	next := m.clone()
 	left := 0
@@ -278,6 +376,18 @@ func (u *Updater) Tidy(ctx context.Context, m *Model) (*Model, int) {
 		} else {
 			left++
 		}
+	}
+	for _, be := range sortedKeys(next.gone) {
+		if len(next.zombies[be]) > 0 {
+			left++
+			continue
+		}
+		if err := u.run(ctx, dropBackend(be).cmds); err != nil {
+			u.log.Debug("runtime update: deleting a removed backend", "backend", be, "error", err)
+			left++
+			continue
+		}
+		delete(next.gone, be)
 	}
 	return next, left
 }

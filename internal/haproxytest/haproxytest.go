@@ -33,7 +33,7 @@ const StartTimeout = 15 * time.Second
 
 // Environment variables that choose and require an HAProxy version (hack/test.sh sets them).
 const (
-	// VersionEnv names the HAProxy branch the tests must run against ("2.6", "3.0", "3.2"):
+	// VersionEnv names the HAProxy branch the tests must run against ("2.6", "3.0", "3.2", "3.4"):
 	// when set, Binary fails the test unless the haproxy found in PATH is of that branch.
 	VersionEnv = "HAPROXY_SIDECAR_HAPROXY_VERSION"
 	// RequireEnv=1 turns a missing haproxy into a failure instead of a skip (as for the
@@ -111,7 +111,7 @@ func lookup(t testing.TB) found {
 	f, err := installed()
 	want := os.Getenv(VersionEnv)
 	if err != nil {
-		msg := fmt.Sprintf("haproxy is not usable: %v (hack/install-deps.sh installs it; hack/haproxy-versions.sh provides 2.6, 3.0 and 3.2)", err)
+		msg := fmt.Sprintf("haproxy is not usable: %v (hack/install-deps.sh installs it; hack/haproxy-versions.sh provides 2.6, 3.0, 3.2 and 3.4)", err)
 		if want != "" || os.Getenv(RequireEnv) == "1" {
 			t.Fatalf("%s; %s=%q %s=%q require it", msg, VersionEnv, want, RequireEnv, os.Getenv(RequireEnv))
 		}
