@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/candidate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/decide"
 	"github.com/haproxy-sidecar/haproxy-sidecar/quarantine"
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
@@ -251,4 +252,41 @@ func (p *Pipeline) templatesTried(hash string, took time.Duration, err error) {
 		p.log.Info("the changed template set rendered apart; it goes live through the next sync", "templates", short(hash), "took", took.Round(time.Millisecond))
 	}
 	p.Changed()
+}
+
+// blameRefused holds the inputs of c that changed since the last good rendering, which HAProxy
+// refused at a reload, or a canary host's counters refused (err, with its stage), and syncs
+// again at once: without them, the rest may go live.
+// When none changed, the refusal is reported as is.
+func (p *Pipeline) blameRefused(ctx context.Context, c *candidate.Candidate, err error, held map[string]quarantine.Hold, sel quarantine.Selection, cur snapshot.Inputs) map[string]quarantine.Hold {
+	blamed := map[string]error{}
+	inC := map[string]bool{}
+	for _, in := range c.Chosen {
+		inC[in.ID()] = true
+		if g, ok := p.q.Good[in.ID()]; !ok || g.Hash != in.Hash {
+			blamed[in.ID()] = err
+		}
+	}
+	for id := range p.q.Good {
+		if !inC[id] {
+			blamed[id] = err // deleted
+		}
+	}
+	stage := snapshot.StageReload
+	var ie *snapshot.InputError
+	if errors.As(err, &ie) && ie.Stage != "" {
+		stage = ie.Stage // canary
+	}
+	if len(blamed) == 0 {
+		p.reportError(ctx, stage, err)
+		return held
+	}
+	held = maps.Clone(held) // the reported map stays as it was reported
+	for id, h := range sel.Blame(blamed, stage, cur) {
+		h.Err = c.Origins().LocateAt(h.Ref, h.Err)
+		held[id] = h
+	}
+	p.report(ctx, held)
+	p.Changed()
+	return held
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/apply"
@@ -133,43 +132,6 @@ func (p *Pipeline) sync(ctx context.Context, reason string) Result {
 	}
 	res.Action, res.Held = d.Action, len(held)
 	return res
-}
-
-// blameRefused holds the inputs of c that changed since the last good rendering, which HAProxy
-// refused at a reload, or a canary host's counters refused (err, with its stage), and syncs
-// again at once: without them, the rest may go live.
-// When none changed, the refusal is reported as is.
-func (p *Pipeline) blameRefused(ctx context.Context, c *candidate.Candidate, err error, held map[string]quarantine.Hold, sel quarantine.Selection, cur snapshot.Inputs) map[string]quarantine.Hold {
-	blamed := map[string]error{}
-	inC := map[string]bool{}
-	for _, in := range c.Chosen {
-		inC[in.ID()] = true
-		if g, ok := p.q.Good[in.ID()]; !ok || g.Hash != in.Hash {
-			blamed[in.ID()] = err
-		}
-	}
-	for id := range p.q.Good {
-		if !inC[id] {
-			blamed[id] = err // deleted
-		}
-	}
-	stage := snapshot.StageReload
-	var ie *snapshot.InputError
-	if errors.As(err, &ie) && ie.Stage != "" {
-		stage = ie.Stage // canary
-	}
-	if len(blamed) == 0 {
-		p.reportError(ctx, stage, err)
-		return held
-	}
-	held = maps.Clone(held) // the reported map stays as it was reported
-	for id, h := range sel.Blame(blamed, stage, cur) {
-		h.Err = c.Origins().LocateAt(h.Ref, h.Err)
-		held[id] = h
-	}
-	p.report(ctx, held)
-	p.Changed()
-	return held
 }
 
 // learnKeys tells the redactor the private keys of the certificates read now, so that no
