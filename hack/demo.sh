@@ -11,7 +11,7 @@ say() { echo "demo: $*"; }
 hack/install-deps.sh # says what it installs, if anything
 mkdir -p bin
 say "building the sidecar (a few minutes the first time, while Go fetches and compiles its modules)..."
-go build -trimpath -o bin/haproxy-sidecar .
+"${MAKE:-make}" --no-print-directory -s build # with the version stamped, as make build does
 go build -o bin/demo-backend ./hack/demo-backend
 
 D=$PWD/.demo
