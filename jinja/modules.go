@@ -1,6 +1,7 @@
 package jinja
 
 import (
+	"maps"
 	"math/big"
 	"reflect"
 	"sync"
@@ -99,8 +100,12 @@ func copyValue(v any) (any, bool) {
 	case *Dict:
 		out := &Dict{keys: make([]any, len(x.keys)), vals: make([]any, len(x.vals))}
 		for i, k := range x.keys {
-			if hk, err := keyOf(k); err != nil || hk.kind == 'p' {
-				return nil, false // keyed by an object's identity
+			switch k.(type) {
+			case string, Markup, int64, bool, float64, nil:
+			default:
+				if hk, err := keyOf(k); err != nil || hk.kind == 'p' {
+					return nil, false // keyed by an object's identity
+				}
 			}
 			c, ok := copyValue(x.vals[i])
 			if !ok {
@@ -108,12 +113,7 @@ func copyValue(v any) (any, bool) {
 			}
 			out.keys[i], out.vals[i] = k, c
 		}
-		if x.index != nil {
-			out.index = make(map[hashKey]int, len(x.index))
-			for k, i := range x.index {
-				out.index[k] = i
-			}
-		}
+		out.index = maps.Clone(x.index)
 		return out, true
 	case *Namespace:
 		attrs, ok := copyValue(x.attrs)
