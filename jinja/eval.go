@@ -41,6 +41,8 @@ type evaluator struct {
 	freeLoops []*loopCtx
 	scratch   [][]any
 	modules   map[string]*module // imports without context, once per render
+	shared    *Modules           // imports with context, shared with other renders (nil: none)
+	top       *frame             // the main template's top-level frame
 }
 
 type blockCall struct {

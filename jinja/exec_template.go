@@ -142,6 +142,14 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	if err != nil {
 		return nil, e.at(keyPos, err)
 	}
+	// Imported with context at the top of the main template, before anything was set there:
+	// the module sees the render context only, and other renders of it may share it.
+	share := withContext && e.shared != nil && f == e.top && len(f.names) == 0 && e.extending == nil
+	if share {
+		if m := e.shared.get(key, t.src, e.vars); m != nil {
+			return m, nil
+		}
+	}
 	e.depth++
 	defer func() { e.depth-- }()
 	if e.depth > maxCallDepth {
@@ -171,6 +179,9 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 			e.modules = map[string]*module{}
 		}
 		e.modules[key] = m
+	}
+	if share {
+		e.shared.put(key, t.src, e.vars, m)
 	}
 	return m, nil
 }

@@ -28,7 +28,13 @@ const DefaultMaxOutput = 64 << 20
 // It stops when ctx is done or a budget is exceeded. Errors are *Error (located), wrapping
 // *LimitError, *UnsafeValueError, *UndefinedError or a plain error.
 func (p *Program) Render(ctx context.Context, vars map[string]any, lim Limits, buf []byte) (out []byte, err error) {
-	e := &evaluator{ctx: ctx, deadline: lim.Deadline, prog: p, vars: vars, out: buf[:0], maxSize: lim.MaxOutput}
+	return p.RenderSharing(ctx, vars, lim, buf, nil)
+}
+
+// RenderSharing is Render, with the modules imported with context at the top of a template
+// shared with the other renders given mods (see Modules; nil: none shared).
+func (p *Program) RenderSharing(ctx context.Context, vars map[string]any, lim Limits, buf []byte, mods *Modules) (out []byte, err error) {
+	e := &evaluator{ctx: ctx, deadline: lim.Deadline, prog: p, vars: vars, out: buf[:0], maxSize: lim.MaxOutput, shared: mods}
 	if e.maxSize <= 0 {
 		e.maxSize = DefaultMaxOutput
 	}
@@ -44,6 +50,7 @@ func (p *Program) Render(ctx context.Context, vars map[string]any, lim Limits, b
 	}
 	t := p.templates[p.main]
 	root := &frame{ctx: vars}
+	e.top = root
 	if err := e.runTemplate(t, root); err != nil {
 		if err == errBreak || err == errContinue {
 			err = errors.New("{% break %} or {% continue %} outside a loop")

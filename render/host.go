@@ -49,6 +49,7 @@ type job struct {
 	ctx  context.Context
 	prog *jinja.Program
 	vars map[string]any
+	mods *jinja.Modules // shared by the files of one bundle
 	lim  jinja.Limits
 	buf  []byte
 	out  []byte
@@ -63,7 +64,7 @@ func (hostNode) Execute(ec *pongo2.ExecutionContext, w pongo2.TemplateWriter) *p
 	if !ok || j.prog == nil {
 		return ec.OrigError(fmt.Errorf("render: no job in the context"), nil)
 	}
-	out, err := j.prog.Render(j.ctx, j.vars, j.lim, j.buf)
+	out, err := j.prog.RenderSharing(j.ctx, j.vars, j.lim, j.buf, j.mods)
 	if err != nil {
 		j.err = err // returned as it is (pongo2 would wrap it)
 		return nil

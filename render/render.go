@@ -186,7 +186,10 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 	// One time budget for the whole bundle; the output budget bounds each file.
 	lim := jinja.Limits{Deadline: time.Now().Add(r.opts.Timeout), Budget: r.opts.Timeout.String(), MaxOutput: r.opts.MaxOutput}
 	vars := r.context(s, names)
-	out, err := r.run(ctx, c, vars, lim)
+	// The files share what they import with context (the Ingress example's routes: computed
+	// once, not once per file).
+	mods := &jinja.Modules{}
+	out, err := r.run(ctx, c, vars, mods, lim)
 	if err != nil {
 		return nil, r.renderError(ctx, err, s, ref, mainKey)
 	}
@@ -202,7 +205,7 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 			if ac.err != nil {
 				return nil, r.inputError(ac.err, s, ref, a.key)
 			}
-			if data, err = r.run(ctx, ac, vars, lim); err != nil {
+			if data, err = r.run(ctx, ac, vars, mods, lim); err != nil {
 				return nil, r.renderError(ctx, err, s, ref, a.key)
 			}
 		}
@@ -227,12 +230,12 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 
 // run renders one compiled template with vars. Only a render within the budget sets the next
 // buffer's size: after an oversized render is rejected, the next render starts small again.
-func (r *Renderer) run(ctx context.Context, c *compiled, vars map[string]any, lim jinja.Limits) ([]byte, error) {
+func (r *Renderer) run(ctx context.Context, c *compiled, vars map[string]any, mods *jinja.Modules, lim jinja.Limits) ([]byte, error) {
 	// The buffer starts as large as the last output of this template (plus a margin), so
 	// that it is not grown and copied on the way.
 	hint := c.size.Load()
 	buf := make([]byte, 0, hint+hint/16+4096)
-	out, err := r.host.run(&job{ctx: ctx, prog: c.prog, vars: vars, lim: lim, buf: buf})
+	out, err := r.host.run(&job{ctx: ctx, prog: c.prog, vars: vars, mods: mods, lim: lim, buf: buf})
 	if err != nil {
 		return nil, err
 	}

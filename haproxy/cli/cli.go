@@ -23,7 +23,8 @@ const DefaultTimeout = 10 * time.Second
 // connections (also for a moment while a master re-executes itself on reload).
 var ErrNotRunning = errors.New("haproxy is not running")
 
-// Client sends commands to one CLI socket, one connection per command.
+// Client sends commands to one CLI socket, one connection per command (Command), or many on one
+// connection (Session).
 type Client struct {
 	Path string
 	// Timeout bounds one command, the answer included (default DefaultTimeout); the context
@@ -50,13 +51,9 @@ type Client struct {
 // until the client gives up. The master's load status (`_loadstatus`, what it answers a reload
 // with) answers once no worker is starting; 3.0 answers it at once, 2.6 does not know it.
 func (c *Client) Command(ctx context.Context, cmd string) (string, error) {
-	timeout := c.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := c.bound(ctx)
 	defer cancel()
-	if strings.HasPrefix(cmd, "@") && !strings.HasPrefix(cmd, "@master") && !c.noLoadStatus.Load() {
+	if forWorker(cmd) && !c.noLoadStatus.Load() {
 		out, err := c.exchange(ctx, "_loadstatus")
 		if err != nil {
 			return "", fmt.Errorf("wait for no starting worker before %q: %w", FirstLine(cmd), err)
@@ -68,15 +65,43 @@ func (c *Client) Command(ctx context.Context, cmd string) (string, error) {
 	return c.exchange(ctx, cmd)
 }
 
-// exchange sends one command on a new connection and reads the answer, bounded by ctx.
-func (c *Client) exchange(ctx context.Context, cmd string) (string, error) {
+// forWorker: cmd is for a worker, through the master socket ("@1 ...", "@!<pid> ...").
+func forWorker(cmd string) bool {
+	return strings.HasPrefix(cmd, "@") && !strings.HasPrefix(cmd, "@master")
+}
+
+// bound is ctx bounded by the client's timeout.
+func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return context.WithTimeout(ctx, timeout)
+}
+
+// dial connects to the socket.
+func (c *Client) dial(ctx context.Context) (*net.UnixConn, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.Path)
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
-			return "", fmt.Errorf("connect to %s: %w (%w)", c.Path, ErrNotRunning, err)
+			return nil, fmt.Errorf("connect to %s: %w (%w)", c.Path, ErrNotRunning, err)
 		}
-		return "", fmt.Errorf("connect to %s: %w", c.Path, ctxErr(ctx, err))
+		return nil, fmt.Errorf("connect to %s: %w", c.Path, ctxErr(ctx, err))
+	}
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		conn.Close()
+		return nil, fmt.Errorf("%s is not a unix socket", c.Path)
+	}
+	return uc, nil
+}
+
+// exchange sends one command on a new connection and reads the answer, bounded by ctx.
+func (c *Client) exchange(ctx context.Context, cmd string) (string, error) {
+	conn, err := c.dial(ctx)
+	if err != nil {
+		return "", err
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
@@ -87,11 +112,7 @@ func (c *Client) exchange(ctx context.Context, cmd string) (string, error) {
 	if _, err := io.WriteString(conn, cmd+"\n"); err != nil {
 		return "", c.ioErr(ctx, cmd, "send", err)
 	}
-	uc, ok := conn.(*net.UnixConn)
-	if !ok {
-		return "", fmt.Errorf("%s is not a unix socket", c.Path)
-	}
-	if err := uc.CloseWrite(); err != nil {
+	if err := conn.CloseWrite(); err != nil {
 		return "", c.ioErr(ctx, cmd, "half-close after", err)
 	}
 	out, err := io.ReadAll(conn)

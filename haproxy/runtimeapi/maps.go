@@ -290,7 +290,7 @@ func (u *Updater) swapMaps(ctx context.Context, steps []step) (err error) {
 		if err != nil {
 			// Best effort: a failed update reloads, which drops the versions anyway.
 			for _, c := range clears {
-				_, _ = u.opts.Client.Command(ctx, u.opts.Prefix+c)
+				_, _ = u.opts.Client.Command(ctx, u.opts.Prefix+c) // not the session: it may be what failed
 			}
 		}
 	}()
@@ -323,7 +323,7 @@ func (u *Updater) swapMaps(ctx context.Context, steps []step) (err error) {
 		for i, p := range sw.payloads {
 			adds[i] = command{line: sw.add(ver), payload: p, expect: added, raw: true}
 		}
-		if err := u.run(ctx, adds); err != nil {
+		if err := u.runTogether(ctx, adds); err != nil {
 			return fmt.Errorf("%s: %w", st.what, err)
 		}
 		commits = append(commits, command{line: sw.commit(ver), expect: empty, silent: true})
@@ -367,7 +367,7 @@ type patternFiles struct{ maps, acls map[string]bool }
 
 // loadedMaps asks HAProxy which files it loaded as maps and as ACL pattern files.
 func (u *Updater) loadedMaps(ctx context.Context) (patternFiles, error) {
-	answer, err := u.opts.Client.Command(ctx, u.opts.Prefix+"show map; "+u.opts.Prefix+"show acl")
+	answer, err := u.together(ctx, []string{u.opts.Prefix + "show map", u.opts.Prefix + "show acl"})
 	if err != nil {
 		return patternFiles{}, fmt.Errorf("show map: %w", err)
 	}

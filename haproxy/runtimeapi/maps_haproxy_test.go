@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,13 +96,19 @@ func (r *mapRig) answers(t testing.TB, host, path string, want ...string) {
 }
 
 func (r *mapRig) updater(t testing.TB, via string) *tracked {
-	opts := Options{MapsDir: r.maps, Logger: slog.New(slog.DiscardHandler)}
+	opts := Options{Client: &Socket{Path: r.socket(via)}, MapsDir: r.maps, Logger: slog.New(slog.DiscardHandler)}
 	if via == "master socket" {
-		opts.Client, opts.Prefix = &Socket{Path: r.proc.MasterSocket}, "@1 "
-	} else {
-		opts.Client = &Socket{Path: r.stats}
+		opts.Prefix = "@1 "
 	}
 	return track(New(opts))
+}
+
+// socket is the path of the master socket or of the stats socket.
+func (r *mapRig) socket(via string) string {
+	if via == "master socket" {
+		return r.proc.MasterSocket
+	}
+	return r.stats
 }
 
 func mapFiles(kv ...string) map[string][]byte {
@@ -169,14 +176,34 @@ func TestMapSwapsOnRealHAProxy(t *testing.T) {
 				apply(t, mapFiles("hosts.map", string(maps["hosts.map"]), "paths.map", "# none\n"))
 				// Requests between the last add and the commit (new connections, so every
 				// thread gets some) cache "no match" from the empty map.
-				client := u.opts.Client
-				u.opts.Client = beforeCommit{client, func() {
-					for i := 0; i < 20; i++ {
-						r.answers(t, "a.example", "/cache/x", "path=none", "preg=none")
+				var mu sync.Mutex
+				var early []string
+				commits := 0
+				proxy := newCLIProxy(t, r.socket(via), func(line string) {
+					if !strings.Contains(line, "commit map") {
+						return
 					}
-				}}
+					mu.Lock()
+					defer mu.Unlock()
+					commits++
+					for i := 0; i < 20; i++ {
+						if got, err := r.get("a.example", "/cache/x"); err != nil || !strings.Contains(got, "path=none preg=none") {
+							early = append(early, fmt.Sprintf("%q (%v)", got, err))
+						}
+					}
+				})
+				client := u.opts.Client
+				u.opts.Client = &Socket{Path: proxy.path}
 				defer func() { u.opts.Client = client }()
 				apply(t, mapFiles("hosts.map", string(maps["hosts.map"]), "paths.map", "/cache be_cache\n"))
+				mu.Lock()
+				if commits != 1 {
+					t.Fatalf("%d commits seen, want 1", commits)
+				}
+				if len(early) > 0 {
+					t.Fatalf("before the commit, the new entry was served already: %s", early[0])
+				}
+				mu.Unlock()
 				for i := 0; i < 20; i++ {
 					r.answers(t, "a.example", "/cache/x", "path=be_cache", "preg=be_cache")
 				}
@@ -189,6 +216,22 @@ func TestMapSwapsOnRealHAProxy(t *testing.T) {
 				if err != nil || strings.Count(out, "\n") != 2001 {
 					t.Fatalf("show map: %d lines (%v), want 2,000 entries", strings.Count(out, "\n")-1, err)
 				}
+			})
+			t.Run("3,000 entries in many payloads, all on one connection", func(t *testing.T) {
+				proxy := newCLIProxy(t, r.socket(via), nil)
+				client := u.opts.Client
+				u.opts.Client = &Socket{Path: proxy.path}
+				defer func() { u.opts.Client = client }()
+				p := u.Plan(cfg, nil, mapFiles("hosts.map", hostsMap(3000), "paths.map", string(maps["paths.map"])))
+				if n := strings.Count(strings.Join(p.Commands(), "\n"), "add map"); n < 10 {
+					t.Fatalf("%d payloads for 3,000 entries", n)
+				}
+				apply(t, mapFiles("hosts.map", hostsMap(3000), "paths.map", string(maps["paths.map"])))
+				if n := proxy.conns.Load(); n != 1 {
+					t.Fatalf("%d connections to HAProxy's CLI, want 1", n)
+				}
+				r.answers(t, "host-02999.example.com", "/", "host=be_099")
+				r.answers(t, "host-00000.example.com", "/", "host=be_000")
 			})
 			t.Run("no reload happened, and a reload of the files loads the same", func(t *testing.T) {
 				proc, err := reload.ParseProc(r.proc.ShowProc(t))
@@ -206,19 +249,6 @@ func TestMapSwapsOnRealHAProxy(t *testing.T) {
 			})
 		})
 	}
-}
-
-// beforeCommit runs a function before it sends a commit map.
-type beforeCommit struct {
-	Client
-	before func()
-}
-
-func (b beforeCommit) Command(ctx context.Context, cmd string) (string, error) {
-	if strings.Contains(cmd, "commit map") {
-		b.before()
-	}
-	return b.Client.Command(ctx, cmd)
 }
 
 // hostsMap is a map of n hosts over 100 backends.

@@ -10,12 +10,19 @@ import (
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cfgparse"
+	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cli"
 )
 
 // Client sends one command line (and its payload) to an HAProxy CLI socket and returns the
 // answer; *Socket is one.
 type Client interface {
 	Command(ctx context.Context, cmd string) (string, error)
+}
+
+// sessions is a Client that can also send many commands on one connection (*Socket): an
+// update then goes through one session rather than a connection per command.
+type sessions interface {
+	Session(ctx context.Context) (*cli.Session, error)
 }
 
 // Options configure an Updater.
@@ -39,6 +46,9 @@ type Options struct {
 type Updater struct {
 	opts Options
 	log  *slog.Logger
+	// session, when set (on the copy one update uses: inSession), carries the commands, and
+	// the commands batch would join with ";" are sent apart on it, together.
+	session *cli.Session
 }
 
 // New returns an Updater.
@@ -70,6 +80,8 @@ func (u *Updater) Apply(ctx context.Context, p *Plan, current *Model) (*Model, e
 		return nil, errors.New("runtime update: the plan was not made against what HAProxy runs now")
 	}
 	target := p.target.clone()
+	u, done := u.inSession(ctx)
+	defer done()
 	pid, v, err := u.sameWorker(ctx, current.pid)
 	if err != nil {
 		return nil, err
@@ -79,6 +91,51 @@ func (u *Updater) Apply(ctx context.Context, p *Plan, current *Model) (*Model, e
 		return nil, err
 	}
 	return target, nil
+}
+
+// sessionOpen bounds the opening of a session: HAProxy answers "prompt" at once (the master
+// itself, even while a worker starts); a socket that does not is used one connection per
+// command, without the update waiting for it long.
+const sessionOpen = 2 * time.Second
+
+// inSession returns an Updater that sends its commands through one CLI session, and what
+// closes it; u itself when the client has no sessions or the session cannot be opened (the
+// commands then go one connection each, as they did before sessions: nothing is lost).
+func (u *Updater) inSession(ctx context.Context) (*Updater, func()) {
+	sc, ok := u.opts.Client.(sessions)
+	if !ok || u.session != nil {
+		return u, func() {}
+	}
+	octx, cancel := context.WithTimeout(ctx, sessionOpen)
+	s, err := sc.Session(octx)
+	cancel()
+	if err != nil {
+		u.log.Debug("runtime API: no CLI session, one connection per command", "error", err)
+		return u, func() {}
+	}
+	su := *u
+	su.session = s
+	return &su, func() { s.Close() }
+}
+
+// client is what carries the commands: the session, else the client.
+func (u *Updater) client() Client {
+	if u.session != nil {
+		return u.session
+	}
+	return u.opts.Client
+}
+
+// together sends command lines that HAProxy runs one after the other whatever each answers,
+// and returns their answers one after the other: in one line separated by ";", or on the
+// session, sent together (interactive mode answers each of a line's commands apart through
+// the master socket, all at once on a 3.2 stats socket: a session sends them apart).
+func (u *Updater) together(ctx context.Context, lines []string) (string, error) {
+	if u.session == nil {
+		return u.opts.Client.Command(ctx, strings.Join(lines, "; "))
+	}
+	answers, err := u.session.Commands(ctx, lines)
+	return strings.Join(answers, ""), err
 }
 
 // apply sends the plan's commands and records in target the servers HAProxy keeps busy.
@@ -224,7 +281,7 @@ func (u *Updater) sameWorker(ctx context.Context, was int) (int, Version, error)
 
 // showInfo asks the worker its pid and HAProxy's version.
 func (u *Updater) showInfo(ctx context.Context) (int, Version, error) {
-	answer, err := u.opts.Client.Command(ctx, u.opts.Prefix+"show info")
+	answer, err := u.client().Command(ctx, u.opts.Prefix+"show info")
 	if err != nil {
 		return 0, Version{}, fmt.Errorf("show info: %w", err)
 	}
@@ -286,7 +343,7 @@ func (u *Updater) batch(ctx context.Context, cmds []command, outcomes []error) e
 			}
 			parts[i] = u.opts.Prefix + c.line
 		}
-		answer, err := u.opts.Client.Command(ctx, strings.Join(parts, "; "))
+		answer, err := u.together(ctx, parts)
 		if err != nil {
 			return fmt.Errorf("%q: %w", chunk[0].line, err)
 		}
@@ -419,7 +476,7 @@ func (u *Updater) run(ctx context.Context, cmds []command) error {
 		if c.payload != "" {
 			line += "\n" + c.payload + "\n"
 		}
-		answer, err := u.opts.Client.Command(ctx, line)
+		answer, err := u.client().Command(ctx, line)
 		if err == nil {
 			if !c.raw {
 				answer = strings.TrimSpace(answer)
@@ -428,7 +485,7 @@ func (u *Updater) run(ctx context.Context, cmds []command) error {
 		}
 		if err != nil {
 			if c.abort != "" {
-				_, _ = u.opts.Client.Command(ctx, u.opts.Prefix+c.abort)
+				_, _ = u.opts.Client.Command(ctx, u.opts.Prefix+c.abort) // the session may be what failed
 			}
 			return fmt.Errorf("%q: %w", c.line, err)
 		}
@@ -494,4 +551,44 @@ func firstLine(s string) string {
 		return s[:i] + " ..."
 	}
 	return s
+}
+
+// runTogether sends commands as run does, but on a session all together, not each once the
+// one before answered: HAProxy runs every one of them whatever the others answer, so they
+// must be commands whose failure leaves nothing to undo but what the caller undoes anyway
+// (the payloads of a map version that is then never committed). Without a session, run.
+func (u *Updater) runTogether(ctx context.Context, cmds []command) error {
+	if u.session == nil || len(cmds) < 2 {
+		return u.run(ctx, cmds)
+	}
+	lines := make([]string, len(cmds))
+	for i, c := range cmds {
+		if c.abort != "" {
+			return fmt.Errorf("%q cannot be sent with others", c.line)
+		}
+		if err := oneLine(c.line); err != nil {
+			return err
+		}
+		lines[i] = u.opts.Prefix + c.line
+		if c.payload != "" {
+			if err := checkPayload(c.payload); err != nil {
+				return fmt.Errorf("%q: %w", c.line, err)
+			}
+			lines[i] += "\n" + c.payload + "\n"
+		}
+	}
+	answers, err := u.session.Commands(ctx, lines)
+	if err != nil {
+		return fmt.Errorf("%q: %w", cmds[0].line, err)
+	}
+	for i, c := range cmds {
+		answer := answers[i]
+		if !c.raw {
+			answer = strings.TrimSpace(answer)
+		}
+		if err := c.expect(answer); err != nil {
+			return fmt.Errorf("%q (%d of %d): %w", c.line, i+1, len(cmds), err)
+		}
+	}
+	return nil
 }

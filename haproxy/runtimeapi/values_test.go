@@ -1,6 +1,7 @@
 package runtimeapi
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net"
@@ -189,10 +190,13 @@ func (r *recorder) serve(t *testing.T) string {
 			}
 			go func() {
 				defer c.Close()
-				b, _ := io.ReadAll(c)
-				r.mu.Lock()
-				r.conns = append(r.conns, string(b))
-				r.mu.Unlock()
+				br := bufio.NewReader(c)
+				if first, _ := br.Peek(7); string(first) == "prompt\n" {
+					r.interactive(c, br)
+					return
+				}
+				b, _ := io.ReadAll(br)
+				r.record(string(b))
 				var out strings.Builder
 				for _, cmd := range strings.Split(strings.SplitN(string(b), "\n", 2)[0], "; ") {
 					out.WriteString(success(cmd))
@@ -202,6 +206,39 @@ func (r *recorder) serve(t *testing.T) string {
 		}
 	}()
 	return path
+}
+
+func (r *recorder) record(exchange string) {
+	r.mu.Lock()
+	r.conns = append(r.conns, exchange)
+	r.mu.Unlock()
+}
+
+// interactive answers a session (cli.Session) as the master socket does, and records each of
+// its commands as the exchange it would be on a connection of its own: the command line, and
+// a payload's lines up to the empty line that ends it.
+func (r *recorder) interactive(c net.Conn, br *bufio.Reader) {
+	br.Discard(len("prompt\n"))
+	io.WriteString(c, "master> ")
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return
+		}
+		exchange := line
+		for strings.HasSuffix(line, "<<\n") {
+			l, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			exchange += l
+			if l == "\n" {
+				break
+			}
+		}
+		r.record(exchange)
+		io.WriteString(c, success(strings.TrimSuffix(line, "\n"))+"\nmaster> ")
+	}
 }
 
 // TestIssuePayloadNeverReachesTheSocket: the issue's payload, in every value of a runtime

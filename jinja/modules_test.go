@@ -1,0 +1,106 @@
+package jinja
+
+import (
+	"context"
+	"testing"
+)
+
+// renderFiles renders each of mains (keys of srcs) with vars, sharing mods (nil: nothing
+// shared), and returns the outputs in order.
+func renderFiles(t *testing.T, srcs map[string]string, mains []string, vars map[string]any, mods *Modules) []string {
+	t.Helper()
+	var out []string
+	for _, main := range mains {
+		p, err := Compile(srcs, main, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, mods)
+		if err != nil {
+			t.Fatalf("%s: %v", main, err)
+		}
+		out = append(out, string(b))
+	}
+	return out
+}
+
+// Templates that import one module with context render as they do on their own when they
+// share their modules: the module is computed once for those that import it first thing, and
+// each gets values of its own.
+func TestSharedModulesRenderAsUnshared(t *testing.T) {
+	routes := `{% set items = [] %}{% set d = {"k": 1} %}{% set ns = namespace(n=0) %}` +
+		`{% for s in services %}{% do items.append(s.name) %}{% set ns.n = ns.n + 1 %}{% endfor %}` +
+		`{% set seen = x|default("none") %}`
+	vars := map[string]any{"services": []any{map[string]any{"name": "a"}, map[string]any{"name": "b"}}}
+	for _, c := range []struct {
+		name  string
+		files map[string]string // rendered in key order: a, b, c
+		want  []string
+		// shared: whether the module is kept for the templates after the first
+		shared bool
+	}{{
+		name: "what one template does to the module's values is not seen by another",
+		files: map[string]string{
+			"a": `{% import "m" as r with context %}{% do r.items.append("z") %}{% do r.d.update({"k": 2}) %}{% set ns = r.ns %}{% set ns.n = 9 %}{{ r.items|join(",") }} {{ r.d.k }} {{ r.ns.n }}`,
+			"b": `{% import "m" as r with context %}{{ r.items|join(",") }} {{ r.d.k }} {{ r.ns.n }}`,
+			"c": `{% import "m" as r with context %}{% do r.items.append("y") %}{{ r.items|join(",") }}`,
+		},
+		want:   []string{"a,b,z 2 9", "a,b 1 2", "a,b,y"},
+		shared: true,
+	}, {
+		name: "a module imported after a variable was set sees it, and is not shared",
+		files: map[string]string{
+			"a": `{% set x = "from a" %}{% import "m" as r with context %}{{ r.seen }}`,
+			"b": `{% import "m" as r with context %}{{ r.seen }}`,
+			"c": `{% set x = "from c" %}{% import "m" as r with context %}{{ r.seen }}`,
+		},
+		want: []string{"from a", "none", "from c"},
+		// b computed it, with nothing set before: kept
+		shared: true,
+	}, {
+		name: "a module that exports a macro is computed for each import",
+		files: map[string]string{
+			"a": `{% import "mac" as r with context %}{% set z = "a" %}{{ r.show() }}`,
+			"b": `{% import "mac" as r with context %}{% set z = "b" %}{{ r.show() }}`,
+			"c": `{% import "mac" as r with context %}{{ r.show() }}`,
+		},
+		shared: false,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			srcs := map[string]string{"m": routes, "mac": `{% macro show() %}[{{ z|default("-") }}]{% endmacro %}`}
+			for k, v := range c.files {
+				srcs[k] = v
+			}
+			mains := []string{"a", "b", "c"}
+			alone := renderFiles(t, srcs, mains, vars, nil)
+			mods := &Modules{}
+			shared := renderFiles(t, srcs, mains, vars, mods)
+			for i := range mains {
+				if shared[i] != alone[i] {
+					t.Errorf("%s: %q sharing modules, %q alone", mains[i], shared[i], alone[i])
+				}
+				if c.want != nil && alone[i] != c.want[i] {
+					t.Errorf("%s: %q, want %q", mains[i], alone[i], c.want[i])
+				}
+			}
+			if got := len(mods.m) > 0; got != c.shared {
+				t.Errorf("module kept for sharing: %v, want %v", got, c.shared)
+			}
+		})
+	}
+}
+
+// Modules given another context compute again: a module is shared only among renders of one
+// context.
+func TestSharedModulesFollowTheContext(t *testing.T) {
+	srcs := map[string]string{"m": `{% set names = services|map(attribute="name")|join(",") %}`, "t": `{% import "m" as r with context %}{{ r.names }}`}
+	mods := &Modules{}
+	one := map[string]any{"services": []any{map[string]any{"name": "a"}}}
+	two := map[string]any{"services": []any{map[string]any{"name": "b"}, map[string]any{"name": "c"}}}
+	if got := renderFiles(t, srcs, []string{"t", "t"}, one, mods); got[0] != "a" || got[1] != "a" {
+		t.Fatalf("first context: %q", got)
+	}
+	if got := renderFiles(t, srcs, []string{"t"}, two, mods); got[0] != "b,c" {
+		t.Fatalf("another context: %q, want %q", got[0], "b,c")
+	}
+}
