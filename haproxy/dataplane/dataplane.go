@@ -709,10 +709,19 @@ func (r *Reloader) report(h *host, result string) {
 // retryInBackground keeps trying the failing hosts with backoff until each has want, or the
 // next Reload (or Close) cancels; the retries keep the values of the Reload's context (parent).
 func (r *Reloader) retryInBackground(parent context.Context, hosts []*host, want *payload) {
+	r.retryHosts(parent, hosts, func(ctx context.Context, h *host) error {
+		return r.attempt(ctx, h, want, true).err
+	})
+}
+
+// retryHosts calls try for each host, with backoff (RetryMin doubling up to RetryMax, each
+// try bounded by Timeout), until it succeeds or the next Reload (or Close) cancels; the tries
+// keep the values of parent, not its end.
+func (r *Reloader) retryHosts(parent context.Context, hosts []*host, try func(context.Context, *host) error) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.closed {
-		r.mu.Unlock()
 		cancel()
 		return
 	}
@@ -724,8 +733,7 @@ func (r *Reloader) retryInBackground(parent context.Context, hosts []*host, want
 		r.bg.Add(1)
 		go func() {
 			defer r.bg.Done()
-			delay := r.cfg.RetryMin
-			for {
+			for delay := r.cfg.RetryMin; ; delay = min(delay*2, r.cfg.RetryMax) {
 				t := time.NewTimer(delay)
 				select {
 				case <-ctx.Done():
@@ -734,16 +742,14 @@ func (r *Reloader) retryInBackground(parent context.Context, hosts []*host, want
 				case <-t.C:
 				}
 				hctx, hcancel := context.WithTimeout(ctx, r.cfg.Timeout)
-				o := r.attempt(hctx, h, want, true)
+				err := try(hctx, h)
 				hcancel()
-				if o.err == nil || ctx.Err() != nil {
+				if err == nil || ctx.Err() != nil {
 					return
 				}
-				delay = min(delay*2, r.cfg.RetryMax)
 			}
 		}()
 	}
-	r.mu.Unlock()
 }
 
 // apply brings one host to want: unchanged when it has it already.

@@ -137,38 +137,9 @@ func (r *Reloader) serversAttempt(ctx context.Context, h *host, want []serversyn
 // retryServers keeps syncing the failing hosts with backoff until each has want, or the next
 // Reload (or Close) cancels.
 func (r *Reloader) retryServers(hosts []*host, want []serversync.Backend) {
-	ctx, cancel := context.WithCancel(context.Background())
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		cancel()
-		return
-	}
-	r.stopBG = cancel
-	for _, h := range hosts {
-		h.mu.Lock()
-		h.retryCount = 0
-		h.mu.Unlock()
-		r.bg.Add(1)
-		go func() {
-			defer r.bg.Done()
-			for delay := r.cfg.RetryMin; ; delay = min(delay*2, r.cfg.RetryMax) {
-				t := time.NewTimer(delay)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return
-				case <-t.C:
-				}
-				hctx, hcancel := context.WithTimeout(ctx, r.cfg.Timeout)
-				err := r.serversAttempt(hctx, h, want, true)
-				hcancel()
-				if err == nil || ctx.Err() != nil {
-					return
-				}
-			}
-		}()
-	}
+	r.retryHosts(context.Background(), hosts, func(ctx context.Context, h *host) error {
+		return r.serversAttempt(ctx, h, want, true)
+	})
 }
 
 // syncServers brings one host's managed backends to want.
