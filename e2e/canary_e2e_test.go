@@ -106,13 +106,15 @@ func TestDataPlaneCanary(t *testing.T) {
 		e.editFile(t, "config.yaml", func(s string) string {
 			return strings.Replace(s, "frontend http\n", "frontend http\n      http-request return status 503\n", 1)
 		})
+		// The counter grows as the hold is reported, just before /readyz lists it: wait for both.
+		var r readyz
 		haproxytest.WaitFor(t, 30*time.Second, func() bool {
-			return e.metric(t, `haproxy_sidecar_rejected_total{stage="canary"}`) == 1
+			_, r = e.readyz(t)
+			return e.metric(t, `haproxy_sidecar_rejected_total{stage="canary"}`) == 1 && len(r.Held) > 0
 		}, "the canary's refusal is reported at stage canary")
 		if n := e.metric(t, `haproxy_sidecar_canary_verdicts_total{result="rolled_back",verdict="fail"}`); n != 1 {
 			t.Errorf("canary_verdicts_total{fail,rolled_back} = %v, want 1", n)
 		}
-		_, r := e.readyz(t)
 		if len(r.Held) != 1 || r.Held[0].Input != "templates" || r.Held[0].Stage != "canary" || !r.Held[0].Kept ||
 			!strings.Contains(r.Held[0].Reason, "5xx responses") || !strings.Contains(r.Held[0].Reason, hosts[0].URL) {
 			t.Errorf("/readyz held = %+v, want the template at stage canary, naming the host and the 5xx", r.Held)

@@ -288,8 +288,12 @@ status:
 	if out, _ := e.proc.Command("@1 show servers state be_web"); strings.Contains(out, " rejected-pod ") {
 		t.Fatalf("the rejected pod's server is still in HAProxy:\n%s", out)
 	}
-	_, r := e.readyz(t)
-	if r.LiveConfig != good.LiveConfig || !strings.Contains(r.LastError, "rejected-pod is not allowed") {
+	// The counter grows as the hold is reported, just before /readyz says it: wait for it.
+	var r readyz
+	if err := haproxytest.Poll(15*time.Second, func() bool {
+		_, r = e.readyz(t)
+		return strings.Contains(r.LastError, "rejected-pod is not allowed")
+	}); err != nil || r.LiveConfig != good.LiveConfig {
 		t.Errorf("live %q (want %q), last error %q", r.LiveConfig, good.LiveConfig, r.LastError)
 	}
 	if e.mapOnDisk(t, "rejected-pod.pods.localhost be_web") {

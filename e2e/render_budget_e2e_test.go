@@ -31,12 +31,29 @@ func TestRunawayTemplateIsRejected(t *testing.T) {
 	const rejected = `haproxy_sidecar_rejected_total{stage="render"}`
 	before := e.metric(t, rejected)
 	e.editFile(t, "config.yaml", runaway)
-	haproxytest.WaitFor(t, 30*time.Second, func() bool { return e.metric(t, rejected) > before }, "the runaway template is rejected")
-	_, r := e.readyz(t)
+	// Held on its object, with a reason naming the budget (reported before the sync that held
+	// it ends: wait for the hold itself, not for a sync's last error).
+	var r readyz
+	held := func() bool {
+		_, r = e.readyz(t)
+		for _, h := range r.Held {
+			if h.Object == "ConfigMap lb/config" && strings.Contains(h.Reason, `ConfigMap lb/config key "template"`) &&
+				strings.Contains(h.Reason, "time budget of 300ms") && strings.Contains(h.Reason, "--render-timeout") {
+				return true
+			}
+		}
+		return false
+	}
+	if err := haproxytest.Poll(30*time.Second, held); err != nil {
+		t.Fatalf("the runaway template is not held naming its budget: held %+v, last error %q", r.Held, r.LastError)
+	}
 	for _, want := range []string{`ConfigMap lb/config key "template"`, "time budget of 300ms", "--render-timeout"} {
 		if !strings.Contains(r.LastError, want) {
 			t.Errorf("last error %q does not say %q", r.LastError, want)
 		}
+	}
+	if e.metric(t, rejected) <= before {
+		t.Errorf("%s did not grow", rejected)
 	}
 	e.waitServed(t, "web.localhost", "/", "web-")
 	// Held, not retried: other changes go live meanwhile.
@@ -48,7 +65,7 @@ func TestRunawayTemplateIsRejected(t *testing.T) {
 	})
 	haproxytest.WaitFor(t, 30*time.Second, func() bool {
 		_, r := e.readyz(t)
-		return r.LastError == ""
+		return len(r.Held) == 0 && r.LastError == ""
 	}, "the fixed template goes live")
 }
 
