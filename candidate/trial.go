@@ -87,7 +87,6 @@ func (b *Builder) startTrial(key, hash string, objs *snapshot.Objects, chosen []
 	b.trial = t
 	tried := b.cfg.Tried
 	go func() {
-		defer close(t.done)
 		start := time.Now()
 		snap, err := b.cfg.Inputs.Assemble(objs, chosen)
 		if err != nil {
@@ -96,6 +95,9 @@ func (b *Builder) startTrial(key, hash string, objs *snapshot.Objects, chosen []
 			err = inputErr(snapshot.StageRender, err)
 		}
 		t.err, t.took = err, time.Since(start)
+		// Finished before Tried is told: the sync Tried asks for must find the trial done, or
+		// it would go on with the last good template set and nothing would ask again.
+		close(t.done)
 		if ctx.Err() == nil {
 			tried(hash, t.took, objs.Origins.Locate(err))
 		}
