@@ -10,6 +10,7 @@ import (
 	"runtime/metrics"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDefaultMemoryLimit(t *testing.T) {
@@ -102,8 +103,100 @@ func TestTrimMemory(t *testing.T) {
 	if f := free(); f <= trimThreshold {
 		t.Skipf("only %d bytes of free heap after dropping 64 MiB: the runtime already returned them", f)
 	}
-	Trim()
+	(Settings{}).Tidier().AfterSync()
 	if f := free(); f > trimThreshold {
 		t.Errorf("%d bytes of free heap kept after Trim, want at most %d", f, trimThreshold)
+	}
+}
+
+// TestTidyFor: after a sync, GOGC gives the next sync room for twice what the last one
+// allocated (within syncRoom, never below the sidecar's GOGC, untouched when the environment
+// set it); the garbage is collected between syncs when the next sync would pass half of that
+// room; much free heap or garbage is handed back to the OS.
+func TestTidyFor(t *testing.T) {
+	const mb = 1 << 20
+	for _, c := range []struct {
+		name string
+		heap Heap
+		base int
+		want TidyPlan
+	}{
+		{"1,000 Ingresses: room for 28 MB on 9 MB live, garbage collected now",
+			Heap{Live: 9 * mb, Objects: 12 * mb, Goal: 13 * mb, Allocated: 14 * mb}, 40,
+			TidyPlan{Tidy: Collect, GCPercent: 311}},
+		{"a heap with no garbage is not collected",
+			Heap{Live: 9 * mb, Objects: 9 * mb, Goal: 12 * mb, Allocated: 14 * mb}, 40,
+			TidyPlan{Tidy: Leave, GCPercent: 311}},
+		{"a sync that allocates little keeps the sidecar's GOGC; its garbage waits",
+			Heap{Live: 50 * mb, Objects: 55 * mb, Goal: 70 * mb, Allocated: 2 * mb}, 40,
+			TidyPlan{Tidy: Leave, GCPercent: 40}},
+		{"10,000 services: the room is bounded, GOGC stays the sidecar's",
+			Heap{Live: 150 * mb, Objects: 170 * mb, Goal: 210 * mb, Allocated: 600 * mb}, 40,
+			TidyPlan{Tidy: Collect, GCPercent: 40}},
+		{"a tiny heap gets at most maxGCPercent",
+			Heap{Live: 1 * mb, Objects: 2 * mb, Goal: 2 * mb, Allocated: 30 * mb}, 40,
+			TidyPlan{Tidy: Collect, GCPercent: maxGCPercent}},
+		{"GOGC set in the environment: left alone, garbage still collected between syncs",
+			Heap{Live: 9 * mb, Objects: 12 * mb, Goal: 18 * mb, Allocated: 14 * mb}, 0,
+			TidyPlan{Tidy: Collect}},
+		{"GOGC set in the environment, a sync that fits: nothing",
+			Heap{Live: 9 * mb, Objects: 10 * mb, Goal: 60 * mb, Allocated: 5 * mb}, 0,
+			TidyPlan{Tidy: Leave}},
+		{"much free heap: released",
+			Heap{Free: 40 * mb, Live: 9 * mb, Objects: 9 * mb, Goal: 26 * mb}, 40,
+			TidyPlan{Tidy: Release, GCPercent: 40}},
+		{"much garbage (a big manifest read): released",
+			Heap{Live: 9 * mb, Objects: 60 * mb, Goal: 70 * mb, Allocated: 60 * mb}, 40,
+			TidyPlan{Tidy: Release, GCPercent: 355}},
+		{"nothing known of the heap yet",
+			Heap{}, 40, TidyPlan{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := TidyFor(c.heap, c.base); got != c.want {
+				t.Errorf("TidyFor(%+v, %d) = %+v, want %+v", c.heap, c.base, got, c.want)
+			}
+		})
+	}
+}
+
+// TestTidierCollectsInTheBackground: a sync's garbage is collected after AfterSync returns,
+// one collection at a time; GOGC follows the plan.
+func TestTidierCollectsInTheBackground(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	const mb = 1 << 20
+	release := make(chan struct{})
+	started := make(chan struct{}, 10)
+	tidier := Settings{gcPercent: 40}.Tidier()
+	tidier.collect = func() { started <- struct{}{}; <-release }
+	total := uint64(100 * mb)
+	tidier.read = func() Heap {
+		total += 14 * mb // each sync allocates 14 MB
+		return Heap{Live: 9 * mb, Objects: 12 * mb, Goal: 13 * mb, Allocated: total}
+	}
+	tidier.AfterSync() // returns while its collection waits
+	<-started
+	tidier.AfterSync()
+	tidier.AfterSync()
+	if n := len(started); n != 0 {
+		t.Errorf("%d more collections started while one was under way", n)
+	}
+	if got := debug.SetGCPercent(311); got != 311 {
+		t.Errorf("GOGC %d after a sync that allocated 14 MB on 9 MB live, want 311", got)
+	}
+	close(release)
+	waitFor(t, func() bool { return !tidier.collecting.Load() })
+	tidier.AfterSync()
+	<-started // the next sync's garbage is collected in turn
+}
+
+// waitFor waits until ok, or fails the test after a minute.
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within a minute")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

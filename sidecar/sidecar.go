@@ -137,7 +137,7 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		Logger:            log,
 		Runtime:           haproxy.runtime,
 		MinReloadInterval: cfg.HAProxy.MinReloadInterval,
-		AfterSync:         memory.Trim,
+		AfterSync:         env.Memory.Tidier().AfterSync,
 		KeepInputs:        true,
 		TryTemplatesApart: true,
 		Redactor:          red.Redactor,
