@@ -53,18 +53,18 @@ func TestObjectsParsesOnlyWhatChanged(t *testing.T) {
 				}
 			}
 			read(t, f)
-			if f.last != (readStats{files: 3, read: 3, parsed: 3}) {
+			if f.last != (readStats{files: 3, looked: 3, read: 3, parsed: 3}) {
 				t.Fatalf("first read: %+v", f.last)
 			}
 			o := read(t, f)
-			if f.last != (readStats{files: 3}) {
+			if f.last != (readStats{files: 3, looked: 3}) {
 				t.Fatalf("nothing changed: %+v", f.last)
 			}
 			same(t, o)
 
 			writeFiles(t, dir, map[string]string{"b.yaml": configMapYAML("b", "22")}) // another size: another stat
 			o = read(t, f)
-			if f.last != (readStats{files: 3, read: 1, parsed: 1}) {
+			if f.last != (readStats{files: 3, looked: 3, read: 1, parsed: 1}) {
 				t.Fatalf("b edited: %+v", f.last)
 			}
 			if v, _ := value(o, "b"); v != "22" {
@@ -231,5 +231,76 @@ func TestObjectsRacyStat(t *testing.T) {
 	rewrite("0004")
 	if o := read(t, f); f.last.read != 0 {
 		t.Fatalf("%+v: a file changed long ago read again (a = %v)", f.last, names(o))
+	}
+}
+
+// TestAWatchedReadLooksOnlyAtWhatTheWatchNamed: while the directory is watched, a read after
+// one file changed takes the stat of that file alone, not of the others; a new directory (a
+// change whose files the event does not name) makes the next read look at everything.
+func TestAWatchedReadLooksOnlyAtWhatTheWatchNamed(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{}
+	for i := range 20 {
+		files[fmt.Sprintf("cm-%02d.yaml", i)] = configMapYAML(fmt.Sprintf("cm-%02d", i), "1")
+	}
+	writeFiles(t, dir, files)
+	// Files written long before they are read: their stat tells their version.
+	f := &File{Dir: dir, DefaultNamespace: "lb", Logger: testLogger(t), now: func() time.Time { return time.Now().Add(time.Hour) }}
+	h := startWatchWith(t, f, true)
+	read(t, f)
+	if f.last.looked != 20 {
+		t.Fatalf("first read of a watch: looked at %d files, want all 20", f.last.looked)
+	}
+	h.drain()
+	writeFiles(t, dir, map[string]string{"cm-07.yaml": configMapYAML("cm-07", "2")})
+	h.waitFor("cm-07 = 2", func(o *snapshot.Objects) bool {
+		v, _ := value(o, "cm-07")
+		return v == "2"
+	})
+	// Each read looks at the files named since the read before: the one changed, and at most
+	// one named by a late event of the change before.
+	if f.last.looked > 2 || f.last.files != 20 {
+		t.Errorf("cm-07 edited: looked at %d of %d files, want cm-07 alone", f.last.looked, f.last.files)
+	}
+	if err := os.Remove(filepath.Join(dir, "cm-03.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("cm-03 gone", func(o *snapshot.Objects) bool { _, ok := value(o, "cm-03"); return !ok })
+	if f.last.looked > 2 || f.last.files != 19 {
+		t.Errorf("cm-03 removed: looked at %d of %d files, want the removed one alone", f.last.looked, f.last.files)
+	}
+	writeFiles(t, dir, map[string]string{"sub/new.yaml": configMapYAML("new", "1")})
+	h.waitFor("new in a new directory", func(o *snapshot.Objects) bool { _, ok := value(o, "new"); return ok })
+	if f.last.files != 20 {
+		t.Errorf("a file in a new directory: %d files, want 20", f.last.files)
+	}
+	same := read(t, &File{Dir: dir, DefaultNamespace: "lb", Logger: testLogger(t)})
+	if o := read(t, f); o.Revision != same.Revision || !slices.Equal(names(o), names(same)) {
+		t.Errorf("watched reads give %v (revision %s), a fresh source %v (%s)", names(o), o.Revision, names(same), same.Revision)
+	}
+}
+
+// TestWalkOrderIsScanOrder: the files a watched read adds take the place a scan gives them
+// (the first definition of an object defined twice is the one kept).
+func TestWalkOrderIsScanOrder(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{}
+	for _, name := range []string{"a/x.yaml", "a.yaml", "a-b.yaml", "b/c/d.yaml", "b.json", "b/c.yaml", "A.yml", "a/b/c.yaml", "ab.yaml"} {
+		files[name] = configMapYAML("x", "1")
+	}
+	writeFiles(t, dir, files)
+	scanned, _, err := scan(dir, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rels []string
+	for _, m := range scanned {
+		rels = append(rels, m.rel)
+	}
+	sorted := slices.Clone(rels)
+	slices.Reverse(sorted)
+	slices.SortFunc(sorted, walkOrder)
+	if !slices.Equal(sorted, rels) {
+		t.Errorf("walkOrder sorts %v, scan finds %v", sorted, rels)
 	}
 }
