@@ -20,13 +20,7 @@ import (
 // new where HAProxy reads, traffic still served by the last good configuration, and recovery
 // as soon as the input is fixed.
 func TestBadInputKeepsLastGoodConfig(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test with a real HAProxy")
-	}
-	e := newDemoEnv(t)
-	e.startSidecar(t)
-	e.startHAProxy(t)
-	e.waitReady(t)
+	e := servingDemo(t)
 	e.waitServed(t, "web.localhost", "/", "web-")
 
 	// A port held by someone else: binding it passes haproxy -c but fails at reload.

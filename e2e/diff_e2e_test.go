@@ -17,13 +17,7 @@ import (
 // the demo: its inputs give nothing to do (0); a pod made ready is the runtime API's commands
 // (1); a services key that does not parse is held as the sidecar would hold it (3).
 func TestDiffAgainstARunningSidecar(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test with a real HAProxy")
-	}
-	e := newDemoEnv(t)
-	e.startSidecar(t)
-	e.startHAProxy(t)
-	e.waitReady(t)
+	e := servingDemo(t)
 	e.settled(t)
 	state := filepath.Join(filepath.Dir(e.cfgPath), ".haproxy-sidecar")
 	diff := func(dir string) (string, int) {

@@ -16,13 +16,7 @@ import (
 // reported naming both files; an edit to the original goes live; deleting the copy ends the
 // hold.
 func TestDuplicateManifestNewcomerIsHeld(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test with a real HAProxy")
-	}
-	e := newDemoEnv(t)
-	e.startSidecar(t)
-	e.startHAProxy(t)
-	e.waitReady(t)
+	e := servingDemo(t)
 	e.waitServed(t, "web.localhost", "/", "web-")
 	good := e.settled(t)
 

@@ -132,6 +132,20 @@ func (e *demoEnv) startHAProxy(t *testing.T) *haproxytest.Process {
 	return haproxytest.Start(t, e.cfgPath, "-S", e.sock+",level,admin")
 }
 
+// servingDemo is the demo served (skipped with -short): the sidecar started on a copy of
+// examples/local with extra flags, HAProxy running the configuration it wrote, /readyz ready.
+func servingDemo(t *testing.T, extra ...string) *demoEnv {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test with a real HAProxy")
+	}
+	e := newDemoEnv(t)
+	e.startSidecar(t, extra...)
+	e.startHAProxy(t)
+	e.waitReady(t)
+	return e
+}
+
 func (e *demoEnv) editFile(t *testing.T, name string, edit func(string) string) {
 	t.Helper()
 	path := filepath.Join(e.dir, name)
@@ -262,13 +276,7 @@ func (e *demoEnv) waitReady(t *testing.T) readyz {
 // TestLocalDemoEndToEnd is the demo, automated: real HAProxy, real backends, the sidecar on a
 // copy of examples/local, edits as an operator makes them.
 func TestLocalDemoEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test with a real HAProxy")
-	}
-	e := newDemoEnv(t)
-	e.startSidecar(t)
-	e.startHAProxy(t)
-	e.waitReady(t)
+	e := servingDemo(t)
 
 	t.Run("traffic reaches the ready pods", func(t *testing.T) {
 		e.waitServed(t, "web.localhost", "/", "web-")

@@ -39,6 +39,49 @@ func kubectlApply(t *testing.T, k *kubetest.Env, cacheDir, manifests string) {
 	}
 }
 
+// installGatewayAPI installs the Gateway API CRDs (testdata/gateway-api) and waits until
+// Gateways and HTTPRoutes are served.
+func installGatewayAPI(t *testing.T, k *kubetest.Env, cacheDir string) {
+	t.Helper()
+	run(t, k.KubectlPath, "--kubeconfig", k.Kubeconfig, "--cache-dir", cacheDir, "apply", "--server-side", "-f", "testdata/gateway-api")
+	run(t, k.KubectlPath, "--kubeconfig", k.Kubeconfig, "--cache-dir", cacheDir, "wait", "--for", "condition=Established", "--timeout", "60s",
+		"crd/gateways.gateway.networking.k8s.io", "crd/httproutes.gateway.networking.k8s.io")
+}
+
+// applyGatewayExample readies k for the Gateway API example (a template set of
+// examples/templates): the CRDs, namespaces lb and web, an empty services ConfigMap and the
+// config ConfigMap of example. It returns kubectl's cache directory, for kubectlApply.
+func applyGatewayExample(t *testing.T, k *kubetest.Env, example string) (cacheDir string) {
+	t.Helper()
+	cacheDir = t.TempDir()
+	installGatewayAPI(t, k, cacheDir)
+	k.Namespace(t, "lb")
+	k.Namespace(t, "web")
+	k.ApplyConfigMap(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "services", Namespace: "lb"}})
+	k.ApplyConfigMap(t, exampleConfigMap(t, example))
+	return cacheDir
+}
+
+// unadmittingGateways are two Gateways that a route of namespace web may name but not attach
+// to: lb/same-namespace is of the class, but its listener admits routes of its own namespace
+// only (the default); lb/other is of another class.
+const unadmittingGateways = `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: same-namespace, namespace: lb}
+spec:
+  gatewayClassName: haproxy-sidecar
+  listeners:
+  - {name: http, protocol: HTTP, port: 80}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: other, namespace: lb}
+spec:
+  gatewayClassName: other
+  listeners:
+  - {name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}
+`
+
 // gatewayObjects are the Gateways and HTTPRoutes of TestHTTPRouteExample; shopRules are
 // web/shop's rules.
 func gatewayObjects(shopRules string) string {
@@ -55,23 +98,7 @@ spec:
     allowedRoutes: {namespaces: {from: All}}
     tls: {mode: Terminate, certificateRefs: [{kind: Secret, name: gw-tls}, {kind: Secret, name: web-tls, namespace: web}]}
 ---
-# Of the class, but its listener admits routes of its own namespace only (the default).
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: same-namespace, namespace: lb}
-spec:
-  gatewayClassName: haproxy-sidecar
-  listeners:
-  - {name: http, protocol: HTTP, port: 80}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: other, namespace: lb}
-spec:
-  gatewayClassName: other
-  listeners:
-  - {name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}
----
+` + unadmittingGateways + `---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: shop, namespace: web}
@@ -120,15 +147,7 @@ func TestHTTPRouteExample(t *testing.T) {
 	k := kubetest.Start(t)
 	e := newDemoEnv(t)
 	const example = "../examples/templates/httproute.yaml"
-	cacheDir := t.TempDir()
-	run(t, k.KubectlPath, "--kubeconfig", k.Kubeconfig, "--cache-dir", cacheDir, "apply", "--server-side", "-f", "testdata/gateway-api")
-	run(t, k.KubectlPath, "--kubeconfig", k.Kubeconfig, "--cache-dir", cacheDir, "wait", "--for", "condition=Established", "--timeout", "60s",
-		"crd/gateways.gateway.networking.k8s.io", "crd/httproutes.gateway.networking.k8s.io")
-
-	k.Namespace(t, "lb")
-	k.Namespace(t, "web")
-	k.ApplyConfigMap(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "services", Namespace: "lb"}})
-	k.ApplyConfigMap(t, exampleConfigMap(t, example))
+	cacheDir := applyGatewayExample(t, k, example)
 	// The TLS Secret the Gateway names, in its namespace (lb), unlabelled: certificate
 	// lb.gw-tls with --tls-secret-namespaces lb. The one of web it names is not served (no
 	// ReferenceGrant is read).

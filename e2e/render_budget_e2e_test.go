@@ -19,13 +19,7 @@ func runaway(s string) string {
 // error naming the budget; the last good configuration keeps serving; fixing the template
 // recovers.
 func TestRunawayTemplateIsRejected(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test with a real HAProxy")
-	}
-	e := newDemoEnv(t)
-	e.startSidecar(t, "--render-timeout", "300ms")
-	e.startHAProxy(t)
-	e.waitReady(t)
+	e := servingDemo(t, "--render-timeout", "300ms")
 	e.waitServed(t, "web.localhost", "/", "web-")
 
 	const rejected = `haproxy_sidecar_rejected_total{stage="render"}`
@@ -93,13 +87,7 @@ func TestStopDuringRunawayRender(t *testing.T) {
 // here), a pod and a new service go live with the last good template; the template, fixed,
 // goes live too.
 func TestARunawayTemplateHoldsUpNoOtherChange(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test with a real HAProxy")
-	}
-	e := newDemoEnv(t)
-	e.startSidecar(t, "--render-timeout", "1h")
-	e.startHAProxy(t)
-	e.waitReady(t)
+	e := servingDemo(t, "--render-timeout", "1h")
 	e.waitServed(t, "web.localhost", "/", "web-")
 
 	e.editFile(t, "config.yaml", runaway)

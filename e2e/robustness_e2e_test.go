@@ -21,13 +21,7 @@ import (
 // ConfigMap does not go live: each is held at its last good version and reported, other
 // changes still go live, and restoring the object ends the hold.
 func TestDeletedObjectsAreHeld(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test with a real HAProxy")
-	}
-	e := newDemoEnv(t)
-	e.startSidecar(t)
-	e.startHAProxy(t)
-	e.waitReady(t)
+	e := servingDemo(t)
 	good := e.settled(t)
 
 	for _, file := range []string{"services.yaml", "config.yaml"} {
@@ -71,14 +65,8 @@ func TestDeletedObjectsAreHeld(t *testing.T) {
 // TestStatsPasswordNeverLeaks: haproxy -c rejects the line that holds the stats password; the
 // rejection is reported (log, /readyz) without the password.
 func TestStatsPasswordNeverLeaks(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test with a real HAProxy")
-	}
 	const password = "Pw-9f3c1e77d2"
-	e := newDemoEnv(t)
-	e.startSidecar(t, "--statistics-password", password)
-	e.startHAProxy(t)
-	e.waitReady(t)
+	e := servingDemo(t, "--statistics-password", password)
 	e.editFile(t, "config.yaml", func(s string) string {
 		// A typo in the keyword: haproxy -c rejects the line, and the error quotes it.
 		return strings.Replace(s, "stats auth {{", "stats authx {{", 1)
@@ -184,13 +172,7 @@ func TestUnreachableMasterSocket(t *testing.T) {
 // TestRefusedReloadIsNotRetried: a configuration HAProxy refuses at reload (a port in use) is
 // not reloaded again on later events with the same template; other changes go live.
 func TestRefusedReloadIsNotRetried(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test with a real HAProxy")
-	}
-	e := newDemoEnv(t)
-	e.startSidecar(t)
-	e.startHAProxy(t)
-	e.waitReady(t)
+	e := servingDemo(t)
 	// Something else holds a port: binding it passes haproxy -c, fails at reload.
 	holder, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -222,13 +204,7 @@ func TestRefusedReloadIsNotRetried(t *testing.T) {
 // TestOneSidecarPerStateDirectory: a second sidecar on the state directory of a running one
 // stops at once, naming the first one's pid; the first keeps serving.
 func TestOneSidecarPerStateDirectory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test with a real HAProxy")
-	}
-	e := newDemoEnv(t)
-	e.startSidecar(t)
-	e.startHAProxy(t)
-	e.waitReady(t)
+	e := servingDemo(t)
 	second := e.instance(t)
 	cfg, err := config.ParseRun([]string{"--source=file", "--dir", e.dir, "--haproxy-config", second.cfgPath,
 		"--state-dir", filepath.Join(filepath.Dir(e.cfgPath), ".haproxy-sidecar"), "--master-socket", second.sock,

@@ -74,13 +74,7 @@ func (e *demoEnv) awaitCaughtUp(t *testing.T, back time.Time) {
 // running, HAProxy keeps serving, the source is reported down within 5 s; the directory put
 // back (with a service added meanwhile): served within 2 s.
 func TestFileSourceDirectoryAway(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test with a real HAProxy")
-	}
-	e := newDemoEnv(t)
-	e.startSidecar(t)
-	e.startHAProxy(t)
-	e.waitReady(t)
+	e := servingDemo(t)
 	e.waitServed(t, "web.localhost", "/", "web-")
 	if v := e.metric(t, "haproxy_sidecar_source_up"); v != 1 {
 		t.Errorf("source_up = %v, want 1", v)
@@ -184,6 +178,36 @@ func proxiedKubeconfig(t *testing.T, k *kubetest.Env) (string, *etcdtest.Proxy) 
 	return path, p
 }
 
+// servingThrough starts the sidecar with these flags (a cluster source reached through a
+// proxy) and HAProxy, and waits until the demo is served, the source followed (source_up 1).
+func (e *demoEnv) servingThrough(t *testing.T, args ...string) {
+	t.Helper()
+	e.startSidecar(t, args...)
+	e.startHAProxy(t)
+	e.waitReady(t)
+	e.waitServed(t, "web.localhost", "/", "web-")
+	e.settled(t)
+	if v := e.metric(t, "haproxy_sidecar_source_up"); v != 1 {
+		t.Errorf("source_up = %v, want 1", v)
+	}
+}
+
+// awayAndBack cuts proxy, the way to the source, and waits for the outage to be reported
+// (logLine; /readyz naming source and the proxy); adds the shop service meanwhile; lets the
+// source's client be refused retries times, so that its backoff grows; restores the proxy and
+// waits for the shop service to be served.
+func (e *demoEnv) awayAndBack(t *testing.T, k *kubetest.Env, proxy *etcdtest.Proxy, logLine, source string, retries int) {
+	t.Helper()
+	away := time.Now()
+	proxy.Cut()
+	e.awaitSourceDown(t, away, logLine, source, proxy.Endpoint)
+	e.addShop(t, k)
+	haproxytest.WaitFor(t, 2*time.Minute, func() bool { return proxy.Refused() >= retries }, fmt.Sprintf("the client retries %d times", retries))
+	back := time.Now()
+	proxy.Restore()
+	e.awaitCaughtUp(t, back)
+}
+
 // TestKubeSourceAPIServerAway: the API server cut off while serving (a TCP proxy between the
 // sidecar and it, cut): reported within 5 s while HAProxy serves; a service added meanwhile
 // is served within 2 s of the API server's return, however long client-go's informers had
@@ -193,25 +217,10 @@ func TestKubeSourceAPIServerAway(t *testing.T) {
 	e := newDemoEnv(t)
 	applyExample(t, k, e)
 	kubeconfig, proxy := proxiedKubeconfig(t, k)
-	e.startSidecar(t, "--source=kube", "--kubeconfig", kubeconfig, "--namespace", "lb")
-	e.startHAProxy(t)
-	e.waitReady(t)
-	e.waitServed(t, "web.localhost", "/", "web-")
-	e.settled(t)
-	if v := e.metric(t, "haproxy_sidecar_source_up"); v != 1 {
-		t.Errorf("source_up = %v, want 1", v)
-	}
-
-	away := time.Now()
-	proxy.Cut()
-	e.awaitSourceDown(t, away, "kube source: cannot reach the API server", "kube source", proxy.Endpoint)
-	e.addShop(t, k)
+	e.servingThrough(t, "--source=kube", "--kubeconfig", kubeconfig, "--namespace", "lb")
 	// Long enough for client-go's retries to back off: its clients have tried to reconnect
 	// 100 times.
-	haproxytest.WaitFor(t, 2*time.Minute, func() bool { return proxy.Refused() >= 100 }, "the clients retry")
-	back := time.Now()
-	proxy.Restore()
-	e.awaitCaughtUp(t, back)
+	e.awayAndBack(t, k, proxy, "kube source: cannot reach the API server", "kube source", 100)
 }
 
 // TestEtcdSourceAway: etcd cut off while serving (a TCP proxy between the sidecar and it,
@@ -226,24 +235,9 @@ func TestEtcdSourceAway(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := etcdtest.NewProxy(t, u.Scheme, u.Host)
-	e.startSidecar(t, "--source=etcd", "--etcd-endpoints", proxy.Endpoint, "--etcd-prefix", k.EtcdPrefix)
-	e.startHAProxy(t)
-	e.waitReady(t)
-	e.waitServed(t, "web.localhost", "/", "web-")
-	e.settled(t)
-	if v := e.metric(t, "haproxy_sidecar_source_up"); v != 1 {
-		t.Errorf("source_up = %v, want 1", v)
-	}
-
-	away := time.Now()
-	proxy.Cut()
-	e.awaitSourceDown(t, away, "etcd source: cannot follow etcd", "etcd source", proxy.Endpoint)
-	e.addShop(t, k)
+	e.servingThrough(t, "--source=etcd", "--etcd-endpoints", proxy.Endpoint, "--etcd-prefix", k.EtcdPrefix)
 	// Long enough for the client's reconnection backoff to grow: 10 attempts refused.
-	haproxytest.WaitFor(t, 2*time.Minute, func() bool { return proxy.Refused() >= 10 }, "the etcd client retries")
-	back := time.Now()
-	proxy.Restore()
-	e.awaitCaughtUp(t, back)
+	e.awayAndBack(t, k, proxy, "etcd source: cannot follow etcd", "etcd source", 10)
 }
 
 // TestClusterSourceUnreachableAtStart: started while the API server (or etcd) cannot be

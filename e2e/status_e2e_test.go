@@ -188,22 +188,7 @@ spec:
   listeners:
   - {name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}
 ---
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: same-namespace, namespace: lb}
-spec:
-  gatewayClassName: haproxy-sidecar
-  listeners:
-  - {name: http, protocol: HTTP, port: 80}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: other, namespace: lb}
-spec:
-  gatewayClassName: other
-  listeners:
-  - {name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}
----
+` + unadmittingGateways + `---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: shop, namespace: web}
@@ -278,14 +263,7 @@ func TestStatusHTTPRoute(t *testing.T) {
 	ctx := context.Background()
 	const example = "../examples/templates/httproute.yaml"
 	const me = "haproxy-sidecar.io/controller"
-	cacheDir := t.TempDir()
-	run(t, k.KubectlPath, "--kubeconfig", k.Kubeconfig, "--cache-dir", cacheDir, "apply", "--server-side", "-f", "testdata/gateway-api")
-	run(t, k.KubectlPath, "--kubeconfig", k.Kubeconfig, "--cache-dir", cacheDir, "wait", "--for", "condition=Established", "--timeout", "60s",
-		"crd/gateways.gateway.networking.k8s.io", "crd/httproutes.gateway.networking.k8s.io")
-	k.Namespace(t, "lb")
-	k.Namespace(t, "web")
-	k.ApplyConfigMap(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "services", Namespace: "lb"}})
-	k.ApplyConfigMap(t, exampleConfigMap(t, example))
+	cacheDir := applyGatewayExample(t, k, example)
 	applyService(t, k, service("web", "http", 80, e.port))
 	putEndpointSlice(t, k, endpointSlice("web", "http", e.port, map[string]bool{"127.0.0.11": true}))
 	kubectlApply(t, k, cacheDir, statusObjects)
@@ -419,9 +397,7 @@ func TestStatusRBAC(t *testing.T) {
 	for _, ns := range []string{"lb", "web"} {
 		k.Namespace(t, ns)
 	}
-	run(t, k.KubectlPath, "--kubeconfig", k.Kubeconfig, "--cache-dir", t.TempDir(), "apply", "--server-side", "-f", "testdata/gateway-api")
-	run(t, k.KubectlPath, "--kubeconfig", k.Kubeconfig, "--cache-dir", t.TempDir(), "wait", "--for", "condition=Established", "--timeout", "60s",
-		"crd/gateways.gateway.networking.k8s.io", "crd/httproutes.gateway.networking.k8s.io")
+	installGatewayAPI(t, k, t.TempDir())
 	// can asks kubectl auth can-i: resource is RESOURCE[/NAME], with :status for the status
 	// subresource.
 	can := func(sa, verb, resource, ns string) string {

@@ -557,27 +557,39 @@ func (s *Server) postRaw(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if !s.storeVersioned(w, text, !p.skipVersion, p.version, "version mismatch: the configuration is at version %d, the request has %d") {
+		return
+	}
+	s.afterWrite(w, p, http.StatusCreated, "text/plain", text)
+}
+
+// storeVersioned stores text as the next version of the configuration and sets the
+// Configuration-Version header. With check, the configuration must be at version given (after
+// any concurrent writer set up by Conflicts), else it answers 409 with mismatch formatted with
+// the current version and the given one: each endpoint of the real API words it its own way.
+// It answers the request itself when it does not store, and then returns false.
+func (s *Server) storeVersioned(w http.ResponseWriter, text string, check bool, given int64, mismatch string) bool {
 	s.mu.Lock()
-	if !p.skipVersion && s.conflicts > 0 {
+	if check && s.conflicts > 0 {
 		s.conflicts--
 		s.version++ // another client wrote just before
 	}
-	if !p.skipVersion && p.version != s.version {
+	if check && given != s.version {
 		cur := s.version
 		s.mu.Unlock()
-		writeError(w, http.StatusConflict, fmt.Sprintf("version mismatch: the configuration is at version %d, the request has %d", cur, p.version))
-		return
+		writeError(w, http.StatusConflict, fmt.Sprintf(mismatch, cur, given))
+		return false
 	}
 	s.version++
-	err = s.writeConfig(text, s.version)
+	err := s.writeConfig(text, s.version)
 	version := s.version
 	s.mu.Unlock()
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
-		return
+		return false
 	}
 	w.Header().Set("Configuration-Version", strconv.FormatInt(version, 10))
-	s.afterWrite(w, p, http.StatusCreated, "text/plain", text)
+	return true
 }
 
 // afterWrite answers a successful write: skip_reload -> okCode, force_reload -> okCode after a

@@ -181,7 +181,7 @@ func TestContract(t *testing.T) {
 				expect(t, call(t, s, "POST", "/services/haproxy/configuration/raw", "text/plain", cfg), 400, "no version")
 				r := call(t, s, "POST", "/services/haproxy/configuration/raw?version=7", "text/plain", cfg)
 				expect(t, r, 409, "wrong version")
-				if !strings.Contains(r.body, "version mismatch") {
+				if !strings.Contains(r.body, "version mismatch: the configuration is at version 1, the request has 7") {
 					t.Fatalf("409 body %q", r.body)
 				}
 				r = call(t, s, "POST", "/services/haproxy/configuration/raw?version=1", "text/plain", cfg)

@@ -455,15 +455,25 @@ func (s *Server) getServer(w http.ResponseWriter, r *http.Request, backend strin
 	writeError(w, http.StatusNotFound, fmt.Sprintf("server %s does not exist in %s backend", r.PathValue("name"), backend))
 }
 
-func (s *Server) createServer(w http.ResponseWriter, r *http.Request, backend string) {
+// serverFromBody reads the server model of a request and its server line; it answers the
+// request itself when the model is refused, and then returns false.
+func serverFromBody(w http.ResponseWriter, r *http.Request) (map[string]any, string, bool) {
 	m, code, msg := decodeModel(r)
 	if code != 0 {
 		writeError(w, code, msg)
-		return
+		return nil, "", false
 	}
 	line, code, msg := serverLine(m)
 	if code != 0 {
 		writeError(w, code, msg)
+		return nil, "", false
+	}
+	return m, line, true
+}
+
+func (s *Server) createServer(w http.ResponseWriter, r *http.Request, backend string) {
+	m, line, ok := serverFromBody(w, r)
+	if !ok {
 		return
 	}
 	s.change(w, r, http.StatusCreated, m, func(text string) (string, int, string) {
@@ -484,26 +494,16 @@ func (s *Server) createServer(w http.ResponseWriter, r *http.Request, backend st
 }
 
 func (s *Server) replaceServer(w http.ResponseWriter, r *http.Request, backend string) {
-	m, code, msg := decodeModel(r)
-	if code != 0 {
-		writeError(w, code, msg)
-		return
-	}
-	line, code, msg := serverLine(m)
-	if code != 0 {
-		writeError(w, code, msg)
+	m, line, ok := serverFromBody(w, r)
+	if !ok {
 		return
 	}
 	name := r.PathValue("name")
 	s.change(w, r, http.StatusOK, m, func(text string) (string, int, string) {
 		lines := splitLines(text)
-		sec, ok := findBackend(lines, backend)
-		i := -1
-		if ok {
-			i = findServer(lines, sec, name)
-		}
-		if i < 0 {
-			return "", http.StatusNotFound, fmt.Sprintf("server %s does not exist in %s backend", name, backend)
+		sec, i, code, msg := existingServer(lines, backend, name)
+		if code != 0 {
+			return "", code, msg
 		}
 		lines[i] = indent(lines, sec) + line
 		return joinLines(lines), 0, ""
@@ -514,16 +514,26 @@ func (s *Server) deleteServer(w http.ResponseWriter, r *http.Request, backend st
 	name := r.PathValue("name")
 	s.change(w, r, http.StatusNoContent, nil, func(text string) (string, int, string) {
 		lines := splitLines(text)
-		sec, ok := findBackend(lines, backend)
-		i := -1
-		if ok {
-			i = findServer(lines, sec, name)
-		}
-		if i < 0 {
-			return "", http.StatusNotFound, fmt.Sprintf("server %s does not exist in %s backend", name, backend)
+		_, i, code, msg := existingServer(lines, backend, name)
+		if code != 0 {
+			return "", code, msg
 		}
 		return joinLines(slices.Delete(lines, i, i+1)), 0, ""
 	})
+}
+
+// existingServer finds server name of backend in lines for an edit of it, or the status and
+// message of the real API when there is no such server.
+func existingServer(lines []string, backend, name string) (span, int, int, string) {
+	sec, ok := findBackend(lines, backend)
+	i := -1
+	if ok {
+		i = findServer(lines, sec, name)
+	}
+	if i < 0 {
+		return sec, -1, http.StatusNotFound, fmt.Sprintf("server %s does not exist in %s backend", name, backend)
+	}
+	return sec, i, 0, ""
 }
 
 // backendModel is the stand-in's model of a backend: its name and default_server.

@@ -262,6 +262,12 @@ func TestTransactionVersionRules(t *testing.T) {
 			if r := call(t, s, "DELETE", with(p.server("be", "sa"), fmt.Sprintf("version=%d", s.Version()-1)), "", nil); r.code != http.StatusConflict {
 				t.Errorf("a change at a stale version: %d, want 409", r.code)
 			}
+			// Another client writes just before: refused as well, in the same words.
+			s.ConcurrentWrites(1)
+			at := s.Version()
+			if r := call(t, s, "DELETE", with(p.server("be", "sa"), fmt.Sprintf("version=%d", at)), "", nil); r.code != http.StatusConflict || !strings.Contains(r.body, fmt.Sprintf("version in configuration file is %d, given version is %d", at+1, at)) {
+				t.Errorf("a change that another write overtook: %d %s, want 409", r.code, r.body)
+			}
 			r = call(t, s, "DELETE", with(p.server("be", "sa"), fmt.Sprintf("version=%d", s.Version())), "", nil)
 			expect(t, r, http.StatusAccepted, "delete sa at the version")
 			if rl := waitReload(t, s, r.header.Get("Reload-Id")); rl.Status != "succeeded" || strings.Contains(s.StoredConfig(t), "server sa ") {

@@ -252,26 +252,9 @@ func (s *Server) change(w http.ResponseWriter, r *http.Request, okCode int, answ
 		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
-	s.mu.Lock()
-	if s.conflicts > 0 {
-		s.conflicts--
-		s.version++
-	}
-	if p.version != s.version {
-		cur := s.version
-		s.mu.Unlock()
-		writeError(w, http.StatusConflict, fmt.Sprintf("version in configuration file is %d, given version is %d", cur, p.version))
+	if !s.storeVersioned(w, text, true, p.version, "version in configuration file is %d, given version is %d") {
 		return
 	}
-	s.version++
-	err = s.writeConfig(text, s.version)
-	version := s.version
-	s.mu.Unlock()
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	w.Header().Set("Configuration-Version", strconv.FormatInt(version, 10))
 	p.skipReload = false
 	s.afterWrite(w, p, okCode, "", answer)
 }
