@@ -24,6 +24,17 @@ type Modules struct {
 	mu   sync.Mutex
 	vars uintptr // the context the modules were computed with (its map's identity)
 	m    map[string]sharedModule
+	last bool // the renders to come are the last: an import takes the kept module itself
+}
+
+// Last says that the renders to come are the last to share these modules: an import then
+// takes the module kept rather than a copy of it (nobody else will), and it is forgotten.
+// A copy costs about a tenth of what it saves (the Ingress example's routes at 1,000
+// Ingresses: 1.5 MB and about 1.5 ms).
+func (s *Modules) Last() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last = true
 }
 
 type sharedModule struct {
@@ -38,6 +49,10 @@ func (s *Modules) get(key, src string, vars map[string]any) *module {
 	sm, ok := s.m[key]
 	if !ok || sm.src != src || s.vars != identity(vars) {
 		return nil
+	}
+	if s.last {
+		delete(s.m, key)
+		return sm.mod
 	}
 	m, _ := copyModule(sm.mod)
 	return m

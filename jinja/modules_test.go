@@ -6,11 +6,15 @@ import (
 )
 
 // renderFiles renders each of mains (keys of srcs) with vars, sharing mods (nil: nothing
-// shared), and returns the outputs in order.
-func renderFiles(t *testing.T, srcs map[string]string, mains []string, vars map[string]any, mods *Modules) []string {
+// shared), and returns the outputs in order. With last, the last render is told it is
+// (Modules.Last).
+func renderFiles(t *testing.T, srcs map[string]string, mains []string, vars map[string]any, mods *Modules, last ...bool) []string {
 	t.Helper()
 	var out []string
-	for _, main := range mains {
+	for i, main := range mains {
+		if len(last) > 0 && last[0] && i == len(mains)-1 {
+			mods.Last()
+		}
 		p, err := Compile(srcs, main, Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -38,6 +42,8 @@ func TestSharedModulesRenderAsUnshared(t *testing.T) {
 		want  []string
 		// shared: whether the module is kept for the templates after the first
 		shared bool
+		// taken: the last template takes the module kept (it imports it first thing)
+		taken bool
 	}{{
 		name: "what one template does to the module's values is not seen by another",
 		files: map[string]string{
@@ -47,6 +53,7 @@ func TestSharedModulesRenderAsUnshared(t *testing.T) {
 		},
 		want:   []string{"a,b,z 2 9", "a,b 1 2", "a,b,y"},
 		shared: true,
+		taken:  true,
 	}, {
 		name: "a module imported after a variable was set sees it, and is not shared",
 		files: map[string]string{
@@ -85,6 +92,16 @@ func TestSharedModulesRenderAsUnshared(t *testing.T) {
 			}
 			if got := len(mods.m) > 0; got != c.shared {
 				t.Errorf("module kept for sharing: %v, want %v", got, c.shared)
+			}
+			// The last render told it is takes the module kept, and renders the same.
+			handed := &Modules{}
+			for i, out := range renderFiles(t, srcs, mains, vars, handed, true) {
+				if out != alone[i] {
+					t.Errorf("%s: %q sharing modules, the last render taking the kept one; %q alone", mains[i], out, alone[i])
+				}
+			}
+			if c.taken && len(handed.m) != 0 {
+				t.Errorf("the last render left %d modules kept: it copied rather than took them", len(handed.m))
 			}
 		})
 	}

@@ -198,8 +198,17 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 		out = append(out, '\n')
 	}
 	b := &Bundle{Config: out, Certificates: certs}
-	for _, a := range aux {
+	lastRendered := -1
+	for i, a := range aux {
+		if a.render {
+			lastRendered = i
+		}
+	}
+	for i, a := range aux {
 		data := []byte(srcs[a.key])
+		if i == lastRendered {
+			mods.Last()
+		}
 		if a.render {
 			ac := r.compile(srcs, a.key)
 			if ac.err != nil {
