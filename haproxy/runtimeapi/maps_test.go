@@ -152,7 +152,7 @@ func TestPlanMaps(t *testing.T) {
 		}
 		return append(out, "commit map @<ver> "+mapsDir+"/"+name)
 	}
-	many := "a.example be_a\n" + strings.Repeat("host-with-a-long-name.example be_long\n", 300) // 11 kB
+	many := "a.example be_a\n" + strings.Repeat("host-with-a-long-name.example be_long\n", 500) // 19 kB
 	cases := []struct {
 		name    string
 		base    []byte            // what HAProxy runs; default base
@@ -178,7 +178,7 @@ func TestPlanMaps(t *testing.T) {
 		{name: "a large map goes in several payloads", maps: with("hosts.map", many),
 			cmds: swap("hosts.map", 2)},
 		{name: "a smaller tune.bufsize makes smaller payloads", base: mapCfg("    tune.bufsize 2048\n", "a 10.0.0.1:80 check"),
-			maps: with("hosts.map", many), cmds: swap("hosts.map", 12)},
+			maps: with("hosts.map", many), cmds: swap("hosts.map", 20)},
 		{name: "tune.bufsize changed: a reload; while it waits, the swap fits the buffer HAProxy runs with",
 			config: mapCfg("    tune.bufsize 2048\n", "a 10.0.0.1:80 check"),
 			maps:   with("hosts.map", many), reload: "global section: a \"tune.bufsize\" line was added", cmds: swap("hosts.map", 2)},
@@ -240,6 +240,8 @@ func TestMapPayloadLimit(t *testing.T) {
 	}{
 		{"", defaultMapPayload},
 		{"    tune.bufsize 2048\n", 1024},
+		{"    tune.bufsize 4096\n", 2048},
+		{"    tune.bufsize 8192\n", 6144},
 		{"    tune.bufsize 65536\n", defaultMapPayload},
 		{"    tune.bufsize ${BUFSIZE}\n", defaultMapPayload},
 	} {
