@@ -132,10 +132,11 @@ func (d *differ) diffMaps() {
 			fail("map file %s: %v", quote(name), err)
 			continue
 		}
-		if op, _, err := mapPayloads(o, limit); err == nil && slices.Equal(op, sw.payloads) {
+		op, oldEntries, oldErr := mapPayloads(o, limit)
+		if oldErr == nil && slices.Equal(op, sw.payloads) {
 			continue // comments, blank lines, spacing: the same entries, the file is all
 		}
-		if sw.entries > 0 && !hasEntries(o) {
+		if sw.entries > 0 && (oldErr == nil && oldEntries == 0 || oldErr != nil && !hasEntries(o)) {
 			sw.sentinel, _, _ = strings.Cut(sw.payloads[0], "\n")
 		}
 		steps = append(steps, step{kind: KindMapUpdated, what: "replace map " + name, swap: sw})
