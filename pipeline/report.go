@@ -24,31 +24,6 @@ import (
 func (p *Pipeline) report(ctx context.Context, held map[string]quarantine.Hold) {
 	m := p.cfg.Metrics
 	prev := p.q.Held
-	p.q.Held = held
-
-	// /readyz lists the holds before anything counts or tells of them, so that whoever sees
-	// rejected_total or held_inputs grow, or gets the Event, finds the hold there.
-	kinds := map[string]int{snapshot.KindService: 0, snapshot.KindTemplates: 0, snapshot.KindCertificate: 0, "pod": 0, "file": 0}
-	for id := range prev {
-		kind, _, _ := strings.Cut(id, "/")
-		kinds[kind] += 0 // a kind held before (a watched object's: ingress, node, ...) goes back to 0
-	}
-	list := make([]status.HeldInput, 0, len(held))
-	for id, h := range held {
-		kind, _, _ := strings.Cut(id, "/")
-		kinds[kind]++
-		list = append(list, status.HeldInput{Input: id, Object: h.Ref.String(), Stage: h.Stage, Reason: h.Reason(), Kept: h.Kept})
-	}
-	p.cfg.Health.SetHeld(list)
-	for k, n := range kinds {
-		m.HeldInputs.WithLabelValues(k).Set(float64(n))
-	}
-	if len(held) > 0 {
-		m.ConfigValid.Set(0)
-	} else {
-		m.ConfigValid.Set(1)
-	}
-
 	for _, id := range slices.Sorted(maps.Keys(held)) {
 		h := held[id]
 		if old, was := prev[id]; was && old.Hash == h.Hash && old.Stage == h.Stage && sameReason(old.Err, h.Err) {
@@ -69,6 +44,28 @@ func (p *Pipeline) report(ctx context.Context, held map[string]quarantine.Hold) 
 		h := prev[id]
 		p.log.InfoContext(ctx, "input no longer held back: its current version is in use", "input", id, "object", h.Ref)
 		p.event(h.Ref, false, "Accepted", fmt.Sprintf("%s is no longer held back: its current version is in use", h.Ref))
+	}
+	p.q.Held = held
+
+	kinds := map[string]int{snapshot.KindService: 0, snapshot.KindTemplates: 0, snapshot.KindCertificate: 0, "pod": 0, "file": 0}
+	for id := range prev {
+		kind, _, _ := strings.Cut(id, "/")
+		kinds[kind] += 0 // a kind held before (a watched object's: ingress, node, ...) goes back to 0
+	}
+	list := make([]status.HeldInput, 0, len(held))
+	for id, h := range held {
+		kind, _, _ := strings.Cut(id, "/")
+		kinds[kind]++
+		list = append(list, status.HeldInput{Input: id, Object: h.Ref.String(), Stage: h.Stage, Reason: h.Reason(), Kept: h.Kept})
+	}
+	for k, n := range kinds {
+		m.HeldInputs.WithLabelValues(k).Set(float64(n))
+	}
+	p.cfg.Health.SetHeld(list)
+	if len(held) > 0 {
+		m.ConfigValid.Set(0)
+	} else {
+		m.ConfigValid.Set(1)
 	}
 }
 
