@@ -105,7 +105,7 @@ func TestTrimMemory(t *testing.T) {
 	}
 	(Settings{}).Tidier().AfterSync()
 	if f := free(); f > trimThreshold {
-		t.Errorf("%d bytes of free heap kept after Trim, want at most %d", f, trimThreshold)
+		t.Errorf("%d bytes of free heap kept after a sync was tidied, want at most %d", f, trimThreshold)
 	}
 }
 
