@@ -92,6 +92,9 @@ type TidyPlan struct {
 // syncRoom bounds the room the collector is given beyond GOGC's for one sync's allocations.
 const syncRoom = 32 << 20
 
+// roomStep is the step of the room given to a sync.
+const roomStep = 4 << 20
+
 // maxGCPercent bounds the GOGC syncRoom may give a small heap.
 const maxGCPercent = 1000
 
@@ -121,7 +124,8 @@ func TidyFor(h Heap, base int) TidyPlan {
 	plan := TidyPlan{}
 	goal := h.Goal
 	if base > 0 && h.Live > 0 {
-		room := min(2*h.Allocated, syncRoom)
+		// In steps of 4 MB: GOGC changes (a stop of the world) only when the syncs do.
+		room := min((2*h.Allocated+roomStep-1)/roomStep*roomStep, syncRoom)
 		plan.GCPercent = min(max(base, int(room*100/h.Live)), maxGCPercent)
 		goal = h.Live + h.Live*uint64(plan.GCPercent)/100
 	}
