@@ -11,6 +11,7 @@
 #   hack/bench-ingress.sh                       # INGRESSES=1000 CHANGES=10 NEW_SERVICES=5 RUNS=3 WAIT=100ms:1s
 #   WAIT=20ms:1s RUNS=1 hack/bench-ingress.sh
 #   PATH=~/.cache/haproxy-sidecar/haproxy-3.2.26-1/bin:$PATH hack/bench-ingress.sh  # another HAProxy
+#   SOURCE=kube hack/bench-ingress.sh           # the objects in a real kube-apiserver (hack/testbins.sh), --source=kube
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PATH=$PATH:/usr/sbin
@@ -19,13 +20,18 @@ CHANGES=${CHANGES:-10}
 NEW_SERVICES=${NEW_SERVICES:-5}
 RUNS=${RUNS:-3}
 WAIT=${WAIT:-100ms:1s}
+SOURCE=${SOURCE:-file}
+if [ "$SOURCE" = kube ]; then
+  KUBEBUILDER_ASSETS=$(hack/testbins.sh)
+  export KUBEBUILDER_ASSETS
+fi
 
 command -v haproxy >/dev/null || { echo "bench-ingress: haproxy is needed (hack/install-deps.sh)" >&2; exit 1; }
 mkdir -p bin
 go build -trimpath -o bin/haproxy-sidecar .
 go build -o bin/bench-ingress ./hack/bench-ingress
-echo "# bench-ingress: $(date -u +%FT%TZ), haproxy $(haproxy -v | head -1 | awk '{print $3}'), $(go version | cut -d' ' -f3), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), --wait $WAIT"
+echo "# bench-ingress: $(date -u +%FT%TZ), haproxy $(haproxy -v | head -1 | awk '{print $3}'), $(go version | cut -d' ' -f3), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), --wait $WAIT, source $SOURCE"
 for r in $(seq 1 "$RUNS"); do
   echo "## run $r"
-  bin/bench-ingress --sidecar bin/haproxy-sidecar --ingresses "$INGRESSES" --changes "$CHANGES" --new-services "$NEW_SERVICES" --wait "$WAIT"
+  bin/bench-ingress --sidecar bin/haproxy-sidecar --ingresses "$INGRESSES" --changes "$CHANGES" --new-services "$NEW_SERVICES" --wait "$WAIT" --source "$SOURCE"
 done

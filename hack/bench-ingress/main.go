@@ -3,8 +3,9 @@
 // (one file each, as manifests in file mode) with N backends (a Service, its EndpointSlice and
 // one listener per backend), then path changes, each timed from the edit of one Ingress's
 // file to "served" (a request for the new path answered by the backend the path names), with
-// HAProxy's reloads counted and the sidecar's memory read from /proc. Run it through
-// hack/bench-ingress.sh.
+// HAProxy's reloads counted and the sidecar's memory read from /proc. With --source=kube the
+// objects are in a real kube-apiserver instead (kube.go), each change timed from the return of
+// its API call. Run it through hack/bench-ingress.sh.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -31,11 +33,12 @@ func main() {
 	services := flag.Int("new-services", 5, "Ingresses for a new Service, each added, served, deleted, no longer served")
 	wait := flag.String("wait", "100ms:1s", "the sidecar's --wait (debounce)")
 	keep := flag.Bool("keep", false, "keep the work directory")
+	source := flag.String("source", "file", "where the sidecar reads the objects: file (a directory of manifests) or kube (a real kube-apiserver started here from KUBEBUILDER_ASSETS)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("bench-ingress: ")
 
-	b, err := setup(*n, *example, *keep)
+	b, err := setup(*n, *example, *keep, *source)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -61,6 +64,7 @@ func main() {
 
 type bench struct {
 	*benchrig.Rig
+	kube       *kubeStore // with --source=kube; nil: file mode
 	n          int
 	port       int
 	http       string
@@ -77,7 +81,7 @@ func svcIP(i int) string { return fmt.Sprintf("127.1.%d.%d", i/250, i%250+1) }
 
 // setup writes the manifests and starts one backend per Service (and one more for the new
 // backend of the last step).
-func setup(n int, example string, keep bool) (*bench, error) {
+func setup(n int, example string, keep bool, source string) (*bench, error) {
 	rig, err := benchrig.New("bench-ingress", keep)
 	if err != nil {
 		return nil, err
@@ -125,7 +129,62 @@ func setup(n int, example string, keep bool) (*bench, error) {
 			return nil, err
 		}
 	}
+	switch source {
+	case "file":
+	case "kube":
+		if err := b.loadKube(files); err != nil {
+			b.Stop()
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("--source %q: file or kube", source)
+	}
 	return b, nil
+}
+
+// loadKube starts kube-apiserver and puts the manifests' objects there.
+func (b *bench) loadKube(files map[string][]byte) error {
+	logFile, err := os.Create(filepath.Join(b.Dir, "kube.log"))
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if b.kube, err = startKube(b.Dir, logFile); err != nil {
+		return err
+	}
+	names := slices.Sorted(maps.Keys(files))
+	for _, name := range names {
+		if err := b.kube.put(name, files[name], 8); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("kube-apiserver started and %d manifests applied in %d ms\n", len(names), time.Since(t0).Milliseconds())
+	return nil
+}
+
+// Stop stops what the bench started.
+func (b *bench) Stop() {
+	b.Rig.Stop()
+	if b.kube != nil {
+		b.kube.stop()
+	}
+}
+
+// put writes manifest name: its file replaced in one rename (as editors and ConfigMap volumes
+// do), or its objects applied.
+func (b *bench) put(name string, data []byte) error {
+	if b.kube != nil {
+		return b.kube.put(name, data, 1)
+	}
+	return b.WriteFile(name, data)
+}
+
+// remove removes manifest name: its file, or its objects.
+func (b *bench) remove(name string) error {
+	if b.kube != nil {
+		return b.kube.remove(name)
+	}
+	return os.Remove(filepath.Join(b.In, name))
 }
 
 // ingress is Ingress i: host ing-i.example.com, / to Service i and path to Service other.
@@ -146,7 +205,7 @@ spec:
 
 // writeIngress replaces Ingress i's file in one rename, as editors and ConfigMap volumes do.
 func (b *bench) writeIngress(i, other int, path string) error {
-	return b.WriteFile(fmt.Sprintf("ing-%04d.yaml", i), ingress(i, other, path))
+	return b.put(fmt.Sprintf("ing-%04d.yaml", i), ingress(i, other, path))
 }
 
 func (b *bench) start(sidecar, wait string) error {
@@ -164,11 +223,14 @@ func (b *bench) start(sidecar, wait string) error {
 	env := []string{"HTTP_BIND=" + b.http, fmt.Sprintf("HTTPS_BIND=127.0.0.1:%d", ports[1])}
 	cfg, sock := filepath.Join(b.Run, "haproxy.cfg"), b.Socket()
 	t0 := time.Now()
-	cmd, err := b.Spawn("sidecar.log", sidecar, env, "run", "--source=file", "--dir", b.In,
-		"--haproxy-config", cfg, "--master-socket", sock, "--env-allow", "HTTP_BIND,HTTPS_BIND", "--wait", wait,
+	source := []string{"--source=file", "--dir", b.In}
+	if b.kube != nil {
+		source = []string{"--source=kube", "--kubeconfig", b.kube.kubeconfig}
+	}
+	cmd, err := b.Spawn("sidecar.log", sidecar, env, append(append([]string{"run"}, source...), "--haproxy-config", cfg, "--master-socket", sock, "--env-allow", "HTTP_BIND,HTTPS_BIND", "--wait", wait,
 		"--watch", "ingresses.v1.networking.k8s.io", "--watch", "services.v1",
 		"--watch", "endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name",
-		"--metrics-addr", b.metrics, "--health-addr", b.health)
+		"--metrics-addr", b.metrics, "--health-addr", b.health)...)
 	if err != nil {
 		return err
 	}
@@ -335,7 +397,7 @@ func (b *bench) newServices(count int) error {
 	var served, gone, deleted []time.Duration
 	for c := 0; c < count; c++ {
 		t0 := time.Now()
-		if err := b.WriteFile("ing-new.yaml", newIngress(svcName(b.n))); err != nil {
+		if err := b.put("ing-new.yaml", newIngress(svcName(b.n))); err != nil {
 			return err
 		}
 		if err := benchrig.WaitUntil("new.example.com served", 30*time.Second, func() bool { return b.get("new.example.com", "/") == svcName(b.n) }); err != nil {
@@ -347,7 +409,7 @@ func (b *bench) newServices(count int) error {
 		}
 		time.Sleep(300 * time.Millisecond) // apart, so each change is debounced on its own
 		t0 = time.Now()
-		if err := os.Remove(filepath.Join(b.In, "ing-new.yaml")); err != nil {
+		if err := b.remove("ing-new.yaml"); err != nil {
 			return err
 		}
 		if err := benchrig.WaitUntil("new.example.com no longer served", 30*time.Second, func() bool { return strings.HasPrefix(b.get("new.example.com", "/"), "404") }); err != nil {
