@@ -21,7 +21,7 @@ import (
 const originalExamples = "../../shared/reference/original-examples"
 
 // loadConfigMapData reads the data of a ConfigMap manifest.
-func loadConfigMapData(t *testing.T, path string) map[string]string {
+func loadConfigMapData(t testing.TB, path string) map[string]string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) && strings.HasPrefix(path, originalExamples) {

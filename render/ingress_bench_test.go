@@ -1,0 +1,107 @@
+package render
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/watchspec"
+)
+
+// ingressSnapshot is what the sidecar renders the Ingress example (examples/templates/ingress.yaml)
+// from with n Ingresses, as hack/bench-ingress makes them: Ingress i for host ing-i.example.com,
+// Prefix / to Service i and Prefix /api to Service i+1, each Service with one ready endpoint.
+func ingressSnapshot(tb testing.TB, n int) *snapshot.Snapshot {
+	tb.Helper()
+	svc := func(i int) string { return fmt.Sprintf("svc-%04d", i) }
+	path := func(p string, i int) any {
+		return map[string]any{"path": p, "pathType": "Prefix", "backend": map[string]any{
+			"service": map[string]any{"name": svc(i), "port": map[string]any{"name": "http"}}}}
+	}
+	raw := map[string][]map[string]any{}
+	for i := 0; i < n; i++ {
+		raw["ingresses"] = append(raw["ingresses"], map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+			"metadata": map[string]any{"name": fmt.Sprintf("ing-%04d", i), "namespace": "bench"},
+			"spec": map[string]any{"ingressClassName": "haproxy-sidecar", "rules": []any{map[string]any{
+				"host": fmt.Sprintf("ing-%04d.example.com", i),
+				"http": map[string]any{"paths": []any{path("/", i), path("/api", (i+1)%n)}}}}}})
+		raw["services"] = append(raw["services"], map[string]any{"apiVersion": "v1", "kind": "Service",
+			"metadata": map[string]any{"name": svc(i), "namespace": "bench"},
+			"spec":     map[string]any{"ports": []any{map[string]any{"name": "http", "port": int64(80), "targetPort": int64(8080)}}}})
+		raw["endpointslices"] = append(raw["endpointslices"], map[string]any{"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+			"metadata":    map[string]any{"name": svc(i) + "-abcde", "namespace": "bench", "labels": map[string]any{"kubernetes.io/service-name": svc(i)}},
+			"addressType": "IPv4",
+			"ports":       []any{map[string]any{"name": "http", "port": int64(8080), "protocol": "TCP"}},
+			"endpoints": []any{map[string]any{"addresses": []any{fmt.Sprintf("10.1.%d.%d", i/250, i%250+1)}, "conditions": map[string]any{"ready": true},
+				"targetRef": map[string]any{"kind": "Pod", "namespace": "bench", "name": svc(i) + "-pod"}}}})
+	}
+	var specs watchspec.List
+	for _, s := range []string{"ingresses.v1.networking.k8s.io", "services.v1",
+		"endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name"} {
+		if err := specs.Set(s); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	var conv snapshot.ObjectConverter
+	objs := &snapshot.Objects{Resources: map[string][]*snapshot.Object{}}
+	for name, list := range raw {
+		for _, u := range list {
+			o, err := conv.FromUnstructured(u)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			objs.Resources[name] = append(objs.Resources[name], o)
+		}
+	}
+	snap, err := snapshot.Assemble(objs, snapshot.Options{Resources: specs}, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	snap.Templates = loadConfigMapData(tb, "../examples/templates/ingress.yaml")
+	snap.TemplateKey = "template"
+	snap.TemplateRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}
+	return snap
+}
+
+// TestIngressSnapshotRendersTheRoutes: the benchmark's snapshot renders what bench-ingress
+// serves (a backend per Service, three routes per Ingress), so that the benchmark measures
+// the real work.
+func TestIngressSnapshotRendersTheRoutes(t *testing.T) {
+	b, err := New(Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}).Render(context.Background(), ingressSnapshot(t, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(b.Config), "\nbackend be_bench_"); got != 10 {
+		t.Errorf("%d backends, want 10:\n%s", got, b.Config)
+	}
+	if !strings.Contains(string(b.Config), "server svc-0003-pod-8080 10.1.0.4:8080") {
+		t.Errorf("no server for svc-0003:\n%s", b.Config)
+	}
+	routes := string(b.Maps["routes.map"])
+	for _, want := range []string{"ing-0003.example.com/ be_bench_svc-0003_http", "ing-0003.example.com/api/ be_bench_svc-0004_http", "ing-0003.example.com/api? be_bench_svc-0004_http"} {
+		if !strings.Contains(routes, want+"\n") {
+			t.Errorf("routes.map has no line %q:\n%s", want, routes)
+		}
+	}
+}
+
+// BenchmarkRenderIngress1000: the Ingress example with 1,000 Ingresses and Services, the
+// render of one sync (haproxy.cfg and routes.map, the routes computed once and shared):
+// docs/performance.md.
+func BenchmarkRenderIngress1000(b *testing.B) {
+	s := ingressSnapshot(b, 1000)
+	r := New(Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"})
+	out, err := r.Render(context.Background(), s) // compile outside the loop
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(out.Config) + len(out.Maps["routes.map"])))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Render(context.Background(), s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
