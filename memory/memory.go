@@ -187,21 +187,29 @@ func (t *Tidier) AfterSync() {
 
 // readHeap reads the heap from the runtime, with Allocated the total allocated so far.
 func readHeap() Heap {
-	sample := []metrics.Sample{
-		{Name: "/memory/classes/heap/free:bytes"},
-		{Name: "/memory/classes/heap/objects:bytes"},
-		{Name: "/gc/heap/live:bytes"},
-		{Name: "/gc/heap/goal:bytes"},
-		{Name: "/gc/heap/allocs:bytes"},
+	v := readMetrics("/memory/classes/heap/free:bytes", "/memory/classes/heap/objects:bytes",
+		"/gc/heap/live:bytes", "/gc/heap/goal:bytes", "/gc/heap/allocs:bytes")
+	return Heap{Free: v[0], Objects: v[1], Live: v[2], Goal: v[3], Allocated: v[4]}
+}
+
+// Collections is how many collections the Go runtime has made: the sync stages' debug log
+// says how many a sync ran into (each slows it down; see TidyFor).
+func Collections() uint64 { return readMetrics("/gc/cycles/total:gc-cycles")[0] }
+
+// readMetrics reads runtime metrics of kind uint64 (0 for one the runtime does not have).
+func readMetrics(names ...string) []uint64 {
+	sample := make([]metrics.Sample, len(names))
+	for i, n := range names {
+		sample[i].Name = n
 	}
 	metrics.Read(sample)
-	value := func(i int) uint64 {
-		if sample[i].Value.Kind() != metrics.KindUint64 {
-			return 0
+	out := make([]uint64, len(names))
+	for i, s := range sample {
+		if s.Value.Kind() == metrics.KindUint64 {
+			out[i] = s.Value.Uint64()
 		}
-		return sample[i].Value.Uint64()
 	}
-	return Heap{Free: value(0), Objects: value(1), Live: value(2), Goal: value(3), Allocated: value(4)}
+	return out
 }
 
 // containerMemoryLimit is the memory limit of the cgroup the process runs in (cgroup v2

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
@@ -88,11 +87,7 @@ func TestApplyMemoryDefaults(t *testing.T) {
 // TestTrimMemory: after a sync that freed much of the heap, the free pages go back to the OS
 // at once; a little free heap is left to the runtime.
 func TestTrimMemory(t *testing.T) {
-	free := func() uint64 {
-		s := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
-		metrics.Read(s)
-		return s[0].Value.Uint64()
-	}
+	free := func() uint64 { return readHeap().Free }
 	garbage := make([][]byte, 0, 64)
 	for range 64 {
 		garbage = append(garbage, make([]byte, 1<<20))

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/metrics"
 	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/memory"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/apply"
 	"github.com/haproxy-sidecar/haproxy-sidecar/candidate"
@@ -65,7 +66,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 
 func (p *Pipeline) sync(ctx context.Context, reason string) Result {
 	p.noticeHAProxy(ctx)
-	t0, gc0 := time.Now(), gcCycles()
+	t0, gc0 := time.Now(), memory.Collections()
 	objs, err := p.cfg.Source.Objects(ctx)
 	tRead := time.Now()
 	var unread map[string]quarantine.Hold
@@ -131,7 +132,7 @@ func (p *Pipeline) sync(ctx context.Context, reason string) Result {
 	// tracing backend.
 	p.log.DebugContext(ctx, "sync stages", "action", d.Action.String(), "read", tRead.Sub(t0).Round(time.Microsecond),
 		"build", tBuild.Sub(tRead).Round(time.Microsecond), "plan", tPlan.Sub(tBuild).Round(time.Microsecond),
-		"apply", time.Since(tPlan).Round(time.Microsecond), "gc_cycles", gcCycles()-gc0)
+		"apply", time.Since(tPlan).Round(time.Microsecond), "gc_cycles", memory.Collections()-gc0)
 	if res.Refused {
 		held = p.blameRefused(ctx, cand, res.Err, held, sel, cur)
 	}
@@ -175,15 +176,4 @@ func (p *Pipeline) learnKeys(cur snapshot.Inputs) {
 	}
 	p.cfg.Redactor.Set("certificate-keys", lines...)
 	p.keysSeen = seen
-}
-
-// gcCycles is how many collections the Go runtime has made: the sync stages' debug log says
-// how many a sync ran into (each slows it down; memory.TidyFor).
-func gcCycles() uint64 {
-	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
-	}
-	return s[0].Value.Uint64()
 }
