@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
-	"github.com/haproxy-sidecar/haproxy-sidecar/watchspec"
 )
 
 // ingressSnapshot is what the sidecar renders the Ingress example (examples/templates/ingress.yaml)
@@ -37,28 +36,8 @@ func ingressSnapshot(tb testing.TB, n int) *snapshot.Snapshot {
 			"endpoints": []any{map[string]any{"addresses": []any{fmt.Sprintf("10.1.%d.%d", i/250, i%250+1)}, "conditions": map[string]any{"ready": true},
 				"targetRef": map[string]any{"kind": "Pod", "namespace": "bench", "name": svc(i) + "-pod"}}}})
 	}
-	var specs watchspec.List
-	for _, s := range []string{"ingresses.v1.networking.k8s.io", "services.v1",
-		"endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name"} {
-		if err := specs.Set(s); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	var conv snapshot.ObjectConverter
-	objs := &snapshot.Objects{Resources: map[string][]*snapshot.Object{}}
-	for name, list := range raw {
-		for _, u := range list {
-			o, err := conv.FromUnstructured(u)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			objs.Resources[name] = append(objs.Resources[name], o)
-		}
-	}
-	snap, err := snapshot.Assemble(objs, snapshot.Options{Resources: specs}, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	snap := assembleWatched(tb, raw, "ingresses.v1.networking.k8s.io", "services.v1",
+		"endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name")
 	snap.Templates = loadConfigMapData(tb, "../examples/templates/ingress.yaml")
 	snap.TemplateKey = "template"
 	snap.TemplateRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}

@@ -46,14 +46,21 @@ func watchedSnapshot(t *testing.T, tpl string, mod func(objs map[string][]map[st
 	if mod != nil {
 		mod(raw)
 	}
+	snap := assembleWatched(t, raw, "ingresses.v1.networking.k8s.io;index=host=field:spec.rules.host",
+		"endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name", "nodes.v1")
+	snap.Templates = map[string]string{"template": tpl}
+	snap.TemplateRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}
+	return snap
+}
+
+// assembleWatched is the snapshot the snapshot package assembles from the objects of the
+// watched resources raw (by resource name) with the --watch specs given.
+func assembleWatched(tb testing.TB, raw map[string][]map[string]any, watch ...string) *snapshot.Snapshot {
+	tb.Helper()
 	var specs watchspec.List
-	for _, s := range []string{
-		"ingresses.v1.networking.k8s.io;index=host=field:spec.rules.host",
-		"endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name",
-		"nodes.v1",
-	} {
+	for _, s := range watch {
 		if err := specs.Set(s); err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
 	var conv snapshot.ObjectConverter
@@ -62,17 +69,15 @@ func watchedSnapshot(t *testing.T, tpl string, mod func(objs map[string][]map[st
 		for _, u := range list {
 			o, err := conv.FromUnstructured(u)
 			if err != nil {
-				t.Fatal(err)
+				tb.Fatal(err)
 			}
 			objs.Resources[name] = append(objs.Resources[name], o)
 		}
 	}
 	snap, err := snapshot.Assemble(objs, snapshot.Options{Resources: specs}, nil)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	snap.Templates = map[string]string{"template": tpl}
-	snap.TemplateRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}
 	return snap
 }
 
