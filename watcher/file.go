@@ -2,7 +2,6 @@ package watcher
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -88,7 +87,8 @@ type File struct {
 	cache *docCache // with PodConverter: what earlier calls decoded
 	// files is what the last call found in each file, by path relative to Dir.
 	files   map[string]*fileEntry
-	filesNS string // the default namespace files were decoded with
+	order   []string // the paths of files, in the order scan finds them
+	filesNS string   // the default namespace files were decoded with
 	last    readStats
 	now     func() time.Time // the clock racy stats are judged by; nil: time.Now
 	// kept is, for each object the last read found defined more than once, the file whose
@@ -265,6 +265,7 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	var fresh []parsed
 	f.last = readStats{files: len(files)}
 	next := make(map[string]*fileEntry, len(files))
+	order := make([]string, 0, len(files))
 	limit := f.maxSize()
 	for _, file := range files {
 		if err := ctx.Err(); err != nil {
@@ -274,6 +275,7 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 			// Not named by the watch: as the last read found it.
 			e := f.files[file.rel]
 			next[file.rel] = e
+			order = append(order, file.rel)
 			dec.jobs = append(dec.jobs, e.contribution()...)
 			fmt.Fprint(h, e.revisionLine)
 			continue
@@ -288,6 +290,7 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 			return nil, fmt.Errorf("file source: read %s: %w", file.rel, err)
 		}
 		next[file.rel] = e
+		order = append(order, file.rel)
 		if read {
 			fresh = append(fresh, parsed{start, len(dec.jobs), e, dec.ignoring.still})
 		} else {
@@ -321,7 +324,7 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	}
 	chosen := map[objectKey]string{}
 	dec.prefer = preferKept(f.files, f.kept, chosen)
-	f.files = next
+	f.files, f.order = next, order
 	f.last.parsed = len(fresh)
 	log.Debug("file source: read", "files", f.last.files, "read", f.last.read, "parsed", f.last.parsed)
 	dec.addJobs()
@@ -343,12 +346,14 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 }
 
 // known is what a watched directory holds now that the watch named paths since the last read:
-// the files of the last read in the order scan gives, those named added or looked at again,
+// the files of the last read in the order it kept (scan's: no sort on this path), those named
+// added where scan would find them or looked at again,
 // and the links looked at again (what they point to may be outside the watched directories).
 // The others are marked same.
 func (f *File) known(named map[string]bool) []manifest {
-	files := make([]manifest, 0, len(f.files)+len(named))
-	for _, e := range f.files {
+	files := make([]manifest, 0, len(f.order)+len(named))
+	for _, rel := range f.order {
+		e := f.files[rel]
 		m := e.file
 		m.same = !named[m.path] && !m.link && !e.racy
 		files = append(files, m)
@@ -360,35 +365,19 @@ func (f *File) known(named map[string]bool) []manifest {
 			continue
 		}
 		rel = filepath.ToSlash(rel)
-		if _, ok := f.files[rel]; !ok {
-			files = append(files, manifest{path: p, rel: rel})
+		if _, ok := f.files[rel]; ok {
+			continue
 		}
+		i, _ := slices.BinarySearchFunc(files, rel, func(m manifest, rel string) int { return walkOrder(m.rel, rel) })
+		files = slices.Insert(files, i, manifest{path: p, rel: rel})
 	}
-	slices.SortFunc(files, func(a, b manifest) int { return walkOrder(a.rel, b.rel) })
 	return files
 }
 
 // walkOrder orders relative paths as scan finds them: name by name (a directory's files come
 // where its name sorts among its siblings: "a/x.yaml" before "a.yaml").
 func walkOrder(a, b string) int {
-	for {
-		ah, at, amore := strings.Cut(a, "/")
-		bh, bt, bmore := strings.Cut(b, "/")
-		if c := strings.Compare(ah, bh); c != 0 || !amore || !bmore {
-			if c == 0 {
-				return cmp.Compare(boolInt(amore), boolInt(bmore))
-			}
-			return c
-		}
-		a, b = at, bt
-	}
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	return slices.Compare(strings.Split(a, "/"), strings.Split(b, "/"))
 }
 
 // changes is what the watch saw change since the last read, so that a read looks only at the
