@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,11 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
@@ -101,14 +100,15 @@ func (k *kubeStore) putEndpointSlice(ctx context.Context, o *unstructured.Unstru
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &s); err != nil {
 		return err
 	}
-	s.UID = types.UID("uid-endpointslice-" + s.Namespace + "-" + s.Name)
-	s.CreationTimestamp = metav1.Unix(1700000000, 0)
-	var buf bytes.Buffer
-	enc := scheme.Codecs.EncoderForVersion(protobuf.NewSerializer(scheme.Scheme, scheme.Scheme), discoveryv1.SchemeGroupVersion)
-	if err := enc.Encode(&s, &buf); err != nil {
+	data, err := etcdtest.Encode(&s, etcdtest.Protobuf)
+	if err != nil {
 		return err
 	}
-	_, err := k.etcd.Put(ctx, "/registry/endpointslices/"+s.Namespace+"/"+s.Name, buf.String())
+	key, err := etcdtest.Key("/registry", &s)
+	if err != nil {
+		return err
+	}
+	_, err = k.etcd.Put(ctx, key, string(data))
 	return err
 }
 

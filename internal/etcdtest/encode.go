@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,7 +25,8 @@ const (
 	JSON
 )
 
-// Encode serializes obj (a ConfigMap, Secret or Pod) as kube-apiserver stores it: as core/v1,
+// Encode serializes obj (a ConfigMap, Secret, Pod or EndpointSlice) as kube-apiserver stores
+// it: in its group's version (core/v1, discovery/v1),
 // with no resourceVersion (etcd's ModRevision stands for it), and with a uid and
 // creationTimestamp, which the API server sets on create, filled in when missing.
 func Encode(obj runtime.Object, enc Encoding) ([]byte, error) {
@@ -49,8 +51,12 @@ func Encode(obj runtime.Object, enc Encoding) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("encode: unknown encoding %d", enc)
 	}
+	kinds, _, err := scheme.Scheme.ObjectKinds(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encode %T: %w", obj, err)
+	}
 	var buf bytes.Buffer
-	if err := scheme.Codecs.EncoderForVersion(s, corev1.SchemeGroupVersion).Encode(obj, &buf); err != nil {
+	if err := scheme.Codecs.EncoderForVersion(s, kinds[0].GroupVersion()).Encode(obj, &buf); err != nil {
 		return nil, fmt.Errorf("encode %T %s/%s: %w", obj, m.GetNamespace(), m.GetName(), err)
 	}
 	return buf.Bytes(), nil
@@ -64,6 +70,8 @@ func resourceOf(obj runtime.Object) string {
 		return "secrets"
 	case *corev1.Pod:
 		return "pods"
+	case *discoveryv1.EndpointSlice:
+		return "endpointslices"
 	}
 	return ""
 }
