@@ -65,7 +65,7 @@ test-short:
 	$(GO) test -short ./...
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./render/ ./snapshot/
+	$(GO) test -run '^$$' -bench . -benchmem ./render/ ./inputs/snapshot/
 
 ## bench-churn: pod churn through the binary, a real HAProxy and a keep-alive load: reloads,
 ## runtime API updates, failed requests, change -> served p50/p99 (runtime API on, then off)

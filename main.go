@@ -12,9 +12,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
-	"github.com/haproxy-sidecar/haproxy-sidecar/memory"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/memory"
 )
 
 const topUsage = `haproxy-sidecar keeps HAProxy configured from Kubernetes objects.

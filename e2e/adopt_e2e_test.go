@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/loadgen"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
 )
 
 // sidecarArgs are the flags every test sidecar of e gets: its inputs, master socket and

@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	sigyaml "sigs.k8s.io/yaml"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 )
 
 // TestChartVersionIsVERSION: the release version has one place, the VERSION file (make
@@ -536,7 +536,7 @@ func TestChartAndExamplesUseTheEnvironmentTwins(t *testing.T) {
 // (client.CoreV1().Events), on the load balancer's objects and on pods; examples/kubernetes
 // grants exactly that API group.
 func TestManifestsRBACGrantsTheEventsTheCodeWrites(t *testing.T) {
-	src, err := os.ReadFile("../status/events.go")
+	src, err := os.ReadFile("../report/status/events.go")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/dataplanetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 )
 
 // standIn starts a Data Plane API stand-in for the end-to-end tests: the demo template has no

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 )
 
 // TestDiffAgainstARunningSidecar: diff --live against the state directory of a sidecar serving

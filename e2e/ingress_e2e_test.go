@@ -36,10 +36,10 @@ import (
 	"k8s.io/client-go/util/retry"
 	sigyaml "sigs.k8s.io/yaml"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
 )
 

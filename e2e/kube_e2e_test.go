@@ -13,13 +13,13 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/dataplanetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
-	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
 )
 

@@ -13,10 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/etcdtest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
 )
 

@@ -23,9 +23,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	sigyaml "sigs.k8s.io/yaml"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
 )
 
 // proxyV2Signature starts a PROXY protocol v2 header.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
 )
 
 // TestRestartLeavesHAProxyAlone: a restarted sidecar that finds HAProxy running what it last

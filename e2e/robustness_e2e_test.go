@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 )
 
 // TestDeletedObjectsAreHeld: deleting the services ConfigMap (its file) or the config

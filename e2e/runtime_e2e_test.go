@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cfgparse"
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/loadgen"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/cfgparse"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
 )
 
 // churnPods is the size of the churn service: pods churn-00 .. churn-19 on 127.0.1.1 ..

@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
 )
 

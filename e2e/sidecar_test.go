@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 )
 
 // sidecarRun is a sidecar running in-process, as `haproxy-sidecar run` with its flags would.

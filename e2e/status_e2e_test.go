@@ -21,7 +21,7 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/dataplanetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
-	"github.com/haproxy-sidecar/haproxy-sidecar/objstatus"
+	"github.com/haproxy-sidecar/haproxy-sidecar/report/objstatus"
 )
 
 // publishedService creates lb/haproxy, the LoadBalancer Service in front of HAProxy, with the

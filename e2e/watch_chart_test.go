@@ -13,9 +13,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/watchspec"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
-	"github.com/haproxy-sidecar/haproxy-sidecar/watchspec"
 )
 
 // TestWatchRBAC: the Helm chart derives get, list and watch rules from its watch value (a

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
 )
 
 // Auxiliary files: map files and other files (Lua scripts, error pages, plain files) written

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 )
 
 var auxOpts = Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps", FilesDir: "/etc/haproxy/files"}

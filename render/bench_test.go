@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/record"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 )
 
 // benchPod is a ready pod as runtime.DefaultUnstructuredConverter.ToUnstructured gives it

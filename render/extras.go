@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/jinja"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja"
 )
 
 // Filters beside Jinja2's, for HAProxy configurations and the original project's templates.

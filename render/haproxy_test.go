@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/testcert"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 )
 
 func selfSigned(t *testing.T, host string) []byte { return testcert.Combined(t, host) }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 )
 
 var configRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/flosch/pongo2/v6"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/jinja"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja"
 )
 
 // pongo2 is the engine templates run on; package jinja is the language they are written in.

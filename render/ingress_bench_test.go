@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 )
 
 // ingressSnapshot is what the sidecar renders the Ingress example (examples/templates/ingress.yaml)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/jinja"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja"
 )
 
 // TestJinja2Constructs renders testdata/jinja2/cases.json with the context in context.json.

@@ -15,7 +15,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 )
 
 const originalExamples = "../../shared/reference/original-examples"

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/record"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 )
 
 // asRecords is testSnapshot's services with their pods as the sidecar's snapshot has them:

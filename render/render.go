@@ -21,9 +21,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/content"
-	"github.com/haproxy-sidecar/haproxy-sidecar/jinja"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/content"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja"
 	"github.com/haproxy-sidecar/haproxy-sidecar/templates"
 )
 

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 )
 
 func TestRenderDeterministic(t *testing.T) {

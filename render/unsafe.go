@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/jinja"
-	"github.com/haproxy-sidecar/haproxy-sidecar/record"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja"
 )
 
 // UnsafeValueError is a value from the data (a service entry, a pod, a watched object, an

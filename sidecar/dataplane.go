@@ -9,14 +9,14 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
-	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/dataplane"
-	"github.com/haproxy-sidecar/haproxy-sidecar/pipeline"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/dataplane"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/rollout"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
-	"github.com/haproxy-sidecar/haproxy-sidecar/rollout"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
-	"github.com/haproxy-sidecar/haproxy-sidecar/status"
+	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/pipeline"
 )
 
 // dataplaneMode is the --reload=dataplane wiring: the Reloader, and the pipeline's renderer,

@@ -21,16 +21,16 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/apply"
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
-	"github.com/haproxy-sidecar/haproxy-sidecar/decide"
-	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/runtimeapi"
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/validate"
-	"github.com/haproxy-sidecar/haproxy-sidecar/live"
-	"github.com/haproxy-sidecar/haproxy-sidecar/quarantine"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/quarantine"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/decide"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/runtimeapi"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/validate"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 )
 
 // Exit statuses of diff, like diff(1)'s: nothing would change, something would, an input would

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 )
 
 // runDiff runs diff with args; it returns what it printed and the exit status.

@@ -8,14 +8,14 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
-	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/runtimeapi"
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/validate"
-	"github.com/haproxy-sidecar/haproxy-sidecar/pipeline"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/runtimeapi"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/validate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
-	"github.com/haproxy-sidecar/haproxy-sidecar/status"
+	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/pipeline"
 )
 
 // local are the files the generation store keeps: the configuration HAProxy reads, the

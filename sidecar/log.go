@@ -7,9 +7,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
-	"github.com/haproxy-sidecar/haproxy-sidecar/redact"
-	"github.com/haproxy-sidecar/haproxy-sidecar/tracing"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/tracing"
+	"github.com/haproxy-sidecar/haproxy-sidecar/report/redact"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 )
 
 // redactor knows the secret values the configuration gives: the stats password, the Data

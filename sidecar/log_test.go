@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 )
 
 func TestJSONLogsPrintDurationsInSeconds(t *testing.T) {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
-	"github.com/haproxy-sidecar/haproxy-sidecar/live"
-	"github.com/haproxy-sidecar/haproxy-sidecar/objstatus"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
+	"github.com/haproxy-sidecar/haproxy-sidecar/report/objstatus"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
 )
 

@@ -11,14 +11,14 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/candidate"
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
-	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/validate"
-	"github.com/haproxy-sidecar/haproxy-sidecar/quarantine"
-	"github.com/haproxy-sidecar/haproxy-sidecar/redact"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/quarantine"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/candidate"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/validate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/report/redact"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 )
 
 // Once is `render` (into cfg.Out) and `validate` (writing nothing): the inputs read once and

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 )
 
 // example is a copy of examples/local to change.

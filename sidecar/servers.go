@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/serversync"
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/validate"
-	"github.com/haproxy-sidecar/haproxy-sidecar/pipeline"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/serversync"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/validate"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/pipeline"
 )
 
 // serversMode reports whether the sidecar manages only the servers of the hosts' backends

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/validate"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/validate"
 )
 
 // passes is a haproxy -c that accepts everything, with a warning.

@@ -10,9 +10,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
-	"github.com/haproxy-sidecar/haproxy-sidecar/pipeline"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/pipeline"
 	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
 )
 

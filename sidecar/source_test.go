@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 )
 
 // TestWatchedResourcesReachTheSnapshot: the resources of --watch are what the snapshot reads.

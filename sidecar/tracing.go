@@ -18,7 +18,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/redact"
+	"github.com/haproxy-sidecar/haproxy-sidecar/report/redact"
 )
 
 // otlpProtocol says whether the standard OpenTelemetry environment asks for traces over OTLP

@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/redact"
+	"github.com/haproxy-sidecar/haproxy-sidecar/report/redact"
 )
 
 func TestTracingIsOnOnlyWithAnOTLPEndpoint(t *testing.T) {

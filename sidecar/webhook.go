@@ -4,13 +4,13 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/admission"
-	"github.com/haproxy-sidecar/haproxy-sidecar/candidate"
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
-	"github.com/haproxy-sidecar/haproxy-sidecar/generation"
-	"github.com/haproxy-sidecar/haproxy-sidecar/pipeline"
-	"github.com/haproxy-sidecar/haproxy-sidecar/quarantine"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/quarantine"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/candidate"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/report/admission"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/pipeline"
 )
 
 // startWebhook serves the admission webhook when --webhook-addr asks: it evaluates a change

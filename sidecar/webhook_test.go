@@ -12,12 +12,12 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/admission"
-	"github.com/haproxy-sidecar/haproxy-sidecar/candidate"
-	"github.com/haproxy-sidecar/haproxy-sidecar/config"
-	"github.com/haproxy-sidecar/haproxy-sidecar/quarantine"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/quarantine"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/candidate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/report/admission"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 )
 
 // webhookOn returns the evaluator a sidecar running on a copy of examples/local answers reviews

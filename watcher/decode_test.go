@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/record"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	corev1 "k8s.io/api/core/v1"
 )
 

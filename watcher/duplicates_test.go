@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 )
 
 // readWithErrors calls Objects and returns the objects with the input errors' messages (any other

@@ -23,8 +23,8 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
-	"github.com/haproxy-sidecar/haproxy-sidecar/watchspec"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/watchspec"
 )
 
 // Defaults of EtcdConfig.

@@ -15,11 +15,11 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/etcdtest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
-	"github.com/haproxy-sidecar/haproxy-sidecar/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 )
 
 // etcdWait bounds every wait for the source to see a change.

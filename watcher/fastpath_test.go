@@ -16,7 +16,7 @@ import (
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 )
 
 // jsonCorpus are JSON manifest files the fast path reads (or gives up on) and the slow path

@@ -21,8 +21,8 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
-	"github.com/haproxy-sidecar/haproxy-sidecar/watchspec"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/watchspec"
 )
 
 // File is a Source that reads Kubernetes manifests from a directory and watches it with

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 )
 
 // writeUnrelated writes an unrelated manifest of about size bytes in the directory: a

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 )
 
 // volume writes a directory the way the kubelet's atomic writer projects a ConfigMap volume:

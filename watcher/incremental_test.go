@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 )
 
 // read calls Objects and fails the test on an error.

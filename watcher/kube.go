@@ -30,8 +30,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
-	"github.com/haproxy-sidecar/haproxy-sidecar/watchspec"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/watchspec"
 )
 
 // Kube reads the inputs from the Kubernetes API with informers: the ConfigMaps of the

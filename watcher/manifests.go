@@ -4,8 +4,8 @@ import (
 	"errors"
 	"log/slog"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
-	"github.com/haproxy-sidecar/haproxy-sidecar/watchspec"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/watchspec"
 )
 
 // DecodeManifests reads the objects of manifests held in memory (YAML or JSON, what kubectl

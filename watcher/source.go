@@ -5,7 +5,7 @@ package watcher
 import (
 	"context"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 )
 
 // Source is where the sidecar's inputs come from: a directory of manifests (File), the

@@ -18,10 +18,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/etcdtest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 )
 
 func namespaces(t *testing.T, s string) snapshot.Namespaces {

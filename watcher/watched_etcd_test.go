@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/etcdtest"
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
 )
 
 // TestEtcdWatchedResources runs the etcd source's watched resources against a bare etcd

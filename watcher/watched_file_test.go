@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/snapshot"
-	"github.com/haproxy-sidecar/haproxy-sidecar/watchspec"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/watchspec"
 )
 
 func watchList(t *testing.T, values ...string) watchspec.List {

@@ -22,8 +22,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cli"
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/cli"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
 )
 
 // Rig is one benchmark's work directory and what runs in it.

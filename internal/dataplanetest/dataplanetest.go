@@ -65,8 +65,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
 )
 
 // Options configure a stand-in.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cli"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/cli"
 )
 
 // The runtime statistics of the real API, read from HAProxy's runtime API as it reads them:

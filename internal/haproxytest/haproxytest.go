@@ -25,7 +25,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/haproxy/cli"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/cli"
 )
 
 // StartTimeout bounds how long Start waits for the master socket to answer.

@@ -1,0 +1,161 @@
+package quarantine
+
+import (
+	"errors"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+)
+
+// DefaultTrials bounds the renderings (and validations) one search may try.
+const DefaultTrials = 10
+
+// ErrNotIsolated is the reason given to changed inputs the search had no trials left to tell
+// apart: they are held together with the culprits.
+var ErrNotIsolated = errors.New("held with other changes that failed together: the search for the one at fault ran out of trials")
+
+// Search finds which of the changed inputs make try fail. try renders (and validates) the
+// chosen inputs with those in revert at their last good versions; it fails with a
+// *snapshot.InputError when the inputs are at fault, any other error when the attempt itself
+// failed (then Search stops and returns it).
+//
+// Search first tries everything; if that fails, it tries with every change reverted: if that
+// fails too, the changes are not at fault and Search returns that failure. Otherwise it
+// bisects the changes, keeping each group that passes, until every culprit is alone, within
+// trials attempts (at least two); changes it cannot tell apart in time are culprits too, with
+// ErrNotIsolated. blame, when not nil, may name the changed input an error points at (a value
+// printed from a service entry): that input is reverted at once, without bisecting.
+//
+// It returns the result of the last attempt that passed, which had exactly the culprits
+// reverted.
+func Search[T any](changed []string, try func(revert map[string]bool) (T, error), blame func(error) string, trials int) (res T, culprits map[string]error, err error) {
+	var zero T
+	trials = max(trials, 2)
+	culprits = map[string]error{}
+	used := 0
+	attempt := func(revert map[string]bool) (T, error, bool) {
+		used++
+		r, err := try(revert)
+		var ie *snapshot.InputError
+		if err != nil && !errors.As(err, &ie) {
+			return zero, err, false
+		}
+		return r, err, true
+	}
+	revertOf := func(ids []string) map[string]bool {
+		m := make(map[string]bool, len(culprits)+len(ids))
+		for id := range culprits {
+			m[id] = true
+		}
+		for _, id := range ids {
+			m[id] = true
+		}
+		return m
+	}
+
+	// Everything, then with blamed inputs reverted one by one while the blame is precise.
+	remaining := append([]string(nil), changed...)
+	var firstErr error
+	for {
+		r, ferr, ok := attempt(revertOf(nil))
+		if !ok {
+			return zero, nil, ferr
+		}
+		if ferr == nil {
+			return r, culprits, nil
+		}
+		firstErr = ferr
+		id := ""
+		if blame != nil {
+			id = blame(ferr)
+		}
+		i := indexOf(remaining, id)
+		if i < 0 || used >= trials-1 {
+			break
+		}
+		culprits[id] = ferr
+		remaining = append(remaining[:i], remaining[i+1:]...)
+	}
+	if len(remaining) == 0 {
+		return zero, nil, firstErr
+	}
+
+	// Every change reverted: if that fails too, the changes are not at fault.
+	base, berr, ok := attempt(revertOf(remaining))
+	if !ok || berr != nil {
+		return zero, nil, berr
+	}
+	last := base
+	var accepted []string
+	// bisect finds the culprits among cands, given that the accepted changes pass; bad, when
+	// set, is how cands fail together with them (already tried).
+	var bisect func(cands []string, bad error)
+	bisect = func(cands []string, bad error) {
+		if len(cands) == 0 {
+			return
+		}
+		if bad == nil {
+			if used >= trials {
+				for _, id := range cands {
+					culprits[id] = ErrNotIsolated
+				}
+				return
+			}
+			r, err, ok := attempt(revertOf(without(remaining, append(append([]string(nil), accepted...), cands...))))
+			switch {
+			case !ok:
+				// The attempt itself failed: hold these rather than let them through untried.
+				for _, id := range cands {
+					culprits[id] = err
+				}
+				return
+			case err == nil:
+				accepted = append(accepted, cands...)
+				last = r
+				return
+			}
+			bad = err
+		}
+		if len(cands) == 1 {
+			culprits[cands[0]] = bad
+			return
+		}
+		half := len(cands) / 2
+		before := len(accepted)
+		bisect(cands[:half], nil)
+		if len(accepted) == before+half {
+			// The first half passed: the second half is what failed.
+			bisect(cands[half:], bad)
+			return
+		}
+		bisect(cands[half:], nil)
+	}
+	bisect(remaining, firstErr)
+	return last, culprits, nil
+}
+
+func indexOf(ids []string, id string) int {
+	if id == "" {
+		return -1
+	}
+	for i, x := range ids {
+		if x == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// without returns the ids of all not in drop.
+func without(all, drop []string) []string {
+	d := make(map[string]bool, len(drop))
+	for _, id := range drop {
+		d[id] = true
+	}
+	var out []string
+	for _, id := range all {
+		if !d[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}

@@ -1,0 +1,680 @@
+package snapshot
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"reflect"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/structured-merge-diff/v6/value"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+)
+
+// This file converts typed objects into the JSON objects templates see. The result holds
+// exactly what runtime.DefaultUnstructuredConverter.ToUnstructured gives (the tests compare
+// the two over randomly filled pods), computed from a plan made once per Go type instead of
+// reflection decisions per value, as records (see package record) instead of maps: a struct's
+// record shares its sorted key list with every other record of that type with the same fields
+// set. ToUnstructured's maps are allocated with room for every field of the struct: about
+// 9.6 KB per small pod, against ~0.6 KB here after sharing.
+//
+// With an interner, parts that are equal in many pods (labels, container lists, conditions,
+// container statuses, owner references) are built once and shared: a Snapshot is read-only.
+
+// errUnsupported: a type the plan cannot convert exactly; the caller uses ToUnstructured.
+var errUnsupported = errors.New("type not supported by the fast converter")
+
+// hashSeed is fixed for the process so that plans can carry the hashes of field names.
+var hashSeed = maphash.MakeSeed()
+
+// kv is a key and its converted value, collected before the map is made.
+type kv struct {
+	k  string
+	hk uint64 // hash of k
+	v  any
+	hv uint64
+}
+
+// convState is the scratch of one conversion; not safe for concurrent use.
+type convState struct {
+	pairs []kv  // stack of the maps being built
+	elems []any // stack of the slices being built
+	in    *interner
+	// last is the last string of a pod's own that was boxed into an any: the same string
+	// next (status.podIP, then status.podIPs[0].ip) shares the box.
+	last    string
+	lastBox any
+}
+
+// box returns s in an any: shared through the interner for strings many pods have (intern),
+// else shared with the string boxed just before when they are equal.
+func (st *convState) box(s string, h uint64, intern bool) any {
+	if intern && st.in != nil {
+		return st.in.str(s, h)
+	}
+	if st.lastBox != nil && st.last == s {
+		return st.lastBox
+	}
+	var b any = s
+	st.last, st.lastBox = s, b
+	return b
+}
+
+// convFunc converts v. canon reports that the result is a scalar or a shared (interned)
+// node, so that a parent made of canonical values can be shared too; h hashes the content
+// and is meaningful only when canon is set.
+type convFunc func(st *convState, v reflect.Value) (out any, h uint64, canon bool, err error)
+
+type plan struct {
+	conv convFunc
+	err  error // set when the type cannot be converted exactly
+}
+
+var plans sync.Map // reflect.Type -> *plan
+
+var planMu sync.Mutex // serializes plan building (recursive types see their own entry)
+
+// planFor returns the plan of t, building it (and the plans of the types it holds) once.
+func planFor(t reflect.Type) *plan {
+	if p, ok := plans.Load(t); ok {
+		return p.(*plan)
+	}
+	planMu.Lock()
+	defer planMu.Unlock()
+	building := map[reflect.Type]*plan{}
+	p := buildPlan(t, building)
+	for bt, bp := range building {
+		plans.LoadOrStore(bt, bp)
+	}
+	return p
+}
+
+// uniqueStrings are the string fields of the notShared types whose values are (nearly) one
+// pod's own: sharing them would only fill the interner's table.
+var uniqueStrings = map[string]bool{"name": true, "uid": true, "resourceVersion": true, "selfLink": true, "podIP": true, "ip": true}
+
+// notShared are types whose maps are (nearly) always unique to one pod (they hold its name
+// or IP): looking them up for sharing would only fill the table.
+var notShared = map[reflect.Type]bool{
+	reflect.TypeFor[corev1.Pod]():        true,
+	reflect.TypeFor[metav1.ObjectMeta](): true,
+	reflect.TypeFor[corev1.PodStatus]():  true,
+	reflect.TypeFor[corev1.PodIP]():      true,
+}
+
+const (
+	tagNil uint64 = iota + 0x9e3779b97f4a7c15
+	tagTrue
+	tagFalse
+	tagInt
+	tagFloat
+	tagString
+	tagMap
+	tagSlice
+)
+
+// mix is a 64-bit finalizer (murmur3's fmix64).
+func mix(h uint64) uint64 {
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
+}
+
+func hashString(s string) uint64 { return maphash.String(hashSeed, s) ^ tagString }
+
+// hashScalar hashes the scalars a conversion yields; ok is false for anything else.
+func hashScalar(v any) (uint64, bool) {
+	switch x := v.(type) {
+	case nil:
+		return tagNil, true
+	case string:
+		return hashString(x), true
+	case bool:
+		if x {
+			return tagTrue, true
+		}
+		return tagFalse, true
+	case int64:
+		return mix(uint64(x) ^ tagInt), true
+	case float64:
+		return mix(math.Float64bits(x) ^ tagFloat), true
+	}
+	return 0, false
+}
+
+// pairHash is an entry's share of a map's hash; a map's hash is the sum over its entries, so
+// that the order of the entries does not matter.
+func pairHash(hk, hv uint64) uint64 { return mix(hk*0x9e3779b97f4a7c15 + hv) }
+
+func mapHash(sum uint64, n int) uint64 { return mix(sum ^ uint64(n) ^ tagMap) }
+
+func buildPlan(t reflect.Type, building map[reflect.Type]*plan) *plan {
+	if p, ok := plans.Load(t); ok {
+		return p.(*plan)
+	}
+	if p, ok := building[t]; ok {
+		return p // recursive type: filled in below by the outer call
+	}
+	p := &plan{}
+	building[t] = p
+	// Same order of checks as ToUnstructured: a custom converter first, then the kind.
+	if value.TypeReflectEntryOf(t).CanConvertToUnstructured() {
+		p.conv = customConv(t)
+		return p
+	}
+	switch t.Kind() {
+	case reflect.String:
+		p.conv = func(_ *convState, v reflect.Value) (any, uint64, bool, error) {
+			s := v.String()
+			return s, hashString(s), true, nil
+		}
+	case reflect.Bool:
+		p.conv = func(_ *convState, v reflect.Value) (any, uint64, bool, error) {
+			b := v.Bool()
+			h, _ := hashScalar(b)
+			return b, h, true, nil
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		p.conv = func(_ *convState, v reflect.Value) (any, uint64, bool, error) {
+			i := v.Int()
+			return i, mix(uint64(i) ^ tagInt), true, nil
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		p.conv = func(_ *convState, v reflect.Value) (any, uint64, bool, error) {
+			u := v.Uint()
+			if u > math.MaxInt64 {
+				return nil, 0, false, fmt.Errorf("unsigned value %d does not fit into int64 (overflow)", u)
+			}
+			return int64(u), mix(u ^ tagInt), true, nil
+		}
+	case reflect.Float32, reflect.Float64:
+		p.conv = func(_ *convState, v reflect.Value) (any, uint64, bool, error) {
+			f := v.Float()
+			return f, mix(math.Float64bits(f) ^ tagFloat), true, nil
+		}
+	case reflect.Pointer:
+		elem := buildPlan(t.Elem(), building)
+		p.conv = func(st *convState, v reflect.Value) (any, uint64, bool, error) {
+			if v.IsNil() {
+				return nil, tagNil, true, nil
+			}
+			return elem.convert(st, v.Elem())
+		}
+	case reflect.Interface:
+		p.conv = func(st *convState, v reflect.Value) (any, uint64, bool, error) {
+			if v.IsNil() {
+				return nil, tagNil, true, nil
+			}
+			e := v.Elem()
+			return planFor(e.Type()).convert(st, e)
+		}
+	case reflect.Slice:
+		p.conv = sliceConv(t, building)
+	case reflect.Map:
+		p.conv = mapConv(t, building)
+	case reflect.Struct:
+		p.conv, p.err = structConv(t, building)
+	default:
+		p.err = fmt.Errorf("%w: %v", errUnsupported, t)
+	}
+	return p
+}
+
+func (p *plan) convert(st *convState, v reflect.Value) (any, uint64, bool, error) {
+	if p.err != nil {
+		return nil, 0, false, p.err
+	}
+	return p.conv(st, v)
+}
+
+// customConv is ToUnstructured's own path for types with a custom conversion (Time,
+// Quantity, IntOrString, ...): the same call, so the same result.
+func customConv(t reflect.Type) convFunc {
+	entry := value.TypeReflectEntryOf(t)
+	return func(_ *convState, v reflect.Value) (any, uint64, bool, error) {
+		out, err := entry.ToUnstructured(v)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		h, ok := hashScalar(out)
+		return out, h, ok, nil
+	}
+}
+
+func sliceConv(t reflect.Type, building map[reflect.Type]*plan) convFunc {
+	if t.Elem().Kind() == reflect.Uint8 {
+		// As JSON has it: base64.
+		return func(_ *convState, v reflect.Value) (any, uint64, bool, error) {
+			if v.IsNil() {
+				return nil, tagNil, true, nil
+			}
+			s := base64.StdEncoding.EncodeToString(v.Bytes())
+			return s, hashString(s), true, nil
+		}
+	}
+	elem := buildPlan(t.Elem(), building)
+	return func(st *convState, v reflect.Value) (any, uint64, bool, error) {
+		if v.IsNil() {
+			return nil, tagNil, true, nil
+		}
+		n := v.Len()
+		base := len(st.elems)
+		h, canon := tagSlice, true
+		for i := range n {
+			e, he, c, err := elem.convert(st, v.Index(i))
+			if err != nil {
+				st.elems = st.elems[:base]
+				return nil, 0, false, err
+			}
+			st.elems = append(st.elems, e)
+			h = mix(h*0x100000001b3 + he)
+			canon = canon && c
+		}
+		h = mix(h ^ uint64(n))
+		out := st.in.slice(st.elems[base:], h, canon)
+		clear(st.elems[base:])
+		st.elems = st.elems[:base]
+		return out, h, canon && st.in != nil, nil
+	}
+}
+
+func mapConv(t reflect.Type, building map[reflect.Type]*plan) convFunc {
+	if t.Key().Kind() != reflect.String {
+		err := fmt.Errorf("%w: map with %v keys", errUnsupported, t.Key())
+		return func(*convState, reflect.Value) (any, uint64, bool, error) { return nil, 0, false, err }
+	}
+	elem := buildPlan(t.Elem(), building)
+	plainStrings := t == reflect.TypeFor[map[string]string]()
+	return func(st *convState, v reflect.Value) (any, uint64, bool, error) {
+		if v.IsNil() {
+			return nil, tagNil, true, nil
+		}
+		base := len(st.pairs)
+		var sum uint64
+		canon := true
+		if plainStrings && v.CanInterface() {
+			for k, s := range v.Interface().(map[string]string) {
+				hk, hv := hashString(k), hashString(s)
+				st.pairs = append(st.pairs, kv{k, hk, s, hv})
+				sum += pairHash(hk, hv)
+			}
+		} else {
+			it := v.MapRange()
+			for it.Next() {
+				e, hv, c, err := elem.convert(st, it.Value())
+				if err != nil {
+					st.pairs = st.pairs[:base]
+					return nil, 0, false, err
+				}
+				k := it.Key().String()
+				hk := hashString(k)
+				st.pairs = append(st.pairs, kv{k, hk, e, hv})
+				sum += pairHash(hk, hv)
+				canon = canon && c
+			}
+		}
+		n := len(st.pairs) - base
+		h := mapHash(sum, n)
+		// A map's keys are data (label names): its record gets a key list of its own.
+		out := st.in.mapOf(st.pairs[base:], h, canon, nil)
+		clear(st.pairs[base:])
+		st.pairs = st.pairs[:base]
+		return out, h, canon && st.in != nil, nil
+	}
+}
+
+// field is one struct field as ToUnstructured treats it (see fieldInfoFromField and
+// structToUnstructured in k8s.io/apimachinery/pkg/runtime/converter.go).
+type field struct {
+	index     int
+	name      string // "" for an inlined (embedded) struct
+	hk        uint64
+	omitempty bool
+	omitzero  func(reflect.Value) bool
+	scalar    reflect.Kind // string, bool, int, uint or float kinds are stored directly
+	// internStr: a string field of a pod's own part (not shared whole) whose values repeat
+	// from pod to pod (namespace, phase, hostIP, ...): its values are shared.
+	internStr bool
+	plan      *plan       // otherwise
+	inline    *structPlan // for inlined fields
+	inlinePtr bool
+}
+
+type structPlan struct {
+	fields []field
+	shared bool
+	shapes record.Shapes // the key lists of this type's records, one per set of fields present
+}
+
+func structConv(t reflect.Type, building map[reflect.Type]*plan) (convFunc, error) {
+	sp, err := buildStructPlan(t, building)
+	if err != nil {
+		return nil, err
+	}
+	return func(st *convState, v reflect.Value) (any, uint64, bool, error) {
+		base := len(st.pairs)
+		sum, canon, err := sp.collect(st, v)
+		if err != nil {
+			st.pairs = st.pairs[:base]
+			return nil, 0, false, err
+		}
+		n := len(st.pairs) - base
+		h := mapHash(sum, n)
+		canon = canon && sp.shared
+		var out *record.Record
+		if canon {
+			out = st.in.mapOf(st.pairs[base:], h, true, &sp.shapes)
+		} else {
+			out = newRecord(sortPairs(st.pairs[base:]), &sp.shapes)
+		}
+		clear(st.pairs[base:])
+		st.pairs = st.pairs[:base]
+		return out, h, canon && st.in != nil, nil
+	}, nil
+}
+
+func buildStructPlan(t reflect.Type, building map[reflect.Type]*plan) (*structPlan, error) {
+	sp := &structPlan{shared: !notShared[t] && !holdsUniqueField(t)}
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if !sf.IsExported() {
+			return nil, fmt.Errorf("%w: unexported field %s of %v", errUnsupported, sf.Name, t)
+		}
+		f := field{index: i}
+		tag, hasTag := sf.Tag.Lookup("json")
+		if !hasTag || tag == "" {
+			if !sf.Anonymous {
+				f.name = sf.Name
+			}
+		} else {
+			items := strings.Split(tag, ",")
+			f.name = items[0]
+			if f.name == "" && !sf.Anonymous {
+				f.name = sf.Name
+			}
+			for _, it := range items[1:] {
+				switch it {
+				case "omitempty":
+					f.omitempty = true
+				case "omitzero":
+					f.omitzero = value.OmitZeroFunc(sf.Type)
+				case "embed":
+					return nil, fmt.Errorf("%w: json embed directive on %s of %v", errUnsupported, sf.Name, t)
+				}
+			}
+		}
+		if f.name == "-" {
+			continue
+		}
+		f.hk = hashString(f.name)
+		if f.name == "" {
+			// Inlined: its fields go into this map (a struct, or a pointer to one, without a
+			// custom conversion; anything else ToUnstructured handles in ways not worth copying).
+			it := sf.Type
+			if it.Kind() == reflect.Pointer {
+				f.inlinePtr = true
+				it = it.Elem()
+			}
+			if it.Kind() != reflect.Struct || value.TypeReflectEntryOf(sf.Type).CanConvertToUnstructured() ||
+				value.TypeReflectEntryOf(it).CanConvertToUnstructured() {
+				return nil, fmt.Errorf("%w: inlined %v in %v", errUnsupported, sf.Type, t)
+			}
+			in, err := buildStructPlan(it, building)
+			if err != nil {
+				return nil, err
+			}
+			f.inline = in
+			sp.fields = append(sp.fields, f)
+			continue
+		}
+		if sf.Type.Kind() == reflect.String && !sp.shared && !uniqueStrings[f.name] {
+			f.internStr = true
+		}
+		switch k := sf.Type.Kind(); k {
+		case reflect.Slice:
+			if uniqueKeys[f.name] && sf.Type.Elem().Kind() != reflect.Uint8 {
+				// A list of one object's own values (addresses): never looked up.
+				f.plan = &plan{conv: unshared(buildPlan(sf.Type, building))}
+			} else {
+				f.plan = buildPlan(sf.Type, building)
+			}
+		case reflect.String, reflect.Bool,
+			reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+			reflect.Float32, reflect.Float64:
+			f.scalar = k // stored directly, even with a custom conversion, as ToUnstructured does
+		default:
+			f.plan = buildPlan(sf.Type, building)
+		}
+		sp.fields = append(sp.fields, f)
+	}
+	return sp, nil
+}
+
+// holdsUniqueField reports whether a struct has a field whose value is (nearly) always one
+// object's own (see uniqueKeys): its records are never looked up for sharing.
+func holdsUniqueField(t reflect.Type) bool {
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if uniqueKeys[name] {
+			return true
+		}
+	}
+	return false
+}
+
+// unshared converts as p does, without sharing the result.
+func unshared(p *plan) convFunc {
+	return func(st *convState, v reflect.Value) (any, uint64, bool, error) {
+		in := st.in
+		st.in = nil
+		defer func() { st.in = in }()
+		out, h, _, err := p.convert(st, v)
+		return out, h, false, err
+	}
+}
+
+// isEmpty is omitempty as ToUnstructured reads it.
+func isEmpty(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Array, reflect.String:
+		return v.Len() == 0
+	case reflect.Bool:
+		return !v.Bool()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return v.Int() == 0
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return v.Uint() == 0
+	case reflect.Float32, reflect.Float64:
+		return v.Float() == 0
+	case reflect.Map, reflect.Slice:
+		return v.IsNil() || v.Len() == 0
+	case reflect.Pointer, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
+}
+
+// collect pushes the fields of v onto st.pairs and returns the sum of their pair hashes.
+func (sp *structPlan) collect(st *convState, v reflect.Value) (sum uint64, canon bool, err error) {
+	canon = true
+	for i := range sp.fields {
+		f := &sp.fields[i]
+		fv := v.Field(f.index)
+		if f.omitempty && isEmpty(fv) {
+			continue
+		}
+		if f.omitzero != nil && f.omitzero(fv) {
+			continue
+		}
+		if f.inline != nil {
+			if f.inlinePtr {
+				if fv.IsNil() {
+					continue
+				}
+				fv = fv.Elem()
+			}
+			s, c, err := f.inline.collect(st, fv)
+			if err != nil {
+				return 0, false, err
+			}
+			sum += s
+			canon = canon && c
+			continue
+		}
+		var (
+			out any
+			h   uint64
+			c   = true
+		)
+		switch f.scalar {
+		case reflect.String:
+			s := fv.String()
+			h = hashString(s)
+			out = st.box(s, h, f.internStr)
+		case reflect.Bool:
+			out, h = fv.Bool(), tagFalse
+			if fv.Bool() {
+				h = tagTrue
+			}
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			i := fv.Int()
+			out, h = i, mix(uint64(i)^tagInt)
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			u := fv.Uint()
+			if u > math.MaxInt64 {
+				return 0, false, fmt.Errorf("unsigned value %d does not fit into int64 (overflow)", u)
+			}
+			out, h = int64(u), mix(u^tagInt)
+		case reflect.Float32, reflect.Float64:
+			fl := fv.Float()
+			out, h = fl, mix(math.Float64bits(fl)^tagFloat)
+		default:
+			out, h, c, err = f.plan.convert(st, fv)
+			if err != nil {
+				return 0, false, err
+			}
+		}
+		st.pairs = append(st.pairs, kv{f.name, f.hk, out, h})
+		sum += pairHash(f.hk, h)
+		canon = canon && c
+	}
+	return sum, canon, nil
+}
+
+// sortPairs sorts pairs by key in place and returns them without repeated keys (the later
+// of two pairs with one key wins, as when a map is filled in order). Insertion sort: records
+// have few keys.
+func sortPairs(pairs []kv) []kv {
+	for i := 1; i < len(pairs); i++ {
+		for j := i; j > 0 && pairs[j].k < pairs[j-1].k; j-- {
+			pairs[j], pairs[j-1] = pairs[j-1], pairs[j]
+		}
+	}
+	out := pairs[:0]
+	for _, p := range pairs {
+		if n := len(out); n > 0 && out[n-1].k == p.k {
+			out[n-1] = p
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// newRecord makes the record of pairs, sorted and without repeated keys (see sortPairs),
+// with its key list from shapes (nil: a list of its own).
+func newRecord(pairs []kv, shapes *record.Shapes) *record.Record {
+	var buf [24]string
+	names := buf[:0]
+	for _, p := range pairs {
+		names = append(names, p.k)
+	}
+	var keys *record.Keys
+	if shapes == nil {
+		keys = record.NewKeys(names...)
+	} else {
+		keys = shapes.Keys(names)
+	}
+	r, vals := record.Make(keys)
+	for i, p := range pairs {
+		vals[i] = p.v
+	}
+	return r
+}
+
+// toUnstructured converts obj (a pointer to a struct) as ToUnstructured does, sharing equal
+// parts through in (nil: no sharing). extra entries are added to the top-level record.
+func toUnstructured(obj any, in *interner, extra ...kv) (*record.Record, error) {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return nil, fmt.Errorf("%w: %T", errUnsupported, obj)
+	}
+	v = v.Elem()
+	p := planFor(v.Type())
+	if p.err != nil {
+		return nil, p.err
+	}
+	sp, err := buildStructPlanCached(v.Type())
+	if err != nil {
+		return nil, err
+	}
+	st := statePool.Get().(*convState)
+	defer func() {
+		st.in = nil
+		statePool.Put(st)
+	}()
+	st.in = in
+	st.pairs = st.pairs[:0]
+	st.last, st.lastBox = "", nil
+	if _, _, err := sp.collect(st, v); err != nil {
+		clear(st.pairs)
+		return nil, err
+	}
+	for _, e := range extra {
+		replaced := false
+		for i := range st.pairs {
+			if st.pairs[i].k == e.k {
+				st.pairs[i].v, replaced = e.v, true
+			}
+		}
+		if !replaced {
+			st.pairs = append(st.pairs, e)
+		}
+	}
+	m := newRecord(sortPairs(st.pairs), &sp.shapes)
+	clear(st.pairs)
+	return m, nil
+}
+
+var statePool = sync.Pool{New: func() any { return &convState{} }}
+
+var structPlans sync.Map // reflect.Type -> *structPlan, for top-level objects
+
+func buildStructPlanCached(t reflect.Type) (*structPlan, error) {
+	if sp, ok := structPlans.Load(t); ok {
+		return sp.(*structPlan), nil
+	}
+	planMu.Lock()
+	building := map[reflect.Type]*plan{}
+	sp, err := buildStructPlan(t, building)
+	for bt, bp := range building {
+		plans.LoadOrStore(bt, bp)
+	}
+	planMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	structPlans.Store(t, sp)
+	return sp, nil
+}

@@ -1,0 +1,185 @@
+package snapshot
+
+import (
+	"sync"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+)
+
+// interner shares equal maps and slices between the pods it converts: the labels of the pods
+// of one ReplicaSet, their containers, conditions and container statuses are built once. A
+// node is shared only when its children are shared nodes or scalars, so that comparing two
+// candidates is shallow (children by identity).
+//
+// Entries live for two rounds (see rotate): a node that no conversion asked for during the
+// last two rounds is forgotten by the table (the pods that use it keep it), so the table does
+// not keep the parts of deleted pods alive. Safe for concurrent use; a nil *interner shares
+// nothing.
+type interner struct {
+	shards [64]internShard
+}
+
+type internShard struct {
+	mu   sync.Mutex
+	cur  map[uint64]any   // hash -> *record.Record or []any
+	prev map[uint64]any   // the previous round's
+	more map[uint64][]any // further nodes whose hash is taken in cur (rare)
+}
+
+func (in *interner) shard(h uint64) *internShard { return &in.shards[h>>58] }
+
+// rotate starts a new round.
+func (in *interner) rotate() {
+	if in == nil {
+		return
+	}
+	for i := range in.shards {
+		s := &in.shards[i]
+		s.mu.Lock()
+		s.prev, s.cur, s.more = s.cur, nil, nil
+		s.mu.Unlock()
+	}
+}
+
+// len is the number of nodes the table holds, for tests.
+func (in *interner) len() int {
+	n := 0
+	for i := range in.shards {
+		s := &in.shards[i]
+		s.mu.Lock()
+		n += len(s.cur) + len(s.prev)
+		for _, l := range s.more {
+			n += len(l)
+		}
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// mapOf returns a record holding pairs (any order; see sortPairs), with its key list from
+// shapes (nil: its own): a shared record when canon and an equal one is known.
+func (in *interner) mapOf(pairs []kv, h uint64, canon bool, shapes *record.Shapes) *record.Record {
+	return in.mapWith(sortPairs(pairs), h, canon, func(pairs []kv) *record.Record { return newRecord(pairs, shapes) })
+}
+
+// mapWith is mapOf for pairs sorted already, with make making the record when none is shared.
+func (in *interner) mapWith(pairs []kv, h uint64, canon bool, make func([]kv) *record.Record) *record.Record {
+	if in == nil || !canon {
+		return make(pairs)
+	}
+	s := in.shard(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	match := func(c any) bool {
+		r, ok := c.(*record.Record)
+		if !ok || r.Len() != len(pairs) {
+			return false
+		}
+		for i, p := range pairs {
+			if r.Key(i) != p.k || !identical(r.Value(i), p.v) {
+				return false
+			}
+		}
+		return true
+	}
+	if c, ok := s.find(h, match); ok {
+		return c.(*record.Record)
+	}
+	m := make(pairs)
+	s.add(h, m)
+	return m
+}
+
+// str returns s boxed in an any, the same box for equal strings (h is hashString(s)).
+func (in *interner) str(s string, h uint64) any {
+	sh := in.shard(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if c, ok := sh.find(h, func(c any) bool { cs, ok := c.(string); return ok && cs == s }); ok {
+		return c
+	}
+	var b any = s
+	sh.add(h, b)
+	return b
+}
+
+// slice returns a slice holding elems (copied): a shared one when canon and an equal one is
+// known.
+func (in *interner) slice(elems []any, h uint64, canon bool) []any {
+	if in == nil || !canon {
+		return append(make([]any, 0, len(elems)), elems...)
+	}
+	s := in.shard(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	match := func(c any) bool {
+		l, ok := c.([]any)
+		if !ok || len(l) != len(elems) {
+			return false
+		}
+		for i := range l {
+			if !identical(l[i], elems[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	if c, ok := s.find(h, match); ok {
+		return c.([]any)
+	}
+	l := append(make([]any, 0, len(elems)), elems...)
+	s.add(h, l)
+	return l
+}
+
+// find looks h up in this round, then in the last (moving a hit to this round).
+func (s *internShard) find(h uint64, match func(any) bool) (any, bool) {
+	if c, ok := s.cur[h]; ok && match(c) {
+		return c, true
+	}
+	for _, c := range s.more[h] {
+		if match(c) {
+			return c, true
+		}
+	}
+	if c, ok := s.prev[h]; ok && match(c) {
+		s.add(h, c)
+		return c, true
+	}
+	return nil, false
+}
+
+func (s *internShard) add(h uint64, node any) {
+	if s.cur == nil {
+		s.cur = map[uint64]any{}
+	}
+	if _, taken := s.cur[h]; !taken {
+		s.cur[h] = node
+		return
+	}
+	if s.more == nil {
+		s.more = map[uint64][]any{}
+	}
+	s.more[h] = append(s.more[h], node)
+}
+
+// identical: the same scalar, or the very same map or slice (children of shared nodes are
+// shared nodes, so identity is equality).
+func identical(a, b any) bool {
+	switch x := a.(type) {
+	case *record.Record:
+		y, ok := b.(*record.Record)
+		return ok && x == y
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) || (x == nil) != (y == nil) {
+			return false
+		}
+		return len(x) == 0 || &x[0] == &y[0]
+	}
+	switch b.(type) {
+	case *record.Record, []any:
+		return false
+	}
+	return a == b
+}

@@ -1,0 +1,341 @@
+package snapshot
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+)
+
+// PodReady reports whether a pod may receive traffic: it has an IP, is not terminating, has not
+// finished, every container status is ready, and no Ready condition says False.
+func PodReady(p *corev1.Pod) bool {
+	if p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+		return false
+	}
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if !cs.Ready {
+			return false
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionFalse {
+			return false
+		}
+	}
+	return true
+}
+
+// Pod is a pod converted for the templates ahead of Build, by a source that keeps no typed
+// pods (see PodConverter and Objects.ConvertedPods). It is read-only and may be shared by
+// any number of Objects and Snapshots.
+type Pod struct {
+	namespace, name string
+	ready           bool
+	obj             *record.Record // nil when not ready: Build never shows it
+	labels          *record.Record // obj's metadata.labels
+}
+
+// Namespace and Name identify the pod.
+func (p *Pod) Namespace() string { return p.namespace }
+func (p *Pod) Name() string      { return p.name }
+
+// Ready is PodReady of the pod it was converted from.
+func (p *Pod) Ready() bool { return p.ready }
+
+// Object is the pod as templates see it (see Snapshot.Services); nil when the pod is not
+// ready. Read-only.
+func (p *Pod) Object() *record.Record { return p.obj }
+
+// PodConverter converts typed pods into Pods, sharing the parts that are equal between pods
+// (labels, containers, conditions, ...) so that a hundred thousand pods fit in little memory.
+// Use one per source; the zero value is ready; it is safe for concurrent use.
+type PodConverter struct {
+	in interner
+}
+
+// Convert converts p; a pod that is not ready is not converted (Object is nil). p is not
+// changed and not kept.
+func (c *PodConverter) Convert(p *corev1.Pod) *Pod {
+	pod := &Pod{namespace: p.Namespace, name: p.Name, ready: PodReady(p)}
+	if pod.ready {
+		pod.obj = podToMap(p, &c.in)
+		pod.labels = labelsOf(pod.obj)
+	}
+	return pod
+}
+
+// NextRound tells the converter that a new batch starts (a new read of the source): the
+// parts no pod of this batch or the last one used are no longer offered for sharing, so that
+// the converter does not keep the parts of deleted pods alive.
+func (c *PodConverter) NextRound() { c.in.rotate() }
+
+// indexThreshold is the number of ready pods in a namespace above which selection goes through
+// a label index instead of testing every pod.
+const indexThreshold = 64
+
+// podEntry is a ready pod in the index: typed (from Objects.Pods, converted when a service
+// selects it) or already converted (from Objects.ConvertedPods).
+type podEntry struct {
+	typed  *corev1.Pod // a typed pod, or
+	conv   *Pod        // one a source converted
+	obj    *record.Record
+	queued bool
+}
+
+func (e *podEntry) namespace() string {
+	if e.typed != nil {
+		return e.typed.Namespace
+	}
+	return e.conv.namespace
+}
+
+func (e *podEntry) name() string {
+	if e.typed != nil {
+		return e.typed.Name
+	}
+	return e.conv.name
+}
+
+// labelsOf returns the metadata.labels of a converted pod.
+func labelsOf(pod *record.Record) *record.Record {
+	meta, _ := pod.Get("metadata")
+	m, _ := meta.(*record.Record)
+	l, _ := m.Get("labels")
+	r, _ := l.(*record.Record)
+	return r
+}
+
+// podEntry is the labels.Labels of its pod.
+var _ labels.Labels = (*podEntry)(nil)
+
+func (e *podEntry) Lookup(k string) (string, bool) {
+	if e.typed != nil {
+		v, ok := e.typed.Labels[k]
+		return v, ok
+	}
+	v, _ := e.conv.labels.Get(k)
+	s, ok := v.(string)
+	return s, ok
+}
+
+func (e *podEntry) Has(k string) bool {
+	_, ok := e.Lookup(k)
+	return ok
+}
+
+func (e *podEntry) Get(k string) string {
+	v, _ := e.Lookup(k)
+	return v
+}
+
+// eachLabel calls f for every label.
+func (e *podEntry) eachLabel(f func(k, v string)) {
+	if e.typed != nil {
+		for k, v := range e.typed.Labels {
+			f(k, v)
+		}
+		return
+	}
+	for k, v := range e.conv.labels.All() {
+		if s, ok := v.(string); ok {
+			f(k, s)
+		}
+	}
+}
+
+// podIndex holds the ready pods by namespace, and converts each selected pod to its JSON form
+// once however many services select it.
+type podIndex struct {
+	byNamespace map[string]*namespacePods
+	cache       *PodCache // may be nil
+}
+
+type namespacePods struct {
+	pods    []*podEntry
+	byLabel map[labelKV][]int32 // label -> indexes into pods; built on first use
+}
+
+func newPodIndex(typed []*corev1.Pod, converted []*Pod, cache *PodCache) *podIndex {
+	ix := &podIndex{cache: cache, byNamespace: map[string]*namespacePods{}}
+	n := 0
+	for _, p := range typed {
+		if p != nil && PodReady(p) {
+			n++
+		}
+	}
+	for _, p := range converted {
+		if p != nil && p.ready {
+			n++
+		}
+	}
+	entries := make([]podEntry, 0, n)
+	for _, p := range typed {
+		if p != nil && PodReady(p) {
+			entries = append(entries, podEntry{typed: p})
+		}
+	}
+	for _, p := range converted {
+		if p != nil && p.ready {
+			entries = append(entries, podEntry{conv: p, obj: p.obj})
+		}
+	}
+	var last *namespacePods
+	for i := range entries {
+		e := &entries[i]
+		ns := last
+		if ns == nil || ns.pods[0].namespace() != e.namespace() {
+			ns = ix.byNamespace[e.namespace()]
+			if ns == nil {
+				ns = &namespacePods{}
+				ix.byNamespace[e.namespace()] = ns
+			}
+		}
+		ns.pods = append(ns.pods, e)
+		last = ns
+	}
+	return ix
+}
+
+// selectPods returns the ready pods of namespace that sel matches.
+func (ix *podIndex) selectPods(namespace string, sel labels.Selector) []*podEntry {
+	ns := ix.byNamespace[namespace]
+	if ns == nil {
+		return nil
+	}
+	candidates := ns.candidates(sel)
+	var out []*podEntry
+	if candidates == nil {
+		for _, p := range ns.pods {
+			if sel.Matches(p) {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	for _, i := range candidates {
+		if p := ns.pods[i]; sel.Matches(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+type labelKV struct{ key, value string }
+
+// candidates narrows the pods to test with the most selective equality requirement of sel;
+// nil means test them all.
+func (ns *namespacePods) candidates(sel labels.Selector) []int32 {
+	if len(ns.pods) <= indexThreshold {
+		return nil
+	}
+	reqs, ok := sel.Requirements()
+	if !ok || len(reqs) == 0 {
+		return nil
+	}
+	if ns.byLabel == nil {
+		ns.byLabel = map[labelKV][]int32{}
+		for i, p := range ns.pods {
+			p.eachLabel(func(k, v string) {
+				key := labelKV{k, v}
+				ns.byLabel[key] = append(ns.byLabel[key], int32(i))
+			})
+		}
+	}
+	var (
+		best  []int32
+		found bool
+	)
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+		default:
+			continue
+		}
+		// A pod has one value per key, so the lists for different values are disjoint.
+		var c []int32
+		for _, v := range r.ValuesUnsorted() {
+			c = append(c, ns.byLabel[labelKV{r.Key(), v}]...)
+		}
+		if !found || len(c) < len(best) {
+			best, found = c, true
+		}
+	}
+	if !found {
+		return nil
+	}
+	if best == nil {
+		best = []int32{} // nothing can match; not "test them all"
+	}
+	return best
+}
+
+// convert gives every entry of pods (duplicates allowed) its map: from the cache when a
+// typed pod is unchanged since the last Build, else converted on all CPUs. It then leaves in
+// the cache exactly the typed pods of this Build.
+func (ix *podIndex) convert(pods []*podEntry) {
+	var todo []*podEntry
+	var typed []*podEntry
+	for _, e := range pods {
+		if e.typed == nil || e.queued {
+			continue
+		}
+		e.queued = true
+		typed = append(typed, e)
+		if m, ok := ix.cache.get(e.typed); ok {
+			e.obj = m
+			continue
+		}
+		todo = append(todo, e)
+	}
+	in := ix.cache.interner()
+	if len(todo) > 0 {
+		in.rotate()
+	}
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	workers := min(runtime.GOMAXPROCS(0), (len(todo)+63)/64)
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(todo); i = int(next.Add(1) - 1) {
+				todo[i].obj = podToMap(todo[i].typed, in)
+			}
+		})
+	}
+	wg.Wait()
+	ix.cache.replace(typed)
+}
+
+// podToMap returns the pod as `kubectl get pod -o json` shows it, without managedFields:
+// what runtime.DefaultUnstructuredConverter.ToUnstructured gives, as records, with equal
+// parts shared through in (nil: none).
+func podToMap(p *corev1.Pod, in *interner) *record.Record {
+	shallow := *p
+	shallow.ManagedFields = nil // often the largest part of a pod, and nobody templates it
+	m, err := toUnstructured(&shallow, in, kv{k: "apiVersion", v: "v1"}, kv{k: "kind", v: "Pod"})
+	if err == nil {
+		return m
+	}
+	u, err := kruntime.DefaultUnstructuredConverter.ToUnstructured(&shallow)
+	if err != nil {
+		// A typed Pod always converts; keep the essentials if it somehow does not.
+		u = map[string]any{
+			"metadata": map[string]any{"name": p.Name, "namespace": p.Namespace},
+			"status":   map[string]any{"podIP": p.Status.PodIP},
+		}
+	}
+	u["apiVersion"] = "v1"
+	u["kind"] = "Pod"
+	return record.Of(nil, u).(*record.Record)
+}

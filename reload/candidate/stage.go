@@ -1,0 +1,115 @@
+package candidate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/validate"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/tracing"
+	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
+)
+
+// Validated makes sure c is staged as a generation and validated (haproxy -c), unless it is
+// already: a *snapshot.InputError when haproxy -c rejects it (naming the template's object
+// when HAProxy names none), a *Failure when it cannot be staged or checked.
+func (b *Builder) Validated(ctx context.Context, c *Candidate) error {
+	if c.Gen != nil {
+		return nil
+	}
+	var err error
+	b.cfg.Exclusive(func() { c.Gen, err = b.stage(ctx, c) })
+	return err
+}
+
+// stage writes the rendering as a new generation and validates it.
+func (b *Builder) stage(ctx context.Context, c *Candidate) (*generation.Generation, error) {
+	gen, err := b.cfg.Store.StageContent(c.Bundle.Content(), c.Bundle.Hash)
+	if err != nil {
+		return nil, &Failure{Stage: status.FailStage, Err: fmt.Errorf("stage generation: %w", err)}
+	}
+	warnings, err := b.haproxyCheck(ctx, gen)
+	if err != nil {
+		// This one only: a search stages several, and the one that passed goes live.
+		_ = b.cfg.Store.Discard(gen)
+		return nil, withRef(err, c.Info.TemplateRef)
+	}
+	c.Warnings = warnings
+	return gen, nil
+}
+
+// warningChecker is a Checker that also says what HAProxy warned about in a configuration it
+// accepted.
+type warningChecker interface {
+	CheckWarnings(ctx context.Context, cfgPath string) ([]string, error)
+}
+
+// Check runs haproxy -c on a staged generation: a *snapshot.InputError when it rejects it
+// (stage validate), a *Failure when it cannot run.
+func (b *Builder) Check(ctx context.Context, gen *generation.Generation) error {
+	_, err := b.haproxyCheck(ctx, gen)
+	return err
+}
+
+// haproxyCheck is Check, and HAProxy's warnings when the Checker says them.
+func (b *Builder) haproxyCheck(ctx context.Context, gen *generation.Generation) ([]string, error) {
+	if b.cfg.Checker == nil {
+		return nil, nil
+	}
+	checkPath, err := b.cfg.Store.CheckFile(gen)
+	if err != nil {
+		return nil, &Failure{Stage: status.FailStage, Err: fmt.Errorf("prepare validation: %w", err)}
+	}
+	start := time.Now()
+	ctx, span := tracing.Start(ctx, "validate")
+	var warnings []string
+	if wc, ok := b.cfg.Checker.(warningChecker); ok {
+		warnings, err = wc.CheckWarnings(ctx, checkPath)
+	} else {
+		err = b.cfg.Checker.Check(ctx, checkPath)
+	}
+	tracing.End(span, err)
+	b.cfg.Metrics.ValidateDuration.Observe(time.Since(start).Seconds())
+	if err == nil {
+		return warnings, nil
+	}
+	var ce *validate.CheckError
+	if !errors.As(err, &ce) {
+		return nil, &Failure{Stage: status.FailValidate, Err: fmt.Errorf("validate: %w", err)}
+	}
+	return nil, &snapshot.InputError{Stage: snapshot.StageValidate,
+		Err: fmt.Errorf("haproxy -c rejected the rendered configuration%s: %w", renderedLine(gen, ce.Line), err)}
+}
+
+// withRef names ref on a validation rejection that names no object yet.
+func withRef(err error, ref snapshot.Ref) error {
+	var ie *snapshot.InputError
+	if errors.As(err, &ie) && ie.Ref == (snapshot.Ref{}) {
+		c := *ie
+		c.Ref = ref
+		return &c
+	}
+	return err
+}
+
+// renderedLine quotes line n of the generation's configuration, so that the operator sees what
+// the template produced where HAProxy complains.
+func renderedLine(g *generation.Generation, n int) string {
+	if n <= 0 || g == nil {
+		return ""
+	}
+	b, err := os.ReadFile(g.ConfigFile())
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(string(b), "\n")
+	if n > len(lines) {
+		return ""
+	}
+	return fmt.Sprintf(" (rendered line %d: %q)", n, strings.TrimSpace(lines[n-1]))
+}

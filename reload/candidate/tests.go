@@ -1,0 +1,355 @@
+package candidate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	yamlv3 "go.yaml.in/yaml/v3"
+	"sigs.k8s.io/yaml"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render"
+	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
+)
+
+// Tests of the templates: keys of the template set named tests.NAME.yaml, each with the
+// objects the test adds to or puts in place of the inputs, and what the rendering must be:
+//
+//	objects:            # manifests, as kubectl apply -f takes them
+//	- apiVersion: v1
+//	  kind: ConfigMap
+//	  metadata: {name: services}
+//	  data: {web: '{"namespace": "demo", "selector": {"app": "web"}, "ports": [8080]}'}
+//	expect:
+//	- contains: "backend be_web"          # in haproxy.cfg, or in file: maps/NAME, files/NAME
+//	- notContains: "be_api"
+//	- matches: 'server \S+ 10\.0\.0\.1:8080'
+//	- map: {file: hosts.map, key: web.localhost, value: be_web}
+//	- valid: true                         # haproxy -c passes
+//	- deterministic: true                 # rendered twice, the same bytes
+//
+// A template set whose tests fail is held like a broken one, naming the test and the
+// assertion; `validate` runs them offline and prints each one's outcome.
+
+// Test is one test of the templates.
+type Test struct {
+	Name    string   `json:"-"`
+	Key     string   `json:"-"`
+	Objects []any    `json:"objects"`
+	Expect  []Expect `json:"expect"`
+	// objectsLine and expectLines are where the objects and each assertion are written in
+	// the key (0: unknown), for errors.
+	objectsLine int
+	expectLines []int
+}
+
+// Expect is one assertion on the rendering.
+type Expect struct {
+	// File is what is looked at: haproxy.cfg (default), maps/NAME or files/NAME.
+	File          string    `json:"file,omitempty"`
+	Contains      string    `json:"contains,omitempty"`
+	NotContains   string    `json:"notContains,omitempty"`
+	Matches       string    `json:"matches,omitempty"`
+	Map           *MapEntry `json:"map,omitempty"`
+	Valid         bool      `json:"valid,omitempty"`
+	Deterministic bool      `json:"deterministic,omitempty"`
+}
+
+// MapEntry is an entry a map file must have.
+type MapEntry struct {
+	File  string `json:"file"`
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// TestResult is a test's outcome (Err nil: it passed).
+type TestResult struct {
+	Name string
+	Err  error
+}
+
+// testsOf reads the tests of a template set, in key order; a test that does not parse is an
+// *snapshot.InputError on its key (ref gives the Ref of a key), with the line when known.
+func testsOf(templates map[string]string, ref func(key string) snapshot.Ref) ([]Test, error) {
+	var out []Test
+	for _, key := range slices.Sorted(maps.Keys(templates)) {
+		if !render.IsTest(key) {
+			continue
+		}
+		fail := func(line int, err error) error {
+			return &snapshot.InputError{Stage: snapshot.StageTest, Ref: ref(key), Line: line, Err: err}
+		}
+		t := Test{Key: key, Name: strings.TrimSuffix(strings.TrimPrefix(key, render.TestPrefix), render.TestSuffix)}
+		j, err := yaml.YAMLToJSON([]byte(templates[key]))
+		if err != nil {
+			msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
+			line := 0
+			if m := yamlLine.FindStringSubmatch(msg); m != nil {
+				line, _ = strconv.Atoi(m[1])
+			}
+			return nil, fail(line, errors.New(msg))
+		}
+		dec := json.NewDecoder(bytes.NewReader(j))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&t); err != nil {
+			return nil, fail(0, err)
+		}
+		if len(t.Expect) == 0 {
+			return nil, fail(0, errors.New("a test expects nothing (expect: contains, notContains, matches, map, valid, deterministic)"))
+		}
+		t.objectsLine, t.expectLines = testLines(templates[key])
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// yamlLine finds the line in the YAML parser's messages ("yaml: line 3: ...").
+var yamlLine = regexp.MustCompile(`line (\d+): `)
+
+// testLines are the lines of a test's objects and of each of its assertions.
+func testLines(text string) (objects int, expect []int) {
+	var doc yamlv3.Node
+	if yamlv3.Unmarshal([]byte(text), &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yamlv3.MappingNode {
+		return 0, nil
+	}
+	top := doc.Content[0].Content
+	for i := 0; i+1 < len(top); i += 2 {
+		switch v := top[i+1]; top[i].Value {
+		case "objects":
+			objects = top[i].Line
+		case "expect":
+			for _, e := range v.Content {
+				expect = append(expect, e.Line)
+			}
+		}
+	}
+	return objects, expect
+}
+
+// line is where the part of t that err (from runTest) is about is written in its key.
+func (t Test) line(err error) int {
+	var at *testPart
+	if !errors.As(err, &at) {
+		return 0
+	}
+	if at.expect < 0 {
+		return t.objectsLine
+	}
+	if at.expect < len(t.expectLines) {
+		return t.expectLines[at.expect]
+	}
+	return 0
+}
+
+// testPart is a failure of a test's objects (expect -1) or of one of its assertions.
+type testPart struct {
+	expect int
+	err    error
+}
+
+func (e *testPart) Error() string {
+	if e.expect < 0 {
+		return "objects: " + e.err.Error()
+	}
+	return fmt.Sprintf("expect[%d]: %v", e.expect, e.err)
+}
+
+func (e *testPart) Unwrap() error { return e.err }
+
+// templatesOf is the template set among chosen inputs (nil when there is none).
+func templatesOf(chosen []snapshot.Input) *snapshot.Input {
+	for i := range chosen {
+		if chosen[i].Kind == snapshot.KindTemplates {
+			return &chosen[i]
+		}
+	}
+	return nil
+}
+
+// runTests runs the tests of the template set chosen has, each on objs with the test's objects
+// in place: every outcome, and an *snapshot.InputError (stage test, on the test's key) for the
+// first that fails.
+func (b *Builder) runTests(ctx context.Context, objs *snapshot.Objects, chosen []snapshot.Input) ([]TestResult, error) {
+	tmpl := templatesOf(chosen)
+	if tmpl == nil {
+		return nil, nil
+	}
+	ref := func(key string) snapshot.Ref { r := tmpl.Ref; r.Key = key; return r }
+	tests, err := testsOf(tmpl.Data, ref)
+	if err != nil {
+		return nil, err
+	}
+	var results []TestResult
+	var first error
+	for _, t := range tests {
+		err := b.runTest(ctx, objs, tmpl, t)
+		if ctx.Err() != nil {
+			return results, &Failure{Stage: status.FailValidate, Err: ctx.Err()}
+		}
+		var f *Failure
+		if errors.As(err, &f) {
+			return results, err
+		}
+		results = append(results, TestResult{Name: t.Name, Err: err})
+		if err != nil && first == nil {
+			first = &snapshot.InputError{Stage: snapshot.StageTest, Ref: ref(t.Key), Line: t.line(err), Err: fmt.Errorf("test %s: %w", t.Name, err)}
+		}
+	}
+	return results, first
+}
+
+// runTest renders objs with the test's objects in place, with the template set under test,
+// and checks what it expects.
+func (b *Builder) runTest(ctx context.Context, objs *snapshot.Objects, tmpl *snapshot.Input, t Test) error {
+	if len(t.Objects) > 0 {
+		if b.cfg.Manifests == nil {
+			return &testPart{expect: -1, err: errors.New("they cannot be read here")}
+		}
+		list, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": t.Objects})
+		if err != nil {
+			return &testPart{expect: -1, err: err}
+		}
+		over, err := b.cfg.Manifests(t.Key+".json", list)
+		if err != nil {
+			return &testPart{expect: -1, err: err}
+		}
+		over.Origins = nil // where in a JSON made here: nowhere an operator wrote
+		objs = objs.Overlay(over)
+	}
+	in := b.cfg.Inputs.Decode(objs)
+	var chosen []snapshot.Input
+	for _, x := range in.List {
+		switch {
+		case x.Kind == snapshot.KindTemplates:
+			chosen = append(chosen, *tmpl) // the set under test, whatever objs hold
+		case x.Err != nil:
+			return &testPart{expect: -1, err: x.Err}
+		default:
+			chosen = append(chosen, x)
+		}
+	}
+	snap, err := b.cfg.Inputs.Assemble(objs, chosen)
+	if err != nil {
+		return err
+	}
+	bundle, err := b.cfg.Renderer.Render(ctx, snap)
+	if err != nil {
+		return err
+	}
+	for i, e := range t.Expect {
+		if err := b.check(ctx, e, bundle, snap); err != nil {
+			return &testPart{expect: i, err: err}
+		}
+	}
+	return nil
+}
+
+// check checks one assertion on a rendering.
+func (b *Builder) check(ctx context.Context, e Expect, bundle *render.Bundle, snap *snapshot.Snapshot) error {
+	name := e.File
+	if name == "" {
+		name = "haproxy.cfg"
+	}
+	text, err := fileOf(bundle, name)
+	if err != nil {
+		return err
+	}
+	switch {
+	case e.Contains != "" && !strings.Contains(text, e.Contains):
+		return fmt.Errorf("%s does not contain %q", name, e.Contains)
+	case e.NotContains != "" && strings.Contains(text, e.NotContains):
+		return fmt.Errorf("%s contains %q", name, e.NotContains)
+	case e.Matches != "":
+		re, err := regexp.Compile(`(?m)` + e.Matches)
+		if err != nil {
+			return fmt.Errorf("matches: %w", err)
+		}
+		if !re.MatchString(text) {
+			return fmt.Errorf("%s does not match %q", name, e.Matches)
+		}
+	case e.Map != nil:
+		m, err := fileOf(bundle, "maps/"+e.Map.File)
+		if err != nil {
+			return err
+		}
+		if got, ok := mapEntry(m, e.Map.Key); !ok || got != e.Map.Value {
+			return fmt.Errorf("map %s: %q is %q (found: %v), want %q", e.Map.File, e.Map.Key, got, ok, e.Map.Value)
+		}
+	case e.Valid:
+		if err := b.checkValid(ctx, bundle, snap); err != nil {
+			return err
+		}
+	case e.Deterministic:
+		again, err := b.cfg.Renderer.Render(ctx, snap)
+		if err != nil {
+			return err
+		}
+		if again.Hash != bundle.Hash {
+			return errors.New("rendered twice, it differs (a dict iterated in no fixed order?)")
+		}
+	}
+	return nil
+}
+
+// checkValid runs haproxy -c on the rendering, staged and then discarded.
+func (b *Builder) checkValid(ctx context.Context, bundle *render.Bundle, snap *snapshot.Snapshot) error {
+	if b.cfg.Checker == nil {
+		return nil // validation is off
+	}
+	var err error
+	b.cfg.Exclusive(func() {
+		gen, serr := b.cfg.Store.StageContent(bundle.Content(), bundle.Hash)
+		if serr != nil {
+			err = &Failure{Stage: status.FailStage, Err: serr}
+			return
+		}
+		defer func() { _ = b.cfg.Store.Discard(gen) }()
+		err = b.Check(ctx, gen)
+	})
+	var ie *snapshot.InputError
+	if errors.As(err, &ie) {
+		return ie.Err
+	}
+	return err
+}
+
+// fileOf is a file of the rendering: haproxy.cfg, maps/NAME or files/NAME.
+func fileOf(b *render.Bundle, name string) (string, error) {
+	if name == "haproxy.cfg" {
+		return string(b.Config), nil
+	}
+	if n, ok := strings.CutPrefix(name, "maps/"); ok {
+		if data, ok := b.Maps[n]; ok {
+			return string(data), nil
+		}
+	}
+	if n, ok := strings.CutPrefix(name, "files/"); ok {
+		if data, ok := b.Files[n]; ok {
+			return string(data), nil
+		}
+	}
+	return "", fmt.Errorf("the rendering has no file %s (haproxy.cfg, maps/NAME, files/NAME)", name)
+}
+
+// mapEntry finds key in a map file ("key value" lines; # starts a comment).
+func mapEntry(text, key string) (string, bool) {
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, _ := strings.Cut(line, " ")
+		if k == key {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
+}

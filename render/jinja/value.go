@@ -1,0 +1,550 @@
+package jinja
+
+import (
+	"fmt"
+	"math/big"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+)
+
+// Values are plain Go values standing for Python's:
+//
+//	nil                      None
+//	bool, int64, float64     bool, int, float
+//	*big.Int                 int beyond int64 (never one that fits in an int64)
+//	string, Markup           str, markupsafe.Markup
+//	*List, Tuple             list and tuple made by the template
+//	*Dict                    dict made by the template (insertion order)
+//	*Undefined               jinja2.Undefined
+//
+// Data given to the engine (the render context) is used as it is, read only: []any,
+// []string, []map[string]any (lists), map[string]any, map[string]string and *record.Record
+// (dicts, iterated in sorted key order). A template cannot change them: the same data renders
+// the same way every time.
+//
+// A string from the data that holds a newline, a carriage return or a NUL is carried as a
+// tainted value until it is printed, which is an error unless the template marks it |safe
+// (see taint.go).
+
+// Markup is a string marked safe (|safe, |escape, ...).
+type Markup string
+
+// List is a list made by the template: literals, filters, .append().
+type List struct{ items []any }
+
+// Tuple is a tuple.
+type Tuple []any
+
+// Undefined is Jinja2's Undefined: printed as nothing, false, empty when iterated; any other
+// use fails with a message saying what was undefined.
+type Undefined struct {
+	hint   string
+	obj    any
+	hasObj bool
+	name   any
+	err    error // set: every use, printing included, fails with it
+}
+
+// NewUndefined returns an undefined value whose every use, printing included, fails with err,
+// while `is defined`, |default and conditions see it as undefined. (The renderer gives it for
+// a password that is not set.)
+func NewUndefined(err error) *Undefined { return &Undefined{err: err} }
+
+func undefinedName(name string) *Undefined { return &Undefined{name: name} }
+
+func undefinedAttr(obj any, name any) *Undefined {
+	return &Undefined{obj: obj, hasObj: true, name: name}
+}
+
+func undefinedHint(hint string) *Undefined { return &Undefined{hint: hint} }
+
+func (u *Undefined) message() string {
+	switch {
+	case u.hint != "":
+		return u.hint
+	case !u.hasObj:
+		return fmt.Sprintf("%s is undefined", pyReprOrName(u.name))
+	}
+	if _, ok := u.name.(string); !ok {
+		return fmt.Sprintf("%s has no element %s", objectTypeRepr(u.obj), pyReprOrName(u.name))
+	}
+	return fmt.Sprintf("%s has no attribute %s", reprString(objectTypeRepr(u.obj)), pyReprOrName(u.name))
+}
+
+func pyReprOrName(v any) string {
+	s, err := repr(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return s
+}
+
+// fail is the error of using u.
+func (u *Undefined) fail() error {
+	if u.err != nil {
+		return u.err
+	}
+	return &UndefinedError{Msg: u.message()}
+}
+
+// UndefinedError is the use of an undefined value (Jinja2's UndefinedError).
+type UndefinedError struct{ Msg string }
+
+func (e *UndefinedError) Error() string { return e.Msg }
+
+func objectTypeRepr(v any) string {
+	if v == nil {
+		return "None"
+	}
+	switch v.(type) {
+	case *loopCtx:
+		return "jinja2.runtime.LoopContext object"
+	case *Namespace:
+		return "jinja2.utils.Namespace object"
+	case *Macro:
+		return "jinja2.runtime.Macro object"
+	case *Undefined:
+		return "jinja2.runtime.Undefined object"
+	case Markup:
+		return "markupsafe.Markup object"
+	case *cycler:
+		return "jinja2.utils.Cycler object"
+	case *joiner:
+		return "jinja2.utils.Joiner object"
+	case *module:
+		return "jinja2.environment.TemplateModule object"
+	}
+	return typeName(v) + " object"
+}
+
+// typeName is Python's type(v).__name__.
+func typeName(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "NoneType"
+	case bool:
+		return "bool"
+	case int64, int, *big.Int:
+		return "int"
+	case float64:
+		return "float"
+	case string, *tainted:
+		return "str"
+	case Markup:
+		return "Markup"
+	case *List, []any, []string, []map[string]any:
+		return "list"
+	case Tuple:
+		return "tuple"
+	case *Dict, map[string]any, map[string]string, *record.Record:
+		return "dict"
+	case *Undefined:
+		return "Undefined"
+	case *rangeVal:
+		return "range"
+	case *generator:
+		return "generator"
+	case *dictView:
+		switch x.kind {
+		case viewItems:
+			return "dict_items"
+		case viewKeys:
+			return "dict_keys"
+		}
+		return "dict_values"
+	case *loopCtx:
+		return "LoopContext"
+	case *Namespace:
+		return "Namespace"
+	case *Macro:
+		return "Macro"
+	case *builtin:
+		return "builtin_function_or_method"
+	case *boundMethod:
+		return "builtin_function_or_method"
+	case *cycler:
+		return "Cycler"
+	case *joiner:
+		return "Joiner"
+	case *module:
+		return "TemplateModule"
+	}
+	return reflect.TypeOf(v).String()
+}
+
+// Namespace is namespace(): attributes a {% set ns.attr = x %} can change from inside a loop.
+type Namespace struct{ attrs *Dict }
+
+// rangeVal is range(): lazy, so that range(10**9) costs nothing until iterated.
+type rangeVal struct{ start, stop, step int64 }
+
+func (r *rangeVal) len() int64 {
+	switch {
+	case r.step > 0 && r.start < r.stop:
+		return (r.stop - r.start + r.step - 1) / r.step
+	case r.step < 0 && r.start > r.stop:
+		return (r.start - r.stop - r.step - 1) / -r.step
+	}
+	return 0
+}
+
+func (r *rangeVal) at(i int64) int64 { return r.start + i*r.step }
+
+// generator is what select, map, reject, selectattr, rejectattr and batch... return in Jinja2:
+// iterable once; printing it is an error (Python prints its address), |list makes a list.
+type generator struct {
+	items []any
+	used  bool
+}
+
+func (g *generator) take() []any {
+	if g.used {
+		return nil
+	}
+	g.used = true
+	return g.items
+}
+
+// dictView is d.items(), d.keys(), d.values().
+type dictView struct {
+	d    any
+	kind byte
+}
+
+const (
+	viewItems  = 'i'
+	viewKeys   = 'k'
+	viewValues = 'v'
+)
+
+// builtin is a global function: range, dict, namespace, cycler, joiner.
+type builtin struct {
+	name string
+	fn   func(e *evaluator, a []any, kw map[string]any) (any, error)
+}
+
+// boundMethod is obj.method not called at once.
+type boundMethod struct {
+	obj  any
+	name string
+}
+
+type cycler struct {
+	items []any
+	pos   int
+}
+
+type joiner struct {
+	sep  string
+	used bool
+}
+
+// module is an imported template: its macros and top-level variables, and its output.
+type module struct {
+	name   string
+	vars   *Dict
+	output string
+}
+
+// Dict is a dict made by the template: keys in insertion order.
+type Dict struct {
+	keys  []any
+	vals  []any
+	index map[hashKey]int // built once the dict grows past a few keys
+}
+
+type hashKey struct {
+	kind byte // 's' string, 'i' int (bools and integral floats too), 'f' float, 'n' None, 'b' big, 't' tuple
+	s    string
+	i    int64
+	f    float64
+}
+
+// keyOf is the hash key of a Python value; lists and dicts cannot be keys.
+func keyOf(v any) (hashKey, error) {
+	switch x := v.(type) {
+	case string:
+		return hashKey{kind: 's', s: x}, nil
+	case Markup:
+		return hashKey{kind: 's', s: string(x)}, nil
+	case *tainted:
+		return hashKey{kind: 's', s: x.s}, nil
+	case int64:
+		return hashKey{kind: 'i', i: x}, nil
+	case bool:
+		if x {
+			return hashKey{kind: 'i', i: 1}, nil
+		}
+		return hashKey{kind: 'i'}, nil
+	case float64:
+		if i, ok := floatAsInt(x); ok {
+			return hashKey{kind: 'i', i: i}, nil
+		}
+		return hashKey{kind: 'f', f: x}, nil
+	case *big.Int:
+		return hashKey{kind: 'b', s: x.String()}, nil
+	case nil:
+		return hashKey{kind: 'n'}, nil
+	case Tuple:
+		var b strings.Builder
+		for _, e := range x {
+			k, err := keyOf(e)
+			if err != nil {
+				return hashKey{}, err
+			}
+			fmt.Fprintf(&b, "%c%q%d%v|", k.kind, k.s, k.i, k.f)
+		}
+		return hashKey{kind: 't', s: b.String()}, nil
+	case *Undefined:
+		return hashKey{kind: 'u'}, nil
+	}
+	switch v.(type) {
+	case *List, []any, []string, []map[string]any, *Dict, map[string]any, map[string]string, *record.Record:
+		return hashKey{}, fmt.Errorf("unhashable type: '%s'", typeName(v))
+	}
+	return hashKey{kind: 'p', s: fmt.Sprintf("%p", v)}, nil
+}
+
+func floatAsInt(f float64) (int64, bool) {
+	if f == float64(int64(f)) && f > -9.2e18 && f < 9.2e18 {
+		return int64(f), true
+	}
+	return 0, false
+}
+
+func newDict(n int) *Dict {
+	return &Dict{keys: make([]any, 0, n), vals: make([]any, 0, n)}
+}
+
+const dictIndexAt = 8
+
+func (d *Dict) find(k hashKey) int {
+	if d.index != nil {
+		if i, ok := d.index[k]; ok {
+			return i
+		}
+		return -1
+	}
+	for i, key := range d.keys {
+		if kk, _ := keyOf(key); kk == k {
+			return i
+		}
+	}
+	return -1
+}
+
+// get returns the value of key.
+func (d *Dict) get(key any) (any, bool, error) {
+	k, err := keyOf(key)
+	if err != nil {
+		return nil, false, err
+	}
+	if i := d.find(k); i >= 0 {
+		return d.vals[i], true, nil
+	}
+	return nil, false, nil
+}
+
+// getStr is get with a string key (the common case: attributes).
+func (d *Dict) getStr(key string) (any, bool) {
+	if d.index != nil {
+		if i, ok := d.index[hashKey{kind: 's', s: key}]; ok {
+			return d.vals[i], true
+		}
+		return nil, false
+	}
+	for i, k := range d.keys {
+		switch x := k.(type) {
+		case string:
+			if x == key {
+				return d.vals[i], true
+			}
+		case Markup:
+			if string(x) == key {
+				return d.vals[i], true
+			}
+		case *tainted:
+			if x.s == key {
+				return d.vals[i], true
+			}
+		}
+	}
+	return nil, false
+}
+
+func (d *Dict) set(key, val any) error {
+	k, err := keyOf(key)
+	if err != nil {
+		return err
+	}
+	if i := d.find(k); i >= 0 {
+		d.vals[i] = val
+		return nil
+	}
+	d.keys = append(d.keys, key)
+	d.vals = append(d.vals, val)
+	if d.index != nil {
+		d.index[k] = len(d.keys) - 1
+	} else if len(d.keys) > dictIndexAt {
+		d.reindex()
+	}
+	return nil
+}
+
+func (d *Dict) reindex() {
+	d.index = make(map[hashKey]int, len(d.keys))
+	for i, key := range d.keys {
+		k, _ := keyOf(key)
+		d.index[k] = i
+	}
+}
+
+func (d *Dict) del(key any) (any, bool, error) {
+	k, err := keyOf(key)
+	if err != nil {
+		return nil, false, err
+	}
+	i := d.find(k)
+	if i < 0 {
+		return nil, false, nil
+	}
+	v := d.vals[i]
+	d.keys = append(d.keys[:i], d.keys[i+1:]...)
+	d.vals = append(d.vals[:i], d.vals[i+1:]...)
+	if d.index != nil {
+		d.reindex()
+	}
+	return v, true, nil
+}
+
+func (d *Dict) len() int { return len(d.keys) }
+
+func (d *Dict) copy() *Dict {
+	c := &Dict{keys: append([]any(nil), d.keys...), vals: append([]any(nil), d.vals...)}
+	if d.index != nil {
+		c.reindex()
+	}
+	return c
+}
+
+// isMapping: a dict of any kind.
+func isMapping(v any) bool {
+	switch v.(type) {
+	case *Dict, map[string]any, map[string]string, *record.Record:
+		return true
+	}
+	return false
+}
+
+// mapLen is the number of keys of a dict of any kind.
+func mapLen(v any) int {
+	switch m := v.(type) {
+	case *Dict:
+		return m.len()
+	case map[string]any:
+		return len(m)
+	case map[string]string:
+		return len(m)
+	case *record.Record:
+		return m.Len()
+	}
+	return 0
+}
+
+// mapKeys lists the keys of a dict: insertion order for the template's, sorted for the
+// data's (so that renders are deterministic).
+func mapKeys(v any) []any {
+	switch m := v.(type) {
+	case *Dict:
+		return append([]any(nil), m.keys...)
+	case map[string]any:
+		ks := make([]string, 0, len(m))
+		for k := range m {
+			ks = append(ks, k)
+		}
+		sort.Strings(ks)
+		out := make([]any, len(ks))
+		for i, k := range ks {
+			out[i] = fromData(k)
+		}
+		return out
+	case map[string]string:
+		ks := make([]string, 0, len(m))
+		for k := range m {
+			ks = append(ks, k)
+		}
+		sort.Strings(ks)
+		out := make([]any, len(ks))
+		for i, k := range ks {
+			out[i] = fromData(k)
+		}
+		return out
+	case *record.Record:
+		out := make([]any, m.Len())
+		for i := range out {
+			out[i] = fromData(m.Key(i))
+		}
+		return out
+	}
+	return nil
+}
+
+// mapGet looks key up in a dict of any kind.
+func mapGet(m any, key any) (any, bool, error) {
+	switch d := m.(type) {
+	case *Dict:
+		return d.get(key)
+	}
+	var s string
+	switch k := key.(type) {
+	case string:
+		s = k
+	case Markup:
+		s = string(k)
+	case *tainted:
+		s = k.s
+	default:
+		if _, err := keyOf(key); err != nil {
+			return nil, false, err
+		}
+		return nil, false, nil
+	}
+	return mapGetStr(m, s)
+}
+
+func mapGetStr(m any, s string) (any, bool, error) {
+	switch d := m.(type) {
+	case *Dict:
+		v, ok := d.getStr(s)
+		return v, ok, nil
+	case map[string]any:
+		v, ok := d[s]
+		return fromData(v), ok, nil
+	case map[string]string:
+		v, ok := d[s]
+		if !ok {
+			return nil, false, nil
+		}
+		return fromData(v), true, nil
+	case *record.Record:
+		v, ok := d.Get(s)
+		return fromData(v), ok, nil
+	}
+	return nil, false, nil
+}
+
+// NewList returns a list of the template's own (changeable by the template), for filters
+// given to Compile.
+func NewList(items []any) *List { return &List{items: items} }
+
+func aTypeName(v any) string {
+	n := typeName(v)
+	switch n[0] {
+	case 'a', 'e', 'i', 'o', 'u':
+		return "an " + n
+	}
+	return "a " + n
+}

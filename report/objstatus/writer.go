@@ -1,0 +1,456 @@
+package objstatus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render"
+)
+
+// FieldManager names the sidecar in the objects' managedFields.
+const FieldManager = "haproxy-sidecar"
+
+// Defaults of Config's timings.
+const (
+	DefaultInterval       = 500 * time.Millisecond
+	DefaultResync         = 10 * time.Minute
+	DefaultPublishRefresh = 15 * time.Second
+	retryMin, retryMax    = time.Second, 2 * time.Minute
+)
+
+// resources are the Gateway API kinds' resources (the dynamic client's).
+var resources = map[string]schema.GroupVersionResource{
+	KindGateway:   {Group: gatewayGroup, Version: "v1", Resource: "gateways"},
+	KindHTTPRoute: {Group: gatewayGroup, Version: "v1", Resource: "httproutes"},
+}
+
+// Config is what a Writer writes with, and what it follows.
+type Config struct {
+	Client kubernetes.Interface
+	// Dynamic writes the Gateway API status (nil: Gateways and routes are left alone, with a
+	// warning when the rendering declares some).
+	Dynamic dynamic.Interface
+	// Live is what HAProxy runs (live.Owner.State).
+	Live func() live.State
+	// Standby, when set, says this instance does not lead (--leader-elect): it writes nothing.
+	Standby func() bool
+	// HostsHave, when set, says whether every remote host has a rendering
+	// (--reload=dataplane).
+	HostsHave func(hash string) bool
+	// Namespace and ServicesConfigMap name the services ConfigMap, which gets the live
+	// annotations ("" name: none).
+	Namespace, ServicesConfigMap string
+	// PublishService (NAMESPACE/NAME) or PublishAddresses: the address published on Ingresses
+	// and Gateways (neither: none is).
+	PublishService   string
+	PublishAddresses []string
+	// ControllerName is the controllerName of the route status written.
+	ControllerName string
+	Logger         *slog.Logger
+	// Interval is how often what HAProxy runs is looked at; Resync how often every object
+	// served is read again (what it has may have been changed by someone else);
+	// PublishRefresh how often the published Service is read again. Zero: the defaults.
+	Interval, Resync, PublishRefresh time.Duration
+}
+
+// Writer writes the status of the objects the live rendering declares it serves (see the
+// package documentation). Run runs it.
+type Writer struct {
+	cfg Config
+	log *slog.Logger
+
+	hash    string            // the rendering the last round was for
+	wants   map[Object]Want   // its declarations
+	done    map[Object]string // the objects whose status is what fingerprint says
+	forget  map[Object]bool   // objects served before, whose status is to be taken back
+	addrs   []Address         // the published addresses
+	known   bool              // addrs is known
+	addrsAt time.Time         // when the Service was read
+	since   string            // the annotations written: hash and time
+	full    time.Time         // when every object is read again
+	failed  bool              // the last round left something undone
+	retryAt time.Time         // when it is tried again
+	backoff time.Duration     // the wait before the next retry
+	waiting string            // why nothing is written now, as logged
+	logged  map[string]string // the last problem logged per object (not repeated)
+	warned  map[string]bool   // the declarations' problems logged, of the last rendering
+	dynWarn bool              // the missing dynamic client was warned about
+	now     func() time.Time  // the clock (tests)
+}
+
+// New checks cfg and returns a Writer.
+func New(cfg Config) (*Writer, error) {
+	if cfg.Client == nil || cfg.Live == nil {
+		return nil, errors.New("objstatus: a Kubernetes client and the live state are required")
+	}
+	if cfg.ControllerName == "" {
+		return nil, errors.New("objstatus: a controller name is required")
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = DefaultResync
+	}
+	if cfg.PublishRefresh <= 0 {
+		cfg.PublishRefresh = DefaultPublishRefresh
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	w := &Writer{cfg: cfg, log: cfg.Logger.With("component", "object-status"), logged: map[string]string{}, now: time.Now}
+	w.reset()
+	if len(cfg.PublishAddresses) > 0 {
+		w.addrs, w.known = Addresses(cfg.PublishAddresses), true
+	}
+	return w, nil
+}
+
+// reset forgets what was written: the next round reads every object (a new leader).
+func (w *Writer) reset() {
+	w.hash, w.wants, w.done, w.forget, w.since, w.full = "", nil, map[Object]string{}, map[Object]bool{}, "", time.Time{}
+}
+
+// Run writes the status until ctx ends.
+func (w *Writer) Run(ctx context.Context) {
+	t := time.NewTicker(w.cfg.Interval)
+	defer t.Stop()
+	for {
+		w.Tick(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Tick looks at what HAProxy runs once, and writes what changed.
+func (w *Writer) Tick(ctx context.Context) {
+	st := w.cfg.Live()
+	standby := w.cfg.Standby != nil && w.cfg.Standby()
+	bundle, why := Confirmed(st, standby, w.cfg.HostsHave)
+	if bundle == nil {
+		if standby && w.hash != "" {
+			w.reset()
+		}
+		if msg := why + "\x00" + st.Good.Hash(); msg != w.waiting {
+			w.waiting = msg
+			w.log.Debug("status on the objects waits", "why", why, "rendering", st.Good.Hash())
+		}
+		return
+	}
+	w.waiting = ""
+	now := w.now()
+	publishing := w.cfg.PublishService != ""
+	due := bundle.Hash != w.hash || !now.Before(w.full) ||
+		w.failed && !now.Before(w.retryAt) ||
+		publishing && !now.Before(w.addrsAt.Add(w.cfg.PublishRefresh))
+	if !due {
+		return
+	}
+	w.round(ctx, bundle, st.LiveSince, now)
+}
+
+// round brings every object to what the rendering declares.
+func (w *Writer) round(ctx context.Context, bundle *render.Bundle, since, now time.Time) {
+	full := !now.Before(w.full)
+	if full {
+		w.done = map[Object]string{}
+	}
+	failed := false
+	if bundle.Hash != w.hash {
+		decls, problems := Parse(bundle.Config)
+		wants, more := Collect(decls)
+		warned := map[string]bool{}
+		for _, p := range append(problems, more...) {
+			// Once, not again with each rendering that still has it.
+			if msg := p.Error(); !w.warned[msg] {
+				w.log.Warn("a status declaration of the live configuration is left out", "error", p)
+			}
+			warned[p.Error()] = true
+		}
+		w.warned = warned
+		for o := range w.wants {
+			if _, ok := wants[o]; !ok {
+				w.forget[o] = true
+			}
+		}
+		for o := range wants {
+			delete(w.forget, o)
+		}
+		w.wants = wants
+		w.hash = bundle.Hash
+	}
+	if w.cfg.PublishService != "" && (full || !now.Before(w.addrsAt.Add(w.cfg.PublishRefresh)) || !w.known) {
+		addrs, err := w.serviceAddresses(ctx)
+		w.addrsAt = now
+		if err != nil {
+			w.problem("Service "+w.cfg.PublishService, "read the published Service", err)
+			failed = true
+		} else {
+			w.clear("Service " + w.cfg.PublishService)
+			if !w.known || !slices.Equal(addrs, w.addrs) {
+				w.log.Info("published address", "service", w.cfg.PublishService, "addresses", addressList(addrs))
+			}
+			w.addrs, w.known = addrs, true
+		}
+	}
+	for _, o := range slices.SortedFunc(maps.Keys(w.wants), compareObjects) {
+		want := w.wants[o]
+		fp := w.fingerprint(o, want)
+		if fp == "" || w.done[o] == fp {
+			continue
+		}
+		if err := w.write(ctx, o, want); err != nil {
+			w.problem(o.String(), "write the status of "+o.String(), err)
+			failed = true
+			continue
+		}
+		w.clear(o.String())
+		w.done[o] = fp
+	}
+	for _, o := range slices.SortedFunc(maps.Keys(w.forget), compareObjects) {
+		if err := w.takeBack(ctx, o); err != nil {
+			w.problem(o.String(), "take back the status of "+o.String()+", no longer served", err)
+			failed = true
+			continue
+		}
+		w.clear(o.String())
+		delete(w.forget, o)
+		delete(w.done, o)
+	}
+	if w.cfg.ServicesConfigMap != "" {
+		mark := bundle.Hash + " " + since.UTC().Format(time.RFC3339)
+		if full || w.since != mark {
+			if err := w.annotate(ctx, bundle.Hash, since); err != nil {
+				w.problem("ConfigMap "+w.cfg.ServicesConfigMap, "annotate the services ConfigMap", err)
+				failed = true
+			} else {
+				w.since = mark
+			}
+		}
+	}
+	if full {
+		w.full = now.Add(w.cfg.Resync)
+	}
+	w.failed = failed
+	if failed {
+		w.backoff = min(max(2*w.backoff, retryMin), retryMax)
+		w.retryAt = now.Add(w.backoff)
+	} else {
+		w.backoff = 0
+	}
+}
+
+// fingerprint is what an object's status is made of (the declaration, the published
+// addresses it shows); "" when it cannot be written now (its addresses are not known).
+func (w *Writer) fingerprint(o Object, want Want) string {
+	publishing := w.cfg.PublishService != "" || len(w.cfg.PublishAddresses) > 0
+	switch o.Kind {
+	case KindIngress:
+		if !publishing || !w.known {
+			return ""
+		}
+		return fmt.Sprint(w.addrs)
+	case KindGateway:
+		if publishing && !w.known {
+			return ""
+		}
+		return fmt.Sprint(want, w.addrs)
+	}
+	return fmt.Sprint(want)
+}
+
+func (w *Writer) write(ctx context.Context, o Object, want Want) error {
+	switch o.Kind {
+	case KindIngress:
+		return w.writeIngress(ctx, o, func(ing networkingv1.IngressLoadBalancerStatus) (networkingv1.IngressLoadBalancerStatus, bool) {
+			return IngressStatus(ing, w.addrs)
+		})
+	case KindGateway:
+		publishing := w.cfg.PublishService != "" || len(w.cfg.PublishAddresses) > 0
+		return w.writeUnstructured(ctx, o, func(u *unstructured.Unstructured) (bool, error) {
+			gen := want.Generation
+			if gen == 0 {
+				gen = u.GetGeneration()
+			}
+			old, _ := u.Object["status"].(map[string]any)
+			st, changed := GatewayStatus(old, gen, want.Conditions, publishing, w.addrs, w.now())
+			if changed {
+				u.Object["status"] = st
+			}
+			return changed, nil
+		})
+	case KindHTTPRoute:
+		return w.writeRoute(ctx, o, want)
+	}
+	return nil
+}
+
+// takeBack undoes what the sidecar wrote on an object it no longer serves: an Ingress's
+// address (when it is the published one), its entries of a route's status.parents. A
+// Gateway's conditions stay: its new controller writes its own.
+func (w *Writer) takeBack(ctx context.Context, o Object) error {
+	switch o.Kind {
+	case KindIngress:
+		if !w.known {
+			return nil
+		}
+		return w.writeIngress(ctx, o, func(ing networkingv1.IngressLoadBalancerStatus) (networkingv1.IngressLoadBalancerStatus, bool) {
+			return IngressForget(ing, w.addrs)
+		})
+	case KindHTTPRoute:
+		return w.writeRoute(ctx, o, Want{})
+	}
+	return nil
+}
+
+func (w *Writer) writeRoute(ctx context.Context, o Object, want Want) error {
+	return w.writeUnstructured(ctx, o, func(u *unstructured.Unstructured) (bool, error) {
+		gen := want.Generation
+		if gen == 0 {
+			gen = u.GetGeneration()
+		}
+		parents, _, _ := unstructured.NestedSlice(u.Object, "status", "parents")
+		refs, _, _ := unstructured.NestedSlice(u.Object, "spec", "parentRefs")
+		out, changed, problems := RouteParents(parents, refs, o.Namespace, w.cfg.ControllerName, want.Parents, gen, w.now())
+		for _, p := range problems {
+			w.log.Warn("a route parent the live configuration declares is left out of the route's status", "object", o.String(), "error", p)
+		}
+		if !changed {
+			return false, nil
+		}
+		return true, unstructured.SetNestedSlice(u.Object, out, "status", "parents")
+	})
+}
+
+// writeIngress reads an Ingress, changes its status.loadBalancer and writes it (the status
+// subresource) when it changed; a conflict reads it again. A missing Ingress is no error.
+func (w *Writer) writeIngress(ctx context.Context, o Object, change func(networkingv1.IngressLoadBalancerStatus) (networkingv1.IngressLoadBalancerStatus, bool)) error {
+	api := w.cfg.Client.NetworkingV1().Ingresses(o.Namespace)
+	return ignoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ing, err := api.Get(ctx, o.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		lb, changed := change(ing.Status.LoadBalancer)
+		if !changed {
+			return nil
+		}
+		ing.Status.LoadBalancer = lb
+		if _, err := api.UpdateStatus(ctx, ing, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+			return err
+		}
+		w.log.Info("status written", "object", o.String(), "addresses", addressList(w.addrs))
+		return nil
+	}))
+}
+
+// writeUnstructured does what writeIngress does, for a Gateway API object.
+func (w *Writer) writeUnstructured(ctx context.Context, o Object, change func(*unstructured.Unstructured) (bool, error)) error {
+	if w.cfg.Dynamic == nil {
+		if !w.dynWarn {
+			w.dynWarn = true
+			w.log.Warn("the live configuration declares Gateway API objects, but no dynamic client is made without --watch: their status is not written", "object", o.String())
+		}
+		return nil
+	}
+	api := w.cfg.Dynamic.Resource(resources[o.Kind]).Namespace(o.Namespace)
+	return ignoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := api.Get(ctx, o.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		changed, err := change(u)
+		if err != nil || !changed {
+			return err
+		}
+		if _, err := api.UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+			return err
+		}
+		w.log.Info("status written", "object", o.String())
+		return nil
+	}))
+}
+
+// annotate gives the services ConfigMap the live annotations, when it does not have them.
+func (w *Writer) annotate(ctx context.Context, hash string, since time.Time) error {
+	api := w.cfg.Client.CoreV1().ConfigMaps(w.cfg.Namespace)
+	cm, err := api.Get(ctx, w.cfg.ServicesConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return ignoreNotFound(err)
+	}
+	patch, changed := LiveAnnotations(cm.Annotations, hash, since)
+	if !changed {
+		return nil
+	}
+	if _, err := api.Patch(ctx, w.cfg.ServicesConfigMap, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return ignoreNotFound(err)
+	}
+	w.log.Debug("services ConfigMap annotated", "configmap", w.cfg.Namespace+"/"+w.cfg.ServicesConfigMap, "live_config", hash)
+	return nil
+}
+
+// serviceAddresses reads the published Service's addresses.
+func (w *Writer) serviceAddresses(ctx context.Context) ([]Address, error) {
+	ns, name, _ := strings.Cut(w.cfg.PublishService, "/")
+	svc, err := w.cfg.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil // no Service, no address
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ServiceAddresses(svc), nil
+}
+
+// problem logs an error of what, unless it is the one logged last for it.
+func (w *Writer) problem(what, doing string, err error) {
+	msg := err.Error()
+	if w.logged[what] == msg {
+		return
+	}
+	w.logged[what] = msg
+	attrs := []any{"error", err}
+	if apierrors.IsForbidden(err) {
+		attrs = append(attrs, "hint", "the service account needs the status RBAC of docs/status.md")
+	}
+	w.log.Warn("could not "+doing+"; retried", attrs...)
+}
+
+func (w *Writer) clear(what string) { delete(w.logged, what) }
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func compareObjects(a, b Object) int { return strings.Compare(a.String(), b.String()) }
+
+func addressList(addrs []Address) []string {
+	var out []string
+	for _, a := range addrs {
+		out = append(out, a.IP+a.Hostname)
+	}
+	return out
+}

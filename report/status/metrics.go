@@ -1,0 +1,309 @@
+// Package status reports what the sidecar is doing: Prometheus metrics, health and readiness
+// endpoints, and (through the Recorder interface) events on the objects operators edit.
+package status
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/runtimeapi"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are the sidecar's Prometheus metrics, on a registry of their own (no global state).
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	Renders            *prometheus.CounterVec // result: success, unchanged, error
+	Reloads            *prometheus.CounterVec // endpoint, result: success, failed, error
+	Rejected           *prometheus.CounterVec // stage: decode, render, validate, reload, canary
+	LastReloadSuccess  prometheus.Gauge
+	ConfigValid        prometheus.Gauge
+	SourceUp           prometheus.Gauge
+	RenderDuration     prometheus.Histogram
+	ValidateDuration   prometheus.Histogram
+	ReloadDuration     prometheus.Histogram
+	LiveGenerationInfo *prometheus.GaugeVec // hash
+	// ChangeToLive is the time from a change seen to the configuration holding it live, by
+	// path (PathRuntime, PathReload, PathDataplane): ObserveLive.
+	ChangeToLive *prometheus.HistogramVec
+
+	// Runtime API updates (no reload).
+	RuntimeUpdates   *prometheus.CounterVec // kind (runtimeapi.Kinds)
+	ReloadsAvoided   prometheus.Counter
+	RuntimeFallbacks prometheus.Counter
+
+	// HeldInputs counts the operator inputs held back, by kind (service, templates,
+	// certificate); SyncFailures the syncs that failed for reasons other than bad input, by
+	// stage; HAProxyUp is 1 while HAProxy answers on its socket.
+	HeldInputs   *prometheus.GaugeVec
+	SyncFailures *prometheus.CounterVec
+	HAProxyUp    prometheus.Gauge
+
+	// CanaryVerdicts counts the canary verdicts of --rollout=canary: verdict (pass, fail,
+	// inconclusive) and result (promoted, rolled_back).
+	CanaryVerdicts *prometheus.CounterVec
+
+	// BuildInfo is 1 for the binary's version, Go version and revision (SetBuildInfo).
+	BuildInfo *prometheus.GaugeVec
+}
+
+// Stages of a failed sync (haproxy_sidecar_sync_failures_total's stage label).
+const (
+	FailRead     = "read"     // the source could not be read
+	FailStage    = "stage"    // a generation could not be written (disk full, read-only)
+	FailValidate = "validate" // haproxy -c could not be run
+	FailActivate = "activate" // the new generation could not be made live
+	FailReload   = "reload"   // HAProxy could not be reloaded, or did not answer
+	FailWrite    = "write"    // the background writer could not write a runtime API change
+	FailState    = "state"    // the record of the last good inputs could not be written
+)
+
+// The paths by which a change goes live (haproxy_sidecar_change_to_live_seconds's path label).
+const (
+	PathRuntime   = "runtime"   // HAProxy's runtime API answered, no reload
+	PathReload    = "reload"    // a reload confirmed (master socket, command)
+	PathDataplane = "dataplane" // a Data Plane API host confirmed it has the configuration, per host
+)
+
+// Results of a reload (haproxy_sidecar_reloads_total's result label).
+var reloadResults = []string{"success", "failed", "error"}
+
+// NewMetrics registers the sidecar's metrics, plus the Go and process collectors, on a new
+// registry.
+func NewMetrics() *Metrics {
+	const ns = "haproxy_sidecar"
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		Renders: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "renders_total",
+			Help: "Renders of the templates, by result (success, unchanged, error).",
+		}, []string{"result"}),
+		Reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "reloads_total",
+			Help: "HAProxy reloads, by endpoint and result (success, failed: HAProxy refused the config, error: could not reload).",
+		}, []string{"endpoint", "result"}),
+		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "rejected_total",
+			Help: "Inputs rejected before they reached HAProxy, by stage (decode, render, validate, reload, canary).",
+		}, []string{"stage"}),
+		LastReloadSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ns, Name: "last_reload_success_timestamp_seconds",
+			Help: "Unix time of the last confirmed successful reload, or of the start of the sidecar when it confirmed then that HAProxy runs its configuration (no reload needed); 0 until either.",
+		}),
+		ConfigValid: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ns, Name: "config_valid",
+			Help: "1 if the latest inputs produced a valid configuration, 0 if they were rejected (the last good configuration keeps serving).",
+		}),
+		SourceUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ns, Name: "source_up",
+			Help: "1 while the source of inputs (directory, Kubernetes API, etcd) is reachable.",
+		}),
+		RenderDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Name: "render_duration_seconds",
+			Help:    "Time to build the snapshot and render the templates.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}),
+		ValidateDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Name: "validate_duration_seconds",
+			Help:    "Time spent in haproxy -c.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
+		}),
+		ReloadDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Name: "reload_duration_seconds",
+			Help:    "Time from asking for a reload to its confirmation.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
+		}),
+		LiveGenerationInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ns, Name: "live_config_info",
+			Help: "1 for the hash of the configuration HAProxy runs.",
+		}, []string{"hash"}),
+		ChangeToLive: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Name: "change_to_live_seconds",
+			Help:    "Time from a change first seen (the source's notification, before the quiet period) to the configuration holding it live, by path: runtime (the runtime API answered), reload (the reload confirmed), dataplane (a Data Plane API host confirmed it, one observation per host).",
+			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60},
+		}, []string{"path"}),
+	}
+	m.RuntimeUpdates = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Name: "runtime_updates_total",
+		Help: "Changes made through HAProxy's runtime API instead of a reload, by kind (server_added, server_removed, server_updated, certificate_updated, certificate_added, certificate_removed, map_updated, backend_added, backend_removed).",
+	}, []string{"kind"})
+	m.ReloadsAvoided = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: ns, Name: "reloads_avoided_total",
+		Help: "Configuration changes that went live with no reload (runtime API, or nothing HAProxy uses changed).",
+	})
+	m.RuntimeFallbacks = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: ns, Name: "runtime_fallbacks_total",
+		Help: "Runtime API updates that failed and fell back to a reload.",
+	})
+	m.HeldInputs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: ns, Name: "held_inputs",
+		Help: "Operator inputs held back at their last good version (or left out) because they are bad, by kind (service, templates, certificate; pod, endpointslice or a watched resource's kind (ingress, ...): cluster data left out, or at its last good version, because the template cannot print it or HAProxy refuses it; file: a manifest the file source cannot read, its last good objects standing in); /readyz lists them with the reason.",
+	}, []string{"kind"})
+	m.SyncFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Name: "sync_failures_total",
+		Help: "Syncs that failed for a reason other than bad input, by stage (read, stage, validate, activate, reload, write, state); they are retried.",
+	}, []string{"stage"})
+	m.HAProxyUp = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: ns, Name: "haproxy_up",
+		Help: "1 while HAProxy answers on its master socket (or Data Plane API), 0 when it does not.",
+	})
+	m.CanaryVerdicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Name: "canary_verdicts_total",
+		Help: "Canary hosts watched before the other Data Plane API hosts followed (--rollout=canary), by verdict (pass, fail, inconclusive) and result (promoted, rolled_back).",
+	}, []string{"verdict", "result"})
+	m.BuildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: ns, Name: "build_info",
+		Help: "1, labelled with the sidecar's version, the Go version it was built with and its source revision.",
+	}, []string{"version", "go_version", "revision"})
+	m.Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.Renders, m.Reloads, m.Rejected, m.LastReloadSuccess, m.ConfigValid, m.SourceUp,
+		m.RenderDuration, m.ValidateDuration, m.ReloadDuration, m.LiveGenerationInfo, m.ChangeToLive,
+		m.RuntimeUpdates, m.ReloadsAvoided, m.RuntimeFallbacks,
+		m.HeldInputs, m.SyncFailures, m.HAProxyUp, m.BuildInfo, m.CanaryVerdicts,
+	)
+	for _, k := range []string{"service", "templates", "certificate", "pod", "file"} {
+		m.HeldInputs.WithLabelValues(k)
+	}
+	for _, s := range []string{FailRead, FailStage, FailValidate, FailActivate, FailReload, FailWrite, FailState} {
+		m.SyncFailures.WithLabelValues(s)
+	}
+	// Every label value known at start is there at 0, so that rate() and increase() see the
+	// first event (a series born at 1 shows no increase); reloads_total's endpoints are known
+	// once the reload target is (Reloading).
+	for _, k := range runtimeapi.Kinds {
+		m.RuntimeUpdates.WithLabelValues(k)
+	}
+	for _, r := range []string{"success", "unchanged", "error"} {
+		m.Renders.WithLabelValues(r)
+	}
+	for _, s := range []string{snapshot.StageDecode, snapshot.StageRender, snapshot.StageTest, snapshot.StageValidate, snapshot.StageReload} {
+		m.Rejected.WithLabelValues(s)
+	}
+	for _, p := range []string{PathRuntime, PathReload, PathDataplane} {
+		m.ChangeToLive.WithLabelValues(p)
+	}
+	return m
+}
+
+// Reloading makes reloads_total's series of each endpoint (the reload target, or each Data
+// Plane API host) exist at 0 for every result.
+func (m *Metrics) Reloading(endpoints ...string) {
+	for _, ep := range endpoints {
+		for _, r := range reloadResults {
+			m.Reloads.WithLabelValues(ep, r)
+		}
+	}
+}
+
+// ReloadSucceeded records a confirmed reload; endpoint "" when the reloader counted it.
+func (m *Metrics) ReloadSucceeded(endpoint string, took time.Duration, hash string) {
+	if endpoint != "" {
+		m.Reloads.WithLabelValues(endpoint, "success").Inc()
+	}
+	m.ReloadDuration.Observe(took.Seconds())
+	m.LastReloadSuccess.SetToCurrentTime()
+	m.LiveGenerationInfo.Reset()
+	m.LiveGenerationInfo.WithLabelValues(hash).Set(1)
+}
+
+// RunsConfirmed records that HAProxy was found running the configuration hash, which the
+// sidecar made live before (adopted at start, or loaded by HAProxy as it started): as good as
+// a confirmed reload for last_reload_success_timestamp_seconds, so that an alert on a reload
+// long past does not fire for a sidecar that had nothing to reload.
+func (m *Metrics) RunsConfirmed(hash string) {
+	m.LastReloadSuccess.SetToCurrentTime()
+	m.LiveGenerationInfo.Reset()
+	m.LiveGenerationInfo.WithLabelValues(hash).Set(1)
+}
+
+// RuntimeApplied records a change that went live with no reload.
+func (m *Metrics) RuntimeApplied(hash string) {
+	m.ReloadsAvoided.Inc()
+	m.LiveGenerationInfo.Reset()
+	m.LiveGenerationInfo.WithLabelValues(hash).Set(1)
+}
+
+type changeSeenKey struct{}
+
+// WithChangeSeen returns a context that says when the change being made live was first seen
+// (a source's notification), for ObserveLive; a zero seen says nothing.
+func WithChangeSeen(ctx context.Context, seen time.Time) context.Context {
+	if seen.IsZero() {
+		return ctx
+	}
+	return context.WithValue(ctx, changeSeenKey{}, seen)
+}
+
+// ObserveLive records in haproxy_sidecar_change_to_live_seconds{path} that the change ctx
+// carries (WithChangeSeen) is live now; a context without one (the first sync at start,
+// which no change asked for) records nothing.
+func (m *Metrics) ObserveLive(ctx context.Context, path string) {
+	if seen, ok := ctx.Value(changeSeenKey{}).(time.Time); ok {
+		m.ChangeToLive.WithLabelValues(path).Observe(time.Since(seen).Seconds())
+	}
+}
+
+// WatchHAProxy exports what the record of HAProxy says (package live) as gauges read at each
+// scrape: haproxy_sidecar_files_behind is 1 while HAProxy runs a change (made through the
+// runtime API) that the files on disk do not hold yet (the disk is full, say), so that a
+// reload or restart would lose it until they do.
+func (m *Metrics) WatchHAProxy(state func() live.State) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "haproxy_sidecar", Name: "files_behind",
+		Help: "1 while HAProxy runs a change the files on disk do not hold yet (they are written when there is room), else 0.",
+	}, func() float64 {
+		if s := state(); s.Runs != "" && s.Good.Gen != nil && s.Runs != s.Good.Gen.Hash {
+			return 1
+		}
+		return 0
+	}))
+}
+
+// SetBuildInfo sets haproxy_sidecar_build_info for this binary.
+func (m *Metrics) SetBuildInfo(version, goVersion, revision string) {
+	m.BuildInfo.Reset()
+	m.BuildInfo.WithLabelValues(version, goVersion, revision).Set(1)
+}
+
+// ObserveHealth adds the gauges read from h at each scrape: haproxy_sidecar_ready (what
+// /readyz answers) and haproxy_sidecar_failing_since_timestamp_seconds (how long the latest
+// changes have waited to go live), which the alert rules use.
+func (m *Metrics) ObserveHealth(h *Health) error {
+	const ns = "haproxy_sidecar"
+	ready := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: ns, Name: "ready",
+		Help: "1 while /readyz answers 200: a good configuration is live and HAProxy is not known to be down (or this instance stands by).",
+	}, func() float64 { return boolGauge(h.Ready()) })
+	failing := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: ns, Name: "failing_since_timestamp_seconds",
+		Help: "Unix time since when the syncs have failed in a row to make the latest changes live (sync failures, a configuration HAProxy refused, no rendering possible); 0 once one goes through. Inputs held one by one do not count (haproxy_sidecar_held_inputs).",
+	}, func() float64 { return unixOrZero(h.FailingSince()) })
+	for _, c := range []prometheus.Collector{ready, failing} {
+		if err := m.Registry.Register(c); err != nil {
+			return fmt.Errorf("register the health gauges: %w", err)
+		}
+	}
+	return nil
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func unixOrZero(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return float64(t.UnixNano()) / 1e9
+}

@@ -1,0 +1,363 @@
+// Package pipeline runs the sidecar's one linear flow: source -> debounce -> inputs ->
+// quarantine -> render -> validate -> decide -> act (runtime API, or atomic generation swap and
+// confirmed reload, rollback on failure).
+//
+// Each sync reads the inputs, holds back the bad ones one by one (package quarantine: a bad
+// services key, template set or certificate is held at its last good version while every other
+// change, pods above all, goes live), renders, then makes one decision from plain values
+// (Decide: nothing, runtime change, reload, defer, standby, hold) and carries it out (act.go).
+// What HAProxy runs and what is written has one owner (package live): the decision reads it,
+// and each outcome is recorded in it as one event.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/quarantine"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/candidate"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/tracing"
+	"github.com/haproxy-sidecar/haproxy-sidecar/report/redact"
+	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// Source is where inputs come from (see package watcher).
+type Source interface {
+	Run(ctx context.Context, changed func()) error
+	Objects(ctx context.Context) (*snapshot.Objects, error)
+}
+
+// Inputs, Renderer and Checker are what makes a candidate (package candidate).
+type (
+	Inputs   = candidate.Inputs
+	Renderer = candidate.Renderer
+	Checker  = candidate.Checker
+)
+
+// Recorder and Runtime are what acting works with (package apply).
+type (
+	Recorder = apply.Recorder
+	Runtime  = apply.Runtime
+)
+
+// Config wires the stages together.
+type Config struct {
+	Source   Source
+	Inputs   Inputs
+	Renderer Renderer
+	Checker  Checker // nil: no validation
+	Store    *generation.Store
+	Reloader reload.Reloader
+	// Endpoint names the reload target in metrics and logs ("master-socket", "command", ...).
+	Endpoint string
+	// ReloaderCounts says the reloader counts reloads_total per endpoint itself (the Data
+	// Plane API reloader, one count per host), so the pipeline does not count them again.
+	ReloaderCounts bool
+	// WaitMin is the quiet period after a change before rendering; WaitMax bounds how long a
+	// stream of changes can postpone it.
+	WaitMin, WaitMax time.Duration
+	// RetryMax bounds the backoff between retries after an operational failure (HAProxy
+	// unreachable, disk errors). Bad input is not retried: it waits for the next change.
+	RetryMax time.Duration
+	Metrics  *status.Metrics
+	Health   *status.Health
+	Recorder Recorder // nil: logs only
+	// Standby, when it returns true, stops each sync after validation: a follower under leader
+	// election renders and validates (hot standby) but does not apply. nil: always apply.
+	Standby func() bool
+	Logger  *slog.Logger
+	// Runtime, when set, makes the changes it can through HAProxy's runtime API instead of a
+	// reload (see runtime.go). nil: every change reloads.
+	Runtime Runtime
+	// MinReloadInterval is the least time between two reloads; a reload asked sooner waits,
+	// and the latest rendering is what loads then. 0: no minimum.
+	MinReloadInterval time.Duration
+	// AfterSync, when set, is called after every sync, before waiting for the next change:
+	// the time to give back the memory the sync used.
+	AfterSync func()
+	// Trials bounds the renderings one search for bad inputs may try (quarantine.Search);
+	// 0: quarantine.DefaultTrials.
+	Trials int
+	// TryTemplatesApart renders a changed template set first apart from the syncs, which go
+	// on with the last good one meanwhile: a template that runs for its whole budget holds up
+	// no pod or service change (candidate/trial.go).
+	TryTemplatesApart bool
+	// KeepInputs keeps the last good version of every input across restarts (a state file
+	// of the Store), so that a restarted sidecar holds a bad input at the version HAProxy
+	// already serves instead of leaving it out.
+	KeepInputs bool
+	// Redactor learns the private keys of the certificates as they are read, so that no
+	// message can quote them. nil: none.
+	Redactor *redact.Redactor
+	// ProbeInterval is how often HAProxy is asked whether it runs (when the reloader can
+	// tell, see loadIdentifier); 0: 2 s.
+	ProbeInterval time.Duration
+	// ExpectRunning says HAProxy is expected to run from the start (its configuration existed
+	// before the sidecar started): not reaching it is an error, not "not running yet".
+	ExpectRunning bool
+	// Manifests reads the objects of a test of the templates (see candidate.Test).
+	Manifests func(name string, data []byte) (*snapshot.Objects, error)
+	// FindHAProxy returns the pid of a HAProxy running on the configuration, when the probe
+	// cannot reach it (0: none seen); nil: not looked for.
+	FindHAProxy func() int
+	// ShutdownWriteTimeout bounds each write of the background writer once the sidecar stops;
+	// 0: 3 s (the whole sidecar stops within 5 s of SIGTERM).
+	ShutdownWriteTimeout time.Duration
+	// Tracing traces each sync (a span with render, validate and apply below it); nil: none.
+	Tracing trace.TracerProvider
+}
+
+// Pipeline is the running sidecar.
+type Pipeline struct {
+	cfg     Config
+	log     *slog.Logger
+	trigger chan struct{}
+	writer  *generation.Writer
+	build   *candidate.Builder
+	apply   *apply.Applier
+	// haproxy is what HAProxy runs and what is written: the one record of it, which the
+	// sync, the background writer and the probe change through events.
+	haproxy *live.Owner
+
+	// Only the goroutine that runs Sync touches these.
+	q           quarantine.State
+	adoptTried  bool            // the first rendering was compared with what HAProxy already runs
+	keysSeen    map[string]bool // certificate versions whose keys the redactor knows
+	lastProblem string          // the last error reported by reportError (reported once)
+	trying      bool            // inputs were being tried apart at the last sync
+
+	// good is what GoodInputs answers: a copy of q's good versions, published by the sync.
+	good atomic.Pointer[quarantine.State]
+
+	tracer trace.Tracer
+	// notified is when Changed was first called since a sync last took it (nil: not since);
+	// seen, the sync's own, when the first change not yet live was (see Sync).
+	notified atomic.Pointer[time.Time]
+	seen     time.Time
+}
+
+// New checks the wiring and fills defaults.
+func New(cfg Config) (*Pipeline, error) {
+	if cfg.Source == nil || cfg.Inputs == nil || cfg.Renderer == nil || cfg.Store == nil || cfg.Reloader == nil {
+		return nil, errors.New("pipeline: source, inputs, renderer, store and reloader are required")
+	}
+	if cfg.WaitMin <= 0 {
+		cfg.WaitMin = 200 * time.Millisecond
+	}
+	if cfg.WaitMax < cfg.WaitMin {
+		cfg.WaitMax = cfg.WaitMin
+	}
+	if cfg.RetryMax <= 0 {
+		cfg.RetryMax = 30 * time.Second
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = status.NewMetrics()
+	}
+	if cfg.Health == nil {
+		cfg.Health = &status.Health{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Endpoint == "" {
+		cfg.Endpoint = "local"
+	}
+	if cfg.Trials <= 0 {
+		cfg.Trials = quarantine.DefaultTrials
+	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = 2 * time.Second
+	}
+	if cfg.ShutdownWriteTimeout <= 0 {
+		cfg.ShutdownWriteTimeout = 3 * time.Second
+	}
+	if cfg.Tracing == nil {
+		cfg.Tracing = noop.NewTracerProvider()
+	}
+	if !cfg.ReloaderCounts {
+		cfg.Metrics.Reloading(cfg.Endpoint)
+	}
+	p := &Pipeline{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1), keysSeen: map[string]bool{},
+		tracer: cfg.Tracing.Tracer(tracing.Scope)}
+	// What a previous run left: the live generation (the last good one until a sync knows
+	// better) and the record of what HAProxy ran.
+	record, _ := cfg.Store.Loaded()
+	p.haproxy = live.NewOwner(live.Start(cfg.Store.Live(), record), cfg.Store.SetLoaded,
+		func(err error) { p.log.Warn("record what HAProxy runs", "error", err) })
+	if cfg.Health.HAProxy == nil {
+		cfg.Health.HAProxy = p.haproxy.State
+	}
+	cfg.Metrics.WatchHAProxy(p.haproxy.State)
+	p.writer = generation.NewWriter(cfg.Store, func(ctx context.Context, g *generation.Generation) error { return p.build.Check(ctx, g) },
+		func(w generation.Written) { p.apply.Written(w) }, cfg.ShutdownWriteTimeout)
+	bc := candidate.Config{Inputs: cfg.Inputs, Renderer: cfg.Renderer, Checker: cfg.Checker, Store: cfg.Store,
+		Exclusive: p.writer.Exclusive, Manifests: cfg.Manifests,
+		Trials: cfg.Trials, Metrics: cfg.Metrics}
+	if cfg.TryTemplatesApart {
+		bc.Tried = p.templatesTried
+	}
+	p.build = candidate.New(bc)
+	p.apply = apply.New(apply.Config{HAProxy: p.haproxy, Writer: p.writer, Store: cfg.Store, Build: p.build,
+		Reloader: cfg.Reloader, Runtime: cfg.Runtime, Endpoint: cfg.Endpoint, ReloaderCounts: cfg.ReloaderCounts,
+		ExpectRunning: cfg.ExpectRunning, Metrics: cfg.Metrics, Health: cfg.Health, Recorder: cfg.Recorder,
+		Report: reporter{p}, Changed: p.Changed, Logger: cfg.Logger})
+	p.loadInputs()
+	return p, nil
+}
+
+// tidyInterval is how often removed servers that still had connections are deleted again
+// while no change comes.
+const tidyInterval = 5 * time.Second
+
+// Run syncs once at start, then after every debounced burst of changes, until ctx ends.
+func (p *Pipeline) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	trigger := p.trigger
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		p.writer.Run(ctx, candidate.IsRejected)
+	}()
+	defer func() { <-writerDone }()
+	defer cancel()
+	defer p.build.StopTrial()
+	if li, ok := p.cfg.Reloader.(loadIdentifier); ok {
+		go p.watch(ctx, li)
+	}
+	srcErr := make(chan error, 1)
+	p.cfg.Metrics.SourceUp.Set(1) // before Run: a source that reports its own state overrides it
+	go func() { srcErr <- p.cfg.Source.Run(ctx, p.Changed) }()
+	// What the source said while starting is read by the first sync: no change seen.
+	p.notified.Store(nil)
+
+	reason := "start"
+	var retry, deferred <-chan time.Time
+	backoff := time.Second
+	tidy := time.NewTicker(tidyInterval)
+	defer tidy.Stop()
+sync:
+	for {
+		res := p.Sync(ctx, reason)
+		if p.cfg.AfterSync != nil {
+			p.cfg.AfterSync()
+		}
+		if res.Outcome == Deferred {
+			deferred = time.After(res.ReloadIn)
+		}
+		retry = nil
+		if res.Retry {
+			p.log.Info("will retry", "in", backoff, "error", res.Err)
+			retry = time.After(backoff)
+			backoff = min(backoff*2, p.cfg.RetryMax)
+		} else {
+			backoff = time.Second
+		}
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case err := <-srcErr:
+				p.cfg.Metrics.SourceUp.Set(0)
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("source stopped: %w", err)
+			case <-retry:
+				reason = "retry"
+				continue sync
+			case <-deferred:
+				reason = "deferred reload (--min-reload-interval)"
+				continue sync
+			case <-tidy.C:
+				p.apply.Tidy(ctx)
+			case <-trigger:
+				break wait
+			}
+		}
+		n, err := p.debounce(ctx, trigger)
+		if err != nil {
+			return nil
+		}
+		reason = fmt.Sprintf("%d change notification(s)", n)
+	}
+}
+
+// Changed asks for a sync (debounced); it never blocks. Sources call it; so do leader
+// election when this instance starts leading, the writer, and the HAProxy probe. The first
+// call since the last sync is when the change was seen (change_to_live_seconds).
+func (p *Pipeline) Changed() {
+	now := time.Now()
+	p.notified.CompareAndSwap(nil, &now)
+	select {
+	case p.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// debounce waits for WaitMin without a new change, but no longer than WaitMax in all. It
+// returns how many notifications the burst had.
+func (p *Pipeline) debounce(ctx context.Context, trigger <-chan struct{}) (int, error) {
+	n := 1
+	quiet := time.NewTimer(p.cfg.WaitMin)
+	defer quiet.Stop()
+	deadline := time.NewTimer(p.cfg.WaitMax)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case <-trigger:
+			n++
+			quiet.Reset(p.cfg.WaitMin)
+		case <-quiet.C:
+			return n, nil
+		case <-deadline.C:
+			return n, nil
+		}
+	}
+}
+
+// Outcome and Result say how one sync ended (package apply).
+type (
+	Outcome = apply.Outcome
+	Result  = apply.Result
+)
+
+// The outcomes of a sync.
+const (
+	Applied    = apply.Applied
+	Unchanged  = apply.Unchanged
+	Rejected   = apply.Rejected
+	Failed     = apply.Failed
+	Deferred   = apply.Deferred
+	StandingBy = apply.StandingBy
+	Written    = apply.Written
+)
+
+func (p *Pipeline) standby() bool { return p.cfg.Standby != nil && p.cfg.Standby() }
+
+// HAProxy is what HAProxy runs and what is written, as the sidecar knows it now.
+func (p *Pipeline) HAProxy() live.State { return p.haproxy.State() }
+
+func refObject(r snapshot.Ref) snapshot.Ref { r.Key = ""; return r }
+
+func short(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12]
+	}
+	return hash
+}

@@ -1,0 +1,179 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/memory"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/quarantine"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/candidate"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/decide"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/tracing"
+	"github.com/haproxy-sidecar/haproxy-sidecar/report/redact"
+	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Sync reads the inputs once and takes them as far as they go: the bad ones are held back (at
+// their last good version, or left out), everything else goes live. What HAProxy runs keeps
+// running whatever happens here.
+//
+// Each sync is a span (render, validate and apply below it) that starts when the first change
+// not yet live was seen, so that a trace shows the whole way of a change; the same time
+// starts change_to_live_seconds, observed where the change goes live.
+func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
+	if t := p.notified.Swap(nil); t != nil && p.seen.IsZero() {
+		p.seen = *t
+	}
+	start := time.Now()
+	opts := []trace.SpanStartOption{trace.WithAttributes(attribute.String("sync.reason", reason))}
+	if !p.seen.IsZero() {
+		opts = append(opts, trace.WithTimestamp(p.seen))
+	}
+	ctx, span := p.tracer.Start(ctx, "sync", opts...)
+	if !p.seen.IsZero() {
+		// From the change seen to this sync: the quiet period (--wait), a sync still running,
+		// the syncs that failed to make it live.
+		_, wait := p.tracer.Start(ctx, "wait", trace.WithTimestamp(p.seen))
+		wait.End(trace.WithTimestamp(start))
+	}
+	res := p.sync(status.WithChangeSeen(ctx, p.seen), reason)
+	span.SetAttributes(attribute.String("sync.outcome", res.Outcome.String()), attribute.String("sync.action", res.Action.String()),
+		attribute.String("config.hash", short(res.Hash)), attribute.Int("inputs.held", res.Held))
+	var err error
+	if res.Outcome == Failed || res.Outcome == Rejected {
+		err = res.Err
+	}
+	tracing.End(span, err) // secrets are masked as spans leave (sidecar/tracing.go)
+	switch {
+	case res.Outcome == Failed || res.Outcome == Deferred:
+		// Not live yet: the next sync carries the change.
+	case res.Outcome == Rejected && len(p.trigger) > 0:
+		// A sync asked for already (looking for the data at fault, or without the inputs
+		// HAProxy refused) makes the rest of the change live.
+	default:
+		p.seen = time.Time{}
+	}
+	return res
+}
+
+func (p *Pipeline) sync(ctx context.Context, reason string) Result {
+	p.noticeHAProxy(ctx)
+	t0, gc0 := time.Now(), memory.Collections()
+	objs, err := p.cfg.Source.Objects(ctx)
+	tRead := time.Now()
+	var unread map[string]quarantine.Hold
+	if err != nil {
+		var ie *snapshot.InputError
+		switch {
+		case !errors.As(err, &ie):
+			return p.fail(ctx, status.FailRead, fmt.Errorf("read inputs: %w", err))
+		case objs == nil:
+			// The source could not read some object at all and has nothing in its place:
+			// nothing is known of what it holds, so nothing changes.
+			return p.cannotRender(ctx, err, p.q.Held)
+		}
+		// The source kept the last good objects of what it could not read (a manifest that
+		// does not parse): that is held, the rest goes on.
+		unread = candidate.SourceHolds(err)
+	}
+	cur := p.build.Decode(objs)
+	p.learnKeys(cur)
+	// When what HAProxy runs is not known (at start, after a reload of unknown outcome), the
+	// rendering is validated here rather than just before the reload that follows: what is at
+	// fault, pods included, is found and left out in this very sync.
+	made := p.build.Make(ctx, objs, cur, &p.q, unread, p.HAProxy().Runs == "")
+	objs = nil // the snapshot is rendered: let it be collected while the sync goes on
+	cand, held, sel := made.Candidate, made.Held, made.Selection
+	p.noteTrying(ctx, sel.Trying)
+	if made.Err != nil {
+		p.report(ctx, held)
+		var f *candidate.Failure
+		if errors.As(made.Err, &f) {
+			return p.fail(ctx, f.Stage, f.Err)
+		}
+		if runs := p.HAProxy().Runs; runs != "" && p.writer.Rejected(runs) != nil {
+			p.apply.Apply(ctx, apply.Job{Decision: decide.Decide(decide.Facts{RunsRejected: true}), Reason: reason})
+		}
+		return p.cannotRender(ctx, made.Err, held)
+	}
+	if !p.adoptTried && !p.standby() {
+		p.adoptTried = true
+		p.adopt(ctx, cand.Bundle)
+	}
+	tBuild := time.Now()
+	plan, why := p.apply.Plan(cand.Bundle)
+	tPlan := time.Now()
+	d := decide.Decide(decide.Facts{
+		Rendered:          cand.Bundle.Hash,
+		Rejected:          p.writer.Rejected(cand.Bundle.Hash) != nil,
+		HAProxy:           p.HAProxy(),
+		ReloadWhy:         why,
+		Standby:           p.standby(),
+		ExpectRunning:     p.cfg.ExpectRunning,
+		Now:               time.Now(),
+		MinReloadInterval: p.cfg.MinReloadInterval,
+	})
+	// What is held is reported before anything goes live, so that nobody sees the new
+	// configuration live beside holds it has ended.
+	p.report(ctx, held)
+	actx, span := tracing.Start(ctx, "apply", attribute.String("apply.action", d.Action.String()))
+	res := p.apply.Apply(actx, apply.Job{Decision: d, Candidate: cand, Plan: plan, Reason: reason})
+	span.SetAttributes(attribute.String("apply.outcome", res.Outcome.String()))
+	tracing.End(span, res.Err)
+	// Where a sync's time goes (docs/performance.md reads it): the spans say the same to a
+	// tracing backend.
+	p.log.DebugContext(ctx, "sync stages", "action", d.Action.String(), "read", tRead.Sub(t0).Round(time.Microsecond),
+		"build", tBuild.Sub(tRead).Round(time.Microsecond), "plan", tPlan.Sub(tBuild).Round(time.Microsecond),
+		"apply", time.Since(tPlan).Round(time.Microsecond), "gc_cycles", memory.Collections()-gc0)
+	if res.Refused {
+		held = p.blameRefused(ctx, cand, res.Err, held, sel, cur)
+	}
+	switch res.Outcome {
+	case Applied, Unchanged, StandingBy, Written:
+		p.accept(cand.Chosen, cur)
+		p.build.Accept(cand)
+	}
+	res.Action, res.Held = d.Action, len(held)
+	return res
+}
+
+// learnKeys tells the redactor the private keys of the certificates read now, so that no
+// message can quote one (each certificate version once).
+func (p *Pipeline) learnKeys(cur snapshot.Inputs) {
+	if p.cfg.Redactor == nil {
+		return
+	}
+	changed := false
+	seen := make(map[string]bool, len(p.keysSeen))
+	for _, in := range cur.List {
+		if in.Kind == snapshot.KindCertificate && in.Err == nil {
+			seen[in.Hash] = true
+			changed = changed || !p.keysSeen[in.Hash]
+		}
+	}
+	if !changed && len(seen) == len(p.keysSeen) {
+		return
+	}
+	var lines []string
+	for _, in := range cur.List {
+		if in.Kind == snapshot.KindCertificate && in.Err == nil {
+			lines = append(lines, redact.KeyLines(in.PEM)...)
+		}
+	}
+	// Keys held at their last good version stay secret too.
+	for _, g := range p.q.Good {
+		if g.Kind == snapshot.KindCertificate {
+			lines = append(lines, redact.KeyLines(g.PEM)...)
+		}
+	}
+	p.cfg.Redactor.Set("certificate-keys", lines...)
+	p.keysSeen = seen
+}
