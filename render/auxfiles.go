@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/content"
 )
 
 // Auxiliary files: map files and other files (Lua scripts, error pages, plain files) written
@@ -21,7 +21,7 @@ import (
 // Every key, these included, stays a template other templates can {% include %} by name, as
 // before. The main template's key is never a file. A file name (NAME.map, or NAME after
 // "files." without ".j2") is letters, digits, '-' and '_' with at most one extension
-// (generation.ValidFileName): anything else is a render error naming the key.
+// (content.CheckFileName): anything else is a render error naming the key.
 const (
 	// MapSuffix ends the keys rendered as map files.
 	MapSuffix = ".map"
@@ -74,7 +74,7 @@ func auxFiles(srcs map[string]string, mainKey string) ([]aux, error) {
 		if !ok {
 			continue
 		}
-		if err := generation.ValidFileName(a.name); err != nil {
+		if err := content.CheckFileName(a.name); err != nil {
 			return nil, &auxNameError{key: key, err: err}
 		}
 		out = append(out, a)

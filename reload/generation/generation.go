@@ -342,28 +342,6 @@ func (s *Store) rewrites(g *Generation) []pathRewrite {
 	return rw
 }
 
-// fileNameRule is what an auxiliary file name may be: letters, digits, "-" and "_", with at
-// most one extension of the same. The Data Plane API's storage renames any other name (it
-// keeps only these characters and the last extension), so one rule serves every mode.
-var fileNameRule = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)?$`)
-
-// maxFileName bounds a file name (filesystems allow 255 bytes).
-const maxFileName = 200
-
-// ValidFileName reports why name cannot be the name of a map file or another auxiliary
-// file, or nil.
-func ValidFileName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("the file name is empty")
-	case len(name) > maxFileName:
-		return fmt.Errorf("the file name %q is longer than %d bytes", name, maxFileName)
-	case !fileNameRule.MatchString(name):
-		return fmt.Errorf("%q cannot be a file name: use letters, digits, '-' and '_', with at most one extension (NAME or NAME.EXT; the Data Plane API's storage renames any other name)", name)
-	}
-	return nil
-}
-
 // Content is what one generation holds: the configuration as haproxy.cfg, each certificate as
 // certs/<name>.pem, each map file as maps/<name> and each other file as files/<name>.
 type Content = content.Files
@@ -389,7 +367,7 @@ func (s *Store) StageContent(c Content, hash string) (*Generation, error) {
 	sort.Strings(names)
 	for _, m := range []map[string][]byte{c.Maps, c.Files} {
 		for name := range m {
-			if err := ValidFileName(name); err != nil {
+			if err := content.CheckFileName(name); err != nil {
 				return nil, fmt.Errorf("stage generation: %w", err)
 			}
 		}
