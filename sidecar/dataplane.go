@@ -12,6 +12,7 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/dataplane"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/rollout"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
@@ -87,7 +88,7 @@ func startDataplane(ctx context.Context, cfg *config.Run, store *generation.Stor
 			event(result != dataplane.ResultSuccess, "Host"+strings.ToUpper(result[:1])+result[1:],
 				fmt.Sprintf("HAProxy host %s: %s", ep, result))
 		},
-		OnConfirmed: func(ctx context.Context, _ string) { metrics.ObserveLive(ctx, status.PathDataplane) },
+		OnConfirmed: func(ctx context.Context, _ string) { metrics.ObserveLive(ctx, live.PathDataplane) },
 		OnSSLDir:    d.setDir,
 		OnWarning: func(reason, message string) {
 			event(true, reason, message)

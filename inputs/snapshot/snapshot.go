@@ -130,3 +130,17 @@ type Snapshot struct {
 	// without any.
 	Resources []Resource
 }
+
+// Summary is what the stages after rendering need to know of a snapshot: the objects to
+// name in Events and errors, and counts for the logs.
+type Summary struct {
+	TemplateRef, ServicesRef Ref
+	Services, Certificates   int
+	Revision                 string
+}
+
+// Summary sums s up; revision is the source's revision of the objects it was built from.
+func (s *Snapshot) Summary(revision string) Summary {
+	return Summary{TemplateRef: s.TemplateRef, ServicesRef: s.ServicesRef,
+		Services: len(s.Services), Certificates: len(s.Certificates), Revision: revision}
+}

@@ -1,8 +1,10 @@
 // Package apply carries out the sync's decision (package decide): nothing, a change through
-// HAProxy's runtime API with the files written behind it, a validated and confirmed reload
-// with rollback, a deferred reload, a standby, a hold, or taking runtime changes back. Each
-// outcome is recorded as one event in what HAProxy runs (package live); what it found is told
-// to the Reporter and returned as a Result.
+// HAProxy's runtime API with the files written behind it, a confirmed reload with rollback, a
+// deferred reload, a standby, a hold, or taking runtime changes back. It receives what it
+// applies: the rendering, and its generation staged and validated when the decision needs one
+// (package candidate makes both). Each outcome is recorded as one event in what HAProxy runs
+// (package live); what it found is told to the Reporter, the Health and the Metrics, and
+// returned as a Result.
 package apply
 
 import (
@@ -14,13 +16,12 @@ import (
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
-	"github.com/haproxy-sidecar/haproxy-sidecar/reload/candidate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/decide"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/runtimeapi"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
-	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 )
 
 // Recorder tells operators, on the object they edited, what became of their change
@@ -36,12 +37,33 @@ type Reporter interface {
 	Rejection(ctx context.Context, err error) Result
 }
 
+// Health is told what became of the configuration (status.Health).
+type Health interface {
+	Applied()     // a good configuration is live
+	Written()     // it is written; HAProxy loads it when it starts
+	Standby()     // it is valid, not applied (not the leader)
+	Failed(error) // nothing new could go live
+}
+
+// Metrics count what acting did (status.Metrics).
+type Metrics interface {
+	Rendered(result string)                                           // renders_total{result}
+	Valid()                                                           // config_valid
+	SyncFailed(stage string)                                          // sync_failures_total{stage}
+	ReloadEnded(endpoint, result string)                              // reloads_total{endpoint,result}, not success
+	ReloadSucceeded(endpoint string, took time.Duration, hash string) // endpoint "": counted by the reloader
+	RuntimeApplied(hash string)                                       // a change live with no reload
+	RuntimeUpdated(counts map[string]int)                             // runtime_api_updates_total{kind}
+	RuntimeFellBack()                                                 // the runtime API failed: a reload instead
+	LiveAgain(hash string)                                            // the live configuration after a revert
+	ObserveLive(ctx context.Context, path string)                     // change_to_live_seconds{path}
+}
+
 // Config is what an Applier works with.
 type Config struct {
 	HAProxy  *live.Owner
 	Writer   *generation.Writer
 	Store    *generation.Store
-	Build    *candidate.Builder
 	Reloader reload.Reloader
 	// Runtime makes the changes it can through HAProxy's runtime API; nil: every change
 	// reloads.
@@ -53,13 +75,17 @@ type Config struct {
 	// ExpectRunning says HAProxy is expected to run from the start: not reaching it is an
 	// error, not "not running yet".
 	ExpectRunning bool
-	Metrics       *status.Metrics
-	Health        *status.Health
+	Metrics       Metrics
+	Health        Health
 	Recorder      Recorder // nil: none
 	Report        Reporter
 	// Changed asks for another sync.
 	Changed func()
-	Logger  *slog.Logger
+	// ValidateNext is called when haproxy -c rejected a rendering HAProxy already runs (the
+	// runtime API made it live): the next sync validates what it renders and leaves out the
+	// data at fault (candidate.Builder.ValidateNext). nil: nothing.
+	ValidateNext func()
+	Logger       *slog.Logger
 }
 
 // Applier carries out decisions.
@@ -74,6 +100,9 @@ type Applier struct {
 func New(cfg Config) *Applier {
 	if cfg.Runtime == nil {
 		cfg.Runtime = reloadsOnly{}
+	}
+	if cfg.ValidateNext == nil {
+		cfg.ValidateNext = func() {}
 	}
 	a := &Applier{cfg: cfg, log: cfg.Logger}
 	a.lastWriteErr.Store("")
@@ -138,12 +167,23 @@ type Result struct {
 	// Refused is set when HAProxy refused the rendering at a reload: the inputs that changed
 	// since the last good rendering are to blame.
 	Refused bool
+	// RuntimeFailed is set, with no Outcome, when the runtime API could not make a DoRuntime
+	// change: a reload is to make it instead (the caller validates the rendering first).
+	RuntimeFailed bool
 }
 
-// Job is one decision to carry out.
+// Job is one decision to carry out, and the rendering it is about.
 type Job struct {
-	Decision  decide.Decision
-	Candidate *candidate.Candidate
+	Decision decide.Decision
+	// Bundle is the rendering; nil when none could be made (all that can be done then is
+	// taking back what HAProxy runs: DoRevert).
+	Bundle *render.Bundle
+	// Gen is the rendering staged as a generation and validated (haproxy -c): always when
+	// the decision needs it (decide.Action.NeedsValid), else nil when it was not validated
+	// yet (the background writer validates it behind a runtime API change).
+	Gen *generation.Generation
+	// Info says what the rendering was made from, for the logs and Events.
+	Info snapshot.Summary
 	// Plan is the runtime API's plan for the rendering (Plan).
 	Plan *runtimeapi.Plan
 	// Reason is why the sync ran, for the logs and Events.
@@ -152,32 +192,26 @@ type Job struct {
 
 // Apply carries out a job.
 func (a *Applier) Apply(ctx context.Context, j Job) Result {
-	c, d := j.Candidate, j.Decision
-	if c == nil {
+	d := j.Decision
+	if j.Bundle == nil {
 		// No rendering: all that can be done is taking back what HAProxy runs.
 		if d.Action == decide.DoRevert {
 			return a.revert(ctx, j)
 		}
 		return Result{Outcome: Rejected, Err: errors.New(d.Why)}
 	}
-	hash := c.Bundle.Hash
+	hash := j.Bundle.Hash
 	switch d.Action {
 	case decide.DoNothing:
 		return a.nothing(ctx, j)
 	case decide.DoRuntime:
-		if res, ok := a.runtimeUpdate(ctx, j); ok {
-			return res
-		}
-		return a.reload(ctx, j, "the runtime API update failed")
+		return a.runtimeUpdate(ctx, j)
 	case decide.DoDefer:
 		return a.deferReload(ctx, j)
 	case decide.DoStandby:
-		if res, ok := a.validated(ctx, c); !ok {
-			return res
-		}
 		a.prune()
 		a.cfg.Health.Standby()
-		a.cfg.Metrics.ConfigValid.Set(1)
+		a.cfg.Metrics.Valid()
 		a.log.InfoContext(ctx, "standby: configuration rendered and valid, not applied (not the leader)", "reason", j.Reason, "hash", short(hash))
 		return Result{Outcome: StandingBy, Hash: hash}
 	case decide.DoHold:
@@ -193,8 +227,8 @@ func (a *Applier) Apply(ctx context.Context, j Job) Result {
 
 // nothing: HAProxy runs this rendering. The files are made to say so if the writer could not.
 func (a *Applier) nothing(ctx context.Context, j Job) Result {
-	hash := j.Candidate.Bundle.Hash
-	a.cfg.Metrics.Renders.WithLabelValues("unchanged").Inc()
+	hash := j.Bundle.Hash
+	a.cfg.Metrics.Rendered("unchanged")
 	if live := a.cfg.Store.Live(); (live == nil || live.Hash != hash) && !a.cfg.Writer.Pending(hash) {
 		// HAProxy got it through the runtime API and the write failed: write it again.
 		if res, failed := a.write(ctx, j); failed {
@@ -208,40 +242,20 @@ func (a *Applier) nothing(ctx context.Context, j Job) Result {
 	return Result{Outcome: Unchanged, Hash: hash}
 }
 
-// validated makes sure c is staged and validated: ok false with the result to return when it
-// is not valid or cannot be staged.
-func (a *Applier) validated(ctx context.Context, c *candidate.Candidate) (Result, bool) {
-	err := a.cfg.Build.Validated(ctx, c)
-	switch {
-	case err == nil:
-		return Result{}, true
-	case candidate.IsRejected(err):
-		// Nothing an operator edits changed, yet the rendering does not validate: data from
-		// the cluster (a pod, an annotation) makes the template produce a bad configuration.
-		// The next sync, at once, validates what it renders and leaves out what is at fault;
-		// it reports what it cannot leave out (nobody is blamed before it looked).
-		a.cfg.Build.ValidateNext()
-		a.cfg.Changed()
-		a.log.InfoContext(ctx, "the rendering does not validate: looking for the data at fault", "hash", short(c.Bundle.Hash), "error", err)
-		return Result{Outcome: Rejected, Hash: c.Bundle.Hash, Err: err}, false
-	}
-	return a.cfg.Report.Failure(ctx, candidate.FailureStage(err, status.FailStage), err), false
-}
-
 // revert: haproxy -c rejected a rendering after the runtime API had made it live (the job's,
 // or, without one, the one HAProxy runs): HAProxy is taken back to the last good rendering (if it
 // runs the rejected one, or nothing known), and the job's rejection is reported.
 func (a *Applier) revert(ctx context.Context, j Job) Result {
 	hash := a.cfg.HAProxy.State().Runs
-	if j.Candidate != nil {
-		hash = j.Candidate.Bundle.Hash
+	if j.Bundle != nil {
+		hash = j.Bundle.Hash
 	}
 	rejected := a.cfg.Writer.Rejected(hash)
 	a.cfg.Writer.Drop()
 	if runs := a.cfg.HAProxy.State().Runs; runs == hash || runs == "" {
 		a.revertRuntime(ctx)
 	}
-	if j.Candidate == nil || rejected == nil {
+	if j.Bundle == nil || rejected == nil {
 		return Result{Outcome: Rejected, Err: rejected}
 	}
 	return a.cfg.Report.Rejection(ctx, rejected)
@@ -249,7 +263,7 @@ func (a *Applier) revert(ctx context.Context, j Job) Result {
 
 // applied finishes a change that went live: old generations pruned, Events, if HAProxy still
 // runs it (a write finishing late never reports an older rendering over a newer one).
-func (a *Applier) applied(info candidate.Info, hash, reason string) {
+func (a *Applier) applied(info snapshot.Summary, hash, reason string) {
 	a.prune()
 	if a.cfg.HAProxy.State().Runs != hash {
 		return

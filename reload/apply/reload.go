@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/failure"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/rollout"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/tracing"
-	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
 
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -20,16 +20,13 @@ import (
 // reloaded, the reload confirmed; a refused reload, or a canary that failed, rolls the files
 // back (the caller blames the changed inputs: Result.Refused).
 func (a *Applier) reload(ctx context.Context, j Job, why string) Result {
-	c, m := j.Candidate, a.cfg.Metrics
-	hash := c.Bundle.Hash
+	m := a.cfg.Metrics
+	hash := j.Bundle.Hash
 	a.cfg.Writer.Drop() // a rendering waiting to be written is older than this one
-	if res, ok := a.validated(ctx, c); !ok {
-		return res
-	}
-	m.Renders.WithLabelValues("success").Inc()
+	m.Rendered("success")
 	a.log.InfoContext(ctx, "reloading HAProxy", "why", why, "hash", short(hash))
-	if err := a.cfg.Writer.Activate(c.Gen); err != nil {
-		return a.cfg.Report.Failure(ctx, status.FailActivate, fmt.Errorf("activate generation: %w", err))
+	if err := a.cfg.Writer.Activate(j.Gen); err != nil {
+		return a.cfg.Report.Failure(ctx, failure.Activate, fmt.Errorf("activate generation: %w", err))
 	}
 	start := time.Now()
 	rctx, span := tracing.Start(ctx, "reload", attribute.String("reload.endpoint", a.cfg.Endpoint), attribute.String("reload.why", why))
@@ -43,14 +40,14 @@ func (a *Applier) reload(ctx context.Context, j Job, why string) Result {
 		load := a.loadID(ctx)
 		a.cfg.Health.Applied()
 		model := a.cfg.Runtime.Learn(ctx, j.Plan.Loaded())
-		a.cfg.HAProxy.Record(live.Reloaded{Bundle: c.Bundle, Gen: c.Gen, Load: load, Model: model, At: time.Now()})
+		a.cfg.HAProxy.Record(live.Reloaded{Bundle: j.Bundle, Gen: j.Gen, Load: load, Model: model, At: time.Now()})
 		m.ReloadSucceeded(a.countedEndpoint(), took, hash)
 		if !a.cfg.ReloaderCounts {
-			m.ObserveLive(ctx, status.PathReload) // else per host, by the reloader
+			m.ObserveLive(ctx, live.PathReload) // else per host, by the reloader
 		}
-		a.applied(c.Info, hash, j.Reason)
+		a.applied(j.Info, hash, j.Reason)
 		a.log.InfoContext(ctx, "configuration live", "reason", j.Reason, "hash", short(hash),
-			"revision", c.Info.Revision, "services", c.Info.Services, "certificates", c.Info.Certificates, "reload", took.Round(time.Millisecond))
+			"revision", j.Info.Revision, "services", j.Info.Services, "certificates", j.Info.Certificates, "reload", took.Round(time.Millisecond))
 		return Result{Outcome: Applied, Hash: hash, Reloaded: true}
 	case errors.Is(err, reload.ErrNotRunning):
 		return a.writtenWhileDown(j, err)
@@ -65,23 +62,23 @@ func (a *Applier) reload(ctx context.Context, j Job, why string) Result {
 		// the other hosts never left it.
 		a.cfg.HAProxy.Record(live.ReloadRefused{Hash: hash, At: time.Now()})
 		a.rollback()
-		rerr := &snapshot.InputError{Stage: snapshot.StageCanary, Ref: c.Info.TemplateRef, Err: err}
+		rerr := &snapshot.InputError{Stage: snapshot.StageCanary, Ref: j.Info.TemplateRef, Err: err}
 		return Result{Outcome: Rejected, Hash: hash, Err: rerr, Refused: true}
 	case errors.As(err, &failed):
 		a.cfg.HAProxy.Record(live.ReloadRefused{Hash: hash, At: time.Now()})
 		a.rollback()
 		if !a.cfg.ReloaderCounts {
-			m.Reloads.WithLabelValues(a.cfg.Endpoint, "failed").Inc()
+			m.ReloadEnded(a.cfg.Endpoint, "failed")
 		}
-		rerr := &snapshot.InputError{Stage: snapshot.StageReload, Ref: c.Info.TemplateRef,
+		rerr := &snapshot.InputError{Stage: snapshot.StageReload, Ref: j.Info.TemplateRef,
 			Err: fmt.Errorf("HAProxy refused the new configuration at reload (the previous one keeps serving): %w", err)}
 		return Result{Outcome: Rejected, Hash: hash, Err: rerr, Refused: true}
 	default:
 		a.cfg.HAProxy.Record(live.ReloadUnknown{At: time.Now()})
 		if !a.cfg.ReloaderCounts {
-			m.Reloads.WithLabelValues(a.cfg.Endpoint, "error").Inc()
+			m.ReloadEnded(a.cfg.Endpoint, "error")
 		}
-		return a.cfg.Report.Failure(ctx, status.FailReload, fmt.Errorf("reload: %w", err))
+		return a.cfg.Report.Failure(ctx, failure.Reload, fmt.Errorf("reload: %w", err))
 	}
 }
 
@@ -89,9 +86,8 @@ func (a *Applier) reload(ctx context.Context, j Job, why string) Result {
 // it starts; when it should run, not reaching it is a fault (a wrong --master-socket, HAProxy
 // down), not a start-up race.
 func (a *Applier) writtenWhileDown(j Job, err error) Result {
-	c := j.Candidate
-	hash := c.Bundle.Hash
-	ev := live.WrittenWhileDown{Bundle: c.Bundle, Gen: c.Gen, Model: j.Plan.Loaded()}
+	hash := j.Bundle.Hash
+	ev := live.WrittenWhileDown{Bundle: j.Bundle, Gen: j.Gen, Model: j.Plan.Loaded()}
 	if a.cfg.ExpectRunning {
 		ev.Unreachable = err.Error()
 	}
@@ -99,7 +95,7 @@ func (a *Applier) writtenWhileDown(j Job, err error) Result {
 	a.prune()
 	a.cfg.Health.Written()
 	if a.cfg.ExpectRunning {
-		a.cfg.Metrics.SyncFailures.WithLabelValues(status.FailReload).Inc()
+		a.cfg.Metrics.SyncFailed(failure.Reload)
 		a.log.Error("HAProxy cannot be reached: the configuration is written and not loaded", "hash", short(hash), "error", err)
 		return Result{Outcome: Failed, Hash: hash, Err: err, Retry: true}
 	}
@@ -146,10 +142,7 @@ func (a *Applier) rollback() {
 // the runtime API can make are made now, and the reload happens when the interval is over,
 // with whatever the inputs are then (latest wins).
 func (a *Applier) deferReload(ctx context.Context, j Job) Result {
-	c, plan, d := j.Candidate, j.Plan, j.Decision
-	if res, ok := a.validated(ctx, c); !ok {
-		return res
-	}
+	plan, d := j.Plan, j.Decision
 	if plan.Changes() > 0 {
 		// HAProxy will run no rendering until the reload: the old one with some of the new
 		// servers.
@@ -159,15 +152,15 @@ func (a *Applier) deferReload(ctx context.Context, j Job) Result {
 			a.log.DebugContext(ctx, "runtime API update while a reload waits failed; the reload will load it", "error", err)
 		} else {
 			a.cfg.HAProxy.Record(live.RuntimeWhileWaiting{Model: m})
-			a.countRuntime(plan)
+			a.cfg.Metrics.RuntimeUpdated(plan.Counts())
 			a.log.InfoContext(ctx, "made at runtime while the reload waits", "changes", plan.Summary())
 		}
 	}
 	a.cfg.HAProxy.Record(live.ReloadDeferred{At: d.At})
 	a.prune()
 	wait := time.Until(d.At)
-	a.log.InfoContext(ctx, "reload deferred (--min-reload-interval)", "why", d.Why, "in", wait.Round(time.Millisecond), "hash", short(c.Bundle.Hash))
-	return Result{Outcome: Deferred, Hash: c.Bundle.Hash, ReloadIn: wait}
+	a.log.InfoContext(ctx, "reload deferred (--min-reload-interval)", "why", d.Why, "in", wait.Round(time.Millisecond), "hash", short(j.Bundle.Hash))
+	return Result{Outcome: Deferred, Hash: j.Bundle.Hash, ReloadIn: wait}
 }
 
 // countedEndpoint is the endpoint label reloads are counted under ("" when the reloader

@@ -10,13 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/reload/candidate"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/failure"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/runtimeapi"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/tracing"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
-	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
 
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -130,10 +130,10 @@ func auxChanged(loaded, b *render.Bundle) string {
 // runtimeUpdate makes a change live through the runtime API, at once, and has the rendering
 // written as the live generation with no reload (at once when it was validated already, else
 // by the background writer, which validates it first), so that a later reload loads the same.
-// ok is false when the runtime API failed: the caller reloads instead.
-func (a *Applier) runtimeUpdate(ctx context.Context, j Job) (Result, bool) {
+// When the runtime API failed, the Result says RuntimeFailed: the caller reloads instead.
+func (a *Applier) runtimeUpdate(ctx context.Context, j Job) Result {
 	m := a.cfg.Metrics
-	hash, plan := j.Candidate.Bundle.Hash, j.Plan
+	hash, plan := j.Bundle.Hash, j.Plan
 	start := time.Now()
 	// Until the rendering is live on disk, the record of what HAProxy runs would be wrong
 	// half way: it says nothing (the write records it again).
@@ -142,7 +142,7 @@ func (a *Applier) runtimeUpdate(ctx context.Context, j Job) (Result, bool) {
 	model, err := a.cfg.Runtime.Apply(rctx, plan, before.Model)
 	tracing.End(span, err)
 	if err != nil {
-		m.RuntimeFallbacks.Inc()
+		m.RuntimeFellBack()
 		a.cfg.HAProxy.Record(live.RuntimeFailed{})
 		if before.LoadsAtStart != "" {
 			// Expected while HAProxy has not started: the reload path writes the files it
@@ -151,7 +151,7 @@ func (a *Applier) runtimeUpdate(ctx context.Context, j Job) (Result, bool) {
 		} else {
 			a.log.WarnContext(ctx, "runtime API update failed: reloading instead", "error", err)
 		}
-		return Result{}, false
+		return Result{RuntimeFailed: true}
 	}
 	load := ""
 	if before.LoadsAtStart != "" {
@@ -162,44 +162,43 @@ func (a *Applier) runtimeUpdate(ctx context.Context, j Job) (Result, bool) {
 	}
 	a.cfg.Health.Applied() // HAProxy answered: it runs it (the files follow)
 	a.cfg.HAProxy.Record(live.RuntimeApplied{Hash: hash, Model: model, Load: load, At: time.Now()})
-	m.Renders.WithLabelValues("success").Inc()
-	a.countRuntime(plan)
+	m.Rendered("success")
+	m.RuntimeUpdated(plan.Counts())
 	m.RuntimeApplied(hash)
-	m.ObserveLive(ctx, status.PathRuntime)
+	m.ObserveLive(ctx, live.PathRuntime)
 	a.log.InfoContext(ctx, "configuration live without a reload", "reason", j.Reason, "hash", short(hash),
 		"changes", plan.Summary(), "runtime_api", time.Since(start).Round(time.Microsecond))
 	if res, failed := a.write(ctx, j); failed {
-		return res, true
+		return res
 	}
-	return Result{Outcome: Applied, Hash: hash}, true
+	return Result{Outcome: Applied, Hash: hash}
 }
 
 // write makes the rendering HAProxy runs (through the runtime API) the live generation, with
 // no reload: at once when it was validated already; else through the background writer, or,
 // when none runs (Sync called on its own), here. failed is true with the result of a failure.
 func (a *Applier) write(ctx context.Context, j Job) (res Result, failed bool) {
-	c := j.Candidate
-	job := &generation.WriteJob{Hash: c.Bundle.Hash, Content: c.Bundle.Content(),
-		Payload: written{bundle: c.Bundle, info: c.Info, reason: j.Reason}}
-	if c.Gen != nil {
-		if err := a.cfg.Writer.Activate(c.Gen); err != nil {
-			return a.cfg.Report.Failure(ctx, status.FailActivate, err), true
+	job := &generation.WriteJob{Hash: j.Bundle.Hash, Content: j.Bundle.Content(),
+		Payload: written{bundle: j.Bundle, info: j.Info, reason: j.Reason}}
+	if j.Gen != nil {
+		if err := a.cfg.Writer.Activate(j.Gen); err != nil {
+			return a.cfg.Report.Failure(ctx, failure.Activate, err), true
 		}
-		a.Written(generation.Written{Job: job, Gen: c.Gen})
+		a.Written(generation.Written{Job: job, Gen: j.Gen})
 		return Result{}, false
 	}
 	if a.cfg.Writer.Queue(job) {
 		return Result{}, false
 	}
-	w := a.cfg.Writer.WriteNow(ctx, job, candidate.IsRejected)
+	w := a.cfg.Writer.WriteNow(ctx, job)
 	switch {
 	case w.Rejected != nil:
 		a.revertRuntime(ctx)
-		a.cfg.Build.ValidateNext() // the data at fault is searched for
+		a.cfg.ValidateNext() // the data at fault is searched for
 		a.cfg.Changed()
 		return a.cfg.Report.Rejection(ctx, w.Rejected), true
 	case w.Err != nil:
-		return a.cfg.Report.Failure(ctx, candidate.FailureStage(w.Err, status.FailWrite), w.Err), true
+		return a.cfg.Report.Failure(ctx, failure.StageOf(w.Err, failure.Write), w.Err), true
 	}
 	a.Written(w)
 	return Result{}, false
@@ -208,7 +207,7 @@ func (a *Applier) write(ctx context.Context, j Job) (res Result, failed bool) {
 // written is what a write needs to report.
 type written struct {
 	bundle *render.Bundle
-	info   candidate.Info
+	info   snapshot.Summary
 	reason string
 }
 
@@ -223,7 +222,7 @@ func (a *Applier) Written(w generation.Written) {
 	case w.Rejected != nil:
 		// The next sync validates, takes the runtime changes back or past the data at
 		// fault, and reports the rejection.
-		a.cfg.Build.ValidateNext()
+		a.cfg.ValidateNext()
 		a.cfg.Changed()
 	case w.Err != nil:
 		if errors.Is(w.Err, context.Canceled) {
@@ -234,7 +233,7 @@ func (a *Applier) Written(w generation.Written) {
 		// same trouble is reported once.
 		if msg := w.Err.Error(); a.lastWriteErr.Swap(msg) != msg {
 			// The background writer's: no sync's context.
-			a.cfg.Report.Failure(context.Background(), candidate.FailureStage(w.Err, status.FailWrite), w.Err)
+			a.cfg.Report.Failure(context.Background(), failure.StageOf(w.Err, failure.Write), w.Err)
 		}
 		time.AfterFunc(time.Second, a.cfg.Changed)
 	default:
@@ -287,13 +286,6 @@ func (a *Applier) revertRuntime(ctx context.Context) {
 // reportLive reports the rendering hash live again after a revert: the rejected one was
 // reported live when the runtime API made it so (the caller then reports the rejection).
 func (a *Applier) reportLive(hash string) {
-	a.cfg.Metrics.LiveGenerationInfo.Reset()
-	a.cfg.Metrics.LiveGenerationInfo.WithLabelValues(hash).Set(1)
+	a.cfg.Metrics.LiveAgain(hash)
 	a.cfg.Health.Applied()
-}
-
-func (a *Applier) countRuntime(plan *runtimeapi.Plan) {
-	for kind, n := range plan.Counts() {
-		a.cfg.Metrics.RuntimeUpdates.WithLabelValues(kind).Add(float64(n))
-	}
 }

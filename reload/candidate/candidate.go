@@ -16,11 +16,12 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/quarantine"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/failure"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/tracing"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
-	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 )
 
@@ -53,8 +54,9 @@ type Config struct {
 	// Trials bounds the renderings one search for bad inputs may try; 0:
 	// quarantine.DefaultTrials.
 	Trials int
-	// Metrics receives the render and validation durations (nil: none).
-	Metrics *status.Metrics
+	// RenderDuration and ValidateDuration receive how long each rendering and each
+	// haproxy -c took, in seconds (nil: nothing).
+	RenderDuration, ValidateDuration prometheus.Observer
 	// Manifests reads the objects of a test of the templates (watcher.DecodeManifests); nil:
 	// tests that give objects fail.
 	Manifests func(name string, data []byte) (*snapshot.Objects, error)
@@ -94,11 +96,19 @@ func New(cfg Config) *Builder {
 	if cfg.Exclusive == nil {
 		cfg.Exclusive = func(f func()) { f() }
 	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = status.NewMetrics()
+	if cfg.RenderDuration == nil {
+		cfg.RenderDuration = discard{}
+	}
+	if cfg.ValidateDuration == nil {
+		cfg.ValidateDuration = discard{}
 	}
 	return &Builder{cfg: cfg, held: map[string]heldObject{}}
 }
+
+// discard is an Observer that keeps nothing.
+type discard struct{}
+
+func (discard) Observe(float64) {}
 
 // Candidate is a rendering a sync may make live.
 type Candidate struct {
@@ -106,7 +116,7 @@ type Candidate struct {
 	// Gen is the rendering staged and validated; nil when it was not validated yet (a change
 	// of pods only, which the runtime API makes live before the writer validates it).
 	Gen  *generation.Generation
-	Info Info
+	Info snapshot.Summary
 	// Chosen are the input versions it was rendered from.
 	Chosen []snapshot.Input
 	// Dropped are the pods and watched objects left out because the template could not
@@ -130,36 +140,6 @@ func (c *Candidate) Origins() snapshot.Origins {
 	return c.objs.Origins
 }
 
-// Info is what the stages after rendering need to know of a snapshot.
-type Info struct {
-	TemplateRef, ServicesRef snapshot.Ref
-	Services, Certificates   int
-	Revision                 string
-}
-
-func infoOf(s *snapshot.Snapshot, revision string) Info {
-	return Info{TemplateRef: s.TemplateRef, ServicesRef: s.ServicesRef,
-		Services: len(s.Services), Certificates: len(s.Certificates), Revision: revision}
-}
-
-// Failure is an operational failure at a stage (status.Fail*): retried, never blamed on input.
-type Failure struct {
-	Stage string
-	Err   error
-}
-
-func (f *Failure) Error() string { return f.Err.Error() }
-func (f *Failure) Unwrap() error { return f.Err }
-
-// FailureStage is the stage of an operational failure (def when err is not a *Failure).
-func FailureStage(err error, def string) string {
-	var f *Failure
-	if errors.As(err, &f) {
-		return f.Stage
-	}
-	return def
-}
-
 // Made is what Make made of the objects.
 type Made struct {
 	// Candidate is the rendering; nil when none could be made (Err says why).
@@ -171,7 +151,7 @@ type Made struct {
 	// because the template cannot print their data.
 	Held map[string]quarantine.Hold
 	// Err is why no candidate could be made: a *snapshot.InputError (bad input that no single
-	// input is held for) or a *Failure (operational).
+	// input is held for) or a *failure.Error (operational).
 	Err error
 }
 
@@ -351,7 +331,7 @@ func (b *Builder) Accept(c *Candidate) {
 
 // try assembles the snapshot from chosen and renders it; with validate, it also stages the
 // rendering and runs haproxy -c on it. Bad input is a *snapshot.InputError; anything else is
-// a *Failure.
+// a *failure.Error.
 func (b *Builder) try(ctx context.Context, objs *snapshot.Objects, chosen []snapshot.Input, validate bool) (*Candidate, error) {
 	var (
 		snap    *snapshot.Snapshot
@@ -367,12 +347,12 @@ func (b *Builder) try(ctx context.Context, objs *snapshot.Objects, chosen []snap
 		rctx, span := tracing.Start(ctx, "render", attribute.Int("render.services", len(snap.Services)))
 		bundle, err = b.cfg.Renderer.Render(rctx, snap)
 		tracing.End(span, err)
-		b.cfg.Metrics.RenderDuration.Observe(time.Since(start).Seconds())
+		b.cfg.RenderDuration.Observe(time.Since(start).Seconds())
 		if err == nil {
 			break
 		}
 		if ctx.Err() != nil {
-			return nil, &Failure{Stage: status.FailRead, Err: fmt.Errorf("render: %w", ctx.Err())}
+			return nil, &failure.Error{Stage: failure.Read, Err: fmt.Errorf("render: %w", ctx.Err())}
 		}
 		// A pod or watched object whose data the template cannot print (an annotation
 		// holding a newline) is left out; they are not held back, the others go live.
@@ -388,7 +368,7 @@ func (b *Builder) try(ctx context.Context, objs *snapshot.Objects, chosen []snap
 		dropped = append(dropped, quarantine.Hold{ID: strings.ToLower(ie.Ref.Kind) + "/" + ie.Ref.Namespace + "/" + ie.Ref.Name,
 			Ref: ie.Ref, Stage: snapshot.StageRender, Err: err})
 	}
-	c := &Candidate{Bundle: bundle, Info: infoOf(snap, objs.Revision), Chosen: chosen, Dropped: dropped, objs: objs}
+	c := &Candidate{Bundle: bundle, Info: snap.Summary(objs.Revision), Chosen: chosen, Dropped: dropped, objs: objs}
 	if !validate {
 		return c, nil
 	}

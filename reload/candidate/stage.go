@@ -9,15 +9,15 @@ import (
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/failure"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/validate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/tracing"
-	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
 )
 
 // Validated makes sure c is staged as a generation and validated (haproxy -c), unless it is
 // already: a *snapshot.InputError when haproxy -c rejects it (naming the template's object
-// when HAProxy names none), a *Failure when it cannot be staged or checked.
+// when HAProxy names none), a *failure.Error when it cannot be staged or checked.
 func (b *Builder) Validated(ctx context.Context, c *Candidate) error {
 	if c.Gen != nil {
 		return nil
@@ -31,7 +31,7 @@ func (b *Builder) Validated(ctx context.Context, c *Candidate) error {
 func (b *Builder) stage(ctx context.Context, c *Candidate) (*generation.Generation, error) {
 	gen, err := b.cfg.Store.StageContent(c.Bundle.Content(), c.Bundle.Hash)
 	if err != nil {
-		return nil, &Failure{Stage: status.FailStage, Err: fmt.Errorf("stage generation: %w", err)}
+		return nil, &failure.Error{Stage: failure.Staging, Err: fmt.Errorf("stage generation: %w", err)}
 	}
 	warnings, err := b.haproxyCheck(ctx, gen)
 	if err != nil {
@@ -50,7 +50,7 @@ type warningChecker interface {
 }
 
 // Check runs haproxy -c on a staged generation: a *snapshot.InputError when it rejects it
-// (stage validate), a *Failure when it cannot run.
+// (stage validate), a *failure.Error when it cannot run.
 func (b *Builder) Check(ctx context.Context, gen *generation.Generation) error {
 	_, err := b.haproxyCheck(ctx, gen)
 	return err
@@ -63,7 +63,7 @@ func (b *Builder) haproxyCheck(ctx context.Context, gen *generation.Generation) 
 	}
 	checkPath, err := b.cfg.Store.CheckFile(gen)
 	if err != nil {
-		return nil, &Failure{Stage: status.FailStage, Err: fmt.Errorf("prepare validation: %w", err)}
+		return nil, &failure.Error{Stage: failure.Staging, Err: fmt.Errorf("prepare validation: %w", err)}
 	}
 	start := time.Now()
 	ctx, span := tracing.Start(ctx, "validate")
@@ -74,13 +74,13 @@ func (b *Builder) haproxyCheck(ctx context.Context, gen *generation.Generation) 
 		err = b.cfg.Checker.Check(ctx, checkPath)
 	}
 	tracing.End(span, err)
-	b.cfg.Metrics.ValidateDuration.Observe(time.Since(start).Seconds())
+	b.cfg.ValidateDuration.Observe(time.Since(start).Seconds())
 	if err == nil {
 		return warnings, nil
 	}
 	var ce *validate.CheckError
 	if !errors.As(err, &ce) {
-		return nil, &Failure{Stage: status.FailValidate, Err: fmt.Errorf("validate: %w", err)}
+		return nil, &failure.Error{Stage: failure.Validate, Err: fmt.Errorf("validate: %w", err)}
 	}
 	return nil, &snapshot.InputError{Stage: snapshot.StageValidate,
 		Err: fmt.Errorf("haproxy -c rejected the rendered configuration%s: %w", renderedLine(gen, ce.Line), err)}

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/failure"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
-	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
 )
 
 // Tests of the templates: keys of the template set named tests.NAME.yaml, each with the
@@ -192,9 +192,9 @@ func (b *Builder) runTests(ctx context.Context, objs *snapshot.Objects, chosen [
 	for _, t := range tests {
 		err := b.runTest(ctx, objs, tmpl, t)
 		if ctx.Err() != nil {
-			return results, &Failure{Stage: status.FailValidate, Err: ctx.Err()}
+			return results, &failure.Error{Stage: failure.Validate, Err: ctx.Err()}
 		}
-		var f *Failure
+		var f *failure.Error
 		if errors.As(err, &f) {
 			return results, err
 		}
@@ -308,7 +308,7 @@ func (b *Builder) checkValid(ctx context.Context, bundle *render.Bundle, snap *s
 	b.cfg.Exclusive(func() {
 		gen, serr := b.cfg.Store.StageContent(bundle.Content(), bundle.Hash)
 		if serr != nil {
-			err = &Failure{Stage: status.FailStage, Err: serr}
+			err = &failure.Error{Stage: failure.Staging, Err: serr}
 			return
 		}
 		defer func() { _ = b.cfg.Store.Discard(gen) }()

@@ -34,6 +34,13 @@ const (
 	DoRevert
 )
 
+// NeedsValid says the action needs the rendering staged as a generation and validated
+// (haproxy -c) before it is carried out: a reload loads it, a deferred reload will, a standby
+// reports it valid. A runtime change goes live first and is validated behind it.
+func (a Action) NeedsValid() bool {
+	return a == DoReload || a == DoDefer || a == DoStandby
+}
+
 func (a Action) String() string {
 	switch a {
 	case DoNothing:

@@ -16,7 +16,9 @@ import (
 type Writer struct {
 	store *Store
 	check func(ctx context.Context, g *Generation) error
-	done  func(Written)
+	// isRejected tells a check's rejection (bad input) from a failure to check.
+	isRejected func(error) bool
+	done       func(Written)
 	// stopTimeout bounds each write once the writer's context is done.
 	stopTimeout time.Duration
 
@@ -57,12 +59,12 @@ type Written struct {
 // rememberedInvalid bounds the rejected renderings a Writer remembers.
 const rememberedInvalid = 16
 
-// NewWriter returns a writer into store. check validates a staged generation (nil: none); it
-// returns the rejection as an error the caller recognises. done is called after each write,
-// in the writer's goroutine (or the caller's, for WriteNow). stopTimeout bounds each write once
-// Run's context is done.
-func NewWriter(store *Store, check func(context.Context, *Generation) error, done func(Written), stopTimeout time.Duration) *Writer {
-	w := &Writer{store: store, check: check, done: done, stopTimeout: stopTimeout,
+// NewWriter returns a writer into store. check validates a staged generation (nil: none);
+// isRejected tells its rejections (bad input) from its failures (nil: all are failures). done
+// is called after each write, in the writer's goroutine (or the caller's, for WriteNow).
+// stopTimeout bounds each write once Run's context is done.
+func NewWriter(store *Store, check func(context.Context, *Generation) error, isRejected func(error) bool, done func(Written), stopTimeout time.Duration) *Writer {
+	w := &Writer{store: store, check: check, isRejected: isRejected, done: done, stopTimeout: stopTimeout,
 		wake: make(chan struct{}, 1), invalid: map[string]error{}}
 	w.cond = sync.NewCond(&w.mu)
 	return w
@@ -71,7 +73,7 @@ func NewWriter(store *Store, check func(context.Context, *Generation) error, don
 // Run writes queued renderings until ctx ends; the one under way, and the last one queued,
 // are still written then (HAProxy runs them already: the files must say so for its next
 // start), each within stopTimeout. Rejected returns the checks' verdicts.
-func (w *Writer) Run(ctx context.Context, isRejected func(error) bool) {
+func (w *Writer) Run(ctx context.Context) {
 	w.mu.Lock()
 	w.running = true
 	w.mu.Unlock()
@@ -82,7 +84,7 @@ func (w *Writer) Run(ctx context.Context, isRejected func(error) bool) {
 		defer stop()
 		// done runs before the writer counts as idle: whoever waits for it (Drop) sees its
 		// outcome recorded.
-		w.done(w.write(jctx, job, isRejected))
+		w.done(w.write(jctx, job))
 		w.mu.Lock()
 		w.busy = false
 		w.cond.Broadcast()
@@ -137,9 +139,9 @@ func (w *Writer) Queue(job *WriteJob) bool {
 }
 
 // WriteNow writes job in the caller's goroutine and returns the outcome (done is not called).
-func (w *Writer) WriteNow(ctx context.Context, job *WriteJob, isRejected func(error) bool) Written {
+func (w *Writer) WriteNow(ctx context.Context, job *WriteJob) Written {
 	job.queued = time.Now()
-	return w.write(ctx, job, isRejected)
+	return w.write(ctx, job)
 }
 
 // Drop forgets the rendering waiting to be written (the caller makes a newer one live) and
@@ -222,7 +224,7 @@ func (w *Writer) remember(hash string, err error) {
 }
 
 // write stages, checks and activates job's rendering; a rejection is remembered.
-func (w *Writer) write(ctx context.Context, job *WriteJob, isRejected func(error) bool) Written {
+func (w *Writer) write(ctx context.Context, job *WriteJob) Written {
 	w.excl.Lock()
 	defer w.excl.Unlock()
 	start := time.Now()
@@ -236,7 +238,7 @@ func (w *Writer) write(ctx context.Context, job *WriteJob, isRejected func(error
 	if w.check != nil {
 		if err := w.check(ctx, gen); err != nil {
 			_ = w.store.Discard(gen)
-			if isRejected != nil && isRejected(err) {
+			if w.isRejected != nil && w.isRejected(err) {
 				w.remember(job.Hash, err)
 				res.Rejected = err
 			} else {

@@ -60,10 +60,10 @@ func TestWriterLatestWins(t *testing.T) {
 	s := open(t, newEnv(t))
 	c := &gatedCheck{gate: make(chan struct{}), started: make(chan string, 8)}
 	done := make(chan Written, 8)
-	w := NewWriter(s, c.check, func(x Written) { done <- x }, time.Second)
+	w := NewWriter(s, c.check, isRejected, func(x Written) { done <- x }, time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go w.Run(ctx, isRejected)
+	go w.Run(ctx)
 	for !w.Queue(&WriteJob{Hash: "h1", Content: Content{Config: []byte("one")}}) {
 		time.Sleep(time.Millisecond) // Run has not started yet
 	}
@@ -86,15 +86,15 @@ func TestWriterLatestWins(t *testing.T) {
 // TestWriterRejected: a rendering the check refuses is remembered and not made live.
 func TestWriterRejected(t *testing.T) {
 	s := open(t, newEnv(t))
-	w := NewWriter(s, (&gatedCheck{}).check, func(Written) {}, time.Second)
-	res := w.WriteNow(context.Background(), &WriteJob{Hash: "bad1", Content: Content{Config: []byte("bad")}}, isRejected)
+	w := NewWriter(s, (&gatedCheck{}).check, isRejected, func(Written) {}, time.Second)
+	res := w.WriteNow(context.Background(), &WriteJob{Hash: "bad1", Content: Content{Config: []byte("bad")}})
 	if res.Rejected == nil || res.Gen != nil || s.Live() != nil {
 		t.Fatalf("%+v, live %v", res, s.Live())
 	}
 	if w.Rejected("bad1") == nil || w.Rejected("other") != nil {
 		t.Error("the rejection is not remembered by hash")
 	}
-	res = w.WriteNow(context.Background(), &WriteJob{Hash: "ok1", Content: Content{Config: []byte("fine")}}, isRejected)
+	res = w.WriteNow(context.Background(), &WriteJob{Hash: "ok1", Content: Content{Config: []byte("fine")}})
 	if res.Gen == nil || liveConfig(t, s) != "fine" || s.Live() == nil || s.Live().Dir != res.Gen.Dir {
 		t.Errorf("%+v", res)
 	}
@@ -106,8 +106,8 @@ func TestWriterExclusive(t *testing.T) {
 	s := open(t, newEnv(t))
 	gate := make(chan struct{})
 	c := &gatedCheck{gate: gate, started: make(chan string, 1)}
-	w := NewWriter(s, c.check, func(Written) {}, time.Second)
-	go w.WriteNow(context.Background(), &WriteJob{Hash: "h1", Content: Content{Config: []byte("one")}}, isRejected)
+	w := NewWriter(s, c.check, isRejected, func(Written) {}, time.Second)
+	go w.WriteNow(context.Background(), &WriteJob{Hash: "h1", Content: Content{Config: []byte("one")}})
 	<-c.started // the write is in its check
 	saw := make(chan string)
 	go w.Exclusive(func() { saw <- liveConfig(t, s) })

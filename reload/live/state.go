@@ -111,6 +111,13 @@ func (s Seen) String() string {
 	return ""
 }
 
+// The paths by which a change goes live (haproxy_sidecar_change_to_live_seconds's path label).
+const (
+	PathRuntime   = "runtime"   // HAProxy's runtime API answered, no reload
+	PathReload    = "reload"    // a reload confirmed (master socket, command)
+	PathDataplane = "dataplane" // a Data Plane API host confirmed it has the configuration, per host
+)
+
 // refusedKept bounds the renderings remembered as refused at reload.
 const refusedKept = 16
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/failure"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/runtimeapi"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
 
@@ -30,7 +31,7 @@ type Metrics struct {
 	ReloadDuration     prometheus.Histogram
 	LiveGenerationInfo *prometheus.GaugeVec // hash
 	// ChangeToLive is the time from a change seen to the configuration holding it live, by
-	// path (PathRuntime, PathReload, PathDataplane): ObserveLive.
+	// path (live.PathRuntime, live.PathReload, live.PathDataplane): ObserveLive.
 	ChangeToLive *prometheus.HistogramVec
 
 	// Runtime API updates (no reload).
@@ -52,24 +53,6 @@ type Metrics struct {
 	// BuildInfo is 1 for the binary's version, Go version and revision (SetBuildInfo).
 	BuildInfo *prometheus.GaugeVec
 }
-
-// Stages of a failed sync (haproxy_sidecar_sync_failures_total's stage label).
-const (
-	FailRead     = "read"     // the source could not be read
-	FailStage    = "stage"    // a generation could not be written (disk full, read-only)
-	FailValidate = "validate" // haproxy -c could not be run
-	FailActivate = "activate" // the new generation could not be made live
-	FailReload   = "reload"   // HAProxy could not be reloaded, or did not answer
-	FailWrite    = "write"    // the background writer could not write a runtime API change
-	FailState    = "state"    // the record of the last good inputs could not be written
-)
-
-// The paths by which a change goes live (haproxy_sidecar_change_to_live_seconds's path label).
-const (
-	PathRuntime   = "runtime"   // HAProxy's runtime API answered, no reload
-	PathReload    = "reload"    // a reload confirmed (master socket, command)
-	PathDataplane = "dataplane" // a Data Plane API host confirmed it has the configuration, per host
-)
 
 // Results of a reload (haproxy_sidecar_reloads_total's result label).
 var reloadResults = []string{"success", "failed", "error"}
@@ -172,7 +155,7 @@ func NewMetrics() *Metrics {
 	for _, k := range []string{"service", "templates", "certificate", "pod", "file"} {
 		m.HeldInputs.WithLabelValues(k)
 	}
-	for _, s := range []string{FailRead, FailStage, FailValidate, FailActivate, FailReload, FailWrite, FailState} {
+	for _, s := range failure.Stages {
 		m.SyncFailures.WithLabelValues(s)
 	}
 	// Every label value known at start is there at 0, so that rate() and increase() see the
@@ -187,7 +170,7 @@ func NewMetrics() *Metrics {
 	for _, s := range []string{snapshot.StageDecode, snapshot.StageRender, snapshot.StageTest, snapshot.StageValidate, snapshot.StageReload} {
 		m.Rejected.WithLabelValues(s)
 	}
-	for _, p := range []string{PathRuntime, PathReload, PathDataplane} {
+	for _, p := range []string{live.PathRuntime, live.PathReload, live.PathDataplane} {
 		m.ChangeToLive.WithLabelValues(p)
 	}
 	return m
@@ -210,6 +193,37 @@ func (m *Metrics) ReloadSucceeded(endpoint string, took time.Duration, hash stri
 	}
 	m.ReloadDuration.Observe(took.Seconds())
 	m.LastReloadSuccess.SetToCurrentTime()
+	m.LiveGenerationInfo.Reset()
+	m.LiveGenerationInfo.WithLabelValues(hash).Set(1)
+}
+
+// Rendered counts a rendering by what became of it (renders_total{result}).
+func (m *Metrics) Rendered(result string) { m.Renders.WithLabelValues(result).Inc() }
+
+// Valid records that the configuration rendered is valid (a standby validated it).
+func (m *Metrics) Valid() { m.ConfigValid.Set(1) }
+
+// SyncFailed counts an operational failure at stage (package failure).
+func (m *Metrics) SyncFailed(stage string) { m.SyncFailures.WithLabelValues(stage).Inc() }
+
+// ReloadEnded counts a reload that did not succeed: result "failed" (HAProxy refused it) or
+// "error" (its outcome is not known).
+func (m *Metrics) ReloadEnded(endpoint, result string) {
+	m.Reloads.WithLabelValues(endpoint, result).Inc()
+}
+
+// RuntimeUpdated counts the runtime API's changes, by kind (runtimeapi.Kinds).
+func (m *Metrics) RuntimeUpdated(counts map[string]int) {
+	for kind, n := range counts {
+		m.RuntimeUpdates.WithLabelValues(kind).Add(float64(n))
+	}
+}
+
+// RuntimeFellBack counts a runtime API update that failed, made by a reload instead.
+func (m *Metrics) RuntimeFellBack() { m.RuntimeFallbacks.Inc() }
+
+// LiveAgain records that the rendering hash is live again (a revert took HAProxy back to it).
+func (m *Metrics) LiveAgain(hash string) {
 	m.LiveGenerationInfo.Reset()
 	m.LiveGenerationInfo.WithLabelValues(hash).Set(1)
 }

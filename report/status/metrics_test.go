@@ -9,6 +9,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
 )
 
 // family gathers m and returns the family name.
@@ -153,15 +155,15 @@ func TestRunsConfirmedSetsTheSuccessTimestamp(t *testing.T) {
 
 func TestObserveLiveFromTheChangeSeen(t *testing.T) {
 	m := NewMetrics()
-	m.ObserveLive(context.Background(), PathReload) // nothing seen: nothing observed
+	m.ObserveLive(context.Background(), live.PathReload) // nothing seen: nothing observed
 	seen := time.Now().Add(-1500 * time.Millisecond)
-	m.ObserveLive(WithChangeSeen(context.Background(), seen), PathRuntime)
+	m.ObserveLive(WithChangeSeen(context.Background(), seen), live.PathRuntime)
 	for _, s := range family(t, m, "haproxy_sidecar_change_to_live_seconds").GetMetric() {
 		h, path := s.GetHistogram(), s.GetLabel()[0].GetValue()
 		switch {
-		case path == PathRuntime && (h.GetSampleCount() != 1 || h.GetSampleSum() < 1.5):
+		case path == live.PathRuntime && (h.GetSampleCount() != 1 || h.GetSampleSum() < 1.5):
 			t.Errorf("runtime: %d samples, sum %v; want 1 of at least 1.5 s", h.GetSampleCount(), h.GetSampleSum())
-		case path != PathRuntime && h.GetSampleCount() != 0:
+		case path != live.PathRuntime && h.GetSampleCount() != 0:
 			t.Errorf("%s: %d samples, want none", path, h.GetSampleCount())
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/tracing"
 	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
 )
@@ -34,13 +35,13 @@ func changeToLive(t *testing.T, m *status.Metrics, path string) (uint64, float64
 func TestChangeToLiveByPath(t *testing.T) {
 	r := newRig(t, 0)
 	r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
-	if n, _ := changeToLive(t, r.metrics, status.PathReload); n != 0 {
+	if n, _ := changeToLive(t, r.metrics, live.PathReload); n != 0 {
 		t.Fatalf("the first sync, which no change asked for, counted %d", n)
 	}
 
 	r.p.Changed()
 	r.sync(t, config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80"), "applied")
-	if n, _ := changeToLive(t, r.metrics, status.PathRuntime); n != 1 {
+	if n, _ := changeToLive(t, r.metrics, live.PathRuntime); n != 1 {
 		t.Errorf("a server added through the runtime API: %d runtime observations, want 1", n)
 	}
 
@@ -48,24 +49,24 @@ func TestChangeToLiveByPath(t *testing.T) {
 	notified := time.Now()
 	r.rl.failErr = errors.New("master socket: connection refused")
 	r.sync(t, config(":81", "a 10.0.0.1:80"), "error")
-	if n, _ := changeToLive(t, r.metrics, status.PathReload); n != 0 {
+	if n, _ := changeToLive(t, r.metrics, live.PathReload); n != 0 {
 		t.Fatalf("a reload that failed counted %d", n)
 	}
 	r.rl.failErr = nil
 	retried := time.Now()
 	r.sync(t, config(":81", "a 10.0.0.1:80"), "applied") // the retry: no new notification
-	n, sum := changeToLive(t, r.metrics, status.PathReload)
+	n, sum := changeToLive(t, r.metrics, live.PathReload)
 	if n != 1 {
 		t.Fatalf("the change live at the retry: %d reload observations, want 1", n)
 	}
 	if least := retried.Sub(notified).Seconds(); sum < least {
 		t.Errorf("observed %vs, less than the %vs between its notification and the retry: not counted from the first notification", sum, least)
 	}
-	if n, _ := changeToLive(t, r.metrics, status.PathRuntime); n != 1 {
+	if n, _ := changeToLive(t, r.metrics, live.PathRuntime); n != 1 {
 		t.Errorf("runtime observations %d, want still 1", n)
 	}
 	r.sync(t, config(":81", "a 10.0.0.1:80"), "unchanged")
-	if n, _ := changeToLive(t, r.metrics, status.PathReload); n != 1 {
+	if n, _ := changeToLive(t, r.metrics, live.PathReload); n != 1 {
 		t.Errorf("a sync with nothing seen counted again: %d", n)
 	}
 }

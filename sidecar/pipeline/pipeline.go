@@ -201,18 +201,18 @@ func New(cfg Config) (*Pipeline, error) {
 	}
 	cfg.Metrics.WatchHAProxy(p.haproxy.State)
 	p.writer = generation.NewWriter(cfg.Store, func(ctx context.Context, g *generation.Generation) error { return p.build.Check(ctx, g) },
-		func(w generation.Written) { p.apply.Written(w) }, cfg.ShutdownWriteTimeout)
+		candidate.IsRejected, func(w generation.Written) { p.apply.Written(w) }, cfg.ShutdownWriteTimeout)
 	bc := candidate.Config{Inputs: cfg.Inputs, Renderer: cfg.Renderer, Checker: cfg.Checker, Store: cfg.Store,
-		Exclusive: p.writer.Exclusive, Manifests: cfg.Manifests,
-		Trials: cfg.Trials, Metrics: cfg.Metrics}
+		Exclusive: p.writer.Exclusive, Manifests: cfg.Manifests, Trials: cfg.Trials,
+		RenderDuration: cfg.Metrics.RenderDuration, ValidateDuration: cfg.Metrics.ValidateDuration}
 	if cfg.TryTemplatesApart {
 		bc.Tried = p.templatesTried
 	}
 	p.build = candidate.New(bc)
-	p.apply = apply.New(apply.Config{HAProxy: p.haproxy, Writer: p.writer, Store: cfg.Store, Build: p.build,
+	p.apply = apply.New(apply.Config{HAProxy: p.haproxy, Writer: p.writer, Store: cfg.Store,
 		Reloader: cfg.Reloader, Runtime: cfg.Runtime, Endpoint: cfg.Endpoint, ReloaderCounts: cfg.ReloaderCounts,
 		ExpectRunning: cfg.ExpectRunning, Metrics: cfg.Metrics, Health: cfg.Health, Recorder: cfg.Recorder,
-		Report: reporter{p}, Changed: p.Changed, Logger: cfg.Logger})
+		Report: reporter{p}, Changed: p.Changed, ValidateNext: p.build.ValidateNext, Logger: cfg.Logger})
 	p.loadInputs()
 	return p, nil
 }
@@ -229,7 +229,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		p.writer.Run(ctx, candidate.IsRejected)
+		p.writer.Run(ctx)
 	}()
 	defer func() { <-writerDone }()
 	defer cancel()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/failure"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/runtimeapi"
@@ -550,7 +551,7 @@ func TestDiskFailureIsCountedAndRetried(t *testing.T) {
 	if !res.Retry {
 		t.Error("a disk failure is not retried")
 	}
-	if v := value(r.metrics.SyncFailures.WithLabelValues(status.FailStage)); v != 1 {
+	if v := value(r.metrics.SyncFailures.WithLabelValues(failure.Staging)); v != 1 {
 		t.Errorf("sync_failures_total{stage=stage} = %v, want 1", v)
 	}
 	if got := r.held(); got != "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/candidate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/decide"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/failure"
 	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
 )
 
@@ -161,7 +162,7 @@ func (p *Pipeline) accept(live []snapshot.Input, cur snapshot.Inputs) {
 		return
 	}
 	if err := p.saveInputs(); err != nil {
-		p.cfg.Metrics.SyncFailures.WithLabelValues(status.FailState).Inc()
+		p.cfg.Metrics.SyncFailures.WithLabelValues(failure.State).Inc()
 		p.log.Warn("keep the last good inputs", "file", inputsState, "error", err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/candidate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/decide"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/failure"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/runtimeapi"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/tracing"
 	"github.com/haproxy-sidecar/haproxy-sidecar/report/redact"
 	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
@@ -74,7 +76,7 @@ func (p *Pipeline) sync(ctx context.Context, reason string) Result {
 		var ie *snapshot.InputError
 		switch {
 		case !errors.As(err, &ie):
-			return p.fail(ctx, status.FailRead, fmt.Errorf("read inputs: %w", err))
+			return p.fail(ctx, failure.Read, fmt.Errorf("read inputs: %w", err))
 		case objs == nil:
 			// The source could not read some object at all and has nothing in its place:
 			// nothing is known of what it holds, so nothing changes.
@@ -95,7 +97,7 @@ func (p *Pipeline) sync(ctx context.Context, reason string) Result {
 	p.noteTrying(ctx, sel.Trying)
 	if made.Err != nil {
 		p.report(ctx, held)
-		var f *candidate.Failure
+		var f *failure.Error
 		if errors.As(made.Err, &f) {
 			return p.fail(ctx, f.Stage, f.Err)
 		}
@@ -125,7 +127,7 @@ func (p *Pipeline) sync(ctx context.Context, reason string) Result {
 	// configuration live beside holds it has ended.
 	p.report(ctx, held)
 	actx, span := tracing.Start(ctx, "apply", attribute.String("apply.action", d.Action.String()))
-	res := p.apply.Apply(actx, apply.Job{Decision: d, Candidate: cand, Plan: plan, Reason: reason})
+	res := p.act(actx, d, cand, plan, reason)
 	span.SetAttributes(attribute.String("apply.outcome", res.Outcome.String()))
 	tracing.End(span, res.Err)
 	// Where a sync's time goes (docs/performance.md reads it): the spans say the same to a
@@ -143,6 +145,47 @@ func (p *Pipeline) sync(ctx context.Context, reason string) Result {
 	}
 	res.Action, res.Held = d.Action, len(held)
 	return res
+}
+
+// act carries out the decision on the candidate: one that needs the rendering validated has
+// it staged and validated first (package candidate), then apply acts on what it is given. A
+// runtime change the runtime API could not make is made by a reload instead.
+func (p *Pipeline) act(ctx context.Context, d decide.Decision, cand *candidate.Candidate, plan *runtimeapi.Plan, reason string) Result {
+	for {
+		if d.Action == decide.DoReload {
+			p.writer.Drop() // a rendering waiting to be written is older than this one
+		}
+		if d.Action.NeedsValid() {
+			if res, ok := p.validated(ctx, cand); !ok {
+				return res
+			}
+		}
+		res := p.apply.Apply(ctx, apply.Job{Decision: d, Bundle: cand.Bundle, Gen: cand.Gen, Info: cand.Info, Plan: plan, Reason: reason})
+		if !res.RuntimeFailed {
+			return res
+		}
+		d = decide.Decision{Action: decide.DoReload, Why: "the runtime API update failed"}
+	}
+}
+
+// validated has c staged and validated (haproxy -c) if it is not yet: ok false with the
+// sync's result when it is not valid or cannot be staged.
+func (p *Pipeline) validated(ctx context.Context, c *candidate.Candidate) (Result, bool) {
+	err := p.build.Validated(ctx, c)
+	switch {
+	case err == nil:
+		return Result{}, true
+	case candidate.IsRejected(err):
+		// Nothing an operator edits changed, yet the rendering does not validate: data from
+		// the cluster (a pod, an annotation) makes the template produce a bad configuration.
+		// The next sync, at once, validates what it renders and leaves out what is at fault;
+		// it reports what it cannot leave out (nobody is blamed before it looked).
+		p.build.ValidateNext()
+		p.Changed()
+		p.log.InfoContext(ctx, "the rendering does not validate: looking for the data at fault", "hash", short(c.Bundle.Hash), "error", err)
+		return Result{Outcome: Rejected, Hash: c.Bundle.Hash, Err: err}, false
+	}
+	return p.fail(ctx, failure.StageOf(err, failure.Staging), err), false
 }
 
 // learnKeys tells the redactor the private keys of the certificates read now, so that no
