@@ -250,7 +250,7 @@ func (a *Applier) revert(ctx context.Context, j Job) Result {
 	if j.Bundle != nil {
 		hash = j.Bundle.Hash
 	}
-	rejected := a.cfg.Writer.Rejected(hash)
+	rejected := a.cfg.HAProxy.State().Rejected(hash)
 	a.cfg.Writer.Drop()
 	if runs := a.cfg.HAProxy.State().Runs; runs == hash || runs == "" {
 		a.revertRuntime(ctx)

@@ -193,6 +193,7 @@ func (a *Applier) write(ctx context.Context, j Job) (res Result, failed bool) {
 	w := a.cfg.Writer.WriteNow(ctx, job)
 	switch {
 	case w.Rejected != nil:
+		a.cfg.HAProxy.Record(live.CheckRefused{Hash: job.Hash, Err: w.Rejected})
 		a.revertRuntime(ctx)
 		a.cfg.ValidateNext() // the data at fault is searched for
 		a.cfg.Changed()
@@ -222,6 +223,7 @@ func (a *Applier) Written(w generation.Written) {
 	case w.Rejected != nil:
 		// The next sync validates, takes the runtime changes back or past the data at
 		// fault, and reports the rejection.
+		a.cfg.HAProxy.Record(live.CheckRefused{Hash: w.Job.Hash, Err: w.Rejected})
 		a.cfg.ValidateNext()
 		a.cfg.Changed()
 	case w.Err != nil:

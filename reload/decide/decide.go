@@ -65,13 +65,10 @@ func (a Action) String() string {
 type Facts struct {
 	// Rendered is the hash of this sync's rendering; "" when none could be made.
 	Rendered string
-	// Rejected is set when haproxy -c rejected this rendering after the runtime API had made
-	// it live; RunsRejected when HAProxy runs a rendering it rejected (and none could be
-	// rendered to take its place).
-	Rejected, RunsRejected bool
 	// HAProxy is what HAProxy runs and what is written: the rendering it runs for sure
 	// (Runs), the one written for its start (LoadsAtStart), a deferred reload (ReloadAt), the
-	// renderings it refused (Refused), the last reload (LastReload).
+	// renderings it refused at a reload or at the check behind a runtime change (Refused),
+	// the last reload (LastReload).
 	HAProxy live.State
 	// ReloadWhy is why the change needs a reload; "" when the runtime API can make all of it.
 	ReloadWhy string
@@ -98,8 +95,12 @@ type Decision struct {
 func Decide(f Facts) Decision {
 	h := f.HAProxy
 	reloadDue := !h.ReloadAt.IsZero()
+	// haproxy -c rejected this rendering, or (none could be rendered to take its place) the
+	// one HAProxy runs, after the runtime API had made it live.
+	rejected := f.Rendered != "" && h.Rejected(f.Rendered) != nil
+	runsRejected := f.Rendered == "" && h.Runs != "" && h.Rejected(h.Runs) != nil
 	switch {
-	case f.Rejected || f.Rendered == "" && f.RunsRejected:
+	case rejected || runsRejected:
 		return Decision{Action: DoRevert, Why: "haproxy -c rejected this configuration after the runtime API had made it live"}
 	case f.Rendered == "":
 		return Decision{Action: DoHold, Why: "no configuration could be rendered"}

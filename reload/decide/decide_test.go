@@ -1,11 +1,30 @@
 package decide
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
 )
+
+// reloaded are renderings HAProxy refused at a reload.
+func reloaded(hashes ...string) []live.Refusal {
+	var r []live.Refusal
+	for _, h := range hashes {
+		r = append(r, live.Refusal{Hash: h})
+	}
+	return r
+}
+
+// checked are renderings haproxy -c rejected behind a runtime change.
+func checked(hashes ...string) []live.Refusal {
+	var r []live.Refusal
+	for _, h := range hashes {
+		r = append(r, live.Refusal{Hash: h, Check: true, Err: errors.New("rejected")})
+	}
+	return r
+}
 
 func TestDecide(t *testing.T) {
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
@@ -18,12 +37,14 @@ func TestDecide(t *testing.T) {
 	}{
 		{name: "nothing rendered: hold", f: Facts{HAProxy: live.State{Runs: "a"}}, want: DoHold},
 		{name: "rejected by haproxy -c after the runtime API made it live: revert",
-			f: Facts{Rendered: "b", Rejected: true, HAProxy: live.State{Runs: "b"}}, want: DoRevert},
-		{name: "rejected, even on a standby", f: Facts{Rendered: "b", Rejected: true, Standby: true}, want: DoRevert},
+			f: Facts{Rendered: "b", HAProxy: live.State{Runs: "b", Refused: checked("b")}}, want: DoRevert},
+		{name: "rejected, even on a standby", f: Facts{Rendered: "b", HAProxy: live.State{Refused: checked("b")}, Standby: true}, want: DoRevert},
 		{name: "nothing rendered, HAProxy runs a rejected rendering: revert",
-			f: Facts{RunsRejected: true, HAProxy: live.State{Runs: "b"}}, want: DoRevert},
+			f: Facts{HAProxy: live.State{Runs: "b", Refused: checked("b")}}, want: DoRevert},
+		{name: "nothing rendered, HAProxy runs a rendering refused at a reload only: hold",
+			f: Facts{HAProxy: live.State{Runs: "b", Refused: reloaded("b")}}, want: DoHold},
 		{name: "a rendering, HAProxy runs a rejected one: the rendering takes its place",
-			f: Facts{Rendered: "c", RunsRejected: true, HAProxy: live.State{Runs: "b"}}, want: DoRuntime},
+			f: Facts{Rendered: "c", HAProxy: live.State{Runs: "b", Refused: checked("b")}}, want: DoRuntime},
 		{name: "HAProxy runs it: nothing", f: Facts{Rendered: "a", HAProxy: live.State{Runs: "a"}}, want: DoNothing},
 		{name: "HAProxy runs it, but a deferred reload waits: the runtime API takes its changes back",
 			f: Facts{Rendered: "a", HAProxy: live.State{Runs: "", ReloadAt: due}}, want: DoRuntime},
@@ -36,8 +57,9 @@ func TestDecide(t *testing.T) {
 		{name: "servers only: runtime", f: Facts{Rendered: "b", HAProxy: live.State{Runs: "a"}}, want: DoRuntime},
 		{name: "what runs is not known: reload", f: Facts{Rendered: "b", HAProxy: live.State{Runs: ""}, ReloadWhy: "not known"}, want: DoReload},
 		{name: "a new frontend: reload", f: Facts{Rendered: "b", HAProxy: live.State{Runs: "a"}, ReloadWhy: "frontend changed"}, want: DoReload},
-		{name: "refused before: hold, no storm", f: Facts{Rendered: "b", HAProxy: live.State{Runs: "a", Refused: []string{"x", "b"}}, ReloadWhy: "frontend changed"}, want: DoHold},
-		{name: "another rendering refused before: reload", f: Facts{Rendered: "b", HAProxy: live.State{Runs: "a", Refused: []string{"x"}}, ReloadWhy: "frontend changed"}, want: DoReload},
+		{name: "refused before: hold, no storm", f: Facts{Rendered: "b", HAProxy: live.State{Runs: "a", Refused: reloaded("x", "b")}, ReloadWhy: "frontend changed"}, want: DoHold},
+		{name: "another rendering refused before: reload", f: Facts{Rendered: "b", HAProxy: live.State{Runs: "a", Refused: reloaded("x")}, ReloadWhy: "frontend changed"}, want: DoReload},
+		{name: "rejected by the check, not refused at a reload: reload", f: Facts{Rendered: "b", HAProxy: live.State{Runs: "a", Refused: checked("x")}, ReloadWhy: "frontend changed"}, want: DoReload},
 		{name: "standby: validate only", f: Facts{Rendered: "b", HAProxy: live.State{Runs: "a"}, ReloadWhy: "x", Standby: true}, want: DoStandby},
 		{name: "standby even when nothing changed", f: Facts{Rendered: "a", HAProxy: live.State{Runs: "a"}, Standby: true}, want: DoStandby},
 		{name: "reload too soon: defer to the end of the interval",

@@ -30,8 +30,6 @@ type Writer struct {
 	busy    bool
 	pending *WriteJob
 	wake    chan struct{}
-	invalid map[string]error // hash -> why the check rejected it
-	order   []string         // invalid hashes, oldest first (bounded)
 }
 
 // WriteJob is one rendering to write.
@@ -47,8 +45,9 @@ type WriteJob struct {
 type Written struct {
 	Job *WriteJob
 	Gen *Generation // the generation made live; nil when the write did not happen
-	// Rejected is why the check refused the rendering (bad input): the caller must take the
-	// runtime changes back. Err is an operational failure (disk), worth another try.
+	// Rejected is why the check refused the rendering (bad input): the caller records it
+	// (live.CheckRefused) and takes the runtime changes back. Err is an operational failure
+	// (disk), worth another try.
 	Rejected, Err error
 	// Superseded is set when a newer rendering was queued before this one could be made
 	// live: it was checked but not made live.
@@ -56,23 +55,20 @@ type Written struct {
 	Waited, Took time.Duration
 }
 
-// rememberedInvalid bounds the rejected renderings a Writer remembers.
-const rememberedInvalid = 16
-
 // NewWriter returns a writer into store. check validates a staged generation (nil: none);
 // isRejected tells its rejections (bad input) from its failures (nil: all are failures). done
 // is called after each write, in the writer's goroutine (or the caller's, for WriteNow).
 // stopTimeout bounds each write once Run's context is done.
 func NewWriter(store *Store, check func(context.Context, *Generation) error, isRejected func(error) bool, done func(Written), stopTimeout time.Duration) *Writer {
 	w := &Writer{store: store, check: check, isRejected: isRejected, done: done, stopTimeout: stopTimeout,
-		wake: make(chan struct{}, 1), invalid: map[string]error{}}
+		wake: make(chan struct{}, 1)}
 	w.cond = sync.NewCond(&w.mu)
 	return w
 }
 
 // Run writes queued renderings until ctx ends; the one under way, and the last one queued,
 // are still written then (HAProxy runs them already: the files must say so for its next
-// start), each within stopTimeout. Rejected returns the checks' verdicts.
+// start), each within stopTimeout.
 func (w *Writer) Run(ctx context.Context) {
 	w.mu.Lock()
 	w.running = true
@@ -203,27 +199,7 @@ func (w *Writer) Prune(keep ...*Generation) error {
 	return w.store.Prune(keep...)
 }
 
-// Rejected returns why the check rejected the rendering with this hash, nil if it did not.
-func (w *Writer) Rejected(hash string) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.invalid[hash]
-}
-
-func (w *Writer) remember(hash string, err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if _, ok := w.invalid[hash]; !ok {
-		w.order = append(w.order, hash)
-	}
-	w.invalid[hash] = err
-	for len(w.order) > rememberedInvalid {
-		delete(w.invalid, w.order[0])
-		w.order = w.order[1:]
-	}
-}
-
-// write stages, checks and activates job's rendering; a rejection is remembered.
+// write stages, checks and activates job's rendering.
 func (w *Writer) write(ctx context.Context, job *WriteJob) Written {
 	w.excl.Lock()
 	defer w.excl.Unlock()
@@ -239,7 +215,6 @@ func (w *Writer) write(ctx context.Context, job *WriteJob) Written {
 		if err := w.check(ctx, gen); err != nil {
 			_ = w.store.Discard(gen)
 			if w.isRejected != nil && w.isRejected(err) {
-				w.remember(job.Hash, err)
 				res.Rejected = err
 			} else {
 				res.Err = err

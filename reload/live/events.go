@@ -63,7 +63,10 @@ func (e Reloaded) Apply(s State) State {
 	s.Runs, s.Load, s.Model = e.Bundle.Hash, e.Load, e.Model
 	s.Good = Good{Bundle: e.Bundle, Gen: e.Gen}
 	s.Record = s.record(e.Bundle.Hash)
-	s.Refused, s.LoadsAtStart = nil, ""
+	// What HAProxy refused at a reload may load now once its inputs change again; what
+	// haproxy -c rejected stays rejected.
+	s.Refused = slices.DeleteFunc(slices.Clone(s.Refused), func(r Refusal) bool { return !r.Check })
+	s.LoadsAtStart = ""
 	if e.Load != "" {
 		s.Probe.Load = e.Load
 	}
@@ -99,12 +102,19 @@ type ReloadRefused struct {
 }
 
 func (e ReloadRefused) Apply(s State) State {
-	s = s.reloadEnded(e.At)
-	s.Refused = append(slices.Clone(s.Refused), e.Hash)
-	if len(s.Refused) > refusedKept {
-		s.Refused = s.Refused[len(s.Refused)-refusedKept:]
-	}
-	return s
+	return s.reloadEnded(e.At).refused(Refusal{Hash: e.Hash})
+}
+
+// CheckRefused: haproxy -c rejected the rendering Hash (Err says why) after the runtime API
+// had made it live: HAProxy is to be taken back to the last good rendering, and the rendering
+// is held.
+type CheckRefused struct {
+	Hash string
+	Err  error
+}
+
+func (e CheckRefused) Apply(s State) State {
+	return s.refused(Refusal{Hash: e.Hash, Check: true, Err: e.Err})
 }
 
 // RenderAgain: the reloader asks for a new rendering before anything goes live (the Data Plane

@@ -1,9 +1,10 @@
 // Package live is the one answer to "what does HAProxy run, and what is written": the
 // rendering HAProxy runs, the HAProxy load that runs it, the last good rendering and its
-// generation on disk, what the runtime API sees, renderings HAProxy refused, what was written
+// generation on disk, what the runtime API sees, renderings HAProxy refused (at a reload, or
+// at the check behind a runtime change), what was written
 // while HAProxy did not run, a reload in flight, what the probe saw last.
 //
-// State is plain data. It changes only through events (Reloaded, ReloadRefused,
+// State is plain data. It changes only through events (Reloaded, ReloadRefused, CheckRefused,
 // RuntimeApplied, FilesWritten, RestartedOnGood, ...): plain values whose Apply method is a
 // pure function of the state and the event, tested from tables. An Owner holds the current
 // State for everyone: the sync decides from it and records what it did as events, the
@@ -41,9 +42,10 @@ type State struct {
 	// LoadsAtStart is the hash of the rendering written while HAProxy did not run: it loads
 	// it when it starts. "" when none waits so.
 	LoadsAtStart string
-	// Refused are the renderings HAProxy refused at a reload, newest last: reloading them again
-	// would only fail again.
-	Refused []string
+	// Refused are the renderings HAProxy refused, newest last: at a reload (reloading them
+	// again would only fail again), or at the check behind a runtime change (HAProxy runs
+	// them, or ran them: they are taken back).
+	Refused []Refusal
 	// Reloading is set while a reload the sidecar asked for is under way: the master may not
 	// answer meanwhile, which the probe must not take for HAProxy being down.
 	Reloading bool
@@ -60,6 +62,16 @@ type State struct {
 	// known, and is "" before anything went live and once HAProxy waits to start.
 	Live      string
 	LiveSince time.Time
+}
+
+// Refusal is a rendering HAProxy refused.
+type Refusal struct {
+	Hash string
+	// Check is set when haproxy -c rejected the rendering after the runtime API had made it
+	// live (the background writer checks it then), Err saying why; else HAProxy refused it at
+	// a reload.
+	Check bool
+	Err   error
 }
 
 // Good is the last good rendering and its generation on disk.
@@ -118,7 +130,7 @@ const (
 	PathDataplane = "dataplane" // a Data Plane API host confirmed it has the configuration, per host
 )
 
-// refusedKept bounds the renderings remembered as refused at reload.
+// refusedKept bounds the renderings remembered as refused, of each kind.
 const refusedKept = 16
 
 // Start is what is known before the first sync: the generation live on disk (nil: none),
@@ -128,7 +140,38 @@ func Start(gen *generation.Generation, record generation.Loaded) State {
 }
 
 // Refuses reports whether HAProxy refused the rendering hash at a reload.
-func (s State) Refuses(hash string) bool { return slices.Contains(s.Refused, hash) }
+func (s State) Refuses(hash string) bool {
+	return slices.ContainsFunc(s.Refused, func(r Refusal) bool { return r.Hash == hash && !r.Check })
+}
+
+// Rejected is why haproxy -c rejected the rendering hash after the runtime API had made it
+// live; nil if it did not.
+func (s State) Rejected(hash string) error {
+	for _, r := range s.Refused {
+		if r.Hash == hash && r.Check {
+			return r.Err
+		}
+	}
+	return nil
+}
+
+// refused is s with r the newest refusal: an older one of the same rendering and kind is
+// dropped, and the oldest of its kind beyond refusedKept.
+func (s State) refused(r Refusal) State {
+	same := func(o Refusal) bool { return o.Check == r.Check && o.Hash == r.Hash }
+	list := append(slices.DeleteFunc(slices.Clone(s.Refused), same), r)
+	n := 0
+	for i := len(list) - 1; i >= 0; i-- {
+		if list[i].Check != r.Check {
+			continue
+		}
+		if n++; n > refusedKept {
+			list = slices.Delete(list, i, i+1)
+		}
+	}
+	s.Refused = list
+	return s
+}
 
 // live confirms hash live at now.
 func (s State) live(hash string, now time.Time) State {

@@ -2,6 +2,7 @@ package live
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -49,10 +50,10 @@ func TestEvents(t *testing.T) {
 		{"a reload starts: the probe leaves the master alone",
 			running, ReloadStarted{},
 			with(running, func(s *State) { s.Reloading = true })},
-		{"reloaded: HAProxy runs b under a new load, recorded; what it refused may load again",
-			with(running, func(s *State) { s.Reloading, s.Refused, s.ReloadAt = true, []string{"x"}, t0 }),
+		{"reloaded: HAProxy runs b under a new load, recorded; what it refused may load again, what the check rejected stays so",
+			with(running, func(s *State) { s.Reloading, s.Refused, s.ReloadAt = true, []Refusal{{Hash: "x"}, checkedY}, t0 }),
 			Reloaded{Bundle: b, Gen: gb, Load: "L2", Model: mb, At: t1},
-			State{Runs: "b", Model: mb, Load: "L2", Record: generation.Loaded{Hash: "b", LoadID: "L2"},
+			State{Runs: "b", Model: mb, Load: "L2", Record: generation.Loaded{Hash: "b", LoadID: "L2"}, Refused: []Refusal{checkedY},
 				Good: Good{Bundle: b, Gen: gb}, Live: "b", LiveSince: t1, LastReload: t1, Probe: Probe{Seen: Up, Load: "L2"}}},
 		{"reloaded by a reloader that cannot name the load: nothing recorded",
 			running, Reloaded{Bundle: b, Gen: gb, Model: mb, At: t1},
@@ -79,7 +80,10 @@ func TestEvents(t *testing.T) {
 		{"refused at reload: remembered, the rest unchanged",
 			with(running, func(s *State) { s.Reloading = true }),
 			ReloadRefused{Hash: "b", At: t1},
-			with(running, func(s *State) { s.Refused, s.LastReload = []string{"b"}, t1 })},
+			with(running, func(s *State) { s.Refused, s.LastReload = []Refusal{{Hash: "b"}}, t1 })},
+		{"rejected by the check behind a runtime change: remembered with why, the rest unchanged",
+			running, CheckRefused{Hash: "y", Err: checkedY.Err},
+			with(running, func(s *State) { s.Refused = []Refusal{checkedY} })},
 		{"a reload of unknown outcome: nothing of what HAProxy runs is known",
 			running, ReloadUnknown{At: t1},
 			with(running, func(s *State) {
@@ -150,11 +154,11 @@ func TestEvents(t *testing.T) {
 		{"a restart noticed", with(running, func(s *State) { s.Restarted = true }), RestartNoticed{}, running},
 		{"restarted on the last good files: HAProxy runs them under its new load",
 			with(running, func(s *State) {
-				s.Runs, s.Load, s.Model, s.Record, s.LoadsAtStart, s.Refused = "", "", nil, generation.Loaded{}, "a", []string{"x"}
+				s.Runs, s.Load, s.Model, s.Record, s.LoadsAtStart, s.Refused = "", "", nil, generation.Loaded{}, "a", []Refusal{{Hash: "x"}}
 			}),
 			RestartedOnGood{Load: "L4", Model: mb, At: t1},
 			with(running, func(s *State) {
-				s.Load, s.Record, s.Model, s.Refused = "L4", generation.Loaded{Hash: "a", LoadID: "L4"}, mb, []string{"x"}
+				s.Load, s.Record, s.Model, s.Refused = "L4", generation.Loaded{Hash: "a", LoadID: "L4"}, mb, []Refusal{{Hash: "x"}}
 			})},
 		{"restarted on other files: not known",
 			running, RestartedUnknown{},
@@ -191,22 +195,48 @@ func with(s State, f func(*State)) State {
 	return s
 }
 
+// checkedY is the rendering y, which haproxy -c rejected behind a runtime change.
+var checkedY = Refusal{Hash: "y", Check: true, Err: errors.New("unknown keyword")}
+
+// TestRefusedIsBounded: each kind of refusal keeps its newest refusedKept, whatever the other
+// kind does.
 func TestRefusedIsBounded(t *testing.T) {
-	var s State
+	s := CheckRefused{Hash: "check-0", Err: checkedY.Err}.Apply(State{})
 	for i := range refusedKept + 5 {
 		s = ReloadRefused{Hash: string(rune('a' + i)), At: t0}.Apply(s)
 	}
-	if len(s.Refused) != refusedKept || !s.Refuses(string(rune('a'+refusedKept+4))) || s.Refuses("a") {
-		t.Errorf("refused %q", s.Refused)
+	if len(s.Refused) != refusedKept+1 || !s.Refuses(string(rune('a'+refusedKept+4))) || s.Refuses("a") || s.Rejected("check-0") == nil {
+		t.Errorf("refused %v", s.Refused)
+	}
+	for i := range refusedKept + 5 {
+		s = CheckRefused{Hash: fmt.Sprint("check-", i), Err: checkedY.Err}.Apply(s)
+	}
+	if len(s.Refused) != 2*refusedKept || s.Rejected("check-0") != nil || s.Rejected(fmt.Sprint("check-", refusedKept+4)) == nil || !s.Refuses(string(rune('a'+refusedKept+4))) {
+		t.Errorf("refused %v", s.Refused)
+	}
+}
+
+// TestRefusalsAreTold: a reload refusal is no check rejection and the other way round; the
+// same rendering refused again counts once.
+func TestRefusalsAreTold(t *testing.T) {
+	s := ReloadRefused{Hash: "a", At: t0}.Apply(State{})
+	s = ReloadRefused{Hash: "a", At: t1}.Apply(s)
+	s = CheckRefused{Hash: "y", Err: checkedY.Err}.Apply(s)
+	if !s.Refuses("a") || s.Rejected("a") != nil || s.Refuses("y") || s.Rejected("y") != checkedY.Err || s.Refuses("b") || s.Rejected("b") != nil {
+		t.Errorf("refused %v", s.Refused)
+	}
+	if len(s.Refused) != 2 {
+		t.Errorf("a rendering refused twice is listed twice: %v", s.Refused)
 	}
 }
 
 // TestEventsDoNotShareState: a state read before an event does not change with it.
 func TestEventsDoNotShareState(t *testing.T) {
-	before := State{Refused: []string{"a"}}
+	before := State{Refused: []Refusal{{Hash: "a"}}}
 	_ = ReloadRefused{Hash: "b", At: t0}.Apply(before)
-	if !reflect.DeepEqual(before.Refused, []string{"a"}) {
-		t.Errorf("an event changed the state it was given: %q", before.Refused)
+	_ = CheckRefused{Hash: "a", Err: checkedY.Err}.Apply(before)
+	if !reflect.DeepEqual(before.Refused, []Refusal{{Hash: "a"}}) {
+		t.Errorf("an event changed the state it was given: %v", before.Refused)
 	}
 }
 

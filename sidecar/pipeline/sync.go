@@ -101,8 +101,8 @@ func (p *Pipeline) sync(ctx context.Context, reason string) Result {
 		if errors.As(made.Err, &f) {
 			return p.fail(ctx, f.Stage, f.Err)
 		}
-		if runs := p.HAProxy().Runs; runs != "" && p.writer.Rejected(runs) != nil {
-			p.apply.Apply(ctx, apply.Job{Decision: decide.Decide(decide.Facts{RunsRejected: true}), Reason: reason})
+		if d := decide.Decide(decide.Facts{HAProxy: p.HAProxy()}); d.Action == decide.DoRevert {
+			p.apply.Apply(ctx, apply.Job{Decision: d, Reason: reason})
 		}
 		return p.cannotRender(ctx, made.Err, held)
 	}
@@ -115,7 +115,6 @@ func (p *Pipeline) sync(ctx context.Context, reason string) Result {
 	tPlan := time.Now()
 	d := decide.Decide(decide.Facts{
 		Rendered:          cand.Bundle.Hash,
-		Rejected:          p.writer.Rejected(cand.Bundle.Hash) != nil,
 		HAProxy:           p.HAProxy(),
 		ReloadWhy:         why,
 		Standby:           p.standby(),
