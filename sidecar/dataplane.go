@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/dataplane"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
@@ -17,7 +18,6 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
-	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/pipeline"
 )
 
 // dataplaneMode is the --reload=dataplane wiring: the Reloader, and the pipeline's renderer,
@@ -38,7 +38,7 @@ type dataplaneMode struct {
 // rendering: --dataplane-ssl-dir, else the directory the hosts' storage lists, else the Data
 // Plane API's default until a host says (see package dataplane). recorder is read when a host
 // reports, so that it can be set after this returns.
-func startDataplane(ctx context.Context, cfg *config.Run, store *generation.Store, metrics *status.Metrics, recorder *pipeline.Recorder, log *slog.Logger, red *redactor) (*dataplaneMode, error) {
+func startDataplane(ctx context.Context, cfg *config.Run, store *generation.Store, metrics *status.Metrics, recorder *apply.Recorder, log *slog.Logger, red *redactor) (*dataplaneMode, error) {
 	o := cfg.Dataplane
 	spiffe := o.SPIFFESocket
 	if spiffe == "" {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/candidate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/runtimeapi"
@@ -15,7 +17,6 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
-	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/pipeline"
 )
 
 // local are the files the generation store keeps: the configuration HAProxy reads, the
@@ -95,16 +96,16 @@ func defaultDataplaneStateDir(getenv func(string) string) string {
 // haproxy is how the pipeline reaches HAProxy: what renders for it, what reloads it, its
 // runtime API.
 type haproxy struct {
-	renderer pipeline.Renderer
+	renderer candidate.Renderer
 	reloader reload.Reloader
-	endpoint string           // names the reload target in metrics and logs
-	runtime  pipeline.Runtime // nil: every change reloads
-	dp       *dataplaneMode   // --reload=dataplane
+	endpoint string         // names the reload target in metrics and logs
+	runtime  apply.Runtime  // nil: every change reloads
+	dp       *dataplaneMode // --reload=dataplane
 }
 
 // newHAProxy connects to HAProxy as the configuration says. recorder is read when a remote
 // host reports, so that it can be set after this returns.
-func newHAProxy(ctx context.Context, cfg *config.Run, l local, store *generation.Store, metrics *status.Metrics, recorder *pipeline.Recorder, log *slog.Logger, red *redactor) (*haproxy, error) {
+func newHAProxy(ctx context.Context, cfg *config.Run, l local, store *generation.Store, metrics *status.Metrics, recorder *apply.Recorder, log *slog.Logger, red *redactor) (*haproxy, error) {
 	h := cfg.HAProxy
 	if h.Remote() {
 		dp, err := startDataplane(ctx, cfg, store, metrics, recorder, log, red)
@@ -142,7 +143,7 @@ func (h *haproxy) close() {
 
 // newRuntime returns the runtime API updater, nil when runtime updates are off: --runtime-api
 // is false, HAProxy is remote (--reload=dataplane), or no socket reaches the local worker.
-func newRuntime(h config.HAProxy, sslDir, mapsDir string, log *slog.Logger) pipeline.Runtime {
+func newRuntime(h config.HAProxy, sslDir, mapsDir string, log *slog.Logger) apply.Runtime {
 	if !h.RuntimeAPI || h.Remote() {
 		return nil
 	}
@@ -159,7 +160,7 @@ func newRuntime(h config.HAProxy, sslDir, mapsDir string, log *slog.Logger) pipe
 }
 
 // newChecker is haproxy -c, nil when validation is off.
-func newChecker(r config.Render) (pipeline.Checker, error) {
+func newChecker(r config.Render) (candidate.Checker, error) {
 	if !r.Validate {
 		return nil, nil
 	}

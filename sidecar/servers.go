@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/candidate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/serversync"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/validate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
-	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/pipeline"
 )
 
 // serversMode reports whether the sidecar manages only the servers of the hosts' backends
@@ -23,7 +23,7 @@ func serversMode(cfg *config.Run) bool {
 // cannot hold is refused at validation like a line HAProxy refuses, so that the input that
 // wrote it is found and held while the rest goes live.
 type serversChecker struct {
-	haproxy  pipeline.Checker
+	haproxy  candidate.Checker
 	backends []string
 }
 

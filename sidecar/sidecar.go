@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/report/httpserver"
@@ -93,7 +94,7 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		return err
 	}
 	defer stopTracing()
-	var events pipeline.Recorder // Kubernetes Events, in the Kubernetes modes (set below)
+	var events apply.Recorder // Kubernetes Events, in the Kubernetes modes (set below)
 	haproxy, err := newHAProxy(ctx, cfg, local, store, metrics, &events, log, red)
 	if err != nil {
 		return err

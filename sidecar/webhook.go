@@ -16,7 +16,7 @@ import (
 // startWebhook serves the admission webhook when --webhook-addr asks: it evaluates a change
 // with the running sidecar's objects, renderer and good inputs, staged apart from what HAProxy
 // reads. stop removes the staging directory.
-func startWebhook(ctx context.Context, cfg *config.Run, src pipeline.Source, rend pipeline.Renderer, good func() quarantine.State,
+func startWebhook(ctx context.Context, cfg *config.Run, src pipeline.Source, rend candidate.Renderer, good func() quarantine.State,
 	dirs generation.ExportPaths, log *slog.Logger, red *redactor) (stop func(), err error) {
 	if cfg.Webhook.Addr == "" {
 		return func() {}, nil

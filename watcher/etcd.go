@@ -883,8 +883,8 @@ func sortedKeys[V any](m map[nsKey]V) []nsKey {
 
 // serviceNamespaces returns the watches the services need: the pods of the namespace of a
 // service with a selector, the EndpointSlices of the namespace of a service naming a
-// Kubernetes Service (and no selector), as snapshot.Build reads them. Bad entries are
-// reported by Build; here they need nothing (nor does an invalid namespace name, which could
+// Kubernetes Service (and no selector), as snapshot.Decode reads them. Bad entries are
+// reported by Decode; here they need nothing (nor does an invalid namespace name, which could
 // not be a key segment).
 func serviceNamespaces(cm *corev1.ConfigMap) map[nsKey]bool {
 	out := map[nsKey]bool{}

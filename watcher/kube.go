@@ -294,7 +294,7 @@ func (k *Kube) pods(ctx context.Context, set *informerSet, cms []*corev1.ConfigM
 			var svc struct {
 				Namespace string `json:"namespace"`
 			}
-			// Bad entries are reported by snapshot.Build; here they just name no namespace.
+			// Bad entries are reported by snapshot.Decode; here they just name no namespace.
 			if json.Unmarshal([]byte(v), &svc) == nil && svc.Namespace != "" {
 				want[svc.Namespace] = true
 			}

@@ -1,5 +1,5 @@
 // Package watcher holds the sources of the sidecar's inputs: where the Kubernetes objects that
-// snapshot.Build reads come from, and how their changes are noticed.
+// package snapshot reads come from, and how their changes are noticed.
 package watcher
 
 import (

@@ -78,7 +78,8 @@ func (o Options) withDefaults() Options {
 // lists all of them (errors.Join, in a deterministic order: services by key, then
 // certificates, then templates) and errors.As finds the first. On error the Snapshot is nil.
 // The sidecar itself does not stop at a bad input: it holds that input back (Decode, then
-// Assemble with the versions package quarantine chooses).
+// Assemble with the versions package quarantine chooses); Build is for the tests and tools
+// that want every input as it is.
 //
 // The Snapshot shares no memory with objs, except that a pod selected by several services is
 // the same map in each service's "pods": the Snapshot is read-only.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/rollout"
 )
 
@@ -16,11 +17,11 @@ func TestFailedCanaryHoldsTheChange(t *testing.T) {
 	c := startCluster()
 	// As with the Data Plane API: no runtime API, every change reloads.
 	r := newQRigWith(t, c, "", tmplRenderer{}, func(cfg *Config) { cfg.Runtime = nil })
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	c.edit(func(c *cluster) { c.template = "frontend fe\n    bind :81\n" })
 	r.rl.failErr = &rollout.Refused{Canary: "https://lb1:5555/v3", RolledBack: true, Judgement: rollout.Judgement{
 		Verdict: rollout.Fail, Counter: rollout.Counter5xx, Object: "frontend fe", Reason: "5xx responses: 100.0% of the 40 requests of frontend fe on the canary"}}
-	res := r.sync(t, Rejected)
+	res := r.sync(t, apply.Rejected)
 	if got := r.held(); got != "templates:true" {
 		t.Fatalf("held %q, want the template at its last good version", got)
 	}
@@ -47,7 +48,7 @@ func TestFailedCanaryHoldsTheChange(t *testing.T) {
 
 	r.rl.failErr = nil
 	c.edit(func(c *cluster) { c.pods["web-2"] = "10.0.0.2" })
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	if live := r.live(t); !strings.Contains(live, "bind :80") || !strings.Contains(live, "web-2") {
 		t.Errorf("the pod did not go live beside the held template:\n%s", live)
 	}
@@ -56,7 +57,7 @@ func TestFailedCanaryHoldsTheChange(t *testing.T) {
 	r.rl.failErr = &rollout.Refused{Canary: "https://lb1:5555/v3", RolledBack: true, Judgement: rollout.Judgement{
 		Verdict: rollout.Fail, Counter: rollout.CounterConnError, Object: "backend web", Reason: "failed connections (econ): 100.0%"}}
 	c.edit(func(c *cluster) { c.pods["web-3"] = "10.0.0.3" })
-	res = r.sync(t, Rejected)
+	res = r.sync(t, apply.Rejected)
 	if v := value(r.metrics.Rejected.WithLabelValues(snapshot.StageCanary)); v != 2 {
 		t.Errorf("rejected_total{stage=canary} = %v after a refusal no input is blamed for, want 2", v)
 	}
@@ -66,7 +67,7 @@ func TestFailedCanaryHoldsTheChange(t *testing.T) {
 	r.rl.failErr = nil
 
 	c.edit(func(c *cluster) { c.template = "frontend fe\n    bind :82\n" })
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	if got := r.held(); got != "" {
 		t.Errorf("held %q after the template changed and the canary passed", got)
 	}

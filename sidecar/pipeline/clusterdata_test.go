@@ -12,6 +12,7 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/watchspec"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
 	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
 )
 
@@ -97,7 +98,7 @@ func checkClusterObjectHeld(t *testing.T, c *cluster, opt func(*Config), tt badC
 			opt(cfg)
 		}
 	})
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	kind, _, _ := strings.Cut(tt.id, "/")
 	if tt.whileBad != "" && !strings.Contains(r.live(t), tt.whileBad) {
 		t.Fatalf("the object's good version is not live at the start:\n%s", r.live(t))
@@ -107,11 +108,11 @@ func checkClusterObjectHeld(t *testing.T, c *cluster, opt func(*Config), tt badC
 	c.edit(func(c *cluster) { c.pods["api-2"] = "10.0.1.2" }) // another service's pod becomes ready
 	// Nothing an operator edits changed: the rendering goes its usual way and is refused (by
 	// the write's check, or before the reload), then the next sync looks for what is at fault.
-	r.sync(t, Rejected)
+	r.sync(t, apply.Rejected)
 	if live := r.live(t); strings.Contains(live, "invalid") {
 		t.Fatalf("the rejected rendering is live:\n%s", live)
 	}
-	res := r.sync(t, Applied)
+	res := r.sync(t, apply.Applied)
 	want := tt.id + ":" + map[bool]string{true: "true", false: "false"}[tt.kept]
 	if got := r.held(); got != want {
 		t.Fatalf("held %q, want %q", got, want)
@@ -154,7 +155,7 @@ func checkClusterObjectHeld(t *testing.T, c *cluster, opt func(*Config), tt badC
 
 	// While it is held, other changes go live, and it is not reported again.
 	c.edit(func(c *cluster) { c.pods["web-2"] = "10.0.0.2" })
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	if live := r.live(t); !strings.Contains(live, "server web-2 10.0.0.2:80") || strings.Contains(live, "invalid") {
 		t.Errorf("the next change did not go live, or the bad object did:\n%s", live)
 	}
@@ -166,7 +167,7 @@ func checkClusterObjectHeld(t *testing.T, c *cluster, opt func(*Config), tt badC
 	}
 
 	c.edit(tt.fix)
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	if live := r.live(t); !strings.Contains(live, tt.fixed) {
 		t.Errorf("the fixed object is not live (want %q):\n%s", tt.fixed, live)
 	}

@@ -5,7 +5,8 @@
 // Each sync reads the inputs, holds back the bad ones one by one (package quarantine: a bad
 // services key, template set or certificate is held at its last good version while every other
 // change, pods above all, goes live), renders, then makes one decision from plain values
-// (Decide: nothing, runtime change, reload, defer, standby, hold) and carries it out (act.go).
+// (Decide: nothing, runtime change, reload, defer, standby, hold) and carries it out (act in
+// sync.go, package apply).
 // What HAProxy runs and what is written has one owner (package live): the decision reads it,
 // and each outcome is recorded in it as one event.
 package pipeline
@@ -39,25 +40,12 @@ type Source interface {
 	Objects(ctx context.Context) (*snapshot.Objects, error)
 }
 
-// Inputs, Renderer and Checker are what makes a candidate (package candidate).
-type (
-	Inputs   = candidate.Inputs
-	Renderer = candidate.Renderer
-	Checker  = candidate.Checker
-)
-
-// Recorder and Runtime are what acting works with (package apply).
-type (
-	Recorder = apply.Recorder
-	Runtime  = apply.Runtime
-)
-
 // Config wires the stages together.
 type Config struct {
 	Source   Source
-	Inputs   Inputs
-	Renderer Renderer
-	Checker  Checker // nil: no validation
+	Inputs   candidate.Inputs
+	Renderer candidate.Renderer
+	Checker  candidate.Checker // nil: no validation
 	Store    *generation.Store
 	Reloader reload.Reloader
 	// Endpoint names the reload target in metrics and logs ("master-socket", "command", ...).
@@ -73,14 +61,14 @@ type Config struct {
 	RetryMax time.Duration
 	Metrics  *status.Metrics
 	Health   *status.Health
-	Recorder Recorder // nil: logs only
+	Recorder apply.Recorder // nil: logs only
 	// Standby, when it returns true, stops each sync after validation: a follower under leader
 	// election renders and validates (hot standby) but does not apply. nil: always apply.
 	Standby func() bool
 	Logger  *slog.Logger
 	// Runtime, when set, makes the changes it can through HAProxy's runtime API instead of a
-	// reload (see runtime.go). nil: every change reloads.
-	Runtime Runtime
+	// reload (package runtimeapi). nil: every change reloads.
+	Runtime apply.Runtime
 	// MinReloadInterval is the least time between two reloads; a reload asked sooner waits,
 	// and the latest rendering is what loads then. 0: no minimum.
 	MinReloadInterval time.Duration
@@ -254,7 +242,7 @@ sync:
 		if p.cfg.AfterSync != nil {
 			p.cfg.AfterSync()
 		}
-		if res.Outcome == Deferred {
+		if res.Outcome == apply.Deferred {
 			deferred = time.After(res.ReloadIn)
 		}
 		retry = nil
@@ -330,23 +318,6 @@ func (p *Pipeline) debounce(ctx context.Context, trigger <-chan struct{}) (int, 
 		}
 	}
 }
-
-// Outcome and Result say how one sync ended (package apply).
-type (
-	Outcome = apply.Outcome
-	Result  = apply.Result
-)
-
-// The outcomes of a sync.
-const (
-	Applied    = apply.Applied
-	Unchanged  = apply.Unchanged
-	Rejected   = apply.Rejected
-	Failed     = apply.Failed
-	Deferred   = apply.Deferred
-	StandingBy = apply.StandingBy
-	Written    = apply.Written
-)
 
 func (p *Pipeline) standby() bool { return p.cfg.Standby != nil && p.cfg.Standby() }
 

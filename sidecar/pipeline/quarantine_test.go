@@ -21,6 +21,8 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/candidate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/failure"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
@@ -199,7 +201,7 @@ func newQRig(t *testing.T, c *cluster, dir string) *qrig {
 	return newQRigWith(t, c, dir, tmplRenderer{})
 }
 
-func newQRigWith(t *testing.T, c *cluster, dir string, rd Renderer, opts ...func(*Config)) *qrig {
+func newQRigWith(t *testing.T, c *cluster, dir string, rd candidate.Renderer, opts ...func(*Config)) *qrig {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -227,7 +229,7 @@ func newQRigWith(t *testing.T, c *cluster, dir string, rd Renderer, opts ...func
 	return r
 }
 
-func (r *qrig) sync(t *testing.T, want Outcome) Result {
+func (r *qrig) sync(t *testing.T, want apply.Outcome) apply.Result {
 	t.Helper()
 	res := r.p.Sync(context.Background(), "test")
 	if res.Outcome != want {
@@ -327,12 +329,12 @@ func TestOneBadInputDoesNotFreezeTheRest(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := startCluster()
 			r := newQRig(t, c, "")
-			r.sync(t, Applied)
+			r.sync(t, apply.Applied)
 			before := value(r.metrics.Rejected.WithLabelValues(tt.stage))
 
 			c.edit(tt.bad)
 			c.edit(func(c *cluster) { c.pods["api-2"] = "10.0.1.2" }) // another service's pod becomes ready
-			res := r.sync(t, Applied)
+			res := r.sync(t, apply.Applied)
 			if got := r.held(); got != tt.wantHeld {
 				t.Fatalf("held %q, want %q", got, tt.wantHeld)
 			}
@@ -361,7 +363,7 @@ func TestOneBadInputDoesNotFreezeTheRest(t *testing.T) {
 			}
 
 			// The same inputs again: nothing new, nothing reported twice.
-			r.sync(t, Unchanged)
+			r.sync(t, apply.Unchanged)
 			if v := value(r.metrics.Rejected.WithLabelValues(tt.stage)); v != before+1 {
 				t.Errorf("the same hold was counted again: %v", v)
 			}
@@ -370,7 +372,7 @@ func TestOneBadInputDoesNotFreezeTheRest(t *testing.T) {
 			seen := len(r.events.all())
 			// Applied, or unchanged when the fixed input renders as the last good one did:
 			// either way it is no longer held, and the operator is told.
-			if res := r.p.Sync(context.Background(), "test"); res.Outcome != Applied && res.Outcome != Unchanged {
+			if res := r.p.Sync(context.Background(), "test"); res.Outcome != apply.Applied && res.Outcome != apply.Unchanged {
 				t.Fatalf("after the fix: %v (%v)", res.Outcome, res.Err)
 			}
 			if got := r.held(); got != "" {
@@ -397,10 +399,10 @@ func TestHeldInputsSayWhereTheyAreWritten(t *testing.T) {
 	c := startCluster()
 	c.origins = at(10)
 	r := newQRig(t, c, "")
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 
 	c.edit(func(c *cluster) { c.services["web"] = "{\n  \"namespace\": \"shop\"\n" })
-	r.sync(t, Unchanged) // held at its last good version: the same configuration
+	r.sync(t, apply.Unchanged) // held at its last good version: the same configuration
 	before := value(r.metrics.Rejected.WithLabelValues("decode"))
 	reason := func() string { // what the log and /readyz say
 		if got := r.held(); got != "service/web:true" {
@@ -414,7 +416,7 @@ func TestHeldInputsSayWhereTheyAreWritten(t *testing.T) {
 
 	c.edit(func(c *cluster) { c.origins = at(14) }) // lines added above it
 	c.edit(func(c *cluster) { c.pods["api-2"] = "10.0.1.2" })
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	if got := reason(); !strings.HasPrefix(got, "lb/services.yaml:15:26: ") {
 		t.Errorf("after the lines moved: %q", got)
 	}
@@ -427,7 +429,7 @@ func TestHeldInputsSayWhereTheyAreWritten(t *testing.T) {
 func TestTwoBadAmongMany(t *testing.T) {
 	c := startCluster()
 	r := newQRig(t, c, "")
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	c.edit(func(c *cluster) {
 		for i := range 8 {
 			c.services[fmt.Sprintf("s%d", i)] = service(fmt.Sprintf("s%d", i))
@@ -435,7 +437,7 @@ func TestTwoBadAmongMany(t *testing.T) {
 		c.services["s2"] = service("s2", `, "poison": "invalid"`)
 		c.services["s6"] = service("s6", `, "broken": true`)
 	})
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	if got := r.held(); got != "service/s2:false service/s6:false" {
 		t.Fatalf("held %q", got)
 	}
@@ -453,10 +455,10 @@ func TestTwoBadAmongMany(t *testing.T) {
 func TestRefusedReloadHoldsTheChange(t *testing.T) {
 	c := startCluster()
 	r := newQRig(t, c, "")
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	c.edit(func(c *cluster) { c.template = "frontend fe\n    bind :443\n" })
 	r.rl.failErr = &reload.Failed{Output: "[ALERT] cannot bind :443"}
-	res := r.sync(t, Rejected)
+	res := r.sync(t, apply.Rejected)
 	if got := r.held(); got != "templates:true" {
 		t.Fatalf("held %q", got)
 	}
@@ -467,7 +469,7 @@ func TestRefusedReloadHoldsTheChange(t *testing.T) {
 	// The next sync renders without the template change: the last good configuration, plus
 	// a new pod.
 	c.edit(func(c *cluster) { c.pods["web-2"] = "10.0.0.2" })
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	if live := r.live(t); !strings.Contains(live, "bind :80") || !strings.Contains(live, "web-2") {
 		t.Errorf("live:\n%s", live)
 	}
@@ -481,9 +483,9 @@ func TestRefusedReloadHoldsTheChange(t *testing.T) {
 func TestDeletedObjectsAreHeld(t *testing.T) {
 	c := startCluster()
 	r := newQRig(t, c, "")
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	c.edit(func(c *cluster) { c.services = nil; c.template = "" })
-	r.sync(t, Unchanged)
+	r.sync(t, apply.Unchanged)
 	if got := r.held(); got != "service/api:true service/web:true templates:true" {
 		t.Fatalf("held %q", got)
 	}
@@ -494,7 +496,7 @@ func TestDeletedObjectsAreHeld(t *testing.T) {
 		c.services = map[string]string{"web": service("web")}
 		c.template = "frontend fe\n    bind :80\n"
 	})
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	if got := r.held(); got != "" {
 		t.Fatalf("held %q", got)
 	}
@@ -509,10 +511,10 @@ func TestRestartKeepsLastGood(t *testing.T) {
 	c := startCluster()
 	dir := t.TempDir()
 	r := newQRig(t, c, dir)
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	c.edit(func(c *cluster) { c.services["web"] = `{"namespace":` })
 	again := newQRig(t, c, dir)
-	again.sync(t, Applied)
+	again.sync(t, apply.Applied)
 	if got := again.held(); got != "service/web:true" {
 		t.Fatalf("held %q", got)
 	}
@@ -527,7 +529,7 @@ func TestBrokenTemplateAtStart(t *testing.T) {
 	c := startCluster()
 	c.template = "BROKEN"
 	r := newQRig(t, c, "")
-	res := r.sync(t, Rejected)
+	res := r.sync(t, apply.Rejected)
 	if r.store.Live() != nil {
 		t.Errorf("a configuration went live: %q", r.live(t))
 	}
@@ -542,12 +544,12 @@ func TestBrokenTemplateAtStart(t *testing.T) {
 func TestDiskFailureIsCountedAndRetried(t *testing.T) {
 	c := startCluster()
 	r := newQRig(t, c, "")
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	if err := os.RemoveAll(r.store.StateDir()); err != nil {
 		t.Fatal(err)
 	}
 	c.edit(func(c *cluster) { c.template = "frontend fe\n    bind :81\n" })
-	res := r.sync(t, Failed)
+	res := r.sync(t, apply.Failed)
 	if !res.Retry {
 		t.Error("a disk failure is not retried")
 	}
@@ -560,7 +562,7 @@ func TestDiskFailureIsCountedAndRetried(t *testing.T) {
 	if err := os.MkdirAll(r.store.StateDir(), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	if live := r.live(t); !strings.Contains(live, "bind :81") {
 		t.Errorf("live:\n%s", live)
 	}
@@ -587,14 +589,14 @@ func TestDataCannotInject(t *testing.T) {
 	c.template = jinjaTemplate
 	c.notes = map[string]string{}
 	r := newQRigWith(t, c, "", render.New(render.Options{SSLDir: "/ssl"}))
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	c.edit(func(c *cluster) {
 		c.services["evil"] = service("web", `, "hostnames": ["a.example\n    http-request return status 200 content-type text/plain string INJECTED"]`)
 		c.pods["web-2"] = "10.0.0.2"
 		c.notes["web-2"] = "line\n    server evil 6.6.6.6:80"
 		c.pods["api-2"] = "10.0.1.2"
 	})
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	live := r.live(t)
 	if strings.Contains(live, "INJECTED") || strings.Contains(live, "evil") || strings.Contains(live, "6.6.6.6") {
 		t.Fatalf("injected:\n%s", live)
@@ -613,7 +615,7 @@ func TestDataCannotInject(t *testing.T) {
 		t.Errorf("pod reason %q", reason)
 	}
 	c.edit(func(c *cluster) { c.notes["web-2"] = "fine" })
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	if got := r.held(); got != "service/evil:false" {
 		t.Fatalf("held %q after the pod was fixed", got)
 	}
@@ -628,16 +630,16 @@ func TestDataCannotInject(t *testing.T) {
 func TestBadClusterDataNeverFreezes(t *testing.T) {
 	c := startCluster()
 	r := newQRig(t, c, "")
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 
 	c.edit(func(c *cluster) { c.pods["web-2"] = "10.0.0.invalid" })
 	// It renders without validation (pods only), goes live through the runtime API, and the
 	// write's check rejects it: taken back, and the next sync looks for what is at fault.
-	r.sync(t, Rejected)
+	r.sync(t, apply.Rejected)
 	if live := r.live(t); strings.Contains(live, "web-2") {
 		t.Fatalf("the rejected rendering is live:\n%s", live)
 	}
-	res := r.sync(t, Unchanged)
+	res := r.sync(t, apply.Unchanged)
 	if got := r.held(); got != "pod/shop/web-2:false" {
 		t.Fatalf("held %q, want the pod alone", got)
 	}
@@ -651,7 +653,7 @@ func TestBadClusterDataNeverFreezes(t *testing.T) {
 	}
 
 	c.edit(func(c *cluster) { c.pods["api-2"] = "10.0.1.2" }) // another pod becomes ready
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	live := r.live(t)
 	if !strings.Contains(live, "server api-2 10.0.1.2:80") || strings.Contains(live, "web-2") {
 		t.Fatalf("the other pod is not live, or the bad one is:\n%s", live)
@@ -661,7 +663,7 @@ func TestBadClusterDataNeverFreezes(t *testing.T) {
 	}
 
 	c.edit(func(c *cluster) { c.pods["web-2"] = "10.0.0.2" })
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	if live := r.live(t); !strings.Contains(live, "server web-2 10.0.0.2:80") {
 		t.Fatalf("the fixed pod is not live:\n%s", live)
 	}
@@ -677,13 +679,13 @@ func TestTemplateTestsHoldTheTemplate(t *testing.T) {
 	c := startCluster()
 	c.tests = map[string]string{"tests.fe.yaml": "expect:\n- contains: 'frontend fe'\n- notContains: 'bind :9999'\n"}
 	r := newQRig(t, c, "")
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 
 	c.edit(func(c *cluster) {
 		c.template = "frontend fe\n    bind :9999\n"
 		c.pods["api-2"] = "10.0.1.2"
 	})
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	if got := r.held(); got != "templates:true" {
 		t.Fatalf("held %q, want the templates at their last good version", got)
 	}
@@ -697,7 +699,7 @@ func TestTemplateTestsHoldTheTemplate(t *testing.T) {
 	}
 
 	c.edit(func(c *cluster) { c.template = "frontend fe\n    bind :8888\n" })
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	if got := r.held(); got != "" {
 		t.Errorf("still held: %q", got)
 	}

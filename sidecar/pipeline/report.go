@@ -13,6 +13,7 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/quarantine"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/candidate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/decide"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/failure"
@@ -101,14 +102,14 @@ func (p *Pipeline) event(ref snapshot.Ref, warning bool, reason, message string)
 // cannotRender reports a sync in which nothing new could go live for a reason no single input
 // is held for (the pods make the template fail, a manifest does not parse): what HAProxy runs
 // keeps running.
-func (p *Pipeline) cannotRender(ctx context.Context, err error, held map[string]quarantine.Hold) Result {
+func (p *Pipeline) cannotRender(ctx context.Context, err error, held map[string]quarantine.Hold) apply.Result {
 	stage := snapshot.StageRender
 	var ie *snapshot.InputError
 	if errors.As(err, &ie) && ie.Stage != "" {
 		stage = ie.Stage
 	}
 	p.reportError(ctx, stage, err)
-	return Result{Outcome: Rejected, Action: decide.DoHold, Err: err, Held: len(held)}
+	return apply.Result{Outcome: apply.Rejected, Action: decide.DoHold, Err: err, Held: len(held)}
 }
 
 // reportError reports bad input that holds everything back: counted, logged and sent as an
@@ -144,11 +145,11 @@ func (p *Pipeline) reportError(ctx context.Context, stage string, err error) {
 }
 
 // fail reports an operational failure, which is retried with backoff.
-func (p *Pipeline) fail(ctx context.Context, stage string, err error) Result {
+func (p *Pipeline) fail(ctx context.Context, stage string, err error) apply.Result {
 	p.cfg.Metrics.SyncFailures.WithLabelValues(stage).Inc()
 	p.cfg.Health.Failed(err)
 	p.log.ErrorContext(ctx, "sync failed; the last good configuration keeps serving", "stage", stage, "error", err)
-	return Result{Outcome: Failed, Err: err, Retry: true}
+	return apply.Result{Outcome: apply.Failed, Err: err, Retry: true}
 }
 
 // accept records the versions of the inputs that went live as the last good ones (and keeps
@@ -227,11 +228,11 @@ func (p *Pipeline) loadInputs() {
 // reporter is how acting reports what it found (apply.Reporter).
 type reporter struct{ p *Pipeline }
 
-func (r reporter) Failure(ctx context.Context, stage string, err error) Result {
+func (r reporter) Failure(ctx context.Context, stage string, err error) apply.Result {
 	return r.p.fail(ctx, stage, err)
 }
 
-func (r reporter) Rejection(ctx context.Context, err error) Result {
+func (r reporter) Rejection(ctx context.Context, err error) apply.Result {
 	return r.p.cannotRender(ctx, err, r.p.q.Held)
 }
 

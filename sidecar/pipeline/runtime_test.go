@@ -18,6 +18,7 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/runtimeapi"
@@ -281,7 +282,7 @@ func config(bind string, servers ...string) string {
 	return s
 }
 
-func (r *rig) sync(t *testing.T, cfg, wantOutcome string) Result {
+func (r *rig) sync(t *testing.T, cfg, wantOutcome string) apply.Result {
 	t.Helper()
 	r.in.set(cfg)
 	res := r.p.Sync(context.Background(), "test")

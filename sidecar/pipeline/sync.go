@@ -30,7 +30,7 @@ import (
 // Each sync is a span (render, validate and apply below it) that starts when the first change
 // not yet live was seen, so that a trace shows the whole way of a change; the same time
 // starts change_to_live_seconds, observed where the change goes live.
-func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
+func (p *Pipeline) Sync(ctx context.Context, reason string) apply.Result {
 	if t := p.notified.Swap(nil); t != nil && p.seen.IsZero() {
 		p.seen = *t
 	}
@@ -50,14 +50,14 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	span.SetAttributes(attribute.String("sync.outcome", res.Outcome.String()), attribute.String("sync.action", res.Action.String()),
 		attribute.String("config.hash", short(res.Hash)), attribute.Int("inputs.held", res.Held))
 	var err error
-	if res.Outcome == Failed || res.Outcome == Rejected {
+	if res.Outcome == apply.Failed || res.Outcome == apply.Rejected {
 		err = res.Err
 	}
 	tracing.End(span, err) // secrets are masked as spans leave (sidecar/tracing.go)
 	switch {
-	case res.Outcome == Failed || res.Outcome == Deferred:
+	case res.Outcome == apply.Failed || res.Outcome == apply.Deferred:
 		// Not live yet: the next sync carries the change.
-	case res.Outcome == Rejected && len(p.trigger) > 0:
+	case res.Outcome == apply.Rejected && len(p.trigger) > 0:
 		// A sync asked for already (looking for the data at fault, or without the inputs
 		// HAProxy refused) makes the rest of the change live.
 	default:
@@ -66,7 +66,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) Result {
 	return res
 }
 
-func (p *Pipeline) sync(ctx context.Context, reason string) Result {
+func (p *Pipeline) sync(ctx context.Context, reason string) apply.Result {
 	p.noticeHAProxy(ctx)
 	t0, gc0 := time.Now(), memory.Collections()
 	objs, err := p.cfg.Source.Objects(ctx)
@@ -138,7 +138,7 @@ func (p *Pipeline) sync(ctx context.Context, reason string) Result {
 		held = p.blameRefused(ctx, cand, res.Err, held, sel, cur)
 	}
 	switch res.Outcome {
-	case Applied, Unchanged, StandingBy, Written:
+	case apply.Applied, apply.Unchanged, apply.StandingBy, apply.Written:
 		p.accept(cand.Chosen, cur)
 		p.build.Accept(cand)
 	}
@@ -149,7 +149,7 @@ func (p *Pipeline) sync(ctx context.Context, reason string) Result {
 // act carries out the decision on the candidate: one that needs the rendering validated has
 // it staged and validated first (package candidate), then apply acts on what it is given. A
 // runtime change the runtime API could not make is made by a reload instead.
-func (p *Pipeline) act(ctx context.Context, d decide.Decision, cand *candidate.Candidate, plan *runtimeapi.Plan, reason string) Result {
+func (p *Pipeline) act(ctx context.Context, d decide.Decision, cand *candidate.Candidate, plan *runtimeapi.Plan, reason string) apply.Result {
 	for {
 		if d.Action == decide.DoReload {
 			p.writer.Drop() // a rendering waiting to be written is older than this one
@@ -169,11 +169,11 @@ func (p *Pipeline) act(ctx context.Context, d decide.Decision, cand *candidate.C
 
 // validated has c staged and validated (haproxy -c) if it is not yet: ok false with the
 // sync's result when it is not valid or cannot be staged.
-func (p *Pipeline) validated(ctx context.Context, c *candidate.Candidate) (Result, bool) {
+func (p *Pipeline) validated(ctx context.Context, c *candidate.Candidate) (apply.Result, bool) {
 	err := p.build.Validated(ctx, c)
 	switch {
 	case err == nil:
-		return Result{}, true
+		return apply.Result{}, true
 	case candidate.IsRejected(err):
 		// Nothing an operator edits changed, yet the rendering does not validate: data from
 		// the cluster (a pod, an annotation) makes the template produce a bad configuration.
@@ -182,7 +182,7 @@ func (p *Pipeline) validated(ctx context.Context, c *candidate.Candidate) (Resul
 		p.build.ValidateNext()
 		p.Changed()
 		p.log.InfoContext(ctx, "the rendering does not validate: looking for the data at fault", "hash", short(c.Bundle.Hash), "error", err)
-		return Result{Outcome: Rejected, Hash: c.Bundle.Hash, Err: err}, false
+		return apply.Result{Outcome: apply.Rejected, Hash: c.Bundle.Hash, Err: err}, false
 	}
 	return p.fail(ctx, failure.StageOf(err, failure.Staging), err), false
 }

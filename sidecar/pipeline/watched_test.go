@@ -10,6 +10,7 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/watchspec"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 )
 
@@ -58,7 +59,7 @@ func TestWatchedObjectLeftOut(t *testing.T) {
 	r := newQRigWith(t, c, "", render.New(render.Options{SSLDir: "/ssl"}), func(cfg *Config) {
 		cfg.Source, cfg.Inputs = w, snapshot.Builder{Options: snapshot.Options{Resources: specs}}
 	})
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	if live := r.live(t); !strings.Contains(live, "# ingress a: fine") {
 		t.Fatalf("the ingress is not live:\n%s", live)
 	}
@@ -68,7 +69,7 @@ func TestWatchedObjectLeftOut(t *testing.T) {
 	w.ingresses["c"] = "also fine"
 	w.mu.Unlock()
 	c.edit(func(c *cluster) { c.pods["api-2"] = "10.0.1.2" })
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	live := r.live(t)
 	if strings.Contains(live, "6.6.6.6") || strings.Contains(live, "ingress b") {
 		t.Fatalf("injected:\n%s", live)
@@ -90,7 +91,7 @@ func TestWatchedObjectLeftOut(t *testing.T) {
 	w.mu.Lock()
 	w.ingresses["b"] = "fixed"
 	w.mu.Unlock()
-	r.sync(t, Applied)
+	r.sync(t, apply.Applied)
 	if got := r.held(); got != "" {
 		t.Fatalf("held %q once fixed", got)
 	}
