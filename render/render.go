@@ -1,11 +1,3 @@
-// Package render turns a snapshot.Snapshot into a Bundle: haproxy.cfg rendered from the
-// template set (Jinja2 or pongo2 syntax, run by package jinja) and the certificate files.
-//
-// The renderer builds the template context from the snapshot (context), compiles template
-// sets once per content (a small cache), renders within a time and an output budget, and
-// turns the engine's errors into *snapshot.InputError naming the ConfigMap key, line and
-// column (or, for a value from the data that would inject a line, the object it came from).
-// See JINJA2.md for what templates can use and how they differ from Jinja2.
 package render
 
 import (

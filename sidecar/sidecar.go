@@ -1,6 +1,16 @@
 // Package sidecar is the program: it builds each stage from the configuration (package config)
 // and runs them, `run` until its context ends (Run), `render` and `validate` once (Once).
 // Package main only picks the command; the end-to-end tests drive the program through here.
+//
+// The folder wires the stages together. Its packages, from the command line to the loop:
+//
+//   - config: one configuration type per concern, each with its flags, environment variables
+//     and validation; the commands compose them.
+//   - memory: the Go runtime's memory settings, and the heap tidied after each sync.
+//   - leader: leader election among replicas (only the leader applies).
+//   - pipeline: the loop: debounce, then each sync from reading the inputs to acting on the
+//     decision and reporting what happened; the HAProxy probe.
+//   - sidecar (this package): each stage built from the configuration and started.
 package sidecar
 
 import (

@@ -1,5 +1,8 @@
 // Package watcher holds the sources of the sidecar's inputs: where the Kubernetes objects that
-// package snapshot reads come from, and how their changes are noticed.
+// package snapshot reads come from, and how their changes are noticed. It is the first stage's
+// folder, one package: the local directory (file.go, manifests read by decode.go and
+// jsonstream.go), the Kubernetes API (kube*.go) and the etcd behind it (etcd*.go), each a
+// Source that fills snapshot.Objects and calls back when they change.
 package watcher
 
 import (
