@@ -262,6 +262,18 @@ func (e *demoEnv) settled(t *testing.T) readyz {
 	return r
 }
 
+// settledPast is settled once a configuration other than past is live: HAProxy serves a
+// runtime API change an instant before the sidecar records it live, when /readyz and the
+// generation on disk still agree on past.
+func (e *demoEnv) settledPast(t *testing.T, past string) readyz {
+	t.Helper()
+	haproxytest.WaitFor(t, 10*time.Second, func() bool {
+		_, r := e.readyz(t)
+		return r.LiveConfig != past
+	}, "a configuration other than "+past+" live")
+	return e.settled(t)
+}
+
 func (e *demoEnv) waitReady(t *testing.T) readyz {
 	t.Helper()
 	var r readyz
