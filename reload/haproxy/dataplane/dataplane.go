@@ -239,30 +239,66 @@ func (c *payload) in(st storage) map[string][]byte {
 // New checks cfg, prepares the transport (fetching the SPIFFE identity when configured) and
 // returns a Reloader. ctx bounds only the preparation. Close releases it.
 func New(ctx context.Context, cfg Config) (*Reloader, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	r := newReloader(cfg)
+	state, err := openState(cfg.StateFile)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: %w", err)
+	}
+	r.state = state
+	clients, err := r.newClients()
+	if err != nil {
+		return nil, err
+	}
+	tr, err := newTransport(ctx, &r.cfg, r.log)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: %w", err)
+	}
+	r.tr = tr
+	hc := &http.Client{Transport: tr.rt, Timeout: cfg.Timeout}
+	for _, c := range clients {
+		c.hc = hc
+		r.hosts = append(r.hosts, &host{c: c})
+	}
+	return r, nil
+}
+
+// check refuses a configuration that is incomplete or contradicts itself.
+func (cfg *Config) check() error {
 	if len(cfg.URLs) == 0 {
-		return nil, errors.New("dataplane: at least one Data Plane API URL is required (--dataplane-url)")
+		return errors.New("dataplane: at least one Data Plane API URL is required (--dataplane-url)")
 	}
 	if cfg.ConfigPath == "" || cfg.CertDir == "" {
-		return nil, errors.New("dataplane: the local configuration path and certificate directory are required")
+		return errors.New("dataplane: the local configuration path and certificate directory are required")
 	}
 	if cfg.Token != "" && (cfg.Password != "" || cfg.PasswordFile != "") {
-		return nil, errors.New("dataplane: give a bearer token or a password, not both")
+		return errors.New("dataplane: give a bearer token or a password, not both")
 	}
 	if cfg.Password != "" && cfg.PasswordFile != "" {
-		return nil, errors.New("dataplane: give a password or a password file, not both")
+		return errors.New("dataplane: give a password or a password file, not both")
 	}
 	if cfg.SPIFFEID != "" && (cfg.CACert != "" || cfg.Cert != "" || cfg.Key != "") {
-		return nil, errors.New("dataplane: SPIFFE (--dataplane-spiffe-id) and static TLS files (--dataplane-ca/-cert/-key) exclude each other")
+		return errors.New("dataplane: SPIFFE (--dataplane-spiffe-id) and static TLS files (--dataplane-ca/-cert/-key) exclude each other")
 	}
 	switch cfg.Mode {
-	case "":
-		cfg.Mode = ModeConfig
-	case ModeConfig, ModeServers:
+	case "", ModeConfig, ModeServers:
 	default:
-		return nil, fmt.Errorf("dataplane: mode %q: want %s or %s", cfg.Mode, ModeConfig, ModeServers)
+		return fmt.Errorf("dataplane: mode %q: want %s or %s", cfg.Mode, ModeConfig, ModeServers)
 	}
 	if len(cfg.Backends) > 0 && cfg.Mode != ModeServers {
-		return nil, errors.New("dataplane: backends to manage are given only with --dataplane-mode=servers")
+		return errors.New("dataplane: backends to manage are given only with --dataplane-mode=servers")
+	}
+	return nil
+}
+
+// setDefaults fills what cfg leaves unset with the defaults (Default*). Canary is copied
+// before its window is set: the caller's stays as it is.
+func (cfg *Config) setDefaults() {
+	if cfg.Mode == "" {
+		cfg.Mode = ModeConfig
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = DefaultConcurrency
@@ -295,6 +331,11 @@ func New(ctx context.Context, cfg Config) (*Reloader, error) {
 		}
 		cfg.Canary = &c
 	}
+}
+
+// newReloader returns the Reloader of cfg (checked, defaults set) without hosts: the storage
+// directories templates see are the given ones, else the API's defaults until the hosts say.
+func newReloader(cfg Config) *Reloader {
 	r := &Reloader{cfg: cfg, log: cfg.Logger.With("reloader", "dataplane"), dir: DefaultStorageDir,
 		auxDirs: map[string]string{mapStorage.path: DefaultMapsStorageDir, generalStorage.path: DefaultGeneralStorageDir}}
 	if cfg.SSLDir != "" {
@@ -310,13 +351,13 @@ func New(ctx context.Context, cfg Config) (*Reloader, error) {
 			r.auxDirs[d.st.path] = *d.given
 		}
 	}
+	return r
+}
 
-	state, err := openState(cfg.StateFile)
-	if err != nil {
-		return nil, fmt.Errorf("dataplane: %w", err)
-	}
-	r.state = state
-
+// newClients makes a client of each URL, with the credentials given or those the URL holds.
+// Their HTTP client is set once the transport is ready.
+func (r *Reloader) newClients() ([]*client, error) {
+	cfg := &r.cfg
 	tlsWanted := cfg.SPIFFEID != "" || cfg.Cert != "" || cfg.CACert != ""
 	creds := credentials{username: cfg.Username, password: cfg.Password, passwordFile: cfg.PasswordFile, token: cfg.Token, secret: cfg.Secret}
 	var clients []*client
@@ -345,17 +386,7 @@ func New(ctx context.Context, cfg Config) (*Reloader, error) {
 	if len(clients) == 0 {
 		return nil, errors.New("dataplane: at least one Data Plane API URL is required (--dataplane-url)")
 	}
-	tr, err := newTransport(ctx, &r.cfg, r.log)
-	if err != nil {
-		return nil, fmt.Errorf("dataplane: %w", err)
-	}
-	r.tr = tr
-	hc := &http.Client{Transport: tr.rt, Timeout: cfg.Timeout}
-	for _, c := range clients {
-		c.hc = hc
-		r.hosts = append(r.hosts, &host{c: c})
-	}
-	return r, nil
+	return clients, nil
 }
 
 // Endpoints lists the hosts as they appear in logs and metrics (URLs without credentials).
