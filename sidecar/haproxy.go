@@ -159,13 +159,18 @@ func newRuntime(h config.HAProxy, sslDir, mapsDir string, log *slog.Logger) appl
 	return runtimeapi.New(opts)
 }
 
-// newChecker is haproxy -c, nil when validation is off.
-func newChecker(r config.Render) (candidate.Checker, error) {
+// newChecker is haproxy -c, and in servers mode whether the server model can hold the
+// servers (serversChecker); nil when validation is off.
+func newChecker(cfg *config.Run) (candidate.Checker, error) {
+	r := cfg.Render
 	if !r.Validate {
 		return nil, nil
 	}
 	if !validate.Available(r.HAProxyBin) {
 		return nil, fmt.Errorf("--validate is on but %q is not found; install HAProxy or pass --haproxy-bin (or --validate=false)", r.HAProxyBin)
+	}
+	if serversMode(cfg) {
+		return serversChecker{haproxy: validate.Checker{Binary: r.HAProxyBin}, backends: cfg.Dataplane.Backends}, nil
 	}
 	return validate.Checker{Binary: r.HAProxyBin}, nil
 }

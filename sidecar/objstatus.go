@@ -13,8 +13,12 @@ import (
 // startObjectStatus writes the status of the objects the live configuration serves (package
 // objstatus) until ctx ends, with --source=kube: as the leader only (standby, with
 // --leader-elect), and with --reload=dataplane once every host has the configuration. The
-// returned function stops it, and returns once it stopped.
+// returned function stops it, and returns once it stopped. Without the Kubernetes source
+// (kube nil) there is nothing to write.
 func startObjectStatus(ctx context.Context, cfg *config.Run, kube *watcher.Kube, state func() live.State, standby func() bool, h *haproxy, log *slog.Logger) (stop func(), err error) {
+	if kube == nil {
+		return func() {}, nil
+	}
 	c := objstatus.Config{
 		Client: kube.Client, Dynamic: kube.Dynamic, Live: state, Standby: standby,
 		Namespace: cfg.Inputs.Namespace, ServicesConfigMap: cfg.Inputs.ServicesConfigMap,

@@ -67,10 +67,8 @@ func Run(ctx context.Context, cfg *config.Run, env Env) error {
 
 func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *redactor) error {
 	build := Build()
-	metrics := status.NewMetrics()
-	metrics.SetBuildInfo(build.Version, build.GoVersion, build.Revision)
-	health := &status.Health{Redact: red.String}
-	if err := metrics.ObserveHealth(health); err != nil {
+	metrics, health, err := newStatus(build, red)
+	if err != nil {
 		return err
 	}
 	src, err := newSource(cfg.Source, cfg.Inputs, log, sourceState(metrics, health))
@@ -81,24 +79,12 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	if err != nil {
 		return err
 	}
-	local, err := localPaths(cfg, log)
-	if err != nil {
-		return err
-	}
-	unlock, err := generation.Lock(local.state)
+	local, store, unlock, err := openGenerations(cfg, log)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	store, err := generation.Open(local.config, local.ssl, local.state, generation.WithLogger(log),
-		generation.WithMapsDir(local.maps), generation.WithFilesDir(local.files))
-	if err != nil {
-		return fmt.Errorf("open generations for %s: %w", local.config, err)
-	}
-	identity := cfg.Leader.PodName
-	if identity == "" {
-		identity, _ = os.Hostname()
-	}
+	identity := instanceName(cfg.Leader)
 	tracer, stopTracing, err := startTracing(ctx, os.Getenv, build, identity, red.Redactor, log, env.Process)
 	if err != nil {
 		return err
@@ -110,25 +96,15 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		return err
 	}
 	defer haproxy.close()
-	checker, err := newChecker(cfg.Render)
+	checker, err := newChecker(cfg)
 	if err != nil {
 		return err
 	}
-	if checker != nil && serversMode(cfg) {
-		checker = serversChecker{haproxy: checker, backends: cfg.Dataplane.Backends}
-	}
-	var election *leader.Election
-	var standby func() bool
-	if kube, ok := src.(*watcher.Kube); ok {
-		ev := status.NewKubeEvents(ctx, kube.Client, "haproxy-sidecar", identity, kube.Lookup, log)
-		ev.Redact = red.String
-		defer ev.Shutdown()
-		events = ev
-		if cfg.Leader.Elect {
-			election = &leader.Election{}
-			standby = election.Standby
-		}
-	}
+	kube, _ := src.(*watcher.Kube) // nil: not the Kubernetes source
+	var stopEvents func()
+	events, stopEvents = kubeEvents(ctx, kube, identity, log, red)
+	defer stopEvents()
+	election, standby := newElection(cfg.Leader, kube)
 	watchOldWorkers(cfg.HAProxy, metrics)
 	p, err := pipeline.New(pipeline.Config{
 		Source:            src,
@@ -162,18 +138,12 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		return err
 	}
 	haproxy.onChange(p.Changed)
-	if kube, ok := src.(*watcher.Kube); ok {
-		stop, err := startObjectStatus(ctx, cfg, kube, p.HAProxy, standby, haproxy, log)
-		if err != nil {
-			return err
-		}
-		defer stop()
+	stopStatus, err := startObjectStatus(ctx, cfg, kube, p.HAProxy, standby, haproxy, log)
+	if err != nil {
+		return err
 	}
-	if err := httpserver.Serve(ctx, log, httpserver.Options{
-		MetricsAddr: cfg.HTTP.MetricsAddr, HealthAddr: cfg.HTTP.HealthAddr, Profiles: cfg.HTTP.Profiles,
-		Metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{Registry: metrics.Registry}),
-		Health:  health.Register,
-	}); err != nil {
+	defer stopStatus()
+	if err := serveHTTP(ctx, cfg.HTTP, metrics, health, log); err != nil {
 		return err
 	}
 	stopWebhook, err := startWebhook(ctx, cfg, src, haproxy.renderer, p.GoodInputs,
@@ -182,24 +152,107 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		return err
 	}
 	defer stopWebhook()
-	if election != nil {
-		ns := cfg.Leader.Namespace
-		if ns == "" {
-			ns = cfg.Inputs.Namespace
-		}
-		if err := election.Start(ctx, src.(*watcher.Kube).Client, leader.Options{
-			Namespace: ns, Name: cfg.Leader.Name, Identity: identity,
-			LeaseDuration: cfg.Leader.LeaseDuration, RenewDeadline: cfg.Leader.RenewDeadline, RetryPeriod: cfg.Leader.RetryPeriod,
-			OnLeading: p.Changed,
-		}, log); err != nil {
-			return err
-		}
+	if err := startElection(ctx, election, cfg, kube, identity, p.Changed, log); err != nil {
+		return err
 	}
-	attrs := []any{"version", build.Version, "revision", build.Revision, "go_version", build.GoVersion, "source", cfg.Source.Kind, "dir", cfg.Source.Dir, "haproxy_config", local.config,
-		"ssl_dir", local.ssl, "maps_dir", store.MapsDir(), "files_dir", store.FilesDir(), "state_dir", store.StateDir(),
-		"reload", cfg.HAProxy.Reload, "wait", cfg.Wait.String()}
-	log.Info("starting", append(attrs, env.Memory.Attrs()...)...)
+	logStarting(log, build, cfg, local, store, env.Memory)
 	return p.Run(ctx)
+}
+
+// newStatus makes the metrics, with the build's, and the health that the probes answer and
+// the metrics read.
+func newStatus(build BuildInfo, red *redactor) (*status.Metrics, *status.Health, error) {
+	metrics := status.NewMetrics()
+	metrics.SetBuildInfo(build.Version, build.GoVersion, build.Revision)
+	health := &status.Health{Redact: red.String}
+	if err := metrics.ObserveHealth(health); err != nil {
+		return nil, nil, err
+	}
+	return metrics, health, nil
+}
+
+// openGenerations finds the local files (localPaths), locks their state directory against
+// another sidecar and opens the generations there. unlock releases the lock.
+func openGenerations(cfg *config.Run, log *slog.Logger) (l local, store *generation.Store, unlock func(), err error) {
+	if l, err = localPaths(cfg, log); err != nil {
+		return local{}, nil, nil, err
+	}
+	if unlock, err = generation.Lock(l.state); err != nil {
+		return local{}, nil, nil, err
+	}
+	store, err = generation.Open(l.config, l.ssl, l.state, generation.WithLogger(log),
+		generation.WithMapsDir(l.maps), generation.WithFilesDir(l.files))
+	if err != nil {
+		unlock()
+		return local{}, nil, nil, fmt.Errorf("open generations for %s: %w", l.config, err)
+	}
+	return l, store, unlock, nil
+}
+
+// instanceName names this sidecar in Events, the leader election and traces: its pod's name
+// (--pod-name), else the host's.
+func instanceName(l config.Leader) string {
+	if l.PodName != "" {
+		return l.PodName
+	}
+	name, _ := os.Hostname()
+	return name
+}
+
+// serveHTTP serves the metrics, the health probes and the profiles until ctx ends.
+func serveHTTP(ctx context.Context, h config.HTTP, metrics *status.Metrics, health *status.Health, log *slog.Logger) error {
+	return httpserver.Serve(ctx, log, httpserver.Options{
+		MetricsAddr: h.MetricsAddr, HealthAddr: h.HealthAddr, Profiles: h.Profiles,
+		Metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{Registry: metrics.Registry}),
+		Health:  health.Register,
+	})
+}
+
+// kubeEvents records Events on the objects the inputs come from, with the Kubernetes source
+// (kube); stop sends what is left. Without it, there are none.
+func kubeEvents(ctx context.Context, kube *watcher.Kube, identity string, log *slog.Logger, red *redactor) (events apply.Recorder, stop func()) {
+	if kube == nil {
+		return nil, func() {}
+	}
+	ev := status.NewKubeEvents(ctx, kube.Client, "haproxy-sidecar", identity, kube.Lookup, log)
+	ev.Redact = red.String
+	return ev, ev.Shutdown
+}
+
+// newElection is the election of the replica that acts (--leader-elect, with the Kubernetes
+// source), and standby, which says whether this one stands by; nil for both without.
+func newElection(l config.Leader, kube *watcher.Kube) (e *leader.Election, standby func() bool) {
+	if kube == nil || !l.Elect {
+		return nil, nil
+	}
+	e = &leader.Election{}
+	return e, e.Standby
+}
+
+// startElection enters e, the election of the replica that acts, through a Lease in
+// --leader-election-namespace (default: --namespace); onLeading is called when this one
+// takes the lead. Without an election (nil) it does nothing.
+func startElection(ctx context.Context, e *leader.Election, cfg *config.Run, kube *watcher.Kube, identity string, onLeading func(), log *slog.Logger) error {
+	if e == nil {
+		return nil
+	}
+	ns := cfg.Leader.Namespace
+	if ns == "" {
+		ns = cfg.Inputs.Namespace
+	}
+	return e.Start(ctx, kube.Client, leader.Options{
+		Namespace: ns, Name: cfg.Leader.Name, Identity: identity,
+		LeaseDuration: cfg.Leader.LeaseDuration, RenewDeadline: cfg.Leader.RenewDeadline, RetryPeriod: cfg.Leader.RetryPeriod,
+		OnLeading: onLeading,
+	}, log)
+}
+
+// logStarting says what this sidecar runs and where it writes.
+func logStarting(log *slog.Logger, build BuildInfo, cfg *config.Run, l local, store *generation.Store, mem memory.Settings) {
+	attrs := []any{"version", build.Version, "revision", build.Revision, "go_version", build.GoVersion, "source", cfg.Source.Kind, "dir", cfg.Source.Dir, "haproxy_config", l.config,
+		"ssl_dir", l.ssl, "maps_dir", store.MapsDir(), "files_dir", store.FilesDir(), "state_dir", store.StateDir(),
+		"reload", cfg.HAProxy.Reload, "wait", cfg.Wait.String()}
+	log.Info("starting", append(attrs, mem.Attrs()...)...)
 }
 
 // sourceState reports whether the source is followed: haproxy_sidecar_source_up and /readyz

@@ -223,104 +223,45 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 			f.changes.everything() // what was named may not have been read: look at all next time
 		}
 	}()
-	var files []manifest
-	var err error
-	if all || f.files == nil || f.filesNS != dec.defaultNamespace {
-		if files, _, err = scan(f.root(), log); err != nil {
-			return nil, fmt.Errorf("file source: %w", err)
-		}
-	} else {
-		files = f.known(named)
+	files, err := f.toLook(named, all, dec.defaultNamespace, log)
+	if err != nil {
+		return nil, fmt.Errorf("file source: %w", err)
 	}
-	dec.dir = f.Dir
-	dec.secretNamespace, dec.tlsNamespaces = f.SecretNamespace, f.TLSSecretNamespaces
-	if f.json != nil {
-		dec.json = *f.json
-	}
-	if len(f.Watch) > 0 {
-		if dec.watched, err = resolve(f.Watch); err != nil {
-			return nil, fmt.Errorf("file source: %w", err)
-		}
-		dec.objConv = &f.objConv
-		f.objConv.NextRound()
-	}
-	if f.PodConverter != nil {
-		f.PodConverter.NextRound()
-		dec.conv = f.PodConverter
-		if f.cache == nil || f.cache.namespace != dec.defaultNamespace {
-			f.cache = &docCache{namespace: dec.defaultNamespace, ignored: &decoded{}}
-		}
-		dec.cache = f.cache
+	if err := f.prepare(dec); err != nil {
+		return nil, fmt.Errorf("file source: %w", err)
 	}
 	if f.files == nil || f.filesNS != dec.defaultNamespace {
 		f.files, f.filesNS, f.kept = map[string]*fileEntry{}, dec.defaultNamespace, nil
 	}
 	h := xxhash.New() // for the Revision: fast, and the same in every process
 	fmt.Fprintf(h, "namespace %q\n", dec.defaultNamespace)
-	type parsed struct {
-		start, end int
-		entry      *fileEntry
-		still      map[docKey]string // its objects still ignored (ignored.go)
-	}
-	var fresh []parsed
 	f.last = readStats{files: len(files)}
 	next := make(map[string]*fileEntry, len(files))
 	order := make([]string, 0, len(files))
+	var fresh []freshFile
 	limit := f.maxSize()
 	for _, file := range files {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if file.same {
-			// Not named by the watch: as the last read found it.
-			e := f.files[file.rel]
-			next[file.rel] = e
-			order = append(order, file.rel)
-			dec.jobs = append(dec.jobs, e.contribution()...)
-			fmt.Fprint(h, e.revisionLine)
-			continue
-		}
 		start := len(dec.jobs)
-		e, read, err := f.readFile(dec, file, limit)
-		if errors.Is(err, fs.ErrNotExist) {
-			log.Debug("file vanished while reading the directory", "file", file.rel)
-			continue
-		}
+		e, parsed, err := f.look(dec, file, limit, h)
 		if err != nil {
-			return nil, fmt.Errorf("file source: read %s: %w", file.rel, err)
+			return nil, err
+		}
+		if e == nil {
+			continue // vanished
 		}
 		next[file.rel] = e
 		order = append(order, file.rel)
-		if read {
-			fresh = append(fresh, parsed{start, len(dec.jobs), e, dec.ignoring.still})
-		} else {
-			dec.jobs = append(dec.jobs, e.contribution()...)
+		if parsed {
+			fresh = append(fresh, freshFile{start, len(dec.jobs), e, dec.ignoring.still})
 		}
-		if e.sum == 0 && e.bad {
-			e.revisionLine = fmt.Sprintf("file %q %d too big %d\n", file.rel, e.size, e.stat.mtime)
-		} else {
-			e.revisionLine = fmt.Sprintf("file %q %d %016x\n", file.rel, e.size, e.sum)
-		}
-		fmt.Fprint(h, e.revisionLine)
 	}
 	f.last.files = len(next)
 	dec.decodeJobs()
 	if len(fresh) > 0 {
-		// The files parsed now take their place among the others, a bad one with its last
-		// good objects.
-		jobs := make([]job, 0, len(dec.jobs))
-		at := 0
-		for _, p := range fresh {
-			jobs = append(jobs, dec.jobs[at:p.start]...)
-			p.entry.ignored = ignoredKeys(p.still, dec.jobs[p.start:p.end])
-			p.entry.jobs, p.entry.bad = keep(dec.jobs[p.start:p.end])
-			if !p.entry.bad {
-				p.entry.good = p.entry.jobs
-			}
-			jobs = append(jobs, p.entry.contribution()...)
-			at = p.end
-		}
-		dec.jobs = append(jobs, dec.jobs[at:]...)
+		dec.jobs = placeFresh(dec.jobs, fresh)
 	}
 	chosen := map[objectKey]string{}
 	dec.prefer = preferKept(f.files, f.kept, chosen)
@@ -343,6 +284,101 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	default:
 		return &objs, errors.Join(dec.errs...)
 	}
+}
+
+// toLook are the manifests a read looks at: every one scan finds when all may have changed
+// (no watch, or it lost track) or the default namespace did, else those the last read found
+// and those the watch named (known).
+func (f *File) toLook(named map[string]bool, all bool, namespace string, log *slog.Logger) ([]manifest, error) {
+	if all || f.files == nil || f.filesNS != namespace {
+		files, _, err := scan(f.root(), log)
+		return files, err
+	}
+	return f.known(named), nil
+}
+
+// prepare sets dec up for a read as f is configured: the directory, the Secrets kept, the
+// watched resources and the converters (a new round each), the cache of what was decoded.
+func (f *File) prepare(dec *manifestDecoder) error {
+	dec.dir = f.Dir
+	dec.secretNamespace, dec.tlsNamespaces = f.SecretNamespace, f.TLSSecretNamespaces
+	if f.json != nil {
+		dec.json = *f.json
+	}
+	if len(f.Watch) > 0 {
+		var err error
+		if dec.watched, err = resolve(f.Watch); err != nil {
+			return err
+		}
+		dec.objConv = &f.objConv
+		f.objConv.NextRound()
+	}
+	if f.PodConverter != nil {
+		f.PodConverter.NextRound()
+		dec.conv = f.PodConverter
+		if f.cache == nil || f.cache.namespace != dec.defaultNamespace {
+			f.cache = &docCache{namespace: dec.defaultNamespace, ignored: &decoded{}}
+		}
+		dec.cache = f.cache
+	}
+	return nil
+}
+
+// freshFile is a file a read parsed: its jobs are dec.jobs[start:end] until they are decoded
+// and its entry takes them.
+type freshFile struct {
+	start, end int
+	entry      *fileEntry
+	still      map[docKey]string // its objects still ignored (ignored.go)
+}
+
+// look adds the jobs of one file to dec, as its entry has them or as read now, and its line to
+// the Revision's hash h. It returns the file's entry (nil: the file vanished), and whether the
+// file was parsed now: its jobs are then decoded with the others before its entry takes them.
+func (f *File) look(dec *manifestDecoder, file manifest, limit int64, h *xxhash.Digest) (e *fileEntry, parsed bool, err error) {
+	if file.same {
+		// Not named by the watch: as the last read found it.
+		e = f.files[file.rel]
+		dec.jobs = append(dec.jobs, e.contribution()...)
+		fmt.Fprint(h, e.revisionLine)
+		return e, false, nil
+	}
+	e, parsed, err = f.readFile(dec, file, limit)
+	if errors.Is(err, fs.ErrNotExist) {
+		dec.logger.Debug("file vanished while reading the directory", "file", file.rel)
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("file source: read %s: %w", file.rel, err)
+	}
+	if !parsed {
+		dec.jobs = append(dec.jobs, e.contribution()...)
+	}
+	if e.sum == 0 && e.bad {
+		e.revisionLine = fmt.Sprintf("file %q %d too big %d\n", file.rel, e.size, e.stat.mtime)
+	} else {
+		e.revisionLine = fmt.Sprintf("file %q %d %016x\n", file.rel, e.size, e.sum)
+	}
+	fmt.Fprint(h, e.revisionLine)
+	return e, parsed, nil
+}
+
+// placeFresh gives each file parsed now its decoded jobs, and puts them where the file is
+// among the others: a bad file with the objects of its last good version.
+func placeFresh(jobs []job, fresh []freshFile) []job {
+	out := make([]job, 0, len(jobs))
+	at := 0
+	for _, p := range fresh {
+		out = append(out, jobs[at:p.start]...)
+		p.entry.ignored = ignoredKeys(p.still, jobs[p.start:p.end])
+		p.entry.jobs, p.entry.bad = keep(jobs[p.start:p.end])
+		if !p.entry.bad {
+			p.entry.good = p.entry.jobs
+		}
+		out = append(out, p.entry.contribution()...)
+		at = p.end
+	}
+	return append(out, jobs[at:]...)
 }
 
 // known is what a watched directory holds now that the watch named paths since the last read:

@@ -221,10 +221,7 @@ func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size 
 	if !w.expect('{') {
 		return bail()
 	}
-	var (
-		h     head
-		items []streamedItem
-	)
+	var items []streamedItem
 	if d.cache != nil {
 		if n := d.cache.listItems[rel]; n > 0 {
 			items = make([]streamedItem, 0, n+n/64)
@@ -232,59 +229,9 @@ func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size 
 	}
 	early := d.newEarlyDecoder()
 	defer early.wait() // when it bails; wait is idempotent
-	w.ws()
-	if c, ok := w.peek(); ok && c == '}' {
-		return bail() // an empty object: not a List
-	}
-	for {
-		w.ws()
-		k, ok := w.value()
-		if !ok || len(k) < 2 || k[0] != '"' {
-			return bail()
-		}
-		s := jsonScanner{data: k}
-		if end, escaped, ok := s.str(0); !ok || escaped || end != len(k) {
-			return bail()
-		}
-		key := string(k[1 : len(k)-1])
-		w.ws()
-		if !w.expect(':') {
-			return bail()
-		}
-		w.ws()
-		switch key {
-		case "items":
-			if h.hasItems || !d.streamItems(w, &items, early) {
-				return bail()
-			}
-			h.hasItems = true
-		default:
-			for _, n := range []string{"apiVersion", "kind", "items"} {
-				if key != n && strings.EqualFold(key, n) {
-					return bail()
-				}
-			}
-			v, ok := w.value()
-			if !ok {
-				return bail()
-			}
-			s := jsonScanner{data: v}
-			if key == "apiVersion" || key == "kind" {
-				if end, ok := s.headField(0, key, &h, false); !ok || end != len(v) {
-					return bail()
-				}
-			} else if end, ok := s.value(0); !ok || end != len(v) {
-				return bail()
-			}
-		}
-		w.ws()
-		if w.expect(',') {
-			continue
-		}
-		if !w.expect('}') {
-			return bail()
-		}
-		break
+	h, ok := d.streamMembers(w, &items, early)
+	if !ok {
+		return bail()
 	}
 	w.ws()
 	if _, ok := w.peek(); ok || w.err != nil {
@@ -306,8 +253,82 @@ func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size 
 		}
 		d.cache.listItems[rel] = len(items)
 	}
-	prefix := gvkString(defaults)
 	where := &origin{rel: rel, line: line} // streamed: big files of pods, no positions of keys
+	if !d.addStreamed(items, defaults, where) {
+		return bail()
+	}
+	return w.sum.Sum64(), w.size, nil
+}
+
+// streamMembers reads the members of the List object, from after its { to its }: the items
+// (streamItems), apiVersion and kind (into h), and any other member, validated. false: the
+// file is not for the streaming path.
+func (d *manifestDecoder) streamMembers(w *window, items *[]streamedItem, early *earlyDecoder) (h head, ok bool) {
+	w.ws()
+	if c, ok := w.peek(); ok && c == '}' {
+		return h, false // an empty object: not a List
+	}
+	for {
+		w.ws()
+		k, ok := w.value()
+		if !ok || len(k) < 2 || k[0] != '"' {
+			return h, false
+		}
+		s := jsonScanner{data: k}
+		if end, escaped, ok := s.str(0); !ok || escaped || end != len(k) {
+			return h, false
+		}
+		key := string(k[1 : len(k)-1])
+		w.ws()
+		if !w.expect(':') {
+			return h, false
+		}
+		w.ws()
+		if !d.streamMember(w, key, &h, items, early) {
+			return h, false
+		}
+		w.ws()
+		if w.expect(',') {
+			continue
+		}
+		return h, w.expect('}')
+	}
+}
+
+// streamMember reads the value of the List's member key: the items, apiVersion or kind (into
+// h), or another member's value, validated. false: not for the streaming path.
+func (d *manifestDecoder) streamMember(w *window, key string, h *head, items *[]streamedItem, early *earlyDecoder) bool {
+	if key == "items" {
+		if h.hasItems || !d.streamItems(w, items, early) {
+			return false
+		}
+		h.hasItems = true
+		return true
+	}
+	for _, n := range []string{"apiVersion", "kind", "items"} {
+		if key != n && strings.EqualFold(key, n) {
+			return false
+		}
+	}
+	v, ok := w.value()
+	if !ok {
+		return false
+	}
+	s := jsonScanner{data: v}
+	if key == "apiVersion" || key == "kind" {
+		end, ok := s.headField(0, key, h, false)
+		return ok && end == len(v)
+	}
+	end, ok := s.value(0)
+	return ok && end == len(v)
+}
+
+// addStreamed adds a job for each item of the List: the cache's result, or what is left to
+// decode (decoded already while the List was read, or its bytes); an item nothing read is
+// noted as still ignored. defaults is the kind of the items of a typed List. false: an item
+// cannot be taken as streamed, and no job was added.
+func (d *manifestDecoder) addStreamed(items []streamedItem, defaults *schema.GroupVersionKind, where *origin) bool {
+	prefix := gvkString(defaults)
 	start := len(d.jobs)
 	d.jobs = slices.Grow(d.jobs, len(items))
 	for _, it := range items {
@@ -322,23 +343,23 @@ func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size 
 		m := it.miss
 		if m == nil {
 			d.jobs = d.jobs[:start]
-			return bail() // found in the cache under another List kind: read again
+			return false // found in the cache under another List kind: read again
 		}
 		igvk, ok := scannedGVK(m.head, defaults)
 		if !ok || isList(igvk.Kind, m.head.hasItems) {
 			d.jobs = d.jobs[:start]
-			return bail()
+			return false
 		}
 		if m.res != nil && igvk != m.gvk {
 			m.res = nil // cannot happen (an item's own kind wins), but never trust a result for another kind
 		}
 		if m.res == nil && m.data == nil {
 			d.jobs = d.jobs[:start]
-			return bail()
+			return false
 		}
 		d.jobs = append(d.jobs, job{at: where, res: m.res, p: &pending{data: m.data, defaults: prefix, gvk: igvk, keyed: d.cache != nil, key: m.key}})
 	}
-	return w.sum.Sum64(), w.size, nil
+	return true
 }
 
 // streamItems reads the items array at pos: each item is looked up in the cache, or copied

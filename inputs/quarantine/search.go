@@ -29,108 +29,124 @@ var ErrNotIsolated = errors.New("held with other changes that failed together: t
 // reverted.
 func Search[T any](changed []string, try func(revert map[string]bool) (T, error), blame func(error) string, trials int) (res T, culprits map[string]error, err error) {
 	var zero T
-	trials = max(trials, 2)
-	culprits = map[string]error{}
-	used := 0
-	attempt := func(revert map[string]bool) (T, error, bool) {
-		used++
-		r, err := try(revert)
-		var ie *snapshot.InputError
-		if err != nil && !errors.As(err, &ie) {
-			return zero, err, false
-		}
-		return r, err, true
-	}
-	revertOf := func(ids []string) map[string]bool {
-		m := make(map[string]bool, len(culprits)+len(ids))
-		for id := range culprits {
-			m[id] = true
-		}
-		for _, id := range ids {
-			m[id] = true
-		}
-		return m
-	}
+	s := &search[T]{try: try, trials: max(trials, 2), culprits: map[string]error{}}
 
 	// Everything, then with blamed inputs reverted one by one while the blame is precise.
-	remaining := append([]string(nil), changed...)
+	s.remaining = append([]string(nil), changed...)
 	var firstErr error
 	for {
-		r, ferr, ok := attempt(revertOf(nil))
+		r, ferr, ok := s.attempt(s.revertOf(nil))
 		if !ok {
 			return zero, nil, ferr
 		}
 		if ferr == nil {
-			return r, culprits, nil
+			return r, s.culprits, nil
 		}
 		firstErr = ferr
 		id := ""
 		if blame != nil {
 			id = blame(ferr)
 		}
-		i := indexOf(remaining, id)
-		if i < 0 || used >= trials-1 {
+		i := indexOf(s.remaining, id)
+		if i < 0 || s.used >= s.trials-1 {
 			break
 		}
-		culprits[id] = ferr
-		remaining = append(remaining[:i], remaining[i+1:]...)
+		s.culprits[id] = ferr
+		s.remaining = append(s.remaining[:i], s.remaining[i+1:]...)
 	}
-	if len(remaining) == 0 {
+	if len(s.remaining) == 0 {
 		return zero, nil, firstErr
 	}
 
 	// Every change reverted: if that fails too, the changes are not at fault.
-	base, berr, ok := attempt(revertOf(remaining))
+	base, berr, ok := s.attempt(s.revertOf(s.remaining))
 	if !ok || berr != nil {
 		return zero, nil, berr
 	}
-	last := base
-	var accepted []string
-	// bisect finds the culprits among cands, given that the accepted changes pass; bad, when
-	// set, is how cands fail together with them (already tried).
-	var bisect func(cands []string, bad error)
-	bisect = func(cands []string, bad error) {
-		if len(cands) == 0 {
-			return
-		}
-		if bad == nil {
-			if used >= trials {
-				for _, id := range cands {
-					culprits[id] = ErrNotIsolated
-				}
-				return
-			}
-			r, err, ok := attempt(revertOf(without(remaining, append(append([]string(nil), accepted...), cands...))))
-			switch {
-			case !ok:
-				// The attempt itself failed: hold these rather than let them through untried.
-				for _, id := range cands {
-					culprits[id] = err
-				}
-				return
-			case err == nil:
-				accepted = append(accepted, cands...)
-				last = r
-				return
-			}
-			bad = err
-		}
-		if len(cands) == 1 {
-			culprits[cands[0]] = bad
-			return
-		}
-		half := len(cands) / 2
-		before := len(accepted)
-		bisect(cands[:half], nil)
-		if len(accepted) == before+half {
-			// The first half passed: the second half is what failed.
-			bisect(cands[half:], bad)
-			return
-		}
-		bisect(cands[half:], nil)
+	s.last = base
+	s.bisect(s.remaining, firstErr)
+	return s.last, s.culprits, nil
+}
+
+// search is the state of one Search.
+type search[T any] struct {
+	try    func(revert map[string]bool) (T, error)
+	trials int
+	used   int // attempts made
+	// culprits are the changes found at fault (always reverted); remaining the changes
+	// left to bisect, of which accepted pass (with the culprits reverted).
+	culprits  map[string]error
+	remaining []string
+	accepted  []string
+	last      T // the result of the last attempt that passed
+}
+
+// attempt tries with revert reverted; ok is false when the attempt itself failed (err is
+// then not the inputs' fault).
+func (s *search[T]) attempt(revert map[string]bool) (res T, err error, ok bool) {
+	s.used++
+	r, err := s.try(revert)
+	var ie *snapshot.InputError
+	if err != nil && !errors.As(err, &ie) {
+		var zero T
+		return zero, err, false
 	}
-	bisect(remaining, firstErr)
-	return last, culprits, nil
+	return r, err, true
+}
+
+// revertOf is the culprits and ids.
+func (s *search[T]) revertOf(ids []string) map[string]bool {
+	m := make(map[string]bool, len(s.culprits)+len(ids))
+	for id := range s.culprits {
+		m[id] = true
+	}
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
+}
+
+// bisect finds the culprits among cands, given that the accepted changes pass; bad, when
+// set, is how cands fail together with them (already tried).
+func (s *search[T]) bisect(cands []string, bad error) {
+	if len(cands) == 0 {
+		return
+	}
+	if bad == nil {
+		if s.used >= s.trials {
+			for _, id := range cands {
+				s.culprits[id] = ErrNotIsolated
+			}
+			return
+		}
+		r, err, ok := s.attempt(s.revertOf(without(s.remaining, append(append([]string(nil), s.accepted...), cands...))))
+		switch {
+		case !ok:
+			// The attempt itself failed: hold these rather than let them through untried.
+			for _, id := range cands {
+				s.culprits[id] = err
+			}
+			return
+		case err == nil:
+			s.accepted = append(s.accepted, cands...)
+			s.last = r
+			return
+		}
+		bad = err
+	}
+	if len(cands) == 1 {
+		s.culprits[cands[0]] = bad
+		return
+	}
+	half := len(cands) / 2
+	before := len(s.accepted)
+	s.bisect(cands[:half], nil)
+	if len(s.accepted) == before+half {
+		// The first half passed: the second half is what failed.
+		s.bisect(cands[half:], bad)
+		return
+	}
+	s.bisect(cands[half:], nil)
 }
 
 func indexOf(ids []string, id string) int {

@@ -78,124 +78,53 @@ func New(keys *Keys, vals []any) *Record {
 func Make(keys *Keys) (r *Record, vals []any) {
 	switch keys.Len() {
 	case 0:
-		r = &Record{}
+		return &Record{keys: keys}, nil
 	case 1:
-		b := new(struct {
-			r Record
-			v [1]any
-		})
-		vals = b.v[:]
-		r = &b.r
+		return makeSized(keys, func(v *[1]any) []any { return v[:] })
 	case 2:
-		b := new(struct {
-			r Record
-			v [2]any
-		})
-		vals = b.v[:]
-		r = &b.r
+		return makeSized(keys, func(v *[2]any) []any { return v[:] })
 	case 3:
-		b := new(struct {
-			r Record
-			v [3]any
-		})
-		vals = b.v[:]
-		r = &b.r
+		return makeSized(keys, func(v *[3]any) []any { return v[:] })
 	case 4:
-		b := new(struct {
-			r Record
-			v [4]any
-		})
-		vals = b.v[:]
-		r = &b.r
+		return makeSized(keys, func(v *[4]any) []any { return v[:] })
 	case 5:
-		b := new(struct {
-			r Record
-			v [5]any
-		})
-		vals = b.v[:]
-		r = &b.r
+		return makeSized(keys, func(v *[5]any) []any { return v[:] })
 	case 6:
-		b := new(struct {
-			r Record
-			v [6]any
-		})
-		vals = b.v[:]
-		r = &b.r
+		return makeSized(keys, func(v *[6]any) []any { return v[:] })
 	case 7:
-		b := new(struct {
-			r Record
-			v [7]any
-		})
-		vals = b.v[:]
-		r = &b.r
+		return makeSized(keys, func(v *[7]any) []any { return v[:] })
 	case 8:
-		b := new(struct {
-			r Record
-			v [8]any
-		})
-		vals = b.v[:]
-		r = &b.r
+		return makeSized(keys, func(v *[8]any) []any { return v[:] })
 	case 9:
-		b := new(struct {
-			r Record
-			v [9]any
-		})
-		vals = b.v[:]
-		r = &b.r
+		return makeSized(keys, func(v *[9]any) []any { return v[:] })
 	case 10:
-		b := new(struct {
-			r Record
-			v [10]any
-		})
-		vals = b.v[:]
-		r = &b.r
+		return makeSized(keys, func(v *[10]any) []any { return v[:] })
 	case 11:
-		b := new(struct {
-			r Record
-			v [11]any
-		})
-		vals = b.v[:]
-		r = &b.r
+		return makeSized(keys, func(v *[11]any) []any { return v[:] })
 	case 12:
-		b := new(struct {
-			r Record
-			v [12]any
-		})
-		vals = b.v[:]
-		r = &b.r
+		return makeSized(keys, func(v *[12]any) []any { return v[:] })
 	case 13:
-		b := new(struct {
-			r Record
-			v [13]any
-		})
-		vals = b.v[:]
-		r = &b.r
+		return makeSized(keys, func(v *[13]any) []any { return v[:] })
 	case 14:
-		b := new(struct {
-			r Record
-			v [14]any
-		})
-		vals = b.v[:]
-		r = &b.r
+		return makeSized(keys, func(v *[14]any) []any { return v[:] })
 	case 15:
-		b := new(struct {
-			r Record
-			v [15]any
-		})
-		vals = b.v[:]
-		r = &b.r
+		return makeSized(keys, func(v *[15]any) []any { return v[:] })
 	case 16:
-		b := new(struct {
-			r Record
-			v [16]any
-		})
-		vals = b.v[:]
-		r = &b.r
-	default:
-		r, vals = &Record{}, make([]any, keys.Len())
+		return makeSized(keys, func(v *[16]any) []any { return v[:] })
 	}
-	r.keys, r.vals = keys, vals
-	return r, vals
+	vals = make([]any, keys.Len())
+	return &Record{keys: keys, vals: vals}, vals
+}
+
+// makeSized allocates a record together with its values, an array of type A (one case of
+// Make: the array's length is part of its type); all slices the whole array.
+func makeSized[A any](keys *Keys, all func(*A) []any) (*Record, []any) {
+	b := new(struct {
+		r Record
+		v A
+	})
+	b.r.keys, b.r.vals = keys, all(&b.v)
+	return &b.r, b.r.vals
 }
 
 // FromPairs returns the record holding the given keys and values, which may come in any

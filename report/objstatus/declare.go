@@ -139,6 +139,40 @@ func parseDeclaration(s string) (Declaration, error) {
 	if err != nil {
 		return Declaration{}, err
 	}
+	d, err := parseServes(words)
+	if err != nil {
+		return Declaration{}, err
+	}
+	conds := map[string]*Condition{}
+	for _, c := range conditionWords[d.Kind] {
+		conds[c.word] = &Condition{Type: c.typ, True: true}
+	}
+	var why falseWhy
+	seen := map[string]bool{}
+	for _, a := range words[3:] {
+		if seen[a.key] {
+			return Declaration{}, fmt.Errorf("%s given twice", a.key)
+		}
+		seen[a.key] = true
+		if err := d.set(a, conds, &why); err != nil {
+			return Declaration{}, err
+		}
+	}
+	if d.Kind == KindHTTPRoute && d.Parent.Name == "" {
+		return Declaration{}, fmt.Errorf("an %s declaration needs parent=NAMESPACE/NAME", d.Kind)
+	}
+	for _, cw := range conditionWords[d.Kind] {
+		c, err := why.complete(*conds[cw.word], cw.word)
+		if err != nil {
+			return Declaration{}, err
+		}
+		d.Conditions = append(d.Conditions, c)
+	}
+	return d, nil
+}
+
+// parseServes reads the words every declaration starts with: serves KIND NAMESPACE/NAME.
+func parseServes(words []attr) (Declaration, error) {
 	if len(words) < 3 || !words[0].bare || words[0].key != "serves" {
 		return Declaration{}, fmt.Errorf("want %s serves KIND NAMESPACE/NAME [ATTRIBUTE...]", Prefix)
 	}
@@ -150,92 +184,92 @@ func parseDeclaration(s string) (Declaration, error) {
 	if err != nil {
 		return Declaration{}, err
 	}
-	d := Declaration{Object: Object{Kind: kind, Namespace: ns, Name: name}}
-	conds := map[string]*Condition{}
-	for _, c := range conditionWords[kind] {
-		conds[c.word] = &Condition{Type: c.typ, True: true}
+	return Declaration{Object: Object{Kind: kind, Namespace: ns, Name: name}}, nil
+}
+
+// falseWhy are a declaration's reason= and message= (nil: not given): those of its conditions
+// that are false and say none of their own.
+type falseWhy struct {
+	reason, message *string
+}
+
+// set takes one ATTRIBUTE of d: a condition's (in conds, by its word), the reason or message
+// of the false ones (why), or one of d's own.
+func (d *Declaration) set(a attr, conds map[string]*Condition, why *falseWhy) error {
+	kind := d.Kind
+	word, field, dotted := strings.Cut(a.key, ".")
+	c := conds[word]
+	switch {
+	case c != nil && !dotted:
+		if a.bare {
+			break
+		}
+		v, err := strconv.ParseBool(a.value)
+		if err != nil || a.value != "true" && a.value != "false" {
+			return fmt.Errorf("%s=%s: want true or false", a.key, a.value)
+		}
+		c.True = v
+	case c != nil && field == "reason" && !a.bare:
+		c.Reason = a.value
+	case c != nil && field == "message" && !a.bare:
+		c.Message = a.value
+	case a.key == "reason" && !a.bare && kind != KindIngress:
+		why.reason = &a.value
+	case a.key == "message" && !a.bare && kind != KindIngress:
+		why.message = &a.value
+	case a.key == "generation" && !a.bare && kind != KindIngress:
+		g, err := strconv.ParseInt(a.value, 10, 64)
+		if err != nil || g < 1 {
+			return fmt.Errorf("generation=%s: want a positive number", a.value)
+		}
+		d.Generation = g
+	case a.key == "parent" && !a.bare && kind == KindHTTPRoute:
+		var err error
+		if d.Parent.Namespace, d.Parent.Name, err = namespacedName(attr{key: a.value, bare: true}); err != nil {
+			return fmt.Errorf("parent: %w", err)
+		}
+	case a.key == "section" && !a.bare && kind == KindHTTPRoute:
+		if !nameWord.MatchString(a.value) || len(a.value) > 253 {
+			return fmt.Errorf("section=%s: want a listener name", a.value)
+		}
+		d.Parent.Section = a.value
+	case a.key == "port" && !a.bare && kind == KindHTTPRoute:
+		p, err := strconv.Atoi(a.value)
+		if err != nil || p < 1 || p > 65535 {
+			return fmt.Errorf("port=%s: want 1 to 65535", a.value)
+		}
+		d.Parent.Port = int32(p)
+	default:
+		return fmt.Errorf("%s: not an attribute of %s (%s)", a.key, kind, attributesOf(kind))
 	}
-	var reason, message *string
-	seen := map[string]bool{}
-	for _, a := range words[3:] {
-		if seen[a.key] {
-			return Declaration{}, fmt.Errorf("%s given twice", a.key)
-		}
-		seen[a.key] = true
-		word, field, dotted := strings.Cut(a.key, ".")
-		c := conds[word]
-		switch {
-		case c != nil && !dotted:
-			if a.bare {
-				break
-			}
-			v, err := strconv.ParseBool(a.value)
-			if err != nil || a.value != "true" && a.value != "false" {
-				return Declaration{}, fmt.Errorf("%s=%s: want true or false", a.key, a.value)
-			}
-			c.True = v
-		case c != nil && field == "reason" && !a.bare:
-			c.Reason = a.value
-		case c != nil && field == "message" && !a.bare:
-			c.Message = a.value
-		case a.key == "reason" && !a.bare && kind != KindIngress:
-			reason = &a.value
-		case a.key == "message" && !a.bare && kind != KindIngress:
-			message = &a.value
-		case a.key == "generation" && !a.bare && kind != KindIngress:
-			g, err := strconv.ParseInt(a.value, 10, 64)
-			if err != nil || g < 1 {
-				return Declaration{}, fmt.Errorf("generation=%s: want a positive number", a.value)
-			}
-			d.Generation = g
-		case a.key == "parent" && !a.bare && kind == KindHTTPRoute:
-			if d.Parent.Namespace, d.Parent.Name, err = namespacedName(attr{key: a.value, bare: true}); err != nil {
-				return Declaration{}, fmt.Errorf("parent: %w", err)
-			}
-		case a.key == "section" && !a.bare && kind == KindHTTPRoute:
-			if !nameWord.MatchString(a.value) || len(a.value) > 253 {
-				return Declaration{}, fmt.Errorf("section=%s: want a listener name", a.value)
-			}
-			d.Parent.Section = a.value
-		case a.key == "port" && !a.bare && kind == KindHTTPRoute:
-			p, err := strconv.Atoi(a.value)
-			if err != nil || p < 1 || p > 65535 {
-				return Declaration{}, fmt.Errorf("port=%s: want 1 to 65535", a.value)
-			}
-			d.Parent.Port = int32(p)
-		default:
-			return Declaration{}, fmt.Errorf("%s: not an attribute of %s (%s)", a.key, kind, attributesOf(kind))
-		}
+	return nil
+}
+
+// complete gives c (named word in the declaration) what it was not given: a false one the
+// declaration's reason and message, a true one the defaults; and checks its reason and
+// bounds its message.
+func (why falseWhy) complete(c Condition, word string) (Condition, error) {
+	if !c.True && c.Reason == "" && why.reason != nil {
+		c.Reason = *why.reason
 	}
-	if kind == KindHTTPRoute && d.Parent.Name == "" {
-		return Declaration{}, fmt.Errorf("an %s declaration needs parent=NAMESPACE/NAME", kind)
+	if !c.True && c.Message == "" && why.message != nil {
+		c.Message = *why.message
 	}
-	for _, cw := range conditionWords[kind] {
-		c := conds[cw.word]
-		// reason= and message= are those of the conditions that are false.
-		if !c.True && c.Reason == "" && reason != nil {
-			c.Reason = *reason
-		}
-		if !c.True && c.Message == "" && message != nil {
-			c.Message = *message
-		}
-		switch {
-		case c.Reason == "" && c.True:
-			c.Reason = c.Type
-		case c.Reason == "":
-			return Declaration{}, fmt.Errorf("%s=false needs its reason (reason= or %s.reason=)", cw.word, cw.word)
-		case len(c.Reason) > 1024 || !reasonPattern.MatchString(c.Reason):
-			return Declaration{}, fmt.Errorf("reason %q of %s: want a CamelCase word (letters, digits, _ , :)", c.Reason, c.Type)
-		}
-		if c.Message == "" && c.True {
-			c.Message = defaultMessages[c.Type]
-		}
-		if len(c.Message) > maxMessage {
-			c.Message = c.Message[:maxMessage-3] + "..."
-		}
-		d.Conditions = append(d.Conditions, *c)
+	switch {
+	case c.Reason == "" && c.True:
+		c.Reason = c.Type
+	case c.Reason == "":
+		return Condition{}, fmt.Errorf("%s=false needs its reason (reason= or %s.reason=)", word, word)
+	case len(c.Reason) > 1024 || !reasonPattern.MatchString(c.Reason):
+		return Condition{}, fmt.Errorf("reason %q of %s: want a CamelCase word (letters, digits, _ , :)", c.Reason, c.Type)
 	}
-	return d, nil
+	if c.Message == "" && c.True {
+		c.Message = defaultMessages[c.Type]
+	}
+	if len(c.Message) > maxMessage {
+		c.Message = c.Message[:maxMessage-3] + "..."
+	}
+	return c, nil
 }
 
 // attributesOf lists the attributes a kind takes, for errors.

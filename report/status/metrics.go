@@ -60,90 +60,50 @@ var reloadResults = []string{"success", "failed", "error"}
 // NewMetrics registers the sidecar's metrics, plus the Go and process collectors, on a new
 // registry.
 func NewMetrics() *Metrics {
-	const ns = "haproxy_sidecar"
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
-		Renders: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "renders_total",
-			Help: "Renders of the templates, by result (success, unchanged, error).",
-		}, []string{"result"}),
-		Reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "reloads_total",
-			Help: "HAProxy reloads, by endpoint and result (success, failed: HAProxy refused the config, error: could not reload).",
-		}, []string{"endpoint", "result"}),
-		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "rejected_total",
-			Help: "Inputs rejected before they reached HAProxy, by stage (decode, render, validate, reload, canary).",
-		}, []string{"stage"}),
-		LastReloadSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: ns, Name: "last_reload_success_timestamp_seconds",
-			Help: "Unix time of the last confirmed successful reload, or of the start of the sidecar when it confirmed then that HAProxy runs its configuration (no reload needed); 0 until either.",
-		}),
-		ConfigValid: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: ns, Name: "config_valid",
-			Help: "1 if the latest inputs produced a valid configuration, 0 if they were rejected (the last good configuration keeps serving).",
-		}),
-		SourceUp: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: ns, Name: "source_up",
-			Help: "1 while the source of inputs (directory, Kubernetes API, etcd) is reachable.",
-		}),
-		RenderDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: ns, Name: "render_duration_seconds",
-			Help:    "Time to build the snapshot and render the templates.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
-		}),
-		ValidateDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: ns, Name: "validate_duration_seconds",
-			Help:    "Time spent in haproxy -c.",
-			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
-		}),
-		ReloadDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: ns, Name: "reload_duration_seconds",
-			Help:    "Time from asking for a reload to its confirmation.",
-			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
-		}),
-		LiveGenerationInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: ns, Name: "live_config_info",
-			Help: "1 for the hash of the configuration HAProxy runs.",
-		}, []string{"hash"}),
+		Renders: counterVec("renders_total",
+			"Renders of the templates, by result (success, unchanged, error).", "result"),
+		Reloads: counterVec("reloads_total",
+			"HAProxy reloads, by endpoint and result (success, failed: HAProxy refused the config, error: could not reload).", "endpoint", "result"),
+		Rejected: counterVec("rejected_total",
+			"Inputs rejected before they reached HAProxy, by stage (decode, render, validate, reload, canary).", "stage"),
+		LastReloadSuccess: gauge("last_reload_success_timestamp_seconds",
+			"Unix time of the last confirmed successful reload, or of the start of the sidecar when it confirmed then that HAProxy runs its configuration (no reload needed); 0 until either."),
+		ConfigValid: gauge("config_valid",
+			"1 if the latest inputs produced a valid configuration, 0 if they were rejected (the last good configuration keeps serving)."),
+		SourceUp: gauge("source_up",
+			"1 while the source of inputs (directory, Kubernetes API, etcd) is reachable."),
+		RenderDuration: histogram("render_duration_seconds",
+			"Time to build the snapshot and render the templates.", prometheus.ExponentialBuckets(0.001, 2, 14)),
+		ValidateDuration: histogram("validate_duration_seconds",
+			"Time spent in haproxy -c.", prometheus.ExponentialBuckets(0.01, 2, 12)),
+		ReloadDuration: histogram("reload_duration_seconds",
+			"Time from asking for a reload to its confirmation.", prometheus.ExponentialBuckets(0.01, 2, 12)),
+		LiveGenerationInfo: gaugeVec("live_config_info",
+			"1 for the hash of the configuration HAProxy runs.", "hash"),
 		ChangeToLive: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: ns, Name: "change_to_live_seconds",
+			Namespace: namespace, Name: "change_to_live_seconds",
 			Help:    "Time from a change first seen (the source's notification, before the quiet period) to the configuration holding it live, by path: runtime (the runtime API answered), reload (the reload confirmed), dataplane (a Data Plane API host confirmed it, one observation per host).",
 			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60},
 		}, []string{"path"}),
+		RuntimeUpdates: counterVec("runtime_updates_total",
+			"Changes made through HAProxy's runtime API instead of a reload, by kind (server_added, server_removed, server_updated, certificate_updated, certificate_added, certificate_removed, map_updated, backend_added, backend_removed).", "kind"),
+		ReloadsAvoided: counter("reloads_avoided_total",
+			"Configuration changes that went live with no reload (runtime API, or nothing HAProxy uses changed)."),
+		RuntimeFallbacks: counter("runtime_fallbacks_total",
+			"Runtime API updates that failed and fell back to a reload."),
+		HeldInputs: gaugeVec("held_inputs",
+			"Operator inputs held back at their last good version (or left out) because they are bad, by kind (service, templates, certificate; pod, endpointslice or a watched resource's kind (ingress, ...): cluster data left out, or at its last good version, because the template cannot print it or HAProxy refuses it; file: a manifest the file source cannot read, its last good objects standing in); /readyz lists them with the reason.", "kind"),
+		SyncFailures: counterVec("sync_failures_total",
+			"Syncs that failed for a reason other than bad input, by stage (read, stage, validate, activate, reload, write, state); they are retried.", "stage"),
+		HAProxyUp: gauge("haproxy_up",
+			"1 while HAProxy answers on its master socket (or Data Plane API), 0 when it does not."),
+		CanaryVerdicts: counterVec("canary_verdicts_total",
+			"Canary hosts watched before the other Data Plane API hosts followed (--rollout=canary), by verdict (pass, fail, inconclusive) and result (promoted, rolled_back).", "verdict", "result"),
+		BuildInfo: gaugeVec("build_info",
+			"1, labelled with the sidecar's version, the Go version it was built with and its source revision.", "version", "go_version", "revision"),
 	}
-	m.RuntimeUpdates = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: ns, Name: "runtime_updates_total",
-		Help: "Changes made through HAProxy's runtime API instead of a reload, by kind (server_added, server_removed, server_updated, certificate_updated, certificate_added, certificate_removed, map_updated, backend_added, backend_removed).",
-	}, []string{"kind"})
-	m.ReloadsAvoided = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: ns, Name: "reloads_avoided_total",
-		Help: "Configuration changes that went live with no reload (runtime API, or nothing HAProxy uses changed).",
-	})
-	m.RuntimeFallbacks = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: ns, Name: "runtime_fallbacks_total",
-		Help: "Runtime API updates that failed and fell back to a reload.",
-	})
-	m.HeldInputs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: ns, Name: "held_inputs",
-		Help: "Operator inputs held back at their last good version (or left out) because they are bad, by kind (service, templates, certificate; pod, endpointslice or a watched resource's kind (ingress, ...): cluster data left out, or at its last good version, because the template cannot print it or HAProxy refuses it; file: a manifest the file source cannot read, its last good objects standing in); /readyz lists them with the reason.",
-	}, []string{"kind"})
-	m.SyncFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: ns, Name: "sync_failures_total",
-		Help: "Syncs that failed for a reason other than bad input, by stage (read, stage, validate, activate, reload, write, state); they are retried.",
-	}, []string{"stage"})
-	m.HAProxyUp = prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: ns, Name: "haproxy_up",
-		Help: "1 while HAProxy answers on its master socket (or Data Plane API), 0 when it does not.",
-	})
-	m.CanaryVerdicts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: ns, Name: "canary_verdicts_total",
-		Help: "Canary hosts watched before the other Data Plane API hosts followed (--rollout=canary), by verdict (pass, fail, inconclusive) and result (promoted, rolled_back).",
-	}, []string{"verdict", "result"})
-	m.BuildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: ns, Name: "build_info",
-		Help: "1, labelled with the sidecar's version, the Go version it was built with and its source revision.",
-	}, []string{"version", "go_version", "revision"})
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -152,15 +112,43 @@ func NewMetrics() *Metrics {
 		m.RuntimeUpdates, m.ReloadsAvoided, m.RuntimeFallbacks,
 		m.HeldInputs, m.SyncFailures, m.HAProxyUp, m.BuildInfo, m.CanaryVerdicts,
 	)
+	m.startAtZero()
+	return m
+}
+
+// namespace prefixes every metric's name.
+const namespace = "haproxy_sidecar"
+
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help})
+}
+
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
+}
+
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help})
+}
+
+func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, labels)
+}
+
+func histogram(name, help string, buckets []float64) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets})
+}
+
+// startAtZero makes every series whose label values are known at start exist at 0, so that
+// rate() and increase() see the first event (a series born at 1 shows no increase);
+// reloads_total's endpoints are known once the reload target is (Reloading).
+func (m *Metrics) startAtZero() {
 	for _, k := range []string{"service", "templates", "certificate", "pod", "file"} {
 		m.HeldInputs.WithLabelValues(k)
 	}
 	for _, s := range failure.Stages {
 		m.SyncFailures.WithLabelValues(s)
 	}
-	// Every label value known at start is there at 0, so that rate() and increase() see the
-	// first event (a series born at 1 shows no increase); reloads_total's endpoints are known
-	// once the reload target is (Reloading).
 	for _, k := range runtimeapi.Kinds {
 		m.RuntimeUpdates.WithLabelValues(k)
 	}
@@ -173,7 +161,6 @@ func NewMetrics() *Metrics {
 	for _, p := range []string{live.PathRuntime, live.PathReload, live.PathDataplane} {
 		m.ChangeToLive.WithLabelValues(p)
 	}
-	return m
 }
 
 // Reloading makes reloads_total's series of each endpoint (the reload target, or each Data

@@ -26,25 +26,14 @@ type Run struct {
 	Log       Log
 }
 
-func (r *Run) register(f *flags) {
-	f.add("Inputs: where they come from", &r.Source)
-	f.add("Inputs: which objects, what templates see", &r.Inputs)
-	f.add("Rendering and validation", &r.Render)
-	f.add("Directories templates name", &r.Dirs)
-	f.add("HAProxy: files, reloads, runtime API", &r.HAProxy)
-	f.add("Pacing", &r.Wait)
-	f.add("Remote HAProxy hosts (--reload=dataplane)", &r.Dataplane)
-	f.add("Rollout to the remote hosts (--reload=dataplane)", &r.Rollout)
-	f.add("Leader election (--source=kube)", &r.Leader)
-	f.add("Status on the objects served (--source=kube)", &r.Publish)
-	f.add("HTTP: metrics, health, profiles", &r.HTTP)
-	f.add("Admission webhook", &r.Webhook)
-	f.add("Logs", &r.Log)
+func (r *Run) concerns() []concern {
+	return []concern{&r.Source, &r.Inputs, &r.Render, &r.Dirs, &r.HAProxy, &r.Wait, &r.Dataplane, &r.Rollout,
+		&r.Leader, &r.Publish, &r.HTTP, &r.Webhook, &r.Log}
 }
 
 // Validate checks the configuration as a whole.
 func (r *Run) Validate() error {
-	if err := validateAll(&r.Source, &r.Inputs, &r.Render, &r.Dirs, &r.HAProxy, &r.Wait, &r.Dataplane, &r.Rollout, &r.Leader, &r.Publish, &r.HTTP, &r.Webhook, &r.Log); err != nil {
+	if err := validateAll(r.concerns()); err != nil {
 		return err
 	}
 	if r.Leader.Elect && r.Source.Kind != "kube" {
@@ -75,20 +64,17 @@ type Once struct {
 	Out string
 }
 
-func (o *Once) register(f *flags) {
-	f.add("Inputs: where they come from", &o.Source)
-	f.add("Inputs: which objects, what templates see", &o.Inputs)
-	f.add("Rendering and validation", &o.Render)
-	f.add("Directories templates name", &o.Dirs)
-	f.add("Logs", &o.Log)
+func (o *Once) concerns() []concern {
+	cs := []concern{&o.Source, &o.Inputs, &o.Render, &o.Dirs, &o.Log}
 	if o.Command == "render" {
-		f.add("Output", outFlag{&o.Out})
+		cs = append(cs, outFlag{&o.Out})
 	}
+	return cs
 }
 
 // Validate checks the configuration as a whole.
 func (o *Once) Validate() error {
-	if err := validateAll(&o.Source, &o.Inputs, &o.Render, &o.Dirs, &o.Log); err != nil {
+	if err := validateAll(o.concerns()); err != nil {
 		return err
 	}
 	if o.Command == "render" && o.Out == "" {
@@ -118,18 +104,13 @@ type Diff struct {
 	Output string
 }
 
-func (d *Diff) register(f *flags) {
-	f.add("Inputs: where they come from", &d.Source)
-	f.add("Inputs: which objects, what templates see", &d.Inputs)
-	f.add("Rendering and validation", &d.Render)
-	f.add("Directories templates name", &d.Dirs)
-	f.add("Logs", &d.Log)
-	f.add("What to compare", diffFlags{d})
+func (d *Diff) concerns() []concern {
+	return []concern{&d.Source, &d.Inputs, &d.Render, &d.Dirs, &d.Log, diffFlags{d}}
 }
 
 // Validate checks the configuration as a whole.
 func (d *Diff) Validate() error {
-	if err := validateAll(&d.Source, &d.Inputs, &d.Render, &d.Dirs, &d.Log); err != nil {
+	if err := validateAll(d.concerns()); err != nil {
 		return err
 	}
 	switch {
@@ -148,6 +129,8 @@ func (d *Diff) Validate() error {
 
 type diffFlags struct{ d *Diff }
 
+func (diffFlags) title() string { return "What to compare" }
+
 func (f diffFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.d.Live, "live", "", "`STATE_DIR` of a running sidecar (--state-dir; default beside its --haproxy-config: .haproxy-sidecar): compare with what it made live, and hold inputs as it would")
 	fs.StringVar(&f.d.HAProxyConfig, "haproxy-config", DefaultHAProxyConfig, "the running sidecar's --haproxy-config: the directories templates name (ssldir, mapsdir, filesdir) default beside it, as run's do, so that the renderings compare")
@@ -164,15 +147,15 @@ func (f diffFlags) validate() error { return nil }
 // ParseDiff reads diff's flags, as ParseRun does.
 func ParseDiff(args []string, summary string, getenv func(string) string, out io.Writer) (*Diff, error) {
 	d := &Diff{}
-	f := newFlags("diff", summary, out)
-	d.register(f)
-	if err := f.parse(args, getenv); err != nil {
+	if err := parse(d, "diff", args, summary, getenv, out); err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
 type outFlag struct{ out *string }
+
+func (outFlag) title() string { return "Output" }
 
 func (o outFlag) register(fs *flag.FlagSet) {
 	fs.StringVar(o.out, "out", "", "directory to write haproxy.cfg, certs/, maps/ and files/ into (required)")
@@ -184,9 +167,7 @@ func (o outFlag) validate() error { return nil }
 // (getenv); help goes to out. It does not validate (Validate does).
 func ParseRun(args []string, summary string, getenv func(string) string, out io.Writer) (*Run, error) {
 	r := &Run{}
-	f := newFlags("run", summary, out)
-	r.register(f)
-	if err := f.parse(args, getenv); err != nil {
+	if err := parse(r, "run", args, summary, getenv, out); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -195,12 +176,24 @@ func ParseRun(args []string, summary string, getenv func(string) string, out io.
 // ParseOnce reads the flags of render or validate (cmd), as ParseRun does.
 func ParseOnce(cmd string, args []string, summary string, getenv func(string) string, out io.Writer) (*Once, error) {
 	o := &Once{Command: cmd}
-	f := newFlags(cmd, summary, out)
-	o.register(f)
-	if err := f.parse(args, getenv); err != nil {
+	if err := parse(o, cmd, args, summary, getenv, out); err != nil {
 		return nil, err
 	}
 	return o, nil
+}
+
+// command is one command's configuration: the concerns it is made of.
+type command interface {
+	// concerns are the command's concerns, in the order of its help; the same list gives
+	// the flags and is validated.
+	concerns() []concern
+}
+
+// parse fills c from the command line (args) of command name, then from the environment.
+func parse(c command, name string, args []string, summary string, getenv func(string) string, out io.Writer) error {
+	f := newFlags(name, summary, out)
+	f.add(c.concerns()...)
+	return f.parse(args, getenv)
 }
 
 // AllowedEnv keeps the variables of environ the operator allowed (allow: comma-separated exact

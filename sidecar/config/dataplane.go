@@ -25,6 +25,8 @@ type Dataplane struct {
 	Backends List
 }
 
+func (*Dataplane) title() string { return "Remote HAProxy hosts (--reload=dataplane)" }
+
 func (d *Dataplane) register(fs *flag.FlagSet) {
 	fs.Var(&d.URLs, "dataplane-url", "with --reload=dataplane: a host's Data Plane API, https://lb1:5555/v3 (repeatable or comma-separated; without /v2 or /v3 the version is asked)")
 	fs.StringVar(&d.Username, "dataplane-username", "", "Data Plane API basic authentication user")

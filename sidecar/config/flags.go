@@ -19,6 +19,8 @@ import (
 
 // concern is one part of a command's configuration.
 type concern interface {
+	// title heads the concern's flags in the help.
+	title() string
 	// register adds the concern's flags, with their defaults, to fs.
 	register(fs *flag.FlagSet)
 	// validate checks the values once the command line and the environment are read.
@@ -51,12 +53,18 @@ func newFlags(cmd, summary string, out io.Writer) *flags {
 	return f
 }
 
-// add registers a concern's flags under title.
-func (f *flags) add(title string, c concern) {
+// add registers the flags of each concern, in order, under its title.
+func (f *flags) add(cs ...concern) {
+	for _, c := range cs {
+		f.addOne(c)
+	}
+}
+
+func (f *flags) addOne(c concern) {
 	before := map[string]bool{}
 	f.fs.VisitAll(func(fl *flag.Flag) { before[fl.Name] = true })
 	c.register(f.fs)
-	g := group{title: title}
+	g := group{title: c.title()}
 	f.fs.VisitAll(func(fl *flag.Flag) {
 		if !before[fl.Name] {
 			g.names = append(g.names, fl.Name)
@@ -355,18 +363,20 @@ func (f *flags) usage() {
 	}
 }
 
-// Names lists the flags of a command ("run", "render" or "validate"), for documentation
-// checks.
+// Names lists the flags of a command ("run", "render", "validate" or "diff"), for
+// documentation checks.
 func Names(cmd string) []string {
-	f := newFlags(cmd, "", io.Discard)
+	var c command
 	switch cmd {
 	case "run":
-		(&Run{}).register(f)
+		c = &Run{}
 	case "diff":
-		(&Diff{}).register(f)
+		c = &Diff{}
 	default:
-		(&Once{Command: cmd}).register(f)
+		c = &Once{Command: cmd}
 	}
+	f := newFlags(cmd, "", io.Discard)
+	f.add(c.concerns()...)
 	var out []string
 	f.fs.VisitAll(func(fl *flag.Flag) { out = append(out, fl.Name) })
 	return out
@@ -376,7 +386,7 @@ func Names(cmd string) []string {
 var ErrHelp = flag.ErrHelp
 
 // validateAll runs each concern's validation and joins the errors.
-func validateAll(cs ...concern) error {
+func validateAll(cs []concern) error {
 	var errs []error
 	for _, c := range cs {
 		if err := c.validate(); err != nil {

@@ -27,6 +27,8 @@ type HAProxy struct {
 	MinReloadInterval time.Duration
 }
 
+func (*HAProxy) title() string { return "HAProxy: files, reloads, runtime API" }
+
 func (h *HAProxy) register(fs *flag.FlagSet) {
 	fs.StringVar(&h.Config, "haproxy-config", "", "the file HAProxy was started with (-f), default "+DefaultHAProxyConfig+"; made a symlink into the live generation (an existing file is kept as the adopted generation); not used with --reload=dataplane")
 	fs.StringVar(&h.StateDir, "state-dir", "", "where generations are kept (default DIR(--haproxy-config)/.haproxy-sidecar; with --reload=dataplane, where everything local is kept: default $XDG_STATE_HOME/haproxy-sidecar/dataplane, else ~/.local/state/haproxy-sidecar/dataplane)")

@@ -9,6 +9,8 @@ type HTTP struct {
 	Profiles    bool
 }
 
+func (*HTTP) title() string { return "HTTP: metrics, health, profiles" }
+
 func (h *HTTP) register(fs *flag.FlagSet) {
 	fs.StringVar(&h.MetricsAddr, "metrics-addr", ":9090", "address of /metrics (Prometheus); empty: off")
 	fs.StringVar(&h.HealthAddr, "health-addr", ":8080", "address of /healthz and /readyz; empty: off")

@@ -18,6 +18,8 @@ type Leader struct {
 	PodName string
 }
 
+func (*Leader) title() string { return "Leader election (--source=kube)" }
+
 func (l *Leader) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.PodName, "pod-name", "", "this instance's name: Events' host and the leader-election identity (default: the host name)")
 	fs.BoolVar(&l.Elect, "leader-elect", false, "with --source=kube: only the leader applies; others render and validate as hot standbys (for one controller pushing to remote HAProxy hosts)")

@@ -12,6 +12,8 @@ type Log struct {
 	Level, Format string
 }
 
+func (*Log) title() string { return "Logs" }
+
 func (l *Log) register(fs *flag.FlagSet) {
 	choiceVar(fs, &l.Level, "log-level", "info", []string{"debug", "info", "warn", "error"}, "debug, info, warn or error")
 	choiceVar(fs, &l.Format, "log-format", "text", []string{"text", "json"}, "text or json (json: durations in seconds)")

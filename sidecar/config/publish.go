@@ -26,6 +26,8 @@ type Publish struct {
 	ControllerName string
 }
 
+func (*Publish) title() string { return "Status on the objects served (--source=kube)" }
+
 func (p *Publish) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.Service, "publish-service", "", "`NAMESPACE/NAME` of the Service whose load-balancer address (status.loadBalancer.ingress, else spec.externalIPs) is written on the Ingresses' status and the Gateways' status.addresses the live configuration declares it serves (docs/status.md; needs get on that Service)")
 	fs.Var(&p.Addresses, "publish-address", "`ADDRESS` (an IP or a host name) written on the Ingresses and Gateways the live configuration declares it serves, instead of --publish-service's (repeatable, or comma-separated)")

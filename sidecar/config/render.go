@@ -16,6 +16,8 @@ type Render struct {
 	HAProxyBin string
 }
 
+func (*Render) title() string { return "Rendering and validation" }
+
 func (r *Render) register(fs *flag.FlagSet) {
 	fs.DurationVar(&r.Timeout, "render-timeout", render.DefaultTimeout, "time budget of one render: a template still running after it is rejected (a loop that never ends) and held back")
 	r.MaxOutput = Size(render.DefaultMaxOutput)
@@ -35,6 +37,8 @@ func (r *Render) Options(sslDir string) render.Options {
 type Dirs struct {
 	SSL, Maps, Files string
 }
+
+func (*Dirs) title() string { return "Directories templates name" }
 
 func (d *Dirs) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.SSL, "ssl-dir", "", "certificate directory templates see as ssldir (run: default DIR(--haproxy-config)/certs, made a symlink into the live generation; an existing directory is kept as the adopted generation; not used with --reload=dataplane; render: --out/certs)")

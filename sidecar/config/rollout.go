@@ -20,6 +20,8 @@ type Rollout struct {
 	Inconclusive      string // promote or rollback
 }
 
+func (*Rollout) title() string { return "Rollout to the remote hosts (--reload=dataplane)" }
+
 func (r *Rollout) register(fs *flag.FlagSet) {
 	choiceVar(fs, &r.Mode, "rollout", "parallel", []string{"parallel", "canary"}, "with --reload=dataplane: parallel (every host at once) or canary (one host first, watched for --canary-window through HAProxy's counters; the other hosts follow if it holds, and if not it is rolled back and the change held)")
 	fs.DurationVar(&r.Window, "canary-window", 30*time.Second, "with --rollout=canary: how long the canary host is watched before the other hosts follow (a threshold that trips rolls it back at once)")

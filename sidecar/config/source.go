@@ -32,6 +32,8 @@ type Etcd struct {
 	Prefix, CACert, Cert, Key, User, Password string
 }
 
+func (*Source) title() string { return "Inputs: where they come from" }
+
 func (s *Source) register(fs *flag.FlagSet) {
 	choiceVar(fs, &s.Kind, "source", "file", []string{"file", "kube", "etcd"}, "where inputs come from: file (a directory of Kubernetes manifests), kube (the Kubernetes API) or etcd (the etcd behind Kubernetes, read directly)")
 	fs.StringVar(&s.Dir, "dir", "", "with --source=file: `DIR`, the directory of manifests (YAML or JSON, what kubectl apply -f takes)")
@@ -98,6 +100,8 @@ const watchUsage = "`RESOURCE[;OPTION...]`: a Kubernetes resource templates see 
 	"resources.PLURAL.by_NAME[\"NAMESPACE/VALUE\"] (the list of objects with that value). Example:\n" +
 	"--watch 'endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name'. With --source=kube the\n" +
 	"service account needs get, list and watch on each resource"
+
+func (*Inputs) title() string { return "Inputs: which objects, what templates see" }
 
 func (in *Inputs) register(fs *flag.FlagSet) {
 	fs.StringVar(&in.Namespace, "namespace", "lb", "namespace of the load balancer's ConfigMaps and Secrets; manifests without a namespace belong to it")

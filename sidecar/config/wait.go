@@ -13,6 +13,8 @@ type Wait struct {
 	Min, Max time.Duration
 }
 
+func (*Wait) title() string { return "Pacing" }
+
 func (w *Wait) register(fs *flag.FlagSet) {
 	*w = Wait{Min: 200 * time.Millisecond, Max: 2 * time.Second}
 	fs.Var(w, "wait", "`MIN:MAX`: render after MIN without changes, but never later than MAX after the first")

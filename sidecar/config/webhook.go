@@ -14,6 +14,8 @@ type Webhook struct {
 	Timeout time.Duration
 }
 
+func (*Webhook) title() string { return "Admission webhook" }
+
 func (w *Webhook) register(fs *flag.FlagSet) {
 	fs.StringVar(&w.Addr, "webhook-addr", "", "address of the validating admission webhook (https://ADDR/validate): a change of the services or config ConfigMap, a certificate or a watched object that would be held back is refused at kubectl apply, naming the key and line; empty: off")
 	fs.StringVar(&w.CertDir, "webhook-cert-dir", "/var/run/haproxy-sidecar/webhook", "directory of the webhook's TLS certificate (tls.crt, tls.key), read again when it changes")

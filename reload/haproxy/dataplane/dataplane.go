@@ -239,30 +239,66 @@ func (c *payload) in(st storage) map[string][]byte {
 // New checks cfg, prepares the transport (fetching the SPIFFE identity when configured) and
 // returns a Reloader. ctx bounds only the preparation. Close releases it.
 func New(ctx context.Context, cfg Config) (*Reloader, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	r := newReloader(cfg)
+	state, err := openState(cfg.StateFile)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: %w", err)
+	}
+	r.state = state
+	clients, err := r.newClients()
+	if err != nil {
+		return nil, err
+	}
+	tr, err := newTransport(ctx, &r.cfg, r.log)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: %w", err)
+	}
+	r.tr = tr
+	hc := &http.Client{Transport: tr.rt, Timeout: cfg.Timeout}
+	for _, c := range clients {
+		c.hc = hc
+		r.hosts = append(r.hosts, &host{c: c})
+	}
+	return r, nil
+}
+
+// check refuses a configuration that is incomplete or contradicts itself.
+func (cfg *Config) check() error {
 	if len(cfg.URLs) == 0 {
-		return nil, errors.New("dataplane: at least one Data Plane API URL is required (--dataplane-url)")
+		return errors.New("dataplane: at least one Data Plane API URL is required (--dataplane-url)")
 	}
 	if cfg.ConfigPath == "" || cfg.CertDir == "" {
-		return nil, errors.New("dataplane: the local configuration path and certificate directory are required")
+		return errors.New("dataplane: the local configuration path and certificate directory are required")
 	}
 	if cfg.Token != "" && (cfg.Password != "" || cfg.PasswordFile != "") {
-		return nil, errors.New("dataplane: give a bearer token or a password, not both")
+		return errors.New("dataplane: give a bearer token or a password, not both")
 	}
 	if cfg.Password != "" && cfg.PasswordFile != "" {
-		return nil, errors.New("dataplane: give a password or a password file, not both")
+		return errors.New("dataplane: give a password or a password file, not both")
 	}
 	if cfg.SPIFFEID != "" && (cfg.CACert != "" || cfg.Cert != "" || cfg.Key != "") {
-		return nil, errors.New("dataplane: SPIFFE (--dataplane-spiffe-id) and static TLS files (--dataplane-ca/-cert/-key) exclude each other")
+		return errors.New("dataplane: SPIFFE (--dataplane-spiffe-id) and static TLS files (--dataplane-ca/-cert/-key) exclude each other")
 	}
 	switch cfg.Mode {
-	case "":
-		cfg.Mode = ModeConfig
-	case ModeConfig, ModeServers:
+	case "", ModeConfig, ModeServers:
 	default:
-		return nil, fmt.Errorf("dataplane: mode %q: want %s or %s", cfg.Mode, ModeConfig, ModeServers)
+		return fmt.Errorf("dataplane: mode %q: want %s or %s", cfg.Mode, ModeConfig, ModeServers)
 	}
 	if len(cfg.Backends) > 0 && cfg.Mode != ModeServers {
-		return nil, errors.New("dataplane: backends to manage are given only with --dataplane-mode=servers")
+		return errors.New("dataplane: backends to manage are given only with --dataplane-mode=servers")
+	}
+	return nil
+}
+
+// setDefaults fills what cfg leaves unset with the defaults (Default*). Canary is copied
+// before its window is set: the caller's stays as it is.
+func (cfg *Config) setDefaults() {
+	if cfg.Mode == "" {
+		cfg.Mode = ModeConfig
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = DefaultConcurrency
@@ -295,6 +331,11 @@ func New(ctx context.Context, cfg Config) (*Reloader, error) {
 		}
 		cfg.Canary = &c
 	}
+}
+
+// newReloader returns the Reloader of cfg (checked, defaults set) without hosts: the storage
+// directories templates see are the given ones, else the API's defaults until the hosts say.
+func newReloader(cfg Config) *Reloader {
 	r := &Reloader{cfg: cfg, log: cfg.Logger.With("reloader", "dataplane"), dir: DefaultStorageDir,
 		auxDirs: map[string]string{mapStorage.path: DefaultMapsStorageDir, generalStorage.path: DefaultGeneralStorageDir}}
 	if cfg.SSLDir != "" {
@@ -310,13 +351,13 @@ func New(ctx context.Context, cfg Config) (*Reloader, error) {
 			r.auxDirs[d.st.path] = *d.given
 		}
 	}
+	return r
+}
 
-	state, err := openState(cfg.StateFile)
-	if err != nil {
-		return nil, fmt.Errorf("dataplane: %w", err)
-	}
-	r.state = state
-
+// newClients makes a client of each URL, with the credentials given or those the URL holds.
+// Their HTTP client is set once the transport is ready.
+func (r *Reloader) newClients() ([]*client, error) {
+	cfg := &r.cfg
 	tlsWanted := cfg.SPIFFEID != "" || cfg.Cert != "" || cfg.CACert != ""
 	creds := credentials{username: cfg.Username, password: cfg.Password, passwordFile: cfg.PasswordFile, token: cfg.Token, secret: cfg.Secret}
 	var clients []*client
@@ -345,17 +386,7 @@ func New(ctx context.Context, cfg Config) (*Reloader, error) {
 	if len(clients) == 0 {
 		return nil, errors.New("dataplane: at least one Data Plane API URL is required (--dataplane-url)")
 	}
-	tr, err := newTransport(ctx, &r.cfg, r.log)
-	if err != nil {
-		return nil, fmt.Errorf("dataplane: %w", err)
-	}
-	r.tr = tr
-	hc := &http.Client{Transport: tr.rt, Timeout: cfg.Timeout}
-	for _, c := range clients {
-		c.hc = hc
-		r.hosts = append(r.hosts, &host{c: c})
-	}
-	return r, nil
+	return clients, nil
 }
 
 // Endpoints lists the hosts as they appear in logs and metrics (URLs without credentials).
@@ -797,167 +828,6 @@ func (r *Reloader) apply(ctx context.Context, h *host, want *payload) outcome {
 		h.mu.Unlock()
 	}
 	return outcome{err: err}
-}
-
-// push sends want to the host, which has what has describes (nil: unknown). Without reload
-// (restoring), nothing is validated and the API does not reload. modified reports whether
-// the host's files may have changed (certificates replaced, configuration stored), whatever
-// the error.
-func (r *Reloader) push(ctx context.Context, h *host, want, has *payload, doReload bool) (modified bool, err error) {
-	c := h.c
-	if _, err := c.apiVersion(ctx); err != nil {
-		return false, err
-	}
-	version, err := c.Version(ctx)
-	if err != nil {
-		return false, err
-	}
-	// Per storage: what it holds, and what this push adds (uploaded before the
-	// configuration is validated) and changes (replaced once it is valid).
-	type files struct {
-		st             storage
-		stored         []storedFile
-		added, changed []string // storage names
-	}
-	var all []*files
-	for _, st := range []storage{certStorage, mapStorage, generalStorage} {
-		f := &files{st: st}
-		if st != certStorage && len(want.in(st)) == 0 && has != nil && len(has.in(st)) == 0 {
-			all = append(all, f) // nothing there, nothing wanted: not even listed
-			continue
-		}
-		list, err := c.List(ctx, st)
-		if err != nil {
-			var ae *APIError
-			if st != certStorage && len(want.in(st)) == 0 && errors.As(err, &ae) && ae.Status == http.StatusNotFound {
-				all = append(all, f) // an API without this storage, and nothing for it
-				continue
-			}
-			return false, err
-		}
-		f.stored = list
-		all = append(all, f)
-	}
-	anyAdded := func() bool {
-		for _, f := range all {
-			if len(f.added) > 0 {
-				return true
-			}
-		}
-		return false
-	}
-	anyChanged := func() bool {
-		for _, f := range all {
-			if len(f.changed) > 0 {
-				return true
-			}
-		}
-		return false
-	}
-
-	// New files first: no configuration uses them yet, so this is harmless even if the
-	// configuration is refused below (they are removed again then).
-	for _, f := range all {
-		present := map[string]bool{}
-		for _, sf := range f.stored {
-			present[sf.StorageName] = true
-			r.learnStorageDir(h, f.st, sf.File)
-		}
-		for _, name := range sortedNames(want.in(f.st)) {
-			file := name + f.st.ext
-			switch {
-			case !present[file]:
-				sf, err := c.Upload(ctx, f.st, file, want.in(f.st)[name])
-				if err != nil {
-					return anyAdded(), err
-				}
-				r.learnStorageDir(h, f.st, sf.File)
-				f.added = append(f.added, file)
-			case has == nil || string(has.in(f.st)[name]) != string(want.in(f.st)[name]):
-				f.changed = append(f.changed, file)
-			}
-		}
-	}
-	removeAdded := func() {
-		for _, f := range all {
-			for _, file := range f.added {
-				if err := c.Delete(context.WithoutCancel(ctx), f.st, file); err != nil {
-					r.log.Warn("remove a "+f.st.kind+" uploaded for a refused configuration", "endpoint", c.label, "error", err)
-				}
-			}
-		}
-	}
-
-	if doReload {
-		// A configuration rendered for the directory templates used before the host said
-		// where it stores certificates would be refused (its files are elsewhere): stop,
-		// once, and let the new rendering come. The certificates uploaded stay: it needs them.
-		if err := r.staleDir(h, want); err != nil {
-			return anyAdded(), err
-		}
-		if err := c.Validate(ctx, want.files.Config); err != nil {
-			removeAdded()
-			return false, err
-		}
-	}
-	for _, f := range all {
-		for _, file := range f.changed {
-			name, _ := f.st.name(file)
-			if err := c.Replace(ctx, f.st, file, want.in(f.st)[name]); err != nil {
-				return true, err
-			}
-		}
-	}
-
-	var reloadID string
-	for attempt := 0; ; attempt++ {
-		reloadID, err = c.PushConfig(ctx, want.files.Config, version, doReload)
-		if !errors.Is(err, errConflict) || attempt >= r.cfg.MaxConflicts {
-			break
-		}
-		r.log.Debug("configuration version moved under us; retrying", "endpoint", c.label, "version", version, "attempt", attempt+1)
-		if version, err = c.Version(ctx); err != nil {
-			return anyChanged(), err
-		}
-	}
-	if err != nil {
-		var rej *Rejection
-		if errors.As(err, &rej) {
-			removeAdded()
-		}
-		return anyChanged(), err
-	}
-	if doReload && reloadID != "" {
-		if err := r.waitReload(ctx, c, reloadID, want.files.Config); err != nil {
-			var rej *Rejection
-			if errors.As(err, &rej) {
-				rej.reloaded = true
-			}
-			return true, err
-		}
-	}
-
-	// Files the configuration no longer has go once the configuration that stopped using
-	// them is live (the API refuses to delete a map or general file the stored configuration
-	// names). The sidecar owns the storage directories.
-	var counts []any
-	for _, f := range all {
-		for _, sf := range f.stored {
-			if name, ok := f.st.name(sf.StorageName); ok {
-				if _, wanted := want.in(f.st)[name]; wanted {
-					continue
-				}
-			}
-			if err := c.Delete(ctx, f.st, sf.StorageName); err != nil {
-				r.log.Warn("delete a "+f.st.kind+" the configuration no longer has", "endpoint", c.label, "file", sf.StorageName, "error", err)
-			}
-		}
-		key := strings.ReplaceAll(f.st.kind, " ", "_")
-		counts = append(counts, key+"s_added", len(f.added), key+"s_replaced", len(f.changed))
-	}
-	r.log.Debug("pushed", append([]any{"endpoint", c.label, "content_hash", short(want.hash), "version", version + 1, "reload_id", reloadID,
-		"reload", doReload}, counts...)...)
-	return true, nil
 }
 
 // kept reports whether the host still has want from an earlier run: the state file says it
