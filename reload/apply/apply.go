@@ -17,11 +17,16 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/decide"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/failure"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/runtimeapi"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/rollout"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/tracing"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
+
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // Recorder tells operators, on the object they edited, what became of their change
@@ -30,8 +35,9 @@ type Recorder interface {
 	Event(ref snapshot.Ref, warning bool, reason, message string)
 }
 
-// Reporter tells what acting found that the sync reports: an operational failure (retried
-// with backoff), or bad input no held input stands for.
+// Reporter tells what acting found that the sync reports: an operational failure at a stage
+// (package failure; the error may name its own, a *failure.Error), retried with backoff, or
+// bad input no held input stands for.
 type Reporter interface {
 	Failure(ctx context.Context, stage string, err error) Result
 	Rejection(ctx context.Context, err error) Result
@@ -294,4 +300,325 @@ func short(hash string) string {
 		return hash[:12]
 	}
 	return hash
+}
+
+// runtimeUpdate makes a change live through the runtime API, at once, and has the rendering
+// written as the live generation with no reload (at once when it was validated already, else
+// by the background writer, which validates it first), so that a later reload loads the same.
+// When the runtime API failed, the Result says RuntimeFailed: the caller reloads instead.
+func (a *Applier) runtimeUpdate(ctx context.Context, j Job) Result {
+	m := a.cfg.Metrics
+	hash, plan := j.Bundle.Hash, j.Plan
+	start := time.Now()
+	// Until the rendering is live on disk, the record of what HAProxy runs would be wrong
+	// half way: it says nothing (the write records it again).
+	before, _ := a.cfg.HAProxy.Record(live.RuntimeChanging{})
+	rctx, span := tracing.Start(ctx, "runtime api", attribute.String("runtime.changes", plan.Summary()))
+	model, err := a.cfg.Runtime.Apply(rctx, plan, before.Model)
+	tracing.End(span, err)
+	if err != nil {
+		m.RuntimeFellBack()
+		a.cfg.HAProxy.Record(live.RuntimeFailed{})
+		if before.LoadsAtStart != "" {
+			// Expected while HAProxy has not started: the reload path writes the files it
+			// will load (and says so).
+			a.log.InfoContext(ctx, "runtime API not reachable, HAProxy not started yet: writing the configuration instead", "error", err)
+		} else {
+			a.log.WarnContext(ctx, "runtime API update failed: reloading instead", "error", err)
+		}
+		return Result{RuntimeFailed: true}
+	}
+	load := ""
+	if before.LoadsAtStart != "" {
+		// HAProxy answered: it started on the files the sidecar wrote while it was down, and
+		// now runs them with these changes. Learn its load now, or the probe would take it
+		// for a start the sidecar knows nothing of and forget these changes.
+		load = a.loadID(ctx)
+	}
+	a.cfg.Health.Applied() // HAProxy answered: it runs it (the files follow)
+	a.cfg.HAProxy.Record(live.RuntimeApplied{Hash: hash, Model: model, Load: load, At: time.Now()})
+	m.Rendered("success")
+	m.RuntimeUpdated(plan.Counts())
+	m.RuntimeApplied(hash)
+	m.ObserveLive(ctx, live.PathRuntime)
+	a.log.InfoContext(ctx, "configuration live without a reload", "reason", j.Reason, "hash", short(hash),
+		"changes", plan.Summary(), "runtime_api", time.Since(start).Round(time.Microsecond))
+	if res, failed := a.write(ctx, j); failed {
+		return res
+	}
+	return Result{Outcome: Applied, Hash: hash}
+}
+
+// write makes the rendering HAProxy runs (through the runtime API) the live generation, with
+// no reload: at once when it was validated already; else through the background writer, or,
+// when none runs (Sync called on its own), here. failed is true with the result of a failure.
+func (a *Applier) write(ctx context.Context, j Job) (res Result, failed bool) {
+	job := &generation.WriteJob{Hash: j.Bundle.Hash, Content: j.Bundle.Content(),
+		Payload: written{bundle: j.Bundle, info: j.Info, reason: j.Reason}}
+	if j.Gen != nil {
+		if err := a.cfg.Writer.Activate(j.Gen); err != nil {
+			return a.cfg.Report.Failure(ctx, failure.Activate, err), true
+		}
+		a.Written(generation.Written{Job: job, Gen: j.Gen})
+		return Result{}, false
+	}
+	if a.cfg.Writer.Queue(job) {
+		return Result{}, false
+	}
+	w := a.cfg.Writer.WriteNow(ctx, job)
+	switch {
+	case w.Rejected != nil:
+		a.cfg.HAProxy.Record(live.CheckRefused{Hash: job.Hash, Err: w.Rejected})
+		a.revertRuntime(ctx)
+		a.cfg.ValidateNext() // the data at fault is searched for
+		a.cfg.Changed()
+		return a.cfg.Report.Rejection(ctx, w.Rejected), true
+	case w.Err != nil:
+		return a.cfg.Report.Failure(ctx, failure.Write, w.Err), true
+	}
+	a.Written(w)
+	return Result{}, false
+}
+
+// written is what a write needs to report.
+type written struct {
+	bundle *render.Bundle
+	info   snapshot.Summary
+	reason string
+}
+
+// Written records a write of the background writer (or one made at once): on success the
+// rendering is the last good one and is reported live; a rejection or failure makes the next
+// sync deal with it.
+func (a *Applier) Written(w generation.Written) {
+	pl := w.Job.Payload.(written)
+	switch {
+	case w.Superseded:
+		// A newer rendering is being written.
+	case w.Rejected != nil:
+		// The next sync validates, takes the runtime changes back or past the data at
+		// fault, and reports the rejection.
+		a.cfg.HAProxy.Record(live.CheckRefused{Hash: w.Job.Hash, Err: w.Rejected})
+		a.cfg.ValidateNext()
+		a.cfg.Changed()
+	case w.Err != nil:
+		if errors.Is(w.Err, context.Canceled) {
+			return
+		}
+		// Disk trouble (full, read-only): HAProxy runs the change already; the next sync
+		// tries the write again, after a pause (files_behind says they are behind). The
+		// same trouble is reported once.
+		if msg := w.Err.Error(); a.lastWriteErr.Swap(msg) != msg {
+			// The background writer's: no sync's context.
+			a.cfg.Report.Failure(context.Background(), failure.Write, w.Err)
+		}
+		time.AfterFunc(time.Second, a.cfg.Changed)
+	default:
+		a.lastWriteErr.Store("")
+		_, after := a.cfg.HAProxy.Record(live.FilesWritten{Bundle: pl.bundle, Gen: w.Gen, At: time.Now()})
+		if after.Runs != pl.bundle.Hash {
+			// A newer change went live meanwhile: its own write reports it.
+			return
+		}
+		a.applied(pl.info, pl.bundle.Hash, pl.reason)
+		a.log.Debug("generation written and validated", "hash", short(pl.bundle.Hash), "waited", w.Waited.Round(time.Millisecond), "took", w.Took.Round(time.Millisecond))
+	}
+}
+
+// revertRuntime brings HAProxy back to the last good rendering, through the runtime API when
+// it can, else by reloading the live files (the last good generation).
+func (a *Applier) revertRuntime(ctx context.Context) {
+	s := a.cfg.HAProxy.State()
+	good := s.Good.Bundle
+	var plan *runtimeapi.Plan
+	if good != nil {
+		plan = a.cfg.Runtime.Plan(s.Model, good.Config, good.Certificates, good.Maps)
+		if plan.Reload() == "" {
+			before, _ := a.cfg.HAProxy.Record(live.RuntimeChanging{})
+			m, err := a.cfg.Runtime.Apply(ctx, plan, before.Model)
+			if err == nil {
+				a.cfg.HAProxy.Record(live.RevertedAtRuntime{Model: m, At: time.Now()})
+				a.reportLive(good.Hash)
+				a.log.WarnContext(ctx, "runtime API changes that did not validate were taken back", "changes", plan.Summary())
+				return
+			}
+			a.log.ErrorContext(ctx, "taking back runtime API changes that did not validate failed: reloading the last good configuration", "error", err)
+		}
+	}
+	a.cfg.HAProxy.Record(live.RuntimeFailed{})
+	if err := a.reloadHAProxy(ctx); err != nil {
+		a.log.ErrorContext(ctx, "reload of the last good configuration", "error", err)
+		a.cfg.HAProxy.Record(live.ReloadUnknown{At: time.Now()})
+		return
+	}
+	if good == nil {
+		a.cfg.HAProxy.Record(live.ReloadUnknown{At: time.Now()})
+		return
+	}
+	load := a.loadID(ctx)
+	a.cfg.HAProxy.Record(live.Reloaded{Bundle: good, Gen: s.Good.Gen, Load: load, Model: a.cfg.Runtime.Learn(ctx, plan.Loaded()), At: time.Now()})
+	a.reportLive(good.Hash)
+}
+
+// reportLive reports the rendering hash live again after a revert: the rejected one was
+// reported live when the runtime API made it so (the caller then reports the rejection).
+func (a *Applier) reportLive(hash string) {
+	a.cfg.Metrics.LiveAgain(hash)
+	a.cfg.Health.Applied()
+}
+
+// reload makes the candidate live through a reload: the files swapped atomically, HAProxy
+// reloaded, the reload confirmed; a refused reload, or a canary that failed, rolls the files
+// back (the caller blames the changed inputs: Result.Refused).
+func (a *Applier) reload(ctx context.Context, j Job, why string) Result {
+	m := a.cfg.Metrics
+	hash := j.Bundle.Hash
+	a.cfg.Writer.Drop() // a rendering waiting to be written is older than this one
+	m.Rendered("success")
+	a.log.InfoContext(ctx, "reloading HAProxy", "why", why, "hash", short(hash))
+	if err := a.cfg.Writer.Activate(j.Gen); err != nil {
+		return a.cfg.Report.Failure(ctx, failure.Activate, fmt.Errorf("activate generation: %w", err))
+	}
+	start := time.Now()
+	rctx, span := tracing.Start(ctx, "reload", attribute.String("reload.endpoint", a.cfg.Endpoint), attribute.String("reload.why", why))
+	err := a.reloadHAProxy(rctx)
+	tracing.End(span, err)
+	took := time.Since(start)
+	var failed *reload.Failed
+	var canary *rollout.Refused
+	switch {
+	case err == nil:
+		load := a.loadID(ctx)
+		a.cfg.Health.Applied()
+		model := a.cfg.Runtime.Learn(ctx, j.Plan.Loaded())
+		a.cfg.HAProxy.Record(live.Reloaded{Bundle: j.Bundle, Gen: j.Gen, Load: load, Model: model, At: time.Now()})
+		m.ReloadSucceeded(a.countedEndpoint(), took, hash)
+		if !a.cfg.ReloaderCounts {
+			m.ObserveLive(ctx, live.PathReload) // else per host, by the reloader
+		}
+		a.applied(j.Info, hash, j.Reason)
+		a.log.InfoContext(ctx, "configuration live", "reason", j.Reason, "hash", short(hash),
+			"revision", j.Info.Revision, "services", j.Info.Services, "certificates", j.Info.Certificates, "reload", took.Round(time.Millisecond))
+		return Result{Outcome: Applied, Hash: hash, Reloaded: true}
+	case errors.Is(err, reload.ErrNotRunning):
+		return a.writtenWhileDown(j, err)
+	case errors.Is(err, reload.ErrRenderAgain):
+		a.cfg.HAProxy.Record(live.RenderAgain{At: time.Now()})
+		a.rollback()
+		a.log.InfoContext(ctx, "rendering again before anything goes live", "reason", err)
+		a.cfg.Changed()
+		return Result{Outcome: Rejected, Hash: hash, Err: err}
+	case errors.As(err, &canary):
+		// Blamed as a refused reload is: the canary runs the last good configuration again,
+		// the other hosts never left it.
+		a.cfg.HAProxy.Record(live.ReloadRefused{Hash: hash, At: time.Now()})
+		a.rollback()
+		rerr := &snapshot.InputError{Stage: snapshot.StageCanary, Ref: j.Info.TemplateRef, Err: err}
+		return Result{Outcome: Rejected, Hash: hash, Err: rerr, Refused: true}
+	case errors.As(err, &failed):
+		a.cfg.HAProxy.Record(live.ReloadRefused{Hash: hash, At: time.Now()})
+		a.rollback()
+		if !a.cfg.ReloaderCounts {
+			m.ReloadEnded(a.cfg.Endpoint, "failed")
+		}
+		rerr := &snapshot.InputError{Stage: snapshot.StageReload, Ref: j.Info.TemplateRef,
+			Err: fmt.Errorf("HAProxy refused the new configuration at reload (the previous one keeps serving): %w", err)}
+		return Result{Outcome: Rejected, Hash: hash, Err: rerr, Refused: true}
+	default:
+		a.cfg.HAProxy.Record(live.ReloadUnknown{At: time.Now()})
+		if !a.cfg.ReloaderCounts {
+			m.ReloadEnded(a.cfg.Endpoint, "error")
+		}
+		return a.cfg.Report.Failure(ctx, failure.Reload, fmt.Errorf("reload: %w", err))
+	}
+}
+
+// writtenWhileDown: the files are in place but HAProxy does not run (err): it loads them when
+// it starts; when it should run, not reaching it is a fault (a wrong --master-socket, HAProxy
+// down), not a start-up race.
+func (a *Applier) writtenWhileDown(j Job, err error) Result {
+	hash := j.Bundle.Hash
+	ev := live.WrittenWhileDown{Bundle: j.Bundle, Gen: j.Gen, Model: j.Plan.Loaded()}
+	if a.cfg.ExpectRunning {
+		ev.Unreachable = err.Error()
+	}
+	a.cfg.HAProxy.Record(ev)
+	a.prune()
+	a.cfg.Health.Written()
+	if a.cfg.ExpectRunning {
+		a.cfg.Metrics.SyncFailed(failure.Reload)
+		a.log.Error("HAProxy cannot be reached: the configuration is written and not loaded", "hash", short(hash), "error", err)
+		return Result{Outcome: Failed, Hash: hash, Err: err, Retry: true}
+	}
+	a.log.Info("configuration written; HAProxy is not running yet and will load it at start",
+		"reason", j.Reason, "hash", short(hash), "error", err)
+	return Result{Outcome: Written, Hash: hash}
+}
+
+// reloadHAProxy asks for a reload; the probe does not take the master's silence meanwhile
+// for HAProxy being down. The caller records the outcome, which ends the reload.
+func (a *Applier) reloadHAProxy(ctx context.Context) error {
+	a.cfg.HAProxy.Record(live.ReloadStarted{})
+	return a.cfg.Reloader.Reload(ctx)
+}
+
+// loadIdentifier is a reloader that can tell which load of HAProxy runs now (see
+// reload.MasterSocket.LoadID).
+type loadIdentifier interface {
+	LoadID(ctx context.Context) (string, error)
+}
+
+// loadID is the HAProxy load that runs now, when the reloader can tell ("" otherwise).
+func (a *Applier) loadID(ctx context.Context) string {
+	li, ok := a.cfg.Reloader.(loadIdentifier)
+	if !ok {
+		return ""
+	}
+	id, err := li.LoadID(ctx)
+	if err != nil {
+		a.log.DebugContext(ctx, "cannot tell which load of HAProxy runs the new configuration", "error", err)
+		return ""
+	}
+	return id
+}
+
+// rollback makes the last good generation live again (a reload refused the new one).
+func (a *Applier) rollback() {
+	if err := a.cfg.Writer.Rollback(a.cfg.HAProxy.State().Good.Gen); err != nil {
+		a.log.Error("rollback to the last good generation failed", "error", err)
+	}
+}
+
+// deferReload holds a reload asked within MinReloadInterval of the previous one: the changes
+// the runtime API can make are made now, and the reload happens when the interval is over,
+// with whatever the inputs are then (latest wins).
+func (a *Applier) deferReload(ctx context.Context, j Job) Result {
+	plan, d := j.Plan, j.Decision
+	if plan.Changes() > 0 {
+		// HAProxy will run no rendering until the reload: the old one with some of the new
+		// servers.
+		before, _ := a.cfg.HAProxy.Record(live.RuntimeChanging{})
+		if m, err := a.cfg.Runtime.Apply(ctx, plan, before.Model); err != nil {
+			a.cfg.HAProxy.Record(live.RuntimeFailed{})
+			a.log.DebugContext(ctx, "runtime API update while a reload waits failed; the reload will load it", "error", err)
+		} else {
+			a.cfg.HAProxy.Record(live.RuntimeWhileWaiting{Model: m})
+			a.cfg.Metrics.RuntimeUpdated(plan.Counts())
+			a.log.InfoContext(ctx, "made at runtime while the reload waits", "changes", plan.Summary())
+		}
+	}
+	a.cfg.HAProxy.Record(live.ReloadDeferred{At: d.At})
+	a.prune()
+	wait := time.Until(d.At)
+	a.log.InfoContext(ctx, "reload deferred (--min-reload-interval)", "why", d.Why, "in", wait.Round(time.Millisecond), "hash", short(j.Bundle.Hash))
+	return Result{Outcome: Deferred, Hash: j.Bundle.Hash, ReloadIn: wait}
+}
+
+// countedEndpoint is the endpoint label reloads are counted under ("" when the reloader
+// counts them).
+func (a *Applier) countedEndpoint() string {
+	if a.cfg.ReloaderCounts {
+		return ""
+	}
+	return a.cfg.Endpoint
 }

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"math/bits"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,9 +49,9 @@ type Config struct {
 	Renderer Renderer
 	Checker  Checker // nil: no validation
 	Store    *generation.Store
-	// Exclusive runs f while nothing else stages, activates or prunes generations (the
-	// background writer); nil: f runs as is.
-	Exclusive func(f func())
+	// Exclusive, held while a candidate is staged, keeps anything else from staging,
+	// activating or pruning generations (the background writer's lock); nil: none.
+	Exclusive sync.Locker
 	// Trials bounds the renderings one search for bad inputs may try; 0:
 	// quarantine.DefaultTrials.
 	Trials int
@@ -94,7 +95,7 @@ func New(cfg Config) *Builder {
 		cfg.Trials = quarantine.DefaultTrials
 	}
 	if cfg.Exclusive == nil {
-		cfg.Exclusive = func(f func()) { f() }
+		cfg.Exclusive = noLock{}
 	}
 	if cfg.RenderDuration == nil {
 		cfg.RenderDuration = discard{}
@@ -104,6 +105,12 @@ func New(cfg Config) *Builder {
 	}
 	return &Builder{cfg: cfg, held: map[string]heldObject{}}
 }
+
+// noLock is the Exclusive lock when nothing else writes generations.
+type noLock struct{}
+
+func (noLock) Lock()   {}
+func (noLock) Unlock() {}
 
 // discard is an Observer that keeps nothing.
 type discard struct{}

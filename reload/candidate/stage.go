@@ -22,8 +22,10 @@ func (b *Builder) Validated(ctx context.Context, c *Candidate) error {
 	if c.Gen != nil {
 		return nil
 	}
+	b.cfg.Exclusive.Lock()
+	defer b.cfg.Exclusive.Unlock()
 	var err error
-	b.cfg.Exclusive(func() { c.Gen, err = b.stage(ctx, c) })
+	c.Gen, err = b.stage(ctx, c)
 	return err
 }
 
@@ -33,11 +35,11 @@ func (b *Builder) stage(ctx context.Context, c *Candidate) (*generation.Generati
 	if err != nil {
 		return nil, &failure.Error{Stage: failure.Staging, Err: fmt.Errorf("stage generation: %w", err)}
 	}
-	warnings, err := b.haproxyCheck(ctx, gen)
+	warnings, err := b.haproxyCheck(ctx, gen, c.Bundle.Config, c.Info.TemplateRef)
 	if err != nil {
 		// This one only: a search stages several, and the one that passed goes live.
 		_ = b.cfg.Store.Discard(gen)
-		return nil, withRef(err, c.Info.TemplateRef)
+		return nil, err
 	}
 	c.Warnings = warnings
 	return gen, nil
@@ -52,12 +54,14 @@ type warningChecker interface {
 // Check runs haproxy -c on a staged generation: a *snapshot.InputError when it rejects it
 // (stage validate), a *failure.Error when it cannot run.
 func (b *Builder) Check(ctx context.Context, gen *generation.Generation) error {
-	_, err := b.haproxyCheck(ctx, gen)
+	_, err := b.haproxyCheck(ctx, gen, nil, snapshot.Ref{})
 	return err
 }
 
-// haproxyCheck is Check, and HAProxy's warnings when the Checker says them.
-func (b *Builder) haproxyCheck(ctx context.Context, gen *generation.Generation) ([]string, error) {
+// haproxyCheck is Check, and HAProxy's warnings when the Checker says them. config is gen's
+// configuration when the caller has it (nil: read when a line is quoted); a rejection is
+// blamed on ref (the template set's object).
+func (b *Builder) haproxyCheck(ctx context.Context, gen *generation.Generation, config []byte, ref snapshot.Ref) ([]string, error) {
 	if b.cfg.Checker == nil {
 		return nil, nil
 	}
@@ -82,32 +86,20 @@ func (b *Builder) haproxyCheck(ctx context.Context, gen *generation.Generation) 
 	if !errors.As(err, &ce) {
 		return nil, &failure.Error{Stage: failure.Validate, Err: fmt.Errorf("validate: %w", err)}
 	}
-	return nil, &snapshot.InputError{Stage: snapshot.StageValidate,
-		Err: fmt.Errorf("haproxy -c rejected the rendered configuration%s: %w", renderedLine(gen, ce.Line), err)}
+	if config == nil {
+		config, _ = os.ReadFile(gen.ConfigFile())
+	}
+	return nil, &snapshot.InputError{Stage: snapshot.StageValidate, Ref: ref,
+		Err: fmt.Errorf("haproxy -c rejected the rendered configuration%s: %w", renderedLine(config, ce.Line), err)}
 }
 
-// withRef names ref on a validation rejection that names no object yet.
-func withRef(err error, ref snapshot.Ref) error {
-	var ie *snapshot.InputError
-	if errors.As(err, &ie) && ie.Ref == (snapshot.Ref{}) {
-		c := *ie
-		c.Ref = ref
-		return &c
-	}
-	return err
-}
-
-// renderedLine quotes line n of the generation's configuration, so that the operator sees what
-// the template produced where HAProxy complains.
-func renderedLine(g *generation.Generation, n int) string {
-	if n <= 0 || g == nil {
+// renderedLine quotes line n of the configuration, so that the operator sees what the
+// template produced where HAProxy complains.
+func renderedLine(config []byte, n int) string {
+	if n <= 0 {
 		return ""
 	}
-	b, err := os.ReadFile(g.ConfigFile())
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(string(b), "\n")
+	lines := strings.Split(string(config), "\n")
 	if n > len(lines) {
 		return ""
 	}

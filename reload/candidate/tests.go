@@ -299,21 +299,24 @@ func (b *Builder) check(ctx context.Context, e Expect, bundle *render.Bundle, sn
 	return nil
 }
 
+// stageAndCheck stages the rendering, runs haproxy -c on it and discards it.
+func (b *Builder) stageAndCheck(ctx context.Context, bundle *render.Bundle) error {
+	b.cfg.Exclusive.Lock()
+	defer b.cfg.Exclusive.Unlock()
+	gen, err := b.cfg.Store.StageContent(bundle.Content(), bundle.Hash)
+	if err != nil {
+		return &failure.Error{Stage: failure.Staging, Err: err}
+	}
+	defer func() { _ = b.cfg.Store.Discard(gen) }()
+	return b.Check(ctx, gen)
+}
+
 // checkValid runs haproxy -c on the rendering, staged and then discarded.
 func (b *Builder) checkValid(ctx context.Context, bundle *render.Bundle, snap *snapshot.Snapshot) error {
 	if b.cfg.Checker == nil {
 		return nil // validation is off
 	}
-	var err error
-	b.cfg.Exclusive(func() {
-		gen, serr := b.cfg.Store.StageContent(bundle.Content(), bundle.Hash)
-		if serr != nil {
-			err = &failure.Error{Stage: failure.Staging, Err: serr}
-			return
-		}
-		defer func() { _ = b.cfg.Store.Discard(gen) }()
-		err = b.Check(ctx, gen)
-	})
+	err := b.stageAndCheck(ctx, bundle)
 	var ie *snapshot.InputError
 	if errors.As(err, &ie) {
 		return ie.Err

@@ -82,8 +82,8 @@ func trialBuilder(t *testing.T, r Renderer) (*Builder, chan error) {
 	return b, tried
 }
 
-// sync is one sync's Make, accepting what it made as the pipeline does when it goes live.
-func sync(t *testing.T, b *Builder, q *quarantine.State, objs *snapshot.Objects) Made {
+// oneSync is one sync's Make, accepting what it made as the pipeline does when it goes live.
+func oneSync(t *testing.T, b *Builder, q *quarantine.State, objs *snapshot.Objects) Made {
 	t.Helper()
 	cur := b.Decode(objs)
 	m := b.Make(context.Background(), objs, cur, q, nil, false)
@@ -104,13 +104,13 @@ func TestASlowTemplateHoldsUpNothing(t *testing.T) {
 	r := &slowRenderer{release: make(chan struct{})}
 	b, tried := trialBuilder(t, r)
 	var q quarantine.State
-	sync(t, b, &q, objects("v1", "web"))
+	oneSync(t, b, &q, objects("v1", "web"))
 
-	m := sync(t, b, &q, objects("v2 slow", "web"))
+	m := oneSync(t, b, &q, objects("v2 slow", "web"))
 	if config(m) != "v1\nweb\n" {
 		t.Fatalf("while the new template is tried: %q, want the last good one", config(m))
 	}
-	m = sync(t, b, &q, objects("v2 slow", "web", "api"))
+	m = oneSync(t, b, &q, objects("v2 slow", "web", "api"))
 	if config(m) != "v1\napi web\n" {
 		t.Fatalf("a new service while the template is tried: %q", config(m))
 	}
@@ -121,7 +121,7 @@ func TestASlowTemplateHoldsUpNothing(t *testing.T) {
 	if err := <-tried; err != nil {
 		t.Fatalf("the trial: %v", err)
 	}
-	if m = sync(t, b, &q, objects("v2 slow", "web", "api")); config(m) != "v2 slow\napi web\n" {
+	if m = oneSync(t, b, &q, objects("v2 slow", "web", "api")); config(m) != "v2 slow\napi web\n" {
 		t.Errorf("after the trial: %q, want the new template", config(m))
 	}
 	if n := r.renders.Load(); n != 3 {
@@ -135,14 +135,14 @@ func TestARunawayTemplateIsHeldByItsTrial(t *testing.T) {
 	r := &slowRenderer{}
 	b, tried := trialBuilder(t, r)
 	var q quarantine.State
-	sync(t, b, &q, objects("v1", "web"))
+	oneSync(t, b, &q, objects("v1", "web"))
 
-	sync(t, b, &q, objects("runaway", "web"))
+	oneSync(t, b, &q, objects("runaway", "web"))
 	if err := <-tried; err == nil {
 		t.Fatal("the runaway template's trial passed")
 	}
 	for i := range 3 {
-		m := sync(t, b, &q, objects("runaway", "web"))
+		m := oneSync(t, b, &q, objects("runaway", "web"))
 		h, held := m.Held[snapshot.KindTemplates]
 		if !held || !h.Kept || !strings.Contains(h.Reason(), "time budget") || config(m) != "v1\nweb\n" {
 			t.Fatalf("sync %d: held %v (%q), config %q", i, held, h.Reason(), config(m))
@@ -152,7 +152,7 @@ func TestARunawayTemplateIsHeldByItsTrial(t *testing.T) {
 		t.Errorf("the runaway template rendered %d times: want its trial only", n)
 	}
 	// Another input changed: the template is tried again (apart), the service goes live.
-	if m := sync(t, b, &q, objects("runaway", "web", "api")); config(m) != "v1\napi web\n" {
+	if m := oneSync(t, b, &q, objects("runaway", "web", "api")); config(m) != "v1\napi web\n" {
 		t.Errorf("a new service: %q", config(m))
 	}
 	<-tried
@@ -169,7 +169,7 @@ func TestATrialBlamesNoTemplateBesideOtherChanges(t *testing.T) {
 	r := &slowRenderer{}
 	b, tried := trialBuilder(t, r)
 	var q quarantine.State
-	sync(t, b, &q, objects("v1", "web"))
+	oneSync(t, b, &q, objects("v1", "web"))
 	cur := b.Decode(objects("runaway", "web", "api"))
 	b.Make(context.Background(), objects("runaway", "web", "api"), cur, &q, nil, false)
 	<-tried

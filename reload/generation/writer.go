@@ -11,7 +11,7 @@ import (
 // them live): each is staged, checked and activated with no reload, so that the files say
 // what HAProxy runs and a later reload or restart loads the same. A stream of changes is not
 // held up by the check: only the latest queued rendering is written. Whatever else stages,
-// activates or prunes generations runs through Exclusive, so that it never interleaves with a
+// activates or prunes generations holds Exclusive, so that it never interleaves with a
 // write.
 type Writer struct {
 	store *Store
@@ -22,7 +22,7 @@ type Writer struct {
 	// stopTimeout bounds each write once the writer's context is done.
 	stopTimeout time.Duration
 
-	excl sync.Mutex // held by a write, or by Exclusive
+	excl sync.Mutex // held by a write, or through Exclusive
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -164,12 +164,9 @@ func (w *Writer) superseded() bool {
 	return w.pending != nil
 }
 
-// Exclusive runs f while no write is under way (a queued one waits).
-func (w *Writer) Exclusive(f func()) {
-	w.excl.Lock()
-	defer w.excl.Unlock()
-	f()
-}
+// Exclusive is the lock that keeps writes from running while it is held (a queued one
+// waits): whatever else stages generations holds it.
+func (w *Writer) Exclusive() sync.Locker { return &w.excl }
 
 // Activate makes g live (see Store.Activate) while no write is under way.
 func (w *Writer) Activate(g *Generation) error {

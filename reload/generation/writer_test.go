@@ -101,8 +101,8 @@ func TestWriterRejected(t *testing.T) {
 	}
 }
 
-// TestWriterExclusive: Exclusive waits for the write under way: what it runs sees the write
-// finished.
+// TestWriterExclusive: taking the Exclusive lock waits for the write under way: what is done
+// under it sees the write finished.
 func TestWriterExclusive(t *testing.T) {
 	s := open(t, newEnv(t))
 	gate := make(chan struct{})
@@ -111,7 +111,11 @@ func TestWriterExclusive(t *testing.T) {
 	go w.WriteNow(context.Background(), &WriteJob{Hash: "h1", Content: Content{Config: []byte("one")}})
 	<-c.started // the write is in its check
 	saw := make(chan string)
-	go w.Exclusive(func() { saw <- liveConfig(t, s) })
+	go func() {
+		w.Exclusive().Lock()
+		defer w.Exclusive().Unlock()
+		saw <- liveConfig(t, s)
+	}()
 	close(gate)
 	if got := <-saw; got != "one" {
 		t.Errorf("Exclusive ran before the write ended (live %q)", got)

@@ -9,10 +9,10 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 )
 
-// An Event is something that happened to HAProxy or to its files. Apply is what the sidecar
+// An Event is something that happened to HAProxy or to its files. After is what the sidecar
 // knows after it: a pure function of the state before and the event's values.
 type Event interface {
-	Apply(State) State
+	After(State) State
 }
 
 // Adopted: at start, HAProxy runs the live generation (Bundle's rendering, Gen) under the load
@@ -25,7 +25,7 @@ type Adopted struct {
 	At     time.Time
 }
 
-func (e Adopted) Apply(s State) State {
+func (e Adopted) After(s State) State {
 	s.Runs, s.Load, s.Model = e.Bundle.Hash, e.Load, e.Model
 	s.Good = Good{Bundle: e.Bundle, Gen: e.Gen}
 	s.Probe.Load = e.Load
@@ -35,7 +35,7 @@ func (e Adopted) Apply(s State) State {
 // ReloadStarted: the sidecar asks HAProxy to reload; the outcome's event ends it.
 type ReloadStarted struct{}
 
-func (ReloadStarted) Apply(s State) State {
+func (ReloadStarted) After(s State) State {
 	s.Reloading = true
 	return s
 }
@@ -58,7 +58,7 @@ type Reloaded struct {
 	At     time.Time
 }
 
-func (e Reloaded) Apply(s State) State {
+func (e Reloaded) After(s State) State {
 	s = s.reloadEnded(e.At)
 	s.Runs, s.Load, s.Model = e.Bundle.Hash, e.Load, e.Model
 	s.Good = Good{Bundle: e.Bundle, Gen: e.Gen}
@@ -83,7 +83,7 @@ type WrittenWhileDown struct {
 	Unreachable string
 }
 
-func (e WrittenWhileDown) Apply(s State) State {
+func (e WrittenWhileDown) After(s State) State {
 	s.Reloading, s.ReloadAt = false, time.Time{}
 	s.Runs, s.Load, s.Model, s.Record = "", "", e.Model, generation.Loaded{}
 	s.Good = Good{Bundle: e.Bundle, Gen: e.Gen}
@@ -101,7 +101,7 @@ type ReloadRefused struct {
 	At   time.Time
 }
 
-func (e ReloadRefused) Apply(s State) State {
+func (e ReloadRefused) After(s State) State {
 	return s.reloadEnded(e.At).refused(Refusal{Hash: e.Hash})
 }
 
@@ -113,7 +113,7 @@ type CheckRefused struct {
 	Err  error
 }
 
-func (e CheckRefused) Apply(s State) State {
+func (e CheckRefused) After(s State) State {
 	return s.refused(Refusal{Hash: e.Hash, Check: true, Err: e.Err})
 }
 
@@ -121,7 +121,7 @@ func (e CheckRefused) Apply(s State) State {
 // API's certificate directory was learned): what the runtime API sees is not known.
 type RenderAgain struct{ At time.Time }
 
-func (e RenderAgain) Apply(s State) State {
+func (e RenderAgain) After(s State) State {
 	s = s.reloadEnded(e.At)
 	s.Model = nil
 	return s
@@ -131,7 +131,7 @@ func (e RenderAgain) Apply(s State) State {
 // time, the connection broke): nothing of what HAProxy runs is.
 type ReloadUnknown struct{ At time.Time }
 
-func (e ReloadUnknown) Apply(s State) State {
+func (e ReloadUnknown) After(s State) State {
 	s = s.reloadEnded(e.At)
 	s.Runs, s.Load, s.Model, s.Record = "", "", nil, generation.Loaded{}
 	return s
@@ -140,7 +140,7 @@ func (e ReloadUnknown) Apply(s State) State {
 // ReloadDeferred: a reload waits until At (--min-reload-interval).
 type ReloadDeferred struct{ At time.Time }
 
-func (e ReloadDeferred) Apply(s State) State {
+func (e ReloadDeferred) After(s State) State {
 	s.ReloadAt = e.At
 	return s
 }
@@ -149,7 +149,7 @@ func (e ReloadDeferred) Apply(s State) State {
 // rendering is what HAProxy runs for sure, and the record says nothing.
 type RuntimeChanging struct{}
 
-func (RuntimeChanging) Apply(s State) State {
+func (RuntimeChanging) After(s State) State {
 	s.Runs, s.Record = "", generation.Loaded{}
 	return s
 }
@@ -158,7 +158,7 @@ func (RuntimeChanging) Apply(s State) State {
 // reload.
 type RuntimeFailed struct{}
 
-func (RuntimeFailed) Apply(s State) State {
+func (RuntimeFailed) After(s State) State {
 	s.Runs, s.Model = "", nil
 	return s
 }
@@ -173,7 +173,7 @@ type RuntimeApplied struct {
 	At    time.Time
 }
 
-func (e RuntimeApplied) Apply(s State) State {
+func (e RuntimeApplied) After(s State) State {
 	s.Runs, s.Model, s.ReloadAt, s.LoadsAtStart = e.Hash, e.Model, time.Time{}, ""
 	if e.Load != "" {
 		s.Load, s.Probe.Load = e.Load, e.Load
@@ -185,7 +185,7 @@ func (e RuntimeApplied) Apply(s State) State {
 // HAProxy runs no rendering until the reload, as Model.
 type RuntimeWhileWaiting struct{ Model *runtimeapi.Model }
 
-func (e RuntimeWhileWaiting) Apply(s State) State {
+func (e RuntimeWhileWaiting) After(s State) State {
 	s.Runs, s.Model = "", e.Model
 	return s
 }
@@ -193,7 +193,7 @@ func (e RuntimeWhileWaiting) Apply(s State) State {
 // RuntimeTidied: servers removed but still busy were deleted again; HAProxy runs Model.
 type RuntimeTidied struct{ Model *runtimeapi.Model }
 
-func (e RuntimeTidied) Apply(s State) State {
+func (e RuntimeTidied) After(s State) State {
 	s.Model = e.Model
 	return s
 }
@@ -207,7 +207,7 @@ type FilesWritten struct {
 	At     time.Time
 }
 
-func (e FilesWritten) Apply(s State) State {
+func (e FilesWritten) After(s State) State {
 	s.Good = Good{Bundle: e.Bundle, Gen: e.Gen}
 	if s.Runs != e.Bundle.Hash {
 		return s
@@ -223,7 +223,7 @@ type RevertedAtRuntime struct {
 	At    time.Time
 }
 
-func (e RevertedAtRuntime) Apply(s State) State {
+func (e RevertedAtRuntime) After(s State) State {
 	h := s.Good.Hash()
 	s.Runs, s.Model = h, e.Model
 	s.Record = s.record(h)
@@ -233,7 +233,7 @@ func (e RevertedAtRuntime) Apply(s State) State {
 // RestartNoticed: the sync looked at a restart the probe saw (Restarted).
 type RestartNoticed struct{}
 
-func (RestartNoticed) Apply(s State) State {
+func (RestartNoticed) After(s State) State {
 	s.Restarted = false
 	return s
 }
@@ -246,7 +246,7 @@ type RestartedOnGood struct {
 	At    time.Time
 }
 
-func (e RestartedOnGood) Apply(s State) State {
+func (e RestartedOnGood) After(s State) State {
 	h := s.Good.Hash()
 	s.Runs, s.Load, s.Model, s.Restarted = h, e.Load, e.Model, false
 	s.Record = s.record(h)
@@ -258,7 +258,7 @@ func (e RestartedOnGood) Apply(s State) State {
 // last good rendering's: what it runs is not known (the next sync reloads).
 type RestartedUnknown struct{}
 
-func (RestartedUnknown) Apply(s State) State {
+func (RestartedUnknown) After(s State) State {
 	s.Runs, s.Load, s.Model, s.Record, s.Restarted = "", "", nil, generation.Loaded{}, false
 	return s
 }
@@ -267,7 +267,7 @@ func (RestartedUnknown) Apply(s State) State {
 // the sidecar did not make, while it knows which one HAProxy should run, sets Restarted.
 type ProbedUp struct{ Load string }
 
-func (e ProbedUp) Apply(s State) State {
+func (e ProbedUp) After(s State) State {
 	prev := s.Probe.Load
 	s.Probe = Probe{Seen: Up, Load: prev}
 	if e.Load == "" {
@@ -287,7 +287,7 @@ type ProbedDown struct {
 	Process int
 }
 
-func (e ProbedDown) Apply(s State) State {
+func (e ProbedDown) After(s State) State {
 	s.Probe.Seen, s.Probe.Why, s.Probe.Process = Down, e.Why, e.Process
 	return s
 }

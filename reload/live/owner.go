@@ -39,7 +39,7 @@ func (o *Owner) Record(events ...Event) (before, after State) {
 	defer o.mu.Unlock()
 	before = o.s
 	for _, e := range events {
-		o.s = e.Apply(o.s)
+		o.s = e.After(o.s)
 	}
 	if o.s.Record != before.Record && o.record != nil {
 		if err := o.record(o.s.Record); err != nil && o.recordErr != nil {

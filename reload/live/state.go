@@ -5,7 +5,7 @@
 // while HAProxy did not run, a reload in flight, what the probe saw last.
 //
 // State is plain data. It changes only through events (Reloaded, ReloadRefused, CheckRefused,
-// RuntimeApplied, FilesWritten, RestartedOnGood, ...): plain values whose Apply method is a
+// RuntimeApplied, FilesWritten, RestartedOnGood, ...): plain values whose After method is a
 // pure function of the state and the event, tested from tables. An Owner holds the current
 // State for everyone: the sync decides from it and records what it did as events, the
 // background writer and the probe record theirs, status reads it. Nobody keeps a copy.

@@ -166,7 +166,7 @@ func TestEvents(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.event.Apply(tt.from); !reflect.DeepEqual(got, tt.want) {
+			if got := tt.event.After(tt.from); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
 			}
 		})
@@ -179,12 +179,12 @@ type start struct {
 	record generation.Loaded
 }
 
-func (e start) Apply(State) State { return Start(e.gen, e.record) }
+func (e start) After(State) State { return Start(e.gen, e.record) }
 
 // after is s after the events.
 func after(s State, events ...Event) State {
 	for _, e := range events {
-		s = e.Apply(s)
+		s = e.After(s)
 	}
 	return s
 }
@@ -201,15 +201,15 @@ var checkedY = Refusal{Hash: "y", Check: true, Err: errors.New("unknown keyword"
 // TestRefusedIsBounded: each kind of refusal keeps its newest refusedKept, whatever the other
 // kind does.
 func TestRefusedIsBounded(t *testing.T) {
-	s := CheckRefused{Hash: "check-0", Err: checkedY.Err}.Apply(State{})
+	s := CheckRefused{Hash: "check-0", Err: checkedY.Err}.After(State{})
 	for i := range refusedKept + 5 {
-		s = ReloadRefused{Hash: string(rune('a' + i)), At: t0}.Apply(s)
+		s = ReloadRefused{Hash: string(rune('a' + i)), At: t0}.After(s)
 	}
 	if len(s.Refused) != refusedKept+1 || !s.Refuses(string(rune('a'+refusedKept+4))) || s.Refuses("a") || s.Rejected("check-0") == nil {
 		t.Errorf("refused %v", s.Refused)
 	}
 	for i := range refusedKept + 5 {
-		s = CheckRefused{Hash: fmt.Sprint("check-", i), Err: checkedY.Err}.Apply(s)
+		s = CheckRefused{Hash: fmt.Sprint("check-", i), Err: checkedY.Err}.After(s)
 	}
 	if len(s.Refused) != 2*refusedKept || s.Rejected("check-0") != nil || s.Rejected(fmt.Sprint("check-", refusedKept+4)) == nil || !s.Refuses(string(rune('a'+refusedKept+4))) {
 		t.Errorf("refused %v", s.Refused)
@@ -219,9 +219,9 @@ func TestRefusedIsBounded(t *testing.T) {
 // TestRefusalsAreTold: a reload refusal is no check rejection and the other way round; the
 // same rendering refused again counts once.
 func TestRefusalsAreTold(t *testing.T) {
-	s := ReloadRefused{Hash: "a", At: t0}.Apply(State{})
-	s = ReloadRefused{Hash: "a", At: t1}.Apply(s)
-	s = CheckRefused{Hash: "y", Err: checkedY.Err}.Apply(s)
+	s := ReloadRefused{Hash: "a", At: t0}.After(State{})
+	s = ReloadRefused{Hash: "a", At: t1}.After(s)
+	s = CheckRefused{Hash: "y", Err: checkedY.Err}.After(s)
 	if !s.Refuses("a") || s.Rejected("a") != nil || s.Refuses("y") || s.Rejected("y") != checkedY.Err || s.Refuses("b") || s.Rejected("b") != nil {
 		t.Errorf("refused %v", s.Refused)
 	}
@@ -233,8 +233,8 @@ func TestRefusalsAreTold(t *testing.T) {
 // TestEventsDoNotShareState: a state read before an event does not change with it.
 func TestEventsDoNotShareState(t *testing.T) {
 	before := State{Refused: []Refusal{{Hash: "a"}}}
-	_ = ReloadRefused{Hash: "b", At: t0}.Apply(before)
-	_ = CheckRefused{Hash: "a", Err: checkedY.Err}.Apply(before)
+	_ = ReloadRefused{Hash: "b", At: t0}.After(before)
+	_ = CheckRefused{Hash: "a", Err: checkedY.Err}.After(before)
 	if !reflect.DeepEqual(before.Refused, []Refusal{{Hash: "a"}}) {
 		t.Errorf("an event changed the state it was given: %v", before.Refused)
 	}

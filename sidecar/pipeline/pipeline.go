@@ -191,7 +191,7 @@ func New(cfg Config) (*Pipeline, error) {
 	p.writer = generation.NewWriter(cfg.Store, func(ctx context.Context, g *generation.Generation) error { return p.build.Check(ctx, g) },
 		candidate.IsRejected, func(w generation.Written) { p.apply.Written(w) }, cfg.ShutdownWriteTimeout)
 	bc := candidate.Config{Inputs: cfg.Inputs, Renderer: cfg.Renderer, Checker: cfg.Checker, Store: cfg.Store,
-		Exclusive: p.writer.Exclusive, Manifests: cfg.Manifests, Trials: cfg.Trials,
+		Exclusive: p.writer.Exclusive(), Manifests: cfg.Manifests, Trials: cfg.Trials,
 		RenderDuration: cfg.Metrics.RenderDuration, ValidateDuration: cfg.Metrics.ValidateDuration}
 	if cfg.TryTemplatesApart {
 		bc.Tried = p.templatesTried

@@ -144,8 +144,10 @@ func (p *Pipeline) reportError(ctx context.Context, stage string, err error) {
 	}
 }
 
-// fail reports an operational failure, which is retried with backoff.
+// fail reports an operational failure at stage, or at the one err names (a *failure.Error),
+// which is retried with backoff.
 func (p *Pipeline) fail(ctx context.Context, stage string, err error) apply.Result {
+	stage = failure.StageOf(err, stage) // the failure may name its own stage
 	p.cfg.Metrics.SyncFailures.WithLabelValues(stage).Inc()
 	p.cfg.Health.Failed(err)
 	p.log.ErrorContext(ctx, "sync failed; the last good configuration keeps serving", "stage", stage, "error", err)

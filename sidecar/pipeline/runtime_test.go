@@ -459,7 +459,7 @@ func TestMinReloadInterval(t *testing.T) {
 // reloadedAt is a last reload At.
 type reloadedAt struct{ At time.Time }
 
-func (e reloadedAt) Apply(s live.State) live.State {
+func (e reloadedAt) After(s live.State) live.State {
 	s.LastReload = e.At
 	return s
 }

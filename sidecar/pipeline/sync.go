@@ -47,7 +47,7 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) apply.Result {
 		wait.End(trace.WithTimestamp(start))
 	}
 	res := p.sync(status.WithChangeSeen(ctx, p.seen), reason)
-	span.SetAttributes(attribute.String("sync.outcome", res.Outcome.String()), attribute.String("sync.action", res.Action.String()),
+	span.SetAttributes(attribute.Stringer("sync.outcome", res.Outcome), attribute.Stringer("sync.action", res.Action),
 		attribute.String("config.hash", short(res.Hash)), attribute.Int("inputs.held", res.Held))
 	var err error
 	if res.Outcome == apply.Failed || res.Outcome == apply.Rejected {
@@ -125,9 +125,9 @@ func (p *Pipeline) sync(ctx context.Context, reason string) apply.Result {
 	// What is held is reported before anything goes live, so that nobody sees the new
 	// configuration live beside holds it has ended.
 	p.report(ctx, held)
-	actx, span := tracing.Start(ctx, "apply", attribute.String("apply.action", d.Action.String()))
+	actx, span := tracing.Start(ctx, "apply", attribute.Stringer("apply.action", d.Action))
 	res := p.act(actx, d, cand, plan, reason)
-	span.SetAttributes(attribute.String("apply.outcome", res.Outcome.String()))
+	span.SetAttributes(attribute.Stringer("apply.outcome", res.Outcome))
 	tracing.End(span, res.Err)
 	// Where a sync's time goes (docs/performance.md reads it): the spans say the same to a
 	// tracing backend.
@@ -184,7 +184,7 @@ func (p *Pipeline) validated(ctx context.Context, c *candidate.Candidate) (apply
 		p.log.InfoContext(ctx, "the rendering does not validate: looking for the data at fault", "hash", short(c.Bundle.Hash), "error", err)
 		return apply.Result{Outcome: apply.Rejected, Hash: c.Bundle.Hash, Err: err}, false
 	}
-	return p.fail(ctx, failure.StageOf(err, failure.Staging), err), false
+	return p.fail(ctx, failure.Staging, err), false
 }
 
 // learnKeys tells the redactor the private keys of the certificates read now, so that no
