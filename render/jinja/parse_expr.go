@@ -13,6 +13,9 @@ import (
 //	-x +x
 //	primary: literal, name, (tuple), [list], {dict}; then .attr [item] [a:b:c] (call)
 //	then |filter and `is test`, which bind tighter than every operator above.
+//
+// One function, parseLevel, parses every level from or to **: the levels are a table
+// (level, operatorAt), not a function each.
 
 func (p *parser) enter(t token) error {
 	p.depth++
@@ -77,16 +80,16 @@ func (p *parser) parseExpression(withCond bool) (expr, error) {
 	}
 	defer func() { p.depth-- }()
 	if !withCond {
-		return p.parseOr()
+		return p.parseLevel(levelOr)
 	}
 	unknown := len(p.unknown)
-	x, err := p.parseOr()
+	x, err := p.parseLevel(levelOr)
 	if err != nil {
 		return nil, err
 	}
 	for p.isName("if") {
 		t := p.next()
-		test, err := p.parseOr()
+		test, err := p.parseLevel(levelOr)
 		if err != nil {
 			return nil, err
 		}
@@ -105,157 +108,129 @@ func (p *parser) parseExpression(withCond bool) (expr, error) {
 	return x, nil
 }
 
-func (p *parser) parseOr() (expr, error) {
-	a, err := p.parseAnd()
+// level is a precedence level of the operators, from the loosest to the tightest: the
+// operands of a level's operators are expressions of the next level.
+type level uint8
+
+const (
+	levelOr      level = iota // or ||
+	levelAnd                  // and &&
+	levelNot                  // not x, !x: a prefix
+	levelCompare              // == != < > <= >= <> in, not in: chained (1 < x < 3)
+	levelAdd                  // + -
+	levelConcat               // ~
+	levelMul                  // * / // %
+	levelPow                  // **
+	levelUnary                // -x +x, and what binds tighter (parseUnary)
+)
+
+// parseLevel parses an expression of level l: an operand of the next level, then as many of
+// l's operators and operands as follow, joined left to right.
+func (p *parser) parseLevel(l level) (expr, error) {
+	switch l {
+	case levelUnary:
+		return p.parseUnary(true)
+	case levelNot:
+		return p.parseNot()
+	}
+	a, err := p.parseLevel(l + 1)
 	if err != nil {
 		return nil, err
 	}
-	for p.isName("or") || p.isOp("||") {
-		t := p.next()
-		b, err := p.parseAnd()
-		if err != nil {
-			return nil, err
-		}
-		a = &orExpr{pos: t.pos, a: a, b: b}
-	}
-	return a, nil
-}
-
-func (p *parser) parseAnd() (expr, error) {
-	a, err := p.parseNot()
-	if err != nil {
-		return nil, err
-	}
-	for p.isName("and") || p.isOp("&&") {
-		t := p.next()
-		b, err := p.parseNot()
-		if err != nil {
-			return nil, err
-		}
-		a = &andExpr{pos: t.pos, a: a, b: b}
-	}
-	return a, nil
-}
-
-func (p *parser) parseNot() (expr, error) {
-	if p.isName("not") || p.isOp("!") {
-		t := p.next()
-		if err := p.enter(t); err != nil {
-			return nil, err
-		}
-		defer func() { p.depth-- }()
-		x, err := p.parseNot()
-		if err != nil {
-			return nil, err
-		}
-		return &notExpr{pos: t.pos, x: x}, nil
-	}
-	return p.parseCompare()
-}
-
-func (p *parser) parseCompare() (expr, error) {
-	first, err := p.parseMath1()
-	if err != nil {
-		return nil, err
-	}
-	var ops []cmpOp
+	var chain *compareExpr // the comparisons of this level: 1 < x < 3 is one node
+	var concat *concatExpr // the same for a ~ b ~ c
 	for {
-		t := p.cur()
-		op := ""
-		switch {
-		case t.kind == tOp && (t.val == "==" || t.val == "!=" || t.val == "<" || t.val == ">" || t.val == "<=" || t.val == ">=" || t.val == "<>"):
-			op = t.val
-			if op == "<>" {
-				op = "!="
+		t, op, width := p.operatorAt(l)
+		if width == 0 {
+			return a, nil
+		}
+		p.p += width
+		b, err := p.parseLevel(l + 1)
+		if err != nil {
+			return nil, err
+		}
+		switch l {
+		case levelOr:
+			a = &orExpr{pos: t.pos, a: a, b: b}
+		case levelAnd:
+			a = &andExpr{pos: t.pos, a: a, b: b}
+		case levelCompare:
+			if chain == nil {
+				chain = &compareExpr{pos: t.pos, first: a}
+				a = chain
 			}
-			p.p++
-		case t.kind == tName && t.val == "in":
-			op = "in"
-			p.p++
-		case t.kind == tName && t.val == "not" && p.peek().kind == tName && p.peek().val == "in":
-			op = "notin"
-			p.p += 2
+			chain.ops = append(chain.ops, cmpOp{pos: t.pos, op: op, x: b})
+		case levelConcat:
+			if concat == nil {
+				concat = &concatExpr{pos: t.pos, items: []expr{a}}
+				a = concat
+			}
+			concat.items = append(concat.items, b)
+		default:
+			a = &binExpr{pos: t.pos, op: op, a: a, b: b}
 		}
-		if op == "" {
-			break
-		}
-		x, err := p.parseMath1()
-		if err != nil {
-			return nil, err
-		}
-		ops = append(ops, cmpOp{pos: t.pos, op: op, x: x})
 	}
-	if len(ops) == 0 {
-		return first, nil
-	}
-	return &compareExpr{pos: ops[0].pos, first: first, ops: ops}, nil
 }
 
-func (p *parser) parseMath1() (expr, error) {
-	a, err := p.parseConcat()
+// operatorAt reads the operator of level l at the current token, if there is one: its first
+// token, the operator as the tree names it, and how many tokens it takes (0: none there).
+func (p *parser) operatorAt(l level) (token, string, int) {
+	t := p.cur()
+	switch l {
+	case levelOr:
+		if p.isName("or") || p.isOp("||") {
+			return t, "or", 1
+		}
+	case levelAnd:
+		if p.isName("and") || p.isOp("&&") {
+			return t, "and", 1
+		}
+	case levelCompare:
+		switch {
+		case t.kind == tOp && (t.val == "==" || t.val == "!=" || t.val == "<" || t.val == ">" || t.val == "<=" || t.val == ">="):
+			return t, t.val, 1
+		case p.isOp("<>"):
+			return t, "!=", 1
+		case p.isName("in"):
+			return t, "in", 1
+		case p.isName("not") && p.peek().kind == tName && p.peek().val == "in":
+			return t, "notin", 2
+		}
+	case levelAdd:
+		if p.isOp("+") || p.isOp("-") {
+			return t, t.val, 1
+		}
+	case levelConcat:
+		if p.isOp("~") {
+			return t, "~", 1
+		}
+	case levelMul:
+		if p.isOp("*") || p.isOp("/") || p.isOp("//") || p.isOp("%") {
+			return t, t.val, 1
+		}
+	case levelPow:
+		if p.isOp("**") {
+			return t, "**", 1
+		}
+	}
+	return t, "", 0
+}
+
+// parseNot parses not x (and pongo2's !x), which binds looser than comparisons.
+func (p *parser) parseNot() (expr, error) {
+	if !p.isName("not") && !p.isOp("!") {
+		return p.parseLevel(levelCompare)
+	}
+	t := p.next()
+	if err := p.enter(t); err != nil {
+		return nil, err
+	}
+	defer func() { p.depth-- }()
+	x, err := p.parseNot()
 	if err != nil {
 		return nil, err
 	}
-	for p.isOp("+") || p.isOp("-") {
-		t := p.next()
-		b, err := p.parseConcat()
-		if err != nil {
-			return nil, err
-		}
-		a = &binExpr{pos: t.pos, op: t.val, a: a, b: b}
-	}
-	return a, nil
-}
-
-func (p *parser) parseConcat() (expr, error) {
-	a, err := p.parseMath2()
-	if err != nil {
-		return nil, err
-	}
-	if !p.isOp("~") {
-		return a, nil
-	}
-	c := &concatExpr{pos: p.cur().pos, items: []expr{a}}
-	for p.skipOp("~") {
-		b, err := p.parseMath2()
-		if err != nil {
-			return nil, err
-		}
-		c.items = append(c.items, b)
-	}
-	return c, nil
-}
-
-func (p *parser) parseMath2() (expr, error) {
-	a, err := p.parsePow()
-	if err != nil {
-		return nil, err
-	}
-	for p.isOp("*") || p.isOp("/") || p.isOp("//") || p.isOp("%") {
-		t := p.next()
-		b, err := p.parsePow()
-		if err != nil {
-			return nil, err
-		}
-		a = &binExpr{pos: t.pos, op: t.val, a: a, b: b}
-	}
-	return a, nil
-}
-
-func (p *parser) parsePow() (expr, error) {
-	a, err := p.parseUnary(true)
-	if err != nil {
-		return nil, err
-	}
-	for p.isOp("**") {
-		t := p.next()
-		b, err := p.parseUnary(true)
-		if err != nil {
-			return nil, err
-		}
-		a = &binExpr{pos: t.pos, op: "**", a: a, b: b}
-	}
-	return a, nil
+	return &notExpr{pos: t.pos, x: x}, nil
 }
 
 func (p *parser) parseUnary(withFilter bool) (expr, error) {
