@@ -20,6 +20,7 @@ type loopCtx struct {
 	ifchanged      map[*ifchangedStmt]string
 	stmt           *forStmt // recursive loops: loop(x) runs stmt again
 	frame          *frame
+	tmpl           *Template // whose nodes stmt is (loop(x) may be called from another template's macro)
 }
 
 func (e *evaluator) execFor(s *forStmt, f *frame) error {
@@ -148,7 +149,7 @@ func (e *evaluator) newLoop(s *forStmt, f *frame, sq *seq, depth0 int, parentLoo
 	}
 	*loop = loopCtx{length: sq.n, s: *sq, depth0: depth0, parent: parentLoop}
 	if s.recursive {
-		loop.stmt, loop.frame = s, f
+		loop.stmt, loop.frame, loop.tmpl = s, f, e.cur
 		keep(f)
 	}
 	return loop
@@ -292,11 +293,11 @@ func (l *loopCtx) call(e *evaluator, a []any) (any, error) {
 	if e.depth > maxCallDepth {
 		return nil, fmt.Errorf("recursive loop calls nested more than %d deep", maxCallDepth)
 	}
-	saved := e.out
-	e.out = nil
+	saved, savedCur := e.out, e.cur
+	e.out, e.cur = nil, l.tmpl
 	err := e.runFor(l.stmt, l.frame, a[0], l.depth0+1, l.parent)
 	out := string(e.out)
-	e.out = saved
+	e.out, e.cur = saved, savedCur
 	if err != nil {
 		return nil, err
 	}

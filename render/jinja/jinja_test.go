@@ -115,6 +115,9 @@ func TestErrorPositions(t *testing.T) {
 		{map[string]string{"t": "{% include 'p' %}", "p": "\n\n{{ 1 // 0 }}"}, "p", 3, 6, "integer division or modulo by zero"},
 		{map[string]string{"t": "{% import 'm' as m %}{{ m.f() }}", "m": "{% macro f() %}\n{{ nope.x }}{% endmacro %}"}, "m", 2, 9, "'nope' is undefined"},
 		{map[string]string{"t": "{% for x in 1 %}{% endfor %}"}, "t", 1, 13, "cannot loop over an int"},
+		// A recursive loop's body, called back from another template's macro, is still its own template's.
+		{map[string]string{"t": "{% from 'm' import walk %}{% for x in [[[]]] recursive %}{{ walk(loop, x) }}\n{{ 1 // 0 if loop.depth > 1 }}{% endfor %}",
+			"m": "{% macro walk(l, kids) %}{% if kids %}{{ l(kids) }}{% endif %}{% endmacro %}"}, "t", 2, 6, "integer division or modulo by zero"},
 	}
 	for _, tc := range cases {
 		_, err := render(t, tc.srcs, nil, Options{})
