@@ -257,8 +257,8 @@ type (
 		in     expr // nil for the innermost filter of a filter block
 		name   string
 		args   args
-		pongo2 bool       // written name:arg (pongo2's syntax): pongo2's own filter
-		fn     filterFunc // nil: no filter has the name (an error when it runs)
+		pongo2 bool // written name:arg (pongo2's syntax): pongo2's own filter
+		use    int  // its index in the template's uses
 	}
 	testExpr struct {
 		pos    int
@@ -266,7 +266,7 @@ type (
 		name   string
 		args   args
 		negate bool
-		fn     testFunc // nil: no test has the name (an error when it runs)
+		use    int // its index in the template's uses
 	}
 	binExpr struct {
 		pos  int
@@ -317,6 +317,19 @@ type (
 		keys, vals []expr
 	}
 )
+
+// use is a filter or a test that a template names, where the parser met it. The compiler
+// resolves each to its function once (Template.filters, Template.tests, by index).
+type use struct {
+	test   bool // a test; else a filter
+	name   string
+	pos    int  // where the name stands
+	pongo2 bool // a filter written name:arg
+	// In an if statement's test or branches, or in a conditional expression: a name no one
+	// has is an error only when the template runs it (guarded filters, as Ansible writes).
+	// Elsewhere it fails the compile, as in Jinja2.
+	soft bool
+}
 
 type cmpOp struct {
 	pos int

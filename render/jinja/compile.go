@@ -16,6 +16,10 @@ type Template struct {
 	blocks  map[string]*blockStmt
 	extends bool
 	lines   []int // byte offset of each line start
+	// The filters and tests the tree names, by use index (filterExpr.use, testExpr.use),
+	// resolved once when compiling; nil: no one has the name (an error when it runs).
+	filters []filterFunc
+	tests   []testFunc
 }
 
 // lineCol returns the 1-based line and column (in characters) of a byte offset.
@@ -129,13 +133,46 @@ func (p *Program) parse(name, src string) (*Template, []string, error) {
 	if err != nil {
 		return nil, nil, t.syntaxError(err)
 	}
-	ps := &parser{toks: toks, tmpl: t, names: map[string]string{}, filter: p.lookupFilter, test: lookupTest}
+	ps := &parser{toks: toks, tmpl: t, names: map[string]string{}}
 	body, err := ps.parseTemplate()
-	if err != nil {
+	// A name that is not allowed is the error even before a syntax error further on (those
+	// met before the error are in ps.uses), as it was when the parser resolved names itself.
+	refused, unknown := p.resolve(t, ps.uses)
+	switch {
+	case refused != nil:
+		return nil, nil, t.syntaxError(refused)
+	case err != nil:
 		return nil, nil, t.syntaxError(err)
+	case unknown != nil:
+		return nil, nil, t.syntaxError(unknown)
 	}
 	t.body = body
 	return t, ps.refs, nil
+}
+
+// resolve finds the filters and tests the template names (t.filters, t.tests). It returns
+// the first name that is not allowed, and the first that no one has where that fails the
+// compile (not soft).
+func (p *Program) resolve(t *Template, uses []use) (refused, unknown error) {
+	t.filters = make([]filterFunc, len(uses))
+	t.tests = make([]testFunc, len(uses))
+	for i, u := range uses {
+		what := "filter"
+		if u.test {
+			what = "test"
+			t.tests[i] = lookupTest(u.name)
+		} else {
+			fn, err := p.lookupFilter(u.name, u.pongo2)
+			if err != nil {
+				return errAt(u.pos, "%v", err), nil
+			}
+			t.filters[i] = fn
+		}
+		if t.filters[i] == nil && t.tests[i] == nil && !u.soft && unknown == nil {
+			unknown = errAt(u.pos, "unknown %s '%s'", what, u.name)
+		}
+	}
+	return nil, unknown
 }
 
 func (t *Template) syntaxError(err error) error {

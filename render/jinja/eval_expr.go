@@ -135,7 +135,8 @@ func (e *evaluator) evalFilter(x *filterExpr, f *frame) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if x.fn == nil {
+	fn := e.cur.filters[x.use]
+	if fn == nil {
 		// No filter has the name: in a branch, Jinja2 fails only when the branch runs.
 		return nil, e.at(x.pos, fmt.Errorf("unknown filter '%s'", x.name))
 	}
@@ -144,7 +145,7 @@ func (e *evaluator) evalFilter(x *filterExpr, f *frame) (any, error) {
 	}
 	outer := e.taint
 	e.taint = ""
-	v, err := x.fn(e, in, list, kw)
+	v, err := fn(e, in, list, kw)
 	if err == nil && e.taint != "" && x.name != "safe" {
 		v = retaint(v, e.taint)
 	}
@@ -175,10 +176,11 @@ func (e *evaluator) evalTest(x *testExpr, f *frame) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if x.fn == nil {
+	fn := e.cur.tests[x.use]
+	if fn == nil {
 		return nil, e.at(x.pos, fmt.Errorf("unknown test '%s'", x.name))
 	}
-	ok, err := x.fn(e, in, list, kw)
+	ok, err := fn(e, in, list, kw)
 	if err != nil {
 		return nil, e.at(x.pos, err)
 	}

@@ -82,7 +82,7 @@ func (p *parser) parseExpression(withCond bool) (expr, error) {
 	if !withCond {
 		return p.parseLevel(levelOr)
 	}
-	unknown := len(p.unknown)
+	uses := len(p.uses)
 	x, err := p.parseLevel(levelOr)
 	if err != nil {
 		return nil, err
@@ -101,8 +101,8 @@ func (p *parser) parseExpression(withCond bool) (expr, error) {
 		}
 		x = &condExpr{pos: t.pos, test: test, then: x, els: els}
 		// A conditional expression is soft as a whole, its first value included.
-		for i := unknown; i < len(p.unknown); i++ {
-			p.unknown[i].soft = true
+		for i := uses; i < len(p.uses); i++ {
+			p.uses[i].soft = true
 		}
 	}
 	return x, nil
@@ -635,12 +635,7 @@ func (p *parser) parseFilters(x expr, startInline bool) (expr, error) {
 			f.args = args{pos: arg.position(), list: []expr{arg}, present: true}
 			f.pongo2 = true
 		}
-		if f.fn, err = p.filter(f.name, f.pongo2); err != nil {
-			return nil, p.fail(name, "%v", err)
-		}
-		if f.fn == nil {
-			p.unknown = append(p.unknown, unknownName{pos: name.pos, what: "filter", name: full, soft: p.soft})
-		}
+		f.use = p.addUse(use{name: full, pos: name.pos, pongo2: f.pongo2})
 		x = f
 	}
 	return x, nil
@@ -683,9 +678,13 @@ func (p *parser) parseTest(x expr) (expr, error) {
 		}
 		t.args = args{pos: arg.position(), list: []expr{arg}, present: true}
 	}
-	t.fn = p.test(full)
-	if t.fn == nil {
-		p.unknown = append(p.unknown, unknownName{pos: name.pos, what: "test", name: full, soft: p.soft})
-	}
+	t.use = p.addUse(use{test: true, name: full, pos: name.pos})
 	return t, nil
+}
+
+// addUse notes a filter or test the template names, and returns its index.
+func (p *parser) addUse(u use) int {
+	u.soft = p.soft
+	p.uses = append(p.uses, u)
+	return len(p.uses) - 1
 }

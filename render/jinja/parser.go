@@ -26,24 +26,10 @@ type parser struct {
 	spaced  bool     // pongo2's space-separated arguments: 'a' 'b' are two strings
 	refs    []string // the template keys this template names
 
-	// Filters and tests no one has, as Jinja2 treats them: an error when compiling, unless
-	// they are in an if statement's test or branches or in a conditional expression (soft);
-	// there, an error only when the template runs them (guarded filters, as Ansible writes).
-	// Statements that open a scope of their own (for bodies, macros, blocks...) are not soft.
-	soft    bool
-	unknown []unknownName
-
-	// The filters and tests by name, given by the compiler: a filter or test node carries
-	// its function, so that rendering does not look names up.
-	filter func(name string, pongo2 bool) (filterFunc, error)
-	test   func(name string) testFunc
-}
-
-// unknownName is a filter or a test no one has, where it is used.
-type unknownName struct {
-	pos  int
-	what string // "filter" or "test"
-	name string
+	// The filters and tests the template names, in the order met (the compiler resolves
+	// them), and whether the current statement is soft for them (see use.soft). Statements
+	// that open a scope of their own (for bodies, macros, blocks...) are not soft.
+	uses []use
 	soft bool
 }
 
@@ -156,11 +142,6 @@ func (p *parser) parseTemplate() ([]stmt, error) {
 	}
 	if t := p.cur(); t.kind != tEOF {
 		return nil, p.fail(t, "unexpected %s", t)
-	}
-	for _, u := range p.unknown {
-		if !u.soft {
-			return nil, errAt(u.pos, "unknown %s '%s'", u.what, u.name)
-		}
 	}
 	return body, nil
 }
