@@ -129,7 +129,6 @@ type (
 		body     []stmt
 		scoped   bool
 		required bool
-		tmpl     *Template // the template that defines it (set after parsing)
 	}
 
 	autoescapeStmt struct {

@@ -5,19 +5,15 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"unicode/utf8"
 )
 
-// Template is one parsed template (one key of a template set).
+// Template is one compiled template (one key of a template set): its tree, and the
+// filters and tests the tree names.
 type Template struct {
-	name    string
-	src     string // newline-normalized
-	body    []stmt
-	blocks  map[string]*blockStmt
-	extends bool
-	lines   []int // byte offset of each line start
-	// The filters and tests the tree names, by use index (filterExpr.use, testExpr.use),
-	// resolved once when compiling; nil: no one has the name (an error when it runs).
+	name string
+	tree *tree
+	// The filters and tests of tree.uses, by index (filterExpr.use, testExpr.use), resolved
+	// once when compiling; nil: no one has the name (an error when it runs).
 	filters []filterFunc
 	tests   []testFunc
 }
@@ -27,12 +23,7 @@ func (t *Template) lineCol(pos int) (int, int) {
 	if t == nil {
 		return 0, 0
 	}
-	line := sort.Search(len(t.lines), func(i int) bool { return t.lines[i] > pos }) // first line after
-	start := t.lines[line-1]
-	if pos > len(t.src) {
-		pos = len(t.src)
-	}
-	return line, utf8.RuneCountInString(t.src[start:pos]) + 1
+	return t.tree.lineCol(pos)
 }
 
 // Error is an error in a template, located at a line and column of one of the set's keys.
@@ -97,7 +88,7 @@ func Compile(srcs map[string]string, main string, opts Options) (prog *Program, 
 		key := queue[0]
 		queue = queue[1:]
 		src = srcs[key]
-		t, reached, err := p.parse(key, src)
+		t, err := p.parse(key, src)
 		if err != nil {
 			if key == main {
 				return nil, err
@@ -106,7 +97,7 @@ func Compile(srcs map[string]string, main string, opts Options) (prog *Program, 
 			continue
 		}
 		p.templates[key] = t
-		for _, r := range reached {
+		for _, r := range t.tree.refs {
 			if _, exists := srcs[r]; exists && !refs[r] {
 				refs[r] = true
 				queue = append(queue, r)
@@ -120,34 +111,22 @@ func (p *Program) missing(key string) error {
 	return fmt.Errorf("there is no template key %q (keys: %s)", key, strings.Join(p.keys, ", "))
 }
 
-// parse parses one template and lists the keys it refers to.
-func (p *Program) parse(name, src string) (*Template, []string, error) {
-	src = normalizeSource(src)
-	t := &Template{name: name, src: src, blocks: map[string]*blockStmt{}, lines: []int{0}}
-	for i := 0; i < len(src); i++ {
-		if src[i] == '\n' {
-			t.lines = append(t.lines, i+1)
-		}
-	}
-	toks, err := lex(src)
-	if err != nil {
-		return nil, nil, t.syntaxError(err)
-	}
-	ps := &parser{toks: toks, tmpl: t, names: map[string]string{}}
-	body, err := ps.parseTemplate()
-	// A name that is not allowed is the error even before a syntax error further on (those
-	// met before the error are in ps.uses), as it was when the parser resolved names itself.
-	refused, unknown := p.resolve(t, ps.uses)
+// parse parses one template and resolves the filters and tests it names.
+func (p *Program) parse(name, src string) (*Template, error) {
+	tr, err := parse(src)
+	t := &Template{name: name, tree: tr}
+	// A name that is not allowed is the error even before a syntax error further on (the
+	// uses met before the error are in the tree), as when the parser resolved names itself.
+	refused, unknown := p.resolve(t, tr.uses)
 	switch {
 	case refused != nil:
-		return nil, nil, t.syntaxError(refused)
+		return nil, t.syntaxError(refused)
 	case err != nil:
-		return nil, nil, t.syntaxError(err)
+		return nil, t.syntaxError(err)
 	case unknown != nil:
-		return nil, nil, t.syntaxError(unknown)
+		return nil, t.syntaxError(unknown)
 	}
-	t.body = body
-	return t, ps.refs, nil
+	return t, nil
 }
 
 // resolve finds the filters and tests the template names (t.filters, t.tests). It returns

@@ -32,7 +32,7 @@ type evaluator struct {
 
 	cur       *Template // whose nodes run now (errors are located in it)
 	root      *frame    // the current template's top-level frame
-	blocks    map[string][]*blockStmt
+	blocks    map[string][]block // by name, the most derived definition first
 	extending *Template // {% extends %} ran: the child's top-level output is dropped
 	suppress  bool
 	blockCall []blockCall // blocks being rendered, for super()
@@ -48,6 +48,12 @@ type evaluator struct {
 type blockCall struct {
 	name string
 	idx  int
+}
+
+// block is a definition of a block, and the template it is in (whose nodes its body are).
+type block struct {
+	def  *blockStmt
+	tmpl *Template
 }
 
 // frame holds the variables of one scope: a template's top level, a loop body, a macro

@@ -50,7 +50,7 @@ func (e *evaluator) renderBlock(name string, idx int, parent *frame) error {
 		return fmt.Errorf("there is no parent block called %s", reprString(name))
 	}
 	b := defs[idx]
-	if b.required && idx == 0 {
+	if b.def.required && idx == 0 {
 		return fmt.Errorf("required block %s not found", reprString(name))
 	}
 	e.depth++
@@ -65,7 +65,7 @@ func (e *evaluator) renderBlock(name string, idx int, parent *frame) error {
 	}})
 	saved := e.cur
 	e.cur = b.tmpl
-	err := e.execAll(b.body, fr)
+	err := e.execAll(b.def.body, fr)
 	e.cur = saved
 	return err
 }
@@ -146,7 +146,7 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	// the module sees the render context only, and other renders of it may share it.
 	share := withContext && e.shared != nil && f == e.top && len(f.names) == 0 && e.extending == nil
 	if share {
-		if m := e.shared.get(key, t.src, e.vars); m != nil {
+		if m := e.shared.get(key, t.tree.src, e.vars); m != nil {
 			return m, nil
 		}
 	}
@@ -181,7 +181,7 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 		e.modules[key] = m
 	}
 	if share {
-		e.shared.put(key, t.src, e.vars, m)
+		e.shared.put(key, t.tree.src, e.vars, m)
 	}
 	return m, nil
 }

@@ -405,7 +405,7 @@ func (p *parser) parseExtends() (stmt, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.tmpl.extends = true
+	p.extends = true
 	return &extendsStmt{pos: start.pos, key: key, keyPos: keyPos}, p.expectBlockEnd()
 }
 
@@ -415,13 +415,13 @@ func (p *parser) parseBlock() (stmt, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &blockStmt{pos: start.pos, name: name.val, tmpl: p.tmpl}
+	s := &blockStmt{pos: start.pos, name: name.val}
 	s.scoped = p.skipName("scoped")
 	s.required = p.skipName("required")
 	if p.isOp("-") {
 		return nil, p.fail(p.cur(), "block names have to be valid Python identifiers and may not contain hyphens, use an underscore instead")
 	}
-	if _, dup := p.tmpl.blocks[name.val]; dup {
+	if _, dup := p.blocks[name.val]; dup {
 		return nil, p.fail(name, "block %q defined twice", name.val)
 	}
 	// Blocks are rendered on their own (through the block table): loop controls do not reach
@@ -449,7 +449,7 @@ func (p *parser) parseBlock() (stmt, error) {
 		}
 	}
 	s.body = body
-	p.tmpl.blocks[name.val] = s
+	p.blocks[name.val] = s
 	return s, p.endTag(name.val)
 }
 

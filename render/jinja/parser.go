@@ -14,7 +14,7 @@ import (
 type parser struct {
 	toks  []token
 	p     int
-	tmpl  *Template
+	tree  *tree             // the template's source and lines (for messages)
 	names map[string]string // interned names: equal names share their bytes
 
 	open    []openTag // statements whose end tag is awaited
@@ -25,6 +25,8 @@ type parser struct {
 	depth   int
 	spaced  bool     // pongo2's space-separated arguments: 'a' 'b' are two strings
 	refs    []string // the template keys this template names
+	blocks  map[string]*blockStmt
+	extends bool
 
 	// The filters and tests the template names, in the order met (the compiler resolves
 	// them), and whether the current statement is soft for them (see use.soft). Statements
@@ -317,7 +319,7 @@ func (p *parser) unknownTag(t token) error {
 			return p.fail(t, "unexpected {%% %s %%}: no statement is open", t.val)
 		}
 		o := p.open[len(p.open)-1]
-		line, col := p.tmpl.lineCol(o.pos)
+		line, col := p.tree.lineCol(o.pos)
 		return p.fail(t, "{%% %s %%} does not match {%% %s %%} opened at line %d column %d: expected %s", t.val, o.name, line, col, tagList(o.ends))
 	}
 	if t.val == "trans" || t.val == "pluralize" {

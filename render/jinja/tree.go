@@ -1,0 +1,52 @@
+package jinja
+
+import (
+	"sort"
+	"unicode/utf8"
+)
+
+// tree is what the parser makes of one template: its statements, its blocks, the template
+// keys and the filters and tests it names. Plain data, read only once parsed.
+type tree struct {
+	src     string // newline-normalized
+	lines   []int  // byte offset of each line start
+	body    []stmt
+	blocks  map[string]*blockStmt
+	extends bool
+	refs    []string // the template keys it names (include, import, from, extends)
+	uses    []use    // the filters and tests it names, in the order the parser met them
+}
+
+// parse parses one template's source, its line endings normalized first as Jinja2 does. On
+// a syntax error the tree holds only the source and the uses met before the error.
+func parse(src string) (*tree, error) {
+	src = normalizeSource(src)
+	t := &tree{src: src, lines: []int{0}}
+	for i := 0; i < len(src); i++ {
+		if src[i] == '\n' {
+			t.lines = append(t.lines, i+1)
+		}
+	}
+	toks, err := lex(src)
+	if err != nil {
+		return t, err
+	}
+	p := &parser{toks: toks, tree: t, names: map[string]string{}, blocks: map[string]*blockStmt{}}
+	body, err := p.parseTemplate()
+	t.uses = p.uses
+	if err != nil {
+		return t, err
+	}
+	t.body, t.blocks, t.extends, t.refs = body, p.blocks, p.extends, p.refs
+	return t, nil
+}
+
+// lineCol returns the 1-based line and column (in characters) of a byte offset.
+func (t *tree) lineCol(pos int) (int, int) {
+	line := sort.Search(len(t.lines), func(i int) bool { return t.lines[i] > pos }) // first line after
+	start := t.lines[line-1]
+	if pos > len(t.src) {
+		pos = len(t.src)
+	}
+	return line, utf8.RuneCountInString(t.src[start:pos]) + 1
+}
