@@ -118,19 +118,19 @@ func (e *evaluator) objectAttr(obj any, name string) (any, bool) {
 func macroAttr(m *Macro, name string) (any, bool) {
 	switch name {
 	case "name":
-		return m.def.name, true
+		return m.def.Name, true
 	case "arguments":
-		t := make(Tuple, len(m.def.params))
-		for i, p := range m.def.params {
+		t := make(Tuple, len(m.def.Params))
+		for i, p := range m.def.Params {
 			t[i] = p
 		}
 		return t, true
 	case "catch_kwargs":
-		return m.def.usesKwargs, true
+		return m.def.UsesKwargs, true
 	case "catch_varargs":
-		return m.def.usesVarargs, true
+		return m.def.UsesVarargs, true
 	case "caller":
-		return m.def.usesCaller, true
+		return m.def.UsesCaller, true
 	}
 	return nil, false
 }

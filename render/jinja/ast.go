@@ -1,425 +1,425 @@
 package jinja
 
-// The tree a template parses into. Statements (stmt) run and write output; expressions (expr)
+// The tree a template parses into. Statements (Stmt) run and write output; expressions (Expr)
 // evaluate to values. Every node keeps the byte offset it starts at, so that an error names
 // the line and column of the template the operator wrote.
 
-// stmt is a statement: template text, a {{ print }}, or a {% tag %} with its body.
-type stmt interface {
-	position() int
+// Stmt is a statement: template text, a {{ print }}, or a {% tag %} with its body.
+type Stmt interface {
+	Position() int
 	stmtNode()
 }
 
-// expr is an expression.
-type expr interface {
-	position() int
+// Expr is an expression.
+type Expr interface {
+	Position() int
 	exprNode()
 }
 
 type (
-	// textStmt is template text, written as is.
-	textStmt struct {
-		pos  int
-		text string
+	// TextStmt is template text, written as is.
+	TextStmt struct {
+		Pos  int
+		Text string
 	}
 
-	// printStmt is {{ x }} (or {% print x %}).
-	printStmt struct {
-		pos int
-		x   expr
+	// PrintStmt is {{ x }} (or {% print x %}).
+	PrintStmt struct {
+		Pos int
+		X   Expr
 	}
 
-	ifStmt struct {
-		pos    int
-		conds  []expr
-		bodies [][]stmt // one body per condition
-		els    []stmt
+	IfStmt struct {
+		Pos    int
+		Conds  []Expr
+		Bodies [][]Stmt // one body per condition
+		Else   []Stmt
 	}
 
-	forStmt struct {
-		pos       int
-		iterPos   int // where the iterable's expression starts
-		target    target
-		iter      expr
-		filter    expr // for ... if filter
-		body      []stmt
-		els       []stmt
-		recursive bool
-		reversed  bool // pongo2: for x in y reversed
-		sorted    bool // pongo2: for x in y sorted
-		usesLoop  bool // the body reads loop/forloop or includes a template (that may)
-		keepsLoop bool // the loop object may outlive an iteration (stored, passed, printed)
+	ForStmt struct {
+		Pos       int
+		IterPos   int // where the iterable's expression starts
+		Target    Target
+		Iter      Expr
+		Filter    Expr // for ... if filter
+		Body      []Stmt
+		Else      []Stmt
+		Recursive bool
+		Reversed  bool // pongo2: for x in y reversed
+		Sorted    bool // pongo2: for x in y sorted
+		UsesLoop  bool // the body reads loop/forloop or includes a template (that may)
+		KeepsLoop bool // the loop object may outlive an iteration (stored, passed, printed)
 	}
 
-	// setStmt is {% set target = x %}.
-	setStmt struct {
-		pos    int
-		target target
-		x      expr
+	// SetStmt is {% set target = x %}.
+	SetStmt struct {
+		Pos    int
+		Target Target
+		X      Expr
 	}
 
-	// setBlockStmt is {% set target | filters %}body{% endset %}.
-	setBlockStmt struct {
-		pos     int
-		target  target
-		filters *filterExpr // innermost filter has in == nil; may be nil
-		body    []stmt
+	// SetBlockStmt is {% set target | filters %}body{% endset %}.
+	SetBlockStmt struct {
+		Pos     int
+		Target  Target
+		Filters *FilterExpr // innermost filter has in == nil; may be nil
+		Body    []Stmt
 	}
 
-	withStmt struct {
-		pos     int
-		targets []target
-		values  []expr
-		body    []stmt
+	WithStmt struct {
+		Pos     int
+		Targets []Target
+		Values  []Expr
+		Body    []Stmt
 	}
 
-	macroStmt struct {
-		pos   int
-		macro *macroDef
+	MacroStmt struct {
+		Pos   int
+		Macro *MacroDef
 	}
 
-	// callBlockStmt is {% call(params) m(args) %}body{% endcall %}: m is called with a caller()
+	// CallBlockStmt is {% call(params) m(args) %}body{% endcall %}: m is called with a caller()
 	// that renders body.
-	callBlockStmt struct {
-		pos    int
-		call   *callExpr
-		caller *macroDef
+	CallBlockStmt struct {
+		Pos    int
+		Call   *CallExpr
+		Caller *MacroDef
 	}
 
-	filterBlockStmt struct {
-		pos     int
-		filters *filterExpr // innermost filter has in == nil
-		body    []stmt
+	FilterBlockStmt struct {
+		Pos     int
+		Filters *FilterExpr // innermost filter has in == nil
+		Body    []Stmt
 	}
 
-	includeStmt struct {
-		pos           int
-		key           string
-		keyPos        int
-		ignoreMissing bool
-		withContext   bool
-		vars          []kwArg // pongo2: {% include "x" with a=1 %}
+	IncludeStmt struct {
+		Pos           int
+		Key           string
+		KeyPos        int
+		IgnoreMissing bool
+		WithContext   bool
+		Vars          []KwArg // pongo2: {% include "x" with a=1 %}
 	}
 
-	importStmt struct {
-		pos         int
-		key         string
-		keyPos      int
-		as          string
-		withContext bool
+	ImportStmt struct {
+		Pos         int
+		Key         string
+		KeyPos      int
+		As          string
+		WithContext bool
 	}
 
-	fromImportStmt struct {
-		pos         int
-		key         string
-		keyPos      int
-		names       []importName
-		withContext bool
+	FromImportStmt struct {
+		Pos         int
+		Key         string
+		KeyPos      int
+		Names       []ImportName
+		WithContext bool
 	}
 
-	extendsStmt struct {
-		pos    int
-		key    string
-		keyPos int
+	ExtendsStmt struct {
+		Pos    int
+		Key    string
+		KeyPos int
 	}
 
-	blockStmt struct {
-		pos      int
-		name     string
-		body     []stmt
-		scoped   bool
-		required bool
+	BlockStmt struct {
+		Pos      int
+		Name     string
+		Body     []Stmt
+		Scoped   bool
+		Required bool
 	}
 
-	autoescapeStmt struct {
-		pos  int
-		on   expr
-		body []stmt
+	AutoescapeStmt struct {
+		Pos  int
+		On   Expr
+		Body []Stmt
 	}
 
-	// loopControlStmt is {% break %} or {% continue %} (jinja2.ext.loopcontrols).
-	loopControlStmt struct {
-		pos int
-		brk bool
+	// LoopControlStmt is {% break %} or {% continue %} (jinja2.ext.loopcontrols).
+	LoopControlStmt struct {
+		Pos   int
+		Break bool
 	}
 
-	// doStmt is {% do x %} (jinja2.ext.do): evaluate and drop the value.
-	doStmt struct {
-		pos int
-		x   expr
+	// DoStmt is {% do x %} (jinja2.ext.do): evaluate and drop the value.
+	DoStmt struct {
+		Pos int
+		X   Expr
 	}
 
-	// cycleStmt is pongo2's {% cycle a b c %} (inside a loop, one value per iteration).
-	cycleStmt struct {
-		pos    int
-		values []expr
-		as     string // {% cycle ... as name %}: store instead of print (and print unless silent)
-		silent bool
+	// CycleStmt is pongo2's {% cycle a b c %} (inside a loop, one value per iteration).
+	CycleStmt struct {
+		Pos    int
+		Values []Expr
+		As     string // {% cycle ... as name %}: store instead of print (and print unless silent)
+		Silent bool
 	}
 
-	// firstofStmt is pongo2's {% firstof a b c %}: the first true value.
-	firstofStmt struct {
-		pos    int
-		values []expr
+	// FirstofStmt is pongo2's {% firstof a b c %}: the first true value.
+	FirstofStmt struct {
+		Pos    int
+		Values []Expr
 	}
 
-	// ifchangedStmt is pongo2's {% ifchanged %}: the body (or the values given) when they
+	// IfchangedStmt is pongo2's {% ifchanged %}: the body (or the values given) when they
 	// differ from the previous iteration's.
-	ifchangedStmt struct {
-		pos    int
-		values []expr
-		body   []stmt
-		els    []stmt
+	IfchangedStmt struct {
+		Pos    int
+		Values []Expr
+		Body   []Stmt
+		Else   []Stmt
 	}
 
-	// widthratioStmt is pongo2's {% widthratio value max width %}.
-	widthratioStmt struct {
-		pos              int
-		value, max, size expr
+	// WidthratioStmt is pongo2's {% widthratio value max width %}.
+	WidthratioStmt struct {
+		Pos              int
+		Value, Max, Size Expr
 	}
 
-	// spacelessStmt is pongo2's {% spaceless %}: whitespace between HTML tags removed.
-	spacelessStmt struct {
-		pos  int
-		body []stmt
+	// SpacelessStmt is pongo2's {% spaceless %}: whitespace between HTML tags removed.
+	SpacelessStmt struct {
+		Pos  int
+		Body []Stmt
 	}
 )
 
-type importName struct{ name, as string }
+type ImportName struct{ Name, As string }
 
-// macroDef is a macro or a call block's caller.
-type macroDef struct {
-	pos      int
-	name     string
-	params   []string
-	defaults []expr // for the last len(defaults) params
-	body     []stmt
+// MacroDef is a macro or a call block's caller.
+type MacroDef struct {
+	Pos      int
+	Name     string
+	Params   []string
+	Defaults []Expr // for the last len(defaults) params
+	Body     []Stmt
 	// What the body reads, which decides what the macro accepts (as Jinja2 decides it).
-	usesVarargs, usesKwargs, usesCaller bool
+	UsesVarargs, UsesKwargs, UsesCaller bool
 }
 
-// target is where a for loop, set or with stores: a name, a tuple of targets, or a
+// Target is where a for loop, set or with stores: a name, a tuple of targets, or a
 // namespace attribute (ns.attr).
-type target struct {
-	pos   int
-	name  string   // a name
-	attr  string   // with name: ns.attr
-	items []target // a tuple
-	tuple bool
+type Target struct {
+	Pos   int
+	Name  string   // a name
+	Attr  string   // with name: ns.attr
+	Items []Target // a tuple
+	Tuple bool
 }
 
-type kwArg struct {
-	name string
-	x    expr
+type KwArg struct {
+	Name string
+	X    Expr
 }
 
-// args are the arguments of a call, a filter or a test.
-type args struct {
-	pos     int
-	list    []expr
-	kw      []kwArg
-	star    expr  // *args
-	starKw  expr  // **kwargs
-	present bool  // written with parentheses
-	consts  []any // when every argument is a literal: their values, shared by every call (read only)
+// Args are the arguments of a call, a filter or a test.
+type Args struct {
+	Pos     int
+	List    []Expr
+	Kw      []KwArg
+	Star    Expr  // *args
+	StarKw  Expr  // **kwargs
+	Present bool  // written with parentheses
+	Consts  []any // when every argument is a literal: their values, shared by every call (read only)
 }
 
 type (
-	constExpr struct {
-		pos int
-		v   any
+	ConstExpr struct {
+		Pos   int
+		Value any
 	}
-	nameExpr struct {
-		pos  int
-		name string
+	NameExpr struct {
+		Pos  int
+		Name string
 	}
-	attrExpr struct {
-		pos  int
-		obj  expr
-		name string
+	AttrExpr struct {
+		Pos  int
+		Obj  Expr
+		Name string
 	}
-	itemExpr struct {
-		pos      int
-		obj, key expr
+	ItemExpr struct {
+		Pos      int
+		Obj, Key Expr
 	}
-	sliceExpr struct {
-		pos               int
-		obj, lo, hi, step expr
+	SliceExpr struct {
+		Pos               int
+		Obj, Lo, Hi, Step Expr
 	}
-	callExpr struct {
-		pos  int
-		fn   expr
-		args args
+	CallExpr struct {
+		Pos  int
+		Fn   Expr
+		Args Args
 	}
-	filterExpr struct {
-		pos    int
-		in     expr // nil for the innermost filter of a filter block
-		name   string
-		args   args
-		pongo2 bool // written name:arg (pongo2's syntax): pongo2's own filter
-		use    int  // its index in the template's uses
+	FilterExpr struct {
+		Pos    int
+		In     Expr // nil for the innermost filter of a filter block
+		Name   string
+		Args   Args
+		Pongo2 bool // written name:arg (pongo2's syntax): pongo2's own filter
+		Use    int  // its index in the template's uses
 	}
-	testExpr struct {
-		pos    int
-		in     expr
-		name   string
-		args   args
-		negate bool
-		use    int // its index in the template's uses
+	TestExpr struct {
+		Pos    int
+		In     Expr
+		Name   string
+		Args   Args
+		Negate bool
+		Use    int // its index in the template's uses
 	}
-	binExpr struct {
-		pos  int
-		op   string // + - * / // % **
-		a, b expr
+	BinExpr struct {
+		Pos  int
+		Op   string // + - * / // % **
+		A, B Expr
 	}
-	concatExpr struct {
-		pos   int
-		items []expr
+	ConcatExpr struct {
+		Pos   int
+		Items []Expr
 	}
-	compareExpr struct {
-		pos   int
-		first expr
-		ops   []cmpOp
+	CompareExpr struct {
+		Pos   int
+		First Expr
+		Ops   []CmpOp
 	}
-	andExpr struct {
-		pos  int
-		a, b expr
+	AndExpr struct {
+		Pos  int
+		A, B Expr
 	}
-	orExpr struct {
-		pos  int
-		a, b expr
+	OrExpr struct {
+		Pos  int
+		A, B Expr
 	}
-	notExpr struct {
-		pos int
-		x   expr
+	NotExpr struct {
+		Pos int
+		X   Expr
 	}
-	negExpr struct {
-		pos int
-		x   expr
-		neg bool // false: unary plus
+	NegExpr struct {
+		Pos int
+		X   Expr
+		Neg bool // false: unary plus
 	}
-	condExpr struct {
-		pos       int
-		test      expr
-		then, els expr // els may be nil
+	CondExpr struct {
+		Pos        int
+		Test       Expr
+		Then, Else Expr // els may be nil
 	}
-	listExpr struct {
-		pos   int
-		items []expr
+	ListExpr struct {
+		Pos   int
+		Items []Expr
 	}
-	tupleExpr struct {
-		pos   int
-		items []expr
+	TupleExpr struct {
+		Pos   int
+		Items []Expr
 	}
-	dictExpr struct {
-		pos        int
-		keys, vals []expr
+	DictExpr struct {
+		Pos          int
+		Keys, Values []Expr
 	}
 )
 
-// use is a filter or a test that a template names, where the parser met it. The compiler
+// Use is a filter or a test that a template names, where the parser met it. The compiler
 // resolves each to its function once (Template.filters, Template.tests, by index).
-type use struct {
-	test   bool // a test; else a filter
-	name   string
-	pos    int  // where the name stands
-	pongo2 bool // a filter written name:arg
+type Use struct {
+	Test   bool // a test; else a filter
+	Name   string
+	Pos    int  // where the name stands
+	Pongo2 bool // a filter written name:arg
 	// In an if statement's test or branches, or in a conditional expression: a name no one
 	// has is an error only when the template runs it (guarded filters, as Ansible writes).
 	// Elsewhere it fails the compile, as in Jinja2.
-	soft bool
+	Soft bool
 }
 
-type cmpOp struct {
-	pos int
-	op  string // == != < > <= >= in notin
-	x   expr
+type CmpOp struct {
+	Pos int
+	Op  string // == != < > <= >= in notin
+	X   Expr
 }
 
-func (x *constExpr) position() int   { return x.pos }
-func (x *nameExpr) position() int    { return x.pos }
-func (x *attrExpr) position() int    { return x.pos }
-func (x *itemExpr) position() int    { return x.pos }
-func (x *sliceExpr) position() int   { return x.pos }
-func (x *callExpr) position() int    { return x.pos }
-func (x *filterExpr) position() int  { return x.pos }
-func (x *testExpr) position() int    { return x.pos }
-func (x *binExpr) position() int     { return x.pos }
-func (x *concatExpr) position() int  { return x.pos }
-func (x *compareExpr) position() int { return x.pos }
-func (x *andExpr) position() int     { return x.pos }
-func (x *orExpr) position() int      { return x.pos }
-func (x *notExpr) position() int     { return x.pos }
-func (x *negExpr) position() int     { return x.pos }
-func (x *condExpr) position() int    { return x.pos }
-func (x *listExpr) position() int    { return x.pos }
-func (x *tupleExpr) position() int   { return x.pos }
-func (x *dictExpr) position() int    { return x.pos }
+func (x *ConstExpr) Position() int   { return x.Pos }
+func (x *NameExpr) Position() int    { return x.Pos }
+func (x *AttrExpr) Position() int    { return x.Pos }
+func (x *ItemExpr) Position() int    { return x.Pos }
+func (x *SliceExpr) Position() int   { return x.Pos }
+func (x *CallExpr) Position() int    { return x.Pos }
+func (x *FilterExpr) Position() int  { return x.Pos }
+func (x *TestExpr) Position() int    { return x.Pos }
+func (x *BinExpr) Position() int     { return x.Pos }
+func (x *ConcatExpr) Position() int  { return x.Pos }
+func (x *CompareExpr) Position() int { return x.Pos }
+func (x *AndExpr) Position() int     { return x.Pos }
+func (x *OrExpr) Position() int      { return x.Pos }
+func (x *NotExpr) Position() int     { return x.Pos }
+func (x *NegExpr) Position() int     { return x.Pos }
+func (x *CondExpr) Position() int    { return x.Pos }
+func (x *ListExpr) Position() int    { return x.Pos }
+func (x *TupleExpr) Position() int   { return x.Pos }
+func (x *DictExpr) Position() int    { return x.Pos }
 
-func (s *textStmt) position() int        { return s.pos }
-func (s *printStmt) position() int       { return s.pos }
-func (s *ifStmt) position() int          { return s.pos }
-func (s *forStmt) position() int         { return s.pos }
-func (s *setStmt) position() int         { return s.pos }
-func (s *setBlockStmt) position() int    { return s.pos }
-func (s *withStmt) position() int        { return s.pos }
-func (s *macroStmt) position() int       { return s.pos }
-func (s *callBlockStmt) position() int   { return s.pos }
-func (s *filterBlockStmt) position() int { return s.pos }
-func (s *includeStmt) position() int     { return s.pos }
-func (s *importStmt) position() int      { return s.pos }
-func (s *fromImportStmt) position() int  { return s.pos }
-func (s *extendsStmt) position() int     { return s.pos }
-func (s *blockStmt) position() int       { return s.pos }
-func (s *autoescapeStmt) position() int  { return s.pos }
-func (s *loopControlStmt) position() int { return s.pos }
-func (s *doStmt) position() int          { return s.pos }
-func (s *cycleStmt) position() int       { return s.pos }
-func (s *firstofStmt) position() int     { return s.pos }
-func (s *ifchangedStmt) position() int   { return s.pos }
-func (s *widthratioStmt) position() int  { return s.pos }
-func (s *spacelessStmt) position() int   { return s.pos }
+func (s *TextStmt) Position() int        { return s.Pos }
+func (s *PrintStmt) Position() int       { return s.Pos }
+func (s *IfStmt) Position() int          { return s.Pos }
+func (s *ForStmt) Position() int         { return s.Pos }
+func (s *SetStmt) Position() int         { return s.Pos }
+func (s *SetBlockStmt) Position() int    { return s.Pos }
+func (s *WithStmt) Position() int        { return s.Pos }
+func (s *MacroStmt) Position() int       { return s.Pos }
+func (s *CallBlockStmt) Position() int   { return s.Pos }
+func (s *FilterBlockStmt) Position() int { return s.Pos }
+func (s *IncludeStmt) Position() int     { return s.Pos }
+func (s *ImportStmt) Position() int      { return s.Pos }
+func (s *FromImportStmt) Position() int  { return s.Pos }
+func (s *ExtendsStmt) Position() int     { return s.Pos }
+func (s *BlockStmt) Position() int       { return s.Pos }
+func (s *AutoescapeStmt) Position() int  { return s.Pos }
+func (s *LoopControlStmt) Position() int { return s.Pos }
+func (s *DoStmt) Position() int          { return s.Pos }
+func (s *CycleStmt) Position() int       { return s.Pos }
+func (s *FirstofStmt) Position() int     { return s.Pos }
+func (s *IfchangedStmt) Position() int   { return s.Pos }
+func (s *WidthratioStmt) Position() int  { return s.Pos }
+func (s *SpacelessStmt) Position() int   { return s.Pos }
 
-func (*constExpr) exprNode()   {}
-func (*nameExpr) exprNode()    {}
-func (*attrExpr) exprNode()    {}
-func (*itemExpr) exprNode()    {}
-func (*sliceExpr) exprNode()   {}
-func (*callExpr) exprNode()    {}
-func (*filterExpr) exprNode()  {}
-func (*testExpr) exprNode()    {}
-func (*binExpr) exprNode()     {}
-func (*concatExpr) exprNode()  {}
-func (*compareExpr) exprNode() {}
-func (*andExpr) exprNode()     {}
-func (*orExpr) exprNode()      {}
-func (*notExpr) exprNode()     {}
-func (*negExpr) exprNode()     {}
-func (*condExpr) exprNode()    {}
-func (*listExpr) exprNode()    {}
-func (*tupleExpr) exprNode()   {}
-func (*dictExpr) exprNode()    {}
+func (*ConstExpr) exprNode()   {}
+func (*NameExpr) exprNode()    {}
+func (*AttrExpr) exprNode()    {}
+func (*ItemExpr) exprNode()    {}
+func (*SliceExpr) exprNode()   {}
+func (*CallExpr) exprNode()    {}
+func (*FilterExpr) exprNode()  {}
+func (*TestExpr) exprNode()    {}
+func (*BinExpr) exprNode()     {}
+func (*ConcatExpr) exprNode()  {}
+func (*CompareExpr) exprNode() {}
+func (*AndExpr) exprNode()     {}
+func (*OrExpr) exprNode()      {}
+func (*NotExpr) exprNode()     {}
+func (*NegExpr) exprNode()     {}
+func (*CondExpr) exprNode()    {}
+func (*ListExpr) exprNode()    {}
+func (*TupleExpr) exprNode()   {}
+func (*DictExpr) exprNode()    {}
 
-func (*textStmt) stmtNode()        {}
-func (*printStmt) stmtNode()       {}
-func (*ifStmt) stmtNode()          {}
-func (*forStmt) stmtNode()         {}
-func (*setStmt) stmtNode()         {}
-func (*setBlockStmt) stmtNode()    {}
-func (*withStmt) stmtNode()        {}
-func (*macroStmt) stmtNode()       {}
-func (*callBlockStmt) stmtNode()   {}
-func (*filterBlockStmt) stmtNode() {}
-func (*includeStmt) stmtNode()     {}
-func (*importStmt) stmtNode()      {}
-func (*fromImportStmt) stmtNode()  {}
-func (*extendsStmt) stmtNode()     {}
-func (*blockStmt) stmtNode()       {}
-func (*autoescapeStmt) stmtNode()  {}
-func (*loopControlStmt) stmtNode() {}
-func (*doStmt) stmtNode()          {}
-func (*cycleStmt) stmtNode()       {}
-func (*firstofStmt) stmtNode()     {}
-func (*ifchangedStmt) stmtNode()   {}
-func (*widthratioStmt) stmtNode()  {}
-func (*spacelessStmt) stmtNode()   {}
+func (*TextStmt) stmtNode()        {}
+func (*PrintStmt) stmtNode()       {}
+func (*IfStmt) stmtNode()          {}
+func (*ForStmt) stmtNode()         {}
+func (*SetStmt) stmtNode()         {}
+func (*SetBlockStmt) stmtNode()    {}
+func (*WithStmt) stmtNode()        {}
+func (*MacroStmt) stmtNode()       {}
+func (*CallBlockStmt) stmtNode()   {}
+func (*FilterBlockStmt) stmtNode() {}
+func (*IncludeStmt) stmtNode()     {}
+func (*ImportStmt) stmtNode()      {}
+func (*FromImportStmt) stmtNode()  {}
+func (*ExtendsStmt) stmtNode()     {}
+func (*BlockStmt) stmtNode()       {}
+func (*AutoescapeStmt) stmtNode()  {}
+func (*LoopControlStmt) stmtNode() {}
+func (*DoStmt) stmtNode()          {}
+func (*CycleStmt) stmtNode()       {}
+func (*FirstofStmt) stmtNode()     {}
+func (*IfchangedStmt) stmtNode()   {}
+func (*WidthratioStmt) stmtNode()  {}
+func (*SpacelessStmt) stmtNode()   {}

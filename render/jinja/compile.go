@@ -11,8 +11,8 @@ import (
 // filters and tests the tree names.
 type Template struct {
 	name string
-	tree *tree
-	// The filters and tests of tree.uses, by index (filterExpr.use, testExpr.use), resolved
+	tree *Tree
+	// The filters and tests of Tree.Uses, by index (FilterExpr.Use, TestExpr.Use), resolved
 	// once when compiling; nil: no one has the name (an error when it runs).
 	filters []filterFunc
 	tests   []testFunc
@@ -23,7 +23,7 @@ func (t *Template) lineCol(pos int) (int, int) {
 	if t == nil {
 		return 0, 0
 	}
-	return t.tree.lineCol(pos)
+	return t.tree.LineCol(pos)
 }
 
 // Error is an error in a template, located at a line and column of one of the set's keys.
@@ -97,7 +97,7 @@ func Compile(srcs map[string]string, main string, opts Options) (prog *Program, 
 			continue
 		}
 		p.templates[key] = t
-		for _, r := range t.tree.refs {
+		for _, r := range t.tree.Refs {
 			if _, exists := srcs[r]; exists && !refs[r] {
 				refs[r] = true
 				queue = append(queue, r)
@@ -113,18 +113,18 @@ func (p *Program) missing(key string) error {
 
 // parse parses one template and resolves the filters and tests it names.
 func (p *Program) parse(name, src string) (*Template, error) {
-	tr, err := parse(src)
+	tr, err := Parse(src)
 	t := &Template{name: name, tree: tr}
 	// A name that is not allowed is the error even before a syntax error further on (the
 	// uses met before the error are in the tree), as when the parser resolved names itself.
-	refused, unknown := p.resolve(t, tr.uses)
+	refused, unknown := p.resolve(t)
 	switch {
 	case refused != nil:
-		return nil, t.syntaxError(refused)
+		return nil, refused
 	case err != nil:
 		return nil, t.syntaxError(err)
 	case unknown != nil:
-		return nil, t.syntaxError(unknown)
+		return nil, unknown
 	}
 	return t, nil
 }
@@ -132,23 +132,24 @@ func (p *Program) parse(name, src string) (*Template, error) {
 // resolve finds the filters and tests the template names (t.filters, t.tests). It returns
 // the first name that is not allowed, and the first that no one has where that fails the
 // compile (not soft).
-func (p *Program) resolve(t *Template, uses []use) (refused, unknown error) {
+func (p *Program) resolve(t *Template) (refused, unknown error) {
+	uses := t.tree.Uses
 	t.filters = make([]filterFunc, len(uses))
 	t.tests = make([]testFunc, len(uses))
 	for i, u := range uses {
 		what := "filter"
-		if u.test {
+		if u.Test {
 			what = "test"
-			t.tests[i] = lookupTest(u.name)
+			t.tests[i] = lookupTest(u.Name)
 		} else {
-			fn, err := p.lookupFilter(u.name, u.pongo2)
+			fn, err := p.lookupFilter(u.Name, u.Pongo2)
 			if err != nil {
-				return errAt(u.pos, "%v", err), nil
+				return t.errorAt(u.Pos, err.Error()), nil
 			}
 			t.filters[i] = fn
 		}
-		if t.filters[i] == nil && t.tests[i] == nil && !u.soft && unknown == nil {
-			unknown = errAt(u.pos, "unknown %s '%s'", what, u.name)
+		if t.filters[i] == nil && t.tests[i] == nil && !u.Soft && unknown == nil {
+			unknown = t.errorAt(u.Pos, fmt.Sprintf("unknown %s '%s'", what, u.Name))
 		}
 	}
 	return nil, unknown
@@ -157,8 +158,13 @@ func (p *Program) resolve(t *Template, uses []use) (refused, unknown error) {
 func (t *Template) syntaxError(err error) error {
 	var se *syntaxError
 	if errors.As(err, &se) {
-		line, col := t.lineCol(se.pos)
-		return &Error{Template: t.name, Line: line, Col: col, Err: errors.New(se.msg)}
+		return t.errorAt(se.pos, se.msg)
 	}
 	return &Error{Template: t.name, Err: err}
+}
+
+// errorAt is an error at a byte offset of the template.
+func (t *Template) errorAt(pos int, msg string) error {
+	line, col := t.lineCol(pos)
+	return &Error{Template: t.name, Line: line, Col: col, Err: errors.New(msg)}
 }

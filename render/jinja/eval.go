@@ -30,10 +30,10 @@ type evaluator struct {
 	kwOrder    []string // the keyword arguments of the call being made, in order
 	blockIn    any      // the input of the innermost filter of a {% filter %} or {% set %} block
 
-	cur       *Template // whose nodes run now (errors are located in it)
-	root      *frame    // the current template's top-level frame
+	cur       *Template          // whose nodes run now (errors are located in it)
+	root      *frame             // the current template's top-level frame
 	blocks    map[string][]block // by name, the most derived definition first
-	extending *Template // {% extends %} ran: the child's top-level output is dropped
+	extending *Template          // {% extends %} ran: the child's top-level output is dropped
 	suppress  bool
 	blockCall []blockCall // blocks being rendered, for super()
 
@@ -52,7 +52,7 @@ type blockCall struct {
 
 // block is a definition of a block, and the template it is in (whose nodes its body are).
 type block struct {
-	def  *blockStmt
+	def  *BlockStmt
 	tmpl *Template
 }
 
@@ -98,7 +98,7 @@ func (e *evaluator) lookup(f *frame, name string) (any, bool) {
 }
 
 // Loop objects and filtered item lists are reused from loop to loop when nothing can keep
-// them (see forStmt.keepsLoop): loops run once per item of the data.
+// them (see ForStmt.KeepsLoop): loops run once per item of the data.
 func (e *evaluator) getLoop() *loopCtx {
 	if n := len(e.freeLoops); n > 0 {
 		l := e.freeLoops[n-1]
@@ -304,7 +304,7 @@ func (e *evaluator) print(v any) error {
 }
 
 // capture runs body with its output going to a string of its own.
-func (e *evaluator) capture(body []stmt, f *frame) (string, error) {
+func (e *evaluator) capture(body []Stmt, f *frame) (string, error) {
 	saved := e.out
 	e.out = nil
 	err := e.execAll(body, f)

@@ -10,97 +10,97 @@ import (
 // here, except calls (eval_call.go) and the lookups obj.name, obj[key], obj[a:b] (access.go).
 
 // eval evaluates one expression.
-func (e *evaluator) eval(x expr, f *frame) (any, error) {
+func (e *evaluator) eval(x Expr, f *frame) (any, error) {
 	switch x := x.(type) {
-	case *constExpr:
-		return x.v, nil
-	case *nameExpr:
+	case *ConstExpr:
+		return x.Value, nil
+	case *NameExpr:
 		// Names and attributes are most of what templates evaluate: here, without a call more.
 		return e.nameValue(x, f), nil
-	case *attrExpr:
+	case *AttrExpr:
 		var obj any
-		if n, ok := x.obj.(*nameExpr); ok {
+		if n, ok := x.Obj.(*NameExpr); ok {
 			obj = e.nameValue(n, f)
 		} else {
 			var err error
-			if obj, err = e.eval(x.obj, f); err != nil {
+			if obj, err = e.eval(x.Obj, f); err != nil {
 				return nil, err
 			}
 		}
-		v, err := e.getAttr(obj, x.name)
-		return v, e.at(x.pos, err)
-	case *itemExpr:
+		v, err := e.getAttr(obj, x.Name)
+		return v, e.at(x.Pos, err)
+	case *ItemExpr:
 		return e.evalItem(x, f)
-	case *sliceExpr:
+	case *SliceExpr:
 		return e.evalSlice(x, f)
-	case *callExpr:
+	case *CallExpr:
 		return e.evalCallWith(x, f, nil)
-	case *filterExpr:
+	case *FilterExpr:
 		return e.evalFilter(x, f)
-	case *testExpr:
+	case *TestExpr:
 		return e.evalTest(x, f)
-	case *binExpr:
+	case *BinExpr:
 		return e.evalBin(x, f)
-	case *concatExpr:
+	case *ConcatExpr:
 		return e.evalConcat(x, f)
-	case *compareExpr:
+	case *CompareExpr:
 		return e.evalCompare(x, f)
-	case *andExpr:
+	case *AndExpr:
 		return e.evalAnd(x, f)
-	case *orExpr:
+	case *OrExpr:
 		return e.evalOr(x, f)
-	case *notExpr:
+	case *NotExpr:
 		return e.evalNot(x, f)
-	case *negExpr:
+	case *NegExpr:
 		return e.evalNeg(x, f)
-	case *condExpr:
+	case *CondExpr:
 		return e.evalCond(x, f)
-	case *listExpr:
+	case *ListExpr:
 		return e.evalList(x, f)
-	case *tupleExpr:
+	case *TupleExpr:
 		return e.evalTuple(x, f)
-	case *dictExpr:
+	case *DictExpr:
 		return e.evalDict(x, f)
 	}
-	return nil, e.at(x.position(), fmt.Errorf("internal error: no evaluation for expression %T", x))
+	return nil, e.at(x.Position(), fmt.Errorf("internal error: no evaluation for expression %T", x))
 }
 
 // nameValue is the value of a name: a variable, else (evalUndefinedName) self or undefined.
-func (e *evaluator) nameValue(x *nameExpr, f *frame) any {
-	if v, ok := e.lookup(f, x.name); ok {
+func (e *evaluator) nameValue(x *NameExpr, f *frame) any {
+	if v, ok := e.lookup(f, x.Name); ok {
 		return v
 	}
 	return e.evalUndefinedName(x)
 }
 
 // evalUndefinedName is a name that is not set: self in a template with blocks, else undefined.
-func (e *evaluator) evalUndefinedName(x *nameExpr) any {
-	if x.name == "self" && e.blocks != nil {
+func (e *evaluator) evalUndefinedName(x *NameExpr) any {
+	if x.Name == "self" && e.blocks != nil {
 		return &selfRef{}
 	}
-	return undefinedName(x.name)
+	return undefinedName(x.Name)
 }
 
-func (e *evaluator) evalItem(x *itemExpr, f *frame) (any, error) {
-	obj, err := e.eval(x.obj, f)
+func (e *evaluator) evalItem(x *ItemExpr, f *frame) (any, error) {
+	obj, err := e.eval(x.Obj, f)
 	if err != nil {
 		return nil, err
 	}
-	key, err := e.eval(x.key, f)
+	key, err := e.eval(x.Key, f)
 	if err != nil {
 		return nil, err
 	}
 	v, err := e.getItem(obj, key)
-	return v, e.at(x.pos, err)
+	return v, e.at(x.Pos, err)
 }
 
-func (e *evaluator) evalSlice(x *sliceExpr, f *frame) (any, error) {
-	obj, err := e.eval(x.obj, f)
+func (e *evaluator) evalSlice(x *SliceExpr, f *frame) (any, error) {
+	obj, err := e.eval(x.Obj, f)
 	if err != nil {
 		return nil, err
 	}
 	var bounds [3]*int64
-	for i, b := range [3]expr{x.lo, x.hi, x.step} {
+	for i, b := range [3]Expr{x.Lo, x.Hi, x.Step} {
 		if b == nil {
 			continue
 		}
@@ -113,40 +113,40 @@ func (e *evaluator) evalSlice(x *sliceExpr, f *frame) (any, error) {
 		}
 		n, ok := indexOf(v)
 		if !ok {
-			return nil, e.at(b.position(), fmt.Errorf("slice indices must be integers or None, not %s", typeName(v)))
+			return nil, e.at(b.Position(), fmt.Errorf("slice indices must be integers or None, not %s", typeName(v)))
 		}
 		bounds[i] = &n
 	}
 	v, err := e.slice(obj, bounds[0], bounds[1], bounds[2])
-	return v, e.at(x.pos, err)
+	return v, e.at(x.Pos, err)
 }
 
-func (e *evaluator) evalFilter(x *filterExpr, f *frame) (any, error) {
+func (e *evaluator) evalFilter(x *FilterExpr, f *frame) (any, error) {
 	var in any
-	if x.in == nil {
+	if x.In == nil {
 		in = e.blockIn
 	} else {
 		var err error
-		if in, err = e.eval(x.in, f); err != nil {
+		if in, err = e.eval(x.In, f); err != nil {
 			return nil, err
 		}
 	}
-	list, kw, err := e.evalArgs(&x.args, f, nil)
+	list, kw, err := e.evalArgs(&x.Args, f, nil)
 	if err != nil {
 		return nil, err
 	}
-	fn := e.cur.filters[x.use]
+	fn := e.cur.filters[x.Use]
 	if fn == nil {
 		// No filter has the name: in a branch, Jinja2 fails only when the branch runs.
-		return nil, e.at(x.pos, fmt.Errorf("unknown filter '%s'", x.name))
+		return nil, e.at(x.Pos, fmt.Errorf("unknown filter '%s'", x.Name))
 	}
-	if u, ok := in.(*Undefined); ok && u.err != nil && x.name != "default" && x.name != "d" {
-		return nil, e.at(x.pos, u.err)
+	if u, ok := in.(*Undefined); ok && u.err != nil && x.Name != "default" && x.Name != "d" {
+		return nil, e.at(x.Pos, u.err)
 	}
 	outer := e.taint
 	e.taint = ""
 	v, err := fn(e, in, list, kw)
-	if err == nil && e.taint != "" && x.name != "safe" {
+	if err == nil && e.taint != "" && x.Name != "safe" {
 		v = retaint(v, e.taint)
 	}
 	e.taint = outer
@@ -154,9 +154,9 @@ func (e *evaluator) evalFilter(x *filterExpr, f *frame) (any, error) {
 		var le *LimitError
 		var ue *UndefinedError
 		if errors.As(err, &le) || errors.As(err, &ue) || isPositioned(err) {
-			return nil, e.at(x.pos, err)
+			return nil, e.at(x.Pos, err)
 		}
-		return nil, e.at(x.pos, fmt.Errorf("filter %s: %w", x.name, err))
+		return nil, e.at(x.Pos, fmt.Errorf("filter %s: %w", x.Name, err))
 	}
 	return v, nil
 }
@@ -167,61 +167,61 @@ func isPositioned(err error) bool {
 	return errors.As(err, &pe) || errors.As(err, &te)
 }
 
-func (e *evaluator) evalTest(x *testExpr, f *frame) (any, error) {
-	in, err := e.eval(x.in, f)
+func (e *evaluator) evalTest(x *TestExpr, f *frame) (any, error) {
+	in, err := e.eval(x.In, f)
 	if err != nil {
 		return nil, err
 	}
-	list, kw, err := e.evalArgs(&x.args, f, nil)
+	list, kw, err := e.evalArgs(&x.Args, f, nil)
 	if err != nil {
 		return nil, err
 	}
-	fn := e.cur.tests[x.use]
+	fn := e.cur.tests[x.Use]
 	if fn == nil {
-		return nil, e.at(x.pos, fmt.Errorf("unknown test '%s'", x.name))
+		return nil, e.at(x.Pos, fmt.Errorf("unknown test '%s'", x.Name))
 	}
 	ok, err := fn(e, in, list, kw)
 	if err != nil {
-		return nil, e.at(x.pos, err)
+		return nil, e.at(x.Pos, err)
 	}
-	return ok != x.negate, nil
+	return ok != x.Negate, nil
 }
 
-func (e *evaluator) evalBin(x *binExpr, f *frame) (any, error) {
-	a, err := e.eval(x.a, f)
+func (e *evaluator) evalBin(x *BinExpr, f *frame) (any, error) {
+	a, err := e.eval(x.A, f)
 	if err != nil {
 		return nil, err
 	}
-	b, err := e.eval(x.b, f)
+	b, err := e.eval(x.B, f)
 	if err != nil {
 		return nil, err
 	}
 	outer := e.taint
 	e.taint = ""
-	v, err := e.arith(x.op, a, b)
+	v, err := e.arith(x.Op, a, b)
 	if err == nil && e.taint != "" {
 		v = retaint(v, e.taint)
 	}
 	e.taint = outer
-	return v, e.at(x.pos, err)
+	return v, e.at(x.Pos, err)
 }
 
-func (e *evaluator) evalConcat(x *concatExpr, f *frame) (any, error) {
+func (e *evaluator) evalConcat(x *ConcatExpr, f *frame) (any, error) {
 	outer := e.taint
 	e.taint = ""
 	defer func() { e.taint = outer }()
 	var b strings.Builder
-	for _, it := range x.items {
+	for _, it := range x.Items {
 		v, err := e.eval(it, f)
 		if err != nil {
 			return nil, err
 		}
 		s, err := e.str(v)
 		if err != nil {
-			return nil, e.at(it.position(), err)
+			return nil, e.at(it.Position(), err)
 		}
 		if b.Len()+len(s) > e.maxSize {
-			return nil, e.at(x.pos, e.sizeError())
+			return nil, e.at(x.Pos, e.sizeError())
 		}
 		b.WriteString(s)
 	}
@@ -231,19 +231,19 @@ func (e *evaluator) evalConcat(x *concatExpr, f *frame) (any, error) {
 	return b.String(), nil
 }
 
-func (e *evaluator) evalCompare(x *compareExpr, f *frame) (any, error) {
-	a, err := e.eval(x.first, f)
+func (e *evaluator) evalCompare(x *CompareExpr, f *frame) (any, error) {
+	a, err := e.eval(x.First, f)
 	if err != nil {
 		return nil, err
 	}
-	for _, op := range x.ops {
-		b, err := e.eval(op.x, f)
+	for _, op := range x.Ops {
+		b, err := e.eval(op.X, f)
 		if err != nil {
 			return nil, err
 		}
-		ok, err := e.compareOp(op.op, a, b)
+		ok, err := e.compareOp(op.Op, a, b)
 		if err != nil {
-			return nil, e.at(op.pos, err)
+			return nil, e.at(op.Pos, err)
 		}
 		if !ok {
 			return false, nil
@@ -285,57 +285,57 @@ func (e *evaluator) compareOp(op string, a, b any) (bool, error) {
 	return false, fmt.Errorf("unknown comparison %s", op)
 }
 
-func (e *evaluator) evalAnd(x *andExpr, f *frame) (any, error) {
-	a, err := e.eval(x.a, f)
+func (e *evaluator) evalAnd(x *AndExpr, f *frame) (any, error) {
+	a, err := e.eval(x.A, f)
 	if err != nil || !truthy(a) {
 		return a, err
 	}
-	return e.eval(x.b, f)
+	return e.eval(x.B, f)
 }
 
-func (e *evaluator) evalOr(x *orExpr, f *frame) (any, error) {
-	a, err := e.eval(x.a, f)
+func (e *evaluator) evalOr(x *OrExpr, f *frame) (any, error) {
+	a, err := e.eval(x.A, f)
 	if err != nil || truthy(a) {
 		return a, err
 	}
-	return e.eval(x.b, f)
+	return e.eval(x.B, f)
 }
 
-func (e *evaluator) evalNot(x *notExpr, f *frame) (any, error) {
-	v, err := e.eval(x.x, f)
+func (e *evaluator) evalNot(x *NotExpr, f *frame) (any, error) {
+	v, err := e.eval(x.X, f)
 	if err != nil {
 		return nil, err
 	}
 	return !truthy(v), nil
 }
 
-func (e *evaluator) evalNeg(x *negExpr, f *frame) (any, error) {
-	v, err := e.eval(x.x, f)
+func (e *evaluator) evalNeg(x *NegExpr, f *frame) (any, error) {
+	v, err := e.eval(x.X, f)
 	if err != nil {
 		return nil, err
 	}
-	r, err := neg(v, x.neg)
-	return r, e.at(x.pos, err)
+	r, err := neg(v, x.Neg)
+	return r, e.at(x.Pos, err)
 }
 
-func (e *evaluator) evalCond(x *condExpr, f *frame) (any, error) {
-	t, err := e.cond(x.test, f)
+func (e *evaluator) evalCond(x *CondExpr, f *frame) (any, error) {
+	t, err := e.cond(x.Test, f)
 	if err != nil {
 		return nil, err
 	}
 	if t {
-		return e.eval(x.then, f)
+		return e.eval(x.Then, f)
 	}
-	if x.els == nil {
-		line, _ := e.cur.lineCol(x.pos)
+	if x.Else == nil {
+		line, _ := e.cur.lineCol(x.Pos)
 		return undefinedHint(fmt.Sprintf("the inline if-expression on line %d evaluated to false and no else section was defined.", line)), nil
 	}
-	return e.eval(x.els, f)
+	return e.eval(x.Else, f)
 }
 
-func (e *evaluator) evalList(x *listExpr, f *frame) (any, error) {
-	items := make([]any, len(x.items))
-	for i, it := range x.items {
+func (e *evaluator) evalList(x *ListExpr, f *frame) (any, error) {
+	items := make([]any, len(x.Items))
+	for i, it := range x.Items {
 		v, err := e.eval(it, f)
 		if err != nil {
 			return nil, err
@@ -345,9 +345,9 @@ func (e *evaluator) evalList(x *listExpr, f *frame) (any, error) {
 	return &List{items: items}, nil
 }
 
-func (e *evaluator) evalTuple(x *tupleExpr, f *frame) (any, error) {
-	items := make(Tuple, len(x.items))
-	for i, it := range x.items {
+func (e *evaluator) evalTuple(x *TupleExpr, f *frame) (any, error) {
+	items := make(Tuple, len(x.Items))
+	for i, it := range x.Items {
 		v, err := e.eval(it, f)
 		if err != nil {
 			return nil, err
@@ -357,19 +357,19 @@ func (e *evaluator) evalTuple(x *tupleExpr, f *frame) (any, error) {
 	return items, nil
 }
 
-func (e *evaluator) evalDict(x *dictExpr, f *frame) (any, error) {
-	d := newDict(len(x.keys))
-	for i := range x.keys {
-		k, err := e.eval(x.keys[i], f)
+func (e *evaluator) evalDict(x *DictExpr, f *frame) (any, error) {
+	d := newDict(len(x.Keys))
+	for i := range x.Keys {
+		k, err := e.eval(x.Keys[i], f)
 		if err != nil {
 			return nil, err
 		}
-		v, err := e.eval(x.vals[i], f)
+		v, err := e.eval(x.Values[i], f)
 		if err != nil {
 			return nil, err
 		}
 		if err := d.set(k, v); err != nil {
-			return nil, e.at(x.keys[i].position(), err)
+			return nil, e.at(x.Keys[i].Position(), err)
 		}
 	}
 	return d, nil

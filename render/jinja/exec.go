@@ -12,63 +12,63 @@ import (
 
 // execAll runs statements in order, switching on each one's type (here rather than in a
 // function of its own: statements run once per item of the data, and a call fewer counts).
-func (e *evaluator) execAll(body []stmt, f *frame) error {
+func (e *evaluator) execAll(body []Stmt, f *frame) error {
 	for _, s := range body {
 		var err error
 		switch s := s.(type) {
-		case *textStmt:
+		case *TextStmt:
 			// Text and prints are most statements: their common case here, without a call.
-			if !e.suppress && len(e.out)+len(s.text) <= e.maxSize {
-				e.out = append(e.out, s.text...)
+			if !e.suppress && len(e.out)+len(s.Text) <= e.maxSize {
+				e.out = append(e.out, s.Text...)
 				continue
 			}
 			err = e.execText(s, f)
-		case *printStmt:
+		case *PrintStmt:
 			err = e.execPrint(s, f)
-		case *ifStmt:
+		case *IfStmt:
 			err = e.execIf(s, f)
-		case *forStmt:
+		case *ForStmt:
 			err = e.execFor(s, f)
-		case *setStmt:
+		case *SetStmt:
 			err = e.execSet(s, f)
-		case *setBlockStmt:
+		case *SetBlockStmt:
 			err = e.execSetBlock(s, f)
-		case *withStmt:
+		case *WithStmt:
 			err = e.execWith(s, f)
-		case *macroStmt:
+		case *MacroStmt:
 			err = e.execMacro(s, f)
-		case *callBlockStmt:
+		case *CallBlockStmt:
 			err = e.execCallBlock(s, f)
-		case *filterBlockStmt:
+		case *FilterBlockStmt:
 			err = e.execFilterBlock(s, f)
-		case *includeStmt:
+		case *IncludeStmt:
 			err = e.execInclude(s, f)
-		case *importStmt:
+		case *ImportStmt:
 			err = e.execImport(s, f)
-		case *fromImportStmt:
+		case *FromImportStmt:
 			err = e.execFromImport(s, f)
-		case *extendsStmt:
+		case *ExtendsStmt:
 			err = e.execExtends(s, f)
-		case *blockStmt:
+		case *BlockStmt:
 			err = e.execBlock(s, f)
-		case *autoescapeStmt:
+		case *AutoescapeStmt:
 			err = e.execAutoescape(s, f)
-		case *loopControlStmt:
+		case *LoopControlStmt:
 			err = e.execLoopControl(s, f)
-		case *doStmt:
+		case *DoStmt:
 			err = e.execDo(s, f)
-		case *cycleStmt:
+		case *CycleStmt:
 			err = e.execCycle(s, f)
-		case *firstofStmt:
+		case *FirstofStmt:
 			err = e.execFirstof(s, f)
-		case *ifchangedStmt:
+		case *IfchangedStmt:
 			err = e.execIfchanged(s, f)
-		case *widthratioStmt:
+		case *WidthratioStmt:
 			err = e.execWidthratio(s, f)
-		case *spacelessStmt:
+		case *SpacelessStmt:
 			err = e.execSpaceless(s, f)
 		default:
-			err = e.at(s.position(), fmt.Errorf("internal error: no evaluation for statement %T", s))
+			err = e.at(s.Position(), fmt.Errorf("internal error: no evaluation for statement %T", s))
 		}
 		if err != nil {
 			return err
@@ -77,27 +77,27 @@ func (e *evaluator) execAll(body []stmt, f *frame) error {
 	return nil
 }
 
-func (e *evaluator) execText(s *textStmt, f *frame) error {
+func (e *evaluator) execText(s *TextStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
-	if len(e.out)+len(s.text) > e.maxSize {
-		return e.at(s.pos, e.sizeError())
+	if len(e.out)+len(s.Text) > e.maxSize {
+		return e.at(s.Pos, e.sizeError())
 	}
-	e.out = append(e.out, s.text...)
+	e.out = append(e.out, s.Text...)
 	return nil
 }
 
-func (e *evaluator) execPrint(s *printStmt, f *frame) error {
+func (e *evaluator) execPrint(s *PrintStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
 	var v any
-	if n, ok := s.x.(*nameExpr); ok { // most prints print a name
+	if n, ok := s.X.(*NameExpr); ok { // most prints print a name
 		v = e.nameValue(n, f)
 	} else {
 		var err error
-		if v, err = e.eval(s.x, f); err != nil {
+		if v, err = e.eval(s.X, f); err != nil {
 			return err
 		}
 	}
@@ -105,68 +105,68 @@ func (e *evaluator) execPrint(s *printStmt, f *frame) error {
 		e.out = append(e.out, str...) // the common case, inline
 		return nil
 	}
-	return e.at(s.pos, e.print(v))
+	return e.at(s.Pos, e.print(v))
 }
 
-func (e *evaluator) execIf(s *ifStmt, f *frame) error {
-	for i, c := range s.conds {
+func (e *evaluator) execIf(s *IfStmt, f *frame) error {
+	for i, c := range s.Conds {
 		ok, err := e.cond(c, f)
 		if err != nil {
 			return err
 		}
 		if ok {
-			return e.execAll(s.bodies[i], f)
+			return e.execAll(s.Bodies[i], f)
 		}
 	}
-	return e.execAll(s.els, f)
+	return e.execAll(s.Else, f)
 }
 
 // cond evaluates x for its truth only: a missing key or name is false without making an
 // Undefined on the way (conditions run once per item of the data: no allocation).
-func (e *evaluator) cond(x expr, f *frame) (bool, error) {
+func (e *evaluator) cond(x Expr, f *frame) (bool, error) {
 	switch c := x.(type) {
-	case *attrExpr:
+	case *AttrExpr:
 		var obj any
-		if n, ok := c.obj.(*nameExpr); ok {
+		if n, ok := c.Obj.(*NameExpr); ok {
 			obj = e.nameValue(n, f)
 		} else {
 			var err error
-			if obj, err = e.eval(c.obj, f); err != nil {
+			if obj, err = e.eval(c.Obj, f); err != nil {
 				return false, err
 			}
 		}
-		if !isDictMethod(c.name) {
+		if !isDictMethod(c.Name) {
 			switch m := obj.(type) {
 			case map[string]any:
-				return truthy(m[c.name]), nil
+				return truthy(m[c.Name]), nil
 			case *record.Record:
-				v, _ := m.Get(c.name)
+				v, _ := m.Get(c.Name)
 				return truthy(v), nil
 			}
 		}
-		v, err := e.getAttr(obj, c.name)
+		v, err := e.getAttr(obj, c.Name)
 		if err != nil {
-			return false, e.at(c.pos, err)
+			return false, e.at(c.Pos, err)
 		}
 		return truthy(v), nil
-	case *nameExpr:
-		v, ok := e.lookup(f, c.name)
+	case *NameExpr:
+		v, ok := e.lookup(f, c.Name)
 		return ok && truthy(v), nil
-	case *notExpr:
-		ok, err := e.cond(c.x, f)
+	case *NotExpr:
+		ok, err := e.cond(c.X, f)
 		return !ok, err
-	case *andExpr:
-		ok, err := e.cond(c.a, f)
+	case *AndExpr:
+		ok, err := e.cond(c.A, f)
 		if err != nil || !ok {
 			return false, err
 		}
-		return e.cond(c.b, f)
-	case *orExpr:
-		ok, err := e.cond(c.a, f)
+		return e.cond(c.B, f)
+	case *OrExpr:
+		ok, err := e.cond(c.A, f)
 		if err != nil || ok {
 			return ok, err
 		}
-		return e.cond(c.b, f)
+		return e.cond(c.B, f)
 	}
 	v, err := e.eval(x, f)
 	if err != nil {
@@ -175,36 +175,36 @@ func (e *evaluator) cond(x expr, f *frame) (bool, error) {
 	return truthy(v), nil
 }
 
-func (e *evaluator) execSet(s *setStmt, f *frame) error {
-	v, err := e.eval(s.x, f)
+func (e *evaluator) execSet(s *SetStmt, f *frame) error {
+	v, err := e.eval(s.X, f)
 	if err != nil {
 		return err
 	}
-	return e.at(s.pos, e.assign(f, s.target, v))
+	return e.at(s.Pos, e.assign(f, s.Target, v))
 }
 
-func (e *evaluator) assign(f *frame, t target, v any) error {
+func (e *evaluator) assign(f *frame, t Target, v any) error {
 	switch {
-	case t.tuple:
-		items, err := e.unpack(v, len(t.items))
+	case t.Tuple:
+		items, err := e.unpack(v, len(t.Items))
 		if err != nil {
 			return err
 		}
-		for i, it := range t.items {
+		for i, it := range t.Items {
 			if err := e.assign(f, it, items[i]); err != nil {
 				return err
 			}
 		}
 		return nil
-	case t.attr != "":
-		obj, _ := e.lookup(f, t.name)
+	case t.Attr != "":
+		obj, _ := e.lookup(f, t.Name)
 		ns, ok := obj.(*Namespace)
 		if !ok {
-			return fmt.Errorf("cannot set %s.%s: %s is not a namespace() (cannot assign attribute on non-namespace object)", t.name, t.attr, t.name)
+			return fmt.Errorf("cannot set %s.%s: %s is not a namespace() (cannot assign attribute on non-namespace object)", t.Name, t.Attr, t.Name)
 		}
-		return ns.attrs.set(t.attr, v)
+		return ns.attrs.set(t.Attr, v)
 	}
-	f.set(t.name, v)
+	f.set(t.Name, v)
 	return nil
 }
 
@@ -230,8 +230,8 @@ func (e *evaluator) unpack(v any, n int) ([]any, error) {
 	return out, nil
 }
 
-func (e *evaluator) execSetBlock(s *setBlockStmt, f *frame) error {
-	out, err := e.capture(s.body, f)
+func (e *evaluator) execSetBlock(s *SetBlockStmt, f *frame) error {
+	out, err := e.capture(s.Body, f)
 	if err != nil {
 		return err
 	}
@@ -239,21 +239,21 @@ func (e *evaluator) execSetBlock(s *setBlockStmt, f *frame) error {
 	if e.autoescape {
 		v = Markup(out)
 	}
-	if s.filters != nil {
+	if s.Filters != nil {
 		saved := e.blockIn
 		e.blockIn = v
-		v, err = e.eval(s.filters, f)
+		v, err = e.eval(s.Filters, f)
 		e.blockIn = saved
 		if err != nil {
 			return err
 		}
 	}
-	return e.at(s.pos, e.assign(f, s.target, v))
+	return e.at(s.Pos, e.assign(f, s.Target, v))
 }
 
-func (e *evaluator) execWith(s *withStmt, f *frame) error {
-	vals := make([]any, len(s.values))
-	for i, x := range s.values {
+func (e *evaluator) execWith(s *WithStmt, f *frame) error {
+	vals := make([]any, len(s.Values))
+	for i, x := range s.Values {
 		v, err := e.eval(x, f)
 		if err != nil {
 			return err
@@ -262,38 +262,38 @@ func (e *evaluator) execWith(s *withStmt, f *frame) error {
 	}
 	inner := e.newFrame(f)
 	defer e.release(inner)
-	for i, t := range s.targets {
+	for i, t := range s.Targets {
 		if err := e.assign(inner, t, vals[i]); err != nil {
-			return e.at(s.pos, err)
+			return e.at(s.Pos, err)
 		}
 	}
-	return e.execAll(s.body, inner)
+	return e.execAll(s.Body, inner)
 }
 
-func (e *evaluator) execMacro(s *macroStmt, f *frame) error {
+func (e *evaluator) execMacro(s *MacroStmt, f *frame) error {
 	keep(f)
-	f.set(s.macro.name, &Macro{def: s.macro, closure: f, tmpl: e.cur, escape: e.autoescape})
+	f.set(s.Macro.Name, &Macro{def: s.Macro, closure: f, tmpl: e.cur, escape: e.autoescape})
 	return nil
 }
 
-func (e *evaluator) execCallBlock(s *callBlockStmt, f *frame) error {
+func (e *evaluator) execCallBlock(s *CallBlockStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
 	keep(f)
-	caller := &Macro{def: s.caller, closure: f, tmpl: e.cur, escape: e.autoescape}
-	v, err := e.evalCallWith(s.call, f, caller)
+	caller := &Macro{def: s.Caller, closure: f, tmpl: e.cur, escape: e.autoescape}
+	v, err := e.evalCallWith(s.Call, f, caller)
 	if err != nil {
 		return err
 	}
-	return e.at(s.pos, e.print(v))
+	return e.at(s.Pos, e.print(v))
 }
 
-func (e *evaluator) execFilterBlock(s *filterBlockStmt, f *frame) error {
+func (e *evaluator) execFilterBlock(s *FilterBlockStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
-	out, err := e.capture(s.body, f)
+	out, err := e.capture(s.Body, f)
 	if err != nil {
 		return err
 	}
@@ -303,34 +303,34 @@ func (e *evaluator) execFilterBlock(s *filterBlockStmt, f *frame) error {
 	}
 	saved := e.blockIn
 	e.blockIn = in
-	v, err := e.eval(s.filters, f)
+	v, err := e.eval(s.Filters, f)
 	e.blockIn = saved
 	if err != nil {
 		return err
 	}
-	return e.at(s.pos, e.print(v))
+	return e.at(s.Pos, e.print(v))
 }
 
-func (e *evaluator) execAutoescape(s *autoescapeStmt, f *frame) error {
-	v, err := e.eval(s.on, f)
+func (e *evaluator) execAutoescape(s *AutoescapeStmt, f *frame) error {
+	v, err := e.eval(s.On, f)
 	if err != nil {
 		return err
 	}
 	saved := e.autoescape
 	e.autoescape = truthy(v)
-	err = e.execAll(s.body, f)
+	err = e.execAll(s.Body, f)
 	e.autoescape = saved
 	return err
 }
 
-func (e *evaluator) execLoopControl(s *loopControlStmt, f *frame) error {
-	if s.brk {
+func (e *evaluator) execLoopControl(s *LoopControlStmt, f *frame) error {
+	if s.Break {
 		return errBreak
 	}
 	return errContinue
 }
 
-func (e *evaluator) execDo(s *doStmt, f *frame) error {
-	_, err := e.eval(s.x, f)
+func (e *evaluator) execDo(s *DoStmt, f *frame) error {
+	_, err := e.eval(s.X, f)
 	return err
 }

@@ -17,17 +17,17 @@ type loopCtx struct {
 	parent         *loopCtx
 	changedLast    []any
 	changedSet     bool
-	ifchanged      map[*ifchangedStmt]string
-	stmt           *forStmt // recursive loops: loop(x) runs stmt again
+	ifchanged      map[*IfchangedStmt]string
+	stmt           *ForStmt // recursive loops: loop(x) runs stmt again
 	frame          *frame
 	tmpl           *Template // whose nodes stmt is (loop(x) may be called from another template's macro)
 }
 
-func (e *evaluator) execFor(s *forStmt, f *frame) error {
+func (e *evaluator) execFor(s *ForStmt, f *frame) error {
 	// for k, v in d.items(): walk the dict in place, without a view object.
-	if c, ok := s.iter.(*callExpr); ok && len(c.args.list) == 0 && len(c.args.kw) == 0 && c.args.star == nil && c.args.starKw == nil {
-		if a, ok := c.fn.(*attrExpr); ok && (a.name == "items" || a.name == "iteritems") {
-			obj, err := e.eval(a.obj, f)
+	if c, ok := s.Iter.(*CallExpr); ok && len(c.Args.List) == 0 && len(c.Args.Kw) == 0 && c.Args.Star == nil && c.Args.StarKw == nil {
+		if a, ok := c.Fn.(*AttrExpr); ok && (a.Name == "items" || a.Name == "iteritems") {
+			obj, err := e.eval(a.Obj, f)
 			if err != nil {
 				return err
 			}
@@ -41,45 +41,45 @@ func (e *evaluator) execFor(s *forStmt, f *frame) error {
 			return e.runFor(s, f, v, 0, nil)
 		}
 	}
-	v, err := e.eval(s.iter, f)
+	v, err := e.eval(s.Iter, f)
 	if err != nil {
 		return err
 	}
 	return e.runFor(s, f, v, 0, nil)
 }
 
-func (e *evaluator) runFor(s *forStmt, f *frame, v any, depth0 int, parentLoop *loopCtx) error {
+func (e *evaluator) runFor(s *ForStmt, f *frame, v any, depth0 int, parentLoop *loopCtx) error {
 	sq, err := e.seqOf(v)
 	if err != nil {
-		return e.at(s.iterPos, fmt.Errorf("cannot loop over %s: %w", aTypeName(v), err))
+		return e.at(s.IterPos, fmt.Errorf("cannot loop over %s: %w", aTypeName(v), err))
 	}
 	return e.runForSeq(s, f, v, sq, depth0, parentLoop)
 }
 
 // runForSeq runs the loop over sq (the items of v; v may be nil when sq was made directly).
-func (e *evaluator) runForSeq(s *forStmt, f *frame, v any, sq seq, depth0 int, parentLoop *loopCtx) error {
+func (e *evaluator) runForSeq(s *ForStmt, f *frame, v any, sq seq, depth0 int, parentLoop *loopCtx) error {
 	body := e.newFrame(f)
 	defer e.release(body)
 	// {% for k, v in dict %}: with several names, a dict gives its (key, value) pairs, as in
 	// pongo2, whatever its keys (Jinja2 would unpack each key: see render/JINJA2.md).
-	dictPairs := s.target.tuple && isMapping(v)
+	dictPairs := s.Target.Tuple && isMapping(v)
 	if dictPairs {
 		sq, _ = e.seqOf(&dictView{d: v, kind: viewItems})
 	}
-	if s.filter != nil || s.reversed || s.sorted {
+	if s.Filter != nil || s.Reversed || s.Sorted {
 		var err error
 		if sq, err = e.prepareFor(s, body, sq, dictPairs); err != nil {
 			return err
 		}
-		if !s.keepsLoop {
+		if !s.KeepsLoop {
 			defer e.putScratch(sq.list)
 		}
 	}
 	if sq.count() == 0 {
-		return e.execAll(s.els, f)
+		return e.execAll(s.Else, f)
 	}
 	loop := e.newLoop(s, f, &sq, depth0, parentLoop)
-	if loop != nil && !s.keepsLoop && !s.recursive {
+	if loop != nil && !s.KeepsLoop && !s.Recursive {
 		defer e.putLoop(loop)
 	}
 	// (The iterations in a function of their own: with few returns here, Go open-codes the
@@ -88,11 +88,11 @@ func (e *evaluator) runForSeq(s *forStmt, f *frame, v any, sq seq, depth0 int, p
 }
 
 // runIterations runs the loop's body once per item of sq, in the frame body.
-func (e *evaluator) runIterations(s *forStmt, body *frame, sq *seq, loop *loopCtx, dictPairs bool) error {
+func (e *evaluator) runIterations(s *ForStmt, body *frame, sq *seq, loop *loopCtx, dictPairs bool) error {
 	simple, pairs, base := bindLoopNames(s, body, sq.view == viewItems && (sq.rec != nil || sq.keys != nil), loop)
 	for i := 0; i < sq.count(); i++ {
 		if err := e.tick(); err != nil {
-			return e.at(s.pos, err)
+			return e.at(s.Pos, err)
 		}
 		if loop != nil {
 			loop.index0 = i
@@ -109,7 +109,7 @@ func (e *evaluator) runIterations(s *forStmt, body *frame, sq *seq, loop *loopCt
 		default:
 			clear(body.vals)
 			body.names, body.vals = body.names[:0], body.vals[:0]
-			if err := e.assign(body, s.target, sq.at(i)); err != nil {
+			if err := e.assign(body, s.Target, sq.at(i)); err != nil {
 				return loopTargetError(e, s, err, dictPairs)
 			}
 			if loop != nil {
@@ -117,7 +117,7 @@ func (e *evaluator) runIterations(s *forStmt, body *frame, sq *seq, loop *loopCt
 				body.vals = append(body.vals, loop, loop)
 			}
 		}
-		if err := e.execAll(s.body, body); err != nil {
+		if err := e.execAll(s.Body, body); err != nil {
 			if err == errContinue {
 				continue
 			}
@@ -132,8 +132,8 @@ func (e *evaluator) runIterations(s *forStmt, body *frame, sq *seq, loop *loopCt
 
 // newLoop makes the loop object, when the body uses it (nil otherwise): from the pool unless
 // something may keep it past the loop.
-func (e *evaluator) newLoop(s *forStmt, f *frame, sq *seq, depth0 int, parentLoop *loopCtx) *loopCtx {
-	if !s.usesLoop {
+func (e *evaluator) newLoop(s *ForStmt, f *frame, sq *seq, depth0 int, parentLoop *loopCtx) *loopCtx {
+	if !s.UsesLoop {
 		return nil
 	}
 	if parentLoop == nil {
@@ -142,13 +142,13 @@ func (e *evaluator) newLoop(s *forStmt, f *frame, sq *seq, depth0 int, parentLoo
 		}
 	}
 	var loop *loopCtx
-	if s.keepsLoop || s.recursive {
+	if s.KeepsLoop || s.Recursive {
 		loop = &loopCtx{}
 	} else {
 		loop = e.getLoop()
 	}
 	*loop = loopCtx{length: sq.n, s: *sq, depth0: depth0, parent: parentLoop}
-	if s.recursive {
+	if s.Recursive {
 		loop.stmt, loop.frame, loop.tmpl = s, f, e.cur
 		keep(f)
 	}
@@ -160,19 +160,19 @@ func (e *evaluator) newLoop(s *forStmt, f *frame, sq *seq, depth0 int, parentLoo
 // ({% set %} in the body). simple: one name; pairs: two names over a dict's items (items:
 // the sequence walks a dict's items in place), set without making a tuple. base is how many
 // names stay from one iteration to the next.
-func bindLoopNames(s *forStmt, body *frame, items bool, loop *loopCtx) (simple, pairs bool, base int) {
-	simple = !s.target.tuple
-	pairs = s.target.tuple && len(s.target.items) == 2 && !s.target.items[0].tuple && !s.target.items[1].tuple &&
-		s.target.items[0].attr == "" && s.target.items[1].attr == "" && items
+func bindLoopNames(s *ForStmt, body *frame, items bool, loop *loopCtx) (simple, pairs bool, base int) {
+	simple = !s.Target.Tuple
+	pairs = s.Target.Tuple && len(s.Target.Items) == 2 && !s.Target.Items[0].Tuple && !s.Target.Items[1].Tuple &&
+		s.Target.Items[0].Attr == "" && s.Target.Items[1].Attr == "" && items
 	clear(body.vals)
 	body.names, body.vals = body.names[:0], body.vals[:0] // prepare may have used the frame
 	switch {
 	case simple:
-		body.names = append(body.names, s.target.name)
+		body.names = append(body.names, s.Target.Name)
 		body.vals = append(body.vals, nil)
 		base = 1
 	case pairs:
-		body.names = append(body.names, s.target.items[0].name, s.target.items[1].name)
+		body.names = append(body.names, s.Target.Items[0].Name, s.Target.Items[1].Name)
 		body.vals = append(body.vals, nil, nil)
 		base = 2
 	}
@@ -185,19 +185,19 @@ func bindLoopNames(s *forStmt, body *frame, items bool, loop *loopCtx) (simple, 
 }
 
 // prepareFor applies the loop filter (for x in y if cond) and pongo2's reversed/sorted.
-func (e *evaluator) prepareFor(s *forStmt, body *frame, sq seq, dictPairs bool) (seq, error) {
+func (e *evaluator) prepareFor(s *ForStmt, body *frame, sq seq, dictPairs bool) (seq, error) {
 	items := e.getScratch()
 	for i := 0; i < sq.n; i++ {
 		item := sq.at(i)
-		if s.filter != nil {
+		if s.Filter != nil {
 			if err := e.tick(); err != nil {
-				return seq{}, e.at(s.pos, err)
+				return seq{}, e.at(s.Pos, err)
 			}
 			body.names, body.vals = body.names[:0], body.vals[:0]
-			if err := e.assign(body, s.target, item); err != nil {
+			if err := e.assign(body, s.Target, item); err != nil {
 				return seq{}, loopTargetError(e, s, err, dictPairs)
 			}
-			ok, err := e.cond(s.filter, body)
+			ok, err := e.cond(s.Filter, body)
 			if err != nil {
 				return seq{}, err
 			}
@@ -207,7 +207,7 @@ func (e *evaluator) prepareFor(s *forStmt, body *frame, sq seq, dictPairs bool) 
 		}
 		items = append(items, item)
 	}
-	if s.sorted {
+	if s.Sorted {
 		var err error
 		sort.SliceStable(items, func(i, j int) bool {
 			c, cerr := compare(items[i], items[j], "<")
@@ -217,10 +217,10 @@ func (e *evaluator) prepareFor(s *forStmt, body *frame, sq seq, dictPairs bool) 
 			return c < 0
 		})
 		if err != nil {
-			return seq{}, e.at(s.pos, err)
+			return seq{}, e.at(s.Pos, err)
 		}
 	}
-	if s.reversed {
+	if s.Reversed {
 		for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
 			items[i], items[j] = items[j], items[i]
 		}
@@ -230,11 +230,11 @@ func (e *evaluator) prepareFor(s *forStmt, body *frame, sq seq, dictPairs bool) 
 
 // loopTargetError is the error of setting the loop's names to an item. dictPairs: the items
 // are a dict's (key, value) pairs, which the error says.
-func loopTargetError(e *evaluator, s *forStmt, err error, dictPairs bool) error {
+func loopTargetError(e *evaluator, s *ForStmt, err error, dictPairs bool) error {
 	if dictPairs {
 		err = fmt.Errorf("{%% for %%} with several names over a dict unpacks each (key, value) pair: %w", err)
 	}
-	return e.at(s.pos, err)
+	return e.at(s.Pos, err)
 }
 
 // attr returns a loop attribute.

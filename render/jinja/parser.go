@@ -14,24 +14,24 @@ import (
 type parser struct {
 	toks  []token
 	p     int
-	tree  *tree             // the template's source and lines (for messages)
+	tree  *Tree             // the template's source and lines (for messages)
 	names map[string]string // interned names: equal names share their bytes
 
 	open    []openTag // statements whose end tag is awaited
 	loops   int       // for loops around the current statement (for break/continue)
-	macros  []*macroDef
-	fors    []*forStmt
+	macros  []*MacroDef
+	fors    []*ForStmt
 	noColon bool // inside [ ] or a dict key: ':' is a slice or a key, not a pongo2 filter argument
 	depth   int
 	spaced  bool     // pongo2's space-separated arguments: 'a' 'b' are two strings
 	refs    []string // the template keys this template names
-	blocks  map[string]*blockStmt
+	blocks  map[string]*BlockStmt
 	extends bool
 
 	// The filters and tests the template names, in the order met (the compiler resolves
-	// them), and whether the current statement is soft for them (see use.soft). Statements
+	// them), and whether the current statement is soft for them (see Use.Soft). Statements
 	// that open a scope of their own (for bodies, macros, blocks...) are not soft.
-	uses []use
+	uses []Use
 	soft bool
 }
 
@@ -137,7 +137,7 @@ func (p *parser) expectBlockEnd() error {
 }
 
 // parseTemplate parses the whole token list.
-func (p *parser) parseTemplate() ([]stmt, error) {
+func (p *parser) parseTemplate() ([]Stmt, error) {
 	body, err := p.subparse(nil)
 	if err != nil {
 		return nil, err
@@ -157,8 +157,8 @@ func (p *parser) setSoft(soft bool) func() {
 
 // subparse parses statements until one of the end tags (left as the current token, just
 // after its {%) or the end of the template.
-func (p *parser) subparse(ends []string) ([]stmt, error) {
-	var body []stmt
+func (p *parser) subparse(ends []string) ([]Stmt, error) {
+	var body []Stmt
 	for {
 		t := p.cur()
 		switch t.kind {
@@ -170,7 +170,7 @@ func (p *parser) subparse(ends []string) ([]stmt, error) {
 			return body, nil
 		case tData:
 			p.p++
-			body = append(body, &textStmt{pos: t.pos, text: t.val})
+			body = append(body, &TextStmt{Pos: t.pos, Text: t.val})
 		case tVarBeg:
 			p.p++
 			start := p.cur().pos
@@ -182,7 +182,7 @@ func (p *parser) subparse(ends []string) ([]stmt, error) {
 				return nil, p.unexpected(t, "the end of the print statement ('}}')")
 			}
 			p.p++
-			body = append(body, &printStmt{pos: start, x: x})
+			body = append(body, &PrintStmt{Pos: start, X: x})
 		case tBlockBeg:
 			p.p++
 			name := p.cur()
@@ -213,7 +213,7 @@ func tagList(ends []string) string {
 // parseBody parses a statement's body after its opening tag: the block end, then statements
 // up to one of ends. It returns the body and the end tag's name; the parser is left just
 // after that name (the rest of the end tag is the caller's).
-func (p *parser) parseBody(tag string, pos int, ends ...string) ([]stmt, string, error) {
+func (p *parser) parseBody(tag string, pos int, ends ...string) ([]Stmt, string, error) {
 	p.skipOp(":") // Jinja2 allows a colon before the end of a block statement, Python style
 	if err := p.expectBlockEnd(); err != nil {
 		return nil, "", err
@@ -245,7 +245,7 @@ var endTags = map[string]bool{
 	"endifchanged": true, "endspaceless": true, "endverbatim": true, "endtrans": true,
 }
 
-func (p *parser) parseStatement() (stmt, error) {
+func (p *parser) parseStatement() (Stmt, error) {
 	t := p.cur()
 	if t.kind != tName {
 		return nil, p.unexpected(t, "a statement name after '{%'")
@@ -319,7 +319,7 @@ func (p *parser) unknownTag(t token) error {
 			return p.fail(t, "unexpected {%% %s %%}: no statement is open", t.val)
 		}
 		o := p.open[len(p.open)-1]
-		line, col := p.tree.lineCol(o.pos)
+		line, col := p.tree.LineCol(o.pos)
 		return p.fail(t, "{%% %s %%} does not match {%% %s %%} opened at line %d column %d: expected %s", t.val, o.name, line, col, tagList(o.ends))
 	}
 	if t.val == "trans" || t.val == "pluralize" {

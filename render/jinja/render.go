@@ -94,13 +94,13 @@ func (e *evaluator) runTemplate(t *Template, root *frame) error {
 	}()
 	e.cur, e.root, e.extending, e.suppress = t, root, nil, false
 	e.blocks = nil
-	if len(t.tree.blocks) > 0 || t.tree.extends {
+	if len(t.tree.Blocks) > 0 || t.tree.Extends {
 		e.blocks = map[string][]block{}
-		for name, b := range t.tree.blocks {
+		for name, b := range t.tree.Blocks {
 			e.blocks[name] = []block{{def: b, tmpl: t}}
 		}
 	}
-	if err := e.execAll(t.tree.body, root); err != nil {
+	if err := e.execAll(t.tree.Body, root); err != nil {
 		return err
 	}
 	// {% extends %}: the parent renders, with the child's blocks first in the block table.
@@ -110,11 +110,11 @@ func (e *evaluator) runTemplate(t *Template, root *frame) error {
 		}
 		parent := e.extending
 		e.extending, e.suppress = nil, false
-		for name, b := range parent.tree.blocks {
+		for name, b := range parent.tree.Blocks {
 			e.blocks[name] = append(e.blocks[name], block{def: b, tmpl: parent})
 		}
 		e.cur = parent
-		if err := e.execAll(parent.tree.body, root); err != nil {
+		if err := e.execAll(parent.tree.Body, root); err != nil {
 			return err
 		}
 	}

@@ -303,7 +303,7 @@ func writeObjectRepr(b *strings.Builder, v any, depth int) error {
 	case *loopCtx:
 		fmt.Fprintf(b, "<LoopContext %d/%d>", x.index0+1, x.length)
 	case *Macro:
-		fmt.Fprintf(b, "<Macro %s>", reprString(x.def.name))
+		fmt.Fprintf(b, "<Macro %s>", reprString(x.def.Name))
 	case *module:
 		fmt.Fprintf(b, "<TemplateModule %s>", reprString(x.name))
 	case *generator:
