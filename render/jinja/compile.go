@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
 // Template is one compiled template (one key of a template set): its tree, and the
 // filters and tests the tree names.
 type Template struct {
 	name string
-	tree *Tree
+	tree *parse.Tree
 	// The filters and tests of Tree.Uses, by index (FilterExpr.Use, TestExpr.Use), resolved
 	// once when compiling; nil: no one has the name (an error when it runs).
 	filters []filterFunc
@@ -113,7 +115,7 @@ func (p *Program) missing(key string) error {
 
 // parse parses one template and resolves the filters and tests it names.
 func (p *Program) parse(name, src string) (*Template, error) {
-	tr, err := Parse(src)
+	tr, err := parse.Parse(src)
 	t := &Template{name: name, tree: tr}
 	// A name that is not allowed is the error even before a syntax error further on (the
 	// uses met before the error are in the tree), as when the parser resolved names itself.
@@ -156,9 +158,9 @@ func (p *Program) resolve(t *Template) (refused, unknown error) {
 }
 
 func (t *Template) syntaxError(err error) error {
-	var se *syntaxError
+	var se *parse.Error
 	if errors.As(err, &se) {
-		return t.errorAt(se.pos, se.msg)
+		return &Error{Template: t.name, Line: se.Line, Col: se.Col, Err: errors.New(se.Msg)}
 	}
 	return &Error{Template: t.name, Err: err}
 }

@@ -4,13 +4,11 @@
 // Two stages, as in text/template: the front end turns text into a tree of plain data, the
 // evaluator walks the tree. Nodes have no behaviour; the evaluator switches on their type.
 //
-//	lexer.go          template text -> tokens (text, {% %}, {{ }}, names, literals, operators)
-//	parser.go         tokens -> tree, with Jinja2's grammar and precedence: the parser and its
-//	                  statement dispatch; Jinja2's statements (parse_stmt.go), pongo2's tags
-//	                  (parse_pongo2.go), expressions (parse_expr.go)
-//	ast.go            the node types: statements (stmt) and expressions (expr), data only (a
-//	                  filter or test node carries the function its name resolved to)
-//	compile.go        Compile: a template set into a Program
+//	parse/            the front end, a package of its own (see its doc): lexer, parser, node
+//	                  types; it knows the grammar only, not the built-ins: a filter or test
+//	                  node holds its name (and its index among the tree's uses)
+//	compile.go        Compile: a template set into a Program; each template's filters and
+//	                  tests are resolved here, once (unknown or refused names fail here)
 //	render.go         Program.Render: one evaluator per render, errors located in the template
 //	eval.go           the evaluator: frames, budgets, output
 //	exec*.go          statements: exec.go dispatches (execAll) and runs most; loops

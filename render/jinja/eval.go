@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 	"unsafe"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
 // The evaluator runs a template's tree and writes its output. One evaluator serves one
@@ -52,7 +54,7 @@ type blockCall struct {
 
 // block is a definition of a block, and the template it is in (whose nodes its body are).
 type block struct {
-	def  *BlockStmt
+	def  *parse.BlockStmt
 	tmpl *Template
 }
 
@@ -304,7 +306,7 @@ func (e *evaluator) print(v any) error {
 }
 
 // capture runs body with its output going to a string of its own.
-func (e *evaluator) capture(body []Stmt, f *frame) (string, error) {
+func (e *evaluator) capture(body []parse.Stmt, f *frame) (string, error) {
 	saved := e.out
 	e.out = nil
 	err := e.execAll(body, f)

@@ -3,12 +3,14 @@ package jinja
 import (
 	"errors"
 	"fmt"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
 // Calls: the arguments of a call, a filter or a test; calling a value (a macro, a global, a
 // bound method, loop(...), a joiner, self.block()); macros.
 
-func (e *evaluator) evalArgs(a *Args, f *frame, caller *Macro) ([]any, map[string]any, error) {
+func (e *evaluator) evalArgs(a *parse.Args, f *frame, caller *Macro) ([]any, map[string]any, error) {
 	if a.Consts != nil && caller == nil {
 		e.kwOrder = nil
 		return a.Consts, nil, nil
@@ -83,8 +85,8 @@ func (e *evaluator) evalArgs(a *Args, f *frame, caller *Macro) ([]any, map[strin
 }
 
 // evalWith calls with caller as the `caller` keyword argument ({% call %}).
-func (e *evaluator) evalCallWith(x *CallExpr, f *frame, caller *Macro) (any, error) {
-	if a, ok := x.Fn.(*AttrExpr); ok {
+func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (any, error) {
+	if a, ok := x.Fn.(*parse.AttrExpr); ok {
 		// obj.method(...) without making a bound method first.
 		obj, err := e.eval(a.Obj, f)
 		if err != nil {
@@ -137,8 +139,8 @@ func (e *evaluator) evalCallWith(x *CallExpr, f *frame, caller *Macro) (any, err
 }
 
 // evalAfter finishes a call of obj.method(...) whose obj is already evaluated.
-func (e *evaluator) evalCallAfter(x *CallExpr, f *frame, obj any) (any, error) {
-	a := x.Fn.(*AttrExpr)
+func (e *evaluator) evalCallAfter(x *parse.CallExpr, f *frame, obj any) (any, error) {
+	a := x.Fn.(*parse.AttrExpr)
 	if u, ok := obj.(*Undefined); ok {
 		return nil, e.at(a.Pos, u.fail())
 	}
@@ -207,7 +209,7 @@ const maxCallDepth = 256
 
 // Macro is a macro (or a call block's caller) with the scope it was defined in.
 type Macro struct {
-	def     *MacroDef
+	def     *parse.MacroDef
 	closure *frame
 	tmpl    *Template
 	escape  bool // autoescape where it was defined (its prints escape or not as written there)

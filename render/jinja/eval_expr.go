@@ -4,22 +4,24 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
 // Evaluating expressions: eval switches on the expression's type; each kind has its function
 // here, except calls (eval_call.go) and the lookups obj.name, obj[key], obj[a:b] (access.go).
 
 // eval evaluates one expression.
-func (e *evaluator) eval(x Expr, f *frame) (any, error) {
+func (e *evaluator) eval(x parse.Expr, f *frame) (any, error) {
 	switch x := x.(type) {
-	case *ConstExpr:
+	case *parse.ConstExpr:
 		return x.Value, nil
-	case *NameExpr:
+	case *parse.NameExpr:
 		// Names and attributes are most of what templates evaluate: here, without a call more.
 		return e.nameValue(x, f), nil
-	case *AttrExpr:
+	case *parse.AttrExpr:
 		var obj any
-		if n, ok := x.Obj.(*NameExpr); ok {
+		if n, ok := x.Obj.(*parse.NameExpr); ok {
 			obj = e.nameValue(n, f)
 		} else {
 			var err error
@@ -29,44 +31,44 @@ func (e *evaluator) eval(x Expr, f *frame) (any, error) {
 		}
 		v, err := e.getAttr(obj, x.Name)
 		return v, e.at(x.Pos, err)
-	case *ItemExpr:
+	case *parse.ItemExpr:
 		return e.evalItem(x, f)
-	case *SliceExpr:
+	case *parse.SliceExpr:
 		return e.evalSlice(x, f)
-	case *CallExpr:
+	case *parse.CallExpr:
 		return e.evalCallWith(x, f, nil)
-	case *FilterExpr:
+	case *parse.FilterExpr:
 		return e.evalFilter(x, f)
-	case *TestExpr:
+	case *parse.TestExpr:
 		return e.evalTest(x, f)
-	case *BinExpr:
+	case *parse.BinExpr:
 		return e.evalBin(x, f)
-	case *ConcatExpr:
+	case *parse.ConcatExpr:
 		return e.evalConcat(x, f)
-	case *CompareExpr:
+	case *parse.CompareExpr:
 		return e.evalCompare(x, f)
-	case *AndExpr:
+	case *parse.AndExpr:
 		return e.evalAnd(x, f)
-	case *OrExpr:
+	case *parse.OrExpr:
 		return e.evalOr(x, f)
-	case *NotExpr:
+	case *parse.NotExpr:
 		return e.evalNot(x, f)
-	case *NegExpr:
+	case *parse.NegExpr:
 		return e.evalNeg(x, f)
-	case *CondExpr:
+	case *parse.CondExpr:
 		return e.evalCond(x, f)
-	case *ListExpr:
+	case *parse.ListExpr:
 		return e.evalList(x, f)
-	case *TupleExpr:
+	case *parse.TupleExpr:
 		return e.evalTuple(x, f)
-	case *DictExpr:
+	case *parse.DictExpr:
 		return e.evalDict(x, f)
 	}
 	return nil, e.at(x.Position(), fmt.Errorf("internal error: no evaluation for expression %T", x))
 }
 
 // nameValue is the value of a name: a variable, else (evalUndefinedName) self or undefined.
-func (e *evaluator) nameValue(x *NameExpr, f *frame) any {
+func (e *evaluator) nameValue(x *parse.NameExpr, f *frame) any {
 	if v, ok := e.lookup(f, x.Name); ok {
 		return v
 	}
@@ -74,14 +76,14 @@ func (e *evaluator) nameValue(x *NameExpr, f *frame) any {
 }
 
 // evalUndefinedName is a name that is not set: self in a template with blocks, else undefined.
-func (e *evaluator) evalUndefinedName(x *NameExpr) any {
+func (e *evaluator) evalUndefinedName(x *parse.NameExpr) any {
 	if x.Name == "self" && e.blocks != nil {
 		return &selfRef{}
 	}
 	return undefinedName(x.Name)
 }
 
-func (e *evaluator) evalItem(x *ItemExpr, f *frame) (any, error) {
+func (e *evaluator) evalItem(x *parse.ItemExpr, f *frame) (any, error) {
 	obj, err := e.eval(x.Obj, f)
 	if err != nil {
 		return nil, err
@@ -94,13 +96,13 @@ func (e *evaluator) evalItem(x *ItemExpr, f *frame) (any, error) {
 	return v, e.at(x.Pos, err)
 }
 
-func (e *evaluator) evalSlice(x *SliceExpr, f *frame) (any, error) {
+func (e *evaluator) evalSlice(x *parse.SliceExpr, f *frame) (any, error) {
 	obj, err := e.eval(x.Obj, f)
 	if err != nil {
 		return nil, err
 	}
 	var bounds [3]*int64
-	for i, b := range [3]Expr{x.Lo, x.Hi, x.Step} {
+	for i, b := range [3]parse.Expr{x.Lo, x.Hi, x.Step} {
 		if b == nil {
 			continue
 		}
@@ -121,7 +123,7 @@ func (e *evaluator) evalSlice(x *SliceExpr, f *frame) (any, error) {
 	return v, e.at(x.Pos, err)
 }
 
-func (e *evaluator) evalFilter(x *FilterExpr, f *frame) (any, error) {
+func (e *evaluator) evalFilter(x *parse.FilterExpr, f *frame) (any, error) {
 	var in any
 	if x.In == nil {
 		in = e.blockIn
@@ -167,7 +169,7 @@ func isPositioned(err error) bool {
 	return errors.As(err, &pe) || errors.As(err, &te)
 }
 
-func (e *evaluator) evalTest(x *TestExpr, f *frame) (any, error) {
+func (e *evaluator) evalTest(x *parse.TestExpr, f *frame) (any, error) {
 	in, err := e.eval(x.In, f)
 	if err != nil {
 		return nil, err
@@ -187,7 +189,7 @@ func (e *evaluator) evalTest(x *TestExpr, f *frame) (any, error) {
 	return ok != x.Negate, nil
 }
 
-func (e *evaluator) evalBin(x *BinExpr, f *frame) (any, error) {
+func (e *evaluator) evalBin(x *parse.BinExpr, f *frame) (any, error) {
 	a, err := e.eval(x.A, f)
 	if err != nil {
 		return nil, err
@@ -206,7 +208,7 @@ func (e *evaluator) evalBin(x *BinExpr, f *frame) (any, error) {
 	return v, e.at(x.Pos, err)
 }
 
-func (e *evaluator) evalConcat(x *ConcatExpr, f *frame) (any, error) {
+func (e *evaluator) evalConcat(x *parse.ConcatExpr, f *frame) (any, error) {
 	outer := e.taint
 	e.taint = ""
 	defer func() { e.taint = outer }()
@@ -231,7 +233,7 @@ func (e *evaluator) evalConcat(x *ConcatExpr, f *frame) (any, error) {
 	return b.String(), nil
 }
 
-func (e *evaluator) evalCompare(x *CompareExpr, f *frame) (any, error) {
+func (e *evaluator) evalCompare(x *parse.CompareExpr, f *frame) (any, error) {
 	a, err := e.eval(x.First, f)
 	if err != nil {
 		return nil, err
@@ -285,7 +287,7 @@ func (e *evaluator) compareOp(op string, a, b any) (bool, error) {
 	return false, fmt.Errorf("unknown comparison %s", op)
 }
 
-func (e *evaluator) evalAnd(x *AndExpr, f *frame) (any, error) {
+func (e *evaluator) evalAnd(x *parse.AndExpr, f *frame) (any, error) {
 	a, err := e.eval(x.A, f)
 	if err != nil || !truthy(a) {
 		return a, err
@@ -293,7 +295,7 @@ func (e *evaluator) evalAnd(x *AndExpr, f *frame) (any, error) {
 	return e.eval(x.B, f)
 }
 
-func (e *evaluator) evalOr(x *OrExpr, f *frame) (any, error) {
+func (e *evaluator) evalOr(x *parse.OrExpr, f *frame) (any, error) {
 	a, err := e.eval(x.A, f)
 	if err != nil || truthy(a) {
 		return a, err
@@ -301,7 +303,7 @@ func (e *evaluator) evalOr(x *OrExpr, f *frame) (any, error) {
 	return e.eval(x.B, f)
 }
 
-func (e *evaluator) evalNot(x *NotExpr, f *frame) (any, error) {
+func (e *evaluator) evalNot(x *parse.NotExpr, f *frame) (any, error) {
 	v, err := e.eval(x.X, f)
 	if err != nil {
 		return nil, err
@@ -309,7 +311,7 @@ func (e *evaluator) evalNot(x *NotExpr, f *frame) (any, error) {
 	return !truthy(v), nil
 }
 
-func (e *evaluator) evalNeg(x *NegExpr, f *frame) (any, error) {
+func (e *evaluator) evalNeg(x *parse.NegExpr, f *frame) (any, error) {
 	v, err := e.eval(x.X, f)
 	if err != nil {
 		return nil, err
@@ -318,7 +320,7 @@ func (e *evaluator) evalNeg(x *NegExpr, f *frame) (any, error) {
 	return r, e.at(x.Pos, err)
 }
 
-func (e *evaluator) evalCond(x *CondExpr, f *frame) (any, error) {
+func (e *evaluator) evalCond(x *parse.CondExpr, f *frame) (any, error) {
 	t, err := e.cond(x.Test, f)
 	if err != nil {
 		return nil, err
@@ -333,7 +335,7 @@ func (e *evaluator) evalCond(x *CondExpr, f *frame) (any, error) {
 	return e.eval(x.Else, f)
 }
 
-func (e *evaluator) evalList(x *ListExpr, f *frame) (any, error) {
+func (e *evaluator) evalList(x *parse.ListExpr, f *frame) (any, error) {
 	items := make([]any, len(x.Items))
 	for i, it := range x.Items {
 		v, err := e.eval(it, f)
@@ -345,7 +347,7 @@ func (e *evaluator) evalList(x *ListExpr, f *frame) (any, error) {
 	return &List{items: items}, nil
 }
 
-func (e *evaluator) evalTuple(x *TupleExpr, f *frame) (any, error) {
+func (e *evaluator) evalTuple(x *parse.TupleExpr, f *frame) (any, error) {
 	items := make(Tuple, len(x.Items))
 	for i, it := range x.Items {
 		v, err := e.eval(it, f)
@@ -357,7 +359,7 @@ func (e *evaluator) evalTuple(x *TupleExpr, f *frame) (any, error) {
 	return items, nil
 }
 
-func (e *evaluator) evalDict(x *DictExpr, f *frame) (any, error) {
+func (e *evaluator) evalDict(x *parse.DictExpr, f *frame) (any, error) {
 	d := newDict(len(x.Keys))
 	for i := range x.Keys {
 		k, err := e.eval(x.Keys[i], f)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
 // Running statements: execAll switches on each statement's type; each kind has its function
@@ -12,60 +13,60 @@ import (
 
 // execAll runs statements in order, switching on each one's type (here rather than in a
 // function of its own: statements run once per item of the data, and a call fewer counts).
-func (e *evaluator) execAll(body []Stmt, f *frame) error {
+func (e *evaluator) execAll(body []parse.Stmt, f *frame) error {
 	for _, s := range body {
 		var err error
 		switch s := s.(type) {
-		case *TextStmt:
+		case *parse.TextStmt:
 			// Text and prints are most statements: their common case here, without a call.
 			if !e.suppress && len(e.out)+len(s.Text) <= e.maxSize {
 				e.out = append(e.out, s.Text...)
 				continue
 			}
 			err = e.execText(s, f)
-		case *PrintStmt:
+		case *parse.PrintStmt:
 			err = e.execPrint(s, f)
-		case *IfStmt:
+		case *parse.IfStmt:
 			err = e.execIf(s, f)
-		case *ForStmt:
+		case *parse.ForStmt:
 			err = e.execFor(s, f)
-		case *SetStmt:
+		case *parse.SetStmt:
 			err = e.execSet(s, f)
-		case *SetBlockStmt:
+		case *parse.SetBlockStmt:
 			err = e.execSetBlock(s, f)
-		case *WithStmt:
+		case *parse.WithStmt:
 			err = e.execWith(s, f)
-		case *MacroStmt:
+		case *parse.MacroStmt:
 			err = e.execMacro(s, f)
-		case *CallBlockStmt:
+		case *parse.CallBlockStmt:
 			err = e.execCallBlock(s, f)
-		case *FilterBlockStmt:
+		case *parse.FilterBlockStmt:
 			err = e.execFilterBlock(s, f)
-		case *IncludeStmt:
+		case *parse.IncludeStmt:
 			err = e.execInclude(s, f)
-		case *ImportStmt:
+		case *parse.ImportStmt:
 			err = e.execImport(s, f)
-		case *FromImportStmt:
+		case *parse.FromImportStmt:
 			err = e.execFromImport(s, f)
-		case *ExtendsStmt:
+		case *parse.ExtendsStmt:
 			err = e.execExtends(s, f)
-		case *BlockStmt:
+		case *parse.BlockStmt:
 			err = e.execBlock(s, f)
-		case *AutoescapeStmt:
+		case *parse.AutoescapeStmt:
 			err = e.execAutoescape(s, f)
-		case *LoopControlStmt:
+		case *parse.LoopControlStmt:
 			err = e.execLoopControl(s, f)
-		case *DoStmt:
+		case *parse.DoStmt:
 			err = e.execDo(s, f)
-		case *CycleStmt:
+		case *parse.CycleStmt:
 			err = e.execCycle(s, f)
-		case *FirstofStmt:
+		case *parse.FirstofStmt:
 			err = e.execFirstof(s, f)
-		case *IfchangedStmt:
+		case *parse.IfchangedStmt:
 			err = e.execIfchanged(s, f)
-		case *WidthratioStmt:
+		case *parse.WidthratioStmt:
 			err = e.execWidthratio(s, f)
-		case *SpacelessStmt:
+		case *parse.SpacelessStmt:
 			err = e.execSpaceless(s, f)
 		default:
 			err = e.at(s.Position(), fmt.Errorf("internal error: no evaluation for statement %T", s))
@@ -77,7 +78,7 @@ func (e *evaluator) execAll(body []Stmt, f *frame) error {
 	return nil
 }
 
-func (e *evaluator) execText(s *TextStmt, f *frame) error {
+func (e *evaluator) execText(s *parse.TextStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
@@ -88,12 +89,12 @@ func (e *evaluator) execText(s *TextStmt, f *frame) error {
 	return nil
 }
 
-func (e *evaluator) execPrint(s *PrintStmt, f *frame) error {
+func (e *evaluator) execPrint(s *parse.PrintStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
 	var v any
-	if n, ok := s.X.(*NameExpr); ok { // most prints print a name
+	if n, ok := s.X.(*parse.NameExpr); ok { // most prints print a name
 		v = e.nameValue(n, f)
 	} else {
 		var err error
@@ -108,7 +109,7 @@ func (e *evaluator) execPrint(s *PrintStmt, f *frame) error {
 	return e.at(s.Pos, e.print(v))
 }
 
-func (e *evaluator) execIf(s *IfStmt, f *frame) error {
+func (e *evaluator) execIf(s *parse.IfStmt, f *frame) error {
 	for i, c := range s.Conds {
 		ok, err := e.cond(c, f)
 		if err != nil {
@@ -123,11 +124,11 @@ func (e *evaluator) execIf(s *IfStmt, f *frame) error {
 
 // cond evaluates x for its truth only: a missing key or name is false without making an
 // Undefined on the way (conditions run once per item of the data: no allocation).
-func (e *evaluator) cond(x Expr, f *frame) (bool, error) {
+func (e *evaluator) cond(x parse.Expr, f *frame) (bool, error) {
 	switch c := x.(type) {
-	case *AttrExpr:
+	case *parse.AttrExpr:
 		var obj any
-		if n, ok := c.Obj.(*NameExpr); ok {
+		if n, ok := c.Obj.(*parse.NameExpr); ok {
 			obj = e.nameValue(n, f)
 		} else {
 			var err error
@@ -149,19 +150,19 @@ func (e *evaluator) cond(x Expr, f *frame) (bool, error) {
 			return false, e.at(c.Pos, err)
 		}
 		return truthy(v), nil
-	case *NameExpr:
+	case *parse.NameExpr:
 		v, ok := e.lookup(f, c.Name)
 		return ok && truthy(v), nil
-	case *NotExpr:
+	case *parse.NotExpr:
 		ok, err := e.cond(c.X, f)
 		return !ok, err
-	case *AndExpr:
+	case *parse.AndExpr:
 		ok, err := e.cond(c.A, f)
 		if err != nil || !ok {
 			return false, err
 		}
 		return e.cond(c.B, f)
-	case *OrExpr:
+	case *parse.OrExpr:
 		ok, err := e.cond(c.A, f)
 		if err != nil || ok {
 			return ok, err
@@ -175,7 +176,7 @@ func (e *evaluator) cond(x Expr, f *frame) (bool, error) {
 	return truthy(v), nil
 }
 
-func (e *evaluator) execSet(s *SetStmt, f *frame) error {
+func (e *evaluator) execSet(s *parse.SetStmt, f *frame) error {
 	v, err := e.eval(s.X, f)
 	if err != nil {
 		return err
@@ -183,7 +184,7 @@ func (e *evaluator) execSet(s *SetStmt, f *frame) error {
 	return e.at(s.Pos, e.assign(f, s.Target, v))
 }
 
-func (e *evaluator) assign(f *frame, t Target, v any) error {
+func (e *evaluator) assign(f *frame, t parse.Target, v any) error {
 	switch {
 	case t.Tuple:
 		items, err := e.unpack(v, len(t.Items))
@@ -230,7 +231,7 @@ func (e *evaluator) unpack(v any, n int) ([]any, error) {
 	return out, nil
 }
 
-func (e *evaluator) execSetBlock(s *SetBlockStmt, f *frame) error {
+func (e *evaluator) execSetBlock(s *parse.SetBlockStmt, f *frame) error {
 	out, err := e.capture(s.Body, f)
 	if err != nil {
 		return err
@@ -251,7 +252,7 @@ func (e *evaluator) execSetBlock(s *SetBlockStmt, f *frame) error {
 	return e.at(s.Pos, e.assign(f, s.Target, v))
 }
 
-func (e *evaluator) execWith(s *WithStmt, f *frame) error {
+func (e *evaluator) execWith(s *parse.WithStmt, f *frame) error {
 	vals := make([]any, len(s.Values))
 	for i, x := range s.Values {
 		v, err := e.eval(x, f)
@@ -270,13 +271,13 @@ func (e *evaluator) execWith(s *WithStmt, f *frame) error {
 	return e.execAll(s.Body, inner)
 }
 
-func (e *evaluator) execMacro(s *MacroStmt, f *frame) error {
+func (e *evaluator) execMacro(s *parse.MacroStmt, f *frame) error {
 	keep(f)
 	f.set(s.Macro.Name, &Macro{def: s.Macro, closure: f, tmpl: e.cur, escape: e.autoescape})
 	return nil
 }
 
-func (e *evaluator) execCallBlock(s *CallBlockStmt, f *frame) error {
+func (e *evaluator) execCallBlock(s *parse.CallBlockStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
@@ -289,7 +290,7 @@ func (e *evaluator) execCallBlock(s *CallBlockStmt, f *frame) error {
 	return e.at(s.Pos, e.print(v))
 }
 
-func (e *evaluator) execFilterBlock(s *FilterBlockStmt, f *frame) error {
+func (e *evaluator) execFilterBlock(s *parse.FilterBlockStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
@@ -311,7 +312,7 @@ func (e *evaluator) execFilterBlock(s *FilterBlockStmt, f *frame) error {
 	return e.at(s.Pos, e.print(v))
 }
 
-func (e *evaluator) execAutoescape(s *AutoescapeStmt, f *frame) error {
+func (e *evaluator) execAutoescape(s *parse.AutoescapeStmt, f *frame) error {
 	v, err := e.eval(s.On, f)
 	if err != nil {
 		return err
@@ -323,14 +324,14 @@ func (e *evaluator) execAutoescape(s *AutoescapeStmt, f *frame) error {
 	return err
 }
 
-func (e *evaluator) execLoopControl(s *LoopControlStmt, f *frame) error {
+func (e *evaluator) execLoopControl(s *parse.LoopControlStmt, f *frame) error {
 	if s.Break {
 		return errBreak
 	}
 	return errContinue
 }
 
-func (e *evaluator) execDo(s *DoStmt, f *frame) error {
+func (e *evaluator) execDo(s *parse.DoStmt, f *frame) error {
 	_, err := e.eval(s.X, f)
 	return err
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
 // {% for %}: the loop variable (loopCtx), the loop filter, pongo2's reversed and sorted,
@@ -17,16 +19,16 @@ type loopCtx struct {
 	parent         *loopCtx
 	changedLast    []any
 	changedSet     bool
-	ifchanged      map[*IfchangedStmt]string
-	stmt           *ForStmt // recursive loops: loop(x) runs stmt again
+	ifchanged      map[*parse.IfchangedStmt]string
+	stmt           *parse.ForStmt // recursive loops: loop(x) runs stmt again
 	frame          *frame
 	tmpl           *Template // whose nodes stmt is (loop(x) may be called from another template's macro)
 }
 
-func (e *evaluator) execFor(s *ForStmt, f *frame) error {
+func (e *evaluator) execFor(s *parse.ForStmt, f *frame) error {
 	// for k, v in d.items(): walk the dict in place, without a view object.
-	if c, ok := s.Iter.(*CallExpr); ok && len(c.Args.List) == 0 && len(c.Args.Kw) == 0 && c.Args.Star == nil && c.Args.StarKw == nil {
-		if a, ok := c.Fn.(*AttrExpr); ok && (a.Name == "items" || a.Name == "iteritems") {
+	if c, ok := s.Iter.(*parse.CallExpr); ok && len(c.Args.List) == 0 && len(c.Args.Kw) == 0 && c.Args.Star == nil && c.Args.StarKw == nil {
+		if a, ok := c.Fn.(*parse.AttrExpr); ok && (a.Name == "items" || a.Name == "iteritems") {
 			obj, err := e.eval(a.Obj, f)
 			if err != nil {
 				return err
@@ -48,7 +50,7 @@ func (e *evaluator) execFor(s *ForStmt, f *frame) error {
 	return e.runFor(s, f, v, 0, nil)
 }
 
-func (e *evaluator) runFor(s *ForStmt, f *frame, v any, depth0 int, parentLoop *loopCtx) error {
+func (e *evaluator) runFor(s *parse.ForStmt, f *frame, v any, depth0 int, parentLoop *loopCtx) error {
 	sq, err := e.seqOf(v)
 	if err != nil {
 		return e.at(s.IterPos, fmt.Errorf("cannot loop over %s: %w", aTypeName(v), err))
@@ -57,7 +59,7 @@ func (e *evaluator) runFor(s *ForStmt, f *frame, v any, depth0 int, parentLoop *
 }
 
 // runForSeq runs the loop over sq (the items of v; v may be nil when sq was made directly).
-func (e *evaluator) runForSeq(s *ForStmt, f *frame, v any, sq seq, depth0 int, parentLoop *loopCtx) error {
+func (e *evaluator) runForSeq(s *parse.ForStmt, f *frame, v any, sq seq, depth0 int, parentLoop *loopCtx) error {
 	body := e.newFrame(f)
 	defer e.release(body)
 	// {% for k, v in dict %}: with several names, a dict gives its (key, value) pairs, as in
@@ -88,7 +90,7 @@ func (e *evaluator) runForSeq(s *ForStmt, f *frame, v any, sq seq, depth0 int, p
 }
 
 // runIterations runs the loop's body once per item of sq, in the frame body.
-func (e *evaluator) runIterations(s *ForStmt, body *frame, sq *seq, loop *loopCtx, dictPairs bool) error {
+func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *loopCtx, dictPairs bool) error {
 	simple, pairs, base := bindLoopNames(s, body, sq.view == viewItems && (sq.rec != nil || sq.keys != nil), loop)
 	for i := 0; i < sq.count(); i++ {
 		if err := e.tick(); err != nil {
@@ -132,7 +134,7 @@ func (e *evaluator) runIterations(s *ForStmt, body *frame, sq *seq, loop *loopCt
 
 // newLoop makes the loop object, when the body uses it (nil otherwise): from the pool unless
 // something may keep it past the loop.
-func (e *evaluator) newLoop(s *ForStmt, f *frame, sq *seq, depth0 int, parentLoop *loopCtx) *loopCtx {
+func (e *evaluator) newLoop(s *parse.ForStmt, f *frame, sq *seq, depth0 int, parentLoop *loopCtx) *loopCtx {
 	if !s.UsesLoop {
 		return nil
 	}
@@ -160,7 +162,7 @@ func (e *evaluator) newLoop(s *ForStmt, f *frame, sq *seq, depth0 int, parentLoo
 // ({% set %} in the body). simple: one name; pairs: two names over a dict's items (items:
 // the sequence walks a dict's items in place), set without making a tuple. base is how many
 // names stay from one iteration to the next.
-func bindLoopNames(s *ForStmt, body *frame, items bool, loop *loopCtx) (simple, pairs bool, base int) {
+func bindLoopNames(s *parse.ForStmt, body *frame, items bool, loop *loopCtx) (simple, pairs bool, base int) {
 	simple = !s.Target.Tuple
 	pairs = s.Target.Tuple && len(s.Target.Items) == 2 && !s.Target.Items[0].Tuple && !s.Target.Items[1].Tuple &&
 		s.Target.Items[0].Attr == "" && s.Target.Items[1].Attr == "" && items
@@ -185,7 +187,7 @@ func bindLoopNames(s *ForStmt, body *frame, items bool, loop *loopCtx) (simple, 
 }
 
 // prepareFor applies the loop filter (for x in y if cond) and pongo2's reversed/sorted.
-func (e *evaluator) prepareFor(s *ForStmt, body *frame, sq seq, dictPairs bool) (seq, error) {
+func (e *evaluator) prepareFor(s *parse.ForStmt, body *frame, sq seq, dictPairs bool) (seq, error) {
 	items := e.getScratch()
 	for i := 0; i < sq.n; i++ {
 		item := sq.at(i)
@@ -230,7 +232,7 @@ func (e *evaluator) prepareFor(s *ForStmt, body *frame, sq seq, dictPairs bool) 
 
 // loopTargetError is the error of setting the loop's names to an item. dictPairs: the items
 // are a dict's (key, value) pairs, which the error says.
-func loopTargetError(e *evaluator, s *ForStmt, err error, dictPairs bool) error {
+func loopTargetError(e *evaluator, s *parse.ForStmt, err error, dictPairs bool) error {
 	if dictPairs {
 		err = fmt.Errorf("{%% for %%} with several names over a dict unpacks each (key, value) pair: %w", err)
 	}

@@ -6,11 +6,13 @@ import (
 	"math"
 	"regexp"
 	"strconv"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
 // pongo2's own tags: cycle, firstof, ifchanged, widthratio, spaceless.
 
-func (e *evaluator) execCycle(s *CycleStmt, f *frame) error {
+func (e *evaluator) execCycle(s *parse.CycleStmt, f *frame) error {
 	lv, _ := e.lookup(f, "loop")
 	loop, ok := lv.(*loopCtx)
 	if !ok || len(s.Values) == 0 {
@@ -32,7 +34,7 @@ func (e *evaluator) execCycle(s *CycleStmt, f *frame) error {
 	return e.at(s.Pos, e.print(v))
 }
 
-func (e *evaluator) execFirstof(s *FirstofStmt, f *frame) error {
+func (e *evaluator) execFirstof(s *parse.FirstofStmt, f *frame) error {
 	for _, x := range s.Values {
 		v, err := e.eval(x, f)
 		if err != nil {
@@ -48,7 +50,7 @@ func (e *evaluator) execFirstof(s *FirstofStmt, f *frame) error {
 	return nil
 }
 
-func (e *evaluator) execIfchanged(s *IfchangedStmt, f *frame) error {
+func (e *evaluator) execIfchanged(s *parse.IfchangedStmt, f *frame) error {
 	lv, _ := e.lookup(f, "loop")
 	loop, _ := lv.(*loopCtx)
 	if loop == nil {
@@ -75,7 +77,7 @@ func (e *evaluator) execIfchanged(s *IfchangedStmt, f *frame) error {
 		key = out
 	}
 	if loop.ifchanged == nil {
-		loop.ifchanged = map[*IfchangedStmt]string{}
+		loop.ifchanged = map[*parse.IfchangedStmt]string{}
 	}
 	last, seen := loop.ifchanged[s]
 	if seen && last == key {
@@ -88,9 +90,9 @@ func (e *evaluator) execIfchanged(s *IfchangedStmt, f *frame) error {
 	return e.at(s.Pos, e.write(out))
 }
 
-func (e *evaluator) execWidthratio(s *WidthratioStmt, f *frame) error {
+func (e *evaluator) execWidthratio(s *parse.WidthratioStmt, f *frame) error {
 	var xs [3]float64
-	for i, x := range []Expr{s.Value, s.Max, s.Size} {
+	for i, x := range []parse.Expr{s.Value, s.Max, s.Size} {
 		v, err := e.eval(x, f)
 		if err != nil {
 			return err
@@ -115,7 +117,7 @@ func (e *evaluator) execWidthratio(s *WidthratioStmt, f *frame) error {
 
 var spacelessRE = regexp.MustCompile(`(?U:(<.*>))([\t\n\v\f\r ]+)(?U:(<.*>))`)
 
-func (e *evaluator) execSpaceless(s *SpacelessStmt, f *frame) error {
+func (e *evaluator) execSpaceless(s *parse.SpacelessStmt, f *frame) error {
 	out, err := e.capture(s.Body, f)
 	if err != nil {
 		return err

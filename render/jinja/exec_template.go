@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
 // The statements that reach other templates of the set: extends and block (with super()
@@ -20,7 +22,7 @@ func (e *evaluator) template(key string) (*Template, error) {
 	return nil, e.prog.missing(key)
 }
 
-func (e *evaluator) execExtends(s *ExtendsStmt, f *frame) error {
+func (e *evaluator) execExtends(s *parse.ExtendsStmt, f *frame) error {
 	if e.extending != nil {
 		return e.at(s.Pos, errors.New("extended multiple times"))
 	}
@@ -32,7 +34,7 @@ func (e *evaluator) execExtends(s *ExtendsStmt, f *frame) error {
 	return nil
 }
 
-func (e *evaluator) execBlock(s *BlockStmt, f *frame) error {
+func (e *evaluator) execBlock(s *parse.BlockStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
@@ -92,7 +94,7 @@ type (
 	blockRef struct{ name string }
 )
 
-func (e *evaluator) execInclude(s *IncludeStmt, f *frame) error {
+func (e *evaluator) execInclude(s *parse.IncludeStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
@@ -186,7 +188,7 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	return m, nil
 }
 
-func (e *evaluator) execImport(s *ImportStmt, f *frame) error {
+func (e *evaluator) execImport(s *parse.ImportStmt, f *frame) error {
 	m, err := e.importModule(s.Key, s.KeyPos, s.WithContext, f)
 	if err != nil {
 		return err
@@ -195,7 +197,7 @@ func (e *evaluator) execImport(s *ImportStmt, f *frame) error {
 	return nil
 }
 
-func (e *evaluator) execFromImport(s *FromImportStmt, f *frame) error {
+func (e *evaluator) execFromImport(s *parse.FromImportStmt, f *frame) error {
 	m, err := e.importModule(s.Key, s.KeyPos, s.WithContext, f)
 	if err != nil {
 		return err

@@ -109,6 +109,12 @@ func parsePyFloat(s string) (float64, error) {
 	return f, nil
 }
 
+// isRangeErr: the number is out of float64's range (Python makes it inf, as ParseFloat does).
+func isRangeErr(err error) bool {
+	ne, ok := err.(*strconv.NumError)
+	return ok && ne.Err == strconv.ErrRange
+}
+
 // validUnderscores: Python allows _ only between digits.
 func validUnderscores(s string) bool {
 	for i := 0; i < len(s); i++ {

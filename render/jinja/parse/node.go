@@ -1,4 +1,4 @@
-package jinja
+package parse
 
 // The tree a template parses into. Statements (Stmt) run and write output; expressions (Expr)
 // evaluate to values. Every node keeps the byte offset it starts at, so that an error names
@@ -317,8 +317,9 @@ type (
 	}
 )
 
-// Use is a filter or a test that a template names, where the parser met it. The compiler
-// resolves each to its function once (Template.filters, Template.tests, by index).
+// Use is a filter or a test that a template names, where the parser met it. A FilterExpr or
+// a TestExpr holds its index in Tree.Uses: what runs the tree resolves each name once, by
+// index, rather than by name at every call.
 type Use struct {
 	Test   bool // a test; else a filter
 	Name   string

@@ -1,4 +1,4 @@
-package jinja
+package parse
 
 import (
 	"slices"
@@ -28,9 +28,10 @@ type parser struct {
 	blocks  map[string]*BlockStmt
 	extends bool
 
-	// The filters and tests the template names, in the order met (the compiler resolves
-	// them), and whether the current statement is soft for them (see Use.Soft). Statements
-	// that open a scope of their own (for bodies, macros, blocks...) are not soft.
+	// The filters and tests the template names, in the order met (names only: resolving
+	// them is for what runs the tree), and whether the current statement is soft for them
+	// (see Use.Soft). Statements that open a scope of their own (for bodies, macros,
+	// blocks...) are not soft.
 	uses []Use
 	soft bool
 }

@@ -1,4 +1,4 @@
-package jinja
+package parse
 
 // pongo2's own tags: cycle, firstof, ifequal/ifnotequal, ifchanged, widthratio, spaceless,
 // templatetag, comment; and the ones that are not allowed (ssi, now, lorem).

@@ -1,4 +1,4 @@
-package jinja
+package parse
 
 import (
 	"fmt"
@@ -562,20 +562,6 @@ func (p *parser) parseTargetPrimary() (Target, error) {
 		return Target{Pos: t.pos, Items: items, Tuple: true}, nil
 	}
 	return Target{}, p.unexpected(t, "a name to assign to")
-}
-
-// targetNames lists the names a target binds.
-func targetNames(t Target, out []string) []string {
-	if t.Tuple {
-		for _, it := range t.Items {
-			out = targetNames(it, out)
-		}
-		return out
-	}
-	if t.Attr == "" {
-		out = append(out, t.Name)
-	}
-	return out
 }
 
 // parsePrint parses {% print a, b %}: the values printed one after the other.
