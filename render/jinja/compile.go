@@ -4,66 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
-
-// Template is one compiled template (one key of a template set): its tree, and the
-// filters and tests the tree names.
-type Template struct {
-	name string
-	tree *parse.Tree
-	// The filters and tests of Tree.Uses, by index (FilterExpr.Use, TestExpr.Use), resolved
-	// once when compiling; nil: no one has the name (an error when it runs).
-	filters []filterFunc
-	tests   []testFunc
-}
-
-// lineCol returns the 1-based line and column (in characters) of a byte offset.
-func (t *Template) lineCol(pos int) (int, int) {
-	if t == nil {
-		return 0, 0
-	}
-	return t.tree.LineCol(pos)
-}
-
-// Error is an error in a template, located at a line and column of one of the set's keys.
-type Error struct {
-	Template  string
-	Line, Col int
-	Err       error
-}
-
-func (e *Error) Error() string {
-	if e.Line > 0 {
-		return fmt.Sprintf("template %q line %d column %d: %v", e.Template, e.Line, e.Col, e.Err)
-	}
-	return fmt.Sprintf("template %q: %v", e.Template, e.Err)
-}
-
-func (e *Error) Unwrap() error { return e.Err }
-
-// Filter is an extra filter given to Compile: the value, the positional and the keyword
-// arguments.
-type Filter func(v any, args []any, kwargs map[string]any) (any, error)
-
-// Options configure Compile.
-type Options struct {
-	// Filters are extra filters, beside Jinja2's; they win over pongo2's of the same name.
-	Filters map[string]Filter
-}
-
-// Program is a compiled template set: the main template and every template it can reach by
-// a quoted key ({% include %}, {% import %}, {% from %}, {% extends %}). A Program is read
-// only once compiled: any number of renders may share it.
-type Program struct {
-	main      string
-	templates map[string]*Template
-	errs      map[string]error // keys that do not compile: the error is raised where they are used
-	keys      []string         // every key of the set, for error messages
-	filters   map[string]Filter
-}
 
 // Compile parses srcs[main] and the templates it reaches. A syntax error in the main
 // template is returned; one in a template it reaches is returned when a render uses it, as
@@ -107,10 +50,6 @@ func Compile(srcs map[string]string, main string, opts Options) (prog *Program, 
 		}
 	}
 	return p, nil
-}
-
-func (p *Program) missing(key string) error {
-	return fmt.Errorf("there is no template key %q (keys: %s)", key, strings.Join(p.keys, ", "))
 }
 
 // parse parses one template and resolves the filters and tests it names.

@@ -203,18 +203,6 @@ func (e *evaluator) call(fn any, a []any, kw map[string]any) (any, error) {
 	return nil, fmt.Errorf("'%s' object is not callable", typeName(fn))
 }
 
-// maxCallDepth bounds nested macro calls, includes and recursive loops (Python's own
-// recursion limit stops Jinja2 at a few hundred).
-const maxCallDepth = 256
-
-// Macro is a macro (or a call block's caller) with the scope it was defined in.
-type Macro struct {
-	def     *parse.MacroDef
-	closure *frame
-	tmpl    *Template
-	escape  bool // autoescape where it was defined (its prints escape or not as written there)
-}
-
 func (e *evaluator) callMacro(m *Macro, a []any, kw map[string]any) (any, error) {
 	d := m.def
 	order := e.kwOrder

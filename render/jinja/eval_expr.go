@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
@@ -73,6 +74,26 @@ func (e *evaluator) nameValue(x *parse.NameExpr, f *frame) any {
 		return v
 	}
 	return e.evalUndefinedName(x)
+}
+
+func (e *evaluator) lookup(f *frame, name string) (any, bool) {
+	for fr := f; fr != nil; fr = fr.parent {
+		for i := len(fr.names) - 1; i >= 0; i-- {
+			// The parser interns names: equal names mostly share their bytes.
+			if n := fr.names[i]; len(n) == len(name) && (unsafe.StringData(n) == unsafe.StringData(name) || n == name) {
+				return fr.vals[i], true
+			}
+		}
+		if fr.ctx != nil {
+			if v, ok := fr.ctx[name]; ok {
+				return fromData(v), true
+			}
+		}
+	}
+	if b := lookupBuiltin(name); b != nil {
+		return b, true
+	}
+	return nil, false
 }
 
 // evalUndefinedName is a name that is not set: self in a template with blocks, else undefined.

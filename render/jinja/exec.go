@@ -2,6 +2,7 @@ package jinja
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
@@ -107,6 +108,58 @@ func (e *evaluator) execPrint(s *parse.PrintStmt, f *frame) error {
 		return nil
 	}
 	return e.at(s.Pos, e.print(v))
+}
+
+func (e *evaluator) write(s string) error {
+	if len(e.out)+len(s) > e.maxSize {
+		return e.sizeError()
+	}
+	e.out = append(e.out, s...)
+	return nil
+}
+
+// print writes v as Jinja2 prints it ({{ v }}).
+func (e *evaluator) print(v any) error {
+	switch x := v.(type) {
+	case string:
+		if e.autoescape {
+			return e.write(escapeString(x))
+		}
+		return e.write(x)
+	case int64:
+		if len(e.out)+20 > e.maxSize {
+			return e.sizeError()
+		}
+		e.out = strconv.AppendInt(e.out, x, 10)
+		return nil
+	case Markup:
+		return e.write(string(x))
+	case *tainted:
+		return &UnsafeValueError{Value: x.s, Source: x.src}
+	case *Undefined:
+		if x.err != nil {
+			return x.err
+		}
+		return nil
+	}
+	s, err := e.str(v)
+	if err != nil {
+		return err
+	}
+	if e.autoescape {
+		s = escapeString(s)
+	}
+	return e.write(s)
+}
+
+// capture runs body with its output going to a string of its own.
+func (e *evaluator) capture(body []parse.Stmt, f *frame) (string, error) {
+	saved := e.out
+	e.out = nil
+	err := e.execAll(body, f)
+	out := string(e.out)
+	e.out = saved
+	return out, err
 }
 
 func (e *evaluator) execIf(s *parse.IfStmt, f *frame) error {

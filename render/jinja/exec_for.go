@@ -8,22 +8,8 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
-// {% for %}: the loop variable (loopCtx), the loop filter, pongo2's reversed and sorted,
-// and recursive loops.
-
-// loopCtx is the loop variable (and pongo2's forloop).
-type loopCtx struct {
-	index0, length int
-	s              seq
-	depth0         int
-	parent         *loopCtx
-	changedLast    []any
-	changedSet     bool
-	ifchanged      map[*parse.IfchangedStmt]string
-	stmt           *parse.ForStmt // recursive loops: loop(x) runs stmt again
-	frame          *frame
-	tmpl           *Template // whose nodes stmt is (loop(x) may be called from another template's macro)
-}
+// {% for %}: the loop variable (loopCtx, whose type is with the evaluator's state), the loop
+// filter, pongo2's reversed and sorted, and recursive loops.
 
 func (e *evaluator) execFor(s *parse.ForStmt, f *frame) error {
 	// for k, v in d.items(): walk the dict in place, without a view object.

@@ -22,6 +22,41 @@ func (e *evaluator) template(key string) (*Template, error) {
 	return nil, e.prog.missing(key)
 }
 
+// runTemplate renders t at the top level of root, then the templates it extends.
+func (e *evaluator) runTemplate(t *Template, root *frame) error {
+	savedCur, savedRoot, savedBlocks, savedExt, savedSuppress := e.cur, e.root, e.blocks, e.extending, e.suppress
+	defer func() {
+		e.cur, e.root, e.blocks, e.extending, e.suppress = savedCur, savedRoot, savedBlocks, savedExt, savedSuppress
+	}()
+	e.cur, e.root, e.extending, e.suppress = t, root, nil, false
+	e.blocks = nil
+	if len(t.tree.Blocks) > 0 || t.tree.Extends {
+		e.blocks = map[string][]block{}
+		for name, b := range t.tree.Blocks {
+			e.blocks[name] = []block{{def: b, tmpl: t}}
+		}
+	}
+	if err := e.execAll(t.tree.Body, root); err != nil {
+		return err
+	}
+	// {% extends %}: the parent renders, with the child's blocks first in the block table.
+	for seen := 0; e.extending != nil; seen++ {
+		if seen > maxCallDepth {
+			return errors.New("templates extend each other in a cycle")
+		}
+		parent := e.extending
+		e.extending, e.suppress = nil, false
+		for name, b := range parent.tree.Blocks {
+			e.blocks[name] = append(e.blocks[name], block{def: b, tmpl: parent})
+		}
+		e.cur = parent
+		if err := e.execAll(parent.tree.Body, root); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (e *evaluator) execExtends(s *parse.ExtendsStmt, f *frame) error {
 	if e.extending != nil {
 		return e.at(s.Pos, errors.New("extended multiple times"))

@@ -13,8 +13,6 @@ import (
 // dicts), filters_items.go (by attribute: map, select, groupby...). pongo2's own filters run
 // through pongo2.go.
 
-type filterFunc func(e *evaluator, in any, a []any, kw map[string]any) (any, error)
-
 // noArg marks a parameter that was not given.
 type noArgType struct{}
 

@@ -11,8 +11,6 @@ import (
 
 // Jinja2's tests (jinja2/tests.py): `x is name(args)`.
 
-type testFunc func(e *evaluator, in any, a []any, kw map[string]any) (bool, error)
-
 func lookupTest(name string) testFunc {
 	switch name {
 	case "odd", "even":

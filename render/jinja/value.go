@@ -220,12 +220,6 @@ const (
 	viewValues = 'v'
 )
 
-// builtin is a global function: range, dict, namespace, cycler, joiner.
-type builtin struct {
-	name string
-	fn   func(e *evaluator, a []any, kw map[string]any) (any, error)
-}
-
 // boundMethod is obj.method not called at once.
 type boundMethod struct {
 	obj  any
