@@ -123,12 +123,6 @@ func (e *evaluator) renderBlockValue(name string, idx int, parent *frame) (any, 
 	return out, nil
 }
 
-// selfRef is `self` in a template with blocks; blockRef is self.name.
-type (
-	selfRef  struct{}
-	blockRef struct{ name string }
-)
-
 func (e *evaluator) execInclude(s *parse.IncludeStmt, f *frame) error {
 	if e.suppress {
 		return nil

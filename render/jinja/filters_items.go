@@ -28,12 +28,6 @@ func fAttr(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	return e.getAttr(in, name)
 }
 
-// group is what groupby gives: a (grouper, list) named tuple.
-type group struct {
-	grouper any
-	list    *List
-}
-
 func fGroupby(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	p, err := bind("groupby", a, kw, "attribute", "default", "case_sensitive")
 	if err != nil {

@@ -11,11 +11,6 @@ import (
 // Python's str methods (and Markup's, which escape their arguments), for strings from the
 // template and from the data alike.
 
-// isPySpace is Python's str.isspace for one character.
-func isPySpace(r rune) bool {
-	return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f)
-}
-
 func isStrMethod(name string) bool {
 	switch name {
 	case "capitalize", "casefold", "center", "count", "endswith", "find", "format", "format_map", "index",

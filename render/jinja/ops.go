@@ -590,18 +590,6 @@ func equal(a, b any) bool {
 	return a == b
 }
 
-func strValue(v any) (string, bool) {
-	switch x := v.(type) {
-	case string:
-		return x, true
-	case Markup:
-		return string(x), true
-	case *tainted:
-		return x.s, true
-	}
-	return "", false
-}
-
 func seqEqual(a, b []any) bool {
 	if len(a) != len(b) {
 		return false
