@@ -163,13 +163,6 @@ func numberAttr(o any, name string) (any, bool) {
 	return nil, false
 }
 
-func boolInt(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // getItem is Jinja2's obj[key]: the item, else (a string key) the attribute, else undefined.
 func (e *evaluator) getItem(obj, key any) (any, error) {
 	if u, ok := obj.(*Undefined); ok {
@@ -193,19 +186,6 @@ func (e *evaluator) getItem(obj, key any) (any, error) {
 		return e.getAttr(obj, s)
 	}
 	return undefinedAttr(obj, key), nil
-}
-
-// indexOf reads an index: an int or a bool.
-func indexOf(key any) (int64, bool) {
-	switch k := key.(type) {
-	case int64:
-		return k, true
-	case bool:
-		return boolInt(k), true
-	case *big.Int:
-		return 1 << 62, true // out of range of anything
-	}
-	return 0, false
 }
 
 // index is seq[i] for sequences (negative i counts from the end).
