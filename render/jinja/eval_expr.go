@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
@@ -102,6 +103,60 @@ func (e *evaluator) evalUndefinedName(x *parse.NameExpr) any {
 		return &selfRef{}
 	}
 	return undefinedName(x.Name)
+}
+
+// cond evaluates x for its truth only: a missing key or name is false without making an
+// Undefined on the way (conditions run once per item of the data: no allocation).
+func (e *evaluator) cond(x parse.Expr, f *frame) (bool, error) {
+	switch c := x.(type) {
+	case *parse.AttrExpr:
+		var obj any
+		if n, ok := c.Obj.(*parse.NameExpr); ok {
+			obj = e.nameValue(n, f)
+		} else {
+			var err error
+			if obj, err = e.eval(c.Obj, f); err != nil {
+				return false, err
+			}
+		}
+		if !isDictMethod(c.Name) {
+			switch m := obj.(type) {
+			case map[string]any:
+				return truthy(m[c.Name]), nil
+			case *record.Record:
+				v, _ := m.Get(c.Name)
+				return truthy(v), nil
+			}
+		}
+		v, err := e.getAttr(obj, c.Name)
+		if err != nil {
+			return false, e.at(c.Pos, err)
+		}
+		return truthy(v), nil
+	case *parse.NameExpr:
+		v, ok := e.lookup(f, c.Name)
+		return ok && truthy(v), nil
+	case *parse.NotExpr:
+		ok, err := e.cond(c.X, f)
+		return !ok, err
+	case *parse.AndExpr:
+		ok, err := e.cond(c.A, f)
+		if err != nil || !ok {
+			return false, err
+		}
+		return e.cond(c.B, f)
+	case *parse.OrExpr:
+		ok, err := e.cond(c.A, f)
+		if err != nil || ok {
+			return ok, err
+		}
+		return e.cond(c.B, f)
+	}
+	v, err := e.eval(x, f)
+	if err != nil {
+		return false, err
+	}
+	return truthy(v), nil
 }
 
 func (e *evaluator) evalItem(x *parse.ItemExpr, f *frame) (any, error) {
@@ -274,38 +329,6 @@ func (e *evaluator) evalCompare(x *parse.CompareExpr, f *frame) (any, error) {
 		a = b
 	}
 	return true, nil
-}
-
-func (e *evaluator) compareOp(op string, a, b any) (bool, error) {
-	switch op {
-	case "==":
-		return equal(a, b), nil
-	case "!=":
-		return !equal(a, b), nil
-	case "in":
-		return e.contains(b, a)
-	case "notin":
-		ok, err := e.contains(b, a)
-		return !ok, err
-	}
-	c, err := compare(a, b, op)
-	if err != nil {
-		return false, err
-	}
-	if c == 2 { // NaN
-		return false, nil
-	}
-	switch op {
-	case "<":
-		return c < 0, nil
-	case ">":
-		return c > 0, nil
-	case "<=":
-		return c <= 0, nil
-	case ">=":
-		return c >= 0, nil
-	}
-	return false, fmt.Errorf("unknown comparison %s", op)
 }
 
 func (e *evaluator) evalAnd(x *parse.AndExpr, f *frame) (any, error) {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
@@ -175,60 +174,6 @@ func (e *evaluator) execIf(s *parse.IfStmt, f *frame) error {
 	return e.execAll(s.Else, f)
 }
 
-// cond evaluates x for its truth only: a missing key or name is false without making an
-// Undefined on the way (conditions run once per item of the data: no allocation).
-func (e *evaluator) cond(x parse.Expr, f *frame) (bool, error) {
-	switch c := x.(type) {
-	case *parse.AttrExpr:
-		var obj any
-		if n, ok := c.Obj.(*parse.NameExpr); ok {
-			obj = e.nameValue(n, f)
-		} else {
-			var err error
-			if obj, err = e.eval(c.Obj, f); err != nil {
-				return false, err
-			}
-		}
-		if !isDictMethod(c.Name) {
-			switch m := obj.(type) {
-			case map[string]any:
-				return truthy(m[c.Name]), nil
-			case *record.Record:
-				v, _ := m.Get(c.Name)
-				return truthy(v), nil
-			}
-		}
-		v, err := e.getAttr(obj, c.Name)
-		if err != nil {
-			return false, e.at(c.Pos, err)
-		}
-		return truthy(v), nil
-	case *parse.NameExpr:
-		v, ok := e.lookup(f, c.Name)
-		return ok && truthy(v), nil
-	case *parse.NotExpr:
-		ok, err := e.cond(c.X, f)
-		return !ok, err
-	case *parse.AndExpr:
-		ok, err := e.cond(c.A, f)
-		if err != nil || !ok {
-			return false, err
-		}
-		return e.cond(c.B, f)
-	case *parse.OrExpr:
-		ok, err := e.cond(c.A, f)
-		if err != nil || ok {
-			return ok, err
-		}
-		return e.cond(c.B, f)
-	}
-	v, err := e.eval(x, f)
-	if err != nil {
-		return false, err
-	}
-	return truthy(v), nil
-}
-
 func (e *evaluator) execSet(s *parse.SetStmt, f *frame) error {
 	v, err := e.eval(s.X, f)
 	if err != nil {
@@ -260,28 +205,6 @@ func (e *evaluator) assign(f *frame, t parse.Target, v any) error {
 	}
 	f.set(t.Name, v)
 	return nil
-}
-
-// unpack splits v into n values (a, b = v).
-func (e *evaluator) unpack(v any, n int) ([]any, error) {
-	if u, ok := v.(*Undefined); ok && u.err != nil {
-		return nil, u.err
-	}
-	s, err := e.seqOf(v)
-	if err != nil {
-		return nil, fmt.Errorf("cannot unpack non-iterable %s object", typeName(v))
-	}
-	if s.n > n {
-		return nil, fmt.Errorf("cannot unpack: too many values to unpack (expected %d)", n)
-	}
-	if s.n < n {
-		return nil, fmt.Errorf("cannot unpack: not enough values to unpack (expected %d, got %d)", n, s.n)
-	}
-	out := make([]any, n)
-	for i := range out {
-		out[i] = s.at(i)
-	}
-	return out, nil
 }
 
 func (e *evaluator) execSetBlock(s *parse.SetBlockStmt, f *frame) error {

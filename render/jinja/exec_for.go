@@ -225,49 +225,6 @@ func loopTargetError(e *evaluator, s *parse.ForStmt, err error, dictPairs bool) 
 	return e.at(s.Pos, err)
 }
 
-// attr returns a loop attribute.
-func (l *loopCtx) attr(name string) (any, bool) {
-	if l.s.live != nil {
-		l.length = l.s.count()
-	}
-	switch name {
-	case "index", "Counter":
-		return int64(l.index0 + 1), true
-	case "index0", "Counter0":
-		return int64(l.index0), true
-	case "revindex", "Revcounter":
-		return int64(l.length - l.index0), true
-	case "revindex0", "Revcounter0":
-		return int64(l.length - l.index0 - 1), true
-	case "first", "First":
-		return l.index0 == 0, true
-	case "last", "Last":
-		return l.index0 == l.length-1, true
-	case "length":
-		return int64(l.length), true
-	case "depth":
-		return int64(l.depth0 + 1), true
-	case "depth0":
-		return int64(l.depth0), true
-	case "previtem":
-		if l.index0 == 0 {
-			return undefinedHint("there is no previous item"), true
-		}
-		return l.s.at(l.index0 - 1), true
-	case "nextitem":
-		if l.index0 >= l.length-1 {
-			return undefinedHint("there is no next item"), true
-		}
-		return l.s.at(l.index0 + 1), true
-	case "Parentloop":
-		if l.parent == nil {
-			return undefinedAttr(l, name), true
-		}
-		return l.parent, true
-	}
-	return nil, false
-}
-
 // call is loop(x) in a recursive loop: the loop body again over x, one level deeper.
 func (l *loopCtx) call(e *evaluator, a []any) (any, error) {
 	if l.stmt == nil {

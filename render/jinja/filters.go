@@ -2,7 +2,6 @@ package jinja
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 )
 
@@ -12,49 +11,6 @@ import (
 // filters_html.go (markup, URLs), filters_num.go (numbers), filters_seq.go (sequences,
 // dicts), filters_items.go (by attribute: map, select, groupby...). pongo2's own filters run
 // through pongo2.go.
-
-// noArg marks a parameter that was not given.
-type noArgType struct{}
-
-var noArg any = noArgType{}
-
-// bind matches arguments to parameters as Python does; missing ones are noArg.
-func bind(name string, a []any, kw map[string]any, params ...string) ([]any, error) {
-	if len(a) > len(params) {
-		return nil, fmt.Errorf("%s() takes %d positional argument(s) but %d were given", name, len(params), len(a))
-	}
-	out := make([]any, len(params))
-	for i := range out {
-		if i < len(a) {
-			out[i] = a[i]
-		} else {
-			out[i] = noArg
-		}
-	}
-	for k, v := range kw {
-		i := -1
-		for j, p := range params {
-			if p == k {
-				i = j
-			}
-		}
-		if i < 0 {
-			return nil, fmt.Errorf("%s() got an unexpected keyword argument '%s'", name, k)
-		}
-		if i < len(a) {
-			return nil, fmt.Errorf("%s() got multiple values for argument '%s'", name, k)
-		}
-		out[i] = v
-	}
-	return out, nil
-}
-
-func or(v, def any) any {
-	if v == noArg {
-		return def
-	}
-	return v
-}
 
 // lookupFilter finds a filter when compiling: the extras given to Compile, Jinja2's, then
 // pongo2's own (pongo2's filter:arg syntax always means pongo2's filter). It returns nil for

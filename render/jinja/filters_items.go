@@ -3,8 +3,6 @@ package jinja
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 )
 
 // Jinja2's filters that look into each item by attribute or run a filter or test on it:
@@ -75,56 +73,6 @@ func fGroupby(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		g.list.items = append(g.list.items, it)
 	}
 	return &List{items: out}, nil
-}
-
-// attrParts parses an attribute path of Jinja2's make_attrgetter: "a.b.0" is looked up item
-// by item, digits as indexes.
-func attrParts(attr any) []any {
-	switch x := attr.(type) {
-	case nil:
-		return nil
-	case string, *tainted, Markup:
-		s, _ := strValue(x)
-		var parts []any
-		for _, p := range strings.Split(s, ".") {
-			if p != "" && strings.Trim(p, "0123456789") == "" {
-				n, _ := strconv.ParseInt(p, 10, 64)
-				parts = append(parts, n)
-			} else {
-				parts = append(parts, p)
-			}
-		}
-		return parts
-	}
-	return []any{attr}
-}
-
-// attrPath looks parts up in item; with def, an undefined step gives def.
-func (e *evaluator) attrPath(item any, parts []any, def any) (any, error) {
-	for _, part := range parts {
-		if s, ok := part.(string); ok && isMapping(item) && !isDictMethod(s) {
-			// The common case, without making an Undefined for a missing key.
-			v, found, _ := mapGetStr(item, s)
-			if !found {
-				if def != nil {
-					item = def
-					continue
-				}
-				return undefinedAttr(item, s), nil
-			}
-			item = v
-			continue
-		}
-		v, err := e.getItem(item, part)
-		if err != nil {
-			return nil, err
-		}
-		item = v
-		if _, ok := item.(*Undefined); ok && def != nil {
-			item = def
-		}
-	}
-	return item, nil
 }
 
 // attrTruthy is bool(attrPath(item, parts)) without making an Undefined for a missing key.

@@ -176,3 +176,25 @@ func length(v any) (int, error) {
 	}
 	return 0, fmt.Errorf("object of type '%s' has no len()", typeName(v))
 }
+
+// unpack splits v into n values (a, b = v).
+func (e *evaluator) unpack(v any, n int) ([]any, error) {
+	if u, ok := v.(*Undefined); ok && u.err != nil {
+		return nil, u.err
+	}
+	s, err := e.seqOf(v)
+	if err != nil {
+		return nil, fmt.Errorf("cannot unpack non-iterable %s object", typeName(v))
+	}
+	if s.n > n {
+		return nil, fmt.Errorf("cannot unpack: too many values to unpack (expected %d)", n)
+	}
+	if s.n < n {
+		return nil, fmt.Errorf("cannot unpack: not enough values to unpack (expected %d, got %d)", n, s.n)
+	}
+	out := make([]any, n)
+	for i := range out {
+		out[i] = s.at(i)
+	}
+	return out, nil
+}

@@ -11,18 +11,6 @@ import (
 // Python's str methods (and Markup's, which escape their arguments), for strings from the
 // template and from the data alike.
 
-func isStrMethod(name string) bool {
-	switch name {
-	case "capitalize", "casefold", "center", "count", "endswith", "find", "format", "format_map", "index",
-		"isalnum", "isalpha", "isascii", "isdecimal", "isdigit", "isidentifier", "islower", "isnumeric",
-		"isprintable", "isspace", "istitle", "isupper", "join", "ljust", "lower", "lstrip", "partition",
-		"removeprefix", "removesuffix", "replace", "rfind", "rindex", "rjust", "rpartition", "rsplit",
-		"rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title", "upper", "zfill", "expandtabs":
-		return true
-	}
-	return false
-}
-
 func (e *evaluator) strArg(name string, v any) (string, error) {
 	switch x := v.(type) {
 	case string:

@@ -737,3 +737,35 @@ func truthy(v any) bool {
 	}
 	return true
 }
+
+func (e *evaluator) compareOp(op string, a, b any) (bool, error) {
+	switch op {
+	case "==":
+		return equal(a, b), nil
+	case "!=":
+		return !equal(a, b), nil
+	case "in":
+		return e.contains(b, a)
+	case "notin":
+		ok, err := e.contains(b, a)
+		return !ok, err
+	}
+	c, err := compare(a, b, op)
+	if err != nil {
+		return false, err
+	}
+	if c == 2 { // NaN
+		return false, nil
+	}
+	switch op {
+	case "<":
+		return c < 0, nil
+	case ">":
+		return c > 0, nil
+	case "<=":
+		return c <= 0, nil
+	case ">=":
+		return c >= 0, nil
+	}
+	return false, fmt.Errorf("unknown comparison %s", op)
+}
