@@ -9,9 +9,11 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 )
 
-// Jinja2's tests (jinja2/tests.py): `x is name(args)`.
+// Jinja2's tests (jinja2/tests.py): `x is name(args)`. The tests filter and test, which take
+// the names of other built-ins, are with the tables of names (builtins.go).
 
-func lookupTest(name string) testFunc {
+// jinjaTest finds one of Jinja2's tests by name (but filter and test).
+func jinjaTest(name string) testFunc {
 	switch name {
 	case "odd", "even":
 		return tModulo(name)
@@ -21,10 +23,6 @@ func lookupTest(name string) testFunc {
 		return tDefined
 	case "undefined":
 		return tUndefined
-	case "filter":
-		return tFilter
-	case "test":
-		return tTest
 	case "none":
 		return is(func(v any) bool { return v == nil })
 	case "boolean":
@@ -81,24 +79,6 @@ func tDefined(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
 func tUndefined(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
 	_, undef := in.(*Undefined)
 	return undef, nil
-}
-
-// tFilter is `name is filter`: Jinja2's filters and the extras given to Compile.
-func tFilter(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
-	if _, err := bind("filter", a, kw); err != nil {
-		return false, err
-	}
-	name, ok := strValue(in)
-	if !ok {
-		return false, nil
-	}
-	_, extra := e.prog.filters[name]
-	return extra || jinjaFilter(name) != nil, nil
-}
-
-func tTest(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
-	name, ok := strValue(in)
-	return ok && lookupTest(name) != nil, nil
 }
 
 // tCase is the lower and upper tests: the value printed is all lower (upper) case.
