@@ -40,7 +40,8 @@ func bind(name string, a []any, kw map[string]any, params ...string) ([]any, err
 	return out, nil
 }
 
-func or(v, def any) any {
+// argOr is the argument v, or def when it was not given.
+func argOr(v, def any) any {
 	if v == noArg {
 		return def
 	}

@@ -92,8 +92,8 @@ func fDefault(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		return nil, err
 	}
 	_, undef := in.(*Undefined)
-	if undef || (truthy(or(p[1], false)) && !truthy(in)) {
-		return or(p[0], ""), nil
+	if undef || (truthy(argOr(p[1], false)) && !truthy(in)) {
+		return argOr(p[0], ""), nil
 	}
 	return in, nil
 }

@@ -360,7 +360,7 @@ func (e *evaluator) evalNeg(x *parse.NegExpr, f *frame) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := neg(v, x.Neg)
+	r, err := unaryOp(v, x.Neg)
 	return r, e.at(x.Pos, err)
 }
 

@@ -63,7 +63,7 @@ func fStriptags(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return striptags(s), nil
+	return stripTags(s), nil
 }
 
 func fSafe(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
@@ -177,7 +177,7 @@ func fXmlattr(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		return nil, err
 	}
 	rv := strings.Join(parts, " ")
-	if truthy(or(p[0], true)) && rv != "" {
+	if truthy(argOr(p[0], true)) && rv != "" {
 		rv = " " + rv
 	}
 	if e.autoescape {

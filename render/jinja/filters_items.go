@@ -49,8 +49,8 @@ func fGroupby(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		return nil, err
 	}
 	items = append([]any(nil), items...)
-	cs := truthy(or(p[2], false))
-	def := or(p[1], nil)
+	cs := truthy(argOr(p[2], false))
+	def := argOr(p[1], nil)
 	parts := attrParts(p[0])
 	key := func(x any) (any, error) {
 		v, err := e.attrPath(x, parts, def)

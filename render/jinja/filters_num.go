@@ -37,7 +37,7 @@ func fAbs(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	switch n.kind {
 	case 'i':
 		if n.i < 0 {
-			return neg(n.i, true)
+			return unaryOp(n.i, true)
 		}
 		return n.i, nil
 	case 'f':
@@ -60,7 +60,7 @@ func fFilesizeformat(e *evaluator, in any, a []any, kw map[string]any) (any, err
 	if err != nil {
 		return nil, err
 	}
-	binary := truthy(or(p[0], false))
+	binary := truthy(argOr(p[0], false))
 	base := 1000.0
 	prefixes := []string{"kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"}
 	if binary {
@@ -152,7 +152,7 @@ func fFloat(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	}
 	f, err := toFloat(e, in)
 	if err != nil {
-		return or(p[0], 0.0), nil
+		return argOr(p[0], 0.0), nil
 	}
 	return f, nil
 }
@@ -162,12 +162,12 @@ func fInt(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	def := or(p[0], int64(0))
+	def := argOr(p[0], int64(0))
 	if u, ok := in.(*Undefined); ok {
 		return nil, u.fail()
 	}
 	base := int64(10)
-	if b, ok := indexOf(or(p[1], int64(10))); ok {
+	if b, ok := indexOf(argOr(p[1], int64(10))); ok {
 		base = b
 	}
 	if s, ok := strValue(in); ok {
@@ -247,11 +247,11 @@ func fRound(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	method, _ := strValue(or(p[1], "common"))
+	method, _ := strValue(argOr(p[1], "common"))
 	if method != "common" && method != "ceil" && method != "floor" {
 		return nil, errors.New("method must be common, ceil or floor")
 	}
-	prec, ok := indexOf(or(p[0], int64(0)))
+	prec, ok := indexOf(argOr(p[0], int64(0)))
 	if !ok {
 		return nil, fmt.Errorf("'%s' object cannot be interpreted as an integer", typeName(p[0]))
 	}

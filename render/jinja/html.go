@@ -74,9 +74,9 @@ var stripCommentsRE = regexp.MustCompile(`(?s)<!--.*?-->`)
 
 var stripTagsRE = regexp.MustCompile(`(?s)<.*?>`)
 
-// striptags is markupsafe's Markup.striptags: tags and comments removed, whitespace
+// stripTags is markupsafe's Markup.striptags: tags and comments removed, whitespace
 // collapsed, entities decoded.
-func striptags(s string) string {
+func stripTags(s string) string {
 	s = stripCommentsRE.ReplaceAllString(s, "")
 	s = stripTagsRE.ReplaceAllString(s, "")
 	return unescapeHTML(strings.Join(strings.FieldsFunc(s, isPySpace), " "))

@@ -138,8 +138,8 @@ func (e *evaluator) iterate(v any) ([]any, error) {
 	return out, nil
 }
 
-// length is Python's len(v).
-func length(v any) (int, error) {
+// lengthOf is Python's len(v).
+func lengthOf(v any) (int, error) {
 	switch x := v.(type) {
 	case string:
 		return utf8.RuneCountInString(x), nil

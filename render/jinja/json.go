@@ -234,7 +234,7 @@ func fTojson(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		return nil, err
 	}
 	indent := -1
-	if i := or(p[0], nil); i != nil {
+	if i := argOr(p[0], nil); i != nil {
 		n, ok := indexOf(i)
 		if !ok {
 			return nil, errors.New("tojson: indent must be an integer")

@@ -32,7 +32,7 @@ func (e *evaluator) arith(op string, a, b any) (any, error) {
 	}
 	switch op {
 	case "+":
-		return e.add(a, b)
+		return e.addValues(a, b)
 	case "*":
 		if y.kind != 0 && x.kind == 0 {
 			return e.repeat(a, y, b)
@@ -277,8 +277,8 @@ func floatArith(op string, a, b float64) (any, error) {
 	return nil, fmt.Errorf("unknown operator %s", op)
 }
 
-// add is + for sequences and strings.
-func (e *evaluator) add(a, b any) (any, error) {
+// addValues is + for sequences and strings.
+func (e *evaluator) addValues(a, b any) (any, error) {
 	switch x := a.(type) {
 	case Markup:
 		s, err := e.escapeValue(b)
@@ -414,8 +414,8 @@ func listItems(v any) []any {
 	return nil
 }
 
-// neg is unary minus (and plus).
-func neg(v any, minus bool) (any, error) {
+// unaryOp is unary minus (and plus).
+func unaryOp(v any, minus bool) (any, error) {
 	if u, ok := v.(*Undefined); ok {
 		return nil, u.fail()
 	}
@@ -608,8 +608,8 @@ func compare(a, b any, op string) (int, error) {
 
 func isTupleVal(v any) bool { _, ok := v.(Tuple); return ok }
 
-// contains is Python's `item in container`.
-func (e *evaluator) contains(container, item any) (bool, error) {
+// containsItem is Python's `item in container`.
+func (e *evaluator) containsItem(container, item any) (bool, error) {
 	switch c := container.(type) {
 	case string, *tainted, Markup:
 		s, _ := strValue(c)
@@ -745,9 +745,9 @@ func (e *evaluator) compareOp(op string, a, b any) (bool, error) {
 	case "!=":
 		return !equal(a, b), nil
 	case "in":
-		return e.contains(b, a)
+		return e.containsItem(b, a)
 	case "notin":
-		ok, err := e.contains(b, a)
+		ok, err := e.containsItem(b, a)
 		return !ok, err
 	}
 	c, err := compare(a, b, op)
