@@ -31,9 +31,25 @@ func Python(t testing.TB) string {
 	return ""
 }
 
-// Run runs a Python script with req, as JSON, on its standard input, and decodes the JSON it
+// Results runs a script that asks Jinja2 about n things: req, as JSON, on its standard input;
+// it writes {"version": Jinja2's version, "results": one a thing}. It fails the test unless
+// there are n results.
+func Results[R any](t testing.TB, script string, req any, n int) (results []R, version string) {
+	t.Helper()
+	var resp struct {
+		Version string `json:"version"`
+		Results []R    `json:"results"`
+	}
+	run(t, script, req, &resp)
+	if len(resp.Results) != n {
+		t.Fatalf("%s: %d results for %d", script, len(resp.Results), n)
+	}
+	return resp.Results, resp.Version
+}
+
+// run runs a Python script with req, as JSON, on its standard input, and decodes the JSON it
 // writes into resp.
-func Run(t testing.TB, script string, req, resp any) {
+func run(t testing.TB, script string, req, resp any) {
 	t.Helper()
 	in, err := json.Marshal(req)
 	if err != nil {

@@ -3,6 +3,7 @@ package jinja
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // The built-ins by name. Jinja2's filters (jinja2/filters.py) and tests (jinja2/tests.py),
@@ -47,11 +48,10 @@ func (p *Program) lookupFilter(name string, pongo2 bool) (filterFunc, error) {
 	return nil, nil
 }
 
-// jinjaFilter finds one of Jinja2's filters by name: those here, then each family's.
+// jinjaFilter finds one of Jinja2's filters by name. map, select and reject look built-ins up
+// by name themselves: in the table, the table would refer to itself.
 func jinjaFilter(name string) filterFunc {
 	switch name {
-	case "d", "default":
-		return fDefault
 	case "map":
 		return fMap
 	case "select":
@@ -62,17 +62,60 @@ func jinjaFilter(name string) filterFunc {
 		return fSelect(false, false)
 	case "rejectattr":
 		return fSelect(false, true)
-	case "pprint":
-		return fPprint
-	case "tojson":
-		return fTojson
 	}
-	for _, family := range [...]func(string) filterFunc{textFilter, htmlFilter, numberFilter, seqFilter, itemsFilter} {
-		if fn := family(name); fn != nil {
-			return fn
-		}
-	}
-	return nil
+	return jinjaFilters[name]
+}
+
+// jinjaFilters are Jinja2's filters by name, but those that look built-ins up by name
+// themselves (map, select, reject...: see jinjaFilter). Read only.
+var jinjaFilters = map[string]filterFunc{
+	"abs":            fAbs,
+	"attr":           fAttr,
+	"batch":          fBatch,
+	"capitalize":     strFilter("capitalize", pyCapitalize),
+	"center":         fCenter,
+	"count":          fLength,
+	"d":              fDefault,
+	"default":        fDefault,
+	"dictsort":       fDictsort,
+	"e":              fEscape,
+	"escape":         fEscape,
+	"filesizeformat": fFilesizeformat,
+	"first":          fFirst,
+	"float":          fFloat,
+	"forceescape":    fForceescape,
+	"format":         fFormat,
+	"groupby":        fGroupby,
+	"indent":         fIndent,
+	"int":            fInt,
+	"items":          fItems,
+	"join":           fJoin,
+	"last":           fLast,
+	"length":         fLength,
+	"list":           fList,
+	"lower":          strFilter("lower", strings.ToLower),
+	"max":            fMinMax(1),
+	"min":            fMinMax(-1),
+	"pprint":         fPprint,
+	"replace":        fReplace,
+	"reverse":        fReverse,
+	"round":          fRound,
+	"safe":           fSafe,
+	"slice":          fSlice,
+	"sort":           fSort,
+	"string":         fString,
+	"striptags":      fStriptags,
+	"sum":            fSum,
+	"title":          strFilter("title", jinjaTitle),
+	"tojson":         fTojson,
+	"trim":           fTrim,
+	"truncate":       fTruncate,
+	"unique":         fUnique,
+	"upper":          strFilter("upper", strings.ToUpper),
+	"urlencode":      fURLEncode,
+	"wordcount":      fWordcount,
+	"wordwrap":       fWordwrap,
+	"xmlattr":        fXmlattr,
 }
 
 // lookupTest finds a test by name: filter and test here, the others in tests.go.

@@ -129,16 +129,9 @@ func runJinja2(t *testing.T, ctxJSON []byte, cases []corpusCase) []jinja2Result 
 	for _, c := range cases {
 		req.Cases = append(req.Cases, reqCase{c.name, c.templates})
 	}
-	var res struct {
-		Version string         `json:"version"`
-		Results []jinja2Result `json:"results"`
-	}
-	jinja2test.Run(t, "testdata/differential/jinja2_render.py", req, &res)
-	if len(res.Results) != len(cases) {
-		t.Fatalf("%d results for %d cases", len(res.Results), len(cases))
-	}
-	jinja2Version = res.Version
-	return res.Results
+	results, version := jinja2test.Results[jinja2Result](t, "testdata/differential/jinja2_render.py", req, len(cases))
+	jinja2Version = version
+	return results
 }
 
 // decodeContext decodes JSON as Python's json module does: integers stay ints (beyond 64

@@ -15,7 +15,7 @@
 //	render.go         Program.Render: one evaluator per render, errors located in the template
 //	builtins.go       the built-ins by name: the tables of filters and tests, and those that
 //	                  take names (map, select, reject..., the tests filter and test)
-//	filters_*.go      the filters, one family a file, each finding its own by name: text
+//	filters_*.go      the filters, one family a file (builtins.go's table names them): text
 //	                  (filters_str.go), markup and URLs (filters_html.go), numbers
 //	                  (filters_num.go), sequences and dicts (filters_seq.go), by attribute
 //	                  (filters_items.go); pprint and tojson with their printers (pprint.go,

@@ -9,25 +9,6 @@ import (
 // Jinja2's filters of markup and URLs: escape, forceescape, safe, striptags, xmlattr,
 // urlencode (HTML escaping itself is html.go's).
 
-// htmlFilter finds a filter of markup or URLs by name.
-func htmlFilter(name string) filterFunc {
-	switch name {
-	case "e", "escape":
-		return fEscape
-	case "forceescape":
-		return fForceescape
-	case "safe":
-		return fSafe
-	case "striptags":
-		return fStriptags
-	case "urlencode":
-		return fURLEncode
-	case "xmlattr":
-		return fXmlattr
-	}
-	return nil
-}
-
 func fEscape(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if _, err := bind("escape", a, kw); err != nil {
 		return nil, err

@@ -7,17 +7,6 @@ import (
 // Jinja2's filters that look into values by attribute: attr and groupby. (map, select and
 // reject, which take other built-ins by name, are with the tables of names: builtins.go.)
 
-// itemsFilter finds a filter by attribute by name.
-func itemsFilter(name string) filterFunc {
-	switch name {
-	case "attr":
-		return fAttr
-	case "groupby":
-		return fGroupby
-	}
-	return nil
-}
-
 func fAttr(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	p, err := bind("attr", a, kw, "name")
 	if err != nil {

@@ -12,23 +12,6 @@ import (
 // Jinja2's filters of numbers: abs, float, int, round, filesizeformat; and Python's
 // parsing of numbers from strings (float('1_0.5'), int('0x1f', 0)).
 
-// numberFilter finds a filter of numbers by name.
-func numberFilter(name string) filterFunc {
-	switch name {
-	case "abs":
-		return fAbs
-	case "filesizeformat":
-		return fFilesizeformat
-	case "float":
-		return fFloat
-	case "int":
-		return fInt
-	case "round":
-		return fRound
-	}
-	return nil
-}
-
 func fAbs(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if _, err := bind("abs", a, kw); err != nil {
 		return nil, err

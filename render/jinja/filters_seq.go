@@ -9,43 +9,6 @@ import (
 // Jinja2's filters of sequences and dicts: length, first, last, join, list, items,
 // dictsort, sort, unique, min, max, sum, reverse, slice, batch.
 
-// seqFilter finds a filter of sequences or dicts by name.
-func seqFilter(name string) filterFunc {
-	switch name {
-	case "batch":
-		return fBatch
-	case "count", "length":
-		return fLength
-	case "dictsort":
-		return fDictsort
-	case "first":
-		return fFirst
-	case "items":
-		return fItems
-	case "join":
-		return fJoin
-	case "last":
-		return fLast
-	case "list":
-		return fList
-	case "max":
-		return fMinMax(1)
-	case "min":
-		return fMinMax(-1)
-	case "reverse":
-		return fReverse
-	case "slice":
-		return fSlice
-	case "sort":
-		return fSort
-	case "sum":
-		return fSum
-	case "unique":
-		return fUnique
-	}
-	return nil
-}
-
 func fBatch(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	p, err := bind("batch", a, kw, "linecount", "fill_with")
 	if err != nil {

@@ -13,39 +13,6 @@ import (
 // Jinja2's filters of text: capitalize, title, upper, lower, center, format, indent, replace,
 // trim, truncate, wordcount, wordwrap, string.
 
-// textFilter finds a text filter by name.
-func textFilter(name string) filterFunc {
-	switch name {
-	case "capitalize":
-		return strFilter("capitalize", pyCapitalize)
-	case "center":
-		return fCenter
-	case "format":
-		return fFormat
-	case "indent":
-		return fIndent
-	case "lower":
-		return strFilter("lower", strings.ToLower)
-	case "upper":
-		return strFilter("upper", strings.ToUpper)
-	case "replace":
-		return fReplace
-	case "string":
-		return fString
-	case "title":
-		return strFilter("title", jinjaTitle)
-	case "trim":
-		return fTrim
-	case "truncate":
-		return fTruncate
-	case "wordcount":
-		return fWordcount
-	case "wordwrap":
-		return fWordwrap
-	}
-	return nil
-}
-
 // strFilter is a filter of one string with no arguments.
 func strFilter(name string, fn func(string) string) filterFunc {
 	return func(e *evaluator, in any, a []any, kw map[string]any) (any, error) {

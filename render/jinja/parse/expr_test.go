@@ -1,7 +1,6 @@
 package parse
 
 import (
-	"errors"
 	"strings"
 	"testing"
 )
@@ -9,12 +8,9 @@ import (
 // printed parses {{ src }} and returns the tree of the printed expression.
 func printed(t *testing.T, src string) string {
 	t.Helper()
-	tr, err := Parse("{{ " + src + " }}")
-	if err != nil {
-		t.Fatalf("%s: %v", src, err)
-	}
-	if len(tr.Body) != 1 {
-		t.Fatalf("%s: %d statements", src, len(tr.Body))
+	tr := parsed(t, "{{ "+src+" }}")
+	if tr == nil || len(tr.Body) != 1 {
+		return "(not one print)"
 	}
 	return sexpr(tr.Body[0].(*PrintStmt).X)
 }
@@ -78,7 +74,7 @@ func TestPrecedence(t *testing.T) {
 
 // TestExpressionErrors: what the parser says, and where, about expressions it cannot read.
 func TestExpressionErrors(t *testing.T) {
-	for src, want := range map[string]string{
+	wantErrors(t, map[string]string{
 		"{{ 1 + }}":                      "line 1 column 8: expected an expression, got the end of the tag",
 		"{{ a == }}":                     "line 1 column 9: expected an expression, got the end of the tag",
 		"{{ x is defined is odd }}":      "line 1 column 17: you cannot chain multiple tests with is",
@@ -92,13 +88,7 @@ func TestExpressionErrors(t *testing.T) {
 		"{{ " + nest("not ", 201) + "}}": "the expression is nested more than 200 deep",
 		"{{ " + nest("(", 201) + "x" + nest(")", 201) + " }}": "the expression is nested more than 200 deep",
 		"{{ " + nest("-", 201) + "x }}":                       "the expression is nested more than 200 deep",
-	} {
-		_, err := Parse(src)
-		var se *Error
-		if !errors.As(err, &se) || !strings.Contains(err.Error(), want) {
-			t.Errorf("%.40s: got %v, want %s", src, err, want)
-		}
-	}
+	})
 }
 
 func nest(s string, n int) string { return strings.Repeat(s, n) }

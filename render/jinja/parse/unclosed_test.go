@@ -18,16 +18,9 @@ type jinja2Result struct {
 // parseWithJinja2 parses each source with the real Jinja2.
 func parseWithJinja2(t *testing.T, srcs []string) []jinja2Result {
 	t.Helper()
-	var res struct {
-		Version string         `json:"version"`
-		Results []jinja2Result `json:"results"`
-	}
-	jinja2test.Run(t, "testdata/jinja2_parse.py", srcs, &res)
-	if len(res.Results) != len(srcs) {
-		t.Fatalf("%d results for %d templates", len(res.Results), len(srcs))
-	}
-	t.Logf("Jinja2 %s", res.Version)
-	return res.Results
+	results, version := jinja2test.Results[jinja2Result](t, "testdata/jinja2_parse.py", srcs, len(srcs))
+	t.Logf("Jinja2 %s", version)
+	return results
 }
 
 // TestUnclosedTagsWhereTheyOpen: a tag, block, comment or raw section that is never closed is
