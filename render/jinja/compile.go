@@ -56,8 +56,9 @@ func Compile(srcs map[string]string, main string, opts Options) (prog *Program, 
 func (p *Program) parse(name, src string) (*Template, error) {
 	tr, err := parse.Parse(src)
 	t := &Template{name: name, tree: tr}
-	// A name that is not allowed is the error even before a syntax error further on (the
-	// uses met before the error are in the tree), as when the parser resolved names itself.
+	// Errors in the order a reader meets them: a name that is not allowed (random, urlize)
+	// before a syntax error further on (the tree keeps the uses met before that error), the
+	// syntax error, then a name no one has, which Jinja2 too reports once the template parsed.
 	refused, unknown := p.resolve(t)
 	switch {
 	case refused != nil:
@@ -96,6 +97,7 @@ func (p *Program) resolve(t *Template) (refused, unknown error) {
 	return nil, unknown
 }
 
+// syntaxError is the parser's error, located in the template.
 func (t *Template) syntaxError(err error) error {
 	var se *parse.Error
 	if errors.As(err, &se) {

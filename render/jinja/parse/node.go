@@ -257,7 +257,7 @@ type (
 		Name   string
 		Args   Args
 		Pongo2 bool // written name:arg (pongo2's syntax): pongo2's own filter
-		Use    int  // its index in the template's uses
+		Use    int  // its index in Tree.Uses
 	}
 	TestExpr struct {
 		Pos    int
@@ -265,7 +265,7 @@ type (
 		Name   string
 		Args   Args
 		Negate bool
-		Use    int // its index in the template's uses
+		Use    int // its index in Tree.Uses
 	}
 	BinExpr struct {
 		Pos  int
