@@ -3,12 +3,15 @@ package jinja
 import (
 	"errors"
 	"math/big"
+	"strconv"
 	"strings"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 )
 
-// Jinja2's lookups on values: obj.name (getattr), obj[key] (getitem), seq[i] and seq[a:b:c].
+// Jinja2's lookups on values: obj.name (getattr), obj[key] (getitem), seq[i] and seq[a:b:c];
+// which names are methods of which value (the methods themselves are in methods*.go); and
+// attribute paths ("a.b.0", as map, sort, groupby... take them).
 
 // getAttr is Jinja2's obj.name: a Python attribute (a method: d.items, s.upper; a property:
 // loop.index), else the item obj["name"], else undefined.
@@ -114,23 +117,66 @@ func (e *evaluator) objectAttr(obj any, name string) (any, bool) {
 	return nil, false
 }
 
+// attr returns a loop attribute.
+func (l *loopCtx) attr(name string) (any, bool) {
+	if l.s.live != nil {
+		l.length = l.s.count()
+	}
+	switch name {
+	case "index", "Counter":
+		return int64(l.index0 + 1), true
+	case "index0", "Counter0":
+		return int64(l.index0), true
+	case "revindex", "Revcounter":
+		return int64(l.length - l.index0), true
+	case "revindex0", "Revcounter0":
+		return int64(l.length - l.index0 - 1), true
+	case "first", "First":
+		return l.index0 == 0, true
+	case "last", "Last":
+		return l.index0 == l.length-1, true
+	case "length":
+		return int64(l.length), true
+	case "depth":
+		return int64(l.depth0 + 1), true
+	case "depth0":
+		return int64(l.depth0), true
+	case "previtem":
+		if l.index0 == 0 {
+			return undefinedHint("there is no previous item"), true
+		}
+		return l.s.at(l.index0 - 1), true
+	case "nextitem":
+		if l.index0 >= l.length-1 {
+			return undefinedHint("there is no next item"), true
+		}
+		return l.s.at(l.index0 + 1), true
+	case "Parentloop":
+		if l.parent == nil {
+			return undefinedAttr(l, name), true
+		}
+		return l.parent, true
+	}
+	return nil, false
+}
+
 // macroAttr is a macro's attributes: name, arguments, catch_kwargs, catch_varargs, caller.
 func macroAttr(m *Macro, name string) (any, bool) {
 	switch name {
 	case "name":
-		return m.def.name, true
+		return m.def.Name, true
 	case "arguments":
-		t := make(Tuple, len(m.def.params))
-		for i, p := range m.def.params {
+		t := make(Tuple, len(m.def.Params))
+		for i, p := range m.def.Params {
 			t[i] = p
 		}
 		return t, true
 	case "catch_kwargs":
-		return m.def.usesKwargs, true
+		return m.def.UsesKwargs, true
 	case "catch_varargs":
-		return m.def.usesVarargs, true
+		return m.def.UsesVarargs, true
 	case "caller":
-		return m.def.usesCaller, true
+		return m.def.UsesCaller, true
 	}
 	return nil, false
 }
@@ -163,13 +209,6 @@ func numberAttr(o any, name string) (any, bool) {
 	return nil, false
 }
 
-func boolInt(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // getItem is Jinja2's obj[key]: the item, else (a string key) the attribute, else undefined.
 func (e *evaluator) getItem(obj, key any) (any, error) {
 	if u, ok := obj.(*Undefined); ok {
@@ -193,19 +232,6 @@ func (e *evaluator) getItem(obj, key any) (any, error) {
 		return e.getAttr(obj, s)
 	}
 	return undefinedAttr(obj, key), nil
-}
-
-// indexOf reads an index: an int or a bool.
-func indexOf(key any) (int64, bool) {
-	switch k := key.(type) {
-	case int64:
-		return k, true
-	case bool:
-		return boolInt(k), true
-	case *big.Int:
-		return 1 << 62, true // out of range of anything
-	}
-	return 0, false
 }
 
 // index is seq[i] for sequences (negative i counts from the end).
@@ -367,4 +393,112 @@ func sliceBounds(n int64, lo, hi *int64, st int64) (int64, int64) {
 		return norm(lo, 0, 0, n), norm(hi, n, 0, n)
 	}
 	return norm(lo, n-1, -1, n-1), norm(hi, -1, -1, n-1)
+}
+
+// hasMethod reports whether obj has a method called name.
+func hasMethod(obj any, name string) bool {
+	switch obj.(type) {
+	case string, *tainted:
+		return isStrMethod(name)
+	case Markup:
+		return isStrMethod(name) || name == "striptags" || name == "unescape" || name == "escape"
+	case *List, []any, []string, []map[string]any:
+		return isListMethod(name)
+	case Tuple:
+		return name == "count" || name == "index"
+	case *Dict, map[string]any, map[string]string, *record.Record:
+		return isDictMethod(name)
+	case int64, *big.Int, bool:
+		return name == "bit_length" || name == "conjugate" || name == "is_integer"
+	case float64:
+		return name == "is_integer" || name == "conjugate"
+	case *rangeVal:
+		return name == "count" || name == "index"
+	case *loopCtx:
+		return name == "cycle" || name == "changed"
+	case *cycler:
+		return name == "next" || name == "reset"
+	}
+	return false
+}
+
+func isStrMethod(name string) bool {
+	switch name {
+	case "capitalize", "casefold", "center", "count", "endswith", "find", "format", "format_map", "index",
+		"isalnum", "isalpha", "isascii", "isdecimal", "isdigit", "isidentifier", "islower", "isnumeric",
+		"isprintable", "isspace", "istitle", "isupper", "join", "ljust", "lower", "lstrip", "partition",
+		"removeprefix", "removesuffix", "replace", "rfind", "rindex", "rjust", "rpartition", "rsplit",
+		"rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title", "upper", "zfill", "expandtabs":
+		return true
+	}
+	return false
+}
+
+func isListMethod(name string) bool {
+	switch name {
+	case "append", "extend", "insert", "pop", "remove", "index", "count", "copy", "clear", "reverse", "sort":
+		return true
+	}
+	return false
+}
+
+// isDictMethod: names a dict's attribute lookup finds before its keys (Python attributes
+// come first in Jinja2's getattr), with Python 2's forms the original project's templates use.
+func isDictMethod(name string) bool {
+	switch name {
+	case "items", "keys", "values", "get", "pop", "popitem", "update", "setdefault", "copy", "clear",
+		"iteritems", "itervalues", "iterkeys", "has_key":
+		return true
+	}
+	return false
+}
+
+// attrParts parses an attribute path of Jinja2's make_attrgetter: "a.b.0" is looked up item
+// by item, digits as indexes.
+func attrParts(attr any) []any {
+	switch x := attr.(type) {
+	case nil:
+		return nil
+	case string, *tainted, Markup:
+		s, _ := strValue(x)
+		var parts []any
+		for _, p := range strings.Split(s, ".") {
+			if p != "" && strings.Trim(p, "0123456789") == "" {
+				n, _ := strconv.ParseInt(p, 10, 64)
+				parts = append(parts, n)
+			} else {
+				parts = append(parts, p)
+			}
+		}
+		return parts
+	}
+	return []any{attr}
+}
+
+// attrPath looks parts up in item; with def, an undefined step gives def.
+func (e *evaluator) attrPath(item any, parts []any, def any) (any, error) {
+	for _, part := range parts {
+		if s, ok := part.(string); ok && isMapping(item) && !isDictMethod(s) {
+			// The common case, without making an Undefined for a missing key.
+			v, found, _ := mapGetStr(item, s)
+			if !found {
+				if def != nil {
+					item = def
+					continue
+				}
+				return undefinedAttr(item, s), nil
+			}
+			item = v
+			continue
+		}
+		v, err := e.getItem(item, part)
+		if err != nil {
+			return nil, err
+		}
+		item = v
+		if _, ok := item.(*Undefined); ok && def != nil {
+			item = def
+		}
+	}
+	return item, nil
 }

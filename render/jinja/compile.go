@@ -4,69 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
-
-// Template is one parsed template (one key of a template set).
-type Template struct {
-	name    string
-	src     string // newline-normalized
-	body    []stmt
-	blocks  map[string]*blockStmt
-	extends bool
-	lines   []int // byte offset of each line start
-}
-
-// lineCol returns the 1-based line and column (in characters) of a byte offset.
-func (t *Template) lineCol(pos int) (int, int) {
-	if t == nil {
-		return 0, 0
-	}
-	line := sort.Search(len(t.lines), func(i int) bool { return t.lines[i] > pos }) // first line after
-	start := t.lines[line-1]
-	if pos > len(t.src) {
-		pos = len(t.src)
-	}
-	return line, utf8.RuneCountInString(t.src[start:pos]) + 1
-}
-
-// Error is an error in a template, located at a line and column of one of the set's keys.
-type Error struct {
-	Template  string
-	Line, Col int
-	Err       error
-}
-
-func (e *Error) Error() string {
-	if e.Line > 0 {
-		return fmt.Sprintf("template %q line %d column %d: %v", e.Template, e.Line, e.Col, e.Err)
-	}
-	return fmt.Sprintf("template %q: %v", e.Template, e.Err)
-}
-
-func (e *Error) Unwrap() error { return e.Err }
-
-// Filter is an extra filter given to Compile: the value, the positional and the keyword
-// arguments.
-type Filter func(v any, args []any, kwargs map[string]any) (any, error)
-
-// Options configure Compile.
-type Options struct {
-	// Filters are extra filters, beside Jinja2's; they win over pongo2's of the same name.
-	Filters map[string]Filter
-}
-
-// Program is a compiled template set: the main template and every template it can reach by
-// a quoted key ({% include %}, {% import %}, {% from %}, {% extends %}). A Program is read
-// only once compiled: any number of renders may share it.
-type Program struct {
-	main      string
-	templates map[string]*Template
-	errs      map[string]error // keys that do not compile: the error is raised where they are used
-	keys      []string         // every key of the set, for error messages
-	filters   map[string]Filter
-}
 
 // Compile parses srcs[main] and the templates it reaches. A syntax error in the main
 // template is returned; one in a template it reaches is returned when a render uses it, as
@@ -93,7 +33,7 @@ func Compile(srcs map[string]string, main string, opts Options) (prog *Program, 
 		key := queue[0]
 		queue = queue[1:]
 		src = srcs[key]
-		t, reached, err := p.parse(key, src)
+		t, err := p.parse(key, src)
 		if err != nil {
 			if key == main {
 				return nil, err
@@ -102,7 +42,7 @@ func Compile(srcs map[string]string, main string, opts Options) (prog *Program, 
 			continue
 		}
 		p.templates[key] = t
-		for _, r := range reached {
+		for _, r := range t.tree.Refs {
 			if _, exists := srcs[r]; exists && !refs[r] {
 				refs[r] = true
 				queue = append(queue, r)
@@ -112,37 +52,62 @@ func Compile(srcs map[string]string, main string, opts Options) (prog *Program, 
 	return p, nil
 }
 
-func (p *Program) missing(key string) error {
-	return fmt.Errorf("there is no template key %q (keys: %s)", key, strings.Join(p.keys, ", "))
+// parse parses one template and resolves the filters and tests it names.
+func (p *Program) parse(name, src string) (*Template, error) {
+	tr, err := parse.Parse(src)
+	t := &Template{name: name, tree: tr}
+	// Errors in the order a reader meets them: a name that is not allowed (random, urlize)
+	// before a syntax error further on (the tree keeps the uses met before that error), the
+	// syntax error, then a name no one has, which Jinja2 too reports once the template parsed.
+	refused, unknown := p.resolve(t)
+	switch {
+	case refused != nil:
+		return nil, refused
+	case err != nil:
+		return nil, t.syntaxError(err)
+	case unknown != nil:
+		return nil, unknown
+	}
+	return t, nil
 }
 
-// parse parses one template and lists the keys it refers to.
-func (p *Program) parse(name, src string) (*Template, []string, error) {
-	src = normalizeSource(src)
-	t := &Template{name: name, src: src, blocks: map[string]*blockStmt{}, lines: []int{0}}
-	for i := 0; i < len(src); i++ {
-		if src[i] == '\n' {
-			t.lines = append(t.lines, i+1)
+// resolve finds the filters and tests the template names (t.filters, t.tests). It returns
+// the first name that is not allowed, and the first that no one has where that fails the
+// compile (not soft).
+func (p *Program) resolve(t *Template) (refused, unknown error) {
+	uses := t.tree.Uses
+	t.filters = make([]filterFunc, len(uses))
+	t.tests = make([]testFunc, len(uses))
+	for i, u := range uses {
+		what := "filter"
+		if u.Test {
+			what = "test"
+			t.tests[i] = lookupTest(u.Name)
+		} else {
+			fn, err := p.lookupFilter(u.Name, u.Pongo2)
+			if err != nil {
+				return t.errorAt(u.Pos, err.Error()), nil
+			}
+			t.filters[i] = fn
+		}
+		if t.filters[i] == nil && t.tests[i] == nil && !u.Soft && unknown == nil {
+			unknown = t.errorAt(u.Pos, fmt.Sprintf("unknown %s '%s'", what, u.Name))
 		}
 	}
-	toks, err := lex(src)
-	if err != nil {
-		return nil, nil, t.syntaxError(err)
-	}
-	ps := &parser{toks: toks, tmpl: t, names: map[string]string{}, filter: p.lookupFilter, test: lookupTest}
-	body, err := ps.parseTemplate()
-	if err != nil {
-		return nil, nil, t.syntaxError(err)
-	}
-	t.body = body
-	return t, ps.refs, nil
+	return nil, unknown
 }
 
+// syntaxError is the parser's error, located in the template.
 func (t *Template) syntaxError(err error) error {
-	var se *syntaxError
+	var se *parse.Error
 	if errors.As(err, &se) {
-		line, col := t.lineCol(se.pos)
-		return &Error{Template: t.name, Line: line, Col: col, Err: errors.New(se.msg)}
+		return &Error{Template: t.name, Line: se.Line, Col: se.Col, Err: errors.New(se.Msg)}
 	}
 	return &Error{Template: t.name, Err: err}
+}
+
+// errorAt is an error at a byte offset of the template.
+func (t *Template) errorAt(pos int, msg string) error {
+	line, col := t.lineCol(pos)
+	return &Error{Template: t.name, Line: line, Col: col, Err: errors.New(msg)}
 }

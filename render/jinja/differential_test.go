@@ -8,10 +8,11 @@ import (
 	"errors"
 	"math/big"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/jinja2test"
 )
 
 // TestDifferential renders every case of testdata/differential/*.jinja with the real Jinja2
@@ -115,25 +116,8 @@ type jinja2Result struct {
 
 var jinja2Version string
 
-// python3 finds a Python with Jinja2: Debian's first (what make test installs), then PATH's.
-func python3(t *testing.T) string {
-	for _, p := range []string{"/usr/bin/python3", "python3"} {
-		if path, err := exec.LookPath(p); err == nil {
-			if exec.Command(path, "-c", "import jinja2").Run() == nil {
-				return path
-			}
-		}
-	}
-	if os.Getenv("HAPROXY_SIDECAR_REQUIRE_TESTBINS") != "" {
-		t.Fatal("python3 with jinja2 is required (hack/install-deps.sh installs python3-jinja2)")
-	}
-	t.Skip("python3 with jinja2 is not installed (hack/install-deps.sh installs python3-jinja2)")
-	return ""
-}
-
 func runJinja2(t *testing.T, ctxJSON []byte, cases []corpusCase) []jinja2Result {
 	t.Helper()
-	py := python3(t)
 	type reqCase struct {
 		Name      string            `json:"name"`
 		Templates map[string]string `json:"templates"`
@@ -145,30 +129,9 @@ func runJinja2(t *testing.T, ctxJSON []byte, cases []corpusCase) []jinja2Result 
 	for _, c := range cases {
 		req.Cases = append(req.Cases, reqCase{c.name, c.templates})
 	}
-	in, err := json.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(py, "testdata/differential/jinja2_render.py")
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("jinja2_render.py: %v\n%s", err, stderr.String())
-	}
-	var res struct {
-		Version string         `json:"version"`
-		Results []jinja2Result `json:"results"`
-	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Results) != len(cases) {
-		t.Fatalf("%d results for %d cases", len(res.Results), len(cases))
-	}
-	jinja2Version = res.Version
-	return res.Results
+	results, version := jinja2test.Results[jinja2Result](t, "testdata/differential/jinja2_render.py", req, len(cases))
+	jinja2Version = version
+	return results
 }
 
 // decodeContext decodes JSON as Python's json module does: integers stay ints (beyond 64

@@ -1,32 +1,52 @@
 // Package jinja is a Jinja2 template engine: templates render as Jinja2 3.1 renders them
 // with its default Environment, or fail with an error that names the construct and its line.
 //
-// Two stages, as in text/template: the front end turns text into a tree of plain data, the
-// evaluator walks the tree. Nodes have no behaviour; the evaluator switches on their type.
+// Two stages, as in text/template: the front end (package parse, render/jinja/parse) turns
+// text into a tree of plain data, the evaluator here walks the tree. Nodes have no
+// behaviour; the evaluator switches on their type. The parser knows the grammar, not the
+// built-ins: a filter or test node holds its name (and its index among the tree's uses), and
+// Compile resolves each name once per template, so that a render looks nothing up by name.
 //
-//	lexer.go          template text -> tokens (text, {% %}, {{ }}, names, literals, operators)
-//	parser.go         tokens -> tree, with Jinja2's grammar and precedence: the parser and its
-//	                  statement dispatch; Jinja2's statements (parse_stmt.go), pongo2's tags
-//	                  (parse_pongo2.go), expressions (parse_expr.go)
-//	ast.go            the node types: statements (stmt) and expressions (expr), data only (a
-//	                  filter or test node carries the function its name resolved to)
-//	compile.go        Compile: a template set into a Program
+// The files, each using only those listed below it (but the statements and expressions of
+// the walker, which recurse into one another):
+//
+//	compile.go        Compile: a template set into a Program, its filters and tests resolved
+//	                  (an unknown name fails here, or where it runs when an if guards it)
 //	render.go         Program.Render: one evaluator per render, errors located in the template
-//	eval.go           the evaluator: frames, budgets, output
-//	exec*.go          statements: exec.go dispatches (execAll) and runs most; loops
-//	                  (exec_for.go), extends, block, include, import (exec_template.go),
-//	                  pongo2's (exec_pongo2.go)
-//	eval*.go          expressions: eval_expr.go dispatches; calls and macros (eval_call.go)
-//	access.go         obj.name, obj[key], seq[a:b:c]
+//	builtins.go       the built-ins by name: the tables of filters and tests, and those that
+//	                  take names (map, select, reject..., the tests filter and test)
+//	filters_*.go      the filters, one family a file (builtins.go's table names them): text
+//	                  (filters_str.go), markup and URLs (filters_html.go), numbers
+//	                  (filters_num.go), sequences and dicts (filters_seq.go), by attribute
+//	                  (filters_items.go); pprint and tojson with their printers (pprint.go,
+//	                  json.go); pongo2's own through pongo2 (pongo2.go); tests.go, the tests
+//	exec*.go          the walker's statements: exec.go dispatches (execAll), runs most and
+//	                  writes the output; loops (exec_for.go); extends, block, include, import
+//	                  (exec_template.go); pongo2's tags (exec_pongo2.go)
+//	eval*.go          its expressions: eval_expr.go dispatches and looks names up; calls and
+//	                  macros (eval_call.go)
+//	methods*.go       Python's methods: methods.go calls them; methods_str.go, methods_list.go,
+//	                  methods_dict.go; globals.go: range, dict, namespace, cycler, joiner, lipsum
+//	format_str.go     str.format
+//	access.go         obj.name, obj[key], seq[a:b:c]; which names are methods; attribute paths
+//	ops.go            Python's operators: arithmetic, comparisons, in, truth; % formatting
+//	                  (format_percent.go)
+//	iter.go           what a loop walks, and the items of any iterable
+//	html.go           escaping (autoescape, Markup), unescaping, stripping tags
+//	textwrap.go       Python's textwrap, for wordwrap
+//	taint.go          strings from the data that must not be printed (below)
+//	str.go            str(), repr(), the names of types
+//	modules.go        modules shared between renders (Modules)
+//	eval.go           the evaluator's state, and what it holds: Program, Template, frames,
+//	                  macros, loop objects, built-in functions; budgets and located errors
+//	value.go          the values (below), and nothing else of the package
+//	num.go, format.go numbers (ints of any size, floats, bools as ints); float formatting
+//	args.go           binding a built-in's arguments as Python does
+//	program.go        what Compile takes beside the sources, and the Error it and Render return
 //
 // Values are Python's, on plain Go values (value.go): int (int64, then math/big), float,
 // str, list, tuple, dict (the template's keep insertion order; the data's iterate in sorted
-// key order), None and Undefined, with Python's operators (ops.go), iteration (iter.go),
-// printing and repr (str.go, pprint.go, json.go for tojson). The built-ins, one family a file:
-// methods (methods.go dispatches; methods_str.go, methods_list.go, methods_dict.go), %
-// formatting (format_percent.go) and str.format (format_str.go), filters (filters.go finds
-// them by name; filters_str.go, filters_html.go, filters_num.go, filters_seq.go,
-// filters_items.go; textwrap.go for wordwrap), tests (tests.go) and globals (globals.go).
+// key order), None and Undefined, with Python's operators, iteration, printing and repr.
 //
 // pongo2. pongo2 is the engine templates run on: the renderer executes every render as a
 // pongo2 template whose one tag runs a Program (render/host.go), and pongo2 hosts its filter
@@ -39,8 +59,8 @@
 // widthratio, spaceless, templatetag, verbatim, comment). What pongo2 cannot do is parse
 // Jinja2 expressions (s[1:], ~, **, filters with several arguments): translating templates
 // into pongo2 tags meant per-compile state reaching those tags through process-wide
-// variables and positions mapped back through the translation. So one parser and one
-// evaluator, here, read both syntaxes directly, inside pongo2's execution.
+// variables and positions mapped back through the translation. So one parser (package parse)
+// and one evaluator (here) read both syntaxes directly, inside pongo2's execution.
 //
 // No process-wide mutable state: a Program (a compiled template set) is read only and can be
 // rendered by any number of goroutines at once; each render has its own evaluator; two

@@ -5,13 +5,59 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
-	"unsafe"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
-// The evaluator runs a template's tree and writes its output. One evaluator serves one
-// render: it holds the output, the variables in scope (frames), the budgets, and nothing that
-// outlives the render.
+// The evaluator's state, and the objects a render works with: the compiled Program and its
+// Templates, the evaluator with its frames, and what templates make and keep (macros, loop
+// objects, built-in functions, the modules renders share). One evaluator serves one render:
+// it holds the output, the variables in scope (frames), the budgets, and nothing that
+// outlives the render. Here too are its bookkeeping (frames and loop objects reused, budgets)
+// and its errors; what evaluates is above: exec*.go, eval*.go and the built-ins.
+
+// Program is a compiled template set: the main template and every template it can reach by
+// a quoted key ({% include %}, {% import %}, {% from %}, {% extends %}). A Program is read
+// only once compiled: any number of renders may share it.
+type Program struct {
+	main      string
+	templates map[string]*Template
+	errs      map[string]error // keys that do not compile: the error is raised where they are used
+	keys      []string         // every key of the set, for error messages
+	filters   map[string]Filter
+}
+
+// Template is one compiled template (one key of a template set): its tree, and the
+// filters and tests the tree names.
+type Template struct {
+	name string
+	tree *parse.Tree
+	// The filters and tests of Tree.Uses, by index (FilterExpr.Use, TestExpr.Use), resolved
+	// once when compiling; nil: no one has the name (an error when it runs).
+	filters []filterFunc
+	tests   []testFunc
+}
+
+// lineCol returns the 1-based line and column (in characters) of a byte offset.
+func (t *Template) lineCol(pos int) (int, int) {
+	if t == nil {
+		return 0, 0
+	}
+	return t.tree.LineCol(pos)
+}
+
+func (p *Program) missing(key string) error {
+	return fmt.Errorf("there is no template key %q (keys: %s)", key, strings.Join(p.keys, ", "))
+}
+
+// filterFunc is a filter: the value, the positional and the keyword arguments.
+type filterFunc func(e *evaluator, in any, a []any, kw map[string]any) (any, error)
+
+// testFunc is a test: the value, the positional and the keyword arguments.
+type testFunc func(e *evaluator, in any, a []any, kw map[string]any) (bool, error)
 
 type evaluator struct {
 	ctx      context.Context
@@ -30,10 +76,10 @@ type evaluator struct {
 	kwOrder    []string // the keyword arguments of the call being made, in order
 	blockIn    any      // the input of the innermost filter of a {% filter %} or {% set %} block
 
-	cur       *Template // whose nodes run now (errors are located in it)
-	root      *frame    // the current template's top-level frame
-	blocks    map[string][]*blockStmt
-	extending *Template // {% extends %} ran: the child's top-level output is dropped
+	cur       *Template          // whose nodes run now (errors are located in it)
+	root      *frame             // the current template's top-level frame
+	blocks    map[string][]block // by name, the most derived definition first
+	extending *Template          // {% extends %} ran: the child's top-level output is dropped
 	suppress  bool
 	blockCall []blockCall // blocks being rendered, for super()
 
@@ -48,6 +94,12 @@ type evaluator struct {
 type blockCall struct {
 	name string
 	idx  int
+}
+
+// block is a definition of a block, and the template it is in (whose nodes its body are).
+type block struct {
+	def  *parse.BlockStmt
+	tmpl *Template
 }
 
 // frame holds the variables of one scope: a template's top level, a loop body, a macro
@@ -71,28 +123,63 @@ func (f *frame) set(name string, v any) {
 	f.vals = append(f.vals, v)
 }
 
-func (e *evaluator) lookup(f *frame, name string) (any, bool) {
-	for fr := f; fr != nil; fr = fr.parent {
-		for i := len(fr.names) - 1; i >= 0; i-- {
-			// The parser interns names: equal names mostly share their bytes.
-			if n := fr.names[i]; len(n) == len(name) && (unsafe.StringData(n) == unsafe.StringData(name) || n == name) {
-				return fr.vals[i], true
-			}
-		}
-		if fr.ctx != nil {
-			if v, ok := fr.ctx[name]; ok {
-				return fromData(v), true
-			}
-		}
-	}
-	if b := lookupBuiltin(name); b != nil {
-		return b, true
-	}
-	return nil, false
+// Macro is a macro (or a call block's caller) with the scope it was defined in.
+type Macro struct {
+	def     *parse.MacroDef
+	closure *frame
+	tmpl    *Template
+	escape  bool // autoescape where it was defined (its prints escape or not as written there)
 }
 
+// loopCtx is the loop variable (and pongo2's forloop).
+type loopCtx struct {
+	index0, length int
+	s              seq
+	depth0         int
+	parent         *loopCtx
+	changedLast    []any
+	changedSet     bool
+	ifchanged      map[*parse.IfchangedStmt]string
+	stmt           *parse.ForStmt // recursive loops: loop(x) runs stmt again
+	frame          *frame
+	tmpl           *Template // whose nodes stmt is (loop(x) may be called from another template's macro)
+}
+
+// builtin is a global function: range, dict, namespace, cycler, joiner.
+type builtin struct {
+	name string
+	fn   func(e *evaluator, a []any, kw map[string]any) (any, error)
+}
+
+// Modules keeps the modules that the renders of several templates of one set, with one
+// context, import with context (the files of one bundle: haproxy.cfg and its map files, each
+// importing the same routes): a module imported at the top of a template, before anything is
+// set there, sees nothing but the context, so one computation serves every such import.
+// Each import gets its own copy of the module's values, as if computed for it: what one
+// template does to them (dict.update, list.append, a namespace's attribute) is not seen by
+// another. A module that exports macros (they see the frame of the template that imported
+// them) or values it cannot copy is computed for each import, as without Modules.
+//
+// Create one per context: a Modules given another context computes again. Safe for
+// concurrent use.
+type Modules struct {
+	mu   sync.Mutex
+	vars uintptr // the context the modules were computed with (its map's identity)
+	m    map[string]sharedModule
+	last bool // the renders to come are the last: an import takes the kept module itself
+}
+
+type sharedModule struct {
+	src string // the module's source: the same key of another template set is another module
+	mod *module
+}
+
+// maxCallDepth bounds nested macro calls, includes and recursive loops (Python's own
+// recursion limit stops Jinja2 at a few hundred).
+const maxCallDepth = 256
+
 // Loop objects and filtered item lists are reused from loop to loop when nothing can keep
-// them (see forStmt.keepsLoop): loops run once per item of the data.
+// them (see ForStmt.KeepsLoop): loops run once per item of the data.
 func (e *evaluator) getLoop() *loopCtx {
 	if n := len(e.freeLoops); n > 0 {
 		l := e.freeLoops[n-1]
@@ -150,8 +237,6 @@ func keep(f *frame) {
 	}
 }
 
-// Errors.
-
 // posError is an error at a position of a template.
 type posError struct {
 	tmpl *Template
@@ -160,6 +245,7 @@ type posError struct {
 }
 
 func (p *posError) Error() string { return p.err.Error() }
+
 func (p *posError) Unwrap() error { return p.err }
 
 var (
@@ -251,58 +337,4 @@ func (e *evaluator) checkTime() error {
 		return &LimitError{Kind: "time"}
 	}
 	return nil
-}
-
-// Output.
-
-func (e *evaluator) write(s string) error {
-	if len(e.out)+len(s) > e.maxSize {
-		return e.sizeError()
-	}
-	e.out = append(e.out, s...)
-	return nil
-}
-
-// print writes v as Jinja2 prints it ({{ v }}).
-func (e *evaluator) print(v any) error {
-	switch x := v.(type) {
-	case string:
-		if e.autoescape {
-			return e.write(escapeString(x))
-		}
-		return e.write(x)
-	case int64:
-		if len(e.out)+20 > e.maxSize {
-			return e.sizeError()
-		}
-		e.out = strconv.AppendInt(e.out, x, 10)
-		return nil
-	case Markup:
-		return e.write(string(x))
-	case *tainted:
-		return &UnsafeValueError{Value: x.s, Source: x.src}
-	case *Undefined:
-		if x.err != nil {
-			return x.err
-		}
-		return nil
-	}
-	s, err := e.str(v)
-	if err != nil {
-		return err
-	}
-	if e.autoescape {
-		s = escapeString(s)
-	}
-	return e.write(s)
-}
-
-// capture runs body with its output going to a string of its own.
-func (e *evaluator) capture(body []stmt, f *frame) (string, error) {
-	saved := e.out
-	e.out = nil
-	err := e.execAll(body, f)
-	out := string(e.out)
-	e.out = saved
-	return out, err
 }

@@ -3,20 +3,22 @@ package jinja
 import (
 	"errors"
 	"fmt"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
 // Calls: the arguments of a call, a filter or a test; calling a value (a macro, a global, a
 // bound method, loop(...), a joiner, self.block()); macros.
 
-func (e *evaluator) evalArgs(a *args, f *frame, caller *Macro) ([]any, map[string]any, error) {
-	if a.consts != nil && caller == nil {
+func (e *evaluator) evalArgs(a *parse.Args, f *frame, caller *Macro) ([]any, map[string]any, error) {
+	if a.Consts != nil && caller == nil {
 		e.kwOrder = nil
-		return a.consts, nil, nil
+		return a.Consts, nil, nil
 	}
 	var list []any
-	if len(a.list) > 0 {
-		list = make([]any, 0, len(a.list))
-		for _, x := range a.list {
+	if len(a.List) > 0 {
+		list = make([]any, 0, len(a.List))
+		for _, x := range a.List {
 			v, err := e.eval(x, f)
 			if err != nil {
 				return nil, nil, err
@@ -24,38 +26,38 @@ func (e *evaluator) evalArgs(a *args, f *frame, caller *Macro) ([]any, map[strin
 			list = append(list, v)
 		}
 	}
-	if a.star != nil {
-		v, err := e.eval(a.star, f)
+	if a.Star != nil {
+		v, err := e.eval(a.Star, f)
 		if err != nil {
 			return nil, nil, err
 		}
 		items, err := e.iterate(v)
 		if err != nil {
-			return nil, nil, e.at(a.star.position(), fmt.Errorf("argument after * must be an iterable, not %s", typeName(v)))
+			return nil, nil, e.at(a.Star.Position(), fmt.Errorf("argument after * must be an iterable, not %s", typeName(v)))
 		}
 		list = append(list, items...)
 	}
 	var kw map[string]any
 	var order []string
-	if len(a.kw) > 0 || a.starKw != nil || caller != nil {
-		kw = make(map[string]any, len(a.kw)+1)
-		order = make([]string, 0, len(a.kw)+1)
+	if len(a.Kw) > 0 || a.StarKw != nil || caller != nil {
+		kw = make(map[string]any, len(a.Kw)+1)
+		order = make([]string, 0, len(a.Kw)+1)
 	}
-	for _, k := range a.kw {
-		v, err := e.eval(k.x, f)
+	for _, k := range a.Kw {
+		v, err := e.eval(k.X, f)
 		if err != nil {
 			return nil, nil, err
 		}
-		kw[k.name] = v
-		order = append(order, k.name)
+		kw[k.Name] = v
+		order = append(order, k.Name)
 	}
-	if a.starKw != nil {
-		v, err := e.eval(a.starKw, f)
+	if a.StarKw != nil {
+		v, err := e.eval(a.StarKw, f)
 		if err != nil {
 			return nil, nil, err
 		}
 		if !isMapping(v) {
-			return nil, nil, e.at(a.starKw.position(), fmt.Errorf("argument after ** must be a mapping, not %s", typeName(v)))
+			return nil, nil, e.at(a.StarKw.Position(), fmt.Errorf("argument after ** must be a mapping, not %s", typeName(v)))
 		}
 		var kerr error
 		eachItem(v, func(k, val any) bool {
@@ -71,7 +73,7 @@ func (e *evaluator) evalArgs(a *args, f *frame, caller *Macro) ([]any, map[strin
 			return true
 		})
 		if kerr != nil {
-			return nil, nil, e.at(a.starKw.position(), kerr)
+			return nil, nil, e.at(a.StarKw.Position(), kerr)
 		}
 	}
 	if caller != nil {
@@ -83,82 +85,82 @@ func (e *evaluator) evalArgs(a *args, f *frame, caller *Macro) ([]any, map[strin
 }
 
 // evalWith calls with caller as the `caller` keyword argument ({% call %}).
-func (e *evaluator) evalCallWith(x *callExpr, f *frame, caller *Macro) (any, error) {
-	if a, ok := x.fn.(*attrExpr); ok {
+func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (any, error) {
+	if a, ok := x.Fn.(*parse.AttrExpr); ok {
 		// obj.method(...) without making a bound method first.
-		obj, err := e.eval(a.obj, f)
+		obj, err := e.eval(a.Obj, f)
 		if err != nil {
 			return nil, err
 		}
 		if u, ok := obj.(*Undefined); ok {
-			return nil, e.at(a.pos, u.fail())
+			return nil, e.at(a.Pos, u.fail())
 		}
-		if hasMethod(obj, a.name) && !isMappingWithKeyFirst(obj, a.name) {
-			list, kw, err := e.evalArgs(&x.args, f, caller)
+		if hasMethod(obj, a.Name) && !isMappingWithKeyFirst(obj, a.Name) {
+			list, kw, err := e.evalArgs(&x.Args, f, caller)
 			if err != nil {
 				return nil, err
 			}
 			outer := e.taint
 			e.taint = ""
-			v, err := e.callMethod(obj, a.name, list, kw)
+			v, err := e.callMethod(obj, a.Name, list, kw)
 			if err == nil && e.taint != "" {
 				v = retaint(v, e.taint)
 			}
 			e.taint = outer
-			return v, e.at(a.pos, err)
+			return v, e.at(a.Pos, err)
 		}
-		fn, err := e.getAttr(obj, a.name)
+		fn, err := e.getAttr(obj, a.Name)
 		if err != nil {
-			return nil, e.at(a.pos, err)
+			return nil, e.at(a.Pos, err)
 		}
 		if u, ok := fn.(*Undefined); ok {
-			return nil, e.at(a.pos, u.fail())
+			return nil, e.at(a.Pos, u.fail())
 		}
-		list, kw, err := e.evalArgs(&x.args, f, caller)
+		list, kw, err := e.evalArgs(&x.Args, f, caller)
 		if err != nil {
 			return nil, err
 		}
 		v, err := e.call(fn, list, kw)
-		return v, e.at(x.pos, err)
+		return v, e.at(x.Pos, err)
 	}
-	fn, err := e.eval(x.fn, f)
+	fn, err := e.eval(x.Fn, f)
 	if err != nil {
 		return nil, err
 	}
 	if u, ok := fn.(*Undefined); ok {
-		return nil, e.at(x.fn.position(), u.fail())
+		return nil, e.at(x.Fn.Position(), u.fail())
 	}
-	list, kw, err := e.evalArgs(&x.args, f, caller)
+	list, kw, err := e.evalArgs(&x.Args, f, caller)
 	if err != nil {
 		return nil, err
 	}
 	v, err := e.call(fn, list, kw)
-	return v, e.at(x.pos, err)
+	return v, e.at(x.Pos, err)
 }
 
 // evalAfter finishes a call of obj.method(...) whose obj is already evaluated.
-func (e *evaluator) evalCallAfter(x *callExpr, f *frame, obj any) (any, error) {
-	a := x.fn.(*attrExpr)
+func (e *evaluator) evalCallAfter(x *parse.CallExpr, f *frame, obj any) (any, error) {
+	a := x.Fn.(*parse.AttrExpr)
 	if u, ok := obj.(*Undefined); ok {
-		return nil, e.at(a.pos, u.fail())
+		return nil, e.at(a.Pos, u.fail())
 	}
-	list, kw, err := e.evalArgs(&x.args, f, nil)
+	list, kw, err := e.evalArgs(&x.Args, f, nil)
 	if err != nil {
 		return nil, err
 	}
-	if hasMethod(obj, a.name) && !isMappingWithKeyFirst(obj, a.name) {
-		v, err := e.callMethod(obj, a.name, list, kw)
-		return v, e.at(a.pos, err)
+	if hasMethod(obj, a.Name) && !isMappingWithKeyFirst(obj, a.Name) {
+		v, err := e.callMethod(obj, a.Name, list, kw)
+		return v, e.at(a.Pos, err)
 	}
-	fn, err := e.getAttr(obj, a.name)
+	fn, err := e.getAttr(obj, a.Name)
 	if err != nil {
-		return nil, e.at(a.pos, err)
+		return nil, e.at(a.Pos, err)
 	}
 	if u, ok := fn.(*Undefined); ok {
-		return nil, e.at(a.pos, u.fail())
+		return nil, e.at(a.Pos, u.fail())
 	}
 	v, err := e.call(fn, list, kw)
-	return v, e.at(x.pos, err)
+	return v, e.at(x.Pos, err)
 }
 
 // isMappingWithKeyFirst: obj.name where obj is a dict without such a method (its key wins).
@@ -201,18 +203,6 @@ func (e *evaluator) call(fn any, a []any, kw map[string]any) (any, error) {
 	return nil, fmt.Errorf("'%s' object is not callable", typeName(fn))
 }
 
-// maxCallDepth bounds nested macro calls, includes and recursive loops (Python's own
-// recursion limit stops Jinja2 at a few hundred).
-const maxCallDepth = 256
-
-// Macro is a macro (or a call block's caller) with the scope it was defined in.
-type Macro struct {
-	def     *macroDef
-	closure *frame
-	tmpl    *Template
-	escape  bool // autoescape where it was defined (its prints escape or not as written there)
-}
-
 func (e *evaluator) callMacro(m *Macro, a []any, kw map[string]any) (any, error) {
 	d := m.def
 	order := e.kwOrder
@@ -232,7 +222,7 @@ func (e *evaluator) callMacro(m *Macro, a []any, kw map[string]any) (any, error)
 	fr := e.newFrame(m.closure)
 	defer e.release(fr)
 	foundCaller := false
-	for i, p := range d.params {
+	for i, p := range d.Params {
 		if i < len(a) {
 			fr.set(p, a[i])
 			if p == "caller" {
@@ -248,8 +238,8 @@ func (e *evaluator) callMacro(m *Macro, a []any, kw map[string]any) (any, error)
 			}
 			continue
 		}
-		if di := i - (len(d.params) - len(d.defaults)); di >= 0 {
-			v, err := e.eval(d.defaults[di], fr)
+		if di := i - (len(d.Params) - len(d.Defaults)); di >= 0 {
+			v, err := e.eval(d.Defaults[di], fr)
 			if err != nil {
 				return nil, err
 			}
@@ -258,7 +248,7 @@ func (e *evaluator) callMacro(m *Macro, a []any, kw map[string]any) (any, error)
 		}
 		fr.set(p, &Undefined{hint: fmt.Sprintf("parameter %s was not provided", reprString(p)), name: p})
 	}
-	if d.usesCaller && !foundCaller {
+	if d.UsesCaller && !foundCaller {
 		if c, ok := kw["caller"]; ok {
 			delete(kw, "caller")
 			fr.set("caller", c)
@@ -266,7 +256,7 @@ func (e *evaluator) callMacro(m *Macro, a []any, kw map[string]any) (any, error)
 			fr.set("caller", &Undefined{hint: "No caller defined", name: "caller"})
 		}
 	}
-	if d.usesKwargs {
+	if d.UsesKwargs {
 		dict := newDict(len(kw))
 		for _, k := range order {
 			if v, ok := kw[k]; ok {
@@ -276,22 +266,22 @@ func (e *evaluator) callMacro(m *Macro, a []any, kw map[string]any) (any, error)
 		fr.set("kwargs", dict)
 	} else if len(kw) > 0 {
 		if _, ok := kw["caller"]; ok {
-			return nil, fmt.Errorf("macro %s was invoked with two values for the special caller argument. This is most likely a bug", reprString(d.name))
+			return nil, fmt.Errorf("macro %s was invoked with two values for the special caller argument. This is most likely a bug", reprString(d.Name))
 		}
-		return nil, fmt.Errorf("macro %s takes no keyword argument %s", reprString(d.name), reprString(sortedKeys(kw)[0]))
+		return nil, fmt.Errorf("macro %s takes no keyword argument %s", reprString(d.Name), reprString(sortedKeys(kw)[0]))
 	}
-	if d.usesVarargs {
+	if d.UsesVarargs {
 		var rest Tuple
-		if len(a) > len(d.params) {
-			rest = append(Tuple{}, a[len(d.params):]...)
+		if len(a) > len(d.Params) {
+			rest = append(Tuple{}, a[len(d.Params):]...)
 		} else {
 			rest = Tuple{}
 		}
 		fr.set("varargs", rest)
-	} else if len(a) > len(d.params) {
-		return nil, fmt.Errorf("macro %s takes not more than %d argument(s)", reprString(d.name), len(d.params))
+	} else if len(a) > len(d.Params) {
+		return nil, fmt.Errorf("macro %s takes not more than %d argument(s)", reprString(d.Name), len(d.Params))
 	}
-	if err := e.execAll(d.body, fr); err != nil {
+	if err := e.execAll(d.Body, fr); err != nil {
 		return nil, err
 	}
 	if callerEscape {

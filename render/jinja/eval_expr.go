@@ -4,103 +4,181 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unsafe"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
 // Evaluating expressions: eval switches on the expression's type; each kind has its function
 // here, except calls (eval_call.go) and the lookups obj.name, obj[key], obj[a:b] (access.go).
 
 // eval evaluates one expression.
-func (e *evaluator) eval(x expr, f *frame) (any, error) {
+func (e *evaluator) eval(x parse.Expr, f *frame) (any, error) {
 	switch x := x.(type) {
-	case *constExpr:
-		return x.v, nil
-	case *nameExpr:
+	case *parse.ConstExpr:
+		return x.Value, nil
+	case *parse.NameExpr:
 		// Names and attributes are most of what templates evaluate: here, without a call more.
 		return e.nameValue(x, f), nil
-	case *attrExpr:
+	case *parse.AttrExpr:
 		var obj any
-		if n, ok := x.obj.(*nameExpr); ok {
+		if n, ok := x.Obj.(*parse.NameExpr); ok {
 			obj = e.nameValue(n, f)
 		} else {
 			var err error
-			if obj, err = e.eval(x.obj, f); err != nil {
+			if obj, err = e.eval(x.Obj, f); err != nil {
 				return nil, err
 			}
 		}
-		v, err := e.getAttr(obj, x.name)
-		return v, e.at(x.pos, err)
-	case *itemExpr:
+		v, err := e.getAttr(obj, x.Name)
+		return v, e.at(x.Pos, err)
+	case *parse.ItemExpr:
 		return e.evalItem(x, f)
-	case *sliceExpr:
+	case *parse.SliceExpr:
 		return e.evalSlice(x, f)
-	case *callExpr:
+	case *parse.CallExpr:
 		return e.evalCallWith(x, f, nil)
-	case *filterExpr:
+	case *parse.FilterExpr:
 		return e.evalFilter(x, f)
-	case *testExpr:
+	case *parse.TestExpr:
 		return e.evalTest(x, f)
-	case *binExpr:
+	case *parse.BinExpr:
 		return e.evalBin(x, f)
-	case *concatExpr:
+	case *parse.ConcatExpr:
 		return e.evalConcat(x, f)
-	case *compareExpr:
+	case *parse.CompareExpr:
 		return e.evalCompare(x, f)
-	case *andExpr:
+	case *parse.AndExpr:
 		return e.evalAnd(x, f)
-	case *orExpr:
+	case *parse.OrExpr:
 		return e.evalOr(x, f)
-	case *notExpr:
+	case *parse.NotExpr:
 		return e.evalNot(x, f)
-	case *negExpr:
+	case *parse.NegExpr:
 		return e.evalNeg(x, f)
-	case *condExpr:
+	case *parse.CondExpr:
 		return e.evalCond(x, f)
-	case *listExpr:
+	case *parse.ListExpr:
 		return e.evalList(x, f)
-	case *tupleExpr:
+	case *parse.TupleExpr:
 		return e.evalTuple(x, f)
-	case *dictExpr:
+	case *parse.DictExpr:
 		return e.evalDict(x, f)
 	}
-	return nil, e.at(x.position(), fmt.Errorf("internal error: no evaluation for expression %T", x))
+	return nil, e.at(x.Position(), fmt.Errorf("internal error: no evaluation for expression %T", x))
 }
 
 // nameValue is the value of a name: a variable, else (evalUndefinedName) self or undefined.
-func (e *evaluator) nameValue(x *nameExpr, f *frame) any {
-	if v, ok := e.lookup(f, x.name); ok {
+func (e *evaluator) nameValue(x *parse.NameExpr, f *frame) any {
+	if v, ok := e.lookup(f, x.Name); ok {
 		return v
 	}
 	return e.evalUndefinedName(x)
 }
 
-// evalUndefinedName is a name that is not set: self in a template with blocks, else undefined.
-func (e *evaluator) evalUndefinedName(x *nameExpr) any {
-	if x.name == "self" && e.blocks != nil {
-		return &selfRef{}
+func (e *evaluator) lookup(f *frame, name string) (any, bool) {
+	for fr := f; fr != nil; fr = fr.parent {
+		for i := len(fr.names) - 1; i >= 0; i-- {
+			// The parser interns names: equal names mostly share their bytes.
+			if n := fr.names[i]; len(n) == len(name) && (unsafe.StringData(n) == unsafe.StringData(name) || n == name) {
+				return fr.vals[i], true
+			}
+		}
+		if fr.ctx != nil {
+			if v, ok := fr.ctx[name]; ok {
+				return fromData(v), true
+			}
+		}
 	}
-	return undefinedName(x.name)
+	if b := lookupBuiltin(name); b != nil {
+		return b, true
+	}
+	return nil, false
 }
 
-func (e *evaluator) evalItem(x *itemExpr, f *frame) (any, error) {
-	obj, err := e.eval(x.obj, f)
+// evalUndefinedName is a name that is not set: self in a template with blocks, else undefined.
+func (e *evaluator) evalUndefinedName(x *parse.NameExpr) any {
+	if x.Name == "self" && e.blocks != nil {
+		return &selfRef{}
+	}
+	return undefinedName(x.Name)
+}
+
+// cond evaluates x for its truth only: a missing key or name is false without making an
+// Undefined on the way (conditions run once per item of the data: no allocation).
+func (e *evaluator) cond(x parse.Expr, f *frame) (bool, error) {
+	switch c := x.(type) {
+	case *parse.AttrExpr:
+		var obj any
+		if n, ok := c.Obj.(*parse.NameExpr); ok {
+			obj = e.nameValue(n, f)
+		} else {
+			var err error
+			if obj, err = e.eval(c.Obj, f); err != nil {
+				return false, err
+			}
+		}
+		if !isDictMethod(c.Name) {
+			switch m := obj.(type) {
+			case map[string]any:
+				return truthy(m[c.Name]), nil
+			case *record.Record:
+				v, _ := m.Get(c.Name)
+				return truthy(v), nil
+			}
+		}
+		v, err := e.getAttr(obj, c.Name)
+		if err != nil {
+			return false, e.at(c.Pos, err)
+		}
+		return truthy(v), nil
+	case *parse.NameExpr:
+		v, ok := e.lookup(f, c.Name)
+		return ok && truthy(v), nil
+	case *parse.NotExpr:
+		ok, err := e.cond(c.X, f)
+		return !ok, err
+	case *parse.AndExpr:
+		ok, err := e.cond(c.A, f)
+		if err != nil || !ok {
+			return false, err
+		}
+		return e.cond(c.B, f)
+	case *parse.OrExpr:
+		ok, err := e.cond(c.A, f)
+		if err != nil || ok {
+			return ok, err
+		}
+		return e.cond(c.B, f)
+	}
+	v, err := e.eval(x, f)
+	if err != nil {
+		return false, err
+	}
+	return truthy(v), nil
+}
+
+func (e *evaluator) evalItem(x *parse.ItemExpr, f *frame) (any, error) {
+	obj, err := e.eval(x.Obj, f)
 	if err != nil {
 		return nil, err
 	}
-	key, err := e.eval(x.key, f)
+	key, err := e.eval(x.Key, f)
 	if err != nil {
 		return nil, err
 	}
 	v, err := e.getItem(obj, key)
-	return v, e.at(x.pos, err)
+	return v, e.at(x.Pos, err)
 }
 
-func (e *evaluator) evalSlice(x *sliceExpr, f *frame) (any, error) {
-	obj, err := e.eval(x.obj, f)
+func (e *evaluator) evalSlice(x *parse.SliceExpr, f *frame) (any, error) {
+	obj, err := e.eval(x.Obj, f)
 	if err != nil {
 		return nil, err
 	}
 	var bounds [3]*int64
-	for i, b := range [3]expr{x.lo, x.hi, x.step} {
+	for i, b := range [3]parse.Expr{x.Lo, x.Hi, x.Step} {
 		if b == nil {
 			continue
 		}
@@ -113,39 +191,40 @@ func (e *evaluator) evalSlice(x *sliceExpr, f *frame) (any, error) {
 		}
 		n, ok := indexOf(v)
 		if !ok {
-			return nil, e.at(b.position(), fmt.Errorf("slice indices must be integers or None, not %s", typeName(v)))
+			return nil, e.at(b.Position(), fmt.Errorf("slice indices must be integers or None, not %s", typeName(v)))
 		}
 		bounds[i] = &n
 	}
 	v, err := e.slice(obj, bounds[0], bounds[1], bounds[2])
-	return v, e.at(x.pos, err)
+	return v, e.at(x.Pos, err)
 }
 
-func (e *evaluator) evalFilter(x *filterExpr, f *frame) (any, error) {
+func (e *evaluator) evalFilter(x *parse.FilterExpr, f *frame) (any, error) {
 	var in any
-	if x.in == nil {
+	if x.In == nil {
 		in = e.blockIn
 	} else {
 		var err error
-		if in, err = e.eval(x.in, f); err != nil {
+		if in, err = e.eval(x.In, f); err != nil {
 			return nil, err
 		}
 	}
-	list, kw, err := e.evalArgs(&x.args, f, nil)
+	list, kw, err := e.evalArgs(&x.Args, f, nil)
 	if err != nil {
 		return nil, err
 	}
-	if x.fn == nil {
+	fn := e.cur.filters[x.Use]
+	if fn == nil {
 		// No filter has the name: in a branch, Jinja2 fails only when the branch runs.
-		return nil, e.at(x.pos, fmt.Errorf("unknown filter '%s'", x.name))
+		return nil, e.at(x.Pos, fmt.Errorf("unknown filter '%s'", x.Name))
 	}
-	if u, ok := in.(*Undefined); ok && u.err != nil && x.name != "default" && x.name != "d" {
-		return nil, e.at(x.pos, u.err)
+	if u, ok := in.(*Undefined); ok && u.err != nil && x.Name != "default" && x.Name != "d" {
+		return nil, e.at(x.Pos, u.err)
 	}
 	outer := e.taint
 	e.taint = ""
-	v, err := x.fn(e, in, list, kw)
-	if err == nil && e.taint != "" && x.name != "safe" {
+	v, err := fn(e, in, list, kw)
+	if err == nil && e.taint != "" && x.Name != "safe" {
 		v = retaint(v, e.taint)
 	}
 	e.taint = outer
@@ -153,9 +232,9 @@ func (e *evaluator) evalFilter(x *filterExpr, f *frame) (any, error) {
 		var le *LimitError
 		var ue *UndefinedError
 		if errors.As(err, &le) || errors.As(err, &ue) || isPositioned(err) {
-			return nil, e.at(x.pos, err)
+			return nil, e.at(x.Pos, err)
 		}
-		return nil, e.at(x.pos, fmt.Errorf("filter %s: %w", x.name, err))
+		return nil, e.at(x.Pos, fmt.Errorf("filter %s: %w", x.Name, err))
 	}
 	return v, nil
 }
@@ -166,60 +245,61 @@ func isPositioned(err error) bool {
 	return errors.As(err, &pe) || errors.As(err, &te)
 }
 
-func (e *evaluator) evalTest(x *testExpr, f *frame) (any, error) {
-	in, err := e.eval(x.in, f)
+func (e *evaluator) evalTest(x *parse.TestExpr, f *frame) (any, error) {
+	in, err := e.eval(x.In, f)
 	if err != nil {
 		return nil, err
 	}
-	list, kw, err := e.evalArgs(&x.args, f, nil)
+	list, kw, err := e.evalArgs(&x.Args, f, nil)
 	if err != nil {
 		return nil, err
 	}
-	if x.fn == nil {
-		return nil, e.at(x.pos, fmt.Errorf("unknown test '%s'", x.name))
+	fn := e.cur.tests[x.Use]
+	if fn == nil {
+		return nil, e.at(x.Pos, fmt.Errorf("unknown test '%s'", x.Name))
 	}
-	ok, err := x.fn(e, in, list, kw)
+	ok, err := fn(e, in, list, kw)
 	if err != nil {
-		return nil, e.at(x.pos, err)
+		return nil, e.at(x.Pos, err)
 	}
-	return ok != x.negate, nil
+	return ok != x.Negate, nil
 }
 
-func (e *evaluator) evalBin(x *binExpr, f *frame) (any, error) {
-	a, err := e.eval(x.a, f)
+func (e *evaluator) evalBin(x *parse.BinExpr, f *frame) (any, error) {
+	a, err := e.eval(x.A, f)
 	if err != nil {
 		return nil, err
 	}
-	b, err := e.eval(x.b, f)
+	b, err := e.eval(x.B, f)
 	if err != nil {
 		return nil, err
 	}
 	outer := e.taint
 	e.taint = ""
-	v, err := e.arith(x.op, a, b)
+	v, err := e.arith(x.Op, a, b)
 	if err == nil && e.taint != "" {
 		v = retaint(v, e.taint)
 	}
 	e.taint = outer
-	return v, e.at(x.pos, err)
+	return v, e.at(x.Pos, err)
 }
 
-func (e *evaluator) evalConcat(x *concatExpr, f *frame) (any, error) {
+func (e *evaluator) evalConcat(x *parse.ConcatExpr, f *frame) (any, error) {
 	outer := e.taint
 	e.taint = ""
 	defer func() { e.taint = outer }()
 	var b strings.Builder
-	for _, it := range x.items {
+	for _, it := range x.Items {
 		v, err := e.eval(it, f)
 		if err != nil {
 			return nil, err
 		}
 		s, err := e.str(v)
 		if err != nil {
-			return nil, e.at(it.position(), err)
+			return nil, e.at(it.Position(), err)
 		}
 		if b.Len()+len(s) > e.maxSize {
-			return nil, e.at(x.pos, e.sizeError())
+			return nil, e.at(x.Pos, e.sizeError())
 		}
 		b.WriteString(s)
 	}
@@ -229,19 +309,19 @@ func (e *evaluator) evalConcat(x *concatExpr, f *frame) (any, error) {
 	return b.String(), nil
 }
 
-func (e *evaluator) evalCompare(x *compareExpr, f *frame) (any, error) {
-	a, err := e.eval(x.first, f)
+func (e *evaluator) evalCompare(x *parse.CompareExpr, f *frame) (any, error) {
+	a, err := e.eval(x.First, f)
 	if err != nil {
 		return nil, err
 	}
-	for _, op := range x.ops {
-		b, err := e.eval(op.x, f)
+	for _, op := range x.Ops {
+		b, err := e.eval(op.X, f)
 		if err != nil {
 			return nil, err
 		}
-		ok, err := e.compareOp(op.op, a, b)
+		ok, err := e.compareOp(op.Op, a, b)
 		if err != nil {
-			return nil, e.at(op.pos, err)
+			return nil, e.at(op.Pos, err)
 		}
 		if !ok {
 			return false, nil
@@ -251,89 +331,57 @@ func (e *evaluator) evalCompare(x *compareExpr, f *frame) (any, error) {
 	return true, nil
 }
 
-func (e *evaluator) compareOp(op string, a, b any) (bool, error) {
-	switch op {
-	case "==":
-		return equal(a, b), nil
-	case "!=":
-		return !equal(a, b), nil
-	case "in":
-		return e.contains(b, a)
-	case "notin":
-		ok, err := e.contains(b, a)
-		return !ok, err
-	}
-	c, err := compare(a, b, op)
-	if err != nil {
-		return false, err
-	}
-	if c == 2 { // NaN
-		return false, nil
-	}
-	switch op {
-	case "<":
-		return c < 0, nil
-	case ">":
-		return c > 0, nil
-	case "<=":
-		return c <= 0, nil
-	case ">=":
-		return c >= 0, nil
-	}
-	return false, fmt.Errorf("unknown comparison %s", op)
-}
-
-func (e *evaluator) evalAnd(x *andExpr, f *frame) (any, error) {
-	a, err := e.eval(x.a, f)
+func (e *evaluator) evalAnd(x *parse.AndExpr, f *frame) (any, error) {
+	a, err := e.eval(x.A, f)
 	if err != nil || !truthy(a) {
 		return a, err
 	}
-	return e.eval(x.b, f)
+	return e.eval(x.B, f)
 }
 
-func (e *evaluator) evalOr(x *orExpr, f *frame) (any, error) {
-	a, err := e.eval(x.a, f)
+func (e *evaluator) evalOr(x *parse.OrExpr, f *frame) (any, error) {
+	a, err := e.eval(x.A, f)
 	if err != nil || truthy(a) {
 		return a, err
 	}
-	return e.eval(x.b, f)
+	return e.eval(x.B, f)
 }
 
-func (e *evaluator) evalNot(x *notExpr, f *frame) (any, error) {
-	v, err := e.eval(x.x, f)
+func (e *evaluator) evalNot(x *parse.NotExpr, f *frame) (any, error) {
+	v, err := e.eval(x.X, f)
 	if err != nil {
 		return nil, err
 	}
 	return !truthy(v), nil
 }
 
-func (e *evaluator) evalNeg(x *negExpr, f *frame) (any, error) {
-	v, err := e.eval(x.x, f)
+func (e *evaluator) evalNeg(x *parse.NegExpr, f *frame) (any, error) {
+	v, err := e.eval(x.X, f)
 	if err != nil {
 		return nil, err
 	}
-	r, err := neg(v, x.neg)
-	return r, e.at(x.pos, err)
+	r, err := unaryOp(v, x.Neg)
+	return r, e.at(x.Pos, err)
 }
 
-func (e *evaluator) evalCond(x *condExpr, f *frame) (any, error) {
-	t, err := e.cond(x.test, f)
+func (e *evaluator) evalCond(x *parse.CondExpr, f *frame) (any, error) {
+	t, err := e.cond(x.Test, f)
 	if err != nil {
 		return nil, err
 	}
 	if t {
-		return e.eval(x.then, f)
+		return e.eval(x.Then, f)
 	}
-	if x.els == nil {
-		line, _ := e.cur.lineCol(x.pos)
+	if x.Else == nil {
+		line, _ := e.cur.lineCol(x.Pos)
 		return undefinedHint(fmt.Sprintf("the inline if-expression on line %d evaluated to false and no else section was defined.", line)), nil
 	}
-	return e.eval(x.els, f)
+	return e.eval(x.Else, f)
 }
 
-func (e *evaluator) evalList(x *listExpr, f *frame) (any, error) {
-	items := make([]any, len(x.items))
-	for i, it := range x.items {
+func (e *evaluator) evalList(x *parse.ListExpr, f *frame) (any, error) {
+	items := make([]any, len(x.Items))
+	for i, it := range x.Items {
 		v, err := e.eval(it, f)
 		if err != nil {
 			return nil, err
@@ -343,9 +391,9 @@ func (e *evaluator) evalList(x *listExpr, f *frame) (any, error) {
 	return &List{items: items}, nil
 }
 
-func (e *evaluator) evalTuple(x *tupleExpr, f *frame) (any, error) {
-	items := make(Tuple, len(x.items))
-	for i, it := range x.items {
+func (e *evaluator) evalTuple(x *parse.TupleExpr, f *frame) (any, error) {
+	items := make(Tuple, len(x.Items))
+	for i, it := range x.Items {
 		v, err := e.eval(it, f)
 		if err != nil {
 			return nil, err
@@ -355,19 +403,19 @@ func (e *evaluator) evalTuple(x *tupleExpr, f *frame) (any, error) {
 	return items, nil
 }
 
-func (e *evaluator) evalDict(x *dictExpr, f *frame) (any, error) {
-	d := newDict(len(x.keys))
-	for i := range x.keys {
-		k, err := e.eval(x.keys[i], f)
+func (e *evaluator) evalDict(x *parse.DictExpr, f *frame) (any, error) {
+	d := newDict(len(x.Keys))
+	for i := range x.Keys {
+		k, err := e.eval(x.Keys[i], f)
 		if err != nil {
 			return nil, err
 		}
-		v, err := e.eval(x.vals[i], f)
+		v, err := e.eval(x.Values[i], f)
 		if err != nil {
 			return nil, err
 		}
 		if err := d.set(k, v); err != nil {
-			return nil, e.at(x.keys[i].position(), err)
+			return nil, e.at(x.Keys[i].Position(), err)
 		}
 	}
 	return d, nil

@@ -2,8 +2,9 @@ package jinja
 
 import (
 	"fmt"
+	"strconv"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
 // Running statements: execAll switches on each statement's type; each kind has its function
@@ -12,63 +13,63 @@ import (
 
 // execAll runs statements in order, switching on each one's type (here rather than in a
 // function of its own: statements run once per item of the data, and a call fewer counts).
-func (e *evaluator) execAll(body []stmt, f *frame) error {
+func (e *evaluator) execAll(body []parse.Stmt, f *frame) error {
 	for _, s := range body {
 		var err error
 		switch s := s.(type) {
-		case *textStmt:
+		case *parse.TextStmt:
 			// Text and prints are most statements: their common case here, without a call.
-			if !e.suppress && len(e.out)+len(s.text) <= e.maxSize {
-				e.out = append(e.out, s.text...)
+			if !e.suppress && len(e.out)+len(s.Text) <= e.maxSize {
+				e.out = append(e.out, s.Text...)
 				continue
 			}
 			err = e.execText(s, f)
-		case *printStmt:
+		case *parse.PrintStmt:
 			err = e.execPrint(s, f)
-		case *ifStmt:
+		case *parse.IfStmt:
 			err = e.execIf(s, f)
-		case *forStmt:
+		case *parse.ForStmt:
 			err = e.execFor(s, f)
-		case *setStmt:
+		case *parse.SetStmt:
 			err = e.execSet(s, f)
-		case *setBlockStmt:
+		case *parse.SetBlockStmt:
 			err = e.execSetBlock(s, f)
-		case *withStmt:
+		case *parse.WithStmt:
 			err = e.execWith(s, f)
-		case *macroStmt:
+		case *parse.MacroStmt:
 			err = e.execMacro(s, f)
-		case *callBlockStmt:
+		case *parse.CallBlockStmt:
 			err = e.execCallBlock(s, f)
-		case *filterBlockStmt:
+		case *parse.FilterBlockStmt:
 			err = e.execFilterBlock(s, f)
-		case *includeStmt:
+		case *parse.IncludeStmt:
 			err = e.execInclude(s, f)
-		case *importStmt:
+		case *parse.ImportStmt:
 			err = e.execImport(s, f)
-		case *fromImportStmt:
+		case *parse.FromImportStmt:
 			err = e.execFromImport(s, f)
-		case *extendsStmt:
+		case *parse.ExtendsStmt:
 			err = e.execExtends(s, f)
-		case *blockStmt:
+		case *parse.BlockStmt:
 			err = e.execBlock(s, f)
-		case *autoescapeStmt:
+		case *parse.AutoescapeStmt:
 			err = e.execAutoescape(s, f)
-		case *loopControlStmt:
+		case *parse.LoopControlStmt:
 			err = e.execLoopControl(s, f)
-		case *doStmt:
+		case *parse.DoStmt:
 			err = e.execDo(s, f)
-		case *cycleStmt:
+		case *parse.CycleStmt:
 			err = e.execCycle(s, f)
-		case *firstofStmt:
+		case *parse.FirstofStmt:
 			err = e.execFirstof(s, f)
-		case *ifchangedStmt:
+		case *parse.IfchangedStmt:
 			err = e.execIfchanged(s, f)
-		case *widthratioStmt:
+		case *parse.WidthratioStmt:
 			err = e.execWidthratio(s, f)
-		case *spacelessStmt:
+		case *parse.SpacelessStmt:
 			err = e.execSpaceless(s, f)
 		default:
-			err = e.at(s.position(), fmt.Errorf("internal error: no evaluation for statement %T", s))
+			err = e.at(s.Position(), fmt.Errorf("internal error: no evaluation for statement %T", s))
 		}
 		if err != nil {
 			return err
@@ -77,27 +78,27 @@ func (e *evaluator) execAll(body []stmt, f *frame) error {
 	return nil
 }
 
-func (e *evaluator) execText(s *textStmt, f *frame) error {
+func (e *evaluator) execText(s *parse.TextStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
-	if len(e.out)+len(s.text) > e.maxSize {
-		return e.at(s.pos, e.sizeError())
+	if len(e.out)+len(s.Text) > e.maxSize {
+		return e.at(s.Pos, e.sizeError())
 	}
-	e.out = append(e.out, s.text...)
+	e.out = append(e.out, s.Text...)
 	return nil
 }
 
-func (e *evaluator) execPrint(s *printStmt, f *frame) error {
+func (e *evaluator) execPrint(s *parse.PrintStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
 	var v any
-	if n, ok := s.x.(*nameExpr); ok { // most prints print a name
+	if n, ok := s.X.(*parse.NameExpr); ok { // most prints print a name
 		v = e.nameValue(n, f)
 	} else {
 		var err error
-		if v, err = e.eval(s.x, f); err != nil {
+		if v, err = e.eval(s.X, f); err != nil {
 			return err
 		}
 	}
@@ -105,133 +106,109 @@ func (e *evaluator) execPrint(s *printStmt, f *frame) error {
 		e.out = append(e.out, str...) // the common case, inline
 		return nil
 	}
-	return e.at(s.pos, e.print(v))
+	return e.at(s.Pos, e.print(v))
 }
 
-func (e *evaluator) execIf(s *ifStmt, f *frame) error {
-	for i, c := range s.conds {
+func (e *evaluator) write(s string) error {
+	if len(e.out)+len(s) > e.maxSize {
+		return e.sizeError()
+	}
+	e.out = append(e.out, s...)
+	return nil
+}
+
+// print writes v as Jinja2 prints it ({{ v }}).
+func (e *evaluator) print(v any) error {
+	switch x := v.(type) {
+	case string:
+		if e.autoescape {
+			return e.write(escapeString(x))
+		}
+		return e.write(x)
+	case int64:
+		if len(e.out)+20 > e.maxSize {
+			return e.sizeError()
+		}
+		e.out = strconv.AppendInt(e.out, x, 10)
+		return nil
+	case Markup:
+		return e.write(string(x))
+	case *tainted:
+		return &UnsafeValueError{Value: x.s, Source: x.src}
+	case *Undefined:
+		if x.err != nil {
+			return x.err
+		}
+		return nil
+	}
+	s, err := e.str(v)
+	if err != nil {
+		return err
+	}
+	if e.autoescape {
+		s = escapeString(s)
+	}
+	return e.write(s)
+}
+
+// capture runs body with its output going to a string of its own.
+func (e *evaluator) capture(body []parse.Stmt, f *frame) (string, error) {
+	saved := e.out
+	e.out = nil
+	err := e.execAll(body, f)
+	out := string(e.out)
+	e.out = saved
+	return out, err
+}
+
+func (e *evaluator) execIf(s *parse.IfStmt, f *frame) error {
+	for i, c := range s.Conds {
 		ok, err := e.cond(c, f)
 		if err != nil {
 			return err
 		}
 		if ok {
-			return e.execAll(s.bodies[i], f)
+			return e.execAll(s.Bodies[i], f)
 		}
 	}
-	return e.execAll(s.els, f)
+	return e.execAll(s.Else, f)
 }
 
-// cond evaluates x for its truth only: a missing key or name is false without making an
-// Undefined on the way (conditions run once per item of the data: no allocation).
-func (e *evaluator) cond(x expr, f *frame) (bool, error) {
-	switch c := x.(type) {
-	case *attrExpr:
-		var obj any
-		if n, ok := c.obj.(*nameExpr); ok {
-			obj = e.nameValue(n, f)
-		} else {
-			var err error
-			if obj, err = e.eval(c.obj, f); err != nil {
-				return false, err
-			}
-		}
-		if !isDictMethod(c.name) {
-			switch m := obj.(type) {
-			case map[string]any:
-				return truthy(m[c.name]), nil
-			case *record.Record:
-				v, _ := m.Get(c.name)
-				return truthy(v), nil
-			}
-		}
-		v, err := e.getAttr(obj, c.name)
-		if err != nil {
-			return false, e.at(c.pos, err)
-		}
-		return truthy(v), nil
-	case *nameExpr:
-		v, ok := e.lookup(f, c.name)
-		return ok && truthy(v), nil
-	case *notExpr:
-		ok, err := e.cond(c.x, f)
-		return !ok, err
-	case *andExpr:
-		ok, err := e.cond(c.a, f)
-		if err != nil || !ok {
-			return false, err
-		}
-		return e.cond(c.b, f)
-	case *orExpr:
-		ok, err := e.cond(c.a, f)
-		if err != nil || ok {
-			return ok, err
-		}
-		return e.cond(c.b, f)
-	}
-	v, err := e.eval(x, f)
-	if err != nil {
-		return false, err
-	}
-	return truthy(v), nil
-}
-
-func (e *evaluator) execSet(s *setStmt, f *frame) error {
-	v, err := e.eval(s.x, f)
+func (e *evaluator) execSet(s *parse.SetStmt, f *frame) error {
+	v, err := e.eval(s.X, f)
 	if err != nil {
 		return err
 	}
-	return e.at(s.pos, e.assign(f, s.target, v))
+	return e.at(s.Pos, e.assign(f, s.Target, v))
 }
 
-func (e *evaluator) assign(f *frame, t target, v any) error {
+func (e *evaluator) assign(f *frame, t parse.Target, v any) error {
 	switch {
-	case t.tuple:
-		items, err := e.unpack(v, len(t.items))
+	case t.Tuple:
+		items, err := e.unpack(v, len(t.Items))
 		if err != nil {
 			return err
 		}
-		for i, it := range t.items {
+		for i, it := range t.Items {
 			if err := e.assign(f, it, items[i]); err != nil {
 				return err
 			}
 		}
 		return nil
-	case t.attr != "":
-		obj, _ := e.lookup(f, t.name)
+	case t.Attr != "":
+		obj, _ := e.lookup(f, t.Name)
 		ns, ok := obj.(*Namespace)
 		if !ok {
-			return fmt.Errorf("cannot set %s.%s: %s is not a namespace() (cannot assign attribute on non-namespace object)", t.name, t.attr, t.name)
+			return fmt.Errorf("cannot set %s.%s: %s is not a namespace() (cannot assign attribute on non-namespace object)", t.Name, t.Attr, t.Name)
 		}
-		return ns.attrs.set(t.attr, v)
+		return ns.attrs.set(t.Attr, v)
 	}
-	f.set(t.name, v)
+	f.set(t.Name, v)
 	return nil
 }
 
-// unpack splits v into n values (a, b = v).
-func (e *evaluator) unpack(v any, n int) ([]any, error) {
-	if u, ok := v.(*Undefined); ok && u.err != nil {
-		return nil, u.err
-	}
-	s, err := e.seqOf(v)
-	if err != nil {
-		return nil, fmt.Errorf("cannot unpack non-iterable %s object", typeName(v))
-	}
-	if s.n > n {
-		return nil, fmt.Errorf("cannot unpack: too many values to unpack (expected %d)", n)
-	}
-	if s.n < n {
-		return nil, fmt.Errorf("cannot unpack: not enough values to unpack (expected %d, got %d)", n, s.n)
-	}
-	out := make([]any, n)
-	for i := range out {
-		out[i] = s.at(i)
-	}
-	return out, nil
-}
-
-func (e *evaluator) execSetBlock(s *setBlockStmt, f *frame) error {
-	out, err := e.capture(s.body, f)
+func (e *evaluator) execSetBlock(s *parse.SetBlockStmt, f *frame) error {
+	out, err := e.capture(s.Body, f)
 	if err != nil {
 		return err
 	}
@@ -239,21 +216,21 @@ func (e *evaluator) execSetBlock(s *setBlockStmt, f *frame) error {
 	if e.autoescape {
 		v = Markup(out)
 	}
-	if s.filters != nil {
+	if s.Filters != nil {
 		saved := e.blockIn
 		e.blockIn = v
-		v, err = e.eval(s.filters, f)
+		v, err = e.eval(s.Filters, f)
 		e.blockIn = saved
 		if err != nil {
 			return err
 		}
 	}
-	return e.at(s.pos, e.assign(f, s.target, v))
+	return e.at(s.Pos, e.assign(f, s.Target, v))
 }
 
-func (e *evaluator) execWith(s *withStmt, f *frame) error {
-	vals := make([]any, len(s.values))
-	for i, x := range s.values {
+func (e *evaluator) execWith(s *parse.WithStmt, f *frame) error {
+	vals := make([]any, len(s.Values))
+	for i, x := range s.Values {
 		v, err := e.eval(x, f)
 		if err != nil {
 			return err
@@ -262,38 +239,38 @@ func (e *evaluator) execWith(s *withStmt, f *frame) error {
 	}
 	inner := e.newFrame(f)
 	defer e.release(inner)
-	for i, t := range s.targets {
+	for i, t := range s.Targets {
 		if err := e.assign(inner, t, vals[i]); err != nil {
-			return e.at(s.pos, err)
+			return e.at(s.Pos, err)
 		}
 	}
-	return e.execAll(s.body, inner)
+	return e.execAll(s.Body, inner)
 }
 
-func (e *evaluator) execMacro(s *macroStmt, f *frame) error {
+func (e *evaluator) execMacro(s *parse.MacroStmt, f *frame) error {
 	keep(f)
-	f.set(s.macro.name, &Macro{def: s.macro, closure: f, tmpl: e.cur, escape: e.autoescape})
+	f.set(s.Macro.Name, &Macro{def: s.Macro, closure: f, tmpl: e.cur, escape: e.autoescape})
 	return nil
 }
 
-func (e *evaluator) execCallBlock(s *callBlockStmt, f *frame) error {
+func (e *evaluator) execCallBlock(s *parse.CallBlockStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
 	keep(f)
-	caller := &Macro{def: s.caller, closure: f, tmpl: e.cur, escape: e.autoescape}
-	v, err := e.evalCallWith(s.call, f, caller)
+	caller := &Macro{def: s.Caller, closure: f, tmpl: e.cur, escape: e.autoescape}
+	v, err := e.evalCallWith(s.Call, f, caller)
 	if err != nil {
 		return err
 	}
-	return e.at(s.pos, e.print(v))
+	return e.at(s.Pos, e.print(v))
 }
 
-func (e *evaluator) execFilterBlock(s *filterBlockStmt, f *frame) error {
+func (e *evaluator) execFilterBlock(s *parse.FilterBlockStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
-	out, err := e.capture(s.body, f)
+	out, err := e.capture(s.Body, f)
 	if err != nil {
 		return err
 	}
@@ -303,34 +280,34 @@ func (e *evaluator) execFilterBlock(s *filterBlockStmt, f *frame) error {
 	}
 	saved := e.blockIn
 	e.blockIn = in
-	v, err := e.eval(s.filters, f)
+	v, err := e.eval(s.Filters, f)
 	e.blockIn = saved
 	if err != nil {
 		return err
 	}
-	return e.at(s.pos, e.print(v))
+	return e.at(s.Pos, e.print(v))
 }
 
-func (e *evaluator) execAutoescape(s *autoescapeStmt, f *frame) error {
-	v, err := e.eval(s.on, f)
+func (e *evaluator) execAutoescape(s *parse.AutoescapeStmt, f *frame) error {
+	v, err := e.eval(s.On, f)
 	if err != nil {
 		return err
 	}
 	saved := e.autoescape
 	e.autoescape = truthy(v)
-	err = e.execAll(s.body, f)
+	err = e.execAll(s.Body, f)
 	e.autoescape = saved
 	return err
 }
 
-func (e *evaluator) execLoopControl(s *loopControlStmt, f *frame) error {
-	if s.brk {
+func (e *evaluator) execLoopControl(s *parse.LoopControlStmt, f *frame) error {
+	if s.Break {
 		return errBreak
 	}
 	return errContinue
 }
 
-func (e *evaluator) execDo(s *doStmt, f *frame) error {
-	_, err := e.eval(s.x, f)
+func (e *evaluator) execDo(s *parse.DoStmt, f *frame) error {
+	_, err := e.eval(s.X, f)
 	return err
 }

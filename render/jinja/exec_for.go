@@ -4,29 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
-// {% for %}: the loop variable (loopCtx), the loop filter, pongo2's reversed and sorted,
-// and recursive loops.
+// {% for %}: the loop variable (loopCtx, whose type is with the evaluator's state), the loop
+// filter, pongo2's reversed and sorted, and recursive loops.
 
-// loopCtx is the loop variable (and pongo2's forloop).
-type loopCtx struct {
-	index0, length int
-	s              seq
-	depth0         int
-	parent         *loopCtx
-	changedLast    []any
-	changedSet     bool
-	ifchanged      map[*ifchangedStmt]string
-	stmt           *forStmt // recursive loops: loop(x) runs stmt again
-	frame          *frame
-}
-
-func (e *evaluator) execFor(s *forStmt, f *frame) error {
+func (e *evaluator) execFor(s *parse.ForStmt, f *frame) error {
 	// for k, v in d.items(): walk the dict in place, without a view object.
-	if c, ok := s.iter.(*callExpr); ok && len(c.args.list) == 0 && len(c.args.kw) == 0 && c.args.star == nil && c.args.starKw == nil {
-		if a, ok := c.fn.(*attrExpr); ok && (a.name == "items" || a.name == "iteritems") {
-			obj, err := e.eval(a.obj, f)
+	if c, ok := s.Iter.(*parse.CallExpr); ok && len(c.Args.List) == 0 && len(c.Args.Kw) == 0 && c.Args.Star == nil && c.Args.StarKw == nil {
+		if a, ok := c.Fn.(*parse.AttrExpr); ok && (a.Name == "items" || a.Name == "iteritems") {
+			obj, err := e.eval(a.Obj, f)
 			if err != nil {
 				return err
 			}
@@ -40,45 +29,45 @@ func (e *evaluator) execFor(s *forStmt, f *frame) error {
 			return e.runFor(s, f, v, 0, nil)
 		}
 	}
-	v, err := e.eval(s.iter, f)
+	v, err := e.eval(s.Iter, f)
 	if err != nil {
 		return err
 	}
 	return e.runFor(s, f, v, 0, nil)
 }
 
-func (e *evaluator) runFor(s *forStmt, f *frame, v any, depth0 int, parentLoop *loopCtx) error {
+func (e *evaluator) runFor(s *parse.ForStmt, f *frame, v any, depth0 int, parentLoop *loopCtx) error {
 	sq, err := e.seqOf(v)
 	if err != nil {
-		return e.at(s.iterPos, fmt.Errorf("cannot loop over %s: %w", aTypeName(v), err))
+		return e.at(s.IterPos, fmt.Errorf("cannot loop over %s: %w", aTypeName(v), err))
 	}
 	return e.runForSeq(s, f, v, sq, depth0, parentLoop)
 }
 
 // runForSeq runs the loop over sq (the items of v; v may be nil when sq was made directly).
-func (e *evaluator) runForSeq(s *forStmt, f *frame, v any, sq seq, depth0 int, parentLoop *loopCtx) error {
+func (e *evaluator) runForSeq(s *parse.ForStmt, f *frame, v any, sq seq, depth0 int, parentLoop *loopCtx) error {
 	body := e.newFrame(f)
 	defer e.release(body)
 	// {% for k, v in dict %}: with several names, a dict gives its (key, value) pairs, as in
 	// pongo2, whatever its keys (Jinja2 would unpack each key: see render/JINJA2.md).
-	dictPairs := s.target.tuple && isMapping(v)
+	dictPairs := s.Target.Tuple && isMapping(v)
 	if dictPairs {
 		sq, _ = e.seqOf(&dictView{d: v, kind: viewItems})
 	}
-	if s.filter != nil || s.reversed || s.sorted {
+	if s.Filter != nil || s.Reversed || s.Sorted {
 		var err error
 		if sq, err = e.prepareFor(s, body, sq, dictPairs); err != nil {
 			return err
 		}
-		if !s.keepsLoop {
+		if !s.KeepsLoop {
 			defer e.putScratch(sq.list)
 		}
 	}
 	if sq.count() == 0 {
-		return e.execAll(s.els, f)
+		return e.execAll(s.Else, f)
 	}
 	loop := e.newLoop(s, f, &sq, depth0, parentLoop)
-	if loop != nil && !s.keepsLoop && !s.recursive {
+	if loop != nil && !s.KeepsLoop && !s.Recursive {
 		defer e.putLoop(loop)
 	}
 	// (The iterations in a function of their own: with few returns here, Go open-codes the
@@ -87,11 +76,11 @@ func (e *evaluator) runForSeq(s *forStmt, f *frame, v any, sq seq, depth0 int, p
 }
 
 // runIterations runs the loop's body once per item of sq, in the frame body.
-func (e *evaluator) runIterations(s *forStmt, body *frame, sq *seq, loop *loopCtx, dictPairs bool) error {
+func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *loopCtx, dictPairs bool) error {
 	simple, pairs, base := bindLoopNames(s, body, sq.view == viewItems && (sq.rec != nil || sq.keys != nil), loop)
 	for i := 0; i < sq.count(); i++ {
 		if err := e.tick(); err != nil {
-			return e.at(s.pos, err)
+			return e.at(s.Pos, err)
 		}
 		if loop != nil {
 			loop.index0 = i
@@ -108,7 +97,7 @@ func (e *evaluator) runIterations(s *forStmt, body *frame, sq *seq, loop *loopCt
 		default:
 			clear(body.vals)
 			body.names, body.vals = body.names[:0], body.vals[:0]
-			if err := e.assign(body, s.target, sq.at(i)); err != nil {
+			if err := e.assign(body, s.Target, sq.at(i)); err != nil {
 				return loopTargetError(e, s, err, dictPairs)
 			}
 			if loop != nil {
@@ -116,7 +105,7 @@ func (e *evaluator) runIterations(s *forStmt, body *frame, sq *seq, loop *loopCt
 				body.vals = append(body.vals, loop, loop)
 			}
 		}
-		if err := e.execAll(s.body, body); err != nil {
+		if err := e.execAll(s.Body, body); err != nil {
 			if err == errContinue {
 				continue
 			}
@@ -131,8 +120,8 @@ func (e *evaluator) runIterations(s *forStmt, body *frame, sq *seq, loop *loopCt
 
 // newLoop makes the loop object, when the body uses it (nil otherwise): from the pool unless
 // something may keep it past the loop.
-func (e *evaluator) newLoop(s *forStmt, f *frame, sq *seq, depth0 int, parentLoop *loopCtx) *loopCtx {
-	if !s.usesLoop {
+func (e *evaluator) newLoop(s *parse.ForStmt, f *frame, sq *seq, depth0 int, parentLoop *loopCtx) *loopCtx {
+	if !s.UsesLoop {
 		return nil
 	}
 	if parentLoop == nil {
@@ -141,14 +130,14 @@ func (e *evaluator) newLoop(s *forStmt, f *frame, sq *seq, depth0 int, parentLoo
 		}
 	}
 	var loop *loopCtx
-	if s.keepsLoop || s.recursive {
+	if s.KeepsLoop || s.Recursive {
 		loop = &loopCtx{}
 	} else {
 		loop = e.getLoop()
 	}
 	*loop = loopCtx{length: sq.n, s: *sq, depth0: depth0, parent: parentLoop}
-	if s.recursive {
-		loop.stmt, loop.frame = s, f
+	if s.Recursive {
+		loop.stmt, loop.frame, loop.tmpl = s, f, e.cur
 		keep(f)
 	}
 	return loop
@@ -159,19 +148,19 @@ func (e *evaluator) newLoop(s *forStmt, f *frame, sq *seq, depth0 int, parentLoo
 // ({% set %} in the body). simple: one name; pairs: two names over a dict's items (items:
 // the sequence walks a dict's items in place), set without making a tuple. base is how many
 // names stay from one iteration to the next.
-func bindLoopNames(s *forStmt, body *frame, items bool, loop *loopCtx) (simple, pairs bool, base int) {
-	simple = !s.target.tuple
-	pairs = s.target.tuple && len(s.target.items) == 2 && !s.target.items[0].tuple && !s.target.items[1].tuple &&
-		s.target.items[0].attr == "" && s.target.items[1].attr == "" && items
+func bindLoopNames(s *parse.ForStmt, body *frame, items bool, loop *loopCtx) (simple, pairs bool, base int) {
+	simple = !s.Target.Tuple
+	pairs = s.Target.Tuple && len(s.Target.Items) == 2 && !s.Target.Items[0].Tuple && !s.Target.Items[1].Tuple &&
+		s.Target.Items[0].Attr == "" && s.Target.Items[1].Attr == "" && items
 	clear(body.vals)
 	body.names, body.vals = body.names[:0], body.vals[:0] // prepare may have used the frame
 	switch {
 	case simple:
-		body.names = append(body.names, s.target.name)
+		body.names = append(body.names, s.Target.Name)
 		body.vals = append(body.vals, nil)
 		base = 1
 	case pairs:
-		body.names = append(body.names, s.target.items[0].name, s.target.items[1].name)
+		body.names = append(body.names, s.Target.Items[0].Name, s.Target.Items[1].Name)
 		body.vals = append(body.vals, nil, nil)
 		base = 2
 	}
@@ -184,19 +173,19 @@ func bindLoopNames(s *forStmt, body *frame, items bool, loop *loopCtx) (simple, 
 }
 
 // prepareFor applies the loop filter (for x in y if cond) and pongo2's reversed/sorted.
-func (e *evaluator) prepareFor(s *forStmt, body *frame, sq seq, dictPairs bool) (seq, error) {
+func (e *evaluator) prepareFor(s *parse.ForStmt, body *frame, sq seq, dictPairs bool) (seq, error) {
 	items := e.getScratch()
 	for i := 0; i < sq.n; i++ {
 		item := sq.at(i)
-		if s.filter != nil {
+		if s.Filter != nil {
 			if err := e.tick(); err != nil {
-				return seq{}, e.at(s.pos, err)
+				return seq{}, e.at(s.Pos, err)
 			}
 			body.names, body.vals = body.names[:0], body.vals[:0]
-			if err := e.assign(body, s.target, item); err != nil {
+			if err := e.assign(body, s.Target, item); err != nil {
 				return seq{}, loopTargetError(e, s, err, dictPairs)
 			}
-			ok, err := e.cond(s.filter, body)
+			ok, err := e.cond(s.Filter, body)
 			if err != nil {
 				return seq{}, err
 			}
@@ -206,7 +195,7 @@ func (e *evaluator) prepareFor(s *forStmt, body *frame, sq seq, dictPairs bool) 
 		}
 		items = append(items, item)
 	}
-	if s.sorted {
+	if s.Sorted {
 		var err error
 		sort.SliceStable(items, func(i, j int) bool {
 			c, cerr := compare(items[i], items[j], "<")
@@ -216,10 +205,10 @@ func (e *evaluator) prepareFor(s *forStmt, body *frame, sq seq, dictPairs bool) 
 			return c < 0
 		})
 		if err != nil {
-			return seq{}, e.at(s.pos, err)
+			return seq{}, e.at(s.Pos, err)
 		}
 	}
-	if s.reversed {
+	if s.Reversed {
 		for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
 			items[i], items[j] = items[j], items[i]
 		}
@@ -229,54 +218,11 @@ func (e *evaluator) prepareFor(s *forStmt, body *frame, sq seq, dictPairs bool) 
 
 // loopTargetError is the error of setting the loop's names to an item. dictPairs: the items
 // are a dict's (key, value) pairs, which the error says.
-func loopTargetError(e *evaluator, s *forStmt, err error, dictPairs bool) error {
+func loopTargetError(e *evaluator, s *parse.ForStmt, err error, dictPairs bool) error {
 	if dictPairs {
 		err = fmt.Errorf("{%% for %%} with several names over a dict unpacks each (key, value) pair: %w", err)
 	}
-	return e.at(s.pos, err)
-}
-
-// attr returns a loop attribute.
-func (l *loopCtx) attr(name string) (any, bool) {
-	if l.s.live != nil {
-		l.length = l.s.count()
-	}
-	switch name {
-	case "index", "Counter":
-		return int64(l.index0 + 1), true
-	case "index0", "Counter0":
-		return int64(l.index0), true
-	case "revindex", "Revcounter":
-		return int64(l.length - l.index0), true
-	case "revindex0", "Revcounter0":
-		return int64(l.length - l.index0 - 1), true
-	case "first", "First":
-		return l.index0 == 0, true
-	case "last", "Last":
-		return l.index0 == l.length-1, true
-	case "length":
-		return int64(l.length), true
-	case "depth":
-		return int64(l.depth0 + 1), true
-	case "depth0":
-		return int64(l.depth0), true
-	case "previtem":
-		if l.index0 == 0 {
-			return undefinedHint("there is no previous item"), true
-		}
-		return l.s.at(l.index0 - 1), true
-	case "nextitem":
-		if l.index0 >= l.length-1 {
-			return undefinedHint("there is no next item"), true
-		}
-		return l.s.at(l.index0 + 1), true
-	case "Parentloop":
-		if l.parent == nil {
-			return undefinedAttr(l, name), true
-		}
-		return l.parent, true
-	}
-	return nil, false
+	return e.at(s.Pos, err)
 }
 
 // call is loop(x) in a recursive loop: the loop body again over x, one level deeper.
@@ -292,11 +238,11 @@ func (l *loopCtx) call(e *evaluator, a []any) (any, error) {
 	if e.depth > maxCallDepth {
 		return nil, fmt.Errorf("recursive loop calls nested more than %d deep", maxCallDepth)
 	}
-	saved := e.out
-	e.out = nil
+	saved, savedCur := e.out, e.cur
+	e.out, e.cur = nil, l.tmpl
 	err := e.runFor(l.stmt, l.frame, a[0], l.depth0+1, l.parent)
 	out := string(e.out)
-	e.out = saved
+	e.out, e.cur = saved, savedCur
 	if err != nil {
 		return nil, err
 	}

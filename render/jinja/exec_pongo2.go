@@ -6,34 +6,36 @@ import (
 	"math"
 	"regexp"
 	"strconv"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
 // pongo2's own tags: cycle, firstof, ifchanged, widthratio, spaceless.
 
-func (e *evaluator) execCycle(s *cycleStmt, f *frame) error {
+func (e *evaluator) execCycle(s *parse.CycleStmt, f *frame) error {
 	lv, _ := e.lookup(f, "loop")
 	loop, ok := lv.(*loopCtx)
-	if !ok || len(s.values) == 0 {
-		return e.at(s.pos, errors.New("{% cycle %} needs values and a loop"))
+	if !ok || len(s.Values) == 0 {
+		return e.at(s.Pos, errors.New("{% cycle %} needs values and a loop"))
 	}
-	v, err := e.eval(s.values[loop.index0%len(s.values)], f)
+	v, err := e.eval(s.Values[loop.index0%len(s.Values)], f)
 	if err != nil {
 		return err
 	}
-	if s.as != "" {
-		f.set(s.as, v)
-		if s.silent {
+	if s.As != "" {
+		f.set(s.As, v)
+		if s.Silent {
 			return nil
 		}
 	}
 	if e.suppress {
 		return nil
 	}
-	return e.at(s.pos, e.print(v))
+	return e.at(s.Pos, e.print(v))
 }
 
-func (e *evaluator) execFirstof(s *firstofStmt, f *frame) error {
-	for _, x := range s.values {
+func (e *evaluator) execFirstof(s *parse.FirstofStmt, f *frame) error {
+	for _, x := range s.Values {
 		v, err := e.eval(x, f)
 		if err != nil {
 			return err
@@ -42,81 +44,81 @@ func (e *evaluator) execFirstof(s *firstofStmt, f *frame) error {
 			if e.suppress {
 				return nil
 			}
-			return e.at(s.pos, e.print(v))
+			return e.at(s.Pos, e.print(v))
 		}
 	}
 	return nil
 }
 
-func (e *evaluator) execIfchanged(s *ifchangedStmt, f *frame) error {
+func (e *evaluator) execIfchanged(s *parse.IfchangedStmt, f *frame) error {
 	lv, _ := e.lookup(f, "loop")
 	loop, _ := lv.(*loopCtx)
 	if loop == nil {
-		return e.at(s.pos, errors.New("{% ifchanged %} outside a loop"))
+		return e.at(s.Pos, errors.New("{% ifchanged %} outside a loop"))
 	}
 	var key, out string
-	if len(s.values) > 0 {
-		for _, x := range s.values {
+	if len(s.Values) > 0 {
+		for _, x := range s.Values {
 			v, err := e.eval(x, f)
 			if err != nil {
 				return err
 			}
 			r, err := repr(v)
 			if err != nil {
-				return e.at(s.pos, err)
+				return e.at(s.Pos, err)
 			}
 			key += r + "\x00"
 		}
 	} else {
 		var err error
-		if out, err = e.capture(s.body, f); err != nil {
+		if out, err = e.capture(s.Body, f); err != nil {
 			return err
 		}
 		key = out
 	}
 	if loop.ifchanged == nil {
-		loop.ifchanged = map[*ifchangedStmt]string{}
+		loop.ifchanged = map[*parse.IfchangedStmt]string{}
 	}
 	last, seen := loop.ifchanged[s]
 	if seen && last == key {
-		return e.execAll(s.els, f)
+		return e.execAll(s.Else, f)
 	}
 	loop.ifchanged[s] = key
-	if len(s.values) > 0 {
-		return e.execAll(s.body, f)
+	if len(s.Values) > 0 {
+		return e.execAll(s.Body, f)
 	}
-	return e.at(s.pos, e.write(out))
+	return e.at(s.Pos, e.write(out))
 }
 
-func (e *evaluator) execWidthratio(s *widthratioStmt, f *frame) error {
+func (e *evaluator) execWidthratio(s *parse.WidthratioStmt, f *frame) error {
 	var xs [3]float64
-	for i, x := range []expr{s.value, s.max, s.size} {
+	for i, x := range []parse.Expr{s.Value, s.Max, s.Size} {
 		v, err := e.eval(x, f)
 		if err != nil {
 			return err
 		}
 		n := toNum(v)
 		if n.kind == 0 {
-			return e.at(s.pos, fmt.Errorf("{%% widthratio %%} needs numbers, not %s", aTypeName(v)))
+			return e.at(s.Pos, fmt.Errorf("{%% widthratio %%} needs numbers, not %s", aTypeName(v)))
 		}
 		if xs[i], err = n.float(); err != nil {
-			return e.at(s.pos, err)
+			return e.at(s.Pos, err)
 		}
 	}
 	r := math.Ceil(xs[0]/xs[1]*xs[2] + 0.5)
 	if math.IsNaN(r) || math.IsInf(r, 0) {
-		return e.at(s.pos, errors.New("{% widthratio %}: division by zero"))
+		return e.at(s.Pos, errors.New("{% widthratio %}: division by zero"))
 	}
 	if e.suppress {
 		return nil
 	}
-	return e.at(s.pos, e.write(strconv.Itoa(int(r))))
+	return e.at(s.Pos, e.write(strconv.Itoa(int(r))))
 }
 
 var spacelessRE = regexp.MustCompile(`(?U:(<.*>))([\t\n\v\f\r ]+)(?U:(<.*>))`)
 
-func (e *evaluator) execSpaceless(s *spacelessStmt, f *frame) error {
-	out, err := e.capture(s.body, f)
+func (e *evaluator) execSpaceless(s *parse.SpacelessStmt, f *frame) error {
+	out, err := e.capture(s.Body, f)
 	if err != nil {
 		return err
 	}
@@ -130,5 +132,5 @@ func (e *evaluator) execSpaceless(s *spacelessStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
-	return e.at(s.pos, e.write(out))
+	return e.at(s.Pos, e.write(out))
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
 // The statements that reach other templates of the set: extends and block (with super()
@@ -20,27 +22,62 @@ func (e *evaluator) template(key string) (*Template, error) {
 	return nil, e.prog.missing(key)
 }
 
-func (e *evaluator) execExtends(s *extendsStmt, f *frame) error {
-	if e.extending != nil {
-		return e.at(s.pos, errors.New("extended multiple times"))
+// runTemplate renders t at the top level of root, then the templates it extends.
+func (e *evaluator) runTemplate(t *Template, root *frame) error {
+	savedCur, savedRoot, savedBlocks, savedExt, savedSuppress := e.cur, e.root, e.blocks, e.extending, e.suppress
+	defer func() {
+		e.cur, e.root, e.blocks, e.extending, e.suppress = savedCur, savedRoot, savedBlocks, savedExt, savedSuppress
+	}()
+	e.cur, e.root, e.extending, e.suppress = t, root, nil, false
+	e.blocks = nil
+	if len(t.tree.Blocks) > 0 || t.tree.Extends {
+		e.blocks = map[string][]block{}
+		for name, b := range t.tree.Blocks {
+			e.blocks[name] = []block{{def: b, tmpl: t}}
+		}
 	}
-	t, err := e.template(s.key)
+	if err := e.execAll(t.tree.Body, root); err != nil {
+		return err
+	}
+	// {% extends %}: the parent renders, with the child's blocks first in the block table.
+	for seen := 0; e.extending != nil; seen++ {
+		if seen > maxCallDepth {
+			return errors.New("templates extend each other in a cycle")
+		}
+		parent := e.extending
+		e.extending, e.suppress = nil, false
+		for name, b := range parent.tree.Blocks {
+			e.blocks[name] = append(e.blocks[name], block{def: b, tmpl: parent})
+		}
+		e.cur = parent
+		if err := e.execAll(parent.tree.Body, root); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *evaluator) execExtends(s *parse.ExtendsStmt, f *frame) error {
+	if e.extending != nil {
+		return e.at(s.Pos, errors.New("extended multiple times"))
+	}
+	t, err := e.template(s.Key)
 	if err != nil {
-		return e.at(s.keyPos, err)
+		return e.at(s.KeyPos, err)
 	}
 	e.extending, e.suppress = t, true
 	return nil
 }
 
-func (e *evaluator) execBlock(s *blockStmt, f *frame) error {
+func (e *evaluator) execBlock(s *parse.BlockStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
 	parent := e.root
-	if s.scoped {
+	if s.Scoped {
 		parent = f
 	}
-	return e.at(s.pos, e.renderBlock(s.name, 0, parent))
+	return e.at(s.Pos, e.renderBlock(s.Name, 0, parent))
 }
 
 // renderBlock renders definition idx of block name (0: the most derived).
@@ -50,7 +87,7 @@ func (e *evaluator) renderBlock(name string, idx int, parent *frame) error {
 		return fmt.Errorf("there is no parent block called %s", reprString(name))
 	}
 	b := defs[idx]
-	if b.required && idx == 0 {
+	if b.def.Required && idx == 0 {
 		return fmt.Errorf("required block %s not found", reprString(name))
 	}
 	e.depth++
@@ -65,7 +102,7 @@ func (e *evaluator) renderBlock(name string, idx int, parent *frame) error {
 	}})
 	saved := e.cur
 	e.cur = b.tmpl
-	err := e.execAll(b.body, fr)
+	err := e.execAll(b.def.Body, fr)
 	e.cur = saved
 	return err
 }
@@ -86,42 +123,36 @@ func (e *evaluator) renderBlockValue(name string, idx int, parent *frame) (any, 
 	return out, nil
 }
 
-// selfRef is `self` in a template with blocks; blockRef is self.name.
-type (
-	selfRef  struct{}
-	blockRef struct{ name string }
-)
-
-func (e *evaluator) execInclude(s *includeStmt, f *frame) error {
+func (e *evaluator) execInclude(s *parse.IncludeStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
-	t, err := e.template(s.key)
+	t, err := e.template(s.Key)
 	if err != nil {
-		if s.ignoreMissing && e.prog.errs[s.key] == nil {
+		if s.IgnoreMissing && e.prog.errs[s.Key] == nil {
 			return nil
 		}
-		return e.at(s.keyPos, err)
+		return e.at(s.KeyPos, err)
 	}
 	e.depth++
 	defer func() { e.depth-- }()
 	if e.depth > maxCallDepth {
-		return e.at(s.pos, fmt.Errorf("includes nested more than %d deep (templates that include each other without end?)", maxCallDepth))
+		return e.at(s.Pos, fmt.Errorf("includes nested more than %d deep (templates that include each other without end?)", maxCallDepth))
 	}
 	if err := e.tick(); err != nil {
-		return e.at(s.pos, err)
+		return e.at(s.Pos, err)
 	}
 	root := e.newFrame(nil)
 	defer e.release(root)
-	if s.withContext {
+	if s.WithContext {
 		root.parent = f
 	}
-	for _, v := range s.vars {
-		val, err := e.eval(v.x, f)
+	for _, v := range s.Vars {
+		val, err := e.eval(v.X, f)
 		if err != nil {
 			return err
 		}
-		root.set(v.name, val)
+		root.set(v.Name, val)
 	}
 	// An included template escapes as its own text says (the environment's default: off).
 	saved := e.autoescape
@@ -146,7 +177,7 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	// the module sees the render context only, and other renders of it may share it.
 	share := withContext && e.shared != nil && f == e.top && len(f.names) == 0 && e.extending == nil
 	if share {
-		if m := e.shared.get(key, t.src, e.vars); m != nil {
+		if m := e.shared.get(key, t.tree.Src, e.vars); m != nil {
 			return m, nil
 		}
 	}
@@ -181,32 +212,32 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 		e.modules[key] = m
 	}
 	if share {
-		e.shared.put(key, t.src, e.vars, m)
+		e.shared.put(key, t.tree.Src, e.vars, m)
 	}
 	return m, nil
 }
 
-func (e *evaluator) execImport(s *importStmt, f *frame) error {
-	m, err := e.importModule(s.key, s.keyPos, s.withContext, f)
+func (e *evaluator) execImport(s *parse.ImportStmt, f *frame) error {
+	m, err := e.importModule(s.Key, s.KeyPos, s.WithContext, f)
 	if err != nil {
 		return err
 	}
-	f.set(s.as, m)
+	f.set(s.As, m)
 	return nil
 }
 
-func (e *evaluator) execFromImport(s *fromImportStmt, f *frame) error {
-	m, err := e.importModule(s.key, s.keyPos, s.withContext, f)
+func (e *evaluator) execFromImport(s *parse.FromImportStmt, f *frame) error {
+	m, err := e.importModule(s.Key, s.KeyPos, s.WithContext, f)
 	if err != nil {
 		return err
 	}
-	for _, n := range s.names {
-		v, ok := m.vars.getStr(n.name)
+	for _, n := range s.Names {
+		v, ok := m.vars.getStr(n.Name)
 		if !ok {
-			line, _ := e.cur.lineCol(s.pos)
-			v = undefinedHint(fmt.Sprintf("the template %s (imported on line %d in %s) does not export the requested name %s", reprString(s.key), line, reprString(e.cur.name), reprString(n.name)))
+			line, _ := e.cur.lineCol(s.Pos)
+			v = undefinedHint(fmt.Sprintf("the template %s (imported on line %d in %s) does not export the requested name %s", reprString(s.Key), line, reprString(e.cur.name), reprString(n.Name)))
 		}
-		f.set(n.as, v)
+		f.set(n.As, v)
 	}
 	return nil
 }

@@ -2,13 +2,12 @@ package jinja
 
 import (
 	"fmt"
-	"html"
 	"regexp"
 	"strings"
 )
 
 // Jinja2's filters of markup and URLs: escape, forceescape, safe, striptags, xmlattr,
-// urlencode; and the HTML escaping autoescape uses.
+// urlencode (HTML escaping itself is html.go's).
 
 func fEscape(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if _, err := bind("escape", a, kw); err != nil {
@@ -35,79 +34,7 @@ func fForceescape(e *evaluator, in any, a []any, kw map[string]any) (any, error)
 	return Markup(escapeString(s)), nil
 }
 
-// escapeString is markupsafe.escape.
-func escapeString(s string) string {
-	if !strings.ContainsAny(s, `&<>'"`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '&':
-			b.WriteString("&amp;")
-		case '<':
-			b.WriteString("&lt;")
-		case '>':
-			b.WriteString("&gt;")
-		case '\'':
-			b.WriteString("&#39;")
-		case '"':
-			b.WriteString("&#34;")
-		default:
-			b.WriteByte(s[i])
-		}
-	}
-	return b.String()
-}
-
-// escapeValue is escape(v) as Markup's operators apply it to their other operand.
-func (e *evaluator) escapeValue(v any) (Markup, error) {
-	if m, ok := v.(Markup); ok {
-		return m, nil
-	}
-	s, err := e.str(v)
-	if err != nil {
-		return "", err
-	}
-	return Markup(escapeString(s)), nil
-}
-
-func escapeArgs(v any) any {
-	switch x := v.(type) {
-	case Tuple:
-		return Tuple(escapeArgsList(x))
-	case string:
-		return Markup(escapeString(x))
-	}
-	return v
-}
-
-func escapeArgsList(a []any) []any {
-	out := make([]any, len(a))
-	for i, x := range a {
-		if s, ok := x.(string); ok {
-			out[i] = Markup(escapeString(s))
-		} else {
-			out[i] = x
-		}
-	}
-	return out
-}
-
-func unescapeHTML(s string) string { return html.UnescapeString(s) }
-
-var (
-	stripCommentsRE = regexp.MustCompile(`(?s)<!--.*?-->`)
-	stripTagsRE     = regexp.MustCompile(`(?s)<.*?>`)
-)
-
-// striptags is markupsafe's Markup.striptags: tags and comments removed, whitespace
-// collapsed, entities decoded.
-func striptags(s string) string {
-	s = stripCommentsRE.ReplaceAllString(s, "")
-	s = stripTagsRE.ReplaceAllString(s, "")
-	return unescapeHTML(strings.Join(strings.FieldsFunc(s, isPySpace), " "))
-}
+var ()
 
 func fStriptags(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if _, err := bind("striptags", a, kw); err != nil {
@@ -117,7 +44,7 @@ func fStriptags(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return striptags(s), nil
+	return stripTags(s), nil
 }
 
 func fSafe(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
@@ -231,7 +158,7 @@ func fXmlattr(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		return nil, err
 	}
 	rv := strings.Join(parts, " ")
-	if truthy(or(p[0], true)) && rv != "" {
+	if truthy(argOr(p[0], true)) && rv != "" {
 		rv = " " + rv
 	}
 	if e.autoescape {

@@ -2,13 +2,10 @@ package jinja
 
 import (
 	"errors"
-	"fmt"
-	"strconv"
-	"strings"
 )
 
-// Jinja2's filters that look into each item by attribute or run a filter or test on it:
-// attr, map, select, reject, selectattr, rejectattr, groupby.
+// Jinja2's filters that look into values by attribute: attr and groupby. (map, select and
+// reject, which take other built-ins by name, are with the tables of names: builtins.go.)
 
 func fAttr(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	p, err := bind("attr", a, kw, "name")
@@ -28,12 +25,6 @@ func fAttr(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	return e.getAttr(in, name)
 }
 
-// group is what groupby gives: a (grouper, list) named tuple.
-type group struct {
-	grouper any
-	list    *List
-}
-
 func fGroupby(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	p, err := bind("groupby", a, kw, "attribute", "default", "case_sensitive")
 	if err != nil {
@@ -47,8 +38,8 @@ func fGroupby(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		return nil, err
 	}
 	items = append([]any(nil), items...)
-	cs := truthy(or(p[2], false))
-	def := or(p[1], nil)
+	cs := truthy(argOr(p[2], false))
+	def := argOr(p[1], nil)
 	parts := attrParts(p[0])
 	key := func(x any) (any, error) {
 		v, err := e.attrPath(x, parts, def)
@@ -81,198 +72,4 @@ func fGroupby(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		g.list.items = append(g.list.items, it)
 	}
 	return &List{items: out}, nil
-}
-
-// attrParts parses an attribute path of Jinja2's make_attrgetter: "a.b.0" is looked up item
-// by item, digits as indexes.
-func attrParts(attr any) []any {
-	switch x := attr.(type) {
-	case nil:
-		return nil
-	case string, *tainted, Markup:
-		s, _ := strValue(x)
-		var parts []any
-		for _, p := range strings.Split(s, ".") {
-			if p != "" && strings.Trim(p, "0123456789") == "" {
-				n, _ := strconv.ParseInt(p, 10, 64)
-				parts = append(parts, n)
-			} else {
-				parts = append(parts, p)
-			}
-		}
-		return parts
-	}
-	return []any{attr}
-}
-
-// attrPath looks parts up in item; with def, an undefined step gives def.
-func (e *evaluator) attrPath(item any, parts []any, def any) (any, error) {
-	for _, part := range parts {
-		if s, ok := part.(string); ok && isMapping(item) && !isDictMethod(s) {
-			// The common case, without making an Undefined for a missing key.
-			v, found, _ := mapGetStr(item, s)
-			if !found {
-				if def != nil {
-					item = def
-					continue
-				}
-				return undefinedAttr(item, s), nil
-			}
-			item = v
-			continue
-		}
-		v, err := e.getItem(item, part)
-		if err != nil {
-			return nil, err
-		}
-		item = v
-		if _, ok := item.(*Undefined); ok && def != nil {
-			item = def
-		}
-	}
-	return item, nil
-}
-
-// attrTruthy is bool(attrPath(item, parts)) without making an Undefined for a missing key.
-func (e *evaluator) attrTruthy(item any, parts []any) (bool, error) {
-	for _, part := range parts {
-		if s, ok := part.(string); ok && isMapping(item) && !isDictMethod(s) {
-			v, found, _ := mapGetStr(item, s)
-			if !found {
-				return false, nil
-			}
-			item = v
-			continue
-		}
-		v, err := e.getItem(item, part)
-		if err != nil {
-			return false, err
-		}
-		item = v
-	}
-	return truthy(item), nil
-}
-
-func fMap(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
-	if !truthy(in) {
-		if _, ok := in.(*generator); !ok {
-			return &generator{}, nil
-		}
-	}
-	items, err := e.iterate(in)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]any, len(items))
-	if len(a) == 0 {
-		attr, ok := kw["attribute"]
-		if !ok {
-			return nil, errors.New("map requires a filter argument")
-		}
-		def := kw["default"]
-		for k := range kw {
-			if k != "attribute" && k != "default" {
-				return nil, fmt.Errorf("Unexpected keyword argument %s", reprString(k))
-			}
-		}
-		parts := attrParts(attr)
-		for i, it := range items {
-			if out[i], err = e.attrPath(it, parts, def); err != nil {
-				return nil, err
-			}
-		}
-		return &generator{items: out}, nil
-	}
-	name, ok := strValue(a[0])
-	if !ok {
-		return nil, fmt.Errorf("map: the filter name must be a string, not %s", typeName(a[0]))
-	}
-	fn := jinjaFilter(name)
-	if fn == nil && name == "re_escape" || fn == nil {
-		if ext, ok := e.prog.filters[name]; ok {
-			fn = func(e *evaluator, in any, a []any, kw map[string]any) (any, error) { return ext(e.plain(in), a, kw) }
-		} else if pongo2Has(name) && name != "random" {
-			fn = pongo2Filter(name)
-		} else {
-			return nil, fmt.Errorf("No filter named %s.", reprString(name))
-		}
-	}
-	for i, it := range items {
-		var kwc map[string]any
-		if len(kw) > 0 {
-			kwc = make(map[string]any, len(kw))
-			for k, v := range kw {
-				kwc[k] = v
-			}
-		}
-		if out[i], err = fn(e, it, append([]any(nil), a[1:]...), kwc); err != nil {
-			return nil, err
-		}
-	}
-	return &generator{items: out}, nil
-}
-
-func fSelect(keep, byAttr bool) filterFunc {
-	return func(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
-		if !truthy(in) {
-			if _, ok := in.(*generator); !ok {
-				return &generator{}, nil
-			}
-		}
-		items, err := e.iterate(in)
-		if err != nil {
-			return nil, err
-		}
-		off := 0
-		var attr any
-		if byAttr {
-			if len(a) == 0 {
-				return nil, errors.New("Missing parameter for attribute name")
-			}
-			attr, off = a[0], 1
-		}
-		var test testFunc
-		var targs []any
-		if len(a) > off {
-			name, ok := strValue(a[off])
-			if !ok {
-				return nil, fmt.Errorf("the test name must be a string, not %s", typeName(a[off]))
-			}
-			if test = lookupTest(name); test == nil {
-				return nil, fmt.Errorf("No test named %s.", reprString(name))
-			}
-			targs = a[off+1:]
-		}
-		parts := attrParts(attr)
-		out := make([]any, 0, len(items))
-		for _, it := range items {
-			var ok bool
-			if byAttr && test == nil {
-				if ok, err = e.attrTruthy(it, parts); err != nil {
-					return nil, err
-				}
-				if ok == keep {
-					out = append(out, it)
-				}
-				continue
-			}
-			v := it
-			if byAttr {
-				if v, err = e.attrPath(it, parts, nil); err != nil {
-					return nil, err
-				}
-			}
-			if test != nil {
-				if ok, err = test(e, v, targs, kw); err != nil {
-					return nil, err
-				}
-			} else {
-				ok = truthy(v)
-			}
-			if ok == keep {
-				out = append(out, it)
-			}
-		}
-		return &generator{items: out}, nil
-	}
 }

@@ -20,7 +20,7 @@ func fAbs(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	switch n.kind {
 	case 'i':
 		if n.i < 0 {
-			return neg(n.i, true)
+			return unaryOp(n.i, true)
 		}
 		return n.i, nil
 	case 'f':
@@ -43,7 +43,7 @@ func fFilesizeformat(e *evaluator, in any, a []any, kw map[string]any) (any, err
 	if err != nil {
 		return nil, err
 	}
-	binary := truthy(or(p[0], false))
+	binary := truthy(argOr(p[0], false))
 	base := 1000.0
 	prefixes := []string{"kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"}
 	if binary {
@@ -109,6 +109,12 @@ func parsePyFloat(s string) (float64, error) {
 	return f, nil
 }
 
+// isRangeErr: the number is out of float64's range (Python makes it inf, as ParseFloat does).
+func isRangeErr(err error) bool {
+	ne, ok := err.(*strconv.NumError)
+	return ok && ne.Err == strconv.ErrRange
+}
+
 // validUnderscores: Python allows _ only between digits.
 func validUnderscores(s string) bool {
 	for i := 0; i < len(s); i++ {
@@ -129,7 +135,7 @@ func fFloat(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	}
 	f, err := toFloat(e, in)
 	if err != nil {
-		return or(p[0], 0.0), nil
+		return argOr(p[0], 0.0), nil
 	}
 	return f, nil
 }
@@ -139,12 +145,12 @@ func fInt(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	def := or(p[0], int64(0))
+	def := argOr(p[0], int64(0))
 	if u, ok := in.(*Undefined); ok {
 		return nil, u.fail()
 	}
 	base := int64(10)
-	if b, ok := indexOf(or(p[1], int64(10))); ok {
+	if b, ok := indexOf(argOr(p[1], int64(10))); ok {
 		base = b
 	}
 	if s, ok := strValue(in); ok {
@@ -224,11 +230,11 @@ func fRound(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	method, _ := strValue(or(p[1], "common"))
+	method, _ := strValue(argOr(p[1], "common"))
 	if method != "common" && method != "ceil" && method != "floor" {
 		return nil, errors.New("method must be common, ceil or floor")
 	}
-	prec, ok := indexOf(or(p[0], int64(0)))
+	prec, ok := indexOf(argOr(p[0], int64(0)))
 	if !ok {
 		return nil, fmt.Errorf("'%s' object cannot be interpreted as an integer", typeName(p[0]))
 	}

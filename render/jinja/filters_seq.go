@@ -32,7 +32,7 @@ func fBatch(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		cur = append(cur, it)
 	}
 	if len(cur) > 0 {
-		if fill := or(p[1], nil); fill != nil && int64(len(cur)) < n {
+		if fill := argOr(p[1], nil); fill != nil && int64(len(cur)) < n {
 			for int64(len(cur)) < n {
 				cur = append(cur, fill)
 			}
@@ -50,7 +50,7 @@ func fLength(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		_ = g
 		return nil, errors.New("object of type 'generator' has no len()")
 	}
-	n, err := length(in)
+	n, err := lengthOf(in)
 	return int64(n), err
 }
 
@@ -73,7 +73,7 @@ func fDictsort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		return nil, err
 	}
 	pos := 0
-	switch by, _ := strValue(or(p[1], "key")); by {
+	switch by, _ := strValue(argOr(p[1], "key")); by {
 	case "key":
 	case "value":
 		pos = 1
@@ -91,14 +91,14 @@ func fDictsort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		items = append(items, Tuple{k, v})
 		return true
 	})
-	cs := truthy(or(p[0], false))
+	cs := truthy(argOr(p[0], false))
 	err = sortValues(items, func(x any) (any, error) {
 		v := x.(Tuple)[pos]
 		if !cs {
 			v = ignoreCase(v)
 		}
 		return v, nil
-	}, truthy(or(p[2], false)))
+	}, truthy(argOr(p[2], false)))
 	return &List{items: items}, err
 }
 
@@ -145,11 +145,11 @@ func fJoin(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	sep, err := e.str(or(p[0], ""))
+	sep, err := e.str(argOr(p[0], ""))
 	if err != nil {
 		return nil, err
 	}
-	attr := or(p[1], nil)
+	attr := argOr(p[1], nil)
 	parts := attrParts(attr)
 	var b strings.Builder
 	for i, it := range items {
@@ -227,8 +227,8 @@ func fMinMax(sign int) filterFunc {
 		if len(items) == 0 {
 			return undefinedHint("No aggregated item, sequence was empty."), nil
 		}
-		cs := truthy(or(p[0], false))
-		parts := attrParts(or(p[1], nil))
+		cs := truthy(argOr(p[0], false))
+		parts := attrParts(argOr(p[1], nil))
 		key := func(x any) (any, error) {
 			v, err := e.attrPath(x, parts, nil)
 			if err != nil || cs {
@@ -311,7 +311,7 @@ func fSlice(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	per := total / n
 	extra := total % n
 	offset := int64(0)
-	fill := or(p[1], nil)
+	fill := argOr(p[1], nil)
 	var out []any
 	for i := int64(0); i < n; i++ {
 		start := offset + i*per
@@ -338,9 +338,9 @@ func fSort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		return nil, err
 	}
 	items = append([]any(nil), items...)
-	cs := truthy(or(p[1], false))
+	cs := truthy(argOr(p[1], false))
 	var attrs [][]any
-	switch attr := or(p[2], nil).(type) {
+	switch attr := argOr(p[2], nil).(type) {
 	case nil:
 		attrs = [][]any{nil}
 	case string:
@@ -364,7 +364,7 @@ func fSort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		}
 		return &List{items: keys}, nil
 	}
-	err = sortValues(items, key, truthy(or(p[0], false)))
+	err = sortValues(items, key, truthy(argOr(p[0], false)))
 	return &List{items: items}, err
 }
 
@@ -377,8 +377,8 @@ func fSum(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	total := or(p[1], int64(0))
-	attr := or(p[0], nil)
+	total := argOr(p[1], int64(0))
+	attr := argOr(p[0], nil)
 	parts := attrParts(attr)
 	for _, it := range items {
 		if attr != nil {
@@ -405,8 +405,8 @@ func fUnique(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs := truthy(or(p[0], false))
-	parts := attrParts(or(p[1], nil))
+	cs := truthy(argOr(p[0], false))
+	parts := attrParts(argOr(p[1], nil))
 	seen := map[hashKey]bool{}
 	var out []any
 	for _, it := range items {

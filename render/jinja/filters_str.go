@@ -64,7 +64,7 @@ func fCenter(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, ok := indexOf(or(p[0], int64(80)))
+	w, ok := indexOf(argOr(p[0], int64(80)))
 	if !ok {
 		return nil, fmt.Errorf("'%s' object cannot be interpreted as an integer", typeName(p[0]))
 	}
@@ -102,7 +102,7 @@ func fIndent(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		return nil, err
 	}
 	var ind string
-	switch w := or(p[0], int64(4)).(type) {
+	switch w := argOr(p[0], int64(4)).(type) {
 	case string:
 		ind = w
 	default:
@@ -123,7 +123,7 @@ func fIndent(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	s += "\n"
 	lines := splitLines(s, false)
 	var rv string
-	if truthy(or(p[2], false)) {
+	if truthy(argOr(p[2], false)) {
 		rv = strings.Join(lines, "\n"+ind)
 	} else {
 		var b strings.Builder
@@ -137,7 +137,7 @@ func fIndent(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		}
 		rv = b.String()
 	}
-	if truthy(or(p[1], false)) {
+	if truthy(argOr(p[1], false)) {
 		rv = ind + rv
 	}
 	if _, ok := in.(Markup); ok {
@@ -167,14 +167,14 @@ func fReplace(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		return nil, err
 	}
 	n := -1
-	if c := or(p[2], nil); c != nil {
+	if c := argOr(p[2], nil); c != nil {
 		x, ok := indexOf(c)
 		if !ok {
 			return nil, fmt.Errorf("'%s' object cannot be interpreted as an integer", typeName(c))
 		}
 		n = int(x)
 	}
-	v, err := e.replace(s, old, repl, n)
+	v, err := e.pyReplace(s, old, repl, n)
 	if m, ok := in.(Markup); ok && e.autoescape {
 		_ = m
 		return Markup(v.(string)), err
@@ -201,7 +201,7 @@ func fTrim(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c := or(p[0], nil); c != nil {
+	if c := argOr(p[0], nil); c != nil {
 		cut, err := e.str(c)
 		if err != nil {
 			return nil, err
@@ -220,15 +220,15 @@ func fTruncate(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	length, ok := indexOf(or(p[0], int64(255)))
+	length, ok := indexOf(argOr(p[0], int64(255)))
 	if !ok {
 		return nil, errors.New("truncate: length must be an integer")
 	}
-	end, err := e.str(or(p[2], "..."))
+	end, err := e.str(argOr(p[2], "..."))
 	if err != nil {
 		return nil, err
 	}
-	leeway, ok := indexOf(or(p[3], int64(5)))
+	leeway, ok := indexOf(argOr(p[3], int64(5)))
 	if !ok || p[3] == nil {
 		leeway = 5
 	}
@@ -248,7 +248,7 @@ func fTruncate(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		return s, nil
 	}
 	cut := string(r[:length-endLen])
-	if truthy(or(p[1], false)) {
+	if truthy(argOr(p[1], false)) {
 		return cut + end, nil
 	}
 	if i := strings.LastIndex(cut, " "); i >= 0 {
@@ -288,7 +288,7 @@ func fWordwrap(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	width, ok := indexOf(or(p[0], int64(79)))
+	width, ok := indexOf(argOr(p[0], int64(79)))
 	if !ok {
 		return nil, errors.New("wordwrap: width must be an integer")
 	}
@@ -296,13 +296,13 @@ func fWordwrap(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		return nil, fmt.Errorf("invalid width %d (must be > 0)", width)
 	}
 	wrap := "\n"
-	if w := or(p[2], nil); w != nil {
+	if w := argOr(p[2], nil); w != nil {
 		if wrap, err = e.str(w); err != nil {
 			return nil, err
 		}
 	}
-	breakLong := truthy(or(p[1], true))
-	hyphens := truthy(or(p[3], true))
+	breakLong := truthy(argOr(p[1], true))
+	hyphens := truthy(argOr(p[3], true))
 	lines := splitLines(s, false)
 	out := make([]string, len(lines))
 	for i, l := range lines {

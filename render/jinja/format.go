@@ -86,3 +86,5 @@ func asciiEscape(r string) string {
 	}
 	return b.String()
 }
+
+func isDigitByte(c byte) bool { return c >= '0' && c <= '9' }

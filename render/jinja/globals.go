@@ -119,7 +119,7 @@ func gJoiner(e *evaluator, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	sep, err := e.str(or(p[0], ", "))
+	sep, err := e.str(argOr(p[0], ", "))
 	if err != nil {
 		return nil, err
 	}

@@ -8,81 +8,8 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 )
 
-// seq is what a for loop walks: the items of a list, a dict (its keys), a dict view, a range
-// or a string, read in place (the data is not copied).
-type seq struct {
-	live *List // a list of the template, walked live (as Python does: appending extends the loop)
-	list []any // tuples, materialized values
-	data []any // a list from the data
-	strs []string
-	maps []map[string]any
-	rec  *record.Record
-	keys []string // the sorted keys of a Go map from the data
-	m    any      // that map
-	view byte     // with rec or keys: viewKeys, viewValues or viewItems
-	rng  *rangeVal
-	n    int
-}
-
-// count is the number of items (a live list may grow while walked).
-func (s *seq) count() int {
-	if s.live != nil {
-		return len(s.live.items)
-	}
-	return s.n
-}
-
-func (s *seq) at(i int) any {
-	switch {
-	case s.live != nil:
-		return s.live.items[i]
-	case s.list != nil:
-		return s.list[i]
-	case s.data != nil:
-		return fromData(s.data[i])
-	case s.strs != nil:
-		return fromData(s.strs[i])
-	case s.maps != nil:
-		return s.maps[i]
-	case s.rec != nil:
-		switch s.view {
-		case viewValues:
-			return fromData(s.rec.Value(i))
-		case viewItems:
-			return Tuple{fromData(s.rec.Key(i)), fromData(s.rec.Value(i))}
-		}
-		return fromData(s.rec.Key(i))
-	case s.keys != nil:
-		k := s.keys[i]
-		switch s.view {
-		case viewValues:
-			v, _, _ := mapGetStr(s.m, k)
-			return v
-		case viewItems:
-			v, _, _ := mapGetStr(s.m, k)
-			return Tuple{fromData(k), v}
-		}
-		return fromData(k)
-	case s.rng != nil:
-		return s.rng.at(int64(i))
-	}
-	return nil
-}
-
-// pair is the key and value of item i of an items() view, without making a tuple.
-func (s *seq) pair(i int) (k, v any, ok bool) {
-	if s.view != viewItems {
-		return nil, nil, false
-	}
-	switch {
-	case s.rec != nil:
-		return fromData(s.rec.Key(i)), fromData(s.rec.Value(i)), true
-	case s.keys != nil:
-		v, _, _ := mapGetStr(s.m, s.keys[i])
-		return fromData(s.keys[i]), v, true
-	}
-	return nil, nil, false
-}
+// Iteration: how a for loop walks a value (seqOf, a seq: value.go) and the items of any
+// iterable (iterate), without copying the data.
 
 func sortedKeys[V any](m map[string]V) []string {
 	ks := make([]string, 0, len(m))
@@ -211,8 +138,8 @@ func (e *evaluator) iterate(v any) ([]any, error) {
 	return out, nil
 }
 
-// length is Python's len(v).
-func length(v any) (int, error) {
+// lengthOf is Python's len(v).
+func lengthOf(v any) (int, error) {
 	switch x := v.(type) {
 	case string:
 		return utf8.RuneCountInString(x), nil
@@ -248,4 +175,26 @@ func length(v any) (int, error) {
 		return mapLen(v), nil
 	}
 	return 0, fmt.Errorf("object of type '%s' has no len()", typeName(v))
+}
+
+// unpack splits v into n values (a, b = v).
+func (e *evaluator) unpack(v any, n int) ([]any, error) {
+	if u, ok := v.(*Undefined); ok && u.err != nil {
+		return nil, u.err
+	}
+	s, err := e.seqOf(v)
+	if err != nil {
+		return nil, fmt.Errorf("cannot unpack non-iterable %s object", typeName(v))
+	}
+	if s.n > n {
+		return nil, fmt.Errorf("cannot unpack: too many values to unpack (expected %d)", n)
+	}
+	if s.n < n {
+		return nil, fmt.Errorf("cannot unpack: not enough values to unpack (expected %d, got %d)", n, s.n)
+	}
+	out := make([]any, n)
+	for i := range out {
+		out[i] = s.at(i)
+	}
+	return out, nil
 }

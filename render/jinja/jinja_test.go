@@ -115,6 +115,9 @@ func TestErrorPositions(t *testing.T) {
 		{map[string]string{"t": "{% include 'p' %}", "p": "\n\n{{ 1 // 0 }}"}, "p", 3, 6, "integer division or modulo by zero"},
 		{map[string]string{"t": "{% import 'm' as m %}{{ m.f() }}", "m": "{% macro f() %}\n{{ nope.x }}{% endmacro %}"}, "m", 2, 9, "'nope' is undefined"},
 		{map[string]string{"t": "{% for x in 1 %}{% endfor %}"}, "t", 1, 13, "cannot loop over an int"},
+		// A recursive loop's body, called back from another template's macro, is still its own template's.
+		{map[string]string{"t": "{% from 'm' import walk %}{% for x in [[[]]] recursive %}{{ walk(loop, x) }}\n{{ 1 // 0 if loop.depth > 1 }}{% endfor %}",
+			"m": "{% macro walk(l, kids) %}{% if kids %}{{ l(kids) }}{% endif %}{% endmacro %}"}, "t", 2, 6, "integer division or modulo by zero"},
 	}
 	for _, tc := range cases {
 		_, err := render(t, tc.srcs, nil, Options{})
@@ -195,6 +198,12 @@ func TestUnknownFilterWhenReached(t *testing.T) {
 		"{% if x %}{% for i in x %}\n{{ i is nosuchtest }}{% endfor %}{% endif %}": `template "t" line 2 column 9: unknown test 'nosuchtest'`,
 		// Not allowed is not unknown: an error when compiling, wherever it is.
 		"{% if false %}{{ x|random }}{% endif %}": `template "t" line 1 column 20: filter random is not allowed: every render would differ and HAProxy would reload for nothing`,
+		// The first error met reading the template: a name not allowed, or a syntax error; a
+		// name no one has is found once the whole template is read.
+		"{{ x|urlize }}\n{{ 1 + }}":            `template "t" line 1 column 6: filter urlize is not supported (it makes HTML links)`,
+		"{{ 1 + }}\n{{ x|urlize }}":            `template "t" line 1 column 8: expected an expression, got the end of the tag`,
+		"{{ x|nosuchfilter }}\n{{ 1 + }}":      `template "t" line 2 column 8: expected an expression, got the end of the tag`,
+		"{{ x|nosuchfilter }}\n{{ y|random }}": `template "t" line 2 column 6: filter random is not allowed: every render would differ and HAProxy would reload for nothing`,
 	} {
 		if _, err := Compile(map[string]string{"t": src}, "t", Options{}); err == nil || err.Error() != want {
 			t.Errorf("%s: got %v, want %s", src, err, want)

@@ -1,6 +1,7 @@
 package jinja
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -226,3 +227,24 @@ func writeJSONString(b *strings.Builder, s string) {
 }
 
 func pad4(s string) string { return strings.Repeat("0", 4-len(s)) + s }
+
+func fTojson(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
+	p, err := bind("tojson", a, kw, "indent")
+	if err != nil {
+		return nil, err
+	}
+	indent := -1
+	if i := argOr(p[0], nil); i != nil {
+		n, ok := indexOf(i)
+		if !ok {
+			return nil, errors.New("tojson: indent must be an integer")
+		}
+		indent = int(n)
+	}
+	s, err := e.toJSON(in, indent)
+	if err != nil {
+		return nil, err
+	}
+	s = strings.NewReplacer("<", `\u003c`, ">", `\u003e`, "&", `\u0026`, "'", `\u0027`).Replace(s)
+	return Markup(s), nil
+}

@@ -149,14 +149,3 @@ func (e *evaluator) updateDict(d *Dict, src any) error {
 	}
 	return nil
 }
-
-// isDictMethod: names a dict's attribute lookup finds before its keys (Python attributes
-// come first in Jinja2's getattr), with Python 2's forms the original project's templates use.
-func isDictMethod(name string) bool {
-	switch name {
-	case "items", "keys", "values", "get", "pop", "popitem", "update", "setdefault", "copy", "clear",
-		"iteritems", "itervalues", "iterkeys", "has_key":
-		return true
-	}
-	return false
-}

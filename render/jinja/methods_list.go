@@ -9,14 +9,6 @@ import (
 // Python's list methods. A list from the data is read only: the methods that change a list
 // work on the template's own lists (*List).
 
-func isListMethod(name string) bool {
-	switch name {
-	case "append", "extend", "insert", "pop", "remove", "index", "count", "copy", "clear", "reverse", "sort":
-		return true
-	}
-	return false
-}
-
 func (e *evaluator) listMethod(obj any, name string, a []any, kw map[string]any) (any, error) {
 	l, mutable := obj.(*List)
 	switch name {
@@ -179,4 +171,32 @@ func sortValues(items []any, key func(any) (any, error), reverse bool) error {
 	}
 	copy(items, sorted)
 	return nil
+}
+
+func (e *evaluator) seqSearch(items []any, name string, a []any) (any, error) {
+	switch name {
+	case "count":
+		if err := argCount(name, a, 1, 1); err != nil {
+			return nil, err
+		}
+		n := int64(0)
+		for _, x := range items {
+			if equal(x, a[0]) {
+				n++
+			}
+		}
+		return n, nil
+	case "index":
+		if err := argCount(name, a, 1, 3); err != nil {
+			return nil, err
+		}
+		for i, x := range items {
+			if equal(x, a[0]) {
+				return int64(i), nil
+			}
+		}
+		r, _ := repr(a[0])
+		return nil, fmt.Errorf("%s is not in list", r)
+	}
+	return nil, fmt.Errorf("no method %s", name)
 }

@@ -11,18 +11,6 @@ import (
 // Python's str methods (and Markup's, which escape their arguments), for strings from the
 // template and from the data alike.
 
-func isStrMethod(name string) bool {
-	switch name {
-	case "capitalize", "casefold", "center", "count", "endswith", "find", "format", "format_map", "index",
-		"isalnum", "isalpha", "isascii", "isdecimal", "isdigit", "isidentifier", "islower", "isnumeric",
-		"isprintable", "isspace", "istitle", "isupper", "join", "ljust", "lower", "lstrip", "partition",
-		"removeprefix", "removesuffix", "replace", "rfind", "rindex", "rjust", "rpartition", "rsplit",
-		"rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title", "upper", "zfill", "expandtabs":
-		return true
-	}
-	return false
-}
-
 func (e *evaluator) strArg(name string, v any) (string, error) {
 	switch x := v.(type) {
 	case string:
@@ -41,7 +29,7 @@ func (e *evaluator) strArg(name string, v any) (string, error) {
 func (e *evaluator) markupMethod(o Markup, name string, a []any, kw map[string]any) (any, error) {
 	switch name {
 	case "striptags":
-		return striptags(string(o)), nil
+		return stripTags(string(o)), nil
 	case "unescape":
 		return unescapeHTML(string(o)), nil
 	case "escape":
@@ -83,7 +71,7 @@ func (e *evaluator) strMethod(s, name string, a []any, kw map[string]any) (any, 
 	case "replace":
 		return e.strReplace(s, a)
 	case "split", "rsplit":
-		return e.split(s, name, a, kw)
+		return e.pySplit(s, name, a, kw)
 	case "splitlines":
 		return strSplitLines(s, a, kw), nil
 	case "join":
@@ -119,7 +107,7 @@ func strCase(s, name string) string {
 	case "lower", "casefold":
 		return strings.ToLower(s)
 	case "capitalize":
-		return capitalize(s)
+		return pyCapitalize(s)
 	case "title":
 		return pyTitle(s)
 	}
@@ -226,7 +214,7 @@ func (e *evaluator) strReplace(s string, a []any) (any, error) {
 		}
 		n = int(c)
 	}
-	return e.replace(s, old, repl, n)
+	return e.pyReplace(s, old, repl, n)
 }
 
 func strSplitLines(s string, a []any, kw map[string]any) any {
@@ -458,17 +446,17 @@ func strExpandTabs(s string, a []any) any {
 func strIs(s, name string) bool {
 	switch name {
 	case "isdigit", "isdecimal", "isnumeric":
-		return s != "" && all(s, unicode.IsDigit)
+		return s != "" && allRunes(s, unicode.IsDigit)
 	case "isalpha":
-		return s != "" && all(s, unicode.IsLetter)
+		return s != "" && allRunes(s, unicode.IsLetter)
 	case "isalnum":
-		return s != "" && all(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsNumber(r) })
+		return s != "" && allRunes(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsNumber(r) })
 	case "isspace":
-		return s != "" && all(s, isPySpace)
+		return s != "" && allRunes(s, isPySpace)
 	case "isascii":
-		return all(s, func(r rune) bool { return r < 128 })
+		return allRunes(s, func(r rune) bool { return r < 128 })
 	case "isprintable":
-		return all(s, isPrintable)
+		return allRunes(s, isPrintable)
 	case "isidentifier":
 		if s == "" {
 			return false
@@ -487,7 +475,7 @@ func strIs(s, name string) bool {
 	return pyTitle(s) == s && strings.IndexFunc(s, unicode.IsLetter) >= 0 // istitle
 }
 
-func all(s string, pred func(rune) bool) bool {
+func allRunes(s string, pred func(rune) bool) bool {
 	for _, r := range s {
 		if !pred(r) {
 			return false
@@ -522,8 +510,8 @@ func pyIsUpper(s string) bool {
 	return cased
 }
 
-// capitalize is Python's str.capitalize: the first character upper case, the rest lower.
-func capitalize(s string) string {
+// pyCapitalize is Python's str.capitalize: the first character upper case, the rest lower.
+func pyCapitalize(s string) string {
 	r, n := utf8.DecodeRuneInString(s)
 	if n == 0 {
 		return s
@@ -565,7 +553,7 @@ func (e *evaluator) justify(s, how string, w int64, fill string) (any, error) {
 	return strings.Repeat(fill, int(left)) + s + strings.Repeat(fill, int(pad-left)), nil
 }
 
-func (e *evaluator) replace(s, old, repl string, n int) (any, error) {
+func (e *evaluator) pyReplace(s, old, repl string, n int) (any, error) {
 	count := strings.Count(s, old)
 	if old == "" {
 		count = utf8.RuneCountInString(s) + 1
@@ -579,7 +567,7 @@ func (e *evaluator) replace(s, old, repl string, n int) (any, error) {
 	return strings.Replace(s, old, repl, n), nil
 }
 
-func (e *evaluator) split(s, name string, a []any, kw map[string]any) (any, error) {
+func (e *evaluator) pySplit(s, name string, a []any, kw map[string]any) (any, error) {
 	var sepV, maxV any = nil, int64(-1)
 	if len(a) > 0 {
 		sepV = a[0]

@@ -4,28 +4,12 @@ import (
 	"maps"
 	"math/big"
 	"reflect"
-	"sync"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 )
 
-// Modules keeps the modules that the renders of several templates of one set, with one
-// context, import with context (the files of one bundle: haproxy.cfg and its map files, each
-// importing the same routes): a module imported at the top of a template, before anything is
-// set there, sees nothing but the context, so one computation serves every such import.
-// Each import gets its own copy of the module's values, as if computed for it: what one
-// template does to them (dict.update, list.append, a namespace's attribute) is not seen by
-// another. A module that exports macros (they see the frame of the template that imported
-// them) or values it cannot copy is computed for each import, as without Modules.
-//
-// Create one per context: a Modules given another context computes again. Safe for
-// concurrent use.
-type Modules struct {
-	mu   sync.Mutex
-	vars uintptr // the context the modules were computed with (its map's identity)
-	m    map[string]sharedModule
-	last bool // the renders to come are the last: an import takes the kept module itself
-}
+// What Modules does (the type is with the evaluator's state, eval.go): it keeps a module for
+// the renders that share it, and hands each import its own copy of the module's values.
 
 // Last says that the renders to come are the last to share these modules: an import then
 // takes the module kept rather than a copy of it (nobody else will), and it is forgotten.
@@ -34,11 +18,6 @@ func (s *Modules) Last() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.last = true
-}
-
-type sharedModule struct {
-	src string // the module's source: the same key of another template set is another module
-	mod *module
 }
 
 // get returns a copy of the module computed for key (source src) with the context vars.

@@ -14,81 +14,6 @@ import (
 // division, floor division and modulo with Python's signs, equality across int/float/bool,
 // ordering that refuses to compare a str with an int.
 
-// num classifies a number: an int64 (bools are ints, as in Python), a *big.Int or a float.
-type num struct {
-	kind byte // 'i', 'b', 'f'; 0: not a number
-	i    int64
-	b    *big.Int
-	f    float64
-}
-
-func toNum(v any) num {
-	switch x := v.(type) {
-	case int64:
-		return num{kind: 'i', i: x}
-	case float64:
-		return num{kind: 'f', f: x}
-	case bool:
-		if x {
-			return num{kind: 'i', i: 1}
-		}
-		return num{kind: 'i'}
-	case *big.Int:
-		return num{kind: 'b', b: x}
-	case int:
-		return num{kind: 'i', i: int64(x)}
-	case int32:
-		return num{kind: 'i', i: int64(x)}
-	case uint:
-		return num{kind: 'b', b: new(big.Int).SetUint64(uint64(x))}
-	case float32:
-		return num{kind: 'f', f: float64(x)}
-	}
-	return num{}
-}
-
-func (n num) big() *big.Int {
-	if n.kind == 'b' {
-		return n.b
-	}
-	return big.NewInt(n.i)
-}
-
-func (n num) float() (float64, error) {
-	switch n.kind {
-	case 'f':
-		return n.f, nil
-	case 'i':
-		return float64(n.i), nil
-	}
-	f, _ := new(big.Float).SetInt(n.b).Float64()
-	if math.IsInf(f, 0) {
-		return 0, errors.New("int too large to convert to float")
-	}
-	return f, nil
-}
-
-// normBig returns b as an int64 when it fits.
-func normBig(b *big.Int) any {
-	if b.IsInt64() {
-		return b.Int64()
-	}
-	return b
-}
-
-// maxIntBits bounds the ints the engine builds (10**20000 has ~66,000 bits): beyond, an
-// operation could take the render's whole time budget in one step.
-const maxIntBits = 1 << 17
-
-func checkBits(b *big.Int) (any, error) {
-	if b.BitLen() > maxIntBits {
-		return nil, errIntTooLarge
-	}
-	return normBig(b), nil
-}
-
-var errIntTooLarge = fmt.Errorf("the result is an integer of more than %d bits: too large to compute here", maxIntBits)
-
 func opTypeError(op string, a, b any) error {
 	return fmt.Errorf("unsupported operand type(s) for %s: '%s' and '%s'", op, typeName(a), typeName(b))
 }
@@ -107,7 +32,7 @@ func (e *evaluator) arith(op string, a, b any) (any, error) {
 	}
 	switch op {
 	case "+":
-		return e.add(a, b)
+		return e.addValues(a, b)
 	case "*":
 		if y.kind != 0 && x.kind == 0 {
 			return e.repeat(a, y, b)
@@ -352,8 +277,8 @@ func floatArith(op string, a, b float64) (any, error) {
 	return nil, fmt.Errorf("unknown operator %s", op)
 }
 
-// add is + for sequences and strings.
-func (e *evaluator) add(a, b any) (any, error) {
+// addValues is + for sequences and strings.
+func (e *evaluator) addValues(a, b any) (any, error) {
 	switch x := a.(type) {
 	case Markup:
 		s, err := e.escapeValue(b)
@@ -489,8 +414,8 @@ func listItems(v any) []any {
 	return nil
 }
 
-// neg is unary minus (and plus).
-func neg(v any, minus bool) (any, error) {
+// unaryOp is unary minus (and plus).
+func unaryOp(v any, minus bool) (any, error) {
 	if u, ok := v.(*Undefined); ok {
 		return nil, u.fail()
 	}
@@ -590,18 +515,6 @@ func equal(a, b any) bool {
 	return a == b
 }
 
-func strValue(v any) (string, bool) {
-	switch x := v.(type) {
-	case string:
-		return x, true
-	case Markup:
-		return string(x), true
-	case *tainted:
-		return x.s, true
-	}
-	return "", false
-}
-
 func seqEqual(a, b []any) bool {
 	if len(a) != len(b) {
 		return false
@@ -695,8 +608,8 @@ func compare(a, b any, op string) (int, error) {
 
 func isTupleVal(v any) bool { _, ok := v.(Tuple); return ok }
 
-// contains is Python's `item in container`.
-func (e *evaluator) contains(container, item any) (bool, error) {
+// containsItem is Python's `item in container`.
+func (e *evaluator) containsItem(container, item any) (bool, error) {
 	switch c := container.(type) {
 	case string, *tainted, Markup:
 		s, _ := strValue(c)
@@ -823,4 +736,36 @@ func truthy(v any) bool {
 		return x != 0
 	}
 	return true
+}
+
+func (e *evaluator) compareOp(op string, a, b any) (bool, error) {
+	switch op {
+	case "==":
+		return equal(a, b), nil
+	case "!=":
+		return !equal(a, b), nil
+	case "in":
+		return e.containsItem(b, a)
+	case "notin":
+		ok, err := e.containsItem(b, a)
+		return !ok, err
+	}
+	c, err := compare(a, b, op)
+	if err != nil {
+		return false, err
+	}
+	if c == 2 { // NaN
+		return false, nil
+	}
+	switch op {
+	case "<":
+		return c < 0, nil
+	case ">":
+		return c > 0, nil
+	case "<=":
+		return c <= 0, nil
+	case ">=":
+		return c >= 0, nil
+	}
+	return false, fmt.Errorf("unknown comparison %s", op)
 }

@@ -250,3 +250,10 @@ func ppString(b *strings.Builder, s string, indent, allowance, level int) error 
 	}
 	return nil
 }
+
+func fPprint(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
+	if _, err := bind("pprint", a, kw); err != nil {
+		return nil, err
+	}
+	return pformat(in)
+}

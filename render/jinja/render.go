@@ -85,38 +85,3 @@ func (p *Program) locate(e *evaluator, err error) error {
 	}
 	return &Error{Template: name, Err: err}
 }
-
-// runTemplate renders t at the top level of root, then the templates it extends.
-func (e *evaluator) runTemplate(t *Template, root *frame) error {
-	savedCur, savedRoot, savedBlocks, savedExt, savedSuppress := e.cur, e.root, e.blocks, e.extending, e.suppress
-	defer func() {
-		e.cur, e.root, e.blocks, e.extending, e.suppress = savedCur, savedRoot, savedBlocks, savedExt, savedSuppress
-	}()
-	e.cur, e.root, e.extending, e.suppress = t, root, nil, false
-	e.blocks = nil
-	if len(t.blocks) > 0 || t.extends {
-		e.blocks = map[string][]*blockStmt{}
-		for name, b := range t.blocks {
-			e.blocks[name] = []*blockStmt{b}
-		}
-	}
-	if err := e.execAll(t.body, root); err != nil {
-		return err
-	}
-	// {% extends %}: the parent renders, with the child's blocks first in the block table.
-	for seen := 0; e.extending != nil; seen++ {
-		if seen > maxCallDepth {
-			return errors.New("templates extend each other in a cycle")
-		}
-		parent := e.extending
-		e.extending, e.suppress = nil, false
-		for name, b := range parent.blocks {
-			e.blocks[name] = append(e.blocks[name], b)
-		}
-		e.cur = parent
-		if err := e.execAll(parent.body, root); err != nil {
-			return err
-		}
-	}
-	return nil
-}

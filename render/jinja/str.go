@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"reflect"
 	"strconv"
 	"strings"
 	"unicode"
@@ -12,7 +13,8 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 )
 
-// Python's str() and repr() of every value, as Jinja2 prints them.
+// Python's str() and repr() of every value, as Jinja2 prints them; the names of their types
+// (typeName, for messages), and what an undefined value says when used.
 
 // maxIntDigits is Python's limit on converting an int to a string (sys.int_info
 // .default_max_str_digits): Jinja2 fails on a longer one, so does the engine.
@@ -205,6 +207,11 @@ func isPrintable(r rune) bool {
 	return unicode.IsGraphic(r) || unicode.IsPrint(r) || unicode.In(r, unicode.M)
 }
 
+// isPySpace is Python's str.isspace for one character.
+func isPySpace(r rune) bool {
+	return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f)
+}
+
 // repr is Python's repr(v). Values whose repr shows a memory address (functions, generators)
 // cannot be printed: that would make every render differ.
 func repr(v any) (string, error) {
@@ -303,7 +310,7 @@ func writeObjectRepr(b *strings.Builder, v any, depth int) error {
 	case *loopCtx:
 		fmt.Fprintf(b, "<LoopContext %d/%d>", x.index0+1, x.length)
 	case *Macro:
-		fmt.Fprintf(b, "<Macro %s>", reprString(x.def.name))
+		fmt.Fprintf(b, "<Macro %s>", reprString(x.def.Name))
 	case *module:
 		fmt.Fprintf(b, "<TemplateModule %s>", reprString(x.name))
 	case *generator:
@@ -400,4 +407,122 @@ func viewItemsOf(v *dictView) []any {
 		return true
 	})
 	return out
+}
+
+// typeName is Python's type(v).__name__.
+func typeName(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "NoneType"
+	case bool:
+		return "bool"
+	case int64, int, *big.Int:
+		return "int"
+	case float64:
+		return "float"
+	case string, *tainted:
+		return "str"
+	case Markup:
+		return "Markup"
+	case *List, []any, []string, []map[string]any:
+		return "list"
+	case Tuple:
+		return "tuple"
+	case *Dict, map[string]any, map[string]string, *record.Record:
+		return "dict"
+	case *Undefined:
+		return "Undefined"
+	case *rangeVal:
+		return "range"
+	case *generator:
+		return "generator"
+	case *dictView:
+		switch x.kind {
+		case viewItems:
+			return "dict_items"
+		case viewKeys:
+			return "dict_keys"
+		}
+		return "dict_values"
+	case *loopCtx:
+		return "LoopContext"
+	case *Namespace:
+		return "Namespace"
+	case *Macro:
+		return "Macro"
+	case *builtin:
+		return "builtin_function_or_method"
+	case *boundMethod:
+		return "builtin_function_or_method"
+	case *cycler:
+		return "Cycler"
+	case *joiner:
+		return "Joiner"
+	case *module:
+		return "TemplateModule"
+	}
+	return reflect.TypeOf(v).String()
+}
+
+func aTypeName(v any) string {
+	n := typeName(v)
+	switch n[0] {
+	case 'a', 'e', 'i', 'o', 'u':
+		return "an " + n
+	}
+	return "a " + n
+}
+
+func objectTypeRepr(v any) string {
+	if v == nil {
+		return "None"
+	}
+	switch v.(type) {
+	case *loopCtx:
+		return "jinja2.runtime.LoopContext object"
+	case *Namespace:
+		return "jinja2.utils.Namespace object"
+	case *Macro:
+		return "jinja2.runtime.Macro object"
+	case *Undefined:
+		return "jinja2.runtime.Undefined object"
+	case Markup:
+		return "markupsafe.Markup object"
+	case *cycler:
+		return "jinja2.utils.Cycler object"
+	case *joiner:
+		return "jinja2.utils.Joiner object"
+	case *module:
+		return "jinja2.environment.TemplateModule object"
+	}
+	return typeName(v) + " object"
+}
+
+func (u *Undefined) message() string {
+	switch {
+	case u.hint != "":
+		return u.hint
+	case !u.hasObj:
+		return fmt.Sprintf("%s is undefined", pyReprOrName(u.name))
+	}
+	if _, ok := u.name.(string); !ok {
+		return fmt.Sprintf("%s has no element %s", objectTypeRepr(u.obj), pyReprOrName(u.name))
+	}
+	return fmt.Sprintf("%s has no attribute %s", reprString(objectTypeRepr(u.obj)), pyReprOrName(u.name))
+}
+
+func pyReprOrName(v any) string {
+	s, err := repr(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return s
+}
+
+// fail is the error of using u.
+func (u *Undefined) fail() error {
+	if u.err != nil {
+		return u.err
+	}
+	return &UndefinedError{Msg: u.message()}
 }

@@ -10,13 +10,9 @@ package jinja
 // the output of macros, call blocks, {% set %} and {% filter %} blocks and includes (whose
 // prints were checked one by one) is not tainted either.
 //
-// Checking costs one scan of each string read from the data; nothing is copied.
-
-// tainted is a string from the data with a forbidden character.
-type tainted struct {
-	s   string // the value
-	src string // the data string it came from, to find where it came from
-}
+// Checking costs one scan of each string read from the data; nothing is copied. The type
+// (tainted) and the check where a string leaves the data (fromData) are with the values
+// (value.go); here, what printing and operations do with it.
 
 // UnsafeValueError is the printing of a value from the data that holds a newline, a
 // carriage return or a NUL.
@@ -50,24 +46,6 @@ func quoteShort(s string) string {
 		r = r[:77] + "..."
 	}
 	return r
-}
-
-// hasForbidden reports whether s holds \n, \r or NUL.
-func hasForbidden(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c <= '\r' && (c == '\n' || c == '\r' || c == 0) {
-			return true
-		}
-	}
-	return false
-}
-
-// fromData marks a string read from the data when it holds a forbidden character.
-func fromData(v any) any {
-	if s, ok := v.(string); ok && hasForbidden(s) {
-		return &tainted{s: s, src: s}
-	}
-	return v
 }
 
 // retaint marks the result of an operation on tainted inputs: strings that still hold a

@@ -9,11 +9,11 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 )
 
-// Jinja2's tests (jinja2/tests.py): `x is name(args)`.
+// Jinja2's tests (jinja2/tests.py): `x is name(args)`. The tests filter and test, which take
+// the names of other built-ins, are with the tables of names (builtins.go).
 
-type testFunc func(e *evaluator, in any, a []any, kw map[string]any) (bool, error)
-
-func lookupTest(name string) testFunc {
+// jinjaTest finds one of Jinja2's tests by name (but filter and test).
+func jinjaTest(name string) testFunc {
 	switch name {
 	case "odd", "even":
 		return tModulo(name)
@@ -23,40 +23,36 @@ func lookupTest(name string) testFunc {
 		return tDefined
 	case "undefined":
 		return tUndefined
-	case "filter":
-		return tFilter
-	case "test":
-		return tTest
 	case "none":
-		return is(func(v any) bool { return v == nil })
+		return predicate(func(v any) bool { return v == nil })
 	case "boolean":
-		return is(func(v any) bool { _, ok := v.(bool); return ok })
+		return predicate(func(v any) bool { _, ok := v.(bool); return ok })
 	case "false":
-		return is(func(v any) bool { b, ok := v.(bool); return ok && !b })
+		return predicate(func(v any) bool { b, ok := v.(bool); return ok && !b })
 	case "true":
-		return is(func(v any) bool { b, ok := v.(bool); return ok && b })
+		return predicate(func(v any) bool { b, ok := v.(bool); return ok && b })
 	case "integer":
-		return is(isInteger)
+		return predicate(isInteger)
 	case "float":
-		return is(func(v any) bool { _, ok := v.(float64); return ok })
+		return predicate(func(v any) bool { _, ok := v.(float64); return ok })
 	case "number":
-		return is(func(v any) bool { return toNum(v).kind != 0 })
+		return predicate(func(v any) bool { return toNum(v).kind != 0 })
 	case "string":
-		return is(func(v any) bool { _, ok := strValue(v); return ok })
+		return predicate(func(v any) bool { _, ok := strValue(v); return ok })
 	case "mapping":
-		return is(isMapping)
+		return predicate(isMapping)
 	case "lower", "upper":
 		return tCase(name)
 	case "sequence":
-		return is(isSequence)
+		return predicate(isSequence)
 	case "iterable":
-		return is(isIterable)
+		return predicate(isIterable)
 	case "callable":
-		return is(isCallable)
+		return predicate(isCallable)
 	case "sameas":
 		return tSameas
 	case "escaped":
-		return is(func(v any) bool { _, ok := v.(Markup); return ok })
+		return predicate(func(v any) bool { _, ok := v.(Markup); return ok })
 	case "in":
 		return tIn
 	case "==", "eq", "equalto":
@@ -83,24 +79,6 @@ func tDefined(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
 func tUndefined(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
 	_, undef := in.(*Undefined)
 	return undef, nil
-}
-
-// tFilter is `name is filter`: Jinja2's filters and the extras given to Compile.
-func tFilter(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
-	if _, err := bind("filter", a, kw); err != nil {
-		return false, err
-	}
-	name, ok := strValue(in)
-	if !ok {
-		return false, nil
-	}
-	_, extra := e.prog.filters[name]
-	return extra || jinjaFilter(name) != nil, nil
-}
-
-func tTest(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
-	name, ok := strValue(in)
-	return ok && lookupTest(name) != nil, nil
 }
 
 // tCase is the lower and upper tests: the value printed is all lower (upper) case.
@@ -133,7 +111,7 @@ func tIn(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
 	if p[0] == noArg {
 		return false, errors.New("test_in() missing 1 required positional argument: 'seq'")
 	}
-	return e.contains(p[0], in)
+	return e.containsItem(p[0], in)
 }
 
 func isInteger(v any) bool {
@@ -174,7 +152,8 @@ func isCallable(v any) bool {
 	return false
 }
 
-func is(pred func(any) bool) testFunc {
+// predicate is the test that pred is.
+func predicate(pred func(any) bool) testFunc {
 	return func(e *evaluator, in any, a []any, kw map[string]any) (bool, error) {
 		if len(a) > 0 || len(kw) > 0 {
 			return false, fmt.Errorf("the test takes no arguments, %d given", len(a)+len(kw))

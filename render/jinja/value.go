@@ -1,9 +1,9 @@
 package jinja
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
-	"reflect"
 	"sort"
 	"strings"
 
@@ -28,12 +28,21 @@ import (
 // A string from the data that holds a newline, a carriage return or a NUL is carried as a
 // tainted value until it is printed, which is an error unless the template marks it |safe
 // (see taint.go).
+//
+// Here too: seq, the items of a value as a loop walks them, and the engine's own objects a
+// template can hold (bound methods, cyclers, joiners, modules, groupby's groups, self). Those
+// that refer to the evaluator's state (macros, loop objects, built-in functions) are with it,
+// in eval.go. Nothing here refers to another file of the package.
 
 // Markup is a string marked safe (|safe, |escape, ...).
 type Markup string
 
 // List is a list made by the template: literals, filters, .append().
 type List struct{ items []any }
+
+// NewList returns a list of the template's own (changeable by the template), for filters
+// given to Compile.
+func NewList(items []any) *List { return &List{items: items} }
 
 // Tuple is a tuple.
 type Tuple []any
@@ -61,118 +70,46 @@ func undefinedAttr(obj any, name any) *Undefined {
 
 func undefinedHint(hint string) *Undefined { return &Undefined{hint: hint} }
 
-func (u *Undefined) message() string {
-	switch {
-	case u.hint != "":
-		return u.hint
-	case !u.hasObj:
-		return fmt.Sprintf("%s is undefined", pyReprOrName(u.name))
-	}
-	if _, ok := u.name.(string); !ok {
-		return fmt.Sprintf("%s has no element %s", objectTypeRepr(u.obj), pyReprOrName(u.name))
-	}
-	return fmt.Sprintf("%s has no attribute %s", reprString(objectTypeRepr(u.obj)), pyReprOrName(u.name))
-}
-
-func pyReprOrName(v any) string {
-	s, err := repr(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return s
-}
-
-// fail is the error of using u.
-func (u *Undefined) fail() error {
-	if u.err != nil {
-		return u.err
-	}
-	return &UndefinedError{Msg: u.message()}
-}
-
 // UndefinedError is the use of an undefined value (Jinja2's UndefinedError).
 type UndefinedError struct{ Msg string }
 
 func (e *UndefinedError) Error() string { return e.Msg }
 
-func objectTypeRepr(v any) string {
-	if v == nil {
-		return "None"
-	}
-	switch v.(type) {
-	case *loopCtx:
-		return "jinja2.runtime.LoopContext object"
-	case *Namespace:
-		return "jinja2.utils.Namespace object"
-	case *Macro:
-		return "jinja2.runtime.Macro object"
-	case *Undefined:
-		return "jinja2.runtime.Undefined object"
+// strValue is the text of a str: a string, Markup or a tainted string.
+func strValue(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
 	case Markup:
-		return "markupsafe.Markup object"
-	case *cycler:
-		return "jinja2.utils.Cycler object"
-	case *joiner:
-		return "jinja2.utils.Joiner object"
-	case *module:
-		return "jinja2.environment.TemplateModule object"
+		return string(x), true
+	case *tainted:
+		return x.s, true
 	}
-	return typeName(v) + " object"
+	return "", false
 }
 
-// typeName is Python's type(v).__name__.
-func typeName(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "NoneType"
-	case bool:
-		return "bool"
-	case int64, int, *big.Int:
-		return "int"
-	case float64:
-		return "float"
-	case string, *tainted:
-		return "str"
-	case Markup:
-		return "Markup"
-	case *List, []any, []string, []map[string]any:
-		return "list"
-	case Tuple:
-		return "tuple"
-	case *Dict, map[string]any, map[string]string, *record.Record:
-		return "dict"
-	case *Undefined:
-		return "Undefined"
-	case *rangeVal:
-		return "range"
-	case *generator:
-		return "generator"
-	case *dictView:
-		switch x.kind {
-		case viewItems:
-			return "dict_items"
-		case viewKeys:
-			return "dict_keys"
+// tainted is a string from the data with a forbidden character.
+type tainted struct {
+	s   string // the value
+	src string // the data string it came from, to find where it came from
+}
+
+// hasForbidden reports whether s holds \n, \r or NUL.
+func hasForbidden(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= '\r' && (c == '\n' || c == '\r' || c == 0) {
+			return true
 		}
-		return "dict_values"
-	case *loopCtx:
-		return "LoopContext"
-	case *Namespace:
-		return "Namespace"
-	case *Macro:
-		return "Macro"
-	case *builtin:
-		return "builtin_function_or_method"
-	case *boundMethod:
-		return "builtin_function_or_method"
-	case *cycler:
-		return "Cycler"
-	case *joiner:
-		return "Joiner"
-	case *module:
-		return "TemplateModule"
 	}
-	return reflect.TypeOf(v).String()
+	return false
+}
+
+// fromData marks a string read from the data when it holds a forbidden character.
+func fromData(v any) any {
+	if s, ok := v.(string); ok && hasForbidden(s) {
+		return &tainted{s: s, src: s}
+	}
+	return v
 }
 
 // Namespace is namespace(): attributes a {% set ns.attr = x %} can change from inside a loop.
@@ -219,35 +156,6 @@ const (
 	viewKeys   = 'k'
 	viewValues = 'v'
 )
-
-// builtin is a global function: range, dict, namespace, cycler, joiner.
-type builtin struct {
-	name string
-	fn   func(e *evaluator, a []any, kw map[string]any) (any, error)
-}
-
-// boundMethod is obj.method not called at once.
-type boundMethod struct {
-	obj  any
-	name string
-}
-
-type cycler struct {
-	items []any
-	pos   int
-}
-
-type joiner struct {
-	sep  string
-	used bool
-}
-
-// module is an imported template: its macros and top-level variables, and its output.
-type module struct {
-	name   string
-	vars   *Dict
-	output string
-}
 
 // Dict is a dict made by the template: keys in insertion order.
 type Dict struct {
@@ -302,8 +210,10 @@ func keyOf(v any) (hashKey, error) {
 		return hashKey{kind: 'u'}, nil
 	}
 	switch v.(type) {
-	case *List, []any, []string, []map[string]any, *Dict, map[string]any, map[string]string, *record.Record:
-		return hashKey{}, fmt.Errorf("unhashable type: '%s'", typeName(v))
+	case *List, []any, []string, []map[string]any:
+		return hashKey{}, errors.New("unhashable type: 'list'")
+	case *Dict, map[string]any, map[string]string, *record.Record:
+		return hashKey{}, errors.New("unhashable type: 'dict'")
 	}
 	return hashKey{kind: 'p', s: fmt.Sprintf("%p", v)}, nil
 }
@@ -536,15 +446,112 @@ func mapGetStr(m any, s string) (any, bool, error) {
 	return nil, false, nil
 }
 
-// NewList returns a list of the template's own (changeable by the template), for filters
-// given to Compile.
-func NewList(items []any) *List { return &List{items: items} }
-
-func aTypeName(v any) string {
-	n := typeName(v)
-	switch n[0] {
-	case 'a', 'e', 'i', 'o', 'u':
-		return "an " + n
-	}
-	return "a " + n
+// seq is what a for loop walks: the items of a list, a dict (its keys), a dict view, a range
+// or a string, read in place (the data is not copied).
+type seq struct {
+	live *List // a list of the template, walked live (as Python does: appending extends the loop)
+	list []any // tuples, materialized values
+	data []any // a list from the data
+	strs []string
+	maps []map[string]any
+	rec  *record.Record
+	keys []string // the sorted keys of a Go map from the data
+	m    any      // that map
+	view byte     // with rec or keys: viewKeys, viewValues or viewItems
+	rng  *rangeVal
+	n    int
 }
+
+// count is the number of items (a live list may grow while walked).
+func (s *seq) count() int {
+	if s.live != nil {
+		return len(s.live.items)
+	}
+	return s.n
+}
+
+func (s *seq) at(i int) any {
+	switch {
+	case s.live != nil:
+		return s.live.items[i]
+	case s.list != nil:
+		return s.list[i]
+	case s.data != nil:
+		return fromData(s.data[i])
+	case s.strs != nil:
+		return fromData(s.strs[i])
+	case s.maps != nil:
+		return s.maps[i]
+	case s.rec != nil:
+		switch s.view {
+		case viewValues:
+			return fromData(s.rec.Value(i))
+		case viewItems:
+			return Tuple{fromData(s.rec.Key(i)), fromData(s.rec.Value(i))}
+		}
+		return fromData(s.rec.Key(i))
+	case s.keys != nil:
+		k := s.keys[i]
+		switch s.view {
+		case viewValues:
+			v, _, _ := mapGetStr(s.m, k)
+			return v
+		case viewItems:
+			v, _, _ := mapGetStr(s.m, k)
+			return Tuple{fromData(k), v}
+		}
+		return fromData(k)
+	case s.rng != nil:
+		return s.rng.at(int64(i))
+	}
+	return nil
+}
+
+// pair is the key and value of item i of an items() view, without making a tuple.
+func (s *seq) pair(i int) (k, v any, ok bool) {
+	if s.view != viewItems {
+		return nil, nil, false
+	}
+	switch {
+	case s.rec != nil:
+		return fromData(s.rec.Key(i)), fromData(s.rec.Value(i)), true
+	case s.keys != nil:
+		v, _, _ := mapGetStr(s.m, s.keys[i])
+		return fromData(s.keys[i]), v, true
+	}
+	return nil, nil, false
+}
+
+// boundMethod is obj.method not called at once.
+type boundMethod struct {
+	obj  any
+	name string
+}
+
+type cycler struct {
+	items []any
+	pos   int
+}
+
+type joiner struct {
+	sep  string
+	used bool
+}
+
+// module is an imported template: its macros and top-level variables, and its output.
+type module struct {
+	name   string
+	vars   *Dict
+	output string
+}
+
+// group is what groupby gives: a (grouper, list) named tuple.
+type group struct {
+	grouper any
+	list    *List
+}
+
+// selfRef is `self` in a template with blocks; blockRef is self.name.
+type selfRef struct{}
+
+type blockRef struct{ name string }

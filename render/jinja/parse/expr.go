@@ -1,4 +1,4 @@
-package jinja
+package parse
 
 import (
 	"slices"
@@ -13,6 +13,9 @@ import (
 //	-x +x
 //	primary: literal, name, (tuple), [list], {dict}; then .attr [item] [a:b:c] (call)
 //	then |filter and `is test`, which bind tighter than every operator above.
+//
+// One function, parseLevel, parses every level from or to **: the levels are a table
+// (level, operatorAt), not a function each.
 
 func (p *parser) enter(t token) error {
 	p.depth++
@@ -36,9 +39,9 @@ func (p *parser) isTupleEnd(extraEnd []string) bool {
 }
 
 // parseTuple parses an expression, or a tuple when there are commas (`a, b`).
-func (p *parser) parseTuple(withCond, explicitParens bool, extraEnd []string) (expr, error) {
+func (p *parser) parseTuple(withCond, explicitParens bool, extraEnd []string) (Expr, error) {
 	start := p.cur()
-	var items []expr
+	var items []Expr
 	isTuple := false
 	for {
 		if len(items) > 0 {
@@ -68,199 +71,171 @@ func (p *parser) parseTuple(withCond, explicitParens bool, extraEnd []string) (e
 			return nil, p.unexpected(p.cur(), "an expression")
 		}
 	}
-	return &tupleExpr{pos: start.pos, items: items}, nil
+	return &TupleExpr{Pos: start.pos, Items: items}, nil
 }
 
-func (p *parser) parseExpression(withCond bool) (expr, error) {
+func (p *parser) parseExpression(withCond bool) (Expr, error) {
 	if err := p.enter(p.cur()); err != nil {
 		return nil, err
 	}
 	defer func() { p.depth-- }()
 	if !withCond {
-		return p.parseOr()
+		return p.parseLevel(levelOr)
 	}
-	unknown := len(p.unknown)
-	x, err := p.parseOr()
+	uses := len(p.uses)
+	x, err := p.parseLevel(levelOr)
 	if err != nil {
 		return nil, err
 	}
 	for p.isName("if") {
 		t := p.next()
-		test, err := p.parseOr()
+		test, err := p.parseLevel(levelOr)
 		if err != nil {
 			return nil, err
 		}
-		var els expr
+		var els Expr
 		if p.skipName("else") {
 			if els, err = p.parseExpression(true); err != nil {
 				return nil, err
 			}
 		}
-		x = &condExpr{pos: t.pos, test: test, then: x, els: els}
+		x = &CondExpr{Pos: t.pos, Test: test, Then: x, Else: els}
 		// A conditional expression is soft as a whole, its first value included.
-		for i := unknown; i < len(p.unknown); i++ {
-			p.unknown[i].soft = true
+		for i := uses; i < len(p.uses); i++ {
+			p.uses[i].Soft = true
 		}
 	}
 	return x, nil
 }
 
-func (p *parser) parseOr() (expr, error) {
-	a, err := p.parseAnd()
+// level is a precedence level of the operators, from the loosest to the tightest: the
+// operands of a level's operators are expressions of the next level.
+type level uint8
+
+const (
+	levelOr      level = iota // or ||
+	levelAnd                  // and &&
+	levelNot                  // not x, !x: a prefix
+	levelCompare              // == != < > <= >= <> in, not in: chained (1 < x < 3)
+	levelAdd                  // + -
+	levelConcat               // ~
+	levelMul                  // * / // %
+	levelPow                  // **
+	levelUnary                // -x +x, and what binds tighter (parseUnary)
+)
+
+// parseLevel parses an expression of level l: an operand of the next level, then as many of
+// l's operators and operands as follow, joined left to right.
+func (p *parser) parseLevel(l level) (Expr, error) {
+	switch l {
+	case levelUnary:
+		return p.parseUnary(true)
+	case levelNot:
+		return p.parseNot()
+	}
+	a, err := p.parseLevel(l + 1)
 	if err != nil {
 		return nil, err
 	}
-	for p.isName("or") || p.isOp("||") {
-		t := p.next()
-		b, err := p.parseAnd()
-		if err != nil {
-			return nil, err
-		}
-		a = &orExpr{pos: t.pos, a: a, b: b}
-	}
-	return a, nil
-}
-
-func (p *parser) parseAnd() (expr, error) {
-	a, err := p.parseNot()
-	if err != nil {
-		return nil, err
-	}
-	for p.isName("and") || p.isOp("&&") {
-		t := p.next()
-		b, err := p.parseNot()
-		if err != nil {
-			return nil, err
-		}
-		a = &andExpr{pos: t.pos, a: a, b: b}
-	}
-	return a, nil
-}
-
-func (p *parser) parseNot() (expr, error) {
-	if p.isName("not") || p.isOp("!") {
-		t := p.next()
-		if err := p.enter(t); err != nil {
-			return nil, err
-		}
-		defer func() { p.depth-- }()
-		x, err := p.parseNot()
-		if err != nil {
-			return nil, err
-		}
-		return &notExpr{pos: t.pos, x: x}, nil
-	}
-	return p.parseCompare()
-}
-
-func (p *parser) parseCompare() (expr, error) {
-	first, err := p.parseMath1()
-	if err != nil {
-		return nil, err
-	}
-	var ops []cmpOp
+	var chain *CompareExpr // the comparisons of this level: 1 < x < 3 is one node
+	var concat *ConcatExpr // the same for a ~ b ~ c
 	for {
-		t := p.cur()
-		op := ""
-		switch {
-		case t.kind == tOp && (t.val == "==" || t.val == "!=" || t.val == "<" || t.val == ">" || t.val == "<=" || t.val == ">=" || t.val == "<>"):
-			op = t.val
-			if op == "<>" {
-				op = "!="
+		t, op, width := p.operatorAt(l)
+		if width == 0 {
+			return a, nil
+		}
+		p.p += width
+		b, err := p.parseLevel(l + 1)
+		if err != nil {
+			return nil, err
+		}
+		switch l {
+		case levelOr:
+			a = &OrExpr{Pos: t.pos, A: a, B: b}
+		case levelAnd:
+			a = &AndExpr{Pos: t.pos, A: a, B: b}
+		case levelCompare:
+			if chain == nil {
+				chain = &CompareExpr{Pos: t.pos, First: a}
+				a = chain
 			}
-			p.p++
-		case t.kind == tName && t.val == "in":
-			op = "in"
-			p.p++
-		case t.kind == tName && t.val == "not" && p.peek().kind == tName && p.peek().val == "in":
-			op = "notin"
-			p.p += 2
+			chain.Ops = append(chain.Ops, CmpOp{Pos: t.pos, Op: op, X: b})
+		case levelConcat:
+			if concat == nil {
+				concat = &ConcatExpr{Pos: t.pos, Items: []Expr{a}}
+				a = concat
+			}
+			concat.Items = append(concat.Items, b)
+		default:
+			a = &BinExpr{Pos: t.pos, Op: op, A: a, B: b}
 		}
-		if op == "" {
-			break
-		}
-		x, err := p.parseMath1()
-		if err != nil {
-			return nil, err
-		}
-		ops = append(ops, cmpOp{pos: t.pos, op: op, x: x})
 	}
-	if len(ops) == 0 {
-		return first, nil
-	}
-	return &compareExpr{pos: ops[0].pos, first: first, ops: ops}, nil
 }
 
-func (p *parser) parseMath1() (expr, error) {
-	a, err := p.parseConcat()
-	if err != nil {
-		return nil, err
-	}
-	for p.isOp("+") || p.isOp("-") {
-		t := p.next()
-		b, err := p.parseConcat()
-		if err != nil {
-			return nil, err
-		}
-		a = &binExpr{pos: t.pos, op: t.val, a: a, b: b}
-	}
-	return a, nil
-}
-
-func (p *parser) parseConcat() (expr, error) {
-	a, err := p.parseMath2()
-	if err != nil {
-		return nil, err
-	}
-	if !p.isOp("~") {
-		return a, nil
-	}
-	c := &concatExpr{pos: p.cur().pos, items: []expr{a}}
-	for p.skipOp("~") {
-		b, err := p.parseMath2()
-		if err != nil {
-			return nil, err
-		}
-		c.items = append(c.items, b)
-	}
-	return c, nil
-}
-
-func (p *parser) parseMath2() (expr, error) {
-	a, err := p.parsePow()
-	if err != nil {
-		return nil, err
-	}
-	for p.isOp("*") || p.isOp("/") || p.isOp("//") || p.isOp("%") {
-		t := p.next()
-		b, err := p.parsePow()
-		if err != nil {
-			return nil, err
-		}
-		a = &binExpr{pos: t.pos, op: t.val, a: a, b: b}
-	}
-	return a, nil
-}
-
-func (p *parser) parsePow() (expr, error) {
-	a, err := p.parseUnary(true)
-	if err != nil {
-		return nil, err
-	}
-	for p.isOp("**") {
-		t := p.next()
-		b, err := p.parseUnary(true)
-		if err != nil {
-			return nil, err
-		}
-		a = &binExpr{pos: t.pos, op: "**", a: a, b: b}
-	}
-	return a, nil
-}
-
-func (p *parser) parseUnary(withFilter bool) (expr, error) {
+// operatorAt reads the operator of level l at the current token, if there is one: its first
+// token, the operator as the tree names it, and how many tokens it takes (0: none there).
+func (p *parser) operatorAt(l level) (token, string, int) {
 	t := p.cur()
-	var x expr
+	switch l {
+	case levelOr:
+		if p.isName("or") || p.isOp("||") {
+			return t, "or", 1
+		}
+	case levelAnd:
+		if p.isName("and") || p.isOp("&&") {
+			return t, "and", 1
+		}
+	case levelCompare:
+		switch {
+		case t.kind == tOp && (t.val == "==" || t.val == "!=" || t.val == "<" || t.val == ">" || t.val == "<=" || t.val == ">="):
+			return t, t.val, 1
+		case p.isOp("<>"):
+			return t, "!=", 1
+		case p.isName("in"):
+			return t, "in", 1
+		case p.isName("not") && p.peek().kind == tName && p.peek().val == "in":
+			return t, "notin", 2
+		}
+	case levelAdd:
+		if p.isOp("+") || p.isOp("-") {
+			return t, t.val, 1
+		}
+	case levelConcat:
+		if p.isOp("~") {
+			return t, "~", 1
+		}
+	case levelMul:
+		if p.isOp("*") || p.isOp("/") || p.isOp("//") || p.isOp("%") {
+			return t, t.val, 1
+		}
+	case levelPow:
+		if p.isOp("**") {
+			return t, "**", 1
+		}
+	}
+	return t, "", 0
+}
+
+// parseNot parses not x (and pongo2's !x), which binds looser than comparisons.
+func (p *parser) parseNot() (Expr, error) {
+	if !p.isName("not") && !p.isOp("!") {
+		return p.parseLevel(levelCompare)
+	}
+	t := p.next()
+	if err := p.enter(t); err != nil {
+		return nil, err
+	}
+	defer func() { p.depth-- }()
+	x, err := p.parseNot()
+	if err != nil {
+		return nil, err
+	}
+	return &NotExpr{Pos: t.pos, X: x}, nil
+}
+
+func (p *parser) parseUnary(withFilter bool) (Expr, error) {
+	t := p.cur()
+	var x Expr
 	var err error
 	switch {
 	case p.isOp("-") || p.isOp("+"):
@@ -273,7 +248,7 @@ func (p *parser) parseUnary(withFilter bool) (expr, error) {
 		if err != nil {
 			return nil, err
 		}
-		x = &negExpr{pos: t.pos, x: inner, neg: t.val == "-"}
+		x = &NegExpr{Pos: t.pos, X: inner, Neg: t.val == "-"}
 	default:
 		if x, err = p.parsePrimary(); err != nil {
 			return nil, err
@@ -288,18 +263,18 @@ func (p *parser) parseUnary(withFilter bool) (expr, error) {
 	return x, nil
 }
 
-func (p *parser) parsePrimary() (expr, error) {
+func (p *parser) parsePrimary() (Expr, error) {
 	t := p.cur()
 	switch t.kind {
 	case tName:
 		p.p++
 		switch t.val {
 		case "true", "True":
-			return &constExpr{pos: t.pos, v: true}, nil
+			return &ConstExpr{Pos: t.pos, Value: true}, nil
 		case "false", "False":
-			return &constExpr{pos: t.pos, v: false}, nil
+			return &ConstExpr{Pos: t.pos, Value: false}, nil
 		case "none", "None":
-			return &constExpr{pos: t.pos, v: nil}, nil
+			return &ConstExpr{Pos: t.pos, Value: nil}, nil
 		}
 		switch t.val {
 		case "loop", "forloop":
@@ -311,27 +286,27 @@ func (p *parser) parsePrimary() (expr, error) {
 				next.kind == tOp && next.val == "." && after.kind == tName && after.val != "Parentloop" &&
 					(after.val != "cycle" && after.val != "changed" || p.toks[min(p.p+2, len(p.toks)-1)].val == "(")
 			if !inPlace && len(p.fors) > 0 {
-				p.fors[len(p.fors)-1].keepsLoop = true
+				p.fors[len(p.fors)-1].KeepsLoop = true
 			}
 		case "caller", "varargs", "kwargs":
 			// A macro accepts extra arguments, and a caller, only when its body names them.
 			for _, m := range p.macros {
-				m.usesCaller = m.usesCaller || t.val == "caller"
-				m.usesVarargs = m.usesVarargs || t.val == "varargs"
-				m.usesKwargs = m.usesKwargs || t.val == "kwargs"
+				m.UsesCaller = m.UsesCaller || t.val == "caller"
+				m.UsesVarargs = m.UsesVarargs || t.val == "varargs"
+				m.UsesKwargs = m.UsesKwargs || t.val == "kwargs"
 			}
 		}
-		return &nameExpr{pos: t.pos, name: p.intern(t.val)}, nil
+		return &NameExpr{Pos: t.pos, Name: p.intern(t.val)}, nil
 	case tString:
 		p.p++
 		s := t.val
 		for p.cur().kind == tString && !p.spaced { // adjacent literals are joined, as in Python
 			s += p.next().val
 		}
-		return &constExpr{pos: t.pos, v: s}, nil
+		return &ConstExpr{Pos: t.pos, Value: s}, nil
 	case tInt, tFloat:
 		p.p++
-		return &constExpr{pos: t.pos, v: t.num}, nil
+		return &ConstExpr{Pos: t.pos, Value: t.num}, nil
 	case tOp:
 		switch t.val {
 		case "(":
@@ -356,14 +331,14 @@ func (p *parser) parsePrimary() (expr, error) {
 	return nil, p.unexpected(t, "an expression")
 }
 
-func (p *parser) parseList() (expr, error) {
+func (p *parser) parseList() (Expr, error) {
 	start := p.next()
 	saved := p.noColon
 	p.noColon = false
 	defer func() { p.noColon = saved }()
-	l := &listExpr{pos: start.pos}
+	l := &ListExpr{Pos: start.pos}
 	for !p.isOp("]") {
-		if len(l.items) > 0 {
+		if len(l.Items) > 0 {
 			if _, err := p.expectOp(","); err != nil {
 				return nil, err
 			}
@@ -375,19 +350,19 @@ func (p *parser) parseList() (expr, error) {
 		if err != nil {
 			return nil, err
 		}
-		l.items = append(l.items, x)
+		l.Items = append(l.Items, x)
 	}
 	p.p++
 	return l, nil
 }
 
-func (p *parser) parseDict() (expr, error) {
+func (p *parser) parseDict() (Expr, error) {
 	start := p.next()
 	saved := p.noColon
 	defer func() { p.noColon = saved }()
-	d := &dictExpr{pos: start.pos}
+	d := &DictExpr{Pos: start.pos}
 	for !p.isOp("}") {
-		if len(d.keys) > 0 {
+		if len(d.Keys) > 0 {
 			if _, err := p.expectOp(","); err != nil {
 				return nil, err
 			}
@@ -408,14 +383,14 @@ func (p *parser) parseDict() (expr, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.keys = append(d.keys, k)
-		d.vals = append(d.vals, v)
+		d.Keys = append(d.Keys, k)
+		d.Values = append(d.Values, v)
 	}
 	p.p++
 	return d, nil
 }
 
-func (p *parser) parsePostfix(x expr) (expr, error) {
+func (p *parser) parsePostfix(x Expr) (Expr, error) {
 	for {
 		var err error
 		switch {
@@ -432,7 +407,7 @@ func (p *parser) parsePostfix(x expr) (expr, error) {
 	}
 }
 
-func (p *parser) parseFilterExpr(x expr) (expr, error) {
+func (p *parser) parseFilterExpr(x Expr) (Expr, error) {
 	for {
 		var err error
 		switch {
@@ -451,24 +426,24 @@ func (p *parser) parseFilterExpr(x expr) (expr, error) {
 	}
 }
 
-func (p *parser) parseSubscript(x expr) (expr, error) {
+func (p *parser) parseSubscript(x Expr) (Expr, error) {
 	t := p.next()
 	if t.val == "." {
 		a := p.cur()
 		switch a.kind {
 		case tName:
 			p.p++
-			return &attrExpr{pos: a.pos, obj: x, name: p.intern(a.val)}, nil
+			return &AttrExpr{Pos: a.pos, Obj: x, Name: p.intern(a.val)}, nil
 		case tInt:
 			p.p++
-			return &itemExpr{pos: a.pos, obj: x, key: &constExpr{pos: a.pos, v: a.num}}, nil
+			return &ItemExpr{Pos: a.pos, Obj: x, Key: &ConstExpr{Pos: a.pos, Value: a.num}}, nil
 		}
 		return nil, p.unexpected(a, "a name or a number after '.'")
 	}
 	saved := p.noColon
 	p.noColon = true
 	defer func() { p.noColon = saved }()
-	var items []expr
+	var items []Expr
 	for !p.isOp("]") {
 		if len(items) > 0 {
 			if _, err := p.expectOp(","); err != nil {
@@ -485,26 +460,26 @@ func (p *parser) parseSubscript(x expr) (expr, error) {
 	if len(items) == 0 {
 		return nil, p.fail(t, "expected a subscript expression inside [ ]")
 	}
-	if s, ok := items[0].(*sliceExpr); ok && len(items) == 1 {
-		s.obj = x
+	if s, ok := items[0].(*SliceExpr); ok && len(items) == 1 {
+		s.Obj = x
 		return s, nil
 	}
-	var key expr = items[0]
+	var key Expr = items[0]
 	if len(items) > 1 {
 		for _, it := range items {
-			if _, ok := it.(*sliceExpr); ok {
+			if _, ok := it.(*SliceExpr); ok {
 				return nil, p.fail(t, "slices inside a tuple subscript (x[a:b, c]) are not supported")
 			}
 		}
-		key = &tupleExpr{pos: t.pos, items: items}
+		key = &TupleExpr{Pos: t.pos, Items: items}
 	}
-	return &itemExpr{pos: t.pos, obj: x, key: key}, nil
+	return &ItemExpr{Pos: t.pos, Obj: x, Key: key}, nil
 }
 
 // parseSubscribed parses one subscript: an expression or a slice a:b:c (any part optional).
-func (p *parser) parseSubscribed(obj expr) (expr, error) {
+func (p *parser) parseSubscribed(obj Expr) (Expr, error) {
 	start := p.cur()
-	var parts [3]expr
+	var parts [3]Expr
 	if !p.isOp(":") {
 		x, err := p.parseExpression(true)
 		if err != nil {
@@ -530,24 +505,24 @@ func (p *parser) parseSubscribed(obj expr) (expr, error) {
 		}
 		parts[2] = x
 	}
-	return &sliceExpr{pos: start.pos, obj: obj, lo: parts[0], hi: parts[1], step: parts[2]}, nil
+	return &SliceExpr{Pos: start.pos, Obj: obj, Lo: parts[0], Hi: parts[1], Step: parts[2]}, nil
 }
 
-func (p *parser) parseCallArgs() (args, error) {
+func (p *parser) parseCallArgs() (Args, error) {
 	start, err := p.expectOp("(")
 	if err != nil {
-		return args{}, err
+		return Args{}, err
 	}
 	saved := p.noColon
 	p.noColon = false
 	defer func() { p.noColon = saved }()
-	a := args{pos: start.pos, present: true}
+	a := Args{Pos: start.pos, Present: true}
 	invalid := func() error { return p.fail(start, "invalid syntax for function call expression") }
 	needComma := false
 	for !p.isOp(")") {
 		if needComma {
 			if _, err := p.expectOp(","); err != nil {
-				return args{}, err
+				return Args{}, err
 			}
 			if p.isOp(")") {
 				break
@@ -555,77 +530,77 @@ func (p *parser) parseCallArgs() (args, error) {
 		}
 		switch {
 		case p.isOp("*"):
-			if a.star != nil || a.starKw != nil {
-				return args{}, invalid()
+			if a.Star != nil || a.StarKw != nil {
+				return Args{}, invalid()
 			}
 			p.p++
 			x, err := p.parseExpression(true)
 			if err != nil {
-				return args{}, err
+				return Args{}, err
 			}
-			a.star = x
+			a.Star = x
 		case p.isOp("**"):
-			if a.starKw != nil {
-				return args{}, invalid()
+			if a.StarKw != nil {
+				return Args{}, invalid()
 			}
 			p.p++
 			x, err := p.parseExpression(true)
 			if err != nil {
-				return args{}, err
+				return Args{}, err
 			}
-			a.starKw = x
+			a.StarKw = x
 		case p.cur().kind == tName && p.peek().kind == tOp && p.peek().val == "=":
-			if a.starKw != nil {
-				return args{}, invalid()
+			if a.StarKw != nil {
+				return Args{}, invalid()
 			}
 			name := p.next()
 			p.p++
 			x, err := p.parseExpression(true)
 			if err != nil {
-				return args{}, err
+				return Args{}, err
 			}
-			a.kw = append(a.kw, kwArg{name: p.intern(name.val), x: x})
+			a.Kw = append(a.Kw, KwArg{Name: p.intern(name.val), X: x})
 		default:
-			if a.star != nil || a.starKw != nil || len(a.kw) > 0 {
-				return args{}, invalid()
+			if a.Star != nil || a.StarKw != nil || len(a.Kw) > 0 {
+				return Args{}, invalid()
 			}
 			x, err := p.parseExpression(true)
 			if err != nil {
-				return args{}, err
+				return Args{}, err
 			}
-			a.list = append(a.list, x)
+			a.List = append(a.List, x)
 		}
 		needComma = true
 	}
 	p.p++
-	if len(a.kw) == 0 && a.star == nil && a.starKw == nil && len(a.list) > 0 {
-		consts := make([]any, len(a.list))
-		for i, x := range a.list {
-			c, ok := x.(*constExpr)
+	if len(a.Kw) == 0 && a.Star == nil && a.StarKw == nil && len(a.List) > 0 {
+		consts := make([]any, len(a.List))
+		for i, x := range a.List {
+			c, ok := x.(*ConstExpr)
 			if !ok {
 				consts = nil
 				break
 			}
-			consts[i] = c.v
+			consts[i] = c.Value
 		}
-		a.consts = consts
+		a.Consts = consts
 	}
 	return a, nil
 }
 
-func (p *parser) parseCall(fn expr) (expr, error) {
+func (p *parser) parseCall(fn Expr) (Expr, error) {
 	pos := p.cur().pos
 	a, err := p.parseCallArgs()
 	if err != nil {
 		return nil, err
 	}
-	return &callExpr{pos: pos, fn: fn, args: a}, nil
+	return &CallExpr{Pos: pos, Fn: fn, Args: a}, nil
 }
 
 // parseFilters parses |f1|f2(args)... applied to x (nil: the innermost filter of a filter
 // block or a set block, whose input is the block's output). startInline: the first filter
 // name comes without a '|' ({% filter upper %}).
-func (p *parser) parseFilters(x expr, startInline bool) (expr, error) {
+func (p *parser) parseFilters(x Expr, startInline bool) (Expr, error) {
 	for p.isOp("|") || startInline {
 		if !startInline {
 			p.p++
@@ -644,10 +619,10 @@ func (p *parser) parseFilters(x expr, startInline bool) (expr, error) {
 			}
 			full += "." + part.val
 		}
-		f := &filterExpr{pos: name.pos, in: x, name: full}
+		f := &FilterExpr{Pos: name.pos, In: x, Name: full}
 		switch {
 		case p.isOp("("):
-			if f.args, err = p.parseCallArgs(); err != nil {
+			if f.Args, err = p.parseCallArgs(); err != nil {
 				return nil, err
 			}
 		case p.isOp(":") && !p.noColon:
@@ -657,21 +632,16 @@ func (p *parser) parseFilters(x expr, startInline bool) (expr, error) {
 			if err != nil {
 				return nil, err
 			}
-			f.args = args{pos: arg.position(), list: []expr{arg}, present: true}
-			f.pongo2 = true
+			f.Args = Args{Pos: arg.Position(), List: []Expr{arg}, Present: true}
+			f.Pongo2 = true
 		}
-		if f.fn, err = p.filter(f.name, f.pongo2); err != nil {
-			return nil, p.fail(name, "%v", err)
-		}
-		if f.fn == nil {
-			p.unknown = append(p.unknown, unknownName{pos: name.pos, what: "filter", name: full, soft: p.soft})
-		}
+		f.Use = p.addUse(Use{Name: full, Pos: name.pos, Pongo2: f.Pongo2})
 		x = f
 	}
 	return x, nil
 }
 
-func (p *parser) parseTest(x expr) (expr, error) {
+func (p *parser) parseTest(x Expr) (Expr, error) {
 	isTok := p.next()
 	negate := p.skipName("not")
 	name, err := p.expectName()
@@ -687,11 +657,11 @@ func (p *parser) parseTest(x expr) (expr, error) {
 		}
 		full += "." + part.val
 	}
-	t := &testExpr{pos: isTok.pos, in: x, name: full, negate: negate}
+	t := &TestExpr{Pos: isTok.pos, In: x, Name: full, Negate: negate}
 	c := p.cur()
 	switch {
 	case p.isOp("("):
-		if t.args, err = p.parseCallArgs(); err != nil {
+		if t.Args, err = p.parseCallArgs(); err != nil {
 			return nil, err
 		}
 	case (c.kind == tName || c.kind == tString || c.kind == tInt || c.kind == tFloat || p.isOp("[") || p.isOp("{")) &&
@@ -706,11 +676,15 @@ func (p *parser) parseTest(x expr) (expr, error) {
 		if arg, err = p.parsePostfix(arg); err != nil {
 			return nil, err
 		}
-		t.args = args{pos: arg.position(), list: []expr{arg}, present: true}
+		t.Args = Args{Pos: arg.Position(), List: []Expr{arg}, Present: true}
 	}
-	t.fn = p.test(full)
-	if t.fn == nil {
-		p.unknown = append(p.unknown, unknownName{pos: name.pos, what: "test", name: full, soft: p.soft})
-	}
+	t.Use = p.addUse(Use{Test: true, Name: full, Pos: name.pos})
 	return t, nil
+}
+
+// addUse notes a filter or test the template names, and returns its index.
+func (p *parser) addUse(u Use) int {
+	u.Soft = p.soft
+	p.uses = append(p.uses, u)
+	return len(p.uses) - 1
 }

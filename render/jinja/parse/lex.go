@@ -1,4 +1,4 @@
-package jinja
+package parse
 
 import (
 	"fmt"
@@ -94,16 +94,9 @@ func lex(src string) ([]token, error) {
 	return l.toks, nil
 }
 
-// syntaxError is a template syntax error at a byte offset.
-type syntaxError struct {
-	pos int
-	msg string
-}
-
-func (e *syntaxError) Error() string { return e.msg }
-
+// errAt is a syntax error at a byte offset (Parse adds its line and column).
 func errAt(pos int, format string, args ...any) error {
-	return &syntaxError{pos: pos, msg: fmt.Sprintf(format, args...)}
+	return &Error{Pos: pos, Msg: fmt.Sprintf(format, args...)}
 }
 
 // tagStart finds the next {{, {% or {# at or after i. It returns its offset and kind (0 if

@@ -1,4 +1,4 @@
-package jinja
+package parse
 
 import (
 	"slices"
@@ -14,36 +14,25 @@ import (
 type parser struct {
 	toks  []token
 	p     int
-	tmpl  *Template
+	tree  *Tree             // the template's source and lines (for messages)
 	names map[string]string // interned names: equal names share their bytes
 
 	open    []openTag // statements whose end tag is awaited
 	loops   int       // for loops around the current statement (for break/continue)
-	macros  []*macroDef
-	fors    []*forStmt
+	macros  []*MacroDef
+	fors    []*ForStmt
 	noColon bool // inside [ ] or a dict key: ':' is a slice or a key, not a pongo2 filter argument
 	depth   int
 	spaced  bool     // pongo2's space-separated arguments: 'a' 'b' are two strings
 	refs    []string // the template keys this template names
+	blocks  map[string]*BlockStmt
+	extends bool
 
-	// Filters and tests no one has, as Jinja2 treats them: an error when compiling, unless
-	// they are in an if statement's test or branches or in a conditional expression (soft);
-	// there, an error only when the template runs them (guarded filters, as Ansible writes).
-	// Statements that open a scope of their own (for bodies, macros, blocks...) are not soft.
-	soft    bool
-	unknown []unknownName
-
-	// The filters and tests by name, given by the compiler: a filter or test node carries
-	// its function, so that rendering does not look names up.
-	filter func(name string, pongo2 bool) (filterFunc, error)
-	test   func(name string) testFunc
-}
-
-// unknownName is a filter or a test no one has, where it is used.
-type unknownName struct {
-	pos  int
-	what string // "filter" or "test"
-	name string
+	// The filters and tests the template names, in the order met (names only: resolving
+	// them is for what runs the tree), and whether the current statement is soft for them
+	// (see Use.Soft). Statements that open a scope of their own (for bodies, macros,
+	// blocks...) are not soft.
+	uses []Use
 	soft bool
 }
 
@@ -149,18 +138,13 @@ func (p *parser) expectBlockEnd() error {
 }
 
 // parseTemplate parses the whole token list.
-func (p *parser) parseTemplate() ([]stmt, error) {
+func (p *parser) parseTemplate() ([]Stmt, error) {
 	body, err := p.subparse(nil)
 	if err != nil {
 		return nil, err
 	}
 	if t := p.cur(); t.kind != tEOF {
 		return nil, p.fail(t, "unexpected %s", t)
-	}
-	for _, u := range p.unknown {
-		if !u.soft {
-			return nil, errAt(u.pos, "unknown %s '%s'", u.what, u.name)
-		}
 	}
 	return body, nil
 }
@@ -174,8 +158,8 @@ func (p *parser) setSoft(soft bool) func() {
 
 // subparse parses statements until one of the end tags (left as the current token, just
 // after its {%) or the end of the template.
-func (p *parser) subparse(ends []string) ([]stmt, error) {
-	var body []stmt
+func (p *parser) subparse(ends []string) ([]Stmt, error) {
+	var body []Stmt
 	for {
 		t := p.cur()
 		switch t.kind {
@@ -187,7 +171,7 @@ func (p *parser) subparse(ends []string) ([]stmt, error) {
 			return body, nil
 		case tData:
 			p.p++
-			body = append(body, &textStmt{pos: t.pos, text: t.val})
+			body = append(body, &TextStmt{Pos: t.pos, Text: t.val})
 		case tVarBeg:
 			p.p++
 			start := p.cur().pos
@@ -199,7 +183,7 @@ func (p *parser) subparse(ends []string) ([]stmt, error) {
 				return nil, p.unexpected(t, "the end of the print statement ('}}')")
 			}
 			p.p++
-			body = append(body, &printStmt{pos: start, x: x})
+			body = append(body, &PrintStmt{Pos: start, X: x})
 		case tBlockBeg:
 			p.p++
 			name := p.cur()
@@ -230,7 +214,7 @@ func tagList(ends []string) string {
 // parseBody parses a statement's body after its opening tag: the block end, then statements
 // up to one of ends. It returns the body and the end tag's name; the parser is left just
 // after that name (the rest of the end tag is the caller's).
-func (p *parser) parseBody(tag string, pos int, ends ...string) ([]stmt, string, error) {
+func (p *parser) parseBody(tag string, pos int, ends ...string) ([]Stmt, string, error) {
 	p.skipOp(":") // Jinja2 allows a colon before the end of a block statement, Python style
 	if err := p.expectBlockEnd(); err != nil {
 		return nil, "", err
@@ -262,7 +246,7 @@ var endTags = map[string]bool{
 	"endifchanged": true, "endspaceless": true, "endverbatim": true, "endtrans": true,
 }
 
-func (p *parser) parseStatement() (stmt, error) {
+func (p *parser) parseStatement() (Stmt, error) {
 	t := p.cur()
 	if t.kind != tName {
 		return nil, p.unexpected(t, "a statement name after '{%'")
@@ -336,7 +320,7 @@ func (p *parser) unknownTag(t token) error {
 			return p.fail(t, "unexpected {%% %s %%}: no statement is open", t.val)
 		}
 		o := p.open[len(p.open)-1]
-		line, col := p.tmpl.lineCol(o.pos)
+		line, col := p.tree.LineCol(o.pos)
 		return p.fail(t, "{%% %s %%} does not match {%% %s %%} opened at line %d column %d: expected %s", t.val, o.name, line, col, tagList(o.ends))
 	}
 	if t.val == "trans" || t.val == "pluralize" {

@@ -1,13 +1,13 @@
-package jinja
+package parse
 
 // pongo2's own tags: cycle, firstof, ifequal/ifnotequal, ifchanged, widthratio, spaceless,
 // templatetag, comment; and the ones that are not allowed (ssi, now, lorem).
 
 // parseSpaced parses pongo2's space-separated arguments (firstof, cycle).
-func (p *parser) parseSpaced() ([]expr, error) {
+func (p *parser) parseSpaced() ([]Expr, error) {
 	p.spaced = true
 	defer func() { p.spaced = false }()
-	var values []expr
+	var values []Expr
 	for p.cur().kind != tBlockEnd && !p.isName("as") {
 		x, err := p.parseExpression(false)
 		if err != nil {
@@ -22,7 +22,7 @@ func (p *parser) parseSpaced() ([]expr, error) {
 	return values, nil
 }
 
-func (p *parser) parseCycle() (stmt, error) {
+func (p *parser) parseCycle() (Stmt, error) {
 	start := p.next()
 	if p.loops == 0 {
 		return nil, p.fail(start, "{%% cycle %%} outside a for loop: use loop.cycle(...) or a cycler()")
@@ -31,20 +31,20 @@ func (p *parser) parseCycle() (stmt, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &cycleStmt{pos: start.pos, values: values}
+	s := &CycleStmt{Pos: start.pos, Values: values}
 	if p.skipName("as") {
 		name, err := p.expectName()
 		if err != nil {
 			return nil, err
 		}
-		s.as = name.val
-		s.silent = p.skipName("silent")
+		s.As = name.val
+		s.Silent = p.skipName("silent")
 	}
 	p.markLoop()
 	return s, p.expectBlockEnd()
 }
 
-func (p *parser) parseIfEqual() (stmt, error) {
+func (p *parser) parseIfEqual() (Stmt, error) {
 	start := p.next()
 	defer p.setSoft(true)() // an if statement
 	a, err := p.parseExpression(false)
@@ -60,41 +60,41 @@ func (p *parser) parseIfEqual() (stmt, error) {
 	if start.val == "ifnotequal" {
 		op, end = "!=", "endifnotequal"
 	}
-	cond := &compareExpr{pos: start.pos, first: a, ops: []cmpOp{{pos: start.pos, op: op, x: b}}}
-	s := &ifStmt{pos: start.pos, conds: []expr{cond}}
+	cond := &CompareExpr{Pos: start.pos, First: a, Ops: []CmpOp{{Pos: start.pos, Op: op, X: b}}}
+	s := &IfStmt{Pos: start.pos, Conds: []Expr{cond}}
 	body, got, err := p.parseBody(start.val, start.pos, "else", end)
 	if err != nil {
 		return nil, err
 	}
-	s.bodies = [][]stmt{body}
+	s.Bodies = [][]Stmt{body}
 	if got == "else" {
-		if s.els, _, err = p.parseBody(start.val, start.pos, end); err != nil {
+		if s.Else, _, err = p.parseBody(start.val, start.pos, end); err != nil {
 			return nil, err
 		}
 	}
 	return s, p.endTag("")
 }
 
-func (p *parser) parseIfChanged() (stmt, error) {
+func (p *parser) parseIfChanged() (Stmt, error) {
 	start := p.next()
 	if p.loops == 0 {
 		return nil, p.fail(start, "{%% ifchanged %%} outside a for loop")
 	}
-	s := &ifchangedStmt{pos: start.pos}
+	s := &IfchangedStmt{Pos: start.pos}
 	for p.cur().kind != tBlockEnd {
 		x, err := p.parseExpression(false)
 		if err != nil {
 			return nil, err
 		}
-		s.values = append(s.values, x)
+		s.Values = append(s.Values, x)
 	}
 	body, got, err := p.parseBody("ifchanged", start.pos, "else", "endifchanged")
 	if err != nil {
 		return nil, err
 	}
-	s.body = body
+	s.Body = body
 	if got == "else" {
-		if s.els, _, err = p.parseBody("ifchanged", start.pos, "endifchanged"); err != nil {
+		if s.Else, _, err = p.parseBody("ifchanged", start.pos, "endifchanged"); err != nil {
 			return nil, err
 		}
 	}
@@ -102,9 +102,9 @@ func (p *parser) parseIfChanged() (stmt, error) {
 	return s, p.endTag("")
 }
 
-func (p *parser) parseWidthRatio() (stmt, error) {
+func (p *parser) parseWidthRatio() (Stmt, error) {
 	start := p.next()
-	var xs [3]expr
+	var xs [3]Expr
 	for i := range xs {
 		x, err := p.parseExpression(false)
 		if err != nil {
@@ -115,29 +115,29 @@ func (p *parser) parseWidthRatio() (stmt, error) {
 		}
 		xs[i] = x
 	}
-	return &widthratioStmt{pos: start.pos, value: xs[0], max: xs[1], size: xs[2]}, p.expectBlockEnd()
+	return &WidthratioStmt{Pos: start.pos, Value: xs[0], Max: xs[1], Size: xs[2]}, p.expectBlockEnd()
 }
 
-func (p *parser) parseFirstof() (stmt, error) {
+func (p *parser) parseFirstof() (Stmt, error) {
 	t := p.next()
 	values, err := p.parseSpaced()
 	if err != nil {
 		return nil, err
 	}
-	return &firstofStmt{pos: t.pos, values: values}, p.expectBlockEnd()
+	return &FirstofStmt{Pos: t.pos, Values: values}, p.expectBlockEnd()
 }
 
-func (p *parser) parseSpaceless() (stmt, error) {
+func (p *parser) parseSpaceless() (Stmt, error) {
 	t := p.next()
 	body, _, err := p.parseBody("spaceless", t.pos, "endspaceless")
 	if err != nil {
 		return nil, err
 	}
-	return &spacelessStmt{pos: t.pos, body: body}, p.endTag("")
+	return &SpacelessStmt{Pos: t.pos, Body: body}, p.endTag("")
 }
 
 // parseTemplatetag parses {% templatetag openblock %}: the text of a delimiter.
-func (p *parser) parseTemplatetag() (stmt, error) {
+func (p *parser) parseTemplatetag() (Stmt, error) {
 	p.p++
 	arg, err := p.expectName()
 	if err != nil {
@@ -148,11 +148,11 @@ func (p *parser) parseTemplatetag() (stmt, error) {
 	if !ok {
 		return nil, p.fail(arg, "{%% templatetag %%}: unknown argument %q", arg.val)
 	}
-	return &textStmt{pos: arg.pos, text: text}, p.expectBlockEnd()
+	return &TextStmt{Pos: arg.pos, Text: text}, p.expectBlockEnd()
 }
 
 // parseComment parses {% comment %}...{% endcomment %}: nothing is left of it.
-func (p *parser) parseComment() (stmt, error) {
+func (p *parser) parseComment() (Stmt, error) {
 	t := p.next()
 	if _, _, err := p.parseBody("comment", t.pos, "endcomment"); err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package jinja
+package parse
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 // Jinja2's statements, one parse function each (parseStatement dispatches on the tag's name),
 // and the targets that set, for and with assign to.
 
-func (p *parser) parseFor() (stmt, error) {
+func (p *parser) parseFor() (Stmt, error) {
 	start := p.next()
 	tg, err := p.parseAssignTarget(true, false, []string{"in"})
 	if err != nil {
@@ -22,23 +22,23 @@ func (p *parser) parseFor() (stmt, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &forStmt{pos: start.pos, iterPos: iterPos, target: tg, iter: iter}
+	s := &ForStmt{Pos: start.pos, IterPos: iterPos, Target: tg, Iter: iter}
 	defer p.setSoft(false)() // the loop's filter, body and else have a scope of their own
 	for {
 		if p.skipName("reversed") {
-			s.reversed = true
+			s.Reversed = true
 		} else if p.skipName("sorted") {
-			s.sorted = true
+			s.Sorted = true
 		} else {
 			break
 		}
 	}
 	if p.skipName("if") {
-		if s.filter, err = p.parseExpression(true); err != nil {
+		if s.Filter, err = p.parseExpression(true); err != nil {
 			return nil, err
 		}
 	}
-	s.recursive = p.skipName("recursive")
+	s.Recursive = p.skipName("recursive")
 	p.loops++
 	p.fors = append(p.fors, s)
 	body, end, err := p.parseBody("for", start.pos, "endfor", "else", "empty")
@@ -46,7 +46,7 @@ func (p *parser) parseFor() (stmt, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.body = body
+	s.Body = body
 	p.fors = p.fors[:len(p.fors)-1]
 	if end != "endfor" {
 		// The else body runs outside the loop: break/continue there are an outer loop's.
@@ -54,15 +54,15 @@ func (p *parser) parseFor() (stmt, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.els = els
+		s.Else = els
 	}
 	return s, p.endTag("")
 }
 
-func (p *parser) parseIf() (stmt, error) {
+func (p *parser) parseIf() (Stmt, error) {
 	start := p.next()
 	defer p.setSoft(true)()
-	s := &ifStmt{pos: start.pos}
+	s := &IfStmt{Pos: start.pos}
 	for {
 		cond, err := p.parseTuple(false, false, nil)
 		if err != nil {
@@ -72,8 +72,8 @@ func (p *parser) parseIf() (stmt, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.conds = append(s.conds, cond)
-		s.bodies = append(s.bodies, body)
+		s.Conds = append(s.Conds, cond)
+		s.Bodies = append(s.Bodies, body)
 		switch end {
 		case "elif":
 			continue
@@ -82,13 +82,13 @@ func (p *parser) parseIf() (stmt, error) {
 			if err != nil {
 				return nil, err
 			}
-			s.els = els
+			s.Else = els
 		}
 		return s, p.endTag("")
 	}
 }
 
-func (p *parser) parseSet() (stmt, error) {
+func (p *parser) parseSet() (Stmt, error) {
 	start := p.next()
 	tg, err := p.parseAssignTarget(true, true, nil)
 	if err != nil {
@@ -99,29 +99,29 @@ func (p *parser) parseSet() (stmt, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &setStmt{pos: start.pos, target: tg, x: x}, p.expectBlockEnd()
+		return &SetStmt{Pos: start.pos, Target: tg, X: x}, p.expectBlockEnd()
 	}
 	defer p.setSoft(false)() // a block set's filters and body have a scope of their own
-	var filters *filterExpr
+	var filters *FilterExpr
 	if p.isOp("|") {
 		f, err := p.parseFilters(nil, false)
 		if err != nil {
 			return nil, err
 		}
-		filters = f.(*filterExpr)
+		filters = f.(*FilterExpr)
 	}
 	body, _, err := p.parseBody("set", start.pos, "endset")
 	if err != nil {
 		return nil, err
 	}
-	return &setBlockStmt{pos: start.pos, target: tg, filters: filters, body: body}, p.endTag("")
+	return &SetBlockStmt{Pos: start.pos, Target: tg, Filters: filters, Body: body}, p.endTag("")
 }
 
-func (p *parser) parseWith() (stmt, error) {
+func (p *parser) parseWith() (Stmt, error) {
 	start := p.next()
-	s := &withStmt{pos: start.pos}
+	s := &WithStmt{Pos: start.pos}
 	for p.cur().kind != tBlockEnd {
-		if len(s.targets) > 0 {
+		if len(s.Targets) > 0 {
 			if _, err := p.expectOp(","); err != nil {
 				return nil, err
 			}
@@ -130,7 +130,7 @@ func (p *parser) parseWith() (stmt, error) {
 		if err != nil {
 			return nil, err
 		}
-		var x expr
+		var x Expr
 		if p.skipOp("=") {
 			if x, err = p.parseExpression(true); err != nil {
 				return nil, err
@@ -145,38 +145,38 @@ func (p *parser) parseWith() (stmt, error) {
 			if err != nil {
 				return nil, p.fail(p.cur(), "%v", err)
 			}
-			tg = target{pos: name.pos, name: name.val}
+			tg = Target{Pos: name.pos, Name: name.val}
 		} else {
 			return nil, p.unexpected(p.cur(), "'='")
 		}
-		s.targets = append(s.targets, tg)
-		s.values = append(s.values, x)
+		s.Targets = append(s.Targets, tg)
+		s.Values = append(s.Values, x)
 	}
 	defer p.setSoft(false)()
 	body, _, err := p.parseBody("with", start.pos, "endwith")
 	if err != nil {
 		return nil, err
 	}
-	s.body = body
+	s.Body = body
 	return s, p.endTag("")
 }
 
 // targetAsExpr turns what was parsed as a target back into an expression (pongo2's
 // {% with x as y %}, where x is an expression).
-func targetAsExpr(t target) (expr, error) {
-	if t.name != "" && t.attr == "" && !t.tuple {
-		return &nameExpr{pos: t.pos, name: t.name}, nil
+func targetAsExpr(t Target) (Expr, error) {
+	if t.Name != "" && t.Attr == "" && !t.Tuple {
+		return &NameExpr{Pos: t.Pos, Name: t.Name}, nil
 	}
 	return nil, fmt.Errorf("{%% with value as name %%} takes a name as the value")
 }
 
-func (p *parser) parseSignature(m *macroDef) error {
+func (p *parser) parseSignature(m *MacroDef) error {
 	defer p.setSoft(false)() // defaults are the macro's
 	if _, err := p.expectOp("("); err != nil {
 		return err
 	}
 	for !p.isOp(")") {
-		if len(m.params) > 0 {
+		if len(m.Params) > 0 {
 			if _, err := p.expectOp(","); err != nil {
 				return err
 			}
@@ -190,18 +190,18 @@ func (p *parser) parseSignature(m *macroDef) error {
 			if err != nil {
 				return err
 			}
-			m.defaults = append(m.defaults, d)
-		} else if len(m.defaults) > 0 {
+			m.Defaults = append(m.Defaults, d)
+		} else if len(m.Defaults) > 0 {
 			return p.fail(name, "non-default argument follows default argument")
 		}
-		m.params = append(m.params, name.val)
+		m.Params = append(m.Params, name.val)
 	}
 	p.p++
 	return nil
 }
 
 // parseMacroBody parses the body of a macro or call block: break/continue do not cross it.
-func (p *parser) parseMacroBody(m *macroDef, tag string, pos int, end string) error {
+func (p *parser) parseMacroBody(m *MacroDef, tag string, pos int, end string) error {
 	defer p.setSoft(false)()
 	saved, savedFors := p.loops, p.fors
 	p.loops = 0
@@ -212,29 +212,29 @@ func (p *parser) parseMacroBody(m *macroDef, tag string, pos int, end string) er
 	body, _, err := p.parseBody(tag, pos, end)
 	p.macros = p.macros[:len(p.macros)-1]
 	p.loops, p.fors = saved, savedFors
-	m.body = body
+	m.Body = body
 	return err
 }
 
-func (p *parser) parseMacro() (stmt, error) {
+func (p *parser) parseMacro() (Stmt, error) {
 	start := p.next()
 	name, err := p.expectName()
 	if err != nil {
 		return nil, err
 	}
-	m := &macroDef{pos: start.pos, name: name.val}
+	m := &MacroDef{Pos: start.pos, Name: name.val}
 	if err := p.parseSignature(m); err != nil {
 		return nil, err
 	}
 	if err := p.parseMacroBody(m, "macro", start.pos, "endmacro"); err != nil {
 		return nil, err
 	}
-	return &macroStmt{pos: start.pos, macro: m}, p.endTag(m.name)
+	return &MacroStmt{Pos: start.pos, Macro: m}, p.endTag(m.Name)
 }
 
-func (p *parser) parseCallBlock() (stmt, error) {
+func (p *parser) parseCallBlock() (Stmt, error) {
 	start := p.next()
-	m := &macroDef{pos: start.pos, name: "caller"}
+	m := &MacroDef{Pos: start.pos, Name: "caller"}
 	if p.isOp("(") {
 		if err := p.parseSignature(m); err != nil {
 			return nil, err
@@ -244,17 +244,17 @@ func (p *parser) parseCallBlock() (stmt, error) {
 	if err != nil {
 		return nil, err
 	}
-	call, ok := x.(*callExpr)
+	call, ok := x.(*CallExpr)
 	if !ok {
-		return nil, errAt(x.position(), "{%% call %%} expects a macro call such as m(args)")
+		return nil, errAt(x.Position(), "{%% call %%} expects a macro call such as m(args)")
 	}
 	if err := p.parseMacroBody(m, "call", start.pos, "endcall"); err != nil {
 		return nil, err
 	}
-	return &callBlockStmt{pos: start.pos, call: call, caller: m}, p.endTag("")
+	return &CallBlockStmt{Pos: start.pos, Call: call, Caller: m}, p.endTag("")
 }
 
-func (p *parser) parseFilterBlock() (stmt, error) {
+func (p *parser) parseFilterBlock() (Stmt, error) {
 	start := p.next()
 	defer p.setSoft(false)()
 	f, err := p.parseFilters(nil, true)
@@ -265,7 +265,7 @@ func (p *parser) parseFilterBlock() (stmt, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &filterBlockStmt{pos: start.pos, filters: f.(*filterExpr), body: body}, p.endTag("")
+	return &FilterBlockStmt{Pos: start.pos, Filters: f.(*FilterExpr), Body: body}, p.endTag("")
 }
 
 // templateKey parses the name of an included, imported or extended template: it must be a
@@ -275,13 +275,13 @@ func (p *parser) templateKey(stmtName string) (string, int, error) {
 	if err != nil {
 		return "", 0, err
 	}
-	if c, ok := x.(*constExpr); ok {
-		if s, ok := c.v.(string); ok {
+	if c, ok := x.(*ConstExpr); ok {
+		if s, ok := c.Value.(string); ok {
 			p.refs = append(p.refs, s)
-			return s, c.pos, nil
+			return s, c.Pos, nil
 		}
 	}
-	return "", 0, errAt(x.position(), "{%% %s %%} needs the template key as a quoted string, e.g. {%% %s \"key\" %%}: a key computed at render time is not supported", stmtName, stmtName)
+	return "", 0, errAt(x.Position(), "{%% %s %%} needs the template key as a quoted string, e.g. {%% %s \"key\" %%}: a key computed at render time is not supported", stmtName, stmtName)
 }
 
 // contextModifier parses an optional `with context` / `without context`.
@@ -294,21 +294,21 @@ func (p *parser) contextModifier(def bool) bool {
 	return def
 }
 
-func (p *parser) parseInclude() (stmt, error) {
+func (p *parser) parseInclude() (Stmt, error) {
 	start := p.next()
 	p.markLoopKept() // the included template may read the loop
 	key, keyPos, err := p.templateKey("include")
 	if err != nil {
 		return nil, err
 	}
-	s := &includeStmt{pos: start.pos, key: key, keyPos: keyPos, withContext: true}
+	s := &IncludeStmt{Pos: start.pos, Key: key, KeyPos: keyPos, WithContext: true}
 	if p.isName("ignore") && p.peek().kind == tName && p.peek().val == "missing" {
 		p.p += 2
-		s.ignoreMissing = true
+		s.IgnoreMissing = true
 	} else if p.skipName("if_exists") { // pongo2
-		s.ignoreMissing = true
+		s.IgnoreMissing = true
 	}
-	s.withContext = p.contextModifier(true)
+	s.WithContext = p.contextModifier(true)
 	if p.isName("with") {
 		// pongo2: {% include "x" with a=1 b=2 [only] %}
 		p.p++
@@ -319,20 +319,20 @@ func (p *parser) parseInclude() (stmt, error) {
 			if err != nil {
 				return nil, err
 			}
-			s.vars = append(s.vars, kwArg{name: name.val, x: x})
+			s.Vars = append(s.Vars, KwArg{Name: name.val, X: x})
 			p.skipOp(",")
 		}
-		if len(s.vars) == 0 {
+		if len(s.Vars) == 0 {
 			return nil, p.unexpected(p.cur(), "name=value after with")
 		}
 		if p.skipName("only") {
-			s.withContext = false
+			s.WithContext = false
 		}
 	}
 	return s, p.expectBlockEnd()
 }
 
-func (p *parser) parseImport() (stmt, error) {
+func (p *parser) parseImport() (Stmt, error) {
 	start := p.next()
 	p.markLoopKept() // imported with context, the template may read the loop
 	key, keyPos, err := p.templateKey("import")
@@ -346,12 +346,12 @@ func (p *parser) parseImport() (stmt, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &importStmt{pos: start.pos, key: key, keyPos: keyPos, as: name.val}
-	s.withContext = p.contextModifier(false)
+	s := &ImportStmt{Pos: start.pos, Key: key, KeyPos: keyPos, As: name.val}
+	s.WithContext = p.contextModifier(false)
 	return s, p.expectBlockEnd()
 }
 
-func (p *parser) parseFrom() (stmt, error) {
+func (p *parser) parseFrom() (Stmt, error) {
 	start := p.next()
 	p.markLoopKept() // imported with context, the template may read the loop
 	key, keyPos, err := p.templateKey("from ... import")
@@ -361,15 +361,15 @@ func (p *parser) parseFrom() (stmt, error) {
 	if err := p.expectKeyword("import"); err != nil {
 		return nil, err
 	}
-	s := &fromImportStmt{pos: start.pos, key: key, keyPos: keyPos}
+	s := &FromImportStmt{Pos: start.pos, Key: key, KeyPos: keyPos}
 	for {
-		if len(s.names) > 0 {
+		if len(s.Names) > 0 {
 			if _, err := p.expectOp(","); err != nil {
 				return nil, err
 			}
 		}
 		if (p.isName("with") || p.isName("without")) && p.peek().kind == tName && p.peek().val == "context" {
-			s.withContext = p.contextModifier(false)
+			s.WithContext = p.contextModifier(false)
 			break
 		}
 		name, err := p.expectName()
@@ -379,17 +379,17 @@ func (p *parser) parseFrom() (stmt, error) {
 		if strings.HasPrefix(name.val, "_") {
 			return nil, p.fail(name, "names starting with an underline can not be imported")
 		}
-		in := importName{name: name.val, as: name.val}
+		in := ImportName{Name: name.val, As: name.val}
 		if p.skipName("as") {
 			alias, err := p.expectName()
 			if err != nil {
 				return nil, err
 			}
-			in.as = alias.val
+			in.As = alias.val
 		}
-		s.names = append(s.names, in)
+		s.Names = append(s.Names, in)
 		if (p.isName("with") || p.isName("without")) && p.peek().kind == tName && p.peek().val == "context" {
-			s.withContext = p.contextModifier(false)
+			s.WithContext = p.contextModifier(false)
 			break
 		}
 		if !p.isOp(",") {
@@ -399,29 +399,29 @@ func (p *parser) parseFrom() (stmt, error) {
 	return s, p.expectBlockEnd()
 }
 
-func (p *parser) parseExtends() (stmt, error) {
+func (p *parser) parseExtends() (Stmt, error) {
 	start := p.next()
 	key, keyPos, err := p.templateKey("extends")
 	if err != nil {
 		return nil, err
 	}
-	p.tmpl.extends = true
-	return &extendsStmt{pos: start.pos, key: key, keyPos: keyPos}, p.expectBlockEnd()
+	p.extends = true
+	return &ExtendsStmt{Pos: start.pos, Key: key, KeyPos: keyPos}, p.expectBlockEnd()
 }
 
-func (p *parser) parseBlock() (stmt, error) {
+func (p *parser) parseBlock() (Stmt, error) {
 	start := p.next()
 	name, err := p.expectName()
 	if err != nil {
 		return nil, err
 	}
-	s := &blockStmt{pos: start.pos, name: name.val, tmpl: p.tmpl}
-	s.scoped = p.skipName("scoped")
-	s.required = p.skipName("required")
+	s := &BlockStmt{Pos: start.pos, Name: name.val}
+	s.Scoped = p.skipName("scoped")
+	s.Required = p.skipName("required")
 	if p.isOp("-") {
 		return nil, p.fail(p.cur(), "block names have to be valid Python identifiers and may not contain hyphens, use an underscore instead")
 	}
-	if _, dup := p.tmpl.blocks[name.val]; dup {
+	if _, dup := p.blocks[name.val]; dup {
 		return nil, p.fail(name, "block %q defined twice", name.val)
 	}
 	// Blocks are rendered on their own (through the block table): loop controls do not reach
@@ -429,9 +429,9 @@ func (p *parser) parseBlock() (stmt, error) {
 	// variable, and so may any block that overrides it in a template extending this one.
 	saved, savedFors := p.loops, p.fors
 	p.loops = 0
-	if s.scoped && len(p.fors) > 0 {
+	if s.Scoped && len(p.fors) > 0 {
 		f := p.fors[len(p.fors)-1]
-		f.usesLoop, f.keepsLoop = true, true
+		f.UsesLoop, f.KeepsLoop = true, true
 	} else {
 		p.fors = nil
 	}
@@ -441,19 +441,19 @@ func (p *parser) parseBlock() (stmt, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.required {
+	if s.Required {
 		for _, st := range body {
-			if t, ok := st.(*textStmt); !ok || strings.TrimFunc(t.text, isPySpace) != "" {
+			if t, ok := st.(*TextStmt); !ok || strings.TrimFunc(t.Text, isPySpace) != "" {
 				return nil, p.fail(name, "required blocks can only contain comments or whitespace")
 			}
 		}
 	}
-	s.body = body
-	p.tmpl.blocks[name.val] = s
+	s.Body = body
+	p.blocks[name.val] = s
 	return s, p.endTag(name.val)
 }
 
-func (p *parser) parseAutoescape() (stmt, error) {
+func (p *parser) parseAutoescape() (Stmt, error) {
 	start := p.next()
 	defer p.setSoft(false)()
 	x, err := p.parseExpression(true)
@@ -464,13 +464,13 @@ func (p *parser) parseAutoescape() (stmt, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &autoescapeStmt{pos: start.pos, on: x, body: body}, p.endTag("")
+	return &AutoescapeStmt{Pos: start.pos, On: x, Body: body}, p.endTag("")
 }
 
 // markLoop notes that the innermost loop's body needs its loop object.
 func (p *parser) markLoop() {
 	if len(p.fors) > 0 {
-		p.fors[len(p.fors)-1].usesLoop = true
+		p.fors[len(p.fors)-1].UsesLoop = true
 	}
 }
 
@@ -479,32 +479,32 @@ func (p *parser) markLoop() {
 func (p *parser) markLoopKept() {
 	p.markLoop()
 	if len(p.fors) > 0 {
-		p.fors[len(p.fors)-1].keepsLoop = true
+		p.fors[len(p.fors)-1].KeepsLoop = true
 	}
 }
 
 // parseAssignTarget parses where set/for/with store: a name, names separated by commas
 // (nested in parentheses too), or ns.attr (withNamespace).
-func (p *parser) parseAssignTarget(withTuple, withNamespace bool, extraEnd []string) (target, error) {
+func (p *parser) parseAssignTarget(withTuple, withNamespace bool, extraEnd []string) (Target, error) {
 	t := p.cur()
 	if withNamespace && t.kind == tName && p.peek().kind == tOp && p.peek().val == "." {
 		name, _ := p.expectName()
 		p.p++
 		attr, err := p.expectName()
 		if err != nil {
-			return target{}, err
+			return Target{}, err
 		}
-		return target{pos: t.pos, name: name.val, attr: attr.val}, nil
+		return Target{Pos: t.pos, Name: name.val, Attr: attr.val}, nil
 	}
 	if !withTuple {
 		return p.parseTargetPrimary()
 	}
-	var items []target
+	var items []Target
 	isTuple := false
 	for {
 		if len(items) > 0 {
 			if _, err := p.expectOp(","); err != nil {
-				return target{}, err
+				return Target{}, err
 			}
 		}
 		if p.isTupleEnd(extraEnd) || p.isOp("=") || p.isOp("|") {
@@ -512,7 +512,7 @@ func (p *parser) parseAssignTarget(withTuple, withNamespace bool, extraEnd []str
 		}
 		it, err := p.parseTargetPrimary()
 		if err != nil {
-			return target{}, err
+			return Target{}, err
 		}
 		items = append(items, it)
 		if p.isOp(",") {
@@ -523,30 +523,30 @@ func (p *parser) parseAssignTarget(withTuple, withNamespace bool, extraEnd []str
 	}
 	if !isTuple {
 		if len(items) == 0 {
-			return target{}, p.unexpected(p.cur(), "a name to assign to")
+			return Target{}, p.unexpected(p.cur(), "a name to assign to")
 		}
 		return items[0], nil
 	}
-	return target{pos: t.pos, items: items, tuple: true}, nil
+	return Target{Pos: t.pos, Items: items, Tuple: true}, nil
 }
 
-func (p *parser) parseTargetPrimary() (target, error) {
+func (p *parser) parseTargetPrimary() (Target, error) {
 	t := p.cur()
 	if t.kind == tName {
 		switch t.val {
 		case "true", "false", "True", "False", "none", "None":
-			return target{}, p.fail(t, "can't assign to %s", t.val)
+			return Target{}, p.fail(t, "can't assign to %s", t.val)
 		}
 		p.p++
-		return target{pos: t.pos, name: p.intern(t.val)}, nil
+		return Target{Pos: t.pos, Name: p.intern(t.val)}, nil
 	}
 	if p.isOp("(") {
 		p.p++
-		var items []target
+		var items []Target
 		for !p.isOp(")") {
 			if len(items) > 0 {
 				if _, err := p.expectOp(","); err != nil {
-					return target{}, err
+					return Target{}, err
 				}
 				if p.isOp(")") {
 					break
@@ -554,34 +554,20 @@ func (p *parser) parseTargetPrimary() (target, error) {
 			}
 			it, err := p.parseTargetPrimary()
 			if err != nil {
-				return target{}, err
+				return Target{}, err
 			}
 			items = append(items, it)
 		}
 		p.p++
-		return target{pos: t.pos, items: items, tuple: true}, nil
+		return Target{Pos: t.pos, Items: items, Tuple: true}, nil
 	}
-	return target{}, p.unexpected(t, "a name to assign to")
-}
-
-// targetNames lists the names a target binds.
-func targetNames(t target, out []string) []string {
-	if t.tuple {
-		for _, it := range t.items {
-			out = targetNames(it, out)
-		}
-		return out
-	}
-	if t.attr == "" {
-		out = append(out, t.name)
-	}
-	return out
+	return Target{}, p.unexpected(t, "a name to assign to")
 }
 
 // parsePrint parses {% print a, b %}: the values printed one after the other.
-func (p *parser) parsePrint() (stmt, error) {
+func (p *parser) parsePrint() (Stmt, error) {
 	t := p.next()
-	var items []expr
+	var items []Expr
 	for p.cur().kind != tBlockEnd {
 		if len(items) > 0 {
 			if _, err := p.expectOp(","); err != nil {
@@ -595,28 +581,28 @@ func (p *parser) parsePrint() (stmt, error) {
 		items = append(items, x)
 	}
 	p.p++
-	var x expr = &constExpr{pos: t.pos, v: ""}
+	var x Expr = &ConstExpr{Pos: t.pos, Value: ""}
 	if len(items) > 0 {
-		x = &concatExpr{pos: items[0].position(), items: items}
+		x = &ConcatExpr{Pos: items[0].Position(), Items: items}
 	}
-	return &printStmt{pos: t.pos, x: x}, nil
+	return &PrintStmt{Pos: t.pos, X: x}, nil
 }
 
 // parseLoopControl parses {% break %} and {% continue %} (jinja2.ext.loopcontrols).
-func (p *parser) parseLoopControl() (stmt, error) {
+func (p *parser) parseLoopControl() (Stmt, error) {
 	t := p.next()
 	if p.loops == 0 {
 		return nil, p.fail(t, "{%% %s %%} outside a for loop", t.val)
 	}
-	return &loopControlStmt{pos: t.pos, brk: t.val == "break"}, p.expectBlockEnd()
+	return &LoopControlStmt{Pos: t.pos, Break: t.val == "break"}, p.expectBlockEnd()
 }
 
 // parseDo parses {% do x %} (jinja2.ext.do).
-func (p *parser) parseDo() (stmt, error) {
+func (p *parser) parseDo() (Stmt, error) {
 	t := p.next()
 	x, err := p.parseTuple(true, false, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &doStmt{pos: t.pos, x: x}, p.expectBlockEnd()
+	return &DoStmt{Pos: t.pos, X: x}, p.expectBlockEnd()
 }
