@@ -100,7 +100,7 @@ func TestIncludeWritesWhereItIs(t *testing.T) {
 // TestForDictPairsWhateverThePodNames: {% for name, pod in service.pods %} gives names and
 // pods whatever the names are (Jinja2 would unpack each name's characters, which works only
 // while every name has two): a template that served pods a and b keeps working when the only
-// pod is b2, with pods as maps and as records (render/JINJA2.md, deliberate differences).
+// pod is b2, with pods as maps and as records (docs/templates.md, deliberate differences).
 func TestForDictPairsWhateverThePodNames(t *testing.T) {
 	const tpl = `{% for name, pod in services[0].pods %}{{ name }}={{ pod.status.podIP }} {% endfor %}`
 	for _, names := range [][]string{{"a", "b"}, {"b2"}, {"ab", "cd"}, {"abc"}} {

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The deliberate differences from Jinja2 (render/JINJA2.md) that the differential corpus
+// The deliberate differences from Jinja2 (docs/templates.md) that the differential corpus
 // cannot check, since Jinja2 does otherwise.
 
 // TestForDictPairs: {% for k, v in dict %} gives the dict's (key, value) pairs whatever its

@@ -49,7 +49,7 @@ func (e *evaluator) runForSeq(s *parse.ForStmt, f *frame, v any, sq seq, depth0 
 	body := e.newFrame(f)
 	defer e.release(body)
 	// {% for k, v in dict %}: with several names, a dict gives its (key, value) pairs, as in
-	// pongo2, whatever its keys (Jinja2 would unpack each key: see render/JINJA2.md).
+	// pongo2, whatever its keys (Jinja2 would unpack each key: see docs/templates.md).
 	dictPairs := s.Target.Tuple && isMapping(v)
 	if dictPairs {
 		sq, _ = e.seqOf(&dictView{d: v, kind: viewItems})
