@@ -86,22 +86,14 @@ func (b *Builder) haproxyCheck(ctx context.Context, gen *generation.Generation, 
 	if !errors.As(err, &ce) {
 		return nil, &failure.Error{Stage: failure.Validate, Err: fmt.Errorf("validate: %w", err)}
 	}
+	// The line HAProxy complains about, as the template produced it.
+	quote := ""
 	if config == nil {
 		config, _ = os.ReadFile(gen.ConfigFile())
 	}
+	if lines := strings.Split(string(config), "\n"); ce.Line > 0 && ce.Line <= len(lines) {
+		quote = fmt.Sprintf(" (rendered line %d: %q)", ce.Line, strings.TrimSpace(lines[ce.Line-1]))
+	}
 	return nil, &snapshot.InputError{Stage: snapshot.StageValidate, Ref: ref,
-		Err: fmt.Errorf("haproxy -c rejected the rendered configuration%s: %w", renderedLine(config, ce.Line), err)}
-}
-
-// renderedLine quotes line n of the configuration, so that the operator sees what the
-// template produced where HAProxy complains.
-func renderedLine(config []byte, n int) string {
-	if n <= 0 {
-		return ""
-	}
-	lines := strings.Split(string(config), "\n")
-	if n > len(lines) {
-		return ""
-	}
-	return fmt.Sprintf(" (rendered line %d: %q)", n, strings.TrimSpace(lines[n-1]))
+		Err: fmt.Errorf("haproxy -c rejected the rendered configuration%s: %w", quote, err)}
 }
