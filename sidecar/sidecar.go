@@ -127,6 +127,7 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		AfterSync:         env.Memory.Tidier().AfterSync,
 		KeepInputs:        true,
 		TryTemplatesApart: true,
+		CheckAfter:        !cfg.HAProxy.CheckBeforeRuntime,
 		Redactor:          red.Redactor,
 		ExpectRunning:     local.expectRunning,
 		ProbeInterval:     cfg.HAProxy.ProbeInterval,

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"math/bits"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,6 +66,12 @@ type Config struct {
 	// trial.go), and is called when that rendering ends (hash of the set, time taken, error):
 	// the caller syncs again. nil: changed template sets are rendered in the sync.
 	Tried func(hash string, took time.Duration, err error)
+	// CheckAfter leaves an operator's change that renders (a services key, a certificate;
+	// not the template set) unvalidated, as pod changes are: when the runtime API can make it,
+	// it goes live at once and haproxy -c checks it right after (the background writer), and
+	// a rejection is searched for and held at the next sync. false: it is validated before
+	// anything goes live.
+	CheckAfter bool
 }
 
 // Builder makes candidates. It remembers the cluster objects it left out, and the objects of
@@ -134,6 +141,9 @@ type Candidate struct {
 	Tests []TestResult
 	// Warnings are what haproxy -c warned about in the staged rendering (it accepted it).
 	Warnings []string
+	// Unchecked is set when operator inputs changed and were not validated (Config.CheckAfter):
+	// they become the last good ones only once HAProxy runs the rendering validated.
+	Unchecked bool
 	// objs are the objects it was rendered from.
 	objs *snapshot.Objects
 }
@@ -196,7 +206,17 @@ func (b *Builder) make(ctx context.Context, objs *snapshot.Objects, cur snapshot
 		return m
 	}
 	objs = b.withoutHeld(objs, m.Held)
-	if b.validateNext.Swap(false) || len(sel.Changed) > 0 || validate {
+	validateNext := b.validateNext.Swap(false)
+	if len(sel.Changed) > 0 && b.checkAfter(sel) && !validateNext && !validate {
+		// An operator's change, checked after the runtime API made it live (CheckAfter);
+		// one that does not render is searched for now, as below.
+		if c, err := b.try(ctx, objs, sel.Chosen, false); err == nil {
+			c.Unchecked = true
+			m.Candidate = c
+			return b.withDropped(m)
+		}
+	}
+	if validateNext || len(sel.Changed) > 0 || validate {
 		// Something an operator edits changed: render and validate, and find what is at
 		// fault if that fails.
 		var culprits map[string]error
@@ -217,6 +237,18 @@ func (b *Builder) make(ctx context.Context, objs *snapshot.Objects, cur snapshot
 			maps.Copy(m.Held, holds)
 		}
 	}
+	return b.withDropped(m)
+}
+
+// checkAfter says whether the changes of sel may be validated after they go live: with
+// CheckAfter, when the template set is not among them (its tests and its first rendering are
+// checked before it goes live).
+func (b *Builder) checkAfter(sel quarantine.Selection) bool {
+	return b.cfg.CheckAfter && !slices.Contains(sel.Changed, snapshot.KindTemplates)
+}
+
+// withDropped holds the pods and watched objects the candidate was rendered without.
+func (b *Builder) withDropped(m Made) Made {
 	if m.Candidate != nil {
 		for _, h := range m.Candidate.Dropped {
 			m.Held[h.ID] = h

@@ -82,6 +82,10 @@ type Config struct {
 	// on with the last good one meanwhile: a template that runs for its whole budget holds up
 	// no pod or service change (candidate/trial.go).
 	TryTemplatesApart bool
+	// CheckAfter has an operator's change that the runtime API can make go live at once and
+	// checked right after, as pod changes are (candidate.Config.CheckAfter); its inputs
+	// become the last good ones once HAProxy runs it validated.
+	CheckAfter bool
 	// KeepInputs keeps the last good version of every input across restarts (a state file
 	// of the Store), so that a restarted sidecar holds a bad input at the version HAProxy
 	// already serves instead of leaving it out.
@@ -125,6 +129,10 @@ type Pipeline struct {
 	keysSeen    map[string]bool // certificate versions whose keys the redactor knows
 	lastProblem string          // the last error reported by reportError (reported once)
 	trying      bool            // inputs were being tried apart at the last sync
+	// unchecked is the candidate that went live with operator inputs haproxy -c has not
+	// checked yet (CheckAfter), and the inputs it was made from: they are accepted as the
+	// last good ones once HAProxy runs it validated (acceptChecked).
+	unchecked *wentLive
 
 	// good is what GoodInputs answers: a copy of q's good versions, published by the sync.
 	good atomic.Pointer[quarantine.State]
@@ -191,7 +199,7 @@ func New(cfg Config) (*Pipeline, error) {
 	p.writer = generation.NewWriter(cfg.Store, func(ctx context.Context, g *generation.Generation) error { return p.build.Check(ctx, g) },
 		candidate.IsRejected, func(w generation.Written) { p.apply.Written(w) }, cfg.ShutdownWriteTimeout)
 	bc := candidate.Config{Inputs: cfg.Inputs, Renderer: cfg.Renderer, Checker: cfg.Checker, Store: cfg.Store,
-		Exclusive: p.writer.Exclusive(), Manifests: cfg.Manifests, Trials: cfg.Trials,
+		Exclusive: p.writer.Exclusive(), Manifests: cfg.Manifests, Trials: cfg.Trials, CheckAfter: cfg.CheckAfter,
 		RenderDuration: cfg.Metrics.RenderDuration, ValidateDuration: cfg.Metrics.ValidateDuration}
 	if cfg.TryTemplatesApart {
 		bc.Tried = p.templatesTried
