@@ -520,3 +520,24 @@ func TestRendersRunOnPongo2(t *testing.T) {
 		t.Error("a job without a program ran")
 	}
 }
+
+// TestACarriageReturnIsKept: a carriage return the template writes is printed as Jinja2
+// prints it; the configuration then ends with the newline every haproxy.cfg gets (after the
+// CR, not instead of it).
+func TestACarriageReturnIsKept(t *testing.T) {
+	for src, want := range map[string]string{
+		"{{ '\\r' }}":        "\r\n",
+		"{{ '\\r' }}\n":      "\r\n",
+		"a{{ '\\r' }}b\n":    "a\rb\n",
+		"a{{ '\\r\\n' }}b\n": "a\r\nb\n",
+	} {
+		s := &snapshot.Snapshot{Templates: map[string]string{"template": src}, TemplateKey: "template"}
+		b, err := New(Options{}).Render(context.Background(), s)
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		if string(b.Config) != want {
+			t.Errorf("%q renders %q, want %q", src, b.Config, want)
+		}
+	}
+}
