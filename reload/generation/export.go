@@ -42,7 +42,9 @@ func Export(g *Generation, to ExportPaths) error {
 	return nil
 }
 
-// exportFile copies from to to (mode), replacing to with one rename.
+// exportFile copies from to to (mode), replacing to with one rename. The file is written
+// under a name of its own first, so that two exports into one directory at once do not write
+// each other's temporary files (the last rename wins).
 func exportFile(from, to string, mode os.FileMode) error {
 	data, err := os.ReadFile(from)
 	if err != nil {
@@ -51,12 +53,16 @@ func exportFile(from, to string, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	tmp := filepath.Join(filepath.Dir(to), tmpPrefix+filepath.Base(to))
-	_ = os.Remove(tmp) // left by a run that was cut off
-	if err := writeFile(tmp, data, mode); err != nil {
+	f, err := os.CreateTemp(filepath.Dir(to), tmpPrefix+filepath.Base(to)+"-*")
+	if err != nil {
 		return fmt.Errorf("export %s: %w", to, err)
 	}
-	if err := os.Rename(tmp, to); err != nil {
+	tmp := f.Name()
+	err = writeTo(f, data, mode)
+	if err == nil {
+		err = os.Rename(tmp, to)
+	}
+	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("export %s: %w", to, err)
 	}

@@ -1,8 +1,11 @@
 package generation
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -37,6 +40,55 @@ func TestExport(t *testing.T) {
 	}
 	if fi, err := os.Stat(to.SSLDir); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("certificate directory %v %v, want 0700", fi.Mode(), err)
+	}
+}
+
+// TestExportsAtOnce: exports into the same directories at once all succeed (no fixed
+// temporary name they would write over, or rename from under each other); the files are one
+// export's whole, and no temporary file is left.
+func TestExportsAtOnce(t *testing.T) {
+	s := open(t, newEnv(t))
+	out := t.TempDir()
+	to := ExportPaths{Config: filepath.Join(out, "haproxy.cfg"), SSLDir: filepath.Join(out, "certs"),
+		MapsDir: filepath.Join(out, "maps"), FilesDir: filepath.Join(out, "files")}
+	var gens []*Generation
+	for i := range 8 {
+		g, err := s.StageContent(Content{Config: []byte(fmt.Sprint("config ", i)), Certs: map[string][]byte{"api": []byte(fmt.Sprint("pem ", i))}}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gens = append(gens, g)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(gens))
+	for i, g := range gens {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				if err := Export(g, to); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("export %d: %v", i, err)
+		}
+	}
+	if got := read(t, filepath.Join(to.SSLDir, "api.pem")); !strings.HasPrefix(got, "pem ") {
+		t.Errorf("api.pem reads %q", got)
+	}
+	for _, dir := range []string{out, to.SSLDir} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), tmpPrefix) {
+				t.Errorf("temporary file %s left in %s", e.Name(), dir)
+			}
+		}
 	}
 }
 

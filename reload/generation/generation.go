@@ -866,6 +866,11 @@ func writeFile(path string, data []byte, mode os.FileMode) error {
 	if err != nil {
 		return err
 	}
+	return writeTo(f, data, mode)
+}
+
+// writeTo writes data to the new file f, with mode, synced, and closes it.
+func writeTo(f *os.File, data []byte, mode os.FileMode) error {
 	if err := f.Chmod(mode); err != nil { // whatever the umask
 		f.Close()
 		return err
