@@ -68,13 +68,21 @@ func once(ctx context.Context, cfg *config.Once, stdout io.Writer, log *slog.Log
 	}
 	c := made.Candidate
 	for _, t := range c.Tests {
+		if t.NotChecked {
+			fmt.Fprintf(stdout, "test %s: ok, but valid: true not checked (--validate=false)\n", t.Name)
+			continue
+		}
 		fmt.Fprintf(stdout, "test %s: ok\n", t.Name)
 	}
 	for _, w := range c.Warnings {
 		fmt.Fprintf(stdout, "warning: haproxy -c: %s\n", w)
 	}
 	if cfg.Command == "validate" {
-		fmt.Fprintf(stdout, "valid: %d services, %d certificates, hash %s\n", c.Info.Services, c.Info.Certificates, c.Bundle.Hash[:12])
+		what := "valid"
+		if !cfg.Render.Validate {
+			what = "rendered, not validated (--validate=false)"
+		}
+		fmt.Fprintf(stdout, "%s: %d services, %d certificates, hash %s\n", what, c.Info.Services, c.Info.Certificates, c.Bundle.Hash[:12])
 		return nil
 	}
 	if err := generation.Export(c.Gen, dirs); err != nil {

@@ -127,8 +127,16 @@ func TestValidationWithoutHAProxyFails(t *testing.T) {
 		if _, err := runOnce(t, cmd, args...); err == nil || !strings.Contains(err.Error(), "--validate=false") {
 			t.Errorf("%s: %v", cmd, err)
 		}
-		if _, err := runOnce(t, cmd, append(args, "--validate=false")...); err != nil {
+		out, err := runOnce(t, cmd, append(args, "--validate=false")...)
+		if err != nil {
 			t.Errorf("%s --validate=false: %v", cmd, err)
+		}
+		// Nothing claims what was not checked: the example's test asks for valid: true.
+		if !strings.Contains(out, "test routes: ok, but valid: true not checked (--validate=false)") || strings.Contains(out, "test routes: ok\n") {
+			t.Errorf("%s --validate=false says of the test:\n%s", cmd, out)
+		}
+		if cmd == "validate" && (strings.Contains(out, "\nvalid:") || strings.HasPrefix(out, "valid:") || !strings.Contains(out, "rendered, not validated (--validate=false): ")) {
+			t.Errorf("validate --validate=false says:\n%s", out)
 		}
 	}
 }

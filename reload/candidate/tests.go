@@ -74,6 +74,9 @@ type MapEntry struct {
 type TestResult struct {
 	Name string
 	Err  error
+	// NotChecked is set when the test asks for `valid: true` and validation is off
+	// (--validate=false): that assertion was not checked, and is never reported as passed.
+	NotChecked bool
 }
 
 // testsOf reads the tests of a template set, in key order; a test that does not parse is an
@@ -190,7 +193,7 @@ func (b *Builder) runTests(ctx context.Context, objs *snapshot.Objects, chosen [
 	var results []TestResult
 	var first error
 	for _, t := range tests {
-		err := b.runTest(ctx, objs, tmpl, t)
+		notChecked, err := b.runTest(ctx, objs, tmpl, t)
 		if ctx.Err() != nil {
 			return results, &failure.Error{Stage: failure.Validate, Err: ctx.Err()}
 		}
@@ -198,7 +201,7 @@ func (b *Builder) runTests(ctx context.Context, objs *snapshot.Objects, chosen [
 		if errors.As(err, &f) {
 			return results, err
 		}
-		results = append(results, TestResult{Name: t.Name, Err: err})
+		results = append(results, TestResult{Name: t.Name, Err: err, NotChecked: notChecked})
 		if err != nil && first == nil {
 			first = &snapshot.InputError{Stage: snapshot.StageTest, Ref: ref(t.Key), Line: t.line(err), Err: fmt.Errorf("test %s: %w", t.Name, err)}
 		}
@@ -207,19 +210,20 @@ func (b *Builder) runTests(ctx context.Context, objs *snapshot.Objects, chosen [
 }
 
 // runTest renders objs with the test's objects in place, with the template set under test,
-// and checks what it expects.
-func (b *Builder) runTest(ctx context.Context, objs *snapshot.Objects, tmpl *snapshot.Input, t Test) error {
+// and checks what it expects; notChecked says an assertion could not be checked
+// (errNotValidated) and was skipped.
+func (b *Builder) runTest(ctx context.Context, objs *snapshot.Objects, tmpl *snapshot.Input, t Test) (notChecked bool, err error) {
 	if len(t.Objects) > 0 {
 		if b.cfg.Manifests == nil {
-			return &testPart{expect: -1, err: errors.New("they cannot be read here")}
+			return false, &testPart{expect: -1, err: errors.New("they cannot be read here")}
 		}
 		list, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": t.Objects})
 		if err != nil {
-			return &testPart{expect: -1, err: err}
+			return false, &testPart{expect: -1, err: err}
 		}
 		over, err := b.cfg.Manifests(t.Key+".json", list)
 		if err != nil {
-			return &testPart{expect: -1, err: err}
+			return false, &testPart{expect: -1, err: err}
 		}
 		over.Origins = nil // where in a JSON made here: nowhere an operator wrote
 		objs = objs.Overlay(over)
@@ -231,25 +235,28 @@ func (b *Builder) runTest(ctx context.Context, objs *snapshot.Objects, tmpl *sna
 		case x.Kind == snapshot.KindTemplates:
 			chosen = append(chosen, *tmpl) // the set under test, whatever objs hold
 		case x.Err != nil:
-			return &testPart{expect: -1, err: x.Err}
+			return false, &testPart{expect: -1, err: x.Err}
 		default:
 			chosen = append(chosen, x)
 		}
 	}
 	snap, err := b.cfg.Inputs.Assemble(objs, chosen)
 	if err != nil {
-		return err
+		return false, err
 	}
 	bundle, err := b.cfg.Renderer.Render(ctx, snap)
 	if err != nil {
-		return err
+		return false, err
 	}
 	for i, e := range t.Expect {
-		if err := b.check(ctx, e, bundle, snap); err != nil {
-			return &testPart{expect: i, err: err}
+		switch err := b.check(ctx, e, bundle, snap); {
+		case err == errNotValidated:
+			notChecked = true
+		case err != nil:
+			return notChecked, &testPart{expect: i, err: err}
 		}
 	}
-	return nil
+	return notChecked, nil
 }
 
 // check checks one assertion on a rendering.
@@ -311,10 +318,14 @@ func (b *Builder) stageAndCheck(ctx context.Context, bundle *render.Bundle) erro
 	return b.Check(ctx, gen)
 }
 
+// errNotValidated is what `valid: true` gives when nothing can check it: the assertion is
+// skipped and the result says so (TestResult.NotChecked).
+var errNotValidated = errors.New("valid: true not checked: validation is off (--validate=false)")
+
 // checkValid runs haproxy -c on the rendering, staged and then discarded.
 func (b *Builder) checkValid(ctx context.Context, bundle *render.Bundle, snap *snapshot.Snapshot) error {
 	if b.cfg.Checker == nil {
-		return nil // validation is off
+		return errNotValidated
 	}
 	err := b.stageAndCheck(ctx, bundle)
 	var ie *snapshot.InputError
