@@ -116,6 +116,23 @@ func TestEveryErrorAtOnce(t *testing.T) {
 	}
 }
 
+// TestAFailingTestIsNamedAtFirst: when nothing has a last good version yet, a failing test of
+// the templates is what validate reports, naming the test, even when the rendering without the
+// other new inputs fails for another reason (a default backend no service makes then).
+func TestAFailingTestIsNamedAtFirst(t *testing.T) {
+	needHAProxy(t)
+	dir := example(t)
+	edit(t, filepath.Join(dir, "config.yaml"), "    frontend http\n", "    frontend http\n      default_backend be_web\n")
+	edit(t, filepath.Join(dir, "config.yaml"), `- contains: "backend be_shop"`, `- contains: "backend be_nope"`)
+	_, err := runOnce(t, "validate", "--dir", dir)
+	if err == nil {
+		t.Fatal("validate passed")
+	}
+	if !strings.Contains(err.Error(), `test routes: expect[0]: haproxy.cfg does not contain "backend be_nope"`) || strings.Contains(err.Error(), "default_backend") {
+		t.Errorf("%v: want the test's failure", err)
+	}
+}
+
 // TestValidationWithoutHAProxyFails: with validation on and no haproxy, render and validate
 // fail (a CI step must not pass on what it could not check), saying how to skip it.
 func TestValidationWithoutHAProxyFails(t *testing.T) {

@@ -19,7 +19,9 @@ var ErrNotIsolated = errors.New("held with other changes that failed together: t
 // failed (then Search stops and returns it).
 //
 // Search first tries everything; if that fails, it tries with every change reverted: if that
-// fails too, the changes are not at fault and Search returns that failure. Otherwise it
+// fails too, the changes are not at fault and Search returns the first failure (everything as
+// it is now: what is at fault fails there, where the rendering without the changes may fail
+// for another reason, a backend no service makes any more). Otherwise it
 // bisects the changes, keeping each group that passes, until every culprit is alone, within
 // trials attempts (at least two); changes it cannot tell apart in time are culprits too, with
 // ErrNotIsolated. blame, when not nil, may name the changed input an error points at (a value
@@ -60,8 +62,11 @@ func Search[T any](changed []string, try func(revert map[string]bool) (T, error)
 
 	// Every change reverted: if that fails too, the changes are not at fault.
 	base, berr, ok := s.attempt(s.revertOf(s.remaining))
-	if !ok || berr != nil {
+	if !ok {
 		return zero, nil, berr
+	}
+	if berr != nil {
+		return zero, nil, firstErr
 	}
 	s.last = base
 	s.bisect(s.remaining, firstErr)

@@ -128,6 +128,22 @@ func TestSearch(t *testing.T) {
 	}
 }
 
+// TestSearchNotTheChanges: when the rendering fails with every change reverted too, the fault is
+// not the changes', and the failure given is the one of everything as it is (a template's test
+// failing), not the one of the reverted rendering (a backend no service makes any more).
+func TestSearchNotTheChanges(t *testing.T) {
+	try := func(revert map[string]bool) (string, error) {
+		if len(revert) > 0 {
+			return "", &snapshot.InputError{Stage: snapshot.StageValidate, Err: errors.New("unable to find required default_backend")}
+		}
+		return "", &snapshot.InputError{Stage: snapshot.StageTest, Err: errors.New("test routes: expect[0]: haproxy.cfg does not contain \"backend be_shop\"")}
+	}
+	_, culprits, err := Search(ids(2), try, nil, DefaultTrials)
+	if err == nil || !strings.Contains(err.Error(), "test routes") || len(culprits) > 0 {
+		t.Fatalf("err %v, culprits %v: want the test's failure and no culprit", err, culprits)
+	}
+}
+
 // TestSearchReasons: a culprit found alone carries the failure seen with it in.
 func TestSearchReasons(t *testing.T) {
 	w := world{changed: ids(4), bad: map[string]bool{"service/s02": true}}

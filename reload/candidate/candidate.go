@@ -237,7 +237,32 @@ func (b *Builder) make(ctx context.Context, objs *snapshot.Objects, cur snapshot
 			maps.Copy(m.Held, holds)
 		}
 	}
+	if h, ok := newTemplatesAtFault(sel, cur, m.Err); ok {
+		m.Held[h.ID] = h
+	}
 	return b.withDropped(m)
+}
+
+// newTemplatesAtFault is the hold of a template set that never was good and that the failure
+// of the rendering names (its template, or one of its tests): with nothing to put in its place
+// it is not one of the changes a search tries without, yet it is what is held.
+func newTemplatesAtFault(sel quarantine.Selection, cur snapshot.Inputs, err error) (quarantine.Hold, bool) {
+	var ie *snapshot.InputError
+	if !errors.As(err, &ie) || !slices.Contains(sel.Changed, snapshot.KindTemplates) || slices.Contains(sel.Suspects(), snapshot.KindTemplates) {
+		return quarantine.Hold{}, false
+	}
+	for _, in := range cur.List {
+		if in.Kind != snapshot.KindTemplates {
+			continue
+		}
+		r := ie.Ref
+		r.Key = ""
+		if r != in.Ref {
+			return quarantine.Hold{}, false
+		}
+		return quarantine.Hold{ID: in.ID(), Ref: ie.Ref, Stage: stageOf(err), Err: err}, true
+	}
+	return quarantine.Hold{}, false
 }
 
 // checkAfter says whether the changes of sel may be validated after they go live: with

@@ -707,3 +707,27 @@ func TestTemplateTestsHoldTheTemplate(t *testing.T) {
 		t.Errorf("the fixed template is not live:\n%s", live)
 	}
 }
+
+// TestAFailingTestAtFirstStartIsHeldAndNamed: at the first start (nothing has a last good
+// version), a template set whose test fails is the hold /readyz lists, and the sync's error is
+// the test's, not a failure of the rendering without the other new inputs.
+func TestAFailingTestAtFirstStartIsHeldAndNamed(t *testing.T) {
+	c := startCluster()
+	c.tests = map[string]string{"tests.fe.yaml": "expect:\n- contains: 'bind :9999'\n"}
+	r := newQRig(t, c, "")
+	res := r.sync(t, apply.Rejected)
+	if !strings.Contains(res.Err.Error(), "test fe: expect[0]") {
+		t.Errorf("error %v does not name the test", res.Err)
+	}
+	if got := r.held(); got != "templates:false" {
+		t.Fatalf("held %q, want the template set (never good: left out)", got)
+	}
+	if h := r.p.q.Held["templates"]; h.Stage != "test" || !strings.Contains(h.Reason(), `key "tests.fe.yaml"`) {
+		t.Errorf("hold %s %q does not name the test's key", h.Stage, h.Reason())
+	}
+	c.edit(func(c *cluster) { c.template = "frontend fe\n    bind :9999\n" })
+	r.sync(t, apply.Applied)
+	if got := r.held(); got != "" {
+		t.Errorf("still held once fixed: %q", got)
+	}
+}
