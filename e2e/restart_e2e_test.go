@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -115,6 +116,36 @@ func TestRestartLeavesHAProxyAlone(t *testing.T) {
 		}
 		if got := haproxyReloads(); got != before {
 			t.Errorf("HAProxy reloaded %d times since the restart, want 0", got-before)
+		}
+		stop()
+	})
+
+	t.Run("restarted with its source directory missing: ready on what HAProxy runs", func(t *testing.T) {
+		aside := e.dir + ".aside"
+		if err := os.Rename(e.dir, aside); err != nil {
+			t.Fatal(err)
+		}
+		s := another()
+		stop = s.startSidecar(t)
+		var r readyz
+		var code int
+		haproxytest.WaitFor(t, reportBound, func() bool {
+			code, r = s.readyz(t)
+			return s.metric(t, "haproxy_sidecar_source_up") == 0 && strings.Contains(r.Reason, e.dir)
+		}, "source_up 0 and a /readyz reason naming the directory")
+		// HAProxy serves what the sidecar made live: ready (docs/inputs.md), and left alone.
+		if code != 200 || !r.Ready || r.LiveConfig != live {
+			t.Errorf("/readyz %d (ready %v, live %q, want %q) while HAProxy serves the last good configuration", code, r.Ready, r.LiveConfig, live)
+		}
+		if got := haproxyReloads(); got != before {
+			t.Errorf("HAProxy reloaded %d times since the restart, want 0", got-before)
+		}
+		if err := os.Rename(aside, e.dir); err != nil {
+			t.Fatal(err)
+		}
+		haproxytest.WaitFor(t, reportBound, func() bool { return s.metric(t, "haproxy_sidecar_source_up") == 1 }, "source_up 1 once the directory is back")
+		if r := s.settled(t); r.LiveConfig != live || haproxyReloads() != before {
+			t.Errorf("live %q (want %q) and %d reloads once the unchanged directory is back, want none", r.LiveConfig, live, haproxyReloads()-before)
 		}
 		stop()
 	})

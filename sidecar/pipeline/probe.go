@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
@@ -136,6 +137,23 @@ func (p *Pipeline) noticeHAProxy(ctx context.Context) {
 	p.haproxy.Record(live.RestartedOnGood{Load: id, Model: model, At: time.Now()})
 	p.cfg.Metrics.RunsConfirmed(livegen.Hash)
 	p.cfg.Health.Applied()
+}
+
+// adoptLive is adopt, at start, for the live generation on disk when there is no rendering to
+// compare it with (the source cannot be read): HAProxy runs what the sidecar made live before,
+// which is then what is live (and /readyz says so), until the inputs can be read again.
+func (p *Pipeline) adoptLive(ctx context.Context) {
+	livegen := p.cfg.Store.Live()
+	if p.adoptTried || p.standby() || livegen == nil || p.HAProxy().Record.Hash != livegen.Hash {
+		return
+	}
+	c, err := generation.Read(livegen)
+	if err != nil || c.Hash() != livegen.Hash {
+		return
+	}
+	bundle := &render.Bundle{Config: c.Config, Certificates: c.Certs, Maps: c.Maps, Files: c.Files, Hash: livegen.Hash}
+	p.adopt(ctx, bundle)
+	p.adoptTried = p.HAProxy().Runs == livegen.Hash
 }
 
 // adopt leaves HAProxy alone at start when it runs what the rendering asks for already: the

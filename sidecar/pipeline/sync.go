@@ -74,6 +74,11 @@ func (p *Pipeline) sync(ctx context.Context, reason string) apply.Result {
 	var unread map[string]quarantine.Hold
 	if err != nil {
 		var ie *snapshot.InputError
+		if !errors.As(err, &ie) || objs == nil {
+			// Nothing to render from: at start, HAProxy may run what the sidecar made live
+			// before all the same (the inputs are missing, not HAProxy).
+			p.adoptLive(ctx)
+		}
 		switch {
 		case !errors.As(err, &ie):
 			return p.fail(ctx, failure.Read, fmt.Errorf("read inputs: %w", err))
