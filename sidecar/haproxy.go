@@ -76,7 +76,28 @@ func localPaths(cfg *config.Run, log *slog.Logger) (local, error) {
 	}
 	_, statErr := os.Lstat(l.config)
 	l.expectRunning = statErr == nil && cfg.HAProxy.Reload == "master-socket"
+	if err := notTakingOver(cfg, l, statErr == nil); err != nil {
+		return l, err
+	}
 	return l, nil
+}
+
+// notTakingOver refuses to start when the file source's directory does not exist and the
+// sidecar would take over a configuration file nobody named: --haproxy-config left at its
+// default, a file there, and no state directory of the sidecar's beside it. A mistyped --dir
+// must not turn a machine's own /etc/haproxy/haproxy.cfg into a symlink to the sidecar's copy.
+func notTakingOver(cfg *config.Run, l local, configExists bool) error {
+	if cfg.Source.Kind != "file" || cfg.HAProxy.Config != "" || !configExists {
+		return nil
+	}
+	if _, err := os.Stat(cfg.Source.Dir); !os.IsNotExist(err) {
+		return nil
+	}
+	if _, err := os.Stat(l.state); err == nil {
+		return nil // the sidecar's own already: it waits for its source
+	}
+	return fmt.Errorf("the source directory %s does not exist: not taking over %s, which --haproxy-config did not name (create the directory, or pass --haproxy-config %s to have the sidecar manage that file)",
+		cfg.Source.Dir, l.config, l.config)
 }
 
 // defaultDataplaneStateDir is --state-dir's default with --reload=dataplane: a directory of
