@@ -153,6 +153,10 @@ func TestUnreachableMasterSocket(t *testing.T) {
 		code, r = wrong.readyz(t)
 		return code == 503 && r.HAProxy == "down" && wrong.metric(t, `haproxy_sidecar_sync_failures_total{stage="reload"}`) >= 1
 	}, "the unreachable master socket is an error")
+	// From the first report on, not "not running": HAProxy runs, its socket does not answer.
+	if !strings.Contains(r.Reason, "HAProxy runs (pid ") {
+		t.Errorf("first /readyz reason %q: want HAProxy found running", r.Reason)
+	}
 	if !strings.Contains(r.LastError+r.Reason, wrong.sock) {
 		t.Errorf("the error does not name the socket: %q / %q", r.LastError, r.Reason)
 	}

@@ -81,10 +81,13 @@ type Config struct {
 	// ExpectRunning says HAProxy is expected to run from the start: not reaching it is an
 	// error, not "not running yet".
 	ExpectRunning bool
-	Metrics       Metrics
-	Health        Health
-	Recorder      Recorder // nil: none
-	Report        Reporter
+	// FindHAProxy returns the pid of a HAProxy running on the configuration when the reloader
+	// cannot reach it (0: none seen); nil: not looked for.
+	FindHAProxy func() int
+	Metrics     Metrics
+	Health      Health
+	Recorder    Recorder // nil: none
+	Report      Reporter
 	// Changed asks for another sync.
 	Changed func()
 	// ValidateNext is called when haproxy -c rejected a rendering HAProxy already runs (the
@@ -541,13 +544,20 @@ func (a *Applier) writtenWhileDown(j Job, err error) Result {
 	ev := live.WrittenWhileDown{Bundle: j.Bundle, Gen: j.Gen, Model: j.Plan.Loaded()}
 	if a.cfg.ExpectRunning {
 		ev.Unreachable = err.Error()
+		if a.cfg.FindHAProxy != nil {
+			ev.Process = a.cfg.FindHAProxy()
+		}
 	}
 	a.cfg.HAProxy.Record(ev)
 	a.prune()
 	a.cfg.Health.Written()
 	if a.cfg.ExpectRunning {
 		a.cfg.Metrics.SyncFailed(failure.Reload)
-		a.log.Error("HAProxy cannot be reached: the configuration is written and not loaded", "hash", short(hash), "error", err)
+		if ev.Process != 0 {
+			a.log.Error("HAProxy runs but its master socket does not answer (check --master-socket): the configuration is written and not loaded", "pid", ev.Process, "hash", short(hash), "error", err)
+		} else {
+			a.log.Error("HAProxy cannot be reached: the configuration is written and not loaded", "hash", short(hash), "error", err)
+		}
 		return Result{Outcome: Failed, Hash: hash, Err: err, Retry: true}
 	}
 	a.log.Info("configuration written; HAProxy is not running yet and will load it at start",

@@ -75,12 +75,14 @@ func (e Reloaded) After(s State) State {
 
 // WrittenWhileDown: the rendering Bundle is live on disk (generation Gen) but HAProxy does not
 // run: it loads it when it starts, as Model. Unreachable, when HAProxy should run, is why it
-// cannot be reached (it counts as down).
+// cannot be reached (it counts as down); Process is the pid of a HAProxy that runs on the
+// configuration all the same (a wrong master socket; 0: none seen).
 type WrittenWhileDown struct {
 	Bundle      *render.Bundle
 	Gen         *generation.Generation
 	Model       *runtimeapi.Model
 	Unreachable string
+	Process     int
 }
 
 func (e WrittenWhileDown) After(s State) State {
@@ -89,7 +91,7 @@ func (e WrittenWhileDown) After(s State) State {
 	s.Good = Good{Bundle: e.Bundle, Gen: e.Gen}
 	s.LoadsAtStart, s.Live = e.Bundle.Hash, ""
 	if e.Unreachable != "" {
-		s.Probe.Seen, s.Probe.Why = Down, e.Unreachable
+		s.Probe.Seen, s.Probe.Why, s.Probe.Process = Down, e.Unreachable, e.Process
 	}
 	return s
 }

@@ -77,6 +77,12 @@ func TestEvents(t *testing.T) {
 				s.Runs, s.Load, s.Record, s.Model, s.Good, s.LoadsAtStart, s.Live = "", "", generation.Loaded{}, mb, Good{Bundle: b, Gen: gb}, "b", ""
 				s.Probe.Seen, s.Probe.Why = Down, "no socket"
 			})},
+		{"written while a HAProxy runs on the files but cannot be reached: down, with the reason and its pid",
+			running, WrittenWhileDown{Bundle: b, Gen: gb, Model: mb, Unreachable: "no socket", Process: 42},
+			with(running, func(s *State) {
+				s.Runs, s.Load, s.Record, s.Model, s.Good, s.LoadsAtStart, s.Live = "", "", generation.Loaded{}, mb, Good{Bundle: b, Gen: gb}, "b", ""
+				s.Probe.Seen, s.Probe.Why, s.Probe.Process = Down, "no socket", 42
+			})},
 		{"refused at reload: remembered, the rest unchanged",
 			with(running, func(s *State) { s.Reloading = true }),
 			ReloadRefused{Hash: "b", At: t1},

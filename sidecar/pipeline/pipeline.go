@@ -207,7 +207,7 @@ func New(cfg Config) (*Pipeline, error) {
 	p.build = candidate.New(bc)
 	p.apply = apply.New(apply.Config{HAProxy: p.haproxy, Writer: p.writer, Store: cfg.Store,
 		Reloader: cfg.Reloader, Runtime: cfg.Runtime, Endpoint: cfg.Endpoint, ReloaderCounts: cfg.ReloaderCounts,
-		ExpectRunning: cfg.ExpectRunning, Metrics: cfg.Metrics, Health: cfg.Health, Recorder: cfg.Recorder,
+		ExpectRunning: cfg.ExpectRunning, FindHAProxy: cfg.FindHAProxy, Metrics: cfg.Metrics, Health: cfg.Health, Recorder: cfg.Recorder,
 		Report: reporter{p}, Changed: p.Changed, ValidateNext: p.build.ValidateNext, Logger: cfg.Logger})
 	p.loadInputs()
 	return p, nil
