@@ -715,11 +715,25 @@ func (d *manifestDecoder) custom(at *origin, p *pending, by []*watched) (*decode
 	if err := u.UnmarshalJSON(p.data); err != nil {
 		return nil, inputError(at.rel, at.line, 0, fmt.Errorf("decoding the %s: %v", p.gvk.Kind, err))
 	}
+	if noStatus(by) {
+		delete(u.Object, "status")
+	}
 	o, err := d.objConv.FromUnstructured(u.Object)
 	if err != nil {
 		return nil, inputError(at.rel, at.line, 0, fmt.Errorf("the %s: %v", p.gvk.Kind, err))
 	}
 	return &decoded{kind: p.gvk.Kind, object: o, watchedBy: by}, nil
+}
+
+// noStatus says the object's status is left out: every watched resource that takes it says
+// so (;status=off).
+func noStatus(by []*watched) bool {
+	for _, w := range by {
+		if !w.spec.NoStatus {
+			return false
+		}
+	}
+	return len(by) > 0
 }
 
 // prepare does to a decoded object what the API server would have: the default namespace, a
@@ -779,6 +793,9 @@ func (d *manifestDecoder) prepare(obj kruntime.Object, gvk schema.GroupVersionKi
 	o, err := d.objConv.FromTyped(obj, gvk)
 	if err != nil {
 		return nil, fmt.Errorf("the %s: %v", gvk.Kind, err)
+	}
+	if noStatus(by) {
+		o = o.WithoutStatus()
 	}
 	res.kind, res.object, res.watchedBy = gvk.Kind, o, by
 	if p, ok := obj.(*corev1.Pod); ok && d.conv != nil {

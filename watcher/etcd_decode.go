@@ -262,7 +262,11 @@ func (d *valueDecoder) decodeObject(w *watched, conv *snapshot.ObjectConverter, 
 		m.SetNamespace(ns)
 		m.SetName(name)
 		m.SetResourceVersion(rv)
-		return conv.FromTyped(obj, *gvk)
+		o, err := conv.FromTyped(obj, *gvk)
+		if err != nil || !w.spec.NoStatus {
+			return o, err
+		}
+		return o.WithoutStatus(), nil // templates do not see it (;status=off)
 	}
 	if value[0] != '{' {
 		return nil, fmt.Errorf("etcd key %s holds protobuf, not the JSON custom resources are stored as: is %s a built-in resource?", j.key, want)
@@ -281,6 +285,9 @@ func (d *valueDecoder) decodeObject(w *watched, conv *snapshot.ObjectConverter, 
 	u.SetNamespace(ns)
 	u.SetName(name)
 	u.SetResourceVersion(rv)
+	if w.spec.NoStatus {
+		delete(u.Object, "status") // templates do not see it (;status=off)
+	}
 	return conv.FromUnstructured(u.Object)
 }
 

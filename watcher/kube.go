@@ -159,6 +159,24 @@ func (k *Kube) Run(ctx context.Context, changed func()) error {
 }
 
 // handler calls notify on every event of an informer.
+// objectHandler is handler for watched objects, except that an update that changes nothing
+// templates see (a new resourceVersion alone: the echo of the sidecar's own status write on a
+// resource watched with ;status=off) asks for no sync.
+func (k *Kube) objectHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { k.notify() },
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*kubeObject)
+			c, ok2 := cur.(*kubeObject)
+			if ok1 && ok2 && snapshot.SameExceptVersion(o.Object, c.Object) {
+				return
+			}
+			k.notify()
+		},
+		DeleteFunc: func(any) { k.notify() },
+	}
+}
+
 func (k *Kube) handler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { k.notify() },
@@ -542,9 +560,9 @@ func (k *Kube) tlsSecrets(ctx context.Context, set *informerSet) ([]cache.Shared
 	return out, nil
 }
 
-// watchResources makes a dynamic informer for each watched resource, converting objects as
-// they arrive; the factories are started by Run.
-func (k *Kube) watchResources(handler cache.ResourceEventHandler) ([]*resourceWatch, []dynamicinformer.DynamicSharedInformerFactory, error) {
+// watchResources makes a dynamic informer for each watched resource (objectHandler asks for
+// the syncs), converting objects as they arrive; the factories are started by Run.
+func (k *Kube) watchResources() ([]*resourceWatch, []dynamicinformer.DynamicSharedInformerFactory, error) {
 	if len(k.Watch) == 0 {
 		return nil, nil, nil
 	}
@@ -578,7 +596,7 @@ func (k *Kube) watchResources(handler cache.ResourceEventHandler) ([]*resourceWa
 		}); err != nil {
 			return nil, nil, err
 		}
-		if _, err := inf.AddEventHandler(handler); err != nil {
+		if _, err := inf.AddEventHandler(k.objectHandler()); err != nil {
 			return nil, nil, err
 		}
 		out = append(out, rw)
@@ -608,6 +626,9 @@ func (k *Kube) convert(w *watched) cache.TransformFunc {
 		}
 		if u.GetKind() == "" && w.kind != "" {
 			u.SetKind(w.kind)
+		}
+		if w.spec.NoStatus {
+			delete(u.Object, "status") // templates do not see it (;status=off)
 		}
 		o, err := k.objConv.FromUnstructured(u.Object)
 		if err != nil {

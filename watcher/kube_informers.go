@@ -47,7 +47,7 @@ func (k *Kube) newInformerSet(ctx context.Context) (*informerSet, error) {
 		cancel()
 		return nil, err
 	}
-	res, dynFactories, err := k.watchResources(k.handler())
+	res, dynFactories, err := k.watchResources()
 	if err != nil {
 		cancel()
 		return nil, err

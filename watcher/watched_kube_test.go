@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -367,4 +368,63 @@ func TestWatchedResourcesFromTheAPIServerAndEtcd(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	})
+}
+
+// TestStatusOffAsksNoSyncForAStatusWrite: a resource watched with ;status=off is seen without
+// its status, and a write of its status alone (the sidecar's own, above all) asks for no
+// sync; a change of anything else does.
+func TestStatusOffAsksNoSyncForAStatusWrite(t *testing.T) {
+	env := kubetest.Start(t)
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	env.Namespace(t, "web")
+	ing, err := env.Client.NetworkingV1().Ingresses("web").Create(ctx, &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "web"},
+		Spec:       networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "shop", Port: networkingv1.ServiceBackendPort{Number: 80}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	k := &Kube{Client: env.Client, Dynamic: dyn, Namespace: "lb", ServicesConfigMap: "services", KeysSecret: "keys",
+		Watch: watchList(t, "ingresses.v1.networking.k8s.io;status=off"), Logger: slog.New(slog.DiscardHandler)}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = k.Run(runCtx, func() { calls.Add(1) }) }()
+	t.Cleanup(func() { cancel(); <-done })
+	seen := func(label string) *snapshot.Object {
+		var obj *snapshot.Object
+		haproxytest.WaitFor(t, 30*time.Second, func() bool {
+			c, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			objs, err := k.Objects(c)
+			if err != nil || len(objs.Resources["ingresses"]) != 1 {
+				return false
+			}
+			obj = objs.Resources["ingresses"][0]
+			return label == "" || obj.Labels().Get("team") == label
+		}, "the Ingress seen")
+		return obj
+	}
+	if _, ok := seen("").Record().Get("status"); ok {
+		t.Fatal("the status is seen")
+	}
+	before := calls.Load()
+	ing.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{{IP: "192.0.2.1"}}
+	if ing, err = env.Client.NetworkingV1().Ingresses("web").UpdateStatus(ctx, ing, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A label after it, as a barrier: the informer delivers the events in order.
+	ing.Labels = map[string]string{"team": "a"}
+	if _, err := env.Client.NetworkingV1().Ingresses("web").Update(ctx, ing, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	seen("a")
+	haproxytest.WaitFor(t, 10*time.Second, func() bool { return calls.Load() > before }, "the label change asks for a sync")
+	if got := calls.Load() - before; got != 1 {
+		t.Errorf("%d syncs asked for a status write and a label change, want 1 (the label's)", got)
+	}
 }

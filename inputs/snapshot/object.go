@@ -348,3 +348,73 @@ func (t *shapeTable) keys(names []string) *record.Keys {
 	}
 	return k
 }
+
+// WithoutStatus is o without its status (o itself when it has none): for a watched resource
+// whose status templates do not see (--watch ...;status=off).
+func (o *Object) WithoutStatus() *Object {
+	if _, ok := o.obj.Get("status"); !ok {
+		return o
+	}
+	keys := make([]string, 0, o.obj.Len()-1)
+	vals := make([]any, 0, o.obj.Len()-1)
+	for k, v := range o.obj.All() {
+		if k != "status" {
+			keys, vals = append(keys, k), append(vals, v)
+		}
+	}
+	return &Object{key: o.key, slash: o.slash, obj: record.FromPairs(nil, keys, vals)}
+}
+
+// SameExceptVersion reports whether a and b hold the same values, their
+// metadata.resourceVersion aside: an update that changes nothing templates see (a status
+// write, for a resource whose status they do not see).
+func SameExceptVersion(a, b *Object) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.key == b.key && sameValue(a.obj, b.obj, 0, "")
+}
+
+// sameValue compares two values of converted objects; key is the key v sits under, at depth
+// (0: the object).
+func sameValue(a, b any, depth int, key string) bool {
+	switch x := a.(type) {
+	case *record.Record:
+		y, ok := b.(*record.Record)
+		if !ok {
+			return false
+		}
+		if x == y {
+			return true
+		}
+		skip := depth == 1 && key == "metadata" // its resourceVersion
+		n := 0
+		for k, v := range x.All() {
+			if skip && k == "resourceVersion" {
+				continue
+			}
+			w, ok := y.Get(k)
+			if !ok || !sameValue(v, w, depth+1, k) {
+				return false
+			}
+			n++
+		}
+		m := y.Len()
+		if _, ok := y.Get("resourceVersion"); ok && skip {
+			m--
+		}
+		return n == m
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !sameValue(x[i], y[i], depth+1, "") {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(a, b)
+}

@@ -534,3 +534,36 @@ func BenchmarkAssembleResources(b *testing.B) {
 		}
 	}
 }
+
+// TestWithoutStatusAndSameExceptVersion: an object without its status keeps everything else;
+// two versions of an object are the same but for their resourceVersion only when nothing else
+// differs, at any depth.
+func TestWithoutStatusAndSameExceptVersion(t *testing.T) {
+	var c ObjectConverter
+	obj := func(rv, host, cond string) *Object {
+		o, err := c.FromUnstructured(map[string]any{"apiVersion": "v1", "kind": "Route",
+			"metadata": map[string]any{"name": "r", "namespace": "web", "resourceVersion": rv, "labels": map[string]any{"a": "b"}},
+			"spec":     map[string]any{"hostnames": []any{host}},
+			"status":   map[string]any{"parents": []any{map[string]any{"conditions": []any{map[string]any{"type": cond}}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	a := obj("1", "a.example", "Accepted")
+	if _, ok := a.WithoutStatus().Record().Get("status"); ok {
+		t.Fatal("status left in")
+	}
+	if spec, _ := a.WithoutStatus().Record().Get("spec"); spec == nil || a.WithoutStatus().Key() != "web/r" {
+		t.Fatal("the rest is not kept")
+	}
+	if b := obj("2", "a.example", "Programmed"); !SameExceptVersion(a.WithoutStatus(), b.WithoutStatus()) || SameExceptVersion(a, b) {
+		t.Error("a status write is a change only with the status in")
+	}
+	if b := obj("2", "b.example", "Accepted"); SameExceptVersion(a.WithoutStatus(), b.WithoutStatus()) {
+		t.Error("a spec change is not seen")
+	}
+	if !SameExceptVersion(a, obj("3", "a.example", "Accepted")) {
+		t.Error("a new resourceVersion alone is a change")
+	}
+}

@@ -5,7 +5,7 @@
 // One --watch value is a resource in kubectl's fully qualified form, then options separated by
 // semicolons:
 //
-//	RESOURCE[;namespace=NS][;selector=SELECTOR][;index=[NAME=]label:KEY|field:PATH]...[;kind=KIND][;as=NAME]
+//	RESOURCE[;namespace=NS][;selector=SELECTOR][;index=[NAME=]label:KEY|field:PATH]...[;kind=KIND][;as=NAME][;status=off]
 //
 //	ingresses.v1.networking.k8s.io
 //	endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name
@@ -46,6 +46,9 @@ type Resource struct {
 	Kind string
 	// As is the name in the template context when the operator gives one (;as=); see Name.
 	As string
+	// NoStatus (;status=off) leaves the objects' status out of what templates see, so that a
+	// change of the status alone (the sidecar's own status writes, above all) renders nothing.
+	NoStatus bool
 }
 
 // Index is a lookup of a watched resource's objects by the value of a label or of a field.
@@ -113,6 +116,9 @@ func (r Resource) String() string {
 	}
 	if r.As != "" {
 		parts = append(parts, "as="+r.As)
+	}
+	if r.NoStatus {
+		parts = append(parts, "status=off")
 	}
 	return strings.Join(parts, ";")
 }
@@ -221,8 +227,17 @@ func (r *Resource) option(key, val string) error {
 			return fmt.Errorf("as %q: want a name templates can write after a dot (letters, digits, _)", val)
 		}
 		r.As = val
+	case "status":
+		switch val {
+		case "off":
+			r.NoStatus = true
+		case "on":
+			r.NoStatus = false
+		default:
+			return fmt.Errorf("status %q: want on (templates see the objects' status, the default) or off", val)
+		}
 	default:
-		return fmt.Errorf("unknown option %q (want namespace, selector, index, kind or as)", key)
+		return fmt.Errorf("unknown option %q (want namespace, selector, index, kind, as or status)", key)
 	}
 	return nil
 }

@@ -32,6 +32,9 @@ func TestParse(t *testing.T) {
 		{in: "httproutes.v1.gateway.networking.k8s.io;kind=HTTPRoute;as=routes", want: Resource{
 			Resource: "httproutes", Version: "v1", Group: "gateway.networking.k8s.io", Kind: "HTTPRoute", As: "routes"}},
 		{in: "ingresses.v1.networking.k8s.io;;", want: Resource{Resource: "ingresses", Version: "v1", Group: "networking.k8s.io"}},
+		{in: "httproutes.v1.gateway.networking.k8s.io;status=off", want: Resource{
+			Resource: "httproutes", Version: "v1", Group: "gateway.networking.k8s.io", NoStatus: true}},
+		{in: "services.v1;status=on", want: Resource{Resource: "services", Version: "v1"}},
 
 		{in: "ingresses", err: "want PLURAL.VERSION.GROUP"},
 		{in: "ingresses.networking.k8s.io", err: `"networking" is not an API version`},
@@ -52,6 +55,7 @@ func TestParse(t *testing.T) {
 		{in: "ingresses.v1.networking.k8s.io;index=label:a/x;index=field:spec.x", err: `two indexes are named "x"`},
 		{in: "crontabs.v1.example.com;kind=crontab", err: `kind "crontab"`},
 		{in: "crontabs.v1.example.com;as=cron-tabs", err: `as "cron-tabs"`},
+		{in: "crontabs.v1.example.com;status=no", err: `status "no": want on`},
 	}
 	for _, c := range cases {
 		t.Run(c.in, func(t *testing.T) {
