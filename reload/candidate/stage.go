@@ -35,7 +35,15 @@ func (b *Builder) stage(ctx context.Context, c *Candidate) (*generation.Generati
 	if err != nil {
 		return nil, &failure.Error{Stage: failure.Staging, Err: fmt.Errorf("stage generation: %w", err)}
 	}
-	warnings, err := b.haproxyCheck(ctx, gen, c.Bundle.Config, c.Info.TemplateRef)
+	var warnings []string
+	if b.cfg.Checker != nil {
+		var checkPath string
+		if checkPath, err = b.cfg.Store.CheckFile(gen); err != nil {
+			_ = b.cfg.Store.Discard(gen)
+			return nil, &failure.Error{Stage: failure.Staging, Err: fmt.Errorf("prepare validation: %w", err)}
+		}
+		warnings, err = b.haproxyCheck(ctx, gen, checkPath, c.Bundle.Config, c.Info.TemplateRef)
+	}
 	if err != nil {
 		// This one only: a search stages several, and the one that passed goes live.
 		_ = b.cfg.Store.Discard(gen)
@@ -54,21 +62,20 @@ type warningChecker interface {
 // Check runs haproxy -c on a staged generation: a *snapshot.InputError when it rejects it
 // (stage validate), a *failure.Error when it cannot run.
 func (b *Builder) Check(ctx context.Context, gen *generation.Generation) error {
-	_, err := b.haproxyCheck(ctx, gen, nil, snapshot.Ref{})
-	return err
-}
-
-// haproxyCheck is Check, and HAProxy's warnings when the Checker says them. config is gen's
-// configuration when the caller has it (nil: read when a line is quoted); a rejection is
-// blamed on ref (the template set's object).
-func (b *Builder) haproxyCheck(ctx context.Context, gen *generation.Generation, config []byte, ref snapshot.Ref) ([]string, error) {
 	if b.cfg.Checker == nil {
-		return nil, nil
+		return nil
 	}
 	checkPath, err := b.cfg.Store.CheckFile(gen)
 	if err != nil {
-		return nil, &failure.Error{Stage: failure.Staging, Err: fmt.Errorf("prepare validation: %w", err)}
+		return &failure.Error{Stage: failure.Staging, Err: fmt.Errorf("prepare validation: %w", err)}
 	}
+	_, err = b.haproxyCheck(ctx, gen, checkPath, nil, snapshot.Ref{})
+	return err
+}
+
+// haproxyCheck runs haproxy -c on checkPath, gen's configuration as the check sees it.
+func (b *Builder) haproxyCheck(ctx context.Context, gen *generation.Generation, checkPath string, config []byte, ref snapshot.Ref) ([]string, error) {
+	var err error
 	start := time.Now()
 	ctx, span := tracing.Start(ctx, "validate")
 	var warnings []string

@@ -154,6 +154,27 @@ func (p *Pipeline) fail(ctx context.Context, stage string, err error) apply.Resu
 	return apply.Result{Outcome: apply.Failed, Err: err, Retry: true}
 }
 
+// wentLive is a candidate that went live, and the inputs it was made from.
+type wentLive struct {
+	cand *candidate.Candidate
+	cur  snapshot.Inputs
+}
+
+// acceptChecked records the inputs of the candidate that went live last as the last good ones,
+// once they are checked: at once when haproxy -c validated it (or nothing an operator edits
+// changed), else when the background writer has written it valid (live.State.Good). A
+// candidate haproxy -c rejects is never accepted: the next sync validates and holds what is
+// at fault (the inputs changed since the last good ones are the suspects).
+func (p *Pipeline) acceptChecked() {
+	m := p.unchecked
+	if m == nil || m.cand.Unchecked && m.cand.Gen == nil && p.HAProxy().Good.Hash() != m.cand.Bundle.Hash {
+		return
+	}
+	p.unchecked = nil
+	p.accept(m.cand.Chosen, m.cur)
+	p.build.Accept(m.cand)
+}
+
 // accept records the versions of the inputs that went live as the last good ones (and keeps
 // them in the state directory).
 func (p *Pipeline) accept(live []snapshot.Input, cur snapshot.Inputs) {

@@ -193,27 +193,6 @@ func (p *Pipeline) validated(ctx context.Context, c *candidate.Candidate) (apply
 	return p.fail(ctx, failure.Staging, err), false
 }
 
-// wentLive is a candidate that went live, and the inputs it was made from.
-type wentLive struct {
-	cand *candidate.Candidate
-	cur  snapshot.Inputs
-}
-
-// acceptChecked records the inputs of the candidate that went live last as the last good ones,
-// once they are checked: at once when haproxy -c validated it (or nothing an operator edits
-// changed), else when the background writer has written it valid (live.State.Good). A
-// candidate haproxy -c rejects is never accepted: the next sync validates and holds what is
-// at fault (the inputs changed since the last good ones are the suspects).
-func (p *Pipeline) acceptChecked() {
-	m := p.unchecked
-	if m == nil || m.cand.Unchecked && m.cand.Gen == nil && p.HAProxy().Good.Hash() != m.cand.Bundle.Hash {
-		return
-	}
-	p.unchecked = nil
-	p.accept(m.cand.Chosen, m.cur)
-	p.build.Accept(m.cand)
-}
-
 // learnKeys tells the redactor the private keys of the certificates read now, so that no
 // message can quote one (each certificate version once).
 func (p *Pipeline) learnKeys(cur snapshot.Inputs) {
