@@ -31,6 +31,7 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
+	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
 )
 
 // Exit statuses of diff, like diff(1)'s: nothing would change, something would, an input would
@@ -132,15 +133,27 @@ func diff(ctx context.Context, cfg *config.Diff, log *slog.Logger, red *redactor
 	defer cleanup()
 
 	// The current state: what a running sidecar made live, and the inputs it holds good; or
-	// a directory of manifests taken through the same steps.
+	// a directory of manifests taken through the same steps. follow makes the proposal's file
+	// source continue the current state's, as the running sidecar's would: the definitions
+	// of objects defined twice in use there stay in use.
 	var current *render.Bundle
 	var q quarantine.State
+	var follow func(*watcher.File)
 	if cfg.Live != "" {
 		if current, q, err = readLive(cfg.Live); err != nil {
 			return nil, err
 		}
+		choices, err := loadChoices(func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(cfg.Live, name)) })
+		if err != nil {
+			return nil, fmt.Errorf("--live: %w", err)
+		}
+		follow = func(f *watcher.File) { f.Remembered = choices }
 	} else {
-		objs, unread, err := readOnce(ctx, config.Source{Kind: "file", Dir: cfg.Base, MaxFileSize: cfg.Source.MaxFileSize}, cfg.Inputs, log)
+		src, err := newSource(config.Source{Kind: "file", Dir: cfg.Base, MaxFileSize: cfg.Source.MaxFileSize}, cfg.Inputs, log, nil)
+		if err != nil {
+			return nil, err
+		}
+		objs, unread, err := readSource(ctx, src)
 		if err != nil {
 			return nil, fmt.Errorf("read --base: %w", err)
 		}
@@ -151,9 +164,10 @@ func diff(ctx context.Context, cfg *config.Diff, log *slog.Logger, red *redactor
 		}
 		current = made.Candidate.Bundle
 		q.Accept(made.Candidate.Chosen, in)
+		follow = func(f *watcher.File) { f.After(src.(*watcher.File)) }
 	}
 
-	objs, unread, err := proposedObjects(ctx, cfg, log)
+	objs, unread, err := proposedObjects(ctx, cfg, log, follow)
 	if err != nil {
 		return nil, err
 	}
@@ -215,9 +229,17 @@ func readLive(dir string) (*render.Bundle, quarantine.State, error) {
 }
 
 // proposedObjects are the source's objects with the -f files' objects in place of or beside
-// theirs, and without those --delete names.
-func proposedObjects(ctx context.Context, cfg *config.Diff, log *slog.Logger) (*snapshot.Objects, map[string]quarantine.Hold, error) {
-	objs, unread, err := readOnce(ctx, cfg.Source, cfg.Inputs, log)
+// theirs, and without those --delete names; follow prepares a file source to read them as
+// the running sidecar's would.
+func proposedObjects(ctx context.Context, cfg *config.Diff, log *slog.Logger, follow func(*watcher.File)) (*snapshot.Objects, map[string]quarantine.Hold, error) {
+	src, err := newSource(cfg.Source, cfg.Inputs, log, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f, ok := src.(*watcher.File); ok {
+		follow(f)
+	}
+	objs, unread, err := readSource(ctx, src)
 	if err != nil {
 		return nil, nil, err
 	}

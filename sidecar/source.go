@@ -1,7 +1,10 @@
 package sidecar
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -11,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/pipeline"
 	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
@@ -74,6 +78,45 @@ func newSource(s config.Source, in config.Inputs, log *slog.Logger, onState watc
 		})
 	}
 	return nil, fmt.Errorf("--source %q: want file, kube or etcd", s.Kind)
+}
+
+// rememberChoices has the file source keep which definition of each object defined twice is
+// in use in the state directory, and take back those of the sidecar's last run: the definition
+// in use before a restart stays in use (docs/inputs.md). Other sources have no such choice.
+func rememberChoices(src pipeline.Source, store *generation.Store, log *slog.Logger) {
+	f, ok := src.(*watcher.File)
+	if !ok {
+		return
+	}
+	c, err := loadChoices(store.ReadState)
+	if err != nil {
+		log.Warn("starting without the record of which definition of objects defined twice was in use", "file", watcher.ChoicesFile, "error", err)
+	}
+	f.Remembered = c
+	f.OnChoices = func(c watcher.Choices) error {
+		b, err := json.Marshal(c)
+		if err != nil {
+			return err
+		}
+		return store.WriteState(watcher.ChoicesFile, b)
+	}
+}
+
+// loadChoices reads the file source's choices kept in a state directory (read reads a file of
+// it by name); nil when none are kept.
+func loadChoices(read func(name string) ([]byte, error)) (*watcher.Choices, error) {
+	b, err := read(watcher.ChoicesFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	var c watcher.Choices
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("%s: %w", watcher.ChoicesFile, err)
+	}
+	return &c, nil
 }
 
 // kubeConfig connects with --kubeconfig, else in-cluster, else $KUBECONFIG / ~/.kube/config.
