@@ -1,11 +1,7 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +10,6 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar"
-	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 )
 
 // TestDuplicateManifestNewcomerIsHeld: `cp services.yaml a-copy.yaml` with one value changed
@@ -133,31 +128,6 @@ func TestDuplicateInUseSurvivesARestart(t *testing.T) {
 			t.Errorf("diff --live: current %s, want the live %s", rep.Current, live)
 		}
 	}
-}
-
-// diffJSON is `haproxy-sidecar diff -o json` with args: its report and exit status.
-func diffJSON(t *testing.T, args ...string) (diffReport, int) {
-	t.Helper()
-	cfg, err := config.ParseDiff(append(args, "-o", "json"), "", os.Getenv, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	status, err := sidecar.Diff(context.Background(), cfg, &out, sidecar.Env{Log: testWriter{t}})
-	if err != nil {
-		t.Fatalf("diff %q: %v", args, err)
-	}
-	var rep diffReport
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("diff %q: %v\n%s", args, err, out.String())
-	}
-	return rep, status
-}
-
-// diffReport is what diff -o json prints.
-type diffReport struct {
-	Current, Proposed, Action, Why, Error string
-	Held                                  []struct{ Input, Object, Reason string }
 }
 
 // heldInput is the reason /readyz gives for holding input id, "" when it is not held.

@@ -2,9 +2,7 @@ package sidecar
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -88,7 +86,7 @@ func rememberChoices(src pipeline.Source, store *generation.Store, log *slog.Log
 	if !ok {
 		return
 	}
-	c, err := loadChoices(store.ReadState)
+	c, err := loadState[watcher.Choices](store.ReadState, watcher.ChoicesFile)
 	if err != nil {
 		log.Warn("starting without the record of which definition of objects defined twice was in use", "file", watcher.ChoicesFile, "error", err)
 	}
@@ -100,23 +98,6 @@ func rememberChoices(src pipeline.Source, store *generation.Store, log *slog.Log
 		}
 		return store.WriteState(watcher.ChoicesFile, b)
 	}
-}
-
-// loadChoices reads the file source's choices kept in a state directory (read reads a file of
-// it by name); nil when none are kept.
-func loadChoices(read func(name string) ([]byte, error)) (*watcher.Choices, error) {
-	b, err := read(watcher.ChoicesFile)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, nil
-	case err != nil:
-		return nil, err
-	}
-	var c watcher.Choices
-	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("%s: %w", watcher.ChoicesFile, err)
-	}
-	return &c, nil
 }
 
 // kubeConfig connects with --kubeconfig, else in-cluster, else $KUBECONFIG / ~/.kube/config.
