@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
 )
 
 // demoEnv is a temp copy of examples/local with real backends listening on the pod IPs, and
@@ -136,14 +137,42 @@ func (e *demoEnv) startHAProxy(t *testing.T) *haproxytest.Process {
 // examples/local with extra flags, HAProxy running the configuration it wrote, /readyz ready.
 func servingDemo(t *testing.T, extra ...string) *demoEnv {
 	t.Helper()
+	e, _ := servingDemoStop(t, extra...)
+	return e
+}
+
+// servingDemoStop is servingDemo with the function that stops its sidecar.
+func servingDemoStop(t *testing.T, extra ...string) (*demoEnv, func()) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end test with a real HAProxy")
 	}
 	e := newDemoEnv(t)
-	e.startSidecar(t, extra...)
+	stop := e.startSidecar(t, extra...)
 	e.startHAProxy(t)
 	e.waitReady(t)
-	return e
+	return e, stop
+}
+
+// restarted is e's sidecar to be started again: the same inputs, files and master socket,
+// its own endpoints and log.
+func (e *demoEnv) restarted(t *testing.T) *demoEnv {
+	c := *e
+	c.logs = nil
+	ports := haproxytest.FreePorts(t, 2)
+	c.health = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	c.metrics = fmt.Sprintf("127.0.0.1:%d", ports[1])
+	return &c
+}
+
+// haproxyReloads is how many times HAProxy was reloaded since it started.
+func (e *demoEnv) haproxyReloads(t *testing.T) int {
+	t.Helper()
+	p, err := (&reload.MasterSocket{Path: e.sock, Timeout: 5 * time.Second}).ShowProc(t.Context())
+	if err != nil {
+		t.Fatalf("show proc: %v", err)
+	}
+	return p.Reloads
 }
 
 func (e *demoEnv) editFile(t *testing.T, name string, edit func(string) string) {

@@ -9,6 +9,8 @@
 //   - quarantine: which version of each input goes into a rendering, and the search for the
 //     inputs at fault when one is refused.
 //   - content: the files a rendering makes: their one hash and the one set of name rules.
+//   - envrecord: what renderings take from the process environment, as a record without
+//     secrets (salted hashes), kept by a running sidecar and compared by diff --live.
 //
 // Nothing here talks to Kubernetes or HAProxy; the rendering (package render) and what makes
 // it live (folder reload) read these values, the sources (package watcher) fill them.

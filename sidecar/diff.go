@@ -21,6 +21,7 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/envrecord"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/quarantine"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
@@ -31,6 +32,7 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
+	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
 )
 
 // Exit statuses of diff, like diff(1)'s: nothing would change, something would, an input would
@@ -87,6 +89,9 @@ type diffReport struct {
 	Certs    []certChange `json:"certificates,omitempty"`
 	Held     []heldInput  `json:"held,omitempty"`
 	Error    string       `json:"error,omitempty"` // why no rendering could be made
+	// Environment are the values templates see otherwise here than in the running sidecar
+	// (--live --env-mismatch=warn): the prediction is for diff's.
+	Environment []envrecord.Difference `json:"environment,omitempty"`
 }
 
 type fileDiff struct {
@@ -132,15 +137,31 @@ func diff(ctx context.Context, cfg *config.Diff, log *slog.Logger, red *redactor
 	defer cleanup()
 
 	// The current state: what a running sidecar made live, and the inputs it holds good; or
-	// a directory of manifests taken through the same steps.
+	// a directory of manifests taken through the same steps. follow makes the proposal's file
+	// source continue the current state's, as the running sidecar's would: the definitions
+	// of objects defined twice in use there stay in use.
 	var current *render.Bundle
 	var q quarantine.State
+	var follow func(*watcher.File)
+	var envDiffs []envrecord.Difference // how diff's environment differs from the running sidecar's
 	if cfg.Live != "" {
 		if current, q, err = readLive(cfg.Live); err != nil {
 			return nil, err
 		}
+		if envDiffs, err = liveEnvironment(cfg.Live, environment(cfg.Inputs), cfg.EnvMismatch, log); err != nil {
+			return nil, err
+		}
+		choices, err := loadState[watcher.Choices](stateIn(cfg.Live), watcher.ChoicesFile)
+		if err != nil {
+			return nil, fmt.Errorf("--live: %w", err)
+		}
+		follow = func(f *watcher.File) { f.Remembered = choices }
 	} else {
-		objs, unread, err := readOnce(ctx, config.Source{Kind: "file", Dir: cfg.Base, MaxFileSize: cfg.Source.MaxFileSize}, cfg.Inputs, log)
+		src, err := newSource(config.Source{Kind: "file", Dir: cfg.Base, MaxFileSize: cfg.Source.MaxFileSize}, cfg.Inputs, log, nil)
+		if err != nil {
+			return nil, err
+		}
+		objs, unread, err := readSource(ctx, src)
 		if err != nil {
 			return nil, fmt.Errorf("read --base: %w", err)
 		}
@@ -151,16 +172,17 @@ func diff(ctx context.Context, cfg *config.Diff, log *slog.Logger, red *redactor
 		}
 		current = made.Candidate.Bundle
 		q.Accept(made.Candidate.Chosen, in)
+		follow = func(f *watcher.File) { f.After(src.(*watcher.File)) }
 	}
 
-	objs, unread, err := proposedObjects(ctx, cfg, log)
+	objs, unread, err := proposedObjects(ctx, cfg, log, follow)
 	if err != nil {
 		return nil, err
 	}
 	in := build.Decode(objs)
 	red.Set("certificate-keys", certKeyLines(in)...)
 	made := build.Make(ctx, objs, in, &q, unread, true)
-	rep := &diffReport{Current: current.Hash}
+	rep := &diffReport{Current: current.Hash, Environment: envDiffs}
 	for _, id := range slices.Sorted(maps.Keys(made.Held)) {
 		h := made.Held[id]
 		rep.Held = append(rep.Held, heldInput{Input: id, Object: h.Ref.String(), Stage: h.Stage, Reason: h.Reason()})
@@ -171,7 +193,7 @@ func diff(ctx context.Context, cfg *config.Diff, log *slog.Logger, red *redactor
 	}
 	proposed := made.Candidate.Bundle
 	rep.Proposed = proposed.Hash
-	rep.Files = fileDiffs(current, proposed)
+	rep.Files = fileDiffs(current, proposed, secretsUnknown(envDiffs))
 	rep.Certs = certChanges(current.Certificates, proposed.Certificates)
 
 	// What run would decide, HAProxy running the current rendering.
@@ -214,10 +236,23 @@ func readLive(dir string) (*render.Bundle, quarantine.State, error) {
 	return b, q, nil
 }
 
+// stateIn reads the state files of the state directory dir, by name.
+func stateIn(dir string) func(name string) ([]byte, error) {
+	return func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) }
+}
+
 // proposedObjects are the source's objects with the -f files' objects in place of or beside
-// theirs, and without those --delete names.
-func proposedObjects(ctx context.Context, cfg *config.Diff, log *slog.Logger) (*snapshot.Objects, map[string]quarantine.Hold, error) {
-	objs, unread, err := readOnce(ctx, cfg.Source, cfg.Inputs, log)
+// theirs, and without those --delete names; follow prepares a file source to read them as
+// the running sidecar's would.
+func proposedObjects(ctx context.Context, cfg *config.Diff, log *slog.Logger, follow func(*watcher.File)) (*snapshot.Objects, map[string]quarantine.Hold, error) {
+	src, err := newSource(cfg.Source, cfg.Inputs, log, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f, ok := src.(*watcher.File); ok {
+		follow(f)
+	}
+	objs, unread, err := readSource(ctx, src)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -270,11 +305,16 @@ func namedAsGiven(o snapshot.Origins, given map[string]string) snapshot.Origins 
 }
 
 // fileDiffs are the unified diffs of the configuration, the map files and the other files.
-func fileDiffs(a, b *render.Bundle) []fileDiff {
+// With secrets the running sidecar renders with and diff does not know (by name), the current
+// lines the proposed files do not have are not shown: diff cannot mask values it does not know.
+func fileDiffs(a, b *render.Bundle, secrets []string) []fileDiff {
 	var out []fileDiff
 	add := func(name string, was, is []byte) {
 		if bytes.Equal(was, is) {
 			return
+		}
+		if len(secrets) > 0 {
+			was = hideLines(was, is, "[not shown: it may hold the running sidecar's "+strings.Join(secrets, ", ")+"]")
 		}
 		d, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: difflib.SplitLines(string(was)), B: difflib.SplitLines(string(is)),
 			FromFile: "current/" + name, ToFile: "proposed/" + name, Context: 3})
@@ -344,6 +384,12 @@ func fingerprint(data []byte) string {
 
 // text prints the report for a person.
 func (r *diffReport) text(w io.Writer) {
+	if len(r.Environment) > 0 {
+		fmt.Fprintf(w, "WARNING: predicted with diff's environment, not the running sidecar's: %s\n", differences(r.Environment))
+		if hidden := secretsUnknown(r.Environment); len(hidden) > 0 {
+			fmt.Fprintf(w, "WARNING: the running configuration's lines that the proposed one does not have are not shown: they may hold %s\n", strings.Join(hidden, ", "))
+		}
+	}
 	for _, f := range r.Files {
 		fmt.Fprintln(w, strings.TrimRight(f.Diff, "\n"))
 	}
@@ -371,5 +417,8 @@ func (r *diffReport) text(w io.Writer) {
 		for _, h := range r.Held {
 			fmt.Fprintf(w, "  %s: %s\n", h.Object, h.Reason)
 		}
+	}
+	if len(r.Environment) > 0 {
+		fmt.Fprintln(w, "WARNING: this is what HAProxy would get with diff's environment; the running sidecar's differs (see the first line)")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/report/redact"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/pipeline"
 )
 
 // Once is `render` (into cfg.Out) and `validate` (writing nothing): the inputs read once and
@@ -180,6 +181,11 @@ func readOnce(ctx context.Context, source config.Source, in config.Inputs, log *
 	if err != nil {
 		return nil, nil, err
 	}
+	return readSource(ctx, src)
+}
+
+// readSource is readOnce of a source already made.
+func readSource(ctx context.Context, src pipeline.Source) (*snapshot.Objects, map[string]quarantine.Hold, error) {
 	// The kube and etcd sources fill their caches in Run: run it until the objects are read.
 	sctx, cancel := context.WithCancel(ctx)
 	ran := make(chan struct{})

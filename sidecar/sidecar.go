@@ -84,6 +84,8 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		return err
 	}
 	defer unlock()
+	rememberChoices(src, store, log)
+	recordEnvironment(store, environment(cfg.Inputs), log)
 	identity := instanceName(cfg.Leader)
 	tracer, stopTracing, err := startTracing(ctx, os.Getenv, build, identity, red.Redactor, log, env.Process)
 	if err != nil {

@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/pipeline"
 	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
@@ -74,6 +76,28 @@ func newSource(s config.Source, in config.Inputs, log *slog.Logger, onState watc
 		})
 	}
 	return nil, fmt.Errorf("--source %q: want file, kube or etcd", s.Kind)
+}
+
+// rememberChoices has the file source keep which definition of each object defined twice is
+// in use in the state directory, and take back those of the sidecar's last run: the definition
+// in use before a restart stays in use (docs/inputs.md). Other sources have no such choice.
+func rememberChoices(src pipeline.Source, store *generation.Store, log *slog.Logger) {
+	f, ok := src.(*watcher.File)
+	if !ok {
+		return
+	}
+	c, err := loadState[watcher.Choices](store.ReadState, watcher.ChoicesFile)
+	if err != nil {
+		log.Warn("starting without the record of which definition of objects defined twice was in use", "file", watcher.ChoicesFile, "error", err)
+	}
+	f.Remembered = c
+	f.OnChoices = func(c watcher.Choices) error {
+		b, err := json.Marshal(c)
+		if err != nil {
+			return err
+		}
+		return store.WriteState(watcher.ChoicesFile, b)
+	}
 }
 
 // kubeConfig connects with --kubeconfig, else in-cluster, else $KUBECONFIG / ~/.kube/config.

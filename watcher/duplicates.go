@@ -8,7 +8,8 @@ import (
 // An object defined in two places (a manifest copied beside the original, `cp services.yaml
 // a-copy.yaml`) is one object too many: one definition is kept, the others are errors where
 // they are. Which one is kept must not depend on the files' names: the definition already in
-// use stays in use and the newcomer is held, whatever the names (see File.prefer).
+// use stays in use and the newcomer is held, whatever the names (see preferKept), across
+// restarts too (Choices).
 
 // duplicates finds the objects of d.jobs defined more than once and picks the definition kept
 // of each (d.prefer; the first without it). It returns the others: job index -> where the
@@ -117,21 +118,12 @@ func (s *seenSet) add(k objectKey, i int, keyOf func(int) objectKey) (first int,
 }
 
 // preferKept is File's choice among the definitions of an object defined more than once:
-// the one the last read kept, if its file still defines the object; else the first from a
-// file that defined it in the last read (the object in use is not taken over by a newcomer);
-// else the first in the order of the files. prev are the files of the last read, kept the
-// definitions it kept of the objects it found defined twice; this read's choices are recorded
-// in chosen.
-func preferKept(prev map[string]*fileEntry, kept, chosen map[objectKey]string) func(objectKey, []*origin) int {
-	before := map[string]map[objectKey]bool{} // the objects each file defined in the last read, when asked
-	defined := func(rel string, k objectKey) bool {
-		keys, ok := before[rel]
-		if !ok {
-			keys = prev[rel].keys()
-			before[rel] = keys
-		}
-		return keys[k]
-	}
+// the one kept last, if its file still defines the object; else the first from a file that
+// defined it before (the object in use is not taken over by a newcomer); else the first in
+// the order of the files. kept are the definitions kept of the objects found defined twice
+// before, defined says whether a file defined an object before; this read's choices are
+// recorded in chosen.
+func preferKept(defined func(rel string, k objectKey) bool, kept, chosen map[objectKey]string) func(objectKey, []*origin) int {
 	return func(k objectKey, defs []*origin) int {
 		pick := func() int {
 			if rel, ok := kept[k]; ok {
@@ -152,6 +144,31 @@ func preferKept(prev map[string]*fileEntry, kept, chosen map[objectKey]string) f
 		chosen[k] = defs[n].rel
 		return n
 	}
+}
+
+// definedIn says whether a file defined an object in the read that found files (asked
+// lazily: only for objects defined twice).
+func definedIn(files map[string]*fileEntry) func(rel string, k objectKey) bool {
+	before := map[string]map[objectKey]bool{}
+	return func(rel string, k objectKey) bool {
+		keys, ok := before[rel]
+		if !ok {
+			keys = files[rel].keys()
+			before[rel] = keys
+		}
+		return keys[k]
+	}
+}
+
+// definedInFiles says, knowing only the names of the files read before (Choices.Files),
+// that any of them defined any object: a definition from a file that was not there is the
+// newcomer.
+func definedInFiles(files []string) func(rel string, k objectKey) bool {
+	known := make(map[string]bool, len(files))
+	for _, f := range files {
+		known[f] = true
+	}
+	return func(rel string, _ objectKey) bool { return known[rel] }
 }
 
 // keys are the objects e gave the last read (nil e: none).

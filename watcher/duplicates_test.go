@@ -2,9 +2,11 @@ package watcher
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -131,4 +133,119 @@ func containsOne(list []string, sub string) bool {
 		}
 	}
 	return false
+}
+
+// TestDuplicateInUseSurvivesARestart: b.yaml's definition in use and a copy in a.yaml held,
+// the choices the File gives OnChoices, kept as the sidecar keeps them (JSON), make a new File
+// (a restarted sidecar, or diff --live) keep b.yaml's and hold a.yaml, though a.yaml sorts
+// first; a copy made while no File ran is a newcomer too. Without them, a.yaml's is used.
+func TestDuplicateInUseSurvivesARestart(t *testing.T) {
+	const held = "File a.yaml line 1: ConfigMap lb/services is defined twice: first in b.yaml line 1"
+	// running is a File read with b.yaml alone, then with the copy when copied: the choices
+	// it kept last, as a restarted one reads them.
+	running := func(t *testing.T, dir string, copied bool) *Choices {
+		writeFiles(t, dir, map[string]string{"b.yaml": configMapYAML("services", "b")})
+		var kept []byte
+		f := &File{Dir: dir, DefaultNamespace: "lb", Logger: testLogger(t), OnChoices: func(c Choices) error {
+			var err error
+			kept, err = json.Marshal(c)
+			return err
+		}}
+		readWithErrors(t, f)
+		if copied {
+			writeFiles(t, dir, map[string]string{"a.yaml": configMapYAML("services", "a")})
+			if o, errs := readWithErrors(t, f); !hasValue("services", "b")(o) || len(errs) != 1 || !strings.Contains(errs[0], held) {
+				t.Fatalf("the copy appears: services %v, errors %q; want b.yaml's in use", names(o), errs)
+			}
+		}
+		var c Choices
+		if err := json.Unmarshal(kept, &c); err != nil {
+			t.Fatal(err)
+		}
+		return &c
+	}
+	for _, tc := range []struct {
+		name     string
+		copied   bool // the copy is there while the first File runs (else it appears while none runs)
+		remember bool
+		want     string
+	}{
+		{"copied while running, restarted", true, true, "b"},
+		{"copied while stopped, restarted", false, true, "b"},
+		{"copied while running, nothing remembered", true, false, "a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c := running(t, dir, tc.copied)
+			writeFiles(t, dir, map[string]string{"a.yaml": configMapYAML("services", "a")})
+			told := 0
+			f := &File{Dir: dir, DefaultNamespace: "lb", Logger: testLogger(t), OnChoices: func(Choices) error { told++; return nil }}
+			if tc.remember {
+				f.Remembered = c
+			}
+			o, errs := readWithErrors(t, f)
+			if !hasValue("services", tc.want)(o) || len(errs) != 1 {
+				t.Fatalf("services %v, errors %q; want %s.yaml's in use and one error", names(o), errs, tc.want)
+			}
+			if tc.want == "b" && !strings.Contains(errs[0], held) {
+				t.Errorf("error %q, want %q", errs[0], held)
+			}
+			if want := 0; tc.copied && tc.remember && told != want {
+				t.Errorf("OnChoices called %d times with the choices remembered unchanged, want %d", told, want)
+			}
+			if o, _ := readWithErrors(t, f); !hasValue("services", tc.want)(o) {
+				t.Errorf("read again: services %v, want %s.yaml's", names(o), tc.want)
+			}
+		})
+	}
+}
+
+// TestDuplicateAfterABase: a File read after another (diff --base: the proposal read as a
+// change of the base) keeps the base's definitions in use: the copy in a.yaml, new in the
+// proposal, is held; an existing file that gains a definition is the newcomer too.
+func TestDuplicateAfterABase(t *testing.T) {
+	base, proposal := t.TempDir(), t.TempDir()
+	writeFiles(t, base, map[string]string{"b.yaml": configMapYAML("services", "b"), "a-other.yaml": configMapYAML("other", "x")})
+	writeFiles(t, proposal, map[string]string{"b.yaml": configMapYAML("services", "b"), "a-other.yaml": configMapYAML("other", "x") + "---\n" + configMapYAML("services", "a2"),
+		"a.yaml": configMapYAML("services", "a")})
+	b := &File{Dir: base, DefaultNamespace: "lb"}
+	readWithErrors(t, b)
+	f := &File{Dir: proposal, DefaultNamespace: "lb"}
+	f.After(b)
+	o, errs := readWithErrors(t, f)
+	if !hasValue("services", "b")(o) || len(errs) != 2 {
+		t.Errorf("services %v, errors %q; want b.yaml's in use, a.yaml and a-other.yaml held", names(o), errs)
+	}
+}
+
+// TestChoicesTold: OnChoices hears the choices when they change, not at every read; when it
+// fails, it is told again at the next read.
+func TestChoicesTold(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"b.yaml": configMapYAML("services", "b")})
+	var told []Choices
+	fail := false
+	f := &File{Dir: dir, DefaultNamespace: "lb", OnChoices: func(c Choices) error {
+		if fail {
+			return errors.New("disk full")
+		}
+		told = append(told, c)
+		return nil
+	}}
+	readWithErrors(t, f)
+	readWithErrors(t, f)
+	writeFiles(t, dir, map[string]string{"b.yaml": configMapYAML("services", "b2")})
+	readWithErrors(t, f)
+	fail = true
+	writeFiles(t, dir, map[string]string{"a.yaml": configMapYAML("services", "a")})
+	readWithErrors(t, f)
+	fail = false
+	readWithErrors(t, f)
+	want := []Choices{
+		{Files: []string{"b.yaml"}},
+		{Kept: []KeptDefinition{{Kind: "ConfigMap", Namespace: "lb", Name: "services", File: "b.yaml"}}, Files: []string{"a.yaml", "b.yaml"}},
+	}
+	if !reflect.DeepEqual(told, want) {
+		t.Errorf("told %+v, want %+v", told, want)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path"
@@ -42,7 +43,8 @@ import (
 // differ. A file is bad input when it does not decode or is larger than MaxFileSize: its error
 // is reported, and the objects of its last good version stand in for it (none if it never was
 // good). An object defined in two places keeps the definition the last read used; the other
-// is an error in its file (duplicates.go).
+// is an error in its file (duplicates.go). Which one was in use outlives the process through
+// Choices (OnChoices, Remembered).
 type File struct {
 	// Dir is the directory to read.
 	Dir string
@@ -74,6 +76,14 @@ type File struct {
 	// selector. A built-in's object without a namespace gets DefaultNamespace unless its kind
 	// is cluster-scoped; a custom resource's is kept as written.
 	Watch watchspec.List
+	// Remembered, when set, are the Choices of earlier reads (this sidecar's before a restart,
+	// a running sidecar's for diff --live): the first read keeps the definitions they kept,
+	// and a file they do not list is a newcomer. Not changed once Objects has been called.
+	Remembered *Choices
+	// OnChoices, when set, is given the reads' Choices whenever they change (not when they
+	// are Remembered's), to keep them; when it fails, the error is logged and the Choices
+	// are given again at the next read.
+	OnChoices func(Choices) error
 
 	objConv snapshot.ObjectConverter
 	json    *jsonOptions // nil: defaultJSON(); tests set it
@@ -94,6 +104,13 @@ type File struct {
 	// kept is, for each object the last read found defined more than once, the file whose
 	// definition it kept: that one stays in use while its file defines the object.
 	kept map[objectKey]string
+	// done: a read completed, so that what came before the first (Remembered, After's base)
+	// no longer counts.
+	done bool
+	// after, afterKept are the files and choices of the read After says the first follows.
+	after     map[string]*fileEntry
+	afterKept map[objectKey]string
+	told      *Choices // what OnChoices was last given, or Remembered
 }
 
 // readStats count what the last call did, for the debug log and tests.
@@ -264,7 +281,11 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		dec.jobs = placeFresh(dec.jobs, fresh)
 	}
 	chosen := map[objectKey]string{}
-	dec.prefer = preferKept(f.files, f.kept, chosen)
+	defined, kept := definedIn(f.files), f.kept
+	if !f.done {
+		defined, kept = f.earlier()
+	}
+	dec.prefer = preferKept(defined, kept, chosen)
 	f.files, f.order = next, order
 	f.last.parsed = len(fresh)
 	log.Debug("file source: read", "files", f.last.files, "read", f.last.read, "parsed", f.last.parsed)
@@ -273,9 +294,10 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		dec.fileOrigin(rel)
 	}
 	f.kept = chosen
+	f.tell(log)
 	objs := dec.objs
 	objs.Revision = fmt.Sprintf("%016x", h.Sum64())
-	complete = true
+	complete, f.done = true, true
 	switch len(dec.errs) {
 	case 0:
 		return &objs, nil
@@ -284,6 +306,49 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	default:
 		return &objs, errors.Join(dec.errs...)
 	}
+}
+
+// After makes f's first read follow base's last one as if f had made both: the definitions
+// base kept stay in use, and a file base did not read is a newcomer (diff --base reads the
+// proposal as a change of the base). base is not read again.
+func (f *File) After(base *File) {
+	base.mu.Lock()
+	files, kept := base.files, maps.Clone(base.kept)
+	base.mu.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.after, f.afterKept = files, kept
+}
+
+// earlier is what the first read knows of the reads before it: After's base, else the
+// Remembered choices, else nothing (the first definition in the order of the files is kept).
+func (f *File) earlier() (defined func(rel string, k objectKey) bool, kept map[objectKey]string) {
+	switch {
+	case f.after != nil:
+		return definedIn(f.after), f.afterKept
+	case f.Remembered != nil:
+		return definedInFiles(f.Remembered.Files), f.Remembered.kept()
+	}
+	return definedIn(nil), nil
+}
+
+// tell gives OnChoices the reads' Choices when they changed since it was last given them.
+func (f *File) tell(log *slog.Logger) {
+	if f.OnChoices == nil {
+		return
+	}
+	if !f.done {
+		f.told = f.Remembered
+	}
+	c := choicesOf(f.kept, f.files)
+	if f.told.equal(c) {
+		return
+	}
+	if err := f.OnChoices(c); err != nil {
+		log.Warn("file source: keep which definition of each object defined twice is in use; tried again at the next read", "error", err)
+		return
+	}
+	f.told = &c
 }
 
 // toLook are the manifests a read looks at: every one scan finds when all may have changed

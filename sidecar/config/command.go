@@ -102,6 +102,9 @@ type Diff struct {
 	Overlays, Deletes Repeated
 	// Output is text or json.
 	Output string
+	// EnvMismatch is what diff --live does when the running sidecar renders with another
+	// environment than diff: fail, or warn and predict with diff's.
+	EnvMismatch string
 }
 
 func (d *Diff) concerns() []concern {
@@ -140,6 +143,7 @@ func (f diffFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.d.Deletes, "delete", "`KIND/NAMESPACE/NAME` of an object taken out of the proposed state (repeatable)")
 	fs.StringVar(&f.d.Output, "output", "text", "text or json")
 	fs.StringVar(&f.d.Output, "o", "text", "short for --output")
+	choiceVar(fs, &f.d.EnvMismatch, "env-mismatch", "fail", []string{"fail", "warn"}, "with --live, when the running sidecar's templates see other environment variables (--env-allow, --env-secret) or another statistics password than diff's: fail (naming them), or warn and predict with diff's")
 }
 
 func (f diffFlags) validate() error { return nil }
