@@ -387,7 +387,8 @@ func TestChartDryRun(t *testing.T) {
 		"--set", "rbac.podNamespaces={web}", "--set", "sidecar.tlsSecretNamespaces={web}", "--set", "watch={nodes.v1}",
 		"--set", "sidecar.extraArgs[0]=--pprof", "--set", "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring",
 		"--set", "topologySpreadConstraints[0].maxSkew=1,topologySpreadConstraints[0].topologyKey=zone,topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule",
-		"--set", "service.externalTrafficPolicy=Local,service.annotations.a=b,priorityClassName=system-cluster-critical"}
+		"--set", "service.externalTrafficPolicy=Local,service.annotations.a=b,priorityClassName=system-cluster-critical",
+		"--set", "image.digest=sha256:" + strings.Repeat("0f", 32) + ",ports.http=8000,ports.haproxyMetrics=18405,nameOverride=proxy"}
 	t.Run("every toggle on", func(t *testing.T) {
 		objs := helmTemplate(t, helm, "lb", "lb", all...)
 		for _, kind := range []string{"PodDisruptionBudget", "ServiceMonitor", "PrometheusRule", "NetworkPolicy"} {
@@ -430,10 +431,11 @@ func TestChartDryRun(t *testing.T) {
 		}
 	})
 	t.Run("two releases in one namespace", func(t *testing.T) {
-		a := helmTemplate(t, helm, "a", "lb", "--set", "services.shop.namespace=shop,services.shop.selector.app=shop,template=global",
-			"--set", "inputs.servicesConfigMap=a-services,inputs.configConfigMap=a-config,inputs.certificatesConfigMap=a-certificates,inputs.keysSecret=a-keys")
-		b := helmTemplate(t, helm, "b", "lb", "--set", "services.shop.namespace=shop,services.shop.selector.app=shop,template=global",
-			"--set", "inputs.servicesConfigMap=b-services,inputs.configConfigMap=b-config,inputs.certificatesConfigMap=b-certificates,inputs.keysSecret=b-keys")
+		// By default: their inputs, Leases and dashboards are their own (TestChartNames).
+		both := []string{"--set", "services.shop.namespace=shop,services.shop.selector.app=shop,template=global",
+			"--set", "serviceMonitor.enabled=true,prometheusRule.enabled=true,dashboards.enabled=true,leaderElection.enabled=true,webhook.enabled=true"}
+		a := helmTemplate(t, helm, "a", "lb", both...)
+		b := helmTemplate(t, helm, "b", "lb", both...)
 		seen := map[string]bool{}
 		for _, o := range append(a, b...) {
 			ns := o.GetNamespace()
