@@ -35,11 +35,13 @@ type sidecarProcess struct {
 	done chan struct{} // closed once it has exited; cmd.ProcessState is then set
 }
 
-// startSidecarProcess runs bin with run's args; it is killed when the test ends, if still running.
-func startSidecarProcess(t *testing.T, bin string, args ...string) *sidecarProcess {
+// startSidecarProcess runs bin with run's args, in the test's environment and env (NAME=VALUE,
+// which win); it is killed when the test ends, if still running.
+func startSidecarProcess(t *testing.T, bin string, env []string, args ...string) *sidecarProcess {
 	t.Helper()
 	p := &sidecarProcess{cmd: exec.Command(bin, append([]string{"run"}, args...)...), logs: &haproxytest.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	p.cmd.Env = append(os.Environ(), env...)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}

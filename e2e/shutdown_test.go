@@ -88,7 +88,7 @@ func TestStopSignals(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGUSR1, syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			e := newDemoEnv(t)
-			p := startSidecarProcess(t, bin, e.processArgs()...)
+			p := startSidecarProcess(t, bin, nil, e.processArgs()...)
 			e.startHAProxy(t)
 			e.waitReady(t)
 			p.signal(t, sig)
@@ -112,7 +112,7 @@ func TestShutdownDelayDrains(t *testing.T) {
 		t.Skip("end-to-end test")
 	}
 	e := newDemoEnv(t)
-	p := startSidecarProcess(t, sidecarBinary(t), append(e.processArgs(), "--shutdown-delay", "10m")...)
+	p := startSidecarProcess(t, sidecarBinary(t), nil, append(e.processArgs(), "--shutdown-delay", "10m")...)
 	e.startHAProxy(t)
 	e.waitReady(t)
 	p.signal(t, syscall.SIGTERM)
