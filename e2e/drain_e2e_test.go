@@ -154,7 +154,7 @@ func startPod(t *testing.T, e *demoEnv, bin, script, shutdownDelay string) *podR
 	script = strings.NewReplacer("/etc/haproxy/haproxy.cfg", cfg, "/var/run/haproxy/master.sock", sock).Replace(script)
 	p.haproxy = exec.Command("/bin/sh", "-c", script)
 	p.haproxy.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its workers are stopped with it
-	p.haproxy.Stdout, p.haproxy.Stderr = io.Discard, p.stderr  // the access log is not kept
+	p.haproxy.Stdout, p.haproxy.Stderr = io.Discard, p.stderr   // the access log is not kept
 	if err := p.haproxy.Start(); err != nil {
 		t.Fatal(err)
 	}
