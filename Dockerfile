@@ -5,12 +5,14 @@
 # 3.0 are tested too): --build-arg HAPROXY_IMAGE=haproxy:3.0.x for another one.
 ARG HAPROXY_IMAGE=haproxy:3.2.26
 
-FROM golang:1.26-bookworm AS build
+# The Go of go.mod's go line, pinned to the release (e2e/dockerfile_test.go checks both pins).
+FROM golang:1.26.8-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-# make image passes both (hack/version.sh, git rev-parse HEAD); without them the VERSION file.
+# make image passes both (hack/version.sh: the VERSION file, which the image's tag is too; the
+# commit); without them the VERSION file.
 ARG VERSION=""
 ARG REVISION=""
 RUN v="${VERSION:-$(cat VERSION 2>/dev/null || echo 0.0.0-dev)}" && \
@@ -20,10 +22,17 @@ RUN v="${VERSION:-$(cat VERSION 2>/dev/null || echo 0.0.0-dev)}" && \
 
 FROM ${HAPROXY_IMAGE}
 ARG VERSION=""
+ARG REVISION=""
 LABEL org.opencontainers.image.title="haproxy-sidecar" \
-      org.opencontainers.image.version="${VERSION}"
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
 COPY --from=build /out/haproxy-sidecar /usr/local/bin/haproxy-sidecar
 USER haproxy
+# The entrypoint is the sidecar, which stops on SIGTERM: HAProxy's image says SIGUSR1 (its soft
+# stop), which the sidecar takes too. The chart's HAProxy container runs HAProxy under a shell
+# that turns the stop signal, whichever it is, into SIGUSR1 for the master: a soft stop
+# (docs/kubernetes.md#draining).
+STOPSIGNAL SIGTERM
 EXPOSE 8080 9090
 ENTRYPOINT ["/usr/local/bin/haproxy-sidecar"]
 CMD ["run"]

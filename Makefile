@@ -5,14 +5,18 @@ export PATH
 
 .PHONY: all build demo test test-short vet bench bench-churn deps version image set-version
 
-## The version (hack/version.sh: git describe --tags --always --dirty, else the VERSION file,
-## else 0.0.0-dev) and the commit, stamped into the binary and the image.
+## The version: the VERSION file (hack/version.sh), the release version's one place; the image
+## is tagged with it, which is what the chart (appVersion), examples/kubernetes and the docs name.
+## The commit (-dirty with uncommitted changes) is the revision, stamped into the binary and the
+## image beside it: `haproxy-sidecar version` and haproxy_sidecar_build_info say both.
 VERSION ?= $(shell hack/version.sh)
-REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-IMAGE ?= haproxy-sidecar:$(VERSION)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+IMAGE_REPOSITORY ?= haproxy-sidecar
+IMAGE ?= $(IMAGE_REPOSITORY):$(VERSION)
+DOCKER ?= docker
 LDFLAGS := -X github.com/haproxy-sidecar/haproxy-sidecar/sidecar.Version=$(VERSION) \
 	-X github.com/haproxy-sidecar/haproxy-sidecar/sidecar.Revision=$(REVISION)
-DOCKER_BUILD := docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
+DOCKER_BUILD := $(DOCKER) build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
 
 all: build
 
@@ -22,20 +26,23 @@ build:
 version:
 	@echo $(VERSION)
 
-## image: prints the docker build command of haproxy-sidecar:VERSION, and runs it when a docker
-## engine answers (the image carries HAProxy: see the Dockerfile).
+## image: prints the docker build command of haproxy-sidecar:VERSION (IMAGE_REPOSITORY=... for
+## another name), and runs it when a docker engine answers (the image carries HAProxy: see the
+## Dockerfile).
 image:
 	@echo '$(DOCKER_BUILD)'
-	@if docker info >/dev/null 2>&1; then $(DOCKER_BUILD); \
+	@if $(DOCKER) info >/dev/null 2>&1; then $(DOCKER_BUILD); \
 	else echo "make image: no docker engine here; run the command above where there is one" >&2; fi
 
 ## set-version V=X.Y.Z: the release version in its one place (VERSION), copied to the chart
-## (version, appVersion) and the example Deployment's images; tag the commit vX.Y.Z.
+## (version, appVersion), the example Deployment's images and the docs' examples; then tag the
+## commit vX.Y.Z (e2e/version_test.go checks they agree).
 set-version:
 	@test -n "$(V)" || { echo "usage: make set-version V=X.Y.Z" >&2; exit 2; }
 	echo $(V) >VERSION
 	sed -i -E 's/^(version: ).*/\1$(V)/; s/^(appVersion: ).*/\1"$(V)"/' charts/haproxy-sidecar/Chart.yaml
 	sed -i -E 's#^( +image: haproxy-sidecar:).*#\1$(V)#' examples/kubernetes/deployment.yaml
+	sed -i -E 's#(VERSION=)[0-9][0-9A-Za-z.+-]*#\1$(V)#g; s#(haproxy-sidecar:)[0-9][0-9A-Za-z.+-]*#\1$(V)#g' docs/kubernetes.md
 
 deps:
 	hack/install-deps.sh

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"syscall"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
@@ -64,8 +63,11 @@ func main() {
 	}
 	cmd, args := os.Args[1], os.Args[2:]
 	env := sidecar.Env{Log: os.Stderr, Memory: memory.ApplyDefaults(os.Getenv, "/sys/fs/cgroup"), Process: true}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
+	// The first stop signal ends ctx (run may then drain for --shutdown-delay); a second one
+	// gets the signal's default action: the process ends at once.
+	context.AfterFunc(ctx, stop)
 	var err error
 	switch cmd {
 	case "run":

@@ -8,57 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	sigyaml "sigs.k8s.io/yaml"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 )
-
-// TestChartVersionIsVERSION: the release version has one place, the VERSION file (make
-// set-version writes it and copies it): the chart's version and appVersion (the default image
-// tag) and the example Deployment's images are that version.
-func TestChartVersionIsVERSION(t *testing.T) {
-	b, err := os.ReadFile("../VERSION")
-	if err != nil {
-		t.Fatal(err)
-	}
-	version := strings.TrimSpace(string(b))
-	if !regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`).MatchString(version) {
-		t.Fatalf("VERSION %q is not a semantic version", version)
-	}
-	b, err = os.ReadFile("../charts/haproxy-sidecar/Chart.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var chart struct {
-		Version    string `json:"version"`
-		AppVersion string `json:"appVersion"`
-	}
-	if err := sigyaml.Unmarshal(b, &chart); err != nil {
-		t.Fatal(err)
-	}
-	if chart.Version != version || chart.AppVersion != version {
-		t.Errorf("Chart.yaml version %q, appVersion %q; VERSION says %q (make set-version V=%s)", chart.Version, chart.AppVersion, version, version)
-	}
-	b, err = os.ReadFile("../examples/kubernetes/deployment.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	images := regexp.MustCompile(`(?m)^\s+image:\s*(\S+)`).FindAllStringSubmatch(string(b), -1)
-	if len(images) != 2 {
-		t.Fatalf("examples/kubernetes/deployment.yaml has %d images, want HAProxy's and the sidecar's", len(images))
-	}
-	for _, m := range images {
-		if m[1] != "haproxy-sidecar:"+version {
-			t.Errorf("examples/kubernetes/deployment.yaml runs %s, want haproxy-sidecar:%s (the one image: the HAProxy that validates serves)", m[1], version)
-		}
-	}
-}
 
 const chartDir = "../charts/haproxy-sidecar"
 
@@ -430,7 +387,8 @@ func TestChartDryRun(t *testing.T) {
 		"--set", "rbac.podNamespaces={web}", "--set", "sidecar.tlsSecretNamespaces={web}", "--set", "watch={nodes.v1}",
 		"--set", "sidecar.extraArgs[0]=--pprof", "--set", "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring",
 		"--set", "topologySpreadConstraints[0].maxSkew=1,topologySpreadConstraints[0].topologyKey=zone,topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule",
-		"--set", "service.externalTrafficPolicy=Local,service.annotations.a=b,priorityClassName=system-cluster-critical"}
+		"--set", "service.externalTrafficPolicy=Local,service.annotations.a=b,priorityClassName=system-cluster-critical",
+		"--set", "image.digest=sha256:" + strings.Repeat("0f", 32) + ",ports.http=8000,ports.haproxyMetrics=18405,nameOverride=proxy"}
 	t.Run("every toggle on", func(t *testing.T) {
 		objs := helmTemplate(t, helm, "lb", "lb", all...)
 		for _, kind := range []string{"PodDisruptionBudget", "ServiceMonitor", "PrometheusRule", "NetworkPolicy"} {
@@ -473,10 +431,11 @@ func TestChartDryRun(t *testing.T) {
 		}
 	})
 	t.Run("two releases in one namespace", func(t *testing.T) {
-		a := helmTemplate(t, helm, "a", "lb", "--set", "services.shop.namespace=shop,services.shop.selector.app=shop,template=global",
-			"--set", "inputs.servicesConfigMap=a-services,inputs.configConfigMap=a-config,inputs.certificatesConfigMap=a-certificates,inputs.keysSecret=a-keys")
-		b := helmTemplate(t, helm, "b", "lb", "--set", "services.shop.namespace=shop,services.shop.selector.app=shop,template=global",
-			"--set", "inputs.servicesConfigMap=b-services,inputs.configConfigMap=b-config,inputs.certificatesConfigMap=b-certificates,inputs.keysSecret=b-keys")
+		// By default: their inputs, Leases and dashboards are their own (TestChartNames).
+		both := []string{"--set", "services.shop.namespace=shop,services.shop.selector.app=shop,template=global",
+			"--set", "serviceMonitor.enabled=true,prometheusRule.enabled=true,dashboards.enabled=true,leaderElection.enabled=true,webhook.enabled=true"}
+		a := helmTemplate(t, helm, "a", "lb", both...)
+		b := helmTemplate(t, helm, "b", "lb", both...)
 		seen := map[string]bool{}
 		for _, o := range append(a, b...) {
 			ns := o.GetNamespace()

@@ -149,7 +149,7 @@ template: |
 			js := string(mustJSON(t, o))
 			sawLeases = sawLeases || (o.GetKind() == "Role" && strings.Contains(js, "leases"))
 			sawLeaderEnv = sawLeaderEnv || (o.GetKind() == "Deployment" && strings.Contains(js, "HAPROXY_SIDECAR_LEADER_ELECT"))
-			if o.GetKind() == "ConfigMap" && o.GetName() == "services" {
+			if o.GetKind() == "ConfigMap" && o.GetName() == "lb-services" {
 				data, _, _ := unstructured.NestedStringMap(o.Object, "data")
 				if !strings.Contains(data["shop"], `"selector":{"app":"shop"}`) {
 					t.Errorf("services ConfigMap shop = %q", data["shop"])

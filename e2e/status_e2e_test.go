@@ -441,7 +441,8 @@ func TestStatusRBAC(t *testing.T) {
 			{"update", "ingresses.networking.k8s.io:status", "web", "yes"}, {"update", "ingresses.networking.k8s.io", "web", "no"},
 			{"update", "httproutes.gateway.networking.k8s.io:status", "web", "yes"}, {"update", "httproutes.gateway.networking.k8s.io:status", "lb", "no"},
 			{"update", "gateways.gateway.networking.k8s.io:status", "lb", "no"}, // not watched
-			{"patch", "configmaps/services", "lb", "yes"}, {"patch", "configmaps/config", "lb", "no"},
+			// The release's services ConfigMap (inputs are named after it), no other.
+			{"patch", "configmaps/lb-services", "lb", "yes"}, {"patch", "configmaps/services", "lb", "no"}, {"patch", "configmaps/lb-config", "lb", "no"},
 			{"get", "services/lb", "lb", "yes"}, {"get", "services/other", "lb", "no"},
 		})
 	})

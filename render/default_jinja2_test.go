@@ -39,7 +39,8 @@ func TestDefaultTemplateAsJinja2(t *testing.T) {
 		env   map[string]string
 	}{
 		{"everything", snapshot.Stats{Username: "stats", Password: `pa ss"$word`, PasswordSet: true}, true,
-			map[string]string{"HTTP_BIND": ":8080", "STATS_BIND": "127.0.0.1:9000", "HTTPS_BIND": "", "STATS_SOCKET": "/run/haproxy.sock"}},
+			map[string]string{"HTTP_BIND": ":8080", "STATS_BIND": "127.0.0.1:9000", "HTTPS_BIND": "", "STATS_SOCKET": "/run/haproxy.sock",
+				"METRICS_BIND": ":8405", "HARD_STOP_AFTER": "45s"}},
 		{"no password no certificates", snapshot.Stats{Username: "stats"}, false, map[string]string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

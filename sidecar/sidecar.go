@@ -20,6 +20,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
@@ -48,7 +49,8 @@ type Env struct {
 	Process bool
 }
 
-// Run is the sidecar until ctx ends.
+// Run is the sidecar until ctx ends; with --shutdown-delay, /readyz answers 503 from then on and
+// the sidecar keeps HAProxy configured that long more (drainFirst).
 func Run(ctx context.Context, cfg *config.Run, env Env) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -71,6 +73,8 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	if err != nil {
 		return err
 	}
+	ctx, stop := drainFirst(ctx, cfg.HTTP.ShutdownDelay, health, log)
+	defer stop()
 	src, err := newSource(cfg.Source, cfg.Inputs, log, sourceState(metrics, health))
 	if err != nil {
 		return err
@@ -160,6 +164,35 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	}
 	logStarting(log, build, cfg, local, store, env.Memory)
 	return p.Run(ctx)
+}
+
+// drainFirst returns the context the sidecar works under: when ctx ends (the stop signal), /readyz
+// turns 503 at once and the work goes on for delay more, so that the load balancers that follow
+// the pod's readiness stop sending it new connections while HAProxy still serves them (HAProxy
+// stops after, on its own signal: docs/kubernetes.md#draining). A zero delay stops at once, as
+// the health server's end makes the pod unready as well. stop releases it.
+func drainFirst(ctx context.Context, delay time.Duration, health *status.Health, log *slog.Logger) (work context.Context, stop func()) {
+	if delay <= 0 {
+		return ctx, func() {}
+	}
+	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-work.Done():
+			return
+		case <-ctx.Done():
+		}
+		health.Stopping()
+		log.Info("stopping: /readyz answers 503 while HAProxy keeps serving; the sidecar stops after --shutdown-delay", "shutdown_delay", delay)
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-work.Done():
+		}
+		cancel()
+	}()
+	return work, cancel
 }
 
 // newStatus makes the metrics, with the build's, and the health that the probes answer and

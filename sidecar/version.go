@@ -7,11 +7,12 @@ import (
 )
 
 // Version is the sidecar's version, set at build time by the Makefile and the Dockerfile
-// (-ldflags "-X github.com/haproxy-sidecar/haproxy-sidecar/sidecar.Version=..."): git describe
-// --tags --always --dirty, else the repository's VERSION file. A plain go build says 0.0.0-dev.
+// (-ldflags "-X github.com/haproxy-sidecar/haproxy-sidecar/sidecar.Version=..."): the
+// repository's VERSION file, which the image's tag is too. A plain go build says 0.0.0-dev.
 var Version = "0.0.0-dev"
 
-// Revision is the commit the sidecar was built from, set at build time like Version; empty:
+// Revision is the commit the sidecar was built from (-dirty: with uncommitted changes), set at
+// build time like Version; empty:
 // the one go build recorded (vcs.revision), if any.
 var Revision = ""
 

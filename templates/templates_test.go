@@ -10,7 +10,7 @@ func TestDefault(t *testing.T) {
 	if !ok {
 		t.Fatalf("Default has no %q (keys: %v)", DefaultKey, Default)
 	}
-	for _, want := range []string{"hard-stop-after 30s", "option idle-close-on-response", "option redispatch", "option forwardfor", "{% include \"rules.j2\" %}"} {
+	for _, want := range []string{`hard-stop-after {{ env.HARD_STOP_AFTER|default("30s", true) }}`, "option idle-close-on-response", "option redispatch", "option forwardfor", "{% include \"rules.j2\" %}"} {
 		if !strings.Contains(main, want) {
 			t.Errorf("%s does not contain %q", DefaultKey, want)
 		}

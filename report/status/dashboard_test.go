@@ -53,5 +53,37 @@ func TestDashboardAndAlertsUseTheMetrics(t *testing.T) {
 				t.Errorf("%s does not watch haproxy_sidecar_%s", f, want)
 			}
 		}
+		// A sidecar that is down exports nothing: only Prometheus' own up series can tell.
+		if !upSeries.Match(b) {
+			t.Errorf("%s does not watch up: a dead sidecar shows nowhere", f)
+		}
+	}
+}
+
+// upSeries finds Prometheus' own up series (not haproxy_sidecar_haproxy_up).
+var upSeries = regexp.MustCompile(`(^|[^a-z_])up\{`)
+
+// TestAlertsSeeADeadSidecar: every alert but two reads the sidecar's own metrics, which a
+// crash-looping sidecar does not export; those two read Prometheus' up series of its target: one
+// that is down, and none scraped at all.
+func TestAlertsSeeADeadSidecar(t *testing.T) {
+	b, err := os.ReadFile("../../charts/haproxy-sidecar/templates/prometheusrule.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exprs := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^\s+- alert: (\w+)\n\s+expr: (.*)$`).FindAllStringSubmatch(string(b), -1) {
+		exprs[m[1]] = m[2]
+	}
+	if e := exprs["HAProxySidecarDown"]; !regexp.MustCompile(`^up\{.*\} == 0$`).MatchString(e) {
+		t.Errorf("HAProxySidecarDown: %q, want up{...} == 0", e)
+	}
+	if e := exprs["HAProxySidecarAbsent"]; !regexp.MustCompile(`^absent\(up\{.*\}\)$`).MatchString(e) {
+		t.Errorf("HAProxySidecarAbsent: %q, want absent(up{...})", e)
+	}
+	for name, e := range exprs {
+		if !strings.Contains(e, "haproxy_sidecar_") && !upSeries.MatchString(e) {
+			t.Errorf("%s reads neither the sidecar's metrics nor up: %q", name, e)
+		}
 	}
 }

@@ -22,8 +22,11 @@ type Health struct {
 	// HAProxy is what HAProxy runs (package live); nil: nothing is known.
 	HAProxy func() live.State
 
-	mu       sync.Mutex
-	standby  bool
+	mu      sync.Mutex
+	standby bool
+	// stopping: the sidecar was asked to stop and drains (--shutdown-delay): not ready, so that
+	// load balancers stop sending to the pod while HAProxy still serves.
+	stopping bool
 	lastErr  string
 	errSince time.Time
 	// failingSince is when the syncs began to fail in a row (zero once one goes through): how
@@ -61,6 +64,14 @@ func (h *Health) Applied() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.lastErr, h.standby, h.failingSince = "", false, time.Time{}
+}
+
+// Stopping records that the sidecar was asked to stop: /readyz answers 503 from now on, whatever
+// HAProxy runs (it keeps serving while the pod drains).
+func (h *Health) Stopping() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopping = true
 }
 
 // Written records that a sync wrote its configuration while HAProxy does not run: not
@@ -155,6 +166,9 @@ func (h *Health) Ready() bool {
 }
 
 func (h *Health) readyLocked(st live.State) bool {
+	if h.stopping {
+		return false
+	}
 	if h.standby {
 		return true
 	}
@@ -164,7 +178,8 @@ func (h *Health) readyLocked(st live.State) bool {
 type healthBody struct {
 	Ready      bool        `json:"ready"`
 	Standby    bool        `json:"standby,omitempty"`
-	HAProxy    string      `json:"haproxy,omitempty"` // up, down
+	Stopping   bool        `json:"stopping,omitempty"` // asked to stop: draining
+	HAProxy    string      `json:"haproxy,omitempty"`  // up, down
 	LiveConfig string      `json:"liveConfig,omitempty"`
 	LiveSince  string      `json:"liveSince,omitempty"`
 	Written    string      `json:"writtenConfig,omitempty"` // on disk, waiting for HAProxy to start
@@ -181,7 +196,7 @@ func (h *Health) body() healthBody {
 	st := h.haproxy()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	b := healthBody{Ready: h.readyLocked(st), Standby: h.standby, HAProxy: st.Probe.Seen.String(),
+	b := healthBody{Ready: h.readyLocked(st), Standby: h.standby, Stopping: h.stopping, HAProxy: st.Probe.Seen.String(),
 		Written: st.LoadsAtStart, LastError: h.lastErr, Held: slices.Clone(h.held)}
 	if !h.standby {
 		b.LiveConfig = st.Live
@@ -210,6 +225,8 @@ func (h *Health) body() healthBody {
 	}
 	downWhy := h.redact(st.Probe.Why)
 	switch {
+	case h.stopping:
+		b.Reason = "stopping: the pod is being stopped; HAProxy keeps serving while load balancers stop sending to it"
 	case st.Probe.Seen == live.Down && st.Probe.Process != 0:
 		b.Reason = fmt.Sprintf("HAProxy runs (pid %d) but its master socket does not answer: the sidecar can neither reload it nor change it at runtime (check --master-socket): %s",
 			st.Probe.Process, downWhy)

@@ -56,3 +56,23 @@ func TestSourceDownIsAReasonNotUnreadiness(t *testing.T) {
 		t.Errorf("source back: %d source %q reason %q error %q since %q", code, b.Source, b.Reason, b.SourceErr, b.SourceDown)
 	}
 }
+
+// TestStoppingIsNotReady: once the sidecar is asked to stop, /readyz answers 503 saying so,
+// while HAProxy runs a good configuration and even on a standby: load balancers that follow the
+// pod's readiness stop sending to it while HAProxy still serves (the pod drains).
+func TestStoppingIsNotReady(t *testing.T) {
+	st := live.State{Live: "abc", Probe: live.Probe{Seen: live.Up}}
+	h := &Health{HAProxy: func() live.State { return st }}
+	if code, _ := readyz(t, h); code != http.StatusOK {
+		t.Fatalf("serving: %d, want 200", code)
+	}
+	h.Standby()
+	h.Stopping()
+	code, b := readyz(t, h)
+	if code != http.StatusServiceUnavailable || b.Ready || !b.Stopping || !strings.HasPrefix(b.Reason, "stopping") {
+		t.Errorf("stopping: %d ready %v stopping %v reason %q, want 503 saying it stops", code, b.Ready, b.Stopping, b.Reason)
+	}
+	if h.Ready() {
+		t.Error("Ready() while stopping: haproxy_sidecar_ready would say 1")
+	}
+}

@@ -1,25 +1,62 @@
-{{- define "haproxy-sidecar.name" -}}{{ .Release.Name | trunc 63 | trimSuffix "-" }}{{- end -}}
+{{- /* The chart's name (nameOverride): the app.kubernetes.io/name label. */ -}}
+{{- define "haproxy-sidecar.name" -}}
+{{ .Values.nameOverride | default .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{- end -}}
+{{- /* The objects' name: fullnameOverride, else the release's name (RELEASE-NAMEOVERRIDE with a
+nameOverride the release's name does not hold). Two releases in one namespace have their own. */ -}}
+{{- define "haproxy-sidecar.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{ .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else if and .Values.nameOverride (not (contains .Values.nameOverride .Release.Name)) -}}
+{{ printf "%s-%s" .Release.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- else -}}
+{{ .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- end -}}
+{{- end -}}
 {{- define "haproxy-sidecar.labels" -}}
-app.kubernetes.io/name: haproxy-sidecar
-app.kubernetes.io/instance: {{ .Release.Name }}
+{{ include "haproxy-sidecar.selector" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- end -}}
 {{- define "haproxy-sidecar.selector" -}}
-app.kubernetes.io/name: haproxy-sidecar
+app.kubernetes.io/name: {{ include "haproxy-sidecar.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{- /* The one image both containers run: the sidecar's, which carries HAProxy, so that the
-HAProxy that validates (haproxy -c) is the one that serves. */ -}}
+HAProxy that validates (haproxy -c) is the one that serves. A digest pins it (the tag stays, for
+people to read; the runtime pulls the digest). */ -}}
 {{- define "haproxy-sidecar.image" -}}
-{{ printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) | quote }}
+{{- $ref := printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- with .Values.image.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end -}}
+{{ $ref | quote }}
+{{- end -}}
+
+{{- /* The inputs' names (the sidecar's --services-configmap, ...): the value, else
+FULLNAME-services, FULLNAME-config, FULLNAME-certificates, FULLNAME-keys, so that two releases
+in one namespace do not read each other's. Call with (list $ "servicesConfigMap"). */ -}}
+{{- define "haproxy-sidecar.input" -}}
+{{- $root := index . 0 -}}
+{{- $key := index . 1 -}}
+{{- $suffix := dict "servicesConfigMap" "services" "configConfigMap" "config" "certificatesConfigMap" "certificates" "keysSecret" "keys" -}}
+{{- index $root.Values.inputs $key | default (printf "%s-%s" (include "haproxy-sidecar.fullname" $root) (index $suffix $key)) -}}
+{{- end -}}
+{{- /* The Secret of the stats password: the value's name, else FULLNAME-stats. */ -}}
+{{- define "haproxy-sidecar.statsSecret" -}}
+{{- .Values.sidecar.statsPasswordSecret.name | default (printf "%s-stats" (include "haproxy-sidecar.fullname" .)) -}}
+{{- end -}}
+
+{{- /* The pod's terminationGracePeriodSeconds: the preStop sleep, then HAProxy's soft stop
+(at most hard-stop-after), and a margin: the kubelet kills what is left after it. */ -}}
+{{- define "haproxy-sidecar.gracePeriod" -}}
+{{- add .Values.drain.preStopSeconds .Values.drain.hardStopAfterSeconds .Values.drain.marginSeconds -}}
 {{- end -}}
 
 {{- /* The service account the pods run as, and the RBAC subjects name. */ -}}
 {{- define "haproxy-sidecar.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
-{{ .Values.serviceAccount.name | default (include "haproxy-sidecar.name" .) }}
+{{ .Values.serviceAccount.name | default (include "haproxy-sidecar.fullname" .) }}
 {{- else -}}
 {{ .Values.serviceAccount.name | default "default" }}
 {{- end -}}
@@ -80,7 +117,30 @@ docs/status.md), update and patch on their status subresource. */ -}}
   verbs: ["create", "patch"]
 {{- end -}}
 
+{{- /* The label matchers of the sidecar's scrape target among the release's up series: the
+ServiceMonitor's endpoint (HAProxy's exporter is another); none with the scrape annotations,
+which name the sidecar's port only. */ -}}
+{{- define "haproxy-sidecar.sidecarTarget" -}}
+{{- $target := .Values.prometheusRule.sidecarTarget | default (ternary "endpoint=\"metrics\"" "" .Values.serviceMonitor.enabled) -}}
+{{- include "haproxy-sidecar.alertSelector" . }}{{ with $target }}, {{ . }}{{ end -}}
+{{- end -}}
 {{- /* The label matchers of this release's series, for the alert rules. */ -}}
 {{- define "haproxy-sidecar.alertSelector" -}}
-{{- .Values.prometheusRule.selector | default (printf "namespace=%q, pod=~%q" .Release.Namespace (printf "%s-[a-z0-9]+-[a-z0-9]+" (include "haproxy-sidecar.name" .))) -}}
+{{- .Values.prometheusRule.selector | default (printf "namespace=%q, pod=~%q" .Release.Namespace (printf "%s-[a-z0-9]+-[a-z0-9]+" (include "haproxy-sidecar.fullname" .))) -}}
+{{- end -}}
+
+{{- /* The HAProxy container's script: wait for the sidecar's first configuration, then run
+HAProxy in master-worker mode as a child of this shell, which turns the container's stop signal
+(SIGTERM: the image's STOPSIGNAL; SIGUSR1: HAProxy's; SIGINT) into SIGUSR1 for the master: a
+soft stop (it stops listening, its workers finish their connections, hard-stop-after bounds
+them), whichever signal the runtime sends. As PID 1, a shell ignores a signal it does not trap. */ -}}
+{{- define "haproxy-sidecar.haproxyScript" -}}
+trap 'exit 0' TERM INT USR1
+until [ -e /etc/haproxy/haproxy.cfg ]; do sleep 0.5; done
+haproxy -W -S /var/run/haproxy/master.sock,level,admin -f /etc/haproxy/haproxy.cfg &
+pid=$!
+trap 'kill -USR1 "$pid" 2>/dev/null' TERM INT USR1
+status=0
+while kill -0 "$pid" 2>/dev/null; do wait "$pid"; status=$?; done
+exit "$status"
 {{- end -}}
