@@ -123,6 +123,16 @@ func (b *bench) run(sidecar, crds string) error {
 			return err
 		}
 	}
+	// Every route is still served at the end, by its Service's pod or the one added to it.
+	t0 := time.Now()
+	late := b.notServed(func(i int) bool {
+		got := b.proxy.Get(b.host(i), "/")
+		return got == svcName(i) || strings.HasPrefix(got, svcName(i)+"-")
+	})
+	if len(late) > 0 {
+		return fmt.Errorf("at the end, %d routes not served (the first: %s)", len(late), b.host(late[0]))
+	}
+	st.checkEnd = time.Since(t0)
 	b.print(st, results)
 	return nil
 }
@@ -177,6 +187,7 @@ type startup struct {
 	all           time.Duration // every host served (the sample's time when each was at its check)
 	late          int           // hosts not served yet when checked
 	checkAll      time.Duration // how long the check of every host took
+	checkEnd      time.Duration // the same at the end of the run
 	status        time.Duration // the status of every object written (0: none to write)
 	statusObjects int           // objects whose status was written
 	reloads       int           // HAProxy's, from its start to the first change

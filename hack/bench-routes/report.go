@@ -20,7 +20,7 @@ func (b *bench) print(st *startup, results []*result) {
 			ms(benchrig.Percentile(r.took, .5)), ms(benchrig.Percentile(r.took, .95)), ms(benchrig.Percentile(r.took, .99)), ms(benchrig.Percentile(r.took, 1)),
 			r.reloads, counts(r.updates), r.rss)
 	}
-	fmt.Printf("| start -> every route served (all %s checked) | | | | %s | %d | | %d MB |\n", thousands(b.n), ms(st.all), st.reloads, st.rss)
+	fmt.Printf("| start -> every route served (all %s checked, at the end too) | | | | %s | %d | | %d MB |\n", thousands(b.n), ms(st.all), st.reloads, st.rss)
 	fmt.Printf("| sidecar max RSS (VmHWM) over the run | | | | | | | %d MB |\n\n", b.proxy.MaxRSS())
 
 	fmt.Printf("start: first configuration written after %s; a sample of %d hosts served after %s; then all %s checked in %s, %d not served yet at their check",
@@ -28,7 +28,7 @@ func (b *bench) print(st *startup, results []*result) {
 	if st.statusObjects > 0 {
 		fmt.Printf("; the status of %s objects written, the last %s after the start", thousands(st.statusObjects), ms(st.status))
 	}
-	fmt.Printf("; renders by then %s; max RSS %d MB\n", counts(st.renders), st.maxRSS)
+	fmt.Printf("; renders by then %s; max RSS %d MB; at the end all %s served again (checked in %s)\n", counts(st.renders), st.maxRSS, thousands(b.n), ms(st.checkEnd))
 	for _, r := range results {
 		fmt.Printf("%s: renders %s; the sidecar's own change -> live (change_to_live_seconds) %s on average",
 			r.what, counts(r.renders), ms(r.toLive))
