@@ -135,21 +135,30 @@ func (b *bench) measure(ch change) (*result, error) {
 	return r, nil
 }
 
-// quiet waits until the sidecar has settled (Settled) and then rendered nothing for b.gap:
-// the status it writes once a change is live (every 500 ms at most) comes back from the API
-// as a change of the objects, and its sync, rendering everything, is over before the next
-// change is written.
+// quiet waits until the sidecar has settled (Settled) and then been idle: b.gap at least since,
+// and at most 20 ms of CPU used in the last 300 ms. Once a change is live the sidecar writes
+// its status (looked at every 500 ms), which comes back from the API as a change of the objects
+// and is rendered again, everything; the next change waits until that is over, so that each is
+// measured alone. (Its renders counter moves only at the end of a render: it cannot say.)
 func (b *bench) quiet() error {
 	if err := b.proxy.Settled(); err != nil {
 		return err
 	}
-	last, since := -1.0, time.Now()
-	return benchrig.WaitUntil("no render for "+b.gap.String(), time.Minute, func() bool {
-		if n := b.proxy.Metric("haproxy_sidecar_renders_total"); n != last {
-			last, since = n, time.Now()
-		}
+	type reading struct {
+		at  time.Time
+		cpu time.Duration
+	}
+	start := time.Now()
+	var rs []reading
+	return benchrig.WaitUntil("the sidecar idle", 2*time.Minute, func() bool {
 		time.Sleep(20 * time.Millisecond)
-		return time.Since(since) >= b.gap
+		now := reading{time.Now(), b.proxy.CPU()}
+		rs = append(rs, now)
+		// The newest reading at least 300 ms old is rs[0].
+		for len(rs) > 1 && now.at.Sub(rs[1].at) >= 300*time.Millisecond {
+			rs = rs[1:]
+		}
+		return time.Since(start) >= b.gap && now.at.Sub(rs[0].at) >= 300*time.Millisecond && now.cpu-rs[0].cpu <= 20*time.Millisecond
 	})
 }
 

@@ -35,7 +35,7 @@ func main() {
 	n := flag.Int("n", 1000, "routes, and Services (one pod each)")
 	changes := flag.Int("changes", 50, "changes of each kind (at most -n)")
 	wait := flag.String("wait", "20ms:1s", "the sidecar's --wait (debounce)")
-	gap := flag.Duration("gap", 600*time.Millisecond, "after each change is served and settled, how long the sidecar must render nothing before the next (its status writes come back as changes)")
+	gap := flag.Duration("gap", 600*time.Millisecond, "least time from a change served and settled to the next, which also waits until the sidecar is idle (its status writes come back as changes it renders)")
 	sample := flag.Int("sample", 20, "hosts polled from the sidecar's start until served")
 	crds := flag.String("crds", "e2e/testdata/gateway-api", "the directory of the Gateway API CRDs (hack/gateway-api-crds.sh)")
 	stages := flag.Bool("stages", false, "run the sidecar at debug level and print the medians of its sync stages (read, build, plan, apply) for each kind of change")

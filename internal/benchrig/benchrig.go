@@ -289,6 +289,25 @@ func Percentile(d []time.Duration, p float64) time.Duration {
 	return s[min(max(i, 0), len(s)-1)]
 }
 
+// CPU is the CPU time, user and system, a process has used (/proc/PID/stat, in USER_HZ ticks
+// of 10 ms); 0 if unknown.
+func CPU(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// After the command, in parentheses that may hold spaces, come the state (field 3), ...,
+	// utime (14) and stime (15).
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	user, _ := strconv.ParseInt(f[11], 10, 64)
+	sys, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(user+sys) * 10 * time.Millisecond
+}
+
 // Memory is a field of a process's /proc/PID/status in MB (VmRSS, VmHWM); 0 if unknown.
 func Memory(pid int, field string) int {
 	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))

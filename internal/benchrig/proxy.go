@@ -121,6 +121,9 @@ func (p *Proxy) Settled() error {
 // Metric sums the sidecar's samples whose line starts with prefix (Metric).
 func (p *Proxy) Metric(prefix string) float64 { return Metric(p.Metrics, prefix) }
 
+// CPU is the CPU time the sidecar has used.
+func (p *Proxy) CPU() time.Duration { return CPU(p.PID) }
+
 // RSS and MaxRSS are the sidecar's resident memory now and its peak (VmHWM), in MB.
 func (p *Proxy) RSS() int    { return Memory(p.PID, "VmRSS") }
 func (p *Proxy) MaxRSS() int { return Memory(p.PID, "VmHWM") }
