@@ -184,7 +184,7 @@ func (b *bench) load(crds string) error {
 type startup struct {
 	firstConfig   time.Duration // haproxy.cfg written
 	sample        time.Duration // a sample of the hosts served
-	all           time.Duration // every host served (the sample's time when each was at its check)
+	all           time.Duration // every host served: the sample's time if each was at its check, else the last late one's
 	late          int           // hosts not served yet when checked
 	checkAll      time.Duration // how long the check of every host took
 	checkEnd      time.Duration // the same at the end of the run
