@@ -90,3 +90,10 @@ bench-scale:
 .PHONY: bench-ingress
 bench-ingress: deps
 	hack/bench-ingress.sh
+
+## bench-routes: HTTPRoutes and Ingresses at 1,000 and 3,000 (SIZES; 10000 too) through a real
+## kube-apiserver, HAProxy 3.4 and 3.2: a new route, a path change, a route deleted, a pod
+## added -> served p50/p95/p99, reloads, RSS, start to every route served (docs/performance.md).
+.PHONY: bench-routes
+bench-routes: deps
+	hack/bench-routes.sh

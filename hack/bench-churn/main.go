@@ -288,16 +288,6 @@ func hasLiveServer(out, name string) bool {
 	return false
 }
 
-func percentile(d []time.Duration, p float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := int(p*float64(len(s))+0.5) - 1
-	return s[min(max(i, 0), len(s)-1)]
-}
-
 func (r *results) print(pods int, runtimeAPI bool) {
 	mode := "runtime API on"
 	if !runtimeAPI {
@@ -313,7 +303,7 @@ func (r *results) print(pods int, runtimeAPI bool) {
 		fmt.Printf(" (first: %s)", strings.Join(r.errs, "; "))
 	}
 	fmt.Println()
-	fmt.Printf("  change -> served:    p50 %s  p90 %s  p99 %s  max %s\n", ms(percentile(all, .5)), ms(percentile(all, .9)), ms(percentile(all, .99)), ms(percentile(all, 1)))
-	fmt.Printf("    pod ready (%3d):   p50 %s  p99 %s\n", len(r.added), ms(percentile(r.added, .5)), ms(percentile(r.added, .99)))
-	fmt.Printf("    pod unready (%3d): p50 %s  p99 %s\n", len(r.removed), ms(percentile(r.removed, .5)), ms(percentile(r.removed, .99)))
+	fmt.Printf("  change -> served:    p50 %s  p90 %s  p99 %s  max %s\n", ms(benchrig.Percentile(all, .5)), ms(benchrig.Percentile(all, .9)), ms(benchrig.Percentile(all, .99)), ms(benchrig.Percentile(all, 1)))
+	fmt.Printf("    pod ready (%3d):   p50 %s  p99 %s\n", len(r.added), ms(benchrig.Percentile(r.added, .5)), ms(benchrig.Percentile(r.added, .99)))
+	fmt.Printf("    pod unready (%3d): p50 %s  p99 %s\n", len(r.removed), ms(benchrig.Percentile(r.removed, .5)), ms(benchrig.Percentile(r.removed, .99)))
 }

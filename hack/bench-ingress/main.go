@@ -4,18 +4,16 @@
 // one listener per backend), then path changes, each timed from the edit of one Ingress's
 // file to "served" (a request for the new path answered by the backend the path names), with
 // HAProxy's reloads counted and the sidecar's memory read from /proc. With --source=kube the
-// objects are in a real kube-apiserver instead (kube.go), each change timed from the return of
-// its API call. Run it through hack/bench-ingress.sh.
+// objects are in a real kube-apiserver instead (benchrig.Kube), each change timed from the
+// return of its API call. Run it through hack/bench-ingress.sh.
 package main
 
 import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"log"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,19 +57,15 @@ func main() {
 	if err := b.newBackend(); err != nil {
 		fail(err)
 	}
-	fmt.Printf("sidecar max RSS (VmHWM) over the run: %d MB\n", benchrig.Memory(b.sidecarPID, "VmHWM"))
+	fmt.Printf("sidecar max RSS (VmHWM) over the run: %d MB\n", b.proxy.MaxRSS())
 }
 
 type bench struct {
 	*benchrig.Rig
-	kube       *kubeStore // with --source=kube; nil: file mode
-	n          int
-	port       int
-	http       string
-	metrics    string
-	health     string
-	sidecarPID int
-	client     *http.Client
+	kube  *benchrig.Kube // with --source=kube; nil: file mode
+	proxy *benchrig.Proxy
+	n     int
+	port  int
 }
 
 func svcName(i int) string { return fmt.Sprintf("svc-%04d", i) }
@@ -86,8 +80,8 @@ func setup(n int, example string, keep bool, source string) (*bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &bench{Rig: rig, n: n,
-		client: &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
+	rig.StopOnSignal()
+	b := &bench{Rig: rig, n: n}
 	// One backend per Service, Service n included (named by no Ingress until the last step).
 	if b.port, err = b.Backends(n+1, svcIP, svcName); err != nil {
 		b.Stop()
@@ -144,17 +138,14 @@ func setup(n int, example string, keep bool, source string) (*bench, error) {
 
 // loadKube starts kube-apiserver and puts the manifests' objects there.
 func (b *bench) loadKube(files map[string][]byte) error {
-	logFile, err := os.Create(filepath.Join(b.Dir, "kube.log"))
-	if err != nil {
-		return err
-	}
 	t0 := time.Now()
-	if b.kube, err = startKube(b.Dir, logFile); err != nil {
+	var err error
+	if b.kube, err = b.StartKube(); err != nil {
 		return err
 	}
 	names := slices.Sorted(maps.Keys(files))
 	for _, name := range names {
-		if err := b.kube.put(name, files[name], 8); err != nil {
+		if err := b.kube.Put(name, files[name], 8); err != nil {
 			return err
 		}
 	}
@@ -162,19 +153,11 @@ func (b *bench) loadKube(files map[string][]byte) error {
 	return nil
 }
 
-// Stop stops what the bench started.
-func (b *bench) Stop() {
-	b.Rig.Stop()
-	if b.kube != nil {
-		b.kube.stop()
-	}
-}
-
 // put writes manifest name: its file replaced in one rename (as editors and ConfigMap volumes
 // do), or its objects applied.
 func (b *bench) put(name string, data []byte) error {
 	if b.kube != nil {
-		return b.kube.put(name, data, 1)
+		return b.kube.Put(name, data, 1)
 	}
 	return b.WriteFile(name, data)
 }
@@ -182,7 +165,7 @@ func (b *bench) put(name string, data []byte) error {
 // remove removes manifest name: its file, or its objects.
 func (b *bench) remove(name string) error {
 	if b.kube != nil {
-		return b.kube.remove(name)
+		return b.kube.Remove(name)
 	}
 	return os.Remove(filepath.Join(b.In, name))
 }
@@ -209,50 +192,15 @@ func (b *bench) writeIngress(i, other int, path string) error {
 }
 
 func (b *bench) start(sidecar, wait string) error {
-	ports := make([]int, 4)
-	for i := range ports {
-		p, err := benchrig.FreePort()
-		if err != nil {
-			return err
-		}
-		ports[i] = p
-	}
-	b.http = fmt.Sprintf("127.0.0.1:%d", ports[0])
-	b.metrics = fmt.Sprintf("127.0.0.1:%d", ports[2])
-	b.health = fmt.Sprintf("127.0.0.1:%d", ports[3])
-	env := []string{"HTTP_BIND=" + b.http, fmt.Sprintf("HTTPS_BIND=127.0.0.1:%d", ports[1])}
-	cfg, sock := filepath.Join(b.Run, "haproxy.cfg"), b.Socket()
-	t0 := time.Now()
 	source := []string{"--source=file", "--dir", b.In}
 	if b.kube != nil {
-		source = []string{"--source=kube", "--kubeconfig", b.kube.kubeconfig}
+		source = []string{"--source=kube", "--kubeconfig", b.kube.Kubeconfig}
 	}
-	cmd, err := b.Spawn("sidecar.log", sidecar, env, append(append([]string{"run"}, source...), "--haproxy-config", cfg, "--master-socket", sock, "--env-allow", "HTTP_BIND,HTTPS_BIND", "--wait", wait,
+	var err error
+	b.proxy, err = b.StartProxy(sidecar, nil, append(source, "--env-allow", "HTTP_BIND,HTTPS_BIND", "--wait", wait,
 		"--watch", "ingresses.v1.networking.k8s.io", "--watch", "services.v1",
-		"--watch", "endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name",
-		"--metrics-addr", b.metrics, "--health-addr", b.health)...)
+		"--watch", "endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name")...)
 	if err != nil {
-		return err
-	}
-	b.sidecarPID = cmd.Process.Pid
-	if err := benchrig.WaitUntil("the first configuration", 60*time.Second, func() bool { _, err := os.Stat(cfg); return err == nil }); err != nil {
-		return err
-	}
-	first := time.Since(t0)
-	if _, err := b.Spawn("haproxy.log", "haproxy", env, "-W", "-S", sock+",level,admin", "-f", cfg); err != nil {
-		return err
-	}
-	if err := benchrig.WaitUntil("HAProxy's master socket", 30*time.Second, func() bool { _, err := b.Reloads(); return err == nil }); err != nil {
-		return err
-	}
-	if err := benchrig.WaitUntil("the sidecar ready", 60*time.Second, func() bool {
-		resp, err := http.Get("http://" + b.health + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}); err != nil {
 		return err
 	}
 	for _, c := range []struct{ host, path, want string }{
@@ -260,90 +208,49 @@ func (b *bench) start(sidecar, wait string) error {
 		{"ing-0000.example.com", "/api/x", svcName(1)},
 		{fmt.Sprintf("ing-%04d.example.com", b.n-1), "/api", svcName(0)},
 	} {
-		if err := benchrig.WaitUntil(c.host+c.path+" served", 30*time.Second, func() bool { return b.get(c.host, c.path) == c.want }); err != nil {
+		if err := benchrig.WaitUntil(c.host+c.path+" served", 30*time.Second, func() bool { return b.proxy.Get(c.host, c.path) == c.want }); err != nil {
 			return err
 		}
 	}
-	st, _ := os.Stat(cfg)
+	st, _ := os.Stat(b.proxy.Config)
 	lines := func(name string) int {
 		data, _ := os.ReadFile(filepath.Join(b.Run, "maps", name))
 		return strings.Count(string(data), "\n")
 	}
 	fmt.Printf("%d Ingresses, %d backends: first configuration written %d ms after start (haproxy.cfg %d kB, routes.map %d lines); RSS %d MB, max RSS %d MB\n",
-		b.n, b.n, first.Milliseconds(), st.Size()/1024, lines("routes.map"), benchrig.Memory(b.sidecarPID, "VmRSS"), benchrig.Memory(b.sidecarPID, "VmHWM"))
+		b.n, b.n, b.proxy.FirstConfig.Milliseconds(), st.Size()/1024, lines("routes.map"), b.proxy.RSS(), b.proxy.MaxRSS())
 	return nil
-}
-
-// get sends one request through HAProxy (a new connection) and returns the body, or the
-// status and error.
-func (b *bench) get(host, path string) string {
-	req, _ := http.NewRequest("GET", "http://"+b.http+path, nil)
-	req.Host = host
-	resp, err := b.client.Do(req)
-	if err != nil {
-		return err.Error()
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return resp.Status
-	}
-	return string(body)
-}
-
-// settled waits until the sidecar has nothing in flight: the generation on disk is the one it
-// reports live.
-func (b *bench) settled() error {
-	return benchrig.WaitUntil("the sidecar to settle", 30*time.Second, func() bool {
-		target, err := os.Readlink(filepath.Join(b.Run, ".haproxy-sidecar", "current"))
-		if err != nil {
-			return false
-		}
-		resp, err := http.Get("http://" + b.health + "/readyz")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		var r struct {
-			LiveConfig string `json:"liveConfig"`
-		}
-		if json.NewDecoder(resp.Body).Decode(&r) != nil {
-			return false
-		}
-		h := target[strings.LastIndex(target, "-")+1:]
-		return len(r.LiveConfig) >= len(h) && r.LiveConfig[:len(h)] == h
-	})
 }
 
 // changes edits Ingress 0's second path (to Service 1) to a new path each time and waits
 // until the new path is answered by Service 1 (before, the prefix / sends it to Service 0).
 func (b *bench) changes(count int) error {
-	if err := b.settled(); err != nil {
+	if err := b.proxy.Settled(); err != nil {
 		return err
 	}
 	reloads0, err := b.Reloads()
 	if err != nil {
 		return err
 	}
-	maps0 := benchrig.Metric(b.metrics, `haproxy_sidecar_runtime_updates_total{kind="map_updated"}`)
+	maps0 := b.proxy.Metric(`haproxy_sidecar_runtime_updates_total{kind="map_updated"}`)
 	var took []time.Duration
 	var renders []float64
 	for c := 1; c <= count; c++ {
 		path := fmt.Sprintf("/v%d", c)
-		sum0, n0 := benchrig.Metric(b.metrics, "haproxy_sidecar_render_duration_seconds_sum"), benchrig.Metric(b.metrics, "haproxy_sidecar_render_duration_seconds_count")
+		sum0, n0 := b.proxy.Metric("haproxy_sidecar_render_duration_seconds_sum"), b.proxy.Metric("haproxy_sidecar_render_duration_seconds_count")
 		t0 := time.Now()
 		if err := b.writeIngress(0, 1, path); err != nil {
 			return err
 		}
-		if err := benchrig.WaitUntil(path+" served", 30*time.Second, func() bool { return b.get("ing-0000.example.com", path+"/x") == svcName(1) }); err != nil {
+		if err := benchrig.WaitUntil(path+" served", 30*time.Second, func() bool { return b.proxy.Get("ing-0000.example.com", path+"/x") == svcName(1) }); err != nil {
 			return err
 		}
 		took = append(took, time.Since(t0))
-		if err := b.settled(); err != nil {
+		if err := b.proxy.Settled(); err != nil {
 			return err
 		}
-		if n := benchrig.Metric(b.metrics, "haproxy_sidecar_render_duration_seconds_count") - n0; n > 0 {
-			renders = append(renders, (benchrig.Metric(b.metrics, "haproxy_sidecar_render_duration_seconds_sum")-sum0)/n*1000)
+		if n := b.proxy.Metric("haproxy_sidecar_render_duration_seconds_count") - n0; n > 0 {
+			renders = append(renders, (b.proxy.Metric("haproxy_sidecar_render_duration_seconds_sum")-sum0)/n*1000)
 		}
 		time.Sleep(300 * time.Millisecond) // apart, so each change is debounced on its own
 	}
@@ -365,7 +272,7 @@ func (b *bench) changes(count int) error {
 	fmt.Printf("path change -> served (includes the debounce's minimum): %d changes: min %.0f ms, median %.0f ms, max %.0f ms (%s ms)\n",
 		len(took), ms(sorted[0]), ms(sorted[len(sorted)/2]), ms(sorted[len(sorted)-1]), strings.Join(all, ", "))
 	fmt.Printf("  build+render of each sync (snapshot, haproxy.cfg and routes.map): %s ms; HAProxy reloads: %d; map updates through the runtime API: %.0f; RSS %d MB\n",
-		strings.Join(rs, ", "), reloads1-reloads0, benchrig.Metric(b.metrics, `haproxy_sidecar_runtime_updates_total{kind="map_updated"}`)-maps0, benchrig.Memory(b.sidecarPID, "VmRSS"))
+		strings.Join(rs, ", "), reloads1-reloads0, b.proxy.Metric(`haproxy_sidecar_runtime_updates_total{kind="map_updated"}`)-maps0, b.proxy.RSS())
 	return nil
 }
 
@@ -378,7 +285,7 @@ func (b *bench) newServices(count int) error {
 	if count == 0 {
 		return nil
 	}
-	if err := b.settled(); err != nil {
+	if err := b.proxy.Settled(); err != nil {
 		return err
 	}
 	reloads0, err := b.Reloads()
@@ -386,7 +293,7 @@ func (b *bench) newServices(count int) error {
 		return err
 	}
 	metric := func(kind string) float64 {
-		return benchrig.Metric(b.metrics, `haproxy_sidecar_runtime_updates_total{kind="`+kind+`"}`)
+		return b.proxy.Metric(`haproxy_sidecar_runtime_updates_total{kind="` + kind + `"}`)
 	}
 	added0, removed0 := metric("backend_added"), metric("backend_removed")
 	backend := "be_bench_" + svcName(b.n) + "_http"
@@ -400,11 +307,11 @@ func (b *bench) newServices(count int) error {
 		if err := b.put("ing-new.yaml", newIngress(svcName(b.n))); err != nil {
 			return err
 		}
-		if err := benchrig.WaitUntil("new.example.com served", 30*time.Second, func() bool { return b.get("new.example.com", "/") == svcName(b.n) }); err != nil {
+		if err := benchrig.WaitUntil("new.example.com served", 30*time.Second, func() bool { return b.proxy.Get("new.example.com", "/") == svcName(b.n) }); err != nil {
 			return err
 		}
 		served = append(served, time.Since(t0))
-		if err := b.settled(); err != nil {
+		if err := b.proxy.Settled(); err != nil {
 			return err
 		}
 		time.Sleep(300 * time.Millisecond) // apart, so each change is debounced on its own
@@ -412,11 +319,11 @@ func (b *bench) newServices(count int) error {
 		if err := b.remove("ing-new.yaml"); err != nil {
 			return err
 		}
-		if err := benchrig.WaitUntil("new.example.com no longer served", 30*time.Second, func() bool { return strings.HasPrefix(b.get("new.example.com", "/"), "404") }); err != nil {
+		if err := benchrig.WaitUntil("new.example.com no longer served", 30*time.Second, func() bool { return strings.HasPrefix(b.proxy.Get("new.example.com", "/"), "404") }); err != nil {
 			return err
 		}
 		gone = append(gone, time.Since(t0))
-		if err := b.settled(); err != nil {
+		if err := b.proxy.Settled(); err != nil {
 			return err
 		}
 		if err := benchrig.WaitUntil(backend+" gone from show backend", 30*time.Second, func() bool { return !runs() }); err != nil {
@@ -475,11 +382,11 @@ func (b *bench) newBackend() error {
 	if err := b.writeIngress(0, b.n, path); err != nil {
 		return err
 	}
-	if err := benchrig.WaitUntil(path+" served", 60*time.Second, func() bool { return b.get("ing-0000.example.com", path) == svcName(b.n) }); err != nil {
+	if err := benchrig.WaitUntil(path+" served", 60*time.Second, func() bool { return b.proxy.Get("ing-0000.example.com", path) == svcName(b.n) }); err != nil {
 		return err
 	}
 	took := time.Since(t0)
-	if err := b.settled(); err != nil {
+	if err := b.proxy.Settled(); err != nil {
 		return err
 	}
 	reloads1, err := b.Reloads()

@@ -1,8 +1,10 @@
-// Package benchrig is what the scripted benchmarks (hack/bench-churn, hack/bench-ingress)
-// share: a work directory with the manifests (in/) and HAProxy's files (run/), the processes
-// they start (the sidecar binary, HAProxy), each in a process group of its own with its log in
-// the work directory, backends on loopback addresses, and the readings they take (HAProxy's
-// reload counter, the sidecar's metrics).
+// Package benchrig is what the scripted benchmarks (hack/bench-churn, hack/bench-ingress,
+// hack/bench-routes) share: a work directory with the manifests (in/) and HAProxy's files
+// (run/), the processes they start (the sidecar binary and HAProxy: Proxy; a real
+// kube-apiserver and etcd: Kube), each in a process group of its own with its log in the work
+// directory and all stopped by Stop, also on an interrupt (StopOnSignal), backends on loopback
+// addresses, and the readings they take (HAProxy's reload counter, the sidecar's metrics and
+// memory, percentiles).
 package benchrig
 
 import (
@@ -12,14 +14,18 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/cli"
@@ -33,11 +39,17 @@ type Rig struct {
 	Run  string // Dir/run: haproxy.cfg, the master socket, the generations
 	Keep bool   // keep Dir after Stop
 
-	mu      sync.Mutex
-	procs   []*exec.Cmd
-	servers []*http.Server
-	once    sync.Once
+	mu       sync.Mutex
+	procs    []*exec.Cmd
+	servers  []*http.Server
+	cleanups []func()       // what else to stop (Kube), after the processes
+	stopped  bool           // Stop has begun: nothing more is started
+	starting sync.WaitGroup // starts under way that Stop waits for (StartKube)
+	once     sync.Once
 }
+
+// errStopped is the error of a start asked for once Stop has begun.
+var errStopped = errors.New("the bench is stopping")
 
 // New makes a work directory (named after prefix) with in/ and run/.
 func New(prefix string, keep bool) (*Rig, error) {
@@ -65,13 +77,18 @@ func (r *Rig) Spawn(logName, name string, env []string, args ...string) (*exec.C
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), env...)
 	ownGroup(cmd)
+	// Started and recorded under the lock: a Stop begun meanwhile finds it, or it is not started.
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		f.Close()
+		return nil, errStopped
+	}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	r.mu.Lock()
 	r.procs = append(r.procs, cmd)
-	r.mu.Unlock()
 	return cmd, nil
 }
 
@@ -113,12 +130,18 @@ func (r *Rig) Backends(n int, addr, name func(i int) string) (int, error) {
 	}
 }
 
-// Stop stops the processes (newest first: SIGTERM to the group, SIGKILL after 5 s) and the
-// backends, and removes Dir unless Keep. It can be called more than once.
+// Stop stops the processes (newest first: SIGTERM to the group, SIGKILL after 5 s), then what
+// StartKube started and the backends, and removes Dir unless Keep. It can be called more than
+// once, and from another goroutine (StopOnSignal): a start under way is waited for and
+// stopped too, and nothing starts after it.
 func (r *Rig) Stop() {
 	r.once.Do(func() {
 		r.mu.Lock()
-		procs, servers := r.procs, r.servers
+		r.stopped = true
+		r.mu.Unlock()
+		r.starting.Wait()
+		r.mu.Lock()
+		procs, servers, cleanups := r.procs, r.servers, r.cleanups
 		r.mu.Unlock()
 		for i := len(procs) - 1; i >= 0; i-- {
 			p := procs[i]
@@ -132,6 +155,9 @@ func (r *Rig) Stop() {
 				<-done
 			}
 		}
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
 		for _, s := range servers {
 			s.Close()
 		}
@@ -141,6 +167,20 @@ func (r *Rig) Stop() {
 			os.RemoveAll(r.Dir)
 		}
 	})
+}
+
+// StopOnSignal stops everything (Stop) and exits with status 130 on an interrupt (Ctrl-C),
+// SIGTERM or SIGHUP: what the bench started runs in process groups of its own, which the
+// terminal's signal does not reach.
+func (r *Rig) StopOnSignal() {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		s := <-c
+		log.Printf("%v: stopping what the bench started", s)
+		r.Stop()
+		os.Exit(130)
+	}()
 }
 
 // WriteFile replaces In/name in one rename, as editors and ConfigMap volumes do.
@@ -196,12 +236,28 @@ func WaitUntil(what string, timeout time.Duration, cond func() bool) error {
 // Metric sums the samples of the sidecar's /metrics at addr whose line starts with prefix (a
 // whole sample "name{labels}", or a name for all its samples); -1 when it cannot be read.
 func Metric(addr, prefix string) float64 {
-	resp, err := http.Get("http://" + addr + "/metrics")
+	samples, err := Samples(addr, prefix)
 	if err != nil {
 		return -1
 	}
-	defer resp.Body.Close()
 	sum := 0.0
+	for _, v := range samples {
+		sum += v
+	}
+	return sum
+}
+
+// Samples are the samples of the sidecar's /metrics at addr whose line starts with prefix (a
+// whole sample "name{labels}", or a name for all its samples), by what follows prefix (the
+// labels; "" for a sample without).
+func Samples(addr, prefix string) (map[string]float64, error) {
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -213,12 +269,43 @@ func Metric(addr, prefix string) float64 {
 		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
 			continue // another metric whose name starts with prefix
 		}
-		if i := strings.LastIndexByte(line, ' '); i > 0 {
-			v, _ := strconv.ParseFloat(line[i+1:], 64)
-			sum += v
+		if i := strings.LastIndexByte(rest, ' '); i >= 0 {
+			v, _ := strconv.ParseFloat(rest[i+1:], 64)
+			out[rest[:i]] += v
 		}
 	}
-	return sum
+	return out, sc.Err()
+}
+
+// Percentile is the p-th percentile (0 < p <= 1) of d by the nearest rank (p=1: the
+// maximum); 0 for none.
+func Percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// CPU is the CPU time, user and system, a process has used (/proc/PID/stat, in USER_HZ ticks
+// of 10 ms); 0 if unknown.
+func CPU(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// After the command, in parentheses that may hold spaces, come the state (field 3), ...,
+	// utime (14) and stime (15).
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	user, _ := strconv.ParseInt(f[11], 10, 64)
+	sys, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(user+sys) * 10 * time.Millisecond
 }
 
 // Memory is a field of a process's /proc/PID/status in MB (VmRSS, VmHWM); 0 if unknown.

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/benchrig"
+)
+
+// print writes the run's table (Markdown, for docs/performance.md), then the details.
+func (b *bench) print(st *startup, results []*result) {
+	fmt.Printf("\n| %s x %s, HAProxy %s, `--wait %s`, kube source, %d changes of each kind | p50 | p95 | p99 | max | HAProxy reloads | runtime-API updates | sidecar RSS after |\n",
+		b.kind.title, thousands(b.n), haproxyVersion(), b.wait, b.changes)
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+	for _, r := range results {
+		fmt.Printf("| %s | %s | %s | %s | %s | %d | %s | %d MB |\n", r.what,
+			ms(benchrig.Percentile(r.took, .5)), ms(benchrig.Percentile(r.took, .95)), ms(benchrig.Percentile(r.took, .99)), ms(benchrig.Percentile(r.took, 1)),
+			r.reloads, counts(r.updates), r.rss)
+	}
+	fmt.Printf("| start -> every route served (all %s checked, at the end too) | | | | %s | %d | | %d MB |\n", thousands(b.n), ms(st.all), st.reloads, st.rss)
+	fmt.Printf("| sidecar max RSS (VmHWM) over the run | | | | | | | %d MB |\n\n", b.proxy.MaxRSS())
+
+	fmt.Printf("start: first configuration written after %s; a sample of %d hosts served after %s; then all %s checked in %s, %d not served yet at their check",
+		ms(st.firstConfig), min(b.sample, b.n), ms(st.sample), thousands(b.n), ms(st.checkAll), st.late)
+	if st.statusObjects > 0 {
+		fmt.Printf("; the status of %s objects written, the last %s after the start", thousands(st.statusObjects), ms(st.status))
+	}
+	fmt.Printf("; renders by then %s; max RSS %d MB; at the end all %s served again (checked in %s)\n", counts(st.renders), st.maxRSS, thousands(b.n), ms(st.checkEnd))
+	for _, r := range results {
+		fmt.Printf("%s: mean %s; renders %s; the sidecar's own change -> live (change_to_live_seconds) %s on average",
+			r.what, ms(mean(r.took)), counts(r.renders), ms(r.toLive))
+		if r.stages != nil {
+			var parts []string
+			for _, s := range stageNames {
+				parts = append(parts, fmt.Sprintf("%s %.1f", s, median(r.stages[s])))
+			}
+			fmt.Printf("; sync stages, medians of the %d syncs that changed HAProxy: %s ms (and %d syncs that changed nothing)", len(r.stages["build"]), strings.Join(parts, ", "), r.idle)
+		}
+		fmt.Println()
+	}
+}
+
+func mean(d []time.Duration) time.Duration {
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	return sum / time.Duration(max(len(d), 1))
+}
+
+// ms is d in whole milliseconds, "1,234 ms".
+func ms(d time.Duration) string {
+	return thousands(int(d.Round(time.Millisecond).Milliseconds())) + " ms"
+}
+
+// thousands is n with a comma every three digits.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// counts is the total of samples keyed by one label ({kind="map_updated"}) and each sample,
+// "100 (50 backend_added, 50 map_updated)"; "0" for none.
+func counts(samples map[string]float64) string {
+	total := 0.0
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(samples)) {
+		label := k
+		if i := strings.IndexByte(k, '"'); i >= 0 {
+			label = strings.TrimSuffix(k[i+1:], `"}`)
+		}
+		parts = append(parts, fmt.Sprintf("%.0f %s", samples[k], label))
+		total += samples[k]
+	}
+	if len(parts) == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%.0f (%s)", total, strings.Join(parts, ", "))
+}

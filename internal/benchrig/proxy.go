@@ -1,0 +1,129 @@
+package benchrig
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Proxy is the sidecar binary and the HAProxy it configures, on ports chosen at run time on
+// loopback (StartProxy).
+type Proxy struct {
+	HTTP        string        // HAProxy's HTTP frontend (HTTP_BIND)
+	Metrics     string        // the sidecar's /metrics
+	Health      string        // the sidecar's /healthz and /readyz
+	Config      string        // haproxy.cfg
+	PID         int           // the sidecar's process
+	Started     time.Time     // just before the sidecar was started
+	FirstConfig time.Duration // from Started to haproxy.cfg written
+
+	rig    *Rig
+	client *http.Client
+}
+
+// StartProxy starts the sidecar binary (`run`, its files in Run, its metrics and health on
+// ports of their own, then args) and, once it has written the first configuration, HAProxy
+// (master-worker, on the sidecar's master socket). Both have HTTP_BIND and HTTPS_BIND, loopback
+// addresses on free ports, in their environment, and env. It returns once HAProxy's master
+// socket answers and the sidecar is ready (/readyz).
+func (r *Rig) StartProxy(sidecar string, env []string, args ...string) (*Proxy, error) {
+	ports := make([]int, 4)
+	for i := range ports {
+		p, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	p := &Proxy{rig: r, Config: filepath.Join(r.Run, "haproxy.cfg"),
+		HTTP:    fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		Metrics: fmt.Sprintf("127.0.0.1:%d", ports[2]),
+		Health:  fmt.Sprintf("127.0.0.1:%d", ports[3]),
+		client:  &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
+	env = append([]string{"HTTP_BIND=" + p.HTTP, fmt.Sprintf("HTTPS_BIND=127.0.0.1:%d", ports[1])}, env...)
+	sock := r.Socket()
+	p.Started = time.Now()
+	cmd, err := r.Spawn("sidecar.log", sidecar, env, append([]string{"run", "--haproxy-config", p.Config, "--master-socket", sock,
+		"--metrics-addr", p.Metrics, "--health-addr", p.Health}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	p.PID = cmd.Process.Pid
+	if err := WaitUntil("the first configuration", 5*time.Minute, func() bool { _, err := os.Stat(p.Config); return err == nil }); err != nil {
+		return nil, err
+	}
+	p.FirstConfig = time.Since(p.Started)
+	if _, err := r.Spawn("haproxy.log", "haproxy", env, "-W", "-S", sock+",level,admin", "-f", p.Config); err != nil {
+		return nil, err
+	}
+	if err := WaitUntil("HAProxy's master socket", time.Minute, func() bool { _, err := r.Reloads(); return err == nil }); err != nil {
+		return nil, err
+	}
+	if err := WaitUntil("the sidecar ready", 5*time.Minute, func() bool {
+		resp, err := p.client.Get("http://" + p.Health + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Get sends one request through HAProxy (a new connection) and returns the body, or the
+// status and error.
+func (p *Proxy) Get(host, path string) string {
+	req, _ := http.NewRequest("GET", "http://"+p.HTTP+path, nil)
+	req.Host = host
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return resp.Status
+	}
+	return string(body)
+}
+
+// Settled waits until the sidecar has nothing in flight: the generation on disk is the one it
+// reports live.
+func (p *Proxy) Settled() error {
+	return WaitUntil("the sidecar to settle", time.Minute, func() bool {
+		target, err := os.Readlink(filepath.Join(p.rig.Run, ".haproxy-sidecar", "current"))
+		if err != nil {
+			return false
+		}
+		resp, err := p.client.Get("http://" + p.Health + "/readyz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var r struct {
+			LiveConfig string `json:"liveConfig"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&r) != nil {
+			return false
+		}
+		h := target[strings.LastIndex(target, "-")+1:]
+		return len(r.LiveConfig) >= len(h) && r.LiveConfig[:len(h)] == h
+	})
+}
+
+// Metric sums the sidecar's samples whose line starts with prefix (Metric).
+func (p *Proxy) Metric(prefix string) float64 { return Metric(p.Metrics, prefix) }
+
+// CPU is the CPU time the sidecar has used.
+func (p *Proxy) CPU() time.Duration { return CPU(p.PID) }
+
+// RSS and MaxRSS are the sidecar's resident memory now and its peak (VmHWM), in MB.
+func (p *Proxy) RSS() int    { return Memory(p.PID, "VmRSS") }
+func (p *Proxy) MaxRSS() int { return Memory(p.PID, "VmHWM") }
