@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -179,10 +180,31 @@ func (k *Kube) objectHandler() cache.ResourceEventHandler {
 
 func (k *Kube) handler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { k.notify() },
-		UpdateFunc: func(any, any) { k.notify() },
+		AddFunc: func(any) { k.notify() },
+		UpdateFunc: func(old, cur any) {
+			if sameInput(old, cur) {
+				return
+			}
+			k.notify()
+		},
 		DeleteFunc: func(any) { k.notify() },
 	}
+}
+
+// sameInput reports whether an update of a ConfigMap or Secret changes nothing the inputs are
+// read from (data, type, labels): a new resourceVersion or annotations alone, such as the
+// live-config annotations the sidecar writes on its services ConfigMap after each change,
+// ask for no sync.
+func sameInput(old, cur any) bool {
+	switch o := old.(type) {
+	case *corev1.ConfigMap:
+		c, ok := cur.(*corev1.ConfigMap)
+		return ok && maps.Equal(o.Data, c.Data) && maps.EqualFunc(o.BinaryData, c.BinaryData, bytes.Equal) && maps.Equal(o.Labels, c.Labels)
+	case *corev1.Secret:
+		c, ok := cur.(*corev1.Secret)
+		return ok && o.Type == c.Type && maps.EqualFunc(o.Data, c.Data, bytes.Equal) && maps.Equal(o.StringData, c.StringData) && maps.Equal(o.Labels, c.Labels)
+	}
+	return false
 }
 
 // watchFailed is the watch error handler of the informers that have none of their own: the

@@ -428,3 +428,51 @@ func TestStatusOffAsksNoSyncForAStatusWrite(t *testing.T) {
 		t.Errorf("%d syncs asked for a status write and a label change, want 1 (the label's)", got)
 	}
 }
+
+// TestAnnotationsAloneAskNoSync: an update of the services ConfigMap that changes only its
+// annotations (the live-config annotations the sidecar writes after each change) asks for no
+// sync; a change of its data does.
+func TestAnnotationsAloneAskNoSync(t *testing.T) {
+	env := kubetest.Start(t)
+	ctx := context.Background()
+	env.Namespace(t, "lb")
+	cm, err := env.Client.CoreV1().ConfigMaps("lb").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "services", Namespace: "lb"},
+		Data: map[string]string{"web": `{"namespace": "web", "selector": {"app": "web"}}`}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	k := &Kube{Client: env.Client, Namespace: "lb", ServicesConfigMap: "services", KeysSecret: "keys", Logger: slog.New(slog.DiscardHandler)}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = k.Run(runCtx, func() { calls.Add(1) }) }()
+	t.Cleanup(func() { cancel(); <-done })
+	data := func() string {
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		objs, err := k.Objects(c)
+		if err != nil {
+			return ""
+		}
+		for _, m := range objs.ConfigMaps {
+			if m.Name == "services" {
+				return m.Data["web"]
+			}
+		}
+		return ""
+	}
+	haproxytest.WaitFor(t, 30*time.Second, func() bool { return data() != "" }, "the services ConfigMap read")
+	before := calls.Load()
+	cm.Annotations = map[string]string{"haproxy-sidecar.io/live-config": "abc"}
+	if cm, err = env.Client.CoreV1().ConfigMaps("lb").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["web"] = `{"namespace": "web", "selector": {"app": "web2"}}`
+	if _, err := env.Client.CoreV1().ConfigMaps("lb").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	haproxytest.WaitFor(t, 10*time.Second, func() bool { return strings.Contains(data(), "web2") && calls.Load() > before }, "the data change seen")
+	if got := calls.Load() - before; got != 1 {
+		t.Errorf("%d syncs asked for an annotation and a data change, want 1 (the data's)", got)
+	}
+}
