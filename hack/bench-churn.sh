@@ -6,6 +6,8 @@
 #
 #   hack/bench-churn.sh                      # CHANGES=200 CHANGES_OFF=50 PODS=20 CONNS=4 INTERVAL=50ms
 #   CHANGES=500 MODES=on hack/bench-churn.sh # only the runtime API run
+#   EDIT=services SERVICES=1000 MODES=on hack/bench-churn.sh   # operator edits of the services ConfigMap,
+#                                            # beside 1,000 other services (SIDECAR_ARGS=--check-before-runtime: checked first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PATH=/usr/sbin:$PATH
@@ -15,6 +17,9 @@ PODS=${PODS:-20}
 CONNS=${CONNS:-4}
 INTERVAL=${INTERVAL:-50ms}
 MODES=${MODES:-"on off"}
+EDIT=${EDIT:-pods}
+SERVICES=${SERVICES:-0}
+SIDECAR_ARGS=${SIDECAR_ARGS:-}
 
 hack/install-deps.sh
 mkdir -p bin
@@ -25,5 +30,6 @@ for mode in $MODES; do
   runtime=true changes=$CHANGES
   [ "$mode" = off ] && runtime=false changes=$CHANGES_OFF
   bin/bench-churn --sidecar bin/haproxy-sidecar --changes "$changes" --pods "$PODS" \
-    --conns "$CONNS" --interval "$INTERVAL" --runtime-api="$runtime"
+    --conns "$CONNS" --interval "$INTERVAL" --runtime-api="$runtime" \
+    --edit "$EDIT" --services "$SERVICES" --sidecar-args "$SIDECAR_ARGS"
 done

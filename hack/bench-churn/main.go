@@ -2,7 +2,10 @@
 // real backends on loopback: a service's pods become ready and unready one at a time while a
 // keep-alive load runs, and for each change the time from the edit of the pods file to
 // "served" is recorded (a new pod answers a request; a removed pod is gone from HAProxy's
-// servers). It prints the reloads HAProxy made, the runtime API updates the sidecar made, the
+// servers). With --edit=services the same pods come and go through an operator's edit of the
+// services ConfigMap instead (the churned service's selector names the pods it takes), beside
+// --services other services, each with a pod of its own: what an operator's change costs when
+// the configuration has that many backends. It prints the reloads HAProxy made, the runtime API updates the sidecar made, the
 // requests that failed, and the latency percentiles. Run it through hack/bench-churn.sh.
 package main
 
@@ -35,16 +38,22 @@ func main() {
 	runtimeAPI := flag.Bool("runtime-api", true, "let the sidecar use the runtime API (false: every change reloads)")
 	wait := flag.String("wait", "10ms:200ms", "the sidecar's --wait")
 	keep := flag.Bool("keep", false, "keep the work directory")
+	edit := flag.String("edit", "pods", "what each change edits: pods (their readiness) or services (the churned service's selector in the services ConfigMap)")
+	services := flag.Int("services", 0, "other services beside the churned one, each with one pod (backends the configuration carries)")
+	extra := flag.String("sidecar-args", "", "more flags for the sidecar, space-separated (--check-before-runtime, ...)")
 	flag.Parse()
+	if *edit != "pods" && *edit != "services" {
+		log.Fatalf("--edit %q: pods or services", *edit)
+	}
 	log.SetFlags(0)
 	log.SetPrefix("bench-churn: ")
 
-	b, err := setup(*pods, *keep)
+	b, err := setup(*pods, *services, *edit == "services", *keep)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer b.Stop()
-	if err := b.start(*sidecar, *wait, *runtimeAPI); err != nil {
+	if err := b.start(*sidecar, *wait, *runtimeAPI, strings.Fields(*extra)); err != nil {
 		b.Stop()
 		log.Fatal(err)
 	}
@@ -53,7 +62,7 @@ func main() {
 		b.Stop()
 		log.Fatal(err)
 	}
-	res.print(*pods, *runtimeAPI)
+	res.print(*pods, *runtimeAPI, *edit, *services)
 }
 
 type bench struct {
@@ -63,18 +72,25 @@ type bench struct {
 	metrics string
 	pods    int
 	ready   []bool
+	// bySelector: a change edits the churned service's selector (the pods are all ready);
+	// others are the other services.
+	bySelector bool
+	others     int
 }
 
-func podName(i int) string { return fmt.Sprintf("churn-%02d", i) }
-func podIP(i int) string   { return fmt.Sprintf("127.0.2.%d", i+1) }
+func podName(i int) string   { return fmt.Sprintf("churn-%02d", i) }
+func podIP(i int) string     { return fmt.Sprintf("127.0.2.%d", i+1) }
+func otherName(i int) string { return fmt.Sprintf("svc-%04d", i) }
+func otherIP(i int) string   { return fmt.Sprintf("127.0.%d.%d", 3+i/250, i%250+1) }
 
-// setup writes the manifests and starts one backend per pod.
-func setup(pods int, keep bool) (*bench, error) {
+// setup writes the manifests and starts one backend per pod (the other services' pods
+// answer on the churned pods' port, at addresses of their own: nothing listens there).
+func setup(pods, others int, bySelector, keep bool) (*bench, error) {
 	rig, err := benchrig.New("bench-churn", keep)
 	if err != nil {
 		return nil, err
 	}
-	b := &bench{Rig: rig, pods: pods, ready: make([]bool, pods)}
+	b := &bench{Rig: rig, pods: pods, ready: make([]bool, pods), bySelector: bySelector, others: others}
 	if b.port, err = b.Backends(pods, podIP, podName); err != nil {
 		b.Stop()
 		return nil, err
@@ -84,12 +100,6 @@ func setup(pods int, keep bool) (*bench, error) {
 	b.http = fmt.Sprintf("127.0.0.1:%d", hp)
 	b.metrics = fmt.Sprintf("127.0.0.1:%d", mp)
 	files := map[string]string{
-		"services.yaml": fmt.Sprintf(`apiVersion: v1
-kind: ConfigMap
-metadata: {name: services, namespace: lb}
-data:
-  churn: '{"namespace": "demo", "selector": {"app": "churn"}, "hostnames": ["churn.localhost"], "ports": [%d]}'
-`, b.port),
 		"config.yaml": `apiVersion: v1
 kind: ConfigMap
 metadata: {name: config, namespace: lb}
@@ -114,7 +124,7 @@ data:
     backend be_{{ service.name }}
       balance roundrobin
     {%- for name, pod in service.pods.items() %}{% for port in service.ports %}
-      server {{ name }}-{{ port }} {{ pod.status.podIP }}:{{ port }} check inter 2s
+      server {{ name }}-{{ port }} {{ pod.status.podIP }}:{{ port }}{% if service.name == "churn" %} check inter 2s{% endif %}
     {%- endfor %}{% endfor %}
     {%- endfor %}
 `,
@@ -127,30 +137,64 @@ data:
 	for i := 0; i < 2 && i < pods; i++ {
 		b.ready[i] = true
 	}
+	if err := b.writeServices(); err != nil {
+		return nil, err
+	}
 	return b, b.writePods()
 }
 
-// writePods writes the pods file in one atomic rename.
+// writeServices writes the services ConfigMap in one atomic rename: the churned service (its
+// selector naming the ready pods, with --edit=services) and the others.
+func (b *bench) writeServices() error {
+	sel := `{"app": "churn"}`
+	if b.bySelector {
+		var in []string
+		for i, r := range b.ready {
+			if r {
+				in = append(in, strconv.Itoa(i))
+			}
+		}
+		sel = fmt.Sprintf(`"app=churn,idx in (%s)"`, strings.Join(in, ","))
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: services, namespace: lb}\ndata:\n")
+	fmt.Fprintf(&sb, "  churn: '{\"namespace\": \"demo\", \"selector\": %s, \"hostnames\": [\"churn.localhost\"], \"ports\": [%d]}'\n", sel, b.port)
+	for i := 0; i < b.others; i++ {
+		fmt.Fprintf(&sb, "  %s: '{\"namespace\": \"demo\", \"selector\": {\"app\": \"%s\"}, \"hostnames\": [\"%s.localhost\"], \"ports\": [%d]}'\n",
+			otherName(i), otherName(i), otherName(i), b.port)
+	}
+	return b.WriteFile("services.yaml", []byte(sb.String()))
+}
+
+// writePods writes the pods file in one atomic rename: the churned pods (all ready with
+// --edit=services, whose selector picks them) and one pod per other service.
 func (b *bench) writePods() error {
 	var sb strings.Builder
-	for i := 0; i < b.pods; i++ {
-		st := map[bool]string{true: "True", false: "False"}[b.ready[i]]
-		fmt.Fprintf(&sb, "---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: demo, labels: {app: churn}}\n"+
+	pod := func(name, labels, ip string, ready bool) {
+		st := map[bool]string{true: "True", false: "False"}[ready]
+		fmt.Fprintf(&sb, "---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: demo, labels: {%s}}\n"+
 			"spec: {containers: [{name: app, image: backend}]}\nstatus:\n  phase: Running\n  podIP: %s\n"+
 			"  conditions: [{type: Ready, status: \"%s\"}]\n  containerStatuses: [{name: app, ready: %v, image: backend, imageID: \"\", restartCount: 0}]\n",
-			podName(i), podIP(i), st, b.ready[i])
+			name, labels, ip, st, ready)
+	}
+	for i := 0; i < b.pods; i++ {
+		pod(podName(i), fmt.Sprintf("app: churn, idx: %q", strconv.Itoa(i)), podIP(i), b.ready[i] || b.bySelector)
+	}
+	for i := 0; i < b.others; i++ {
+		pod(otherName(i)+"-pod", "app: "+otherName(i), otherIP(i), true)
 	}
 	return b.WriteFile("pods.yaml", []byte(sb.String()))
 }
 
-func (b *bench) start(sidecar, wait string, runtimeAPI bool) error {
+func (b *bench) start(sidecar, wait string, runtimeAPI bool, extra []string) error {
 	hp, _ := benchrig.FreePort()
 	env := []string{"HTTP_BIND=" + b.http}
 	cfg, sock := filepath.Join(b.Run, "haproxy.cfg"), b.Socket()
-	if _, err := b.Spawn("sidecar.log", sidecar, env, "run", "--source=file", "--dir", b.In,
+	args := append([]string{"run", "--source=file", "--dir", b.In,
 		"--haproxy-config", cfg, "--master-socket", sock, "--env-allow", "HTTP_BIND", "--wait", wait,
-		"--runtime-api="+strconv.FormatBool(runtimeAPI),
-		"--metrics-addr", b.metrics, "--health-addr", fmt.Sprintf("127.0.0.1:%d", hp)); err != nil {
+		"--runtime-api=" + strconv.FormatBool(runtimeAPI),
+		"--metrics-addr", b.metrics, "--health-addr", fmt.Sprintf("127.0.0.1:%d", hp)}, extra...)
+	if _, err := b.Spawn("sidecar.log", sidecar, env, args...); err != nil {
 		return err
 	}
 	if err := benchrig.WaitUntil("the first configuration", 30*time.Second, func() bool { _, err := os.Stat(cfg); return err == nil }); err != nil {
@@ -230,7 +274,11 @@ func (b *bench) churn(changes, minReady int, interval time.Duration, conns int) 
 		}
 		b.ready[pod] = add
 		t0 := time.Now()
-		if err := b.writePods(); err != nil {
+		write := b.writePods
+		if b.bySelector {
+			write = b.writeServices
+		}
+		if err := write(); err != nil {
 			return nil, err
 		}
 		name := podName(pod)
@@ -288,14 +336,18 @@ func hasLiveServer(out, name string) bool {
 	return false
 }
 
-func (r *results) print(pods int, runtimeAPI bool) {
+func (r *results) print(pods int, runtimeAPI bool, edit string, others int) {
 	mode := "runtime API on"
 	if !runtimeAPI {
 		mode = "runtime API off (every change reloads)"
 	}
 	all := append(slices.Clone(r.added), r.removed...)
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
-	fmt.Printf("pod churn, %s: %d changes (%d pods ready/unready, one at a time) in %v\n", mode, len(all), pods, r.took.Round(time.Millisecond))
+	what := "pod churn"
+	if edit == "services" {
+		what = "services edits"
+	}
+	fmt.Printf("%s, %s, %d other services: %d changes (%d pods in and out, one at a time) in %v\n", what, mode, others, len(all), pods, r.took.Round(time.Millisecond))
 	fmt.Printf("  reloads:             %d (HAProxy's counter), %v (sidecar)\n", r.reloads, r.sidecarReloads)
 	fmt.Printf("  runtime updates:     %v\n", r.runtimeUpdates)
 	fmt.Printf("  requests:            %d ok, %d failed", r.ok, r.failed)
