@@ -1,0 +1,43 @@
+package sidecar
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of the tests that have them")
+
+// TestExampleRendersAsBefore: examples/local renders the same bytes, its binds set, empty
+// and unset alike (its defaults were written pongo2's way, default:"...", before they were
+// written Jinja2's, default("...", true): an empty value takes the default in both).
+func TestExampleRendersAsBefore(t *testing.T) {
+	t.Setenv("STATS_BIND", "127.0.0.1:9404")
+	t.Setenv("HTTP_BIND", "")
+	os.Unsetenv("HTTPS_BIND")
+	out := t.TempDir()
+	_, err := runOnce(t, "render", "--dir", "../examples/local", "--out", out, "--validate=false",
+		"--ssl-dir", "/etc/haproxy/certs", "--maps-dir", "/etc/haproxy/maps", "--files-dir", "/etc/haproxy/files",
+		"--env-allow", "STATS_BIND,HTTP_BIND,HTTPS_BIND", "--statistics-password", "example-password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(out, "haproxy.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "examples-local.cfg")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("examples/local renders differently from %s (-update rewrites it):\n%s", golden, got)
+	}
+}
