@@ -4,7 +4,10 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of the tests that have them")
@@ -39,5 +42,29 @@ func TestExampleRendersAsBefore(t *testing.T) {
 	}
 	if string(got) != string(want) {
 		t.Errorf("examples/local renders differently from %s (-update rewrites it):\n%s", golden, got)
+	}
+}
+
+// TestValidateTakesHAProxyConfig: validate --haproxy-config renders with the directories run
+// would use beside it, and prints the hash run would make live there.
+func TestValidateTakesHAProxyConfig(t *testing.T) {
+	hash := func(args ...string) string {
+		t.Helper()
+		out, err := runOnce(t, "validate", append([]string{"--dir", "../examples/local", "--validate=false"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`hash ([0-9a-f]{12})`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no hash in %q", out)
+		}
+		return m[1]
+	}
+	beside := hash("--haproxy-config", "/srv/lb/haproxy.cfg")
+	if dirs := hash("--ssl-dir", "/srv/lb/certs", "--maps-dir", "/srv/lb/maps", "--files-dir", "/srv/lb/files"); beside != dirs {
+		t.Errorf("--haproxy-config /srv/lb/haproxy.cfg: hash %s; the directories beside it given one by one: %s", beside, dirs)
+	}
+	if def := hash(); def == beside {
+		t.Errorf("the hash beside /srv/lb/haproxy.cfg is the default's (beside %s): %s", config.DefaultHAProxyConfig, def)
 	}
 }

@@ -62,12 +62,18 @@ type Once struct {
 	Log     Log
 	// Out is where render writes haproxy.cfg, certs/, maps/ and files/.
 	Out string
+	// HAProxyConfig is validate's --haproxy-config: the directories templates name default
+	// beside it, as run's do, so that validate prints the hash run would make live there.
+	HAProxyConfig string
 }
 
 func (o *Once) concerns() []concern {
 	cs := []concern{&o.Source, &o.Inputs, &o.Render, &o.Dirs, &o.Log}
-	if o.Command == "render" {
+	switch o.Command {
+	case "render":
 		cs = append(cs, outFlag{&o.Out})
+	case "validate":
+		cs = append(cs, besideFlag{&o.HAProxyConfig})
 	}
 	return cs
 }
@@ -162,6 +168,18 @@ func (o outFlag) register(fs *flag.FlagSet) {
 }
 
 func (o outFlag) validate() error { return nil }
+
+// besideFlag is validate's --haproxy-config (run's is the HAProxy concern's, diff's among its
+// own flags): where run's HAProxy reads, so that the paths templates print are run's.
+type besideFlag struct{ config *string }
+
+func (besideFlag) title() string { return "Where run writes" }
+
+func (b besideFlag) register(fs *flag.FlagSet) {
+	fs.StringVar(b.config, "haproxy-config", DefaultHAProxyConfig, "run's --haproxy-config: the directories templates name (ssldir, mapsdir, filesdir) default beside it, as run's do, so that the hash printed is the one run would make live")
+}
+
+func (besideFlag) validate() error { return nil }
 
 // ParseRun reads run's flags, then fills the ones not given from their environment twins
 // (getenv); help goes to out. It does not validate (Validate does).
