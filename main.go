@@ -66,6 +66,13 @@ func main() {
 	env := sidecar.Env{Log: os.Stderr, Memory: memory.ApplyDefaults(os.Getenv, "/sys/fs/cgroup"), Process: true}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	switch cmd {
+	case "run", "render", "validate", "diff":
+		// A misspelt variable would be ignored in silence.
+		for _, w := range config.UnknownEnv(os.Environ()) {
+			fmt.Fprintf(os.Stderr, "haproxy-sidecar: warning: %s\n", w)
+		}
+	}
 	var err error
 	switch cmd {
 	case "run":
