@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/content"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/watchspec"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja"
 	"github.com/haproxy-sidecar/haproxy-sidecar/templates"
 )
@@ -183,7 +187,7 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 	mods := &jinja.Modules{}
 	out, err := r.run(ctx, c, vars, mods, lim)
 	if err != nil {
-		return nil, r.renderError(ctx, err, s, ref, mainKey)
+		return nil, r.renderError(ctx, notWatched(err, vars), s, ref, mainKey)
 	}
 	if len(out) > 0 && out[len(out)-1] != '\n' {
 		// HAProxy warns about a last line without a newline.
@@ -207,7 +211,7 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 				return nil, r.inputError(ac.err, s, ref, a.key)
 			}
 			if data, err = r.run(ctx, ac, vars, mods, lim); err != nil {
-				return nil, r.renderError(ctx, err, s, ref, a.key)
+				return nil, r.renderError(ctx, notWatched(err, vars), s, ref, a.key)
 			}
 		}
 		if a.kind == auxMap {
@@ -286,6 +290,30 @@ func (r *Renderer) context(s *snapshot.Snapshot, certNames []string) map[string]
 		"env":          env,
 		"resources":    resources,
 	}
+}
+
+// notWatched adds to the use of resources.NAME that is not there what gives it: resources
+// come from --watch only (Jinja2 says "'dict object' has no attribute 'ingresses'", which
+// does not say why).
+func notWatched(err error, vars map[string]any) error {
+	var je *jinja.Error
+	var ue *jinja.UndefinedError
+	if !errors.As(err, &je) || !errors.As(je.Err, &ue) {
+		return err
+	}
+	resources, _ := vars["resources"].(map[string]any)
+	name, ok := ue.Name.(string)
+	if of, isMap := ue.Of.(map[string]any); !ok || !isMap || reflect.ValueOf(of).UnsafePointer() != reflect.ValueOf(resources).UnsafePointer() {
+		return err
+	}
+	watched := "none is watched"
+	if len(resources) > 0 {
+		watched = "watched: " + strings.Join(slices.Sorted(maps.Keys(resources)), ", ")
+	}
+	cp := *je
+	cp.Err = fmt.Errorf("%w: templates see the resources --watch names only (%s): add --watch %s (or to HAPROXY_SIDECAR_WATCH)",
+		ue, watched, watchspec.Suggest(name))
+	return &cp
 }
 
 // errStatsPassword is what printing stats.password says when no password is set: there is

@@ -524,5 +524,5 @@ func (u *Undefined) fail() error {
 	if u.err != nil {
 		return u.err
 	}
-	return &UndefinedError{Msg: u.message()}
+	return &UndefinedError{Msg: u.message(), Of: u.obj, Name: u.name}
 }

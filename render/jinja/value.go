@@ -71,7 +71,13 @@ func undefinedAttr(obj any, name any) *Undefined {
 func undefinedHint(hint string) *Undefined { return &Undefined{hint: hint} }
 
 // UndefinedError is the use of an undefined value (Jinja2's UndefinedError).
-type UndefinedError struct{ Msg string }
+type UndefinedError struct {
+	Msg string
+	// Of is the value whose attribute or item Name was missing (nil when a variable is
+	// undefined): the caller can tell which of its context's values it was.
+	Of   any
+	Name any
+}
 
 func (e *UndefinedError) Error() string { return e.Msg }
 
