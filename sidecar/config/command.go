@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -248,6 +250,11 @@ func AllowedEnv(allow string, environ []string) map[string]string {
 // Env are the environment variables templates may read (--env-allow and --env-secret).
 func (in *Inputs) Env() map[string]string {
 	return AllowedEnv(in.EnvAllow+","+in.EnvSecret, os.Environ())
+}
+
+// SecretEnvNames are the names of --env-secret's variables, sorted.
+func (in *Inputs) SecretEnvNames() []string {
+	return slices.Sorted(maps.Keys(AllowedEnv(in.EnvSecret, os.Environ())))
 }
 
 // SecretEnv are the values of --env-secret's variables.
