@@ -35,6 +35,7 @@ func Once(ctx context.Context, cfg *config.Once, stdout io.Writer, env Env) erro
 	if err != nil {
 		return err
 	}
+	warnWeakSecrets(log, cfg.Inputs, cfg.Source.Etcd, &config.Dataplane{})
 	return red.Error(once(ctx, cfg, stdout, log, red))
 }
 
