@@ -55,6 +55,7 @@ var resources = map[string]schema.GroupVersionResource{
 	"Ingress":       {Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"},
 	"Gateway":       {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"},
 	"HTTPRoute":     {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"},
+	"GatewayClass":  {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"},
 }
 
 // StartKube starts kube-apiserver and etcd (their output in Dir/kube.log) with the
