@@ -38,6 +38,8 @@ type Rig struct {
 	In   string // Dir/in: the manifests the sidecar reads
 	Run  string // Dir/run: haproxy.cfg, the master socket, the generations
 	Keep bool   // keep Dir after Stop
+	// APIServerArgs are extra kube-apiserver flags for StartKube: name (without "--") -> values.
+	APIServerArgs map[string][]string
 
 	mu       sync.Mutex
 	procs    []*proc
