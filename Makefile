@@ -91,6 +91,19 @@ bench-scale:
 bench-ingress: deps
 	hack/bench-ingress.sh
 
+## conformance: the Gateway API conformance suite (sigs.k8s.io/gateway-api/conformance v1.6.3,
+## profile GATEWAY-HTTP) against examples/templates/httproute.yaml, the sidecar writing the
+## status, on this machine without a container runtime: kube-apiserver, etcd, controller-manager,
+## scheduler, kwok and the suite's echo backend as processes in a network namespace of its own
+## (hack/conformance.sh; 31-38 min on 2 cores). bin/conformance/: report.yaml, summary.txt, the
+## suite's log, every piece's log (docs/ingress-gateway.md#gateway-api-conformance).
+## conformance-smoke: the same harness with one test of the suite (a few minutes).
+.PHONY: conformance conformance-smoke
+conformance: deps
+	hack/conformance.sh
+conformance-smoke: deps
+	RUN_TEST=HTTPRouteSimpleSameNamespace OUT=bin/conformance-smoke hack/conformance.sh
+
 ## bench-routes: HTTPRoutes and Ingresses at 1,000 and 3,000 (SIZES; 10000 too) through a real
 ## kube-apiserver, HAProxy 3.4 and 3.2: a new route, a path change, a route deleted, a pod
 ## added -> served p50/p95/p99, reloads, RSS, start to every route served (docs/performance.md).
