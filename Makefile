@@ -55,11 +55,14 @@ demo: deps
 ## Debian, 3.0, 3.2 and 3.4 LTS from Debian's newer suites (hack/haproxy-versions.sh), and a real
 ## kube-apiserver, etcd and kubectl built from the Go module proxy (hack/testbins.sh); all cached
 ## outside the clone, the first run takes several minutes. hack/test.sh runs every package
-## against 3.2, then the packages that run HAProxy against 2.6, 3.0 and 3.4.
+## against 3.2, then the packages that run HAProxy against 2.6, 3.0 and 3.4; then
+## conformance-smoke runs the conformance harness with one test of the suite (about 35 s; its
+## binaries, hack/conformance-bins.sh, take about 8 minutes the first time).
 test: deps cross
 	$(GO) vet ./...
 	KUBEBUILDER_ASSETS=$$(hack/testbins.sh) HELM=$$(hack/helm.sh) HAPROXY_SIDECAR_REQUIRE_TESTBINS=1 \
 		GO=$(GO) hack/test.sh -race -count=1 -timeout 30m
+	$(MAKE) conformance-smoke
 
 ## cross: everything builds for macOS and Windows too (render and validate are laptop and
 ## pre-commit checks; `run` is Linux-only in practice, but all of it must compile).
