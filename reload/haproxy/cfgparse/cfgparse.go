@@ -114,7 +114,14 @@ func Parse(text []byte) (*Config, error) {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
 		scratch = words // reused for the next line: keep copies only
-		if len(words) == 0 || strings.HasPrefix(words[0], "#") {
+		// A comment at the end of a line is no part of the configuration.
+		for i, w := range words {
+			if strings.HasPrefix(w, "#") {
+				words = words[:i]
+				break
+			}
+		}
+		if len(words) == 0 {
 			continue
 		}
 		kw := Unquote(words[0])
@@ -257,8 +264,9 @@ func FormatAddress(a netip.Addr, port int) string {
 
 // Words splits a line into HAProxy's words, each kept as written: quotes and backslash
 // escapes stay in the word (use Unquote for the value). White space inside quotes or after a
-// backslash does not split. A word that starts with # and everything after it are kept as
-// words too; callers that need to drop comments do so.
+// backslash does not split. An unquoted # starts a comment, even inside a word, as in
+// HAProxy; the comment is kept as words (split at white space, quotes in it plain text), the
+// first starting with #; callers that need to drop comments do so.
 func Words(line string) ([]string, error) {
 	return appendWords(nil, line)
 }
@@ -289,6 +297,13 @@ func appendWords(words []string, line string) ([]string, error) {
 				i++
 				b.WriteByte(line[i])
 			}
+		case c == '#':
+			// A comment, as HAProxy reads one: an unquoted # anywhere ends the line's
+			// words, so a quote in it ("it's") opens nothing. Its text is kept as words.
+			if inWord {
+				words = append(words, b.String())
+			}
+			return splitSpaces(words, line[i:]), nil
 		case c == '"' || c == '\'':
 			inWord = true
 			quote = c
@@ -313,14 +328,19 @@ func appendWords(words []string, line string) ([]string, error) {
 	return words, nil
 }
 
-// plainWords appends the words of a line without quotes or escapes: words are substrings of
-// the line. ok is false when the line has a quote or a backslash.
+// plainWords appends the words of a line without quotes, escapes or comments: words are
+// substrings of the line. ok is false when the line has a quote, a backslash or a #.
 func plainWords(words []string, line string) (out []string, ok bool) {
 	for i := 0; i < len(line); i++ {
-		if c := line[i]; c == '"' || c == '\'' || c == '\\' {
+		if c := line[i]; c == '"' || c == '\'' || c == '\\' || c == '#' {
 			return words, false
 		}
 	}
+	return splitSpaces(words, line), true
+}
+
+// splitSpaces appends the white-space separated substrings of line.
+func splitSpaces(words []string, line string) []string {
 	start := -1
 	for i := 0; i <= len(line); i++ {
 		if i == len(line) || isSpace(line[i]) {
@@ -332,7 +352,7 @@ func plainWords(words []string, line string) (out []string, ok bool) {
 			start = i
 		}
 	}
-	return words, true
+	return words
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' }

@@ -20,6 +20,11 @@ func TestWords(t *testing.T) {
 		{`stats realm HAProxy\ Statistics`, []string{"stats", "realm", `HAProxy\ Statistics`}},
 		{`x "a \" b" y`, []string{"x", `"a \" b"`, "y"}},
 		{"bind :80 # a comment", []string{"bind", ":80", "#", "a", "comment"}},
+		// HAProxy reads an unquoted # as a comment even inside a word, and a quote in a
+		// comment opens nothing (haproxy -c accepts both lines).
+		{"timeout client 10s # it's short", []string{"timeout", "client", "10s", "#", "it's", "short"}},
+		{"server s1 10.0.0.1:80 check#it's", []string{"server", "s1", "10.0.0.1:80", "check", "#it's"}},
+		{`x "a # b" # c "d`, []string{"x", `"a # b"`, "#", "c", `"d`}},
 		{"crlf line\r", []string{"crlf", "line"}},
 	}
 	for _, c := range cases {

@@ -58,6 +58,10 @@ func TestPlanServers(t *testing.T) {
 		{name: "comments and spacing do not count",
 			next: []byte("# header\n" + strings.ReplaceAll(string(base), "    maxconn 100", "  maxconn    100\n\n# note")),
 		},
+		{name: "an apostrophe in a comment is a comment, not a quote",
+			next: []byte(strings.ReplaceAll(string(base), "    balance roundrobin", "    balance roundrobin # the web's backend") +
+				"    server c 10.0.0.3:80 check # it's new\n"),
+			cmds: []string{"add server be_web/c 10.0.0.3:80 inter 2s fall 3 rise 2 check", "enable health be_web/c", "enable server be_web/c"}},
 		{name: "server added, with the inherited default-server parameters",
 			next: cfg(nil, "a 10.0.0.1:80 check", "b 10.0.0.2:80 check", "c 10.0.0.3:80 check weight 5"),
 			cmds: []string{"add server be_web/c 10.0.0.3:80 inter 2s fall 3 rise 2 check weight 5", "enable health be_web/c", "enable server be_web/c"}},
