@@ -107,7 +107,10 @@ func TestARunawayTemplateHoldsUpNoOtherChange(t *testing.T) {
 
 	e.editFile(t, "config.yaml", func(s string) string {
 		s = strings.Replace(s, "    {% for i in range(10 ** 12) %}{% for j in range(10 ** 12) %}{% endfor %}{% endfor %}\n", "", 1)
-		const bind = `bind {{ env.HTTP_BIND|default:"127.0.0.1:8000" }}`
+		const bind = `bind {{ env.HTTP_BIND|default("127.0.0.1:8000", true) }}`
+		if !strings.Contains(s, bind) {
+			t.Fatalf("the demo's template has no line %q to add a header after", bind)
+		}
 		return strings.Replace(s, bind, bind+"\n      http-response set-header X-Template fixed", 1)
 	})
 	haproxytest.WaitFor(t, 30*time.Second, func() bool {
