@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -170,10 +171,12 @@ func waitNginxCases(t *testing.T, e *demoEnv, cases ...nginxCase) {
 
 // TestIngressNginxExample runs examples/templates/ingress-nginx.yaml against a real
 // kube-apiserver and HAProxy: Ingresses of class nginx with ingress-nginx's annotations are
-// answered as ingress-nginx answers them (rewrite-target with capture groups, ssl-redirect,
-// allowlists, canary by header, redirects, cookie affinity, CORS preflight, body size, app-root,
-// rate limits), an Ingress with a snippet answers 503, and the annotations not supported are
-// Warning Events on their Ingresses.
+// answered as ingress-nginx answers them (rewrite-target with capture groups, use-regex,
+// ssl-redirect and force-ssl-redirect, allowlists, canary by header, cookie and weight,
+// permanent and temporal redirects, cookie affinity, CORS preflight, body size, app-root,
+// backend-protocol HTTPS and GRPC, limit-rpm, limit-connections, proxy-read-timeout), an
+// Ingress with a snippet or auth-url answers 503, and the annotations not supported are Warning
+// Events on their Ingresses.
 func TestIngressNginxExample(t *testing.T) {
 	k := kubetest.Start(t)
 	e := newDemoEnv(t)
@@ -189,6 +192,24 @@ func TestIngressNginxExample(t *testing.T) {
 	applyService(t, k, service("api", "", 8080, e.port))
 	putEndpointSlice(t, k, endpointSlice("web", "http", e.port, map[string]bool{"127.0.0.11": true, "127.0.0.12": true}))
 	putEndpointSlice(t, k, endpointSlice("api", "", e.port, map[string]bool{"127.0.0.21": true}))
+
+	// Backends of their own: TLS (backend-protocol HTTPS), HTTP/2 in clear (GRPC), and one
+	// that holds each request until the test releases it (limit-connections, timeouts).
+	tlsPort := serveBackend(t, "127.0.0.31", func(s *http.Server) {}, true)
+	h2cPort := serveBackend(t, "127.0.0.32", func(s *http.Server) {
+		s.Protocols = new(http.Protocols)
+		s.Protocols.SetHTTP1(true)
+		s.Protocols.SetUnencryptedHTTP2(true)
+	}, false)
+	held := &holdingBackend{arrived: make(chan struct{}, 10), release: make(chan struct{})}
+	heldPort := serveBackendHandler(t, "127.0.0.33", held)
+	for name, be := range map[string]struct {
+		addr string
+		port int
+	}{"secure": {"127.0.0.31", tlsPort}, "h2c": {"127.0.0.32", h2cPort}, "held": {"127.0.0.33", heldPort}} {
+		applyService(t, k, service(name, "", 80, be.port))
+		putEndpointSlice(t, k, endpointSlice(name, "", be.port, map[string]bool{be.addr: true}))
+	}
 
 	prefix, regex := networkingv1.PathTypePrefix, networkingv1.PathTypeImplementationSpecific
 	tlsShop := nginxIngress("tls", "shop.example.com", nil, prefix, "/", "web", "http")
@@ -208,6 +229,19 @@ func TestIngressNginxExample(t *testing.T) {
 		nginxIngress("snippet", "snippet.example.com", map[string]string{"configuration-snippet": "deny all;"}, prefix, "/", "web", "http"),
 		nginxIngress("mirror", "mirror.example.com", map[string]string{"mirror-target": "https://mirror.example/"}, prefix, "/", "web", "http"),
 		nginxIngress("limited", "limited.example.com", map[string]string{"limit-rpm": "1", "limit-burst-multiplier": "1"}, prefix, "/", "web", "http"),
+		nginxIngress("force", "force.example.com", map[string]string{"force-ssl-redirect": "true"}, prefix, "/", "web", "http"),
+		nginxIngress("temp", "temp.example.com", map[string]string{"temporal-redirect": "https://example.org/maintenance"}, prefix, "/", "web", "http"),
+		nginxIngress("main-c", "cookie.example.com", nil, prefix, "/", "web", "http"),
+		nginxIngress("canary-c", "cookie.example.com", map[string]string{"canary": "true", "canary-by-cookie": "beta", "canary-weight": "0"}, prefix, "/", "api", 8080),
+		nginxIngress("main-w", "weight.example.com", nil, prefix, "/", "web", "http"),
+		nginxIngress("canary-w", "weight.example.com", map[string]string{"canary": "true", "canary-weight": "100", "canary-by-header": "X-Canary"}, prefix, "/", "api", 8080),
+		nginxIngress("regex", "re.example.com", map[string]string{"use-regex": "true"}, regex, "/v[0-9]+/items", "web", "http"),
+		nginxIngress("badlist", "badlist.example.com", map[string]string{"whitelist-source-range": "127.0.0.0/8, everyone"}, prefix, "/", "web", "http"),
+		nginxIngress("auth", "auth.example.com", map[string]string{"auth-url": "http://auth.example/check"}, prefix, "/", "web", "http"),
+		nginxIngress("secure", "secure.example.com", map[string]string{"backend-protocol": "HTTPS"}, prefix, "/", "secure", 80),
+		nginxIngress("grpc", "grpc.example.com", map[string]string{"backend-protocol": "GRPC"}, prefix, "/", "h2c", 80),
+		nginxIngress("held", "held.example.com", map[string]string{"limit-connections": "1"}, prefix, "/", "held", 80),
+		nginxIngress("slow", "slow.example.com", map[string]string{"proxy-read-timeout": "1"}, prefix, "/", "held", 80),
 	}
 	for _, ing := range ingresses {
 		if _, err := k.Client.NetworkingV1().Ingresses("web").Create(ctx, ing, metav1.CreateOptions{}); err != nil {
@@ -257,7 +291,43 @@ func TestIngressNginxExample(t *testing.T) {
 		nginxCase{"app-root: another path", nginxRequest{host: "approot.example.com", path: "/app"}, status(200, "web-")},
 		nginxCase{"configuration-snippet: refused", nginxRequest{host: "snippet.example.com", path: "/"}, status(503, "Ingress web/snippet is not served: refused: configuration-snippet")},
 		nginxCase{"an annotation not supported: served without", nginxRequest{host: "mirror.example.com", path: "/"}, status(200, "web-")},
+		nginxCase{"force-ssl-redirect without TLS", nginxRequest{host: "force.example.com", path: "/a"}, redirect(308, "https://force.example.com/a")},
+		nginxCase{"temporal-redirect", nginxRequest{host: "temp.example.com", path: "/"}, redirect(302, "https://example.org/maintenance")},
+		nginxCase{"canary-by-cookie: always", nginxRequest{host: "cookie.example.com", path: "/", header: map[string]string{"Cookie": "beta=always"}}, status(200, "api-1")},
+		nginxCase{"canary-by-cookie: absent, weight 0", nginxRequest{host: "cookie.example.com", path: "/"}, status(200, "web-")},
+		nginxCase{"canary-weight 100", nginxRequest{host: "weight.example.com", path: "/"}, status(200, "api-1")},
+		nginxCase{"canary-weight 100, header never first", nginxRequest{host: "weight.example.com", path: "/", header: map[string]string{"X-Canary": "never"}}, status(200, "web-")},
+		nginxCase{"use-regex: a match, case-insensitive", nginxRequest{host: "re.example.com", path: "/V12/items/3"}, status(200, "web-")},
+		nginxCase{"use-regex: no match", nginxRequest{host: "re.example.com", path: "/vx/items"}, status(404, "no Ingress rule matches")},
+		nginxCase{"whitelist-source-range that is not CIDRs: closed", nginxRequest{host: "badlist.example.com", path: "/"}, status(403, "")},
+		nginxCase{"auth-url: refused", nginxRequest{host: "auth.example.com", path: "/"}, status(503, "Ingress web/auth is not served: refused: auth-url")},
+		nginxCase{"backend-protocol HTTPS", nginxRequest{host: "secure.example.com", path: "/x"}, status(200, "tls HTTP/1.1 /x")},
+		nginxCase{"backend-protocol GRPC: HTTP/2 to the pods", nginxRequest{host: "grpc.example.com", path: "/x"}, status(200, "clear HTTP/2.0 /x")},
 	)
+
+	t.Run("limit-connections 1: a second request while one is in progress is refused", func(t *testing.T) {
+		first := make(chan answer, 1)
+		go func() {
+			a, _ := nginxRequest{host: "held.example.com", path: "/"}.do(e)
+			first <- a
+		}()
+		<-held.arrived // the first request is at the backend, its connection counted
+		if a, err := (nginxRequest{host: "held.example.com", path: "/"}).do(e); err != nil || a.code != 503 {
+			t.Errorf("second request: %d %v, want 503", a.code, err)
+		}
+		held.release <- struct{}{}
+		if a := <-first; a.code != 200 {
+			t.Errorf("first request: %d %q, want 200", a.code, a.body)
+		}
+	})
+
+	t.Run("proxy-read-timeout 1: a backend that does not answer within 1 s is a 504", func(t *testing.T) {
+		a, err := nginxRequest{host: "slow.example.com", path: "/"}.do(e)
+		<-held.arrived
+		if err != nil || a.code != 504 {
+			t.Errorf("%d %q %v, want 504", a.code, a.body, err)
+		}
+	})
 
 	t.Run("affinity cookie: the server the cookie names answers every request", func(t *testing.T) {
 		first, err := nginxRequest{host: "sticky.example.com", path: "/"}.do(e)
@@ -318,4 +388,63 @@ func TestIngressNginxExample(t *testing.T) {
 			return err == nil && len(ing.Status.LoadBalancer.Ingress) == 1 && ing.Status.LoadBalancer.Ingress[0].IP == "203.0.113.7"
 		}, "the Ingress's status has the published address")
 	})
+}
+
+// serveBackend serves on ip (a free port, returned) what it is asked: "tls" or "clear", the
+// protocol and the path; setup adjusts the server (HTTP/2 in clear); withTLS serves TLS with a
+// certificate of its own.
+func serveBackend(t *testing.T, ip string, setup func(*http.Server), withTLS bool) int {
+	t.Helper()
+	l, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn := "clear"
+		if r.TLS != nil {
+			conn = "tls"
+		}
+		fmt.Fprintf(w, "%s %s %s\n", conn, r.Proto, r.URL.Path)
+	})}
+	setup(srv)
+	if withTLS {
+		cert, key := testcert.Pair(t, ip)
+		pair, err := tls.X509KeyPair(cert, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{pair}})
+	}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// serveBackendHandler serves h on ip, a free port, which it returns.
+func serveBackendHandler(t *testing.T, ip string, h http.Handler) int {
+	t.Helper()
+	l, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// holdingBackend holds each request until release (or until the client goes away), saying on
+// arrived that one came.
+type holdingBackend struct {
+	arrived chan struct{}
+	release chan struct{}
+}
+
+func (h *holdingBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.arrived <- struct{}{}
+	select {
+	case <-h.release:
+		fmt.Fprintln(w, "released")
+	case <-r.Context().Done():
+	}
 }
