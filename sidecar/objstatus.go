@@ -4,6 +4,9 @@ import (
 	"context"
 	"log/slog"
 
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
 	"github.com/haproxy-sidecar/haproxy-sidecar/report/objstatus"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
@@ -15,7 +18,7 @@ import (
 // --leader-elect), and with --reload=dataplane once every host has the configuration. The
 // returned function stops it, and returns once it stopped. Without the Kubernetes source
 // (kube nil) there is nothing to write.
-func startObjectStatus(ctx context.Context, cfg *config.Run, kube *watcher.Kube, state func() live.State, standby func() bool, h *haproxy, log *slog.Logger) (stop func(), err error) {
+func startObjectStatus(ctx context.Context, cfg *config.Run, kube *watcher.Kube, state func() live.State, standby func() bool, h *haproxy, events apply.Recorder, log *slog.Logger) (stop func(), err error) {
 	if kube == nil {
 		return func() {}, nil
 	}
@@ -24,6 +27,12 @@ func startObjectStatus(ctx context.Context, cfg *config.Run, kube *watcher.Kube,
 		Namespace: cfg.Inputs.Namespace, ServicesConfigMap: cfg.Inputs.ServicesConfigMap,
 		PublishService: cfg.Publish.Service, PublishAddresses: cfg.Publish.Addresses,
 		ControllerName: cfg.Publish.ControllerName, Logger: log,
+	}
+	// The Kubernetes Events recorder warns on the objects the templates warn about.
+	if ev, ok := events.(interface {
+		Warn(obj runtime.Object, reason, message string)
+	}); ok {
+		c.Warn = ev.Warn
 	}
 	if h.dp != nil {
 		c.HostsHave = h.dp.HostsHave

@@ -145,7 +145,7 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		return err
 	}
 	haproxy.onChange(p.Changed)
-	stopStatus, err := startObjectStatus(ctx, cfg, kube, p.HAProxy, standby, haproxy, log)
+	stopStatus, err := startObjectStatus(ctx, cfg, kube, p.HAProxy, standby, haproxy, events, log)
 	if err != nil {
 		return err
 	}

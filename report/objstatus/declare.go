@@ -22,6 +22,10 @@ const (
 	KindHTTPRoute = "HTTPRoute"
 )
 
+// DefaultWarningReason is the reason of the Warning Event of a declaration's warning= that
+// gives no warning.reason=.
+const DefaultWarningReason = "ConfigurationWarning"
+
 // Condition types.
 const (
 	Accepted     = "Accepted"
@@ -77,6 +81,10 @@ type Declaration struct {
 	// Conditions are a Gateway's (Accepted, Programmed) or a route parent's (Accepted,
 	// ResolvedRefs), in that order; none for an Ingress.
 	Conditions []Condition
+	// Warning is what an Ingress declaration warns of (warning=, "": nothing): what of the
+	// object the rendering does not serve as written (an annotation it does not support),
+	// recorded as a Warning Event on the object with WarningReason.
+	Warning, WarningReason string
 }
 
 // conditionWords are the attribute naming each condition, by kind, in the conditions' order.
@@ -158,6 +166,9 @@ func parseDeclaration(s string) (Declaration, error) {
 			return Declaration{}, err
 		}
 	}
+	if d.Warning != "" && d.WarningReason == "" {
+		d.WarningReason = DefaultWarningReason
+	}
 	if d.Kind == KindHTTPRoute && d.Parent.Name == "" {
 		return Declaration{}, fmt.Errorf("an %s declaration needs parent=NAMESPACE/NAME", d.Kind)
 	}
@@ -217,6 +228,16 @@ func (d *Declaration) set(a attr, conds map[string]*Condition, why *falseWhy) er
 		why.reason = &a.value
 	case a.key == "message" && !a.bare && kind != KindIngress:
 		why.message = &a.value
+	case a.key == "warning" && !a.bare && kind == KindIngress:
+		d.Warning = a.value
+		if len(d.Warning) > maxMessage {
+			d.Warning = d.Warning[:maxMessage-3] + "..."
+		}
+	case a.key == "warning.reason" && !a.bare && kind == KindIngress:
+		if len(a.value) > 128 || !reasonPattern.MatchString(a.value) {
+			return fmt.Errorf("warning.reason=%s: want a CamelCase word", a.value)
+		}
+		d.WarningReason = a.value
 	case a.key == "generation" && !a.bare && kind != KindIngress:
 		g, err := strconv.ParseInt(a.value, 10, 64)
 		if err != nil || g < 1 {
@@ -280,7 +301,7 @@ func attributesOf(kind string) string {
 	}
 	switch kind {
 	case KindIngress:
-		return "none"
+		return "warning=, warning.reason="
 	case KindHTTPRoute:
 		out = append(out, "parent=", "section=", "port=")
 	}
@@ -375,6 +396,8 @@ type Want struct {
 	Conditions []Condition
 	// Parents are an HTTPRoute's, in the order declared.
 	Parents []ParentWant
+	// Warning and WarningReason are an Ingress's (Declaration.Warning).
+	Warning, WarningReason string
 }
 
 // ParentWant is one parent of a route, and its conditions.
@@ -395,7 +418,7 @@ func Collect(decls []Declaration) (map[Object]Want, []error) {
 			key += " parent " + d.Parent.String()
 		}
 		if prev, ok := first[key]; ok {
-			if !slices.Equal(prev.Conditions, d.Conditions) || prev.Generation != d.Generation {
+			if !slices.Equal(prev.Conditions, d.Conditions) || prev.Generation != d.Generation || prev.Warning != d.Warning {
 				problems = append(problems, fmt.Errorf("haproxy.cfg line %d: %s declared again, differently (line %d stands)", d.Line, key, prev.Line))
 			}
 			continue
@@ -413,6 +436,8 @@ func Collect(decls []Declaration) (map[Object]Want, []error) {
 			w.Conditions = d.Conditions
 		case KindHTTPRoute:
 			w.Parents = append(w.Parents, ParentWant{Parent: d.Parent, Conditions: d.Conditions})
+		case KindIngress:
+			w.Warning, w.WarningReason = d.Warning, d.WarningReason
 		}
 		out[d.Object] = w
 	}

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -63,7 +64,10 @@ type Config struct {
 	PublishAddresses []string
 	// ControllerName is the controllerName of the route status written.
 	ControllerName string
-	Logger         *slog.Logger
+	// Warn, when set, records a Warning Event on an object (the Ingress a declaration's
+	// warning= is about), once HAProxy runs the rendering that declares it.
+	Warn   func(obj runtime.Object, reason, message string)
+	Logger *slog.Logger
 	// Interval is how often what HAProxy runs is looked at; Resync how often every object
 	// served is read again (what it has may have been changed by someone else);
 	// PublishRefresh how often the published Service is read again. Zero: the defaults.
@@ -92,6 +96,7 @@ type Writer struct {
 	logged  map[string]string // the last problem logged per object (not repeated)
 	warned  map[string]bool   // the declarations' problems logged, of the last rendering
 	dynWarn bool              // the missing dynamic client was warned about
+	evented map[Object]string // the warning recorded as an Event per object (not repeated)
 	now     func() time.Time  // the clock (tests)
 }
 
@@ -115,7 +120,7 @@ func New(cfg Config) (*Writer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	w := &Writer{cfg: cfg, log: cfg.Logger.With("component", "object-status"), logged: map[string]string{}, now: time.Now}
+	w := &Writer{cfg: cfg, log: cfg.Logger.With("component", "object-status"), logged: map[string]string{}, evented: map[Object]string{}, now: time.Now}
 	w.reset()
 	if len(cfg.PublishAddresses) > 0 {
 		w.addrs, w.known = Addresses(cfg.PublishAddresses), true
@@ -227,6 +232,9 @@ func (w *Writer) round(ctx context.Context, bundle *render.Bundle, since, now ti
 		w.clear(o.String())
 		w.done[o] = fp
 	}
+	if !w.warnObjects(ctx) {
+		failed = true
+	}
 	for _, o := range slices.SortedFunc(maps.Keys(w.forget), compareObjects) {
 		if err := w.takeBack(ctx, o); err != nil {
 			w.problem(o.String(), "take back the status of "+o.String()+", no longer served", err)
@@ -303,6 +311,42 @@ func (w *Writer) write(ctx context.Context, o Object, want Want) error {
 		return w.writeRoute(ctx, o, want)
 	}
 	return nil
+}
+
+// warnObjects records the declared warnings as Warning Events on their Ingresses, each once
+// (again when it changes); false when one could not be (it is retried).
+func (w *Writer) warnObjects(ctx context.Context) bool {
+	if w.cfg.Warn == nil {
+		return true
+	}
+	ok := true
+	for _, o := range slices.SortedFunc(maps.Keys(w.wants), compareObjects) {
+		want := w.wants[o]
+		mark := want.WarningReason + "\x00" + want.Warning
+		if o.Kind != KindIngress || want.Warning == "" || w.evented[o] == mark {
+			continue
+		}
+		// The object itself, for its UID: kubectl describe finds its Events by it.
+		ing, err := w.cfg.Client.NetworkingV1().Ingresses(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			w.problem(o.String(), "read "+o.String()+" to record its warning", err)
+			ok = false
+			continue
+		}
+		ing.TypeMeta = metav1.TypeMeta{Kind: "Ingress", APIVersion: "networking.k8s.io/v1"}
+		w.cfg.Warn(ing, want.WarningReason, want.Warning)
+		w.log.Info("warning recorded", "object", o.String(), "reason", want.WarningReason, "warning", want.Warning)
+		w.evented[o] = mark
+	}
+	for o := range w.evented {
+		if _, ok := w.wants[o]; !ok {
+			delete(w.evented, o)
+		}
+	}
+	return ok
 }
 
 // takeBack undoes what the sidecar wrote on an object it no longer serves: an Ingress's

@@ -223,3 +223,34 @@ func TestWriterWarnsOnce(t *testing.T) {
 		t.Errorf("the Ingress declared beside the bad line: %+v", got)
 	}
 }
+
+// TestWriterWarns: an Ingress declared with a warning gets a Warning Event once HAProxy runs
+// the rendering, once (not again with each rendering that still says it), again when it
+// changes; nothing while HAProxy does not run it.
+func TestWriterWarns(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	var got []string
+	f.w.cfg.Warn = func(obj runtime.Object, reason, message string) {
+		ing := obj.(*networkingv1.Ingress)
+		got = append(got, ing.Namespace+"/"+ing.Name+" "+reason+": "+message)
+	}
+	first := bundleOf(`haproxy-sidecar: serves Ingress web/shop warning="annotation x: not supported" warning.reason=UnsupportedAnnotation`)
+	f.st = live.State{LoadsAtStart: first.Hash, Good: live.Good{Bundle: first}}
+	f.w.Tick(ctx)
+	if len(got) != 0 {
+		t.Fatalf("warned while HAProxy does not run the rendering: %v", got)
+	}
+	f.st = live.State{Runs: first.Hash, Live: first.Hash, LiveSince: t0, Good: live.Good{Bundle: first}}
+	f.w.Tick(ctx)
+	again := bundleOf(`haproxy-sidecar: serves Ingress web/shop warning="annotation x: not supported" warning.reason=UnsupportedAnnotation`, "another rendering")
+	f.st = live.State{Runs: again.Hash, Live: again.Hash, LiveSince: t1, Good: live.Good{Bundle: again}}
+	f.w.Tick(ctx)
+	changed := bundleOf(`haproxy-sidecar: serves Ingress web/shop warning="annotation y: not supported"`)
+	f.st = live.State{Runs: changed.Hash, Live: changed.Hash, LiveSince: t1, Good: live.Good{Bundle: changed}}
+	f.w.Tick(ctx)
+	want := []string{"web/shop UnsupportedAnnotation: annotation x: not supported", "web/shop " + DefaultWarningReason + ": annotation y: not supported"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("warnings %q, want %q", got, want)
+	}
+}

@@ -96,5 +96,17 @@ func (k *KubeEvents) object(ref snapshot.Ref) runtime.Object {
 	return nil
 }
 
+// Warn records a Warning Event on obj (an object the live configuration declares, which the
+// template warns about), redacted as the others.
+func (k *KubeEvents) Warn(obj runtime.Object, reason, message string) {
+	if k.Redact != nil {
+		message = k.Redact(message)
+	}
+	if len(message) > maxEventMessage {
+		message = message[:maxEventMessage-3] + "..."
+	}
+	k.recorder.Event(obj, corev1.EventTypeWarning, reason, message)
+}
+
 // Shutdown flushes and stops the broadcaster.
 func (k *KubeEvents) Shutdown() { k.broadcaster.Shutdown() }
