@@ -40,12 +40,13 @@ func kubectlApply(t *testing.T, k *kubetest.Env, cacheDir, manifests string) {
 }
 
 // installGatewayAPI installs the Gateway API CRDs (testdata/gateway-api) and waits until
-// Gateways and HTTPRoutes are served.
+// GatewayClasses, Gateways, HTTPRoutes and ReferenceGrants are served.
 func installGatewayAPI(t *testing.T, k *kubetest.Env, cacheDir string) {
 	t.Helper()
 	run(t, k.KubectlPath, "--kubeconfig", k.Kubeconfig, "--cache-dir", cacheDir, "apply", "--server-side", "-f", "testdata/gateway-api")
 	run(t, k.KubectlPath, "--kubeconfig", k.Kubeconfig, "--cache-dir", cacheDir, "wait", "--for", "condition=Established", "--timeout", "60s",
-		"crd/gateways.gateway.networking.k8s.io", "crd/httproutes.gateway.networking.k8s.io")
+		"crd/gatewayclasses.gateway.networking.k8s.io", "crd/gateways.gateway.networking.k8s.io",
+		"crd/httproutes.gateway.networking.k8s.io", "crd/referencegrants.gateway.networking.k8s.io")
 }
 
 // applyGatewayExample readies k for the Gateway API example (a template set of
