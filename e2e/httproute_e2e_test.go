@@ -3,7 +3,9 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,6 +39,28 @@ func kubectlApply(t *testing.T, k *kubetest.Env, cacheDir, manifests string) {
 	if err != nil {
 		t.Fatalf("kubectl apply: %s", out)
 	}
+}
+
+// getWith sends GET http://addr+path for host with the headers given (name, value, ...),
+// without following redirects: the status, the body and the response's headers.
+func (e *demoEnv) getWith(addr, host, path string, headers ...string) (int, string, http.Header, error) {
+	req, err := http.NewRequest("GET", "http://"+addr+path, nil)
+	if err != nil {
+		return 0, "", nil, err
+	}
+	req.Host = host
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Add(headers[i], headers[i+1])
+	}
+	c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header, nil
 }
 
 // installGatewayAPI installs the Gateway API CRDs (testdata/gateway-api) and waits until
@@ -83,10 +107,18 @@ spec:
   - {name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}
 `
 
-// gatewayObjects are the Gateways and HTTPRoutes of TestHTTPRouteExample; shopRules are
-// web/shop's rules.
+// gatewayClass is the example's GatewayClass, whose controllerName is the sidecar's.
+const gatewayClass = `apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: haproxy-sidecar}
+spec: {controllerName: haproxy-sidecar.io/controller}
+`
+
+// gatewayObjects are the GatewayClass, Gateways and HTTPRoutes of TestHTTPRouteExample;
+// shopRules are web/shop's rules.
 func gatewayObjects(shopRules string) string {
-	return `apiVersion: gateway.networking.k8s.io/v1
+	return gatewayClass + `---
+apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: haproxy, namespace: lb}
 spec:
@@ -140,10 +172,11 @@ const shopRules = `  - matches: [{path: {type: PathPrefix, value: /api}}]
 
 // TestHTTPRouteExample runs examples/templates/httproute.yaml against a real kube-apiserver
 // with the Gateway API CRDs (testdata/gateway-api) and a real HAProxy: HTTPRoutes attached to
-// a Gateway of the class route by hostname (precise and wildcard) and path (PathPrefix,
-// Exact) to real backends, split by the backendRefs' weights; routes of other Gateways, or
-// not admitted, are not served; weights and a path edited go live with no reload; the same
-// objects render the same bytes from the API, from etcd and from files.
+// a Gateway of the class route by hostname (precise and wildcard), path (PathPrefix, Exact)
+// and header to real backends, split by the backendRefs' weights; routes of other Gateways,
+// or not admitted, are not served; weights and a path edited go live with no reload; the same
+// objects render the same bytes from the API, from etcd and from files (the example's own
+// tests pass on them).
 func TestHTTPRouteExample(t *testing.T) {
 	k := kubetest.Start(t)
 	e := newDemoEnv(t)
@@ -151,7 +184,7 @@ func TestHTTPRouteExample(t *testing.T) {
 	cacheDir := applyGatewayExample(t, k, example)
 	// The TLS Secret the Gateway names, in its namespace (lb), unlabelled: certificate
 	// lb.gw-tls with --tls-secret-namespaces lb. The one of web it names is not served (no
-	// ReferenceGrant is read).
+	// ReferenceGrant of web allows it).
 	gwCert, gwKey := testcert.Pair(t, "shop.example.com")
 	k.ApplySecret(t, nsTLSSecret("lb", "gw-tls", gwCert, gwKey))
 	applyService(t, k, service("web", "http", 80, e.port))
@@ -186,8 +219,8 @@ func TestHTTPRouteExample(t *testing.T) {
 		fmt.Sprintf("server web-web-1-%d 127.0.0.11:%d weight 256\n", e.port, e.port),
 		fmt.Sprintf("server web-127.0.0.12-%d 127.0.0.12:%d weight 256\n", e.port, e.port),
 		fmt.Sprintf("server api-api-1-%d 127.0.0.21:%d weight 171\n", e.port, e.port),
-		"# httproute web/shop rule 4: match 1 not served",
-		`# gateway lb/haproxy listener https: certificateRef "web/web-tls" not served (another kind or namespace)`,
+		"{ req.hdr(x-admin) -m str \"1\" }",
+		`listener=https attached=1 kinds="HTTPRoute" resolved=false resolved.reason=RefNotPermitted resolved.message="certificateRef \"web/web-tls\": another namespace`,
 		"/lb.gw-tls.pem alpn",
 	} {
 		if !strings.Contains(string(cfg), want) {
@@ -219,6 +252,10 @@ func TestHTTPRouteExample(t *testing.T) {
 	}
 	if code, body, err := getTLS(os.Getenv("HTTPS_BIND"), "shop.example.com", "/checkout"); err != nil || code != 200 || !strings.HasPrefix(body, "api-1") {
 		t.Errorf("https://shop.example.com/checkout: %d %q %v, want api-1", code, body, err)
+	}
+	// A header match: /admin with x-admin: 1 goes to api; without, to / (mostly web).
+	if code, body, _, err := e.getWith(e.httpAddr, "shop.example.com", "/admin/x", "x-admin", "1"); err != nil || code != 200 || !strings.HasPrefix(body, "api-1") {
+		t.Errorf("shop.example.com/admin/x with x-admin: 1: %d %q %v, want api-1", code, body, err)
 	}
 
 	e.settled(t)
@@ -263,7 +300,7 @@ func TestHTTPRouteExample(t *testing.T) {
 		kubectlApply(t, k, cacheDir, objs)
 		waitRoutes(t, e, route{"a.example.org/api/x", "api-1"}, route{"a.example.org/apis", "web-"})
 		e.settled(t)
-		if m, _ := os.ReadFile(filepath.Join(filepath.Dir(e.cfgPath), "maps", "routes.map")); !bytes.Contains(m, []byte("shop.example.com/store/ be_web_api_8080\n")) {
+		if m, _ := os.ReadFile(filepath.Join(filepath.Dir(e.cfgPath), "maps", "routes.map")); !bytes.Contains(m, []byte("fe_80@shop.example.com/store/ be_web_api_8080\n")) {
 			t.Errorf("routes.map on disk:\n%s", m)
 		}
 		if n := reloadCount(t, p) - before; n != 0 {
@@ -275,13 +312,16 @@ func TestHTTPRouteExample(t *testing.T) {
 		gets := [][]string{
 			{"configmaps", "-n", "lb"},
 			{"secrets", "-n", "lb"},
+			{"gatewayclasses.v1.gateway.networking.k8s.io"},
 			{"gateways.v1.gateway.networking.k8s.io", "-A"},
 			{"httproutes.v1.gateway.networking.k8s.io", "-A"},
+			{"referencegrants.v1beta1.gateway.networking.k8s.io", "-A"},
+			{"namespaces"},
 			{"services.v1.", "-A"},
 			{"endpointslices.v1.discovery.k8s.io", "-A"},
 		}
 		r := renderSources(t, k, gets, append(slices.Clone(watch), tlsFlag...)...)
-		if m := r["kube"]["maps/routes.map"]; !strings.Contains(m, "shop.example.com/store/ be_web_api_8080\n") || !strings.Contains(m, "*.example.org/ be_web_web_80\n") {
+		if m := r["kube"]["maps/routes.map"]; !strings.Contains(m, "fe_80@shop.example.com/store/ be_web_api_8080\n") || !strings.Contains(m, "fe_80@*.example.org/ be_web_web_80\n") {
 			t.Errorf("routes.map:\n%s", m)
 		}
 		if r["kube"]["certs/lb.gw-tls.pem"] == "" {
