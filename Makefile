@@ -55,11 +55,14 @@ demo: deps
 ## Debian, 3.0, 3.2 and 3.4 LTS from Debian's newer suites (hack/haproxy-versions.sh), and a real
 ## kube-apiserver, etcd and kubectl built from the Go module proxy (hack/testbins.sh); all cached
 ## outside the clone, the first run takes several minutes. hack/test.sh runs every package
-## against 3.2, then the packages that run HAProxy against 2.6, 3.0 and 3.4.
+## against 3.2, then the packages that run HAProxy against 2.6, 3.0 and 3.4; then
+## conformance-smoke runs the conformance harness with one test of the suite (about 35 s; its
+## binaries, hack/conformance-bins.sh, take about 8 minutes the first time).
 test: deps cross
 	$(GO) vet ./...
 	KUBEBUILDER_ASSETS=$$(hack/testbins.sh) HELM=$$(hack/helm.sh) HAPROXY_SIDECAR_REQUIRE_TESTBINS=1 \
 		GO=$(GO) hack/test.sh -race -count=1 -timeout 30m
+	$(MAKE) conformance-smoke
 
 ## cross: everything builds for macOS and Windows too (render and validate are laptop and
 ## pre-commit checks; `run` is Linux-only in practice, but all of it must compile).
@@ -90,6 +93,19 @@ bench-scale:
 .PHONY: bench-ingress
 bench-ingress: deps
 	hack/bench-ingress.sh
+
+## conformance: the Gateway API conformance suite (sigs.k8s.io/gateway-api/conformance v1.6.3,
+## profile GATEWAY-HTTP) against examples/templates/httproute.yaml, the sidecar writing the
+## status, on this machine without a container runtime: kube-apiserver, etcd, controller-manager,
+## scheduler, kwok and the suite's echo backend as processes in a network namespace of its own
+## (hack/conformance.sh; 31-38 min on 2 cores). bin/conformance/: report.yaml, summary.txt, the
+## suite's log, every piece's log (docs/ingress-gateway.md#gateway-api-conformance).
+## conformance-smoke: the same harness with one test of the suite (a few minutes).
+.PHONY: conformance conformance-smoke
+conformance: deps
+	hack/conformance.sh
+conformance-smoke: deps
+	RUN_TEST=HTTPRouteSimpleSameNamespace OUT=bin/conformance-smoke hack/conformance.sh
 
 ## bench-routes: HTTPRoutes and Ingresses at 1,000 and 3,000 (SIZES; 10000 too) through a real
 ## kube-apiserver, HAProxy 3.4 and 3.2: a new route, a path change, a route deleted, a pod

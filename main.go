@@ -68,6 +68,13 @@ func main() {
 	// The first stop signal ends ctx (run may then drain for --shutdown-delay); a second one
 	// gets the signal's default action: the process ends at once.
 	context.AfterFunc(ctx, stop)
+	switch cmd {
+	case "run", "render", "validate", "diff":
+		// A misspelt variable would be ignored in silence.
+		for _, w := range config.UnknownEnv(os.Environ()) {
+			fmt.Fprintf(os.Stderr, "haproxy-sidecar: warning: %s\n", w)
+		}
+	}
 	var err error
 	switch cmd {
 	case "run":

@@ -20,6 +20,7 @@ MODES=${MODES:-"on off"}
 EDIT=${EDIT:-pods}
 SERVICES=${SERVICES:-0}
 SIDECAR_ARGS=${SIDECAR_ARGS:-}
+WAIT=${WAIT:-10ms:200ms}
 
 hack/install-deps.sh
 mkdir -p bin
@@ -31,5 +32,5 @@ for mode in $MODES; do
   [ "$mode" = off ] && runtime=false changes=$CHANGES_OFF
   bin/bench-churn --sidecar bin/haproxy-sidecar --changes "$changes" --pods "$PODS" \
     --conns "$CONNS" --interval "$INTERVAL" --runtime-api="$runtime" \
-    --edit "$EDIT" --services "$SERVICES" --sidecar-args "$SIDECAR_ARGS"
+    --edit "$EDIT" --services "$SERVICES" --sidecar-args "$SIDECAR_ARGS" --wait "$WAIT"
 done

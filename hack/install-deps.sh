@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what the tests and the demo need on a fresh Debian machine: HAProxy (2.6 from Debian),
-# socat, and python3-jinja2 (the reference the template engine is tested against). Idempotent;
+# socat, iproute2 (the conformance harness's network namespace), and python3-jinja2 (the reference the template engine is tested against). Idempotent;
 # uses sudo when not root.
 set -euo pipefail
 need=()
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
 command -v socat >/dev/null 2>&1 || need+=(socat)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || need+=(iproute2)
 /usr/bin/python3 -c 'import jinja2' >/dev/null 2>&1 || need+=(python3-jinja2)
 [ ${#need[@]} -eq 0 ] && exit 0
 sudo=""

@@ -15,29 +15,11 @@ fi
 mkdir -p "$out"
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 log() { echo "testbins: $*" >&2; }
+# shellcheck source=hack/k8s-build.sh
+. "$(dirname "$0")/k8s-build.sh"
 
-# kube-apiserver and kubectl: k8s.io/kubernetes pins its staging modules (k8s.io/api, ...) to
-# v0.0.0 with replace directives to ./staging; a consumer must replace each with the release.
 log "building kube-apiserver and kubectl v$k8s (several minutes on a cold cache)"
-mkdir -p "$work/kube" && cd "$work/kube"
-GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v$k8s" >/dev/null
-modfile="$(go env GOMODCACHE)/cache/download/k8s.io/kubernetes/@v/v$k8s.mod"
-staging="v0.${k8s#1.}"
-{
-  printf 'module testbins\n\ngo 1.26\n\nrequire k8s.io/kubernetes v%s\n\nreplace (\n' "$k8s"
-  sed -n '/^replace (/,/^)/p' "$modfile" | awk '/=>/ {print $1}' |
-    grep -v -e sample-cli-plugin -e sample-controller |
-    while read -r m; do printf '\t%s => %s %s\n' "$m" "$m" "$staging"; done
-  printf ')\n'
-} >go.mod
-printf 'package tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kubectl"\n)\n' >tools.go
-go mod tidy >/dev/null 2>&1
-ldflags="-s -w"
-for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags="$ldflags -X $p.gitVersion=v$k8s -X $p.gitMajor=1 -X $p.gitMinor=$(echo "$k8s" | cut -d. -f2)"
-done
-go build -trimpath -ldflags="$ldflags" -o "$out/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-go build -trimpath -ldflags="$ldflags" -o "$out/kubectl" k8s.io/kubernetes/cmd/kubectl
+k8s_build "$out" "$k8s" kube-apiserver kubectl
 
 # etcd in its own module: its dependency versions differ from Kubernetes'.
 log "building etcd v$etcd"

@@ -46,14 +46,15 @@ var registerHostTag = sync.OnceValue(func() error {
 
 // job is one render: the program, its context and budgets, and where its output goes.
 type job struct {
-	ctx  context.Context
-	prog *jinja.Program
-	vars map[string]any
-	mods *jinja.Modules // shared by the files of one bundle
-	lim  jinja.Limits
-	buf  []byte
-	out  []byte
-	err  error
+	ctx   context.Context
+	prog  *jinja.Program
+	vars  map[string]any
+	mods  *jinja.Modules // shared by the files of one bundle
+	lim   jinja.Limits
+	buf   []byte
+	trace bool // record which statement wrote what (Renderer.Origin)
+	out   jinja.Output
+	err   error
 }
 
 // hostNode runs the job pongo2's context carries.
@@ -64,12 +65,13 @@ func (hostNode) Execute(ec *pongo2.ExecutionContext, w pongo2.TemplateWriter) *p
 	if !ok || j.prog == nil {
 		return ec.OrigError(fmt.Errorf("render: no job in the context"), nil)
 	}
-	out, err := j.prog.RenderSharing(j.ctx, j.vars, j.lim, j.buf, j.mods)
+	out, err := j.prog.RenderSharing(j.ctx, j.vars, j.lim, j.buf, j.mods, j.trace)
 	if err != nil {
 		j.err = err // returned as it is (pongo2 would wrap it)
 		return nil
 	}
-	if _, err := w.Write(out); err != nil {
+	j.out = out
+	if _, err := w.Write(out.Bytes); err != nil {
 		return ec.OrigError(err, nil)
 	}
 	return nil
@@ -93,20 +95,23 @@ func (h *host) template() (*pongo2.Template, error) {
 	return h.tpl, h.err
 }
 
-// run executes j through pongo2.
-func (h *host) run(j *job) ([]byte, error) {
+// run executes j through pongo2: the output as pongo2 wrote it, with what the render knows
+// of where its bytes came from.
+func (h *host) run(j *job) (jinja.Output, error) {
 	tpl, err := h.template()
 	if err != nil {
-		return nil, fmt.Errorf("render: pongo2 host template: %w", err)
+		return jinja.Output{}, fmt.Errorf("render: pongo2 host template: %w", err)
 	}
 	var out adopt
 	if err := tpl.ExecuteWriterUnbuffered(pongo2.Context{jobKey: j}, &out); err != nil {
-		return nil, fmt.Errorf("render: %w", err)
+		return jinja.Output{}, fmt.Errorf("render: %w", err)
 	}
 	if j.err != nil {
-		return nil, j.err
+		return jinja.Output{}, j.err
 	}
-	return out.b, nil
+	res := j.out
+	res.Bytes = out.b
+	return res, nil
 }
 
 // adopt is the writer pongo2 writes the output to. Unlike io.Writer's contract, it keeps

@@ -1,12 +1,16 @@
 package render
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -15,6 +19,7 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/content"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/watchspec"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja"
 	"github.com/haproxy-sidecar/haproxy-sidecar/templates"
 )
@@ -46,11 +51,14 @@ type Bundle struct {
 	Files        map[string][]byte // file name -> content, written as <filesdir>/<name>
 	// Hash identifies the files: Content().Hash().
 	Hash string
+	// Secret are the lines of the files that hold bytes derived from a secret value (the
+	// stats password, an --env-secret value): no message may quote them.
+	Secret content.SecretLines
 }
 
 // Content is the bundle's files, as the generation store writes them.
 func (b *Bundle) Content() content.Files {
-	return content.Files{Config: b.Config, Certs: b.Certificates, Maps: b.Maps, Files: b.Files}
+	return content.Files{Config: b.Config, Certs: b.Certificates, Maps: b.Maps, Files: b.Files, Secret: b.Secret}
 }
 
 // Renderer renders snapshots. It caches compiled template sets (by content) and is safe for
@@ -181,15 +189,17 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 	// The files share what they import with context (the Ingress example's routes: computed
 	// once, not once per file).
 	mods := &jinja.Modules{}
-	out, err := r.run(ctx, c, vars, mods, lim)
+	res, err := r.run(ctx, c, vars, mods, lim, false)
 	if err != nil {
-		return nil, r.renderError(ctx, err, s, ref, mainKey)
+		return nil, r.renderError(ctx, notWatched(err, vars), s, ref, mainKey)
 	}
+	out := res.Bytes
 	if len(out) > 0 && out[len(out)-1] != '\n' {
 		// HAProxy warns about a last line without a newline.
 		out = append(out, '\n')
 	}
 	b := &Bundle{Config: out, Certificates: certs}
+	b.Secret.Add(content.ConfigName, out, res.Secret)
 	lastRendered := -1
 	for i, a := range aux {
 		if a.render {
@@ -206,9 +216,16 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 			if ac.err != nil {
 				return nil, r.inputError(ac.err, s, ref, a.key)
 			}
-			if data, err = r.run(ctx, ac, vars, mods, lim); err != nil {
-				return nil, r.renderError(ctx, err, s, ref, a.key)
+			res, err := r.run(ctx, ac, vars, mods, lim, false)
+			if err != nil {
+				return nil, r.renderError(ctx, notWatched(err, vars), s, ref, a.key)
 			}
+			data = res.Bytes
+			dir := generationFilesDir
+			if a.kind == auxMap {
+				dir = generationMapsDir
+			}
+			b.Secret.Add(dir+"/"+a.name, data, res.Secret)
 		}
 		if a.kind == auxMap {
 			if len(data) > 0 && data[len(data)-1] != '\n' {
@@ -229,19 +246,73 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 	return b, nil
 }
 
-// run renders one compiled template with vars. Only a render within the budget sets the next
-// buffer's size: after an oversized render is rejected, the next render starts small again.
-func (r *Renderer) run(ctx context.Context, c *compiled, vars map[string]any, mods *jinja.Modules, lim jinja.Limits) ([]byte, error) {
+// Where the generation puts the map files and the other files: their names in
+// content.SecretLines.
+const (
+	generationMapsDir  = "maps"
+	generationFilesDir = "files"
+)
+
+// run renders one compiled template with vars (trace: recording who wrote what). Only a
+// render within the budget sets the next buffer's size: after an oversized render is
+// rejected, the next render starts small again.
+func (r *Renderer) run(ctx context.Context, c *compiled, vars map[string]any, mods *jinja.Modules, lim jinja.Limits, trace bool) (jinja.Output, error) {
 	// The buffer starts as large as the last output of this template (plus a margin), so
 	// that it is not grown and copied on the way.
 	hint := c.size.Load()
 	buf := make([]byte, 0, hint+hint/16+4096)
-	out, err := r.host.run(&job{ctx: ctx, prog: c.prog, vars: vars, mods: mods, lim: lim, buf: buf})
+	out, err := r.host.run(&job{ctx: ctx, prog: c.prog, vars: vars, mods: mods, lim: lim, buf: buf, trace: trace})
 	if err != nil {
-		return nil, err
+		return jinja.Output{}, err
 	}
-	c.size.Store(int64(len(out)))
+	c.size.Store(int64(len(out.Bytes)))
 	return out, nil
+}
+
+// Origin says which template key and line wrote line (1-based) of the haproxy.cfg s renders
+// to: its first character that is not a space, or the line's start. It renders s again,
+// recording who wrote what (which a render does not do: it would cost every render for the
+// rare error that needs it), so it is for explaining a rendering refused, made from the same
+// snapshot. ok is false when the line is not there or s does not render.
+func (r *Renderer) Origin(ctx context.Context, s *snapshot.Snapshot, line int) (key string, tline int, ok bool) {
+	srcs, mainKey := s.Templates, s.TemplateKey
+	if srcs == nil {
+		srcs, mainKey = templates.Default, templates.DefaultKey
+	}
+	srcs = withoutTests(srcs)
+	c := r.compile(srcs, mainKey)
+	if c.err != nil {
+		return "", 0, false
+	}
+	names := make([]string, len(s.Certificates))
+	for i, cert := range s.Certificates {
+		names[i] = cert.Name
+	}
+	lim := jinja.Limits{Deadline: time.Now().Add(r.opts.Timeout), Budget: r.opts.Timeout.String(), MaxOutput: r.opts.MaxOutput}
+	res, err := r.run(ctx, c, r.context(s, names), &jinja.Modules{}, lim, true)
+	if err != nil || line <= 0 {
+		return "", 0, false
+	}
+	out := res.Bytes
+	start := 0
+	for i := 1; i < line; i++ {
+		nl := bytes.IndexByte(out[start:], '\n')
+		if nl < 0 {
+			return "", 0, false
+		}
+		start += nl + 1
+	}
+	if start >= len(out) {
+		return "", 0, false
+	}
+	at := start
+	for at < len(out) && (out[at] == ' ' || out[at] == '\t') {
+		at++
+	}
+	if at == len(out) || out[at] == '\n' {
+		at = start
+	}
+	return res.Origin(at)
 }
 
 // renderError is the error of a render that failed: ctx's when it ended, else the input
@@ -261,11 +332,13 @@ func (r *Renderer) context(s *snapshot.Snapshot, certNames []string) map[string]
 	}
 	var password any = jinja.NewUndefined(errStatsPassword)
 	if s.Stats.PasswordSet {
-		password = s.Stats.Password
+		password = jinja.Secret(s.Stats.Password)
 	}
-	env := s.Env
-	if env == nil {
+	var env any = s.Env
+	if s.Env == nil {
 		env = map[string]string{}
+	} else if len(s.SecretEnv) > 0 {
+		env = secretEnv(s.Env, s.SecretEnv)
 	}
 	services := s.Services
 	if services == nil {
@@ -286,6 +359,43 @@ func (r *Renderer) context(s *snapshot.Snapshot, certNames []string) map[string]
 		"env":          env,
 		"resources":    resources,
 	}
+}
+
+// secretEnv is env as templates see it when some of its values are secret (the names in
+// secret): those are marked as such (jinja.Secret).
+func secretEnv(env map[string]string, secret []string) map[string]any {
+	out := make(map[string]any, len(env))
+	for k, v := range env {
+		out[k] = v
+		if slices.Contains(secret, k) {
+			out[k] = jinja.Secret(v)
+		}
+	}
+	return out
+}
+
+// notWatched adds to the use of resources.NAME that is not there what gives it: resources
+// come from --watch only (Jinja2 says "'dict object' has no attribute 'ingresses'", which
+// does not say why).
+func notWatched(err error, vars map[string]any) error {
+	var je *jinja.Error
+	var ue *jinja.UndefinedError
+	if !errors.As(err, &je) || !errors.As(je.Err, &ue) {
+		return err
+	}
+	resources, _ := vars["resources"].(map[string]any)
+	name, ok := ue.Name.(string)
+	if of, isMap := ue.Of.(map[string]any); !ok || !isMap || reflect.ValueOf(of).UnsafePointer() != reflect.ValueOf(resources).UnsafePointer() {
+		return err
+	}
+	watched := "none is watched"
+	if len(resources) > 0 {
+		watched = "watched: " + strings.Join(slices.Sorted(maps.Keys(resources)), ", ")
+	}
+	cp := *je
+	cp.Err = fmt.Errorf("%w: templates see the resources --watch names only (%s): add --watch %s (or to HAPROXY_SIDECAR_WATCH)",
+		ue, watched, watchspec.Suggest(name))
+	return &cp
 }
 
 // errStatsPassword is what printing stats.password says when no password is set: there is

@@ -202,3 +202,31 @@ func TestWatchedObjectCannotInjectLines(t *testing.T) {
 		}
 	})
 }
+
+// TestUnwatchedResourceSaysWhichFlag: a template that reads resources.NAME without --watch
+// fails naming the flag that gives it; other undefined attributes say what Jinja2 says.
+func TestUnwatchedResourceSaysWhichFlag(t *testing.T) {
+	for _, tc := range []struct {
+		tpl       string
+		resources []snapshot.Resource
+		want      []string
+	}{
+		{"{% for i in resources.ingresses.all %}{% endfor %}", nil,
+			[]string{"'dict object' has no attribute 'ingresses'", "none is watched", "add --watch ingresses.v1.networking.k8s.io"}},
+		{"{{ resources['widgets'].by_name }}", []snapshot.Resource{{Name: "nodes"}},
+			[]string{"has no attribute 'widgets'", "watched: nodes", "add --watch widgets.VERSION.GROUP"}},
+	} {
+		s := testSnapshot(map[string]string{"template": tc.tpl}, "template")
+		s.Resources = tc.resources
+		err := renderErr(t, s)
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %v\nwant %q", tc.tpl, err, w)
+			}
+		}
+	}
+	err := renderErr(t, testSnapshot(map[string]string{"template": "{{ stats.nope.x }}"}, "template"))
+	if strings.Contains(err.Error(), "--watch") {
+		t.Errorf("an undefined attribute of another dict: %v", err)
+	}
+}

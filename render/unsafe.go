@@ -19,6 +19,7 @@ type UnsafeValueError struct {
 	Origin   snapshot.Ref // the object (and key) the value came from; zero if not found
 	Field    string       // where in it: hostnames[0], metadata.annotations.x, env.NAME
 	Value    string       // the value, as printed
+	Secret   bool         // Value is derived from a secret value: not quoted
 	Template snapshot.Ref // the template key it was printed from
 	Line     int
 	Col      int
@@ -29,8 +30,12 @@ func (e *UnsafeValueError) Error() string {
 	if e.Field != "" {
 		what = "field " + e.Field
 	}
+	value := short(e.Value)
+	if e.Secret {
+		value = "derived from a secret value, not shown"
+	}
 	return fmt.Sprintf("%s holds %s (%s), which would start a new line in haproxy.cfg: printed at %s line %d column %d (the template can mark it |safe if that is intended)",
-		what, forbiddenName(e.Value), short(e.Value), e.Template, e.Line, e.Col)
+		what, forbiddenName(e.Value), value, e.Template, e.Line, e.Col)
 }
 
 func forbiddenName(s string) string {
@@ -54,7 +59,7 @@ func short(s string) string {
 // unsafeValue finds where the offending value came from (a search of the snapshot, done only
 // when this error happens) and returns the InputError that names it.
 func unsafeValue(s *snapshot.Snapshot, uv *jinja.UnsafeValueError, tmpl snapshot.Ref, line, col int) error {
-	e := &UnsafeValueError{Value: uv.Value, Template: tmpl, Line: line, Col: col}
+	e := &UnsafeValueError{Value: uv.Value, Secret: uv.Secret, Template: tmpl, Line: line, Col: col}
 	e.Origin, e.Field = origin(s, uv.Source)
 	ref := e.Origin
 	if ref == (snapshot.Ref{}) {

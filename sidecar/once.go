@@ -36,6 +36,7 @@ func Once(ctx context.Context, cfg *config.Once, stdout io.Writer, env Env) erro
 	if err != nil {
 		return err
 	}
+	warnWeakSecrets(log, cfg.Inputs, cfg.Source.Etcd, &config.Dataplane{})
 	return red.Error(once(ctx, cfg, stdout, log, red))
 }
 
@@ -145,8 +146,12 @@ func stagingBuilderWith(in config.Inputs, r config.Render, dirs generation.Expor
 
 // onceDirs are where render writes (--out), and the directories templates name: --ssl-dir,
 // --maps-dir and --files-dir, else those in --out. validate writes nothing: its directories
-// default to run's (beside /etc/haproxy/haproxy.cfg), so that it prints the hash run would.
+// default to run's (beside its --haproxy-config, /etc/haproxy/haproxy.cfg unless given), so
+// that it prints the hash run would.
 func onceDirs(cfg *config.Once) (generation.ExportPaths, error) {
+	if cfg.Command == "validate" && cfg.HAProxyConfig != "" {
+		return templateDirs(filepath.Dir(cfg.HAProxyConfig), cfg.Dirs)
+	}
 	return templateDirs(cfg.Out, cfg.Dirs)
 }
 

@@ -133,6 +133,7 @@ func snapshotOptions(in config.Inputs) (snapshot.Options, error) {
 		TemplateKey:           in.TemplateKey,
 		ConfigSecret:          in.ConfigSecret,
 		Env:                   in.Env(),
+		SecretEnv:             in.SecretEnvNames(),
 		StatsPassword:         in.StatsPassword,
 		StatsPasswordSet:      in.StatsPassword != "",
 		// Pods converted once per resourceVersion, not once per render.

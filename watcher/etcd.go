@@ -702,6 +702,21 @@ func sameItems(a, b map[string]*item) bool {
 	return true
 }
 
+// sameSeen reports whether a new version of a key changes nothing the inputs see: a watched
+// object whose resourceVersion alone moved (the echo of the sidecar's status write, with
+// ;status=off), a ConfigMap or Secret whose annotations alone changed (sameInput).
+func sameSeen(old, cur *item) bool {
+	switch {
+	case old == nil || cur == nil || old.err != nil || cur.err != nil:
+		return false
+	case old.object != nil || cur.object != nil:
+		return snapshot.SameExceptVersion(old.object, cur.object)
+	case old.obj != nil && cur.obj != nil:
+		return sameInput(old.obj, cur.obj)
+	}
+	return false
+}
+
 // watch follows w's prefix from rev+1 until the watch ends, and says why.
 func (e *Etcd) watch(ctx context.Context, w *prefixWatch, rev int64) error {
 	// Every watch has the same metadata (WithRequireLeader), so they share one gRPC stream,
@@ -814,11 +829,12 @@ func (e *Etcd) apply(w *prefixWatch, events []*clientv3.Event, rev int64) {
 		w.sorted = nil
 	}
 	for i := range jobs {
-		w.items[jobs[i].key] = e.keep(w, &jobs[i])
-		changed = true
+		it := e.keep(w, &jobs[i])
+		changed = changed || !sameSeen(w.items[jobs[i].key], it)
+		w.items[jobs[i].key] = it
 	}
-	if changed {
-		w.sorted = nil
+	if changed || len(jobs) > 0 {
+		w.sorted = nil // the new versions are what the next read gives, a sync or not
 	}
 	e.noteRevision(rev)
 	podsChanged := changed && w == e.cms

@@ -372,7 +372,7 @@ func TestWatchedResourcesFromTheAPIServerAndEtcd(t *testing.T) {
 
 // TestStatusOffAsksNoSyncForAStatusWrite: a resource watched with ;status=off is seen without
 // its status, and a write of its status alone (the sidecar's own, above all) asks for no
-// sync; a change of anything else does.
+// sync; a change of anything else does. The kube source and the etcd source alike.
 func TestStatusOffAsksNoSyncForAStatusWrite(t *testing.T) {
 	env := kubetest.Start(t)
 	dyn, err := dynamic.NewForConfig(env.Config)
@@ -388,31 +388,49 @@ func TestStatusOffAsksNoSyncForAStatusWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var calls atomic.Int64
+	watch := watchList(t, "ingresses.v1.networking.k8s.io;status=off")
 	k := &Kube{Client: env.Client, Dynamic: dyn, Namespace: "lb", ServicesConfigMap: "services", KeysSecret: "keys",
-		Watch: watchList(t, "ingresses.v1.networking.k8s.io;status=off"), Logger: slog.New(slog.DiscardHandler)}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = k.Run(runCtx, func() { calls.Add(1) }) }()
-	t.Cleanup(func() { cancel(); <-done })
-	seen := func(label string) *snapshot.Object {
+		Watch: watch, Logger: slog.New(slog.DiscardHandler)}
+	e, err := NewEtcd(EtcdConfig{Endpoints: []string{env.EtcdURL}, Prefix: env.EtcdPrefix, Watch: watch, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := []struct {
+		name string
+		src  interface {
+			Run(context.Context, func()) error
+			Objects(context.Context) (*snapshot.Objects, error)
+		}
+		calls atomic.Int64
+	}{{name: "kube", src: k}, {name: "etcd", src: e}}
+	for i := range sources {
+		s := &sources[i]
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = s.src.Run(runCtx, func() { s.calls.Add(1) }) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	seen := func(i int, label string) *snapshot.Object {
 		var obj *snapshot.Object
 		haproxytest.WaitFor(t, 30*time.Second, func() bool {
 			c, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			objs, err := k.Objects(c)
+			objs, err := sources[i].src.Objects(c)
 			if err != nil || len(objs.Resources["ingresses"]) != 1 {
 				return false
 			}
 			obj = objs.Resources["ingresses"][0]
 			return label == "" || obj.Labels().Get("team") == label
-		}, "the Ingress seen")
+		}, sources[i].name+": the Ingress seen")
 		return obj
 	}
-	if _, ok := seen("").Record().Get("status"); ok {
-		t.Fatal("the status is seen")
+	var before [2]int64
+	for i := range sources {
+		if _, ok := seen(i, "").Record().Get("status"); ok {
+			t.Fatalf("%s: the status is seen", sources[i].name)
+		}
+		before[i] = sources[i].calls.Load()
 	}
-	before := calls.Load()
 	ing.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{{IP: "192.0.2.1"}}
 	if ing, err = env.Client.NetworkingV1().Ingresses("web").UpdateStatus(ctx, ing, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -422,10 +440,12 @@ func TestStatusOffAsksNoSyncForAStatusWrite(t *testing.T) {
 	if _, err := env.Client.NetworkingV1().Ingresses("web").Update(ctx, ing, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	seen("a")
-	haproxytest.WaitFor(t, 10*time.Second, func() bool { return calls.Load() > before }, "the label change asks for a sync")
-	if got := calls.Load() - before; got != 1 {
-		t.Errorf("%d syncs asked for a status write and a label change, want 1 (the label's)", got)
+	for i := range sources {
+		seen(i, "a")
+		haproxytest.WaitFor(t, 10*time.Second, func() bool { return sources[i].calls.Load() > before[i] }, "the label change asks for a sync")
+		if got := sources[i].calls.Load() - before[i]; got != 1 {
+			t.Errorf("%s: %d syncs asked for a status write and a label change, want 1 (the label's)", sources[i].name, got)
+		}
 	}
 }
 

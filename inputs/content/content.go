@@ -19,6 +19,9 @@ type Files struct {
 	Certs  map[string][]byte // certificate name (without ".pem") -> PEM, written as <name>.pem
 	Maps   map[string][]byte // file name -> content of a map file
 	Files  map[string][]byte // file name -> content of another file (Lua, error pages, ...)
+	// Secret are the lines that hold bytes derived from a secret value (not part of the hash:
+	// it is what the renderer knows of the files, not their content).
+	Secret SecretLines
 }
 
 // Hash is a hex SHA-256 over the config and the certificates in name order, each part length

@@ -43,8 +43,10 @@ type Options struct {
 	// NAMESPACE.NAME, whatever their labels (--tls-secret-namespaces): what an Ingress or a
 	// Gateway listener of that namespace names. The zero value: none.
 	TLSSecretNamespaces Namespaces
-	// Env is the environment the templates see, already filtered by the caller's allow-list.
+	// Env is the environment the templates see, already filtered by the caller's allow-list;
+	// SecretEnv the names of those whose values are secret.
 	Env              map[string]string
+	SecretEnv        []string
 	StatsPassword    string
 	StatsPasswordSet bool
 	// Resources are the watched resources (--watch): Assemble gives each, with its lookups,

@@ -102,6 +102,7 @@ func Assemble(objs *Objects, opts Options, chosen []Input) (*Snapshot, error) {
 		TemplateKey: opts.TemplateKey,
 		ServicesRef: Ref{Kind: "ConfigMap", Namespace: opts.Namespace, Name: opts.ServicesConfigMap},
 		Env:         maps.Clone(opts.Env),
+		SecretEnv:   opts.SecretEnv,
 		Stats: Stats{
 			Username:    StatsUsername,
 			Password:    opts.StatsPassword,

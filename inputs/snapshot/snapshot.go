@@ -124,8 +124,11 @@ type Snapshot struct {
 	// ServicesRef is the services ConfigMap, for errors about a service entry.
 	ServicesRef Ref
 	Env         map[string]string
-	Stats       Stats
-	Revision    string
+	// SecretEnv are the names of Env whose values are secret (--env-secret): templates read
+	// them as any other, and no message quotes a line they are printed on.
+	SecretEnv []string
+	Stats     Stats
+	Revision  string
 	// Resources are the watched resources (--watch), in the order of the options; nil
 	// without any.
 	Resources []Resource

@@ -381,3 +381,23 @@ func (l List) Names() []string {
 	}
 	return out
 }
+
+// wellKnown are the resources templates watch most, by plural, in kubectl's fully qualified
+// form: what Suggest names for them.
+var wellKnown = map[string]string{
+	"configmaps": "configmaps.v1", "endpoints": "endpoints.v1", "namespaces": "namespaces.v1", "nodes": "nodes.v1",
+	"pods": "pods.v1", "secrets": "secrets.v1", "services": "services.v1",
+	"endpointslices": "endpointslices.v1.discovery.k8s.io",
+	"ingresses":      "ingresses.v1.networking.k8s.io", "ingressclasses": "ingressclasses.v1.networking.k8s.io",
+	"gateways": "gateways.v1.gateway.networking.k8s.io", "gatewayclasses": "gatewayclasses.v1.gateway.networking.k8s.io",
+	"httproutes": "httproutes.v1.gateway.networking.k8s.io", "grpcroutes": "grpcroutes.v1.gateway.networking.k8s.io",
+}
+
+// Suggest is the --watch value that gives templates resources.<name>: the well-known
+// resource of that plural, else PLURAL.VERSION.GROUP to fill in.
+func Suggest(name string) string {
+	if q, ok := wellKnown[name]; ok {
+		return q
+	}
+	return name + ".VERSION.GROUP"
+}

@@ -38,14 +38,23 @@ type Rig struct {
 	In   string // Dir/in: the manifests the sidecar reads
 	Run  string // Dir/run: haproxy.cfg, the master socket, the generations
 	Keep bool   // keep Dir after Stop
+	// APIServerArgs are extra kube-apiserver flags for StartKube: name (without "--") -> values.
+	APIServerArgs map[string][]string
 
 	mu       sync.Mutex
-	procs    []*exec.Cmd
+	procs    []*proc
 	servers  []*http.Server
 	cleanups []func()       // what else to stop (Kube), after the processes
 	stopped  bool           // Stop has begun: nothing more is started
 	starting sync.WaitGroup // starts under way that Stop waits for (StartKube)
 	once     sync.Once
+}
+
+// proc is a process Spawn started; done is closed once it has exited and been waited for
+// (the only Wait on it).
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
 }
 
 // errStopped is the error of a start asked for once Stop has begun.
@@ -88,8 +97,62 @@ func (r *Rig) Spawn(logName, name string, env []string, args ...string) (*exec.C
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	r.procs = append(r.procs, cmd)
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	r.procs = append(r.procs, p)
 	return cmd, nil
+}
+
+// Done is closed once the process cmd (from Spawn) has exited; then cmd.ProcessState says how.
+// A process Spawn did not start is taken as done.
+func (r *Rig) Done(cmd *exec.Cmd) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.procs {
+		if p.cmd == cmd {
+			return p.done
+		}
+	}
+	done := make(chan struct{})
+	close(done)
+	return done
+}
+
+// StopProcess stops the process cmd (from Spawn) as Stop does, and forgets it.
+func (r *Rig) StopProcess(cmd *exec.Cmd) {
+	r.mu.Lock()
+	var stop *proc
+	r.procs = slices.DeleteFunc(r.procs, func(p *proc) bool {
+		if p.cmd == cmd {
+			stop = p
+		}
+		return p.cmd == cmd
+	})
+	r.mu.Unlock()
+	if stop != nil {
+		stop.stop()
+	}
+}
+
+// stop asks the process's group to stop (SIGTERM), and kills it after 5 s; it returns once the
+// process has exited.
+func (p *proc) stop() {
+	select {
+	case <-p.done:
+		return // exited and reaped: its pid may be another's by now
+	default:
+	}
+	terminate(p.cmd.Process.Pid, true)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		killGroup(p.cmd.Process.Pid)
+		<-p.done
+	}
 }
 
 // Backends starts n HTTP servers on one port free on every address addr(i), each answering
@@ -144,16 +207,7 @@ func (r *Rig) Stop() {
 		procs, servers, cleanups := r.procs, r.servers, r.cleanups
 		r.mu.Unlock()
 		for i := len(procs) - 1; i >= 0; i-- {
-			p := procs[i]
-			terminate(p.Process.Pid, true)
-			done := make(chan struct{})
-			go func() { p.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(5 * time.Second):
-				killGroup(p.Process.Pid)
-				<-done
-			}
+			procs[i].stop()
 		}
 		for i := len(cleanups) - 1; i >= 0; i-- {
 			cleanups[i]()

@@ -55,6 +55,7 @@ var resources = map[string]schema.GroupVersionResource{
 	"Ingress":       {Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"},
 	"Gateway":       {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"},
 	"HTTPRoute":     {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"},
+	"GatewayClass":  {Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"},
 }
 
 // StartKube starts kube-apiserver and etcd (their output in Dir/kube.log) with the
@@ -73,7 +74,7 @@ func (r *Rig) StartKube(crds ...string) (*Kube, error) {
 	if err != nil {
 		return nil, err
 	}
-	k, err := startKube(r.Dir, logFile, crds)
+	k, err := startKube(r.Dir, logFile, crds, r.APIServerArgs)
 	if err != nil {
 		logFile.Close()
 		return nil, err
@@ -84,7 +85,7 @@ func (r *Rig) StartKube(crds ...string) (*Kube, error) {
 	return k, nil
 }
 
-func startKube(dir string, log io.Writer, crds []string) (*Kube, error) {
+func startKube(dir string, log io.Writer, crds []string, extra map[string][]string) (*Kube, error) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		return nil, errors.New("a real kube-apiserver needs KUBEBUILDER_ASSETS (the directory hack/testbins.sh prints)")
@@ -94,6 +95,9 @@ func startKube(dir string, log io.Writer, crds []string) (*Kube, error) {
 	args := api.Configure()
 	args.Set("disable-admission-plugins", "ServiceAccount")
 	args.Set("service-cluster-ip-range", "10.0.0.0/16") // room for the benches' Services
+	for k, v := range extra {
+		args.Set(k, v...)
+	}
 	env := &envtest.Environment{BinaryAssetsDirectory: assets,
 		ControlPlane:             envtest.ControlPlane{APIServer: api, Etcd: &envtest.Etcd{Out: log, Err: log}},
 		CRDDirectoryPaths:        crds,

@@ -157,7 +157,8 @@ const (
 )
 
 // FreePorts returns n distinct loopback TCP ports that were free when they were chosen (all n
-// held open together while choosing).
+// held open together while choosing) and that no other test, in this process or another, is
+// given until this test ends.
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
 	ports := make([]int, 0, n)
@@ -166,11 +167,17 @@ func FreePorts(t testing.TB, n int) []int {
 			t.Fatalf("choose %d free ports between %d and %d: only %d found", n, portMin, portMax, len(ports))
 		}
 		port := portMin + rand.IntN(portMax-portMin+1)
+		release, ok := reservePort(port)
+		if !ok {
+			continue // handed to another test that still runs
+		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
+			release()
 			continue // in use
 		}
 		defer l.Close()
+		t.Cleanup(release)
 		ports = append(ports, port)
 	}
 	return ports

@@ -66,9 +66,41 @@ func TestStartServesTrafficAndCleansUp(t *testing.T) {
 
 func TestFreePortDiffers(t *testing.T) {
 	a, b := FreePort(t), FreePort(t)
-	if a <= 0 || b <= 0 {
+	if a <= 0 || b <= 0 || a == b {
 		t.Fatalf("ports %d %d", a, b)
 	}
+}
+
+// A port handed to a test that still runs is never handed again, even though nothing listens
+// on it yet: the e2e tests choose a port, release it, and start a process that binds it later.
+func TestFreePortNotHandedTwiceWhileTheTestRuns(t *testing.T) {
+	given := map[int]bool{}
+	for range 3000 {
+		p := FreePort(t)
+		if given[p] {
+			t.Fatalf("port %d handed out twice in one test", p)
+		}
+		given[p] = true
+	}
+	// The reservation is a lock on a file, which other test processes see as well.
+	for p := range given {
+		release, ok := reservePort(p)
+		if ok {
+			release()
+			t.Fatalf("port %d, reserved by this test, could be reserved again", p)
+		}
+		break
+	}
+}
+
+func TestFreePortReleasedWhenTheTestEnds(t *testing.T) {
+	var port int
+	t.Run("holder", func(t *testing.T) { port = FreePort(t) })
+	release, ok := reservePort(port)
+	if !ok {
+		t.Fatalf("port %d still reserved after the test that held it ended", port)
+	}
+	release()
 }
 
 func TestPoll(t *testing.T) {

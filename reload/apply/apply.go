@@ -519,6 +519,9 @@ func (a *Applier) reload(ctx context.Context, j Job, why string) Result {
 		rerr := &snapshot.InputError{Stage: snapshot.StageCanary, Ref: j.Info.TemplateRef, Err: err}
 		return Result{Outcome: Rejected, Hash: hash, Err: rerr, Refused: true}
 	case errors.As(err, &failed):
+		if out := j.Bundle.Secret.Withhold(failed.Output); out != failed.Output {
+			err = &reload.Failed{Output: out} // HAProxy's words about a line holding a secret
+		}
 		a.cfg.HAProxy.Record(live.ReloadRefused{Hash: hash, At: time.Now()})
 		a.rollback()
 		if !a.cfg.ReloaderCounts {

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
+	"strconv"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/content"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/failure"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
@@ -42,7 +43,8 @@ func (b *Builder) stage(ctx context.Context, c *Candidate) (*generation.Generati
 			_ = b.cfg.Store.Discard(gen)
 			return nil, &failure.Error{Stage: failure.Staging, Err: fmt.Errorf("prepare validation: %w", err)}
 		}
-		warnings, err = b.haproxyCheck(ctx, gen, checkPath, c.Bundle.Config, c.Info.TemplateRef)
+		warnings, err = b.haproxyCheck(ctx, gen, checkPath, c.Bundle.Config, c.Info.TemplateRef,
+			func(line int) string { return b.origin(ctx, c, line) })
 	}
 	if err != nil {
 		// This one only: a search stages several, and the one that passed goes live.
@@ -69,12 +71,41 @@ func (b *Builder) Check(ctx context.Context, gen *generation.Generation) error {
 	if err != nil {
 		return &failure.Error{Stage: failure.Staging, Err: fmt.Errorf("prepare validation: %w", err)}
 	}
-	_, err = b.haproxyCheck(ctx, gen, checkPath, nil, snapshot.Ref{})
+	_, err = b.haproxyCheck(ctx, gen, checkPath, nil, snapshot.Ref{}, nil)
 	return err
 }
 
-// haproxyCheck runs haproxy -c on checkPath, gen's configuration as the check sees it.
-func (b *Builder) haproxyCheck(ctx context.Context, gen *generation.Generation, checkPath string, config []byte, ref snapshot.Ref) ([]string, error) {
+// originFinder is a Renderer that can tell which template line wrote a line of the
+// configuration it renders (render.Renderer).
+type originFinder interface {
+	Origin(ctx context.Context, s *snapshot.Snapshot, line int) (key string, tline int, ok bool)
+}
+
+// origin says where the templates wrote line of c's configuration (", from template KEY line
+// M"), "" when that cannot be told: c's snapshot is assembled and rendered again, recording
+// who wrote what, which only a rejection needs.
+func (b *Builder) origin(ctx context.Context, c *Candidate, line int) string {
+	of, ok := b.cfg.Renderer.(originFinder)
+	if !ok || c.objs == nil {
+		return ""
+	}
+	snap, err := b.cfg.Inputs.Assemble(c.objs, c.Chosen)
+	if err != nil {
+		return ""
+	}
+	key, tline, ok := of.Origin(ctx, snap, line)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf(", from template %q line %d", key, tline)
+}
+
+// haproxyCheck runs haproxy -c on checkPath, gen's configuration as the check sees it, and
+// returns HAProxy's warnings when the Checker says them. config is gen's configuration when the
+// caller has it (nil: read when a line is quoted); a rejection is blamed on ref (the template
+// set's object), and origin (when given) says which template line wrote the line HAProxy names.
+// Nothing said quotes a line holding a secret (gen.Secret).
+func (b *Builder) haproxyCheck(ctx context.Context, gen *generation.Generation, checkPath string, config []byte, ref snapshot.Ref, origin func(line int) string) ([]string, error) {
 	var err error
 	start := time.Now()
 	ctx, span := tracing.Start(ctx, "validate")
@@ -87,20 +118,31 @@ func (b *Builder) haproxyCheck(ctx context.Context, gen *generation.Generation, 
 	tracing.End(span, err)
 	b.cfg.ValidateDuration.Observe(time.Since(start).Seconds())
 	if err == nil {
+		for i, w := range warnings {
+			warnings[i] = gen.Secret.Withhold(w)
+		}
 		return warnings, nil
 	}
 	var ce *validate.CheckError
 	if !errors.As(err, &ce) {
 		return nil, &failure.Error{Stage: failure.Validate, Err: fmt.Errorf("validate: %w", err)}
 	}
-	// The line HAProxy complains about, as the template produced it.
+	// The line HAProxy complains about, as the template produced it, and where the template
+	// wrote it; a line holding a secret is not quoted, nor what HAProxy says of it.
 	quote := ""
 	if config == nil {
 		config, _ = os.ReadFile(gen.ConfigFile())
 	}
-	if lines := strings.Split(string(config), "\n"); ce.Line > 0 && ce.Line <= len(lines) {
-		quote = fmt.Sprintf(" (rendered line %d: %q)", ce.Line, strings.TrimSpace(lines[ce.Line-1]))
+	if text := gen.Secret.Quote(content.ConfigName, config, ce.Line); text != "" {
+		from := ""
+		if origin != nil {
+			from = origin(ce.Line)
+		}
+		if text != content.Withheld {
+			text = strconv.Quote(text)
+		}
+		quote = fmt.Sprintf(" (rendered line %d%s: %s)", ce.Line, from, text)
 	}
 	return nil, &snapshot.InputError{Stage: snapshot.StageValidate, Ref: ref,
-		Err: fmt.Errorf("haproxy -c rejected the rendered configuration%s: %w", quote, err)}
+		Err: fmt.Errorf("haproxy -c rejected the rendered configuration%s: %w", quote, ce.Withhold(gen.Secret))}
 }

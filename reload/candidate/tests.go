@@ -15,6 +15,7 @@ import (
 	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/content"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/failure"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render"
@@ -287,8 +288,12 @@ func (b *Builder) check(ctx context.Context, e Expect, bundle *render.Bundle, sn
 		if err != nil {
 			return err
 		}
-		if got, ok := mapEntry(m, e.Map.Key); !ok || got != e.Map.Value {
-			return fmt.Errorf("map %s: %q is %q (found: %v), want %q", e.Map.File, e.Map.Key, got, ok, e.Map.Value)
+		if got, line, ok := mapEntry(m, e.Map.Key); !ok || got != e.Map.Value {
+			shown := strconv.Quote(got)
+			if bundle.Secret.Holds("maps/"+e.Map.File, line) {
+				shown = content.Withheld
+			}
+			return fmt.Errorf("map %s: %q is %s (found: %v), want %q", e.Map.File, e.Map.Key, shown, ok, e.Map.Value)
 		}
 	case e.Valid:
 		if err := b.checkValid(ctx, bundle, snap); err != nil {
@@ -353,17 +358,18 @@ func fileOf(b *render.Bundle, name string) (string, error) {
 	return "", fmt.Errorf("the rendering has no file %s (haproxy.cfg, maps/NAME, files/NAME)", name)
 }
 
-// mapEntry finds key in a map file ("key value" lines; # starts a comment).
-func mapEntry(text, key string) (string, bool) {
-	for _, line := range strings.Split(text, "\n") {
+// mapEntry finds key in a map file ("key value" lines; # starts a comment): its value and
+// its line (1-based).
+func mapEntry(text, key string) (string, int, bool) {
+	for i, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
 		k, v, _ := strings.Cut(line, " ")
 		if k == key {
-			return strings.TrimSpace(v), true
+			return strings.TrimSpace(v), i + 1, true
 		}
 	}
-	return "", false
+	return "", 0, false
 }

@@ -55,10 +55,10 @@ func TestTestLines(t *testing.T) {
 
 func TestMapEntry(t *testing.T) {
 	m := "# comment\nweb.localhost be_web\napi.localhost   be_api\n"
-	if v, ok := mapEntry(m, "api.localhost"); !ok || v != "be_api" {
+	if v, _, ok := mapEntry(m, "api.localhost"); !ok || v != "be_api" {
 		t.Errorf("%q %v", v, ok)
 	}
-	if _, ok := mapEntry(m, "nope"); ok {
+	if _, _, ok := mapEntry(m, "nope"); ok {
 		t.Error("found an entry that is not there")
 	}
 }

@@ -89,6 +89,9 @@ type Generation struct {
 	Dir  string // absolute path of gen-<seq>-<hash12>
 	Hash string // the content hash given to Stage
 	Seq  int
+	// Secret are the lines of its files that hold a secret (see content.SecretLines), when
+	// it was staged from a rendering: no message about it quotes them.
+	Secret content.SecretLines
 }
 
 // ConfigFile is the generation's haproxy.cfg.
@@ -423,6 +426,7 @@ func (s *Store) StageContent(c Content, hash string) (*Generation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stage generation %d: %w", seq, err)
 	}
+	g.Secret = c.Secret
 	s.mu.Lock()
 	if s.pending == nil || s.pending.Seq < seq {
 		s.pending = g

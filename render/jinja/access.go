@@ -229,7 +229,13 @@ func (e *evaluator) getItem(obj, key any) (any, error) {
 		return undefinedAttr(obj, key), nil
 	}
 	if s, ok := strValue(key); ok {
-		return e.getAttr(obj, s)
+		v, err := e.getAttr(obj, s)
+		if t, secret := key.(*tainted); secret && t.secret {
+			if _, missing := v.(*Undefined); missing {
+				v = undefinedAttr(obj, key) // says it without quoting the secret
+			}
+		}
+		return v, err
 	}
 	return undefinedAttr(obj, key), nil
 }
@@ -252,7 +258,7 @@ func (e *evaluator) index(obj any, i int64) (any, bool) {
 		case Markup:
 			return Markup(c), true
 		case *tainted:
-			return retaint(c, o.(*tainted).src), true
+			return retaint(c, o.(*tainted).mark()), true
 		}
 		return c, true
 	case *rangeVal:
@@ -355,7 +361,7 @@ func (e *evaluator) slice(obj any, lo, hi, step *int64) (any, error) {
 		case Markup:
 			return Markup(s), nil
 		case *tainted:
-			return retaint(s, o.src), nil
+			return retaint(s, o.mark()), nil
 		}
 		return s, nil
 	}

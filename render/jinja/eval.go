@@ -65,14 +65,16 @@ type evaluator struct {
 	prog     *Program
 	vars     map[string]any // the render context
 
-	out      []byte // where output goes now (the render's, or a capture's)
-	maxSize  int    // bytes: the output, and any string or capture built on the way
-	maxItems int    // items: any list or dict built on the way
+	out      []byte    // where output goes now (the render's, or a capture's)
+	secret   []int     // spans of out printed from secret-marked values: start, end, ...
+	origins  *[]origin // while tracing (Trace) and writing the render's own output: who wrote what
+	maxSize  int       // bytes: the output, and any string or capture built on the way
+	maxItems int       // items: any list or dict built on the way
 	steps    uint32
 	depth    int // nested macro calls, includes, recursive loops
 
 	autoescape bool
-	taint      string   // the data string behind tainted text the current operation consumed
+	taint      mark     // the marked text the current operation consumed (taint.go)
 	kwOrder    []string // the keyword arguments of the call being made, in order
 	blockIn    any      // the input of the innermost filter of a {% filter %} or {% set %} block
 

@@ -101,11 +101,12 @@ func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (an
 				return nil, err
 			}
 			outer := e.taint
-			e.taint = ""
+			e.taint = mark{}
 			v, err := e.callMethod(obj, a.Name, list, kw)
-			if err == nil && e.taint != "" {
+			if err == nil && e.taint.any() {
 				v = retaint(v, e.taint)
 			}
+			err = guardSecret(err, e.taint, "method", a.Name)
 			e.taint = outer
 			return v, e.at(a.Pos, err)
 		}
@@ -177,11 +178,12 @@ func (e *evaluator) call(fn any, a []any, kw map[string]any) (any, error) {
 		return c.fn(e, a, kw)
 	case *boundMethod:
 		outer := e.taint
-		e.taint = ""
+		e.taint = mark{}
 		v, err := e.callMethod(c.obj, c.name, a, kw)
-		if err == nil && e.taint != "" {
+		if err == nil && e.taint.any() {
 			v = retaint(v, e.taint)
 		}
+		err = guardSecret(err, e.taint, "method", c.name)
 		e.taint = outer
 		return v, err
 	case *loopCtx:
@@ -215,9 +217,16 @@ func (e *evaluator) callMacro(m *Macro, a []any, kw map[string]any) (any, error)
 		return nil, fmt.Errorf("macro calls nested more than %d deep (a macro that calls itself without end?)", maxCallDepth)
 	}
 	callerEscape := e.autoescape
-	savedCur, savedSuppress, savedOut := e.cur, e.suppress, e.out
-	e.cur, e.suppress, e.out, e.autoescape = m.tmpl, false, nil, m.escape
-	defer func() { e.cur, e.suppress, e.out, e.autoescape = savedCur, savedSuppress, savedOut, callerEscape }()
+	savedCur, savedSuppress := e.cur, e.suppress
+	capt := e.startCapture()
+	e.cur, e.suppress, e.autoescape = m.tmpl, false, m.escape
+	done := false
+	defer func() {
+		if !done {
+			e.endCapture(capt)
+		}
+		e.cur, e.suppress, e.autoescape = savedCur, savedSuppress, callerEscape
+	}()
 
 	fr := e.newFrame(m.closure)
 	defer e.release(fr)
@@ -284,8 +293,7 @@ func (e *evaluator) callMacro(m *Macro, a []any, kw map[string]any) (any, error)
 	if err := e.execAll(d.Body, fr); err != nil {
 		return nil, err
 	}
-	if callerEscape {
-		return Markup(e.out), nil
-	}
-	return string(e.out), nil
+	out, secret := e.endCapture(capt)
+	done = true
+	return textValue(out, secret, callerEscape), nil
 }

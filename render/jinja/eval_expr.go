@@ -222,11 +222,16 @@ func (e *evaluator) evalFilter(x *parse.FilterExpr, f *frame) (any, error) {
 		return nil, e.at(x.Pos, u.err)
 	}
 	outer := e.taint
-	e.taint = ""
+	e.taint = mark{}
 	v, err := fn(e, in, list, kw)
-	if err == nil && e.taint != "" && x.Name != "safe" {
-		v = retaint(v, e.taint)
+	if err == nil && e.taint.any() {
+		m := e.taint
+		if x.Name == "safe" {
+			m.src = "" // |safe lets data text with newlines through; a secret stays one
+		}
+		v = retaint(v, m)
 	}
+	err = guardSecret(err, e.taint, "filter", x.Name)
 	e.taint = outer
 	if err != nil {
 		var le *LimitError
@@ -275,18 +280,19 @@ func (e *evaluator) evalBin(x *parse.BinExpr, f *frame) (any, error) {
 		return nil, err
 	}
 	outer := e.taint
-	e.taint = ""
+	e.taint = mark{}
 	v, err := e.arith(x.Op, a, b)
-	if err == nil && e.taint != "" {
+	if err == nil && e.taint.any() {
 		v = retaint(v, e.taint)
 	}
+	err = guardSecret(err, e.taint, "operator", x.Op)
 	e.taint = outer
 	return v, e.at(x.Pos, err)
 }
 
 func (e *evaluator) evalConcat(x *parse.ConcatExpr, f *frame) (any, error) {
 	outer := e.taint
-	e.taint = ""
+	e.taint = mark{}
 	defer func() { e.taint = outer }()
 	var b strings.Builder
 	for _, it := range x.Items {
@@ -303,7 +309,7 @@ func (e *evaluator) evalConcat(x *parse.ConcatExpr, f *frame) (any, error) {
 		}
 		b.WriteString(s)
 	}
-	if e.taint != "" {
+	if e.taint.any() {
 		return retaint(b.String(), e.taint), nil
 	}
 	return b.String(), nil

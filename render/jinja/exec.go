@@ -15,6 +15,9 @@ import (
 // function of its own: statements run once per item of the data, and a call fewer counts).
 func (e *evaluator) execAll(body []parse.Stmt, f *frame) error {
 	for _, s := range body {
+		if e.origins != nil && !e.suppress {
+			e.note(s)
+		}
 		var err error
 		switch s := s.(type) {
 		case *parse.TextStmt:
@@ -134,31 +137,87 @@ func (e *evaluator) print(v any) error {
 	case Markup:
 		return e.write(string(x))
 	case *tainted:
-		return &UnsafeValueError{Value: x.s, Source: x.src}
+		if x.src != "" {
+			return &UnsafeValueError{Value: x.s, Source: x.src, Secret: x.secret}
+		}
+		s := x.s
+		if e.autoescape && !x.markup {
+			s = escapeString(s)
+		}
+		return e.writeText(s, true)
 	case *Undefined:
 		if x.err != nil {
 			return x.err
 		}
 		return nil
 	}
+	outer := e.taint
+	e.taint = mark{}
 	s, err := e.str(v)
+	secret := e.taint.secret // a container holding a secret, a module that printed one
+	e.taint = outer
 	if err != nil {
 		return err
 	}
 	if e.autoescape {
 		s = escapeString(s)
 	}
-	return e.write(s)
+	return e.writeText(s, secret)
+}
+
+// writeText writes s, noting where it lands when it holds bytes derived from a secret.
+func (e *evaluator) writeText(s string, secret bool) error {
+	start := len(e.out)
+	if err := e.write(s); err != nil {
+		return err
+	}
+	if secret && len(s) > 0 {
+		e.secret = append(e.secret, start, len(e.out))
+	}
+	return nil
+}
+
+// A capture sends the output of a part of the template to a string of its own (a {% set %}
+// or {% filter %} block, a macro call, a block rendered as a value, an import): the spans of
+// secret text go with it (a capture that printed a secret is a secret-marked value), and the
+// trace of who wrote what follows the render's own output only.
+type captured struct {
+	out     []byte
+	secret  []int
+	origins *[]origin
+}
+
+// startCapture puts the output aside; endCapture gives what was written since, and whether
+// a secret was printed in it, and puts the output back.
+func (e *evaluator) startCapture() captured {
+	c := captured{out: e.out, secret: e.secret, origins: e.origins}
+	e.out, e.secret, e.origins = nil, nil, nil
+	return c
+}
+
+func (e *evaluator) endCapture(c captured) (string, bool) {
+	out, secret := string(e.out), len(e.secret) > 0
+	e.out, e.secret, e.origins = c.out, c.secret, c.origins
+	return out, secret
+}
+
+// textValue is captured text as a value: Markup when markup, marked when it holds a secret.
+func textValue(s string, secret, markup bool) any {
+	if secret {
+		return &tainted{s: s, secret: true, markup: markup}
+	}
+	if markup {
+		return Markup(s)
+	}
+	return s
 }
 
 // capture runs body with its output going to a string of its own.
-func (e *evaluator) capture(body []parse.Stmt, f *frame) (string, error) {
-	saved := e.out
-	e.out = nil
+func (e *evaluator) capture(body []parse.Stmt, f *frame) (string, bool, error) {
+	c := e.startCapture()
 	err := e.execAll(body, f)
-	out := string(e.out)
-	e.out = saved
-	return out, err
+	out, secret := e.endCapture(c)
+	return out, secret, err
 }
 
 func (e *evaluator) execIf(s *parse.IfStmt, f *frame) error {
@@ -208,14 +267,11 @@ func (e *evaluator) assign(f *frame, t parse.Target, v any) error {
 }
 
 func (e *evaluator) execSetBlock(s *parse.SetBlockStmt, f *frame) error {
-	out, err := e.capture(s.Body, f)
+	out, secret, err := e.capture(s.Body, f)
 	if err != nil {
 		return err
 	}
-	var v any = out
-	if e.autoescape {
-		v = Markup(out)
-	}
+	v := textValue(out, secret, e.autoescape)
 	if s.Filters != nil {
 		saved := e.blockIn
 		e.blockIn = v
@@ -270,14 +326,11 @@ func (e *evaluator) execFilterBlock(s *parse.FilterBlockStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
-	out, err := e.capture(s.Body, f)
+	out, secret, err := e.capture(s.Body, f)
 	if err != nil {
 		return err
 	}
-	var in any = out
-	if e.autoescape {
-		in = Markup(out)
-	}
+	in := textValue(out, secret, e.autoescape)
 	saved := e.blockIn
 	e.blockIn = in
 	v, err := e.eval(s.Filters, f)

@@ -238,16 +238,14 @@ func (l *loopCtx) call(e *evaluator, a []any) (any, error) {
 	if e.depth > maxCallDepth {
 		return nil, fmt.Errorf("recursive loop calls nested more than %d deep", maxCallDepth)
 	}
-	saved, savedCur := e.out, e.cur
-	e.out, e.cur = nil, l.tmpl
+	savedCur := e.cur
+	c := e.startCapture()
+	e.cur = l.tmpl
 	err := e.runFor(l.stmt, l.frame, a[0], l.depth0+1, l.parent)
-	out := string(e.out)
-	e.out, e.cur = saved, savedCur
+	out, secret := e.endCapture(c)
+	e.cur = savedCur
 	if err != nil {
 		return nil, err
 	}
-	if e.autoescape {
-		return Markup(out), nil
-	}
-	return out, nil
+	return textValue(out, secret, e.autoescape), nil
 }

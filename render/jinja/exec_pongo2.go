@@ -57,6 +57,7 @@ func (e *evaluator) execIfchanged(s *parse.IfchangedStmt, f *frame) error {
 		return e.at(s.Pos, errors.New("{% ifchanged %} outside a loop"))
 	}
 	var key, out string
+	var secret bool
 	if len(s.Values) > 0 {
 		for _, x := range s.Values {
 			v, err := e.eval(x, f)
@@ -71,7 +72,7 @@ func (e *evaluator) execIfchanged(s *parse.IfchangedStmt, f *frame) error {
 		}
 	} else {
 		var err error
-		if out, err = e.capture(s.Body, f); err != nil {
+		if out, secret, err = e.capture(s.Body, f); err != nil {
 			return err
 		}
 		key = out
@@ -87,7 +88,7 @@ func (e *evaluator) execIfchanged(s *parse.IfchangedStmt, f *frame) error {
 	if len(s.Values) > 0 {
 		return e.execAll(s.Body, f)
 	}
-	return e.at(s.Pos, e.write(out))
+	return e.at(s.Pos, e.writeText(out, secret))
 }
 
 func (e *evaluator) execWidthratio(s *parse.WidthratioStmt, f *frame) error {
@@ -118,7 +119,7 @@ func (e *evaluator) execWidthratio(s *parse.WidthratioStmt, f *frame) error {
 var spacelessRE = regexp.MustCompile(`(?U:(<.*>))([\t\n\v\f\r ]+)(?U:(<.*>))`)
 
 func (e *evaluator) execSpaceless(s *parse.SpacelessStmt, f *frame) error {
-	out, err := e.capture(s.Body, f)
+	out, secret, err := e.capture(s.Body, f)
 	if err != nil {
 		return err
 	}
@@ -132,5 +133,5 @@ func (e *evaluator) execSpaceless(s *parse.SpacelessStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
-	return e.at(s.Pos, e.write(out))
+	return e.at(s.Pos, e.writeText(out, secret))
 }

@@ -109,18 +109,16 @@ func (e *evaluator) renderBlock(name string, idx int, parent *frame) error {
 
 // renderBlockValue renders a block into a string (super(), self.name()), in the scope parent.
 func (e *evaluator) renderBlockValue(name string, idx int, parent *frame) (any, error) {
-	saved, savedSuppress := e.out, e.suppress
-	e.out, e.suppress = nil, false
+	savedSuppress := e.suppress
+	c := e.startCapture()
+	e.suppress = false
 	err := e.renderBlock(name, idx, parent)
-	out := string(e.out)
-	e.out, e.suppress = saved, savedSuppress
+	out, secret := e.endCapture(c)
+	e.suppress = savedSuppress
 	if err != nil {
 		return nil, err
 	}
-	if e.autoescape {
-		return Markup(out), nil
-	}
-	return out, nil
+	return textValue(out, secret, e.autoescape), nil
 }
 
 func (e *evaluator) execInclude(s *parse.IncludeStmt, f *frame) error {
@@ -190,16 +188,17 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	if withContext {
 		root.parent = f
 	}
-	saved, savedEscape := e.out, e.autoescape
-	e.out, e.autoescape = nil, false
+	savedEscape := e.autoescape
+	c := e.startCapture()
+	e.autoescape = false
 	err = e.runTemplate(t, root)
-	out := string(e.out)
-	e.out, e.autoescape = saved, savedEscape
+	out, secret := e.endCapture(c)
+	e.autoescape = savedEscape
 	if err != nil {
 		return nil, err
 	}
 	keep(root)
-	m := &module{name: key, vars: newDict(len(root.names)), output: out}
+	m := &module{name: key, vars: newDict(len(root.names)), output: out, secret: secret}
 	for i, n := range root.names {
 		if !strings.HasPrefix(n, "_") {
 			m.vars.set(n, root.vals[i])

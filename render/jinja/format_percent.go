@@ -251,6 +251,9 @@ func (e *evaluator) percentString(v any, spec fmtSpec) (string, error) {
 	if spec.conv == 's' {
 		body, err = e.str(v)
 	} else {
+		if holdsSecret(v, 0) {
+			e.taint.secret = true
+		}
 		body, err = repr(v)
 	}
 	if err != nil {

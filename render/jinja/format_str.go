@@ -87,6 +87,9 @@ func (e *evaluator) formatField(field string, fa *formatArgs) (string, error) {
 	}
 	switch conv {
 	case 'r', 'a':
+		if holdsSecret(v, 0) {
+			e.taint.secret = true
+		}
 		r, err := repr(v)
 		if err != nil {
 			return "", err
@@ -205,8 +208,7 @@ func (e *evaluator) formatItem(v any, rest string) (any, string, error) {
 		nv, found = e.index(v, i)
 	}
 	if !found {
-		r, _ := repr(kv)
-		return nil, "", fmt.Errorf("%s not found in %s", r, typeName(v))
+		return nil, "", fmt.Errorf("%s not found in %s", pyReprOrName(kv), typeName(v))
 	}
 	return nv, rest, nil
 }

@@ -73,7 +73,7 @@ func (e *evaluator) seqOf(v any) (seq, error) {
 		}
 		if _, ok := x.(*tainted); ok {
 			for i, c := range chars {
-				chars[i] = retaint(c, x.(*tainted).src)
+				chars[i] = retaint(c, x.(*tainted).mark())
 			}
 		}
 		if _, ok := x.(Markup); ok {

@@ -118,8 +118,7 @@ func dictPop(d *Dict, a []any) (any, error) {
 		if len(a) == 2 {
 			return a[1], nil
 		}
-		r, _ := repr(a[0])
-		return nil, fmt.Errorf("KeyError: %s", r)
+		return nil, fmt.Errorf("KeyError: %s", pyReprOrName(a[0]))
 	}
 	return v, nil
 }

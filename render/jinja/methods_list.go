@@ -195,8 +195,7 @@ func (e *evaluator) seqSearch(items []any, name string, a []any) (any, error) {
 				return int64(i), nil
 			}
 		}
-		r, _ := repr(a[0])
-		return nil, fmt.Errorf("%s is not in list", r)
+		return nil, fmt.Errorf("%s is not in list", pyReprOrName(a[0]))
 	}
 	return nil, fmt.Errorf("no method %s", name)
 }

@@ -16,7 +16,7 @@ func (e *evaluator) strArg(name string, v any) (string, error) {
 	case string:
 		return x, nil
 	case *tainted:
-		e.taint = x.src
+		e.consume(x)
 		return x.s, nil
 	case Markup:
 		return string(x), nil

@@ -19,11 +19,11 @@ func renderFiles(t *testing.T, srcs map[string]string, mains []string, vars map[
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, mods)
+		res, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, mods, false)
 		if err != nil {
 			t.Fatalf("%s: %v", main, err)
 		}
-		out = append(out, string(b))
+		out = append(out, string(res.Bytes))
 	}
 	return out
 }

@@ -255,5 +255,8 @@ func fPprint(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if _, err := bind("pprint", a, kw); err != nil {
 		return nil, err
 	}
+	if holdsSecret(in, 0) {
+		e.taint.secret = true
+	}
 	return pformat(in)
 }

@@ -21,13 +21,13 @@ import (
 const maxIntDigits = 4300
 
 // str is Python's str(v), except that an undefined value is "" (as Jinja2 prints it) and a
-// strict one fails. Tainted text is noted (see plain).
+// strict one fails. Marked text is noted (see plain), a secret inside a container too.
 func (e *evaluator) str(v any) (string, error) {
 	switch x := v.(type) {
 	case string:
 		return x, nil
 	case *tainted:
-		e.taint = x.src
+		e.consume(x)
 		return x.s, nil
 	case Markup:
 		return string(x), nil
@@ -38,8 +38,10 @@ func (e *evaluator) str(v any) (string, error) {
 			return "", x.err
 		}
 		return "", nil
-	case *module:
-		return x.output, nil
+	}
+	// A container's repr, a module's output: marked when a secret is inside.
+	if holdsSecret(v, 0) {
+		e.taint.secret = true
 	}
 	return strOf(v)
 }
@@ -512,6 +514,9 @@ func (u *Undefined) message() string {
 }
 
 func pyReprOrName(v any) string {
+	if t, ok := v.(*tainted); ok && t.secret {
+		return withheldValue
+	}
 	s, err := repr(v)
 	if err != nil {
 		return fmt.Sprint(v)
@@ -524,5 +529,5 @@ func (u *Undefined) fail() error {
 	if u.err != nil {
 		return u.err
 	}
-	return &UndefinedError{Msg: u.message()}
+	return &UndefinedError{Msg: u.message(), Of: u.obj, Name: u.name}
 }

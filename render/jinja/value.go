@@ -27,7 +27,8 @@ import (
 //
 // A string from the data that holds a newline, a carriage return or a NUL is carried as a
 // tainted value until it is printed, which is an error unless the template marks it |safe
-// (see taint.go).
+// (see taint.go); so is a secret value and what is derived from it (Secret), whose printing
+// is recorded.
 //
 // Here too: seq, the items of a value as a loop walks them, and the engine's own objects a
 // template can hold (bound methods, cyclers, joiners, modules, groupby's groups, self). Those
@@ -71,7 +72,13 @@ func undefinedAttr(obj any, name any) *Undefined {
 func undefinedHint(hint string) *Undefined { return &Undefined{hint: hint} }
 
 // UndefinedError is the use of an undefined value (Jinja2's UndefinedError).
-type UndefinedError struct{ Msg string }
+type UndefinedError struct {
+	Msg string
+	// Of is the value whose attribute or item Name was missing (nil when a variable is
+	// undefined): the caller can tell which of its context's values it was.
+	Of   any
+	Name any
+}
 
 func (e *UndefinedError) Error() string { return e.Msg }
 
@@ -88,10 +95,30 @@ func strValue(v any) (string, bool) {
 	return "", false
 }
 
-// tainted is a string from the data with a forbidden character.
+// tainted is a string with a mark: from the data and holding a forbidden character (src set:
+// printing it is an error, see taint.go), or holding bytes derived from a secret value (secret:
+// where it is printed is recorded, see Secret), or both.
 type tainted struct {
-	s   string // the value
-	src string // the data string it came from, to find where it came from
+	s      string // the value
+	src    string // the data string it came from, to find where it came from; "" if none
+	secret bool
+	markup bool // the value is Markup (printed without escaping)
+}
+
+// mark is what t carries on to what is made of it.
+func (t *tainted) mark() mark { return mark{src: t.src, secret: t.secret} }
+
+// Secret is a secret value (the stats password, an environment value the operator marks
+// secret) as the render context holds it: a str to templates, whose every derivation (|reverse,
+// a slice, ~, .replace(), |upper, a {% set %} block printing it...) stays marked, and whose
+// printing is recorded in the Output (Output.Secret), so that a line holding it is never
+// quoted in a message.
+func Secret(s string) any {
+	t := &tainted{s: s, secret: true}
+	if hasForbidden(s) {
+		t.src = s
+	}
+	return t
 }
 
 // hasForbidden reports whether s holds \n, \r or NUL.
@@ -543,6 +570,7 @@ type module struct {
 	name   string
 	vars   *Dict
 	output string
+	secret bool // its output holds bytes derived from a secret value
 }
 
 // group is what groupby gives: a (grouper, list) named tuple.

@@ -27,12 +27,14 @@ const minLen = 3
 // privateKeyBlock matches a PEM private key, complete or cut short.
 var privateKeyBlock = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`)
 
-// Redactor replaces registered secret values. The zero value is ready; it is safe for
-// concurrent use. A nil *Redactor redacts only private key blocks.
+// Redactor replaces registered secret values where they stand as tokens of their own. The
+// zero value is ready; it is safe for concurrent use. A nil *Redactor redacts only private
+// key blocks.
 type Redactor struct {
 	mu     sync.RWMutex
 	groups map[string][]string
 	secret *regexp.Regexp // every value, any case; nil: no values registered
+	values []string       // the same, longest first
 }
 
 // Set replaces the secret values of group (values shorter than three bytes are ignored).
@@ -60,6 +62,7 @@ func (r *Redactor) Set(group string, values ...string) {
 	// Longest first, so a secret that contains another is masked whole.
 	slices.SortFunc(all, func(a, b string) int { return len(b) - len(a) })
 	all = slices.Compact(all)
+	r.values = all
 	if len(all) == 0 {
 		r.secret = nil
 		return
@@ -72,7 +75,10 @@ func (r *Redactor) Set(group string, values ...string) {
 	r.secret = regexp.MustCompile(`(?i)` + strings.Join(quoted, "|"))
 }
 
-// String returns s with every registered secret and every private key block masked.
+// String returns s with every private key block masked, and every registered secret where it
+// stands as a token of its own (see standsAlone): a password "services" is masked in
+// "stats:services" and "password services", not in "examples/local/services.yaml",
+// "web.services.svc" or "my-services".
 func (r *Redactor) String(s string) string {
 	if strings.Contains(s, "PRIVATE KEY-----") {
 		s = privateKeyBlock.ReplaceAllString(s, Mask)
@@ -81,12 +87,78 @@ func (r *Redactor) String(s string) string {
 		return s
 	}
 	r.mu.RLock()
-	re := r.secret
+	re, values := r.secret, r.values
 	r.mu.RUnlock()
 	if re == nil {
 		return s
 	}
-	return re.ReplaceAllLiteralString(s, Mask)
+	var b strings.Builder
+	last := 0
+	for pos := 0; pos < len(s); {
+		loc := re.FindStringIndex(s[pos:])
+		if loc == nil {
+			break
+		}
+		i, j := pos+loc[0], pos+loc[1]
+		if !standsAlone(s, i, j) {
+			// A shorter value may stand alone where the longest one found does not.
+			if j = aloneAt(s, i, values); j < 0 {
+				pos = i + 1
+				continue
+			}
+		}
+		b.WriteString(s[last:i])
+		b.WriteString(Mask)
+		last, pos = j, j
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// aloneAt is the end of the longest of values (longest first) found at i of s, in any case,
+// that stands alone there; -1 when none does.
+func aloneAt(s string, i int, values []string) int {
+	for _, v := range values {
+		if j := i + len(v); j <= len(s) && strings.EqualFold(s[i:j], v) && standsAlone(s, i, j) {
+			return j
+		}
+	}
+	return -1
+}
+
+// standsAlone reports whether s[i:j], a secret's text, is a token of its own: not the part of
+// a longer word (a letter, digit or _ beside a letter, digit or _ of the secret), nor a part of
+// a path (a / beside it), nor of a dotted or dashed name (a . or - beside it, then a letter or
+// digit: a file name's extension, a host name, a Kubernetes name). Masking those would mangle
+// the paths and names in messages when a secret is a common word, and protect nothing: a
+// secret is used as a token (stats auth stats:PASSWORD, "password": "PASSWORD").
+func standsAlone(s string, i, j int) bool {
+	return sideAlone(s, i-1, -1, s[i]) && sideAlone(s, j, 1, s[j-1])
+}
+
+// sideAlone says whether the character at at (outside the secret, in direction dir) leaves
+// the secret's edge character edge alone.
+func sideAlone(s string, at, dir int, edge byte) bool {
+	if at < 0 || at >= len(s) {
+		return true
+	}
+	switch c := s[at]; {
+	case wordByte(c):
+		return !wordByte(edge)
+	case c == '/':
+		return false
+	case c == '.' || c == '-':
+		next := at + dir
+		return next < 0 || next >= len(s) || !wordByte(s[next])
+	}
+	return true
+}
+
+func wordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c >= 0x80
 }
 
 // weakLen is the length under which a secret is weak: besides being easy to guess, it is
@@ -99,7 +171,8 @@ var ownWords = []string{"admin", "backend", "certificate", "certificates", "conf
 	"server", "service", "services", "stats", "template", "validate"}
 
 // Weak says why a secret value would mask ordinary text as well ("" when it would not): it is
-// shorter than 8 characters, or a word the sidecar's own messages use.
+// shorter than 8 characters, or a word the sidecar's own messages use (masked wherever it
+// stands as a word of its own, though not inside a path or a name).
 func Weak(v string) string {
 	switch {
 	case v == "":

@@ -117,3 +117,35 @@ func TestWeak(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretMaskedAsATokenOnly: a secret equal to a common word is masked where it stands on
+// its own (after "stats:", quoted, as a word), never inside a path, a file name, a host name or
+// a dashed name, which messages must show as they are.
+func TestSecretMaskedAsATokenOnly(t *testing.T) {
+	var r Redactor
+	r.Set("stats", "services")
+	r.Set("env", "k3y:v4l")
+	for in, want := range map[string]string{
+		"examples/local/services.yaml:12:3: decode: bad": "examples/local/services.yaml:12:3: decode: bad",
+		"ConfigMap lb/services key web":                  "ConfigMap lb/services key web",
+		"server web.services.svc.cluster.local:80":       "server web.services.svc.cluster.local:80",
+		"pod my-services-7f9 and services-v2":            "pod my-services-7f9 and services-v2",
+		"/etc/services and services.json":                "/etc/services and services.json",
+		"SERVICESX xservices services_1":                 "SERVICESX xservices services_1",
+		"stats auth stats:services":                      "stats auth stats:" + Mask,
+		`{"password": "Services"}`:                       `{"password": "` + Mask + `"}`,
+		"the password is services.":                      "the password is " + Mask + ".",
+		"user:services@host/path services":               "user:" + Mask + "@host/path " + Mask,
+		"k3y:v4l, k3y:v4l-x k3y:v4l/y":                   Mask + ", k3y:v4l-x k3y:v4l/y",
+	} {
+		if got := r.String(in); got != want {
+			t.Errorf("String(%q) = %q, want %q", in, got, want)
+		}
+	}
+	// A shorter secret standing alone where a longer one found first does not.
+	var r2 Redactor
+	r2.Set("a", "pass1234", "pass1234-extra")
+	if got := r2.String("x pass1234-extras pass1234-extra"); got != "x pass1234-extras "+Mask {
+		t.Errorf("got %q", got)
+	}
+}

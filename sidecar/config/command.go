@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -62,12 +64,18 @@ type Once struct {
 	Log     Log
 	// Out is where render writes haproxy.cfg, certs/, maps/ and files/.
 	Out string
+	// HAProxyConfig is validate's --haproxy-config: the directories templates name default
+	// beside it, as run's do, so that validate prints the hash run would make live there.
+	HAProxyConfig string
 }
 
 func (o *Once) concerns() []concern {
 	cs := []concern{&o.Source, &o.Inputs, &o.Render, &o.Dirs, &o.Log}
-	if o.Command == "render" {
+	switch o.Command {
+	case "render":
 		cs = append(cs, outFlag{&o.Out})
+	case "validate":
+		cs = append(cs, besideFlag{&o.HAProxyConfig})
 	}
 	return cs
 }
@@ -167,6 +175,18 @@ func (o outFlag) register(fs *flag.FlagSet) {
 
 func (o outFlag) validate() error { return nil }
 
+// besideFlag is validate's --haproxy-config (run's is the HAProxy concern's, diff's among its
+// own flags): where run's HAProxy reads, so that the paths templates print are run's.
+type besideFlag struct{ config *string }
+
+func (besideFlag) title() string { return "Where run writes" }
+
+func (b besideFlag) register(fs *flag.FlagSet) {
+	fs.StringVar(b.config, "haproxy-config", DefaultHAProxyConfig, "run's --haproxy-config: the directories templates name (ssldir, mapsdir, filesdir) default beside it, as run's do, so that the hash printed is the one run would make live")
+}
+
+func (besideFlag) validate() error { return nil }
+
 // ParseRun reads run's flags, then fills the ones not given from their environment twins
 // (getenv); help goes to out. It does not validate (Validate does).
 func ParseRun(args []string, summary string, getenv func(string) string, out io.Writer) (*Run, error) {
@@ -234,6 +254,11 @@ func AllowedEnv(allow string, environ []string) map[string]string {
 // Env are the environment variables templates may read (--env-allow and --env-secret).
 func (in *Inputs) Env() map[string]string {
 	return AllowedEnv(in.EnvAllow+","+in.EnvSecret, os.Environ())
+}
+
+// SecretEnvNames are the names of --env-secret's variables, sorted.
+func (in *Inputs) SecretEnvNames() []string {
+	return slices.Sorted(maps.Keys(AllowedEnv(in.EnvSecret, os.Environ())))
 }
 
 // SecretEnv are the values of --env-secret's variables.

@@ -89,7 +89,7 @@ func TestReadmeListsEveryFlag(t *testing.T) {
 		t, rest, _ = bytes.Cut(rest, []byte("\n\n"))
 		table = append(append(table, t...), '\n')
 	}
-	for _, cmd := range []string{"run", "render", "diff"} {
+	for _, cmd := range []string{"run", "render", "validate", "diff"} {
 		for _, name := range Names(cmd) {
 			if len(name) == 1 {
 				continue // a short alias, documented with its long name

@@ -187,3 +187,27 @@ func TestBooleanFlags(t *testing.T) {
 			o.HTTP.Profiles, o.HAProxy.RuntimeAPI, o.Leader.Elect)
 	}
 }
+
+// TestUnknownEnvironmentVariables: a HAPROXY_SIDECAR_ variable no flag of any command reads
+// is said, with the nearest flag's variable; the twins of every command's flags, the tests'
+// own settings and other variables are not.
+func TestUnknownEnvironmentVariables(t *testing.T) {
+	got := UnknownEnv([]string{"HAPROXY_SIDECAR_NAMESPCE=edge", "HAPROXY_SIDECAR_MASTER_SOCKET=/run/m.sock",
+		"HAPROXY_SIDECAR_OUT=x", "HAPROXY_SIDECAR_LIVE=/s", "HAPROXY_SIDECAR_REQUIRE_TESTBINS=1", "HAPROXY_SIDECAR_STATISTICS_PASSWROD=x",
+		"HAPROXY_SIDECAR_COLOUR=blue", "HAPROXY_SIDECAR_=x", "HAPROXY_SIDECAR_O=x", "NAMESPCE=edge", "HOME=/root"})
+	joined := strings.Join(got, "\n")
+	for _, w := range []string{
+		"$HAPROXY_SIDECAR_NAMESPCE is no flag's variable and is ignored: did you mean $HAPROXY_SIDECAR_NAMESPACE (--namespace)?",
+		"$HAPROXY_SIDECAR_STATISTICS_PASSWROD is no flag's variable and is ignored: did you mean $HAPROXY_SIDECAR_STATISTICS_PASSWORD (--statistics-password)?",
+		"$HAPROXY_SIDECAR_COLOUR is no flag's variable and is ignored (haproxy-sidecar COMMAND --help",
+		"$HAPROXY_SIDECAR_ is no flag's variable",
+		"$HAPROXY_SIDECAR_O is no flag's variable", // -o is diff's alias of --output: its twin is HAPROXY_SIDECAR_OUTPUT
+	} {
+		if !strings.Contains(joined, w) {
+			t.Errorf("missing %q in:\n%s", w, joined)
+		}
+	}
+	if len(got) != 5 {
+		t.Errorf("want 5 lines, got:\n%s", joined)
+	}
+}

@@ -202,6 +202,46 @@ func EnvNames(flagName string) []string {
 	return []string{EnvName(flagName)}
 }
 
+// testSettings are the project's own variables that start with EnvPrefix and are no flag's
+// twin: they tune its tests (docs/testing.md), not the program.
+var testSettings = []string{"HAPROXY_SIDECAR_REQUIRE_TESTBINS", "HAPROXY_SIDECAR_HAPROXY_VERSION",
+	"HAPROXY_SIDECAR_GOLDEN_INPUT", "HAPROXY_SIDECAR_CAPTURE"}
+
+// UnknownEnv says, one line each, which variables of environ start with EnvPrefix but are the
+// twin of no flag of any command (a typo the sidecar would otherwise ignore in silence),
+// naming the closest twin when one is near enough to be what was meant. A variable another
+// command reads is not unknown: one environment often serves run and validate alike.
+func UnknownEnv(environ []string) []string {
+	// Every flag of every command, compared as flag names (NAMESPCE as namespce), with the
+	// limits of a mistyped flag.
+	all := &flags{fs: flag.NewFlagSet("", flag.ContinueOnError)}
+	for _, cmd := range []string{"run", "render", "validate", "diff"} {
+		for _, name := range Names(cmd) {
+			if len(name) > 1 && all.fs.Lookup(name) == nil {
+				all.fs.String(name, "", "")
+			}
+		}
+	}
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		rest, ok := strings.CutPrefix(name, EnvPrefix)
+		flagName := strings.ToLower(strings.ReplaceAll(rest, "_", "-"))
+		if !ok || (all.fs.Lookup(flagName) != nil && EnvName(flagName) == name) || slices.Contains(testSettings, name) {
+			continue
+		}
+		msg := fmt.Sprintf("$%s is no flag's variable and is ignored", name)
+		if c := all.closest(flagName); c != "" {
+			msg += fmt.Sprintf(": did you mean $%s (--%s)?", EnvName(c), c)
+		} else {
+			msg += " (haproxy-sidecar COMMAND --help lists each flag with its variable)"
+		}
+		out = append(out, msg)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // envValue is a flag's value found in the environment, and the variable that gave it.
 type envValue struct {
 	name, value string

@@ -115,7 +115,7 @@ func (in *Inputs) register(fs *flag.FlagSet) {
 	fs.Var(&in.TLSSecretNamespaces, "tls-secret-namespaces", "`NAMESPACES`: comma-separated namespaces, or * for all, whose TLS Secrets (type kubernetes.io/tls, labelled or not) are certificates too, named NAMESPACE.NAME: the Secrets Ingresses and Gateway listeners name (needs get, list and watch on their secrets)")
 	fs.Var(&in.Watch, "watch", watchUsage)
 	fs.StringVar(&in.EnvAllow, "env-allow", "", "comma-separated environment variables templates may read as env.NAME (NAME_* allows a prefix)")
-	fs.StringVar(&in.EnvSecret, "env-secret", "", "like --env-allow, for values that are secret: templates may read them, and every log line, /readyz answer and Event shows them as [REDACTED]")
+	fs.StringVar(&in.EnvSecret, "env-secret", "", "like --env-allow, for values that are secret: templates may read them, and every log line, /readyz answer and Event shows them as [REDACTED]; a rendered line holding anything made of them is never quoted")
 	fs.StringVar(&in.StatsPassword, "statistics-password", "", "password of the stats page (stats.password); a template that uses it while unset fails")
 }
 

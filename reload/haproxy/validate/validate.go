@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/content"
 )
 
 // Checker runs `haproxy -c`.
@@ -128,6 +130,21 @@ func newCheckError(output string) *CheckError {
 		}
 	}
 	return e
+}
+
+// Withhold is e without HAProxy's words about the lines that hold a secret (see
+// content.SecretLines.Withhold): what a message may say of it.
+func (e *CheckError) Withhold(secret content.SecretLines) *CheckError {
+	if len(secret) == 0 {
+		return e
+	}
+	w := *e
+	w.Output = secret.Withhold(e.Output)
+	w.Alerts = make([]string, len(e.Alerts))
+	for i, a := range e.Alerts {
+		w.Alerts[i] = secret.Withhold(a)
+	}
+	return &w
 }
 
 // generic reports whether an alert only summarises the ones before it.

@@ -1,0 +1,70 @@
+package sidecar
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of the tests that have them")
+
+// TestExampleRendersAsBefore: examples/local renders the same bytes, its binds set, empty
+// and unset alike (its defaults were written pongo2's way, default:"...", before they were
+// written Jinja2's, default("...", true): an empty value takes the default in both).
+func TestExampleRendersAsBefore(t *testing.T) {
+	t.Setenv("STATS_BIND", "127.0.0.1:9404")
+	t.Setenv("HTTP_BIND", "")
+	os.Unsetenv("HTTPS_BIND")
+	out := t.TempDir()
+	_, err := runOnce(t, "render", "--dir", "../examples/local", "--out", out, "--validate=false",
+		"--ssl-dir", "/etc/haproxy/certs", "--maps-dir", "/etc/haproxy/maps", "--files-dir", "/etc/haproxy/files",
+		"--env-allow", "STATS_BIND,HTTP_BIND,HTTPS_BIND", "--statistics-password", "example-password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(out, "haproxy.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "examples-local.cfg")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("examples/local renders differently from %s (-update rewrites it):\n%s", golden, got)
+	}
+}
+
+// TestValidateTakesHAProxyConfig: validate --haproxy-config renders with the directories run
+// would use beside it, and prints the hash run would make live there.
+func TestValidateTakesHAProxyConfig(t *testing.T) {
+	hash := func(args ...string) string {
+		t.Helper()
+		out, err := runOnce(t, "validate", append([]string{"--dir", "../examples/local", "--validate=false"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`hash ([0-9a-f]{12})`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no hash in %q", out)
+		}
+		return m[1]
+	}
+	beside := hash("--haproxy-config", "/srv/lb/haproxy.cfg")
+	if dirs := hash("--ssl-dir", "/srv/lb/certs", "--maps-dir", "/srv/lb/maps", "--files-dir", "/srv/lb/files"); beside != dirs {
+		t.Errorf("--haproxy-config /srv/lb/haproxy.cfg: hash %s; the directories beside it given one by one: %s", beside, dirs)
+	}
+	if def := hash(); def == beside {
+		t.Errorf("the hash beside /srv/lb/haproxy.cfg is the default's (beside %s): %s", config.DefaultHAProxyConfig, def)
+	}
+}
