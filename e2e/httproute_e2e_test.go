@@ -152,6 +152,23 @@ spec:
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
+metadata: {name: filters, namespace: web}
+spec:
+  parentRefs: [{name: haproxy, namespace: lb, sectionName: http}]
+  hostnames: [filters.example.com]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /old}}]
+    filters: [{type: RequestRedirect, requestRedirect: {hostname: shop.example.com, statusCode: 301, path: {type: ReplacePrefixMatch, replacePrefixMatch: /new}}}]
+  - matches: [{path: {type: PathPrefix, value: /rewrite}}]
+    filters:
+    - {type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /inside}}}
+    - {type: ResponseHeaderModifier, responseHeaderModifier: {set: [{name: X-Route, value: filters}]}}
+    backendRefs: [{name: api, port: 8080}]
+  - matches: [{path: {type: PathPrefix, value: /gone}}]
+    backendRefs: [{name: missing, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
 metadata: {name: unattached, namespace: web}
 spec:
   parentRefs: [{name: other, namespace: lb}, {name: same-namespace, namespace: lb}]
@@ -173,7 +190,8 @@ const shopRules = `  - matches: [{path: {type: PathPrefix, value: /api}}]
 // TestHTTPRouteExample runs examples/templates/httproute.yaml against a real kube-apiserver
 // with the Gateway API CRDs (testdata/gateway-api) and a real HAProxy: HTTPRoutes attached to
 // a Gateway of the class route by hostname (precise and wildcard), path (PathPrefix, Exact)
-// and header to real backends, split by the backendRefs' weights; routes of other Gateways,
+// and header to real backends, split by the backendRefs' weights; redirects, rewrites and
+// response headers are served, a backendRef that does not resolve answers 500; routes of other Gateways,
 // or not admitted, are not served; weights and a path edited go live with no reload; the same
 // objects render the same bytes from the API, from etcd and from files (the example's own
 // tests pass on them).
@@ -256,6 +274,22 @@ func TestHTTPRouteExample(t *testing.T) {
 	// A header match: /admin with x-admin: 1 goes to api; without, to / (mostly web).
 	if code, body, _, err := e.getWith(e.httpAddr, "shop.example.com", "/admin/x", "x-admin", "1"); err != nil || code != 200 || !strings.HasPrefix(body, "api-1") {
 		t.Errorf("shop.example.com/admin/x with x-admin: 1: %d %q %v, want api-1", code, body, err)
+	}
+
+	// Filters: a redirect (host, path prefix replaced, the query kept; the listener's port 80
+	// left out), a path rewritten with a response header set, and a rule whose backendRef does
+	// not resolve answering 500; a path no rule matches: 404.
+	if code, _, h, err := e.getWith(e.httpAddr, "filters.example.com", "/old/x?q=1"); err != nil || code != 301 || h.Get("Location") != "http://shop.example.com/new/x?q=1" {
+		t.Errorf("filters.example.com/old/x?q=1: %d Location %q %v, want 301 to http://shop.example.com/new/x?q=1", code, h.Get("Location"), err)
+	}
+	if code, body, h, err := e.getWith(e.httpAddr, "filters.example.com", "/rewrite/a"); err != nil || code != 200 || body != "api-1 /inside/a\n" || h.Get("X-Route") != "filters" {
+		t.Errorf("filters.example.com/rewrite/a: %d %q X-Route %q %v, want api-1 /inside/a with X-Route: filters", code, body, h.Get("X-Route"), err)
+	}
+	if code, _, _, err := e.getWith(e.httpAddr, "filters.example.com", "/gone"); err != nil || code != 500 {
+		t.Errorf("filters.example.com/gone (backendRef to a missing Service): %d %v, want 500", code, err)
+	}
+	if code, _, _, err := e.getWith(e.httpAddr, "filters.example.com", "/elsewhere"); err != nil || code != 404 {
+		t.Errorf("filters.example.com/elsewhere: %d %v, want 404", code, err)
 	}
 
 	e.settled(t)
