@@ -166,6 +166,9 @@ spec:
     backendRefs: [{name: api, port: 8080}]
   - matches: [{path: {type: PathPrefix, value: /gone}}]
     backendRefs: [{name: missing, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /strip}}]
+    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /}}}]
+    backendRefs: [{name: api, port: 8080}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -284,6 +287,12 @@ func TestHTTPRouteExample(t *testing.T) {
 	}
 	if code, body, h, err := e.getWith(e.httpAddr, "filters.example.com", "/rewrite/a"); err != nil || code != 200 || body != "api-1 /inside/a\n" || h.Get("X-Route") != "filters" {
 		t.Errorf("filters.example.com/rewrite/a: %d %q X-Route %q %v, want api-1 /inside/a with X-Route: filters", code, body, h.Get("X-Route"), err)
+	}
+	// The prefix replaced by /: /strip/b is /b, /strip itself is /.
+	for path, want := range map[string]string{"/strip/b": "api-1 /b\n", "/strip": "api-1 /\n"} {
+		if code, body, _, err := e.getWith(e.httpAddr, "filters.example.com", path); err != nil || code != 200 || body != want {
+			t.Errorf("filters.example.com%s: %d %q %v, want %q", path, code, body, err, want)
+		}
 	}
 	if code, _, _, err := e.getWith(e.httpAddr, "filters.example.com", "/gone"); err != nil || code != 500 {
 		t.Errorf("filters.example.com/gone (backendRef to a missing Service): %d %v, want 500", code, err)
