@@ -35,6 +35,16 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/benchrig"
 )
 
+// defaultFeatures are the GATEWAY-HTTP profile's core features and the extended ones the
+// example serves. Not claimed: GatewayHTTPListenerIsolation (the routes of all the listeners
+// of one port are looked up together, so a route of a listener without hostname also serves
+// the hosts of a more precise listener), and what the example does not do (mirroring,
+// timeouts, retries, CORS, backend protocols, static addresses).
+const defaultFeatures = "Gateway,HTTPRoute,ReferenceGrant," +
+	"HTTPRouteQueryParamMatching,HTTPRouteMethodMatching,HTTPRouteResponseHeaderModification," +
+	"HTTPRoutePortRedirect,HTTPRouteSchemeRedirect,HTTPRoutePathRedirect,HTTPRouteHostRewrite,HTTPRoutePathRewrite," +
+	"HTTPRouteParentRefPort,HTTPRouteDestinationPortMatching,HTTPRouteNamedRouteRule,GatewayPort8080"
+
 // options are the harness's flags.
 type options struct {
 	bins, sidecar, example, out string
@@ -54,7 +64,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "bin/conformance", "where report.yaml, summary.txt, conformance.log and logs/ are written")
 	flag.StringVar(&o.class, "gateway-class", "haproxy-sidecar", "the GatewayClass the suite uses (the example's default GATEWAY_CLASS)")
 	flag.StringVar(&o.controller, "controller-name", "haproxy-sidecar.io/controller", "the GatewayClass's controllerName (the sidecar's --status-controller-name)")
-	flag.StringVar(&o.features, "supported-features", "Gateway,HTTPRoute,ReferenceGrant", "the features claimed: the profile's core ones and the extended ones the example serves")
+	flag.StringVar(&o.features, "supported-features", defaultFeatures, "the features claimed: the profile's core ones and the extended ones the example serves")
 	flag.StringVar(&o.profiles, "conformance-profiles", "GATEWAY-HTTP", "the suite's profiles")
 	flag.StringVar(&o.version, "version", "dev", "the sidecar's version, for the report")
 	flag.StringVar(&o.runTest, "run-test", "", "run this one test of the suite (a short check) instead of all; the harness fails unless it passes")
