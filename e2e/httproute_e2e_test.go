@@ -130,6 +130,7 @@ spec:
     port: 443
     allowedRoutes: {namespaces: {from: All}}
     tls: {mode: Terminate, certificateRefs: [{kind: Secret, name: gw-tls}, {kind: Secret, name: web-tls, namespace: web}]}
+  - {name: isolated, protocol: HTTP, port: 80, hostname: isolated.example.org, allowedRoutes: {namespaces: {from: All}}}
 ---
 ` + unadmittingGateways + `---
 apiVersion: gateway.networking.k8s.io/v1
@@ -149,6 +150,15 @@ spec:
   hostnames: ["*.example.org"]
   rules:
   - backendRefs: [{name: web, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: isolated, namespace: web}
+spec:
+  parentRefs: [{name: haproxy, namespace: lb, sectionName: isolated}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /only}}]
+    backendRefs: [{name: api, port: 8080}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -227,6 +237,10 @@ func TestHTTPRouteExample(t *testing.T) {
 		route{"a.example.org/", "web-"},    // wildcard
 		route{"a.b.example.org/x", "web-"}, // a wildcard is a suffix
 		route{"example.org/", "404"},
+		// Listener isolation: isolated.example.org is the listener isolated's, whose route
+		// serves /only; web/wild (*.example.org, on listener http) does not serve it.
+		route{"isolated.example.org/only", "api-1"},
+		route{"isolated.example.org/", "404"},
 		route{"unattached.example.com/", "404"}, // another class; a listener that does not admit it
 		route{"other.example.com/", "404"},
 	)
