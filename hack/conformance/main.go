@@ -36,14 +36,12 @@ import (
 )
 
 // defaultFeatures are the GATEWAY-HTTP profile's core features and the extended ones the
-// example serves. Not claimed: GatewayHTTPListenerIsolation (the routes of all the listeners
-// of one port are looked up together, so a route of a listener without hostname also serves
-// the hosts of a more precise listener), and what the example does not do (mirroring,
-// timeouts, retries, CORS, backend protocols, static addresses).
+// example serves. Not claimed: what the example does not do (mirroring, timeouts, retries,
+// CORS, backend protocols, static addresses, backendRef filters).
 const defaultFeatures = "Gateway,HTTPRoute,ReferenceGrant," +
 	"HTTPRouteQueryParamMatching,HTTPRouteMethodMatching,HTTPRouteResponseHeaderModification," +
 	"HTTPRoutePortRedirect,HTTPRouteSchemeRedirect,HTTPRoutePathRedirect,HTTPRouteHostRewrite,HTTPRoutePathRewrite," +
-	"HTTPRouteParentRefPort,HTTPRouteDestinationPortMatching,HTTPRouteNamedRouteRule,GatewayPort8080"
+	"HTTPRouteParentRefPort,HTTPRouteDestinationPortMatching,HTTPRouteNamedRouteRule,GatewayPort8080,GatewayHTTPListenerIsolation"
 
 // options are the harness's flags.
 type options struct {
