@@ -36,12 +36,13 @@ import (
 )
 
 // defaultFeatures are the GATEWAY-HTTP profile's core features and the extended ones the
-// example serves. Not claimed: what the example does not do (mirroring, timeouts, retries,
+// example serves. Not claimed: what the example does not do (mirroring, retries,
 // CORS, backend protocols, static addresses, backendRef filters).
 const defaultFeatures = "Gateway,HTTPRoute,ReferenceGrant," +
 	"HTTPRouteQueryParamMatching,HTTPRouteMethodMatching,HTTPRouteResponseHeaderModification," +
 	"HTTPRoutePortRedirect,HTTPRouteSchemeRedirect,HTTPRoutePathRedirect,HTTPRouteHostRewrite,HTTPRoutePathRewrite," +
-	"HTTPRouteParentRefPort,HTTPRouteDestinationPortMatching,HTTPRouteNamedRouteRule,GatewayPort8080,GatewayHTTPListenerIsolation"
+	"HTTPRouteParentRefPort,HTTPRouteDestinationPortMatching,HTTPRouteNamedRouteRule,GatewayPort8080,GatewayHTTPListenerIsolation," +
+	"HTTPRouteRequestTimeout,HTTPRouteBackendTimeout"
 
 // options are the harness's flags.
 type options struct {
