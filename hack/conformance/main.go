@@ -42,7 +42,8 @@ const defaultFeatures = "Gateway,HTTPRoute,ReferenceGrant," +
 	"HTTPRouteQueryParamMatching,HTTPRouteMethodMatching,HTTPRouteResponseHeaderModification," +
 	"HTTPRoutePortRedirect,HTTPRouteSchemeRedirect,HTTPRoutePathRedirect,HTTPRouteHostRewrite,HTTPRoutePathRewrite," +
 	"HTTPRouteParentRefPort,HTTPRouteDestinationPortMatching,HTTPRouteNamedRouteRule,GatewayPort8080,GatewayHTTPListenerIsolation," +
-	"HTTPRouteRequestTimeout,HTTPRouteBackendTimeout"
+	"HTTPRouteRequestTimeout,HTTPRouteBackendTimeout," +
+	"HTTPRoute303RedirectStatusCode,HTTPRoute307RedirectStatusCode,HTTPRoute308RedirectStatusCode"
 
 // options are the harness's flags.
 type options struct {
@@ -196,7 +197,7 @@ func (h *harness) startSidecar() error {
 	args = append(args, "--source=kube", "--kubeconfig", h.kube.Kubeconfig, "--namespace", "lb",
 		"--tls-secret-namespaces", "*", "--publish-address", h.o.address, "--status-controller-name", h.o.controller)
 	env := []string{"HTTP_BIND=" + net.JoinHostPort(h.o.address, "80"), "HTTPS_BIND=" + net.JoinHostPort(h.o.address, "443"),
-		"GATEWAY_CLASS=" + h.o.class, "GATEWAY_ADDRESSES=" + gatewayAddresses(h.o.address, h.o.addressPool)}
+		"GATEWAY_CLASS=" + h.o.class, "GATEWAY_CONTROLLER=" + h.o.controller, "GATEWAY_ADDRESSES=" + gatewayAddresses(h.o.address, h.o.addressPool)}
 	_, err = h.rig.StartProxy(h.o.sidecar, env, args...)
 	return err
 }

@@ -135,8 +135,8 @@ func TestExampleFlags(t *testing.T) {
 	if n := strings.Count(strings.Join(args, " "), "--watch "); n != 7 {
 		t.Errorf("%d --watch flags, want 7: %q", n, args)
 	}
-	if i := slices.Index(args, "--env-allow"); i < 0 || !strings.Contains(args[i+1], "GATEWAY_ADDRESSES") {
-		t.Errorf("--env-allow: %q, want GATEWAY_ADDRESSES among them (the harness sets it)", args)
+	if i := slices.Index(args, "--env-allow"); i < 0 || !strings.Contains(args[i+1], "GATEWAY_ADDRESSES") || !strings.Contains(args[i+1], "GATEWAY_CONTROLLER") {
+		t.Errorf("--env-allow: %q, want GATEWAY_ADDRESSES and GATEWAY_CONTROLLER among them (the harness sets them)", args)
 	}
 	if _, err := exampleFlags([]byte("# nothing\n")); err == nil {
 		t.Error("a header without flags: no error")
