@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"maps"
@@ -61,6 +62,24 @@ func (e *demoEnv) getWith(addr, host, path string, headers ...string) (int, stri
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), resp.Header, nil
+}
+
+// getTLSSNI sends GET https://addr+path with SNI sni and Host host: the status and the body.
+func getTLSSNI(addr, sni, host, path string) (int, string, error) {
+	req, err := http.NewRequest("GET", "https://"+addr+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Host = host
+	c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{ServerName: sni, InsecureSkipVerify: true}}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
 }
 
 // installGatewayAPI installs the Gateway API CRDs (testdata/gateway-api) and waits until
@@ -131,6 +150,12 @@ spec:
     allowedRoutes: {namespaces: {from: All}}
     tls: {mode: Terminate, certificateRefs: [{kind: Secret, name: gw-tls}, {kind: Secret, name: web-tls, namespace: web}]}
   - {name: isolated, protocol: HTTP, port: 80, hostname: isolated.example.org, allowedRoutes: {namespaces: {from: All}}}
+  - name: secure
+    protocol: HTTPS
+    port: 443
+    hostname: secure.example.org
+    allowedRoutes: {namespaces: {from: All}}
+    tls: {mode: Terminate, certificateRefs: [{kind: Secret, name: gw-tls}]}
 ---
 ` + unadmittingGateways + `---
 apiVersion: gateway.networking.k8s.io/v1
@@ -287,6 +312,14 @@ func TestHTTPRouteExample(t *testing.T) {
 	}
 	if code, body, err := getTLS(os.Getenv("HTTPS_BIND"), "shop.example.com", "/checkout"); err != nil || code != 200 || !strings.HasPrefix(body, "api-1") {
 		t.Errorf("https://shop.example.com/checkout: %d %q %v, want api-1", code, body, err)
+	}
+	// Misdirected: the SNI picks listener https, the Host listener secure: 421; the same Host
+	// with its own SNI is the listener secure's (no route there: 404).
+	if code, _, err := getTLSSNI(os.Getenv("HTTPS_BIND"), "shop.example.com", "secure.example.org", "/checkout"); err != nil || code != 421 {
+		t.Errorf("https://secure.example.org/checkout with SNI shop.example.com: %d %v, want 421", code, err)
+	}
+	if code, _, err := getTLSSNI(os.Getenv("HTTPS_BIND"), "secure.example.org", "secure.example.org", "/checkout"); err != nil || code != 404 {
+		t.Errorf("https://secure.example.org/checkout: %d %v, want 404", code, err)
 	}
 	// A header match: /admin with x-admin: 1 goes to api; without, to / (mostly web).
 	if code, body, _, err := e.getWith(e.httpAddr, "shop.example.com", "/admin/x", "x-admin", "1"); err != nil || code != 200 || !strings.HasPrefix(body, "api-1") {
