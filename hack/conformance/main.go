@@ -36,14 +36,15 @@ import (
 )
 
 // defaultFeatures are the GATEWAY-HTTP profile's core features and the extended ones the
-// example serves. Not claimed: what the example does not do (mirroring, retries,
-// CORS, backend protocols, static addresses, backendRef filters).
+// example serves. Not claimed: what the example does not do (mirroring, retries, CORS, static
+// or empty addresses, backendRef filters, client certificates, infrastructure labels).
 const defaultFeatures = "Gateway,HTTPRoute,ReferenceGrant," +
 	"HTTPRouteQueryParamMatching,HTTPRouteMethodMatching,HTTPRouteResponseHeaderModification," +
 	"HTTPRoutePortRedirect,HTTPRouteSchemeRedirect,HTTPRoutePathRedirect,HTTPRouteHostRewrite,HTTPRoutePathRewrite," +
 	"HTTPRouteParentRefPort,HTTPRouteDestinationPortMatching,HTTPRouteNamedRouteRule,GatewayPort8080,GatewayHTTPListenerIsolation," +
 	"HTTPRouteRequestTimeout,HTTPRouteBackendTimeout," +
-	"HTTPRoute303RedirectStatusCode,HTTPRoute307RedirectStatusCode,HTTPRoute308RedirectStatusCode"
+	"HTTPRoute303RedirectStatusCode,HTTPRoute307RedirectStatusCode,HTTPRoute308RedirectStatusCode," +
+	"HTTPRouteBackendProtocolH2C,HTTPRouteBackendProtocolWebSocket,GatewayHTTPSListenerDetectMisdirectedRequests"
 
 // options are the harness's flags.
 type options struct {
