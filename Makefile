@@ -98,7 +98,7 @@ bench-ingress: deps
 ## profile GATEWAY-HTTP) against examples/templates/httproute.yaml, the sidecar writing the
 ## status, on this machine without a container runtime: kube-apiserver, etcd, controller-manager,
 ## scheduler, kwok and the suite's echo backend as processes in a network namespace of its own
-## (hack/conformance.sh; 31-38 min on 2 cores). bin/conformance/: report.yaml, summary.txt, the
+## (hack/conformance.sh; about 2 min on 2 cores once its binaries are built). bin/conformance/: report.yaml, summary.txt, the
 ## suite's log, every piece's log (docs/ingress-gateway.md#gateway-api-conformance).
 ## conformance-smoke: the same harness with one test of the suite (a few minutes).
 .PHONY: conformance conformance-smoke

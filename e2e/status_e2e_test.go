@@ -179,8 +179,9 @@ func gatewayResource(plural string) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: plural}
 }
 
-// statusObjects are the Gateways and HTTPRoutes of TestStatusHTTPRoute.
-const statusObjects = `apiVersion: gateway.networking.k8s.io/v1
+// statusObjects are the GatewayClass, Gateways and HTTPRoutes of TestStatusHTTPRoute.
+const statusObjects = gatewayClass + `---
+apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: haproxy, namespace: lb}
 spec:
@@ -255,7 +256,8 @@ func condition(list any, typ string) (string, int64) {
 // a backendRef to a missing Service is ResolvedRefs=False BackendNotFound, a listener that does
 // not admit the route's namespace Accepted=False NotAllowedByListeners; another controller's
 // entry is left alone; the Gateway of the class is Accepted and Programmed with the published
-// address, the Gateway of another class untouched; the missing Service created, the route's
+// address and its listener's status, the GatewayClass Accepted, the Gateway of another class
+// untouched; the missing Service created, the route's
 // references resolve; a route edited, observedGeneration follows.
 func TestStatusHTTPRoute(t *testing.T) {
 	k := kubetest.Start(t)
@@ -355,6 +357,35 @@ func TestStatusHTTPRoute(t *testing.T) {
 			return a == "True Accepted" && p == "True Programmed" && ag == gw.GetGeneration() && pg == gw.GetGeneration() &&
 				reflect.DeepEqual(addrs, []any{map[string]any{"type": "IPAddress", "value": "203.0.113.8"}})
 		}, "lb/haproxy's status")
+		// Its listener: accepted, programmed, its references resolved, the routes it admits.
+		haproxytest.WaitFor(t, 15*time.Second, func() bool {
+			gw, err := gateways.Get(ctx, "haproxy", metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			ls, _, _ := unstructured.NestedSlice(gw.Object, "status", "listeners")
+			if len(ls) != 1 {
+				return false
+			}
+			l, _ := ls[0].(map[string]any)
+			conds, _ := l["conditions"].([]any)
+			a, _ := condition(conds, "Accepted")
+			p, _ := condition(conds, "Programmed")
+			r, _ := condition(conds, "ResolvedRefs")
+			attached, _ := l["attachedRoutes"].(int64)
+			return l["name"] == "http" && a == "True Accepted" && p == "True Programmed" && r == "True ResolvedRefs" && attached == 2
+		}, "lb/haproxy's status.listeners")
+		// The GatewayClass of the sidecar's controllerName: Accepted and SupportedVersion.
+		haproxytest.WaitFor(t, 15*time.Second, func() bool {
+			gc, err := dyn.Resource(gatewayResource("gatewayclasses")).Get(ctx, "haproxy-sidecar", metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			conds, _, _ := unstructured.NestedSlice(gc.Object, "status", "conditions")
+			a, ag := condition(conds, "Accepted")
+			v, _ := condition(conds, "SupportedVersion")
+			return a == "True Accepted" && ag == gc.GetGeneration() && strings.HasPrefix(v, "True ")
+		}, "GatewayClass haproxy-sidecar's status")
 		other, err := gateways.Get(ctx, "other", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)

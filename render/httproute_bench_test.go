@@ -62,7 +62,7 @@ func TestHTTPRouteSnapshotRendersTheRoutes(t *testing.T) {
 		t.Errorf("%d backends, want 10:\n%s", got, b.Config)
 	}
 	routes := string(b.Maps["routes.map"])
-	for _, want := range []string{"route-00003.example.com/ be_bench_svc-00003_80", "route-00003.example.com/api/ be_bench_svc-00004_80"} {
+	for _, want := range []string{"fe_80@route-00003.example.com/ be_bench_svc-00003_80", "fe_80@route-00003.example.com/api/ be_bench_svc-00004_80"} {
 		if !strings.Contains(routes, want+"\n") {
 			t.Errorf("routes.map has no line %q:\n%s", want, routes)
 		}

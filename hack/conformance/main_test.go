@@ -132,10 +132,19 @@ func TestExampleFlags(t *testing.T) {
 	if i := slices.Index(args, "--env-allow"); i < 0 || !strings.Contains(args[i+1], "GATEWAY_CLASS") {
 		t.Errorf("--env-allow: %q", args)
 	}
-	if n := strings.Count(strings.Join(args, " "), "--watch "); n != 4 {
-		t.Errorf("%d --watch flags, want 4: %q", n, args)
+	if n := strings.Count(strings.Join(args, " "), "--watch "); n != 7 {
+		t.Errorf("%d --watch flags, want 7: %q", n, args)
+	}
+	if i := slices.Index(args, "--env-allow"); i < 0 || !strings.Contains(args[i+1], "GATEWAY_ADDRESSES") || !strings.Contains(args[i+1], "GATEWAY_CONTROLLER") {
+		t.Errorf("--env-allow: %q, want GATEWAY_ADDRESSES and GATEWAY_CONTROLLER among them (the harness sets them)", args)
 	}
 	if _, err := exampleFlags([]byte("# nothing\n")); err == nil {
 		t.Error("a header without flags: no error")
+	}
+}
+
+func TestGatewayAddresses(t *testing.T) {
+	if got, want := gatewayAddresses("10.244.0.1", "10.244.2.0/29"), "10.244.0.1,10.244.2.1,10.244.2.2,10.244.2.3,10.244.2.4,10.244.2.5,10.244.2.6"; got != want {
+		t.Errorf("gatewayAddresses: %s, want %s", got, want)
 	}
 }

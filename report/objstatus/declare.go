@@ -5,8 +5,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -17,9 +17,10 @@ const Prefix = "haproxy-sidecar:"
 
 // The kinds a rendering may declare it serves.
 const (
-	KindIngress   = "Ingress"
-	KindGateway   = "Gateway"
-	KindHTTPRoute = "HTTPRoute"
+	KindIngress      = "Ingress"
+	KindGatewayClass = "GatewayClass"
+	KindGateway      = "Gateway"
+	KindHTTPRoute    = "HTTPRoute"
 )
 
 // DefaultWarningReason is the reason of the Warning Event of a declaration's warning= that
@@ -28,17 +29,29 @@ const DefaultWarningReason = "ConfigurationWarning"
 
 // Condition types.
 const (
-	Accepted     = "Accepted"
-	Programmed   = "Programmed"
-	ResolvedRefs = "ResolvedRefs"
+	Accepted         = "Accepted"
+	Programmed       = "Programmed"
+	ResolvedRefs     = "ResolvedRefs"
+	Conflicted       = "Conflicted"
+	SupportedVersion = "SupportedVersion"
 )
 
-// Object names one Kubernetes object.
+// Object names one Kubernetes object (Namespace "": a cluster-scoped one, a GatewayClass).
 type Object struct {
 	Kind, Namespace, Name string
 }
 
-func (o Object) String() string { return o.Kind + " " + o.Namespace + "/" + o.Name }
+func (o Object) String() string {
+	if o.Namespace == "" {
+		return o.Kind + " " + o.Name
+	}
+	return o.Kind + " " + o.Namespace + "/" + o.Name
+}
+
+// RouteKind is one kind of route a Gateway listener supports (its supportedKinds).
+type RouteKind struct {
+	Group, Kind string
+}
 
 // Parent is the Gateway a route declaration is about, as the route's parentRef names it.
 type Parent struct {
@@ -68,7 +81,8 @@ type Condition struct {
 	Reason, Message string
 }
 
-// Declaration is one line "# haproxy-sidecar: serves KIND NAMESPACE/NAME [ATTRIBUTE...]".
+// Declaration is one line "# haproxy-sidecar: serves KIND NAMESPACE/NAME [ATTRIBUTE...]"
+// (KIND NAME for a GatewayClass).
 type Declaration struct {
 	// Line is the line's number in haproxy.cfg (from 1).
 	Line int
@@ -78,8 +92,18 @@ type Declaration struct {
 	Generation int64
 	// Parent is an HTTPRoute declaration's parent.
 	Parent Parent
-	// Conditions are a Gateway's (Accepted, Programmed) or a route parent's (Accepted,
-	// ResolvedRefs), in that order; none for an Ingress.
+	// Listener is the listener a Gateway declaration is about ("": the Gateway itself), with
+	// the number of routes attached to it and the route kinds it supports.
+	Listener string
+	Attached int32
+	Kinds    []RouteKind
+	// Addresses are where a Gateway is served (addresses=): its status.addresses, in place of
+	// the published ones.
+	Addresses []Address
+	// Conditions are, in this order: a GatewayClass's (Accepted, SupportedVersion), a
+	// Gateway's (Accepted, Programmed), a Gateway listener's (Accepted, Programmed,
+	// ResolvedRefs, Conflicted) or a route parent's (Accepted, ResolvedRefs); none for an
+	// Ingress.
 	Conditions []Condition
 	// Warning is what an Ingress declaration warns of (warning=, "": nothing): what of the
 	// object the rendering does not serve as written (an annotation it does not support),
@@ -87,19 +111,36 @@ type Declaration struct {
 	Warning, WarningReason string
 }
 
-// conditionWords are the attribute naming each condition, by kind, in the conditions' order.
-var conditionWords = map[string][]struct{ word, typ string }{
-	KindIngress:   nil,
-	KindGateway:   {{"accepted", Accepted}, {"programmed", Programmed}},
-	KindHTTPRoute: {{"accepted", Accepted}, {"resolved", ResolvedRefs}},
+// conditionWord is the attribute naming a condition; def is the condition's status when the
+// declaration does not say (a condition false by default, Conflicted, has its reason).
+type conditionWord struct {
+	word, typ string
+	def       bool
 }
 
-// defaultMessages are the messages of true conditions that declare none.
-var defaultMessages = map[string]string{
-	Accepted:     "Accepted by HAProxy",
-	Programmed:   "HAProxy runs a configuration that serves it",
-	ResolvedRefs: "All references resolved",
+// listenerKind is the key of conditionWords for a Gateway's listener declarations.
+const listenerKind = "Gateway listener"
+
+// conditionWords are the attribute naming each condition, by kind, in the conditions' order.
+var conditionWords = map[string][]conditionWord{
+	KindIngress:      nil,
+	KindGatewayClass: {{"accepted", Accepted, true}, {"supported", SupportedVersion, true}},
+	KindGateway:      {{"accepted", Accepted, true}, {"programmed", Programmed, true}},
+	listenerKind:     {{"accepted", Accepted, true}, {"programmed", Programmed, true}, {"resolved", ResolvedRefs, true}, {"conflicted", Conflicted, false}},
+	KindHTTPRoute:    {{"accepted", Accepted, true}, {"resolved", ResolvedRefs, true}},
 }
+
+// defaultMessages are the messages of conditions in their default status that declare none.
+var defaultMessages = map[string]string{
+	Accepted:         "Accepted by HAProxy",
+	Programmed:       "HAProxy runs a configuration that serves it",
+	ResolvedRefs:     "All references resolved",
+	Conflicted:       "No conflicts",
+	SupportedVersion: "The Gateway API version is supported",
+}
+
+// defaultFalseReasons are the reasons of conditions false by default that declare none.
+var defaultFalseReasons = map[string]string{Conflicted: "NoConflicts"}
 
 // reasonPattern is metav1.Condition's reason.
 var reasonPattern = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`)
@@ -151,11 +192,12 @@ func parseDeclaration(s string) (Declaration, error) {
 	if err != nil {
 		return Declaration{}, err
 	}
+	kind := d.conditionKind(words[3:])
 	conds := map[string]*Condition{}
-	for _, c := range conditionWords[d.Kind] {
-		conds[c.word] = &Condition{Type: c.typ, True: true}
+	for _, c := range conditionWords[kind] {
+		conds[c.word] = &Condition{Type: c.typ, True: c.def}
 	}
-	var why falseWhy
+	why := falseWhy{stated: map[string]bool{}}
 	seen := map[string]bool{}
 	for _, a := range words[3:] {
 		if seen[a.key] {
@@ -172,8 +214,8 @@ func parseDeclaration(s string) (Declaration, error) {
 	if d.Kind == KindHTTPRoute && d.Parent.Name == "" {
 		return Declaration{}, fmt.Errorf("an %s declaration needs parent=NAMESPACE/NAME", d.Kind)
 	}
-	for _, cw := range conditionWords[d.Kind] {
-		c, err := why.complete(*conds[cw.word], cw.word)
+	for _, cw := range conditionWords[kind] {
+		c, err := why.complete(*conds[cw.word], cw)
 		if err != nil {
 			return Declaration{}, err
 		}
@@ -182,14 +224,36 @@ func parseDeclaration(s string) (Declaration, error) {
 	return d, nil
 }
 
-// parseServes reads the words every declaration starts with: serves KIND NAMESPACE/NAME.
+// conditionKind is the key of conditionWords for d, given its attributes: a Gateway's
+// listener= makes it a listener's declaration (and sets d.Listener, checked by set).
+func (d *Declaration) conditionKind(attrs []attr) string {
+	if d.Kind != KindGateway {
+		return d.Kind
+	}
+	for _, a := range attrs {
+		if a.key == "listener" && !a.bare {
+			d.Listener = a.value
+			return listenerKind
+		}
+	}
+	return d.Kind
+}
+
+// parseServes reads the words every declaration starts with: serves KIND NAMESPACE/NAME (KIND
+// NAME for a GatewayClass, which has no namespace).
 func parseServes(words []attr) (Declaration, error) {
 	if len(words) < 3 || !words[0].bare || words[0].key != "serves" {
 		return Declaration{}, fmt.Errorf("want %s serves KIND NAMESPACE/NAME [ATTRIBUTE...]", Prefix)
 	}
 	kind := words[1].key
-	if _, ok := conditionWords[kind]; !ok || !words[1].bare {
-		return Declaration{}, fmt.Errorf("kind %q: want %s, %s or %s", words[1].key, KindIngress, KindGateway, KindHTTPRoute)
+	if _, ok := conditionWords[kind]; !ok || !words[1].bare || kind == listenerKind {
+		return Declaration{}, fmt.Errorf("kind %q: want %s, %s, %s or %s", words[1].key, KindIngress, KindGatewayClass, KindGateway, KindHTTPRoute)
+	}
+	if kind == KindGatewayClass {
+		if !words[2].bare || len(words[2].key) > 253 || !nameWord.MatchString(words[2].key) {
+			return Declaration{}, fmt.Errorf("%q: want the GatewayClass's NAME", words[2].key)
+		}
+		return Declaration{Object: Object{Kind: kind, Name: words[2].key}}, nil
 	}
 	ns, name, err := namespacedName(words[2])
 	if err != nil {
@@ -199,9 +263,10 @@ func parseServes(words []attr) (Declaration, error) {
 }
 
 // falseWhy are a declaration's reason= and message= (nil: not given): those of its conditions
-// that are false and say none of their own.
+// declared false (stated, by word) that say none of their own.
 type falseWhy struct {
 	reason, message *string
+	stated          map[string]bool
 }
 
 // set takes one ATTRIBUTE of d: a condition's (in conds, by its word), the reason or message
@@ -210,9 +275,11 @@ func (d *Declaration) set(a attr, conds map[string]*Condition, why *falseWhy) er
 	kind := d.Kind
 	word, field, dotted := strings.Cut(a.key, ".")
 	c := conds[word]
+	listener := d.Listener != ""
 	switch {
 	case c != nil && !dotted:
 		if a.bare {
+			c.True = true
 			break
 		}
 		v, err := strconv.ParseBool(a.value)
@@ -220,6 +287,7 @@ func (d *Declaration) set(a attr, conds map[string]*Condition, why *falseWhy) er
 			return fmt.Errorf("%s=%s: want true or false", a.key, a.value)
 		}
 		c.True = v
+		why.stated[word] = !v
 	case c != nil && field == "reason" && !a.bare:
 		c.Reason = a.value
 	case c != nil && field == "message" && !a.bare:
@@ -238,6 +306,29 @@ func (d *Declaration) set(a attr, conds map[string]*Condition, why *falseWhy) er
 			return fmt.Errorf("warning.reason=%s: want a CamelCase word", a.value)
 		}
 		d.WarningReason = a.value
+	case a.key == "listener" && !a.bare && kind == KindGateway:
+		if !nameWord.MatchString(a.value) || len(a.value) > 253 {
+			return fmt.Errorf("listener=%s: want a listener name", a.value)
+		}
+	case a.key == "attached" && !a.bare && listener:
+		n, err := strconv.ParseInt(a.value, 10, 32)
+		if err != nil || n < 0 {
+			return fmt.Errorf("attached=%s: want a number of routes", a.value)
+		}
+		d.Attached = int32(n)
+	case a.key == "kinds" && !a.bare && listener:
+		kinds, err := parseKinds(a.value)
+		if err != nil {
+			return err
+		}
+		d.Kinds = kinds
+	case a.key == "addresses" && !a.bare && kind == KindGateway && !listener:
+		for _, v := range strings.Split(a.value, ",") {
+			if v == "" || len(v) > 253 {
+				return fmt.Errorf("addresses=%s: want IPs or host names, comma-separated", a.value)
+			}
+		}
+		d.Addresses = Addresses(strings.Split(a.value, ","))
 	case a.key == "generation" && !a.bare && kind != KindIngress:
 		g, err := strconv.ParseInt(a.value, 10, 64)
 		if err != nil || g < 1 {
@@ -266,25 +357,29 @@ func (d *Declaration) set(a attr, conds map[string]*Condition, why *falseWhy) er
 	return nil
 }
 
-// complete gives c (named word in the declaration) what it was not given: a false one the
-// declaration's reason and message, a true one the defaults; and checks its reason and
-// bounds its message.
-func (why falseWhy) complete(c Condition, word string) (Condition, error) {
-	if !c.True && c.Reason == "" && why.reason != nil {
+// complete gives c (named cw.word in the declaration) what it was not given: one declared
+// false that is true by default the declaration's reason and message, one false by default
+// its default reason, a true one the defaults; and checks its reason and bounds its message.
+func (why falseWhy) complete(c Condition, cw conditionWord) (Condition, error) {
+	word := cw.word
+	if why.stated[word] && cw.def && c.Reason == "" && why.reason != nil {
 		c.Reason = *why.reason
 	}
-	if !c.True && c.Message == "" && why.message != nil {
+	if why.stated[word] && cw.def && c.Message == "" && why.message != nil {
 		c.Message = *why.message
 	}
+	byDefault := !c.True && !cw.def && c.Reason == ""
 	switch {
 	case c.Reason == "" && c.True:
 		c.Reason = c.Type
+	case c.Reason == "" && byDefault:
+		c.Reason = defaultFalseReasons[c.Type]
 	case c.Reason == "":
 		return Condition{}, fmt.Errorf("%s=false needs its reason (reason= or %s.reason=)", word, word)
 	case len(c.Reason) > 1024 || !reasonPattern.MatchString(c.Reason):
 		return Condition{}, fmt.Errorf("reason %q of %s: want a CamelCase word (letters, digits, _ , :)", c.Reason, c.Type)
 	}
-	if c.Message == "" && c.True {
+	if c.Message == "" && c.True == cw.def {
 		c.Message = defaultMessages[c.Type]
 	}
 	if len(c.Message) > maxMessage {
@@ -297,16 +392,43 @@ func (why falseWhy) complete(c Condition, word string) (Condition, error) {
 func attributesOf(kind string) string {
 	var out []string
 	for _, c := range conditionWords[kind] {
-		out = append(out, c.word+"[=false]", c.word+".reason=", c.word+".message=")
+		out = append(out, c.word+"[=true|false]", c.word+".reason=", c.word+".message=")
 	}
 	switch kind {
 	case KindIngress:
 		return "warning=, warning.reason="
 	case KindHTTPRoute:
 		out = append(out, "parent=", "section=", "port=")
+	case KindGateway:
+		out = append(out, "addresses=", "listener= (then "+attributesOf(listenerKind)+")")
+	case listenerKind:
+		return strings.Join(append(out, "attached=", "kinds=", "generation=", "reason=", "message="), ", ")
 	}
 	return strings.Join(append(out, "generation=", "reason=", "message="), ", ")
 }
+
+// parseKinds reads kinds=: KIND or GROUP/KIND, comma-separated (the group defaults to the
+// Gateway API's); "" is none.
+func parseKinds(s string) ([]RouteKind, error) {
+	out := []RouteKind{}
+	if s == "" {
+		return out, nil
+	}
+	for _, k := range strings.Split(s, ",") {
+		group, kind, ok := strings.Cut(k, "/")
+		if !ok {
+			group, kind = gatewayGroup, k
+		}
+		if !kindWord.MatchString(kind) || group != "" && !nameWord.MatchString(group) {
+			return nil, fmt.Errorf("kinds=%s: want KIND or GROUP/KIND, comma-separated", s)
+		}
+		out = append(out, RouteKind{Group: group, Kind: kind})
+	}
+	return out, nil
+}
+
+// kindWord is a Kubernetes kind.
+var kindWord = regexp.MustCompile(`^[a-zA-Z]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?$`)
 
 func namespacedName(a attr) (ns, name string, err error) {
 	ns, name, ok := strings.Cut(a.key, "/")
@@ -392,12 +514,26 @@ func quotedEnd(s string, i int) int {
 type Want struct {
 	// Generation is the declared generation (0: none).
 	Generation int64
-	// Conditions are a Gateway's.
+	// Conditions are a GatewayClass's or a Gateway's.
 	Conditions []Condition
+	// Addresses are a Gateway's declared addresses (none: the published ones).
+	Addresses []Address
+	// Listeners are a Gateway's, in the order declared (none: its status.listeners is left
+	// as it is).
+	Listeners []ListenerWant
 	// Parents are an HTTPRoute's, in the order declared.
 	Parents []ParentWant
 	// Warning and WarningReason are an Ingress's (Declaration.Warning).
 	Warning, WarningReason string
+}
+
+// ListenerWant is one listener of a Gateway: its conditions, the number of routes attached to
+// it and the route kinds it supports.
+type ListenerWant struct {
+	Name       string
+	Conditions []Condition
+	Attached   int32
+	Kinds      []RouteKind
 }
 
 // ParentWant is one parent of a route, and its conditions.
@@ -407,18 +543,22 @@ type ParentWant struct {
 }
 
 // Collect groups declarations by object. A declaration that repeats one already made (the same
-// object, or the same route parent) is left out, with a problem when it says something else.
+// object, the same Gateway listener or the same route parent) is left out, with a problem when
+// it says something else. A Gateway declared by its listeners only is accepted and programmed.
 func Collect(decls []Declaration) (map[Object]Want, []error) {
 	out := map[Object]Want{}
 	first := map[string]Declaration{}
 	var problems []error
 	for _, d := range decls {
 		key := d.Object.String()
-		if d.Kind == KindHTTPRoute {
+		switch {
+		case d.Kind == KindHTTPRoute:
 			key += " parent " + d.Parent.String()
+		case d.Listener != "":
+			key += " listener " + d.Listener
 		}
 		if prev, ok := first[key]; ok {
-			if !slices.Equal(prev.Conditions, d.Conditions) || prev.Generation != d.Generation || prev.Warning != d.Warning {
+			if !sameDeclaration(prev, d) {
 				problems = append(problems, fmt.Errorf("haproxy.cfg line %d: %s declared again, differently (line %d stands)", d.Line, key, prev.Line))
 			}
 			continue
@@ -431,17 +571,42 @@ func Collect(decls []Declaration) (map[Object]Want, []error) {
 		if !seen {
 			w.Generation = d.Generation
 		}
-		switch d.Kind {
-		case KindGateway:
-			w.Conditions = d.Conditions
-		case KindHTTPRoute:
+		switch {
+		case d.Listener != "":
+			w.Listeners = append(w.Listeners, ListenerWant{Name: d.Listener, Conditions: d.Conditions, Attached: d.Attached, Kinds: d.Kinds})
+		case d.Kind == KindGateway || d.Kind == KindGatewayClass:
+			w.Conditions, w.Addresses = d.Conditions, d.Addresses
+		case d.Kind == KindHTTPRoute:
 			w.Parents = append(w.Parents, ParentWant{Parent: d.Parent, Conditions: d.Conditions})
-		case KindIngress:
+		case d.Kind == KindIngress:
 			w.Warning, w.WarningReason = d.Warning, d.WarningReason
 		}
 		out[d.Object] = w
 	}
+	for o, w := range out {
+		if o.Kind == KindGateway && w.Conditions == nil {
+			w.Conditions = defaultConditions(KindGateway)
+			out[o] = w
+		}
+	}
 	return out, problems
+}
+
+// sameDeclaration says whether two declarations of one thing say the same.
+func sameDeclaration(a, b Declaration) bool {
+	a.Line, b.Line = 0, 0
+	return reflect.DeepEqual(a, b)
+}
+
+// defaultConditions are the conditions of a declaration of kind that says nothing of them.
+func defaultConditions(kind string) []Condition {
+	why := falseWhy{stated: map[string]bool{}}
+	var out []Condition
+	for _, cw := range conditionWords[kind] {
+		c, _ := why.complete(Condition{Type: cw.typ, True: cw.def}, cw)
+		out = append(out, c)
+	}
+	return out
 }
 
 func firstLine(first map[string]Declaration, o Object) int {

@@ -15,6 +15,12 @@ func programmed() Condition {
 func resolved() Condition {
 	return Condition{Type: ResolvedRefs, True: true, Reason: ResolvedRefs, Message: defaultMessages[ResolvedRefs]}
 }
+func noConflicts() Condition {
+	return Condition{Type: Conflicted, Reason: "NoConflicts", Message: defaultMessages[Conflicted]}
+}
+func supported() Condition {
+	return Condition{Type: SupportedVersion, True: true, Reason: SupportedVersion, Message: defaultMessages[SupportedVersion]}
+}
 
 // TestParse: each form of a declaration, and what is refused (with the line), from a table.
 func TestParse(t *testing.T) {
@@ -53,6 +59,19 @@ func TestParse(t *testing.T) {
 			ptr(route(gw, 0, Condition{Type: Accepted, Reason: "NotAllowedByListeners"}, Condition{Type: ResolvedRefs, Reason: "InvalidKind", Message: `a "quoted" <word>`})), ""},
 		{"a true condition's own reason", "# haproxy-sidecar: serves HTTPRoute web/shop parent=lb/haproxy accepted.reason=Attached",
 			ptr(route(gw, 0, Condition{Type: Accepted, True: true, Reason: "Attached", Message: defaultMessages[Accepted]}, resolved())), ""},
+		{"a GatewayClass: no namespace, accepted and its version supported by default", "# haproxy-sidecar: serves GatewayClass haproxy-sidecar generation=2",
+			&Declaration{Line: 1, Object: Object{Kind: KindGatewayClass, Name: "haproxy-sidecar"}, Generation: 2, Conditions: []Condition{accepted(), supported()}}, ""},
+		{"a Gateway's addresses", "# haproxy-sidecar: serves Gateway lb/haproxy addresses=10.244.0.5,lb.example.com",
+			&Declaration{Line: 1, Object: Object{KindGateway, "lb", "haproxy"}, Addresses: []Address{{IP: "10.244.0.5"}, {Hostname: "lb.example.com"}}, Conditions: []Condition{accepted(), programmed()}}, ""},
+		{"a listener: all fine by default, not conflicted", "# haproxy-sidecar: serves Gateway lb/haproxy listener=http attached=3 kinds=HTTPRoute,example.com/FooRoute",
+			&Declaration{Line: 1, Object: Object{KindGateway, "lb", "haproxy"}, Listener: "http", Attached: 3,
+				Kinds: []RouteKind{{gatewayGroup, "HTTPRoute"}, {"example.com", "FooRoute"}}, Conditions: []Condition{accepted(), programmed(), resolved(), noConflicts()}}, ""},
+		{"a listener whose certificate does not resolve: the reason goes to the false conditions, not to Conflicted", `# haproxy-sidecar: serves Gateway lb/haproxy listener=https kinds="" programmed=false resolved=false reason=InvalidCertificateRef message="no Secret lb/x"`,
+			&Declaration{Line: 1, Object: Object{KindGateway, "lb", "haproxy"}, Listener: "https", Kinds: []RouteKind{},
+				Conditions: []Condition{accepted(), {Type: Programmed, Reason: "InvalidCertificateRef", Message: "no Secret lb/x"}, {Type: ResolvedRefs, Reason: "InvalidCertificateRef", Message: "no Secret lb/x"}, noConflicts()}}, ""},
+		{"a conflicted listener", "# haproxy-sidecar: serves Gateway lb/haproxy listener=a conflicted=true conflicted.reason=HostnameConflict accepted=false accepted.reason=HostnameConflict",
+			&Declaration{Line: 1, Object: Object{KindGateway, "lb", "haproxy"}, Listener: "a",
+				Conditions: []Condition{{Type: Accepted, Reason: "HostnameConflict"}, programmed(), resolved(), {Type: Conflicted, True: true, Reason: "HostnameConflict"}}}, ""},
 		{"another comment", "# haproxy-sidecar is great", nil, ""},
 		{"not a comment", "  http-request set-header X haproxy-sidecar: serves Ingress web/shop", nil, ""},
 
@@ -61,6 +80,13 @@ func TestParse(t *testing.T) {
 		{"no namespace", "# haproxy-sidecar: serves Ingress shop", nil, "want NAMESPACE/NAME"},
 		{"a name that is not one", "# haproxy-sidecar: serves Ingress web/Shop_1", nil, "want NAMESPACE/NAME"},
 		{"an attribute an Ingress does not take", "# haproxy-sidecar: serves Ingress web/shop generation=2", nil, "generation: not an attribute of Ingress (warning=, warning.reason=)"},
+		{"a GatewayClass with a namespace", "# haproxy-sidecar: serves GatewayClass lb/haproxy", nil, "want the GatewayClass's NAME"},
+		{"a listener's attribute on a Gateway", "# haproxy-sidecar: serves Gateway lb/haproxy attached=1", nil, "attached: not an attribute of Gateway"},
+		{"a Gateway's attribute on a listener", "# haproxy-sidecar: serves Gateway lb/haproxy listener=http addresses=10.0.0.1", nil, "addresses: not an attribute of Gateway"},
+		{"a listener's conditions on a Gateway", "# haproxy-sidecar: serves Gateway lb/haproxy resolved=false reason=X", nil, "resolved: not an attribute of Gateway"},
+		{"kinds that are not", "# haproxy-sidecar: serves Gateway lb/haproxy listener=http kinds=HTTPRoute,,", nil, "want KIND or GROUP/KIND"},
+		{"attached not a number", "# haproxy-sidecar: serves Gateway lb/haproxy listener=http attached=-1", nil, "want a number of routes"},
+		{"a listener name that is not one", "# haproxy-sidecar: serves Gateway lb/haproxy listener=Http_1", nil, "want a listener name"},
 		{"a typo", "# haproxy-sidecar: serves HTTPRoute web/shop parent=lb/haproxy resovled=false", nil, "resovled: not an attribute of HTTPRoute"},
 		{"a route without parent", "# haproxy-sidecar: serves HTTPRoute web/shop accepted", nil, "needs parent=NAMESPACE/NAME"},
 		{"false without reason", "# haproxy-sidecar: serves HTTPRoute web/shop parent=lb/haproxy resolved=false", nil, "resolved=false needs its reason"},
@@ -139,6 +165,42 @@ func TestCollect(t *testing.T) {
 	}
 	if len(problems) != 2 || !strings.Contains(problems[0].Error(), "line 6: HTTPRoute web/r parent lb/gw section http declared again, differently (line 4 stands)") ||
 		!strings.Contains(problems[1].Error(), "line 7: HTTPRoute web/r: generation 5, line 4 said 4") {
+		t.Errorf("problems %v", problems)
+	}
+}
+
+// TestCollectListeners: a Gateway's listener lines make its listeners, in their order, beside
+// what its own line says (a Gateway declared by its listeners only: accepted and programmed);
+// a listener declared twice, differently, is a problem.
+func TestCollectListeners(t *testing.T) {
+	cfg := `# haproxy-sidecar: serves Gateway lb/gw listener=https generation=2 attached=0 kinds=HTTPRoute resolved=false reason=RefNotPermitted
+# haproxy-sidecar: serves Gateway lb/gw generation=2 accepted.reason=ListenersNotValid addresses=10.244.0.5
+# haproxy-sidecar: serves Gateway lb/gw listener=http generation=2 attached=2 kinds=HTTPRoute
+# haproxy-sidecar: serves Gateway lb/gw listener=http generation=2 attached=3 kinds=HTTPRoute
+# haproxy-sidecar: serves Gateway lb/other listener=http attached=1 kinds=HTTPRoute
+# haproxy-sidecar: serves GatewayClass haproxy-sidecar
+`
+	decls, problems := Parse([]byte(cfg))
+	if len(problems) != 0 {
+		t.Fatal(problems)
+	}
+	got, problems := Collect(decls)
+	httpRoute := []RouteKind{{gatewayGroup, "HTTPRoute"}}
+	ok := []Condition{accepted(), programmed(), resolved(), noConflicts()}
+	want := map[Object]Want{
+		{KindGateway, "lb", "gw"}: {Generation: 2, Addresses: []Address{{IP: "10.244.0.5"}},
+			Conditions: []Condition{{Type: Accepted, True: true, Reason: "ListenersNotValid", Message: defaultMessages[Accepted]}, programmed()},
+			Listeners: []ListenerWant{
+				{Name: "https", Kinds: httpRoute, Conditions: []Condition{accepted(), programmed(), {Type: ResolvedRefs, Reason: "RefNotPermitted"}, noConflicts()}},
+				{Name: "http", Attached: 2, Kinds: httpRoute, Conditions: ok},
+			}},
+		{KindGateway, "lb", "other"}:              {Conditions: []Condition{accepted(), programmed()}, Listeners: []ListenerWant{{Name: "http", Attached: 1, Kinds: httpRoute, Conditions: ok}}},
+		{KindGatewayClass, "", "haproxy-sidecar"}: {Conditions: []Condition{accepted(), supported()}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Collect =\n%+v\nwant\n%+v", got, want)
+	}
+	if len(problems) != 1 || !strings.Contains(problems[0].Error(), "line 4: Gateway lb/gw listener http declared again, differently (line 3 stands)") {
 		t.Errorf("problems %v", problems)
 	}
 }

@@ -3,7 +3,11 @@
 //
 //   - Ingresses: status.loadBalancer.ingress, the published address (--publish-service's load
 //     balancer, or --publish-address);
-//   - Gateways: the Accepted and Programmed conditions, and status.addresses;
+//   - GatewayClasses (of the sidecar's controllerName): the Accepted and SupportedVersion
+//     conditions;
+//   - Gateways: the Accepted and Programmed conditions, status.addresses (the published ones,
+//     or those the rendering declares), and status.listeners (each listener's conditions,
+//     supportedKinds and attachedRoutes) when the rendering declares listeners;
 //   - HTTPRoutes: one status.parents entry per parent, under the sidecar's controllerName
 //     (--status-controller-name), with the Accepted and ResolvedRefs conditions; the entries of
 //     other controllers are left alone;
@@ -14,12 +18,14 @@
 // lines of haproxy.cfg, which HAProxy ignores (Parse):
 //
 //	# haproxy-sidecar: serves Ingress web/shop
-//	# haproxy-sidecar: serves Gateway lb/haproxy generation=2
+//	# haproxy-sidecar: serves GatewayClass haproxy-sidecar generation=1
+//	# haproxy-sidecar: serves Gateway lb/haproxy generation=2 addresses=10.244.0.5
+//	# haproxy-sidecar: serves Gateway lb/haproxy generation=2 listener=http attached=3 kinds=HTTPRoute
 //	# haproxy-sidecar: serves HTTPRoute web/shop generation=5 parent=lb/haproxy section=http accepted resolved=false reason=BackendNotFound message="..."
 //
 // The deciding is pure, from tables: Parse and Collect read the declarations, Confirmed says
 // whether a rendering is confirmed live (and by every Data Plane API host, and by the leader),
-// IngressStatus, GatewayStatus, RouteParents and LiveAnnotations compute what an object's
+// IngressStatus, GatewayClassStatus, GatewayStatus, RouteParents and LiveAnnotations compute what an object's
 // status becomes from what it has (changed or not). Writer is the code that acts: it follows
 // what HAProxy runs (live.State, polled), reads the objects and writes only what changes.
 package objstatus

@@ -66,14 +66,19 @@ func IngressForget(cur networkingv1.IngressLoadBalancerStatus, addrs []Address) 
 }
 
 // GatewayStatus is a Gateway's status (as the API serves it, unstructured; nil: none) once it
-// has the conditions declared (with observedGeneration generation) and, when publishing, the
-// addresses addrs; whether that changes it. Conditions of other types are left as they are.
-// Publishing with no address (a load balancer not made yet) makes Programmed false
-// (AddressNotAssigned).
-func GatewayStatus(status map[string]any, generation int64, conds []Condition, publishing bool, addrs []Address, now time.Time) (map[string]any, bool) {
+// has what is wanted of it (its conditions, with observedGeneration generation, and its
+// listeners when declared) and, when publishing, the addresses addrs (the declared ones, when
+// want has some, whether publishing or not); whether that changes it. Conditions of other
+// types are left as they are. Publishing with no address (a load balancer not made yet) makes
+// Programmed false (AddressNotAssigned).
+func GatewayStatus(status map[string]any, generation int64, want Want, publishing bool, addrs []Address, now time.Time) (map[string]any, bool) {
 	st := map[string]any{}
 	if status != nil {
 		st = runtime.DeepCopyJSON(status)
+	}
+	conds := want.Conditions
+	if len(want.Addresses) > 0 {
+		publishing, addrs = true, want.Addresses
 	}
 	if publishing && len(addrs) == 0 {
 		conds = append([]Condition(nil), conds...)
@@ -100,7 +105,52 @@ func GatewayStatus(status map[string]any, generation int64, conds []Condition, p
 			delete(st, "addresses")
 		}
 	}
+	if len(want.Listeners) > 0 {
+		old, _ := st["listeners"].([]any)
+		st["listeners"] = listenerStatuses(old, want.Listeners, generation, now)
+	}
 	return st, !equality.Semantic.DeepEqual(status, st) && !(status == nil && len(st) == 0)
+}
+
+// listenerStatuses is a Gateway's status.listeners (unstructured) once it is the listeners
+// wanted, in their order; a listener's conditions keep their lastTransitionTime from old
+// while their status stays.
+func listenerStatuses(old []any, want []ListenerWant, generation int64, now time.Time) []any {
+	oldConds := map[string][]any{}
+	for _, o := range old {
+		m, _ := o.(map[string]any)
+		name, _ := m["name"].(string)
+		if c, ok := m["conditions"].([]any); ok && oldConds[name] == nil {
+			oldConds[name] = c
+		}
+	}
+	out := []any{}
+	for _, l := range want {
+		kinds := []any{}
+		for _, k := range l.Kinds {
+			kinds = append(kinds, map[string]any{"group": k.Group, "kind": k.Kind})
+		}
+		out = append(out, map[string]any{
+			"name":           l.Name,
+			"supportedKinds": kinds,
+			"attachedRoutes": int64(l.Attached),
+			"conditions":     setConditions(oldConds[l.Name], l.Conditions, generation, now, false),
+		})
+	}
+	return out
+}
+
+// GatewayClassStatus is a GatewayClass's status (unstructured; nil: none) once it has the
+// conditions declared (with observedGeneration generation), and whether that changes it. The
+// rest (conditions of other types, supportedFeatures) is left as it is.
+func GatewayClassStatus(status map[string]any, generation int64, conds []Condition, now time.Time) (map[string]any, bool) {
+	st := map[string]any{}
+	if status != nil {
+		st = runtime.DeepCopyJSON(status)
+	}
+	old, _ := st["conditions"].([]any)
+	st["conditions"] = setConditions(old, conds, generation, now, true)
+	return st, !equality.Semantic.DeepEqual(status, st)
 }
 
 // RouteParents is a route's status.parents (as the API serves it, unstructured) once the

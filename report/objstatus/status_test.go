@@ -2,6 +2,7 @@ package objstatus
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -129,6 +130,17 @@ func obj[T any](t *testing.T, js string) T {
 	return int64s(v).(T)
 }
 
+// checkStatus fails t unless got and changed are what want (JSON) and wantChanged say.
+func checkStatus[T any](t *testing.T, what string, got T, changed bool, want string, wantChanged bool) {
+	t.Helper()
+	w := obj[T](t, want)
+	if changed != wantChanged || !reflect.DeepEqual(got, w) {
+		g, _ := json.Marshal(got)
+		wj, _ := json.Marshal(w)
+		t.Errorf("%s = %s, %v\nwant %s, %v", what, g, changed, wj, wantChanged)
+	}
+}
+
 func int64s(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
@@ -194,13 +206,101 @@ func TestGatewayStatus(t *testing.T) {
 			if tc.status != "" {
 				status = obj[map[string]any](t, tc.status)
 			}
-			got, changed := GatewayStatus(status, tc.gen, tc.conds, tc.publishing, tc.addrs, t1)
-			want := obj[map[string]any](t, tc.want)
-			if changed != tc.changed || !reflect.DeepEqual(got, want) {
-				g, _ := json.Marshal(got)
-				w, _ := json.Marshal(want)
-				t.Errorf("GatewayStatus = %s, %v\nwant            %s, %v", g, changed, w, tc.changed)
+			got, changed := GatewayStatus(status, tc.gen, Want{Conditions: tc.conds}, tc.publishing, tc.addrs, t1)
+			checkStatus(t, "GatewayStatus", got, changed, tc.want, tc.changed)
+		})
+	}
+}
+
+// TestGatewayListeners: status.listeners as declared, in the declared order, each with its
+// supportedKinds (none: an empty list), attachedRoutes and conditions (lastTransitionTime kept
+// while a status stays); declared addresses in place of the published ones; no listener
+// declared: status.listeners left alone.
+func TestGatewayListeners(t *testing.T) {
+	cond := func(typ, status, reason, msg, at string) string {
+		return `{"type":"` + typ + `","status":"` + status + `","reason":"` + reason + `","message":"` + msg + `","observedGeneration":2,"lastTransitionTime":"` + at + `"}`
+	}
+	gwConds := func(at string) string {
+		return `"conditions":[` + cond(Accepted, "True", Accepted, "Accepted by HAProxy", at) + `,` + cond(Programmed, "True", Programmed, "HAProxy runs a configuration that serves it", at) + `]`
+	}
+	httpRoute := `{"group":"gateway.networking.k8s.io","kind":"HTTPRoute"}`
+	okConds := func(at string) string {
+		return cond(Accepted, "True", Accepted, "Accepted by HAProxy", at) + `,` + cond(Programmed, "True", Programmed, "HAProxy runs a configuration that serves it", at) + `,` +
+			cond(ResolvedRefs, "True", ResolvedRefs, "All references resolved", at) + `,` + cond(Conflicted, "False", "NoConflicts", "No conflicts", at)
+	}
+	http := func(attached int, at string) string {
+		return `{"name":"http","supportedKinds":[` + httpRoute + `],"attachedRoutes":` + fmt.Sprint(attached) + `,"conditions":[` + okConds(at) + `]}`
+	}
+	invalid := `{"name":"invalid","supportedKinds":[],"attachedRoutes":0,"conditions":[` +
+		cond(Accepted, "False", "UnsupportedProtocol", "protocol TCP", ts1) + `,` + cond(Programmed, "False", "Invalid", "protocol TCP", ts1) + `,` +
+		cond(ResolvedRefs, "True", ResolvedRefs, "All references resolved", ts1) + `,` + cond(Conflicted, "False", "NoConflicts", "No conflicts", ts1) + `]}`
+	decls, problems := Parse([]byte(`# haproxy-sidecar: serves Gateway lb/gw generation=2 addresses=10.244.0.5
+# haproxy-sidecar: serves Gateway lb/gw generation=2 listener=http attached=2 kinds=HTTPRoute
+# haproxy-sidecar: serves Gateway lb/gw generation=2 listener=invalid attached=0 kinds="" accepted=false accepted.reason=UnsupportedProtocol programmed=false programmed.reason=Invalid message="protocol TCP"
+`))
+	if len(problems) != 0 {
+		t.Fatal(problems)
+	}
+	wants, problems := Collect(decls)
+	if len(problems) != 0 {
+		t.Fatal(problems)
+	}
+	want := wants[Object{KindGateway, "lb", "gw"}]
+	addr := `"addresses":[{"type":"IPAddress","value":"10.244.0.5"}]`
+	tests := []struct {
+		name, status string
+		want         Want
+		out          string
+		changed      bool
+	}{
+		{"none yet: every listener, the declared address", "", want,
+			`{` + gwConds(ts1) + `,` + addr + `,"listeners":[` + http(2, ts1) + `,` + invalid + `]}`, true},
+		{"a route more: attachedRoutes, the times kept", `{` + gwConds(ts0) + `,` + addr + `,"listeners":[` + http(1, ts0) + `]}`, want,
+			`{` + gwConds(ts0) + `,` + addr + `,"listeners":[` + http(2, ts0) + `,` + invalid + `]}`, true},
+		{"a listener removed from the spec: gone from the status", `{` + gwConds(ts0) + `,` + addr + `,"listeners":[` + http(2, ts0) + `,{"name":"old","supportedKinds":[],"attachedRoutes":0,"conditions":[]}]}`,
+			Want{Conditions: want.Conditions, Addresses: want.Addresses, Listeners: want.Listeners[:1]},
+			`{` + gwConds(ts0) + `,` + addr + `,"listeners":[` + http(2, ts0) + `]}`, true},
+		{"no listener declared: status.listeners left alone", `{` + gwConds(ts0) + `,"listeners":[` + http(2, ts0) + `]}`, Want{Conditions: want.Conditions},
+			`{` + gwConds(ts0) + `,"listeners":[` + http(2, ts0) + `]}`, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var status map[string]any
+			if tc.status != "" {
+				status = obj[map[string]any](t, tc.status)
 			}
+			// Publishing another address: the declared one wins.
+			got, changed := GatewayStatus(status, 2, tc.want, true, []Address{{IP: "203.0.113.7"}}, t1)
+			if len(tc.want.Addresses) == 0 {
+				got, changed = GatewayStatus(status, 2, tc.want, false, nil, t1)
+			}
+			checkStatus(t, "GatewayStatus", got, changed, tc.out, tc.changed)
+		})
+	}
+}
+
+// TestGatewayClassStatus: Accepted and SupportedVersion with observedGeneration; the rest of
+// the status (other conditions, supportedFeatures) left as it is.
+func TestGatewayClassStatus(t *testing.T) {
+	pending := `{"conditions":[{"type":"Accepted","status":"Unknown","reason":"Pending","message":"Waiting for controller","lastTransitionTime":"1970-01-01T00:00:00Z"}],"supportedFeatures":[{"name":"HTTPRoute"}]}`
+	written := `{"conditions":[
+		{"type":"Accepted","status":"True","reason":"Accepted","message":"Accepted by HAProxy","observedGeneration":3,"lastTransitionTime":"` + ts0 + `"},
+		{"type":"SupportedVersion","status":"True","reason":"SupportedVersion","message":"The Gateway API version is supported","observedGeneration":3,"lastTransitionTime":"` + ts0 + `"}],
+		"supportedFeatures":[{"name":"HTTPRoute"}]}`
+	decls, _ := Parse([]byte("# haproxy-sidecar: serves GatewayClass haproxy-sidecar generation=3\n"))
+	conds := decls[0].Conditions
+	for _, tc := range []struct {
+		name, status, out string
+		gen               int64
+		changed           bool
+	}{
+		{"from the CRD's default (Pending)", pending, strings.ReplaceAll(written, ts0, ts1), 3, true},
+		{"already so: nothing written", written, written, 3, false},
+		{"a new generation: observedGeneration follows", written, strings.ReplaceAll(written, `"observedGeneration":3`, `"observedGeneration":4`), 4, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, changed := GatewayClassStatus(obj[map[string]any](t, tc.status), tc.gen, conds, t1)
+			checkStatus(t, "GatewayClassStatus", got, changed, tc.out, tc.changed)
 		})
 	}
 }
@@ -262,12 +362,7 @@ func TestRouteParents(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			out, changed, problems := RouteParents(obj[[]any](t, tc.parents), obj[[]any](t, spec), "web", me, tc.want, 4, t1)
-			want := obj[[]any](t, tc.out)
-			if changed != tc.changed || !reflect.DeepEqual(out, want) {
-				g, _ := json.Marshal(out)
-				w, _ := json.Marshal(want)
-				t.Errorf("RouteParents = %s, %v\nwant           %s, %v", g, changed, w, tc.changed)
-			}
+			checkStatus(t, "RouteParents", out, changed, tc.out, tc.changed)
 			if (tc.problems == "") != (len(problems) == 0) || tc.problems != "" && !strings.Contains(problems[0].Error(), tc.problems) {
 				t.Errorf("problems %v, want %q", problems, tc.problems)
 			}

@@ -38,8 +38,9 @@ const (
 
 // resources are the Gateway API kinds' resources (the dynamic client's).
 var resources = map[string]schema.GroupVersionResource{
-	KindGateway:   {Group: gatewayGroup, Version: "v1", Resource: "gateways"},
-	KindHTTPRoute: {Group: gatewayGroup, Version: "v1", Resource: "httproutes"},
+	KindGatewayClass: {Group: gatewayGroup, Version: "v1", Resource: "gatewayclasses"},
+	KindGateway:      {Group: gatewayGroup, Version: "v1", Resource: "gateways"},
+	KindHTTPRoute:    {Group: gatewayGroup, Version: "v1", Resource: "httproutes"},
 }
 
 // Config is what a Writer writes with, and what it follows.
@@ -301,7 +302,25 @@ func (w *Writer) write(ctx context.Context, o Object, want Want) error {
 				gen = u.GetGeneration()
 			}
 			old, _ := u.Object["status"].(map[string]any)
-			st, changed := GatewayStatus(old, gen, want.Conditions, publishing, w.addrs, w.now())
+			st, changed := GatewayStatus(old, gen, want, publishing, w.addrs, w.now())
+			if changed {
+				u.Object["status"] = st
+			}
+			return changed, nil
+		})
+	case KindGatewayClass:
+		return w.writeUnstructured(ctx, o, func(u *unstructured.Unstructured) (bool, error) {
+			if c, _, _ := unstructured.NestedString(u.Object, "spec", "controllerName"); c != w.cfg.ControllerName {
+				// Another controller's class: its status is that controller's to write.
+				w.warnOnce(o.String(), "a GatewayClass the live configuration declares is another controller's: its status is left alone", "controllerName", c, "ours", w.cfg.ControllerName)
+				return false, nil
+			}
+			gen := want.Generation
+			if gen == 0 {
+				gen = u.GetGeneration()
+			}
+			old, _ := u.Object["status"].(map[string]any)
+			st, changed := GatewayClassStatus(old, gen, want.Conditions, w.now())
 			if changed {
 				u.Object["status"] = st
 			}
@@ -417,7 +436,10 @@ func (w *Writer) writeUnstructured(ctx context.Context, o Object, change func(*u
 		}
 		return nil
 	}
-	api := w.cfg.Dynamic.Resource(resources[o.Kind]).Namespace(o.Namespace)
+	var api dynamic.ResourceInterface = w.cfg.Dynamic.Resource(resources[o.Kind])
+	if o.Namespace != "" {
+		api = w.cfg.Dynamic.Resource(resources[o.Kind]).Namespace(o.Namespace)
+	}
 	return ignoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		u, err := api.Get(ctx, o.Name, metav1.GetOptions{})
 		if err != nil {
@@ -481,6 +503,15 @@ func (w *Writer) problem(what, doing string, err error) {
 }
 
 func (w *Writer) clear(what string) { delete(w.logged, what) }
+
+// warnOnce logs msg about what, unless it is what was logged last about it.
+func (w *Writer) warnOnce(what, msg string, attrs ...any) {
+	if w.logged[what] == msg {
+		return
+	}
+	w.logged[what] = msg
+	w.log.Warn(msg, append([]any{"object", what}, attrs...)...)
+}
 
 func ignoreNotFound(err error) error {
 	if apierrors.IsNotFound(err) {

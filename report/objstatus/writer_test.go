@@ -62,7 +62,7 @@ func newFixture(t *testing.T) *fixture {
 		}}},
 	}}
 	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		resources[KindGateway]: "GatewayList", resources[KindHTTPRoute]: "HTTPRouteList",
+		resources[KindGateway]: "GatewayList", resources[KindHTTPRoute]: "HTTPRouteList", resources[KindGatewayClass]: "GatewayClassList",
 	})
 	// Created under their resources: the fake would guess "gatewaies" from the kind.
 	for gvr, o := range map[schema.GroupVersionResource]*unstructured.Unstructured{resources[KindGateway]: gw, resources[KindHTTPRoute]: route} {
@@ -252,5 +252,41 @@ func TestWriterWarns(t *testing.T) {
 	want := []string{"web/shop UnsupportedAnnotation: annotation x: not supported", "web/shop " + DefaultWarningReason + ": annotation y: not supported"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("warnings %q, want %q", got, want)
+	}
+}
+
+// TestWriterGatewayClass: the GatewayClass declared gets Accepted and SupportedVersion when its
+// controllerName is the sidecar's; another controller's class is left alone, with a warning.
+func TestWriterGatewayClass(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	gvr := resources[KindGatewayClass]
+	for name, controller := range map[string]string{"haproxy-sidecar": me, "nginx": "example.com/nginx"} {
+		o := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+			"metadata": map[string]any{"name": name, "generation": int64(3)},
+			"spec":     map[string]any{"controllerName": controller},
+		}}
+		if err := f.dyn.Tracker().Create(gvr, o, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := bundleOf("haproxy-sidecar: serves GatewayClass haproxy-sidecar", "haproxy-sidecar: serves GatewayClass nginx")
+	f.st = live.State{Runs: b.Hash, Live: b.Hash, LiveSince: t0, Good: live.Good{Bundle: b}}
+	f.w.Tick(ctx)
+	want := []string{"patch configmaps/ lb/services", "update gatewayclasses/status /haproxy-sidecar"}
+	if w := f.writes(); strings.Join(w, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("writes %v, want %v", w, want)
+	}
+	u, err := f.dyn.Resource(gvr).Get(ctx, "haproxy-sidecar", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	if len(conds) != 2 || conds[0].(map[string]any)["type"] != Accepted || conds[1].(map[string]any)["type"] != SupportedVersion || conds[1].(map[string]any)["observedGeneration"] != int64(3) {
+		t.Errorf("the class's conditions %v", conds)
+	}
+	if !strings.Contains(f.logs.String(), "another controller's") || !strings.Contains(f.logs.String(), "example.com/nginx") {
+		t.Errorf("no warning for the other controller's class:\n%s", f.logs.String())
 	}
 }

@@ -88,7 +88,7 @@ the services name, rbac.podNamespaces. */ -}}
 {{- end -}}
 
 {{- /* The RBAC rule of one --watch value (PLURAL.VERSION[.GROUP][;...]): get, list and watch;
-and, for the kinds whose status the sidecar writes (Ingresses, Gateways, HTTPRoutes:
+and, for the kinds whose status the sidecar writes (Ingresses, GatewayClasses, Gateways, HTTPRoutes:
 docs/status.md), update and patch on their status subresource. */ -}}
 {{- define "haproxy-sidecar.watchRule" -}}
 {{- $parts := splitList "." (trimSuffix "." (first (splitList ";" .))) -}}
@@ -96,7 +96,7 @@ docs/status.md), update and patch on their status subresource. */ -}}
 - apiGroups: [{{ $group | quote }}]
   resources: [{{ first $parts | quote }}]
   verbs: ["get", "list", "watch"]
-{{- if has (printf "%s.%s" (first $parts) $group) (list "ingresses.networking.k8s.io" "gateways.gateway.networking.k8s.io" "httproutes.gateway.networking.k8s.io") }}
+{{- if has (printf "%s.%s" (first $parts) $group) (list "ingresses.networking.k8s.io" "gatewayclasses.gateway.networking.k8s.io" "gateways.gateway.networking.k8s.io" "httproutes.gateway.networking.k8s.io") }}
 - apiGroups: [{{ $group | quote }}]
   resources: [{{ printf "%s/status" (first $parts) | quote }}]
   verbs: ["update", "patch"]
