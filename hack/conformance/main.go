@@ -325,6 +325,10 @@ func (h *harness) summarize(reportPath, logPath string) error {
 	if h.o.runTest != "" && !slices.Contains(res["PASS"], h.o.runTest) {
 		return fmt.Errorf("%s did not pass (the suite's log: %s)", h.o.runTest, filepath.Join(h.o.out, "conformance.log"))
 	}
+	// make test runs the whole suite: a test of a claimed feature that fails fails it.
+	if len(res["FAIL"]) > 0 {
+		return fmt.Errorf("%d test(s) failed: %s (the suite's log: %s)", len(res["FAIL"]), strings.Join(res["FAIL"], ", "), filepath.Join(h.o.out, "conformance.log"))
+	}
 	return nil
 }
 
