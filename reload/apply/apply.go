@@ -369,17 +369,16 @@ func (a *Applier) write(ctx context.Context, j Job) (res Result, failed bool) {
 		return Result{}, false
 	}
 	w := a.cfg.Writer.WriteNow(ctx, job)
-	switch {
-	case w.Rejected != nil:
-		a.cfg.HAProxy.Record(live.CheckRefused{Hash: job.Hash, Err: w.Rejected})
-		a.revertRuntime(ctx)
-		a.cfg.ValidateNext() // the data at fault is searched for
-		a.cfg.Changed()
-		return a.cfg.Report.Rejection(ctx, w.Rejected), true
-	case w.Err != nil:
+	if w.Err != nil && w.Rejected == nil {
 		return a.cfg.Report.Failure(ctx, failure.Write, w.Err), true
 	}
+	// A rejection is recorded as the background writer's is (the next sync searches for the
+	// data at fault); this sync also takes the runtime changes back and reports it.
 	a.Written(w)
+	if w.Rejected != nil {
+		a.revertRuntime(ctx)
+		return a.cfg.Report.Rejection(ctx, w.Rejected), true
+	}
 	return Result{}, false
 }
 
@@ -458,9 +457,16 @@ func (a *Applier) revertRuntime(ctx context.Context) {
 		a.cfg.HAProxy.Record(live.ReloadUnknown{At: time.Now()})
 		return
 	}
-	load := a.loadID(ctx)
-	a.cfg.HAProxy.Record(live.Reloaded{Bundle: good, Gen: s.Good.Gen, Load: load, Model: a.cfg.Runtime.Learn(ctx, plan.Loaded()), At: time.Now()})
+	a.reloaded(ctx, good, s.Good.Gen, plan)
 	a.reportLive(good.Hash)
+}
+
+// reloaded records that HAProxy was reloaded with bundle's files (gen): the load it runs now,
+// and the runtime API's model of it (plan's, told HAProxy's version).
+func (a *Applier) reloaded(ctx context.Context, bundle *render.Bundle, gen *generation.Generation, plan *runtimeapi.Plan) {
+	load := a.loadID(ctx)
+	model := a.cfg.Runtime.Learn(ctx, plan.Loaded())
+	a.cfg.HAProxy.Record(live.Reloaded{Bundle: bundle, Gen: gen, Load: load, Model: model, At: time.Now()})
 }
 
 // reportLive reports the rendering hash live again after a revert: the rejected one was
@@ -491,10 +497,8 @@ func (a *Applier) reload(ctx context.Context, j Job, why string) Result {
 	var canary *rollout.Refused
 	switch {
 	case err == nil:
-		load := a.loadID(ctx)
 		a.cfg.Health.Applied()
-		model := a.cfg.Runtime.Learn(ctx, j.Plan.Loaded())
-		a.cfg.HAProxy.Record(live.Reloaded{Bundle: j.Bundle, Gen: j.Gen, Load: load, Model: model, At: time.Now()})
+		a.reloaded(ctx, j.Bundle, j.Gen, j.Plan)
 		m.ReloadSucceeded(a.countedEndpoint(), took, hash)
 		if !a.cfg.ReloaderCounts {
 			m.ObserveLive(ctx, live.PathReload) // else per host, by the reloader

@@ -146,6 +146,9 @@ type Candidate struct {
 	Unchecked bool
 	// objs are the objects it was rendered from.
 	objs *snapshot.Objects
+	// origin says where the templates wrote a line of its configuration (Builder.originOf);
+	// nil when that cannot be told.
+	origin func(ctx context.Context, line int) string
 }
 
 // Origins are where the objects it was rendered from are written, when read from files (nil
@@ -432,7 +435,8 @@ func (b *Builder) try(ctx context.Context, objs *snapshot.Objects, chosen []snap
 		dropped = append(dropped, quarantine.Hold{ID: strings.ToLower(ie.Ref.Kind) + "/" + ie.Ref.Namespace + "/" + ie.Ref.Name,
 			Ref: ie.Ref, Stage: snapshot.StageRender, Err: err})
 	}
-	c := &Candidate{Bundle: bundle, Info: snap.Summary(objs.Revision), Chosen: chosen, Dropped: dropped, objs: objs}
+	c := &Candidate{Bundle: bundle, Info: snap.Summary(objs.Revision), Chosen: chosen, Dropped: dropped, objs: objs,
+		origin: b.originOf(objs, chosen)}
 	if !validate {
 		return c, nil
 	}

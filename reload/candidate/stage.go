@@ -43,8 +43,7 @@ func (b *Builder) stage(ctx context.Context, c *Candidate) (*generation.Generati
 			_ = b.cfg.Store.Discard(gen)
 			return nil, &failure.Error{Stage: failure.Staging, Err: fmt.Errorf("prepare validation: %w", err)}
 		}
-		warnings, err = b.haproxyCheck(ctx, gen, checkPath, c.Bundle.Config, c.Info.TemplateRef,
-			func(line int) string { return b.origin(ctx, c, line) })
+		warnings, err = b.haproxyCheck(ctx, gen, checkPath, c.Bundle.Config, c.Info.TemplateRef, c.origin)
 	}
 	if err != nil {
 		// This one only: a search stages several, and the one that passed goes live.
@@ -81,31 +80,35 @@ type originFinder interface {
 	Origin(ctx context.Context, s *snapshot.Snapshot, line int) (key string, tline int, ok bool)
 }
 
-// origin says where the templates wrote line of c's configuration (", from template KEY line
-// M"), "" when that cannot be told: c's snapshot is assembled and rendered again, recording
-// who wrote what, which only a rejection needs.
-func (b *Builder) origin(ctx context.Context, c *Candidate, line int) string {
+// originOf says where the templates wrote a line of the configuration rendered from objs and
+// chosen (", from template KEY line M"), "" when that cannot be told: the snapshot is assembled
+// and rendered again, recording who wrote what, which only a rejection needs. It is handed to
+// the candidate as a function so that the sync carries only the question, not the second
+// rendering's way through the inputs.
+func (b *Builder) originOf(objs *snapshot.Objects, chosen []snapshot.Input) func(ctx context.Context, line int) string {
 	of, ok := b.cfg.Renderer.(originFinder)
-	if !ok || c.objs == nil {
-		return ""
+	if !ok || objs == nil {
+		return nil
 	}
-	snap, err := b.cfg.Inputs.Assemble(c.objs, c.Chosen)
-	if err != nil {
-		return ""
+	return func(ctx context.Context, line int) string {
+		snap, err := b.cfg.Inputs.Assemble(objs, chosen)
+		if err != nil {
+			return ""
+		}
+		key, tline, ok := of.Origin(ctx, snap, line)
+		if !ok {
+			return ""
+		}
+		return fmt.Sprintf(", from template %q line %d", key, tline)
 	}
-	key, tline, ok := of.Origin(ctx, snap, line)
-	if !ok {
-		return ""
-	}
-	return fmt.Sprintf(", from template %q line %d", key, tline)
 }
 
 // haproxyCheck runs haproxy -c on checkPath, gen's configuration as the check sees it, and
 // returns HAProxy's warnings when the Checker says them. config is gen's configuration when the
 // caller has it (nil: read when a line is quoted); a rejection is blamed on ref (the template
-// set's object), and origin (when given) says which template line wrote the line HAProxy names.
-// Nothing said quotes a line holding a secret (gen.Secret).
-func (b *Builder) haproxyCheck(ctx context.Context, gen *generation.Generation, checkPath string, config []byte, ref snapshot.Ref, origin func(line int) string) ([]string, error) {
+// set's object), and templateLine (when given) says which template line wrote the line HAProxy
+// names. Nothing said quotes a line holding a secret (gen.Secret).
+func (b *Builder) haproxyCheck(ctx context.Context, gen *generation.Generation, checkPath string, config []byte, ref snapshot.Ref, templateLine func(ctx context.Context, line int) string) ([]string, error) {
 	var err error
 	start := time.Now()
 	ctx, span := tracing.Start(ctx, "validate")
@@ -135,8 +138,8 @@ func (b *Builder) haproxyCheck(ctx context.Context, gen *generation.Generation, 
 	}
 	if text := gen.Secret.Quote(content.ConfigName, config, ce.Line); text != "" {
 		from := ""
-		if origin != nil {
-			from = origin(ce.Line)
+		if templateLine != nil {
+			from = templateLine(ctx, ce.Line)
 		}
 		if text != content.Withheld {
 			text = strconv.Quote(text)

@@ -112,6 +112,9 @@ func (p *Pipeline) sync(ctx context.Context, reason string) apply.Result {
 		}
 		return p.cannotRender(ctx, made.Err, held)
 	}
+	// What is held is reported before anything goes live, so that nobody sees the new
+	// configuration live beside holds it has ended.
+	p.report(ctx, held)
 	if !p.adoptTried && !p.standby() {
 		p.adoptTried = true
 		p.adopt(ctx, cand.Bundle)
@@ -128,9 +131,6 @@ func (p *Pipeline) sync(ctx context.Context, reason string) apply.Result {
 		Now:               time.Now(),
 		MinReloadInterval: p.cfg.MinReloadInterval,
 	})
-	// What is held is reported before anything goes live, so that nobody sees the new
-	// configuration live beside holds it has ended.
-	p.report(ctx, held)
 	actx, span := tracing.Start(ctx, "apply", attribute.Stringer("apply.action", d.Action))
 	res := p.act(actx, d, cand, plan, reason)
 	span.SetAttributes(attribute.Stringer("apply.outcome", res.Outcome))
