@@ -83,6 +83,12 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	if err != nil {
 		return err
 	}
+	if inputs.Peers, err = peersOptions(cfg.Peers, cfg.Inputs.Namespace); err != nil {
+		return err
+	}
+	if k, ok := src.(*watcher.Kube); ok && inputs.Peers.Enabled {
+		k.PeersNamespace = inputs.Peers.Namespace // the replicas' pods, whatever the services name
+	}
 	local, store, unlock, err := openGenerations(cfg, log)
 	if err != nil {
 		return err

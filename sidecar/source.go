@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
@@ -149,6 +150,33 @@ func snapshotOptions(in config.Inputs) (snapshot.Options, error) {
 		bo.CertificateSelector = sel
 	}
 	return bo, nil
+}
+
+// peersOptions say which pods are the HAProxy replicas (--peers...): the namespace defaults
+// to the load balancer's, this replica's name to the host's.
+func peersOptions(p config.Peers, namespace string) (snapshot.PeersOptions, error) {
+	if !p.On() {
+		return snapshot.PeersOptions{}, nil
+	}
+	po := snapshot.PeersOptions{Enabled: true, Namespace: p.Namespace, Local: p.Name, Port: p.Port}
+	if po.Namespace == "" {
+		po.Namespace = namespace
+	}
+	if po.Local == "" {
+		name, err := os.Hostname()
+		if err != nil {
+			return po, fmt.Errorf("--peer-name not given, $POD_NAME not set, and no host name: %w", err)
+		}
+		po.Local = name
+	}
+	if p.Selector != "" {
+		sel, err := labels.Parse(p.Selector)
+		if err != nil {
+			return po, fmt.Errorf("--peers-selector: %w", err)
+		}
+		po.Selector = sel
+	}
+	return po, nil
 }
 
 // manifests reads the objects of the templates' tests as the file source reads a file.

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"maps"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,8 @@ type Pod struct {
 	ready           bool
 	obj             *record.Record // nil when not ready: Build never shows it
 	labels          *record.Record // obj's metadata.labels
+	// peer is what the peers value needs of a pod that runs, ready or not (nil otherwise).
+	peer *peerPod
 }
 
 // Namespace and Name identify the pod.
@@ -70,6 +73,13 @@ func (c *PodConverter) Convert(p *corev1.Pod) *Pod {
 	if pod.ready {
 		pod.obj = podToMap(p, &c.in)
 		pod.labels = labelsOf(pod.obj)
+	}
+	if podRunning(p) {
+		pod.peer = &peerPod{ip: p.Status.PodIP}
+		if !pod.ready {
+			// The labels of a pod that is not ready are kept only for peers selection.
+			pod.peer.labels = maps.Clone(p.Labels)
+		}
 	}
 	return pod
 }

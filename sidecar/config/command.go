@@ -22,6 +22,7 @@ type Run struct {
 	Dataplane Dataplane
 	Rollout   Rollout
 	Leader    Leader
+	Peers     Peers
 	Publish   Publish
 	HTTP      HTTP
 	Webhook   Webhook
@@ -30,7 +31,7 @@ type Run struct {
 
 func (r *Run) concerns() []concern {
 	return []concern{&r.Source, &r.Inputs, &r.Render, &r.Dirs, &r.HAProxy, &r.Wait, &r.Dataplane, &r.Rollout,
-		&r.Leader, &r.Publish, &r.HTTP, &r.Webhook, &r.Log}
+		&r.Leader, &r.Peers, &r.Publish, &r.HTTP, &r.Webhook, &r.Log}
 }
 
 // Validate checks the configuration as a whole.
@@ -40,6 +41,9 @@ func (r *Run) Validate() error {
 	}
 	if r.Leader.Elect && r.Source.Kind != "kube" {
 		return errors.New("--leader-elect needs --source=kube")
+	}
+	if err := checkPeers(r.Peers, r.Source.Kind); err != nil {
+		return err
 	}
 	if r.Rollout.Canary() && !r.HAProxy.Remote() {
 		return errors.New("--rollout=canary needs --reload=dataplane: a canary is one of several remote hosts")
@@ -194,6 +198,7 @@ func ParseRun(args []string, summary string, getenv func(string) string, out io.
 	if err := parse(r, "run", args, summary, getenv, out); err != nil {
 		return nil, err
 	}
+	r.Peers.fromDownwardAPI(getenv)
 	return r, nil
 }
 
