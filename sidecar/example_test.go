@@ -5,8 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 )
 
@@ -66,5 +68,27 @@ func TestValidateTakesHAProxyConfig(t *testing.T) {
 	}
 	if def := hash(); def == beside {
 		t.Errorf("the hash beside /srv/lb/haproxy.cfg is the default's (beside %s): %s", config.DefaultHAProxyConfig, def)
+	}
+}
+
+// TestPeersExampleTests: examples/templates/peers.yaml's tests in the config pass (the peers
+// section of the replicas the test names, localpeer, the stick tables using it, haproxy -c).
+func TestPeersExampleTests(t *testing.T) {
+	dir := t.TempDir()
+	raw, err := os.ReadFile("../examples/templates/peers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runOnce(t, "validate", "--dir", dir, "--haproxy-bin", haproxytest.Binary(t))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"test peers: ok\n", "test not-among-peers: ok\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate does not say %q:\n%s", want, out)
+		}
 	}
 }
