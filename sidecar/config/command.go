@@ -198,6 +198,9 @@ func ParseRun(args []string, summary string, getenv func(string) string, out io.
 	if err := parse(r, "run", args, summary, getenv, out); err != nil {
 		return nil, err
 	}
+	if r.Peers.Name == "" {
+		r.Peers.Name = r.Leader.PodName // --pod-name names this instance everywhere else
+	}
 	r.Peers.fromDownwardAPI(getenv)
 	return r, nil
 }

@@ -18,7 +18,8 @@ type Peers struct {
 	// Namespace is the replicas' namespace ("": $POD_NAMESPACE, else --namespace).
 	Namespace string
 	Port      int
-	// Name is this replica's pod name, HAProxy's localpeer ("": $POD_NAME, else the host name).
+	// Name is this replica's pod name, HAProxy's localpeer ("": --pod-name, else $POD_NAME,
+	// else the host name).
 	Name string
 }
 
@@ -29,7 +30,7 @@ func (p *Peers) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.Selector, "peers-selector", "", "label `SELECTOR` of the replicas' pods (turns --peers on; default: the labels of this sidecar's pod, $POD_NAME in $POD_NAMESPACE, without pod-template-hash and the like; required with --source=file or etcd)")
 	fs.StringVar(&p.Namespace, "peers-namespace", "", "namespace of the replicas' pods (default $POD_NAMESPACE, else --namespace)")
 	fs.IntVar(&p.Port, "peers-port", 10000, "the port of the peers protocol on each replica (`peers.port`, each peer's `port`)")
-	fs.StringVar(&p.Name, "peer-name", "", "this replica's pod name, HAProxy's localpeer (`peers.local`; default $POD_NAME, else the host name)")
+	fs.StringVar(&p.Name, "peer-name", "", "this replica's pod name, HAProxy's localpeer (`peers.local`; default --pod-name, else $POD_NAME, else the host name)")
 }
 
 func (p *Peers) validate() error {
