@@ -160,8 +160,14 @@ func (r *replica) table() string {
 // hasSessions waits until r's table holds every session.
 func (r *replica) hasSessions(t *testing.T, sessions ...string) {
 	t.Helper()
+	r.hasSessionsWithin(t, 10*time.Second, sessions...)
+}
+
+// hasSessionsWithin is hasSessions with its deadline.
+func (r *replica) hasSessionsWithin(t *testing.T, deadline time.Duration, sessions ...string) {
+	t.Helper()
 	var last string
-	err := haproxytest.Poll(10*time.Second, func() bool {
+	err := haproxytest.Poll(deadline, func() bool {
 		last = r.table()
 		for _, s := range sessions {
 			if !strings.Contains(last, " key="+s+" ") {
@@ -171,7 +177,8 @@ func (r *replica) hasSessions(t *testing.T, sessions ...string) {
 		return true
 	})
 	if err != nil {
-		t.Fatalf("%s's table never held %v; last:\n%s", r.name, sessions, last)
+		peers, _ := r.haproxy.Command("@1 show peers")
+		t.Fatalf("%s's table never held %v; last:\n%s\nshow peers:\n%s", r.name, sessions, last, peers)
 	}
 }
 
@@ -248,24 +255,30 @@ func TestPeersSharedStickTables(t *testing.T) {
 	r2.visit(t, c.httpPort, "s2")
 	r1.hasSessions(t, "s2")
 
-	// A third replica: its Pod added to every directory; the others reload and keep their
-	// entries, the new one receives them when it connects.
+	// A third replica, in the order Kubernetes makes it: its Pod (with its IP) is seen by the
+	// others before its containers start. Its Pod added to their directories, they reload and
+	// keep their entries; started, it receives the tables from them.
 	r1.resynced(t)
 	r2.resynced(t)
 	before1, before2 := r1.reloads(t), r2.reloads(t)
-	r3 := c.newReplica(t, 2, []*replica{r1, r2})
+	third := &replica{name: "lb-3", ip: peerIPs[2]}
 	for _, r := range []*replica{r1, r2} {
-		haproxytest.WriteFile(t, r.dir, r3.name+".yaml", podManifest(r3.name, r3.ip))
+		haproxytest.WriteFile(t, r.dir, third.name+".yaml", podManifest(third.name, third.ip))
 	}
-	three := peerLines(c.peer, r1, r2, r3)
-	for _, r := range []*replica{r1, r2, r3} {
+	three := peerLines(c.peer, r1, r2, third)
+	for _, r := range []*replica{r1, r2} {
 		r.live(t, three, nil)
 	}
 	waitReloaded(t, r1, before1)
 	waitReloaded(t, r2, before2)
 	r1.hasSessions(t, "s1", "s2") // kept across the reload: the old process taught the new one
 	r2.hasSessions(t, "s1", "s2")
-	r3.hasSessions(t, "s1", "s2") // pushed to the new replica
+	r1.resynced(t)
+	r2.resynced(t)
+	r3 := c.newReplica(t, 2, []*replica{r1, r2})
+	r3.live(t, append([]string{"localpeer lb-3\n"}, three...), nil)
+	// Pushed to the new replica by a remote peer once its wait for a local one (5 s) is over.
+	r3.hasSessionsWithin(t, 30*time.Second, "s1", "s2")
 	r3.visit(t, c.httpPort, "s3")
 	r1.hasSessions(t, "s3")
 	r2.hasSessions(t, "s3")
