@@ -12,7 +12,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
 )
 
@@ -311,4 +316,75 @@ func TestPeersSharedStickTables(t *testing.T) {
 func waitReloaded(t *testing.T, r *replica, before int) {
 	t.Helper()
 	haproxytest.WaitFor(t, 20*time.Second, func() bool { return r.tryReloads() > before }, r.name+" reloaded")
+}
+
+// TestPeersFromTheKubernetesAPI: with --source=kube and --peers alone, the replicas are the pods
+// with the labels of the sidecar's own pod (--pod-name) but pod-template-hash, ready or not
+// yet: the peers section of examples/templates/peers.yaml follows them as they are created,
+// start, and are deleted, each change a reload of a running HAProxy.
+func TestPeersFromTheKubernetesAPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test with a real HAProxy and kube-apiserver")
+	}
+	k := kubetest.Start(t)
+	e := newDemoEnv(t)
+	k.Namespace(t, "lb")
+	raw, err := os.ReadFile(peersExample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, _, _ := unstructured.NestedStringMap(decodeDocs(t, raw)[0].Object, "data")
+	example["template"] = strings.Replace(example["template"], "maxconn 20000", "maxconn 1000", 1)
+	k.ApplyConfigMap(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "config", Namespace: "lb"}, Data: example})
+	pod := func(name, hash string, lbls ...string) *corev1.Pod {
+		l := map[string]string{"app": "haproxy", "pod-template-hash": hash}
+		if len(lbls) > 0 {
+			l = map[string]string{"app": lbls[0]}
+		}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "lb", Labels: l},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "haproxy", Image: "haproxy"}}}}
+	}
+	k.ApplyPod(t, pod("lb-a", "new"))
+	k.SetPodReady(t, "lb", "lb-a", "127.0.0.71", true)
+	k.ApplyPod(t, pod("lb-b", "old")) // another revision of the Deployment: a peer too
+	k.SetPodReady(t, "lb", "lb-b", "127.0.0.72", true)
+	k.ApplyPod(t, pod("web-1", "", "web"))
+	k.SetPodReady(t, "lb", "web-1", "127.0.0.73", true)
+	port := haproxytest.FreePort(t)
+	e.startSidecar(t, "--source=kube", "--kubeconfig", k.Kubeconfig, "--namespace", "lb",
+		"--peers", "--pod-name", "lb-a", "--peers-port", fmt.Sprint(port))
+	e.startHAProxy(t)
+	e.waitReady(t)
+	cfg := func(want, absent []string) {
+		t.Helper()
+		var last string
+		haproxytest.WaitFor(t, 20*time.Second, func() bool {
+			b, _ := os.ReadFile(e.cfgPath)
+			last = string(b)
+			for _, w := range want {
+				if !strings.Contains(last, w) {
+					return false
+				}
+			}
+			for _, a := range absent {
+				if strings.Contains(last, a) {
+					return false
+				}
+			}
+			return true
+		}, fmt.Sprintf("a configuration with %q and without %q", want, absent))
+		e.settled(t)
+	}
+	peer := func(name, ip string) string { return fmt.Sprintf("  peer %s %s:%d\n", name, ip, port) }
+	cfg([]string{"localpeer lb-a\n", "peers mypeers\n" + peer("lb-a", "127.0.0.71") + peer("lb-b", "127.0.0.72")}, []string{"web-1"})
+
+	reloads := e.haproxyReloads(t)
+	k.ApplyPod(t, pod("lb-c", "new"))
+	k.SetPodReady(t, "lb", "lb-c", "127.0.0.74", false) // running, not ready yet: a peer already
+	cfg([]string{peer("lb-b", "127.0.0.72") + peer("lb-c", "127.0.0.74")}, nil)
+	if got := e.haproxyReloads(t); got <= reloads {
+		t.Errorf("HAProxy reloaded %d times, want more than %d: a peers section changes by a reload", got, reloads)
+	}
+	k.DeletePod(t, "lb", "lb-b")
+	cfg([]string{peer("lb-a", "127.0.0.71") + peer("lb-c", "127.0.0.74")}, []string{"lb-b"})
 }
