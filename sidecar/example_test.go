@@ -91,4 +91,15 @@ func TestPeersExampleTests(t *testing.T) {
 			t.Errorf("validate does not say %q:\n%s", want, out)
 		}
 	}
+	// A test that cannot pass fails validate: they are run, not skipped.
+	broken := strings.Replace(string(raw), `contains: "localpeer haproxy-b"`, `contains: "localpeer haproxy-a"`, 1)
+	if broken == string(raw) {
+		t.Fatal("no localpeer assertion to break")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runOnce(t, "validate", "--dir", dir, "--haproxy-bin", haproxytest.Binary(t)); err == nil || !strings.Contains(err.Error(), "test peers") {
+		t.Errorf("validate with a failing test: %v, want the test peers named\n%s", err, out)
+	}
 }
