@@ -157,7 +157,7 @@ func diff(ctx context.Context, cfg *config.Diff, log *slog.Logger, red *redactor
 		}
 		follow = func(f *watcher.File) { f.Remembered = choices }
 	} else {
-		src, err := newSource(config.Source{Kind: "file", Dir: cfg.Base, MaxFileSize: cfg.Source.MaxFileSize}, cfg.Inputs, log, nil)
+		src, err := newSource(config.Source{Kind: "file", Dir: cfg.Base, MaxFileSize: cfg.Source.MaxFileSize}, cfg.Inputs, "", log, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -245,7 +245,7 @@ func stateIn(dir string) func(name string) ([]byte, error) {
 // theirs, and without those --delete names; follow prepares a file source to read them as
 // the running sidecar's would.
 func proposedObjects(ctx context.Context, cfg *config.Diff, log *slog.Logger, follow func(*watcher.File)) (*snapshot.Objects, map[string]quarantine.Hold, error) {
-	src, err := newSource(cfg.Source, cfg.Inputs, log, nil)
+	src, err := newSource(cfg.Source, cfg.Inputs, "", log, nil)
 	if err != nil {
 		return nil, nil, err
 	}

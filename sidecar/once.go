@@ -182,7 +182,7 @@ func templateDirs(out string, dirs config.Dirs) (generation.ExportPaths, error) 
 
 // readOnce reads the objects once; unread are the objects the source could not read (held).
 func readOnce(ctx context.Context, source config.Source, in config.Inputs, log *slog.Logger) (*snapshot.Objects, map[string]quarantine.Hold, error) {
-	src, err := newSource(source, in, log, nil)
+	src, err := newSource(source, in, "", log, nil)
 	if err != nil {
 		return nil, nil, err
 	}

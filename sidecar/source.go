@@ -20,7 +20,9 @@ import (
 )
 
 // newSource is where the inputs come from; onState is told whether the source is followed.
-func newSource(s config.Source, in config.Inputs, log *slog.Logger, onState watcher.StateFunc) (pipeline.Source, error) {
+// peersNS, when set, is the HAProxy replicas' namespace, whose pods the kube and etcd sources
+// then watch whatever the services name (the file source reads every Pod).
+func newSource(s config.Source, in config.Inputs, peersNS string, log *slog.Logger, onState watcher.StateFunc) (pipeline.Source, error) {
 	if err := watcher.CheckWatch(in.Watch); err != nil {
 		return nil, err
 	}
@@ -59,6 +61,7 @@ func newSource(s config.Source, in config.Inputs, log *slog.Logger, onState watc
 			Logger:              log,
 			OnState:             onState,
 			Server:              cfg.Host,
+			PeersNamespace:      peersNS,
 		}, nil
 	case "etcd":
 		e := s.Etcd
@@ -67,6 +70,7 @@ func newSource(s config.Source, in config.Inputs, log *slog.Logger, onState watc
 			CACert: e.CACert, Cert: e.Cert, Key: e.Key,
 			Username: e.User, Password: e.Password,
 			Namespace: in.Namespace, ServicesConfigMap: in.ServicesConfigMap, ConfigConfigMap: in.ConfigConfigMap,
+			PeersNamespace:        peersNS,
 			CertificatesConfigMap: in.CertificatesConfigMap, KeysSecret: in.KeysSecret, ConfigSecret: in.ConfigSecret,
 			CertificateSelector: in.CertificateSelector,
 			TLSSecretNamespaces: in.TLSSecretNamespaces.Namespaces,

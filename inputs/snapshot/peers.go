@@ -61,12 +61,6 @@ var revisionLabels = []string{
 	"statefulset.kubernetes.io/pod-name", "apps.kubernetes.io/pod-index",
 }
 
-// peerPod is what BuildPeers needs of a converted pod that runs.
-type peerPod struct {
-	ip     string
-	labels map[string]string // only when the pod is not ready (else Pod.labels)
-}
-
 // podRunning reports whether a pod is a replica that can take part: it has an IP, is not
 // terminating and has not finished (ready or not yet).
 func podRunning(p *corev1.Pod) bool {
@@ -95,14 +89,14 @@ func BuildPeers(objs *Objects, opts PeersOptions) Peers {
 		}
 	}
 	for _, p := range objs.ConvertedPods {
-		if p == nil || p.namespace != opts.Namespace || p.peer == nil {
+		if p == nil || p.namespace != opts.Namespace || p.ip == "" {
 			continue
 		}
-		var l labels.Labels = labels.Set(p.peer.labels)
+		var l labels.Labels = labels.Set(p.waiting)
 		if p.ready {
 			l = recordLabels{p.labels}
 		}
-		cands = append(cands, peerCandidate{p.name, p.peer.ip, p.ready, l})
+		cands = append(cands, peerCandidate{p.name, p.ip, p.ready, l})
 	}
 	sel := opts.Selector
 	if sel == nil {

@@ -44,8 +44,10 @@ type Pod struct {
 	ready           bool
 	obj             *record.Record // nil when not ready: Build never shows it
 	labels          *record.Record // obj's metadata.labels
-	// peer is what the peers value needs of a pod that runs, ready or not (nil otherwise).
-	peer *peerPod
+	// ip is the pod's IP when it runs, ready or not ("" otherwise): what BuildPeers needs, with
+	// the labels of a pod that is not ready (waiting; a ready pod's are in labels).
+	ip      string
+	waiting map[string]string
 }
 
 // Namespace and Name identify the pod.
@@ -75,10 +77,10 @@ func (c *PodConverter) Convert(p *corev1.Pod) *Pod {
 		pod.labels = labelsOf(pod.obj)
 	}
 	if podRunning(p) {
-		pod.peer = &peerPod{ip: p.Status.PodIP}
+		pod.ip = p.Status.PodIP
 		if !pod.ready {
-			// The labels of a pod that is not ready are kept only for peers selection.
-			pod.peer.labels = maps.Clone(p.Labels)
+			// The labels of a pod that is not ready are kept only to select the peers.
+			pod.waiting = maps.Clone(p.Labels)
 		}
 	}
 	return pod

@@ -13,7 +13,7 @@ import (
 type Peers struct {
 	Enabled bool
 	// Selector selects the replicas' pods ("": the labels of this sidecar's own pod, found with
-	// --source=kube).
+	// --source=kube or etcd).
 	Selector string
 	// Namespace is the replicas' namespace ("": $POD_NAMESPACE, else --namespace).
 	Namespace string
@@ -27,7 +27,7 @@ func (*Peers) title() string { return "Peers: the HAProxy replicas, for shared s
 
 func (p *Peers) register(fs *flag.FlagSet) {
 	fs.BoolVar(&p.Enabled, "peers", false, "follow the HAProxy replicas of this deployment (the running pods --peers-selector selects), which templates see as `peers` for a peers section; off, `peers.all` is empty")
-	fs.StringVar(&p.Selector, "peers-selector", "", "label `SELECTOR` of the replicas' pods (turns --peers on; default: the labels of this sidecar's pod, $POD_NAME in $POD_NAMESPACE, without pod-template-hash and the like; required with --source=file or etcd)")
+	fs.StringVar(&p.Selector, "peers-selector", "", "label `SELECTOR` of the replicas' pods (turns --peers on; default: the labels of this sidecar's pod, $POD_NAME in $POD_NAMESPACE, without pod-template-hash and the like; required with --source=file)")
 	fs.StringVar(&p.Namespace, "peers-namespace", "", "namespace of the replicas' pods (default $POD_NAMESPACE, else --namespace)")
 	fs.IntVar(&p.Port, "peers-port", 10000, "the port of the peers protocol on each replica (`peers.port`, each peer's `port`)")
 	fs.StringVar(&p.Name, "peer-name", "", "this replica's pod name, HAProxy's localpeer (`peers.local`; default --pod-name, else $POD_NAME, else the host name)")
@@ -59,11 +59,12 @@ func (p *Peers) fromDownwardAPI(getenv func(string) string) {
 	}
 }
 
-// checkPeers checks the peers against the source: without a selector, the default is read from
-// this sidecar's own pod, which only the Kubernetes API tells.
+// checkPeers checks the peers against the source: without a selector, the default is the labels
+// of this sidecar's own pod, which the kube and etcd sources read (the replicas' namespace) and a
+// directory of manifests does not have.
 func checkPeers(p Peers, source string) error {
-	if p.On() && p.Selector == "" && source != "kube" {
-		return errors.New("--peers with --source=" + source + " needs --peers-selector (the default, this pod's labels, is read with --source=kube)")
+	if p.On() && p.Selector == "" && source == "file" {
+		return errors.New("--peers with --source=file needs --peers-selector (the default, this pod's labels, is read with --source=kube or etcd)")
 	}
 	return nil
 }

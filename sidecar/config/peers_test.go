@@ -32,11 +32,17 @@ func TestPeersFlags(t *testing.T) {
 	if off.Peers.On() {
 		t.Errorf("peers on without --peers: %+v", off.Peers)
 	}
+	etcd, err := ParseRun([]string{"--source=etcd", "--etcd-endpoints=http://e:2379", "--peers"}, "", envOf(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := etcd.Validate(); err != nil {
+		t.Errorf("--peers with --source=etcd and no selector: %v (etcd reads the pod's labels)", err)
+	}
 	for args, want := range map[string]string{
-		"--source=file --dir=x --peers":                        "needs --peers-selector",
-		"--source=file --dir=x --peers-selector=a=b,,":         "--peers-selector",
-		"--source=kube --peers --peers-port=0":                 "--peers-port 0",
-		"--source=etcd --etcd-endpoints=http://e:2379 --peers": "needs --peers-selector",
+		"--source=file --dir=x --peers":                "needs --peers-selector",
+		"--source=file --dir=x --peers-selector=a=b,,": "--peers-selector",
+		"--source=kube --peers --peers-port=0":         "--peers-port 0",
 	} {
 		r, err := ParseRun(strings.Fields(args), "", envOf(nil), io.Discard)
 		if err == nil {
