@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -101,5 +102,40 @@ func TestPeersExampleTests(t *testing.T) {
 	}
 	if out, err := runOnce(t, "validate", "--dir", dir, "--haproxy-bin", haproxytest.Binary(t)); err == nil || !strings.Contains(err.Error(), "test peers") {
 		t.Errorf("validate with a failing test: %v, want the test peers named\n%s", err, out)
+	}
+}
+
+// TestRenderWithPeers: render takes the --peers flags as run does: the example renders the
+// peers section of the Pods in the directory that the selector picks, this one local.
+func TestRenderWithPeers(t *testing.T) {
+	dir, out := t.TempDir(), t.TempDir()
+	raw, err := os.ReadFile("../examples/templates/peers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := ""
+	for i, name := range []string{"haproxy-a", "haproxy-b", "web-1"} {
+		app := "haproxy"
+		if name == "web-1" {
+			app = "web"
+		}
+		pods += fmt.Sprintf("---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: lb, labels: {app: %s}}\nstatus: {phase: Running, podIP: 10.1.0.%d}\n", name, app, i+1)
+	}
+	for name, text := range map[string]string{"config.yaml": string(raw), "pods.yaml": pods} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := runOnce(t, "render", "--dir", dir, "--out", out, "--validate=false",
+		"--peers-selector", "app=haproxy", "--peer-name", "haproxy-b", "--peers-port", "7000"); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(filepath.Join(out, "haproxy.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "  localpeer haproxy-b\n\n# The replicas: one peer line each; this replica's (peers.local) is the one HAProxy binds.\npeers mypeers\n  peer haproxy-a 10.1.0.1:7000\n  peer haproxy-b 10.1.0.2:7000\n\n"
+	if !strings.Contains(string(cfg), want) {
+		t.Errorf("no peers section of haproxy-a and haproxy-b in:\n%s", cfg)
 	}
 }

@@ -65,6 +65,7 @@ type Once struct {
 	Inputs  Inputs
 	Render  Render
 	Dirs    Dirs
+	Peers   Peers
 	Log     Log
 	// Out is where render writes haproxy.cfg, certs/, maps/ and files/.
 	Out string
@@ -74,7 +75,7 @@ type Once struct {
 }
 
 func (o *Once) concerns() []concern {
-	cs := []concern{&o.Source, &o.Inputs, &o.Render, &o.Dirs, &o.Log}
+	cs := []concern{&o.Source, &o.Inputs, &o.Render, &o.Dirs, &o.Peers, &o.Log}
 	switch o.Command {
 	case "render":
 		cs = append(cs, outFlag{&o.Out})
@@ -92,7 +93,7 @@ func (o *Once) Validate() error {
 	if o.Command == "render" && o.Out == "" {
 		return errors.New("render needs --out DIR")
 	}
-	return nil
+	return checkPeers(o.Peers, o.Source.Kind)
 }
 
 // Diff is `haproxy-sidecar diff`: what a proposed state of the inputs would do, against the
@@ -102,6 +103,7 @@ type Diff struct {
 	Inputs Inputs
 	Render Render
 	Dirs   Dirs
+	Peers  Peers
 	Log    Log
 	// Live is the state directory of a running sidecar (its live generation and last good
 	// inputs); Base a directory of manifests to render as the current state instead.
@@ -120,7 +122,7 @@ type Diff struct {
 }
 
 func (d *Diff) concerns() []concern {
-	return []concern{&d.Source, &d.Inputs, &d.Render, &d.Dirs, &d.Log, diffFlags{d}}
+	return []concern{&d.Source, &d.Inputs, &d.Render, &d.Dirs, &d.Peers, &d.Log, diffFlags{d}}
 }
 
 // Validate checks the configuration as a whole.
@@ -139,7 +141,7 @@ func (d *Diff) Validate() error {
 			return fmt.Errorf("--delete %q: want KIND/NAMESPACE/NAME (Pod/shop/web-1, ConfigMap/lb/services)", del)
 		}
 	}
-	return nil
+	return checkPeers(d.Peers, d.Source.Kind)
 }
 
 type diffFlags struct{ d *Diff }
@@ -166,6 +168,7 @@ func ParseDiff(args []string, summary string, getenv func(string) string, out io
 	if err := parse(d, "diff", args, summary, getenv, out); err != nil {
 		return nil, err
 	}
+	d.Peers.fromDownwardAPI(getenv)
 	return d, nil
 }
 
@@ -211,6 +214,7 @@ func ParseOnce(cmd string, args []string, summary string, getenv func(string) st
 	if err := parse(o, cmd, args, summary, getenv, out); err != nil {
 		return nil, err
 	}
+	o.Peers.fromDownwardAPI(getenv)
 	return o, nil
 }
 
