@@ -487,7 +487,7 @@ func TestChartAndExamplesUseTheEnvironmentTwins(t *testing.T) {
 	}
 	check(t, "examples/kubernetes/deployment.yaml", decodeDocs(t, b))
 	helm := helmBin(t)
-	check(t, "the chart", helmTemplate(t, helm, "lb", "lb", "--set", "leaderElection.enabled=true,sidecar.envAllow=A,sidecar.configSecret=c",
+	check(t, "the chart", helmTemplate(t, helm, "lb", "lb", "--set", "leaderElection.enabled=true,peers.enabled=true,sidecar.envAllow=A,sidecar.configSecret=c",
 		"--set", "watch={nodes.v1},sidecar.tlsSecretNamespaces={web}"))
 }
 
@@ -517,5 +517,47 @@ func TestManifestsRBACGrantsTheEventsTheCodeWrites(t *testing.T) {
 		if !strings.Contains(js, `{"apiGroups":[""],"resources":["events"],"verbs":["create","patch"]}`) {
 			t.Errorf("%s %s does not grant creating and patching core Events: %s", o.GetKind(), o.GetName(), js)
 		}
+	}
+}
+
+// TestChartPeers: peers.enabled has the sidecar follow this Deployment's pods (its selector
+// labels, in the release's namespace, which the pod Role there grants), the pod expose the peers
+// port, and the NetworkPolicy let the replicas reach it; off, none of it.
+func TestChartPeers(t *testing.T) {
+	helm := helmBin(t)
+	run(t, helm, "lint", "--strict", chartDir, "--set", "peers.enabled=true,peers.port=10500")
+	objs := helmTemplate(t, helm, "lb", "edge", "--set", "peers.enabled=true,peers.port=10500,networkPolicy.enabled=true")
+	spec := podSpec(t, objs)
+	env := envOf(container(t, spec, "sidecar"))
+	labels, _, _ := unstructured.NestedStringMap(find(objs, "Deployment", "")[0].Object, "spec", "template", "metadata", "labels")
+	var want []string
+	for _, k := range []string{"app.kubernetes.io/instance", "app.kubernetes.io/name"} {
+		want = append(want, k+"="+labels[k])
+	}
+	if got := env["HAPROXY_SIDECAR_PEERS_SELECTOR"]; got != strings.Join(want, ",") || labels["app.kubernetes.io/instance"] != "lb" {
+		t.Errorf("peers selector %q, want the pod template's selector labels %q", got, strings.Join(want, ","))
+	}
+	if env["HAPROXY_SIDECAR_PEERS"] != "true" || env["HAPROXY_SIDECAR_PEERS_NAMESPACE"] != "edge" || env["HAPROXY_SIDECAR_PEERS_PORT"] != "10500" {
+		t.Errorf("peers environment: %v", env)
+	}
+	if _, ok := env["HAPROXY_SIDECAR_POD_NAME"]; !ok {
+		t.Error("no HAPROXY_SIDECAR_POD_NAME: the local peer is named after the pod")
+	}
+	if js := toJSON(t, container(t, spec, "haproxy")["ports"]); !strings.Contains(js, `{"containerPort":10500,"name":"peers"}`) {
+		t.Errorf("HAProxy's ports %s: no peers port", js)
+	}
+	if js := toJSON(t, find(objs, "NetworkPolicy", "lb")[0].Object); !strings.Contains(js, `"port":"peers"`) || !strings.Contains(js, `"podSelector":{"matchLabels":{"app.kubernetes.io/instance":"lb"`) {
+		t.Errorf("the NetworkPolicy does not open the peers port to the replicas: %s", js)
+	}
+	roles := find(objs, "Role", "lb-edge-pods")
+	if len(roles) != 1 || roles[0].GetNamespace() != "edge" || !strings.Contains(toJSON(t, roles[0].Object), `"resources":["pods"]`) {
+		t.Errorf("no Role granting pods in the release's namespace: %v", roles)
+	}
+	off := helmTemplate(t, helm, "lb", "edge", "--set", "networkPolicy.enabled=true")
+	if js := toJSON(t, off); strings.Contains(js, "PEERS") || strings.Contains(js, `"peers"`) {
+		t.Error("peers set up with peers.enabled off")
+	}
+	if out, err := exec.Command(helm, "template", "lb", chartDir, "--set", "peers.enabled=true,peers.port=8080,ports.http=8080").CombinedOutput(); err == nil || !strings.Contains(string(out), "must differ") {
+		t.Errorf("peers.port equal to the HTTP port: %v %s", err, out)
 	}
 }

@@ -108,7 +108,7 @@ func TestExamplesPassHAProxyCheck(t *testing.T) {
 				if has := strings.Contains(out, "stats auth"); has != tc.stats.PasswordSet {
 					t.Errorf("stats page present: %v, want %v", has, tc.stats.PasswordSet)
 				}
-				wantTLS := tc.certs && filepath.Base(file) != "basic.yaml" // basic.yaml is plain HTTP
+				wantTLS := tc.certs && filepath.Base(file) != "basic.yaml" && filepath.Base(file) != "peers.yaml" // plain HTTP
 				if has := strings.Contains(out, " ssl crt "+sslDir+"/example.com.pem crt "+sslDir+"/shop.example.com.pem"); has != wantTLS {
 					t.Errorf("TLS frontend with both certificates present: %v, want %v", has, wantTLS)
 				}

@@ -358,6 +358,7 @@ func (r *Renderer) context(s *snapshot.Snapshot, certNames []string) map[string]
 		"stats":        map[string]any{"username": user, "password": password},
 		"env":          env,
 		"resources":    resources,
+		"peers":        s.Peers.Value(),
 	}
 }
 

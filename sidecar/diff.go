@@ -130,7 +130,11 @@ func diff(ctx context.Context, cfg *config.Diff, log *slog.Logger, red *redactor
 	if err != nil {
 		return nil, err
 	}
-	build, cleanup, err := stagingBuilder(cfg.Inputs, cfg.Render, dirs)
+	peers, err := peersOptions(cfg.Peers, cfg.Inputs.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	build, cleanup, err := stagingBuilder(cfg.Inputs, peers, cfg.Render, dirs)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +161,7 @@ func diff(ctx context.Context, cfg *config.Diff, log *slog.Logger, red *redactor
 		}
 		follow = func(f *watcher.File) { f.Remembered = choices }
 	} else {
-		src, err := newSource(config.Source{Kind: "file", Dir: cfg.Base, MaxFileSize: cfg.Source.MaxFileSize}, cfg.Inputs, log, nil)
+		src, err := newSource(config.Source{Kind: "file", Dir: cfg.Base, MaxFileSize: cfg.Source.MaxFileSize}, cfg.Inputs, "", log, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -245,7 +249,11 @@ func stateIn(dir string) func(name string) ([]byte, error) {
 // theirs, and without those --delete names; follow prepares a file source to read them as
 // the running sidecar's would.
 func proposedObjects(ctx context.Context, cfg *config.Diff, log *slog.Logger, follow func(*watcher.File)) (*snapshot.Objects, map[string]quarantine.Hold, error) {
-	src, err := newSource(cfg.Source, cfg.Inputs, log, nil)
+	peers, err := peersOptions(cfg.Peers, cfg.Inputs.Namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	src, err := newSource(cfg.Source, cfg.Inputs, peers.Namespace, log, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -274,7 +282,7 @@ func proposedObjects(ctx context.Context, cfg *config.Diff, log *slog.Logger, fo
 			}
 			given[copied] = path
 		}
-		over, _, err := readOnce(ctx, config.Source{Kind: "file", Dir: dir, MaxFileSize: cfg.Source.MaxFileSize}, cfg.Inputs, log)
+		over, _, err := readOnce(ctx, config.Source{Kind: "file", Dir: dir, MaxFileSize: cfg.Source.MaxFileSize}, cfg.Inputs, "", log)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--file: %w", err)
 		}

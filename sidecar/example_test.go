@@ -2,11 +2,14 @@ package sidecar
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 )
 
@@ -66,5 +69,73 @@ func TestValidateTakesHAProxyConfig(t *testing.T) {
 	}
 	if def := hash(); def == beside {
 		t.Errorf("the hash beside /srv/lb/haproxy.cfg is the default's (beside %s): %s", config.DefaultHAProxyConfig, def)
+	}
+}
+
+// TestPeersExampleTests: examples/templates/peers.yaml's tests in the config pass (the peers
+// section of the replicas the test names, localpeer, the stick tables using it, haproxy -c).
+func TestPeersExampleTests(t *testing.T) {
+	dir := t.TempDir()
+	raw, err := os.ReadFile("../examples/templates/peers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runOnce(t, "validate", "--dir", dir, "--haproxy-bin", haproxytest.Binary(t))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"test peers: ok\n", "test not-among-peers: ok\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate does not say %q:\n%s", want, out)
+		}
+	}
+	// A test that cannot pass fails validate: they are run, not skipped.
+	broken := strings.Replace(string(raw), `contains: "localpeer haproxy-b"`, `contains: "localpeer haproxy-a"`, 1)
+	if broken == string(raw) {
+		t.Fatal("no localpeer assertion to break")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runOnce(t, "validate", "--dir", dir, "--haproxy-bin", haproxytest.Binary(t)); err == nil || !strings.Contains(err.Error(), "test peers") {
+		t.Errorf("validate with a failing test: %v, want the test peers named\n%s", err, out)
+	}
+}
+
+// TestRenderWithPeers: render takes the --peers flags as run does: the example renders the
+// peers section of the Pods in the directory that the selector picks, this one local.
+func TestRenderWithPeers(t *testing.T) {
+	dir, out := t.TempDir(), t.TempDir()
+	raw, err := os.ReadFile("../examples/templates/peers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := ""
+	for i, name := range []string{"haproxy-a", "haproxy-b", "web-1"} {
+		app := "haproxy"
+		if name == "web-1" {
+			app = "web"
+		}
+		pods += fmt.Sprintf("---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: lb, labels: {app: %s}}\nstatus: {phase: Running, podIP: 10.1.0.%d}\n", name, app, i+1)
+	}
+	for name, text := range map[string]string{"config.yaml": string(raw), "pods.yaml": pods} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := runOnce(t, "render", "--dir", dir, "--out", out, "--validate=false",
+		"--peers-selector", "app=haproxy", "--peer-name", "haproxy-b", "--peers-port", "7000"); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(filepath.Join(out, "haproxy.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "  localpeer haproxy-b\n\n# The replicas: one peer line each; this replica's (peers.local) is the one HAProxy binds.\npeers mypeers\n  peer haproxy-a 10.1.0.1:7000\n  peer haproxy-b 10.1.0.2:7000\n\n"
+	if !strings.Contains(string(cfg), want) {
+		t.Errorf("no peers section of haproxy-a and haproxy-b in:\n%s", cfg)
 	}
 }

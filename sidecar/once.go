@@ -49,11 +49,15 @@ func once(ctx context.Context, cfg *config.Once, stdout io.Writer, log *slog.Log
 	if err != nil {
 		return err
 	}
-	objs, unread, err := readOnce(ctx, cfg.Source, cfg.Inputs, log)
+	peers, err := peersOptions(cfg.Peers, cfg.Inputs.Namespace)
 	if err != nil {
 		return err
 	}
-	build, cleanup, err := stagingBuilder(cfg.Inputs, cfg.Render, dirs)
+	objs, unread, err := readOnce(ctx, cfg.Source, cfg.Inputs, peers.Namespace, log)
+	if err != nil {
+		return err
+	}
+	build, cleanup, err := stagingBuilder(cfg.Inputs, peers, cfg.Render, dirs)
 	if err != nil {
 		return err
 	}
@@ -108,12 +112,12 @@ func (r *Rejected) Unwrap() error { return r.Err }
 // stagingBuilder makes candidates as run does, staged in a temporary directory (cleanup
 // removes it) instead of beside what HAProxy reads: its stable paths are the temporary
 // directory's, and the directories templates name (dirs) are checked as the staged ones.
-func stagingBuilder(in config.Inputs, r config.Render, dirs generation.ExportPaths) (*candidate.Builder, func(), error) {
-	return stagingBuilderWith(in, r, dirs, nil)
+func stagingBuilder(in config.Inputs, peers snapshot.PeersOptions, r config.Render, dirs generation.ExportPaths) (*candidate.Builder, func(), error) {
+	return stagingBuilderWith(in, peers, r, dirs, nil)
 }
 
 // stagingBuilderWith is stagingBuilder with the renderer given (nil: one of its own).
-func stagingBuilderWith(in config.Inputs, r config.Render, dirs generation.ExportPaths, rend candidate.Renderer) (*candidate.Builder, func(), error) {
+func stagingBuilderWith(in config.Inputs, peers snapshot.PeersOptions, r config.Render, dirs generation.ExportPaths, rend candidate.Renderer) (*candidate.Builder, func(), error) {
 	stage, err := os.MkdirTemp("", "haproxy-sidecar-stage-")
 	if err != nil {
 		return nil, nil, err
@@ -132,6 +136,7 @@ func stagingBuilderWith(in config.Inputs, r config.Render, dirs generation.Expor
 		cleanup()
 		return nil, nil, err
 	}
+	bo.Peers = peers
 	if rend == nil {
 		ro := r.Options(dirs.SSLDir)
 		ro.MapsDir, ro.FilesDir = dirs.MapsDir, dirs.FilesDir
@@ -181,8 +186,8 @@ func templateDirs(out string, dirs config.Dirs) (generation.ExportPaths, error) 
 }
 
 // readOnce reads the objects once; unread are the objects the source could not read (held).
-func readOnce(ctx context.Context, source config.Source, in config.Inputs, log *slog.Logger) (*snapshot.Objects, map[string]quarantine.Hold, error) {
-	src, err := newSource(source, in, log, nil)
+func readOnce(ctx context.Context, source config.Source, in config.Inputs, peersNS string, log *slog.Logger) (*snapshot.Objects, map[string]quarantine.Hold, error) {
+	src, err := newSource(source, in, peersNS, log, nil)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -75,7 +75,11 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	}
 	ctx, stop := drainFirst(ctx, cfg.HTTP.ShutdownDelay, health, log)
 	defer stop()
-	src, err := newSource(cfg.Source, cfg.Inputs, log, sourceState(metrics, health))
+	peers, err := peersOptions(cfg.Peers, cfg.Inputs.Namespace)
+	if err != nil {
+		return err
+	}
+	src, err := newSource(cfg.Source, cfg.Inputs, peers.Namespace, log, sourceState(metrics, health))
 	if err != nil {
 		return err
 	}
@@ -83,6 +87,7 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	if err != nil {
 		return err
 	}
+	inputs.Peers = peers
 	local, store, unlock, err := openGenerations(cfg, log)
 	if err != nil {
 		return err

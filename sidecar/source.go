@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
@@ -19,7 +20,9 @@ import (
 )
 
 // newSource is where the inputs come from; onState is told whether the source is followed.
-func newSource(s config.Source, in config.Inputs, log *slog.Logger, onState watcher.StateFunc) (pipeline.Source, error) {
+// peersNS, when set, is the HAProxy replicas' namespace, whose pods the kube and etcd sources
+// then watch whatever the services name (the file source reads every Pod).
+func newSource(s config.Source, in config.Inputs, peersNS string, log *slog.Logger, onState watcher.StateFunc) (pipeline.Source, error) {
 	if err := watcher.CheckWatch(in.Watch); err != nil {
 		return nil, err
 	}
@@ -58,6 +61,7 @@ func newSource(s config.Source, in config.Inputs, log *slog.Logger, onState watc
 			Logger:              log,
 			OnState:             onState,
 			Server:              cfg.Host,
+			PeersNamespace:      peersNS,
 		}, nil
 	case "etcd":
 		e := s.Etcd
@@ -66,6 +70,7 @@ func newSource(s config.Source, in config.Inputs, log *slog.Logger, onState watc
 			CACert: e.CACert, Cert: e.Cert, Key: e.Key,
 			Username: e.User, Password: e.Password,
 			Namespace: in.Namespace, ServicesConfigMap: in.ServicesConfigMap, ConfigConfigMap: in.ConfigConfigMap,
+			PeersNamespace:        peersNS,
 			CertificatesConfigMap: in.CertificatesConfigMap, KeysSecret: in.KeysSecret, ConfigSecret: in.ConfigSecret,
 			CertificateSelector: in.CertificateSelector,
 			TLSSecretNamespaces: in.TLSSecretNamespaces.Namespaces,
@@ -149,6 +154,33 @@ func snapshotOptions(in config.Inputs) (snapshot.Options, error) {
 		bo.CertificateSelector = sel
 	}
 	return bo, nil
+}
+
+// peersOptions say which pods are the HAProxy replicas (--peers...): the namespace defaults
+// to the load balancer's, this replica's name to the host's.
+func peersOptions(p config.Peers, namespace string) (snapshot.PeersOptions, error) {
+	if !p.On() {
+		return snapshot.PeersOptions{}, nil
+	}
+	po := snapshot.PeersOptions{Enabled: true, Namespace: p.Namespace, Local: p.Name, Port: p.Port}
+	if po.Namespace == "" {
+		po.Namespace = namespace
+	}
+	if po.Local == "" {
+		name, err := os.Hostname()
+		if err != nil {
+			return po, fmt.Errorf("--peer-name not given, $POD_NAME not set, and no host name: %w", err)
+		}
+		po.Local = name
+	}
+	if p.Selector != "" {
+		sel, err := labels.Parse(p.Selector)
+		if err != nil {
+			return po, fmt.Errorf("--peers-selector: %w", err)
+		}
+		po.Selector = sel
+	}
+	return po, nil
 }
 
 // manifests reads the objects of the templates' tests as the file source reads a file.

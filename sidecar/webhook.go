@@ -21,7 +21,11 @@ func startWebhook(ctx context.Context, cfg *config.Run, src pipeline.Source, ren
 	if cfg.Webhook.Addr == "" {
 		return func() {}, nil
 	}
-	eval, cleanup, err := webhookEvaluator(cfg.Inputs, cfg.Render, dirs, rend, src.Objects, good)
+	peers, err := peersOptions(cfg.Peers, cfg.Inputs.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	eval, cleanup, err := webhookEvaluator(cfg.Inputs, peers, cfg.Render, dirs, rend, src.Objects, good)
 	if err != nil {
 		return nil, err
 	}
@@ -36,9 +40,9 @@ func startWebhook(ctx context.Context, cfg *config.Run, src pipeline.Source, ren
 // webhookEvaluator evaluates changes with objects and good as the sidecar would take them,
 // rendering with rend (nil: a renderer of its own), staged in a temporary directory that
 // cleanup removes.
-func webhookEvaluator(in config.Inputs, r config.Render, dirs generation.ExportPaths, rend candidate.Renderer,
+func webhookEvaluator(in config.Inputs, peers snapshot.PeersOptions, r config.Render, dirs generation.ExportPaths, rend candidate.Renderer,
 	objects func(context.Context) (*snapshot.Objects, error), good func() quarantine.State) (*admission.Inputs, func(), error) {
-	build, cleanup, err := stagingBuilderWith(in, r, dirs, rend)
+	build, cleanup, err := stagingBuilderWith(in, peers, r, dirs, rend)
 	if err != nil {
 		return nil, nil, err
 	}

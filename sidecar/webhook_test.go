@@ -49,7 +49,7 @@ func webhookCounting(t *testing.T, args ...string) (*admission.Inputs, string, *
 	}
 	log := slog.New(slog.DiscardHandler)
 	ctx := context.Background()
-	objs, _, err := readOnce(ctx, cfg.Source, cfg.Inputs, log)
+	objs, _, err := readOnce(ctx, cfg.Source, cfg.Inputs, "", log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func webhookCounting(t *testing.T, args ...string) (*admission.Inputs, string, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	build, cleanup, err := stagingBuilder(cfg.Inputs, cfg.Render, dirs)
+	build, cleanup, err := stagingBuilder(cfg.Inputs, snapshot.PeersOptions{}, cfg.Render, dirs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func webhookCounting(t *testing.T, args ...string) (*admission.Inputs, string, *
 	ro := cfg.Render.Options(dirs.SSLDir)
 	ro.MapsDir, ro.FilesDir = dirs.MapsDir, dirs.FilesDir
 	rend := &countingRenderer{r: render.New(ro)}
-	eval, stop, err := webhookEvaluator(cfg.Inputs, cfg.Render, dirs, rend,
+	eval, stop, err := webhookEvaluator(cfg.Inputs, snapshot.PeersOptions{}, cfg.Render, dirs, rend,
 		func(context.Context) (*snapshot.Objects, error) { return objs, nil },
 		func() quarantine.State { return q })
 	if err != nil {

@@ -58,6 +58,9 @@ type EtcdConfig struct {
 	// ServicesConfigMap names the namespaces whose pods (or EndpointSlices, for services that
 	// name a Kubernetes Service) are read; default "services".
 	ServicesConfigMap string
+	// PeersNamespace, when set, is a namespace whose pods are read whatever the services name:
+	// the HAProxy replicas' (--peers).
+	PeersNamespace string
 	// The other objects the snapshot reads in Namespace (defaults as in package snapshot;
 	// ConfigSecret is optional). An undecodable one is reported by Objects.
 	ConfigConfigMap, CertificatesConfigMap, KeysSecret, ConfigSecret string
@@ -863,6 +866,9 @@ func (e *Etcd) syncNamespaceWatches() {
 	want := map[nsKey]bool{}
 	if it != nil {
 		want = serviceNamespaces(it.obj.(*corev1.ConfigMap))
+	}
+	if e.cfg.PeersNamespace != "" {
+		want[nsKey{podKind, e.cfg.PeersNamespace}] = true
 	}
 	for _, k := range sortedKeys(e.nsWatches) {
 		if w := e.nsWatches[k]; !want[k] {

@@ -56,6 +56,9 @@ type Kube struct {
 	// Dynamic (required with Watch) and returned in Objects.Resources.
 	Watch   watchspec.List
 	Dynamic dynamic.Interface
+	// PeersNamespace, when set, is a namespace whose pods are watched whatever the services
+	// name: the HAProxy replicas' (--peers).
+	PeersNamespace string
 
 	// OnState, when set, is told whether the API server answers, and why not (see follow).
 	OnState StateFunc
@@ -339,6 +342,9 @@ func (k *Kube) pods(ctx context.Context, set *informerSet, cms []*corev1.ConfigM
 				want[svc.Namespace] = true
 			}
 		}
+	}
+	if k.PeersNamespace != "" {
+		want[k.PeersNamespace] = true
 	}
 	k.mu.Lock()
 	var unwanted []*podWatch

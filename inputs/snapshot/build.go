@@ -55,6 +55,8 @@ type Options struct {
 	// PodCache, when set, keeps the JSON form of the pods between Builds so that only pods that
 	// changed (by UID and resourceVersion) are converted again. Give each source its own.
 	PodCache *PodCache
+	// Peers says which pods are the HAProxy replicas (the `peers` value); zero: off.
+	Peers PeersOptions
 }
 
 func (o Options) withDefaults() Options {

@@ -140,6 +140,7 @@ func Assemble(objs *Objects, opts Options, chosen []Input) (*Snapshot, error) {
 		return nil, err
 	}
 	snap.Resources = assembleResources(opts.Resources, objs.Resources)
+	snap.Peers = BuildPeers(objs, opts.Peers)
 	return snap, nil
 }
 

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"maps"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,10 @@ type Pod struct {
 	ready           bool
 	obj             *record.Record // nil when not ready: Build never shows it
 	labels          *record.Record // obj's metadata.labels
+	// ip is the pod's IP when it runs, ready or not ("" otherwise): what BuildPeers needs, with
+	// the labels of a pod that is not ready (waiting; a ready pod's are in labels).
+	ip      string
+	waiting map[string]string
 }
 
 // Namespace and Name identify the pod.
@@ -70,6 +75,13 @@ func (c *PodConverter) Convert(p *corev1.Pod) *Pod {
 	if pod.ready {
 		pod.obj = podToMap(p, &c.in)
 		pod.labels = labelsOf(pod.obj)
+	}
+	if podRunning(p) {
+		pod.ip = p.Status.PodIP
+		if !pod.ready {
+			// The labels of a pod that is not ready are kept only to select the peers.
+			pod.waiting = maps.Clone(p.Labels)
+		}
 	}
 	return pod
 }

@@ -132,6 +132,8 @@ type Snapshot struct {
 	// Resources are the watched resources (--watch), in the order of the options; nil
 	// without any.
 	Resources []Resource
+	// Peers are the HAProxy replicas of this deployment (PeersOptions), the `peers` value.
+	Peers Peers
 }
 
 // Summary is what the stages after rendering need to know of a snapshot: the objects to

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/content"
@@ -36,6 +37,7 @@ import (
 //	- map: {file: hosts.map, key: web.localhost, value: be_web}
 //	- valid: true                         # haproxy -c passes
 //	- deterministic: true                 # rendered twice, the same bytes
+//	peers: {selector: app=haproxy, local: haproxy-0}   # optional: the replicas (`peers`)
 //
 // A template set whose tests fail is held like a broken one, naming the test and the
 // assertion; `validate` runs them offline and prints each one's outcome.
@@ -46,6 +48,9 @@ type Test struct {
 	Key     string   `json:"-"`
 	Objects []any    `json:"objects"`
 	Expect  []Expect `json:"expect"`
+	// Peers, when set, say which of the objects' pods are the HAProxy replicas in this test,
+	// as --peers... do for the sidecar (whose own are used otherwise).
+	Peers *TestPeers `json:"peers,omitempty"`
 	// objectsLine and expectLines are where the objects and each assertion are written in
 	// the key (0: unknown), for errors.
 	objectsLine int
@@ -62,6 +67,31 @@ type Expect struct {
 	Map           *MapEntry `json:"map,omitempty"`
 	Valid         bool      `json:"valid,omitempty"`
 	Deterministic bool      `json:"deterministic,omitempty"`
+}
+
+// TestPeers are a test's --peers-selector, --peers-namespace (default: the load balancer's),
+// --peer-name and --peers-port (default 10000).
+type TestPeers struct {
+	Selector  string `json:"selector,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Local     string `json:"local"`
+	Port      int    `json:"port,omitempty"`
+}
+
+// options are p as the snapshot takes them; namespace is the load balancer's.
+func (p *TestPeers) options(namespace string) (snapshot.PeersOptions, error) {
+	o := snapshot.PeersOptions{Enabled: true, Namespace: p.Namespace, Local: p.Local, Port: p.Port}
+	if o.Namespace == "" {
+		o.Namespace = namespace
+	}
+	if p.Selector != "" {
+		sel, err := labels.Parse(p.Selector)
+		if err != nil {
+			return o, fmt.Errorf("peers: selector: %w", err)
+		}
+		o.Selector = sel
+	}
+	return o, nil
 }
 
 // MapEntry is an entry a map file must have.
@@ -244,6 +274,15 @@ func (b *Builder) runTest(ctx context.Context, objs *snapshot.Objects, tmpl *sna
 	snap, err := b.cfg.Inputs.Assemble(objs, chosen)
 	if err != nil {
 		return false, err
+	}
+	if t.Peers != nil {
+		opts, err := t.Peers.options(snap.ServicesRef.Namespace)
+		if err != nil {
+			return false, &testPart{expect: -1, err: err}
+		}
+		withPeers := *snap
+		withPeers.Peers = snapshot.BuildPeers(objs, opts)
+		snap = &withPeers
 	}
 	bundle, err := b.cfg.Renderer.Render(ctx, snap)
 	if err != nil {

@@ -22,6 +22,7 @@ type Run struct {
 	Dataplane Dataplane
 	Rollout   Rollout
 	Leader    Leader
+	Peers     Peers
 	Publish   Publish
 	HTTP      HTTP
 	Webhook   Webhook
@@ -30,7 +31,7 @@ type Run struct {
 
 func (r *Run) concerns() []concern {
 	return []concern{&r.Source, &r.Inputs, &r.Render, &r.Dirs, &r.HAProxy, &r.Wait, &r.Dataplane, &r.Rollout,
-		&r.Leader, &r.Publish, &r.HTTP, &r.Webhook, &r.Log}
+		&r.Leader, &r.Peers, &r.Publish, &r.HTTP, &r.Webhook, &r.Log}
 }
 
 // Validate checks the configuration as a whole.
@@ -40,6 +41,9 @@ func (r *Run) Validate() error {
 	}
 	if r.Leader.Elect && r.Source.Kind != "kube" {
 		return errors.New("--leader-elect needs --source=kube")
+	}
+	if err := checkPeers(r.Peers, r.Source.Kind); err != nil {
+		return err
 	}
 	if r.Rollout.Canary() && !r.HAProxy.Remote() {
 		return errors.New("--rollout=canary needs --reload=dataplane: a canary is one of several remote hosts")
@@ -61,6 +65,7 @@ type Once struct {
 	Inputs  Inputs
 	Render  Render
 	Dirs    Dirs
+	Peers   Peers
 	Log     Log
 	// Out is where render writes haproxy.cfg, certs/, maps/ and files/.
 	Out string
@@ -70,7 +75,7 @@ type Once struct {
 }
 
 func (o *Once) concerns() []concern {
-	cs := []concern{&o.Source, &o.Inputs, &o.Render, &o.Dirs, &o.Log}
+	cs := []concern{&o.Source, &o.Inputs, &o.Render, &o.Dirs, &o.Peers, &o.Log}
 	switch o.Command {
 	case "render":
 		cs = append(cs, outFlag{&o.Out})
@@ -88,7 +93,7 @@ func (o *Once) Validate() error {
 	if o.Command == "render" && o.Out == "" {
 		return errors.New("render needs --out DIR")
 	}
-	return nil
+	return checkPeers(o.Peers, o.Source.Kind)
 }
 
 // Diff is `haproxy-sidecar diff`: what a proposed state of the inputs would do, against the
@@ -98,6 +103,7 @@ type Diff struct {
 	Inputs Inputs
 	Render Render
 	Dirs   Dirs
+	Peers  Peers
 	Log    Log
 	// Live is the state directory of a running sidecar (its live generation and last good
 	// inputs); Base a directory of manifests to render as the current state instead.
@@ -116,7 +122,7 @@ type Diff struct {
 }
 
 func (d *Diff) concerns() []concern {
-	return []concern{&d.Source, &d.Inputs, &d.Render, &d.Dirs, &d.Log, diffFlags{d}}
+	return []concern{&d.Source, &d.Inputs, &d.Render, &d.Dirs, &d.Peers, &d.Log, diffFlags{d}}
 }
 
 // Validate checks the configuration as a whole.
@@ -135,7 +141,7 @@ func (d *Diff) Validate() error {
 			return fmt.Errorf("--delete %q: want KIND/NAMESPACE/NAME (Pod/shop/web-1, ConfigMap/lb/services)", del)
 		}
 	}
-	return nil
+	return checkPeers(d.Peers, d.Source.Kind)
 }
 
 type diffFlags struct{ d *Diff }
@@ -162,6 +168,7 @@ func ParseDiff(args []string, summary string, getenv func(string) string, out io
 	if err := parse(d, "diff", args, summary, getenv, out); err != nil {
 		return nil, err
 	}
+	d.Peers.fromDownwardAPI(getenv)
 	return d, nil
 }
 
@@ -194,6 +201,10 @@ func ParseRun(args []string, summary string, getenv func(string) string, out io.
 	if err := parse(r, "run", args, summary, getenv, out); err != nil {
 		return nil, err
 	}
+	if r.Peers.Name == "" {
+		r.Peers.Name = r.Leader.PodName // --pod-name names this instance everywhere else
+	}
+	r.Peers.fromDownwardAPI(getenv)
 	return r, nil
 }
 
@@ -203,6 +214,7 @@ func ParseOnce(cmd string, args []string, summary string, getenv func(string) st
 	if err := parse(o, cmd, args, summary, getenv, out); err != nil {
 		return nil, err
 	}
+	o.Peers.fromDownwardAPI(getenv)
 	return o, nil
 }
 

@@ -19,6 +19,12 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- end -}}
+{{- /* The selector labels as a label selector (k=v,...), for --peers-selector. */ -}}
+{{- define "haproxy-sidecar.peersSelector" -}}
+{{- $sel := list -}}
+{{- range $k, $v := include "haproxy-sidecar.selector" . | fromYaml }}{{ $sel = append $sel (printf "%s=%s" $k $v) }}{{ end -}}
+{{- join "," $sel -}}
+{{- end -}}
 {{- define "haproxy-sidecar.selector" -}}
 app.kubernetes.io/name: {{ include "haproxy-sidecar.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}

@@ -104,6 +104,9 @@ func TestPlanServers(t *testing.T) {
 			reload: `backend "be_other" is new`},
 		{name: "defaults change", next: []byte(strings.Replace(string(base), "inter 2s", "inter 3s", 1)),
 			reload: `defaults section: a "default-server" line changed`},
+		// The replicas of a peers section cannot change at runtime (examples/templates/peers.yaml).
+		{name: "peers section added", next: []byte(string(base) + "\npeers mypeers\n    peer lb-1 10.0.9.1:10000\n"),
+			reload: "peers"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -268,5 +271,35 @@ func TestPlanSummary(t *testing.T) {
 	}
 	if got := fmt.Sprint(p.Counts()); got != "map[server_added:2 server_removed:1]" {
 		t.Fatalf("counts %s", got)
+	}
+}
+
+// TestPlanPeersChange: a replica added to or removed from a peers section, or localpeer
+// changed, is a reload (peers cannot change at runtime), whatever else changed with it.
+func TestPlanPeersChange(t *testing.T) {
+	withPeers := func(local string, peers ...string) []byte {
+		b := strings.Replace(string(cfg(nil, "a 10.0.0.1:80 check")), "    maxconn 100\n", "    maxconn 100\n    localpeer "+local+"\n", 1)
+		b += "\npeers mypeers\n"
+		for _, p := range peers {
+			b += "    peer " + p + "\n"
+		}
+		return []byte(b)
+	}
+	base := withPeers("lb-1", "lb-1 10.0.9.1:10000", "lb-2 10.0.9.2:10000")
+	for name, next := range map[string][]byte{
+		"replica added":     withPeers("lb-1", "lb-1 10.0.9.1:10000", "lb-2 10.0.9.2:10000", "lb-3 10.0.9.3:10000"),
+		"replica removed":   withPeers("lb-1", "lb-1 10.0.9.1:10000"),
+		"replica moved":     withPeers("lb-1", "lb-1 10.0.9.1:10000", "lb-2 10.0.9.7:10000"),
+		"localpeer changed": withPeers("lb-2", "lb-1 10.0.9.1:10000", "lb-2 10.0.9.2:10000"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			u := loaded(t, base, nil)
+			if p := u.Plan(base, nil, nil); p.Reload() != "" {
+				t.Fatalf("unchanged: reload asked: %s", p.Reload())
+			}
+			if p := u.Plan(next, nil, nil); p.Reload() == "" {
+				t.Fatalf("no reload asked; commands %v", p.Commands())
+			}
+		})
 	}
 }
