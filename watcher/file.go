@@ -585,7 +585,8 @@ func (f *File) readFile(dec *manifestDecoder, file manifest, limit int64) (e *fi
 		// A big file of the same size (touched, racy, rewritten): hashed first, through a
 		// small buffer, so that the same bytes cost no copy of the file.
 		if sum, err := hashFile(file.path, limit); err == nil && sum == old.sum {
-			e.sum, e.jobs, e.bad, e.ignored = sum, old.jobs, old.bad, old.ignored
+			e.sum = sum
+			e.sameAs(old)
 			return e, false, nil
 		}
 	}
@@ -614,7 +615,7 @@ func (f *File) readFile(dec *manifestDecoder, file manifest, limit int64) (e *fi
 	if old != nil && old.sum != 0 && old.sum == sum && old.size == size {
 		// Touched, or rewritten with the same bytes: what it gave before.
 		dec.jobs = dec.jobs[:start] // what the streaming path found already
-		e.jobs, e.bad, e.ignored = old.jobs, old.bad, old.ignored
+		e.sameAs(old)
 		return e, false, nil
 	}
 	if data != nil {
@@ -670,7 +671,7 @@ func (f *File) appended(dec *manifestDecoder, file manifest, old, e *fileEntry, 
 		if len(bytes.TrimSpace(rest)) > 0 {
 			return false, false
 		}
-		e.jobs, e.bad, e.ignored = old.jobs, old.bad, old.ignored
+		e.sameAs(old)
 		return false, true
 	}
 	if bytes.IndexByte(rest, '\r') >= 0 {
@@ -683,6 +684,14 @@ func (f *File) appended(dec *manifestDecoder, file manifest, old, e *fileEntry, 
 	dec.yamlFileAt(file.rel, rest, int(from), old.last.line)
 	e.last = dec.lastDoc
 	return true, true
+}
+
+// sameAs gives e, a new version of a file whose objects are those of old (its bytes, or what
+// a read parses of them, the same), what old had of them; where its last YAML document starts
+// too, or a later append would parse the whole file again.
+func (e *fileEntry) sameAs(old *fileEntry) {
+	e.jobs, e.bad, e.ignored = old.jobs, old.bad, old.ignored
+	e.last, e.lastKept = old.last, old.lastKept
 }
 
 // errTooBig: the file grew over the limit while it was read.
