@@ -84,11 +84,12 @@ func TestBigManifestChangeReadsOnlyIt(t *testing.T) {
 			o = read(t, f)
 			again := logs.count(decodedIgnored) - objects
 			// What the file held is its start still: the JSON List gained whitespace only and
-			// is not parsed again, the YAML file from its last document on.
+			// is not parsed again. The YAML file, under the size of a big file, is parsed
+			// again, its documents known (TestBigYAMLChangeConvertsOnlyWhatChanged has one
+			// over it); the comment belongs to the last document: that one is converted again.
 			if want := map[string]int{"json": 0, "yaml": 1}[format]; !hasValue("services", "a")(o) || f.last.read != 1 || f.last.parsed != want {
 				t.Errorf("a line appended: %v, %d files read, %d parsed; want the big file alone, %d parsed", names(o), f.last.read, f.last.parsed, want)
 			}
-			// The YAML comment belongs to the last document: that one is converted again.
 			if want := map[string]int{"json": 0, "yaml": 1}[format]; again != want {
 				t.Errorf("a line appended: %d objects decoded again, want %d", again, want)
 			}
@@ -219,6 +220,22 @@ func TestBigYAMLChangeConvertsOnlyWhatChanged(t *testing.T) {
 			}
 			fh.Close()
 			o = read(t, f)
+			// A comment line after the last: no object changed, nothing is parsed.
+			if f.last.read != 1 || f.last.parsed != 0 || f.work.documents != 0 {
+				t.Errorf("a comment appended: %+v, %+v; want the file read, not parsed", f.last, f.work)
+			}
+			same(t, o)
+
+			// An indented line may belong to the last document (it would to a block scalar).
+			fh, err = os.OpenFile(big, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := fh.WriteString("  # appended\n"); err != nil {
+				t.Fatal(err)
+			}
+			fh.Close()
+			o = read(t, f)
 			// The comment belongs to the last document (or the List's last line): that one
 			// is converted again, and its object decoded; the documents before it, an
 			// unchanged start of the file, are not even read (a List is one document).
@@ -324,6 +341,25 @@ func TestBigYAMLErrorsAsSmall(t *testing.T) {
 					t.Errorf("read as a big file: errors\n%q\nread whole:\n%q\n(objects %d, %d)", bigErrs, smallErrs, len(bigObjs), len(smallObjs))
 				}
 			})
+		}
+	}
+}
+
+// TestOnlyComments: what a read after an append may skip parsing: comment lines at column 0
+// only (an indented "#" line or an empty line can be text of a block scalar).
+func TestOnlyComments(t *testing.T) {
+	for in, want := range map[string]bool{
+		"# a\n":          true,
+		"# a\n#b\n":      true,
+		"# no newline":   true,
+		"  # indented\n": false,
+		"\n":             false,
+		"# a\n\n":        false,
+		"# a\nkey: v\n":  false,
+		"---\n":          false,
+	} {
+		if got := onlyComments([]byte(in)); got != want {
+			t.Errorf("onlyComments(%q) = %v, want %v", in, got, want)
 		}
 	}
 }

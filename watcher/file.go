@@ -677,6 +677,12 @@ func (f *File) appended(dec *manifestDecoder, file manifest, old, e *fileEntry, 
 	if bytes.IndexByte(rest, '\r') >= 0 {
 		return false, false
 	}
+	if old.size > from && rest[old.size-from-1] == '\n' && onlyComments(rest[old.size-from:]) {
+		// Comments after a complete last line change no object: nothing is parsed (a List,
+		// one document, would be read whole again).
+		e.sameAs(old)
+		return false, true
+	}
 	// The objects before the last document as they were (what they had that nothing reads
 	// too), then the rest read.
 	dec.ignoring.still = maps.Clone(old.ignored)
@@ -684,6 +690,20 @@ func (f *File) appended(dec *manifestDecoder, file manifest, old, e *fileEntry, 
 	dec.yamlFileAt(file.rel, rest, int(from), old.last.line)
 	e.last = dec.lastDoc
 	return true, true
+}
+
+// onlyComments says whether b is YAML comment lines alone, each starting with "#" at column 0.
+// Such a line is a comment wherever a valid document ends (a block scalar, the one place a "#"
+// line can be text, needs its lines indented under a key); an empty line is not taken: it would
+// lengthen a block scalar kept with "|+".
+func onlyComments(b []byte) bool {
+	for len(b) > 0 {
+		if b[0] != '#' {
+			return false
+		}
+		b = b[min(lineEnd(b, 0)+1, len(b)):]
+	}
+	return true
 }
 
 // sameAs gives e, a new version of a file whose objects are those of old (its bytes, or what
