@@ -652,36 +652,42 @@ func (f *File) appended(dec *manifestDecoder, file manifest, old, e *fileEntry, 
 		return false, false
 	}
 	defer fh.Close()
+	// What the file held, hashed through a small buffer; then what was appended.
 	h := xxhash.New()
-	if n, err := io.CopyN(h, fh, from); err != nil || n != from {
-		return false, false
-	}
-	r := &limitReader{r: fh, left: limit - from}
-	rest, err := readAll(r, e.size-from)
-	if err != nil || r.over || int64(len(rest)) < old.size-from {
-		return false, false
-	}
-	h.Write(rest[:old.size-from])
-	if h.Sum64() != old.sum {
+	if n, err := io.CopyN(h, fh, old.size); err != nil || n != old.size || h.Sum64() != old.sum {
 		return false, false // not lines appended: changed before the end
 	}
-	h.Write(rest[old.size-from:])
-	e.sum, e.size = h.Sum64(), from+int64(len(rest))
+	r := &limitReader{r: fh, left: limit - old.size}
+	tail, err := readAll(r, e.size-old.size)
+	if err != nil || r.over {
+		return false, false
+	}
+	h.Write(tail)
+	e.sum, e.size = h.Sum64(), old.size+int64(len(tail))
 	if isJSON {
-		if len(bytes.TrimSpace(rest)) > 0 {
+		if len(bytes.TrimSpace(tail)) > 0 {
 			return false, false
 		}
 		e.sameAs(old)
 		return false, true
 	}
-	if bytes.IndexByte(rest, '\r') >= 0 {
+	var lastByte [1]byte
+	if _, err := fh.ReadAt(lastByte[:], old.size-1); err != nil {
 		return false, false
 	}
-	if old.size > from && rest[old.size-from-1] == '\n' && onlyComments(rest[old.size-from:]) {
+	if lastByte[0] == '\n' && onlyComments(tail) {
 		// Comments after a complete last line change no object: nothing is parsed (a List,
 		// one document, would be read whole again).
 		e.sameAs(old)
 		return false, true
+	}
+	rest := make([]byte, old.size-from, old.size-from+int64(len(tail)))
+	if _, err := fh.ReadAt(rest, from); err != nil {
+		return false, false
+	}
+	rest = append(rest, tail...)
+	if bytes.IndexByte(rest, '\r') >= 0 {
+		return false, false
 	}
 	// The objects before the last document as they were (what they had that nothing reads
 	// too), then the rest read.
