@@ -596,10 +596,9 @@ func (d *manifestDecoder) finish() {
 	d.addJobs()
 }
 
-// decodeJobs decodes the jobs (on all CPUs, reusing the cache): each ends with its result
-// (res), its error (p.err) or skip. It puts what it decoded in the cache and drops from the
-// cache what this read did not find.
-func (d *manifestDecoder) decodeJobs() {
+// decodeParallel decodes, on all CPUs, the jobs that are neither bad, decoded early nor found
+// in the cache; decodeJobs then records what they gave.
+func (d *manifestDecoder) decodeParallel() {
 	var (
 		next atomic.Int64
 		wg   sync.WaitGroup
@@ -633,7 +632,13 @@ func (d *manifestDecoder) decodeJobs() {
 	}
 	work()
 	wg.Wait()
+}
 
+// decodeJobs decodes the jobs (on all CPUs, reusing the cache): each ends with its result
+// (res), its error (p.err) or skip. It puts what it decoded in the cache and drops from the
+// cache what this read did not find.
+func (d *manifestDecoder) decodeJobs() {
+	d.decodeParallel()
 	var round uint64
 	if d.cache != nil {
 		d.cache.round++
