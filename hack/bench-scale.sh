@@ -2,13 +2,15 @@
 # Scale benchmark of the whole binary: `render` of 1,000 and 10,000 services x 10 ready pods
 # (hack/gen-scale: one services ConfigMap, one pods List), a `run` scenario on 10,000 x 10
 # that edits one pod's readiness and waits for the re-render, and a `big` scenario: `run` on a
-# small directory beside a large unrelated manifest (BIG_MB of Deployments, JSON and YAML),
-# one line appended to it, then an unrelated edit. Prints wall time, CPU time and maximum RSS
+# small directory beside a large unrelated manifest (BIG_MB of Deployments, or of Pods no
+# service selects; JSON and YAML), one line appended to it, then one object of it edited, each
+# followed by an unrelated edit. Prints wall time, CPU time and maximum RSS
 # for each; everything it starts is stopped on exit.
 #
 #   hack/bench-scale.sh                    # SIZES="1000 10000" PODS=10 RUNS=3 CHANGES=5 BIG_MB=100
 #   SIZES=10000 RUNS=1 hack/bench-scale.sh
 #   SIZES= RUN_SIZE=0 BIG_FORMATS=json hack/bench-scale.sh   # the big scenario only, JSON only
+#   SIZES= RUN_SIZE=0 BIG_KINDS=pod hack/bench-scale.sh      # ... a manifest of Pods only
 #   GOGC=25 hack/bench-scale.sh            # Go runtime settings apply to the binary measured
 #   BIN=/tmp/old-haproxy-sidecar hack/bench-scale.sh  # another build
 #
@@ -29,7 +31,8 @@ DEADLINE=${DEADLINE:-300}   # seconds any single step may take
 # that finds HAProxy not running).
 RUN_FLAGS=${RUN_FLAGS:-"--reload=none --validate=false"}
 BIG_MB=${BIG_MB:-100}                  # the big scenario's unrelated manifest (0: skip it)
-BIG_FORMATS=${BIG_FORMATS:-"json yaml"} # ... as a JSON List, as multi-document YAML
+BIG_FORMATS=${BIG_FORMATS:-"json yaml yaml-list"} # ... as a JSON List, multi-document YAML, a YAML List
+BIG_KINDS=${BIG_KINDS:-"deployment pod"} # ... of Deployments (ignored) or of Pods no service selects (kept)
 
 [ -x /usr/bin/time ] || { echo "bench-scale: /usr/bin/time (GNU time) is needed" >&2; exit 1; }
 command -v curl >/dev/null || { echo "bench-scale: curl is needed" >&2; exit 1; }
@@ -108,6 +111,9 @@ addr=
 find_addr() { addr=$(sed -n 's/.*msg=serving addr=\([^ ]*\).*/\1/p' "$D/run.log" | head -1); [ -n "$addr" ]; }
 ready() { curl -sf "http://$addr/readyz" >/dev/null; }
 hwm() { awk '/^VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$run_pid/status"; }
+# reset_hwm makes VmHWM the peak from now on (Linux: 5 into clear_refs), so that a change's
+# own peak is seen apart from the first read's.
+reset_hwm() { echo 5 >"/proc/$run_pid/clear_refs" 2>/dev/null || true; }
 rss() { awk '/^VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$run_pid/status"; }
 metric() { # name with labels -> value
   curl -sf "http://$addr/metrics" | awk -v m="$1" '$1 == m { print $2 }'
@@ -163,34 +169,46 @@ big_edit() { # n -> ms from the services edit to its configuration
   until_deadline "$DEADLINE" changed
   ms "$t0" "$(now)"
 }
-big_scenario() { # format (json, yaml, none: the baseline)
-  local flags=() t0 t1 took name
-  big_dir=$D/big-$1
+big_scenario() { # format (json, yaml, none: the baseline), kind (deployment, pod)
+  local flags=() t0 t1 took name what=$1
+  big_dir=$D/big-$1-$2
   rm -rf "$big_dir"
   case $1 in
-    json) flags=(-unrelated-mb "$BIG_MB") ;;
-    yaml) flags=(-unrelated-mb "$BIG_MB" -unrelated-yaml) ;;
+    json) flags=(-unrelated-mb "$BIG_MB" -unrelated-kind "$2") ;;
+    yaml) flags=(-unrelated-mb "$BIG_MB" -unrelated-kind "$2" -unrelated-yaml) ;;
+    yaml-list) flags=(-unrelated-mb "$BIG_MB" -unrelated-kind "$2" -unrelated-yaml-list) ;;
   esac
+  [ "$1" = none ] || what="$1 of ${2}s"
   "$D/gen-scale" -services 100 -pods 2 -out "$big_dir" "${flags[@]}" >/dev/null
   name=$(ls "$big_dir" | grep unrelated || true)
   t0=$(now)
   start_run "$big_dir"
   until_deadline "$DEADLINE" ready
   t1=$(now)
-  echo "big    $1: ready after $(ms "$t0" "$t1") ms; RSS $(rss) MB, max RSS $(hwm) MB"
+  echo "big    $what: ready after $(ms "$t0" "$t1") ms; RSS $(rss) MB, max RSS $(hwm) MB"
   took=$(big_edit 1)
-  echo "big    $1: an unrelated edit: configuration after $took ms; RSS $(rss) MB, max RSS $(hwm) MB"
+  echo "big    $what: an unrelated edit: configuration after $took ms; RSS $(rss) MB, max RSS $(hwm) MB"
   if [ -n "$name" ]; then
-    if [ "$1" = yaml ]; then echo "# appended" >>"$big_dir/$name"; else echo >>"$big_dir/$name"; fi
+    first_peak=$(hwm)
+    reset_hwm
+    if [ "$1" = json ]; then echo >>"$big_dir/$name"; else echo "# appended" >>"$big_dir/$name"; fi
     took=$(big_edit 2)
-    echo "big    $1: one line appended to $name, then an unrelated edit: configuration after $took ms; RSS $(rss) MB, max RSS $(hwm) MB"
+    echo "big    $what: one line appended to $name, then an unrelated edit: configuration after $took ms; RSS $(rss) MB, peak since the first read's ($first_peak MB) $(hwm) MB"
+    # One object of the big file changed (its first name), then an unrelated edit.
+    reset_hwm
+    sed -i '0,/app-000000/s//app-edited/' "$big_dir/$name"
+    took=$(big_edit 3)
+    echo "big    $what: one object of $name edited, then an unrelated edit: configuration after $took ms; RSS $(rss) MB, peak since $(hwm) MB"
   fi
-  for n in 3 4 5; do took=$(big_edit "$n"); done
-  echo "big    $1: 3 more unrelated edits, the last after $took ms; RSS $(rss) MB, max RSS $(hwm) MB"
+  for n in 4 5 6; do took=$(big_edit "$n"); done
+  echo "big    $what: 3 more unrelated edits, the last after $took ms; RSS $(rss) MB, max RSS $(hwm) MB"
   sleep 2 # the memory a sync freed is handed back after it (memory.Trim)
-  echo "big    $1: settled: RSS $(rss) MB"
+  echo "big    $what: settled: RSS $(rss) MB"
   stop_run
 }
 if [ "$BIG_MB" -gt 0 ]; then
-  for f in none $BIG_FORMATS; do big_scenario "$f"; done
+  big_scenario none -
+  for k in $BIG_KINDS; do
+    for f in $BIG_FORMATS; do big_scenario "$f" "$k"; done
+  done
 fi

@@ -1,7 +1,6 @@
 package watcher
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -28,7 +27,6 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	kjson "sigs.k8s.io/json"
 	sigyaml "sigs.k8s.io/yaml"
@@ -78,6 +76,14 @@ type manifestDecoder struct {
 	objs snapshot.Objects
 	seen seenSet
 	errs []error
+
+	// What this read did, for the debug log and tests: YAML documents (and List items) read,
+	// those converted to JSON, objects decoded.
+	documents int
+	converted int
+	decoded   atomic.Int64
+	// lastDoc is the last document of the YAML file read last (yamlFileAt).
+	lastDoc lastDocument
 }
 
 // origin is where an object is defined: the file and the line its document (or List) starts;
@@ -211,46 +217,60 @@ func (d *manifestDecoder) file(rel string, data []byte) {
 // yamlLine finds the line in the messages of the YAML parser ("yaml: line 3: ...").
 var yamlLine = regexp.MustCompile(`line (\d+): `)
 
-func (d *manifestDecoder) yamlFile(rel string, data []byte) {
+func (d *manifestDecoder) yamlFile(rel string, data []byte) { d.yamlFileAt(rel, data, 0, 1) }
+
+// lastDocument is where the last document of the YAML file read last starts (offset and line
+// in the file; offset -1 when unknown: the file had CRLFs) and the index of its first job:
+// what a read of the file with lines appended parses again (File.appended).
+type lastDocument struct{ offset, line, job int }
+
+// yamlFileAt reads data, the part of a YAML file from offset base on, which starts at line0
+// and at a document's start.
+func (d *manifestDecoder) yamlFileAt(rel string, data []byte, base, line0 int) {
+	d.lastDoc = lastDocument{offset: base, line: line0, job: len(d.jobs)}
 	if bytes.Contains(data, []byte("\r\n")) {
 		data = bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")) // a copy: only when needed
+		d.lastDoc.offset = -1
 	}
 	d.early = d.newEarlyDecoder()
 	defer func() {
 		d.early.wait()
 		d.early = nil
 	}()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	cursor := 0
 	lines := lineCounter{data: data}
-	for {
-		doc, err := r.Read()
+	for next := 0; ; {
+		doc, start, after, err := nextDocument(data, next)
 		if err == io.EOF {
 			return
 		}
 		if err != nil {
 			// Only a bad "---" line makes the reader fail.
-			d.fail(rel, badSeparatorLine(data, cursor), 0, fmt.Errorf("invalid YAML: %v", err))
+			d.fail(rel, line0-1+badSeparatorLine(data, next), 0, fmt.Errorf("invalid YAML: %v", err))
 			return
 		}
-		// The reader returns the lines of each document verbatim: find where it starts.
-		start := cursor
-		if i := bytes.Index(data[cursor:], doc); i >= 0 {
-			start = cursor + i
-			cursor = start + len(doc)
+		next = after
+		line := line0 - 1 + lines.at(start)
+		if d.lastDoc.offset >= 0 {
+			d.lastDoc = lastDocument{offset: base + start, line: line, job: len(d.jobs)}
 		}
-		line := lines.at(start)
 		if len(bytes.TrimSpace(doc)) == 0 {
 			continue
 		}
+		d.documents++
 		var ykey docKey
 		if d.cache != nil {
-			// A document ignored in the file's last version is not converted again: the
-			// conversion is most of the cost of a big YAML file.
-			if ykey = dataKey(doc); d.stillIgnored(ykey, yamlDocument) {
+			// A document ignored or kept in the file's last version is not converted again:
+			// the conversion is most of the cost of a big YAML file.
+			if ykey = dataKey(doc); d.stillIgnored(ykey, yamlDocument) || d.knownDocument(rel, line, line, doc, ykey, "", false) {
+				continue
+			}
+			// A big List (kubectl get -o yaml) item by item: converted whole, it would
+			// take many times its size, and every item again after any change.
+			if int64(len(doc)) >= d.json.streamMin && d.yamlList(rel, line, doc) {
 				continue
 			}
 		}
+		d.converted++
 		j, err := sigyaml.YAMLToJSONStrict(doc)
 		if err != nil {
 			msg := err.Error()
@@ -283,6 +303,32 @@ func (d *manifestDecoder) yamlFile(rel string, data []byte) {
 			d.jobs[n].p.doc, d.jobs[n].p.docKeyed = ykey, true // one object: its document's key
 		}
 	}
+}
+
+// nextDocument finds the YAML document from offset from of data, as the YAML reader of
+// kubectl's apimachinery does: the lines up to the next "---" line (which may carry a comment,
+// nothing else), skipping empty ones. It returns the document as a slice of data (no copy: a
+// 100 MB file is not copied line by line), where it starts, and where the next one is looked
+// for; io.EOF at the end, an error for a "---" line followed by something else.
+func nextDocument(data []byte, from int) (doc []byte, start, next int, err error) {
+	start = from
+	for pos := from; pos < len(data); {
+		end := lineEnd(data, pos)
+		if bytes.HasPrefix(data[pos:end], []byte("---")) {
+			if rest := bytes.TrimSpace(data[pos+3 : end]); len(rest) > 0 && rest[0] != '#' {
+				return nil, 0, 0, fmt.Errorf("invalid Yaml document separator: %s", rest)
+			}
+			if pos > start {
+				return data[start:pos], start, end + 1, nil
+			}
+			start = end + 1
+		}
+		pos = end + 1
+	}
+	if start >= len(data) {
+		return nil, 0, 0, io.EOF
+	}
+	return data[start:], start, len(data), nil
 }
 
 // docWritten is where the ConfigMaps and Secrets of a document are written (see writtenIn).
@@ -550,10 +596,9 @@ func (d *manifestDecoder) finish() {
 	d.addJobs()
 }
 
-// decodeJobs decodes the jobs (on all CPUs, reusing the cache): each ends with its result
-// (res), its error (p.err) or skip. It puts what it decoded in the cache and drops from the
-// cache what this read did not find.
-func (d *manifestDecoder) decodeJobs() {
+// decodeParallel decodes, on all CPUs, the jobs that are neither bad, decoded early nor found
+// in the cache; decodeJobs then records what they gave.
+func (d *manifestDecoder) decodeParallel() {
 	var (
 		next atomic.Int64
 		wg   sync.WaitGroup
@@ -587,7 +632,13 @@ func (d *manifestDecoder) decodeJobs() {
 	}
 	work()
 	wg.Wait()
+}
 
+// decodeJobs decodes the jobs (on all CPUs, reusing the cache): each ends with its result
+// (res), its error (p.err) or skip. It puts what it decoded in the cache and drops from the
+// cache what this read did not find.
+func (d *manifestDecoder) decodeJobs() {
+	d.decodeParallel()
 	var round uint64
 	if d.cache != nil {
 		d.cache.round++
@@ -613,13 +664,22 @@ func (d *manifestDecoder) decodeJobs() {
 			}
 		case j.entry != nil:
 			j.entry.round = round
+			if j.p != nil && j.p.docKeyed && j.entry.prefix != yamlDocument {
+				// Found by its JSON (another file has the same object): by its YAML too.
+				d.cache.entries[j.p.doc] = &cacheEntry{res: j.res, prefix: yamlDocument, round: round}
+			}
 		case j.p != nil && j.res.kind == "":
 			// Ignored: not cached (the file remembers its key, fileEntry.ignored), nor logged
 			// again when known.
 			fresh = fresh && !j.p.known
 		case d.cache != nil && j.p != nil:
-			j.entry = &cacheEntry{res: j.res, prefix: j.p.defaults, round: round}
-			d.cache.entries[j.p.key] = j.entry
+			key, prefix := j.p.key, j.p.defaults
+			if j.p.docKeyed {
+				// Known by its YAML: the next read skips its conversion (knownDocument).
+				key, prefix = j.p.doc, yamlDocument
+			}
+			j.entry = &cacheEntry{res: j.res, prefix: prefix, round: round}
+			d.cache.entries[key] = j.entry
 		}
 		if fresh && j.res != nil && j.res.kind == "" && j.p.gvk.Kind != "Secret" {
 			d.logger.Debug("ignoring an object that is not a ConfigMap, Secret, Pod or EndpointSlice",
@@ -658,6 +718,7 @@ func (d *manifestDecoder) addJobs() {
 // kind are read already: make the object, then decode strictly (unknown or duplicate fields
 // are errors). nil when that is not enough; decode then gives the decoder's own result.
 func (d *manifestDecoder) fastDecode(p *pending) *decoded {
+	d.decoded.Add(1)
 	obj, err := scheme.Scheme.New(p.gvk)
 	if err != nil {
 		return nil

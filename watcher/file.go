@@ -100,6 +100,7 @@ type File struct {
 	order   []string // the paths of files, in the order scan finds them
 	filesNS string   // the default namespace files were decoded with
 	last    readStats
+	work    readWork
 	now     func() time.Time // the clock racy stats are judged by; nil: time.Now
 	// kept is, for each object the last read found defined more than once, the file whose
 	// definition it kept: that one stays in use while its file defines the object.
@@ -119,6 +120,14 @@ type readStats struct {
 	looked int // whose stat was taken: all of them, or only those the watch named
 	read   int // read (their stat changed)
 	parsed int // parsed (their bytes changed)
+}
+
+// readWork is what the last call converted and decoded of the files it parsed, for the debug
+// log and tests.
+type readWork struct {
+	documents int // YAML documents and List items read
+	converted int // of them, converted to JSON
+	decoded   int // objects decoded
 }
 
 // DefaultMaxFileSize is the default MaxFileSize: far above any ConfigMap or Secret (1 MiB in
@@ -169,6 +178,10 @@ type fileEntry struct {
 	ignored map[docKey]string
 	// revisionLine is what the file adds to the Revision's hash.
 	revisionLine string
+	// last is where the last document of a YAML file starts, and lastKept how many of jobs
+	// come before it (-1: unknown): what a read after lines are appended parses again.
+	last     lastDocument
+	lastKept int
 }
 
 // fileStat identifies a version of a file on disk. The change time cannot be set by users, so
@@ -208,9 +221,13 @@ func (e *fileEntry) contribution() []job {
 // were decoded from (they may be slices of the whole file), and not the objects of kinds that
 // are ignored (a big manifest of Deployments then costs nothing while it does not change; see
 // ignoredKeys for when it does).
-func keep(jobs []job) (kept []job, bad bool) {
+func keep(jobs []job, boundary int) (kept []job, bad bool, before int) {
 	kept = make([]job, 0, len(jobs)) // sized once: a 100,000-pod List is not grown by doubling
-	for _, j := range jobs {
+	before = -1
+	for i, j := range jobs {
+		if i == boundary {
+			before = len(kept)
+		}
 		switch {
 		case j.p != nil && j.p.err != nil:
 			kept = append(kept, job{at: j.at, p: &pending{err: j.p.err}})
@@ -220,7 +237,10 @@ func keep(jobs []job) (kept []job, bad bool) {
 			kept = append(kept, job{at: j.at, res: j.res, entry: j.entry})
 		}
 	}
-	return slices.Clip(kept), bad
+	if boundary == len(jobs) {
+		before = len(kept)
+	}
+	return slices.Clip(kept), bad, before
 }
 
 // Objects reads and decodes the manifests (those that changed since the last call). Revision
@@ -288,7 +308,9 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	dec.prefer = preferKept(defined, kept, chosen)
 	f.files, f.order = next, order
 	f.last.parsed = len(fresh)
-	log.Debug("file source: read", "files", f.last.files, "read", f.last.read, "parsed", f.last.parsed)
+	f.work = readWork{documents: dec.documents, converted: dec.converted, decoded: int(dec.decoded.Load())}
+	log.Debug("file source: read", "files", f.last.files, "read", f.last.read, "parsed", f.last.parsed,
+		"yaml_documents", f.work.documents, "converted", f.work.converted, "decoded", f.work.decoded)
 	dec.addJobs()
 	for rel := range next {
 		dec.fileOrigin(rel)
@@ -436,7 +458,11 @@ func placeFresh(jobs []job, fresh []freshFile) []job {
 	for _, p := range fresh {
 		out = append(out, jobs[at:p.start]...)
 		p.entry.ignored = ignoredKeys(p.still, jobs[p.start:p.end])
-		p.entry.jobs, p.entry.bad = keep(jobs[p.start:p.end])
+		boundary := -1
+		if p.entry.last.offset >= 0 {
+			boundary = p.entry.last.job - p.start
+		}
+		p.entry.jobs, p.entry.bad, p.entry.lastKept = keep(jobs[p.start:p.end], boundary)
 		if !p.entry.bad {
 			p.entry.good = p.entry.jobs
 		}
@@ -544,7 +570,8 @@ func (f *File) readFile(dec *manifestDecoder, file manifest, limit int64) (e *fi
 	if old != nil && old.stat == st && !old.racy {
 		return old, false, nil
 	}
-	e = &fileEntry{file: file, stat: st, size: st.size, racy: max(st.mtime, st.ctime) > now.Add(-racyMargin).UnixNano()}
+	e = &fileEntry{file: file, stat: st, size: st.size, racy: max(st.mtime, st.ctime) > now.Add(-racyMargin).UnixNano(),
+		last: lastDocument{offset: -1}, lastKept: -1}
 	if old != nil {
 		e.good = old.good
 	}
@@ -558,7 +585,8 @@ func (f *File) readFile(dec *manifestDecoder, file manifest, limit int64) (e *fi
 		// A big file of the same size (touched, racy, rewritten): hashed first, through a
 		// small buffer, so that the same bytes cost no copy of the file.
 		if sum, err := hashFile(file.path, limit); err == nil && sum == old.sum {
-			e.sum, e.jobs, e.bad, e.ignored = sum, old.jobs, old.bad, old.ignored
+			e.sum = sum
+			e.sameAs(old)
 			return e, false, nil
 		}
 	}
@@ -567,6 +595,12 @@ func (f *File) readFile(dec *manifestDecoder, file manifest, limit int64) (e *fi
 		dec.ignoring.before = append(dec.ignoring.before, old.ignored)
 	}
 	start := len(dec.jobs)
+	if old != nil && st.size > old.size {
+		if parsed, ok := f.appended(dec, file, old, e, limit); ok {
+			return e, parsed, nil
+		}
+		dec.jobs, dec.ignoring.still = dec.jobs[:start], nil
+	}
 	sum, size, data, err := readManifest(dec, file, limit)
 	if errors.Is(err, errTooBig) {
 		dec.jobs = dec.jobs[:start]
@@ -581,13 +615,109 @@ func (f *File) readFile(dec *manifestDecoder, file manifest, limit int64) (e *fi
 	if old != nil && old.sum != 0 && old.sum == sum && old.size == size {
 		// Touched, or rewritten with the same bytes: what it gave before.
 		dec.jobs = dec.jobs[:start] // what the streaming path found already
-		e.jobs, e.bad, e.ignored = old.jobs, old.bad, old.ignored
+		e.sameAs(old)
 		return e, false, nil
 	}
 	if data != nil {
 		dec.file(file.rel, data)
+		if !strings.HasSuffix(file.rel, ".json") {
+			e.last = dec.lastDoc
+		}
 	}
 	return e, true, nil
+}
+
+// appended reads a big file that grew since the last read when what it held then is still
+// its start, byte for byte (lines appended: `echo >>`, a tool adding objects at the end): the
+// objects of that part are kept as they were and only the rest is parsed. YAML from the start
+// of the last document on (what is appended may go on with it); a JSON file, when only
+// whitespace was appended, not at all. The part kept is hashed through a small buffer, never
+// held. parsed says that dec has the file's jobs from the read's start on, to be decoded (else
+// e has them); ok is false when this does not apply (changed elsewhere, CRLFs, JSON that
+// gained more than whitespace, a last version with errors): the caller reads the file whole.
+func (f *File) appended(dec *manifestDecoder, file manifest, old, e *fileEntry, limit int64) (parsed, ok bool) {
+	isJSON := strings.HasSuffix(file.rel, ".json")
+	switch {
+	case old.sum == 0 || old.bad || old.size < dec.json.streamMin || e.size > limit:
+		return false, false
+	case !isJSON && (old.last.offset < 0 || old.lastKept < 0 || int64(old.last.offset) > old.size):
+		return false, false
+	}
+	from := old.size // what is parsed again starts here
+	if !isJSON {
+		from = int64(old.last.offset)
+	}
+	fh, err := os.Open(file.path)
+	if err != nil {
+		return false, false
+	}
+	defer fh.Close()
+	// What the file held, hashed through a small buffer; then what was appended.
+	h := xxhash.New()
+	if n, err := io.CopyN(h, fh, old.size); err != nil || n != old.size || h.Sum64() != old.sum {
+		return false, false // not lines appended: changed before the end
+	}
+	r := &limitReader{r: fh, left: limit - old.size}
+	tail, err := readAll(r, e.size-old.size)
+	if err != nil || r.over {
+		return false, false
+	}
+	h.Write(tail)
+	e.sum, e.size = h.Sum64(), old.size+int64(len(tail))
+	if isJSON {
+		if len(bytes.TrimSpace(tail)) > 0 {
+			return false, false
+		}
+		e.sameAs(old)
+		return false, true
+	}
+	var lastByte [1]byte
+	if _, err := fh.ReadAt(lastByte[:], old.size-1); err != nil {
+		return false, false
+	}
+	if lastByte[0] == '\n' && onlyComments(tail) {
+		// Comments after a complete last line change no object: nothing is parsed (a List,
+		// one document, would be read whole again).
+		e.sameAs(old)
+		return false, true
+	}
+	rest := make([]byte, old.size-from, old.size-from+int64(len(tail)))
+	if _, err := fh.ReadAt(rest, from); err != nil {
+		return false, false
+	}
+	rest = append(rest, tail...)
+	if bytes.IndexByte(rest, '\r') >= 0 {
+		return false, false
+	}
+	// The objects before the last document as they were (what they had that nothing reads
+	// too), then the rest read.
+	dec.ignoring.still = maps.Clone(old.ignored)
+	dec.jobs = append(dec.jobs, old.jobs[:old.lastKept]...)
+	dec.yamlFileAt(file.rel, rest, int(from), old.last.line)
+	e.last = dec.lastDoc
+	return true, true
+}
+
+// onlyComments says whether b is YAML comment lines alone, each starting with "#" at column 0.
+// Such a line is a comment wherever a valid document ends (a block scalar, the one place a "#"
+// line can be text, needs its lines indented under a key); an empty line is not taken: it would
+// lengthen a block scalar kept with "|+".
+func onlyComments(b []byte) bool {
+	for len(b) > 0 {
+		if b[0] != '#' {
+			return false
+		}
+		b = b[min(lineEnd(b, 0)+1, len(b)):]
+	}
+	return true
+}
+
+// sameAs gives e, a new version of a file whose objects are those of old (its bytes, or what
+// a read parses of them, the same), what old had of them; where its last YAML document starts
+// too, or a later append would parse the whole file again.
+func (e *fileEntry) sameAs(old *fileEntry) {
+	e.jobs, e.bad, e.ignored = old.jobs, old.bad, old.ignored
+	e.last, e.lastKept = old.last, old.lastKept
 }
 
 // errTooBig: the file grew over the limit while it was read.
