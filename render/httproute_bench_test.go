@@ -91,11 +91,13 @@ func BenchmarkRenderHTTPRoute(b *testing.B) {
 			}
 			b.SetBytes(int64(len(out.Config) + len(out.Maps["routes.map"])))
 			b.ReportAllocs()
+			cpu := processCPU()
 			for b.Loop() {
 				if _, err := r.Render(context.Background(), s); err != nil {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, cpu)
 		})
 	}
 }

@@ -40,7 +40,11 @@ func (e *evaluator) evalArgs(a *parse.Args, f *frame, caller *Macro) ([]any, map
 	var kw map[string]any
 	var order []string
 	if len(a.Kw) > 0 || a.StarKw != nil || caller != nil {
-		kw = make(map[string]any, len(a.Kw)+1)
+		if kw = e.kwFree; kw != nil {
+			e.kwFree = nil
+		} else {
+			kw = make(map[string]any, len(a.Kw)+1)
+		}
 		order = make([]string, 0, len(a.Kw)+1)
 	}
 	for _, k := range a.Kw {
@@ -136,7 +140,20 @@ func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (an
 		return nil, err
 	}
 	v, err := e.call(fn, list, kw)
+	e.recycleKw(fn, kw)
 	return v, e.at(x.Pos, err)
+}
+
+// recycleKw keeps the keyword map of a call to dict() or namespace() for the next call:
+// they copy what it holds and keep nothing of it (namespace(a=..., b=...) runs in loops, and
+// a map per call was a good part of a render's allocations). Other callees may keep theirs
+// (a macro's kwargs).
+func (e *evaluator) recycleKw(fn any, kw map[string]any) {
+	if kw == nil || len(kw) > 16 || (fn != globalNamespace && fn != globalDict) {
+		return
+	}
+	clear(kw)
+	e.kwFree = kw
 }
 
 // evalAfter finishes a call of obj.method(...) whose obj is already evaluated.

@@ -253,7 +253,13 @@ func floatAsInt(f float64) (int64, bool) {
 }
 
 func newDict(n int) *Dict {
-	return &Dict{keys: make([]any, 0, n), vals: make([]any, 0, n)}
+	if n == 0 {
+		return &Dict{}
+	}
+	// Keys and values in one array, each half capped (one more key moves it to an array of
+	// its own): dicts are made in loops, per item.
+	kv := make([]any, 2*n)
+	return &Dict{keys: kv[:0:n], vals: kv[n : n : 2*n]}
 }
 
 const dictIndexAt = 8
@@ -310,6 +316,20 @@ func (d *Dict) getStr(key string) (any, bool) {
 		}
 	}
 	return nil, false
+}
+
+// setStr is set with a string key: an existing key is set without boxing the name (a
+// namespace's attributes, set in loops).
+func (d *Dict) setStr(key string, val any) error {
+	if d.index == nil {
+		for i, k := range d.keys {
+			if x, ok := k.(string); ok && x == key {
+				d.vals[i] = val
+				return nil
+			}
+		}
+	}
+	return d.set(key, val)
 }
 
 func (d *Dict) set(key, val any) error {
