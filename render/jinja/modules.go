@@ -1,7 +1,6 @@
 package jinja
 
 import (
-	"maps"
 	"math/big"
 	"reflect"
 
@@ -106,7 +105,7 @@ func copyValue(v any) (any, bool) {
 			}
 			out.keys[i], out.vals[i] = k, c
 		}
-		out.index = maps.Clone(x.index)
+		out.index = x.index.clone()
 		return out, true
 	case *Namespace:
 		attrs, ok := copyValue(x.attrs)

@@ -3,6 +3,7 @@ package jinja
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"sort"
 	"strings"
@@ -188,7 +189,41 @@ const (
 type Dict struct {
 	keys  []any
 	vals  []any
-	index map[hashKey]int // built once the dict grows past a few keys
+	index *dictIndex // built once the dict grows past a few keys
+}
+
+// dictIndex finds a key's position: string keys (most keys) in a map of their own, with
+// smaller entries and a cheaper hash than hashKey's.
+type dictIndex struct {
+	str   map[string]int
+	other map[hashKey]int
+}
+
+func (x *dictIndex) get(k hashKey) (int, bool) {
+	if k.kind == 's' {
+		i, ok := x.str[k.s]
+		return i, ok
+	}
+	i, ok := x.other[k]
+	return i, ok
+}
+
+func (x *dictIndex) put(k hashKey, i int) {
+	if k.kind == 's' {
+		x.str[k.s] = i
+		return
+	}
+	if x.other == nil {
+		x.other = map[hashKey]int{}
+	}
+	x.other[k] = i
+}
+
+func (x *dictIndex) clone() *dictIndex {
+	if x == nil {
+		return nil
+	}
+	return &dictIndex{str: maps.Clone(x.str), other: maps.Clone(x.other)}
 }
 
 type hashKey struct {
@@ -266,7 +301,7 @@ const dictIndexAt = 8
 
 func (d *Dict) find(k hashKey) int {
 	if d.index != nil {
-		if i, ok := d.index[k]; ok {
+		if i, ok := d.index.get(k); ok {
 			return i
 		}
 		return -1
@@ -294,7 +329,7 @@ func (d *Dict) get(key any) (any, bool, error) {
 // getStr is get with a string key (the common case: attributes).
 func (d *Dict) getStr(key string) (any, bool) {
 	if d.index != nil {
-		if i, ok := d.index[hashKey{kind: 's', s: key}]; ok {
+		if i, ok := d.index.str[key]; ok {
 			return d.vals[i], true
 		}
 		return nil, false
@@ -344,7 +379,7 @@ func (d *Dict) set(key, val any) error {
 	d.keys = append(d.keys, key)
 	d.vals = append(d.vals, val)
 	if d.index != nil {
-		d.index[k] = len(d.keys) - 1
+		d.index.put(k, len(d.keys)-1)
 	} else if len(d.keys) > dictIndexAt {
 		d.reindex()
 	}
@@ -352,10 +387,10 @@ func (d *Dict) set(key, val any) error {
 }
 
 func (d *Dict) reindex() {
-	d.index = make(map[hashKey]int, len(d.keys))
+	d.index = &dictIndex{str: make(map[string]int, len(d.keys))}
 	for i, key := range d.keys {
 		k, _ := keyOf(key)
-		d.index[k] = i
+		d.index.put(k, i)
 	}
 }
 
