@@ -162,8 +162,11 @@ type builtin struct {
 // set there, sees nothing but the context, so one computation serves every such import.
 // Each import gets its own copy of the module's values, as if computed for it: what one
 // template does to them (dict.update, list.append, a namespace's attribute) is not seen by
-// another. A module that exports macros (they see the frame of the template that imported
-// them) or values it cannot copy is computed for each import, as without Modules.
+// another. Its macros are copied too, with a copy of the module's top level in front of the
+// importing template's frame: they see what that template sets, as they would had the module
+// been computed for it (the HTTPRoute example's routes export macros). A module holding
+// values it cannot copy (a macro of another module, a generator) is computed for each
+// import, as without Modules.
 //
 // Create one per context: a Modules given another context computes again. Safe for
 // concurrent use.

@@ -625,7 +625,8 @@ type module struct {
 	name   string
 	vars   *Dict
 	output string
-	secret bool // its output holds bytes derived from a secret value
+	secret bool   // its output holds bytes derived from a secret value
+	frame  *frame // its top level, which its macros see (their closure)
 }
 
 // group is what groupby gives: a (grouper, list) named tuple.
