@@ -79,11 +79,11 @@ func TestSharedModulesRenderAsUnshared(t *testing.T) {
 		// through another name, as they would read the module's own.
 		name: "a module's macros see its values as the template importing it changed them",
 		files: map[string]string{
-			"a": `{% import "vals" as r with context %}{% do r.d.update({"k": 5}) %}{{ r.show() }} {{ r.e.k }} {{ r.twice() }}`,
-			"b": `{% import "vals" as r with context %}{{ r.show() }} {{ r.e.k }} {{ r.twice() }}`,
+			"a": `{% import "vals" as r with context %}{% do r.d.update({"k": 5}) %}{{ r.show() }} {{ r.e.k }} {{ r.twice() }} {{ r.by.s() }}`,
+			"b": `{% import "vals" as r with context %}{{ r.show() }} {{ r.e.k }} {{ r.twice() }} {{ r.by.s() }}{{ r.inif() }}`,
 			"c": `{% import "vals" as r with context %}{% do r.e.update({"k": 7}) %}{% do r.l.append(3) %}{{ r.show() }} {{ r.d.k }} {{ r.twice() }}`,
 		},
-		want:   []string{"5 5 5:5:1,2", "1 1 1:1:1,2", "7 7 7:7:1,2,3"},
+		want:   []string{"5 5 5:5:1,2 5", "1 1 1:1:1,2 1<1>", "7 7 7:7:1,2,3"},
 		shared: true,
 		taken:  true,
 	}, {
@@ -99,7 +99,8 @@ func TestSharedModulesRenderAsUnshared(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			srcs := map[string]string{"m": routes, "mac": `{% macro show() %}[{{ z|default("-") }}]{% endmacro %}`,
 				"vals": `{% set d = {"k": 1} %}{% set e = d %}{% set _l = [1, 2] %}{% set l = _l %}` +
-					`{% macro show() %}{{ d.k }}{% endmacro %}{% macro twice() %}{{ show() }}:{{ e.k }}:{{ _l|join(",") }}{% endmacro %}`,
+					`{% macro show() %}{{ d.k }}{% endmacro %}{% macro twice() %}{{ show() }}:{{ e.k }}:{{ _l|join(",") }}{% endmacro %}` +
+					`{% set by = {"s": show} %}{% if d %}{% macro inif() %}<{{ e.k }}>{% endmacro %}{% endif %}`,
 				"other": `{% from "mac" import show %}`}
 			for k, v := range c.files {
 				srcs[k] = v
