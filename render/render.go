@@ -70,6 +70,9 @@ type Renderer struct {
 	mu    sync.Mutex
 	cache map[string]*set
 	lru   []string // cache keys, least recently used first
+
+	// unshared: each file computes what it imports (tests compare with the sharing render).
+	unshared bool
 }
 
 // cacheSize bounds the compiled template sets kept: the live one, the one being tried, and a
@@ -189,6 +192,9 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 	// The files share what they import with context (the Ingress example's routes: computed
 	// once, not once per file).
 	mods := &jinja.Modules{}
+	if r.unshared {
+		mods = nil
+	}
 	res, err := r.run(ctx, c, vars, mods, lim, false)
 	if err != nil {
 		return nil, r.renderError(ctx, notWatched(err, vars), s, ref, mainKey)
@@ -208,7 +214,7 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 	}
 	for i, a := range aux {
 		data := []byte(srcs[a.key])
-		if i == lastRendered {
+		if i == lastRendered && mods != nil {
 			mods.Last()
 		}
 		if a.render {

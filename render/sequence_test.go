@@ -231,9 +231,10 @@ func (w *routeWorld) raw() map[string][]map[string]any {
 // TestRandomChangesRenderAsAFreshRenderer: along a long random sequence of changes (routes,
 // Services and endpoints added, edited and deleted, the Gateway and the templates edited),
 // the renderer the sidecar keeps from sync to sync renders every step byte for byte as a
-// renderer made for that step alone. What a renderer keeps between renders (compiled
-// template sets, output sizes, anything reused from the renders before) must never show in
-// what it renders. The digest logged covers every step's files: equal digests from two
+// renderer made for that step alone that computes everything for each file (the routes
+// module too, which the files of one bundle share). What a renderer keeps between renders
+// (compiled template sets, output sizes) and what the files of a bundle share must never show
+// in what it renders. The digest logged covers every step's files: equal digests from two
 // versions of the engine say they render the whole sequence alike.
 func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
@@ -256,7 +257,9 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 		snap.Templates, snap.TemplateKey = w.templates, "template"
 		snap.TemplateRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}
 		got, gotErr := kept.Render(context.Background(), snap)
-		want, wantErr := New(opts).Render(context.Background(), snap)
+		fresh := New(opts)
+		fresh.unshared = true
+		want, wantErr := fresh.Render(context.Background(), snap)
 		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 			t.Fatalf("step %d (%s): the kept renderer: %v; a fresh one: %v", i, what, gotErr, wantErr)
 		}
