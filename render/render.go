@@ -73,6 +73,8 @@ type Renderer struct {
 
 	// unshared: each file computes what it imports (tests compare with the sharing render).
 	unshared bool
+	// kept: the modules the files share, kept for the next render (jinja.ModuleCache).
+	kept jinja.ModuleCache
 }
 
 // cacheSize bounds the compiled template sets kept: the live one, the one being tried, and a
@@ -191,7 +193,7 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 	vars := r.context(s, names)
 	// The files share what they import with context (the Ingress example's routes: computed
 	// once, not once per file).
-	mods := &jinja.Modules{}
+	mods := &jinja.Modules{Across: &r.kept}
 	if r.unshared {
 		mods = nil
 	}

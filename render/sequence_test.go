@@ -247,6 +247,7 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 	}
 	counts := map[string]int{}
 	seen := map[string]bool{}
+	reusedOn := map[string]int{} // kinds of change after which the routes module was reused
 	for i := range steps {
 		what := "start"
 		if i > 0 {
@@ -256,7 +257,11 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 		snap := assembleWatched(t, w.raw(), httprouteWatch...)
 		snap.Templates, snap.TemplateKey = w.templates, "template"
 		snap.TemplateRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}
+		before := kept.kept.Reused()
 		got, gotErr := kept.Render(context.Background(), snap)
+		if kept.kept.Reused() > before {
+			reusedOn[what]++
+		}
 		fresh := New(opts)
 		fresh.unshared = true
 		want, wantErr := fresh.Render(context.Background(), snap)
@@ -282,12 +287,23 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 	if counts["template edited"] == 0 || counts["route deleted"] == 0 || counts["gateway edited"] == 0 {
 		t.Errorf("the sequence missed a kind of change: %v", counts)
 	}
+	// Endpoints are not read by the routes module: it is reused after such a change, and
+	// never after a change of what it reads (other kinds may change nothing it reads: a
+	// template other than routes.j2 edited, the Gateway made again as it was).
+	if reusedOn["endpoints changed"] == 0 {
+		t.Errorf("the routes module was never reused after an endpoints change: %v", reusedOn)
+	}
+	for _, what := range []string{"route added", "service added"} {
+		if reusedOn[what] > 0 {
+			t.Errorf("the routes module was reused after a change it reads (%s): %v", what, reusedOn)
+		}
+	}
 	for s, ok := range seen {
 		if !ok {
 			t.Errorf("no step rendered %q", s)
 		}
 	}
-	t.Logf("%d steps %v, digest %x", steps, counts, digest.Sum(nil))
+	t.Logf("%d steps %v, the routes module reused after %v, digest %x", steps, counts, reusedOn, digest.Sum(nil))
 }
 
 // bundleFiles are a bundle's files as name, content pairs in name order.

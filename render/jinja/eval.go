@@ -171,6 +171,9 @@ type builtin struct {
 // Create one per context: a Modules given another context computes again. Safe for
 // concurrent use.
 type Modules struct {
+	// Across keeps the modules from one render to the next (nil: none kept); see ModuleCache.
+	Across *ModuleCache
+
 	mu   sync.Mutex
 	vars uintptr // the context the modules were computed with (its map's identity)
 	m    map[string]sharedModule

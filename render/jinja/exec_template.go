@@ -178,6 +178,12 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 		if m := e.shared.get(key, t.tree.Src, e.vars, f); m != nil {
 			return m, nil
 		}
+		if e.shared.Across != nil {
+			if m := e.shared.Across.reuse(key, t.tree, e.vars, f); m != nil {
+				e.shared.put(key, t.tree.Src, e.vars, m)
+				return m, nil
+			}
+		}
 	}
 	e.depth++
 	defer func() { e.depth-- }()
@@ -212,6 +218,9 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	}
 	if share {
 		e.shared.put(key, t.tree.Src, e.vars, m)
+		if e.shared.Across != nil {
+			e.shared.Across.keep(key, t.tree, e.vars, m)
+		}
 	}
 	return m, nil
 }
