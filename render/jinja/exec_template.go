@@ -178,7 +178,7 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 		if m := e.shared.get(key, t.tree.Src, e.vars, f); m != nil {
 			return m, nil
 		}
-		if e.shared.Across != nil {
+		if e.shared.Across != nil && !e.prog.testsIdentity() {
 			if m := e.shared.Across.reuse(key, t.tree, e.vars, f); m != nil {
 				e.shared.put(key, t.tree.Src, e.vars, m)
 				return m, nil
@@ -218,7 +218,7 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	}
 	if share {
 		e.shared.put(key, t.tree.Src, e.vars, m)
-		if e.shared.Across != nil {
+		if e.shared.Across != nil && !e.prog.testsIdentity() {
 			e.shared.Across.keep(key, t.tree, e.vars, m)
 		}
 	}

@@ -17,7 +17,9 @@ import (
 // resources.NAME or resources["NAME"], only those resources. Values are compared as data:
 // equal scalars, the same record (the snapshot's records never change; a source keeps an
 // unchanged object's record from one sync to the next), or equal contents. A module that
-// names another template (include, import) is not kept.
+// names another template (include, import) is not kept, nor any module of a template set
+// that tests which object a value is (sameas): the lists and dicts a snapshot makes anew at
+// each sync are equal to the last ones, not the same.
 //
 // One per Renderer; safe for concurrent use.
 type ModuleCache struct {
@@ -100,6 +102,23 @@ func (c *ModuleCache) keep(key string, tree *parse.Tree, vars map[string]any, m 
 		c.m = map[string]*keptModule{}
 	}
 	c.m[key] = &keptModule{src: tree.Src, reads: reads, mod: mod}
+}
+
+// testsIdentity says whether a template of p uses the sameas test: which object a value is
+// is not data, and a module kept from another render holds objects equal to this render's,
+// not always the same (the lists and dicts a snapshot makes anew at each sync).
+func (p *Program) testsIdentity() bool {
+	for _, t := range p.templates {
+		if t == nil || t.tree == nil {
+			continue
+		}
+		for _, u := range t.tree.Uses {
+			if u.Test && u.Name == "sameas" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // readContext is vars[name], or vars[name][sub] when sub is set (name's value a record).

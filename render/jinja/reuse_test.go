@@ -86,3 +86,32 @@ func TestModuleCacheReusesOnlyWhatReadsTheSame(t *testing.T) {
 		}
 	}
 }
+
+// A template set that tests which object a value is (sameas) computes its modules at each
+// render: a kept module holds lists and dicts equal to the context's, not the same.
+func TestModuleCacheLeavesIdentityTestsAlone(t *testing.T) {
+	all := []any{"a"}
+	vars := func() map[string]any {
+		return map[string]any{"resources": map[string]any{"r": map[string]any{"all": all}}}
+	}
+	srcs := map[string]string{"m": `{% set all = resources.r.all %}`,
+		"t": `{% import "m" as r with context %}{{ r.all is sameas resources.r.all }}`}
+	p, err := Compile(srcs, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cache ModuleCache
+	for i := range 2 {
+		all = []any{"a"} // equal, another list: as a snapshot makes it at each sync
+		res, err := p.RenderSharing(context.Background(), vars(), Limits{}, nil, &Modules{Across: &cache}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(res.Bytes) != "True" {
+			t.Errorf("render %d: %q, want True", i, res.Bytes)
+		}
+	}
+	if cache.Reused() != 0 {
+		t.Errorf("reused %d times", cache.Reused())
+	}
+}
