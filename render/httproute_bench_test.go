@@ -15,6 +15,19 @@ import (
 // and PathPrefix /api to Service i+1, each Service with one ready endpoint.
 func httprouteSnapshot(tb testing.TB, n int) *snapshot.Snapshot {
 	tb.Helper()
+	snap := assembleWatched(tb, httprouteObjects(n), httprouteWatch...)
+	snap.Templates = loadConfigMapData(tb, "../examples/templates/httproute.yaml")
+	snap.TemplateKey = "template"
+	snap.TemplateRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}
+	return snap
+}
+
+// httprouteWatch is the --watch list of the Gateway API example.
+var httprouteWatch = []string{"gateways.v1.gateway.networking.k8s.io", "httproutes.v1.gateway.networking.k8s.io", "services.v1",
+	"endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name"}
+
+// httprouteObjects are the objects of httprouteSnapshot, by resource name.
+func httprouteObjects(n int) map[string][]map[string]any {
 	svc := func(i int) string { return fmt.Sprintf("svc-%05d", i) }
 	rule := func(p string, i int) any {
 		return map[string]any{"matches": []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": p}}},
@@ -42,12 +55,7 @@ func httprouteSnapshot(tb testing.TB, n int) *snapshot.Snapshot {
 			"endpoints": []any{map[string]any{"addresses": []any{fmt.Sprintf("10.1.%d.%d", i/250, i%250+1)}, "conditions": map[string]any{"ready": true},
 				"targetRef": map[string]any{"kind": "Pod", "namespace": "bench", "name": svc(i) + "-pod"}}}})
 	}
-	snap := assembleWatched(tb, raw, "gateways.v1.gateway.networking.k8s.io", "httproutes.v1.gateway.networking.k8s.io", "services.v1",
-		"endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name")
-	snap.Templates = loadConfigMapData(tb, "../examples/templates/httproute.yaml")
-	snap.TemplateKey = "template"
-	snap.TemplateRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}
-	return snap
+	return raw
 }
 
 // TestHTTPRouteSnapshotRendersTheRoutes: the benchmark's snapshot renders what bench-routes
@@ -83,11 +91,13 @@ func BenchmarkRenderHTTPRoute(b *testing.B) {
 			}
 			b.SetBytes(int64(len(out.Config) + len(out.Maps["routes.map"])))
 			b.ReportAllocs()
+			cpu := processCPU()
 			for b.Loop() {
 				if _, err := r.Render(context.Background(), s); err != nil {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, cpu)
 		})
 	}
 }

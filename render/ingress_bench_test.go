@@ -14,6 +14,19 @@ import (
 // Prefix / to Service i and Prefix /api to Service i+1, each Service with one ready endpoint.
 func ingressSnapshot(tb testing.TB, n int) *snapshot.Snapshot {
 	tb.Helper()
+	snap := assembleWatched(tb, ingressObjects(n), ingressWatch...)
+	snap.Templates = loadConfigMapData(tb, "../examples/templates/ingress.yaml")
+	snap.TemplateKey = "template"
+	snap.TemplateRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}
+	return snap
+}
+
+// ingressWatch is the --watch list of the Ingress example.
+var ingressWatch = []string{"ingresses.v1.networking.k8s.io", "services.v1",
+	"endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name"}
+
+// ingressObjects are the objects of ingressSnapshot, by resource name.
+func ingressObjects(n int) map[string][]map[string]any {
 	svc := func(i int) string { return fmt.Sprintf("svc-%04d", i) }
 	path := func(p string, i int) any {
 		return map[string]any{"path": p, "pathType": "Prefix", "backend": map[string]any{
@@ -36,12 +49,7 @@ func ingressSnapshot(tb testing.TB, n int) *snapshot.Snapshot {
 			"endpoints": []any{map[string]any{"addresses": []any{fmt.Sprintf("10.1.%d.%d", i/250, i%250+1)}, "conditions": map[string]any{"ready": true},
 				"targetRef": map[string]any{"kind": "Pod", "namespace": "bench", "name": svc(i) + "-pod"}}}})
 	}
-	snap := assembleWatched(tb, raw, "ingresses.v1.networking.k8s.io", "services.v1",
-		"endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name")
-	snap.Templates = loadConfigMapData(tb, "../examples/templates/ingress.yaml")
-	snap.TemplateKey = "template"
-	snap.TemplateRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}
-	return snap
+	return raw
 }
 
 // TestIngressSnapshotRendersTheRoutes: the benchmark's snapshot renders what bench-ingress

@@ -70,6 +70,11 @@ type Renderer struct {
 	mu    sync.Mutex
 	cache map[string]*set
 	lru   []string // cache keys, least recently used first
+
+	// unshared: each file computes what it imports (tests compare with the sharing render).
+	unshared bool
+	// kept: the modules the files share, kept for the next render (jinja.ModuleCache).
+	kept jinja.ModuleCache
 }
 
 // cacheSize bounds the compiled template sets kept: the live one, the one being tried, and a
@@ -188,7 +193,10 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 	vars := r.context(s, names)
 	// The files share what they import with context (the Ingress example's routes: computed
 	// once, not once per file).
-	mods := &jinja.Modules{}
+	mods := &jinja.Modules{Across: &r.kept}
+	if r.unshared {
+		mods = nil
+	}
 	res, err := r.run(ctx, c, vars, mods, lim, false)
 	if err != nil {
 		return nil, r.renderError(ctx, notWatched(err, vars), s, ref, mainKey)
@@ -208,7 +216,7 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 	}
 	for i, a := range aux {
 		data := []byte(srcs[a.key])
-		if i == lastRendered {
+		if i == lastRendered && mods != nil {
 			mods.Last()
 		}
 		if a.render {

@@ -74,9 +74,12 @@ type evaluator struct {
 	depth    int // nested macro calls, includes, recursive loops
 
 	autoescape bool
-	taint      mark     // the marked text the current operation consumed (taint.go)
-	kwOrder    []string // the keyword arguments of the call being made, in order
-	blockIn    any      // the input of the innermost filter of a {% filter %} or {% set %} block
+	taint      mark           // the marked text the current operation consumed (taint.go)
+	kwOrder    []string       // the keyword arguments of the call being made, in order
+	kwFree     map[string]any // an empty keyword map a call gave back (recycleKw), for the next
+	orderFree  []string       // and its order slice
+	argsFree   []any          // an argument list a method call gave back (recycleArgs)
+	blockIn    any            // the input of the innermost filter of a {% filter %} or {% set %} block
 
 	cur       *Template          // whose nodes run now (errors are located in it)
 	root      *frame             // the current template's top-level frame
@@ -159,12 +162,18 @@ type builtin struct {
 // set there, sees nothing but the context, so one computation serves every such import.
 // Each import gets its own copy of the module's values, as if computed for it: what one
 // template does to them (dict.update, list.append, a namespace's attribute) is not seen by
-// another. A module that exports macros (they see the frame of the template that imported
-// them) or values it cannot copy is computed for each import, as without Modules.
+// another. Its macros are copied too, with a copy of the module's top level in front of the
+// importing template's frame: they see what that template sets, as they would had the module
+// been computed for it (the HTTPRoute example's routes export macros). A module holding
+// values it cannot copy (a macro of another module, a generator) is computed for each
+// import, as without Modules.
 //
 // Create one per context: a Modules given another context computes again. Safe for
 // concurrent use.
 type Modules struct {
+	// Across keeps the modules from one render to the next (nil: none kept); see ModuleCache.
+	Across *ModuleCache
+
 	mu   sync.Mutex
 	vars uintptr // the context the modules were computed with (its map's identity)
 	m    map[string]sharedModule

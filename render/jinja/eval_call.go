@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
@@ -17,7 +18,11 @@ func (e *evaluator) evalArgs(a *parse.Args, f *frame, caller *Macro) ([]any, map
 	}
 	var list []any
 	if len(a.List) > 0 {
-		list = make([]any, 0, len(a.List))
+		if list = e.argsFree; cap(list) >= len(a.List) {
+			e.argsFree = nil
+		} else {
+			list = make([]any, 0, len(a.List))
+		}
 		for _, x := range a.List {
 			v, err := e.eval(x, f)
 			if err != nil {
@@ -40,8 +45,13 @@ func (e *evaluator) evalArgs(a *parse.Args, f *frame, caller *Macro) ([]any, map
 	var kw map[string]any
 	var order []string
 	if len(a.Kw) > 0 || a.StarKw != nil || caller != nil {
-		kw = make(map[string]any, len(a.Kw)+1)
-		order = make([]string, 0, len(a.Kw)+1)
+		if kw = e.kwFree; kw != nil {
+			order = e.orderFree[:0]
+			e.kwFree, e.orderFree = nil, nil
+		} else {
+			kw = make(map[string]any, len(a.Kw)+1)
+			order = make([]string, 0, len(a.Kw)+1)
+		}
 	}
 	for _, k := range a.Kw {
 		v, err := e.eval(k.X, f)
@@ -103,6 +113,9 @@ func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (an
 			outer := e.taint
 			e.taint = mark{}
 			v, err := e.callMethod(obj, a.Name, list, kw)
+			if x.Args.Consts == nil || caller != nil {
+				e.recycleArgs(obj, list)
+			}
 			if err == nil && e.taint.any() {
 				v = retaint(v, e.taint)
 			}
@@ -135,8 +148,35 @@ func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (an
 	if err != nil {
 		return nil, err
 	}
+	order := e.kwOrder
 	v, err := e.call(fn, list, kw)
+	e.recycleKw(fn, kw, order)
 	return v, e.at(x.Pos, err)
+}
+
+// recycleArgs keeps the argument list of a method call on a dict or a list for the next call:
+// their methods keep the arguments, never the list (d.get(k), l.append(x), d.setdefault(k, v)
+// run per item in loops). The list must be the call's own (not the constant arguments).
+func (e *evaluator) recycleArgs(obj any, list []any) {
+	switch obj.(type) {
+	case *Dict, map[string]any, map[string]string, *record.Record, *List:
+		if cap(list) > 0 && cap(list) <= 8 {
+			clear(list)
+			e.argsFree = list[:0]
+		}
+	}
+}
+
+// recycleKw keeps the keyword map of a call to dict() or namespace() for the next call:
+// they copy what it holds and keep nothing of it (namespace(a=..., b=...) runs in loops, and
+// a map per call was a good part of a render's allocations). Other callees may keep theirs
+// (a macro's kwargs).
+func (e *evaluator) recycleKw(fn any, kw map[string]any, order []string) {
+	if kw == nil || len(kw) > 16 || (fn != globalNamespace && fn != globalDict) {
+		return
+	}
+	clear(kw)
+	e.kwFree, e.orderFree = kw, order
 }
 
 // evalAfter finishes a call of obj.method(...) whose obj is already evaluated.

@@ -105,6 +105,35 @@ func (e *evaluator) evalUndefinedName(x *parse.NameExpr) any {
 	return undefinedName(x.Name)
 }
 
+// dataAttr evaluates obj.name when obj is data (a map or a record) and name no dict method:
+// found is false otherwise, and x is to be evaluated as usual; v is nil when the key is
+// missing (the Undefined eval would make is falsy, as nil is).
+func (e *evaluator) dataAttr(x *parse.AttrExpr, f *frame) (v any, found bool, err error) {
+	if isDictMethod(x.Name) {
+		return nil, false, nil
+	}
+	var obj any
+	if n, ok := x.Obj.(*parse.NameExpr); ok {
+		obj = e.nameValue(n, f)
+	} else if obj, err = e.eval(x.Obj, f); err != nil {
+		return nil, false, err
+	}
+	switch m := obj.(type) {
+	case map[string]any:
+		if v, ok := m[x.Name]; ok {
+			return fromData(v), true, nil
+		}
+		return nil, true, nil
+	case *record.Record:
+		if v, ok := m.Get(x.Name); ok {
+			return fromData(v), true, nil
+		}
+		return nil, true, nil
+	}
+	v, err = e.getAttr(obj, x.Name)
+	return v, true, e.at(x.Pos, err)
+}
+
 // cond evaluates x for its truth only: a missing key or name is false without making an
 // Undefined on the way (conditions run once per item of the data: no allocation).
 func (e *evaluator) cond(x parse.Expr, f *frame) (bool, error) {
@@ -294,7 +323,11 @@ func (e *evaluator) evalConcat(x *parse.ConcatExpr, f *frame) (any, error) {
 	outer := e.taint
 	e.taint = mark{}
 	defer func() { e.taint = outer }()
-	var b strings.Builder
+	// The parts first, then one string of their length (a chain a ~ b ~ c ~ ... grew its
+	// builder part by part).
+	var small [8]string
+	parts := small[:0]
+	n := 0
 	for _, it := range x.Items {
 		v, err := e.eval(it, f)
 		if err != nil {
@@ -304,9 +337,15 @@ func (e *evaluator) evalConcat(x *parse.ConcatExpr, f *frame) (any, error) {
 		if err != nil {
 			return nil, e.at(it.Position(), err)
 		}
-		if b.Len()+len(s) > e.maxSize {
+		if n+len(s) > e.maxSize {
 			return nil, e.at(x.Pos, e.sizeError())
 		}
+		n += len(s)
+		parts = append(parts, s)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, s := range parts {
 		b.WriteString(s)
 	}
 	if e.taint.any() {
@@ -346,6 +385,19 @@ func (e *evaluator) evalAnd(x *parse.AndExpr, f *frame) (any, error) {
 }
 
 func (e *evaluator) evalOr(x *parse.OrExpr, f *frame) (any, error) {
+	if c, ok := x.A.(*parse.AttrExpr); ok {
+		// obj.key or default, the usual way to read an optional field: a missing key goes
+		// to the default without making an Undefined (cond does the same).
+		v, found, err := e.dataAttr(c, f)
+		switch {
+		case err != nil:
+			return nil, err
+		case found && truthy(v):
+			return v, nil
+		case found:
+			return e.eval(x.B, f)
+		}
+	}
 	a, err := e.eval(x.A, f)
 	if err != nil || truthy(a) {
 		return a, err

@@ -260,7 +260,7 @@ func (e *evaluator) assign(f *frame, t parse.Target, v any) error {
 		if !ok {
 			return fmt.Errorf("cannot set %s.%s: %s is not a namespace() (cannot assign attribute on non-namespace object)", t.Name, t.Attr, t.Name)
 		}
-		return ns.attrs.set(t.Attr, v)
+		return ns.attrs.setStr(t.Attr, v)
 	}
 	f.set(t.Name, v)
 	return nil

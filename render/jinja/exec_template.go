@@ -175,8 +175,14 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	// the module sees the render context only, and other renders of it may share it.
 	share := withContext && e.shared != nil && f == e.top && len(f.names) == 0 && e.extending == nil
 	if share {
-		if m := e.shared.get(key, t.tree.Src, e.vars); m != nil {
+		if m := e.shared.get(key, t.tree.Src, e.vars, f); m != nil {
 			return m, nil
+		}
+		if e.shared.Across != nil && !e.prog.testsIdentity() {
+			if m := e.shared.Across.reuse(key, t.tree, e.vars, f); m != nil {
+				e.shared.put(key, t.tree.Src, e.vars, m)
+				return m, nil
+			}
 		}
 	}
 	e.depth++
@@ -198,7 +204,7 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 		return nil, err
 	}
 	keep(root)
-	m := &module{name: key, vars: newDict(len(root.names)), output: out, secret: secret}
+	m := &module{name: key, vars: newDict(len(root.names)), output: out, secret: secret, frame: root}
 	for i, n := range root.names {
 		if !strings.HasPrefix(n, "_") {
 			m.vars.set(n, root.vals[i])
@@ -212,6 +218,9 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	}
 	if share {
 		e.shared.put(key, t.tree.Src, e.vars, m)
+		if e.shared.Across != nil && !e.prog.testsIdentity() {
+			e.shared.Across.keep(key, t.tree, e.vars, m)
+		}
 	}
 	return m, nil
 }

@@ -58,7 +58,10 @@ func fLength(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 func ignoreCase(v any) any {
 	switch x := v.(type) {
 	case string:
-		return strings.ToLower(x)
+		if l := strings.ToLower(x); l != x {
+			return l
+		}
+		return v // already lower case: no new interface value (sorts call this per comparison)
 	case Markup:
 		return Markup(strings.ToLower(string(x)))
 	case *tainted:
@@ -86,9 +89,15 @@ func fDictsort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		}
 		return nil, fmt.Errorf("'%s' object has no attribute 'items'", typeName(in))
 	}
-	var items []any
+	var items, pairs []any
+	if n, err := lengthOf(in); err == nil {
+		items, pairs = make([]any, 0, n), make([]any, 0, 2*n)
+	}
 	eachItem(in, func(k, v any) bool {
-		items = append(items, Tuple{k, v})
+		// The pairs share one array; each is capped at its two items, so that nothing
+		// appended to one can reach the next.
+		pairs = append(pairs, k, v)
+		items = append(items, Tuple(pairs[len(pairs)-2:len(pairs):len(pairs)]))
 		return true
 	})
 	cs := truthy(argOr(p[0], false))

@@ -91,11 +91,16 @@ func gDict(e *evaluator, a []any, kw map[string]any) (any, error) {
 
 func gNamespace(e *evaluator, a []any, kw map[string]any) (any, error) {
 	order := e.kwOrder
-	d, err := gDict(e, a, nil)
-	if err != nil {
-		return nil, err
+	var ns *Namespace
+	if len(a) == 0 {
+		ns = &Namespace{attrs: newDict(len(order))}
+	} else {
+		d, err := gDict(e, a, nil)
+		if err != nil {
+			return nil, err
+		}
+		ns = &Namespace{attrs: d.(*Dict)}
 	}
-	ns := &Namespace{attrs: d.(*Dict)}
 	for _, k := range order {
 		if v, ok := kw[k]; ok {
 			ns.attrs.set(k, v)

@@ -1,7 +1,6 @@
 package jinja
 
 import (
-	"maps"
 	"math/big"
 	"reflect"
 
@@ -20,8 +19,10 @@ func (s *Modules) Last() {
 	s.last = true
 }
 
-// get returns a copy of the module computed for key (source src) with the context vars.
-func (s *Modules) get(key, src string, vars map[string]any) *module {
+// get returns a copy of the module computed for key (source src) with the context vars, for
+// an import from the top-level frame f: its macros see f behind the module's own top level,
+// as they would had the module been computed for this import.
+func (s *Modules) get(key, src string, vars map[string]any, f *frame) *module {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sm, ok := s.m[key]
@@ -30,16 +31,18 @@ func (s *Modules) get(key, src string, vars map[string]any) *module {
 	}
 	if s.last {
 		delete(s.m, key)
+		sm.mod.frame.parent = f // nobody else has this copy
+		keep(sm.mod.frame)
 		return sm.mod
 	}
-	m, _ := copyModule(sm.mod)
+	m, _ := copyModule(sm.mod, f)
 	return m
 }
 
 // put keeps a copy of m, computed for key (source src) with the context vars, if it can be
 // copied.
 func (s *Modules) put(key, src string, vars map[string]any, m *module) {
-	c, ok := copyModule(m)
+	c, ok := copyModule(m, nil)
 	if !ok {
 		return
 	}
@@ -53,18 +56,42 @@ func (s *Modules) put(key, src string, vars map[string]any, m *module) {
 
 func identity(vars map[string]any) uintptr { return reflect.ValueOf(vars).Pointer() }
 
-func copyModule(m *module) (*module, bool) {
-	vars, ok := copyValue(m.vars)
+// copyModule copies m for an import from the frame parent: its top level (a new frame in
+// front of parent) and its exported values, one copy of each object however many names hold
+// it, its macros seeing the new top level. ok is false when m holds what cannot be copied
+// (see copier.copy).
+func copyModule(m *module, parent *frame) (*module, bool) {
+	c := copier{seen: map[any]any{}, from: m.frame}
+	if m.frame != nil {
+		c.to = &frame{parent: parent, names: append([]string(nil), m.frame.names...), vals: make([]any, len(m.frame.vals)), ctx: m.frame.ctx}
+		keep(c.to)
+		for i, v := range m.frame.vals {
+			cv, ok := c.copy(v)
+			if !ok {
+				return nil, false
+			}
+			c.to.vals[i] = cv
+		}
+	}
+	vars, ok := c.copy(m.vars)
 	if !ok {
 		return nil, false
 	}
-	return &module{name: m.name, vars: vars.(*Dict), output: m.output}, true
+	return &module{name: m.name, vars: vars.(*Dict), output: m.output, secret: m.secret, frame: c.to}, true
 }
 
-// copyValue copies what a template can change in v (its dicts, lists and namespaces); values
-// nothing can change are shared. ok is false for a value it cannot copy: a macro, a
-// generator or cycler with its state, a dict keyed by such a value.
-func copyValue(v any) (any, bool) {
+// copier copies what a template can change in a module's values (its dicts, lists and
+// namespaces), and its macros; values nothing can change are shared. Each object is copied
+// once (seen): two names for one dict stay one dict.
+type copier struct {
+	seen     map[any]any
+	from, to *frame // the module's top level, and the copy's
+}
+
+// copy copies v. ok is false for a value it cannot copy: a macro defined elsewhere than at
+// the module's top level (its closure is not the module's to replace), a generator or cycler
+// with its state, a dict keyed by such a value.
+func (c *copier) copy(v any) (any, bool) {
 	switch x := v.(type) {
 	case nil, bool, int64, float64, string, Markup, *tainted, *big.Int, *Undefined, *builtin, *rangeVal:
 		return v, true
@@ -73,25 +100,43 @@ func copyValue(v any) (any, bool) {
 	case Tuple:
 		out := make(Tuple, len(x))
 		for i, e := range x {
-			c, ok := copyValue(e)
+			cv, ok := c.copy(e)
 			if !ok {
 				return nil, false
 			}
-			out[i] = c
+			out[i] = cv
 		}
+		return out, true
+	}
+	switch v.(type) {
+	case *Macro, *List, *Dict, *Namespace:
+		// Pointers only: a map key of another type might not be comparable.
+		if done, ok := c.seen[v]; ok {
+			return done, true
+		}
+	}
+	switch x := v.(type) {
+	case *Macro:
+		if c.from == nil || x.closure != c.from {
+			return nil, false
+		}
+		out := &Macro{def: x.def, closure: c.to, tmpl: x.tmpl, escape: x.escape}
+		c.seen[v] = out
 		return out, true
 	case *List:
 		out := &List{items: make([]any, len(x.items))}
+		c.seen[v] = out
 		for i, e := range x.items {
-			c, ok := copyValue(e)
+			cv, ok := c.copy(e)
 			if !ok {
 				return nil, false
 			}
-			out.items[i] = c
+			out.items[i] = cv
 		}
 		return out, true
 	case *Dict:
 		out := &Dict{keys: make([]any, len(x.keys)), vals: make([]any, len(x.vals))}
+		c.seen[v] = out
 		for i, k := range x.keys {
 			switch k.(type) {
 			case string, Markup, int64, bool, float64, nil:
@@ -100,20 +145,23 @@ func copyValue(v any) (any, bool) {
 					return nil, false // keyed by an object's identity
 				}
 			}
-			c, ok := copyValue(x.vals[i])
+			cv, ok := c.copy(x.vals[i])
 			if !ok {
 				return nil, false
 			}
-			out.keys[i], out.vals[i] = k, c
+			out.keys[i], out.vals[i] = k, cv
 		}
-		out.index = maps.Clone(x.index)
+		out.index = x.index.clone()
 		return out, true
 	case *Namespace:
-		attrs, ok := copyValue(x.attrs)
+		out := &Namespace{}
+		c.seen[v] = out
+		attrs, ok := c.copy(x.attrs)
 		if !ok {
 			return nil, false
 		}
-		return &Namespace{attrs: attrs.(*Dict)}, true
+		out.attrs = attrs.(*Dict)
+		return out, true
 	}
 	return nil, false
 }

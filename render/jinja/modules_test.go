@@ -65,16 +65,43 @@ func TestSharedModulesRenderAsUnshared(t *testing.T) {
 		// b computed it, with nothing set before: kept
 		shared: true,
 	}, {
-		name: "a module that exports a macro is computed for each import",
+		name: "a module that exports a macro is shared: the macro sees what the template importing it set",
 		files: map[string]string{
 			"a": `{% import "mac" as r with context %}{% set z = "a" %}{{ r.show() }}`,
 			"b": `{% import "mac" as r with context %}{% set z = "b" %}{{ r.show() }}`,
 			"c": `{% import "mac" as r with context %}{{ r.show() }}`,
 		},
+		want:   []string{"[a]", "[b]", "[-]"},
+		shared: true,
+		taken:  true,
+	}, {
+		// The macros read the module's variables: the copy's, which the template changed
+		// through another name, as they would read the module's own.
+		name: "a module's macros see its values as the template importing it changed them",
+		files: map[string]string{
+			"a": `{% import "vals" as r with context %}{% do r.d.update({"k": 5}) %}{{ r.show() }} {{ r.e.k }} {{ r.twice() }} {{ r.by.s() }}`,
+			"b": `{% import "vals" as r with context %}{{ r.show() }} {{ r.e.k }} {{ r.twice() }} {{ r.by.s() }}{{ r.inif() }}`,
+			"c": `{% import "vals" as r with context %}{% do r.e.update({"k": 7}) %}{% do r.l.append(3) %}{{ r.show() }} {{ r.d.k }} {{ r.twice() }}`,
+		},
+		want:   []string{"5 5 5:5:1,2 5", "1 1 1:1:1,2 1<1>", "7 7 7:7:1,2,3"},
+		shared: true,
+		taken:  true,
+	}, {
+		name: "a module holding a macro of another module is computed for each import",
+		files: map[string]string{
+			"a": `{% import "other" as r with context %}{% set z = "a" %}{{ r.show() }}`,
+			"b": `{% import "other" as r with context %}{{ r.show() }}`,
+			"c": `{% import "other" as r with context %}{% set z = "c" %}{{ r.show() }}`,
+		},
+		want:   []string{"[-]", "[-]", "[-]"}, // imported without context, show sees no z
 		shared: false,
 	}} {
 		t.Run(c.name, func(t *testing.T) {
-			srcs := map[string]string{"m": routes, "mac": `{% macro show() %}[{{ z|default("-") }}]{% endmacro %}`}
+			srcs := map[string]string{"m": routes, "mac": `{% macro show() %}[{{ z|default("-") }}]{% endmacro %}`,
+				"vals": `{% set d = {"k": 1} %}{% set e = d %}{% set _l = [1, 2] %}{% set l = _l %}` +
+					`{% macro show() %}{{ d.k }}{% endmacro %}{% macro twice() %}{{ show() }}:{{ e.k }}:{{ _l|join(",") }}{% endmacro %}` +
+					`{% set by = {"s": show} %}{% if d %}{% macro inif() %}<{{ e.k }}>{% endmacro %}{% endif %}`,
+				"other": `{% from "mac" import show %}`}
 			for k, v := range c.files {
 				srcs[k] = v
 			}

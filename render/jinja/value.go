@@ -3,6 +3,7 @@ package jinja
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"sort"
 	"strings"
@@ -188,7 +189,41 @@ const (
 type Dict struct {
 	keys  []any
 	vals  []any
-	index map[hashKey]int // built once the dict grows past a few keys
+	index *dictIndex // built once the dict grows past a few keys
+}
+
+// dictIndex finds a key's position: string keys (most keys) in a map of their own, with
+// smaller entries and a cheaper hash than hashKey's.
+type dictIndex struct {
+	str   map[string]int
+	other map[hashKey]int
+}
+
+func (x *dictIndex) get(k hashKey) (int, bool) {
+	if k.kind == 's' {
+		i, ok := x.str[k.s]
+		return i, ok
+	}
+	i, ok := x.other[k]
+	return i, ok
+}
+
+func (x *dictIndex) put(k hashKey, i int) {
+	if k.kind == 's' {
+		x.str[k.s] = i
+		return
+	}
+	if x.other == nil {
+		x.other = map[hashKey]int{}
+	}
+	x.other[k] = i
+}
+
+func (x *dictIndex) clone() *dictIndex {
+	if x == nil {
+		return nil
+	}
+	return &dictIndex{str: maps.Clone(x.str), other: maps.Clone(x.other)}
 }
 
 type hashKey struct {
@@ -253,14 +288,20 @@ func floatAsInt(f float64) (int64, bool) {
 }
 
 func newDict(n int) *Dict {
-	return &Dict{keys: make([]any, 0, n), vals: make([]any, 0, n)}
+	if n == 0 {
+		return &Dict{}
+	}
+	// Keys and values in one array, each half capped (one more key moves it to an array of
+	// its own): dicts are made in loops, per item.
+	kv := make([]any, 2*n)
+	return &Dict{keys: kv[:0:n], vals: kv[n : n : 2*n]}
 }
 
 const dictIndexAt = 8
 
 func (d *Dict) find(k hashKey) int {
 	if d.index != nil {
-		if i, ok := d.index[k]; ok {
+		if i, ok := d.index.get(k); ok {
 			return i
 		}
 		return -1
@@ -288,7 +329,7 @@ func (d *Dict) get(key any) (any, bool, error) {
 // getStr is get with a string key (the common case: attributes).
 func (d *Dict) getStr(key string) (any, bool) {
 	if d.index != nil {
-		if i, ok := d.index[hashKey{kind: 's', s: key}]; ok {
+		if i, ok := d.index.str[key]; ok {
 			return d.vals[i], true
 		}
 		return nil, false
@@ -312,6 +353,20 @@ func (d *Dict) getStr(key string) (any, bool) {
 	return nil, false
 }
 
+// setStr is set with a string key: an existing key is set without boxing the name (a
+// namespace's attributes, set in loops).
+func (d *Dict) setStr(key string, val any) error {
+	if d.index == nil {
+		for i, k := range d.keys {
+			if x, ok := k.(string); ok && x == key {
+				d.vals[i] = val
+				return nil
+			}
+		}
+	}
+	return d.set(key, val)
+}
+
 func (d *Dict) set(key, val any) error {
 	k, err := keyOf(key)
 	if err != nil {
@@ -324,7 +379,7 @@ func (d *Dict) set(key, val any) error {
 	d.keys = append(d.keys, key)
 	d.vals = append(d.vals, val)
 	if d.index != nil {
-		d.index[k] = len(d.keys) - 1
+		d.index.put(k, len(d.keys)-1)
 	} else if len(d.keys) > dictIndexAt {
 		d.reindex()
 	}
@@ -332,10 +387,10 @@ func (d *Dict) set(key, val any) error {
 }
 
 func (d *Dict) reindex() {
-	d.index = make(map[hashKey]int, len(d.keys))
+	d.index = &dictIndex{str: make(map[string]int, len(d.keys))}
 	for i, key := range d.keys {
 		k, _ := keyOf(key)
-		d.index[k] = i
+		d.index.put(k, i)
 	}
 }
 
@@ -570,7 +625,8 @@ type module struct {
 	name   string
 	vars   *Dict
 	output string
-	secret bool // its output holds bytes derived from a secret value
+	secret bool   // its output holds bytes derived from a secret value
+	frame  *frame // its top level, which its macros see (their closure)
 }
 
 // group is what groupby gives: a (grouper, list) named tuple.

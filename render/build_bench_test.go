@@ -1,0 +1,160 @@
+package render
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/watchspec"
+)
+
+// benchObjects are the objects a source holds for raw (by resource name, as the informers
+// hold them: converted once) and the Options that assemble them with the --watch specs given.
+func benchObjects(tb testing.TB, raw map[string][]map[string]any, watch ...string) (*snapshot.Objects, snapshot.Options) {
+	tb.Helper()
+	var specs watchspec.List
+	for _, s := range watch {
+		if err := specs.Set(s); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	var conv snapshot.ObjectConverter
+	objs := &snapshot.Objects{Resources: map[string][]*snapshot.Object{}}
+	for name, list := range raw {
+		for _, u := range list {
+			o, err := conv.FromUnstructured(u)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			objs.Resources[name] = append(objs.Resources[name], o)
+		}
+	}
+	return objs, snapshot.Options{Resources: specs}
+}
+
+// benchBuild measures what the sync's build stage does at each sync: the snapshot assembled
+// from the source's objects, then rendered; before each build one object of resource change
+// is replaced by another version of it (alternately a and b, converted once, as the kube
+// source holds them: the other objects stay the same objects). change "" changes nothing.
+func benchBuild(b *testing.B, raw map[string][]map[string]any, templates map[string]string, change string, a, bb map[string]any, watch ...string) {
+	objs, opts := benchObjects(b, raw, watch...)
+	var versions [2]*snapshot.Object
+	if change != "" {
+		var conv snapshot.ObjectConverter
+		for i, u := range []map[string]any{a, bb} {
+			o, err := conv.FromUnstructured(u)
+			if err != nil {
+				b.Fatal(err)
+			}
+			versions[i] = o
+		}
+	}
+	r := New(Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"})
+	step := 0
+	build := func() *Bundle {
+		if change != "" {
+			objs.Resources[change][0] = versions[step%2]
+			step++
+		}
+		snap, err := snapshot.Assemble(objs, opts, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		snap.Templates, snap.TemplateKey = templates, "template"
+		snap.TemplateRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}
+		out, err := r.Render(context.Background(), snap)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return out
+	}
+	out := build() // compile outside the loop
+	b.SetBytes(int64(len(out.Config) + len(out.Maps["routes.map"])))
+	b.ReportAllocs()
+	cpu := processCPU()
+	for b.Loop() {
+		build()
+	}
+	reportCPU(b, cpu)
+}
+
+// reportCPU reports the process's CPU time per operation since cpu (processCPU), as
+// cpu-ms/op: with other processes on the machine, the wall clock (ns/op) counts their time.
+func reportCPU(b *testing.B, cpu time.Duration) {
+	b.ReportMetric(float64(processCPU()-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+}
+
+// firstChanged is a copy of the first object of list, changed by edit: another version of
+// it.
+func firstChanged(list []map[string]any, edit func(o map[string]any)) map[string]any {
+	o := deepCopy(list[0]).(map[string]any)
+	edit(o)
+	return o
+}
+
+func deepCopy(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = deepCopy(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = deepCopy(e)
+		}
+		return out
+	}
+	return v
+}
+
+// secondEndpoint gives the first EndpointSlice of raw a second ready endpoint (a pod added).
+func secondEndpoint(raw map[string][]map[string]any) map[string]any {
+	return firstChanged(raw["endpointslices"], func(o map[string]any) {
+		eps := o["endpoints"].([]any)
+		o["endpoints"] = append(eps, map[string]any{"addresses": []any{"10.9.9.9"}, "conditions": map[string]any{"ready": true},
+			"targetRef": map[string]any{"kind": "Pod", "namespace": "bench", "name": "added-pod"}})
+	})
+}
+
+// BenchmarkBuildHTTPRoute: the build stage of one sync (snapshot assembly and render) with
+// the Gateway API example at 1,000 and 3,000 HTTPRoutes, after one route's path changed, and
+// after a pod was added to one Service (docs/performance.md).
+func BenchmarkBuildHTTPRoute(b *testing.B) {
+	for _, n := range []int{1000, 3000} {
+		raw := httprouteObjects(n)
+		route := firstChanged(raw["httproutes"], func(o map[string]any) {
+			rules := o["spec"].(map[string]any)["rules"].([]any)
+			rules[1].(map[string]any)["matches"].([]any)[0].(map[string]any)["path"].(map[string]any)["value"] = "/v2"
+		})
+		tpl := loadConfigMapData(b, "../examples/templates/httproute.yaml")
+		b.Run(fmt.Sprintf("%d/route-changed", n), func(b *testing.B) {
+			benchBuild(b, raw, tpl, "httproutes", raw["httproutes"][0], route, httprouteWatch...)
+		})
+		b.Run(fmt.Sprintf("%d/pod-added", n), func(b *testing.B) {
+			benchBuild(b, raw, tpl, "endpointslices", raw["endpointslices"][0], secondEndpoint(raw), httprouteWatch...)
+		})
+	}
+}
+
+// BenchmarkBuildIngress: the same with the Ingress example at 1,000 and 3,000 Ingresses.
+func BenchmarkBuildIngress(b *testing.B) {
+	for _, n := range []int{1000, 3000} {
+		raw := ingressObjects(n)
+		ing := firstChanged(raw["ingresses"], func(o map[string]any) {
+			rule := o["spec"].(map[string]any)["rules"].([]any)[0].(map[string]any)
+			rule["http"].(map[string]any)["paths"].([]any)[1].(map[string]any)["path"] = "/v2"
+		})
+		tpl := loadConfigMapData(b, "../examples/templates/ingress.yaml")
+		b.Run(fmt.Sprintf("%d/route-changed", n), func(b *testing.B) {
+			benchBuild(b, raw, tpl, "ingresses", raw["ingresses"][0], ing, ingressWatch...)
+		})
+		b.Run(fmt.Sprintf("%d/pod-added", n), func(b *testing.B) {
+			benchBuild(b, raw, tpl, "endpointslices", raw["endpointslices"][0], secondEndpoint(raw), ingressWatch...)
+		})
+	}
+}

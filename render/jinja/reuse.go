@@ -1,0 +1,297 @@
+package jinja
+
+import (
+	"reflect"
+	"sync"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
+)
+
+// ModuleCache keeps, from one render to the next, the modules that Modules shares (imported
+// with context at the top of a template, before anything is set there): such a module sees
+// nothing but the render context, so when none of the context's values it can read differs
+// from the last render's, it would compute the same values, macros and output, and a copy of
+// the last one serves. What it can read is found in its source: every name it uses (a name
+// never looked up is never read), and of "resources", when it is only ever used as
+// resources.NAME or resources["NAME"], only those resources. Values are compared as data:
+// equal scalars, the same record (the snapshot's records never change; a source keeps an
+// unchanged object's record from one sync to the next), or equal contents. A module that
+// names another template (include, import) is not kept, nor any module of a template set
+// that tests which object a value is (sameas): the lists and dicts a snapshot makes anew at
+// each sync are equal to the last ones, not the same.
+//
+// One per Renderer; safe for concurrent use.
+type ModuleCache struct {
+	mu     sync.Mutex
+	m      map[string]*keptModule
+	reused int
+}
+
+// Reused is how many imports took a kept module rather than computing it.
+func (c *ModuleCache) Reused() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reused
+}
+
+type keptModule struct {
+	src   string
+	reads []ctxRead
+	mod   *module // a copy nobody changes: each use copies it
+}
+
+// ctxRead is a value of the context a module can read, as it was: context[name], or
+// context["resources"][sub].
+type ctxRead struct {
+	name, sub string
+	val       any
+	present   bool
+}
+
+// reuse returns a copy of the module kept for key, for an import from f, if its source is
+// src and nothing it can read in vars differs; nil otherwise.
+func (c *ModuleCache) reuse(key string, tree *parse.Tree, vars map[string]any, f *frame) *module {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k, ok := c.m[key]
+	if !ok || k.src != tree.Src {
+		return nil
+	}
+	for _, r := range k.reads {
+		v, present := readContext(vars, r.name, r.sub)
+		if present != r.present || !sameData(v, r.val) {
+			return nil
+		}
+	}
+	m, ok := copyModule(k.mod, f)
+	if ok {
+		c.reused++
+	}
+	return m
+}
+
+// keep keeps a copy of m, computed for key from tree with the context vars, with the values
+// it can read.
+func (c *ModuleCache) keep(key string, tree *parse.Tree, vars map[string]any, m *module) {
+	names, subs, ok := contextNames(tree)
+	if !ok {
+		return
+	}
+	mod, ok := copyModule(m, nil)
+	if !ok {
+		return
+	}
+	var reads []ctxRead
+	for _, n := range names {
+		if n == "resources" && subs != nil {
+			if isMapping(vars[n]) {
+				for _, s := range subs {
+					v, present := readContext(vars, n, s)
+					reads = append(reads, ctxRead{name: n, sub: s, val: v, present: present})
+				}
+				continue
+			}
+		}
+		v, present := vars[n]
+		reads = append(reads, ctxRead{name: n, val: v, present: present})
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]*keptModule{}
+	}
+	c.m[key] = &keptModule{src: tree.Src, reads: reads, mod: mod}
+}
+
+// testsIdentity says whether a template of p uses the sameas test: which object a value is
+// is not data, and a module kept from another render holds objects equal to this render's,
+// not always the same (the lists and dicts a snapshot makes anew at each sync).
+func (p *Program) testsIdentity() bool {
+	for _, t := range p.templates {
+		if t == nil || t.tree == nil {
+			continue
+		}
+		for _, u := range t.tree.Uses {
+			if u.Test && u.Name == "sameas" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// readContext is vars[name], or vars[name][sub] when sub is set (name's value a record).
+func readContext(vars map[string]any, name, sub string) (any, bool) {
+	v, ok := vars[name]
+	if !ok || sub == "" {
+		return v, ok
+	}
+	switch m := v.(type) {
+	case map[string]any:
+		w, ok := m[sub]
+		return w, ok
+	case *record.Record:
+		return m.Get(sub)
+	}
+	return v, false // not a dict: kept whole (see keep), so not asked
+}
+
+// contextNames are the names a template's source uses (every string of its tree: names,
+// attributes, constants; more than it reads, never less) and, when every use of the name
+// "resources" is resources.NAME or resources["NAME"], those NAMEs (nil: resources is read
+// whole). ok is false for a template that names another (what that one reads is not here).
+func contextNames(tree *parse.Tree) (names []string, subs []string, ok bool) {
+	if len(tree.Refs) > 0 || tree.Extends {
+		return nil, nil, false
+	}
+	w := nameWalk{strs: map[string]bool{}, subs: map[string]bool{}}
+	w.walk(reflect.ValueOf(tree.Body))
+	for s := range w.strs {
+		names = append(names, s)
+	}
+	if w.resources > 0 && w.resources == w.resourcesSub {
+		subs = []string{}
+		for s := range w.subs {
+			subs = append(subs, s)
+		}
+	}
+	return names, subs, true
+}
+
+type nameWalk struct {
+	strs                    map[string]bool
+	subs                    map[string]bool
+	resources, resourcesSub int // uses of the name resources, and of them as resources.NAME
+}
+
+func (w *nameWalk) walk(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return
+		}
+		switch x := v.Interface().(type) {
+		case *parse.NameExpr:
+			if x.Name == "resources" {
+				w.resources++
+			}
+		case *parse.AttrExpr:
+			if n, ok := x.Obj.(*parse.NameExpr); ok && n.Name == "resources" {
+				w.resourcesSub++
+				w.subs[x.Name] = true
+			}
+		case *parse.ItemExpr:
+			if n, ok := x.Obj.(*parse.NameExpr); ok && n.Name == "resources" {
+				if c, ok := x.Key.(*parse.ConstExpr); ok {
+					if s, ok := c.Value.(string); ok {
+						w.resourcesSub++
+						w.subs[s] = true
+					}
+				}
+			}
+		}
+		w.walk(v.Elem())
+	case reflect.Struct:
+		for i := range v.NumField() {
+			w.walk(v.Field(i))
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			w.walk(v.Index(i))
+		}
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			w.walk(k)
+			w.walk(v.MapIndex(k))
+		}
+	case reflect.String:
+		w.strs[v.String()] = true
+	}
+}
+
+// sameData says whether a and b are the same data: equal scalars, the same record or list,
+// or equal contents. Values of other kinds are not compared (false).
+func sameData(a, b any) bool {
+	switch x := a.(type) {
+	case nil, bool, int64, float64, string, int:
+		return a == b
+	case *record.Record:
+		y, ok := b.(*record.Record)
+		if !ok || y.Len() != x.Len() {
+			return false
+		}
+		if x == y {
+			return true
+		}
+		for k, v := range x.All() {
+			if w, found := y.Get(k); !found || !sameData(v, w) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			if w, found := y[k]; !found || !sameData(v, w) {
+				return false
+			}
+		}
+		return true
+	case map[string]string:
+		y, ok := b.(map[string]string)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			if w, found := y[k]; !found || v != w {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !sameData(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case []string:
+		y, ok := b.([]string)
+		return ok && slicesEqual(x, y)
+	case *tainted:
+		y, ok := b.(*tainted)
+		return ok && *x == *y
+	case []map[string]any:
+		y, ok := b.([]map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !sameData(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func slicesEqual(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,351 @@
+package render
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+)
+
+// routeWorld is a cluster of HTTPRoutes, Services and EndpointSlices behind one Gateway, and
+// the template set rendering them, changed at random one step at a time.
+type routeWorld struct {
+	rng       *rand.Rand
+	routes    map[string]map[string]any
+	services  map[string]map[string]any
+	slices    map[string]map[string]any
+	gateway   map[string]any
+	templates map[string]string
+	base      map[string]string
+	next      int
+}
+
+func newRouteWorld(t *testing.T, seed uint64) *routeWorld {
+	w := &routeWorld{rng: rand.New(rand.NewPCG(seed, 25)), routes: map[string]map[string]any{},
+		services: map[string]map[string]any{}, slices: map[string]map[string]any{}}
+	w.base = loadConfigMapData(t, "../examples/templates/httproute.yaml")
+	w.templates = w.base
+	w.gateway = w.newGateway("Same", false)
+	for range 20 {
+		w.addRoute()
+	}
+	return w
+}
+
+func (w *routeWorld) newGateway(from string, section bool) map[string]any {
+	listeners := []any{map[string]any{"name": "http", "protocol": "HTTP", "port": int64(80),
+		"allowedRoutes": map[string]any{"namespaces": map[string]any{"from": from}}}}
+	if section {
+		listeners = append(listeners, map[string]any{"name": "extra", "protocol": "HTTP", "port": int64(8080)})
+	}
+	return map[string]any{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+		"metadata": map[string]any{"name": "gw", "namespace": "bench", "generation": int64(w.rng.IntN(5) + 1)},
+		"spec":     map[string]any{"gatewayClassName": "haproxy-sidecar", "listeners": listeners}}
+}
+
+func (w *routeWorld) pick(m map[string]map[string]any) string {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	return keys[w.rng.IntN(len(keys))]
+}
+
+// addRoute adds a Service, its EndpointSlice and a route to it (and to another Service).
+func (w *routeWorld) addRoute() {
+	w.next++
+	svc := fmt.Sprintf("svc-%d", w.next)
+	w.addService(svc)
+	w.routes[fmt.Sprintf("route-%d", w.next)] = w.newRoute(fmt.Sprintf("route-%d", w.next))
+}
+
+func (w *routeWorld) addService(name string) {
+	port := int64(80)
+	if w.rng.IntN(8) == 0 {
+		port = 81
+	}
+	w.services[name] = map[string]any{"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": name, "namespace": "bench"},
+		"spec":     map[string]any{"ports": []any{map[string]any{"name": "http", "port": port, "targetPort": int64(8080)}}}}
+	w.slices[name] = w.newSlice(name)
+}
+
+func (w *routeWorld) newSlice(svc string) map[string]any {
+	var eps []any
+	for i := range w.rng.IntN(4) {
+		ep := map[string]any{"addresses": []any{fmt.Sprintf("10.%d.%d.%d", w.rng.IntN(3), w.next%250, i+1)},
+			"conditions": map[string]any{"ready": w.rng.IntN(5) > 0}}
+		if w.rng.IntN(3) > 0 {
+			ep["targetRef"] = map[string]any{"kind": "Pod", "namespace": "bench", "name": fmt.Sprintf("%s-pod-%d", svc, i)}
+		}
+		eps = append(eps, ep)
+	}
+	return map[string]any{"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+		"metadata":    map[string]any{"name": svc + "-abcde", "namespace": "bench", "labels": map[string]any{"kubernetes.io/service-name": svc}},
+		"addressType": "IPv4",
+		"ports":       []any{map[string]any{"name": "http", "port": int64(8080), "protocol": "TCP"}},
+		"endpoints":   eps}
+}
+
+// newRoute is a route with what the example serves and what it does not: hostnames (none,
+// wildcards, shared with other routes), Exact and PathPrefix paths, matches it does not serve,
+// weighted refs, refs to missing Services, other namespaces and kinds, filters.
+func (w *routeWorld) newRoute(name string) map[string]any {
+	hosts := []any{}
+	for range w.rng.IntN(3) {
+		switch w.rng.IntN(4) {
+		case 0:
+			hosts = append(hosts, fmt.Sprintf("*.w%d.example.com", w.rng.IntN(4)))
+		case 1:
+			hosts = append(hosts, fmt.Sprintf("shared-%d.example.com", w.rng.IntN(3)))
+		default:
+			hosts = append(hosts, name+".example.com")
+		}
+	}
+	var rules []any
+	for range w.rng.IntN(3) + 1 {
+		var matches []any
+		for range w.rng.IntN(3) {
+			m := map[string]any{"path": map[string]any{"type": []string{"PathPrefix", "Exact", "RegularExpression"}[w.rng.IntN(3)],
+				"value": []string{"/", "/api", "/api/", "/v1/x", "/a b"}[w.rng.IntN(5)]}}
+			if w.rng.IntN(6) == 0 {
+				m["headers"] = []any{map[string]any{"name": "x", "value": "y"}}
+			}
+			matches = append(matches, m)
+		}
+		var refs []any
+		for range w.rng.IntN(3) + 1 {
+			ref := map[string]any{"name": w.pick(w.services), "port": int64(80)}
+			switch w.rng.IntN(10) {
+			case 0:
+				ref["name"] = "missing"
+			case 1:
+				ref["namespace"] = "other"
+			case 2:
+				ref["kind"] = "Other"
+			case 3:
+				ref["weight"] = int64(w.rng.IntN(3))
+			}
+			refs = append(refs, ref)
+		}
+		rule := map[string]any{"backendRefs": refs}
+		if matches != nil {
+			rule["matches"] = matches
+		}
+		if w.rng.IntN(12) == 0 {
+			rule["filters"] = []any{map[string]any{"type": "RequestHeaderModifier"}}
+		}
+		rules = append(rules, rule)
+	}
+	parent := map[string]any{"name": "gw"}
+	switch w.rng.IntN(8) {
+	case 0:
+		parent["sectionName"] = "extra"
+	case 1:
+		parent["name"] = "nope"
+	case 2:
+		parent["port"] = int64(9999)
+	}
+	spec := map[string]any{"parentRefs": []any{parent}, "rules": rules}
+	if len(hosts) > 0 {
+		spec["hostnames"] = hosts
+	}
+	ns := "bench"
+	if w.rng.IntN(10) == 0 {
+		ns = "other"
+	}
+	return map[string]any{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+		"metadata": map[string]any{"name": name, "namespace": ns, "generation": int64(w.rng.IntN(9) + 1)}, "spec": spec}
+}
+
+// templateVariants are edits an operator makes to the example: each replaces one string.
+var templateVariants = [][3]string{
+	{"template", "timeout client 50s", "timeout client 51s"},
+	{"template", "  retries 3\n", "  retries 4\n"},
+	{"routes.j2", "{%- set backends = {} %}", "{%- set backends = {} %}{# edited #}"},
+	{"routes.map", "# HOST/PREFIX/ backend", "# HOST/PREFIX/ -> backend"},
+}
+
+// step makes one change at random and says which.
+func (w *routeWorld) step() string {
+	switch n := w.rng.IntN(20); {
+	case n < 5:
+		w.addRoute()
+		return "route added"
+	case n < 9:
+		if name := w.pick(w.routes); name != "" {
+			w.routes[name] = w.newRoute(name)
+		}
+		return "route edited"
+	case n < 11:
+		delete(w.routes, w.pick(w.routes))
+		return "route deleted"
+	case n < 14:
+		if name := w.pick(w.slices); name != "" {
+			w.slices[name] = w.newSlice(name)
+		}
+		return "endpoints changed"
+	case n < 15:
+		name := w.pick(w.services)
+		delete(w.services, name)
+		delete(w.slices, name)
+		return "service deleted"
+	case n < 16:
+		w.next++
+		w.addService(fmt.Sprintf("svc-%d", w.next))
+		return "service added"
+	case n < 18:
+		w.gateway = w.newGateway([]string{"Same", "All"}[w.rng.IntN(2)], w.rng.IntN(2) == 0)
+		return "gateway edited"
+	default:
+		v := templateVariants[w.rng.IntN(len(templateVariants))]
+		t := maps.Clone(w.templates)
+		if strings.Contains(t[v[0]], v[1]) {
+			t[v[0]] = strings.Replace(t[v[0]], v[1], v[2], 1)
+		} else {
+			t[v[0]] = strings.Replace(t[v[0]], v[2], v[1], 1)
+		}
+		w.templates = t
+		return "template edited"
+	}
+}
+
+func (w *routeWorld) raw() map[string][]map[string]any {
+	list := func(m map[string]map[string]any) []map[string]any {
+		var out []map[string]any
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			out = append(out, m[k])
+		}
+		return out
+	}
+	return map[string][]map[string]any{"gateways": {w.gateway}, "httproutes": list(w.routes),
+		"services": list(w.services), "endpointslices": list(w.slices)}
+}
+
+// TestRandomChangesRenderAsAFreshRenderer: along a long random sequence of changes (routes,
+// Services and endpoints added, edited and deleted, the Gateway and the templates edited),
+// the renderer the sidecar keeps from sync to sync renders every step byte for byte as a
+// renderer made for that step alone that computes everything for each file (the routes
+// module too, which the files of one bundle share). What a renderer keeps between renders
+// (compiled template sets, output sizes) and what the files of a bundle share must never show
+// in what it renders. The digest logged covers every step's files: equal digests from two
+// versions of the engine say they render the whole sequence alike.
+func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
+	kept := New(opts)
+	w := newRouteWorld(t, 1)
+	digest := sha256.New()
+	steps := 250
+	if testing.Short() {
+		steps = 60
+	}
+	counts := map[string]int{}
+	seen := map[string]bool{}
+	reusedOn := map[string]int{} // kinds of change after which the routes module was reused
+	for i := range steps {
+		what := "start"
+		if i > 0 {
+			what = w.step()
+		}
+		counts[what]++
+		snap := assembleWatched(t, w.raw(), httprouteWatch...)
+		snap.Templates, snap.TemplateKey = w.templates, "template"
+		snap.TemplateRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}
+		before := kept.kept.Reused()
+		got, gotErr := kept.Render(context.Background(), snap)
+		if kept.kept.Reused() > before {
+			reusedOn[what]++
+		}
+		fresh := New(opts)
+		fresh.unshared = true
+		want, wantErr := fresh.Render(context.Background(), snap)
+		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+			t.Fatalf("step %d (%s): the kept renderer: %v; a fresh one: %v", i, what, gotErr, wantErr)
+		}
+		if wantErr != nil {
+			t.Fatalf("step %d (%s): %v", i, what, wantErr)
+		}
+		if d := bundleDiff(got, want); d != "" {
+			t.Fatalf("step %d (%s): the kept renderer renders otherwise than a fresh one: %s", i, what, d)
+		}
+		for _, s := range []string{" not served", " accepted=false", " resolved=false", " weight ", "\n  server "} {
+			seen[s] = seen[s] || strings.Contains(string(want.Config), s)
+		}
+		for _, f := range bundleFiles(want) {
+			fmt.Fprintf(digest, "%d %s %d\n", i, f[0], len(f[1]))
+			digest.Write([]byte(f[1]))
+		}
+	}
+	// The sequence exercises what the example does: routes served and not (notes), status
+	// lines of both kinds, weights.
+	if counts["template edited"] == 0 || counts["route deleted"] == 0 || counts["gateway edited"] == 0 {
+		t.Errorf("the sequence missed a kind of change: %v", counts)
+	}
+	// Endpoints are not read by the routes module: it is reused after such a change, and
+	// never after a change of what it reads (other kinds may change nothing it reads: a
+	// template other than routes.j2 edited, the Gateway made again as it was).
+	if reusedOn["endpoints changed"] == 0 {
+		t.Errorf("the routes module was never reused after an endpoints change: %v", reusedOn)
+	}
+	for _, what := range []string{"route added", "service added"} {
+		if reusedOn[what] > 0 {
+			t.Errorf("the routes module was reused after a change it reads (%s): %v", what, reusedOn)
+		}
+	}
+	for s, ok := range seen {
+		if !ok {
+			t.Errorf("no step rendered %q", s)
+		}
+	}
+	t.Logf("%d steps %v, the routes module reused after %v, digest %x", steps, counts, reusedOn, digest.Sum(nil))
+}
+
+// bundleFiles are a bundle's files as name, content pairs in name order.
+func bundleFiles(b *Bundle) [][2]string {
+	out := [][2]string{{"haproxy.cfg", string(b.Config)}}
+	for _, group := range []struct {
+		dir string
+		m   map[string][]byte
+	}{{"certs/", b.Certificates}, {"maps/", b.Maps}, {"files/", b.Files}} {
+		for _, k := range slices.Sorted(maps.Keys(group.m)) {
+			out = append(out, [2]string{group.dir + k, string(group.m[k])})
+		}
+	}
+	return out
+}
+
+// bundleDiff says how two bundles differ ("" when they do not): the first file that differs,
+// and where.
+func bundleDiff(a, b *Bundle) string {
+	fa, fb := bundleFiles(a), bundleFiles(b)
+	for i := range max(len(fa), len(fb)) {
+		if i >= len(fa) || i >= len(fb) || fa[i][0] != fb[i][0] {
+			return fmt.Sprintf("files %v against %v", fa, fb)
+		}
+		if fa[i][1] != fb[i][1] {
+			x, y := []byte(fa[i][1]), []byte(fb[i][1])
+			n := 0
+			for n < len(x) && n < len(y) && x[n] == y[n] {
+				n++
+			}
+			return fmt.Sprintf("%s differs at byte %d: %q against %q", fa[i][0], n, tail(x[n:]), tail(y[n:]))
+		}
+	}
+	if a.Hash != b.Hash {
+		return fmt.Sprintf("hash %s against %s", a.Hash, b.Hash)
+	}
+	return ""
+}
+
+func tail(b []byte) []byte {
+	if len(b) > 80 {
+		return b[:80]
+	}
+	return b
+}
