@@ -1,7 +1,9 @@
 package jinja
 
 import (
+	"maps"
 	"reflect"
+	"slices"
 	"sync"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
@@ -243,15 +245,7 @@ func sameData(a, b any) bool {
 		return true
 	case map[string]string:
 		y, ok := b.(map[string]string)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, v := range x {
-			if w, found := y[k]; !found || v != w {
-				return false
-			}
-		}
-		return true
+		return ok && maps.Equal(x, y)
 	case []any:
 		y, ok := b.([]any)
 		if !ok || len(x) != len(y) {
@@ -265,7 +259,7 @@ func sameData(a, b any) bool {
 		return true
 	case []string:
 		y, ok := b.([]string)
-		return ok && slicesEqual(x, y)
+		return ok && slices.Equal(x, y)
 	case *tainted:
 		y, ok := b.(*tainted)
 		return ok && *x == *y
@@ -282,16 +276,4 @@ func sameData(a, b any) bool {
 		return true
 	}
 	return false
-}
-
-func slicesEqual(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
