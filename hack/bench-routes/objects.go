@@ -30,17 +30,22 @@ var kinds = map[string]kind{
 	"httproute": {
 		title:   "HTTPRoutes",
 		example: "examples/templates/httproute.yaml",
-		watch: []string{"gateways.v1.gateway.networking.k8s.io", "httproutes.v1.gateway.networking.k8s.io", "services.v1",
-			"endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name"},
-		envAllow: "HTTP_BIND,HTTPS_BIND,GATEWAY_CLASS",
+		watch: []string{"gatewayclasses.v1.gateway.networking.k8s.io;status=off", "gateways.v1.gateway.networking.k8s.io;status=off",
+			"httproutes.v1.gateway.networking.k8s.io;status=off", "referencegrants.v1beta1.gateway.networking.k8s.io",
+			"namespaces.v1", "services.v1", "endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name"},
+		envAllow: "HTTP_BIND,HTTPS_BIND,GATEWAY_CLASS,GATEWAY_CONTROLLER,GATEWAY_ADDRESSES",
 		prefix:   "route",
 		route:    httpRoute,
-		// Of class haproxy-sidecar, which no GatewayClass object names: the example reads only
-		// the Gateways' class name.
-		front: []map[string]any{{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-			"metadata": map[string]any{"name": "gw", "namespace": ns},
-			"spec": map[string]any{"gatewayClassName": "haproxy-sidecar", "listeners": []any{
-				map[string]any{"name": "http", "protocol": "HTTP", "port": int64(80)}}}}},
+		// The example serves a Gateway once its GatewayClass exists and names the sidecar's
+		// controller; both get their status written.
+		front: []map[string]any{
+			{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+				"metadata": map[string]any{"name": "haproxy-sidecar"},
+				"spec":     map[string]any{"controllerName": "haproxy-sidecar.io/controller"}},
+			{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+				"metadata": map[string]any{"name": "gw", "namespace": ns},
+				"spec": map[string]any{"gatewayClassName": "haproxy-sidecar", "listeners": []any{
+					map[string]any{"name": "http", "protocol": "HTTP", "port": int64(80)}}}}},
 	},
 	"ingress": {
 		title:   "Ingresses",
