@@ -127,17 +127,7 @@ func (r *replica) live(t *testing.T, want, absent []string) {
 			return false
 		}
 		last = string(b)
-		for _, w := range want {
-			if !strings.Contains(last, w) {
-				return false
-			}
-		}
-		for _, a := range absent {
-			if strings.Contains(last, a) {
-				return false
-			}
-		}
-		return true
+		return containsAllNone(last, want, absent)
 	})
 	if err != nil {
 		t.Fatalf("%s never ran a configuration with %q and without %q; last:\n%s", r.name, want, absent, last)
@@ -361,17 +351,7 @@ func TestPeersFromTheKubernetesAPI(t *testing.T) {
 		haproxytest.WaitFor(t, 20*time.Second, func() bool {
 			b, _ := os.ReadFile(e.cfgPath)
 			last = string(b)
-			for _, w := range want {
-				if !strings.Contains(last, w) {
-					return false
-				}
-			}
-			for _, a := range absent {
-				if strings.Contains(last, a) {
-					return false
-				}
-			}
-			return true
+			return containsAllNone(last, want, absent)
 		}, fmt.Sprintf("a configuration with %q and without %q", want, absent))
 		e.settled(t)
 	}
@@ -387,4 +367,19 @@ func TestPeersFromTheKubernetesAPI(t *testing.T) {
 	}
 	k.DeletePod(t, "lb", "lb-b")
 	cfg([]string{peer("lb-a", "127.0.0.71") + peer("lb-c", "127.0.0.74")}, []string{"lb-b"})
+}
+
+// containsAllNone says whether text holds every string of want and none of absent.
+func containsAllNone(text string, want, absent []string) bool {
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			return false
+		}
+	}
+	for _, a := range absent {
+		if strings.Contains(text, a) {
+			return false
+		}
+	}
+	return true
 }
