@@ -1,0 +1,496 @@
+package jinja
+
+import (
+	"hash/maphash"
+	"math"
+	"math/big"
+	"reflect"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
+)
+
+// Imports with context that are not at a template's top (in a loop's body, say: one per
+// route) are kept too, several per module, from one render to the next: such a module's values
+// are a function of its source and of the values of the names it reads, which are those its
+// source names (parse.NameExpr, and the namespace of a `set ns.attr`): it reads nothing else
+// of the importing frames or the context. When each of those names has the same value as
+// when a kept module was computed (the same data, compared as sameValue does), a copy of that
+// module serves. The per-route part of the HTTPRoute example is such a module: after a
+// route's change, only that route's is computed again.
+//
+// A module is kept only when nothing it did can be seen outside it but its values: the
+// values it read are the same after it ran (it changed no dict, list or namespace it was
+// given), its values hold none of them (a copy would not be the same object), it names no
+// other template, and every value it read can be compared (not a loop object or a macro,
+// which read the state of the render). Each read value is kept as a copy taken before the
+// module ran, so that what the importing template does to them later does not change what the
+// kept module is compared with.
+
+// loopEntry is a module kept for an import with context that is not at a template's top.
+type loopEntry struct {
+	src  string  // the module's source
+	vals []any   // the values of the names read, in freeNames order (absent: notSet)
+	mod  *module // a copy nobody changes: each use copies it
+	used uint64  // the last generation (Sweep) it served or was made in
+}
+
+// notSet stands for a name that was not set when the module was computed.
+type notSet struct{}
+
+// freeInfo is what a template's source says it reads of the frames it is imported from.
+type freeInfo struct {
+	names []string
+	ok    bool // false: never kept (it names another template, has blocks, ...)
+}
+
+// maxHashed bounds the values hashed for one import: a module that reads more (a whole
+// resource list, say) is computed each time, as comparing it would cost about as much.
+const maxHashed = 4096
+
+// LoopReused is how many imports with context inside a template (not at its top) took a kept
+// module rather than computing it.
+func (c *ModuleCache) LoopReused() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.loopReused
+}
+
+// Sweep ends a render: modules kept for imports inside templates that neither served nor
+// were made since the last Sweep are forgotten (a route deleted, an old version of one).
+func (c *ModuleCache) Sweep() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for h, list := range c.loop {
+		kept := list[:0]
+		for _, le := range list {
+			if le.used >= c.gen {
+				kept = append(kept, le)
+			}
+		}
+		if len(kept) == 0 {
+			delete(c.loop, h)
+		} else {
+			clear(list[len(kept):])
+			c.loop[h] = kept
+		}
+	}
+	c.gen++
+}
+
+// free returns what tree reads of the frames it is imported from, worked out once per source.
+func (c *ModuleCache) free(tree *parse.Tree) freeInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if fi, ok := c.frees[tree.Src]; ok {
+		return fi
+	}
+	fi := freeNames(tree)
+	if c.frees == nil {
+		c.frees = map[string]freeInfo{}
+	}
+	c.frees[tree.Src] = fi
+	return fi
+}
+
+// freeNames are the names a template's source reads: its parse.NameExprs and the namespaces
+// its `set ns.attr` assign to. A template that names another one, has blocks or uses pongo2's
+// statements is refused (ok false).
+func freeNames(tree *parse.Tree) freeInfo {
+	if len(tree.Refs) > 0 || tree.Extends || len(tree.Blocks) > 0 {
+		return freeInfo{}
+	}
+	w := freeWalk{seen: map[string]bool{}, ok: true}
+	w.walk(reflect.ValueOf(tree.Body))
+	if !w.ok {
+		return freeInfo{}
+	}
+	return freeInfo{names: w.names, ok: true}
+}
+
+type freeWalk struct {
+	seen  map[string]bool
+	names []string
+	ok    bool
+}
+
+func (w *freeWalk) add(n string) {
+	if !w.seen[n] {
+		w.seen[n] = true
+		w.names = append(w.names, n)
+	}
+}
+
+func (w *freeWalk) walk(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return
+		}
+		switch x := v.Interface().(type) {
+		case *parse.NameExpr:
+			w.add(x.Name)
+		case *parse.Target:
+			if x.Attr != "" {
+				w.add(x.Name)
+			}
+		case *parse.CycleStmt, *parse.FirstofStmt, *parse.IfchangedStmt, *parse.WidthratioStmt, *parse.SpacelessStmt:
+			w.ok = false // pongo2's: not worth following
+		}
+		w.walk(v.Elem())
+	case reflect.Struct:
+		if !v.CanInterface() {
+			break
+		}
+		if t, ok := v.Interface().(parse.Target); ok && t.Attr != "" {
+			w.add(t.Name)
+		}
+		for i := range v.NumField() {
+			w.walk(v.Field(i))
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			w.walk(v.Index(i))
+		}
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			w.walk(v.MapIndex(k))
+		}
+	}
+}
+
+// loopReads are the values of the names fi reads, as the frame f shows them, and their hash;
+// ok is false when one cannot be kept and compared (see sameValue), or they are too many.
+func (c *ModuleCache) loopReads(fi freeInfo, look func(string) (any, bool)) (vals []any, h uint64, ok bool) {
+	c.mu.Lock()
+	if c.seed == (maphash.Seed{}) {
+		c.seed = maphash.MakeSeed()
+	}
+	seed := c.seed
+	c.mu.Unlock()
+	var mh maphash.Hash
+	mh.SetSeed(seed)
+	budget := maxHashed
+	vals = make([]any, len(fi.names))
+	for i, n := range fi.names {
+		v, present := look(n)
+		if !present {
+			v = notSet{}
+		}
+		if !hashValue(&mh, v, 0, &budget) {
+			return nil, 0, false
+		}
+		vals[i] = v
+	}
+	return vals, mh.Sum64(), true
+}
+
+// loopReuse returns a copy of a module kept for key (source src) whose reads were vals, for
+// an import from f; nil when there is none.
+func (c *ModuleCache) loopReuse(key, src string, vals []any, h uint64, f *frame) *module {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, le := range c.loop[h] {
+		if le.mod.name != key || le.src != src || !sameValues(le.vals, vals) {
+			continue
+		}
+		m, ok := copyModule(le.mod, f)
+		if !ok {
+			return nil
+		}
+		le.used = c.gen
+		c.loopReused++
+		return m
+	}
+	return nil
+}
+
+// loopSnapshot copies the values an import reads, before the module runs: what it is kept
+// with (the importing template may change them afterwards), and what they must still be once
+// it ran. ok is false when one cannot be copied.
+func loopSnapshot(vals []any) ([]any, bool) {
+	c := copier{seen: map[any]any{}}
+	out := make([]any, len(vals))
+	for i, v := range vals {
+		if _, ok := v.(notSet); ok {
+			out[i] = v
+			continue
+		}
+		cv, ok := c.copy(v)
+		if !ok {
+			return nil, false
+		}
+		out[i] = cv
+	}
+	return out, true
+}
+
+// loopKeep keeps a copy of m, computed for key (source src) from the values vals (snap:
+// their copies taken before it ran), when nothing it did shows outside its values.
+func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *module) {
+	if !sameValues(snap, vals) {
+		return // it changed what it was given
+	}
+	outer := map[any]bool{}
+	for _, v := range vals {
+		containers(v, outer)
+	}
+	if len(outer) > 0 {
+		held := map[any]bool{}
+		if m.frame != nil {
+			for _, v := range m.frame.vals {
+				containers(v, held)
+			}
+		}
+		containers(m.vars, held)
+		for p := range held {
+			if outer[p] {
+				return // its values hold one it was given
+			}
+		}
+	}
+	mod, ok := copyModule(m, nil)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.loop == nil {
+		c.loop = map[uint64][]*loopEntry{}
+	}
+	c.loop[h] = append(c.loop[h], &loopEntry{src: src, vals: snap, mod: mod, used: c.gen})
+}
+
+// containers adds to seen the dicts, lists and namespaces v holds (v too), and macros.
+func containers(v any, seen map[any]bool) {
+	switch x := v.(type) {
+	case *List:
+		if seen[x] {
+			return
+		}
+		seen[x] = true
+		for _, e := range x.items {
+			containers(e, seen)
+		}
+	case *Dict:
+		if seen[x] {
+			return
+		}
+		seen[x] = true
+		for _, e := range x.vals {
+			containers(e, seen)
+		}
+	case *Namespace:
+		if seen[x] {
+			return
+		}
+		seen[x] = true
+		containers(x.attrs, seen)
+	case Tuple:
+		for _, e := range x {
+			containers(e, seen)
+		}
+	case *Macro:
+		seen[x] = true
+	}
+}
+
+func sameValues(a, b []any) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !sameValue(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameValue says whether a and b are the same value to a template that only reads them: the
+// same data (sameData), or the template's own dicts, lists, tuples and namespaces with the
+// same contents, the same built-in function, a name not set in both. Anything else (a macro,
+// a loop object, a module) is never the same.
+func sameValue(a, b any) bool {
+	switch x := a.(type) {
+	case notSet:
+		_, ok := b.(notSet)
+		return ok
+	case Markup:
+		y, ok := b.(Markup)
+		return ok && x == y
+	case *big.Int:
+		y, ok := b.(*big.Int)
+		return ok && x.Cmp(y) == 0
+	case *builtin:
+		return a == b
+	case *List:
+		y, ok := b.(*List)
+		return ok && sameValueList(x.items, y.items)
+	case Tuple:
+		y, ok := b.(Tuple)
+		return ok && sameValueList(x, y)
+	case *Namespace:
+		y, ok := b.(*Namespace)
+		return ok && sameValue(x.attrs, y.attrs)
+	case *Dict:
+		y, ok := b.(*Dict)
+		if !ok || len(x.keys) != len(y.keys) {
+			return false
+		}
+		for i := range x.keys {
+			if !sameValue(x.keys[i], y.keys[i]) || !sameValue(x.vals[i], y.vals[i]) {
+				return false
+			}
+		}
+		return true
+	case float64:
+		// NaN is not equal to itself; as data it is the same value.
+		y, ok := b.(float64)
+		return ok && (x == y || math.IsNaN(x) && math.IsNaN(y))
+	}
+	return sameData(a, b)
+}
+
+func sameValueList(a, b []any) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !sameValue(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// hashValue writes v to h, for the values sameValue compares: equal values hash alike
+// (records by their contents, not their identity). False when v is of a kind sameValue never
+// finds the same, or there are more than budget values.
+func hashValue(h *maphash.Hash, v any, depth int, budget *int) bool {
+	*budget--
+	if *budget < 0 {
+		return false
+	}
+	switch x := v.(type) {
+	case nil:
+		h.WriteByte('n')
+	case notSet:
+		h.WriteByte('u')
+	case bool:
+		h.WriteByte('b')
+		if x {
+			h.WriteByte(1)
+		}
+	case int64:
+		h.WriteByte('i')
+		maphash.WriteComparable(h, x)
+	case int:
+		h.WriteByte('i')
+		maphash.WriteComparable(h, int64(x))
+	case float64:
+		h.WriteByte('f') // NaN: sameValue finds NaNs the same; the bits may differ
+	case string:
+		h.WriteByte('s')
+		h.WriteString(x)
+	case Markup:
+		h.WriteByte('m')
+		h.WriteString(string(x))
+	case *tainted:
+		h.WriteByte('t')
+		h.WriteString(x.s)
+	case *big.Int:
+		h.WriteByte('B')
+	case *builtin:
+		h.WriteByte('F')
+		h.WriteString(x.name)
+	case *record.Record:
+		h.WriteByte('r')
+		maphash.WriteComparable(h, x.Len())
+		for i := range x.Len() {
+			h.WriteString(x.Key(i))
+			if !hashValue(h, x.Value(i), depth+1, budget) {
+				return false
+			}
+		}
+	case map[string]any:
+		h.WriteByte('M') // in no order: its size only
+		maphash.WriteComparable(h, len(x))
+	case map[string]string:
+		h.WriteByte('S')
+		maphash.WriteComparable(h, len(x))
+	case []any:
+		h.WriteByte('L')
+		maphash.WriteComparable(h, len(x))
+		for _, e := range x {
+			if !hashValue(h, e, depth+1, budget) {
+				return false
+			}
+		}
+	case []string:
+		h.WriteByte('T')
+		for _, e := range x {
+			h.WriteString(e)
+		}
+	case []map[string]any:
+		h.WriteByte('D')
+		maphash.WriteComparable(h, len(x))
+	case *List:
+		return hashList(h, 'l', x.items, depth, budget)
+	case Tuple:
+		return hashList(h, 'p', x, depth, budget)
+	case *Namespace:
+		h.WriteByte('N')
+		return hashValue(h, x.attrs, depth+1, budget)
+	case *Dict:
+		h.WriteByte('d')
+		maphash.WriteComparable(h, len(x.keys))
+		for i := range x.keys {
+			if !hashValue(h, x.keys[i], depth+1, budget) || !hashValue(h, x.vals[i], depth+1, budget) {
+				return false
+			}
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+func hashList(h *maphash.Hash, tag byte, items []any, depth int, budget *int) bool {
+	h.WriteByte(tag)
+	maphash.WriteComparable(h, len(items))
+	for _, e := range items {
+		if !hashValue(h, e, depth+1, budget) {
+			return false
+		}
+	}
+	return true
+}
+
+// loopRead is what an import inside a template read, to keep the module it computes.
+type loopRead struct {
+	vals, snap []any
+	hash       uint64
+}
+
+// loopImport returns the module kept for an import of t (key) from f, if one read the same;
+// else, when the module may be kept once computed, what it reads (nil: it may not).
+func (e *evaluator) loopImport(key string, t *Template, f *frame) (*module, *loopRead) {
+	c := e.shared.Across
+	fi := c.free(t.tree)
+	if !fi.ok {
+		return nil, nil
+	}
+	vals, h, ok := c.loopReads(fi, func(n string) (any, bool) { return e.lookup(f, n) })
+	if !ok {
+		return nil, nil
+	}
+	if m := c.loopReuse(key, t.tree.Src, vals, h, f); m != nil {
+		return m, nil
+	}
+	snap, ok := loopSnapshot(vals)
+	if !ok {
+		return nil, nil
+	}
+	return nil, &loopRead{vals: vals, snap: snap, hash: h}
+}
