@@ -241,8 +241,23 @@ func (w *nameWalk) walk(v reflect.Value) {
 			if x.Name == "resources" {
 				w.resources++
 			}
+		case *parse.CallExpr:
+			// resources.get("NAME", ...): that resource only.
+			if a, ok := x.Fn.(*parse.AttrExpr); ok && a.Name == "get" && len(x.Args.List) > 0 {
+				n, isName := a.Obj.(*parse.NameExpr)
+				c, isConst := x.Args.List[0].(*parse.ConstExpr)
+				if s, isStr := constString(c, isConst); isName && n.Name == "resources" && isStr {
+					w.resources++
+					w.resourcesSub++
+					w.subs[s] = true
+					w.strs[n.Name], w.strs[a.Name] = true, true
+					w.walk(reflect.ValueOf(x.Args))
+					return
+				}
+			}
 		case *parse.AttrExpr:
-			if n, ok := x.Obj.(*parse.NameExpr); ok && n.Name == "resources" {
+			// resources.NAME; resources.get (not called as above), .items, ...: read whole.
+			if n, ok := x.Obj.(*parse.NameExpr); ok && n.Name == "resources" && !isDictMethod(x.Name) {
 				w.resourcesSub++
 				w.subs[x.Name] = true
 			}
@@ -339,4 +354,12 @@ func sameData(a, b any) bool {
 		return true
 	}
 	return false
+}
+
+func constString(c *parse.ConstExpr, ok bool) (string, bool) {
+	if !ok {
+		return "", false
+	}
+	s, ok := c.Value.(string)
+	return s, ok
 }
