@@ -198,6 +198,9 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 		mods = nil
 	}
 	res, err := r.run(ctx, c, vars, mods, lim, false)
+	if mods != nil {
+		r.kept.Sweep() // the versions of modules imported in loops that this render did not use
+	}
 	if err != nil {
 		return nil, r.renderError(ctx, notWatched(err, vars), s, ref, mainKey)
 	}

@@ -35,6 +35,7 @@ type ModuleCache struct {
 	loop       map[uint64][]*loopEntry // by the hash of what they read
 	frees      map[string]freeInfo     // by source
 	gen        uint64                  // Sweeps so far
+	touched    map[string]bool         // the modules imported that way since the last Sweep
 	seed       maphash.Seed
 	loopReused int
 }

@@ -56,15 +56,20 @@ func (c *ModuleCache) LoopReused() int {
 	return c.loopReused
 }
 
-// Sweep ends a render: modules kept for imports inside templates that neither served nor
-// were made since the last Sweep are forgotten (a route deleted, an old version of one).
+// Sweep ends a render: of the modules imported inside templates since the last Sweep, the
+// versions kept that neither served nor were made since then are forgotten (a route deleted,
+// an old version of one). A module not imported since (its importer was itself kept whole)
+// keeps its versions.
 func (c *ModuleCache) Sweep() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(c.touched) == 0 {
+		return
+	}
 	for h, list := range c.loop {
 		kept := list[:0]
 		for _, le := range list {
-			if le.used >= c.gen {
+			if le.used >= c.gen || !c.touched[le.mod.name] {
 				kept = append(kept, le)
 			}
 		}
@@ -75,6 +80,7 @@ func (c *ModuleCache) Sweep() {
 			c.loop[h] = kept
 		}
 	}
+	clear(c.touched)
 	c.gen++
 }
 
@@ -100,7 +106,7 @@ func freeNames(tree *parse.Tree) freeInfo {
 	if len(tree.Refs) > 0 || tree.Extends || len(tree.Blocks) > 0 {
 		return freeInfo{}
 	}
-	w := freeWalk{seen: map[string]bool{}, ok: true}
+	w := freeWalk{seen: map[string]bool{}, bound: map[string]int{}, ok: true}
 	w.walk(reflect.ValueOf(tree.Body))
 	if !w.ok {
 		return freeInfo{}
@@ -110,12 +116,13 @@ func freeNames(tree *parse.Tree) freeInfo {
 
 type freeWalk struct {
 	seen  map[string]bool
+	bound map[string]int // names a loop, macro or with block of the template binds where the walk is
 	names []string
 	ok    bool
 }
 
 func (w *freeWalk) add(n string) {
-	if !w.seen[n] {
+	if w.bound[n] == 0 && !w.seen[n] {
 		w.seen[n] = true
 		w.names = append(w.names, n)
 	}
@@ -128,6 +135,26 @@ func (w *freeWalk) walk(v reflect.Value) {
 			return
 		}
 		switch x := v.Interface().(type) {
+		case *parse.ForStmt:
+			w.walkFor(x)
+			return
+		case *parse.MacroDef:
+			w.walkAll(x.Defaults)
+			names := append([]string{"varargs", "kwargs", "caller"}, x.Params...)
+			w.bind(names, 1)
+			w.walkAll(x.Body)
+			w.bind(names, -1)
+			return
+		case *parse.WithStmt:
+			w.walkAll(x.Values)
+			var names []string
+			for _, t := range x.Targets {
+				names = append(names, targetNames(t)...)
+			}
+			w.bind(names, 1)
+			w.walkAll(x.Body)
+			w.bind(names, -1)
+			return
 		case *parse.NameExpr:
 			w.add(x.Name)
 		case *parse.Target:
@@ -157,6 +184,41 @@ func (w *freeWalk) walk(v reflect.Value) {
 			w.walk(v.MapIndex(k))
 		}
 	}
+}
+
+// walkFor walks a for loop: its iterable and else branch where the loop is, its filter and
+// body where its targets and loop are bound.
+func (w *freeWalk) walkFor(x *parse.ForStmt) {
+	w.walk(reflect.ValueOf(x.Iter))
+	names := append([]string{"loop", "forloop"}, targetNames(x.Target)...)
+	w.bind(names, 1)
+	w.walk(reflect.ValueOf(x.Filter))
+	w.walkAll(x.Body)
+	w.bind(names, -1)
+	w.walkAll(x.Else)
+}
+
+func (w *freeWalk) walkAll(v any) { w.walk(reflect.ValueOf(v)) }
+
+func (w *freeWalk) bind(names []string, d int) {
+	for _, n := range names {
+		w.bound[n] += d
+	}
+}
+
+// targetNames are the names a loop or with target binds (not ns.attr: that reads ns).
+func targetNames(t parse.Target) []string {
+	if t.Attr != "" {
+		return nil
+	}
+	out := []string{}
+	if t.Name != "" {
+		out = append(out, t.Name)
+	}
+	for _, it := range t.Items {
+		out = append(out, targetNames(it)...)
+	}
+	return out
 }
 
 // loopReads are the values of the names fi reads, as the frame f shows them, and their hash;
@@ -190,6 +252,10 @@ func (c *ModuleCache) loopReads(fi freeInfo, look func(string) (any, bool)) (val
 func (c *ModuleCache) loopReuse(key, src string, vals []any, h uint64, f *frame) *module {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.touched == nil {
+		c.touched = map[string]bool{}
+	}
+	c.touched[key] = true
 	for _, le := range c.loop[h] {
 		if le.mod.name != key || le.src != src || !sameValues(le.vals, vals) {
 			continue
