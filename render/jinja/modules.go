@@ -61,7 +61,7 @@ func identity(vars map[string]any) uintptr { return reflect.ValueOf(vars).Pointe
 // it, its macros seeing the new top level. ok is false when m holds what cannot be copied
 // (see copier.copy).
 func copyModule(m *module, parent *frame) (*module, bool) {
-	c := copier{seen: map[any]any{}, from: m.frame}
+	c := copier{seen: make(map[any]any, m.objects), from: m.frame}
 	if m.frame != nil {
 		c.to = &frame{parent: parent, names: append([]string(nil), m.frame.names...), vals: make([]any, len(m.frame.vals)), ctx: m.frame.ctx}
 		keep(c.to)
@@ -77,7 +77,7 @@ func copyModule(m *module, parent *frame) (*module, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &module{name: m.name, vars: vars.(*Dict), output: m.output, secret: m.secret, frame: c.to}, true
+	return &module{name: m.name, vars: vars.(*Dict), output: m.output, secret: m.secret, frame: c.to, objects: len(c.seen)}, true
 }
 
 // copier copies what a template can change in a module's values (its dicts, lists and

@@ -37,7 +37,7 @@ type ModuleCache struct {
 	gen        uint64                  // Sweeps so far
 	touched    map[string]bool         // the modules imported that way since the last Sweep
 	seed       maphash.Seed
-	loopReused int
+	loopReused map[string]int // by module
 }
 
 // Reused is how many imports took a kept module rather than computing it.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"reflect"
+	"slices"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
@@ -49,11 +50,17 @@ type freeInfo struct {
 const maxHashed = 4096
 
 // LoopReused is how many imports with context inside a template (not at its top) took a kept
-// module rather than computing it.
-func (c *ModuleCache) LoopReused() int {
+// module rather than computing it; of the modules keys, when given, only theirs.
+func (c *ModuleCache) LoopReused(keys ...string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.loopReused
+	n := 0
+	for k, r := range c.loopReused {
+		if len(keys) == 0 || slices.Contains(keys, k) {
+			n += r
+		}
+	}
+	return n
 }
 
 // Sweep ends a render: of the modules imported inside templates since the last Sweep, the
@@ -265,7 +272,10 @@ func (c *ModuleCache) loopReuse(key, src string, vals []any, h uint64, f *frame)
 			return nil
 		}
 		le.used = c.gen
-		c.loopReused++
+		if c.loopReused == nil {
+			c.loopReused = map[string]int{}
+		}
+		c.loopReused[key]++
 		return m
 	}
 	return nil
