@@ -175,7 +175,7 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	// the module sees the render context only, and other renders of it may share it.
 	share := withContext && e.shared != nil && f == e.top && len(f.names) == 0 && e.extending == nil
 	if share {
-		if m := e.shared.get(key, t.tree.Src, e.vars, f); m != nil {
+		if m := e.shared.get(key, t.tree.Src, e.vars, f, e.cur != nil && e.cur.readOnly); m != nil {
 			return m, nil
 		}
 		if e.shared.Across != nil && !e.prog.testsIdentity() {
