@@ -206,7 +206,11 @@ func (w *mutationWalk) walk(v reflect.Value) {
 		return
 	}
 	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface:
+	case reflect.Interface:
+		if !v.IsNil() {
+			w.walk(v.Elem())
+		}
+	case reflect.Pointer:
 		if v.IsNil() {
 			return
 		}
