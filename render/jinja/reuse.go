@@ -16,14 +16,15 @@ import (
 // with context at the top of a template, before anything is set there): such a module sees
 // nothing but the render context, so when none of the context's values it can read differs
 // from the last render's, it would compute the same values, macros and output, and a copy of
-// the last one serves. What it can read is found in its source: every name it uses (a name
-// never looked up is never read), and of "resources", when it is only ever used as
-// resources.NAME or resources["NAME"], only those resources. Values are compared as data:
-// equal scalars, the same record (the snapshot's records never change; a source keeps an
-// unchanged object's record from one sync to the next), or equal contents. A module that
-// names another template (include, import) is not kept, nor any module of a template set
-// that tests which object a value is (sameas): the lists and dicts a snapshot makes anew at
-// each sync are equal to the last ones, not the same.
+// the last one serves. What it can read is found in its source and in the sources of the
+// templates it names (include, import): every name they use (a name never looked up is never
+// read), and of "resources", when it is only ever used as resources.NAME, resources["NAME"]
+// or resources.get("NAME"), only those resources. Values are compared as data: equal scalars,
+// the same record (the snapshot's records never change; a source keeps an unchanged object's
+// record from one sync to the next), or equal contents. No module of a template set that
+// tests which object a value is (sameas) is kept: the lists and dicts a snapshot makes anew
+// at each sync are equal to the last ones, not the same. Modules imported with context
+// elsewhere (in a loop) are kept too, per value of what they read: reuse_loop.go.
 //
 // One per Renderer; safe for concurrent use.
 type ModuleCache struct {
