@@ -115,8 +115,8 @@ func freeNames(tree *parse.Tree) freeInfo {
 	}
 	w := freeWalk{seen: map[string]bool{}, bound: map[string]int{}, ok: true}
 	w.walk(reflect.ValueOf(tree.Body))
-	if !w.ok {
-		return freeInfo{}
+	if !w.ok || w.seen["self"] || w.seen["super"] {
+		return freeInfo{} // the importer's blocks: what they read is not here
 	}
 	return freeInfo{names: w.names, ok: true}
 }
