@@ -38,7 +38,8 @@ type ModuleCache struct {
 	gen        uint64                  // Sweeps so far
 	touched    map[string]bool         // the modules imported that way since the last Sweep
 	seed       maphash.Seed
-	loopReused map[string]int // by module
+	recs       map[*record.Record]uint64 // the hashes of records' contents (hashState)
+	loopReused map[string]int            // by module
 }
 
 // Reused is how many imports took a kept module rather than computing it.

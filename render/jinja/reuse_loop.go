@@ -89,6 +89,9 @@ func (c *ModuleCache) Sweep() {
 	}
 	clear(c.touched)
 	c.gen++
+	if len(c.recs) > 4*len(c.loop)+1024 {
+		clear(c.recs) // the hashes of records gone (old versions of objects)
+	}
 }
 
 // free returns what tree reads of the frames it is imported from, worked out once per source.
@@ -232,21 +235,21 @@ func targetNames(t parse.Target) []string {
 // ok is false when one cannot be kept and compared (see sameValue), or they are too many.
 func (c *ModuleCache) loopReads(fi freeInfo, look func(string) (any, bool)) (vals []any, h uint64, ok bool) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.seed == (maphash.Seed{}) {
 		c.seed = maphash.MakeSeed()
+		c.recs = map[*record.Record]uint64{}
 	}
-	seed := c.seed
-	c.mu.Unlock()
 	var mh maphash.Hash
-	mh.SetSeed(seed)
-	budget := maxHashed
+	mh.SetSeed(c.seed)
+	hs := &hashState{budget: maxHashed, seed: c.seed, recs: c.recs}
 	vals = make([]any, len(fi.names))
 	for i, n := range fi.names {
 		v, present := look(n)
 		if !present {
 			v = notSet{}
 		}
-		if !hashValue(&mh, v, 0, &budget) {
+		if !hashValue(&mh, v, 0, hs) {
 			return nil, 0, false
 		}
 		vals[i] = v
@@ -443,9 +446,9 @@ func sameValueList(a, b []any) bool {
 // hashValue writes v to h, for the values sameValue compares: equal values hash alike
 // (records by their contents, not their identity). False when v is of a kind sameValue never
 // finds the same, or there are more than budget values.
-func hashValue(h *maphash.Hash, v any, depth int, budget *int) bool {
-	*budget--
-	if *budget < 0 {
+func hashValue(h *maphash.Hash, v any, depth int, hs *hashState) bool {
+	hs.budget--
+	if hs.budget < 0 {
 		return false
 	}
 	switch x := v.(type) {
@@ -481,14 +484,12 @@ func hashValue(h *maphash.Hash, v any, depth int, budget *int) bool {
 		h.WriteByte('F')
 		h.WriteString(x.name)
 	case *record.Record:
-		h.WriteByte('r')
-		maphash.WriteComparable(h, x.Len())
-		for i := range x.Len() {
-			h.WriteString(x.Key(i))
-			if !hashValue(h, x.Value(i), depth+1, budget) {
-				return false
-			}
+		sum, ok := hs.record(x, depth)
+		if !ok {
+			return false
 		}
+		h.WriteByte('r')
+		maphash.WriteComparable(h, sum)
 	case map[string]any:
 		h.WriteByte('M') // in no order: its size only
 		maphash.WriteComparable(h, len(x))
@@ -499,7 +500,7 @@ func hashValue(h *maphash.Hash, v any, depth int, budget *int) bool {
 		h.WriteByte('L')
 		maphash.WriteComparable(h, len(x))
 		for _, e := range x {
-			if !hashValue(h, e, depth+1, budget) {
+			if !hashValue(h, e, depth+1, hs) {
 				return false
 			}
 		}
@@ -512,17 +513,17 @@ func hashValue(h *maphash.Hash, v any, depth int, budget *int) bool {
 		h.WriteByte('D')
 		maphash.WriteComparable(h, len(x))
 	case *List:
-		return hashList(h, 'l', x.items, depth, budget)
+		return hashList(h, 'l', x.items, depth, hs)
 	case Tuple:
-		return hashList(h, 'p', x, depth, budget)
+		return hashList(h, 'p', x, depth, hs)
 	case *Namespace:
 		h.WriteByte('N')
-		return hashValue(h, x.attrs, depth+1, budget)
+		return hashValue(h, x.attrs, depth+1, hs)
 	case *Dict:
 		h.WriteByte('d')
 		maphash.WriteComparable(h, len(x.keys))
 		for i := range x.keys {
-			if !hashValue(h, x.keys[i], depth+1, budget) || !hashValue(h, x.vals[i], depth+1, budget) {
+			if !hashValue(h, x.keys[i], depth+1, hs) || !hashValue(h, x.vals[i], depth+1, hs) {
 				return false
 			}
 		}
@@ -532,11 +533,38 @@ func hashValue(h *maphash.Hash, v any, depth int, budget *int) bool {
 	return true
 }
 
-func hashList(h *maphash.Hash, tag byte, items []any, depth int, budget *int) bool {
+// hashState is what one import's hashing goes by: the values it may still hash, and the
+// hashes of records (which never change) by identity, kept from one import to the next.
+type hashState struct {
+	budget int
+	seed   maphash.Seed
+	recs   map[*record.Record]uint64
+}
+
+// record is the hash of a record's contents.
+func (hs *hashState) record(r *record.Record, depth int) (uint64, bool) {
+	if sum, ok := hs.recs[r]; ok {
+		return sum, true
+	}
+	var h maphash.Hash
+	h.SetSeed(hs.seed)
+	maphash.WriteComparable(&h, r.Len())
+	for i := range r.Len() {
+		h.WriteString(r.Key(i))
+		if !hashValue(&h, r.Value(i), depth+1, hs) {
+			return 0, false
+		}
+	}
+	sum := h.Sum64()
+	hs.recs[r] = sum
+	return sum, true
+}
+
+func hashList(h *maphash.Hash, tag byte, items []any, depth int, hs *hashState) bool {
 	h.WriteByte(tag)
 	maphash.WriteComparable(h, len(items))
 	for _, e := range items {
-		if !hashValue(h, e, depth+1, budget) {
+		if !hashValue(h, e, depth+1, hs) {
 			return false
 		}
 	}
