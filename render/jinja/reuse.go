@@ -39,6 +39,7 @@ type ModuleCache struct {
 	touched    map[string]bool         // the modules imported that way since the last Sweep
 	seed       maphash.Seed
 	recs       map[*record.Record]uint64 // the hashes of records' contents (hashState)
+	snaps      map[any][]any             // copies of what imports read, by the value copied, until Sweep
 	loopReused map[string]int            // by module
 }
 

@@ -88,6 +88,7 @@ func (c *ModuleCache) Sweep() {
 		}
 	}
 	clear(c.touched)
+	clear(c.snaps)
 	c.gen++
 	if len(c.recs) > 4*len(c.loop)+1024 {
 		clear(c.recs) // the hashes of records gone (old versions of objects)
@@ -287,21 +288,49 @@ func (c *ModuleCache) loopReuse(key, src string, vals []any, h uint64, f *frame)
 // loopSnapshot copies the values an import reads, before the module runs: what it is kept
 // with (the importing template may change them afterwards), and what they must still be once
 // it ran. ok is false when one cannot be copied.
-func loopSnapshot(vals []any) ([]any, bool) {
+// A copy equal to one taken since the last Sweep of the same dict, list or namespace is that
+// one (the copies are never changed): the Gateways every route's part reads are copied once,
+// not once per route.
+func (mc *ModuleCache) loopSnapshot(vals []any) ([]any, bool) {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
 	c := copier{seen: map[any]any{}}
 	out := make([]any, len(vals))
 	for i, v := range vals {
-		if _, ok := v.(notSet); ok {
+		switch v.(type) {
+		case notSet:
 			out[i] = v
 			continue
+		case *Dict, *List, *Namespace:
+			if s := mc.snapOf(v); s != nil {
+				out[i] = s
+				continue
+			}
 		}
 		cv, ok := c.copy(v)
 		if !ok {
 			return nil, false
 		}
+		switch v.(type) {
+		case *Dict, *List, *Namespace:
+			if mc.snaps == nil {
+				mc.snaps = map[any][]any{}
+			}
+			mc.snaps[v] = append(mc.snaps[v], cv)
+		}
 		out[i] = cv
 	}
 	return out, true
+}
+
+// snapOf is a copy taken since the last Sweep of v that is still equal to it; nil if none.
+func (mc *ModuleCache) snapOf(v any) any {
+	for _, s := range mc.snaps[v] {
+		if sameValue(s, v) {
+			return s
+		}
+	}
+	return nil
 }
 
 // loopKeep keeps a copy of m, computed for key (source src) from the values vals (snap:
@@ -592,7 +621,7 @@ func (e *evaluator) loopImport(key string, t *Template, f *frame) (*module, *loo
 	if m := c.loopReuse(key, t.tree.Src, vals, h, f); m != nil {
 		return m, nil
 	}
-	snap, ok := loopSnapshot(vals)
+	snap, ok := c.loopSnapshot(vals)
 	if !ok {
 		return nil, nil
 	}
