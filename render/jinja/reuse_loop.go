@@ -480,38 +480,10 @@ func hashValue(h *maphash.Hash, v any, depth int, hs *hashState) bool {
 	if hs.budget < 0 {
 		return false
 	}
+	if hashScalar(h, v) {
+		return true
+	}
 	switch x := v.(type) {
-	case nil:
-		h.WriteByte('n')
-	case notSet:
-		h.WriteByte('u')
-	case bool:
-		h.WriteByte('b')
-		if x {
-			h.WriteByte(1)
-		}
-	case int64:
-		h.WriteByte('i')
-		maphash.WriteComparable(h, x)
-	case int:
-		h.WriteByte('i')
-		maphash.WriteComparable(h, int64(x))
-	case float64:
-		h.WriteByte('f') // NaN: sameValue finds NaNs the same; the bits may differ
-	case string:
-		h.WriteByte('s')
-		h.WriteString(x)
-	case Markup:
-		h.WriteByte('m')
-		h.WriteString(string(x))
-	case *tainted:
-		h.WriteByte('t')
-		h.WriteString(x.s)
-	case *big.Int:
-		h.WriteByte('B')
-	case *builtin:
-		h.WriteByte('F')
-		h.WriteString(x.name)
 	case *record.Record:
 		sum, ok := hs.record(x, depth)
 		if !ok {
@@ -519,12 +491,6 @@ func hashValue(h *maphash.Hash, v any, depth int, hs *hashState) bool {
 		}
 		h.WriteByte('r')
 		maphash.WriteComparable(h, sum)
-	case map[string]any:
-		h.WriteByte('M') // in no order: its size only
-		maphash.WriteComparable(h, len(x))
-	case map[string]string:
-		h.WriteByte('S')
-		maphash.WriteComparable(h, len(x))
 	case []any:
 		h.WriteByte('L')
 		maphash.WriteComparable(h, len(x))
@@ -533,14 +499,6 @@ func hashValue(h *maphash.Hash, v any, depth int, hs *hashState) bool {
 				return false
 			}
 		}
-	case []string:
-		h.WriteByte('T')
-		for _, e := range x {
-			h.WriteString(e)
-		}
-	case []map[string]any:
-		h.WriteByte('D')
-		maphash.WriteComparable(h, len(x))
 	case *List:
 		return hashList(h, 'l', x.items, depth, hs)
 	case Tuple:
@@ -587,6 +545,61 @@ func (hs *hashState) record(r *record.Record, depth int) (uint64, bool) {
 	sum := h.Sum64()
 	hs.recs[r] = sum
 	return sum, true
+}
+
+// hashScalar writes v to h when it is a scalar (or a value hashed by its size only); false
+// for any other.
+func hashScalar(h *maphash.Hash, v any) bool {
+	switch x := v.(type) {
+	case nil:
+		h.WriteByte('n')
+	case notSet:
+		h.WriteByte('u')
+	case bool:
+		h.WriteByte('b')
+		if x {
+			h.WriteByte(1)
+		}
+	case int64:
+		h.WriteByte('i')
+		maphash.WriteComparable(h, x)
+	case int:
+		h.WriteByte('i')
+		maphash.WriteComparable(h, int64(x))
+	case float64:
+		h.WriteByte('f') // NaN: sameValue finds NaNs the same; the bits may differ
+	case string:
+		h.WriteByte('s')
+		h.WriteString(x)
+	case Markup:
+		h.WriteByte('m')
+		h.WriteString(string(x))
+	case *tainted:
+		h.WriteByte('t')
+		h.WriteString(x.s)
+	case *big.Int:
+		h.WriteByte('B')
+	case *builtin:
+		h.WriteByte('F')
+		h.WriteString(x.name)
+	case map[string]any:
+		h.WriteByte('M') // in no order: its size only
+		maphash.WriteComparable(h, len(x))
+	case map[string]string:
+		h.WriteByte('S')
+		maphash.WriteComparable(h, len(x))
+	case []string:
+		h.WriteByte('T')
+		for _, e := range x {
+			h.WriteString(e)
+		}
+	case []map[string]any:
+		h.WriteByte('D')
+		maphash.WriteComparable(h, len(x))
+	default:
+		return false
+	}
+	return true
 }
 
 func hashList(h *maphash.Hash, tag byte, items []any, depth int, hs *hashState) bool {
