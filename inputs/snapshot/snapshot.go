@@ -16,6 +16,8 @@ type Ref struct {
 	Namespace string
 	Name      string
 	Key       string // data key inside the object, if any
+	// Cluster is the cluster of a pod or watched object, with several clusters ("" with one).
+	Cluster string
 }
 
 func (r Ref) String() string {
@@ -25,6 +27,9 @@ func (r Ref) String() string {
 	}
 	if r.Key != "" {
 		s += fmt.Sprintf(" key %q", r.Key)
+	}
+	if r.Cluster != "" {
+		s += " in cluster " + r.Cluster
 	}
 	return s
 }
