@@ -52,7 +52,9 @@ func (c *PodConverter) ConvertIn(p *corev1.Pod, cluster string) *Pod {
 func (p *Pod) Cluster() string { return p.cluster }
 
 // Ref names the pod in reports.
-func (p *Pod) Ref() Ref { return Ref{Kind: "Pod", Namespace: p.namespace, Name: p.name, Cluster: p.cluster} }
+func (p *Pod) Ref() Ref {
+	return Ref{Kind: "Pod", Namespace: p.namespace, Name: p.name, Cluster: p.cluster}
+}
 
 // InCluster returns o as an object of the named cluster: its record has the key "cluster".
 // o is not changed.

@@ -26,6 +26,8 @@ type Metrics struct {
 	LastReloadSuccess  prometheus.Gauge
 	ConfigValid        prometheus.Gauge
 	SourceUp           prometheus.Gauge
+	// SourceUpByCluster replaces SourceUp with several clusters (PerCluster).
+	SourceUpByCluster *prometheus.GaugeVec
 	RenderDuration     prometheus.Histogram
 	ValidateDuration   prometheus.Histogram
 	ReloadDuration     prometheus.Histogram
@@ -74,6 +76,8 @@ func NewMetrics() *Metrics {
 			"1 if the latest inputs produced a valid configuration, 0 if they were rejected (the last good configuration keeps serving)."),
 		SourceUp: gauge("source_up",
 			"1 while the source of inputs (directory, Kubernetes API, etcd) is reachable."),
+		SourceUpByCluster: gaugeVec("source_up",
+			"1 while the cluster's Kubernetes API is reachable (the kube source over several clusters), by cluster.", "cluster"),
 		RenderDuration: histogram("render_duration_seconds",
 			"Time to build the snapshot and render the templates.", prometheus.ExponentialBuckets(0.001, 2, 14)),
 		ValidateDuration: histogram("validate_duration_seconds",
@@ -114,6 +118,23 @@ func NewMetrics() *Metrics {
 	)
 	m.startAtZero()
 	return m
+}
+
+// PerCluster makes source_up one gauge per cluster (labelled cluster) instead of one, each 0
+// until its cluster answers, and returns the function that sets them.
+func (m *Metrics) PerCluster(names []string) func(cluster string, up bool) {
+	m.Registry.Unregister(m.SourceUp)
+	m.Registry.MustRegister(m.SourceUpByCluster)
+	for _, n := range names {
+		m.SourceUpByCluster.WithLabelValues(n).Set(0)
+	}
+	return func(cluster string, up bool) {
+		v := 0.0
+		if up {
+			v = 1
+		}
+		m.SourceUpByCluster.WithLabelValues(cluster).Set(v)
+	}
 }
 
 // namespace prefixes every metric's name.
