@@ -5,6 +5,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
@@ -20,14 +21,15 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	Renders            *prometheus.CounterVec // result: success, unchanged, error
-	Reloads            *prometheus.CounterVec // endpoint, result: success, failed, error
-	Rejected           *prometheus.CounterVec // stage: decode, render, validate, reload, canary
-	LastReloadSuccess  prometheus.Gauge
-	ConfigValid        prometheus.Gauge
-	SourceUp           prometheus.Gauge
+	Renders           *prometheus.CounterVec // result: success, unchanged, error
+	Reloads           *prometheus.CounterVec // endpoint, result: success, failed, error
+	Rejected          *prometheus.CounterVec // stage: decode, render, validate, reload, canary
+	LastReloadSuccess prometheus.Gauge
+	ConfigValid       prometheus.Gauge
+	SourceUp          prometheus.Gauge
 	// SourceUpByCluster replaces SourceUp with several clusters (PerCluster).
-	SourceUpByCluster *prometheus.GaugeVec
+	SourceUpByCluster  *prometheus.GaugeVec
+	perCluster         atomic.Bool
 	RenderDuration     prometheus.Histogram
 	ValidateDuration   prometheus.Histogram
 	ReloadDuration     prometheus.Histogram
@@ -111,7 +113,7 @@ func NewMetrics() *Metrics {
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.Renders, m.Reloads, m.Rejected, m.LastReloadSuccess, m.ConfigValid, m.SourceUp,
+		m.Renders, m.Reloads, m.Rejected, m.LastReloadSuccess, m.ConfigValid, sourceUp{m},
 		m.RenderDuration, m.ValidateDuration, m.ReloadDuration, m.LiveGenerationInfo, m.ChangeToLive,
 		m.RuntimeUpdates, m.ReloadsAvoided, m.RuntimeFallbacks,
 		m.HeldInputs, m.SyncFailures, m.HAProxyUp, m.BuildInfo, m.CanaryVerdicts,
@@ -123,8 +125,7 @@ func NewMetrics() *Metrics {
 // PerCluster makes source_up one gauge per cluster (labelled cluster) instead of one, each 0
 // until its cluster answers, and returns the function that sets them.
 func (m *Metrics) PerCluster(names []string) func(cluster string, up bool) {
-	m.Registry.Unregister(m.SourceUp)
-	m.Registry.MustRegister(m.SourceUpByCluster)
+	m.perCluster.Store(true)
 	for _, n := range names {
 		m.SourceUpByCluster.WithLabelValues(n).Set(0)
 	}
@@ -135,6 +136,21 @@ func (m *Metrics) PerCluster(names []string) func(cluster string, up bool) {
 		}
 		m.SourceUpByCluster.WithLabelValues(cluster).Set(v)
 	}
+}
+
+// sourceUp collects source_up in one of its two shapes: one gauge, or one per cluster. It
+// describes nothing (an unchecked collector): the registry would refuse one name with two
+// sets of labels.
+type sourceUp struct{ m *Metrics }
+
+func (sourceUp) Describe(chan<- *prometheus.Desc) {}
+
+func (s sourceUp) Collect(ch chan<- prometheus.Metric) {
+	if s.m.perCluster.Load() {
+		s.m.SourceUpByCluster.Collect(ch)
+		return
+	}
+	s.m.SourceUp.Collect(ch)
 }
 
 // namespace prefixes every metric's name.
