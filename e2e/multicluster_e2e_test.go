@@ -79,8 +79,12 @@ func TestSeveralClusters(t *testing.T) {
 	// A pod of the same namespace and name as one of east's: both serve.
 	webPod("web-7d9f-abcde", "127.0.0.13")
 
-	e.startSidecar(t, "--source=kube", "--kubeconfig", east.Kubeconfig, "--namespace", "lb",
-		"--cluster-name", "east", "--cluster", "west="+west.Kubeconfig)
+	// West is reached through a proxy the test can cut, to make changes there while the
+	// sidecar cannot see them.
+	westConfig, westProxy := proxiedKubeconfig(t, west)
+	args := []string{"--source=kube", "--kubeconfig", east.Kubeconfig, "--namespace", "lb",
+		"--cluster-name", "east", "--cluster", "west=" + westConfig}
+	stop := e.startSidecar(t, args...)
 	e.startHAProxy(t)
 	e.waitReady(t)
 	server := func(cluster, pod, ip string) string {
@@ -130,4 +134,26 @@ func TestSeveralClusters(t *testing.T) {
 	webPod("web-7d9f-zzzzz", "127.0.0.22")
 	e.awaitConfig(t, "west's change live once it is back", []string{eastA, westA, server("west", "web-7d9f-zzzzz", "127.0.0.22")}, []string{eastB})
 	t.Logf("west's change live %v after it was made", time.Since(changed).Round(time.Millisecond))
+	westC := server("west", "web-7d9f-zzzzz", "127.0.0.22")
+
+	// A change made in west while the sidecar cannot reach it goes live once it can.
+	westProxy.Cut()
+	haproxytest.WaitFor(t, reportBound, func() bool {
+		return e.metric(t, `haproxy_sidecar_source_up{cluster="west"}`) == 0
+	}, "west reported away again")
+	west.DeletePod(t, "demo", "web-7d9f-zzzzz")
+	back = time.Now()
+	westProxy.Restore()
+	e.awaitConfig(t, "what changed in west while away is live once it is back", []string{eastA, westA}, []string{westC})
+	t.Logf("what changed in west while it was away live %v after its return", time.Since(back).Round(time.Millisecond))
+
+	// --cluster-forget-after: a cluster away that long has its servers left out, the others'
+	// stay; back, they are in again.
+	stop()
+	e.startSidecar(t, append(args, "--cluster-forget-after", "1s")...)
+	e.awaitConfig(t, "the restarted sidecar serves both clusters", []string{eastA, westA}, nil)
+	westProxy.Cut()
+	e.awaitConfig(t, "west's servers left out once it has been away 1s", []string{eastA}, []string{westA})
+	westProxy.Restore()
+	e.awaitConfig(t, "west's servers back with west", []string{eastA, westA}, nil)
 }
