@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
@@ -42,13 +44,19 @@ func (e *demoEnv) awaitConfig(t *testing.T, what string, with, without []string)
 // setWebService rewrites the web entry of the services ConfigMap (in the home cluster).
 func (e *demoEnv) setWebService(t *testing.T, k *kubetest.Env, extra string) {
 	t.Helper()
+	e.setService(t, k, "web", fmt.Sprintf(`{"namespace": "demo", "selector": {"app": "web"}, "hostnames": ["web.localhost"], "ports": [%d]%s}`, e.port, extra))
+}
+
+// setService sets a key of the services ConfigMap (in the home cluster).
+func (e *demoEnv) setService(t *testing.T, k *kubetest.Env, key, value string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), kubetest.CallTimeout)
 	defer cancel()
 	cm, err := k.Client.CoreV1().ConfigMaps("lb").Get(ctx, "services", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm.Data["web"] = fmt.Sprintf(`{"namespace": "demo", "selector": {"app": "web"}, "hostnames": ["web.localhost"], "ports": [%d]%s}`, e.port, extra)
+	cm.Data[key] = value
 	k.ApplyConfigMap(t, cm)
 }
 
@@ -99,6 +107,20 @@ func TestSeveralClusters(t *testing.T) {
 			t.Errorf("source_up{cluster=%q} = %v, want 1", c, v)
 		}
 	}
+
+	// A service naming a Kubernetes Service: its EndpointSlices of every cluster.
+	e.setService(t, east, "svc", fmt.Sprintf(`{"namespace": "demo", "service": "api", "hostnames": ["svc.localhost"], "ports": [%d]}`, e.port))
+	ready := true
+	for cluster, k := range map[string]*kubetest.Env{"east": east, "west": west} {
+		ip := map[string]string{"east": "10.9.0.1", "west": "10.9.0.2"}[cluster] // the API server refuses loopback endpoints
+		k.ApplyEndpointSlice(t, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "demo", Name: "api-x", Labels: map[string]string{discoveryv1.LabelServiceName: "api"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+				TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "demo", Name: "api-0"}}},
+		})
+	}
+	e.awaitConfig(t, "the Service's endpoints of both clusters", []string{server("east", "api-0", "10.9.0.1"), server("west", "api-0", "10.9.0.2")}, nil)
 
 	e.setWebService(t, east, `, "clusters": ["west"]`)
 	e.awaitConfig(t, "the web service of west's pods alone", []string{westA}, []string{eastA, eastB})

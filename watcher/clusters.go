@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -175,7 +176,7 @@ func (c *Clusters) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		return nil, err
 	}
 	if c.forgotten(c.Home.Cluster) {
-		objs.Pods, objs.ConvertedPods, objs.EndpointSlices, objs.Resources = nil, nil, nil, nil
+		objs.Pods, objs.ConvertedPods, objs.EndpointSlices, objs.ClusterEndpointSlices, objs.Resources = nil, nil, nil, nil, nil
 	}
 	revs := []string{c.Home.Cluster + "=" + objs.Revision}
 	for _, m := range c.Members {
@@ -187,6 +188,12 @@ func (c *Clusters) Objects(ctx context.Context) (*snapshot.Objects, error) {
 			continue
 		}
 		objs.ConvertedPods = append(objs.ConvertedPods, mo.ConvertedPods...)
+		for c, list := range mo.ClusterEndpointSlices {
+			if objs.ClusterEndpointSlices == nil {
+				objs.ClusterEndpointSlices = map[string][]*discoveryv1.EndpointSlice{}
+			}
+			objs.ClusterEndpointSlices[c] = list
+		}
 		for name, list := range mo.Resources {
 			if objs.Resources == nil {
 				objs.Resources = map[string][]*snapshot.Object{}

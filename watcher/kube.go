@@ -338,6 +338,7 @@ func (k *Kube) read(ctx context.Context, set *informerSet, services []*corev1.Co
 	objs.Pods, objs.EndpointSlices = pods, slices
 	if k.Cluster != "" {
 		objs.Pods, objs.ConvertedPods = nil, k.clPods.convert(pods, k.Cluster)
+		objs.EndpointSlices, objs.ClusterEndpointSlices = nil, map[string][]*discoveryv1.EndpointSlice{k.Cluster: slices}
 	}
 	if objs.Resources, err = k.resources(ctx, set); err != nil {
 		return nil, err

@@ -63,6 +63,13 @@ func (o *Objects) ClusterObjects() []ClusterObject {
 			out = append(out, ClusterObject{Ref: Ref{Kind: "EndpointSlice", Namespace: s.Namespace, Name: s.Name}, version: versionOf(s.ResourceVersion, s)})
 		}
 	}
+	for c, list := range o.ClusterEndpointSlices {
+		for _, s := range list {
+			if s != nil {
+				out = append(out, ClusterObject{Ref: Ref{Kind: "EndpointSlice", Namespace: s.Namespace, Name: s.Name, Cluster: c}, version: versionOf(s.ResourceVersion, s)})
+			}
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(o.Resources)) {
 		for _, x := range o.Resources[name] {
 			if x != nil {
@@ -145,6 +152,14 @@ func (o *Objects) WithoutObjects(drop map[string]bool) *Objects {
 	c.EndpointSlices = filter(o.EndpointSlices, func(s *discoveryv1.EndpointSlice) bool {
 		return s != nil && drop[ObjectID(Ref{Kind: "EndpointSlice", Namespace: s.Namespace, Name: s.Name})]
 	})
+	if len(o.ClusterEndpointSlices) > 0 {
+		c.ClusterEndpointSlices = make(map[string][]*discoveryv1.EndpointSlice, len(o.ClusterEndpointSlices))
+		for cl, list := range o.ClusterEndpointSlices {
+			c.ClusterEndpointSlices[cl] = filter(list, func(s *discoveryv1.EndpointSlice) bool {
+				return s != nil && drop[ObjectID(Ref{Kind: "EndpointSlice", Namespace: s.Namespace, Name: s.Name, Cluster: cl})]
+			})
+		}
+	}
 	if len(o.Resources) > 0 {
 		c.Resources = make(map[string][]*Object, len(o.Resources))
 		for name, list := range o.Resources {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
@@ -170,5 +172,55 @@ func TestResourcesByCluster(t *testing.T) {
 	}
 	if _, ok := wn.(*record.Record).Get("b/y"); ok {
 		t.Error("by_cluster.west has east's b/y")
+	}
+}
+
+// A service that names a Kubernetes Service takes its endpoints from every cluster's
+// EndpointSlices, keyed and named by cluster, restricted by its clusters list.
+func TestEndpointsOfSeveralClusters(t *testing.T) {
+	slice := func(ip string) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-abc", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{ip},
+				TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "web-0"}}},
+		}
+	}
+	objs := &Objects{
+		ConfigMaps: []*corev1.ConfigMap{configMap(ns, DefaultServicesConfigMap, map[string]string{
+			"all":  `{"namespace":"shop","service":"web"}`,
+			"east": `{"namespace":"shop","service":"web","clusters":["east"]}`,
+		})},
+		ClusterEndpointSlices: map[string][]*discoveryv1.EndpointSlice{"east": {slice("10.1.0.1")}, "west": {slice("10.2.0.1")}},
+	}
+	snap, err := Build(objs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := func(svc string) []string {
+		for _, s := range snap.Services {
+			if s["name"] == svc {
+				var out []string
+				for k, v := range s["pods"].(*record.Record).All() {
+					c, _ := v.(*record.Record).Get("cluster")
+					out = append(out, k+"="+c.(string))
+				}
+				return out
+			}
+		}
+		t.Fatalf("no service %s", svc)
+		return nil
+	}
+	if got := keys("all"); !slices.Equal(got, []string{"east:web-0=east", "west:web-0=west"}) {
+		t.Errorf("all: %v", got)
+	}
+	if got := keys("east"); !slices.Equal(got, []string{"east:web-0=east"}) {
+		t.Errorf("east: %v", got)
+	}
+	ids := objs.ClusterObjects()
+	if len(ids) != 2 || ids[0].ID() != "endpointslice/shop/web-abc@east" {
+		t.Errorf("cluster objects %v", ids)
+	}
+	if got := len(objs.WithoutObjects(map[string]bool{"endpointslice/shop/web-abc@west": true}).ClusterEndpointSlices["west"]); got != 0 {
+		t.Errorf("west's slice not left out: %d", got)
 	}
 }

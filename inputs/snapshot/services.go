@@ -68,7 +68,8 @@ func buildServices(entries []Input, pods *podIndex, eps endpointIndex) ([]map[st
 	pods.convert(slices.Concat(selected...))
 	for i, svc := range services {
 		if kubeSvc, ok := svc["service"].(string); ok && selected[i] == nil {
-			svc["pods"] = record.Of(nil, eps.endpoints(svc["namespace"].(string), kubeSvc))
+			clusters, _ := serviceClusters(svc) // checked by decodeService
+			svc["pods"] = record.Of(nil, eps.endpoints(svc["namespace"].(string), kubeSvc, clusters))
 			continue
 		}
 		svc["pods"] = podsByName(selected[i])

@@ -86,6 +86,9 @@ type Objects struct {
 	ConvertedPods []*Pod
 	// EndpointSlices back services that name a Kubernetes Service instead of a pod selector.
 	EndpointSlices []*discoveryv1.EndpointSlice
+	// ClusterEndpointSlices, with several clusters, are each cluster's EndpointSlices by its
+	// name (EndpointSlices holds none then): typed objects carry no cluster of their own.
+	ClusterEndpointSlices map[string][]*discoveryv1.EndpointSlice
 	// Resources are the objects of the watched resources (--watch), by their name in the
 	// template context (watchspec.Resource.Name), in any order. They are not operator inputs:
 	// never held back.

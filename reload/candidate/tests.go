@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
@@ -446,8 +447,15 @@ func (b *Builder) clusterObjects(objs *snapshot.Objects, t Test) (*snapshot.Obje
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", name, err)
 		}
-		if len(over.ConfigMaps)+len(over.Secrets)+len(over.ConvertedPods)+len(over.EndpointSlices) > 0 {
-			return nil, fmt.Errorf("cluster %s: pods and watched objects only (the load balancer's ConfigMaps and Secrets are in objects)", name)
+		if len(over.ConfigMaps)+len(over.Secrets)+len(over.ConvertedPods) > 0 {
+			return nil, fmt.Errorf("cluster %s: pods, EndpointSlices and watched objects only (the load balancer's ConfigMaps and Secrets are in objects)", name)
+		}
+		if len(over.EndpointSlices) > 0 {
+			c.ClusterEndpointSlices = maps.Clone(c.ClusterEndpointSlices)
+			if c.ClusterEndpointSlices == nil {
+				c.ClusterEndpointSlices = map[string][]*discoveryv1.EndpointSlice{}
+			}
+			c.ClusterEndpointSlices[name] = append(slices.Clip(c.ClusterEndpointSlices[name]), over.EndpointSlices...)
 		}
 		for _, p := range over.Pods {
 			c.ConvertedPods = append(slices.Clip(c.ConvertedPods), pods.ConvertIn(p, name))
