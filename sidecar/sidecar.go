@@ -75,7 +75,7 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	}
 	ctx, stop := drainFirst(ctx, cfg.HTTP.ShutdownDelay, health, log)
 	defer stop()
-	peers, err := peersOptions(cfg.Peers, cfg.Inputs.Namespace)
+	peers, err := peersOptions(cfg.Peers, cfg.Inputs.Namespace, cfg.Source)
 	if err != nil {
 		return err
 	}

@@ -166,12 +166,16 @@ func snapshotOptions(in config.Inputs) (snapshot.Options, error) {
 }
 
 // peersOptions say which pods are the HAProxy replicas (--peers...): the namespace defaults
-// to the load balancer's, this replica's name to the host's.
-func peersOptions(p config.Peers, namespace string) (snapshot.PeersOptions, error) {
+// to the load balancer's, this replica's name to the host's; with several clusters, they are
+// the home cluster's pods.
+func peersOptions(p config.Peers, namespace string, src config.Source) (snapshot.PeersOptions, error) {
 	if !p.On() {
 		return snapshot.PeersOptions{}, nil
 	}
 	po := snapshot.PeersOptions{Enabled: true, Namespace: p.Namespace, Local: p.Name, Port: p.Port}
+	if src.Kind == "kube" && src.Kube.MultiCluster() {
+		po.Cluster = src.Kube.ClusterName
+	}
 	if po.Namespace == "" {
 		po.Namespace = namespace
 	}

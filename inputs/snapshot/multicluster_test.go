@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
@@ -222,5 +223,22 @@ func TestEndpointsOfSeveralClusters(t *testing.T) {
 	}
 	if got := len(objs.WithoutObjects(map[string]bool{"endpointslice/shop/web-abc@west": true}).ClusterEndpointSlices["west"]); got != 0 {
 		t.Errorf("west's slice not left out: %d", got)
+	}
+}
+
+// With several clusters the HAProxy replicas are the home cluster's pods: another cluster's
+// pods of the same namespace and labels are not peers.
+func TestPeersOfTheHomeCluster(t *testing.T) {
+	var conv PodConverter
+	home := readyPod(ns, "haproxy-a", "10.1.0.1", map[string]string{"app": "haproxy"})
+	other := readyPod(ns, "haproxy-b", "10.2.0.1", map[string]string{"app": "haproxy"})
+	objs := &Objects{ConvertedPods: []*Pod{conv.ConvertIn(home, "east"), conv.ConvertIn(other, "west")}}
+	sel, err := labels.Parse("app=haproxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := BuildPeers(objs, PeersOptions{Enabled: true, Namespace: ns, Selector: sel, Local: "haproxy-a", Cluster: "east"})
+	if len(p.All) != 1 || p.All[0].Name != "haproxy-a" {
+		t.Errorf("peers %+v, want haproxy-a (east's) alone", p.All)
 	}
 }
