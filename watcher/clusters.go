@@ -179,11 +179,19 @@ func (c *Clusters) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		objs.Pods, objs.ConvertedPods, objs.EndpointSlices, objs.ClusterEndpointSlices, objs.Resources = nil, nil, nil, nil, nil
 	}
 	revs := []string{c.Home.Cluster + "=" + objs.Revision}
-	for _, m := range c.Members {
-		mo, merr := c.member(ctx, m, objs.ConfigMaps)
-		if merr != nil {
-			return nil, merr
-		}
+	// Read together: one cluster slow to answer holds the others back once, not in turn.
+	read := make([]*snapshot.Objects, len(c.Members))
+	errs := make([]error, len(c.Members))
+	var wg sync.WaitGroup
+	for i, m := range c.Members {
+		wg.Go(func() { read[i], errs[i] = c.member(ctx, m, objs.ConfigMaps) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	for i, m := range c.Members {
+		mo := read[i]
 		if mo == nil || c.forgotten(m.Cluster) {
 			continue
 		}
