@@ -287,7 +287,7 @@ func proposedObjects(ctx context.Context, cfg *config.Diff, log *slog.Logger, fo
 			return nil, nil, fmt.Errorf("--file: %w", err)
 		}
 		over.Origins = namedAsGiven(over.Origins, given)
-		objs = objs.Overlay(over)
+		objs = objs.Overlay(objs.InHome(over))
 	}
 	for _, del := range cfg.Deletes {
 		parts := strings.SplitN(del, "/", 3)

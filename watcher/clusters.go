@@ -211,6 +211,7 @@ func (c *Clusters) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		revs = append(revs, m.Cluster+"="+mo.Revision)
 	}
 	objs.Revision = strings.Join(revs, ",")
+	objs.Home = c.Home.Cluster
 	return objs, err
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
@@ -151,3 +152,41 @@ func byCluster(objs []*Object, value func([]*Object) *record.Record) *record.Rec
 
 // compareClusters orders objects of one name by cluster.
 func compareClusters(a, b *Object) int { return cmp.Compare(a.cluster, b.cluster) }
+
+// InHome returns over (objects a change proposes, read from a manifest) as objects of the home
+// cluster when o has several clusters: its pods, EndpointSlices and watched objects carry the
+// home cluster's name, as the ones they replace do. Without several clusters, over itself.
+func (o *Objects) InHome(over *Objects) *Objects {
+	if o.Home == "" {
+		return over
+	}
+	c := *over
+	var pods PodConverter
+	c.Pods, c.ConvertedPods = nil, nil
+	for _, p := range over.ConvertedPods {
+		if p != nil && p.cluster == "" {
+			x := *p
+			x.cluster, x.obj = o.Home, pods.shapes.with(p.obj, o.Home)
+			x.labels = labelsOf(x.obj)
+			p = &x
+		}
+		c.ConvertedPods = append(c.ConvertedPods, p)
+	}
+	for _, p := range over.Pods {
+		c.ConvertedPods = append(c.ConvertedPods, pods.ConvertIn(p, o.Home))
+	}
+	if len(over.EndpointSlices) > 0 {
+		c.EndpointSlices = nil
+		c.ClusterEndpointSlices = map[string][]*discoveryv1.EndpointSlice{o.Home: over.EndpointSlices}
+	}
+	if len(over.Resources) > 0 {
+		var conv ObjectConverter
+		c.Resources = make(map[string][]*Object, len(over.Resources))
+		for name, list := range over.Resources {
+			for _, x := range list {
+				c.Resources[name] = append(c.Resources[name], conv.InCluster(x, o.Home))
+			}
+		}
+	}
+	return &c
+}

@@ -242,3 +242,63 @@ func TestPeersOfTheHomeCluster(t *testing.T) {
 		t.Errorf("peers %+v, want haproxy-a (east's) alone", p.All)
 	}
 }
+
+// A change proposed to the home cluster (the admission webhook, diff -f) replaces and
+// deletes the home cluster's objects, never another cluster's of the same name.
+func TestOverlayInHome(t *testing.T) {
+	var pods PodConverter
+	var conv ObjectConverter
+	ing := func(cluster, host string) *Object {
+		o, err := conv.FromUnstructured(map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+			"metadata": map[string]any{"namespace": "shop", "name": "web"}, "spec": map[string]any{"host": host}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conv.InCluster(o, cluster)
+	}
+	east := readyPod("shop", "web-0", "10.1.0.1", map[string]string{"app": "web"})
+	west := readyPod("shop", "web-0", "10.2.0.1", map[string]string{"app": "web"})
+	objs := &Objects{Home: "east",
+		ConvertedPods: []*Pod{pods.ConvertIn(east, "east"), pods.ConvertIn(west, "west")},
+		Resources:     map[string][]*Object{"ingresses": {ing("east", "a"), ing("west", "b")}},
+	}
+	moved := readyPod("shop", "web-0", "10.1.0.9", map[string]string{"app": "web"})
+	plain, err := conv.FromUnstructured(map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+		"metadata": map[string]any{"namespace": "shop", "name": "web"}, "spec": map[string]any{"host": "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	over := &Objects{Pods: []*corev1.Pod{moved}, Resources: map[string][]*Object{"ingresses": {plain}}}
+	got := objs.Overlay(objs.InHome(over))
+	var ps []string
+	for _, p := range got.ConvertedPods {
+		st, _ := p.Object().Get("status")
+		ip, _ := st.(*record.Record).Get("podIP")
+		ps = append(ps, p.Cluster()+"="+ip.(string))
+	}
+	slices.Sort(ps)
+	if !slices.Equal(ps, []string{"east=10.1.0.9", "west=10.2.0.1"}) {
+		t.Errorf("pods after the change %v: want east's replaced, west's kept", ps)
+	}
+	var hosts []string
+	for _, o := range got.Resources["ingresses"] {
+		spec, _ := o.Record().Get("spec")
+		h, _ := spec.(*record.Record).Get("host")
+		hosts = append(hosts, o.Cluster()+"="+h.(string))
+	}
+	slices.Sort(hosts)
+	if !slices.Equal(hosts, []string{"east=c", "west=b"}) {
+		t.Errorf("ingresses after the change %v: want east's replaced, west's kept", hosts)
+	}
+	del, ok := got.Delete("Ingress", "shop", "web")
+	if !ok || len(del.Resources["ingresses"]) != 1 || del.Resources["ingresses"][0].Cluster() != "west" {
+		t.Errorf("delete of the Ingress: %v, left %v; want west's left", ok, del.Resources["ingresses"])
+	}
+	del, ok = got.Delete("Pod", "shop", "web-0")
+	if !ok || len(del.ConvertedPods) != 1 || del.ConvertedPods[0].Cluster() != "west" {
+		t.Errorf("delete of the pod: %v, left %d; want west's left", ok, len(del.ConvertedPods))
+	}
+	if one := (&Objects{}).InHome(over); one != over {
+		t.Error("InHome with one cluster changed the objects")
+	}
+}

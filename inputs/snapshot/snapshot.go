@@ -89,6 +89,9 @@ type Objects struct {
 	// ClusterEndpointSlices, with several clusters, are each cluster's EndpointSlices by its
 	// name (EndpointSlices holds none then): typed objects carry no cluster of their own.
 	ClusterEndpointSlices map[string][]*discoveryv1.EndpointSlice
+	// Home, with several clusters, is the home cluster's name: the cluster of the ConfigMaps
+	// and Secrets, and of the objects a proposed change gives (InHome).
+	Home string
 	// Resources are the objects of the watched resources (--watch), by their name in the
 	// template context (watchspec.Resource.Name), in any order. They are not operator inputs:
 	// never held back.
