@@ -90,8 +90,12 @@ func TestSeveralClusters(t *testing.T) {
 	// West is reached through a proxy the test can cut, to make changes there while the
 	// sidecar cannot see them.
 	westConfig, westProxy := proxiedKubeconfig(t, west)
+	// North (west's API server again, through a proxy of its own) cannot be reached at start:
+	// the others are served meanwhile.
+	northConfig, northProxy := proxiedKubeconfig(t, west)
+	northProxy.Cut()
 	args := []string{"--source=kube", "--kubeconfig", east.Kubeconfig, "--namespace", "lb",
-		"--cluster-name", "east", "--cluster", "west=" + westConfig}
+		"--cluster-name", "east", "--cluster", "west=" + westConfig, "--cluster", "north=" + northConfig}
 	stop := e.startSidecar(t, args...)
 	e.startHAProxy(t)
 	e.waitReady(t)
@@ -107,6 +111,13 @@ func TestSeveralClusters(t *testing.T) {
 			t.Errorf("source_up{cluster=%q} = %v, want 1", c, v)
 		}
 	}
+	haproxytest.WaitFor(t, reportBound, func() bool {
+		code, r := e.readyz(t)
+		return code == 200 && strings.Contains(r.Reason, "cluster north") && e.metric(t, `haproxy_sidecar_source_up{cluster="north"}`) == 0
+	}, "north, unreachable since the start, reported on its own while the others serve (/readyz 200 naming it, source_up{cluster=north} 0)")
+	northProxy.Restore()
+	northA := server("north", "web-7d9f-abcde", "127.0.0.13")
+	e.awaitConfig(t, "north's pods once it can be reached", []string{eastA, eastB, westA, northA}, nil)
 
 	// A service naming a Kubernetes Service: its EndpointSlices of every cluster.
 	e.setService(t, east, "svc", fmt.Sprintf(`{"namespace": "demo", "service": "api", "hostnames": ["svc.localhost"], "ports": [%d]}`, e.port))
@@ -123,7 +134,7 @@ func TestSeveralClusters(t *testing.T) {
 	e.awaitConfig(t, "the Service's endpoints of both clusters", []string{server("east", "api-0", "10.9.0.1"), server("west", "api-0", "10.9.0.2")}, nil)
 
 	e.setWebService(t, east, `, "clusters": ["west"]`)
-	e.awaitConfig(t, "the web service of west's pods alone", []string{westA}, []string{eastA, eastB})
+	e.awaitConfig(t, "the web service of west's pods alone", []string{westA}, []string{eastA, eastB, northA})
 	e.setWebService(t, east, "")
 	e.awaitConfig(t, "every cluster's pods again", []string{eastA, eastB, westA}, nil)
 	e.settled(t)
