@@ -95,6 +95,9 @@ func (c *ModuleCache) Sweep() {
 	if len(c.recs) > 4*len(c.loop)+1024 {
 		clear(c.recs) // the hashes of records gone (old versions of objects)
 	}
+	if len(c.frees) > 64 {
+		clear(c.frees) // sources of templates since edited
+	}
 }
 
 // free returns what tree reads of the frames it is imported from, worked out once per source.
