@@ -117,6 +117,7 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	defer stopEvents()
 	election, standby := newElection(cfg.Leader, kube)
 	watchOldWorkers(cfg.HAProxy, metrics)
+	tidier := env.Memory.Tidier()
 	p, err := pipeline.New(pipeline.Config{
 		Source:            src,
 		Inputs:            snapshot.Builder{Options: inputs},
@@ -135,7 +136,8 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		Logger:            log,
 		Runtime:           haproxy.runtime,
 		MinReloadInterval: cfg.HAProxy.MinReloadInterval,
-		AfterSync:         env.Memory.Tidier().AfterSync,
+		AfterSync:         tidier.AfterSync,
+		Idle:              tidier.Idle,
 		KeepInputs:        true,
 		TryTemplatesApart: true,
 		CheckAfter:        !cfg.HAProxy.CheckBeforeRuntime,
