@@ -62,6 +62,7 @@ func Run(ctx context.Context, cfg *config.Run, env Env) error {
 	}
 	if env.Process {
 		klog.SetSlogLogger(log)
+		memory.SampleHeap(cfg.HTTP.Profiles, os.Getenv)
 	}
 	warnWeakSecrets(log, cfg.Inputs, cfg.Source.Etcd, &cfg.Dataplane)
 	return red.Error(run(ctx, cfg, env, log, red))

@@ -241,3 +241,33 @@ func TestIdleReleases(t *testing.T) {
 		}
 	})
 }
+
+// TestSampleHeap: allocations are sampled for the heap profile only when profiles are
+// served, or when GODEBUG asks for a rate.
+func TestSampleHeap(t *testing.T) {
+	defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+	const rate = 512 * 1024
+	for _, c := range []struct {
+		name     string
+		profiles bool
+		godebug  string
+		want     int
+	}{
+		{"profiles off: no sampling", false, "", 0},
+		{"profiles served: sampled", true, "", rate},
+		{"GODEBUG sets a rate: left alone", false, "gctrace=1,memprofilerate=1", rate},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			runtime.MemProfileRate = rate
+			SampleHeap(c.profiles, func(k string) string {
+				if k == "GODEBUG" {
+					return c.godebug
+				}
+				return ""
+			})
+			if runtime.MemProfileRate != c.want {
+				t.Errorf("MemProfileRate %d, want %d", runtime.MemProfileRate, c.want)
+			}
+		})
+	}
+}
