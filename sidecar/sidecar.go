@@ -139,6 +139,7 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		MinReloadInterval: cfg.HAProxy.MinReloadInterval,
 		AfterSync:         tidier.AfterSync,
 		Idle:              tidier.Idle,
+		PublishGoodInputs: cfg.Webhook.Addr != "", // for the admission webhook only
 		KeepInputs:        true,
 		TryTemplatesApart: true,
 		CheckAfter:        !cfg.HAProxy.CheckBeforeRuntime,

@@ -81,6 +81,10 @@ type Config struct {
 	Idle func()
 	// IdleAfter is how long after a sync Idle is called; 0: defaultIdleAfter.
 	IdleAfter time.Duration
+	// PublishGoodInputs has the sync publish a copy of the last good inputs after each change,
+	// for GoodInputs (the admission webhook, on other goroutines). Off, nothing reads it and
+	// no copy is made: one map entry per input, 1.9 MB at 10,000 services.
+	PublishGoodInputs bool
 	// Trials bounds the renderings one search for bad inputs may try (quarantine.Search);
 	// 0: quarantine.DefaultTrials.
 	Trials int
