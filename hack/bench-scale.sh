@@ -67,6 +67,12 @@ echo "# haproxy-sidecar bench-scale: $(date -u +%FT%TZ), $(go version | cut -d' 
 if [ -z "${BIN:-}" ]; then # BIN=path: measure that binary (an older build, for a comparison)
   go build -trimpath -o "$D/haproxy-sidecar" .
   BIN=$D/haproxy-sidecar
+else
+  # A fresh copy: how many of the binary's pages a process maps depends on how the file came
+  # into the page cache (the kernel maps whole folios, and up to 64 kB around each fault), so
+  # two builds are compared as two copies made the same way.
+  cp "$BIN" "$D/haproxy-sidecar.measured"
+  BIN=$D/haproxy-sidecar.measured
 fi
 go build -o "$D/gen-scale" ./hack/gen-scale
 
@@ -94,7 +100,7 @@ for n in $SIZES; do
 done
 
 start_run() { # directory [flags]: start `run` on it (run_pid), wait until it serves its endpoints (addr)
-  rm -rf "$D/run"
+  rm -rf "$D/run" "$D/run.log" # no address of the last run read before this one truncates the log
   mkdir -p "$D/run"
   # shellcheck disable=SC2086 # RUN_FLAGS is a list of flags
   "$BIN" run --source=file --dir "$1" --haproxy-config "$D/run/haproxy.cfg" ${2:-$RUN_FLAGS} \
@@ -128,6 +134,7 @@ rss() { awk '/^VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$run_pid/status"; }
 metric() { # name with labels -> value
   curl -sf "http://$addr/metrics" | awk -v m="$1" '$1 == m { print $2 }'
 }
+rendered() { [ "$(successes)" ] && [ "$(successes)" != 0 ]; }
 successes() { metric 'haproxy_sidecar_renders_total{result="success"}'; }
 render_sum() { metric 'haproxy_sidecar_render_duration_seconds_sum'; }
 render_count() { metric 'haproxy_sidecar_render_duration_seconds_count'; }
@@ -144,11 +151,13 @@ idle_scenario() {
     for r in $(seq 1 "$IDLE_RUNS"); do
       t0=$(now)
       start_run "$dir" "$IDLE_FLAGS"
-      until_deadline "$DEADLINE" ready
+      # The first configuration rendered (not /readyz: with IDLE_FLAGS naming a master socket
+      # no HAProxy answers, the sidecar is never ready).
+      until_deadline "$DEADLINE" rendered
       t1=$(now)
       sleep "$IDLE_WAIT" # what is measured is the sidecar left alone
       held=$(awk -v i="$(metric go_memstats_heap_idle_bytes)" -v r="$(metric go_memstats_heap_released_bytes)" 'BEGIN { printf "%.1f", (i - r) / 1048576 }')
-      echo "idle   $n services x $PODS pods run $r: ready after $(ms "$t0" "$t1") ms; ${IDLE_WAIT} s later RSS $(rss) MB (anonymous $(smaps Anonymous) MB, file-backed $(smaps Rss | awk -v a="$(smaps Anonymous)" '{ print $1 - a }') MB), max RSS $(hwm) MB; Go heap in use $(mb_metric go_memstats_heap_inuse_bytes) MB, free and not handed back $held MB, objects $(mb_metric go_memstats_heap_alloc_bytes) MB, the runtime's own (mapped) $(awk -v s="$(metric go_memstats_sys_bytes)" -v h="$(metric go_memstats_heap_sys_bytes)" 'BEGIN { printf "%.1f", (s - h) / 1048576 }') MB"
+      echo "idle   $n services x $PODS pods run $r: first configuration after $(ms "$t0" "$t1") ms; ${IDLE_WAIT} s later RSS $(rss) MB (anonymous $(smaps Anonymous) MB, file-backed $(smaps Rss | awk -v a="$(smaps Anonymous)" '{ print $1 - a }') MB), max RSS $(hwm) MB; Go heap in use $(mb_metric go_memstats_heap_inuse_bytes) MB, free and not handed back $held MB, objects $(mb_metric go_memstats_heap_alloc_bytes) MB, the runtime's own (mapped) $(awk -v s="$(metric go_memstats_sys_bytes)" -v h="$(metric go_memstats_heap_sys_bytes)" 'BEGIN { printf "%.1f", (s - h) / 1048576 }') MB"
       stop_run
     done
   done
