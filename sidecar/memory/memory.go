@@ -195,7 +195,7 @@ const idleThreshold = 1 << 20
 // it mapped; Go's scavenger returns free heap only down to about the heap's goal, which that
 // room raises) and the last sync's garbage. GOGC stays as TidyFor set it: the next sync has
 // its room again, in pages the kernel gives back at first touch (about 1 ms per 4 MB).
-// 1,000 services x 10 pods: 10-18 MB of RSS (docs/performance.md).
+// 1,000 services x 10 pods: 2-6 MB of RSS once idle (docs/performance.md).
 func (t *Tidier) Idle() {
 	h := t.read()
 	garbage := uint64(0)
