@@ -5,12 +5,17 @@
 # small directory beside a large unrelated manifest (BIG_MB of Deployments, or of Pods no
 # service selects; JSON and YAML), one line appended to it, then one object of it edited, each
 # followed by an unrelated edit. Prints wall time, CPU time and maximum RSS
-# for each; everything it starts is stopped on exit.
+# for each; and an `idle` scenario: `run` on IDLE_SIZES services x PODS, left alone IDLE_WAIT
+# seconds after its first configuration, then its RSS split as /proc/PID/smaps_rollup splits
+# it (anonymous: the heap and the runtime; file-backed: the binary's pages) and the Go heap
+# from its /metrics. Everything it starts is stopped on exit.
 #
 #   hack/bench-scale.sh                    # SIZES="1000 10000" PODS=10 RUNS=3 CHANGES=5 BIG_MB=100
 #   SIZES=10000 RUNS=1 hack/bench-scale.sh
 #   SIZES= RUN_SIZE=0 BIG_FORMATS=json hack/bench-scale.sh   # the big scenario only, JSON only
 #   SIZES= RUN_SIZE=0 BIG_KINDS=pod hack/bench-scale.sh      # ... a manifest of Pods only
+#   SIZES= RUN_SIZE=0 BIG_MB=0 IDLE_SIZES="1 1000" IDLE_RUNS=3 hack/bench-scale.sh  # idle RSS only
+#   IDLE_FLAGS="--validate --master-socket /nonexistent.sock" ...  # idle, with the runtime API's model
 #   GOGC=25 hack/bench-scale.sh            # Go runtime settings apply to the binary measured
 #   BIN=/tmp/old-haproxy-sidecar hack/bench-scale.sh  # another build
 #
@@ -30,6 +35,11 @@ DEADLINE=${DEADLINE:-300}   # seconds any single step may take
 # API's model of what HAProxy runs (no HAProxy answers, so every change falls back to a reload
 # that finds HAProxy not running).
 RUN_FLAGS=${RUN_FLAGS:-"--reload=none --validate=false"}
+IDLE_SIZES=${IDLE_SIZES-"1 1000"} # services in the idle scenario ("": skip it)
+IDLE_RUNS=${IDLE_RUNS:-1}
+IDLE_WAIT=${IDLE_WAIT:-10}  # seconds left alone after the first configuration (the sidecar hands
+                            # back what it kept for the next sync 5 s after a sync)
+IDLE_FLAGS=${IDLE_FLAGS:-$RUN_FLAGS}
 BIG_MB=${BIG_MB:-100}                  # the big scenario's unrelated manifest (0: skip it)
 BIG_FORMATS=${BIG_FORMATS:-"json yaml yaml-list"} # ... as a JSON List, multi-document YAML, a YAML List
 BIG_KINDS=${BIG_KINDS:-"deployment pod"} # ... of Deployments (ignored) or of Pods no service selects (kept)
@@ -57,6 +67,12 @@ echo "# haproxy-sidecar bench-scale: $(date -u +%FT%TZ), $(go version | cut -d' 
 if [ -z "${BIN:-}" ]; then # BIN=path: measure that binary (an older build, for a comparison)
   go build -trimpath -o "$D/haproxy-sidecar" .
   BIN=$D/haproxy-sidecar
+else
+  # A fresh copy: how many of the binary's pages a process maps depends on how the file came
+  # into the page cache (the kernel maps whole folios, and up to 64 kB around each fault), so
+  # two builds are compared as two copies made the same way.
+  cp "$BIN" "$D/haproxy-sidecar.measured"
+  BIN=$D/haproxy-sidecar.measured
 fi
 go build -o "$D/gen-scale" ./hack/gen-scale
 
@@ -83,11 +99,11 @@ for n in $SIZES; do
   echo "  haproxy.cfg: $(wc -c <"$D/out/haproxy.cfg") bytes, $(grep -c '^backend ' "$D/out/haproxy.cfg") backends, $(grep -c '^ *server ' "$D/out/haproxy.cfg") servers"
 done
 
-start_run() { # directory: start `run` on it (run_pid), wait until it serves its endpoints (addr)
-  rm -rf "$D/run"
+start_run() { # directory [flags]: start `run` on it (run_pid), wait until it serves its endpoints (addr)
+  rm -rf "$D/run" "$D/run.log" # no address of the last run read before this one truncates the log
   mkdir -p "$D/run"
   # shellcheck disable=SC2086 # RUN_FLAGS is a list of flags
-  "$BIN" run --source=file --dir "$1" --haproxy-config "$D/run/haproxy.cfg" $RUN_FLAGS \
+  "$BIN" run --source=file --dir "$1" --haproxy-config "$D/run/haproxy.cfg" ${2:-$RUN_FLAGS} \
     --wait 100ms:1s --health-addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0 >"$D/run.log" 2>&1 &
   run_pid=$!
   until_deadline 30 find_addr
@@ -118,9 +134,35 @@ rss() { awk '/^VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$run_pid/status"; }
 metric() { # name with labels -> value
   curl -sf "http://$addr/metrics" | awk -v m="$1" '$1 == m { print $2 }'
 }
+rendered() { [ "$(successes)" ] && [ "$(successes)" != 0 ]; }
 successes() { metric 'haproxy_sidecar_renders_total{result="success"}'; }
 render_sum() { metric 'haproxy_sidecar_render_duration_seconds_sum'; }
 render_count() { metric 'haproxy_sidecar_render_duration_seconds_count'; }
+
+# idle: RSS once the sidecar is left alone, split: anonymous memory (the Go heap, its free pages
+# not yet handed back, the runtime's own) and file-backed pages (the binary's code and data it
+# touched), with the heap as the Go runtime counts it.
+smaps() { awk -v f="$1" '$1 == f ":" { printf "%.0f", $2 / 1024 }' "/proc/$run_pid/smaps_rollup"; }
+mb_metric() { awk -v v="$(metric "$1")" 'BEGIN { printf "%.1f", v / 1048576 }'; }
+idle_scenario() {
+  local n r dir t0 t1 held
+  for n in $IDLE_SIZES; do
+    dir=$(gen "$n")
+    for r in $(seq 1 "$IDLE_RUNS"); do
+      t0=$(now)
+      start_run "$dir" "$IDLE_FLAGS"
+      # The first configuration rendered (not /readyz: with IDLE_FLAGS naming a master socket
+      # no HAProxy answers, the sidecar is never ready).
+      until_deadline "$DEADLINE" rendered
+      t1=$(now)
+      sleep "$IDLE_WAIT" # what is measured is the sidecar left alone
+      held=$(awk -v i="$(metric go_memstats_heap_idle_bytes)" -v r="$(metric go_memstats_heap_released_bytes)" 'BEGIN { printf "%.1f", (i - r) / 1048576 }')
+      echo "idle   $n services x $PODS pods run $r: first configuration after $(ms "$t0" "$t1") ms; ${IDLE_WAIT} s later RSS $(rss) MB (anonymous $(smaps Anonymous) MB, file-backed $(smaps Rss | awk -v a="$(smaps Anonymous)" '{ print $1 - a }') MB), max RSS $(hwm) MB; Go heap in use $(mb_metric go_memstats_heap_inuse_bytes) MB, free and not handed back $held MB, objects $(mb_metric go_memstats_heap_alloc_bytes) MB, the runtime's own (mapped) $(awk -v s="$(metric go_memstats_sys_bytes)" -v h="$(metric go_memstats_heap_sys_bytes)" 'BEGIN { printf "%.1f", (s - h) / 1048576 }') MB"
+      stop_run
+    done
+  done
+}
+if [ -n "$IDLE_SIZES" ]; then idle_scenario; fi
 
 run_scenario() {
 # run: start on RUN_SIZE services, wait for /readyz, then edit one pod CHANGES times (ready,

@@ -62,6 +62,7 @@ func Run(ctx context.Context, cfg *config.Run, env Env) error {
 	}
 	if env.Process {
 		klog.SetSlogLogger(log)
+		memory.SampleHeap(cfg.HTTP.Profiles, os.Getenv)
 	}
 	warnWeakSecrets(log, cfg.Inputs, cfg.Source.Etcd, &cfg.Dataplane)
 	return red.Error(run(ctx, cfg, env, log, red))
@@ -120,6 +121,7 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	defer stopEvents()
 	election, standby := newElection(cfg.Leader, kube)
 	watchOldWorkers(cfg.HAProxy, metrics)
+	tidier := env.Memory.Tidier()
 	p, err := pipeline.New(pipeline.Config{
 		Source:            src,
 		Inputs:            snapshot.Builder{Options: inputs},
@@ -138,7 +140,9 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		Logger:            log,
 		Runtime:           haproxy.runtime,
 		MinReloadInterval: cfg.HAProxy.MinReloadInterval,
-		AfterSync:         env.Memory.Tidier().AfterSync,
+		AfterSync:         tidier.AfterSync,
+		Idle:              tidier.Idle,
+		PublishGoodInputs: cfg.Webhook.Addr != "", // for the admission webhook only
 		KeepInputs:        true,
 		TryTemplatesApart: true,
 		CheckAfter:        !cfg.HAProxy.CheckBeforeRuntime,

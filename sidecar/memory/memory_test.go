@@ -198,3 +198,76 @@ func waitFor(t *testing.T, ok func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestIdleReleases: once the syncs stop, free heap or garbage over idleThreshold is handed
+// back (with a real runtime: the free heap the room of TidyFor kept is gone after Idle); a
+// heap with next to nothing to give back is left without a collection.
+func TestIdleReleases(t *testing.T) {
+	const mb = 1 << 20
+	for _, c := range []struct {
+		name string
+		heap Heap
+		want bool
+	}{
+		{"free heap kept for the next sync", Heap{Free: 14 * mb, Live: 9 * mb, Objects: 9 * mb}, true},
+		{"the last sync's garbage", Heap{Free: 0, Live: 9 * mb, Objects: 20 * mb}, true},
+		{"little of either", Heap{Free: mb / 2, Live: 9 * mb, Objects: 9*mb + mb/2}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			released := false
+			tidier := Settings{gcPercent: 40}.Tidier()
+			tidier.read = func() Heap { return c.heap }
+			tidier.release = func() { released = true }
+			tidier.Idle()
+			if released != c.want {
+				t.Errorf("released %v, want %v", released, c.want)
+			}
+		})
+	}
+	t.Run("the runtime's free heap", func(t *testing.T) {
+		garbage := make([][]byte, 0, 16)
+		for range 16 {
+			garbage = append(garbage, make([]byte, 1<<20))
+		}
+		runtime.KeepAlive(garbage)
+		garbage = nil
+		runtime.GC()
+		if f := readHeap().Free; f <= idleThreshold {
+			t.Skipf("only %d bytes of free heap after dropping 16 MiB: the runtime already returned them", f)
+		}
+		(Settings{}).Tidier().Idle()
+		if f := readHeap().Free; f > idleThreshold {
+			t.Errorf("%d bytes of free heap kept after Idle, want at most %d", f, idleThreshold)
+		}
+	})
+}
+
+// TestSampleHeap: allocations are sampled for the heap profile only when profiles are
+// served, or when GODEBUG asks for a rate.
+func TestSampleHeap(t *testing.T) {
+	defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+	const rate = 512 * 1024
+	for _, c := range []struct {
+		name     string
+		profiles bool
+		godebug  string
+		want     int
+	}{
+		{"profiles off: no sampling", false, "", 0},
+		{"profiles served: sampled", true, "", rate},
+		{"GODEBUG sets a rate: left alone", false, "gctrace=1,memprofilerate=1", rate},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			runtime.MemProfileRate = rate
+			SampleHeap(c.profiles, func(k string) string {
+				if k == "GODEBUG" {
+					return c.godebug
+				}
+				return ""
+			})
+			if runtime.MemProfileRate != c.want {
+				t.Errorf("MemProfileRate %d, want %d", runtime.MemProfileRate, c.want)
+			}
+		})
+	}
+}

@@ -114,3 +114,24 @@ func TestOperatorChangeCheckedAfterItGoesLive(t *testing.T) {
 		t.Errorf("the template set's hold: %v", r.p.q.Held["templates"].Err)
 	}
 }
+
+// TestGoodInputsPublishedForTheWebhook: the last good inputs are published for GoodInputs
+// after a change went live when the admission webhook reads them (PublishGoodInputs), and no
+// copy is made when nothing does.
+func TestGoodInputsPublishedForTheWebhook(t *testing.T) {
+	for _, publish := range []bool{true, false} {
+		c := startCluster()
+		r := newQRigWith(t, c, "", tmplRenderer{}, func(cfg *Config) { cfg.PublishGoodInputs = publish })
+		r.sync(t, apply.Applied)
+		good := r.p.GoodInputs().Good
+		if r.p.q.Good["service/web"].Hash == "" {
+			t.Fatal("service/web is not among the last good inputs after the first sync")
+		}
+		if publish && good["service/web"].Hash != r.p.q.Good["service/web"].Hash {
+			t.Errorf("published: service/web at %q, want the last good %q", good["service/web"].Hash, r.p.q.Good["service/web"].Hash)
+		}
+		if !publish && len(good) != 0 {
+			t.Errorf("not published, yet GoodInputs answers %d inputs", len(good))
+		}
+	}
+}

@@ -75,6 +75,16 @@ type Config struct {
 	// AfterSync, when set, is called after every sync, before waiting for the next change:
 	// the time to give back the memory the sync used.
 	AfterSync func()
+	// Idle, when set, is called once the pipeline has waited IdleAfter since a sync with no
+	// change coming: the time to give back what was kept for a burst of syncs (the free heap
+	// the next sync would reuse). It runs on the pipeline's goroutine: no sync runs meanwhile.
+	Idle func()
+	// IdleAfter is how long after a sync Idle is called; 0: defaultIdleAfter.
+	IdleAfter time.Duration
+	// PublishGoodInputs has the sync publish a copy of the last good inputs after each change,
+	// for GoodInputs (the admission webhook, on other goroutines). Off, nothing reads it and
+	// no copy is made: one map entry per input, 1.9 MB at 10,000 services.
+	PublishGoodInputs bool
 	// Trials bounds the renderings one search for bad inputs may try (quarantine.Search);
 	// 0: quarantine.DefaultTrials.
 	Trials int
@@ -182,6 +192,9 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Tracing == nil {
 		cfg.Tracing = noop.NewTracerProvider()
 	}
+	if cfg.IdleAfter == 0 {
+		cfg.IdleAfter = defaultIdleAfter
+	}
 	if !cfg.ReloaderCounts {
 		cfg.Metrics.Reloading(cfg.Endpoint)
 	}
@@ -212,6 +225,11 @@ func New(cfg Config) (*Pipeline, error) {
 	p.loadInputs()
 	return p, nil
 }
+
+// defaultIdleAfter is how long the pipeline waits after a sync before it calls Idle: longer
+// than the gaps inside a burst of changes (a rollout, a batch of applies), so that the syncs of
+// a burst keep the memory they reuse, and short enough that an idle sidecar is small soon.
+const defaultIdleAfter = 5 * time.Second
 
 // tidyInterval is how often removed servers that still had connections are deleted again
 // while no change comes.
@@ -244,11 +262,15 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	backoff := time.Second
 	tidy := time.NewTicker(tidyInterval)
 	defer tidy.Stop()
+	var idle <-chan time.Time
 sync:
 	for {
 		res := p.Sync(ctx, reason)
 		if p.cfg.AfterSync != nil {
 			p.cfg.AfterSync()
+		}
+		if p.cfg.Idle != nil {
+			idle = time.After(p.cfg.IdleAfter)
 		}
 		if res.Outcome == apply.Deferred {
 			deferred = time.After(res.ReloadIn)
@@ -280,6 +302,9 @@ sync:
 				continue sync
 			case <-tidy.C:
 				p.apply.Tidy(ctx)
+			case <-idle:
+				idle = nil
+				p.cfg.Idle()
 			case <-trigger:
 				break wait
 			}

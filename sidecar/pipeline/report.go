@@ -193,12 +193,16 @@ func (p *Pipeline) accept(live []snapshot.Input, cur snapshot.Inputs) {
 
 // publishGood makes the inputs held good now what GoodInputs answers.
 func (p *Pipeline) publishGood() {
+	if !p.cfg.PublishGoodInputs {
+		return
+	}
 	st := quarantine.State{Good: maps.Clone(p.q.Good), ServicesPresent: p.q.ServicesPresent, TemplatesPresent: p.q.TemplatesPresent}
 	p.good.Store(&st)
 }
 
 // GoodInputs is the version of each input the sidecar holds good now (for the admission
 // webhook, which evaluates a change as the sidecar would take it); safe from any goroutine.
+// Empty unless Config.PublishGoodInputs.
 func (p *Pipeline) GoodInputs() quarantine.State {
 	if st := p.good.Load(); st != nil {
 		return quarantine.State{Good: maps.Clone(st.Good), ServicesPresent: st.ServicesPresent, TemplatesPresent: st.TemplatesPresent}

@@ -623,6 +623,39 @@ func TestAfterSync(t *testing.T) {
 	}
 }
 
+// TestIdleAfterSync: Idle runs once the pipeline has waited IdleAfter after a sync, on the
+// pipeline's goroutine (never while a sync runs), and once per sync: after the next sync it
+// runs again.
+func TestIdleAfterSync(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		events []string
+	)
+	note := func(e string) func() {
+		return func() {
+			mu.Lock()
+			defer mu.Unlock()
+			events = append(events, e)
+		}
+	}
+	got := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(events)
+	}
+	r := newRig(t, 0, func(c *Config) {
+		c.AfterSync, c.Idle, c.IdleAfter = note("sync"), note("idle"), time.Millisecond
+	})
+	r.run(t, config(":80", "a 10.0.0.1:80"))
+	waitFor(t, func() bool { return len(got()) == 2 })
+	r.in.set(config(":81", "a 10.0.0.1:80"))
+	r.p.Changed()
+	waitFor(t, func() bool { return len(got()) == 4 })
+	if e := got(); !slices.Equal(e[:4], []string{"sync", "idle", "sync", "idle"}) {
+		t.Errorf("hooks ran in the order %v, want sync, idle, sync, idle", e)
+	}
+}
+
 // TestWriterFinishesWhenStopping: the renderings the runtime API made live are on disk when
 // Run returns, even those still waiting for the writer when the sidecar was stopped.
 func TestWriterFinishesWhenStopping(t *testing.T) {
