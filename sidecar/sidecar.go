@@ -76,22 +76,10 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	}
 	ctx, stop := drainFirst(ctx, cfg.HTTP.ShutdownDelay, health, log)
 	defer stop()
-	peers, err := peersOptions(cfg.Peers, cfg.Inputs.Namespace, cfg.Source)
+	src, inputs, err := newInputs(cfg, metrics, health, log)
 	if err != nil {
 		return err
 	}
-	src, err := newSource(cfg.Source, cfg.Inputs, peers.Namespace, log, sourceState(metrics, health))
-	if err != nil {
-		return err
-	}
-	if c, ok := src.(*watcher.Clusters); ok {
-		c.OnCluster = metrics.PerCluster(c.Names())
-	}
-	inputs, err := snapshotOptions(cfg.Inputs)
-	if err != nil {
-		return err
-	}
-	inputs.Peers = peers
 	local, store, unlock, err := openGenerations(cfg, log)
 	if err != nil {
 		return err
@@ -317,6 +305,28 @@ func homeKube(src pipeline.Source) *watcher.Kube {
 
 // sourceState reports whether the source is followed: haproxy_sidecar_source_up and /readyz
 // (a reason, not unreadiness: HAProxy keeps serving what it runs).
+// newInputs makes the source of the objects and the options the snapshot is built with from
+// them: what a sync reads.
+func newInputs(cfg *config.Run, metrics *status.Metrics, health *status.Health, log *slog.Logger) (pipeline.Source, snapshot.Options, error) {
+	peers, err := peersOptions(cfg.Peers, cfg.Inputs.Namespace, cfg.Source)
+	if err != nil {
+		return nil, snapshot.Options{}, err
+	}
+	src, err := newSource(cfg.Source, cfg.Inputs, peers.Namespace, log, sourceState(metrics, health))
+	if err != nil {
+		return nil, snapshot.Options{}, err
+	}
+	if c, ok := src.(*watcher.Clusters); ok {
+		c.OnCluster = metrics.PerCluster(c.Names())
+	}
+	inputs, err := snapshotOptions(cfg.Inputs)
+	if err != nil {
+		return nil, snapshot.Options{}, err
+	}
+	inputs.Peers = peers
+	return src, inputs, nil
+}
+
 func sourceState(metrics *status.Metrics, health *status.Health) watcher.StateFunc {
 	return func(up bool, why error) {
 		if up {
