@@ -98,6 +98,7 @@ type Writer struct {
 	warned  map[string]bool   // the declarations' problems logged, of the last rendering
 	dynWarn bool              // the missing dynamic client was warned about
 	evented map[Object]string // the warning recorded as an Event per object (not repeated)
+	pre     prefetched        // the objects this round listed, not written yet
 	now     func() time.Time  // the clock (tests)
 }
 
@@ -183,27 +184,7 @@ func (w *Writer) round(ctx context.Context, bundle *render.Bundle, since, now ti
 	}
 	failed := false
 	if bundle.Hash != w.hash {
-		decls, problems := Parse(bundle.Config)
-		wants, more := Collect(decls)
-		warned := map[string]bool{}
-		for _, p := range append(problems, more...) {
-			// Once, not again with each rendering that still has it.
-			if msg := p.Error(); !w.warned[msg] {
-				w.log.Warn("a status declaration of the live configuration is left out", "error", p)
-			}
-			warned[p.Error()] = true
-		}
-		w.warned = warned
-		for o := range w.wants {
-			if _, ok := wants[o]; !ok {
-				w.forget[o] = true
-			}
-		}
-		for o := range wants {
-			delete(w.forget, o)
-		}
-		w.wants = wants
-		w.hash = bundle.Hash
+		w.declared(bundle)
 	}
 	if w.cfg.PublishService != "" && (full || !now.Before(w.addrsAt.Add(w.cfg.PublishRefresh)) || !w.known) {
 		addrs, err := w.serviceAddresses(ctx)
@@ -219,6 +200,8 @@ func (w *Writer) round(ctx context.Context, bundle *render.Bundle, since, now ti
 			w.addrs, w.known = addrs, true
 		}
 	}
+	w.pre = w.prefetch(ctx, w.todo())
+	defer func() { w.pre = nil }()
 	for _, o := range slices.SortedFunc(maps.Keys(w.wants), compareObjects) {
 		want := w.wants[o]
 		fp := w.fingerprint(o, want)
@@ -267,6 +250,47 @@ func (w *Writer) round(ctx context.Context, bundle *render.Bundle, since, now ti
 	} else {
 		w.backoff = 0
 	}
+}
+
+// declared takes the declarations of a new rendering: what is no longer declared is to be
+// taken back.
+func (w *Writer) declared(bundle *render.Bundle) {
+	decls, problems := Parse(bundle.Config)
+	wants, more := Collect(decls)
+	warned := map[string]bool{}
+	for _, p := range append(problems, more...) {
+		// Once, not again with each rendering that still has it.
+		if msg := p.Error(); !w.warned[msg] {
+			w.log.Warn("a status declaration of the live configuration is left out", "error", p)
+		}
+		warned[p.Error()] = true
+	}
+	w.warned = warned
+	for o := range w.wants {
+		if _, ok := wants[o]; !ok {
+			w.forget[o] = true
+		}
+	}
+	for o := range wants {
+		delete(w.forget, o)
+	}
+	w.wants = wants
+	w.hash = bundle.Hash
+}
+
+// todo is what this round is to write: the objects whose status is not what is declared yet,
+// and those to take back.
+func (w *Writer) todo() []Object {
+	var out []Object
+	for o, want := range w.wants {
+		if fp := w.fingerprint(o, want); fp != "" && w.done[o] != fp {
+			out = append(out, o)
+		}
+	}
+	for o := range w.forget {
+		out = append(out, o)
+	}
+	return out
 }
 
 // fingerprint is what an object's status is made of (the declaration, the published
@@ -409,8 +433,13 @@ func (w *Writer) writeRoute(ctx context.Context, o Object, want Want) error {
 // subresource) when it changed; a conflict reads it again. A missing Ingress is no error.
 func (w *Writer) writeIngress(ctx context.Context, o Object, change func(networkingv1.IngressLoadBalancerStatus) (networkingv1.IngressLoadBalancerStatus, bool)) error {
 	api := w.cfg.Client.NetworkingV1().Ingresses(o.Namespace)
+	listed := w.listedIngress(o)
 	return ignoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ing, err := api.Get(ctx, o.Name, metav1.GetOptions{})
+		// As listed this round, if it was; read again after a conflict.
+		ing, err := listed, error(nil)
+		if listed = nil; ing == nil {
+			ing, err = api.Get(ctx, o.Name, metav1.GetOptions{})
+		}
 		if err != nil {
 			return err
 		}
@@ -440,8 +469,13 @@ func (w *Writer) writeUnstructured(ctx context.Context, o Object, change func(*u
 	if o.Namespace != "" {
 		api = w.cfg.Dynamic.Resource(resources[o.Kind]).Namespace(o.Namespace)
 	}
+	listed := w.listedUnstructured(o)
 	return ignoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		u, err := api.Get(ctx, o.Name, metav1.GetOptions{})
+		// As listed this round, if it was; read again after a conflict.
+		u, err := listed, error(nil)
+		if listed = nil; u == nil {
+			u, err = api.Get(ctx, o.Name, metav1.GetOptions{})
+		}
 		if err != nil {
 			return err
 		}
