@@ -85,6 +85,7 @@ type Writer struct {
 	wants   map[Object]Want   // its declarations
 	done    map[Object]string // the objects whose status is what fingerprint says
 	forget  map[Object]bool   // objects served before, whose status is to be taken back
+	fresh   map[Object]bool   // the objects whose declaration the last rendering changed
 	addrs   []Address         // the published addresses
 	known   bool              // addrs is known
 	addrsAt time.Time         // when the Service was read
@@ -200,45 +201,12 @@ func (w *Writer) round(ctx context.Context, bundle *render.Bundle, since, now ti
 			w.addrs, w.known = addrs, true
 		}
 	}
-	w.pre = w.prefetch(ctx, w.todo())
-	defer func() { w.pre = nil }()
-	for _, o := range slices.SortedFunc(maps.Keys(w.wants), compareObjects) {
-		want := w.wants[o]
-		fp := w.fingerprint(o, want)
-		if fp == "" || w.done[o] == fp {
-			continue
-		}
-		if err := w.write(ctx, o, want); err != nil {
-			w.problem(o.String(), "write the status of "+o.String(), err)
-			failed = true
-			continue
-		}
-		w.clear(o.String())
-		w.done[o] = fp
-	}
-	if !w.warnObjects(ctx) {
+	written, superseded := w.writeDeclared(ctx, bundle.Hash)
+	failed = failed || !written
+	if superseded {
+		w.log.Debug("another rendering went live: its objects are written first", "rendering", bundle.Hash)
+	} else if !w.finish(ctx, bundle.Hash, since, full) {
 		failed = true
-	}
-	for _, o := range slices.SortedFunc(maps.Keys(w.forget), compareObjects) {
-		if err := w.takeBack(ctx, o); err != nil {
-			w.problem(o.String(), "take back the status of "+o.String()+", no longer served", err)
-			failed = true
-			continue
-		}
-		w.clear(o.String())
-		delete(w.forget, o)
-		delete(w.done, o)
-	}
-	if w.cfg.ServicesConfigMap != "" {
-		mark := bundle.Hash + " " + since.UTC().Format(time.RFC3339)
-		if full || w.since != mark {
-			if err := w.annotate(ctx, bundle.Hash, since); err != nil {
-				w.problem("ConfigMap "+w.cfg.ServicesConfigMap, "annotate the services ConfigMap", err)
-				failed = true
-			} else {
-				w.since = mark
-			}
-		}
 	}
 	if full {
 		w.full = now.Add(w.cfg.Resync)
@@ -250,6 +218,71 @@ func (w *Writer) round(ctx context.Context, bundle *render.Bundle, since, now ti
 	} else {
 		w.backoff = 0
 	}
+}
+
+// writeDeclared writes the status of the objects whose status is not what is declared, those
+// the last rendering changed first; ok is false when one could not be written. It stops
+// (superseded) when another rendering has gone live meanwhile: the next round writes what that
+// one changed (a route added while the status of 3,000 is written at start) before the rest.
+func (w *Writer) writeDeclared(ctx context.Context, hash string) (ok, superseded bool) {
+	todo := w.todo()
+	w.pre = w.prefetch(ctx, append(todo, slices.Collect(maps.Keys(w.forget))...))
+	defer func() { w.pre = nil }()
+	ok = true
+	for i, o := range todo {
+		if i > 0 && i%supersededEvery == 0 && w.superseded(hash) {
+			return ok, true
+		}
+		want := w.wants[o]
+		if err := w.write(ctx, o, want); err != nil {
+			w.problem(o.String(), "write the status of "+o.String(), err)
+			ok = false
+			continue
+		}
+		w.clear(o.String())
+		w.done[o] = w.fingerprint(o, want)
+	}
+	return ok, false
+}
+
+// supersededEvery is how many writes are made between two looks at what HAProxy runs (at
+// --kube-qps 50, under half a second).
+const supersededEvery = 20
+
+// superseded says whether a rendering other than hash is what HAProxy runs now, or this
+// instance no longer leads.
+func (w *Writer) superseded(hash string) bool {
+	standby := w.cfg.Standby != nil && w.cfg.Standby()
+	b, _ := Confirmed(w.cfg.Live(), standby, w.cfg.HostsHave)
+	return standby || b != nil && b.Hash != hash
+}
+
+// finish records the declared warnings, takes back the status of the objects no longer
+// served and annotates the services ConfigMap; false when something could not be done.
+func (w *Writer) finish(ctx context.Context, hash string, since time.Time, full bool) bool {
+	ok := w.warnObjects(ctx)
+	for _, o := range slices.SortedFunc(maps.Keys(w.forget), compareObjects) {
+		if err := w.takeBack(ctx, o); err != nil {
+			w.problem(o.String(), "take back the status of "+o.String()+", no longer served", err)
+			ok = false
+			continue
+		}
+		w.clear(o.String())
+		delete(w.forget, o)
+		delete(w.done, o)
+	}
+	if w.cfg.ServicesConfigMap != "" {
+		mark := hash + " " + since.UTC().Format(time.RFC3339)
+		if full || w.since != mark {
+			if err := w.annotate(ctx, hash, since); err != nil {
+				w.problem("ConfigMap "+w.cfg.ServicesConfigMap, "annotate the services ConfigMap", err)
+				ok = false
+			} else {
+				w.since = mark
+			}
+		}
+	}
+	return ok
 }
 
 // declared takes the declarations of a new rendering: what is no longer declared is to be
@@ -271,26 +304,34 @@ func (w *Writer) declared(bundle *render.Bundle) {
 			w.forget[o] = true
 		}
 	}
-	for o := range wants {
+	w.fresh = map[Object]bool{}
+	for o, want := range wants {
 		delete(w.forget, o)
+		if old, ok := w.wants[o]; !ok || fmt.Sprint(old) != fmt.Sprint(want) {
+			w.fresh[o] = true
+		}
 	}
 	w.wants = wants
 	w.hash = bundle.Hash
 }
 
-// todo is what this round is to write: the objects whose status is not what is declared yet,
-// and those to take back.
+// todo is what this round is to write: the objects whose status is not what is declared
+// yet, those whose declaration the last rendering changed (or added) first.
 func (w *Writer) todo() []Object {
-	var out []Object
+	var fresh, rest []Object
 	for o, want := range w.wants {
-		if fp := w.fingerprint(o, want); fp != "" && w.done[o] != fp {
-			out = append(out, o)
+		if fp := w.fingerprint(o, want); fp == "" || w.done[o] == fp {
+			continue
+		}
+		if w.fresh[o] {
+			fresh = append(fresh, o)
+		} else {
+			rest = append(rest, o)
 		}
 	}
-	for o := range w.forget {
-		out = append(out, o)
-	}
-	return out
+	slices.SortFunc(fresh, compareObjects)
+	slices.SortFunc(rest, compareObjects)
+	return append(fresh, rest...)
 }
 
 // fingerprint is what an object's status is made of (the declaration, the published
