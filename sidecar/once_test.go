@@ -177,39 +177,6 @@ func TestValidateRunsTheTemplatesTests(t *testing.T) {
 	}
 }
 
-// TestTestsReportInTheirOrder: the templates' tests run side by side (one per CPU), and what
-// they report is in their order all the same: of two failing tests, the first (whose haproxy -c
-// makes it the slower) is the one the error names.
-func TestTestsReportInTheirOrder(t *testing.T) {
-	needHAProxy(t)
-	dir := example(t)
-	f, err := os.OpenFile(filepath.Join(dir, "config.yaml"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = f.WriteString(`  tests.a-slow.yaml: |
-    expect:
-    - valid: true
-    - contains: "backend be_none_a"
-  tests.b-fast.yaml: |
-    expect:
-    - contains: "backend be_none_b"
-  tests.c-ok.yaml: |
-    expect:
-    - notContains: "backend be_none_c"
-`)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = runOnce(t, "validate", "--dir", dir)
-	if err == nil || !strings.Contains(err.Error(), `test a-slow: expect[1]: haproxy.cfg does not contain "backend be_none_a"`) || strings.Contains(err.Error(), "b-fast") {
-		t.Fatalf("%v: want the failure of test a-slow, the first", err)
-	}
-}
-
 // position is where text first is in the file at path: "PATH:LINE", and its column.
 func position(t *testing.T, path, text string) (string, int) {
 	t.Helper()

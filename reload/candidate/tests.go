@@ -8,12 +8,9 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	yamlv3 "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/labels"
@@ -224,11 +221,11 @@ func (b *Builder) runTests(ctx context.Context, objs *snapshot.Objects, chosen [
 	if err != nil {
 		return nil, err
 	}
-	outs := b.runEach(ctx, objs, tmpl, tests)
 	var results []TestResult
 	var first error
-	for i, t := range tests {
-		notChecked, err := outs[i].notChecked, outs[i].err
+	rend := b.testRenderer()
+	for _, t := range tests {
+		notChecked, err := b.runTest(ctx, rend, objs, tmpl, t)
 		if ctx.Err() != nil {
 			return results, &failure.Error{Stage: failure.Validate, Err: ctx.Err()}
 		}
@@ -242,36 +239,6 @@ func (b *Builder) runTests(ctx context.Context, objs *snapshot.Objects, chosen [
 		}
 	}
 	return results, first
-}
-
-// testOutcome is what runTest returned for one test.
-type testOutcome struct {
-	notChecked bool
-	err        error
-}
-
-// runEach runs the tests on as many CPUs as there are, each worker with a renderer apart
-// (each test is a render of everything, the sync's objects with the test's: at 3,000
-// HTTPRoutes, six tests are six times the render of the start's first configuration, which
-// waits for them). With a renderer that cannot make one apart, one at a time.
-func (b *Builder) runEach(ctx context.Context, objs *snapshot.Objects, tmpl *snapshot.Input, tests []Test) []testOutcome {
-	outs := make([]testOutcome, len(tests))
-	workers := 1
-	if _, ok := b.cfg.Renderer.(interface{ Apart() *render.Renderer }); ok {
-		workers = max(1, min(runtime.GOMAXPROCS(0), len(tests)))
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			rend := b.testRenderer()
-			for i := int(next.Add(1) - 1); i < len(tests) && ctx.Err() == nil; i = int(next.Add(1) - 1) {
-				outs[i].notChecked, outs[i].err = b.runTest(ctx, rend, objs, tmpl, tests[i])
-			}
-		})
-	}
-	wg.Wait()
-	return outs
 }
 
 // testRenderer is the renderer of the tests: one apart from the syncs' when the renderer can
