@@ -65,20 +65,16 @@ func (b *Bundle) Content() content.Files {
 // concurrent use.
 type Renderer struct {
 	opts Options
-	host *host // pongo2, which runs every render (host.go)
-	sets *sets // the compiled template sets, shared with the renderers Apart makes
+	host host // pongo2, which runs every render (host.go)
+
+	mu    sync.Mutex
+	cache map[string]*set
+	lru   []string // cache keys, least recently used first
 
 	// unshared: each file computes what it imports (tests compare with the sharing render).
 	unshared bool
 	// kept: the modules the files share, kept for the next render (jinja.ModuleCache).
-	kept *jinja.ModuleCache
-}
-
-// sets are the compiled template sets (by content).
-type sets struct {
-	mu    sync.Mutex
-	cache map[string]*set
-	lru   []string // cache keys, least recently used first
+	kept jinja.ModuleCache
 }
 
 // cacheSize bounds the compiled template sets kept: the live one, the one being tried, and a
@@ -107,15 +103,7 @@ func New(opts Options) *Renderer {
 	if opts.MaxOutput <= 0 {
 		opts.MaxOutput = DefaultMaxOutput
 	}
-	return &Renderer{opts: opts, host: &host{}, sets: &sets{cache: map[string]*set{}}, kept: &jinja.ModuleCache{}}
-}
-
-// Apart returns a renderer that shares r's compiled template sets but keeps the modules it
-// reuses from render to render apart from r's: the renders of the templates' tests (the
-// sync's objects and the test's) then leave r the modules of the last sync, which the next
-// sync reuses.
-func (r *Renderer) Apart() *Renderer {
-	return &Renderer{opts: r.opts, host: r.host, sets: r.sets, unshared: r.unshared, kept: &jinja.ModuleCache{}}
+	return &Renderer{opts: opts, cache: map[string]*set{}}
 }
 
 // Keys of the template set named tests.NAME.yaml are tests of the templates (see package
@@ -205,7 +193,7 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 	vars := r.context(s, names)
 	// The files share what they import with context (the Ingress example's routes: computed
 	// once, not once per file).
-	mods := &jinja.Modules{Across: r.kept}
+	mods := &jinja.Modules{Across: &r.kept}
 	if r.unshared {
 		mods = nil
 	}
@@ -488,20 +476,20 @@ func sortedKeys(m map[string]string) []string {
 // new program compile it once.
 func (r *Renderer) compile(srcs map[string]string, root string) *compiled {
 	key := setKey(srcs)
-	r.sets.mu.Lock()
-	st, ok := r.sets.cache[key]
+	r.mu.Lock()
+	st, ok := r.cache[key]
 	if ok {
 		r.touch(key)
 	} else {
 		st = &set{roots: map[string]*compiled{}}
-		r.sets.cache[key] = st
-		r.sets.lru = append(r.sets.lru, key)
-		if len(r.sets.lru) > cacheSize {
-			delete(r.sets.cache, r.sets.lru[0])
-			r.sets.lru = r.sets.lru[1:]
+		r.cache[key] = st
+		r.lru = append(r.lru, key)
+		if len(r.lru) > cacheSize {
+			delete(r.cache, r.lru[0])
+			r.lru = r.lru[1:]
 		}
 	}
-	r.sets.mu.Unlock()
+	r.mu.Unlock()
 	st.mu.Lock()
 	c, ok := st.roots[root]
 	if !ok {
@@ -516,9 +504,9 @@ func (r *Renderer) compile(srcs map[string]string, root string) *compiled {
 }
 
 func (r *Renderer) touch(key string) {
-	for i, k := range r.sets.lru {
+	for i, k := range r.lru {
 		if k == key {
-			r.sets.lru = append(append(r.sets.lru[:i:i], r.sets.lru[i+1:]...), key)
+			r.lru = append(append(r.lru[:i:i], r.lru[i+1:]...), key)
 			return
 		}
 	}

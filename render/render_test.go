@@ -457,8 +457,8 @@ func TestCompileCache(t *testing.T) {
 	for i := 0; i < 3*cacheSize; i++ {
 		r.compile(map[string]string{"template": fmt.Sprintf("%d", i)}, "template")
 	}
-	if len(r.sets.cache) > cacheSize || len(r.sets.lru) > cacheSize {
-		t.Errorf("cache holds %d entries (lru %d), bound is %d", len(r.sets.cache), len(r.sets.lru), cacheSize)
+	if len(r.cache) > cacheSize || len(r.lru) > cacheSize {
+		t.Errorf("cache holds %d entries (lru %d), bound is %d", len(r.cache), len(r.lru), cacheSize)
 	}
 	// Recently used entries survive.
 	r.compile(set, "template")
@@ -466,7 +466,7 @@ func TestCompileCache(t *testing.T) {
 		r.compile(map[string]string{"template": fmt.Sprintf("again %d", i)}, "template")
 		r.compile(set, "template")
 	}
-	if st := r.sets.cache[setKey(set)]; st == nil || r.compile(set, "template") != st.roots["template"] {
+	if st := r.cache[setKey(set)]; st == nil || r.compile(set, "template") != st.roots["template"] {
 		t.Error("a recently used entry was evicted")
 	}
 }

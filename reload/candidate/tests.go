@@ -223,9 +223,8 @@ func (b *Builder) runTests(ctx context.Context, objs *snapshot.Objects, chosen [
 	}
 	var results []TestResult
 	var first error
-	rend := b.testRenderer()
 	for _, t := range tests {
-		notChecked, err := b.runTest(ctx, rend, objs, tmpl, t)
+		notChecked, err := b.runTest(ctx, objs, tmpl, t)
 		if ctx.Err() != nil {
 			return results, &failure.Error{Stage: failure.Validate, Err: ctx.Err()}
 		}
@@ -241,21 +240,10 @@ func (b *Builder) runTests(ctx context.Context, objs *snapshot.Objects, chosen [
 	return results, first
 }
 
-// testRenderer is the renderer of the tests: one apart from the syncs' when the renderer can
-// make one (render.Renderer.Apart), so that the renders of the tests, each with objects of its
-// own, do not replace the modules the next sync reuses (at 3,000 HTTPRoutes, the routes module:
-// the next sync would compute it again).
-func (b *Builder) testRenderer() Renderer {
-	if a, ok := b.cfg.Renderer.(interface{ Apart() *render.Renderer }); ok {
-		return a.Apart()
-	}
-	return b.cfg.Renderer
-}
-
 // runTest renders objs with the test's objects in place, with the template set under test,
 // and checks what it expects; notChecked says an assertion could not be checked
 // (errNotValidated) and was skipped.
-func (b *Builder) runTest(ctx context.Context, rend Renderer, objs *snapshot.Objects, tmpl *snapshot.Input, t Test) (notChecked bool, err error) {
+func (b *Builder) runTest(ctx context.Context, objs *snapshot.Objects, tmpl *snapshot.Input, t Test) (notChecked bool, err error) {
 	if len(t.Objects) > 0 {
 		if b.cfg.Manifests == nil {
 			return false, &testPart{expect: -1, err: errors.New("they cannot be read here")}
@@ -296,12 +284,12 @@ func (b *Builder) runTest(ctx context.Context, rend Renderer, objs *snapshot.Obj
 		withPeers.Peers = snapshot.BuildPeers(objs, opts)
 		snap = &withPeers
 	}
-	bundle, err := rend.Render(ctx, snap)
+	bundle, err := b.cfg.Renderer.Render(ctx, snap)
 	if err != nil {
 		return false, err
 	}
 	for i, e := range t.Expect {
-		switch err := b.check(ctx, rend, e, bundle, snap); {
+		switch err := b.check(ctx, e, bundle, snap); {
 		case err == errNotValidated:
 			notChecked = true
 		case err != nil:
@@ -312,7 +300,7 @@ func (b *Builder) runTest(ctx context.Context, rend Renderer, objs *snapshot.Obj
 }
 
 // check checks one assertion on a rendering.
-func (b *Builder) check(ctx context.Context, rend Renderer, e Expect, bundle *render.Bundle, snap *snapshot.Snapshot) error {
+func (b *Builder) check(ctx context.Context, e Expect, bundle *render.Bundle, snap *snapshot.Snapshot) error {
 	name := e.File
 	if name == "" {
 		name = "haproxy.cfg"
@@ -351,7 +339,7 @@ func (b *Builder) check(ctx context.Context, rend Renderer, e Expect, bundle *re
 			return err
 		}
 	case e.Deterministic:
-		again, err := rend.Render(ctx, snap)
+		again, err := b.cfg.Renderer.Render(ctx, snap)
 		if err != nil {
 			return err
 		}
