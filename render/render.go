@@ -176,8 +176,8 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 	certs := make(map[string][]byte, len(s.Certificates))
 	names := make([]string, 0, len(s.Certificates))
 	for _, cert := range s.Certificates {
-		// Checked by the generation store too; here it is reported against the object the
-		// certificate came from.
+		// Here, where the files are made, it is reported against the object the certificate
+		// came from (the generation store only keeps each file inside its directory).
 		if err := content.CheckCertName(cert.Name); err != nil {
 			return nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: cert.Ref, Err: fmt.Errorf("%w: it cannot be a file name", err)}
 		}
@@ -198,6 +198,9 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 		mods = nil
 	}
 	res, err := r.run(ctx, c, vars, mods, lim, false)
+	if mods != nil {
+		r.kept.Sweep() // the versions of modules imported in loops that this render did not use
+	}
 	if err != nil {
 		return nil, r.renderError(ctx, notWatched(err, vars), s, ref, mainKey)
 	}

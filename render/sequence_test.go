@@ -21,6 +21,8 @@ type routeWorld struct {
 	services  map[string]map[string]any
 	slices    map[string]map[string]any
 	gateway   map[string]any
+	ns        map[string]any // the namespace "other", whose labels a Selector listener reads
+	grant     bool           // a ReferenceGrant in "other" lets routes of "bench" name its Services
 	templates map[string]string
 	base      map[string]string
 	next      int
@@ -32,6 +34,7 @@ func newRouteWorld(t *testing.T, seed uint64) *routeWorld {
 	w.base = loadConfigMapData(t, "../examples/templates/httproute.yaml")
 	w.templates = w.base
 	w.gateway = w.newGateway("Same", false)
+	w.ns = w.newNamespace()
 	for range 20 {
 		w.addRoute()
 	}
@@ -39,14 +42,24 @@ func newRouteWorld(t *testing.T, seed uint64) *routeWorld {
 }
 
 func (w *routeWorld) newGateway(from string, section bool) map[string]any {
+	namespaces := map[string]any{"from": from}
+	if from == "Selector" {
+		namespaces["selector"] = map[string]any{"matchLabels": map[string]any{"team": "a"}}
+	}
 	listeners := []any{map[string]any{"name": "http", "protocol": "HTTP", "port": int64(80),
-		"allowedRoutes": map[string]any{"namespaces": map[string]any{"from": from}}}}
+		"allowedRoutes": map[string]any{"namespaces": namespaces}}}
 	if section {
 		listeners = append(listeners, map[string]any{"name": "extra", "protocol": "HTTP", "port": int64(8080)})
 	}
 	return map[string]any{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
 		"metadata": map[string]any{"name": "gw", "namespace": "bench", "generation": int64(w.rng.IntN(5) + 1)},
 		"spec":     map[string]any{"gatewayClassName": "haproxy-sidecar", "listeners": listeners}}
+}
+
+// newNamespace is the namespace "other", of team a or b.
+func (w *routeWorld) newNamespace() map[string]any {
+	return map[string]any{"apiVersion": "v1", "kind": "Namespace",
+		"metadata": map[string]any{"name": "other", "labels": map[string]any{"team": []string{"a", "b"}[w.rng.IntN(2)]}}}
 }
 
 func (w *routeWorld) pick(m map[string]map[string]any) string {
@@ -168,8 +181,10 @@ func (w *routeWorld) newRoute(name string) map[string]any {
 var templateVariants = [][3]string{
 	{"template", "timeout client 50s", "timeout client 51s"},
 	{"template", "  retries 3\n", "  retries 4\n"},
-	{"routes.j2", "{%- set backends = {} %}", "{%- set backends = {} %}{# edited #}"},
-	{"routes.map", "# HOST/PREFIX/ backend", "# HOST/PREFIX/ -> backend"},
+	{"model.j2", "{%- set backends = {} %}", "{%- set backends = {} %}{# edited #}"},
+	{"route.j2", ": no such Service", ": no Service of that name"},
+	{"scope.j2", `("any" if not host`, `("none" if not host`},
+	{"routes.map", "PathPrefix paths, longest first", "PathPrefix paths (longest first)"},
 }
 
 // step makes one change at random and says which.
@@ -201,8 +216,25 @@ func (w *routeWorld) step() string {
 		w.addService(fmt.Sprintf("svc-%d", w.next))
 		return "service added"
 	case n < 18:
-		w.gateway = w.newGateway([]string{"Same", "All"}[w.rng.IntN(2)], w.rng.IntN(2) == 0)
+		w.gateway = w.newGateway([]string{"Same", "All", "Selector"}[w.rng.IntN(3)], w.rng.IntN(2) == 0)
 		return "gateway edited"
+	case n < 19:
+		switch w.rng.IntN(3) {
+		case 0:
+			if name := w.pick(w.services); name != "" {
+				svc := maps.Clone(w.services[name])
+				port := svc["spec"].(map[string]any)["ports"].([]any)[0].(map[string]any)
+				svc["spec"] = map[string]any{"ports": []any{map[string]any{"name": "http", "port": 161 - port["port"].(int64), "targetPort": int64(8080)}}}
+				w.services[name] = svc
+			}
+			return "service edited"
+		case 1:
+			w.ns = w.newNamespace()
+			return "namespace relabeled"
+		default:
+			w.grant = !w.grant
+			return "grant toggled"
+		}
 	default:
 		v := templateVariants[w.rng.IntN(len(templateVariants))]
 		t := maps.Clone(w.templates)
@@ -224,8 +256,15 @@ func (w *routeWorld) raw() map[string][]map[string]any {
 		}
 		return out
 	}
-	return map[string][]map[string]any{"gateways": {w.gateway}, "httproutes": list(w.routes),
-		"services": list(w.services), "endpointslices": list(w.slices)}
+	raw := map[string][]map[string]any{"gateways": {w.gateway}, "httproutes": list(w.routes),
+		"services": list(w.services), "endpointslices": list(w.slices), "namespaces": {w.ns}}
+	if w.grant {
+		raw["referencegrants"] = []map[string]any{{"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+			"metadata": map[string]any{"name": "from-bench", "namespace": "other"},
+			"spec": map[string]any{"from": []any{map[string]any{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "bench"}},
+				"to": []any{map[string]any{"group": "", "kind": "Service"}}}}}
+	}
+	return raw
 }
 
 // TestRandomChangesRenderAsAFreshRenderer: along a long random sequence of changes (routes,
@@ -248,20 +287,37 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 	counts := map[string]int{}
 	seen := map[string]bool{}
 	reusedOn := map[string]int{} // kinds of change after which the routes module was reused
+	partsOn := map[string]int{}  // routes' parts reused, by kind of change
+	scopesOn := map[string]int{} // scopes' map entries reused, by kind of change
+	prev := ""
 	for i := range steps {
 		what := "start"
+		gatewayBefore := fmt.Sprint(w.gateway)
 		if i > 0 {
 			what = w.step()
 		}
+		gatewayChanged := fmt.Sprint(w.gateway) != gatewayBefore
 		counts[what]++
-		snap := assembleWatched(t, w.raw(), httprouteWatch...)
+		snap := assembleWatched(t, w.raw(), sequenceWatch...)
 		snap.Templates, snap.TemplateKey = w.templates, "template"
 		snap.TemplateRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}
-		before := kept.kept.Reused()
+		before, loopBefore, scopesBefore := kept.kept.Reused(), kept.kept.LoopReused("route.j2"), kept.kept.LoopReused("scope.j2")
 		got, gotErr := kept.Render(context.Background(), snap)
 		if kept.kept.Reused() > before {
 			reusedOn[what]++
 		}
+		// The routes' parts (route.j2, imported per route): after a route's change, every other
+		// route's is reused; after a change every part reads (the Gateway), none is.
+		parts := kept.kept.LoopReused("route.j2") - loopBefore
+		partsOn[what] += parts
+		scopesOn[what] += kept.kept.LoopReused("scope.j2") - scopesBefore
+		if what == "route edited" && i > 0 && prev != "template edited" && parts < len(w.routes)-1 {
+			t.Errorf("step %d (%s): %d of %d routes' parts reused, want all but the edited one", i, what, parts, len(w.routes))
+		}
+		if what == "gateway edited" && gatewayChanged && parts > 0 {
+			t.Errorf("step %d (%s): %d routes' parts reused after a change of the Gateway they all read", i, what, parts)
+		}
+		prev = what
 		fresh := New(opts)
 		fresh.unshared = true
 		want, wantErr := fresh.Render(context.Background(), snap)
@@ -274,7 +330,8 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 		if d := bundleDiff(got, want); d != "" {
 			t.Fatalf("step %d (%s): the kept renderer renders otherwise than a fresh one: %s", i, what, d)
 		}
-		for _, s := range []string{" not served", " accepted=false", " resolved=false", " weight ", "\n  server "} {
+		for _, s := range []string{" not served", " accepted=false", " resolved=false", " weight ", "\n  server ",
+			"accepted.reason=NotAllowedByListeners", "resolved.reason=RefNotPermitted", "resolved.reason=BackendNotFound"} {
 			seen[s] = seen[s] || strings.Contains(string(want.Config), s)
 		}
 		for _, f := range bundleFiles(want) {
@@ -284,8 +341,16 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 	}
 	// The sequence exercises what the example does: routes served and not (notes), status
 	// lines of both kinds, weights.
-	if counts["template edited"] == 0 || counts["route deleted"] == 0 || counts["gateway edited"] == 0 {
-		t.Errorf("the sequence missed a kind of change: %v", counts)
+	for _, what := range []string{"template edited", "route deleted", "gateway edited", "service edited", "namespace relabeled", "grant toggled"} {
+		if counts[what] == 0 && !testing.Short() {
+			t.Errorf("the sequence missed a kind of change (%s): %v", what, counts)
+		}
+	}
+	if partsOn["route edited"] == 0 || partsOn["route added"] == 0 || partsOn["route deleted"] == 0 {
+		t.Errorf("the routes' parts were not reused after routes' changes: %v", partsOn)
+	}
+	if scopesOn["route edited"] == 0 {
+		t.Errorf("the scopes' map entries were not reused after routes' changes: %v", scopesOn)
 	}
 	// Endpoints are not read by the routes module: it is reused after such a change, and
 	// never after a change of what it reads (other kinds may change nothing it reads: a
@@ -303,8 +368,12 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 			t.Errorf("no step rendered %q", s)
 		}
 	}
-	t.Logf("%d steps %v, the routes module reused after %v, digest %x", steps, counts, reusedOn, digest.Sum(nil))
+	t.Logf("%d steps %v, the routes module reused after %v, routes' parts reused %v, scopes' %v, digest %x", steps, counts, reusedOn, partsOn, scopesOn, digest.Sum(nil))
 }
+
+// sequenceWatch is the example's watch list as the sequence needs it: namespaces (a
+// Selector listener reads their labels) and ReferenceGrants too.
+var sequenceWatch = append(slices.Clone(httprouteWatch), "namespaces.v1", "referencegrants.v1beta1.gateway.networking.k8s.io")
 
 // bundleFiles are a bundle's files as name, content pairs in name order.
 func bundleFiles(b *Bundle) [][2]string {

@@ -130,7 +130,7 @@ func diff(ctx context.Context, cfg *config.Diff, log *slog.Logger, red *redactor
 	if err != nil {
 		return nil, err
 	}
-	peers, err := peersOptions(cfg.Peers, cfg.Inputs.Namespace)
+	peers, err := peersOptions(cfg.Peers, cfg.Inputs.Namespace, cfg.Source)
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +249,7 @@ func stateIn(dir string) func(name string) ([]byte, error) {
 // theirs, and without those --delete names; follow prepares a file source to read them as
 // the running sidecar's would.
 func proposedObjects(ctx context.Context, cfg *config.Diff, log *slog.Logger, follow func(*watcher.File)) (*snapshot.Objects, map[string]quarantine.Hold, error) {
-	peers, err := peersOptions(cfg.Peers, cfg.Inputs.Namespace)
+	peers, err := peersOptions(cfg.Peers, cfg.Inputs.Namespace, cfg.Source)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -287,7 +287,7 @@ func proposedObjects(ctx context.Context, cfg *config.Diff, log *slog.Logger, fo
 			return nil, nil, fmt.Errorf("--file: %w", err)
 		}
 		over.Origins = namedAsGiven(over.Origins, given)
-		objs = objs.Overlay(over)
+		objs = objs.Overlay(objs.InHome(over))
 	}
 	for _, del := range cfg.Deletes {
 		parts := strings.SplitN(del, "/", 3)

@@ -139,3 +139,35 @@ func TestRenderWithPeers(t *testing.T) {
 		t.Errorf("no peers section of haproxy-a and haproxy-b in:\n%s", cfg)
 	}
 }
+
+// TestMulticlusterExampleTests: examples/templates/multicluster.yaml's tests in the config pass
+// (one backend of every cluster's pods, one per cluster, a service's clusters list, haproxy
+// -c), and they see the clusters: without the cluster of a pod the test fails.
+func TestMulticlusterExampleTests(t *testing.T) {
+	dir := t.TempDir()
+	raw, err := os.ReadFile("../examples/templates/multicluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runOnce(t, "validate", "--dir", dir, "--haproxy-bin", haproxytest.Binary(t))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(out, "test every-cluster: ok\n") {
+		t.Errorf("validate does not say the test passed:\n%s", out)
+	}
+	// The west cluster's pods moved to east: the per-cluster backends change, the test fails.
+	broken := strings.Replace(string(raw), "      west:\n", "      east2:\n", 1)
+	if broken == string(raw) {
+		t.Fatal("no west cluster to rename")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runOnce(t, "validate", "--dir", dir, "--haproxy-bin", haproxytest.Binary(t)); err == nil || !strings.Contains(err.Error(), "test every-cluster") {
+		t.Errorf("validate with the clusters renamed: %v, want the test every-cluster named\n%s", err, out)
+	}
+}

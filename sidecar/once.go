@@ -49,7 +49,7 @@ func once(ctx context.Context, cfg *config.Once, stdout io.Writer, log *slog.Log
 	if err != nil {
 		return err
 	}
-	peers, err := peersOptions(cfg.Peers, cfg.Inputs.Namespace)
+	peers, err := peersOptions(cfg.Peers, cfg.Inputs.Namespace, cfg.Source)
 	if err != nil {
 		return err
 	}

@@ -75,13 +75,16 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	}
 	ctx, stop := drainFirst(ctx, cfg.HTTP.ShutdownDelay, health, log)
 	defer stop()
-	peers, err := peersOptions(cfg.Peers, cfg.Inputs.Namespace)
+	peers, err := peersOptions(cfg.Peers, cfg.Inputs.Namespace, cfg.Source)
 	if err != nil {
 		return err
 	}
 	src, err := newSource(cfg.Source, cfg.Inputs, peers.Namespace, log, sourceState(metrics, health))
 	if err != nil {
 		return err
+	}
+	if c, ok := src.(*watcher.Clusters); ok {
+		c.OnCluster = metrics.PerCluster(c.Names())
 	}
 	inputs, err := snapshotOptions(cfg.Inputs)
 	if err != nil {
@@ -111,7 +114,7 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	if err != nil {
 		return err
 	}
-	kube, _ := src.(*watcher.Kube) // nil: not the Kubernetes source
+	kube := homeKube(src) // nil: not the Kubernetes source
 	var stopEvents func()
 	events, stopEvents = kubeEvents(ctx, kube, identity, log, red)
 	defer stopEvents()
@@ -294,6 +297,18 @@ func logStarting(log *slog.Logger, build BuildInfo, cfg *config.Run, l local, st
 		"ssl_dir", l.ssl, "maps_dir", store.MapsDir(), "files_dir", store.FilesDir(), "state_dir", store.StateDir(),
 		"reload", cfg.HAProxy.Reload, "wait", cfg.Wait.String()}
 	log.Info("starting", append(attrs, mem.Attrs()...)...)
+}
+
+// homeKube is the kube source of the cluster of the load balancer's namespace (where Events,
+// the lease and the status of objects are written), nil for the other sources.
+func homeKube(src pipeline.Source) *watcher.Kube {
+	switch s := src.(type) {
+	case *watcher.Kube:
+		return s
+	case *watcher.Clusters:
+		return s.Home
+	}
+	return nil
 }
 
 // sourceState reports whether the source is followed: haproxy_sidecar_source_up and /readyz

@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -38,31 +39,10 @@ func newSource(s config.Source, in config.Inputs, peersNS string, log *slog.Logg
 		if err != nil {
 			return nil, err
 		}
-		client, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes client: %w", err)
+		if s.Kube.MultiCluster() {
+			return newClusters(s.Kube, cfg, in, peersNS, log, onState)
 		}
-		var dyn dynamic.Interface
-		if len(in.Watch) > 0 {
-			if dyn, err = dynamic.NewForConfig(cfg); err != nil {
-				return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
-			}
-		}
-		return &watcher.Kube{
-			Watch:               in.Watch,
-			Dynamic:             dyn,
-			Client:              client,
-			Namespace:           in.Namespace,
-			ServicesConfigMap:   in.ServicesConfigMap,
-			KeysSecret:          in.KeysSecret,
-			ConfigSecret:        in.ConfigSecret,
-			CertificateSelector: in.CertificateSelector,
-			TLSSecretNamespaces: in.TLSSecretNamespaces.Namespaces,
-			Logger:              log,
-			OnState:             onState,
-			Server:              cfg.Host,
-			PeersNamespace:      peersNS,
-		}, nil
+		return newKube(cfg, in, peersNS, log, onState)
 	case "etcd":
 		e := s.Etcd
 		return watcher.NewEtcd(watcher.EtcdConfig{
@@ -81,6 +61,35 @@ func newSource(s config.Source, in config.Inputs, peersNS string, log *slog.Logg
 		})
 	}
 	return nil, fmt.Errorf("--source %q: want file, kube or etcd", s.Kind)
+}
+
+// newKube is the source of one cluster, reached through cfg.
+func newKube(cfg *rest.Config, in config.Inputs, peersNS string, log *slog.Logger, onState watcher.StateFunc) (*watcher.Kube, error) {
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	var dyn dynamic.Interface
+	if len(in.Watch) > 0 {
+		if dyn, err = dynamic.NewForConfig(cfg); err != nil {
+			return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
+		}
+	}
+	return &watcher.Kube{
+		Watch:               in.Watch,
+		Dynamic:             dyn,
+		Client:              client,
+		Namespace:           in.Namespace,
+		ServicesConfigMap:   in.ServicesConfigMap,
+		KeysSecret:          in.KeysSecret,
+		ConfigSecret:        in.ConfigSecret,
+		CertificateSelector: in.CertificateSelector,
+		TLSSecretNamespaces: in.TLSSecretNamespaces.Namespaces,
+		Logger:              log,
+		OnState:             onState,
+		Server:              cfg.Host,
+		PeersNamespace:      peersNS,
+	}, nil
 }
 
 // rememberChoices has the file source keep which definition of each object defined twice is
@@ -157,12 +166,16 @@ func snapshotOptions(in config.Inputs) (snapshot.Options, error) {
 }
 
 // peersOptions say which pods are the HAProxy replicas (--peers...): the namespace defaults
-// to the load balancer's, this replica's name to the host's.
-func peersOptions(p config.Peers, namespace string) (snapshot.PeersOptions, error) {
+// to the load balancer's, this replica's name to the host's; with several clusters, they are
+// the home cluster's pods.
+func peersOptions(p config.Peers, namespace string, src config.Source) (snapshot.PeersOptions, error) {
 	if !p.On() {
 		return snapshot.PeersOptions{}, nil
 	}
 	po := snapshot.PeersOptions{Enabled: true, Namespace: p.Namespace, Local: p.Name, Port: p.Port}
+	if src.Kind == "kube" && src.Kube.MultiCluster() {
+		po.Cluster = src.Kube.ClusterName
+	}
 	if po.Namespace == "" {
 		po.Namespace = namespace
 	}
@@ -196,4 +209,48 @@ func templateObject(in config.Inputs) snapshot.Ref {
 		return snapshot.Ref{Kind: "Secret", Namespace: in.Namespace, Name: in.ConfigSecret}
 	}
 	return snapshot.Ref{Kind: "ConfigMap", Namespace: in.Namespace, Name: in.ConfigConfigMap}
+}
+
+// newClusters is the kube source over the home cluster (cfg, named --cluster-name) and the
+// clusters of --cluster and --clusters-file.
+func newClusters(k config.Kube, cfg *rest.Config, in config.Inputs, peersNS string, log *slog.Logger, onState watcher.StateFunc) (*watcher.Clusters, error) {
+	members, err := k.Members()
+	if err != nil {
+		return nil, err
+	}
+	home, err := newKube(cfg, in, peersNS, log.With("cluster", k.ClusterName), nil)
+	if err != nil {
+		return nil, err
+	}
+	home.Cluster = k.ClusterName
+	var kubes []*watcher.Kube
+	for _, m := range members {
+		mcfg, err := memberConfig(k, m)
+		if err != nil {
+			return nil, err
+		}
+		mk, err := newKube(mcfg, in, "", log.With("cluster", m.Name), nil)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
+		}
+		mk.Cluster, mk.Member = m.Name, true
+		kubes = append(kubes, mk)
+	}
+	c := watcher.NewClusters(home, kubes)
+	c.ForgetAfter, c.OnState, c.Logger = k.ForgetAfter, onState, log
+	return c, nil
+}
+
+// memberConfig connects to cluster m: its kubeconfig (else the home cluster's kubeconfig
+// file, $KUBECONFIG or ~/.kube/config) and its context (else the file's current one).
+func memberConfig(k config.Kube, m config.Cluster) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = cmp.Or(m.Kubeconfig, k.Kubeconfig)
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: m.Context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: kubernetes client config: %w", m.Name, err)
+	}
+	cfg.QPS, cfg.Burst = float32(k.QPS), k.Burst
+	cfg.UserAgent = "haproxy-sidecar/" + Version
+	return cfg, nil
 }

@@ -21,7 +21,7 @@ func startWebhook(ctx context.Context, cfg *config.Run, src pipeline.Source, ren
 	if cfg.Webhook.Addr == "" {
 		return func() {}, nil
 	}
-	peers, err := peersOptions(cfg.Peers, cfg.Inputs.Namespace)
+	peers, err := peersOptions(cfg.Peers, cfg.Inputs.Namespace, cfg.Source)
 	if err != nil {
 		return nil, err
 	}

@@ -60,6 +60,14 @@ type Kube struct {
 	// name: the HAProxy replicas' (--peers).
 	PeersNamespace string
 
+	// Cluster, with several clusters (see Clusters), is this cluster's name: its pods and
+	// watched objects carry it (snapshot.PodConverter.ConvertIn, ObjectConverter.InCluster).
+	Cluster string
+	// Member: a cluster other than the one of the load balancer's namespace, which gives only
+	// pods and watched objects: no ConfigMaps, Secrets or TLS Secrets are watched there, and
+	// the namespaces of its pods are those the services of the home cluster name.
+	Member bool
+
 	// OnState, when set, is told whether the API server answers, and why not (see follow).
 	OnState StateFunc
 	// Server is the API server's URL, for messages.
@@ -75,6 +83,7 @@ type Kube struct {
 	state    *stateReport
 	objConv  snapshot.ObjectConverter
 	objects  atomic.Int64 // watched objects converted, for objConv rounds
+	clPods   clusterPods  // with Cluster set: the pods converted with its name
 }
 
 // resourceWatch follows one watched resource with a dynamic informer whose cache holds the
@@ -249,6 +258,12 @@ func (k *Kube) logger() *slog.Logger {
 // outage it keeps returning what they hold; informers started afresh after one are read once
 // they have synced.
 func (k *Kube) Objects(ctx context.Context) (*snapshot.Objects, error) {
+	return k.objectsFor(ctx, nil)
+}
+
+// objectsFor is Objects; a Member reads the namespaces of its pods from services, the home
+// cluster's ConfigMaps.
+func (k *Kube) objectsFor(ctx context.Context, services []*corev1.ConfigMap) (*snapshot.Objects, error) {
 	k.init()
 	select {
 	case <-k.started:
@@ -260,7 +275,7 @@ func (k *Kube) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		if err != nil {
 			return nil, err
 		}
-		objs, err := k.read(ctx, set)
+		objs, err := k.read(ctx, set, services)
 		if err != nil && ctx.Err() == nil && set.ctx.Err() != nil {
 			continue // replaced while read: read the new informers
 		}
@@ -289,7 +304,7 @@ func (k *Kube) synced(ctx context.Context) (*informerSet, error) {
 }
 
 // read returns what the informers of set hold; its waits end when set is replaced.
-func (k *Kube) read(ctx context.Context, set *informerSet) (*snapshot.Objects, error) {
+func (k *Kube) read(ctx context.Context, set *informerSet, services []*corev1.ConfigMap) (*snapshot.Objects, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(set.ctx, cancel)()
@@ -298,8 +313,11 @@ func (k *Kube) read(ctx context.Context, set *informerSet) (*snapshot.Objects, e
 		return nil, err
 	}
 	objs := &snapshot.Objects{}
-	for _, o := range set.cms.GetStore().List() {
-		objs.ConfigMaps = append(objs.ConfigMaps, o.(*corev1.ConfigMap))
+	if set.cms != nil {
+		for _, o := range set.cms.GetStore().List() {
+			objs.ConfigMaps = append(objs.ConfigMaps, o.(*corev1.ConfigMap))
+		}
+		services = objs.ConfigMaps
 	}
 	// A Secret of the namespace may be in two informers (by name or label, and as a TLS
 	// Secret of the namespaces): once is enough.
@@ -313,11 +331,15 @@ func (k *Kube) read(ctx context.Context, set *informerSet) (*snapshot.Objects, e
 			}
 		}
 	}
-	pods, slices, unread, err := k.pods(ctx, set, objs.ConfigMaps)
+	pods, slices, unread, err := k.pods(ctx, set, services)
 	if err != nil {
 		return nil, err
 	}
 	objs.Pods, objs.EndpointSlices = pods, slices
+	if k.Cluster != "" {
+		objs.Pods, objs.ConvertedPods = nil, k.clPods.convert(pods, k.Cluster)
+		objs.EndpointSlices, objs.ClusterEndpointSlices = nil, map[string][]*discoveryv1.EndpointSlice{k.Cluster: slices}
+	}
 	if objs.Resources, err = k.resources(ctx, set); err != nil {
 		return nil, err
 	}
@@ -343,7 +365,7 @@ func (k *Kube) pods(ctx context.Context, set *informerSet, cms []*corev1.ConfigM
 			}
 		}
 	}
-	if k.PeersNamespace != "" {
+	if k.PeersNamespace != "" && !k.Member {
 		want[k.PeersNamespace] = true
 	}
 	k.mu.Lock()
@@ -376,8 +398,10 @@ func (k *Kube) pods(ctx context.Context, set *informerSet, cms []*corev1.ConfigM
 	// naming it are reported, and every other change goes on. Other errors (the API server
 	// away) are waited out, as the pods of a namespace cannot be told from none.
 	var forbidden []error
+	// A member cluster that is away is not waited for either: the namespaces it listed keep
+	// their pods, one it never listed has none until it is back.
 	err = awaitListed(ctx, "the pod caches", len(infs),
-		func(i int) bool { return infs[i].synced() || infs[i].forbiddenErr() != nil },
+		func(i int) bool { return infs[i].synced() || infs[i].forbiddenErr() != nil || k.away() },
 		func(int) error { return nil })
 	if err != nil {
 		return nil, nil, nil, err
@@ -387,6 +411,9 @@ func (k *Kube) pods(ctx context.Context, set *informerSet, cms []*corev1.ConfigM
 		if ferr := w.forbiddenErr(); ferr != nil && !w.synced() {
 			forbidden = append(forbidden, k.podsForbidden(cms, nss[i], ferr)...)
 			continue
+		}
+		if !w.synced() {
+			continue // a member cluster away (above)
 		}
 		readable = append(readable, w)
 	}
@@ -443,6 +470,9 @@ func (k *Kube) podsForbidden(cms []*corev1.ConfigMap, ns string, err error) []er
 // `kubectl describe` shows them), or nil: the load balancer's ConfigMaps and Secrets, the pods
 // and EndpointSlices of the namespaces the services name, and the watched objects.
 func (k *Kube) Lookup(ref snapshot.Ref) runtime.Object {
+	if ref.Cluster != k.Cluster && ref.Cluster != "" {
+		return nil // another cluster's
+	}
 	k.mu.Lock()
 	var stores []cache.Store // where an object of ref's kind may be
 	var watched []cache.Store
@@ -665,7 +695,7 @@ func (k *Kube) convert(w *watched) cache.TransformFunc {
 		if n := k.objects.Add(1); n%podConverterRound == 0 {
 			k.objConv.NextRound()
 		}
-		return &kubeObject{o}, nil
+		return &kubeObject{k.objConv.InCluster(o, k.Cluster)}, nil
 	}
 }
 

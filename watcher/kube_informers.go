@@ -38,14 +38,18 @@ type factory interface {
 func (k *Kube) newInformerSet(ctx context.Context) (*informerSet, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	set := &informerSet{ctx: ctx, cancel: cancel, podNS: map[string]*podWatch{}}
-	if err := k.addNamespaceInformers(set); err != nil {
-		cancel()
-		return nil, err
-	}
-	tls, tlsFactories, err := k.watchTLSSecrets(k.handler())
-	if err != nil {
-		cancel()
-		return nil, err
+	var tls []*tlsWatch
+	var tlsFactories []informers.SharedInformerFactory
+	if !k.Member { // a member cluster gives pods and watched objects only
+		if err := k.addNamespaceInformers(set); err != nil {
+			cancel()
+			return nil, err
+		}
+		var err error
+		if tls, tlsFactories, err = k.watchTLSSecrets(k.handler()); err != nil {
+			cancel()
+			return nil, err
+		}
 	}
 	res, dynFactories, err := k.watchResources()
 	if err != nil {
@@ -199,7 +203,7 @@ func (k *Kube) shutdown(set *informerSet) {
 
 // baseSynced: the ConfigMaps and Secrets of the namespace have listed.
 func (set *informerSet) baseSynced() bool {
-	if !set.cms.HasSynced() {
+	if set.cms != nil && !set.cms.HasSynced() {
 		return false
 	}
 	for _, s := range set.secrets {

@@ -48,3 +48,10 @@ func (r *stateReport) set(up bool, why error, down, back string, attrs ...any) {
 		r.fn(up, why)
 	}
 }
+
+// isDown: the last report said down.
+func (r *stateReport) isDown() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.known && !r.up
+}

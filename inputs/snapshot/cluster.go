@@ -28,7 +28,11 @@ func (c ClusterObject) ID() string { return ObjectID(c.Ref) }
 
 // ObjectID names a cluster object among the held inputs.
 func ObjectID(ref Ref) string {
-	return lower(ref.Kind) + "/" + ref.Namespace + "/" + ref.Name
+	id := lower(ref.Kind) + "/" + ref.Namespace + "/" + ref.Name
+	if ref.Cluster != "" {
+		id += "@" + ref.Cluster // two clusters' objects of one name are two objects
+	}
+	return id
 }
 
 func lower(s string) string {
@@ -51,12 +55,19 @@ func (o *Objects) ClusterObjects() []ClusterObject {
 	}
 	for _, p := range o.ConvertedPods {
 		if p != nil {
-			out = append(out, ClusterObject{Ref: Ref{Kind: "Pod", Namespace: p.Namespace(), Name: p.Name()}, version: p})
+			out = append(out, ClusterObject{Ref: p.Ref(), version: p})
 		}
 	}
 	for _, s := range o.EndpointSlices {
 		if s != nil {
 			out = append(out, ClusterObject{Ref: Ref{Kind: "EndpointSlice", Namespace: s.Namespace, Name: s.Name}, version: versionOf(s.ResourceVersion, s)})
+		}
+	}
+	for c, list := range o.ClusterEndpointSlices {
+		for _, s := range list {
+			if s != nil {
+				out = append(out, ClusterObject{Ref: Ref{Kind: "EndpointSlice", Namespace: s.Namespace, Name: s.Name, Cluster: c}, version: versionOf(s.ResourceVersion, s)})
+			}
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(o.Resources)) {
@@ -137,10 +148,18 @@ func (o *Objects) WithoutObjects(drop map[string]bool) *Objects {
 	c := *o
 	pod := func(ns, name string) bool { return drop[ObjectID(Ref{Kind: "Pod", Namespace: ns, Name: name})] }
 	c.Pods = filter(o.Pods, func(p *corev1.Pod) bool { return p != nil && pod(p.Namespace, p.Name) })
-	c.ConvertedPods = filter(o.ConvertedPods, func(p *Pod) bool { return p != nil && pod(p.Namespace(), p.Name()) })
+	c.ConvertedPods = filter(o.ConvertedPods, func(p *Pod) bool { return p != nil && drop[ObjectID(p.Ref())] })
 	c.EndpointSlices = filter(o.EndpointSlices, func(s *discoveryv1.EndpointSlice) bool {
 		return s != nil && drop[ObjectID(Ref{Kind: "EndpointSlice", Namespace: s.Namespace, Name: s.Name})]
 	})
+	if len(o.ClusterEndpointSlices) > 0 {
+		c.ClusterEndpointSlices = make(map[string][]*discoveryv1.EndpointSlice, len(o.ClusterEndpointSlices))
+		for cl, list := range o.ClusterEndpointSlices {
+			c.ClusterEndpointSlices[cl] = filter(list, func(s *discoveryv1.EndpointSlice) bool {
+				return s != nil && drop[ObjectID(Ref{Kind: "EndpointSlice", Namespace: s.Namespace, Name: s.Name, Cluster: cl})]
+			})
+		}
+	}
 	if len(o.Resources) > 0 {
 		c.Resources = make(map[string][]*Object, len(o.Resources))
 		for name, list := range o.Resources {

@@ -1,26 +1,43 @@
 package snapshot
 
 import (
+	"maps"
+	"slices"
 	"strings"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
 // endpointIndex finds the EndpointSlices of a Kubernetes Service: namespace/service -> slices.
-type endpointIndex map[string][]*discoveryv1.EndpointSlice
+// With several clusters, the slices of each cluster are apart (byCluster), and the endpoints
+// they give carry its name as pods do.
+type endpointIndex map[string][]clusterSlice
 
-func newEndpointIndex(slices []*discoveryv1.EndpointSlice) endpointIndex {
+type clusterSlice struct {
+	cluster string
+	*discoveryv1.EndpointSlice
+}
+
+func newEndpointIndex(list []*discoveryv1.EndpointSlice, byCluster map[string][]*discoveryv1.EndpointSlice) endpointIndex {
 	ix := endpointIndex{}
-	for _, s := range slices {
+	add := func(cluster string, s *discoveryv1.EndpointSlice) {
 		if s == nil {
-			continue
+			return
 		}
 		svc := s.Labels[discoveryv1.LabelServiceName]
 		if svc == "" {
-			continue
+			return
 		}
 		key := s.Namespace + "/" + svc
-		ix[key] = append(ix[key], s)
+		ix[key] = append(ix[key], clusterSlice{cluster, s})
+	}
+	for _, s := range list {
+		add("", s)
+	}
+	for _, c := range slices.Sorted(maps.Keys(byCluster)) {
+		for _, s := range byCluster[c] {
+			add(c, s)
+		}
 	}
 	return ix
 }
@@ -30,9 +47,12 @@ func newEndpointIndex(slices []*discoveryv1.EndpointSlice) endpointIndex {
 // name (or the address for an endpoint without a pod), with status.podIP, spec.nodeName,
 // metadata, and "endpoint" holding what the EndpointSlice says (addresses, zone, hostname,
 // ports). Only ready endpoints (ready unset counts as ready, as kube-proxy reads it).
-func (ix endpointIndex) endpoints(namespace, service string) map[string]any {
+func (ix endpointIndex) endpoints(namespace, service string, clusters []string) map[string]any {
 	out := map[string]any{}
 	for _, s := range ix[namespace+"/"+service] {
+		if clusters != nil && !slices.Contains(clusters, s.cluster) {
+			continue
+		}
 		var ports []any
 		for _, p := range s.Ports {
 			port := map[string]any{}
@@ -72,12 +92,17 @@ func (ix endpointIndex) endpoints(namespace, service string) map[string]any {
 			if ep.Hostname != nil {
 				endpoint["hostname"] = *ep.Hostname
 			}
-			out[name] = map[string]any{
+			entry := map[string]any{
 				"metadata": map[string]any{"name": name, "namespace": namespace},
 				"spec":     spec,
 				"status":   map[string]any{"podIP": ep.Addresses[0], "phase": "Running"},
 				"endpoint": endpoint,
 			}
+			if s.cluster != "" {
+				entry[ClusterKey] = s.cluster
+				name = s.cluster + ":" + name // as podKeyName
+			}
+			out[name] = entry
 		}
 	}
 	return out

@@ -135,7 +135,7 @@ func Assemble(objs *Objects, opts Options, chosen []Input) (*Snapshot, error) {
 	slices.SortFunc(services, func(a, b Input) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(snap.Certificates, func(a, b Certificate) int { return strings.Compare(a.Name, b.Name) })
 	var err error
-	snap.Services, err = buildServices(services, newPodIndex(objs.Pods, objs.ConvertedPods, opts.PodCache), newEndpointIndex(objs.EndpointSlices))
+	snap.Services, err = buildServices(services, newPodIndex(objs.Pods, objs.ConvertedPods, opts.PodCache), newEndpointIndex(objs.EndpointSlices, objs.ClusterEndpointSlices))
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,8 @@ type Object struct {
 	key   string // "namespace/name", or "name" for a cluster-scoped object
 	slash int    // the index of the "/" in key; -1 for a cluster-scoped object
 	obj   *record.Record
+	// cluster is the object's cluster with several clusters (ObjectConverter.InCluster).
+	cluster string
 }
 
 // Namespace is the object's namespace; "" for a cluster-scoped object.
@@ -121,8 +123,9 @@ func newObject(obj *record.Record) (*Object, error) {
 // repeat, as PodConverter does for pods. Use one per source; the zero value is ready; it is
 // safe for concurrent use.
 type ObjectConverter struct {
-	in     interner
-	shapes shapeTable // the key lists of the maps of unstructured objects
+	in       interner
+	shapes   shapeTable // the key lists of the maps of unstructured objects
+	clusters clusterShapes
 }
 
 // NextRound tells the converter that a new batch starts (a new read of the source): the parts

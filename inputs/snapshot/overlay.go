@@ -15,17 +15,27 @@ func (o *Objects) Overlay(over *Objects) *Objects {
 	c := *o
 	c.ConfigMaps = overlayList(o.ConfigMaps, over.ConfigMaps, func(x *corev1.ConfigMap) string { return x.Namespace + "/" + x.Name })
 	c.Secrets = overlayList(o.Secrets, over.Secrets, func(x *corev1.Secret) string { return x.Namespace + "/" + x.Name })
-	c.EndpointSlices = overlayList(o.EndpointSlices, over.EndpointSlices, func(x *discoveryv1.EndpointSlice) string { return x.Namespace + "/" + x.Name })
-	// A pod given again replaces the pod, whichever way the sources keep pods.
-	replaced := map[string]bool{}
+	sliceKey := func(x *discoveryv1.EndpointSlice) string { return x.Namespace + "/" + x.Name }
+	c.EndpointSlices = overlayList(o.EndpointSlices, over.EndpointSlices, sliceKey)
+	if len(over.ClusterEndpointSlices) > 0 {
+		c.ClusterEndpointSlices = maps.Clone(o.ClusterEndpointSlices)
+		if c.ClusterEndpointSlices == nil {
+			c.ClusterEndpointSlices = map[string][]*discoveryv1.EndpointSlice{}
+		}
+		for cl, list := range over.ClusterEndpointSlices {
+			c.ClusterEndpointSlices[cl] = overlayList(c.ClusterEndpointSlices[cl], list, sliceKey)
+		}
+	}
+	// A pod given again replaces the pod of its cluster, whichever way the sources keep pods.
+	replaced := map[Ref]bool{}
 	for _, p := range over.Pods {
-		replaced[p.Namespace+"/"+p.Name] = true
+		replaced[Ref{Kind: "Pod", Namespace: p.Namespace, Name: p.Name}] = true
 	}
 	for _, p := range over.ConvertedPods {
-		replaced[p.Namespace()+"/"+p.Name()] = true
+		replaced[p.Ref()] = true
 	}
-	c.Pods = append(filter(o.Pods, func(p *corev1.Pod) bool { return replaced[p.Namespace+"/"+p.Name] }), over.Pods...)
-	c.ConvertedPods = append(filter(o.ConvertedPods, func(p *Pod) bool { return replaced[p.Namespace()+"/"+p.Name()] }), over.ConvertedPods...)
+	c.Pods = append(filter(o.Pods, func(p *corev1.Pod) bool { return replaced[Ref{Kind: "Pod", Namespace: p.Namespace, Name: p.Name}] }), over.Pods...)
+	c.ConvertedPods = append(filter(o.ConvertedPods, func(p *Pod) bool { return replaced[p.Ref()] }), over.ConvertedPods...)
 	c.Origins = overlayOrigins(o.Origins, over)
 	if len(over.Resources) > 0 {
 		c.Resources = make(map[string][]*Object, len(o.Resources)+len(over.Resources))
@@ -33,7 +43,7 @@ func (o *Objects) Overlay(over *Objects) *Objects {
 			c.Resources[name] = list
 		}
 		for name, list := range over.Resources {
-			c.Resources[name] = overlayList(c.Resources[name], list, func(x *Object) string { return x.Key() })
+			c.Resources[name] = overlayList(c.Resources[name], list, func(x *Object) string { return x.cluster + "\x00" + x.Key() })
 		}
 	}
 	return &c
@@ -92,16 +102,25 @@ func (o *Objects) Delete(kind, namespace, name string) (*Objects, bool) {
 		c.Secrets = filter(o.Secrets, func(x *corev1.Secret) bool { return x.Namespace == namespace && x.Name == name })
 	case "pod":
 		c.Pods = filter(o.Pods, func(x *corev1.Pod) bool { return x.Namespace == namespace && x.Name == name })
-		c.ConvertedPods = filter(o.ConvertedPods, func(x *Pod) bool { return x.Namespace() == namespace && x.Name() == name })
+		c.ConvertedPods = filter(o.ConvertedPods, func(x *Pod) bool { return x.Namespace() == namespace && x.Name() == name && x.cluster == o.Home })
 	case "endpointslice":
 		c.EndpointSlices = filter(o.EndpointSlices, func(x *discoveryv1.EndpointSlice) bool { return x.Namespace == namespace && x.Name == name })
+		if home := o.ClusterEndpointSlices[o.Home]; o.Home != "" {
+			kept := filter(home, func(x *discoveryv1.EndpointSlice) bool { return x.Namespace == namespace && x.Name == name })
+			if len(kept) < len(home) {
+				c.ClusterEndpointSlices = maps.Clone(o.ClusterEndpointSlices)
+				c.ClusterEndpointSlices[o.Home] = kept
+				return &c, true
+			}
+		}
 	default:
-		out, ok := o.Without(Ref{Kind: kind, Namespace: namespace, Name: name})
+		// With several clusters, the home cluster's object: the one a change there deletes.
+		out, ok := o.Without(Ref{Kind: kind, Namespace: namespace, Name: name, Cluster: o.Home})
 		if !ok {
 			// Watched objects carry their kind as the API does (Ingress): match it in any case.
 			for _, list := range o.Resources {
 				for _, x := range list {
-					if strings.EqualFold(x.Kind(), kind) && x.Namespace() == namespace && x.Name() == name {
+					if strings.EqualFold(x.Kind(), kind) && x.Namespace() == namespace && x.Name() == name && x.cluster == o.Home {
 						return o.Without(x.Ref())
 					}
 				}

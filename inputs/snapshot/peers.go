@@ -24,6 +24,9 @@ type PeersOptions struct {
 	Selector labels.Selector
 	Local    string // this replica's pod name: HAProxy's localpeer
 	Port     int    // the port each replica's peers listener binds; 0: DefaultPeersPort
+	// Cluster, with several clusters, is the home cluster's name: the replicas are its pods,
+	// not another cluster's pods of the same namespace and labels.
+	Cluster string
 }
 
 // Peer is one replica.
@@ -89,7 +92,7 @@ func BuildPeers(objs *Objects, opts PeersOptions) Peers {
 		}
 	}
 	for _, p := range objs.ConvertedPods {
-		if p == nil || p.namespace != opts.Namespace || p.ip == "" {
+		if p == nil || p.namespace != opts.Namespace || p.ip == "" || p.cluster != opts.Cluster {
 			continue
 		}
 		var l labels.Labels = labels.Set(p.waiting)

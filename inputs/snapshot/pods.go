@@ -41,6 +41,7 @@ func PodReady(p *corev1.Pod) bool {
 // any number of Objects and Snapshots.
 type Pod struct {
 	namespace, name string
+	cluster         string // with several clusters (ConvertIn)
 	ready           bool
 	obj             *record.Record // nil when not ready: Build never shows it
 	labels          *record.Record // obj's metadata.labels
@@ -65,7 +66,8 @@ func (p *Pod) Object() *record.Record { return p.obj }
 // (labels, containers, conditions, ...) so that a hundred thousand pods fit in little memory.
 // Use one per source; the zero value is ready; it is safe for concurrent use.
 type PodConverter struct {
-	in interner
+	in     interner
+	shapes clusterShapes
 }
 
 // Convert converts p; a pod that is not ready is not converted (Object is nil). p is not

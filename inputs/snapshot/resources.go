@@ -38,9 +38,9 @@ func assembleResources(specs watchspec.List, found map[string][]*Object) []Resou
 		objs := slices.Clone(found[spec.Name()])
 		objs = slices.DeleteFunc(objs, func(o *Object) bool { return o == nil })
 		slices.SortStableFunc(objs, compareObjects)
-		// One object per name: a source gives each once; the first stays if not.
-		objs = slices.CompactFunc(objs, func(a, b *Object) bool { return a.key == b.key })
-		out = append(out, Resource{Name: spec.Name(), Objects: objs, Value: resourceValue(spec, objs)})
+		// One object per name (and cluster): a source gives each once; the first stays if not.
+		objs = slices.CompactFunc(objs, func(a, b *Object) bool { return a.key == b.key && a.cluster == b.cluster })
+		out = append(out, Resource{Name: spec.Name(), Objects: objs, Value: resourceValue(spec, objs, true)})
 	}
 	return out
 }
@@ -50,11 +50,15 @@ func compareObjects(a, b *Object) int {
 	if c := strings.Compare(a.Namespace(), b.Namespace()); c != 0 {
 		return c
 	}
-	return strings.Compare(a.Name(), b.Name())
+	if c := strings.Compare(a.Name(), b.Name()); c != 0 {
+		return c
+	}
+	return compareClusters(a, b)
 }
 
-// resourceValue is what templates see of one resource (see Resource.Value).
-func resourceValue(spec watchspec.Resource, objs []*Object) *record.Record {
+// resourceValue is what templates see of one resource (see Resource.Value); split adds
+// by_cluster when the objects come from several clusters.
+func resourceValue(spec watchspec.Resource, objs []*Object, split bool) *record.Record {
 	all := make([]any, len(objs))
 	for i, o := range objs {
 		all[i] = o.obj
@@ -65,17 +69,26 @@ func resourceValue(spec watchspec.Resource, objs []*Object) *record.Record {
 		keys = append(keys, "by_"+ix.Name)
 		vals = append(vals, indexed(ix, objs))
 	}
+	if split {
+		if clusters := byCluster(objs, func(l []*Object) *record.Record { return resourceValue(spec, l, false) }); clusters != nil {
+			keys = append(keys, "by_cluster")
+			vals = append(vals, clusters)
+		}
+	}
 	return record.FromPairs(nil, keys, vals)
 }
 
 // objectsByName is the record "namespace/name" -> object.
 func objectsByName(objs []*Object) *record.Record {
 	sorted := slices.Clone(objs)
-	slices.SortFunc(sorted, func(a, b *Object) int { return strings.Compare(a.key, b.key) })
-	names := make([]string, len(sorted))
-	vals := make([]any, len(sorted))
-	for i, o := range sorted {
-		names[i], vals[i] = o.key, o.obj
+	slices.SortStableFunc(sorted, func(a, b *Object) int { return strings.Compare(a.key, b.key) })
+	names := make([]string, 0, len(sorted))
+	vals := make([]any, 0, len(sorted))
+	for _, o := range sorted {
+		if n := len(names); n > 0 && names[n-1] == o.key {
+			continue // the same name in another cluster: the first cluster's (by name); by_cluster has each
+		}
+		names, vals = append(names, o.key), append(vals, o.obj)
 	}
 	return record.New(record.NewKeys(names...), vals)
 }
@@ -159,17 +172,19 @@ func (o *Objects) Without(ref Ref) (*Objects, bool) {
 	c := *o
 	found := false
 	if ref.Kind == "Pod" {
-		isPod := func(p *corev1.Pod) bool { return p != nil && p.Namespace == ref.Namespace && p.Name == ref.Name }
+		isPod := func(p *corev1.Pod) bool {
+			return p != nil && ref.Cluster == "" && p.Namespace == ref.Namespace && p.Name == ref.Name
+		}
 		if slices.ContainsFunc(o.Pods, isPod) {
 			c.Pods, found = slices.DeleteFunc(slices.Clone(o.Pods), isPod), true
 		}
-		isConverted := func(p *Pod) bool { return p != nil && p.Namespace() == ref.Namespace && p.Name() == ref.Name }
+		isConverted := func(p *Pod) bool { return p != nil && p.Ref() == ref }
 		if slices.ContainsFunc(o.ConvertedPods, isConverted) {
 			c.ConvertedPods, found = slices.DeleteFunc(slices.Clone(o.ConvertedPods), isConverted), true
 		}
 	}
 	isObject := func(x *Object) bool {
-		return x != nil && x.Namespace() == ref.Namespace && x.Name() == ref.Name && x.Kind() == ref.Kind
+		return x != nil && x.Namespace() == ref.Namespace && x.Name() == ref.Name && x.Kind() == ref.Kind && x.cluster == ref.Cluster
 	}
 	cloned := false
 	for name, list := range o.Resources {
@@ -189,5 +204,5 @@ func (o *Objects) Without(ref Ref) (*Objects, bool) {
 
 // Ref names the object in reports.
 func (o *Object) Ref() Ref {
-	return Ref{Kind: cmp.Or(o.Kind(), "Object"), Namespace: o.Namespace(), Name: o.Name()}
+	return Ref{Kind: cmp.Or(o.Kind(), "Object"), Namespace: o.Namespace(), Name: o.Name(), Cluster: o.cluster}
 }

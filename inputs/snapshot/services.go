@@ -61,13 +61,15 @@ func buildServices(entries []Input, pods *podIndex, eps endpointIndex) ([]map[st
 			selected = append(selected, nil) // endpoints of a Kubernetes Service, filled below
 			continue
 		}
-		selected = append(selected, pods.selectPods(svc["namespace"].(string), sel))
+		clusters, _ := serviceClusters(svc) // checked by decodeService
+		selected = append(selected, inClusters(pods.selectPods(svc["namespace"].(string), sel), clusters))
 	}
 	// Converting pods is most of the work: do it once per pod, in parallel.
 	pods.convert(slices.Concat(selected...))
 	for i, svc := range services {
 		if kubeSvc, ok := svc["service"].(string); ok && selected[i] == nil {
-			svc["pods"] = record.Of(nil, eps.endpoints(svc["namespace"].(string), kubeSvc))
+			clusters, _ := serviceClusters(svc) // checked by decodeService
+			svc["pods"] = record.Of(nil, eps.endpoints(svc["namespace"].(string), kubeSvc, clusters))
 			continue
 		}
 		svc["pods"] = podsByName(selected[i])
@@ -77,14 +79,14 @@ func buildServices(entries []Input, pods *podIndex, eps endpointIndex) ([]map[st
 
 // podsByName is a service's "pods": its pods by name, as a record (iterated in name order).
 func podsByName(pods []*podEntry) *record.Record {
-	slices.SortFunc(pods, func(a, b *podEntry) int { return strings.Compare(a.name(), b.name()) })
+	slices.SortFunc(pods, func(a, b *podEntry) int { return strings.Compare(podKeyName(a), podKeyName(b)) })
 	names := make([]string, 0, len(pods))
 	vals := make([]any, 0, len(pods))
 	for _, p := range pods {
-		if n := len(names); n > 0 && names[n-1] == p.name() {
+		if n := len(names); n > 0 && names[n-1] == podKeyName(p) {
 			continue // the same pod twice (a service's pods are all in one namespace)
 		}
-		names = append(names, p.name())
+		names = append(names, podKeyName(p))
 		vals = append(vals, p.obj)
 	}
 	return record.New(record.NewKeys(names...), vals)
@@ -132,6 +134,9 @@ func decodeService(ref Ref, data []byte) (map[string]any, labels.Selector, *Inpu
 		return nil, nil, fail(0, 0, "field \"namespace\": %q is not a valid namespace name: %s", ns, strings.Join(msgs, "; "))
 	}
 
+	if _, err := serviceClusters(svc); err != nil {
+		return nil, nil, fail(0, 0, "%v", err)
+	}
 	rawSel, ok := svc["selector"]
 	if kubeSvc, named := svc["service"]; named && !ok {
 		// The endpoints of a Kubernetes Service instead of a pod selector.

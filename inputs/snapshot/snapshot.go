@@ -16,6 +16,8 @@ type Ref struct {
 	Namespace string
 	Name      string
 	Key       string // data key inside the object, if any
+	// Cluster is the cluster of a pod or watched object, with several clusters ("" with one).
+	Cluster string
 }
 
 func (r Ref) String() string {
@@ -25,6 +27,9 @@ func (r Ref) String() string {
 	}
 	if r.Key != "" {
 		s += fmt.Sprintf(" key %q", r.Key)
+	}
+	if r.Cluster != "" {
+		s += " in cluster " + r.Cluster
 	}
 	return s
 }
@@ -81,6 +86,12 @@ type Objects struct {
 	ConvertedPods []*Pod
 	// EndpointSlices back services that name a Kubernetes Service instead of a pod selector.
 	EndpointSlices []*discoveryv1.EndpointSlice
+	// ClusterEndpointSlices, with several clusters, are each cluster's EndpointSlices by its
+	// name (EndpointSlices holds none then): typed objects carry no cluster of their own.
+	ClusterEndpointSlices map[string][]*discoveryv1.EndpointSlice
+	// Home, with several clusters, is the home cluster's name: the cluster of the ConfigMaps
+	// and Secrets, and of the objects a proposed change gives (InHome).
+	Home string
 	// Resources are the objects of the watched resources (--watch), by their name in the
 	// template context (watchspec.Resource.Name), in any order. They are not operator inputs:
 	// never held back.

@@ -30,24 +30,27 @@ func (b *Builder) Validated(ctx context.Context, c *Candidate) error {
 	return err
 }
 
-// stage writes the rendering as a new generation and validates it.
-func (b *Builder) stage(ctx context.Context, c *Candidate) (*generation.Generation, error) {
+// stage writes the rendering as a new generation and validates it. One that fails is
+// discarded, this one only: a search stages several, and the one that passed goes live.
+func (b *Builder) stage(ctx context.Context, c *Candidate) (_ *generation.Generation, err error) {
 	gen, err := b.cfg.Store.StageContent(c.Bundle.Content(), c.Bundle.Hash)
 	if err != nil {
 		return nil, &failure.Error{Stage: failure.Staging, Err: fmt.Errorf("stage generation: %w", err)}
 	}
-	var warnings []string
-	if b.cfg.Checker != nil {
-		var checkPath string
-		if checkPath, err = b.cfg.Store.CheckFile(gen); err != nil {
+	defer func() {
+		if err != nil {
 			_ = b.cfg.Store.Discard(gen)
-			return nil, &failure.Error{Stage: failure.Staging, Err: fmt.Errorf("prepare validation: %w", err)}
 		}
-		warnings, err = b.haproxyCheck(ctx, gen, checkPath, c.Bundle.Config, c.Info.TemplateRef, c.origin)
+	}()
+	if b.cfg.Checker == nil {
+		return gen, nil
 	}
+	checkPath, err := b.cfg.Store.CheckFile(gen)
 	if err != nil {
-		// This one only: a search stages several, and the one that passed goes live.
-		_ = b.cfg.Store.Discard(gen)
+		return nil, &failure.Error{Stage: failure.Staging, Err: fmt.Errorf("prepare validation: %w", err)}
+	}
+	warnings, err := b.haproxyCheck(ctx, gen, checkPath, c.Bundle.Config, c.Info.TemplateRef, c.origin)
+	if err != nil {
 		return nil, err
 	}
 	c.Warnings = warnings

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
@@ -38,6 +39,8 @@ import (
 //	- valid: true                         # haproxy -c passes
 //	- deterministic: true                 # rendered twice, the same bytes
 //	peers: {selector: app=haproxy, local: haproxy-0}   # optional: the replicas (`peers`)
+//	clusters:                                          # optional: several clusters' pods
+//	  west: [{kind: Pod, ...}]                         # and watched objects, by cluster
 //
 // A template set whose tests fail is held like a broken one, naming the test and the
 // assertion; `validate` runs them offline and prints each one's outcome.
@@ -51,6 +54,10 @@ type Test struct {
 	// Peers, when set, say which of the objects' pods are the HAProxy replicas in this test,
 	// as --peers... do for the sidecar (whose own are used otherwise).
 	Peers *TestPeers `json:"peers,omitempty"`
+	// Clusters, when set, are the pods and watched objects of named clusters, as the kube
+	// source over several clusters gives them (pod.cluster, a service's clusters list,
+	// resources.X.by_cluster).
+	Clusters map[string][]any `json:"clusters,omitempty"`
 	// objectsLine and expectLines are where the objects and each assertion are written in
 	// the key (0: unknown), for errors.
 	objectsLine int
@@ -259,6 +266,11 @@ func (b *Builder) runTest(ctx context.Context, objs *snapshot.Objects, tmpl *sna
 		over.Origins = nil // where in a JSON made here: nowhere an operator wrote
 		objs = objs.Overlay(over)
 	}
+	if len(t.Clusters) > 0 {
+		if objs, err = b.clusterObjects(objs, t); err != nil {
+			return false, &testPart{expect: -1, err: err}
+		}
+	}
 	in := b.cfg.Inputs.Decode(objs)
 	var chosen []snapshot.Input
 	for _, x := range in.List {
@@ -411,4 +423,51 @@ func mapEntry(text, key string) (string, int, bool) {
 		}
 	}
 	return "", 0, false
+}
+
+// clusterObjects adds to objs the pods and watched objects of t's clusters, each carrying its
+// cluster's name.
+func (b *Builder) clusterObjects(objs *snapshot.Objects, t Test) (*snapshot.Objects, error) {
+	if b.cfg.Manifests == nil {
+		return nil, errors.New("they cannot be read here")
+	}
+	c := *objs
+	c.Resources = maps.Clone(objs.Resources)
+	var pods snapshot.PodConverter
+	var conv snapshot.ObjectConverter
+	for _, name := range slices.Sorted(maps.Keys(t.Clusters)) {
+		if err := snapshot.CheckClusterName(name); err != nil {
+			return nil, fmt.Errorf("clusters: %w", err)
+		}
+		list, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": t.Clusters[name]})
+		if err != nil {
+			return nil, err
+		}
+		over, err := b.cfg.Manifests(t.Key+"."+name+".json", list)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", name, err)
+		}
+		if len(over.ConfigMaps)+len(over.Secrets)+len(over.ConvertedPods) > 0 {
+			return nil, fmt.Errorf("cluster %s: pods, EndpointSlices and watched objects only (the load balancer's ConfigMaps and Secrets are in objects)", name)
+		}
+		if len(over.EndpointSlices) > 0 {
+			c.ClusterEndpointSlices = maps.Clone(c.ClusterEndpointSlices)
+			if c.ClusterEndpointSlices == nil {
+				c.ClusterEndpointSlices = map[string][]*discoveryv1.EndpointSlice{}
+			}
+			c.ClusterEndpointSlices[name] = append(slices.Clip(c.ClusterEndpointSlices[name]), over.EndpointSlices...)
+		}
+		for _, p := range over.Pods {
+			c.ConvertedPods = append(slices.Clip(c.ConvertedPods), pods.ConvertIn(p, name))
+		}
+		for res, list := range over.Resources {
+			if c.Resources == nil {
+				c.Resources = map[string][]*snapshot.Object{}
+			}
+			for _, o := range list {
+				c.Resources[res] = append(slices.Clip(c.Resources[res]), conv.InCluster(o, name))
+			}
+		}
+	}
+	return &c, nil
 }

@@ -126,11 +126,18 @@ func TestContentHashCountsAuxiliaryFiles(t *testing.T) {
 	}
 }
 
-// A map or other file whose name breaks content.CheckFileName is refused at staging.
+// A certificate, map or other file whose name would leave its directory is refused at staging
+// (the renderer, which makes the files, refuses any name content.CheckCertName or
+// CheckFileName refuses: render's tests).
 func TestFileNames(t *testing.T) {
 	e := newEnv(t)
 	s := open(t, e)
-	for _, c := range []Content{{Config: []byte("c"), Maps: map[string][]byte{"../x.map": nil}}, {Config: []byte("c"), Files: map[string][]byte{".lua": nil}}} {
+	for _, c := range []Content{
+		{Config: []byte("c"), Maps: map[string][]byte{"../x.map": nil}},
+		{Config: []byte("c"), Files: map[string][]byte{"..": nil}},
+		{Config: []byte("c"), Certs: map[string][]byte{"a/b": nil}},
+		{Config: []byte("c"), Files: map[string][]byte{"": nil}},
+	} {
 		if _, err := s.StageContent(c, ""); err == nil || !strings.Contains(err.Error(), "cannot be a file name") {
 			t.Errorf("StageContent(%v) = %v, want a file name error", c, err)
 		}

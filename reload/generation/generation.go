@@ -360,21 +360,16 @@ func (s *Store) Stage(config []byte, certs map[string][]byte, hash string) (*Gen
 // fsynced, in a temporary directory renamed into place once complete. Nothing live changes.
 // hash identifies the content (the bundle hash); when empty, c.Hash() is used.
 func (s *Store) StageContent(c Content, hash string) (*Generation, error) {
-	names := make([]string, 0, len(c.Certs))
-	for name := range c.Certs {
-		if err := content.CheckCertName(name); err != nil {
-			return nil, fmt.Errorf("stage generation: %w", err)
-		}
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, m := range []map[string][]byte{c.Maps, c.Files} {
+	// The renderer, which makes the files, holds their names to content.CheckCertName and
+	// CheckFileName; the store only keeps each file inside its directory.
+	for _, m := range []map[string][]byte{c.Certs, c.Maps, c.Files} {
 		for name := range m {
-			if err := content.CheckFileName(name); err != nil {
-				return nil, fmt.Errorf("stage generation: %w", err)
+			if !oneFileName(name) {
+				return nil, fmt.Errorf("stage generation: %q cannot be a file name: it is not one name inside its directory", name)
 			}
 		}
 	}
+	names := sortedKeys(c.Certs)
 	if hash == "" {
 		hash = c.Hash()
 	}
@@ -479,6 +474,12 @@ func mkdir(parent, name string, mode os.FileMode) (string, error) {
 		return "", err
 	}
 	return dir, nil
+}
+
+// oneFileName says whether name names one file inside a directory (not the directory, its
+// parent, or a path).
+func oneFileName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\\\x00")
 }
 
 func sortedKeys(m map[string][]byte) []string {

@@ -68,6 +68,7 @@ func (p *Program) parse(name, src string) (*Template, error) {
 	case unknown != nil:
 		return nil, unknown
 	}
+	t.readOnly = readsOnly(tr)
 	return t, nil
 }
 

@@ -39,6 +39,9 @@ type Template struct {
 	// once when compiling; nil: no one has the name (an error when it runs).
 	filters []filterFunc
 	tests   []testFunc
+	// readOnly: the template names no method that changes a dict or list and sets no
+	// namespace's attribute (readsOnly): what it imports it only reads.
+	readOnly bool
 }
 
 // lineCol returns the 1-based line and column (in characters) of a byte offset.
@@ -181,8 +184,9 @@ type Modules struct {
 }
 
 type sharedModule struct {
-	src string // the module's source: the same key of another template set is another module
-	mod *module
+	src    string // the module's source: the same key of another template set is another module
+	mod    *module
+	macros bool // it holds macros
 }
 
 // maxCallDepth bounds nested macro calls, includes and recursive loops (Python's own

@@ -175,14 +175,22 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	// the module sees the render context only, and other renders of it may share it.
 	share := withContext && e.shared != nil && f == e.top && len(f.names) == 0 && e.extending == nil
 	if share {
-		if m := e.shared.get(key, t.tree.Src, e.vars, f); m != nil {
+		if m := e.shared.get(key, t.tree.Src, e.vars, f, e.cur != nil && e.cur.readOnly); m != nil {
 			return m, nil
 		}
 		if e.shared.Across != nil && !e.prog.testsIdentity() {
-			if m := e.shared.Across.reuse(key, t.tree, e.vars, f); m != nil {
+			if m := e.shared.Across.reuse(e.prog, key, t.tree, e.vars, f); m != nil {
 				e.shared.put(key, t.tree.Src, e.vars, m)
 				return m, nil
 			}
+		}
+	}
+	// Imported with context elsewhere (in a loop's body, say): kept per value of what it reads.
+	var lr *loopRead
+	if withContext && !share && e.shared != nil && e.shared.Across != nil && !e.prog.testsIdentity() {
+		var m *module
+		if m, lr = e.loopImport(key, t, f); m != nil {
+			return m, nil
 		}
 	}
 	e.depth++
@@ -216,10 +224,13 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 		}
 		e.modules[key] = m
 	}
+	if lr != nil {
+		e.shared.Across.loopKeep(key, t.tree.Src, lr.vals, lr.snap, lr.hash, m)
+	}
 	if share {
 		e.shared.put(key, t.tree.Src, e.vars, m)
 		if e.shared.Across != nil && !e.prog.testsIdentity() {
-			e.shared.Across.keep(key, t.tree, e.vars, m)
+			e.shared.Across.keep(e.prog, key, t.tree, e.vars, m)
 		}
 	}
 	return m, nil

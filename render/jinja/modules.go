@@ -1,6 +1,7 @@
 package jinja
 
 import (
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 	"math/big"
 	"reflect"
 
@@ -22,12 +23,17 @@ func (s *Modules) Last() {
 // get returns a copy of the module computed for key (source src) with the context vars, for
 // an import from the top-level frame f: its macros see f behind the module's own top level,
 // as they would had the module been computed for this import.
-func (s *Modules) get(key, src string, vars map[string]any, f *frame) *module {
+func (s *Modules) get(key, src string, vars map[string]any, f *frame, readOnly bool) *module {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sm, ok := s.m[key]
 	if !ok || sm.src != src || s.vars != identity(vars) {
 		return nil
+	}
+	if readOnly && !sm.macros {
+		// An importer that only reads, of a module without macros (which would see the
+		// importer's frame, and could change the module's values): the kept copy itself.
+		return sm.mod
 	}
 	if s.last {
 		delete(s.m, key)
@@ -51,7 +57,7 @@ func (s *Modules) put(key, src string, vars map[string]any, m *module) {
 	if id := identity(vars); s.vars != id {
 		s.vars, s.m = id, map[string]sharedModule{}
 	}
-	s.m[key] = sharedModule{src: src, mod: c}
+	s.m[key] = sharedModule{src: src, mod: c, macros: hasMacros(c)}
 }
 
 func identity(vars map[string]any) uintptr { return reflect.ValueOf(vars).Pointer() }
@@ -61,7 +67,7 @@ func identity(vars map[string]any) uintptr { return reflect.ValueOf(vars).Pointe
 // it, its macros seeing the new top level. ok is false when m holds what cannot be copied
 // (see copier.copy).
 func copyModule(m *module, parent *frame) (*module, bool) {
-	c := copier{seen: map[any]any{}, from: m.frame}
+	c := copier{seen: make(map[any]any, m.objects), from: m.frame}
 	if m.frame != nil {
 		c.to = &frame{parent: parent, names: append([]string(nil), m.frame.names...), vals: make([]any, len(m.frame.vals)), ctx: m.frame.ctx}
 		keep(c.to)
@@ -77,7 +83,7 @@ func copyModule(m *module, parent *frame) (*module, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &module{name: m.name, vars: vars.(*Dict), output: m.output, secret: m.secret, frame: c.to}, true
+	return &module{name: m.name, vars: vars.(*Dict), output: m.output, secret: m.secret, frame: c.to, objects: len(c.seen)}, true
 }
 
 // copier copies what a template can change in a module's values (its dicts, lists and
@@ -164,4 +170,86 @@ func (c *copier) copy(v any) (any, bool) {
 		return out, true
 	}
 	return nil, false
+}
+
+func hasMacros(m *module) bool {
+	if m.frame == nil {
+		return false
+	}
+	for _, v := range m.frame.vals {
+		if _, ok := v.(*Macro); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// readsOnly says whether a template changes nothing it is given: it names no method that
+// changes a dict or a list (called or not), sets no namespace's attribute, and names no
+// template (one it includes could).
+func readsOnly(tree *parse.Tree) bool {
+	if tree == nil || tree.Extends {
+		return false
+	}
+	w := mutationWalk{}
+	w.walk(reflect.ValueOf(tree.Body))
+	return !w.found
+}
+
+type mutationWalk struct {
+	found   bool
+	imports int
+}
+
+func (w *mutationWalk) walk(v reflect.Value) {
+	if w.found {
+		return
+	}
+	switch v.Kind() {
+	case reflect.Interface:
+		if !v.IsNil() {
+			w.walk(v.Elem())
+		}
+	case reflect.Pointer:
+		if v.IsNil() {
+			return
+		}
+		switch x := v.Interface().(type) {
+		case *parse.AttrExpr:
+			switch x.Name {
+			case "append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort", "update", "setdefault", "popitem":
+				w.found = true
+				return
+			}
+		case *parse.IncludeStmt, *parse.FromImportStmt:
+			w.found = true // what it includes or imports could change what it is given
+			return
+		case *parse.ImportStmt:
+			// One import: the module served (get); another could change it.
+			w.imports++
+			if w.imports > 1 {
+				w.found = true
+				return
+			}
+		}
+		w.walk(v.Elem())
+	case reflect.Struct:
+		if v.CanInterface() {
+			if t, ok := v.Interface().(parse.Target); ok && t.Attr != "" {
+				w.found = true
+				return
+			}
+		}
+		for i := range v.NumField() {
+			w.walk(v.Field(i))
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			w.walk(v.Index(i))
+		}
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			w.walk(v.MapIndex(k))
+		}
+	}
 }

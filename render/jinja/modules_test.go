@@ -65,6 +65,26 @@ func TestSharedModulesRenderAsUnshared(t *testing.T) {
 		// b computed it, with nothing set before: kept
 		shared: true,
 	}, {
+		// A template that only reads the module takes the copy kept, not a copy of it; one that
+		// could change it (here through another module it imports) gets a copy of its own.
+		name: "templates that only read share the module kept",
+		files: map[string]string{
+			"a": `{% import "m" as r with context %}{{ r.items|join(",") }}`,
+			"b": `{% import "m" as r with context %}{% import "n" as o with context %}{{ r.items|join(",") }}`,
+			"c": `{% import "m" as r with context %}{{ r.items|join(",") }} {{ r.d.k }}`,
+		},
+		want:   []string{"a,b", "a,b,n", "a,b 1"},
+		shared: true,
+	}, {
+		name: "a template that changes the module between two that only read it",
+		files: map[string]string{
+			"a": `{% import "m" as r with context %}{{ r.items|join(",") }}`,
+			"b": `{% import "m" as r with context %}{% set f = r.items.append %}{% do f("x") %}{{ r.items|join(",") }}`,
+			"c": `{% import "m" as r with context %}{{ r.items|join(",") }} {{ r.ns.n }}`,
+		},
+		want:   []string{"a,b", "a,b,x", "a,b 2"},
+		shared: true,
+	}, {
 		name: "a module that exports a macro is shared: the macro sees what the template importing it set",
 		files: map[string]string{
 			"a": `{% import "mac" as r with context %}{% set z = "a" %}{{ r.show() }}`,
@@ -101,7 +121,7 @@ func TestSharedModulesRenderAsUnshared(t *testing.T) {
 				"vals": `{% set d = {"k": 1} %}{% set e = d %}{% set _l = [1, 2] %}{% set l = _l %}` +
 					`{% macro show() %}{{ d.k }}{% endmacro %}{% macro twice() %}{{ show() }}:{{ e.k }}:{{ _l|join(",") }}{% endmacro %}` +
 					`{% set by = {"s": show} %}{% if d %}{% macro inif() %}<{{ e.k }}>{% endmacro %}{% endif %}`,
-				"other": `{% from "mac" import show %}`}
+				"other": `{% from "mac" import show %}`, "n": `{% do r.items.append("n") %}{% do r.d.update({"k": 2}) %}`}
 			for k, v := range c.files {
 				srcs[k] = v
 			}

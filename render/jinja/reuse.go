@@ -1,9 +1,11 @@
 package jinja
 
 import (
+	"hash/maphash"
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
@@ -14,20 +16,31 @@ import (
 // with context at the top of a template, before anything is set there): such a module sees
 // nothing but the render context, so when none of the context's values it can read differs
 // from the last render's, it would compute the same values, macros and output, and a copy of
-// the last one serves. What it can read is found in its source: every name it uses (a name
-// never looked up is never read), and of "resources", when it is only ever used as
-// resources.NAME or resources["NAME"], only those resources. Values are compared as data:
-// equal scalars, the same record (the snapshot's records never change; a source keeps an
-// unchanged object's record from one sync to the next), or equal contents. A module that
-// names another template (include, import) is not kept, nor any module of a template set
-// that tests which object a value is (sameas): the lists and dicts a snapshot makes anew at
-// each sync are equal to the last ones, not the same.
+// the last one serves. What it can read is found in its source and in the sources of the
+// templates it names (include, import): every name they use (a name never looked up is never
+// read), and of "resources", when it is only ever used as resources.NAME, resources["NAME"]
+// or resources.get("NAME"), only those resources. Values are compared as data: equal scalars,
+// the same record (the snapshot's records never change; a source keeps an unchanged object's
+// record from one sync to the next), or equal contents. No module of a template set that
+// tests which object a value is (sameas) is kept: the lists and dicts a snapshot makes anew
+// at each sync are equal to the last ones, not the same. Modules imported with context
+// elsewhere (in a loop) are kept too, per value of what they read: reuse_loop.go.
 //
 // One per Renderer; safe for concurrent use.
 type ModuleCache struct {
 	mu     sync.Mutex
 	m      map[string]*keptModule
 	reused int
+
+	// Imports with context inside a template (reuse_loop.go).
+	loop       map[uint64][]*loopEntry // by the hash of what they read
+	frees      map[string]freeInfo     // by source
+	gen        uint64                  // Sweeps so far
+	touched    map[string]bool         // the modules imported that way since the last Sweep
+	seed       maphash.Seed
+	recs       map[*record.Record]uint64 // the hashes of records' contents (hashState)
+	snaps      map[any][]any             // copies of what imports read, by the value copied, until Sweep
+	loopReused map[string]int            // by module
 }
 
 // Reused is how many imports took a kept module rather than computing it.
@@ -53,11 +66,12 @@ type ctxRead struct {
 
 // reuse returns a copy of the module kept for key, for an import from f, if its source is
 // src and nothing it can read in vars differs; nil otherwise.
-func (c *ModuleCache) reuse(key string, tree *parse.Tree, vars map[string]any, f *frame) *module {
+func (c *ModuleCache) reuse(p *Program, key string, tree *parse.Tree, vars map[string]any, f *frame) *module {
+	src := p.sources(tree)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k, ok := c.m[key]
-	if !ok || k.src != tree.Src {
+	if !ok || k.src != src {
 		return nil
 	}
 	for _, r := range k.reads {
@@ -75,8 +89,8 @@ func (c *ModuleCache) reuse(key string, tree *parse.Tree, vars map[string]any, f
 
 // keep keeps a copy of m, computed for key from tree with the context vars, with the values
 // it can read.
-func (c *ModuleCache) keep(key string, tree *parse.Tree, vars map[string]any, m *module) {
-	names, subs, ok := contextNames(tree)
+func (c *ModuleCache) keep(p *Program, key string, tree *parse.Tree, vars map[string]any, m *module) {
+	names, subs, ok := contextNames(p, tree)
 	if !ok {
 		return
 	}
@@ -103,7 +117,7 @@ func (c *ModuleCache) keep(key string, tree *parse.Tree, vars map[string]any, m 
 	if c.m == nil {
 		c.m = map[string]*keptModule{}
 	}
-	c.m[key] = &keptModule{src: tree.Src, reads: reads, mod: mod}
+	c.m[key] = &keptModule{src: p.sources(tree), reads: reads, mod: mod}
 }
 
 // testsIdentity says whether a template of p uses the sameas test: which object a value is
@@ -140,15 +154,22 @@ func readContext(vars map[string]any, name, sub string) (any, bool) {
 }
 
 // contextNames are the names a template's source uses (every string of its tree: names,
-// attributes, constants; more than it reads, never less) and, when every use of the name
+// attributes, constants; more than it reads, never less), and of the templates it names
+// (include, import, from: what they read is theirs), and, when every use of the name
 // "resources" is resources.NAME or resources["NAME"], those NAMEs (nil: resources is read
-// whole). ok is false for a template that names another (what that one reads is not here).
-func contextNames(tree *parse.Tree) (names []string, subs []string, ok bool) {
-	if len(tree.Refs) > 0 || tree.Extends {
+// whole). ok is false for a template that extends another, or names one that is not in p.
+func contextNames(p *Program, tree *parse.Tree) (names []string, subs []string, ok bool) {
+	trees, ok := p.closure(tree)
+	if !ok {
 		return nil, nil, false
 	}
 	w := nameWalk{strs: map[string]bool{}, subs: map[string]bool{}}
-	w.walk(reflect.ValueOf(tree.Body))
+	for _, t := range trees {
+		if t.Extends {
+			return nil, nil, false
+		}
+		w.walk(reflect.ValueOf(t.Body))
+	}
 	for s := range w.strs {
 		names = append(names, s)
 	}
@@ -159,6 +180,52 @@ func contextNames(tree *parse.Tree) (names []string, subs []string, ok bool) {
 		}
 	}
 	return names, subs, true
+}
+
+// closure is tree and the trees of every template it names, and they name, in key order after
+// tree; ok is false when one is not in p (or does not compile).
+func (p *Program) closure(tree *parse.Tree) ([]*parse.Tree, bool) {
+	seen := map[string]bool{}
+	var keys []string
+	todo := slices.Clone(tree.Refs)
+	for len(todo) > 0 {
+		k := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		t := p.templates[k]
+		if t == nil || t.tree == nil || p.errs[k] != nil {
+			return nil, false
+		}
+		keys = append(keys, k)
+		todo = append(todo, t.tree.Refs...)
+	}
+	slices.Sort(keys)
+	out := []*parse.Tree{tree}
+	for _, k := range keys {
+		out = append(out, p.templates[k].tree)
+	}
+	return out, true
+}
+
+// sources is the source of tree and of the templates it names (see closure): a kept module
+// serves only while none of them changed.
+func (p *Program) sources(tree *parse.Tree) string {
+	if len(tree.Refs) == 0 {
+		return tree.Src
+	}
+	trees, ok := p.closure(tree)
+	if !ok {
+		return tree.Src
+	}
+	var b strings.Builder
+	for _, t := range trees {
+		b.WriteString(t.Src)
+		b.WriteByte(0)
+	}
+	return b.String()
 }
 
 type nameWalk struct {
@@ -178,8 +245,23 @@ func (w *nameWalk) walk(v reflect.Value) {
 			if x.Name == "resources" {
 				w.resources++
 			}
+		case *parse.CallExpr:
+			// resources.get("NAME", ...): that resource only.
+			if a, ok := x.Fn.(*parse.AttrExpr); ok && a.Name == "get" && len(x.Args.List) > 0 {
+				n, isName := a.Obj.(*parse.NameExpr)
+				c, isConst := x.Args.List[0].(*parse.ConstExpr)
+				if s, isStr := constString(c, isConst); isName && n.Name == "resources" && isStr {
+					w.resources++
+					w.resourcesSub++
+					w.subs[s] = true
+					w.strs[n.Name], w.strs[a.Name] = true, true
+					w.walk(reflect.ValueOf(x.Args))
+					return
+				}
+			}
 		case *parse.AttrExpr:
-			if n, ok := x.Obj.(*parse.NameExpr); ok && n.Name == "resources" {
+			// resources.NAME; resources.get (not called as above), .items, ...: read whole.
+			if n, ok := x.Obj.(*parse.NameExpr); ok && n.Name == "resources" && !isDictMethod(x.Name) {
 				w.resourcesSub++
 				w.subs[x.Name] = true
 			}
@@ -276,4 +358,12 @@ func sameData(a, b any) bool {
 		return true
 	}
 	return false
+}
+
+func constString(c *parse.ConstExpr, ok bool) (string, bool) {
+	if !ok {
+		return "", false
+	}
+	s, ok := c.Value.(string)
+	return s, ok
 }

@@ -27,6 +27,7 @@ func TestModuleCacheReusesOnlyWhatReadsTheSame(t *testing.T) {
 		"by-name":  `{% set names = resources.routes.all|map(attribute="name")|join(",") %}{% set a = env.A %}{% macro m() %}{{ names }}{% endmacro %}`,
 		"by-item":  `{% set names = resources["routes"].all|map(attribute="name")|join(",") %}`,
 		"whole":    `{% set r = resources %}{% set names = r.routes.all|map(attribute="name")|join(",") %}`,
+		"by-get":   `{% set names = (resources.get("routes") or {}).all|map(attribute="name")|join(",") %}`,
 		"includes": `{% set names = resources.routes.all|map(attribute="name")|join(",") %}{% include "empty" %}`,
 	}
 	for _, c := range []struct {
@@ -36,21 +37,21 @@ func TestModuleCacheReusesOnlyWhatReadsTheSame(t *testing.T) {
 		reused map[string]bool
 	}{
 		{"nothing changed", func(map[string]any) {},
-			map[string]bool{"by-name": true, "by-item": true, "whole": true, "includes": false}},
+			map[string]bool{"by-name": true, "by-item": true, "whole": true, "includes": true, "by-get": true}},
 		{"equal values, other objects", func(v map[string]any) {
 			v["env"] = map[string]string{"A": "1"}
 			v["resources"].(map[string]any)["routes"] = rec("all", []any{rec("name", "r1")})
-		}, map[string]bool{"by-name": true, "by-item": true, "whole": true, "includes": false}},
+		}, map[string]bool{"by-name": true, "by-item": true, "whole": true, "includes": true, "by-get": true}},
 		{"a resource it does not name", func(v map[string]any) {
 			v["resources"].(map[string]any)["slices"] = rec("all", []any{rec("name", "s2")})
-		}, map[string]bool{"by-name": true, "by-item": true, "whole": false, "includes": false}},
+		}, map[string]bool{"by-name": true, "by-item": true, "whole": false, "includes": true, "by-get": true}},
 		{"a resource it names", func(v map[string]any) {
 			v["resources"].(map[string]any)["routes"] = rec("all", []any{rec("name", "r2")})
-		}, map[string]bool{"by-name": false, "by-item": false, "whole": false, "includes": false}},
+		}, map[string]bool{"by-name": false, "by-item": false, "whole": false, "includes": false, "by-get": false}},
 		{"a value one names (env)", func(v map[string]any) { v["env"] = map[string]string{"A": "2"} },
-			map[string]bool{"by-name": false, "by-item": true, "whole": true, "includes": false}},
+			map[string]bool{"by-name": false, "by-item": true, "whole": true, "includes": true, "by-get": true}},
 		{"a value it does not name", func(v map[string]any) { v["other"] = "y" },
-			map[string]bool{"by-name": true, "by-item": true, "whole": true, "includes": false}},
+			map[string]bool{"by-name": true, "by-item": true, "whole": true, "includes": true, "by-get": true}},
 	} {
 		for mod, want := range c.reused {
 			t.Run(c.name+"/"+mod, func(t *testing.T) {

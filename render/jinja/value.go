@@ -627,6 +627,9 @@ type module struct {
 	output string
 	secret bool   // its output holds bytes derived from a secret value
 	frame  *frame // its top level, which its macros see (their closure)
+	// objects: the dicts, lists, namespaces and macros a copy of it made (copyModule sizes the
+	// next copy's map by it)
+	objects int
 }
 
 // group is what groupby gives: a (grouper, list) named tuple.

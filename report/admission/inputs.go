@@ -59,7 +59,7 @@ func (e *Inputs) Evaluate(ctx context.Context, c Change) Verdict {
 		if err != nil {
 			return Verdict{Allowed: true, Warnings: []string{fmt.Sprintf("haproxy-sidecar cannot read the object (%v): allowed unchecked", err)}}
 		}
-		objs = objs.Overlay(over)
+		objs = objs.Overlay(objs.InHome(over))
 		// A ConfigMap or Secret of the namespace that is none of the inputs (the webhook is asked
 		// about them all) is allowed without a rendering.
 		if len(over.Resources) == 0 && len(over.Pods)+len(over.ConvertedPods)+len(over.EndpointSlices) == 0 &&
@@ -78,7 +78,7 @@ func (e *Inputs) Evaluate(ctx context.Context, c Change) Verdict {
 	}
 	var reasons []string
 	for _, id := range slices.Sorted(maps.Keys(made.Held)) {
-		if h := made.Held[id]; isObject(h.Ref, c) {
+		if h := made.Held[id]; isObject(h.Ref, c, objs.Home) {
 			reasons = append(reasons, h.Reason())
 		}
 	}
@@ -86,7 +86,7 @@ func (e *Inputs) Evaluate(ctx context.Context, c Change) Verdict {
 	switch {
 	case len(reasons) > 0:
 		return Verdict{Reason: strings.Join(reasons, "; ")}
-	case made.Err != nil && errors.As(made.Err, &ie) && isObject(ie.Ref, c):
+	case made.Err != nil && errors.As(made.Err, &ie) && isObject(ie.Ref, c, objs.Home):
 		return Verdict{Reason: made.Err.Error()}
 	case made.Err != nil && c.Operation == "DELETE" && isRequired(made.Err):
 		return Verdict{Reason: made.Err.Error()}
@@ -134,8 +134,11 @@ func sameInputs(a, b snapshot.Inputs) bool {
 }
 
 // isObject reports whether ref names the changed object (any key of it).
-func isObject(ref snapshot.Ref, c Change) bool {
-	return strings.EqualFold(ref.Kind, c.Kind) && ref.Namespace == c.Namespace && ref.Name == c.Name
+func isObject(ref snapshot.Ref, c Change, home string) bool {
+	// With several clusters, the change is to the home cluster's object (ConfigMaps and
+	// Secrets carry no cluster).
+	return strings.EqualFold(ref.Kind, c.Kind) && ref.Namespace == c.Namespace && ref.Name == c.Name &&
+		(ref.Cluster == "" || ref.Cluster == home)
 }
 
 // isRequired reports whether err says a required object went away (the services ConfigMap or

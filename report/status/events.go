@@ -84,6 +84,9 @@ func (k *KubeEvents) object(ref snapshot.Ref) runtime.Object {
 			return obj
 		}
 	}
+	if ref.Cluster != "" {
+		return nil // another cluster's object: not one of the home cluster's of that name
+	}
 	meta := metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name}
 	switch ref.Kind {
 	case "ConfigMap":

@@ -5,6 +5,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
@@ -20,12 +21,15 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	Renders            *prometheus.CounterVec // result: success, unchanged, error
-	Reloads            *prometheus.CounterVec // endpoint, result: success, failed, error
-	Rejected           *prometheus.CounterVec // stage: decode, render, validate, reload, canary
-	LastReloadSuccess  prometheus.Gauge
-	ConfigValid        prometheus.Gauge
-	SourceUp           prometheus.Gauge
+	Renders           *prometheus.CounterVec // result: success, unchanged, error
+	Reloads           *prometheus.CounterVec // endpoint, result: success, failed, error
+	Rejected          *prometheus.CounterVec // stage: decode, render, validate, reload, canary
+	LastReloadSuccess prometheus.Gauge
+	ConfigValid       prometheus.Gauge
+	SourceUp          prometheus.Gauge
+	// SourceUpByCluster replaces SourceUp with several clusters (PerCluster).
+	SourceUpByCluster  *prometheus.GaugeVec
+	perCluster         atomic.Bool
 	RenderDuration     prometheus.Histogram
 	ValidateDuration   prometheus.Histogram
 	ReloadDuration     prometheus.Histogram
@@ -74,6 +78,8 @@ func NewMetrics() *Metrics {
 			"1 if the latest inputs produced a valid configuration, 0 if they were rejected (the last good configuration keeps serving)."),
 		SourceUp: gauge("source_up",
 			"1 while the source of inputs (directory, Kubernetes API, etcd) is reachable."),
+		SourceUpByCluster: gaugeVec("source_up",
+			"1 while the cluster's Kubernetes API is reachable (the kube source over several clusters), by cluster.", "cluster"),
 		RenderDuration: histogram("render_duration_seconds",
 			"Time to build the snapshot and render the templates.", prometheus.ExponentialBuckets(0.001, 2, 14)),
 		ValidateDuration: histogram("validate_duration_seconds",
@@ -107,13 +113,44 @@ func NewMetrics() *Metrics {
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.Renders, m.Reloads, m.Rejected, m.LastReloadSuccess, m.ConfigValid, m.SourceUp,
+		m.Renders, m.Reloads, m.Rejected, m.LastReloadSuccess, m.ConfigValid, sourceUp{m},
 		m.RenderDuration, m.ValidateDuration, m.ReloadDuration, m.LiveGenerationInfo, m.ChangeToLive,
 		m.RuntimeUpdates, m.ReloadsAvoided, m.RuntimeFallbacks,
 		m.HeldInputs, m.SyncFailures, m.HAProxyUp, m.BuildInfo, m.CanaryVerdicts,
 	)
 	m.startAtZero()
 	return m
+}
+
+// PerCluster makes source_up one gauge per cluster (labelled cluster) instead of one, each 0
+// until its cluster answers, and returns the function that sets them.
+func (m *Metrics) PerCluster(names []string) func(cluster string, up bool) {
+	m.perCluster.Store(true)
+	for _, n := range names {
+		m.SourceUpByCluster.WithLabelValues(n).Set(0)
+	}
+	return func(cluster string, up bool) {
+		v := 0.0
+		if up {
+			v = 1
+		}
+		m.SourceUpByCluster.WithLabelValues(cluster).Set(v)
+	}
+}
+
+// sourceUp collects source_up in one of its two shapes: one gauge, or one per cluster. It
+// describes nothing (an unchecked collector): the registry would refuse one name with two
+// sets of labels.
+type sourceUp struct{ m *Metrics }
+
+func (sourceUp) Describe(chan<- *prometheus.Desc) {}
+
+func (s sourceUp) Collect(ch chan<- prometheus.Metric) {
+	if s.m.perCluster.Load() {
+		s.m.SourceUpByCluster.Collect(ch)
+		return
+	}
+	s.m.SourceUp.Collect(ch)
 }
 
 // namespace prefixes every metric's name.

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/watchspec"
 	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
 )
@@ -24,6 +26,13 @@ type Kube struct {
 	Kubeconfig string
 	QPS        float64
 	Burst      int
+	// Several clusters: the home one (Kubeconfig's, named ClusterName) holds the load
+	// balancer's namespace; the others (Clusters, ClustersFile) give pods and watched objects.
+	Clusters     ClusterList
+	ClustersFile string
+	ClusterName  string
+	// ForgetAfter: how long a cluster may be away before its objects are left out; 0: kept.
+	ForgetAfter time.Duration
 }
 
 // Etcd is how to reach the etcd behind Kubernetes.
@@ -42,6 +51,10 @@ func (s *Source) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.Kube.Kubeconfig, "kubeconfig", "", "with --source=kube: kubeconfig file (default: in-cluster config, then $KUBECONFIG)")
 	fs.Float64Var(&s.Kube.QPS, "kube-qps", 50, "with --source=kube: client queries per second")
 	fs.IntVar(&s.Kube.Burst, "kube-burst", 100, "with --source=kube: client burst")
+	fs.Var(&s.Kube.Clusters, "cluster", "with --source=kube: `NAME=KUBECONFIG[:CONTEXT]`, one more cluster whose pods (and --watch resources) the templates see, as pod.cluster NAME (repeatable, or comma-separated; NAME=:CONTEXT takes the context from the home cluster's kubeconfig). The load balancer's namespace stays in the home cluster (--kubeconfig's)")
+	fs.StringVar(&s.Kube.ClustersFile, "clusters-file", "", "with --source=kube: `FILE` listing more clusters as --cluster does, one NAME=KUBECONFIG[:CONTEXT] a line (# comments)")
+	fs.StringVar(&s.Kube.ClusterName, "cluster-name", "local", "with --cluster or --clusters-file: the home cluster's name (pod.cluster of its pods)")
+	fs.DurationVar(&s.Kube.ForgetAfter, "cluster-forget-after", 0, "with --cluster or --clusters-file: how long a cluster may be unreachable before its pods and watched objects are left out (`DURATION`); 0: they stay at their last known state until it is back")
 	fs.Var(&s.Etcd.Endpoints, "etcd-endpoints", "with --source=etcd: comma-separated etcd client URLs (https:// for TLS)")
 	fs.StringVar(&s.Etcd.Prefix, "etcd-prefix", "/registry", "with --source=etcd: kube-apiserver's --etcd-prefix")
 	fs.StringVar(&s.Etcd.CACert, "etcd-cacert", "", "with --source=etcd: CA certificate of etcd's serving certificate (kubeadm: /etc/kubernetes/pki/etcd/ca.crt)")
@@ -58,12 +71,23 @@ func (s *Source) validate() error {
 			return errors.New("--source=file needs --dir")
 		}
 	case "kube":
+		if s.Kube.MultiCluster() {
+			if err := snapshot.CheckClusterName(s.Kube.ClusterName); err != nil {
+				return fmt.Errorf("--cluster-name: %w", err)
+			}
+		}
 	case "etcd":
 		if len(s.Etcd.Endpoints) == 0 {
 			return errors.New("--source=etcd needs --etcd-endpoints")
 		}
 	default:
 		return fmt.Errorf("--source %q: want file, kube or etcd", s.Kind)
+	}
+	if s.Kind != "kube" && s.Kube.MultiCluster() {
+		return errors.New("--cluster and --clusters-file need --source=kube")
+	}
+	if s.Kube.ForgetAfter < 0 {
+		return errors.New("--cluster-forget-after: want a duration of 0 or more")
 	}
 	return nil
 }

@@ -116,11 +116,19 @@ func (c *checker) Check(ctx context.Context, path string) error {
 type inputs struct {
 	mu     sync.Mutex
 	config string
+	err    error // what every render fails with, when set
 }
 
 func (in *inputs) set(cfg string) {
 	in.mu.Lock()
-	in.config = cfg
+	in.config, in.err = cfg, nil
+	in.mu.Unlock()
+}
+
+// fail makes every render fail with err until set is called.
+func (in *inputs) fail(err error) {
+	in.mu.Lock()
+	in.err = err
 	in.mu.Unlock()
 }
 
@@ -137,6 +145,9 @@ func (in *inputs) Assemble(*snapshot.Objects, []snapshot.Input) (*snapshot.Snaps
 func (in *inputs) Render(context.Context, *snapshot.Snapshot) (*render.Bundle, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if in.err != nil {
+		return nil, in.err
+	}
 	return &render.Bundle{Config: []byte(in.config), Hash: fmt.Sprintf("h%x", hashString(in.config))}, nil
 }
 
@@ -550,6 +561,39 @@ func TestBackgroundWriter(t *testing.T) {
 		}
 		waitFor(t, liveIs(latest))
 	})
+}
+
+// TestRejectedLiveWithoutRendering: when haproxy -c rejects, behind the runtime API, what HAProxy
+// runs, and the next sync can render nothing (bad input no held input stands for), HAProxy is
+// taken back to the last good rendering (at runtime, no reload) and the rendering's failure is
+// what the sync reports: the revert comes first, so the failure is not cleared by it.
+func TestRejectedLiveWithoutRendering(t *testing.T) {
+	r := newRig(t, 0)
+	r.run(t, config(":80", "a 10.0.0.1:80"))
+	waitFor(t, func() bool { return r.rl.count() == 1 })
+
+	r.checker.hold() // the background writer checks the runtime change once told
+	before := len(r.cli.commands())
+	r.in.set(config(":80", "a 10.0.0.1:80", "invalid 10.0.0.9:80"))
+	r.p.Changed()
+	waitFor(t, func() bool { return slices.Contains(r.cli.commands()[before:], "add server be/invalid 10.0.0.9:80") })
+	r.in.fail(&snapshot.InputError{Stage: snapshot.StageRender, Err: errors.New("the template fails")})
+	r.checker.release()
+
+	waitFor(t, func() bool {
+		got := r.cli.commands()
+		return got[len(got)-1] == "del server be/invalid"
+	})
+	waitFor(t, func() bool { return value(r.metrics.Rejected.WithLabelValues(snapshot.StageRender)) == 1 })
+	if r.rl.count() != 1 {
+		t.Errorf("%d reloads, want 1 (taken back at runtime)", r.rl.count())
+	}
+	if r.p.cfg.Health.FailingSince().IsZero() {
+		t.Error("the rendering's failure is not reported (cleared by the revert?)")
+	}
+	if runs, good := r.p.HAProxy().Runs, r.p.HAProxy().Good.Hash(); runs == "" || runs != good {
+		t.Errorf("HAProxy runs %q, want the last good rendering %q", runs, good)
+	}
 }
 
 // TestAfterSync: the hook runs after each sync, once what the sync made live is live.

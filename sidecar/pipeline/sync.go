@@ -100,21 +100,25 @@ func (p *Pipeline) sync(ctx context.Context, reason string) apply.Result {
 	made := p.build.Make(ctx, objs, cur, &p.q, unread, p.HAProxy().Runs == "")
 	objs = nil // the snapshot is rendered: let it be collected while the sync goes on
 	cand, held, sel := made.Candidate, made.Held, made.Selection
-	p.noteTrying(ctx, sel.Trying)
-	if made.Err != nil {
-		p.report(ctx, held)
-		var f *failure.Error
-		if errors.As(made.Err, &f) {
-			return p.fail(ctx, f.Stage, f.Err)
-		}
+	var f *failure.Error
+	failed := errors.As(made.Err, &f)
+	if made.Err != nil && !failed {
+		// No rendering, for bad input: all that can be done is taking HAProxy back to the last
+		// good rendering when haproxy -c rejected the one it runs (decide.DoRevert).
 		if d := decide.Decide(decide.Facts{HAProxy: p.HAProxy()}); d.Action == decide.DoRevert {
 			p.apply.Apply(ctx, apply.Job{Decision: d, Reason: reason})
 		}
-		return p.cannotRender(ctx, made.Err, held)
 	}
-	// What is held is reported before anything goes live, so that nobody sees the new
+	p.noteTrying(ctx, sel.Trying)
+	// What is held is reported before anything new goes live, so that nobody sees the new
 	// configuration live beside holds it has ended.
 	p.report(ctx, held)
+	switch {
+	case failed:
+		return p.fail(ctx, f.Stage, f.Err)
+	case made.Err != nil:
+		return p.cannotRender(ctx, made.Err, held)
+	}
 	if !p.adoptTried && !p.standby() {
 		p.adoptTried = true
 		p.adopt(ctx, cand.Bundle)

@@ -1,0 +1,133 @@
+package jinja
+
+import (
+	"context"
+	"testing"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+)
+
+// A module imported with context in a loop's body is kept per value of the names it reads:
+// the next render takes it for the items whose reads are the same, and computes it for any
+// other. Each case renders twice with the cache and compares the second render with a render
+// computed afresh; "reused" is how many of the second render's imports took a kept module (a
+// cache that compared less than everything a module reads fails the cases where fewer are).
+func TestLoopImportsReuseOnlyWhatReadsTheSame(t *testing.T) {
+	rec := func(name, port string) *record.Record {
+		return record.FromMap(nil, map[string]any{"name": name, "spec": map[string]any{"port": port}})
+	}
+	base := func() map[string]any {
+		return map[string]any{"items": []any{rec("a", "1"), rec("b", "2"), rec("c", "3")},
+			"env": map[string]any{"SUFFIX": "!"}, "other": "x"}
+	}
+	// The part: reads the item, a dict the template makes (shared), a namespace's attribute
+	// (ns.prefix) and env; the template merges what it gives.
+	part := `{% set line = shared.tag ~ ns.prefix ~ item.name ~ ":" ~ item.spec.port ~ env.SUFFIX %}{% set lines = [line] %}`
+	main := `{% set shared = {"tag": "t-"} %}{% set ns = namespace(prefix="p-") %}{% set out = [] %}` +
+		`{% for item in items %}{% import "part" as p with context %}{% do out.extend(p.lines) %}{% endfor %}{{ out|join(",") }}`
+	for _, c := range []struct {
+		name   string
+		srcs   map[string]string // over the default ones
+		change func(v map[string]any)
+		reused int
+	}{
+		{name: "nothing changed", change: func(map[string]any) {}, reused: 3},
+		{name: "equal records, other objects", change: func(v map[string]any) {
+			v["items"] = []any{rec("a", "1"), rec("b", "2"), rec("c", "3")}
+		}, reused: 3},
+		{name: "one item changed", change: func(v map[string]any) {
+			v["items"].([]any)[1] = rec("b", "20")
+		}, reused: 2},
+		{name: "an item added", change: func(v map[string]any) {
+			v["items"] = append(v["items"].([]any), rec("d", "4"))
+		}, reused: 3},
+		{name: "a context value every part reads", change: func(v map[string]any) {
+			v["env"] = map[string]any{"SUFFIX": "?"}
+		}, reused: 0},
+		{name: "a context value no part reads", change: func(v map[string]any) { v["other"] = "y" }, reused: 3},
+		{name: "a dict the template makes, changed", srcs: map[string]string{"t": `{% set shared = {"tag": other} %}` + main[len(`{% set shared = {"tag": "t-"} %}`):]},
+			change: func(v map[string]any) { v["other"] = "y" }, reused: 0},
+		{name: "a namespace attribute, changed", srcs: map[string]string{"t": `{% set shared = {"tag": "t-"} %}{% set ns = namespace(prefix=other) %}` + main[len(`{% set shared = {"tag": "t-"} %}{% set ns = namespace(prefix="p-") %}`):]},
+			change: func(v map[string]any) { v["other"] = "y" }, reused: 0},
+		// What the template changes between two imports is read as it is at each import.
+		{name: "a value the loop changes as it goes", srcs: map[string]string{
+			"part": `{% set lines = [count.n ~ item.name] %}`,
+			"t":    `{% set count = namespace(n=0) %}{% set out = [] %}{% for item in items %}{% if item.spec.port == "2" %}{% set count.n = count.n + 1 %}{% endif %}{% import "part" as p with context %}{% do out.extend(p.lines) %}{% endfor %}{{ out|join(",") }}`},
+			change: func(v map[string]any) { v["items"].([]any)[1] = rec("b", "20") }, reused: 1},
+		// A part that changes what it was given, or gives it back, or reads the loop object, is
+		// never kept.
+		{name: "a part that changes what it reads", srcs: map[string]string{"part": `{% do shared.update({"n": item.name}) %}{% set lines = [shared.n] %}`},
+			change: func(map[string]any) {}, reused: 0},
+		{name: "a part that gives back what it reads", srcs: map[string]string{"part": `{% set lines = [item.name] %}{% set same = shared %}`,
+			"t": `{% set shared = {"tag": "t-"} %}{% set out = [] %}{% for item in items %}{% import "part" as p with context %}{% do p.same.update({item.name: 1}) %}{% do out.extend(p.lines) %}{% endfor %}{{ out|join(",") }}{{ shared|dictsort }}`},
+			change: func(map[string]any) {}, reused: 0},
+		{name: "a part that reads the loop", srcs: map[string]string{"part": `{% set lines = [loop.index ~ item.name] %}`},
+			change: func(map[string]any) {}, reused: 0},
+		{name: "a part that imports another", srcs: map[string]string{"part": `{% import "other" as o %}{% set lines = [item.name] %}`, "other": ``},
+			change: func(map[string]any) {}, reused: 0},
+		{name: "a part that sets a namespace of the template", srcs: map[string]string{"part": `{% set ns.prefix = ns.prefix ~ "x" %}{% set lines = [ns.prefix ~ item.name] %}`},
+			change: func(map[string]any) {}, reused: 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srcs := map[string]string{"part": part, "t": main}
+			for k, v := range c.srcs {
+				srcs[k] = v
+			}
+			p, err := Compile(srcs, "t", Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cache ModuleCache
+			render := func(vars map[string]any, mods *Modules) string {
+				res, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, mods, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return string(res.Bytes)
+			}
+			first := render(base(), &Modules{Across: &cache})
+			if want := render(base(), nil); first != want {
+				t.Fatalf("first render %q, computed afresh %q", first, want)
+			}
+			cache.Sweep()
+			before := cache.LoopReused()
+			next := base()
+			c.change(next)
+			got := render(next, &Modules{Across: &cache})
+			if want := render(next, nil); got != want {
+				t.Errorf("%q, computed afresh %q", got, want)
+			}
+			if n := cache.LoopReused() - before; n != c.reused {
+				t.Errorf("reused %d imports, want %d (output %q)", n, c.reused, got)
+			}
+		})
+	}
+}
+
+// Kept parts that served no render that imported their module since the last Sweep are
+// forgotten; a render that imported none forgets nothing.
+func TestLoopImportsSweep(t *testing.T) {
+	p, err := Compile(map[string]string{"part": `{% set v = item %}`,
+		"t": `{% for item in items %}{% import "part" as p with context %}{{ p.v }}{% endfor %}`}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cache ModuleCache
+	render := func(items ...any) {
+		if _, err := p.RenderSharing(context.Background(), map[string]any{"items": items}, Limits{}, nil, &Modules{Across: &cache}, false); err != nil {
+			t.Fatal(err)
+		}
+		cache.Sweep()
+	}
+	render("a", "b")
+	render() // no import: nothing forgotten
+	render("a", "b")
+	render("a") // b forgotten
+	render("a", "b")
+	if got := cache.LoopReused(); got != 4 {
+		t.Errorf("reused %d, want 4 (a and b, a, a)", got)
+	}
+	if n := len(cache.loop); n != 2 {
+		t.Errorf("%d hashes kept, want 2", n)
+	}
+}
