@@ -13,6 +13,7 @@
 #   hack/bench-routes.sh        # KINDS="httproute ingress" SIZES="1000 3000" VERSIONS="3.4 3.2" CHANGES=50 WAIT=20ms:1s
 #   KINDS=httproute SIZES=10000 VERSIONS=3.4 hack/bench-routes.sh
 #   STAGES=1 hack/bench-routes.sh   # the sidecar at debug level: the medians of its sync stages
+#   PROFILE=/tmp/start.prof hack/bench-routes.sh   # a CPU profile of the sidecar's first 20 s
 # VERSIONS are among those hack/haproxy-versions.sh provides (2.6 3.0 3.2 3.4); each runs with
 # its bin directory first in PATH. KEEP=1 keeps each run's work directory (logs, haproxy.cfg).
 set -euo pipefail
@@ -35,6 +36,7 @@ go build -o bin/bench-routes ./hack/bench-routes
 flags=()
 [ "$STAGES" = 1 ] && flags+=(--stages)
 [ "$KEEP" = 1 ] && flags+=(--keep)
+[ -n "${PROFILE:-}" ] && flags+=(--start-profile "$PROFILE")
 for v in $VERSIONS; do
   haproxy=$(tr ' ' '\n' <<<"$installed" | sed -n "s/^$v=//p")
   if [ -z "$haproxy" ]; then

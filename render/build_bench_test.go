@@ -158,3 +158,27 @@ func BenchmarkBuildIngress(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFirstBuildHTTPRoute: the build stage of the sidecar's first sync (a new renderer:
+// the template compiled, no module kept from a sync before) with the Gateway API example at
+// 3,000 HTTPRoutes (docs/performance.md, start to every route served).
+func BenchmarkFirstBuildHTTPRoute(b *testing.B) {
+	raw := httprouteObjects(3000)
+	tpl := loadConfigMapData(b, "../examples/templates/httproute.yaml")
+	objs, opts := benchObjects(b, raw, httprouteWatch...)
+	b.ReportAllocs()
+	cpu := processCPU()
+	for b.Loop() {
+		snap, err := snapshot.Assemble(objs, opts, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		snap.Templates, snap.TemplateKey = tpl, "template"
+		snap.TemplateRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}
+		r := New(Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"})
+		if _, err := r.Render(context.Background(), snap); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportCPU(b, cpu)
+}

@@ -40,6 +40,8 @@ func main() {
 	crds := flag.String("crds", "e2e/testdata/gateway-api", "the directory of the Gateway API CRDs (hack/gateway-api-crds.sh)")
 	stages := flag.Bool("stages", false, "run the sidecar at debug level and print the medians of its sync stages (read, build, plan, apply) for each kind of change")
 	keep := flag.Bool("keep", false, "keep the work directory (the logs, haproxy.cfg)")
+	profile := flag.String("start-profile", "", "write a CPU profile of the sidecar's first --start-profile-for to this file (the sidecar runs with --pprof)")
+	profileFor := flag.Duration("start-profile-for", 20*time.Second, "how long --start-profile profiles")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("bench-routes: ")
@@ -55,6 +57,7 @@ func main() {
 		log.Fatal(err)
 	}
 	rig.StopOnSignal()
+	rig.StartProfile, rig.StartProfileFor = *profile, *profileFor
 	b := &bench{rig: rig, kind: k, n: *n, changes: *changes, gap: *gap, sample: *sample, stages: *stages, wait: *wait}
 	err = b.run(*sidecar, *crds)
 	rig.Stop()

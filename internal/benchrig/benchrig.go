@@ -40,6 +40,10 @@ type Rig struct {
 	Keep bool   // keep Dir after Stop
 	// APIServerArgs are extra kube-apiserver flags for StartKube: name (without "--") -> values.
 	APIServerArgs map[string][]string
+	// StartProfile, when set, is where StartProxy writes a CPU profile of the sidecar's first
+	// StartProfileFor (the sidecar runs with --pprof).
+	StartProfile    string
+	StartProfileFor time.Duration
 
 	mu       sync.Mutex
 	procs    []*proc

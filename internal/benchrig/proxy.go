@@ -47,11 +47,17 @@ func (r *Rig) StartProxy(sidecar string, env []string, args ...string) (*Proxy, 
 		client:  &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
 	env = append([]string{"HTTP_BIND=" + p.HTTP, fmt.Sprintf("HTTPS_BIND=127.0.0.1:%d", ports[1])}, env...)
 	sock := r.Socket()
+	if r.StartProfile != "" {
+		args = append([]string{"--pprof"}, args...)
+	}
 	p.Started = time.Now()
 	cmd, err := r.Spawn("sidecar.log", sidecar, env, append([]string{"run", "--haproxy-config", p.Config, "--master-socket", sock,
 		"--metrics-addr", p.Metrics, "--health-addr", p.Health}, args...)...)
 	if err != nil {
 		return nil, err
+	}
+	if r.StartProfile != "" {
+		go p.profileStart(r.StartProfile, r.StartProfileFor)
 	}
 	p.PID = cmd.Process.Pid
 	if err := WaitUntil("the first configuration", 5*time.Minute, func() bool { _, err := os.Stat(p.Config); return err == nil }); err != nil {
@@ -127,3 +133,24 @@ func (p *Proxy) CPU() time.Duration { return CPU(p.PID) }
 // RSS and MaxRSS are the sidecar's resident memory now and its peak (VmHWM), in MB.
 func (p *Proxy) RSS() int    { return Memory(p.PID, "VmRSS") }
 func (p *Proxy) MaxRSS() int { return Memory(p.PID, "VmHWM") }
+
+// profileStart writes a CPU profile of the sidecar's first seconds to file, asked for as soon
+// as its metrics server answers (a failure is printed: the bench goes on without it).
+func (p *Proxy) profileStart(file string, d time.Duration) {
+	var resp *http.Response
+	err := WaitUntil("the sidecar's pprof", time.Minute, func() bool {
+		var err error
+		resp, err = http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.Metrics, int(d.Seconds())))
+		return err == nil
+	})
+	if err == nil {
+		defer resp.Body.Close()
+		var b []byte
+		if b, err = io.ReadAll(resp.Body); err == nil {
+			err = os.WriteFile(file, b, 0o644)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "start profile: %v\n", err)
+	}
+}

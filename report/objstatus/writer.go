@@ -85,6 +85,7 @@ type Writer struct {
 	wants   map[Object]Want   // its declarations
 	done    map[Object]string // the objects whose status is what fingerprint says
 	forget  map[Object]bool   // objects served before, whose status is to be taken back
+	fresh   map[Object]bool   // the objects whose declaration the last rendering changed
 	addrs   []Address         // the published addresses
 	known   bool              // addrs is known
 	addrsAt time.Time         // when the Service was read
@@ -98,6 +99,7 @@ type Writer struct {
 	warned  map[string]bool   // the declarations' problems logged, of the last rendering
 	dynWarn bool              // the missing dynamic client was warned about
 	evented map[Object]string // the warning recorded as an Event per object (not repeated)
+	pre     prefetched        // the objects this round listed, not written yet
 	now     func() time.Time  // the clock (tests)
 }
 
@@ -183,27 +185,7 @@ func (w *Writer) round(ctx context.Context, bundle *render.Bundle, since, now ti
 	}
 	failed := false
 	if bundle.Hash != w.hash {
-		decls, problems := Parse(bundle.Config)
-		wants, more := Collect(decls)
-		warned := map[string]bool{}
-		for _, p := range append(problems, more...) {
-			// Once, not again with each rendering that still has it.
-			if msg := p.Error(); !w.warned[msg] {
-				w.log.Warn("a status declaration of the live configuration is left out", "error", p)
-			}
-			warned[p.Error()] = true
-		}
-		w.warned = warned
-		for o := range w.wants {
-			if _, ok := wants[o]; !ok {
-				w.forget[o] = true
-			}
-		}
-		for o := range wants {
-			delete(w.forget, o)
-		}
-		w.wants = wants
-		w.hash = bundle.Hash
+		w.declared(bundle)
 	}
 	if w.cfg.PublishService != "" && (full || !now.Before(w.addrsAt.Add(w.cfg.PublishRefresh)) || !w.known) {
 		addrs, err := w.serviceAddresses(ctx)
@@ -219,43 +201,12 @@ func (w *Writer) round(ctx context.Context, bundle *render.Bundle, since, now ti
 			w.addrs, w.known = addrs, true
 		}
 	}
-	for _, o := range slices.SortedFunc(maps.Keys(w.wants), compareObjects) {
-		want := w.wants[o]
-		fp := w.fingerprint(o, want)
-		if fp == "" || w.done[o] == fp {
-			continue
-		}
-		if err := w.write(ctx, o, want); err != nil {
-			w.problem(o.String(), "write the status of "+o.String(), err)
-			failed = true
-			continue
-		}
-		w.clear(o.String())
-		w.done[o] = fp
-	}
-	if !w.warnObjects(ctx) {
+	written, superseded := w.writeDeclared(ctx, bundle.Hash)
+	failed = failed || !written
+	if superseded {
+		w.log.Debug("another rendering went live: its objects are written first", "rendering", bundle.Hash)
+	} else if !w.finish(ctx, bundle.Hash, since, full) {
 		failed = true
-	}
-	for _, o := range slices.SortedFunc(maps.Keys(w.forget), compareObjects) {
-		if err := w.takeBack(ctx, o); err != nil {
-			w.problem(o.String(), "take back the status of "+o.String()+", no longer served", err)
-			failed = true
-			continue
-		}
-		w.clear(o.String())
-		delete(w.forget, o)
-		delete(w.done, o)
-	}
-	if w.cfg.ServicesConfigMap != "" {
-		mark := bundle.Hash + " " + since.UTC().Format(time.RFC3339)
-		if full || w.since != mark {
-			if err := w.annotate(ctx, bundle.Hash, since); err != nil {
-				w.problem("ConfigMap "+w.cfg.ServicesConfigMap, "annotate the services ConfigMap", err)
-				failed = true
-			} else {
-				w.since = mark
-			}
-		}
 	}
 	if full {
 		w.full = now.Add(w.cfg.Resync)
@@ -267,6 +218,120 @@ func (w *Writer) round(ctx context.Context, bundle *render.Bundle, since, now ti
 	} else {
 		w.backoff = 0
 	}
+}
+
+// writeDeclared writes the status of the objects whose status is not what is declared, those
+// the last rendering changed first; ok is false when one could not be written. It stops
+// (superseded) when another rendering has gone live meanwhile: the next round writes what that
+// one changed (a route added while the status of 3,000 is written at start) before the rest.
+func (w *Writer) writeDeclared(ctx context.Context, hash string) (ok, superseded bool) {
+	todo := w.todo()
+	w.pre = w.prefetch(ctx, append(todo, slices.Collect(maps.Keys(w.forget))...))
+	defer func() { w.pre = nil }()
+	ok = true
+	for i, o := range todo {
+		if i > 0 && i%supersededEvery == 0 && w.superseded(hash) {
+			return ok, true
+		}
+		want := w.wants[o]
+		if err := w.write(ctx, o, want); err != nil {
+			w.problem(o.String(), "write the status of "+o.String(), err)
+			ok = false
+			continue
+		}
+		w.clear(o.String())
+		w.done[o] = w.fingerprint(o, want)
+	}
+	return ok, false
+}
+
+// supersededEvery is how many writes are made between two looks at what HAProxy runs (at
+// --kube-qps 50, under half a second).
+const supersededEvery = 20
+
+// superseded says whether a rendering other than hash is what HAProxy runs now, or this
+// instance no longer leads.
+func (w *Writer) superseded(hash string) bool {
+	standby := w.cfg.Standby != nil && w.cfg.Standby()
+	b, _ := Confirmed(w.cfg.Live(), standby, w.cfg.HostsHave)
+	return standby || b != nil && b.Hash != hash
+}
+
+// finish records the declared warnings, takes back the status of the objects no longer
+// served and annotates the services ConfigMap; false when something could not be done.
+func (w *Writer) finish(ctx context.Context, hash string, since time.Time, full bool) bool {
+	ok := w.warnObjects(ctx)
+	for _, o := range slices.SortedFunc(maps.Keys(w.forget), compareObjects) {
+		if err := w.takeBack(ctx, o); err != nil {
+			w.problem(o.String(), "take back the status of "+o.String()+", no longer served", err)
+			ok = false
+			continue
+		}
+		w.clear(o.String())
+		delete(w.forget, o)
+		delete(w.done, o)
+	}
+	if w.cfg.ServicesConfigMap != "" {
+		mark := hash + " " + since.UTC().Format(time.RFC3339)
+		if full || w.since != mark {
+			if err := w.annotate(ctx, hash, since); err != nil {
+				w.problem("ConfigMap "+w.cfg.ServicesConfigMap, "annotate the services ConfigMap", err)
+				ok = false
+			} else {
+				w.since = mark
+			}
+		}
+	}
+	return ok
+}
+
+// declared takes the declarations of a new rendering: what is no longer declared is to be
+// taken back.
+func (w *Writer) declared(bundle *render.Bundle) {
+	decls, problems := Parse(bundle.Config)
+	wants, more := Collect(decls)
+	warned := map[string]bool{}
+	for _, p := range append(problems, more...) {
+		// Once, not again with each rendering that still has it.
+		if msg := p.Error(); !w.warned[msg] {
+			w.log.Warn("a status declaration of the live configuration is left out", "error", p)
+		}
+		warned[p.Error()] = true
+	}
+	w.warned = warned
+	for o := range w.wants {
+		if _, ok := wants[o]; !ok {
+			w.forget[o] = true
+		}
+	}
+	w.fresh = map[Object]bool{}
+	for o, want := range wants {
+		delete(w.forget, o)
+		if old, ok := w.wants[o]; !ok || fmt.Sprint(old) != fmt.Sprint(want) {
+			w.fresh[o] = true
+		}
+	}
+	w.wants = wants
+	w.hash = bundle.Hash
+}
+
+// todo is what this round is to write: the objects whose status is not what is declared
+// yet, those whose declaration the last rendering changed (or added) first.
+func (w *Writer) todo() []Object {
+	var fresh, rest []Object
+	for o, want := range w.wants {
+		if fp := w.fingerprint(o, want); fp == "" || w.done[o] == fp {
+			continue
+		}
+		if w.fresh[o] {
+			fresh = append(fresh, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	slices.SortFunc(fresh, compareObjects)
+	slices.SortFunc(rest, compareObjects)
+	return append(fresh, rest...)
 }
 
 // fingerprint is what an object's status is made of (the declaration, the published
@@ -409,8 +474,13 @@ func (w *Writer) writeRoute(ctx context.Context, o Object, want Want) error {
 // subresource) when it changed; a conflict reads it again. A missing Ingress is no error.
 func (w *Writer) writeIngress(ctx context.Context, o Object, change func(networkingv1.IngressLoadBalancerStatus) (networkingv1.IngressLoadBalancerStatus, bool)) error {
 	api := w.cfg.Client.NetworkingV1().Ingresses(o.Namespace)
+	listed := w.listedIngress(o)
 	return ignoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ing, err := api.Get(ctx, o.Name, metav1.GetOptions{})
+		// As listed this round, if it was; read again after a conflict.
+		ing, err := listed, error(nil)
+		if listed = nil; ing == nil {
+			ing, err = api.Get(ctx, o.Name, metav1.GetOptions{})
+		}
 		if err != nil {
 			return err
 		}
@@ -440,8 +510,13 @@ func (w *Writer) writeUnstructured(ctx context.Context, o Object, change func(*u
 	if o.Namespace != "" {
 		api = w.cfg.Dynamic.Resource(resources[o.Kind]).Namespace(o.Namespace)
 	}
+	listed := w.listedUnstructured(o)
 	return ignoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		u, err := api.Get(ctx, o.Name, metav1.GetOptions{})
+		// As listed this round, if it was; read again after a conflict.
+		u, err := listed, error(nil)
+		if listed = nil; u == nil {
+			u, err = api.Get(ctx, o.Name, metav1.GetOptions{})
+		}
 		if err != nil {
 			return err
 		}

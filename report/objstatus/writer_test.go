@@ -290,3 +290,61 @@ func TestWriterGatewayClass(t *testing.T) {
 		t.Errorf("no warning for the other controller's class:\n%s", f.logs.String())
 	}
 }
+
+// TestWriterWritesWhatANewRenderingChangedFirst: a rendering that goes live while the status
+// of many objects is being written (the start) stops that round within supersededEvery
+// writes; the next round writes what the new rendering changed (a route added, sorted last)
+// before the rest, and every object once; the ConfigMap is annotated for the new rendering
+// only.
+func TestWriterWritesWhatANewRenderingChangedFirst(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	const n = 50
+	var decls []string
+	for i := range n + 1 {
+		name := fmt.Sprintf("a%02d", i)
+		if i == n {
+			name = "z-new"
+		}
+		route := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+			"metadata": map[string]any{"namespace": "web", "name": name, "generation": int64(1)},
+			"spec":     map[string]any{"parentRefs": []any{map[string]any{"name": "gw", "namespace": "lb"}}},
+		}}
+		if err := f.dyn.Tracker().Create(resources[KindHTTPRoute], route, "web"); err != nil {
+			t.Fatal(err)
+		}
+		decls = append(decls, "haproxy-sidecar: serves HTTPRoute web/"+name+" generation=1 parent=lb/gw accepted resolved")
+	}
+	first, second := bundleOf(decls[:n]...), bundleOf(decls...)
+	f.st = live.State{Runs: first.Hash, Live: first.Hash, LiveSince: t0, Good: live.Good{Bundle: first}}
+	var order []string
+	f.dyn.PrependReactor("update", "httproutes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		o, _ := a.(k8stesting.UpdateAction).GetObject().(metav1.Object)
+		order = append(order, o.GetName())
+		if len(order) == 5 { // the new rendering goes live
+			f.st = live.State{Runs: second.Hash, Live: second.Hash, LiveSince: t1, Good: live.Good{Bundle: second}}
+		}
+		return false, nil, nil
+	})
+	f.w.Tick(ctx)
+	if len(order) != supersededEvery {
+		t.Fatalf("the first round wrote %d routes, want %d (it stops at the first look after the new rendering)", len(order), supersededEvery)
+	}
+	f.w.Tick(ctx)
+	if len(order) != n+1 {
+		t.Fatalf("%d route writes, want %d (each once): %v", len(order), n+1, order)
+	}
+	if order[supersededEvery] != "z-new" {
+		t.Errorf("after the first round, %s written first, want the route the new rendering added: %v", order[supersededEvery], order)
+	}
+	var patches []string
+	for _, a := range f.cs.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok {
+			patches = append(patches, string(p.GetPatch()))
+		}
+	}
+	if len(patches) != 1 || !strings.Contains(patches[0], second.Hash) {
+		t.Errorf("ConfigMap patches %v, want one, for the new rendering %s", patches, second.Hash)
+	}
+}
