@@ -173,19 +173,9 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 		return nil, err
 	}
 
-	certs := make(map[string][]byte, len(s.Certificates))
-	names := make([]string, 0, len(s.Certificates))
-	for _, cert := range s.Certificates {
-		// Here, where the files are made, it is reported against the object the certificate
-		// came from (the generation store only keeps each file inside its directory).
-		if err := content.CheckCertName(cert.Name); err != nil {
-			return nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: cert.Ref, Err: fmt.Errorf("%w: it cannot be a file name", err)}
-		}
-		if _, dup := certs[cert.Name]; dup {
-			return nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: cert.Ref, Err: fmt.Errorf("two certificates are named %q", cert.Name)}
-		}
-		certs[cert.Name] = cert.PEM
-		names = append(names, cert.Name)
+	certs, names, err := certificateFiles(s.Certificates)
+	if err != nil {
+		return nil, err
 	}
 
 	// One time budget for the whole bundle; the output budget bounds each file.
@@ -238,23 +228,48 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 			}
 			b.Secret.Add(dir+"/"+a.name, data, res.Secret)
 		}
-		if a.kind == auxMap {
-			if len(data) > 0 && data[len(data)-1] != '\n' {
-				data = append(data, '\n') // a map file is lines
-			}
-			if b.Maps == nil {
-				b.Maps = map[string][]byte{}
-			}
-			b.Maps[a.name] = data
-		} else {
-			if b.Files == nil {
-				b.Files = map[string][]byte{}
-			}
-			b.Files[a.name] = data
-		}
+		b.addFile(a.kind, a.name, data)
 	}
 	b.Hash = b.Content().Hash()
 	return b, nil
+}
+
+// certificateFiles names the bundle's certificate files. Here, where the files are made, a bad
+// name is reported against the object the certificate came from (the generation store only
+// keeps each file inside its directory).
+func certificateFiles(in []snapshot.Certificate) (map[string][]byte, []string, error) {
+	certs := make(map[string][]byte, len(in))
+	names := make([]string, 0, len(in))
+	for _, cert := range in {
+		if err := content.CheckCertName(cert.Name); err != nil {
+			return nil, nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: cert.Ref, Err: fmt.Errorf("%w: it cannot be a file name", err)}
+		}
+		if _, dup := certs[cert.Name]; dup {
+			return nil, nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: cert.Ref, Err: fmt.Errorf("two certificates are named %q", cert.Name)}
+		}
+		certs[cert.Name] = cert.PEM
+		names = append(names, cert.Name)
+	}
+	return certs, names, nil
+}
+
+// addFile puts an auxiliary file in the bundle: a map, whose last line gets its newline, or
+// another file as it is.
+func (b *Bundle) addFile(kind auxKind, name string, data []byte) {
+	if kind != auxMap {
+		if b.Files == nil {
+			b.Files = map[string][]byte{}
+		}
+		b.Files[name] = data
+		return
+	}
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		data = append(data, '\n') // a map file is lines
+	}
+	if b.Maps == nil {
+		b.Maps = map[string][]byte{}
+	}
+	b.Maps[name] = data
 }
 
 // Where the generation puts the map files and the other files: their names in
