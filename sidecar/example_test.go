@@ -72,21 +72,30 @@ func TestValidateTakesHAProxyConfig(t *testing.T) {
 	}
 }
 
-// TestPeersExampleTests: examples/templates/peers.yaml's tests in the config pass (the peers
-// section of the replicas the test names, localpeer, the stick tables using it, haproxy -c).
-func TestPeersExampleTests(t *testing.T) {
-	dir := t.TempDir()
-	raw, err := os.ReadFile("../examples/templates/peers.yaml")
+// validateExample runs `validate` on an example as a config ConfigMap in a directory of its own
+// (with haproxy -c); it returns the directory, the example and validate's output, and fails the
+// test when validate does.
+func validateExample(t *testing.T, name string) (dir string, raw []byte, out string) {
+	t.Helper()
+	dir = t.TempDir()
+	raw, err := os.ReadFile("../examples/templates/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := runOnce(t, "validate", "--dir", dir, "--haproxy-bin", haproxytest.Binary(t))
+	out, err = runOnce(t, "validate", "--dir", dir, "--haproxy-bin", haproxytest.Binary(t))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
+	return dir, raw, out
+}
+
+// TestPeersExampleTests: examples/templates/peers.yaml's tests in the config pass (the peers
+// section of the replicas the test names, localpeer, the stick tables using it, haproxy -c).
+func TestPeersExampleTests(t *testing.T) {
+	dir, raw, out := validateExample(t, "peers.yaml")
 	for _, want := range []string{"test peers: ok\n", "test not-among-peers: ok\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("validate does not say %q:\n%s", want, out)
@@ -144,18 +153,7 @@ func TestRenderWithPeers(t *testing.T) {
 // (one backend of every cluster's pods, one per cluster, a service's clusters list, haproxy
 // -c), and they see the clusters: without the cluster of a pod the test fails.
 func TestMulticlusterExampleTests(t *testing.T) {
-	dir := t.TempDir()
-	raw, err := os.ReadFile("../examples/templates/multicluster.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := runOnce(t, "validate", "--dir", dir, "--haproxy-bin", haproxytest.Binary(t))
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	dir, raw, out := validateExample(t, "multicluster.yaml")
 	if !strings.Contains(out, "test every-cluster: ok\n") {
 		t.Errorf("validate does not say the test passed:\n%s", out)
 	}

@@ -201,55 +201,29 @@ type mutationWalk struct {
 	imports int
 }
 
-func (w *mutationWalk) walk(v reflect.Value) {
+func (w *mutationWalk) walk(v reflect.Value) { walkTree(v, w.visit) }
+
+func (w *mutationWalk) visit(v reflect.Value) bool {
+	if v.Kind() == reflect.String {
+		return true
+	}
 	if w.found {
-		return
+		return false
 	}
-	switch v.Kind() {
-	case reflect.Interface:
-		if !v.IsNil() {
-			w.walk(v.Elem())
+	switch x := v.Interface().(type) {
+	case *parse.AttrExpr:
+		switch x.Name {
+		case "append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort", "update", "setdefault", "popitem":
+			w.found = true
 		}
-	case reflect.Pointer:
-		if v.IsNil() {
-			return
-		}
-		switch x := v.Interface().(type) {
-		case *parse.AttrExpr:
-			switch x.Name {
-			case "append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort", "update", "setdefault", "popitem":
-				w.found = true
-				return
-			}
-		case *parse.IncludeStmt, *parse.FromImportStmt:
-			w.found = true // what it includes or imports could change what it is given
-			return
-		case *parse.ImportStmt:
-			// One import: the module served (get); another could change it.
-			w.imports++
-			if w.imports > 1 {
-				w.found = true
-				return
-			}
-		}
-		w.walk(v.Elem())
-	case reflect.Struct:
-		if v.CanInterface() {
-			if t, ok := v.Interface().(parse.Target); ok && t.Attr != "" {
-				w.found = true
-				return
-			}
-		}
-		for i := range v.NumField() {
-			w.walk(v.Field(i))
-		}
-	case reflect.Slice, reflect.Array:
-		for i := range v.Len() {
-			w.walk(v.Index(i))
-		}
-	case reflect.Map:
-		for _, k := range v.MapKeys() {
-			w.walk(v.MapIndex(k))
-		}
+	case *parse.IncludeStmt, *parse.FromImportStmt:
+		w.found = true // what it includes or imports could change what it is given
+	case *parse.ImportStmt:
+		// One import: the module served (get); another could change it.
+		w.imports++
+		w.found = w.imports > 1
+	case parse.Target:
+		w.found = x.Attr != ""
 	}
+	return !w.found
 }

@@ -234,64 +234,49 @@ type nameWalk struct {
 	resources, resourcesSub int // uses of the name resources, and of them as resources.NAME
 }
 
-func (w *nameWalk) walk(v reflect.Value) {
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface:
-		if v.IsNil() {
-			return
+func (w *nameWalk) walk(v reflect.Value) { walkTree(v, w.visit) }
+
+func (w *nameWalk) visit(v reflect.Value) bool {
+	if v.Kind() == reflect.String {
+		w.strs[v.String()] = true
+		return true
+	}
+	switch x := v.Interface().(type) {
+	case *parse.NameExpr:
+		if x.Name == "resources" {
+			w.resources++
 		}
-		switch x := v.Interface().(type) {
-		case *parse.NameExpr:
-			if x.Name == "resources" {
+	case *parse.CallExpr:
+		// resources.get("NAME", ...): that resource only.
+		if a, ok := x.Fn.(*parse.AttrExpr); ok && a.Name == "get" && len(x.Args.List) > 0 {
+			n, isName := a.Obj.(*parse.NameExpr)
+			c, isConst := x.Args.List[0].(*parse.ConstExpr)
+			if s, isStr := constString(c, isConst); isName && n.Name == "resources" && isStr {
 				w.resources++
+				w.resourcesSub++
+				w.subs[s] = true
+				w.strs[n.Name], w.strs[a.Name] = true, true
+				w.walk(reflect.ValueOf(x.Args))
+				return false
 			}
-		case *parse.CallExpr:
-			// resources.get("NAME", ...): that resource only.
-			if a, ok := x.Fn.(*parse.AttrExpr); ok && a.Name == "get" && len(x.Args.List) > 0 {
-				n, isName := a.Obj.(*parse.NameExpr)
-				c, isConst := x.Args.List[0].(*parse.ConstExpr)
-				if s, isStr := constString(c, isConst); isName && n.Name == "resources" && isStr {
-					w.resources++
+		}
+	case *parse.AttrExpr:
+		// resources.NAME; resources.get (not called as above), .items, ...: read whole.
+		if n, ok := x.Obj.(*parse.NameExpr); ok && n.Name == "resources" && !isDictMethod(x.Name) {
+			w.resourcesSub++
+			w.subs[x.Name] = true
+		}
+	case *parse.ItemExpr:
+		if n, ok := x.Obj.(*parse.NameExpr); ok && n.Name == "resources" {
+			if c, ok := x.Key.(*parse.ConstExpr); ok {
+				if s, ok := c.Value.(string); ok {
 					w.resourcesSub++
 					w.subs[s] = true
-					w.strs[n.Name], w.strs[a.Name] = true, true
-					w.walk(reflect.ValueOf(x.Args))
-					return
-				}
-			}
-		case *parse.AttrExpr:
-			// resources.NAME; resources.get (not called as above), .items, ...: read whole.
-			if n, ok := x.Obj.(*parse.NameExpr); ok && n.Name == "resources" && !isDictMethod(x.Name) {
-				w.resourcesSub++
-				w.subs[x.Name] = true
-			}
-		case *parse.ItemExpr:
-			if n, ok := x.Obj.(*parse.NameExpr); ok && n.Name == "resources" {
-				if c, ok := x.Key.(*parse.ConstExpr); ok {
-					if s, ok := c.Value.(string); ok {
-						w.resourcesSub++
-						w.subs[s] = true
-					}
 				}
 			}
 		}
-		w.walk(v.Elem())
-	case reflect.Struct:
-		for i := range v.NumField() {
-			w.walk(v.Field(i))
-		}
-	case reflect.Slice, reflect.Array:
-		for i := range v.Len() {
-			w.walk(v.Index(i))
-		}
-	case reflect.Map:
-		for _, k := range v.MapKeys() {
-			w.walk(k)
-			w.walk(v.MapIndex(k))
-		}
-	case reflect.String:
-		w.strs[v.String()] = true
 	}
+	return true
 }
 
 // sameData says whether a and b are the same data: equal scalars, the same record or list,

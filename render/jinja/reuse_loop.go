@@ -144,62 +144,49 @@ func (w *freeWalk) add(n string) {
 	}
 }
 
-func (w *freeWalk) walk(v reflect.Value) {
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface:
-		if v.IsNil() {
-			return
-		}
-		switch x := v.Interface().(type) {
-		case *parse.ForStmt:
-			w.walkFor(x)
-			return
-		case *parse.MacroDef:
-			w.walkAll(x.Defaults)
-			names := append([]string{"varargs", "kwargs", "caller"}, x.Params...)
-			w.bind(names, 1)
-			w.walkAll(x.Body)
-			w.bind(names, -1)
-			return
-		case *parse.WithStmt:
-			w.walkAll(x.Values)
-			var names []string
-			for _, t := range x.Targets {
-				names = append(names, targetNames(t)...)
-			}
-			w.bind(names, 1)
-			w.walkAll(x.Body)
-			w.bind(names, -1)
-			return
-		case *parse.NameExpr:
-			w.add(x.Name)
-		case *parse.Target:
-			if x.Attr != "" {
-				w.add(x.Name)
-			}
-		case *parse.CycleStmt, *parse.FirstofStmt, *parse.IfchangedStmt, *parse.WidthratioStmt, *parse.SpacelessStmt:
-			w.ok = false // pongo2's: not worth following
-		}
-		w.walk(v.Elem())
-	case reflect.Struct:
-		if !v.CanInterface() {
-			break
-		}
-		if t, ok := v.Interface().(parse.Target); ok && t.Attr != "" {
-			w.add(t.Name)
-		}
-		for i := range v.NumField() {
-			w.walk(v.Field(i))
-		}
-	case reflect.Slice, reflect.Array:
-		for i := range v.Len() {
-			w.walk(v.Index(i))
-		}
-	case reflect.Map:
-		for _, k := range v.MapKeys() {
-			w.walk(v.MapIndex(k))
-		}
+func (w *freeWalk) walk(v reflect.Value) { walkTree(v, w.visit) }
+
+// visit reads one node: a name read, a namespace assigned to; loops, macros and with blocks
+// walk what they bind themselves.
+func (w *freeWalk) visit(v reflect.Value) bool {
+	if v.Kind() == reflect.String {
+		return true
 	}
+	switch x := v.Interface().(type) {
+	case *parse.ForStmt:
+		w.walkFor(x)
+		return false
+	case *parse.MacroDef:
+		w.walkAll(x.Defaults)
+		names := append([]string{"varargs", "kwargs", "caller"}, x.Params...)
+		w.bind(names, 1)
+		w.walkAll(x.Body)
+		w.bind(names, -1)
+		return false
+	case *parse.WithStmt:
+		w.walkAll(x.Values)
+		var names []string
+		for _, t := range x.Targets {
+			names = append(names, targetNames(t)...)
+		}
+		w.bind(names, 1)
+		w.walkAll(x.Body)
+		w.bind(names, -1)
+		return false
+	case *parse.NameExpr:
+		w.add(x.Name)
+	case *parse.Target:
+		if x.Attr != "" {
+			w.add(x.Name)
+		}
+	case parse.Target:
+		if x.Attr != "" {
+			w.add(x.Name)
+		}
+	case *parse.CycleStmt, *parse.FirstofStmt, *parse.IfchangedStmt, *parse.WidthratioStmt, *parse.SpacelessStmt:
+		w.ok = false // pongo2's: not worth following
+	}
+	return true
 }
 
 // walkFor walks a for loop: its iterable and else branch where the loop is, its filter and
@@ -377,27 +364,22 @@ func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *m
 // containers adds to seen the dicts, lists and namespaces v holds (v too), and macros.
 func containers(v any, seen map[any]bool) {
 	switch x := v.(type) {
-	case *List:
+	case *List, *Dict, *Namespace:
 		if seen[x] {
 			return
 		}
 		seen[x] = true
+	}
+	switch x := v.(type) {
+	case *List:
 		for _, e := range x.items {
 			containers(e, seen)
 		}
 	case *Dict:
-		if seen[x] {
-			return
-		}
-		seen[x] = true
 		for _, e := range x.vals {
 			containers(e, seen)
 		}
 	case *Namespace:
-		if seen[x] {
-			return
-		}
-		seen[x] = true
 		containers(x.attrs, seen)
 	case Tuple:
 		for _, e := range x {
