@@ -150,3 +150,17 @@ status=0
 while kill -0 "$pid" 2>/dev/null; do wait "$pid"; status=$?; done
 exit "$status"
 {{- end -}}
+
+{{- /* The member clusters as --cluster takes them, comma-separated: NAME=FILE[:CONTEXT], FILE the
+kubeconfig key of the member's Secret, mounted at clusterDir/NAME. */ -}}
+{{- define "haproxy-sidecar.clusterDir" -}}/var/run/haproxy-sidecar/clusters{{- end -}}
+{{- define "haproxy-sidecar.clusters" -}}
+{{- $dir := include "haproxy-sidecar.clusterDir" . }}
+{{- $out := list }}
+{{- range .Values.clusters.members }}
+{{- $c := printf "%s=%s/%s/%s" .name $dir .name (.key | default "kubeconfig") }}
+{{- with .context }}{{ $c = printf "%s:%s" $c . }}{{ end }}
+{{- $out = append $out $c }}
+{{- end }}
+{{- join "," $out }}
+{{- end -}}
