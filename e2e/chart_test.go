@@ -388,7 +388,8 @@ func TestChartDryRun(t *testing.T) {
 		"--set", "sidecar.extraArgs[0]=--pprof", "--set", "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring",
 		"--set", "topologySpreadConstraints[0].maxSkew=1,topologySpreadConstraints[0].topologyKey=zone,topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule",
 		"--set", "service.externalTrafficPolicy=Local,service.annotations.a=b,priorityClassName=system-cluster-critical",
-		"--set", "image.digest=sha256:" + strings.Repeat("0f", 32) + ",ports.http=8000,ports.haproxyMetrics=18405,nameOverride=proxy"}
+		"--set", "image.digest=sha256:" + strings.Repeat("0f", 32) + ",ports.http=8000,ports.haproxyMetrics=18405,nameOverride=proxy",
+		"--set-json", `clusters={"name":"east","forgetAfter":"5m","members":[{"name":"west","secret":"west-kubeconfig","context":"west"}]}`}
 	t.Run("every toggle on", func(t *testing.T) {
 		objs := helmTemplate(t, helm, "lb", "lb", all...)
 		for _, kind := range []string{"PodDisruptionBudget", "ServiceMonitor", "PrometheusRule", "NetworkPolicy"} {
@@ -488,7 +489,7 @@ func TestChartAndExamplesUseTheEnvironmentTwins(t *testing.T) {
 	check(t, "examples/kubernetes/deployment.yaml", decodeDocs(t, b))
 	helm := helmBin(t)
 	check(t, "the chart", helmTemplate(t, helm, "lb", "lb", "--set", "leaderElection.enabled=true,peers.enabled=true,sidecar.envAllow=A,sidecar.configSecret=c",
-		"--set", "watch={nodes.v1},sidecar.tlsSecretNamespaces={web}"))
+		"--set", "watch={nodes.v1},sidecar.tlsSecretNamespaces={web}", "--set-json", `clusters={"forgetAfter":"5m","members":[{"name":"west","secret":"w"}]}`))
 }
 
 // TestManifestsRBACGrantsTheEventsTheCodeWrites: status/events.go records core v1 Events
