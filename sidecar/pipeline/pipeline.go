@@ -152,6 +152,19 @@ type Pipeline struct {
 	// seen, the sync's own, when the first change not yet live was (see Sync).
 	notified atomic.Pointer[time.Time]
 	seen     time.Time
+	// asked counts the calls of Changed: everything but HAProxy's own state (the probe) that
+	// asks for a sync. A sync notes it before it reads the inputs: a count that has not moved
+	// since the read of the last rendering means nothing asked for a new one since.
+	asked atomic.Uint64
+	// rendered is the sync's own: the last rendering that went live (or was written for
+	// HAProxy's start), and the count of asked before the read it was made from.
+	rendered rendering
+}
+
+// rendering is a rendering that went live and what had been asked before it was read.
+type rendering struct {
+	hash  string // "": none that a sync may reuse
+	asked uint64
 }
 
 // New checks the wiring and fills defaults.
@@ -263,9 +276,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	tidy := time.NewTicker(tidyInterval)
 	defer tidy.Stop()
 	var idle <-chan time.Time
+	fromNotifications := false
 sync:
 	for {
-		res := p.Sync(ctx, reason)
+		res := p.syncNow(ctx, reason, fromNotifications)
+		fromNotifications = false
 		if p.cfg.AfterSync != nil {
 			p.cfg.AfterSync()
 		}
@@ -314,13 +329,24 @@ sync:
 			return nil
 		}
 		reason = fmt.Sprintf("%d change notification(s)", n)
+		fromNotifications = true
 	}
 }
 
-// Changed asks for a sync (debounced); it never blocks. Sources call it; so do leader
-// election when this instance starts leading, the writer, and the HAProxy probe. The first
-// call since the last sync is when the change was seen (change_to_live_seconds).
+// Changed asks for a sync (debounced) that renders again; it never blocks. Sources call it;
+// so do leader election when this instance starts leading, and the writer. The first call
+// since the last sync is when the change was seen (change_to_live_seconds).
 func (p *Pipeline) Changed() {
+	p.asked.Add(1)
+	p.notify()
+}
+
+// haproxyChanged asks for a sync for HAProxy's own state (the probe saw a load the sidecar did
+// not make): unless something else asks too, that sync renders nothing when HAProxy runs the
+// last rendering after all (see reuse).
+func (p *Pipeline) haproxyChanged() { p.notify() }
+
+func (p *Pipeline) notify() {
 	now := time.Now()
 	p.notified.CompareAndSwap(nil, &now)
 	select {

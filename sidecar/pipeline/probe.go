@@ -99,7 +99,7 @@ func (p *Pipeline) haproxyUp(id string) {
 		p.log.Info("HAProxy is up", "load", id)
 	}
 	if after.Restarted && !before.Restarted {
-		p.Changed() // a load the sidecar did not make: the next sync looks
+		p.haproxyChanged() // a load the sidecar did not make: the next sync looks
 	}
 }
 
