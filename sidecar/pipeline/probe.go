@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/decide"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/live"
@@ -179,4 +181,30 @@ func (p *Pipeline) adopt(ctx context.Context, bundle *render.Bundle) {
 	p.cfg.Metrics.ConfigValid.Set(1)
 	p.cfg.Metrics.RunsConfirmed(bundle.Hash)
 	p.log.InfoContext(ctx, "HAProxy already runs this configuration: no reload", "hash", short(bundle.Hash), "load", id)
+}
+
+// reuse ends a sync without rendering when nothing asked for one since the read of the last
+// rendering that went live (asked has not moved: only HAProxy's own state did, as when HAProxy
+// starts on the files the sidecar wrote) and, HAProxy's state noticed, that rendering needs
+// nothing done: the render would give the same rendering, and decide nothing (at 3,000
+// HTTPRoutes a render takes up to 1.4 s, which a real change would wait behind). When HAProxy
+// runs something else (it restarted on other files), the sync renders and acts as always.
+func (p *Pipeline) reuse(ctx context.Context, asked uint64, reason string) (apply.Result, bool) {
+	r := p.rendered
+	if r.hash == "" || r.asked != asked || p.trying {
+		return apply.Result{}, false
+	}
+	s := p.HAProxy()
+	d := decide.Decide(decide.Facts{Rendered: r.hash, HAProxy: s, Standby: p.standby(), ExpectRunning: p.cfg.ExpectRunning,
+		Now: time.Now(), MinReloadInterval: p.cfg.MinReloadInterval})
+	if livegen := p.cfg.Store.Live(); d.Action != decide.DoNothing || livegen == nil || livegen.Hash != r.hash {
+		return apply.Result{}, false
+	}
+	p.acceptChecked()
+	if s.Runs == r.hash {
+		p.cfg.Health.Applied()
+	}
+	p.log.DebugContext(ctx, "nothing asked for a new rendering and HAProxy runs the last one: not rendered",
+		"reason", reason, "hash", short(r.hash))
+	return apply.Result{Outcome: apply.Unchanged, Hash: r.hash, Action: decide.DoNothing}, true
 }

@@ -172,32 +172,6 @@ func (p *Pipeline) sync(ctx context.Context, reason string, mayReuse bool) apply
 	return res
 }
 
-// reuse ends a sync without rendering when nothing asked for one since the read of the last
-// rendering that went live (asked has not moved: only HAProxy's own state did, as when HAProxy
-// starts on the files the sidecar wrote) and, HAProxy's state noticed, that rendering needs
-// nothing done: the render would give the same rendering, and decide nothing (at 3,000
-// HTTPRoutes a render takes up to 1.4 s, which a real change would wait behind). When HAProxy
-// runs something else (it restarted on other files), the sync renders and acts as always.
-func (p *Pipeline) reuse(ctx context.Context, asked uint64, reason string) (apply.Result, bool) {
-	r := p.rendered
-	if r.hash == "" || r.asked != asked || p.trying {
-		return apply.Result{}, false
-	}
-	s := p.HAProxy()
-	d := decide.Decide(decide.Facts{Rendered: r.hash, HAProxy: s, Standby: p.standby(), ExpectRunning: p.cfg.ExpectRunning,
-		Now: time.Now(), MinReloadInterval: p.cfg.MinReloadInterval})
-	if livegen := p.cfg.Store.Live(); d.Action != decide.DoNothing || livegen == nil || livegen.Hash != r.hash {
-		return apply.Result{}, false
-	}
-	p.acceptChecked()
-	if s.Runs == r.hash {
-		p.cfg.Health.Applied()
-	}
-	p.log.DebugContext(ctx, "nothing asked for a new rendering and HAProxy runs the last one: not rendered",
-		"reason", reason, "hash", short(r.hash))
-	return apply.Result{Outcome: apply.Unchanged, Hash: r.hash, Action: decide.DoNothing}, true
-}
-
 // act carries out the decision on the candidate: one that needs the rendering validated has
 // it staged and validated first (package candidate), then apply acts on what it is given. A
 // runtime change the runtime API could not make is made by a reload instead.
