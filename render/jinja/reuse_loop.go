@@ -390,6 +390,7 @@ func containers(v any, seen map[any]bool) {
 	}
 }
 
+// sameValues says whether two lists of values are the same, item by item (sameValue).
 func sameValues(a, b []any) bool {
 	if len(a) != len(b) {
 		return false
@@ -421,10 +422,10 @@ func sameValue(a, b any) bool {
 		return a == b
 	case *List:
 		y, ok := b.(*List)
-		return ok && sameValueList(x.items, y.items)
+		return ok && sameValues(x.items, y.items)
 	case Tuple:
 		y, ok := b.(Tuple)
-		return ok && sameValueList(x, y)
+		return ok && sameValues(x, y)
 	case *Namespace:
 		y, ok := b.(*Namespace)
 		return ok && sameValue(x.attrs, y.attrs)
@@ -445,18 +446,6 @@ func sameValue(a, b any) bool {
 		return ok && (x == y || math.IsNaN(x) && math.IsNaN(y))
 	}
 	return sameData(a, b)
-}
-
-func sameValueList(a, b []any) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !sameValue(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
 }
 
 // hashValue writes v to h, for the values sameValue compares: equal values hash alike
