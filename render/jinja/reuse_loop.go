@@ -158,10 +158,7 @@ func (w *freeWalk) visit(v reflect.Value) bool {
 		return false
 	case *parse.MacroDef:
 		w.walkAll(x.Defaults)
-		names := append([]string{"varargs", "kwargs", "caller"}, x.Params...)
-		w.bind(names, 1)
-		w.walkAll(x.Body)
-		w.bind(names, -1)
+		w.scoped(append([]string{"varargs", "kwargs", "caller"}, x.Params...), x.Body)
 		return false
 	case *parse.WithStmt:
 		w.walkAll(x.Values)
@@ -169,9 +166,7 @@ func (w *freeWalk) visit(v reflect.Value) bool {
 		for _, t := range x.Targets {
 			names = append(names, targetNames(t)...)
 		}
-		w.bind(names, 1)
-		w.walkAll(x.Body)
-		w.bind(names, -1)
+		w.scoped(names, x.Body)
 		return false
 	case *parse.NameExpr:
 		w.add(x.Name)
@@ -194,14 +189,21 @@ func (w *freeWalk) visit(v reflect.Value) bool {
 func (w *freeWalk) walkFor(x *parse.ForStmt) {
 	w.walk(reflect.ValueOf(x.Iter))
 	names := append([]string{"loop", "forloop"}, targetNames(x.Target)...)
-	w.bind(names, 1)
-	w.walk(reflect.ValueOf(x.Filter))
-	w.walkAll(x.Body)
-	w.bind(names, -1)
+	w.scoped(names, x.Filter, x.Body)
 	w.walkAll(x.Else)
 }
 
 func (w *freeWalk) walkAll(v any) { w.walk(reflect.ValueOf(v)) }
+
+// scoped walks parts where names are bound (a macro's parameters, a loop's or with block's
+// targets): what they read of those names is not read from the importer.
+func (w *freeWalk) scoped(names []string, parts ...any) {
+	w.bind(names, 1)
+	for _, p := range parts {
+		w.walkAll(p)
+	}
+	w.bind(names, -1)
+}
 
 func (w *freeWalk) bind(names []string, d int) {
 	for _, n := range names {
