@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net/url"
 	"os"
@@ -9,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/etcdtest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
@@ -144,14 +141,7 @@ func TestFileSourceDirectoryMissingAtStart(t *testing.T) {
 // the proxy the sidecar reads through).
 func (e *demoEnv) addShop(t *testing.T, k *kubetest.Env) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), kubetest.CallTimeout)
-	defer cancel()
-	cm, err := k.Client.CoreV1().ConfigMaps("lb").Get(ctx, "services", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm.Data["shop"] = e.shopService()
-	k.ApplyConfigMap(t, cm)
+	e.setService(t, k, "shop", e.shopService())
 }
 
 // proxiedKubeconfig is a kubeconfig like k's that reaches the API server through a TCP proxy
