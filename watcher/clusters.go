@@ -196,11 +196,11 @@ func (c *Clusters) Objects(ctx context.Context) (*snapshot.Objects, error) {
 			continue
 		}
 		objs.ConvertedPods = append(objs.ConvertedPods, mo.ConvertedPods...)
-		for c, list := range mo.ClusterEndpointSlices {
+		for cl, list := range mo.ClusterEndpointSlices {
 			if objs.ClusterEndpointSlices == nil {
 				objs.ClusterEndpointSlices = map[string][]*discoveryv1.EndpointSlice{}
 			}
-			objs.ClusterEndpointSlices[c] = list
+			objs.ClusterEndpointSlices[cl] = list
 		}
 		for name, list := range mo.Resources {
 			if objs.Resources == nil {
