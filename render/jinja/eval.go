@@ -97,6 +97,7 @@ type evaluator struct {
 	modules   map[string]*module // imports without context, once per render
 	shared    *Modules           // imports with context, shared with other renders (nil: none)
 	top       *frame             // the main template's top-level frame
+	bodies    *bodyEval          // loops' iterations kept across renders (reuse_body.go)
 }
 
 type blockCall struct {

@@ -78,6 +78,7 @@ func (e *evaluator) runForSeq(s *parse.ForStmt, f *frame, v any, sq seq, depth0 
 // runIterations runs the loop's body once per item of sq, in the frame body.
 func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *loopCtx, dictPairs bool) error {
 	simple, pairs, base := bindLoopNames(s, body, sq.view == viewItems && (sq.rec != nil || sq.keys != nil), loop)
+	br := e.bodyRun(s) // nil: the iterations are not kept (reuse_body.go)
 	for i := 0; i < sq.count(); i++ {
 		if err := e.tick(); err != nil {
 			return e.at(s.Pos, err)
@@ -105,7 +106,13 @@ func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *
 				body.vals = append(body.vals, loop, loop)
 			}
 		}
-		if err := e.execAll(s.Body, body); err != nil {
+		var err error
+		if br != nil {
+			err = br.exec(e, s.Body, body, loop)
+		} else {
+			err = e.execAll(s.Body, body)
+		}
+		if err != nil {
 			if err == errContinue {
 				continue
 			}
@@ -115,6 +122,7 @@ func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *
 			return err
 		}
 	}
+	br.done()
 	return nil
 }
 

@@ -70,6 +70,7 @@ func (c *ModuleCache) LoopReused(keys ...string) int {
 // an old version of one). A module not imported since (its importer was itself kept whole)
 // keeps its versions.
 func (c *ModuleCache) Sweep() {
+	c.bodies.sweep()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.touched) == 0 {

@@ -1,0 +1,242 @@
+package jinja
+
+import (
+	"hash/maphash"
+	"unsafe"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+)
+
+// Comparing and hashing what a loop's body read (reuse_body.go). As sameValue and hashValue,
+// with what a loop over thousands of items needs: the data (the context's maps, lists and
+// records, which nothing changes: see copier) is the same when it is the same object, so a
+// service the snapshot kept is compared in one step; and a map is hashed by its contents in
+// any order (hashValue hashes its size only: every service would fall in one bucket).
+
+// bodySame says whether a and b are the same to a body that reads them (as sameValue).
+func bodySame(a, b any) bool {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		if mapID(x) == mapID(y) {
+			return true
+		}
+		for k, v := range x {
+			if w, found := y[k]; !found || !bodySame(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		if len(x) == 0 || &x[0] == &y[0] {
+			return true
+		}
+		return bodySameAll(x, y)
+	case []map[string]any:
+		y, ok := b.([]map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		if len(x) == 0 || &x[0] == &y[0] {
+			return true
+		}
+		for i := range x {
+			if !bodySame(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case *record.Record:
+		y, ok := b.(*record.Record)
+		if !ok || x.Len() != y.Len() {
+			return false
+		}
+		if x == y {
+			return true
+		}
+		if x.SameKeys(y) {
+			for i := range x.Len() {
+				if !bodySame(x.Value(i), y.Value(i)) {
+					return false
+				}
+			}
+			return true
+		}
+		for k, v := range x.All() {
+			if w, found := y.Get(k); !found || !bodySame(v, w) {
+				return false
+			}
+		}
+		return true
+	case *List:
+		y, ok := b.(*List)
+		return ok && bodySameAll(x.items, y.items)
+	case Tuple:
+		y, ok := b.(Tuple)
+		return ok && bodySameAll(x, y)
+	case *Namespace:
+		y, ok := b.(*Namespace)
+		return ok && bodySame(x.attrs, y.attrs)
+	case *Dict:
+		y, ok := b.(*Dict)
+		if !ok || len(x.keys) != len(y.keys) {
+			return false
+		}
+		for i := range x.keys {
+			if !bodySame(x.keys[i], y.keys[i]) || !bodySame(x.vals[i], y.vals[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return sameValue(a, b)
+}
+
+func bodySameAll(a, b []any) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !bodySame(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// mapID is a map's identity.
+func mapID(m map[string]any) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&m)) }
+
+// maxBodyHashed bounds the values hashed for one iteration: a body that reads more is run.
+const maxBodyHashed = 1 << 16
+
+// bodyHasher hashes what bodies read: equal values (bodySame) hash alike.
+type bodyHasher struct {
+	seed   maphash.Seed
+	budget int
+}
+
+// maxBodyDepth is how deep values are hashed: below, a map, list or record is hashed by its
+// size only. Values that are the same still hash alike, and the hash only finds candidates
+// (bodySame decides): a service's name and host names tell it from the others, its pods'
+// contents need not be hashed (at each service's first render, 10,000 x 10 pods).
+const maxBodyDepth = 3
+
+// sum is the hash of v (depth: how deep v is in what is hashed); false when v cannot be
+// compared (a macro, a loop object: sameValue never finds them the same) or there is too
+// much of it.
+func (hs *bodyHasher) sum(v any, depth int) (uint64, bool) {
+	hs.budget--
+	if hs.budget < 0 {
+		return 0, false
+	}
+	var h maphash.Hash
+	h.SetSeed(hs.seed)
+	if depth > maxBodyDepth {
+		switch x := v.(type) {
+		case map[string]any:
+			h.WriteByte('M')
+			maphash.WriteComparable(&h, len(x))
+			return h.Sum64(), true
+		case *record.Record:
+			h.WriteByte('r')
+			maphash.WriteComparable(&h, x.Len())
+			return h.Sum64(), true
+		case []any:
+			h.WriteByte('L')
+			maphash.WriteComparable(&h, len(x))
+			return h.Sum64(), true
+		}
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		// In any order: the sum of the entries' hashes.
+		var total uint64
+		for k, e := range x {
+			s, ok := hs.sum(e, depth+1)
+			if !ok {
+				return 0, false
+			}
+			total += maphash.String(hs.seed, k)*31 ^ s
+		}
+		h.WriteByte('M')
+		maphash.WriteComparable(&h, total)
+	case map[string]string:
+		var total uint64
+		for k, e := range x {
+			total += maphash.String(hs.seed, k)*31 ^ maphash.String(hs.seed, e)
+		}
+		h.WriteByte('S')
+		maphash.WriteComparable(&h, total)
+	case *record.Record:
+		h.WriteByte('r')
+		for k, e := range x.All() {
+			s, ok := hs.sum(e, depth+1)
+			if !ok {
+				return 0, false
+			}
+			h.WriteString(k)
+			maphash.WriteComparable(&h, s)
+		}
+	case []any:
+		return hs.list(&h, 'L', x, depth)
+	case *List:
+		return hs.list(&h, 'l', x.items, depth)
+	case Tuple:
+		return hs.list(&h, 'p', x, depth)
+	case []map[string]any:
+		h.WriteByte('D')
+		for _, e := range x {
+			s, ok := hs.sum(e, depth+1)
+			if !ok {
+				return 0, false
+			}
+			maphash.WriteComparable(&h, s)
+		}
+	case *Namespace:
+		s, ok := hs.sum(x.attrs, depth+1)
+		if !ok {
+			return 0, false
+		}
+		h.WriteByte('N')
+		maphash.WriteComparable(&h, s)
+	case *Dict:
+		h.WriteByte('d')
+		for i := range x.keys {
+			k, ok := hs.sum(x.keys[i], depth+1)
+			if !ok {
+				return 0, false
+			}
+			s, ok := hs.sum(x.vals[i], depth+1)
+			if !ok {
+				return 0, false
+			}
+			maphash.WriteComparable(&h, k)
+			maphash.WriteComparable(&h, s)
+		}
+	default:
+		if !hashScalar(&h, v) {
+			return 0, false
+		}
+	}
+	return h.Sum64(), true
+}
+
+func (hs *bodyHasher) list(h *maphash.Hash, tag byte, items []any, depth int) (uint64, bool) {
+	h.WriteByte(tag)
+	for _, e := range items {
+		s, ok := hs.sum(e, depth+1)
+		if !ok {
+			return 0, false
+		}
+		maphash.WriteComparable(h, s)
+	}
+	return h.Sum64(), true
+}
