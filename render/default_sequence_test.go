@@ -54,7 +54,9 @@ func (w *defaultWorld) newService() map[string]any {
 }
 
 // podsOf is a service's pods by name, to change.
-func podsOf(svc map[string]any) map[string]any { return maps.Collect(svc["pods"].(*record.Record).All()) }
+func podsOf(svc map[string]any) map[string]any {
+	return maps.Collect(svc["pods"].(*record.Record).All())
+}
 
 // step makes one change, at random; it says which kind.
 func (w *defaultWorld) step() string {
