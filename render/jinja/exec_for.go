@@ -183,6 +183,7 @@ func bindLoopNames(s *parse.ForStmt, body *frame, items bool, loop *loopCtx) (si
 // prepareFor applies the loop filter (for x in y if cond) and pongo2's reversed/sorted.
 func (e *evaluator) prepareFor(s *parse.ForStmt, body *frame, sq seq, dictPairs bool) (seq, error) {
 	items := e.getScratch()
+	fr := e.filterRun(s) // nil: the filter's results are not kept (reuse_filter.go)
 	for i := 0; i < sq.n; i++ {
 		item := sq.at(i)
 		if s.Filter != nil {
@@ -193,7 +194,13 @@ func (e *evaluator) prepareFor(s *parse.ForStmt, body *frame, sq seq, dictPairs 
 			if err := e.assign(body, s.Target, item); err != nil {
 				return seq{}, loopTargetError(e, s, err, dictPairs)
 			}
-			ok, err := e.cond(s.Filter, body)
+			var ok bool
+			var err error
+			if fr != nil {
+				ok, err = fr.cond(e, s, body)
+			} else {
+				ok, err = e.cond(s.Filter, body)
+			}
 			if err != nil {
 				return seq{}, err
 			}
@@ -203,6 +210,7 @@ func (e *evaluator) prepareFor(s *parse.ForStmt, body *frame, sq seq, dictPairs 
 		}
 		items = append(items, item)
 	}
+	fr.done()
 	if s.Sorted {
 		var err error
 		sort.SliceStable(items, func(i, j int) bool {

@@ -46,6 +46,7 @@ type bodyCache struct {
 	// sameMaps: maps of the data found the same as a kept one since the last sweep, by
 	// identity: the kept one (kept here, so that its address is not reused meanwhile).
 	sameMaps map[unsafe.Pointer]any
+	filters  map[bodyKey]*filterLoop // loops' filters (reuse_filter.go)
 	reused   int
 }
 
@@ -73,9 +74,10 @@ type bodyEntry struct {
 
 // bodyEval is one render's state of kept loops.
 type bodyEval struct {
-	recording int                   // iterations being run to be kept, one inside the other
-	runs      map[*bodyLoop]int     // runs of each loop so far in this render
-	info      map[bodyKey]*bodyLoop // the loops met in this render
+	recording  int                   // iterations being run to be kept, one inside the other
+	runs       map[*bodyLoop]int     // runs of each loop so far in this render
+	info       map[bodyKey]*bodyLoop // the loops met in this render
+	filterRuns map[*filterLoop]int   // runs of each loop's filter so far in this render
 }
 
 // bodyRun is one run of a loop whose iterations may be kept.
@@ -264,7 +266,7 @@ func (c *bodyCache) find(r *bodyRun, vals []any, i int) *bodyEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if j := i + r.offset; j >= 0 && j < len(r.hints) {
-		if ent := r.hints[j]; ent != nil && c.same(ent, vals) {
+		if ent := r.hints[j]; ent != nil && c.same(ent.vals, vals) {
 			c.use(r.lp, ent)
 			return ent
 		}
@@ -275,7 +277,7 @@ func (c *bodyCache) find(r *bodyRun, vals []any, i int) *bodyEntry {
 		return nil
 	}
 	for _, ent := range r.lp.byHash[h] {
-		if !c.same(ent, vals) {
+		if !c.same(ent.vals, vals) {
 			continue
 		}
 		c.use(r.lp, ent)
@@ -285,23 +287,23 @@ func (c *bodyCache) find(r *bodyRun, vals []any, i int) *bodyEntry {
 	return nil
 }
 
-// same says whether ent read vals. A map of the data found the same as the one ent read
-// takes its place in ent (the same data: the next render's snapshot may keep it, and the
+// same says whether the kept reads are vals. A map of the data found the same as the kept one
+// takes its place in kept (the same data: the next render's snapshot may keep it, and the
 // other loops reading it in this render find it in one step), and is noted as such until the
 // next sweep: the default template's three loops over the services compare each one once.
-func (c *bodyCache) same(ent *bodyEntry, vals []any) bool {
-	if len(ent.vals) != len(vals) {
+func (c *bodyCache) same(kept, vals []any) bool {
+	if len(kept) != len(vals) {
 		return false
 	}
 	for i, v := range vals {
 		x, ok := v.(map[string]any)
 		if !ok {
-			if !bodySame(ent.vals[i], v) {
+			if !bodySame(kept[i], v) {
 				return false
 			}
 			continue
 		}
-		y, ok := ent.vals[i].(map[string]any)
+		y, ok := kept[i].(map[string]any)
 		if !ok {
 			return false
 		}
@@ -309,7 +311,7 @@ func (c *bodyCache) same(ent *bodyEntry, vals []any) bool {
 			continue
 		}
 		if m, ok := c.sameMaps[mapID(x)].(map[string]any); ok && mapID(m) == mapID(y) {
-			ent.vals[i] = x
+			kept[i] = x
 			continue
 		}
 		if !bodySame(x, y) {
@@ -319,7 +321,7 @@ func (c *bodyCache) same(ent *bodyEntry, vals []any) bool {
 			c.sameMaps = map[unsafe.Pointer]any{}
 		}
 		c.sameMaps[mapID(x)] = y // y kept alive: its address is not another map's until then
-		ent.vals[i] = x
+		kept[i] = x
 	}
 	return true
 }
@@ -401,6 +403,7 @@ func (c *bodyCache) sweep() {
 		}
 		lp.usedNow = 0
 	}
+	c.sweepFilters()
 	c.gen++
 	clear(c.sameMaps)
 }
