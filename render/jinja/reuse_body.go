@@ -46,7 +46,8 @@ type bodyCache struct {
 	// sameMaps: maps of the data found the same as a kept one since the last sweep, by
 	// identity: the kept one (kept here, so that its address is not reused meanwhile).
 	sameMaps map[unsafe.Pointer]any
-	filters  map[bodyKey]*filterLoop // loops' filters (reuse_filter.go)
+	filters  map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
+	selects  map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
 	reused   int
 }
 
@@ -78,6 +79,7 @@ type bodyEval struct {
 	runs       map[*bodyLoop]int     // runs of each loop so far in this render
 	info       map[bodyKey]*bodyLoop // the loops met in this render
 	filterRuns map[*filterLoop]int   // runs of each loop's filter so far in this render
+	selectRuns map[*selectLoop]int   // calls of selectattr by attribute so far in this render
 }
 
 // bodyRun is one run of a loop whose iterations may be kept.
@@ -404,6 +406,7 @@ func (c *bodyCache) sweep() {
 		lp.usedNow = 0
 	}
 	c.sweepFilters()
+	c.sweepSelects()
 	c.gen++
 	clear(c.sameMaps)
 }

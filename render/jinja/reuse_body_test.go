@@ -208,3 +208,42 @@ func TestLoopBodiesSweep(t *testing.T) {
 		t.Errorf("%d loops kept after a render that ran none, want 0", n)
 	}
 }
+
+// selectattr's and rejectattr's answers are kept per map of the data: a map that is the
+// same object answers as it did; any other (another map, the same contents or not, a map
+// added or deleted before it) is read. Every render is compared with one computed afresh.
+func TestSelectattrAnswersKeptPerMap(t *testing.T) {
+	p, err := Compile(map[string]string{"t": `{{ items|selectattr("on")|map(attribute="n")|join(",") }};` +
+		`{{ items|rejectattr("on")|map(attribute="n")|join(",") }};{{ items|selectattr("sub.on")|map(attribute="n")|join(",") }}`}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := func(n string, on bool) map[string]any {
+		return map[string]any{"n": n, "on": on, "sub": map[string]any{"on": !on}}
+	}
+	a, b, c := m("a", true), m("b", false), m("c", true)
+	var cache ModuleCache
+	for i, items := range [][]any{
+		{a, b, c},
+		{a, b, c},
+		{a, m("b", true), c},     // b's answer changed: another map
+		{m("z", false), a, b, c}, // one added first
+		{a, c},                   // one deleted
+		{m("a", false), b, c},    // the same name, another answer
+		{a, b, c, m("d", true), record.FromMap(nil, m("r", true))}, // a record: read
+	} {
+		vars := map[string]any{"items": items}
+		got, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, &Modules{Across: &cache}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache.Sweep()
+		want, err := p.Render(context.Background(), vars, Limits{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Bytes) != string(want) {
+			t.Errorf("render %d: %q, computed afresh %q", i, got.Bytes, want)
+		}
+	}
+}
