@@ -5,7 +5,8 @@ package render
 // with 1,000 and 10,000 services x 10 pods (benchSnapshot). Each iteration renders a snapshot
 // differing from the one before by one pod, of another service each time: a pod that turns
 // ready or not (the snapshot shows ready pods only: it leaves or joins its service's pods),
-// or a pod's address changed. Two ways of making the next snapshot:
+// or a pod's address changed. "first" is a new renderer's first render (keeping every
+// iteration). Two ways of making the next snapshot:
 //
 //   - kept: the services that did not change are the same maps (a snapshot updated per
 //     object);
@@ -79,6 +80,20 @@ func (c *podChanges) next() *snapshot.Snapshot {
 }
 
 func benchPodChange(b *testing.B, services int) {
+	b.Run("first", func(b *testing.B) {
+		// The first render of a renderer (which keeps every iteration): compiling included.
+		s := benchSnapshot(services, 10, true)
+		b.ReportAllocs()
+		var cpu time.Duration
+		for i := 0; i < b.N; i++ {
+			start := processCPU()
+			if _, err := New(Options{SSLDir: "/etc/haproxy/ssl"}).Render(context.Background(), s); err != nil {
+				b.Fatal(err)
+			}
+			cpu += processCPU() - start
+		}
+		b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	})
 	for _, mode := range []string{"kept", "rebuilt"} {
 		b.Run(mode, func(b *testing.B) {
 			c := newPodChanges(services, mode == "rebuilt")

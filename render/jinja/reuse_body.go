@@ -135,7 +135,7 @@ func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
 		hints = lp.last[k]
 	}
 	c.mu.Unlock()
-	return &bodyRun{c: c, lp: lp, k: k, hints: hints}
+	return &bodyRun{c: c, lp: lp, k: k, hints: hints, list: make([]*bodyEntry, 0, len(hints))}
 }
 
 // loop is what is kept for key, made when first met.

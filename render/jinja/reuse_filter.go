@@ -77,7 +77,7 @@ func (e *evaluator) filterRun(s *parse.ForStmt) *filterRun {
 	if k < len(fl.last) {
 		hints = fl.last[k]
 	}
-	return &filterRun{c: c, fl: fl, k: k, hints: hints}
+	return &filterRun{c: c, fl: fl, k: k, hints: hints, list: make([]filterEntry, 0, len(hints))}
 }
 
 // cond is whether the item whose loop variables f holds passes the filter.

@@ -66,7 +66,7 @@ func (e *evaluator) selectRun(attr any) *selectRun {
 	if k < len(sl.last) {
 		hints = sl.last[k]
 	}
-	return &selectRun{c: c, sl: sl, k: k, hints: hints}
+	return &selectRun{c: c, sl: sl, k: k, hints: hints, list: make([]selectEntry, 0, len(hints))}
 }
 
 // truthy is attrTruthy(item, parts), kept.
