@@ -5,6 +5,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
@@ -215,12 +217,16 @@ func (c *bodyCache) refused(lp *bodyLoop) bool {
 // copyReads copies what an iteration read, before it runs: what it is kept with, and what
 // the reads must still be once it ran. ok is false when one cannot be copied.
 func copyReads(vals []any) ([]any, bool) {
-	c := copier{seen: map[any]any{}}
+	var c *copier // made for the template's own values only: most reads are the data's
 	out := make([]any, len(vals))
 	for i, v := range vals {
-		if _, ok := v.(notSet); ok {
+		switch v.(type) {
+		case notSet, nil, bool, int64, string, map[string]any, []any, *record.Record:
 			out[i] = v
 			continue
+		}
+		if c == nil {
+			c = &copier{seen: map[any]any{}}
 		}
 		cv, ok := c.copy(v)
 		if !ok {

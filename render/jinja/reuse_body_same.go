@@ -127,7 +127,10 @@ type bodyHasher struct {
 // size only. Values that are the same still hash alike, and the hash only finds candidates
 // (bodySame decides): a service's name and host names tell it from the others, its pods'
 // contents need not be hashed (at each service's first render, 10,000 x 10 pods).
-const maxBodyDepth = 3
+const maxBodyDepth = 2
+
+// mix adds v to the hash h (the hash only finds candidates: bodySame decides).
+func mix(h, v uint64) uint64 { return (h ^ v) * 0x100000001b3 }
 
 // sum is the hash of v (depth: how deep v is in what is hashed); false when v cannot be
 // compared (a macro, a loop object: sameValue never finds them the same) or there is too
@@ -137,26 +140,22 @@ func (hs *bodyHasher) sum(v any, depth int) (uint64, bool) {
 	if hs.budget < 0 {
 		return 0, false
 	}
-	var h maphash.Hash
-	h.SetSeed(hs.seed)
-	if depth > maxBodyDepth {
-		switch x := v.(type) {
-		case map[string]any:
-			h.WriteByte('M')
-			maphash.WriteComparable(&h, len(x))
-			return h.Sum64(), true
-		case *record.Record:
-			h.WriteByte('r')
-			maphash.WriteComparable(&h, x.Len())
-			return h.Sum64(), true
-		case []any:
-			h.WriteByte('L')
-			maphash.WriteComparable(&h, len(x))
-			return h.Sum64(), true
-		}
-	}
 	switch x := v.(type) {
+	case string:
+		return maphash.String(hs.seed, x), true
+	case bool:
+		if x {
+			return 0x51, true
+		}
+		return 0x50, true
+	case int64:
+		return mix(0x49, uint64(x)), true
+	case notSet:
+		return 0x55, true
 	case map[string]any:
+		if depth > maxBodyDepth {
+			return mix(0x4d, uint64(len(x))), true
+		}
 		// In any order: the sum of the entries' hashes.
 		var total uint64
 		for k, e := range x {
@@ -164,51 +163,46 @@ func (hs *bodyHasher) sum(v any, depth int) (uint64, bool) {
 			if !ok {
 				return 0, false
 			}
-			total += maphash.String(hs.seed, k)*31 ^ s
+			total += mix(maphash.String(hs.seed, k), s)
 		}
-		h.WriteByte('M')
-		maphash.WriteComparable(&h, total)
-	case map[string]string:
-		var total uint64
-		for k, e := range x {
-			total += maphash.String(hs.seed, k)*31 ^ maphash.String(hs.seed, e)
-		}
-		h.WriteByte('S')
-		maphash.WriteComparable(&h, total)
+		return mix(0x4d, total), true
 	case *record.Record:
-		h.WriteByte('r')
+		if depth > maxBodyDepth {
+			return mix(0x72, uint64(x.Len())), true
+		}
+		h := uint64(0x72)
 		for k, e := range x.All() {
 			s, ok := hs.sum(e, depth+1)
 			if !ok {
 				return 0, false
 			}
-			h.WriteString(k)
-			maphash.WriteComparable(&h, s)
+			h = mix(mix(h, maphash.String(hs.seed, k)), s)
 		}
+		return h, true
 	case []any:
-		return hs.list(&h, 'L', x, depth)
+		return hs.list(0x4c, x, depth)
 	case *List:
-		return hs.list(&h, 'l', x.items, depth)
+		return hs.list(0x6c, x.items, depth)
 	case Tuple:
-		return hs.list(&h, 'p', x, depth)
+		return hs.list(0x70, x, depth)
 	case []map[string]any:
-		h.WriteByte('D')
+		if depth > maxBodyDepth {
+			return mix(0x44, uint64(len(x))), true
+		}
+		h := uint64(0x44)
 		for _, e := range x {
 			s, ok := hs.sum(e, depth+1)
 			if !ok {
 				return 0, false
 			}
-			maphash.WriteComparable(&h, s)
+			h = mix(h, s)
 		}
+		return h, true
 	case *Namespace:
 		s, ok := hs.sum(x.attrs, depth+1)
-		if !ok {
-			return 0, false
-		}
-		h.WriteByte('N')
-		maphash.WriteComparable(&h, s)
+		return mix(0x4e, s), ok
 	case *Dict:
-		h.WriteByte('d')
+		h := uint64(0x64)
 		for i := range x.keys {
 			k, ok := hs.sum(x.keys[i], depth+1)
 			if !ok {
@@ -218,25 +212,29 @@ func (hs *bodyHasher) sum(v any, depth int) (uint64, bool) {
 			if !ok {
 				return 0, false
 			}
-			maphash.WriteComparable(&h, k)
-			maphash.WriteComparable(&h, s)
+			h = mix(mix(h, k), s)
 		}
-	default:
-		if !hashScalar(&h, v) {
-			return 0, false
-		}
+		return h, true
+	}
+	var h maphash.Hash
+	h.SetSeed(hs.seed)
+	if !hashScalar(&h, v) {
+		return 0, false
 	}
 	return h.Sum64(), true
 }
 
-func (hs *bodyHasher) list(h *maphash.Hash, tag byte, items []any, depth int) (uint64, bool) {
-	h.WriteByte(tag)
+func (hs *bodyHasher) list(tag uint64, items []any, depth int) (uint64, bool) {
+	if depth > maxBodyDepth {
+		return mix(tag, uint64(len(items))), true
+	}
+	h := tag
 	for _, e := range items {
 		s, ok := hs.sum(e, depth+1)
 		if !ok {
 			return 0, false
 		}
-		maphash.WriteComparable(h, s)
+		h = mix(h, s)
 	}
-	return h.Sum64(), true
+	return h, true
 }
