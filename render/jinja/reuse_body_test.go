@@ -247,3 +247,44 @@ func TestSelectattrAnswersKeptPerMap(t *testing.T) {
 		}
 	}
 }
+
+// Renders sharing one cache at the same time (a renderer is used concurrently) each render
+// as computed afresh; run with -race.
+func TestLoopBodiesConcurrentRenders(t *testing.T) {
+	p, err := Compile(map[string]string{"t": `{% for s in items if s.on %}{{ s.n }}{% endfor %};{{ items|selectattr("on")|map(attribute="n")|join(",") }}`}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cache ModuleCache
+	done := make(chan error)
+	for g := range 4 {
+		go func() {
+			for i := range 50 {
+				var items []any
+				for j := range 20 {
+					items = append(items, map[string]any{"n": fmt.Sprint(j), "on": (i+j+g)%3 == 0})
+				}
+				vars := map[string]any{"items": items}
+				got, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, &Modules{Across: &cache}, false)
+				if err != nil {
+					done <- err
+					return
+				}
+				if i%10 == 0 {
+					cache.Sweep()
+				}
+				want, _ := p.Render(context.Background(), vars, Limits{}, nil)
+				if string(got.Bytes) != string(want) {
+					done <- fmt.Errorf("%q, computed afresh %q", got.Bytes, want)
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
