@@ -166,7 +166,8 @@ func (c *bodyCache) loop(key bodyKey) *bodyLoop {
 func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx) error {
 	i := r.i
 	r.i++
-	if r.off {
+	if r.off || r.lp.info.loop && loop == nil {
+		// (A body that reads the loop's position always has a loop object: UsesLoop.)
 		r.list = append(r.list, nil)
 		return e.execAll(body, f)
 	}
