@@ -95,6 +95,7 @@ type evaluator struct {
 	freeLoops []*loopCtx
 	scratch   [][]any
 	modules   map[string]*module // imports without context, once per render
+	lent      []*loopEntry       // kept modules this render has to itself until it ends (reuse_loop.go)
 	shared    *Modules           // imports with context, shared with other renders (nil: none)
 	top       *frame             // the main template's top-level frame
 }

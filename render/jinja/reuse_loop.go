@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"reflect"
 	"slices"
+	"sync/atomic"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
@@ -34,9 +35,16 @@ import (
 type loopEntry struct {
 	src  string  // the module's source
 	vals []any   // the values of the names read, in freeNames order (absent: notSet)
-	mod  *module // a copy nobody changes: each use copies it
+	mod  *module // a copy nobody changes but the render it is lent to (spoiled then)
 	used uint64  // the last generation (Sweep) it served or was made in
+	// lendable: mod holds no macro or tuple, and its dicts and lists know they are its
+	// (owner): it is handed out itself, not copied, to one render at a time (holder).
+	lendable bool
+	holder   *evaluator
+	spoiled  atomic.Bool // the render it was lent to changed it: it serves no more
 }
+
+func (le *loopEntry) spoil() { le.spoiled.Store(true) }
 
 // notSet stands for a name that was not set when the module was computed.
 type notSet struct{}
@@ -78,7 +86,7 @@ func (c *ModuleCache) Sweep() {
 	for h, list := range c.loop {
 		kept := list[:0]
 		for _, le := range list {
-			if le.used >= c.gen || !c.touched[le.mod.name] {
+			if (le.used >= c.gen || !c.touched[le.mod.name]) && !le.spoiled.Load() {
 				kept = append(kept, le)
 			}
 		}
@@ -252,9 +260,12 @@ func (c *ModuleCache) loopReads(fi freeInfo, look func(string) (any, bool)) (val
 	return vals, mh.Sum64(), true
 }
 
-// loopReuse returns a copy of a module kept for key (source src) whose reads were vals, for
-// an import from f; nil when there is none.
-func (c *ModuleCache) loopReuse(key, src string, vals []any, h uint64, f *frame) *module {
+// loopReuse returns a module kept for key (source src) whose reads were vals, for an import
+// from f by the render e: the kept module itself, lent to e until e ends (release), when it
+// can be and nobody has it; else a copy. nil when there is none. A module lent to another
+// render is not read (that render may be changing it); one that its render changed (spoiled)
+// serves no more.
+func (c *ModuleCache) loopReuse(key, src string, vals []any, h uint64, f *frame, e *evaluator) *module {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.touched == nil {
@@ -262,12 +273,18 @@ func (c *ModuleCache) loopReuse(key, src string, vals []any, h uint64, f *frame)
 	}
 	c.touched[key] = true
 	for _, le := range c.loop[h] {
-		if le.mod.name != key || le.src != src || !sameValues(le.vals, vals) {
+		if le.mod.name != key || le.src != src || le.spoiled.Load() || (le.holder != nil && le.holder != e) || !sameValues(le.vals, vals) {
 			continue
 		}
-		m, ok := copyModule(le.mod, f)
-		if !ok {
-			return nil
+		var m *module
+		if le.lendable && le.holder == nil {
+			le.holder, m = e, le.mod
+			e.lent = append(e.lent, le)
+		} else {
+			var ok bool
+			if m, ok = copyModule(le.mod, f); !ok {
+				return nil
+			}
 		}
 		le.used = c.gen
 		if c.loopReused == nil {
@@ -355,12 +372,93 @@ func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *m
 	if !ok {
 		return
 	}
+	le := &loopEntry{src: src, vals: snap, mod: mod}
+	le.lendable = lendable(mod)
+	if le.lendable {
+		own(mod, le)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.loop == nil {
 		c.loop = map[uint64][]*loopEntry{}
 	}
-	c.loop[h] = append(c.loop[h], &loopEntry{src: src, vals: snap, mod: mod, used: c.gen})
+	le.used = c.gen
+	c.loop[h] = append(c.loop[h], le)
+}
+
+// release ends the loans of the modules lent to a render (loopReuse).
+func (c *ModuleCache) release(lent []*loopEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, le := range lent {
+		le.holder = nil
+	}
+}
+
+// lendable says whether a kept module (a copy: its dicts, lists and namespaces are its own)
+// may be handed out itself: what a template can change in it goes through a dict's or a
+// list's methods only (which spoil it, once its own), so it holds no macro (whose frame
+// would be the importer's) and no tuple (which retaint changes in place).
+func lendable(m *module) bool {
+	seen := map[any]bool{}
+	if m.frame != nil {
+		for _, v := range m.frame.vals {
+			containers(v, seen)
+		}
+	}
+	containers(m.vars, seen)
+	for v := range seen {
+		if _, ok := v.(*Macro); ok {
+			return false
+		}
+	}
+	return !holdsTuple(m.vars, 0) && (m.frame == nil || !holdsTuple(m.frame.vals, 0))
+}
+
+// holdsTuple says whether v holds a tuple (v is a kept module's copy: no cycles).
+func holdsTuple(v any, depth int) bool {
+	if depth > maxCallDepth*4 {
+		return true
+	}
+	switch x := v.(type) {
+	case Tuple:
+		return true
+	case []any:
+		for _, e := range x {
+			if holdsTuple(e, depth+1) {
+				return true
+			}
+		}
+	case *List:
+		return holdsTuple(x.items, depth+1)
+	case *Dict:
+		return holdsTuple(x.vals, depth+1)
+	case *Namespace:
+		return holdsTuple(x.attrs, depth+1)
+	}
+	return false
+}
+
+// own marks the dicts and lists of a kept module (namespaces' attributes too) as le's: a
+// change of one, in the render le is lent to, spoils le.
+func own(m *module, le *loopEntry) {
+	seen := map[any]bool{}
+	if m.frame != nil {
+		for _, v := range m.frame.vals {
+			containers(v, seen)
+		}
+	}
+	containers(m.vars, seen)
+	for v := range seen {
+		switch x := v.(type) {
+		case *List:
+			x.owner = le
+		case *Dict:
+			x.owner = le
+		case *Namespace:
+			x.attrs.owner = le
+		}
+	}
 }
 
 // containers adds to seen the dicts, lists and namespaces v holds (v too), and macros.
@@ -609,7 +707,7 @@ func (e *evaluator) loopImport(key string, t *Template, f *frame) (*module, *loo
 	if !ok {
 		return nil, nil
 	}
-	if m := c.loopReuse(key, t.tree.Src, vals, h, f); m != nil {
+	if m := c.loopReuse(key, t.tree.Src, vals, h, f, e); m != nil {
 		return m, nil
 	}
 	snap, ok := c.loopSnapshot(vals)

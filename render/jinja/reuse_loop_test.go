@@ -2,6 +2,7 @@ package jinja
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
@@ -129,5 +130,106 @@ func TestLoopImportsSweep(t *testing.T) {
 	}
 	if n := len(cache.loop); n != 2 {
 		t.Errorf("%d hashes kept, want 2", n)
+	}
+}
+
+// A kept module is handed out itself (lent), not copied, to one render at a time: what that
+// render changes in its values (through any method that changes a dict or a list, a
+// namespace's attribute, in a value it holds, after the template stored it elsewhere) spoils
+// it, and it serves no render after. Each case renders three times with the cache, the second
+// time changing what the imports give (change true), and compares each render with one
+// computed afresh; the third render must compute every part again.
+func TestLentModulesChangedServeNoMore(t *testing.T) {
+	rec := func(name string) *record.Record { return record.FromMap(nil, map[string]any{"name": name}) }
+	part := `{% set lines = [item.name, "z"] %}{% set d = {"k": item.name, "inner": [1], "m": {"x": 1}} %}{% set ns = namespace(v=item.name) %}`
+	for _, c := range []struct{ name, change string }{
+		{"list append", `{% do p.lines.append("!") %}`},
+		{"list extend", `{% do p.lines.extend(["!"]) %}`},
+		{"list insert", `{% do p.lines.insert(0, "!") %}`},
+		{"list pop", `{% do p.lines.pop() %}`},
+		{"list remove", `{% do p.lines.remove("z") %}`},
+		{"list clear", `{% do p.lines.clear() %}`},
+		{"list reverse", `{% do p.lines.reverse() %}`},
+		{"list sort", `{% do p.lines.sort(reverse=true) %}`},
+		{"dict update", `{% do p.d.update({"k": "!"}) %}`},
+		{"dict setdefault", `{% do p.d.setdefault("new", "!") %}`},
+		{"dict pop", `{% do p.d.pop("k") %}`},
+		{"dict popitem", `{% do p.d.popitem() %}`},
+		{"dict clear", `{% do p.d.clear() %}`},
+		{"a namespace's attribute", `{% set n = p.ns %}{% set n.v = "!" %}`},
+		{"a list inside a dict", `{% do p.d.inner.append(2) %}`},
+		{"a dict inside a dict", `{% do p.d.m.update({"y": 2}) %}`},
+		{"stored by the template, changed later", `{% do acc.update({item.name: p.d}) %}{% do acc[item.name].update({"k": "!"}) %}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			main := `{% set acc = {} %}{% set out = [] %}{% for item in items %}{% import "part" as p with context %}` +
+				`{% if change %}` + c.change + `{% endif %}` +
+				`{% do out.append(p.lines|join("+") ~ ":" ~ p.d|dictsort ~ ":" ~ p.ns.v) %}{% endfor %}{{ out|join(",") }}`
+			p, err := Compile(map[string]string{"part": part, "t": main}, "t", Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Twice the same item: the second import of a render takes a copy of the module
+			// lent to the first, or computes it when the first changed it.
+			for v, items := range [][]any{{rec("a"), rec("b"), rec("c")}, {rec("a"), rec("b"), rec("a")}} {
+				var cache ModuleCache
+				render := func(change bool, mods *Modules) string {
+					res, err := p.RenderSharing(context.Background(), map[string]any{"items": items, "change": change}, Limits{}, nil, mods, false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return string(res.Bytes)
+				}
+				for i, change := range []bool{false, true, false} {
+					before := cache.LoopReused()
+					got := render(change, &Modules{Across: &cache})
+					cache.Sweep()
+					if want := render(change, nil); got != want {
+						t.Fatalf("render %d: %q, computed afresh %q", i+1, got, want)
+					}
+					if n := cache.LoopReused() - before; i == 2 && v == 0 && n != 0 {
+						t.Errorf("render 3 reused %d parts that the render before changed", n)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Renders that share a cache at the same time: a kept module is lent to one of them at a time,
+// and what one changes in the module it has is never what another reads (go test -race).
+func TestLentModulesConcurrentRenders(t *testing.T) {
+	p, err := Compile(map[string]string{"part": `{% set lines = [item] %}`,
+		"t": `{% set out = [] %}{% for item in items %}{% import "part" as p with context %}{% do p.lines.append("!") %}{% do out.extend(p.lines) %}{% endfor %}{{ out|join(",") }}`}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]any{"items": []any{"a", "b", "c", "a"}}
+	want, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cache ModuleCache
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for range 20 {
+				res, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, &Modules{Across: &cache}, false)
+				if err == nil && string(res.Bytes) != string(want.Bytes) {
+					err = fmt.Errorf("%q, computed afresh %q", res.Bytes, want.Bytes)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				cache.Sweep()
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }
