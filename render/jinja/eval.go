@@ -188,6 +188,7 @@ type sharedModule struct {
 	src    string // the module's source: the same key of another template set is another module
 	mod    *module
 	macros bool // it holds macros
+	kept   bool // mod is also the copy ModuleCache keeps for the next render: never handed over
 }
 
 // maxCallDepth bounds nested macro calls, includes and recursive loops (Python's own

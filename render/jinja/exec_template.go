@@ -179,8 +179,8 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 			return m, nil
 		}
 		if e.shared.Across != nil && !e.prog.testsIdentity() {
-			if m := e.shared.Across.reuse(e.prog, key, t.tree, e.vars, f); m != nil {
-				e.shared.put(key, t.tree.Src, e.vars, m)
+			if m, kept := e.shared.Across.reuse(e.prog, key, t.tree, e.vars, f); m != nil {
+				e.shared.putKept(key, t.tree.Src, e.vars, kept)
 				return m, nil
 			}
 		}
@@ -228,9 +228,14 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 		e.shared.Across.loopKeep(key, t.tree.Src, lr.vals, lr.snap, lr.hash, m)
 	}
 	if share {
-		e.shared.put(key, t.tree.Src, e.vars, m)
+		var kept *module
 		if e.shared.Across != nil && !e.prog.testsIdentity() {
-			e.shared.Across.keep(e.prog, key, t.tree, e.vars, m)
+			kept = e.shared.Across.keep(e.prog, key, t.tree, e.vars, m)
+		}
+		if kept != nil {
+			e.shared.putKept(key, t.tree.Src, e.vars, kept)
+		} else {
+			e.shared.put(key, t.tree.Src, e.vars, m)
 		}
 	}
 	return m, nil

@@ -35,7 +35,7 @@ func (s *Modules) get(key, src string, vars map[string]any, f *frame, readOnly b
 		// importer's frame, and could change the module's values): the kept copy itself.
 		return sm.mod
 	}
-	if s.last {
+	if s.last && !sm.kept {
 		delete(s.m, key)
 		sm.mod.frame.parent = f // nobody else has this copy
 		keep(sm.mod.frame)
@@ -52,12 +52,22 @@ func (s *Modules) put(key, src string, vars map[string]any, m *module) {
 	if !ok {
 		return
 	}
+	s.store(key, src, vars, c, false)
+}
+
+// putKept keeps k, the copy of a module that ModuleCache keeps for the next render (nobody
+// changes it): the files share it rather than a copy of their own.
+func (s *Modules) putKept(key, src string, vars map[string]any, k *module) {
+	s.store(key, src, vars, k, true)
+}
+
+func (s *Modules) store(key, src string, vars map[string]any, c *module, kept bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if id := identity(vars); s.vars != id {
 		s.vars, s.m = id, map[string]sharedModule{}
 	}
-	s.m[key] = sharedModule{src: src, mod: c, macros: hasMacros(c)}
+	s.m[key] = sharedModule{src: src, mod: c, macros: hasMacros(c), kept: kept}
 }
 
 func identity(vars map[string]any) uintptr { return reflect.ValueOf(vars).Pointer() }

@@ -65,38 +65,40 @@ type ctxRead struct {
 }
 
 // reuse returns a copy of the module kept for key, for an import from f, if its source is
-// src and nothing it can read in vars differs; nil otherwise.
-func (c *ModuleCache) reuse(p *Program, key string, tree *parse.Tree, vars map[string]any, f *frame) *module {
+// src and nothing it can read in vars differs, and the kept module itself (which nobody may
+// change); nil otherwise.
+func (c *ModuleCache) reuse(p *Program, key string, tree *parse.Tree, vars map[string]any, f *frame) (m, kept *module) {
 	src := p.sources(tree)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k, ok := c.m[key]
 	if !ok || k.src != src {
-		return nil
+		return nil, nil
 	}
 	for _, r := range k.reads {
 		v, present := readContext(vars, r.name, r.sub)
 		if present != r.present || !sameData(v, r.val) {
-			return nil
+			return nil, nil
 		}
 	}
-	m, ok := copyModule(k.mod, f)
-	if ok {
-		c.reused++
+	m, ok = copyModule(k.mod, f)
+	if !ok {
+		return nil, nil
 	}
-	return m
+	c.reused++
+	return m, k.mod
 }
 
 // keep keeps a copy of m, computed for key from tree with the context vars, with the values
-// it can read.
-func (c *ModuleCache) keep(p *Program, key string, tree *parse.Tree, vars map[string]any, m *module) {
+// it can read, and returns that copy (which nobody may change); nil when it keeps none.
+func (c *ModuleCache) keep(p *Program, key string, tree *parse.Tree, vars map[string]any, m *module) *module {
 	names, subs, ok := contextNames(p, tree)
 	if !ok {
-		return
+		return nil
 	}
 	mod, ok := copyModule(m, nil)
 	if !ok {
-		return
+		return nil
 	}
 	var reads []ctxRead
 	for _, n := range names {
@@ -118,6 +120,7 @@ func (c *ModuleCache) keep(p *Program, key string, tree *parse.Tree, vars map[st
 		c.m = map[string]*keptModule{}
 	}
 	c.m[key] = &keptModule{src: p.sources(tree), reads: reads, mod: mod}
+	return mod
 }
 
 // testsIdentity says whether a template of p uses the sameas test: which object a value is
