@@ -96,6 +96,7 @@ type evaluator struct {
 	scratch   [][]any
 	modules   map[string]*module // imports without context, once per render
 	lent      []*loopEntry       // kept modules this render has to itself until it ends (reuse_loop.go)
+	valsFree  [][]any            // slices of the values imports read, for the next (freeVals)
 	shared    *Modules           // imports with context, shared with other renders (nil: none)
 	top       *frame             // the main template's top-level frame
 }

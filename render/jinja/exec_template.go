@@ -226,6 +226,7 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	}
 	if lr != nil {
 		e.shared.Across.loopKeep(key, t.tree.Src, lr.vals, lr.snap, lr.hash, m)
+		e.recycleVals(lr.vals)
 	}
 	if share {
 		var kept *module

@@ -233,3 +233,31 @@ func TestLentModulesConcurrentRenders(t *testing.T) {
 		}
 	}
 }
+
+// freeVals finds, in one walk of the frames, what e.lookup finds for each name: the innermost
+// frame's, the last of a frame's (a name set twice), the context's behind a frame's names,
+// a built-in, or nothing (notSet).
+func TestFreeValsAsLookup(t *testing.T) {
+	root := &frame{ctx: map[string]any{"ctxonly": "c", "shadowed": "ctx", "range": "ctx-range"}}
+	top := &frame{parent: root, names: []string{"shadowed", "twice", "outer", "twice"}, vals: []any{"top", 1, "o", 2}}
+	body := &frame{parent: top, names: []string{"inner", "outer"}, vals: []any{"i", "body"}}
+	names := []string{"inner", "outer", "shadowed", "twice", "ctxonly", "range", "namespace", "missing"}
+	fi := freeInfo{names: names, index: map[string]int{}, ok: true}
+	for i, n := range names {
+		fi.index[n] = i
+	}
+	e := &evaluator{}
+	for round := range 2 { // the second takes the slice the first gave back
+		vals := e.freeVals(body, fi)
+		for i, n := range names {
+			want, ok := e.lookup(body, n)
+			if !ok {
+				want = notSet{}
+			}
+			if vals[i] != want {
+				t.Errorf("round %d, %s: %#v, lookup finds %#v", round, n, vals[i], want)
+			}
+		}
+		e.recycleVals(vals)
+	}
+}
