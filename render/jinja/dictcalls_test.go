@@ -35,3 +35,35 @@ func TestSetdefaultConstantDefault(t *testing.T) {
 		})
 	}
 }
+
+// d.update({k: v, ...}) sets the keys without making the literal's dict: every key and value
+// is evaluated before d changes (a value reading d reads it as it was), a key given twice
+// takes the last value at the place of the first, and an unhashable key fails, changing
+// nothing.
+func TestUpdateWithDictLiteral(t *testing.T) {
+	for _, c := range []struct{ name, src, want, err string }{
+		{"new and old keys", `{% set d = {"a": 1} %}{% do d.update({"b": 2, "a": 3}) %}{{ d }}`, "{'a': 3, 'b': 2}", ""},
+		{"a key twice", `{% set d = {} %}{% do d.update({"x": 1, "y": 2, "x": 3}) %}{{ d }}`, "{'x': 3, 'y': 2}", ""},
+		{"a value that reads d", `{% set d = {"a": 1} %}{% do d.update({"a": 5, "b": d.a}) %}{{ d }}`, "{'a': 5, 'b': 1}", ""},
+		{"computed keys", `{% set d = {} %}{% for i in range(3) %}{% do d.update({"k" ~ i: i * 2}) %}{% endfor %}{{ d }}`, "{'k0': 0, 'k1': 2, 'k2': 4}", ""},
+		{"empty", `{% set d = {"a": 1} %}{{ d.update({}) }}{{ d }}`, "None{'a': 1}", ""},
+		{"an unhashable key", `{% set d = {} %}{% do d.update({"a": 1, [2]: 3}) %}`, "", "unhashable"},
+		{"data cannot change", `{% do data.update({"a": 1}) %}`, "", "input data"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := render(t, map[string]string{"t": c.src}, map[string]any{"data": map[string]any{}}, Options{})
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("error %v, want one saying %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Errorf("%q, want %q", got, c.want)
+			}
+		})
+	}
+}
