@@ -97,6 +97,8 @@ type evaluator struct {
 	modules   map[string]*module // imports without context, once per render
 	lent      []*loopEntry       // kept modules this render has to itself until it ends (reuse_loop.go)
 	valsFree  [][]any            // slices of the values imports read, for the next (freeVals)
+	memo      map[any]*readMemo  // what imports found of the dicts, lists, namespaces they read
+	prevReads map[string][]any   // by module: the dicts, lists, namespaces its last import read
 	shared    *Modules           // imports with context, shared with other renders (nil: none)
 	top       *frame             // the main template's top-level frame
 }

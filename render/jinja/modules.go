@@ -76,8 +76,11 @@ func identity(vars map[string]any) uintptr { return reflect.ValueOf(vars).Pointe
 // front of parent) and its exported values, one copy of each object however many names hold
 // it, its macros seeing the new top level. ok is false when m holds what cannot be copied
 // (see copier.copy).
-func copyModule(m *module, parent *frame) (*module, bool) {
-	c := copier{seen: make(map[any]any, m.objects), from: m.frame}
+func copyModule(m *module, parent *frame) (*module, bool) { return copyModuleOwned(m, parent, nil) }
+
+// copyModuleOwned is copyModule, the dicts and lists of the copy owner's (Dict.owner).
+func copyModuleOwned(m *module, parent *frame, owner *loan) (*module, bool) {
+	c := copier{seen: make(map[any]any, m.objects), from: m.frame, owner: owner}
 	if m.frame != nil {
 		c.to = &frame{parent: parent, names: append([]string(nil), m.frame.names...), vals: make([]any, len(m.frame.vals)), ctx: m.frame.ctx}
 		keep(c.to)
@@ -102,6 +105,7 @@ func copyModule(m *module, parent *frame) (*module, bool) {
 type copier struct {
 	seen     map[any]any
 	from, to *frame // the module's top level, and the copy's
+	owner    *loan  // of the dicts and lists it makes
 }
 
 // copy copies v. ok is false for a value it cannot copy: a macro defined elsewhere than at
@@ -140,7 +144,7 @@ func (c *copier) copy(v any) (any, bool) {
 		c.seen[v] = out
 		return out, true
 	case *List:
-		out := &List{items: make([]any, len(x.items))}
+		out := &List{items: make([]any, len(x.items)), owner: c.owner}
 		c.seen[v] = out
 		for i, e := range x.items {
 			cv, ok := c.copy(e)
@@ -151,7 +155,7 @@ func (c *copier) copy(v any) (any, bool) {
 		}
 		return out, true
 	case *Dict:
-		out := &Dict{keys: make([]any, len(x.keys)), vals: make([]any, len(x.vals))}
+		out := &Dict{keys: make([]any, len(x.keys)), vals: make([]any, len(x.vals)), owner: c.owner}
 		c.seen[v] = out
 		for i, k := range x.keys {
 			switch k.(type) {

@@ -53,7 +53,10 @@ func (c *ModuleCache) Reused() int {
 type keptModule struct {
 	src   string
 	reads []ctxRead
-	mod   *module // a copy nobody changes: each use copies it
+	mod   *module // a copy nobody changes: each use copies it, or only reads it (Modules)
+	// its dicts and lists are its: one changed (which nothing should do) spoils it, and no
+	// import's memo of what it read takes them (readMemo)
+	loan
 }
 
 // ctxRead is a value of the context a module can read, as it was: context[name], or
@@ -72,7 +75,7 @@ func (c *ModuleCache) reuse(p *Program, key string, tree *parse.Tree, vars map[s
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k, ok := c.m[key]
-	if !ok || k.src != src {
+	if !ok || k.src != src || k.spoiled.Load() {
 		return nil, nil
 	}
 	for _, r := range k.reads {
@@ -96,7 +99,8 @@ func (c *ModuleCache) keep(p *Program, key string, tree *parse.Tree, vars map[st
 	if !ok {
 		return nil
 	}
-	mod, ok := copyModule(m, nil)
+	km := &keptModule{src: p.sources(tree)}
+	mod, ok := copyModuleOwned(m, nil, &km.loan)
 	if !ok {
 		return nil
 	}
@@ -119,7 +123,8 @@ func (c *ModuleCache) keep(p *Program, key string, tree *parse.Tree, vars map[st
 	if c.m == nil {
 		c.m = map[string]*keptModule{}
 	}
-	c.m[key] = &keptModule{src: p.sources(tree), reads: reads, mod: mod}
+	km.reads, km.mod = reads, mod
+	c.m[key] = km
 	return mod
 }
 

@@ -41,10 +41,14 @@ type loopEntry struct {
 	// (owner): it is handed out itself, not copied, to one render at a time (holder).
 	lendable bool
 	holder   *evaluator
-	spoiled  atomic.Bool // the render it was lent to changed it: it serves no more
+	loan     // spoiled: the render it was lent to changed it: it serves no more
 }
 
-func (le *loopEntry) spoil() { le.spoiled.Store(true) }
+// loan is what the dicts and lists of a value know they are part of (their owner): a
+// change of one spoils it.
+type loan struct{ spoiled atomic.Bool }
+
+func (l *loan) spoil() { l.spoiled.Store(true) }
 
 // notSet stands for a name that was not set when the module was computed.
 type notSet struct{}
@@ -240,8 +244,10 @@ func targetNames(t parse.Target) []string {
 }
 
 // loopReads is the hash of vals, the values of the names an import reads (freeVals); ok is
-// false when one cannot be kept and compared (see sameValue), or they are too many.
-func (c *ModuleCache) loopReads(vals []any) (h uint64, ok bool) {
+// false when one cannot be kept and compared (see sameValue), or they are too many. A dict,
+// list or namespace is hashed on its own (containerSum), its hash kept in memo when prev (what
+// the import of the same module before read) has it at the same place.
+func (c *ModuleCache) loopReads(vals, prev []any, memo map[any]*readMemo) (h uint64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.seed == (maphash.Seed{}) {
@@ -251,12 +257,142 @@ func (c *ModuleCache) loopReads(vals []any) (h uint64, ok bool) {
 	var mh maphash.Hash
 	mh.SetSeed(c.seed)
 	hs := &hashState{budget: maxHashed, seed: c.seed, recs: c.recs}
-	for _, v := range vals {
+	hs.sub.SetSeed(c.seed)
+	for i, v := range vals {
+		switch v.(type) {
+		case *Dict, *List, *Namespace:
+			if i < len(prev) && prev[i] == v {
+				if _, ok := memo[v]; !ok {
+					memo[v] = nil // read twice in a row: worth watching
+				}
+			}
+			sum, ok := containerSum(v, hs, memo)
+			if !ok {
+				return 0, false
+			}
+			mh.WriteByte('c')
+			maphash.WriteComparable(&mh, sum)
+			continue
+		}
 		if !hashValue(&mh, v, 0, hs) {
 			return 0, false
 		}
 	}
 	return mh.Sum64(), true
+}
+
+// readMemo is what the imports of one render found of a dict, list or namespace the
+// template made that they read (the HTTPRoute example's Gateways, read by each route's
+// part), kept while it does not change: its dicts and lists are the memo's (watch), and a
+// change of one spoils it. What it keeps: its hash, and whether it is the same as each kept
+// copy of a read it was compared with (those copies never change).
+type readMemo struct {
+	watch loan
+	sum   uint64
+	same  map[any]bool
+}
+
+// containerSum is the hash of v (a dict, list or namespace): memo's while valid; else worked
+// out, and kept in memo when v is a key of memo already (loopReads: read by the import before,
+// at the same place), v watched then, when none of its dicts and lists is already another's (a
+// kept module's lent to the render, say).
+func containerSum(v any, hs *hashState, memo map[any]*readMemo) (uint64, bool) {
+	m, seen := memo[v]
+	if m != nil && !m.watch.spoiled.Load() {
+		return m.sum, true
+	}
+	h := &hs.sub
+	h.Reset()
+	if !hashValue(h, v, 0, hs) {
+		return 0, false
+	}
+	sum := h.Sum64()
+	if memo == nil {
+		return sum, true
+	}
+	if !seen {
+		return sum, true
+	}
+	m = &readMemo{sum: sum}
+	if !watch(v, &m.watch) {
+		m = nil
+	}
+	memo[v] = m
+	return sum, true
+}
+
+// watch makes the dicts and lists v holds (v too) l's, when none is another's still.
+func watch(v any, l *loan) bool {
+	held := map[any]bool{}
+	containers(v, held)
+	for x := range held {
+		var o *loan
+		switch x := x.(type) {
+		case *List:
+			o = x.owner
+		case *Dict:
+			o = x.owner
+		}
+		if o != nil && !o.spoiled.Load() {
+			return false
+		}
+	}
+	for x := range held {
+		switch x := x.(type) {
+		case *List:
+			x.owner = l
+		case *Dict:
+			x.owner = l
+		}
+	}
+	return true
+}
+
+// sameReads is sameValues(kept, vals) for an import's reads, taking from memo what was found
+// of a dict, list or namespace read, while it holds.
+func sameReads(kept, vals []any, memo map[any]*readMemo) bool {
+	if len(kept) != len(vals) {
+		return false
+	}
+	for i := range kept {
+		if m := validMemo(memo, vals[i]); m != nil && isContainer(kept[i]) {
+			same, ok := m.same[kept[i]]
+			if !ok {
+				same = sameValue(kept[i], vals[i])
+				if m.same == nil {
+					m.same = map[any]bool{}
+				}
+				m.same[kept[i]] = same
+			}
+			if !same {
+				return false
+			}
+			continue
+		}
+		if !sameValue(kept[i], vals[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isContainer(v any) bool {
+	switch v.(type) {
+	case *Dict, *List, *Namespace:
+		return true
+	}
+	return false
+}
+
+// validMemo is memo's for v while it holds; nil otherwise.
+func validMemo(memo map[any]*readMemo, v any) *readMemo {
+	if memo == nil || !isContainer(v) {
+		return nil
+	}
+	if m := memo[v]; m != nil && !m.watch.spoiled.Load() {
+		return m
+	}
+	return nil
 }
 
 // unresolved marks a name freeVals has not found yet.
@@ -332,7 +468,7 @@ func (c *ModuleCache) loopReuse(key, src string, vals []any, h uint64, f *frame,
 	}
 	c.touched[key] = true
 	for _, le := range c.loop[h] {
-		if le.mod.name != key || le.src != src || le.spoiled.Load() || (le.holder != nil && le.holder != e) || !sameValues(le.vals, vals) {
+		if le.mod.name != key || le.src != src || le.spoiled.Load() || (le.holder != nil && le.holder != e) || !sameReads(le.vals, vals, e.memo) {
 			continue
 		}
 		var m *module
@@ -427,15 +563,14 @@ func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *m
 			}
 		}
 	}
-	mod, ok := copyModule(m, nil)
+	// Its dicts and lists are its: a change of one, once lent, spoils it (one never lent is
+	// copied for each import: nobody changes it).
+	le := &loopEntry{src: src, vals: snap}
+	mod, ok := copyModuleOwned(m, nil, &le.loan)
 	if !ok {
 		return
 	}
-	le := &loopEntry{src: src, vals: snap, mod: mod}
-	le.lendable = lendable(mod)
-	if le.lendable {
-		own(mod, le)
-	}
+	le.mod, le.lendable = mod, lendable(mod)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.loop == nil {
@@ -496,28 +631,6 @@ func holdsTuple(v any, depth int) bool {
 		return holdsTuple(x.attrs, depth+1)
 	}
 	return false
-}
-
-// own marks the dicts and lists of a kept module (namespaces' attributes too) as le's: a
-// change of one, in the render le is lent to, spoils le.
-func own(m *module, le *loopEntry) {
-	seen := map[any]bool{}
-	if m.frame != nil {
-		for _, v := range m.frame.vals {
-			containers(v, seen)
-		}
-	}
-	containers(m.vars, seen)
-	for v := range seen {
-		switch x := v.(type) {
-		case *List:
-			x.owner = le
-		case *Dict:
-			x.owner = le
-		case *Namespace:
-			x.attrs.owner = le
-		}
-	}
 }
 
 // containers adds to seen the dicts, lists and namespaces v holds (v too), and macros.
@@ -661,6 +774,7 @@ type hashState struct {
 	budget int
 	seed   maphash.Seed
 	recs   map[*record.Record]uint64
+	sub    maphash.Hash // containerSum's, seeded
 }
 
 // record is the hash of a record's contents.
@@ -763,7 +877,22 @@ func (e *evaluator) loopImport(key string, t *Template, f *frame) (*module, *loo
 		return nil, nil
 	}
 	vals := e.freeVals(f, fi)
-	h, ok := c.loopReads(vals)
+	if e.memo == nil {
+		e.memo, e.prevReads = map[any]*readMemo{}, map[string][]any{}
+	}
+	prev := e.prevReads[key]
+	h, ok := c.loopReads(vals, prev, e.memo)
+	if len(prev) != len(vals) {
+		prev = make([]any, len(vals))
+		e.prevReads[key] = prev
+	}
+	for i, v := range vals {
+		if isContainer(v) {
+			prev[i] = v
+		} else {
+			prev[i] = nil
+		}
+	}
 	if !ok {
 		e.recycleVals(vals)
 		return nil, nil

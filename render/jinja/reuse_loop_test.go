@@ -261,3 +261,85 @@ func TestFreeValsAsLookup(t *testing.T) {
 		e.recycleVals(vals)
 	}
 }
+
+// What imports in a loop found of a dict the template made and each of them reads (its hash,
+// and that it is the same as a kept copy) serves the next imports only while it does not
+// change: a change anywhere in it between two imports (the second and third read it after
+// the first found it twice) is seen by the next import, as the render computed afresh shows.
+func TestLoopImportsReadAChangedDictAfresh(t *testing.T) {
+	rec := func(name string) *record.Record { return record.FromMap(nil, map[string]any{"name": name}) }
+	part := `{% set lines = [item.name ~ ":" ~ shared.tag.v|join("") ~ shared.ns.x ~ shared.get("extra", [])|join("")] %}`
+	for _, c := range []struct{ name, atC, atD string }{
+		{"a list inside, appended to", `{% do shared.tag.v.append("x") %}`, ``},
+		{"a list inside, emptied", `{% do shared.tag.v.clear() %}`, ``},
+		{"a dict inside, updated", `{% do shared.tag.update({"v": ["y"]}) %}`, ``},
+		{"a namespace inside, set", `{% set n = shared.ns %}{% set n.x = "m" %}`, ``},
+		{"the dict, updated", `{% do shared.update({"extra": ["e"]}) %}`, ``},
+		{"a list put in, then changed", `{% do shared.update({"extra": l}) %}`, `{% do l.append("z") %}`},
+		{"a list inside, changed twice", `{% do shared.tag.v.append("x") %}`, `{% do shared.tag.v.append("w") %}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			main := `{% set l = [] %}{% set shared = {"tag": {"v": ["t"]}, "ns": namespace(x="n")} %}{% set out = [] %}{% for item in items %}` +
+				`{% if change and item.name == "c" %}` + c.atC + `{% endif %}{% if change and item.name == "d" %}` + c.atD + `{% endif %}` +
+				`{% import "part" as p with context %}{% do out.extend(p.lines) %}{% endfor %}{{ out|join(",") }}`
+			p, err := Compile(map[string]string{"part": part, "t": main}, "t", Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cache ModuleCache
+			vars := func(change bool) map[string]any {
+				return map[string]any{"items": []any{rec("a"), rec("b"), rec("c"), rec("d")}, "change": change}
+			}
+			for i, change := range []bool{false, true, false, true} {
+				res, err := p.RenderSharing(context.Background(), vars(change), Limits{}, nil, &Modules{Across: &cache}, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cache.Sweep()
+				want, err := p.RenderSharing(context.Background(), vars(change), Limits{}, nil, nil, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(res.Bytes) != string(want.Bytes) {
+					t.Errorf("render %d: %q, computed afresh %q", i+1, res.Bytes, want.Bytes)
+				}
+			}
+		})
+	}
+}
+
+// A dict the imports read that holds the values of a module lent to the render (here each
+// item's part's list, gathered in acc) is not taken over by what the imports found of it: a
+// change of such a value still spoils the lent module, which serves no render after.
+func TestLoopImportsReadWhatALentModuleHolds(t *testing.T) {
+	rec := func(name string) *record.Record { return record.FromMap(nil, map[string]any{"name": name}) }
+	srcs := map[string]string{
+		"part":   `{% set lines = [item.name] %}`,
+		"reader": `{% set n = acc|length %}`,
+		"t": `{% set acc = {} %}{% set out = [] %}{% for item in items %}{% import "part" as p with context %}{% do acc.update({item.name: p.lines}) %}` +
+			`{% import "reader" as r with context %}{% do out.append(r.n) %}{% endfor %}` +
+			`{% if change %}{% do acc.a.append("!") %}{% endif %}{% for k, v in acc|dictsort %}{{ k }}={{ v|join("+") }} {% endfor %}{{ out|join(",") }}`,
+	}
+	p, err := Compile(srcs, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cache ModuleCache
+	vars := func(change bool) map[string]any {
+		return map[string]any{"items": []any{rec("a"), rec("b"), rec("c"), rec("d")}, "change": change}
+	}
+	for i, change := range []bool{false, true, false} {
+		res, err := p.RenderSharing(context.Background(), vars(change), Limits{}, nil, &Modules{Across: &cache}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache.Sweep()
+		want, err := p.RenderSharing(context.Background(), vars(change), Limits{}, nil, nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(res.Bytes) != string(want.Bytes) {
+			t.Errorf("render %d: %q, computed afresh %q", i+1, res.Bytes, want.Bytes)
+		}
+	}
+}

@@ -42,11 +42,12 @@ type Markup string
 // List is a list made by the template: literals, filters, .append().
 type List struct {
 	items []any
-	owner *loopEntry // the kept module it belongs to, lent to a render (reuse_loop.go)
+	owner *loan // what must know it changed: a kept module, a hash kept of it (reuse_loop.go)
 }
 
 // changing is called before l changes: a list of a kept module lent to the render no longer
-// serves another (the render has it to itself from then on).
+// serves another (the render has it to itself from then on); the hash of what an import
+// read, kept for the next imports, no longer holds.
 func (l *List) changing() {
 	if l.owner != nil {
 		l.owner.spoil()
@@ -202,7 +203,7 @@ type Dict struct {
 	keys  []any
 	vals  []any
 	index *dictIndex // built once the dict grows past a few keys
-	owner *loopEntry // the kept module it belongs to, lent to a render (reuse_loop.go)
+	owner *loan      // what must know it changed (List.owner)
 }
 
 // changing is called before d changes (List.changing).
