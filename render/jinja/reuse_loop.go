@@ -18,10 +18,11 @@ import (
 // source names (parse.NameExpr, and the namespace of a `set ns.attr`, but for the names its own
 // loops, macros and with blocks bind): it reads nothing else of the importing frames or the
 // context. When each of those names has the same value as when a kept module was computed (the
-// same data, compared as sameValue does; found by a hash of them), a copy of that module
-// serves. The per-route part of the HTTPRoute example is such a module: after a route's
-// change, only that route's is computed again. Not in a template set that tests which object
-// a value is (sameas), as ModuleCache.
+// same data, compared as sameValue does; found by a hash of them), that module serves: lent
+// to the render itself (loopReuse; a change of its values spoils it), or a copy. The per-route
+// part of the HTTPRoute example is such a module: after a route's change, only that route's is
+// computed again. Not in a template set that tests which object a value is (sameas), as
+// ModuleCache.
 //
 // A module is kept only when nothing it did can be seen outside it but its values: the
 // values it read are the same after it ran (it changed no dict, list or namespace it was
