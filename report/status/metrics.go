@@ -28,8 +28,8 @@ type Metrics struct {
 	ConfigValid       prometheus.Gauge
 	SourceUp          prometheus.Gauge
 	// SourceUpByCluster replaces SourceUp with several clusters (PerCluster).
-	SourceUpByCluster  *prometheus.GaugeVec
-	perCluster         atomic.Bool
+	SourceUpByCluster *prometheus.GaugeVec
+	perCluster        atomic.Bool
 	// ClusterReadStoodIn counts, by member cluster, the syncs in which its read did not end
 	// within --cluster-read-wait (or failed) and its last read stood in (MemberReads).
 	ClusterReadStoodIn *prometheus.CounterVec
