@@ -21,15 +21,17 @@ var routesWatch = []string{"gatewayclasses.v1.gateway.networking.k8s.io;status=o
 	"httproutes.v1.gateway.networking.k8s.io;status=off", "referencegrants.v1beta1.gateway.networking.k8s.io",
 	"namespaces.v1", "services.v1", "endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name"}
 
-// routesObjects are hack/bench-routes's objects at n HTTPRoutes (the GatewayClass, a Gateway,
-// route i for host route-i.example.com, PathPrefix / to Service i and /api to Service i+1, one
-// ready endpoint each) with the HTTPRoute example's config ConfigMap, as the file source reads
-// them.
-func routesObjects(tb testing.TB, in config.Inputs, n int) *snapshot.Objects {
+// routesObjects are hack/bench-routes's objects at n HTTPRoutes (the GatewayClass, a Gateway
+// bench/gw, route i for host route-i.example.com, PathPrefix / to Service i and /api to
+// Service i+1, one ready endpoint each), and extra, with the config ConfigMap example (the
+// HTTPRoute example's, by default), as the file source reads them.
+func routesObjects(tb testing.TB, in config.Inputs, n int, example []byte, extra ...any) *snapshot.Objects {
 	tb.Helper()
-	example, err := os.ReadFile("../examples/templates/httproute.yaml")
-	if err != nil {
-		tb.Fatal(err)
+	if example == nil {
+		var err error
+		if example, err = os.ReadFile("../examples/templates/httproute.yaml"); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	svc := func(i int) string { return fmt.Sprintf("svc-%05d", i) }
 	rule := func(p string, i int) any {
@@ -55,6 +57,7 @@ func routesObjects(tb testing.TB, in config.Inputs, n int) *snapshot.Objects {
 				"addressType": "IPv4", "ports": []any{map[string]any{"name": "http", "port": 8080, "protocol": "TCP"}},
 				"endpoints": []any{map[string]any{"addresses": []any{fmt.Sprintf("10.1.%d.%d", i/250, i%250+1)}, "conditions": map[string]any{"ready": true}}}})
 	}
+	items = append(items, extra...)
 	list, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
 	if err != nil {
 		tb.Fatal(err)
@@ -72,16 +75,9 @@ func routesObjects(tb testing.TB, in config.Inputs, n int) *snapshot.Objects {
 // tests' valid: true not checked). cpu-ms/op is the process's CPU time (docs/performance.md,
 // the start at 3,000 HTTPRoutes).
 func BenchmarkFirstMakeHTTPRoute(b *testing.B) {
-	args := []string{"--dir", b.TempDir(), "--validate=false"}
-	for _, w := range routesWatch {
-		args = append(args, "--watch", w)
-	}
-	cfg, err := config.ParseOnce("validate", args, "", func(string) string { return "" }, io.Discard)
-	if err != nil {
-		b.Fatal(err)
-	}
+	cfg := routesConfig(b)
 	in := cfg.Inputs
-	objs := routesObjects(b, in, 3000)
+	objs := routesObjects(b, in, 3000, nil)
 	dirs, err := onceDirs(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -109,4 +105,19 @@ func benchCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// routesConfig is validate's configuration with the HTTPRoute example's --watch list, without
+// haproxy -c.
+func routesConfig(tb testing.TB) *config.Once {
+	tb.Helper()
+	args := []string{"--dir", tb.TempDir(), "--validate=false"}
+	for _, w := range routesWatch {
+		args = append(args, "--watch", w)
+	}
+	cfg, err := config.ParseOnce("validate", args, "", func(string) string { return "" }, io.Discard)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cfg
 }
