@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -72,30 +73,48 @@ func routesObjects(tb testing.TB, in config.Inputs, n int, example []byte, extra
 // BenchmarkFirstMakeHTTPRoute: what the sidecar's first sync makes at 3,000 HTTPRoutes before
 // its first configuration, in process: the HTTPRoute example rendered with a new renderer, its
 // tests in the config run (each a render beside the cluster's objects), no haproxy -c (the
-// tests' valid: true not checked). cpu-ms/op is the process's CPU time (docs/performance.md,
-// the start at 3,000 HTTPRoutes).
+// tests' valid: true not checked); no-tests: the example without its tests. cpu-ms/op is the
+// process's CPU time (docs/performance.md, the start at 3,000 HTTPRoutes).
 func BenchmarkFirstMakeHTTPRoute(b *testing.B) {
 	cfg := routesConfig(b)
 	in := cfg.Inputs
-	objs := routesObjects(b, in, 3000, nil)
 	dirs, err := onceDirs(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	cpu := benchCPU()
-	for b.Loop() {
-		build, cleanup, err := stagingBuilder(in, snapshot.PeersOptions{}, cfg.Render, dirs)
-		if err != nil {
-			b.Fatal(err)
-		}
-		made := build.Make(context.Background(), objs, build.Decode(objs), &quarantine.State{}, nil, true)
-		cleanup()
-		if made.Err != nil || made.Candidate == nil || len(made.Candidate.Tests) != 6 {
-			b.Fatalf("%v %+v", made.Err, made.Candidate)
-		}
+	example, err := os.ReadFile("../examples/templates/httproute.yaml")
+	if err != nil {
+		b.Fatal(err)
 	}
-	b.ReportMetric(float64(benchCPU()-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	// The tests are the ConfigMap's last keys: without them, what the first configuration
+	// costs by itself.
+	at := bytes.Index(example, []byte("\n  tests."))
+	if at < 0 {
+		b.Fatal("the example has no tests")
+	}
+	for _, tc := range []struct {
+		name    string
+		example []byte
+		tests   int
+	}{{"tests", example, 6}, {"no-tests", example[:at+1], 0}} {
+		b.Run(tc.name, func(b *testing.B) {
+			objs := routesObjects(b, in, 3000, tc.example)
+			b.ReportAllocs()
+			cpu := benchCPU()
+			for b.Loop() {
+				build, cleanup, err := stagingBuilder(in, snapshot.PeersOptions{}, cfg.Render, dirs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				made := build.Make(context.Background(), objs, build.Decode(objs), &quarantine.State{}, nil, true)
+				cleanup()
+				if made.Err != nil || made.Candidate == nil || len(made.Candidate.Tests) != tc.tests {
+					b.Fatalf("%v %+v", made.Err, made.Candidate)
+				}
+			}
+			b.ReportMetric(float64(benchCPU()-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+		})
+	}
 }
 
 // benchCPU is the CPU time the process used so far (user and system, every thread).
