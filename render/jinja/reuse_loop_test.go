@@ -135,7 +135,7 @@ func TestLoopImportsSweep(t *testing.T) {
 // A render apart (a test in the config) takes the parts the other renders kept and leaves
 // them as they were: the parts it did not take are not forgotten, the module kept whole at the
 // template's top stays the other renders'; the parts it made serve the renders apart after it,
-// and are forgotten at the next Sweep unless the render before it takes them.
+// and are forgotten at the next Sweep unless the render that Sweep ends took them.
 func TestLoopImportsApart(t *testing.T) {
 	p, err := Compile(map[string]string{"part": `{% set v = item ~ "." %}`,
 		"model": `{% set out = [] %}{% for item in items %}{% import "part" as p with context %}{% do out.append(p.v) %}{% endfor %}`,
