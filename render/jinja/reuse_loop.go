@@ -36,6 +36,9 @@ type loopEntry struct {
 	vals []any   // the values of the names read, in freeNames order (absent: notSet)
 	mod  *module // a copy nobody changes: each use copies it
 	used uint64  // the last generation (Sweep) it served or was made in
+	// apart: made by a render apart (Modules.Apart) and used by no other render since: the
+	// next Sweep forgets it.
+	apart bool
 }
 
 // notSet stands for a name that was not set when the module was computed.
@@ -68,17 +71,19 @@ func (c *ModuleCache) LoopReused(keys ...string) int {
 // Sweep ends a render: of the modules imported inside templates since the last Sweep, the
 // versions kept that neither served nor were made since then are forgotten (a route deleted,
 // an old version of one). A module not imported since (its importer was itself kept whole)
-// keeps its versions.
+// keeps its versions. The versions renders apart made that no other render took are
+// forgotten too.
 func (c *ModuleCache) Sweep() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.touched) == 0 {
+	if len(c.touched) == 0 && c.apartMade == 0 {
 		return
 	}
+	c.apartMade = 0
 	for h, list := range c.loop {
 		kept := list[:0]
 		for _, le := range list {
-			if le.used >= c.gen || !c.touched[le.mod.name] {
+			if !le.apart && (le.used >= c.gen || !c.touched[le.mod.name]) {
 				kept = append(kept, le)
 			}
 		}
@@ -98,6 +103,15 @@ func (c *ModuleCache) Sweep() {
 	if len(c.frees) > 64 {
 		clear(c.frees) // sources of templates since edited
 	}
+}
+
+// EndApart ends a render apart (Modules.Apart): the copies of what its imports read are
+// forgotten; the versions it made stay until the next Sweep (a render apart after it may take
+// them), those it took as they were.
+func (c *ModuleCache) EndApart() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.snaps)
 }
 
 // free returns what tree reads of the frames it is imported from, worked out once per source.
@@ -253,14 +267,17 @@ func (c *ModuleCache) loopReads(fi freeInfo, look func(string) (any, bool)) (val
 }
 
 // loopReuse returns a copy of a module kept for key (source src) whose reads were vals, for
-// an import from f; nil when there is none.
-func (c *ModuleCache) loopReuse(key, src string, vals []any, h uint64, f *frame) *module {
+// an import from f; nil when there is none. apart: for a render apart, which leaves what the
+// next Sweep forgets as it was.
+func (c *ModuleCache) loopReuse(key, src string, vals []any, h uint64, f *frame, apart bool) *module {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.touched == nil {
-		c.touched = map[string]bool{}
+	if !apart {
+		if c.touched == nil {
+			c.touched = map[string]bool{}
+		}
+		c.touched[key] = true
 	}
-	c.touched[key] = true
 	for _, le := range c.loop[h] {
 		if le.mod.name != key || le.src != src || !sameValues(le.vals, vals) {
 			continue
@@ -269,7 +286,9 @@ func (c *ModuleCache) loopReuse(key, src string, vals []any, h uint64, f *frame)
 		if !ok {
 			return nil
 		}
-		le.used = c.gen
+		if !apart {
+			le.used, le.apart = c.gen, false
+		}
 		if c.loopReused == nil {
 			c.loopReused = map[string]int{}
 		}
@@ -328,8 +347,9 @@ func (mc *ModuleCache) snapOf(v any) any {
 }
 
 // loopKeep keeps a copy of m, computed for key (source src) from the values vals (snap:
-// their copies taken before it ran), when nothing it did shows outside its values.
-func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *module) {
+// their copies taken before it ran), when nothing it did shows outside its values; apart: by a
+// render apart, until the next Sweep only.
+func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *module, apart bool) {
 	if !sameValues(snap, vals) {
 		return // it changed what it was given
 	}
@@ -360,7 +380,10 @@ func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *m
 	if c.loop == nil {
 		c.loop = map[uint64][]*loopEntry{}
 	}
-	c.loop[h] = append(c.loop[h], &loopEntry{src: src, vals: snap, mod: mod, used: c.gen})
+	c.loop[h] = append(c.loop[h], &loopEntry{src: src, vals: snap, mod: mod, used: c.gen, apart: apart})
+	if apart {
+		c.apartMade++
+	}
 }
 
 // containers adds to seen the dicts, lists and namespaces v holds (v too), and macros.
@@ -609,7 +632,7 @@ func (e *evaluator) loopImport(key string, t *Template, f *frame) (*module, *loo
 	if !ok {
 		return nil, nil
 	}
-	if m := c.loopReuse(key, t.tree.Src, vals, h, f); m != nil {
+	if m := c.loopReuse(key, t.tree.Src, vals, h, f, e.shared.Apart); m != nil {
 		return m, nil
 	}
 	snap, ok := c.loopSnapshot(vals)
