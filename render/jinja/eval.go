@@ -180,6 +180,11 @@ type builtin struct {
 type Modules struct {
 	// Across keeps the modules from one render to the next (nil: none kept); see ModuleCache.
 	Across *ModuleCache
+	// Apart says the render is beside those Across keeps modules for (a test in the config,
+	// with objects of its own): it takes the modules kept and keeps those it computes for the
+	// renders until the next Sweep, but what the other renders keep stays as it was (see
+	// ModuleCache.EndApart).
+	Apart bool
 
 	mu   sync.Mutex
 	vars uintptr // the context the modules were computed with (its map's identity)

@@ -225,12 +225,12 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 		e.modules[key] = m
 	}
 	if lr != nil {
-		e.shared.Across.loopKeep(key, t.tree.Src, lr.vals, lr.snap, lr.hash, m)
+		e.shared.Across.loopKeep(key, t.tree.Src, lr.vals, lr.snap, lr.hash, m, e.shared.Apart)
 		e.recycleVals(lr.vals)
 	}
 	if share {
 		var kept *module
-		if e.shared.Across != nil && !e.prog.testsIdentity() {
+		if e.shared.Across != nil && !e.shared.Apart && !e.prog.testsIdentity() {
 			kept = e.shared.Across.keep(e.prog, key, t.tree, e.vars, m)
 		}
 		if kept != nil {

@@ -41,6 +41,7 @@ type ModuleCache struct {
 	recs       map[*record.Record]uint64 // the hashes of records' contents (hashState)
 	snaps      map[any][]any             // copies of what imports read, by the value copied, until Sweep
 	loopReused map[string]int            // by module
+	apartMade  int                       // versions made by renders apart since the last Sweep
 }
 
 // Reused is how many imports took a kept module rather than computing it.

@@ -43,6 +43,9 @@ type loopEntry struct {
 	lendable bool
 	holder   *evaluator
 	loan     // spoiled: the render it was lent to changed it: it serves no more
+	// apart: made by a render apart (Modules.Apart) and used by no other render since: the
+	// next Sweep forgets it.
+	apart bool
 }
 
 // loan is what the dicts and lists of a value know they are part of (their owner): a
@@ -82,17 +85,19 @@ func (c *ModuleCache) LoopReused(keys ...string) int {
 // Sweep ends a render: of the modules imported inside templates since the last Sweep, the
 // versions kept that neither served nor were made since then are forgotten (a route deleted,
 // an old version of one). A module not imported since (its importer was itself kept whole)
-// keeps its versions.
+// keeps its versions. The versions renders apart made that no other render took are
+// forgotten too.
 func (c *ModuleCache) Sweep() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.touched) == 0 {
+	if len(c.touched) == 0 && c.apartMade == 0 {
 		return
 	}
+	c.apartMade = 0
 	for h, list := range c.loop {
 		kept := list[:0]
 		for _, le := range list {
-			if (le.used >= c.gen || !c.touched[le.mod.name]) && !le.spoiled.Load() {
+			if !le.apart && (le.used >= c.gen || !c.touched[le.mod.name]) && !le.spoiled.Load() {
 				kept = append(kept, le)
 			}
 		}
@@ -112,6 +117,15 @@ func (c *ModuleCache) Sweep() {
 	if len(c.frees) > 64 {
 		clear(c.frees) // sources of templates since edited
 	}
+}
+
+// EndApart ends a render apart (Modules.Apart): the copies of what its imports read are
+// forgotten; the versions it made stay until the next Sweep (a render apart after it may take
+// them), those it took as they were.
+func (c *ModuleCache) EndApart() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.snaps)
 }
 
 // free returns what tree reads of the frames it is imported from, worked out once per source.
@@ -460,14 +474,17 @@ func (e *evaluator) recycleVals(vals []any) {
 // from f by the render e: the kept module itself, lent to e until e ends (release), when it
 // can be and nobody has it; else a copy. nil when there is none. A module lent to another
 // render is not read (that render may be changing it); one that its render changed (spoiled)
-// serves no more.
+// serves no more. A render apart (Modules.Apart) leaves what the next Sweep forgets as it was.
 func (c *ModuleCache) loopReuse(key, src string, vals []any, h uint64, f *frame, e *evaluator) *module {
+	apart := e.shared.Apart
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.touched == nil {
-		c.touched = map[string]bool{}
+	if !apart {
+		if c.touched == nil {
+			c.touched = map[string]bool{}
+		}
+		c.touched[key] = true
 	}
-	c.touched[key] = true
 	for _, le := range c.loop[h] {
 		if le.mod.name != key || le.src != src || le.spoiled.Load() || (le.holder != nil && le.holder != e) || !sameReads(le.vals, vals, e.memo) {
 			continue
@@ -482,7 +499,9 @@ func (c *ModuleCache) loopReuse(key, src string, vals []any, h uint64, f *frame,
 				return nil
 			}
 		}
-		le.used = c.gen
+		if !apart {
+			le.used, le.apart = c.gen, false
+		}
 		if c.loopReused == nil {
 			c.loopReused = map[string]int{}
 		}
@@ -541,8 +560,9 @@ func (mc *ModuleCache) snapOf(v any) any {
 }
 
 // loopKeep keeps a copy of m, computed for key (source src) from the values vals (snap:
-// their copies taken before it ran), when nothing it did shows outside its values.
-func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *module) {
+// their copies taken before it ran), when nothing it did shows outside its values; apart: by a
+// render apart, until the next Sweep only.
+func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *module, apart bool) {
 	if !sameValues(snap, vals) {
 		return // it changed what it was given
 	}
@@ -577,8 +597,11 @@ func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *m
 	if c.loop == nil {
 		c.loop = map[uint64][]*loopEntry{}
 	}
-	le.used = c.gen
+	le.used, le.apart = c.gen, apart
 	c.loop[h] = append(c.loop[h], le)
+	if apart {
+		c.apartMade++
+	}
 }
 
 // release ends the loans of the modules lent to a render (loopReuse).

@@ -343,3 +343,51 @@ func TestLoopImportsReadWhatALentModuleHolds(t *testing.T) {
 		}
 	}
 }
+
+// A render apart (a test in the config) takes the parts the other renders kept and leaves
+// them as they were: the parts it did not take are not forgotten, the module kept whole at the
+// template's top stays the other renders'; the parts it made serve the renders apart after it,
+// and are forgotten at the next Sweep unless the render that Sweep ends took them.
+func TestLoopImportsApart(t *testing.T) {
+	p, err := Compile(map[string]string{"part": `{% set v = item ~ "." %}`,
+		"model": `{% set out = [] %}{% for item in items %}{% import "part" as p with context %}{% do out.append(p.v) %}{% endfor %}`,
+		"t":     `{% import "model" as m with context %}{{ m.out|join }}`}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cache ModuleCache
+	render := func(apart bool, items ...any) (reused int) {
+		t.Helper()
+		before := cache.LoopReused() + cache.Reused()
+		vars := map[string]any{"items": items}
+		res, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, &Modules{Across: &cache, Apart: apart}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, nil, false); err != nil || string(res.Bytes) != string(want.Bytes) {
+			t.Errorf("%v: %q, computed afresh %q (%v)", items, res.Bytes, want.Bytes, err)
+		}
+		if apart {
+			cache.EndApart()
+		} else {
+			cache.Sweep()
+		}
+		return cache.LoopReused() + cache.Reused() - before
+	}
+	render(false, "a", "b")
+	if n := render(true, "x"); n != 0 {
+		t.Errorf("the first render apart reused %d, want 0", n)
+	}
+	if n := render(true, "a", "b", "x"); n != 3 {
+		t.Errorf("a render apart after it reused %d, want 3 (a and b of the render before, x of the render apart)", n)
+	}
+	if n := render(false, "a", "b"); n != 1 {
+		t.Errorf("the next render reused %d modules, want 1: the model whole", n)
+	}
+	if n := render(false, "a", "b", "y"); n != 2 {
+		t.Errorf("reused %d, want 2: a and b", n)
+	}
+	if n := len(cache.loop); n != 3 {
+		t.Errorf("%d hashes kept, want 3: a, b and y (x, made apart and taken by no render since, forgotten)", n)
+	}
+}
