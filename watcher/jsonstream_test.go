@@ -162,3 +162,74 @@ func TestStreamErrorInItem(t *testing.T) {
 		}
 	}
 }
+
+// TestPlaceFreshInPlace: the jobs of the files parsed now are placed in the read's own list
+// when each file's part fits where its jobs were (no copy of a 100,000-job list), and in a new
+// one when a bad file's last good version has more objects than its place; both give what a
+// copy gives, and the place left over holds nothing (no pending decode is kept alive).
+func TestPlaceFreshInPlace(t *testing.T) {
+	pod := &decoded{kind: "Pod"}
+	other := &decoded{} // a kind nothing reads
+	at := func(rel string) *origin { return &origin{rel: rel} }
+	a, b, c, d := at("a"), at("b"), at("c"), at("d")
+	bad := errors.New("bad")
+	// scenario gives the jobs of four files (a and c as the last read had them, b and d parsed
+	// now: b with an object of a kind nothing reads and one to skip, d bad) and the fresh files;
+	// goodOfD is how many objects d's last good version had.
+	scenario := func(goodOfD int) ([]job, []freshFile) {
+		jobs := []job{
+			{at: a, res: pod}, {at: a, res: pod},
+			{at: b, res: pod, p: &pending{}}, {at: b, res: other, p: &pending{}}, {at: b, res: pod, p: &pending{}}, {at: b, p: &pending{}, skip: true}, {at: b, res: pod, p: &pending{}},
+			{at: c, res: pod},
+			{at: d, res: pod, p: &pending{}}, {at: d, p: &pending{err: bad}},
+		}
+		de := &fileEntry{}
+		for range goodOfD {
+			de.good = append(de.good, job{at: d, res: pod})
+		}
+		return jobs, []freshFile{{start: 2, end: 7, entry: &fileEntry{}}, {start: 8, end: 10, entry: de}}
+	}
+	same := func(x, y job) bool {
+		return x.at == y.at && x.res == y.res && x.skip == y.skip && (x.p == nil) == (y.p == nil) && (x.p == nil || x.p.err == y.p.err)
+	}
+	for _, c := range []struct {
+		goodOfD int
+		inPlace bool
+	}{{0, true}, {1, true}, {4, false}} {
+		t.Run(fmt.Sprintf("d had %d objects", c.goodOfD), func(t *testing.T) {
+			jobs, fresh := scenario(c.goodOfD)
+			got := placeFresh(jobs, fresh)
+			want := placeFreshByCopy(scenario(c.goodOfD))
+			if !slices.EqualFunc(got, want, same) {
+				t.Fatalf("placed %d jobs, a copy gives %d, or they differ", len(got), len(want))
+			}
+			if inPlace := len(got) > 0 && &got[0] == &jobs[0]; inPlace != c.inPlace {
+				t.Errorf("placed in the read's own list: %v, want %v", inPlace, c.inPlace)
+			}
+			if c.inPlace {
+				for i, j := range jobs[len(got):] {
+					if j != (job{}) {
+						t.Errorf("the place left over, job %d, still holds %+v", len(got)+i, j)
+					}
+				}
+			}
+		})
+	}
+}
+
+// placeFreshByCopy is what placeFresh gave before it placed jobs in place.
+func placeFreshByCopy(jobs []job, fresh []freshFile) []job {
+	out := make([]job, 0, len(jobs))
+	at := 0
+	for _, p := range fresh {
+		out = append(out, jobs[at:p.start]...)
+		p.entry.ignored = ignoredKeys(p.still, jobs[p.start:p.end])
+		p.entry.jobs, p.entry.bad, p.entry.lastKept = keep(jobs[p.start:p.end], -1)
+		if !p.entry.bad {
+			p.entry.good = p.entry.jobs
+		}
+		out = append(out, p.entry.contribution()...)
+		at = p.end
+	}
+	return append(out, jobs[at:]...)
+}
