@@ -39,7 +39,7 @@ func chartSidecarConfig(t *testing.T, side map[string]any) *config.Run {
 
 // TestChartClusters: clusters.members mounts each member's kubeconfig Secret read-only in the
 // sidecar (not in HAProxy) and names each file, with its context, in --cluster, with
-// --cluster-name and --cluster-forget-after, as the sidecar's own flag parser reads them; no
+// --cluster-name, --cluster-forget-after and --cluster-read-wait, as the sidecar's own flag parser reads them; no
 // members, none of it. Names that clash are refused at render.
 func TestChartClusters(t *testing.T) {
 	helm := helmBin(t)
@@ -47,6 +47,7 @@ func TestChartClusters(t *testing.T) {
 	if err := os.WriteFile(values, []byte(`clusters:
   name: east
   forgetAfter: 5m
+  readWait: 1500ms
   members:
   - {name: west, secret: west-kubeconfig}
   - {name: south, secret: all-clusters, key: config, context: "arn:aws:eks:eu-west-1:1:cluster/south"}
@@ -90,8 +91,9 @@ func TestChartClusters(t *testing.T) {
 
 	// What the sidecar reads: each member's file is its key in its own Secret's mount.
 	kube := chartSidecarConfig(t, side).Source.Kube
-	if kube.ClusterName != "east" || kube.ForgetAfter != 5*time.Minute || !kube.MultiCluster() {
-		t.Errorf("--cluster-name %q, --cluster-forget-after %v, several clusters %v", kube.ClusterName, kube.ForgetAfter, kube.MultiCluster())
+	if kube.ClusterName != "east" || kube.ForgetAfter != 5*time.Minute || kube.ReadWait != 1500*time.Millisecond || !kube.MultiCluster() {
+		t.Errorf("--cluster-name %q, --cluster-forget-after %v, --cluster-read-wait %v, several clusters %v",
+			kube.ClusterName, kube.ForgetAfter, kube.ReadWait, kube.MultiCluster())
 	}
 	members, err := kube.Members()
 	if err != nil {
@@ -140,6 +142,7 @@ func TestChartClusters(t *testing.T) {
 			`{"members":[{"name":"west"}]}`:                              "missing property 'secret'",
 			`{"members":[{"name":"west","secret":"a","context":"x,y"}]}`: "does not match pattern",
 			`{"forgetAfter":"five minutes"}`:                             "does not match pattern",
+			`{"readWait":"0"}`:                                           "does not match pattern",
 		} {
 			out, err := exec.Command(helm, "template", "lb", chartDir, "--set-json", "clusters="+set).CombinedOutput()
 			if err == nil || !strings.Contains(string(out), msg) {

@@ -106,6 +106,17 @@ func New(opts Options) *Renderer {
 	return &Renderer{opts: opts, cache: map[string]*set{}}
 }
 
+// Reused is how many modules imported inside a template (one per route, say) took a version
+// kept from an earlier render instead of being computed, since r was made, of the modules keys
+// (template names); without keys, every module imported with context (those at a template's
+// top, taken whole, too).
+func (r *Renderer) Reused(keys ...string) int {
+	if len(keys) == 0 {
+		return r.kept.LoopReused() + r.kept.Reused()
+	}
+	return r.kept.LoopReused(keys...)
+}
+
 // Keys of the template set named tests.NAME.yaml are tests of the templates (see package
 // candidate), not templates.
 const (
@@ -142,6 +153,18 @@ func withoutTests(srcs map[string]string) map[string]string {
 // *snapshot.InputError whose Ref is the object it came from (see UnsafeValueError). When ctx
 // is done, rendering stops and the error wraps ctx.Err().
 func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, error) {
+	return r.render(ctx, s, false)
+}
+
+// RenderApart renders s as Render does, beside the renders of the syncs (a test in the config:
+// its objects beside the cluster's): it takes the modules the syncs' renders kept (a route's
+// part whose reads are the same), and leaves them as they were for the next sync; what it
+// computes serves the renders apart after it until the next sync's render (jinja.Modules.Apart).
+func (r *Renderer) RenderApart(ctx context.Context, s *snapshot.Snapshot) (*Bundle, error) {
+	return r.render(ctx, s, true)
+}
+
+func (r *Renderer) render(ctx context.Context, s *snapshot.Snapshot, apart bool) (*Bundle, error) {
 	if s == nil {
 		return nil, errors.New("render: nil snapshot")
 	}
@@ -183,12 +206,16 @@ func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, e
 	vars := r.context(s, names)
 	// The files share what they import with context (the Ingress example's routes: computed
 	// once, not once per file).
-	mods := &jinja.Modules{Across: &r.kept}
+	mods := &jinja.Modules{Across: &r.kept, Apart: apart}
 	if r.unshared {
 		mods = nil
 	}
 	res, err := r.run(ctx, c, vars, mods, lim, false)
-	if mods != nil {
+	switch {
+	case mods == nil:
+	case apart:
+		r.kept.EndApart()
+	default:
 		r.kept.Sweep() // the versions of modules imported in loops that this render did not use
 	}
 	if err != nil {

@@ -158,3 +158,11 @@ func (d *dataplaneMode) Render(ctx context.Context, s *snapshot.Snapshot) (*rend
 	d.mu.Unlock()
 	return r.Render(ctx, s)
 }
+
+// RenderApart renders a test in the config beside the syncs' renders (render.Renderer's).
+func (d *dataplaneMode) RenderApart(ctx context.Context, s *snapshot.Snapshot) (*render.Bundle, error) {
+	d.mu.Lock()
+	r := d.renderer
+	d.mu.Unlock()
+	return r.RenderApart(ctx, s)
+}

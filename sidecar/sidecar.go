@@ -318,6 +318,7 @@ func newInputs(cfg *config.Run, metrics *status.Metrics, health *status.Health, 
 	}
 	if c, ok := src.(*watcher.Clusters); ok {
 		c.OnCluster = metrics.PerCluster(c.Names())
+		c.OnStoodIn = metrics.MemberReads(c.Names()[1:])
 	}
 	inputs, err := snapshotOptions(cfg.Inputs)
 	if err != nil {

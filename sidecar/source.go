@@ -237,7 +237,7 @@ func newClusters(k config.Kube, cfg *rest.Config, in config.Inputs, peersNS stri
 		kubes = append(kubes, mk)
 	}
 	c := watcher.NewClusters(home, kubes)
-	c.ForgetAfter, c.OnState, c.Logger = k.ForgetAfter, onState, log
+	c.ForgetAfter, c.MemberReadWait, c.OnState, c.Logger = k.ForgetAfter, k.ReadWait, onState, log
 	return c, nil
 }
 

@@ -33,6 +33,13 @@ type Clusters struct {
 	// watched objects are left out (the home cluster's ConfigMaps and Secrets stay); zero:
 	// they stay at their last known state until it is back.
 	ForgetAfter time.Duration
+	// MemberReadWait bounds a member cluster's read inside a sync (--cluster-read-wait), so
+	// that a cluster slow to list a namespace never holds the others' changes back: its last
+	// objects stand in meanwhile. Zero: DefaultMemberReadWait.
+	MemberReadWait time.Duration
+	// OnStoodIn, when set, is told each time a member's last read stood in for a read that did
+	// not end within MemberReadWait or failed (cluster_read_stood_in_total{cluster}).
+	OnStoodIn func(cluster string)
 	// OnState is told whether every cluster is followed, and else which are not and why.
 	OnState StateFunc
 	// OnCluster is told, for each cluster, whether it is followed (source_up{cluster}).
@@ -50,9 +57,15 @@ type awayCluster struct {
 	why   error
 }
 
-// memberReadWait bounds a member cluster's read, so that a cluster slow to list a namespace
-// never holds the others' changes back: its last objects stand in meanwhile.
-const memberReadWait = 3 * time.Second
+// DefaultMemberReadWait is MemberReadWait when not set.
+const DefaultMemberReadWait = 3 * time.Second
+
+func (c *Clusters) memberReadWait() time.Duration {
+	if c.MemberReadWait > 0 {
+		return c.MemberReadWait
+	}
+	return DefaultMemberReadWait
+}
 
 // NewClusters makes the source of home and members (each with its Cluster name set, the
 // members Member) and has each report its state through it. OnState, OnCluster, ForgetAfter
@@ -216,25 +229,30 @@ func (c *Clusters) Objects(ctx context.Context) (*snapshot.Objects, error) {
 }
 
 // member reads member m with the home cluster's ConfigMaps cms; when it cannot within
-// memberReadWait (or cannot at all), its last read stands, and nil when it never was read.
+// MemberReadWait (or cannot at all), its last read stands, and nil when it never was read.
 // The error is only ctx's.
 func (c *Clusters) member(ctx context.Context, m *Kube, cms []*corev1.ConfigMap) (*snapshot.Objects, error) {
-	rctx, cancel := context.WithTimeout(ctx, memberReadWait)
+	rctx, cancel := context.WithTimeout(ctx, c.memberReadWait())
 	mo, err := m.objectsFor(rctx, cms)
 	cancel()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if mo != nil {
+		c.mu.Lock()
 		c.last[m.Cluster] = mo
+		c.mu.Unlock()
 		if err != nil {
 			c.logger().Warn("cluster read in part", "cluster", m.Cluster, "error", err)
 		}
 		return mo, nil
 	}
 	c.logger().Warn("cluster not read; its objects as last read stand in", "cluster", m.Cluster, "error", err)
+	if c.OnStoodIn != nil {
+		c.OnStoodIn(m.Cluster)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	return c.last[m.Cluster], nil
 }
 

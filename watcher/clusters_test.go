@@ -137,3 +137,33 @@ func TestClustersMerge(t *testing.T) {
 		t.Errorf("Run: %v, want context.Canceled", err)
 	}
 }
+
+// TestClustersMemberReadStandsIn: a member whose read does not end within MemberReadWait (here,
+// it never started) does not hold the sync back: the home cluster's objects are read, and
+// OnStoodIn counts the member whose last read stood in.
+func TestClustersMemberReadStandsIn(t *testing.T) {
+	services := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "lb", Name: "services"},
+		Data: map[string]string{"web": `{"namespace": "shop", "selector": {"app": "web"}}`}}
+	home := &Kube{Client: fake.NewClientset(services), Namespace: "lb", ServicesConfigMap: "services", Cluster: "east"}
+	west := &Kube{Client: fake.NewClientset(), Namespace: "lb", ServicesConfigMap: "services", Cluster: "west", Member: true}
+	c := NewClusters(home, []*Kube{west})
+	c.MemberReadWait = 50 * time.Millisecond
+	var stoodIn []string
+	c.OnStoodIn = func(cluster string) { stoodIn = append(stoodIn, cluster) }
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- home.Run(ctx, func() {}) }() // west is never run: its read cannot end
+	defer func() { cancel(); <-done }()
+	for want := 1; want <= 2; want++ {
+		objs, err := c.Objects(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(objs.ConfigMaps) != 1 || strings.Contains(objs.Revision, "west=") {
+			t.Errorf("read %d: ConfigMaps %d, revision %q: want the home cluster's alone", want, len(objs.ConfigMaps), objs.Revision)
+		}
+		if len(stoodIn) != want || stoodIn[want-1] != "west" {
+			t.Errorf("read %d: stood in %v, want west once a read", want, stoodIn)
+		}
+	}
+}

@@ -172,10 +172,16 @@ type decoded struct {
 	pod  *snapshot.Pod   // a converted Pod
 	kind string          // ConfigMap, Secret, Pod, a watched kind; "" for another kind
 	meta *metav1.ObjectMeta
-	// object is the object converted for the watched resources in watchedBy (whose namespace
-	// and selector add checks).
-	object    *snapshot.Object
-	watchedBy []*watched
+	// watched is set for an object of watched resources (a pointer: a hundred thousand pods
+	// nothing watches then take a smaller record).
+	watched *watchedForm
+}
+
+// watchedForm is an object converted for the watched resources in by (whose namespace and
+// selector add checks).
+type watchedForm struct {
+	object *snapshot.Object
+	by     []*watched
 }
 
 func newManifestDecoder(defaultNamespace string, logger *slog.Logger) *manifestDecoder {
@@ -783,7 +789,7 @@ func (d *manifestDecoder) custom(at *origin, p *pending, by []*watched) (*decode
 	if err != nil {
 		return nil, inputError(at.rel, at.line, 0, fmt.Errorf("the %s: %v", p.gvk.Kind, err))
 	}
-	return &decoded{kind: p.gvk.Kind, object: o, watchedBy: by}, nil
+	return &decoded{kind: p.gvk.Kind, watched: &watchedForm{object: o, by: by}}, nil
 }
 
 // noStatus says the object's status is left out: every watched resource that takes it says
@@ -858,7 +864,7 @@ func (d *manifestDecoder) prepare(obj kruntime.Object, gvk schema.GroupVersionKi
 	if noStatus(by) {
 		o = o.WithoutStatus()
 	}
-	res.kind, res.object, res.watchedBy = gvk.Kind, o, by
+	res.kind, res.watched = gvk.Kind, &watchedForm{object: o, by: by}
 	if p, ok := obj.(*corev1.Pod); ok && d.conv != nil {
 		// A pod both selected by services and watched: the services' form too.
 		res.obj, res.meta, res.pod = nil, nil, d.conv.Convert(p)
@@ -883,12 +889,14 @@ func (d *manifestDecoder) add(at *origin, r *decoded) {
 		d.errs = append(d.errs, inputError(at.rel, at.line, 0, fmt.Errorf("the %s has no metadata.name", r.kind)))
 		return
 	}
-	for _, w := range r.watchedBy {
-		if w.keep(r.object) {
-			if d.objs.Resources == nil {
-				d.objs.Resources = map[string][]*snapshot.Object{}
+	if r.watched != nil {
+		for _, w := range r.watched.by {
+			if w.keep(r.watched.object) {
+				if d.objs.Resources == nil {
+					d.objs.Resources = map[string][]*snapshot.Object{}
+				}
+				d.objs.Resources[w.spec.Name()] = append(d.objs.Resources[w.spec.Name()], r.watched.object)
 			}
-			d.objs.Resources[w.spec.Name()] = append(d.objs.Resources[w.spec.Name()], r.object)
 		}
 	}
 	if r.pod != nil {
@@ -959,8 +967,8 @@ func (r *decoded) key() objectKey {
 	switch {
 	case r.pod != nil:
 		return objectKey{r.kind, r.pod.Namespace(), r.pod.Name()}
-	case r.meta == nil && r.object != nil:
-		return objectKey{r.kind, r.object.Namespace(), r.object.Name()}
+	case r.meta == nil && r.watched != nil:
+		return objectKey{r.kind, r.watched.object.Namespace(), r.watched.object.Name()}
 	case r.meta == nil:
 		m, _ := meta.Accessor(r.obj)
 		return objectKey{r.kind, m.GetNamespace(), m.GetName()}

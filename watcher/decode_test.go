@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
@@ -600,5 +601,14 @@ items:
 		if ip := pods["shop-0"].(map[string]any)["status"].(map[string]any)["podIP"]; ip != "10.0.3.1" {
 			t.Errorf("podIP %v, want 10.0.3.1", ip)
 		}
+	}
+}
+
+// TestDecodedIsSmall: every object the file source keeps has a decoded record (a hundred
+// thousand pods, a hundred thousand records): it stays in the 64-byte size class, what a
+// watched object adds being behind a pointer.
+func TestDecodedIsSmall(t *testing.T) {
+	if n := unsafe.Sizeof(decoded{}); n > 64 {
+		t.Errorf("a decoded record takes %d bytes, want at most 64", n)
 	}
 }

@@ -451,12 +451,14 @@ func (f *File) look(dec *manifestDecoder, file manifest, limit int64, h *xxhash.
 }
 
 // placeFresh gives each file parsed now its decoded jobs, and puts them where the file is
-// among the others: a bad file with the objects of its last good version.
+// among the others: a bad file with the objects of its last good version. It places them in
+// jobs itself when each file's part fits where its jobs were (always, but for a bad file whose
+// last good version had more objects): a copy of the jobs of a List of 100,000 pods would be
+// 4 MB more at the moment a read holds the most.
 func placeFresh(jobs []job, fresh []freshFile) []job {
-	out := make([]job, 0, len(jobs))
-	at := 0
-	for _, p := range fresh {
-		out = append(out, jobs[at:p.start]...)
+	parts := make([][]job, len(fresh))
+	fits, n, at := true, 0, 0
+	for i, p := range fresh {
 		p.entry.ignored = ignoredKeys(p.still, jobs[p.start:p.end])
 		boundary := -1
 		if p.entry.last.offset >= 0 {
@@ -466,10 +468,26 @@ func placeFresh(jobs []job, fresh []freshFile) []job {
 		if !p.entry.bad {
 			p.entry.good = p.entry.jobs
 		}
-		out = append(out, p.entry.contribution()...)
+		parts[i] = p.entry.contribution() // never a part of jobs
+		n += p.start - at + len(parts[i])
+		fits = fits && n <= p.end // what is written never passes what is still to be read
 		at = p.end
 	}
-	return append(out, jobs[at:]...)
+	out := jobs[:0]
+	if !fits {
+		out = make([]job, 0, n+len(jobs)-at)
+	}
+	at = 0
+	for i, p := range fresh {
+		out = append(out, jobs[at:p.start]...) // moved down in place: copy's semantics
+		out = append(out, parts[i]...)
+		at = p.end
+	}
+	out = append(out, jobs[at:]...)
+	if fits {
+		clear(jobs[len(out):]) // what is left holds pending decodes, their bytes among them
+	}
+	return out
 }
 
 // known is what a watched directory holds now that the watch named paths since the last read:

@@ -125,24 +125,31 @@ func (w *window) expect(c byte) bool {
 	return true
 }
 
-// streamedItem is an item of the List: found in the cache, or kept for decoding (small: a
-// List may have a hundred thousand items).
-type streamedItem struct {
-	entry *cacheEntry
-	miss  *streamedMiss
-	// ignored: nothing read the item (key) in the file's last version, as an item of a List
-	// of kind prefix (ignored.go).
-	ignored bool
-	prefix  string
-	key     docKey
+// listRead is what streamJSON keeps of a List's items besides their jobs, which it adds to
+// d.jobs as it reads them (a job and, for an item the cache does not know, its pending decode:
+// nothing else per item, as a List may have a hundred thousand). The List's kind, which gives
+// its items their key prefix and, to items without one, their kind, may come after them
+// (kubectl writes "kind" last): what depends on it is settled by settle, once it is known.
+type listRead struct {
+	start int     // the List's first job in d.jobs
+	where *origin // where the List starts: every item's origin (no positions of keys)
+	items int     // items read
+	// ignored are the items nothing read in the file's last version (ignored.go), with the
+	// List kind prefix they had: they make no job.
+	ignored []ignoredItem
+	// late are the items that name no apiVersion or kind: theirs come from the List's.
+	late []lateItem
 }
 
-type streamedMiss struct {
-	key  docKey
-	data []byte // a copy; dropped once decoded (see early)
-	head head
-	gvk  schema.GroupVersionKind
-	res  *decoded // decoded while the List was still being read; nil if not (yet)
+type ignoredItem struct {
+	key    docKey
+	prefix string
+}
+
+type lateItem struct {
+	job              int // in d.jobs
+	apiVersion, kind string
+	hasItems         bool
 }
 
 // earlyDecoder decodes objects while the rest of the file is still being read, on all CPUs,
@@ -168,23 +175,6 @@ func (d *manifestDecoder) newEarlyDecoder() *earlyDecoder {
 	return e
 }
 
-// offer starts decoding m if its kind does not depend on the List's.
-func (e *earlyDecoder) offer(m *streamedMiss) {
-	if m.head.apiVersion == "" || m.head.kind == "" || isList(m.head.kind, m.head.hasItems) {
-		return
-	}
-	gvk, ok := scannedGVK(m.head, nil)
-	if !ok {
-		return
-	}
-	m.gvk = gvk
-	e.work <- func() {
-		if m.res = e.d.fastDecode(&pending{data: m.data, gvk: m.gvk}); m.res != nil {
-			m.data = nil
-		}
-	}
-}
-
 // decode starts decoding p (an object that names its own kind); p.res is set, and p.data
 // dropped, if the fast decode succeeds (decodeJobs does the rest).
 func (e *earlyDecoder) decode(p *pending) {
@@ -206,30 +196,34 @@ func (e *earlyDecoder) wait() {
 	e.work = nil
 }
 
-// streamJSON reads the List in r. It returns the file's hash and size, or errBail (or a read
-// error) when the file must be read whole.
+// streamJSON reads the List in r, adding a job for each item as it reads it. It returns the
+// file's hash and size, or errBail (or a read error), having added nothing, when the file must
+// be read whole.
 func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size int64, err error) {
 	w := &window{r: r, buf: make([]byte, d.json.streamBuf), sum: xxhash.New()}
+	l := &listRead{start: len(d.jobs)}
+	early := d.newEarlyDecoder()
+	defer early.wait() // when it bails; wait is idempotent
 	bail := func() (uint64, int64, error) {
+		early.wait() // the decoders write to the pending decodes of the jobs dropped
+		clear(d.jobs[l.start:])
+		d.jobs = d.jobs[:l.start]
 		if w.err != nil {
 			return 0, 0, w.err
 		}
 		return 0, 0, errBail
 	}
 	w.ws()
-	line := 1 + w.nl
+	l.where = &origin{rel: rel, line: 1 + w.nl} // streamed: big files of pods, no positions of keys
 	if !w.expect('{') {
 		return bail()
 	}
-	var items []streamedItem
 	if d.cache != nil {
 		if n := d.cache.listItems[rel]; n > 0 {
-			items = make([]streamedItem, 0, n+n/64)
+			d.jobs = slices.Grow(d.jobs, n+n/64)
 		}
 	}
-	early := d.newEarlyDecoder()
-	defer early.wait() // when it bails; wait is idempotent
-	h, ok := d.streamMembers(w, &items, early)
+	h, ok := d.streamMembers(w, l, early)
 	if !ok {
 		return bail()
 	}
@@ -247,15 +241,14 @@ func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size 
 		itemGVK := gvk.GroupVersion().WithKind(strings.TrimSuffix(gvk.Kind, "List"))
 		defaults = &itemGVK
 	}
+	if !d.settle(l, defaults) {
+		return bail()
+	}
 	if d.cache != nil {
 		if d.cache.listItems == nil {
 			d.cache.listItems = map[string]int{}
 		}
-		d.cache.listItems[rel] = len(items)
-	}
-	where := &origin{rel: rel, line: line} // streamed: big files of pods, no positions of keys
-	if !d.addStreamed(items, defaults, where) {
-		return bail()
+		d.cache.listItems[rel] = l.items
 	}
 	return w.sum.Sum64(), w.size, nil
 }
@@ -263,7 +256,7 @@ func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size 
 // streamMembers reads the members of the List object, from after its { to its }: the items
 // (streamItems), apiVersion and kind (into h), and any other member, validated. false: the
 // file is not for the streaming path.
-func (d *manifestDecoder) streamMembers(w *window, items *[]streamedItem, early *earlyDecoder) (h head, ok bool) {
+func (d *manifestDecoder) streamMembers(w *window, l *listRead, early *earlyDecoder) (h head, ok bool) {
 	w.ws()
 	if c, ok := w.peek(); ok && c == '}' {
 		return h, false // an empty object: not a List
@@ -284,7 +277,7 @@ func (d *manifestDecoder) streamMembers(w *window, items *[]streamedItem, early 
 			return h, false
 		}
 		w.ws()
-		if !d.streamMember(w, key, &h, items, early) {
+		if !d.streamMember(w, key, &h, l, early) {
 			return h, false
 		}
 		w.ws()
@@ -297,9 +290,9 @@ func (d *manifestDecoder) streamMembers(w *window, items *[]streamedItem, early 
 
 // streamMember reads the value of the List's member key: the items, apiVersion or kind (into
 // h), or another member's value, validated. false: not for the streaming path.
-func (d *manifestDecoder) streamMember(w *window, key string, h *head, items *[]streamedItem, early *earlyDecoder) bool {
+func (d *manifestDecoder) streamMember(w *window, key string, h *head, l *listRead, early *earlyDecoder) bool {
 	if key == "items" {
-		if h.hasItems || !d.streamItems(w, items, early) {
+		if h.hasItems || !d.streamItems(w, l, early) {
 			return false
 		}
 		h.hasItems = true
@@ -323,48 +316,46 @@ func (d *manifestDecoder) streamMember(w *window, key string, h *head, items *[]
 	return ok && end == len(v)
 }
 
-// addStreamed adds a job for each item of the List: the cache's result, or what is left to
-// decode (decoded already while the List was read, or its bytes); an item nothing read is
-// noted as still ignored. defaults is the kind of the items of a typed List. false: an item
-// cannot be taken as streamed, and no job was added.
-func (d *manifestDecoder) addStreamed(items []streamedItem, defaults *schema.GroupVersionKind, where *origin) bool {
+// settle finishes the jobs of the List's items once its kind is known (defaults: the kind of
+// the items of a typed List, nil for a List): the key prefix of the items to decode, the kind
+// of those that name none, the result of those decoded early; an item nothing read is noted
+// as still ignored. false: an item cannot be taken as streamed (the caller drops the jobs).
+func (d *manifestDecoder) settle(l *listRead, defaults *schema.GroupVersionKind) bool {
 	prefix := gvkString(defaults)
-	start := len(d.jobs)
-	d.jobs = slices.Grow(d.jobs, len(items))
-	for _, it := range items {
-		if it.entry != nil && it.entry.prefix == prefix {
-			d.jobs = append(d.jobs, job{at: where, res: it.entry.res, entry: it.entry})
-			continue
+	for _, it := range l.ignored {
+		if it.prefix != prefix {
+			return false // ignored as an item of a List of another kind: read again
 		}
-		if it.ignored && it.prefix == prefix {
-			d.ignoring.note(it.key, prefix)
-			continue
-		}
-		m := it.miss
-		if m == nil {
-			d.jobs = d.jobs[:start]
-			return false // found in the cache under another List kind: read again
-		}
-		igvk, ok := scannedGVK(m.head, defaults)
-		if !ok || isList(igvk.Kind, m.head.hasItems) {
-			d.jobs = d.jobs[:start]
+	}
+	for _, it := range l.late {
+		gvk, ok := scannedGVK(head{apiVersion: it.apiVersion, kind: it.kind}, defaults)
+		if !ok || isList(gvk.Kind, it.hasItems) {
 			return false
 		}
-		if m.res != nil && igvk != m.gvk {
-			m.res = nil // cannot happen (an item's own kind wins), but never trust a result for another kind
+		d.jobs[it.job].p.gvk = gvk
+	}
+	for i := l.start; i < len(d.jobs); i++ {
+		j := &d.jobs[i]
+		if j.p == nil {
+			if j.entry.prefix != prefix {
+				return false // found in the cache under another List kind: read again
+			}
+			continue
 		}
-		if m.res == nil && m.data == nil {
-			d.jobs = d.jobs[:start]
-			return false
+		j.p.defaults = prefix
+		if j.p.res != nil {
+			j.res = j.p.res
 		}
-		d.jobs = append(d.jobs, job{at: where, res: m.res, p: &pending{data: m.data, defaults: prefix, gvk: igvk, keyed: d.cache != nil, key: m.key}})
+	}
+	for _, it := range l.ignored {
+		d.ignoring.note(it.key, prefix)
 	}
 	return true
 }
 
-// streamItems reads the items array at pos: each item is looked up in the cache, or copied
-// and validated.
-func (d *manifestDecoder) streamItems(w *window, items *[]streamedItem, early *earlyDecoder) bool {
+// streamItems reads the items array at pos: each item is looked up in the cache, or copied,
+// validated and, when it names its own kind, decoded while the rest is read.
+func (d *manifestDecoder) streamItems(w *window, l *listRead, early *earlyDecoder) bool {
 	if !w.expect('[') {
 		return false
 	}
@@ -377,30 +368,10 @@ func (d *manifestDecoder) streamItems(w *window, items *[]streamedItem, early *e
 			return false
 		}
 		v, ok := w.value()
-		if !ok {
+		if !ok || !d.streamItem(v, l, early) {
 			return false
 		}
-		var (
-			it  streamedItem
-			key docKey
-		)
-		if d.cache != nil {
-			key = dataKey(v)
-			it.entry = d.cache.get(key)
-			if it.entry == nil {
-				it.prefix, it.ignored = d.ignoring.was(key)
-				it.key = key
-			}
-		}
-		if it.entry == nil && !it.ignored {
-			m := &streamedMiss{key: key, data: append([]byte(nil), v...)}
-			if m.head, ok = validItem(m.data, span{0, len(m.data)}); !ok {
-				return false
-			}
-			it.miss = m
-			early.offer(m)
-		}
-		*items = append(*items, it)
+		l.items++
 		w.ws()
 		if w.expect(',') {
 			w.ws()
@@ -408,4 +379,38 @@ func (d *manifestDecoder) streamItems(w *window, items *[]streamedItem, early *e
 		}
 		return w.expect(']')
 	}
+}
+
+// streamItem adds the item v (valid until the window reads on) of the List being read: the
+// cache's result, or a copy of its bytes to decode; an item nothing read in the file's last
+// version is noted in l. false: not for the streaming path.
+func (d *manifestDecoder) streamItem(v []byte, l *listRead, early *earlyDecoder) bool {
+	var key docKey
+	if d.cache != nil {
+		key = dataKey(v)
+		if e := d.cache.get(key); e != nil {
+			d.jobs = append(d.jobs, job{at: l.where, res: e.res, entry: e})
+			return true
+		}
+		if prefix, ok := d.ignoring.was(key); ok {
+			l.ignored = append(l.ignored, ignoredItem{key: key, prefix: prefix})
+			return true
+		}
+	}
+	p := &pending{data: append([]byte(nil), v...), keyed: d.cache != nil, key: key}
+	h, ok := validItem(p.data, span{0, len(p.data)})
+	if !ok {
+		return false
+	}
+	if h.apiVersion == "" || h.kind == "" {
+		l.late = append(l.late, lateItem{job: len(d.jobs), apiVersion: h.apiVersion, kind: h.kind, hasItems: h.hasItems})
+	} else {
+		// The item's own kind: the List's cannot change it.
+		if p.gvk, ok = scannedGVK(h, nil); !ok || isList(p.gvk.Kind, h.hasItems) {
+			return false
+		}
+		early.decode(p)
+	}
+	d.jobs = append(d.jobs, job{at: l.where, p: p})
+	return true
 }

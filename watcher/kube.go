@@ -91,6 +91,7 @@ type Kube struct {
 type resourceWatch struct {
 	w        *watched
 	informer cache.SharedIndexInformer
+	handled  cache.ResourceEventHandlerRegistration
 	mu       sync.Mutex
 	err      error // the last list or watch error, until the informer has synced
 }
@@ -100,6 +101,7 @@ type resourceWatch struct {
 type tlsWatch struct {
 	namespace string
 	informer  cache.SharedIndexInformer
+	handled   cache.ResourceEventHandlerRegistration
 	mu        sync.Mutex
 	err       error // the last list or watch error, until the informer has synced
 }
@@ -113,6 +115,7 @@ type podWatch struct {
 	informer cache.SharedIndexInformer
 	slices   cache.SharedIndexInformer
 	stop     context.CancelFunc
+	handled  []cache.ResourceEventHandlerRegistration // of informer's and slices' handlers
 
 	mu        sync.Mutex
 	forbidden error // why the pods or EndpointSlices may not be listed (RBAC), until they list
@@ -350,6 +353,38 @@ func (k *Kube) read(ctx context.Context, set *informerSet, services []*corev1.Co
 // pods keeps pod and EndpointSlice informers for each namespace the services name, and returns
 // what they hold.
 func (k *Kube) pods(ctx context.Context, set *informerSet, cms []*corev1.ConfigMap) (_ []*corev1.Pod, _ []*discoveryv1.EndpointSlice, unread, err error) {
+	infs, nss := k.podWatches(set, cms)
+	// A namespace whose pods the sidecar may not list (RBAC) is not waited for: the services
+	// naming it are reported, and every other change goes on. Other errors (the API server
+	// away) are waited out, as the pods of a namespace cannot be told from none.
+	var forbidden []error
+	// A member cluster that is away is not waited for either: the namespaces it listed keep
+	// their pods, one it never listed has none until it is back.
+	err = awaitListed(ctx, "the pod caches", len(infs),
+		func(i int) bool { return infs[i].synced() || infs[i].forbiddenErr() != nil || k.away() },
+		func(int) error { return nil })
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	readable := infs[:0:0]
+	for i, w := range infs {
+		if ferr := w.forbiddenErr(); ferr != nil && !w.synced() {
+			forbidden = append(forbidden, k.podsForbidden(cms, nss[i], ferr)...)
+			continue
+		}
+		if !w.synced() {
+			continue // a member cluster away (above)
+		}
+		readable = append(readable, w)
+	}
+	pods, slices := podsOf(readable)
+	return pods, slices, errors.Join(forbidden...), nil
+}
+
+// podWatches starts the pod and EndpointSlice informers of each namespace the services of cms
+// name that has none yet, and stops those of the namespaces they no longer name; it returns
+// the watches of the namespaces named, and those namespaces.
+func (k *Kube) podWatches(set *informerSet, cms []*corev1.ConfigMap) ([]*podWatch, []string) {
 	want := map[string]bool{}
 	for _, cm := range cms {
 		if cm.Name != k.ServicesConfigMap {
@@ -394,30 +429,11 @@ func (k *Kube) pods(ctx context.Context, set *informerSet, cms []*corev1.ConfigM
 	for _, w := range unwanted {
 		w.stop() // without Kube.mu: its handlers may be waiting for it
 	}
-	// A namespace whose pods the sidecar may not list (RBAC) is not waited for: the services
-	// naming it are reported, and every other change goes on. Other errors (the API server
-	// away) are waited out, as the pods of a namespace cannot be told from none.
-	var forbidden []error
-	// A member cluster that is away is not waited for either: the namespaces it listed keep
-	// their pods, one it never listed has none until it is back.
-	err = awaitListed(ctx, "the pod caches", len(infs),
-		func(i int) bool { return infs[i].synced() || infs[i].forbiddenErr() != nil || k.away() },
-		func(int) error { return nil })
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	readable := infs[:0:0]
-	for i, w := range infs {
-		if ferr := w.forbiddenErr(); ferr != nil && !w.synced() {
-			forbidden = append(forbidden, k.podsForbidden(cms, nss[i], ferr)...)
-			continue
-		}
-		if !w.synced() {
-			continue // a member cluster away (above)
-		}
-		readable = append(readable, w)
-	}
-	infs = readable
+	return infs, nss
+}
+
+// podsOf are the pods and EndpointSlices the informers of infs hold, in name order.
+func podsOf(infs []*podWatch) ([]*corev1.Pod, []*discoveryv1.EndpointSlice) {
 	var pods []*corev1.Pod
 	var slices []*discoveryv1.EndpointSlice
 	for _, w := range infs {
@@ -440,7 +456,7 @@ func (k *Kube) pods(ctx context.Context, set *informerSet, cms []*corev1.ConfigM
 		}
 		return pods[i].Name < pods[j].Name
 	})
-	return pods, slices, errors.Join(forbidden...), nil
+	return pods, slices
 }
 
 // podsForbidden are the errors of the services keys that name namespace ns, whose pods the
@@ -559,9 +575,11 @@ func (k *Kube) watchTLSSecrets(handler cache.ResourceEventHandler) ([]*tlsWatch,
 		}); err != nil {
 			return nil, nil, err
 		}
-		if _, err := inf.AddEventHandler(handler); err != nil {
+		reg, err := inf.AddEventHandler(handler)
+		if err != nil {
 			return nil, nil, err
 		}
+		w.handled = reg
 		out = append(out, w)
 		factories = append(factories, f)
 	}
@@ -654,7 +672,7 @@ func (k *Kube) watchResources() ([]*resourceWatch, []dynamicinformer.DynamicShar
 		}); err != nil {
 			return nil, nil, err
 		}
-		if _, err := inf.AddEventHandler(k.objectHandler()); err != nil {
+		if rw.handled, err = inf.AddEventHandler(k.objectHandler()); err != nil {
 			return nil, nil, err
 		}
 		out = append(out, rw)

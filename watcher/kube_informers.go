@@ -25,6 +25,9 @@ type informerSet struct {
 	tls       []*tlsWatch
 	res       []*resourceWatch
 	podNS     map[string]*podWatch // by namespace; changed under Kube.mu
+	// handled are the registrations of the handlers of cms and secrets: synced once the
+	// handlers have been given every object of the informers' first lists (see AwaitFirstLists).
+	handled []cache.ResourceEventHandlerRegistration
 }
 
 // factory is an informer factory, typed or dynamic.
@@ -79,13 +82,13 @@ func (k *Kube) addNamespaceInformers(set *informerSet) error {
 		return f
 	}
 	set.cms = factory(nil).Core().V1().ConfigMaps().Informer()
-	if err := k.follows(set.cms, "configmaps"); err != nil {
+	if err := k.follows(set, set.cms, "configmaps"); err != nil {
 		return err
 	}
 	addSecrets := func(what string, tweak func(*metav1.ListOptions)) error {
 		inf := factory(tweak).Core().V1().Secrets().Informer()
 		set.secrets = append(set.secrets, inf)
-		return k.follows(inf, what)
+		return k.follows(set, inf, what)
 	}
 	for _, name := range []string{k.KeysSecret, k.ConfigSecret} {
 		if name == "" {
@@ -106,12 +109,16 @@ func (k *Kube) addNamespaceInformers(set *informerSet) error {
 }
 
 // follows makes inf call notify on its events, and watchFailed on its failures.
-func (k *Kube) follows(inf cache.SharedIndexInformer, what string) error {
+func (k *Kube) follows(set *informerSet, inf cache.SharedIndexInformer, what string) error {
 	if err := inf.SetWatchErrorHandler(k.watchFailed(what)); err != nil {
 		return err
 	}
-	_, err := inf.AddEventHandler(k.handler())
-	return err
+	reg, err := inf.AddEventHandler(k.handler())
+	if err != nil {
+		return err
+	}
+	set.handled = append(set.handled, reg)
+	return nil
 }
 
 // watchPods starts the pod and EndpointSlice informers of namespace ns in set. Called with
@@ -139,7 +146,9 @@ func (k *Kube) watchPods(set *informerSet, ns string) *podWatch {
 				}
 			}
 		})
-		_, _ = i.AddEventHandler(k.handler())
+		if reg, err := i.AddEventHandler(k.handler()); err == nil { // errors only once stopped
+			w.handled = append(w.handled, reg)
+		}
 	}
 	f.Start(wctx.Done())
 	set.podNS[ns] = w

@@ -103,9 +103,10 @@ func (in *interner) str(s string, h uint64) any {
 	return b
 }
 
-// slice returns a slice holding elems (copied): a shared one when canon and an equal one is
-// known.
-func (in *interner) slice(elems []any, h uint64, canon bool) []any {
+// slice returns a slice holding elems (copied), boxed in an any: a shared one, box and all,
+// when canon and an equal one is known. The box is shared too: boxing the slice again would
+// cost each pod 24 bytes for each list it shares (its conditions, its container statuses).
+func (in *interner) slice(elems []any, h uint64, canon bool) any {
 	if in == nil || !canon {
 		return append(make([]any, 0, len(elems)), elems...)
 	}
@@ -125,9 +126,9 @@ func (in *interner) slice(elems []any, h uint64, canon bool) []any {
 		return true
 	}
 	if c, ok := s.find(h, match); ok {
-		return c.([]any)
+		return c
 	}
-	l := append(make([]any, 0, len(elems)), elems...)
+	var l any = append(make([]any, 0, len(elems)), elems...)
 	s.add(h, l)
 	return l
 }

@@ -73,7 +73,9 @@ type PodConverter struct {
 // Convert converts p; a pod that is not ready is not converted (Object is nil). p is not
 // changed and not kept.
 func (c *PodConverter) Convert(p *corev1.Pod) *Pod {
-	pod := &Pod{namespace: p.Namespace, name: p.Name, ready: PodReady(p)}
+	// The namespace as the records hold it (one string for all of its pods), not p's copy.
+	ns := c.in.str(p.Namespace, hashString(p.Namespace)).(string)
+	pod := &Pod{namespace: ns, name: p.Name, ready: PodReady(p)}
 	if pod.ready {
 		pod.obj = podToMap(p, &c.in)
 		pod.labels = labelsOf(pod.obj)

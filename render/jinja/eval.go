@@ -95,6 +95,10 @@ type evaluator struct {
 	freeLoops []*loopCtx
 	scratch   [][]any
 	modules   map[string]*module // imports without context, once per render
+	lent      []*loopEntry       // kept modules this render has to itself until it ends (reuse_loop.go)
+	valsFree  [][]any            // slices of the values imports read, for the next (freeVals)
+	memo      map[any]*readMemo  // what imports found of the dicts, lists, namespaces they read
+	prevReads map[string][]any   // by module: the dicts, lists, namespaces its last import read
 	shared    *Modules           // imports with context, shared with other renders (nil: none)
 	top       *frame             // the main template's top-level frame
 	bodies    *bodyEval          // loops' iterations kept across renders (reuse_body.go)
@@ -177,6 +181,11 @@ type builtin struct {
 type Modules struct {
 	// Across keeps the modules from one render to the next (nil: none kept); see ModuleCache.
 	Across *ModuleCache
+	// Apart says the render is beside those Across keeps modules for (a test in the config,
+	// with objects of its own): it takes the modules kept and keeps those it computes for the
+	// renders until the next Sweep, but what the other renders keep stays as it was (see
+	// ModuleCache.EndApart).
+	Apart bool
 
 	mu   sync.Mutex
 	vars uintptr // the context the modules were computed with (its map's identity)
@@ -188,6 +197,7 @@ type sharedModule struct {
 	src    string // the module's source: the same key of another template set is another module
 	mod    *module
 	macros bool // it holds macros
+	kept   bool // mod is also the copy ModuleCache keeps for the next render: never handed over
 }
 
 // maxCallDepth bounds nested macro calls, includes and recursive loops (Python's own

@@ -106,8 +106,28 @@ func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (an
 			return nil, e.at(a.Pos, u.fail())
 		}
 		if hasMethod(obj, a.Name) && !isMappingWithKeyFirst(obj, a.Name) {
-			list, kw, err := e.evalArgs(&x.Args, f, caller)
-			if err != nil {
+			var list []any
+			var kw map[string]any
+			if d, ok := obj.(*Dict); ok && a.Name == "update" && caller == nil && literalUpdate(&x.Args) {
+				return nil, e.updateWithLiteral(d, x.Args.List[0].(*parse.DictExpr), f, a.Pos)
+			}
+			if d, ok := obj.(*Dict); ok && a.Name == "setdefault" && caller == nil && lazyDefault(&x.Args) {
+				// d.setdefault(key, {...}) where the default is made of constants (making it
+				// can neither fail nor change anything): not made when key is there. The
+				// HTTPRoute example's merges make a dict or three per route otherwise.
+				key, err := e.eval(x.Args.List[0], f)
+				if err != nil {
+					return nil, err
+				}
+				if v, found, err := d.get(key); err == nil && found {
+					return v, nil
+				}
+				def, err := e.eval(x.Args.List[1], f)
+				if err != nil {
+					return nil, err
+				}
+				list, e.kwOrder = []any{key, def}, nil
+			} else if list, kw, err = e.evalArgs(&x.Args, f, caller); err != nil {
 				return nil, err
 			}
 			outer := e.taint
@@ -336,4 +356,85 @@ func (e *evaluator) callMacro(m *Macro, a []any, kw map[string]any) (any, error)
 	out, secret := e.endCapture(capt)
 	done = true
 	return textValue(out, secret, callerEscape), nil
+}
+
+// lazyDefault says whether the arguments are (key, default) with a default made of
+// constants only: a constant, or a list, tuple or dict of such (dict keys constants).
+func lazyDefault(a *parse.Args) bool {
+	return len(a.List) == 2 && a.Star == nil && len(a.Kw) == 0 && a.StarKw == nil && a.Consts == nil && constLiteral(a.List[1], 0)
+}
+
+func constLiteral(x parse.Expr, depth int) bool {
+	if depth > 8 {
+		return false
+	}
+	switch x := x.(type) {
+	case *parse.ConstExpr:
+		return true
+	case *parse.ListExpr:
+		return constItems(x.Items, depth)
+	case *parse.TupleExpr:
+		return constItems(x.Items, depth)
+	case *parse.DictExpr:
+		for _, k := range x.Keys {
+			if _, ok := k.(*parse.ConstExpr); !ok {
+				return false
+			}
+		}
+		return constItems(x.Values, depth)
+	}
+	return false
+}
+
+func constItems(items []parse.Expr, depth int) bool {
+	for _, it := range items {
+		if !constLiteral(it, depth+1) {
+			return false
+		}
+	}
+	return true
+}
+
+// literalUpdate says whether the arguments are one dict literal: d.update({k: v, ...}).
+func literalUpdate(a *parse.Args) bool {
+	if len(a.List) != 1 || a.Star != nil || len(a.Kw) != 0 || a.StarKw != nil || a.Consts != nil {
+		return false
+	}
+	_, ok := a.List[0].(*parse.DictExpr)
+	return ok
+}
+
+// updateWithLiteral is d.update({k: v, ...}) without the dict the literal would make (the
+// templates' way to set a key: the HTTPRoute example's merges do it for each route): every
+// key and value evaluated first, in order, failing where making the dict would, then set.
+func (e *evaluator) updateWithLiteral(d *Dict, x *parse.DictExpr, f *frame, pos int) error {
+	var buf [8]any
+	pairs := buf[:0]
+	for i := range x.Keys {
+		k, err := e.eval(x.Keys[i], f)
+		if err != nil {
+			return err
+		}
+		v, err := e.eval(x.Values[i], f)
+		if err != nil {
+			return err
+		}
+		if _, err := keyOf(k); err != nil {
+			return e.at(x.Keys[i].Position(), err)
+		}
+		pairs = append(pairs, k, v)
+	}
+	e.kwOrder = nil
+	outer := e.taint
+	e.taint = mark{}
+	var err error
+	for i := 0; i < len(pairs) && err == nil; i += 2 {
+		err = d.set(pairs[i], pairs[i+1])
+	}
+	if err == nil {
+		err = e.checkItems(d.len())
+	}
+	err = guardSecret(err, e.taint, "method", "update")
+	e.taint = outer
+	return e.at(pos, err)
 }

@@ -179,8 +179,8 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 			return m, nil
 		}
 		if e.shared.Across != nil && !e.prog.testsIdentity() {
-			if m := e.shared.Across.reuse(e.prog, key, t.tree, e.vars, f); m != nil {
-				e.shared.put(key, t.tree.Src, e.vars, m)
+			if m, kept := e.shared.Across.reuse(e.prog, key, t.tree, e.vars, f); m != nil {
+				e.shared.putKept(key, t.tree.Src, e.vars, kept)
 				return m, nil
 			}
 		}
@@ -225,12 +225,18 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 		e.modules[key] = m
 	}
 	if lr != nil {
-		e.shared.Across.loopKeep(key, t.tree.Src, lr.vals, lr.snap, lr.hash, m)
+		e.shared.Across.loopKeep(key, t.tree.Src, lr.vals, lr.snap, lr.hash, m, e.shared.Apart)
+		e.recycleVals(lr.vals)
 	}
 	if share {
-		e.shared.put(key, t.tree.Src, e.vars, m)
-		if e.shared.Across != nil && !e.prog.testsIdentity() {
-			e.shared.Across.keep(e.prog, key, t.tree, e.vars, m)
+		var kept *module
+		if e.shared.Across != nil && !e.shared.Apart && !e.prog.testsIdentity() {
+			kept = e.shared.Across.keep(e.prog, key, t.tree, e.vars, m)
+		}
+		if kept != nil {
+			e.shared.putKept(key, t.tree.Src, e.vars, kept)
+		} else {
+			e.shared.put(key, t.tree.Src, e.vars, m)
 		}
 	}
 	return m, nil

@@ -61,6 +61,7 @@ func (e *evaluator) dictMethod(obj any, name string, a []any, kw map[string]any)
 		v, _, _ := d.del(k)
 		return Tuple{k, v}, nil
 	case "clear":
+		d.changing()
 		d.keys, d.vals, d.index = d.keys[:0], d.vals[:0], nil
 		return nil, nil
 	}

@@ -20,6 +20,7 @@ func (e *evaluator) listMethod(obj any, name string, a []any, kw map[string]any)
 	if !mutable {
 		return nil, fmt.Errorf("list.%s(): this list comes from the input data, which templates cannot change: copy it first (x|list)", name)
 	}
+	l.changing()
 	switch name {
 	case "append":
 		if err := argCount(name, a, 1, 1); err != nil {

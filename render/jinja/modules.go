@@ -35,7 +35,7 @@ func (s *Modules) get(key, src string, vars map[string]any, f *frame, readOnly b
 		// importer's frame, and could change the module's values): the kept copy itself.
 		return sm.mod
 	}
-	if s.last {
+	if s.last && !sm.kept {
 		delete(s.m, key)
 		sm.mod.frame.parent = f // nobody else has this copy
 		keep(sm.mod.frame)
@@ -52,12 +52,22 @@ func (s *Modules) put(key, src string, vars map[string]any, m *module) {
 	if !ok {
 		return
 	}
+	s.store(key, src, vars, c, false)
+}
+
+// putKept keeps k, the copy of a module that ModuleCache keeps for the next render (nobody
+// changes it): the files share it rather than a copy of their own.
+func (s *Modules) putKept(key, src string, vars map[string]any, k *module) {
+	s.store(key, src, vars, k, true)
+}
+
+func (s *Modules) store(key, src string, vars map[string]any, c *module, kept bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if id := identity(vars); s.vars != id {
 		s.vars, s.m = id, map[string]sharedModule{}
 	}
-	s.m[key] = sharedModule{src: src, mod: c, macros: hasMacros(c)}
+	s.m[key] = sharedModule{src: src, mod: c, macros: hasMacros(c), kept: kept}
 }
 
 func identity(vars map[string]any) uintptr { return reflect.ValueOf(vars).Pointer() }
@@ -66,8 +76,11 @@ func identity(vars map[string]any) uintptr { return reflect.ValueOf(vars).Pointe
 // front of parent) and its exported values, one copy of each object however many names hold
 // it, its macros seeing the new top level. ok is false when m holds what cannot be copied
 // (see copier.copy).
-func copyModule(m *module, parent *frame) (*module, bool) {
-	c := copier{seen: make(map[any]any, m.objects), from: m.frame}
+func copyModule(m *module, parent *frame) (*module, bool) { return copyModuleOwned(m, parent, nil) }
+
+// copyModuleOwned is copyModule, the dicts and lists of the copy owner's (Dict.owner).
+func copyModuleOwned(m *module, parent *frame, owner *loan) (*module, bool) {
+	c := copier{seen: make(map[any]any, m.objects), from: m.frame, owner: owner}
 	if m.frame != nil {
 		c.to = &frame{parent: parent, names: append([]string(nil), m.frame.names...), vals: make([]any, len(m.frame.vals)), ctx: m.frame.ctx}
 		keep(c.to)
@@ -92,6 +105,7 @@ func copyModule(m *module, parent *frame) (*module, bool) {
 type copier struct {
 	seen     map[any]any
 	from, to *frame // the module's top level, and the copy's
+	owner    *loan  // of the dicts and lists it makes
 }
 
 // copy copies v. ok is false for a value it cannot copy: a macro defined elsewhere than at
@@ -130,7 +144,7 @@ func (c *copier) copy(v any) (any, bool) {
 		c.seen[v] = out
 		return out, true
 	case *List:
-		out := &List{items: make([]any, len(x.items))}
+		out := &List{items: make([]any, len(x.items)), owner: c.owner}
 		c.seen[v] = out
 		for i, e := range x.items {
 			cv, ok := c.copy(e)
@@ -141,7 +155,7 @@ func (c *copier) copy(v any) (any, bool) {
 		}
 		return out, true
 	case *Dict:
-		out := &Dict{keys: make([]any, len(x.keys)), vals: make([]any, len(x.vals))}
+		out := &Dict{keys: make([]any, len(x.keys)), vals: make([]any, len(x.vals)), owner: c.owner}
 		c.seen[v] = out
 		for i, k := range x.keys {
 			switch k.(type) {

@@ -168,3 +168,35 @@ func TestSharedModulesFollowTheContext(t *testing.T) {
 		t.Fatalf("another context: %q, want %q", got[0], "b,c")
 	}
 }
+
+// With a ModuleCache, the files of a render share the copy it keeps for the next render: the
+// templates that change the module's values (here the first and the last, told it is) get
+// copies, so that the next renders, which take the kept module, render as they do on their
+// own. A last render that took the kept copy over, or a template that changed the shared one,
+// fails the second and third renders.
+func TestSharedModulesKeptAcrossRenders(t *testing.T) {
+	srcs := map[string]string{
+		"m": `{% set items = [] %}{% set d = {"k": 1} %}{% for s in services %}{% do items.append(s.name) %}{% endfor %}`,
+		"a": `{% import "m" as r with context %}{% do r.items.append("z") %}{% do r.d.update({"k": 2}) %}{{ r.items|join(",") }} {{ r.d.k }}`,
+		"b": `{% import "m" as r with context %}{{ r.items|join(",") }} {{ r.d.k }}`,
+		"c": `{% import "m" as r with context %}{% do r.items.append("y") %}{{ r.items|join(",") }}`,
+	}
+	vars := map[string]any{"services": []any{map[string]any{"name": "a"}, map[string]any{"name": "b"}}}
+	mains := []string{"a", "b", "c"}
+	alone := renderFiles(t, srcs, mains, vars, nil)
+	var cache ModuleCache
+	for r := range 3 {
+		mods := &Modules{Across: &cache}
+		for i, out := range renderFiles(t, srcs, mains, vars, mods, true) {
+			if out != alone[i] {
+				t.Errorf("render %d, %s: %q sharing the kept module, %q alone", r+1, mains[i], out, alone[i])
+			}
+		}
+		if got := mods.m["m"].mod; got != cache.m["m"].mod {
+			t.Errorf("render %d: the files shared another copy than the one kept", r+1)
+		}
+	}
+	if got := cache.Reused(); got != 2 {
+		t.Errorf("the kept module served %d renders, want 2", got)
+	}
+}

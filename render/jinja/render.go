@@ -89,6 +89,9 @@ func (p *Program) RenderSharing(ctx context.Context, vars map[string]any, lim Li
 		e.origins = &res.origins
 	}
 	defer func() {
+		if len(e.lent) > 0 {
+			mods.Across.release(e.lent) // the kept modules it had to itself
+		}
 		// A last resort: a bug in the engine must fail the render, not the process.
 		if r := recover(); r != nil {
 			res, err = Output{}, p.locate(e, fmt.Errorf("internal error in the template engine (please report it): %v", r))

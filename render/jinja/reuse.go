@@ -41,6 +41,7 @@ type ModuleCache struct {
 	recs       map[*record.Record]uint64 // the hashes of records' contents (hashState)
 	snaps      map[any][]any             // copies of what imports read, by the value copied, until Sweep
 	loopReused map[string]int            // by module
+	apartMade  int                       // versions made by renders apart since the last Sweep
 
 	bodies bodyCache // loops' iterations (reuse_body.go)
 }
@@ -55,7 +56,10 @@ func (c *ModuleCache) Reused() int {
 type keptModule struct {
 	src   string
 	reads []ctxRead
-	mod   *module // a copy nobody changes: each use copies it
+	mod   *module // a copy nobody changes: each use copies it, or only reads it (Modules)
+	// its dicts and lists are its: one changed (which nothing should do) spoils it, and no
+	// import's memo of what it read takes them (readMemo)
+	loan
 }
 
 // ctxRead is a value of the context a module can read, as it was: context[name], or
@@ -67,38 +71,41 @@ type ctxRead struct {
 }
 
 // reuse returns a copy of the module kept for key, for an import from f, if its source is
-// src and nothing it can read in vars differs; nil otherwise.
-func (c *ModuleCache) reuse(p *Program, key string, tree *parse.Tree, vars map[string]any, f *frame) *module {
+// src and nothing it can read in vars differs, and the kept module itself (which nobody may
+// change); nil otherwise.
+func (c *ModuleCache) reuse(p *Program, key string, tree *parse.Tree, vars map[string]any, f *frame) (m, kept *module) {
 	src := p.sources(tree)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k, ok := c.m[key]
-	if !ok || k.src != src {
-		return nil
+	if !ok || k.src != src || k.spoiled.Load() {
+		return nil, nil
 	}
 	for _, r := range k.reads {
 		v, present := readContext(vars, r.name, r.sub)
 		if present != r.present || !sameData(v, r.val) {
-			return nil
+			return nil, nil
 		}
 	}
-	m, ok := copyModule(k.mod, f)
-	if ok {
-		c.reused++
+	m, ok = copyModule(k.mod, f)
+	if !ok {
+		return nil, nil
 	}
-	return m
+	c.reused++
+	return m, k.mod
 }
 
 // keep keeps a copy of m, computed for key from tree with the context vars, with the values
-// it can read.
-func (c *ModuleCache) keep(p *Program, key string, tree *parse.Tree, vars map[string]any, m *module) {
+// it can read, and returns that copy (which nobody may change); nil when it keeps none.
+func (c *ModuleCache) keep(p *Program, key string, tree *parse.Tree, vars map[string]any, m *module) *module {
 	names, subs, ok := contextNames(p, tree)
 	if !ok {
-		return
+		return nil
 	}
-	mod, ok := copyModule(m, nil)
+	km := &keptModule{src: p.sources(tree)}
+	mod, ok := copyModuleOwned(m, nil, &km.loan)
 	if !ok {
-		return
+		return nil
 	}
 	var reads []ctxRead
 	for _, n := range names {
@@ -119,7 +126,9 @@ func (c *ModuleCache) keep(p *Program, key string, tree *parse.Tree, vars map[st
 	if c.m == nil {
 		c.m = map[string]*keptModule{}
 	}
-	c.m[key] = &keptModule{src: p.sources(tree), reads: reads, mod: mod}
+	km.reads, km.mod = reads, mod
+	c.m[key] = km
+	return mod
 }
 
 // testsIdentity says whether a template of p uses the sameas test: which object a value is

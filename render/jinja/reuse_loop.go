@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"reflect"
 	"slices"
+	"sync/atomic"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
@@ -17,10 +18,11 @@ import (
 // source names (parse.NameExpr, and the namespace of a `set ns.attr`, but for the names its own
 // loops, macros and with blocks bind): it reads nothing else of the importing frames or the
 // context. When each of those names has the same value as when a kept module was computed (the
-// same data, compared as sameValue does; found by a hash of them), a copy of that module
-// serves. The per-route part of the HTTPRoute example is such a module: after a route's
-// change, only that route's is computed again. Not in a template set that tests which object
-// a value is (sameas), as ModuleCache.
+// same data, compared as sameValue does; found by a hash of them), that module serves: lent
+// to the render itself (loopReuse; a change of its values spoils it), or a copy. The per-route
+// part of the HTTPRoute example is such a module: after a route's change, only that route's is
+// computed again. Not in a template set that tests which object a value is (sameas), as
+// ModuleCache.
 //
 // A module is kept only when nothing it did can be seen outside it but its values: the
 // values it read are the same after it ran (it changed no dict, list or namespace it was
@@ -34,9 +36,23 @@ import (
 type loopEntry struct {
 	src  string  // the module's source
 	vals []any   // the values of the names read, in freeNames order (absent: notSet)
-	mod  *module // a copy nobody changes: each use copies it
+	mod  *module // a copy nobody changes but the render it is lent to (spoiled then)
 	used uint64  // the last generation (Sweep) it served or was made in
+	// lendable: mod holds no macro or tuple, and its dicts and lists know they are its
+	// (owner): it is handed out itself, not copied, to one render at a time (holder).
+	lendable bool
+	holder   *evaluator
+	loan     // spoiled: the render it was lent to changed it: it serves no more
+	// apart: made by a render apart (Modules.Apart) and used by no other render since: the
+	// next Sweep forgets it.
+	apart bool
 }
+
+// loan is what the dicts and lists of a value know they are part of (their owner): a
+// change of one spoils it.
+type loan struct{ spoiled atomic.Bool }
+
+func (l *loan) spoil() { l.spoiled.Store(true) }
 
 // notSet stands for a name that was not set when the module was computed.
 type notSet struct{}
@@ -44,7 +60,8 @@ type notSet struct{}
 // freeInfo is what a template's source says it reads of the frames it is imported from.
 type freeInfo struct {
 	names []string
-	ok    bool // false: never kept (it names another template, has blocks, ...)
+	index map[string]int // names' positions
+	ok    bool           // false: never kept (it names another template, has blocks, ...)
 }
 
 // maxHashed bounds the values hashed for one import: a module that reads more (a whole
@@ -67,19 +84,21 @@ func (c *ModuleCache) LoopReused(keys ...string) int {
 
 // Sweep ends a render (for the loops' iterations kept too: bodyCache.sweep). Of the modules
 // imported inside templates since the last Sweep, the versions kept that neither served nor
-// were made since then are forgotten (a route deleted, an old version of one). A module not imported since (its importer was itself kept whole)
-// keeps its versions.
+// were made since then are forgotten (a route deleted, an old version of one). A module not
+// imported since (its importer was itself kept whole) keeps its versions. The versions renders
+// apart made that no other render took are forgotten too.
 func (c *ModuleCache) Sweep() {
 	c.bodies.sweep()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.touched) == 0 {
+	if len(c.touched) == 0 && c.apartMade == 0 {
 		return
 	}
+	c.apartMade = 0
 	for h, list := range c.loop {
 		kept := list[:0]
 		for _, le := range list {
-			if le.used >= c.gen || !c.touched[le.mod.name] {
+			if !le.apart && (le.used >= c.gen || !c.touched[le.mod.name]) && !le.spoiled.Load() {
 				kept = append(kept, le)
 			}
 		}
@@ -99,6 +118,15 @@ func (c *ModuleCache) Sweep() {
 	if len(c.frees) > 64 {
 		clear(c.frees) // sources of templates since edited
 	}
+}
+
+// EndApart ends a render apart (Modules.Apart): the copies of what its imports read are
+// forgotten; the versions it made stay until the next Sweep (a render apart after it may take
+// them), those it took as they were.
+func (c *ModuleCache) EndApart() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.snaps)
 }
 
 // free returns what tree reads of the frames it is imported from, worked out once per source.
@@ -128,7 +156,11 @@ func freeNames(tree *parse.Tree) freeInfo {
 	if !w.ok || w.seen["self"] || w.seen["super"] {
 		return freeInfo{} // the importer's blocks: what they read is not here
 	}
-	return freeInfo{names: w.names, ok: true}
+	index := make(map[string]int, len(w.names))
+	for i, n := range w.names {
+		index[n] = i
+	}
+	return freeInfo{names: w.names, index: index, ok: true}
 }
 
 type freeWalk struct {
@@ -227,9 +259,11 @@ func targetNames(t parse.Target) []string {
 	return out
 }
 
-// loopReads are the values of the names fi reads, as the frame f shows them, and their hash;
-// ok is false when one cannot be kept and compared (see sameValue), or they are too many.
-func (c *ModuleCache) loopReads(fi freeInfo, look func(string) (any, bool)) (vals []any, h uint64, ok bool) {
+// loopReads is the hash of vals, the values of the names an import reads (freeVals); ok is
+// false when one cannot be kept and compared (see sameValue), or they are too many. A dict,
+// list or namespace is hashed on its own (containerSum), its hash kept in memo when prev (what
+// the import of the same module before read) has it at the same place.
+func (c *ModuleCache) loopReads(vals, prev []any, memo map[any]*readMemo) (h uint64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.seed == (maphash.Seed{}) {
@@ -239,38 +273,236 @@ func (c *ModuleCache) loopReads(fi freeInfo, look func(string) (any, bool)) (val
 	var mh maphash.Hash
 	mh.SetSeed(c.seed)
 	hs := &hashState{budget: maxHashed, seed: c.seed, recs: c.recs}
-	vals = make([]any, len(fi.names))
-	for i, n := range fi.names {
-		v, present := look(n)
-		if !present {
-			v = notSet{}
-		}
-		if !hashValue(&mh, v, 0, hs) {
-			return nil, 0, false
-		}
-		vals[i] = v
-	}
-	return vals, mh.Sum64(), true
-}
-
-// loopReuse returns a copy of a module kept for key (source src) whose reads were vals, for
-// an import from f; nil when there is none.
-func (c *ModuleCache) loopReuse(key, src string, vals []any, h uint64, f *frame) *module {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.touched == nil {
-		c.touched = map[string]bool{}
-	}
-	c.touched[key] = true
-	for _, le := range c.loop[h] {
-		if le.mod.name != key || le.src != src || !sameValues(le.vals, vals) {
+	hs.sub.SetSeed(c.seed)
+	for i, v := range vals {
+		switch v.(type) {
+		case *Dict, *List, *Namespace:
+			if i < len(prev) && prev[i] == v {
+				if _, ok := memo[v]; !ok {
+					memo[v] = nil // read twice in a row: worth watching
+				}
+			}
+			sum, ok := containerSum(v, hs, memo)
+			if !ok {
+				return 0, false
+			}
+			mh.WriteByte('c')
+			maphash.WriteComparable(&mh, sum)
 			continue
 		}
-		m, ok := copyModule(le.mod, f)
-		if !ok {
-			return nil
+		if !hashValue(&mh, v, 0, hs) {
+			return 0, false
 		}
-		le.used = c.gen
+	}
+	return mh.Sum64(), true
+}
+
+// readMemo is what the imports of one render found of a dict, list or namespace the
+// template made that they read (the HTTPRoute example's Gateways, read by each route's
+// part), kept while it does not change: its dicts and lists are the memo's (watch), and a
+// change of one spoils it. What it keeps: its hash, and whether it is the same as each kept
+// copy of a read it was compared with (those copies never change).
+type readMemo struct {
+	watch loan
+	sum   uint64
+	same  map[any]bool
+}
+
+// containerSum is the hash of v (a dict, list or namespace): memo's while valid; else worked
+// out, and kept in memo when v is a key of memo already (loopReads: read by the import before,
+// at the same place), v watched then, when none of its dicts and lists is already another's (a
+// kept module's lent to the render, say).
+func containerSum(v any, hs *hashState, memo map[any]*readMemo) (uint64, bool) {
+	m, seen := memo[v]
+	if m != nil && !m.watch.spoiled.Load() {
+		return m.sum, true
+	}
+	h := &hs.sub
+	h.Reset()
+	if !hashValue(h, v, 0, hs) {
+		return 0, false
+	}
+	sum := h.Sum64()
+	if memo == nil {
+		return sum, true
+	}
+	if !seen {
+		return sum, true
+	}
+	m = &readMemo{sum: sum}
+	if !watch(v, &m.watch) {
+		m = nil
+	}
+	memo[v] = m
+	return sum, true
+}
+
+// watch makes the dicts and lists v holds (v too) l's, when none is another's still.
+func watch(v any, l *loan) bool {
+	held := map[any]bool{}
+	containers(v, held)
+	for x := range held {
+		var o *loan
+		switch x := x.(type) {
+		case *List:
+			o = x.owner
+		case *Dict:
+			o = x.owner
+		}
+		if o != nil && !o.spoiled.Load() {
+			return false
+		}
+	}
+	for x := range held {
+		switch x := x.(type) {
+		case *List:
+			x.owner = l
+		case *Dict:
+			x.owner = l
+		}
+	}
+	return true
+}
+
+// sameReads is sameValues(kept, vals) for an import's reads, taking from memo what was found
+// of a dict, list or namespace read, while it holds.
+func sameReads(kept, vals []any, memo map[any]*readMemo) bool {
+	if len(kept) != len(vals) {
+		return false
+	}
+	for i := range kept {
+		if m := validMemo(memo, vals[i]); m != nil && isContainer(kept[i]) {
+			same, ok := m.same[kept[i]]
+			if !ok {
+				same = sameValue(kept[i], vals[i])
+				if m.same == nil {
+					m.same = map[any]bool{}
+				}
+				m.same[kept[i]] = same
+			}
+			if !same {
+				return false
+			}
+			continue
+		}
+		if !sameValue(kept[i], vals[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isContainer(v any) bool {
+	switch v.(type) {
+	case *Dict, *List, *Namespace:
+		return true
+	}
+	return false
+}
+
+// validMemo is memo's for v while it holds; nil otherwise.
+func validMemo(memo map[any]*readMemo, v any) *readMemo {
+	if memo == nil || !isContainer(v) {
+		return nil
+	}
+	if m := memo[v]; m != nil && !m.watch.spoiled.Load() {
+		return m
+	}
+	return nil
+}
+
+// unresolved marks a name freeVals has not found yet.
+type unresolved struct{}
+
+// freeVals are the values of the names fi reads as the frame f shows them, as e.lookup finds
+// each (notSet: not set), in one walk of the frames rather than one per name: the per-route
+// part of the HTTPRoute example reads some sixty names (most of them its own, not set where
+// it is imported), looked up for each of 3,000 routes. The slice is from e's free list
+// (recycleVals).
+func (e *evaluator) freeVals(f *frame, fi freeInfo) []any {
+	var vals []any
+	if n := len(e.valsFree); n > 0 && cap(e.valsFree[n-1]) >= len(fi.names) {
+		vals, e.valsFree = e.valsFree[n-1][:len(fi.names)], e.valsFree[:n-1]
+	} else {
+		vals = make([]any, len(fi.names))
+	}
+	for i := range vals {
+		vals[i] = unresolved{}
+	}
+	left := len(vals)
+	for fr := f; fr != nil && left > 0; fr = fr.parent {
+		for i := len(fr.names) - 1; i >= 0; i-- {
+			if j, ok := fi.index[fr.names[i]]; ok {
+				if _, open := vals[j].(unresolved); open {
+					vals[j] = fr.vals[i]
+					left--
+				}
+			}
+		}
+		if fr.ctx == nil {
+			continue
+		}
+		for j, n := range fi.names {
+			if _, open := vals[j].(unresolved); open {
+				if v, ok := fr.ctx[n]; ok {
+					vals[j] = fromData(v)
+					left--
+				}
+			}
+		}
+	}
+	for j, n := range fi.names {
+		if _, open := vals[j].(unresolved); open {
+			if b := lookupBuiltin(n); b != nil {
+				vals[j] = b
+			} else {
+				vals[j] = notSet{}
+			}
+		}
+	}
+	return vals
+}
+
+// recycleVals gives back to e's free list a slice freeVals made, once nothing holds it.
+func (e *evaluator) recycleVals(vals []any) {
+	if len(e.valsFree) < 8 {
+		clear(vals)
+		e.valsFree = append(e.valsFree, vals)
+	}
+}
+
+// loopReuse returns a module kept for key (source src) whose reads were vals, for an import
+// from f by the render e: the kept module itself, lent to e until e ends (release), when it
+// can be and nobody has it; else a copy. nil when there is none. A module lent to another
+// render is not read (that render may be changing it); one that its render changed (spoiled)
+// serves no more. A render apart (Modules.Apart) leaves what the next Sweep forgets as it was.
+func (c *ModuleCache) loopReuse(key, src string, vals []any, h uint64, f *frame, e *evaluator) *module {
+	apart := e.shared.Apart
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !apart {
+		if c.touched == nil {
+			c.touched = map[string]bool{}
+		}
+		c.touched[key] = true
+	}
+	for _, le := range c.loop[h] {
+		if le.mod.name != key || le.src != src || le.spoiled.Load() || (le.holder != nil && le.holder != e) || !sameReads(le.vals, vals, e.memo) {
+			continue
+		}
+		var m *module
+		if le.lendable && le.holder == nil {
+			le.holder, m = e, le.mod
+			e.lent = append(e.lent, le)
+		} else {
+			var ok bool
+			if m, ok = copyModule(le.mod, f); !ok {
+				return nil
+			}
+		}
+		if !apart {
+			le.used, le.apart = c.gen, false
+		}
 		if c.loopReused == nil {
 			c.loopReused = map[string]int{}
 		}
@@ -329,8 +561,9 @@ func (mc *ModuleCache) snapOf(v any) any {
 }
 
 // loopKeep keeps a copy of m, computed for key (source src) from the values vals (snap:
-// their copies taken before it ran), when nothing it did shows outside its values.
-func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *module) {
+// their copies taken before it ran), when nothing it did shows outside its values; apart: by a
+// render apart, until the next Sweep only.
+func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *module, apart bool) {
 	if !sameValues(snap, vals) {
 		return // it changed what it was given
 	}
@@ -352,16 +585,77 @@ func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *m
 			}
 		}
 	}
-	mod, ok := copyModule(m, nil)
+	// Its dicts and lists are its: a change of one, once lent, spoils it (one never lent is
+	// copied for each import: nobody changes it).
+	le := &loopEntry{src: src, vals: snap}
+	mod, ok := copyModuleOwned(m, nil, &le.loan)
 	if !ok {
 		return
 	}
+	le.mod, le.lendable = mod, lendable(mod)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.loop == nil {
 		c.loop = map[uint64][]*loopEntry{}
 	}
-	c.loop[h] = append(c.loop[h], &loopEntry{src: src, vals: snap, mod: mod, used: c.gen})
+	le.used, le.apart = c.gen, apart
+	c.loop[h] = append(c.loop[h], le)
+	if apart {
+		c.apartMade++
+	}
+}
+
+// release ends the loans of the modules lent to a render (loopReuse).
+func (c *ModuleCache) release(lent []*loopEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, le := range lent {
+		le.holder = nil
+	}
+}
+
+// lendable says whether a kept module (a copy: its dicts, lists and namespaces are its own)
+// may be handed out itself: what a template can change in it goes through a dict's or a
+// list's methods only (which spoil it, once its own), so it holds no macro (whose frame
+// would be the importer's) and no tuple (which retaint changes in place).
+func lendable(m *module) bool {
+	seen := map[any]bool{}
+	if m.frame != nil {
+		for _, v := range m.frame.vals {
+			containers(v, seen)
+		}
+	}
+	containers(m.vars, seen)
+	for v := range seen {
+		if _, ok := v.(*Macro); ok {
+			return false
+		}
+	}
+	return !holdsTuple(m.vars, 0) && (m.frame == nil || !holdsTuple(m.frame.vals, 0))
+}
+
+// holdsTuple says whether v holds a tuple (v is a kept module's copy: no cycles).
+func holdsTuple(v any, depth int) bool {
+	if depth > maxCallDepth*4 {
+		return true
+	}
+	switch x := v.(type) {
+	case Tuple:
+		return true
+	case []any:
+		for _, e := range x {
+			if holdsTuple(e, depth+1) {
+				return true
+			}
+		}
+	case *List:
+		return holdsTuple(x.items, depth+1)
+	case *Dict:
+		return holdsTuple(x.vals, depth+1)
+	case *Namespace:
+		return holdsTuple(x.attrs, depth+1)
+	}
+	return false
 }
 
 // containers adds to seen the dicts, lists and namespaces v holds (v too), and macros.
@@ -505,6 +799,7 @@ type hashState struct {
 	budget int
 	seed   maphash.Seed
 	recs   map[*record.Record]uint64
+	sub    maphash.Hash // containerSum's, seeded
 }
 
 // record is the hash of a record's contents.
@@ -606,15 +901,34 @@ func (e *evaluator) loopImport(key string, t *Template, f *frame) (*module, *loo
 	if !fi.ok {
 		return nil, nil
 	}
-	vals, h, ok := c.loopReads(fi, func(n string) (any, bool) { return e.lookup(f, n) })
+	vals := e.freeVals(f, fi)
+	if e.memo == nil {
+		e.memo, e.prevReads = map[any]*readMemo{}, map[string][]any{}
+	}
+	prev := e.prevReads[key]
+	h, ok := c.loopReads(vals, prev, e.memo)
+	if len(prev) != len(vals) {
+		prev = make([]any, len(vals))
+		e.prevReads[key] = prev
+	}
+	for i, v := range vals {
+		if isContainer(v) {
+			prev[i] = v
+		} else {
+			prev[i] = nil
+		}
+	}
 	if !ok {
+		e.recycleVals(vals)
 		return nil, nil
 	}
-	if m := c.loopReuse(key, t.tree.Src, vals, h, f); m != nil {
+	if m := c.loopReuse(key, t.tree.Src, vals, h, f, e); m != nil {
+		e.recycleVals(vals)
 		return m, nil
 	}
 	snap, ok := c.loopSnapshot(vals)
 	if !ok {
+		e.recycleVals(vals)
 		return nil, nil
 	}
 	return nil, &loopRead{vals: vals, snap: snap, hash: h}

@@ -2,6 +2,7 @@ package jinja
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
@@ -129,5 +130,264 @@ func TestLoopImportsSweep(t *testing.T) {
 	}
 	if n := len(cache.loop); n != 2 {
 		t.Errorf("%d hashes kept, want 2", n)
+	}
+}
+
+// A kept module is handed out itself (lent), not copied, to one render at a time: what that
+// render changes in its values (through any method that changes a dict or a list, a
+// namespace's attribute, in a value it holds, after the template stored it elsewhere) spoils
+// it, and it serves no render after. Each case renders three times with the cache, the second
+// time changing what the imports give (change true), and compares each render with one
+// computed afresh; the third render must compute every part again.
+func TestLentModulesChangedServeNoMore(t *testing.T) {
+	rec := func(name string) *record.Record { return record.FromMap(nil, map[string]any{"name": name}) }
+	part := `{% set lines = [item.name, "z"] %}{% set d = {"k": item.name, "inner": [1], "m": {"x": 1}} %}{% set ns = namespace(v=item.name) %}`
+	for _, c := range []struct{ name, change string }{
+		{"list append", `{% do p.lines.append("!") %}`},
+		{"list extend", `{% do p.lines.extend(["!"]) %}`},
+		{"list insert", `{% do p.lines.insert(0, "!") %}`},
+		{"list pop", `{% do p.lines.pop() %}`},
+		{"list remove", `{% do p.lines.remove("z") %}`},
+		{"list clear", `{% do p.lines.clear() %}`},
+		{"list reverse", `{% do p.lines.reverse() %}`},
+		{"list sort", `{% do p.lines.sort(reverse=true) %}`},
+		{"dict update", `{% do p.d.update({"k": "!"}) %}`},
+		{"dict setdefault", `{% do p.d.setdefault("new", "!") %}`},
+		{"dict pop", `{% do p.d.pop("k") %}`},
+		{"dict popitem", `{% do p.d.popitem() %}`},
+		{"dict clear", `{% do p.d.clear() %}`},
+		{"a namespace's attribute", `{% set n = p.ns %}{% set n.v = "!" %}`},
+		{"a list inside a dict", `{% do p.d.inner.append(2) %}`},
+		{"a dict inside a dict", `{% do p.d.m.update({"y": 2}) %}`},
+		{"stored by the template, changed later", `{% do acc.update({item.name: p.d}) %}{% do acc[item.name].update({"k": "!"}) %}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			main := `{% set acc = {} %}{% set out = [] %}{% for item in items %}{% import "part" as p with context %}` +
+				`{% if change %}` + c.change + `{% endif %}` +
+				`{% do out.append(p.lines|join("+") ~ ":" ~ p.d|dictsort ~ ":" ~ p.ns.v) %}{% endfor %}{{ out|join(",") }}`
+			p, err := Compile(map[string]string{"part": part, "t": main}, "t", Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Twice the same item: the second import of a render takes a copy of the module
+			// lent to the first, or computes it when the first changed it.
+			for v, items := range [][]any{{rec("a"), rec("b"), rec("c")}, {rec("a"), rec("b"), rec("a")}} {
+				var cache ModuleCache
+				render := func(change bool, mods *Modules) string {
+					res, err := p.RenderSharing(context.Background(), map[string]any{"items": items, "change": change}, Limits{}, nil, mods, false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return string(res.Bytes)
+				}
+				for i, change := range []bool{false, true, false} {
+					before := cache.LoopReused()
+					got := render(change, &Modules{Across: &cache})
+					cache.Sweep()
+					if want := render(change, nil); got != want {
+						t.Fatalf("render %d: %q, computed afresh %q", i+1, got, want)
+					}
+					if n := cache.LoopReused() - before; i == 2 && v == 0 && n != 0 {
+						t.Errorf("render 3 reused %d parts that the render before changed", n)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Renders that share a cache at the same time: a kept module is lent to one of them at a time,
+// and what one changes in the module it has is never what another reads (go test -race).
+func TestLentModulesConcurrentRenders(t *testing.T) {
+	p, err := Compile(map[string]string{"part": `{% set lines = [item] %}`,
+		"t": `{% set out = [] %}{% for item in items %}{% import "part" as p with context %}{% do p.lines.append("!") %}{% do out.extend(p.lines) %}{% endfor %}{{ out|join(",") }}`}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]any{"items": []any{"a", "b", "c", "a"}}
+	want, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cache ModuleCache
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for range 20 {
+				res, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, &Modules{Across: &cache}, false)
+				if err == nil && string(res.Bytes) != string(want.Bytes) {
+					err = fmt.Errorf("%q, computed afresh %q", res.Bytes, want.Bytes)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				cache.Sweep()
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// freeVals finds, in one walk of the frames, what e.lookup finds for each name: the innermost
+// frame's, the last of a frame's (a name set twice), the context's behind a frame's names,
+// a built-in, or nothing (notSet).
+func TestFreeValsAsLookup(t *testing.T) {
+	root := &frame{ctx: map[string]any{"ctxonly": "c", "shadowed": "ctx", "range": "ctx-range"}}
+	top := &frame{parent: root, names: []string{"shadowed", "twice", "outer", "twice"}, vals: []any{"top", 1, "o", 2}}
+	body := &frame{parent: top, names: []string{"inner", "outer"}, vals: []any{"i", "body"}}
+	names := []string{"inner", "outer", "shadowed", "twice", "ctxonly", "range", "namespace", "missing"}
+	fi := freeInfo{names: names, index: map[string]int{}, ok: true}
+	for i, n := range names {
+		fi.index[n] = i
+	}
+	e := &evaluator{}
+	for round := range 2 { // the second takes the slice the first gave back
+		vals := e.freeVals(body, fi)
+		for i, n := range names {
+			want, ok := e.lookup(body, n)
+			if !ok {
+				want = notSet{}
+			}
+			if vals[i] != want {
+				t.Errorf("round %d, %s: %#v, lookup finds %#v", round, n, vals[i], want)
+			}
+		}
+		e.recycleVals(vals)
+	}
+}
+
+// What imports in a loop found of a dict the template made and each of them reads (its hash,
+// and that it is the same as a kept copy) serves the next imports only while it does not
+// change: a change anywhere in it between two imports (the second and third read it after
+// the first found it twice) is seen by the next import, as the render computed afresh shows.
+func TestLoopImportsReadAChangedDictAfresh(t *testing.T) {
+	rec := func(name string) *record.Record { return record.FromMap(nil, map[string]any{"name": name}) }
+	part := `{% set lines = [item.name ~ ":" ~ shared.tag.v|join("") ~ shared.ns.x ~ shared.get("extra", [])|join("")] %}`
+	for _, c := range []struct{ name, atC, atD string }{
+		{"a list inside, appended to", `{% do shared.tag.v.append("x") %}`, ``},
+		{"a list inside, emptied", `{% do shared.tag.v.clear() %}`, ``},
+		{"a dict inside, updated", `{% do shared.tag.update({"v": ["y"]}) %}`, ``},
+		{"a namespace inside, set", `{% set n = shared.ns %}{% set n.x = "m" %}`, ``},
+		{"the dict, updated", `{% do shared.update({"extra": ["e"]}) %}`, ``},
+		{"a list put in, then changed", `{% do shared.update({"extra": l}) %}`, `{% do l.append("z") %}`},
+		{"a list inside, changed twice", `{% do shared.tag.v.append("x") %}`, `{% do shared.tag.v.append("w") %}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			main := `{% set l = [] %}{% set shared = {"tag": {"v": ["t"]}, "ns": namespace(x="n")} %}{% set out = [] %}{% for item in items %}` +
+				`{% if change and item.name == "c" %}` + c.atC + `{% endif %}{% if change and item.name == "d" %}` + c.atD + `{% endif %}` +
+				`{% import "part" as p with context %}{% do out.extend(p.lines) %}{% endfor %}{{ out|join(",") }}`
+			p, err := Compile(map[string]string{"part": part, "t": main}, "t", Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cache ModuleCache
+			vars := func(change bool) map[string]any {
+				return map[string]any{"items": []any{rec("a"), rec("b"), rec("c"), rec("d")}, "change": change}
+			}
+			for i, change := range []bool{false, true, false, true} {
+				res, err := p.RenderSharing(context.Background(), vars(change), Limits{}, nil, &Modules{Across: &cache}, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cache.Sweep()
+				want, err := p.RenderSharing(context.Background(), vars(change), Limits{}, nil, nil, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(res.Bytes) != string(want.Bytes) {
+					t.Errorf("render %d: %q, computed afresh %q", i+1, res.Bytes, want.Bytes)
+				}
+			}
+		})
+	}
+}
+
+// A dict the imports read that holds the values of a module lent to the render (here each
+// item's part's list, gathered in acc) is not taken over by what the imports found of it: a
+// change of such a value still spoils the lent module, which serves no render after.
+func TestLoopImportsReadWhatALentModuleHolds(t *testing.T) {
+	rec := func(name string) *record.Record { return record.FromMap(nil, map[string]any{"name": name}) }
+	srcs := map[string]string{
+		"part":   `{% set lines = [item.name] %}`,
+		"reader": `{% set n = acc|length %}`,
+		"t": `{% set acc = {} %}{% set out = [] %}{% for item in items %}{% import "part" as p with context %}{% do acc.update({item.name: p.lines}) %}` +
+			`{% import "reader" as r with context %}{% do out.append(r.n) %}{% endfor %}` +
+			`{% if change %}{% do acc.a.append("!") %}{% endif %}{% for k, v in acc|dictsort %}{{ k }}={{ v|join("+") }} {% endfor %}{{ out|join(",") }}`,
+	}
+	p, err := Compile(srcs, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cache ModuleCache
+	vars := func(change bool) map[string]any {
+		return map[string]any{"items": []any{rec("a"), rec("b"), rec("c"), rec("d")}, "change": change}
+	}
+	for i, change := range []bool{false, true, false} {
+		res, err := p.RenderSharing(context.Background(), vars(change), Limits{}, nil, &Modules{Across: &cache}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache.Sweep()
+		want, err := p.RenderSharing(context.Background(), vars(change), Limits{}, nil, nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(res.Bytes) != string(want.Bytes) {
+			t.Errorf("render %d: %q, computed afresh %q", i+1, res.Bytes, want.Bytes)
+		}
+	}
+}
+
+// A render apart (a test in the config) takes the parts the other renders kept and leaves
+// them as they were: the parts it did not take are not forgotten, the module kept whole at the
+// template's top stays the other renders'; the parts it made serve the renders apart after it,
+// and are forgotten at the next Sweep unless the render that Sweep ends took them.
+func TestLoopImportsApart(t *testing.T) {
+	p, err := Compile(map[string]string{"part": `{% set v = item ~ "." %}`,
+		"model": `{% set out = [] %}{% for item in items %}{% import "part" as p with context %}{% do out.append(p.v) %}{% endfor %}`,
+		"t":     `{% import "model" as m with context %}{{ m.out|join }}`}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cache ModuleCache
+	render := func(apart bool, items ...any) (reused int) {
+		t.Helper()
+		before := cache.LoopReused() + cache.Reused()
+		vars := map[string]any{"items": items}
+		res, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, &Modules{Across: &cache, Apart: apart}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, nil, false); err != nil || string(res.Bytes) != string(want.Bytes) {
+			t.Errorf("%v: %q, computed afresh %q (%v)", items, res.Bytes, want.Bytes, err)
+		}
+		if apart {
+			cache.EndApart()
+		} else {
+			cache.Sweep()
+		}
+		return cache.LoopReused() + cache.Reused() - before
+	}
+	render(false, "a", "b")
+	if n := render(true, "x"); n != 0 {
+		t.Errorf("the first render apart reused %d, want 0", n)
+	}
+	if n := render(true, "a", "b", "x"); n != 3 {
+		t.Errorf("a render apart after it reused %d, want 3 (a and b of the render before, x of the render apart)", n)
+	}
+	if n := render(false, "a", "b"); n != 1 {
+		t.Errorf("the next render reused %d modules, want 1: the model whole", n)
+	}
+	if n := render(false, "a", "b", "y"); n != 2 {
+		t.Errorf("reused %d, want 2: a and b", n)
+	}
+	if n := len(cache.loop); n != 3 {
+		t.Errorf("%d hashes kept, want 3: a, b and y (x, made apart and taken by no render since, forgotten)", n)
 	}
 }

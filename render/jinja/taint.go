@@ -100,6 +100,7 @@ func retaint(v any, m mark) any {
 	case Markup:
 		return m.on(string(x), true)
 	case *List:
+		x.changing()
 		for i, e := range x.items {
 			x.items[i] = retaint(e, m)
 		}

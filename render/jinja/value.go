@@ -40,7 +40,20 @@ import (
 type Markup string
 
 // List is a list made by the template: literals, filters, .append().
-type List struct{ items []any }
+type List struct {
+	items []any
+	owner *loan // what must know it changed: a kept module, a hash kept of it (reuse_loop.go)
+}
+
+// changing is called before l changes: a list of a kept module lent to the render no longer
+// serves another (the render has it to itself from then on); the hash of what an import
+// read, kept for the next imports, no longer holds.
+func (l *List) changing() {
+	if l.owner != nil {
+		l.owner.spoil()
+		l.owner = nil
+	}
+}
 
 // NewList returns a list of the template's own (changeable by the template), for filters
 // given to Compile.
@@ -190,6 +203,15 @@ type Dict struct {
 	keys  []any
 	vals  []any
 	index *dictIndex // built once the dict grows past a few keys
+	owner *loan      // what must know it changed (List.owner)
+}
+
+// changing is called before d changes (List.changing).
+func (d *Dict) changing() {
+	if d.owner != nil {
+		d.owner.spoil()
+		d.owner = nil
+	}
 }
 
 // dictIndex finds a key's position: string keys (most keys) in a map of their own, with
@@ -356,6 +378,7 @@ func (d *Dict) getStr(key string) (any, bool) {
 // setStr is set with a string key: an existing key is set without boxing the name (a
 // namespace's attributes, set in loops).
 func (d *Dict) setStr(key string, val any) error {
+	d.changing()
 	if d.index == nil {
 		for i, k := range d.keys {
 			if x, ok := k.(string); ok && x == key {
@@ -368,6 +391,7 @@ func (d *Dict) setStr(key string, val any) error {
 }
 
 func (d *Dict) set(key, val any) error {
+	d.changing()
 	k, err := keyOf(key)
 	if err != nil {
 		return err
@@ -395,6 +419,7 @@ func (d *Dict) reindex() {
 }
 
 func (d *Dict) del(key any) (any, bool, error) {
+	d.changing()
 	k, err := keyOf(key)
 	if err != nil {
 		return nil, false, err

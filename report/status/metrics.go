@@ -28,8 +28,11 @@ type Metrics struct {
 	ConfigValid       prometheus.Gauge
 	SourceUp          prometheus.Gauge
 	// SourceUpByCluster replaces SourceUp with several clusters (PerCluster).
-	SourceUpByCluster  *prometheus.GaugeVec
-	perCluster         atomic.Bool
+	SourceUpByCluster *prometheus.GaugeVec
+	perCluster        atomic.Bool
+	// ClusterReadStoodIn counts, by member cluster, the syncs in which its read did not end
+	// within --cluster-read-wait (or failed) and its last read stood in (MemberReads).
+	ClusterReadStoodIn *prometheus.CounterVec
 	RenderDuration     prometheus.Histogram
 	ValidateDuration   prometheus.Histogram
 	ReloadDuration     prometheus.Histogram
@@ -80,6 +83,8 @@ func NewMetrics() *Metrics {
 			"1 while the source of inputs (directory, Kubernetes API, etcd) is reachable."),
 		SourceUpByCluster: gaugeVec("source_up",
 			"1 while the cluster's Kubernetes API is reachable (the kube source over several clusters), by cluster.", "cluster"),
+		ClusterReadStoodIn: counterVec("cluster_read_stood_in_total",
+			"Syncs in which a member cluster's read did not end within --cluster-read-wait, or failed, and its pods and watched objects as last read stood in (none when it never was read), by cluster.", "cluster"),
 		RenderDuration: histogram("render_duration_seconds",
 			"Time to build the snapshot and render the templates.", prometheus.ExponentialBuckets(0.001, 2, 14)),
 		ValidateDuration: histogram("validate_duration_seconds",
@@ -113,7 +118,7 @@ func NewMetrics() *Metrics {
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.Renders, m.Reloads, m.Rejected, m.LastReloadSuccess, m.ConfigValid, sourceUp{m},
+		m.Renders, m.Reloads, m.Rejected, m.LastReloadSuccess, m.ConfigValid, sourceUp{m}, m.ClusterReadStoodIn,
 		m.RenderDuration, m.ValidateDuration, m.ReloadDuration, m.LiveGenerationInfo, m.ChangeToLive,
 		m.RuntimeUpdates, m.ReloadsAvoided, m.RuntimeFallbacks,
 		m.HeldInputs, m.SyncFailures, m.HAProxyUp, m.BuildInfo, m.CanaryVerdicts,
@@ -136,6 +141,15 @@ func (m *Metrics) PerCluster(names []string) func(cluster string, up bool) {
 		}
 		m.SourceUpByCluster.WithLabelValues(cluster).Set(v)
 	}
+}
+
+// MemberReads starts cluster_read_stood_in_total at 0 for each member cluster and returns the
+// function that counts one for a cluster (watcher.Clusters.OnStoodIn).
+func (m *Metrics) MemberReads(members []string) func(cluster string) {
+	for _, n := range members {
+		m.ClusterReadStoodIn.WithLabelValues(n)
+	}
+	return func(cluster string) { m.ClusterReadStoodIn.WithLabelValues(cluster).Inc() }
 }
 
 // sourceUp collects source_up in one of its two shapes: one gauge, or one per cluster. It

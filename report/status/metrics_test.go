@@ -168,3 +168,19 @@ func TestObserveLiveFromTheChangeSeen(t *testing.T) {
 		}
 	}
 }
+
+// TestMemberReadsCounted: cluster_read_stood_in_total starts at 0 for each member cluster and
+// counts, by cluster, each read of it that stood in.
+func TestMemberReadsCounted(t *testing.T) {
+	m := NewMetrics()
+	stoodIn := m.MemberReads([]string{"west", "east"})
+	stoodIn("west")
+	stoodIn("west")
+	got := map[string]float64{}
+	for _, s := range family(t, m, "haproxy_sidecar_cluster_read_stood_in_total").GetMetric() {
+		got[s.GetLabel()[0].GetValue()] = s.GetCounter().GetValue()
+	}
+	if len(got) != 2 || got["west"] != 2 || got["east"] != 0 {
+		t.Errorf("cluster_read_stood_in_total %v, want west 2, east 0", got)
+	}
+}

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
 )
 
 func TestParseCluster(t *testing.T) {
@@ -33,7 +36,7 @@ func TestClusterFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := ParseRun([]string{"--source=kube", "--cluster", "east=/k/e.yaml", "--cluster", "west=/k/w.yaml:w,south=:s",
-		"--clusters-file", file, "--cluster-name", "home", "--cluster-forget-after", "1m"}, "", func(string) string { return "" }, io.Discard)
+		"--clusters-file", file, "--cluster-name", "home", "--cluster-forget-after", "1m", "--cluster-read-wait", "500ms"}, "", func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +47,8 @@ func TestClusterFlags(t *testing.T) {
 	if got := m.String(); got != "east=/k/e.yaml,west=/k/w.yaml:w,south=:s,north=/k/n.yaml:n" {
 		t.Errorf("members %s", got)
 	}
-	if !r.Source.Kube.MultiCluster() || r.Source.Kube.ClusterName != "home" || r.Source.Kube.ForgetAfter.Minutes() != 1 {
+	if !r.Source.Kube.MultiCluster() || r.Source.Kube.ClusterName != "home" || r.Source.Kube.ForgetAfter.Minutes() != 1 ||
+		r.Source.Kube.ReadWait != 500*time.Millisecond {
 		t.Errorf("kube config %+v", r.Source.Kube)
 	}
 	// One cluster: nothing of the above.
@@ -52,11 +56,16 @@ func TestClusterFlags(t *testing.T) {
 	if err != nil || r.Source.Kube.MultiCluster() {
 		t.Errorf("without --cluster: multi %v, err %v", r != nil && r.Source.Kube.MultiCluster(), err)
 	}
+	if r != nil && r.Source.Kube.ReadWait != watcher.DefaultMemberReadWait {
+		t.Errorf("--cluster-read-wait defaults to %v, want %v", r.Source.Kube.ReadWait, watcher.DefaultMemberReadWait)
+	}
 	for args, want := range map[string]string{
 		"--source=file --dir=/x --cluster=a=/k":                   "need --source=kube",
 		"--source=kube --cluster=local=/k":                        "named twice",
 		"--source=kube --cluster=a=/k --cluster-name=Bad":         "--cluster-name",
 		"--source=kube --cluster=a=/k --cluster-forget-after=-1s": "--cluster-forget-after",
+		"--source=kube --cluster=a=/k --cluster-read-wait=0s":     "--cluster-read-wait",
+		"--source=kube --cluster=a=/k --cluster-read-wait=-1s":    "--cluster-read-wait",
 	} {
 		r, err := ParseRun(strings.Fields(args), "", func(string) string { return "" }, io.Discard)
 		if err == nil {

@@ -33,6 +33,8 @@ type Kube struct {
 	ClusterName  string
 	// ForgetAfter: how long a cluster may be away before its objects are left out; 0: kept.
 	ForgetAfter time.Duration
+	// ReadWait bounds a member cluster's read inside a sync: past it, its last read stands in.
+	ReadWait time.Duration
 }
 
 // Etcd is how to reach the etcd behind Kubernetes.
@@ -55,6 +57,7 @@ func (s *Source) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.Kube.ClustersFile, "clusters-file", "", "with --source=kube: `FILE` listing more clusters as --cluster does, one NAME=KUBECONFIG[:CONTEXT] a line (# comments)")
 	fs.StringVar(&s.Kube.ClusterName, "cluster-name", "local", "with --cluster or --clusters-file: the home cluster's name (pod.cluster of its pods)")
 	fs.DurationVar(&s.Kube.ForgetAfter, "cluster-forget-after", 0, "with --cluster or --clusters-file: how long a cluster may be unreachable before its pods and watched objects are left out (`DURATION`); 0: they stay at their last known state until it is back")
+	fs.DurationVar(&s.Kube.ReadWait, "cluster-read-wait", watcher.DefaultMemberReadWait, "with --cluster or --clusters-file: how long a sync waits for another cluster's read (`DURATION`, more than 0); past it, that cluster's pods and watched objects as last read stand in, so that a cluster slow to list never holds the others' changes back")
 	fs.Var(&s.Etcd.Endpoints, "etcd-endpoints", "with --source=etcd: comma-separated etcd client URLs (https:// for TLS)")
 	fs.StringVar(&s.Etcd.Prefix, "etcd-prefix", "/registry", "with --source=etcd: kube-apiserver's --etcd-prefix")
 	fs.StringVar(&s.Etcd.CACert, "etcd-cacert", "", "with --source=etcd: CA certificate of etcd's serving certificate (kubeadm: /etc/kubernetes/pki/etcd/ca.crt)")
@@ -88,6 +91,9 @@ func (s *Source) validate() error {
 	}
 	if s.Kube.ForgetAfter < 0 {
 		return errors.New("--cluster-forget-after: want a duration of 0 or more")
+	}
+	if s.Kube.ReadWait <= 0 {
+		return errors.New("--cluster-read-wait: want a duration more than 0")
 	}
 	return nil
 }

@@ -40,6 +40,12 @@ type Source interface {
 	Objects(ctx context.Context) (*snapshot.Objects, error)
 }
 
+// firstLists is a source whose first lists reach it as change notifications (the kube
+// source's informers, watcher.Kube): AwaitFirstLists returns once all of them have been made.
+type firstLists interface {
+	AwaitFirstLists(ctx context.Context) error
+}
+
 // Config wires the stages together.
 type Config struct {
 	Source   Source
@@ -267,8 +273,17 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	srcErr := make(chan error, 1)
 	p.cfg.Metrics.SourceUp.Set(1) // before Run: a source that reports its own state overrides it
 	go func() { srcErr <- p.cfg.Source.Run(ctx, p.Changed) }()
-	// What the source said while starting is read by the first sync: no change seen.
+	if stop, err := p.awaitFirstLists(ctx, srcErr); stop {
+		return err
+	}
+	// What the source said while starting is read by the first sync: no change seen, and no
+	// sync asked for it (the kube source's initial lists, one notification per object, asked
+	// for a second full render at start that found nothing new).
 	p.notified.Store(nil)
+	select {
+	case <-trigger:
+	default:
+	}
 
 	reason := "start"
 	var retry, deferred <-chan time.Time
@@ -330,6 +345,36 @@ sync:
 		}
 		reason = fmt.Sprintf("%d change notification(s)", n)
 		fromNotifications = true
+	}
+}
+
+// awaitFirstLists waits, when the source's first lists come as change notifications, until
+// all have been made: the first sync then notes what asked for it (and drops the trigger)
+// after them, and its read holds every object they notified. Whatever is notified later asks
+// for a sync as always. stop (with the error Run returns) when ctx ends or the source stops.
+func (p *Pipeline) awaitFirstLists(ctx context.Context, srcErr <-chan error) (stop bool, _ error) {
+	fl, ok := p.cfg.Source.(firstLists)
+	if !ok {
+		return false, nil
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- fl.AwaitFirstLists(wctx) }()
+	select {
+	case err := <-done:
+		if err != nil && ctx.Err() == nil {
+			p.log.DebugContext(ctx, "the source's first lists not all seen; the first sync reads what it holds", "error", err)
+		}
+		return ctx.Err() != nil, nil
+	case err := <-srcErr:
+		p.cfg.Metrics.SourceUp.Set(0)
+		if ctx.Err() != nil {
+			return true, nil
+		}
+		return true, fmt.Errorf("source stopped: %w", err)
+	case <-ctx.Done():
+		return true, nil
 	}
 }
 

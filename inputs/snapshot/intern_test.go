@@ -1,0 +1,45 @@
+package snapshot
+
+import (
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// TestSharedListCostsNothing: a list the interner knows (the conditions or container statuses
+// of a ReplicaSet's pods) is given back box and all: boxing it again would cost each pod 24
+// bytes a list.
+func TestSharedListCostsNothing(t *testing.T) {
+	var in interner
+	elems := []any{"Ready", "True"}
+	h := hashString("Ready") ^ hashString("True")
+	first := in.slice(elems, h, true)
+	var again any
+	if n := testing.AllocsPerRun(100, func() { again = in.slice(elems, h, true) }); n != 0 {
+		t.Errorf("a known list takes %v allocations, want 0", n)
+	}
+	if a, b := first.([]any), again.([]any); len(b) != 2 || &a[0] != &b[0] {
+		t.Errorf("the list is not shared: %v, %v", a, b)
+	}
+	if own := in.slice(elems, h, false); &own.([]any)[0] == &first.([]any)[0] {
+		t.Error("a list that is not canonical was shared")
+	}
+}
+
+// TestPodsShareTheirNamespace: a converted pod holds its namespace as the records do, one
+// string for every pod of the namespace, not the copy each decoded pod brings.
+func TestPodsShareTheirNamespace(t *testing.T) {
+	var c PodConverter
+	lbls := map[string]string{"app": "web"}
+	a := c.Convert(readyPod(strings.Clone("shop"), "web-1", "10.1.0.1", lbls))
+	b := c.Convert(readyPod(strings.Clone("shop"), "web-2", "10.1.0.2", lbls))
+	waiting := readyPod(strings.Clone("shop"), "web-3", "10.1.0.3", lbls)
+	waiting.Status.ContainerStatuses[0].Ready = false
+	w := c.Convert(waiting)
+	if a.Namespace() != "shop" || w.Ready() {
+		t.Fatalf("namespace %q, ready %v", a.Namespace(), w.Ready())
+	}
+	if unsafe.StringData(a.Namespace()) != unsafe.StringData(b.Namespace()) || unsafe.StringData(a.Namespace()) != unsafe.StringData(w.Namespace()) {
+		t.Error("each pod holds its own copy of its namespace")
+	}
+}
