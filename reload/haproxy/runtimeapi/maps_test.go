@@ -443,3 +443,34 @@ func TestApplyMaps(t *testing.T) {
 		})
 	}
 }
+
+// samePayloads says what comparing the payloads mapPayloads makes says, for maps that differ in
+// an entry, in order, in the split between payloads, or only in comments and spacing.
+func TestSamePayloadsAsMapPayloads(t *testing.T) {
+	contents := []string{
+		"", "# none\n", "a.example be_a\n", "a.example be_a", "a.example  be_a \r\n# c\n",
+		"a.example be_a\nb.example be_b\n", "b.example be_b\na.example be_a\n",
+		"a.example be_a\nb.example be_b\nc.example be_c\n", "a.example be_a\nb.example be_b\nc.example be_d\n",
+		"a.example be_a\nb.example be_b\nc.example be_c\nd.example be_d\n",
+		"a.example be_ab\nb.example be_b\n", "a.example be_a b\n", "a.example be_a\n\n\n",
+		"a.example\n", "long.example.com be_long_long_long\n",
+	}
+	for _, limit := range []int{16, 32, defaultMapPayload} {
+		for _, o := range contents {
+			for _, n := range contents {
+				np, _, nerr := mapPayloads([]byte(n), limit)
+				if nerr != nil {
+					continue
+				}
+				op, oEntries, oerr := mapPayloads([]byte(o), limit)
+				same, entries, err := samePayloads([]byte(o), limit, np)
+				if (err != nil) != (oerr != nil) || entries != oEntries {
+					t.Errorf("limit %d, %q: entries %d, error %v; mapPayloads: %d, %v", limit, o, entries, err, oEntries, oerr)
+				}
+				if want := oerr == nil && reflect.DeepEqual(op, np); err == nil && same != want {
+					t.Errorf("limit %d: samePayloads(%q) against the payloads of %q = %v, want %v", limit, o, n, same, want)
+				}
+			}
+		}
+	}
+}
