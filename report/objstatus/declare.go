@@ -157,6 +157,10 @@ func Parse(cfg []byte) (decls []Declaration, problems []error) {
 	sc := bufio.NewScanner(bytes.NewReader(cfg))
 	sc.Buffer(make([]byte, 0, 64*1024), len(cfg)+1)
 	prefix := []byte(Prefix)
+	// Sized once: a Declaration is large, and 10,000 of them grown by doubling were twice that.
+	if n := bytes.Count(cfg, prefix); n > 0 {
+		decls = make([]Declaration, 0, n)
+	}
 	for n := 1; sc.Scan(); n++ {
 		// Only the declaration lines become strings: a configuration of 10,000 backends has
 		// hundreds of thousands of other lines, read again with each rendering that goes live.
@@ -548,8 +552,8 @@ type ParentWant struct {
 // object, the same Gateway listener or the same route parent) is left out, with a problem when
 // it says something else. A Gateway declared by its listeners only is accepted and programmed.
 func Collect(decls []Declaration) (map[Object]Want, []error) {
-	out := map[Object]Want{}
-	first := map[string]Declaration{}
+	out := make(map[Object]Want, len(decls)) // mostly one declaration per object
+	first := make(map[string]Declaration, len(decls))
 	var problems []error
 	for _, d := range decls {
 		key := d.Object.String()
