@@ -474,3 +474,23 @@ func TestSamePayloadsAsMapPayloads(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPlanMapChanged plans a change of one entry of a map of 20,000 entries (two per route
+// at 10,000 Ingresses), as each route change at that size does.
+func BenchmarkPlanMapChanged(b *testing.B) {
+	var old, next strings.Builder
+	for i := range 10000 {
+		fmt.Fprintf(&old, "ing-%05d.example.com/ web_svc-%05d_80\ning-%05d.example.com/api web_svc-%05d_80\n", i, i, i, (i+1)%10000)
+	}
+	next.WriteString(strings.Replace(old.String(), "ing-05000.example.com/api web_svc-05001_80", "ing-05000.example.com/v2 web_svc-05001_80", 1))
+	base := mapCfg("", "a 10.0.0.1:80 check")
+	u := track(New(Options{SSLDir: ssl, MapsDir: mapsDir, Client: &fakeClient{}}))
+	u.Reloaded(u.Plan(base, nil, files(map[string]string{"hosts.map": old.String()})))
+	changed := files(map[string]string{"hosts.map": next.String()})
+	b.ReportAllocs()
+	for b.Loop() {
+		if p := u.Plan(base, nil, changed); p.Reload() != "" {
+			b.Fatal(p.Reload())
+		}
+	}
+}
