@@ -14,6 +14,7 @@
 #   KINDS=httproute SIZES=10000 VERSIONS=3.4 hack/bench-routes.sh
 #   STAGES=1 hack/bench-routes.sh   # the sidecar at debug level: the medians of its sync stages
 #   PROFILE=/tmp/start.prof hack/bench-routes.sh   # a CPU profile of the sidecar's first 20 s
+#   HEAPS=/tmp/heaps hack/bench-routes.sh   # its heap profile each time its max RSS grew by 5 MB
 # VERSIONS are among those hack/haproxy-versions.sh provides (2.6 3.0 3.2 3.4); each runs with
 # its bin directory first in PATH. KEEP=1 keeps each run's work directory (logs, haproxy.cfg).
 set -euo pipefail
@@ -37,6 +38,7 @@ flags=()
 [ "$STAGES" = 1 ] && flags+=(--stages)
 [ "$KEEP" = 1 ] && flags+=(--keep)
 [ -n "${PROFILE:-}" ] && flags+=(--start-profile "$PROFILE")
+[ -n "${HEAPS:-}" ] && flags+=(--heap-profiles "$HEAPS")
 for v in $VERSIONS; do
   haproxy=$(tr ' ' '\n' <<<"$installed" | sed -n "s/^$v=//p")
   if [ -z "$haproxy" ]; then

@@ -41,6 +41,7 @@ func main() {
 	stages := flag.Bool("stages", false, "run the sidecar at debug level and print the medians of its sync stages (read, build, plan, apply) for each kind of change")
 	keep := flag.Bool("keep", false, "keep the work directory (the logs, haproxy.cfg)")
 	profile := flag.String("start-profile", "", "write a CPU profile of the sidecar's first --start-profile-for to this file (the sidecar runs with --pprof)")
+	heaps := flag.String("heap-profiles", "", "save the sidecar's heap profile in this directory each time its maximum RSS has grown by 5 MB (the sidecar runs with --pprof)")
 	profileFor := flag.Duration("start-profile-for", 20*time.Second, "how long --start-profile profiles")
 	flag.Parse()
 	log.SetFlags(0)
@@ -57,7 +58,7 @@ func main() {
 		log.Fatal(err)
 	}
 	rig.StopOnSignal()
-	rig.StartProfile, rig.StartProfileFor = *profile, *profileFor
+	rig.StartProfile, rig.StartProfileFor, rig.HeapProfiles = *profile, *profileFor, *heaps
 	b := &bench{rig: rig, kind: k, n: *n, changes: *changes, gap: *gap, sample: *sample, stages: *stages, wait: *wait}
 	err = b.run(*sidecar, *crds)
 	rig.Stop()

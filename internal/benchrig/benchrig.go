@@ -44,6 +44,10 @@ type Rig struct {
 	// StartProfileFor (the sidecar runs with --pprof).
 	StartProfile    string
 	StartProfileFor time.Duration
+	// HeapProfiles, when set, is a directory where StartProxy saves the sidecar's heap profile
+	// each time its maximum RSS has grown by 5 MB: the last one is the nearest the peak (the
+	// sidecar runs with --pprof).
+	HeapProfiles string
 
 	mu       sync.Mutex
 	procs    []*proc

@@ -47,7 +47,7 @@ func (r *Rig) StartProxy(sidecar string, env []string, args ...string) (*Proxy, 
 		client:  &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
 	env = append([]string{"HTTP_BIND=" + p.HTTP, fmt.Sprintf("HTTPS_BIND=127.0.0.1:%d", ports[1])}, env...)
 	sock := r.Socket()
-	if r.StartProfile != "" {
+	if r.StartProfile != "" || r.HeapProfiles != "" {
 		args = append([]string{"--pprof"}, args...)
 	}
 	p.Started = time.Now()
@@ -60,6 +60,9 @@ func (r *Rig) StartProxy(sidecar string, env []string, args ...string) (*Proxy, 
 		go p.profileStart(r.StartProfile, r.StartProfileFor)
 	}
 	p.PID = cmd.Process.Pid
+	if r.HeapProfiles != "" {
+		go p.heapAtPeaks(r.HeapProfiles)
+	}
 	if err := WaitUntil("the first configuration", 5*time.Minute, func() bool { _, err := os.Stat(p.Config); return err == nil }); err != nil {
 		return nil, err
 	}
@@ -152,5 +155,40 @@ func (p *Proxy) profileStart(file string, d time.Duration) {
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start profile: %v\n", err)
+	}
+}
+
+// heapAtPeaks saves the sidecar's heap profile in dir (heap-<MB>.pb.gz) each time its maximum
+// RSS has grown by 5 MB, until it exits. A profile shows the heap at the collection before it:
+// what was live near the peak. A failure is printed; the bench goes on without it.
+func (p *Proxy) heapAtPeaks(dir string) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "heap profiles: %v\n", err)
+		return
+	}
+	saved := 0
+	tick := time.NewTicker(300 * time.Millisecond)
+	defer tick.Stop()
+	for range tick.C {
+		hwm := p.MaxRSS()
+		if hwm == 0 { // exited
+			return
+		}
+		if hwm < saved+5 {
+			continue
+		}
+		resp, err := http.Get("http://" + p.Metrics + "/debug/pprof/heap")
+		if err != nil {
+			continue // not serving yet
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil && resp.StatusCode == http.StatusOK {
+			err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("heap-%dMB.pb.gz", hwm)), b, 0o644)
+			saved = hwm
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "heap profile: %v\n", err)
+		}
 	}
 }

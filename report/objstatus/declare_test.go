@@ -1,6 +1,7 @@
 package objstatus
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -202,5 +203,25 @@ func TestCollectListeners(t *testing.T) {
 	}
 	if len(problems) != 1 || !strings.Contains(problems[0].Error(), "line 4: Gateway lb/gw listener http declared again, differently (line 3 stands)") {
 		t.Errorf("problems %v", problems)
+	}
+}
+
+// BenchmarkParseCollect reads the declarations of a haproxy.cfg serving 10,000 Ingresses (one
+// declaration and a backend of 6 lines each), as the status writer does with each rendering
+// that goes live.
+func BenchmarkParseCollect(b *testing.B) {
+	var cfg strings.Builder
+	cfg.WriteString("global\n  master-worker\n\nfrontend http\n  bind :80\n  use_backend %[req.hdr(host),map(/etc/haproxy/maps/routes.map)]\n\n")
+	for i := range 10000 {
+		fmt.Fprintf(&cfg, "# haproxy-sidecar: serves Ingress web/ing-%05d\nbackend web_svc-%05d_80\n  mode http\n  balance roundrobin\n  option httpchk GET /healthz\n  server-template srv 1-4 svc-%05d.web.svc:80 check resolvers dns init-addr none\n  server s0 10.0.%d.%d:8080 check\n\n", i, i, i, i/250, i%250)
+	}
+	data := []byte(cfg.String())
+	b.ReportAllocs()
+	for b.Loop() {
+		decls, problems := Parse(data)
+		wants, more := Collect(decls)
+		if len(problems)+len(more) > 0 || len(wants) != 10000 {
+			b.Fatalf("%d objects, problems %v %v", len(wants), problems, more)
+		}
 	}
 }

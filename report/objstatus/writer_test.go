@@ -348,3 +348,30 @@ func TestWriterWritesWhatANewRenderingChangedFirst(t *testing.T) {
 		t.Errorf("ConfigMap patches %v, want one, for the new rendering %s", patches, second.Hash)
 	}
 }
+
+// compareObjects orders as the objects' String forms do, including kinds that prefix each other,
+// objects without a namespace and names holding the separators.
+func TestCompareObjectsAsStrings(t *testing.T) {
+	objs := []Object{
+		{Kind: "Gateway", Namespace: "lb", Name: "a"},
+		{Kind: "GatewayClass", Name: "haproxy"},
+		{Kind: "Gateway", Name: "lb"},
+		{Kind: "Gateway", Namespace: "l", Name: "b/a"},
+		{Kind: "Gateway", Namespace: "lb", Name: ""},
+		{Kind: "Gateway", Namespace: "lb/", Name: "a"},
+		{Kind: "Gateway ", Name: "lb"},
+		{Kind: "", Namespace: "a", Name: "b"},
+		{Kind: "Ingress", Namespace: "web", Name: "shop"},
+		{Kind: "Ingress", Namespace: "web", Name: "shop-2"},
+		{Kind: "Ingress", Namespace: "web-2", Name: "shop"},
+		{Kind: "HTTPRoute", Namespace: "web", Name: "shop"},
+		{},
+	}
+	for _, a := range objs {
+		for _, b := range objs {
+			if got, want := compareObjects(a, b), strings.Compare(a.String(), b.String()); got != want {
+				t.Errorf("compareObjects(%q, %q) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
+}

@@ -135,6 +135,11 @@ func (s *Session) exchange(ctx context.Context, cmds []string, first bool) (answ
 		_ = s.conn.SetDeadline(dl)
 	}
 	var b strings.Builder
+	size := 0
+	for _, cmd := range cmds {
+		size += len(cmd) + 2
+	}
+	b.Grow(size) // a map's payloads are megabytes at 10,000 routes: one buffer, not a doubling series
 	for _, cmd := range cmds {
 		b.WriteString(cmd)
 		b.WriteByte('\n')

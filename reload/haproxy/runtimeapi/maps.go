@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -132,8 +131,8 @@ func (d *differ) diffMaps() {
 			fail("map file %s: %v", quote(name), err)
 			continue
 		}
-		op, oldEntries, oldErr := mapPayloads(o, limit)
-		if oldErr == nil && slices.Equal(op, sw.payloads) {
+		same, oldEntries, oldErr := samePayloads(o, limit, sw.payloads)
+		if oldErr == nil && same {
 			continue // comments, blank lines, spacing: the same entries, the file is all
 		}
 		if sw.entries > 0 && (oldErr == nil && oldEntries == 0 || oldErr != nil && !hasEntries(o)) {
@@ -192,6 +191,61 @@ func mapPayloadLimit(cfg *cfgparse.Config) int {
 // is allowed (HAProxy stops the value there).
 func mapPayloads(content []byte, limit int) (payloads []string, entries int, err error) {
 	var b strings.Builder
+	entries, err = eachMapEntry(content, limit, func(key, value string, rest int) {
+		entry := len(key) + 1 + len(value)
+		if b.Len() > 0 && b.Len()+1+entry > limit {
+			payloads = append(payloads, b.String())
+			b.Reset()
+		}
+		if b.Len() == 0 {
+			b.Grow(min(limit, entry+rest)) // one allocation per payload, not a doubling series
+		} else {
+			b.WriteByte('\n')
+		}
+		b.WriteString(key)
+		b.WriteByte(' ')
+		b.WriteString(value)
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if b.Len() > 0 {
+		payloads = append(payloads, b.String())
+	}
+	return payloads, entries, nil
+}
+
+// samePayloads says whether the map file content gives payloads (mapPayloads with the same
+// limit), without making its own: the entries give the payloads, so the same entries in the
+// same order give the same ones. entries and err are mapPayloads'.
+func samePayloads(content []byte, limit int, payloads []string) (same bool, entries int, err error) {
+	same = true
+	cur, next := "", payloads
+	entries, err = eachMapEntry(content, limit, func(key, value string, _ int) {
+		if !same {
+			return
+		}
+		if cur == "" {
+			if len(next) == 0 {
+				same = false
+				return
+			}
+			cur, next = next[0], next[1:]
+		}
+		line := cur
+		if i := strings.IndexByte(cur, '\n'); i >= 0 {
+			line, cur = cur[:i], cur[i+1:]
+		} else {
+			cur = ""
+		}
+		same = len(line) == len(key)+1+len(value) && line[:len(key)] == key && line[len(key)] == ' ' && line[len(key)+1:] == value
+	})
+	return same && cur == "" && len(next) == 0, entries, err
+}
+
+// eachMapEntry calls fn with each entry of a map file, as mapPayloads reads them, and the
+// number of bytes after its line.
+func eachMapEntry(content []byte, limit int, fn func(key, value string, rest int)) (entries int, err error) {
 	rest := string(content)
 	for n := 1; rest != ""; n++ {
 		line := rest
@@ -201,7 +255,7 @@ func mapPayloads(content []byte, limit int) (payloads []string, entries int, err
 			rest = ""
 		}
 		if len(line)+1 > limit {
-			return nil, 0, fmt.Errorf("line %d is longer than %d bytes", n, limit-1)
+			return 0, fmt.Errorf("line %d is longer than %d bytes", n, limit-1)
 		}
 		line = strings.TrimSuffix(line, "\r")
 		if strings.HasPrefix(line, "#") {
@@ -216,31 +270,18 @@ func mapPayloads(content []byte, limit int) (payloads []string, entries int, err
 			key, value = line[:i], strings.Trim(line[i:], " \t")
 		}
 		if err := checkMapText(key); err != nil {
-			return nil, 0, fmt.Errorf("line %d: the key %w", n, err)
+			return 0, fmt.Errorf("line %d: the key %w", n, err)
 		}
 		if value == "" {
-			return nil, 0, fmt.Errorf("line %d: key %s has no value (the runtime API cannot add an entry without one)", n, quote(key))
+			return 0, fmt.Errorf("line %d: key %s has no value (the runtime API cannot add an entry without one)", n, quote(key))
 		}
 		if err := checkMapText(value); err != nil {
-			return nil, 0, fmt.Errorf("line %d: the value of key %s %w", n, quote(key), err)
+			return 0, fmt.Errorf("line %d: the value of key %s %w", n, quote(key), err)
 		}
-		entry := len(key) + 1 + len(value)
-		if b.Len() > 0 && b.Len()+1+entry > limit {
-			payloads = append(payloads, b.String())
-			b.Reset()
-		}
-		if b.Len() > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(key)
-		b.WriteByte(' ')
-		b.WriteString(value)
+		fn(key, value, len(rest))
 		entries++
 	}
-	if b.Len() > 0 {
-		payloads = append(payloads, b.String())
-	}
-	return payloads, entries, nil
+	return entries, nil
 }
 
 // hasEntries reports whether HAProxy reads at least one entry from a map file (see

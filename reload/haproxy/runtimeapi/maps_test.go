@@ -443,3 +443,54 @@ func TestApplyMaps(t *testing.T) {
 		})
 	}
 }
+
+// samePayloads says what comparing the payloads mapPayloads makes says, for maps that differ in
+// an entry, in order, in the split between payloads, or only in comments and spacing.
+func TestSamePayloadsAsMapPayloads(t *testing.T) {
+	contents := []string{
+		"", "# none\n", "a.example be_a\n", "a.example be_a", "a.example  be_a \r\n# c\n",
+		"a.example be_a\nb.example be_b\n", "b.example be_b\na.example be_a\n",
+		"a.example be_a\nb.example be_b\nc.example be_c\n", "a.example be_a\nb.example be_b\nc.example be_d\n",
+		"a.example be_a\nb.example be_b\nc.example be_c\nd.example be_d\n",
+		"a.example be_ab\nb.example be_b\n", "a.example be_a b\n", "a.example be_a\n\n\n",
+		"a.example\n", "long.example.com be_long_long_long\n",
+	}
+	for _, limit := range []int{16, 32, defaultMapPayload} {
+		for _, o := range contents {
+			for _, n := range contents {
+				np, _, nerr := mapPayloads([]byte(n), limit)
+				if nerr != nil {
+					continue
+				}
+				op, oEntries, oerr := mapPayloads([]byte(o), limit)
+				same, entries, err := samePayloads([]byte(o), limit, np)
+				if (err != nil) != (oerr != nil) || entries != oEntries {
+					t.Errorf("limit %d, %q: entries %d, error %v; mapPayloads: %d, %v", limit, o, entries, err, oEntries, oerr)
+				}
+				if want := oerr == nil && reflect.DeepEqual(op, np); err == nil && same != want {
+					t.Errorf("limit %d: samePayloads(%q) against the payloads of %q = %v, want %v", limit, o, n, same, want)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkPlanMapChanged plans a change of one entry of a map of 20,000 entries (two per route
+// at 10,000 Ingresses), as each route change at that size does.
+func BenchmarkPlanMapChanged(b *testing.B) {
+	var old, next strings.Builder
+	for i := range 10000 {
+		fmt.Fprintf(&old, "ing-%05d.example.com/ web_svc-%05d_80\ning-%05d.example.com/api web_svc-%05d_80\n", i, i, i, (i+1)%10000)
+	}
+	next.WriteString(strings.Replace(old.String(), "ing-05000.example.com/api web_svc-05001_80", "ing-05000.example.com/v2 web_svc-05001_80", 1))
+	base := mapCfg("", "a 10.0.0.1:80 check")
+	u := track(New(Options{SSLDir: ssl, MapsDir: mapsDir, Client: &fakeClient{}}))
+	u.Reloaded(u.Plan(base, nil, files(map[string]string{"hosts.map": old.String()})))
+	changed := files(map[string]string{"hosts.map": next.String()})
+	b.ReportAllocs()
+	for b.Loop() {
+		if p := u.Plan(base, nil, changed); p.Reload() != "" {
+			b.Fatal(p.Reload())
+		}
+	}
+}
