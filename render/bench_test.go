@@ -96,6 +96,9 @@ func benchRender(b *testing.B, services int) {
 
 func benchRenderOf(b *testing.B, s *snapshot.Snapshot) {
 	r := New(Options{SSLDir: "/etc/haproxy/ssl"})
+	// A render from scratch: a renderer that keeps nothing from one render to the next (one
+	// that does reuses the loops' iterations: BenchmarkRenderDefault10000PodChange).
+	r.unshared = true
 	out, err := r.Render(context.Background(), s) // compile outside the loop
 	if err != nil {
 		b.Fatal(err)

@@ -151,8 +151,20 @@ func TestOriginalExamples(t *testing.T) {
 				t.Errorf("output differs from Jinja2's:\n%s", lineDiff(want, got))
 			}
 			assertLines(t, string(b.Config), tc.lines, tc.absent)
+			// Again with the same renderer, which takes the loops' iterations it kept.
+			again, err := r.Render(context.Background(), originalSnapshot(t, data, tc.key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(again.Config) != want {
+				t.Errorf("the second render differs from Jinja2's:\n%s", lineDiff(want, string(again.Config)))
+			}
 		})
 	}
+	if r.kept.BodiesReused() == 0 {
+		t.Error("no loop iteration of the original examples was reused by their second render")
+	}
+	t.Logf("%d loop iterations reused", r.kept.BodiesReused())
 }
 
 func assertLines(t *testing.T, out string, lines, absent []string) {

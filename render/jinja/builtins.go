@@ -233,8 +233,22 @@ func fSelect(keep, byAttr bool) filterFunc {
 		}
 		parts := attrParts(attr)
 		out := make([]any, 0, len(items))
+		var sel *selectRun // the answers kept across renders (reuse_select.go)
+		if byAttr && test == nil {
+			sel = e.selectRun(attr)
+			defer sel.done()
+		}
 		for _, it := range items {
 			var ok bool
+			if sel != nil {
+				if ok, err = sel.truthy(e, it, parts); err != nil {
+					return nil, err
+				}
+				if ok == keep {
+					out = append(out, it)
+				}
+				continue
+			}
 			if byAttr && test == nil {
 				if ok, err = e.attrTruthy(it, parts); err != nil {
 					return nil, err

@@ -37,6 +37,11 @@
 //	taint.go          strings from the data that must not be printed (below)
 //	str.go            str(), repr(), the names of types
 //	modules.go        modules shared between renders (Modules)
+//	reuse*.go         what is kept from one render to the next (ModuleCache): modules
+//	                  imported with context (reuse.go, reuse_loop.go), loops' iterations
+//	                  (reuse_body.go, what a body reads: reuse_body_walk.go, compared and
+//	                  hashed: reuse_body_same.go), loops' filters (reuse_filter.go),
+//	                  selectattr's answers per map (reuse_select.go)
 //	eval.go           the evaluator's state, and what it holds: Program, Template, frames,
 //	                  macros, loop objects, built-in functions; budgets and located errors
 //	value.go          the values (below), and nothing else of the package

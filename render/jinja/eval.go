@@ -101,6 +101,7 @@ type evaluator struct {
 	prevReads map[string][]any   // by module: the dicts, lists, namespaces its last import read
 	shared    *Modules           // imports with context, shared with other renders (nil: none)
 	top       *frame             // the main template's top-level frame
+	bodies    *bodyEval          // loops' iterations kept across renders (reuse_body.go)
 }
 
 type blockCall struct {

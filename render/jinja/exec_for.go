@@ -78,6 +78,7 @@ func (e *evaluator) runForSeq(s *parse.ForStmt, f *frame, v any, sq seq, depth0 
 // runIterations runs the loop's body once per item of sq, in the frame body.
 func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *loopCtx, dictPairs bool) error {
 	simple, pairs, base := bindLoopNames(s, body, sq.view == viewItems && (sq.rec != nil || sq.keys != nil), loop)
+	br := e.bodyRun(s) // nil: the iterations are not kept (reuse_body.go)
 	for i := 0; i < sq.count(); i++ {
 		if err := e.tick(); err != nil {
 			return e.at(s.Pos, err)
@@ -105,7 +106,13 @@ func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *
 				body.vals = append(body.vals, loop, loop)
 			}
 		}
-		if err := e.execAll(s.Body, body); err != nil {
+		var err error
+		if br != nil {
+			err = br.exec(e, s.Body, body, loop)
+		} else {
+			err = e.execAll(s.Body, body)
+		}
+		if err != nil {
 			if err == errContinue {
 				continue
 			}
@@ -115,6 +122,7 @@ func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *
 			return err
 		}
 	}
+	br.done()
 	return nil
 }
 
@@ -175,6 +183,7 @@ func bindLoopNames(s *parse.ForStmt, body *frame, items bool, loop *loopCtx) (si
 // prepareFor applies the loop filter (for x in y if cond) and pongo2's reversed/sorted.
 func (e *evaluator) prepareFor(s *parse.ForStmt, body *frame, sq seq, dictPairs bool) (seq, error) {
 	items := e.getScratch()
+	fr := e.filterRun(s) // nil: the filter's results are not kept (reuse_filter.go)
 	for i := 0; i < sq.n; i++ {
 		item := sq.at(i)
 		if s.Filter != nil {
@@ -185,7 +194,13 @@ func (e *evaluator) prepareFor(s *parse.ForStmt, body *frame, sq seq, dictPairs 
 			if err := e.assign(body, s.Target, item); err != nil {
 				return seq{}, loopTargetError(e, s, err, dictPairs)
 			}
-			ok, err := e.cond(s.Filter, body)
+			var ok bool
+			var err error
+			if fr != nil {
+				ok, err = fr.cond(e, s, body)
+			} else {
+				ok, err = e.cond(s.Filter, body)
+			}
 			if err != nil {
 				return seq{}, err
 			}
@@ -195,6 +210,7 @@ func (e *evaluator) prepareFor(s *parse.ForStmt, body *frame, sq seq, dictPairs 
 		}
 		items = append(items, item)
 	}
+	fr.done()
 	if s.Sorted {
 		var err error
 		sort.SliceStable(items, func(i, j int) bool {

@@ -42,6 +42,8 @@ type ModuleCache struct {
 	snaps      map[any][]any             // copies of what imports read, by the value copied, until Sweep
 	loopReused map[string]int            // by module
 	apartMade  int                       // versions made by renders apart since the last Sweep
+
+	bodies bodyCache // loops' iterations (reuse_body.go)
 }
 
 // Reused is how many imports took a kept module rather than computing it.

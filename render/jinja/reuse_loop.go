@@ -82,12 +82,13 @@ func (c *ModuleCache) LoopReused(keys ...string) int {
 	return n
 }
 
-// Sweep ends a render: of the modules imported inside templates since the last Sweep, the
-// versions kept that neither served nor were made since then are forgotten (a route deleted,
-// an old version of one). A module not imported since (its importer was itself kept whole)
-// keeps its versions. The versions renders apart made that no other render took are
-// forgotten too.
+// Sweep ends a render (for the loops' iterations kept too: bodyCache.sweep). Of the modules
+// imported inside templates since the last Sweep, the versions kept that neither served nor
+// were made since then are forgotten (a route deleted, an old version of one). A module not
+// imported since (its importer was itself kept whole) keeps its versions. The versions renders
+// apart made that no other render took are forgotten too.
 func (c *ModuleCache) Sweep() {
+	c.bodies.sweep()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.touched) == 0 && c.apartMade == 0 {

@@ -1,0 +1,419 @@
+package jinja
+
+import (
+	"hash/maphash"
+	"sync"
+	"unsafe"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
+)
+
+// A loop's iterations are kept from one render to the next (with a ModuleCache): the output
+// of one run of a loop's body is a function of the body and of the values of the names it
+// reads (the loop variables among them, and the loop's position when it reads loop.index and
+// the like; see bodyReads), when the body changes nothing it was given and names no other
+// template. So an iteration whose reads are the same (bodySame) as those of an iteration kept
+// from an earlier render writes that iteration's output, without running the body: after a
+// pod's change, of the default template's 10,000 backends only the changed service's is
+// rendered again.
+//
+// An iteration is kept only when its reads can be compared (not a macro, a loop object, a
+// cycler: they read the state of the render) and hashed, and when they are the same after
+// the body ran (it changed no dict, list or namespace it read: those are kept as copies
+// taken before it ran, and compared after). Its output is kept with the secret values'
+// places in it, and with {% break %} or {% continue %} when it ended so. A loop inside an
+// iteration being kept is not kept on its own (its output is in the outer one's). Not kept:
+// while tracing (Trace), where output is dropped ({% extends %}), in a template set that
+// tests which object a value is (sameas).
+//
+// Finding a kept iteration: first the one kept at the same place of the same run of the loop
+// in the last render (the services in the same order: one comparison, of the same objects
+// when the snapshot kept them), else by the hash of the reads; a hit by hash moves where the
+// next iterations look (a service added or deleted shifts those after it).
+
+// bodyKey is one loop of one program.
+type bodyKey struct {
+	prog *Program
+	node *parse.ForStmt
+}
+
+// bodyCache keeps the iterations of loops (in ModuleCache, which ends renders with Sweep).
+type bodyCache struct {
+	mu     sync.Mutex
+	loops  map[bodyKey]*bodyLoop
+	gen    uint64 // Sweeps so far
+	hasher bodyHasher
+	// sameMaps: maps of the data found the same as a kept one since the last sweep, by
+	// identity: the kept one (kept here, so that its address is not reused meanwhile).
+	sameMaps map[unsafe.Pointer]any
+	filters  map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
+	selects  map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
+	reused   int
+}
+
+// bodyLoop is what is kept for one loop.
+type bodyLoop struct {
+	info      bodyInfo
+	byHash    map[uint64][]*bodyEntry
+	n         int // entries in byHash
+	usedNow   int // entries used or made since the last Sweep
+	ran       bool
+	refused   int            // iterations refused in a row (maxRefused)
+	off       bool           // too many refused: the loop's iterations are not tried again
+	last, cur [][]*bodyEntry // per run of the loop in a render: its iterations' entries (nil: not kept)
+}
+
+// bodyEntry is one kept iteration.
+type bodyEntry struct {
+	vals   []any  // what it read (copies taken before it ran), in info.names order, then the position
+	hash   uint64 // of vals
+	out    string // what it wrote
+	secret []int  // spans of out printed from secret values: start, end, ...
+	ctrl   error  // errBreak, errContinue or nil: how it ended
+	used   uint64 // the last generation it served or was made in
+}
+
+// bodyEval is one render's state of kept loops.
+type bodyEval struct {
+	recording  int                   // iterations being run to be kept, one inside the other
+	runs       map[*bodyLoop]int     // runs of each loop so far in this render
+	info       map[bodyKey]*bodyLoop // the loops met in this render
+	filterRuns map[*filterLoop]int   // runs of each loop's filter so far in this render
+	selectRuns map[*selectLoop]int   // calls of selectattr by attribute so far in this render
+}
+
+// bodyRun is one run of a loop whose iterations may be kept.
+type bodyRun struct {
+	c      *bodyCache
+	lp     *bodyLoop
+	k      int          // which run of the loop in this render
+	hints  []*bodyEntry // the entries of run k in the last render
+	pos    map[*bodyEntry]int
+	offset int // where iteration i looks in hints: i+offset
+	i      int
+	list   []*bodyEntry // this run's entries
+	reads  []any
+	off    bool // too many iterations refused: the others run as they are
+}
+
+// BodiesReused is how many iterations of loops took a kept iteration's output rather than
+// running the body.
+func (c *ModuleCache) BodiesReused() int {
+	c.bodies.mu.Lock()
+	defer c.bodies.mu.Unlock()
+	return c.bodies.reused
+}
+
+// bodyRun returns the run of loop s whose iterations may be kept and reused; nil when not.
+func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
+	if e.shared == nil || e.shared.Across == nil || e.origins != nil || e.suppress || s.Recursive ||
+		(e.bodies != nil && e.bodies.recording > 0) {
+		return nil
+	}
+	if e.bodies == nil {
+		e.bodies = &bodyEval{runs: map[*bodyLoop]int{}, info: map[bodyKey]*bodyLoop{}}
+	}
+	key := bodyKey{e.prog, s}
+	c := &e.shared.Across.bodies
+	lp := e.bodies.info[key]
+	if lp == nil {
+		lp = c.loop(key)
+		e.bodies.info[key] = lp
+	}
+	if !lp.info.ok {
+		return nil
+	}
+	k := e.bodies.runs[lp]
+	e.bodies.runs[lp] = k + 1
+	c.mu.Lock()
+	if lp.off {
+		c.mu.Unlock()
+		return nil
+	}
+	var hints []*bodyEntry
+	if k < len(lp.last) {
+		hints = lp.last[k]
+	}
+	c.mu.Unlock()
+	return &bodyRun{c: c, lp: lp, k: k, hints: hints, list: make([]*bodyEntry, 0, len(hints))}
+}
+
+// loop is what is kept for key, made when first met.
+func (c *bodyCache) loop(key bodyKey) *bodyLoop {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lp := c.loops[key]
+	if lp == nil {
+		info := bodyReads(key.node)
+		if info.ok && key.prog.testsIdentity() {
+			info = bodyInfo{}
+		}
+		lp = &bodyLoop{info: info, byHash: map[uint64][]*bodyEntry{}}
+		if c.loops == nil {
+			c.loops = map[bodyKey]*bodyLoop{}
+			c.hasher = bodyHasher{seed: maphash.MakeSeed()}
+		}
+		c.loops[key] = lp
+	}
+	lp.ran = true
+	return lp
+}
+
+// exec runs one iteration of the loop's body, in the frame body, or writes the output of a
+// kept one that read the same.
+func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx) error {
+	i := r.i
+	r.i++
+	if r.off || r.lp.info.loop && loop == nil {
+		// (A body that reads the loop's position always has a loop object: UsesLoop.)
+		r.list = append(r.list, nil)
+		return e.execAll(body, f)
+	}
+	vals := r.read(e, f, loop)
+	if ent := r.c.find(r, vals, i); ent != nil && len(e.out)+len(ent.out) <= e.maxSize {
+		r.list = append(r.list, ent)
+		start := len(e.out)
+		e.out = append(e.out, ent.out...)
+		for _, p := range ent.secret {
+			e.secret = append(e.secret, start+p)
+		}
+		return ent.ctrl
+	}
+	snap, ok := copyReads(vals)
+	start, sstart := len(e.out), len(e.secret)
+	e.bodies.recording++
+	err := e.execAll(body, f)
+	e.bodies.recording--
+	var ent *bodyEntry
+	if ok && (err == nil || err == errBreak || err == errContinue) && bodySameAll(snap, vals) {
+		secret := make([]int, len(e.secret)-sstart)
+		for j, p := range e.secret[sstart:] {
+			secret[j] = p - start
+		}
+		ent = r.c.keep(r.lp, snap, string(e.out[start:]), secret, err)
+	}
+	if ent == nil && err == nil {
+		r.off = r.c.refused(r.lp)
+	}
+	r.list = append(r.list, ent)
+	return err
+}
+
+// maxRefused is how many iterations of a loop in a row may be refused before it is no longer
+// tried: a loop that appends to a list or counts in a namespace would copy and compare what
+// it changes at each iteration, for nothing.
+const maxRefused = 16
+
+// refused counts an iteration that could not be kept; true when the loop is no longer tried.
+func (c *bodyCache) refused(lp *bodyLoop) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lp.refused++
+	lp.off = lp.off || lp.refused >= maxRefused
+	return lp.off
+}
+
+// copyReads copies what an iteration read, before it runs: what it is kept with, and what
+// the reads must still be once it ran. ok is false when one cannot be copied.
+func copyReads(vals []any) ([]any, bool) {
+	var c *copier // made for the template's own values only: most reads are the data's
+	out := make([]any, len(vals))
+	for i, v := range vals {
+		switch v.(type) {
+		case notSet, nil, bool, int64, string, map[string]any, []any, *record.Record:
+			out[i] = v
+			continue
+		}
+		if c == nil {
+			c = &copier{seen: map[any]any{}}
+		}
+		cv, ok := c.copy(v)
+		if !ok {
+			return nil, false
+		}
+		out[i] = cv
+	}
+	return out, true
+}
+
+// read is what the iteration reads: the names' values as f shows them, then the loop's
+// position when the body reads it, and whether output is escaped.
+func (r *bodyRun) read(e *evaluator, f *frame, loop *loopCtx) []any {
+	vals := r.reads[:0]
+	for _, n := range r.lp.info.names {
+		v, ok := e.lookup(f, n)
+		if !ok {
+			v = notSet{}
+		}
+		vals = append(vals, v)
+	}
+	if r.lp.info.loop && loop != nil {
+		vals = append(vals, int64(loop.index0), int64(loop.length), int64(loop.depth0))
+	}
+	vals = append(vals, e.autoescape)
+	r.reads = vals
+	return vals
+}
+
+// done ends the run: its entries are where the same run of the next render looks first.
+func (r *bodyRun) done() {
+	if r == nil {
+		return
+	}
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	for len(r.lp.cur) <= r.k {
+		r.lp.cur = append(r.lp.cur, nil)
+	}
+	r.lp.cur[r.k] = r.list
+}
+
+// find returns a kept iteration of the loop that read vals, for iteration i of the run.
+func (c *bodyCache) find(r *bodyRun, vals []any, i int) *bodyEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if j := i + r.offset; j >= 0 && j < len(r.hints) {
+		if ent := r.hints[j]; ent != nil && c.same(ent.vals, vals) {
+			c.use(r.lp, ent)
+			return ent
+		}
+	}
+	c.hasher.budget = maxBodyHashed
+	h, ok := c.hasher.sum(Tuple(vals), 0)
+	if !ok {
+		return nil
+	}
+	for _, ent := range r.lp.byHash[h] {
+		if !c.same(ent.vals, vals) {
+			continue
+		}
+		c.use(r.lp, ent)
+		r.realign(ent, i)
+		return ent
+	}
+	return nil
+}
+
+// same says whether the kept reads are vals. A map of the data found the same as the kept one
+// takes its place in kept (the same data: the next render's snapshot may keep it, and the
+// other loops reading it in this render find it in one step), and is noted as such until the
+// next sweep: the default template's three loops over the services compare each one once.
+func (c *bodyCache) same(kept, vals []any) bool {
+	if len(kept) != len(vals) {
+		return false
+	}
+	for i, v := range vals {
+		x, ok := v.(map[string]any)
+		if !ok {
+			if !bodySame(kept[i], v) {
+				return false
+			}
+			continue
+		}
+		y, ok := kept[i].(map[string]any)
+		if !ok {
+			return false
+		}
+		if mapID(x) == mapID(y) {
+			continue
+		}
+		if m, ok := c.sameMaps[mapID(x)].(map[string]any); ok && mapID(m) == mapID(y) {
+			kept[i] = x
+			continue
+		}
+		if !bodySame(x, y) {
+			return false
+		}
+		if c.sameMaps == nil {
+			c.sameMaps = map[unsafe.Pointer]any{}
+		}
+		c.sameMaps[mapID(x)] = y // y kept alive: its address is not another map's until then
+		kept[i] = x
+	}
+	return true
+}
+
+// realign makes the next iterations look in the hints after ent, when ent is one of them.
+func (r *bodyRun) realign(ent *bodyEntry, i int) {
+	if len(r.hints) == 0 {
+		return
+	}
+	if r.pos == nil {
+		r.pos = make(map[*bodyEntry]int, len(r.hints))
+		for j, h := range r.hints {
+			if _, dup := r.pos[h]; h != nil && !dup {
+				r.pos[h] = j
+			}
+		}
+	}
+	if j, ok := r.pos[ent]; ok {
+		r.offset = j - i
+	}
+}
+
+func (c *bodyCache) use(lp *bodyLoop, ent *bodyEntry) {
+	if ent.used != c.gen {
+		ent.used = c.gen
+		lp.usedNow++
+	}
+	c.reused++
+}
+
+// keep keeps an iteration that read vals (copies taken before it ran) and wrote out.
+func (c *bodyCache) keep(lp *bodyLoop, vals []any, out string, secret []int, ctrl error) *bodyEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hasher.budget = maxBodyHashed
+	h, ok := c.hasher.sum(Tuple(vals), 0)
+	if !ok {
+		return nil
+	}
+	ent := &bodyEntry{vals: vals, hash: h, out: out, secret: secret, ctrl: ctrl, used: c.gen}
+	lp.refused = 0
+	lp.byHash[h] = append(lp.byHash[h], ent)
+	lp.n++
+	lp.usedNow++
+	return ent
+}
+
+// sweep ends a render: of each loop that ran, the iterations that neither served nor were
+// made since the last sweep are forgotten (a service deleted, an old version of one); a loop
+// that did not run is forgotten.
+func (c *bodyCache) sweep() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, lp := range c.loops {
+		if !lp.ran {
+			delete(c.loops, key)
+			continue
+		}
+		lp.ran = false
+		lp.last, lp.cur = lp.cur, nil
+		// The iterations not used are dropped when they are a sixteenth of the loop's: not
+		// after each pod change (one service's old iteration), which would walk them all.
+		if lp.n-lp.usedNow > lp.n/16+16 {
+			for h, list := range lp.byHash {
+				kept := list[:0]
+				for _, ent := range list {
+					if ent.used == c.gen {
+						kept = append(kept, ent)
+					}
+				}
+				clear(list[len(kept):])
+				if len(kept) == 0 {
+					delete(lp.byHash, h)
+				} else {
+					lp.byHash[h] = kept
+				}
+			}
+			lp.n = lp.usedNow
+		}
+		lp.usedNow = 0
+	}
+	c.sweepFilters()
+	c.sweepSelects()
+	c.gen++
+	clear(c.sameMaps)
+}

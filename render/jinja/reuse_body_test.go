@@ -1,0 +1,290 @@
+package jinja
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+)
+
+// A loop's iteration is kept per value of what its body reads: the next render writes a kept
+// iteration's output for the items whose reads are the same, and runs the body for any
+// other. Each case renders twice with the cache (the second time after change) and compares
+// each render, its secret spans included, with one computed afresh; "reused" is how many of
+// the second render's iterations took a kept one. A cache that compared less than what a body
+// reads renders otherwise than afresh, or reuses more than the case says.
+func TestLoopBodiesReuseOnlyWhatReadsTheSame(t *testing.T) {
+	item := func(name, port string) map[string]any {
+		return map[string]any{"name": name, "port": port, "pods": []any{name + "-0", name + "-1"}}
+	}
+	base := func() map[string]any {
+		return map[string]any{"items": []any{item("a", "1"), item("b", "2"), item("c", "3")},
+			"env": map[string]any{"SUFFIX": "!"}, "other": "x", "d": map[string]any{"k1": "v1", "k2": "v2"},
+			"pw": Secret("hunter2")}
+	}
+	same := func(map[string]any) {}
+	edit := func(v map[string]any) { v["items"].([]any)[1] = item("b", "20") }
+	other := func(v map[string]any) { v["other"] = "y" }
+	plain := `{% for s in items %}[{{ s.name }}:{{ s.port }}]{% endfor %}`
+	for _, c := range []struct {
+		name   string
+		t      string
+		srcs   map[string]string
+		change func(v map[string]any)
+		reused int
+	}{
+		{"nothing changed", plain, nil, same, 3},
+		{"equal items, other objects", plain, nil, func(v map[string]any) {
+			v["items"] = []any{item("a", "1"), item("b", "2"), item("c", "3")}
+		}, 3},
+		{"one item changed", plain, nil, edit, 2},
+		{"an item added first", plain, nil, func(v map[string]any) {
+			v["items"] = append([]any{item("z", "0")}, v["items"].([]any)...)
+		}, 3},
+		{"an item deleted", plain, nil, func(v map[string]any) {
+			v["items"] = slices.Delete(v["items"].([]any), 0, 1)
+		}, 2},
+		{"a context value the body reads", `{% for s in items %}{{ s.name }}{{ env.SUFFIX }}{% endfor %}`, nil,
+			func(v map[string]any) { v["env"] = map[string]any{"SUFFIX": "?"} }, 0},
+		{"a context value the body does not read", plain, nil, other, 3},
+		{"a name not set, then set", `{% for s in items %}{{ s.name }}{{ maybe|default("-") }}{% endfor %}`, nil,
+			func(v map[string]any) { v["maybe"] = "+" }, 0},
+		{"a dict's pairs, one changed", `{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}`, nil,
+			func(v map[string]any) { v["d"] = map[string]any{"k1": "v1", "k2": "v3"} }, 1},
+		{"nested loops, one item's inner list changed", `{% for s in items %}{% for p in s.pods %}{{ p }},{% endfor %}{% endfor %}`, nil,
+			func(v map[string]any) { v["items"].([]any)[2].(map[string]any)["pods"] = []any{"c-9"} }, 2},
+		{"a loop filter", `{% for s in items if s.port != other %}{{ s.name }}{% endfor %}`, nil, edit, 2},
+		{"a list the template makes", `{% for s in [{"a": other}, {"a": 2}] %}{{ s.a }}{% endfor %}`, nil, other, 1},
+
+		// The loop's position: loop.index and the like are read; an item added before or at
+		// the end changes them.
+		{"loop.index, an item deleted first", `{% for s in items %}{{ loop.index }}{{ s.name }}{% endfor %}`, nil,
+			func(v map[string]any) { v["items"] = slices.Delete(v["items"].([]any), 0, 1) }, 0},
+		{"loop.index, nothing changed", `{% for s in items %}{{ loop.index }}{{ s.name }}{% endfor %}`, nil, same, 3},
+		{"loop.last, an item added last", `{% for s in items %}{{ s.name }}{% if not loop.last %},{% endif %}{% endfor %}`, nil,
+			func(v map[string]any) { v["items"] = append(v["items"].([]any), item("d", "4")) }, 0},
+		{"loop.length in an inner loop's iterable", `{% for s in items %}{% for i in range(loop.length) %}{{ i }}{% endfor %}{% endfor %}`, nil,
+			func(v map[string]any) { v["items"] = v["items"].([]any)[:2] }, 0},
+		{"loop.cycle, an item deleted first", `{% for s in items %}{{ loop.cycle("odd", "even") }}{{ s.name }}{% endfor %}`, nil,
+			func(v map[string]any) { v["items"] = slices.Delete(v["items"].([]any), 0, 1) }, 0},
+		{"loop.previtem", `{% for s in items %}{% if not loop.first %}{{ loop.previtem.name }}{% endif %}{{ s.name }}{% endfor %}`, nil, same, 0},
+		{"loop.changed", `{% for s in items %}{% if loop.changed(s.port) %}{{ s.name }}{% endif %}{% endfor %}`, nil, same, 0},
+		{"the loop object passed", `{% macro m(l) %}{{ l.index }}{% endmacro %}{% for s in items %}{{ m(loop) }}{% endfor %}`, nil, same, 0},
+		{"an inner loop's loop.index", `{% for s in items %}{% for p in s.pods %}{{ loop.index }}{{ p }}{% endfor %}{% endfor %}`, nil, same, 3},
+
+		// What the body changes, or what changes between iterations.
+		{"a namespace the body sets", `{% set ns = namespace(n=0) %}{% for s in items %}{% set ns.n = ns.n + 1 %}{{ ns.n }}{% endfor %}{{ ns.n }}`, nil, same, 0},
+		{"a namespace the body reads, changed", `{% set ns = namespace(p=other) %}{% for s in items %}{{ ns.p }}{{ s.name }}{% endfor %}`, nil, other, 0},
+		{"a namespace the body reads, the same", `{% set ns = namespace(p=other) %}{% for s in items %}{{ ns.p }}{{ s.name }}{% endfor %}`, nil, same, 3},
+		// b's iteration changes ns: not kept; a's and c's are, each with the ns.n it read.
+		{"a namespace the loop changes between iterations", `{% set ns = namespace(n=0) %}{% for s in items %}{{ ns.n }}{% for p in s.pods if p == "b-0" %}{% set ns.n = ns.n + 1 %}{% endfor %}{% endfor %}`, nil, same, 2},
+		{"a namespace the loop changes between iterations, changed", `{% set ns = namespace(n=0) %}{% for s in items %}{{ ns.n }}{% for p in s.pods if p == "b-0" %}{% set ns.n = ns.n + 1 %}{% endfor %}{% endfor %}`, nil,
+			func(v map[string]any) { v["items"].([]any)[1].(map[string]any)["pods"] = []any{"b-1"} }, 1},
+		{"a list the body appends to", `{% set acc = [] %}{% for s in items %}{{ acc.append(s.name) or "" }}{{ acc|length }}{% endfor %}{{ acc }}`, nil, same, 0},
+		{"a dict the body updates", `{% set acc = {} %}{% for s in items %}{% do acc.update({s.name: 1}) %}{% endfor %}{{ acc|dictsort }}`, nil, same, 0},
+		{"a set inside the body", `{% for s in items %}{% set x = s.name ~ "!" %}{{ x }}{% endfor %}`, nil, same, 3},
+		{"a name set outside, read before the body sets it", `{% set x = other %}{% for s in items %}{{ x }}{% set x = s.name %}{{ x }}{% endfor %}`, nil, other, 0},
+		{"a set in an if, read after", `{% set x = other %}{% for s in items %}{% if s.name == "b" %}{% set x = "B" %}{% endif %}{{ x }}{% endfor %}`, nil, other, 0},
+		{"break", `{% for s in items %}{% if s.name == "b" %}{% break %}{% endif %}{{ s.name }}{% endfor %}.`, nil, same, 2},
+		{"continue", `{% for s in items %}{% if s.name == "b" %}{% continue %}{% endif %}{{ s.name }}{% endfor %}.`, nil, same, 3},
+
+		// Macros, caller(), cyclers: they read the state of the render; never kept.
+		{"a macro of the template", `{% macro m(s) %}<{{ s.name }}{{ other }}>{% endmacro %}{% for s in items %}{{ m(s) }}{% endfor %}`, nil, other, 0},
+		{"a macro defined in the body", `{% for s in items %}{% macro m() %}{{ s.name }}{% endmacro %}{{ m() }}{% endfor %}`, nil, same, 3},
+		{"caller()", `{% macro wrap() %}{% for s in items %}[{{ caller(s) }}]{% endfor %}{% endmacro %}{% call(s) wrap() %}{{ s.name }}{{ other }}{% endcall %}`, nil, other, 0},
+		{"a cycler", `{% set c = cycler("x", "y") %}{% for s in items %}{{ c.next() }}{{ s.name }}{% endfor %}`, nil, same, 0},
+		{"a joiner", `{% set j = joiner(",") %}{% for s in items %}{{ j() }}{{ s.name }}{% endfor %}`, nil, same, 0},
+		{"sameas", `{% for s in items %}{{ s is sameas other }}{% endfor %}`, nil, same, 0},
+
+		// Other templates: their source may change apart from this one's.
+		{"an include", `{% for s in items %}{% include "inc" %}{% endfor %}`, map[string]string{"inc": `{{ s.name }}`}, same, 0},
+		{"an import", `{% for s in items %}{% import "inc" as i %}{{ s.name }}{% endfor %}`, map[string]string{"inc": ``}, same, 0},
+
+		// Secret values: where they land in the output is kept with it.
+		{"a secret printed", `{% for s in items %}{{ s.name }}={{ pw }};{% endfor %}`, nil, edit, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srcs := map[string]string{"t": c.t}
+			maps.Copy(srcs, c.srcs)
+			p, err := Compile(srcs, "t", Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cache ModuleCache
+			render := func(vars map[string]any, mods *Modules) string {
+				res, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, mods, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return fmt.Sprintf("%s %v", res.Bytes, res.Secret)
+			}
+			first := render(base(), &Modules{Across: &cache})
+			if want := render(base(), nil); first != want {
+				t.Fatalf("first render %q, computed afresh %q", first, want)
+			}
+			cache.Sweep()
+			before := cache.BodiesReused()
+			next := base()
+			c.change(next)
+			got := render(next, &Modules{Across: &cache})
+			if want := render(next, nil); got != want {
+				t.Errorf("%q, computed afresh %q", got, want)
+			}
+			if n := cache.BodiesReused() - before; n != c.reused {
+				t.Errorf("reused %d iterations, want %d (output %q)", n, c.reused, got)
+			}
+		})
+	}
+}
+
+// Records equal to the kept ones but other objects (a snapshot made again) are the same
+// reads; a record whose contents changed is not.
+func TestLoopBodiesCompareRecordsByContents(t *testing.T) {
+	p, err := Compile(map[string]string{"t": `{% for name, pod in pods.items() %}{{ name }} {{ pod.status.podIP }}
+{% endfor %}`}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := func(ip string) *record.Record {
+		m := map[string]any{}
+		for _, n := range []string{"a", "b", "c"} {
+			m[n] = record.Of(nil, map[string]any{"status": map[string]any{"podIP": "10.0.0." + n}})
+		}
+		m["b"] = record.Of(nil, map[string]any{"status": map[string]any{"podIP": ip}})
+		return record.FromMap(nil, m)
+	}
+	var cache ModuleCache
+	for i, c := range []struct {
+		ip     string
+		reused int
+	}{{"10.0.0.1", 0}, {"10.0.0.1", 3}, {"10.0.0.2", 2}, {"10.0.0.2", 3}} {
+		before := cache.BodiesReused()
+		vars := map[string]any{"pods": pods(c.ip)}
+		got, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, &Modules{Across: &cache}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache.Sweep()
+		want, _ := p.Render(context.Background(), vars, Limits{}, nil)
+		if string(got.Bytes) != string(want) {
+			t.Errorf("render %d: %q, computed afresh %q", i, got.Bytes, want)
+		}
+		if n := cache.BodiesReused() - before; n != c.reused {
+			t.Errorf("render %d: reused %d, want %d", i, n, c.reused)
+		}
+	}
+}
+
+// Iterations that served no render since the last sweep are forgotten once they are more
+// than a sixteenth of the loop's; a loop that did not run is forgotten.
+func TestLoopBodiesSweep(t *testing.T) {
+	p, err := Compile(map[string]string{"t": `{% if items %}{% for s in items %}{{ s }}{% endfor %}{% endif %}`}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cache ModuleCache
+	render := func(items ...any) {
+		if _, err := p.RenderSharing(context.Background(), map[string]any{"items": items}, Limits{}, nil, &Modules{Across: &cache}, false); err != nil {
+			t.Fatal(err)
+		}
+		cache.Sweep()
+	}
+	var many []any
+	for i := range 100 {
+		many = append(many, int64(i))
+	}
+	render(many...)
+	render(many[:50]...) // 50 unused: more than 100/16+16
+	for _, lp := range cache.bodies.loops {
+		if lp.n != 50 {
+			t.Errorf("%d iterations kept, want 50", lp.n)
+		}
+	}
+	render()
+	if n := len(cache.bodies.loops); n != 0 {
+		t.Errorf("%d loops kept after a render that ran none, want 0", n)
+	}
+}
+
+// selectattr's and rejectattr's answers are kept per map of the data: a map that is the
+// same object answers as it did; any other (another map, the same contents or not, a map
+// added or deleted before it) is read. Every render is compared with one computed afresh.
+func TestSelectattrAnswersKeptPerMap(t *testing.T) {
+	p, err := Compile(map[string]string{"t": `{{ items|selectattr("on")|map(attribute="n")|join(",") }};` +
+		`{{ items|rejectattr("on")|map(attribute="n")|join(",") }};{{ items|selectattr("sub.on")|map(attribute="n")|join(",") }}`}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := func(n string, on bool) map[string]any {
+		return map[string]any{"n": n, "on": on, "sub": map[string]any{"on": !on}}
+	}
+	a, b, c := m("a", true), m("b", false), m("c", true)
+	var cache ModuleCache
+	for i, items := range [][]any{
+		{a, b, c},
+		{a, b, c},
+		{a, m("b", true), c},     // b's answer changed: another map
+		{m("z", false), a, b, c}, // one added first
+		{a, c},                   // one deleted
+		{m("a", false), b, c},    // the same name, another answer
+		{a, b, c, m("d", true), record.FromMap(nil, m("r", true))}, // a record: read
+	} {
+		vars := map[string]any{"items": items}
+		got, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, &Modules{Across: &cache}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache.Sweep()
+		want, err := p.Render(context.Background(), vars, Limits{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Bytes) != string(want) {
+			t.Errorf("render %d: %q, computed afresh %q", i, got.Bytes, want)
+		}
+	}
+}
+
+// Renders sharing one cache at the same time (a renderer is used concurrently) each render
+// as computed afresh; run with -race.
+func TestLoopBodiesConcurrentRenders(t *testing.T) {
+	p, err := Compile(map[string]string{"t": `{% for s in items if s.on %}{{ s.n }}{% endfor %};{{ items|selectattr("on")|map(attribute="n")|join(",") }}`}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cache ModuleCache
+	done := make(chan error)
+	for g := range 4 {
+		go func() {
+			for i := range 50 {
+				var items []any
+				for j := range 20 {
+					items = append(items, map[string]any{"n": fmt.Sprint(j), "on": (i+j+g)%3 == 0})
+				}
+				vars := map[string]any{"items": items}
+				got, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, &Modules{Across: &cache}, false)
+				if err != nil {
+					done <- err
+					return
+				}
+				if i%10 == 0 {
+					cache.Sweep()
+				}
+				want, _ := p.Render(context.Background(), vars, Limits{}, nil)
+				if string(got.Bytes) != string(want) {
+					done <- fmt.Errorf("%q, computed afresh %q", got.Bytes, want)
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}

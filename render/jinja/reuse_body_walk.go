@@ -1,0 +1,150 @@
+package jinja
+
+import (
+	"reflect"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
+)
+
+// What a loop's body reads (reuse_body.go): the names it reads of the frames around it, the
+// loop variable among them, and whether it reads the loop object's position.
+
+// bodyInfo is what a loop's body reads, worked out once per loop of a program.
+type bodyInfo struct {
+	names []string // read from the body's frame and those around it (the loop variables too)
+	loop  bool     // reads loop.index and the like: the position is read too
+	ok    bool     // false: never kept (it includes a template, calls loop(), reads loop.changed, ...)
+}
+
+// loopAttrs are the loop object's attributes a kept body may read: functions of the position
+// (index0, length, depth0) only. previtem, nextitem and changed read the items around, or the
+// state of the iterations before.
+var loopAttrs = map[string]bool{"index": true, "index0": true, "revindex": true, "revindex0": true,
+	"first": true, "last": true, "length": true, "depth": true, "depth0": true, "cycle": true}
+
+// bodyReads works out what the body of s reads. Refused (ok false): a body that names another
+// template (include, import, extends: its source may change apart from this one), has
+// blocks, reads self or super, uses pongo2's statements or forloop, or reads the loop object
+// other than by the attributes of loopAttrs.
+func bodyReads(s *parse.ForStmt) bodyInfo {
+	w := bodyWalk{freeWalk: freeWalk{seen: map[string]bool{}, bound: map[string]int{}, ok: true}}
+	w.stmts(s.Body)
+	if !w.ok || w.seen["self"] || w.seen["super"] || w.seen["forloop"] {
+		return bodyInfo{}
+	}
+	return bodyInfo{names: w.names, loop: w.loop, ok: true}
+}
+
+// bodyWalk is freeWalk with two more things: a name a statement list sets before reading it
+// is not read from outside (the list runs in a frame of its own: a loop's, a macro's, a with
+// block's), and the loop object of the loop walked (loop, where no inner loop binds it) is
+// read only by its position's attributes.
+type bodyWalk struct {
+	freeWalk
+	loop bool
+}
+
+// stmts walks a statement list that runs in a frame of its own: a name its set, set block or
+// macro statement binds is bound for the statements after it.
+func (w *bodyWalk) stmts(list []parse.Stmt) {
+	var bound []string
+	for _, s := range list {
+		var names []string
+		switch x := s.(type) {
+		case *parse.SetStmt:
+			w.walk(reflect.ValueOf(x.X))
+			names = plainTargetNames(x.Target)
+			if names == nil {
+				w.walk(reflect.ValueOf(x.Target))
+			}
+		case *parse.SetBlockStmt:
+			w.walk(reflect.ValueOf(x.Filters))
+			w.walk(reflect.ValueOf(x.Body))
+			names = plainTargetNames(x.Target)
+			if names == nil {
+				w.walk(reflect.ValueOf(x.Target))
+			}
+		case *parse.MacroStmt:
+			w.walk(reflect.ValueOf(x))
+			names = []string{x.Macro.Name}
+		default:
+			w.walk(reflect.ValueOf(s))
+		}
+		w.bind(names, 1)
+		bound = append(bound, names...)
+	}
+	w.bind(bound, -1)
+}
+
+// plainTargetNames are the names a target binds when it binds names only (not ns.attr); nil
+// otherwise.
+func plainTargetNames(t parse.Target) []string {
+	if t.Attr != "" {
+		return nil
+	}
+	if t.Name != "" {
+		return []string{t.Name}
+	}
+	var out []string
+	for _, it := range t.Items {
+		n := plainTargetNames(it)
+		if n == nil {
+			return nil
+		}
+		out = append(out, n...)
+	}
+	return out
+}
+
+func (w *bodyWalk) walk(v reflect.Value) { walkTree(v, w.visit) }
+
+func (w *bodyWalk) visit(v reflect.Value) bool {
+	if v.Kind() == reflect.String || !w.ok {
+		return false
+	}
+	switch x := v.Interface().(type) {
+	case *parse.IncludeStmt, *parse.ImportStmt, *parse.FromImportStmt, *parse.ExtendsStmt, *parse.BlockStmt:
+		w.ok = false
+		return false
+	case *parse.AttrExpr:
+		if n, ok := x.Obj.(*parse.NameExpr); ok && n.Name == "loop" && w.bound["loop"] == 0 {
+			if !loopAttrs[x.Name] {
+				w.ok = false
+			}
+			w.loop = true
+			return false
+		}
+	case *parse.NameExpr:
+		if x.Name == "loop" && w.bound["loop"] == 0 {
+			w.ok = false // the loop object itself: stored, passed, called (loop(x))
+			return false
+		}
+	case *parse.ForStmt:
+		w.walk(reflect.ValueOf(x.Iter))
+		names := append([]string{"loop", "forloop"}, targetNames(x.Target)...)
+		w.bind(names, 1)
+		w.walk(reflect.ValueOf(x.Filter))
+		w.stmts(x.Body)
+		w.bind(names, -1)
+		w.walk(reflect.ValueOf(x.Else))
+		return false
+	case *parse.MacroDef:
+		w.walk(reflect.ValueOf(x.Defaults))
+		names := append([]string{"varargs", "kwargs", "caller"}, x.Params...)
+		w.bind(names, 1)
+		w.stmts(x.Body)
+		w.bind(names, -1)
+		return false
+	case *parse.WithStmt:
+		w.walk(reflect.ValueOf(x.Values))
+		var names []string
+		for _, t := range x.Targets {
+			names = append(names, targetNames(t)...)
+		}
+		w.bind(names, 1)
+		w.stmts(x.Body)
+		w.bind(names, -1)
+		return false
+	}
+	return w.freeWalk.visit(v)
+}

@@ -1,0 +1,158 @@
+package jinja
+
+import (
+	"reflect"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
+)
+
+// A loop's filter ({% for s in services if s.ssl or not ssl_only %}) is kept per item from one
+// render to the next, as the iterations are (reuse_body.go): whether an item passes is a
+// function of the filter and of the values of the names it reads. An item whose reads are
+// the same as those of the item at the same place of the same run in the last render passes
+// as it did, without evaluating the filter: reading each of 10,000 services' maps costs more
+// than comparing it with the one kept (the same map, or one found the same by an iteration
+// already). The filter still runs before the iterations, item by item, as it does without a
+// cache: an error is the same error. Not kept: a filter that reads the loop object, changes
+// what it reads, or reads what cannot be compared.
+
+// filterLoop is what is kept of one loop's filter.
+type filterLoop struct {
+	names     []string
+	ok        bool
+	ran       bool
+	refused   int
+	last, cur [][]filterEntry // per run of the loop in a render: each item's reads and result
+}
+
+type filterEntry struct {
+	vals []any // nil: not kept
+	pass bool
+}
+
+// filterRun is one run of a loop's filter.
+type filterRun struct {
+	c      *bodyCache
+	fl     *filterLoop
+	k      int
+	hints  []filterEntry
+	offset int
+	list   []filterEntry
+	reads  []any
+}
+
+// filterRun returns the run of s's filter whose results may be kept; nil when not.
+func (e *evaluator) filterRun(s *parse.ForStmt) *filterRun {
+	if s.Filter == nil || e.shared == nil || e.shared.Across == nil || (e.bodies != nil && e.bodies.recording > 0) {
+		return nil
+	}
+	if e.bodies == nil {
+		e.bodies = &bodyEval{runs: map[*bodyLoop]int{}, info: map[bodyKey]*bodyLoop{}}
+	}
+	c := &e.shared.Across.bodies
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := bodyKey{e.prog, s}
+	fl := c.filters[key]
+	if fl == nil {
+		w := bodyWalk{freeWalk: freeWalk{seen: map[string]bool{}, bound: map[string]int{}, ok: true}}
+		w.walk(reflect.ValueOf(s.Filter))
+		ok := w.ok && !w.loop && !w.seen["self"] && !w.seen["super"] && !w.seen["forloop"] && !key.prog.testsIdentity()
+		fl = &filterLoop{names: w.names, ok: ok}
+		if c.filters == nil {
+			c.filters = map[bodyKey]*filterLoop{}
+		}
+		c.filters[key] = fl
+	}
+	fl.ran = true
+	if !fl.ok || fl.refused >= maxRefused {
+		return nil
+	}
+	if e.bodies.filterRuns == nil {
+		e.bodies.filterRuns = map[*filterLoop]int{}
+	}
+	k := e.bodies.filterRuns[fl]
+	e.bodies.filterRuns[fl] = k + 1
+	var hints []filterEntry
+	if k < len(fl.last) {
+		hints = fl.last[k]
+	}
+	return &filterRun{c: c, fl: fl, k: k, hints: hints, list: make([]filterEntry, 0, len(hints))}
+}
+
+// cond is whether the item whose loop variables f holds passes the filter.
+func (r *filterRun) cond(e *evaluator, s *parse.ForStmt, f *frame) (bool, error) {
+	i := len(r.list)
+	vals := r.reads[:0]
+	for _, n := range r.fl.names {
+		v, ok := e.lookup(f, n)
+		if !ok {
+			v = notSet{}
+		}
+		vals = append(vals, v)
+	}
+	vals = append(vals, e.autoescape)
+	r.reads = vals
+	if ent, ok := r.find(vals, i); ok {
+		r.list = append(r.list, ent)
+		return ent.pass, nil
+	}
+	snap, ok := copyReads(vals)
+	pass, err := e.cond(s.Filter, f)
+	if err != nil {
+		return pass, err
+	}
+	if ok && bodySameAll(snap, vals) {
+		r.list = append(r.list, filterEntry{vals: snap, pass: pass})
+		return pass, nil
+	}
+	r.list = append(r.list, filterEntry{})
+	r.c.mu.Lock()
+	r.fl.refused++
+	r.c.mu.Unlock()
+	return pass, nil
+}
+
+// find is the kept result of the item at i+offset in the last render's run, or of one next to
+// it (an item added or deleted before: the items after it are found again).
+func (r *filterRun) find(vals []any, i int) (filterEntry, bool) {
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	for _, d := range [...]int{0, 1, -1} {
+		j := i + r.offset + d
+		if j < 0 || j >= len(r.hints) || r.hints[j].vals == nil {
+			continue
+		}
+		ent := &r.hints[j]
+		if r.c.same(ent.vals, vals) {
+			r.offset += d
+			return *ent, true
+		}
+	}
+	return filterEntry{}, false
+}
+
+// done ends the run: its results are where the same run of the next render looks.
+func (r *filterRun) done() {
+	if r == nil {
+		return
+	}
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	for len(r.fl.cur) <= r.k {
+		r.fl.cur = append(r.fl.cur, nil)
+	}
+	r.fl.cur[r.k] = r.list
+}
+
+// sweepFilters ends a render for the loops' filters: a loop that did not run is forgotten.
+func (c *bodyCache) sweepFilters() {
+	for key, fl := range c.filters {
+		if !fl.ran {
+			delete(c.filters, key)
+			continue
+		}
+		fl.ran = false
+		fl.last, fl.cur = fl.cur, nil
+	}
+}

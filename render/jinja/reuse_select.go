@@ -1,0 +1,122 @@
+package jinja
+
+// selectattr and rejectattr without a test ({{ services|selectattr("path")|list }}) keep, per
+// item, whether its attribute is true, from one render to the next (with a ModuleCache): an
+// item that is the same map of the data as the one at the same place of the same call in the
+// last render (the snapshot kept the service) gives the same answer, which is read without
+// reading the map. A map of the data is never changed (see copier), so the same map has the
+// same attribute. Only maps are kept (a dict the template made may change; other data is
+// cheap to read); the kept items are held, so that no other map takes their address.
+
+// selectKey is one attribute path selected on in one program.
+type selectKey struct {
+	prog *Program
+	attr string
+}
+
+// selectLoop is what is kept for one selectKey.
+type selectLoop struct {
+	ran       bool
+	last, cur [][]selectEntry // per call in a render: each item and its answer
+}
+
+type selectEntry struct {
+	item map[string]any // nil: not kept
+	ok   bool
+}
+
+// selectRun is one call of selectattr or rejectattr.
+type selectRun struct {
+	c      *bodyCache
+	sl     *selectLoop
+	k      int
+	hints  []selectEntry
+	offset int
+	list   []selectEntry
+}
+
+// selectRun returns the call's run, whose answers are kept; nil when not.
+func (e *evaluator) selectRun(attr any) *selectRun {
+	s, ok := strValue(attr)
+	if !ok || e.shared == nil || e.shared.Across == nil || (e.bodies != nil && e.bodies.recording > 0) {
+		return nil
+	}
+	if e.bodies == nil {
+		e.bodies = &bodyEval{runs: map[*bodyLoop]int{}, info: map[bodyKey]*bodyLoop{}}
+	}
+	c := &e.shared.Across.bodies
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := selectKey{e.prog, s}
+	sl := c.selects[key]
+	if sl == nil {
+		sl = &selectLoop{}
+		if c.selects == nil {
+			c.selects = map[selectKey]*selectLoop{}
+		}
+		c.selects[key] = sl
+	}
+	sl.ran = true
+	if e.bodies.selectRuns == nil {
+		e.bodies.selectRuns = map[*selectLoop]int{}
+	}
+	k := e.bodies.selectRuns[sl]
+	e.bodies.selectRuns[sl] = k + 1
+	var hints []selectEntry
+	if k < len(sl.last) {
+		hints = sl.last[k]
+	}
+	return &selectRun{c: c, sl: sl, k: k, hints: hints, list: make([]selectEntry, 0, len(hints))}
+}
+
+// truthy is attrTruthy(item, parts), kept.
+func (r *selectRun) truthy(e *evaluator, item any, parts []any) (bool, error) {
+	m, isMap := item.(map[string]any)
+	if isMap {
+		i := len(r.list)
+		for _, d := range [...]int{0, 1, -1} {
+			j := i + r.offset + d
+			if j >= 0 && j < len(r.hints) && r.hints[j].item != nil && mapID(r.hints[j].item) == mapID(m) {
+				r.offset += d
+				r.list = append(r.list, r.hints[j])
+				return r.hints[j].ok, nil
+			}
+		}
+	}
+	ok, err := e.attrTruthy(item, parts)
+	if err != nil {
+		return ok, err
+	}
+	if isMap {
+		r.list = append(r.list, selectEntry{item: m, ok: ok})
+	} else {
+		r.list = append(r.list, selectEntry{})
+	}
+	return ok, nil
+}
+
+// done ends the call: its answers are where the same call of the next render looks.
+func (r *selectRun) done() {
+	if r == nil {
+		return
+	}
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	for len(r.sl.cur) <= r.k {
+		r.sl.cur = append(r.sl.cur, nil)
+	}
+	r.sl.cur[r.k] = r.list
+}
+
+// sweepSelects ends a render for selectattr's answers: an attribute not selected on since the
+// last sweep is forgotten.
+func (c *bodyCache) sweepSelects() {
+	for key, sl := range c.selects {
+		if !sl.ran {
+			delete(c.selects, key)
+			continue
+		}
+		sl.ran = false
+		sl.last, sl.cur = sl.cur, nil
+	}
+}
