@@ -77,11 +77,32 @@ type bodyEntry struct {
 
 // bodyEval is one render's state of kept loops.
 type bodyEval struct {
-	recording  int                   // iterations being run to be kept, one inside the other
+	recording int // iterations being run to be kept, one inside the other
+	// modules: modules being computed to be kept for an import in a loop (reuse_loop.go),
+	// one inside the other. Their loops' iterations are not kept: the module is kept whole
+	// for the values it reads (one per route), and keeping its loops' iterations as well
+	// would cost a second copy of each route's reads and output, for nothing.
+	modules    int
 	runs       map[*bodyLoop]int     // runs of each loop so far in this render
 	info       map[bodyKey]*bodyLoop // the loops met in this render
 	filterRuns map[*filterLoop]int   // runs of each loop's filter so far in this render
 	selectRuns map[*selectLoop]int   // calls of selectattr by attribute so far in this render
+}
+
+// off says whether loops', filters' and selectattr's answers are neither taken nor kept
+// here: inside an iteration being kept (its output is kept whole), inside a module computed
+// for an import in a loop (bodyEval.modules).
+func (b *bodyEval) off() bool {
+	return b != nil && (b.recording > 0 || b.modules > 0)
+}
+
+// bodyModules counts a module being computed for an import in a loop (d: 1 when it starts,
+// -1 when it ends).
+func (e *evaluator) bodyModules(d int) {
+	if e.bodies == nil {
+		e.bodies = &bodyEval{runs: map[*bodyLoop]int{}, info: map[bodyKey]*bodyLoop{}}
+	}
+	e.bodies.modules += d
 }
 
 // bodyRun is one run of a loop whose iterations may be kept.
@@ -108,8 +129,7 @@ func (c *ModuleCache) BodiesReused() int {
 
 // bodyRun returns the run of loop s whose iterations may be kept and reused; nil when not.
 func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
-	if e.shared == nil || e.shared.Across == nil || e.origins != nil || e.suppress || s.Recursive ||
-		(e.bodies != nil && e.bodies.recording > 0) {
+	if e.shared == nil || e.shared.Across == nil || e.origins != nil || e.suppress || s.Recursive || e.bodies.off() {
 		return nil
 	}
 	if e.bodies == nil {
@@ -181,7 +201,10 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 		}
 		return ent.ctrl
 	}
-	snap, ok := copyReads(vals)
+	snap, ok, over := copyReads(vals)
+	if over {
+		r.off = r.c.giveUp(r.lp)
+	}
 	start, sstart := len(e.out), len(e.secret)
 	e.bodies.recording++
 	err := e.execAll(body, f)
@@ -215,11 +238,27 @@ func (c *bodyCache) refused(lp *bodyLoop) bool {
 	return lp.off
 }
 
+// maxBodyCopied bounds the items of the template's own dicts and lists copied for one
+// iteration. A body that reads more is not kept, and its loop is no longer tried: such a value
+// grows with the data (the HTTPRoute example's model.j2 gathers every route's backends in one
+// dict, which each iteration of `for b in rt.rbackends` read: copied, kept and compared at
+// each of them, 3,000 routes took longer than the render's time budget).
+const maxBodyCopied = 1024
+
+// giveUp turns the loop's keeping off for good (a body reading too much to copy); true.
+func (c *bodyCache) giveUp(lp *bodyLoop) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lp.off = true
+	return true
+}
+
 // copyReads copies what an iteration read, before it runs: what it is kept with, and what
-// the reads must still be once it ran. ok is false when one cannot be copied.
-func copyReads(vals []any) ([]any, bool) {
+// the reads must still be once it ran. ok is false when one cannot be copied; over, when the
+// template's own values read are more than maxBodyCopied items.
+func copyReads(vals []any) (out []any, ok, over bool) {
 	var c *copier // made for the template's own values only: most reads are the data's
-	out := make([]any, len(vals))
+	out = make([]any, len(vals))
 	for i, v := range vals {
 		switch v.(type) {
 		case notSet, nil, bool, int64, string, map[string]any, []any, *record.Record:
@@ -227,15 +266,15 @@ func copyReads(vals []any) ([]any, bool) {
 			continue
 		}
 		if c == nil {
-			c = &copier{seen: map[any]any{}}
+			c = &copier{seen: map[any]any{}, budget: maxBodyCopied}
 		}
 		cv, ok := c.copy(v)
 		if !ok {
-			return nil, false
+			return nil, false, c.over
 		}
 		out[i] = cv
 	}
-	return out, true
+	return out, true, false
 }
 
 // read is what the iteration reads: the names' values as f shows them, then the loop's

@@ -43,7 +43,7 @@ type filterRun struct {
 
 // filterRun returns the run of s's filter whose results may be kept; nil when not.
 func (e *evaluator) filterRun(s *parse.ForStmt) *filterRun {
-	if s.Filter == nil || e.shared == nil || e.shared.Across == nil || (e.bodies != nil && e.bodies.recording > 0) {
+	if s.Filter == nil || e.shared == nil || e.shared.Across == nil || e.bodies.off() {
 		return nil
 	}
 	if e.bodies == nil {
@@ -97,7 +97,7 @@ func (r *filterRun) cond(e *evaluator, s *parse.ForStmt, f *frame) (bool, error)
 		r.list = append(r.list, ent)
 		return ent.pass, nil
 	}
-	snap, ok := copyReads(vals)
+	snap, ok, over := copyReads(vals)
 	pass, err := e.cond(s.Filter, f)
 	if err != nil {
 		return pass, err
@@ -109,6 +109,9 @@ func (r *filterRun) cond(e *evaluator, s *parse.ForStmt, f *frame) (bool, error)
 	r.list = append(r.list, filterEntry{})
 	r.c.mu.Lock()
 	r.fl.refused++
+	if over {
+		r.fl.refused = maxRefused // it reads too much to copy: not tried again
+	}
 	r.c.mu.Unlock()
 	return pass, nil
 }
