@@ -288,3 +288,59 @@ func TestLoopBodiesConcurrentRenders(t *testing.T) {
 		}
 	}
 }
+
+// The HTTPRoute example's model.j2 gathers every route's backends in one dict of its own,
+// which each iteration of the loop over a route's backends reads: copied before the body ran,
+// kept with the iteration and compared at the next render, that cost grew with the routes
+// at each of them (3,000 routes: over the render's time budget). A body reading more than
+// maxBodyCopied items of the template's own values is not kept, and its loop is no longer
+// tried. The loop inside the route's part (imported per route, kept whole for what it reads)
+// keeps no iterations of its own.
+func TestLoopBodiesGiveUpOnLargeOwnReads(t *testing.T) {
+	const routes = 1500 // more than maxBodyCopied
+	p, err := Compile(map[string]string{
+		"t": `{% set backends = {} %}{% for r in routes %}{% import "route" as rt with context %}` +
+			`{% for b in rt.rbackends %}{% do backends.setdefault(b[0], b[1]) %}{% endfor %}{% endfor %}` +
+			`{{ backends|length }}`,
+		// "shared": already in backends after the first route, so its iteration changes
+		// nothing and is kept (as the example's backends named by several routes).
+		"route": `{% set names %}{% for port in r.ports %}{{ port }},{% endfor %}{% endset %}` +
+			`{% set rbackends = [(r.name ~ names, {"p": 1}), ("shared", {"p": 2})] %}`,
+	}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []any
+	for i := range routes {
+		items = append(items, map[string]any{"name": fmt.Sprint("r", i), "ports": []any{int64(80), int64(i)}})
+	}
+	vars := map[string]any{"routes": items}
+	want, err := p.Render(context.Background(), vars, Limits{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cache ModuleCache
+	for i := range 2 {
+		got, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, &Modules{Across: &cache}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Bytes) != string(want) {
+			t.Fatalf("render %d: %q, computed afresh %q", i, got.Bytes, want)
+		}
+		cache.Sweep()
+		loops := map[string]*bodyLoop{}
+		for key, lp := range cache.bodies.loops {
+			loops[key.node.Target.Name] = lp
+		}
+		// (The second render takes every route's part kept: the loop inside does not run.)
+		if lp := loops["port"]; i == 0 && lp != nil && lp.n != 0 {
+			t.Errorf("the loop inside the route's part keeps %d iterations, want none", lp.n)
+		}
+		if lp := loops["b"]; i == 1 && lp == nil {
+			t.Error("the loop over a route's backends is not in the cache")
+		} else if i == 1 && (!lp.off || lp.n != 0) {
+			t.Errorf("the loop over a route's backends keeps %d iterations (off: %v), want it off with none kept", lp.n, lp.off)
+		}
+	}
+}
