@@ -45,7 +45,10 @@ type bodyCache struct {
 	loops  map[bodyKey]*bodyLoop
 	gen    uint64 // Sweeps so far
 	hasher bodyHasher
-	// sameMaps: maps of the data found the same as a kept one since the last sweep, by
+	// differ: pairs of maps or records of the data found to differ since the last sweep (the
+	// read, the kept one), by identity.
+	differ map[[2]unsafe.Pointer][2]any
+	// sameMaps: maps and records of the data found the same as a kept one since the last sweep, by
 	// identity: the kept one (kept here, so that its address is not reused meanwhile).
 	sameMaps map[unsafe.Pointer]any
 	filters  map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
@@ -61,6 +64,9 @@ type bodyLoop struct {
 	usedNow   int // entries used or made since the last Sweep
 	ran       bool
 	refused   int            // iterations refused in a row (maxRefused)
+	poor      int            // renders in a row that found few of its iterations kept (maxPoor)
+	looked    int            // this render's iterations that looked for a kept one (bodyRun)
+	found     int            // and found one
 	off       bool           // too many refused: the loop's iterations are not tried again
 	last, cur [][]*bodyEntry // per run of the loop in a render: its iterations' entries (nil: not kept)
 }
@@ -117,6 +123,9 @@ type bodyRun struct {
 	list   []*bodyEntry // this run's entries
 	reads  []any
 	off    bool // too many iterations refused: the others run as they are
+	// looked, found: the iterations that looked for a kept one while the last render's run
+	// had some (hints), and those that found one.
+	looked, found int
 }
 
 // BodiesReused is how many iterations of loops took a kept iteration's output rather than
@@ -192,7 +201,14 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 		return e.execAll(body, f)
 	}
 	vals := r.read(e, f, loop)
-	if ent := r.c.find(r, vals, i); ent != nil && len(e.out)+len(ent.out) <= e.maxSize {
+	ent := r.c.find(r, vals, i)
+	if len(r.hints) > 0 {
+		r.looked++
+		if ent != nil {
+			r.found++
+		}
+	}
+	if ent != nil && len(e.out)+len(ent.out) <= e.maxSize {
 		r.list = append(r.list, ent)
 		start := len(e.out)
 		e.out = append(e.out, ent.out...)
@@ -209,7 +225,7 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 	e.bodies.recording++
 	err := e.execAll(body, f)
 	e.bodies.recording--
-	var ent *bodyEntry
+	ent = nil
 	if ok && (err == nil || err == errBreak || err == errContinue) && bodySameAll(snap, vals) {
 		secret := make([]int, len(e.secret)-sstart)
 		for j, p := range e.secret[sstart:] {
@@ -307,7 +323,34 @@ func (r *bodyRun) done() {
 		r.lp.cur = append(r.lp.cur, nil)
 	}
 	r.lp.cur[r.k] = r.list
+	r.lp.looked += r.looked
+	r.lp.found += r.found
 }
+
+// judge counts, at the end of a render, whether the loop found few of its iterations kept.
+func (lp *bodyLoop) judge() {
+	if lp.looked >= minPoorLooked {
+		lp.poor++
+		if lp.found*4 >= lp.looked {
+			lp.poor = 0
+		}
+		lp.off = lp.off || lp.poor >= maxPoor
+	}
+	lp.looked, lp.found = 0, 0
+}
+
+// A loop that found fewer than a quarter of its iterations kept, in maxPoor renders in a row
+// of at least minPoorLooked iterations each (its runs together: a loop inside another runs
+// once per item of the outer), is no longer tried: keeping its iterations costs
+// more than it saves. The HTTPRoute example's loop over the backends reads the whole of
+// `resources`, which any change makes anew: none of its iterations is ever found, while
+// keeping them (copies, hashes, comparisons) made each sync after a pod's change 60% dearer
+// at 3,000 routes. One render in which most of the default template's services changed (a
+// value all of them read) does not turn its loops off.
+const (
+	maxPoor       = 2
+	minPoorLooked = 16
+)
 
 // find returns a kept iteration of the loop that read vals, for iteration i of the run.
 func (c *bodyCache) find(r *bodyRun, vals []any, i int) *bodyEntry {
@@ -335,43 +378,65 @@ func (c *bodyCache) find(r *bodyRun, vals []any, i int) *bodyEntry {
 	return nil
 }
 
-// same says whether the kept reads are vals. A map of the data found the same as the kept one
-// takes its place in kept (the same data: the next render's snapshot may keep it, and the
-// other loops reading it in this render find it in one step), and is noted as such until the
-// next sweep: the default template's three loops over the services compare each one once.
+// same says whether the kept reads are vals. A map or record of the data found the same as
+// the kept one takes its place in kept (the same data: the next render's snapshot may keep it,
+// and the other loops reading it in this render find it in one step), and is noted as such
+// until the next sweep: the default template's three loops over the services compare each one
+// once. One found to differ from a kept one is noted too: the HTTPRoute example's loop over
+// the backends reads the whole of `resources`, which any change makes anew; compared at each
+// of its 3,000 iterations, that walked every EndpointSlice 3,000 times.
 func (c *bodyCache) same(kept, vals []any) bool {
 	if len(kept) != len(vals) {
 		return false
 	}
 	for i, v := range vals {
-		x, ok := v.(map[string]any)
+		x, ok := dataID(v)
 		if !ok {
 			if !bodySame(kept[i], v) {
 				return false
 			}
 			continue
 		}
-		y, ok := kept[i].(map[string]any)
+		y, ok := dataID(kept[i])
 		if !ok {
 			return false
 		}
-		if mapID(x) == mapID(y) {
+		if x == y {
 			continue
 		}
-		if m, ok := c.sameMaps[mapID(x)].(map[string]any); ok && mapID(m) == mapID(y) {
-			kept[i] = x
+		if m, ok := dataID(c.sameMaps[x]); ok && m == y {
+			kept[i] = v
 			continue
 		}
-		if !bodySame(x, y) {
+		pair := [2]unsafe.Pointer{x, y}
+		if _, differ := c.differ[pair]; differ {
+			return false
+		}
+		if !bodySame(v, kept[i]) {
+			if c.differ == nil {
+				c.differ = map[[2]unsafe.Pointer][2]any{}
+			}
+			c.differ[pair] = [2]any{v, kept[i]} // both kept alive: their addresses are theirs until then
 			return false
 		}
 		if c.sameMaps == nil {
 			c.sameMaps = map[unsafe.Pointer]any{}
 		}
-		c.sameMaps[mapID(x)] = y // y kept alive: its address is not another map's until then
-		kept[i] = x
+		c.sameMaps[x] = kept[i] // kept alive: its address is not another's until then
+		kept[i] = v
 	}
 	return true
+}
+
+// dataID is the identity of a map or record of the data; false for other values.
+func dataID(v any) (unsafe.Pointer, bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		return mapID(x), true
+	case *record.Record:
+		return unsafe.Pointer(x), true
+	}
+	return nil, false
 }
 
 // realign makes the next iterations look in the hints after ent, when ent is one of them.
@@ -430,6 +495,7 @@ func (c *bodyCache) sweep() {
 		}
 		lp.ran = false
 		lp.last, lp.cur = lp.cur, nil
+		lp.judge()
 		// The iterations not used are dropped when they are a sixteenth of the loop's: not
 		// after each pod change (one service's old iteration), which would walk them all.
 		if lp.n-lp.usedNow > lp.n/16+16 {
@@ -455,4 +521,5 @@ func (c *bodyCache) sweep() {
 	c.sweepSelects()
 	c.gen++
 	clear(c.sameMaps)
+	clear(c.differ)
 }

@@ -93,6 +93,16 @@ func (r *filterRun) cond(e *evaluator, s *parse.ForStmt, f *frame) (bool, error)
 	}
 	vals = append(vals, e.autoescape)
 	r.reads = vals
+	if readsOwn(vals) {
+		// A dict, list or namespace the template made is compared item by item: that costs
+		// more than the condition (the HTTPRoute example's `for t in m.targets if fe.name in
+		// t.frontends`, 3,000 targets for each frontend). Not tried again.
+		r.c.mu.Lock()
+		r.fl.refused = maxRefused
+		r.c.mu.Unlock()
+		r.list = append(r.list, filterEntry{})
+		return e.cond(s.Filter, f)
+	}
 	if ent, ok := r.find(vals, i); ok {
 		r.list = append(r.list, ent)
 		return ent.pass, nil
@@ -158,4 +168,15 @@ func (c *bodyCache) sweepFilters() {
 		fl.ran = false
 		fl.last, fl.cur = fl.cur, nil
 	}
+}
+
+// readsOwn says whether vals hold a dict, list, namespace or tuple the template made.
+func readsOwn(vals []any) bool {
+	for _, v := range vals {
+		switch v.(type) {
+		case *Dict, *List, *Namespace, Tuple:
+			return true
+		}
+	}
+	return false
 }
