@@ -183,7 +183,10 @@ func bindLoopNames(s *parse.ForStmt, body *frame, items bool, loop *loopCtx) (si
 // prepareFor applies the loop filter (for x in y if cond) and pongo2's reversed/sorted.
 func (e *evaluator) prepareFor(s *parse.ForStmt, body *frame, sq seq, dictPairs bool) (seq, error) {
 	items := e.getScratch()
-	fr := e.filterRun(s) // nil: the filter's results are not kept (reuse_filter.go)
+	var fr *filterRun // nil: the filter's results are not kept (reuse_filter.go)
+	if sq.n >= minFilterKept {
+		fr = e.filterRun(s)
+	}
 	for i := 0; i < sq.n; i++ {
 		item := sq.at(i)
 		if s.Filter != nil {

@@ -106,23 +106,6 @@ type copier struct {
 	seen     map[any]any
 	from, to *frame // the module's top level, and the copy's
 	owner    *loan  // of the dicts and lists it makes
-	// budget: when above 0, how many items of dicts and lists it may still copy (it copies
-	// none past it: ok is false, over true).
-	budget int
-	over   bool
-}
-
-// spend takes n items from a bounded copier's budget; false when there is not enough.
-func (c *copier) spend(n int) bool {
-	if c.budget <= 0 {
-		return true
-	}
-	if n >= c.budget {
-		c.over = true
-		return false
-	}
-	c.budget -= n
-	return true
 }
 
 // copy copies v. ok is false for a value it cannot copy: a macro defined elsewhere than at
@@ -161,9 +144,6 @@ func (c *copier) copy(v any) (any, bool) {
 		c.seen[v] = out
 		return out, true
 	case *List:
-		if !c.spend(len(x.items) + 1) {
-			return nil, false
-		}
 		out := &List{items: make([]any, len(x.items)), owner: c.owner}
 		c.seen[v] = out
 		for i, e := range x.items {
@@ -175,9 +155,6 @@ func (c *copier) copy(v any) (any, bool) {
 		}
 		return out, true
 	case *Dict:
-		if !c.spend(len(x.keys) + 1) {
-			return nil, false
-		}
 		out := &Dict{keys: make([]any, len(x.keys)), vals: make([]any, len(x.vals)), owner: c.owner}
 		c.seen[v] = out
 		for i, k := range x.keys {

@@ -201,6 +201,14 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 		return e.execAll(body, f)
 	}
 	vals := r.read(e, f, loop)
+	if readsOwn(vals) {
+		// A dict, list, namespace or tuple the template made is copied, kept and compared
+		// item by item at each iteration: as dear as the body, or dearer (model.j2's backends
+		// dict, every route's, read by each route's iteration: quadratic). Not tried again.
+		r.off = r.c.giveUp(r.lp)
+		r.list = append(r.list, nil)
+		return e.execAll(body, f)
+	}
 	ent := r.c.find(r, vals, i)
 	if len(r.hints) > 0 {
 		r.looked++
@@ -217,10 +225,7 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 		}
 		return ent.ctrl
 	}
-	snap, ok, over := copyReads(vals)
-	if over {
-		r.off = r.c.giveUp(r.lp)
-	}
+	snap, ok := copyReads(vals)
 	start, sstart := len(e.out), len(e.secret)
 	e.bodies.recording++
 	err := e.execAll(body, f)
@@ -254,14 +259,7 @@ func (c *bodyCache) refused(lp *bodyLoop) bool {
 	return lp.off
 }
 
-// maxBodyCopied bounds the items of the template's own dicts and lists copied for one
-// iteration. A body that reads more is not kept, and its loop is no longer tried: such a value
-// grows with the data (the HTTPRoute example's model.j2 gathers every route's backends in one
-// dict, which each iteration of `for b in rt.rbackends` read: copied, kept and compared at
-// each of them, 3,000 routes took longer than the render's time budget).
-const maxBodyCopied = 1024
-
-// giveUp turns the loop's keeping off for good (a body reading too much to copy); true.
+// giveUp turns the loop's keeping off for good (a body reading the template's own values); true.
 func (c *bodyCache) giveUp(lp *bodyLoop) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -270,9 +268,8 @@ func (c *bodyCache) giveUp(lp *bodyLoop) bool {
 }
 
 // copyReads copies what an iteration read, before it runs: what it is kept with, and what
-// the reads must still be once it ran. ok is false when one cannot be copied; over, when the
-// template's own values read are more than maxBodyCopied items.
-func copyReads(vals []any) (out []any, ok, over bool) {
+// the reads must still be once it ran. ok is false when one cannot be copied.
+func copyReads(vals []any) (out []any, ok bool) {
 	var c *copier // made for the template's own values only: most reads are the data's
 	out = make([]any, len(vals))
 	for i, v := range vals {
@@ -282,15 +279,15 @@ func copyReads(vals []any) (out []any, ok, over bool) {
 			continue
 		}
 		if c == nil {
-			c = &copier{seen: map[any]any{}, budget: maxBodyCopied}
+			c = &copier{seen: map[any]any{}}
 		}
 		cv, ok := c.copy(v)
 		if !ok {
-			return nil, false, c.over
+			return nil, false
 		}
 		out[i] = cv
 	}
-	return out, true, false
+	return out, true
 }
 
 // read is what the iteration reads: the names' values as f shows them, then the loop's

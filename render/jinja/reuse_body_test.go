@@ -57,7 +57,7 @@ func TestLoopBodiesReuseOnlyWhatReadsTheSame(t *testing.T) {
 		{"nested loops, one item's inner list changed", `{% for s in items %}{% for p in s.pods %}{{ p }},{% endfor %}{% endfor %}`, nil,
 			func(v map[string]any) { v["items"].([]any)[2].(map[string]any)["pods"] = []any{"c-9"} }, 2},
 		{"a loop filter", `{% for s in items if s.port != other %}{{ s.name }}{% endfor %}`, nil, edit, 2},
-		{"a list the template makes", `{% for s in [{"a": other}, {"a": 2}] %}{{ s.a }}{% endfor %}`, nil, other, 1},
+		{"a list the template makes", `{% for s in [{"a": other}, {"a": 2}] %}{{ s.a }}{% endfor %}`, nil, other, 0}, // a dict the template made: not kept (readsOwn)
 
 		// The loop's position: loop.index and the like are read; an item added before or at
 		// the end changes them.
@@ -78,11 +78,12 @@ func TestLoopBodiesReuseOnlyWhatReadsTheSame(t *testing.T) {
 		// What the body changes, or what changes between iterations.
 		{"a namespace the body sets", `{% set ns = namespace(n=0) %}{% for s in items %}{% set ns.n = ns.n + 1 %}{{ ns.n }}{% endfor %}{{ ns.n }}`, nil, same, 0},
 		{"a namespace the body reads, changed", `{% set ns = namespace(p=other) %}{% for s in items %}{{ ns.p }}{{ s.name }}{% endfor %}`, nil, other, 0},
-		{"a namespace the body reads, the same", `{% set ns = namespace(p=other) %}{% for s in items %}{{ ns.p }}{{ s.name }}{% endfor %}`, nil, same, 3},
-		// b's iteration changes ns: not kept; a's and c's are, each with the ns.n it read.
-		{"a namespace the loop changes between iterations", `{% set ns = namespace(n=0) %}{% for s in items %}{{ ns.n }}{% for p in s.pods if p == "b-0" %}{% set ns.n = ns.n + 1 %}{% endfor %}{% endfor %}`, nil, same, 2},
+		{"a namespace the body reads, the same", `{% set ns = namespace(p=other) %}{% for s in items %}{{ ns.p }}{{ s.name }}{% endfor %}`, nil, same, 0},
+		// A namespace is the template's own value: a body reading one is not kept (readsOwn:
+		// compared item by item, it cost as much as the body).
+		{"a namespace the loop changes between iterations", `{% set ns = namespace(n=0) %}{% for s in items %}{{ ns.n }}{% for p in s.pods if p == "b-0" %}{% set ns.n = ns.n + 1 %}{% endfor %}{% endfor %}`, nil, same, 0},
 		{"a namespace the loop changes between iterations, changed", `{% set ns = namespace(n=0) %}{% for s in items %}{{ ns.n }}{% for p in s.pods if p == "b-0" %}{% set ns.n = ns.n + 1 %}{% endfor %}{% endfor %}`, nil,
-			func(v map[string]any) { v["items"].([]any)[1].(map[string]any)["pods"] = []any{"b-1"} }, 1},
+			func(v map[string]any) { v["items"].([]any)[1].(map[string]any)["pods"] = []any{"b-1"} }, 0},
 		{"a list the body appends to", `{% set acc = [] %}{% for s in items %}{{ acc.append(s.name) or "" }}{{ acc|length }}{% endfor %}{{ acc }}`, nil, same, 0},
 		{"a dict the body updates", `{% set acc = {} %}{% for s in items %}{% do acc.update({s.name: 1}) %}{% endfor %}{{ acc|dictsort }}`, nil, same, 0},
 		{"a set inside the body", `{% for s in items %}{% set x = s.name ~ "!" %}{{ x }}{% endfor %}`, nil, same, 3},
@@ -292,12 +293,12 @@ func TestLoopBodiesConcurrentRenders(t *testing.T) {
 // The HTTPRoute example's model.j2 gathers every route's backends in one dict of its own,
 // which each iteration of the loop over a route's backends reads: copied before the body ran,
 // kept with the iteration and compared at the next render, that cost grew with the routes
-// at each of them (3,000 routes: over the render's time budget). A body reading more than
-// maxBodyCopied items of the template's own values is not kept, and its loop is no longer
-// tried. The loop inside the route's part (imported per route, kept whole for what it reads)
-// keeps no iterations of its own.
+// at each of them (3,000 routes: over the render's time budget). A body reading a dict, list
+// or namespace the template made is not kept, and its loop is no longer tried. The loop inside
+// the route's part (imported per route, kept whole for what it reads) keeps no iterations of
+// its own.
 func TestLoopBodiesGiveUpOnLargeOwnReads(t *testing.T) {
-	const routes = 1500 // more than maxBodyCopied
+	const routes = 1500
 	p, err := Compile(map[string]string{
 		"t": `{% set backends = {} %}{% for r in routes %}{% import "route" as rt with context %}` +
 			`{% for b in rt.rbackends %}{% do backends.setdefault(b[0], b[1]) %}{% endfor %}{% endfor %}` +

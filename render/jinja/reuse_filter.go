@@ -41,6 +41,12 @@ type filterRun struct {
 	reads  []any
 }
 
+// minFilterKept is how many items a loop must have for its filter's results to be kept: the
+// condition is one expression, and what keeping costs per run (the run, its list, the reads
+// looked up) is more than it saves over a few items (the Ingress and HTTPRoute examples' loops
+// over an object's ports, slices and endpoints: thousands of runs of one to three items).
+const minFilterKept = 16
+
 // filterRun returns the run of s's filter whose results may be kept; nil when not.
 func (e *evaluator) filterRun(s *parse.ForStmt) *filterRun {
 	if s.Filter == nil || e.shared == nil || e.shared.Across == nil || e.bodies.off() {
@@ -107,7 +113,7 @@ func (r *filterRun) cond(e *evaluator, s *parse.ForStmt, f *frame) (bool, error)
 		r.list = append(r.list, ent)
 		return ent.pass, nil
 	}
-	snap, ok, over := copyReads(vals)
+	snap, ok := copyReads(vals)
 	pass, err := e.cond(s.Filter, f)
 	if err != nil {
 		return pass, err
@@ -119,9 +125,6 @@ func (r *filterRun) cond(e *evaluator, s *parse.ForStmt, f *frame) (bool, error)
 	r.list = append(r.list, filterEntry{})
 	r.c.mu.Lock()
 	r.fl.refused++
-	if over {
-		r.fl.refused = maxRefused // it reads too much to copy: not tried again
-	}
 	r.c.mu.Unlock()
 	return pass, nil
 }
