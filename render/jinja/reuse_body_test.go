@@ -345,3 +345,59 @@ func TestLoopBodiesGiveUpOnLargeOwnReads(t *testing.T) {
 		}
 	}
 }
+
+// A loop whose body reads something every render makes anew (the HTTPRoute example's loop
+// over the backends reads the whole of `resources`) finds none of its iterations kept: after
+// maxPoor such renders it is no longer tried. A loop of which one item changes per render (a
+// pod's change in the default template) keeps being tried.
+func TestLoopBodiesGiveUpWhenFewAreFound(t *testing.T) {
+	p, err := Compile(map[string]string{"t": `{% for s in items %}{{ s }}{{ all.gen }}{% endfor %}`}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		vars func(gen int) map[string]any
+		off  bool
+	}{
+		{"what all iterations read changes", func(gen int) map[string]any {
+			items := make([]any, 40)
+			for i := range items {
+				items[i] = int64(i)
+			}
+			return map[string]any{"items": items, "all": map[string]any{"gen": int64(gen)}}
+		}, true},
+		{"one item changes", func(gen int) map[string]any {
+			items := make([]any, 40)
+			for i := range items {
+				items[i] = int64(i)
+			}
+			items[gen%40] = int64(1000 + gen)
+			return map[string]any{"items": items, "all": map[string]any{"gen": int64(0)}}
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var cache ModuleCache
+			for gen := range maxPoor + 2 {
+				vars := c.vars(gen)
+				got, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, &Modules{Across: &cache}, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cache.Sweep()
+				want, _ := p.Render(context.Background(), vars, Limits{}, nil)
+				if string(got.Bytes) != string(want) {
+					t.Fatalf("render %d: %q, computed afresh %q", gen, got.Bytes, want)
+				}
+			}
+			for _, lp := range cache.bodies.loops {
+				if lp.off != c.off {
+					t.Errorf("the loop is off: %v, want %v (poor renders in a row: %d)", lp.off, c.off, lp.poor)
+				}
+			}
+			if len(cache.bodies.loops) != 1 {
+				t.Errorf("%d loops kept, want 1", len(cache.bodies.loops))
+			}
+		})
+	}
+}
