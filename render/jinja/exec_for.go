@@ -122,7 +122,7 @@ func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *
 			return err
 		}
 	}
-	br.done()
+	br.done(e)
 	return nil
 }
 

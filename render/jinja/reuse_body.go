@@ -93,6 +93,7 @@ type bodyEval struct {
 	info       map[bodyKey]*bodyLoop // the loops met in this render
 	filterRuns map[*filterLoop]int   // runs of each loop's filter so far in this render
 	selectRuns map[*selectLoop]int   // calls of selectattr by attribute so far in this render
+	free       []*bodyRun            // runs done, to be used again
 }
 
 // off says whether loops', filters' and selectattr's answers are neither taken nor kept
@@ -166,7 +167,16 @@ func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
 		hints = lp.last[k]
 	}
 	c.mu.Unlock()
-	return &bodyRun{c: c, lp: lp, k: k, hints: hints, list: make([]*bodyEntry, 0, len(hints))}
+	// The runs done in this render are used again (a loop inside another runs once per item
+	// of the outer one: thousands of runs of a few iterations in the Ingress example).
+	r := &bodyRun{}
+	if n := len(e.bodies.free); n > 0 {
+		r = e.bodies.free[n-1]
+		e.bodies.free = e.bodies.free[:n-1]
+		*r = bodyRun{reads: r.reads[:0]}
+	}
+	r.c, r.lp, r.k, r.hints, r.list = c, lp, k, hints, make([]*bodyEntry, 0, len(hints))
+	return r
 }
 
 // loop is what is kept for key, made when first met.
@@ -310,10 +320,11 @@ func (r *bodyRun) read(e *evaluator, f *frame, loop *loopCtx) []any {
 }
 
 // done ends the run: its entries are where the same run of the next render looks first.
-func (r *bodyRun) done() {
+func (r *bodyRun) done(e *evaluator) {
 	if r == nil {
 		return
 	}
+	defer func() { e.bodies.free = append(e.bodies.free, r) }()
 	r.c.mu.Lock()
 	defer r.c.mu.Unlock()
 	for len(r.lp.cur) <= r.k {
