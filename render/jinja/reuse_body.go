@@ -255,6 +255,12 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 	return err
 }
 
+// minNestedKept is how many items a loop running inside another loop must have for its
+// iterations to be kept: the Ingress example's loops over an object's rules and paths run
+// thousands of times over one to three items, and what keeping costs per run (the run, its
+// list of entries, the reads looked up and compared) was more than what it saved.
+const minNestedKept = 4
+
 // maxRefused is how many iterations of a loop in a row may be refused before it is no longer
 // tried: a loop that appends to a list or counts in a namespace would copy and compare what
 // it changes at each iteration, for nothing.

@@ -303,10 +303,11 @@ func TestLoopBodiesGiveUpOnLargeOwnReads(t *testing.T) {
 		"t": `{% set backends = {} %}{% for r in routes %}{% import "route" as rt with context %}` +
 			`{% for b in rt.rbackends %}{% do backends.setdefault(b[0], b[1]) %}{% endfor %}{% endfor %}` +
 			`{{ backends|length }}`,
-		// "shared": already in backends after the first route, so its iteration changes
-		// nothing and is kept (as the example's backends named by several routes).
+		// "shared" and the others: already in backends after the first route, so their
+		// iterations change nothing and are kept (as the example's backends named by several
+		// routes); four, as a loop inside another is kept from minNestedKept items.
 		"route": `{% set names %}{% for port in r.ports %}{{ port }},{% endfor %}{% endset %}` +
-			`{% set rbackends = [(r.name ~ names, {"p": 1}), ("shared", {"p": 2})] %}`,
+			`{% set rbackends = [(r.name ~ names, {"p": 1}), ("shared", {"p": 2}), ("s2", {}), ("s3", {})] %}`,
 	}, "t", Options{})
 	if err != nil {
 		t.Fatal(err)
