@@ -131,9 +131,11 @@ func TestOriginalExamples(t *testing.T) {
 		}},
 	}
 	r := New(Options{SSLDir: "/etc/haproxy/ssl"})
+	ran := 0 // examples rendered: none when they are not beside this clone (all skipped)
 	for _, tc := range cases {
 		t.Run(tc.file+"/"+tc.key, func(t *testing.T) {
 			data := loadConfigMapData(t, filepath.Join(originalExamples, tc.file+".yaml"))
+			ran++
 			b, err := r.Render(context.Background(), originalSnapshot(t, data, tc.key))
 			if err != nil {
 				t.Fatal(err)
@@ -161,7 +163,7 @@ func TestOriginalExamples(t *testing.T) {
 			}
 		})
 	}
-	if r.kept.BodiesReused() == 0 {
+	if ran > 0 && r.kept.BodiesReused() == 0 {
 		t.Error("no loop iteration of the original examples was reused by their second render")
 	}
 	t.Logf("%d loop iterations reused", r.kept.BodiesReused())

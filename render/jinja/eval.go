@@ -102,6 +102,7 @@ type evaluator struct {
 	shared    *Modules           // imports with context, shared with other renders (nil: none)
 	top       *frame             // the main template's top-level frame
 	bodies    *bodyEval          // loops' iterations kept across renders (reuse_body.go)
+	forDepth  int                // loops running, one inside the other (minNestedKept)
 }
 
 type blockCall struct {

@@ -78,7 +78,12 @@ func (e *evaluator) runForSeq(s *parse.ForStmt, f *frame, v any, sq seq, depth0 
 // runIterations runs the loop's body once per item of sq, in the frame body.
 func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *loopCtx, dictPairs bool) error {
 	simple, pairs, base := bindLoopNames(s, body, sq.view == viewItems && (sq.rec != nil || sq.keys != nil), loop)
-	br := e.bodyRun(s) // nil: the iterations are not kept (reuse_body.go)
+	var br *bodyRun // nil: the iterations are not kept (reuse_body.go)
+	if e.forDepth == 0 || sq.count() >= minNestedKept {
+		br = e.bodyRun(s)
+	}
+	e.forDepth++
+	defer func() { e.forDepth-- }()
 	for i := 0; i < sq.count(); i++ {
 		if err := e.tick(); err != nil {
 			return e.at(s.Pos, err)
@@ -122,7 +127,7 @@ func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *
 			return err
 		}
 	}
-	br.done()
+	br.done(e)
 	return nil
 }
 
@@ -183,7 +188,10 @@ func bindLoopNames(s *parse.ForStmt, body *frame, items bool, loop *loopCtx) (si
 // prepareFor applies the loop filter (for x in y if cond) and pongo2's reversed/sorted.
 func (e *evaluator) prepareFor(s *parse.ForStmt, body *frame, sq seq, dictPairs bool) (seq, error) {
 	items := e.getScratch()
-	fr := e.filterRun(s) // nil: the filter's results are not kept (reuse_filter.go)
+	var fr *filterRun // nil: the filter's results are not kept (reuse_filter.go)
+	if sq.n >= minFilterKept {
+		fr = e.filterRun(s)
+	}
 	for i := 0; i < sq.n; i++ {
 		item := sq.at(i)
 		if s.Filter != nil {

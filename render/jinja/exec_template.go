@@ -205,7 +205,13 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	savedEscape := e.autoescape
 	c := e.startCapture()
 	e.autoescape = false
+	if lr != nil {
+		e.bodyModules(1) // kept whole: its loops' iterations are not kept too (reuse_body.go)
+	}
 	err = e.runTemplate(t, root)
+	if lr != nil {
+		e.bodyModules(-1)
+	}
 	out, secret := e.endCapture(c)
 	e.autoescape = savedEscape
 	if err != nil {

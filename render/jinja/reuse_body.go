@@ -45,7 +45,10 @@ type bodyCache struct {
 	loops  map[bodyKey]*bodyLoop
 	gen    uint64 // Sweeps so far
 	hasher bodyHasher
-	// sameMaps: maps of the data found the same as a kept one since the last sweep, by
+	// differ: pairs of maps or records of the data found to differ since the last sweep (the
+	// read, the kept one), by identity.
+	differ map[[2]unsafe.Pointer][2]any
+	// sameMaps: maps and records of the data found the same as a kept one since the last sweep, by
 	// identity: the kept one (kept here, so that its address is not reused meanwhile).
 	sameMaps map[unsafe.Pointer]any
 	filters  map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
@@ -61,6 +64,9 @@ type bodyLoop struct {
 	usedNow   int // entries used or made since the last Sweep
 	ran       bool
 	refused   int            // iterations refused in a row (maxRefused)
+	poor      int            // renders in a row that found few of its iterations kept (maxPoor)
+	looked    int            // this render's iterations that looked for a kept one (bodyRun)
+	found     int            // and found one
 	off       bool           // too many refused: the loop's iterations are not tried again
 	last, cur [][]*bodyEntry // per run of the loop in a render: its iterations' entries (nil: not kept)
 }
@@ -77,11 +83,33 @@ type bodyEntry struct {
 
 // bodyEval is one render's state of kept loops.
 type bodyEval struct {
-	recording  int                   // iterations being run to be kept, one inside the other
+	recording int // iterations being run to be kept, one inside the other
+	// modules: modules being computed to be kept for an import in a loop (reuse_loop.go),
+	// one inside the other. Their loops' iterations are not kept: the module is kept whole
+	// for the values it reads (one per route), and keeping its loops' iterations as well
+	// would cost a second copy of each route's reads and output, for nothing.
+	modules    int
 	runs       map[*bodyLoop]int     // runs of each loop so far in this render
 	info       map[bodyKey]*bodyLoop // the loops met in this render
 	filterRuns map[*filterLoop]int   // runs of each loop's filter so far in this render
 	selectRuns map[*selectLoop]int   // calls of selectattr by attribute so far in this render
+	free       []*bodyRun            // runs done, to be used again
+}
+
+// off says whether loops', filters' and selectattr's answers are neither taken nor kept
+// here: inside an iteration being kept (its output is kept whole), inside a module computed
+// for an import in a loop (bodyEval.modules).
+func (b *bodyEval) off() bool {
+	return b != nil && (b.recording > 0 || b.modules > 0)
+}
+
+// bodyModules counts a module being computed for an import in a loop (d: 1 when it starts,
+// -1 when it ends).
+func (e *evaluator) bodyModules(d int) {
+	if e.bodies == nil {
+		e.bodies = &bodyEval{runs: map[*bodyLoop]int{}, info: map[bodyKey]*bodyLoop{}}
+	}
+	e.bodies.modules += d
 }
 
 // bodyRun is one run of a loop whose iterations may be kept.
@@ -96,6 +124,9 @@ type bodyRun struct {
 	list   []*bodyEntry // this run's entries
 	reads  []any
 	off    bool // too many iterations refused: the others run as they are
+	// looked, found: the iterations that looked for a kept one while the last render's run
+	// had some (hints), and those that found one.
+	looked, found int
 }
 
 // BodiesReused is how many iterations of loops took a kept iteration's output rather than
@@ -108,8 +139,7 @@ func (c *ModuleCache) BodiesReused() int {
 
 // bodyRun returns the run of loop s whose iterations may be kept and reused; nil when not.
 func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
-	if e.shared == nil || e.shared.Across == nil || e.origins != nil || e.suppress || s.Recursive ||
-		(e.bodies != nil && e.bodies.recording > 0) {
+	if e.shared == nil || e.shared.Across == nil || e.origins != nil || e.suppress || s.Recursive || e.bodies.off() {
 		return nil
 	}
 	if e.bodies == nil {
@@ -137,7 +167,16 @@ func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
 		hints = lp.last[k]
 	}
 	c.mu.Unlock()
-	return &bodyRun{c: c, lp: lp, k: k, hints: hints, list: make([]*bodyEntry, 0, len(hints))}
+	// The runs done in this render are used again (a loop inside another runs once per item
+	// of the outer one: thousands of runs of a few iterations in the Ingress example).
+	r := &bodyRun{}
+	if n := len(e.bodies.free); n > 0 {
+		r = e.bodies.free[n-1]
+		e.bodies.free = e.bodies.free[:n-1]
+		*r = bodyRun{reads: r.reads[:0]}
+	}
+	r.c, r.lp, r.k, r.hints, r.list = c, lp, k, hints, make([]*bodyEntry, 0, len(hints))
+	return r
 }
 
 // loop is what is kept for key, made when first met.
@@ -172,7 +211,22 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 		return e.execAll(body, f)
 	}
 	vals := r.read(e, f, loop)
-	if ent := r.c.find(r, vals, i); ent != nil && len(e.out)+len(ent.out) <= e.maxSize {
+	if readsOwn(vals) {
+		// A dict, list, namespace or tuple the template made is copied, kept and compared
+		// item by item at each iteration: as dear as the body, or dearer (model.j2's backends
+		// dict, every route's, read by each route's iteration: quadratic). Not tried again.
+		r.off = r.c.giveUp(r.lp)
+		r.list = append(r.list, nil)
+		return e.execAll(body, f)
+	}
+	ent := r.c.find(r, vals, i)
+	if len(r.hints) > 0 {
+		r.looked++
+		if ent != nil {
+			r.found++
+		}
+	}
+	if ent != nil && len(e.out)+len(ent.out) <= e.maxSize {
 		r.list = append(r.list, ent)
 		start := len(e.out)
 		e.out = append(e.out, ent.out...)
@@ -186,7 +240,7 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 	e.bodies.recording++
 	err := e.execAll(body, f)
 	e.bodies.recording--
-	var ent *bodyEntry
+	ent = nil
 	if ok && (err == nil || err == errBreak || err == errContinue) && bodySameAll(snap, vals) {
 		secret := make([]int, len(e.secret)-sstart)
 		for j, p := range e.secret[sstart:] {
@@ -200,6 +254,12 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 	r.list = append(r.list, ent)
 	return err
 }
+
+// minNestedKept is how many items a loop running inside another loop must have for its
+// iterations to be kept: the Ingress example's loops over an object's rules and paths run
+// thousands of times over one to three items, and what keeping costs per run (the run, its
+// list of entries, the reads looked up and compared) was more than what it saved.
+const minNestedKept = 4
 
 // maxRefused is how many iterations of a loop in a row may be refused before it is no longer
 // tried: a loop that appends to a list or counts in a namespace would copy and compare what
@@ -215,11 +275,19 @@ func (c *bodyCache) refused(lp *bodyLoop) bool {
 	return lp.off
 }
 
+// giveUp turns the loop's keeping off for good (a body reading the template's own values); true.
+func (c *bodyCache) giveUp(lp *bodyLoop) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lp.off = true
+	return true
+}
+
 // copyReads copies what an iteration read, before it runs: what it is kept with, and what
 // the reads must still be once it ran. ok is false when one cannot be copied.
-func copyReads(vals []any) ([]any, bool) {
+func copyReads(vals []any) (out []any, ok bool) {
 	var c *copier // made for the template's own values only: most reads are the data's
-	out := make([]any, len(vals))
+	out = make([]any, len(vals))
 	for i, v := range vals {
 		switch v.(type) {
 		case notSet, nil, bool, int64, string, map[string]any, []any, *record.Record:
@@ -258,17 +326,45 @@ func (r *bodyRun) read(e *evaluator, f *frame, loop *loopCtx) []any {
 }
 
 // done ends the run: its entries are where the same run of the next render looks first.
-func (r *bodyRun) done() {
+func (r *bodyRun) done(e *evaluator) {
 	if r == nil {
 		return
 	}
+	defer func() { e.bodies.free = append(e.bodies.free, r) }()
 	r.c.mu.Lock()
 	defer r.c.mu.Unlock()
 	for len(r.lp.cur) <= r.k {
 		r.lp.cur = append(r.lp.cur, nil)
 	}
 	r.lp.cur[r.k] = r.list
+	r.lp.looked += r.looked
+	r.lp.found += r.found
 }
+
+// judge counts, at the end of a render, whether the loop found few of its iterations kept.
+func (lp *bodyLoop) judge() {
+	if lp.looked >= minPoorLooked {
+		lp.poor++
+		if lp.found*4 >= lp.looked {
+			lp.poor = 0
+		}
+		lp.off = lp.off || lp.poor >= maxPoor
+	}
+	lp.looked, lp.found = 0, 0
+}
+
+// A loop that found fewer than a quarter of its iterations kept, in maxPoor renders in a row
+// of at least minPoorLooked iterations each (its runs together: a loop inside another runs
+// once per item of the outer), is no longer tried: keeping its iterations costs
+// more than it saves. The HTTPRoute example's loop over the backends reads the whole of
+// `resources`, which any change makes anew: none of its iterations is ever found, while
+// keeping them (copies, hashes, comparisons) made each sync after a pod's change 60% dearer
+// at 3,000 routes. One render in which most of the default template's services changed (a
+// value all of them read) does not turn its loops off.
+const (
+	maxPoor       = 2
+	minPoorLooked = 16
+)
 
 // find returns a kept iteration of the loop that read vals, for iteration i of the run.
 func (c *bodyCache) find(r *bodyRun, vals []any, i int) *bodyEntry {
@@ -296,43 +392,65 @@ func (c *bodyCache) find(r *bodyRun, vals []any, i int) *bodyEntry {
 	return nil
 }
 
-// same says whether the kept reads are vals. A map of the data found the same as the kept one
-// takes its place in kept (the same data: the next render's snapshot may keep it, and the
-// other loops reading it in this render find it in one step), and is noted as such until the
-// next sweep: the default template's three loops over the services compare each one once.
+// same says whether the kept reads are vals. A map or record of the data found the same as
+// the kept one takes its place in kept (the same data: the next render's snapshot may keep it,
+// and the other loops reading it in this render find it in one step), and is noted as such
+// until the next sweep: the default template's three loops over the services compare each one
+// once. One found to differ from a kept one is noted too: the HTTPRoute example's loop over
+// the backends reads the whole of `resources`, which any change makes anew; compared at each
+// of its 3,000 iterations, that walked every EndpointSlice 3,000 times.
 func (c *bodyCache) same(kept, vals []any) bool {
 	if len(kept) != len(vals) {
 		return false
 	}
 	for i, v := range vals {
-		x, ok := v.(map[string]any)
+		x, ok := dataID(v)
 		if !ok {
 			if !bodySame(kept[i], v) {
 				return false
 			}
 			continue
 		}
-		y, ok := kept[i].(map[string]any)
+		y, ok := dataID(kept[i])
 		if !ok {
 			return false
 		}
-		if mapID(x) == mapID(y) {
+		if x == y {
 			continue
 		}
-		if m, ok := c.sameMaps[mapID(x)].(map[string]any); ok && mapID(m) == mapID(y) {
-			kept[i] = x
+		if m, ok := dataID(c.sameMaps[x]); ok && m == y {
+			kept[i] = v
 			continue
 		}
-		if !bodySame(x, y) {
+		pair := [2]unsafe.Pointer{x, y}
+		if _, differ := c.differ[pair]; differ {
+			return false
+		}
+		if !bodySame(v, kept[i]) {
+			if c.differ == nil {
+				c.differ = map[[2]unsafe.Pointer][2]any{}
+			}
+			c.differ[pair] = [2]any{v, kept[i]} // both kept alive: their addresses are theirs until then
 			return false
 		}
 		if c.sameMaps == nil {
 			c.sameMaps = map[unsafe.Pointer]any{}
 		}
-		c.sameMaps[mapID(x)] = y // y kept alive: its address is not another map's until then
-		kept[i] = x
+		c.sameMaps[x] = kept[i] // kept alive: its address is not another's until then
+		kept[i] = v
 	}
 	return true
+}
+
+// dataID is the identity of a map or record of the data; false for other values.
+func dataID(v any) (unsafe.Pointer, bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		return mapID(x), true
+	case *record.Record:
+		return unsafe.Pointer(x), true
+	}
+	return nil, false
 }
 
 // realign makes the next iterations look in the hints after ent, when ent is one of them.
@@ -391,6 +509,7 @@ func (c *bodyCache) sweep() {
 		}
 		lp.ran = false
 		lp.last, lp.cur = lp.cur, nil
+		lp.judge()
 		// The iterations not used are dropped when they are a sixteenth of the loop's: not
 		// after each pod change (one service's old iteration), which would walk them all.
 		if lp.n-lp.usedNow > lp.n/16+16 {
@@ -416,4 +535,5 @@ func (c *bodyCache) sweep() {
 	c.sweepSelects()
 	c.gen++
 	clear(c.sameMaps)
+	clear(c.differ)
 }

@@ -57,7 +57,7 @@ func TestLoopBodiesReuseOnlyWhatReadsTheSame(t *testing.T) {
 		{"nested loops, one item's inner list changed", `{% for s in items %}{% for p in s.pods %}{{ p }},{% endfor %}{% endfor %}`, nil,
 			func(v map[string]any) { v["items"].([]any)[2].(map[string]any)["pods"] = []any{"c-9"} }, 2},
 		{"a loop filter", `{% for s in items if s.port != other %}{{ s.name }}{% endfor %}`, nil, edit, 2},
-		{"a list the template makes", `{% for s in [{"a": other}, {"a": 2}] %}{{ s.a }}{% endfor %}`, nil, other, 1},
+		{"a list the template makes", `{% for s in [{"a": other}, {"a": 2}] %}{{ s.a }}{% endfor %}`, nil, other, 0}, // a dict the template made: not kept (readsOwn)
 
 		// The loop's position: loop.index and the like are read; an item added before or at
 		// the end changes them.
@@ -78,11 +78,12 @@ func TestLoopBodiesReuseOnlyWhatReadsTheSame(t *testing.T) {
 		// What the body changes, or what changes between iterations.
 		{"a namespace the body sets", `{% set ns = namespace(n=0) %}{% for s in items %}{% set ns.n = ns.n + 1 %}{{ ns.n }}{% endfor %}{{ ns.n }}`, nil, same, 0},
 		{"a namespace the body reads, changed", `{% set ns = namespace(p=other) %}{% for s in items %}{{ ns.p }}{{ s.name }}{% endfor %}`, nil, other, 0},
-		{"a namespace the body reads, the same", `{% set ns = namespace(p=other) %}{% for s in items %}{{ ns.p }}{{ s.name }}{% endfor %}`, nil, same, 3},
-		// b's iteration changes ns: not kept; a's and c's are, each with the ns.n it read.
-		{"a namespace the loop changes between iterations", `{% set ns = namespace(n=0) %}{% for s in items %}{{ ns.n }}{% for p in s.pods if p == "b-0" %}{% set ns.n = ns.n + 1 %}{% endfor %}{% endfor %}`, nil, same, 2},
+		{"a namespace the body reads, the same", `{% set ns = namespace(p=other) %}{% for s in items %}{{ ns.p }}{{ s.name }}{% endfor %}`, nil, same, 0},
+		// A namespace is the template's own value: a body reading one is not kept (readsOwn:
+		// compared item by item, it cost as much as the body).
+		{"a namespace the loop changes between iterations", `{% set ns = namespace(n=0) %}{% for s in items %}{{ ns.n }}{% for p in s.pods if p == "b-0" %}{% set ns.n = ns.n + 1 %}{% endfor %}{% endfor %}`, nil, same, 0},
 		{"a namespace the loop changes between iterations, changed", `{% set ns = namespace(n=0) %}{% for s in items %}{{ ns.n }}{% for p in s.pods if p == "b-0" %}{% set ns.n = ns.n + 1 %}{% endfor %}{% endfor %}`, nil,
-			func(v map[string]any) { v["items"].([]any)[1].(map[string]any)["pods"] = []any{"b-1"} }, 1},
+			func(v map[string]any) { v["items"].([]any)[1].(map[string]any)["pods"] = []any{"b-1"} }, 0},
 		{"a list the body appends to", `{% set acc = [] %}{% for s in items %}{{ acc.append(s.name) or "" }}{{ acc|length }}{% endfor %}{{ acc }}`, nil, same, 0},
 		{"a dict the body updates", `{% set acc = {} %}{% for s in items %}{% do acc.update({s.name: 1}) %}{% endfor %}{{ acc|dictsort }}`, nil, same, 0},
 		{"a set inside the body", `{% for s in items %}{% set x = s.name ~ "!" %}{{ x }}{% endfor %}`, nil, same, 3},
@@ -286,5 +287,118 @@ func TestLoopBodiesConcurrentRenders(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// The HTTPRoute example's model.j2 gathers every route's backends in one dict of its own,
+// which each iteration of the loop over a route's backends reads: copied before the body ran,
+// kept with the iteration and compared at the next render, that cost grew with the routes
+// at each of them (3,000 routes: over the render's time budget). A body reading a dict, list
+// or namespace the template made is not kept, and its loop is no longer tried. The loop inside
+// the route's part (imported per route, kept whole for what it reads) keeps no iterations of
+// its own.
+func TestLoopBodiesGiveUpOnLargeOwnReads(t *testing.T) {
+	const routes = 1500
+	p, err := Compile(map[string]string{
+		"t": `{% set backends = {} %}{% for r in routes %}{% import "route" as rt with context %}` +
+			`{% for b in rt.rbackends %}{% do backends.setdefault(b[0], b[1]) %}{% endfor %}{% endfor %}` +
+			`{{ backends|length }}`,
+		// "shared" and the others: already in backends after the first route, so their
+		// iterations change nothing and are kept (as the example's backends named by several
+		// routes); four, as a loop inside another is kept from minNestedKept items.
+		"route": `{% set names %}{% for port in r.ports %}{{ port }},{% endfor %}{% endset %}` +
+			`{% set rbackends = [(r.name ~ names, {"p": 1}), ("shared", {"p": 2}), ("s2", {}), ("s3", {})] %}`,
+	}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []any
+	for i := range routes {
+		items = append(items, map[string]any{"name": fmt.Sprint("r", i), "ports": []any{int64(80), int64(i)}})
+	}
+	vars := map[string]any{"routes": items}
+	want, err := p.Render(context.Background(), vars, Limits{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cache ModuleCache
+	for i := range 2 {
+		got, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, &Modules{Across: &cache}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Bytes) != string(want) {
+			t.Fatalf("render %d: %q, computed afresh %q", i, got.Bytes, want)
+		}
+		cache.Sweep()
+		loops := map[string]*bodyLoop{}
+		for key, lp := range cache.bodies.loops {
+			loops[key.node.Target.Name] = lp
+		}
+		// (The second render takes every route's part kept: the loop inside does not run.)
+		if lp := loops["port"]; i == 0 && lp != nil && lp.n != 0 {
+			t.Errorf("the loop inside the route's part keeps %d iterations, want none", lp.n)
+		}
+		if lp := loops["b"]; i == 1 && lp == nil {
+			t.Error("the loop over a route's backends is not in the cache")
+		} else if i == 1 && (!lp.off || lp.n != 0) {
+			t.Errorf("the loop over a route's backends keeps %d iterations (off: %v), want it off with none kept", lp.n, lp.off)
+		}
+	}
+}
+
+// A loop whose body reads something every render makes anew (the HTTPRoute example's loop
+// over the backends reads the whole of `resources`) finds none of its iterations kept: after
+// maxPoor such renders it is no longer tried. A loop of which one item changes per render (a
+// pod's change in the default template) keeps being tried.
+func TestLoopBodiesGiveUpWhenFewAreFound(t *testing.T) {
+	p, err := Compile(map[string]string{"t": `{% for s in items %}{{ s }}{{ all.gen }}{% endfor %}`}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		vars func(gen int) map[string]any
+		off  bool
+	}{
+		{"what all iterations read changes", func(gen int) map[string]any {
+			items := make([]any, 40)
+			for i := range items {
+				items[i] = int64(i)
+			}
+			return map[string]any{"items": items, "all": map[string]any{"gen": int64(gen)}}
+		}, true},
+		{"one item changes", func(gen int) map[string]any {
+			items := make([]any, 40)
+			for i := range items {
+				items[i] = int64(i)
+			}
+			items[gen%40] = int64(1000 + gen)
+			return map[string]any{"items": items, "all": map[string]any{"gen": int64(0)}}
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var cache ModuleCache
+			for gen := range maxPoor + 2 {
+				vars := c.vars(gen)
+				got, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, &Modules{Across: &cache}, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cache.Sweep()
+				want, _ := p.Render(context.Background(), vars, Limits{}, nil)
+				if string(got.Bytes) != string(want) {
+					t.Fatalf("render %d: %q, computed afresh %q", gen, got.Bytes, want)
+				}
+			}
+			for _, lp := range cache.bodies.loops {
+				if lp.off != c.off {
+					t.Errorf("the loop is off: %v, want %v (poor renders in a row: %d)", lp.off, c.off, lp.poor)
+				}
+			}
+			if len(cache.bodies.loops) != 1 {
+				t.Errorf("%d loops kept, want 1", len(cache.bodies.loops))
+			}
+		})
 	}
 }

@@ -41,9 +41,15 @@ type filterRun struct {
 	reads  []any
 }
 
+// minFilterKept is how many items a loop must have for its filter's results to be kept: the
+// condition is one expression, and what keeping costs per run (the run, its list, the reads
+// looked up) is more than it saves over a few items (the Ingress and HTTPRoute examples' loops
+// over an object's ports, slices and endpoints: thousands of runs of one to three items).
+const minFilterKept = 16
+
 // filterRun returns the run of s's filter whose results may be kept; nil when not.
 func (e *evaluator) filterRun(s *parse.ForStmt) *filterRun {
-	if s.Filter == nil || e.shared == nil || e.shared.Across == nil || (e.bodies != nil && e.bodies.recording > 0) {
+	if s.Filter == nil || e.shared == nil || e.shared.Across == nil || e.bodies.off() {
 		return nil
 	}
 	if e.bodies == nil {
@@ -93,6 +99,16 @@ func (r *filterRun) cond(e *evaluator, s *parse.ForStmt, f *frame) (bool, error)
 	}
 	vals = append(vals, e.autoescape)
 	r.reads = vals
+	if readsOwn(vals) {
+		// A dict, list or namespace the template made is compared item by item: that costs
+		// more than the condition (the HTTPRoute example's `for t in m.targets if fe.name in
+		// t.frontends`, 3,000 targets for each frontend). Not tried again.
+		r.c.mu.Lock()
+		r.fl.refused = maxRefused
+		r.c.mu.Unlock()
+		r.list = append(r.list, filterEntry{})
+		return e.cond(s.Filter, f)
+	}
 	if ent, ok := r.find(vals, i); ok {
 		r.list = append(r.list, ent)
 		return ent.pass, nil
@@ -155,4 +171,15 @@ func (c *bodyCache) sweepFilters() {
 		fl.ran = false
 		fl.last, fl.cur = fl.cur, nil
 	}
+}
+
+// readsOwn says whether vals hold a dict, list, namespace or tuple the template made.
+func readsOwn(vals []any) bool {
+	for _, v := range vals {
+		switch v.(type) {
+		case *Dict, *List, *Namespace, Tuple:
+			return true
+		}
+	}
+	return false
 }

@@ -38,7 +38,7 @@ type selectRun struct {
 // selectRun returns the call's run, whose answers are kept; nil when not.
 func (e *evaluator) selectRun(attr any) *selectRun {
 	s, ok := strValue(attr)
-	if !ok || e.shared == nil || e.shared.Across == nil || (e.bodies != nil && e.bodies.recording > 0) {
+	if !ok || e.shared == nil || e.shared.Across == nil || e.bodies.off() {
 		return nil
 	}
 	if e.bodies == nil {
