@@ -58,17 +58,16 @@ type bodyCache struct {
 
 // bodyLoop is what is kept for one loop.
 type bodyLoop struct {
-	info      bodyInfo
-	byHash    map[uint64][]*bodyEntry
-	n         int // entries in byHash
-	usedNow   int // entries used or made since the last Sweep
-	ran       bool
-	refused   int            // iterations refused in a row (maxRefused)
-	poor      int            // renders in a row that found few of its iterations kept (maxPoor)
-	looked    int            // this render's iterations that looked for a kept one (bodyRun)
-	found     int            // and found one
-	off       bool           // too many refused: the loop's iterations are not tried again
-	last, cur [][]*bodyEntry // per run of the loop in a render: its iterations' entries (nil: not kept)
+	info             bodyInfo
+	byHash           map[uint64][]*bodyEntry
+	n                int  // entries in byHash
+	usedNow          int  // entries used or made since the last Sweep
+	runs[*bodyEntry]      // per run of the loop in a render: its iterations' entries (nil: not kept)
+	refused          int  // iterations refused in a row (maxRefused)
+	poor             int  // renders in a row that found few of its iterations kept (maxPoor)
+	looked           int  // this render's iterations that looked for a kept one (bodyRun)
+	found            int  // and found one
+	off              bool // too many refused: the loop's iterations are not tried again
 }
 
 // bodyEntry is one kept iteration.
@@ -162,10 +161,7 @@ func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
 		c.mu.Unlock()
 		return nil
 	}
-	var hints []*bodyEntry
-	if k < len(lp.last) {
-		hints = lp.last[k]
-	}
+	hints := lp.hints(k)
 	c.mu.Unlock()
 	// The runs done in this render are used again (a loop inside another runs once per item
 	// of the outer one: thousands of runs of a few iterations in the Ingress example).
@@ -333,10 +329,7 @@ func (r *bodyRun) done(e *evaluator) {
 	defer func() { e.bodies.free = append(e.bodies.free, r) }()
 	r.c.mu.Lock()
 	defer r.c.mu.Unlock()
-	for len(r.lp.cur) <= r.k {
-		r.lp.cur = append(r.lp.cur, nil)
-	}
-	r.lp.cur[r.k] = r.list
+	r.lp.put(r.k, r.list)
 	r.lp.looked += r.looked
 	r.lp.found += r.found
 }
@@ -503,12 +496,10 @@ func (c *bodyCache) sweep() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for key, lp := range c.loops {
-		if !lp.ran {
+		if !lp.turn() {
 			delete(c.loops, key)
 			continue
 		}
-		lp.ran = false
-		lp.last, lp.cur = lp.cur, nil
 		lp.judge()
 		// The iterations not used are dropped when they are a sixteenth of the loop's: not
 		// after each pod change (one service's old iteration), which would walk them all.
@@ -536,4 +527,37 @@ func (c *bodyCache) sweep() {
 	c.gen++
 	clear(c.sameMaps)
 	clear(c.differ)
+}
+
+// runs is what a loop, its filter or a selectattr call kept, per run in a render: the k-th
+// run of a render looks where the k-th run of the last render put its entries (hints).
+type runs[E any] struct {
+	ran       bool
+	last, cur [][]E
+}
+
+// hints are the entries the k-th run of the last render made.
+func (r *runs[E]) hints(k int) []E {
+	if k < len(r.last) {
+		return r.last[k]
+	}
+	return nil
+}
+
+// put keeps list as the k-th run's entries of this render.
+func (r *runs[E]) put(k int, list []E) {
+	for len(r.cur) <= k {
+		r.cur = append(r.cur, nil)
+	}
+	r.cur[k] = list
+}
+
+// turn ends a render: this render's runs become the last; false when none ran (forget them).
+func (r *runs[E]) turn() bool {
+	if !r.ran {
+		return false
+	}
+	r.ran = false
+	r.last, r.cur = r.cur, nil
+	return true
 }

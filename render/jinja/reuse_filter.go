@@ -18,11 +18,10 @@ import (
 
 // filterLoop is what is kept of one loop's filter.
 type filterLoop struct {
-	names     []string
-	ok        bool
-	ran       bool
-	refused   int
-	last, cur [][]filterEntry // per run of the loop in a render: each item's reads and result
+	names             []string
+	ok                bool
+	refused           int
+	runs[filterEntry] // per run of the loop in a render: each item's reads and result
 }
 
 type filterEntry struct {
@@ -79,10 +78,7 @@ func (e *evaluator) filterRun(s *parse.ForStmt) *filterRun {
 	}
 	k := e.bodies.filterRuns[fl]
 	e.bodies.filterRuns[fl] = k + 1
-	var hints []filterEntry
-	if k < len(fl.last) {
-		hints = fl.last[k]
-	}
+	hints := fl.hints(k)
 	return &filterRun{c: c, fl: fl, k: k, hints: hints, list: make([]filterEntry, 0, len(hints))}
 }
 
@@ -155,21 +151,15 @@ func (r *filterRun) done() {
 	}
 	r.c.mu.Lock()
 	defer r.c.mu.Unlock()
-	for len(r.fl.cur) <= r.k {
-		r.fl.cur = append(r.fl.cur, nil)
-	}
-	r.fl.cur[r.k] = r.list
+	r.fl.put(r.k, r.list)
 }
 
 // sweepFilters ends a render for the loops' filters: a loop that did not run is forgotten.
 func (c *bodyCache) sweepFilters() {
 	for key, fl := range c.filters {
-		if !fl.ran {
+		if !fl.turn() {
 			delete(c.filters, key)
-			continue
 		}
-		fl.ran = false
-		fl.last, fl.cur = fl.cur, nil
 	}
 }
 

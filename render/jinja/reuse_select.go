@@ -16,8 +16,7 @@ type selectKey struct {
 
 // selectLoop is what is kept for one selectKey.
 type selectLoop struct {
-	ran       bool
-	last, cur [][]selectEntry // per call in a render: each item and its answer
+	runs[selectEntry] // per call in a render: each item and its answer
 }
 
 type selectEntry struct {
@@ -62,10 +61,7 @@ func (e *evaluator) selectRun(attr any) *selectRun {
 	}
 	k := e.bodies.selectRuns[sl]
 	e.bodies.selectRuns[sl] = k + 1
-	var hints []selectEntry
-	if k < len(sl.last) {
-		hints = sl.last[k]
-	}
+	hints := sl.hints(k)
 	return &selectRun{c: c, sl: sl, k: k, hints: hints, list: make([]selectEntry, 0, len(hints))}
 }
 
@@ -102,21 +98,15 @@ func (r *selectRun) done() {
 	}
 	r.c.mu.Lock()
 	defer r.c.mu.Unlock()
-	for len(r.sl.cur) <= r.k {
-		r.sl.cur = append(r.sl.cur, nil)
-	}
-	r.sl.cur[r.k] = r.list
+	r.sl.put(r.k, r.list)
 }
 
 // sweepSelects ends a render for selectattr's answers: an attribute not selected on since the
 // last sweep is forgotten.
 func (c *bodyCache) sweepSelects() {
 	for key, sl := range c.selects {
-		if !sl.ran {
+		if !sl.turn() {
 			delete(c.selects, key)
-			continue
 		}
-		sl.ran = false
-		sl.last, sl.cur = sl.cur, nil
 	}
 }
