@@ -319,11 +319,7 @@ sync:
 			case <-ctx.Done():
 				return nil
 			case err := <-srcErr:
-				p.cfg.Metrics.SourceUp.Set(0)
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("source stopped: %w", err)
+				return p.sourceStopped(ctx, err)
 			case <-retry:
 				reason = "retry"
 				continue sync
@@ -368,14 +364,20 @@ func (p *Pipeline) awaitFirstLists(ctx context.Context, srcErr <-chan error) (st
 		}
 		return ctx.Err() != nil, nil
 	case err := <-srcErr:
-		p.cfg.Metrics.SourceUp.Set(0)
-		if ctx.Err() != nil {
-			return true, nil
-		}
-		return true, fmt.Errorf("source stopped: %w", err)
+		return true, p.sourceStopped(ctx, err)
 	case <-ctx.Done():
 		return true, nil
 	}
+}
+
+// sourceStopped is what Run returns once the source's Run returned err: nothing when ctx
+// ended (a stop), else the source's error.
+func (p *Pipeline) sourceStopped(ctx context.Context, err error) error {
+	p.cfg.Metrics.SourceUp.Set(0)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("source stopped: %w", err)
 }
 
 // Changed asks for a sync (debounced) that renders again; it never blocks. Sources call it;
