@@ -18,12 +18,45 @@ import (
 //
 // The cached maps are shared between Snapshots: they must be treated as read-only.
 //
-// It also keeps the service entries of the last Build decoded, by name and text.
+// It also keeps the service entries of the last Build decoded, by name and text, and the
+// services the last Build gave (see builtService).
 type PodCache struct {
 	mu       sync.Mutex
 	pods     map[podKey]*record.Record
 	in       interner // shares equal parts between the pods converted over time
 	services map[serviceKey]decodedService
+	built    map[string]*builtService // by entry name
+}
+
+// builtService is a service as the last Build gave it. The next Build gives the very same
+// map when neither its entry nor what it routes to changed, so that a renderer knows it
+// unchanged by one comparison of pointers instead of reading it whole (issue 25).
+type builtService struct {
+	text   string
+	sel    labels.Selector // nil: the endpoints of a Kubernetes Service
+	svc    map[string]any  // with "name" and "pods"; shared by the Snapshots: never changed
+	slices []clusterSlice  // a Kubernetes Service's: the EndpointSlices its "pods" were made of
+}
+
+// lastBuilt is the services of the last Build, by entry name (nil without a cache). The map
+// is never changed once stored: the caller may read it without the lock.
+func (c *PodCache) lastBuilt() map[string]*builtService {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.built
+}
+
+// replaceBuilt makes next the services the next Build compares with.
+func (c *PodCache) replaceBuilt(next map[string]*builtService) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.built = next
 }
 
 type serviceKey struct{ name, text string }
