@@ -223,16 +223,23 @@ func TestDefaultTemplateRandomChangesThroughSnapshotBuild(t *testing.T) {
 					what = w.step()
 				}
 				counts[what]++
-				snap, err := snapshot.Build(w.objects(), opts)
+				objs := w.objects()
+				snap, err := snapshot.Build(objs, opts)
 				if err != nil {
 					t.Fatalf("step %d (%s): %v", i, what, err)
+				}
+				uncached := opts
+				uncached.PodCache = nil
+				ref, err := snapshot.Build(objs, uncached) // every service a new map
+				if err != nil {
+					t.Fatal(err)
 				}
 				fresh := New(Options{SSLDir: "/etc/haproxy/ssl"})
 				fresh.unshared = true
 				before := kept.kept.BodiesReused()
 				got, gotErr := kept.Render(context.Background(), snap)
 				reused := kept.kept.BodiesReused() - before
-				want, wantErr := fresh.Render(context.Background(), snap)
+				want, wantErr := fresh.Render(context.Background(), ref)
 				if gotErr != nil || wantErr != nil {
 					t.Fatalf("step %d (%s): the kept renderer: %v; a fresh one: %v", i, what, gotErr, wantErr)
 				}
@@ -240,7 +247,7 @@ func TestDefaultTemplateRandomChangesThroughSnapshotBuild(t *testing.T) {
 					t.Fatalf("step %d (%s): the kept renderer renders otherwise than a fresh one: %s", i, what, d)
 				}
 				if last != nil {
-					same, wrong := keptServiceMaps(last, snap)
+					same, wrong := keptServiceMaps(last, snap, ref)
 					if wrong != "" {
 						t.Errorf("step %d (%s): %s", i, what, wrong)
 					}
@@ -262,8 +269,12 @@ func TestDefaultTemplateRandomChangesThroughSnapshotBuild(t *testing.T) {
 }
 
 // keptServiceMaps counts the services of next that are the same map as in prev; wrong says
-// which service is a new map though it did not change, or the same map though it did.
-func keptServiceMaps(prev, next *snapshot.Snapshot) (same int, wrong string) {
+// which service is a new map though it did not change, or the same map though it did, or
+// differs from the one of ref (the same inputs built without a cache).
+func keptServiceMaps(prev, next, ref *snapshot.Snapshot) (same int, wrong string) {
+	if asJSON(next.Services) != asJSON(ref.Services) {
+		return 0, "the services differ from a build's without a cache"
+	}
 	old := map[string]map[string]any{}
 	for _, s := range prev.Services {
 		old[s["name"].(string)] = s
@@ -275,7 +286,7 @@ func keptServiceMaps(prev, next *snapshot.Snapshot) (same int, wrong string) {
 			continue
 		}
 		kept := reflect.ValueOf(o).UnsafePointer() == reflect.ValueOf(s).UnsafePointer()
-		changed := asJSON(o) != asJSON(s)
+		changed := asJSON(o) != asJSON(s) // s is as ref has it
 		switch {
 		case kept && !changed:
 			same++
