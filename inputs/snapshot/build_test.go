@@ -286,6 +286,9 @@ func TestPodCache(t *testing.T) {
 	if pod(first, "a") != pod(second, "a") {
 		t.Error("unchanged pod a was converted again")
 	}
+	if cache.Len() != 2 {
+		t.Errorf("cache holds %d pods after b changed, want 2 (b's old version dropped)", cache.Len())
+	}
 	if pod(first, "b") == pod(second, "b") {
 		t.Error("pod b changed (resourceVersion 2) but its old form was reused")
 	}

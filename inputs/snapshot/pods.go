@@ -299,7 +299,6 @@ func (ns *namespacePods) candidates(sel labels.Selector) []int32 {
 // typed pod is unchanged since the last Build, else converted on all CPUs. It then leaves in
 // the cache exactly the typed pods of this Build.
 func (ix *podIndex) convert(pods []*podEntry) {
-	var todo []*podEntry
 	var typed []*podEntry
 	for _, e := range pods {
 		if e.typed == nil || e.queued {
@@ -307,12 +306,8 @@ func (ix *podIndex) convert(pods []*podEntry) {
 		}
 		e.queued = true
 		typed = append(typed, e)
-		if m, ok := ix.cache.get(e.typed); ok {
-			e.obj = m
-			continue
-		}
-		todo = append(todo, e)
 	}
+	todo, round := ix.cache.lookup(typed)
 	in := ix.cache.interner()
 	if len(todo) > 0 {
 		in.rotate()
@@ -330,7 +325,7 @@ func (ix *podIndex) convert(pods []*podEntry) {
 		})
 	}
 	wg.Wait()
-	ix.cache.replace(typed)
+	ix.cache.keep(typed, todo, round)
 }
 
 // podToMap returns the pod as `kubectl get pod -o json` shows it, without managedFields:
