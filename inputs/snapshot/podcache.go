@@ -61,15 +61,26 @@ func (c *PodCache) replaceBuilt(next map[string]*builtService) {
 
 type serviceKey struct{ name, text string }
 
-// decodedService is a service entry as decodeService gives it; svc is cloned before use.
+// decodedService is a service entry as decodeService gives it, and the entry's Input Hash;
+// svc is cloned before use.
 type decodedService struct {
-	svc map[string]any
-	sel labels.Selector
+	svc  map[string]any
+	sel  labels.Selector
+	hash string
 }
 
-// service returns the decoded entry name, from the cache when its text is the same; with next
-// (a Decode) it remembers it there for the next Decode.
+// service returns the decoded entry name (a map of its own), from the cache when its text is
+// the same; with next (a Decode) it remembers it there for the next Decode.
 func (c *PodCache) service(ref Ref, name, text string, next map[serviceKey]decodedService) (map[string]any, labels.Selector, *InputError) {
+	d, err := c.decoded(ref, name, text, next)
+	if err != nil {
+		return nil, nil, err
+	}
+	return maps.Clone(d.svc), d.sel, nil
+}
+
+// decoded is service without the clone: d.svc is read-only.
+func (c *PodCache) decoded(ref Ref, name, text string, next map[serviceKey]decodedService) (decodedService, *InputError) {
 	k := serviceKey{name, text}
 	var (
 		d  decodedService
@@ -83,9 +94,9 @@ func (c *PodCache) service(ref Ref, name, text string, next map[serviceKey]decod
 	if !ok {
 		svc, sel, err := decodeService(ref, []byte(text))
 		if err != nil {
-			return nil, nil, err
+			return d, err
 		}
-		d = decodedService{svc, sel}
+		d = decodedService{svc, sel, contentHash(text)}
 		if next == nil && c != nil {
 			// A version other than the current one (a held service at its last good
 			// version): kept until the next Decode replaces the entries.
@@ -100,7 +111,7 @@ func (c *PodCache) service(ref Ref, name, text string, next map[serviceKey]decod
 	if next != nil {
 		next[k] = d
 	}
-	return maps.Clone(d.svc), d.sel, nil
+	return d, nil
 }
 
 // replaceServices makes the cache hold exactly the given entries.

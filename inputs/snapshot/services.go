@@ -25,9 +25,12 @@ func decodeServices(cm *corev1.ConfigMap, ref Ref, cache *PodCache) []Input {
 		keyRef := ref
 		keyRef.Key = name
 		text := cm.Data[name]
-		in := Input{Kind: KindService, Name: name, Ref: keyRef, Text: text, Hash: contentHash(text)}
-		if _, _, err := cache.service(keyRef, name, text, next); err != nil {
-			in.Err = err
+		in := Input{Kind: KindService, Name: name, Ref: keyRef, Text: text}
+		// The decoded entry, not a copy: only whether it is usable, and its hash, are needed.
+		if d, err := cache.decoded(keyRef, name, text, next); err != nil {
+			in.Hash, in.Err = contentHash(text), err
+		} else {
+			in.Hash = d.hash
 		}
 		out = append(out, in)
 	}
