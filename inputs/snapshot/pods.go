@@ -183,18 +183,9 @@ type namespacePods struct {
 
 func newPodIndex(typed []*corev1.Pod, converted []*Pod, cache *PodCache) *podIndex {
 	ix := &podIndex{cache: cache, byNamespace: map[string]*namespacePods{}}
-	n := 0
-	for _, p := range typed {
-		if p != nil && PodReady(p) {
-			n++
-		}
-	}
-	for _, p := range converted {
-		if p != nil && p.ready {
-			n++
-		}
-	}
-	entries := make([]podEntry, 0, n)
+	// Room for every pod, ready or not: PodReady of a hundred thousand typed pods costs more
+	// than the room for those not ready.
+	entries := make([]podEntry, 0, len(typed)+len(converted))
 	for _, p := range typed {
 		if p != nil && PodReady(p) {
 			entries = append(entries, podEntry{typed: p})
