@@ -221,3 +221,53 @@ func plainServices(s *Snapshot) string {
 	}
 	return string(b)
 }
+
+// TestPodCacheSharedByConcurrentBuilds: Builds of different objects through one cache at the
+// same time (the sidecar's sync, a candidate's test, a trial) each give what a Build without a
+// cache gives, whatever the other left in the cache.
+func TestPodCacheSharedByConcurrentBuilds(t *testing.T) {
+	sel := func(app string) string { return fmt.Sprintf(`{"namespace":"shop","selector":{"app":%q}}`, app) }
+	worlds := make([]*keepWorld, 2)
+	for i := range worlds {
+		w := &keepWorld{services: map[string]string{"a": sel("a"), "b": sel("b")}, pods: map[string]*corev1.Pod{},
+			slices: map[string]*discoveryv1.EndpointSlice{}, rv: i * 1000}
+		for j, name := range []string{"a-1", "a-2", "b-1"} {
+			w.pod(name, name[:1], fmt.Sprintf("10.%d.0.%d", i, j))
+		}
+		worlds[i] = w
+	}
+	cache := &PodCache{}
+	errs := make(chan error, len(worlds))
+	for i, w := range worlds {
+		go func() {
+			for step := range 50 {
+				name := []string{"a-1", "a-2", "b-1"}[step%3]
+				w.changePod(name, func(p *corev1.Pod) { p.Status.PodIP = fmt.Sprintf("10.%d.1.%d", i, step) })
+				if step%5 == 0 {
+					w.services["b"] = sel([]string{"a", "b"}[step%2])
+				}
+				objs := w.objects(false)
+				got, err := Build(objs, Options{PodCache: cache})
+				if err != nil {
+					errs <- err
+					return
+				}
+				want, err := Build(objs, Options{})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if plainServices(got) != plainServices(want) {
+					errs <- fmt.Errorf("world %d step %d: the services differ from a Build's without a cache", i, step)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range worlds {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
