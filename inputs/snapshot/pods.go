@@ -154,21 +154,6 @@ func (e *podEntry) Get(k string) string {
 	return v
 }
 
-// eachLabel calls f for every label.
-func (e *podEntry) eachLabel(f func(k, v string)) {
-	if e.typed != nil {
-		for k, v := range e.typed.Labels {
-			f(k, v)
-		}
-		return
-	}
-	for k, v := range e.conv.labels.All() {
-		if s, ok := v.(string); ok {
-			f(k, s)
-		}
-	}
-}
-
 // podIndex holds the ready pods by namespace, and converts each selected pod to its JSON form
 // once however many services select it.
 type podIndex struct {
@@ -177,8 +162,10 @@ type podIndex struct {
 }
 
 type namespacePods struct {
-	pods    []*podEntry
-	byLabel map[labelKV][]int32 // label -> indexes into pods; built on first use
+	pods []*podEntry
+	// byLabel: label key -> value -> indexes into pods, each key's built on first use (a
+	// namespace's selectors name few keys; its pods carry many more).
+	byLabel map[string]map[string][]int32
 }
 
 func newPodIndex(typed []*corev1.Pod, converted []*Pod, cache *PodCache) *podIndex {
@@ -237,7 +224,23 @@ func (ix *podIndex) selectPods(namespace string, sel labels.Selector) []*podEntr
 	return out
 }
 
-type labelKV struct{ key, value string }
+// index is the pods by their value of label key, made on first use.
+func (ns *namespacePods) index(key string) map[string][]int32 {
+	if byValue, ok := ns.byLabel[key]; ok {
+		return byValue
+	}
+	if ns.byLabel == nil {
+		ns.byLabel = map[string]map[string][]int32{}
+	}
+	byValue := map[string][]int32{}
+	for i, p := range ns.pods {
+		if v, ok := p.Lookup(key); ok {
+			byValue[v] = append(byValue[v], int32(i))
+		}
+	}
+	ns.byLabel[key] = byValue
+	return byValue
+}
 
 // candidates narrows the pods to test with the most selective equality requirement of sel;
 // nil means test them all.
@@ -248,15 +251,6 @@ func (ns *namespacePods) candidates(sel labels.Selector) []int32 {
 	reqs, ok := sel.Requirements()
 	if !ok || len(reqs) == 0 {
 		return nil
-	}
-	if ns.byLabel == nil {
-		ns.byLabel = map[labelKV][]int32{}
-		for i, p := range ns.pods {
-			p.eachLabel(func(k, v string) {
-				key := labelKV{k, v}
-				ns.byLabel[key] = append(ns.byLabel[key], int32(i))
-			})
-		}
 	}
 	var (
 		best  []int32
@@ -269,9 +263,10 @@ func (ns *namespacePods) candidates(sel labels.Selector) []int32 {
 			continue
 		}
 		// A pod has one value per key, so the lists for different values are disjoint.
+		byValue := ns.index(r.Key())
 		var c []int32
 		for _, v := range r.ValuesUnsorted() {
-			c = append(c, ns.byLabel[labelKV{r.Key(), v}]...)
+			c = append(c, byValue[v]...)
 		}
 		if !found || len(c) < len(best) {
 			best, found = c, true
