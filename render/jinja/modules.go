@@ -21,21 +21,33 @@ func (s *Modules) Last() {
 }
 
 // get returns a copy of the module computed for key (source src) with the context vars, for
-// an import from the top-level frame f: its macros see f behind the module's own top level,
-// as they would had the module been computed for this import.
-func (s *Modules) get(key, src string, vars map[string]any, f *frame, readOnly bool) *module {
+// an import from the top-level frame f by the render e: its macros see f behind the module's
+// own top level, as they would had the module been computed for this import. The module that
+// ModuleCache keeps for the next render is not copied but lent to e (ModuleCache.take). nil:
+// none to share (or the kept one was changed by a template, or another render has it).
+func (s *Modules) get(key, src string, vars map[string]any, f *frame, readOnly bool, e *evaluator) *module {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sm, ok := s.m[key]
 	if !ok || sm.src != src || s.vars != identity(vars) {
 		return nil
 	}
+	if sm.kept != nil && (sm.kept.view || sm.kept.spoiled.Load()) {
+		m, k := s.Across.take(sm.kept, e, f)
+		switch {
+		case m == nil:
+			delete(s.m, key) // computed again (and kept again)
+		case k != sm.kept:
+			s.m[key] = sharedModule{src: src, mod: k.mod, macros: sm.macros, kept: k}
+		}
+		return m
+	}
 	if readOnly && !sm.macros {
 		// An importer that only reads, of a module without macros (which would see the
 		// importer's frame, and could change the module's values): the kept copy itself.
 		return sm.mod
 	}
-	if s.last && !sm.kept {
+	if s.last && sm.kept == nil {
 		delete(s.m, key)
 		sm.mod.frame.parent = f // nobody else has this copy
 		keep(sm.mod.frame)
@@ -52,16 +64,16 @@ func (s *Modules) put(key, src string, vars map[string]any, m *module) {
 	if !ok {
 		return
 	}
-	s.store(key, src, vars, c, false)
+	s.store(key, src, vars, c, nil)
 }
 
-// putKept keeps k, the copy of a module that ModuleCache keeps for the next render (nobody
-// changes it): the files share it rather than a copy of their own.
-func (s *Modules) putKept(key, src string, vars map[string]any, k *module) {
-	s.store(key, src, vars, k, true)
+// putKept keeps k, the module that ModuleCache keeps for the next render: the files share it
+// (lent to each in turn, or copied) rather than a copy of their own.
+func (s *Modules) putKept(key, src string, vars map[string]any, k *keptModule) {
+	s.store(key, src, vars, k.mod, k)
 }
 
-func (s *Modules) store(key, src string, vars map[string]any, c *module, kept bool) {
+func (s *Modules) store(key, src string, vars map[string]any, c *module, kept *keptModule) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if id := identity(vars); s.vars != id {
@@ -240,4 +252,91 @@ func (w *mutationWalk) visit(v reflect.Value) bool {
 		w.found = x.Attr != ""
 	}
 	return !w.found
+}
+
+// viewModule is m (a kept module: viewable) for an import from the frame parent, its values
+// shared: only its top level is new (a frame in front of parent), and its macros, which see
+// that frame. A change of a shared dict, list or namespace spoils m (its loan): the import
+// that changed it has it to itself from then on, and m serves no other.
+func viewModule(m *module, parent *frame) *module {
+	v := &module{name: m.name, output: m.output, secret: m.secret, objects: m.objects}
+	macros := map[*Macro]*Macro{}
+	rebind := func(x any) any {
+		mac, ok := x.(*Macro)
+		if !ok {
+			return x
+		}
+		if out, done := macros[mac]; done {
+			return out
+		}
+		out := &Macro{def: mac.def, closure: v.frame, tmpl: mac.tmpl, escape: mac.escape}
+		macros[mac] = out
+		return out
+	}
+	if m.frame != nil {
+		v.frame = &frame{parent: parent, names: append([]string(nil), m.frame.names...), vals: make([]any, len(m.frame.vals)), ctx: m.frame.ctx}
+		keep(v.frame)
+		for i, x := range m.frame.vals {
+			v.frame.vals[i] = rebind(x)
+		}
+	}
+	v.vars = &Dict{keys: append([]any(nil), m.vars.keys...), vals: make([]any, len(m.vars.vals)), index: m.vars.index.clone()}
+	for i, x := range m.vars.vals {
+		v.vars.vals[i] = rebind(x)
+	}
+	return v
+}
+
+// viewable says whether the kept module m (a copy: its own dicts, lists and namespaces) can be
+// shared by the imports that take it (viewModule): what a template can change in it goes
+// through a dict's or a list's methods (which spoil it), and its macros are at its top level,
+// seeing that only: no macro inside its dicts and lists, no tuple (which retaint changes in
+// place), no macro of another frame.
+func viewable(m *module) bool {
+	top := append([]any(nil), m.vars.vals...)
+	if m.frame != nil {
+		top = append(top, m.frame.vals...)
+	}
+	seen := map[any]bool{}
+	for _, x := range top {
+		if mac, ok := x.(*Macro); ok {
+			if m.frame == nil || mac.closure != m.frame {
+				return false
+			}
+			continue
+		}
+		if !plainValues(x, seen) {
+			return false
+		}
+	}
+	return true
+}
+
+// plainValues says whether v holds no macro and no tuple, walking each dict, list and
+// namespace once (seen).
+func plainValues(v any, seen map[any]bool) bool {
+	switch x := v.(type) {
+	case *Macro, Tuple:
+		return false
+	case *List, *Dict, *Namespace:
+		if seen[x] {
+			return true
+		}
+		seen[x] = true
+	}
+	var items []any
+	switch x := v.(type) {
+	case *List:
+		items = x.items
+	case *Dict:
+		items = x.vals
+	case *Namespace:
+		items = x.attrs.vals
+	}
+	for _, e := range items {
+		if !plainValues(e, seen) {
+			return false
+		}
+	}
+	return true
 }
