@@ -200,7 +200,7 @@ type Modules struct {
 type sharedModule struct {
 	src    string // the module's source: the same key of another template set is another module
 	mod    *module
-	macros bool // it holds macros
+	macros bool        // it holds macros
 	kept   *keptModule // mod is the one ModuleCache keeps for the next render: lent or copied (get)
 }
 

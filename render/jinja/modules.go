@@ -88,10 +88,17 @@ func identity(vars map[string]any) uintptr { return reflect.ValueOf(vars).Pointe
 // front of parent) and its exported values, one copy of each object however many names hold
 // it, its macros seeing the new top level. ok is false when m holds what cannot be copied
 // (see copier.copy).
-func copyModule(m *module, parent *frame) (*module, bool) { return copyModuleOwned(m, parent, nil) }
+func copyModule(m *module, parent *frame) (*module, bool) {
+	c, ok, _ := copyModuleOwned(m, parent, nil)
+	return c, ok
+}
 
-// copyModuleOwned is copyModule, the dicts and lists of the copy owner's (Dict.owner).
-func copyModuleOwned(m *module, parent *frame, owner *loan) (*module, bool) {
+// copyModuleOwned is copyModule, the dicts and lists of the copy owner's (Dict.owner); view
+// says whether the copy can be shared by the imports that take it (viewModule): what a
+// template can change in it goes through a dict's or a list's methods (which spoil it), and
+// its macros are at its top level, seeing that only: no macro in its dicts, lists and
+// namespaces, no tuple (which retaint changes in place).
+func copyModuleOwned(m *module, parent *frame, owner *loan) (cm *module, ok bool, view bool) {
 	c := copier{seen: make(map[any]any, m.objects), from: m.frame, owner: owner}
 	if m.frame != nil {
 		c.to = &frame{parent: parent, names: append([]string(nil), m.frame.names...), vals: make([]any, len(m.frame.vals)), ctx: m.frame.ctx}
@@ -99,16 +106,18 @@ func copyModuleOwned(m *module, parent *frame, owner *loan) (*module, bool) {
 		for i, v := range m.frame.vals {
 			cv, ok := c.copy(v)
 			if !ok {
-				return nil, false
+				return nil, false, false
 			}
 			c.to.vals[i] = cv
 		}
 	}
+	c.depth = -1 // the exported names are the top level's
 	vars, ok := c.copy(m.vars)
 	if !ok {
-		return nil, false
+		return nil, false, false
 	}
-	return &module{name: m.name, vars: vars.(*Dict), output: m.output, secret: m.secret, frame: c.to, objects: len(c.seen)}, true
+	cm = &module{name: m.name, vars: vars.(*Dict), output: m.output, secret: m.secret, frame: c.to, objects: len(c.seen)}
+	return cm, true, !c.inner
 }
 
 // copier copies what a template can change in a module's values (its dicts, lists and
@@ -118,6 +127,8 @@ type copier struct {
 	seen     map[any]any
 	from, to *frame // the module's top level, and the copy's
 	owner    *loan  // of the dicts and lists it makes
+	depth    int    // inside a dict, list, namespace or tuple (not at the module's top level)
+	inner    bool   // it copied a tuple, or a macro inside a dict, list or namespace
 }
 
 // copy copies v. ok is false for a value it cannot copy: a macro defined elsewhere than at
@@ -130,6 +141,7 @@ func (c *copier) copy(v any) (any, bool) {
 	case map[string]any, map[string]string, []any, []string, []map[string]any, *record.Record:
 		return v, true // from the context: templates cannot change it
 	case Tuple:
+		c.inner = true
 		out := make(Tuple, len(x))
 		for i, e := range x {
 			cv, ok := c.copy(e)
@@ -144,8 +156,20 @@ func (c *copier) copy(v any) (any, bool) {
 	case *Macro, *List, *Dict, *Namespace:
 		// Pointers only: a map key of another type might not be comparable.
 		if done, ok := c.seen[v]; ok {
+			if _, isMacro := v.(*Macro); isMacro && c.depth > 0 {
+				c.inner = true
+			}
 			return done, true
 		}
+	}
+	switch v.(type) {
+	case *Macro:
+		if c.depth > 0 {
+			c.inner = true
+		}
+	case *List, *Dict, *Namespace:
+		c.depth++
+		defer func() { c.depth-- }()
 	}
 	switch x := v.(type) {
 	case *Macro:
@@ -285,58 +309,4 @@ func viewModule(m *module, parent *frame) *module {
 		v.vars.vals[i] = rebind(x)
 	}
 	return v
-}
-
-// viewable says whether the kept module m (a copy: its own dicts, lists and namespaces) can be
-// shared by the imports that take it (viewModule): what a template can change in it goes
-// through a dict's or a list's methods (which spoil it), and its macros are at its top level,
-// seeing that only: no macro inside its dicts and lists, no tuple (which retaint changes in
-// place), no macro of another frame.
-func viewable(m *module) bool {
-	top := append([]any(nil), m.vars.vals...)
-	if m.frame != nil {
-		top = append(top, m.frame.vals...)
-	}
-	seen := map[any]bool{}
-	for _, x := range top {
-		if mac, ok := x.(*Macro); ok {
-			if m.frame == nil || mac.closure != m.frame {
-				return false
-			}
-			continue
-		}
-		if !plainValues(x, seen) {
-			return false
-		}
-	}
-	return true
-}
-
-// plainValues says whether v holds no macro and no tuple, walking each dict, list and
-// namespace once (seen).
-func plainValues(v any, seen map[any]bool) bool {
-	switch x := v.(type) {
-	case *Macro, Tuple:
-		return false
-	case *List, *Dict, *Namespace:
-		if seen[x] {
-			return true
-		}
-		seen[x] = true
-	}
-	var items []any
-	switch x := v.(type) {
-	case *List:
-		items = x.items
-	case *Dict:
-		items = x.vals
-	case *Namespace:
-		items = x.attrs.vals
-	}
-	for _, e := range items {
-		if !plainValues(e, seen) {
-			return false
-		}
-	}
-	return true
 }

@@ -159,7 +159,7 @@ func (c *ModuleCache) keep(p *Program, key string, tree *parse.Tree, vars map[st
 		return nil
 	}
 	km := &keptModule{src: p.sources(tree)}
-	mod, ok := copyModuleOwned(m, nil, &km.loan)
+	mod, ok, view := copyModuleOwned(m, nil, &km.loan)
 	if !ok {
 		return nil
 	}
@@ -177,7 +177,7 @@ func (c *ModuleCache) keep(p *Program, key string, tree *parse.Tree, vars map[st
 		v, present := vars[n]
 		reads = append(reads, ctxRead{name: n, val: v, present: present})
 	}
-	km.reads, km.mod, km.view = reads, mod, viewable(mod)
+	km.reads, km.mod, km.view = reads, mod, view
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -197,7 +197,7 @@ func (c *ModuleCache) keep(p *Program, key string, tree *parse.Tree, vars map[st
 // as it still is takes its place for the next imports and renders.
 func (c *ModuleCache) renew(key string, k *keptModule) {
 	k2 := &keptModule{src: k.src, reads: k.reads, view: true}
-	mod, ok := copyModuleOwned(k.mod, nil, &k2.loan)
+	mod, ok, _ := copyModuleOwned(k.mod, nil, &k2.loan)
 	if !ok {
 		return
 	}

@@ -596,7 +596,7 @@ func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *m
 	// Its dicts and lists are its: a change of one, once lent, spoils it (one never lent is
 	// copied for each import: nobody changes it).
 	le := &loopEntry{src: src, vals: snap}
-	mod, ok := copyModuleOwned(m, nil, &le.loan)
+	mod, ok, _ := copyModuleOwned(m, nil, &le.loan)
 	if !ok {
 		return
 	}
