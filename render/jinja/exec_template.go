@@ -241,6 +241,13 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 		}
 		if kept != nil {
 			e.shared.putKept(key, t.tree.Src, e.vars, kept)
+			if kept.mod == m {
+				// Kept as it is (no copy): this import too has a view of it, and the module
+				// kept holds nothing of this template's frame.
+				v := viewModule(m, f)
+				m.frame.parent = nil
+				return v, nil
+			}
 		} else {
 			e.shared.put(key, t.tree.Src, e.vars, m)
 		}

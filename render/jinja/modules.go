@@ -310,3 +310,109 @@ func viewModule(m *module, parent *frame) *module {
 	}
 	return v
 }
+
+// adoptModule makes m's own dicts and lists l's, when m can be kept as it is rather than
+// copied (the copy copyModuleOwned would make, lendable): each a copier would copy, none
+// another's still (a kept module's lent to the render, a memo's: readMemo), no tuple, its
+// macros at its top level only. false: nothing changed (a copy is kept).
+func adoptModule(m *module, l *loan) bool {
+	a := adopter{l: l, from: m.frame}
+	ok := true
+	if m.frame != nil {
+		for _, v := range m.frame.vals {
+			if ok = a.adopt(v, 0); !ok {
+				break
+			}
+		}
+	}
+	if ok {
+		ok = a.adopt(m.vars, -1) // the exported names are the top level's
+	}
+	if !ok {
+		if m.frame != nil {
+			for _, v := range m.frame.vals {
+				disown(v, l)
+			}
+		}
+		disown(m.vars, l)
+	}
+	return ok
+}
+
+type adopter struct {
+	l    *loan
+	from *frame
+}
+
+// adopt makes v's dicts and lists a.l's (see adoptModule); depth is how deep in dicts, lists
+// and namespaces v is. Those already a.l's were walked.
+func (a adopter) adopt(v any, depth int) bool {
+	switch x := v.(type) {
+	case nil, bool, int64, float64, string, Markup, *tainted, *big.Int, *Undefined, *builtin, *rangeVal:
+		return true
+	case map[string]any, map[string]string, []any, []string, []map[string]any, *record.Record:
+		return true
+	case *Macro:
+		return depth <= 0 && a.from != nil && x.closure == a.from
+	case *Namespace:
+		return a.adopt(x.attrs, depth+1)
+	case *List:
+		if x.owner == a.l {
+			return true
+		}
+		if x.owner != nil && !x.owner.spoiled.Load() {
+			return false
+		}
+		x.owner = a.l
+		for _, e := range x.items {
+			if !a.adopt(e, depth+1) {
+				return false
+			}
+		}
+		return true
+	case *Dict:
+		if x.owner == a.l {
+			return true
+		}
+		if x.owner != nil && !x.owner.spoiled.Load() {
+			return false
+		}
+		x.owner = a.l
+		for i, k := range x.keys {
+			switch k.(type) {
+			case string, Markup, int64, bool, float64, nil:
+			default:
+				if hk, err := keyOf(k); err != nil || hk.kind == 'p' {
+					return false // keyed by an object's identity (copier.copy)
+				}
+			}
+			if !a.adopt(x.vals[i], depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	return false // a tuple (retaint changes it in place), a generator, ...
+}
+
+// disown undoes adopt: v's dicts and lists that are l's are nobody's.
+func disown(v any, l *loan) {
+	switch x := v.(type) {
+	case *Namespace:
+		disown(x.attrs, l)
+	case *List:
+		if x.owner == l {
+			x.owner = nil
+			for _, e := range x.items {
+				disown(e, l)
+			}
+		}
+	case *Dict:
+		if x.owner == l {
+			x.owner = nil
+			for _, e := range x.vals {
+				disown(e, l)
+			}
+		}
+	}
+}

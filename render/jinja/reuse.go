@@ -150,18 +150,22 @@ func (c *ModuleCache) releaseKept(e *evaluator) {
 	e.keptLent = nil
 }
 
-// keep keeps a copy of m, computed for key from tree with the context vars by the render e,
-// with the values it can read, and returns what it keeps; nil when it keeps none. A copy that
-// can be lent is lent to e already: the other files' imports of this render take it.
+// keep keeps m, computed for key from tree with the context vars by the render e, with the
+// values it can read, and returns what it keeps; nil when it keeps none. It keeps m itself
+// when it can (adoptModule: the render then imports a view of it, as the next do), else a
+// copy. One that can be lent is lent to e already: the other files' imports of this render
+// take it.
 func (c *ModuleCache) keep(p *Program, key string, tree *parse.Tree, vars map[string]any, m *module, e *evaluator) *keptModule {
 	names, subs, ok := contextNames(p, tree)
 	if !ok {
 		return nil
 	}
 	km := &keptModule{src: p.sources(tree)}
-	mod, ok, view := copyModuleOwned(m, nil, &km.loan)
-	if !ok {
-		return nil
+	mod, view := m, true
+	if !adoptModule(m, &km.loan) {
+		if mod, ok, view = copyModuleOwned(m, nil, &km.loan); !ok {
+			return nil
+		}
 	}
 	var reads []ctxRead
 	for _, n := range names {
