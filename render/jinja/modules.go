@@ -9,7 +9,9 @@ import (
 )
 
 // What Modules does (the type is with the evaluator's state, eval.go): it keeps a module for
-// the renders that share it, and hands each import its own copy of the module's values.
+// the renders that share it, and hands each import the module's values as its own: the module
+// ModuleCache keeps lent (a view of it, copied on a template's first change: ModuleCache.take,
+// renew), another a copy.
 
 // Last says that the renders to come are the last to share these modules: an import then
 // takes the module kept rather than a copy of it (nobody else will), and it is forgotten.
