@@ -96,6 +96,7 @@ type evaluator struct {
 	scratch   [][]any
 	modules   map[string]*module // imports without context, once per render
 	lent      []*loopEntry       // kept modules this render has to itself until it ends (reuse_loop.go)
+	keptLent  []*keptModule      // and those kept for imports at a template's top (ModuleCache.take)
 	valsFree  [][]any            // slices of the values imports read, for the next (freeVals)
 	memo      map[any]*readMemo  // what imports found of the dicts, lists, namespaces they read
 	prevReads map[string][]any   // by module: the dicts, lists, namespaces its last import read
@@ -169,13 +170,15 @@ type builtin struct {
 // context, import with context (the files of one bundle: haproxy.cfg and its map files, each
 // importing the same routes): a module imported at the top of a template, before anything is
 // set there, sees nothing but the context, so one computation serves every such import.
-// Each import gets its own copy of the module's values, as if computed for it: what one
-// template does to them (dict.update, list.append, a namespace's attribute) is not seen by
-// another. Its macros are copied too, with a copy of the module's top level in front of the
-// importing template's frame: they see what that template sets, as they would had the module
-// been computed for it (the HTTPRoute example's routes export macros). A module holding
-// values it cannot copy (a macro of another module, a generator) is computed for each
-// import, as without Modules.
+// Each import sees the module's values as if computed for it: what one template does to them
+// (dict.update, list.append, a namespace's attribute) is not seen by another. The module kept
+// for the next render (ModuleCache) is one copy, lent to each import in turn (its dicts, lists
+// and namespaces shared: a template that changes one spoils it, and the imports after compute
+// the module again); another is given its own copy. Its macros are copied, with a copy of
+// the module's top level in front of the importing template's frame: they see what that
+// template sets, as they would had the module been computed for it (the HTTPRoute example's
+// routes export macros). A module holding values it cannot copy (a macro of another module,
+// a generator) is computed for each import, as without Modules.
 //
 // Create one per context: a Modules given another context computes again. Safe for
 // concurrent use.
@@ -197,8 +200,8 @@ type Modules struct {
 type sharedModule struct {
 	src    string // the module's source: the same key of another template set is another module
 	mod    *module
-	macros bool // it holds macros
-	kept   bool // mod is also the copy ModuleCache keeps for the next render: never handed over
+	macros bool        // it holds macros
+	kept   *keptModule // mod is the one ModuleCache keeps for the next render: lent or copied (get)
 }
 
 // maxCallDepth bounds nested macro calls, includes and recursive loops (Python's own

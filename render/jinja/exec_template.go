@@ -175,11 +175,11 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	// the module sees the render context only, and other renders of it may share it.
 	share := withContext && e.shared != nil && f == e.top && len(f.names) == 0 && e.extending == nil
 	if share {
-		if m := e.shared.get(key, t.tree.Src, e.vars, f, e.cur != nil && e.cur.readOnly); m != nil {
+		if m := e.shared.get(key, t.tree.Src, e.vars, f, e.cur != nil && e.cur.readOnly, e); m != nil {
 			return m, nil
 		}
 		if e.shared.Across != nil && !e.prog.testsIdentity() {
-			if m, kept := e.shared.Across.reuse(e.prog, key, t.tree, e.vars, f); m != nil {
+			if m, kept := e.shared.Across.reuse(e.prog, key, t.tree, e.vars, f, e); m != nil {
 				e.shared.putKept(key, t.tree.Src, e.vars, kept)
 				return m, nil
 			}
@@ -235,12 +235,19 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 		e.recycleVals(lr.vals)
 	}
 	if share {
-		var kept *module
+		var kept *keptModule
 		if e.shared.Across != nil && !e.shared.Apart && !e.prog.testsIdentity() {
-			kept = e.shared.Across.keep(e.prog, key, t.tree, e.vars, m)
+			kept = e.shared.Across.keep(e.prog, key, t.tree, e.vars, m, e)
 		}
 		if kept != nil {
 			e.shared.putKept(key, t.tree.Src, e.vars, kept)
+			if kept.mod == m {
+				// Kept as it is (no copy): this import too has a view of it, and the module
+				// kept holds nothing of this template's frame.
+				v := viewModule(m, f)
+				m.frame.parent = nil
+				return v, nil
+			}
 		} else {
 			e.shared.put(key, t.tree.Src, e.vars, m)
 		}

@@ -9,7 +9,9 @@ import (
 )
 
 // What Modules does (the type is with the evaluator's state, eval.go): it keeps a module for
-// the renders that share it, and hands each import its own copy of the module's values.
+// the renders that share it, and hands each import the module's values as its own: the module
+// ModuleCache keeps lent (a view of it, copied on a template's first change: ModuleCache.take,
+// renew), another a copy.
 
 // Last says that the renders to come are the last to share these modules: an import then
 // takes the module kept rather than a copy of it (nobody else will), and it is forgotten.
@@ -21,21 +23,33 @@ func (s *Modules) Last() {
 }
 
 // get returns a copy of the module computed for key (source src) with the context vars, for
-// an import from the top-level frame f: its macros see f behind the module's own top level,
-// as they would had the module been computed for this import.
-func (s *Modules) get(key, src string, vars map[string]any, f *frame, readOnly bool) *module {
+// an import from the top-level frame f by the render e: its macros see f behind the module's
+// own top level, as they would had the module been computed for this import. The module that
+// ModuleCache keeps for the next render is not copied but lent to e (ModuleCache.take). nil:
+// none to share (or the kept one was changed by a template, or another render has it).
+func (s *Modules) get(key, src string, vars map[string]any, f *frame, readOnly bool, e *evaluator) *module {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sm, ok := s.m[key]
 	if !ok || sm.src != src || s.vars != identity(vars) {
 		return nil
 	}
+	if sm.kept != nil && (sm.kept.view || sm.kept.spoiled.Load()) {
+		m, k := s.Across.take(sm.kept, e, f)
+		switch {
+		case m == nil:
+			delete(s.m, key) // computed again (and kept again)
+		case k != sm.kept:
+			s.m[key] = sharedModule{src: src, mod: k.mod, macros: sm.macros, kept: k}
+		}
+		return m
+	}
 	if readOnly && !sm.macros {
 		// An importer that only reads, of a module without macros (which would see the
 		// importer's frame, and could change the module's values): the kept copy itself.
 		return sm.mod
 	}
-	if s.last && !sm.kept {
+	if s.last && sm.kept == nil {
 		delete(s.m, key)
 		sm.mod.frame.parent = f // nobody else has this copy
 		keep(sm.mod.frame)
@@ -52,16 +66,16 @@ func (s *Modules) put(key, src string, vars map[string]any, m *module) {
 	if !ok {
 		return
 	}
-	s.store(key, src, vars, c, false)
+	s.store(key, src, vars, c, nil)
 }
 
-// putKept keeps k, the copy of a module that ModuleCache keeps for the next render (nobody
-// changes it): the files share it rather than a copy of their own.
-func (s *Modules) putKept(key, src string, vars map[string]any, k *module) {
-	s.store(key, src, vars, k, true)
+// putKept keeps k, the module that ModuleCache keeps for the next render: the files share it
+// (lent to each in turn, or copied) rather than a copy of their own.
+func (s *Modules) putKept(key, src string, vars map[string]any, k *keptModule) {
+	s.store(key, src, vars, k.mod, k)
 }
 
-func (s *Modules) store(key, src string, vars map[string]any, c *module, kept bool) {
+func (s *Modules) store(key, src string, vars map[string]any, c *module, kept *keptModule) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if id := identity(vars); s.vars != id {
@@ -76,10 +90,17 @@ func identity(vars map[string]any) uintptr { return reflect.ValueOf(vars).Pointe
 // front of parent) and its exported values, one copy of each object however many names hold
 // it, its macros seeing the new top level. ok is false when m holds what cannot be copied
 // (see copier.copy).
-func copyModule(m *module, parent *frame) (*module, bool) { return copyModuleOwned(m, parent, nil) }
+func copyModule(m *module, parent *frame) (*module, bool) {
+	c, ok, _ := copyModuleOwned(m, parent, nil)
+	return c, ok
+}
 
-// copyModuleOwned is copyModule, the dicts and lists of the copy owner's (Dict.owner).
-func copyModuleOwned(m *module, parent *frame, owner *loan) (*module, bool) {
+// copyModuleOwned is copyModule, the dicts and lists of the copy owner's (Dict.owner); view
+// says whether the copy can be shared by the imports that take it (viewModule): what a
+// template can change in it goes through a dict's or a list's methods (which spoil it), and
+// its macros are at its top level, seeing that only: no macro in its dicts, lists and
+// namespaces, no tuple (which retaint changes in place).
+func copyModuleOwned(m *module, parent *frame, owner *loan) (cm *module, ok bool, view bool) {
 	c := copier{seen: make(map[any]any, m.objects), from: m.frame, owner: owner}
 	if m.frame != nil {
 		c.to = &frame{parent: parent, names: append([]string(nil), m.frame.names...), vals: make([]any, len(m.frame.vals)), ctx: m.frame.ctx}
@@ -87,16 +108,18 @@ func copyModuleOwned(m *module, parent *frame, owner *loan) (*module, bool) {
 		for i, v := range m.frame.vals {
 			cv, ok := c.copy(v)
 			if !ok {
-				return nil, false
+				return nil, false, false
 			}
 			c.to.vals[i] = cv
 		}
 	}
+	c.depth = -1 // the exported names are the top level's
 	vars, ok := c.copy(m.vars)
 	if !ok {
-		return nil, false
+		return nil, false, false
 	}
-	return &module{name: m.name, vars: vars.(*Dict), output: m.output, secret: m.secret, frame: c.to, objects: len(c.seen)}, true
+	cm = &module{name: m.name, vars: vars.(*Dict), output: m.output, secret: m.secret, frame: c.to, objects: len(c.seen)}
+	return cm, true, !c.inner
 }
 
 // copier copies what a template can change in a module's values (its dicts, lists and
@@ -106,6 +129,8 @@ type copier struct {
 	seen     map[any]any
 	from, to *frame // the module's top level, and the copy's
 	owner    *loan  // of the dicts and lists it makes
+	depth    int    // inside a dict, list, namespace or tuple (not at the module's top level)
+	inner    bool   // it copied a tuple, or a macro inside a dict, list or namespace
 }
 
 // copy copies v. ok is false for a value it cannot copy: a macro defined elsewhere than at
@@ -118,6 +143,7 @@ func (c *copier) copy(v any) (any, bool) {
 	case map[string]any, map[string]string, []any, []string, []map[string]any, *record.Record:
 		return v, true // from the context: templates cannot change it
 	case Tuple:
+		c.inner = true
 		out := make(Tuple, len(x))
 		for i, e := range x {
 			cv, ok := c.copy(e)
@@ -132,8 +158,20 @@ func (c *copier) copy(v any) (any, bool) {
 	case *Macro, *List, *Dict, *Namespace:
 		// Pointers only: a map key of another type might not be comparable.
 		if done, ok := c.seen[v]; ok {
+			if _, isMacro := v.(*Macro); isMacro && c.depth > 0 {
+				c.inner = true
+			}
 			return done, true
 		}
+	}
+	switch v.(type) {
+	case *Macro:
+		if c.depth > 0 {
+			c.inner = true
+		}
+	case *List, *Dict, *Namespace:
+		c.depth++
+		defer func() { c.depth-- }()
 	}
 	switch x := v.(type) {
 	case *Macro:
@@ -240,4 +278,143 @@ func (w *mutationWalk) visit(v reflect.Value) bool {
 		w.found = x.Attr != ""
 	}
 	return !w.found
+}
+
+// viewModule is m (a kept module: viewable) for an import from the frame parent, its values
+// shared: only its top level is new (a frame in front of parent), and its macros, which see
+// that frame. A change of a shared dict, list or namespace spoils m (its loan): the import
+// that changed it has it to itself from then on, and m serves no other.
+func viewModule(m *module, parent *frame) *module {
+	v := &module{name: m.name, output: m.output, secret: m.secret, objects: m.objects}
+	macros := map[*Macro]*Macro{}
+	rebind := func(x any) any {
+		mac, ok := x.(*Macro)
+		if !ok {
+			return x
+		}
+		if out, done := macros[mac]; done {
+			return out
+		}
+		out := &Macro{def: mac.def, closure: v.frame, tmpl: mac.tmpl, escape: mac.escape}
+		macros[mac] = out
+		return out
+	}
+	if m.frame != nil {
+		v.frame = &frame{parent: parent, names: append([]string(nil), m.frame.names...), vals: make([]any, len(m.frame.vals)), ctx: m.frame.ctx}
+		keep(v.frame)
+		for i, x := range m.frame.vals {
+			v.frame.vals[i] = rebind(x)
+		}
+	}
+	v.vars = &Dict{keys: append([]any(nil), m.vars.keys...), vals: make([]any, len(m.vars.vals)), index: m.vars.index.clone()}
+	for i, x := range m.vars.vals {
+		v.vars.vals[i] = rebind(x)
+	}
+	return v
+}
+
+// adoptModule makes m's own dicts and lists l's, when m can be kept as it is rather than
+// copied (the copy copyModuleOwned would make, lendable): each a copier would copy, none
+// another's still (a kept module's lent to the render, a memo's: readMemo), no tuple, its
+// macros at its top level only. false: nothing changed (a copy is kept).
+func adoptModule(m *module, l *loan) bool {
+	a := adopter{l: l, from: m.frame}
+	ok := true
+	if m.frame != nil {
+		for _, v := range m.frame.vals {
+			if ok = a.adopt(v, 0); !ok {
+				break
+			}
+		}
+	}
+	if ok {
+		ok = a.adopt(m.vars, -1) // the exported names are the top level's
+	}
+	if !ok {
+		if m.frame != nil {
+			for _, v := range m.frame.vals {
+				disown(v, l)
+			}
+		}
+		disown(m.vars, l)
+	}
+	return ok
+}
+
+type adopter struct {
+	l    *loan
+	from *frame
+}
+
+// adopt makes v's dicts and lists a.l's (see adoptModule); depth is how deep in dicts, lists
+// and namespaces v is. Those already a.l's were walked.
+func (a adopter) adopt(v any, depth int) bool {
+	switch x := v.(type) {
+	case nil, bool, int64, float64, string, Markup, *tainted, *big.Int, *Undefined, *builtin, *rangeVal:
+		return true
+	case map[string]any, map[string]string, []any, []string, []map[string]any, *record.Record:
+		return true
+	case *Macro:
+		return depth <= 0 && a.from != nil && x.closure == a.from
+	case *Namespace:
+		return a.adopt(x.attrs, depth+1)
+	case *List:
+		if x.owner == a.l {
+			return true
+		}
+		if x.owner != nil && !x.owner.spoiled.Load() {
+			return false
+		}
+		x.owner = a.l
+		for _, e := range x.items {
+			if !a.adopt(e, depth+1) {
+				return false
+			}
+		}
+		return true
+	case *Dict:
+		if x.owner == a.l {
+			return true
+		}
+		if x.owner != nil && !x.owner.spoiled.Load() {
+			return false
+		}
+		x.owner = a.l
+		for i, k := range x.keys {
+			switch k.(type) {
+			case string, Markup, int64, bool, float64, nil:
+			default:
+				if hk, err := keyOf(k); err != nil || hk.kind == 'p' {
+					return false // keyed by an object's identity (copier.copy)
+				}
+			}
+			if !a.adopt(x.vals[i], depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	return false // a tuple (retaint changes it in place), a generator, ...
+}
+
+// disown undoes adopt: v's dicts and lists that are l's are nobody's.
+func disown(v any, l *loan) {
+	switch x := v.(type) {
+	case *Namespace:
+		disown(x.attrs, l)
+	case *List:
+		if x.owner == l {
+			x.owner = nil
+			for _, e := range x.items {
+				disown(e, l)
+			}
+		}
+	case *Dict:
+		if x.owner == l {
+			x.owner = nil
+			for _, e := range x.vals {
+				disown(e, l)
+			}
+		}
+	}
 }

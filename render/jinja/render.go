@@ -92,6 +92,9 @@ func (p *Program) RenderSharing(ctx context.Context, vars map[string]any, lim Li
 		if len(e.lent) > 0 {
 			mods.Across.release(e.lent) // the kept modules it had to itself
 		}
+		if len(e.keptLent) > 0 {
+			mods.Across.releaseKept(e)
+		}
 		// A last resort: a bug in the engine must fail the render, not the process.
 		if r := recover(); r != nil {
 			res, err = Output{}, p.locate(e, fmt.Errorf("internal error in the template engine (please report it): %v", r))

@@ -56,9 +56,13 @@ func (c *ModuleCache) Reused() int {
 type keptModule struct {
 	src   string
 	reads []ctxRead
-	mod   *module // a copy nobody changes: each use copies it, or only reads it (Modules)
-	// its dicts and lists are its: one changed (which nothing should do) spoils it, and no
-	// import's memo of what it read takes them (readMemo)
+	mod   *module // the copy kept: lent to one render at a time, or copied (take)
+	// view: mod's dicts, lists and namespaces hold no macro and no tuple, so that an import
+	// may share them (viewModule): its dicts and lists are its (loan), a change of one spoils
+	// it, and no import's memo of what it read takes them (readMemo)
+	view   bool
+	holder *evaluator  // the render it is lent to (view); nil: none
+	next   *keptModule // spoiled: the copy that took its place (renew)
 	loan
 }
 
@@ -70,42 +74,98 @@ type ctxRead struct {
 	present   bool
 }
 
-// reuse returns a copy of the module kept for key, for an import from f, if its source is
-// src and nothing it can read in vars differs, and the kept module itself (which nobody may
-// change); nil otherwise.
-func (c *ModuleCache) reuse(p *Program, key string, tree *parse.Tree, vars map[string]any, f *frame) (m, kept *module) {
+// reuse returns the module kept for key for an import from f by the render e (take), if its
+// source is src and nothing it can read in vars differs, and the kept module; nil otherwise.
+// One that no longer serves is forgotten at once (not by a render apart, nor while another
+// render has it), so that it is not held beside the one about to be computed.
+func (c *ModuleCache) reuse(p *Program, key string, tree *parse.Tree, vars map[string]any, f *frame, e *evaluator) (m *module, kept *keptModule) {
 	src := p.sources(tree)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k, ok := c.m[key]
-	if !ok || k.src != src || k.spoiled.Load() {
+	if !ok {
+		return nil, nil
+	}
+	forget := func() {
+		if k.holder == nil && (e.shared == nil || !e.shared.Apart) {
+			delete(c.m, key)
+		}
+	}
+	if k.src != src || k.spoiled.Load() {
+		forget()
 		return nil, nil
 	}
 	for _, r := range k.reads {
 		v, present := readContext(vars, r.name, r.sub)
 		if present != r.present || !sameData(v, r.val) {
+			forget()
 			return nil, nil
 		}
 	}
-	m, ok = copyModule(k.mod, f)
-	if !ok {
+	if m, k = c.takeLocked(k, e, f); m == nil {
 		return nil, nil
 	}
 	c.reused++
-	return m, k.mod
+	return m, k
 }
 
-// keep keeps a copy of m, computed for key from tree with the context vars, with the values
-// it can read, and returns that copy (which nobody may change); nil when it keeps none.
-func (c *ModuleCache) keep(p *Program, key string, tree *parse.Tree, vars map[string]any, m *module) *module {
+// take hands the module k keeps (or the copy that took its place: renew) to an import from f
+// by the render e: lent to e until it ends (releaseKept), as a view sharing its values, when it
+// can be (k.view; not to a render apart, which leaves what is kept as it was); else a copy.
+// nil when a template changed it, or when another render has it (which may be changing it).
+// kept is the one taken.
+func (c *ModuleCache) take(k *keptModule, e *evaluator, f *frame) (m *module, kept *keptModule) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.takeLocked(k, e, f)
+}
+
+func (c *ModuleCache) takeLocked(k *keptModule, e *evaluator, f *frame) (*module, *keptModule) {
+	for k.spoiled.Load() && k.next != nil {
+		k = k.next
+	}
+	if k.spoiled.Load() || (k.holder != nil && k.holder != e) {
+		return nil, nil
+	}
+	if k.view && (e.shared == nil || !e.shared.Apart) {
+		if k.holder == nil {
+			k.holder = e
+			e.keptLent = append(e.keptLent, k)
+		}
+		return viewModule(k.mod, f), k
+	}
+	m, _ := copyModule(k.mod, f)
+	return m, k
+}
+
+// releaseKept ends the loans of the kept modules lent to the render e (take).
+func (c *ModuleCache) releaseKept(e *evaluator) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range e.keptLent {
+		if k.holder == e {
+			k.holder = nil
+		}
+	}
+	e.keptLent = nil
+}
+
+// keep keeps m, computed for key from tree with the context vars by the render e, with the
+// values it can read, and returns what it keeps; nil when it keeps none. It keeps m itself
+// when it can (adoptModule: the render then imports a view of it, as the next do), else a
+// copy. One that can be lent is lent to e already: the other files' imports of this render
+// take it.
+func (c *ModuleCache) keep(p *Program, key string, tree *parse.Tree, vars map[string]any, m *module, e *evaluator) *keptModule {
 	names, subs, ok := contextNames(p, tree)
 	if !ok {
 		return nil
 	}
 	km := &keptModule{src: p.sources(tree)}
-	mod, ok := copyModuleOwned(m, nil, &km.loan)
-	if !ok {
-		return nil
+	mod, view := m, true
+	if !adoptModule(m, &km.loan) {
+		if mod, ok, view = copyModuleOwned(m, nil, &km.loan); !ok {
+			return nil
+		}
 	}
 	var reads []ctxRead
 	for _, n := range names {
@@ -121,14 +181,38 @@ func (c *ModuleCache) keep(p *Program, key string, tree *parse.Tree, vars map[st
 		v, present := vars[n]
 		reads = append(reads, ctxRead{name: n, val: v, present: present})
 	}
+	km.reads, km.mod, km.view = reads, mod, view
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
 		c.m = map[string]*keptModule{}
 	}
-	km.reads, km.mod = reads, mod
+	if km.view {
+		km.holder = e
+		e.keptLent = append(e.keptLent, km)
+		km.onSpoil = func() { c.renew(key, km) }
+	}
 	c.m[key] = km
-	return mod
+	return km
+}
+
+// renew is k's copy on write: a template of the render k is lent to is about to change one of
+// its dicts or lists (k spoiled: that render has it to itself from then on), so a copy of it
+// as it still is takes its place for the next imports and renders.
+func (c *ModuleCache) renew(key string, k *keptModule) {
+	k2 := &keptModule{src: k.src, reads: k.reads, view: true}
+	mod, ok, _ := copyModuleOwned(k.mod, nil, &k2.loan)
+	if !ok {
+		return
+	}
+	k2.mod = mod
+	k2.onSpoil = func() { c.renew(key, k2) }
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k.next = k2
+	if c.m[key] == k {
+		c.m[key] = k2
+	}
 }
 
 // testsIdentity says whether a template of p uses the sameas test: which object a value is

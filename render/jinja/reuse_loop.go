@@ -49,10 +49,18 @@ type loopEntry struct {
 }
 
 // loan is what the dicts and lists of a value know they are part of (their owner): a
-// change of one spoils it.
-type loan struct{ spoiled atomic.Bool }
+// change of one spoils it. onSpoil, when set, runs at the first, before the change is made
+// (a kept module's copy on write: ModuleCache.keep).
+type loan struct {
+	spoiled atomic.Bool
+	onSpoil func()
+}
 
-func (l *loan) spoil() { l.spoiled.Store(true) }
+func (l *loan) spoil() {
+	if l.spoiled.CompareAndSwap(false, true) && l.onSpoil != nil {
+		l.onSpoil()
+	}
+}
 
 // notSet stands for a name that was not set when the module was computed.
 type notSet struct{}
@@ -588,7 +596,7 @@ func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *m
 	// Its dicts and lists are its: a change of one, once lent, spoils it (one never lent is
 	// copied for each import: nobody changes it).
 	le := &loopEntry{src: src, vals: snap}
-	mod, ok := copyModuleOwned(m, nil, &le.loan)
+	mod, ok, _ := copyModuleOwned(m, nil, &le.loan)
 	if !ok {
 		return
 	}

@@ -1,0 +1,221 @@
+package jinja
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// keptModuleSrc is a module kept for the next render whose values a template can change every
+// way there is: a list, a dict holding a list and a dict, a namespace, and macros that change
+// them or call a caller with them.
+const keptModuleSrc = `{% set lines = [] %}{% set d = {"k": "v", "inner": [1], "m": {"x": 1}} %}{% set ns = namespace(v="n") %}` +
+	`{% for s in services %}{% do lines.append(s.name) %}{% endfor %}` +
+	`{% macro push(x) %}{% do lines.append(x) %}{% endmacro %}` +
+	`{% macro each() %}{% for l in lines %}{{ caller(l) }}{% endfor %}{% endmacro %}`
+
+// keptModuleShow prints every value of the module imported as r.
+const keptModuleShow = `{{ r.lines|join("+") }}:{{ r.d.get("k") }}:{{ r.d.get("inner", [])|join("+") }}:{{ r.d.get("m", {})|dictsort }}:{{ r.ns.v }}:{{ r.d|length }}`
+
+// keptModuleChanges are the ways a template changes the values of the module imported as r.
+var keptModuleChanges = []struct{ name, change string }{
+	{"list append", `{% do r.lines.append("!") %}`},
+	{"list extend", `{% do r.lines.extend(["!"]) %}`},
+	{"list insert", `{% do r.lines.insert(0, "!") %}`},
+	{"list pop", `{% do r.lines.pop() %}`},
+	{"list remove", `{% do r.lines.remove("a") %}`},
+	{"list clear", `{% do r.lines.clear() %}`},
+	{"list reverse", `{% do r.lines.reverse() %}`},
+	{"list sort", `{% do r.lines.sort(reverse=true) %}`},
+	{"dict update", `{% do r.d.update({"k": "!"}) %}`},
+	{"dict setdefault", `{% do r.d.setdefault("new", "!") %}`},
+	{"dict pop", `{% do r.d.pop("k") %}`},
+	{"dict popitem", `{% do r.d.popitem() %}`},
+	{"dict clear", `{% do r.d.clear() %}`},
+	{"a namespace's attribute", `{% set n = r.ns %}{% set n.v = "!" %}`},
+	{"a list inside a dict", `{% do r.d.inner.append(2) %}`},
+	{"a dict inside a dict", `{% do r.d.m.update({"y": 2}) %}`},
+	{"a macro of the module", `{{ r.push("!") }}`},
+	{"a caller", `{% call(l) r.each() %}{% do r.d.update({"k": l}) %}{% endcall %}`},
+	{"stored by the template, changed later", `{% set acc = {"x": r.d} %}{% do acc.x.inner.append(3) %}`},
+}
+
+// A template that changes a value of the module kept for the next render, lent to it, never
+// shows that change to another file's import, to the next render, or in the module kept: each
+// file renders as it does on its own, whether the file that changes it comes first, in the
+// middle or last, in every render.
+func TestKeptModuleChangedNeverSeenElsewhere(t *testing.T) {
+	vars := func() map[string]any {
+		return map[string]any{"services": []any{map[string]any{"name": "a"}, map[string]any{"name": "b"}}}
+	}
+	for _, c := range keptModuleChanges {
+		t.Run(c.name, func(t *testing.T) {
+			srcs := map[string]string{
+				"m": keptModuleSrc,
+				"w": `{% import "m" as r with context %}` + c.change + keptModuleShow,
+				"x": `{% import "m" as r with context %}` + keptModuleShow,
+				"y": `{% import "m" as r with context %}{% call(l) r.each() %}[{{ l }}]{% endcall %}` + keptModuleShow,
+			}
+			for _, mains := range [][]string{{"w", "x", "y"}, {"x", "w", "y"}, {"x", "y", "w"}} {
+				alone := renderFiles(t, srcs, mains, vars(), nil)
+				var cache ModuleCache
+				for r := range 3 {
+					// The last render leaves the writer out: the module kept must be as computed.
+					files := mains
+					if r == 2 {
+						files = []string{"x", "y"}
+					}
+					got := renderFiles(t, srcs, files, vars(), &Modules{Across: &cache})
+					for i, out := range got {
+						want := alone[slices.Index(mains, files[i])]
+						if out != want {
+							t.Errorf("order %v, render %d, %s: %q sharing the kept module, %q alone", mains, r+1, files[i], out, want)
+						}
+					}
+					if k := cache.m["m"]; k == nil || k.spoiled.Load() || k.holder != nil {
+						t.Errorf("order %v, render %d: the module kept is one a template changed, or is still lent", mains, r+1)
+					}
+				}
+				if got := cache.Reused(); got != 2 {
+					t.Errorf("order %v: the kept module served %d renders, want 2", mains, got)
+				}
+			}
+		})
+	}
+}
+
+// One copy of a module kept for the next render is all there is: the module the render
+// computed is kept as it is, and the files of a render and the next renders share its values
+// (the same list, printed by its address) rather than each import having a copy; a template
+// that changes them has them to itself, and the others share the copy taken as they were.
+func TestKeptModuleIsOneCopy(t *testing.T) {
+	addr := map[string]Filter{"addr": func(v any, _ []any, _ map[string]any) (any, error) { return fmt.Sprintf("%p", v), nil }}
+	srcs := map[string]string{
+		"m": keptModuleSrc,
+		"a": `{% import "m" as r with context %}{{ r.lines|addr }} {{ r.d.inner|addr }}`,
+		"b": `{% import "m" as r with context %}{{ r.lines|addr }} {{ r.d.inner|addr }}`,
+		"w": `{% import "m" as r with context %}{% do r.lines.append("!") %}{{ r.lines|addr }} {{ r.d.inner|addr }}`,
+	}
+	vars := func() map[string]any { return map[string]any{"services": []any{map[string]any{"name": "a"}}} }
+	var cache ModuleCache
+	render := func(main string) string {
+		p, err := Compile(srcs, main, Options{Filters: addr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return render1(t, p, vars(), &Modules{Across: &cache})
+	}
+	first := render("a") // computed, and kept as it is
+	lines, _ := cache.m["m"].mod.vars.getStr("lines")
+	d, _ := cache.m["m"].mod.vars.getStr("d")
+	inner, _ := d.(*Dict).getStr("inner")
+	kept := fmt.Sprintf("%p %p", lines, inner)
+	if first != kept {
+		t.Errorf("the render that computed the module printed values at %s, the kept module's are at %s: a copy was kept", first, kept)
+	}
+	for i, main := range []string{"a", "b", "a", "b"} {
+		if got := render(main); got != kept {
+			t.Errorf("render %d (%s): values at %s, the kept module's at %s: a copy was made", i+2, main, got, kept)
+		}
+	}
+	if got := render("w"); got != kept {
+		t.Errorf("the render that changes the module: values at %s, want the kept ones it was lent (%s)", got, kept)
+	}
+	again := render("a")
+	if again == kept {
+		t.Errorf("after a template changed the kept module, the next render still shares it (%s)", again)
+	}
+	if got := render("b"); got != again {
+		t.Errorf("the copy that took the changed module's place is not shared: %s, then %s", again, got)
+	}
+}
+
+func render1(t *testing.T, p *Program, vars map[string]any, mods *Modules) string {
+	t.Helper()
+	res, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, mods, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(res.Bytes)
+}
+
+// Renders that share a ModuleCache at the same time (a render apart beside a sync's): the kept
+// module is lent to one at a time, and what one changes is never what another reads
+// (go test -race); each renders as it does on its own.
+func TestKeptModuleConcurrentRenders(t *testing.T) {
+	srcs := map[string]string{
+		"m": keptModuleSrc,
+		"w": `{% import "m" as r with context %}{% do r.lines.append("!") %}{% do r.d.inner.append(2) %}` + keptModuleShow,
+		"x": `{% import "m" as r with context %}` + keptModuleShow,
+	}
+	vars := map[string]any{"services": []any{map[string]any{"name": "a"}, map[string]any{"name": "b"}}}
+	alone := renderFiles(t, srcs, []string{"w", "x"}, vars, nil)
+	var cache ModuleCache
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				mods := &Modules{Across: &cache, Apart: g%2 == 1}
+				for i, main := range []string{"w", "x"} {
+					p, err := Compile(srcs, main, Options{})
+					if err != nil {
+						errs <- err.Error()
+						return
+					}
+					res, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, mods, false)
+					if err != nil {
+						errs <- err.Error()
+						return
+					}
+					if string(res.Bytes) != alone[i] {
+						errs <- fmt.Sprintf("%s: %q, alone %q", main, res.Bytes, alone[i])
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+// A module that holds values of another kept module lent to the render (a part imported in a
+// loop, whose values the next render may be lent and change) is kept as a copy, not as it is:
+// what the next renders do to the part is never seen in the module kept.
+func TestKeptModuleHoldingLentValuesIsCopied(t *testing.T) {
+	addr := map[string]Filter{"addr": func(v any, _ []any, _ map[string]any) (any, error) { return fmt.Sprintf("%p", v), nil }}
+	srcs := map[string]string{
+		"part": `{% set lines = [item] %}`,
+		"m":    `{% set all = [] %}{% for item in items %}{% import "part" as p with context %}{% do all.append(p.lines) %}{% endfor %}`,
+		"a":    `{% import "m" as r with context %}{{ r.all|addr }} {% for l in r.all %}{{ l|join }}{% endfor %}`,
+		"w":    `{% for item in items %}{% import "part" as p with context %}{% do p.lines.append("!") %}{% endfor %}`,
+	}
+	var cache ModuleCache
+	render := func(main string, items []any) string {
+		p, err := Compile(srcs, main, Options{Filters: addr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := render1(t, p, map[string]any{"items": items}, &Modules{Across: &cache})
+		cache.Sweep()
+		return out
+	}
+	render("a", []any{"x", "y"})
+	// The parts are kept now: the next computation of m (another item) is lent them.
+	got := render("a", []any{"x", "y", "z"})
+	kept, _ := cache.m["m"].mod.vars.getStr("all")
+	if want := fmt.Sprintf("%p xyz", kept); got == want {
+		t.Errorf("the module holding lent parts was kept as it is (%s)", got)
+	}
+	render("w", []any{"x", "y"}) // lent the parts, and changes them
+	if got, want := render("a", []any{"x", "y", "z"}), fmt.Sprintf("%p xyz", kept); got != want {
+		t.Errorf("after another render changed the parts: %q, want %q (the module kept, unchanged)", got, want)
+	}
+}
