@@ -207,10 +207,13 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 		return e.execAll(body, f)
 	}
 	vals := r.read(e, f, loop)
-	if readsOwn(vals) {
+	if readsOwn(vals) && (!r.lp.info.loops || !ownSmall(vals)) {
 		// A dict, list, namespace or tuple the template made is copied, kept and compared
 		// item by item at each iteration: as dear as the body, or dearer (model.j2's backends
-		// dict, every route's, read by each route's iteration: quadratic). Not tried again.
+		// dict, every route's, read by each route's iteration: quadratic). Not tried again,
+		// but where the body has loops of its own and reads a few such values (the HTTPRoute
+		// example's backend, its refs and their Services' EndpointSlices): the body is the
+		// dearer there.
 		r.off = r.c.giveUp(r.lp)
 		r.list = append(r.list, nil)
 		return e.execAll(body, f)
@@ -249,6 +252,53 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 	}
 	r.list = append(r.list, ent)
 	return err
+}
+
+// maxOwnRead is how much of the template's own values (dicts, lists, namespaces and tuples,
+// counting each item, and the data they hold as one each) a kept iteration whose body has
+// loops may read.
+const maxOwnRead = 64
+
+// ownSmall says whether the template's own values in vals hold maxOwnRead items or fewer.
+func ownSmall(vals []any) bool {
+	budget := maxOwnRead
+	for _, v := range vals {
+		if !ownFits(v, &budget, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// ownFits counts v's items against budget (the template's own values are walked, the
+// data's are one item); false once it is spent.
+func ownFits(v any, budget *int, depth int) bool {
+	*budget--
+	if *budget < 0 || depth > maxCallDepth {
+		return false
+	}
+	var items []any
+	switch x := v.(type) {
+	case *List:
+		items = x.items
+	case Tuple:
+		items = x
+	case *Namespace:
+		return ownFits(x.attrs, budget, depth+1)
+	case *Dict:
+		for i := range x.keys {
+			if !ownFits(x.keys[i], budget, depth+1) || !ownFits(x.vals[i], budget, depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, e := range items {
+		if !ownFits(e, budget, depth+1) {
+			return false
+		}
+	}
+	return true
 }
 
 // minNestedKept is how many items a loop running inside another loop must have for its
