@@ -54,11 +54,19 @@ type bodyCache struct {
 	filters  map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
 	selects  map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
 	reused   int
+	reusedAt map[loopAt]int // by loop, for tests
+}
+
+// loopAt is where a loop is: its template and line.
+type loopAt struct {
+	tmpl string
+	line int
 }
 
 // bodyLoop is what is kept for one loop.
 type bodyLoop struct {
 	info             bodyInfo
+	at               loopAt
 	byHash           map[uint64][]*bodyEntry
 	n                int  // entries in byHash
 	usedNow          int  // entries used or made since the last Sweep
@@ -136,6 +144,14 @@ func (c *ModuleCache) BodiesReused() int {
 	return c.bodies.reused
 }
 
+// BodiesReusedAt is how many iterations of the loop of template name at line took a kept
+// iteration's output.
+func (c *ModuleCache) BodiesReusedAt(name string, line int) int {
+	c.bodies.mu.Lock()
+	defer c.bodies.mu.Unlock()
+	return c.bodies.reusedAt[loopAt{name, line}]
+}
+
 // bodyRun returns the run of loop s whose iterations may be kept and reused; nil when not.
 func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
 	if e.shared == nil || e.shared.Across == nil || e.origins != nil || e.suppress || s.Recursive || e.bodies.off() {
@@ -148,7 +164,7 @@ func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
 	c := &e.shared.Across.bodies
 	lp := e.bodies.info[key]
 	if lp == nil {
-		lp = c.loop(key)
+		lp = c.loop(key, e.cur)
 		e.bodies.info[key] = lp
 	}
 	if !lp.info.ok {
@@ -176,7 +192,7 @@ func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
 }
 
 // loop is what is kept for key, made when first met.
-func (c *bodyCache) loop(key bodyKey) *bodyLoop {
+func (c *bodyCache) loop(key bodyKey, t *Template) *bodyLoop {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	lp := c.loops[key]
@@ -186,6 +202,10 @@ func (c *bodyCache) loop(key bodyKey) *bodyLoop {
 			info = bodyInfo{}
 		}
 		lp = &bodyLoop{info: info, byHash: map[uint64][]*bodyEntry{}}
+		if t != nil {
+			lp.at.tmpl = t.name
+			lp.at.line, _ = t.lineCol(key.node.Pos)
+		}
 		if c.loops == nil {
 			c.loops = map[bodyKey]*bodyLoop{}
 			c.hasher = bodyHasher{seed: maphash.MakeSeed()}
@@ -520,6 +540,10 @@ func (c *bodyCache) use(lp *bodyLoop, ent *bodyEntry) {
 		lp.usedNow++
 	}
 	c.reused++
+	if c.reusedAt == nil {
+		c.reusedAt = map[loopAt]int{}
+	}
+	c.reusedAt[lp.at]++
 }
 
 // keep keeps an iteration that read vals (copies taken before it ran) and wrote out.
