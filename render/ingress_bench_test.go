@@ -117,7 +117,9 @@ func TestIngressExampleRendersAsAFreshRenderer(t *testing.T) {
 	}{
 		{"start", func() {}, false},
 		{"the same again", func() {}, true},
-		{"an endpoint added", func() { raw["endpointslices"][3] = secondEndpoint(map[string][]map[string]any{"endpointslices": {raw["endpointslices"][3]}}) }, true},
+		{"an endpoint added", func() {
+			raw["endpointslices"][3] = secondEndpoint(map[string][]map[string]any{"endpointslices": {raw["endpointslices"][3]}})
+		}, true},
 		{"an endpoint not ready", func() { slice(7, func(ep map[string]any) { ep["conditions"] = map[string]any{"ready": false} }) }, true},
 		{"an endpoint readdressed", func() { slice(7, func(ep map[string]any) { ep["addresses"] = []any{"10.9.9.7"} }) }, true},
 		{"a path changed", func() {
@@ -131,7 +133,9 @@ func TestIngressExampleRendersAsAFreshRenderer(t *testing.T) {
 			raw["services"][9] = svc
 		}, false},
 		{"a Service deleted", func() { raw["services"] = append(raw["services"][:12:12], raw["services"][13:]...) }, false},
-		{"an endpoint added again", func() { raw["endpointslices"][20] = secondEndpoint(map[string][]map[string]any{"endpointslices": {raw["endpointslices"][20]}}) }, true},
+		{"an endpoint added again", func() {
+			raw["endpointslices"][20] = secondEndpoint(map[string][]map[string]any{"endpointslices": {raw["endpointslices"][20]}})
+		}, true},
 	} {
 		c.change()
 		snap := assembleWatched(t, raw, ingressWatch...)
