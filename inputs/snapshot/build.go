@@ -86,7 +86,8 @@ func (o Options) withDefaults() Options {
 // that want every input as it is.
 //
 // The Snapshot shares no memory with objs, except that a pod selected by several services is
-// the same map in each service's "pods": the Snapshot is read-only.
+// the same map in each service's "pods"; through a PodCache, a service that did not change is
+// the very map of the last Snapshot: Snapshots are read-only.
 func Build(objs *Objects, opts Options) (*Snapshot, error) {
 	ins := Decode(objs, opts)
 	if err := joinErrors(ins.Errors()); err != nil {

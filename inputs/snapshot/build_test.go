@@ -286,6 +286,9 @@ func TestPodCache(t *testing.T) {
 	if pod(first, "a") != pod(second, "a") {
 		t.Error("unchanged pod a was converted again")
 	}
+	if cache.Len() != 2 {
+		t.Errorf("cache holds %d pods after b changed, want 2 (b's old version dropped)", cache.Len())
+	}
 	if pod(first, "b") == pod(second, "b") {
 		t.Error("pod b changed (resourceVersion 2) but its old form was reused")
 	}
@@ -364,7 +367,7 @@ func TestBuildConvertedPods(t *testing.T) {
 }
 
 // TestPodCacheServices: service entries whose text did not change are not decoded again, and
-// each Build still gets its own top-level maps.
+// a service that did not change is the last Build's map.
 func TestPodCacheServices(t *testing.T) {
 	cache := &PodCache{}
 	build := func(services map[string]string) *Snapshot {
@@ -382,8 +385,11 @@ func TestPodCacheServices(t *testing.T) {
 	if !same(first.Services[1]["hostnames"], second.Services[1]["hostnames"]) {
 		t.Error("an unchanged service entry was decoded again")
 	}
-	if same(first.Services[1], second.Services[1]) {
-		t.Error("two Builds share a service's top-level map")
+	if !same(first.Services[1], second.Services[1]) {
+		t.Error("an unchanged service (entry and pods) is a new map")
+	}
+	if same(first.Services[0], second.Services[0]) {
+		t.Error("a changed service entry is the last Build's map")
 	}
 	if got := second.Services[0]["selector"].(map[string]any)["app"]; got != "api2" {
 		t.Errorf("a changed service entry kept its old value: selector app = %v", got)

@@ -42,17 +42,27 @@ func newEndpointIndex(list []*discoveryv1.EndpointSlice, byCluster map[string][]
 	return ix
 }
 
-// endpoints returns the ready endpoints of namespace/service shaped like the pods a selector
-// gives, so templates need not care which kind of service they render: the key is the pod's
-// name (or the address for an endpoint without a pod), with status.podIP, spec.nodeName,
-// metadata, and "endpoint" holding what the EndpointSlice says (addresses, zone, hostname,
-// ports). Only ready endpoints (ready unset counts as ready, as kube-proxy reads it).
-func (ix endpointIndex) endpoints(namespace, service string, clusters []string) map[string]any {
-	out := map[string]any{}
+// slices returns the EndpointSlices of namespace/service in clusters (nil: all): what its
+// endpoints are made of.
+func (ix endpointIndex) slices(namespace, service string, clusters []string) []clusterSlice {
+	var out []clusterSlice
 	for _, s := range ix[namespace+"/"+service] {
-		if clusters != nil && !slices.Contains(clusters, s.cluster) {
-			continue
+		if clusters == nil || slices.Contains(clusters, s.cluster) {
+			out = append(out, s)
 		}
+	}
+	return out
+}
+
+// endpoints returns the ready endpoints of list (the slices of a Service of namespace) shaped
+// like the pods a selector gives, so templates need not care which kind of service they
+// render: the key is the pod's name (or the address for an endpoint without a pod), with
+// status.podIP, spec.nodeName, metadata, and "endpoint" holding what the EndpointSlice says
+// (addresses, zone, hostname, ports). Only ready endpoints (ready unset counts as ready, as
+// kube-proxy reads it).
+func endpoints(namespace string, list []clusterSlice) map[string]any {
+	out := map[string]any{}
+	for _, s := range list {
 		var ports []any
 		for _, p := range s.Ports {
 			port := map[string]any{}

@@ -4,7 +4,6 @@ import (
 	"maps"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -18,25 +17,70 @@ import (
 //
 // The cached maps are shared between Snapshots: they must be treated as read-only.
 //
-// It also keeps the service entries of the last Build decoded, by name and text.
+// It also keeps the service entries of the last Build decoded, by name and text, and the
+// services the last Build gave (see builtService).
 type PodCache struct {
 	mu       sync.Mutex
-	pods     map[podKey]*record.Record
+	pods     map[podName]*cachedPod
+	round    uint64   // of lookup, to find the pods a Build no longer has
 	in       interner // shares equal parts between the pods converted over time
 	services map[serviceKey]decodedService
+	built    map[string]*builtService // by entry name
+}
+
+// builtService is a service as the last Build gave it. The next Build gives the very same
+// map when neither its entry nor what it routes to changed, so that a renderer knows it
+// unchanged by one comparison of pointers instead of reading it whole (issue 25).
+type builtService struct {
+	text   string
+	sel    labels.Selector // nil: the endpoints of a Kubernetes Service
+	svc    map[string]any  // with "name" and "pods"; shared by the Snapshots: never changed
+	slices []clusterSlice  // a Kubernetes Service's: the EndpointSlices its "pods" were made of
+}
+
+// lastBuilt is the services of the last Build, by entry name (nil without a cache). The map
+// is never changed once stored: the caller may read it without the lock.
+func (c *PodCache) lastBuilt() map[string]*builtService {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.built
+}
+
+// replaceBuilt makes next the services the next Build compares with.
+func (c *PodCache) replaceBuilt(next map[string]*builtService) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.built = next
 }
 
 type serviceKey struct{ name, text string }
 
-// decodedService is a service entry as decodeService gives it; svc is cloned before use.
+// decodedService is a service entry as decodeService gives it, and the entry's Input Hash;
+// svc is cloned before use.
 type decodedService struct {
-	svc map[string]any
-	sel labels.Selector
+	svc  map[string]any
+	sel  labels.Selector
+	hash string
 }
 
-// service returns the decoded entry name, from the cache when its text is the same; with next
-// (a Decode) it remembers it there for the next Decode.
+// service returns the decoded entry name (a map of its own), from the cache when its text is
+// the same; with next (a Decode) it remembers it there for the next Decode.
 func (c *PodCache) service(ref Ref, name, text string, next map[serviceKey]decodedService) (map[string]any, labels.Selector, *InputError) {
+	d, err := c.decoded(ref, name, text, next)
+	if err != nil {
+		return nil, nil, err
+	}
+	return maps.Clone(d.svc), d.sel, nil
+}
+
+// decoded is service without the clone: d.svc is read-only.
+func (c *PodCache) decoded(ref Ref, name, text string, next map[serviceKey]decodedService) (decodedService, *InputError) {
 	k := serviceKey{name, text}
 	var (
 		d  decodedService
@@ -50,9 +94,9 @@ func (c *PodCache) service(ref Ref, name, text string, next map[serviceKey]decod
 	if !ok {
 		svc, sel, err := decodeService(ref, []byte(text))
 		if err != nil {
-			return nil, nil, err
+			return d, err
 		}
-		d = decodedService{svc, sel}
+		d = decodedService{svc, sel, contentHash(text)}
 		if next == nil && c != nil {
 			// A version other than the current one (a held service at its last good
 			// version): kept until the next Decode replaces the entries.
@@ -67,7 +111,7 @@ func (c *PodCache) service(ref Ref, name, text string, next map[serviceKey]decod
 	if next != nil {
 		next[k] = d
 	}
-	return maps.Clone(d.svc), d.sel, nil
+	return d, nil
 }
 
 // replaceServices makes the cache hold exactly the given entries.
@@ -80,17 +124,15 @@ func (c *PodCache) replaceServices(next map[serviceKey]decodedService) {
 	c.services = next
 }
 
-type podKey struct {
-	namespace, name string
+// podName is a pod's place in the cache: one version of each pod is kept.
+type podName struct{ namespace, name string }
+
+// cachedPod is the version of a pod the cache holds, with its template form.
+type cachedPod struct {
 	uid             types.UID
 	resourceVersion string
-}
-
-func keyOf(p *corev1.Pod) (podKey, bool) {
-	if p.ResourceVersion == "" {
-		return podKey{}, false
-	}
-	return podKey{p.Namespace, p.Name, p.UID, p.ResourceVersion}, true
+	obj             *record.Record
+	round           uint64 // the last lookup that found it
 }
 
 // Len is the number of pods cached.
@@ -103,18 +145,62 @@ func (c *PodCache) Len() int {
 	return len(c.pods)
 }
 
-func (c *PodCache) get(p *corev1.Pod) (*record.Record, bool) {
+// lookup gives every typed entry whose pod is the cached version (same UID and
+// resourceVersion) its template form, under one lock; it returns the others, and the round
+// to give keep.
+func (c *PodCache) lookup(typed []*podEntry) (todo []*podEntry, round uint64) {
 	if c == nil {
-		return nil, false
-	}
-	k, ok := keyOf(p)
-	if !ok {
-		return nil, false
+		return typed, 0
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m, ok := c.pods[k]
-	return m, ok
+	c.round++
+	for _, e := range typed {
+		p := e.typed
+		if cp := c.pods[podName{p.Namespace, p.Name}]; cp != nil && p.ResourceVersion != "" &&
+			cp.resourceVersion == p.ResourceVersion && cp.uid == p.UID {
+			e.obj, cp.round = cp.obj, c.round
+			continue
+		}
+		todo = append(todo, e)
+	}
+	return todo, c.round
+}
+
+// keep makes the cache hold exactly the typed pods of the latest Build (typed, of which todo
+// were converted anew in round): the new versions take their pods' places, and the pods no
+// longer there (gone, or not ready) are deleted, so that a Build where a few pods changed
+// writes a few entries instead of a new map of a hundred thousand.
+func (c *PodCache) keep(typed, todo []*podEntry, round uint64) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pods == nil {
+		c.pods = make(map[podName]*cachedPod, len(typed))
+	}
+	for _, e := range todo {
+		if p := e.typed; p.ResourceVersion != "" && e.obj != nil {
+			c.pods[podName{p.Namespace, p.Name}] = &cachedPod{p.UID, p.ResourceVersion, e.obj, round}
+		}
+	}
+	n := 0
+	for _, e := range typed {
+		if e.typed.ResourceVersion != "" && e.obj != nil {
+			n++
+		}
+	}
+	if len(c.pods) == n {
+		return
+	}
+	// Some pods cached are not among typed: those this round did not find or put. (Another
+	// Build through the cache meanwhile may lose entries here: only a conversion more.)
+	for k, cp := range c.pods {
+		if cp.round != round {
+			delete(c.pods, k)
+		}
+	}
 }
 
 // interner is the cache's interner; without a cache, a new one for one Build.
@@ -123,20 +209,4 @@ func (c *PodCache) interner() *interner {
 		return &interner{}
 	}
 	return &c.in
-}
-
-// replace makes the cache hold exactly the given pods (the typed pods of the latest Build).
-func (c *PodCache) replace(converted []*podEntry) {
-	if c == nil {
-		return
-	}
-	pods := make(map[podKey]*record.Record, len(converted))
-	for _, e := range converted {
-		if k, ok := keyOf(e.typed); ok && e.obj != nil {
-			pods[k] = e.obj
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.pods = pods
 }

@@ -154,21 +154,6 @@ func (e *podEntry) Get(k string) string {
 	return v
 }
 
-// eachLabel calls f for every label.
-func (e *podEntry) eachLabel(f func(k, v string)) {
-	if e.typed != nil {
-		for k, v := range e.typed.Labels {
-			f(k, v)
-		}
-		return
-	}
-	for k, v := range e.conv.labels.All() {
-		if s, ok := v.(string); ok {
-			f(k, s)
-		}
-	}
-}
-
 // podIndex holds the ready pods by namespace, and converts each selected pod to its JSON form
 // once however many services select it.
 type podIndex struct {
@@ -177,24 +162,17 @@ type podIndex struct {
 }
 
 type namespacePods struct {
-	pods    []*podEntry
-	byLabel map[labelKV][]int32 // label -> indexes into pods; built on first use
+	pods []*podEntry
+	// byLabel: label key -> value -> indexes into pods, each key's built on first use (a
+	// namespace's selectors name few keys; its pods carry many more).
+	byLabel map[string]map[string][]int32
 }
 
 func newPodIndex(typed []*corev1.Pod, converted []*Pod, cache *PodCache) *podIndex {
 	ix := &podIndex{cache: cache, byNamespace: map[string]*namespacePods{}}
-	n := 0
-	for _, p := range typed {
-		if p != nil && PodReady(p) {
-			n++
-		}
-	}
-	for _, p := range converted {
-		if p != nil && p.ready {
-			n++
-		}
-	}
-	entries := make([]podEntry, 0, n)
+	// Room for every pod, ready or not: PodReady of a hundred thousand typed pods costs more
+	// than the room for those not ready.
+	entries := make([]podEntry, 0, len(typed)+len(converted))
 	for _, p := range typed {
 		if p != nil && PodReady(p) {
 			entries = append(entries, podEntry{typed: p})
@@ -246,7 +224,23 @@ func (ix *podIndex) selectPods(namespace string, sel labels.Selector) []*podEntr
 	return out
 }
 
-type labelKV struct{ key, value string }
+// index is the pods by their value of label key, made on first use.
+func (ns *namespacePods) index(key string) map[string][]int32 {
+	if byValue, ok := ns.byLabel[key]; ok {
+		return byValue
+	}
+	if ns.byLabel == nil {
+		ns.byLabel = map[string]map[string][]int32{}
+	}
+	byValue := map[string][]int32{}
+	for i, p := range ns.pods {
+		if v, ok := p.Lookup(key); ok {
+			byValue[v] = append(byValue[v], int32(i))
+		}
+	}
+	ns.byLabel[key] = byValue
+	return byValue
+}
 
 // candidates narrows the pods to test with the most selective equality requirement of sel;
 // nil means test them all.
@@ -257,15 +251,6 @@ func (ns *namespacePods) candidates(sel labels.Selector) []int32 {
 	reqs, ok := sel.Requirements()
 	if !ok || len(reqs) == 0 {
 		return nil
-	}
-	if ns.byLabel == nil {
-		ns.byLabel = map[labelKV][]int32{}
-		for i, p := range ns.pods {
-			p.eachLabel(func(k, v string) {
-				key := labelKV{k, v}
-				ns.byLabel[key] = append(ns.byLabel[key], int32(i))
-			})
-		}
 	}
 	var (
 		best  []int32
@@ -278,9 +263,10 @@ func (ns *namespacePods) candidates(sel labels.Selector) []int32 {
 			continue
 		}
 		// A pod has one value per key, so the lists for different values are disjoint.
+		byValue := ns.index(r.Key())
 		var c []int32
 		for _, v := range r.ValuesUnsorted() {
-			c = append(c, ns.byLabel[labelKV{r.Key(), v}]...)
+			c = append(c, byValue[v]...)
 		}
 		if !found || len(c) < len(best) {
 			best, found = c, true
@@ -299,7 +285,6 @@ func (ns *namespacePods) candidates(sel labels.Selector) []int32 {
 // typed pod is unchanged since the last Build, else converted on all CPUs. It then leaves in
 // the cache exactly the typed pods of this Build.
 func (ix *podIndex) convert(pods []*podEntry) {
-	var todo []*podEntry
 	var typed []*podEntry
 	for _, e := range pods {
 		if e.typed == nil || e.queued {
@@ -307,12 +292,8 @@ func (ix *podIndex) convert(pods []*podEntry) {
 		}
 		e.queued = true
 		typed = append(typed, e)
-		if m, ok := ix.cache.get(e.typed); ok {
-			e.obj = m
-			continue
-		}
-		todo = append(todo, e)
 	}
+	todo, round := ix.cache.lookup(typed)
 	in := ix.cache.interner()
 	if len(todo) > 0 {
 		in.rotate()
@@ -330,7 +311,7 @@ func (ix *podIndex) convert(pods []*podEntry) {
 		})
 	}
 	wg.Wait()
-	ix.cache.replace(typed)
+	ix.cache.keep(typed, todo, round)
 }
 
 // podToMap returns the pod as `kubectl get pod -o json` shows it, without managedFields:

@@ -25,9 +25,12 @@ func decodeServices(cm *corev1.ConfigMap, ref Ref, cache *PodCache) []Input {
 		keyRef := ref
 		keyRef.Key = name
 		text := cm.Data[name]
-		in := Input{Kind: KindService, Name: name, Ref: keyRef, Text: text, Hash: contentHash(text)}
-		if _, _, err := cache.service(keyRef, name, text, next); err != nil {
-			in.Err = err
+		in := Input{Kind: KindService, Name: name, Ref: keyRef, Text: text}
+		// The decoded entry, not a copy: only whether it is usable, and its hash, are needed.
+		if d, err := cache.decoded(keyRef, name, text, next); err != nil {
+			in.Hash, in.Err = contentHash(text), err
+		} else {
+			in.Hash = d.hash
 		}
 		out = append(out, in)
 	}
@@ -42,43 +45,96 @@ func decodeServices(cm *corev1.ConfigMap, ref Ref, cache *PodCache) []Input {
 }
 
 // buildServices decodes the chosen service entries (sorted by name) and attaches the ready pods
-// each selects.
+// each selects. A service whose entry text and pods (the same pod records, or the same
+// EndpointSlices) are those of the last Build through the same cache is the last Build's
+// very map: the maps are shared between Snapshots, and never changed once given out.
 func buildServices(entries []Input, pods *podIndex, eps endpointIndex) ([]map[string]any, error) {
+	last := pods.cache.lastBuilt()
 	var (
-		services []map[string]any
+		built    []*builtService
+		prev     []*builtService // the last Build's service of the same name, or nil
 		selected [][]*podEntry
 		errs     []error
 	)
 	for _, e := range entries {
-		svc, sel, err := pods.cache.service(e.Ref, e.Name, e.Text, nil)
+		old := last[e.Name]
+		b, err := pods.cache.startService(e, old)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		svc["name"] = e.Name
-		services = append(services, svc)
-		if sel == nil {
+		built, prev = append(built, b), append(prev, old)
+		if b.sel == nil {
 			selected = append(selected, nil) // endpoints of a Kubernetes Service, filled below
 			continue
 		}
-		clusters, _ := serviceClusters(svc) // checked by decodeService
-		selected = append(selected, inClusters(pods.selectPods(svc["namespace"].(string), sel), clusters))
+		clusters, _ := serviceClusters(b.svc) // checked by decodeService
+		selected = append(selected, inClusters(pods.selectPods(b.svc["namespace"].(string), b.sel), clusters))
 	}
 	// Converting pods is most of the work: do it once per pod, in parallel.
 	pods.convert(slices.Concat(selected...))
-	for i, svc := range services {
-		if kubeSvc, ok := svc["service"].(string); ok && selected[i] == nil {
-			clusters, _ := serviceClusters(svc) // checked by decodeService
-			svc["pods"] = record.Of(nil, eps.endpoints(svc["namespace"].(string), kubeSvc, clusters))
-			continue
-		}
-		svc["pods"] = podsByName(selected[i])
+	var services []map[string]any // nil when there are none
+	next := make(map[string]*builtService, len(built))
+	for i, b := range built {
+		b.finish(prev[i], selected[i], eps)
+		services = append(services, b.svc)
+		next[b.svc["name"].(string)] = b
 	}
+	pods.cache.replaceBuilt(next)
 	return services, joinErrors(errs)
 }
 
-// podsByName is a service's "pods": its pods by name, as a record (iterated in name order).
-func podsByName(pods []*podEntry) *record.Record {
+// startService is entry e decoded: old's map when e's text is the same (to be cloned before
+// any change), else a new one.
+func (c *PodCache) startService(e Input, old *builtService) (*builtService, *InputError) {
+	if old != nil && old.text == e.Text {
+		return &builtService{text: e.Text, sel: old.sel, svc: old.svc}, nil
+	}
+	svc, sel, err := c.service(e.Ref, e.Name, e.Text, nil)
+	if err != nil {
+		return nil, err
+	}
+	svc["name"] = e.Name
+	return &builtService{text: e.Text, sel: sel, svc: svc}, nil
+}
+
+// finish gives b its "pods": selected, or the endpoints of the Kubernetes Service it names.
+// When neither b's text nor its pods changed since old, b is old's map itself.
+func (b *builtService) finish(old *builtService, selected []*podEntry, eps endpointIndex) {
+	sameText := old != nil && old.text == b.text
+	var oldPods *record.Record
+	if old != nil {
+		oldPods, _ = old.svc["pods"].(*record.Record)
+	}
+	var pods *record.Record
+	if kubeSvc, ok := b.svc["service"].(string); ok && selected == nil {
+		ns := b.svc["namespace"].(string)
+		clusters, _ := serviceClusters(b.svc) // checked by decodeService
+		b.slices = eps.slices(ns, kubeSvc, clusters)
+		// Informers and the sources replace an object that changes, never change it: the
+		// same slices give the same endpoints.
+		if sameText && slices.Equal(old.slices, b.slices) {
+			pods = oldPods
+		} else {
+			pods, _ = record.Of(nil, endpoints(ns, b.slices)).(*record.Record)
+		}
+	} else {
+		pods = podsByName(selected, oldPods)
+	}
+	switch {
+	case sameText && pods == oldPods:
+		b.svc = old.svc
+	case sameText:
+		b.svc = maps.Clone(old.svc)
+		b.svc["pods"] = pods
+	default:
+		b.svc["pods"] = pods
+	}
+}
+
+// podsByName is a service's "pods": its pods by name, as a record (iterated in name order);
+// old itself when it holds the same pods by the same names.
+func podsByName(pods []*podEntry, old *record.Record) *record.Record {
 	slices.SortFunc(pods, func(a, b *podEntry) int { return strings.Compare(podKeyName(a), podKeyName(b)) })
 	names := make([]string, 0, len(pods))
 	vals := make([]any, 0, len(pods))
@@ -89,7 +145,23 @@ func podsByName(pods []*podEntry) *record.Record {
 		names = append(names, podKeyName(p))
 		vals = append(vals, p.obj)
 	}
+	if samePods(old, names, vals) {
+		return old
+	}
 	return record.New(record.NewKeys(names...), vals)
+}
+
+// samePods reports whether old holds exactly vals by names (the same records).
+func samePods(old *record.Record, names []string, vals []any) bool {
+	if old == nil || old.Len() != len(names) {
+		return false
+	}
+	for i, n := range names {
+		if old.Key(i) != n || old.Value(i) != vals[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeService decodes and checks one service entry. The returned map is the JSON object as

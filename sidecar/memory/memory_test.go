@@ -235,8 +235,17 @@ func TestIdleReleases(t *testing.T) {
 		if f := readHeap().Free; f <= idleThreshold {
 			t.Skipf("only %d bytes of free heap after dropping 16 MiB: the runtime already returned them", f)
 		}
-		(Settings{}).Tidier().Idle()
-		if f := readHeap().Free; f > idleThreshold {
+		// The runtime may free a little more right after (a dead goroutine's stack, under
+		// -race its shadow's spans): Idle, called again, hands that back too. A Tidier that
+		// releases nothing keeps the 16 MiB through every call.
+		var f uint64
+		for range 3 {
+			(Settings{}).Tidier().Idle()
+			if f = readHeap().Free; f <= idleThreshold {
+				break
+			}
+		}
+		if f > idleThreshold {
 			t.Errorf("%d bytes of free heap kept after Idle, want at most %d", f, idleThreshold)
 		}
 	})
