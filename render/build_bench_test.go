@@ -39,25 +39,45 @@ func benchObjects(tb testing.TB, raw map[string][]map[string]any, watch ...strin
 // is replaced by another version of it (alternately a and b, converted once, as the kube
 // source holds them: the other objects stay the same objects). change "" changes nothing.
 func benchBuild(b *testing.B, raw map[string][]map[string]any, templates map[string]string, change string, a, bb map[string]any, watch ...string) {
-	objs, opts := benchObjects(b, raw, watch...)
+	benchBuildAt(b, raw, templates, change, 0, a, bb, watch...)
+}
+
+// benchBuildAt is benchBuild with the object at index at of resource change replaced.
+func benchBuildAt(b *testing.B, raw map[string][]map[string]any, templates map[string]string, change string, at int, a, bb map[string]any, watch ...string) {
 	var versions [2]*snapshot.Object
 	if change != "" {
-		var conv snapshot.ObjectConverter
-		for i, u := range []map[string]any{a, bb} {
-			o, err := conv.FromUnstructured(u)
-			if err != nil {
-				b.Fatal(err)
-			}
-			versions[i] = o
-		}
+		versions = [2]*snapshot.Object{convert(b, a), convert(b, bb)}
 	}
+	benchSteps(b, raw, templates, func(objs *snapshot.Objects, step int) {
+		if change != "" {
+			objs.Resources[change][at] = versions[step%2]
+		}
+	}, watch...)
+}
+
+// convert is u as a source holds it.
+func convert(tb testing.TB, u map[string]any) *snapshot.Object {
+	tb.Helper()
+	var conv snapshot.ObjectConverter
+	o, err := conv.FromUnstructured(u)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return o
+}
+
+// benchSteps measures the build stage of one sync (benchBuild) after change(objs, step)
+// changed the source's objects, step counting the builds from 0 (the first build, before
+// the measure, is made with step 0: the objects as raw has them).
+func benchSteps(b *testing.B, raw map[string][]map[string]any, templates map[string]string, change func(objs *snapshot.Objects, step int), watch ...string) {
+	objs, opts := benchObjects(b, raw, watch...)
 	r := New(Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"})
 	step := 0
 	build := func() *Bundle {
-		if change != "" {
-			objs.Resources[change][0] = versions[step%2]
-			step++
+		if step > 0 {
+			change(objs, step)
 		}
+		step++
 		snap, err := snapshot.Assemble(objs, opts, nil)
 		if err != nil {
 			b.Fatal(err)
@@ -137,6 +157,25 @@ func BenchmarkBuildHTTPRoute(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("%d/pod-added", n), func(b *testing.B) {
 			benchBuild(b, raw, tpl, "endpointslices", raw["endpointslices"][0], secondEndpoint(raw), httprouteWatch...)
+		})
+		// As bench-routes changes a path: a route in the middle, its /api made /vC (a new
+		// generation), still to Service i+1.
+		mid := n / 2
+		vc := deepCopy(raw["httproutes"][mid]).(map[string]any)
+		vc["metadata"].(map[string]any)["generation"] = int64(2)
+		vc["spec"].(map[string]any)["rules"] = []any{benchRule("/", mid), benchRule("/v1", (mid+1)%n)}
+		b.Run(fmt.Sprintf("%d/route-middle", n), func(b *testing.B) {
+			benchBuildAt(b, raw, tpl, "httproutes", mid, raw["httproutes"][mid], vc, httprouteWatch...)
+		})
+		// As bench-routes adds a route: a new Service, its EndpointSlice and a route to it, after
+		// the others (by name, as by creation time); one more at each build.
+		b.Run(fmt.Sprintf("%d/route-added", n), func(b *testing.B) {
+			benchSteps(b, raw, tpl, func(objs *snapshot.Objects, step int) {
+				i := n + step
+				objs.Resources["services"] = append(objs.Resources["services"], convert(b, benchService(i)))
+				objs.Resources["endpointslices"] = append(objs.Resources["endpointslices"], convert(b, benchSlice(i)))
+				objs.Resources["httproutes"] = append(objs.Resources["httproutes"], convert(b, benchRoute(i, benchRule("/", i))))
+			}, httprouteWatch...)
 		})
 	}
 }

@@ -28,11 +28,6 @@ var httprouteWatch = []string{"gateways.v1.gateway.networking.k8s.io", "httprout
 
 // httprouteObjects are the objects of httprouteSnapshot, by resource name.
 func httprouteObjects(n int) map[string][]map[string]any {
-	svc := func(i int) string { return fmt.Sprintf("svc-%05d", i) }
-	rule := func(p string, i int) any {
-		return map[string]any{"matches": []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": p}}},
-			"backendRefs": []any{map[string]any{"name": svc(i), "port": int64(80)}}}
-	}
 	raw := map[string][]map[string]any{
 		"gateways": {{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
 			"metadata": map[string]any{"name": "gw", "namespace": "bench", "generation": int64(1)},
@@ -40,22 +35,45 @@ func httprouteObjects(n int) map[string][]map[string]any {
 				"name": "http", "protocol": "HTTP", "port": int64(80), "allowedRoutes": map[string]any{"namespaces": map[string]any{"from": "Same"}}}}}}},
 	}
 	for i := 0; i < n; i++ {
-		raw["httproutes"] = append(raw["httproutes"], map[string]any{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-			"metadata": map[string]any{"name": fmt.Sprintf("route-%05d", i), "namespace": "bench", "generation": int64(1)},
-			"spec": map[string]any{"parentRefs": []any{map[string]any{"name": "gw"}},
-				"hostnames": []any{fmt.Sprintf("route-%05d.example.com", i)},
-				"rules":     []any{rule("/", i), rule("/api", (i+1)%n)}}})
-		raw["services"] = append(raw["services"], map[string]any{"apiVersion": "v1", "kind": "Service",
-			"metadata": map[string]any{"name": svc(i), "namespace": "bench"},
-			"spec":     map[string]any{"ports": []any{map[string]any{"name": "http", "port": int64(80), "targetPort": int64(8080)}}}})
-		raw["endpointslices"] = append(raw["endpointslices"], map[string]any{"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-			"metadata":    map[string]any{"name": svc(i) + "-abcde", "namespace": "bench", "labels": map[string]any{"kubernetes.io/service-name": svc(i)}},
-			"addressType": "IPv4",
-			"ports":       []any{map[string]any{"name": "http", "port": int64(8080), "protocol": "TCP"}},
-			"endpoints": []any{map[string]any{"addresses": []any{fmt.Sprintf("10.1.%d.%d", i/250, i%250+1)}, "conditions": map[string]any{"ready": true},
-				"targetRef": map[string]any{"kind": "Pod", "namespace": "bench", "name": svc(i) + "-pod"}}}})
+		raw["httproutes"] = append(raw["httproutes"], benchRoute(i, benchRule("/", i), benchRule("/api", (i+1)%n)))
+		raw["services"] = append(raw["services"], benchService(i))
+		raw["endpointslices"] = append(raw["endpointslices"], benchSlice(i))
 	}
 	return raw
+}
+
+func benchSvcName(i int) string { return fmt.Sprintf("svc-%05d", i) }
+
+// benchRule is a rule of a bench route: PathPrefix p to Service i, port 80.
+func benchRule(p string, i int) any {
+	return map[string]any{"matches": []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": p}}},
+		"backendRefs": []any{map[string]any{"name": benchSvcName(i), "port": int64(80)}}}
+}
+
+// benchRoute is HTTPRoute route-i for host route-i.example.com, attached to Gateway gw.
+func benchRoute(i int, rules ...any) map[string]any {
+	return map[string]any{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+		"metadata": map[string]any{"name": fmt.Sprintf("route-%05d", i), "namespace": "bench", "generation": int64(1)},
+		"spec": map[string]any{"parentRefs": []any{map[string]any{"name": "gw"}},
+			"hostnames": []any{fmt.Sprintf("route-%05d.example.com", i)},
+			"rules":     rules}}
+}
+
+// benchService is Service i (port 80, named http, to 8080).
+func benchService(i int) map[string]any {
+	return map[string]any{"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": benchSvcName(i), "namespace": "bench"},
+		"spec":     map[string]any{"ports": []any{map[string]any{"name": "http", "port": int64(80), "targetPort": int64(8080)}}}}
+}
+
+// benchSlice is Service i's EndpointSlice: one ready endpoint.
+func benchSlice(i int) map[string]any {
+	return map[string]any{"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+		"metadata":    map[string]any{"name": benchSvcName(i) + "-abcde", "namespace": "bench", "labels": map[string]any{"kubernetes.io/service-name": benchSvcName(i)}},
+		"addressType": "IPv4",
+		"ports":       []any{map[string]any{"name": "http", "port": int64(8080), "protocol": "TCP"}},
+		"endpoints": []any{map[string]any{"addresses": []any{fmt.Sprintf("10.1.%d.%d", i/250, i%250+1)}, "conditions": map[string]any{"ready": true},
+			"targetRef": map[string]any{"kind": "Pod", "namespace": "bench", "name": benchSvcName(i) + "-pod"}}}}
 }
 
 // TestHTTPRouteSnapshotRendersTheRoutes: the benchmark's snapshot renders what bench-routes

@@ -92,3 +92,72 @@ func BenchmarkRenderIngress1000(b *testing.B) {
 		}
 	}
 }
+
+// TestIngressExampleRendersAsAFreshRenderer: the Ingress example, rendered by one renderer
+// through a sequence of changes (endpoints added, made not ready and readdressed; an Ingress's
+// path changed; a Service's port renamed; a Service deleted and added back), renders each step
+// byte for byte as a new renderer does; after an endpoints change, the backends of the other
+// Services are written as they were (their loop's iterations kept).
+func TestIngressExampleRendersAsAFreshRenderer(t *testing.T) {
+	const n = 40
+	raw := ingressObjects(n)
+	tpl := loadConfigMapData(t, "../examples/templates/ingress.yaml")
+	line := lineOf(t, tpl["template"], "{%- for name, be, key, svc, slices in rows %}")
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
+	kept := New(opts)
+	slice := func(i int, edit func(ep map[string]any)) {
+		s := deepCopy(raw["endpointslices"][i]).(map[string]any)
+		edit(s["endpoints"].([]any)[0].(map[string]any))
+		raw["endpointslices"][i] = s
+	}
+	for step, c := range []struct {
+		what      string
+		change    func()
+		endpoints bool // only endpoints changed: the other backends are written as they were
+	}{
+		{"start", func() {}, false},
+		{"the same again", func() {}, true},
+		{"an endpoint added", func() {
+			raw["endpointslices"][3] = secondEndpoint(map[string][]map[string]any{"endpointslices": {raw["endpointslices"][3]}})
+		}, true},
+		{"an endpoint not ready", func() { slice(7, func(ep map[string]any) { ep["conditions"] = map[string]any{"ready": false} }) }, true},
+		{"an endpoint readdressed", func() { slice(7, func(ep map[string]any) { ep["addresses"] = []any{"10.9.9.7"} }) }, true},
+		{"a path changed", func() {
+			ing := deepCopy(raw["ingresses"][5]).(map[string]any)
+			ing["spec"].(map[string]any)["rules"].([]any)[0].(map[string]any)["http"].(map[string]any)["paths"].([]any)[1].(map[string]any)["path"] = "/v2"
+			raw["ingresses"][5] = ing
+		}, false},
+		{"a Service's port renamed", func() {
+			svc := deepCopy(raw["services"][9]).(map[string]any)
+			svc["spec"].(map[string]any)["ports"].([]any)[0].(map[string]any)["name"] = "web"
+			raw["services"][9] = svc
+		}, false},
+		{"a Service deleted", func() { raw["services"] = append(raw["services"][:12:12], raw["services"][13:]...) }, false},
+		{"an endpoint added again", func() {
+			raw["endpointslices"][20] = secondEndpoint(map[string][]map[string]any{"endpointslices": {raw["endpointslices"][20]}})
+		}, true},
+	} {
+		c.change()
+		snap := assembleWatched(t, raw, ingressWatch...)
+		snap.Templates, snap.TemplateKey = tpl, "template"
+		snap.TemplateRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}
+		before := kept.kept.BodiesReusedAt("template", line)
+		got, err := kept.Render(context.Background(), snap)
+		if err != nil {
+			t.Fatalf("step %d (%s): %v", step, c.what, err)
+		}
+		fresh := New(opts)
+		fresh.unshared = true
+		want, err := fresh.Render(context.Background(), snap)
+		if err != nil {
+			t.Fatalf("step %d (%s): %v", step, c.what, err)
+		}
+		if d := bundleDiff(got, want); d != "" {
+			t.Fatalf("step %d (%s): the kept renderer renders otherwise than a fresh one: %s", step, c.what, d)
+		}
+		backends := strings.Count(string(got.Config), "\nbackend be_") - 1 // be_notfound
+		if reused := kept.kept.BodiesReusedAt("template", line) - before; c.endpoints && reused < backends-2 {
+			t.Errorf("step %d (%s): %d of %d backends written as they were, want all but the changed one's", step, c.what, reused, backends)
+		}
+	}
+}

@@ -307,9 +307,10 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 	}
 	counts := map[string]int{}
 	seen := map[string]bool{}
-	reusedOn := map[string]int{} // kinds of change after which the routes module was reused
-	partsOn := map[string]int{}  // routes' parts reused, by kind of change
-	scopesOn := map[string]int{} // scopes' map entries reused, by kind of change
+	reusedOn := map[string]int{}   // kinds of change after which the routes module was reused
+	partsOn := map[string]int{}    // routes' parts reused, by kind of change
+	scopesOn := map[string]int{}   // scopes' map entries reused, by kind of change
+	backendsOn := map[string]int{} // haproxy.cfg's backends written as they were, by kind of change
 	prev := ""
 	for i := range steps {
 		what := "start"
@@ -324,6 +325,8 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 		snap.Templates, snap.TemplateKey = w.templates, "template"
 		snap.TemplateRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}
 		before, loopBefore, scopesBefore := kept.kept.Reused(), kept.kept.LoopReused("route.j2"), kept.kept.LoopReused("scope.j2")
+		backendsLine := lineOf(t, w.templates["template"], "{%- for name, timeout, data in rows %}")
+		bodiesBefore := kept.kept.BodiesReusedAt("template", backendsLine)
 		got, gotErr := kept.Render(context.Background(), snap)
 		if kept.kept.Reused() > before {
 			reusedOn[what]++
@@ -357,6 +360,13 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 		if d := bundleDiff(got, want); d != "" {
 			t.Fatalf("step %d (%s): the kept renderer renders otherwise than a fresh one: %s", i, what, d)
 		}
+		// haproxy.cfg's backends: after an endpoints change, those of the Services whose
+		// EndpointSlices are the same are written as they were (kept loop iterations).
+		if backends, reused := strings.Count(string(got.Config), "\nbackend be_")-2, kept.kept.BodiesReusedAt("template", backendsLine)-bodiesBefore; what == "endpoints changed" &&
+			prev != "template edited" && reused < backends/2 {
+			t.Errorf("step %d (%s): %d backends written as they were, want most of the %d", i, what, reused, backends)
+		}
+		backendsOn[what] += kept.kept.BodiesReusedAt("template", backendsLine) - bodiesBefore
 		for _, s := range []string{" not served", " accepted=false", " resolved=false", " weight ", "\n  server ",
 			"accepted.reason=NotAllowedByListeners", "resolved.reason=RefNotPermitted", "resolved.reason=BackendNotFound"} {
 			seen[s] = seen[s] || strings.Contains(string(want.Config), s)
@@ -375,6 +385,9 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 	}
 	if partsOn["route edited"] == 0 || partsOn["route added"] == 0 || partsOn["route deleted"] == 0 {
 		t.Errorf("the routes' parts were not reused after routes' changes: %v", partsOn)
+	}
+	if backendsOn["endpoints changed"] == 0 || backendsOn["route edited"] == 0 {
+		t.Errorf("haproxy.cfg's backends were not written as they were after endpoints' or routes' changes: %v", backendsOn)
 	}
 	if scopesOn["route edited"] == 0 {
 		t.Errorf("the scopes' map entries were not reused after routes' changes: %v", scopesOn)
@@ -395,7 +408,7 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 			t.Errorf("no step rendered %q", s)
 		}
 	}
-	t.Logf("%d steps %v, the routes module reused after %v, routes' parts reused %v, scopes' %v, digest %x", steps, counts, reusedOn, partsOn, scopesOn, digest.Sum(nil))
+	t.Logf("%d steps %v, the routes module reused after %v, routes' parts reused %v, scopes' %v, backends %v, digest %x", steps, counts, reusedOn, partsOn, scopesOn, backendsOn, digest.Sum(nil))
 }
 
 // sequenceWatch is the example's watch list as the sequence needs it: namespaces (a
@@ -444,4 +457,14 @@ func tail(b []byte) []byte {
 		return b[:80]
 	}
 	return b
+}
+
+// lineOf is the line of text where s starts (1 for the first).
+func lineOf(t *testing.T, text, s string) int {
+	t.Helper()
+	i := strings.Index(text, s)
+	if i < 0 {
+		t.Fatalf("no %q in the template", s)
+	}
+	return strings.Count(text[:i], "\n") + 1
 }

@@ -94,16 +94,17 @@ type evaluator struct {
 	free      []*frame
 	freeLoops []*loopCtx
 	scratch   [][]any
-	modules   map[string]*module // imports without context, once per render
-	lent      []*loopEntry       // kept modules this render has to itself until it ends (reuse_loop.go)
-	keptLent  []*keptModule      // and those kept for imports at a template's top (ModuleCache.take)
-	valsFree  [][]any            // slices of the values imports read, for the next (freeVals)
-	memo      map[any]*readMemo  // what imports found of the dicts, lists, namespaces they read
-	prevReads map[string][]any   // by module: the dicts, lists, namespaces its last import read
-	shared    *Modules           // imports with context, shared with other renders (nil: none)
-	top       *frame             // the main template's top-level frame
-	bodies    *bodyEval          // loops' iterations kept across renders (reuse_body.go)
-	forDepth  int                // loops running, one inside the other (minNestedKept)
+	modules   map[string]*module    // imports without context, once per render
+	lent      []*loopEntry          // kept modules this render has to itself until it ends (reuse_loop.go)
+	keptLent  []*keptModule         // and those kept for imports at a template's top (ModuleCache.take)
+	valsFree  [][]any               // slices of the values imports read, for the next (freeVals)
+	memo      map[any]*readMemo     // what imports found of the dicts, lists, namespaces they read
+	prevReads map[string][]any      // by module: the dicts, lists, namespaces its last import read
+	imports   map[string]*importRun // by module: its imports in loops so far (reuse_hint.go)
+	shared    *Modules              // imports with context, shared with other renders (nil: none)
+	top       *frame                // the main template's top-level frame
+	bodies    *bodyEval             // loops' iterations kept across renders (reuse_body.go)
+	forDepth  int                   // loops running, one inside the other (minNestedKept)
 }
 
 type blockCall struct {

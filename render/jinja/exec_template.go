@@ -231,7 +231,7 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 		e.modules[key] = m
 	}
 	if lr != nil {
-		e.shared.Across.loopKeep(key, t.tree.Src, lr.vals, lr.snap, lr.hash, m, e.shared.Apart)
+		lr.run.list = append(lr.run.list, e.shared.Across.loopKeep(key, t.tree.Src, lr.vals, lr.snap, lr.hash, m, e.shared.Apart))
 		e.recycleVals(lr.vals)
 	}
 	if share {

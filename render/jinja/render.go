@@ -95,6 +95,9 @@ func (p *Program) RenderSharing(ctx context.Context, vars map[string]any, lim Li
 		if len(e.keptLent) > 0 {
 			mods.Across.releaseKept(e)
 		}
+		if len(e.imports) > 0 && err == nil && !mods.Apart {
+			mods.Across.putHints(e.imports) // where the next render's imports look first
+		}
 		// A last resort: a bug in the engine must fail the render, not the process.
 		if r := recover(); r != nil {
 			res, err = Output{}, p.locate(e, fmt.Errorf("internal error in the template engine (please report it): %v", r))

@@ -41,6 +41,8 @@ type ModuleCache struct {
 	recs       map[*record.Record]uint64 // the hashes of records' contents (hashState)
 	snaps      map[any][]any             // copies of what imports read, by the value copied, until Sweep
 	loopReused map[string]int            // by module
+	hints      map[string][]*loopEntry   // by module: what the last render's imports took or made, in order (reuse_hint.go)
+	hintedN    int                       // imports that took the module at the same place
 	apartMade  int                       // versions made by renders apart since the last Sweep
 
 	bodies bodyCache // loops' iterations (reuse_body.go)

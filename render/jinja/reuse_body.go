@@ -54,11 +54,19 @@ type bodyCache struct {
 	filters  map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
 	selects  map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
 	reused   int
+	reusedAt map[loopAt]int // by loop, for tests
+}
+
+// loopAt is where a loop is: its template and line.
+type loopAt struct {
+	tmpl string
+	line int
 }
 
 // bodyLoop is what is kept for one loop.
 type bodyLoop struct {
 	info             bodyInfo
+	at               loopAt
 	byHash           map[uint64][]*bodyEntry
 	n                int  // entries in byHash
 	usedNow          int  // entries used or made since the last Sweep
@@ -136,6 +144,14 @@ func (c *ModuleCache) BodiesReused() int {
 	return c.bodies.reused
 }
 
+// BodiesReusedAt is how many iterations of the loop of template name at line took a kept
+// iteration's output.
+func (c *ModuleCache) BodiesReusedAt(name string, line int) int {
+	c.bodies.mu.Lock()
+	defer c.bodies.mu.Unlock()
+	return c.bodies.reusedAt[loopAt{name, line}]
+}
+
 // bodyRun returns the run of loop s whose iterations may be kept and reused; nil when not.
 func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
 	if e.shared == nil || e.shared.Across == nil || e.origins != nil || e.suppress || s.Recursive || e.bodies.off() {
@@ -148,7 +164,7 @@ func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
 	c := &e.shared.Across.bodies
 	lp := e.bodies.info[key]
 	if lp == nil {
-		lp = c.loop(key)
+		lp = c.loop(key, e.cur)
 		e.bodies.info[key] = lp
 	}
 	if !lp.info.ok {
@@ -176,7 +192,7 @@ func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
 }
 
 // loop is what is kept for key, made when first met.
-func (c *bodyCache) loop(key bodyKey) *bodyLoop {
+func (c *bodyCache) loop(key bodyKey, t *Template) *bodyLoop {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	lp := c.loops[key]
@@ -186,6 +202,10 @@ func (c *bodyCache) loop(key bodyKey) *bodyLoop {
 			info = bodyInfo{}
 		}
 		lp = &bodyLoop{info: info, byHash: map[uint64][]*bodyEntry{}}
+		if t != nil {
+			lp.at.tmpl = t.name
+			lp.at.line, _ = t.lineCol(key.node.Pos)
+		}
 		if c.loops == nil {
 			c.loops = map[bodyKey]*bodyLoop{}
 			c.hasher = bodyHasher{seed: maphash.MakeSeed()}
@@ -207,10 +227,13 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 		return e.execAll(body, f)
 	}
 	vals := r.read(e, f, loop)
-	if readsOwn(vals) {
+	if readsOwn(vals) && (!r.lp.info.loops || !ownSmall(vals)) {
 		// A dict, list, namespace or tuple the template made is copied, kept and compared
 		// item by item at each iteration: as dear as the body, or dearer (model.j2's backends
-		// dict, every route's, read by each route's iteration: quadratic). Not tried again.
+		// dict, every route's, read by each route's iteration: quadratic). Not tried again,
+		// but where the body has loops of its own and reads a few such values (the HTTPRoute
+		// example's backend, its refs and their Services' EndpointSlices): the body is the
+		// dearer there.
 		r.off = r.c.giveUp(r.lp)
 		r.list = append(r.list, nil)
 		return e.execAll(body, f)
@@ -249,6 +272,53 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 	}
 	r.list = append(r.list, ent)
 	return err
+}
+
+// maxOwnRead is how much of the template's own values (dicts, lists, namespaces and tuples,
+// counting each item, and the data they hold as one each) a kept iteration whose body has
+// loops may read.
+const maxOwnRead = 64
+
+// ownSmall says whether the template's own values in vals hold maxOwnRead items or fewer.
+func ownSmall(vals []any) bool {
+	budget := maxOwnRead
+	for _, v := range vals {
+		if !ownFits(v, &budget, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// ownFits counts v's items against budget (the template's own values are walked, the
+// data's are one item); false once it is spent.
+func ownFits(v any, budget *int, depth int) bool {
+	*budget--
+	if *budget < 0 || depth > maxCallDepth {
+		return false
+	}
+	var items []any
+	switch x := v.(type) {
+	case *List:
+		items = x.items
+	case Tuple:
+		items = x
+	case *Namespace:
+		return ownFits(x.attrs, budget, depth+1)
+	case *Dict:
+		for i := range x.keys {
+			if !ownFits(x.keys[i], budget, depth+1) || !ownFits(x.vals[i], budget, depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, e := range items {
+		if !ownFits(e, budget, depth+1) {
+			return false
+		}
+	}
+	return true
 }
 
 // minNestedKept is how many items a loop running inside another loop must have for its
@@ -470,6 +540,10 @@ func (c *bodyCache) use(lp *bodyLoop, ent *bodyEntry) {
 		lp.usedNow++
 	}
 	c.reused++
+	if c.reusedAt == nil {
+		c.reusedAt = map[loopAt]int{}
+	}
+	c.reusedAt[lp.at]++
 }
 
 // keep keeps an iteration that read vals (copies taken before it ran) and wrote out.

@@ -29,6 +29,10 @@ func TestLoopBodiesReuseOnlyWhatReadsTheSame(t *testing.T) {
 	edit := func(v map[string]any) { v["items"].([]any)[1] = item("b", "20") }
 	other := func(v map[string]any) { v["other"] = "y" }
 	plain := `{% for s in items %}[{{ s.name }}:{{ s.port }}]{% endfor %}`
+	ownDict := `{% set cfg = {"sep": other, "n": [1, 2]} %}{% for s in items %}{% for p in s.pods %}{{ p }}{{ cfg.sep }}{% endfor %}{{ cfg.n }}{% endfor %}`
+	// As the HTTPRoute example's backends: rows made by one loop, printed by another.
+	ownRows := `{% set rows = [] %}{% for s in items %}{% do rows.append([s.name, {"port": s.port, "tags": [other, s.pods]}]) %}{% endfor %}` +
+		`{% for name, d in rows %}{% for t in d.tags %}{{ name }}:{{ t }}:{{ d.port }};{% endfor %}{% endfor %}`
 	for _, c := range []struct {
 		name   string
 		t      string
@@ -79,11 +83,25 @@ func TestLoopBodiesReuseOnlyWhatReadsTheSame(t *testing.T) {
 		{"a namespace the body sets", `{% set ns = namespace(n=0) %}{% for s in items %}{% set ns.n = ns.n + 1 %}{{ ns.n }}{% endfor %}{{ ns.n }}`, nil, same, 0},
 		{"a namespace the body reads, changed", `{% set ns = namespace(p=other) %}{% for s in items %}{{ ns.p }}{{ s.name }}{% endfor %}`, nil, other, 0},
 		{"a namespace the body reads, the same", `{% set ns = namespace(p=other) %}{% for s in items %}{{ ns.p }}{{ s.name }}{% endfor %}`, nil, same, 0},
-		// A namespace is the template's own value: a body reading one is not kept (readsOwn:
-		// compared item by item, it cost as much as the body).
-		{"a namespace the loop changes between iterations", `{% set ns = namespace(n=0) %}{% for s in items %}{{ ns.n }}{% for p in s.pods if p == "b-0" %}{% set ns.n = ns.n + 1 %}{% endfor %}{% endfor %}`, nil, same, 0},
+		// A namespace is the template's own value, compared item by item: a body with a loop
+		// of its own may read a few such values (ownSmall); the iteration that changes it is not
+		// kept, those after it read its new value.
+		{"a namespace the loop changes between iterations", `{% set ns = namespace(n=0) %}{% for s in items %}{{ ns.n }}{% for p in s.pods if p == "b-0" %}{% set ns.n = ns.n + 1 %}{% endfor %}{% endfor %}`, nil, same, 2},
 		{"a namespace the loop changes between iterations, changed", `{% set ns = namespace(n=0) %}{% for s in items %}{{ ns.n }}{% for p in s.pods if p == "b-0" %}{% set ns.n = ns.n + 1 %}{% endfor %}{% endfor %}`, nil,
-			func(v map[string]any) { v["items"].([]any)[1].(map[string]any)["pods"] = []any{"b-1"} }, 0},
+			func(v map[string]any) { v["items"].([]any)[1].(map[string]any)["pods"] = []any{"b-1"} }, 1},
+		{"a namespace read by a body without a loop", `{% set ns = namespace(p=other) %}{% for s in items %}{{ ns.p }}{{ s.name }}{% endfor %}`, nil, same, 0},
+		// The template's own values read by a body with a loop: compared item by item, deep.
+		{"a dict the template made, read by a body with a loop", ownDict, nil, same, 3},
+		{"a dict the template made, read by a body with a loop, changed", ownDict, nil, other, 0},
+		{"rows the template made, one changed deep inside", ownRows, nil, edit, 2},
+		{"rows the template made, a value deep inside each changed", ownRows, nil, other, 0},
+		{"rows the template made, the same", ownRows, nil, same, 3},
+		{"rows the template made, equal data made anew", ownRows, nil, func(v map[string]any) {
+			v["items"] = []any{item("a", "1"), item("b", "2"), item("c", "3")}
+		}, 3},
+		{"a large list the template made", `{% set big = range(100)|list %}{% for s in items %}{% for p in s.pods %}{{ p }}{% endfor %}{{ big|length }}{% endfor %}`, nil, same, 0},
+		{"a small list the body appends to in its loop", `{% set acc = [] %}{% for s in items %}{% for p in s.pods %}{% do acc.append(p) %}{% endfor %}{{ acc|length }}{% endfor %}`, nil, same, 0},
+		{"a list the body changes deep inside", `{% set acc = [[other]] %}{% for s in items %}{% for p in s.pods %}{% do acc[0].append(p) %}{% endfor %}{{ acc[0]|length }}{% endfor %}`, nil, same, 0},
 		{"a list the body appends to", `{% set acc = [] %}{% for s in items %}{{ acc.append(s.name) or "" }}{{ acc|length }}{% endfor %}{{ acc }}`, nil, same, 0},
 		{"a dict the body updates", `{% set acc = {} %}{% for s in items %}{% do acc.update({s.name: 1}) %}{% endfor %}{{ acc|dictsort }}`, nil, same, 0},
 		{"a set inside the body", `{% for s in items %}{% set x = s.name ~ "!" %}{{ x }}{% endfor %}`, nil, same, 3},

@@ -14,6 +14,9 @@ type bodyInfo struct {
 	names []string // read from the body's frame and those around it (the loop variables too)
 	loop  bool     // reads loop.index and the like: the position is read too
 	ok    bool     // false: never kept (it includes a template, calls loop(), reads loop.changed, ...)
+	// loops: the body has a loop of its own, so that running it costs more than comparing a
+	// few values the template made (ownSmall).
+	loops bool
 }
 
 // loopAttrs are the loop object's attributes a kept body may read: functions of the position
@@ -32,7 +35,7 @@ func bodyReads(s *parse.ForStmt) bodyInfo {
 	if !w.ok || w.seen["self"] || w.seen["super"] || w.seen["forloop"] {
 		return bodyInfo{}
 	}
-	return bodyInfo{names: w.names, loop: w.loop, ok: true}
+	return bodyInfo{names: w.names, loop: w.loop, ok: true, loops: w.loops}
 }
 
 // bodyWalk is freeWalk with two more things: a name a statement list sets before reading it
@@ -41,7 +44,8 @@ func bodyReads(s *parse.ForStmt) bodyInfo {
 // read only by its position's attributes.
 type bodyWalk struct {
 	freeWalk
-	loop bool
+	loop  bool
+	loops bool // a loop in the body
 }
 
 // stmts walks a statement list that runs in a frame of its own: a name its set, set block or
@@ -120,6 +124,7 @@ func (w *bodyWalk) visit(v reflect.Value) bool {
 			return false
 		}
 	case *parse.ForStmt:
+		w.loops = true
 		w.walk(reflect.ValueOf(x.Iter))
 		names := append([]string{"loop", "forloop"}, targetNames(x.Target)...)
 		w.bind(names, 1)

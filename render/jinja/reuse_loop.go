@@ -484,40 +484,56 @@ func (e *evaluator) recycleVals(vals []any) {
 // can be and nobody has it; else a copy. nil when there is none. A module lent to another
 // render is not read (that render may be changing it); one that its render changed (spoiled)
 // serves no more. A render apart (Modules.Apart) leaves what the next Sweep forgets as it was.
-func (c *ModuleCache) loopReuse(key, src string, vals []any, h uint64, f *frame, e *evaluator) *module {
-	apart := e.shared.Apart
+func (c *ModuleCache) loopReuse(key, src string, vals []any, h uint64, f *frame, e *evaluator) (*module, *loopEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !apart {
+	c.touch(key, e)
+	for _, le := range c.loop[h] {
+		if !le.serves(key, src, vals, e) {
+			continue
+		}
+		return c.takeEntry(le, key, f, e), le
+	}
+	return nil, nil
+}
+
+// touch notes that key was imported in a loop by e since the last Sweep (c.mu held).
+func (c *ModuleCache) touch(key string, e *evaluator) {
+	if !e.shared.Apart {
 		if c.touched == nil {
 			c.touched = map[string]bool{}
 		}
 		c.touched[key] = true
 	}
-	for _, le := range c.loop[h] {
-		if le.mod.name != key || le.src != src || le.spoiled.Load() || (le.holder != nil && le.holder != e) || !sameReads(le.vals, vals, e.memo) {
-			continue
+}
+
+// serves says whether le is a module kept for key (source src) that read vals and that e
+// may take (c.mu held).
+func (le *loopEntry) serves(key, src string, vals []any, e *evaluator) bool {
+	return le.mod.name == key && le.src == src && !le.spoiled.Load() && (le.holder == nil || le.holder == e) && sameReads(le.vals, vals, e.memo)
+}
+
+// takeEntry hands le's module to the import from f by e: lent, or a copy; nil when it cannot be
+// copied (c.mu held).
+func (c *ModuleCache) takeEntry(le *loopEntry, key string, f *frame, e *evaluator) *module {
+	var m *module
+	if le.lendable && le.holder == nil {
+		le.holder, m = e, le.mod
+		e.lent = append(e.lent, le)
+	} else {
+		var ok bool
+		if m, ok = copyModule(le.mod, f); !ok {
+			return nil
 		}
-		var m *module
-		if le.lendable && le.holder == nil {
-			le.holder, m = e, le.mod
-			e.lent = append(e.lent, le)
-		} else {
-			var ok bool
-			if m, ok = copyModule(le.mod, f); !ok {
-				return nil
-			}
-		}
-		if !apart {
-			le.used, le.apart = c.gen, false
-		}
-		if c.loopReused == nil {
-			c.loopReused = map[string]int{}
-		}
-		c.loopReused[key]++
-		return m
 	}
-	return nil
+	if !e.shared.Apart {
+		le.used, le.apart = c.gen, false
+	}
+	if c.loopReused == nil {
+		c.loopReused = map[string]int{}
+	}
+	c.loopReused[key]++
+	return m
 }
 
 // loopSnapshot copies the values an import reads, before the module runs: what it is kept
@@ -571,9 +587,9 @@ func (mc *ModuleCache) snapOf(v any) any {
 // loopKeep keeps a copy of m, computed for key (source src) from the values vals (snap:
 // their copies taken before it ran), when nothing it did shows outside its values; apart: by a
 // render apart, until the next Sweep only.
-func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *module, apart bool) {
+func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *module, apart bool) *loopEntry {
 	if !sameValues(snap, vals) {
-		return // it changed what it was given
+		return nil // it changed what it was given
 	}
 	outer := map[any]bool{}
 	for _, v := range vals {
@@ -589,7 +605,7 @@ func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *m
 		containers(m.vars, held)
 		for p := range held {
 			if outer[p] {
-				return // its values hold one it was given
+				return nil // its values hold one it was given
 			}
 		}
 	}
@@ -598,7 +614,7 @@ func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *m
 	le := &loopEntry{src: src, vals: snap}
 	mod, ok, _ := copyModuleOwned(m, nil, &le.loan)
 	if !ok {
-		return
+		return nil
 	}
 	le.mod, le.lendable = mod, lendable(mod)
 	c.mu.Lock()
@@ -611,6 +627,7 @@ func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *m
 	if apart {
 		c.apartMade++
 	}
+	return le
 }
 
 // release ends the loans of the modules lent to a render (loopReuse).
@@ -899,6 +916,7 @@ func hashList(h *maphash.Hash, tag byte, items []any, depth int, hs *hashState) 
 type loopRead struct {
 	vals, snap []any
 	hash       uint64
+	run        *importRun
 }
 
 // loopImport returns the module kept for an import of t (key) from f, if one read the same;
@@ -912,6 +930,12 @@ func (e *evaluator) loopImport(key string, t *Template, f *frame) (*module, *loo
 	vals := e.freeVals(f, fi)
 	if e.memo == nil {
 		e.memo, e.prevReads = map[any]*readMemo{}, map[string][]any{}
+	}
+	run := e.importRun(key)
+	if m, le := c.hinted(key, t.tree.Src, run, vals, f, e); m != nil {
+		run.list = append(run.list, le)
+		e.recycleVals(vals)
+		return m, nil
 	}
 	prev := e.prevReads[key]
 	h, ok := c.loopReads(vals, prev, e.memo)
@@ -927,17 +951,21 @@ func (e *evaluator) loopImport(key string, t *Template, f *frame) (*module, *loo
 		}
 	}
 	if !ok {
+		run.list = append(run.list, nil)
 		e.recycleVals(vals)
 		return nil, nil
 	}
-	if m := c.loopReuse(key, t.tree.Src, vals, h, f, e); m != nil {
+	if m, le := c.loopReuse(key, t.tree.Src, vals, h, f, e); m != nil {
+		run.realign(c, key, le)
+		run.list = append(run.list, le)
 		e.recycleVals(vals)
 		return m, nil
 	}
 	snap, ok := c.loopSnapshot(vals)
 	if !ok {
+		run.list = append(run.list, nil)
 		e.recycleVals(vals)
 		return nil, nil
 	}
-	return nil, &loopRead{vals: vals, snap: snap, hash: h}
+	return nil, &loopRead{vals: vals, snap: snap, hash: h, run: run}
 }

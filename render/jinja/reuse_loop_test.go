@@ -391,3 +391,56 @@ func TestLoopImportsApart(t *testing.T) {
 		t.Errorf("%d hashes kept, want 3: a, b and y (x, made apart and taken by no render since, forgotten)", n)
 	}
 }
+
+// An import in a loop looks first at the module the import at the same place of the last
+// render had, and takes it only when it read the same: an item added first shifts the places,
+// which the first module found by hash puts right; an item changed is computed again. Each
+// render is compared with one computed afresh.
+func TestLoopImportsLookAtTheSamePlaceFirst(t *testing.T) {
+	rec := func(name, port string) *record.Record {
+		return record.FromMap(nil, map[string]any{"name": name, "spec": map[string]any{"port": port}})
+	}
+	items := func(names ...string) []any {
+		out := []any{}
+		for _, n := range names {
+			out = append(out, rec(n, "80"))
+		}
+		return out
+	}
+	p, err := Compile(map[string]string{"part": `{% set lines = [item.name ~ ":" ~ item.spec.port] %}`,
+		"t": `{% set out = [] %}{% for item in items %}{% import "part" as p with context %}{% do out.extend(p.lines) %}{% endfor %}{{ out|join(",") }}`}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cache ModuleCache
+	changed := items("z", "a", "b", "c", "d", "e", "f", "g", "h")
+	changed[5] = rec("e", "81")
+	for i, step := range []struct {
+		items          []any
+		reused, hinted int
+	}{
+		{items("a", "b", "c", "d", "e", "f", "g", "h"), 0, 0},
+		{items("a", "b", "c", "d", "e", "f", "g", "h"), 8, 8},
+		// z computed; a found by hash (at place 1, kept at 0); b, c, d at the place after it;
+		// e's port changed: computed; f, g, h.
+		{changed, 7, 6},
+	} {
+		reused, hinted := cache.LoopReused(), cache.LoopHinted()
+		vars := map[string]any{"items": step.items}
+		res, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, &Modules{Across: &cache}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache.Sweep()
+		want, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(res.Bytes) != string(want.Bytes) {
+			t.Errorf("render %d: %q, computed afresh %q", i, res.Bytes, want.Bytes)
+		}
+		if r, h := cache.LoopReused()-reused, cache.LoopHinted()-hinted; r != step.reused || h != step.hinted {
+			t.Errorf("render %d: %d imports reused, %d at the same place; want %d, %d", i, r, h, step.reused, step.hinted)
+		}
+	}
+}
