@@ -606,22 +606,9 @@ func (c *bodyCache) sweep() {
 		// after each pod change (one service's old iteration), which would walk them all.
 		if lp.n-lp.usedNow > lp.n/16+16 {
 			for h, ent := range lp.byHash {
-				var first, last *bodyEntry
-				for ; ent != nil; ent = ent.next {
-					if ent.used != c.gen {
-						continue
-					}
-					if last == nil {
-						first = ent
-					} else {
-						last.next = ent
-					}
-					last = ent
-				}
-				if first == nil {
+				if first := usedIn(ent, c.gen); first == nil {
 					delete(lp.byHash, h)
 				} else {
-					last.next = nil
 					lp.byHash[h] = first
 				}
 			}
@@ -634,6 +621,27 @@ func (c *bodyCache) sweep() {
 	c.gen++
 	clear(c.sameMaps)
 	clear(c.differ)
+}
+
+// usedIn returns the chain from ent of the entries used in generation gen, in their order;
+// nil when none was.
+func usedIn(ent *bodyEntry, gen uint64) *bodyEntry {
+	var first, last *bodyEntry
+	for ; ent != nil; ent = ent.next {
+		if ent.used != gen {
+			continue
+		}
+		if last == nil {
+			first = ent
+		} else {
+			last.next = ent
+		}
+		last = ent
+	}
+	if last != nil {
+		last.next = nil
+	}
+	return first
 }
 
 // runs is what a loop, its filter or a selectattr call kept, per run in a render: the k-th
