@@ -102,7 +102,7 @@ func TestIngressExampleRendersAsAFreshRenderer(t *testing.T) {
 	const n = 40
 	raw := ingressObjects(n)
 	tpl := loadConfigMapData(t, "../examples/templates/ingress.yaml")
-	line := lineOf(t, tpl["template"], "{%- for name, be, key, svc, slices in rows %}")
+	line := lineOf(t, tpl["template"], "{%- for name, service_port, key, svc, slices in rows %}")
 	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
 	kept := New(opts)
 	slice := func(i int, edit func(ep map[string]any)) {

@@ -67,25 +67,40 @@ type loopAt struct {
 type bodyLoop struct {
 	info             bodyInfo
 	at               loopAt
-	byHash           map[uint64][]*bodyEntry
-	n                int  // entries in byHash
-	usedNow          int  // entries used or made since the last Sweep
-	runs[*bodyEntry]      // per run of the loop in a render: its iterations' entries (nil: not kept)
-	refused          int  // iterations refused in a row (maxRefused)
-	poor             int  // renders in a row that found few of its iterations kept (maxPoor)
-	looked           int  // this render's iterations that looked for a kept one (bodyRun)
-	found            int  // and found one
-	off              bool // too many refused: the loop's iterations are not tried again
+	byHash           map[uint64]*bodyEntry // by the hash of their reads, chained by next
+	n                int                   // entries in byHash
+	usedNow          int                   // entries used or made since the last Sweep
+	runs[*bodyEntry]                       // per run of the loop in a render: its iterations' entries (nil: not kept)
+	refused          int                   // iterations refused in a row (maxRefused)
+	poor             int                   // renders in a row that found few of its iterations kept (maxPoor)
+	looked           int                   // this render's iterations that looked for a kept one (bodyRun)
+	found            int                   // and found one
+	off              bool                  // too many refused: the loop's iterations are not tried again
 }
 
-// bodyEntry is one kept iteration.
+// bodyEntry is one kept iteration. Kept to 64 bytes, the rare parts apart: a loop's
+// iterations are kept by the ten thousand (the Ingress example's backends, served Ingresses
+// and routes at 10,000 Ingresses).
 type bodyEntry struct {
-	vals   []any  // what it read (copies taken before it ran), in info.names order, then the position
-	hash   uint64 // of vals
-	out    string // what it wrote
-	secret []int  // spans of out printed from secret values: start, end, ...
-	ctrl   error  // errBreak, errContinue or nil: how it ended
-	used   uint64 // the last generation it served or was made in
+	vals []any      // what it read (copies taken before it ran), in info.names order, then the position
+	out  string     // what it wrote
+	used uint64     // the last generation it served or was made in
+	next *bodyEntry // the next one of the same hash
+	rare *bodyRare  // nil: no secret printed, and the body ended without break or continue
+}
+
+// bodyRare is what few kept iterations have.
+type bodyRare struct {
+	secret []int // spans of out printed from secret values: start, end, ...
+	ctrl   error // errBreak, errContinue or nil: how it ended
+}
+
+// ended returns the spans of secret values in the entry's output and how its body ended.
+func (ent *bodyEntry) ended() ([]int, error) {
+	if ent.rare == nil {
+		return nil, nil
+	}
+	return ent.rare.secret, ent.rare.ctrl
 }
 
 // bodyEval is one render's state of kept loops.
@@ -201,7 +216,7 @@ func (c *bodyCache) loop(key bodyKey, t *Template) *bodyLoop {
 		if info.ok && key.prog.testsIdentity() {
 			info = bodyInfo{}
 		}
-		lp = &bodyLoop{info: info, byHash: map[uint64][]*bodyEntry{}}
+		lp = &bodyLoop{info: info, byHash: map[uint64]*bodyEntry{}}
 		if t != nil {
 			lp.at.tmpl = t.name
 			lp.at.line, _ = t.lineCol(key.node.Pos)
@@ -249,10 +264,11 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 		r.list = append(r.list, ent)
 		start := len(e.out)
 		e.out = append(e.out, ent.out...)
-		for _, p := range ent.secret {
+		secret, ctrl := ent.ended()
+		for _, p := range secret {
 			e.secret = append(e.secret, start+p)
 		}
-		return ent.ctrl
+		return ctrl
 	}
 	snap, ok := copyReads(vals)
 	start, sstart := len(e.out), len(e.secret)
@@ -444,7 +460,7 @@ func (c *bodyCache) find(r *bodyRun, vals []any, i int) *bodyEntry {
 	if !ok {
 		return nil
 	}
-	for _, ent := range r.lp.byHash[h] {
+	for ent := r.lp.byHash[h]; ent != nil; ent = ent.next {
 		if !c.same(ent.vals, vals) {
 			continue
 		}
@@ -555,9 +571,20 @@ func (c *bodyCache) keep(lp *bodyLoop, vals []any, out string, secret []int, ctr
 	if !ok {
 		return nil
 	}
-	ent := &bodyEntry{vals: vals, hash: h, out: out, secret: secret, ctrl: ctrl, used: c.gen}
+	ent := &bodyEntry{vals: vals, out: out, used: c.gen}
+	if len(secret) > 0 || ctrl != nil {
+		ent.rare = &bodyRare{secret: secret, ctrl: ctrl}
+	}
 	lp.refused = 0
-	lp.byHash[h] = append(lp.byHash[h], ent)
+	// Last of its chain: the first kept of the same hash is found first, as before.
+	if last := lp.byHash[h]; last == nil {
+		lp.byHash[h] = ent
+	} else {
+		for last.next != nil {
+			last = last.next
+		}
+		last.next = ent
+	}
 	lp.n++
 	lp.usedNow++
 	return ent
@@ -578,18 +605,11 @@ func (c *bodyCache) sweep() {
 		// The iterations not used are dropped when they are a sixteenth of the loop's: not
 		// after each pod change (one service's old iteration), which would walk them all.
 		if lp.n-lp.usedNow > lp.n/16+16 {
-			for h, list := range lp.byHash {
-				kept := list[:0]
-				for _, ent := range list {
-					if ent.used == c.gen {
-						kept = append(kept, ent)
-					}
-				}
-				clear(list[len(kept):])
-				if len(kept) == 0 {
+			for h, ent := range lp.byHash {
+				if first := usedIn(ent, c.gen); first == nil {
 					delete(lp.byHash, h)
 				} else {
-					lp.byHash[h] = kept
+					lp.byHash[h] = first
 				}
 			}
 			lp.n = lp.usedNow
@@ -601,6 +621,27 @@ func (c *bodyCache) sweep() {
 	c.gen++
 	clear(c.sameMaps)
 	clear(c.differ)
+}
+
+// usedIn returns the chain from ent of the entries used in generation gen, in their order;
+// nil when none was.
+func usedIn(ent *bodyEntry, gen uint64) *bodyEntry {
+	var first, last *bodyEntry
+	for ; ent != nil; ent = ent.next {
+		if ent.used != gen {
+			continue
+		}
+		if last == nil {
+			first = ent
+		} else {
+			last.next = ent
+		}
+		last = ent
+	}
+	if last != nil {
+		last.next = nil
+	}
+	return first
 }
 
 // runs is what a loop, its filter or a selectattr call kept, per run in a render: the k-th

@@ -420,3 +420,34 @@ func TestLoopBodiesGiveUpWhenFewAreFound(t *testing.T) {
 		})
 	}
 }
+
+// TestUsedInKeepsTheUsedOfAChain: a sweep keeps, of the iterations sharing a hash, those used
+// in the generation, in their order (the first kept is found first), and drops the others.
+func TestUsedInKeepsTheUsedOfAChain(t *testing.T) {
+	for _, c := range []struct {
+		used []uint64 // of the chain's entries, in order
+		want []int    // the entries kept, by position
+	}{
+		{[]uint64{1}, []int{0}},
+		{[]uint64{0}, nil},
+		{[]uint64{1, 0, 1}, []int{0, 2}},
+		{[]uint64{0, 1, 1, 0}, []int{1, 2}},
+		{[]uint64{1, 1, 0, 0}, []int{0, 1}},
+		{[]uint64{0, 0, 0}, nil},
+	} {
+		ents := make([]*bodyEntry, len(c.used))
+		for i := range ents {
+			ents[i] = &bodyEntry{used: c.used[i]}
+			if i > 0 {
+				ents[i-1].next = ents[i]
+			}
+		}
+		var got []int
+		for e := usedIn(ents[0], 1); e != nil; e = e.next {
+			got = append(got, slices.Index(ents, e))
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("used %v: kept %v, want %v", c.used, got, c.want)
+		}
+	}
+}
