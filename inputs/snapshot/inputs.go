@@ -134,8 +134,10 @@ func Assemble(objs *Objects, opts Options, chosen []Input) (*Snapshot, error) {
 	}
 	slices.SortFunc(services, func(a, b Input) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(snap.Certificates, func(a, b Certificate) int { return strings.Compare(a.Name, b.Name) })
+	ix := opts.PodCache.take(objs.Pods, objs.ConvertedPods)
 	var err error
-	snap.Services, err = buildServices(services, newPodIndex(objs.Pods, objs.ConvertedPods, opts.PodCache), newEndpointIndex(objs.EndpointSlices, objs.ClusterEndpointSlices))
+	snap.Services, err = buildServices(services, ix, newEndpointIndex(objs.EndpointSlices, objs.ClusterEndpointSlices))
+	opts.PodCache.put(ix)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -18,19 +19,19 @@ import (
 // The cached maps are shared between Snapshots: they must be treated as read-only.
 //
 // It also keeps the service entries of the last Build decoded, by name and text, and the
-// services the last Build gave (see builtService).
+// pod index of the last Build, with the services it gave (see podIndex and builtService).
 type PodCache struct {
 	mu       sync.Mutex
 	pods     map[podName]*cachedPod
 	round    uint64   // of lookup, to find the pods a Build no longer has
 	in       interner // shares equal parts between the pods converted over time
 	services map[serviceKey]decodedService
-	built    map[string]*builtService // by entry name
+	index    *podIndex // of the last Build, while no Build holds it
 }
 
-// builtService is a service as the last Build gave it. The next Build gives the very same
-// map when neither its entry nor what it routes to changed, so that a renderer knows it
-// unchanged by one comparison of pointers instead of reading it whole (issue 25).
+// builtService is a service as a Build gave it. The next Build gives the very same map when
+// neither its entry nor what it routes to changed, so that a renderer knows it unchanged by
+// one comparison of pointers instead of reading it whole (issue 25).
 type builtService struct {
 	text   string
 	sel    labels.Selector // nil: the endpoints of a Kubernetes Service
@@ -38,25 +39,30 @@ type builtService struct {
 	slices []clusterSlice  // a Kubernetes Service's: the EndpointSlices its "pods" were made of
 }
 
-// lastBuilt is the services of the last Build, by entry name (nil without a cache). The map
-// is never changed once stored: the caller may read it without the lock.
-func (c *PodCache) lastBuilt() map[string]*builtService {
-	if c == nil {
-		return nil
+// take gives the Build the pod index of the last Build through the cache, updated to the
+// given pods, or one made anew when there is none (another Build holds it) or updating it
+// would cost more. The Build gives it back with put: one Build at a time holds an index.
+func (c *PodCache) take(typed []*corev1.Pod, converted []*Pod) *podIndex {
+	var ix *podIndex
+	if c != nil {
+		c.mu.Lock()
+		ix, c.index = c.index, nil
+		c.mu.Unlock()
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.built
+	if ix != nil && ix.update(typed, converted) {
+		return ix
+	}
+	return newPodIndex(typed, converted, c)
 }
 
-// replaceBuilt makes next the services the next Build compares with.
-func (c *PodCache) replaceBuilt(next map[string]*builtService) {
+// put makes ix the index the next Build updates.
+func (c *PodCache) put(ix *podIndex) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.built = next
+	c.index = ix
 }
 
 type serviceKey struct{ name, text string }
@@ -198,6 +204,40 @@ func (c *PodCache) keep(typed, todo []*podEntry, round uint64) {
 	// Build through the cache meanwhile may lose entries here: only a conversion more.)
 	for k, cp := range c.pods {
 		if cp.round != round {
+			delete(c.pods, k)
+		}
+	}
+}
+
+// add puts the typed entries converted in round in the cache, beside the pods it has.
+func (c *PodCache) add(todo []*podEntry, round uint64) {
+	if c == nil || len(todo) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pods == nil {
+		c.pods = map[podName]*cachedPod{}
+	}
+	for _, e := range todo {
+		if p := e.typed; p.ResourceVersion != "" && e.obj != nil {
+			c.pods[podName{p.Namespace, p.Name}] = &cachedPod{p.UID, p.ResourceVersion, e.obj, round}
+		}
+	}
+}
+
+// forget drops the typed pods gone from the Build's pods, each at the version it had, unless
+// the lookup of round found that version (the same pod as a new object).
+func (c *PodCache) forget(gone []*genPod, round uint64) {
+	if c == nil || len(gone) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, gp := range gone {
+		p := gp.e.typed
+		k := podName{p.Namespace, p.Name}
+		if cp := c.pods[k]; cp != nil && cp.uid == p.UID && cp.resourceVersion == gp.rv && cp.round != round {
 			delete(c.pods, k)
 		}
 	}

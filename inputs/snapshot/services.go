@@ -45,43 +45,94 @@ func decodeServices(cm *corev1.ConfigMap, ref Ref, cache *PodCache) []Input {
 }
 
 // buildServices decodes the chosen service entries (sorted by name) and attaches the ready pods
-// each selects. A service whose entry text and pods (the same pod records, or the same
-// EndpointSlices) are those of the last Build through the same cache is the last Build's
-// very map: the maps are shared between Snapshots, and never changed once given out.
-func buildServices(entries []Input, pods *podIndex, eps endpointIndex) ([]map[string]any, error) {
-	last := pods.cache.lastBuilt()
+// each selects, through the pod index of the last Build (see podIndex): a service whose entry
+// text and pods (the same pod records, or the same EndpointSlices) are those of the last
+// Build through the same cache is the last Build's very map, found without reading its pods
+// again. The maps are shared between Snapshots, and never changed once given out.
+func buildServices(entries []Input, ix *podIndex, eps endpointIndex) ([]map[string]any, error) {
 	var (
-		built    []*builtService
+		services []map[string]any // nil when there are none
+		work     []*svcState      // the services to finish, at their place in services
+		at       []int
 		prev     []*builtService // the last Build's service of the same name, or nil
-		selected [][]*podEntry
 		errs     []error
+		seen     int
 	)
 	for _, e := range entries {
-		old := last[e.Name]
-		b, err := pods.cache.startService(e, old)
+		s := ix.services[e.Name]
+		if s != nil && s.b.text == e.Text {
+			s.round = ix.round
+			seen++
+			if s.unchanged(ix.round) {
+				services = append(services, s.b.svc)
+				continue
+			}
+			old := s.b
+			s.b = &builtService{text: old.text, sel: old.sel, svc: old.svc}
+			work, at, prev = append(work, s), append(at, len(services)), append(prev, old)
+			services = append(services, nil)
+			continue
+		}
+		b, err := ix.cache.startService(e, nil)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		built, prev = append(built, b), append(prev, old)
-		if b.sel == nil {
-			selected = append(selected, nil) // endpoints of a Kubernetes Service, filled below
-			continue
+		var old *builtService
+		if s != nil {
+			ix.unregister(s)
+			old = s.b
+		} else {
+			seen++ // a new name, counted as the last Build's were
 		}
 		clusters, _ := serviceClusters(b.svc) // checked by decodeService
-		selected = append(selected, inClusters(pods.selectPods(b.svc["namespace"].(string), b.sel), clusters))
+		s = &svcState{b: b, ns: b.svc["namespace"].(string), clusters: clusters, round: ix.round, affected: ix.round}
+		ix.services[e.Name] = s
+		if b.sel != nil {
+			ix.register(s)
+		}
+		work, at, prev = append(work, s), append(at, len(services)), append(prev, old)
+		services = append(services, nil)
+	}
+	if seen != len(ix.services) {
+		ix.sweepServices()
+	}
+	var selected [][]*podEntry
+	for _, s := range work {
+		if s.b.sel != nil && s.affected == ix.round {
+			s.selected = inClusters(ix.selectPods(s.ns, s.b.sel), s.clusters)
+		}
+		selected = append(selected, s.selected)
 	}
 	// Converting pods is most of the work: do it once per pod, in parallel.
-	pods.convert(slices.Concat(selected...))
-	var services []map[string]any // nil when there are none
-	next := make(map[string]*builtService, len(built))
-	for i, b := range built {
-		b.finish(prev[i], selected[i], eps)
-		services = append(services, b.svc)
-		next[b.svc["name"].(string)] = b
+	ix.convert(slices.Concat(selected...))
+	for i, s := range work {
+		s.b.finish(prev[i], s.selected, eps)
+		services[at[i]] = s.b.svc
 	}
-	pods.cache.replaceBuilt(next)
 	return services, joinErrors(errs)
+}
+
+// unchanged reports whether s's map stands as it is: a selector's service none of whose pods
+// changed in round (a Kubernetes Service's endpoints are compared in finish).
+func (s *svcState) unchanged(round uint64) bool {
+	if s.b.sel == nil || s.affected == round {
+		return false
+	}
+	// A service with a selector and a "service" field whose selector selects nothing routes
+	// to the Service's endpoints (see finish).
+	_, kube := s.b.svc["service"].(string)
+	return s.selected != nil || !kube
+}
+
+// sweepServices forgets the services this Build did not have.
+func (ix *podIndex) sweepServices() {
+	for name, s := range ix.services {
+		if s.round != ix.round {
+			ix.unregister(s)
+			delete(ix.services, name)
+		}
+	}
 }
 
 // startService is entry e decoded: old's map when e's text is the same (to be cloned before

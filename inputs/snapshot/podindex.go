@@ -1,0 +1,382 @@
+package snapshot
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+)
+
+// indexThreshold is the number of ready pods in a namespace above which selection goes through
+// a label index instead of testing every pod.
+const indexThreshold = 64
+
+// podIndex holds the ready pods by namespace and each service's selected pods. Through a
+// PodCache it is kept from one Build to the next and brought up to date from the pods that
+// changed (update), so that a Build after one pod's change does work in proportion to that
+// change rather than to the cluster (issue 25). One Build at a time holds it (PodCache.take):
+// it is one consistent generation, compared with the objects each Build is given.
+type podIndex struct {
+	cache *PodCache // may be nil
+	round uint64    // of update: what this Build found
+	fresh bool      // made for this Build: no pod converted yet
+	// Every pod given, ready or not, by identity: a source replaces an object that changes.
+	typed       map[*corev1.Pod]*genPod
+	conv        map[*Pod]*genPod
+	byNamespace map[string]*namespacePods
+	services    map[string]*svcState // by entry name
+	gone        []*genPod            // typed pods update removed, to drop from the cache
+}
+
+// genPod is a pod of the index at the version given; e is in its namespace's pods when ready.
+type genPod struct {
+	e     podEntry
+	rv    string
+	round uint64
+	ready bool
+}
+
+type namespacePods struct {
+	pods []*podEntry // each at its pos
+	// byLabel: label key -> value -> pods, each key's made on first use (a namespace's
+	// selectors name few keys; its pods carry many more), then kept up to date.
+	byLabel map[string]map[string][]*podEntry
+	// The services of the namespace by one equality requirement of their selector (key ->
+	// value -> services), the others in svcAll: those a changed pod may concern.
+	svcBy  map[string]map[string][]*svcState
+	svcAll []*svcState
+}
+
+// svcState is a service entry as the last Build through the index made it.
+type svcState struct {
+	b        *builtService
+	ns       string
+	clusters []string
+	selected []*podEntry // its ready pods, as its "pods" were made from
+	regKey   string      // the requirement it is registered under ("" and regAll: svcAll)
+	regVals  []string
+	regAll   bool
+	round    uint64 // the last Build that had it
+	affected uint64 // the last Build in which a pod it selects (or now selects) changed
+}
+
+// maxChanges: above this many changed pods, and a quarter of all, a new index costs less than
+// updating the last one.
+const maxChanges = 256
+
+// newPodIndex is an index of the given pods made anew.
+func newPodIndex(typed []*corev1.Pod, converted []*Pod, cache *PodCache) *podIndex {
+	ix := &podIndex{cache: cache, fresh: true, round: 1,
+		typed: make(map[*corev1.Pod]*genPod, len(typed)), conv: make(map[*Pod]*genPod, len(converted)),
+		byNamespace: map[string]*namespacePods{}, services: map[string]*svcState{}}
+	gps := make([]genPod, len(typed)+len(converted)) // one allocation for all
+	n := 0
+	for _, p := range typed {
+		if p != nil && ix.typed[p] == nil {
+			gp := &gps[n]
+			n++
+			ix.addTyped(p, gp)
+		}
+	}
+	for _, p := range converted {
+		if p != nil && ix.conv[p] == nil {
+			gp := &gps[n]
+			n++
+			ix.addConverted(p, gp)
+		}
+	}
+	return ix
+}
+
+func (ix *podIndex) addTyped(p *corev1.Pod, gp *genPod) {
+	*gp = genPod{rv: p.ResourceVersion, round: ix.round, ready: PodReady(p)}
+	gp.e.typed = p
+	ix.typed[p] = gp
+	if gp.ready {
+		ix.namespace(p.Namespace).add(&gp.e, ix.round)
+	}
+}
+
+func (ix *podIndex) addConverted(p *Pod, gp *genPod) {
+	*gp = genPod{round: ix.round, ready: p.ready}
+	gp.e.conv, gp.e.obj = p, p.obj
+	ix.conv[p] = gp
+	if gp.ready {
+		ix.namespace(p.namespace).add(&gp.e, ix.round)
+	}
+}
+
+func (ix *podIndex) namespace(name string) *namespacePods {
+	ns := ix.byNamespace[name]
+	if ns == nil {
+		ns = &namespacePods{}
+		ix.byNamespace[name] = ns
+	}
+	return ns
+}
+
+// update brings the index of the last Build's pods to these: the pods no longer given leave
+// it, those new (a new object, or a new resourceVersion) enter it, and the services either
+// version concerns are marked affected. It returns false, and leaves the index unusable,
+// when so many changed that a new one costs less, or when a typed pod is the same object with
+// another (or no) resourceVersion: changed in place, its old labels cannot be known.
+func (ix *podIndex) update(typed []*corev1.Pod, converted []*Pod) bool {
+	ix.round++
+	ix.fresh = false
+	var (
+		addT  []*corev1.Pod
+		addC  []*Pod
+		found int
+	)
+	for _, p := range typed {
+		if p == nil {
+			continue
+		}
+		switch gp := ix.typed[p]; {
+		case gp == nil:
+			addT = append(addT, p)
+		case gp.round == ix.round: // the same pod twice: once is what counts
+		case p.ResourceVersion != "" && gp.rv == p.ResourceVersion:
+			gp.round = ix.round
+			found++
+		default:
+			return false
+		}
+	}
+	for _, p := range converted {
+		if p == nil {
+			continue
+		}
+		switch gp := ix.conv[p]; {
+		case gp == nil:
+			addC = append(addC, p)
+		case gp.round != ix.round:
+			gp.round = ix.round
+			found++
+		}
+	}
+	gone := len(ix.typed) + len(ix.conv) - found
+	if n := gone + len(addT) + len(addC); n > maxChanges && n > (len(typed)+len(converted))/4 {
+		return false
+	}
+	if gone > 0 {
+		ix.sweep()
+	}
+	for _, p := range addT {
+		if ix.typed[p] == nil {
+			gp := &genPod{}
+			ix.addTyped(p, gp)
+			ix.touch(&gp.e)
+		}
+	}
+	for _, p := range addC {
+		if ix.conv[p] == nil {
+			gp := &genPod{}
+			ix.addConverted(p, gp)
+			ix.touch(&gp.e)
+		}
+	}
+	return true
+}
+
+// sweep removes the pods this round did not find.
+func (ix *podIndex) sweep() {
+	for p, gp := range ix.typed {
+		if gp.round != ix.round {
+			ix.remove(gp)
+			ix.gone = append(ix.gone, gp)
+			delete(ix.typed, p)
+		}
+	}
+	for p, gp := range ix.conv {
+		if gp.round != ix.round {
+			ix.remove(gp)
+			delete(ix.conv, p)
+		}
+	}
+}
+
+func (ix *podIndex) remove(gp *genPod) {
+	if !gp.ready {
+		return
+	}
+	ix.touch(&gp.e)
+	ix.byNamespace[gp.e.namespace()].remove(&gp.e)
+}
+
+// touch marks the services of e's namespace that select e affected.
+func (ix *podIndex) touch(e *podEntry) {
+	ns := ix.byNamespace[e.namespace()]
+	if ns == nil {
+		return
+	}
+	for key, byValue := range ns.svcBy {
+		if v, ok := e.Lookup(key); ok {
+			for _, s := range byValue[v] {
+				if s.b.sel.Matches(e) {
+					s.affected = ix.round
+				}
+			}
+		}
+	}
+	for _, s := range ns.svcAll {
+		if s.b.sel.Matches(e) {
+			s.affected = ix.round
+		}
+	}
+}
+
+func (ns *namespacePods) add(e *podEntry, _ uint64) {
+	e.pos = int32(len(ns.pods))
+	ns.pods = append(ns.pods, e)
+	for key, byValue := range ns.byLabel {
+		if v, ok := e.Lookup(key); ok {
+			byValue[v] = append(byValue[v], e)
+		}
+	}
+}
+
+func (ns *namespacePods) remove(e *podEntry) {
+	last := len(ns.pods) - 1
+	moved := ns.pods[last]
+	ns.pods[e.pos], moved.pos = moved, e.pos
+	ns.pods[last] = nil
+	ns.pods = ns.pods[:last]
+	for key, byValue := range ns.byLabel {
+		v, ok := e.Lookup(key)
+		if !ok {
+			continue
+		}
+		list := byValue[v]
+		if i := slices.Index(list, e); i >= 0 {
+			list[i] = list[len(list)-1]
+			list[len(list)-1] = nil
+			list = list[:len(list)-1]
+		}
+		if len(list) == 0 {
+			delete(byValue, v)
+		} else {
+			byValue[v] = list
+		}
+	}
+}
+
+// register makes s one of the services a changed pod of its namespace may concern.
+func (ix *podIndex) register(s *svcState) {
+	ns := ix.namespace(s.ns)
+	reqs, _ := s.b.sel.Requirements()
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+		default:
+			continue
+		}
+		s.regKey, s.regVals = r.Key(), r.ValuesUnsorted()
+		if ns.svcBy == nil {
+			ns.svcBy = map[string]map[string][]*svcState{}
+		}
+		byValue := ns.svcBy[s.regKey]
+		if byValue == nil {
+			byValue = map[string][]*svcState{}
+			ns.svcBy[s.regKey] = byValue
+		}
+		for _, v := range s.regVals {
+			byValue[v] = append(byValue[v], s)
+		}
+		return
+	}
+	s.regAll = true
+	ns.svcAll = append(ns.svcAll, s)
+}
+
+func (ix *podIndex) unregister(s *svcState) {
+	if s.b.sel == nil {
+		return
+	}
+	ns := ix.byNamespace[s.ns]
+	if s.regAll {
+		ns.svcAll = slices.DeleteFunc(ns.svcAll, func(x *svcState) bool { return x == s })
+		return
+	}
+	byValue := ns.svcBy[s.regKey]
+	for _, v := range s.regVals {
+		if list := slices.DeleteFunc(byValue[v], func(x *svcState) bool { return x == s }); len(list) > 0 {
+			byValue[v] = list
+		} else {
+			delete(byValue, v)
+		}
+	}
+}
+
+// selectPods returns the ready pods of namespace that sel matches.
+func (ix *podIndex) selectPods(namespace string, sel labels.Selector) []*podEntry {
+	ns := ix.byNamespace[namespace]
+	if ns == nil {
+		return nil
+	}
+	candidates, all := ns.candidates(sel)
+	if all {
+		candidates = ns.pods
+	}
+	var out []*podEntry
+	for _, p := range candidates {
+		if sel.Matches(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// index is the pods by their value of label key, made on first use.
+func (ns *namespacePods) index(key string) map[string][]*podEntry {
+	if byValue, ok := ns.byLabel[key]; ok {
+		return byValue
+	}
+	if ns.byLabel == nil {
+		ns.byLabel = map[string]map[string][]*podEntry{}
+	}
+	byValue := map[string][]*podEntry{}
+	for _, p := range ns.pods {
+		if v, ok := p.Lookup(key); ok {
+			byValue[v] = append(byValue[v], p)
+		}
+	}
+	ns.byLabel[key] = byValue
+	return byValue
+}
+
+// candidates narrows the pods to test with the most selective equality requirement of sel;
+// all means test them all.
+func (ns *namespacePods) candidates(sel labels.Selector) (best []*podEntry, all bool) {
+	if len(ns.pods) <= indexThreshold {
+		return nil, true
+	}
+	reqs, ok := sel.Requirements()
+	if !ok || len(reqs) == 0 {
+		return nil, true
+	}
+	found := false
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+		default:
+			continue
+		}
+		// A pod has one value per key, so the lists for different values are disjoint.
+		byValue := ns.index(r.Key())
+		vals := r.ValuesUnsorted()
+		var c []*podEntry
+		if len(vals) == 1 {
+			c = byValue[vals[0]]
+		} else {
+			for _, v := range vals {
+				c = append(c, byValue[v]...)
+			}
+		}
+		if !found || len(c) < len(best) {
+			best, found = c, true
+		}
+	}
+	return best, !found
+}
