@@ -85,8 +85,17 @@ func Decode(objs *Objects, opts Options) Inputs {
 		out.TemplatesPresent = true
 		out.List = append(out.List, t)
 	}
-	slices.SortStableFunc(out.List, func(a, b Input) int { return strings.Compare(a.ID(), b.ID()) })
+	slices.SortStableFunc(out.List, compareIDs)
 	return out
+}
+
+// compareIDs orders inputs as their IDs, without making them: no kind is a prefix of another,
+// so kind then name is ID's order.
+func compareIDs(a, b Input) int {
+	if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
 }
 
 // Assemble builds the Snapshot from the chosen version of each input (chosen need not be the

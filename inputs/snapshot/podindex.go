@@ -27,6 +27,10 @@ type podIndex struct {
 	byNamespace map[string]*namespacePods
 	services    map[string]*svcState // by entry name
 	gone        []*genPod            // typed pods update removed, to drop from the cache
+	// The lists of the last Build, to find a gone pod where its new version now is (a source
+	// replaces a changed object in its place) instead of through every pod.
+	lastTyped []*corev1.Pod
+	lastConv  []*Pod
 }
 
 // genPod is a pod of the index at the version given; e is in its namespace's pods when ready.
@@ -85,6 +89,9 @@ func newPodIndex(typed []*corev1.Pod, converted []*Pod, cache *PodCache) *podInd
 			n++
 			ix.addConverted(p, gp)
 		}
+	}
+	if cache != nil {
+		ix.lastTyped, ix.lastConv = slices.Clone(typed), slices.Clone(converted)
 	}
 	return ix
 }
@@ -160,9 +167,11 @@ func (ix *podIndex) update(typed []*corev1.Pod, converted []*Pod) bool {
 	if n := gone + len(addT) + len(addC); n > maxChanges && n > (len(typed)+len(converted))/4 {
 		return false
 	}
-	if gone > 0 {
+	if gone > 0 && ix.removeInPlace(typed, converted) < gone {
 		ix.sweep()
 	}
+	ix.lastTyped = append(ix.lastTyped[:0], typed...)
+	ix.lastConv = append(ix.lastConv[:0], converted...)
 	for _, p := range addT {
 		if ix.typed[p] == nil {
 			gp := &genPod{}
@@ -178,6 +187,32 @@ func (ix *podIndex) update(typed []*corev1.Pod, converted []*Pod) bool {
 		}
 	}
 	return true
+}
+
+// removeInPlace removes the last Build's pods this round did not find that were where a new
+// pod now is, and returns how many.
+func (ix *podIndex) removeInPlace(typed []*corev1.Pod, converted []*Pod) int {
+	n := 0
+	for i, p := range typed {
+		if i < len(ix.lastTyped) && ix.lastTyped[i] != p {
+			if old := ix.typed[ix.lastTyped[i]]; old != nil && old.round != ix.round {
+				ix.remove(old)
+				ix.gone = append(ix.gone, old)
+				delete(ix.typed, ix.lastTyped[i])
+				n++
+			}
+		}
+	}
+	for i, p := range converted {
+		if i < len(ix.lastConv) && ix.lastConv[i] != p {
+			if old := ix.conv[ix.lastConv[i]]; old != nil && old.round != ix.round {
+				ix.remove(old)
+				delete(ix.conv, ix.lastConv[i])
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // sweep removes the pods this round did not find.
