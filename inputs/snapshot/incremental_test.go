@@ -60,7 +60,7 @@ func (w *randWorld) service() string {
 // change makes one random change, as a source sees them.
 func (w *randWorld) change() {
 	i := w.r.IntN(len(w.pods))
-	switch w.r.IntN(12) {
+	switch w.r.IntN(13) {
 	case 0, 1: // a pod added
 		w.pods = slices.Insert(w.pods, w.r.IntN(len(w.pods)+1), w.newPod())
 	case 2: // a pod deleted
@@ -96,6 +96,8 @@ func (w *randWorld) change() {
 		s.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.7.0.%d", w.r.IntN(250))}}}
 		s.ResourceVersion = w.nextRV()
 		w.slices[k] = s
+	case 12: // the last pod deleted: no new pod where it was
+		w.pods = w.pods[:len(w.pods)-1]
 	case 11: // a pod moved to another namespace (deleted, made again)
 		p := w.newPod()
 		p.Name = w.pods[i].Name

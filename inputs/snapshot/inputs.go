@@ -143,16 +143,30 @@ func Assemble(objs *Objects, opts Options, chosen []Input) (*Snapshot, error) {
 	}
 	slices.SortFunc(services, func(a, b Input) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(snap.Certificates, func(a, b Certificate) int { return strings.Compare(a.Name, b.Name) })
-	ix := opts.PodCache.take(objs.Pods, objs.ConvertedPods)
 	var err error
-	snap.Services, err = buildServices(services, ix, newEndpointIndex(objs.EndpointSlices, objs.ClusterEndpointSlices))
-	opts.PodCache.put(ix)
+	snap.Services, err = assembleServices(services, objs, opts.PodCache)
 	if err != nil {
 		return nil, err
 	}
 	snap.Resources = assembleResources(opts.Resources, objs.Resources)
 	snap.Peers = BuildPeers(objs, opts.Peers)
 	return snap, nil
+}
+
+// assembleServices builds the services through cache's pod index, and gives it back (none
+// when the build did not finish: a half-updated index is not kept).
+func assembleServices(services []Input, objs *Objects, cache *PodCache) ([]map[string]any, error) {
+	ix := cache.take(objs.Pods, objs.ConvertedPods)
+	done := false
+	defer func() {
+		if !done {
+			cache.put(nil)
+		}
+	}()
+	out, err := buildServices(services, ix, newEndpointIndex(objs.EndpointSlices, objs.ClusterEndpointSlices))
+	done = true
+	cache.put(ix)
+	return out, err
 }
 
 // contentHash hashes parts, each length-prefixed so that no two lists share an encoding. It

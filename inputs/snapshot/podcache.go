@@ -6,27 +6,27 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 )
 
-// PodCache keeps the template form of the pods of the last Build, so that the next Build
-// converts only the pods that changed. A pod is the same when its namespace, name, UID and
-// resourceVersion are; pods without a resourceVersion (hand-written manifests) are never
-// cached. The zero value is ready; it is safe for concurrent use.
+// PodCache keeps, between Builds, the pod index of the last Build (see podIndex): the pods it
+// was given with their template form, by namespace and label, and the services it gave with
+// the pods each selects. The next Build updates it from the pods that changed (by identity
+// and resourceVersion; a changed object is a new one), so that only those are converted and
+// only the services they concern are made again. Pods without a resourceVersion (hand-written
+// manifests) are converted again at each Build. Builds through one cache take turns at the
+// index; each compares it with the objects it is given, so that a Build of other objects (a
+// candidate's tests, a trial) gives what a Build without a cache gives, and only makes the
+// next one update from those. The zero value is ready; it is safe for concurrent use.
 //
 // The cached maps are shared between Snapshots: they must be treated as read-only.
 //
-// It also keeps the service entries of the last Build decoded, by name and text, and the
-// pod index of the last Build, with the services it gave (see podIndex and builtService).
+// It also keeps the service entries of the last Decode decoded, by name and text.
 type PodCache struct {
+	turn     sync.Mutex // held by the Build that has the index
 	mu       sync.Mutex
-	pods     map[podName]*cachedPod
-	round    uint64   // of lookup, to find the pods a Build no longer has
 	in       interner // shares equal parts between the pods converted over time
 	services map[serviceKey]decodedService
-	index    *podIndex // of the last Build, while no Build holds it
+	index    *podIndex // of the last Build
 }
 
 // builtService is a service as a Build gave it. The next Build gives the very same map when
@@ -40,29 +40,31 @@ type builtService struct {
 }
 
 // take gives the Build the pod index of the last Build through the cache, updated to the
-// given pods, or one made anew when there is none (another Build holds it) or updating it
-// would cost more. The Build gives it back with put: one Build at a time holds an index.
+// given pods, or one made anew (the first Build, or when updating it would cost more). The
+// Build gives it back with put; until then other Builds through the cache wait.
 func (c *PodCache) take(typed []*corev1.Pod, converted []*Pod) *podIndex {
-	var ix *podIndex
-	if c != nil {
-		c.mu.Lock()
-		ix, c.index = c.index, nil
-		c.mu.Unlock()
+	if c == nil {
+		return newPodIndex(typed, converted, nil, nil)
 	}
+	c.turn.Lock()
+	c.mu.Lock()
+	ix := c.index
+	c.mu.Unlock()
 	if ix != nil && ix.update(typed, converted) {
 		return ix
 	}
-	return newPodIndex(typed, converted, c)
+	return newPodIndex(typed, converted, c, ix)
 }
 
-// put makes ix the index the next Build updates.
+// put makes ix the index the next Build updates, and lets it take it.
 func (c *PodCache) put(ix *podIndex) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.index = ix
+	c.mu.Unlock()
+	c.turn.Unlock()
 }
 
 type serviceKey struct{ name, text string }
@@ -130,117 +132,30 @@ func (c *PodCache) replaceServices(next map[serviceKey]decodedService) {
 	c.services = next
 }
 
-// podName is a pod's place in the cache: one version of each pod is kept.
+// podName is a pod's namespace and name.
 type podName struct{ namespace, name string }
 
-// cachedPod is the version of a pod the cache holds, with its template form.
-type cachedPod struct {
-	uid             types.UID
-	resourceVersion string
-	obj             *record.Record
-	round           uint64 // the last lookup that found it
-}
-
-// Len is the number of pods cached.
+// Len is the number of typed pods with a resourceVersion whose template form the cache
+// holds.
 func (c *PodCache) Len() int {
 	if c == nil {
 		return 0
 	}
+	c.turn.Lock()
+	defer c.turn.Unlock()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.pods)
-}
-
-// lookup gives every typed entry whose pod is the cached version (same UID and
-// resourceVersion) its template form, under one lock; it returns the others, and the round
-// to give keep.
-func (c *PodCache) lookup(typed []*podEntry) (todo []*podEntry, round uint64) {
-	if c == nil {
-		return typed, 0
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.round++
-	for _, e := range typed {
-		p := e.typed
-		if cp := c.pods[podName{p.Namespace, p.Name}]; cp != nil && p.ResourceVersion != "" &&
-			cp.resourceVersion == p.ResourceVersion && cp.uid == p.UID {
-			e.obj, cp.round = cp.obj, c.round
-			continue
-		}
-		todo = append(todo, e)
-	}
-	return todo, c.round
-}
-
-// keep makes the cache hold exactly the typed pods of the latest Build (typed, of which todo
-// were converted anew in round): the new versions take their pods' places, and the pods no
-// longer there (gone, or not ready) are deleted, so that a Build where a few pods changed
-// writes a few entries instead of a new map of a hundred thousand.
-func (c *PodCache) keep(typed, todo []*podEntry, round uint64) {
-	if c == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.pods == nil {
-		c.pods = make(map[podName]*cachedPod, len(typed))
-	}
-	for _, e := range todo {
-		if p := e.typed; p.ResourceVersion != "" && e.obj != nil {
-			c.pods[podName{p.Namespace, p.Name}] = &cachedPod{p.UID, p.ResourceVersion, e.obj, round}
-		}
+	ix := c.index
+	c.mu.Unlock()
+	if ix == nil {
+		return 0
 	}
 	n := 0
-	for _, e := range typed {
-		if e.typed.ResourceVersion != "" && e.obj != nil {
+	for p, gp := range ix.typed {
+		if p.ResourceVersion != "" && gp.e.obj != nil {
 			n++
 		}
 	}
-	if len(c.pods) == n {
-		return
-	}
-	// Some pods cached are not among typed: those this round did not find or put. (Another
-	// Build through the cache meanwhile may lose entries here: only a conversion more.)
-	for k, cp := range c.pods {
-		if cp.round != round {
-			delete(c.pods, k)
-		}
-	}
-}
-
-// add puts the typed entries converted in round in the cache, beside the pods it has.
-func (c *PodCache) add(todo []*podEntry, round uint64) {
-	if c == nil || len(todo) == 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.pods == nil {
-		c.pods = map[podName]*cachedPod{}
-	}
-	for _, e := range todo {
-		if p := e.typed; p.ResourceVersion != "" && e.obj != nil {
-			c.pods[podName{p.Namespace, p.Name}] = &cachedPod{p.UID, p.ResourceVersion, e.obj, round}
-		}
-	}
-}
-
-// forget drops the typed pods gone from the Build's pods, each at the version it had, unless
-// the lookup of round found that version (the same pod as a new object).
-func (c *PodCache) forget(gone []*genPod, round uint64) {
-	if c == nil || len(gone) == 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, gp := range gone {
-		p := gp.e.typed
-		k := podName{p.Namespace, p.Name}
-		if cp := c.pods[k]; cp != nil && cp.uid == p.UID && cp.resourceVersion == gp.rv && cp.round != round {
-			delete(c.pods, k)
-		}
-	}
+	return n
 }
 
 // interner is the cache's interner; without a cache, a new one for one Build.

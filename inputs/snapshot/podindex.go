@@ -26,7 +26,7 @@ type podIndex struct {
 	conv        map[*Pod]*genPod
 	byNamespace map[string]*namespacePods
 	services    map[string]*svcState // by entry name
-	gone        []*genPod            // typed pods update removed, to drop from the cache
+	gone        []*genPod            // typed pods update removed: their forms may serve again
 	// The lists of the last Build, to find a gone pod where its new version now is (a source
 	// replaces a changed object in its place) instead of through every pod.
 	lastTyped []*corev1.Pod
@@ -69,8 +69,9 @@ type svcState struct {
 // updating the last one.
 const maxChanges = 256
 
-// newPodIndex is an index of the given pods made anew.
-func newPodIndex(typed []*corev1.Pod, converted []*Pod, cache *PodCache) *podIndex {
+// newPodIndex is an index of the given pods made anew; a typed pod at the version it has in
+// last (nil: none) keeps its template form.
+func newPodIndex(typed []*corev1.Pod, converted []*Pod, cache *PodCache, last *podIndex) *podIndex {
 	ix := &podIndex{cache: cache, fresh: true, round: 1,
 		typed: make(map[*corev1.Pod]*genPod, len(typed)), conv: make(map[*Pod]*genPod, len(converted)),
 		byNamespace: map[string]*namespacePods{}, services: map[string]*svcState{}}
@@ -92,6 +93,13 @@ func newPodIndex(typed []*corev1.Pod, converted []*Pod, cache *PodCache) *podInd
 	}
 	if cache != nil {
 		ix.lastTyped, ix.lastConv = slices.Clone(typed), slices.Clone(converted)
+	}
+	if last != nil {
+		forms := make(map[podName]*genPod, len(last.typed))
+		for _, gp := range last.typed {
+			forms[podName{gp.e.typed.Namespace, gp.e.typed.Name}] = gp
+		}
+		ix.reuse(forms, typed)
 	}
 	return ix
 }
@@ -167,6 +175,7 @@ func (ix *podIndex) update(typed []*corev1.Pod, converted []*Pod) bool {
 	if n := gone + len(addT) + len(addC); n > maxChanges && n > (len(typed)+len(converted))/4 {
 		return false
 	}
+	ix.gone = ix.gone[:0]
 	if gone > 0 && ix.removeInPlace(typed, converted) < gone {
 		ix.sweep()
 	}
@@ -186,7 +195,34 @@ func (ix *podIndex) update(typed []*corev1.Pod, converted []*Pod) bool {
 			ix.touch(&gp.e)
 		}
 	}
+	if len(ix.gone) > 0 && len(addT) > 0 {
+		forms := make(map[podName]*genPod, len(ix.gone))
+		for _, gp := range ix.gone {
+			forms[podName{gp.e.typed.Namespace, gp.e.typed.Name}] = gp
+		}
+		ix.reuse(forms, addT)
+	}
+	clear(ix.gone) // not to keep the old versions alive
+	ix.gone = ix.gone[:0]
 	return true
+}
+
+// reuse gives each typed pod without a template form the form of the pod of its name in
+// forms when that is the same version (UID and resourceVersion): a source that lists again
+// gives the same pods as new objects.
+func (ix *podIndex) reuse(forms map[podName]*genPod, pods []*corev1.Pod) {
+	for _, p := range pods {
+		if p == nil {
+			continue
+		}
+		gp := ix.typed[p]
+		if gp.e.obj != nil || gp.rv == "" {
+			continue
+		}
+		if old := forms[podName{p.Namespace, p.Name}]; old != nil && old.e.obj != nil && old.rv == gp.rv && old.e.typed.UID == p.UID {
+			gp.e.obj = old.e.obj
+		}
+	}
 }
 
 // removeInPlace removes the last Build's pods this round did not find that were where a new

@@ -150,24 +150,22 @@ func (e *podEntry) Get(k string) string {
 	return v
 }
 
-// convert gives every entry of pods (duplicates allowed) that has none its map: from the
-// cache when a typed pod is unchanged since it was converted, else converted on all CPUs. An
-// index made anew then leaves in the cache exactly the typed pods of this Build; one updated
-// adds those converted (update took out those gone).
+// convert gives every typed entry of pods (duplicates allowed) that has none its map,
+// converted on all CPUs.
 func (ix *podIndex) convert(pods []*podEntry) {
-	var typed []*podEntry
+	var todo []*podEntry
 	for _, e := range pods {
 		if e.typed == nil || e.queued || e.obj != nil {
 			continue
 		}
 		e.queued = true
-		typed = append(typed, e)
+		todo = append(todo, e)
 	}
-	todo, round := ix.cache.lookup(typed)
+	if len(todo) == 0 {
+		return
+	}
 	in := ix.cache.interner()
-	if len(todo) > 0 {
-		in.rotate()
-	}
+	in.rotate()
 	var (
 		next atomic.Int64
 		wg   sync.WaitGroup
@@ -181,15 +179,8 @@ func (ix *podIndex) convert(pods []*podEntry) {
 		})
 	}
 	wg.Wait()
-	for _, e := range typed {
+	for _, e := range todo {
 		e.queued = false
-	}
-	if ix.fresh {
-		ix.cache.keep(typed, todo, round)
-	} else {
-		ix.cache.add(todo, round)
-		ix.cache.forget(ix.gone, round)
-		ix.gone = nil
 	}
 }
 
