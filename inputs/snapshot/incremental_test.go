@@ -57,8 +57,15 @@ func (w *randWorld) service() string {
 	return fmt.Sprintf(`{"namespace":%q,"selector":%s,"port":%d}`, ns, randSelectors[w.r.IntN(len(randSelectors))], w.r.IntN(3))
 }
 
-// change makes one random change, as a source sees them.
+const badEntry = `{"namespace":`
+
+// change makes one random change, as a source sees them; a bad entry is soon mended.
 func (w *randWorld) change() {
+	for _, k := range slices.Sorted(maps.Keys(w.services)) {
+		if w.services[k] == badEntry && w.r.IntN(2) == 0 {
+			w.services[k] = w.service()
+		}
+	}
 	i := w.r.IntN(len(w.pods))
 	switch w.r.IntN(13) {
 	case 0, 1: // a pod added
@@ -86,8 +93,11 @@ func (w *randWorld) change() {
 		w.pods[i] = w.pods[i].DeepCopy()
 	case 7: // the pods in another order
 		w.r.Shuffle(len(w.pods), func(a, b int) { w.pods[a], w.pods[b] = w.pods[b], w.pods[a] })
-	case 8: // a service added, edited or its selector changed
+	case 8: // a service added, edited or its selector changed; now and then a bad entry
 		w.services["s"+strconv.Itoa(w.r.IntN(12))] = w.service()
+		if w.r.IntN(8) == 0 {
+			w.services["s"+strconv.Itoa(w.r.IntN(12))] = badEntry
+		}
 	case 9: // a service removed
 		delete(w.services, "s"+strconv.Itoa(w.r.IntN(12)))
 	case 10: // an EndpointSlice changed
@@ -162,25 +172,25 @@ func TestBuildThroughCacheRandomChanges(t *testing.T) {
 			w := newRandWorld(1, 300)
 			other := newRandWorld(2, 40)
 			cache := &PodCache{}
+			compared := 0
 			for step := range 400 {
 				for range 1 + w.r.IntN(3) {
 					w.change()
 				}
 				if step%17 == 0 {
 					other.change()
-					if _, err := Build(other.objects(convert), Options{PodCache: cache}); err != nil {
-						t.Fatal(err)
-					}
+					_, _ = Build(other.objects(convert), Options{PodCache: cache}) // compared below, through w
 				}
 				objs := w.objects(convert)
-				got, err := Build(objs, Options{PodCache: cache})
-				if err != nil {
-					t.Fatal(err)
-				}
+				got, gotErr := Build(objs, Options{PodCache: cache})
 				want, err := Build(objs, Options{})
-				if err != nil {
-					t.Fatal(err)
+				if fmt.Sprint(gotErr) != fmt.Sprint(err) {
+					t.Fatalf("step %d: error %v, without a cache %v", step, gotErr, err)
 				}
+				if err != nil {
+					continue
+				}
+				compared++
 				if g, wa := plainServices(got), plainServices(want); g != wa {
 					i := 0
 					for i < len(g) && i < len(wa) && g[i] == wa[i] {
@@ -189,6 +199,9 @@ func TestBuildThroughCacheRandomChanges(t *testing.T) {
 					t.Logf("first difference: got ...%s...\nwant ...%s...", g[max(0, i-300):min(len(g), i+200)], wa[max(0, i-300):min(len(wa), i+200)])
 					t.Fatalf("step %d: the services differ from a Build's without a cache:\n got %s\nwant %s", step, servicePods(got), servicePods(want))
 				}
+			}
+			if compared < 200 {
+				t.Errorf("only %d of 400 steps had no bad entry", compared)
 			}
 		})
 	}

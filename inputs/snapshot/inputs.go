@@ -85,7 +85,9 @@ func Decode(objs *Objects, opts Options) Inputs {
 		out.TemplatesPresent = true
 		out.List = append(out.List, t)
 	}
-	slices.SortStableFunc(out.List, compareIDs)
+	if !slices.IsSortedFunc(out.List, compareIDs) {
+		slices.SortStableFunc(out.List, compareIDs)
+	}
 	return out
 }
 

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"maps"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,9 +25,11 @@ import (
 type PodCache struct {
 	turn     sync.Mutex // held by the Build that has the index
 	mu       sync.Mutex
-	in       interner // shares equal parts between the pods converted over time
-	services map[serviceKey]decodedService
-	index    *podIndex // of the last Build
+	in       interner                      // shares equal parts between the pods converted over time
+	services map[string]decodedEntry       // by name, as the last Decode had them
+	held     map[serviceKey]decodedService // other versions asked for since
+	names    []string                      // the last Decode's entry names, sorted
+	index    *podIndex                     // of the last Build
 }
 
 // builtService is a service as a Build gave it. The next Build gives the very same map when
@@ -77,59 +80,104 @@ type decodedService struct {
 	hash string
 }
 
+// decodedEntry is an entry of the services ConfigMap of the last Decode, decoded.
+type decodedEntry struct {
+	text string
+	d    decodedService
+}
+
 // service returns the decoded entry name (a map of its own), from the cache when its text is
-// the same; with next (a Decode) it remembers it there for the next Decode.
-func (c *PodCache) service(ref Ref, name, text string, next map[serviceKey]decodedService) (map[string]any, labels.Selector, *InputError) {
-	d, err := c.decoded(ref, name, text, next)
+// the same.
+func (c *PodCache) service(ref Ref, name, text string) (map[string]any, labels.Selector, *InputError) {
+	d, err := c.decoded(ref, name, text, false)
 	if err != nil {
 		return nil, nil, err
 	}
 	return maps.Clone(d.svc), d.sel, nil
 }
 
-// decoded is service without the clone: d.svc is read-only.
-func (c *PodCache) decoded(ref Ref, name, text string, next map[serviceKey]decodedService) (decodedService, *InputError) {
+// decoded is service without the clone: d.svc is read-only. A current entry (a Decode's) is
+// kept by name until its text changes; another version (a held service at its last good
+// version) until the next Decode.
+func (c *PodCache) decoded(ref Ref, name, text string, current bool) (decodedService, *InputError) {
 	k := serviceKey{name, text}
-	var (
-		d  decodedService
-		ok bool
-	)
 	if c != nil {
 		c.mu.Lock()
-		d, ok = c.services[k]
-		c.mu.Unlock()
-	}
-	if !ok {
-		svc, sel, err := decodeService(ref, []byte(text))
-		if err != nil {
-			return d, err
+		if e, ok := c.services[name]; ok && e.text == text {
+			c.mu.Unlock()
+			return e.d, nil
 		}
-		d = decodedService{svc, sel, contentHash(text)}
-		if next == nil && c != nil {
-			// A version other than the current one (a held service at its last good
-			// version): kept until the next Decode replaces the entries.
+		d, ok := c.held[k]
+		c.mu.Unlock()
+		if ok && !current {
+			return d, nil
+		}
+	}
+	svc, sel, err := decodeService(ref, []byte(text))
+	if err != nil {
+		if c != nil && current {
 			c.mu.Lock()
-			if c.services == nil {
-				c.services = map[serviceKey]decodedService{}
-			}
-			c.services[k] = d
+			delete(c.services, name) // its last text is no longer the entry's
 			c.mu.Unlock()
 		}
+		return decodedService{}, err
 	}
-	if next != nil {
-		next[k] = d
+	d := decodedService{svc, sel, contentHash(text)}
+	if c != nil {
+		c.mu.Lock()
+		if current {
+			if c.services == nil {
+				c.services = map[string]decodedEntry{}
+			}
+			c.services[name] = decodedEntry{text, d}
+		} else {
+			if c.held == nil {
+				c.held = map[serviceKey]decodedService{}
+			}
+			c.held[k] = d
+		}
+		c.mu.Unlock()
 	}
 	return d, nil
 }
 
-// replaceServices makes the cache hold exactly the given entries.
-func (c *PodCache) replaceServices(next map[serviceKey]decodedService) {
+// entryNames is the keys of data sorted: the last Decode's when they are the same keys (the
+// slice is shared: read-only).
+func (c *PodCache) entryNames(data map[string]string) []string {
+	if c != nil {
+		c.mu.Lock()
+		names := c.names
+		c.mu.Unlock()
+		same := len(names) == len(data)
+		for _, n := range names {
+			if !same {
+				break
+			}
+			_, same = data[n]
+		}
+		if same {
+			return names
+		}
+	}
+	return slices.Sorted(maps.Keys(data))
+}
+
+// decodedAll ends a Decode of data, its keys names, good of them decoded: the entries no
+// longer there and the other versions are dropped.
+func (c *PodCache) decodedAll(data map[string]string, names []string, good int) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.services = next
+	c.names, c.held = names, nil
+	if len(c.services) != good {
+		for name := range c.services {
+			if _, ok := data[name]; !ok {
+				delete(c.services, name)
+			}
+		}
+	}
 }
 
 // podName is a pod's namespace and name.

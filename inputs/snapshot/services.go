@@ -20,21 +20,23 @@ import (
 // cache, when given) to tell whether it is usable.
 func decodeServices(cm *corev1.ConfigMap, ref Ref, cache *PodCache) []Input {
 	out := make([]Input, 0, len(cm.Data)+len(cm.BinaryData))
-	next := make(map[serviceKey]decodedService, len(cm.Data))
-	for _, name := range slices.Sorted(maps.Keys(cm.Data)) {
+	names := cache.entryNames(cm.Data)
+	good := 0
+	for _, name := range names {
 		keyRef := ref
 		keyRef.Key = name
 		text := cm.Data[name]
 		in := Input{Kind: KindService, Name: name, Ref: keyRef, Text: text}
 		// The decoded entry, not a copy: only whether it is usable, and its hash, are needed.
-		if d, err := cache.decoded(keyRef, name, text, next); err != nil {
+		if d, err := cache.decoded(keyRef, name, text, true); err != nil {
 			in.Hash, in.Err = contentHash(text), err
 		} else {
 			in.Hash = d.hash
+			good++
 		}
 		out = append(out, in)
 	}
-	cache.replaceServices(next)
+	cache.decodedAll(cm.Data, names, good)
 	for _, name := range slices.Sorted(maps.Keys(cm.BinaryData)) {
 		keyRef := ref
 		keyRef.Key = name
@@ -141,7 +143,7 @@ func (c *PodCache) startService(e Input, old *builtService) (*builtService, *Inp
 	if old != nil && old.text == e.Text {
 		return &builtService{text: e.Text, sel: old.sel, svc: old.svc}, nil
 	}
-	svc, sel, err := c.service(e.Ref, e.Name, e.Text, nil)
+	svc, sel, err := c.service(e.Ref, e.Name, e.Text)
 	if err != nil {
 		return nil, err
 	}
