@@ -29,16 +29,20 @@ type podIndex struct {
 	gone        []*genPod            // typed pods update removed: their forms may serve again
 	// The lists of the last Build, to find a gone pod where its new version now is (a source
 	// replaces a changed object in its place) instead of through every pod.
-	lastTyped []*corev1.Pod
-	lastConv  []*Pod
+	lastTyped   []*corev1.Pod
+	lastTypedGP []*genPod // each pod's entry
+	lastConv    []*Pod
+	lastConvGP  []*genPod
+	skipped     []*genPod // of the last lists, not matched by position (see align)
 }
 
 // genPod is a pod of the index at the version given; e is in its namespace's pods when ready.
 type genPod struct {
 	e     podEntry
 	rv    string
-	round uint64
-	ready bool
+	round   uint64
+	ready   bool
+	removed bool
 }
 
 type namespacePods struct {
@@ -92,7 +96,7 @@ func newPodIndex(typed []*corev1.Pod, converted []*Pod, cache *PodCache, last *p
 		}
 	}
 	if cache != nil {
-		ix.lastTyped, ix.lastConv = slices.Clone(typed), slices.Clone(converted)
+		ix.remember(typed, make([]*genPod, len(typed)), converted, make([]*genPod, len(converted)))
 	}
 	if last != nil {
 		forms := make(map[podName]*genPod, len(last.typed))
@@ -139,48 +143,19 @@ func (ix *podIndex) namespace(name string) *namespacePods {
 func (ix *podIndex) update(typed []*corev1.Pod, converted []*Pod) bool {
 	ix.round++
 	ix.fresh = false
-	var (
-		addT  []*corev1.Pod
-		addC  []*Pod
-		found int
-	)
-	for _, p := range typed {
-		if p == nil {
-			continue
-		}
-		switch gp := ix.typed[p]; {
-		case gp == nil:
-			addT = append(addT, p)
-		case gp.round == ix.round: // the same pod twice: once is what counts
-		case p.ResourceVersion != "" && gp.rv == p.ResourceVersion:
-			gp.round = ix.round
-			found++
-		default:
-			return false
-		}
+	addT, gpT, foundT, ok := diffTyped(ix, typed)
+	if !ok {
+		return false
 	}
-	for _, p := range converted {
-		if p == nil {
-			continue
-		}
-		switch gp := ix.conv[p]; {
-		case gp == nil:
-			addC = append(addC, p)
-		case gp.round != ix.round:
-			gp.round = ix.round
-			found++
-		}
-	}
-	gone := len(ix.typed) + len(ix.conv) - found
+	addC, gpC, foundC := diffConverted(ix, converted)
+	gone := len(ix.typed) + len(ix.conv) - foundT - foundC
 	if n := gone + len(addT) + len(addC); n > maxChanges && n > (len(typed)+len(converted))/4 {
 		return false
 	}
 	ix.gone = ix.gone[:0]
-	if gone > 0 && ix.removeInPlace(typed, converted) < gone {
+	if gone > 0 && ix.removeSkipped() < gone {
 		ix.sweep()
 	}
-	ix.lastTyped = append(ix.lastTyped[:0], typed...)
-	ix.lastConv = append(ix.lastConv[:0], converted...)
 	for _, p := range addT {
 		if ix.typed[p] == nil {
 			gp := &genPod{}
@@ -195,6 +170,7 @@ func (ix *podIndex) update(typed []*corev1.Pod, converted []*Pod) bool {
 			ix.touch(&gp.e)
 		}
 	}
+	ix.remember(typed, gpT, converted, gpC)
 	if len(ix.gone) > 0 && len(addT) > 0 {
 		forms := make(map[podName]*genPod, len(ix.gone))
 		for _, gp := range ix.gone {
@@ -207,46 +183,129 @@ func (ix *podIndex) update(typed []*corev1.Pod, converted []*Pod) bool {
 	return true
 }
 
-// reuse gives each typed pod without a template form the form of the pod of its name in
-// forms when that is the same version (UID and resourceVersion): a source that lists again
-// gives the same pods as new objects.
-func (ix *podIndex) reuse(forms map[podName]*genPod, pods []*corev1.Pod) {
-	for _, p := range pods {
-		if p == nil {
+// align walks list against last, the last Build's list, as a source gives them (sorted, or in
+// the same order): same(i, j) when list[i] is last[j] itself, found by position, a pod
+// deleted or added in between skipped; other(i) for the others, and skip(j) for the last
+// Build's that no position matched. It is a guess, never a judgement: what other and skip
+// are given is looked up.
+func align[T comparable](list, last []T, same func(i, j int), other func(i int), skip func(j int)) {
+	j := 0
+	for i, p := range list {
+		switch {
+		case j < len(last) && last[j] == p:
+		case j+1 < len(last) && last[j+1] == p: // last[j] deleted
+			skip(j)
+			j++
+		default:
+			other(i)
+			// Replaced in place, unless the next is last[j] (list[i] inserted before it).
+			if j < len(last) && !(i+1 < len(list) && list[i+1] == last[j]) {
+				skip(j)
+				j++
+			}
 			continue
 		}
-		gp := ix.typed[p]
-		if gp.e.obj != nil || gp.rv == "" {
-			continue
-		}
-		if old := forms[podName{p.Namespace, p.Name}]; old != nil && old.e.obj != nil && old.rv == gp.rv && old.e.typed.UID == p.UID {
-			gp.e.obj = old.e.obj
-		}
+		same(i, j)
+		j++
+	}
+	for ; j < len(last); j++ {
+		skip(j)
 	}
 }
 
-// removeInPlace removes the last Build's pods this round did not find that were where a new
-// pod now is, and returns how many.
-func (ix *podIndex) removeInPlace(typed []*corev1.Pod, converted []*Pod) int {
-	n := 0
-	for i, p := range typed {
-		if i < len(ix.lastTyped) && ix.lastTyped[i] != p {
-			if old := ix.typed[ix.lastTyped[i]]; old != nil && old.round != ix.round {
-				ix.remove(old)
-				ix.gone = append(ix.gone, old)
-				delete(ix.typed, ix.lastTyped[i])
-				n++
+// diffTyped stamps the typed pods of the last Build still given, and returns the others, each
+// pod's entry at its place in typed (nil for those to add), and how many were found. Not ok
+// when a pod is the same object at another (or no) resourceVersion: changed in place.
+func diffTyped(ix *podIndex, typed []*corev1.Pod) (add []*corev1.Pod, gps []*genPod, found int, ok bool) {
+	gps = make([]*genPod, len(typed))
+	ok = true
+	ix.skipped = ix.skipped[:0]
+	check := func(i int, gp *genPod) {
+		p := typed[i]
+		switch {
+		case gp == nil:
+			add = append(add, p)
+		case gp.round == ix.round: // the same pod twice: once is what counts
+			gps[i] = gp
+		case p.ResourceVersion != "" && gp.rv == p.ResourceVersion:
+			gp.round, gps[i] = ix.round, gp
+			found++
+		default:
+			ok = false
+		}
+	}
+	align(typed, ix.lastTyped,
+		func(i, j int) { check(i, ix.lastTypedGP[j]) },
+		func(i int) {
+			if typed[i] != nil {
+				check(i, ix.typed[typed[i]])
 			}
+		},
+		func(j int) { ix.skipped = append(ix.skipped, ix.lastTypedGP[j]) })
+	return add, gps, found, ok
+}
+
+// diffConverted is diffTyped for converted pods, which never change.
+func diffConverted(ix *podIndex, converted []*Pod) (add []*Pod, gps []*genPod, found int) {
+	gps = make([]*genPod, len(converted))
+	check := func(i int, gp *genPod) {
+		switch {
+		case gp == nil:
+			add = append(add, converted[i])
+		case gp.round != ix.round:
+			gp.round = ix.round
+			found++
+			fallthrough
+		default:
+			gps[i] = gp
+		}
+	}
+	align(converted, ix.lastConv,
+		func(i, j int) { check(i, ix.lastConvGP[j]) },
+		func(i int) {
+			if converted[i] != nil {
+				check(i, ix.conv[converted[i]])
+			}
+		},
+		func(j int) { ix.skipped = append(ix.skipped, ix.lastConvGP[j]) })
+	return add, gps, found
+}
+
+// remember keeps the lists of this Build, with each pod's entry, for the next one's align.
+func (ix *podIndex) remember(typed []*corev1.Pod, gpT []*genPod, converted []*Pod, gpC []*genPod) {
+	for i, p := range typed {
+		if gpT[i] == nil && p != nil {
+			gpT[i] = ix.typed[p]
 		}
 	}
 	for i, p := range converted {
-		if i < len(ix.lastConv) && ix.lastConv[i] != p {
-			if old := ix.conv[ix.lastConv[i]]; old != nil && old.round != ix.round {
-				ix.remove(old)
-				delete(ix.conv, ix.lastConv[i])
-				n++
-			}
+		if gpC[i] == nil && p != nil {
+			gpC[i] = ix.conv[p]
 		}
+	}
+	ix.lastTyped, ix.lastTypedGP = append(ix.lastTyped[:0], typed...), gpT
+	ix.lastConv, ix.lastConvGP = append(ix.lastConv[:0], converted...), gpC
+	clear(ix.skipped)
+	ix.skipped = ix.skipped[:0]
+}
+
+// removeSkipped removes the last Build's pods align skipped that this round did not find, and
+// returns how many.
+func (ix *podIndex) removeSkipped() int {
+	n := 0
+	for _, gp := range ix.skipped {
+		if gp == nil || gp.round == ix.round || gp.removed {
+			continue
+		}
+		gp.removed = true
+		ix.remove(gp)
+		if p := gp.e.typed; p != nil {
+			ix.gone = append(ix.gone, gp)
+			delete(ix.typed, p)
+		} else {
+			delete(ix.conv, gp.e.conv)
+		}
+		n++
 	}
 	return n
 }
@@ -450,4 +509,22 @@ func (ns *namespacePods) candidates(sel labels.Selector) (best []*podEntry, all 
 		}
 	}
 	return best, !found
+}
+
+// reuse gives each typed pod of pods without a template form the form of the pod of its name
+// in forms when that is the same version (UID and resourceVersion): a source that lists again
+// gives the same pods as new objects.
+func (ix *podIndex) reuse(forms map[podName]*genPod, pods []*corev1.Pod) {
+	for _, p := range pods {
+		if p == nil {
+			continue
+		}
+		gp := ix.typed[p]
+		if gp.e.obj != nil || gp.rv == "" {
+			continue
+		}
+		if old := forms[podName{p.Namespace, p.Name}]; old != nil && old.e.obj != nil && old.rv == gp.rv && old.e.typed.UID == p.UID {
+			gp.e.obj = old.e.obj
+		}
+	}
 }
