@@ -38,8 +38,8 @@ type podIndex struct {
 
 // genPod is a pod of the index at the version given; e is in its namespace's pods when ready.
 type genPod struct {
-	e     podEntry
-	rv    string
+	e       podEntry
+	rv      string
 	round   uint64
 	ready   bool
 	removed bool
