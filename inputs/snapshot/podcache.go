@@ -29,7 +29,10 @@ type PodCache struct {
 	services map[string]decodedEntry       // by name, as the last Decode had them
 	held     map[serviceKey]decodedService // other versions asked for since
 	names    []string                      // the last Decode's entry names, sorted
-	index    *podIndex                     // of the last Build
+	// The inputs the last Decode made of the services ConfigMap at lastRef.
+	lastInputs []Input
+	lastRef    Ref
+	index      *podIndex // of the last Build
 }
 
 // builtService is a service as a Build gave it. The next Build gives the very same map when
@@ -162,15 +165,39 @@ func (c *PodCache) entryNames(data map[string]string) []string {
 	return slices.Sorted(maps.Keys(data))
 }
 
-// decodedAll ends a Decode of data, its keys names, good of them decoded: the entries no
-// longer there and the other versions are dropped.
-func (c *PodCache) decodedAll(data map[string]string, names []string, good int) {
+// sameEntries is the inputs the last Decode made of the services ConfigMap when data has the
+// same entries, each of the same text, at the same ref; else nil. Read-only.
+func (c *PodCache) sameEntries(ref Ref, data map[string]string) []Input {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	last, lastRef := c.lastInputs, c.lastRef
+	if last != nil {
+		c.held = nil // as at every Decode
+	}
+	c.mu.Unlock()
+	if last == nil || lastRef != ref || len(last) != len(data) {
+		return nil
+	}
+	for i := range last {
+		if text, ok := data[last[i].Name]; !ok || text != last[i].Text {
+			return nil
+		}
+	}
+	return last
+}
+
+// decodedAll ends a Decode of data at ref, its keys names, good of them decoded, into inputs:
+// the entries no longer there and the other versions are dropped.
+func (c *PodCache) decodedAll(data map[string]string, names []string, good int, ref Ref, inputs []Input) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.names, c.held = names, nil
+	c.lastRef, c.lastInputs = ref, slices.Clip(slices.Clone(inputs))
 	if len(c.services) != good {
 		for name := range c.services {
 			if _, ok := data[name]; !ok {

@@ -20,23 +20,27 @@ import (
 // cache, when given) to tell whether it is usable.
 func decodeServices(cm *corev1.ConfigMap, ref Ref, cache *PodCache) []Input {
 	out := make([]Input, 0, len(cm.Data)+len(cm.BinaryData))
-	names := cache.entryNames(cm.Data)
-	good := 0
-	for _, name := range names {
-		keyRef := ref
-		keyRef.Key = name
-		text := cm.Data[name]
-		in := Input{Kind: KindService, Name: name, Ref: keyRef, Text: text}
-		// The decoded entry, not a copy: only whether it is usable, and its hash, are needed.
-		if d, err := cache.decoded(keyRef, name, text, true); err != nil {
-			in.Hash, in.Err = contentHash(text), err
-		} else {
-			in.Hash = d.hash
-			good++
+	if last := cache.sameEntries(ref, cm.Data); last != nil {
+		out = append(out, last...)
+	} else {
+		names := cache.entryNames(cm.Data)
+		good := 0
+		for _, name := range names {
+			keyRef := ref
+			keyRef.Key = name
+			text := cm.Data[name]
+			in := Input{Kind: KindService, Name: name, Ref: keyRef, Text: text}
+			// The decoded entry, not a copy: only whether it is usable, and its hash, are needed.
+			if d, err := cache.decoded(keyRef, name, text, true); err != nil {
+				in.Hash, in.Err = contentHash(text), err
+			} else {
+				in.Hash = d.hash
+				good++
+			}
+			out = append(out, in)
 		}
-		out = append(out, in)
+		cache.decodedAll(cm.Data, names, good, ref, out)
 	}
-	cache.decodedAll(cm.Data, names, good)
 	for _, name := range slices.Sorted(maps.Keys(cm.BinaryData)) {
 		keyRef := ref
 		keyRef.Key = name
