@@ -19,7 +19,8 @@ import (
 // decodeServices reads every key of the services ConfigMap as one input, decoded (through the
 // cache, when given) to tell whether it is usable.
 func decodeServices(cm *corev1.ConfigMap, ref Ref, cache *PodCache) []Input {
-	out := make([]Input, 0, len(cm.Data)+len(cm.BinaryData))
+	// Room for a few certificates and the templates, which Decode appends.
+	out := make([]Input, 0, len(cm.Data)+len(cm.BinaryData)+16)
 	if last := cache.sameEntries(ref, cm.Data); last != nil {
 		out = append(out, last...)
 	} else {
