@@ -61,9 +61,8 @@ type svcState struct {
 	b        *builtService
 	ns       string
 	clusters []string
-	selected []*podEntry // its ready pods, as its "pods" were made from
-	regKey   string      // the requirement it is registered under ("" and regAll: svcAll)
-	regVals  []string
+	nilPods  bool   // its selector selected no pod (see finish)
+	regKey   string // the requirement it is registered under ("" and regAll: svcAll)
 	regAll   bool
 	round    uint64 // the last Build that had it
 	affected uint64 // the last Build in which a pod it selects (or now selects) changed
@@ -392,32 +391,39 @@ func (ns *namespacePods) remove(e *podEntry) {
 	}
 }
 
-// register makes s one of the services a changed pod of its namespace may concern.
-func (ix *podIndex) register(s *svcState) {
-	ns := ix.namespace(s.ns)
-	reqs, _ := s.b.sel.Requirements()
+// indexReq is the requirement of sel a service is registered under: its first equality.
+func indexReq(sel labels.Selector) (labels.Requirement, bool) {
+	reqs, _ := sel.Requirements()
 	for _, r := range reqs {
 		switch r.Operator() {
 		case selection.Equals, selection.DoubleEquals, selection.In:
-		default:
-			continue
+			return r, true
 		}
-		s.regKey, s.regVals = r.Key(), r.ValuesUnsorted()
-		if ns.svcBy == nil {
-			ns.svcBy = map[string]map[string][]*svcState{}
-		}
-		byValue := ns.svcBy[s.regKey]
-		if byValue == nil {
-			byValue = map[string][]*svcState{}
-			ns.svcBy[s.regKey] = byValue
-		}
-		for _, v := range s.regVals {
-			byValue[v] = append(byValue[v], s)
-		}
+	}
+	return labels.Requirement{}, false
+}
+
+// register makes s one of the services a changed pod of its namespace may concern.
+func (ix *podIndex) register(s *svcState) {
+	ns := ix.namespace(s.ns)
+	r, ok := indexReq(s.b.sel)
+	if !ok {
+		s.regAll = true
+		ns.svcAll = append(ns.svcAll, s)
 		return
 	}
-	s.regAll = true
-	ns.svcAll = append(ns.svcAll, s)
+	s.regKey = r.Key()
+	if ns.svcBy == nil {
+		ns.svcBy = map[string]map[string][]*svcState{}
+	}
+	byValue := ns.svcBy[s.regKey]
+	if byValue == nil {
+		byValue = map[string][]*svcState{}
+		ns.svcBy[s.regKey] = byValue
+	}
+	for _, v := range r.ValuesUnsorted() {
+		byValue[v] = append(byValue[v], s)
+	}
 }
 
 func (ix *podIndex) unregister(s *svcState) {
@@ -429,8 +435,9 @@ func (ix *podIndex) unregister(s *svcState) {
 		ns.svcAll = slices.DeleteFunc(ns.svcAll, func(x *svcState) bool { return x == s })
 		return
 	}
+	r, _ := indexReq(s.b.sel) // as register found it
 	byValue := ns.svcBy[s.regKey]
-	for _, v := range s.regVals {
+	for _, v := range r.ValuesUnsorted() {
 		if list := slices.DeleteFunc(byValue[v], func(x *svcState) bool { return x == s }); len(list) > 0 {
 			byValue[v] = list
 		} else {

@@ -104,17 +104,17 @@ func buildServices(entries []Input, ix *podIndex, eps endpointIndex) ([]map[stri
 	if seen != len(ix.services) {
 		ix.sweepServices()
 	}
-	var selected [][]*podEntry
-	for _, s := range work {
+	selected := make([][]*podEntry, len(work)) // nil for a service not affected: it has none
+	for i, s := range work {
 		if s.b.sel != nil && s.affected == ix.round {
-			s.selected = inClusters(ix.selectPods(s.ns, s.b.sel), s.clusters)
+			selected[i] = inClusters(ix.selectPods(s.ns, s.b.sel), s.clusters)
+			s.nilPods = selected[i] == nil
 		}
-		selected = append(selected, s.selected)
 	}
 	// Converting pods is most of the work: do it once per pod, in parallel.
 	ix.convert(slices.Concat(selected...))
 	for i, s := range work {
-		s.b.finish(prev[i], s.selected, eps)
+		s.b.finish(prev[i], selected[i], eps)
 		services[at[i]] = s.b.svc
 	}
 	return services, joinErrors(errs)
@@ -129,7 +129,7 @@ func (s *svcState) unchanged(round uint64) bool {
 	// A service with a selector and a "service" field whose selector selects nothing routes
 	// to the Service's endpoints (see finish).
 	_, kube := s.b.svc["service"].(string)
-	return s.selected != nil || !kube
+	return !s.nilPods || !kube
 }
 
 // sweepServices forgets the services this Build did not have.
