@@ -20,7 +20,6 @@ const indexThreshold = 64
 type podIndex struct {
 	cache *PodCache // may be nil
 	round uint64    // of update: what this Build found
-	fresh bool      // made for this Build: no pod converted yet
 	// Every pod given, ready or not, by identity: a source replaces an object that changes.
 	typed       map[*corev1.Pod]*genPod
 	conv        map[*Pod]*genPod
@@ -75,7 +74,7 @@ const maxChanges = 256
 // newPodIndex is an index of the given pods made anew; a typed pod at the version it has in
 // last (nil: none) keeps its template form.
 func newPodIndex(typed []*corev1.Pod, converted []*Pod, cache *PodCache, last *podIndex) *podIndex {
-	ix := &podIndex{cache: cache, fresh: true, round: 1,
+	ix := &podIndex{cache: cache, round: 1,
 		typed: make(map[*corev1.Pod]*genPod, len(typed)), conv: make(map[*Pod]*genPod, len(converted)),
 		byNamespace: map[string]*namespacePods{}, services: map[string]*svcState{}}
 	gps := make([]genPod, len(typed)+len(converted)) // one allocation for all
@@ -112,7 +111,7 @@ func (ix *podIndex) addTyped(p *corev1.Pod, gp *genPod) {
 	gp.e.typed = p
 	ix.typed[p] = gp
 	if gp.ready {
-		ix.namespace(p.Namespace).add(&gp.e, ix.round)
+		ix.namespace(p.Namespace).add(&gp.e)
 	}
 }
 
@@ -121,7 +120,7 @@ func (ix *podIndex) addConverted(p *Pod, gp *genPod) {
 	gp.e.conv, gp.e.obj = p, p.obj
 	ix.conv[p] = gp
 	if gp.ready {
-		ix.namespace(p.namespace).add(&gp.e, ix.round)
+		ix.namespace(p.namespace).add(&gp.e)
 	}
 }
 
@@ -141,7 +140,6 @@ func (ix *podIndex) namespace(name string) *namespacePods {
 // another (or no) resourceVersion: changed in place, its old labels cannot be known.
 func (ix *podIndex) update(typed []*corev1.Pod, converted []*Pod) bool {
 	ix.round++
-	ix.fresh = false
 	addT, gpT, foundT, ok := diffTyped(ix, typed)
 	if !ok {
 		return false
@@ -356,7 +354,7 @@ func (ix *podIndex) touch(e *podEntry) {
 	}
 }
 
-func (ns *namespacePods) add(e *podEntry, _ uint64) {
+func (ns *namespacePods) add(e *podEntry) {
 	e.pos = int32(len(ns.pods))
 	ns.pods = append(ns.pods, e)
 	for key, byValue := range ns.byLabel {
