@@ -18,6 +18,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -144,3 +145,45 @@ func benchBuildRender(b *testing.B, services int) {
 
 func BenchmarkBuildRenderDefault1000PodChange(b *testing.B)  { benchBuildRender(b, 1000) }
 func BenchmarkBuildRenderDefault10000PodChange(b *testing.B) { benchBuildRender(b, 10000) }
+
+// BenchmarkBuildStart10000 is the first Build at 10,000 x 10, with an empty PodCache: what a
+// start costs (every pod converted, every service selected), so that what a later Build keeps
+// does not make the start slower or bigger. B/op and allocs/op are the Build's alone; kept-MB/op
+// what the Snapshot and the cache hold after it.
+func BenchmarkBuildStart10000(b *testing.B) {
+	for _, mode := range []string{"typed", "converted"} {
+		b.Run(mode, func(b *testing.B) {
+			src := newSourcePods(10000, 10, mode == "converted")
+			b.ReportAllocs()
+			b.ResetTimer()
+			var (
+				cpu  time.Duration
+				kept uint64
+				ms   runtime.MemStats
+			)
+			for i := 0; i < b.N; i++ {
+				opts := snapshot.Options{PodCache: &snapshot.PodCache{}, StatsPassword: "secret", StatsPasswordSet: true}
+				b.StopTimer()
+				runtime.GC()
+				runtime.ReadMemStats(&ms)
+				before := ms.HeapAlloc
+				b.StartTimer()
+				start := processCPU()
+				snap, err := snapshot.Build(src.objs, opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cpu += processCPU() - start
+				b.StopTimer()
+				runtime.GC()
+				runtime.ReadMemStats(&ms)
+				kept += ms.HeapAlloc - before // the Snapshot and the cache, alive below
+				runtime.KeepAlive(snap)
+				runtime.KeepAlive(opts.PodCache)
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+			b.ReportMetric(float64(kept)/1e6/float64(b.N), "kept-MB/op")
+		})
+	}
+}

@@ -52,8 +52,10 @@ type Options struct {
 	// Resources are the watched resources (--watch): Assemble gives each, with its lookups,
 	// from Objects.Resources.
 	Resources watchspec.List
-	// PodCache, when set, keeps the JSON form of the pods between Builds so that only pods that
-	// changed (by UID and resourceVersion) are converted again. Give each source its own.
+	// PodCache, when set, keeps the pod index of the last Build (the pods with their JSON
+	// form, by namespace and label, each service's state) so that the next Build converts only
+	// the pods that changed (by identity and resourceVersion) and selects again only the
+	// services they concern. Give each source its own; Builds through one take turns.
 	PodCache *PodCache
 	// Peers says which pods are the HAProxy replicas (the `peers` value); zero: off.
 	Peers PeersOptions

@@ -2,35 +2,42 @@ package snapshot
 
 import (
 	"maps"
+	"slices"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 )
 
-// PodCache keeps the template form of the pods of the last Build, so that the next Build
-// converts only the pods that changed. A pod is the same when its namespace, name, UID and
-// resourceVersion are; pods without a resourceVersion (hand-written manifests) are never
-// cached. The zero value is ready; it is safe for concurrent use.
+// PodCache keeps, between Builds, the pod index of the last Build (see podIndex): the pods it
+// was given with their template form, by namespace and label, and the services it gave with
+// the pods each selects. The next Build updates it from the pods that changed (by identity
+// and resourceVersion; a changed object is a new one), so that only those are converted and
+// only the services they concern are made again. Pods without a resourceVersion (hand-written
+// manifests) are converted again at each Build. Builds through one cache take turns at the
+// index; each compares it with the objects it is given, so that a Build of other objects (a
+// candidate's tests, a trial) gives what a Build without a cache gives, and only makes the
+// next one update from those. The zero value is ready; it is safe for concurrent use.
 //
 // The cached maps are shared between Snapshots: they must be treated as read-only.
 //
-// It also keeps the service entries of the last Build decoded, by name and text, and the
-// services the last Build gave (see builtService).
+// It also keeps the service entries of the last Decode decoded, by name and text.
 type PodCache struct {
+	turn     sync.Mutex // held by the Build that has the index
 	mu       sync.Mutex
-	pods     map[podName]*cachedPod
-	round    uint64   // of lookup, to find the pods a Build no longer has
-	in       interner // shares equal parts between the pods converted over time
-	services map[serviceKey]decodedService
-	built    map[string]*builtService // by entry name
+	in       interner                      // shares equal parts between the pods converted over time
+	services map[string]decodedEntry       // by name, as the last Decode had them
+	held     map[serviceKey]decodedService // other versions asked for since
+	names    []string                      // the last Decode's entry names, sorted
+	// The inputs the last Decode made of the services ConfigMap at lastRef.
+	lastInputs []Input
+	lastRef    Ref
+	index      *podIndex // of the last Build
 }
 
-// builtService is a service as the last Build gave it. The next Build gives the very same
-// map when neither its entry nor what it routes to changed, so that a renderer knows it
-// unchanged by one comparison of pointers instead of reading it whole (issue 25).
+// builtService is a service as a Build gave it. The next Build gives the very same map when
+// neither its entry nor what it routes to changed, so that a renderer knows it unchanged by
+// one comparison of pointers instead of reading it whole (issue 25).
 type builtService struct {
 	text   string
 	sel    labels.Selector // nil: the endpoints of a Kubernetes Service
@@ -38,25 +45,32 @@ type builtService struct {
 	slices []clusterSlice  // a Kubernetes Service's: the EndpointSlices its "pods" were made of
 }
 
-// lastBuilt is the services of the last Build, by entry name (nil without a cache). The map
-// is never changed once stored: the caller may read it without the lock.
-func (c *PodCache) lastBuilt() map[string]*builtService {
+// take gives the Build the pod index of the last Build through the cache, updated to the
+// given pods, or one made anew (the first Build, or when updating it would cost more). The
+// Build gives it back with put; until then other Builds through the cache wait.
+func (c *PodCache) take(typed []*corev1.Pod, converted []*Pod) *podIndex {
 	if c == nil {
-		return nil
+		return newPodIndex(typed, converted, nil, nil)
 	}
+	c.turn.Lock()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.built
+	ix := c.index
+	c.mu.Unlock()
+	if ix != nil && ix.update(typed, converted) {
+		return ix
+	}
+	return newPodIndex(typed, converted, c, ix)
 }
 
-// replaceBuilt makes next the services the next Build compares with.
-func (c *PodCache) replaceBuilt(next map[string]*builtService) {
+// put makes ix the index the next Build updates, and lets it take it.
+func (c *PodCache) put(ix *podIndex) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.built = next
+	c.index = ix
+	c.mu.Unlock()
+	c.turn.Unlock()
 }
 
 type serviceKey struct{ name, text string }
@@ -69,138 +83,154 @@ type decodedService struct {
 	hash string
 }
 
+// decodedEntry is an entry of the services ConfigMap of the last Decode, decoded.
+type decodedEntry struct {
+	text string
+	d    decodedService
+}
+
 // service returns the decoded entry name (a map of its own), from the cache when its text is
-// the same; with next (a Decode) it remembers it there for the next Decode.
-func (c *PodCache) service(ref Ref, name, text string, next map[serviceKey]decodedService) (map[string]any, labels.Selector, *InputError) {
-	d, err := c.decoded(ref, name, text, next)
+// the same.
+func (c *PodCache) service(ref Ref, name, text string) (map[string]any, labels.Selector, *InputError) {
+	d, err := c.decoded(ref, name, text, false)
 	if err != nil {
 		return nil, nil, err
 	}
 	return maps.Clone(d.svc), d.sel, nil
 }
 
-// decoded is service without the clone: d.svc is read-only.
-func (c *PodCache) decoded(ref Ref, name, text string, next map[serviceKey]decodedService) (decodedService, *InputError) {
+// decoded is service without the clone: d.svc is read-only. A current entry (a Decode's) is
+// kept by name until its text changes; another version (a held service at its last good
+// version) until the next Decode.
+func (c *PodCache) decoded(ref Ref, name, text string, current bool) (decodedService, *InputError) {
 	k := serviceKey{name, text}
-	var (
-		d  decodedService
-		ok bool
-	)
 	if c != nil {
 		c.mu.Lock()
-		d, ok = c.services[k]
-		c.mu.Unlock()
-	}
-	if !ok {
-		svc, sel, err := decodeService(ref, []byte(text))
-		if err != nil {
-			return d, err
+		if e, ok := c.services[name]; ok && e.text == text {
+			c.mu.Unlock()
+			return e.d, nil
 		}
-		d = decodedService{svc, sel, contentHash(text)}
-		if next == nil && c != nil {
-			// A version other than the current one (a held service at its last good
-			// version): kept until the next Decode replaces the entries.
+		d, ok := c.held[k]
+		c.mu.Unlock()
+		if ok && !current {
+			return d, nil
+		}
+	}
+	svc, sel, err := decodeService(ref, []byte(text))
+	if err != nil {
+		if c != nil && current {
 			c.mu.Lock()
-			if c.services == nil {
-				c.services = map[serviceKey]decodedService{}
-			}
-			c.services[k] = d
+			delete(c.services, name) // its last text is no longer the entry's
 			c.mu.Unlock()
 		}
+		return decodedService{}, err
 	}
-	if next != nil {
-		next[k] = d
+	d := decodedService{svc, sel, contentHash(text)}
+	if c != nil {
+		c.mu.Lock()
+		if current {
+			if c.services == nil {
+				c.services = map[string]decodedEntry{}
+			}
+			c.services[name] = decodedEntry{text, d}
+		} else {
+			if c.held == nil {
+				c.held = map[serviceKey]decodedService{}
+			}
+			c.held[k] = d
+		}
+		c.mu.Unlock()
 	}
 	return d, nil
 }
 
-// replaceServices makes the cache hold exactly the given entries.
-func (c *PodCache) replaceServices(next map[serviceKey]decodedService) {
+// entryNames is the keys of data sorted: the last Decode's when they are the same keys (the
+// slice is shared: read-only).
+func (c *PodCache) entryNames(data map[string]string) []string {
+	if c != nil {
+		c.mu.Lock()
+		names := c.names
+		c.mu.Unlock()
+		same := len(names) == len(data)
+		for _, n := range names {
+			if !same {
+				break
+			}
+			_, same = data[n]
+		}
+		if same {
+			return names
+		}
+	}
+	return slices.Sorted(maps.Keys(data))
+}
+
+// sameEntries is the inputs the last Decode made of the services ConfigMap when data has the
+// same entries, each of the same text, at the same ref; else nil. Read-only.
+func (c *PodCache) sameEntries(ref Ref, data map[string]string) []Input {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	last, lastRef := c.lastInputs, c.lastRef
+	if last != nil {
+		c.held = nil // as at every Decode
+	}
+	c.mu.Unlock()
+	if last == nil || lastRef != ref || len(last) != len(data) {
+		return nil
+	}
+	for i := range last {
+		if text, ok := data[last[i].Name]; !ok || text != last[i].Text {
+			return nil
+		}
+	}
+	return last
+}
+
+// decodedAll ends a Decode of data at ref, its keys names, good of them decoded, into inputs:
+// the entries no longer there and the other versions are dropped.
+func (c *PodCache) decodedAll(data map[string]string, names []string, good int, ref Ref, inputs []Input) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.services = next
+	c.names, c.held = names, nil
+	c.lastRef, c.lastInputs = ref, slices.Clip(slices.Clone(inputs))
+	if len(c.services) != good {
+		for name := range c.services {
+			if _, ok := data[name]; !ok {
+				delete(c.services, name)
+			}
+		}
+	}
 }
 
-// podName is a pod's place in the cache: one version of each pod is kept.
+// podName is a pod's namespace and name.
 type podName struct{ namespace, name string }
 
-// cachedPod is the version of a pod the cache holds, with its template form.
-type cachedPod struct {
-	uid             types.UID
-	resourceVersion string
-	obj             *record.Record
-	round           uint64 // the last lookup that found it
-}
-
-// Len is the number of pods cached.
+// Len is the number of typed pods with a resourceVersion whose template form the cache
+// holds.
 func (c *PodCache) Len() int {
 	if c == nil {
 		return 0
 	}
+	c.turn.Lock()
+	defer c.turn.Unlock()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.pods)
-}
-
-// lookup gives every typed entry whose pod is the cached version (same UID and
-// resourceVersion) its template form, under one lock; it returns the others, and the round
-// to give keep.
-func (c *PodCache) lookup(typed []*podEntry) (todo []*podEntry, round uint64) {
-	if c == nil {
-		return typed, 0
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.round++
-	for _, e := range typed {
-		p := e.typed
-		if cp := c.pods[podName{p.Namespace, p.Name}]; cp != nil && p.ResourceVersion != "" &&
-			cp.resourceVersion == p.ResourceVersion && cp.uid == p.UID {
-			e.obj, cp.round = cp.obj, c.round
-			continue
-		}
-		todo = append(todo, e)
-	}
-	return todo, c.round
-}
-
-// keep makes the cache hold exactly the typed pods of the latest Build (typed, of which todo
-// were converted anew in round): the new versions take their pods' places, and the pods no
-// longer there (gone, or not ready) are deleted, so that a Build where a few pods changed
-// writes a few entries instead of a new map of a hundred thousand.
-func (c *PodCache) keep(typed, todo []*podEntry, round uint64) {
-	if c == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.pods == nil {
-		c.pods = make(map[podName]*cachedPod, len(typed))
-	}
-	for _, e := range todo {
-		if p := e.typed; p.ResourceVersion != "" && e.obj != nil {
-			c.pods[podName{p.Namespace, p.Name}] = &cachedPod{p.UID, p.ResourceVersion, e.obj, round}
-		}
+	ix := c.index
+	c.mu.Unlock()
+	if ix == nil {
+		return 0
 	}
 	n := 0
-	for _, e := range typed {
-		if e.typed.ResourceVersion != "" && e.obj != nil {
+	for p, gp := range ix.typed {
+		if p.ResourceVersion != "" && gp.e.obj != nil {
 			n++
 		}
 	}
-	if len(c.pods) == n {
-		return
-	}
-	// Some pods cached are not among typed: those this round did not find or put. (Another
-	// Build through the cache meanwhile may lose entries here: only a conversion more.)
-	for k, cp := range c.pods {
-		if cp.round != round {
-			delete(c.pods, k)
-		}
-	}
+	return n
 }
 
 // interner is the cache's interner; without a cache, a new one for one Build.

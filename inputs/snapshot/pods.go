@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 )
@@ -95,10 +94,6 @@ func (c *PodConverter) Convert(p *corev1.Pod) *Pod {
 // the converter does not keep the parts of deleted pods alive.
 func (c *PodConverter) NextRound() { c.in.rotate() }
 
-// indexThreshold is the number of ready pods in a namespace above which selection goes through
-// a label index instead of testing every pod.
-const indexThreshold = 64
-
 // podEntry is a ready pod in the index: typed (from Objects.Pods, converted when a service
 // selects it) or already converted (from Objects.ConvertedPods).
 type podEntry struct {
@@ -106,6 +101,7 @@ type podEntry struct {
 	conv   *Pod        // one a source converted
 	obj    *record.Record
 	queued bool
+	pos    int32 // in its namespace's pods
 }
 
 func (e *podEntry) namespace() string {
@@ -154,150 +150,22 @@ func (e *podEntry) Get(k string) string {
 	return v
 }
 
-// podIndex holds the ready pods by namespace, and converts each selected pod to its JSON form
-// once however many services select it.
-type podIndex struct {
-	byNamespace map[string]*namespacePods
-	cache       *PodCache // may be nil
-}
-
-type namespacePods struct {
-	pods []*podEntry
-	// byLabel: label key -> value -> indexes into pods, each key's built on first use (a
-	// namespace's selectors name few keys; its pods carry many more).
-	byLabel map[string]map[string][]int32
-}
-
-func newPodIndex(typed []*corev1.Pod, converted []*Pod, cache *PodCache) *podIndex {
-	ix := &podIndex{cache: cache, byNamespace: map[string]*namespacePods{}}
-	// Room for every pod, ready or not: PodReady of a hundred thousand typed pods costs more
-	// than the room for those not ready.
-	entries := make([]podEntry, 0, len(typed)+len(converted))
-	for _, p := range typed {
-		if p != nil && PodReady(p) {
-			entries = append(entries, podEntry{typed: p})
-		}
-	}
-	for _, p := range converted {
-		if p != nil && p.ready {
-			entries = append(entries, podEntry{conv: p, obj: p.obj})
-		}
-	}
-	var last *namespacePods
-	for i := range entries {
-		e := &entries[i]
-		ns := last
-		if ns == nil || ns.pods[0].namespace() != e.namespace() {
-			ns = ix.byNamespace[e.namespace()]
-			if ns == nil {
-				ns = &namespacePods{}
-				ix.byNamespace[e.namespace()] = ns
-			}
-		}
-		ns.pods = append(ns.pods, e)
-		last = ns
-	}
-	return ix
-}
-
-// selectPods returns the ready pods of namespace that sel matches.
-func (ix *podIndex) selectPods(namespace string, sel labels.Selector) []*podEntry {
-	ns := ix.byNamespace[namespace]
-	if ns == nil {
-		return nil
-	}
-	candidates := ns.candidates(sel)
-	var out []*podEntry
-	if candidates == nil {
-		for _, p := range ns.pods {
-			if sel.Matches(p) {
-				out = append(out, p)
-			}
-		}
-		return out
-	}
-	for _, i := range candidates {
-		if p := ns.pods[i]; sel.Matches(p) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// index is the pods by their value of label key, made on first use.
-func (ns *namespacePods) index(key string) map[string][]int32 {
-	if byValue, ok := ns.byLabel[key]; ok {
-		return byValue
-	}
-	if ns.byLabel == nil {
-		ns.byLabel = map[string]map[string][]int32{}
-	}
-	byValue := map[string][]int32{}
-	for i, p := range ns.pods {
-		if v, ok := p.Lookup(key); ok {
-			byValue[v] = append(byValue[v], int32(i))
-		}
-	}
-	ns.byLabel[key] = byValue
-	return byValue
-}
-
-// candidates narrows the pods to test with the most selective equality requirement of sel;
-// nil means test them all.
-func (ns *namespacePods) candidates(sel labels.Selector) []int32 {
-	if len(ns.pods) <= indexThreshold {
-		return nil
-	}
-	reqs, ok := sel.Requirements()
-	if !ok || len(reqs) == 0 {
-		return nil
-	}
-	var (
-		best  []int32
-		found bool
-	)
-	for _, r := range reqs {
-		switch r.Operator() {
-		case selection.Equals, selection.DoubleEquals, selection.In:
-		default:
-			continue
-		}
-		// A pod has one value per key, so the lists for different values are disjoint.
-		byValue := ns.index(r.Key())
-		var c []int32
-		for _, v := range r.ValuesUnsorted() {
-			c = append(c, byValue[v]...)
-		}
-		if !found || len(c) < len(best) {
-			best, found = c, true
-		}
-	}
-	if !found {
-		return nil
-	}
-	if best == nil {
-		best = []int32{} // nothing can match; not "test them all"
-	}
-	return best
-}
-
-// convert gives every entry of pods (duplicates allowed) its map: from the cache when a
-// typed pod is unchanged since the last Build, else converted on all CPUs. It then leaves in
-// the cache exactly the typed pods of this Build.
+// convert gives every typed entry of pods (duplicates allowed) that has none its map,
+// converted on all CPUs.
 func (ix *podIndex) convert(pods []*podEntry) {
-	var typed []*podEntry
+	var todo []*podEntry
 	for _, e := range pods {
-		if e.typed == nil || e.queued {
+		if e.typed == nil || e.queued || e.obj != nil {
 			continue
 		}
 		e.queued = true
-		typed = append(typed, e)
+		todo = append(todo, e)
 	}
-	todo, round := ix.cache.lookup(typed)
+	if len(todo) == 0 {
+		return
+	}
 	in := ix.cache.interner()
-	if len(todo) > 0 {
-		in.rotate()
-	}
+	in.rotate()
 	var (
 		next atomic.Int64
 		wg   sync.WaitGroup
@@ -311,7 +179,9 @@ func (ix *podIndex) convert(pods []*podEntry) {
 		})
 	}
 	wg.Wait()
-	ix.cache.keep(typed, todo, round)
+	for _, e := range todo {
+		e.queued = false
+	}
 }
 
 // podToMap returns the pod as `kubectl get pod -o json` shows it, without managedFields:

@@ -19,22 +19,29 @@ import (
 // decodeServices reads every key of the services ConfigMap as one input, decoded (through the
 // cache, when given) to tell whether it is usable.
 func decodeServices(cm *corev1.ConfigMap, ref Ref, cache *PodCache) []Input {
-	out := make([]Input, 0, len(cm.Data)+len(cm.BinaryData))
-	next := make(map[serviceKey]decodedService, len(cm.Data))
-	for _, name := range slices.Sorted(maps.Keys(cm.Data)) {
-		keyRef := ref
-		keyRef.Key = name
-		text := cm.Data[name]
-		in := Input{Kind: KindService, Name: name, Ref: keyRef, Text: text}
-		// The decoded entry, not a copy: only whether it is usable, and its hash, are needed.
-		if d, err := cache.decoded(keyRef, name, text, next); err != nil {
-			in.Hash, in.Err = contentHash(text), err
-		} else {
-			in.Hash = d.hash
+	// Room for a few certificates and the templates, which Decode appends.
+	out := make([]Input, 0, len(cm.Data)+len(cm.BinaryData)+16)
+	if last := cache.sameEntries(ref, cm.Data); last != nil {
+		out = append(out, last...)
+	} else {
+		names := cache.entryNames(cm.Data)
+		good := 0
+		for _, name := range names {
+			keyRef := ref
+			keyRef.Key = name
+			text := cm.Data[name]
+			in := Input{Kind: KindService, Name: name, Ref: keyRef, Text: text}
+			// The decoded entry, not a copy: only whether it is usable, and its hash, are needed.
+			if d, err := cache.decoded(keyRef, name, text, true); err != nil {
+				in.Hash, in.Err = contentHash(text), err
+			} else {
+				in.Hash = d.hash
+				good++
+			}
+			out = append(out, in)
 		}
-		out = append(out, in)
+		cache.decodedAll(cm.Data, names, good, ref, out)
 	}
-	cache.replaceServices(next)
 	for _, name := range slices.Sorted(maps.Keys(cm.BinaryData)) {
 		keyRef := ref
 		keyRef.Key = name
@@ -45,43 +52,94 @@ func decodeServices(cm *corev1.ConfigMap, ref Ref, cache *PodCache) []Input {
 }
 
 // buildServices decodes the chosen service entries (sorted by name) and attaches the ready pods
-// each selects. A service whose entry text and pods (the same pod records, or the same
-// EndpointSlices) are those of the last Build through the same cache is the last Build's
-// very map: the maps are shared between Snapshots, and never changed once given out.
-func buildServices(entries []Input, pods *podIndex, eps endpointIndex) ([]map[string]any, error) {
-	last := pods.cache.lastBuilt()
+// each selects, through the pod index of the last Build (see podIndex): a service whose entry
+// text and pods (the same pod records, or the same EndpointSlices) are those of the last
+// Build through the same cache is the last Build's very map, found without reading its pods
+// again. The maps are shared between Snapshots, and never changed once given out.
+func buildServices(entries []Input, ix *podIndex, eps endpointIndex) ([]map[string]any, error) {
 	var (
-		built    []*builtService
+		services []map[string]any // nil when there are none
+		work     []*svcState      // the services to finish, at their place in services
+		at       []int
 		prev     []*builtService // the last Build's service of the same name, or nil
-		selected [][]*podEntry
 		errs     []error
+		seen     int
 	)
 	for _, e := range entries {
-		old := last[e.Name]
-		b, err := pods.cache.startService(e, old)
+		s := ix.services[e.Name]
+		if s != nil && s.b.text == e.Text {
+			s.round = ix.round
+			seen++
+			if s.unchanged(ix.round) {
+				services = append(services, s.b.svc)
+				continue
+			}
+			old := s.b
+			s.b = &builtService{text: old.text, sel: old.sel, svc: old.svc}
+			work, at, prev = append(work, s), append(at, len(services)), append(prev, old)
+			services = append(services, nil)
+			continue
+		}
+		b, err := ix.cache.startService(e, nil)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		built, prev = append(built, b), append(prev, old)
-		if b.sel == nil {
-			selected = append(selected, nil) // endpoints of a Kubernetes Service, filled below
-			continue
+		var old *builtService
+		if s != nil {
+			ix.unregister(s)
+			old = s.b
+		} else {
+			seen++ // a new name, counted as the last Build's were
 		}
 		clusters, _ := serviceClusters(b.svc) // checked by decodeService
-		selected = append(selected, inClusters(pods.selectPods(b.svc["namespace"].(string), b.sel), clusters))
+		s = &svcState{b: b, ns: b.svc["namespace"].(string), clusters: clusters, round: ix.round, affected: ix.round}
+		ix.services[e.Name] = s
+		if b.sel != nil {
+			ix.register(s)
+		}
+		work, at, prev = append(work, s), append(at, len(services)), append(prev, old)
+		services = append(services, nil)
+	}
+	if seen != len(ix.services) {
+		ix.sweepServices()
+	}
+	selected := make([][]*podEntry, len(work)) // nil for a service not affected: it has none
+	for i, s := range work {
+		if s.b.sel != nil && s.affected == ix.round {
+			selected[i] = inClusters(ix.selectPods(s.ns, s.b.sel), s.clusters)
+			s.nilPods = selected[i] == nil
+		}
 	}
 	// Converting pods is most of the work: do it once per pod, in parallel.
-	pods.convert(slices.Concat(selected...))
-	var services []map[string]any // nil when there are none
-	next := make(map[string]*builtService, len(built))
-	for i, b := range built {
-		b.finish(prev[i], selected[i], eps)
-		services = append(services, b.svc)
-		next[b.svc["name"].(string)] = b
+	ix.convert(slices.Concat(selected...))
+	for i, s := range work {
+		s.b.finish(prev[i], selected[i], eps)
+		services[at[i]] = s.b.svc
 	}
-	pods.cache.replaceBuilt(next)
 	return services, joinErrors(errs)
+}
+
+// unchanged reports whether s's map stands as it is: a selector's service none of whose pods
+// changed in round (a Kubernetes Service's endpoints are compared in finish).
+func (s *svcState) unchanged(round uint64) bool {
+	if s.b.sel == nil || s.affected == round {
+		return false
+	}
+	// A service with a selector and a "service" field whose selector selects nothing routes
+	// to the Service's endpoints (see finish).
+	_, kube := s.b.svc["service"].(string)
+	return !s.nilPods || !kube
+}
+
+// sweepServices forgets the services this Build did not have.
+func (ix *podIndex) sweepServices() {
+	for name, s := range ix.services {
+		if s.round != ix.round {
+			ix.unregister(s)
+			delete(ix.services, name)
+		}
+	}
 }
 
 // startService is entry e decoded: old's map when e's text is the same (to be cloned before
@@ -90,7 +148,7 @@ func (c *PodCache) startService(e Input, old *builtService) (*builtService, *Inp
 	if old != nil && old.text == e.Text {
 		return &builtService{text: e.Text, sel: old.sel, svc: old.svc}, nil
 	}
-	svc, sel, err := c.service(e.Ref, e.Name, e.Text, nil)
+	svc, sel, err := c.service(e.Ref, e.Name, e.Text)
 	if err != nil {
 		return nil, err
 	}

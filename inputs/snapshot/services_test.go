@@ -331,10 +331,10 @@ func TestSelectPodsIndexed(t *testing.T) {
 		`{"app":"app7"}`, `{"app":"app7","tier":"t1"}`, `"app in (app1,app2),tier=t0"`,
 		`"app=app3,tier notin (t0)"`, `"tier"`, `"!tier"`, `{"app":"none"}`, `"app in (none, app4)"`, `{}`,
 	}
-	shared := newPodIndex(pods, nil, nil) // one index for every selector: its keys made in turn
+	shared := newPodIndex(pods, nil, nil, nil) // one index for every selector: its keys made in turn
 	indexes := map[string]func() *podIndex{
-		"typed":     func() *podIndex { return newPodIndex(pods, nil, nil) },
-		"converted": func() *podIndex { return newPodIndex(nil, converted, nil) },
+		"typed":     func() *podIndex { return newPodIndex(pods, nil, nil, nil) },
+		"converted": func() *podIndex { return newPodIndex(nil, converted, nil, nil) },
 		"shared":    func() *podIndex { return shared },
 	}
 	for name, index := range indexes {
