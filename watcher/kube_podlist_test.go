@@ -155,3 +155,39 @@ func TestPodListMissedEventDiffers(t *testing.T) {
 		t.Fatal("once recorded, the read is not what a sort gives")
 	}
 }
+
+// BenchmarkKubePodsRead: the pods a read gives at 100,000 pods in 10 namespaces, by a full
+// sort (podsOf, what every read did) and by podList after one pod's change.
+func BenchmarkKubePodsRead(b *testing.B) {
+	var infs []*podWatch
+	for ns := range 10 {
+		w := newStoreWatch()
+		for i := range 10000 {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("ns-%d", ns), Name: fmt.Sprintf("svc-%d-%d", i/10, i%10), ResourceVersion: "1"}}
+			if err := w.informer.GetStore().Add(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+		infs = append(infs, w)
+	}
+	b.Run("sort", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			podsOf(infs)
+		}
+	})
+	b.Run("one-change", func(b *testing.B) {
+		var l podList
+		l.read(infs)
+		store := infs[3].informer.GetStore()
+		o, _, _ := store.GetByKey("ns-3/svc-500-5")
+		p := o.(*corev1.Pod)
+		b.ReportAllocs()
+		for b.Loop() {
+			p = p.DeepCopy() // outside the read, but measured: a few allocations
+			_ = store.Update(p)
+			infs[3].record(p, true)
+			l.read(infs)
+		}
+	})
+}
