@@ -84,6 +84,7 @@ type Kube struct {
 	objConv  snapshot.ObjectConverter
 	objects  atomic.Int64 // watched objects converted, for objConv rounds
 	clPods   clusterPods  // with Cluster set: the pods converted with its name
+	podList  podList      // the pods and EndpointSlices of the last read, in name order
 }
 
 // resourceWatch follows one watched resource with a dynamic informer whose cache holds the
@@ -119,6 +120,8 @@ type podWatch struct {
 
 	mu        sync.Mutex
 	forbidden error // why the pods or EndpointSlices may not be listed (RBAC), until they list
+	// What changed in the informers since the last read (see podList).
+	changedPods, changedSlices changedNames
 }
 
 // forbiddenErr is why w's namespace cannot be read, while its informers have not listed.
@@ -377,7 +380,7 @@ func (k *Kube) pods(ctx context.Context, set *informerSet, cms []*corev1.ConfigM
 		}
 		readable = append(readable, w)
 	}
-	pods, slices := podsOf(readable)
+	pods, slices := k.podList.read(readable)
 	return pods, slices, errors.Join(forbidden...), nil
 }
 
@@ -456,7 +459,7 @@ func podsOf(infs []*podWatch) ([]*corev1.Pod, []*discoveryv1.EndpointSlice) {
 		}
 		return pods[i].Name < pods[j].Name
 	})
-	return pods, slices
+	return pods[:len(pods):len(pods)], slices[:len(slices):len(slices)]
 }
 
 // podsForbidden are the errors of the services keys that name namespace ns, whose pods the

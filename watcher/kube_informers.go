@@ -131,6 +131,7 @@ func (k *Kube) watchPods(set *informerSet, ns string) *podWatch {
 	slices := f.Discovery().V1().EndpointSlices().Informer()
 	w := &podWatch{informer: inf, slices: slices, stop: func() { stop(); f.Shutdown() }}
 	for what, i := range map[string]cache.SharedIndexInformer{"pods " + ns: inf, "endpointslices " + ns: slices} {
+		isPods := i == inf
 		failed := k.watchFailed(what)
 		_ = i.SetWatchErrorHandler(func(r *cache.Reflector, err error) { // errors only once started
 			failed(r, err)
@@ -146,7 +147,7 @@ func (k *Kube) watchPods(set *informerSet, ns string) *podWatch {
 				}
 			}
 		})
-		if reg, err := i.AddEventHandler(k.handler()); err == nil { // errors only once stopped
+		if reg, err := i.AddEventHandler(k.podHandler(w, isPods)); err == nil { // errors only once stopped
 			w.handled = append(w.handled, reg)
 		}
 	}
@@ -251,4 +252,14 @@ func (set *informerSet) listed() bool {
 		}
 	}
 	return true
+}
+
+// podHandler records each event of one of w's informers (pods or EndpointSlices) for the next
+// read (see podList), then calls notify.
+func (k *Kube) podHandler(w *podWatch, pods bool) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { w.record(o, pods); k.notify() },
+		UpdateFunc: func(_, o any) { w.record(o, pods); k.notify() },
+		DeleteFunc: func(o any) { w.record(o, pods); k.notify() },
+	}
 }
