@@ -28,19 +28,20 @@ func (p *Proxy) ProfileCPU(file string) (stop func() error) {
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
+		// At least one chunk, however soon stop comes.
 		for i := 0; ; i++ {
-			mu.Lock()
-			d := done
-			mu.Unlock()
-			if d {
-				return
-			}
 			name := fmt.Sprintf("%s.%d", file, i)
 			if err := p.profileChunk(name); err != nil {
 				failure = err
 				return
 			}
 			chunks = append(chunks, name)
+			mu.Lock()
+			d := done
+			mu.Unlock()
+			if d {
+				return
+			}
 		}
 	}()
 	return func() error {
