@@ -14,6 +14,8 @@
 #   KINDS=httproute SIZES=10000 VERSIONS=3.4 hack/bench-routes.sh
 #   STAGES=1 hack/bench-routes.sh   # the sidecar at debug level: the medians of its sync stages
 #   PROFILE=/tmp/start.prof hack/bench-routes.sh   # a CPU profile of the sidecar's first 20 s
+#   CHANGES_PROFILE=/tmp/chg.prof hack/bench-routes.sh   # a CPU profile of the sidecar over the new-route changes
+#   CHANGES_PROFILE=/tmp/pod.prof CHANGES_PROFILE_KIND=pod hack/bench-routes.sh   # ... over another kind's (new path delete pod)
 #   HEAPS=/tmp/heaps hack/bench-routes.sh   # its heap profile each time its max RSS grew by 5 MB
 # VERSIONS are among those hack/haproxy-versions.sh provides (2.6 3.0 3.2 3.4); each runs with
 # its bin directory first in PATH. KEEP=1 keeps each run's work directory (logs, haproxy.cfg).
@@ -38,6 +40,7 @@ flags=()
 [ "$STAGES" = 1 ] && flags+=(--stages)
 [ "$KEEP" = 1 ] && flags+=(--keep)
 [ -n "${PROFILE:-}" ] && flags+=(--start-profile "$PROFILE")
+[ -n "${CHANGES_PROFILE:-}" ] && flags+=(--changes-profile "$CHANGES_PROFILE" --changes-profile-kind "${CHANGES_PROFILE_KIND:-new}")
 [ -n "${HEAPS:-}" ] && flags+=(--heap-profiles "$HEAPS")
 for v in $VERSIONS; do
   haproxy=$(tr ' ' '\n' <<<"$installed" | sed -n "s/^$v=//p")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"log"
 	"os"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 // through HAProxy shows it.
 type change struct {
 	what  string // its row in the table
+	key   string // its name for --changes-profile-kind
 	order int    // when it runs: a route is deleted once the new ones are there
 	write func(c int) error
 	shown func(c int) bool
@@ -27,6 +29,7 @@ func (b *bench) kindsOfChange() []change {
 	newRoute := func(c int) int { return b.n + c } // route, Service and backend
 	cs := []change{{
 		what:  "a new route to a new Service -> 200 from it",
+		key:   "new",
 		order: 0,
 		// As one `kubectl apply` of the three would: timed from the return of the last.
 		write: func(c int) error {
@@ -39,6 +42,7 @@ func (b *bench) kindsOfChange() []change {
 		shown: func(c int) bool { return b.proxy.Get(b.host(newRoute(c)), "/") == svcName(newRoute(c)) },
 	}, {
 		what:  "a path changed -> served by its backend",
+		key:   "path",
 		order: 2,
 		// /api becomes /vC, still to Service i+1; before, / sends /vC to Service i.
 		write: func(c int) error {
@@ -52,11 +56,13 @@ func (b *bench) kindsOfChange() []change {
 		},
 	}, {
 		what:  "a route deleted -> 404",
+		key:   "delete",
 		order: 1,
 		write: func(c int) error { return k.Remove(b.routeName(newRoute(c))) },
 		shown: func(c int) bool { return strings.HasPrefix(b.proxy.Get(b.host(newRoute(c)), "/"), "404") },
 	}, {
 		what:  "a backend's pod added -> a request reaches it",
+		key:   "pod",
 		order: 3,
 		// The EndpointSlice rewritten with a second endpoint, in etcd: timed from the put's return.
 		write: func(c int) error {
@@ -105,6 +111,16 @@ func (b *bench) measure(ch change) (*result, error) {
 	updates0, renders0 := b.samples("haproxy_sidecar_runtime_updates_total"), b.samples("haproxy_sidecar_renders_total")
 	liveSum0, liveN0 := b.proxy.Metric("haproxy_sidecar_change_to_live_seconds_sum"), b.proxy.Metric("haproxy_sidecar_change_to_live_seconds_count")
 	log0 := fileSize(b.logPath())
+	if b.profile != "" && ch.key == b.profileKind {
+		// From the first write to the sidecar quiet after the last: each change's render, its
+		// status writes and the render they bring back.
+		stop := b.proxy.ProfileCPU(b.profile)
+		defer func() {
+			if err := stop(); err != nil {
+				log.Printf("--changes-profile: %v", err)
+			}
+		}()
+	}
 	for c := range b.changes {
 		if err := ch.write(c); err != nil {
 			return nil, fmt.Errorf("%s, change %d: %w", ch.what, c, err)

@@ -42,6 +42,8 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the work directory (the logs, haproxy.cfg)")
 	profile := flag.String("start-profile", "", "write a CPU profile of the sidecar's first --start-profile-for to this file (the sidecar runs with --pprof)")
 	heaps := flag.String("heap-profiles", "", "save the sidecar's heap profile in this directory each time its maximum RSS has grown by 5 MB (the sidecar runs with --pprof)")
+	changesProfile := flag.String("changes-profile", "", "write a CPU profile of the sidecar over the changes of the kind --changes-profile-kind to this file (the sidecar runs with --pprof; go in PATH merges the profile's 2 s chunks)")
+	changesProfileKind := flag.String("changes-profile-kind", "new", "the kind of change --changes-profile profiles: new (a new route), path, delete or pod")
 	profileFor := flag.Duration("start-profile-for", 20*time.Second, "how long --start-profile profiles")
 	flag.Parse()
 	log.SetFlags(0)
@@ -58,8 +60,15 @@ func main() {
 		log.Fatal(err)
 	}
 	rig.StopOnSignal()
+	switch *changesProfileKind {
+	case "new", "path", "delete", "pod":
+	default:
+		log.Fatalf("--changes-profile-kind %q: new, path, delete or pod", *changesProfileKind)
+	}
 	rig.StartProfile, rig.StartProfileFor, rig.HeapProfiles = *profile, *profileFor, *heaps
-	b := &bench{rig: rig, kind: k, n: *n, changes: *changes, gap: *gap, sample: *sample, stages: *stages, wait: *wait}
+	rig.Pprof = *changesProfile != ""
+	b := &bench{rig: rig, kind: k, n: *n, changes: *changes, gap: *gap, sample: *sample, stages: *stages, wait: *wait,
+		profile: *changesProfile, profileKind: *changesProfileKind}
 	err = b.run(*sidecar, *crds)
 	rig.Stop()
 	if err != nil {
@@ -79,6 +88,10 @@ type bench struct {
 	stages  bool
 	wait    string
 	port    int // every backend's
+	// profile, when set, is where the CPU profile of the sidecar over the changes of the kind
+	// profileKind is written.
+	profile     string
+	profileKind string
 }
 
 func (b *bench) routeName(i int) string { return fmt.Sprintf("%s-%05d", b.kind.prefix, i) }

@@ -48,6 +48,8 @@ type Rig struct {
 	// each time its maximum RSS has grown by 5 MB: the last one is the nearest the peak (the
 	// sidecar runs with --pprof).
 	HeapProfiles string
+	// Pprof runs the sidecar with --pprof (for Proxy.ProfileCPU).
+	Pprof bool
 
 	mu       sync.Mutex
 	procs    []*proc

@@ -47,7 +47,7 @@ func (r *Rig) StartProxy(sidecar string, env []string, args ...string) (*Proxy, 
 		client:  &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
 	env = append([]string{"HTTP_BIND=" + p.HTTP, fmt.Sprintf("HTTPS_BIND=127.0.0.1:%d", ports[1])}, env...)
 	sock := r.Socket()
-	if r.StartProfile != "" || r.HeapProfiles != "" {
+	if r.StartProfile != "" || r.HeapProfiles != "" || r.Pprof {
 		args = append([]string{"--pprof"}, args...)
 	}
 	p.Started = time.Now()

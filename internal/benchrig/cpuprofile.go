@@ -1,0 +1,96 @@
+package benchrig
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+)
+
+// profileChunk is the length in seconds of each CPU profile ProfileCPU asks for: the sidecar's
+// /debug/pprof/profile cannot be stopped early, so the last chunk runs past stop by at most this.
+const profileChunk = 2
+
+// ProfileCPU starts a CPU profile of the sidecar (which runs with --pprof: Rig.Pprof) and returns
+// the function that ends it and writes it to file. The profile is taken as back-to-back chunks of
+// profileChunk seconds; stop waits for the chunk under way, so that nothing after it is profiled
+// by one started before, and merges the chunks with `go tool pprof -proto` (go in PATH).
+func (p *Proxy) ProfileCPU(file string) (stop func() error) {
+	var (
+		mu      sync.Mutex
+		done    bool
+		chunks  []string
+		failure error
+	)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		// At least one chunk, however soon stop comes.
+		for i := 0; ; i++ {
+			name := fmt.Sprintf("%s.%d", file, i)
+			if err := p.profileChunk(name); err != nil {
+				failure = err
+				return
+			}
+			chunks = append(chunks, name)
+			mu.Lock()
+			d := done
+			mu.Unlock()
+			if d {
+				return
+			}
+		}
+	}()
+	return func() error {
+		mu.Lock()
+		done = true
+		mu.Unlock()
+		<-finished
+		if failure != nil {
+			return fmt.Errorf("CPU profile: %w", failure)
+		}
+		return mergeProfiles(file, chunks)
+	}
+}
+
+// profileChunk writes a CPU profile of the sidecar's next profileChunk seconds to file.
+func (p *Proxy) profileChunk(file string) error {
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.Metrics, profileChunk))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Request.URL, resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", resp.Request.URL, err)
+	}
+	return os.WriteFile(file, b, 0o644)
+}
+
+// mergeProfiles writes the chunks merged into file and removes them.
+func mergeProfiles(file string, chunks []string) error {
+	if len(chunks) == 0 {
+		return fmt.Errorf("CPU profile: no chunk taken")
+	}
+	out, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	var stderr strings.Builder
+	cmd := exec.Command("go", append([]string{"tool", "pprof", "-proto"}, chunks...)...)
+	cmd.Stdout, cmd.Stderr = out, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("merge the CPU profile's chunks (kept as %s.N): %w: %s", file, err, stderr.String())
+	}
+	for _, c := range chunks {
+		os.Remove(c)
+	}
+	return nil
+}
