@@ -10,7 +10,7 @@
 #                                            # beside 1,000 other services (SIDECAR_ARGS=--check-before-runtime: checked first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PATH=/usr/sbin:$PATH
+PATH=$PATH:/usr/sbin # Debian's haproxy, unless PATH names another first (a version of hack/haproxy-versions.sh)
 CHANGES=${CHANGES:-200}
 CHANGES_OFF=${CHANGES_OFF:-50} # every change reloads: slower, fewer of them
 PODS=${PODS:-20}
