@@ -2,8 +2,6 @@ package benchrig
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -58,19 +56,7 @@ func (p *Proxy) ProfileCPU(file string) (stop func() error) {
 
 // profileChunk writes a CPU profile of the sidecar's next profileChunk seconds to file.
 func (p *Proxy) profileChunk(file string) error {
-	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.Metrics, profileChunk))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", resp.Request.URL, resp.Status)
-	}
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", resp.Request.URL, err)
-	}
-	return os.WriteFile(file, b, 0o644)
+	return p.savePprof(fmt.Sprintf("profile?seconds=%d", profileChunk), file)
 }
 
 // mergeProfiles writes the chunks merged into file and removes them.

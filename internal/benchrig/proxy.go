@@ -2,6 +2,7 @@ package benchrig
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -140,22 +141,34 @@ func (p *Proxy) MaxRSS() int { return Memory(p.PID, "VmHWM") }
 // profileStart writes a CPU profile of the sidecar's first seconds to file, asked for as soon
 // as its metrics server answers (a failure is printed: the bench goes on without it).
 func (p *Proxy) profileStart(file string, d time.Duration) {
-	var resp *http.Response
-	err := WaitUntil("the sidecar's pprof", time.Minute, func() bool {
-		var err error
-		resp, err = http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.Metrics, int(d.Seconds())))
-		return err == nil
+	var err error
+	WaitUntil("the sidecar's pprof", time.Minute, func() bool {
+		err = p.savePprof(fmt.Sprintf("profile?seconds=%d", int(d.Seconds())), file)
+		return !errors.Is(err, errNotServing)
 	})
-	if err == nil {
-		defer resp.Body.Close()
-		var b []byte
-		if b, err = io.ReadAll(resp.Body); err == nil {
-			err = os.WriteFile(file, b, 0o644)
-		}
-	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start profile: %v\n", err)
 	}
+}
+
+// errNotServing: the sidecar's pprof server did not answer (not started yet, or gone).
+var errNotServing = errors.New("the sidecar's pprof does not answer")
+
+// savePprof writes what the sidecar's /debug/pprof/PATH answers to file.
+func (p *Proxy) savePprof(path, file string) error {
+	resp, err := http.Get("http://" + p.Metrics + "/debug/pprof/" + path)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errNotServing, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Request.URL, resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", resp.Request.URL, err)
+	}
+	return os.WriteFile(file, b, 0o644)
 }
 
 // heapAtPeaks saves the sidecar's heap profile in dir (heap-<MB>.pb.gz) each time its maximum
@@ -177,16 +190,11 @@ func (p *Proxy) heapAtPeaks(dir string) {
 		if hwm < saved+5 {
 			continue
 		}
-		resp, err := http.Get("http://" + p.Metrics + "/debug/pprof/heap")
-		if err != nil {
+		err := p.savePprof("heap", filepath.Join(dir, fmt.Sprintf("heap-%dMB.pb.gz", hwm)))
+		if errors.Is(err, errNotServing) {
 			continue // not serving yet
 		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err == nil && resp.StatusCode == http.StatusOK {
-			err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("heap-%dMB.pb.gz", hwm)), b, 0o644)
-			saved = hwm
-		}
+		saved = hwm // answered: the next try at 5 MB more, saved or not
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "heap profile: %v\n", err)
 		}
