@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -438,28 +437,18 @@ func (k *Kube) podWatches(set *informerSet, cms []*corev1.ConfigMap) ([]*podWatc
 // podsOf are the pods and EndpointSlices the informers of infs hold, in name order.
 func podsOf(infs []*podWatch) ([]*corev1.Pod, []*discoveryv1.EndpointSlice) {
 	var pods []*corev1.Pod
-	var slices []*discoveryv1.EndpointSlice
+	var eps []*discoveryv1.EndpointSlice
 	for _, w := range infs {
 		for _, o := range w.informer.GetStore().List() {
 			pods = append(pods, o.(*corev1.Pod))
 		}
 		for _, o := range w.slices.GetStore().List() {
-			slices = append(slices, o.(*discoveryv1.EndpointSlice))
+			eps = append(eps, o.(*discoveryv1.EndpointSlice))
 		}
 	}
-	sort.Slice(slices, func(i, j int) bool {
-		if slices[i].Namespace != slices[j].Namespace {
-			return slices[i].Namespace < slices[j].Namespace
-		}
-		return slices[i].Name < slices[j].Name
-	})
-	sort.Slice(pods, func(i, j int) bool {
-		if pods[i].Namespace != pods[j].Namespace {
-			return pods[i].Namespace < pods[j].Namespace
-		}
-		return pods[i].Name < pods[j].Name
-	})
-	return pods[:len(pods):len(pods)], slices[:len(slices):len(slices)]
+	slices.SortFunc(eps, byName)
+	slices.SortFunc(pods, byName)
+	return pods[:len(pods):len(pods)], eps[:len(eps):len(eps)]
 }
 
 // podsForbidden are the errors of the services keys that name namespace ns, whose pods the

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -18,6 +19,11 @@ type objName struct{ ns, name string }
 func (a objName) compare(b objName) int {
 	return cmp.Or(cmp.Compare(a.ns, b.ns), cmp.Compare(a.name, b.name))
 }
+
+func nameOf(o metav1.Object) objName { return objName{o.GetNamespace(), o.GetName()} }
+
+// byName orders objects as the lists hold them.
+func byName[T metav1.Object](a, b T) int { return nameOf(a).compare(nameOf(b)) }
 
 // maxChanged: above this many changed objects a watch records none (changed.all) and the next
 // read sorts everything, which then costs less than finding each change (the first list).
@@ -113,8 +119,8 @@ func (l *podList) read(infs []*podWatch) ([]*corev1.Pod, []*discoveryv1.Endpoint
 			sliceNames = append(sliceNames, changedName{n, c.w.slices.GetStore()})
 		}
 	}
-	l.pods = merge(l.pods, podNames, func(p *corev1.Pod) objName { return objName{p.Namespace, p.Name} })
-	l.slices = merge(l.slices, sliceNames, func(s *discoveryv1.EndpointSlice) objName { return objName{s.Namespace, s.Name} })
+	l.pods = merge(l.pods, podNames)
+	l.slices = merge(l.slices, sliceNames)
 	return l.pods, l.slices
 }
 
@@ -126,7 +132,7 @@ type changedName struct {
 
 // merge is last, sorted by name, with each changed object as its store now holds it: replaced,
 // removed or inserted in its place. last is not modified; with nothing changed it is returned.
-func merge[T any](last []T, changed []changedName, name func(T) objName) []T {
+func merge[T metav1.Object](last []T, changed []changedName) []T {
 	if len(changed) == 0 {
 		return last
 	}
@@ -134,10 +140,10 @@ func merge[T any](last []T, changed []changedName, name func(T) objName) []T {
 	out := make([]T, 0, len(last)+len(changed))
 	i := 0
 	for _, c := range changed {
-		j := i + sort.Search(len(last)-i, func(k int) bool { return name(last[i+k]).compare(c.objName) >= 0 })
+		j := i + sort.Search(len(last)-i, func(k int) bool { return nameOf(last[i+k]).compare(c.objName) >= 0 })
 		out = append(out, last[i:j]...)
 		i = j
-		if i < len(last) && name(last[i]) == c.objName {
+		if i < len(last) && nameOf(last[i]) == c.objName {
 			i++ // its last version
 		}
 		if o, ok, _ := c.store.GetByKey(c.ns + "/" + c.name); ok {
