@@ -136,16 +136,14 @@ func (e *evaluator) bodyModules(d int) {
 
 // bodyRun is one run of a loop whose iterations may be kept.
 type bodyRun struct {
-	c      *bodyCache
-	lp     *bodyLoop
-	k      int          // which run of the loop in this render
-	hints  []*bodyEntry // the entries of run k in the last render
-	pos    map[*bodyEntry]int
-	offset int // where iteration i looks in hints: i+offset
-	i      int
-	list   []*bodyEntry // this run's entries
-	reads  []any
-	off    bool // too many iterations refused: the others run as they are
+	c                  *bodyCache
+	lp                 *bodyLoop
+	k                  int // which run of the loop in this render
+	placed[*bodyEntry]     // in the entries of run k in the last render
+	i                  int
+	list               []*bodyEntry // this run's entries
+	reads              []any
+	off                bool // too many iterations refused: the others run as they are
 	// looked, found: the iterations that looked for a kept one while the last render's run
 	// had some (hints), and those that found one.
 	looked, found int
@@ -449,11 +447,9 @@ const (
 func (c *bodyCache) find(r *bodyRun, vals []any, i int) *bodyEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if j := i + r.offset; j >= 0 && j < len(r.hints) {
-		if ent := r.hints[j]; ent != nil && c.same(ent.vals, vals) {
-			c.use(r.lp, ent)
-			return ent
-		}
+	if ent, ok := r.at(i); ok && c.same(ent.vals, vals) {
+		c.use(r.lp, ent)
+		return ent
 	}
 	c.hasher.budget = maxBodyHashed
 	h, ok := c.hasher.sum(Tuple(vals), 0)
@@ -530,24 +526,6 @@ func dataID(v any) (unsafe.Pointer, bool) {
 		return unsafe.Pointer(x), true
 	}
 	return nil, false
-}
-
-// realign makes the next iterations look in the hints after ent, when ent is one of them.
-func (r *bodyRun) realign(ent *bodyEntry, i int) {
-	if len(r.hints) == 0 {
-		return
-	}
-	if r.pos == nil {
-		r.pos = make(map[*bodyEntry]int, len(r.hints))
-		for j, h := range r.hints {
-			if _, dup := r.pos[h]; h != nil && !dup {
-				r.pos[h] = j
-			}
-		}
-	}
-	if j, ok := r.pos[ent]; ok {
-		r.offset = j - i
-	}
 }
 
 func (c *bodyCache) use(lp *bodyLoop, ent *bodyEntry) {

@@ -8,11 +8,55 @@ package jinja
 // there that the last render's imports had at another place moves where the next imports
 // look (a route added shifts those after it).
 
+// placed is where the items of a run look first in the last render's run (hints): item i at
+// hints[i+offset]. An item found elsewhere (by hash) moves where the next look (realign): a
+// loop's kept iterations (bodyRun) and a module's imports in loops (importRun).
+type placed[E comparable] struct {
+	hints  []E
+	pos    map[E]int // places in hints, made when first needed
+	offset int
+}
+
+// at is the hint for item i, if there is one.
+func (p *placed[E]) at(i int) (E, bool) {
+	var zero E
+	if j := i + p.offset; j >= 0 && j < len(p.hints) && p.hints[j] != zero {
+		return p.hints[j], true
+	}
+	return zero, false
+}
+
+// realign makes the items after item i look in the hints after e, when e is one of them.
+func (p *placed[E]) realign(e E, i int) {
+	if len(p.hints) == 0 {
+		return
+	}
+	if p.pos == nil {
+		var zero E
+		p.pos = make(map[E]int, len(p.hints))
+		for j, h := range p.hints {
+			if _, dup := p.pos[h]; h != zero && !dup {
+				p.pos[h] = j
+			}
+		}
+	}
+	if j, ok := p.pos[e]; ok {
+		p.offset = j - i
+	}
+}
+
 // importRun is one render's imports of a module in loops, in order.
 type importRun struct {
-	list   []*loopEntry       // the module each took or made (nil: none kept)
-	offset int                // where import i looks in the last render's: i+offset
-	pos    map[*loopEntry]int // places in the last render's, made when first needed
+	list               []*loopEntry // the module each took or made (nil: none kept)
+	placed[*loopEntry]              // in the last render's imports (hints loaded: taken from the cache)
+	loaded             bool
+}
+
+// load takes the last render's imports of key as r's hints, once (c.mu held).
+func (r *importRun) load(c *ModuleCache, key string) {
+	if !r.loaded {
+		r.hints, r.loaded = c.hints[key], true
+	}
 }
 
 // importRun is e's run of imports of key.
@@ -33,13 +77,12 @@ func (e *evaluator) importRun(key string) *importRun {
 func (c *ModuleCache) hinted(key, src string, run *importRun, vals []any, f *frame, e *evaluator) (*module, *loopEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	hints := c.hints[key]
-	j := len(run.list) + run.offset
-	if j < 0 || j >= len(hints) || hints[j] == nil || !hints[j].serves(key, src, vals, e) {
+	run.load(c, key)
+	le, ok := run.at(len(run.list))
+	if !ok || !le.serves(key, src, vals, e) {
 		return nil, nil
 	}
 	c.touch(key, e)
-	le := hints[j]
 	m := c.takeEntry(le, key, f, e)
 	if m == nil {
 		return nil, nil
@@ -60,21 +103,8 @@ func (c *ModuleCache) LoopHinted() int {
 func (r *importRun) realign(c *ModuleCache, key string, le *loopEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	hints := c.hints[key]
-	if len(hints) == 0 {
-		return
-	}
-	if r.pos == nil {
-		r.pos = make(map[*loopEntry]int, len(hints))
-		for j, h := range hints {
-			if _, dup := r.pos[h]; h != nil && !dup {
-				r.pos[h] = j
-			}
-		}
-	}
-	if j, ok := r.pos[le]; ok {
-		r.offset = j - len(r.list)
-	}
+	r.load(c, key)
+	r.placed.realign(le, len(r.list))
 }
 
 // putHints keeps a render's imports in loops as where the next render's look first.
