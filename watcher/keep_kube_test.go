@@ -1,11 +1,9 @@
 package watcher
 
 import (
-	"context"
 	"log/slog"
 	"reflect"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,10 +49,7 @@ func TestKubeSourceKeepsUnchangedServices(t *testing.T) {
 	env.ApplyEndpointSlice(t, slice("10.1.0.1"))
 
 	src := &Kube{Client: env.Client, Namespace: "lb", ServicesConfigMap: "services", KeysSecret: "keys", Logger: slog.New(slog.DiscardHandler)}
-	runCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = src.Run(runCtx, func() {}) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	runKube(t, src)
 	if err := src.AwaitFirstLists(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,10 +39,7 @@ func TestKubeSourcePodsFollowChanges(t *testing.T) {
 			"b": `{"namespace": "web-b", "selector": {"app": "a"}}`,
 		}})
 	src := &Kube{Client: env.Client, Namespace: "lb", ServicesConfigMap: "services", KeysSecret: "keys", Logger: slog.New(slog.DiscardHandler)}
-	runCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = src.Run(runCtx, func() {}) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	runKube(t, src)
 	if err := src.AwaitFirstLists(ctx); err != nil {
 		t.Fatal(err)
 	}
