@@ -81,6 +81,8 @@ type manifestDecoder struct {
 	// those converted to JSON, objects decoded.
 	documents int
 	converted int
+	byKey     int // big ConfigMaps and Secrets read key by key (yamldata.go)
+	dataKeys  int // their data keys converted alone
 	decoded   atomic.Int64
 	// lastDoc is the last document of the YAML file read last (yamlFileAt).
 	lastDoc lastDocument
@@ -117,6 +119,8 @@ type pending struct {
 	// doc is the key of the YAML document the object is, when docKeyed.
 	doc      docKey
 	docKeyed bool
+	// keys are the data keys it was read from, one by one (yamldata.go).
+	keys []*dataEntry
 }
 
 // docKey identifies an object by its bytes: two independent 64-bit hashes (xxhash and
@@ -142,12 +146,24 @@ type docCache struct {
 	// read sizes its list once instead of growing it by a quarter at a time (5 times its
 	// size in all).
 	listItems map[string]int
+	// dataEntries are the data keys of big ConfigMaps and Secrets, by their lines (yamldata.go).
+	dataEntries map[docKey]*dataEntry
 }
 
 type cacheEntry struct {
 	res    *decoded
 	prefix string // the kind a typed List gave the object (see pending.defaults)
 	round  uint64 // the last read that found it
+	// keys are the data keys the object was read from (yamldata.go): kept while it is.
+	keys []*dataEntry
+}
+
+// use marks e (and the data keys it was read from) found by the read of round.
+func (e *cacheEntry) use(round uint64) {
+	e.round = round
+	for _, k := range e.keys {
+		k.round = round
+	}
 }
 
 func (c *docCache) get(k docKey) *cacheEntry {
@@ -273,6 +289,9 @@ func (d *manifestDecoder) yamlFileAt(rel string, data []byte, base, line0 int) {
 			// A big List (kubectl get -o yaml) item by item: converted whole, it would
 			// take many times its size, and every item again after any change.
 			if int64(len(doc)) >= d.json.streamMin && d.yamlList(rel, line, doc) {
+				continue
+			}
+			if len(doc) >= dataSplitMin && d.yamlData(rel, line, doc, ykey) {
 				continue
 			}
 		}
@@ -669,7 +688,7 @@ func (d *manifestDecoder) decodeJobs() {
 				j.res = res
 			}
 		case j.entry != nil:
-			j.entry.round = round
+			j.entry.use(round)
 			if j.p != nil && j.p.docKeyed && j.entry.prefix != yamlDocument {
 				// Found by its JSON (another file has the same object): by its YAML too.
 				d.cache.entries[j.p.doc] = &cacheEntry{res: j.res, prefix: yamlDocument, round: round}
@@ -684,7 +703,7 @@ func (d *manifestDecoder) decodeJobs() {
 				// Known by its YAML: the next read skips its conversion (knownDocument).
 				key, prefix = j.p.doc, yamlDocument
 			}
-			j.entry = &cacheEntry{res: j.res, prefix: prefix, round: round}
+			j.entry = &cacheEntry{res: j.res, prefix: prefix, round: round, keys: j.p.keys}
 			d.cache.entries[key] = j.entry
 		}
 		if fresh && j.res != nil && j.res.kind == "" && j.p.gvk.Kind != "Secret" {
@@ -696,6 +715,11 @@ func (d *manifestDecoder) decodeJobs() {
 		for k, e := range d.cache.entries {
 			if e.round != round {
 				delete(d.cache.entries, k)
+			}
+		}
+		for k, e := range d.cache.dataEntries {
+			if e.round != round {
+				delete(d.cache.dataEntries, k)
 			}
 		}
 	}

@@ -127,6 +127,8 @@ type readStats struct {
 type readWork struct {
 	documents int // YAML documents and List items read
 	converted int // of them, converted to JSON
+	byKey     int // big ConfigMaps and Secrets read key by key (yamldata.go)
+	dataKeys  int // of their data keys, those converted (the others were known)
 	decoded   int // objects decoded
 }
 
@@ -308,9 +310,9 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	dec.prefer = preferKept(defined, kept, chosen)
 	f.files, f.order = next, order
 	f.last.parsed = len(fresh)
-	f.work = readWork{documents: dec.documents, converted: dec.converted, decoded: int(dec.decoded.Load())}
+	f.work = readWork{documents: dec.documents, converted: dec.converted, byKey: dec.byKey, dataKeys: dec.dataKeys, decoded: int(dec.decoded.Load())}
 	log.Debug("file source: read", "files", f.last.files, "read", f.last.read, "parsed", f.last.parsed,
-		"yaml_documents", f.work.documents, "converted", f.work.converted, "decoded", f.work.decoded)
+		"yaml_documents", f.work.documents, "converted", f.work.converted, "read_by_key", f.work.byKey, "data_keys_converted", f.work.dataKeys, "decoded", f.work.decoded)
 	dec.addJobs()
 	for rel := range next {
 		dec.fileOrigin(rel)
