@@ -156,6 +156,9 @@ type cacheEntry struct {
 	round  uint64 // the last read that found it
 	// keys are the data keys the object was read from (yamldata.go): kept while it is.
 	keys []*dataEntry
+	// written is where a ConfigMap's or Secret's data keys are in its document, as if it
+	// started the file: known once a read found the document again (knownDocument).
+	written *written
 }
 
 // use marks e (and the data keys it was read from) found by the read of round.

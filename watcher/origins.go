@@ -17,6 +17,19 @@ type written struct {
 	keys map[string]snapshot.Origin // by data key; their File is set when the object is added
 }
 
+// moved is w for the same lines n lines further down the file (nil for nil).
+func (w *written) moved(n int) *written {
+	if w == nil {
+		return nil
+	}
+	out := &written{line: w.line + n, keys: make(map[string]snapshot.Origin, len(w.keys))}
+	for k, og := range w.keys {
+		og.Line += n
+		out.keys[k] = og
+	}
+	return out
+}
+
 // mayHoldDataKeys tells, from a document converted to JSON, whether it may be (or list) a
 // ConfigMap or Secret: only those are parsed again for their positions (a file of pods is not).
 func mayHoldDataKeys(j []byte) bool {

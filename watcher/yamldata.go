@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	sigyaml "sigs.k8s.io/yaml"
 )
 
@@ -159,6 +160,7 @@ func (d *manifestDecoder) yamlData(rel string, line int, doc []byte, ykey docKey
 	if root == nil {
 		return false
 	}
+	root.keys = make(map[string]snapshot.Origin, len(s.keys))
 	lines := lineCounter{data: doc}
 	entries := make([]*dataEntry, len(s.keys))
 	seen := make(map[string]bool, len(s.keys))

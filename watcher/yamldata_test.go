@@ -261,3 +261,26 @@ func TestBigDataRandomEdits(t *testing.T) {
 		t.Errorf("%d of 150 reads were key by key", byKey)
 	}
 }
+
+// TestKnownDocumentsPositionsMove: a ConfigMap whose document did not change, in a file that
+// did, is not parsed again for its positions; they move with the lines before it. A List of
+// one ConfigMap, known by its document, keeps its keys' positions too (they were lost).
+func TestKnownDocumentsPositionsMove(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "all.yaml")
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: config, namespace: lb}\ndata:\n  template: |\n    global\n      maxconn 10\n  folded: >\n    one\n    two\n\n    three\n"
+	list := "apiVersion: v1\nkind: ConfigMapList\nitems:\n- metadata: {name: in-list, namespace: lb}\n  data:\n    k: |\n      v\n"
+	r := newTwoReaders(dir)
+	for i, first := range []string{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: lb}\n",
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: lb}\ndata:\n  x: |\n    1\n    2\n    3\n",
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: lb}\ndata: {}\n"} {
+		if err := os.WriteFile(path, []byte(first+"---\n"+cm+"---\n"+list), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, want, gotErr, wantErr := r.read()
+		sameRead(t, fmt.Sprintf("read %d", i), got, want, gotErr, wantErr)
+		if i > 0 && r.cached.work.converted != 1 {
+			t.Errorf("read %d: %d documents converted, want the one changed", i, r.cached.work.converted)
+		}
+	}
+}

@@ -31,10 +31,19 @@ func (d *manifestDecoder) knownDocument(rel string, docLine, line int, text []by
 	}
 	at := &origin{rel: rel, line: docLine}
 	if hasDataKeys(e.res.kind) {
-		if item {
-			text = undash(text)
+		// Parsed for its positions once, not at each read of its file (a big template, or
+		// the services ConfigMap beside the one edited).
+		if e.written == nil {
+			if item {
+				text = undash(text)
+			}
+			root, items := writtenIn(text, 1, 1, kind)
+			if root == nil && len(items) == 1 {
+				root = items[0] // a List of one object, known by its document
+			}
+			e.written = root
 		}
-		at.obj, _ = writtenIn(text, line, 1, kind)
+		at.obj = e.written.moved(line - 1)
 	}
 	d.jobs = append(d.jobs, job{at: at, res: e.res, entry: e})
 	return true
