@@ -102,6 +102,7 @@ type Writer struct {
 	dynWarn bool              // the missing dynamic client was warned about
 	evented map[Object]string // the warning recorded as an Event per object (not repeated)
 	pre     prefetched        // the objects this round listed, not written yet
+	decls   declCache         // the live rendering's declaration lines, parsed
 	now     func() time.Time  // the clock (tests)
 }
 
@@ -290,7 +291,7 @@ func (w *Writer) finish(ctx context.Context, hash string, since time.Time, full 
 // declared takes the declarations of a new rendering: what is no longer declared is to be
 // taken back.
 func (w *Writer) declared(bundle *render.Bundle) {
-	decls, problems := Parse(bundle.Config)
+	decls, problems := w.decls.parse(bundle.Config)
 	wants, more := Collect(decls)
 	warned := map[string]bool{}
 	for _, p := range append(problems, more...) {
