@@ -88,3 +88,22 @@ func BenchmarkDeclaredRouteChange(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTodoRouteChange is what the status writer does next with each rendering that goes
+// live, at 3,000 HTTPRoutes of which one changed: which objects' status is not what is
+// declared (Writer.todo, by each object's fingerprint).
+func BenchmarkTodoRouteChange(b *testing.B) {
+	const routes = 3000
+	w := benchWriter(b)
+	w.declared(&render.Bundle{Config: routesConfig(routes, -1, "", -1), Hash: "a"})
+	for o, want := range w.wants {
+		w.done[o] = w.fingerprint(o, want)
+	}
+	w.declared(&render.Bundle{Config: routesConfig(routes, routes/2, "", -1), Hash: "b"})
+	b.ReportAllocs()
+	for b.Loop() {
+		if todo := w.todo(); len(todo) != 1 {
+			b.Fatalf("todo %v", todo)
+		}
+	}
+}
