@@ -95,6 +95,24 @@ func referenceCollect(decls []Declaration) (map[Object]Want, []error) {
 	return out, problems
 }
 
+// referenceFingerprint is Writer.fingerprint as it was before the prints were kept.
+func referenceFingerprint(w *Writer, o Object, want Want) string {
+	publishing := w.cfg.PublishService != "" || len(w.cfg.PublishAddresses) > 0
+	switch o.Kind {
+	case KindIngress:
+		if !publishing || !w.known {
+			return ""
+		}
+		return fmt.Sprint(w.addrs)
+	case KindGateway:
+		if publishing && !w.known {
+			return ""
+		}
+		return fmt.Sprint(want, w.addrs)
+	}
+	return fmt.Sprint(want)
+}
+
 // declarationPool are the lines a random haproxy.cfg is made of: declarations of each kind,
 // the same ones spaced otherwise, ones that repeat or contradict others (Collect's problems),
 // bad ones (Parse's problems), and lines that hold the prefix without being declarations.
@@ -199,7 +217,14 @@ func errorStrings(errs []error) []string {
 func TestIncrementalMatchesFresh(t *testing.T) {
 	for seed := range uint64(20) {
 		r := rand.New(rand.NewPCG(seed, 25))
-		w := &Writer{log: slog.New(slog.DiscardHandler), forget: map[Object]bool{}}
+		w := &Writer{log: slog.New(slog.DiscardHandler)}
+		w.reset()
+		switch seed % 3 { // the fingerprints of Ingresses and Gateways differ with these
+		case 1:
+			w.cfg.PublishService = "lb/haproxy"
+		case 2:
+			w.cfg.PublishAddresses = []string{"203.0.113.7"}
+		}
 		var lines []string
 		var prevWants map[Object]Want
 		for step := range 150 {
@@ -241,6 +266,14 @@ func TestIncrementalMatchesFresh(t *testing.T) {
 			}
 			if !reflect.DeepEqual(w.warned, warned) {
 				t.Fatalf("%s\nwarned %v, want %v", where, w.warned, warned)
+			}
+			if step%10 == 3 {
+				w.setAddrs(Addresses([]string{"203.0.113.7", fmt.Sprintf("lb%d.example.com", step)}))
+			}
+			for o, want := range wantWants {
+				if got, want := w.fingerprint(o), referenceFingerprint(w, o, want); got != want {
+					t.Fatalf("%s\nthe fingerprint of %s: %q, want %q", where, o, got, want)
+				}
 			}
 			prevWants = wantWants
 		}

@@ -89,6 +89,8 @@ type Writer struct {
 	fresh   map[Object]bool   // the objects whose declaration the last rendering changed
 	addrs   []Address         // the published addresses
 	known   bool              // addrs is known
+	addrsFP string            // fmt.Sprint(addrs): an Ingress's fingerprint
+	prints  map[Object]string // fmt.Sprint of each want, kept while it stays (fingerprints)
 	addrsAt time.Time         // when the Service was read
 	since   string            // the annotations written: hash and time
 	full    time.Time         // when every object is read again
@@ -128,7 +130,7 @@ func New(cfg Config) (*Writer, error) {
 	w := &Writer{cfg: cfg, log: cfg.Logger.With("component", "object-status"), logged: map[string]string{}, evented: map[Object]string{}, now: time.Now}
 	w.reset()
 	if len(cfg.PublishAddresses) > 0 {
-		w.addrs, w.known = Addresses(cfg.PublishAddresses), true
+		w.setAddrs(Addresses(cfg.PublishAddresses))
 	}
 	return w, nil
 }
@@ -136,6 +138,12 @@ func New(cfg Config) (*Writer, error) {
 // reset forgets what was written: the next round reads every object (a new leader).
 func (w *Writer) reset() {
 	w.hash, w.wants, w.done, w.forget, w.since, w.full = "", nil, map[Object]string{}, map[Object]bool{}, "", time.Time{}
+	w.prints = map[Object]string{}
+}
+
+// setAddrs takes the published addresses, known from now on.
+func (w *Writer) setAddrs(addrs []Address) {
+	w.addrs, w.known, w.addrsFP = addrs, true, fmt.Sprint(addrs)
 }
 
 // Run writes the status until ctx ends.
@@ -200,7 +208,7 @@ func (w *Writer) round(ctx context.Context, bundle *render.Bundle, since, now ti
 			if !w.known || !slices.Equal(addrs, w.addrs) {
 				w.log.Info("published address", "service", w.cfg.PublishService, "addresses", addressList(addrs))
 			}
-			w.addrs, w.known = addrs, true
+			w.setAddrs(addrs)
 		}
 	}
 	written, superseded := w.writeDeclared(ctx, bundle.Hash)
@@ -242,7 +250,7 @@ func (w *Writer) writeDeclared(ctx context.Context, hash string) (ok, superseded
 			continue
 		}
 		w.clear(o.String())
-		w.done[o] = w.fingerprint(o, want)
+		w.done[o] = w.fingerprint(o)
 	}
 	return ok, false
 }
@@ -304,15 +312,21 @@ func (w *Writer) declared(bundle *render.Bundle) {
 	for o := range w.wants {
 		if _, ok := wants[o]; !ok {
 			w.forget[o] = true
+			delete(w.prints, o)
 		}
 	}
 	w.fresh = map[Object]bool{}
 	for o, want := range wants {
 		delete(w.forget, o)
-		// Equal values print alike: most declarations are unchanged, and are not printed.
-		if old, ok := w.wants[o]; !ok || !sameWant(old, want) && fmt.Sprint(old) != fmt.Sprint(want) {
+		if old, ok := w.wants[o]; ok && sameWant(old, want) {
+			continue // most declarations are unchanged: not printed again
+		}
+		// Values printed alike are the same status.
+		p := fmt.Sprint(want)
+		if old, ok := w.prints[o]; !ok || old != p {
 			w.fresh[o] = true
 		}
+		w.prints[o] = p
 	}
 	w.wants = wants
 	w.hash = bundle.Hash
@@ -356,8 +370,8 @@ func equal[T comparable](a, b T) bool { return a == b }
 // yet, those whose declaration the last rendering changed (or added) first.
 func (w *Writer) todo() []Object {
 	var fresh, rest []Object
-	for o, want := range w.wants {
-		if fp := w.fingerprint(o, want); fp == "" || w.done[o] == fp {
+	for o := range w.wants {
+		if fp := w.fingerprint(o); fp == "" || w.done[o] == fp {
 			continue
 		}
 		if w.fresh[o] {
@@ -372,22 +386,23 @@ func (w *Writer) todo() []Object {
 }
 
 // fingerprint is what an object's status is made of (the declaration, the published
-// addresses it shows); "" when it cannot be written now (its addresses are not known).
-func (w *Writer) fingerprint(o Object, want Want) string {
+// addresses it shows); "" when it cannot be written now (its addresses are not known). Made
+// of the prints kept, not printed again: every round compares 3,000 routes' fingerprints.
+func (w *Writer) fingerprint(o Object) string {
 	publishing := w.cfg.PublishService != "" || len(w.cfg.PublishAddresses) > 0
 	switch o.Kind {
 	case KindIngress:
 		if !publishing || !w.known {
 			return ""
 		}
-		return fmt.Sprint(w.addrs)
+		return w.addrsFP
 	case KindGateway:
 		if publishing && !w.known {
 			return ""
 		}
-		return fmt.Sprint(want, w.addrs)
+		return fmt.Sprint(w.wants[o], w.addrs) // few Gateways
 	}
-	return fmt.Sprint(want)
+	return w.prints[o]
 }
 
 func (w *Writer) write(ctx context.Context, o Object, want Want) error {
