@@ -14,7 +14,6 @@ type declCache struct {
 type parsedLine struct {
 	decl  Declaration
 	err   error
-	text  string
 	round uint64
 }
 
@@ -31,12 +30,12 @@ func (c *declCache) parse(cfg []byte) (decls []Declaration, problems []error) {
 		if p == nil {
 			text := string(b)
 			d, err := parseDeclaration(declarationText(text))
-			p = &parsedLine{decl: d, err: err, text: text}
+			p = &parsedLine{decl: d, err: err}
 			c.lines[text] = p
 		}
 		p.round = c.round
 		if p.err != nil {
-			problems = append(problems, lineProblem(n, p.text, p.err))
+			problems = append(problems, lineProblem(n, string(b), p.err))
 			return
 		}
 		d := p.decl

@@ -90,7 +90,7 @@ type Writer struct {
 	addrs   []Address         // the published addresses
 	known   bool              // addrs is known
 	addrsFP string            // fmt.Sprint(addrs): an Ingress's fingerprint
-	prints  map[Object]string // fmt.Sprint of each want, kept while it stays (fingerprints)
+	prints  map[Object]string // fmt.Sprint of each route's and class's want, kept while it stays
 	addrsAt time.Time         // when the Service was read
 	since   string            // the annotations written: hash and time
 	full    time.Time         // when every object is read again
@@ -139,6 +139,14 @@ func New(cfg Config) (*Writer, error) {
 func (w *Writer) reset() {
 	w.hash, w.wants, w.done, w.forget, w.since, w.full = "", nil, map[Object]string{}, map[Object]bool{}, "", time.Time{}
 	w.prints = map[Object]string{}
+}
+
+// printed is fmt.Sprint(want), want being o's in w.wants: kept, or printed now.
+func (w *Writer) printed(o Object, want Want) string {
+	if p, ok := w.prints[o]; ok {
+		return p
+	}
+	return fmt.Sprint(want)
 }
 
 // setAddrs takes the published addresses, known from now on.
@@ -318,15 +326,18 @@ func (w *Writer) declared(bundle *render.Bundle) {
 	w.fresh = map[Object]bool{}
 	for o, want := range wants {
 		delete(w.forget, o)
-		if old, ok := w.wants[o]; ok && sameWant(old, want) {
+		old, ok := w.wants[o]
+		if ok && sameWant(old, want) {
 			continue // most declarations are unchanged: not printed again
 		}
 		// Values printed alike are the same status.
 		p := fmt.Sprint(want)
-		if old, ok := w.prints[o]; !ok || old != p {
+		if !ok || w.printed(o, old) != p {
 			w.fresh[o] = true
 		}
-		w.prints[o] = p
+		if o.Kind == KindHTTPRoute || o.Kind == KindGatewayClass {
+			w.prints[o] = p // their fingerprint (an Ingress's is the addresses)
+		}
 	}
 	w.wants = wants
 	w.hash = bundle.Hash
