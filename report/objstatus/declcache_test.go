@@ -423,3 +423,26 @@ func changeSlice[T any](r *rand.Rand, s []T, change func(*T)) []T {
 	change(&s[r.IntN(len(s))])
 	return s
 }
+
+// FuzzParseLines: Parse (declarationLines) finds the lines the former line scanner found, with
+// their numbers, in any input: \r, lines without an end, the prefix anywhere.
+func FuzzParseLines(f *testing.F) {
+	for _, s := range []string{"", "\n", "# haproxy-sidecar: serves Ingress web/a", "\r\n# haproxy-sidecar: serves Ingress web/a\r\r\n",
+		"x haproxy-sidecar: haproxy-sidecar:\n #haproxy-sidecar:haproxy-sidecar:\n", "#haproxy-sidecar:\n\n\t# haproxy-sidecar: serves Gateway lb/gw\r"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, cfg []byte) {
+		want, wantProblems := referenceParse(cfg)
+		got, problems := Parse(cfg)
+		if len(got) != len(want) || len(got) > 0 && !reflect.DeepEqual(got, want) || !reflect.DeepEqual(errorStrings(problems), errorStrings(wantProblems)) {
+			t.Fatalf("Parse(%q) = %+v %q\nwant %+v %q", cfg, got, errorStrings(problems), want, errorStrings(wantProblems))
+		}
+		var c declCache
+		for range 2 { // parsed, then from the cache
+			got, problems = c.parse(cfg)
+			if len(got) != len(want) || len(got) > 0 && !reflect.DeepEqual(got, want) || !reflect.DeepEqual(errorStrings(problems), errorStrings(wantProblems)) {
+				t.Fatalf("declCache.parse(%q) = %+v %q\nwant %+v %q", cfg, got, errorStrings(problems), want, errorStrings(wantProblems))
+			}
+		}
+	})
+}
