@@ -1,0 +1,53 @@
+package objstatus
+
+// declCache reads the declarations of one rendering after another as Parse does, but parses
+// only the lines whose text the last rendering it read did not have: a route change changes a
+// line or two of thousands, and moves the rest (their numbers, which are set per line, are
+// all that changes of them). The zero value is ready; the Writer owns one.
+type declCache struct {
+	lines map[string]*parsedLine // by the line's text (from its #)
+	round uint64                 // the rendering being read: the lines it has are marked with it
+	count int                    // the declarations of the last rendering, to size the next
+}
+
+// parsedLine is what a line's text declares: a Declaration without its Line, or why not.
+type parsedLine struct {
+	decl  Declaration
+	err   error
+	round uint64
+}
+
+// parse is Parse(cfg) for the next rendering. The Declarations share their slices with those
+// of the renderings before (and with their Wants): they are read, never written.
+func (c *declCache) parse(cfg []byte) (decls []Declaration, problems []error) {
+	if c.lines == nil {
+		c.lines = map[string]*parsedLine{}
+	}
+	c.round++
+	decls = make([]Declaration, 0, c.count+16)
+	declarationLines(cfg, func(n int, b []byte) {
+		p := c.lines[string(b)] // no string made for a line known
+		if p == nil {
+			text := string(b)
+			d, err := parseDeclaration(declarationText(text))
+			p = &parsedLine{decl: d, err: err}
+			c.lines[text] = p
+		}
+		p.round = c.round
+		if p.err != nil {
+			problems = append(problems, lineProblem(n, string(b), p.err))
+			return
+		}
+		d := p.decl
+		d.Line = n
+		decls = append(decls, d)
+	})
+	// Only the last rendering's lines are kept: those of a route deleted go with it.
+	for text, p := range c.lines {
+		if p.round != c.round {
+			delete(c.lines, text)
+		}
+	}
+	c.count = len(decls)
+	return decls, problems
+}
