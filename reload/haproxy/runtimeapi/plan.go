@@ -223,7 +223,15 @@ type dirs struct{ ssl, maps string }
 
 // plan compares what HAProxy runs (live, nil if unknown) with a new rendering.
 func plan(live *Model, config []byte, certs, maps map[string][]byte, dirs dirs) *Plan {
-	cfg, err := cfgparse.Parse(config)
+	// The sections the rendering repeats are the ones of what HAProxy runs, not read again:
+	// a change costs what changed. They refer to the text live was read from, which live's
+	// configuration keeps alive (its sections' strings point into it) and which nothing
+	// changes (a rendering is never changed once made).
+	var prev *cfgparse.Config
+	if live != nil {
+		prev = live.cfg
+	}
+	cfg, err := cfgparse.ParseAfter(prev, config)
 	if err != nil {
 		return &Plan{base: live, reason: fmt.Sprintf("the rendered configuration cannot be compared: %v", err)}
 	}
@@ -341,6 +349,83 @@ func keyOf(s *cfgparse.Section) secKey { return secKey{s.Kind, s.Name} }
 
 func (d *differ) sections() {
 	o, n := d.old.cfg.Sections, d.new.cfg.Sections
+	if sameOrder(o, n) {
+		d.sameSections(o, n)
+	} else {
+		d.changedSections(o, n)
+	}
+	d.diffCerts()
+	d.diffMaps()
+}
+
+// sameOrder reports whether two configurations have the same sections in the same order (what
+// changedSections finds then is nothing).
+func sameOrder(o, n []*cfgparse.Section) bool {
+	if len(o) != len(n) {
+		return false
+	}
+	for i := range o {
+		if o[i] != n[i] && keyOf(o[i]) != keyOf(n[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameSections compares the sections of two configurations with the same sections in the same
+// order.
+func (d *differ) sameSections(o, n []*cfgparse.Section) {
+	for i := range o {
+		d.compareLines(o[i], n[i])
+	}
+	d.servers(o, n)
+}
+
+// servers compares the servers of the new configuration's backends with those of the old
+// backends of the same name.
+func (d *differ) servers(o, n []*cfgparse.Section) {
+	oldProxies := make(map[secKey]*cfgparse.Section, len(o))
+	for _, s := range o {
+		if s.HasServers() {
+			oldProxies[keyOf(s)] = s
+		}
+	}
+	d.done = map[secKey]*cfgparse.Section{}
+	for _, ns := range n {
+		os := oldProxies[keyOf(ns)]
+		if os == nil || !ns.HasServers() {
+			continue
+		}
+		if cfgparse.Unchanged(os, ns) && len(d.old.zombies[ns.Name]) == 0 {
+			// The same servers (diffServers would find nothing to do); a copy moved with its
+			// lines has its servers' line numbers changed.
+			if os != ns {
+				d.done[keyOf(ns)] = ns
+			}
+			continue
+		}
+		if d.diffServers(os, ns) {
+			d.done[keyOf(ns)] = ns
+		}
+	}
+}
+
+// compareLines compares the header and lines of two sections of the same key. A section the
+// new configuration reused from the old one (cfgparse.Unchanged) has the same ones.
+func (d *differ) compareLines(os, ns *cfgparse.Section) {
+	if cfgparse.Unchanged(os, ns) {
+		return
+	}
+	if !slices.Equal(os.Header, ns.Header) {
+		d.needReload("the header line of %s changed", describe(ns))
+	}
+	if r := lineChange(os.Lines, ns.Lines); r != "" {
+		d.needReload("%s: %s", describe(ns), r)
+	}
+}
+
+// changedSections compares two configurations whose sections were added, removed or reordered.
+func (d *differ) changedSections(o, n []*cfgparse.Section) {
 	oldKeys := make(map[secKey]bool, len(o))
 	for _, s := range o {
 		oldKeys[keyOf(s)] = true
@@ -389,33 +474,11 @@ func (d *differ) sections() {
 			d.needReload("sections were reordered")
 			break
 		}
-		if !slices.Equal(o[i].Header, n[i].Header) {
-			d.needReload("the header line of %s changed", describe(n[i]))
-		}
-		if r := lineChange(o[i].Lines, n[i].Lines); r != "" {
-			d.needReload("%s: %s", describe(n[i]), r)
-		}
+		d.compareLines(o[i], n[i])
 	}
 	// Servers, backend by backend (by name: this also serves a partial plan when sections
 	// changed).
-	oldProxies := make(map[secKey]*cfgparse.Section, len(o))
-	for _, s := range o {
-		if s.HasServers() {
-			oldProxies[keyOf(s)] = s
-		}
-	}
-	d.done = map[secKey]*cfgparse.Section{}
-	for _, ns := range n {
-		os := oldProxies[keyOf(ns)]
-		if os == nil || !ns.HasServers() {
-			continue
-		}
-		if d.diffServers(os, ns) {
-			d.done[keyOf(ns)] = ns
-		}
-	}
-	d.diffCerts()
-	d.diffMaps()
+	d.servers(o, n)
 }
 
 // sameKeys reports whether two sets of the same size hold the same keys.
@@ -459,9 +522,7 @@ func (d *differ) patched() *cfgparse.Config {
 	c.Sections = slices.Clone(c.Sections)
 	for i, s := range c.Sections {
 		if ns := d.done[keyOf(s)]; ns != nil {
-			cp := *s
-			cp.Servers = ns.Servers
-			c.Sections[i] = &cp
+			c.Sections[i] = s.WithServers(ns.Servers)
 		}
 	}
 	return &c
