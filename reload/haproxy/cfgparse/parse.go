@@ -264,7 +264,12 @@ type matcher struct {
 	prev   []*Section
 	next   int            // index in prev of the section expected next
 	byHead map[string]int // header line -> index of its first section in prev; made when needed
+	misses int            // sections not found in order
 }
+
+// maxMisses is how many sections may be not found in order before the previous sections are
+// indexed: so many may be read again for nothing.
+const maxMisses = 8
 
 func (m *matcher) find(rest string, implicit bool) *Section {
 	if implicit {
@@ -278,6 +283,12 @@ func (m *matcher) find(rest string, implicit bool) *Section {
 		}
 	}
 	if m.byHead == nil {
+		// A section not found in order is new, most often (a backend added): the sections of
+		// prev are indexed only when several are not found so, as when sections were moved
+		// or several removed together.
+		if m.misses++; m.misses <= maxMisses {
+			return nil
+		}
 		m.byHead = make(map[string]int, len(m.prev))
 		for i, s := range m.prev {
 			if h := headLine(s); h != "" {
