@@ -30,7 +30,32 @@ func parseBoth(t *testing.T, prev *Config, text string) (*Config, int, error) {
 		}
 		t.Fatalf("Conditional %v, Parse's %v", got.Conditional, want.Conditional)
 	}
+	checkLines(t, want, text)
 	return got, reusedFrom(prev, got), nil
+}
+
+// checkLines checks what Parse says against the text itself, as both share their code: the
+// line of each header and server, and whether it has conditional blocks.
+func checkLines(t *testing.T, c *Config, text string) {
+	t.Helper()
+	lines := strings.Split(text, "\n")
+	cond := slices.ContainsFunc(lines, func(l string) bool {
+		f := strings.Fields(l)
+		return len(f) > 0 && slices.Contains([]string{".if", ".elif", ".else", ".endif"}, f[0])
+	})
+	if c.Conditional != cond {
+		t.Fatalf("Conditional %v for\n%s", c.Conditional, text)
+	}
+	for _, s := range c.Sections {
+		if s.Line > 0 && !strings.HasPrefix(strings.Trim(strings.TrimSpace(lines[s.Line-1]), `"`), s.Kind) {
+			t.Fatalf("%s at line %d: %q", s.Key(), s.Line, lines[s.Line-1])
+		}
+		for _, sv := range s.Servers {
+			if f := strings.Fields(lines[sv.Line-1]); len(f) < 2 || f[0] != "server" || f[1] != sv.Name {
+				t.Fatalf("server %s at line %d: %q", sv.Name, sv.Line, lines[sv.Line-1])
+			}
+		}
+	}
 }
 
 func dump(c *Config, i int) string {
@@ -118,7 +143,9 @@ func TestParseAfterEdits(t *testing.T) {
 		{"a defaults section added above the backends", func(s string) string {
 			return strings.Replace(s, "frontend fe\n", "defaults\n    default-server check\nfrontend fe\n", 1)
 		}, 6},
-		{"a named defaults renamed", func(s string) string { return strings.Replace(s, "defaults web from base", "defaults web2 from base", 1) }, 8},
+		{"a named defaults renamed", func(s string) string {
+			return strings.Replace(s, "defaults web from base", "defaults web2 from base", 1)
+		}, 8},
 		{"a conditional block", func(s string) string {
 			return strings.Replace(s, "    server s1 10.0.3.1:80\n", ".if defined(X)\n    server s1 10.0.3.1:80\n.endif\n", 1)
 		}, 8},
@@ -135,7 +162,9 @@ func TestParseAfterEdits(t *testing.T) {
 		{"a default-server line in a backend", func(s string) string {
 			return strings.Replace(s, "backend b3\n", "backend b3\n    default-server weight 5\n", 1)
 		}, 8},
-		{"a server line in a frontend", func(s string) string { return strings.Replace(s, "    bind :80\n", "    bind :80\n    server x 1.2.3.4:80\n", 1) }, 8},
+		{"a server line in a frontend", func(s string) string {
+			return strings.Replace(s, "    bind :80\n", "    bind :80\n    server x 1.2.3.4:80\n", 1)
+		}, 8},
 		{"an unterminated quote in a changed section", func(s string) string {
 			return strings.Replace(s, "    server s1 10.0.3.1:80\n", "    acl x \"y\n", 1)
 		}, -1},
