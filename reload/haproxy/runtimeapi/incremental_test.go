@@ -1,0 +1,191 @@
+package runtimeapi
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/cfgparse"
+)
+
+// freshPlan is the plan made with nothing reused: the rendering read by Parse, so that no
+// section of it is one of live's and the differ compares them all.
+func freshPlan(live *Model, config []byte, d dirs) *Plan {
+	cfg, err := cfgparse.Parse(config)
+	if err != nil {
+		return &Plan{base: live, reason: fmt.Sprintf("the rendered configuration cannot be compared: %v", err)}
+	}
+	return planTo(live, &Model{cfg: cfg}, d)
+}
+
+// sectionView is what a section says, without what cfgparse keeps to reuse it.
+type sectionView struct {
+	Kind, Name, From string
+	Header, Lines    []string
+	Line             int
+	Servers          []*cfgparse.Server
+}
+
+func configView(c *cfgparse.Config) any {
+	if c == nil {
+		return nil
+	}
+	out := []any{c.Conditional}
+	for _, s := range c.Sections {
+		out = append(out, sectionView{s.Kind, s.Name, s.From, s.Header, s.Lines, s.Line, s.Servers})
+	}
+	return out
+}
+
+func modelView(m *Model) any {
+	if m == nil {
+		return nil
+	}
+	return []any{configView(m.cfg), m.zombies, m.gone, m.pid, m.version}
+}
+
+// samePlans fails unless two plans make the same commands for the same reason, towards the
+// same state.
+func samePlans(t *testing.T, got, want *Plan, text string) {
+	t.Helper()
+	if got.Reload() != want.Reload() || !slices.Equal(got.Commands(), want.Commands()) || !reflect.DeepEqual(got.Counts(), want.Counts()) {
+		t.Fatalf("plan %q %q, with nothing reused %q %q\n%s", got.Reload(), got.Commands(), want.Reload(), want.Commands(), text)
+	}
+	if !reflect.DeepEqual(modelView(got.target), modelView(want.target)) {
+		t.Fatalf("the plans' targets differ\n%s", text)
+	}
+	if !reflect.DeepEqual(modelView(got.Loaded()), modelView(want.Loaded())) {
+		t.Fatalf("the plans' renderings differ\n%s", text)
+	}
+}
+
+// genRendering is a rendering routed through a map, edited at random.
+type genRendering struct {
+	backends [][]string // each a header and its lines
+	defaults string     // the default-server line of defaults web
+	frontend string     // a line of the frontend
+	next     int
+}
+
+func (g *genRendering) text() []byte {
+	var b strings.Builder
+	b.WriteString("global\n    maxconn 100\ndefaults web\n    mode http\n    " + g.defaults + "\n")
+	b.WriteString("frontend fe\n    bind :80\n    use_backend %[req.hdr(host),lower,map(" + routes + ",be_default)]\n    " + g.frontend + "\n")
+	for _, be := range g.backends {
+		b.WriteString(strings.Join(be, "\n") + "\n")
+	}
+	return []byte(b.String())
+}
+
+func (g *genRendering) backend(r *rand.Rand) []string {
+	g.next++
+	be := []string{fmt.Sprintf("backend be_%d", g.next)}
+	for i := range 1 + r.IntN(3) {
+		be = append(be, server(r, i))
+	}
+	return be
+}
+
+func server(r *rand.Rand, i int) string {
+	return fmt.Sprintf("    server s%d 10.0.%d.%d:%d check weight %d", i, r.IntN(3), 1+r.IntN(3), 80+r.IntN(2), 1+r.IntN(3))
+}
+
+func (g *genRendering) edit(r *rand.Rand) {
+	be := func() int { return r.IntN(len(g.backends)) }
+	switch r.IntN(12) {
+	case 0, 1, 2, 3: // a server changed, added or removed
+		i := be()
+		s := g.backends[i]
+		j := 1 + r.IntN(len(s))
+		switch {
+		case j < len(s) && r.IntN(3) == 0 && len(s) > 2:
+			g.backends[i] = slices.Delete(s, j, j+1)
+		case j < len(s) && r.IntN(2) == 0:
+			s[j] = server(r, j-1)
+		default:
+			g.backends[i] = slices.Insert(s, j, server(r, 7+r.IntN(3)))
+		}
+	case 4: // a backend added, anywhere
+		g.backends = slices.Insert(g.backends, r.IntN(len(g.backends)+1), g.backend(r))
+	case 5: // a backend removed
+		if len(g.backends) > 2 {
+			i := be()
+			g.backends = slices.Delete(g.backends, i, i+1)
+		}
+	case 6: // what every server inherits
+		g.defaults = fmt.Sprintf("default-server inter %ds", 1+r.IntN(2))
+	case 7: // a line a reload is needed for
+		g.frontend = []string{"default_backend be_0", "timeout client 5s"}[r.IntN(2)]
+	case 8: // a conditional block around a server
+		i := be()
+		g.backends[i] = slices.Insert(g.backends[i], 1, ".if defined(X)", ".endif")
+	case 9: // comments and blank lines
+		i := be()
+		g.backends[i] = slices.Insert(g.backends[i], 1+r.IntN(len(g.backends[i])), []string{"", "    # c"}[r.IntN(2)])
+	case 10: // a default-server line in a backend
+		i := be()
+		g.backends[i] = slices.Insert(g.backends[i], 1, "    default-server fall 2")
+	default: // two backends swapped
+		i, j := be(), be()
+		g.backends[i], g.backends[j] = g.backends[j], g.backends[i]
+	}
+}
+
+func (g *genRendering) clone() *genRendering {
+	c := *g
+	c.backends = make([][]string, len(g.backends))
+	for i, b := range g.backends {
+		c.backends[i] = slices.Clone(b)
+	}
+	return &c
+}
+
+// TestPlanAfterRandomEdits: the plan made against what HAProxy runs, which reuses its sections
+// and skips them, is the plan made with nothing reused, over random edits of a rendering, what
+// HAProxy runs following each plan as after a reload, a successful update, or one that left
+// servers behind (zombies).
+func TestPlanAfterRandomEdits(t *testing.T) {
+	d := dirs{ssl: ssl, maps: mapsDir}
+	version := parseVersion("3.4.7-1")
+	skipped := 0
+	for seed := range uint64(10) {
+		r := rand.New(rand.NewPCG(seed, 25))
+		g := &genRendering{defaults: "default-server inter 2s", frontend: "default_backend be_0"}
+		for range 8 {
+			g.backends = append(g.backends, g.backend(r))
+		}
+		live := plan(nil, g.text(), nil, nil, d).Loaded()
+		live.version = version
+		for range 200 {
+			g = g.clone()
+			g.edit(r)
+			text := g.text()
+			p := plan(live, text, nil, nil, d)
+			samePlans(t, p, freshPlan(live, text, d), string(text))
+			for _, s := range p.full.cfg.Sections {
+				if slices.ContainsFunc(live.cfg.Sections, func(o *cfgparse.Section) bool { return cfgparse.Unchanged(o, s) }) {
+					skipped++
+				}
+			}
+			switch r.IntN(4) {
+			case 0: // reloaded
+				live = p.Loaded()
+				live.version = version
+			case 1: // a server left behind
+				live = p.target.clone()
+				if bs := live.cfg.Sections; len(bs) > 4 {
+					be := bs[4+r.IntN(len(bs)-4)].Name
+					live.zombies[be] = map[string]*cfgparse.Server{"z": {Name: "z", Address: "10.9.9.9:80"}}
+				}
+			default: // updated at runtime (or, with a reason, partly: servers, certificates, maps)
+				live = p.target
+			}
+		}
+	}
+	if skipped < 1000 {
+		t.Errorf("only %d sections were reused: the test compares little", skipped)
+	}
+}
