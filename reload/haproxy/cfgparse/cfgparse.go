@@ -32,7 +32,15 @@ type Config struct {
 	// Conditional is set when the file uses conditional blocks (.if/.elif/.else/.endif): which
 	// server lines HAProxy loads then depends on conditions this package does not evaluate.
 	Conditional bool
+
+	// uniqueProxies: no two sections with servers have the same key (false: not known).
+	uniqueProxies bool
 }
+
+// UniqueProxies reports that no two backend or listen sections have the same name: true is
+// certain, false means there may be two (a Config made otherwise than by this package's
+// parsers does not say). It costs nothing to ask.
+func (c *Config) UniqueProxies() bool { return c.uniqueProxies }
 
 // Section is one section: its header and its lines, server lines apart.
 type Section struct {

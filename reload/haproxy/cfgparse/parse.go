@@ -24,17 +24,19 @@ func ParseAfter(prev *Config, text []byte) (*Config, error) {
 	p := &parser{named: map[string]*Section{}, bases: map[*Section][]string{}, params: map[string][]string{}}
 	var m *matcher
 	if prev != nil && len(prev.Sections) > 0 {
-		m = &matcher{prev: prev.Sections, next: 1}
+		m = &matcher{prev: prev.Sections, next: 1, uniquePrev: prev.uniqueProxies}
 		p.own = true
 	}
 	// The words are substrings of text (or of a section's copy), not of a copy of all of it:
 	// a rendered configuration is never changed once made, and the runtime API keeps the
 	// parsed one as long as HAProxy runs it.
 	rest := unsafe.String(unsafe.SliceData(text), len(text))
+	var inserted []*Section // sections with servers found nowhere in prev
 	for n, implicit := 1, true; implicit || rest != ""; implicit = false {
-		var sec *Section
+		var sec, found *Section
 		if m != nil {
-			sec = p.reuse(m.find(rest, implicit), rest, n, implicit)
+			found = m.find(rest, implicit)
+			sec = p.reuse(found, rest, n, implicit)
 		}
 		if sec == nil {
 			src := rest
@@ -47,12 +49,49 @@ func ParseAfter(prev *Config, text []byte) (*Config, error) {
 			}
 		}
 		p.enter(sec)
+		if found == nil && sec.HasServers() {
+			inserted = append(inserted, sec)
+		}
 		c.Sections = append(c.Sections, sec)
 		c.Conditional = c.Conditional || sec.cond
 		rest = rest[len(sec.src):]
 		n += sec.nl
 	}
+	c.uniqueProxies = m != nil && m.unique(inserted, c.Sections) || uniqueProxies(c.Sections)
 	return c, nil
+}
+
+// unique reports that the sections of a configuration read after prev have unique proxy keys
+// when it can tell cheaply: prev's are, every section found in prev was found in order (each
+// once, by its header line: the same key) and the few found nowhere have keys of their own.
+func (m *matcher) unique(inserted, sections []*Section) bool {
+	if !m.uniquePrev || m.byHead != nil || len(inserted) > maxMisses {
+		return false
+	}
+	for _, s := range inserted {
+		for _, o := range sections {
+			if o != s && o.HasServers() && o.Kind == s.Kind && o.Name == s.Name {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// uniqueProxies reports whether no two sections with servers have the same key.
+func uniqueProxies(sections []*Section) bool {
+	seen := make(map[[2]string]bool, len(sections))
+	for _, s := range sections {
+		if !s.HasServers() {
+			continue
+		}
+		k := [2]string{s.Kind, s.Name}
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+	}
+	return true
 }
 
 // parser is the state of one read: what a section inherits depends on the defaults sections
@@ -265,6 +304,8 @@ type matcher struct {
 	next   int            // index in prev of the section expected next
 	byHead map[string]int // header line -> index of its first section in prev; made when needed
 	misses int            // sections not found in order
+	// uniquePrev: prev's sections with servers have keys of their own.
+	uniquePrev bool
 }
 
 // maxMisses is how many sections may be not found in order before the previous sections are

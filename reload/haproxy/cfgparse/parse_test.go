@@ -2,6 +2,7 @@ package cfgparse
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -45,6 +46,15 @@ func checkLines(t *testing.T, c *Config, text string) {
 	})
 	if c.Conditional != cond {
 		t.Fatalf("Conditional %v for\n%s", c.Conditional, text)
+	}
+	keys := map[string]int{}
+	for _, s := range c.Sections {
+		if s.HasServers() {
+			keys[s.Key()]++
+		}
+	}
+	if unique := !slices.ContainsFunc(slices.Collect(maps.Values(keys)), func(n int) bool { return n > 1 }); c.UniqueProxies() != unique {
+		t.Fatalf("UniqueProxies %v for\n%s", c.UniqueProxies(), text)
 	}
 	for _, s := range c.Sections {
 		if s.Line > 0 && !strings.HasPrefix(strings.Trim(strings.TrimSpace(lines[s.Line-1]), `"`), s.Kind) {

@@ -12,13 +12,16 @@ import (
 )
 
 // freshPlan is the plan made with nothing reused: the rendering read by Parse, so that no
-// section of it is one of live's and the differ compares them all.
+// section of it is one of live's and the differ compares them all, against a configuration
+// that does not say its backends' names are unique, so that the differ finds each by name.
 func freshPlan(live *Model, config []byte, d dirs) *Plan {
 	cfg, err := cfgparse.Parse(config)
 	if err != nil {
 		return &Plan{base: live, reason: fmt.Sprintf("the rendered configuration cannot be compared: %v", err)}
 	}
-	return planTo(live, &Model{cfg: cfg}, d)
+	old := live.clone()
+	old.cfg = &cfgparse.Config{Sections: live.cfg.Sections, Conditional: live.cfg.Conditional}
+	return planTo(old, &Model{cfg: cfg}, d)
 }
 
 // sectionView is what a section says, without what cfgparse keeps to reuse it.
@@ -95,7 +98,7 @@ func server(r *rand.Rand, i int) string {
 
 func (g *genRendering) edit(r *rand.Rand) {
 	be := func() int { return r.IntN(len(g.backends)) }
-	switch r.IntN(12) {
+	switch r.IntN(13) {
 	case 0, 1, 2, 3: // a server changed, added or removed
 		i := be()
 		s := g.backends[i]
@@ -128,6 +131,13 @@ func (g *genRendering) edit(r *rand.Rand) {
 	case 10: // a default-server line in a backend
 		i := be()
 		g.backends[i] = slices.Insert(g.backends[i], 1, "    default-server fall 2")
+	case 11: // a backend written twice (HAProxy refuses it, the plan must stay the same)
+		if r.IntN(3) == 0 {
+			g.backends = slices.Insert(g.backends, r.IntN(len(g.backends)+1), slices.Clone(g.backends[be()]))
+		} else if len(g.backends) > 2 {
+			i := be()
+			g.backends = slices.Delete(g.backends, i, i+1)
+		}
 	default: // two backends swapped
 		i, j := be(), be()
 		g.backends[i], g.backends[j] = g.backends[j], g.backends[i]
@@ -187,5 +197,78 @@ func TestPlanAfterRandomEdits(t *testing.T) {
 	}
 	if skipped < 1000 {
 		t.Errorf("only %d sections were reused: the test compares little", skipped)
+	}
+}
+
+// TestPlanTwoBackendsOfOneName: HAProxy refuses two backends of one name, but the plan stays
+// what it was: each new one compared with the last old one of its name, the last one's servers
+// taken for both in what HAProxy runs after a partial update, whichever of them was reused.
+func TestPlanTwoBackendsOfOneName(t *testing.T) {
+	d := dirs{ssl: ssl, maps: mapsDir}
+	head := "global\n    maxconn 100\ndefaults web\n    mode http\nbackend other\n    server o 10.0.9.1:80\n"
+	b1, b2 := "backend b\n    server s1 10.0.0.1:80\n", "backend b\n    server s2 10.0.0.2:80\n"
+	changed := "backend b\n    server s1 10.0.0.3:80\n"
+	cases := []struct{ name, prev, next string }{
+		{"the first changed", head + b1 + b2, head + changed + b2},
+		{"the last changed", head + b1 + b2, head + b1 + changed},
+		{"another backend changed", head + b1 + b2, strings.Replace(head, "10.0.9.1", "10.0.9.2", 1) + b1 + b2},
+		{"a third one", head + b1 + b2, head + b1 + b2 + changed},
+		{"one of them removed", head + b1 + b2, head + b2},
+		{"written once, then twice", head + b1, head + b1 + b2},
+		{"written twice, then once", head + b1 + b2, head + b1},
+	}
+	// The plans made before ParseAfter, in the order made below.
+	golden := [][2]string{
+		{"", "add server b/s1 10.0.0.3:80; enable server b/s1; set server b/s2 state maint; del server b/s2"},
+		{"", "add server b/s1 10.0.0.3:80; enable server b/s1; set server b/s2 state maint; del server b/s2"},
+		{"defaults \"web\": a \"mode\" line changed", "add server b/s1 10.0.0.3:80; enable server b/s1; set server b/s2 state maint; del server b/s2"},
+		{"defaults \"web\": a \"mode\" line changed", "add server b/s1 10.0.0.3:80; enable server b/s1; set server b/s2 state maint; del server b/s2"},
+		{"", "add server b/s1 10.0.0.1:80; enable server b/s1; add server b/s1 10.0.0.3:80; enable server b/s1; set server b/s2 state maint; del server b/s2; set server b/s2 state maint; del server b/s2"},
+		{"", "set server b/s1 addr 10.0.0.1 port 80"},
+		{"defaults \"web\": a \"mode\" line changed", "add server b/s1 10.0.0.1:80; enable server b/s1; add server b/s1 10.0.0.3:80; enable server b/s1; set server b/s2 state maint; del server b/s2; set server b/s2 state maint; del server b/s2"},
+		{"defaults \"web\": a \"mode\" line changed", "set server b/s1 addr 10.0.0.1 port 80"},
+		{"", "add server b/s1 10.0.0.1:80; enable server b/s1; set server other/o addr 10.0.9.2 port 80; set server b/s2 state maint; del server b/s2"},
+		{"", "add server b/s1 10.0.0.1:80; enable server b/s1; set server b/s2 state maint; del server b/s2"},
+		{"defaults \"web\": a \"mode\" line changed", "add server b/s1 10.0.0.1:80; enable server b/s1; set server other/o addr 10.0.9.2 port 80; set server b/s2 state maint; del server b/s2"},
+		{"defaults \"web\": a \"mode\" line changed", "add server b/s1 10.0.0.1:80; enable server b/s1; set server b/s2 state maint; del server b/s2"},
+		{"sections were added or removed", "add server b/s1 10.0.0.1:80; enable server b/s1; add server b/s1 10.0.0.3:80; enable server b/s1; set server b/s2 state maint; del server b/s2; set server b/s2 state maint; del server b/s2"},
+		{"sections were added or removed", "add server b/s2 10.0.0.2:80; enable server b/s2; set server b/s1 addr 10.0.0.1 port 80; set server b/s1 state maint; del server b/s1"},
+		{"sections were added or removed", "add server b/s1 10.0.0.1:80; enable server b/s1; add server b/s1 10.0.0.3:80; enable server b/s1; set server b/s2 state maint; del server b/s2; set server b/s2 state maint; del server b/s2"},
+		{"sections were added or removed", "add server b/s2 10.0.0.2:80; enable server b/s2; set server b/s1 addr 10.0.0.1 port 80; set server b/s1 state maint; del server b/s1"},
+		{"sections were added or removed", ""},
+		{"sections were added or removed", ""},
+		{"sections were added or removed", ""},
+		{"sections were added or removed", ""},
+		{"sections were added or removed", "add server b/s2 10.0.0.2:80; enable server b/s2; set server b/s1 state maint; del server b/s1"},
+		{"sections were added or removed", "add server b/s1 10.0.0.1:80; enable server b/s1; set server b/s2 state maint; del server b/s2"},
+		{"sections were added or removed", "add server b/s2 10.0.0.2:80; enable server b/s2; set server b/s1 state maint; del server b/s1"},
+		{"sections were added or removed", "add server b/s1 10.0.0.1:80; enable server b/s1; set server b/s2 state maint; del server b/s2"},
+		{"sections were added or removed", "add server b/s1 10.0.0.1:80; enable server b/s1; set server b/s2 state maint; del server b/s2"},
+		{"sections were added or removed", ""},
+		{"sections were added or removed", "add server b/s1 10.0.0.1:80; enable server b/s1; set server b/s2 state maint; del server b/s2"},
+		{"sections were added or removed", ""},
+	}
+	for _, c := range cases {
+		for _, reload := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, reload %v", c.name, reload), func(t *testing.T) {
+				next := c.next
+				if reload { // a partial update: what HAProxy runs then is patched (no line moved)
+					next = strings.Replace(next, "    mode http\n", "    mode tcp\n", 1)
+				}
+				live := plan(nil, []byte(c.prev), nil, nil, d).Loaded()
+				live.version = parseVersion("3.4.7-1")
+				for range 2 { // then against the plan's target
+					p := plan(live, []byte(next), nil, nil, d)
+					samePlans(t, p, freshPlan(live, []byte(next), d), next)
+					// The differ itself, against what it made before ParseAfter (main at
+					// 77f70ee): freshPlan runs the same differ.
+					if want := golden[0]; p.Reload() != want[0] || strings.Join(p.Commands(), "; ") != want[1] {
+						t.Errorf("plan %q %q, before %q %q", p.Reload(), p.Commands(), want[0], want[1])
+					}
+					golden = golden[1:]
+					live = p.target
+				}
+			})
+		}
 	}
 }

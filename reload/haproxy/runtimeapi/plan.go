@@ -384,23 +384,37 @@ func (d *differ) sameSections(o, n []*cfgparse.Section) {
 // servers compares the servers of the new configuration's backends with those of the old
 // backends of the same name.
 func (d *differ) servers(o, n []*cfgparse.Section) {
-	oldProxies := make(map[secKey]*cfgparse.Section, len(o))
-	for _, s := range o {
-		if s.HasServers() {
-			oldProxies[keyOf(s)] = s
+	// When the sections have the same keys in the same order and those of the old backends
+	// are their own, the old backend of a name is the one at the same place: no index of
+	// them all is needed.
+	var oldProxies map[secKey]*cfgparse.Section
+	if !d.old.cfg.UniqueProxies() || !sameOrder(o, n) {
+		oldProxies = make(map[secKey]*cfgparse.Section, len(o))
+		for _, s := range o {
+			if s.HasServers() {
+				oldProxies[keyOf(s)] = s
+			}
 		}
 	}
 	d.done = map[secKey]*cfgparse.Section{}
-	for _, ns := range n {
-		os := oldProxies[keyOf(ns)]
+	for i, ns := range n {
+		var os *cfgparse.Section
+		if oldProxies != nil {
+			os = oldProxies[keyOf(ns)]
+		} else if o[i].HasServers() {
+			os = o[i]
+		}
 		if os == nil || !ns.HasServers() {
 			continue
 		}
 		if cfgparse.Unchanged(os, ns) && len(d.old.zombies[ns.Name]) == 0 {
-			// The same servers (diffServers would find nothing to do); a copy moved with its
-			// lines has its servers' line numbers changed.
-			if os != ns {
-				d.done[keyOf(ns)] = ns
+			// The same servers: diffServers would find nothing to do. The old section needs
+			// no patching either (patched), unless it is a copy moved with its lines (its
+			// servers' line numbers changed) or another section of the same name comes in
+			// (there may be two: the last one's servers are what patched puts in).
+			k := keyOf(ns)
+			if _, again := d.done[k]; again || os != ns || !d.old.cfg.UniqueProxies() {
+				d.done[k] = ns
 			}
 			continue
 		}
@@ -521,7 +535,7 @@ func (d *differ) patched() *cfgparse.Config {
 	c := *d.old.cfg
 	c.Sections = slices.Clone(c.Sections)
 	for i, s := range c.Sections {
-		if ns := d.done[keyOf(s)]; ns != nil {
+		if ns := d.done[keyOf(s)]; ns != nil && ns != s {
 			c.Sections[i] = s.WithServers(ns.Servers)
 		}
 	}
