@@ -1,6 +1,7 @@
 package runtimeapi
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -161,6 +162,7 @@ func TestPlanAfterRandomEdits(t *testing.T) {
 	d := dirs{ssl: ssl, maps: mapsDir}
 	version := parseVersion("3.4.7-1")
 	skipped := 0
+	sum := sha256.New() // of every plan: the differ itself is compared with what it was
 	for seed := range uint64(10) {
 		r := rand.New(rand.NewPCG(seed, 25))
 		g := &genRendering{defaults: "default-server inter 2s", frontend: "default_backend be_0"}
@@ -175,6 +177,7 @@ func TestPlanAfterRandomEdits(t *testing.T) {
 			text := g.text()
 			p := plan(live, text, nil, nil, d)
 			samePlans(t, p, freshPlan(live, text, d), string(text))
+			fmt.Fprintf(sum, "%q %q %s\n", p.Reload(), p.Commands(), targetText(p.target))
 			for _, s := range p.full.cfg.Sections {
 				if slices.ContainsFunc(live.cfg.Sections, func(o *cfgparse.Section) bool { return cfgparse.Unchanged(o, s) }) {
 					skipped++
@@ -195,9 +198,33 @@ func TestPlanAfterRandomEdits(t *testing.T) {
 			}
 		}
 	}
+	// What the plans were before ParseAfter (main at 77f70ee).
+	if got := fmt.Sprintf("%x", sum.Sum(nil)); got != plansBefore {
+		t.Errorf("the plans are not those made before: sum %s", got)
+	}
 	if skipped < 1000 {
 		t.Errorf("only %d sections were reused: the test compares little", skipped)
 	}
+}
+
+// plansBefore is the sum of TestPlanAfterRandomEdits's plans made by the differ before
+// ParseAfter.
+const plansBefore = "8cbccfde4c502612b604fe99d2ae62531e9e93a590e7f880e6d5991cecf029da"
+
+// targetText is what HAProxy runs after a plan, as text: its sections and servers.
+func targetText(m *Model) string {
+	var b strings.Builder
+	for _, s := range m.cfg.Sections {
+		fmt.Fprintf(&b, "%s@%d %q;", s.Key(), s.Line, s.Lines)
+		for _, sv := range s.Servers {
+			fmt.Fprintf(&b, " %s %s %q %q@%d", sv.Name, sv.Address, sv.Params, sv.Inherited, sv.Line)
+		}
+	}
+	for _, be := range sortedKeys(m.zombies) {
+		fmt.Fprintf(&b, " zombies %s %q", be, sortedKeys(m.zombies[be]))
+	}
+	fmt.Fprintf(&b, " gone %q", sortedKeys(m.gone))
+	return b.String()
 }
 
 // TestPlanTwoBackendsOfOneName: HAProxy refuses two backends of one name, but the plan stays

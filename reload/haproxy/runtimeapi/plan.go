@@ -440,39 +440,32 @@ func (d *differ) compareLines(os, ns *cfgparse.Section) {
 
 // changedSections compares two configurations whose sections were added, removed or reordered.
 func (d *differ) changedSections(o, n []*cfgparse.Section) {
-	oldKeys := make(map[secKey]bool, len(o))
-	for _, s := range o {
-		oldKeys[keyOf(s)] = true
-	}
-	newKeys := make(map[secKey]bool, len(n))
-	for _, s := range n {
-		newKeys[keyOf(s)] = true
-	}
+	inOld, inNew, same := presence(o, n)
 	// Backends added or removed are the runtime API's from HAProxy 3.4 on (diffBackends);
 	// every other section must be the same, in the same order.
 	var added, removed []*cfgparse.Section
-	if len(o) != len(n) || len(oldKeys) != len(newKeys) || !sameKeys(oldKeys, newKeys) {
+	if len(o) != len(n) || !same {
 		n = slices.DeleteFunc(slices.Clone(n), func(s *cfgparse.Section) bool {
-			if !oldKeys[keyOf(s)] && s.Kind == "backend" {
+			if !inOld(s) && s.Kind == "backend" {
 				added = append(added, s)
 				return true
 			}
 			return false
 		})
 		o = slices.DeleteFunc(slices.Clone(o), func(s *cfgparse.Section) bool {
-			if !newKeys[keyOf(s)] && s.Kind == "backend" {
+			if !inNew(s) && s.Kind == "backend" {
 				removed = append(removed, s)
 				return true
 			}
 			return false
 		})
 		for _, s := range n {
-			if !oldKeys[keyOf(s)] {
+			if !inOld(s) {
 				d.needReload("%s is new", describe(s))
 			}
 		}
 		for _, s := range o {
-			if !newKeys[keyOf(s)] {
+			if !inNew(s) {
 				d.needReload("%s was removed", describe(s))
 			}
 		}
@@ -493,6 +486,58 @@ func (d *differ) changedSections(o, n []*cfgparse.Section) {
 	// Servers, backend by backend (by name: this also serves a partial plan when sections
 	// changed).
 	d.servers(o, n)
+}
+
+// maxUnpaired bounds the sections presence looks for one by one.
+const maxUnpaired = 16
+
+// presence says of a section of n whether o has one of its key (inOld), of a section of o
+// whether n has (inNew), and whether both have the same keys. When few sections differ, the
+// two lists are walked side by side and only the sections left unpaired are looked for in the
+// other one; else every key is indexed.
+func presence(o, n []*cfgparse.Section) (inOld, inNew func(*cfgparse.Section) bool, same bool) {
+	var lonelyO, lonelyN []*cfgparse.Section
+	i, j := 0, 0
+	for i < len(o) && j < len(n) && len(lonelyO)+len(lonelyN) <= maxUnpaired {
+		switch {
+		case o[i] == n[j] || keyOf(o[i]) == keyOf(n[j]):
+			i, j = i+1, j+1
+		case j+1 < len(n) && keyOf(o[i]) == keyOf(n[j+1]):
+			lonelyN, j = append(lonelyN, n[j]), j+1
+		case i+1 < len(o) && keyOf(o[i+1]) == keyOf(n[j]):
+			lonelyO, i = append(lonelyO, o[i]), i+1
+		default:
+			lonelyO, lonelyN, i, j = append(lonelyO, o[i]), append(lonelyN, n[j]), i+1, j+1
+		}
+	}
+	if len(lonelyO)+len(lonelyN)+len(o)-i+len(n)-j > maxUnpaired {
+		oldKeys, newKeys := keySet(o), keySet(n)
+		inOld = func(s *cfgparse.Section) bool { return oldKeys[keyOf(s)] }
+		inNew = func(s *cfgparse.Section) bool { return newKeys[keyOf(s)] }
+		return inOld, inNew, len(oldKeys) == len(newKeys) && sameKeys(oldKeys, newKeys)
+	}
+	lonelyO, lonelyN = append(lonelyO, o[i:]...), append(lonelyN, n[j:]...)
+	absent := map[*cfgparse.Section]bool{} // the unpaired sections whose key the other list lacks
+	for _, s := range lonelyN {
+		if !slices.ContainsFunc(o, func(x *cfgparse.Section) bool { return keyOf(x) == keyOf(s) }) {
+			absent[s] = true
+		}
+	}
+	for _, s := range lonelyO {
+		if !slices.ContainsFunc(n, func(x *cfgparse.Section) bool { return keyOf(x) == keyOf(s) }) {
+			absent[s] = true
+		}
+	}
+	has := func(s *cfgparse.Section) bool { return !absent[s] }
+	return has, has, len(absent) == 0
+}
+
+func keySet(sections []*cfgparse.Section) map[secKey]bool {
+	keys := make(map[secKey]bool, len(sections))
+	for _, s := range sections {
+		keys[keyOf(s)] = true
+	}
+	return keys
 }
 
 // sameKeys reports whether two sets of the same size hold the same keys.
