@@ -224,9 +224,10 @@ type dirs struct{ ssl, maps string }
 // plan compares what HAProxy runs (live, nil if unknown) with a new rendering.
 func plan(live *Model, config []byte, certs, maps map[string][]byte, dirs dirs) *Plan {
 	// The sections the rendering repeats are the ones of what HAProxy runs, not read again:
-	// a change costs what changed. They refer to the text live was read from, which live's
-	// configuration keeps alive (its sections' strings point into it) and which nothing
-	// changes (a rendering is never changed once made).
+	// a change costs what changed. Their strings point into the text live was read from (a
+	// rendering's Config, or a copy of the section made by ParseAfter): kept alive by them
+	// (a Go string keeps its whole array), and never changed, since a rendering (the
+	// render.Bundle's Config the callers pass) is never changed once made.
 	var prev *cfgparse.Config
 	if live != nil {
 		prev = live.cfg
