@@ -34,14 +34,18 @@ func ParseAfter(prev *Config, text []byte) (*Config, error) {
 	var inserted []*Section // sections with servers found nowhere in prev
 	for n, implicit := 1, true; implicit || rest != ""; implicit = false {
 		var sec, found *Section
+		end := 0 // the length of the section, when known
 		if m != nil {
 			found = m.find(rest, implicit)
-			sec = p.reuse(found, rest, n, implicit)
+			sec, end = p.reuse(found, rest, n, implicit)
 		}
 		if sec == nil {
 			src := rest
 			if p.own {
-				src = strings.Clone(rest[:p.sectionEnd(rest, implicit)])
+				if end == 0 {
+					end = p.sectionEnd(rest, implicit)
+				}
+				src = strings.Clone(rest[:end])
 			}
 			var err error
 			if sec, err = p.section(src, n, implicit); err != nil {
@@ -256,29 +260,30 @@ func (p *parser) sectionEnd(text string, implicit bool) int {
 
 // reuse returns prev (nil: none) for the section at the start of rest, at line n, when it is
 // the same bytes up to the next header line and inherits the same there: moved to line n when
-// it was elsewhere; nil when it must be read.
-func (p *parser) reuse(prev *Section, rest string, n int, implicit bool) *Section {
+// it was elsewhere; nil when it must be read, with the section's length when it is prev's
+// text all the same (what it inherits changed).
+func (p *parser) reuse(prev *Section, rest string, n int, implicit bool) (*Section, int) {
 	if prev == nil || prev.src == "" || !strings.HasPrefix(rest, prev.src) || (prev.Kind == "") != implicit {
-		return nil
+		return nil, 0
 	}
 	if after := rest[len(prev.src):]; after != "" {
 		// The section ends where prev ended only if a header line follows (prev's text ends
 		// with a line end then: a header line was next in its own text).
 		if !strings.HasSuffix(prev.src, "\n") {
-			return nil
+			return nil, 0
 		}
 		line, _, _ := strings.Cut(after, "\n")
 		if !p.isHeader(line) {
-			return nil
+			return nil, 0
 		}
 	}
 	if prev.HasServers() && !slices.Equal(p.base(prev), prev.base) {
-		return nil
+		return nil, len(prev.src)
 	}
 	if implicit || prev.Line == n {
-		return prev
+		return prev, 0
 	}
-	return prev.moved(n - prev.Line)
+	return prev.moved(n - prev.Line), 0
 }
 
 // moved is a copy of s whose header is delta lines further, its servers too.
