@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unsafe"
 )
 
 // SectionKeywords are the words that open a section in HAProxy 2.x/3.x.
@@ -33,7 +32,15 @@ type Config struct {
 	// Conditional is set when the file uses conditional blocks (.if/.elif/.else/.endif): which
 	// server lines HAProxy loads then depends on conditions this package does not evaluate.
 	Conditional bool
+
+	// uniqueProxies: no two sections with servers have the same key (false: not known).
+	uniqueProxies bool
 }
+
+// UniqueProxies reports that no two backend or listen sections have the same name: true is
+// certain, false means there may be two (a Config made otherwise than by this package's
+// parsers does not say). It costs nothing to ask.
+func (c *Config) UniqueProxies() bool { return c.uniqueProxies }
 
 // Section is one section: its header and its lines, server lines apart.
 type Section struct {
@@ -50,6 +57,16 @@ type Section struct {
 	From string
 
 	defaultServer []string // words of this section's default-server lines, in order
+
+	// What ParseAfter needs to reuse the section for the same bytes in the same context:
+	// src is the section's text (its header line to the next header line), nl the number of
+	// line ends in it, base the default-server words it inherits (backend and listen), cond
+	// whether it has a conditional block's line. A section made otherwise (WithServers) has
+	// no src and is never reused.
+	src  string
+	nl   int
+	base []string
+	cond bool
 }
 
 // HasServers reports whether the section kind holds server lines (backend, listen).
@@ -87,93 +104,7 @@ func (s *Server) HostPort() bool {
 // Parse reads a configuration. It fails only on what HAProxy would reject too (an unterminated
 // quote, a server line without an address). The Config refers to text, which must not be
 // changed afterwards.
-func Parse(text []byte) (*Config, error) {
-	c := &Config{}
-	cur := &Section{}
-	c.Sections = append(c.Sections, cur)
-	defaults := map[string]*Section{} // named defaults sections seen so far
-	var lastDefaults *Section
-	// base: the default-server words the current section gets from its defaults section.
-	var base []string
-	var scratch []string // the words of the line being read
-	var pool []Server    // servers are allocated by the chunk
-	// params shares the parameter lists servers repeat ("check", "check weight 10", ...).
-	params := map[string][]string{}
-	// The words are substrings of text, not of a copy: a rendered configuration is never
-	// changed once made, and the runtime API keeps the parsed one as long as HAProxy runs it.
-	rest := unsafe.String(unsafe.SliceData(text), len(text))
-	for n := 1; rest != ""; n++ {
-		raw := rest
-		if i := strings.IndexByte(rest, '\n'); i >= 0 {
-			raw, rest = rest[:i], rest[i+1:]
-		} else {
-			rest = ""
-		}
-		words, err := appendWords(scratch[:0], raw)
-		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", n, err)
-		}
-		scratch = words // reused for the next line: keep copies only
-		// A comment at the end of a line is no part of the configuration.
-		for i, w := range words {
-			if strings.HasPrefix(w, "#") {
-				words = words[:i]
-				break
-			}
-		}
-		if len(words) == 0 {
-			continue
-		}
-		kw := Unquote(words[0])
-		if strings.HasPrefix(kw, ".") {
-			switch kw {
-			case ".if", ".elif", ".else", ".endif":
-				c.Conditional = true
-			}
-		}
-		if SectionKeywords[kw] {
-			cur = &Section{Kind: kw, Header: slices.Clone(words), Line: n}
-			args := unquoteAll(words[1:])
-			if len(args) > 0 && args[0] != "from" {
-				cur.Name = args[0]
-				args = args[1:]
-			}
-			if len(args) >= 2 && args[0] == "from" {
-				cur.From = args[1]
-			}
-			c.Sections = append(c.Sections, cur)
-			base = nil
-			if cur.HasServers() {
-				base = inherited(cur, defaults, lastDefaults)
-			}
-			if kw == "defaults" {
-				lastDefaults = cur
-				if cur.Name != "" {
-					defaults[cur.Name] = cur
-				}
-			}
-			continue
-		}
-		if kw == "default-server" {
-			cur.defaultServer = append(cur.defaultServer, words[1:]...)
-		}
-		if kw == "server" && cur.HasServers() {
-			if len(pool) == cap(pool) {
-				pool = make([]Server, 0, 256)
-			}
-			pool = pool[:len(pool)+1]
-			s := &pool[len(pool)-1]
-			if err := parseServer(s, words, n, params); err != nil {
-				return nil, err
-			}
-			s.Inherited = append(base[:len(base):len(base)], cur.defaultServer...)
-			cur.Servers = append(cur.Servers, s)
-			continue
-		}
-		cur.Lines = append(cur.Lines, joined(raw, words))
-	}
-	return c, nil
-}
+func Parse(text []byte) (*Config, error) { return ParseAfter(nil, text) }
 
 // joined is the words separated by one space: the line itself, trimmed, when it is written
 // so already (no allocation).

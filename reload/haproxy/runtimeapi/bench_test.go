@@ -42,6 +42,25 @@ func BenchmarkPlan10kBackends(b *testing.B) {
 	}
 }
 
+// BenchmarkPlanServerRemoved: a server removed from the middle backend of 10,000 x 10: the
+// 5,000 backends below it move one line up (ParseAfter moves their sections, not reads them).
+func BenchmarkPlanServerRemoved(b *testing.B) {
+	old := bigConfig(-1)
+	next := []byte(strings.Replace(string(old), "    server pod-5000-3 10.20.0.4:8080 check\n", "", 1))
+	if len(next) == len(old) {
+		b.Fatal("no server removed")
+	}
+	u := track(New(Options{Client: &fakeClient{}}))
+	u.Reloaded(u.Plan(old, nil, nil))
+	b.ReportAllocs()
+	for b.Loop() {
+		p := u.Plan(next, nil, nil)
+		if p.Reload() != "" || p.Changes() != 1 {
+			b.Fatalf("reason %q, %d changes", p.Reload(), p.Changes())
+		}
+	}
+}
+
 // BenchmarkPlanNewBackend: a backend added to a rendering routed through a map (HAProxy 3.4:
 // added at runtime), as an Ingress for a new Service is: 1,000 backends of 1 server (the Ingress
 // example's benchmark), and 10,000 of 10.
@@ -58,9 +77,21 @@ func BenchmarkPlanNewBackend(b *testing.B) {
 		}
 		return []byte(s.String())
 	}
-	for _, size := range []struct{ backends, servers int }{{1000, 1}, {10000, 10}} {
-		b.Run(fmt.Sprintf("%dx%d", size.backends, size.servers), func(b *testing.B) {
+	for _, size := range []struct {
+		backends, servers int
+		middle            bool // added among the others (the ones below move), not last
+	}{{1000, 1, false}, {10000, 10, false}, {10000, 10, true}} {
+		name := fmt.Sprintf("%dx%d", size.backends, size.servers)
+		if size.middle {
+			name += "-middle"
+		}
+		b.Run(name, func(b *testing.B) {
 			old, next := config(size.backends, size.servers), config(size.backends+1, size.servers)
+			if size.middle { // be_10000 written before be_5000
+				last := next[len(old):]
+				i := strings.Index(string(old), "\nbackend be_5000\n")
+				next = []byte(string(old[:i]) + string(last) + string(old[i:]))
+			}
 			u := track(New(Options{Client: &fakeClient{}, MapsDir: mapsDir}))
 			u.Reloaded(u.Plan(old, nil, nil))
 			u.live.version = parseVersion("3.4.7-1")

@@ -223,7 +223,16 @@ type dirs struct{ ssl, maps string }
 
 // plan compares what HAProxy runs (live, nil if unknown) with a new rendering.
 func plan(live *Model, config []byte, certs, maps map[string][]byte, dirs dirs) *Plan {
-	cfg, err := cfgparse.Parse(config)
+	// The sections the rendering repeats are the ones of what HAProxy runs, not read again:
+	// a change costs what changed. Their strings point into the text live was read from (a
+	// rendering's Config, or a copy of the section made by ParseAfter): kept alive by them
+	// (a Go string keeps its whole array), and never changed, since a rendering (the
+	// render.Bundle's Config the callers pass) is never changed once made.
+	var prev *cfgparse.Config
+	if live != nil {
+		prev = live.cfg
+	}
+	cfg, err := cfgparse.ParseAfter(prev, config)
 	if err != nil {
 		return &Plan{base: live, reason: fmt.Sprintf("the rendered configuration cannot be compared: %v", err)}
 	}
@@ -341,39 +350,123 @@ func keyOf(s *cfgparse.Section) secKey { return secKey{s.Kind, s.Name} }
 
 func (d *differ) sections() {
 	o, n := d.old.cfg.Sections, d.new.cfg.Sections
-	oldKeys := make(map[secKey]bool, len(o))
-	for _, s := range o {
-		oldKeys[keyOf(s)] = true
+	if sameOrder(o, n) {
+		d.sameSections(o, n)
+	} else {
+		d.changedSections(o, n)
 	}
-	newKeys := make(map[secKey]bool, len(n))
-	for _, s := range n {
-		newKeys[keyOf(s)] = true
+	d.diffCerts()
+	d.diffMaps()
+}
+
+// sameOrder reports whether two configurations have the same sections in the same order (what
+// changedSections finds then is nothing).
+func sameOrder(o, n []*cfgparse.Section) bool {
+	if len(o) != len(n) {
+		return false
 	}
+	for i := range o {
+		if o[i] != n[i] && keyOf(o[i]) != keyOf(n[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameSections compares the sections of two configurations with the same sections in the same
+// order.
+func (d *differ) sameSections(o, n []*cfgparse.Section) {
+	for i := range o {
+		d.compareLines(o[i], n[i])
+	}
+	d.servers(o, n)
+}
+
+// servers compares the servers of the new configuration's backends with those of the old
+// backends of the same name.
+func (d *differ) servers(o, n []*cfgparse.Section) {
+	// When the sections have the same keys in the same order and those of the old backends
+	// are their own, the old backend of a name is the one at the same place: no index of
+	// them all is needed.
+	var oldProxies map[secKey]*cfgparse.Section
+	if !d.old.cfg.UniqueProxies() || !sameOrder(o, n) {
+		oldProxies = make(map[secKey]*cfgparse.Section, len(o))
+		for _, s := range o {
+			if s.HasServers() {
+				oldProxies[keyOf(s)] = s
+			}
+		}
+	}
+	d.done = map[secKey]*cfgparse.Section{}
+	for i, ns := range n {
+		var os *cfgparse.Section
+		if oldProxies != nil {
+			os = oldProxies[keyOf(ns)]
+		} else if o[i].HasServers() {
+			os = o[i]
+		}
+		if os == nil || !ns.HasServers() {
+			continue
+		}
+		if cfgparse.Unchanged(os, ns) && len(d.old.zombies[ns.Name]) == 0 {
+			// The same servers: diffServers would find nothing to do. The old section needs
+			// no patching either (patched), unless it is a copy moved with its lines (its
+			// servers' line numbers changed) or another section of the same name comes in
+			// (there may be two: the last one's servers are what patched puts in).
+			k := keyOf(ns)
+			if _, again := d.done[k]; again || os != ns || !d.old.cfg.UniqueProxies() {
+				d.done[k] = ns
+			}
+			continue
+		}
+		if d.diffServers(os, ns) {
+			d.done[keyOf(ns)] = ns
+		}
+	}
+}
+
+// compareLines compares the header and lines of two sections of the same key. A section the
+// new configuration reused from the old one (cfgparse.Unchanged) has the same ones.
+func (d *differ) compareLines(os, ns *cfgparse.Section) {
+	if cfgparse.Unchanged(os, ns) {
+		return
+	}
+	if !slices.Equal(os.Header, ns.Header) {
+		d.needReload("the header line of %s changed", describe(ns))
+	}
+	if r := lineChange(os.Lines, ns.Lines); r != "" {
+		d.needReload("%s: %s", describe(ns), r)
+	}
+}
+
+// changedSections compares two configurations whose sections were added, removed or reordered.
+func (d *differ) changedSections(o, n []*cfgparse.Section) {
+	inOld, inNew, same := presence(o, n)
 	// Backends added or removed are the runtime API's from HAProxy 3.4 on (diffBackends);
 	// every other section must be the same, in the same order.
 	var added, removed []*cfgparse.Section
-	if len(o) != len(n) || len(oldKeys) != len(newKeys) || !sameKeys(oldKeys, newKeys) {
+	if len(o) != len(n) || !same {
 		n = slices.DeleteFunc(slices.Clone(n), func(s *cfgparse.Section) bool {
-			if !oldKeys[keyOf(s)] && s.Kind == "backend" {
+			if !inOld(s) && s.Kind == "backend" {
 				added = append(added, s)
 				return true
 			}
 			return false
 		})
 		o = slices.DeleteFunc(slices.Clone(o), func(s *cfgparse.Section) bool {
-			if !newKeys[keyOf(s)] && s.Kind == "backend" {
+			if !inNew(s) && s.Kind == "backend" {
 				removed = append(removed, s)
 				return true
 			}
 			return false
 		})
 		for _, s := range n {
-			if !oldKeys[keyOf(s)] {
+			if !inOld(s) {
 				d.needReload("%s is new", describe(s))
 			}
 		}
 		for _, s := range o {
-			if !newKeys[keyOf(s)] {
+			if !inNew(s) {
 				d.needReload("%s was removed", describe(s))
 			}
 		}
@@ -389,33 +482,63 @@ func (d *differ) sections() {
 			d.needReload("sections were reordered")
 			break
 		}
-		if !slices.Equal(o[i].Header, n[i].Header) {
-			d.needReload("the header line of %s changed", describe(n[i]))
-		}
-		if r := lineChange(o[i].Lines, n[i].Lines); r != "" {
-			d.needReload("%s: %s", describe(n[i]), r)
-		}
+		d.compareLines(o[i], n[i])
 	}
 	// Servers, backend by backend (by name: this also serves a partial plan when sections
 	// changed).
-	oldProxies := make(map[secKey]*cfgparse.Section, len(o))
-	for _, s := range o {
-		if s.HasServers() {
-			oldProxies[keyOf(s)] = s
+	d.servers(o, n)
+}
+
+// maxUnpaired bounds the sections presence looks for one by one.
+const maxUnpaired = 16
+
+// presence says of a section of n whether o has one of its key (inOld), of a section of o
+// whether n has (inNew), and whether both have the same keys. When few sections differ, the
+// two lists are walked side by side and only the sections left unpaired are looked for in the
+// other one; else every key is indexed.
+func presence(o, n []*cfgparse.Section) (inOld, inNew func(*cfgparse.Section) bool, same bool) {
+	var lonelyO, lonelyN []*cfgparse.Section
+	i, j := 0, 0
+	for i < len(o) && j < len(n) && len(lonelyO)+len(lonelyN) <= maxUnpaired {
+		switch {
+		case o[i] == n[j] || keyOf(o[i]) == keyOf(n[j]):
+			i, j = i+1, j+1
+		case j+1 < len(n) && keyOf(o[i]) == keyOf(n[j+1]):
+			lonelyN, j = append(lonelyN, n[j]), j+1
+		case i+1 < len(o) && keyOf(o[i+1]) == keyOf(n[j]):
+			lonelyO, i = append(lonelyO, o[i]), i+1
+		default:
+			lonelyO, lonelyN, i, j = append(lonelyO, o[i]), append(lonelyN, n[j]), i+1, j+1
 		}
 	}
-	d.done = map[secKey]*cfgparse.Section{}
-	for _, ns := range n {
-		os := oldProxies[keyOf(ns)]
-		if os == nil || !ns.HasServers() {
-			continue
-		}
-		if d.diffServers(os, ns) {
-			d.done[keyOf(ns)] = ns
+	if len(lonelyO)+len(lonelyN)+len(o)-i+len(n)-j > maxUnpaired {
+		oldKeys, newKeys := keySet(o), keySet(n)
+		inOld = func(s *cfgparse.Section) bool { return oldKeys[keyOf(s)] }
+		inNew = func(s *cfgparse.Section) bool { return newKeys[keyOf(s)] }
+		return inOld, inNew, len(oldKeys) == len(newKeys) && sameKeys(oldKeys, newKeys)
+	}
+	lonelyO, lonelyN = append(lonelyO, o[i:]...), append(lonelyN, n[j:]...)
+	absent := map[*cfgparse.Section]bool{} // the unpaired sections whose key the other list lacks
+	for _, s := range lonelyN {
+		if !slices.ContainsFunc(o, func(x *cfgparse.Section) bool { return keyOf(x) == keyOf(s) }) {
+			absent[s] = true
 		}
 	}
-	d.diffCerts()
-	d.diffMaps()
+	for _, s := range lonelyO {
+		if !slices.ContainsFunc(n, func(x *cfgparse.Section) bool { return keyOf(x) == keyOf(s) }) {
+			absent[s] = true
+		}
+	}
+	has := func(s *cfgparse.Section) bool { return !absent[s] }
+	return has, has, len(absent) == 0
+}
+
+func keySet(sections []*cfgparse.Section) map[secKey]bool {
+	keys := make(map[secKey]bool, len(sections))
+	for _, s := range sections {
+		keys[keyOf(s)] = true
+	}
+	return keys
 }
 
 // sameKeys reports whether two sets of the same size hold the same keys.
@@ -458,10 +581,8 @@ func (d *differ) patched() *cfgparse.Config {
 	c := *d.old.cfg
 	c.Sections = slices.Clone(c.Sections)
 	for i, s := range c.Sections {
-		if ns := d.done[keyOf(s)]; ns != nil {
-			cp := *s
-			cp.Servers = ns.Servers
-			c.Sections[i] = &cp
+		if ns := d.done[keyOf(s)]; ns != nil && ns != s {
+			c.Sections[i] = s.WithServers(ns.Servers)
 		}
 	}
 	return &c
