@@ -121,7 +121,7 @@ func TestBigDataReadKeyByKeyAsWhole(t *testing.T) {
 		{"every style", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: lb}\ndata:\n" + fill + styles, true},
 		{"comments and blank lines", "# head\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: lb\ndata: # the services\n  # first\n\n" + fill + "\n  # last\n\n", true},
 		{"data first", "data:\n" + styles + fill + "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: lb}\n", true},
-		{"deeper indentation", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: lb}\ndata:\n" + indent(fill, 4), true},
+		{"deeper indentation", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: lb}\ndata:\n" + strings.ReplaceAll(fill, "  svc-", "    svc-"), true},
 		{"a Secret", "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: lb}\ntype: Opaque\ndata:\n" + strings.ReplaceAll(filler(300), "'{", "'e30=") + "  b64: |\n    QUJD\n    REVG\n", true},
 		{"a key twice", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: lb}\ndata:\n" + fill + "  svc-0001: again\n", false},
 		{"a bad value", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: lb}\ndata:\n" + fill + "  bad: [1, 2]\n", true},
@@ -129,7 +129,7 @@ func TestBigDataReadKeyByKeyAsWhole(t *testing.T) {
 		{"stringData too", "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: lb}\nstringData:\n  svc-0001: s\ndata:\n" + strings.ReplaceAll(fill, "'{", "'e30="), false},
 		{"an anchor", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: lb}\ndata:\n  a: &x one\n  b: *x\n" + fill, false},
 		{"a merge key", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: lb}\ndata:\n  <<: {m: n}\n" + fill, false},
-		{"flow data", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: lb}\ndata: {a: b, " + strings.Repeat("k: v, ", 0) + "c: d}\nextra:\n" + fill, false},
+		{"flow data", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: lb}\ndata: {a: b, c: d}\nextra:\n" + fill, false},
 		{"a comment at column 0 inside", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: lb}\ndata:\n  first: x\n# comment\n" + fill, false},
 		{"another kind", "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: lb}\ndata:\n" + fill, false},
 		{"a document end", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: lb}\ndata:\n" + fill + "...\n", true},
@@ -152,11 +152,6 @@ func TestBigDataReadKeyByKeyAsWhole(t *testing.T) {
 			}
 		})
 	}
-}
-
-func indent(s string, n int) string {
-	pad := strings.Repeat(" ", n)
-	return pad + strings.ReplaceAll(strings.TrimPrefix(strings.TrimSuffix(s, "\n"), "  "), "\n  ", "\n"+pad) + "\n"
 }
 
 // TestBigDataEditConvertsTheKeysItChanged: after an edit of a services ConfigMap of 1,000
