@@ -151,25 +151,11 @@ var nameWord = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 const maxMessage = 32768
 
 // Parse reads the declarations of a rendered haproxy.cfg. A declaration it cannot read is left
-// out, with a problem naming its line (for the log); the others stand.
+// out, with a problem naming its line (for the log); the others stand. It is the Writer's
+// read (declCache) of a first rendering.
 func Parse(cfg []byte) (decls []Declaration, problems []error) {
-	// Sized once: a Declaration is large, and 10,000 of them grown by doubling were twice that.
-	if n := bytes.Count(cfg, []byte(Prefix)); n > 0 {
-		decls = make([]Declaration, 0, n)
-	}
-	declarationLines(cfg, func(n int, b []byte) {
-		// Only the declaration lines become strings: a configuration of 10,000 backends has
-		// hundreds of thousands of other lines, read again with each rendering that goes live.
-		line := string(b)
-		d, err := parseDeclaration(declarationText(line))
-		if err != nil {
-			problems = append(problems, lineProblem(n, line, err))
-			return
-		}
-		d.Line = n
-		decls = append(decls, d)
-	})
-	return decls, problems
+	var c declCache
+	return c.parse(cfg)
 }
 
 // declarationLines calls fn with the number (from 1) and the text of each declaration line of
