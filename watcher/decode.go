@@ -325,11 +325,7 @@ func (d *manifestDecoder) yamlFileAt(rel string, data []byte, base, line0 int) {
 		if mayHoldDataKeys(j) {
 			w.root, w.items = writtenIn(doc, line, 1, "")
 		}
-		n := len(d.jobs)
-		d.document(rel, line, j, nil, w)
-		if d.cache != nil && len(d.jobs) == n+1 && d.jobs[n].p != nil {
-			d.jobs[n].p.doc, d.jobs[n].p.docKeyed = ykey, true // one object: its document's key
-		}
+		d.keyedDocument(rel, line, j, nil, w, ykey, nil)
 	}
 }
 
@@ -466,6 +462,18 @@ func (d *manifestDecoder) document(rel string, line int, j []byte, defaults *sch
 	}
 
 	d.add1(&origin{rel: rel, line: line, obj: w.root}, &pending{data: j, defaults: gvkString(defaults), gvk: gvk})
+}
+
+// keyedDocument is document for a YAML document (or List item) that the cache will know by
+// key, its bytes, when it is one object to decode: the next read skips its conversion
+// (knownDocument). keys are the data keys it was read from, one by one (yamldata.go).
+func (d *manifestDecoder) keyedDocument(rel string, line int, j []byte, defaults *schema.GroupVersionKind, w docWritten, key docKey, keys []*dataEntry) {
+	n := len(d.jobs)
+	d.document(rel, line, j, defaults, w)
+	if d.cache != nil && len(d.jobs) == n+1 && d.jobs[n].p != nil {
+		p := d.jobs[n].p
+		p.doc, p.docKeyed, p.keys = key, true, keys
+	}
 }
 
 // add1 adds the job of one object: found in the cache, known to be ignored, or to decode

@@ -195,12 +195,7 @@ func (d *manifestDecoder) yamlData(rel string, line int, doc []byte, ykey docKey
 	j = append(append(j, '}'), hj[at+len(null):]...)
 	d.converted++
 	d.byKey++
-	n := len(d.jobs)
-	d.document(rel, line, j, nil, docWritten{root: root})
-	if len(d.jobs) == n+1 && d.jobs[n].p != nil {
-		p := d.jobs[n].p
-		p.doc, p.docKeyed, p.keys = ykey, true, entries
-	}
+	d.keyedDocument(rel, line, j, nil, docWritten{root: root}, ykey, entries)
 	return true
 }
 

@@ -102,11 +102,7 @@ func (d *manifestDecoder) yamlList(rel string, line int, doc []byte) bool {
 		if mayHoldDataKeys(j) {
 			w.root, _ = writtenIn(text, at, 1, itemKind)
 		}
-		n := len(d.jobs)
-		d.document(rel, line, j, defaults, w) // named by the List's line, as read whole
-		if len(d.jobs) == n+1 && d.jobs[n].p != nil {
-			d.jobs[n].p.doc, d.jobs[n].p.docKeyed = key, true
-		}
+		d.keyedDocument(rel, line, j, defaults, w, key, nil) // named by the List's line, as read whole
 	}
 	return true
 }
