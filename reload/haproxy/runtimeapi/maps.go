@@ -52,6 +52,9 @@ type mapSwap struct {
 	// sentinel is an entry put in a version of its own, never committed, when the map HAProxy
 	// runs has no entries (see swapMaps); "" when not needed.
 	sentinel string
+	// edit, when set, is the one entry that changed, sent alone instead of the swap
+	// (mapedit.go): payloads and sentinel are not used.
+	edit *mapEdit
 }
 
 func (m *mapSwap) prepare() string          { return "prepare map " + m.path }
@@ -61,6 +64,9 @@ func (m *mapSwap) clear(ver string) string  { return "clear map @" + ver + " " +
 
 // lines are the command lines of the swap, payloads left out.
 func (m *mapSwap) lines(ver string) []string {
+	if m.edit != nil {
+		return []string{m.edit.line(m.path)}
+	}
 	var out []string
 	if m.sentinel != "" {
 		out = append(out, m.prepare(), m.add(ver+"-1"))
@@ -124,6 +130,13 @@ func (d *differ) diffMaps() {
 		sw := &mapSwap{path: d.mapsDir + "/" + name}
 		if err := checkPath(sw.path); err != nil {
 			fail("map file %s: its path cannot be written on the runtime API: %v", quote(name), err)
+			continue
+		}
+		if e, same, ok := entryEdit(o, n, limit); ok && (same || treeOnly(d.new.cfg, sw.path)) {
+			if !same {
+				sw.edit = &e
+				steps = append(steps, step{kind: KindMapUpdated, what: e.op + " an entry of map " + name, swap: sw})
+			}
 			continue
 		}
 		var err error
@@ -352,6 +365,11 @@ func (u *Updater) swapMaps(ctx context.Context, steps []step) (err error) {
 		}
 		if !used {
 			u.log.Debug("map file not loaded by HAProxy: written only", "map", sw.path)
+			continue
+		}
+		if sw.edit != nil {
+			// Made live with the commits: one command, atomic (mapedit.go).
+			commits = append(commits, command{line: sw.edit.line(sw.path), expect: empty, silent: true})
 			continue
 		}
 		if sw.sentinel != "" {

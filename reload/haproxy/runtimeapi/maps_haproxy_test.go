@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -249,6 +250,124 @@ func TestMapSwapsOnRealHAProxy(t *testing.T) {
 			})
 		})
 	}
+}
+
+// treeConfig is a configuration whose frontend reads hosts.map through map (exact) and
+// paths.map through map_beg (longest prefix) only: trees, whose one entry changed is sent
+// alone (mapedit.go).
+func (r *mapRig) treeConfig() []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "global\n    stats socket %s mode 600 level admin\n    hard-stop-after 5s\n\n", r.stats)
+	b.WriteString("defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\n")
+	fmt.Fprintf(&b, "frontend fe\n    bind %s\n", r.http)
+	fmt.Fprintf(&b, "    http-request return status 200 content-type text/plain lf-string \"host=%%[req.hdr(host),lower,map(%[1]s/hosts.map,none)] path=%%[path,map_beg(%[1]s/paths.map,none)]\"\n", r.maps)
+	return []byte(b.String())
+}
+
+// TestMapEntryEditsOnRealHAProxy: on maps every lookup of which is a tree's, an entry added, a
+// value changed and an entry deleted go live as that one command (add map, set map, del map),
+// through the master socket and a stats socket, with no reload; a longer prefix added wins
+// over a shorter one (map_beg), and a reload of the files written loads the same.
+func TestMapEntryEditsOnRealHAProxy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a real HAProxy")
+	}
+	for _, via := range []string{"master socket", "stats socket"} {
+		t.Run(via, func(t *testing.T) {
+			ctx := context.Background()
+			r := newMapRig(t)
+			cfg := r.treeConfig()
+			maps := mapFiles("hosts.map", hostsMap(500), "paths.map", "/api be_api\n/web be_web\n")
+			r.write(t, cfg, maps)
+			r.proc = haproxytest.Start(t, r.cfgPath)
+			u := r.updater(t, via)
+			u.Reloaded(u.Plan(cfg, nil, maps))
+			r.answers(t, "host-00007.example.com", "/api/v2/x", "host=be_007", "path=be_api")
+
+			edit := func(t *testing.T, name, content, want string) {
+				t.Helper()
+				next := cloneMaps(maps)
+				next[name] = []byte(content)
+				p := u.Plan(cfg, nil, next)
+				if p.Reload() != "" {
+					t.Fatalf("reload asked: %s", p.Reload())
+				}
+				if got := p.Commands(); !slices.Equal(got, []string{want}) {
+					t.Fatalf("commands %q, want %q", got, want)
+				}
+				if err := u.Apply(ctx, p); err != nil {
+					t.Fatal(err)
+				}
+				maps = next
+			}
+			hosts, paths := r.maps+"/hosts.map", r.maps+"/paths.map"
+			t.Run("an entry added", func(t *testing.T) {
+				edit(t, "hosts.map", string(maps["hosts.map"])+"new.example.com be_new\n", "add map "+hosts+" new.example.com be_new")
+				r.answers(t, "New.Example.com", "/", "host=be_new")
+				r.answers(t, "host-00499.example.com", "/", "host=be_099")
+			})
+			t.Run("a value changed", func(t *testing.T) {
+				edit(t, "hosts.map", strings.Replace(string(maps["hosts.map"]), "host-00007.example.com be_007\n", "host-00007.example.com be_seven\n", 1),
+					"set map "+hosts+" host-00007.example.com be_seven")
+				r.answers(t, "host-00007.example.com", "/", "host=be_seven")
+				r.answers(t, "host-00008.example.com", "/", "host=be_008")
+			})
+			t.Run("an entry deleted", func(t *testing.T) {
+				edit(t, "hosts.map", strings.Replace(string(maps["hosts.map"]), "host-00009.example.com be_009\n", "", 1),
+					"del map "+hosts+" host-00009.example.com")
+				r.answers(t, "host-00009.example.com", "/", "host=none")
+				r.answers(t, "host-00010.example.com", "/", "host=be_010")
+			})
+			t.Run("a longer prefix added wins over a shorter one", func(t *testing.T) {
+				edit(t, "paths.map", "/api be_api\n/api/v2 be_v2\n/web be_web\n", "add map "+paths+" /api/v2 be_v2")
+				r.answers(t, "a.example", "/api/v2/x", "path=be_v2")
+				r.answers(t, "a.example", "/api/v1", "path=be_api")
+			})
+			t.Run("two entries changed: a swap", func(t *testing.T) {
+				next := cloneMaps(maps)
+				next["paths.map"] = []byte("/api be_x\n/api/v2 be_v2\n/web be_y\n")
+				p := u.Plan(cfg, nil, next)
+				if cmds := strings.Join(p.Commands(), "\n"); !strings.Contains(cmds, "prepare map "+paths) {
+					t.Fatalf("commands %q, want a swap", cmds)
+				}
+				if err := u.Apply(ctx, p); err != nil {
+					t.Fatal(err)
+				}
+				maps = next
+				r.answers(t, "a.example", "/web/", "path=be_y")
+				r.answers(t, "a.example", "/api/", "path=be_x")
+			})
+			t.Run("no reload happened, and a reload of the files loads the same", func(t *testing.T) {
+				proc, err := reload.ParseProc(r.proc.ShowProc(t))
+				if err != nil || proc.Reloads != 0 {
+					t.Fatalf("reloads %d (%v), want 0", proc.Reloads, err)
+				}
+				var before []string
+				for _, h := range []string{"new.example.com", "host-00007.example.com", "host-00009.example.com"} {
+					got, _ := r.get(h, "/api/v2/x")
+					before = append(before, got)
+				}
+				r.write(t, cfg, maps)
+				if err := (&reload.MasterSocket{Path: r.proc.MasterSocket, Timeout: 20 * time.Second}).Reload(ctx); err != nil {
+					t.Fatal(err)
+				}
+				for i, h := range []string{"new.example.com", "host-00007.example.com", "host-00009.example.com"} {
+					if after, _ := r.get(h, "/api/v2/x"); after != before[i] || after == "" {
+						t.Fatalf("%s: before the reload %q, after %q", h, before[i], after)
+					}
+				}
+			})
+		})
+	}
+}
+
+// cloneMaps is a copy of m.
+func cloneMaps(m map[string][]byte) map[string][]byte {
+	out := make(map[string][]byte, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 // hostsMap is a map of n hosts over 100 backends.

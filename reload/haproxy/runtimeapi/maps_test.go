@@ -122,12 +122,22 @@ func files(m map[string]string) map[string][]byte {
 }
 
 // mapCfg is cfg with a frontend routing by host through hosts.map and by path through
-// paths.map.
+// paths.map, and reading both through map_reg too (a list in file order: their changes are
+// swaps).
 func mapCfg(global string, servers ...string) []byte {
+	return treeMapCfg(global, servers...)[1]
+}
+
+// treeMapCfg is mapCfg without map_reg ([0]: every lookup a tree's, whose one entry changed is
+// sent alone) and mapCfg ([1]).
+func treeMapCfg(global string, servers ...string) [2][]byte {
 	c := string(cfg(nil, servers...))
 	c = strings.Replace(c, "    default_backend be_web\n",
 		"    use_backend %[req.hdr(host),lower,map("+mapsDir+"/hosts.map)]\n    use_backend %[path,map_beg("+mapsDir+"/paths.map)]\n    default_backend be_web\n", 1)
-	return []byte(strings.Replace(c, "    maxconn 100\n", "    maxconn 100\n"+global, 1))
+	tree := strings.Replace(c, "    maxconn 100\n", "    maxconn 100\n"+global, 1)
+	list := strings.Replace(tree, "    default_backend be_web\n",
+		"    http-request set-header X-Reg %[req.hdr(host),map_reg("+mapsDir+"/hosts.map,none)]/%[path,map_reg("+mapsDir+"/paths.map,none)]\n    default_backend be_web\n", 1)
+	return [2][]byte{[]byte(tree), []byte(list)}
 }
 
 func TestPlanMaps(t *testing.T) {

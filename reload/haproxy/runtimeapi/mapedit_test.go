@@ -1,0 +1,253 @@
+package runtimeapi
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/cfgparse"
+)
+
+func TestEntryEdit(t *testing.T) {
+	const m = "# routes\na.example/ be_a\nb.example/ be_b\nc.example/ be_c\n"
+	cases := []struct {
+		name     string
+		old, new string
+		want     string // the edit's line for path /m; "" for none
+		same, ok bool
+	}{
+		{name: "an entry added in the middle", old: m, new: strings.Replace(m, "b.example/ be_b\n", "b.example/ be_b\nbb.example/ be_bb\n", 1),
+			want: "add map /m bb.example/ be_bb", ok: true},
+		{name: "an entry added first", old: m, new: strings.Replace(m, "# routes\n", "# routes\n0.example/ be_0\n", 1), want: "add map /m 0.example/ be_0", ok: true},
+		{name: "an entry added last", old: m, new: m + "d.example/ be_d\n", want: "add map /m d.example/ be_d", ok: true},
+		{name: "added after a last line without a newline: that line differs too (a swap)", old: "a 1", new: "a 1\nb 2"},
+		{name: "added to an empty map", old: "", new: "a 1\n", want: "add map /m a 1", ok: true},
+		{name: "an entry deleted", old: m, new: strings.Replace(m, "b.example/ be_b\n", "", 1), want: "del map /m b.example/", ok: true},
+		{name: "the last entry deleted", old: "a 1\n", new: "# none\n", want: "del map /m a", ok: true},
+		{name: "a value changed", old: m, new: strings.Replace(m, "be_b", "be_x", 1), want: "set map /m b.example/ be_x", ok: true},
+		{name: "a value changed, the file without a last newline", old: "a 1\nb 2", new: "a 1\nb 3", want: "set map /m b 3", ok: true},
+		{name: "a value changed with CRLF lines", old: "a 1\r\nb 2\r\n", new: "a 1\r\nb 3\r\n", want: "set map /m b 3", ok: true},
+		{name: "a comment changed: the same entries", old: m, new: strings.Replace(m, "# routes", "# the routes", 1), same: true, ok: true},
+		{name: "spacing changed: the same entries", old: m, new: strings.Replace(m, "b.example/ be_b", "  b.example/ \t be_b  ", 1), same: true, ok: true},
+		{name: "two entries added", old: m, new: m + "d.example/ be_d\ne.example/ be_e\n"},
+		{name: "one added, one deleted, apart", old: m, new: strings.Replace(strings.Replace(m, "a.example/ be_a\n", "", 1), "c.example/ be_c\n", "c.example/ be_c\nd.example/ be_d\n", 1)},
+		{name: "a key renamed (a delete and an add)", old: m, new: strings.Replace(m, "b.example/", "bx.example/", 1)},
+		{name: "an entry added whose key is there already (two entries of one key)", old: m, new: m + "a.example/ be_z\n"},
+		{name: "one of a key's two entries deleted", old: m + "a.example/ be_z\n", new: m},
+		{name: "a value of a repeated key changed", old: m + "a.example/ be_z\n", new: m + "a.example/ be_y\n"},
+		{name: "a value with a space (several words on the command line)", old: m, new: m + "d.example/ be d\n"},
+		{name: "a value the command line would read otherwise", old: m, new: m + "d.example/ be;d\n"},
+		{name: "a value ending with << (a payload)", old: m, new: m + "d.example/ be<<\n"},
+		{name: "a line with no value", old: m, new: m + "d.example/\n"},
+		// The tail both files end with must start a line in both: "y z" is not an entry of new.
+		{name: "a common end that is not whole lines", old: "y z\n", new: "x yy z\n"},
+		{name: "a longer key ending like another", old: "k v\n", new: "kk v\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e, same, ok := entryEdit([]byte(c.old), []byte(c.new), defaultMapPayload)
+			got := ""
+			if ok && !same {
+				got = e.line("/m")
+			}
+			if ok != c.ok || same != c.same || got != c.want {
+				t.Errorf("entryEdit = %q, same %v, ok %v; want %q, same %v, ok %v", got, same, ok, c.want, c.same, c.ok)
+			}
+		})
+	}
+}
+
+// TestEntryEditMatchesTheEntries: for random map files and random changes of them, an edit
+// entryEdit finds does to the entries of the old file, as HAProxy does it (add map appends,
+// set map and del map change every entry of the key), what loading the new file gives: the
+// same value for every key looked up; "the same" is said of files with the same entries. A
+// change of one entry with a key of its own, the lines around it untouched, is always found.
+func TestEntryEditMatchesTheEntries(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 1))
+	keys := []string{"a", "b", "c", "d", "a/", "a/b", "bb", "#x"}
+	line := func() string {
+		switch rng.IntN(10) {
+		case 0:
+			return "# comment"
+		case 1:
+			return ""
+		case 2:
+			return "  " + keys[rng.IntN(len(keys))] + " \t v" + fmt.Sprint(rng.IntN(3)) + " "
+		}
+		return keys[rng.IntN(len(keys))] + " v" + fmt.Sprint(rng.IntN(3))
+	}
+	found := 0
+	for i := 0; i < 20000; i++ {
+		var lines []string
+		for range rng.IntN(6) {
+			lines = append(lines, line())
+		}
+		next := slices.Clone(lines)
+		single, last := false, false
+		switch rng.IntN(4) {
+		case 0: // one entry of a new key inserted
+			k := fmt.Sprintf("new%d", rng.IntN(3))
+			at := rng.IntN(len(next) + 1)
+			next = slices.Insert(next, at, k+" v9")
+			single = !slices.ContainsFunc(lines, func(l string) bool { return strings.Fields(l + " x")[0] == k })
+			last = at == len(lines) && at > 0
+		case 1: // a line deleted
+			if len(next) > 0 {
+				i := rng.IntN(len(next))
+				next = slices.Delete(next, i, i+1)
+			}
+		default: // random lines changed
+			for range rng.IntN(3) + 1 {
+				if len(next) > 0 {
+					next[rng.IntN(len(next))] = line()
+				}
+			}
+		}
+		old, new := strings.Join(lines, "\n"), strings.Join(next, "\n")
+		if rng.IntN(2) == 0 {
+			old, new = old+"\n", new+"\n"
+		} else if last {
+			single = false // the last line gains a newline: it changes too
+		}
+		e, same, ok := entryEdit([]byte(old), []byte(new), defaultMapPayload)
+		oldE, oldErr := entriesOf(old)
+		newE, newErr := entriesOf(new)
+		if single && oldErr == nil && newErr == nil && (!ok || same) {
+			t.Fatalf("%q -> %q: a new key's entry not found (ok %v, same %v)", old, new, ok, same)
+		}
+		if !ok {
+			continue
+		}
+		if oldErr != nil || newErr != nil {
+			t.Fatalf("%q -> %q: an edit of files that do not read (%v, %v)", old, new, oldErr, newErr)
+		}
+		if same {
+			if !reflect.DeepEqual(oldE, newE) {
+				t.Fatalf("%q -> %q: the same, but the entries are %q and %q", old, new, oldE, newE)
+			}
+			continue
+		}
+		found++
+		if got, want := lookups(applyEdit(oldE, e)), lookups(newE); !maps.Equal(got, want) {
+			t.Fatalf("%q -> %q: %s gives %v, the new file %v", old, new, e.line("/m"), got, want)
+		}
+	}
+	if found < 2000 {
+		t.Errorf("only %d edits found", found)
+	}
+}
+
+// entriesOf is the entries of a map file as HAProxy reads it.
+func entriesOf(content string) ([][2]string, error) {
+	var out [][2]string
+	_, err := eachMapEntry([]byte(content), defaultMapPayload, func(k, v string, _ int) { out = append(out, [2]string{k, v}) })
+	return out, err
+}
+
+// applyEdit does e to entries as HAProxy does.
+func applyEdit(entries [][2]string, e mapEdit) [][2]string {
+	out := slices.Clone(entries)
+	switch e.op {
+	case "add":
+		return append(out, [2]string{e.key, e.value})
+	case "del":
+		return slices.DeleteFunc(out, func(x [2]string) bool { return x[0] == e.key })
+	}
+	for i := range out {
+		if out[i][0] == e.key {
+			out[i][1] = e.value
+		}
+	}
+	return out
+}
+
+// lookups is what a lookup of each key finds in a tree: the first entry of the key.
+func lookups(entries [][2]string) map[string]string {
+	out := map[string]string{}
+	for _, e := range entries {
+		if _, ok := out[e[0]]; !ok {
+			out[e[0]] = e[1]
+		}
+	}
+	return out
+}
+
+func TestTreeOnly(t *testing.T) {
+	const path = "/maps/routes.map"
+	cases := []struct {
+		name  string
+		lines []string
+		want  bool
+	}{
+		{"map and map_beg", []string{"http-request set-var(txn.b) var(txn.k),map(/maps/routes.map)",
+			"http-request set-var(txn.b) var(txn.k),map_beg(/maps/routes.map,none) if !{ var(txn.b) -m found }"}, true},
+		{"map_str and output types", []string{"use_backend %[req.hdr(host),lower,map_str(/maps/routes.map)]", "http-request set-var(txn.n) path,map_beg_int(/maps/routes.map,0)"}, true},
+		{"map_reg too (file order)", []string{"http-request set-var(txn.b) var(txn.k),map(/maps/routes.map)", "http-request set-var(txn.r) path,map_reg(/maps/routes.map)"}, false},
+		{"map_end", []string{"use_backend %[path,map_end(/maps/routes.map)]"}, false},
+		{"map_int (an integer match, a list)", []string{"use_backend %[dst_port,map_int(/maps/routes.map)]"}, false},
+		{"an ACL reads the file", []string{"acl known path -m beg -f /maps/routes.map", "use_backend %[path,map_beg(/maps/routes.map)]"}, false},
+		{"another file whose name begins as this one's", []string{"use_backend %[path,map(/maps/routes.map)]", "use_backend %[path,map_reg(/maps/routes.map.old)]"}, false},
+		{"not used", []string{"use_backend %[path,map(/maps/other.map)]"}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := &cfgparse.Config{Sections: []*cfgparse.Section{{Kind: "frontend", Name: "fe", Lines: c.lines}}}
+			if got := treeOnly(cfg, path); got != c.want {
+				t.Errorf("treeOnly = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestPlanMapEntryEdits: a map every lookup of which is a tree's (map, map_beg) goes live as
+// the one entry that changed; a change of more, or of a map also read through a list
+// (map_reg), is a swap.
+func TestPlanMapEntryEdits(t *testing.T) {
+	ctx := context.Background()
+	cfgs := treeMapCfg("", "a 10.0.0.1:80 check")
+	tree, list := cfgs[0], cfgs[1]
+	maps := map[string]string{"hosts.map": "a.example be_a\nb.example be_b\n", "paths.map": "/api be_api\n"}
+	hosts := mapsDir + "/hosts.map"
+	with := func(content string) map[string]string {
+		return map[string]string{"hosts.map": content, "paths.map": maps["paths.map"]}
+	}
+	cases := []struct {
+		name   string
+		config []byte
+		next   map[string]string
+		sent   []string // after show map, show acl
+	}{
+		{"an entry added", tree, with("a.example be_a\nb.example be_b\nc.example be_c\n"), []string{"add map " + hosts + " c.example be_c"}},
+		{"an entry deleted", tree, with("b.example be_b\n"), []string{"del map " + hosts + " a.example"}},
+		{"a value changed", tree, with("a.example be_x\nb.example be_b\n"), []string{"set map " + hosts + " a.example be_x"}},
+		{"an entry added to each map: both sent with the commits", tree, map[string]string{"hosts.map": maps["hosts.map"] + "c.example be_c\n", "paths.map": "/api be_api\n/web be_web\n"},
+			[]string{"add map " + hosts + " c.example be_c", "add map " + mapsDir + "/paths.map /web be_web"}},
+		{"two entries changed: a swap", tree, with("a.example be_x\nb.example be_y\n"),
+			[]string{"prepare map " + hosts, "add map @7 " + hosts + " <<\na.example be_x\nb.example be_y\n", "commit map @7 " + hosts}},
+		{"a map read through map_reg too: a swap", list, with("a.example be_a\nb.example be_b\nc.example be_c\n"),
+			[]string{"prepare map " + hosts, "add map @7 " + hosts + " <<\na.example be_a\nb.example be_b\nc.example be_c\n", "commit map @7 " + hosts}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			u, fc := mapsLoaded(t, c.config, maps)
+			p := u.Plan(c.config, nil, files(c.next))
+			if p.Reload() != "" {
+				t.Fatalf("reload: %s", p.Reload())
+			}
+			if err := u.Apply(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := fc.commands(), append([]string{"show map", "show acl"}, c.sent...); !reflect.DeepEqual(got, want) {
+				t.Fatalf("sent %q\nwant %q", got, want)
+			}
+			if p := u.Plan(c.config, nil, files(c.next)); p.Reload() != "" || p.Changes() != 0 {
+				t.Fatalf("after Apply: reason %q, %d changes", p.Reload(), p.Changes())
+			}
+		})
+	}
+}
