@@ -371,6 +371,9 @@ func fSort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 			}
 			keys[i] = v
 		}
+		if len(keys) == 1 {
+			return keys[0], nil // [x] < [y] as x < y
+		}
 		return &List{items: keys}, nil
 	}
 	err = sortValues(items, key, truthy(argOr(p[0], false)))
@@ -389,11 +392,30 @@ func fSum(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	total := argOr(p[1], int64(0))
 	attr := argOr(p[0], nil)
 	parts := attrParts(attr)
+	// Lists added to a list: one list grown in place (a fresh one, as + makes), not a copy of
+	// the total at each item, which made a sum of n lists cost n²/2 copies.
+	var acc *List
 	for _, it := range items {
 		if attr != nil {
 			if it, err = e.attrPath(it, parts, nil); err != nil {
 				return nil, err
 			}
+		}
+		if acc != nil && isList(it) {
+			if err := e.checkItems(len(acc.items) + len(listItems(it))); err != nil {
+				return nil, err
+			}
+			acc.items = append(acc.items, listItems(it)...)
+			continue
+		}
+		if acc == nil && isList(total) && isList(it) {
+			sum, err := e.addValues(total, it)
+			if err != nil {
+				return nil, err
+			}
+			acc = sum.(*List)
+			total = acc
+			continue
 		}
 		if _, isStr := strValue(total); isStr {
 			return nil, errors.New("sum() can't sum strings [use ''.join(seq) instead]")

@@ -3,7 +3,9 @@ package jinja
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // Python's list methods. A list from the data is read only: the methods that change a list
@@ -151,6 +153,16 @@ func sortValues(items []any, key func(any) (any, error), reverse bool) error {
 	for i := range idx {
 		idx[i] = i
 	}
+	if strs, ok := allStrings(keys); ok {
+		// The common case (names, times): compared as strings are, without compare's switch.
+		slices.SortStableFunc(idx, func(i, j int) int {
+			if reverse {
+				i, j = j, i
+			}
+			return strings.Compare(strs[i], strs[j])
+		})
+		return place(items, idx)
+	}
 	var err error
 	sort.SliceStable(idx, func(i, j int) bool {
 		a, b := keys[idx[i]], keys[idx[j]]
@@ -166,12 +178,30 @@ func sortValues(items []any, key func(any) (any, error), reverse bool) error {
 	if err != nil {
 		return err
 	}
+	return place(items, idx)
+}
+
+// place puts items in the order idx gives (idx[i]: the index of the item to be i-th).
+func place(items []any, idx []int) error {
 	sorted := make([]any, len(items))
 	for i, j := range idx {
 		sorted[i] = items[j]
 	}
 	copy(items, sorted)
 	return nil
+}
+
+// allStrings returns keys as strings when every one is a plain string.
+func allStrings(keys []any) ([]string, bool) {
+	strs := make([]string, len(keys))
+	for i, k := range keys {
+		s, ok := k.(string)
+		if !ok {
+			return nil, false
+		}
+		strs[i] = s
+	}
+	return strs, true
 }
 
 func (e *evaluator) seqSearch(items []any, name string, a []any) (any, error) {

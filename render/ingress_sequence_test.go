@@ -1,0 +1,289 @@
+package render
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+)
+
+// ingressWorld is a cluster of Ingresses, Services and EndpointSlices, with certificates, and
+// the Ingress example's template set rendering them, changed at random one step at a time.
+// The Ingresses collide on purpose (shared hosts and paths, paths differing in case, backend
+// names that two namespaces and Services spell alike), so that which Ingress wins a route,
+// a backend or the default backend shows in what is rendered.
+type ingressWorld struct {
+	rng       *rand.Rand
+	ingresses map[string]map[string]any // by namespace/name
+	services  map[string]map[string]any
+	slices    map[string]map[string]any
+	certs     map[string]bool
+	templates map[string]string
+	next      int
+}
+
+func newIngressWorld(t *testing.T, seed uint64) *ingressWorld {
+	w := &ingressWorld{rng: rand.New(rand.NewPCG(seed, 10)), ingresses: map[string]map[string]any{},
+		services: map[string]map[string]any{}, slices: map[string]map[string]any{}, certs: map[string]bool{}}
+	w.templates = loadConfigMapData(t, "../examples/templates/ingress.yaml")
+	for _, svc := range []string{"a/web", "a/api", "a_b/c", "a/b_c", "b/web"} {
+		w.addService(svc)
+	}
+	for range 25 {
+		w.addIngress()
+	}
+	w.certs["a.tls-a"] = true
+	return w
+}
+
+func (w *ingressWorld) pick(m map[string]map[string]any) string {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	return keys[w.rng.IntN(len(keys))]
+}
+
+func (w *ingressWorld) addService(key string) {
+	ns, name, _ := strings.Cut(key, "/")
+	port := map[string]any{"name": "http", "port": int64(80), "targetPort": int64(8080)}
+	if w.rng.IntN(4) == 0 {
+		port["name"] = "web"
+	}
+	w.services[key] = map[string]any{"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": name, "namespace": ns}, "spec": map[string]any{"ports": []any{port}}}
+	w.slices[key] = w.newSlice(key)
+}
+
+func (w *ingressWorld) newSlice(key string) map[string]any {
+	ns, name, _ := strings.Cut(key, "/")
+	var eps []any
+	for i := range w.rng.IntN(3) {
+		eps = append(eps, map[string]any{"addresses": []any{fmt.Sprintf("10.%d.%d.%d", len(name), w.rng.IntN(9), i+1)},
+			"conditions": map[string]any{"ready": w.rng.IntN(5) > 0},
+			"targetRef":  map[string]any{"kind": "Pod", "namespace": ns, "name": fmt.Sprintf("%s-%d", name, i)}})
+	}
+	return map[string]any{"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+		"metadata": map[string]any{"name": name + "-x", "namespace": ns, "labels": map[string]any{"kubernetes.io/service-name": name}},
+		"ports":    []any{map[string]any{"name": []string{"http", "web"}[w.rng.IntN(2)], "port": int64(8080)}}, "endpoints": eps}
+}
+
+func (w *ingressWorld) backend() map[string]any {
+	svcs := append(slices.Sorted(maps.Keys(w.services)), "a/missing")
+	_, name, _ := strings.Cut(svcs[w.rng.IntN(len(svcs))], "/")
+	var port map[string]any
+	switch w.rng.IntN(5) {
+	case 0:
+		port = map[string]any{"name": "http"}
+	case 1:
+		port = map[string]any{"name": "web"}
+	case 2:
+		port = map[string]any{}
+	default:
+		port = map[string]any{"number": int64(80 + w.rng.IntN(2))}
+	}
+	return map[string]any{"service": map[string]any{"name": name, "port": port}}
+}
+
+func (w *ingressWorld) newIngress(ns, name string) map[string]any {
+	var rules []any
+	for range w.rng.IntN(3) {
+		var paths []any
+		for range w.rng.IntN(4) {
+			p := map[string]any{"pathType": []string{"Prefix", "Exact", "ImplementationSpecific", "Prefix"}[w.rng.IntN(4)],
+				"backend": w.backend()}
+			if v := []string{"/", "/api", "/api/", "/Api", "/v1/x", "/a b", "", "/q?x"}[w.rng.IntN(8)]; v != "" {
+				p["path"] = v
+			}
+			paths = append(paths, p)
+		}
+		rule := map[string]any{}
+		switch w.rng.IntN(4) {
+		case 0:
+		case 1:
+			rule["host"] = "*.w.example.com"
+		default:
+			rule["host"] = []string{"shop.example.com", name + ".example.com"}[w.rng.IntN(2)]
+		}
+		if paths != nil || w.rng.IntN(3) > 0 {
+			rule["http"] = map[string]any{"paths": paths}
+		}
+		rules = append(rules, rule)
+	}
+	spec := map[string]any{"rules": rules}
+	meta := map[string]any{"name": name, "namespace": ns}
+	switch w.rng.IntN(8) {
+	case 0:
+		spec["ingressClassName"] = "other"
+	case 1:
+		meta["annotations"] = map[string]any{"kubernetes.io/ingress.class": "haproxy-sidecar"}
+	default:
+		spec["ingressClassName"] = "haproxy-sidecar"
+	}
+	if w.rng.IntN(5) == 0 {
+		spec["defaultBackend"] = w.backend()
+	}
+	if w.rng.IntN(4) == 0 {
+		var tls []any
+		for range w.rng.IntN(3) + 1 {
+			tls = append(tls, map[string]any{"secretName": []string{"tls-a", "tls-b", ""}[w.rng.IntN(3)]})
+		}
+		spec["tls"] = tls
+	}
+	return map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": meta, "spec": spec}
+}
+
+func (w *ingressWorld) addIngress() {
+	w.next++
+	ns := []string{"a", "a", "b", "a_b"}[w.rng.IntN(4)]
+	name := fmt.Sprintf("ing-%d", w.next)
+	w.ingresses[ns+"/"+name] = w.newIngress(ns, name)
+}
+
+// ingressVariants are edits an operator makes to the example: each replaces one string.
+var ingressVariants = [][3]string{
+	{"template", "timeout client 50s", "timeout client 51s"},
+	{"routes.j2", `{%- set notes = [] %}`, `{%- set notes = [] %}{# edited #}`},
+	{"routes.map", "longest first", "the longest first"},
+}
+
+// step makes one change at random and says which.
+func (w *ingressWorld) step() string {
+	switch n := w.rng.IntN(20); {
+	case n < 5:
+		w.addIngress()
+		return "ingress added"
+	case n < 10:
+		if key := w.pick(w.ingresses); key != "" {
+			ns, name, _ := strings.Cut(key, "/")
+			w.ingresses[key] = w.newIngress(ns, name)
+		}
+		return "ingress edited"
+	case n < 12:
+		delete(w.ingresses, w.pick(w.ingresses))
+		return "ingress deleted"
+	case n < 15:
+		if key := w.pick(w.slices); key != "" {
+			w.slices[key] = w.newSlice(key)
+		}
+		return "endpoints changed"
+	case n < 16:
+		key := w.pick(w.services)
+		delete(w.services, key)
+		delete(w.slices, key)
+		return "service deleted"
+	case n < 17:
+		w.addService([]string{"a/web", "a/api", "a_b/c", "a/b_c", "b/web", "a/missing"}[w.rng.IntN(6)])
+		return "service added"
+	case n < 19:
+		name := []string{"a.tls-a", "a.tls-b", "b.tls-a"}[w.rng.IntN(3)]
+		w.certs[name] = !w.certs[name]
+		return "certificate toggled"
+	default:
+		v := ingressVariants[w.rng.IntN(len(ingressVariants))]
+		t := maps.Clone(w.templates)
+		if strings.Contains(t[v[0]], v[1]) {
+			t[v[0]] = strings.Replace(t[v[0]], v[1], v[2], 1)
+		} else {
+			t[v[0]] = strings.Replace(t[v[0]], v[2], v[1], 1)
+		}
+		w.templates = t
+		return "template edited"
+	}
+}
+
+func (w *ingressWorld) snapshot(t *testing.T) *snapshot.Snapshot {
+	list := func(m map[string]map[string]any) []map[string]any {
+		var out []map[string]any
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			out = append(out, m[k])
+		}
+		return out
+	}
+	snap := assembleWatched(t, map[string][]map[string]any{"ingresses": list(w.ingresses),
+		"services": list(w.services), "endpointslices": list(w.slices)}, ingressWatch...)
+	for _, name := range slices.Sorted(maps.Keys(w.certs)) {
+		if w.certs[name] {
+			snap.Certificates = append(snap.Certificates, snapshot.Certificate{Name: name, PEM: []byte("PEM " + name)})
+		}
+	}
+	snap.Templates, snap.TemplateKey = w.templates, "template"
+	snap.TemplateRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}
+	return snap
+}
+
+// TestIngressRandomChangesRenderAsAFreshRenderer: along a long random sequence of changes
+// (Ingresses, Services, endpoints and certificates added, edited and deleted, the templates
+// edited), the renderer the sidecar keeps from sync to sync renders the Ingress example at
+// every step byte for byte as a renderer made for that step alone. The digest logged covers
+// every step's files: equal digests from two versions of the example or of the engine say they
+// render the whole sequence alike.
+func TestIngressRandomChangesRenderAsAFreshRenderer(t *testing.T) {
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
+	kept := New(opts)
+	w := newIngressWorld(t, 1)
+	digest := sha256.New()
+	steps := 300
+	if testing.Short() {
+		steps = 80
+	}
+	counts := map[string]int{}
+	seen := map[string]bool{}
+	for i := range steps {
+		what := "start"
+		if i > 0 {
+			what = w.step()
+		}
+		counts[what]++
+		snap := w.snapshot(t)
+		got, gotErr := kept.Render(context.Background(), snap)
+		fresh := New(opts)
+		fresh.unshared = true
+		want, wantErr := fresh.Render(context.Background(), snap)
+		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+			t.Fatalf("step %d (%s): the kept renderer: %v; a fresh one: %v", i, what, gotErr, wantErr)
+		}
+		if wantErr != nil {
+			t.Fatalf("step %d (%s): %v", i, what, wantErr)
+		}
+		if d := bundleDiff(got, want); d != "" {
+			t.Fatalf("step %d (%s): the kept renderer renders otherwise than a fresh one: %s", i, what, d)
+		}
+		cfg, routes := string(want.Config), string(want.Maps["routes.map"])
+		for s, ok := range map[string]bool{
+			"a served Ingress":      strings.Contains(cfg, "# haproxy-sidecar: serves Ingress "),
+			"a path not served":     strings.Contains(cfg, `not served (white space, ? or #, or no port)`),
+			"a missing certificate": strings.Contains(cfg, ": no certificate "),
+			"the HTTPS frontend":    strings.Contains(cfg, "\nfrontend https\n"),
+			"a default backend":     strings.Contains(routes, "\ndefault? be_"),
+			"an exact path":         strings.Contains(routes, "? be_"),
+			"a wildcard host":       strings.Contains(routes, "*.w.example.com/"),
+			"a missing port":        strings.Contains(cfg, " has no port "),
+			"a server":              strings.Contains(cfg, "\n  server "),
+		} {
+			seen[s] = seen[s] || ok
+		}
+		for _, f := range bundleFiles(want) {
+			fmt.Fprintf(digest, "%d %s %d\n", i, f[0], len(f[1]))
+			digest.Write([]byte(f[1]))
+		}
+	}
+	for _, what := range []string{"ingress added", "ingress edited", "ingress deleted", "endpoints changed", "service deleted",
+		"service added", "certificate toggled", "template edited"} {
+		if counts[what] == 0 && !testing.Short() {
+			t.Errorf("the sequence missed a kind of change (%s): %v", what, counts)
+		}
+	}
+	for s, ok := range seen {
+		if !ok {
+			t.Errorf("no step rendered %s", s)
+		}
+	}
+	t.Logf("%d steps %v, digest %x", steps, counts, digest.Sum(nil))
+}
