@@ -35,14 +35,34 @@ func assembleResources(specs watchspec.List, found map[string][]*Object) []Resou
 	}
 	out := make([]Resource, 0, len(specs))
 	for _, spec := range specs {
-		objs := slices.Clone(found[spec.Name()])
-		objs = slices.DeleteFunc(objs, func(o *Object) bool { return o == nil })
-		slices.SortStableFunc(objs, compareObjects)
-		// One object per name (and cluster): a source gives each once; the first stays if not.
-		objs = slices.CompactFunc(objs, func(a, b *Object) bool { return a.key == b.key && a.cluster == b.cluster })
+		objs := sortedObjects(found[spec.Name()])
 		out = append(out, Resource{Name: spec.Name(), Objects: objs, Value: resourceValue(spec, objs, true)})
 	}
 	return out
+}
+
+// sortedObjects is list without nils, sorted by compareObjects, one object per name (and
+// cluster: a source gives each once; the first stays if not). A list that is so already (the
+// kube source keeps its lists sorted, issue 25) is returned as it is: checking costs a
+// fraction of a sort. list is not modified.
+func sortedObjects(list []*Object) []*Object {
+	if strictlySorted(list, compareObjects) {
+		return list
+	}
+	objs := slices.DeleteFunc(slices.Clone(list), func(o *Object) bool { return o == nil })
+	slices.SortStableFunc(objs, compareObjects)
+	return slices.CompactFunc(objs, func(a, b *Object) bool { return a.key == b.key && a.cluster == b.cluster })
+}
+
+// strictlySorted reports whether list has no nil and each object comes after the one before
+// it by cmp (so none is there twice).
+func strictlySorted(list []*Object, cmp func(a, b *Object) int) bool {
+	for i, o := range list {
+		if o == nil || i > 0 && cmp(list[i-1], o) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // compareObjects orders by namespace, then name.
@@ -78,10 +98,9 @@ func resourceValue(spec watchspec.Resource, objs []*Object, split bool) *record.
 	return record.FromPairs(nil, keys, vals)
 }
 
-// objectsByName is the record "namespace/name" -> object.
+// objectsByName is the record "namespace/name" -> object; objs are sorted by compareObjects.
 func objectsByName(objs []*Object) *record.Record {
-	sorted := slices.Clone(objs)
-	slices.SortStableFunc(sorted, func(a, b *Object) int { return strings.Compare(a.key, b.key) })
+	sorted := keyOrder(objs)
 	names := make([]string, 0, len(sorted))
 	vals := make([]any, 0, len(sorted))
 	for _, o := range sorted {
@@ -91,6 +110,34 @@ func objectsByName(objs []*Object) *record.Record {
 		names, vals = append(names, o.key), append(vals, o.obj)
 	}
 	return record.New(record.NewKeys(names...), vals)
+}
+
+// keyOrder is objs in the order of their keys, stably (an object in several clusters keeps
+// their order). That is the order of objs, sorted by compareObjects, unless a namespace is
+// another's prefix followed by a character before "/": "a-b/x" < "a/x" where "a" < "a-b".
+// The keys of two namespaces compare the same way whatever the names, so each namespace's run
+// of objects moves whole: a sort of the namespaces rather than of the objects. objs is not
+// modified.
+func keyOrder(objs []*Object) []*Object {
+	byKey := func(a, b *Object) int { return strings.Compare(a.key, b.key) }
+	if slices.IsSortedFunc(objs, byKey) {
+		return objs
+	}
+	var runs [][]*Object
+	for i := 0; i < len(objs); {
+		j := i + 1
+		for j < len(objs) && objs[j].Namespace() == objs[i].Namespace() {
+			j++
+		}
+		runs, i = append(runs, objs[i:j]), j
+	}
+	slices.SortStableFunc(runs, func(a, b []*Object) int { return byKey(a[0], b[0]) })
+	out := slices.Concat(runs...)
+	if !slices.IsSortedFunc(out, byKey) { // objs not sorted by compareObjects, or cluster-scoped objects among namespaced ones
+		out = slices.Clone(objs)
+		slices.SortStableFunc(out, byKey)
+	}
+	return out
 }
 
 // indexed is the record "namespace/value" -> the objects with that value, in the order of objs.
