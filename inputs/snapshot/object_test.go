@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"runtime"
@@ -531,7 +532,7 @@ func BenchmarkAssembleResources(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if res := assembleResources(specs, objs.Resources); len(res[0].Objects) != 10_000 {
+		if res := assembleResources(specs, objs.Resources, nil); len(res[0].Objects) != 10_000 {
 			b.Fatal(len(res[0].Objects))
 		}
 	}
@@ -617,7 +618,27 @@ func BenchmarkAssembleThreeLists(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if res := assembleResources(specs, c.objs); len(res) != 3 || len(res[2].Objects) != 10_000 {
+				if res := assembleResources(specs, c.objs, nil); len(res) != 3 || len(res[2].Objects) != 10_000 {
+					b.Fatal(len(res))
+				}
+			}
+		})
+	}
+	// Through a cache, each sync with one object of one resource changed (a new version: a new
+	// pointer, as a source gives), the others the same lists.
+	for _, res := range []string{"ingresses", "endpointslices"} {
+		b.Run("sorted-cached-one-"+res+"-changed", func(b *testing.B) {
+			var cache PodCache
+			versions := [2]map[string][]*Object{sorted, maps.Clone(sorted)}
+			l := slices.Clone(sorted[res])
+			c := *l[5000]
+			l[5000] = &c
+			versions[1][res] = l
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				if res := assembleResources(specs, versions[i%2], &cache); len(res) != 3 || len(res[2].Objects) != 10_000 {
 					b.Fatal(len(res))
 				}
 			}

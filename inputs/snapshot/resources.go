@@ -28,16 +28,26 @@ type Resource struct {
 
 // assembleResources builds the resources the options name from the objects the source found
 // (objs.Resources, by context name), in the order of the options. A resource without objects
-// is there, empty.
-func assembleResources(specs watchspec.List, found map[string][]*Object) []Resource {
+// is there, empty. A resource whose objects are the very ones of cache's last Assemble (the
+// same pointers: a changed object is a new one) is that Assemble's, its lookups not made again
+// (issue 25): a change of one resource costs its own.
+func assembleResources(specs watchspec.List, found map[string][]*Object, cache *PodCache) []Resource {
 	if len(specs) == 0 {
 		return nil
 	}
+	last := cache.lastResources()
 	out := make([]Resource, 0, len(specs))
+	kept := make(map[string]Resource, len(specs))
 	for _, spec := range specs {
 		objs := sortedObjects(found[spec.Name()])
-		out = append(out, Resource{Name: spec.Name(), Objects: objs, Value: resourceValue(spec, objs, true)})
+		key := spec.String() // what the Value is made of, with objs
+		r, ok := last[key]
+		if !ok || !slices.Equal(r.Objects, objs) {
+			r = Resource{Name: spec.Name(), Objects: objs, Value: resourceValue(spec, objs, true)}
+		}
+		out, kept[key] = append(out, r), r
 	}
+	cache.keepResources(kept)
 	return out
 }
 

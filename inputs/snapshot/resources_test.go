@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -65,8 +66,8 @@ func TestAssembleSortedFastPath(t *testing.T) {
 			list[rnd.IntN(len(list))] = nil
 		}
 		want := sortedAsBefore(list)
-		got := assembleResources(specs, map[string][]*Object{"routes": list})
-		sorted := assembleResources(specs, map[string][]*Object{"routes": want})
+		got := assembleResources(specs, map[string][]*Object{"routes": list}, nil)
+		sorted := assembleResources(specs, map[string][]*Object{"routes": want}, nil)
 		if !slices.Equal(got[0].Objects, want) {
 			t.Fatalf("round %d: objects %v, want %v", round, got[0].Objects, want)
 		}
@@ -95,4 +96,74 @@ func keys(objs []*Object) []string {
 		out[i] = o.cluster + ":" + o.key
 	}
 	return out
+}
+
+// TestAssembleResourcesThroughCache: along a random sequence of syncs, each changing a few
+// objects of one of two resources (new versions, adds, deletes; several clusters at times),
+// Assemble through a PodCache gives what Assemble without one gives (deep-equal), and a
+// resource whose objects did not change is the last sync's, its lookups not made again.
+func TestAssembleResourcesThroughCache(t *testing.T) {
+	var specs watchspec.List
+	for _, s := range []string{"routes.v1.example.com;index=svc=label:svc;index=host=field:spec.hosts", "backends.v1.example.com"} {
+		if err := specs.Set(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var conv ObjectConverter
+	n := 0
+	obj := func(ns, name, cluster string, rng *rand.Rand) *Object {
+		n++
+		o, err := conv.FromUnstructured(map[string]any{"apiVersion": "example.com/v1", "kind": "Route",
+			"metadata": map[string]any{"name": name, "namespace": ns, "resourceVersion": fmt.Sprint(n),
+				"labels": map[string]any{"svc": fmt.Sprintf("s%d", rng.IntN(6))}},
+			"spec": map[string]any{"hosts": []any{fmt.Sprintf("h%d", rng.IntN(5)), fmt.Sprintf("h%d", rng.IntN(5))}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conv.InCluster(o, cluster)
+	}
+	for _, tc := range []struct {
+		name     string
+		clusters []string
+	}{{"one cluster", []string{""}}, {"several clusters", []string{"east", "west"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(25, 2))
+			nss := []string{"a", "a-b", "b"}
+			found := map[string][]*Object{}
+			for _, res := range []string{"routes", "backends"} {
+				for range 60 {
+					found[res] = append(found[res], obj(nss[rng.IntN(3)], fmt.Sprintf("r%d", rng.IntN(40)), tc.clusters[rng.IntN(len(tc.clusters))], rng))
+				}
+				found[res] = sortedAsBefore(found[res])
+			}
+			var cache PodCache
+			var last []Resource
+			for step := range 300 {
+				res := []string{"routes", "backends"}[rng.IntN(2)]
+				l := slices.Clone(found[res])
+				for range rng.IntN(4) {
+					switch i := rng.IntN(len(l) + 1); {
+					case i == len(l) || rng.IntN(3) == 0: // an object added (or a name given again: replaced)
+						l = append(l, obj(nss[rng.IntN(3)], fmt.Sprintf("r%d", rng.IntN(40)), tc.clusters[rng.IntN(len(tc.clusters))], rng))
+					case rng.IntN(2) == 0: // a new version
+						l[i] = obj(l[i].Namespace(), l[i].Name(), l[i].cluster, rng)
+					default:
+						l = slices.Delete(l, i, i+1)
+					}
+				}
+				slices.Reverse(l) // a new version of a name replaces the old one (the first stays)
+				found[res] = sortedAsBefore(l)
+				got := assembleResources(specs, maps.Clone(found), &cache)
+				if want := assembleResources(specs, found, nil); !reflect.DeepEqual(got, want) {
+					t.Fatalf("step %d: through the cache %v\nwithout %v", step, got, want)
+				}
+				for i, r := range got {
+					if last != nil && slices.Equal(r.Objects, last[i].Objects) && r.Value != last[i].Value {
+						t.Fatalf("step %d: %s made again though its objects are the last sync's", step, r.Name)
+					}
+				}
+				last = got
+			}
+		})
+	}
 }
