@@ -34,7 +34,8 @@ type PodCache struct {
 	lastRef    Ref
 	index      *podIndex // of the last Build
 	// The watched resources the last Assemble gave, by their --watch value: the next reuses
-	// those whose objects did not change. Read-only, shared by the Snapshots.
+	// those whose objects did not change, and patches the lookups of those of which a few did
+	// (resourceFrom). Read-only, shared by the Snapshots.
 	resources map[string]Resource
 }
 

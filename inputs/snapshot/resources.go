@@ -29,8 +29,9 @@ type Resource struct {
 // assembleResources builds the resources the options name from the objects the source found
 // (objs.Resources, by context name), in the order of the options. A resource without objects
 // is there, empty. A resource whose objects are the very ones of cache's last Assemble (the
-// same pointers: a changed object is a new one) is that Assemble's, its lookups not made again
-// (issue 25): a change of one resource costs its own.
+// same pointers: a changed object is a new one) is that Assemble's, its lookups not made again,
+// and one of which a few objects changed has that Assemble's lookups patched (issue 25): a
+// change costs what changed, not the size of the resources.
 func assembleResources(specs watchspec.List, found map[string][]*Object, cache *PodCache) []Resource {
 	if len(specs) == 0 {
 		return nil
@@ -39,16 +40,37 @@ func assembleResources(specs watchspec.List, found map[string][]*Object, cache *
 	out := make([]Resource, 0, len(specs))
 	kept := make(map[string]Resource, len(specs))
 	for _, spec := range specs {
-		objs := sortedObjects(found[spec.Name()])
-		key := spec.String() // what the Value is made of, with objs
-		r, ok := last[key]
-		if !ok || !slices.Equal(r.Objects, objs) {
-			r = Resource{Name: spec.Name(), Objects: objs, Value: resourceValue(spec, objs, true)}
-		}
+		key := spec.String() // what the Value is made of, with the objects
+		r := resourceFrom(spec, found[spec.Name()], last[key])
 		out, kept[key] = append(out, r), r
 	}
 	cache.keepResources(kept)
 	return out
+}
+
+// resourceFrom is the resource of spec with the objects list (as the source found them): last
+// (the last Assemble's, if any: Value set) when its objects are the same, else with last's
+// lookups patched for the objects that changed when they are few, else made anew.
+func resourceFrom(spec watchspec.Resource, list []*Object, last Resource) Resource {
+	objs := list
+	if last.Value != nil {
+		// list, sorted (checked where it differs from last's), is the objects; else sorted here.
+		changes, ok := diffObjects(last.Objects, objs, maxPatched(len(objs)))
+		if !ok {
+			objs = sortedObjects(list)
+			changes, ok = diffObjects(last.Objects, objs, maxPatched(len(objs)))
+		}
+		if ok && len(changes) == 0 {
+			return last
+		}
+		if ok {
+			if v, ok := patchedValue(spec, last.Value, objs, changes); ok {
+				return Resource{Name: spec.Name(), Objects: objs, Value: v}
+			}
+		}
+	}
+	objs = sortedObjects(objs)
+	return Resource{Name: spec.Name(), Objects: objs, Value: resourceValue(spec, objs, true)}
 }
 
 // sortedObjects is list without nils, sorted by compareObjects, one object per name (and
@@ -155,14 +177,7 @@ func indexed(ix watchspec.Index, objs []*Object) *record.Record {
 	lists := map[string][]any{}
 	var values []string
 	for _, o := range objs {
-		values = indexValues(ix, o, values[:0])
-		slices.Sort(values)
-		values = slices.Compact(values)
-		for _, v := range values {
-			key := v
-			if ns := o.Namespace(); ns != "" {
-				key = ns + "/" + v
-			}
+		for _, key := range indexKeys(ix, o, &values) {
 			lists[key] = append(lists[key], o.obj)
 		}
 	}
@@ -171,6 +186,21 @@ func indexed(ix watchspec.Index, objs []*Object) *record.Record {
 		m[k] = l
 	}
 	return record.FromMap(nil, m) // keys that are data: a key list of its own
+}
+
+// indexKeys are the keys of o in the index ix: "namespace/value" (or "value") for each of
+// its values, once each, sorted; in *buf, which it reuses.
+func indexKeys(ix watchspec.Index, o *Object, buf *[]string) []string {
+	values := indexValues(ix, o, (*buf)[:0])
+	slices.Sort(values)
+	values = slices.Compact(values)
+	if ns := o.Namespace(); ns != "" {
+		for i, v := range values {
+			values[i] = ns + "/" + v
+		}
+	}
+	*buf = values
+	return values
 }
 
 // indexValues appends the values of o that ix indexes it by.

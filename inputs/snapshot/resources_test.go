@@ -99,8 +99,9 @@ func keys(objs []*Object) []string {
 }
 
 // TestAssembleResourcesThroughCache: along a random sequence of syncs, each changing a few
-// objects of one of two resources (new versions, adds, deletes; several clusters at times),
-// Assemble through a PodCache gives what Assemble without one gives (deep-equal), and a
+// objects of one of two resources (new versions, adds, deletes; several clusters at times;
+// given sorted, or not at times, with a nil or an object twice), Assemble through a PodCache
+// gives what Assemble without one gives (deep-equal), and a
 // resource whose objects did not change is the last sync's, its lookups not made again.
 func TestAssembleResourcesThroughCache(t *testing.T) {
 	var specs watchspec.List
@@ -153,8 +154,24 @@ func TestAssembleResourcesThroughCache(t *testing.T) {
 				}
 				slices.Reverse(l) // a new version of a name replaces the old one (the first stays)
 				found[res] = sortedAsBefore(l)
-				got := assembleResources(specs, maps.Clone(found), &cache)
-				if want := assembleResources(specs, found, nil); !reflect.DeepEqual(got, want) {
+				given := maps.Clone(found)
+				if l := slices.Clone(found[res]); len(l) > 1 {
+					switch rng.IntN(8) {
+					case 0: // a source that does not sort
+						rng.Shuffle(len(l), func(i, j int) { l[i], l[j] = l[j], l[i] })
+					case 1: // two kept objects swapped
+						i := rng.IntN(len(l) - 1)
+						l[i], l[i+1] = l[i+1], l[i]
+					case 2:
+						l = slices.Insert(l, rng.IntN(len(l)), nil)
+					case 3:
+						i := rng.IntN(len(l))
+						l = slices.Insert(l, i, l[i])
+					}
+					given[res] = l
+				}
+				got := assembleResources(specs, given, &cache)
+				if want := assembleResources(specs, given, nil); !reflect.DeepEqual(got, want) {
 					t.Fatalf("step %d: through the cache %v\nwithout %v", step, got, want)
 				}
 				for i, r := range got {
