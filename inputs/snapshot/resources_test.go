@@ -114,9 +114,11 @@ func TestAssembleResourcesThroughCache(t *testing.T) {
 	n := 0
 	obj := func(ns, name, cluster string, rng *rand.Rand) *Object {
 		n++
-		o, err := conv.FromUnstructured(map[string]any{"apiVersion": "example.com/v1", "kind": "Route",
-			"metadata": map[string]any{"name": name, "namespace": ns, "resourceVersion": fmt.Sprint(n),
-				"labels": map[string]any{"svc": fmt.Sprintf("s%d", rng.IntN(6))}},
+		meta := map[string]any{"name": name, "resourceVersion": fmt.Sprint(n), "labels": map[string]any{"svc": fmt.Sprintf("s%d", rng.IntN(6))}}
+		if ns != "" {
+			meta["namespace"] = ns
+		}
+		o, err := conv.FromUnstructured(map[string]any{"apiVersion": "example.com/v1", "kind": "Route", "metadata": meta,
 			"spec": map[string]any{"hosts": []any{fmt.Sprintf("h%d", rng.IntN(5)), fmt.Sprintf("h%d", rng.IntN(5))}}})
 		if err != nil {
 			t.Fatal(err)
@@ -129,11 +131,11 @@ func TestAssembleResourcesThroughCache(t *testing.T) {
 	}{{"one cluster", []string{""}}, {"several clusters", []string{"east", "west"}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(25, 2))
-			nss := []string{"a", "a-b", "b"}
+			nss := []string{"a", "a-b", "b", ""} // "": cluster-scoped
 			found := map[string][]*Object{}
 			for _, res := range []string{"routes", "backends"} {
 				for range 60 {
-					found[res] = append(found[res], obj(nss[rng.IntN(3)], fmt.Sprintf("r%d", rng.IntN(40)), tc.clusters[rng.IntN(len(tc.clusters))], rng))
+					found[res] = append(found[res], obj(nss[rng.IntN(len(nss))], fmt.Sprintf("r%d", rng.IntN(40)), tc.clusters[rng.IntN(len(tc.clusters))], rng))
 				}
 				found[res] = sortedAsBefore(found[res])
 			}
@@ -145,11 +147,16 @@ func TestAssembleResourcesThroughCache(t *testing.T) {
 				for range rng.IntN(4) {
 					switch i := rng.IntN(len(l) + 1); {
 					case i == len(l) || rng.IntN(3) == 0: // an object added (or a name given again: replaced)
-						l = append(l, obj(nss[rng.IntN(3)], fmt.Sprintf("r%d", rng.IntN(40)), tc.clusters[rng.IntN(len(tc.clusters))], rng))
+						l = append(l, obj(nss[rng.IntN(len(nss))], fmt.Sprintf("r%d", rng.IntN(40)), tc.clusters[rng.IntN(len(tc.clusters))], rng))
 					case rng.IntN(2) == 0: // a new version
 						l[i] = obj(l[i].Namespace(), l[i].Name(), l[i].cluster, rng)
 					default:
 						l = slices.Delete(l, i, i+1)
+					}
+				}
+				if rng.IntN(20) == 0 { // every object a new version: more than are patched
+					for i, o := range l {
+						l[i] = obj(o.Namespace(), o.Name(), o.cluster, rng)
 					}
 				}
 				slices.Reverse(l) // a new version of a name replaces the old one (the first stays)
