@@ -206,3 +206,43 @@ func TestObjectListMissedEventDiffers(t *testing.T) {
 		t.Fatal("once recorded, the read is not what a sort gives")
 	}
 }
+
+// BenchmarkKubeResourcesRead: a watched resource's objects a read gives at 10,000 objects in
+// 20 namespaces: the store listed (what every read did, leaving the sort to Assemble), the
+// store listed and sorted (objectsOf, a first read), and objectList after one object's change.
+func BenchmarkKubeResourcesRead(b *testing.B) {
+	f := &fakeResource{store: cache.NewStore(cache.MetaNamespaceKeyFunc), list: &objectList{}}
+	for i := range 10_000 {
+		if err := f.store.Add(f.object(b, fmt.Sprintf("ns-%d", i%20), fmt.Sprintf("svc-%05d", i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("list", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			items := f.store.List()
+			list := make([]*snapshot.Object, 0, len(items))
+			for _, it := range items {
+				list = append(list, it.(*kubeObject).Object)
+			}
+		}
+	})
+	b.Run("list-sorted", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			objectsOf(f.store)
+		}
+	})
+	b.Run("one-change", func(b *testing.B) {
+		f.list.read(f.store)
+		versions := [2]*kubeObject{f.object(b, "ns-3", "svc-00503"), f.object(b, "ns-3", "svc-00503")}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			_ = f.store.Update(versions[i%2])
+			f.list.record(versions[i%2])
+			f.list.read(f.store)
+		}
+	})
+}
