@@ -60,10 +60,11 @@ func resourceFrom(spec watchspec.Resource, list []*Object, last Resource) Resour
 			objs = sortedObjects(list)
 			changes, ok = diffObjects(last.Objects, objs, maxPatched(len(objs)))
 		}
-		if ok && len(changes) == 0 {
+		switch {
+		case !ok: // many changes: made anew
+		case len(changes) == 0:
 			return last
-		}
-		if ok {
+		default:
 			if v, ok := patchedValue(spec, last.Value, objs, changes); ok {
 				return Resource{Name: spec.Name(), Objects: objs, Value: v}
 			}
