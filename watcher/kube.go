@@ -93,7 +93,8 @@ type resourceWatch struct {
 	informer cache.SharedIndexInformer
 	handled  cache.ResourceEventHandlerRegistration
 	mu       sync.Mutex
-	err      error // the last list or watch error, until the informer has synced
+	err      error      // the last list or watch error, until the informer has synced
+	list     objectList // the objects of the last read, in name order
 }
 
 // tlsWatch follows the TLS Secrets of one namespace of TLSSecretNamespaces (of every namespace
@@ -177,13 +178,16 @@ func (k *Kube) Run(ctx context.Context, changed func()) error {
 }
 
 // handler calls notify on every event of an informer.
-// objectHandler is handler for watched objects, except that an update that changes nothing
-// templates see (a new resourceVersion alone: the echo of the sidecar's own status write on a
-// resource watched with ;status=off) asks for no sync.
-func (k *Kube) objectHandler() cache.ResourceEventHandler {
+// objectHandler is handler for the watched objects of list, each event recorded in list for
+// its next read first, except that an update that changes nothing templates see (a new
+// resourceVersion alone: the echo of the sidecar's own status write on a resource watched with
+// ;status=off) asks for no sync. It is recorded all the same: the next read holds the object
+// the store holds, as a read of the whole store would.
+func (k *Kube) objectHandler(list *objectList) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { k.notify() },
+		AddFunc: func(o any) { list.record(o); k.notify() },
 		UpdateFunc: func(old, cur any) {
+			list.record(cur)
 			o, ok1 := old.(*kubeObject)
 			c, ok2 := cur.(*kubeObject)
 			if ok1 && ok2 && snapshot.SameExceptVersion(o.Object, c.Object) {
@@ -191,7 +195,7 @@ func (k *Kube) objectHandler() cache.ResourceEventHandler {
 			}
 			k.notify()
 		},
-		DeleteFunc: func(any) { k.notify() },
+		DeleteFunc: func(o any) { list.record(o); k.notify() },
 	}
 }
 
@@ -664,7 +668,7 @@ func (k *Kube) watchResources() ([]*resourceWatch, []dynamicinformer.DynamicShar
 		}); err != nil {
 			return nil, nil, err
 		}
-		if rw.handled, err = inf.AddEventHandler(k.objectHandler()); err != nil {
+		if rw.handled, err = inf.AddEventHandler(k.objectHandler(&rw.list)); err != nil {
 			return nil, nil, err
 		}
 		out = append(out, rw)
@@ -777,14 +781,7 @@ func (k *Kube) resources(ctx context.Context, set *informerSet) (map[string][]*s
 	}
 	out := make(map[string][]*snapshot.Object, len(res))
 	for _, rw := range res {
-		items := rw.informer.GetStore().List()
-		list := make([]*snapshot.Object, 0, len(items))
-		for _, it := range items {
-			if o, ok := it.(*kubeObject); ok {
-				list = append(list, o.Object)
-			}
-		}
-		out[rw.w.spec.Name()] = list
+		out[rw.w.spec.Name()] = rw.list.read(rw.informer.GetStore())
 	}
 	return out, nil
 }

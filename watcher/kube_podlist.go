@@ -38,17 +38,23 @@ type changedNames struct {
 // record notes that obj changed (added, updated or deleted) in w's informer; pods says which.
 // Called by the informers' handlers, after their store holds the change.
 func (w *podWatch) record(obj any, pods bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if pods {
+		w.changedPods.note(obj)
+	} else {
+		w.changedSlices.note(obj)
+	}
+}
+
+// note adds obj (an informer's object, or its tombstone) to c, or gives up on the names (all)
+// past maxChanged or for an object without a key.
+func (c *changedNames) note(obj any) {
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
 		return
 	}
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	c := &w.changedSlices
-	if pods {
-		c = &w.changedPods
-	}
 	switch {
 	case c.all:
 	case err != nil || len(c.names) >= maxChanged:
@@ -133,6 +139,12 @@ type changedName struct {
 // merge is last, sorted by name, with each changed object as its store now holds it: replaced,
 // removed or inserted in its place. last is not modified; with nothing changed it is returned.
 func merge[T metav1.Object](last []T, changed []changedName) []T {
+	return mergeBy(last, changed, func(o T) objName { return nameOf(o) }, func(o any) (T, bool) { t, ok := o.(T); return t, ok })
+}
+
+// mergeBy is merge for objects of any type: name is an object's place in last, from the
+// object a store holds (false: none to put there).
+func mergeBy[T any](last []T, changed []changedName, name func(T) objName, from func(any) (T, bool)) []T {
 	if len(changed) == 0 {
 		return last
 	}
@@ -140,18 +152,26 @@ func merge[T metav1.Object](last []T, changed []changedName) []T {
 	out := make([]T, 0, len(last)+len(changed))
 	i := 0
 	for _, c := range changed {
-		j := i + sort.Search(len(last)-i, func(k int) bool { return nameOf(last[i+k]).compare(c.objName) >= 0 })
+		j := i + sort.Search(len(last)-i, func(k int) bool { return name(last[i+k]).compare(c.objName) >= 0 })
 		out = append(out, last[i:j]...)
 		i = j
-		if i < len(last) && nameOf(last[i]) == c.objName {
+		if i < len(last) && name(last[i]) == c.objName {
 			i++ // its last version
 		}
-		if o, ok, _ := c.store.GetByKey(c.ns + "/" + c.name); ok {
-			if t, ok := o.(T); ok {
+		if o, ok, _ := c.store.GetByKey(c.key()); ok {
+			if t, ok := from(o); ok {
 				out = append(out, t)
 			}
 		}
 	}
 	out = append(out, last[i:]...)
 	return slices.Clip(out)
+}
+
+// key is the name's key in a store: "namespace/name", or "name" for a cluster-scoped object.
+func (n objName) key() string {
+	if n.ns == "" {
+		return n.name
+	}
+	return n.ns + "/" + n.name
 }

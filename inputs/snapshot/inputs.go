@@ -152,7 +152,7 @@ func Assemble(objs *Objects, opts Options, chosen []Input) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap.Resources = assembleResources(opts.Resources, objs.Resources)
+	snap.Resources = assembleResources(opts.Resources, objs.Resources, opts.PodCache)
 	snap.Peers = BuildPeers(objs, opts.Peers)
 	return snap, nil
 }

@@ -33,6 +33,32 @@ type PodCache struct {
 	lastInputs []Input
 	lastRef    Ref
 	index      *podIndex // of the last Build
+	// The watched resources the last Assemble gave, by their --watch value: the next reuses
+	// those whose objects did not change, and patches the lookups of those of which a few did
+	// (resourceFrom). Read-only, shared by the Snapshots.
+	resources map[string]Resource
+}
+
+// lastResources are the watched resources of the last Assemble through c (none without c).
+func (c *PodCache) lastResources() map[string]Resource {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.resources
+}
+
+// keepResources makes res the resources the next Assemble through c may reuse. An Assemble of
+// other objects (a candidate's tests, a trial) replaces them too: the next one then makes again
+// what differs from those, and reuses nothing that is not the same.
+func (c *PodCache) keepResources(res map[string]Resource) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.resources = res
 }
 
 // builtService is a service as a Build gave it. The next Build gives the very same map when

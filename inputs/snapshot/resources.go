@@ -28,21 +28,74 @@ type Resource struct {
 
 // assembleResources builds the resources the options name from the objects the source found
 // (objs.Resources, by context name), in the order of the options. A resource without objects
-// is there, empty.
-func assembleResources(specs watchspec.List, found map[string][]*Object) []Resource {
+// is there, empty. A resource whose objects are the very ones of cache's last Assemble (the
+// same pointers: a changed object is a new one) is that Assemble's, its lookups not made again,
+// and one of which a few objects changed has that Assemble's lookups patched (issue 25): a
+// change costs what changed, not the size of the resources.
+func assembleResources(specs watchspec.List, found map[string][]*Object, cache *PodCache) []Resource {
 	if len(specs) == 0 {
 		return nil
 	}
+	last := cache.lastResources()
 	out := make([]Resource, 0, len(specs))
+	kept := make(map[string]Resource, len(specs))
 	for _, spec := range specs {
-		objs := slices.Clone(found[spec.Name()])
-		objs = slices.DeleteFunc(objs, func(o *Object) bool { return o == nil })
-		slices.SortStableFunc(objs, compareObjects)
-		// One object per name (and cluster): a source gives each once; the first stays if not.
-		objs = slices.CompactFunc(objs, func(a, b *Object) bool { return a.key == b.key && a.cluster == b.cluster })
-		out = append(out, Resource{Name: spec.Name(), Objects: objs, Value: resourceValue(spec, objs, true)})
+		key := spec.String() // what the Value is made of, with the objects
+		r := resourceFrom(spec, found[spec.Name()], last[key])
+		out, kept[key] = append(out, r), r
 	}
+	cache.keepResources(kept)
 	return out
+}
+
+// resourceFrom is the resource of spec with the objects list (as the source found them): last
+// (the last Assemble's, if any: Value set) when its objects are the same, else with last's
+// lookups patched for the objects that changed when they are few, else made anew.
+func resourceFrom(spec watchspec.Resource, list []*Object, last Resource) Resource {
+	objs := list
+	if last.Value != nil {
+		// list, sorted (checked where it differs from last's), is the objects; else sorted here.
+		changes, ok := diffObjects(last.Objects, objs, maxPatched(len(objs)))
+		if !ok {
+			objs = sortedObjects(list)
+			changes, ok = diffObjects(last.Objects, objs, maxPatched(len(objs)))
+		}
+		switch {
+		case !ok: // many changes: made anew
+		case len(changes) == 0:
+			return last
+		default:
+			if v, ok := patchedValue(spec, last.Value, objs, changes); ok {
+				return Resource{Name: spec.Name(), Objects: objs, Value: v}
+			}
+		}
+	}
+	objs = sortedObjects(objs)
+	return Resource{Name: spec.Name(), Objects: objs, Value: resourceValue(spec, objs, true)}
+}
+
+// sortedObjects is list without nils, sorted by compareObjects, one object per name (and
+// cluster: a source gives each once; the first stays if not). A list that is so already (the
+// kube source keeps its lists sorted, issue 25) is returned as it is: checking costs a
+// fraction of a sort. list is not modified.
+func sortedObjects(list []*Object) []*Object {
+	if strictlySorted(list, compareObjects) {
+		return list
+	}
+	objs := slices.DeleteFunc(slices.Clone(list), func(o *Object) bool { return o == nil })
+	slices.SortStableFunc(objs, compareObjects)
+	return slices.CompactFunc(objs, func(a, b *Object) bool { return a.key == b.key && a.cluster == b.cluster })
+}
+
+// strictlySorted reports whether list has no nil and each object comes after the one before
+// it by cmp (so none is there twice).
+func strictlySorted(list []*Object, cmp func(a, b *Object) int) bool {
+	for i, o := range list {
+		if o == nil || i > 0 && cmp(list[i-1], o) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // compareObjects orders by namespace, then name.
@@ -78,10 +131,9 @@ func resourceValue(spec watchspec.Resource, objs []*Object, split bool) *record.
 	return record.FromPairs(nil, keys, vals)
 }
 
-// objectsByName is the record "namespace/name" -> object.
+// objectsByName is the record "namespace/name" -> object; objs are sorted by compareObjects.
 func objectsByName(objs []*Object) *record.Record {
-	sorted := slices.Clone(objs)
-	slices.SortStableFunc(sorted, func(a, b *Object) int { return strings.Compare(a.key, b.key) })
+	sorted := keyOrder(objs)
 	names := make([]string, 0, len(sorted))
 	vals := make([]any, 0, len(sorted))
 	for _, o := range sorted {
@@ -93,19 +145,40 @@ func objectsByName(objs []*Object) *record.Record {
 	return record.New(record.NewKeys(names...), vals)
 }
 
+// keyOrder is objs in the order of their keys, stably (an object in several clusters keeps
+// their order). That is the order of objs, sorted by compareObjects, unless a namespace is
+// another's prefix followed by a character before "/": "a-b/x" < "a/x" where "a" < "a-b".
+// The keys of two namespaces compare the same way whatever the names, so each namespace's run
+// of objects moves whole: a sort of the namespaces rather than of the objects. objs is not
+// modified.
+func keyOrder(objs []*Object) []*Object {
+	byKey := func(a, b *Object) int { return strings.Compare(a.key, b.key) }
+	if slices.IsSortedFunc(objs, byKey) {
+		return objs
+	}
+	var runs [][]*Object
+	for i := 0; i < len(objs); {
+		j := i + 1
+		for j < len(objs) && objs[j].Namespace() == objs[i].Namespace() {
+			j++
+		}
+		runs, i = append(runs, objs[i:j]), j
+	}
+	slices.SortStableFunc(runs, func(a, b []*Object) int { return byKey(a[0], b[0]) })
+	out := slices.Concat(runs...)
+	if !slices.IsSortedFunc(out, byKey) { // objs not sorted by compareObjects, or cluster-scoped objects among namespaced ones
+		out = slices.Clone(objs)
+		slices.SortStableFunc(out, byKey)
+	}
+	return out
+}
+
 // indexed is the record "namespace/value" -> the objects with that value, in the order of objs.
 func indexed(ix watchspec.Index, objs []*Object) *record.Record {
 	lists := map[string][]any{}
 	var values []string
 	for _, o := range objs {
-		values = indexValues(ix, o, values[:0])
-		slices.Sort(values)
-		values = slices.Compact(values)
-		for _, v := range values {
-			key := v
-			if ns := o.Namespace(); ns != "" {
-				key = ns + "/" + v
-			}
+		for _, key := range indexKeys(ix, o, &values) {
 			lists[key] = append(lists[key], o.obj)
 		}
 	}
@@ -114,6 +187,21 @@ func indexed(ix watchspec.Index, objs []*Object) *record.Record {
 		m[k] = l
 	}
 	return record.FromMap(nil, m) // keys that are data: a key list of its own
+}
+
+// indexKeys are the keys of o in the index ix: "namespace/value" (or "value") for each of
+// its values, once each, sorted; in *buf, which it reuses.
+func indexKeys(ix watchspec.Index, o *Object, buf *[]string) []string {
+	values := indexValues(ix, o, (*buf)[:0])
+	slices.Sort(values)
+	values = slices.Compact(values)
+	if ns := o.Namespace(); ns != "" {
+		for i, v := range values {
+			values[i] = ns + "/" + v
+		}
+	}
+	*buf = values
+	return values
 }
 
 // indexValues appends the values of o that ix indexes it by.
