@@ -3,8 +3,8 @@ package jinja
 import (
 	"context"
 	"fmt"
-	"strings"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
