@@ -314,12 +314,14 @@ func viewModule(m *module, parent *frame) *module {
 }
 
 // adoptModule makes m's own dicts and lists l's, when m can be kept as it is rather than
-// copied (the copy copyModuleOwned would make, lendable): each a copier would copy, none
-// another's still (a kept module's lent to the render, a memo's: readMemo), no tuple, its
-// macros at its top level only. false: nothing changed (a copy is kept).
-func adoptModule(m *module, l *loan) bool {
-	a := adopter{l: l, from: m.frame}
-	ok := true
+// copied (the copy copyModuleOwned would make, lendable): each a copier would copy, no tuple,
+// its macros at its top level only. Those another loan still owns stay its when all of that
+// loan's are its own (whole: a part imported in a loop, lent to the render): l becomes its
+// dependent, spoiled with it (on: those loans); any other (a memo's: readMemo) fails. false:
+// nothing changed (a copy is kept).
+func adoptModule(m *module, l *loan) (on []*loan, ok bool) {
+	a := &adopter{l: l, from: m.frame}
+	ok = true
 	if m.frame != nil {
 		for _, v := range m.frame.vals {
 			if ok = a.adopt(v, 0); !ok {
@@ -337,18 +339,43 @@ func adoptModule(m *module, l *loan) bool {
 			}
 		}
 		disown(m.vars, l)
+		for o := range a.on {
+			o.undepend(l)
+		}
+		return nil, false
 	}
-	return ok
+	for o := range a.on {
+		on = append(on, o)
+	}
+	return on, true
 }
 
 type adopter struct {
 	l    *loan
 	from *frame
+	on   map[*loan]bool // the loans whose values the module holds as they are (lean)
+}
+
+// lean makes a.l a dependent of o, the owner of a dict or list the module holds, rather than
+// taking the value (or, failing, copying the module): o's values are all its own (whole), and
+// a change of one spoils o, and so a.l too, before it is made.
+func (a *adopter) lean(o *loan) bool {
+	if a.on[o] {
+		return true
+	}
+	if !o.whole || !o.depend(a.l) {
+		return false
+	}
+	if a.on == nil {
+		a.on = map[*loan]bool{}
+	}
+	a.on[o] = true
+	return true
 }
 
 // adopt makes v's dicts and lists a.l's (see adoptModule); depth is how deep in dicts, lists
 // and namespaces v is. Those already a.l's were walked.
-func (a adopter) adopt(v any, depth int) bool {
+func (a *adopter) adopt(v any, depth int) bool {
 	switch x := v.(type) {
 	case nil, bool, int64, float64, string, Markup, *tainted, *big.Int, *Undefined, *builtin, *rangeVal:
 		return true
@@ -363,7 +390,7 @@ func (a adopter) adopt(v any, depth int) bool {
 			return true
 		}
 		if x.owner != nil && !x.owner.spoiled.Load() {
-			return false
+			return a.lean(x.owner)
 		}
 		x.owner = a.l
 		for _, e := range x.items {
@@ -377,7 +404,7 @@ func (a adopter) adopt(v any, depth int) bool {
 			return true
 		}
 		if x.owner != nil && !x.owner.spoiled.Load() {
-			return false
+			return a.lean(x.owner)
 		}
 		x.owner = a.l
 		for i, k := range x.keys {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -186,10 +187,12 @@ func TestKeptModuleConcurrentRenders(t *testing.T) {
 	}
 }
 
-// A module that holds values of another kept module lent to the render (a part imported in a
-// loop, whose values the next render may be lent and change) is kept as a copy, not as it is:
-// what the next renders do to the part is never seen in the module kept.
-func TestKeptModuleHoldingLentValuesIsCopied(t *testing.T) {
+// A module that holds values of a part imported in a loop (kept, and lent to the renders,
+// which may change it) is kept as it is, as the part's dependent: the next render that reads
+// it takes it itself, not a copy. A render that changes the part spoils the module too, before
+// the change is made: the renders after it take a copy of the module as it was, and never see
+// what was done to the part.
+func TestKeptModuleHoldingLentValuesDependsOnThem(t *testing.T) {
 	addr := map[string]Filter{"addr": func(v any, _ []any, _ map[string]any) (any, error) { return fmt.Sprintf("%p", v), nil }}
 	srcs := map[string]string{
 		"part": `{% set lines = [item] %}`,
@@ -211,11 +214,79 @@ func TestKeptModuleHoldingLentValuesIsCopied(t *testing.T) {
 	// The parts are kept now: the next computation of m (another item) is lent them.
 	got := render("a", []any{"x", "y", "z"})
 	kept, _ := cache.m["m"].mod.vars.getStr("all")
-	if want := fmt.Sprintf("%p xyz", kept); got == want {
-		t.Errorf("the module holding lent parts was kept as it is (%s)", got)
+	want := fmt.Sprintf("%p xyz", kept)
+	if got != want {
+		t.Errorf("the module holding lent parts was not kept as it is: %s, want %s", got, want)
+	}
+	if again := render("a", []any{"x", "y", "z"}); again != want {
+		t.Errorf("the next render: %s, want the module kept itself (%s)", again, want)
 	}
 	render("w", []any{"x", "y"}) // lent the parts, and changes them
-	if got, want := render("a", []any{"x", "y", "z"}), fmt.Sprintf("%p xyz", kept); got != want {
-		t.Errorf("after another render changed the parts: %q, want %q (the module kept, unchanged)", got, want)
+	got = render("a", []any{"x", "y", "z"})
+	if !strings.HasSuffix(got, " xyz") || got == want {
+		t.Errorf("after another render changed the parts: %q, want a copy of the module as it was (xyz), not the module itself (%s)", got, want)
 	}
+}
+
+// A render apart (a test in the config, beside the syncs' renders) is never lent a part that a
+// kept module holds as it is, nor that module while a part it holds is lent to another render:
+// it works on copies, so that what it changes neither shows in nor spoils what the syncs keep,
+// and it may run while a sync's render reads or changes them (go test -race).
+func TestRenderApartCopiesWhatAKeptModuleHolds(t *testing.T) {
+	addr := map[string]Filter{"addr": func(v any, _ []any, _ map[string]any) (any, error) { return fmt.Sprintf("%p", v), nil }}
+	srcs := map[string]string{
+		"part": `{% set lines = [item] %}`,
+		"m":    `{% set all = [] %}{% for item in items %}{% import "part" as p with context %}{% do all.append(p.lines) %}{% endfor %}`,
+		"a":    `{% import "m" as r with context %}{{ r.all|addr }} {% for l in r.all %}{{ l|join }}{% endfor %}`,
+		"w":    `{% for item in items %}{% import "part" as p with context %}{% do p.lines.append("!") %}{% endfor %}{% import "m" as r with context %}{% do r.all.append(["?"]) %}{% for l in r.all %}{{ l|join }}{% endfor %}`,
+	}
+	progs := map[string]*Program{}
+	for _, main := range []string{"a", "w"} {
+		p, err := Compile(srcs, main, Options{Filters: addr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		progs[main] = p
+	}
+	var cache ModuleCache
+	syncRender := func(items []any) string {
+		out := render1(t, progs["a"], map[string]any{"items": items}, &Modules{Across: &cache})
+		cache.Sweep()
+		return out
+	}
+	apart := func(items []any) string {
+		out := render1(t, progs["w"], map[string]any{"items": items}, &Modules{Across: &cache, Apart: true})
+		cache.EndApart()
+		return out
+	}
+	xyz := []any{"x", "y", "z"}
+	syncRender([]any{"x", "y"})
+	want := syncRender(xyz) // m computed again, kept as it is, holding the parts
+	if got := apart(xyz); got != "xyz?" {
+		t.Fatalf("the render apart: %q, want xyz? (as a fresh render: each import its own module)", got)
+	}
+	if got := syncRender(xyz); got != want {
+		t.Fatalf("after a render apart changed its parts and its m: %q, want the module kept itself, unchanged (%s)", got, want)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 200; i++ {
+			if got := apart(xyz); got != "xyz?" {
+				t.Errorf("a render apart: %q", got)
+				return
+			}
+		}
+	}()
+	for i := 0; i < 200; i++ {
+		items, text := xyz, "xyz"
+		if i%3 == 0 {
+			items, text = []any{"x", "y", "z", fmt.Sprint(i)}, fmt.Sprint("xyz", i)
+		}
+		if got := syncRender(items); !strings.HasSuffix(got, " "+text) {
+			t.Errorf("a sync's render: %q", got)
+		}
+	}
+	wg.Wait()
 }

@@ -62,10 +62,9 @@ type keptModule struct {
 	// view: mod's dicts, lists and namespaces hold no macro and no tuple, so that an import
 	// may share them (viewModule): its dicts and lists are its (loan), a change of one spoils
 	// it, and no import's memo of what it read takes them (readMemo)
-	view   bool
-	holder *evaluator  // the render it is lent to (view); nil: none
-	next   *keptModule // spoiled: the copy that took its place (renew)
-	loan
+	view bool
+	next *keptModule // spoiled: the copy that took its place (renew)
+	loan             // holder: the render it is lent to (view); nil: none
 }
 
 // ctxRead is a value of the context a module can read, as it was: context[name], or
@@ -126,10 +125,11 @@ func (c *ModuleCache) takeLocked(k *keptModule, e *evaluator, f *frame) (*module
 	for k.spoiled.Load() && k.next != nil {
 		k = k.next
 	}
-	if k.spoiled.Load() || (k.holder != nil && k.holder != e) {
+	apart := e.shared != nil && e.shared.Apart
+	if k.spoiled.Load() || k.retired.Load() || (k.holder != nil && k.holder != e) || apart && !k.freeFor(e, 0) {
 		return nil, nil
 	}
-	if k.view && (e.shared == nil || !e.shared.Apart) {
+	if k.view && !apart {
 		if k.holder == nil {
 			k.holder = e
 			e.keptLent = append(e.keptLent, k)
@@ -164,11 +164,12 @@ func (c *ModuleCache) keep(p *Program, key string, tree *parse.Tree, vars map[st
 	}
 	km := &keptModule{src: p.sources(tree)}
 	mod, view := m, true
-	if !adoptModule(m, &km.loan) {
-		if mod, ok, view = copyModuleOwned(m, nil, &km.loan); !ok {
-			return nil
-		}
+	if on, adopted := adoptModule(m, &km.loan); adopted {
+		km.depOn = on
+	} else if mod, ok, view = copyModuleOwned(m, nil, &km.loan); !ok {
+		return nil
 	}
+	km.whole = view
 	var reads []ctxRead
 	for _, n := range names {
 		if n == "resources" && subs != nil {
@@ -194,6 +195,9 @@ func (c *ModuleCache) keep(p *Program, key string, tree *parse.Tree, vars map[st
 		e.keptLent = append(e.keptLent, km)
 		km.onSpoil = func() { c.renew(key, km) }
 	}
+	if old := c.m[key]; old != nil {
+		old.retired.Store(true)
+	}
 	c.m[key] = km
 	return km
 }
@@ -207,7 +211,7 @@ func (c *ModuleCache) renew(key string, k *keptModule) {
 	if !ok {
 		return
 	}
-	k2.mod = mod
+	k2.mod, k2.whole = mod, true
 	k2.onSpoil = func() { c.renew(key, k2) }
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"reflect"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
@@ -41,7 +42,6 @@ type loopEntry struct {
 	// lendable: mod holds no macro or tuple, and its dicts and lists know they are its
 	// (owner): it is handed out itself, not copied, to one render at a time (holder).
 	lendable bool
-	holder   *evaluator
 	loan     // spoiled: the render it was lent to changed it: it serves no more
 	// apart: made by a render apart (Modules.Apart) and used by no other render since: the
 	// next Sweep forgets it.
@@ -54,12 +54,94 @@ type loopEntry struct {
 type loan struct {
 	spoiled atomic.Bool
 	onSpoil func()
+	holder  *evaluator // the render its values are lent to; nil: none (ModuleCache.mu held)
+	// whole: its dicts and lists are all its own (or a loan's it depends on), with no macro
+	// and no tuple (a lendable loop entry, a kept module shared as a view): a kept module
+	// may then hold them as they are, as its dependent (adopter.lean), rather than a copy.
+	whole bool
+	// retired: a kept module another took the place of: spoiling it makes no copy
+	// (onSpoil), and no loan keeps it as a dependent.
+	retired atomic.Bool
+	mu      sync.Mutex
+	// deps are the kept modules' loans that hold values of this one's as they are: a change
+	// of one of its values spoils them too, before it is made (the HTTPRoute example's model
+	// holds its routes' parts' dicts).
+	deps []*loan
+	// depOn, of a kept module, are the loans whose values it holds as they are, for a render
+	// apart to tell that none is lent to another render (ModuleCache.mu held).
+	depOn []*loan
 }
 
 func (l *loan) spoil() {
-	if l.spoiled.CompareAndSwap(false, true) && l.onSpoil != nil {
+	if !l.spoiled.CompareAndSwap(false, true) {
+		return
+	}
+	l.mu.Lock()
+	deps := l.deps
+	l.deps = nil
+	l.mu.Unlock()
+	for _, d := range deps {
+		d.spoil()
+	}
+	if l.onSpoil != nil && !l.retired.Load() {
 		l.onSpoil()
 	}
+}
+
+// depend makes d spoiled when l is; false when l is spoiled already.
+func (l *loan) depend(d *loan) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.spoiled.Load() {
+		return false
+	}
+	l.deps = slices.DeleteFunc(l.deps, func(x *loan) bool { return x.spoiled.Load() || x.retired.Load() })
+	if !slices.Contains(l.deps, d) {
+		l.deps = append(l.deps, d)
+	}
+	return true
+}
+
+// undepend undoes depend.
+func (l *loan) undepend(d *loan) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.deps = slices.DeleteFunc(l.deps, func(x *loan) bool { return x == d })
+}
+
+// dependents are the loans that hold l's values now (not spoiled, not retired).
+func (l *loan) dependents() []*loan {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*loan
+	for _, d := range l.deps {
+		if !d.spoiled.Load() && !d.retired.Load() {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// freeFor says whether a render apart e may copy l's values: neither l nor a loan whose
+// values it holds (depOn), nor one that holds its values (deps), is lent to another render,
+// which may be changing them (ModuleCache.mu held). Renders of syncs run one at a time;
+// renders apart never borrow a loan with dependents (takeEntry), so that between syncs' renders
+// this is all that can run beside another.
+func (l *loan) freeFor(e *evaluator, depth int) bool {
+	if l.holder != nil && l.holder != e || depth > 4 {
+		return false
+	}
+	for _, d := range l.depOn {
+		if !d.freeFor(e, depth+1) {
+			return false
+		}
+	}
+	for _, d := range l.dependents() {
+		if d.holder != nil && d.holder != e {
+			return false
+		}
+	}
+	return true
 }
 
 // notSet stands for a name that was not set when the module was computed.
@@ -510,14 +592,17 @@ func (c *ModuleCache) touch(key string, e *evaluator) {
 // serves says whether le is a module kept for key (source src) that read vals and that e
 // may take (c.mu held).
 func (le *loopEntry) serves(key, src string, vals []any, e *evaluator) bool {
-	return le.mod.name == key && le.src == src && !le.spoiled.Load() && (le.holder == nil || le.holder == e) && sameReads(le.vals, vals, e.memo)
+	return le.mod.name == key && le.src == src && !le.spoiled.Load() && (le.holder == nil || le.holder == e) &&
+		(!e.shared.Apart || le.freeFor(e, 0)) && sameReads(le.vals, vals, e.memo)
 }
 
 // takeEntry hands le's module to the import from f by e: lent, or a copy; nil when it cannot be
 // copied (c.mu held).
 func (c *ModuleCache) takeEntry(le *loopEntry, key string, f *frame, e *evaluator) *module {
 	var m *module
-	if le.lendable && le.holder == nil {
+	// Not lent to a render apart when a kept module holds its values (it could change them
+	// while the next sync's render reads them): a copy.
+	if le.lendable && le.holder == nil && !(e.shared.Apart && len(le.dependents()) > 0) {
 		le.holder, m = e, le.mod
 		e.lent = append(e.lent, le)
 	} else {
@@ -617,6 +702,7 @@ func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *m
 		return nil
 	}
 	le.mod, le.lendable = mod, lendable(mod)
+	le.whole = le.lendable
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.loop == nil {
