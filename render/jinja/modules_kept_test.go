@@ -290,3 +290,44 @@ func TestRenderApartCopiesWhatAKeptModuleHolds(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A kept module no longer kept (computed again: what it read changed) leaves the parts it held:
+// none of them keeps it as a dependent, so that it, and its module, can be collected (they
+// were kept alive by every part they had held, one more module at each sync).
+func TestKeptModuleNoLongerKeptLeavesItsParts(t *testing.T) {
+	srcs := map[string]string{
+		"part": `{% set lines = [item] %}`,
+		"m":    `{% set all = [] %}{% for item in items %}{% import "part" as p with context %}{% do all.append(p.lines) %}{% endfor %}{% set n = n %}`,
+		"a":    `{% import "m" as r with context %}{% for l in r.all %}{{ l|join }}{% endfor %}`,
+	}
+	p, err := Compile(srcs, "a", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cache ModuleCache
+	for i := range 50 {
+		// n changes at each render: m is computed again, its parts lent as they were.
+		if got := render1(t, p, map[string]any{"items": []any{"x", "y"}, "n": int64(i)}, &Modules{Across: &cache}); got != "xy" {
+			t.Fatalf("render %d: %q", i, got)
+		}
+		cache.Sweep()
+	}
+	parts := 0
+	for _, list := range cache.loop {
+		for _, le := range list {
+			parts++
+			le.mu.Lock()
+			n := len(le.deps)
+			le.mu.Unlock()
+			if n > 2 {
+				t.Errorf("a part has %d dependents after 50 renders, want the module kept now (and at most the one before)", n)
+			}
+		}
+	}
+	if parts != 2 {
+		t.Fatalf("%d parts kept, want 2", parts)
+	}
+	if k := cache.m["m"]; k == nil || len(k.depOn) != 2 {
+		t.Fatalf("the module kept: %v, want one holding the 2 parts", k)
+	}
+}

@@ -90,6 +90,7 @@ func (c *ModuleCache) reuse(p *Program, key string, tree *parse.Tree, vars map[s
 	forget := func() {
 		if k.holder == nil && (e.shared == nil || !e.shared.Apart) {
 			delete(c.m, key)
+			k.retire()
 		}
 	}
 	if k.src != src || k.spoiled.Load() {
@@ -196,7 +197,7 @@ func (c *ModuleCache) keep(p *Program, key string, tree *parse.Tree, vars map[st
 		km.onSpoil = func() { c.renew(key, km) }
 	}
 	if old := c.m[key]; old != nil {
-		old.retired.Store(true)
+		old.retire()
 	}
 	c.m[key] = km
 	return km

@@ -88,6 +88,18 @@ func (l *loan) spoil() {
 	}
 }
 
+// retire marks l as the loan of a kept module that is no longer kept (ModuleCache.mu held):
+// a change of its values makes no copy (onSpoil), no loan keeps it as a dependent, and it
+// holds none (depOn): the loans whose values it held would otherwise keep it, and its module,
+// alive for as long as they are.
+func (l *loan) retire() {
+	l.retired.Store(true)
+	for _, o := range l.depOn {
+		o.undepend(l)
+	}
+	l.depOn = nil
+}
+
 // depend makes d spoiled when l is; false when l is spoiled already.
 func (l *loan) depend(d *loan) bool {
 	l.mu.Lock()
