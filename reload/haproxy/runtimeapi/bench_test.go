@@ -77,13 +77,26 @@ func BenchmarkPlanNewBackend(b *testing.B) {
 		}
 		return []byte(s.String())
 	}
+	routesMap := func(n int) map[string][]byte {
+		var s strings.Builder
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(&s, "host-%05d.example.com/ be_%d\n", i, i)
+		}
+		return map[string][]byte{"hosts.map": []byte(s.String())}
+	}
 	for _, size := range []struct {
 		backends, servers int
 		middle            bool // added among the others (the ones below move), not last
-	}{{1000, 1, false}, {10000, 10, false}, {10000, 10, true}} {
+		routed            bool // with the map, of one entry per backend (its new one last)
+	}{{1000, 1, false, false}, {10000, 10, false, false}, {10000, 10, true, false}, {10000, 1, true, true}} {
 		name := fmt.Sprintf("%dx%d", size.backends, size.servers)
 		if size.middle {
 			name += "-middle"
+		}
+		var oldMaps, nextMaps map[string][]byte
+		if size.routed {
+			name += "-map"
+			oldMaps, nextMaps = routesMap(size.backends), routesMap(size.backends+1)
 		}
 		b.Run(name, func(b *testing.B) {
 			old, next := config(size.backends, size.servers), config(size.backends+1, size.servers)
@@ -93,13 +106,14 @@ func BenchmarkPlanNewBackend(b *testing.B) {
 				next = []byte(string(old[:i]) + string(last) + string(old[i:]))
 			}
 			u := track(New(Options{Client: &fakeClient{}, MapsDir: mapsDir}))
-			u.Reloaded(u.Plan(old, nil, nil))
+			u.Reloaded(u.Plan(old, nil, oldMaps))
 			u.live.version = parseVersion("3.4.7-1")
 			b.SetBytes(int64(len(next)))
 			b.ReportAllocs()
+			want := 1 + len(nextMaps) // the backend, and the map's new entry
 			for b.Loop() {
-				p := u.Plan(next, nil, nil)
-				if p.Reload() != "" || p.Changes() != 1 {
+				p := u.Plan(next, nil, nextMaps)
+				if p.Reload() != "" || p.Changes() != want {
 					b.Fatalf("reason %q, %d changes", p.Reload(), p.Changes())
 				}
 			}
