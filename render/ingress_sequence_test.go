@@ -243,18 +243,7 @@ func TestIngressRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 		counts[what]++
 		snap := w.snapshot(t)
 		got, gotErr := kept.Render(context.Background(), snap)
-		fresh := New(opts)
-		fresh.unshared = true
-		want, wantErr := fresh.Render(context.Background(), snap)
-		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
-			t.Fatalf("step %d (%s): the kept renderer: %v; a fresh one: %v", i, what, gotErr, wantErr)
-		}
-		if wantErr != nil {
-			t.Fatalf("step %d (%s): %v", i, what, wantErr)
-		}
-		if d := bundleDiff(got, want); d != "" {
-			t.Fatalf("step %d (%s): the kept renderer renders otherwise than a fresh one: %s", i, what, d)
-		}
+		want := freshAgrees(t, opts, snap, got, gotErr, fmt.Sprintf("step %d (%s)", i, what))
 		cfg, routes := string(want.Config), string(want.Maps["routes.map"])
 		for s, ok := range map[string]bool{
 			"a served Ingress":      strings.Contains(cfg, "# haproxy-sidecar: serves Ingress "),
@@ -269,10 +258,7 @@ func TestIngressRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 		} {
 			seen[s] = seen[s] || ok
 		}
-		for _, f := range bundleFiles(want) {
-			fmt.Fprintf(digest, "%d %s %d\n", i, f[0], len(f[1]))
-			digest.Write([]byte(f[1]))
-		}
+		addToDigest(digest, i, want)
 	}
 	for _, what := range []string{"ingress added", "ingress edited", "ingress deleted", "endpoints changed", "service deleted",
 		"service added", "certificate toggled", "template edited"} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -348,18 +349,7 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 			t.Errorf("step %d (%s): %d of %d routes' parts reused after a change of the Gateway's generation only, want all", i, what, parts, len(w.routes))
 		}
 		prev = what
-		fresh := New(opts)
-		fresh.unshared = true
-		want, wantErr := fresh.Render(context.Background(), snap)
-		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
-			t.Fatalf("step %d (%s): the kept renderer: %v; a fresh one: %v", i, what, gotErr, wantErr)
-		}
-		if wantErr != nil {
-			t.Fatalf("step %d (%s): %v", i, what, wantErr)
-		}
-		if d := bundleDiff(got, want); d != "" {
-			t.Fatalf("step %d (%s): the kept renderer renders otherwise than a fresh one: %s", i, what, d)
-		}
+		want := freshAgrees(t, opts, snap, got, gotErr, fmt.Sprintf("step %d (%s)", i, what))
 		// haproxy.cfg's backends: after an endpoints change, those of the Services whose
 		// EndpointSlices are the same are written as they were (kept loop iterations).
 		if backends, reused := strings.Count(string(got.Config), "\nbackend be_")-2, kept.kept.BodiesReusedAt("template", backendsLine)-bodiesBefore; what == "endpoints changed" &&
@@ -371,10 +361,7 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 			"accepted.reason=NotAllowedByListeners", "resolved.reason=RefNotPermitted", "resolved.reason=BackendNotFound"} {
 			seen[s] = seen[s] || strings.Contains(string(want.Config), s)
 		}
-		for _, f := range bundleFiles(want) {
-			fmt.Fprintf(digest, "%d %s %d\n", i, f[0], len(f[1]))
-			digest.Write([]byte(f[1]))
-		}
+		addToDigest(digest, i, want)
 	}
 	// The sequence exercises what the example does: routes served and not (notes), status
 	// lines of both kinds, weights.
@@ -414,6 +401,35 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 // sequenceWatch is the example's watch list as the sequence needs it: namespaces (a
 // Selector listener reads their labels) and ReferenceGrants too.
 var sequenceWatch = append(slices.Clone(httprouteWatch), "namespaces.v1", "referencegrants.v1beta1.gateway.networking.k8s.io")
+
+// freshAgrees renders snap with a renderer made for it alone, which computes everything for
+// each file, and fails t (at step) unless that gives got and gotErr byte for byte; it returns
+// that rendering.
+func freshAgrees(t *testing.T, opts Options, snap *snapshot.Snapshot, got *Bundle, gotErr error, step string) *Bundle {
+	t.Helper()
+	fresh := New(opts)
+	fresh.unshared = true
+	want, wantErr := fresh.Render(context.Background(), snap)
+	if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+		t.Fatalf("%s: the kept renderer: %v; a fresh one: %v", step, gotErr, wantErr)
+	}
+	if wantErr != nil {
+		t.Fatalf("%s: %v", step, wantErr)
+	}
+	if d := bundleDiff(got, want); d != "" {
+		t.Fatalf("%s: the kept renderer renders otherwise than a fresh one: %s", step, d)
+	}
+	return want
+}
+
+// addToDigest adds step i's files to digest: equal digests of a sequence say two versions
+// render it alike.
+func addToDigest(digest io.Writer, i int, b *Bundle) {
+	for _, f := range bundleFiles(b) {
+		fmt.Fprintf(digest, "%d %s %d\n", i, f[0], len(f[1]))
+		io.WriteString(digest, f[1])
+	}
+}
 
 // bundleFiles are a bundle's files as name, content pairs in name order.
 func bundleFiles(b *Bundle) [][2]string {
