@@ -32,6 +32,7 @@ func TestEntryEdit(t *testing.T) {
 		{name: "a value changed", old: m, new: strings.Replace(m, "be_b", "be_x", 1), want: "set map /m b.example/ be_x", ok: true},
 		{name: "a value changed, the file without a last newline", old: "a 1\nb 2", new: "a 1\nb 3", want: "set map /m b 3", ok: true},
 		{name: "a value changed with CRLF lines", old: "a 1\r\nb 2\r\n", new: "a 1\r\nb 3\r\n", want: "set map /m b 3", ok: true},
+		{name: "a value changed beside an entry with no value (which a swap could not send)", old: "a\nb 1\n", new: "a\nb 2\n", want: "set map /m b 2", ok: true},
 		{name: "a comment changed: the same entries", old: m, new: strings.Replace(m, "# routes", "# the routes", 1), same: true, ok: true},
 		{name: "spacing changed: the same entries", old: m, new: strings.Replace(m, "b.example/ be_b", "  b.example/ \t be_b  ", 1), same: true, ok: true},
 		{name: "two entries added", old: m, new: m + "d.example/ be_d\ne.example/ be_e\n"},
