@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -39,11 +40,17 @@ func newMapRig(t testing.TB) *mapRig {
 
 // config is the configuration; global and frontend are extra lines for those sections.
 func (r *mapRig) config(global, frontend string) []byte {
+	return r.answering(global, frontend, fmt.Sprintf("host=%%[req.hdr(host),lower,map(%[1]s/hosts.map,none)] reg=%%[req.hdr(host),lower,map_reg(%[1]s/hosts.map,none)] path=%%[path,map_beg(%[1]s/paths.map,none)] preg=%%[path,map_reg(%[1]s/paths.map,none)]", r.maps))
+}
+
+// answering is the configuration whose frontend answers every request with the log-format
+// string answer; global and frontend are extra lines for those sections.
+func (r *mapRig) answering(global, frontend, answer string) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "global\n    stats socket %s mode 600 level admin\n    hard-stop-after 5s\n%s\n", r.stats, global)
 	b.WriteString("defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\n")
 	fmt.Fprintf(&b, "frontend fe\n    bind %s\n%s", r.http, frontend)
-	fmt.Fprintf(&b, "    http-request return status 200 content-type text/plain lf-string \"host=%%[req.hdr(host),lower,map(%[1]s/hosts.map,none)] reg=%%[req.hdr(host),lower,map_reg(%[1]s/hosts.map,none)] path=%%[path,map_beg(%[1]s/paths.map,none)] preg=%%[path,map_reg(%[1]s/paths.map,none)]\"\n", r.maps)
+	fmt.Fprintf(&b, "    http-request return status 200 content-type text/plain lf-string \"%s\"\n", answer)
 	return []byte(b.String())
 }
 
@@ -256,12 +263,7 @@ func TestMapSwapsOnRealHAProxy(t *testing.T) {
 // paths.map through map_beg (longest prefix) only: trees, whose one entry changed is sent
 // alone (mapedit.go).
 func (r *mapRig) treeConfig() []byte {
-	var b strings.Builder
-	fmt.Fprintf(&b, "global\n    stats socket %s mode 600 level admin\n    hard-stop-after 5s\n\n", r.stats)
-	b.WriteString("defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\n")
-	fmt.Fprintf(&b, "frontend fe\n    bind %s\n", r.http)
-	fmt.Fprintf(&b, "    http-request return status 200 content-type text/plain lf-string \"host=%%[req.hdr(host),lower,map(%[1]s/hosts.map,none)] path=%%[path,map_beg(%[1]s/paths.map,none)]\"\n", r.maps)
-	return []byte(b.String())
+	return r.answering("", "", fmt.Sprintf("host=%%[req.hdr(host),lower,map(%[1]s/hosts.map,none)] path=%%[path,map_beg(%[1]s/paths.map,none)]", r.maps))
 }
 
 // TestMapEntryEditsOnRealHAProxy: on maps every lookup of which is a tree's, an entry added, a
@@ -277,16 +279,16 @@ func TestMapEntryEditsOnRealHAProxy(t *testing.T) {
 			ctx := context.Background()
 			r := newMapRig(t)
 			cfg := r.treeConfig()
-			maps := mapFiles("hosts.map", hostsMap(500), "paths.map", "/api be_api\n/web be_web\n")
-			r.write(t, cfg, maps)
+			live := mapFiles("hosts.map", hostsMap(500), "paths.map", "/api be_api\n/web be_web\n")
+			r.write(t, cfg, live)
 			r.proc = haproxytest.Start(t, r.cfgPath)
 			u := r.updater(t, via)
-			u.Reloaded(u.Plan(cfg, nil, maps))
+			u.Reloaded(u.Plan(cfg, nil, live))
 			r.answers(t, "host-00007.example.com", "/api/v2/x", "host=be_007", "path=be_api")
 
 			edit := func(t *testing.T, name, content, want string) {
 				t.Helper()
-				next := cloneMaps(maps)
+				next := maps.Clone(live)
 				next[name] = []byte(content)
 				p := u.Plan(cfg, nil, next)
 				if p.Reload() != "" {
@@ -298,22 +300,22 @@ func TestMapEntryEditsOnRealHAProxy(t *testing.T) {
 				if err := u.Apply(ctx, p); err != nil {
 					t.Fatal(err)
 				}
-				maps = next
+				live = next
 			}
 			hosts, paths := r.maps+"/hosts.map", r.maps+"/paths.map"
 			t.Run("an entry added", func(t *testing.T) {
-				edit(t, "hosts.map", string(maps["hosts.map"])+"new.example.com be_new\n", "add map "+hosts+" new.example.com be_new")
+				edit(t, "hosts.map", string(live["hosts.map"])+"new.example.com be_new\n", "add map "+hosts+" new.example.com be_new")
 				r.answers(t, "New.Example.com", "/", "host=be_new")
 				r.answers(t, "host-00499.example.com", "/", "host=be_099")
 			})
 			t.Run("a value changed", func(t *testing.T) {
-				edit(t, "hosts.map", strings.Replace(string(maps["hosts.map"]), "host-00007.example.com be_007\n", "host-00007.example.com be_seven\n", 1),
+				edit(t, "hosts.map", strings.Replace(string(live["hosts.map"]), "host-00007.example.com be_007\n", "host-00007.example.com be_seven\n", 1),
 					"set map "+hosts+" host-00007.example.com be_seven")
 				r.answers(t, "host-00007.example.com", "/", "host=be_seven")
 				r.answers(t, "host-00008.example.com", "/", "host=be_008")
 			})
 			t.Run("an entry deleted", func(t *testing.T) {
-				edit(t, "hosts.map", strings.Replace(string(maps["hosts.map"]), "host-00009.example.com be_009\n", "", 1),
+				edit(t, "hosts.map", strings.Replace(string(live["hosts.map"]), "host-00009.example.com be_009\n", "", 1),
 					"del map "+hosts+" host-00009.example.com")
 				r.answers(t, "host-00009.example.com", "/", "host=none")
 				r.answers(t, "host-00010.example.com", "/", "host=be_010")
@@ -324,7 +326,7 @@ func TestMapEntryEditsOnRealHAProxy(t *testing.T) {
 				r.answers(t, "a.example", "/api/v1", "path=be_api")
 			})
 			t.Run("two entries changed: a swap", func(t *testing.T) {
-				next := cloneMaps(maps)
+				next := maps.Clone(live)
 				next["paths.map"] = []byte("/api be_x\n/api/v2 be_v2\n/web be_y\n")
 				p := u.Plan(cfg, nil, next)
 				if cmds := strings.Join(p.Commands(), "\n"); !strings.Contains(cmds, "prepare map "+paths) {
@@ -333,7 +335,7 @@ func TestMapEntryEditsOnRealHAProxy(t *testing.T) {
 				if err := u.Apply(ctx, p); err != nil {
 					t.Fatal(err)
 				}
-				maps = next
+				live = next
 				r.answers(t, "a.example", "/web/", "path=be_y")
 				r.answers(t, "a.example", "/api/", "path=be_x")
 			})
@@ -347,7 +349,7 @@ func TestMapEntryEditsOnRealHAProxy(t *testing.T) {
 					got, _ := r.get(h, "/api/v2/x")
 					before = append(before, got)
 				}
-				r.write(t, cfg, maps)
+				r.write(t, cfg, live)
 				if err := (&reload.MasterSocket{Path: r.proc.MasterSocket, Timeout: 20 * time.Second}).Reload(ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -359,15 +361,6 @@ func TestMapEntryEditsOnRealHAProxy(t *testing.T) {
 			})
 		})
 	}
-}
-
-// cloneMaps is a copy of m.
-func cloneMaps(m map[string][]byte) map[string][]byte {
-	out := make(map[string][]byte, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // hostsMap is a map of n hosts over 100 backends.
