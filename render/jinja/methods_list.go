@@ -161,7 +161,8 @@ func sortValues(items []any, key func(any) (any, error), reverse bool) error {
 			}
 			return strings.Compare(strs[i], strs[j])
 		})
-		return place(items, idx)
+		place(items, idx)
+		return nil
 	}
 	var err error
 	sort.SliceStable(idx, func(i, j int) bool {
@@ -178,17 +179,17 @@ func sortValues(items []any, key func(any) (any, error), reverse bool) error {
 	if err != nil {
 		return err
 	}
-	return place(items, idx)
+	place(items, idx)
+	return nil
 }
 
 // place puts items in the order idx gives (idx[i]: the index of the item to be i-th).
-func place(items []any, idx []int) error {
+func place(items []any, idx []int) {
 	sorted := make([]any, len(items))
 	for i, j := range idx {
 		sorted[i] = items[j]
 	}
 	copy(items, sorted)
-	return nil
 }
 
 // allStrings returns keys as strings when every one is a plain string.
