@@ -184,7 +184,7 @@ func TestApplyBackends(t *testing.T) {
 		}
 		want := []string{
 			"add backend be_b from web", "add server be_b/b1 10.0.0.2:80 inter 2s fall 3 rise 2", "enable server be_b/b1", "publish backend be_b",
-			"show map", "show acl", "prepare map " + routes, "add map @7 " + routes + " <<\nb.test be_b\n", "commit map @7 " + routes,
+			"show map", "show acl", "add map " + routes + " b.test be_b", "del map " + routes + " a.test",
 			"unpublish backend be_a", "set server be_a/a1 state maint", "del server be_a/a1",
 			"del backend be_a",
 		}

@@ -2,27 +2,42 @@ package runtimeapi
 
 import (
 	"bytes"
+	"cmp"
+	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/cfgparse"
 )
 
-// A map file whose change is one entry (one route added or deleted) goes live as that entry,
-// one command, rather than as a swap of every entry (swapMaps: prepare, the whole file in
-// payloads, commit: at 10,000 entries, about half a megabyte through the runtime API):
+// A map file whose change is a few entries (a route added, moved or deleted) goes live as
+// those entries, a command each, rather than as a swap of every entry (swapMaps: prepare, the
+// whole file in payloads, commit: at 10,000 entries, about half a megabyte through the
+// runtime API):
 //
 //	add map <path> <key> <value>    a key the map does not have
 //	set map <path> <key> <value>    a key it has once, another value
 //	del map <path> <key>            a key it has once, gone
 //
-// Each is atomic, and order does not matter, when every use of the map looks it up in a tree:
-// the map (exact key) and map_beg (longest prefix) converters. The other matches (map_reg,
-// map_sub, map_end, map_dom, ..., and ACLs reading the file) run through a list in file order,
-// which add map cannot place an entry in: those maps are swapped, as is a change of more than
-// one entry (two commands would show a half-changed map between them) or of a key the map has
-// more than once.
+// Only when every use of the map looks it up in a tree: the map (exact key) and map_beg
+// (longest prefix) converters. The other matches (map_reg, map_sub, map_end, map_dom, ..., and
+// ACLs reading the file) run through a list in file order, which add map cannot place an entry
+// in: those maps are swapped, as is a change of a key the map has more than once, or of more
+// than maxMapEdits entries.
+//
+// Each command is atomic, and the order they go in (orderEdits) makes every lookup between
+// them find what the old map or the new map finds for its key, never a mix: the adds longest
+// key first, then the sets, then the deletes shortest key first. For the longest prefix k
+// of a request found at any moment: while adding, a new key k has every longer new key that
+// could match already added, and an old key k is the longest in the old map (all of it is
+// there); while setting, both maps are there whole; while deleting, a remaining old key k has
+// no longer old key deleted before it. As with a swap, a request that looks the map up
+// twice may look up before and after a change.
 
-// mapEdit is the one entry a map file's change adds, sets or deletes.
+// maxMapEdits bounds the commands of one map's change: past it the swap is sent.
+const maxMapEdits = 64
+
+// mapEdit is one entry a map file's change adds, sets or deletes.
 type mapEdit struct {
 	op         string // "add", "set", "del"
 	key, value string
@@ -35,44 +50,88 @@ func (e *mapEdit) line(path string) string {
 	return e.op + " map " + path + " " + e.key + " " + e.value
 }
 
-// entryEdit finds the edit that turns the map file old into new, when their entries (as HAProxy
-// reads them: eachMapEntry) differ by one: ok is false otherwise, or when the key or value is
-// not one word on a command line (checkToken), or when the key is another entry's too. same is
-// true when the entries are the same (comments or spacing changed). Only the lines between
-// what both files begin and end with are read.
-func entryEdit(old, new []byte, limit int) (e mapEdit, same, ok bool) {
+// entryEdits finds the edits that turn the map file old into new, in the order they are to be
+// sent (orderEdits), when their entries (as HAProxy reads them: eachMapEntry) differ by at
+// most maxMapEdits keys: ok is false otherwise, or when a key or value is not one word on a
+// command line (checkToken), or when a key changed is in either file more than once. same is
+// true when the entries are the same, in the same order (comments or spacing changed); no
+// edits and not same: entries moved, which only a lookup in file order sees. Only the lines
+// between what both files begin and end with are read.
+func entryEdits(old, new []byte, limit int) (edits []mapEdit, same, ok bool) {
 	oldMid, newMid, head, tail := changedLines(old, new)
-	var oe, ne []mapEdit
-	collect := func(to *[]mapEdit) func(k, v string, _ int) {
-		return func(k, v string, _ int) { *to = append(*to, mapEdit{key: k, value: v}) }
+	oe, oldOrder, ok := uniqueEntries(oldMid, limit)
+	if !ok {
+		return nil, false, false
 	}
-	if _, err := eachMapEntry(oldMid, limit, collect(&oe)); err != nil || len(oe) > 1 {
-		return mapEdit{}, false, false
+	ne, newOrder, ok := uniqueEntries(newMid, limit)
+	if !ok {
+		return nil, false, false
 	}
-	if _, err := eachMapEntry(newMid, limit, collect(&ne)); err != nil || len(ne) > 1 {
-		return mapEdit{}, false, false
+	if slices.Equal(oldOrder, newOrder) {
+		return nil, true, true
 	}
-	switch {
-	case len(oe) == 0 && len(ne) == 0:
-		return mapEdit{}, true, true
-	case len(oe) == 0:
-		e = mapEdit{op: "add", key: ne[0].key, value: ne[0].value}
-	case len(ne) == 0:
-		e = mapEdit{op: "del", key: oe[0].key}
-	case oe[0].key != ne[0].key:
-		return mapEdit{}, false, false
-	case oe[0].value == ne[0].value:
-		return mapEdit{}, true, true
-	default:
-		e = mapEdit{op: "set", key: ne[0].key, value: ne[0].value}
+	for k, v := range ne {
+		if ov, had := oe[k]; !had {
+			edits = append(edits, mapEdit{op: "add", key: k, value: v})
+		} else if ov != v {
+			edits = append(edits, mapEdit{op: "set", key: k, value: v})
+		}
+		if len(edits) > maxMapEdits {
+			return nil, false, false
+		}
 	}
-	if checkToken(e.key) != nil || e.op != "del" && checkToken(e.value) != nil || strings.HasSuffix(e.line("/"), "<<") {
-		return mapEdit{}, false, false // "<<" ending a line starts a payload
+	for k := range oe {
+		if _, kept := ne[k]; !kept {
+			edits = append(edits, mapEdit{op: "del", key: k})
+		}
+		if len(edits) > maxMapEdits {
+			return nil, false, false
+		}
 	}
-	if hasKey(head, e.key) || hasKey(tail, e.key) {
-		return mapEdit{}, false, false
+	for _, e := range edits {
+		if checkToken(e.key) != nil || e.op != "del" && checkToken(e.value) != nil || strings.HasSuffix(e.line("/"), "<<") {
+			return nil, false, false // "<<" ending a line starts a payload
+		}
+		if hasKey(head, e.key) || hasKey(tail, e.key) {
+			return nil, false, false
+		}
 	}
-	return e, false, true
+	orderEdits(edits)
+	return edits, false, true
+}
+
+// uniqueEntries are the entries of content by key, and in order; ok is false when it does not
+// read or has a key twice.
+func uniqueEntries(content []byte, limit int) (byKey map[string]string, inOrder [][2]string, ok bool) {
+	byKey = map[string]string{}
+	dup := false
+	_, err := eachMapEntry(content, limit, func(k, v string, _ int) {
+		if _, seen := byKey[k]; seen {
+			dup = true
+		}
+		byKey[k] = v
+		inOrder = append(inOrder, [2]string{k, v})
+	})
+	return byKey, inOrder, err == nil && !dup
+}
+
+// orderEdits puts the adds first, longest key first, then the sets, then the deletes,
+// shortest key first (why: the comment at the top); by key within a length.
+func orderEdits(edits []mapEdit) {
+	rank := map[string]int{"add": 0, "set": 1, "del": 2}
+	slices.SortFunc(edits, func(a, b mapEdit) int {
+		if c := cmp.Compare(rank[a.op], rank[b.op]); c != 0 {
+			return c
+		}
+		la, lb := len(a.key), len(b.key)
+		if a.op == "add" {
+			la, lb = lb, la
+		}
+		if c := cmp.Compare(la, lb); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key, b.key)
+	})
 }
 
 // changedLines cuts the lines old and new begin with (head) and end with (tail) off both:
@@ -117,7 +176,7 @@ func hasKey(content []byte, key string) bool {
 var treeConverters = []string{"map", "map_str", "map_beg", "map_str_int", "map_str_ip", "map_beg_int", "map_beg_ip", "map_beg_str", "map_str_str"}
 
 // treeOnly says whether every mention of path in cfg is the map file of a converter that
-// looks it up in a tree (treeConverters): then one entry added, set or deleted changes what
+// looks it up in a tree (treeConverters): then entries added, set or deleted change what
 // every lookup finds as a reload of the file would.
 func treeOnly(cfg *cfgparse.Config, path string) bool {
 	found := false
@@ -156,4 +215,16 @@ func afterTreeConverter(before string) bool {
 		}
 	}
 	return false
+}
+
+// editsWhat says what the edits of the map name do, for the plan's steps.
+func editsWhat(edits []mapEdit, name string) string {
+	if len(edits) == 1 {
+		return edits[0].op + " an entry of map " + name
+	}
+	n := map[string]int{}
+	for _, e := range edits {
+		n[e.op]++
+	}
+	return fmt.Sprintf("edit %d entries of map %s (%d added, %d set, %d deleted)", len(edits), name, n["add"], n["set"], n["del"])
 }

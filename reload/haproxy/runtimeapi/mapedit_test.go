@@ -13,19 +13,23 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/cfgparse"
 )
 
-func TestEntryEdit(t *testing.T) {
+func TestEntryEdits(t *testing.T) {
 	const m = "# routes\na.example/ be_a\nb.example/ be_b\nc.example/ be_c\n"
+	var many strings.Builder
+	for i := range maxMapEdits + 1 {
+		fmt.Fprintf(&many, "h%03d.example/ be_h\n", i)
+	}
 	cases := []struct {
 		name     string
 		old, new string
-		want     string // the edit's line for path /m; "" for none
+		want     string // the edits' lines for path /m, one a line; "" for none
 		same, ok bool
 	}{
 		{name: "an entry added in the middle", old: m, new: strings.Replace(m, "b.example/ be_b\n", "b.example/ be_b\nbb.example/ be_bb\n", 1),
 			want: "add map /m bb.example/ be_bb", ok: true},
 		{name: "an entry added first", old: m, new: strings.Replace(m, "# routes\n", "# routes\n0.example/ be_0\n", 1), want: "add map /m 0.example/ be_0", ok: true},
 		{name: "an entry added last", old: m, new: m + "d.example/ be_d\n", want: "add map /m d.example/ be_d", ok: true},
-		{name: "added after a last line without a newline: that line differs too (a swap)", old: "a 1", new: "a 1\nb 2"},
+		{name: "added after a last line without a newline: that line is set again", old: "a 1", new: "a 1\nb 2", want: "add map /m b 2", ok: true},
 		{name: "added to an empty map", old: "", new: "a 1\n", want: "add map /m a 1", ok: true},
 		{name: "an entry deleted", old: m, new: strings.Replace(m, "b.example/ be_b\n", "", 1), want: "del map /m b.example/", ok: true},
 		{name: "the last entry deleted", old: "a 1\n", new: "# none\n", want: "del map /m a", ok: true},
@@ -35,42 +39,55 @@ func TestEntryEdit(t *testing.T) {
 		{name: "a value changed beside an entry with no value (which a swap could not send)", old: "a\nb 1\n", new: "a\nb 2\n", want: "set map /m b 2", ok: true},
 		{name: "a comment changed: the same entries", old: m, new: strings.Replace(m, "# routes", "# the routes", 1), same: true, ok: true},
 		{name: "spacing changed: the same entries", old: m, new: strings.Replace(m, "b.example/ be_b", "  b.example/ \t be_b  ", 1), same: true, ok: true},
-		{name: "two entries added", old: m, new: m + "d.example/ be_d\ne.example/ be_e\n"},
-		{name: "one added, one deleted, apart", old: m, new: strings.Replace(strings.Replace(m, "a.example/ be_a\n", "", 1), "c.example/ be_c\n", "c.example/ be_c\nd.example/ be_d\n", 1)},
-		{name: "a key renamed (a delete and an add)", old: m, new: strings.Replace(m, "b.example/", "bx.example/", 1)},
+		{name: "two entries added", old: m, new: m + "d.example/ be_d\ne.example/ be_e\n", want: "add map /m d.example/ be_d\nadd map /m e.example/ be_e", ok: true},
+		{name: "one added, one deleted, apart", old: m, new: strings.Replace(strings.Replace(m, "a.example/ be_a\n", "", 1), "c.example/ be_c\n", "c.example/ be_c\nd.example/ be_d\n", 1),
+			want: "add map /m d.example/ be_d\ndel map /m a.example/", ok: true},
+		{name: "a key renamed: the new one added, then the old one deleted", old: m, new: strings.Replace(m, "b.example/", "bx.example/", 1),
+			want: "add map /m bx.example/ be_b\ndel map /m b.example/", ok: true},
+		{name: "an entry moved in the file: no edit, but not the same for a lookup in file order", old: m, new: "# routes\nb.example/ be_b\nc.example/ be_c\na.example/ be_a\n", ok: true},
+		{name: "adds longest key first, deletes shortest first, sets between",
+			old: "/ root\n/a a\n/a/b ab\n/c c\n", new: "/ root2\n/x x\n/x/y xy\n/x/y/z xyz\n/c c\n",
+			want: "add map /m /x/y/z xyz\nadd map /m /x/y xy\nadd map /m /x x\nset map /m / root2\ndel map /m /a\ndel map /m /a/b", ok: true},
+		{name: "as many edits as allowed", old: "", new: strings.Join(strings.SplitAfter(many.String(), "\n")[:maxMapEdits], ""), ok: true,
+			want: strings.TrimSpace(strings.ReplaceAll("\n"+strings.Join(strings.SplitAfter(many.String(), "\n")[:maxMapEdits], ""), "\nh", "\nadd map /m h"))},
+		{name: "more edits than allowed: a swap", old: "", new: many.String()},
 		{name: "an entry added whose key is there already (two entries of one key)", old: m, new: m + "a.example/ be_z\n"},
 		{name: "one of a key's two entries deleted", old: m + "a.example/ be_z\n", new: m},
 		{name: "a value of a repeated key changed", old: m + "a.example/ be_z\n", new: m + "a.example/ be_y\n"},
+		{name: "a key twice among the changed lines", old: m, new: m + "d.example/ be_d\nd.example/ be_e\n"},
 		{name: "a value with a space (several words on the command line)", old: m, new: m + "d.example/ be d\n"},
 		{name: "a value the command line would read otherwise", old: m, new: m + "d.example/ be;d\n"},
 		{name: "a value ending with << (a payload)", old: m, new: m + "d.example/ be<<\n"},
 		{name: "a line with no value", old: m, new: m + "d.example/\n"},
 		// The tail both files end with must start a line in both: "y z" is not an entry of new.
 		{name: "a common end that is not whole lines", old: "y z\n", new: "x yy z\n"},
-		{name: "a longer key ending like another", old: "k v\n", new: "kk v\n"},
+		{name: "a longer key ending like another", old: "k v\n", new: "kk v\n", want: "add map /m kk v\ndel map /m k", ok: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			e, same, ok := entryEdit([]byte(c.old), []byte(c.new), defaultMapPayload)
-			got := ""
-			if ok && !same {
-				got = e.line("/m")
+			edits, same, ok := entryEdits([]byte(c.old), []byte(c.new), defaultMapPayload)
+			var lines []string
+			for _, e := range edits {
+				lines = append(lines, e.line("/m"))
 			}
-			if ok != c.ok || same != c.same || got != c.want {
-				t.Errorf("entryEdit = %q, same %v, ok %v; want %q, same %v, ok %v", got, same, ok, c.want, c.same, c.ok)
+			if got := strings.Join(lines, "\n"); ok != c.ok || same != c.same || got != c.want {
+				t.Errorf("entryEdits = %q, same %v, ok %v; want %q, same %v, ok %v", got, same, ok, c.want, c.same, c.ok)
 			}
 		})
 	}
 }
 
-// TestEntryEditMatchesTheEntries: for random map files and random changes of them, an edit
-// entryEdit finds does to the entries of the old file, as HAProxy does it (add map appends,
-// set map and del map change every entry of the key), what loading the new file gives: the
-// same value for every key looked up; "the same" is said of files with the same entries. A
-// change of one entry with a key of its own, the lines around it untouched, is always found.
-func TestEntryEditMatchesTheEntries(t *testing.T) {
+// TestEntryEditsMatchTheEntries: for random map files and random changes of them, the edits
+// entryEdits finds do to the entries of the old file, as HAProxy does them one after the other
+// (add map appends, set map and del map change every entry of the key), what loading the new
+// file gives: the same value for every key looked up, exactly or by longest prefix. Between
+// two edits, every lookup finds what the old file or the new file gives it, never another
+// value. A change of one entry with a key of its own, the lines around it untouched, is
+// always found; so are most changes of a few.
+func TestEntryEditsMatchTheEntries(t *testing.T) {
 	rng := rand.New(rand.NewPCG(25, 1))
-	keys := []string{"a", "b", "c", "d", "a/", "a/b", "bb", "#x"}
+	keys := []string{"a", "b", "c", "d", "a/", "a/b", "a/b/c", "bb", "#x", "b/"}
+	probes := append(slices.Clone(keys), "", "a/b/c/d", "a/x", "bbb", "b/c", "x", "ab")
 	line := func() string {
 		switch rng.IntN(10) {
 		case 0:
@@ -82,10 +99,10 @@ func TestEntryEditMatchesTheEntries(t *testing.T) {
 		}
 		return keys[rng.IntN(len(keys))] + " v" + fmt.Sprint(rng.IntN(3))
 	}
-	found := 0
+	found, several := 0, 0
 	for i := 0; i < 20000; i++ {
 		var lines []string
-		for range rng.IntN(6) {
+		for range rng.IntN(8) {
 			lines = append(lines, line())
 		}
 		next := slices.Clone(lines)
@@ -103,7 +120,7 @@ func TestEntryEditMatchesTheEntries(t *testing.T) {
 				next = slices.Delete(next, i, i+1)
 			}
 		default: // random lines changed
-			for range rng.IntN(3) + 1 {
+			for range rng.IntN(4) + 1 {
 				if len(next) > 0 {
 					next[rng.IntN(len(next))] = line()
 				}
@@ -113,33 +130,49 @@ func TestEntryEditMatchesTheEntries(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			old, new = old+"\n", new+"\n"
 		} else if last {
-			single = false // the last line gains a newline: it changes too
+			single = false // the last line gains a newline: it may change too
 		}
-		e, same, ok := entryEdit([]byte(old), []byte(new), defaultMapPayload)
+		edits, same, ok := entryEdits([]byte(old), []byte(new), defaultMapPayload)
 		oldE, oldErr := entriesOf(old)
 		newE, newErr := entriesOf(new)
-		if single && oldErr == nil && newErr == nil && (!ok || same) {
-			t.Fatalf("%q -> %q: a new key's entry not found (ok %v, same %v)", old, new, ok, same)
+		if single && oldErr == nil && newErr == nil && (!ok || len(edits) == 0) {
+			t.Fatalf("%q -> %q: a new key's entry not found (ok %v, %d edits)", old, new, ok, len(edits))
 		}
 		if !ok {
 			continue
 		}
 		if oldErr != nil || newErr != nil {
-			t.Fatalf("%q -> %q: an edit of files that do not read (%v, %v)", old, new, oldErr, newErr)
+			t.Fatalf("%q -> %q: edits of files that do not read (%v, %v)", old, new, oldErr, newErr)
 		}
-		if same {
-			if !reflect.DeepEqual(oldE, newE) {
-				t.Fatalf("%q -> %q: the same, but the entries are %q and %q", old, new, oldE, newE)
+		if same && !slices.Equal(oldE, newE) {
+			t.Fatalf("%q -> %q: the same, but the entries are %q and %q", old, new, oldE, newE)
+		}
+		if len(edits) == 0 {
+			if !maps.Equal(lookups(oldE, probes), lookups(newE, probes)) {
+				t.Fatalf("%q -> %q: no edits, but the entries are %q and %q", old, new, oldE, newE)
 			}
 			continue
 		}
 		found++
-		if got, want := lookups(applyEdit(oldE, e)), lookups(newE); !maps.Equal(got, want) {
-			t.Fatalf("%q -> %q: %s gives %v, the new file %v", old, new, e.line("/m"), got, want)
+		if len(edits) > 1 {
+			several++
+		}
+		before, after := lookups(oldE, probes), lookups(newE, probes)
+		at := oldE
+		for j, e := range edits {
+			at = applyEdit(at, e)
+			for k, v := range lookups(at, probes) {
+				if v != before[k] && v != after[k] {
+					t.Fatalf("%q -> %q: after %d of %v, %s finds %q: neither the old file's %q nor the new one's %q", old, new, j+1, edits, k, v, before[k], after[k])
+				}
+			}
+		}
+		if got := lookups(at, probes); !maps.Equal(got, after) {
+			t.Fatalf("%q -> %q: %v gives %v, the new file %v", old, new, edits, got, after)
 		}
 	}
-	if found < 2000 {
-		t.Errorf("only %d edits found", found)
+	if found < 4000 || several < 1000 {
+		t.Errorf("only %d changes found as edits, %d of them several", found, several)
 	}
 }
 
@@ -167,13 +200,22 @@ func applyEdit(entries [][2]string, e mapEdit) [][2]string {
 	return out
 }
 
-// lookups is what a lookup of each key finds in a tree: the first entry of the key.
-func lookups(entries [][2]string) map[string]string {
+// lookups is what looking up each probe finds in a tree: "=" and the value of its key's first
+// entry (exact: map), "^" and the value of the first entry of the longest key it begins with
+// (longest prefix: map_beg); "" for none.
+func lookups(entries [][2]string, probes []string) map[string]string {
 	out := map[string]string{}
-	for _, e := range entries {
-		if _, ok := out[e[0]]; !ok {
-			out[e[0]] = e[1]
+	for _, p := range probes {
+		exact, pfx, best := "", "", -1
+		for _, e := range entries {
+			if e[0] == p && exact == "" {
+				exact = "=" + e[1]
+			}
+			if strings.HasPrefix(p, e[0]) && len(e[0]) > best {
+				pfx, best = "^"+e[1], len(e[0])
+			}
 		}
+		out["="+p], out["^"+p] = exact, pfx
 	}
 	return out
 }
@@ -206,14 +248,19 @@ func TestTreeOnly(t *testing.T) {
 }
 
 // TestPlanMapEntryEdits: a map every lookup of which is a tree's (map, map_beg) goes live as
-// the one entry that changed; a change of more, or of a map also read through a list
-// (map_reg), is a swap.
+// the entries that changed, a command each; a change of more than maxMapEdits, or of a map
+// also read through a list (map_reg), is a swap.
 func TestPlanMapEntryEdits(t *testing.T) {
 	ctx := context.Background()
 	cfgs := treeMapCfg("", "a 10.0.0.1:80 check")
 	tree, list := cfgs[0], cfgs[1]
 	maps := map[string]string{"hosts.map": "a.example be_a\nb.example be_b\n", "paths.map": "/api be_api\n"}
 	hosts := mapsDir + "/hosts.map"
+	var b strings.Builder
+	for i := range maxMapEdits + 1 {
+		fmt.Fprintf(&b, "h%02d.example be_h\n", i)
+	}
+	manyHosts := b.String()
 	with := func(content string) map[string]string {
 		return map[string]string{"hosts.map": content, "paths.map": maps["paths.map"]}
 	}
@@ -228,8 +275,12 @@ func TestPlanMapEntryEdits(t *testing.T) {
 		{"a value changed", tree, with("a.example be_x\nb.example be_b\n"), []string{"set map " + hosts + " a.example be_x"}},
 		{"an entry added to each map: both sent with the commits", tree, map[string]string{"hosts.map": maps["hosts.map"] + "c.example be_c\n", "paths.map": "/api be_api\n/web be_web\n"},
 			[]string{"add map " + hosts + " c.example be_c", "add map " + mapsDir + "/paths.map /web be_web"}},
-		{"two entries changed: a swap", tree, with("a.example be_x\nb.example be_y\n"),
-			[]string{"prepare map " + hosts, "add map @7 " + hosts + " <<\na.example be_x\nb.example be_y\n", "commit map @7 " + hosts}},
+		{"two entries changed: two commands", tree, with("a.example be_x\nb.example be_y\n"),
+			[]string{"set map " + hosts + " a.example be_x", "set map " + hosts + " b.example be_y"}},
+		{"a key renamed: the new one added, then the old one deleted", tree, with("a.example be_a\nbb.example be_b\n"),
+			[]string{"add map " + hosts + " bb.example be_b", "del map " + hosts + " b.example"}},
+		{"more entries changed than commands allowed: a swap", tree, with(manyHosts),
+			[]string{"prepare map " + hosts, "add map @7 " + hosts + " <<\n" + manyHosts, "commit map @7 " + hosts}},
 		{"a map read through map_reg too: a swap", list, with("a.example be_a\nb.example be_b\nc.example be_c\n"),
 			[]string{"prepare map " + hosts, "add map @7 " + hosts + " <<\na.example be_a\nb.example be_b\nc.example be_c\n", "commit map @7 " + hosts}},
 	}
@@ -250,5 +301,23 @@ func TestPlanMapEntryEdits(t *testing.T) {
 				t.Fatalf("after Apply: reason %q, %d changes", p.Reload(), p.Changes())
 			}
 		})
+	}
+}
+
+// TestPlanMapEntriesMoved: entries moved in a map file change nothing a tree lookup finds, so
+// nothing is sent; a map also read in file order (map_reg) is swapped for it.
+func TestPlanMapEntriesMoved(t *testing.T) {
+	cfgs := treeMapCfg("", "a 10.0.0.1:80 check")
+	tree, list := cfgs[0], cfgs[1]
+	live := map[string]string{"hosts.map": "a.example be_a\nb.example be_b\n", "paths.map": "/api be_api\n"}
+	moved := files(map[string]string{"hosts.map": "b.example be_b\na.example be_a\n", "paths.map": "/api be_api\n"})
+	u, _ := mapsLoaded(t, tree, live)
+	if p := u.Plan(tree, nil, moved); p.Reload() != "" || p.Changes() != 0 {
+		t.Errorf("tree lookups only: reason %q, %d changes; want none", p.Reload(), p.Changes())
+	}
+	u, _ = mapsLoaded(t, list, live)
+	p := u.Plan(list, nil, moved)
+	if cmds := strings.Join(p.Commands(), "\n"); p.Reload() != "" || !strings.Contains(cmds, "prepare map "+mapsDir+"/hosts.map") {
+		t.Errorf("read by map_reg too: reason %q, commands %q; want a swap", p.Reload(), cmds)
 	}
 }

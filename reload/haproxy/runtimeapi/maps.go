@@ -52,9 +52,9 @@ type mapSwap struct {
 	// sentinel is an entry put in a version of its own, never committed, when the map HAProxy
 	// runs has no entries (see swapMaps); "" when not needed.
 	sentinel string
-	// edit, when set, is the one entry that changed, sent alone instead of the swap
-	// (mapedit.go): payloads and sentinel are not used.
-	edit *mapEdit
+	// edits, when set, are the entries that changed, sent instead of the swap (mapedit.go):
+	// payloads and sentinel are not used.
+	edits []mapEdit
 }
 
 func (m *mapSwap) prepare() string          { return "prepare map " + m.path }
@@ -64,8 +64,12 @@ func (m *mapSwap) clear(ver string) string  { return "clear map @" + ver + " " +
 
 // lines are the command lines of the swap, payloads left out.
 func (m *mapSwap) lines(ver string) []string {
-	if m.edit != nil {
-		return []string{m.edit.line(m.path)}
+	if m.edits != nil {
+		out := make([]string, len(m.edits))
+		for i := range m.edits {
+			out[i] = m.edits[i].line(m.path)
+		}
+		return out
 	}
 	var out []string
 	if m.sentinel != "" {
@@ -132,10 +136,10 @@ func (d *differ) diffMaps() {
 			fail("map file %s: its path cannot be written on the runtime API: %v", quote(name), err)
 			continue
 		}
-		if e, same, ok := entryEdit(o, n, limit); ok && (same || treeOnly(d.new.cfg, sw.path)) {
-			if !same {
-				sw.edit = &e
-				steps = append(steps, step{kind: KindMapUpdated, what: e.op + " an entry of map " + name, swap: sw})
+		if edits, same, ok := entryEdits(o, n, limit); ok && (same || treeOnly(d.new.cfg, sw.path)) {
+			if len(edits) > 0 { // none: the same entries, or moved, which a tree does not see
+				sw.edits = edits
+				steps = append(steps, step{kind: KindMapUpdated, what: editsWhat(edits, name), swap: sw})
 			}
 			continue
 		}
@@ -367,9 +371,11 @@ func (u *Updater) swapMaps(ctx context.Context, steps []step) (err error) {
 			u.log.Debug("map file not loaded by HAProxy: written only", "map", sw.path)
 			continue
 		}
-		if sw.edit != nil {
-			// Made live with the commits: one command, atomic (mapedit.go).
-			commits = append(commits, command{line: sw.edit.line(sw.path), expect: empty, silent: true})
+		if sw.edits != nil {
+			// Made live with the commits, in their order (mapedit.go).
+			for _, l := range sw.lines("") {
+				commits = append(commits, command{line: l, expect: empty, silent: true})
+			}
 			continue
 		}
 		if sw.sentinel != "" {

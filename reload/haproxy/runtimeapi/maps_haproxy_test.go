@@ -286,7 +286,7 @@ func TestMapEntryEditsOnRealHAProxy(t *testing.T) {
 			u.Reloaded(u.Plan(cfg, nil, live))
 			r.answers(t, "host-00007.example.com", "/api/v2/x", "host=be_007", "path=be_api")
 
-			edit := func(t *testing.T, name, content, want string) {
+			edit := func(t *testing.T, name, content string, want ...string) {
 				t.Helper()
 				next := maps.Clone(live)
 				next[name] = []byte(content)
@@ -294,7 +294,7 @@ func TestMapEntryEditsOnRealHAProxy(t *testing.T) {
 				if p.Reload() != "" {
 					t.Fatalf("reload asked: %s", p.Reload())
 				}
-				if got := p.Commands(); !slices.Equal(got, []string{want}) {
+				if got := p.Commands(); !slices.Equal(got, want) {
 					t.Fatalf("commands %q, want %q", got, want)
 				}
 				if err := u.Apply(ctx, p); err != nil {
@@ -325,19 +325,29 @@ func TestMapEntryEditsOnRealHAProxy(t *testing.T) {
 				r.answers(t, "a.example", "/api/v2/x", "path=be_v2")
 				r.answers(t, "a.example", "/api/v1", "path=be_api")
 			})
-			t.Run("two entries changed: a swap", func(t *testing.T) {
+			t.Run("two values changed: two commands", func(t *testing.T) {
+				edit(t, "paths.map", "/api be_x\n/api/v2 be_v2\n/web be_y\n", "set map "+paths+" /api be_x", "set map "+paths+" /web be_y")
+				r.answers(t, "a.example", "/web/", "path=be_y")
+				r.answers(t, "a.example", "/api/", "path=be_x")
+			})
+			t.Run("a path moved: the new one added, then the old one deleted", func(t *testing.T) {
+				edit(t, "paths.map", "/api be_x\n/api/v3 be_v2\n/web be_y\n", "add map "+paths+" /api/v3 be_v2", "del map "+paths+" /api/v2")
+				r.answers(t, "a.example", "/api/v3/x", "path=be_v2")
+				r.answers(t, "a.example", "/api/v2/x", "path=be_x") // the shorter prefix again
+			})
+			t.Run("more entries changed than commands allowed: a swap", func(t *testing.T) {
 				next := maps.Clone(live)
-				next["paths.map"] = []byte("/api be_x\n/api/v2 be_v2\n/web be_y\n")
+				next["hosts.map"] = []byte(strings.ReplaceAll(string(live["hosts.map"]), " be_0", " be_x0"))
 				p := u.Plan(cfg, nil, next)
-				if cmds := strings.Join(p.Commands(), "\n"); !strings.Contains(cmds, "prepare map "+paths) {
+				if cmds := strings.Join(p.Commands(), "\n"); !strings.Contains(cmds, "prepare map "+hosts) {
 					t.Fatalf("commands %q, want a swap", cmds)
 				}
 				if err := u.Apply(ctx, p); err != nil {
 					t.Fatal(err)
 				}
 				live = next
-				r.answers(t, "a.example", "/web/", "path=be_y")
-				r.answers(t, "a.example", "/api/", "path=be_x")
+				r.answers(t, "host-00042.example.com", "/", "host=be_x042")
+				r.answers(t, "new.example.com", "/", "host=be_new")
 			})
 			t.Run("no reload happened, and a reload of the files loads the same", func(t *testing.T) {
 				proc, err := reload.ParseProc(r.proc.ShowProc(t))
