@@ -16,7 +16,7 @@ import (
 // does depends on more than the value's contents seen so far. Any other use of the name
 // (printed, passed, iterated, tested, subscripted, ns.attr assigned) reads it whole. The
 // values are those e.getAttr finds, step by step, as the module's own evaluation would; a
-// step from anything but data (a record, a map, a dict, a namespace) is not followed: the
+// step from anything but data (none, a record, a map, a dict, a namespace) is not followed: the
 // read is then never the same (chainStop), and the module is computed, as today for a loop
 // object.
 
@@ -175,7 +175,7 @@ func (e *evaluator) chainValue(v any, chain []string) any {
 	}
 	for i, a := range chain {
 		switch v.(type) {
-		case *record.Record, map[string]any, map[string]string, *Dict, *Namespace:
+		case nil, *record.Record, map[string]any, map[string]string, *Dict, *Namespace:
 		default:
 			return chainStop{}
 		}
@@ -194,13 +194,14 @@ func (e *evaluator) chainValue(v any, chain []string) any {
 	return v
 }
 
-// dataMiss says whether u is obj.name missing, obj data from the context (never changed).
+// dataMiss says whether u is obj.name missing, obj none or data from the context (never
+// changed).
 func dataMiss(u *Undefined, obj any) bool {
 	if !u.hasObj || u.err != nil || u.hint != "" {
 		return false
 	}
 	switch obj.(type) {
-	case *record.Record, map[string]any, map[string]string:
+	case nil, *record.Record, map[string]any, map[string]string:
 		return true
 	}
 	return false

@@ -80,7 +80,7 @@ func TestLoopImportsReadChains(t *testing.T) {
 		v["items"] = []any{rec("a", "1", "2", "y"), rec("b", "2", "2", "y"), rec("c", "", "2", "y")}
 	}
 	const chains = `{% set lines = [item.metadata.name ~ ":" ~ item.spec.port|default("none")] %}`
-	main := `{% set d = {"a": {"b": other}} %}{% set out = [] %}{% for item in items %}{% import "part" as p with context %}{% do out.extend(p.lines) %}{% endfor %}{{ out|join(",") }}`
+	main := `{% set d = {"a": {"b": other}, "n": none} %}{% set out = [] %}{% for item in items %}{% import "part" as p with context %}{% do out.extend(p.lines) %}{% endfor %}{{ out|join(",") }}`
 	for _, c := range []struct {
 		name   string
 		part   string
@@ -101,6 +101,11 @@ func TestLoopImportsReadChains(t *testing.T) {
 		{"a chain of a dict the template made", `{% set lines = [d.a.b ~ item.metadata.name] %}`, statusWave, 3},
 		{"a chain of a dict the template made, changed", `{% set lines = [d.a.b ~ item.metadata.name] %}`,
 			func(v map[string]any) { v["other"] = "p" }, 0},
+		{"a missing attribute of none", `{% set lines = [d.n.x|default("-") ~ item.metadata.name] %}`, statusWave, 3},
+		// A chain on past a missing attribute, or on from a string, is never the same (in a
+		// branch not taken: the chains are read all the same).
+		{"a missing attribute before the chain's end", `{% if false %}{{ d.m.x.y }}{% endif %}{% set lines = [item.metadata.name] %}`, func(map[string]any) {}, 0},
+		{"a step from a string", `{% if false %}{{ item.spec.port.x }}{% endif %}{% set lines = [item.metadata.name] %}`, func(map[string]any) {}, 0},
 		// Any other use reads the item whole: the status wave computes every part again.
 		{"printed", `{% set lines = [item|string|length > 0] %}`, statusWave, 0},
 		{"a filter", `{% set lines = [item|length] %}`, statusWave, 0},
