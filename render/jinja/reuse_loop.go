@@ -18,8 +18,9 @@ import (
 // are a function of its source and of the values of the names it reads, which are those its
 // source names (parse.NameExpr, and the namespace of a `set ns.attr`, but for the names its own
 // loops, macros and with blocks bind): it reads nothing else of the importing frames or the
-// context. A name it uses only as name.a.b is read as those chains (reuse_chain.go). When each of those names has the same value as when a kept module was computed (the
-// same data, compared as sameValue does; found by a hash of them), that module serves: lent
+// context (a name it uses only as name.a.b: those chains, reuse_chain.go). When each of those
+// has the same value as when a kept module was computed (the same data, compared as
+// sameValue does; found by a hash of them), that module serves: lent
 // to the render itself (loopReuse; a change of its values spoils it), or a copy. The per-route
 // part of the HTTPRoute example is such a module: after a route's change, only that route's is
 // computed again. Not in a template set that tests which object a value is (sameas), as
