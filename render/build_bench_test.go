@@ -3,6 +3,7 @@ package render
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -167,6 +168,14 @@ func BenchmarkBuildHTTPRoute(b *testing.B) {
 		b.Run(fmt.Sprintf("%d/route-middle", n), func(b *testing.B) {
 			benchBuildAt(b, raw, tpl, "httproutes", mid, raw["httproutes"][mid], vc, httprouteWatch...)
 		})
+		// After the status writer's wave: every route's status and resourceVersion written
+		// (new objects), alternately two versions of them, each build after a wave.
+		waves := [2][]*snapshot.Object{statusWave(b, raw["httproutes"], 0), statusWave(b, raw["httproutes"], 1)}
+		b.Run(fmt.Sprintf("%d/status-wave", n), func(b *testing.B) {
+			benchSteps(b, raw, tpl, func(objs *snapshot.Objects, step int) {
+				objs.Resources["httproutes"] = slices.Clone(waves[step%2])
+			}, httprouteWatch...)
+		})
 		// As bench-routes adds a route: a new Service, its EndpointSlice and a route to it, after
 		// the others (by name, as by creation time); one more at each build.
 		b.Run(fmt.Sprintf("%d/route-added", n), func(b *testing.B) {
@@ -178,6 +187,26 @@ func BenchmarkBuildHTTPRoute(b *testing.B) {
 			}, httprouteWatch...)
 		})
 	}
+}
+
+// statusWave are the routes as the status writer leaves them (version v of it): each with a
+// new resourceVersion and status, converted as a source holds them.
+func statusWave(tb testing.TB, routes []map[string]any, v int) []*snapshot.Object {
+	out := make([]*snapshot.Object, len(routes))
+	for i, r := range routes {
+		o := deepCopy(r).(map[string]any)
+		md := o["metadata"].(map[string]any)
+		md["resourceVersion"] = fmt.Sprint(100000 + 2*i + v)
+		cond := func(typ, reason string) any {
+			return map[string]any{"type": typ, "status": "True", "reason": reason, "message": "", "observedGeneration": md["generation"],
+				"lastTransitionTime": fmt.Sprintf("2026-01-01T00:00:%02dZ", v)}
+		}
+		o["status"] = map[string]any{"parents": []any{map[string]any{"controllerName": "haproxy-sidecar.io/gateway",
+			"parentRef":  map[string]any{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"},
+			"conditions": []any{cond("Accepted", "Accepted"), cond("ResolvedRefs", "ResolvedRefs")}}}}
+		out[i] = convert(tb, o)
+	}
+	return out
 }
 
 // BenchmarkBuildIngress: the same with the Ingress example at 1,000 and 3,000 Ingresses.

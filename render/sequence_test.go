@@ -27,11 +27,13 @@ type routeWorld struct {
 	templates map[string]string
 	base      map[string]string
 	next      int
+	srng      *rand.Rand // the status writes' (statusStep): the other steps' sequence as it was
+	rv        int        // the last resourceVersion written
 }
 
 func newRouteWorld(t *testing.T, seed uint64) *routeWorld {
 	w := &routeWorld{rng: rand.New(rand.NewPCG(seed, 25)), routes: map[string]map[string]any{},
-		services: map[string]map[string]any{}, slices: map[string]map[string]any{}}
+		services: map[string]map[string]any{}, slices: map[string]map[string]any{}, srng: rand.New(rand.NewPCG(seed, 26))}
 	w.base = loadConfigMapData(t, "../examples/templates/httproute.yaml")
 	w.templates = w.base
 	w.gateway = w.newGateway("Same", false)
@@ -270,6 +272,45 @@ func (w *routeWorld) step() string {
 	}
 }
 
+// statusStep makes what the sidecar's status writer does: one route's status and
+// resourceVersion written, or its resourceVersion only, or every route's status (its wave
+// after a start); it says which.
+func (w *routeWorld) statusStep() string {
+	switch w.srng.IntN(3) {
+	case 0:
+		if name := w.pick(w.routes); name != "" {
+			w.writeStatus(name, true)
+		}
+		return "status written"
+	case 1:
+		if name := w.pick(w.routes); name != "" {
+			w.writeStatus(name, false)
+		}
+		return "resourceVersion changed"
+	}
+	for _, name := range slices.Sorted(maps.Keys(w.routes)) {
+		w.writeStatus(name, true)
+	}
+	return "status wave"
+}
+
+// writeStatus gives route name a new resourceVersion and, when status, a new status: a new
+// object, its spec and the rest of its metadata as they were.
+func (w *routeWorld) writeStatus(name string, status bool) {
+	r := maps.Clone(w.routes[name])
+	md := maps.Clone(r["metadata"].(map[string]any))
+	w.rv++
+	md["resourceVersion"] = fmt.Sprint(w.rv)
+	r["metadata"] = md
+	if status {
+		cond := map[string]any{"type": "Accepted", "status": []string{"True", "False"}[w.srng.IntN(2)],
+			"observedGeneration": md["generation"], "lastTransitionTime": fmt.Sprintf("2026-01-01T00:%02d:00Z", w.rv%60)}
+		r["status"] = map[string]any{"parents": []any{map[string]any{"controllerName": "haproxy-sidecar.io/gateway",
+			"parentRef": map[string]any{"name": "gw"}, "conditions": []any{cond}}}}
+	}
+	w.routes[name] = r
+}
+
 func (w *routeWorld) raw() map[string][]map[string]any {
 	list := func(m map[string]map[string]any) []map[string]any {
 		var out []map[string]any
@@ -316,7 +357,10 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 	for i := range steps {
 		what := "start"
 		gatewayBefore, specBefore := fmt.Sprint(w.gateway), fmt.Sprint(w.gateway["spec"])
-		if i > 0 {
+		switch {
+		case i > 0 && i%6 == 5:
+			what = w.statusStep()
+		case i > 0:
 			what = w.step()
 		}
 		gatewayChanged := fmt.Sprint(w.gateway) != gatewayBefore
@@ -348,6 +392,14 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 		if what == "gateway edited" && gatewayChanged && !specChanged && prev != "template edited" && parts != len(w.routes) {
 			t.Errorf("step %d (%s): %d of %d routes' parts reused after a change of the Gateway's generation only, want all", i, what, parts, len(w.routes))
 		}
+		// After the status writer's writes (a route's status, resourceVersion), which no part
+		// reads (route.j2 reads attributes of its route's spec and metadata: docs/templates.md),
+		// every part is reused.
+		if strings.HasPrefix(what, "status") || what == "resourceVersion changed" {
+			if prev != "template edited" && parts != len(w.routes) {
+				t.Errorf("step %d (%s): %d of %d routes' parts reused, want all", i, what, parts, len(w.routes))
+			}
+		}
 		prev = what
 		want := freshAgrees(t, opts, snap, got, gotErr, fmt.Sprintf("step %d (%s)", i, what))
 		// haproxy.cfg's backends: after an endpoints change, those of the Services whose
@@ -365,7 +417,8 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 	}
 	// The sequence exercises what the example does: routes served and not (notes), status
 	// lines of both kinds, weights.
-	for _, what := range []string{"template edited", "route deleted", "gateway edited", "service edited", "namespace relabeled", "grant toggled"} {
+	for _, what := range []string{"template edited", "route deleted", "gateway edited", "service edited", "namespace relabeled", "grant toggled",
+		"status written", "resourceVersion changed", "status wave"} {
 		if counts[what] == 0 && !testing.Short() {
 			t.Errorf("the sequence missed a kind of change (%s): %v", what, counts)
 		}

@@ -18,8 +18,9 @@ import (
 // are a function of its source and of the values of the names it reads, which are those its
 // source names (parse.NameExpr, and the namespace of a `set ns.attr`, but for the names its own
 // loops, macros and with blocks bind): it reads nothing else of the importing frames or the
-// context. When each of those names has the same value as when a kept module was computed (the
-// same data, compared as sameValue does; found by a hash of them), that module serves: lent
+// context (a name it uses only as name.a.b: those chains, reuse_chain.go). When each of those
+// has the same value as when a kept module was computed (the same data, compared as
+// sameValue does; found by a hash of them), that module serves: lent
 // to the render itself (loopReuse; a change of its values spoils it), or a copy. The per-route
 // part of the HTTPRoute example is such a module: after a route's change, only that route's is
 // computed again. Not in a template set that tests which object a value is (sameas), as
@@ -36,7 +37,7 @@ import (
 // loopEntry is a module kept for an import with context that is not at a template's top.
 type loopEntry struct {
 	src  string  // the module's source
-	vals []any   // the values of the names read, in freeNames order (absent: notSet)
+	vals []any   // the values read, in freeInfo's order (reads, else names; absent: notSet)
 	mod  *module // a copy nobody changes but the render it is lent to (spoiled then)
 	used uint64  // the last generation (Sweep) it served or was made in
 	// lendable: mod holds no macro or tuple, and its dicts and lists know they are its
@@ -163,6 +164,7 @@ type notSet struct{}
 type freeInfo struct {
 	names []string
 	index map[string]int // names' positions
+	reads []freeRead     // what is read of them (reuse_chain.go); nil: each name whole
 	ok    bool           // false: never kept (it names another template, has blocks, ...)
 }
 
@@ -253,7 +255,7 @@ func freeNames(tree *parse.Tree) freeInfo {
 	if len(tree.Refs) > 0 || tree.Extends || len(tree.Blocks) > 0 {
 		return freeInfo{}
 	}
-	w := freeWalk{seen: map[string]bool{}, bound: map[string]int{}, ok: true}
+	w := freeWalk{seen: map[string]bool{}, bound: map[string]int{}, ok: true, chains: true}
 	w.walk(reflect.ValueOf(tree.Body))
 	if !w.ok || w.seen["self"] || w.seen["super"] {
 		return freeInfo{} // the importer's blocks: what they read is not here
@@ -262,18 +264,33 @@ func freeNames(tree *parse.Tree) freeInfo {
 	for i, n := range w.names {
 		index[n] = i
 	}
-	return freeInfo{names: w.names, index: index, ok: true}
+	return freeInfo{names: w.names, index: index, reads: w.freeReads(), ok: true}
 }
 
 type freeWalk struct {
-	seen  map[string]bool
-	bound map[string]int // names a loop, macro or with block of the template binds where the walk is
-	names []string
-	ok    bool
+	seen map[string]bool
+	uses map[string]*nameUse
+	// chains: attribute chains on names are noted as such (freeNames); else (the loop
+	// bodies' walks) a chain is walked as any expression.
+	chains bool
+	bound  map[string]int // names a loop, macro or with block of the template binds where the walk is
+	names  []string
+	ok     bool
 }
 
+// add notes a use of the free name n whole.
 func (w *freeWalk) add(n string) {
-	if w.bound[n] == 0 && !w.seen[n] {
+	if w.bound[n] == 0 {
+		w.note(n)
+		if w.chains {
+			w.use(n).whole = true
+		}
+	}
+}
+
+// note makes n one of the names read (bound nowhere here).
+func (w *freeWalk) note(n string) {
+	if !w.seen[n] {
 		w.seen[n] = true
 		w.names = append(w.names, n)
 	}
@@ -303,6 +320,10 @@ func (w *freeWalk) visit(v reflect.Value) bool {
 		}
 		w.scoped(names, x.Body)
 		return false
+	case *parse.AttrExpr:
+		if w.chains {
+			return w.visitAttr(x)
+		}
 	case *parse.NameExpr:
 		w.add(x.Name)
 	case *parse.Target:
@@ -516,18 +537,35 @@ func validMemo(memo map[any]*readMemo, v any) *readMemo {
 // unresolved marks a name freeVals has not found yet.
 type unresolved struct{}
 
-// freeVals are the values of the names fi reads as the frame f shows them, as e.lookup finds
-// each (notSet: not set), in one walk of the frames rather than one per name: the per-route
-// part of the HTTPRoute example reads some sixty names (most of them its own, not set where
-// it is imported), looked up for each of 3,000 routes. The slice is from e's free list
-// (recycleVals).
+// freeVals are the values of what fi reads (its reads, else its names) as the frame f shows
+// them. The slice is from e's free list (recycleVals).
 func (e *evaluator) freeVals(f *frame, fi freeInfo) []any {
-	var vals []any
-	if n := len(e.valsFree); n > 0 && cap(e.valsFree[n-1]) >= len(fi.names) {
-		vals, e.valsFree = e.valsFree[n-1][:len(fi.names)], e.valsFree[:n-1]
-	} else {
-		vals = make([]any, len(fi.names))
+	vals := e.takeVals(len(fi.names))
+	e.nameVals(f, fi, vals)
+	if fi.reads == nil {
+		return vals
 	}
+	out := e.takeVals(len(fi.reads))
+	e.readVals(vals, fi, out)
+	e.recycleVals(vals)
+	return out
+}
+
+// takeVals is a slice of n values from e's free list, or a new one.
+func (e *evaluator) takeVals(n int) []any {
+	if k := len(e.valsFree); k > 0 && cap(e.valsFree[k-1]) >= n {
+		var vals []any
+		vals, e.valsFree = e.valsFree[k-1][:n], e.valsFree[:k-1]
+		return vals
+	}
+	return make([]any, n)
+}
+
+// nameVals sets vals to the values of the names fi reads as the frame f shows them, as
+// e.lookup finds each (notSet: not set), in one walk of the frames rather than one per name:
+// the per-route part of the HTTPRoute example reads some sixty names (most of them its own,
+// not set where it is imported), looked up for each of 3,000 routes.
+func (e *evaluator) nameVals(f *frame, fi freeInfo, vals []any) {
 	for i := range vals {
 		vals[i] = unresolved{}
 	}
@@ -562,7 +600,6 @@ func (e *evaluator) freeVals(f *frame, fi freeInfo) []any {
 			}
 		}
 	}
-	return vals
 }
 
 // recycleVals gives back to e's free list a slice freeVals made, once nothing holds it.
@@ -646,7 +683,7 @@ func (mc *ModuleCache) loopSnapshot(vals []any) ([]any, bool) {
 	out := make([]any, len(vals))
 	for i, v := range vals {
 		switch v.(type) {
-		case notSet:
+		case notSet, missRead: // missRead: of data, which never changes
 			out[i] = v
 			continue
 		case *Dict, *List, *Namespace:
@@ -832,6 +869,9 @@ func sameValue(a, b any) bool {
 	case notSet:
 		_, ok := b.(notSet)
 		return ok
+	case missRead:
+		y, ok := b.(missRead)
+		return ok && x.name == y.name && sameData(x.obj, y.obj)
 	case Markup:
 		y, ok := b.(Markup)
 		return ok && x == y
@@ -899,6 +939,10 @@ func hashValue(h *maphash.Hash, v any, depth int, hs *hashState) bool {
 		return hashList(h, 'l', x.items, depth, hs)
 	case Tuple:
 		return hashList(h, 'p', x, depth, hs)
+	case missRead:
+		h.WriteByte('x')
+		h.WriteString(x.name)
+		return hashValue(h, x.obj, depth+1, hs)
 	case *Namespace:
 		h.WriteByte('N')
 		return hashValue(h, x.attrs, depth+1, hs)

@@ -1,0 +1,208 @@
+package jinja
+
+import (
+	"slices"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
+)
+
+// A name that a module imported in a loop uses only as name.a.b (constant attribute names)
+// is read as those chains rather than whole: the per-route part of the HTTPRoute example
+// reads route.metadata.name, route.spec.rules... and not route, whose status and
+// resourceVersion the status writer changes. Its values are then the same after a status
+// write, and the kept part serves. A chain stops before an attribute name that is a method of
+// some value (items, get, upper...): getAttr may give the method then, and what a call of it
+// does depends on more than the value's contents seen so far. Any other use of the name
+// (printed, passed, iterated, tested, subscripted, ns.attr assigned) reads it whole. The
+// values are those e.getAttr finds, step by step, as the module's own evaluation would; a
+// step from anything but data (none, a record, a map, a dict, a namespace) is not followed: the
+// read is then never the same (chainStop), and the module is computed, as today for a loop
+// object.
+
+// freeRead is one read of an import: a name whole (chain nil), or a chain of attributes of it.
+type freeRead struct {
+	name  int // in freeInfo.names
+	chain []string
+}
+
+// nameUse is how a template uses one free name: whole somewhere, or only through chains.
+type nameUse struct {
+	whole  bool
+	chains [][]string
+}
+
+// chainStop is the read of a chain whose step was from a value that is not data, or from an
+// undefined one: never the same as another (sameValue), never hashed.
+type chainStop struct{}
+
+// missRead is the read of a chain whose last attribute is missing from data (a record or
+// a map from the context, which never change): the module finds an Undefined of that
+// object and name, the same for the same object's contents.
+type missRead struct {
+	obj  any
+	name string
+}
+
+// addChain notes that the free name n is read as n.chain.
+func (w *freeWalk) addChain(n string, chain []string) {
+	if w.bound[n] > 0 {
+		return
+	}
+	w.note(n)
+	u := w.use(n)
+	if !slices.ContainsFunc(u.chains, func(o []string) bool { return slices.Equal(o, chain) }) {
+		u.chains = append(u.chains, chain)
+	}
+}
+
+func (w *freeWalk) use(n string) *nameUse {
+	u := w.uses[n]
+	if u == nil {
+		u = &nameUse{}
+		if w.uses == nil {
+			w.uses = map[string]*nameUse{}
+		}
+		w.uses[n] = u
+	}
+	return u
+}
+
+// visitAttr notes an attribute chain on a name (false: it was one, and is read).
+func (w *freeWalk) visitAttr(x *parse.AttrExpr) bool {
+	n, chain := attrChain(x)
+	if n == nil {
+		return true
+	}
+	if len(chain) == 0 || n.Name == "self" || n.Name == "super" {
+		w.add(n.Name)
+	} else {
+		w.addChain(n.Name, chain)
+	}
+	return false
+}
+
+// attrChain is x as name.a.b...: the name and the attributes before the first that is a
+// method name; nil when x is not on a name.
+func attrChain(x *parse.AttrExpr) (*parse.NameExpr, []string) {
+	var rev []string
+	var obj parse.Expr = x
+	for {
+		a, ok := obj.(*parse.AttrExpr)
+		if !ok {
+			break
+		}
+		rev = append(rev, a.Name)
+		obj = a.Obj
+	}
+	n, ok := obj.(*parse.NameExpr)
+	if !ok {
+		return nil, nil
+	}
+	slices.Reverse(rev)
+	for i, a := range rev {
+		if anyMethod(a) {
+			return n, rev[:i]
+		}
+	}
+	return n, rev
+}
+
+// anyMethod says whether some value has a method or property called name (getAttr).
+func anyMethod(name string) bool {
+	if isDictMethod(name) || isListMethod(name) || isStrMethod(name) {
+		return true
+	}
+	switch name {
+	case "striptags", "unescape", "escape", "count", "index", "bit_length", "conjugate", "is_integer",
+		"real", "imag", "numerator", "denominator", "cycle", "changed", "next", "reset":
+		return true
+	}
+	return false
+}
+
+// freeReads are the reads of a walked template, in names order: nil when every name is read
+// whole. Of a name's chains, one that another is a prefix of is left out (its value is that
+// one's attribute).
+func (w *freeWalk) freeReads() []freeRead {
+	some := false
+	for _, u := range w.uses {
+		some = some || !u.whole
+	}
+	if !some {
+		return nil
+	}
+	var out []freeRead
+	for i, n := range w.names {
+		u := w.uses[n]
+		if u.whole {
+			out = append(out, freeRead{name: i})
+			continue
+		}
+		for _, c := range u.chains {
+			if !subsumed(c, u.chains) {
+				out = append(out, freeRead{name: i, chain: c})
+			}
+		}
+	}
+	return out
+}
+
+// subsumed says whether another of chains is a prefix of c.
+func subsumed(c []string, chains [][]string) bool {
+	for _, o := range chains {
+		if len(o) < len(c) && slices.Equal(o, c[:len(o)]) {
+			return true
+		}
+	}
+	return false
+}
+
+// readVals are the values of fi's reads from the values of its names (base).
+func (e *evaluator) readVals(base []any, fi freeInfo, vals []any) {
+	for j, r := range fi.reads {
+		vals[j] = base[r.name]
+		if r.chain != nil {
+			vals[j] = e.chainValue(vals[j], r.chain)
+		}
+	}
+}
+
+// chainValue is v.chain[0].chain[1]... as the module's evaluation finds it.
+func (e *evaluator) chainValue(v any, chain []string) any {
+	if _, ok := v.(notSet); ok {
+		return v // the module's first step fails, as for the name read whole
+	}
+	for i, a := range chain {
+		switch v.(type) {
+		case nil, *record.Record, map[string]any, map[string]string, *Dict, *Namespace:
+		default:
+			return chainStop{}
+		}
+		w, err := e.getAttr(v, a)
+		if err != nil {
+			return chainStop{}
+		}
+		if u, ok := w.(*Undefined); ok {
+			if i < len(chain)-1 || !dataMiss(u, v) {
+				return chainStop{}
+			}
+			return missRead{obj: v, name: a}
+		}
+		v = w
+	}
+	return v
+}
+
+// dataMiss says whether u is obj.name missing, obj none or data from the context (never
+// changed).
+func dataMiss(u *Undefined, obj any) bool {
+	if !u.hasObj || u.err != nil || u.hint != "" {
+		return false
+	}
+	switch obj.(type) {
+	case nil, *record.Record, map[string]any, map[string]string:
+		return true
+	}
+	return false
+}
