@@ -132,7 +132,6 @@ func TestLoopBodiesReuseOnlyWhatReadsTheSame(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var cache ModuleCache
 			render := func(vars map[string]any, mods *Modules) string {
 				res, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, mods, false)
 				if err != nil {
@@ -140,19 +139,8 @@ func TestLoopBodiesReuseOnlyWhatReadsTheSame(t *testing.T) {
 				}
 				return fmt.Sprintf("%s %v", res.Bytes, res.Secret)
 			}
-			first := render(base(), &Modules{Across: &cache})
-			if want := render(base(), nil); first != want {
-				t.Fatalf("first render %q, computed afresh %q", first, want)
-			}
-			cache.Sweep()
-			before := cache.BodiesReused()
-			next := base()
-			c.change(next)
-			got := render(next, &Modules{Across: &cache})
-			if want := render(next, nil); got != want {
-				t.Errorf("%q, computed afresh %q", got, want)
-			}
-			if n := cache.BodiesReused() - before; n != c.reused {
+			got, n := reusedAfterChange(t, render, base, c.change, bodiesReused)
+			if n != c.reused {
 				t.Errorf("reused %d iterations, want %d (output %q)", n, c.reused, got)
 			}
 		})

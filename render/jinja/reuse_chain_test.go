@@ -1,7 +1,6 @@
 package jinja
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -128,26 +127,8 @@ func TestLoopImportsReadChains(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var cache ModuleCache
-			render := func(vars map[string]any, mods *Modules) string {
-				res, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, mods, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return string(res.Bytes)
-			}
-			if first, want := render(base(), &Modules{Across: &cache}), render(base(), nil); first != want {
-				t.Fatalf("first render %q, computed afresh %q", first, want)
-			}
-			cache.Sweep()
-			before := cache.LoopReused()
-			next := base()
-			c.change(next)
-			got := render(next, &Modules{Across: &cache})
-			if want := render(next, nil); got != want {
-				t.Errorf("%q, computed afresh %q", got, want)
-			}
-			if n := cache.LoopReused() - before; n != c.reused {
+			got, n := reusedAfterChange(t, renderOf(t, p), base, c.change, loopReused)
+			if n != c.reused {
 				t.Errorf("reused %d imports, want %d (output %q)", n, c.reused, got)
 			}
 		})

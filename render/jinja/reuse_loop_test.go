@@ -78,27 +78,8 @@ func TestLoopImportsReuseOnlyWhatReadsTheSame(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var cache ModuleCache
-			render := func(vars map[string]any, mods *Modules) string {
-				res, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, mods, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return string(res.Bytes)
-			}
-			first := render(base(), &Modules{Across: &cache})
-			if want := render(base(), nil); first != want {
-				t.Fatalf("first render %q, computed afresh %q", first, want)
-			}
-			cache.Sweep()
-			before := cache.LoopReused()
-			next := base()
-			c.change(next)
-			got := render(next, &Modules{Across: &cache})
-			if want := render(next, nil); got != want {
-				t.Errorf("%q, computed afresh %q", got, want)
-			}
-			if n := cache.LoopReused() - before; n != c.reused {
+			got, n := reusedAfterChange(t, renderOf(t, p), base, c.change, loopReused)
+			if n != c.reused {
 				t.Errorf("reused %d imports, want %d (output %q)", n, c.reused, got)
 			}
 		})
@@ -444,3 +425,37 @@ func TestLoopImportsLookAtTheSamePlaceFirst(t *testing.T) {
 		}
 	}
 }
+
+// reusedAfterChange renders base() with cache, then base() after change, each checked against
+// a render computed afresh (render with no Modules); it returns the second output and how much
+// count grew over that render.
+func reusedAfterChange(t *testing.T, render func(map[string]any, *Modules) string, base func() map[string]any, change func(map[string]any), count func(*ModuleCache) int) (string, int) {
+	t.Helper()
+	var cache ModuleCache
+	if first, want := render(base(), &Modules{Across: &cache}), render(base(), nil); first != want {
+		t.Fatalf("first render %q, computed afresh %q", first, want)
+	}
+	cache.Sweep()
+	before := count(&cache)
+	next := base()
+	change(next)
+	got := render(next, &Modules{Across: &cache})
+	if want := render(next, nil); got != want {
+		t.Errorf("%q, computed afresh %q", got, want)
+	}
+	return got, count(&cache) - before
+}
+
+// renderOf renders p, failing t on an error.
+func renderOf(t *testing.T, p *Program) func(map[string]any, *Modules) string {
+	return func(vars map[string]any, mods *Modules) string {
+		res, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, mods, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(res.Bytes)
+	}
+}
+
+func loopReused(c *ModuleCache) int   { return c.LoopReused() }
+func bodiesReused(c *ModuleCache) int { return c.BodiesReused() }
