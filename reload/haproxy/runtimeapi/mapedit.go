@@ -50,15 +50,60 @@ func (e *mapEdit) line(path string) string {
 	return e.op + " map " + path + " " + e.key + " " + e.value
 }
 
+// maxLineDiff bounds the lines a map file's change may add and delete for entryEdits to
+// find them by a line diff; past it, every entry of the changed lines is compared.
+const maxLineDiff = 16
+
 // entryEdits finds the edits that turn the map file old into new, in the order they are to be
 // sent (orderEdits), when their entries (as HAProxy reads them: eachMapEntry) differ by at
 // most maxMapEdits keys: ok is false otherwise, or when a key or value is not one word on a
 // command line (checkToken), or when a key changed is in either file more than once. same is
 // true when the entries are the same, in the same order (comments or spacing changed); no
-// edits and not same: entries moved, which only a lookup in file order sees. Only the lines
-// between what both files begin and end with are read.
+// edits and not same: entries moved, which only a lookup in file order sees.
+//
+// Only the lines between what both files begin and end with are read, and of those, when
+// few lines were added and deleted, only those (a line diff): a route's new path adds its
+// prefix entry among the longest and its exact entry among the keys, far apart in the file.
 func entryEdits(old, new []byte, limit int) (edits []mapEdit, same, ok bool) {
+	return entryEditsWithin(old, new, limit, maxLineDiff)
+}
+
+func entryEditsWithin(old, new []byte, limit, maxDiff int) (edits []mapEdit, same, ok bool) {
 	oldMid, newMid, head, tail := changedLines(old, new)
+	a, b := splitLines(oldMid), splitLines(newMid)
+	del, ins, found := lineDiff(a, b, maxDiff)
+	if !found {
+		return wholeEdits(oldMid, newMid, head, tail, limit)
+	}
+	oe, oldOrder, ok := uniqueEntries(pick(a, del), limit)
+	if !ok {
+		return nil, false, false
+	}
+	ne, newOrder, ok := uniqueEntries(pick(b, ins), limit)
+	if !ok {
+		return nil, false, false
+	}
+	if len(oldOrder) == 0 && len(newOrder) == 0 {
+		return nil, true, true // comments and blank lines
+	}
+	if edits, ok = diffEntries(oe, ne); !ok {
+		return nil, false, false
+	}
+	for _, e := range append(oldOrder, newOrder...) { // the keys of moved entries too
+		if countKey(old, e[0]) > 1 || countKey(new, e[0]) > 1 {
+			return nil, false, false
+		}
+	}
+	if len(edits) == 0 { // entries moved, or their spacing changed: in the same order?
+		_, oldAll, okOld := uniqueEntries(oldMid, limit)
+		_, newAll, okNew := uniqueEntries(newMid, limit)
+		return nil, okOld && okNew && slices.Equal(oldAll, newAll), okOld && okNew
+	}
+	return sendable(edits)
+}
+
+// wholeEdits is entryEdits of the changed lines read whole, every entry of both compared.
+func wholeEdits(oldMid, newMid, head, tail []byte, limit int) (edits []mapEdit, same, ok bool) {
 	oe, oldOrder, ok := uniqueEntries(oldMid, limit)
 	if !ok {
 		return nil, false, false
@@ -70,34 +115,58 @@ func entryEdits(old, new []byte, limit int) (edits []mapEdit, same, ok bool) {
 	if slices.Equal(oldOrder, newOrder) {
 		return nil, true, true
 	}
-	for k, v := range ne {
-		if ov, had := oe[k]; !had {
+	if edits, ok = diffEntries(oe, ne); !ok {
+		return nil, false, false
+	}
+	for _, e := range edits {
+		if hasKey(head, e.key) || hasKey(tail, e.key) {
+			return nil, false, false
+		}
+	}
+	return sendable(edits)
+}
+
+// diffEntries are the edits that make the entries old the entries new (by key), in the order
+// to send them; ok is false when they are more than maxMapEdits.
+func diffEntries(old, new map[string]string) (edits []mapEdit, ok bool) {
+	for k, v := range new {
+		if ov, had := old[k]; !had {
 			edits = append(edits, mapEdit{op: "add", key: k, value: v})
 		} else if ov != v {
 			edits = append(edits, mapEdit{op: "set", key: k, value: v})
 		}
 		if len(edits) > maxMapEdits {
-			return nil, false, false
+			return nil, false
 		}
 	}
-	for k := range oe {
-		if _, kept := ne[k]; !kept {
+	for k := range old {
+		if _, kept := new[k]; !kept {
 			edits = append(edits, mapEdit{op: "del", key: k})
 		}
 		if len(edits) > maxMapEdits {
-			return nil, false, false
-		}
-	}
-	for _, e := range edits {
-		if checkToken(e.key) != nil || e.op != "del" && checkToken(e.value) != nil || strings.HasSuffix(e.line("/"), "<<") {
-			return nil, false, false // "<<" ending a line starts a payload
-		}
-		if hasKey(head, e.key) || hasKey(tail, e.key) {
-			return nil, false, false
+			return nil, false
 		}
 	}
 	orderEdits(edits)
+	return edits, true
+}
+
+// sendable is entryEdits' answer for edits: none when one cannot be sent (checkEdits).
+func sendable(edits []mapEdit) ([]mapEdit, bool, bool) {
+	if !checkEdits(edits) {
+		return nil, false, false
+	}
 	return edits, false, true
+}
+
+// checkEdits says whether every edit can be sent as a command line.
+func checkEdits(edits []mapEdit) bool {
+	for _, e := range edits {
+		if checkToken(e.key) != nil || e.op != "del" && checkToken(e.value) != nil || strings.HasSuffix(e.line("/"), "<<") {
+			return false // "<<" ending a line starts a payload
+		}
+	}
+	return true
 }
 
 // uniqueEntries are the entries of content by key, and in order; ok is false when it does not
@@ -154,22 +223,27 @@ func changedLines(old, new []byte) (oldMid, newMid, head, tail []byte) {
 	return old[p : len(old)-s], new[p : len(new)-s], old[:p], old[len(old)-s:]
 }
 
-// hasKey says whether content may have an entry of key: a line whose first word (after spaces
-// and tabs) is key. It may say so of a comment line too; never the other way.
-func hasKey(content []byte, key string) bool {
+// hasKey says whether content may have an entry of key (countKey).
+func hasKey(content []byte, key string) bool { return countKey(content, key) > 0 }
+
+// countKey is how many entries of key content may have, up to 2: lines whose first word
+// (after spaces and tabs) is key. It may count a comment line too; never the other way.
+func countKey(content []byte, key string) int {
 	k := []byte(key)
-	for i := 0; ; {
+	n := 0
+	for i := 0; n < 2; {
 		j := bytes.Index(content[i:], k)
 		if j < 0 {
-			return false
+			break
 		}
 		at, end := i+j, i+j+len(k)
 		start := bytes.LastIndexByte(content[:at], '\n') + 1
 		if len(bytes.Trim(content[start:at], " \t")) == 0 && (end == len(content) || strings.IndexByte(" \t\r\n", content[end]) >= 0) {
-			return true
+			n++
 		}
 		i = at + 1
 	}
+	return n
 }
 
 // treeConverters are the converters that look a map file up in a tree.
@@ -227,4 +301,82 @@ func editsWhat(edits []mapEdit, name string) string {
 		n[e.op]++
 	}
 	return fmt.Sprintf("edit %d entries of map %s (%d added, %d set, %d deleted)", len(edits), name, n["add"], n["set"], n["del"])
+}
+
+// splitLines are the lines of whole lines (changedLines), their newlines left out.
+func splitLines(b []byte) [][]byte {
+	if len(b) == 0 {
+		return nil
+	}
+	out := bytes.Split(b, []byte{'\n'})
+	if len(out[len(out)-1]) == 0 {
+		out = out[:len(out)-1] // the last line's newline
+	}
+	return out
+}
+
+// pick joins the lines at idx, each ending with a newline.
+func pick(lines [][]byte, idx []int) []byte {
+	var out []byte
+	for _, i := range idx {
+		out = append(append(out, lines[i]...), '\n')
+	}
+	return out
+}
+
+// lineDiff is a shortest edit script from a to b (Myers' O(ND) algorithm): the lines of a it
+// deletes and those of b it inserts, in order; found is false when it needs more than max.
+func lineDiff(a, b [][]byte, max int) (del, ins []int, found bool) {
+	n, m := len(a), len(b)
+	if n-m > max || m-n > max {
+		return nil, nil, false
+	}
+	off := max + 1
+	v := make([]int, 2*max+3)
+	var trace [][]int // v before each round
+	for d := 0; d <= max; d++ {
+		trace = append(trace, slices.Clone(v))
+		for k := -d; k <= d; k += 2 {
+			x := v[off+k-1] + 1 // a line of a deleted
+			if k == -d || k != d && v[off+k-1] < v[off+k+1] {
+				x = v[off+k+1] // a line of b inserted
+			}
+			y := x - k
+			for x < n && y < m && bytes.Equal(a[x], b[y]) {
+				x, y = x+1, y+1
+			}
+			v[off+k] = x
+			if x >= n && y >= m {
+				del, ins = backtrack(trace, off, n, m)
+				return del, ins, true
+			}
+		}
+	}
+	return nil, nil, false
+}
+
+// backtrack walks lineDiff's rounds back from (n, m): the deletions and insertions, in order.
+func backtrack(trace [][]int, off, n, m int) (del, ins []int) {
+	x, y := n, m
+	for d := len(trace) - 1; d > 0; d-- {
+		v, k := trace[d], x-y
+		prev := k - 1
+		if k == -d || k != d && v[off+k-1] < v[off+k+1] {
+			prev = k + 1
+		}
+		px := v[off+prev]
+		py := px - prev
+		for x > px && y > py {
+			x, y = x-1, y-1 // lines both have
+		}
+		if x == px {
+			ins = append(ins, py)
+		} else {
+			del = append(del, px)
+		}
+		x, y = px, py
+	}
+	slices.Reverse(del)
+	slices.Reverse(ins)
+	return del, ins
 }

@@ -1,6 +1,7 @@
 package runtimeapi
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -64,16 +65,22 @@ func TestEntryEdits(t *testing.T) {
 		{name: "a longer key ending like another", old: "k v\n", new: "kk v\n", want: "add map /m kk v\ndel map /m k", ok: true},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			edits, same, ok := entryEdits([]byte(c.old), []byte(c.new), defaultMapPayload)
-			var lines []string
-			for _, e := range edits {
-				lines = append(lines, e.line("/m"))
-			}
-			if got := strings.Join(lines, "\n"); ok != c.ok || same != c.same || got != c.want {
-				t.Errorf("entryEdits = %q, same %v, ok %v; want %q, same %v, ok %v", got, same, ok, c.want, c.same, c.ok)
-			}
-		})
+		for _, maxDiff := range []int{maxLineDiff, 0} { // through the line diff, and every entry compared
+			t.Run(fmt.Sprintf("%s/diff%d", c.name, maxDiff), func(t *testing.T) {
+				testEntryEdits(t, c.old, c.new, c.want, c.same, c.ok, maxDiff)
+			})
+		}
+	}
+}
+
+func testEntryEdits(t *testing.T, old, new, want string, wantSame, wantOK bool, maxDiff int) {
+	edits, same, ok := entryEditsWithin([]byte(old), []byte(new), defaultMapPayload, maxDiff)
+	var lines []string
+	for _, e := range edits {
+		lines = append(lines, e.line("/m"))
+	}
+	if got := strings.Join(lines, "\n"); ok != wantOK || same != wantSame || got != want {
+		t.Errorf("entryEdits = %q, same %v, ok %v; want %q, same %v, ok %v", got, same, ok, want, wantSame, wantOK)
 	}
 }
 
@@ -85,6 +92,12 @@ func TestEntryEdits(t *testing.T) {
 // value. A change of one entry with a key of its own, the lines around it untouched, is
 // always found; so are most changes of a few.
 func TestEntryEditsMatchTheEntries(t *testing.T) {
+	for _, maxDiff := range []int{maxLineDiff, 3, 0} { // the line diff, and every entry compared past it
+		t.Run(fmt.Sprintf("diff%d", maxDiff), func(t *testing.T) { entryEditsMatchTheEntries(t, maxDiff) })
+	}
+}
+
+func entryEditsMatchTheEntries(t *testing.T, maxDiff int) {
 	rng := rand.New(rand.NewPCG(25, 1))
 	keys := []string{"a", "b", "c", "d", "a/", "a/b", "a/b/c", "bb", "#x", "b/"}
 	probes := append(slices.Clone(keys), "", "a/b/c/d", "a/x", "bbb", "b/c", "x", "ab")
@@ -132,7 +145,7 @@ func TestEntryEditsMatchTheEntries(t *testing.T) {
 		} else if last {
 			single = false // the last line gains a newline: it may change too
 		}
-		edits, same, ok := entryEdits([]byte(old), []byte(new), defaultMapPayload)
+		edits, same, ok := entryEditsWithin([]byte(old), []byte(new), defaultMapPayload, maxDiff)
 		oldE, oldErr := entriesOf(old)
 		newE, newErr := entriesOf(new)
 		if single && oldErr == nil && newErr == nil && (!ok || len(edits) == 0) {
@@ -216,6 +229,74 @@ func lookups(entries [][2]string, probes []string) map[string]string {
 			}
 		}
 		out["="+p], out["^"+p] = exact, pfx
+	}
+	return out
+}
+
+// TestLineDiff: for random line lists, what lineDiff deletes and inserts is a shortest edit
+// script (as long as the lists' longest common subsequence says), and the lines it keeps of
+// each are the same; none is found past the bound.
+func TestLineDiff(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 3))
+	gen := func() [][]byte {
+		var out [][]byte
+		for range rng.IntN(12) {
+			out = append(out, []byte{byte('a' + rng.IntN(4))})
+		}
+		return out
+	}
+	for i := 0; i < 20000; i++ {
+		a, b := gen(), gen()
+		if rng.IntN(2) == 0 { // mostly alike, as map files are
+			b = slices.Clone(a)
+			for range rng.IntN(3) {
+				at := rng.IntN(len(b) + 1)
+				b = slices.Insert(b, at, []byte{'z'})
+			}
+		}
+		want := len(a) + len(b) - 2*lcs(a, b)
+		max := rng.IntN(12)
+		del, ins, found := lineDiff(a, b, max)
+		if found != (want <= max) {
+			t.Fatalf("%q -> %q within %d: found %v, the shortest script is %d", a, b, max, found, want)
+		}
+		if !found {
+			continue
+		}
+		if len(del)+len(ins) != want {
+			t.Fatalf("%q -> %q: %d deleted %v, %d inserted %v; the shortest script is %d", a, b, len(del), del, len(ins), ins, want)
+		}
+		if ka, kb := keep(a, del), keep(b, ins); !slices.EqualFunc(ka, kb, bytes.Equal) {
+			t.Fatalf("%q -> %q: kept %q of the one, %q of the other", a, b, ka, kb)
+		}
+	}
+}
+
+// lcs is the length of the longest common subsequence of a and b.
+func lcs(a, b [][]byte) int {
+	l := make([][]int, len(a)+1)
+	for i := range l {
+		l[i] = make([]int, len(b)+1)
+	}
+	for i := len(a) - 1; i >= 0; i-- {
+		for j := len(b) - 1; j >= 0; j-- {
+			if bytes.Equal(a[i], b[j]) {
+				l[i][j] = l[i+1][j+1] + 1
+			} else {
+				l[i][j] = max(l[i+1][j], l[i][j+1])
+			}
+		}
+	}
+	return l[0][0]
+}
+
+// keep is lines without those at idx (ascending).
+func keep(lines [][]byte, idx []int) [][]byte {
+	var out [][]byte
+	for i, l := range lines {
+		if !slices.Contains(idx, i) {
+			out = append(out, l)
+		}
 	}
 	return out
 }
@@ -319,5 +400,30 @@ func TestPlanMapEntriesMoved(t *testing.T) {
 	p := u.Plan(list, nil, moved)
 	if cmds := strings.Join(p.Commands(), "\n"); p.Reload() != "" || !strings.Contains(cmds, "prepare map "+mapsDir+"/hosts.map") {
 		t.Errorf("read by map_reg too: reason %q, commands %q; want a swap", p.Reload(), cmds)
+	}
+}
+
+// BenchmarkEntryEdits: a route's new path at 10,000 routes, two entries added far apart in
+// routes.map (its prefix entry among the longest, its exact entry among the keys), found by
+// the line diff and by comparing every entry between them.
+func BenchmarkEntryEdits(b *testing.B) {
+	var prefix, exact []string
+	for i := range 10000 {
+		prefix = append(prefix, fmt.Sprintf("host-%05d.example.com/ be_%05d", i, i))
+		exact = append(exact, fmt.Sprintf("host-%05d.example.com? be_%05d", i, i))
+	}
+	old := []byte(strings.Join(append(slices.Clone(prefix), exact...), "\n") + "\n")
+	prefix = slices.Insert(prefix, 10, "host-05000.example.com/v1/ be_05001")
+	exact = slices.Insert(exact, 5001, "host-05000.example.com/v1? be_05001")
+	new := []byte(strings.Join(append(prefix, exact...), "\n") + "\n")
+	for _, maxDiff := range []int{maxLineDiff, 0} {
+		b.Run(fmt.Sprintf("diff%d", maxDiff), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if edits, _, ok := entryEditsWithin(old, new, defaultMapPayload, maxDiff); !ok || len(edits) != 2 {
+					b.Fatalf("%v, %v", edits, ok)
+				}
+			}
+		})
 	}
 }
