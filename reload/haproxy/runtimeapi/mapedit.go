@@ -68,6 +68,8 @@ func entryEdits(old, new []byte, limit int) (edits []mapEdit, same, ok bool) {
 	return entryEditsWithin(old, new, limit, maxLineDiff)
 }
 
+// entryEditsWithin is entryEdits with a line diff of at most maxDiff lines (0: every entry of
+// the changed lines compared).
 func entryEditsWithin(old, new []byte, limit, maxDiff int) (edits []mapEdit, same, ok bool) {
 	oldMid, newMid, head, tail := changedLines(old, new)
 	a, b := splitLines(oldMid), splitLines(newMid)
