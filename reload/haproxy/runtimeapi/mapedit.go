@@ -96,10 +96,9 @@ func entryEditsWithin(old, new []byte, limit, maxDiff int) (edits []mapEdit, sam
 			return nil, false, false
 		}
 	}
-	if len(edits) == 0 { // entries moved, or their spacing changed: in the same order?
-		_, oldAll, okOld := uniqueEntries(oldMid, limit)
-		_, newAll, okNew := uniqueEntries(newMid, limit)
-		return nil, okOld && okNew && slices.Equal(oldAll, newAll), okOld && okNew
+	if len(edits) == 0 {
+		// Entries moved, or their spacing changed: whether they are in the same order.
+		return wholeEdits(oldMid, newMid, head, tail, limit)
 	}
 	return sendable(edits)
 }
