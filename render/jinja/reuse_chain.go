@@ -178,7 +178,7 @@ func (u *nameUse) plainKeyed() [][]string {
 			left = append(left, k)
 		case len(k) == 0:
 			u.whole = true
-		default:
+		case !slices.ContainsFunc(u.chains, func(c []string) bool { return slices.Equal(c, k) }):
 			u.chains = append(u.chains, k)
 		}
 	}
