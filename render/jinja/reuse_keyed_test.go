@@ -1,6 +1,8 @@
 package jinja
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
@@ -170,5 +172,48 @@ func TestLoopImportsReadKeys(t *testing.T) {
 				t.Errorf("reused %d imports, want %d (output %q)", n, c.reused, got)
 			}
 		})
+	}
+}
+
+// Renders of different data sharing one cache, at once: each takes only parts whose lookups
+// find the same in its data (what a part recorded is written before it is kept, and only
+// read after).
+func TestKeyedReadsConcurrentRenders(t *testing.T) {
+	p, err := Compile(map[string]string{"part": `{% set lines = [item ~ ":" ~ own.get(item, "-") ~ ":" ~ (res.by_name.get(item) or {}).get("port", "-")] %}`,
+		"t": `{% set own = {"a": res.tag, "b": "B"} %}{% set out = [] %}{% for item in items %}{% import "part" as p with context %}{% do out.extend(p.lines) %}{% endfor %}{{ out|join(",") }}`}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	varsOf := func(g int) map[string]any {
+		return map[string]any{"items": []any{"a", "b", "c", "a"}, "res": map[string]any{"tag": fmt.Sprint("t", g%3),
+			"by_name": map[string]any{"a": map[string]any{"port": int64(g % 2)}, "c": map[string]any{"port": int64(g % 4)}}}}
+	}
+	var cache ModuleCache
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			vars := varsOf(g)
+			want, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, nil, false)
+			for range 20 {
+				if err != nil {
+					break
+				}
+				var res Output
+				res, err = p.RenderSharing(context.Background(), vars, Limits{}, nil, &Modules{Across: &cache}, false)
+				if err == nil && string(res.Bytes) != string(want.Bytes) {
+					err = fmt.Errorf("%q, computed afresh %q", res.Bytes, want.Bytes)
+				}
+				cache.Sweep()
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if cache.LoopReused() == 0 {
+		t.Error("no part was reused")
 	}
 }
