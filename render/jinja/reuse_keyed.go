@@ -145,7 +145,7 @@ func (k *keyedRead) same(v any) bool {
 	return true
 }
 
-// found are what v gives now for the keys k looked up (loopKeep: what the module may hold).
+// lookups are what v gives now for the keys k looked up (loopKeep: what the module may hold).
 func (k *keyedRead) lookups(v any) []any {
 	var out []any
 	for _, key := range k.keys {
