@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -201,6 +202,46 @@ func (w *routeWorld) notNamingGateway() int {
 	return n
 }
 
+// changedServices are the names of the Services added, deleted or edited from before to after.
+func changedServices(before, after map[string]map[string]any) []string {
+	var out []string
+	for name, s := range after {
+		if b, ok := before[name]; !ok || reflect.ValueOf(b).UnsafePointer() != reflect.ValueOf(s).UnsafePointer() {
+			out = append(out, name)
+		}
+	}
+	for name := range before {
+		if _, ok := after[name]; !ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// naming is how many routes have a backendRef to the Service bench/svc (of any kind: each
+// route's part looks up the Service of every backendRef).
+func (w *routeWorld) naming(svc string) int {
+	n := 0
+	for _, r := range w.routes {
+		ns := r["metadata"].(map[string]any)["namespace"]
+		names := false
+		for _, rule := range r["spec"].(map[string]any)["rules"].([]any) {
+			for _, ref := range rule.(map[string]any)["backendRefs"].([]any) {
+				ref := ref.(map[string]any)
+				rns, ok := ref["namespace"]
+				if !ok {
+					rns = ns
+				}
+				names = names || ref["name"] == svc && rns == "bench"
+			}
+		}
+		if names {
+			n++
+		}
+	}
+	return n
+}
+
 // templateVariants are edits an operator makes to the example: each replaces one string.
 var templateVariants = [][3]string{
 	{"template", "timeout client 50s", "timeout client 51s"},
@@ -354,9 +395,11 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 	scopesOn := map[string]int{}   // scopes' map entries reused, by kind of change
 	backendsOn := map[string]int{} // haproxy.cfg's backends written as they were, by kind of change
 	prev := ""
+	svcChanges := map[bool]int{} // Services changed, by whether a route names them
 	for i := range steps {
 		what := "start"
 		gatewayBefore, specBefore := fmt.Sprint(w.gateway), fmt.Sprint(w.gateway["spec"])
+		servicesBefore := maps.Clone(w.services)
 		switch {
 		case i > 0 && i%6 == 5:
 			what = w.statusStep()
@@ -364,6 +407,7 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 			what = w.step()
 		}
 		gatewayChanged := fmt.Sprint(w.gateway) != gatewayBefore
+		changedSvcs := changedServices(servicesBefore, w.services)
 		specChanged := fmt.Sprint(w.gateway["spec"]) != specBefore
 		counts[what]++
 		snap := assembleWatched(t, w.raw(), sequenceWatch...)
@@ -400,6 +444,17 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 				t.Errorf("step %d (%s): %d of %d routes' parts reused, want all", i, what, parts, len(w.routes))
 			}
 		}
+		// After a Service's change (edited, added, deleted), the parts of the routes that do not
+		// name it are reused (route.j2 looks up the Services its backendRefs name: read by key),
+		// and those of the routes that name it are not.
+		if strings.HasPrefix(what, "service ") && len(changedSvcs) == 1 && prev != "template edited" {
+			naming := w.naming(changedSvcs[0])
+			svcChanges[naming > 0]++
+			if parts != len(w.routes)-naming {
+				t.Errorf("step %d (%s): %d of %d routes' parts reused after a change of Service %s, want those of the %d that do not name it",
+					i, what, parts, len(w.routes), changedSvcs[0], len(w.routes)-naming)
+			}
+		}
 		prev = what
 		want := freshAgrees(t, opts, snap, got, gotErr, fmt.Sprintf("step %d (%s)", i, what))
 		// haproxy.cfg's backends: after an endpoints change, those of the Services whose
@@ -422,6 +477,9 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 		if counts[what] == 0 && !testing.Short() {
 			t.Errorf("the sequence missed a kind of change (%s): %v", what, counts)
 		}
+	}
+	if (svcChanges[false] == 0 || svcChanges[true] == 0) && !testing.Short() {
+		t.Errorf("the sequence changed no Service that a route names, or none that no route names: %v", svcChanges)
 	}
 	if partsOn["route edited"] == 0 || partsOn["route added"] == 0 || partsOn["route deleted"] == 0 {
 		t.Errorf("the routes' parts were not reused after routes' changes: %v", partsOn)
@@ -448,7 +506,7 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 			t.Errorf("no step rendered %q", s)
 		}
 	}
-	t.Logf("%d steps %v, the routes module reused after %v, routes' parts reused %v, scopes' %v, backends %v, digest %x", steps, counts, reusedOn, partsOn, scopesOn, backendsOn, digest.Sum(nil))
+	t.Logf("%d steps %v, the routes module reused after %v, routes' parts reused %v, scopes' %v, backends %v, Services changed (named by a route: true) %v, digest %x", steps, counts, reusedOn, partsOn, scopesOn, backendsOn, svcChanges, digest.Sum(nil))
 }
 
 // sequenceWatch is the example's watch list as the sequence needs it: namespaces (a

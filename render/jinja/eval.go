@@ -101,6 +101,7 @@ type evaluator struct {
 	memo      map[any]*readMemo     // what imports found of the dicts, lists, namespaces they read
 	prevReads map[string][]any      // by module: the dicts, lists, namespaces its last import read
 	imports   map[string]*importRun // by module: its imports in loops so far (reuse_hint.go)
+	keys      *keyRecorder          // the keyed reads of the module computed for an import in a loop
 	shared    *Modules              // imports with context, shared with other renders (nil: none)
 	top       *frame                // the main template's top-level frame
 	bodies    *bodyEval             // loops' iterations kept across renders (reuse_body.go)

@@ -105,6 +105,10 @@ func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (an
 		if u, ok := obj.(*Undefined); ok {
 			return nil, e.at(a.Pos, u.fail())
 		}
+		var keyed *keyedRead
+		if e.keys != nil && a.Name == "get" {
+			keyed = e.keys.site(x.Pos, obj) // a keyed read of the module computed (reuse_keyed.go)
+		}
 		if hasMethod(obj, a.Name) && !isMappingWithKeyFirst(obj, a.Name) {
 			var list []any
 			var kw map[string]any
@@ -129,6 +133,9 @@ func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (an
 				list, e.kwOrder = []any{key, def}, nil
 			} else if list, kw, err = e.evalArgs(&x.Args, f, caller); err != nil {
 				return nil, err
+			}
+			if keyed != nil {
+				e.keys.note(keyed, obj, list, kw, caller != nil)
 			}
 			outer := e.taint
 			e.taint = mark{}

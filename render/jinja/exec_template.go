@@ -205,10 +205,13 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	savedEscape := e.autoescape
 	c := e.startCapture()
 	e.autoescape = false
+	outerKeys := e.keys
 	if lr != nil {
 		e.bodyModules(1) // kept whole: its loops' iterations are not kept too (reuse_body.go)
+		e.keys = lr.keys // its own evaluation's lookups only (reuse_keyed.go)
 	}
 	err = e.runTemplate(t, root)
+	e.keys = outerKeys
 	if lr != nil {
 		e.bodyModules(-1)
 	}

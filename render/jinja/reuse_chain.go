@@ -20,16 +20,20 @@ import (
 // read is then never the same (chainStop), and the module is computed, as today for a loop
 // object.
 
-// freeRead is one read of an import: a name whole (chain nil), or a chain of attributes of it.
+// freeRead is one read of an import: a name whole (chain nil), or a chain of attributes of it;
+// keyed: only the keys the module looks up in it with get (reuse_keyed.go).
 type freeRead struct {
 	name  int // in freeInfo.names
 	chain []string
+	keyed bool
 }
 
-// nameUse is how a template uses one free name: whole somewhere, or only through chains.
+// nameUse is how a template uses one free name: whole somewhere, or only through chains, and
+// chains it only calls get on (keyed).
 type nameUse struct {
 	whole  bool
 	chains [][]string
+	keyed  [][]string
 }
 
 // chainStop is the read of a chain whose step was from a value that is not data, or from an
@@ -123,18 +127,21 @@ func anyMethod(name string) bool {
 
 // freeReads are the reads of a walked template, in names order: nil when every name is read
 // whole. Of a name's chains, one that another is a prefix of is left out (its value is that
-// one's attribute).
-func (w *freeWalk) freeReads() []freeRead {
+// one's attribute). A chain only called get on is read by key when no other use of the name
+// is on it or inside it (sites: the calls' positions, to the read's index); else it is read
+// as a chain (whole, for the name itself).
+func (w *freeWalk) freeReads() (reads []freeRead, sites map[int]int) {
 	some := false
 	for _, u := range w.uses {
 		some = some || !u.whole
 	}
 	if !some {
-		return nil
+		return nil, nil
 	}
 	var out []freeRead
 	for i, n := range w.names {
 		u := w.uses[n]
+		keyed := u.plainKeyed()
 		if u.whole {
 			out = append(out, freeRead{name: i})
 			continue
@@ -144,8 +151,96 @@ func (w *freeWalk) freeReads() []freeRead {
 				out = append(out, freeRead{name: i, chain: c})
 			}
 		}
+		for _, k := range keyed {
+			for _, s := range w.sites {
+				if s.name == n && slices.Equal(s.chain, k) {
+					if sites == nil {
+						sites = map[int]int{}
+					}
+					sites[s.pos] = len(out)
+				}
+			}
+			out = append(out, freeRead{name: i, chain: k, keyed: true})
+		}
 	}
-	return out
+	return out, sites
+}
+
+// plainKeyed leaves in u.keyed the chains no other use of the name is on or inside (a chain,
+// another keyed chain), and makes the others chains (the name itself: whole); those left.
+func (u *nameUse) plainKeyed() [][]string {
+	var left [][]string
+	for _, k := range u.keyed {
+		clash := slices.ContainsFunc(u.chains, func(c []string) bool { return nested(c, k) }) ||
+			slices.ContainsFunc(u.keyed, func(o []string) bool { return !slices.Equal(o, k) && nested(o, k) })
+		switch {
+		case !clash:
+			left = append(left, k)
+		case len(k) == 0:
+			u.whole = true
+		case !slices.ContainsFunc(u.chains, func(c []string) bool { return slices.Equal(c, k) }):
+			u.chains = append(u.chains, k)
+		}
+	}
+	return left
+}
+
+// nested says whether a is a prefix of b or b of a.
+func nested(a, b []string) bool {
+	n := min(len(a), len(b))
+	return slices.Equal(a[:n], b[:n])
+}
+
+// keyedSite is a call name.chain.get(KEY[, DEFAULT]) of a template (pos: the call's).
+type keyedSite struct {
+	pos   int
+	name  string
+	chain []string
+}
+
+// visitCall notes a call X.get(KEY[, DEFAULT]) on a free name's constant attribute chain X as a
+// keyed read of X, and walks its arguments (false: it was one).
+func (w *freeWalk) visitCall(x *parse.CallExpr) bool {
+	n, chain, ok := keyedCall(x)
+	if !ok || w.bound[n] > 0 {
+		return true
+	}
+	w.note(n)
+	u := w.use(n)
+	if !slices.ContainsFunc(u.keyed, func(o []string) bool { return slices.Equal(o, chain) }) {
+		u.keyed = append(u.keyed, chain)
+	}
+	w.sites = append(w.sites, keyedSite{pos: x.Pos, name: n, chain: chain})
+	w.walkAll(x.Args)
+	return false
+}
+
+// keyedCall is x as name.a.b.get(KEY[, DEFAULT]), no attribute of the chain a method name.
+func keyedCall(x *parse.CallExpr) (string, []string, bool) {
+	a, ok := x.Fn.(*parse.AttrExpr)
+	if !ok || a.Name != "get" || len(x.Args.List) < 1 || len(x.Args.List) > 2 || len(x.Args.Kw) > 0 ||
+		x.Args.Star != nil || x.Args.StarKw != nil {
+		return "", nil, false
+	}
+	var chain []string
+	obj := a.Obj
+	for {
+		at, ok := obj.(*parse.AttrExpr)
+		if !ok {
+			break
+		}
+		if anyMethod(at.Name) {
+			return "", nil, false
+		}
+		chain = append(chain, at.Name)
+		obj = at.Obj
+	}
+	n, ok := obj.(*parse.NameExpr)
+	if !ok || n.Name == "self" || n.Name == "super" {
+		return "", nil, false
+	}
+	slices.Reverse(chain)
+	return n.Name, chain, true
 }
 
 // subsumed says whether another of chains is a prefix of c.

@@ -53,7 +53,11 @@ func readNames(fi freeInfo) string {
 		out = append(out, fi.names...)
 	}
 	for _, r := range fi.reads {
-		out = append(out, strings.Join(append([]string{fi.names[r.name]}, r.chain...), "."))
+		n := strings.Join(append([]string{fi.names[r.name]}, r.chain...), ".")
+		if r.keyed {
+			n += ".get()"
+		}
+		out = append(out, n)
 	}
 	slices.Sort(out)
 	return strings.Join(out, " ")

@@ -165,6 +165,7 @@ type freeInfo struct {
 	names []string
 	index map[string]int // names' positions
 	reads []freeRead     // what is read of them (reuse_chain.go); nil: each name whole
+	sites map[int]int    // the keyed reads' get calls, by position: the read's index
 	ok    bool           // false: never kept (it names another template, has blocks, ...)
 }
 
@@ -264,7 +265,8 @@ func freeNames(tree *parse.Tree) freeInfo {
 	for i, n := range w.names {
 		index[n] = i
 	}
-	return freeInfo{names: w.names, index: index, reads: w.freeReads(), ok: true}
+	reads, sites := w.freeReads()
+	return freeInfo{names: w.names, index: index, reads: reads, sites: sites, ok: true}
 }
 
 type freeWalk struct {
@@ -275,6 +277,7 @@ type freeWalk struct {
 	chains bool
 	bound  map[string]int // names a loop, macro or with block of the template binds where the walk is
 	names  []string
+	sites  []keyedSite // calls X.get(KEY) on free names' chains (freeNames)
 	ok     bool
 }
 
@@ -323,6 +326,10 @@ func (w *freeWalk) visit(v reflect.Value) bool {
 	case *parse.AttrExpr:
 		if w.chains {
 			return w.visitAttr(x)
+		}
+	case *parse.CallExpr:
+		if w.chains {
+			return w.visitCall(x)
 		}
 	case *parse.NameExpr:
 		w.add(x.Name)
@@ -383,10 +390,12 @@ func targetNames(t parse.Target) []string {
 }
 
 // loopReads is the hash of vals, the values of the names an import reads (freeVals); ok is
-// false when one cannot be kept and compared (see sameValue), or they are too many. A dict,
+// false when one cannot be kept and compared (see sameValue), or they are too many. A keyed
+// read (reads) is hashed as set or not only: the kept modules with that hash are compared on
+// the keys they looked up (keyedRead.same). A dict,
 // list or namespace is hashed on its own (containerSum), its hash kept in memo when prev (what
 // the import of the same module before read) has it at the same place.
-func (c *ModuleCache) loopReads(vals, prev []any, memo map[any]*readMemo) (h uint64, ok bool) {
+func (c *ModuleCache) loopReads(vals, prev []any, memo map[any]*readMemo, reads []freeRead) (h uint64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.seed == (maphash.Seed{}) {
@@ -398,6 +407,14 @@ func (c *ModuleCache) loopReads(vals, prev []any, memo map[any]*readMemo) (h uin
 	hs := &hashState{budget: maxHashed, seed: c.seed, recs: c.recs}
 	hs.sub.SetSeed(c.seed)
 	for i, v := range vals {
+		if i < len(reads) && reads[i].keyed {
+			if _, ok := v.(notSet); ok {
+				mh.WriteByte('u')
+			} else {
+				mh.WriteByte('K')
+			}
+			continue
+		}
 		switch v.(type) {
 		case *Dict, *List, *Namespace:
 			if i < len(prev) && prev[i] == v {
@@ -494,6 +511,12 @@ func sameReads(kept, vals []any, memo map[any]*readMemo) bool {
 		return false
 	}
 	for i := range kept {
+		if k, ok := kept[i].(*keyedRead); ok {
+			if !k.same(vals[i]) {
+				return false
+			}
+			continue
+		}
 		if m := validMemo(memo, vals[i]); m != nil && isContainer(kept[i]) {
 			same, ok := m.same[kept[i]]
 			if !ok {
@@ -672,16 +695,23 @@ func (c *ModuleCache) takeEntry(le *loopEntry, key string, f *frame, e *evaluato
 
 // loopSnapshot copies the values an import reads, before the module runs: what it is kept
 // with (the importing template may change them afterwards), and what they must still be once
-// it ran. ok is false when one cannot be copied.
+// it ran. ok is false when one cannot be copied. Keyed reads (reads) are left nil: what their
+// lookups find is copied as the module looks (keyRecorder).
 // A copy equal to one taken since the last Sweep of the same dict, list or namespace is that
 // one (the copies are never changed): the Gateways every route's part reads are copied once,
 // not once per route.
-func (mc *ModuleCache) loopSnapshot(vals []any) ([]any, bool) {
+func (mc *ModuleCache) loopSnapshot(vals []any, reads []freeRead) ([]any, bool) {
 	mc.mu.Lock()
 	defer mc.mu.Unlock()
 	c := copier{seen: map[any]any{}}
 	out := make([]any, len(vals))
 	for i, v := range vals {
+		if i < len(reads) && reads[i].keyed {
+			if _, ok := v.(notSet); ok {
+				out[i] = v
+			}
+			continue
+		}
 		switch v.(type) {
 		case notSet, missRead: // missRead: of data, which never changes
 			out[i] = v
@@ -722,11 +752,17 @@ func (mc *ModuleCache) snapOf(v any) any {
 // their copies taken before it ran), when nothing it did shows outside its values; apart: by a
 // render apart, until the next Sweep only.
 func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *module, apart bool) *loopEntry {
-	if !sameValues(snap, vals) {
+	if !sameReads(snap, vals, nil) {
 		return nil // it changed what it was given
 	}
 	outer := map[any]bool{}
-	for _, v := range vals {
+	for i, v := range vals {
+		if k, ok := snap[i].(*keyedRead); ok {
+			for _, w := range k.lookups(v) {
+				containers(w, outer)
+			}
+			continue
+		}
 		containers(v, outer)
 	}
 	if len(outer) > 0 {
@@ -1059,6 +1095,7 @@ type loopRead struct {
 	vals, snap []any
 	hash       uint64
 	run        *importRun
+	keys       *keyRecorder // its keyed reads' lookups, recorded as the module runs (nil: none)
 }
 
 // loopImport returns the module kept for an import of t (key) from f, if one read the same;
@@ -1080,13 +1117,13 @@ func (e *evaluator) loopImport(key string, t *Template, f *frame) (*module, *loo
 		return m, nil
 	}
 	prev := e.prevReads[key]
-	h, ok := c.loopReads(vals, prev, e.memo)
+	h, ok := c.loopReads(vals, prev, e.memo, fi.reads)
 	if len(prev) != len(vals) {
 		prev = make([]any, len(vals))
 		e.prevReads[key] = prev
 	}
 	for i, v := range vals {
-		if isContainer(v) {
+		if isContainer(v) && (fi.reads == nil || !fi.reads[i].keyed) {
 			prev[i] = v
 		} else {
 			prev[i] = nil
@@ -1103,11 +1140,11 @@ func (e *evaluator) loopImport(key string, t *Template, f *frame) (*module, *loo
 		e.recycleVals(vals)
 		return m, nil
 	}
-	snap, ok := c.loopSnapshot(vals)
+	snap, ok := c.loopSnapshot(vals, fi.reads)
 	if !ok {
 		run.list = append(run.list, nil)
 		e.recycleVals(vals)
 		return nil, nil
 	}
-	return nil, &loopRead{vals: vals, snap: snap, hash: h, run: run}
+	return nil, &loopRead{vals: vals, snap: snap, hash: h, run: run, keys: newKeyRecorder(c, fi, vals, snap)}
 }

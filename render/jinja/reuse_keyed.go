@@ -1,0 +1,201 @@
+package jinja
+
+import (
+	"math"
+	"reflect"
+	"sync/atomic"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+)
+
+// A chain that a module imported in a loop only calls get on (X.get(KEY), X.get(KEY,
+// DEFAULT); reuse_chain.go) is read per key: what the module found of X is what get gave for
+// the keys it looked up. Its evaluation records them, call site by call site (keyRecorder),
+// and a kept module read the same when the new X gives the same for each of them (X the same
+// record or map from the context as when it was computed: the same, without looking). The
+// per-route part of the HTTPRoute example looks up the Services its backendRefs name and the
+// Gateways its parentRefs name: another Service's or Gateway's change leaves it as it was.
+// A lookup whose key is not a plain string or number, on what is not a dict, or on another
+// object than the one read at the import (the module's own of the same name), makes the read
+// never the same. Calls after the import (the module's macros called by its importer) are not
+// the module's evaluation: what it computed is what is kept, and they look again each time.
+
+// keyedRead is what a module found of a keyed read: the keys it looked up and what get found.
+type keyedRead struct {
+	ident atomic.Pointer[identBox] // the data value (never changed) last found the same
+	keys  []any
+	hkeys []hashKey
+	found []bool
+	vals  []any // copies (loopSnapshot's), what a lookup found
+	stop  bool  // a lookup that cannot be compared: never the same
+}
+
+// identBox holds a value of the context read by key, for the fast path.
+type identBox struct{ v any }
+
+// keyRecorder records a module's keyed reads while it is computed for an import in a loop.
+type keyRecorder struct {
+	c     *ModuleCache
+	sites map[int]int  // freeInfo.sites
+	live  []any        // the values read at the import
+	reads []*keyedRead // by read; nil: not keyed, or not set at the import
+}
+
+// newKeyRecorder is the recorder of an import's keyed reads (nil: none), whose kept values
+// in snap become their keyedReads (notSet stays: a name not set is compared as ever).
+func newKeyRecorder(c *ModuleCache, fi freeInfo, vals, snap []any) *keyRecorder {
+	if len(fi.sites) == 0 {
+		return nil
+	}
+	r := &keyRecorder{c: c, sites: fi.sites, live: vals, reads: make([]*keyedRead, len(vals))}
+	for j, fr := range fi.reads {
+		if !fr.keyed {
+			continue
+		}
+		if _, ok := vals[j].(notSet); ok {
+			continue
+		}
+		k := &keyedRead{}
+		if isData(vals[j]) {
+			k.ident.Store(&identBox{v: vals[j]})
+		}
+		r.reads[j], snap[j] = k, k
+	}
+	return r
+}
+
+// site is the keyed read the get call at pos records, on obj; nil when it is none. A call at
+// a keyed site on another object than the one read makes that read never the same.
+func (r *keyRecorder) site(pos int, obj any) *keyedRead {
+	j, ok := r.sites[pos]
+	if !ok || r.reads[j] == nil {
+		return nil
+	}
+	k := r.reads[j]
+	if !isMapLike(obj) || !sameObject(obj, r.live[j]) {
+		k.stop = true
+		return nil
+	}
+	return k
+}
+
+// note records the lookup get(args...) on obj (caller: a {% call %}'s).
+func (r *keyRecorder) note(k *keyedRead, obj any, args []any, kw map[string]any, caller bool) {
+	if k.stop {
+		return
+	}
+	if caller || len(kw) > 0 || len(args) < 1 || len(args) > 2 || !plainKey(args[0]) {
+		k.stop = true
+		return
+	}
+	hk, err := keyOf(args[0])
+	if err != nil {
+		k.stop = true
+		return
+	}
+	for _, o := range k.hkeys {
+		if o == hk {
+			return
+		}
+	}
+	v, found, err := mapGet(obj, args[0])
+	if err != nil {
+		k.stop = true
+		return
+	}
+	if found {
+		snap, ok := r.c.loopSnapshot([]any{v}, nil)
+		if !ok {
+			k.stop = true
+			return
+		}
+		v = snap[0]
+	}
+	k.keys, k.hkeys = append(k.keys, args[0]), append(k.hkeys, hk)
+	k.found, k.vals = append(k.found, found), append(k.vals, v)
+}
+
+// same says whether v gives what the module found for each key it looked up.
+func (k *keyedRead) same(v any) bool {
+	switch v.(type) {
+	case notSet, chainStop:
+		return false
+	}
+	if k.stop {
+		return false
+	}
+	if b := k.ident.Load(); b != nil && sameObject(b.v, v) {
+		return true
+	}
+	if len(k.keys) == 0 {
+		return true // never looked up: what v is does not matter
+	}
+	if !isMapLike(v) {
+		return false
+	}
+	for i, key := range k.keys {
+		w, found, err := mapGet(v, key)
+		if err != nil || found != k.found[i] || found && !sameValue(k.vals[i], w) {
+			return false
+		}
+	}
+	if isData(v) {
+		k.ident.Store(&identBox{v: v}) // the next import of the same data: without looking
+	}
+	return true
+}
+
+// lookups are what v gives now for the keys k looked up (loopKeep: what the module may hold).
+func (k *keyedRead) lookups(v any) []any {
+	var out []any
+	for _, key := range k.keys {
+		if w, found, err := mapGet(v, key); err == nil && found {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// plainKey says whether a key is a plain string or number.
+func plainKey(v any) bool {
+	switch x := v.(type) {
+	case string, int64:
+		return true
+	case float64:
+		return !math.IsNaN(x)
+	}
+	return false
+}
+
+// isMapLike says whether v is a value whose get a module calls (dictMethod).
+func isMapLike(v any) bool {
+	switch v.(type) {
+	case *Dict, map[string]any, map[string]string, *record.Record:
+		return true
+	}
+	return false
+}
+
+// isData says whether v is a map or record from the context (never changed).
+func isData(v any) bool {
+	switch v.(type) {
+	case map[string]any, map[string]string, *record.Record:
+		return true
+	}
+	return false
+}
+
+// sameObject says whether a and b are the same dict, map or record.
+func sameObject(a, b any) bool {
+	switch x := a.(type) {
+	case *Dict, *record.Record:
+		return a == b
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		return ok && reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
+	case map[string]string:
+		y, ok := b.(map[string]string)
+		return ok && reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
+	}
+	return false
+}
