@@ -273,3 +273,44 @@ func TestIngressRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 	}
 	t.Logf("%d steps %v, digest %x", steps, counts, digest.Sum(nil))
 }
+
+// TestIngressBlocksKeptAcrossChanges: with a few hundred Ingresses (several blocks of 64), the
+// Ingress example renders every step of a random sequence as a fresh renderer does, and an
+// Ingress edited computes its block's part only: the other blocks' parts are the kept ones.
+func TestIngressBlocksKeptAcrossChanges(t *testing.T) {
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
+	kept := New(opts)
+	w := newIngressWorld(t, 7)
+	for range 250 {
+		w.addIngress()
+	}
+	steps := 120
+	if testing.Short() {
+		steps = 40
+	}
+	edits := 0
+	for i := range steps {
+		what := "start"
+		if i > 0 {
+			what = w.step()
+		}
+		snap := w.snapshot(t)
+		before, wholeBefore := kept.kept.LoopReused("ingresses.j2"), kept.kept.Reused()
+		got, gotErr := kept.Render(context.Background(), snap)
+		freshAgrees(t, opts, snap, got, gotErr, fmt.Sprintf("step %d (%s)", i, what))
+		if what != "ingress edited" {
+			continue
+		}
+		reused := kept.kept.LoopReused("ingresses.j2") - before
+		if reused == 0 && kept.kept.Reused() > wholeBefore {
+			continue // the edit made the Ingress it was: the routes are the kept ones
+		}
+		edits++
+		if blocks := (len(w.ingresses) + 63) / 64; reused < blocks-1 {
+			t.Errorf("step %d: an Ingress edited: %d of %d blocks' parts kept, want %d", i, reused, blocks, blocks-1)
+		}
+	}
+	if edits == 0 {
+		t.Fatal("no Ingress was edited")
+	}
+}

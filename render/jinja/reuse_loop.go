@@ -1005,11 +1005,17 @@ type hashState struct {
 	sub    maphash.Hash // containerSum's, seeded
 }
 
-// record is the hash of a record's contents.
+// record is the hash of a record's contents. A record's values are counted against a budget of
+// their own, not the import's (where the record counts one): its hash is kept by identity, so
+// it is computed once, and a module reading a block of records (the Ingress example's parts
+// of 64 Ingresses) is kept although the block holds more than maxHashed values.
 func (hs *hashState) record(r *record.Record, depth int) (uint64, bool) {
 	if sum, ok := hs.recs[r]; ok {
 		return sum, true
 	}
+	outer := hs.budget
+	hs.budget = maxHashed
+	defer func() { hs.budget = outer }()
 	var h maphash.Hash
 	h.SetSeed(hs.seed)
 	maphash.WriteComparable(&h, r.Len())

@@ -459,3 +459,39 @@ func renderOf(t *testing.T, p *Program) func(map[string]any, *Modules) string {
 
 func loopReused(c *ModuleCache) int   { return c.LoopReused() }
 func bodiesReused(c *ModuleCache) int { return c.BodiesReused() }
+
+// A part that reads a block of records holding more values in all than one import may hash
+// (maxHashed) is kept all the same: each record's contents are hashed once, against a budget
+// of their own (the Ingress example reads its Ingresses in blocks of 64).
+func TestLoopImportsOfLargeBlocksOfRecordsAreKept(t *testing.T) {
+	rec := func(i int) *record.Record {
+		var values []any
+		for j := range 100 {
+			values = append(values, fmt.Sprint(j))
+		}
+		return record.FromMap(nil, map[string]any{"name": fmt.Sprintf("r%d", i), "values": values})
+	}
+	base := func() map[string]any {
+		var items []any
+		for i := range 128 {
+			items = append(items, rec(i))
+		}
+		return map[string]any{"items": items}
+	}
+	p, err := Compile(map[string]string{
+		"part": `{% set names = [] %}{% for r in block %}{% do names.append(r.name ~ "=" ~ r["values"]|length) %}{% endfor %}`,
+		"t":    `{% for block in items|batch(64) %}{% import "part" as p with context %}{{ p.names|join(",") }};{% endfor %}`,
+	}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Equal records, other objects: each block's part is found by its records' contents.
+	_, reused := reusedAfterChange(t, renderOf(t, p), base, func(v map[string]any) { v["items"] = base()["items"] }, loopReused)
+	if reused != 2 {
+		t.Errorf("%d of 2 blocks' parts reused", reused)
+	}
+	_, reused = reusedAfterChange(t, renderOf(t, p), base, func(v map[string]any) { v["items"].([]any)[70] = rec(700) }, loopReused)
+	if reused != 1 {
+		t.Errorf("one record of the second block changed: %d of 2 blocks' parts reused, want 1", reused)
+	}
+}
