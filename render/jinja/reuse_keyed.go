@@ -41,14 +41,15 @@ type keyRecorder struct {
 	reads []*keyedRead // by read; nil: not keyed, or not set at the import
 }
 
-// newKeyRecorder is the recorder of an import's keyed reads (nil: none), whose kept values
-// in snap become their keyedReads (notSet stays: a name not set is compared as ever).
-func newKeyRecorder(c *ModuleCache, fi freeInfo, vals, snap []any) *keyRecorder {
-	if len(fi.sites) == 0 {
+// newKeyRecorder is the recorder of an import's or a loop body's keyed reads (nil: none; sites:
+// the get calls' positions, to the read's index), whose kept values in snap become their
+// keyedReads (notSet stays: a name not set is compared as ever).
+func newKeyRecorder(c *ModuleCache, reads []freeRead, sites map[int]int, vals, snap []any) *keyRecorder {
+	if len(sites) == 0 {
 		return nil
 	}
-	r := &keyRecorder{c: c, sites: fi.sites, live: vals, reads: make([]*keyedRead, len(vals))}
-	for j, fr := range fi.reads {
+	r := &keyRecorder{c: c, sites: sites, live: vals, reads: make([]*keyedRead, len(vals))}
+	for j, fr := range reads {
 		if !fr.keyed {
 			continue
 		}
