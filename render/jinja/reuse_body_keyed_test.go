@@ -60,6 +60,8 @@ func TestLoopBodiesReadKeys(t *testing.T) {
 		{"the chain also used whole", `{% for s in items %}{{ res.svcs.by.get(s.name) }}{{ res.svcs.by|length }};{% endfor %}`, otherKey, 0},
 		{"the chain also read deeper", `{% for s in items %}{{ res.svcs.by.get(s.name) }}{{ res.svcs.by.x.port }};{% endfor %}`, otherKey, 0},
 		{"two keyed chains of one name", `{% for s in items %}{{ res.svcs.by.get(s.name) }}{{ pods.get(s.pods[0]) }};{% endfor %}`, otherKey, 3},
+		{"the loop variable looked up: read whole", `{% for s in items %}{{ s.get("name") }};{% endfor %}`,
+			func(v map[string]any) { v["items"].([]any)[1].(map[string]any)["pods"] = []any{"p9"} }, 2},
 		{"a tuple key", `{% for s in items %}{{ res.svcs.by.get((s.name,)) }};{% endfor %}`, same, 0},
 		{"a bool key", `{% for s in items %}{{ res.svcs.by.get(s.name == "a") }};{% endfor %}`, same, 0},
 		{"a keyword argument", `{% for s in items %}{{ res.svcs.by.get(s.name, default=1) }};{% endfor %}`, otherKey, 0},
@@ -106,6 +108,8 @@ func TestBodyReadsKeyed(t *testing.T) {
 		{`{% for s in items %}{% for r in s %}{{ r.a.get(s) }}{% endfor %}{% endfor %}`, 0},
 		{`{% for s in items %}{{ r.get(s) }}{{ s.get(1) }}{% endfor %}`, 1},
 		{`{% for s in items %}{{ r.a.get(s, x=1) }}{% endfor %}`, 0},
+		{`{% for s in items %}{{ s.get(1) }}{{ s.a.get(1) }}{% endfor %}`, 0}, // the loop's variable: whole
+		{`{% for k, s in items %}{{ s.get(1) }}{{ r.get(k) }}{% endfor %}`, 1},
 	} {
 		p, err := Compile(map[string]string{"t": c.src}, "t", Options{})
 		if err != nil {

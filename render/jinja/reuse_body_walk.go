@@ -40,6 +40,13 @@ func bodyReads(s *parse.ForStmt) bodyInfo {
 	if !w.ok || w.seen["self"] || w.seen["super"] || w.seen["forloop"] {
 		return bodyInfo{}
 	}
+	// The loop's own variables are read whole: they tell its iterations apart in the hash of
+	// their reads, which a keyed read does not enter (every iteration's would be alike).
+	for _, n := range targetNames(s.Target) {
+		if u := w.uses[n]; u != nil {
+			u.whole = true
+		}
+	}
 	reads, sites := w.freeReads()
 	if sites == nil {
 		reads = nil // each name whole
