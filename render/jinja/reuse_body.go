@@ -143,7 +143,8 @@ type bodyRun struct {
 	i                  int
 	list               []*bodyEntry // this run's entries
 	reads              []any
-	off                bool // too many iterations refused: the others run as they are
+	names, plain       []any // scratch: the names' values (read), the reads not by key (exec)
+	off                bool  // too many iterations refused: the others run as they are
 	// looked, found: the iterations that looked for a kept one while the last render's run
 	// had some (hints), and those that found one.
 	looked, found int
@@ -198,7 +199,7 @@ func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
 	if n := len(e.bodies.free); n > 0 {
 		r = e.bodies.free[n-1]
 		e.bodies.free = e.bodies.free[:n-1]
-		*r = bodyRun{reads: r.reads[:0]}
+		*r = bodyRun{reads: r.reads[:0], names: r.names[:0], plain: r.plain[:0]}
 	}
 	r.c, r.lp, r.k, r.hints, r.list = c, lp, k, hints, make([]*bodyEntry, 0, len(hints))
 	return r
@@ -240,7 +241,7 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 		return e.execAll(body, f)
 	}
 	vals := r.read(e, f, loop)
-	if readsOwn(vals) && (!r.lp.info.loops || !ownSmall(vals)) {
+	if plain := r.unkeyed(vals); readsOwn(plain) && (!r.lp.info.loops || !ownSmall(plain)) {
 		// A dict, list, namespace or tuple the template made is copied, kept and compared
 		// item by item at each iteration: as dear as the body, or dearer (model.j2's backends
 		// dict, every route's, read by each route's iteration: quadratic). Not tried again,
@@ -268,13 +269,20 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 		}
 		return ctrl
 	}
-	snap, ok := copyReads(vals)
+	snap, ok := copyReads(vals, r.lp.info.reads)
+	var keys *keyRecorder
+	if ok {
+		keys = newKeyRecorder(e.shared.Across, r.lp.info.reads, r.lp.info.sites, vals, snap)
+	}
 	start, sstart := len(e.out), len(e.secret)
+	outerKeys := e.keys
+	e.keys = keys // the body's own lookups (reuse_keyed.go)
 	e.bodies.recording++
 	err := e.execAll(body, f)
 	e.bodies.recording--
+	e.keys = outerKeys
 	ent = nil
-	if ok && (err == nil || err == errBreak || err == errContinue) && bodySameAll(snap, vals) {
+	if ok && (err == nil || err == errBreak || err == errContinue) && sameAfter(snap, vals) {
 		secret := make([]int, len(e.secret)-sstart)
 		for j, p := range e.secret[sstart:] {
 			secret[j] = p - start
@@ -364,11 +372,18 @@ func (c *bodyCache) giveUp(lp *bodyLoop) bool {
 }
 
 // copyReads copies what an iteration read, before it runs: what it is kept with, and what
-// the reads must still be once it ran. ok is false when one cannot be copied.
-func copyReads(vals []any) (out []any, ok bool) {
+// the reads must still be once it ran. ok is false when one cannot be copied. Keyed reads
+// (reads) are left nil: what their lookups find is copied as the body looks (keyRecorder).
+func copyReads(vals []any, reads []freeRead) (out []any, ok bool) {
 	var c *copier // made for the template's own values only: most reads are the data's
 	out = make([]any, len(vals))
 	for i, v := range vals {
+		if i < len(reads) && reads[i].keyed {
+			if _, ok := v.(notSet); ok {
+				out[i] = v
+			}
+			continue
+		}
 		switch v.(type) {
 		case notSet, nil, bool, int64, string, map[string]any, []any, *record.Record:
 			out[i] = v
@@ -386,16 +401,33 @@ func copyReads(vals []any) (out []any, ok bool) {
 	return out, true
 }
 
-// read is what the iteration reads: the names' values as f shows them, then the loop's
-// position when the body reads it, and whether output is escaped.
+// read is what the iteration reads: the names' values as f shows them (or, with info.reads,
+// those reads of them: the chains read by key), then the loop's position when the body reads
+// it, and whether output is escaped.
 func (r *bodyRun) read(e *evaluator, f *frame, loop *loopCtx) []any {
 	vals := r.reads[:0]
+	names := vals
+	if r.lp.info.reads != nil {
+		names = r.names[:0]
+	}
 	for _, n := range r.lp.info.names {
 		v, ok := e.lookup(f, n)
 		if !ok {
 			v = notSet{}
 		}
-		vals = append(vals, v)
+		names = append(names, v)
+	}
+	if r.lp.info.reads == nil {
+		vals = names
+	} else {
+		r.names = names
+		for _, rd := range r.lp.info.reads {
+			v := names[rd.name]
+			if rd.chain != nil {
+				v = e.chainValue(v, rd.chain)
+			}
+			vals = append(vals, v)
+		}
 	}
 	if r.lp.info.loop && loop != nil {
 		vals = append(vals, int64(loop.index0), int64(loop.length), int64(loop.depth0))
@@ -403,6 +435,38 @@ func (r *bodyRun) read(e *evaluator, f *frame, loop *loopCtx) []any {
 	vals = append(vals, e.autoescape)
 	r.reads = vals
 	return vals
+}
+
+// unkeyed are the iteration's reads but those by key (a dict looked up by key is not read
+// whole: it is neither copied nor compared whole).
+func (r *bodyRun) unkeyed(vals []any) []any {
+	reads := r.lp.info.reads
+	if reads == nil {
+		return vals
+	}
+	out := r.plain[:0]
+	for i, v := range vals {
+		if i >= len(reads) || !reads[i].keyed {
+			out = append(out, v)
+		}
+	}
+	r.plain = out
+	return out
+}
+
+// sameAfter says whether what an iteration read (vals) is still what it read before it ran
+// (snap; keyed reads: what each lookup found).
+func sameAfter(snap, vals []any) bool {
+	for i, v := range vals {
+		if k, ok := snap[i].(*keyedRead); ok {
+			if !k.same(v) {
+				return false
+			}
+		} else if !bodySame(snap[i], v) {
+			return false
+		}
+	}
+	return len(snap) == len(vals)
 }
 
 // done ends the run: its entries are where the same run of the next render looks first.
@@ -452,7 +516,7 @@ func (c *bodyCache) find(r *bodyRun, vals []any, i int) *bodyEntry {
 		return ent
 	}
 	c.hasher.budget = maxBodyHashed
-	h, ok := c.hasher.sum(Tuple(vals), 0)
+	h, ok := c.hasher.reads(vals, r.lp.info.reads)
 	if !ok {
 		return nil
 	}
@@ -479,6 +543,12 @@ func (c *bodyCache) same(kept, vals []any) bool {
 		return false
 	}
 	for i, v := range vals {
+		if k, ok := kept[i].(*keyedRead); ok {
+			if !k.same(v) {
+				return false
+			}
+			continue
+		}
 		x, ok := dataID(v)
 		if !ok {
 			if !bodySame(kept[i], v) {
@@ -545,7 +615,7 @@ func (c *bodyCache) keep(lp *bodyLoop, vals []any, out string, secret []int, ctr
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.hasher.budget = maxBodyHashed
-	h, ok := c.hasher.sum(Tuple(vals), 0)
+	h, ok := c.hasher.reads(vals, lp.info.reads)
 	if !ok {
 		return nil
 	}

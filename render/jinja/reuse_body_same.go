@@ -224,6 +224,31 @@ func (hs *bodyHasher) sum(v any, depth int) (uint64, bool) {
 	return h.Sum64(), true
 }
 
+// reads is the hash of an iteration's reads vals (those of a loop whose body reads by key:
+// reads; else nil): a keyed read is hashed as set or not only, the kept iterations of that
+// hash are compared on the keys they looked up (keyedRead.same).
+func (hs *bodyHasher) reads(vals []any, reads []freeRead) (uint64, bool) {
+	if reads == nil {
+		return hs.sum(Tuple(vals), 0)
+	}
+	hs.budget--
+	h := uint64(0x70)
+	for i, v := range vals {
+		s := uint64(0x4b)
+		switch _, unset := v.(notSet); {
+		case i < len(reads) && reads[i].keyed && unset:
+			s = 0x55
+		case i >= len(reads) || !reads[i].keyed:
+			var ok bool
+			if s, ok = hs.sum(v, 1); !ok {
+				return 0, false
+			}
+		}
+		h = mix(h, s)
+	}
+	return h, true
+}
+
 func (hs *bodyHasher) list(tag uint64, items []any, depth int) (uint64, bool) {
 	if depth > maxBodyDepth {
 		return mix(tag, uint64(len(items))), true

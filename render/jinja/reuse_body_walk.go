@@ -17,6 +17,11 @@ type bodyInfo struct {
 	// loops: the body has a loop of its own, so that running it costs more than comparing a
 	// few values the template made (ownSmall).
 	loops bool
+	// reads: what is read of names (nil: each name whole): a name the body uses only as
+	// X.get(KEY) on a constant chain X of it is read by key (reuse_keyed.go); sites: those get
+	// calls' positions, to the read's index.
+	reads []freeRead
+	sites map[int]int
 }
 
 // loopAttrs are the loop object's attributes a kept body may read: functions of the position
@@ -30,12 +35,23 @@ var loopAttrs = map[string]bool{"index": true, "index0": true, "revindex": true,
 // blocks, reads self or super, uses pongo2's statements or forloop, or reads the loop object
 // other than by the attributes of loopAttrs.
 func bodyReads(s *parse.ForStmt) bodyInfo {
-	w := bodyWalk{freeWalk: freeWalk{seen: map[string]bool{}, bound: map[string]int{}, ok: true}}
+	w := bodyWalk{freeWalk: freeWalk{seen: map[string]bool{}, bound: map[string]int{}, ok: true, keyed: true}}
 	w.stmts(s.Body)
 	if !w.ok || w.seen["self"] || w.seen["super"] || w.seen["forloop"] {
 		return bodyInfo{}
 	}
-	return bodyInfo{names: w.names, loop: w.loop, ok: true, loops: w.loops}
+	// The loop's own variables are read whole: they tell its iterations apart in the hash of
+	// their reads, which a keyed read does not enter (every iteration's would be alike).
+	for _, n := range targetNames(s.Target) {
+		if u := w.uses[n]; u != nil {
+			u.whole = true
+		}
+	}
+	reads, sites := w.freeReads()
+	if sites == nil {
+		reads = nil // each name whole
+	}
+	return bodyInfo{names: w.names, loop: w.loop, ok: true, loops: w.loops, reads: reads, sites: sites}
 }
 
 // bodyWalk is freeWalk with two more things: a name a statement list sets before reading it
@@ -121,6 +137,11 @@ func (w *bodyWalk) visit(v reflect.Value) bool {
 	case *parse.NameExpr:
 		if x.Name == "loop" && w.bound["loop"] == 0 {
 			w.ok = false // the loop object itself: stored, passed, called (loop(x))
+			return false
+		}
+	case *parse.CallExpr:
+		if w.noteKeyed(x) {
+			w.walk(reflect.ValueOf(x.Args))
 			return false
 		}
 	case *parse.ForStmt:

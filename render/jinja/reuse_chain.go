@@ -141,7 +141,7 @@ func (w *freeWalk) freeReads() (reads []freeRead, sites map[int]int) {
 	var out []freeRead
 	for i, n := range w.names {
 		u := w.uses[n]
-		keyed := u.plainKeyed()
+		keyed := u.plainKeyed(w.chains)
 		if u.whole {
 			out = append(out, freeRead{name: i})
 			continue
@@ -167,8 +167,9 @@ func (w *freeWalk) freeReads() (reads []freeRead, sites map[int]int) {
 }
 
 // plainKeyed leaves in u.keyed the chains no other use of the name is on or inside (a chain,
-// another keyed chain), and makes the others chains (the name itself: whole); those left.
-func (u *nameUse) plainKeyed() [][]string {
+// another keyed chain), and makes the others chains (the name itself, or without chains (a
+// loop body's reads): whole); those left.
+func (u *nameUse) plainKeyed(chains bool) [][]string {
 	var left [][]string
 	for _, k := range u.keyed {
 		clash := slices.ContainsFunc(u.chains, func(c []string) bool { return nested(c, k) }) ||
@@ -176,7 +177,7 @@ func (u *nameUse) plainKeyed() [][]string {
 		switch {
 		case !clash:
 			left = append(left, k)
-		case len(k) == 0:
+		case len(k) == 0 || !chains:
 			u.whole = true
 		case !slices.ContainsFunc(u.chains, func(c []string) bool { return slices.Equal(c, k) }):
 			u.chains = append(u.chains, k)
@@ -201,9 +202,19 @@ type keyedSite struct {
 // visitCall notes a call X.get(KEY[, DEFAULT]) on a free name's constant attribute chain X as a
 // keyed read of X, and walks its arguments (false: it was one).
 func (w *freeWalk) visitCall(x *parse.CallExpr) bool {
+	if !w.noteKeyed(x) {
+		return true
+	}
+	w.walkAll(x.Args)
+	return false
+}
+
+// noteKeyed notes x as a keyed read when it is a call X.get(KEY[, DEFAULT]) on a free name's
+// constant attribute chain X (true: its arguments are left to the caller to walk).
+func (w *freeWalk) noteKeyed(x *parse.CallExpr) bool {
 	n, chain, ok := keyedCall(x)
 	if !ok || w.bound[n] > 0 {
-		return true
+		return false
 	}
 	w.note(n)
 	u := w.use(n)
@@ -211,8 +222,7 @@ func (w *freeWalk) visitCall(x *parse.CallExpr) bool {
 		u.keyed = append(u.keyed, chain)
 	}
 	w.sites = append(w.sites, keyedSite{pos: x.Pos, name: n, chain: chain})
-	w.walkAll(x.Args)
-	return false
+	return true
 }
 
 // keyedCall is x as name.a.b.get(KEY[, DEFAULT]), no attribute of the chain a method name.

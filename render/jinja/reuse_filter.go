@@ -109,7 +109,7 @@ func (r *filterRun) cond(e *evaluator, s *parse.ForStmt, f *frame) (bool, error)
 		r.list = append(r.list, ent)
 		return ent.pass, nil
 	}
-	snap, ok := copyReads(vals)
+	snap, ok := copyReads(vals, nil)
 	pass, err := e.cond(s.Filter, f)
 	if err != nil {
 		return pass, err

@@ -19,6 +19,11 @@ import (
 // object than the one read at the import (the module's own of the same name), makes the read
 // never the same. Calls after the import (the module's macros called by its importer) are not
 // the module's evaluation: what it computed is what is kept, and they look again each time.
+//
+// A loop's body reads by key the same way (bodyReads; reuse_body.go): the run of an iteration
+// being kept records its lookups, its inner loops' and its own macros' included, and a kept
+// iteration serves when the new X gives the same for each; the loop's own variables are read
+// whole (they tell its iterations apart in the hash, which a keyed read does not enter).
 
 // keyedRead is what a module found of a keyed read: the keys it looked up and what get found.
 type keyedRead struct {
@@ -41,14 +46,15 @@ type keyRecorder struct {
 	reads []*keyedRead // by read; nil: not keyed, or not set at the import
 }
 
-// newKeyRecorder is the recorder of an import's keyed reads (nil: none), whose kept values
-// in snap become their keyedReads (notSet stays: a name not set is compared as ever).
-func newKeyRecorder(c *ModuleCache, fi freeInfo, vals, snap []any) *keyRecorder {
-	if len(fi.sites) == 0 {
+// newKeyRecorder is the recorder of an import's or a loop body's keyed reads (nil: none; sites:
+// the get calls' positions, to the read's index), whose kept values in snap become their
+// keyedReads (notSet stays: a name not set is compared as ever).
+func newKeyRecorder(c *ModuleCache, reads []freeRead, sites map[int]int, vals, snap []any) *keyRecorder {
+	if len(sites) == 0 {
 		return nil
 	}
-	r := &keyRecorder{c: c, sites: fi.sites, live: vals, reads: make([]*keyedRead, len(vals))}
-	for j, fr := range fi.reads {
+	r := &keyRecorder{c: c, sites: sites, live: vals, reads: make([]*keyedRead, len(vals))}
+	for j, fr := range reads {
 		if !fr.keyed {
 			continue
 		}

@@ -275,17 +275,20 @@ type freeWalk struct {
 	// chains: attribute chains on names are noted as such (freeNames); else (the loop
 	// bodies' walks) a chain is walked as any expression.
 	chains bool
-	bound  map[string]int // names a loop, macro or with block of the template binds where the walk is
-	names  []string
-	sites  []keyedSite // calls X.get(KEY) on free names' chains (freeNames)
-	ok     bool
+	// keyed: calls X.get(KEY) on free names' constant chains are noted as keyed reads without
+	// chains (the loop bodies' walks: bodyWalk); the names' other uses read them whole.
+	keyed bool
+	bound map[string]int // names a loop, macro or with block of the template binds where the walk is
+	names []string
+	sites []keyedSite // calls X.get(KEY) on free names' chains (freeNames)
+	ok    bool
 }
 
 // add notes a use of the free name n whole.
 func (w *freeWalk) add(n string) {
 	if w.bound[n] == 0 {
 		w.note(n)
-		if w.chains {
+		if w.chains || w.keyed {
 			w.use(n).whole = true
 		}
 	}
@@ -1152,5 +1155,5 @@ func (e *evaluator) loopImport(key string, t *Template, f *frame) (*module, *loo
 		e.recycleVals(vals)
 		return nil, nil
 	}
-	return nil, &loopRead{vals: vals, snap: snap, hash: h, run: run, keys: newKeyRecorder(c, fi, vals, snap)}
+	return nil, &loopRead{vals: vals, snap: snap, hash: h, run: run, keys: newKeyRecorder(c, fi.reads, fi.sites, vals, snap)}
 }
