@@ -177,7 +177,7 @@ func lengthOf(v any) (int, error) {
 	return 0, fmt.Errorf("object of type '%s' has no len()", typeName(v))
 }
 
-// unpack splits v into n values (a, b = v).
+// unpack splits v into n values (a, b = v); the caller must not change them.
 func (e *evaluator) unpack(v any, n int) ([]any, error) {
 	if u, ok := v.(*Undefined); ok && u.err != nil {
 		return nil, u.err
@@ -191,6 +191,14 @@ func (e *evaluator) unpack(v any, n int) ([]any, error) {
 	}
 	if s.n < n {
 		return nil, fmt.Errorf("cannot unpack: not enough values to unpack (expected %d, got %d)", n, s.n)
+	}
+	// A tuple or a list of the template is its own items (the callers only read them): a, b
+	// = pair, and for k, v in pairs, made a copy per item.
+	switch {
+	case s.list != nil:
+		return s.list, nil
+	case s.live != nil:
+		return s.live.items, nil
 	}
 	out := make([]any, n)
 	for i := range out {
