@@ -360,6 +360,14 @@ func fSort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		attrs = [][]any{attrParts(attr)}
 	}
 	key := func(x any) (any, error) {
+		if len(attrs) == 1 {
+			// One attribute: its value is the key ([x] < [y] as x < y), without a tuple per item.
+			v, err := e.attrPath(x, attrs[0], nil)
+			if err == nil && !cs {
+				v = ignoreCase(v)
+			}
+			return v, err
+		}
 		keys := make(Tuple, len(attrs))
 		for i, at := range attrs {
 			v, err := e.attrPath(x, at, nil)
@@ -370,9 +378,6 @@ func fSort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 				v = ignoreCase(v)
 			}
 			keys[i] = v
-		}
-		if len(keys) == 1 {
-			return keys[0], nil // [x] < [y] as x < y
 		}
 		return &List{items: keys}, nil
 	}
