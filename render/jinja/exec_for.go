@@ -77,7 +77,7 @@ func (e *evaluator) runForSeq(s *parse.ForStmt, f *frame, v any, sq seq, depth0 
 
 // runIterations runs the loop's body once per item of sq, in the frame body.
 func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *loopCtx, dictPairs bool) error {
-	simple, pairs, base := bindLoopNames(s, body, sq.view == viewItems && (sq.rec != nil || sq.keys != nil), loop)
+	simple, pairs, base := bindLoopNames(s, body, sq.view == viewItems && (sq.rec != nil || sq.keys != nil || sq.dk != nil), loop)
 	var br *bodyRun // nil: the iterations are not kept (reuse_body.go)
 	if e.forDepth == 0 || sq.count() >= minNestedKept {
 		br = e.bodyRun(s)

@@ -98,9 +98,12 @@ func (e *evaluator) seqOf(v any) (seq, error) {
 	return seq{}, notIterable(v)
 }
 
-// viewSeq walks a dict from the data (keys, values or items) in place.
+// viewSeq walks a dict from the data (keys, values or items) in place, or a dict of the
+// template as it is now.
 func viewSeq(d any, kind byte) (seq, bool) {
 	switch m := d.(type) {
+	case *Dict:
+		return dictSeq(m, kind), true
 	case *record.Record:
 		return seq{rec: m, view: kind, n: m.Len()}, true
 	case map[string]any:
@@ -205,4 +208,19 @@ func (e *evaluator) unpack(v any, n int) ([]any, error) {
 		out[i] = s.at(i)
 	}
 	return out, nil
+}
+
+// dictSeq walks a template dict's keys, values or items as they are when the walk starts (a
+// loop's body may change the dict): its keys and values copied into one array, and a tuple
+// made only when an item is asked for as one (for k, v in d.items() binds the pair; a list
+// of tuples per loop was most of a small loop's cost).
+func dictSeq(d *Dict, kind byte) seq {
+	n := len(d.keys)
+	if n == 0 {
+		return seq{view: kind}
+	}
+	kv := make([]any, 2*n)
+	copy(kv, d.keys)
+	copy(kv[n:], d.vals)
+	return seq{dk: kv[:n:n], dv: kv[n:], view: kind, n: n}
 }

@@ -563,8 +563,10 @@ type seq struct {
 	maps []map[string]any
 	rec  *record.Record
 	keys []string // the sorted keys of a Go map from the data
-	m    any      // that map
-	view byte     // with rec or keys: viewKeys, viewValues or viewItems
+	dk   []any    // the keys of a template dict (dictSeq), dv its values
+	dv   []any
+	m    any  // that map
+	view byte // with rec or keys: viewKeys, viewValues or viewItems
 	rng  *rangeVal
 	n    int
 }
@@ -608,6 +610,14 @@ func (s *seq) at(i int) any {
 			return Tuple{fromData(k), v}
 		}
 		return fromData(k)
+	case s.dk != nil:
+		switch s.view {
+		case viewValues:
+			return s.dv[i]
+		case viewItems:
+			return Tuple{s.dk[i], s.dv[i]}
+		}
+		return s.dk[i]
 	case s.rng != nil:
 		return s.rng.at(int64(i))
 	}
@@ -625,6 +635,8 @@ func (s *seq) pair(i int) (k, v any, ok bool) {
 	case s.keys != nil:
 		v, _, _ := mapGetStr(s.m, s.keys[i])
 		return fromData(s.keys[i]), v, true
+	case s.dk != nil:
+		return s.dk[i], s.dv[i], true
 	}
 	return nil, nil, false
 }
