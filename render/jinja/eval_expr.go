@@ -438,15 +438,15 @@ func (e *evaluator) evalCond(x *parse.CondExpr, f *frame) (any, error) {
 }
 
 func (e *evaluator) evalList(x *parse.ListExpr, f *frame) (any, error) {
-	items := make([]any, len(x.Items))
+	l := newList(len(x.Items))
 	for i, it := range x.Items {
 		v, err := e.eval(it, f)
 		if err != nil {
 			return nil, err
 		}
-		items[i] = v
+		l.items[i] = v
 	}
-	return &List{items: items}, nil
+	return l, nil
 }
 
 func (e *evaluator) evalTuple(x *parse.TupleExpr, f *frame) (any, error) {

@@ -309,14 +309,90 @@ func floatAsInt(f float64) (int64, bool) {
 	return 0, false
 }
 
+// newDict makes a dict with room for n keys (one for an empty one: {} is mostly made to be
+// set a key, in loops).
 func newDict(n int) *Dict {
-	if n == 0 {
-		return &Dict{}
+	d, kv := allocDict(n)
+	c := len(kv) / 2
+	d.keys, d.vals = kv[:0:c], kv[c:c:2*c]
+	return d
+}
+
+// allocDict allocates a dict and an array of 2*max(n, 1) for its keys and values, in one
+// object up to 4 keys (dicts are made in loops, per item: one object, not two). Keys and
+// values share the array, each half capped: one more key moves them to arrays of their own.
+func allocDict(n int) (*Dict, []any) {
+	switch {
+	case n <= 1:
+		p := new(struct {
+			d  Dict
+			kv [2]any
+		})
+		return &p.d, p.kv[:]
+	case n == 2:
+		p := new(struct {
+			d  Dict
+			kv [4]any
+		})
+		return &p.d, p.kv[:]
+	case n == 3:
+		p := new(struct {
+			d  Dict
+			kv [6]any
+		})
+		return &p.d, p.kv[:]
+	case n == 4:
+		p := new(struct {
+			d  Dict
+			kv [8]any
+		})
+		return &p.d, p.kv[:]
 	}
-	// Keys and values in one array, each half capped (one more key moves it to an array of
-	// its own): dicts are made in loops, per item.
-	kv := make([]any, 2*n)
-	return &Dict{keys: kv[:0:n], vals: kv[n : n : 2*n]}
+	return &Dict{}, make([]any, 2*n)
+}
+
+// newList makes a list of n items (len n, cap n), in one object with its items up to 4; an
+// empty one has room for one (an empty list is mostly made to be appended to, in loops:
+// room for one saved more objects than it cost bytes, room for two did not).
+func newList(n int) *List {
+	var l *List
+	var items []any
+	switch n {
+	case 0:
+		p := new(struct {
+			l List
+			a [1]any
+		})
+		l, items = &p.l, p.a[:0]
+	case 1:
+		p := new(struct {
+			l List
+			a [1]any
+		})
+		l, items = &p.l, p.a[:]
+	case 2:
+		p := new(struct {
+			l List
+			a [2]any
+		})
+		l, items = &p.l, p.a[:]
+	case 3:
+		p := new(struct {
+			l List
+			a [3]any
+		})
+		l, items = &p.l, p.a[:]
+	case 4:
+		p := new(struct {
+			l List
+			a [4]any
+		})
+		l, items = &p.l, p.a[:]
+	default:
+		l, items = &List{}, make([]any, n)
+	}
+	l.items = items
+	return l
 }
 
 const dictIndexAt = 8
