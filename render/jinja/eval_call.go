@@ -18,9 +18,7 @@ func (e *evaluator) evalArgs(a *parse.Args, f *frame, caller *Macro) ([]any, map
 	}
 	var list []any
 	if len(a.List) > 0 {
-		if list = e.argsFree; cap(list) >= len(a.List) {
-			e.argsFree = nil
-		} else {
+		if list = e.takeArgs(len(a.List)); list == nil {
 			list = make([]any, 0, len(a.List))
 		}
 		for _, x := range a.List {
@@ -126,7 +124,10 @@ func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (an
 				if err != nil {
 					return nil, err
 				}
-				list, e.kwOrder = []any{key, def}, nil
+				if list = e.takeArgs(2); list == nil {
+					list = make([]any, 0, 2)
+				}
+				list, e.kwOrder = append(list, key, def), nil
 			} else if list, kw, err = e.evalArgs(&x.Args, f, caller); err != nil {
 				return nil, err
 			}
@@ -180,11 +181,28 @@ func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (an
 func (e *evaluator) recycleArgs(obj any, list []any) {
 	switch obj.(type) {
 	case *Dict, map[string]any, map[string]string, *record.Record, *List:
-		if cap(list) > 0 && cap(list) <= 8 {
+		if cap(list) > 0 && cap(list) <= 8 && len(e.argsFree) < maxArgsFree {
 			clear(list)
-			e.argsFree = list[:0]
+			e.argsFree = append(e.argsFree, list[:0])
 		}
 	}
+}
+
+// maxArgsFree is how many argument lists recycleArgs keeps: one per level of method calls
+// nested in arguments (l.append(d.get(k, [])) takes two at once).
+const maxArgsFree = 4
+
+// takeArgs takes an argument list recycleArgs kept, with room for size arguments (nil when
+// none is).
+func (e *evaluator) takeArgs(size int) []any {
+	n := len(e.argsFree)
+	if n == 0 || cap(e.argsFree[n-1]) < size {
+		return nil
+	}
+	list := e.argsFree[n-1]
+	e.argsFree[n-1] = nil
+	e.argsFree = e.argsFree[:n-1]
+	return list
 }
 
 // recycleKw keeps the keyword map of a call to dict() or namespace() for the next call:
