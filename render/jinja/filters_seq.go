@@ -150,7 +150,7 @@ func fJoin(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	items, err := e.iterate(in)
+	items, err := e.readItems(in)
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +342,7 @@ func fSort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	items, err := e.iterate(in)
+	items, err := e.readItems(in)
 	if err != nil {
 		return nil, err
 	}
@@ -437,7 +437,7 @@ func fUnique(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	items, err := e.iterate(in)
+	items, err := e.readItems(in)
 	if err != nil {
 		return nil, err
 	}

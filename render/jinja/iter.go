@@ -141,6 +141,19 @@ func (e *evaluator) iterate(v any) ([]any, error) {
 	return out, nil
 }
 
+// readItems returns the items of v to read at once, neither kept nor changed: a list's or a
+// tuple's own (x in l, l.extend(m), l|join, l|sort copied a list to read it), else
+// iterate's copy.
+func (e *evaluator) readItems(v any) ([]any, error) {
+	switch x := v.(type) {
+	case *List:
+		return x.items, nil
+	case Tuple:
+		return x, nil
+	}
+	return e.iterate(v)
+}
+
 // lengthOf is Python's len(v).
 func lengthOf(v any) (int, error) {
 	switch x := v.(type) {

@@ -37,7 +37,7 @@ func (e *evaluator) listMethod(obj any, name string, a []any, kw map[string]any)
 		if err := argCount(name, a, 1, 1); err != nil {
 			return nil, err
 		}
-		items, err := e.iterate(a[0])
+		items, err := e.readItems(a[0]) // appended at once (l.extend(l) doubles l, as in Python)
 		if err != nil {
 			return nil, err
 		}
