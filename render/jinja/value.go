@@ -318,6 +318,14 @@ func newDict(n int) *Dict {
 	return d
 }
 
+// dictOfLen makes a dict of n keys and values, all nil, to be filled in place (a copy).
+func dictOfLen(n int) *Dict {
+	d, kv := allocDict(n)
+	c := len(kv) / 2
+	d.keys, d.vals = kv[:n:c], kv[c:c+n:2*c]
+	return d
+}
+
 // allocDict allocates a dict and an array of 2*max(n, 1) for its keys and values, in one
 // object up to 4 keys (dicts are made in loops, per item: one object, not two). Keys and
 // values share the array, each half capped: one more key moves them to arrays of their own.
