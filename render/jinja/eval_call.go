@@ -106,6 +106,7 @@ func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (an
 		if hasMethod(obj, a.Name) && !isMappingWithKeyFirst(obj, a.Name) {
 			var list []any
 			var kw map[string]any
+			var lazy parse.Expr // get's default, when it is made only if get gives it
 			if d, ok := obj.(*Dict); ok && a.Name == "update" && caller == nil && literalUpdate(&x.Args) {
 				return nil, e.updateWithLiteral(d, x.Args.List[0].(*parse.DictExpr), f, a.Pos)
 			}
@@ -128,12 +129,28 @@ func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (an
 					list = make([]any, 0, 2)
 				}
 				list, e.kwOrder = append(list, key, def), nil
+			} else if a.Name == "get" && isMapping(obj) && caller == nil && lazyDefault(&x.Args) {
+				// m.get(key, []) and the like: the default, made of constants, is made only
+				// when get gives it (the backends loop of the HTTPRoute example reads
+				// by_service.get(key, []) per backend).
+				key, err := e.eval(x.Args.List[0], f)
+				if err != nil {
+					return nil, err
+				}
+				if list = e.takeArgs(2); list == nil {
+					list = make([]any, 0, 2)
+				}
+				list, e.kwOrder = append(list, key, notMade{}), nil
+				lazy = x.Args.List[1]
 			} else if list, kw, err = e.evalArgs(&x.Args, f, caller); err != nil {
 				return nil, err
 			}
 			outer := e.taint
 			e.taint = mark{}
 			v, err := e.callMethod(obj, a.Name, list, kw)
+			if _, ok := v.(notMade); ok && err == nil {
+				v, err = e.eval(lazy, f)
+			}
 			if x.Args.Consts == nil || caller != nil {
 				e.recycleArgs(obj, list)
 			}
@@ -375,6 +392,9 @@ func (e *evaluator) callMacro(m *Macro, a []any, kw map[string]any) (any, error)
 	done = true
 	return textValue(out, secret, callerEscape), nil
 }
+
+// notMade stands for a default argument not made yet (lazy in evalCallWith).
+type notMade struct{}
 
 // lazyDefault says whether the arguments are (key, default) with a default made of
 // constants only: a constant, or a list, tuple or dict of such (dict keys constants).
