@@ -81,7 +81,7 @@ type evaluator struct {
 	kwOrder    []string       // the keyword arguments of the call being made, in order
 	kwFree     map[string]any // an empty keyword map a call gave back (recycleKw), for the next
 	orderFree  []string       // and its order slice
-	argsFree   []any          // an argument list a method call gave back (recycleArgs)
+	argsFree   [][]any        // argument lists method calls gave back (recycleArgs), a few
 	blockIn    any            // the input of the innermost filter of a {% filter %} or {% set %} block
 
 	cur       *Template          // whose nodes run now (errors are located in it)

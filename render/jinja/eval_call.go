@@ -18,9 +18,7 @@ func (e *evaluator) evalArgs(a *parse.Args, f *frame, caller *Macro) ([]any, map
 	}
 	var list []any
 	if len(a.List) > 0 {
-		if list = e.argsFree; cap(list) >= len(a.List) {
-			e.argsFree = nil
-		} else {
+		if list = e.takeArgs(len(a.List)); list == nil {
 			list = make([]any, 0, len(a.List))
 		}
 		for _, x := range a.List {
@@ -112,6 +110,7 @@ func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (an
 		if hasMethod(obj, a.Name) && !isMappingWithKeyFirst(obj, a.Name) {
 			var list []any
 			var kw map[string]any
+			var lazy parse.Expr // get's default, when it is made only if get gives it
 			if d, ok := obj.(*Dict); ok && a.Name == "update" && caller == nil && literalUpdate(&x.Args) {
 				return nil, e.updateWithLiteral(d, x.Args.List[0].(*parse.DictExpr), f, a.Pos)
 			}
@@ -130,7 +129,23 @@ func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (an
 				if err != nil {
 					return nil, err
 				}
-				list, e.kwOrder = []any{key, def}, nil
+				if list = e.takeArgs(2); list == nil {
+					list = make([]any, 0, 2)
+				}
+				list, e.kwOrder = append(list, key, def), nil
+			} else if a.Name == "get" && isMapping(obj) && caller == nil && lazyDefault(&x.Args) {
+				// m.get(key, []) and the like: the default, made of constants, is made only
+				// when get gives it (the backends loop of the HTTPRoute example reads
+				// by_service.get(key, []) per backend).
+				key, err := e.eval(x.Args.List[0], f)
+				if err != nil {
+					return nil, err
+				}
+				if list = e.takeArgs(2); list == nil {
+					list = make([]any, 0, 2)
+				}
+				list, e.kwOrder = append(list, key, notMade{}), nil
+				lazy = x.Args.List[1]
 			} else if list, kw, err = e.evalArgs(&x.Args, f, caller); err != nil {
 				return nil, err
 			}
@@ -140,6 +155,9 @@ func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (an
 			outer := e.taint
 			e.taint = mark{}
 			v, err := e.callMethod(obj, a.Name, list, kw)
+			if _, ok := v.(notMade); ok && err == nil {
+				v, err = e.eval(lazy, f)
+			}
 			if x.Args.Consts == nil || caller != nil {
 				e.recycleArgs(obj, list)
 			}
@@ -187,11 +205,28 @@ func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (an
 func (e *evaluator) recycleArgs(obj any, list []any) {
 	switch obj.(type) {
 	case *Dict, map[string]any, map[string]string, *record.Record, *List:
-		if cap(list) > 0 && cap(list) <= 8 {
+		if cap(list) > 0 && cap(list) <= 8 && len(e.argsFree) < maxArgsFree {
 			clear(list)
-			e.argsFree = list[:0]
+			e.argsFree = append(e.argsFree, list[:0])
 		}
 	}
+}
+
+// maxArgsFree is how many argument lists recycleArgs keeps: one per level of method calls
+// nested in arguments (l.append(d.get(k, [])) takes two at once).
+const maxArgsFree = 4
+
+// takeArgs takes an argument list recycleArgs kept, with room for size arguments (nil when
+// none is).
+func (e *evaluator) takeArgs(size int) []any {
+	n := len(e.argsFree)
+	if n == 0 || cap(e.argsFree[n-1]) < size {
+		return nil
+	}
+	list := e.argsFree[n-1]
+	e.argsFree[n-1] = nil
+	e.argsFree = e.argsFree[:n-1]
+	return list
 }
 
 // recycleKw keeps the keyword map of a call to dict() or namespace() for the next call:
@@ -364,6 +399,9 @@ func (e *evaluator) callMacro(m *Macro, a []any, kw map[string]any) (any, error)
 	done = true
 	return textValue(out, secret, callerEscape), nil
 }
+
+// notMade stands for a default argument not made yet (lazy in evalCallWith).
+type notMade struct{}
 
 // lazyDefault says whether the arguments are (key, default) with a default made of
 // constants only: a constant, or a list, tuple or dict of such (dict keys constants).

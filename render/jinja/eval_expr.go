@@ -263,14 +263,20 @@ func (e *evaluator) evalFilter(x *parse.FilterExpr, f *frame) (any, error) {
 	err = guardSecret(err, e.taint, "filter", x.Name)
 	e.taint = outer
 	if err != nil {
-		var le *LimitError
-		var ue *UndefinedError
-		if errors.As(err, &le) || errors.As(err, &ue) || isPositioned(err) {
-			return nil, e.at(x.Pos, err)
-		}
-		return nil, e.at(x.Pos, fmt.Errorf("filter %s: %w", x.Name, err))
+		return nil, e.filterError(x, err)
 	}
 	return v, nil
+}
+
+// filterError locates the error of the filter x, naming the filter unless the error says
+// where it is.
+func (e *evaluator) filterError(x *parse.FilterExpr, err error) error {
+	var le *LimitError
+	var ue *UndefinedError
+	if errors.As(err, &le) || errors.As(err, &ue) || isPositioned(err) {
+		return e.at(x.Pos, err)
+	}
+	return e.at(x.Pos, fmt.Errorf("filter %s: %w", x.Name, err))
 }
 
 func isPositioned(err error) bool {
@@ -438,15 +444,15 @@ func (e *evaluator) evalCond(x *parse.CondExpr, f *frame) (any, error) {
 }
 
 func (e *evaluator) evalList(x *parse.ListExpr, f *frame) (any, error) {
-	items := make([]any, len(x.Items))
+	l := newList(len(x.Items))
 	for i, it := range x.Items {
 		v, err := e.eval(it, f)
 		if err != nil {
 			return nil, err
 		}
-		items[i] = v
+		l.items[i] = v
 	}
-	return &List{items: items}, nil
+	return l, nil
 }
 
 func (e *evaluator) evalTuple(x *parse.TupleExpr, f *frame) (any, error) {

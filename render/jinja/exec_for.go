@@ -29,6 +29,13 @@ func (e *evaluator) execFor(s *parse.ForStmt, f *frame) error {
 			return e.runFor(s, f, v, 0, nil)
 		}
 	}
+	if fx, ok := s.Iter.(*parse.FilterExpr); ok && e.dictsortPairs(s, fx) {
+		sq, err := e.dictsortSeq(fx, f)
+		if err != nil {
+			return err
+		}
+		return e.runForSeq(s, f, nil, sq, 0, nil)
+	}
 	v, err := e.eval(s.Iter, f)
 	if err != nil {
 		return err
@@ -77,7 +84,7 @@ func (e *evaluator) runForSeq(s *parse.ForStmt, f *frame, v any, sq seq, depth0 
 
 // runIterations runs the loop's body once per item of sq, in the frame body.
 func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *loopCtx, dictPairs bool) error {
-	simple, pairs, base := bindLoopNames(s, body, sq.view == viewItems && (sq.rec != nil || sq.keys != nil), loop)
+	simple, pairs, base := bindLoopNames(s, body, sq.view == viewItems && (sq.rec != nil || sq.keys != nil || sq.dk != nil), loop)
 	var br *bodyRun // nil: the iterations are not kept (reuse_body.go)
 	if e.forDepth == 0 || sq.count() >= minNestedKept {
 		br = e.bodyRun(s)
@@ -272,4 +279,44 @@ func (l *loopCtx) call(e *evaluator, a []any) (any, error) {
 		return nil, err
 	}
 	return textValue(out, secret, e.autoescape), nil
+}
+
+// dictsortPairs says whether the loop is for k, v in d|dictsort(...) with Jinja's dictsort,
+// whose pairs it can bind without making them: no loop object (loop.previtem would show a
+// pair), no filter, nothing but the two names.
+func (e *evaluator) dictsortPairs(s *parse.ForStmt, fx *parse.FilterExpr) bool {
+	t := s.Target
+	if !t.Tuple || len(t.Items) != 2 || t.Items[0].Tuple || t.Items[1].Tuple || t.Items[0].Attr != "" || t.Items[1].Attr != "" {
+		return false
+	}
+	if s.UsesLoop || s.Filter != nil || s.Reversed || s.Sorted || s.Recursive || fx.In == nil {
+		return false
+	}
+	u := e.cur.tree.Uses[fx.Use]
+	_, custom := e.prog.filters[u.Name]
+	return u.Name == "dictsort" && !u.Pongo2 && !custom && e.cur.filters[fx.Use] != nil
+}
+
+// dictsortSeq walks the pairs d|dictsort(...) gives (evalFilter's steps, with fDictsort's
+// keys and values in their order and no list of pairs).
+func (e *evaluator) dictsortSeq(fx *parse.FilterExpr, f *frame) (seq, error) {
+	in, err := e.eval(fx.In, f)
+	if err != nil {
+		return seq{}, err
+	}
+	list, kw, err := e.evalArgs(&fx.Args, f, nil)
+	if err != nil {
+		return seq{}, err
+	}
+	if u, ok := in.(*Undefined); ok && u.err != nil {
+		return seq{}, e.at(fx.Pos, u.err)
+	}
+	keys, vals, err := dictsortItems(in, list, kw)
+	if err != nil {
+		return seq{}, e.filterError(fx, err)
+	}
+	if len(keys) == 0 {
+		return seq{view: viewItems}, nil
+	}
+	return seq{dk: keys, dv: vals, view: viewItems, n: len(keys)}, nil
 }

@@ -71,9 +71,27 @@ func ignoreCase(v any) any {
 }
 
 func fDictsort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
-	p, err := bind("dictsort", a, kw, "case_sensitive", "by", "reverse")
+	keys, vals, err := dictsortItems(in, a, kw)
 	if err != nil {
 		return nil, err
+	}
+	// The pairs share one array; each is capped at its two items, so that nothing appended
+	// to one can reach the next.
+	n := len(keys)
+	items, pairs := make([]any, n), make([]any, 2*n)
+	for i := range keys {
+		pairs[2*i], pairs[2*i+1] = keys[i], vals[i]
+		items[i] = Tuple(pairs[2*i : 2*i+2 : 2*i+2])
+	}
+	return &List{items: items}, nil
+}
+
+// dictsortItems are the keys and the values of in, in the order dictsort gives its pairs (a
+// for loop binds them without making the pairs: execFor).
+func dictsortItems(in any, a []any, kw map[string]any) (keys, vals []any, err error) {
+	p, err := bind("dictsort", a, kw, "case_sensitive", "by", "reverse")
+	if err != nil {
+		return nil, nil, err
 	}
 	pos := 0
 	switch by, _ := strValue(argOr(p[1], "key")); by {
@@ -81,34 +99,41 @@ func fDictsort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	case "value":
 		pos = 1
 	default:
-		return nil, errors.New(`You can only sort by either "key" or "value"`)
+		return nil, nil, errors.New(`You can only sort by either "key" or "value"`)
 	}
 	if !isMapping(in) {
 		if u, ok := in.(*Undefined); ok {
-			return nil, u.fail()
+			return nil, nil, u.fail()
 		}
-		return nil, fmt.Errorf("'%s' object has no attribute 'items'", typeName(in))
+		return nil, nil, fmt.Errorf("'%s' object has no attribute 'items'", typeName(in))
 	}
-	var items, pairs []any
-	if n, err := lengthOf(in); err == nil {
-		items, pairs = make([]any, 0, n), make([]any, 0, 2*n)
-	}
+	n := mapLen(in)
+	ks, vs := make([]any, 0, n), make([]any, 0, n)
 	eachItem(in, func(k, v any) bool {
-		// The pairs share one array; each is capped at its two items, so that nothing
-		// appended to one can reach the next.
-		pairs = append(pairs, k, v)
-		items = append(items, Tuple(pairs[len(pairs)-2:len(pairs):len(pairs)]))
+		ks, vs = append(ks, k), append(vs, v)
 		return true
 	})
-	cs := truthy(argOr(p[0], false))
-	err = sortValues(items, func(x any) (any, error) {
-		v := x.(Tuple)[pos]
-		if !cs {
-			v = ignoreCase(v)
+	n = len(ks)
+	by := ks
+	if pos == 1 {
+		by = vs
+	}
+	sortKeys := by
+	if cs := truthy(argOr(p[0], false)); !cs {
+		sortKeys = make([]any, n)
+		for i, k := range by {
+			sortKeys[i] = ignoreCase(k)
 		}
-		return v, nil
-	}, truthy(argOr(p[2], false)))
-	return &List{items: items}, err
+	}
+	idx, err := sortOrder(sortKeys, truthy(argOr(p[2], false)))
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]any, 2*n)
+	for i, j := range idx {
+		out[i], out[n+i] = ks[j], vs[j]
+	}
+	return out[:n:n], out[n:], nil
 }
 
 func fFirst(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
@@ -150,7 +175,7 @@ func fJoin(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	items, err := e.iterate(in)
+	items, err := e.readItems(in)
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +367,7 @@ func fSort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	items, err := e.iterate(in)
+	items, err := e.readItems(in)
 	if err != nil {
 		return nil, err
 	}
@@ -360,6 +385,14 @@ func fSort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		attrs = [][]any{attrParts(attr)}
 	}
 	key := func(x any) (any, error) {
+		if len(attrs) == 1 {
+			// One attribute: its value is the key ([x] < [y] as x < y), without a tuple per item.
+			v, err := e.attrPath(x, attrs[0], nil)
+			if err == nil && !cs {
+				v = ignoreCase(v)
+			}
+			return v, err
+		}
 		keys := make(Tuple, len(attrs))
 		for i, at := range attrs {
 			v, err := e.attrPath(x, at, nil)
@@ -370,9 +403,6 @@ func fSort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 				v = ignoreCase(v)
 			}
 			keys[i] = v
-		}
-		if len(keys) == 1 {
-			return keys[0], nil // [x] < [y] as x < y
 		}
 		return &List{items: keys}, nil
 	}
@@ -432,7 +462,7 @@ func fUnique(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	items, err := e.iterate(in)
+	items, err := e.readItems(in)
 	if err != nil {
 		return nil, err
 	}

@@ -98,9 +98,12 @@ func (e *evaluator) seqOf(v any) (seq, error) {
 	return seq{}, notIterable(v)
 }
 
-// viewSeq walks a dict from the data (keys, values or items) in place.
+// viewSeq walks a dict from the data (keys, values or items) in place, or a dict of the
+// template as it is now.
 func viewSeq(d any, kind byte) (seq, bool) {
 	switch m := d.(type) {
+	case *Dict:
+		return dictSeq(m, kind), true
 	case *record.Record:
 		return seq{rec: m, view: kind, n: m.Len()}, true
 	case map[string]any:
@@ -136,6 +139,19 @@ func (e *evaluator) iterate(v any) ([]any, error) {
 		out[i] = s.at(i)
 	}
 	return out, nil
+}
+
+// readItems returns the items of v to read at once, neither kept nor changed: a list's or a
+// tuple's own (x in l, l.extend(m), l|join, l|sort copied a list to read it), else
+// iterate's copy.
+func (e *evaluator) readItems(v any) ([]any, error) {
+	switch x := v.(type) {
+	case *List:
+		return x.items, nil
+	case Tuple:
+		return x, nil
+	}
+	return e.iterate(v)
 }
 
 // lengthOf is Python's len(v).
@@ -177,7 +193,7 @@ func lengthOf(v any) (int, error) {
 	return 0, fmt.Errorf("object of type '%s' has no len()", typeName(v))
 }
 
-// unpack splits v into n values (a, b = v).
+// unpack splits v into n values (a, b = v); the caller must not change them.
 func (e *evaluator) unpack(v any, n int) ([]any, error) {
 	if u, ok := v.(*Undefined); ok && u.err != nil {
 		return nil, u.err
@@ -192,9 +208,32 @@ func (e *evaluator) unpack(v any, n int) ([]any, error) {
 	if s.n < n {
 		return nil, fmt.Errorf("cannot unpack: not enough values to unpack (expected %d, got %d)", n, s.n)
 	}
+	// A tuple or a list of the template is its own items (the callers only read them): a, b
+	// = pair, and for k, v in pairs, made a copy per item.
+	switch {
+	case s.list != nil:
+		return s.list, nil
+	case s.live != nil:
+		return s.live.items, nil
+	}
 	out := make([]any, n)
 	for i := range out {
 		out[i] = s.at(i)
 	}
 	return out, nil
+}
+
+// dictSeq walks a template dict's keys, values or items as they are when the walk starts (a
+// loop's body may change the dict): its keys and values copied into one array, and a tuple
+// made only when an item is asked for as one (for k, v in d.items() binds the pair; a list
+// of tuples per loop was most of a small loop's cost).
+func dictSeq(d *Dict, kind byte) seq {
+	n := len(d.keys)
+	if n == 0 {
+		return seq{view: kind}
+	}
+	kv := make([]any, 2*n)
+	copy(kv, d.keys)
+	copy(kv[n:], d.vals)
+	return seq{dk: kv[:n:n], dv: kv[n:], view: kind, n: n}
 }

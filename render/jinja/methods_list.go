@@ -37,7 +37,7 @@ func (e *evaluator) listMethod(obj any, name string, a []any, kw map[string]any)
 		if err := argCount(name, a, 1, 1); err != nil {
 			return nil, err
 		}
-		items, err := e.iterate(a[0])
+		items, err := e.readItems(a[0]) // appended at once (l.extend(l) doubles l, as in Python)
 		if err != nil {
 			return nil, err
 		}
@@ -149,7 +149,18 @@ func sortValues(items []any, key func(any) (any, error), reverse bool) error {
 		}
 		keys[i] = k
 	}
-	idx := make([]int, len(items))
+	idx, err := sortOrder(keys, reverse)
+	if err != nil {
+		return err
+	}
+	place(items, idx)
+	return nil
+}
+
+// sortOrder is the order of keys sorted stably, as Python's sorted() (reverse keeps
+// stability): idx[i] is the index of the i-th key.
+func sortOrder(keys []any, reverse bool) ([]int, error) {
+	idx := make([]int, len(keys))
 	for i := range idx {
 		idx[i] = i
 	}
@@ -161,8 +172,7 @@ func sortValues(items []any, key func(any) (any, error), reverse bool) error {
 			}
 			return strings.Compare(strs[i], strs[j])
 		})
-		place(items, idx)
-		return nil
+		return idx, nil
 	}
 	var err error
 	sort.SliceStable(idx, func(i, j int) bool {
@@ -176,11 +186,7 @@ func sortValues(items []any, key func(any) (any, error), reverse bool) error {
 		}
 		return c < 0
 	})
-	if err != nil {
-		return err
-	}
-	place(items, idx)
-	return nil
+	return idx, err
 }
 
 // place puts items in the order idx gives (idx[i]: the index of the item to be i-th).

@@ -182,7 +182,8 @@ func (c *copier) copy(v any) (any, bool) {
 		c.seen[v] = out
 		return out, true
 	case *List:
-		out := &List{items: make([]any, len(x.items)), owner: c.owner}
+		out := newList(len(x.items)) // one object with its items (a module's small lists)
+		out.owner = c.owner
 		c.seen[v] = out
 		for i, e := range x.items {
 			cv, ok := c.copy(e)
@@ -193,7 +194,8 @@ func (c *copier) copy(v any) (any, bool) {
 		}
 		return out, true
 	case *Dict:
-		out := &Dict{keys: make([]any, len(x.keys)), vals: make([]any, len(x.vals)), owner: c.owner}
+		out := dictOfLen(len(x.keys)) // one object with its keys and values (small dicts)
+		out.owner = c.owner
 		c.seen[v] = out
 		for i, k := range x.keys {
 			switch k.(type) {
@@ -306,7 +308,9 @@ func viewModule(m *module, parent *frame) *module {
 			v.frame.vals[i] = rebind(x)
 		}
 	}
-	v.vars = &Dict{keys: append([]any(nil), m.vars.keys...), vals: make([]any, len(m.vars.vals)), index: m.vars.index.clone()}
+	v.vars = dictOfLen(len(m.vars.keys))
+	copy(v.vars.keys, m.vars.keys)
+	v.vars.index = m.vars.index.clone()
 	for i, x := range m.vars.vals {
 		v.vars.vals[i] = rebind(x)
 	}

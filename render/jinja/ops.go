@@ -677,7 +677,7 @@ func (e *evaluator) containsItem(container, item any) (bool, error) {
 		}
 		return false, nil
 	}
-	items, err := e.iterate(container)
+	items, err := e.readItems(container)
 	if err != nil {
 		return false, fmt.Errorf("argument of type '%s' is not iterable", typeName(container))
 	}

@@ -3,8 +3,10 @@ package jinja
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"maps"
 	"math/big"
+	"slices"
 	"sort"
 	"strings"
 
@@ -214,38 +216,102 @@ func (d *Dict) changing() {
 	}
 }
 
-// dictIndex finds a key's position: string keys (most keys) in a map of their own, with
-// smaller entries and a cheaper hash than hashKey's.
+// dictIndex finds a key's position in the dict's keys: string keys (most keys) in a hash
+// table of positions of their own (4 bytes a slot and no pointer for the GC to scan, where
+// a map[string]int held a copy of each key in 24-byte slots: the HTTPRoute model builds
+// dicts of 3,000 keys per build), others in a map by hashKey.
 type dictIndex struct {
-	str   map[string]int
+	seed  maphash.Seed
+	slots []int32 // 1 + the position of a string key, 0 for none: open addressing, linear probing
+	n     int     // string keys in slots (at most half of them)
 	other map[hashKey]int
 }
 
-func (x *dictIndex) get(k hashKey) (int, bool) {
+func newDictIndex(keys int) *dictIndex {
+	size := 16
+	for size < 2*keys {
+		size *= 2
+	}
+	return &dictIndex{seed: maphash.MakeSeed(), slots: make([]int32, size)}
+}
+
+// keyString is a string key's text (string, Markup and tainted keys are one key).
+func keyString(k any) string {
+	switch x := k.(type) {
+	case string:
+		return x
+	case Markup:
+		return string(x)
+	case *tainted:
+		return x.s
+	}
+	return ""
+}
+
+// str finds the string key s among keys.
+func (x *dictIndex) str(keys []any, s string) (int, bool) {
+	mask := uint64(len(x.slots) - 1)
+	for h := maphash.String(x.seed, s) & mask; ; h = (h + 1) & mask {
+		v := x.slots[h]
+		if v == 0 {
+			return 0, false
+		}
+		if keyString(keys[v-1]) == s {
+			return int(v - 1), true
+		}
+	}
+}
+
+func (x *dictIndex) get(keys []any, k hashKey) (int, bool) {
 	if k.kind == 's' {
-		i, ok := x.str[k.s]
-		return i, ok
+		return x.str(keys, k.s)
 	}
 	i, ok := x.other[k]
 	return i, ok
 }
 
-func (x *dictIndex) put(k hashKey, i int) {
-	if k.kind == 's' {
-		x.str[k.s] = i
+// put notes that keys[i] is k, a key not there yet.
+func (x *dictIndex) put(keys []any, k hashKey, i int) {
+	if k.kind != 's' {
+		if x.other == nil {
+			x.other = map[hashKey]int{}
+		}
+		x.other[k] = i
 		return
 	}
-	if x.other == nil {
-		x.other = map[hashKey]int{}
+	if 2*(x.n+1) > len(x.slots) {
+		x.grow(keys, i)
 	}
-	x.other[k] = i
+	x.place(k.s, i)
 }
 
+func (x *dictIndex) place(s string, i int) {
+	mask := uint64(len(x.slots) - 1)
+	h := maphash.String(x.seed, s) & mask
+	for x.slots[h] != 0 {
+		h = (h + 1) & mask
+	}
+	x.slots[h] = int32(i + 1)
+	x.n++
+}
+
+// grow doubles the table, with the string keys before position i in it again.
+func (x *dictIndex) grow(keys []any, i int) {
+	x.slots, x.n = make([]int32, 2*len(x.slots)), 0
+	for j, k := range keys[:i] {
+		switch k.(type) {
+		case string, Markup, *tainted:
+			x.place(keyString(k), j)
+		}
+	}
+}
+
+// clone is the index of a copy of the dict (the same keys in the same places).
 func (x *dictIndex) clone() *dictIndex {
 	if x == nil {
 		return nil
 	}
-	return &dictIndex{str: maps.Clone(x.str), other: maps.Clone(x.other)}
+	return &dictIndex{seed: x.seed, slots: slices.Clone(x.slots), n: x.n, other: maps.Clone(x.other)}
 }
 
 type hashKey struct {
@@ -309,21 +375,105 @@ func floatAsInt(f float64) (int64, bool) {
 	return 0, false
 }
 
+// newDict makes a dict with room for n keys (one for an empty one: {} is mostly made to be
+// set a key, in loops).
 func newDict(n int) *Dict {
-	if n == 0 {
-		return &Dict{}
+	d, kv := allocDict(n)
+	c := len(kv) / 2
+	d.keys, d.vals = kv[:0:c], kv[c:c:2*c]
+	return d
+}
+
+// dictOfLen makes a dict of n keys and values, all nil, to be filled in place (a copy).
+func dictOfLen(n int) *Dict {
+	d, kv := allocDict(n)
+	c := len(kv) / 2
+	d.keys, d.vals = kv[:n:c], kv[c:c+n:2*c]
+	return d
+}
+
+// allocDict allocates a dict and an array of 2*max(n, 1) for its keys and values, in one
+// object up to 4 keys (dicts are made in loops, per item: one object, not two). Keys and
+// values share the array, each half capped: one more key moves them to arrays of their own.
+func allocDict(n int) (*Dict, []any) {
+	switch {
+	case n <= 1:
+		p := new(struct {
+			d  Dict
+			kv [2]any
+		})
+		return &p.d, p.kv[:]
+	case n == 2:
+		p := new(struct {
+			d  Dict
+			kv [4]any
+		})
+		return &p.d, p.kv[:]
+	case n == 3:
+		p := new(struct {
+			d  Dict
+			kv [6]any
+		})
+		return &p.d, p.kv[:]
+	case n == 4:
+		p := new(struct {
+			d  Dict
+			kv [8]any
+		})
+		return &p.d, p.kv[:]
 	}
-	// Keys and values in one array, each half capped (one more key moves it to an array of
-	// its own): dicts are made in loops, per item.
-	kv := make([]any, 2*n)
-	return &Dict{keys: kv[:0:n], vals: kv[n : n : 2*n]}
+	return &Dict{}, make([]any, 2*n)
+}
+
+// newList makes a list of n items (len n, cap n), in one object with its items up to 4; an
+// empty one has room for one (an empty list is mostly made to be appended to, in loops:
+// room for one saved more objects than it cost bytes, room for two did not).
+func newList(n int) *List {
+	var l *List
+	var items []any
+	switch n {
+	case 0:
+		p := new(struct {
+			l List
+			a [1]any
+		})
+		l, items = &p.l, p.a[:0]
+	case 1:
+		p := new(struct {
+			l List
+			a [1]any
+		})
+		l, items = &p.l, p.a[:]
+	case 2:
+		p := new(struct {
+			l List
+			a [2]any
+		})
+		l, items = &p.l, p.a[:]
+	case 3:
+		p := new(struct {
+			l List
+			a [3]any
+		})
+		l, items = &p.l, p.a[:]
+	case 4:
+		p := new(struct {
+			l List
+			a [4]any
+		})
+		l, items = &p.l, p.a[:]
+	default:
+		l, items = &List{}, make([]any, n)
+	}
+	l.items = items
+	return l
 }
 
 const dictIndexAt = 8
 
 func (d *Dict) find(k hashKey) int {
 	if d.index != nil {
-		if i, ok := d.index.get(k); ok {
+		if i, ok := d.index.get(d.keys, k); ok {
 			return i
 		}
 		return -1
@@ -351,7 +501,7 @@ func (d *Dict) get(key any) (any, bool, error) {
 // getStr is get with a string key (the common case: attributes).
 func (d *Dict) getStr(key string) (any, bool) {
 	if d.index != nil {
-		if i, ok := d.index.str[key]; ok {
+		if i, ok := d.index.str(d.keys, key); ok {
 			return d.vals[i], true
 		}
 		return nil, false
@@ -403,7 +553,7 @@ func (d *Dict) set(key, val any) error {
 	d.keys = append(d.keys, key)
 	d.vals = append(d.vals, val)
 	if d.index != nil {
-		d.index.put(k, len(d.keys)-1)
+		d.index.put(d.keys, k, len(d.keys)-1)
 	} else if len(d.keys) > dictIndexAt {
 		d.reindex()
 	}
@@ -411,10 +561,10 @@ func (d *Dict) set(key, val any) error {
 }
 
 func (d *Dict) reindex() {
-	d.index = &dictIndex{str: make(map[string]int, len(d.keys))}
+	d.index = newDictIndex(len(d.keys))
 	for i, key := range d.keys {
 		k, _ := keyOf(key)
-		d.index.put(k, i)
+		d.index.put(d.keys, k, i)
 	}
 }
 
@@ -563,8 +713,10 @@ type seq struct {
 	maps []map[string]any
 	rec  *record.Record
 	keys []string // the sorted keys of a Go map from the data
-	m    any      // that map
-	view byte     // with rec or keys: viewKeys, viewValues or viewItems
+	dk   []any    // the keys of a template dict (dictSeq), dv its values
+	dv   []any
+	m    any  // that map
+	view byte // with rec or keys: viewKeys, viewValues or viewItems
 	rng  *rangeVal
 	n    int
 }
@@ -608,6 +760,14 @@ func (s *seq) at(i int) any {
 			return Tuple{fromData(k), v}
 		}
 		return fromData(k)
+	case s.dk != nil:
+		switch s.view {
+		case viewValues:
+			return s.dv[i]
+		case viewItems:
+			return Tuple{s.dk[i], s.dv[i]}
+		}
+		return s.dk[i]
 	case s.rng != nil:
 		return s.rng.at(int64(i))
 	}
@@ -625,6 +785,8 @@ func (s *seq) pair(i int) (k, v any, ok bool) {
 	case s.keys != nil:
 		v, _, _ := mapGetStr(s.m, s.keys[i])
 		return fromData(s.keys[i]), v, true
+	case s.dk != nil:
+		return s.dk[i], s.dv[i], true
 	}
 	return nil, nil, false
 }
