@@ -159,18 +159,7 @@ func TestLoopImportsReadKeys(t *testing.T) {
 			"part": `{% set lines = [item ~ own.get(item).p] %}`}, change: func(map[string]any) {}, reused: 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			srcs := map[string]string{"part": part, "t": main}
-			for k, v := range c.srcs {
-				srcs[k] = v
-			}
-			p, err := Compile(srcs, "t", Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, n := reusedAfterChange(t, renderOf(t, p), base, c.change, loopReused)
-			if n != c.reused {
-				t.Errorf("reused %d imports, want %d (output %q)", n, c.reused, got)
-			}
+			importsReused(t, map[string]string{"part": part, "t": main}, c.srcs, base, c.change, c.reused)
 		})
 	}
 }

@@ -70,18 +70,7 @@ func TestLoopImportsReuseOnlyWhatReadsTheSame(t *testing.T) {
 			change: func(map[string]any) {}, reused: 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			srcs := map[string]string{"part": part, "t": main}
-			for k, v := range c.srcs {
-				srcs[k] = v
-			}
-			p, err := Compile(srcs, "t", Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, n := reusedAfterChange(t, renderOf(t, p), base, c.change, loopReused)
-			if n != c.reused {
-				t.Errorf("reused %d imports, want %d (output %q)", n, c.reused, got)
-			}
+			importsReused(t, map[string]string{"part": part, "t": main}, c.srcs, base, c.change, c.reused)
 		})
 	}
 }
@@ -444,6 +433,22 @@ func reusedAfterChange(t *testing.T, render func(map[string]any, *Modules) strin
 		t.Errorf("%q, computed afresh %q", got, want)
 	}
 	return got, count(&cache) - before
+}
+
+// importsReused compiles srcs (over them: over, "t" the template), renders base then base
+// changed with one cache, and fails t unless the second render took want kept imports.
+func importsReused(t *testing.T, srcs, over map[string]string, base func() map[string]any, change func(map[string]any), want int) {
+	t.Helper()
+	for k, v := range over {
+		srcs[k] = v
+	}
+	p, err := Compile(srcs, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, n := reusedAfterChange(t, renderOf(t, p), base, change, loopReused); n != want {
+		t.Errorf("reused %d imports, want %d (output %q)", n, want, got)
+	}
 }
 
 // renderOf renders p, failing t on an error.
