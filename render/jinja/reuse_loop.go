@@ -218,7 +218,7 @@ func (c *ModuleCache) Sweep() {
 	clear(c.snaps)
 	c.gen++
 	if len(c.recs) > 4*len(c.loop)+1024 {
-		clear(c.recs) // the hashes of records gone (old versions of objects)
+		c.recs = nil // the hashes of records gone (old versions of objects); a map cleared keeps its room
 	}
 	if len(c.frees) > 64 {
 		clear(c.frees) // sources of templates since edited
@@ -403,6 +403,8 @@ func (c *ModuleCache) loopReads(vals, prev []any, memo map[any]*readMemo, reads 
 	defer c.mu.Unlock()
 	if c.seed == (maphash.Seed{}) {
 		c.seed = maphash.MakeSeed()
+	}
+	if c.recs == nil {
 		c.recs = map[*record.Record]uint64{}
 	}
 	var mh maphash.Hash
