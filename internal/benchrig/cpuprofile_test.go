@@ -48,10 +48,21 @@ func TestProfileCPUMergesItsChunks(t *testing.T) {
 	}
 	// Two chunks at least: the first, and the one under way when stopped (on a loaded machine
 	// the first may be seen late, when a third has started).
-	var secs int
-	if _, err := fmt.Sscanf(string(out[strings.Index(string(out), "Duration: ")+len("Duration: "):]), "%ds", &secs); err != nil || secs < 4 || !strings.Contains(string(out), "burnCPU") {
-		t.Errorf("the merged profile is not two chunks of 2 s or more showing burnCPU:\n%s", out)
+	if d, err := profileDuration(string(out)); err != nil || d < 4*time.Second || !strings.Contains(string(out), "burnCPU") {
+		t.Errorf("the merged profile is not two chunks of 2 s or more showing burnCPU (%v, %v):\n%s", d, err, out)
 	}
+}
+
+// profileDuration is the "Duration: 4.02s," of pprof -top's header, to the hundredth of a
+// second pprof prints (on a loaded machine a chunk of 2 s takes a little more: not whole
+// seconds).
+func profileDuration(top string) (time.Duration, error) {
+	_, rest, ok := strings.Cut(top, "Duration: ")
+	if !ok {
+		return 0, fmt.Errorf("no Duration in pprof's output")
+	}
+	field, _, _ := strings.Cut(rest, ",")
+	return time.ParseDuration(strings.TrimSpace(field))
 }
 
 // burnCPU spins until done is closed. Not inlined: the profile must name it (under -race the
@@ -70,5 +81,20 @@ func burnCPU(done <-chan struct{}) {
 			x += i * i
 		}
 		_ = x
+	}
+}
+
+func TestProfileDuration(t *testing.T) {
+	for top, want := range map[string]time.Duration{
+		"Type: cpu\nDuration: 4.02s, Total samples = 740ms (18.43%)\n": 4020 * time.Millisecond,
+		"Duration: 4s, Total samples = 3.9s (97.5%)":                   4 * time.Second,
+		"Duration: 10.5s, Total samples = 1s":                          10500 * time.Millisecond,
+	} {
+		if got, err := profileDuration(top); err != nil || got != want {
+			t.Errorf("profileDuration(%q) = %v, %v; want %v", top, got, err, want)
+		}
+	}
+	if _, err := profileDuration("Type: cpu"); err == nil {
+		t.Error("a header without Duration: no error")
 	}
 }
