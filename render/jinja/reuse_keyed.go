@@ -83,7 +83,7 @@ func (r *keyRecorder) site(pos int, obj any) *keyedRead {
 		return nil
 	}
 	k := r.reads[j]
-	if !isMapLike(obj) || !sameObject(obj, r.live[j]) {
+	if !isMapping(obj) || !sameObject(obj, r.live[j]) {
 		k.stop = true
 		return nil
 	}
@@ -140,7 +140,7 @@ func (k *keyedRead) same(v any) bool {
 	if len(k.looked) == 0 {
 		return true // never looked up: what v is does not matter
 	}
-	if !isMapLike(v) {
+	if !isMapping(v) {
 		return false
 	}
 	for _, l := range k.looked {
@@ -173,15 +173,6 @@ func plainKey(v any) bool {
 		return true
 	case float64:
 		return !math.IsNaN(x)
-	}
-	return false
-}
-
-// isMapLike says whether v is a value whose get a module calls (dictMethod).
-func isMapLike(v any) bool {
-	switch v.(type) {
-	case *Dict, map[string]any, map[string]string, *record.Record:
-		return true
 	}
 	return false
 }
