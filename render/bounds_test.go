@@ -39,8 +39,10 @@ func budgetErr(t *testing.T, err error, budget, flag string) {
 // budget), whatever keeps it busy.
 func TestTimeBudget(t *testing.T) {
 	cases := map[string]string{
-		"a loop that never ends":  "{% for i in range(10 ** 15) %}{% endfor %}",
-		"nested loops":            "{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}",
+		"a loop that never ends": "{% for i in range(10 ** 15) %}{% endfor %}",
+		// The inner loop reads i: iterations that read the same would be kept and written as
+		// they were (reuse_body.go), and a million of those can end within the budget.
+		"nested loops":            "{% for i in range(1000000) %}{% for j in range(i, i + 1000000) %}{% endfor %}{% endfor %}",
 		"recursive macro fan-out": "{% macro m(n) %}{% if n %}{{ m(n - 1) }}{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(60) }}",
 		"include fan-out":         "{% for i in range(10 ** 12) %}{% include 'part' %}{% endfor %}",
 	}
