@@ -250,7 +250,8 @@ func (c *ModuleCache) free(tree *parse.Tree) freeInfo {
 }
 
 // freeNames are the names a template's source reads: its parse.NameExprs and the namespaces
-// its `set ns.attr` assign to. A template that names another one, has blocks or uses pongo2's
+// its `set ns.attr` assign to, but for the names it sets before reading them (freeWalk.stmts).
+// A template that names another one, has blocks or uses pongo2's
 // statements is refused (ok false).
 func freeNames(tree *parse.Tree) freeInfo {
 	if len(tree.Refs) > 0 || tree.Extends || len(tree.Blocks) > 0 {
@@ -278,7 +279,7 @@ type freeWalk struct {
 	// keyed: calls X.get(KEY) on free names' constant chains are noted as keyed reads without
 	// chains (the loop bodies' walks: bodyWalk); the names' other uses read them whole.
 	keyed bool
-	bound map[string]int // names a loop, macro or with block of the template binds where the walk is
+	bound map[string]int // names the template binds where the walk is (loops, macros, sets: stmts)
 	names []string
 	sites []keyedSite // calls X.get(KEY) on free names' chains (freeNames)
 	ok    bool
