@@ -251,8 +251,8 @@ func (c *ModuleCache) free(tree *parse.Tree) freeInfo {
 
 // freeNames are the names a template's source reads: its parse.NameExprs and the namespaces
 // its `set ns.attr` assign to, but for the names it sets before reading them (freeWalk.stmts).
-// A template that names another one, has blocks or uses pongo2's
-// statements is refused (ok false).
+// A template that names another one, has blocks or uses pongo2's statements is refused (ok
+// false).
 func freeNames(tree *parse.Tree) freeInfo {
 	if len(tree.Refs) > 0 || tree.Extends || len(tree.Blocks) > 0 {
 		return freeInfo{}
