@@ -54,67 +54,19 @@ func bodyReads(s *parse.ForStmt) bodyInfo {
 	return bodyInfo{names: w.names, loop: w.loop, ok: true, loops: w.loops, reads: reads, sites: sites}
 }
 
-// bodyWalk is freeWalk with two more things: a name a statement list sets before reading it
-// is not read from outside (the list runs in a frame of its own: a loop's, a macro's, a with
-// block's), and the loop object of the loop walked (loop, where no inner loop binds it) is
-// read only by its position's attributes.
+// bodyWalk is freeWalk with two more things: the body is refused when it names another
+// template, and the loop object of the loop walked (loop, where no inner loop binds it) is
+// read only by its position's attributes. As freeWalk, a name a statement list sets before
+// reading it is not read from outside (freeWalk.stmts).
 type bodyWalk struct {
 	freeWalk
 	loop  bool
 	loops bool // a loop in the body
 }
 
-// stmts walks a statement list that runs in a frame of its own: a name its set, set block or
-// macro statement binds is bound for the statements after it.
-func (w *bodyWalk) stmts(list []parse.Stmt) {
-	var bound []string
-	for _, s := range list {
-		var names []string
-		switch x := s.(type) {
-		case *parse.SetStmt:
-			w.walk(reflect.ValueOf(x.X))
-			names = plainTargetNames(x.Target)
-			if names == nil {
-				w.walk(reflect.ValueOf(x.Target))
-			}
-		case *parse.SetBlockStmt:
-			w.walk(reflect.ValueOf(x.Filters))
-			w.walk(reflect.ValueOf(x.Body))
-			names = plainTargetNames(x.Target)
-			if names == nil {
-				w.walk(reflect.ValueOf(x.Target))
-			}
-		case *parse.MacroStmt:
-			w.walk(reflect.ValueOf(x))
-			names = []string{x.Macro.Name}
-		default:
-			w.walk(reflect.ValueOf(s))
-		}
-		w.bind(names, 1)
-		bound = append(bound, names...)
-	}
-	w.bind(bound, -1)
-}
-
-// plainTargetNames are the names a target binds when it binds names only (not ns.attr); nil
-// otherwise.
-func plainTargetNames(t parse.Target) []string {
-	if t.Attr != "" {
-		return nil
-	}
-	if t.Name != "" {
-		return []string{t.Name}
-	}
-	var out []string
-	for _, it := range t.Items {
-		n := plainTargetNames(it)
-		if n == nil {
-			return nil
-		}
-		out = append(out, n...)
-	}
-	return out
-}
+// stmts walks a statement list that runs in a frame of its own (freeWalk.stmts: what it sets
+// before reading it is its own).
+func (w *bodyWalk) stmts(list []parse.Stmt) { w.freeWalk.stmts(list, w.walk) }
 
 func (w *bodyWalk) walk(v reflect.Value) { walkTree(v, w.visit) }
 

@@ -17,7 +17,7 @@ func TestFreeReadsChains(t *testing.T) {
 		{`{{ r.metadata.name }}{{ r.spec.rules }}{{ r.spec.rules[0].x }}{{ r.metadata.name }}`, "r.metadata.name r.spec.rules"},
 		{`{{ r.a.b }}{{ r.a }}{{ r.a.c }}`, "r.a"},
 		{`{{ r.a.b.items() }}{{ r.c.append(1) }}{{ r.d.name.upper() }}{{ r.e.get.f }}`, "r.a.b r.c r.d.name r.e"},
-		{`{{ r.a }}{{ x }}{% set y = r.b %}{{ y.c }}`, "r.a r.b x y.c"},
+		{`{{ r.a }}{{ x }}{{ y.c }}{% set y = r.b %}{{ y.d }}`, "r.a r.b x y.c"},
 		// Bound where it is read: nothing of the importer's.
 		{`{% for r in xs %}{{ r.a }}{% endfor %}{% macro m(r) %}{{ r.b }}{% endmacro %}{% with r = 1 %}{{ r.c }}{% endwith %}`, "xs"},
 		// Any other use: whole.
@@ -30,7 +30,7 @@ func TestFreeReadsChains(t *testing.T) {
 		{`{{ r.a }}{{ r.get("a") }}`, "r"},
 		{`{{ r.a }}{{ r.items() }}`, "r"},
 		{`{{ r.a }}{{ r.keys }}`, "r"},
-		{`{% macro m(x) %}{% endmacro %}{{ r.a }}{{ m(r) }}`, "m r"},
+		{`{% macro m(x) %}{% endmacro %}{{ r.a }}{{ m(r) }}`, "r"},
 		{`{{ r.a }}{{ r["a"] }}`, "r"},
 		{`{{ r.a }}{% set r.b = 1 %}`, "r"},
 		{`{{ r.a }}{{ (r).b }}{{ [r][0].c }}`, "r"},

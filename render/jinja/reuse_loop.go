@@ -250,14 +250,15 @@ func (c *ModuleCache) free(tree *parse.Tree) freeInfo {
 }
 
 // freeNames are the names a template's source reads: its parse.NameExprs and the namespaces
-// its `set ns.attr` assign to. A template that names another one, has blocks or uses pongo2's
-// statements is refused (ok false).
+// its `set ns.attr` assign to, but for the names it sets before reading them (freeWalk.stmts).
+// A template that names another one, has blocks or uses pongo2's statements is refused (ok
+// false).
 func freeNames(tree *parse.Tree) freeInfo {
 	if len(tree.Refs) > 0 || tree.Extends || len(tree.Blocks) > 0 {
 		return freeInfo{}
 	}
 	w := freeWalk{seen: map[string]bool{}, bound: map[string]int{}, ok: true, chains: true}
-	w.walk(reflect.ValueOf(tree.Body))
+	w.stmts(tree.Body, w.walk) // what the module sets at its top before reading it is its own
 	if !w.ok || w.seen["self"] || w.seen["super"] {
 		return freeInfo{} // the importer's blocks: what they read is not here
 	}
@@ -278,7 +279,7 @@ type freeWalk struct {
 	// keyed: calls X.get(KEY) on free names' constant chains are noted as keyed reads without
 	// chains (the loop bodies' walks: bodyWalk); the names' other uses read them whole.
 	keyed bool
-	bound map[string]int // names a loop, macro or with block of the template binds where the walk is
+	bound map[string]int // names the template binds where the walk is (loops, macros, sets: stmts)
 	names []string
 	sites []keyedSite // calls X.get(KEY) on free names' chains (freeNames)
 	ok    bool
@@ -316,7 +317,7 @@ func (w *freeWalk) visit(v reflect.Value) bool {
 		return false
 	case *parse.MacroDef:
 		w.walkAll(x.Defaults)
-		w.scoped(append([]string{"varargs", "kwargs", "caller"}, x.Params...), x.Body)
+		w.scoped(append([]string{"varargs", "kwargs", "caller"}, x.Params...), nil, x.Body)
 		return false
 	case *parse.WithStmt:
 		w.walkAll(x.Values)
@@ -324,7 +325,7 @@ func (w *freeWalk) visit(v reflect.Value) bool {
 		for _, t := range x.Targets {
 			names = append(names, targetNames(t)...)
 		}
-		w.scoped(names, x.Body)
+		w.scoped(names, nil, x.Body)
 		return false
 	case *parse.AttrExpr:
 		if w.chains {
@@ -361,13 +362,13 @@ func (w *freeWalk) walkFor(x *parse.ForStmt) {
 
 func (w *freeWalk) walkAll(v any) { w.walk(reflect.ValueOf(v)) }
 
-// scoped walks parts where names are bound (a macro's parameters, a loop's or with block's
-// targets): what they read of those names is not read from the importer.
-func (w *freeWalk) scoped(names []string, parts ...any) {
+// scoped walks head (a loop's filter, if any) and body where names are bound (a macro's
+// parameters, a loop's or with block's targets): what they read of those names is not read
+// from the importer, nor what body (a frame of its own) sets before reading it (stmts).
+func (w *freeWalk) scoped(names []string, head parse.Expr, body []parse.Stmt) {
 	w.bind(names, 1)
-	for _, p := range parts {
-		w.walkAll(p)
-	}
+	w.walkAll(head)
+	w.stmts(body, w.walk)
 	w.bind(names, -1)
 }
 
