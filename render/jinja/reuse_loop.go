@@ -754,10 +754,12 @@ func (mc *ModuleCache) snapOf(v any) any {
 	return nil
 }
 
-// loopKeep keeps a copy of m, computed for key (source src) from the values vals (snap:
-// their copies taken before it ran), when nothing it did shows outside its values; apart: by a
-// render apart, until the next Sweep only.
-func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *module, apart bool) *loopEntry {
+// loopKeep keeps m, computed for key (source src) by the render e from the values vals (snap:
+// their copies taken before it ran), when nothing it did shows outside its values: m itself,
+// lent to e, when it can be (ownModule), else a copy. A render apart's is kept until the next
+// Sweep only, and is a copy.
+func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *module, e *evaluator) *loopEntry {
+	apart := e.shared.Apart
 	if !sameReads(snap, vals, nil) {
 		return nil // it changed what it was given
 	}
@@ -786,18 +788,31 @@ func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *m
 		}
 	}
 	// Its dicts and lists are its: a change of one, once lent, spoils it (one never lent is
-	// copied for each import: nobody changes it).
+	// copied for each import: nobody changes it). m itself when it can be lent: the values the
+	// importer takes from it (the Ingress example's routes merge its parts' dicts) are then the
+	// ones kept, which a module kept for the next render holds as they are (adopter.lean), not
+	// a copy of them beside the copy kept here. Not a render apart's: the syncs' renders may
+	// take what it keeps while it still changes what it has.
 	le := &loopEntry{src: src, vals: snap}
-	mod, ok, _ := copyModuleOwned(m, nil, &le.loan)
-	if !ok {
-		return nil
+	own := !apart && ownModule(m, &le.loan)
+	if own {
+		le.mod, le.lendable = detachModule(m), true
+	} else {
+		mod, ok, _ := copyModuleOwned(m, nil, &le.loan)
+		if !ok {
+			return nil
+		}
+		le.mod, le.lendable = mod, lendable(mod)
 	}
-	le.mod, le.lendable = mod, lendable(mod)
 	le.whole = le.lendable
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.loop == nil {
 		c.loop = map[uint64][]*loopEntry{}
+	}
+	if own {
+		le.holder = e // the render has m: lent to it until it ends, as one taken (takeEntry)
+		e.lent = append(e.lent, le)
 	}
 	le.used, le.apart = c.gen, apart
 	c.loop[h] = append(c.loop[h], le)
@@ -805,6 +820,18 @@ func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *m
 		c.apartMade++
 	}
 	return le
+}
+
+// detachModule is m (a module imported in a loop, kept as it is: loopKeep) with a top level of
+// its own in front of no frame: what is kept holds nothing of the importer's frames. Its
+// values are m's.
+func detachModule(m *module) *module {
+	d := *m
+	if m.frame != nil {
+		d.frame = &frame{names: slices.Clone(m.frame.names), vals: slices.Clone(m.frame.vals), ctx: m.frame.ctx}
+		keep(d.frame)
+	}
+	return &d
 }
 
 // release ends the loans of the modules lent to a render (loopReuse).
