@@ -47,6 +47,9 @@ type loopEntry struct {
 	// apart: made by a render apart (Modules.Apart) and used by no other render since: the
 	// next Sweep forgets it.
 	apart bool
+	// made: the module the render it is lent to made, kept as it is (loopKeep): a change of
+	// it by that render leaves a copy of it as it was in its place (renewEntry)
+	made bool
 }
 
 // loan is what the dicts and lists of a value know they are part of (their owner): a
@@ -812,6 +815,8 @@ func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *m
 	}
 	if own {
 		le.holder = e // the render has m: lent to it until it ends, as one taken (takeEntry)
+		le.made = true
+		le.onSpoil = func() { c.renewEntry(h, le) }
 		e.lent = append(e.lent, le)
 	}
 	le.used, le.apart = c.gen, apart
@@ -834,12 +839,37 @@ func detachModule(m *module) *module {
 	return &d
 }
 
+// renewEntry is the copy on write of le, a module kept as the render it is lent to made it
+// (loopKeep): that render is about to change one of its values, so a copy of it as it still
+// is takes its place for the next renders (the copy loopKeep would otherwise have kept). One
+// taken by a later render and changed is not copied: it serves no more.
+func (c *ModuleCache) renewEntry(h uint64, le *loopEntry) {
+	c.mu.Lock()
+	made := le.made
+	c.mu.Unlock()
+	if !made {
+		return
+	}
+	le2 := &loopEntry{src: le.src, vals: le.vals, lendable: true}
+	mod, ok, _ := copyModuleOwned(le.mod, nil, &le2.loan) // only its render changes it: as it still is
+	if !ok {
+		return
+	}
+	le2.mod, le2.whole = mod, true
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	le2.used, le2.apart = le.used, le.apart
+	if i := slices.Index(c.loop[h], le); i >= 0 {
+		c.loop[h][i] = le2
+	}
+}
+
 // release ends the loans of the modules lent to a render (loopReuse).
 func (c *ModuleCache) release(lent []*loopEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, le := range lent {
-		le.holder = nil
+		le.holder, le.made = nil, false
 	}
 }
 
