@@ -38,7 +38,7 @@ import (
 type loopEntry struct {
 	src  string  // the module's source
 	vals []any   // the values read, in freeInfo's order (reads, else names; absent: notSet)
-	mod  *module // a copy nobody changes but the render it is lent to (spoiled then)
+	mod  *module // as its render made it, or a copy: nobody changes it but the render it is lent to (spoiled then)
 	used uint64  // the last generation (Sweep) it served or was made in
 	// lendable: mod holds no macro or tuple, and its dicts and lists know they are its
 	// (owner): it is handed out itself, not copied, to one render at a time (holder).
@@ -794,8 +794,8 @@ func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *m
 	// copied for each import: nobody changes it). m itself when it can be lent: the values the
 	// importer takes from it (the Ingress example's routes merge its parts' dicts) are then the
 	// ones kept, which a module kept for the next render holds as they are (adopter.lean), not
-	// a copy of them beside the copy kept here. Not a render apart's: the syncs' renders may
-	// take what it keeps while it still changes what it has.
+	// a copy of them beside the copy kept here. Not by a render apart: it runs beside the
+	// syncs' renders, which could not take what it kept while it has it (a copy, then).
 	le := &loopEntry{src: src, vals: snap}
 	own := !apart && ownModule(m, &le.loan)
 	if own {
