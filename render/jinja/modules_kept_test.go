@@ -344,9 +344,10 @@ func TestKeptModuleSharesItsPartsFromTheFirstRender(t *testing.T) {
 			`{% do all.update({item: p.d}) %}{% do ls.append(p.lines) %}{% endfor %}`,
 		"a": `{% import "m" as r with context %}{% for k, v in r.all|dictsort %}{{ k }}={{ v.k }};{% endfor %}{{ r.ls|map("join")|join }}`,
 		"w": `{% for item in items %}{% import "part" as p with context %}{% do p.d.update({"k": "!"}) %}{% do p.lines.append("!") %}{% endfor %}`,
+		"c": `{% import "m" as r with context %}{% do r.all.x.update({"k": "!"}) %}{% do r.ls[1].append("!") %}{{ r.all.x.k }}{{ r.ls|map("join")|join }}`,
 	}
 	progs := map[string]*Program{}
-	for _, main := range []string{"a", "w"} {
+	for _, main := range []string{"a", "w", "c"} {
 		p, err := Compile(srcs, main, Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -403,5 +404,32 @@ func TestKeptModuleSharesItsPartsFromTheFirstRender(t *testing.T) {
 		if got := render("a"); got != want {
 			t.Fatalf("after a render changed the parts: %q, want %q", got, want)
 		}
+	}
+	// The render that made the parts and the module changes them, through the module: the
+	// next renders take both as they were.
+	cache = ModuleCache{}
+	if got := render("c"); got != "!xy!" {
+		t.Fatalf("the render changing what it made: %q, want !xy!", got)
+	}
+	for range 2 {
+		if got := render("a"); got != want {
+			t.Fatalf("after the first render changed its parts: %q, want %q", got, want)
+		}
+	}
+	if cache.Reused() != 2 {
+		t.Errorf("the module kept was taken %d times, want 2 (a copy of it as it was)", cache.Reused())
+	}
+	n := 0
+	for _, list := range cache.loop {
+		for _, le := range list {
+			n++
+			d, _ := le.mod.vars.getStr("d")
+			if k, _ := d.(*Dict).getStr("k"); le.spoiled.Load() || k == "!" {
+				t.Errorf("a part kept spoiled (%v) or changed (%v), want a copy as it was", le.spoiled.Load(), k)
+			}
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d parts kept, want 2: copies of those the first render changed", n)
 	}
 }
