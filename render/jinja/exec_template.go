@@ -234,7 +234,7 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 		e.modules[key] = m
 	}
 	if lr != nil {
-		lr.run.list = append(lr.run.list, e.shared.Across.loopKeep(key, t.tree.Src, lr.vals, lr.snap, lr.hash, m, e.shared.Apart))
+		lr.run.list = append(lr.run.list, e.shared.Across.loopKeep(key, t.tree.Src, lr.vals, lr.snap, lr.hash, m, e))
 		e.recycleVals(lr.vals)
 	}
 	if share {

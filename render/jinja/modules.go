@@ -325,7 +325,25 @@ func viewModule(m *module, parent *frame) *module {
 // nothing changed (a copy is kept).
 func adoptModule(m *module, l *loan) (on []*loan, ok bool) {
 	a := &adopter{l: l, from: m.frame}
-	ok = true
+	if !a.module(m) {
+		return nil, false
+	}
+	for o := range a.on {
+		on = append(on, o)
+	}
+	return on, true
+}
+
+// ownModule makes m's dicts and lists l's, when m can be lent as it is (lendable) and none of
+// them is another's (a loan's still): a module imported in a loop, kept as the render made it
+// rather than a copy (loopKeep). false: nothing changed.
+func ownModule(m *module, l *loan) bool {
+	return lendable(m) && (&adopter{l: l, from: m.frame, alone: true}).module(m)
+}
+
+// module adopts m's values (adoptModule); false: none adopted, and a.l depends on no loan.
+func (a *adopter) module(m *module) bool {
+	ok := true
 	if m.frame != nil {
 		for _, v := range m.frame.vals {
 			if ok = a.adopt(v, 0); !ok {
@@ -336,28 +354,26 @@ func adoptModule(m *module, l *loan) (on []*loan, ok bool) {
 	if ok {
 		ok = a.adopt(m.vars, -1) // the exported names are the top level's
 	}
-	if !ok {
-		if m.frame != nil {
-			for _, v := range m.frame.vals {
-				disown(v, l)
-			}
-		}
-		disown(m.vars, l)
-		for o := range a.on {
-			o.undepend(l)
-		}
-		return nil, false
+	if ok {
+		return true
 	}
+	if m.frame != nil {
+		for _, v := range m.frame.vals {
+			disown(v, a.l)
+		}
+	}
+	disown(m.vars, a.l)
 	for o := range a.on {
-		on = append(on, o)
+		o.undepend(a.l)
 	}
-	return on, true
+	return false
 }
 
 type adopter struct {
-	l    *loan
-	from *frame
-	on   map[*loan]bool // the loans whose values the module holds as they are (lean)
+	l     *loan
+	from  *frame
+	on    map[*loan]bool // the loans whose values the module holds as they are (lean)
+	alone bool           // leans on no loan: a value another's fails
 }
 
 // lean makes a.l a dependent of o, the owner of a dict or list the module holds, rather than
@@ -367,7 +383,7 @@ func (a *adopter) lean(o *loan) bool {
 	if a.on[o] {
 		return true
 	}
-	if !o.whole || !o.depend(a.l) {
+	if a.alone || !o.whole || !o.depend(a.l) {
 		return false
 	}
 	if a.on == nil {

@@ -331,3 +331,105 @@ func TestKeptModuleNoLongerKeptLeavesItsParts(t *testing.T) {
 		t.Fatalf("the module kept: %v, want one holding the 2 parts", k)
 	}
 }
+
+// A module kept for the next render that merged the values of modules imported in its loop (the
+// Ingress example's routes and their blocks' parts) holds the parts' kept values themselves,
+// from the first render on: the parts are kept as that render made them, not a copy beside the
+// values the module took. A render that changes a part's value spoils both, before the change:
+// the next renders are still those of a fresh render.
+func TestKeptModuleSharesItsPartsFromTheFirstRender(t *testing.T) {
+	srcs := map[string]string{
+		"part": `{% set d = {"k": item} %}{% set lines = [item] %}`,
+		"m": `{% set all = {} %}{% set ls = [] %}{% for item in items %}{% import "part" as p with context %}` +
+			`{% do all.update({item: p.d}) %}{% do ls.append(p.lines) %}{% endfor %}`,
+		"a": `{% import "m" as r with context %}{% for k, v in r.all|dictsort %}{{ k }}={{ v.k }};{% endfor %}{{ r.ls|map("join")|join }}`,
+		"w": `{% for item in items %}{% import "part" as p with context %}{% do p.d.update({"k": "!"}) %}{% do p.lines.append("!") %}{% endfor %}`,
+		"c": `{% import "m" as r with context %}{% do r.all.x.update({"k": "!"}) %}{% do r.ls[1].append("!") %}{{ r.all.x.k }}{{ r.ls|map("join")|join }}`,
+	}
+	progs := map[string]*Program{}
+	for _, main := range []string{"a", "w", "c"} {
+		p, err := Compile(srcs, main, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		progs[main] = p
+	}
+	var cache ModuleCache
+	vars := map[string]any{"items": []any{"x", "y"}}
+	render := func(main string) string {
+		out := render1(t, progs[main], vars, &Modules{Across: &cache})
+		cache.Sweep()
+		return out
+	}
+	want := render1(t, progs["a"], vars, nil)
+	if got := render("a"); got != want {
+		t.Fatalf("first render: %q, want %q", got, want)
+	}
+	// The parts' values, as kept.
+	parts := map[any]bool{}
+	for _, list := range cache.loop {
+		for _, le := range list {
+			if le.spoiled.Load() || le.holder != nil {
+				t.Fatalf("a part kept spoiled (%v) or still lent (%v)", le.spoiled.Load(), le.holder != nil)
+			}
+			for _, name := range []string{"d", "lines"} {
+				v, _ := le.mod.vars.getStr(name)
+				parts[v] = true
+			}
+		}
+	}
+	k := cache.m["m"]
+	if k == nil || len(parts) != 4 {
+		t.Fatalf("kept: the module %v, %d parts' values, want the module and 4", k, len(parts))
+	}
+	all, _ := k.mod.vars.getStr("all")
+	ls, _ := k.mod.vars.getStr("ls")
+	held := append(slices.Clone(all.(*Dict).vals), ls.(*List).items...)
+	for _, v := range held {
+		if !parts[v] {
+			t.Fatalf("the module kept holds %v, not a part's kept value: a copy", v)
+		}
+	}
+	if len(k.depOn) != 2 {
+		t.Fatalf("the module kept depends on %d parts, want 2", len(k.depOn))
+	}
+	if got := render("a"); got != want {
+		t.Fatalf("second render: %q, want %q", got, want)
+	}
+	render("w") // lent the parts, and changes them
+	if !k.spoiled.Load() {
+		t.Fatalf("a part changed, the module holding its values not spoiled")
+	}
+	for range 2 {
+		if got := render("a"); got != want {
+			t.Fatalf("after a render changed the parts: %q, want %q", got, want)
+		}
+	}
+	// The render that made the parts and the module changes them, through the module: the
+	// next renders take both as they were.
+	cache = ModuleCache{}
+	if got := render("c"); got != "!xy!" {
+		t.Fatalf("the render changing what it made: %q, want !xy!", got)
+	}
+	for range 2 {
+		if got := render("a"); got != want {
+			t.Fatalf("after the first render changed its parts: %q, want %q", got, want)
+		}
+	}
+	if cache.Reused() != 2 {
+		t.Errorf("the module kept was taken %d times, want 2 (a copy of it as it was)", cache.Reused())
+	}
+	n := 0
+	for _, list := range cache.loop {
+		for _, le := range list {
+			n++
+			d, _ := le.mod.vars.getStr("d")
+			if k, _ := d.(*Dict).getStr("k"); le.spoiled.Load() || k == "!" {
+				t.Errorf("a part kept spoiled (%v) or changed (%v), want a copy as it was", le.spoiled.Load(), k)
+			}
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d parts kept, want 2: copies of those the first render changed", n)
+	}
+}

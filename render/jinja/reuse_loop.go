@@ -38,7 +38,7 @@ import (
 type loopEntry struct {
 	src  string  // the module's source
 	vals []any   // the values read, in freeInfo's order (reads, else names; absent: notSet)
-	mod  *module // a copy nobody changes but the render it is lent to (spoiled then)
+	mod  *module // as its render made it, or a copy: nobody changes it but the render it is lent to (spoiled then)
 	used uint64  // the last generation (Sweep) it served or was made in
 	// lendable: mod holds no macro or tuple, and its dicts and lists know they are its
 	// (owner): it is handed out itself, not copied, to one render at a time (holder).
@@ -47,6 +47,9 @@ type loopEntry struct {
 	// apart: made by a render apart (Modules.Apart) and used by no other render since: the
 	// next Sweep forgets it.
 	apart bool
+	// made: the module the render it is lent to made, kept as it is (loopKeep): a change of
+	// it by that render leaves a copy of it as it was in its place (renewEntry)
+	made bool
 }
 
 // loan is what the dicts and lists of a value know they are part of (their owner): a
@@ -754,10 +757,12 @@ func (mc *ModuleCache) snapOf(v any) any {
 	return nil
 }
 
-// loopKeep keeps a copy of m, computed for key (source src) from the values vals (snap:
-// their copies taken before it ran), when nothing it did shows outside its values; apart: by a
-// render apart, until the next Sweep only.
-func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *module, apart bool) *loopEntry {
+// loopKeep keeps m, computed for key (source src) by the render e from the values vals (snap:
+// their copies taken before it ran), when nothing it did shows outside its values: m itself,
+// lent to e, when it can be (ownModule), else a copy. A render apart's is kept until the next
+// Sweep only, and is a copy.
+func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *module, e *evaluator) *loopEntry {
+	apart := e.shared.Apart
 	if !sameReads(snap, vals, nil) {
 		return nil // it changed what it was given
 	}
@@ -786,18 +791,33 @@ func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *m
 		}
 	}
 	// Its dicts and lists are its: a change of one, once lent, spoils it (one never lent is
-	// copied for each import: nobody changes it).
+	// copied for each import: nobody changes it). m itself when it can be lent: the values the
+	// importer takes from it (the Ingress example's routes merge its parts' dicts) are then the
+	// ones kept, which a module kept for the next render holds as they are (adopter.lean), not
+	// a copy of them beside the copy kept here. Not by a render apart: it runs beside the
+	// syncs' renders, which could not take what it kept while it has it (a copy, then).
 	le := &loopEntry{src: src, vals: snap}
-	mod, ok, _ := copyModuleOwned(m, nil, &le.loan)
-	if !ok {
-		return nil
+	own := !apart && ownModule(m, &le.loan)
+	if own {
+		le.mod, le.lendable = detachModule(m), true
+	} else {
+		mod, ok, _ := copyModuleOwned(m, nil, &le.loan)
+		if !ok {
+			return nil
+		}
+		le.mod, le.lendable = mod, lendable(mod)
 	}
-	le.mod, le.lendable = mod, lendable(mod)
 	le.whole = le.lendable
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.loop == nil {
 		c.loop = map[uint64][]*loopEntry{}
+	}
+	if own {
+		le.holder = e // the render has m: lent to it until it ends, as one taken (takeEntry)
+		le.made = true
+		le.onSpoil = func() { c.renewEntry(h, le) }
+		e.lent = append(e.lent, le)
 	}
 	le.used, le.apart = c.gen, apart
 	c.loop[h] = append(c.loop[h], le)
@@ -807,12 +827,49 @@ func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *m
 	return le
 }
 
+// detachModule is m (a module imported in a loop, kept as it is: loopKeep) with a top level of
+// its own in front of no frame: what is kept holds nothing of the importer's frames. Its
+// values are m's.
+func detachModule(m *module) *module {
+	d := *m
+	if m.frame != nil {
+		d.frame = &frame{names: slices.Clone(m.frame.names), vals: slices.Clone(m.frame.vals), ctx: m.frame.ctx}
+		keep(d.frame)
+	}
+	return &d
+}
+
+// renewEntry is the copy on write of le, a module kept as the render it is lent to made it
+// (loopKeep): that render is about to change one of its values, so a copy of it as it still
+// is takes its place for the next renders (the copy loopKeep would otherwise have kept). One
+// taken by a later render and changed is not copied: it serves no more.
+func (c *ModuleCache) renewEntry(h uint64, le *loopEntry) {
+	c.mu.Lock()
+	made := le.made
+	c.mu.Unlock()
+	if !made {
+		return
+	}
+	le2 := &loopEntry{src: le.src, vals: le.vals, lendable: true}
+	mod, ok, _ := copyModuleOwned(le.mod, nil, &le2.loan) // only its render changes it: as it still is
+	if !ok {
+		return
+	}
+	le2.mod, le2.whole = mod, true
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	le2.used, le2.apart = le.used, le.apart
+	if i := slices.Index(c.loop[h], le); i >= 0 {
+		c.loop[h][i] = le2
+	}
+}
+
 // release ends the loans of the modules lent to a render (loopReuse).
 func (c *ModuleCache) release(lent []*loopEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, le := range lent {
-		le.holder = nil
+		le.holder, le.made = nil, false
 	}
 }
 

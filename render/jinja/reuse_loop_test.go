@@ -500,3 +500,43 @@ func TestLoopImportsOfLargeBlocksOfRecordsAreKept(t *testing.T) {
 		t.Errorf("one record of the second block changed: %d of 2 blocks' parts reused, want 1", reused)
 	}
 }
+
+// A module imported in a loop is kept as the render made it: a change of its values by that
+// render after the import (every way there is) leaves a copy of it as it was in its place, so
+// that the next render takes it unchanged, and takes it again (a render that changes nothing).
+func TestLoopImportKeptAsMadeChangedByItsRender(t *testing.T) {
+	part := `{% set lines = [item, "z"] %}{% set d = {"k": item, "inner": [1], "m": {"x": 1}} %}{% set ns = namespace(v=item) %}`
+	for _, c := range []struct{ name, change string }{
+		{"list append", `{% do p.lines.append("!") %}`},
+		{"list sort", `{% do p.lines.sort(reverse=true) %}`},
+		{"dict update", `{% do p.d.update({"k": "!"}) %}`},
+		{"dict pop", `{% do p.d.pop("k") %}`},
+		{"a namespace's attribute", `{% set n = p.ns %}{% set n.v = "!" %}`},
+		{"a list inside a dict", `{% do p.d.inner.append(2) %}`},
+		{"a dict inside a dict", `{% do p.d.m.update({"y": 2}) %}`},
+		{"stored by the template, changed later", `{% do acc.update({item: p.d}) %}{% do acc[item].update({"k": "!"}) %}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			main := `{% set acc = {} %}{% set out = [] %}{% for item in items %}{% import "part" as p with context %}` +
+				`{% do out.append(p.lines|join("+") ~ ":" ~ p.d|dictsort ~ ":" ~ p.ns.v) %}` +
+				`{% if change %}` + c.change + `{% endif %}{% endfor %}{{ out|join(",") }}`
+			p, err := Compile(map[string]string{"part": part, "t": main}, "t", Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cache ModuleCache
+			for i, change := range []bool{true, false, false} {
+				vars := map[string]any{"items": []any{"a", "b"}, "change": change}
+				before := cache.LoopReused()
+				got := render1(t, p, vars, &Modules{Across: &cache})
+				cache.Sweep()
+				if want := render1(t, p, vars, nil); got != want {
+					t.Fatalf("render %d: %q, computed afresh %q", i+1, got, want)
+				}
+				if n := cache.LoopReused() - before; n != []int{0, 2, 2}[i] {
+					t.Errorf("render %d reused %d parts, want %d", i+1, n, []int{0, 2, 2}[i])
+				}
+			}
+		})
+	}
+}
