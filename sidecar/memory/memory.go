@@ -149,6 +149,17 @@ type Tidier struct {
 	collect    func()      // runtime.GC; tests set another
 	release    func()      // debug.FreeOSMemory; tests set another
 	read       func() Heap // readHeap; tests set another
+	// pageOut, when set, hands back the binary's pages at Idle (ReleaseBinaryPages; tests
+	// set another); onPageOutError hears why it failed, after which it is not tried again.
+	pageOut        func() (uintptr, error)
+	onPageOutError func(error)
+}
+
+// ReleaseBinaryPages makes Idle hand back the pages of the sidecar's binary too
+// (ReleaseBinaryPages); where that fails (not Linux, a kernel before 5.4), failed hears why
+// once and Idle stops trying.
+func (t *Tidier) ReleaseBinaryPages(failed func(error)) {
+	t.pageOut, t.onPageOutError = ReleaseBinaryPages, failed
 }
 
 // Tidier returns the tidier of the heap after each sync.
@@ -195,7 +206,9 @@ const idleThreshold = 1 << 20
 // it mapped; Go's scavenger returns free heap only down to about the heap's goal, which that
 // room raises) and the last sync's garbage. GOGC stays as TidyFor set it: the next sync has
 // its room again, in pages the kernel gives back at first touch (about 1 ms per 4 MB).
-// 1,000 services x 10 pods: 2-6 MB of RSS once idle (docs/performance.md).
+// 1,000 services x 10 pods: 2-6 MB of RSS once idle (docs/performance.md). With
+// ReleaseBinaryPages, the binary's pages go back too: those the next sync needs are read
+// again then, as the heap's pages are.
 func (t *Tidier) Idle() {
 	h := t.read()
 	garbage := uint64(0)
@@ -204,6 +217,14 @@ func (t *Tidier) Idle() {
 	}
 	if h.Free > idleThreshold || garbage > idleThreshold {
 		t.release()
+	}
+	if t.pageOut != nil {
+		if _, err := t.pageOut(); err != nil {
+			t.pageOut = nil
+			if t.onPageOutError != nil {
+				t.onPageOutError(err)
+			}
+		}
 	}
 }
 
