@@ -153,10 +153,11 @@ type Tidier struct {
 	// set another); onPageOutError hears why it failed, after which it is not tried again.
 	pageOut        func() (uintptr, error)
 	onPageOutError func(error)
+	synced         bool // AfterSync ran once
 }
 
-// ReleaseBinaryPages makes Idle hand back the pages of the sidecar's binary too
-// (ReleaseBinaryPages); where that fails (not Linux, a kernel before 5.4), failed hears why
+// ReleaseBinaryPages makes the first AfterSync and each Idle hand back the pages of the
+// sidecar's binary too (ReleaseBinaryPages); where that fails (not Linux, a kernel before 5.4), failed hears why
 // once and Idle stops trying.
 func (t *Tidier) ReleaseBinaryPages(failed func(error)) {
 	t.pageOut, t.onPageOutError = ReleaseBinaryPages, failed
@@ -171,6 +172,13 @@ func (m Settings) Tidier() *Tidier {
 // per sync, after the configuration is live); a collection in the background, so that a
 // change coming meanwhile is not held up by it. It is called from one goroutine.
 func (t *Tidier) AfterSync() {
+	if !t.synced {
+		// What only the start used (the dependencies' initialisation, the first lists, the
+		// template's compilation) goes back at once: the syncs to come, with their peaks of
+		// heap, need about a third of the binary's pages.
+		t.synced = true
+		t.releasePages()
+	}
 	h := t.read()
 	allocs := h.Allocated // the total so far, until made the difference below
 	h.Allocated = 0
@@ -218,12 +226,18 @@ func (t *Tidier) Idle() {
 	if h.Free > idleThreshold || garbage > idleThreshold {
 		t.release()
 	}
-	if t.pageOut != nil {
-		if _, err := t.pageOut(); err != nil {
-			t.pageOut = nil
-			if t.onPageOutError != nil {
-				t.onPageOutError(err)
-			}
+	t.releasePages()
+}
+
+// releasePages hands back the binary's pages, when asked (ReleaseBinaryPages).
+func (t *Tidier) releasePages() {
+	if t.pageOut == nil {
+		return
+	}
+	if _, err := t.pageOut(); err != nil {
+		t.pageOut = nil
+		if t.onPageOutError != nil {
+			t.onPageOutError(err)
 		}
 	}
 }

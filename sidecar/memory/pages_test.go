@@ -34,8 +34,8 @@ c000000000-c004000000 rw-p 00000000 00:00 0
 	}
 }
 
-// TestIdleReleasesBinaryPages: Idle hands the binary's pages back each time, when asked to;
-// where that fails it says why once and stops trying.
+// TestIdleReleasesBinaryPages: the first sync's end and each Idle hand the binary's pages
+// back, when asked to; where that fails it says why once and stops trying.
 func TestIdleReleasesBinaryPages(t *testing.T) {
 	quiet := func() Heap { return Heap{Live: 9 << 20, Objects: 9 << 20} }
 	t.Run("asked", func(t *testing.T) {
@@ -48,6 +48,20 @@ func TestIdleReleasesBinaryPages(t *testing.T) {
 		tidier.Idle()
 		if calls != 2 {
 			t.Errorf("handed back %d times in 2 idle periods, want 2", calls)
+		}
+	})
+	t.Run("after the first sync only", func(t *testing.T) {
+		calls := 0
+		tidier := Settings{gcPercent: 40}.Tidier()
+		tidier.read = quiet
+		tidier.collect, tidier.release = func() {}, func() {}
+		tidier.ReleaseBinaryPages(func(err error) { t.Errorf("failed: %v", err) })
+		tidier.pageOut = func() (uintptr, error) { calls++; return 1 << 20, nil }
+		for range 3 {
+			tidier.AfterSync()
+		}
+		if calls != 1 {
+			t.Errorf("handed back after %d of 3 syncs, want after the first only", calls)
 		}
 	})
 	t.Run("not asked", func(t *testing.T) {
