@@ -192,6 +192,7 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 		if m, lr = e.loopImport(key, t, f); m != nil {
 			return m, nil
 		}
+		e.shared.Across.loopComputed(key)
 	}
 	e.depth++
 	defer func() { e.depth-- }()

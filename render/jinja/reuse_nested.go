@@ -225,3 +225,26 @@ func (le *loopEntry) useParts(gen uint64, depth int) {
 		p.useParts(gen, depth+1)
 	}
 }
+
+// loopComputed counts an import of key inside a template that computed its module.
+func (c *ModuleCache) loopComputed(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.computed == nil {
+		c.computed = map[string]int{}
+	}
+	c.computed[key]++
+}
+
+// LoopComputed is how many imports with context inside a template (not at its top) computed
+// their module; of the modules keys only. With blocks (a module importing a part per item),
+// the items whose parts were neither computed nor taken are those of blocks taken whole.
+func (c *ModuleCache) LoopComputed(keys ...string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, k := range keys {
+		n += c.computed[k]
+	}
+	return n
+}
