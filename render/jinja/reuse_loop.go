@@ -889,7 +889,7 @@ func (c *ModuleCache) renewEntry(h uint64, le *loopEntry) {
 	if !made {
 		return
 	}
-	le2 := &loopEntry{src: le.src, vals: le.vals, lendable: true}
+	le2 := &loopEntry{src: le.src, vals: le.vals, lendable: true, parts: le.parts}
 	mod, ok, _ := copyModuleOwned(le.mod, nil, &le2.loan) // only its render changes it: as it still is
 	if !ok {
 		return
