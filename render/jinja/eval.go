@@ -96,6 +96,7 @@ type evaluator struct {
 	scratch   [][]any
 	modules   map[string]*module    // imports without context, once per render
 	lent      []*loopEntry          // kept modules this render has to itself until it ends (reuse_loop.go)
+	computing []*loopRead           // the imports in loops being computed, innermost last (reuse_nested.go)
 	keptLent  []*keptModule         // and those kept for imports at a template's top (ModuleCache.take)
 	valsFree  [][]any               // slices of the values imports read, for the next (freeVals)
 	memo      map[any]*readMemo     // what imports found of the dicts, lists, namespaces they read

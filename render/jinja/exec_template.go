@@ -192,6 +192,7 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 		if m, lr = e.loopImport(key, t, f); m != nil {
 			return m, nil
 		}
+		e.shared.Across.loopComputed(key)
 	}
 	e.depth++
 	defer func() { e.depth-- }()
@@ -208,12 +209,14 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	outerKeys := e.keys
 	if lr != nil {
 		e.bodyModules(1) // kept whole: its loops' iterations are not kept too (reuse_body.go)
-		e.keys = lr.keys // its own evaluation's lookups only (reuse_keyed.go)
+		e.keys = lr.nestKeys(outerKeys)
+		e.computing = append(e.computing, lr)
 	}
 	err = e.runTemplate(t, root)
 	e.keys = outerKeys
 	if lr != nil {
 		e.bodyModules(-1)
+		e.computing = e.computing[:len(e.computing)-1]
 	}
 	out, secret := e.endCapture(c)
 	e.autoescape = savedEscape
@@ -234,7 +237,9 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 		e.modules[key] = m
 	}
 	if lr != nil {
-		lr.run.list = append(lr.run.list, e.shared.Across.loopKeep(key, t.tree.Src, lr.vals, lr.snap, lr.hash, m, e))
+		le := e.shared.Across.loopKeep(key, lr, m, e)
+		lr.run.list = append(lr.run.list, le)
+		e.notePart(le)
 		e.recycleVals(lr.vals)
 	}
 	if share {
