@@ -294,6 +294,8 @@ func TestIngressNginxBlocksRenderAsTheReference(t *testing.T) {
 	steps := 300
 	if testing.Short() {
 		steps = 60
+	} else if raceDetector {
+		steps = 120 // under -race, about ten times slower (make test)
 	}
 	counts := map[string]int{}
 	seen := map[string]bool{}
