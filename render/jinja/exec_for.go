@@ -71,7 +71,7 @@ func (e *evaluator) runForSeq(s *parse.ForStmt, f *frame, v any, sq seq, depth0 
 		}
 	}
 	if sq.count() == 0 {
-		return e.execAll(s.Else, f)
+		return e.execInner(s.Else, f) // a frame of its own, as in Jinja2
 	}
 	loop := e.newLoop(s, f, &sq, depth0, parentLoop)
 	if loop != nil && !s.KeepsLoop && !s.Recursive {
