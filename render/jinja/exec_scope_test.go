@@ -1,0 +1,61 @@
+package jinja
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
+)
+
+// unsetFirst: the names a template's top level sets before any mention there, outside an if
+// (the differential corpus, scoping.jinja's "top-level name" cases, checks what they read).
+func TestUnsetFirst(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{`{% macro m() %}{{ a }}{% endmacro %}{% set a = 1 %}`, "m a"},
+		{`{{ a }}{% set a = 1 %}{% set b = a %}`, "b"},
+		{`{% set a = a %}{% set ns.x = 1 %}{% set ns = 1 %}`, ""},
+		{`{% set a, (b, c) = x %}{% set d %}{{ e }}{% endset %}{% set e = 1 %}`, "a b c d e"},
+		{`{% import 'm' as a %}{% from 'm' import b, c as d %}`, "a b d"},
+		{`{% if x %}{% set a = 1 %}{% else %}{% set b = 1 %}{% endif %}{% set a = 2 %}{% set c = 1 %}{% if y %}{% set c = 2 %}{% endif %}`, "c"},
+		// Bodies of their own: their sets and reads are not the top's.
+		{`{% for i in a %}{% set b = 1 %}{{ c }}{% else %}{{ d }}{% endfor %}{% set a = 1 %}{% set c = 1 %}{% set d = 1 %}`, "c d"},
+		{`{% with w = a %}{{ b }}{% endwith %}{% filter f(c) %}{{ d }}{% endfilter %}{% call m(e) %}{{ g }}{% endcall %}{% set a, b, c, d, e, g = x %}`, "b d g"},
+		{`{% block k %}{{ a }}{% endblock %}{% autoescape a %}{{ a }}{% endautoescape %}{% macro m(p=a) %}{% endmacro %}{% set a = 1 %}`, "m a"},
+		{`{% include 'i' %}{% do a.append(1) %}{% set a = [] %}`, ""},
+	} {
+		tree, err := parse.Parse(c.src)
+		if err != nil {
+			t.Fatalf("%s: %v", c.src, err)
+		}
+		if got := strings.Join(unsetFirst(tree.Body), " "); got != c.want {
+			t.Errorf("%s: %q, want %q", c.src, got, c.want)
+		}
+	}
+}
+
+// A module imported in a loop reads the context's value of a name its importer sets at its
+// top after the loop (not set yet there): a kept module read it so, and serves only while the
+// context's value is the same.
+func TestLoopImportsReadTheContextWhereTheImporterHasNotSet(t *testing.T) {
+	srcs := map[string]string{
+		"t":    `{% for item in items %}{% import "part" as p with context %}{{ p.line }};{% endfor %}{% set other = "mine" %}`,
+		"part": `{% set line = item ~ other %}`,
+	}
+	base := func() map[string]any { return map[string]any{"items": []any{"a", "b"}, "other": "x"} }
+	importsReused(t, srcs, nil, base, func(v map[string]any) { v["other"] = "y" }, 0)
+	importsReused(t, srcs, nil, base, func(v map[string]any) { v["items"] = []any{"b", "c"} }, 1)
+}
+
+// A module imported with context at the top of a template, before it sets anything, is
+// shared with the other renders (Modules) though the template sets names after: those, not
+// set yet, are not what the module sees.
+func TestSharedModuleBeforeTheNamesSetAfter(t *testing.T) {
+	srcs := map[string]string{"m": `{% set v = later ~ "!" %}`, "t": `{% import "m" as r with context %}{% set later = 1 %}{{ r.v }}`}
+	mods := &Modules{}
+	if got := renderFiles(t, srcs, []string{"t"}, map[string]any{"later": "ctx"}, mods); got[0] != "ctx!" {
+		t.Fatalf("got %q", got[0])
+	}
+	if mods.m["m"].mod == nil {
+		t.Error("the module is not shared")
+	}
+}
