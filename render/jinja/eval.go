@@ -42,9 +42,9 @@ type Template struct {
 	// readOnly: the template names no method that changes a dict or list and sets no
 	// namespace's attribute (readsOnly): what it imports it only reads.
 	readOnly bool
-	// unset: the names its top level sets before mentioning them, undefined until set
-	// (unsetFirst, exec_scope.go).
-	unset []string
+	// scopes: the names its frames (its top level, its loops' and macros' bodies...) set
+	// before mentioning them, undefined until set (scanScopes, exec_scope.go).
+	scopes scopes
 }
 
 // lineCol returns the 1-based line and column (in characters) of a byte offset.

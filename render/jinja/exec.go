@@ -271,6 +271,7 @@ func (e *evaluator) assign(f *frame, t parse.Target, v any) error {
 func (e *evaluator) execSetBlock(s *parse.SetBlockStmt, f *frame) error {
 	inner := e.newFrame(f)
 	defer e.release(inner)
+	bindUnset(inner, unsetIn(e.cur, s))
 	out, secret, err := e.capture(s.Body, inner)
 	if err != nil {
 		return err
@@ -304,6 +305,7 @@ func (e *evaluator) execWith(s *parse.WithStmt, f *frame) error {
 			return e.at(s.Pos, err)
 		}
 	}
+	bindUnset(inner, unsetIn(e.cur, s))
 	return e.execAll(s.Body, inner)
 }
 
@@ -334,6 +336,7 @@ func (e *evaluator) execFilterBlock(s *parse.FilterBlockStmt, f *frame) error {
 	}
 	inner := e.newFrame(f)
 	defer e.release(inner)
+	bindUnset(inner, unsetIn(e.cur, s))
 	out, secret, err := e.capture(s.Body, inner)
 	if err != nil {
 		return err
@@ -356,15 +359,17 @@ func (e *evaluator) execAutoescape(s *parse.AutoescapeStmt, f *frame) error {
 	}
 	saved := e.autoescape
 	e.autoescape = truthy(v)
-	err = e.execInner(s.Body, f)
+	err = e.execInner(s.Body, f, unsetIn(e.cur, s))
 	e.autoescape = saved
 	return err
 }
 
 // execInner runs body in a frame of its own, inside f: what it sets is not seen after it, as
-// in Jinja2's scopes ({% autoescape %}, a loop's else).
-func (e *evaluator) execInner(body []parse.Stmt, f *frame) error {
+// in Jinja2's scopes ({% autoescape %}, a loop's else). unset: what body sets before any
+// mention (scanScopes).
+func (e *evaluator) execInner(body []parse.Stmt, f *frame, unset []string) error {
 	inner := e.newFrame(f)
+	bindUnset(inner, unset)
 	err := e.execAll(body, inner)
 	e.release(inner)
 	return err

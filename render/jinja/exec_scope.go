@@ -6,57 +6,121 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
-// A template's own names, as Jinja2's compiler (idtracking) decides them: a name the
-// template's top level sets (set, set block, macro, import, from import) is a local of the
-// template from its start. Where its first mention at the top level is a read, the local
-// starts as the context's value (the importer's, for a module imported with context): the
-// engine's lookup through the frames finds the same. Where it is a set (outside an if), the
-// local starts undefined: what reads it before the set runs (a macro defined before and
-// called before the set, a loop, with or filter block before it) reads undefined, not the
-// context's value. The engine binds such a name in the top frame to unsetName when the
-// template starts (runTemplate); the lookup finds it as not set.
+// A frame's own names, as Jinja2's compiler (idtracking) decides them: a name a template's top
+// level sets (set, set block, macro, import, from import) is a local of the template from its
+// start. Where its first mention at the top level is a read, the local starts as the
+// context's value (the importer's, for a module imported with context): the engine's lookup
+// through the frames finds the same. Where it is a set (outside an if), the local starts
+// undefined: what reads it before the set runs (a macro defined before and called before the
+// set, a loop, with or filter block before it) reads undefined, not the context's value.
+// The frames inside (a loop's body, at each iteration, its else, a macro's, a with, filter,
+// set or autoescape block's, a block's) follow the same rule, but that a name a frame around
+// mentions (anywhere in it) starts as the value there, as the engine's lookup finds it. The
+// engine binds a name that starts undefined to unsetName when its frame starts; the lookup
+// finds it as not set.
 //
 // Another template's frames are not its locals: an included template, a module imported
 // with context, a block (which Jinja2 renders from the context, not the template's locals)
 // see the context's value of a name their includer has not set yet. Their frames are
 // marked top; a lookup from inside one passes over the unsetName of the frames outside it.
 //
-// Not followed (the engine reads the frames around, as before): the same rule in the frames
-// inside a template (a loop's, macro's, with or filter block's body, a block's), where a name
-// the frame sets before reading it starts undefined unless a frame around mentions it; and a
-// parent template ({% extends %}) whose name the child set already (Jinja2's parent starts it
-// undefined for its own macros and loops, its blocks see the child's).
+// Not followed (the engine reads the frames around, as before): a parent template
+// ({% extends %}) whose name the child set already (Jinja2's parent starts it undefined for
+// its own macros and loops, its blocks see the child's); a module imported with context reads
+// its importer's frames as they are when it reads them (Jinja2: as they were at the import);
+// pongo2's statements' bodies.
 
-// unsetName marks, in a template's top frame, a name the template sets later (unsetFirst),
-// not set yet.
+// unsetName marks, in a frame, a name the frame's body sets later (scanScopes), not set yet.
 type unsetName struct{}
 
-// unsetFirst are the names a template's top level sets before any mention of them there,
-// outside an if (Jinja2's branches leave a name set only in them the context's). The top
-// level is what Jinja2's root frame holds: not the bodies of loops, macros, call, filter, set,
-// with, autoescape blocks and blocks, but the expressions they are given where they are
-// (a loop's iterable, a with's values, a call's and a filter block's filters).
-func unsetFirst(body []parse.Stmt) []string {
-	a := topNames{seen: map[string]bool{}}
-	a.stmts(body, false)
-	return a.unset
+// scopes are the names each frame of a template starts undefined: its top level's (top) and,
+// by node, those of the bodies inside it (in): a loop's (its ForStmt) and its else's
+// (&ForStmt.Else), a macro's or a call block's caller's (the MacroDef), a with, filter, set
+// or autoescape block's (the statement), a block's (the BlockStmt).
+type scopes struct {
+	top []string
+	in  map[any][]string
 }
 
-type topNames struct {
+// scanScopes works out the scopes of a template's body.
+func scanScopes(body []parse.Stmt) scopes {
+	var sc scopes
+	sc.top = sc.scan(frameScan{body: body}, nil)
+	return sc
+}
+
+// frameScan is a frame of the template: its body, the names bound at its start (a loop's
+// targets, a macro's parameters, a with block's targets), what it reads first (a macro's
+// defaults, a filter block's filters).
+type frameScan struct {
+	key    any
+	params []string
+	pre    any
+	body   []parse.Stmt
+	alone  bool // a block: no frames around it (Jinja2 renders it from the context)
+}
+
+// scan returns the names the frame fs starts undefined: those its level sets before any
+// mention there, outside an if (Jinja2's branches leave a name set only in them the
+// context's), that no frame around it (around: what each mentions) mentions; and notes those
+// of the frames inside it. A frame's level holds its statements, but the bodies of loops,
+// macros, call, filter, set, with and autoescape blocks and blocks, frames of their own: what
+// they are given where they are (a loop's iterable, a with's values, a call's and a filter
+// block's filters) is of the level.
+func (sc *scopes) scan(fs frameScan, around []map[string]bool) []string {
+	lv := frameNames{seen: map[string]bool{}}
+	for _, p := range fs.params {
+		lv.seen[p] = true
+	}
+	lv.reads(fs.pre)
+	lv.stmts(fs.body, false)
+	var unset []string
+	for _, n := range lv.unset {
+		if !mentioned(around, n) {
+			unset = append(unset, n)
+		}
+	}
+	inner := append(around[:len(around):len(around)], lv.seen)
+	for _, k := range lv.kids {
+		a := inner
+		if k.alone {
+			a = nil
+		}
+		if u := sc.scan(k, a); len(u) > 0 {
+			if sc.in == nil {
+				sc.in = map[any][]string{}
+			}
+			sc.in[k.key] = u
+		}
+	}
+	return unset
+}
+
+func mentioned(around []map[string]bool, n string) bool {
+	for _, m := range around {
+		if m[n] {
+			return true
+		}
+	}
+	return false
+}
+
+// frameNames is the scan of one frame's level.
+type frameNames struct {
 	seen  map[string]bool
 	unset []string
+	kids  []frameScan
 }
 
-func (a *topNames) stmts(list []parse.Stmt, inIf bool) {
+func (a *frameNames) stmts(list []parse.Stmt, inIf bool) {
 	for _, s := range list {
 		a.stmt(s, inIf)
 	}
 }
 
-func (a *topNames) stmt(s parse.Stmt, inIf bool) {
+func (a *frameNames) stmt(s parse.Stmt, inIf bool) {
 	switch x := s.(type) {
-	case *parse.TextStmt, *parse.ExtendsStmt, *parse.BlockStmt, *parse.AutoescapeStmt, *parse.LoopControlStmt:
-		// Nothing at the top: Jinja2 does not look into blocks and scopes.
+	case *parse.TextStmt, *parse.ExtendsStmt, *parse.LoopControlStmt:
 	case *parse.PrintStmt:
 		a.reads(x.X)
 	case *parse.DoStmt:
@@ -69,19 +133,36 @@ func (a *topNames) stmt(s parse.Stmt, inIf bool) {
 		a.stmts(x.Else, true)
 	case *parse.ForStmt:
 		a.reads(x.Iter)
+		a.kids = append(a.kids, frameScan{key: x, params: append(targetNames(x.Target), "loop", "forloop"), body: x.Body})
+		if len(x.Else) > 0 {
+			a.kids = append(a.kids, frameScan{key: &x.Else, body: x.Else})
+		}
 	case *parse.SetStmt:
 		a.reads(x.X)
 		a.target(x.Target, inIf)
 	case *parse.SetBlockStmt:
 		a.target(x.Target, inIf)
+		a.kids = append(a.kids, frameScan{key: x, body: x.Body})
 	case *parse.WithStmt:
 		a.reads(x.Values)
+		var names []string
+		for _, t := range x.Targets {
+			names = append(names, targetNames(t)...)
+		}
+		a.kids = append(a.kids, frameScan{key: x, params: names, body: x.Body})
 	case *parse.MacroStmt:
 		a.set(x.Macro.Name, inIf)
+		a.kids = append(a.kids, macroScan(x.Macro))
 	case *parse.CallBlockStmt:
 		a.reads(x.Call)
+		a.kids = append(a.kids, macroScan(x.Caller))
 	case *parse.FilterBlockStmt:
 		a.reads(x.Filters)
+		a.kids = append(a.kids, frameScan{key: x, pre: x.Filters, body: x.Body})
+	case *parse.AutoescapeStmt:
+		a.kids = append(a.kids, frameScan{key: x, body: x.Body})
+	case *parse.BlockStmt:
+		a.kids = append(a.kids, frameScan{key: x, body: x.Body, alone: true})
 	case *parse.ImportStmt:
 		a.set(x.As, inIf)
 	case *parse.FromImportStmt:
@@ -89,12 +170,18 @@ func (a *topNames) stmt(s parse.Stmt, inIf bool) {
 			a.set(n.As, inIf)
 		}
 	default:
-		a.reads(s) // include's values, pongo2's statements: every name in them a mention
+		a.reads(s) // an include's values, pongo2's statements: every name in them a mention
 	}
 }
 
+// macroScan is the frame of a macro's (or a caller's) body.
+func macroScan(d *parse.MacroDef) frameScan {
+	params := append(append([]string(nil), d.Params...), "varargs", "kwargs", "caller")
+	return frameScan{key: d, params: params, pre: d.Defaults, body: d.Body}
+}
+
 // reads notes every name x reads as mentioned.
-func (a *topNames) reads(x any) {
+func (a *frameNames) reads(x any) {
 	walkTree(reflect.ValueOf(x), func(v reflect.Value) bool {
 		if v.Kind() != reflect.Pointer {
 			return true
@@ -106,7 +193,7 @@ func (a *topNames) reads(x any) {
 	})
 }
 
-func (a *topNames) target(t parse.Target, inIf bool) {
+func (a *frameNames) target(t parse.Target, inIf bool) {
 	if t.Attr != "" {
 		a.seen[t.Name] = true // set ns.attr reads ns
 		return
@@ -119,7 +206,7 @@ func (a *topNames) target(t parse.Target, inIf bool) {
 	}
 }
 
-func (a *topNames) set(n string, inIf bool) {
+func (a *frameNames) set(n string, inIf bool) {
 	if a.seen[n] {
 		return
 	}
@@ -129,13 +216,21 @@ func (a *topNames) set(n string, inIf bool) {
 	}
 }
 
-// bindUnset binds in root, the top frame t runs in, the names t sets before mentioning them
-// (unsetFirst) that nothing bound there already (an include's values; the names a child
-// template set, for the template it extends).
-func bindUnset(t *Template, root *frame) {
-	for _, n := range t.unset {
-		if !root.binds(n) {
-			root.set(n, unsetName{})
+// unsetIn are the names the body of node, of the template t, starts undefined.
+func unsetIn(t *Template, node any) []string {
+	if t == nil || len(t.scopes.in) == 0 {
+		return nil
+	}
+	return t.scopes.in[node]
+}
+
+// bindUnset binds in f, as not set yet, each of names (those f's body sets before any
+// mention: scanScopes) that f does not bind already (a loop's targets; an include's values;
+// the names a child template set, for the template it extends).
+func bindUnset(f *frame, names []string) {
+	for _, n := range names {
+		if !f.binds(n) {
+			f.set(n, unsetName{})
 		}
 	}
 }

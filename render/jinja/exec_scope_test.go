@@ -1,15 +1,17 @@
 package jinja
 
 import (
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
-// unsetFirst: the names a template's top level sets before any mention there, outside an if
+// scanScopes: the names a template's top level sets before any mention there, outside an if
 // (the differential corpus, scoping.jinja's "top-level name" cases, checks what they read).
-func TestUnsetFirst(t *testing.T) {
+func TestScanScopesTop(t *testing.T) {
 	for _, c := range []struct{ src, want string }{
 		{`{% macro m() %}{{ a }}{% endmacro %}{% set a = 1 %}`, "m a"},
 		{`{{ a }}{% set a = 1 %}{% set b = a %}`, "b"},
@@ -27,9 +29,43 @@ func TestUnsetFirst(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.src, err)
 		}
-		if got := strings.Join(unsetFirst(tree.Body), " "); got != c.want {
+		if got := strings.Join(scanScopes(tree.Body).top, " "); got != c.want {
 			t.Errorf("%s: %q, want %q", c.src, got, c.want)
 		}
+	}
+}
+
+// scanScopes: the frames inside a template start undefined the names they set before any
+// mention there, but those a frame around them mentions.
+func TestScanScopesInside(t *testing.T) {
+	tree, err := parse.Parse(`{% for i in xs %}{% macro m() %}{{ a }}{{ b }}{% endmacro %}{% set a = i %}{% set b = 1 %}{% set i = 2 %}` +
+		`{% else %}{% set e = 1 %}{% endfor %}{{ b }}` +
+		`{% macro n(p=d) %}{% set d = 1 %}{% set p = 1 %}{% with w = 1 %}{% set w = 2 %}{% set k = 3 %}{% endwith %}{% endmacro %}` +
+		`{% filter f(g) %}{% set g = 1 %}{% set h = 1 %}{% endfilter %}{% block bl %}{% set b = 1 %}{% endblock %}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := scanScopes(tree.Body)
+	var got []string
+	walkTree(reflect.ValueOf(tree.Body), func(v reflect.Value) bool {
+		if v.Kind() == reflect.Pointer && v.CanInterface() {
+			if u, ok := sc.in[v.Interface()]; ok {
+				got = append(got, fmt.Sprintf("%T:%s", v.Interface(), strings.Join(u, ",")))
+			}
+		}
+		return true
+	})
+	for _, f := range tree.Body {
+		if x, ok := f.(*parse.ForStmt); ok {
+			got = append(got, "else:"+strings.Join(sc.in[&x.Else], ","))
+		}
+	}
+	want := "*parse.ForStmt:m,a *parse.WithStmt:k *parse.FilterBlockStmt:h *parse.BlockStmt:b else:e"
+	if strings.Join(got, " ") != want {
+		t.Errorf("%s, want %s", strings.Join(got, " "), want)
+	}
+	if strings.Join(sc.top, " ") != "n" {
+		t.Errorf("top %q", sc.top)
 	}
 }
 

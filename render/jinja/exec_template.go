@@ -36,7 +36,7 @@ func (e *evaluator) runTemplate(t *Template, root *frame) error {
 			e.blocks[name] = []block{{def: b, tmpl: t}}
 		}
 	}
-	bindUnset(t, root)
+	bindUnset(root, t.scopes.top)
 	if err := e.execAll(t.tree.Body, root); err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func (e *evaluator) runTemplate(t *Template, root *frame) error {
 			e.blocks[name] = append(e.blocks[name], block{def: b, tmpl: parent})
 		}
 		e.cur = parent
-		bindUnset(parent, root)
+		bindUnset(root, parent.scopes.top)
 		if err := e.execAll(parent.tree.Body, root); err != nil {
 			return err
 		}
@@ -100,6 +100,7 @@ func (e *evaluator) renderBlock(name string, idx int, parent *frame) error {
 	fr := e.newFrame(parent)
 	defer e.release(fr)
 	fr.top = true // Jinja2 renders a block from the context, not the template's locals
+	bindUnset(fr, unsetIn(b.tmpl, b.def))
 	fr.set("super", &builtin{name: "super", fn: func(e *evaluator, a []any, kw map[string]any) (any, error) {
 		return e.renderBlockValue(name, idx+1, parent) // a scoped block's parent sees its scope
 	}})
