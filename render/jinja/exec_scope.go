@@ -62,8 +62,9 @@ type frameScan struct {
 
 // scan returns the names the frame fs starts undefined: those its level sets before any
 // mention there, outside an if (Jinja2's branches leave a name set only in them the
-// context's), that no frame around it (around: what each mentions) mentions; and notes those
-// of the frames inside it. A frame's level holds its statements, but the bodies of loops,
+// context's), that no frame around it (around: what each mentions) mentions, and that a frame
+// inside it before the set mentions (frameNames.kidReads); and notes those of the frames
+// inside it. A frame's level holds its statements, but the bodies of loops,
 // macros, call, filter, set, with and autoescape blocks and blocks, frames of their own: what
 // they are given where they are (a loop's iterable, a with's values, a call's and a filter
 // block's filters) is of the level.
@@ -110,6 +111,21 @@ type frameNames struct {
 	seen  map[string]bool
 	unset []string
 	kids  []frameScan
+	// kidReads: the names the frames inside it met so far mention. Only they can read a name
+	// of the level before its set (what the level itself reads before is a mention): a name
+	// they do not mention needs no unsetName (the lookups of every name through the frame,
+	// the top's especially, pass over what it binds).
+	kidReads map[string]bool
+}
+
+// kid notes a frame inside the level.
+func (a *frameNames) kid(fs frameScan) {
+	a.kids = append(a.kids, fs)
+	if a.kidReads == nil {
+		a.kidReads = map[string]bool{}
+	}
+	names(fs.pre, a.kidReads)
+	names(fs.body, a.kidReads)
 }
 
 func (a *frameNames) stmts(list []parse.Stmt, inIf bool) {
@@ -133,36 +149,36 @@ func (a *frameNames) stmt(s parse.Stmt, inIf bool) {
 		a.stmts(x.Else, true)
 	case *parse.ForStmt:
 		a.reads(x.Iter)
-		a.kids = append(a.kids, frameScan{key: x, params: append(targetNames(x.Target), "loop", "forloop"), body: x.Body})
+		a.kid(frameScan{key: x, params: append(targetNames(x.Target), "loop", "forloop"), body: x.Body})
 		if len(x.Else) > 0 {
-			a.kids = append(a.kids, frameScan{key: &x.Else, body: x.Else})
+			a.kid(frameScan{key: &x.Else, body: x.Else})
 		}
 	case *parse.SetStmt:
 		a.reads(x.X)
 		a.target(x.Target, inIf)
 	case *parse.SetBlockStmt:
+		a.kid(frameScan{key: x, body: x.Body}) // it runs before the set: its reads come first
 		a.target(x.Target, inIf)
-		a.kids = append(a.kids, frameScan{key: x, body: x.Body})
 	case *parse.WithStmt:
 		a.reads(x.Values)
-		var names []string
+		var bound []string
 		for _, t := range x.Targets {
-			names = append(names, targetNames(t)...)
+			bound = append(bound, targetNames(t)...)
 		}
-		a.kids = append(a.kids, frameScan{key: x, params: names, body: x.Body})
+		a.kid(frameScan{key: x, params: bound, body: x.Body})
 	case *parse.MacroStmt:
 		a.set(x.Macro.Name, inIf)
-		a.kids = append(a.kids, macroScan(x.Macro))
+		a.kid(macroScan(x.Macro))
 	case *parse.CallBlockStmt:
 		a.reads(x.Call)
-		a.kids = append(a.kids, macroScan(x.Caller))
+		a.kid(macroScan(x.Caller))
 	case *parse.FilterBlockStmt:
 		a.reads(x.Filters)
-		a.kids = append(a.kids, frameScan{key: x, pre: x.Filters, body: x.Body})
+		a.kid(frameScan{key: x, pre: x.Filters, body: x.Body})
 	case *parse.AutoescapeStmt:
-		a.kids = append(a.kids, frameScan{key: x, body: x.Body})
+		a.kid(frameScan{key: x, body: x.Body})
 	case *parse.BlockStmt:
-		a.kids = append(a.kids, frameScan{key: x, body: x.Body, alone: true})
+		a.kid(frameScan{key: x, body: x.Body, alone: true})
 	case *parse.ImportStmt:
 		a.set(x.As, inIf)
 	case *parse.FromImportStmt:
@@ -181,13 +197,16 @@ func macroScan(d *parse.MacroDef) frameScan {
 }
 
 // reads notes every name x reads as mentioned.
-func (a *frameNames) reads(x any) {
+func (a *frameNames) reads(x any) { names(x, a.seen) }
+
+// names adds to into the names x reads (its NameExprs).
+func names(x any, into map[string]bool) {
 	walkTree(reflect.ValueOf(x), func(v reflect.Value) bool {
 		if v.Kind() != reflect.Pointer {
 			return true
 		}
 		if n, ok := v.Interface().(*parse.NameExpr); ok {
-			a.seen[n.Name] = true
+			into[n.Name] = true
 		}
 		return true
 	})
@@ -211,7 +230,7 @@ func (a *frameNames) set(n string, inIf bool) {
 		return
 	}
 	a.seen[n] = true
-	if !inIf {
+	if !inIf && a.kidReads[n] {
 		a.unset = append(a.unset, n)
 	}
 }

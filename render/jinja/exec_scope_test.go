@@ -9,9 +9,12 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
-// scanScopes: the names a template's top level sets before any mention there, outside an if
-// (the differential corpus, scoping.jinja's "top-level name" cases, checks what they read).
+// scanScopes: the names a template's top level sets before any mention there, outside an if,
+// that a body inside it before the set mentions (the differential corpus, scoping.jinja's
+// "top-level name" cases, checks what they read). Each source below starts with a macro
+// that mentions every name.
 func TestScanScopesTop(t *testing.T) {
+	const reader = `{% macro r() %}{{ a ~ b ~ c ~ d ~ e ~ g ~ m }}{% endmacro %}`
 	for _, c := range []struct{ src, want string }{
 		{`{% macro m() %}{{ a }}{% endmacro %}{% set a = 1 %}`, "m a"},
 		{`{{ a }}{% set a = 1 %}{% set b = a %}`, "b"},
@@ -25,7 +28,7 @@ func TestScanScopesTop(t *testing.T) {
 		{`{% block k %}{{ a }}{% endblock %}{% autoescape a %}{{ a }}{% endautoescape %}{% macro m(p=a) %}{% endmacro %}{% set a = 1 %}`, "m a"},
 		{`{% include 'i' %}{% do a.append(1) %}{% set a = [] %}`, ""},
 	} {
-		tree, err := parse.Parse(c.src)
+		tree, err := parse.Parse(reader + c.src)
 		if err != nil {
 			t.Fatalf("%s: %v", c.src, err)
 		}
@@ -33,15 +36,29 @@ func TestScanScopesTop(t *testing.T) {
 			t.Errorf("%s: %q, want %q", c.src, got, c.want)
 		}
 	}
+	// A name no body before its set mentions cannot be read before it: no unsetName.
+	for _, src := range []string{`{% set a = 1 %}{% macro m() %}{{ a }}{% endmacro %}{% for i in x %}{{ a }}{% endfor %}`, `{% macro m() %}{{ m() }}{% endmacro %}`} {
+		tree, err := parse.Parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := scanScopes(tree.Body).top; len(got) > 0 {
+			t.Errorf("%s: %q", src, got)
+		}
+	}
 }
 
 // scanScopes: the frames inside a template start undefined the names they set before any
-// mention there, but those a frame around them mentions.
+// mention there, that a body inside them before the set mentions, but those a frame around
+// them mentions.
 func TestScanScopesInside(t *testing.T) {
-	tree, err := parse.Parse(`{% for i in xs %}{% macro m() %}{{ a }}{{ b }}{% endmacro %}{% set a = i %}{% set b = 1 %}{% set i = 2 %}` +
-		`{% else %}{% set e = 1 %}{% endfor %}{{ b }}` +
-		`{% macro n(p=d) %}{% set d = 1 %}{% set p = 1 %}{% with w = 1 %}{% set w = 2 %}{% set k = 3 %}{% endwith %}{% endmacro %}` +
-		`{% filter f(g) %}{% set g = 1 %}{% set h = 1 %}{% endfilter %}{% block bl %}{% set b = 1 %}{% endblock %}`)
+	tree, err := parse.Parse(`{% macro r() %}{{ n }}{% endmacro %}` +
+		`{% for i in xs %}{% macro m() %}{{ a }}{{ b }}{{ i }}{% endmacro %}{% set a = i %}{% set b = 1 %}{% set i = 2 %}{% set c = 1 %}` +
+		`{% else %}{% macro q() %}{{ e }}{% endmacro %}{% set e = 1 %}{% endfor %}{{ b }}` +
+		`{% macro n(p=d) %}{% macro q() %}{{ d ~ p }}{% endmacro %}{% set d = 1 %}{% set p = 1 %}` +
+		`{% with w = 1 %}{% for j in [1] %}{{ k }}{{ w }}{% endfor %}{% set w = 2 %}{% set k = 3 %}{% endwith %}{% endmacro %}` +
+		`{% filter f(g) %}{% call c() %}{{ g ~ h }}{% endcall %}{% set g = 1 %}{% set h = 1 %}{% endfilter %}` +
+		`{% block bl %}{% set y %}{{ b }}{% endset %}{% set b = 1 %}{% endblock %}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +77,7 @@ func TestScanScopesInside(t *testing.T) {
 			got = append(got, "else:"+strings.Join(sc.in[&x.Else], ","))
 		}
 	}
-	want := "*parse.ForStmt:m,a *parse.WithStmt:k *parse.FilterBlockStmt:h *parse.BlockStmt:b else:e"
+	want := "*parse.ForStmt:a *parse.WithStmt:k *parse.FilterBlockStmt:h *parse.BlockStmt:b else:e"
 	if strings.Join(got, " ") != want {
 		t.Errorf("%s, want %s", strings.Join(got, " "), want)
 	}
