@@ -249,7 +249,7 @@ func unsetIn(t *Template, node any) []string {
 func bindUnset(f *frame, names []string) {
 	for _, n := range names {
 		if !f.binds(n) {
-			f.set(n, unsetName{})
+			f.names, f.vals = append(f.names, n), append(f.vals, unsetName{})
 		}
 	}
 }
