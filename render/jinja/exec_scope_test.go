@@ -112,3 +112,21 @@ func TestSharedModuleBeforeTheNamesSetAfter(t *testing.T) {
 		t.Error("the module is not shared")
 	}
 }
+
+// A loop's body kept across renders (reuse_body.go) whose inner loop reads, before the body's
+// set, a name the body sets reads it undefined, not the context's: the kept iterations serve
+// though the context's value changed, and render as afresh.
+func TestLoopBodiesReadTheirNamesUnset(t *testing.T) {
+	p, err := Compile(map[string]string{"t": `{% for s in items %}{% for p in s.pods %}[{{ x }}]{% endfor %}{% set x = s.name %}{{ x }};{% endfor %}`}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := func() map[string]any {
+		return map[string]any{"x": "ctx", "items": []any{
+			map[string]any{"name": "a", "pods": []any{"a-0"}}, map[string]any{"name": "b", "pods": []any{"b-0", "b-1"}}}}
+	}
+	got, n := reusedAfterChange(t, renderOf(t, p), base, func(v map[string]any) { v["x"] = "other" }, bodiesReused)
+	if got != "[]a;[][]b;" || n != 2 {
+		t.Errorf("%q, reused %d iterations, want 2", got, n)
+	}
+}
