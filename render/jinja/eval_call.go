@@ -393,6 +393,7 @@ func (e *evaluator) callMacro(m *Macro, a []any, kw map[string]any) (any, error)
 	} else if len(a) > len(d.Params) {
 		return nil, fmt.Errorf("macro %s takes not more than %d argument(s)", reprString(d.Name), len(d.Params))
 	}
+	bindUnset(fr, unsetIn(m.tmpl, d))
 	if err := e.execAll(d.Body, fr); err != nil {
 		return nil, err
 	}

@@ -643,6 +643,9 @@ func (e *evaluator) nameVals(f *frame, fi freeInfo, vals []any) {
 	for fr := f; fr != nil && left > 0; fr = fr.parent {
 		for i := len(fr.names) - 1; i >= 0; i-- {
 			if j, ok := fi.index[fr.names[i]]; ok {
+				if _, unset := fr.vals[i].(unsetName); unset {
+					continue // not set yet: the module, another template, looks further out
+				}
 				if _, open := vals[j].(unresolved); open {
 					vals[j] = fr.vals[i]
 					left--
