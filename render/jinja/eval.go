@@ -160,7 +160,8 @@ type loopCtx struct {
 	ifchanged      map[*parse.IfchangedStmt]string
 	stmt           *parse.ForStmt // recursive loops: loop(x) runs stmt again
 	frame          *frame
-	tmpl           *Template // whose nodes stmt is (loop(x) may be called from another template's macro)
+	tmpl           *Template   // whose nodes stmt is (loop(x) may be called from another template's macro)
+	lf             *lazyFilter // the loop's filter, run as the loop advances (nil: none)
 }
 
 // builtin is a global function: range, dict, namespace, cycler, joiner.

@@ -1,0 +1,153 @@
+package jinja
+
+import (
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
+)
+
+// A loop's filter ({% for x in items if cond %}) runs as Jinja2's runs: a generator the loop
+// advances, so the filter of an item runs when the loop reaches it, after the body ran for
+// the items before, and sees what the body did (a namespace set, a list appended to: the
+// ingress-nginx example's first-wins loops, `for n in [...] if s.allow is none`). The loop
+// object reads ahead as Jinja2's LoopContext does: loop.last and loop.nextitem run the filter
+// up to the next item that passes; loop.length, loop.revindex and loop.revindex0 run it over
+// every item left, at that time, and the loop then walks those (a list the body extends is no
+// longer read). {% break %} leaves the rest untested: their filter neither runs nor fails.
+//
+// pongo2's reversed and sorted need every item first: their filter runs before the loop
+// (prepareFor).
+
+// lazyFilter is a loop's items passed through its filter as far as the loop needs them.
+type lazyFilter struct {
+	s         *parse.ForStmt
+	src       seq
+	pos       int   // the next item of src to test
+	items     []any // the items that passed so far
+	done      bool  // every item of src was tested (or taken at once: rest)
+	frame     *frame
+	fr        *filterRun // nil: the filter's results are not kept (reuse_filter.go)
+	dictPairs bool
+	pooled    bool // frame and items go back to the evaluator's pools at the end
+}
+
+// newLazyFilter starts the filter of loop s over sq; f is the frame the loop runs in.
+func (e *evaluator) newLazyFilter(s *parse.ForStmt, f *frame, sq seq, dictPairs bool) *lazyFilter {
+	lf := &lazyFilter{s: s, src: sq, dictPairs: dictPairs, items: e.getScratch()}
+	// The filter's own frame: it sees the loop's names and what is outside the loop, not
+	// what the body sets (nor the loop object: `loop` there is an outer loop's).
+	if s.KeepsLoop || s.Recursive {
+		// The loop object may be read after the loop (or by loop(x)): it may still run the
+		// filter then, in frames that stay.
+		lf.frame = &frame{parent: f}
+		keep(f)
+	} else {
+		lf.frame = e.newFrame(f)
+		lf.pooled = true
+	}
+	if sq.count() >= minFilterKept {
+		lf.fr = e.filterRun(s)
+	}
+	return lf
+}
+
+// endLazyFilter ends the loop: the filter results kept are stored for the next render.
+func (e *evaluator) endLazyFilter(lf *lazyFilter) {
+	lf.fr.done()
+	lf.fr = nil
+	if lf.pooled {
+		e.release(lf.frame)
+		e.putScratch(lf.items)
+		lf.frame, lf.items = nil, nil
+	}
+}
+
+// have runs the filter until the i-th item that passes is known; false when there is none.
+func (lf *lazyFilter) have(e *evaluator, i int) (bool, error) {
+	for len(lf.items) <= i && !lf.done {
+		if err := lf.next(e); err != nil {
+			return false, err
+		}
+	}
+	return i < len(lf.items), nil
+}
+
+// rest runs the filter over every item left (Jinja2's loop.length lists the rest of the
+// iterator): the loop walks those, and reads its source no more.
+func (lf *lazyFilter) rest(e *evaluator) error {
+	for !lf.done {
+		if err := lf.next(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// next tests the next item of the source (a list of the template is read as it is now: the
+// body may have extended it).
+func (lf *lazyFilter) next(e *evaluator) error {
+	if lf.frame == nil || lf.pos >= lf.src.count() {
+		lf.done = true
+		return nil
+	}
+	item := lf.src.at(lf.pos)
+	lf.pos++
+	s := lf.s
+	if err := e.tick(); err != nil {
+		return e.at(s.Pos, err)
+	}
+	f := lf.frame
+	clear(f.vals)
+	f.names, f.vals = f.names[:0], f.vals[:0]
+	if err := e.assign(f, s.Target, item); err != nil {
+		return loopTargetError(e, s, err, lf.dictPairs)
+	}
+	var ok bool
+	var err error
+	if lf.fr != nil {
+		ok, err = lf.fr.cond(e, s, f)
+	} else {
+		ok, err = e.cond(s.Filter, f)
+	}
+	if err != nil {
+		return err
+	}
+	if ok {
+		lf.items = append(lf.items, item)
+	}
+	return nil
+}
+
+// settle runs the filter as far as the loop attribute name needs, for a loop at index0:
+// loop.last and loop.nextitem the next item that passes, loop.length and loop.revindex
+// every item left.
+func (lf *lazyFilter) settle(e *evaluator, name string, index0 int) error {
+	switch name {
+	case "last", "Last", "nextitem":
+		_, err := lf.have(e, index0+1)
+		return err
+	case "length", "revindex", "revindex0", "Revcounter", "Revcounter0":
+		return lf.rest(e)
+	}
+	return nil
+}
+
+// lazyAttr is a loop attribute that depends on the items the filter passed (settle ran
+// first); false for the others.
+func (l *loopCtx) lazyAttr(name string) (any, bool) {
+	items := l.lf.items
+	switch name {
+	case "last", "Last":
+		return l.index0+1 >= len(items), true
+	case "nextitem":
+		if l.index0+1 >= len(items) {
+			return undefinedHint("there is no next item"), true
+		}
+		return items[l.index0+1], true
+	case "previtem":
+		if l.index0 == 0 {
+			return undefinedHint("there is no previous item"), true
+		}
+		return items[l.index0-1], true
+	}
+	l.length = len(items)
+	return nil, false
+}
