@@ -93,6 +93,7 @@ type evaluator struct {
 
 	free      []*frame
 	freeLoops []*loopCtx
+	freeLazy  []*lazyFilter // loops' filters run as they advance (lazy_filter.go), for reuse
 	scratch   [][]any
 	modules   map[string]*module    // imports without context, once per render
 	lent      []*loopEntry          // kept modules this render has to itself until it ends (reuse_loop.go)

@@ -31,18 +31,25 @@ type lazyFilter struct {
 
 // newLazyFilter starts the filter of loop s over sq; f is the frame the loop runs in.
 func (e *evaluator) newLazyFilter(s *parse.ForStmt, f *frame, sq seq, dictPairs bool) *lazyFilter {
-	lf := &lazyFilter{s: s, src: sq, dictPairs: dictPairs, items: e.getScratch()}
+	var lf *lazyFilter
 	// The filter's own frame: it sees the loop's names and what is outside the loop, not
 	// what the body sets (nor the loop object: `loop` there is an outer loop's).
 	if s.KeepsLoop || s.Recursive {
 		// The loop object may be read after the loop (or by loop(x)): it may still run the
 		// filter then, in frames that stay.
-		lf.frame = &frame{parent: f}
+		lf = &lazyFilter{frame: &frame{parent: f}}
 		keep(f)
 	} else {
-		lf.frame = e.newFrame(f)
-		lf.pooled = true
+		// From the pool: loops run once per item of the data.
+		if n := len(e.freeLazy); n > 0 {
+			lf = e.freeLazy[n-1]
+			e.freeLazy = e.freeLazy[:n-1]
+		} else {
+			lf = &lazyFilter{}
+		}
+		lf.frame, lf.pooled = e.newFrame(f), true
 	}
+	lf.s, lf.src, lf.dictPairs, lf.items = s, sq, dictPairs, e.getScratch()
 	if sq.count() >= minFilterKept {
 		lf.fr = e.filterRun(s)
 	}
@@ -56,7 +63,8 @@ func (e *evaluator) endLazyFilter(lf *lazyFilter) {
 	if lf.pooled {
 		e.release(lf.frame)
 		e.putScratch(lf.items)
-		lf.frame, lf.items = nil, nil
+		*lf = lazyFilter{}
+		e.freeLazy = append(e.freeLazy, lf)
 	}
 }
 
