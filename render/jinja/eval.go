@@ -93,7 +93,8 @@ type evaluator struct {
 
 	free      []*frame
 	freeLoops []*loopCtx
-	freeLazy  []*lazyFilter // loops' filters run as they advance (lazy_filter.go), for reuse
+	freeLazy  []*lazyFilter                 // loops' filters run as they advance (lazy_filter.go), for reuse
+	lazyNames map[*parse.ForStmt]filterFree // the names loops' filters read (lazy_filter.go)
 	scratch   [][]any
 	modules   map[string]*module    // imports without context, once per render
 	lent      []*loopEntry          // kept modules this render has to itself until it ends (reuse_loop.go)

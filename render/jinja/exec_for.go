@@ -67,6 +67,7 @@ func (e *evaluator) runForSeq(s *parse.ForStmt, f *frame, v any, sq seq, depth0 
 		// The filter runs item by item as the loop reaches the items (lazy_filter.go).
 		lf = e.newLazyFilter(s, f, sq, dictPairs)
 		defer e.endLazyFilter(lf)
+		lf.ahead(e, f)
 		if ok, err := lf.have(e, 0); err != nil || !ok {
 			if err != nil {
 				return err
@@ -166,19 +167,20 @@ func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *
 }
 
 // iterationsRun is the run of s whose iterations may be kept (reuse_body.go); nil when not.
-// A loop inside another is kept when it has enough items (those of the source, before a
-// filter run as the loop advances). Not with such a filter when the body reads the loop's
-// position: the kept iterations would be found by a length not known before the filter ends.
+// A loop inside another is kept when it has enough items (with a filter that runs as the
+// loop advances, those of its source: how many pass is not known yet). Not with such a filter
+// when the body reads the loop's position: the kept iterations would be found by a length not
+// known before the filter ends.
 func (e *evaluator) iterationsRun(s *parse.ForStmt, sq *seq, lf *lazyFilter) *bodyRun {
 	n := sq.count()
-	if lf != nil {
+	if lf != nil && !lf.done {
 		n = lf.src.count()
 	}
 	if e.forDepth != 0 && n < minNestedKept {
 		return nil
 	}
 	br := e.bodyRun(s)
-	if br != nil && lf != nil && br.lp.info.loop {
+	if br != nil && lf != nil && !lf.done && br.lp.info.loop {
 		return nil
 	}
 	return br

@@ -1,6 +1,10 @@
 package jinja
 
 import (
+	"math/big"
+	"reflect"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
@@ -158,4 +162,101 @@ func (l *loopCtx) lazyAttr(name string) (any, bool) {
 	}
 	l.length = len(items)
 	return nil, false
+}
+
+// The fast path: a filter that reads nothing the body can change (the loop's items and the
+// names it reads are data, which templates cannot change, or numbers, strings and undefined)
+// and so can call nothing that changes anything, gives each item the answer it would give
+// when the loop reaches it. It then runs over every item before the loop, as it did before
+// it ran lazily: the loop's length is known first (the loop's iterations may be kept,
+// reuse_body.go, even when the body reads loop.length). An item whose filter fails stops
+// it: that item and those after it are tested when the loop reaches them, so that a
+// {% break %} before them leaves the error unraised, as in Jinja2.
+
+// ahead runs the filter over the items before the loop when the answers cannot differ.
+func (lf *lazyFilter) ahead(e *evaluator, f *frame) {
+	if !lf.pooled || !dataSeq(&lf.src) || !e.filterReadsData(lf.s, f) {
+		return
+	}
+	for !lf.done {
+		pos, n := lf.pos, len(lf.items)
+		if err := lf.next(e); err != nil {
+			lf.pos, lf.items = pos, lf.items[:n]
+			return
+		}
+	}
+}
+
+// dataSeq says whether sq walks data (or a range): items the body cannot change.
+func dataSeq(sq *seq) bool {
+	if sq.live != nil || sq.list != nil || sq.dk != nil {
+		return false
+	}
+	return sq.data != nil || sq.strs != nil || sq.maps != nil || sq.rec != nil || sq.keys != nil || sq.rng != nil
+}
+
+// filterReadsData says whether the names loop s's filter reads (but the loop's own names)
+// are, as f shows them, values the body cannot change.
+func (e *evaluator) filterReadsData(s *parse.ForStmt, f *frame) bool {
+	names, ok := e.filterNames(s)
+	if !ok {
+		return false
+	}
+	for _, n := range names {
+		if targetBinds(&s.Target, n) {
+			continue
+		}
+		v, found := e.lookup(f, n)
+		if found && !immutableValue(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// filterNames are the free names of loop s's filter (once per render per loop); false when
+// they cannot be told.
+func (e *evaluator) filterNames(s *parse.ForStmt) ([]string, bool) {
+	if fn, ok := e.lazyNames[s]; ok {
+		return fn.names, fn.ok
+	}
+	w := bodyWalk{freeWalk: freeWalk{seen: map[string]bool{}, bound: map[string]int{}, ok: true}}
+	w.walk(reflect.ValueOf(s.Filter))
+	fn := filterFree{names: w.names, ok: w.ok}
+	if e.lazyNames == nil {
+		e.lazyNames = map[*parse.ForStmt]filterFree{}
+	}
+	e.lazyNames[s] = fn
+	return fn.names, fn.ok
+}
+
+// filterFree is what filterNames found.
+type filterFree struct {
+	names []string
+	ok    bool
+}
+
+// targetBinds says whether t binds name.
+func targetBinds(t *parse.Target, name string) bool {
+	if !t.Tuple {
+		return t.Attr == "" && t.Name == name
+	}
+	for i := range t.Items {
+		if targetBinds(&t.Items[i], name) {
+			return true
+		}
+	}
+	return false
+}
+
+// immutableValue says whether v is a value no template can change: data, a number, a string,
+// undefined, a range or a global function (not a dict, list or namespace of the template, a
+// loop object, a macro, a cycler...).
+func immutableValue(v any) bool {
+	switch v.(type) {
+	case nil, bool, int64, float64, *big.Int, string, Markup, *tainted, *Undefined, *rangeVal, *builtin,
+		map[string]any, map[string]string, []any, []string, []map[string]any, *record.Record:
+		return true
+	}
+	return false
 }
