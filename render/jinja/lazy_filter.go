@@ -22,6 +22,7 @@ import (
 
 // lazyFilter is a loop's items passed through its filter as far as the loop needs them.
 type lazyFilter struct {
+	e         *evaluator
 	s         *parse.ForStmt
 	src       seq
 	pos       int   // the next item of src to test
@@ -53,7 +54,7 @@ func (e *evaluator) newLazyFilter(s *parse.ForStmt, f *frame, sq seq, dictPairs 
 		}
 		lf.frame, lf.pooled = e.newFrame(f), true
 	}
-	lf.s, lf.src, lf.dictPairs, lf.items = s, sq, dictPairs, e.getScratch()
+	lf.e, lf.s, lf.src, lf.dictPairs, lf.items = e, s, sq, dictPairs, e.getScratch()
 	if sq.count() >= minFilterKept {
 		lf.fr = e.filterRun(s)
 	}
@@ -142,6 +143,22 @@ func (lf *lazyFilter) settle(e *evaluator, name string, index0 int) error {
 	return nil
 }
 
+// count is len(loop): with a filter run as the loop advances, it runs over every item left.
+func (l *loopCtx) count() (int, error) {
+	if l.lf != nil {
+		// (Through an interface: len() and repr() are reached from the package's globals,
+		// which the filter's evaluation reaches in turn; a direct call is an init cycle.)
+		var r rester = l.lf
+		if err := r.rest(l.lf.e); err != nil {
+			return 0, err
+		}
+		l.length = len(l.lf.items)
+	}
+	return l.length, nil
+}
+
+type rester interface{ rest(e *evaluator) error }
+
 // lazyAttr is a loop attribute that depends on the items the filter passed (settle ran
 // first); false for the others.
 func (l *loopCtx) lazyAttr(name string) (any, bool) {
@@ -175,7 +192,7 @@ func (l *loopCtx) lazyAttr(name string) (any, bool) {
 
 // ahead runs the filter over the items before the loop when the answers cannot differ.
 func (lf *lazyFilter) ahead(e *evaluator, f *frame) {
-	if !lf.pooled || !dataSeq(&lf.src) || !e.filterReadsData(lf.s, f) {
+	if !dataSeq(&lf.src) || !e.filterReadsData(lf.s, f) {
 		return
 	}
 	for !lf.done {
