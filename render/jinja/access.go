@@ -44,6 +44,11 @@ func (e *evaluator) getAttr(obj any, name string) (any, error) {
 	case *Undefined:
 		return nil, o.fail()
 	case *loopCtx:
+		if o.lf != nil {
+			if err := o.lf.settle(e, name, o.index0); err != nil {
+				return nil, err
+			}
+		}
 		if v, ok := o.attr(name); ok {
 			return v, nil
 		}
@@ -121,6 +126,11 @@ func (e *evaluator) objectAttr(obj any, name string) (any, bool) {
 func (l *loopCtx) attr(name string) (any, bool) {
 	if l.s.live != nil {
 		l.length = l.s.count()
+	}
+	if l.lf != nil {
+		if v, ok := l.lazyAttr(name); ok {
+			return v, true
+		}
 	}
 	switch name {
 	case "index", "Counter":

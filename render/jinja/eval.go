@@ -96,6 +96,8 @@ type evaluator struct {
 
 	free      []*frame
 	freeLoops []*loopCtx
+	freeLazy  []*lazyFilter                 // loops' filters run as they advance (lazy_filter.go), for reuse
+	lazyNames map[*parse.ForStmt]filterFree // the names loops' filters read (lazy_filter.go)
 	scratch   [][]any
 	modules   map[string]*module    // imports without context, once per render
 	lent      []*loopEntry          // kept modules this render has to itself until it ends (reuse_loop.go)
@@ -166,7 +168,8 @@ type loopCtx struct {
 	ifchanged      map[*parse.IfchangedStmt]string
 	stmt           *parse.ForStmt // recursive loops: loop(x) runs stmt again
 	frame          *frame
-	tmpl           *Template // whose nodes stmt is (loop(x) may be called from another template's macro)
+	tmpl           *Template   // whose nodes stmt is (loop(x) may be called from another template's macro)
+	lf             *lazyFilter // the loop's filter, run as the loop advances (nil: none)
 }
 
 // builtin is a global function: range, dict, namespace, cycler, joiner.

@@ -61,7 +61,22 @@ func (e *evaluator) runForSeq(s *parse.ForStmt, f *frame, v any, sq seq, depth0 
 	if dictPairs {
 		sq, _ = e.seqOf(&dictView{d: v, kind: viewItems})
 	}
-	if s.Filter != nil || s.Reversed || s.Sorted {
+	var lf *lazyFilter
+	switch {
+	case s.Filter != nil && !s.Reversed && !s.Sorted:
+		// The filter runs item by item as the loop reaches the items (lazy_filter.go).
+		lf = e.newLazyFilter(s, f, sq, dictPairs)
+		defer e.endLazyFilter(lf)
+		lf.ahead(e, f)
+		if ok, err := lf.have(e, 0); err != nil || !ok {
+			if err != nil {
+				return err
+			}
+			return e.execInner(s.Else, f, unsetIn(e.cur, &s.Else)) // a frame of its own, as in Jinja2
+		}
+		sq = seq{list: lf.items, n: len(lf.items)}
+	case s.Filter != nil || s.Reversed || s.Sorted:
+		// pongo2's reversed and sorted need every item first.
 		var err error
 		if sq, err = e.prepareFor(s, body, sq, dictPairs); err != nil {
 			return err
@@ -77,23 +92,36 @@ func (e *evaluator) runForSeq(s *parse.ForStmt, f *frame, v any, sq seq, depth0 
 	if loop != nil && !s.KeepsLoop && !s.Recursive {
 		defer e.putLoop(loop)
 	}
+	if loop != nil {
+		loop.lf = lf
+	}
 	// (The iterations in a function of their own: with few returns here, Go open-codes the
 	// defers above, which loops run once per item of the data.)
-	return e.runIterations(s, body, &sq, loop, dictPairs)
+	return e.runIterations(s, body, &sq, loop, lf, dictPairs)
 }
 
 // runIterations runs the loop's body once per item of sq, in the frame body.
-func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *loopCtx, dictPairs bool) error {
+// lf: the loop's filter, run as the loop advances (nil: sq holds every item).
+func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *loopCtx, lf *lazyFilter, dictPairs bool) error {
 	simple, pairs, base := bindLoopNames(s, body, sq.view == viewItems && (sq.rec != nil || sq.keys != nil || sq.dk != nil), loop)
 	// What the body sets before any mention starts undefined, at each iteration (Jinja2).
 	unset := unsetIn(e.cur, s)
-	var br *bodyRun // nil: the iterations are not kept (reuse_body.go)
-	if e.forDepth == 0 || sq.count() >= minNestedKept {
-		br = e.bodyRun(s)
-	}
+	br := e.iterationsRun(s, sq, lf)
 	e.forDepth++
 	defer func() { e.forDepth-- }()
-	for i := 0; i < sq.count(); i++ {
+	for i := 0; ; i++ {
+		if lf != nil {
+			ok, err := lf.have(e, i)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				break
+			}
+			sq.list, sq.n = lf.items, len(lf.items)
+		} else if i >= sq.count() {
+			break
+		}
 		if err := e.tick(); err != nil {
 			return e.at(s.Pos, err)
 		}
@@ -141,6 +169,26 @@ func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *
 	}
 	br.done(e)
 	return nil
+}
+
+// iterationsRun is the run of s whose iterations may be kept (reuse_body.go); nil when not.
+// A loop inside another is kept when it has enough items (with a filter that runs as the
+// loop advances, those of its source: how many pass is not known yet). Not with such a filter
+// when the body reads the loop's position: the kept iterations would be found by a length not
+// known before the filter ends.
+func (e *evaluator) iterationsRun(s *parse.ForStmt, sq *seq, lf *lazyFilter) *bodyRun {
+	n := sq.count()
+	if lf != nil && !lf.done {
+		n = lf.src.count()
+	}
+	if e.forDepth != 0 && n < minNestedKept {
+		return nil
+	}
+	br := e.bodyRun(s)
+	if br != nil && lf != nil && !lf.done && br.lp.info.loop {
+		return nil
+	}
+	return br
 }
 
 // newLoop makes the loop object, when the body uses it (nil otherwise): from the pool unless

@@ -185,7 +185,7 @@ func lengthOf(v any) (int, error) {
 	case *Namespace:
 		return 0, fmt.Errorf("object of type 'Namespace' has no len()")
 	case *loopCtx:
-		return x.length, nil
+		return x.count()
 	}
 	if isMapping(v) {
 		return mapLen(v), nil

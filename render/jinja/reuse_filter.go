@@ -12,9 +12,11 @@ import (
 // the same as those of the item at the same place of the same run in the last render passes
 // as it did, without evaluating the filter: reading each of 10,000 services' maps costs more
 // than comparing it with the one kept (the same map, or one found the same by an iteration
-// already). The filter still runs before the iterations, item by item, as it does without a
-// cache: an error is the same error. Not kept: a filter that reads the loop object, changes
-// what it reads, or reads what cannot be compared.
+// already). The filter still runs when it would without a cache (as the loop reaches the item,
+// or ahead of it: lazy_filter.go), and the reads are looked up then: an answer is never taken
+// for reads the body changed since (and the values a template can change, its dicts, lists
+// and namespaces, are not kept: readsOwn); an error is the same error. Not kept: a filter that
+// reads the loop object, changes what it reads, or reads what cannot be compared.
 
 // filterLoop is what is kept of one loop's filter.
 type filterLoop struct {

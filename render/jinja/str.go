@@ -310,7 +310,11 @@ func writeObjectRepr(b *strings.Builder, v any, depth int) error {
 		}
 		b.WriteByte('>')
 	case *loopCtx:
-		fmt.Fprintf(b, "<LoopContext %d/%d>", x.index0+1, x.length)
+		n, err := x.count()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(b, "<LoopContext %d/%d>", x.index0+1, n)
 	case *Macro:
 		fmt.Fprintf(b, "<Macro %s>", reprString(x.def.Name))
 	case *module:
