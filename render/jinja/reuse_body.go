@@ -51,6 +51,10 @@ type bodyCache struct {
 	// sameMaps: maps and records of the data found the same as a kept one since the last sweep, by
 	// identity: the kept one (kept here, so that its address is not reused meanwhile).
 	sameMaps map[unsafe.Pointer]any
+	// diffs: what differs between pairs of large records read by key (the one a kept read was
+	// last found the same in, the one read now), since the last sweep (reuse_body_diff.go).
+	diffs    map[[2]*record.Record]*recordDiff
+	diffed   int                       // pairs diffed, for tests
 	filters  map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
 	selects  map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
 	reused   int
@@ -544,7 +548,7 @@ func (c *bodyCache) same(kept, vals []any) bool {
 	}
 	for i, v := range vals {
 		if k, ok := kept[i].(*keyedRead); ok {
-			if !k.same(v) {
+			if !c.keyedSame(k, v) {
 				return false
 			}
 			continue
@@ -669,6 +673,7 @@ func (c *bodyCache) sweep() {
 	c.gen++
 	clear(c.sameMaps)
 	clear(c.differ)
+	clear(c.diffs)
 }
 
 // usedIn returns the chain from ent of the entries used in generation gen, in their order;

@@ -1,0 +1,113 @@
+package jinja
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+)
+
+// A loop body reading a large record by key, the record made anew at each render (as each
+// sync's snapshot makes services.by_name): its kept iterations are compared through what
+// differs between the records (recordDiff), and each serves only while what it looked up is
+// the same. Each render is compared with one computed afresh.
+func TestLoopBodiesReadLargeRecordsThroughTheirDiff(t *testing.T) {
+	const n = 100 // more than minDiffed
+	type entries = map[string]any
+	svc := func(port int) *record.Record { return record.FromMap(nil, map[string]any{"port": int64(port)}) }
+	kept := make([]*record.Record, n) // the same objects from render to render, as the snapshot's
+	for i := range kept {
+		kept[i] = svc(i)
+	}
+	base := func() entries {
+		m := entries{}
+		for i := range n {
+			m[fmt.Sprintf("s%03d", i)] = kept[i]
+		}
+		return m
+	}
+	items := []any{"s001", "s050", "s099", "s200"} // s200: not there
+	tmpl := `{% for s in items %}{{ s }}:{{ res.by.get(s, {"port": "-"}).port }};{% endfor %}`
+	p, err := Compile(map[string]string{"t": tmpl}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := renderOf(t, p)
+	vars := func(m entries) map[string]any {
+		return map[string]any{"items": items, "res": map[string]any{"by": record.FromMap(nil, m)}}
+	}
+	for _, c := range []struct {
+		name   string
+		change func(m entries) // of a render after the first, from base
+		reused int
+	}{
+		{"the same entries", func(entries) {}, 4},
+		{"another key changed", func(m entries) { m["s002"] = svc(9) }, 4},
+		{"another key added and one gone", func(m entries) { m["s0015"] = svc(9); delete(m, "s003") }, 4},
+		{"a looked-up key's value another object, the same", func(m entries) { m["s050"] = svc(50) }, 4},
+		{"a looked-up key's value another object, changed", func(m entries) { m["s050"] = svc(51) }, 3},
+		{"a looked-up key gone", func(m entries) { delete(m, "s099") }, 3},
+		{"a looked-up key that was not there added", func(m entries) { m["s200"] = svc(200) }, 3},
+		{"every key changed", func(m entries) {
+			for k := range m {
+				m[k] = svc(-1)
+			}
+		}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var cache ModuleCache
+			// Three renders: the second (the same entries, another record) moves the kept
+			// reads to its record through a diff; the third is changed.
+			for round, m := range []entries{base(), base(), base()} {
+				if round == 2 {
+					c.change(m)
+				}
+				before := cache.BodiesReused()
+				got := render(vars(m), &Modules{Across: &cache})
+				if want := render(vars(m), nil); got != want {
+					t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
+				}
+				cache.Sweep()
+				reused, want := cache.BodiesReused()-before, []int{0, 4, c.reused}[round]
+				if reused != want {
+					t.Errorf("render %d reused %d iterations, want %d", round, reused, want)
+				}
+			}
+			if cache.bodies.diffed != 2 {
+				t.Errorf("%d pairs of records diffed, want 2", cache.bodies.diffed)
+			}
+		})
+	}
+}
+
+// diffRecords notes the keys in one record only and those whose values differ, and gives up
+// past maxDiffKeys.
+func TestDiffRecords(t *testing.T) {
+	rec := func(kv ...any) *record.Record {
+		m := map[string]any{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return record.FromMap(nil, m)
+	}
+	d := diffRecords(rec("a", 1, "b", "x", "c", 3, "e", 5), rec("b", "x", "c", 4, "d", 1, "e", 5, "f", 0))
+	got := fmt.Sprint(len(d.keys), d.many)
+	for _, k := range []string{"a", "c", "d", "f"} {
+		if _, ok := d.keys[k]; !ok {
+			t.Errorf("%s not noted as differing", k)
+		}
+	}
+	if got != "4 false" {
+		t.Errorf("diff %v", d.keys)
+	}
+	big := map[string]any{}
+	for i := range maxDiffKeys + 1 {
+		big[fmt.Sprint(i)] = i
+	}
+	if d := diffRecords(rec(), record.FromMap(nil, big)); !d.many || d.keys != nil {
+		t.Errorf("%d keys differ: not many", len(big))
+	}
+	if d := diffRecords(rec("a", 1), rec("a", 1)); d.many || len(d.keys) != 0 {
+		t.Errorf("the same records: %v differ", d.keys)
+	}
+}
