@@ -245,18 +245,22 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 		return e.execAll(body, f)
 	}
 	vals := r.read(e, f, loop)
-	if plain := r.unkeyed(vals); readsOwn(plain) && (!r.lp.info.loops || !ownSmall(plain)) {
-		// A dict, list, namespace or tuple the template made is copied, kept and compared
-		// item by item at each iteration: as dear as the body, or dearer (model.j2's backends
-		// dict, every route's, read by each route's iteration: quadratic). Not tried again,
-		// but where the body has loops of its own and reads a few such values (the HTTPRoute
-		// example's backend, its refs and their Services' EndpointSlices): the body is the
-		// dearer there.
-		r.off = r.c.giveUp(r.lp)
-		r.list = append(r.list, nil)
-		return e.execAll(body, f)
+	// A dict, list, namespace or tuple the template made is copied, kept and compared item by
+	// item at each iteration: as dear as the body, or dearer (model.j2's backends dict, every
+	// route's, read by each route's iteration: quadratic). Not tried again, but where the body
+	// has loops of its own and reads a few such values (the HTTPRoute example's backend, its
+	// refs and their Services' EndpointSlices): the body is the dearer there. Those are counted
+	// (ownSmall) only when no kept iteration read the same: one that did was kept with values
+	// of the same items, counted then (bodySame compares the template's own values item by item).
+	plain := r.unkeyed(vals)
+	own := readsOwn(plain)
+	if own && !r.lp.info.loops {
+		return r.giveUp(e, body, f)
 	}
 	ent := r.c.find(r, vals, i)
+	if ent == nil && own && !ownSmall(plain) {
+		return r.giveUp(e, body, f)
+	}
 	if len(r.hints) > 0 {
 		r.looked++
 		if ent != nil {
@@ -298,6 +302,14 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 	}
 	r.list = append(r.list, ent)
 	return err
+}
+
+// giveUp runs the iteration's body as it is, and the loop's next iterations too, never to be
+// kept again (bodyCache.giveUp).
+func (r *bodyRun) giveUp(e *evaluator, body []parse.Stmt, f *frame) error {
+	r.off = r.c.giveUp(r.lp)
+	r.list = append(r.list, nil)
+	return e.execAll(body, f)
 }
 
 // maxOwnRead is how much of the template's own values (dicts, lists, namespaces and tuples,

@@ -1,6 +1,8 @@
 package jinja
 
 import (
+	"slices"
+
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 )
 
@@ -30,6 +32,7 @@ const maxDiffKeys = 1024
 // recordDiff is what differs between two records (an older, a newer), by key.
 type recordDiff struct {
 	keys map[string]struct{} // in one of them only, or with values not the same (sameValue)
+	few  []string            // keys when there are few: compared, not hashed, at each read
 	box  *identBox           // the newer record, shared by the keyed reads found the same in it
 	many bool                // more than maxDiffKeys differ: not used
 }
@@ -111,14 +114,27 @@ func diffRecords(old, cur *record.Record) *recordDiff {
 			return d
 		}
 	}
+	if len(d.keys) <= maxFewDiffs {
+		for k := range d.keys {
+			d.few = append(d.few, k)
+		}
+		d.keys = nil
+	}
 	return d
 }
+
+// maxFewDiffs is how many keys that differ are compared one by one at each read rather than
+// looked up (a pod added: one key).
+const maxFewDiffs = 8
 
 // touches says whether one of looked's keys differs (a key not a string: looked up as ever).
 func (d *recordDiff) touches(looked []lookup) bool {
 	for _, l := range looked {
 		key, ok := l.key.(string)
 		if !ok {
+			return true
+		}
+		if slices.Contains(d.few, key) {
 			return true
 		}
 		if _, differs := d.keys[key]; differs {

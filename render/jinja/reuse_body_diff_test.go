@@ -2,6 +2,7 @@ package jinja
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
@@ -48,6 +49,16 @@ func TestLoopBodiesReadLargeRecordsThroughTheirDiff(t *testing.T) {
 		{"a looked-up key's value another object, changed", func(m entries) { m["s050"] = svc(51) }, 3},
 		{"a looked-up key gone", func(m entries) { delete(m, "s099") }, 3},
 		{"a looked-up key that was not there added", func(m entries) { m["s200"] = svc(200) }, 3},
+		{"many other keys changed", func(m entries) {
+			for i := 10; i < 40; i++ {
+				m[fmt.Sprintf("s%03d", i)] = svc(-1)
+			}
+		}, 4},
+		{"many keys changed, a looked-up one among them", func(m entries) {
+			for i := 30; i < 60; i++ {
+				m[fmt.Sprintf("s%03d", i)] = svc(-1)
+			}
+		}, 3},
 		{"every key changed", func(m entries) {
 			for k := range m {
 				m[k] = svc(-1)
@@ -91,9 +102,9 @@ func TestDiffRecords(t *testing.T) {
 		return record.FromMap(nil, m)
 	}
 	d := diffRecords(rec("a", 1, "b", "x", "c", 3, "e", 5), rec("b", "x", "c", 4, "d", 1, "e", 5, "f", 0))
-	got := fmt.Sprint(len(d.keys), d.many)
+	got := fmt.Sprint(len(d.few), d.many)
 	for _, k := range []string{"a", "c", "d", "f"} {
-		if _, ok := d.keys[k]; !ok {
+		if !slices.Contains(d.few, k) {
 			t.Errorf("%s not noted as differing", k)
 		}
 	}
@@ -107,7 +118,7 @@ func TestDiffRecords(t *testing.T) {
 	if d := diffRecords(rec(), record.FromMap(nil, big)); !d.many || d.keys != nil {
 		t.Errorf("%d keys differ: not many", len(big))
 	}
-	if d := diffRecords(rec("a", 1), rec("a", 1)); d.many || len(d.keys) != 0 {
+	if d := diffRecords(rec("a", 1), rec("a", 1)); d.many || len(d.few) != 0 || len(d.keys) != 0 {
 		t.Errorf("the same records: %v differ", d.keys)
 	}
 }
