@@ -148,7 +148,10 @@ type bodyRun struct {
 	list               []*bodyEntry // this run's entries
 	reads              []any
 	names, plain       []any // scratch: the names' values (read), the reads not by key (exec)
-	off                bool  // too many iterations refused: the others run as they are
+	// chained: per read, the data it last followed its chain from, and what it found (read):
+	// the iterations of a run read the same `resources`, whose chains give the same.
+	chained [][2]any
+	off     bool // too many iterations refused: the others run as they are
 	// looked, found: the iterations that looked for a kept one while the last render's run
 	// had some (hints), and those that found one.
 	looked, found int
@@ -203,7 +206,7 @@ func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
 	if n := len(e.bodies.free); n > 0 {
 		r = e.bodies.free[n-1]
 		e.bodies.free = e.bodies.free[:n-1]
-		*r = bodyRun{reads: r.reads[:0], names: r.names[:0], plain: r.plain[:0]}
+		*r = bodyRun{reads: r.reads[:0], names: r.names[:0], plain: r.plain[:0], chained: r.chained[:0]}
 	}
 	r.c, r.lp, r.k, r.hints, r.list = c, lp, k, hints, make([]*bodyEntry, 0, len(hints))
 	return r
@@ -437,10 +440,10 @@ func (r *bodyRun) read(e *evaluator, f *frame, loop *loopCtx) []any {
 		vals = names
 	} else {
 		r.names = names
-		for _, rd := range r.lp.info.reads {
+		for j, rd := range r.lp.info.reads {
 			v := names[rd.name]
 			if rd.chain != nil {
-				v = e.chainValue(v, rd.chain)
+				v = r.chainValue(e, j, v, rd.chain)
 			}
 			vals = append(vals, v)
 		}
@@ -451,6 +454,25 @@ func (r *bodyRun) read(e *evaluator, f *frame, loop *loopCtx) []any {
 	vals = append(vals, e.autoescape)
 	r.reads = vals
 	return vals
+}
+
+// chainValue is e.chainValue(v, chain) for read j: what the iteration before found when v is
+// the same data it started from (the data never changes: the chain gives the same).
+func (r *bodyRun) chainValue(e *evaluator, j int, v any, chain []string) any {
+	for len(r.chained) <= j {
+		r.chained = append(r.chained, [2]any{})
+	}
+	id, ok := dataID(v)
+	if last, ok2 := dataID(r.chained[j][0]); ok && ok2 && id == last {
+		return r.chained[j][1]
+	}
+	w := e.chainValue(v, chain)
+	if ok {
+		r.chained[j] = [2]any{v, w}
+	} else {
+		r.chained[j] = [2]any{}
+	}
+	return w
 }
 
 // unkeyed are the iteration's reads but those by key (a dict looked up by key is not read

@@ -122,3 +122,41 @@ func TestDiffRecords(t *testing.T) {
 		t.Errorf("the same records: %v differ", d.keys)
 	}
 }
+
+// A run of a loop follows a keyed read's chain once for the data it starts from (bodyRun
+// chainValue): the runs of an inner loop, each reading another object by key, find each its
+// own. Each render is compared with one computed afresh.
+func TestLoopBodyChainsFollowedPerObject(t *testing.T) {
+	base := func() map[string]any {
+		return map[string]any{
+			"items": []any{"a", "b", "c", "d", "e"},
+			"groups": []any{
+				map[string]any{"n": "g1", "r": map[string]any{"by": map[string]any{"a": 1, "b": 2, "c": 3}}},
+				map[string]any{"n": "g2", "r": map[string]any{"by": map[string]any{"a": 10, "c": 30, "e": 50}}},
+				map[string]any{"n": "g3", "r": record.FromMap(nil, map[string]any{"by": map[string]any{"a": 7}})},
+			},
+		}
+	}
+	// The outer loop is never kept (it reads loop.previtem): its inner loop's runs are.
+	tmpl := `{% for g in groups %}{{ g.n }}{{ loop.previtem is defined }}:{% for s in items %}{{ s }}={{ g.r.by.get(s) }},{% endfor %};{% endfor %}`
+	p, err := Compile(map[string]string{"t": tmpl}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := renderOf(t, p)
+	var cache ModuleCache
+	for round := range 3 {
+		v := base()
+		if round == 2 {
+			v["groups"].([]any)[1].(map[string]any)["r"] = map[string]any{"by": map[string]any{"a": 11}}
+		}
+		got := render(v, &Modules{Across: &cache})
+		if want := render(v, nil); got != want {
+			t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
+		}
+		cache.Sweep()
+	}
+	if n := cache.BodiesReused(); n < 10 {
+		t.Errorf("%d inner iterations reused, want 10 or more", n)
+	}
+}

@@ -16,6 +16,15 @@ import (
 // bodySame says whether a and b are the same to a body that reads them (as sameValue).
 func bodySame(a, b any) bool {
 	switch x := a.(type) {
+	case string: // most reads: a name, a namespace (as sameData)
+		y, ok := b.(string)
+		return ok && x == y
+	case int64:
+		y, ok := b.(int64)
+		return ok && x == y
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
 	case map[string]any:
 		y, ok := b.(map[string]any)
 		if !ok || len(x) != len(y) {
