@@ -53,7 +53,7 @@ type bodyCache struct {
 	sameMaps map[unsafe.Pointer]any
 	// diffs: what differs between pairs of large records read by key (the one a kept read was
 	// last found the same in, the one read now), since the last sweep (reuse_body_diff.go).
-	diffs    map[[2]*record.Record]*recordDiff
+	diffs    []*recordDiff
 	diffed   int                       // pairs diffed, for tests
 	filters  map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
 	selects  map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
@@ -707,7 +707,8 @@ func (c *bodyCache) sweep() {
 	c.gen++
 	clear(c.sameMaps)
 	clear(c.differ)
-	clear(c.diffs)
+	clear(c.diffs) // (their records are not kept alive)
+	c.diffs = c.diffs[:0]
 }
 
 // usedIn returns the chain from ent of the entries used in generation gen, in their order;

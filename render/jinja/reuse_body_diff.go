@@ -31,10 +31,11 @@ const maxDiffKeys = 1024
 
 // recordDiff is what differs between two records (an older, a newer), by key.
 type recordDiff struct {
-	keys map[string]struct{} // in one of them only, or with values not the same (sameValue)
-	few  []string            // keys when there are few: compared, not hashed, at each read
-	box  *identBox           // the newer record, shared by the keyed reads found the same in it
-	many bool                // more than maxDiffKeys differ: not used
+	old, cur *record.Record      // kept alive: their addresses are theirs until the sweep
+	keys     map[string]struct{} // in one of them only, or with values not the same (sameValue)
+	few      []string            // keys when there are few: compared, not hashed, at each read
+	box      *identBox           // the newer record, shared by the keyed reads found the same in it
+	many     bool                // more than maxDiffKeys differ: not used
 }
 
 // keyedSame says whether v gives what the kept keyed read k found for each key it looked up
@@ -63,17 +64,19 @@ func (c *bodyCache) diffFor(k *keyedRead, v any) *recordDiff {
 	if !ok || old == cur || old.Len() < minDiffed {
 		return nil
 	}
-	pair := [2]*record.Record{old, cur} // kept alive: their addresses are theirs until the sweep
-	d, ok := c.diffs[pair]
-	if !ok {
+	var d *recordDiff
+	for _, x := range c.diffs { // a few: scanned
+		if x.old == old && x.cur == cur {
+			d = x
+			break
+		}
+	}
+	if d == nil {
 		if len(c.diffs) >= maxDiffs {
 			return nil
 		}
 		d = diffRecords(old, cur)
-		if c.diffs == nil {
-			c.diffs = map[[2]*record.Record]*recordDiff{}
-		}
-		c.diffs[pair] = d
+		c.diffs = append(c.diffs, d)
 		c.diffed++
 	}
 	if d.many {
@@ -84,7 +87,7 @@ func (c *bodyCache) diffFor(k *keyedRead, v any) *recordDiff {
 
 // diffRecords is what differs from old to cur, walking both in their keys' order.
 func diffRecords(old, cur *record.Record) *recordDiff {
-	d := &recordDiff{box: &identBox{v: cur}}
+	d := &recordDiff{old: old, cur: cur, box: &identBox{v: cur}}
 	add := func(key string) bool {
 		if d.keys == nil {
 			d.keys = map[string]struct{}{}
@@ -129,6 +132,9 @@ const maxFewDiffs = 8
 
 // touches says whether one of looked's keys differs (a key not a string: looked up as ever).
 func (d *recordDiff) touches(looked []lookup) bool {
+	if d.keys == nil && d.few == nil {
+		return false // the same entries: the lookups need not be read
+	}
 	for _, l := range looked {
 		key, ok := l.key.(string)
 		if !ok {
