@@ -53,8 +53,7 @@ type bodyCache struct {
 	sameMaps map[unsafe.Pointer]any
 	// diffs: what differs between pairs of large records read by key (the one a kept read was
 	// last found the same in, the one read now), since the last sweep (reuse_body_diff.go).
-	diffs    []*recordDiff
-	diffed   int                       // pairs diffed, for tests
+	diffs    recordDiffs
 	filters  map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
 	selects  map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
 	reused   int
@@ -582,7 +581,7 @@ func (c *bodyCache) same(kept, vals []any) bool {
 	}
 	for i, v := range vals {
 		if k, ok := kept[i].(*keyedRead); ok {
-			if !c.keyedSame(k, v) {
+			if !c.diffs.keyedSame(k, v) {
 				return false
 			}
 			continue
@@ -707,8 +706,7 @@ func (c *bodyCache) sweep() {
 	c.gen++
 	clear(c.sameMaps)
 	clear(c.differ)
-	clear(c.diffs) // (their records are not kept alive)
-	c.diffs = c.diffs[:0]
+	c.diffs.sweep()
 }
 
 // usedIn returns the chain from ent of the entries used in generation gen, in their order;

@@ -2,6 +2,7 @@ package jinja
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 )
@@ -11,7 +12,7 @@ import (
 // rather than each kept iteration looking its keys up in the new record (a binary search over
 // 10,000 Services' names, and a comparison, per key and iteration), the two records are
 // compared once, key by key in their order, and what differs between them is noted for the
-// render (bodyCache.diffs): a read none of whose keys differ is the same, without looking.
+// render (recordDiffs): a read none of whose keys differ is the same, without looking.
 // Each sync's snapshot makes the Ingress example's services.by_name and
 // endpointslices.by_service anew (or patches them: another record), so every one of the
 // 10,000 backends' iterations found them other objects.
@@ -29,6 +30,22 @@ const maxDiffs = 8
 // are looked up key by key (what differs is not held for a render).
 const maxDiffKeys = 1024
 
+// recordDiffs are the diffs of a render, between sweeps (bodyCache.sweep). Its lock is taken
+// last: the loops' iterations and the imports in loops (ModuleCache.mu held) compare through it.
+type recordDiffs struct {
+	mu     sync.Mutex
+	list   []*recordDiff
+	diffed int // pairs diffed, for tests
+}
+
+// sweep forgets the diffs of the render that ended.
+func (ds *recordDiffs) sweep() {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	clear(ds.list) // (their records are not kept alive)
+	ds.list = ds.list[:0]
+}
+
 // recordDiff is what differs between two records (an older, a newer), by key.
 type recordDiff struct {
 	old, cur *record.Record      // kept alive: their addresses are theirs until the sweep
@@ -41,8 +58,8 @@ type recordDiff struct {
 // keyedSame says whether v gives what the kept keyed read k found for each key it looked up
 // (keyedRead.same), through the diff between v and the record k was last found the same in
 // when there is one.
-func (c *bodyCache) keyedSame(k *keyedRead, v any) bool {
-	if d := c.diffFor(k, v); d != nil && !d.touches(k.looked) {
+func (ds *recordDiffs) keyedSame(k *keyedRead, v any) bool {
+	if d := ds.diffFor(k, v); d != nil && !d.touches(k.looked) {
 		k.ident.Store(d.box)
 		return true
 	}
@@ -51,7 +68,7 @@ func (c *bodyCache) keyedSame(k *keyedRead, v any) bool {
 
 // diffFor is what differs between the record k was last found the same in and v, when both
 // are large records of the data; nil when not, or when too much differs.
-func (c *bodyCache) diffFor(k *keyedRead, v any) *recordDiff {
+func (ds *recordDiffs) diffFor(k *keyedRead, v any) *recordDiff {
 	cur, ok := v.(*record.Record)
 	if !ok || cur.Len() < minDiffed || k.stop {
 		return nil
@@ -64,20 +81,22 @@ func (c *bodyCache) diffFor(k *keyedRead, v any) *recordDiff {
 	if !ok || old == cur || old.Len() < minDiffed {
 		return nil
 	}
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
 	var d *recordDiff
-	for _, x := range c.diffs { // a few: scanned
+	for _, x := range ds.list { // a few: scanned
 		if x.old == old && x.cur == cur {
 			d = x
 			break
 		}
 	}
 	if d == nil {
-		if len(c.diffs) >= maxDiffs {
+		if len(ds.list) >= maxDiffs {
 			return nil
 		}
 		d = diffRecords(old, cur)
-		c.diffs = append(c.diffs, d)
-		c.diffed++
+		ds.list = append(ds.list, d)
+		ds.diffed++
 	}
 	if d.many {
 		return nil

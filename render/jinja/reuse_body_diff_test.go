@@ -84,8 +84,8 @@ func TestLoopBodiesReadLargeRecordsThroughTheirDiff(t *testing.T) {
 					t.Errorf("render %d reused %d iterations, want %d", round, reused, want)
 				}
 			}
-			if cache.bodies.diffed != 2 {
-				t.Errorf("%d pairs of records diffed, want 2", cache.bodies.diffed)
+			if cache.bodies.diffs.diffed != 2 {
+				t.Errorf("%d pairs of records diffed, want 2", cache.bodies.diffs.diffed)
 			}
 		})
 	}
