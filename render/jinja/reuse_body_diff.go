@@ -57,8 +57,11 @@ type recordDiff struct {
 
 // keyedSame says whether v gives what the kept keyed read k found for each key it looked up
 // (keyedRead.same), through the diff between v and the record k was last found the same in
-// when there is one.
+// when there is one (ds nil: keyedRead.same).
 func (ds *recordDiffs) keyedSame(k *keyedRead, v any) bool {
+	if ds == nil {
+		return k.same(v)
+	}
 	if d := ds.diffFor(k, v); d != nil && !d.touches(k.looked) {
 		k.ident.Store(d.box)
 		return true
