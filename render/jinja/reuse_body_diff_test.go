@@ -160,3 +160,62 @@ func TestLoopBodyChainsFollowedPerObject(t *testing.T) {
 		t.Errorf("%d inner iterations reused, want 10 or more", n)
 	}
 }
+
+// A module imported in a loop that reads a large record by key, the record made anew at each
+// render, compares its kept reads through the records' diff as a loop body does: it serves
+// only while what it looked up is the same.
+func TestLoopImportsReadLargeRecordsThroughTheirDiff(t *testing.T) {
+	const n = 100 // more than minDiffed
+	kept := make([]*record.Record, n)
+	for i := range kept {
+		kept[i] = record.FromMap(nil, map[string]any{"port": int64(i)})
+	}
+	base := func() map[string]any {
+		m := map[string]any{}
+		for i := range n {
+			m[fmt.Sprintf("s%03d", i)] = kept[i]
+		}
+		return m
+	}
+	p, err := Compile(map[string]string{
+		"t":    `{% for s in items %}{% import "part" as p with context %}{{ p.out }};{% endfor %}`,
+		"part": `{% set out = s ~ ":" ~ res.by.get(s, {"port": "-"}).port %}`,
+	}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := renderOf(t, p)
+	for _, c := range []struct {
+		name   string
+		change func(m map[string]any)
+		reused int
+	}{
+		{"the same entries", func(map[string]any) {}, 3},
+		{"another key changed", func(m map[string]any) { m["s002"] = record.FromMap(nil, map[string]any{"port": int64(-1)}) }, 3},
+		{"a looked-up key's value changed", func(m map[string]any) { m["s050"] = record.FromMap(nil, map[string]any{"port": int64(-1)}) }, 2},
+		{"a looked-up key gone", func(m map[string]any) { delete(m, "s099") }, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var cache ModuleCache
+			for round := range 3 {
+				m := base()
+				if round == 2 {
+					c.change(m)
+				}
+				vars := map[string]any{"items": []any{"s001", "s050", "s099"}, "res": map[string]any{"by": record.FromMap(nil, m)}}
+				before := cache.LoopReused()
+				got := render(vars, &Modules{Across: &cache})
+				if want := render(vars, nil); got != want {
+					t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
+				}
+				cache.Sweep()
+				if reused, want := cache.LoopReused()-before, []int{0, 3, c.reused}[round]; reused != want {
+					t.Errorf("render %d reused %d imports, want %d", round, reused, want)
+				}
+			}
+			if cache.bodies.diffs.diffed != 2 {
+				t.Errorf("%d pairs of records diffed, want 2", cache.bodies.diffs.diffed)
+			}
+		})
+	}
+}
