@@ -254,13 +254,12 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 	// refs and their Services' EndpointSlices): the body is the dearer there. Those are counted
 	// (ownSmall) only when no kept iteration read the same: one that did was kept with values
 	// of the same items, counted then (bodySame compares the template's own values item by item).
-	plain := r.unkeyed(vals)
-	own := readsOwn(plain)
+	own := r.readsOwn(vals)
 	if own && !r.lp.info.loops {
 		return r.giveUp(e, body, f)
 	}
 	ent := r.c.find(r, vals, i)
-	if ent == nil && own && !ownSmall(plain) {
+	if ent == nil && own && !ownSmall(r.unkeyed(vals)) {
 		return r.giveUp(e, body, f)
 	}
 	if len(r.hints) > 0 {
@@ -472,6 +471,20 @@ func (r *bodyRun) chainValue(e *evaluator, j int, v any, chain []string) any {
 		r.chained[j] = [2]any{}
 	}
 	return w
+}
+
+// readsOwn is readsOwn(r.unkeyed(vals)), without making that.
+func (r *bodyRun) readsOwn(vals []any) bool {
+	reads := r.lp.info.reads
+	for i, v := range vals {
+		switch v.(type) {
+		case *Dict, *List, *Namespace, Tuple:
+			if i >= len(reads) || !reads[i].keyed {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // unkeyed are the iteration's reads but those by key (a dict looked up by key is not read
