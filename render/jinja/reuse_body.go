@@ -79,6 +79,7 @@ type bodyLoop struct {
 	looked           int                   // this render's iterations that looked for a kept one (bodyRun)
 	found            int                   // and found one
 	off              bool                  // too many refused: the loop's iterations are not tried again
+	reused           int                   // iterations reused since the last Sweep (bodyCache.reusedAt)
 }
 
 // bodyEntry is one kept iteration. Kept to 64 bytes, the rare parts apart: a loop's
@@ -169,7 +170,14 @@ func (c *ModuleCache) BodiesReused() int {
 func (c *ModuleCache) BodiesReusedAt(name string, line int) int {
 	c.bodies.mu.Lock()
 	defer c.bodies.mu.Unlock()
-	return c.bodies.reusedAt[loopAt{name, line}]
+	at := loopAt{name, line}
+	n := c.bodies.reusedAt[at]
+	for _, lp := range c.bodies.loops {
+		if lp.at == at {
+			n += lp.reused
+		}
+	}
+	return n
 }
 
 // bodyRun returns the run of loop s whose iterations may be kept and reused; nil when not.
@@ -654,10 +662,7 @@ func (c *bodyCache) use(lp *bodyLoop, ent *bodyEntry) {
 		lp.usedNow++
 	}
 	c.reused++
-	if c.reusedAt == nil {
-		c.reusedAt = map[loopAt]int{}
-	}
-	c.reusedAt[lp.at]++
+	lp.reused++ // into reusedAt at the sweep: not a map's update per iteration
 }
 
 // keep keeps an iteration that read vals (copies taken before it ran) and wrote out.
@@ -695,6 +700,13 @@ func (c *bodyCache) sweep() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for key, lp := range c.loops {
+		if lp.reused > 0 {
+			if c.reusedAt == nil {
+				c.reusedAt = map[loopAt]int{}
+			}
+			c.reusedAt[lp.at] += lp.reused
+			lp.reused = 0
+		}
 		if !lp.turn() {
 			delete(c.loops, key)
 			continue

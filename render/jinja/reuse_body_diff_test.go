@@ -219,3 +219,26 @@ func TestLoopImportsReadLargeRecordsThroughTheirDiff(t *testing.T) {
 		})
 	}
 }
+
+// BodiesReusedAt counts a loop's reused iterations before the render's Sweep and after.
+func TestBodiesReusedAtBeforeAndAfterSweep(t *testing.T) {
+	p, err := Compile(map[string]string{"t": "\n{% for s in items %}{{ s }}{% endfor %}"}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := renderOf(t, p)
+	vars := map[string]any{"items": []any{"a", "b", "c"}}
+	var cache ModuleCache
+	render(vars, &Modules{Across: &cache})
+	cache.Sweep()
+	render(vars, &Modules{Across: &cache})
+	if n := cache.BodiesReusedAt("t", 2); n != 3 {
+		t.Errorf("before the sweep: %d reused, want 3", n)
+	}
+	cache.Sweep()
+	render(vars, &Modules{Across: &cache})
+	cache.Sweep()
+	if n := cache.BodiesReusedAt("t", 2); n != 6 {
+		t.Errorf("after the sweeps: %d reused, want 6", n)
+	}
+}
