@@ -53,11 +53,13 @@ type bodyCache struct {
 	sameMaps map[unsafe.Pointer]any
 	// diffs: what differs between pairs of large records read by key (the one a kept read was
 	// last found the same in, the one read now), since the last sweep (reuse_body_diff.go).
-	diffs    recordDiffs
-	filters  map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
-	selects  map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
-	reused   int
-	reusedAt map[loopAt]int // by loop, for tests
+	diffs recordDiffs
+	// sealedSame: kept reads found the same as sealed (reuse_body_sealed.go), for tests.
+	sealedSame int
+	filters    map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
+	selects    map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
+	reused     int
+	reusedAt   map[loopAt]int // by loop, for tests
 }
 
 // loopAt is where a loop is: its template and line.
@@ -304,6 +306,7 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 		for j, p := range e.secret[sstart:] {
 			secret[j] = p - start
 		}
+		sealReads(snap, vals)
 		ent = r.c.keep(r.lp, snap, string(e.out[start:]), secret, err)
 	}
 	if ent == nil && err == nil {
@@ -603,6 +606,14 @@ func (c *bodyCache) same(kept, vals []any) bool {
 	for i, v := range vals {
 		if k, ok := kept[i].(*keyedRead); ok {
 			if !c.diffs.keyedSame(k, v) {
+				return false
+			}
+			continue
+		}
+		if s, ok := kept[i].(*sealedRead); ok {
+			if s.holds(v) {
+				c.sealedSame++
+			} else if !bodySame(s.copy, v) {
 				return false
 			}
 			continue

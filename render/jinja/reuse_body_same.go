@@ -210,6 +210,8 @@ func (hs *bodyHasher) sum(v any, depth int) (uint64, bool) {
 	case *Namespace:
 		s, ok := hs.sum(x.attrs, depth+1)
 		return mix(0x4e, s), ok
+	case *sealedRead:
+		return hs.sum(x.copy, depth) // a kept read: as what it read
 	case *Dict:
 		h := uint64(0x64)
 		for i := range x.keys {
