@@ -227,6 +227,40 @@ func BenchmarkBuildIngress(b *testing.B) {
 	}
 }
 
+// BenchmarkBuildIngressNginx: the same with the ingress-nginx example at 1,000 and 10,000
+// Ingresses of class nginx (one in ten with annotations it reads), after one Ingress's path
+// changed.
+func BenchmarkBuildIngressNginx(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		raw := nginxBenchObjects(n)
+		ing := firstChanged(raw["ingresses"], func(o map[string]any) {
+			rule := o["spec"].(map[string]any)["rules"].([]any)[0].(map[string]any)
+			rule["http"].(map[string]any)["paths"].([]any)[1].(map[string]any)["path"] = "/v2"
+		})
+		tpl := loadConfigMapData(b, "../examples/templates/ingress-nginx.yaml")
+		b.Run(fmt.Sprintf("%d/route-changed", n), func(b *testing.B) {
+			benchBuild(b, raw, tpl, "ingresses", raw["ingresses"][0], ing, ingressWatch...)
+		})
+	}
+}
+
+// nginxBenchObjects are ingressObjects(n) of class nginx, one Ingress in ten with
+// annotations of ingress-nginx's.
+func nginxBenchObjects(n int) map[string][]map[string]any {
+	raw := ingressObjects(n)
+	for i, o := range raw["ingresses"] {
+		o["spec"].(map[string]any)["ingressClassName"] = "nginx"
+		if i%10 == 0 {
+			o["metadata"].(map[string]any)["annotations"] = map[string]any{
+				"nginx.ingress.kubernetes.io/proxy-body-size":    "8m",
+				"nginx.ingress.kubernetes.io/proxy-read-timeout": "120",
+				"nginx.ingress.kubernetes.io/ssl-redirect":       "false",
+			}
+		}
+	}
+	return raw
+}
+
 // BenchmarkFirstBuildHTTPRoute: the build stage of the sidecar's first sync (a new renderer:
 // the template compiled, no module kept from a sync before) with the Gateway API example at
 // 3,000 HTTPRoutes (docs/performance.md, start to every route served).

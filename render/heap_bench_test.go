@@ -20,12 +20,23 @@ import (
 // live heap at each collection, GOGC=5 making one every 5% of growth), and the bytes it
 // allocated.
 func BenchmarkLiveHeapIngress10000(b *testing.B) {
-	raw := ingressObjects(10000)
+	benchLiveHeap(b, ingressObjects(10000), "../examples/templates/ingress.yaml")
+}
+
+// BenchmarkLiveHeapIngressNginx10000: the same with the ingress-nginx example
+// (nginxBenchObjects).
+func BenchmarkLiveHeapIngressNginx10000(b *testing.B) {
+	benchLiveHeap(b, nginxBenchObjects(10000), "../examples/templates/ingress-nginx.yaml")
+}
+
+// benchLiveHeap measures the heap the render of example keeps live with the Ingresses of raw
+// (BenchmarkLiveHeapIngress10000), the first Ingress's second path changed.
+func benchLiveHeap(b *testing.B, raw map[string][]map[string]any, example string) {
 	changed := firstChanged(raw["ingresses"], func(o map[string]any) {
 		rule := o["spec"].(map[string]any)["rules"].([]any)[0].(map[string]any)
 		rule["http"].(map[string]any)["paths"].([]any)[1].(map[string]any)["path"] = "/v2"
 	})
-	tpl := loadConfigMapData(b, "../examples/templates/ingress.yaml")
+	tpl := loadConfigMapData(b, example)
 	objs, opts := benchObjects(b, raw, ingressWatch...)
 	var conv snapshot.ObjectConverter
 	versions := [2]*snapshot.Object{objs.Resources["ingresses"][0], nil}

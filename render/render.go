@@ -117,6 +117,11 @@ func (r *Renderer) Reused(keys ...string) int {
 	return r.kept.LoopReused(keys...)
 }
 
+// Computed is how many imports in loops of the modules keys computed them (not kept, or no
+// kept one read the same) since the renderer was made; with Reused, the imports of a part per
+// item inside a block taken whole are neither (the HTTPRoute example's route.j2 in block.j2).
+func (r *Renderer) Computed(keys ...string) int { return r.kept.LoopComputed(keys...) }
+
 // Keys of the template set named tests.NAME.yaml are tests of the templates (see package
 // candidate), not templates.
 const (

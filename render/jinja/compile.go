@@ -69,6 +69,7 @@ func (p *Program) parse(name, src string) (*Template, error) {
 		return nil, unknown
 	}
 	t.readOnly = readsOnly(tr)
+	t.scopes = scanScopes(tr.Body)
 	return t, nil
 }
 

@@ -42,6 +42,9 @@ type Template struct {
 	// readOnly: the template names no method that changes a dict or list and sets no
 	// namespace's attribute (readsOnly): what it imports it only reads.
 	readOnly bool
+	// scopes: the names its frames (its top level, its loops' and macros' bodies...) set
+	// before mentioning them, undefined until set (scanScopes, exec_scope.go).
+	scopes scopes
 }
 
 // lineCol returns the 1-based line and column (in characters) of a byte offset.
@@ -96,6 +99,7 @@ type evaluator struct {
 	scratch   [][]any
 	modules   map[string]*module    // imports without context, once per render
 	lent      []*loopEntry          // kept modules this render has to itself until it ends (reuse_loop.go)
+	computing []*loopRead           // the imports in loops being computed, innermost last (reuse_nested.go)
 	keptLent  []*keptModule         // and those kept for imports at a template's top (ModuleCache.take)
 	valsFree  [][]any               // slices of the values imports read, for the next (freeVals)
 	memo      map[any]*readMemo     // what imports found of the dicts, lists, namespaces they read
@@ -127,6 +131,9 @@ type frame struct {
 	vals    []any
 	ctx     map[string]any // at a template's top level (with context): the render context
 	escaped bool           // a macro keeps it: not reused
+	// top: a template's top frame, or a block's: a lookup from within it passes over the
+	// names the frames around it have not set yet (unsetName, exec_scope.go).
+	top bool
 }
 
 func (f *frame) set(name string, v any) {
@@ -258,7 +265,7 @@ func (e *evaluator) release(f *frame) {
 		return
 	}
 	clear(f.vals)
-	f.names, f.vals, f.parent, f.ctx = f.names[:0], f.vals[:0], nil, nil
+	f.names, f.vals, f.parent, f.ctx, f.top = f.names[:0], f.vals[:0], nil, nil, false
 	e.free = append(e.free, f)
 }
 

@@ -103,9 +103,10 @@ func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (an
 		if u, ok := obj.(*Undefined); ok {
 			return nil, e.at(a.Pos, u.fail())
 		}
-		var keyed *keyedRead
+		var keyed *keyRecorder
 		if e.keys != nil && a.Name == "get" {
-			keyed = e.keys.site(x.Pos, obj) // a keyed read of the module computed (reuse_keyed.go)
+			keyed = e.keys // a keyed read of the module computed (reuse_keyed.go)?
+			keyed.check(e.cur, x.Pos, obj)
 		}
 		if hasMethod(obj, a.Name) && !isMappingWithKeyFirst(obj, a.Name) {
 			var list []any
@@ -150,7 +151,7 @@ func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (an
 				return nil, err
 			}
 			if keyed != nil {
-				e.keys.note(keyed, obj, list, kw, caller != nil)
+				keyed.noteAt(e.cur, x.Pos, obj, list, kw, caller != nil)
 			}
 			outer := e.taint
 			e.taint = mark{}
@@ -392,6 +393,7 @@ func (e *evaluator) callMacro(m *Macro, a []any, kw map[string]any) (any, error)
 	} else if len(a) > len(d.Params) {
 		return nil, fmt.Errorf("macro %s takes not more than %d argument(s)", reprString(d.Name), len(d.Params))
 	}
+	bindUnset(fr, unsetIn(m.tmpl, d))
 	if err := e.execAll(d.Body, fr); err != nil {
 		return nil, err
 	}

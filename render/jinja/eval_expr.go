@@ -82,7 +82,14 @@ func (e *evaluator) lookup(f *frame, name string) (any, bool) {
 		for i := len(fr.names) - 1; i >= 0; i-- {
 			// The parser interns names: equal names mostly share their bytes.
 			if n := fr.names[i]; len(n) == len(name) && (unsafe.StringData(n) == unsafe.StringData(name) || n == name) {
-				return fr.vals[i], true
+				v := fr.vals[i]
+				if _, unset := v.(unsetName); unset {
+					if !unsetFound(f, fr) {
+						return nil, false
+					}
+					break // another template's name, not set yet: the frames outside fr's
+				}
+				return v, true
 			}
 		}
 		if fr.ctx != nil {

@@ -266,8 +266,13 @@ func (e *evaluator) assign(f *frame, t parse.Target, v any) error {
 	return nil
 }
 
+// execSetBlock runs the body, and the filters on what it wrote, in a frame of their own: as in
+// Jinja2, what the body sets is not seen after the block (set ns.attr reaches ns).
 func (e *evaluator) execSetBlock(s *parse.SetBlockStmt, f *frame) error {
-	out, secret, err := e.capture(s.Body, f)
+	inner := e.newFrame(f)
+	defer e.release(inner)
+	bindUnset(inner, unsetIn(e.cur, s))
+	out, secret, err := e.capture(s.Body, inner)
 	if err != nil {
 		return err
 	}
@@ -275,7 +280,7 @@ func (e *evaluator) execSetBlock(s *parse.SetBlockStmt, f *frame) error {
 	if s.Filters != nil {
 		saved := e.blockIn
 		e.blockIn = v
-		v, err = e.eval(s.Filters, f)
+		v, err = e.eval(s.Filters, inner)
 		e.blockIn = saved
 		if err != nil {
 			return err
@@ -300,6 +305,7 @@ func (e *evaluator) execWith(s *parse.WithStmt, f *frame) error {
 			return e.at(s.Pos, err)
 		}
 	}
+	bindUnset(inner, unsetIn(e.cur, s))
 	return e.execAll(s.Body, inner)
 }
 
@@ -322,18 +328,23 @@ func (e *evaluator) execCallBlock(s *parse.CallBlockStmt, f *frame) error {
 	return e.at(s.Pos, e.print(v))
 }
 
+// execFilterBlock runs the body, and the filters on what it wrote, in a frame of their own:
+// as in Jinja2, what the body sets is not seen after the block (set ns.attr reaches ns).
 func (e *evaluator) execFilterBlock(s *parse.FilterBlockStmt, f *frame) error {
 	if e.suppress {
 		return nil
 	}
-	out, secret, err := e.capture(s.Body, f)
+	inner := e.newFrame(f)
+	defer e.release(inner)
+	bindUnset(inner, unsetIn(e.cur, s))
+	out, secret, err := e.capture(s.Body, inner)
 	if err != nil {
 		return err
 	}
 	in := textValue(out, secret, e.autoescape)
 	saved := e.blockIn
 	e.blockIn = in
-	v, err := e.eval(s.Filters, f)
+	v, err := e.eval(s.Filters, inner)
 	e.blockIn = saved
 	if err != nil {
 		return err
@@ -348,8 +359,19 @@ func (e *evaluator) execAutoescape(s *parse.AutoescapeStmt, f *frame) error {
 	}
 	saved := e.autoescape
 	e.autoescape = truthy(v)
-	err = e.execAll(s.Body, f)
+	err = e.execInner(s.Body, f, unsetIn(e.cur, s))
 	e.autoescape = saved
+	return err
+}
+
+// execInner runs body in a frame of its own, inside f: what it sets is not seen after it, as
+// in Jinja2's scopes ({% autoescape %}, a loop's else). unset: what body sets before any
+// mention (scanScopes).
+func (e *evaluator) execInner(body []parse.Stmt, f *frame, unset []string) error {
+	inner := e.newFrame(f)
+	bindUnset(inner, unset)
+	err := e.execAll(body, inner)
+	e.release(inner)
 	return err
 }
 

@@ -71,7 +71,7 @@ func (e *evaluator) runForSeq(s *parse.ForStmt, f *frame, v any, sq seq, depth0 
 		}
 	}
 	if sq.count() == 0 {
-		return e.execAll(s.Else, f)
+		return e.execInner(s.Else, f, unsetIn(e.cur, &s.Else)) // a frame of its own, as in Jinja2
 	}
 	loop := e.newLoop(s, f, &sq, depth0, parentLoop)
 	if loop != nil && !s.KeepsLoop && !s.Recursive {
@@ -85,6 +85,8 @@ func (e *evaluator) runForSeq(s *parse.ForStmt, f *frame, v any, sq seq, depth0 
 // runIterations runs the loop's body once per item of sq, in the frame body.
 func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *loopCtx, dictPairs bool) error {
 	simple, pairs, base := bindLoopNames(s, body, sq.view == viewItems && (sq.rec != nil || sq.keys != nil || sq.dk != nil), loop)
+	// What the body sets before any mention starts undefined, at each iteration (Jinja2).
+	unset := unsetIn(e.cur, s)
 	var br *bodyRun // nil: the iterations are not kept (reuse_body.go)
 	if e.forDepth == 0 || sq.count() >= minNestedKept {
 		br = e.bodyRun(s)
@@ -117,6 +119,9 @@ func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *
 				body.names = append(body.names, "loop", "forloop")
 				body.vals = append(body.vals, loop, loop)
 			}
+		}
+		if unset != nil {
+			bindUnset(body, unset)
 		}
 		var err error
 		if br != nil {

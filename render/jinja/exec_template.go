@@ -36,6 +36,7 @@ func (e *evaluator) runTemplate(t *Template, root *frame) error {
 			e.blocks[name] = []block{{def: b, tmpl: t}}
 		}
 	}
+	bindUnset(root, t.scopes.top)
 	if err := e.execAll(t.tree.Body, root); err != nil {
 		return err
 	}
@@ -50,6 +51,7 @@ func (e *evaluator) runTemplate(t *Template, root *frame) error {
 			e.blocks[name] = append(e.blocks[name], block{def: b, tmpl: parent})
 		}
 		e.cur = parent
+		bindUnset(root, parent.scopes.top)
 		if err := e.execAll(parent.tree.Body, root); err != nil {
 			return err
 		}
@@ -97,6 +99,8 @@ func (e *evaluator) renderBlock(name string, idx int, parent *frame) error {
 	}
 	fr := e.newFrame(parent)
 	defer e.release(fr)
+	fr.top = true // Jinja2 renders a block from the context, not the template's locals
+	bindUnset(fr, unsetIn(b.tmpl, b.def))
 	fr.set("super", &builtin{name: "super", fn: func(e *evaluator, a []any, kw map[string]any) (any, error) {
 		return e.renderBlockValue(name, idx+1, parent) // a scoped block's parent sees its scope
 	}})
@@ -142,6 +146,7 @@ func (e *evaluator) execInclude(s *parse.IncludeStmt, f *frame) error {
 	}
 	root := e.newFrame(nil)
 	defer e.release(root)
+	root.top = true
 	if s.WithContext {
 		root.parent = f
 	}
@@ -173,7 +178,7 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	}
 	// Imported with context at the top of the main template, before anything was set there:
 	// the module sees the render context only, and other renders of it may share it.
-	share := withContext && e.shared != nil && f == e.top && len(f.names) == 0 && e.extending == nil
+	share := withContext && e.shared != nil && f == e.top && f.noneSet() && e.extending == nil
 	if share {
 		if m := e.shared.get(key, t.tree.Src, e.vars, f, e.cur != nil && e.cur.readOnly, e); m != nil {
 			return m, nil
@@ -192,13 +197,14 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 		if m, lr = e.loopImport(key, t, f); m != nil {
 			return m, nil
 		}
+		e.shared.Across.loopComputed(key)
 	}
 	e.depth++
 	defer func() { e.depth-- }()
 	if e.depth > maxCallDepth {
 		return nil, e.at(keyPos, fmt.Errorf("imports nested more than %d deep", maxCallDepth))
 	}
-	root := &frame{}
+	root := &frame{top: true}
 	if withContext {
 		root.parent = f
 	}
@@ -208,12 +214,14 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	outerKeys := e.keys
 	if lr != nil {
 		e.bodyModules(1) // kept whole: its loops' iterations are not kept too (reuse_body.go)
-		e.keys = lr.keys // its own evaluation's lookups only (reuse_keyed.go)
+		e.keys = lr.nestKeys(outerKeys)
+		e.computing = append(e.computing, lr)
 	}
 	err = e.runTemplate(t, root)
 	e.keys = outerKeys
 	if lr != nil {
 		e.bodyModules(-1)
+		e.computing = e.computing[:len(e.computing)-1]
 	}
 	out, secret := e.endCapture(c)
 	e.autoescape = savedEscape
@@ -223,7 +231,7 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	keep(root)
 	m := &module{name: key, vars: newDict(len(root.names)), output: out, secret: secret, frame: root}
 	for i, n := range root.names {
-		if !strings.HasPrefix(n, "_") {
+		if _, unset := root.vals[i].(unsetName); !unset && !strings.HasPrefix(n, "_") {
 			m.vars.set(n, root.vals[i])
 		}
 	}
@@ -234,7 +242,9 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 		e.modules[key] = m
 	}
 	if lr != nil {
-		lr.run.list = append(lr.run.list, e.shared.Across.loopKeep(key, t.tree.Src, lr.vals, lr.snap, lr.hash, m, e))
+		le := e.shared.Across.loopKeep(key, lr, m, e)
+		lr.run.list = append(lr.run.list, le)
+		e.notePart(le)
 		e.recycleVals(lr.vals)
 	}
 	if share {

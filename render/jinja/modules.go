@@ -103,7 +103,7 @@ func copyModule(m *module, parent *frame) (*module, bool) {
 func copyModuleOwned(m *module, parent *frame, owner *loan) (cm *module, ok bool, view bool) {
 	c := copier{seen: make(map[any]any, m.objects), from: m.frame, owner: owner}
 	if m.frame != nil {
-		c.to = &frame{parent: parent, names: append([]string(nil), m.frame.names...), vals: make([]any, len(m.frame.vals)), ctx: m.frame.ctx}
+		c.to = &frame{parent: parent, names: append([]string(nil), m.frame.names...), vals: make([]any, len(m.frame.vals)), ctx: m.frame.ctx, top: m.frame.top}
 		keep(c.to)
 		for i, v := range m.frame.vals {
 			cv, ok := c.copy(v)
@@ -302,7 +302,7 @@ func viewModule(m *module, parent *frame) *module {
 		return out
 	}
 	if m.frame != nil {
-		v.frame = &frame{parent: parent, names: append([]string(nil), m.frame.names...), vals: make([]any, len(m.frame.vals)), ctx: m.frame.ctx}
+		v.frame = &frame{parent: parent, names: append([]string(nil), m.frame.names...), vals: make([]any, len(m.frame.vals)), ctx: m.frame.ctx, top: m.frame.top}
 		keep(v.frame)
 		for i, x := range m.frame.vals {
 			v.frame.vals[i] = rebind(x)

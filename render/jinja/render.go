@@ -107,7 +107,7 @@ func (p *Program) RenderSharing(ctx context.Context, vars map[string]any, lim Li
 		return Output{}, p.locate(e, err)
 	}
 	t := p.templates[p.main]
-	root := &frame{ctx: vars}
+	root := &frame{ctx: vars, top: true}
 	e.top = root
 	if err := e.runTemplate(t, root); err != nil {
 		if err == errBreak || err == errContinue {

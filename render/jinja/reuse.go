@@ -35,6 +35,7 @@ type ModuleCache struct {
 	// Imports with context inside a template (reuse_loop.go).
 	loop       map[uint64][]*loopEntry // by the hash of what they read
 	frees      map[string]freeInfo     // by source
+	computed   map[string]int          // imports in loops computed, by key (LoopComputed)
 	gen        uint64                  // Sweeps so far
 	touched    map[string]bool         // the modules imported that way since the last Sweep
 	seed       maphash.Seed

@@ -291,7 +291,7 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 	snap, ok := copyReads(vals, r.lp.info.reads)
 	var keys *keyRecorder
 	if ok {
-		keys = newKeyRecorder(e.shared.Across, r.lp.info.reads, r.lp.info.sites, vals, snap)
+		keys = newKeyRecorder(e.shared.Across, r.lp.info.reads, r.lp.info.sites, nil, vals, snap)
 	}
 	start, sstart := len(e.out), len(e.secret)
 	outerKeys := e.keys

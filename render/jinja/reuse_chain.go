@@ -154,6 +154,10 @@ func (w *freeWalk) freeReads() (reads []freeRead, sites map[int]int) {
 		for _, k := range keyed {
 			for _, s := range w.sites {
 				if s.name == n && slices.Equal(s.chain, k) {
+					if s.tmpl != "" {
+						w.nestedSite(s, len(out))
+						continue
+					}
 					if sites == nil {
 						sites = map[int]int{}
 					}
@@ -197,6 +201,7 @@ type keyedSite struct {
 	pos   int
 	name  string
 	chain []string
+	tmpl  string // the template of the call: "" the one walked, else the key of one it imports
 }
 
 // visitCall notes a call X.get(KEY[, DEFAULT]) on a free name's constant attribute chain X as a
@@ -221,7 +226,7 @@ func (w *freeWalk) noteKeyed(x *parse.CallExpr) bool {
 	if !slices.ContainsFunc(u.keyed, func(o []string) bool { return slices.Equal(o, chain) }) {
 		u.keyed = append(u.keyed, chain)
 	}
-	w.sites = append(w.sites, keyedSite{pos: x.Pos, name: n, chain: chain})
+	w.sites = append(w.sites, keyedSite{pos: x.Pos, name: n, chain: chain, tmpl: w.tmpl})
 	return true
 }
 

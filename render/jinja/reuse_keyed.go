@@ -45,20 +45,24 @@ type identBox struct{ v any }
 
 // keyRecorder records a module's keyed reads while it is computed for an import in a loop.
 type keyRecorder struct {
-	c     *ModuleCache
-	sites map[int]int  // freeInfo.sites
-	live  []any        // the values read at the import
-	reads []*keyedRead // by read; nil: not keyed, or not set at the import
+	c      *ModuleCache
+	sites  map[int]int            // freeInfo.sites
+	nested map[string]map[int]int // freeInfo.nested: the sites of the templates it imports
+	live   []any                  // the values read at the import
+	reads  []*keyedRead           // by read; nil: not keyed, or not set at the import
+	// outer: the recorder of the module whose computation imports this one (one that imports
+	// others: nested), which records this one's lookups too (reuse_nested.go).
+	outer *keyRecorder
 }
 
 // newKeyRecorder is the recorder of an import's or a loop body's keyed reads (nil: none; sites:
 // the get calls' positions, to the read's index), whose kept values in snap become their
 // keyedReads (notSet stays: a name not set is compared as ever).
-func newKeyRecorder(c *ModuleCache, reads []freeRead, sites map[int]int, vals, snap []any) *keyRecorder {
-	if len(sites) == 0 {
+func newKeyRecorder(c *ModuleCache, reads []freeRead, sites map[int]int, nested map[string]map[int]int, vals, snap []any) *keyRecorder {
+	if len(sites) == 0 && len(nested) == 0 {
 		return nil
 	}
-	r := &keyRecorder{c: c, sites: sites, live: vals, reads: make([]*keyedRead, len(vals))}
+	r := &keyRecorder{c: c, sites: sites, nested: nested, live: vals, reads: make([]*keyedRead, len(vals))}
 	for j, fr := range reads {
 		if !fr.keyed {
 			continue
@@ -75,10 +79,17 @@ func newKeyRecorder(c *ModuleCache, reads []freeRead, sites map[int]int, vals, s
 	return r
 }
 
-// site is the keyed read the get call at pos records, on obj; nil when it is none. A call at
-// a keyed site on another object than the one read makes that read never the same.
-func (r *keyRecorder) site(pos int, obj any) *keyedRead {
-	j, ok := r.sites[pos]
+// site is the keyed read the get call at pos (of the template cur) records, on obj; nil when
+// it is none. A call at a keyed site on another object than the one read makes that read never
+// the same.
+func (r *keyRecorder) site(cur *Template, pos int, obj any) *keyedRead {
+	sites := r.sites
+	if r.nested != nil && cur != nil {
+		if m, ok := r.nested[cur.name]; ok {
+			sites = m // a get call of a template it imports
+		}
+	}
+	j, ok := sites[pos]
 	if !ok || r.reads[j] == nil {
 		return nil
 	}

@@ -50,6 +50,9 @@ type loopEntry struct {
 	// made: the module the render it is lent to made, kept as it is (loopKeep): a change of
 	// it by that render leaves a copy of it as it was in its place (renewEntry)
 	made bool
+	// parts: the modules its computation imported in loops and took or made (reuse_nested.go):
+	// used when it is, for the next computation of a block beside it to find them.
+	parts []*loopEntry
 }
 
 // loan is what the dicts and lists of a value know they are part of (their owner): a
@@ -169,7 +172,15 @@ type freeInfo struct {
 	index map[string]int // names' positions
 	reads []freeRead     // what is read of them (reuse_chain.go); nil: each name whole
 	sites map[int]int    // the keyed reads' get calls, by position: the read's index
-	ok    bool           // false: never kept (it names another template, has blocks, ...)
+	// nested: the keyed reads' get calls of the templates it imports (reuse_nested.go), by
+	// template key, then position: the read's index.
+	nested map[string]map[int]int
+	// deps: the templates it imports (reuse_nested.go), with the sources walked; src: its
+	// source and theirs, what a kept module is kept with (a module serves only while none
+	// changed).
+	deps []depSrc
+	src  string
+	ok   bool // false: never kept (it includes a template, has blocks, ...)
 }
 
 // maxHashed bounds the values hashed for one import: a module that reads more (a whole
@@ -237,14 +248,15 @@ func (c *ModuleCache) EndApart() {
 	clear(c.snaps)
 }
 
-// free returns what tree reads of the frames it is imported from, worked out once per source.
-func (c *ModuleCache) free(tree *parse.Tree) freeInfo {
+// free returns what tree reads of the frames it is imported from, worked out once per source
+// (and per source of the templates it imports, from p).
+func (c *ModuleCache) free(p *Program, tree *parse.Tree) freeInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if fi, ok := c.frees[tree.Src]; ok {
+	if fi, ok := c.frees[tree.Src]; ok && p.sameDeps(fi.deps) {
 		return fi
 	}
-	fi := freeNames(tree)
+	fi := freeNamesIn(tree, p.treeOf)
 	if c.frees == nil {
 		c.frees = map[string]freeInfo{}
 	}
@@ -256,11 +268,16 @@ func (c *ModuleCache) free(tree *parse.Tree) freeInfo {
 // its `set ns.attr` assign to, but for the names it sets before reading them (freeWalk.stmts).
 // A template that names another one, has blocks or uses pongo2's statements is refused (ok
 // false).
-func freeNames(tree *parse.Tree) freeInfo {
-	if len(tree.Refs) > 0 || tree.Extends || len(tree.Blocks) > 0 {
+func freeNames(tree *parse.Tree) freeInfo { return freeNamesIn(tree, nil) }
+
+// freeNamesIn is freeNames, but for a template that imports others with context: what it
+// reads is then what it and they read (reuse_nested.go); resolve gives their trees (nil:
+// refused, as freeNames).
+func freeNamesIn(tree *parse.Tree, resolve func(string) *parse.Tree) freeInfo {
+	if len(tree.Refs) > 0 && resolve == nil || tree.Extends || len(tree.Blocks) > 0 {
 		return freeInfo{}
 	}
-	w := freeWalk{seen: map[string]bool{}, bound: map[string]int{}, ok: true, chains: true}
+	w := freeWalk{seen: map[string]bool{}, bound: map[string]int{}, ok: true, chains: true, resolve: resolve}
 	w.stmts(tree.Body, w.walk) // what the module sets at its top before reading it is its own
 	if !w.ok || w.seen["self"] || w.seen["super"] {
 		return freeInfo{} // the importer's blocks: what they read is not here
@@ -270,7 +287,8 @@ func freeNames(tree *parse.Tree) freeInfo {
 		index[n] = i
 	}
 	reads, sites := w.freeReads()
-	return freeInfo{names: w.names, index: index, reads: reads, sites: sites, ok: true}
+	return freeInfo{names: w.names, index: index, reads: reads, sites: sites, nested: w.nestedSites,
+		deps: w.deps, src: sourcesOf(tree.Src, w.deps), ok: true}
 }
 
 type freeWalk struct {
@@ -286,6 +304,14 @@ type freeWalk struct {
 	names []string
 	sites []keyedSite // calls X.get(KEY) on free names' chains (freeNames)
 	ok    bool
+	// resolve gives the trees of the templates imported with context (reuse_nested.go); nil:
+	// an import is walked as any statement (the template was refused before, for its Refs).
+	resolve func(string) *parse.Tree
+	stack   []string // the templates being walked, outermost first (a cycle: refused)
+	tmpl    string   // the template walked: "" the top one, else its key
+	deps    []depSrc // the templates imported, and theirs
+	// nestedSites: freeReads' sites of the imported templates' get calls (freeInfo.nested).
+	nestedSites map[string]map[int]int
 }
 
 // add notes a use of the free name n whole.
@@ -350,6 +376,18 @@ func (w *freeWalk) visit(v reflect.Value) bool {
 		}
 	case *parse.CycleStmt, *parse.FirstofStmt, *parse.IfchangedStmt, *parse.WidthratioStmt, *parse.SpacelessStmt:
 		w.ok = false // pongo2's: not worth following
+	case *parse.ImportStmt:
+		if w.resolve != nil {
+			w.imported(x.Key, x.WithContext)
+		}
+	case *parse.FromImportStmt:
+		if w.resolve != nil {
+			w.imported(x.Key, x.WithContext)
+		}
+	case *parse.IncludeStmt, *parse.ExtendsStmt:
+		if w.resolve != nil {
+			w.ok = false // an include reads the frames as a whole template: not followed
+		}
 	}
 	return true
 }
@@ -605,6 +643,9 @@ func (e *evaluator) nameVals(f *frame, fi freeInfo, vals []any) {
 	for fr := f; fr != nil && left > 0; fr = fr.parent {
 		for i := len(fr.names) - 1; i >= 0; i-- {
 			if j, ok := fi.index[fr.names[i]]; ok {
+				if _, unset := fr.vals[i].(unsetName); unset {
+					continue // not set yet: the module, another template, looks further out
+				}
 				if _, open := vals[j].(unresolved); open {
 					vals[j] = fr.vals[i]
 					left--
@@ -694,6 +735,7 @@ func (c *ModuleCache) takeEntry(le *loopEntry, key string, f *frame, e *evaluato
 	}
 	if !e.shared.Apart {
 		le.used, le.apart = c.gen, false
+		le.useParts(c.gen, 0)
 	}
 	if c.loopReused == nil {
 		c.loopReused = map[string]int{}
@@ -761,8 +803,8 @@ func (mc *ModuleCache) snapOf(v any) any {
 // their copies taken before it ran), when nothing it did shows outside its values: m itself,
 // lent to e, when it can be (ownModule), else a copy. A render apart's is kept until the next
 // Sweep only, and is a copy.
-func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *module, e *evaluator) *loopEntry {
-	apart := e.shared.Apart
+func (c *ModuleCache) loopKeep(key string, lr *loopRead, m *module, e *evaluator) *loopEntry {
+	src, vals, snap, h, apart := lr.src, lr.vals, lr.snap, lr.hash, e.shared.Apart
 	if !sameReads(snap, vals, nil, nil) {
 		return nil // it changed what it was given
 	}
@@ -796,7 +838,7 @@ func (c *ModuleCache) loopKeep(key, src string, vals, snap []any, h uint64, m *m
 	// ones kept, which a module kept for the next render holds as they are (adopter.lean), not
 	// a copy of them beside the copy kept here. Not by a render apart: it runs beside the
 	// syncs' renders, which could not take what it kept while it has it (a copy, then).
-	le := &loopEntry{src: src, vals: snap}
+	le := &loopEntry{src: src, vals: snap, parts: lr.parts}
 	own := !apart && ownModule(m, &le.loan)
 	if own {
 		le.mod, le.lendable = detachModule(m), true
@@ -850,7 +892,7 @@ func (c *ModuleCache) renewEntry(h uint64, le *loopEntry) {
 	if !made {
 		return
 	}
-	le2 := &loopEntry{src: le.src, vals: le.vals, lendable: true}
+	le2 := &loopEntry{src: le.src, vals: le.vals, lendable: true, parts: le.parts}
 	mod, ok, _ := copyModuleOwned(le.mod, nil, &le2.loan) // only its render changes it: as it still is
 	if !ok {
 		return
@@ -1165,13 +1207,15 @@ type loopRead struct {
 	hash       uint64
 	run        *importRun
 	keys       *keyRecorder // its keyed reads' lookups, recorded as the module runs (nil: none)
+	parts      []*loopEntry // the modules its computation imported in loops, kept (reuse_nested.go)
+	src        string       // its source, and those of the templates it imports (freeInfo.src)
 }
 
 // loopImport returns the module kept for an import of t (key) from f, if one read the same;
 // else, when the module may be kept once computed, what it reads (nil: it may not).
 func (e *evaluator) loopImport(key string, t *Template, f *frame) (*module, *loopRead) {
 	c := e.shared.Across
-	fi := c.free(t.tree)
+	fi := c.free(e.prog, t.tree)
 	if !fi.ok {
 		return nil, nil
 	}
@@ -1180,7 +1224,9 @@ func (e *evaluator) loopImport(key string, t *Template, f *frame) (*module, *loo
 		e.memo, e.prevReads = map[any]*readMemo{}, map[string][]any{}
 	}
 	run := e.importRun(key)
-	if m, le := c.hinted(key, t.tree.Src, run, vals, f, e); m != nil {
+	if m, le := c.hinted(key, fi.src, run, vals, f, e); m != nil {
+		e.keys.adopt(key, fi, vals, le)
+		e.notePart(le)
 		run.list = append(run.list, le)
 		e.recycleVals(vals)
 		return m, nil
@@ -1203,7 +1249,9 @@ func (e *evaluator) loopImport(key string, t *Template, f *frame) (*module, *loo
 		e.recycleVals(vals)
 		return nil, nil
 	}
-	if m, le := c.loopReuse(key, t.tree.Src, vals, h, f, e); m != nil {
+	if m, le := c.loopReuse(key, fi.src, vals, h, f, e); m != nil {
+		e.keys.adopt(key, fi, vals, le)
+		e.notePart(le)
 		run.realign(c, key, le)
 		run.list = append(run.list, le)
 		e.recycleVals(vals)
@@ -1215,5 +1263,5 @@ func (e *evaluator) loopImport(key string, t *Template, f *frame) (*module, *loo
 		e.recycleVals(vals)
 		return nil, nil
 	}
-	return nil, &loopRead{vals: vals, snap: snap, hash: h, run: run, keys: newKeyRecorder(c, fi.reads, fi.sites, vals, snap)}
+	return nil, &loopRead{vals: vals, snap: snap, hash: h, run: run, src: fi.src, keys: newKeyRecorder(c, fi.reads, fi.sites, fi.nested, vals, snap)}
 }

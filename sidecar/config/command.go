@@ -26,12 +26,13 @@ type Run struct {
 	Publish   Publish
 	HTTP      HTTP
 	Webhook   Webhook
+	Memory    Memory
 	Log       Log
 }
 
 func (r *Run) concerns() []concern {
 	return []concern{&r.Source, &r.Inputs, &r.Render, &r.Dirs, &r.HAProxy, &r.Wait, &r.Dataplane, &r.Rollout,
-		&r.Leader, &r.Peers, &r.Publish, &r.HTTP, &r.Webhook, &r.Log}
+		&r.Leader, &r.Peers, &r.Publish, &r.HTTP, &r.Webhook, &r.Memory, &r.Log}
 }
 
 // Validate checks the configuration as a whole.

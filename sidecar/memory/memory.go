@@ -149,6 +149,18 @@ type Tidier struct {
 	collect    func()      // runtime.GC; tests set another
 	release    func()      // debug.FreeOSMemory; tests set another
 	read       func() Heap // readHeap; tests set another
+	// pageOut, when set, hands back the binary's pages at Idle (ReleaseBinaryPages; tests
+	// set another); onPageOutError hears why it failed, after which it is not tried again.
+	pageOut        func() (uintptr, error)
+	onPageOutError func(error)
+	synced         bool // AfterSync ran once
+}
+
+// ReleaseBinaryPages makes the first AfterSync and each Idle hand back the pages of the
+// sidecar's binary too (ReleaseBinaryPages); where that fails (not Linux, a kernel before 5.4), failed hears why
+// once and Idle stops trying.
+func (t *Tidier) ReleaseBinaryPages(failed func(error)) {
+	t.pageOut, t.onPageOutError = ReleaseBinaryPages, failed
 }
 
 // Tidier returns the tidier of the heap after each sync.
@@ -160,6 +172,13 @@ func (m Settings) Tidier() *Tidier {
 // per sync, after the configuration is live); a collection in the background, so that a
 // change coming meanwhile is not held up by it. It is called from one goroutine.
 func (t *Tidier) AfterSync() {
+	if !t.synced {
+		// What only the start used (the dependencies' initialisation, the first lists, the
+		// template's compilation) goes back at once: the syncs to come, with their peaks of
+		// heap, need about a third of the binary's pages.
+		t.synced = true
+		t.releasePages()
+	}
 	h := t.read()
 	allocs := h.Allocated // the total so far, until made the difference below
 	h.Allocated = 0
@@ -195,7 +214,9 @@ const idleThreshold = 1 << 20
 // it mapped; Go's scavenger returns free heap only down to about the heap's goal, which that
 // room raises) and the last sync's garbage. GOGC stays as TidyFor set it: the next sync has
 // its room again, in pages the kernel gives back at first touch (about 1 ms per 4 MB).
-// 1,000 services x 10 pods: 2-6 MB of RSS once idle (docs/performance.md).
+// 1,000 services x 10 pods: 2-6 MB of RSS once idle (docs/performance.md). With
+// ReleaseBinaryPages, the binary's pages go back too: those the next sync needs are read
+// again then, as the heap's pages are.
 func (t *Tidier) Idle() {
 	h := t.read()
 	garbage := uint64(0)
@@ -204,6 +225,20 @@ func (t *Tidier) Idle() {
 	}
 	if h.Free > idleThreshold || garbage > idleThreshold {
 		t.release()
+	}
+	t.releasePages()
+}
+
+// releasePages hands back the binary's pages, when asked (ReleaseBinaryPages).
+func (t *Tidier) releasePages() {
+	if t.pageOut == nil {
+		return
+	}
+	if _, err := t.pageOut(); err != nil {
+		t.pageOut = nil
+		if t.onPageOutError != nil {
+			t.onPageOutError(err)
+		}
 	}
 }
 

@@ -1,0 +1,78 @@
+package render
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// perRouteReference is the HTTPRoute example as it was before model.j2 merged its routes'
+// parts in blocks of 64 (block.j2): model.j2 imported route.j2 and merged its values route by
+// route. The example must render byte for byte as it does.
+const perRouteReference = "testdata/httproute-reference-per-route-loop.yaml"
+
+// Along random changes of routes, Services, endpoints, the Gateway, the namespace's labels and
+// the ReferenceGrant (and the status writer's), with more than two blocks of routes that share
+// hostnames, wildcard hosts and Services (keys two blocks name), the example renders through a
+// kept renderer as through a fresh one, and as the per-route reference does.
+func TestHTTPRouteBlocksRenderAsThePerRouteLoop(t *testing.T) {
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
+	ref := loadConfigMapData(t, perRouteReference)
+	steps := 40
+	if testing.Short() {
+		steps = 12
+	}
+	for _, seed := range []uint64{3, 4} {
+		w := newRouteWorld(t, seed)
+		for range 130 {
+			w.addRoute()
+		}
+		kept := New(opts)
+		blocks, computed := 0, 0
+		for i := range steps {
+			what := "start"
+			switch {
+			case i > 0 && i%6 == 5:
+				what = w.statusStep()
+			case i > 0:
+				templates := w.templates
+				if what = w.step(); what == "template edited" {
+					w.templates, what = templates, "nothing" // the reference is not edited alike
+				}
+			}
+			step := fmt.Sprintf("seed %d step %d (%s, %d routes)", seed, i, what, len(w.routes))
+			snap := assembleWatched(t, w.raw(), sequenceWatch...)
+			snap.Templates, snap.TemplateKey = w.templates, "template"
+			snap.TemplateRef.Kind, snap.TemplateRef.Namespace, snap.TemplateRef.Name = "ConfigMap", "lb", "config"
+			blocksBefore, computedBefore, blocksComputed := kept.Reused("block.j2"), kept.Computed("route.j2"), kept.Computed("block.j2")
+			got, gotErr := kept.Render(context.Background(), snap)
+			want := freshAgrees(t, opts, snap, got, gotErr, step)
+			if i > 0 {
+				blocks += kept.Reused("block.j2") - blocksBefore
+				computed += kept.Computed("route.j2") - computedBefore
+			}
+			// The status writer's writes change nothing a block reads (model.j2 gives it what
+			// route.j2 reads of each route, not the route): every block is taken whole.
+			if n := kept.Computed("block.j2") - blocksComputed; n > 0 && (strings.HasPrefix(what, "status") || what == "resourceVersion changed") {
+				t.Errorf("%s: %d blocks computed, want none", step, n)
+			}
+			refSnap := *snap
+			refSnap.Templates = ref
+			fresh := New(opts)
+			fresh.unshared = true
+			refOut, err := fresh.Render(context.Background(), &refSnap)
+			if err != nil {
+				t.Fatalf("%s: the reference: %v", step, err)
+			}
+			if d := bundleDiff(want, refOut); d != "" {
+				t.Fatalf("%s: the example renders otherwise than the per-route reference: %s", step, d)
+			}
+		}
+		// Blocks were kept, and most routes' parts were neither computed nor taken.
+		if blocks == 0 || computed > (steps-1)*len(w.routes)/4 {
+			t.Errorf("seed %d: %d blocks reused, %d routes' parts computed in %d steps of about %d routes", seed, blocks, computed, steps, len(w.routes))
+		}
+		t.Logf("seed %d: %d blocks reused, %d routes' parts computed in %d steps, %d routes at the end", seed, blocks, computed, steps, len(w.routes))
+	}
+}

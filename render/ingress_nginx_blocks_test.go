@@ -1,0 +1,385 @@
+package render
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+)
+
+// nginxReference is the ingress-nginx example as it was before it read its Ingresses in
+// blocks of 64 (one routes.j2 over every Ingress): the reference the example must render as,
+// byte for byte, for every input.
+const nginxReference = "testdata/ingress-nginx-before-blocks.yaml"
+
+// nginxWorld is a cluster for the ingress-nginx example: Ingresses of the class and of
+// others, primaries and canaries, with the annotations the example reads (valid, invalid,
+// refused, unsupported), default backends and TLS, Services and EndpointSlices, certificates
+// and PROXY_BODY_SIZE, changed at random one step at a time. The Ingresses collide on purpose
+// across blocks of 64: shared hosts and paths (and paths, hosts and certificate names that
+// differ in case only), backend names two namespaces spell alike (a_b/ing-1 and a/b_ing-1),
+// several default backends, canaries whose primary is in another block or nowhere.
+type nginxWorld struct {
+	rng       *rand.Rand
+	ingresses map[string]map[string]any // by namespace/name
+	services  map[string]map[string]any
+	slices    map[string]map[string]any
+	certs     map[string]bool
+	env       map[string]string
+	next      int
+}
+
+func newNginxWorld(seed uint64, n int) *nginxWorld {
+	w := &nginxWorld{rng: rand.New(rand.NewPCG(seed, 11)), ingresses: map[string]map[string]any{},
+		services: map[string]map[string]any{}, slices: map[string]map[string]any{}, certs: map[string]bool{"a.tls-a": true},
+		env: map[string]string{}}
+	for _, svc := range nginxServices {
+		w.addService(svc)
+	}
+	for range n {
+		w.addIngress()
+	}
+	return w
+}
+
+var nginxServices = []string{"a/web", "a/api", "a_b/c", "a/b_c", "b/web"}
+
+// nginxAnnotations are the annotations an Ingress draws from (without the prefix but for
+// kubernetes.io/...), with the values each may take.
+var nginxAnnotations = map[string][]string{
+	"rewrite-target":          {"/$1", "/new", "/$2", "bad path!"},
+	"use-regex":               {"true", "false"},
+	"ssl-redirect":            {"false", "true"},
+	"force-ssl-redirect":      {"true"},
+	"backend-protocol":        {"HTTPS", "grpc", "GRPCS", "FCGI"},
+	"whitelist-source-range":  {"10.0.0.0/8, 192.168.1.1", "everyone"},
+	"allowlist-source-range":  {"2001:db8::/32,172.16.0.0/12", ""},
+	"proxy-body-size":         {"8m", "0", "huge", "512k"},
+	"proxy-connect-timeout":   {"3", "x"},
+	"proxy-read-timeout":      {"120", "2m"},
+	"proxy-send-timeout":      {"30"},
+	"affinity":                {"cookie", "balanced"},
+	"session-cookie-name":     {"route", "bad name"},
+	"permanent-redirect":      {"https://example.org/new", "not a url"},
+	"permanent-redirect-code": {"308", "999"},
+	"temporal-redirect":       {"https://example.org/maintenance"},
+	"enable-cors":             {"true", "true", "false"},
+	"cors-allow-origin":       {"https://a.example.org, https://b.example.org", "*", "bad origin!"},
+	"cors-allow-methods":      {"GET, POST"},
+	"cors-allow-credentials":  {"false"},
+	"cors-max-age":            {"100", "x"},
+	"cors-expose-headers":     {"X-Total"},
+	"limit-rps":               {"10", "x"},
+	"limit-rpm":               {"60"},
+	"limit-connections":       {"4", "y"},
+	"limit-burst-multiplier":  {"1", "z"},
+	"app-root":                {"/app", "bad"},
+	"auth-url":                {"http://auth.example/check"},
+	"server-snippet":          {"x;"},
+	"mirror-target":           {"https://mirror/"},
+	"canary-by-header":        {"X-Canary", "bad name"},
+	"canary-by-header-value":  {"staging", "a b"},
+	"canary-by-cookie":        {"canary"},
+	"canary-weight":           {"20", "x"},
+	"canary-weight-total":     {"50", "0"},
+}
+
+func (w *nginxWorld) pick(m map[string]map[string]any) string {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	return keys[w.rng.IntN(len(keys))]
+}
+
+func (w *nginxWorld) oneOf(values ...string) string { return values[w.rng.IntN(len(values))] }
+
+func (w *nginxWorld) addService(key string) {
+	ns, name, _ := strings.Cut(key, "/")
+	port := map[string]any{"name": "http", "port": int64(80), "targetPort": int64(8080)}
+	if w.rng.IntN(4) == 0 {
+		port["name"] = "web"
+	}
+	w.services[key] = map[string]any{"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": name, "namespace": ns}, "spec": map[string]any{"ports": []any{port}}}
+	var eps []any
+	for i := range w.rng.IntN(3) {
+		eps = append(eps, map[string]any{"addresses": []any{fmt.Sprintf("10.%d.%d.%d", len(name), w.rng.IntN(9), i+1)},
+			"conditions": map[string]any{"ready": w.rng.IntN(5) > 0},
+			"targetRef":  map[string]any{"kind": "Pod", "namespace": ns, "name": fmt.Sprintf("%s-%d", name, i)}})
+	}
+	w.slices[key] = map[string]any{"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+		"metadata": map[string]any{"name": name + "-x", "namespace": ns, "labels": map[string]any{"kubernetes.io/service-name": name}},
+		"ports":    []any{map[string]any{"name": w.oneOf("http", "web"), "port": int64(8080)}}, "endpoints": eps}
+}
+
+func (w *nginxWorld) backend() map[string]any {
+	svcs := append(slices.Clone(nginxServices), "a/missing")
+	_, name, _ := strings.Cut(svcs[w.rng.IntN(len(svcs))], "/")
+	var port map[string]any
+	switch w.rng.IntN(5) {
+	case 0:
+		port = map[string]any{"name": "http"}
+	case 1:
+		port = map[string]any{"name": "web"}
+	case 2:
+		port = map[string]any{}
+	default:
+		port = map[string]any{"number": int64(80 + w.rng.IntN(2))}
+	}
+	return map[string]any{"service": map[string]any{"name": name, "port": port}}
+}
+
+func (w *nginxWorld) annotations() map[string]any {
+	a := map[string]any{}
+	if w.rng.IntN(5) == 0 {
+		a["nginx.ingress.kubernetes.io/canary"] = w.oneOf("true", "true", "false")
+	}
+	names := slices.Sorted(maps.Keys(nginxAnnotations))
+	for range w.rng.IntN(4) {
+		n := names[w.rng.IntN(len(names))]
+		a["nginx.ingress.kubernetes.io/"+n] = w.oneOf(nginxAnnotations[n]...)
+	}
+	return a
+}
+
+func (w *nginxWorld) newIngress(ns, name string) map[string]any {
+	var rules []any
+	for range w.rng.IntN(3) {
+		var paths []any
+		for range w.rng.IntN(4) {
+			p := map[string]any{"pathType": w.oneOf("Prefix", "Exact", "ImplementationSpecific", "Prefix"), "backend": w.backend()}
+			if v := w.oneOf("/", "/api", "/api/", "/Api", "/v1/x", "/a b", "", "/q?x", "/api(/|$)(.*)", "/v[0-9]+/items", "/x y(.*)"); v != "" {
+				p["path"] = v
+			}
+			paths = append(paths, p)
+		}
+		rule := map[string]any{}
+		switch w.rng.IntN(5) {
+		case 0:
+		case 1:
+			rule["host"] = "*.w.example.com"
+		case 2:
+			rule["host"] = "Shop.example.com"
+		default:
+			rule["host"] = w.oneOf("shop.example.com", name+".example.com")
+		}
+		if paths != nil || w.rng.IntN(3) > 0 {
+			rule["http"] = map[string]any{"paths": paths}
+		}
+		rules = append(rules, rule)
+	}
+	spec := map[string]any{"rules": rules}
+	meta := map[string]any{"name": name, "namespace": ns}
+	if a := w.annotations(); len(a) > 0 || w.rng.IntN(2) == 0 {
+		meta["annotations"] = a
+	}
+	switch w.rng.IntN(8) {
+	case 0:
+		spec["ingressClassName"] = "other"
+	case 1:
+		if meta["annotations"] == nil {
+			meta["annotations"] = map[string]any{}
+		}
+		meta["annotations"].(map[string]any)["kubernetes.io/ingress.class"] = "nginx"
+	default:
+		spec["ingressClassName"] = "nginx"
+	}
+	if w.rng.IntN(6) == 0 {
+		spec["defaultBackend"] = w.backend()
+	}
+	if w.rng.IntN(4) == 0 {
+		var tls []any
+		for range w.rng.IntN(3) + 1 {
+			tls = append(tls, map[string]any{"secretName": w.oneOf("tls-a", "tls-b", "TLS-a", "")})
+		}
+		spec["tls"] = tls
+	}
+	return map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": meta, "spec": spec}
+}
+
+// addIngress adds an Ingress; one in six is the twin of another (a_b/ing-N and a/b_ing-N:
+// their backends are spelt alike).
+func (w *nginxWorld) addIngress() {
+	w.next++
+	ns := w.oneOf("a", "a", "b", "a_b")
+	name := fmt.Sprintf("ing-%d", w.next)
+	if w.rng.IntN(6) == 0 {
+		if key := w.pick(w.ingresses); strings.HasPrefix(key, "a_b/") {
+			ns, name = "a", "b_"+strings.TrimPrefix(key, "a_b/")
+		}
+	}
+	w.ingresses[ns+"/"+name] = w.newIngress(ns, name)
+}
+
+// step makes one change at random and says which.
+func (w *nginxWorld) step() string {
+	switch n := w.rng.IntN(20); {
+	case n < 5:
+		w.addIngress()
+		return "ingress added"
+	case n < 10:
+		if key := w.pick(w.ingresses); key != "" {
+			ns, name, _ := strings.Cut(key, "/")
+			w.ingresses[key] = w.newIngress(ns, name)
+		}
+		return "ingress edited"
+	case n < 12:
+		delete(w.ingresses, w.pick(w.ingresses))
+		return "ingress deleted"
+	case n < 14:
+		w.addService(nginxServices[w.rng.IntN(len(nginxServices))])
+		return "service changed"
+	case n < 15:
+		key := w.pick(w.services)
+		delete(w.services, key)
+		delete(w.slices, key)
+		return "service deleted"
+	case n < 18:
+		name := w.oneOf("a.tls-a", "a.tls-b", "b.tls-a", "a.TLS-a")
+		w.certs[name] = !w.certs[name]
+		return "certificate toggled"
+	default:
+		if v := w.oneOf("", "2m", "bogus"); v != "" {
+			w.env["PROXY_BODY_SIZE"] = v
+		} else {
+			delete(w.env, "PROXY_BODY_SIZE")
+		}
+		return "env changed"
+	}
+}
+
+func (w *nginxWorld) snapshot(t *testing.T, templates map[string]string) *snapshot.Snapshot {
+	list := func(m map[string]map[string]any) []map[string]any {
+		var out []map[string]any
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			out = append(out, m[k])
+		}
+		return out
+	}
+	snap := assembleWatched(t, map[string][]map[string]any{"ingresses": list(w.ingresses),
+		"services": list(w.services), "endpointslices": list(w.slices)}, ingressWatch...)
+	for _, name := range slices.Sorted(maps.Keys(w.certs)) {
+		if w.certs[name] {
+			snap.Certificates = append(snap.Certificates, snapshot.Certificate{Name: name, PEM: []byte("PEM " + name)})
+		}
+	}
+	snap.Env = maps.Clone(w.env)
+	snap.Templates, snap.TemplateKey = templates, "template"
+	snap.TemplateRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"}
+	return snap
+}
+
+// TestIngressNginxBlocksRenderAsTheReference: along a random sequence of changes (Ingresses
+// added, edited and deleted, colliding across blocks; Services, endpoints, certificates and
+// PROXY_BODY_SIZE changed), the ingress-nginx example (its Ingresses in blocks of 64) renders
+// every step byte for byte as the example did before the blocks (testdata, a fresh renderer),
+// both through the renderer kept from step to step and through a fresh one.
+func TestIngressNginxBlocksRenderAsTheReference(t *testing.T) {
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
+	example := loadConfigMapData(t, "../examples/templates/ingress-nginx.yaml")
+	reference := loadConfigMapData(t, nginxReference)
+	if example["routes.j2"] == reference["routes.j2"] {
+		t.Fatal("the example is the reference: nothing to compare")
+	}
+	kept := New(opts)
+	w := newNginxWorld(1, 150)
+	digest := sha256.New()
+	steps := 300
+	if testing.Short() {
+		steps = 60
+	} else if raceDetector {
+		steps = 120 // under -race, about ten times slower (make test)
+	}
+	counts := map[string]int{}
+	seen := map[string]bool{}
+	for i := range steps {
+		what := "start"
+		if i > 0 {
+			what = w.step()
+		}
+		counts[what]++
+		step := fmt.Sprintf("step %d (%s, %d Ingresses)", i, what, len(w.ingresses))
+		ref := New(opts)
+		ref.unshared = true
+		want, err := ref.Render(context.Background(), w.snapshot(t, reference))
+		if err != nil {
+			t.Fatalf("%s: the reference: %v", step, err)
+		}
+		snap := w.snapshot(t, example)
+		got, err := kept.Render(context.Background(), snap)
+		fresh := freshAgrees(t, opts, snap, got, err, step)
+		if d := bundleDiff(fresh, want); d != "" {
+			t.Fatalf("%s: the example renders otherwise than the reference: %s", step, d)
+		}
+		cfg, routes := string(want.Config), string(want.Maps["routes.map"])
+		for s, ok := range map[string]bool{
+			"a canary":                   strings.Contains(cfg, "use_backend be_") && strings.Contains(cfg, "-m str be_"),
+			"a canary without a primary": strings.Contains(cfg, "canary: no Ingress of the class serves"),
+			"a refused Ingress":          strings.Contains(cfg, "is not served: refused"),
+			"an unsupported annotation":  strings.Contains(cfg, "mirror-target: not supported"),
+			"a missing certificate":      strings.Contains(cfg, ": no certificate "),
+			"the HTTPS frontend":         strings.Contains(cfg, "\nfrontend https\n"),
+			"an app root":                strings.Contains(cfg, "code 302 if "),
+			"a default backend":          strings.Contains(routes, "\ndefault? be_"),
+			"an exact path":              strings.Contains(routes, "? be_"),
+			"a regular expression":       strings.Contains(string(want.Maps["regex.map"]), "(?i)^"),
+			"a path not served":          strings.Contains(cfg, ", not served"),
+			"a server":                   strings.Contains(cfg, "\n  server "),
+		} {
+			seen[s] = seen[s] || ok
+		}
+		addToDigest(digest, i, want)
+	}
+	for s, ok := range seen {
+		if !ok {
+			t.Errorf("no step rendered %s", s)
+		}
+	}
+	t.Logf("%d steps %v, digest %x", steps, counts, digest.Sum(nil))
+}
+
+// TestIngressNginxBlocksKeptAcrossChanges: with a few hundred Ingresses (several blocks of
+// 64), an Ingress edited computes its block's part of the ingress-nginx example only: the
+// other blocks' parts are the kept ones (and the output is a fresh renderer's).
+func TestIngressNginxBlocksKeptAcrossChanges(t *testing.T) {
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
+	example := loadConfigMapData(t, "../examples/templates/ingress-nginx.yaml")
+	kept := New(opts)
+	w := newNginxWorld(7, 300)
+	steps := 80
+	if testing.Short() {
+		steps = 30
+	}
+	edits := 0
+	for i := range steps {
+		what := "start"
+		if i > 0 {
+			what = w.step()
+		}
+		snap := w.snapshot(t, example)
+		before, wholeBefore := kept.kept.LoopReused("ingresses.j2"), kept.kept.Reused()
+		got, gotErr := kept.Render(context.Background(), snap)
+		freshAgrees(t, opts, snap, got, gotErr, fmt.Sprintf("step %d (%s)", i, what))
+		if what != "ingress edited" {
+			continue
+		}
+		reused := kept.kept.LoopReused("ingresses.j2") - before
+		if reused == 0 && kept.kept.Reused() > wholeBefore {
+			continue // the edit made the Ingress it was: the routes are the kept ones
+		}
+		edits++
+		if blocks := (len(w.ingresses) + 63) / 64; reused < blocks-1 {
+			t.Errorf("step %d: an Ingress edited: %d of %d blocks' parts kept, want %d", i, reused, blocks, blocks-1)
+		}
+	}
+	if edits == 0 {
+		t.Fatal("no Ingress was edited")
+	}
+}
