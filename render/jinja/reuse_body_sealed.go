@@ -115,9 +115,13 @@ func (s *sealedRead) holds(v any) bool {
 }
 
 // sealReads seals what an iteration read (vals, as they are after its body ran) in its kept
-// reads snap (copies): each dict or list the template made that one loan owns whole.
+// reads snap (copies): each dict or list the template made that one loan owns whole, but those
+// read by key.
 func sealReads(snap, vals []any) {
 	for i, v := range vals {
+		if _, keyed := snap[i].(*keyedRead); keyed {
+			continue // compared by the keys it looked up
+		}
 		switch v.(type) {
 		case *Dict, *List:
 			snap[i] = seal(v, snap[i])

@@ -133,3 +133,32 @@ func TestSealOwnedWhole(t *testing.T) {
 		t.Error("the loan spoiled: held")
 	}
 }
+
+// A dict of a kept part read by key stays compared by the keys looked up: a part computed
+// again, its dict another object with the same values for them, serves.
+func TestLoopBodiesKeyedReadsOfPartsAreNotSealed(t *testing.T) {
+	p, err := Compile(map[string]string{
+		"t": `{% set views = [] %}{% for r in routes %}{% import "part" as p with context %}{% do views.append(p.view) %}{% endfor %}` +
+			`{% set v = views[0] %}{% for s in items %}{% for x in s %}{{ x }}{% endfor %}={{ v.get(s) }};{% endfor %}`,
+		"part": `{% set view = {"ab": r.a, "cd": r.c, "x": r.x} %}`,
+	}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := renderOf(t, p)
+	vars := func(x string) map[string]any {
+		return map[string]any{"items": []any{"ab", "cd"}, "routes": []any{map[string]any{"a": "1", "c": "2", "x": x}}}
+	}
+	var cache ModuleCache
+	for round, x := range []string{"x", "x", "y"} { // the last: the part computed again, its view another dict
+		before := cache.BodiesReused()
+		got := render(vars(x), &Modules{Across: &cache})
+		if want := render(vars(x), nil); got != want {
+			t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
+		}
+		cache.Sweep()
+		if n, want := cache.BodiesReused()-before, []int{0, 2, 2}[round]; n != want {
+			t.Errorf("render %d: %d iterations reused, want %d", round, n, want)
+		}
+	}
+}
