@@ -51,10 +51,15 @@ type bodyCache struct {
 	// sameMaps: maps and records of the data found the same as a kept one since the last sweep, by
 	// identity: the kept one (kept here, so that its address is not reused meanwhile).
 	sameMaps map[unsafe.Pointer]any
-	filters  map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
-	selects  map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
-	reused   int
-	reusedAt map[loopAt]int // by loop, for tests
+	// diffs: what differs between pairs of large records read by key (the one a kept read was
+	// last found the same in, the one read now), since the last sweep (reuse_body_diff.go).
+	diffs recordDiffs
+	// sealedSame: kept reads found the same as sealed (reuse_body_sealed.go), for tests.
+	sealedSame int
+	filters    map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
+	selects    map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
+	reused     int
+	reusedAt   map[loopAt]int // by loop, for tests
 }
 
 // loopAt is where a loop is: its template and line.
@@ -76,6 +81,7 @@ type bodyLoop struct {
 	looked           int                   // this render's iterations that looked for a kept one (bodyRun)
 	found            int                   // and found one
 	off              bool                  // too many refused: the loop's iterations are not tried again
+	reused           int                   // iterations reused since the last Sweep (bodyCache.reusedAt)
 }
 
 // bodyEntry is one kept iteration. Kept to 64 bytes, the rare parts apart: a loop's
@@ -144,7 +150,10 @@ type bodyRun struct {
 	list               []*bodyEntry // this run's entries
 	reads              []any
 	names, plain       []any // scratch: the names' values (read), the reads not by key (exec)
-	off                bool  // too many iterations refused: the others run as they are
+	// chained: per read, the data it last followed its chain from, and what it found (read):
+	// the iterations of a run read the same `resources`, whose chains give the same.
+	chained [][2]any
+	off     bool // too many iterations refused: the others run as they are
 	// looked, found: the iterations that looked for a kept one while the last render's run
 	// had some (hints), and those that found one.
 	looked, found int
@@ -163,7 +172,14 @@ func (c *ModuleCache) BodiesReused() int {
 func (c *ModuleCache) BodiesReusedAt(name string, line int) int {
 	c.bodies.mu.Lock()
 	defer c.bodies.mu.Unlock()
-	return c.bodies.reusedAt[loopAt{name, line}]
+	at := loopAt{name, line}
+	n := c.bodies.reusedAt[at]
+	for _, lp := range c.bodies.loops {
+		if lp.at == at {
+			n += lp.reused
+		}
+	}
+	return n
 }
 
 // bodyRun returns the run of loop s whose iterations may be kept and reused; nil when not.
@@ -199,7 +215,7 @@ func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
 	if n := len(e.bodies.free); n > 0 {
 		r = e.bodies.free[n-1]
 		e.bodies.free = e.bodies.free[:n-1]
-		*r = bodyRun{reads: r.reads[:0], names: r.names[:0], plain: r.plain[:0]}
+		*r = bodyRun{reads: r.reads[:0], names: r.names[:0], plain: r.plain[:0], chained: r.chained[:0]}
 	}
 	r.c, r.lp, r.k, r.hints, r.list = c, lp, k, hints, make([]*bodyEntry, 0, len(hints))
 	return r
@@ -241,18 +257,21 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 		return e.execAll(body, f)
 	}
 	vals := r.read(e, f, loop)
-	if plain := r.unkeyed(vals); readsOwn(plain) && (!r.lp.info.loops || !ownSmall(plain)) {
-		// A dict, list, namespace or tuple the template made is copied, kept and compared
-		// item by item at each iteration: as dear as the body, or dearer (model.j2's backends
-		// dict, every route's, read by each route's iteration: quadratic). Not tried again,
-		// but where the body has loops of its own and reads a few such values (the HTTPRoute
-		// example's backend, its refs and their Services' EndpointSlices): the body is the
-		// dearer there.
-		r.off = r.c.giveUp(r.lp)
-		r.list = append(r.list, nil)
-		return e.execAll(body, f)
+	// A dict, list, namespace or tuple the template made is copied, kept and compared item by
+	// item at each iteration: as dear as the body, or dearer (model.j2's backends dict, every
+	// route's, read by each route's iteration: quadratic). Not tried again, but where the body
+	// has loops of its own and reads a few such values (the HTTPRoute example's backend, its
+	// refs and their Services' EndpointSlices): the body is the dearer there. Those are counted
+	// (ownSmall) only when no kept iteration read the same: one that did was kept with values
+	// of the same items, counted then (bodySame compares the template's own values item by item).
+	own := r.readsOwn(vals)
+	if own && !r.lp.info.loops {
+		return r.giveUp(e, body, f)
 	}
 	ent := r.c.find(r, vals, i)
+	if ent == nil && own && !ownSmall(r.unkeyed(vals)) {
+		return r.giveUp(e, body, f)
+	}
 	if len(r.hints) > 0 {
 		r.looked++
 		if ent != nil {
@@ -287,6 +306,7 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 		for j, p := range e.secret[sstart:] {
 			secret[j] = p - start
 		}
+		sealReads(snap, vals)
 		ent = r.c.keep(r.lp, snap, string(e.out[start:]), secret, err)
 	}
 	if ent == nil && err == nil {
@@ -294,6 +314,14 @@ func (r *bodyRun) exec(e *evaluator, body []parse.Stmt, f *frame, loop *loopCtx)
 	}
 	r.list = append(r.list, ent)
 	return err
+}
+
+// giveUp runs the iteration's body as it is, and the loop's next iterations too, never to be
+// kept again (bodyCache.giveUp).
+func (r *bodyRun) giveUp(e *evaluator, body []parse.Stmt, f *frame) error {
+	r.off = r.c.giveUp(r.lp)
+	r.list = append(r.list, nil)
+	return e.execAll(body, f)
 }
 
 // maxOwnRead is how much of the template's own values (dicts, lists, namespaces and tuples,
@@ -421,10 +449,10 @@ func (r *bodyRun) read(e *evaluator, f *frame, loop *loopCtx) []any {
 		vals = names
 	} else {
 		r.names = names
-		for _, rd := range r.lp.info.reads {
+		for j, rd := range r.lp.info.reads {
 			v := names[rd.name]
 			if rd.chain != nil {
-				v = e.chainValue(v, rd.chain)
+				v = r.chainValue(e, j, v, rd.chain)
 			}
 			vals = append(vals, v)
 		}
@@ -435,6 +463,39 @@ func (r *bodyRun) read(e *evaluator, f *frame, loop *loopCtx) []any {
 	vals = append(vals, e.autoescape)
 	r.reads = vals
 	return vals
+}
+
+// chainValue is e.chainValue(v, chain) for read j: what the iteration before found when v is
+// the same data it started from (the data never changes: the chain gives the same).
+func (r *bodyRun) chainValue(e *evaluator, j int, v any, chain []string) any {
+	for len(r.chained) <= j {
+		r.chained = append(r.chained, [2]any{})
+	}
+	id, ok := dataID(v)
+	if last, ok2 := dataID(r.chained[j][0]); ok && ok2 && id == last {
+		return r.chained[j][1]
+	}
+	w := e.chainValue(v, chain)
+	if ok {
+		r.chained[j] = [2]any{v, w}
+	} else {
+		r.chained[j] = [2]any{}
+	}
+	return w
+}
+
+// readsOwn is readsOwn(r.unkeyed(vals)), without making that.
+func (r *bodyRun) readsOwn(vals []any) bool {
+	reads := r.lp.info.reads
+	for i, v := range vals {
+		switch v.(type) {
+		case *Dict, *List, *Namespace, Tuple:
+			if i >= len(reads) || !reads[i].keyed {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // unkeyed are the iteration's reads but those by key (a dict looked up by key is not read
@@ -544,7 +605,15 @@ func (c *bodyCache) same(kept, vals []any) bool {
 	}
 	for i, v := range vals {
 		if k, ok := kept[i].(*keyedRead); ok {
-			if !k.same(v) {
+			if !c.diffs.keyedSame(k, v) {
+				return false
+			}
+			continue
+		}
+		if s, ok := kept[i].(*sealedRead); ok {
+			if s.holds(v) {
+				c.sealedSame++
+			} else if !bodySame(s.copy, v) {
 				return false
 			}
 			continue
@@ -604,10 +673,7 @@ func (c *bodyCache) use(lp *bodyLoop, ent *bodyEntry) {
 		lp.usedNow++
 	}
 	c.reused++
-	if c.reusedAt == nil {
-		c.reusedAt = map[loopAt]int{}
-	}
-	c.reusedAt[lp.at]++
+	lp.reused++ // into reusedAt at the sweep: not a map's update per iteration
 }
 
 // keep keeps an iteration that read vals (copies taken before it ran) and wrote out.
@@ -645,6 +711,13 @@ func (c *bodyCache) sweep() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for key, lp := range c.loops {
+		if lp.reused > 0 {
+			if c.reusedAt == nil {
+				c.reusedAt = map[loopAt]int{}
+			}
+			c.reusedAt[lp.at] += lp.reused
+			lp.reused = 0
+		}
 		if !lp.turn() {
 			delete(c.loops, key)
 			continue
@@ -669,6 +742,7 @@ func (c *bodyCache) sweep() {
 	c.gen++
 	clear(c.sameMaps)
 	clear(c.differ)
+	c.diffs.sweep()
 }
 
 // usedIn returns the chain from ent of the entries used in generation gen, in their order;

@@ -16,6 +16,15 @@ import (
 // bodySame says whether a and b are the same to a body that reads them (as sameValue).
 func bodySame(a, b any) bool {
 	switch x := a.(type) {
+	case string: // most reads: a name, a namespace (as sameData)
+		y, ok := b.(string)
+		return ok && x == y
+	case int64:
+		y, ok := b.(int64)
+		return ok && x == y
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
 	case map[string]any:
 		y, ok := b.(map[string]any)
 		if !ok || len(x) != len(y) {
@@ -201,6 +210,8 @@ func (hs *bodyHasher) sum(v any, depth int) (uint64, bool) {
 	case *Namespace:
 		s, ok := hs.sum(x.attrs, depth+1)
 		return mix(0x4e, s), ok
+	case *sealedRead:
+		return hs.sum(x.copy, depth) // a kept read: as what it read
 	case *Dict:
 		h := uint64(0x64)
 		for i := range x.keys {

@@ -553,13 +553,13 @@ func watch(v any, l *loan) bool {
 
 // sameReads is sameValues(kept, vals) for an import's reads, taking from memo what was found
 // of a dict, list or namespace read, while it holds.
-func sameReads(kept, vals []any, memo map[any]*readMemo) bool {
+func sameReads(kept, vals []any, memo map[any]*readMemo, diffs *recordDiffs) bool {
 	if len(kept) != len(vals) {
 		return false
 	}
 	for i := range kept {
 		if k, ok := kept[i].(*keyedRead); ok {
-			if !k.same(vals[i]) {
+			if !diffs.keyedSame(k, vals[i]) {
 				return false
 			}
 			continue
@@ -715,7 +715,7 @@ func (c *ModuleCache) touch(key string, e *evaluator) {
 // may take (c.mu held).
 func (le *loopEntry) serves(key, src string, vals []any, e *evaluator) bool {
 	return le.mod.name == key && le.src == src && !le.spoiled.Load() && (le.holder == nil || le.holder == e) &&
-		(!e.shared.Apart || le.freeFor(e, 0)) && sameReads(le.vals, vals, e.memo)
+		(!e.shared.Apart || le.freeFor(e, 0)) && sameReads(le.vals, vals, e.memo, &e.shared.Across.bodies.diffs)
 }
 
 // takeEntry hands le's module to the import from f by e: lent, or a copy; nil when it cannot be
@@ -805,7 +805,7 @@ func (mc *ModuleCache) snapOf(v any) any {
 // Sweep only, and is a copy.
 func (c *ModuleCache) loopKeep(key string, lr *loopRead, m *module, e *evaluator) *loopEntry {
 	src, vals, snap, h, apart := lr.src, lr.vals, lr.snap, lr.hash, e.shared.Apart
-	if !sameReads(snap, vals, nil) {
+	if !sameReads(snap, vals, nil, nil) {
 		return nil // it changed what it was given
 	}
 	outer := map[any]bool{}

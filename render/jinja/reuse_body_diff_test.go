@@ -1,0 +1,244 @@
+package jinja
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+)
+
+// A loop body reading a large record by key, the record made anew at each render (as each
+// sync's snapshot makes services.by_name): its kept iterations are compared through what
+// differs between the records (recordDiff), and each serves only while what it looked up is
+// the same. Each render is compared with one computed afresh.
+func TestLoopBodiesReadLargeRecordsThroughTheirDiff(t *testing.T) {
+	const n = 100 // more than minDiffed
+	type entries = map[string]any
+	svc := func(port int) *record.Record { return record.FromMap(nil, map[string]any{"port": int64(port)}) }
+	kept := make([]*record.Record, n) // the same objects from render to render, as the snapshot's
+	for i := range kept {
+		kept[i] = svc(i)
+	}
+	base := func() entries {
+		m := entries{}
+		for i := range n {
+			m[fmt.Sprintf("s%03d", i)] = kept[i]
+		}
+		return m
+	}
+	items := []any{"s001", "s050", "s099", "s200"} // s200: not there
+	tmpl := `{% for s in items %}{{ s }}:{{ res.by.get(s, {"port": "-"}).port }};{% endfor %}`
+	p, err := Compile(map[string]string{"t": tmpl}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := renderOf(t, p)
+	vars := func(m entries) map[string]any {
+		return map[string]any{"items": items, "res": map[string]any{"by": record.FromMap(nil, m)}}
+	}
+	for _, c := range []struct {
+		name   string
+		change func(m entries) // of a render after the first, from base
+		reused int
+	}{
+		{"the same entries", func(entries) {}, 4},
+		{"another key changed", func(m entries) { m["s002"] = svc(9) }, 4},
+		{"another key added and one gone", func(m entries) { m["s0015"] = svc(9); delete(m, "s003") }, 4},
+		{"a looked-up key's value another object, the same", func(m entries) { m["s050"] = svc(50) }, 4},
+		{"a looked-up key's value another object, changed", func(m entries) { m["s050"] = svc(51) }, 3},
+		{"a looked-up key gone", func(m entries) { delete(m, "s099") }, 3},
+		{"a looked-up key that was not there added", func(m entries) { m["s200"] = svc(200) }, 3},
+		{"many other keys changed", func(m entries) {
+			for i := 10; i < 40; i++ {
+				m[fmt.Sprintf("s%03d", i)] = svc(-1)
+			}
+		}, 4},
+		{"many keys changed, a looked-up one among them", func(m entries) {
+			for i := 30; i < 60; i++ {
+				m[fmt.Sprintf("s%03d", i)] = svc(-1)
+			}
+		}, 3},
+		{"every key changed", func(m entries) {
+			for k := range m {
+				m[k] = svc(-1)
+			}
+		}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var cache ModuleCache
+			// Three renders: the second (the same entries, another record) moves the kept
+			// reads to its record through a diff; the third is changed.
+			for round, m := range []entries{base(), base(), base()} {
+				if round == 2 {
+					c.change(m)
+				}
+				before := cache.BodiesReused()
+				got := render(vars(m), &Modules{Across: &cache})
+				if want := render(vars(m), nil); got != want {
+					t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
+				}
+				cache.Sweep()
+				reused, want := cache.BodiesReused()-before, []int{0, 4, c.reused}[round]
+				if reused != want {
+					t.Errorf("render %d reused %d iterations, want %d", round, reused, want)
+				}
+			}
+			if cache.bodies.diffs.diffed != 2 {
+				t.Errorf("%d pairs of records diffed, want 2", cache.bodies.diffs.diffed)
+			}
+		})
+	}
+}
+
+// diffRecords notes the keys in one record only and those whose values differ, and gives up
+// past maxDiffKeys.
+func TestDiffRecords(t *testing.T) {
+	rec := func(kv ...any) *record.Record {
+		m := map[string]any{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return record.FromMap(nil, m)
+	}
+	d := diffRecords(rec("a", 1, "b", "x", "c", 3, "e", 5), rec("b", "x", "c", 4, "d", 1, "e", 5, "f", 0))
+	got := fmt.Sprint(len(d.few), d.many)
+	for _, k := range []string{"a", "c", "d", "f"} {
+		if !slices.Contains(d.few, k) {
+			t.Errorf("%s not noted as differing", k)
+		}
+	}
+	if got != "4 false" {
+		t.Errorf("diff %v", d.keys)
+	}
+	big := map[string]any{}
+	for i := range maxDiffKeys + 1 {
+		big[fmt.Sprint(i)] = i
+	}
+	if d := diffRecords(rec(), record.FromMap(nil, big)); !d.many || d.keys != nil {
+		t.Errorf("%d keys differ: not many", len(big))
+	}
+	if d := diffRecords(rec("a", 1), rec("a", 1)); d.many || len(d.few) != 0 || len(d.keys) != 0 {
+		t.Errorf("the same records: %v differ", d.keys)
+	}
+}
+
+// A run of a loop follows a keyed read's chain once for the data it starts from (bodyRun
+// chainValue): the runs of an inner loop, each reading another object by key, find each its
+// own. Each render is compared with one computed afresh.
+func TestLoopBodyChainsFollowedPerObject(t *testing.T) {
+	base := func() map[string]any {
+		return map[string]any{
+			"items": []any{"a", "b", "c", "d", "e"},
+			"groups": []any{
+				map[string]any{"n": "g1", "r": map[string]any{"by": map[string]any{"a": 1, "b": 2, "c": 3}}},
+				map[string]any{"n": "g2", "r": map[string]any{"by": map[string]any{"a": 10, "c": 30, "e": 50}}},
+				map[string]any{"n": "g3", "r": record.FromMap(nil, map[string]any{"by": map[string]any{"a": 7}})},
+			},
+		}
+	}
+	// The outer loop is never kept (it reads loop.previtem): its inner loop's runs are.
+	tmpl := `{% for g in groups %}{{ g.n }}{{ loop.previtem is defined }}:{% for s in items %}{{ s }}={{ g.r.by.get(s) }},{% endfor %};{% endfor %}`
+	p, err := Compile(map[string]string{"t": tmpl}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := renderOf(t, p)
+	var cache ModuleCache
+	for round := range 3 {
+		v := base()
+		if round == 2 {
+			v["groups"].([]any)[1].(map[string]any)["r"] = map[string]any{"by": map[string]any{"a": 11}}
+		}
+		got := render(v, &Modules{Across: &cache})
+		if want := render(v, nil); got != want {
+			t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
+		}
+		cache.Sweep()
+	}
+	if n := cache.BodiesReused(); n < 10 {
+		t.Errorf("%d inner iterations reused, want 10 or more", n)
+	}
+}
+
+// A module imported in a loop that reads a large record by key, the record made anew at each
+// render, compares its kept reads through the records' diff as a loop body does: it serves
+// only while what it looked up is the same.
+func TestLoopImportsReadLargeRecordsThroughTheirDiff(t *testing.T) {
+	const n = 100 // more than minDiffed
+	kept := make([]*record.Record, n)
+	for i := range kept {
+		kept[i] = record.FromMap(nil, map[string]any{"port": int64(i)})
+	}
+	base := func() map[string]any {
+		m := map[string]any{}
+		for i := range n {
+			m[fmt.Sprintf("s%03d", i)] = kept[i]
+		}
+		return m
+	}
+	p, err := Compile(map[string]string{
+		"t":    `{% for s in items %}{% import "part" as p with context %}{{ p.out }};{% endfor %}`,
+		"part": `{% set out = s ~ ":" ~ res.by.get(s, {"port": "-"}).port %}`,
+	}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := renderOf(t, p)
+	for _, c := range []struct {
+		name   string
+		change func(m map[string]any)
+		reused int
+	}{
+		{"the same entries", func(map[string]any) {}, 3},
+		{"another key changed", func(m map[string]any) { m["s002"] = record.FromMap(nil, map[string]any{"port": int64(-1)}) }, 3},
+		{"a looked-up key's value changed", func(m map[string]any) { m["s050"] = record.FromMap(nil, map[string]any{"port": int64(-1)}) }, 2},
+		{"a looked-up key gone", func(m map[string]any) { delete(m, "s099") }, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var cache ModuleCache
+			for round := range 3 {
+				m := base()
+				if round == 2 {
+					c.change(m)
+				}
+				vars := map[string]any{"items": []any{"s001", "s050", "s099"}, "res": map[string]any{"by": record.FromMap(nil, m)}}
+				before := cache.LoopReused()
+				got := render(vars, &Modules{Across: &cache})
+				if want := render(vars, nil); got != want {
+					t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
+				}
+				cache.Sweep()
+				if reused, want := cache.LoopReused()-before, []int{0, 3, c.reused}[round]; reused != want {
+					t.Errorf("render %d reused %d imports, want %d", round, reused, want)
+				}
+			}
+			if cache.bodies.diffs.diffed != 2 {
+				t.Errorf("%d pairs of records diffed, want 2", cache.bodies.diffs.diffed)
+			}
+		})
+	}
+}
+
+// BodiesReusedAt counts a loop's reused iterations before the render's Sweep and after.
+func TestBodiesReusedAtBeforeAndAfterSweep(t *testing.T) {
+	p, err := Compile(map[string]string{"t": "\n{% for s in items %}{{ s }}{% endfor %}"}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := renderOf(t, p)
+	vars := map[string]any{"items": []any{"a", "b", "c"}}
+	var cache ModuleCache
+	render(vars, &Modules{Across: &cache})
+	cache.Sweep()
+	render(vars, &Modules{Across: &cache})
+	if n := cache.BodiesReusedAt("t", 2); n != 3 {
+		t.Errorf("before the sweep: %d reused, want 3", n)
+	}
+	cache.Sweep()
+	render(vars, &Modules{Across: &cache})
+	cache.Sweep()
+	if n := cache.BodiesReusedAt("t", 2); n != 6 {
+		t.Errorf("after the sweeps: %d reused, want 6", n)
+	}
+}

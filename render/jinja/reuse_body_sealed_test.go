@@ -1,0 +1,164 @@
+package jinja
+
+import (
+	"fmt"
+	"testing"
+)
+
+// A loop body reading a dict its route's part made (a module imported in a loop, kept and
+// lent to each render: the same object) takes it as the same without comparing while the
+// part's loan is not spoiled (sealedRead), and compares its copy otherwise: a change in place
+// of the dict or of another of the part's values, a part computed again. Each render is
+// compared with one computed afresh.
+func TestLoopBodiesTakeSealedReadsAsTheSame(t *testing.T) {
+	const routes = 6
+	srcs := map[string]string{
+		"t": `{% set bes, others = {}, {} %}{% for r in routes %}{% import "part" as p with context %}` +
+			`{% do bes.setdefault(r.name, p.be) %}{% do others.setdefault(r.name, p.other) %}{% endfor %}` +
+			`{% if change == "port" %}{% do bes["r1"].refs[0].update({"port": 99}) %}{% endif %}` +
+			`{% if change == "port, the same" %}{% do bes["r1"].refs[0].update({"port": 1}) %}{% endif %}` +
+			`{% if change == "another of its part's values" %}{% do others["r2"].append(1) %}{% endif %}` +
+			`{% for name, be in bes|dictsort %}{{ name }}:{% for ref in be.refs %}{{ ref.svc }}/{{ ref.port }},{% endfor %};{% endfor %}`,
+		"part": `{% set be = {"refs": [{"svc": r.svc, "port": r.port}]} %}{% set other = [] %}`,
+	}
+	p, err := Compile(srcs, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := renderOf(t, p)
+	vars := func(change string, edit func([]any)) map[string]any {
+		var rs []any
+		for i := range routes {
+			rs = append(rs, map[string]any{"name": fmt.Sprint("r", i), "svc": fmt.Sprint("s", i), "port": int64(i)})
+		}
+		if edit != nil {
+			edit(rs)
+		}
+		return map[string]any{"routes": rs, "change": change}
+	}
+	for _, c := range []struct {
+		change         string
+		edit           func([]any)
+		reused, sealed int // in the render that changes
+	}{
+		{"nothing", nil, routes, routes},
+		{"port", nil, routes - 1, routes - 1},
+		{"port, the same", nil, routes, routes - 1},
+		{"another of its part's values", nil, routes, routes - 1},
+		{"a part's reads made anew, the same", func(rs []any) { rs[3] = map[string]any{"name": "r3", "svc": "s3", "port": int64(3)} }, routes, routes},
+		{"a part computed again", func(rs []any) { rs[3].(map[string]any)["svc"] = "x" }, routes - 1, routes - 1},
+	} {
+		t.Run(c.change, func(t *testing.T) {
+			var cache ModuleCache
+			for round := range 3 {
+				v := vars("", nil)
+				if round == 2 {
+					v = vars(c.change, c.edit)
+				}
+				reused, sealed := cache.BodiesReused(), cache.bodies.sealedSame
+				got := render(v, &Modules{Across: &cache})
+				if want := render(v, nil); got != want {
+					t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
+				}
+				cache.Sweep()
+				reused, sealed = cache.BodiesReused()-reused, cache.bodies.sealedSame-sealed
+				wantReused, wantSealed := []int{0, routes, c.reused}[round], []int{0, routes, c.sealed}[round]
+				if reused != wantReused || sealed != wantSealed {
+					t.Errorf("render %d: %d iterations reused, %d reads taken as sealed; want %d, %d", round, reused, sealed, wantReused, wantSealed)
+				}
+			}
+		})
+	}
+}
+
+// Another dict of the same part, at the place of the one a kept iteration read (a dict put
+// before them shifts them all by one): not the same object, it is compared.
+func TestLoopBodiesTellSealedReadsOfOnePartApart(t *testing.T) {
+	p, err := Compile(map[string]string{
+		"t": `{% set all = [] %}{% if shift %}{% do all.append({"refs": []}) %}{% endif %}` +
+			`{% for r in routes %}{% import "part" as p with context %}{% do all.append(p.a) %}{% do all.append(p.b) %}{% endfor %}` +
+			`{% for be in all %}{% for ref in be.refs %}{{ ref.port }},{% endfor %};{% endfor %}`,
+		"part": `{% set a = {"refs": [{"port": r.port}]} %}{% set b = {"refs": [{"port": r.port + 1}]} %}`,
+	}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := renderOf(t, p)
+	var cache ModuleCache
+	for round := range 3 {
+		var rs []any
+		for i := range 4 {
+			rs = append(rs, map[string]any{"port": int64(10 * i)})
+		}
+		v := map[string]any{"routes": rs, "shift": round == 2}
+		got := render(v, &Modules{Across: &cache})
+		if want := render(v, nil); got != want {
+			t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
+		}
+		cache.Sweep()
+	}
+	if cache.bodies.sealedSame < 8 {
+		t.Errorf("%d reads taken as sealed, want 8 or more", cache.bodies.sealedSame)
+	}
+}
+
+// A read is sealed only when one loan owns every dict and list in it: one that is nobody's
+// could change without spoiling the loan. holds answers for the object sealed only, while its
+// owner is that loan, not spoiled.
+func TestSealOwnedWhole(t *testing.T) {
+	var l, other loan
+	inner := &List{items: []any{"x"}}
+	outer := &Dict{keys: []any{"refs"}, vals: []any{inner}, owner: &l}
+	for _, c := range []struct {
+		name  string
+		owner *loan // inner's
+		ok    bool
+	}{{"nobody's inside", nil, false}, {"another's inside", &other, false}, {"the loan's whole", &l, true}} {
+		inner.owner = c.owner
+		_, sealed := seal(outer, "copy").(*sealedRead)
+		if sealed != c.ok {
+			t.Errorf("%s: sealed %v, want %v", c.name, sealed, c.ok)
+		}
+	}
+	s := seal(outer, "copy").(*sealedRead)
+	if !s.holds(outer) {
+		t.Error("the object sealed: not held")
+	}
+	twin := &Dict{keys: []any{"refs"}, vals: []any{inner}, owner: &l}
+	if s.holds(twin) {
+		t.Error("another object of the same loan: held")
+	}
+	inner.changing() // spoils l; outer still names it
+	if s.holds(outer) {
+		t.Error("the loan spoiled: held")
+	}
+}
+
+// A dict of a kept part read by key stays compared by the keys looked up: a part computed
+// again, its dict another object with the same values for them, serves.
+func TestLoopBodiesKeyedReadsOfPartsAreNotSealed(t *testing.T) {
+	p, err := Compile(map[string]string{
+		"t": `{% set views = [] %}{% for r in routes %}{% import "part" as p with context %}{% do views.append(p.view) %}{% endfor %}` +
+			`{% set v = views[0] %}{% for s in items %}{% for x in s %}{{ x }}{% endfor %}={{ v.get(s) }};{% endfor %}`,
+		"part": `{% set view = {"ab": r.a, "cd": r.c, "x": r.x} %}`,
+	}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := renderOf(t, p)
+	vars := func(x string) map[string]any {
+		return map[string]any{"items": []any{"ab", "cd"}, "routes": []any{map[string]any{"a": "1", "c": "2", "x": x}}}
+	}
+	var cache ModuleCache
+	for round, x := range []string{"x", "x", "y"} { // the last: the part computed again, its view another dict
+		before := cache.BodiesReused()
+		got := render(vars(x), &Modules{Across: &cache})
+		if want := render(vars(x), nil); got != want {
+			t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
+		}
+		cache.Sweep()
+		if n, want := cache.BodiesReused()-before, []int{0, 2, 2}[round]; n != want {
+			t.Errorf("render %d: %d iterations reused, want %d", round, n, want)
+		}
+	}
+}
