@@ -133,6 +133,7 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		Logger:            log,
 		Runtime:           haproxy.runtime,
 		MinReloadInterval: cfg.HAProxy.MinReloadInterval,
+		Started:           tidier.Started,
 		AfterSync:         tidier.AfterSync,
 		Idle:              tidier.Idle,
 		PublishGoodInputs: cfg.Webhook.Addr != "", // for the admission webhook only

@@ -229,6 +229,11 @@ func (t *Tidier) Idle() {
 	t.releasePages()
 }
 
+// Started hands back the binary's pages (when asked: ReleaseBinaryPages) once the start-up
+// is over, before the first sync (pipeline.Config.Started): the pages only the dependencies'
+// initialisation and the first lists used are not there for the first sync's peak of heap.
+func (t *Tidier) Started() { t.releasePages() }
+
 // releasePages hands back the binary's pages, when asked (ReleaseBinaryPages).
 func (t *Tidier) releasePages() {
 	if t.pageOut == nil {

@@ -34,7 +34,7 @@ c000000000-c004000000 rw-p 00000000 00:00 0
 	}
 }
 
-// TestIdleReleasesBinaryPages: the first sync's end and each Idle hand the binary's pages
+// TestIdleReleasesBinaryPages: the start-up's end, the first sync's and each Idle hand the binary's pages
 // back, when asked to; where that fails it says why once and stops trying.
 func TestIdleReleasesBinaryPages(t *testing.T) {
 	quiet := func() Heap { return Heap{Live: 9 << 20, Objects: 9 << 20} }
@@ -62,6 +62,16 @@ func TestIdleReleasesBinaryPages(t *testing.T) {
 		}
 		if calls != 1 {
 			t.Errorf("handed back after %d of 3 syncs, want after the first only", calls)
+		}
+	})
+	t.Run("once started", func(t *testing.T) {
+		calls := 0
+		tidier := Settings{}.Tidier()
+		tidier.ReleaseBinaryPages(func(err error) { t.Errorf("failed: %v", err) })
+		tidier.pageOut = func() (uintptr, error) { calls++; return 1 << 20, nil }
+		tidier.Started()
+		if calls != 1 {
+			t.Errorf("handed back %d times once started, want 1", calls)
 		}
 	})
 	t.Run("not asked", func(t *testing.T) {

@@ -78,6 +78,10 @@ type Config struct {
 	// MinReloadInterval is the least time between two reloads; a reload asked sooner waits,
 	// and the latest rendering is what loads then. 0: no minimum.
 	MinReloadInterval time.Duration
+	// Started, when set, is called once the source's first lists are in, before the first
+	// sync: the start-up is over, and what only it used may go (the binary's pages of the
+	// dependencies' initialisation) before the first sync's peak of memory.
+	Started func()
 	// AfterSync, when set, is called after every sync, before waiting for the next change:
 	// the time to give back the memory the sync used.
 	AfterSync func()
@@ -275,6 +279,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	go func() { srcErr <- p.cfg.Source.Run(ctx, p.Changed) }()
 	if stop, err := p.awaitFirstLists(ctx, srcErr); stop {
 		return err
+	}
+	if p.cfg.Started != nil {
+		p.cfg.Started()
 	}
 	// What the source said while starting is read by the first sync: no change seen, and no
 	// sync asked for it (the kube source's initial lists, one notification per object, asked

@@ -623,9 +623,9 @@ func TestAfterSync(t *testing.T) {
 	}
 }
 
-// TestIdleAfterSync: Idle runs once the pipeline has waited IdleAfter after a sync, on the
-// pipeline's goroutine (never while a sync runs), and once per sync: after the next sync it
-// runs again.
+// TestIdleAfterSync: Started runs once, before the first sync; Idle runs once the pipeline
+// has waited IdleAfter after a sync, on the pipeline's goroutine (never while a sync runs),
+// and once per sync: after the next sync it runs again.
 func TestIdleAfterSync(t *testing.T) {
 	var (
 		mu     sync.Mutex
@@ -644,15 +644,15 @@ func TestIdleAfterSync(t *testing.T) {
 		return slices.Clone(events)
 	}
 	r := newRig(t, 0, func(c *Config) {
-		c.AfterSync, c.Idle, c.IdleAfter = note("sync"), note("idle"), time.Millisecond
+		c.Started, c.AfterSync, c.Idle, c.IdleAfter = note("started"), note("sync"), note("idle"), time.Millisecond
 	})
 	r.run(t, config(":80", "a 10.0.0.1:80"))
-	waitFor(t, func() bool { return len(got()) == 2 })
+	waitFor(t, func() bool { return len(got()) == 3 })
 	r.in.set(config(":81", "a 10.0.0.1:80"))
 	r.p.Changed()
-	waitFor(t, func() bool { return len(got()) == 4 })
-	if e := got(); !slices.Equal(e[:4], []string{"sync", "idle", "sync", "idle"}) {
-		t.Errorf("hooks ran in the order %v, want sync, idle, sync, idle", e)
+	waitFor(t, func() bool { return len(got()) == 5 })
+	if e := got(); !slices.Equal(e[:5], []string{"started", "sync", "idle", "sync", "idle"}) {
+		t.Errorf("hooks ran in the order %v, want started, sync, idle, sync, idle", e)
 	}
 }
 
