@@ -34,13 +34,7 @@ const maxSealed = 4 * maxOwnRead
 // left v as it read it: a sealedRead when one loan, not spoiled, owns all of v's dicts and
 // lists; else copy.
 func seal(v, copy any) any {
-	var owner *loan
-	switch x := v.(type) {
-	case *Dict:
-		owner = x.owner
-	case *List:
-		owner = x.owner
-	}
+	owner := ownerOf(v)
 	budget := maxSealed
 	if owner == nil || owner.spoiled.Load() || !ownedBy(v, owner, &budget) {
 		return copy
@@ -127,4 +121,15 @@ func sealReads(snap, vals []any) {
 			snap[i] = seal(v, snap[i])
 		}
 	}
+}
+
+// ownerOf is the loan a dict or list is part of (nil: none, or v is neither).
+func ownerOf(v any) *loan {
+	switch x := v.(type) {
+	case *Dict:
+		return x.owner
+	case *List:
+		return x.owner
+	}
+	return nil
 }

@@ -529,14 +529,7 @@ func watch(v any, l *loan) bool {
 	held := map[any]bool{}
 	containers(v, held)
 	for x := range held {
-		var o *loan
-		switch x := x.(type) {
-		case *List:
-			o = x.owner
-		case *Dict:
-			o = x.owner
-		}
-		if o != nil && !o.spoiled.Load() {
+		if o := ownerOf(x); o != nil && !o.spoiled.Load() {
 			return false
 		}
 	}
