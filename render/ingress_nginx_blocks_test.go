@@ -90,33 +90,12 @@ var nginxAnnotations = map[string][]string{
 	"canary-weight-total":     {"50", "0"},
 }
 
-func (w *nginxWorld) pick(m map[string]map[string]any) string {
-	if len(m) == 0 {
-		return ""
-	}
-	keys := slices.Sorted(maps.Keys(m))
-	return keys[w.rng.IntN(len(keys))]
-}
+func (w *nginxWorld) pick(m map[string]map[string]any) string { return pickKey(w.rng, m) }
 
 func (w *nginxWorld) oneOf(values ...string) string { return values[w.rng.IntN(len(values))] }
 
 func (w *nginxWorld) addService(key string) {
-	ns, name, _ := strings.Cut(key, "/")
-	port := map[string]any{"name": "http", "port": int64(80), "targetPort": int64(8080)}
-	if w.rng.IntN(4) == 0 {
-		port["name"] = "web"
-	}
-	w.services[key] = map[string]any{"apiVersion": "v1", "kind": "Service",
-		"metadata": map[string]any{"name": name, "namespace": ns}, "spec": map[string]any{"ports": []any{port}}}
-	var eps []any
-	for i := range w.rng.IntN(3) {
-		eps = append(eps, map[string]any{"addresses": []any{fmt.Sprintf("10.%d.%d.%d", len(name), w.rng.IntN(9), i+1)},
-			"conditions": map[string]any{"ready": w.rng.IntN(5) > 0},
-			"targetRef":  map[string]any{"kind": "Pod", "namespace": ns, "name": fmt.Sprintf("%s-%d", name, i)}})
-	}
-	w.slices[key] = map[string]any{"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
-		"metadata": map[string]any{"name": name + "-x", "namespace": ns, "labels": map[string]any{"kubernetes.io/service-name": name}},
-		"ports":    []any{map[string]any{"name": w.oneOf("http", "web"), "port": int64(8080)}}, "endpoints": eps}
+	w.services[key], w.slices[key] = randomService(w.rng, key)
 }
 
 func (w *nginxWorld) backend() map[string]any {

@@ -42,36 +42,49 @@ func newIngressWorld(t *testing.T, seed uint64) *ingressWorld {
 	return w
 }
 
-func (w *ingressWorld) pick(m map[string]map[string]any) string {
+func (w *ingressWorld) pick(m map[string]map[string]any) string { return pickKey(w.rng, m) }
+
+func (w *ingressWorld) addService(key string) {
+	w.services[key], w.slices[key] = randomService(w.rng, key)
+}
+
+func (w *ingressWorld) newSlice(key string) map[string]any { return randomSlice(w.rng, key) }
+
+// pickKey is one of m's keys drawn by rng, in their sorted order ("" when m is empty).
+func pickKey(rng *rand.Rand, m map[string]map[string]any) string {
 	if len(m) == 0 {
 		return ""
 	}
 	keys := slices.Sorted(maps.Keys(m))
-	return keys[w.rng.IntN(len(keys))]
+	return keys[rng.IntN(len(keys))]
 }
 
-func (w *ingressWorld) addService(key string) {
+// randomService is a Service "namespace/name" of one port (named http, or web one time in
+// four) and its EndpointSlice (randomSlice), drawn by rng.
+func randomService(rng *rand.Rand, key string) (svc, slice map[string]any) {
 	ns, name, _ := strings.Cut(key, "/")
 	port := map[string]any{"name": "http", "port": int64(80), "targetPort": int64(8080)}
-	if w.rng.IntN(4) == 0 {
+	if rng.IntN(4) == 0 {
 		port["name"] = "web"
 	}
-	w.services[key] = map[string]any{"apiVersion": "v1", "kind": "Service",
+	svc = map[string]any{"apiVersion": "v1", "kind": "Service",
 		"metadata": map[string]any{"name": name, "namespace": ns}, "spec": map[string]any{"ports": []any{port}}}
-	w.slices[key] = w.newSlice(key)
+	return svc, randomSlice(rng, key)
 }
 
-func (w *ingressWorld) newSlice(key string) map[string]any {
+// randomSlice is an EndpointSlice of the Service "namespace/name": up to two endpoints, most
+// ready, at a port named http or web, drawn by rng.
+func randomSlice(rng *rand.Rand, key string) map[string]any {
 	ns, name, _ := strings.Cut(key, "/")
 	var eps []any
-	for i := range w.rng.IntN(3) {
-		eps = append(eps, map[string]any{"addresses": []any{fmt.Sprintf("10.%d.%d.%d", len(name), w.rng.IntN(9), i+1)},
-			"conditions": map[string]any{"ready": w.rng.IntN(5) > 0},
+	for i := range rng.IntN(3) {
+		eps = append(eps, map[string]any{"addresses": []any{fmt.Sprintf("10.%d.%d.%d", len(name), rng.IntN(9), i+1)},
+			"conditions": map[string]any{"ready": rng.IntN(5) > 0},
 			"targetRef":  map[string]any{"kind": "Pod", "namespace": ns, "name": fmt.Sprintf("%s-%d", name, i)}})
 	}
 	return map[string]any{"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
 		"metadata": map[string]any{"name": name + "-x", "namespace": ns, "labels": map[string]any{"kubernetes.io/service-name": name}},
-		"ports":    []any{map[string]any{"name": []string{"http", "web"}[w.rng.IntN(2)], "port": int64(8080)}}, "endpoints": eps}
+		"ports":    []any{map[string]any{"name": []string{"http", "web"}[rng.IntN(2)], "port": int64(8080)}}, "endpoints": eps}
 }
 
 func (w *ingressWorld) backend() map[string]any {

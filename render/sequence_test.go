@@ -66,13 +66,7 @@ func (w *routeWorld) newNamespace() map[string]any {
 		"metadata": map[string]any{"name": "other", "labels": map[string]any{"team": []string{"a", "b"}[w.rng.IntN(2)]}}}
 }
 
-func (w *routeWorld) pick(m map[string]map[string]any) string {
-	if len(m) == 0 {
-		return ""
-	}
-	keys := slices.Sorted(maps.Keys(m))
-	return keys[w.rng.IntN(len(keys))]
-}
+func (w *routeWorld) pick(m map[string]map[string]any) string { return pickKey(w.rng, m) }
 
 // addRoute adds a Service, its EndpointSlice and a route to it (and to another Service).
 func (w *routeWorld) addRoute() {
