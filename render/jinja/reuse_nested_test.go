@@ -1,7 +1,6 @@
 package jinja
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"testing"
@@ -230,31 +229,7 @@ func TestNestedLoopImportsConcurrentRenders(t *testing.T) {
 		setService(v, "c", fmt.Sprint(g%4))
 		return v
 	}
-	var cache ModuleCache
-	errs := make(chan error, 8)
-	for g := range 8 {
-		go func() {
-			vars := varsOf(g)
-			want, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, nil, false)
-			for range 20 {
-				if err != nil {
-					break
-				}
-				var res Output
-				res, err = p.RenderSharing(context.Background(), vars, Limits{}, nil, &Modules{Across: &cache}, false)
-				if err == nil && string(res.Bytes) != string(want.Bytes) {
-					err = fmt.Errorf("%q, computed afresh %q", res.Bytes, want.Bytes)
-				}
-				cache.Sweep()
-			}
-			errs <- err
-		}()
-	}
-	for range 8 {
-		if err := <-errs; err != nil {
-			t.Error(err)
-		}
-	}
+	cache := rendersAgreeConcurrently(t, p, varsOf)
 	if cache.LoopReused("block") == 0 {
 		t.Error("no block was reused")
 	}
