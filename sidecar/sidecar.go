@@ -165,9 +165,11 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		return err
 	}
 	defer stopWebhook()
-	if err := startElection(ctx, election, cfg, kube, identity, p.Changed, log); err != nil {
+	stopElection, err := startElection(ctx, election, cfg, kube, identity, p.Changed, log)
+	if err != nil {
 		return err
 	}
+	defer stopElection()
 	logStarting(log, build, cfg, local, store, env.Memory)
 	return p.Run(ctx)
 }
@@ -274,9 +276,9 @@ func newElection(l config.Leader, kube *watcher.Kube) (e *leader.Election, stand
 // startElection enters e, the election of the replica that acts, through a Lease in
 // --leader-election-namespace (default: --namespace); onLeading is called when this one
 // takes the lead. Without an election (nil) it does nothing.
-func startElection(ctx context.Context, e *leader.Election, cfg *config.Run, kube *watcher.Kube, identity string, onLeading func(), log *slog.Logger) error {
+func startElection(ctx context.Context, e *leader.Election, cfg *config.Run, kube *watcher.Kube, identity string, onLeading func(), log *slog.Logger) (stop func(), _ error) {
 	if e == nil {
-		return nil
+		return func() {}, nil
 	}
 	ns := cfg.Leader.Namespace
 	if ns == "" {

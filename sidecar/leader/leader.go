@@ -35,8 +35,9 @@ type Election struct {
 // Standby reports whether this instance must not apply (it does not lead).
 func (e *Election) Standby() bool { return !e.leading.Load() }
 
-// Start campaigns for the lease until ctx ends, again after losing it.
-func (e *Election) Start(ctx context.Context, client kubernetes.Interface, o Options, log *slog.Logger) error {
+// Start campaigns for the lease until ctx ends or stop is called, again after losing it. stop
+// returns once the campaign has (the lease released, its last words logged).
+func (e *Election) Start(ctx context.Context, client kubernetes.Interface, o Options, log *slog.Logger) (stop func(), _ error) {
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name},
@@ -64,12 +65,15 @@ func (e *Election) Start(ctx context.Context, client kubernetes.Interface, o Opt
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("leader election: %w", err)
+		return nil, fmt.Errorf("leader election: %w", err)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		for ctx.Err() == nil {
 			le.Run(ctx)
 		}
 	}()
-	return nil
+	return func() { cancel(); <-done }, nil
 }

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -269,14 +270,18 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		p.writer.Run(ctx)
 	}()
 	defer func() { <-writerDone }()
+	// Run returns once the source and the probe have: a source still closing its connections
+	// (the etcd client's watch cancels) would otherwise log and act after the sidecar stopped.
+	var started sync.WaitGroup
+	defer started.Wait()
 	defer cancel()
 	defer p.build.StopTrial()
 	if li, ok := p.cfg.Reloader.(loadIdentifier); ok {
-		go p.watch(ctx, li)
+		started.Go(func() { p.watch(ctx, li) })
 	}
 	srcErr := make(chan error, 1)
 	p.cfg.Metrics.SourceUp.Set(1) // before Run: a source that reports its own state overrides it
-	go func() { srcErr <- p.cfg.Source.Run(ctx, p.Changed) }()
+	started.Go(func() { srcErr <- p.cfg.Source.Run(ctx, p.Changed) })
 	if stop, err := p.awaitFirstLists(ctx, srcErr); stop {
 		return err
 	}
@@ -361,9 +366,11 @@ func (p *Pipeline) awaitFirstLists(ctx context.Context, srcErr <-chan error) (st
 		return false, nil
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- fl.AwaitFirstLists(wctx) }()
+	var waiting sync.WaitGroup
+	defer waiting.Wait()
+	defer cancel() // before the wait (deferred calls run last first)
+	waiting.Go(func() { done <- fl.AwaitFirstLists(wctx) })
 	select {
 	case err := <-done:
 		if err != nil && ctx.Err() == nil {
