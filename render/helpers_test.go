@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 )
@@ -87,3 +88,8 @@ func renderErr(t *testing.T, s *snapshot.Snapshot) *snapshot.InputError {
 	}
 	return ie
 }
+
+// largeWorldTimeout is the render budget of the tests that render thousands of routes: they
+// check what is rendered, not how fast; a first render of 3,000 HTTPRoutes takes seconds under
+// -race and took more than the default 10 s on a loaded machine (a red CI).
+const largeWorldTimeout = 10 * time.Minute

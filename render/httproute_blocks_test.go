@@ -17,7 +17,7 @@ const perRouteReference = "testdata/httproute-reference-per-route-loop.yaml"
 // hostnames, wildcard hosts and Services (keys two blocks name), the example renders through a
 // kept renderer as through a fresh one, and as the per-route reference does.
 func TestHTTPRouteBlocksRenderAsThePerRouteLoop(t *testing.T) {
-	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps", Timeout: largeWorldTimeout}
 	ref := loadConfigMapData(t, perRouteReference)
 	steps := 40
 	if testing.Short() {

@@ -17,7 +17,7 @@ func TestGatewayStatusComputesNoRouteAgain(t *testing.T) {
 	raw := httprouteObjects(n)
 	tpl := loadConfigMapData(t, "../examples/templates/httproute.yaml")
 	objs, opts := benchObjects(t, raw, httprouteWatch...)
-	r := New(Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"})
+	r := New(Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps", Timeout: largeWorldTimeout})
 	build := func(r *Renderer) *Bundle {
 		t.Helper()
 		snap, err := snapshot.Assemble(objs, opts, nil)
@@ -45,7 +45,7 @@ func TestGatewayStatusComputesNoRouteAgain(t *testing.T) {
 	}
 	sameAsNew := func(got *Bundle) {
 		t.Helper()
-		want := build(New(Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}))
+		want := build(New(Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps", Timeout: largeWorldTimeout}))
 		if !bytes.Equal(got.Config, want.Config) || !bytes.Equal(got.Maps["routes.map"], want.Maps["routes.map"]) {
 			t.Fatal("the output differs from a new renderer's")
 		}

@@ -261,7 +261,7 @@ func (w *nginxWorld) snapshot(t *testing.T, templates map[string]string) *snapsh
 // every step byte for byte as the example did before the blocks (testdata, a fresh renderer),
 // both through the renderer kept from step to step and through a fresh one.
 func TestIngressNginxBlocksRenderAsTheReference(t *testing.T) {
-	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps", Timeout: largeWorldTimeout}
 	example := loadConfigMapData(t, "../examples/templates/ingress-nginx.yaml")
 	reference := loadConfigMapData(t, nginxReference)
 	if example["routes.j2"] == reference["routes.j2"] {
@@ -328,7 +328,7 @@ func TestIngressNginxBlocksRenderAsTheReference(t *testing.T) {
 // 64), an Ingress edited computes its block's part of the ingress-nginx example only: the
 // other blocks' parts are the kept ones (and the output is a fresh renderer's).
 func TestIngressNginxBlocksKeptAcrossChanges(t *testing.T) {
-	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps", Timeout: largeWorldTimeout}
 	example := loadConfigMapData(t, "../examples/templates/ingress-nginx.yaml")
 	kept := New(opts)
 	w := newNginxWorld(7, 300)

@@ -238,7 +238,7 @@ func (w *ingressWorld) snapshot(t *testing.T) *snapshot.Snapshot {
 // every step's files: equal digests from two versions of the example or of the engine say they
 // render the whole sequence alike.
 func TestIngressRandomChangesRenderAsAFreshRenderer(t *testing.T) {
-	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps", Timeout: largeWorldTimeout}
 	kept := New(opts)
 	w := newIngressWorld(t, 1)
 	digest := sha256.New()
@@ -291,7 +291,7 @@ func TestIngressRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 // Ingress example renders every step of a random sequence as a fresh renderer does, and an
 // Ingress edited computes its block's part only: the other blocks' parts are the kept ones.
 func TestIngressBlocksKeptAcrossChanges(t *testing.T) {
-	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps", Timeout: largeWorldTimeout}
 	kept := New(opts)
 	w := newIngressWorld(t, 7)
 	for range 250 {

@@ -19,7 +19,7 @@ func TestKeptRenderHeapStaysFlat(t *testing.T) {
 	}
 	objs, opts := benchObjects(t, httprouteObjects(3000), httprouteWatch...)
 	tpl := loadConfigMapData(t, "../examples/templates/httproute.yaml")
-	r := New(Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"})
+	r := New(Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps", Timeout: largeWorldTimeout})
 	render := func() {
 		snap, err := snapshot.Assemble(objs, opts, nil)
 		if err != nil {

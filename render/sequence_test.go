@@ -374,7 +374,7 @@ func (w *routeWorld) raw() map[string][]map[string]any {
 // in what it renders. The digest logged covers every step's files: equal digests from two
 // versions of the engine say they render the whole sequence alike.
 func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
-	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps", Timeout: largeWorldTimeout}
 	kept := New(opts)
 	w := newRouteWorld(t, 1)
 	digest := sha256.New()
