@@ -88,6 +88,9 @@ func (s *growingSource) Objects(context.Context) (*snapshot.Objects, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := *s.all
+	// The kube source reads typed EndpointSlices only in the namespaces the services name:
+	// none with the Ingress example.
+	out.EndpointSlices = nil
 	out.Resources = make(map[string][]*snapshot.Object, len(s.all.Resources))
 	for name, list := range s.all.Resources {
 		out.Resources[name] = list[:len(list)-s.left]
