@@ -574,20 +574,30 @@ type ParentWant struct {
 // object, the same Gateway listener or the same route parent) is left out, with a problem when
 // it says something else. A Gateway declared by its listeners only is accepted and programmed.
 func Collect(decls []Declaration) (map[Object]Want, []error) {
+	at := make([]declAt, len(decls))
+	for i := range decls {
+		at[i] = declAt{decl: &decls[i], line: decls[i].Line}
+	}
+	return collect(at)
+}
+
+// collect is Collect of the declarations at their lines (their Line is not read).
+func collect(decls []declAt) (map[Object]Want, []error) {
 	out := make(map[Object]Want, len(decls)) // mostly one declaration per object
 	first := newFirstTable(decls)            // the declaration that stands, by what it is of
 	var problems []error
-	for i, d := range decls {
+	for i, at := range decls {
+		d := at.decl
 		key := keyOf(d)
 		if j, ok := first.standing(key, i); ok {
-			if prev := decls[j]; !sameDeclaration(prev, d) {
-				problems = append(problems, fmt.Errorf("haproxy.cfg line %d: %s declared again, differently (line %d stands)", d.Line, key, prev.Line))
+			if prev := decls[j]; !sameDeclaration(*prev.decl, *d) {
+				problems = append(problems, fmt.Errorf("haproxy.cfg line %d: %s declared again, differently (line %d stands)", at.line, key, prev.line))
 			}
 			continue
 		}
 		w, seen := out[d.Object]
 		if seen && w.Generation != d.Generation {
-			problems = append(problems, fmt.Errorf("haproxy.cfg line %d: %s: generation %d, line %d said %d (the first stands)", d.Line, d.Object, d.Generation, firstLine(decls, first, d.Object), w.Generation))
+			problems = append(problems, fmt.Errorf("haproxy.cfg line %d: %s: generation %d, line %d said %d (the first stands)", at.line, d.Object, d.Generation, firstLine(decls, first, d.Object), w.Generation))
 		}
 		if !seen {
 			w.Generation = d.Generation
@@ -651,20 +661,20 @@ func defaultConditions(kind string) []Condition {
 }
 
 // firstLine is the line of the first declaration of o that stands.
-func firstLine(decls []Declaration, first *firstTable, o Object) int {
+func firstLine(decls []declAt, first *firstTable, o Object) int {
 	line := 0
 	for _, e := range first.slots {
 		if e == 0 {
 			continue
 		}
-		if d := decls[e-1]; d.Object == o && (line == 0 || d.Line < line) {
-			line = d.Line
+		if d := decls[e-1]; d.decl.Object == o && (line == 0 || d.line < line) {
+			line = d.line
 		}
 	}
 	return line
 }
 
-func keyOf(d Declaration) declKey { return declKey{d.Object, d.Parent, d.Listener} }
+func keyOf(d *Declaration) declKey { return declKey{d.Object, d.Parent, d.Listener} }
 
 // firstTable is the declaration that stands for each declKey (the first one), as a
 // map[declKey]int would be, without the map's copies of the keys: an open-addressed table of
@@ -673,10 +683,10 @@ func keyOf(d Declaration) declKey { return declKey{d.Object, d.Parent, d.Listene
 type firstTable struct {
 	seed  maphash.Seed
 	slots []int32 // the index of a declaration plus 1; 0: an empty slot
-	decls []Declaration
+	decls []declAt
 }
 
-func newFirstTable(decls []Declaration) *firstTable {
+func newFirstTable(decls []declAt) *firstTable {
 	n := 16
 	for n < 2*len(decls) {
 		n *= 2
@@ -694,7 +704,7 @@ func (t *firstTable) standing(key declKey, i int) (int, bool) {
 			t.slots[h] = int32(i + 1)
 			return i, false
 		}
-		if j := int(e - 1); keyOf(t.decls[j]) == key {
+		if j := int(e - 1); keyOf(t.decls[j].decl) == key {
 			return j, true
 		}
 	}
