@@ -43,14 +43,15 @@ type Config struct {
 	uniqueProxies bool
 }
 
-// SectionLines are where a section is in a configuration's text.
+// SectionLines are where a section is in a configuration's text (int32: 8 bytes a section,
+// 10,000 sections a change).
 type SectionLines struct {
 	// Header is the 1-based line of the header (0 for the implicit first section).
-	Header int
+	Header int32
 	// Servers is the line the servers' offsets count from: the header's line in the text the
 	// servers are read from (another than Header's for a section whose servers are another
 	// configuration's, Patched).
-	Servers int
+	Servers int32
 }
 
 // Line is the 1-based line of the header of Sections[i] (0 for the implicit first section, or
@@ -59,7 +60,7 @@ func (c *Config) Line(i int) int {
 	if i >= len(c.Lines) {
 		return 0
 	}
-	return c.Lines[i].Header
+	return int(c.Lines[i].Header)
 }
 
 // ServerLine is the 1-based line of server s of Sections[i] (0 when not known).
@@ -67,7 +68,7 @@ func (c *Config) ServerLine(i int, s *Server) int {
 	if i >= len(c.Lines) || c.Lines[i].Servers == 0 {
 		return 0
 	}
-	return c.Lines[i].Servers + s.off
+	return int(c.Lines[i].Servers) + s.off
 }
 
 // Patched is c with the servers of some of its sections taken from sections of next (what
@@ -81,7 +82,7 @@ func (c *Config) Patched(next *Config, from func(i int) int) *Config {
 	out.Sections = slices.Clone(c.Sections)
 	out.Lines = make([]SectionLines, len(c.Sections))
 	for i, s := range c.Sections {
-		out.Lines[i] = SectionLines{Header: c.Line(i)}
+		out.Lines[i] = SectionLines{Header: int32(c.Line(i))}
 		if i < len(c.Lines) {
 			out.Lines[i].Servers = c.Lines[i].Servers
 		}

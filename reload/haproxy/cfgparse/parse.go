@@ -66,7 +66,7 @@ func ParseAfter(prev *Config, text []byte) (*Config, error) {
 		if implicit {
 			head = 0
 		}
-		c.Lines = append(c.Lines, SectionLines{Header: head, Servers: head})
+		c.Lines = append(c.Lines, SectionLines{Header: int32(head), Servers: int32(head)})
 		c.Conditional = c.Conditional || sec.cond
 		rest = rest[len(sec.src):]
 		n += sec.nl
