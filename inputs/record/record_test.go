@@ -1031,3 +1031,23 @@ func TestMake(t *testing.T) {
 		})
 	}
 }
+
+// TestTakeKeys: TakeKeys keeps the list it is given (no copy) and refuses one not sorted and
+// distinct, as NewKeys does.
+func TestTakeKeys(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	k := TakeKeys(names)
+	if k.Len() != 3 || &k.names[0] != &names[0] {
+		t.Errorf("TakeKeys copied its list: %q", k.names)
+	}
+	r := New(k, []any{1, 2, 3})
+	if r.Keys() != k || New(r.Keys(), []any{4, 5, 6}).Key(2) != "c" {
+		t.Errorf("Keys is not the record's key list")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("TakeKeys took keys not sorted")
+		}
+	}()
+	TakeKeys([]string{"b", "a"})
+}

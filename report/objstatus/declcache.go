@@ -12,6 +12,13 @@ type declCache struct {
 	count int                    // the declarations of the last rendering, to size the next
 }
 
+// declAt is a declaration of a rendering: what its line declares (Line unset: shared by the
+// renderings that have the line) and the line's number.
+type declAt struct {
+	decl *Declaration
+	line int
+}
+
 // parsedLine is what a line's text declares: a Declaration without its Line, or why not.
 type parsedLine struct {
 	decl  Declaration
@@ -22,16 +29,28 @@ type parsedLine struct {
 // parse is Parse(cfg) for the next rendering. The Declarations share their slices with those
 // of the renderings before (and with their Wants): they are read, never written.
 func (c *declCache) parse(cfg []byte) (decls []Declaration, problems []error) {
+	at, problems := c.parseAt(cfg)
+	decls = make([]Declaration, len(at))
+	for i, a := range at {
+		decls[i] = *a.decl
+		decls[i].Line = a.line
+	}
+	return decls, problems
+}
+
+// parseAt is parse, each declaration the cache's own (its Line unset) with its line's number:
+// 16 bytes a declaration rather than a copy of 250 (2.5 MB per rendering at 10,000 Ingresses).
+// The declarations are read, never written.
+func (c *declCache) parseAt(cfg []byte) (decls []declAt, problems []error) {
 	if c.lines == nil {
 		c.lines = map[string]*parsedLine{}
 	}
 	c.round++
-	// Sized once: a Declaration is large, and 10,000 of them grown by doubling were twice that.
 	size := c.count + 16
 	if c.count == 0 {
 		size = bytes.Count(cfg, []byte(Prefix))
 	}
-	decls = make([]Declaration, 0, size)
+	decls = make([]declAt, 0, size)
 	declarationLines(cfg, func(n int, b []byte) {
 		// Only the declaration lines become strings (a configuration of 10,000 backends has
 		// hundreds of thousands of others), and no string is made for a line known.
@@ -47,9 +66,7 @@ func (c *declCache) parse(cfg []byte) (decls []Declaration, problems []error) {
 			problems = append(problems, lineProblem(n, string(b), p.err))
 			return
 		}
-		d := p.decl
-		d.Line = n
-		decls = append(decls, d)
+		decls = append(decls, declAt{decl: &p.decl, line: n})
 	})
 	// Only the last rendering's lines are kept: those of a route deleted go with it.
 	for text, p := range c.lines {

@@ -306,8 +306,8 @@ func (w *Writer) finish(ctx context.Context, hash string, since time.Time, full 
 // declared takes the declarations of a new rendering: what is no longer declared is to be
 // taken back.
 func (w *Writer) declared(bundle *render.Bundle) {
-	decls, problems := w.decls.parse(bundle.Config)
-	wants, more := Collect(decls)
+	decls, problems := w.decls.parseAt(bundle.Config)
+	wants, more := collect(decls)
 	warned := map[string]bool{}
 	for _, p := range append(problems, more...) {
 		// Once, not again with each rendering that still has it.

@@ -32,9 +32,73 @@ type Config struct {
 	// Conditional is set when the file uses conditional blocks (.if/.elif/.else/.endif): which
 	// server lines HAProxy loads then depends on conditions this package does not evaluate.
 	Conditional bool
+	// Lines are where the sections are in the text: Lines[i] is Sections[i]'s (read them with
+	// Line and ServerLine). They are the Config's, not the sections': ParseAfter reuses a
+	// section that lines added or removed above it moved as it is, without a copy (a new
+	// Ingress's line above 10,000 backends moved them all, 3 MB per change). Empty for a
+	// Config made otherwise: the lines are not known (0).
+	Lines []SectionLines
 
 	// uniqueProxies: no two sections with servers have the same key (false: not known).
 	uniqueProxies bool
+}
+
+// SectionLines are where a section is in a configuration's text (int32: 8 bytes a section,
+// 10,000 sections a change).
+type SectionLines struct {
+	// Header is the 1-based line of the header (0 for the implicit first section).
+	Header int32
+	// Servers is the line the servers' offsets count from: the header's line in the text the
+	// servers are read from (another than Header's for a section whose servers are another
+	// configuration's, Patched).
+	Servers int32
+}
+
+// Line is the 1-based line of the header of Sections[i] (0 for the implicit first section, or
+// when not known).
+func (c *Config) Line(i int) int {
+	if i >= len(c.Lines) {
+		return 0
+	}
+	return int(c.Lines[i].Header)
+}
+
+// ServerLine is the 1-based line of server s of Sections[i] (0 when not known).
+func (c *Config) ServerLine(i int, s *Server) int {
+	if i >= len(c.Lines) || c.Lines[i].Servers == 0 {
+		return 0
+	}
+	return int(c.Lines[i].Servers) + s.off
+}
+
+// Patched is c with the servers of some of its sections taken from sections of next (what
+// HAProxy runs once servers were changed at runtime): from(i) is the index in next of the
+// section whose servers Sections[i] takes, or -1 for its own. A section takes them as
+// WithServers does, unless it is next's section itself (the same one, reused by ParseAfter),
+// then it stays as it is; its header keeps its line in c, its servers have their lines in
+// next.
+func (c *Config) Patched(next *Config, from func(i int) int) *Config {
+	out := *c
+	out.Sections = slices.Clone(c.Sections)
+	out.Lines = make([]SectionLines, len(c.Sections))
+	for i, s := range c.Sections {
+		out.Lines[i] = SectionLines{Header: int32(c.Line(i))}
+		if i < len(c.Lines) {
+			out.Lines[i].Servers = c.Lines[i].Servers
+		}
+		j := from(i)
+		if j < 0 {
+			continue
+		}
+		if ns := next.Sections[j]; ns != s {
+			out.Sections[i] = s.WithServers(ns.Servers)
+		}
+		out.Lines[i].Servers = 0
+		if j < len(next.Lines) {
+			out.Lines[i].Servers = next.Lines[j].Servers
+		}
+	}
+	return &out
 }
 
 // UniqueProxies reports that no two backend or listen sections have the same name: true is
@@ -46,8 +110,7 @@ func (c *Config) UniqueProxies() bool { return c.uniqueProxies }
 type Section struct {
 	Kind   string   // "global", "defaults", "backend", ...; "" before the first section
 	Name   string   // the proxy or section name ("" for global and unnamed defaults)
-	Header []string // the header line's words as written
-	Line   int      // 1-based line number of the header (0 for the implicit first section)
+	Header []string // the header line's words as written (its line: Config.Line)
 	// Lines are the section's other lines, each as its words joined by one space, in order.
 	// Server lines of backend and listen sections are not among them.
 	Lines []string
@@ -86,7 +149,8 @@ type Server struct {
 	// Inherited are the default-server parameters in effect for this server: those of its
 	// defaults section, then those of the default-server lines above it in its section.
 	Inherited []string
-	Line      int // 1-based
+	// off is the server line's place below its section's header line (Config.ServerLine).
+	off int
 }
 
 // AddrPort is the address as an IP literal and a numeric port, when it is written that way;
@@ -144,11 +208,12 @@ func inherited(sec *Section, named map[string]*Section, last *Section) []string 
 	return out
 }
 
-func parseServer(s *Server, words []string, n int, shared map[string][]string) error {
+// parseServer reads the server line at line n, off lines below its section's header.
+func parseServer(s *Server, words []string, n, off int, shared map[string][]string) error {
 	if len(words) < 3 {
 		return fmt.Errorf("line %d: server line without a name and an address", n)
 	}
-	*s = Server{Name: Unquote(words[1]), Address: Unquote(words[2]), Line: n}
+	*s = Server{Name: Unquote(words[1]), Address: Unquote(words[2]), off: off}
 	params := words[3:]
 	for i, w := range params {
 		if strings.HasPrefix(w, "#") {

@@ -10,8 +10,8 @@ import (
 // ParseAfter reads a configuration as Parse does, reusing the sections of prev (a configuration
 // this package read before, nil for none) that text repeats: a section whose bytes, from its
 // header line to the next one, are those of a section of prev, and which inherits the same
-// default-server parameters there, is prev's (a copy with its line numbers moved when lines
-// were added or removed above it). Its cost then follows what changed, not the size of text.
+// default-server parameters there, is prev's, wherever it now is (where is the Config's:
+// Lines). Its cost then follows what changed, not the size of text.
 // The result, and an error's line, are those of Parse(text).
 //
 // The sections read anew are parsed from a copy of their own bytes, and refer to nothing of
@@ -21,6 +21,11 @@ import (
 // texts prev was read from, which must not be changed either.
 func ParseAfter(prev *Config, text []byte) (*Config, error) {
 	c := &Config{}
+	if prev != nil {
+		// About as many sections as prev: no growing of the lists.
+		c.Sections = make([]*Section, 0, len(prev.Sections)+8)
+		c.Lines = make([]SectionLines, 0, len(prev.Sections)+8)
+	}
 	p := &parser{named: map[string]*Section{}, bases: map[*Section][]string{}, params: map[string][]string{}}
 	var m *matcher
 	if prev != nil && len(prev.Sections) > 0 {
@@ -37,7 +42,7 @@ func ParseAfter(prev *Config, text []byte) (*Config, error) {
 		end := 0 // the length of the section, when known
 		if m != nil {
 			found = m.find(rest, implicit)
-			sec, end = p.reuse(found, rest, n, implicit)
+			sec, end = p.reuse(found, rest, implicit)
 		}
 		if sec == nil {
 			src := rest
@@ -57,6 +62,11 @@ func ParseAfter(prev *Config, text []byte) (*Config, error) {
 			inserted = append(inserted, sec)
 		}
 		c.Sections = append(c.Sections, sec)
+		head := n
+		if implicit {
+			head = 0
+		}
+		c.Lines = append(c.Lines, SectionLines{Header: int32(head), Servers: int32(head)})
 		c.Conditional = c.Conditional || sec.cond
 		rest = rest[len(sec.src):]
 		n += sec.nl
@@ -122,7 +132,7 @@ func (p *parser) section(text string, n int, implicit bool) (*Section, error) {
 	if p.own {
 		p.pool = make([]Server, 0, max(1, strings.Count(text, "server")))
 	}
-	rest := text
+	rest, head := text, n
 	for ; rest != ""; n++ {
 		raw, after := rest, ""
 		if i := strings.IndexByte(rest, '\n'); i >= 0 {
@@ -142,8 +152,8 @@ func (p *parser) section(text string, n int, implicit bool) (*Section, error) {
 				if implicit || len(rest) != len(text) {
 					break // the next section's header
 				}
-				p.header(sec, kw, words, n)
-			} else if err := p.line(sec, kw, raw, words, n); err != nil {
+				p.header(sec, kw, words)
+			} else if err := p.line(sec, kw, raw, words, n, n-head); err != nil {
 				return nil, err
 			}
 		}
@@ -171,8 +181,8 @@ func (p *parser) words(raw string) ([]string, error) {
 }
 
 // header reads a section's header line.
-func (p *parser) header(sec *Section, kw string, words []string, n int) {
-	sec.Kind, sec.Header, sec.Line = kw, slices.Clone(words), n
+func (p *parser) header(sec *Section, kw string, words []string) {
+	sec.Kind, sec.Header = kw, slices.Clone(words)
 	args := unquoteAll(words[1:])
 	if len(args) > 0 && args[0] != "from" {
 		sec.Name = args[0]
@@ -186,8 +196,9 @@ func (p *parser) header(sec *Section, kw string, words []string, n int) {
 	}
 }
 
-// line reads a line of a section but its header.
-func (p *parser) line(sec *Section, kw, raw string, words []string, n int) error {
+// line reads a line of a section but its header: line n of the text, off lines below the
+// header.
+func (p *parser) line(sec *Section, kw, raw string, words []string, n, off int) error {
 	if kw == "default-server" {
 		sec.defaultServer = append(sec.defaultServer, words[1:]...)
 	}
@@ -197,7 +208,7 @@ func (p *parser) line(sec *Section, kw, raw string, words []string, n int) error
 		}
 		p.pool = p.pool[:len(p.pool)+1]
 		s := &p.pool[len(p.pool)-1]
-		if err := parseServer(s, words, n, p.params); err != nil {
+		if err := parseServer(s, words, n, off, p.params); err != nil {
 			return err
 		}
 		s.Inherited = append(sec.base[:len(sec.base):len(sec.base)], sec.defaultServer...)
@@ -258,11 +269,11 @@ func (p *parser) sectionEnd(text string, implicit bool) int {
 	return len(text)
 }
 
-// reuse returns prev (nil: none) for the section at the start of rest, at line n, when it is
-// the same bytes up to the next header line and inherits the same there: moved to line n when
-// it was elsewhere; nil when it must be read, with the section's length when it is prev's
-// text all the same (what it inherits changed).
-func (p *parser) reuse(prev *Section, rest string, n int, implicit bool) (*Section, int) {
+// reuse returns prev (nil: none) for the section at the start of rest when it is the same
+// bytes up to the next header line and inherits the same there, wherever it was; nil when it
+// must be read, with the section's length when it is prev's text all the same (what it
+// inherits changed).
+func (p *parser) reuse(prev *Section, rest string, implicit bool) (*Section, int) {
 	if prev == nil || prev.src == "" || !strings.HasPrefix(rest, prev.src) || (prev.Kind == "") != implicit {
 		return nil, 0
 	}
@@ -280,26 +291,8 @@ func (p *parser) reuse(prev *Section, rest string, n int, implicit bool) (*Secti
 	if prev.HasServers() && !slices.Equal(p.base(prev), prev.base) {
 		return nil, len(prev.src)
 	}
-	if implicit || prev.Line == n {
-		return prev, 0
-	}
-	return prev.moved(n - prev.Line), 0
-}
-
-// moved is a copy of s whose header is delta lines further, its servers too.
-func (s *Section) moved(delta int) *Section {
-	cp := *s
-	cp.Line += delta
-	if len(s.Servers) > 0 {
-		servers := make([]Server, len(s.Servers))
-		cp.Servers = make([]*Server, len(s.Servers))
-		for i, sv := range s.Servers {
-			servers[i] = *sv
-			servers[i].Line += delta
-			cp.Servers[i] = &servers[i]
-		}
-	}
-	return &cp
+	// Moved or not: its lines are the Config's (Config.Lines).
+	return prev, 0
 }
 
 // matcher finds the section of a previous configuration a section may be: in file order (the
@@ -361,9 +354,8 @@ func headLine(s *Section) string {
 	return h
 }
 
-// Unchanged reports whether b is a (ParseAfter reused it from a, or a copy of it moved with
-// its lines): then the two are equal in everything but their line numbers, and comparing them
-// can be skipped.
+// Unchanged reports whether b is a (ParseAfter reused it from a, at the same place or moved):
+// then the two are equal, and comparing them can be skipped.
 func Unchanged(a, b *Section) bool {
 	return a.src != "" && len(a.src) == len(b.src) && unsafe.StringData(a.src) == unsafe.StringData(b.src)
 }

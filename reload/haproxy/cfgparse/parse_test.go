@@ -56,13 +56,17 @@ func checkLines(t *testing.T, c *Config, text string) {
 	if unique := !slices.ContainsFunc(slices.Collect(maps.Values(keys)), func(n int) bool { return n > 1 }); c.UniqueProxies() != unique {
 		t.Fatalf("UniqueProxies %v for\n%s", c.UniqueProxies(), text)
 	}
-	for _, s := range c.Sections {
-		if s.Line > 0 && !strings.HasPrefix(strings.Trim(strings.TrimSpace(lines[s.Line-1]), `"`), s.Kind) {
-			t.Fatalf("%s at line %d: %q", s.Key(), s.Line, lines[s.Line-1])
+	if len(c.Lines) != len(c.Sections) {
+		t.Fatalf("%d sections, lines of %d", len(c.Sections), len(c.Lines))
+	}
+	for i, s := range c.Sections {
+		if n := c.Line(i); (n > 0) != (s.Kind != "") || n > 0 && !strings.HasPrefix(strings.Trim(strings.TrimSpace(lines[n-1]), `"`), s.Kind) {
+			t.Fatalf("%s at line %d", s.Key(), n)
 		}
 		for _, sv := range s.Servers {
-			if f := strings.Fields(lines[sv.Line-1]); len(f) < 2 || f[0] != "server" || f[1] != sv.Name {
-				t.Fatalf("server %s at line %d: %q", sv.Name, sv.Line, lines[sv.Line-1])
+			n := c.ServerLine(i, sv)
+			if f := strings.Fields(lines[n-1]); len(f) < 2 || f[0] != "server" || f[1] != sv.Name {
+				t.Fatalf("server %s at line %d: %q", sv.Name, n, lines[n-1])
 			}
 		}
 	}
@@ -404,5 +408,29 @@ func TestParseAfterRandomEdits(t *testing.T) {
 		if reused < 2*read {
 			t.Errorf("seed %d: %d sections reused, %d read again: reuse is expected for most", seed, reused, read)
 		}
+	}
+}
+
+// TestParseAfterMovedIsPrevs: a section that lines added above moved is prev's section itself,
+// not a copy (with 10,000 backends below a line added, a copy of each per change): its lines
+// are the Config's.
+func TestParseAfterMovedIsPrevs(t *testing.T) {
+	body := "frontend fe\n    bind :80\nbackend a\n    server s1 10.0.0.1:80\n    server s2 10.0.0.2:80\nbackend b\n    server s3 10.0.0.3:80\n"
+	prev, _, err := parseBoth(t, nil, "global\n    maxconn 10\n"+body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := parseBoth(t, prev, "global\n    maxconn 10\n# a comment\n\n"+body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range got.Sections[2:] {
+		if s != prev.Sections[i+2] {
+			t.Errorf("%s is a copy of prev's", s.Key())
+		}
+	}
+	if got.Line(3) != 7 || got.ServerLine(3, got.Sections[3].Servers[1]) != 9 || prev.ServerLine(3, prev.Sections[3].Servers[1]) != 7 {
+		t.Errorf("backend a at line %d, its second server at %d (before: %d)", got.Line(3), got.ServerLine(3, got.Sections[3].Servers[1]),
+			prev.ServerLine(3, prev.Sections[3].Servers[1]))
 	}
 }

@@ -21,7 +21,7 @@ func freshPlan(live *Model, config []byte, d dirs) *Plan {
 		return &Plan{base: live, reason: fmt.Sprintf("the rendered configuration cannot be compared: %v", err)}
 	}
 	old := live.clone()
-	old.cfg = &cfgparse.Config{Sections: live.cfg.Sections, Conditional: live.cfg.Conditional}
+	old.cfg = &cfgparse.Config{Sections: live.cfg.Sections, Conditional: live.cfg.Conditional, Lines: live.cfg.Lines}
 	return planTo(old, &Model{cfg: cfg}, d)
 }
 
@@ -31,6 +31,7 @@ type sectionView struct {
 	Header, Lines    []string
 	Line             int
 	Servers          []*cfgparse.Server
+	ServerLines      []int
 }
 
 func configView(c *cfgparse.Config) any {
@@ -38,8 +39,12 @@ func configView(c *cfgparse.Config) any {
 		return nil
 	}
 	out := []any{c.Conditional}
-	for _, s := range c.Sections {
-		out = append(out, sectionView{s.Kind, s.Name, s.From, s.Header, s.Lines, s.Line, s.Servers})
+	for i, s := range c.Sections {
+		var lines []int
+		for _, sv := range s.Servers {
+			lines = append(lines, c.ServerLine(i, sv))
+		}
+		out = append(out, sectionView{s.Kind, s.Name, s.From, s.Header, s.Lines, c.Line(i), s.Servers, lines})
 	}
 	return out
 }
@@ -214,10 +219,10 @@ const plansBefore = "8cbccfde4c502612b604fe99d2ae62531e9e93a590e7f880e6d5991cecf
 // targetText is what HAProxy runs after a plan, as text: its sections and servers.
 func targetText(m *Model) string {
 	var b strings.Builder
-	for _, s := range m.cfg.Sections {
-		fmt.Fprintf(&b, "%s@%d %q;", s.Key(), s.Line, s.Lines)
+	for i, s := range m.cfg.Sections {
+		fmt.Fprintf(&b, "%s@%d %q;", s.Key(), m.cfg.Line(i), s.Lines)
 		for _, sv := range s.Servers {
-			fmt.Fprintf(&b, " %s %s %q %q@%d", sv.Name, sv.Address, sv.Params, sv.Inherited, sv.Line)
+			fmt.Fprintf(&b, " %s %s %q %q@%d", sv.Name, sv.Address, sv.Params, sv.Inherited, m.cfg.ServerLine(i, sv))
 		}
 	}
 	for _, be := range sortedKeys(m.zombies) {

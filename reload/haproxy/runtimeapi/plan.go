@@ -410,9 +410,10 @@ func (d *differ) servers(o, n []*cfgparse.Section) {
 		}
 		if cfgparse.Unchanged(os, ns) && len(d.old.zombies[ns.Name]) == 0 {
 			// The same servers: diffServers would find nothing to do. The old section needs
-			// no patching either (patched), unless it is a copy moved with its lines (its
-			// servers' line numbers changed) or another section of the same name comes in
-			// (there may be two: the last one's servers are what patched puts in).
+			// no patching either (patched: the same section, moved or not, has its servers'
+			// lines in the new rendering there), unless it is another one or another section
+			// of the same name comes in (there may be two: the last one's servers are what
+			// patched puts in).
 			k := keyOf(ns)
 			if _, again := d.done[k]; again || os != ns || !d.old.cfg.UniqueProxies() {
 				d.done[k] = ns
@@ -577,15 +578,27 @@ func keyword(line string) string {
 
 // patched is the old configuration with the servers of the backends in d.done replaced by
 // their new servers.
+//
+// A section of both (reused by ParseAfter, moved or not) whose servers servers found the same,
+// no server left behind, with backends of unique names (servers paired it with itself), is not
+// in d.done (it would be 10,000 entries per change at 10,000 backends): it stays as it is, its
+// servers at their lines in the new rendering, as those of a section in d.done.
 func (d *differ) patched() *cfgparse.Config {
-	c := *d.old.cfg
-	c.Sections = slices.Clone(c.Sections)
-	for i, s := range c.Sections {
-		if ns := d.done[keyOf(s)]; ns != nil && ns != s {
-			c.Sections[i] = s.WithServers(ns.Servers)
-		}
+	next := d.new.cfg
+	at := make(map[*cfgparse.Section]int, len(next.Sections)) // the last place of each
+	for j, s := range next.Sections {
+		at[s] = j
 	}
-	return &c
+	return d.old.cfg.Patched(next, func(i int) int {
+		s := d.old.cfg.Sections[i]
+		if ns := d.done[keyOf(s)]; ns != nil {
+			return at[ns]
+		}
+		if j, ok := at[s]; ok && s.HasServers() && d.old.cfg.UniqueProxies() && len(d.old.zombies[s.Name]) == 0 {
+			return j
+		}
+		return -1
+	})
 }
 
 // diffServers adds the steps that bring the servers of backend os to those of ns; it reports

@@ -44,22 +44,22 @@ func FromConfig(config []byte, only []string) ([]Backend, error) {
 	if cfg.Conditional {
 		return nil, &Error{Msg: "conditional blocks (.if) are not supported with --dataplane-mode=servers: which server lines count would depend on the host"}
 	}
-	byName := map[string]*cfgparse.Section{}
+	byName := map[string]int{} // the index of each backend in cfg.Sections
 	var names []string
-	for _, sec := range cfg.Sections {
+	for i, sec := range cfg.Sections {
 		if sec.Kind != "backend" {
 			continue
 		}
 		if _, dup := byName[sec.Name]; dup {
-			return nil, &Error{Line: sec.Line, Msg: fmt.Sprintf("backend %s is written twice", sec.Name)}
+			return nil, &Error{Line: cfg.Line(i), Msg: fmt.Sprintf("backend %s is written twice", sec.Name)}
 		}
-		byName[sec.Name] = sec
+		byName[sec.Name] = i
 		names = append(names, sec.Name)
 	}
 	if len(only) > 0 {
 		var missing []string
 		for _, n := range only {
-			if byName[n] == nil {
+			if _, ok := byName[n]; !ok {
 				missing = append(missing, n)
 			}
 		}
@@ -70,7 +70,7 @@ func FromConfig(config []byte, only []string) ([]Backend, error) {
 	}
 	out := make([]Backend, 0, len(names))
 	for _, n := range names {
-		b, err := backendOf(byName[n])
+		b, err := backendOf(cfg, byName[n])
 		if err != nil {
 			return nil, err
 		}
@@ -79,8 +79,9 @@ func FromConfig(config []byte, only []string) ([]Backend, error) {
 	return out, nil
 }
 
-// backendOf reads one backend section.
-func backendOf(sec *cfgparse.Section) (Backend, error) {
+// backendOf reads one backend section, cfg's i-th.
+func backendOf(cfg *cfgparse.Config, i int) (Backend, error) {
+	sec := cfg.Sections[i]
 	b := Backend{Name: sec.Name}
 	for _, line := range sec.Lines {
 		words, err := cfgparse.Words(line)
@@ -89,7 +90,7 @@ func backendOf(sec *cfgparse.Section) (Backend, error) {
 		}
 		p, err := ParseParams(words[1:])
 		if err != nil {
-			return Backend{}, &Error{Line: sec.Line, Msg: fmt.Sprintf("backend %s, default-server: %v", sec.Name, err)}
+			return Backend{}, &Error{Line: cfg.Line(i), Msg: fmt.Sprintf("backend %s, default-server: %v", sec.Name, err)}
 		}
 		if b.DefaultServer == nil {
 			b.DefaultServer = Params{}
@@ -101,7 +102,7 @@ func backendOf(sec *cfgparse.Section) (Backend, error) {
 	seen := map[string]bool{}
 	for _, s := range sec.Servers {
 		if seen[s.Name] {
-			return Backend{}, &Error{Line: s.Line, Msg: fmt.Sprintf("backend %s: server %s is written twice", sec.Name, s.Name)}
+			return Backend{}, &Error{Line: cfg.ServerLine(i, s), Msg: fmt.Sprintf("backend %s: server %s is written twice", sec.Name, s.Name)}
 		}
 		seen[s.Name] = true
 		addr, port, err := SplitAddress(s.Address)
@@ -113,7 +114,7 @@ func backendOf(sec *cfgparse.Section) (Backend, error) {
 			p, err = ParseParams(s.Params)
 		}
 		if err != nil {
-			return Backend{}, &Error{Line: s.Line, Msg: fmt.Sprintf("backend %s, server %s: %v", sec.Name, s.Name, err)}
+			return Backend{}, &Error{Line: cfg.ServerLine(i, s), Msg: fmt.Sprintf("backend %s, server %s: %v", sec.Name, s.Name, err)}
 		}
 		b.Servers = append(b.Servers, Server{Name: s.Name, Address: addr, Port: port, Params: p})
 	}
