@@ -81,8 +81,8 @@ func TestHTTPRouteBlocksRenderAsThePerRouteLoop(t *testing.T) {
 // merges the blocks' map entries as the blocks made them (block.j2), rather than scope by
 // scope: routes.map must still list them as the per-route reference does, prefixes of one
 // length in the order of their scopes (case aside, then the routes' order), through a kept
-// renderer as through a fresh one, as routes change, come and get hostnames that differ from
-// another block's in case only.
+// renderer as through a fresh one, as routes get creation times (the blocks' order), change,
+// come and get hostnames that differ from another block's in case only.
 func TestHTTPRouteBlocksEntriesRenderAsThePerRouteLoop(t *testing.T) {
 	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
 	ref := loadConfigMapData(t, perRouteReference)
@@ -96,6 +96,15 @@ func TestHTTPRouteBlocksEntriesRenderAsThePerRouteLoop(t *testing.T) {
 		change func()
 	}{
 		{"start", func() {}},
+		{"creation times", func() {
+			// Some none (first, in their order), the others against the order of the names,
+			// some alike (in their order).
+			for i, r := range raw["httproutes"] {
+				if i%3 != 0 {
+					r["metadata"].(map[string]any)["creationTimestamp"] = fmt.Sprintf("2026-01-01T00:%02d:00Z", (150-i)/2%60)
+				}
+			}
+		}},
 		{"hosts differing in case only", func() {
 			host(10, "Route-00100.example.com")
 			host(70, "ROUTE-00003.example.com")
