@@ -182,8 +182,8 @@ func TestNestedLoopImportsPartEdited(t *testing.T) {
 	}
 }
 
-// What a block reads: its own names and its parts' (the names it binds where it imports them
-// too), and their keyed reads; refused: an include, an import without context, a cycle, too
+// What a block reads: its own names and its parts' (but for the names it binds where it
+// imports them: its loop's item), and their keyed reads; refused: an include, an import without context, a cycle, too
 // deep. A template key is always a constant (a computed one does not compile).
 func TestFreeReadsNested(t *testing.T) {
 	parts := map[string]string{
@@ -205,8 +205,8 @@ func TestFreeReadsNested(t *testing.T) {
 		return tr
 	}
 	for _, c := range []struct{ src, want string }{
-		{`{% for item in b %}{% import "part" as p with context %}{{ p.x }}{% endfor %}`, "b item p.x res.by_name.get() tag xs"},
-		{`{% for item in b %}{% from "part" import x with context %}{% endfor %}`, "b item res.by_name.get() tag xs"},
+		{`{% for item in b %}{% import "part" as p with context %}{{ p.x }}{% endfor %}`, "b p.x res.by_name.get() tag xs"},
+		{`{% for item in b %}{% from "part" import x with context %}{% endfor %}`, "b res.by_name.get() tag xs"},
 		{`{% import "deep" as p with context %}{{ res.by_name }}`, "dt item res.by_name tag xs"},
 		{`{% import "part" as p %}`, "!"},
 		{`{% import "cycle" as p with context %}`, "!"},
