@@ -116,6 +116,20 @@ func TestHTTPRouteBlocksEntriesRenderAsThePerRouteLoop(t *testing.T) {
 			raw["httproutes"] = append(raw["httproutes"], benchRoute(150, benchRule("/", 3), benchRule("/API", 4)))
 		}},
 		{"a host in another case", func() { host(5, "route-00005.EXAMPLE.com") }},
+		// A path without its leading / (no API server let it in, a test in the config may):
+		// two scopes of two blocks name one key, which model.j2 makes once.
+		{"a key two scopes name", func() {
+			exact := func(p string, i int) any {
+				r := benchRule(p, i).(map[string]any)
+				r["matches"].([]any)[0].(map[string]any)["path"].(map[string]any)["type"] = "Exact"
+				return r
+			}
+			// Route 9 has no creation time (the first block), route 32 the latest (the last).
+			host(9, "h.example.com")
+			raw["httproutes"][9]["spec"].(map[string]any)["rules"] = []any{exact("x/y", 9)}
+			host(32, "h.example.comx")
+			raw["httproutes"][32]["spec"].(map[string]any)["rules"] = []any{exact("/y", 32)}
+		}},
 	}
 	kept := New(opts)
 	for _, s := range steps {
