@@ -10,10 +10,12 @@ import (
 // A module imported in a loop (reuse_loop.go) may itself import other templates with context,
 // by their keys (a block of 64 routes importing each route's part): it is kept too. What it
 // reads is what its own source reads and what the templates it imports read (their free names,
-// walked when its own are, recursively, maxNestedImports deep): the names it binds where it
-// imports them (its loop's variable, its own sets) are counted as read from its importer too,
-// which only loses reuse (the importer's value of such a name is read and compared for
-// nothing). An include, an import without context, a cycle or one too deep: never kept.
+// walked when its own are, recursively, maxNestedImports deep), but for the names it binds
+// where it imports them (its loop's variables, what it set before: stmts): the imported
+// template reads those of its frames, whose values are a function of what it reads itself. A
+// block may then set a name its importer sets too, and changes as the blocks merge, without
+// reading the importer's. An include, an import without context, a cycle or one too deep:
+// never kept.
 //
 // The keyed reads of the templates it imports (X.get(KEY)) are its keyed reads: their get calls
 // are its sites too (freeInfo.nested, by template key), so that its recorder notes what they
@@ -29,7 +31,8 @@ const maxNestedImports = 4
 type depSrc struct{ key, src string }
 
 // imported walks the template key that the walked one imports (with context or not), and
-// makes what it reads read by the walked one (its bindings where the import is are ignored).
+// makes what it reads read by the walked one, where the names the walked one binds there are
+// bound (its own bindings too: stmts).
 func (w *freeWalk) imported(key string, withContext bool) {
 	if !withContext || len(w.stack) >= maxNestedImports || slices.Contains(w.stack, key) {
 		w.ok = false // without context: kept per render (e.modules), not followed
@@ -40,7 +43,7 @@ func (w *freeWalk) imported(key string, withContext bool) {
 		w.ok = false
 		return
 	}
-	sub := freeWalk{seen: map[string]bool{}, bound: map[string]int{}, ok: true, chains: true,
+	sub := freeWalk{seen: map[string]bool{}, bound: boundNow(w.bound), ok: true, chains: true,
 		resolve: w.resolve, stack: append(slices.Clone(w.stack), key), tmpl: key}
 	sub.stmts(t.Body, sub.walk) // what it sets at its top before reading it is its own
 	if !sub.ok || sub.seen["self"] || sub.seen["super"] {
@@ -56,6 +59,17 @@ func (w *freeWalk) imported(key string, withContext bool) {
 			w.deps = append(w.deps, d)
 		}
 	}
+}
+
+// boundNow is a copy of the names bound in bound (a walk's, where an import is).
+func boundNow(bound map[string]int) map[string]int {
+	out := make(map[string]int, len(bound))
+	for n, c := range bound {
+		if c > 0 {
+			out[n] = c
+		}
+	}
+	return out
 }
 
 // merge makes the names sub read read by w, as sub uses them (whole, chains, keyed), bound in

@@ -95,6 +95,24 @@ func TestNestedLoopImports(t *testing.T) {
 			steps: []nestedStep{
 				{change: func(v map[string]any) { setService(v, "c", "30") }, blocks: 1, parts: 2},
 				{change: func(v map[string]any) { setService(v, "z", "30") }, blocks: 2}}},
+		// What the block sets before the import (mark), and its loop's variable, the part reads
+		// of the block: the importer's mark, another, is not read; set after, it is.
+		{name: "a name the block sets before the import", srcs: map[string]string{
+			"t": `{% set out = [] %}{% for b in items|batch(2) %}{% set mark = tag %}{% import "block" as bl with context %}{% do out.extend(bl.b_lines) %}{% endfor %}{{ out|join(",") }}`,
+			"block": `{% set b_lines = [] %}{% set mark = "#" %}{% for item in b %}{% import "part" as p with context %}` +
+				`{% do b_lines.extend(p.lines) %}{% endfor %}{% do b_lines.append(bt) %}`,
+			"part": `{% set s = res.by_name.get(item) %}{% set lines = [item ~ ":" ~ (s.port if s else "none") ~ mark] %}`},
+			steps: []nestedStep{
+				{change: func(v map[string]any) { v["tag"] = "?" }, blocks: 2},
+				{change: func(v map[string]any) { setService(v, "c", "30") }, blocks: 1, parts: 1}}},
+		{name: "a name the block sets after the import", srcs: map[string]string{
+			"t": `{% set out = [] %}{% for b in items|batch(2) %}{% set mark = tag %}{% import "block" as bl with context %}{% do out.extend(bl.b_lines) %}{% endfor %}{{ out|join(",") }}`,
+			"block": `{% set b_lines = [] %}{% for item in b %}{% import "part" as p with context %}` +
+				`{% do b_lines.extend(p.lines) %}{% endfor %}{% set mark = "#" %}{% do b_lines.append(bt ~ mark) %}`,
+			"part": `{% set lines = [item ~ mark] %}`},
+			steps: []nestedStep{
+				{change: func(v map[string]any) { v["tag"] = "?" }},
+				{change: func(v map[string]any) { v["bt"] = "/" }, parts: 4}}},
 		// Not kept: an include, an import without context.
 		{name: "a block that includes", srcs: map[string]string{"block": `{% set b_lines = [] %}{% include "part" %}`},
 			steps: []nestedStep{{change: nothing}}},
@@ -164,8 +182,8 @@ func TestNestedLoopImportsPartEdited(t *testing.T) {
 	}
 }
 
-// What a block reads: its own names and its parts' (the names it binds where it imports them
-// too), and their keyed reads; refused: an include, an import without context, a cycle, too
+// What a block reads: its own names and its parts' (but for the names it binds where it
+// imports them: its loop's item), and their keyed reads; refused: an include, an import without context, a cycle, too
 // deep. A template key is always a constant (a computed one does not compile).
 func TestFreeReadsNested(t *testing.T) {
 	parts := map[string]string{
@@ -187,8 +205,8 @@ func TestFreeReadsNested(t *testing.T) {
 		return tr
 	}
 	for _, c := range []struct{ src, want string }{
-		{`{% for item in b %}{% import "part" as p with context %}{{ p.x }}{% endfor %}`, "b item p.x res.by_name.get() tag xs"},
-		{`{% for item in b %}{% from "part" import x with context %}{% endfor %}`, "b item res.by_name.get() tag xs"},
+		{`{% for item in b %}{% import "part" as p with context %}{{ p.x }}{% endfor %}`, "b p.x res.by_name.get() tag xs"},
+		{`{% for item in b %}{% from "part" import x with context %}{% endfor %}`, "b res.by_name.get() tag xs"},
 		{`{% import "deep" as p with context %}{{ res.by_name }}`, "dt item res.by_name tag xs"},
 		{`{% import "part" as p %}`, "!"},
 		{`{% import "cycle" as p with context %}`, "!"},
