@@ -198,6 +198,8 @@ func fJoin(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		}
 		if i > 0 {
 			b.WriteString(sep)
+		} else if n := len(items) * (len(s) + len(sep)); len(items) > 64 && n <= e.maxSize {
+			b.Grow(n) // as long as the first item and a separator each: no copy on the way for items alike (uids)
 		}
 		if b.Len()+len(s) > e.maxSize {
 			return nil, e.sizeError()
