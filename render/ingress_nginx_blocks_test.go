@@ -324,7 +324,7 @@ func TestIngressNginxBlocksRenderAsTheReference(t *testing.T) {
 	t.Logf("%d steps %v, digest %x", steps, counts, digest.Sum(nil))
 }
 
-// TestIngressNginxBlocksKeptAcrossChanges: with 600 Ingresses (blocks of up to 64), an
+// TestIngressNginxBlocksKeptAcrossChanges: with 600 Ingresses (blocks of up to 128), an
 // Ingress edited computes its block's part of the ingress-nginx example only, one added or
 // deleted few blocks' (assertBlocksKept): the other blocks' parts are the kept ones (and the
 // output is a fresh renderer's).

@@ -357,7 +357,7 @@ func TestIngressBlocksRenderAsByPosition(t *testing.T) {
 	t.Logf("%d steps %v", steps, counts)
 }
 
-// TestIngressBlocksKeptAcrossChanges: with a thousand Ingresses (blocks of up to 64), the
+// TestIngressBlocksKeptAcrossChanges: with a thousand Ingresses (blocks of up to 128), the
 // Ingress example renders every step of a random sequence as a fresh renderer does; an Ingress
 // edited computes its block's part only, and one added or deleted (among the others: the
 // world's names sort anywhere) the parts of its block and of few others (assertBlocksKept).
