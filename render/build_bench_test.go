@@ -1,9 +1,11 @@
 package render
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,7 +211,8 @@ func statusWave(tb testing.TB, routes []map[string]any, v int) []*snapshot.Objec
 	return out
 }
 
-// BenchmarkBuildIngress: the same with the Ingress example at 1,000, 3,000 and 10,000 Ingresses.
+// BenchmarkBuildIngress: the same with the Ingress example at 1,000, 3,000 and 10,000 Ingresses,
+// and after an Ingress added to a new Service among the others and another deleted.
 func BenchmarkBuildIngress(b *testing.B) {
 	for _, n := range []int{1000, 3000, 10000} {
 		raw := ingressObjects(n)
@@ -224,12 +227,58 @@ func BenchmarkBuildIngress(b *testing.B) {
 		b.Run(fmt.Sprintf("%d/pod-added", n), func(b *testing.B) {
 			benchBuild(b, raw, tpl, "endpointslices", raw["endpointslices"][0], secondEndpoint(raw), ingressWatch...)
 		})
+		b.Run(fmt.Sprintf("%d/route-added", n), func(b *testing.B) {
+			benchSteps(b, raw, tpl, ingressAddedAndDeleted(b, n, "haproxy-sidecar"), ingressWatch...)
+		})
 	}
+}
+
+// ingressAddedAndDeleted is the change of each build of a route-added case: as bench-routes
+// adds a route, a new Service, its EndpointSlice and an Ingress of class to it; and an
+// Ingress deleted. The new Ingress is named to sort among the others, as names do in a
+// cluster (bench-routes' ing-1000N sort after its ing-0NNNN): ing-XXXX-nSTEP, right after
+// ing-XXXX, XXXX spread over the n Ingresses; the one deleted is another of the n, half of
+// them away. Each list stays sorted, as the kube source keeps it, and is made anew (the
+// snapshot before holds the old one).
+func ingressAddedAndDeleted(tb testing.TB, n int, class string) func(objs *snapshot.Objects, step int) {
+	return func(objs *snapshot.Objects, step int) {
+		i, at := n+step, step*7919%n
+		insertSorted(objs, "services", convert(tb, benchService(i)))
+		insertSorted(objs, "endpointslices", convert(tb, benchSlice(i)))
+		name := fmt.Sprintf("ing-%04d-n%d", at, step)
+		insertSorted(objs, "ingresses", convert(tb, benchIngress(name, class, benchIngressPath("/", benchSvcName(i)))))
+		deleteNamed(objs, "ingresses", "bench", fmt.Sprintf("ing-%04d", (at+n/2)%n))
+	}
+}
+
+// insertSorted is o added to the list of resource in its place by namespace and name (a new
+// list).
+func insertSorted(objs *snapshot.Objects, resource string, o *snapshot.Object) {
+	list := objs.Resources[resource]
+	k, _ := slices.BinarySearchFunc(list, o, compareNamed)
+	objs.Resources[resource] = slices.Concat(list[:k], []*snapshot.Object{o}, list[k:])
+}
+
+// deleteNamed is the object namespace/name taken out of the list of resource, if there (a
+// new list).
+func deleteNamed(objs *snapshot.Objects, resource, namespace, name string) {
+	list := objs.Resources[resource]
+	k, found := slices.BinarySearchFunc(list, [2]string{namespace, name}, func(o *snapshot.Object, key [2]string) int {
+		return cmp.Or(strings.Compare(o.Namespace(), key[0]), strings.Compare(o.Name(), key[1]))
+	})
+	if found {
+		objs.Resources[resource] = slices.Concat(list[:k], list[k+1:])
+	}
+}
+
+// compareNamed orders objects by namespace, then name, as the snapshot sorts them.
+func compareNamed(a, b *snapshot.Object) int {
+	return cmp.Or(strings.Compare(a.Namespace(), b.Namespace()), strings.Compare(a.Name(), b.Name()))
 }
 
 // BenchmarkBuildIngressNginx: the same with the ingress-nginx example at 1,000 and 10,000
 // Ingresses of class nginx (one in ten with annotations it reads), after one Ingress's path
-// changed.
+// changed, and after an Ingress added among the others and another deleted.
 func BenchmarkBuildIngressNginx(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		raw := nginxBenchObjects(n)
@@ -240,6 +289,9 @@ func BenchmarkBuildIngressNginx(b *testing.B) {
 		tpl := loadConfigMapData(b, "../examples/templates/ingress-nginx.yaml")
 		b.Run(fmt.Sprintf("%d/route-changed", n), func(b *testing.B) {
 			benchBuild(b, raw, tpl, "ingresses", raw["ingresses"][0], ing, ingressWatch...)
+		})
+		b.Run(fmt.Sprintf("%d/route-added", n), func(b *testing.B) {
+			benchSteps(b, raw, tpl, ingressAddedAndDeleted(b, n, "nginx"), ingressWatch...)
 		})
 	}
 }

@@ -2,6 +2,7 @@ package render
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"strings"
 	"testing"
@@ -28,17 +29,10 @@ var ingressWatch = []string{"ingresses.v1.networking.k8s.io", "services.v1",
 // ingressObjects are the objects of ingressSnapshot, by resource name.
 func ingressObjects(n int) map[string][]map[string]any {
 	svc := func(i int) string { return fmt.Sprintf("svc-%04d", i) }
-	path := func(p string, i int) any {
-		return map[string]any{"path": p, "pathType": "Prefix", "backend": map[string]any{
-			"service": map[string]any{"name": svc(i), "port": map[string]any{"name": "http"}}}}
-	}
+	path := func(p string, i int) any { return benchIngressPath(p, svc(i)) }
 	raw := map[string][]map[string]any{}
 	for i := 0; i < n; i++ {
-		raw["ingresses"] = append(raw["ingresses"], map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
-			"metadata": map[string]any{"name": fmt.Sprintf("ing-%04d", i), "namespace": "bench"},
-			"spec": map[string]any{"ingressClassName": "haproxy-sidecar", "rules": []any{map[string]any{
-				"host": fmt.Sprintf("ing-%04d.example.com", i),
-				"http": map[string]any{"paths": []any{path("/", i), path("/api", (i+1)%n)}}}}}})
+		raw["ingresses"] = append(raw["ingresses"], benchIngress(fmt.Sprintf("ing-%04d", i), "haproxy-sidecar", path("/", i), path("/api", (i+1)%n)))
 		raw["services"] = append(raw["services"], map[string]any{"apiVersion": "v1", "kind": "Service",
 			"metadata": map[string]any{"name": svc(i), "namespace": "bench"},
 			"spec":     map[string]any{"ports": []any{map[string]any{"name": "http", "port": int64(80), "targetPort": int64(8080)}}}})
@@ -50,6 +44,28 @@ func ingressObjects(n int) map[string][]map[string]any {
 				"targetRef": map[string]any{"kind": "Pod", "namespace": "bench", "name": svc(i) + "-pod"}}}})
 	}
 	return raw
+}
+
+// benchIngress is the Ingress name of class in namespace bench, for host NAME.example.com,
+// with paths; its uid is random hex as in a cluster (benchUID).
+func benchIngress(name, class string, paths ...any) map[string]any {
+	return map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+		"metadata": map[string]any{"name": name, "namespace": "bench", "uid": benchUID(name)},
+		"spec": map[string]any{"ingressClassName": class, "rules": []any{map[string]any{
+			"host": name + ".example.com", "http": map[string]any{"paths": paths}}}}}
+}
+
+// benchIngressPath is a Prefix path p to Service svc, port http.
+func benchIngressPath(p, svc string) any {
+	return map[string]any{"path": p, "pathType": "Prefix", "backend": map[string]any{
+		"service": map[string]any{"name": svc, "port": map[string]any{"name": "http"}}}}
+}
+
+// benchUID is a uid for the object name, as the API server gives (random hex, UUID form),
+// but the same at each run: the hash of name.
+func benchUID(name string) string {
+	h := sha256.Sum256([]byte(name))
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 
 // TestIngressSnapshotRendersTheRoutes: the benchmark's snapshot renders what bench-ingress

@@ -155,7 +155,7 @@ func (w *nginxWorld) newIngress(ns, name string) map[string]any {
 		rules = append(rules, rule)
 	}
 	spec := map[string]any{"rules": rules}
-	meta := map[string]any{"name": name, "namespace": ns}
+	meta := worldMeta(ns, name)
 	if a := w.annotations(); len(a) > 0 || w.rng.IntN(2) == 0 {
 		meta["annotations"] = a
 	}
@@ -324,17 +324,18 @@ func TestIngressNginxBlocksRenderAsTheReference(t *testing.T) {
 	t.Logf("%d steps %v, digest %x", steps, counts, digest.Sum(nil))
 }
 
-// TestIngressNginxBlocksKeptAcrossChanges: with a few hundred Ingresses (several blocks of
-// 64), an Ingress edited computes its block's part of the ingress-nginx example only: the
-// other blocks' parts are the kept ones (and the output is a fresh renderer's).
+// TestIngressNginxBlocksKeptAcrossChanges: with 600 Ingresses (blocks of up to 128), an
+// Ingress edited computes its block's part of the ingress-nginx example only, one added or
+// deleted few blocks' (assertBlocksKept): the other blocks' parts are the kept ones (and the
+// output is a fresh renderer's).
 func TestIngressNginxBlocksKeptAcrossChanges(t *testing.T) {
 	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps", Timeout: largeWorldTimeout}
 	example := loadConfigMapData(t, "../examples/templates/ingress-nginx.yaml")
 	kept := New(opts)
-	w := newNginxWorld(7, 300)
+	w := newNginxWorld(7, 600)
 	steps := 80
 	if testing.Short() {
 		steps = 30
 	}
-	assertBlocksKept(t, opts, kept, steps, w.step, func() *snapshot.Snapshot { return w.snapshot(t, example) }, func() int { return len(w.ingresses) })
+	assertBlocksKept(t, opts, kept, steps, w.step, func() *snapshot.Snapshot { return w.snapshot(t, example) })
 }

@@ -130,7 +130,7 @@ func (w *ingressWorld) newIngress(ns, name string) map[string]any {
 		rules = append(rules, rule)
 	}
 	spec := map[string]any{"rules": rules}
-	meta := map[string]any{"name": name, "namespace": ns}
+	meta := worldMeta(ns, name)
 	switch w.rng.IntN(8) {
 	case 0:
 		spec["ingressClassName"] = "other"
@@ -150,6 +150,23 @@ func (w *ingressWorld) newIngress(ns, name string) map[string]any {
 		spec["tls"] = tls
 	}
 	return map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": meta, "spec": spec}
+}
+
+// worldMeta is the metadata of the Ingress ns/name of the random worlds: its uid random hex,
+// as the API server gives, the same across its edits (the hash of its name), but for one
+// Ingress in eight, which has none (a manifest from a file), and one in sixteen, whose uid is
+// odd (a number, empty, or with the bars the examples' blocks are cut at).
+func worldMeta(ns, name string) map[string]any {
+	meta := map[string]any{"name": name, "namespace": ns}
+	h := sha256.Sum256([]byte(ns + "/" + name))
+	switch {
+	case h[31]%8 == 0:
+	case h[30]%16 == 0:
+		meta["uid"] = []any{int64(h[29]), "", "00|c0", "|40"}[h[29]%4]
+	default:
+		meta["uid"] = fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+	}
+	return meta
 }
 
 func (w *ingressWorld) addIngress() {
@@ -287,52 +304,118 @@ func TestIngressRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 	t.Logf("%d steps %v, digest %x", steps, counts, digest.Sum(nil))
 }
 
-// TestIngressBlocksKeptAcrossChanges: with a few hundred Ingresses (several blocks of 64), the
-// Ingress example renders every step of a random sequence as a fresh renderer does, and an
-// Ingress edited computes its block's part only: the other blocks' parts are the kept ones.
+// ingressByPosition is the Ingress example as it was with its Ingresses in blocks of 64 by
+// position (the same output).
+const ingressByPosition = "testdata/ingress-blocks-by-position.yaml"
+
+// TestIngressBlocksRenderAsByPosition: along a random sequence of changes (Ingresses added
+// among the others, edited and deleted, some without a uid or with an odd one; Services,
+// endpoints, certificates and the templates changed), the Ingress example (its blocks begin
+// at Ingresses of some uids) renders every step byte for byte as it did with its blocks by
+// position (testdata, a fresh renderer), through the renderer kept from step to step and
+// through a fresh one.
+func TestIngressBlocksRenderAsByPosition(t *testing.T) {
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
+	reference := loadConfigMapData(t, ingressByPosition)["routes.j2"]
+	kept := New(opts)
+	w := newIngressWorld(t, 3)
+	for range 275 {
+		w.addIngress()
+	}
+	if w.templates["routes.j2"] == reference {
+		t.Fatal("the example is the reference: nothing to compare")
+	}
+	steps := 150
+	if testing.Short() || raceDetector {
+		steps = 40
+	}
+	counts := map[string]int{}
+	for i := range steps {
+		what := "start"
+		if i > 0 {
+			what = w.step()
+		}
+		counts[what]++
+		step := fmt.Sprintf("step %d (%s, %d Ingresses)", i, what, len(w.ingresses))
+		ref := New(opts)
+		ref.unshared = true
+		// The reference's routes.j2, the world's other templates (their edits show alike).
+		refSnap := w.snapshot(t)
+		refSnap.Templates = maps.Clone(refSnap.Templates)
+		refSnap.Templates["routes.j2"] = reference
+		want, err := ref.Render(context.Background(), refSnap)
+		if err != nil {
+			t.Fatalf("%s: the reference: %v", step, err)
+		}
+		snap := w.snapshot(t)
+		got, err := kept.Render(context.Background(), snap)
+		fresh := freshAgrees(t, opts, snap, got, err, step)
+		if d := bundleDiff(fresh, want); d != "" {
+			t.Fatalf("%s: the example renders otherwise than the reference: %s", step, d)
+		}
+	}
+	t.Logf("%d steps %v", steps, counts)
+}
+
+// TestIngressBlocksKeptAcrossChanges: with a thousand Ingresses (blocks of up to 128), the
+// Ingress example renders every step of a random sequence as a fresh renderer does; an Ingress
+// edited computes its block's part only, and one added or deleted (among the others: the
+// world's names sort anywhere) the parts of its block and of few others (assertBlocksKept).
 func TestIngressBlocksKeptAcrossChanges(t *testing.T) {
 	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps", Timeout: largeWorldTimeout}
 	kept := New(opts)
 	w := newIngressWorld(t, 7)
-	for range 250 {
+	for range 1000 {
 		w.addIngress()
 	}
 	steps := 120
 	if testing.Short() {
 		steps = 40
 	}
-	assertBlocksKept(t, opts, kept, steps, w.step, func() *snapshot.Snapshot { return w.snapshot(t) }, func() int { return len(w.ingresses) })
+	assertBlocksKept(t, opts, kept, steps, w.step, func() *snapshot.Snapshot { return w.snapshot(t) })
 }
 
 // assertBlocksKept renders steps of a random sequence (step makes a change and names it;
-// snapshot is the world after it) through kept, each as a fresh renderer does, and checks that
-// an Ingress edited computed its block's part of ingresses.j2 only: with ingresses() Ingresses
-// in blocks of 64, every other block's part is a kept one.
-func assertBlocksKept(t *testing.T, opts Options, kept *Renderer, steps int, step func() string, snapshot func() *snapshot.Snapshot, ingresses func() int) {
+// snapshot is the world after it) through kept, each as a fresh renderer does, and checks
+// what parts of ingresses.j2 were computed again: after an Ingress edited, its block's only;
+// after one added or deleted, 3 blocks' at most on average (its block's, and those after it
+// in the run of Ingresses it is in: the blocks begin at Ingresses of some uids, not at
+// positions). Blocks of 64 by position would compute the blocks after it (8 on average, an
+// Ingress of 1,000 added or deleted).
+func assertBlocksKept(t *testing.T, opts Options, kept *Renderer, steps int, step func() string, snapshot func() *snapshot.Snapshot) {
 	t.Helper()
-	edits := 0
+	edits, moves, moved := 0, 0, 0
 	for i := range steps {
 		what := "start"
 		if i > 0 {
 			what = step()
 		}
 		snap := snapshot()
-		before, wholeBefore := kept.kept.LoopReused("ingresses.j2"), kept.kept.Reused()
+		reusedBefore, computedBefore := kept.kept.LoopReused("ingresses.j2"), kept.kept.LoopComputed("ingresses.j2")
+		wholeBefore := kept.kept.Reused()
 		got, gotErr := kept.Render(context.Background(), snap)
 		freshAgrees(t, opts, snap, got, gotErr, fmt.Sprintf("step %d (%s)", i, what))
-		if what != "ingress edited" {
-			continue
+		reused := kept.kept.LoopReused("ingresses.j2") - reusedBefore
+		computed := kept.kept.LoopComputed("ingresses.j2") - computedBefore
+		if reused+computed == 0 && kept.kept.Reused() > wholeBefore {
+			continue // the Ingresses are the same: the routes are the kept ones
 		}
-		reused := kept.kept.LoopReused("ingresses.j2") - before
-		if reused == 0 && kept.kept.Reused() > wholeBefore {
-			continue // the edit made the Ingress it was: the routes are the kept ones
-		}
-		edits++
-		if blocks := (ingresses() + 63) / 64; reused < blocks-1 {
-			t.Errorf("step %d: an Ingress edited: %d of %d blocks' parts kept, want %d", i, reused, blocks, blocks-1)
+		switch what {
+		case "ingress edited":
+			edits++
+			if computed > 1 {
+				t.Errorf("step %d: an Ingress edited: %d of %d blocks' parts computed, want 1", i, computed, reused+computed)
+			}
+		case "ingress added", "ingress deleted":
+			moves++
+			moved += computed
 		}
 	}
-	if edits == 0 {
-		t.Fatal("no Ingress was edited")
+	if edits == 0 || moves == 0 {
+		t.Fatalf("%d Ingresses edited, %d added or deleted", edits, moves)
 	}
+	if moved > 3*moves {
+		t.Errorf("%d Ingresses added or deleted computed %d blocks' parts, more than 3 each on average", moves, moved)
+	}
+	t.Logf("%d Ingresses edited; %d added or deleted computed %d blocks' parts", edits, moves, moved)
 }

@@ -334,7 +334,8 @@ func (e *evaluator) slice(obj any, lo, hi, step *int64) (any, error) {
 	}
 	var n int64
 	var runes []rune
-	var items []any
+	var items []any // of a list, the window from base only (listWindow)
+	var list bool
 	var rng *rangeVal
 	switch o := obj.(type) {
 	case string, *tainted, Markup:
@@ -348,10 +349,13 @@ func (e *evaluator) slice(obj any, lo, hi, step *int64) (any, error) {
 		if !isList(obj) && !isTupleVal(obj) {
 			return undefinedAttr(obj, "slice"), nil
 		}
-		items = listItems(obj)
-		n = int64(len(items))
+		list, n = true, int64(listLen(obj))
 	}
 	start, stop := sliceBounds(n, lo, hi, st)
+	base := max(min(start, stop), 0) // the index of items[0]
+	if list {
+		items = listWindow(obj, base, max(start, stop))
+	}
 	count := int64(0)
 	if st > 0 && stop > start {
 		count = (stop - start + st - 1) / st
@@ -361,7 +365,7 @@ func (e *evaluator) slice(obj any, lo, hi, step *int64) (any, error) {
 	if rng != nil {
 		return &rangeVal{start: rng.at(start), stop: rng.at(start) + count*st*rng.step, step: st * rng.step}, nil
 	}
-	if runes != nil || n == 0 && items == nil {
+	if !list {
 		var b strings.Builder
 		for i, k := int64(0), start; i < count; i, k = i+1, k+st {
 			b.WriteRune(runes[k])
@@ -377,7 +381,7 @@ func (e *evaluator) slice(obj any, lo, hi, step *int64) (any, error) {
 	}
 	out := make([]any, 0, count)
 	for i, k := int64(0), start; i < count; i, k = i+1, k+st {
-		out = append(out, items[k])
+		out = append(out, items[k-base])
 	}
 	if _, ok := obj.(Tuple); ok {
 		return Tuple(out), nil

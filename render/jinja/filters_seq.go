@@ -198,6 +198,10 @@ func fJoin(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		}
 		if i > 0 {
 			b.WriteString(sep)
+		} else if n := len(items) * (len(s) + len(sep)); len(items) > 64 && n <= min(e.maxSize, 1<<22) {
+			// Room for items as long as the first (uids): no copies on the way. Bounded: a
+			// long first item says nothing of the others.
+			b.Grow(n)
 		}
 		if b.Len()+len(s) > e.maxSize {
 			return nil, e.sizeError()

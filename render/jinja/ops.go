@@ -414,6 +414,47 @@ func listItems(v any) []any {
 	return nil
 }
 
+// listLen is the length of a list isList or isTupleVal reports.
+func listLen(v any) int {
+	switch x := v.(type) {
+	case *List:
+		return len(x.items)
+	case []any:
+		return len(x)
+	case []string:
+		return len(x)
+	case []map[string]any:
+		return len(x)
+	case Tuple:
+		return len(x)
+	}
+	return 0
+}
+
+// listWindow is listItems(v)[lo:hi+1] (hi clamped to the list's end; lo >= 0), converting only
+// those items: a slice of a resource's 10,000 objects (a block of them) costs its own length,
+// not the list's.
+func listWindow(v any, lo, hi int64) []any {
+	n := int64(listLen(v))
+	lo, hi = max(lo, 0), min(hi+1, n)
+	if lo >= hi {
+		return nil
+	}
+	switch x := v.(type) {
+	case *List:
+		return x.items[lo:hi]
+	case []any:
+		return listItems(x[lo:hi])
+	case []string:
+		return listItems(x[lo:hi])
+	case []map[string]any:
+		return listItems(x[lo:hi])
+	case Tuple:
+		return x[lo:hi]
+	}
+	return nil
+}
+
 // unaryOp is unary minus (and plus).
 func unaryOp(v any, minus bool) (any, error) {
 	if u, ok := v.(*Undefined); ok {
