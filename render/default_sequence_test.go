@@ -199,9 +199,7 @@ func TestDefaultTemplateRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 		before := kept.kept.BodiesReused()
 		got, gotErr := kept.Render(context.Background(), snap)
 		reused := kept.kept.BodiesReused() - before
-		fresh := New(Options{SSLDir: "/etc/haproxy/ssl"})
-		fresh.unshared = true
-		want, wantErr := fresh.Render(context.Background(), snap)
+		want, wantErr := renderFresh(Options{SSLDir: "/etc/haproxy/ssl"}, snap)
 		if gotErr != nil || wantErr != nil {
 			t.Fatalf("step %d (%s): the kept renderer: %v; a fresh one: %v", i, what, gotErr, wantErr)
 		}

@@ -59,9 +59,7 @@ func TestHTTPRouteBlocksRenderAsThePerRouteLoop(t *testing.T) {
 			}
 			refSnap := *snap
 			refSnap.Templates = ref
-			fresh := New(opts)
-			fresh.unshared = true
-			refOut, err := fresh.Render(context.Background(), &refSnap)
+			refOut, err := renderFresh(opts, &refSnap)
 			if err != nil {
 				t.Fatalf("%s: the reference: %v", step, err)
 			}
@@ -141,9 +139,7 @@ func TestHTTPRouteBlocksEntriesRenderAsThePerRouteLoop(t *testing.T) {
 		want := freshAgrees(t, opts, snap, got, gotErr, s.what)
 		refSnap := *snap
 		refSnap.Templates = ref
-		fresh := New(opts)
-		fresh.unshared = true
-		refOut, err := fresh.Render(context.Background(), &refSnap)
+		refOut, err := renderFresh(opts, &refSnap)
 		if err != nil {
 			t.Fatalf("%s: the reference: %v", s.what, err)
 		}

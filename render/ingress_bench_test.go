@@ -163,9 +163,7 @@ func TestIngressExampleRendersAsAFreshRenderer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("step %d (%s): %v", step, c.what, err)
 		}
-		fresh := New(opts)
-		fresh.unshared = true
-		want, err := fresh.Render(context.Background(), snap)
+		want, err := renderFresh(opts, snap)
 		if err != nil {
 			t.Fatalf("step %d (%s): %v", step, c.what, err)
 		}

@@ -268,7 +268,7 @@ func TestIngressNginxBlocksRenderAsTheReference(t *testing.T) {
 		t.Fatal("the example is the reference: nothing to compare")
 	}
 	kept := New(opts)
-	w := newNginxWorld(1, 150)
+	w := newNginxWorld(2, 150)
 	digest := sha256.New()
 	steps := 300
 	if testing.Short() {
@@ -285,9 +285,7 @@ func TestIngressNginxBlocksRenderAsTheReference(t *testing.T) {
 		}
 		counts[what]++
 		step := fmt.Sprintf("step %d (%s, %d Ingresses)", i, what, len(w.ingresses))
-		ref := New(opts)
-		ref.unshared = true
-		want, err := ref.Render(context.Background(), w.snapshot(t, reference))
+		want, err := renderFresh(opts, w.snapshot(t, reference))
 		if err != nil {
 			t.Fatalf("%s: the reference: %v", step, err)
 		}

@@ -337,13 +337,11 @@ func TestIngressBlocksRenderAsByPosition(t *testing.T) {
 		}
 		counts[what]++
 		step := fmt.Sprintf("step %d (%s, %d Ingresses)", i, what, len(w.ingresses))
-		ref := New(opts)
-		ref.unshared = true
 		// The reference's routes.j2, the world's other templates (their edits show alike).
 		refSnap := w.snapshot(t)
 		refSnap.Templates = maps.Clone(refSnap.Templates)
 		refSnap.Templates["routes.j2"] = reference
-		want, err := ref.Render(context.Background(), refSnap)
+		want, err := renderFresh(opts, refSnap)
 		if err != nil {
 			t.Fatalf("%s: the reference: %v", step, err)
 		}

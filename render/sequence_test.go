@@ -519,14 +519,20 @@ func TestRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 // Selector listener reads their labels) and ReferenceGrants too.
 var sequenceWatch = append(slices.Clone(httprouteWatch), "namespaces.v1", "referencegrants.v1beta1.gateway.networking.k8s.io")
 
+// renderFresh renders snap with a renderer made for it alone, which shares nothing kept and
+// computes everything for each file: what a kept renderer is compared with.
+func renderFresh(opts Options, snap *snapshot.Snapshot) (*Bundle, error) {
+	fresh := New(opts)
+	fresh.unshared = true
+	return fresh.Render(context.Background(), snap)
+}
+
 // freshAgrees renders snap with a renderer made for it alone, which computes everything for
 // each file, and fails t (at step) unless that gives got and gotErr byte for byte; it returns
 // that rendering.
 func freshAgrees(t *testing.T, opts Options, snap *snapshot.Snapshot, got *Bundle, gotErr error, step string) *Bundle {
 	t.Helper()
-	fresh := New(opts)
-	fresh.unshared = true
-	want, wantErr := fresh.Render(context.Background(), snap)
+	want, wantErr := renderFresh(opts, snap)
 	if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 		t.Fatalf("%s: the kept renderer: %v; a fresh one: %v", step, gotErr, wantErr)
 	}

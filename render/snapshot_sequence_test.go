@@ -234,12 +234,10 @@ func TestDefaultTemplateRandomChangesThroughSnapshotBuild(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				fresh := New(Options{SSLDir: "/etc/haproxy/ssl"})
-				fresh.unshared = true
 				before := kept.kept.BodiesReused()
 				got, gotErr := kept.Render(context.Background(), snap)
 				reused := kept.kept.BodiesReused() - before
-				want, wantErr := fresh.Render(context.Background(), ref)
+				want, wantErr := renderFresh(Options{SSLDir: "/etc/haproxy/ssl"}, ref)
 				if gotErr != nil || wantErr != nil {
 					t.Fatalf("step %d (%s): the kept renderer: %v; a fresh one: %v", i, what, gotErr, wantErr)
 				}
