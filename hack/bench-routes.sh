@@ -17,6 +17,7 @@
 #   CHANGES_PROFILE=/tmp/chg.prof hack/bench-routes.sh   # a CPU profile of the sidecar over the new-route changes
 #   CHANGES_PROFILE=/tmp/pod.prof CHANGES_PROFILE_KIND=pod hack/bench-routes.sh   # ... over another kind's (new path delete pod)
 #   HEAPS=/tmp/heaps hack/bench-routes.sh   # its heap profile each time its max RSS grew by 5 MB
+#   NEW_AMONG=1 hack/bench-routes.sh   # the new routes named to sort among the others, not after them all
 # VERSIONS are among those hack/haproxy-versions.sh provides (2.6 3.0 3.2 3.4); each runs with
 # its bin directory first in PATH. KEEP=1 keeps each run's work directory (logs, haproxy.cfg).
 set -euo pipefail
@@ -29,6 +30,7 @@ CHANGES=${CHANGES:-50}
 WAIT=${WAIT:-20ms:1s}
 STAGES=${STAGES:-0}
 KEEP=${KEEP:-0}
+NEW_AMONG=${NEW_AMONG:-0}
 
 KUBEBUILDER_ASSETS=$(hack/testbins.sh)
 export KUBEBUILDER_ASSETS
@@ -39,6 +41,7 @@ go build -o bin/bench-routes ./hack/bench-routes
 flags=()
 [ "$STAGES" = 1 ] && flags+=(--stages)
 [ "$KEEP" = 1 ] && flags+=(--keep)
+[ "$NEW_AMONG" = 1 ] && flags+=(--new-among)
 [ -n "${PROFILE:-}" ] && flags+=(--start-profile "$PROFILE")
 [ -n "${CHANGES_PROFILE:-}" ] && flags+=(--changes-profile "$CHANGES_PROFILE" --changes-profile-kind "${CHANGES_PROFILE_KIND:-new}")
 [ -n "${HEAPS:-}" ] && flags+=(--heap-profiles "$HEAPS")

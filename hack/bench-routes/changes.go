@@ -37,9 +37,10 @@ func (b *bench) kindsOfChange() []change {
 			if err := k.Apply(svcName(i), objects(service(svcName(i), b.port), endpointSlice(svcName(i), b.port, endpoint{podName(i), addr(i)})), 1); err != nil {
 				return err
 			}
-			return k.Apply(b.routeName(i), objects(b.kind.route(b.routeName(i), b.host(i), []rule{{"/", svcName(i)}})), 1)
+			name := b.newRouteName(c)
+			return k.Apply(name, objects(b.kind.route(name, name+".example.com", []rule{{"/", svcName(i)}})), 1)
 		},
-		shown: func(c int) bool { return b.proxy.Get(b.host(newRoute(c)), "/") == svcName(newRoute(c)) },
+		shown: func(c int) bool { return b.proxy.Get(b.newRouteName(c)+".example.com", "/") == svcName(newRoute(c)) },
 	}, {
 		what:  "a path changed -> served by its backend",
 		key:   "path",
@@ -58,8 +59,8 @@ func (b *bench) kindsOfChange() []change {
 		what:  "a route deleted -> 404",
 		key:   "delete",
 		order: 1,
-		write: func(c int) error { return k.Remove(b.routeName(newRoute(c))) },
-		shown: func(c int) bool { return strings.HasPrefix(b.proxy.Get(b.host(newRoute(c)), "/"), "404") },
+		write: func(c int) error { return k.Remove(b.newRouteName(c)) },
+		shown: func(c int) bool { return strings.HasPrefix(b.proxy.Get(b.newRouteName(c)+".example.com", "/"), "404") },
 	}, {
 		what:  "a backend's pod added -> a request reaches it",
 		key:   "pod",

@@ -44,6 +44,7 @@ func main() {
 	heaps := flag.String("heap-profiles", "", "save the sidecar's heap profile in this directory each time its maximum RSS has grown by 5 MB (the sidecar runs with --pprof)")
 	changesProfile := flag.String("changes-profile", "", "write a CPU profile of the sidecar over the changes of the kind --changes-profile-kind to this file (the sidecar runs with --pprof; go in PATH merges the profile's 2 s chunks)")
 	changesProfileKind := flag.String("changes-profile-kind", "new", "the kind of change --changes-profile profiles: new (a new route), path, delete or pod")
+	among := flag.Bool("new-among", false, "name the new routes so that they sort among the others (each after an existing one, spread over all) rather than after them all, as names in a cluster do")
 	profileFor := flag.Duration("start-profile-for", 20*time.Second, "how long --start-profile profiles")
 	flag.Parse()
 	log.SetFlags(0)
@@ -68,7 +69,7 @@ func main() {
 	rig.StartProfile, rig.StartProfileFor, rig.HeapProfiles = *profile, *profileFor, *heaps
 	rig.Pprof = *changesProfile != ""
 	b := &bench{rig: rig, kind: k, n: *n, changes: *changes, gap: *gap, sample: *sample, stages: *stages, wait: *wait,
-		profile: *changesProfile, profileKind: *changesProfileKind}
+		profile: *changesProfile, profileKind: *changesProfileKind, among: *among}
 	err = b.run(*sidecar, *crds)
 	rig.Stop()
 	if err != nil {
@@ -92,10 +93,21 @@ type bench struct {
 	// profileKind is written.
 	profile     string
 	profileKind string
+	among       bool // --new-among
 }
 
 func (b *bench) routeName(i int) string { return fmt.Sprintf("%s-%05d", b.kind.prefix, i) }
 func (b *bench) host(i int) string      { return b.routeName(i) + ".example.com" }
+
+// newRouteName is the name of the route change c adds (and a later change deletes): after the
+// loaded ones (route n+c), or with --new-among after route c*n/changes + n/changes/3, where an
+// object added to a cluster usually sorts.
+func (b *bench) newRouteName(c int) string {
+	if b.among {
+		return b.routeName((c*(b.n/b.changes)+b.n/b.changes/3)%b.n) + "-new"
+	}
+	return b.routeName(b.n + c)
+}
 
 // route is route i as loaded: / to Service i, /api to Service i+1.
 func (b *bench) route(i int) map[string]any {
