@@ -295,26 +295,12 @@ func (e *evaluator) strFind(s, name string, a []any) (any, error) {
 		}
 		return int64(-1), nil
 	}
-	part := string(runes[l:h])
-	if name == "count" {
-		if sub == "" {
-			return int64(utf8.RuneCountInString(part) + 1), nil
-		}
-		return int64(strings.Count(part, sub)), nil
+	// The search within the bounds, its position from the string's start.
+	r, err := strFindWhole(string(runes[l:h]), name, sub)
+	if i, ok := r.(int64); ok && name != "count" && i >= 0 {
+		return i + l, nil
 	}
-	var i int
-	if name == "find" || name == "index" {
-		i = strings.Index(part, sub)
-	} else {
-		i = strings.LastIndex(part, sub)
-	}
-	if i < 0 {
-		if name == "index" || name == "rindex" {
-			return nil, errors.New("substring not found")
-		}
-		return int64(-1), nil
-	}
-	return int64(utf8.RuneCountInString(part[:i])) + l, nil
+	return r, err
 }
 
 // strFindWhole is strFind over the whole of s, valid UTF-8 (the same characters as its
