@@ -27,12 +27,7 @@ type Keys struct {
 // NewKeys returns the key list for names, which must be sorted and distinct (a programming
 // error otherwise: it panics). names is copied.
 func NewKeys(names ...string) *Keys {
-	for i := 1; i < len(names); i++ {
-		if names[i-1] >= names[i] {
-			panic(fmt.Sprintf("record.NewKeys: keys not sorted and distinct: %q before %q", names[i-1], names[i]))
-		}
-	}
-	return &Keys{names: slices.Clone(names)}
+	return TakeKeys(slices.Clone(names))
 }
 
 // TakeKeys is NewKeys without the copy: it keeps names, which the caller must not change
@@ -40,7 +35,7 @@ func NewKeys(names ...string) *Keys {
 func TakeKeys(names []string) *Keys {
 	for i := 1; i < len(names); i++ {
 		if names[i-1] >= names[i] {
-			panic(fmt.Sprintf("record.TakeKeys: keys not sorted and distinct: %q before %q", names[i-1], names[i]))
+			panic(fmt.Sprintf("record keys not sorted and distinct: %q before %q", names[i-1], names[i]))
 		}
 	}
 	return &Keys{names: slices.Clip(names)}
