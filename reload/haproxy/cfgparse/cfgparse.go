@@ -82,23 +82,23 @@ func (c *Config) Patched(next *Config, from func(i int) int) *Config {
 	out.Sections = slices.Clone(c.Sections)
 	out.Lines = make([]SectionLines, len(c.Sections))
 	for i, s := range c.Sections {
-		out.Lines[i] = SectionLines{Header: int32(c.Line(i))}
-		if i < len(c.Lines) {
-			out.Lines[i].Servers = c.Lines[i].Servers
-		}
-		j := from(i)
-		if j < 0 {
-			continue
-		}
-		if ns := next.Sections[j]; ns != s {
-			out.Sections[i] = s.WithServers(ns.Servers)
-		}
-		out.Lines[i].Servers = 0
-		if j < len(next.Lines) {
-			out.Lines[i].Servers = next.Lines[j].Servers
+		out.Lines[i] = SectionLines{Header: int32(c.Line(i)), Servers: serversLine(c, i)}
+		if j := from(i); j >= 0 {
+			if ns := next.Sections[j]; ns != s {
+				out.Sections[i] = s.WithServers(ns.Servers)
+			}
+			out.Lines[i].Servers = serversLine(next, j)
 		}
 	}
 	return &out
+}
+
+// serversLine is where the server lines of c's section i begin (0 when not known).
+func serversLine(c *Config, i int) int32 {
+	if i >= len(c.Lines) {
+		return 0
+	}
+	return c.Lines[i].Servers
 }
 
 // UniqueProxies reports that no two backend or listen sections have the same name: true is
