@@ -22,12 +22,17 @@ func fBatch(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Each batch made at its size (the HTTPRoute model batches its 3,000 routes four times
+	// per sync).
 	var out []any
 	var cur []any
-	for _, it := range items {
+	for i, it := range items {
 		if int64(len(cur)) == n {
 			out = append(out, &List{items: cur})
 			cur = nil
+		}
+		if cur == nil {
+			cur = make([]any, 0, max(0, min(n, int64(len(items)-i))))
 		}
 		cur = append(cur, it)
 	}
