@@ -18,7 +18,7 @@ func fBatch(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if !ok {
 		return nil, fmt.Errorf("'%s' object cannot be interpreted as an integer", typeName(p[0]))
 	}
-	items, err := e.iterate(in)
+	items, err := e.readItems(in) // copied into the batches
 	if err != nil {
 		return nil, err
 	}
@@ -380,7 +380,6 @@ func fSort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	items = append([]any(nil), items...)
 	cs := truthy(argOr(p[1], false))
 	var attrs [][]any
 	switch attr := argOr(p[2], nil).(type) {
@@ -415,8 +414,11 @@ func fSort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		}
 		return &List{items: keys}, nil
 	}
-	err = sortValues(items, key, truthy(argOr(p[0], false)))
-	return &List{items: items}, err
+	sorted, err := sortedValues(items, key, truthy(argOr(p[0], false)))
+	if err != nil {
+		return nil, err
+	}
+	return &List{items: sorted}, nil
 }
 
 func fSum(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
