@@ -717,21 +717,25 @@ func (le *loopEntry) serves(key, src string, vals []any, e *evaluator) bool {
 
 // adoptData makes the kept reads hold the data of vals (found the same: serves) where they
 // hold other objects of the same data: a record or a map of the context read, or one in a
-// list or tuple read (the copy kept: copies are never changed but here, for the same data).
-// The next renders then find them the same in one step, as bodyCache.same does: after the
-// status writer's wave (every HTTPRoute a new object, its spec the same), each block of the
-// HTTPRoute example compared its 64 routes' specs in depth at every sync, until it was
-// computed again. (c.mu held.)
+// list or tuple read (a copy of the kept one then: a copy may be another entry's too, and
+// another render may be comparing it). The next renders then find them the same in one step,
+// as bodyCache.same does: after the status writer's wave (every HTTPRoute a new object, its
+// spec the same), each block of the HTTPRoute example compared its 64 routes' specs in depth
+// at every sync, until it was computed again. (c.mu held.)
 func adoptData(kept, vals []any) {
 	for i, v := range vals {
 		switch k := kept[i].(type) {
 		case *List:
 			if w, ok := v.(*List); ok {
-				adoptItems(k.items, w.items)
+				if items, changed := adoptItems(k.items, w.items); changed {
+					kept[i] = &List{items: items}
+				}
 			}
 		case Tuple:
 			if w, ok := v.(Tuple); ok {
-				adoptItems(k, w)
+				if items, changed := adoptItems(k, w); changed {
+					kept[i] = Tuple(items)
+				}
 			}
 		default:
 			if otherData(k, v) {
@@ -741,16 +745,22 @@ func adoptData(kept, vals []any) {
 	}
 }
 
-// adoptItems is adoptData for the items of a list kept and of the one read.
-func adoptItems(kept, vals []any) {
+// adoptItems is adoptData for the items of a list kept and of the one read: a copy of kept
+// with vals' data, when some differ (changed).
+func adoptItems(kept, vals []any) (items []any, changed bool) {
 	if len(kept) != len(vals) {
-		return
+		return nil, false
 	}
 	for j, v := range vals {
-		if otherData(kept[j], v) {
-			kept[j] = v
+		if !otherData(kept[j], v) {
+			continue
 		}
+		if !changed {
+			items, changed = slices.Clone(kept), true
+		}
+		items[j] = v
 	}
+	return items, changed
 }
 
 // otherData says whether a and b are records or maps of the context (never changed), of one
