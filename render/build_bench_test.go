@@ -73,6 +73,12 @@ func convert(tb testing.TB, u map[string]any) *snapshot.Object {
 // changed the source's objects, step counting the builds from 0 (the first build, before
 // the measure, is made with step 0: the objects as raw has them).
 func benchSteps(b *testing.B, raw map[string][]map[string]any, templates map[string]string, change func(objs *snapshot.Objects, step int), watch ...string) {
+	benchStepsFrom(b, raw, templates, 1, change, watch...)
+}
+
+// benchStepsFrom is benchSteps with the first warm builds (steps 0 to warm-1) made before the
+// measure.
+func benchStepsFrom(b *testing.B, raw map[string][]map[string]any, templates map[string]string, warm int, change func(objs *snapshot.Objects, step int), watch ...string) {
 	objs, opts := benchObjects(b, raw, watch...)
 	r := New(Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"})
 	step := 0
@@ -94,6 +100,9 @@ func benchSteps(b *testing.B, raw map[string][]map[string]any, templates map[str
 		return out
 	}
 	out := build() // compile outside the loop
+	for range warm - 1 {
+		out = build()
+	}
 	b.SetBytes(int64(len(out.Config) + len(out.Maps["routes.map"])))
 	b.ReportAllocs()
 	cpu := processCPU()
@@ -101,6 +110,18 @@ func benchSteps(b *testing.B, raw map[string][]map[string]any, templates map[str
 		build()
 	}
 	reportCPU(b, cpu)
+}
+
+// benchStepsWarm is benchSteps with warm(objs) applied before a second build outside the
+// measure (the objects as a source holds them some syncs after the start).
+func benchStepsWarm(b *testing.B, raw map[string][]map[string]any, templates map[string]string, warm func(objs *snapshot.Objects), change func(objs *snapshot.Objects, step int), watch ...string) {
+	benchStepsFrom(b, raw, templates, 2, func(objs *snapshot.Objects, step int) {
+		if step == 1 {
+			warm(objs)
+			return
+		}
+		change(objs, step)
+	}, watch...)
 }
 
 // reportCPU reports the process's CPU time per operation since cpu (processCPU), as
@@ -176,6 +197,18 @@ func BenchmarkBuildHTTPRoute(b *testing.B) {
 		b.Run(fmt.Sprintf("%d/status-wave", n), func(b *testing.B) {
 			benchSteps(b, raw, tpl, func(objs *snapshot.Objects, step int) {
 				objs.Resources["httproutes"] = slices.Clone(waves[step%2])
+			}, httprouteWatch...)
+		})
+		// As route-middle, after the status writer's wave (every route's status written once, as
+		// after the start): the routes the blocks compare are the wave's objects, whose specs
+		// are equal to those the blocks were computed with, not the same.
+		wave := statusWave(b, raw["httproutes"], 0)
+		mids := [2]*snapshot.Object{wave[mid], convert(b, vc)}
+		b.Run(fmt.Sprintf("%d/route-middle-after-wave", n), func(b *testing.B) {
+			benchStepsWarm(b, raw, tpl, func(objs *snapshot.Objects) {
+				objs.Resources["httproutes"] = slices.Clone(wave)
+			}, func(objs *snapshot.Objects, step int) {
+				objs.Resources["httproutes"][mid] = mids[step%2]
 			}, httprouteWatch...)
 		})
 		// As bench-routes adds a route: a new Service, its EndpointSlice and a route to it, after

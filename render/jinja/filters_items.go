@@ -37,7 +37,6 @@ func fGroupby(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	items = append([]any(nil), items...)
 	cs := truthy(argOr(p[2], false))
 	def := argOr(p[1], nil)
 	parts := attrParts(p[0])
@@ -48,7 +47,7 @@ func fGroupby(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		}
 		return ignoreCase(v), nil
 	}
-	if err := sortValues(items, key, false); err != nil {
+	if items, err = sortedValues(items, key, false); err != nil {
 		return nil, err
 	}
 	var out []any

@@ -141,20 +141,34 @@ func listSort(l *List, a []any, kw map[string]any) error {
 
 // sortValues sorts items stably by key, as Python's sorted() (reverse keeps stability).
 func sortValues(items []any, key func(any) (any, error), reverse bool) error {
+	sorted, err := sortedValues(items, key, reverse)
+	if err != nil {
+		return err
+	}
+	copy(items, sorted)
+	return nil
+}
+
+// sortedValues is items sorted stably by key (sortValues), in a slice of its own: the keys'
+// (items are left as they are; the HTTPRoute model sorts lists of 3,000 to 6,000 items per
+// sync).
+func sortedValues(items []any, key func(any) (any, error), reverse bool) ([]any, error) {
 	keys := make([]any, len(items))
 	for i, it := range items {
 		k, err := key(it)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		keys[i] = k
 	}
 	idx, err := sortOrder(keys, reverse)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	place(items, idx)
-	return nil
+	for i, j := range idx {
+		keys[i] = items[j]
+	}
+	return keys, nil
 }
 
 // sortOrder is the order of keys sorted stably, as Python's sorted() (reverse keeps
@@ -164,13 +178,13 @@ func sortOrder(keys []any, reverse bool) ([]int, error) {
 	for i := range idx {
 		idx[i] = i
 	}
-	if strs, ok := allStrings(keys); ok {
+	if allStrings(keys) {
 		// The common case (names, times): compared as strings are, without compare's switch.
 		slices.SortStableFunc(idx, func(i, j int) int {
 			if reverse {
 				i, j = j, i
 			}
-			return strings.Compare(strs[i], strs[j])
+			return strings.Compare(keys[i].(string), keys[j].(string))
 		})
 		return idx, nil
 	}
@@ -189,26 +203,14 @@ func sortOrder(keys []any, reverse bool) ([]int, error) {
 	return idx, err
 }
 
-// place puts items in the order idx gives (idx[i]: the index of the item to be i-th).
-func place(items []any, idx []int) {
-	sorted := make([]any, len(items))
-	for i, j := range idx {
-		sorted[i] = items[j]
-	}
-	copy(items, sorted)
-}
-
-// allStrings returns keys as strings when every one is a plain string.
-func allStrings(keys []any) ([]string, bool) {
-	strs := make([]string, len(keys))
-	for i, k := range keys {
-		s, ok := k.(string)
-		if !ok {
-			return nil, false
+// allStrings says whether every key is a plain string.
+func allStrings(keys []any) bool {
+	for _, k := range keys {
+		if _, ok := k.(string); !ok {
+			return false
 		}
-		strs[i] = s
 	}
-	return strs, true
+	return true
 }
 
 func (e *evaluator) seqSearch(items []any, name string, a []any) (any, error) {

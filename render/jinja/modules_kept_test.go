@@ -433,3 +433,42 @@ func TestKeptModuleSharesItsPartsFromTheFirstRender(t *testing.T) {
 		t.Errorf("%d parts kept, want 2: copies of those the first render changed", n)
 	}
 }
+
+// What ModuleCache works out of a template once (its sources, the names it reads: treeInfo)
+// is of one program's trees: a program whose imported template changed, its importer's source
+// the same, computes the module again (and again when the first program comes back), and a
+// program that reads another name than the last sees it changed.
+func TestKeptModuleTreeInfoIsPerProgram(t *testing.T) {
+	progs := map[string]*Program{}
+	for name, part := range map[string]string{
+		"a": `{{ x }}`,
+		"b": `{{ x }}!`,
+		"c": `{{ y }}`,
+	} {
+		p, err := Compile(map[string]string{
+			"main":     `{% import "model.j2" as m with context %}{{ m.v }}`,
+			"model.j2": `{% set v %}{% include "part.j2" %}{% endset %}`,
+			"part.j2":  part,
+		}, "main", Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		progs[name] = p
+	}
+	var cache ModuleCache
+	want := map[string]string{"a": "1", "b": "1!", "c": "2"}
+	for i, name := range []string{"a", "a", "b", "b", "a", "c", "c", "a"} {
+		y := int64(2)
+		if i == 7 {
+			y = 3 // read by c only
+		}
+		out := render1(t, progs[name], map[string]any{"x": int64(1), "y": y}, &Modules{Across: &cache})
+		if out != want[name] {
+			t.Fatalf("render %d (program %s): %q, want %q", i, name, out, want[name])
+		}
+		cache.Sweep()
+	}
+	if n := cache.Reused(); n != 3 {
+		t.Errorf("%d renders took the kept module, want 3 (the second of each program's in a row)", n)
+	}
+}

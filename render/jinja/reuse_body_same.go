@@ -70,16 +70,10 @@ func bodySame(a, b any) bool {
 		if x == y {
 			return true
 		}
-		if x.SameKeys(y) {
-			for i := range x.Len() {
-				if !bodySame(x.Value(i), y.Value(i)) {
-					return false
-				}
-			}
-			return true
-		}
-		for k, v := range x.All() {
-			if w, found := y.Get(k); !found || !bodySame(v, w) {
+		// Keys in sorted order: the same data has the same key at each place (sameData).
+		sameKeys := x.SameKeys(y)
+		for i := range x.Len() {
+			if !sameKeys && x.Key(i) != y.Key(i) || !bodySame(x.Value(i), y.Value(i)) {
 				return false
 			}
 		}

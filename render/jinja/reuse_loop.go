@@ -707,8 +707,74 @@ func (c *ModuleCache) touch(key string, e *evaluator) {
 // serves says whether le is a module kept for key (source src) that read vals and that e
 // may take (c.mu held).
 func (le *loopEntry) serves(key, src string, vals []any, e *evaluator) bool {
-	return le.mod.name == key && le.src == src && !le.spoiled.Load() && (le.holder == nil || le.holder == e) &&
+	ok := le.mod.name == key && le.src == src && !le.spoiled.Load() && (le.holder == nil || le.holder == e) &&
 		(!e.shared.Apart || le.freeFor(e, 0)) && sameReads(le.vals, vals, e.memo, &e.shared.Across.bodies.diffs)
+	if ok && !e.shared.Apart {
+		adoptData(le.vals, vals)
+	}
+	return ok
+}
+
+// adoptData makes the kept reads hold the data of vals (found the same: serves) where they
+// hold other objects of the same data: a record or a map of the context read, or one in a
+// list or tuple read (a copy of the kept one then: a copy may be another entry's too, and
+// another render may be comparing it). The next renders then find them the same in one step,
+// as bodyCache.same does: after the status writer's wave (every HTTPRoute a new object, its
+// spec the same), each block of the HTTPRoute example compared its 64 routes' specs in depth
+// at every sync, until it was computed again. (c.mu held.)
+func adoptData(kept, vals []any) {
+	for i, v := range vals {
+		switch k := kept[i].(type) {
+		case *List:
+			if w, ok := v.(*List); ok {
+				if items, changed := adoptItems(k.items, w.items); changed {
+					kept[i] = &List{items: items}
+				}
+			}
+		case Tuple:
+			if w, ok := v.(Tuple); ok {
+				if items, changed := adoptItems(k, w); changed {
+					kept[i] = Tuple(items)
+				}
+			}
+		default:
+			if otherData(k, v) {
+				kept[i] = v
+			}
+		}
+	}
+}
+
+// adoptItems is adoptData for the items of a list kept and of the one read: a copy of kept
+// with vals' data, when some differ (changed).
+func adoptItems(kept, vals []any) (items []any, changed bool) {
+	if len(kept) != len(vals) {
+		return nil, false
+	}
+	for j, v := range vals {
+		if !otherData(kept[j], v) {
+			continue
+		}
+		if !changed {
+			items, changed = slices.Clone(kept), true
+		}
+		items[j] = v
+	}
+	return items, changed
+}
+
+// otherData says whether a and b are records or maps of the context (never changed), of one
+// kind, and not the same object.
+func otherData(a, b any) bool {
+	switch x := a.(type) {
+	case *record.Record:
+		y, ok := b.(*record.Record)
+		return ok && x != y
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		return ok && mapID(x) != mapID(y)
+	}
+	return false
 }
 
 // takeEntry hands le's module to the import from f by e: lent, or a copy; nil when it cannot be
