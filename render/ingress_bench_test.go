@@ -119,7 +119,7 @@ func TestIngressExampleRendersAsAFreshRenderer(t *testing.T) {
 	const n = 40
 	raw := ingressObjects(n)
 	tpl := loadConfigMapData(t, "../examples/templates/ingress.yaml")
-	line := lineOf(t, tpl["template"], "{%- for name, (service_ns, service, service_port) in r.backends|dictsort %}")
+	line := lineOf(t, tpl["template"], "{%- for name, (service_ns, service, service_port) in r.backends %}")
 	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
 	kept := New(opts)
 	slice := func(i int, edit func(ep map[string]any)) {
