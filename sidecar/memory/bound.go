@@ -9,15 +9,15 @@ import (
 )
 
 // The heap's bound during a sync (issue 25, item 3). TidyFor raises GOGC so that a sync's
-// allocations fit in the heap's room above what the last sync left live (10,000 Ingresses: 51%
-// of 62 MB, 32 MB). But that share applies to a live heap that grows while a sync runs (the
-// render's new state beside the old) or while the first lists come in: at the status wave
-// after the first configuration (every Ingress's status written, every block computed again)
-// 86 MB were live, and 51% of that let the heap reach 130 MB. The bound is a soft memory limit
-// that gives a sync the room TidyFor meant above the heap the last sync left live, and, where
-// the live heap grew past that, a smaller room above it (boundRoom). It is set again after
-// every collection from the heap live then, so the collector always has at least boundFloor of
-// room: it never runs continuously. GOGC or GOMEMLIMIT set in the environment turn it off.
+// allocations fit in the heap's room (10,000 Ingresses: 51% of 62 MB, 32 MB). But that share
+// applies to a live heap that grows while a sync runs (the render's new state beside the old)
+// or while the first lists come in: at the status wave after the first configuration (every
+// Ingress's status written, every block computed again) 86 MB were live, and 51% of that let
+// the heap reach 130 MB. The bound is a soft memory limit that gives the heap the room TidyFor
+// meant as an amount above what is live, not a share of it; before the first sync, and where
+// it is more, boundRoom. It is set again after every collection from the heap live then, so
+// the collector always has at least boundFloor of room: it never runs continuously. GOGC or
+// GOMEMLIMIT set in the environment turn it off.
 
 // boundFloor is the least room the bound leaves above the live heap: the collector then runs
 // at most once per 16 MB allocated.
@@ -29,10 +29,9 @@ const boundStep = 1 << 20
 
 // BoundIn is what BoundFor decides the heap's bound from.
 type BoundIn struct {
-	Live    uint64 // live at the collection that just ended
-	Settled uint64 // live once the last sync's garbage was collected (0: no sync yet)
-	// SyncRoom is the room TidyFor gave the syncs above Settled (twice what the last one
-	// allocated, up to syncRoom).
+	Live uint64 // live at the collection that just ended
+	// SyncRoom is the room TidyFor gave the syncs above the live heap (twice what the last
+	// one allocated, up to syncRoom; 0: no sync yet).
 	SyncRoom uint64
 	// Overhead is the runtime's memory the limit counts beside the heap: stacks, the
 	// collector's metadata, the runtime's other structures.
@@ -48,8 +47,7 @@ func boundRoom(live uint64, gcPercent int) uint64 {
 }
 
 // BoundFor returns the soft memory limit for the heap after a collection: the sync's room
-// above the settled heap, or boundRoom above the live heap when that is higher, plus the
-// runtime's overhead; never more than the container's (Ceiling), and no bound at all
+// above the live heap, or boundRoom when that is more, plus the runtime's overhead; never more than the container's (Ceiling), and no bound at all
 // (Ceiling, or math.MaxInt64 without one) when GOGC's own goal is lower.
 func BoundFor(in BoundIn) int64 {
 	none := int64(math.MaxInt64)
@@ -59,7 +57,7 @@ func BoundFor(in BoundIn) int64 {
 	if in.GCPercent <= 0 || in.Live == 0 {
 		return none
 	}
-	heap := max(in.Settled+in.SyncRoom, in.Live+boundRoom(in.Live, in.GCPercent))
+	heap := in.Live + max(in.SyncRoom, boundRoom(in.Live, in.GCPercent))
 	if heap >= in.Live+in.Live*uint64(in.GCPercent)/100 {
 		return none // GOGC bounds the heap first
 	}
@@ -74,7 +72,6 @@ func BoundFor(in BoundIn) int64 {
 // heapBound keeps the runtime's memory limit at BoundFor after each collection.
 type heapBound struct {
 	ceiling  int64
-	settled  atomic.Uint64
 	syncRoom atomic.Uint64
 	percent  atomic.Int64 // GOGC now
 
@@ -94,9 +91,8 @@ func newHeapBound(gcPercent int, ceiling int64) *heapBound {
 	return b
 }
 
-// synced notes the heap live once a sync is over, the room TidyFor gave the next, and GOGC.
-func (b *heapBound) synced(live, room uint64, gcPercent int) {
-	b.settled.Store(live)
+// synced notes the room TidyFor gave the next sync, and GOGC.
+func (b *heapBound) synced(room uint64, gcPercent int) {
 	b.syncRoom.Store(room)
 	b.percent.Store(int64(gcPercent))
 	b.update()
@@ -105,7 +101,7 @@ func (b *heapBound) synced(live, room uint64, gcPercent int) {
 // update sets the limit from the heap live now.
 func (b *heapBound) update() {
 	live, overhead := b.read()
-	in := BoundIn{Live: live, Settled: b.settled.Load(), SyncRoom: b.syncRoom.Load(),
+	in := BoundIn{Live: live, SyncRoom: b.syncRoom.Load(),
 		Overhead: overhead, GCPercent: int(b.percent.Load()), Ceiling: b.ceiling}
 	limit := BoundFor(in)
 	b.mu.Lock()

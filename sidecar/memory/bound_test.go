@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// TestBoundFor: the heap's bound gives a sync the room TidyFor meant above the heap live
-// after the last one, and boundRoom above a live heap that grew past that; no bound where
-// GOGC's goal is lower; never less than boundFloor above what is live (the collector never
+// TestBoundFor: the heap's bound gives a sync the room TidyFor meant (twice what the last
+// sync allocated) above the live heap, as an amount rather than a share of a heap that grows,
+// and boundRoom where that is more (and before any sync); no bound where GOGC's goal is lower; never less than boundFloor above what is live (the collector never
 // runs continuously); never above the container's limit.
 func TestBoundFor(t *testing.T) {
 	const mb = 1 << 20
@@ -22,29 +22,29 @@ func TestBoundFor(t *testing.T) {
 		want int64
 	}{
 		{"10,000 Ingresses between syncs: GOGC's goal (TidyFor's room) binds first",
-			BoundIn{Live: 62 * mb, Settled: 62 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51}, none},
-		{"a change under way, live 75 MB: the sync's room above the settled heap, not 51% of 75 MB",
-			BoundIn{Live: 75 * mb, Settled: 62 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51}, 105 * mb}, // 94/0.97 + 8
-		{"the status wave, live 86 MB: 16 MB above it, not 51%",
-			BoundIn{Live: 86 * mb, Settled: 62 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51}, 114 * mb}, // 102/0.97 + 8
+			BoundIn{Live: 62 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51}, none},
+		{"a change under way, live 75 MB: the sync's room above it, not 51%",
+			BoundIn{Live: 75 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51}, 119 * mb}, // 107/0.97 + 8
+		{"the status wave, live 86 MB: 32 MB above it, not 44 MB",
+			BoundIn{Live: 86 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51}, 130 * mb}, // 118/0.97 + 8
 		{"start, no sync yet: 16 MB above the live heap",
 			BoundIn{Live: 50 * mb, Overhead: 6 * mb, GCPercent: 40}, 75 * mb}, // 66/0.97 + 6
 		{"a small heap: GOGC's goal is lower",
 			BoundIn{Live: 20 * mb, Overhead: 6 * mb, GCPercent: 40}, none},
 		{"1,000 Ingresses: TidyFor's room is GOGC's goal, no bound",
-			BoundIn{Live: 9 * mb, Settled: 9 * mb, SyncRoom: 28 * mb, Overhead: 5 * mb, GCPercent: 311}, none},
+			BoundIn{Live: 9 * mb, SyncRoom: 28 * mb, Overhead: 5 * mb, GCPercent: 311}, none},
 		{"a large heap: a quarter of GOGC's share above it",
-			BoundIn{Live: 400 * mb, Settled: 380 * mb, SyncRoom: 32 * mb, Overhead: 10 * mb, GCPercent: 40}, 464 * mb}, // 440/0.97 + 10
+			BoundIn{Live: 400 * mb, SyncRoom: 32 * mb, Overhead: 10 * mb, GCPercent: 40}, 464 * mb}, // 440/0.97 + 10
 		{"rounded up to a whole MB",
-			BoundIn{Live: 86 * mb, Settled: 62 * mb, SyncRoom: 32 * mb, Overhead: 8*mb + 900<<10, GCPercent: 51}, 115 * mb},
+			BoundIn{Live: 86 * mb, SyncRoom: 32 * mb, Overhead: 8*mb + 400<<10, GCPercent: 51}, 131 * mb},
 		{"the container's limit is lower: it stays",
-			BoundIn{Live: 86 * mb, Settled: 62 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51, Ceiling: 105 * mb}, 105 * mb},
+			BoundIn{Live: 86 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51, Ceiling: 105 * mb}, 105 * mb},
 		{"the container's limit is higher: the bound",
-			BoundIn{Live: 86 * mb, Settled: 62 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51, Ceiling: 300 * mb}, 114 * mb},
+			BoundIn{Live: 86 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51, Ceiling: 300 * mb}, 130 * mb},
 		{"GOGC's goal lower, a container's limit: the container's",
 			BoundIn{Live: 20 * mb, Overhead: 6 * mb, GCPercent: 40, Ceiling: 300 * mb}, 300 * mb},
 		{"GOGC set in the environment: no bound",
-			BoundIn{Live: 86 * mb, Settled: 62 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb}, none},
+			BoundIn{Live: 86 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb}, none},
 		{"nothing live known yet: no bound",
 			BoundIn{Overhead: 8 * mb, GCPercent: 40}, none},
 	} {
@@ -95,9 +95,9 @@ func TestHeapBoundFollowsCollections(t *testing.T) {
 	if got := last(); got != 99*mb {
 		t.Fatalf("limit after a collection with 80 MB live %d MB, want 99 (80 + 16, the runtime's 3%%)", got/mb)
 	}
-	b.synced(70*mb, 32*mb, 51) // a sync ended: 70 MB live, 32 MB of room for the next
-	if got := last(); got != 106*mb {
-		t.Fatalf("limit after a sync %d MB, want 106 (70 settled + 32, the runtime's 3%%)", got/mb)
+	b.synced(32*mb, 51) // a sync ended: 32 MB of room for the next
+	if got := last(); got != 116*mb {
+		t.Fatalf("limit after a sync %d MB, want 116 (80 live + 32, the runtime's 3%%)", got/mb)
 	}
 	b.stop()
 	if got := last(); got != math.MaxInt64 {
@@ -134,51 +134,5 @@ func TestBoundHeapOffWhenTheEnvironmentSays(t *testing.T) {
 		if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
 			t.Errorf("%v: memory limit %d", env, got)
 		}
-	}
-}
-
-// TestTidierSettlesTheBound: the bound's settled heap is what is live once the sync's garbage
-// is collected (released, or collected in the background), not what a collection during the
-// sync found.
-func TestTidierSettlesTheBound(t *testing.T) {
-	const mb = 1 << 20
-	for _, c := range []struct {
-		name  string
-		after Heap // as the sync left it
-	}{
-		{"released", Heap{Live: 80 * mb, Objects: 200 * mb}},
-		{"collected", Heap{Live: 80 * mb, Objects: 90 * mb, Goal: 100 * mb}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			tidier := Settings{gcPercent: 40, getenv: func(string) string { return "" }}.Tidier()
-			tidier.bound = newHeapBound(40, 0)
-			tidier.bound.setLimit = func(int64) int64 { return 0 }
-			tidier.bound.read = func() (uint64, uint64) { return 60 * mb, 0 }
-			var mu sync.Mutex
-			calls := 0
-			tidier.read = func() Heap {
-				mu.Lock()
-				defer mu.Unlock()
-				calls++
-				if calls == 1 {
-					return Heap{Live: c.after.Live, Objects: c.after.Objects, Goal: c.after.Goal, Allocated: 500 * mb}
-				}
-				return Heap{Live: 60 * mb, Objects: 60 * mb}
-			}
-			tidier.allocs = 490 * mb // the sync allocated 10 MB
-			tidier.release = func() {}
-			collected := make(chan struct{})
-			tidier.collect = func() { close(collected) }
-			tidier.AfterSync()
-			if c.name == "collected" {
-				<-collected
-				for tidier.collecting.Load() {
-					time.Sleep(time.Millisecond)
-				}
-			}
-			if got := tidier.bound.settled.Load(); got != 60*mb {
-				t.Errorf("settled %d MB, want 60 (live after the garbage went)", got/mb)
-			}
-		})
 	}
 }

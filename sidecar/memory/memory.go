@@ -216,12 +216,12 @@ func (t *Tidier) AfterSync() {
 		debug.SetGCPercent(plan.GCPercent)
 		t.gcPercent = plan.GCPercent
 	}
-	pct := t.gcPercent
-	t.settle(h.Live, plan.Room, pct) // the live heap before its garbage is collected: more room
+	if t.bound != nil {
+		t.bound.synced(plan.Room, t.gcPercent)
+	}
 	switch plan.Tidy {
 	case Release:
 		t.release()
-		t.settle(t.read().Live, plan.Room, pct)
 	case Collect:
 		if !t.collecting.CompareAndSwap(false, true) {
 			return // one is under way
@@ -229,16 +229,7 @@ func (t *Tidier) AfterSync() {
 		go func() {
 			defer t.collecting.Store(false)
 			t.collect()
-			t.settle(t.read().Live, plan.Room, pct)
 		}()
-	}
-}
-
-// settle tells the heap's bound what is live once a sync is over (and its garbage collected),
-// and the room the next sync has above it.
-func (t *Tidier) settle(live, room uint64, gcPercent int) {
-	if t.bound != nil {
-		t.bound.synced(live, room, gcPercent)
 	}
 }
 
