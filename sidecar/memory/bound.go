@@ -8,16 +8,17 @@ import (
 	"sync/atomic"
 )
 
-// The heap's bound during a sync (issue 25, item 3). TidyFor raises GOGC so that a sync's
-// allocations fit in the heap's room (10,000 Ingresses: 51% of 62 MB, 32 MB). But that share
-// applies to a live heap that grows while a sync runs (the render's new state beside the old)
-// or while the first lists come in: at the status wave after the first configuration (every
-// Ingress's status written, every block computed again) 86 MB were live, and 51% of that let
-// the heap reach 130 MB. The bound is a soft memory limit that gives the heap the room TidyFor
-// meant as an amount above what is live, not a share of it; before the first sync, and where
-// it is more, boundRoom. It is set again after every collection from the heap live then, so
-// the collector always has at least boundFloor of room: it never runs continuously. GOGC or
-// GOMEMLIMIT set in the environment turn it off.
+// The heap's bound during a sync (issue 25, item 3). GOGC lets the heap grow to a share of
+// what the last collection found live, and TidyFor raises that share so that a sync's own
+// allocations fit (10,000 Ingresses: 51% of 62 MB, 32 MB). But a sync's live heap grows while
+// it runs, the render's new state beside the old: at the status wave after the first
+// configuration (every Ingress's status written, every block computed again) it reached 86 MB,
+// and 1.51 times that let the heap reach 130 MB. The bound is a soft memory limit that gives a
+// sync the room it was meant to have above the heap that was live after the last one, and, as
+// the live heap grows past that, a smaller room above it (boundRoom): the heap's growth during
+// a sync follows what is live, not a share of it. It adapts after every collection (the live
+// heap is read again), so the collector always has at least boundFloor of room: it never runs
+// continuously. GOGC or GOMEMLIMIT set in the environment turn it off.
 
 // boundFloor is the least room the bound leaves above the live heap: the collector then runs
 // at most once per 16 MB allocated.
@@ -29,9 +30,10 @@ const boundStep = 1 << 20
 
 // BoundIn is what BoundFor decides the heap's bound from.
 type BoundIn struct {
-	Live uint64 // live at the collection that just ended
-	// SyncRoom is the room TidyFor gave the syncs above the live heap (twice what the last
-	// one allocated, up to syncRoom; 0: no sync yet).
+	Live    uint64 // live at the collection that just ended
+	Settled uint64 // live when the last sync ended (0: no sync yet)
+	// SyncRoom is the room TidyFor gave the syncs above Settled (twice what the last one
+	// allocated, up to syncRoom).
 	SyncRoom uint64
 	// Overhead is the runtime's memory the limit counts beside the heap: stacks, the
 	// collector's metadata, the runtime's other structures.
@@ -47,7 +49,8 @@ func boundRoom(live uint64, gcPercent int) uint64 {
 }
 
 // BoundFor returns the soft memory limit for the heap after a collection: the sync's room
-// above the live heap, or boundRoom when that is more, plus the runtime's overhead; never more than the container's (Ceiling), and no bound at all
+// above the settled heap, or boundRoom above the live heap when that is higher, plus the
+// runtime's overhead; never more than the container's (Ceiling), and no bound at all
 // (Ceiling, or math.MaxInt64 without one) when GOGC's own goal is lower.
 func BoundFor(in BoundIn) int64 {
 	none := int64(math.MaxInt64)
@@ -57,12 +60,11 @@ func BoundFor(in BoundIn) int64 {
 	if in.GCPercent <= 0 || in.Live == 0 {
 		return none
 	}
-	heap := in.Live + max(in.SyncRoom, boundRoom(in.Live, in.GCPercent))
+	heap := max(in.Settled+in.SyncRoom, in.Live+boundRoom(in.Live, in.GCPercent))
 	if heap >= in.Live+in.Live*uint64(in.GCPercent)/100 {
 		return none // GOGC bounds the heap first
 	}
-	// The runtime keeps the heap's goal 3% below what the limit leaves it (its headroom).
-	limit := (heap*100/97 + in.Overhead + boundStep - 1) / boundStep * boundStep
+	limit := (heap + in.Overhead + boundStep - 1) / boundStep * boundStep
 	if limit >= uint64(none) {
 		return none
 	}
@@ -72,6 +74,7 @@ func BoundFor(in BoundIn) int64 {
 // heapBound keeps the runtime's memory limit at BoundFor after each collection.
 type heapBound struct {
 	ceiling  int64
+	settled  atomic.Uint64
 	syncRoom atomic.Uint64
 	percent  atomic.Int64 // GOGC now
 
@@ -91,8 +94,9 @@ func newHeapBound(gcPercent int, ceiling int64) *heapBound {
 	return b
 }
 
-// synced notes the room TidyFor gave the next sync, and GOGC.
-func (b *heapBound) synced(room uint64, gcPercent int) {
+// synced notes the heap as a sync left it, and the room TidyFor gave the next.
+func (b *heapBound) synced(live, room uint64, gcPercent int) {
+	b.settled.Store(live)
 	b.syncRoom.Store(room)
 	b.percent.Store(int64(gcPercent))
 	b.update()
@@ -101,7 +105,7 @@ func (b *heapBound) synced(room uint64, gcPercent int) {
 // update sets the limit from the heap live now.
 func (b *heapBound) update() {
 	live, overhead := b.read()
-	in := BoundIn{Live: live, SyncRoom: b.syncRoom.Load(),
+	in := BoundIn{Live: live, Settled: b.settled.Load(), SyncRoom: b.syncRoom.Load(),
 		Overhead: overhead, GCPercent: int(b.percent.Load()), Ceiling: b.ceiling}
 	limit := BoundFor(in)
 	b.mu.Lock()
@@ -157,13 +161,12 @@ func afterEachGC(f func(), stopped func() bool) {
 }
 
 // readBound reads the heap live at the last collection and the runtime's memory beside the
-// heap's objects that the memory limit counts, as the runtime does when it sets the heap's
-// goal from the limit: what it holds of the OS but its free heap and its objects (stacks,
-// metadata, the unused ends of the heap's spans).
+// heap that the memory limit counts.
 func readBound() (live, overhead uint64) {
 	v := readMetrics("/gc/heap/live:bytes", "/memory/classes/total:bytes", "/memory/classes/heap/released:bytes",
-		"/memory/classes/heap/objects:bytes", "/memory/classes/heap/free:bytes")
-	return v[0], v[1] - min(v[1], v[2]+v[3]+v[4])
+		"/memory/classes/heap/objects:bytes", "/memory/classes/heap/free:bytes", "/memory/classes/heap/unused:bytes")
+	used := v[1] - min(v[1], v[2]+v[3]+v[4]+v[5])
+	return v[0], used
 }
 
 // start sets the limit now and after each collection until stop.

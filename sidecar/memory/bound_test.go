@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// TestBoundFor: the heap's bound gives a sync the room TidyFor meant (twice what the last
-// sync allocated) above the live heap, as an amount rather than a share of a heap that grows,
-// and boundRoom where that is more (and before any sync); no bound where GOGC's goal is lower; never less than boundFloor above what is live (the collector never
+// TestBoundFor: the heap's bound gives a sync the room TidyFor meant above the heap live
+// after the last one, and boundRoom above a live heap that grew past that; no bound where
+// GOGC's goal is lower; never less than boundFloor above what is live (the collector never
 // runs continuously); never above the container's limit.
 func TestBoundFor(t *testing.T) {
 	const mb = 1 << 20
@@ -22,29 +22,29 @@ func TestBoundFor(t *testing.T) {
 		want int64
 	}{
 		{"10,000 Ingresses between syncs: GOGC's goal (TidyFor's room) binds first",
-			BoundIn{Live: 62 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51}, none},
-		{"a change under way, live 75 MB: the sync's room above it, not 51%",
-			BoundIn{Live: 75 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51}, 119 * mb}, // 107/0.97 + 8
-		{"the status wave, live 86 MB: 32 MB above it, not 44 MB",
-			BoundIn{Live: 86 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51}, 130 * mb}, // 118/0.97 + 8
+			BoundIn{Live: 62 * mb, Settled: 62 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51}, none},
+		{"a change under way, live 75 MB: the sync's room above the settled heap",
+			BoundIn{Live: 75 * mb, Settled: 62 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51}, 102 * mb},
+		{"the status wave, live 86 MB: 16 MB above it, not 51%",
+			BoundIn{Live: 86 * mb, Settled: 62 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51}, 110 * mb},
 		{"start, no sync yet: 16 MB above the live heap",
-			BoundIn{Live: 50 * mb, Overhead: 6 * mb, GCPercent: 40}, 75 * mb}, // 66/0.97 + 6
+			BoundIn{Live: 50 * mb, Overhead: 6 * mb, GCPercent: 40}, 72 * mb},
 		{"a small heap: GOGC's goal is lower",
 			BoundIn{Live: 20 * mb, Overhead: 6 * mb, GCPercent: 40}, none},
 		{"1,000 Ingresses: TidyFor's room is GOGC's goal, no bound",
-			BoundIn{Live: 9 * mb, SyncRoom: 28 * mb, Overhead: 5 * mb, GCPercent: 311}, none},
+			BoundIn{Live: 9 * mb, Settled: 9 * mb, SyncRoom: 28 * mb, Overhead: 5 * mb, GCPercent: 311}, none},
 		{"a large heap: a quarter of GOGC's share above it",
-			BoundIn{Live: 400 * mb, SyncRoom: 32 * mb, Overhead: 10 * mb, GCPercent: 40}, 464 * mb}, // 440/0.97 + 10
+			BoundIn{Live: 400 * mb, Settled: 380 * mb, SyncRoom: 32 * mb, Overhead: 10 * mb, GCPercent: 40}, 450 * mb},
 		{"rounded up to a whole MB",
-			BoundIn{Live: 86 * mb, SyncRoom: 32 * mb, Overhead: 8*mb + 400<<10, GCPercent: 51}, 131 * mb},
+			BoundIn{Live: 86*mb + 100, Settled: 62 * mb, SyncRoom: 32 * mb, Overhead: 8*mb + 7, GCPercent: 51}, 111 * mb},
 		{"the container's limit is lower: it stays",
-			BoundIn{Live: 86 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51, Ceiling: 105 * mb}, 105 * mb},
+			BoundIn{Live: 86 * mb, Settled: 62 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51, Ceiling: 105 * mb}, 105 * mb},
 		{"the container's limit is higher: the bound",
-			BoundIn{Live: 86 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51, Ceiling: 300 * mb}, 130 * mb},
+			BoundIn{Live: 86 * mb, Settled: 62 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb, GCPercent: 51, Ceiling: 300 * mb}, 110 * mb},
 		{"GOGC's goal lower, a container's limit: the container's",
 			BoundIn{Live: 20 * mb, Overhead: 6 * mb, GCPercent: 40, Ceiling: 300 * mb}, 300 * mb},
 		{"GOGC set in the environment: no bound",
-			BoundIn{Live: 86 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb}, none},
+			BoundIn{Live: 86 * mb, Settled: 62 * mb, SyncRoom: 32 * mb, Overhead: 8 * mb}, none},
 		{"nothing live known yet: no bound",
 			BoundIn{Overhead: 8 * mb, GCPercent: 40}, none},
 	} {
@@ -81,23 +81,23 @@ func TestHeapBoundFollowsCollections(t *testing.T) {
 		return set[len(set)-1]
 	}
 	b.start()
-	if got := last(); got != 69*mb {
-		t.Fatalf("limit at start %d MB, want 69 (50 live + 16, the runtime's 3%%)", got/mb)
+	if got := last(); got != 66*mb {
+		t.Fatalf("limit at start %d MB, want 66", got/mb)
 	}
 	mu.Lock()
 	live = 80 * mb
 	mu.Unlock()
 	deadline := time.Now().Add(10 * time.Second)
-	for last() != 99*mb && time.Now().Before(deadline) {
+	for last() != 96*mb && time.Now().Before(deadline) {
 		runtime.GC()
 		time.Sleep(time.Millisecond)
 	}
-	if got := last(); got != 99*mb {
-		t.Fatalf("limit after a collection with 80 MB live %d MB, want 99 (80 + 16, the runtime's 3%%)", got/mb)
+	if got := last(); got != 96*mb {
+		t.Fatalf("limit after a collection with 80 MB live %d MB, want 96", got/mb)
 	}
-	b.synced(32*mb, 51) // a sync ended: 32 MB of room for the next
-	if got := last(); got != 116*mb {
-		t.Fatalf("limit after a sync %d MB, want 116 (80 live + 32, the runtime's 3%%)", got/mb)
+	b.synced(70*mb, 32*mb, 51) // a sync ended: 70 MB live, 32 MB of room for the next
+	if got := last(); got != 102*mb {
+		t.Fatalf("limit after a sync %d MB, want 102 (70 settled + 32)", got/mb)
 	}
 	b.stop()
 	if got := last(); got != math.MaxInt64 {

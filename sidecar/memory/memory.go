@@ -216,12 +216,12 @@ func (t *Tidier) AfterSync() {
 		debug.SetGCPercent(plan.GCPercent)
 		t.gcPercent = plan.GCPercent
 	}
-	if t.bound != nil {
-		t.bound.synced(plan.Room, t.gcPercent)
-	}
+	pct := t.gcPercent
+	t.settle(h.Live, plan.Room, pct)
 	switch plan.Tidy {
 	case Release:
 		t.release()
+		t.settle(t.read().Live, plan.Room, pct)
 	case Collect:
 		if !t.collecting.CompareAndSwap(false, true) {
 			return // one is under way
@@ -229,7 +229,16 @@ func (t *Tidier) AfterSync() {
 		go func() {
 			defer t.collecting.Store(false)
 			t.collect()
+			t.settle(t.read().Live, plan.Room, pct)
 		}()
+	}
+}
+
+// settle tells the heap's bound what is live once a sync is over (and its garbage collected),
+// and the room the next sync has above it.
+func (t *Tidier) settle(live, room uint64, gcPercent int) {
+	if t.bound != nil {
+		t.bound.synced(live, room, gcPercent)
 	}
 }
 
