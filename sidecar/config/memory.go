@@ -8,18 +8,12 @@ type Memory struct {
 	// ReleaseBinaryPages: after the first sync and once idle, the pages of the sidecar's own binary are handed back
 	// (sidecar/memory.ReleaseBinaryPages).
 	ReleaseBinaryPages bool
-	// BoundHeap: the heap's growth during a sync is bounded by a soft memory limit that
-	// follows the live heap (sidecar/memory.BoundFor).
-	BoundHeap bool
 }
 
 func (*Memory) title() string { return "Memory" }
 
 func (m *Memory) register(fs *flag.FlagSet) {
 	fs.BoolVar(&m.ReleaseBinaryPages, "release-binary-pages", true, "after the first sync, and once idle (5 s after a sync), hand the pages of the sidecar's own binary back to the kernel (Linux: madvise MADV_PAGEOUT): 20-35 MB less RSS; the next sync reads those it needs again, from the page cache or the file")
-	fs.BoolVar(&m.BoundHeap, "bound-heap", true, boundHeapUsage)
 }
-
-const boundHeapUsage = "bound the heap's growth during a sync: a soft memory limit set after each collection from the heap live after the last sync and the room its allocations need, and at least 16 MB above what is live (never the collector running continuously); off when GOGC or GOMEMLIMIT is set"
 
 func (m *Memory) validate() error { return nil }

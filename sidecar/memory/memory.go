@@ -87,9 +87,6 @@ const (
 type TidyPlan struct {
 	Tidy      Tidy
 	GCPercent int
-	// Room is the room given to the next sync's allocations above the live heap (0: GOGC
-	// set in the environment); the heap's bound (BoundFor) keeps it when the live heap grows.
-	Room uint64
 }
 
 // syncRoom bounds the room the collector is given beyond GOGC's for one sync's allocations.
@@ -130,7 +127,6 @@ func TidyFor(h Heap, base int) TidyPlan {
 		// In steps of 4 MB: GOGC changes (a stop of the world) only when the syncs do.
 		room := min((2*h.Allocated+roomStep-1)/roomStep*roomStep, syncRoom)
 		plan.GCPercent = min(max(base, int(room*100/h.Live)), maxGCPercent)
-		plan.Room = room
 		goal = h.Live + h.Live*uint64(plan.GCPercent)/100
 	}
 	start := h.Live + (max(goal, h.Live)-h.Live)/2
@@ -158,25 +154,6 @@ type Tidier struct {
 	pageOut        func() (uintptr, error)
 	onPageOutError func(error)
 	synced         bool // AfterSync ran once
-	// bound keeps the heap's growth during a sync bounded (BoundHeap); nil: not asked, or
-	// GOGC or GOMEMLIMIT set in the environment.
-	bound *heapBound
-	// boundable: BoundHeap may bound the heap (the sidecar set GOGC, the environment no
-	// GOMEMLIMIT); ceiling is the limit from the container's (0: none).
-	boundable bool
-	ceiling   int64
-}
-
-// BoundHeap keeps the heap's growth during a sync bounded from now on (BoundFor, adapted after
-// each collection), unless GOGC or GOMEMLIMIT is set in the environment. stop puts the memory
-// limit back as it was.
-func (t *Tidier) BoundHeap() (stop func()) {
-	if !t.boundable || t.bound != nil {
-		return func() {}
-	}
-	t.bound = newHeapBound(t.gcPercent, t.ceiling)
-	t.bound.start()
-	return t.bound.stop
 }
 
 // ReleaseBinaryPages makes the first AfterSync and each Idle hand back the pages of the
@@ -188,9 +165,7 @@ func (t *Tidier) ReleaseBinaryPages(failed func(error)) {
 
 // Tidier returns the tidier of the heap after each sync.
 func (m Settings) Tidier() *Tidier {
-	boundable := m.gcPercent > 0 && (m.getenv == nil || m.getenv("GOMEMLIMIT") == "")
-	return &Tidier{base: m.gcPercent, gcPercent: m.gcPercent, collect: runtime.GC, release: debug.FreeOSMemory, read: readHeap,
-		boundable: boundable, ceiling: m.limit}
+	return &Tidier{base: m.gcPercent, gcPercent: m.gcPercent, collect: runtime.GC, release: debug.FreeOSMemory, read: readHeap}
 }
 
 // AfterSync tidies the heap (TidyFor): a release at once (large deployments: one collection
@@ -216,12 +191,9 @@ func (t *Tidier) AfterSync() {
 		debug.SetGCPercent(plan.GCPercent)
 		t.gcPercent = plan.GCPercent
 	}
-	pct := t.gcPercent
-	t.settle(h.Live, plan.Room, pct)
 	switch plan.Tidy {
 	case Release:
 		t.release()
-		t.settle(t.read().Live, plan.Room, pct)
 	case Collect:
 		if !t.collecting.CompareAndSwap(false, true) {
 			return // one is under way
@@ -229,16 +201,7 @@ func (t *Tidier) AfterSync() {
 		go func() {
 			defer t.collecting.Store(false)
 			t.collect()
-			t.settle(t.read().Live, plan.Room, pct)
 		}()
-	}
-}
-
-// settle tells the heap's bound what is live once a sync is over (and its garbage collected),
-// and the room the next sync has above it.
-func (t *Tidier) settle(live, room uint64, gcPercent int) {
-	if t.bound != nil {
-		t.bound.synced(live, room, gcPercent)
 	}
 }
 
