@@ -634,7 +634,7 @@ func (k *Kube) tlsSecrets(ctx context.Context, set *informerSet) ([]cache.Shared
 
 // watchResources makes a dynamic informer for each watched resource (objectHandler asks for
 // the syncs), converting objects as they arrive; the factories are started by Run.
-func (k *Kube) watchResources() ([]*resourceWatch, []dynamicinformer.DynamicSharedInformerFactory, error) {
+func (k *Kube) watchResources() ([]*resourceWatch, []factory, error) {
 	if len(k.Watch) == 0 {
 		return nil, nil, nil
 	}
@@ -647,14 +647,17 @@ func (k *Kube) watchResources() ([]*resourceWatch, []dynamicinformer.DynamicShar
 	}
 	var (
 		out       []*resourceWatch
-		factories []dynamicinformer.DynamicSharedInformerFactory
+		factories []factory
 	)
 	for _, w := range ws {
 		spec := w.spec
-		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(k.Dynamic, 0, spec.Namespace, func(o *metav1.ListOptions) {
+		// No indexers: the objects are read by key and listed whole (objectList), never by
+		// namespace; a factory's informer would keep a namespace index of every key (2 MB at
+		// 10,000 Ingresses, Services and EndpointSlices).
+		inf := dynamicinformer.NewFilteredDynamicInformer(k.Dynamic, spec.GVR(), spec.Namespace, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
 			o.LabelSelector = spec.Selector
-		})
-		inf := f.ForResource(spec.GVR()).Informer()
+		}).Informer()
+		f := &soloInformer{informer: inf}
 		rw := &resourceWatch{w: w, informer: inf}
 		if err := inf.SetTransform(k.convert(w)); err != nil {
 			return nil, nil, err
@@ -676,6 +679,24 @@ func (k *Kube) watchResources() ([]*resourceWatch, []dynamicinformer.DynamicShar
 	}
 	return out, factories, nil
 }
+
+// soloInformer runs one informer made without a factory, as a factory would (Start, then
+// Shutdown waits for it to stop).
+type soloInformer struct {
+	informer cache.SharedIndexInformer
+	once     sync.Once
+	wg       sync.WaitGroup
+}
+
+func (s *soloInformer) Start(stop <-chan struct{}) {
+	s.once.Do(func() {
+		s.wg.Go(func() { s.informer.Run(stop) })
+	})
+}
+
+// Shutdown waits for the informer to stop; its stop channel must be closed first (the set's
+// context, cancelled by Kube.shutdown before).
+func (s *soloInformer) Shutdown() { s.wg.Wait() }
 
 // kubeObject is a watched object in an informer's cache: converted for the templates, with the
 // metadata the informer needs (its key, and the resourceVersion that tells an update).
