@@ -50,7 +50,8 @@ var kinds = map[string]kind{
 	"ingress": {
 		title:   "Ingresses",
 		example: "examples/templates/ingress.yaml",
-		watch: []string{"ingresses.v1.networking.k8s.io", "services.v1",
+		// As the example says to watch them: the status the sidecar writes is not rendered again.
+		watch: []string{"ingresses.v1.networking.k8s.io;status=off", "services.v1",
 			"endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name"},
 		envAllow: "HTTP_BIND,HTTPS_BIND,INGRESS_CLASS",
 		prefix:   "ing",
