@@ -207,21 +207,45 @@ func orderEdits(edits []mapEdit) {
 // changedLines cuts the lines old and new begin with (head) and end with (tail) off both:
 // what is left of each is whole lines.
 func changedLines(old, new []byte) (oldMid, newMid, head, tail []byte) {
-	p := 0
-	for p < len(old) && p < len(new) && old[p] == new[p] {
-		p++
-	}
+	p := commonPrefix(old, new)
 	p = bytes.LastIndexByte(old[:p], '\n') + 1 // the start of the line that differs
-	s := 0
-	for s < len(old)-p && s < len(new)-p && old[len(old)-1-s] == new[len(new)-1-s] {
-		s++
-	}
+	s := commonSuffix(old[p:], new[p:])
 	// The tail starts at a line's start in both: after a newline, or at p (a line's start).
 	lineStart := func(b []byte, i int) bool { return i == p || b[i-1] == '\n' }
 	for s > 0 && !(lineStart(old, len(old)-s) && lineStart(new, len(new)-s)) {
 		s--
 	}
 	return old[p : len(old)-s], new[p : len(new)-s], old[:p], old[len(old)-s:]
+}
+
+// compareChunk is the block commonPrefix and commonSuffix compare at once (bytes.Equal is
+// vectorized: a byte at a time, the two ends of 1.5 MB maps took over a millisecond).
+const compareChunk = 256
+
+// commonPrefix is the length of the bytes a and b begin with.
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	p := 0
+	for p+compareChunk <= n && bytes.Equal(a[p:p+compareChunk], b[p:p+compareChunk]) {
+		p += compareChunk
+	}
+	for p < n && a[p] == b[p] {
+		p++
+	}
+	return p
+}
+
+// commonSuffix is the length of the bytes a and b end with.
+func commonSuffix(a, b []byte) int {
+	n := min(len(a), len(b))
+	s := 0
+	for s+compareChunk <= n && bytes.Equal(a[len(a)-s-compareChunk:len(a)-s], b[len(b)-s-compareChunk:len(b)-s]) {
+		s += compareChunk
+	}
+	for s < n && a[len(a)-1-s] == b[len(b)-1-s] {
+		s++
+	}
+	return s
 }
 
 // hasKey says whether content may have an entry of key (countKey).

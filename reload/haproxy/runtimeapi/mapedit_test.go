@@ -427,3 +427,50 @@ func BenchmarkEntryEdits(b *testing.B) {
 		})
 	}
 }
+
+// TestCommonEnds: the ends changedLines cuts off, compared a block at a time, are those found
+// a byte at a time, whatever the block boundaries.
+func TestCommonEnds(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	prefix := func(a, b []byte) int {
+		p := 0
+		for p < len(a) && p < len(b) && a[p] == b[p] {
+			p++
+		}
+		return p
+	}
+	suffix := func(a, b []byte) int {
+		s := 0
+		for s < len(a) && s < len(b) && a[len(a)-1-s] == b[len(b)-1-s] {
+			s++
+		}
+		return s
+	}
+	for range 2000 {
+		a := make([]byte, r.IntN(4*compareChunk))
+		for i := range a {
+			a[i] = byte('a' + r.IntN(2))
+		}
+		b := slices.Clone(a)
+		switch r.IntN(4) {
+		case 0:
+			if len(b) > 0 {
+				b[r.IntN(len(b))] ^= 1
+			}
+		case 1:
+			i := r.IntN(len(b) + 1)
+			b = slices.Insert(b, i, 'x')
+		case 2:
+			if len(b) > 0 {
+				i := r.IntN(len(b))
+				b = slices.Delete(b, i, i+1)
+			}
+		}
+		if got, want := commonPrefix(a, b), prefix(a, b); got != want {
+			t.Fatalf("commonPrefix(%q, %q) = %d, want %d", a, b, got, want)
+		}
+		if got, want := commonSuffix(a, b), suffix(a, b); got != want {
+			t.Fatalf("commonSuffix(%q, %q) = %d, want %d", a, b, got, want)
+		}
+	}
+}
