@@ -42,7 +42,7 @@ func ParseAfter(prev *Config, text []byte) (*Config, error) {
 		end := 0 // the length of the section, when known
 		if m != nil {
 			found = m.find(rest, implicit)
-			sec, end = p.reuse(found, rest, implicit)
+			sec, end = p.reuse(found, rest, implicit, m.nextHead())
 		}
 		if sec == nil {
 			src := rest
@@ -166,6 +166,9 @@ func (p *parser) section(text string, n int, implicit bool) (*Section, error) {
 
 // words are a line's words up to a comment, in p.scratch: keep copies only.
 func (p *parser) words(raw string) ([]string, error) {
+	if commentLine(raw) {
+		return p.scratch[:0], nil // what appendWords reads, without reading the comment
+	}
 	words, err := appendWords(p.scratch[:0], raw)
 	if err != nil {
 		return nil, err
@@ -178,6 +181,17 @@ func (p *parser) words(raw string) ([]string, error) {
 		}
 	}
 	return words, nil
+}
+
+// commentLine reports whether a line is a comment only: white space, then #. Its words up to
+// the comment are none (a rendering may have thousands: one per Ingress it serves).
+func commentLine(raw string) bool {
+	for i := 0; i < len(raw); i++ {
+		if !isSpace(raw[i]) {
+			return raw[i] == '#'
+		}
+	}
+	return false
 }
 
 // header reads a section's header line.
@@ -272,8 +286,9 @@ func (p *parser) sectionEnd(text string, implicit bool) int {
 // reuse returns prev (nil: none) for the section at the start of rest when it is the same
 // bytes up to the next header line and inherits the same there, wherever it was; nil when it
 // must be read, with the section's length when it is prev's text all the same (what it
-// inherits changed).
-func (p *parser) reuse(prev *Section, rest string, implicit bool) (*Section, int) {
+// inherits changed). head is a header line known (the next section's of prev, "" for none):
+// the line after the section is one when it is that line, without reading its words.
+func (p *parser) reuse(prev *Section, rest string, implicit bool, head string) (*Section, int) {
 	if prev == nil || prev.src == "" || !strings.HasPrefix(rest, prev.src) || (prev.Kind == "") != implicit {
 		return nil, 0
 	}
@@ -284,7 +299,7 @@ func (p *parser) reuse(prev *Section, rest string, implicit bool) (*Section, int
 			return nil, 0
 		}
 		line, _, _ := strings.Cut(after, "\n")
-		if !p.isHeader(line) {
+		if (head == "" || line != head) && !p.isHeader(line) {
 			return nil, 0
 		}
 	}
@@ -343,6 +358,15 @@ func (m *matcher) find(rest string, implicit bool) *Section {
 	}
 	m.next = i + 1
 	return m.prev[i]
+}
+
+// nextHead is the header line of the section of prev expected next ("" for none): a header
+// line, as every section's first line is but the implicit one's.
+func (m *matcher) nextHead() string {
+	if m.next >= len(m.prev) {
+		return ""
+	}
+	return headLine(m.prev[m.next])
 }
 
 // headLine is the header line of a section as written ("" if it has no text).

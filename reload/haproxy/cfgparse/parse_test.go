@@ -434,3 +434,21 @@ func TestParseAfterMovedIsPrevs(t *testing.T) {
 			prev.ServerLine(3, prev.Sections[3].Servers[1]))
 	}
 }
+
+// TestCommentLinesHaveNoWords: the words a section reads of a line (comment lines skipped
+// without reading them) are Words' up to the first comment word, for lines of every kind.
+func TestCommentLinesHaveNoWords(t *testing.T) {
+	lines := []string{"# c", "#", "  # c", "\t#c d", "\r # 'it's", " \t\r#", "", "  ", "a # c", "  a#b c", `"#" x`,
+		`\# x`, "'a b' # c", "x", " server s 1.2.3.4:80 # c", "#x 'y", "  #\"open"}
+	p := &parser{}
+	for _, l := range lines {
+		want, werr := Words(l)
+		if i := slices.IndexFunc(want, func(w string) bool { return strings.HasPrefix(w, "#") }); i >= 0 {
+			want = want[:i]
+		}
+		got, gerr := p.words(l)
+		if fmt.Sprint(gerr) != fmt.Sprint(werr) || len(got)+len(want) > 0 && !slices.Equal(got, want) {
+			t.Errorf("words of %q: %q %v, want %q %v", l, got, gerr, want, werr)
+		}
+	}
+}
