@@ -120,3 +120,28 @@ func BenchmarkPlanNewBackend(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPlanMapEdited: BenchmarkPlanMapChanged's change, the map looked up in trees only (as
+// the Ingress example's routes.map): one entry deleted and one added at runtime, no swap, what
+// HAProxy runs following each plan (the index of its keys derived from the one before).
+func BenchmarkPlanMapEdited(b *testing.B) {
+	var s strings.Builder
+	for i := range 10000 {
+		fmt.Fprintf(&s, "ing-%05d.example.com/ web_svc-%05d_80\ning-%05d.example.com/api web_svc-%05d_80\n", i, i, i, (i+1)%10000)
+	}
+	versions := [2]map[string][]byte{files(map[string]string{"hosts.map": s.String()}),
+		files(map[string]string{"hosts.map": strings.Replace(s.String(), "ing-05000.example.com/api web_svc-05001_80", "ing-05000.example.com/v2 web_svc-05001_80", 1)})}
+	base := treeMapCfg("", "a 10.0.0.1:80 check")[0]
+	u := track(New(Options{SSLDir: ssl, MapsDir: mapsDir, Client: &fakeClient{}}))
+	u.Reloaded(u.Plan(base, nil, versions[0]))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		p := u.Plan(base, nil, versions[i%2])
+		if p.Reload() != "" || len(p.Commands()) != 2 {
+			b.Fatal(p.Reload(), p.Commands())
+		}
+		u.live = p.target
+	}
+}

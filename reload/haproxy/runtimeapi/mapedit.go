@@ -71,12 +71,37 @@ func entryEdits(old, new []byte, limit int) (edits []mapEdit, same, ok bool) {
 // entryEditsWithin is entryEdits with a line diff of at most maxDiff lines (0: every entry of
 // the changed lines compared).
 func entryEditsWithin(old, new []byte, limit, maxDiff int) (edits []mapEdit, same, ok bool) {
+	edits, same, ok, _ = entryEditsKeyed(old, new, limit, maxDiff, nil)
+	return edits, same, ok
+}
+
+// entryEditsKeyed is entryEditsWithin with oldKeys giving the index of the keys of old (nil:
+// old is read for them), asked for only when the line diff found the change; newKeys is the
+// index of new derived from it then (nil otherwise).
+func entryEditsKeyed(old, new []byte, limit, maxDiff int, keysOf func() *keyIndex) (edits []mapEdit, same, ok bool, newKeys *keyIndex) {
 	oldMid, newMid, head, tail := changedLines(old, new)
 	a, b := splitLines(oldMid), splitLines(newMid)
 	del, ins, found := lineDiff(a, b, maxDiff)
 	if !found {
-		return wholeEdits(oldMid, newMid, head, tail, limit)
+		edits, same, ok = wholeEdits(oldMid, newMid, head, tail, limit)
+		return edits, same, ok, nil
 	}
+	var oldKeys *keyIndex
+	if keysOf != nil {
+		oldKeys = keysOf()
+		newKeys = oldKeys.with(lineSet(a, del), lineSet(b, ins), new)
+	}
+	edits, same, ok = diffedEdits(old, new, a, b, del, ins, limit, oldKeys, newKeys)
+	if ok && !same && len(edits) == 0 {
+		// Entries moved, or their spacing changed: whether they are in the same order.
+		edits, same, ok = wholeEdits(oldMid, newMid, head, tail, limit)
+	}
+	return edits, same, ok, newKeys
+}
+
+// diffedEdits is entryEdits of the lines a line diff found deleted (del of a) and inserted
+// (ins of b); no edits, not same and ok: entries moved (the caller compares them whole).
+func diffedEdits(old, new []byte, a, b [][]byte, del, ins []int, limit int, oldKeys, newKeys *keyIndex) (edits []mapEdit, same, ok bool) {
 	oe, oldOrder, ok := uniqueEntries(pick(a, del), limit)
 	if !ok {
 		return nil, false, false
@@ -92,15 +117,23 @@ func entryEditsWithin(old, new []byte, limit, maxDiff int) (edits []mapEdit, sam
 		return nil, false, false
 	}
 	for _, e := range append(oldOrder, newOrder...) { // the keys of moved entries too
-		if countKey(old, e[0]) > 1 || countKey(new, e[0]) > 1 {
+		if manyOf(oldKeys, old, e[0]) || manyOf(newKeys, new, e[0]) {
 			return nil, false, false
 		}
 	}
 	if len(edits) == 0 {
-		// Entries moved, or their spacing changed: whether they are in the same order.
-		return wholeEdits(oldMid, newMid, head, tail, limit)
+		return nil, false, true
 	}
 	return sendable(edits)
+}
+
+// lineSet are the lines at idx.
+func lineSet(lines [][]byte, idx []int) [][]byte {
+	out := make([][]byte, len(idx))
+	for i, j := range idx {
+		out[i] = lines[j]
+	}
+	return out
 }
 
 // wholeEdits is entryEdits of the changed lines read whole, every entry of both compared.

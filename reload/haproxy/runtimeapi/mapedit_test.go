@@ -146,6 +146,7 @@ func entryEditsMatchTheEntries(t *testing.T, maxDiff int) {
 			single = false // the last line gains a newline: it may change too
 		}
 		edits, same, ok := entryEditsWithin([]byte(old), []byte(new), defaultMapPayload, maxDiff)
+		keyedSameAsRead(t, old, new, maxDiff, edits, same, ok, probes)
 		oldE, oldErr := entriesOf(old)
 		newE, newErr := entriesOf(new)
 		if single && oldErr == nil && newErr == nil && (!ok || len(edits) == 0) {
@@ -472,5 +473,159 @@ func TestCommonEnds(t *testing.T) {
 		if got, want := commonSuffix(a, b), suffix(a, b); got != want {
 			t.Fatalf("commonSuffix(%q, %q) = %d, want %d", a, b, got, want)
 		}
+	}
+}
+
+// keyedSameAsRead fails unless entryEditsKeyed, the keys of old counted by an index, finds
+// what entryEditsWithin found reading the files, and the index it derives for new counts the
+// probes as countKey does in new.
+func keyedSameAsRead(t *testing.T, old, new string, maxDiff int, edits []mapEdit, same, ok bool, probes []string) {
+	t.Helper()
+	kEdits, kSame, kOK, newKeys := entryEditsKeyed([]byte(old), []byte(new), defaultMapPayload, maxDiff,
+		func() *keyIndex { return newKeyIndex([]byte(old)) })
+	if !slices.Equal(kEdits, edits) || kSame != same || kOK != ok {
+		t.Fatalf("%q -> %q: with an index %v %v %v, reading the files %v %v %v", old, new, kEdits, kSame, kOK, edits, same, ok)
+	}
+	if newKeys == nil {
+		return
+	}
+	for _, k := range probes {
+		if k != "" && newKeys.count(k) != countKey([]byte(new), k) && countKey([]byte(new), k) < 2 {
+			t.Fatalf("%q -> %q: the index counts %d lines of %q, countKey %d", old, new, newKeys.count(k), k, countKey([]byte(new), k))
+		}
+	}
+}
+
+// TestKeyIndexFollowsChanges: an index derived change after change from the first file's
+// (keyIndex.with, and a new base past maxKeyDelta) counts each key as countKey does in the
+// file it is for (up to 2, as countKey counts), and as an index made from that file.
+func TestKeyIndexFollowsChanges(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 25))
+	word := func() string { return fmt.Sprintf("k%d", rng.IntN(400)) } // more than maxKeyDelta
+	line := func() string {
+		return []string{word() + " v", "  " + word() + "\tv", word() + "\r", "# " + word(), "", "\t" + word() + " x y"}[rng.IntN(6)]
+	}
+	var lines []string
+	for range 400 {
+		lines = append(lines, line())
+	}
+	text := func() []byte { return []byte(strings.Join(lines, "\n") + "\n") }
+	x := newKeyIndex(text())
+	rebased := 0
+	for range 3000 {
+		var del, ins [][]byte
+		for range rng.IntN(9) {
+			if i := rng.IntN(len(lines) + 1); i < len(lines) && rng.IntN(2) == 0 {
+				del = append(del, []byte(lines[i]))
+				lines = slices.Delete(lines, i, i+1)
+			} else {
+				l := line()
+				ins = append(ins, []byte(l))
+				lines = slices.Insert(lines, i, l)
+			}
+		}
+		next := x.with(del, ins, text())
+		if next.delta == nil {
+			rebased++
+		}
+		x = next
+		fresh := newKeyIndex(text())
+		for range 40 {
+			k := fmt.Sprintf("k%d", rng.IntN(402))
+			if want := countKey(text(), k); min(x.count(k), 2) != want || x.count(k) != fresh.count(k) {
+				t.Fatalf("%q: %d lines (a fresh index: %d), countKey %d", k, x.count(k), fresh.count(k), want)
+			}
+		}
+	}
+	if rebased == 0 {
+		t.Error("no new base made in 3,000 changes")
+	}
+}
+
+// TestPlanMapsAfterRandomEdits: over random edits of two map files, the plan made against what
+// HAProxy runs with the index of its map files' keys kept from the plan before (keyIndex) is
+// the plan made reading the files, what HAProxy runs following each plan as after a reload or
+// an update; and each index kept counts the keys of its file as countKey does.
+func TestPlanMapsAfterRandomEdits(t *testing.T) {
+	d := dirs{ssl: ssl, maps: mapsDir}
+	config := treeMapCfg("", "a 10.0.0.1:80 check")[0]
+	r := rand.New(rand.NewPCG(25, 10))
+	keys := []string{"a.example/", "b.example/", "c.example/", "d.example/", "a.example/x", "b.example/y"}
+	files := map[string][]string{"hosts.map": {"# hosts"}, "paths.map": {"# paths"}}
+	for i := range 40 {
+		files["hosts.map"] = append(files["hosts.map"], fmt.Sprintf("h%02d.example/ be_%d", i, i))
+		files["paths.map"] = append(files["paths.map"], fmt.Sprintf("/p%02d be_%d", i, i))
+	}
+	rendered := func() map[string][]byte {
+		out := map[string][]byte{}
+		for name, lines := range files {
+			out[name] = []byte(strings.Join(lines, "\n") + "\n")
+		}
+		return out
+	}
+	live := plan(nil, config, nil, rendered(), d).Loaded()
+	edits, swaps, indexed := 0, 0, 0
+	for range 600 {
+		for name, lines := range files {
+			if r.IntN(2) == 0 {
+				continue
+			}
+			for range 1 + r.IntN(3) {
+				at := 1 + r.IntN(len(lines))
+				switch k := keys[r.IntN(len(keys))]; r.IntN(4) {
+				case 0:
+					lines = slices.Insert(lines, at, fmt.Sprintf("%s be_%d", k, r.IntN(3)))
+				case 1:
+					if at < len(lines) {
+						lines = slices.Delete(lines, at, at+1)
+					}
+				case 2:
+					if at < len(lines) {
+						lines[at] = fmt.Sprintf("%s be_%d", k, r.IntN(3))
+					}
+				default:
+					lines = slices.Insert(lines, at, "# "+k)
+				}
+			}
+			files[name] = lines
+		}
+		maps := rendered()
+		p := plan(live, config, nil, maps, d)
+		read := live.clone()
+		read.keys = nil
+		want := plan(read, config, nil, maps, d)
+		if p.Reload() != want.Reload() || !slices.Equal(p.Commands(), want.Commands()) {
+			t.Fatalf("plan %q %q, reading the files %q %q", p.Reload(), p.Commands(), want.Reload(), want.Commands())
+		}
+		for _, c := range p.Commands() {
+			if strings.HasPrefix(c, "prepare map") {
+				swaps++
+			} else if strings.Contains(c, " map ") {
+				edits++
+			}
+		}
+		if len(live.keys) > 0 {
+			indexed++
+		}
+		for name, x := range live.keys {
+			if bytes.Equal(live.maps[name], maps[name]) && p.full.keys[name] != x {
+				t.Fatalf("%s did not change and its index was not kept", name)
+			}
+		}
+		if r.IntN(5) == 0 {
+			live = p.Loaded()
+		} else {
+			live = p.target
+		}
+		for name, x := range live.keys {
+			for _, k := range keys {
+				if got, want := min(x.count(k), 2), countKey(live.maps[name], k); got != want {
+					t.Fatalf("%s: the index kept counts %d lines of %q, countKey %d", name, got, k, want)
+				}
+			}
+		}
+	}
+	if edits < 100 || swaps < 50 || indexed < 300 {
+		t.Errorf("%d map edits, %d swaps, %d plans with an index: the test compares little", edits, swaps, indexed)
 	}
 }

@@ -111,6 +111,7 @@ func (d *differ) diffMaps() {
 	limit := mapPayloadLimit(d.old.cfg)
 	var steps []step
 	ok := true
+	d.new.keys = map[string]*keyIndex{} // the new Model is the differ's own until the plan is made
 	fail := func(format string, args ...any) {
 		d.needReload(format, args...)
 		ok = false
@@ -120,6 +121,9 @@ func (d *differ) diffMaps() {
 		n, inNew := new[name]
 		switch {
 		case inOld && inNew && bytes.Equal(o, n):
+			if x := d.old.keys[name]; x != nil {
+				d.new.keys[name] = x
+			}
 			continue
 		case !inOld:
 			fail("map file %s is new (HAProxy loads map files with the configuration)", quote(name))
@@ -136,7 +140,12 @@ func (d *differ) diffMaps() {
 			fail("map file %s: its path cannot be written on the runtime API: %v", quote(name), err)
 			continue
 		}
-		if edits, same, ok := entryEdits(o, n, limit); ok && (same || treeOnly(d.new.cfg, sw.path)) {
+		edits, same, editable, keys := entryEditsKeyed(o, n, limit, maxLineDiff, func() *keyIndex { return d.oldKeys(name, o) })
+		if keys == nil {
+			keys = newKeyIndex(n) // many lines changed: the file is read whole anyway
+		}
+		d.new.keys[name] = keys
+		if editable && (same || treeOnly(d.new.cfg, sw.path)) {
 			if len(edits) > 0 { // none: the same entries, or moved, which a tree does not see
 				sw.edits = edits
 				steps = append(steps, step{kind: KindMapUpdated, what: editsWhat(edits, name), swap: sw})
@@ -161,6 +170,15 @@ func (d *differ) diffMaps() {
 		d.mapSteps = steps
 		d.mapsDone = true
 	}
+}
+
+// oldKeys is the index of the keys of the old map file name, content o: the old Model's, or
+// made now (once: the plans after this one derive theirs from it).
+func (d *differ) oldKeys(name string, o []byte) *keyIndex {
+	if x := d.old.keys[name]; x != nil {
+		return x
+	}
+	return newKeyIndex(o)
 }
 
 func union(a, b map[string][]byte) map[string]bool {

@@ -74,9 +74,12 @@ var dynamicKeywords = map[string]bool{
 // runtime changes were made in and HAProxy's version. A Model is never changed once made:
 // every change gives a new one.
 type Model struct {
-	cfg     *cfgparse.Config
-	certs   map[string][]byte
-	maps    map[string][]byte                      // map file name -> content
+	cfg   *cfgparse.Config
+	certs map[string][]byte
+	maps  map[string][]byte // map file name -> content
+	// keys count the keys of some of the map files (keyindex.go), by name: made by the plan
+	// that made the Model, never changed afterwards; a file without one is read when needed.
+	keys    map[string]*keyIndex
 	zombies map[string]map[string]*cfgparse.Server // backend -> server name -> server
 	// gone are backends removed at runtime, unpublished, that HAProxy keeps until their
 	// zombies are deleted (then they are deleted too).
@@ -90,7 +93,7 @@ type Model struct {
 }
 
 func (s *Model) clone() *Model {
-	c := &Model{cfg: s.cfg, certs: s.certs, maps: s.maps, pid: s.pid, version: s.version,
+	c := &Model{cfg: s.cfg, certs: s.certs, maps: s.maps, keys: s.keys, pid: s.pid, version: s.version,
 		zombies: map[string]map[string]*cfgparse.Server{}, gone: maps.Clone(s.gone)}
 	for be, z := range s.zombies {
 		c.zombies[be] = maps.Clone(z)
@@ -159,7 +162,7 @@ func (p *Plan) Loaded() *Model {
 	if p == nil || p.full == nil {
 		return nil
 	}
-	return &Model{cfg: p.full.cfg, certs: p.full.certs, maps: p.full.maps}
+	return &Model{cfg: p.full.cfg, certs: p.full.certs, maps: p.full.maps, keys: p.full.keys}
 }
 
 // Changes is the number of changes the runtime API will make (servers, certificate files, map
@@ -245,6 +248,7 @@ func planTo(live, next *Model, dirs dirs) *Plan {
 	cfg, certs := next.cfg, next.certs
 	if live == nil {
 		p.reason = "what HAProxy runs is not known (first configuration, or after an update that failed)"
+		next.keys = indexKeys(next.maps) // for the changes after it: see keyindex.go
 		return p
 	}
 	d := &differ{old: live, new: p.full, sslDir: dirs.ssl, mapsDir: dirs.maps}
@@ -256,14 +260,14 @@ func planTo(live, next *Model, dirs dirs) *Plan {
 	if d.reason == "" {
 		p.target.cfg = cfg
 		p.target.certs = certs
-		p.target.maps = next.maps
+		p.target.maps, p.target.keys = next.maps, next.keys
 	} else {
 		p.target.cfg = d.patched()
 		if d.certsDone {
 			p.target.certs = certs
 		}
 		if d.mapsDone {
-			p.target.maps = next.maps
+			p.target.maps, p.target.keys = next.maps, next.keys
 		}
 	}
 	p.reason = d.reason
