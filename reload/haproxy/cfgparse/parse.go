@@ -130,7 +130,7 @@ type parser struct {
 func (p *parser) section(text string, n int, implicit bool) (*Section, error) {
 	sec := &Section{}
 	if p.own {
-		p.pool = make([]Server, 0, max(1, strings.Count(text, "server")))
+		p.pool = nil // made for the section's servers, if it has any (header)
 	}
 	rest, head := text, n
 	for ; rest != ""; n++ {
@@ -153,6 +153,10 @@ func (p *parser) section(text string, n int, implicit bool) (*Section, error) {
 					break // the next section's header
 				}
 				p.header(sec, kw, words)
+				if p.own && sec.HasServers() {
+					// One chunk: nothing of the section refers to another one's memory.
+					p.pool = make([]Server, 0, max(1, strings.Count(text, "server")))
+				}
 			} else if err := p.line(sec, kw, raw, words, n, n-head); err != nil {
 				return nil, err
 			}

@@ -841,7 +841,8 @@ func (d *differ) diffCerts() {
 	for n := range new {
 		names[n] = true
 	}
-	use := d.old.cfg.CertUse(d.sslDir)
+	// Where the files are used is read from every section: only when a file changed.
+	var use *cfgparse.CertUse
 	var steps []step
 	ok := true
 	for _, name := range sortedKeys(names) {
@@ -851,6 +852,9 @@ func (d *differ) diffCerts() {
 			continue
 		}
 		file := name + ".pem"
+		if use == nil {
+			use = d.old.cfg.CertUse(d.sslDir)
+		}
 		if d.sslDir == "" || !use.Used(file) {
 			continue // HAProxy does not load it: writing the file is all there is to do
 		}
