@@ -23,7 +23,7 @@ const (
 // object again). A page is listed when the round reaches it: the round writes in the order the
 // API server lists (compareObjects: by name within a kind and namespace), so it holds one page
 // of each group at a time, not every object it writes (10,000 Ingresses listed at once were
-// about 20 MB held for the minutes their writes take within --kube-qps: the sidecar's peak).
+// all held, typed, until each was written: minutes within --kube-qps).
 type prefetched struct {
 	w      *Writer
 	groups map[Object]*pages // Kind and Namespace -> its pages
