@@ -21,7 +21,8 @@ func (b *bench) print(st *startup, results []*result) {
 			r.reloads, counts(r.updates), r.rss)
 	}
 	fmt.Printf("| start -> every route served (all %s checked, at the end too) | | | | %s | %d | | %d MB |\n", thousands(b.n), ms(st.all), st.reloads, st.rss)
-	fmt.Printf("| sidecar max RSS (VmHWM) over the run | | | | | | | %d MB |\n\n", b.proxy.MaxRSS())
+	anon, file := b.proxy.PeakParts()
+	fmt.Printf("| sidecar max RSS (VmHWM) over the run (at the peak: RssAnon %d MB, RssFile %d MB) | | | | | | | %d MB |\n\n", anon, file, b.proxy.MaxRSS())
 
 	fmt.Printf("start: first configuration written after %s; a sample of %d hosts served after %s; then all %s checked in %s, %d not served yet at their check",
 		ms(st.firstConfig), min(b.sample, b.n), ms(st.sample), thousands(b.n), ms(st.checkAll), st.late)

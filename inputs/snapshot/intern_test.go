@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -41,5 +42,27 @@ func TestPodsShareTheirNamespace(t *testing.T) {
 	}
 	if unsafe.StringData(a.Namespace()) != unsafe.StringData(b.Namespace()) || unsafe.StringData(a.Namespace()) != unsafe.StringData(w.Namespace()) {
 		t.Error("each pod holds its own copy of its namespace")
+	}
+}
+
+// TestInternerTableBounded: the table holds the nodes of the last conversions, not every
+// node converted since the caller's last round (rotate): 200,000 distinct lists, no rotate,
+// leave at most two rounds of each shard; a list in use, asked for all along, stays shared.
+func TestInternerTableBounded(t *testing.T) {
+	var in interner
+	hot := []any{"Ready", "True"}
+	hh := hashString("Ready") ^ hashString("True")
+	first := in.slice(hot, hh, true)
+	for i := range 200_000 {
+		s := strconv.Itoa(i)
+		in.slice([]any{s}, hashString(s), true)
+		if i%1000 == 0 {
+			if again := in.slice(hot, hh, true); &again.([]any)[0] != &first.([]any)[0] {
+				t.Fatalf("after %d lists, the list in use is no longer shared", i)
+			}
+		}
+	}
+	if n, most := in.len(), 2*shardRound*len(in.shards); n > most {
+		t.Errorf("the table holds %d nodes, want at most %d", n, most)
 	}
 }

@@ -373,13 +373,19 @@ func CPU(pid int) time.Duration {
 }
 
 // Memory is a field of a process's /proc/PID/status in MB (VmRSS, VmHWM); 0 if unknown.
-func Memory(pid int, field string) int {
+func Memory(pid int, field string) int { return Memories(pid, field)[field] }
+
+// Memories reads fields of /proc/PID/status, in MB (absent: 0).
+func Memories(pid int, fields ...string) map[string]int {
+	m := make(map[string]int, len(fields))
 	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			return kb / 1024
+		for _, field := range fields {
+			if v, ok := strings.CutPrefix(line, field+":"); ok {
+				kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+				m[field] = kb / 1024
+			}
 		}
 	}
-	return 0
+	return m
 }

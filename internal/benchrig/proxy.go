@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -25,6 +26,14 @@ type Proxy struct {
 
 	rig    *Rig
 	client *http.Client
+	peak   peakParts
+}
+
+// peakParts is what the sidecar's RSS was made of when its maximum last grew: anonymous memory
+// (the heap, stacks) and file-backed pages (the binary's), in MB, sampled every 100 ms.
+type peakParts struct {
+	mu              sync.Mutex
+	max, anon, file int
 }
 
 // StartProxy starts the sidecar binary (`run`, its files in Run, its metrics and health on
@@ -61,6 +70,7 @@ func (r *Rig) StartProxy(sidecar string, env []string, args ...string) (*Proxy, 
 		go p.profileStart(r.StartProfile, r.StartProfileFor)
 	}
 	p.PID = cmd.Process.Pid
+	go p.samplePeak()
 	if r.HeapProfiles != "" {
 		go p.heapAtPeaks(r.HeapProfiles)
 	}
@@ -137,6 +147,32 @@ func (p *Proxy) CPU() time.Duration { return CPU(p.PID) }
 // RSS and MaxRSS are the sidecar's resident memory now and its peak (VmHWM), in MB.
 func (p *Proxy) RSS() int    { return Memory(p.PID, "VmRSS") }
 func (p *Proxy) MaxRSS() int { return Memory(p.PID, "VmHWM") }
+
+// PeakParts is RssAnon and RssFile (MB) when the sidecar's maximum RSS last grew: how much
+// of the peak was the heap and how much the binary's pages.
+func (p *Proxy) PeakParts() (anon, file int) {
+	p.peak.mu.Lock()
+	defer p.peak.mu.Unlock()
+	return p.peak.anon, p.peak.file
+}
+
+// samplePeak keeps RssAnon and RssFile each time VmHWM grows, until the sidecar exits. The
+// sample may lag the peak by up to 100 ms.
+func (p *Proxy) samplePeak() {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for range tick.C {
+		f := Memories(p.PID, "VmHWM", "RssAnon", "RssFile")
+		if f["VmHWM"] == 0 { // exited
+			return
+		}
+		p.peak.mu.Lock()
+		if f["VmHWM"] > p.peak.max {
+			p.peak.max, p.peak.anon, p.peak.file = f["VmHWM"], f["RssAnon"], f["RssFile"]
+		}
+		p.peak.mu.Unlock()
+	}
+}
 
 // profileStart writes a CPU profile of the sidecar's first seconds to file, asked for as soon
 // as its metrics server answers (a failure is printed: the bench goes on without it).

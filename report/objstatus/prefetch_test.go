@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,7 +61,8 @@ func (l *requestLog) count(method, suffix string) int {
 }
 
 // TestManyStatusesOneRequestEach: against a real kube-apiserver, the status of 40 HTTPRoutes
-// and 40 Ingresses of one namespace is written with one list of each kind and one write per
+// and 40 Ingresses of one namespace is written with one list of each kind (5 pages of 8, each
+// listed when the round reaches it: no more than a page of each kind is held) and one write per
 // object (no read of each first: at --kube-qps that halves the time the status of every
 // route takes at start); a route changed by someone else between the list and its write is
 // read again and written all the same; what is written is what the reads of each would have
@@ -126,7 +128,12 @@ func TestManyStatusesOneRequestEach(t *testing.T) {
 	// Route r07 changes between the list and its write: the write conflicts.
 	routes := "/apis/gateway.networking.k8s.io/v1/namespaces/web/httproutes"
 	var once sync.Once
+	var w *Writer
+	held := 0 // the most listed objects kept at a write
 	reqs.before = func(r *http.Request) {
+		if r.Method == http.MethodPut && w != nil {
+			held = max(held, w.pre.held())
+		}
 		if r.Method == http.MethodPut && r.URL.Path == routes+"/r07/status" {
 			once.Do(func() {
 				u, err := admin.Resource(resources[KindHTTPRoute]).Namespace("web").Get(ctx, "r07", metav1.GetOptions{})
@@ -141,7 +148,7 @@ func TestManyStatusesOneRequestEach(t *testing.T) {
 		}
 	}
 	bundle := bundleOf(decls...)
-	w, err := New(Config{Client: cs, Dynamic: dyn, ControllerName: me, PublishAddresses: []string{"203.0.113.7"},
+	w, err = New(Config{Client: cs, Dynamic: dyn, ControllerName: me, PublishAddresses: []string{"203.0.113.7"},
 		Live: func() live.State {
 			return live.State{Runs: bundle.Hash, Live: bundle.Hash, Good: live.Good{Bundle: bundle}}
 		},
@@ -149,13 +156,18 @@ func TestManyStatusesOneRequestEach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const page = 8
+	w.page = page
 	w.Tick(ctx)
 
-	if got := reqs.count(http.MethodGet, routes); got != 1 {
-		t.Errorf("%d lists of the routes, want 1", got)
+	if got := reqs.count(http.MethodGet, routes); got != n/page {
+		t.Errorf("%d lists of the routes, want %d", got, n/page)
 	}
-	if got := reqs.count(http.MethodGet, "/apis/networking.k8s.io/v1/namespaces/web/ingresses"); got != 1 {
-		t.Errorf("%d lists of the Ingresses, want 1", got)
+	if got := reqs.count(http.MethodGet, "/apis/networking.k8s.io/v1/namespaces/web/ingresses"); got != n/page {
+		t.Errorf("%d lists of the Ingresses, want %d", got, n/page)
+	}
+	if held > 2*page {
+		t.Errorf("%d listed objects held at a write, want at most a page of each kind (%d)", held, 2*page)
 	}
 	if got := reqs.count(http.MethodPut, "/status"); got != 2*n+1 {
 		t.Errorf("%d status writes, want %d (one per object, and r07's again after its conflict)", got, 2*n+1)
@@ -170,6 +182,32 @@ func TestManyStatusesOneRequestEach(t *testing.T) {
 	reqs.mu.Unlock()
 	if !slices.Equal(reads, []string{routes + "/r07"}) {
 		t.Errorf("objects read one by one: %v, want only r07 (after its conflict)", reads)
+	}
+
+	// A new rendering changes r20's declaration, and every object is read again (the full
+	// round): r20 is written first (3 pages listed to reach it), then the rest from the first
+	// page again, none read one by one.
+	decls2 := slices.Clone(decls)
+	decls2[40] = strings.Replace(decls2[40], "generation=1", "generation=12", 1)
+	bundle = bundleOf(decls2...)
+	w.full = time.Time{}
+	reqs.mu.Lock()
+	reqs.reqs = nil
+	reqs.mu.Unlock()
+	w.Tick(ctx)
+	if got := reqs.count(http.MethodGet, routes); got != 3+n/page {
+		t.Errorf("%d lists of the routes in the full round, want %d", got, 3+n/page)
+	}
+	reqs.mu.Lock()
+	reads = nil
+	for _, r := range reqs.reqs {
+		if m, p, _ := strings.Cut(r, " "); m == http.MethodGet && strings.Count(p, "/") > strings.Count(routes, "/") {
+			reads = append(reads, p)
+		}
+	}
+	reqs.mu.Unlock()
+	if len(reads) > 0 {
+		t.Errorf("objects read one by one in the full round: %v, want none", reads)
 	}
 
 	for i := range n {

@@ -102,7 +102,8 @@ type Writer struct {
 	warned  map[string]bool   // the declarations' problems logged, of the last rendering
 	dynWarn bool              // the missing dynamic client was warned about
 	evented map[Object]string // the warning recorded as an Event per object (not repeated)
-	pre     prefetched        // the objects this round listed, not written yet
+	pre     *prefetched       // the objects this round listed, not written yet
+	page    int64             // the objects a list of the round returns at most (prefetchPage; tests)
 	decls   declCache         // the live rendering's declaration lines, parsed
 	now     func() time.Time  // the clock (tests)
 }
@@ -127,7 +128,7 @@ func New(cfg Config) (*Writer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	w := &Writer{cfg: cfg, log: cfg.Logger.With("component", "object-status"), logged: map[string]string{}, evented: map[Object]string{}, now: time.Now}
+	w := &Writer{cfg: cfg, log: cfg.Logger.With("component", "object-status"), logged: map[string]string{}, evented: map[Object]string{}, now: time.Now, page: prefetchPage}
 	w.reset()
 	if len(cfg.PublishAddresses) > 0 {
 		w.setAddrs(Addresses(cfg.PublishAddresses))
@@ -244,7 +245,7 @@ func (w *Writer) round(ctx context.Context, bundle *render.Bundle, since, now ti
 // one changed (a route added while the status of 3,000 is written at start) before the rest.
 func (w *Writer) writeDeclared(ctx context.Context, hash string) (ok, superseded bool) {
 	todo := w.todo()
-	w.pre = w.prefetch(ctx, append(todo, slices.Collect(maps.Keys(w.forget))...))
+	w.pre = w.prefetch(append(todo, slices.Collect(maps.Keys(w.forget))...))
 	defer func() { w.pre = nil }()
 	ok = true
 	for i, o := range todo {
@@ -542,7 +543,7 @@ func (w *Writer) writeRoute(ctx context.Context, o Object, want Want) error {
 // subresource) when it changed; a conflict reads it again. A missing Ingress is no error.
 func (w *Writer) writeIngress(ctx context.Context, o Object, change func(networkingv1.IngressLoadBalancerStatus) (networkingv1.IngressLoadBalancerStatus, bool)) error {
 	api := w.cfg.Client.NetworkingV1().Ingresses(o.Namespace)
-	listed := w.listedIngress(o)
+	listed := w.listedIngress(ctx, o)
 	return ignoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		// As listed this round, if it was; read again after a conflict.
 		ing, err := listed, error(nil)
@@ -578,7 +579,7 @@ func (w *Writer) writeUnstructured(ctx context.Context, o Object, change func(*u
 	if o.Namespace != "" {
 		api = w.cfg.Dynamic.Resource(resources[o.Kind]).Namespace(o.Namespace)
 	}
-	listed := w.listedUnstructured(o)
+	listed := w.listedUnstructured(ctx, o)
 	return ignoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		// As listed this round, if it was; read again after a conflict.
 		u, err := listed, error(nil)
