@@ -158,6 +158,20 @@ type noReload struct{}
 
 func (noReload) Reload(context.Context) error { return nil }
 
+// ingressSyncConfig is the configuration of the Ingress example's sync benchmarks: its
+// watched resources, a directory of its own, no haproxy -c.
+func ingressSyncConfig(b *testing.B) *config.Once {
+	args := []string{"--dir", b.TempDir(), "--validate=false"}
+	for _, w := range ingressWatch {
+		args = append(args, "--watch", w)
+	}
+	cfg, err := config.ParseOnce("validate", args, "", func(string) string { return "" }, io.Discard)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cfg
+}
+
 // BenchmarkSyncNewIngress10000: one sync of the sidecar's pipeline for a new route (an
 // Ingress, its Service and EndpointSlice) at 10,000 Ingresses of the Ingress example, as the
 // binary makes it with the kube source: the objects read (converted already, as the informers
@@ -168,14 +182,7 @@ func (noReload) Reload(context.Context) error { return nil }
 // included). -benchtime at most 100x.
 func BenchmarkSyncNewIngress10000(b *testing.B) {
 	const n, extra = 10000, 100
-	args := []string{"--dir", b.TempDir(), "--validate=false"}
-	for _, w := range ingressWatch {
-		args = append(args, "--watch", w)
-	}
-	cfg, err := config.ParseOnce("validate", args, "", func(string) string { return "" }, io.Discard)
-	if err != nil {
-		b.Fatal(err)
-	}
+	cfg := ingressSyncConfig(b)
 	p, src := syncPipeline(b, cfg, ingressBenchObjects(b, cfg.Inputs, n, extra), extra)
 	ctx := context.Background()
 	if res := p.Sync(ctx, "start"); res.Outcome != apply.Applied {

@@ -2,7 +2,6 @@ package sidecar
 
 import (
 	"context"
-	"io"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
-	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/memory"
 )
 
@@ -24,14 +22,7 @@ import (
 // counts.
 func BenchmarkSyncTidied10000(b *testing.B) {
 	const n, extra = 10000, 100
-	args := []string{"--dir", b.TempDir(), "--validate=false"}
-	for _, w := range ingressWatch {
-		args = append(args, "--watch", w)
-	}
-	cfg, err := config.ParseOnce("validate", args, "", func(string) string { return "" }, io.Discard)
-	if err != nil {
-		b.Fatal(err)
-	}
+	cfg := ingressSyncConfig(b)
 	objs := ingressBenchObjects(b, cfg.Inputs, n, extra)
 	debug.FreeOSMemory() // what making them held is not the sync's
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
