@@ -45,6 +45,8 @@ type Template struct {
 	// scopes: the names its frames (its top level, its loops' and macros' bodies...) set
 	// before mentioning them, undefined until set (scanScopes, exec_scope.go).
 	scopes scopes
+	// facts: what a module cache reads of it in its program (Program.facts).
+	facts moduleFacts
 }
 
 // lineCol returns the 1-based line and column (in characters) of a byte offset.

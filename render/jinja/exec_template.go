@@ -184,7 +184,7 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 			return m, nil
 		}
 		if e.shared.Across != nil && !e.prog.testsIdentity() {
-			if m, kept := e.shared.Across.reuse(e.prog, key, t.tree, e.vars, f, e); m != nil {
+			if m, kept := e.shared.Across.reuse(e.prog, key, t, e.vars, f, e); m != nil {
 				e.shared.putKept(key, t.tree.Src, e.vars, kept)
 				return m, nil
 			}
@@ -250,7 +250,7 @@ func (e *evaluator) importModule(key string, keyPos int, withContext bool, f *fr
 	if share {
 		var kept *keptModule
 		if e.shared.Across != nil && !e.shared.Apart && !e.prog.testsIdentity() {
-			kept = e.shared.Across.keep(e.prog, key, t.tree, e.vars, m, e)
+			kept = e.shared.Across.keep(e.prog, key, t, e.vars, m, e)
 		}
 		if kept != nil {
 			e.shared.putKept(key, t.tree.Src, e.vars, kept)

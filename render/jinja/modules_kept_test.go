@@ -434,7 +434,7 @@ func TestKeptModuleSharesItsPartsFromTheFirstRender(t *testing.T) {
 	}
 }
 
-// What ModuleCache works out of a template once (its sources, the names it reads: treeInfo)
+// What ModuleCache works out of a template once (its sources, the names it reads: Program.facts)
 // is of one program's trees: a program whose imported template changed, its importer's source
 // the same, computes the module again (and again when the first program comes back), and a
 // program that reads another name than the last sees it changed.
