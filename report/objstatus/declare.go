@@ -575,8 +575,10 @@ type ParentWant struct {
 // it says something else. A Gateway declared by its listeners only is accepted and programmed.
 func Collect(decls []Declaration) (map[Object]Want, []error) {
 	at := make([]declAt, len(decls))
+	lines := make([]parsedLine, len(decls))
 	for i := range decls {
-		at[i] = declAt{decl: &decls[i], line: decls[i].Line}
+		lines[i].more = &decls[i]
+		at[i] = declAt{p: &lines[i], line: decls[i].Line}
 	}
 	return collect(at)
 }
@@ -587,14 +589,14 @@ func collect(decls []declAt) (map[Object]Want, []error) {
 	first := newFirstTable(decls)            // the declaration that stands, by what it is of
 	var problems []error
 	for i, at := range decls {
-		d := at.decl
-		key := keyOf(d)
+		key := at.p.key()
 		if j, ok := first.standing(key, i); ok {
-			if prev := decls[j]; !sameDeclaration(*prev.decl, *d) {
+			if prev := decls[j]; !sameDeclaration(prev.p.declaration(), at.p.declaration()) {
 				problems = append(problems, fmt.Errorf("haproxy.cfg line %d: %s declared again, differently (line %d stands)", at.line, key, prev.line))
 			}
 			continue
 		}
+		d := at.p.declaration()
 		w, seen := out[d.Object]
 		if seen && w.Generation != d.Generation {
 			problems = append(problems, fmt.Errorf("haproxy.cfg line %d: %s: generation %d, line %d said %d (the first stands)", at.line, d.Object, d.Generation, firstLine(decls, first, d.Object), w.Generation))
@@ -667,7 +669,7 @@ func firstLine(decls []declAt, first *firstTable, o Object) int {
 		if e == 0 {
 			continue
 		}
-		if d := decls[e-1]; d.decl.Object == o && (line == 0 || d.line < line) {
+		if d := decls[e-1]; d.p.object() == o && (line == 0 || d.line < line) {
 			line = d.line
 		}
 	}
@@ -704,7 +706,7 @@ func (t *firstTable) standing(key declKey, i int) (int, bool) {
 			t.slots[h] = int32(i + 1)
 			return i, false
 		}
-		if j := int(e - 1); keyOf(t.decls[j].decl) == key {
+		if j := int(e - 1); t.decls[j].p.key() == key {
 			return j, true
 		}
 	}

@@ -446,3 +446,37 @@ func FuzzParseLines(f *testing.F) {
 		}
 	})
 }
+
+// TestParsedLineCompact: a declaration that says nothing but its object is kept as the object
+// alone, any other whole; either way what is read back (the declaration, its key, its
+// object) is what was parsed.
+func TestParsedLineCompact(t *testing.T) {
+	compact := 0
+	for _, line := range declarationPool {
+		b := bytes.TrimLeft([]byte(line), " \t")
+		if !bytes.HasPrefix(b, []byte("#")) {
+			continue
+		}
+		d, err := parseDeclaration(declarationText(string(b)))
+		if err != nil {
+			continue
+		}
+		p := newParsedLine(d)
+		if got := p.declaration(); !reflect.DeepEqual(got, d) {
+			t.Errorf("%s: read back %+v, want %+v", line, got, d)
+		}
+		if p.key() != keyOf(&d) || p.object() != d.Object {
+			t.Errorf("%s: key %v object %v, want %v %v", line, p.key(), p.object(), keyOf(&d), d.Object)
+		}
+		bare := d.Kind == KindIngress && d.Warning == ""
+		if (p.more == nil) != bare {
+			t.Errorf("%s: kept whole %v, want %v", line, p.more != nil, !bare)
+		}
+		if p.more == nil {
+			compact++
+		}
+	}
+	if compact == 0 {
+		t.Fatal("no declaration kept compact")
+	}
+}
