@@ -257,8 +257,13 @@ func TestIncrementalMatchesFresh(t *testing.T) {
 					wantFresh[o] = true
 				}
 			}
-			if !reflect.DeepEqual(w.fresh, wantFresh) || !reflect.DeepEqual(w.wants, wantWants) {
+			if !reflect.DeepEqual(w.fresh, wantFresh) || !reflect.DeepEqual(wantsOf(w.wants), wantWants) {
 				t.Fatalf("%s\nfresh %v, want %v", where, w.fresh, wantFresh)
+			}
+			for o, p := range w.wants {
+				if p != nil && zeroWant(*p) {
+					t.Fatalf("%s\nthe zero Want of %s kept as a Want, not nil", where, o)
+				}
 			}
 			warned := map[string]bool{}
 			for _, p := range append(wantProblems, wantMore...) {
@@ -276,6 +281,34 @@ func TestIncrementalMatchesFresh(t *testing.T) {
 				}
 			}
 			prevWants = wantWants
+		}
+	}
+}
+
+// wantsOf is s as Collect gives it.
+func wantsOf(s wantSet) map[Object]Want {
+	out := make(map[Object]Want, len(s))
+	for o := range s {
+		out[o] = s.get(o)
+	}
+	return out
+}
+
+// TestZeroWant: zeroWant is reflection's IsZero, for the zero Want, random ones and those with
+// one field set.
+func TestZeroWant(t *testing.T) {
+	if n := reflect.TypeFor[Want]().NumField(); n != 7 {
+		t.Fatalf("Want has %d fields, zeroWant knows of 7: check the new ones there", n)
+	}
+	wants := []Want{{}, {Generation: 1}, {Conditions: []Condition{}}, {Addresses: []Address{}}, {Listeners: []ListenerWant{}},
+		{Parents: []ParentWant{}}, {Warning: "w"}, {WarningReason: "r"}}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 1000 {
+		wants = append(wants, randomWant(r))
+	}
+	for _, w := range wants {
+		if got, want := zeroWant(w), reflect.ValueOf(w).IsZero(); got != want {
+			t.Fatalf("zeroWant(%#v) = %v, want %v", w, got, want)
 		}
 	}
 }
