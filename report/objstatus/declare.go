@@ -611,7 +611,7 @@ func zeroWant(w Want) bool {
 // collect is Collect of the declarations at their lines (their Line is not read).
 func collect(decls []declAt) (wantSet, []error) {
 	out := make(wantSet, len(decls)) // mostly one declaration per object
-	first := newFirstTable(decls)            // the declaration that stands, by what it is of
+	first := newFirstTable(decls)    // the declaration that stands, by what it is of
 	var problems []error
 	for i, at := range decls {
 		key := at.p.key()
