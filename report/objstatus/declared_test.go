@@ -3,7 +3,9 @@ package objstatus
 import (
 	"fmt"
 	"log/slog"
+	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -148,4 +150,31 @@ func BenchmarkWriterHeldIngress10000(b *testing.B) {
 	}
 	b.ReportMetric(held, "held-MB") // after the loop: b.Loop's first call resets the metrics
 	runtime.KeepAlive(w)
+}
+
+// TestFirstRenderingAllFresh: the first rendering read makes every object fresh without a map
+// of them all (fresh nil), and todo lists them all, sorted; the next rendering's fresh are
+// those it changed.
+func TestFirstRenderingAllFresh(t *testing.T) {
+	w, err := New(Config{Client: fake.NewClientset(), Live: func() live.State { return live.State{} }, ControllerName: me,
+		Logger: slog.New(slog.DiscardHandler), PublishAddresses: []string{"203.0.113.7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.declared(&render.Bundle{Config: ingressConfig(50), Hash: "a"})
+	if w.fresh != nil {
+		t.Fatalf("fresh after the first rendering: %d objects, want nil (all)", len(w.fresh))
+	}
+	todo := w.todo()
+	if len(todo) != 50 || !slices.IsSortedFunc(todo, compareObjects) {
+		t.Fatalf("todo %v: want the 50 Ingresses, sorted", todo)
+	}
+	for _, o := range todo {
+		w.done[o] = w.fingerprint(o)
+	}
+	w.declared(&render.Bundle{Config: ingressConfig(51), Hash: "b"})
+	added := Object{KindIngress, "bench", "ing-00050"}
+	if !reflect.DeepEqual(w.fresh, map[Object]bool{added: true}) || !reflect.DeepEqual(w.todo(), []Object{added}) {
+		t.Fatalf("fresh %v, todo %v: want %v", w.fresh, w.todo(), added)
+	}
 }

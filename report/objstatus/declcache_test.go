@@ -257,8 +257,8 @@ func TestIncrementalMatchesFresh(t *testing.T) {
 					wantFresh[o] = true
 				}
 			}
-			if !reflect.DeepEqual(w.fresh, wantFresh) || !reflect.DeepEqual(wantsOf(w.wants), wantWants) {
-				t.Fatalf("%s\nfresh %v, want %v", where, w.fresh, wantFresh)
+			if fresh := freshOf(w); !reflect.DeepEqual(fresh, wantFresh) || !reflect.DeepEqual(wantsOf(w.wants), wantWants) {
+				t.Fatalf("%s\nfresh %v, want %v", where, fresh, wantFresh)
 			}
 			for o, p := range w.wants {
 				if p != nil && zeroWant(*p) {
@@ -283,6 +283,18 @@ func TestIncrementalMatchesFresh(t *testing.T) {
 			prevWants = wantWants
 		}
 	}
+}
+
+// freshOf is the set of objects w takes as fresh (w.fresh nil: all it wants).
+func freshOf(w *Writer) map[Object]bool {
+	if w.fresh != nil {
+		return w.fresh
+	}
+	out := map[Object]bool{}
+	for o := range w.wants {
+		out[o] = true
+	}
+	return out
 }
 
 // wantsOf is s as Collect gives it.
