@@ -257,8 +257,13 @@ func TestIncrementalMatchesFresh(t *testing.T) {
 					wantFresh[o] = true
 				}
 			}
-			if !reflect.DeepEqual(w.fresh, wantFresh) || !reflect.DeepEqual(w.wants, wantWants) {
-				t.Fatalf("%s\nfresh %v, want %v", where, w.fresh, wantFresh)
+			if fresh := freshOf(w); !reflect.DeepEqual(fresh, wantFresh) || !reflect.DeepEqual(wantsOf(w.wants), wantWants) {
+				t.Fatalf("%s\nfresh %v, want %v", where, fresh, wantFresh)
+			}
+			for o, p := range w.wants {
+				if p != nil && zeroWant(*p) {
+					t.Fatalf("%s\nthe zero Want of %s kept as a Want, not nil", where, o)
+				}
 			}
 			warned := map[string]bool{}
 			for _, p := range append(wantProblems, wantMore...) {
@@ -276,6 +281,46 @@ func TestIncrementalMatchesFresh(t *testing.T) {
 				}
 			}
 			prevWants = wantWants
+		}
+	}
+}
+
+// freshOf is the set of objects w takes as fresh (w.fresh nil: all it wants).
+func freshOf(w *Writer) map[Object]bool {
+	if w.fresh != nil {
+		return w.fresh
+	}
+	out := map[Object]bool{}
+	for o := range w.wants {
+		out[o] = true
+	}
+	return out
+}
+
+// wantsOf is s as Collect gives it.
+func wantsOf(s wantSet) map[Object]Want {
+	out := make(map[Object]Want, len(s))
+	for o := range s {
+		out[o] = s.get(o)
+	}
+	return out
+}
+
+// TestZeroWant: zeroWant is reflection's IsZero, for the zero Want, random ones and those with
+// one field set.
+func TestZeroWant(t *testing.T) {
+	if n := reflect.TypeFor[Want]().NumField(); n != 7 {
+		t.Fatalf("Want has %d fields, zeroWant knows of 7: check the new ones there", n)
+	}
+	wants := []Want{{}, {Generation: 1}, {Conditions: []Condition{}}, {Addresses: []Address{}}, {Listeners: []ListenerWant{}},
+		{Parents: []ParentWant{}}, {Warning: "w"}, {WarningReason: "r"}}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 1000 {
+		wants = append(wants, randomWant(r))
+	}
+	for _, w := range wants {
+		if got, want := zeroWant(w), reflect.ValueOf(w).IsZero(); got != want {
+			t.Fatalf("zeroWant(%#v) = %v, want %v", w, got, want)
 		}
 	}
 }
@@ -445,4 +490,38 @@ func FuzzParseLines(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestParsedLineCompact: a declaration that says nothing but its object is kept as the object
+// alone, any other whole; either way what is read back (the declaration, its key, its
+// object) is what was parsed.
+func TestParsedLineCompact(t *testing.T) {
+	compact := 0
+	for _, line := range declarationPool {
+		b := bytes.TrimLeft([]byte(line), " \t")
+		if !bytes.HasPrefix(b, []byte("#")) {
+			continue
+		}
+		d, err := parseDeclaration(declarationText(string(b)))
+		if err != nil {
+			continue
+		}
+		p := newParsedLine(d)
+		if got := p.declaration(); !reflect.DeepEqual(got, d) {
+			t.Errorf("%s: read back %+v, want %+v", line, got, d)
+		}
+		if p.key() != keyOf(&d) || p.object() != d.Object {
+			t.Errorf("%s: key %v object %v, want %v %v", line, p.key(), p.object(), keyOf(&d), d.Object)
+		}
+		bare := d.Kind == KindIngress && d.Warning == ""
+		if (p.more == nil) != bare {
+			t.Errorf("%s: kept whole %v, want %v", line, p.more != nil, !bare)
+		}
+		if p.more == nil {
+			compact++
+		}
+	}
+	if compact == 0 {
+		t.Fatal("no declaration kept compact")
+	}
 }
