@@ -105,8 +105,8 @@ func BenchmarkTodoRouteChange(b *testing.B) {
 	w.declared(&render.Bundle{Config: routesConfig(routes, routes/2, "", -1), Hash: "b"})
 	b.ReportAllocs()
 	for b.Loop() {
-		if todo := w.todo(); len(todo) != 1 {
-			b.Fatalf("todo %v", todo)
+		if fresh, rest := w.todo(); len(fresh)+len(rest) != 1 {
+			b.Fatalf("todo %v %v", fresh, rest)
 		}
 	}
 }
@@ -170,16 +170,16 @@ func TestFirstRenderingAllFresh(t *testing.T) {
 	if w.fresh != nil {
 		t.Fatalf("fresh after the first rendering: %d objects, want nil (all)", len(w.fresh))
 	}
-	todo := w.todo()
-	if len(todo) != 50 || !slices.IsSortedFunc(todo, compareObjects) {
-		t.Fatalf("todo %v: want the 50 Ingresses, sorted", todo)
+	todo, rest := w.todo()
+	if len(todo) != 50 || !slices.IsSortedFunc(todo, compareObjects) || len(rest) > 0 {
+		t.Fatalf("todo %v, then %v: want the 50 Ingresses fresh, sorted", todo, rest)
 	}
 	for _, o := range todo {
 		w.done[o] = w.fingerprint(o)
 	}
 	w.declared(&render.Bundle{Config: ingressConfig(51), Hash: "b"})
 	added := Object{KindIngress, "bench", "ing-00050"}
-	if !reflect.DeepEqual(w.fresh, map[Object]bool{added: true}) || !reflect.DeepEqual(w.todo(), []Object{added}) {
-		t.Fatalf("fresh %v, todo %v: want %v", w.fresh, w.todo(), added)
+	if fresh, rest := w.todo(); !reflect.DeepEqual(w.fresh, map[Object]bool{added: true}) || !reflect.DeepEqual(fresh, []Object{added}) || len(rest) > 0 {
+		t.Fatalf("fresh %v, todo %v then %v: want %v", w.fresh, fresh, rest, added)
 	}
 }

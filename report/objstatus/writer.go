@@ -244,22 +244,29 @@ func (w *Writer) round(ctx context.Context, bundle *render.Bundle, since, now ti
 // (superseded) when another rendering has gone live meanwhile: the next round writes what that
 // one changed (a route added while the status of 3,000 is written at start) before the rest.
 func (w *Writer) writeDeclared(ctx context.Context, hash string) (ok, superseded bool) {
-	todo := w.todo()
-	w.pre = w.prefetch(append(todo, slices.Collect(maps.Keys(w.forget))...))
+	fresh, rest := w.todo()
 	defer func() { w.pre = nil }()
 	ok = true
-	for i, o := range todo {
-		if i > 0 && i%supersededEvery == 0 && w.superseded(hash) {
-			return ok, true
+	i := 0
+	// Each part listed on its own (prefetch): the few objects a change makes fresh are read
+	// one by one, not reached by listing every page up to them, which the rest would then list
+	// again from the first.
+	for _, part := range [][]Object{fresh, rest} {
+		w.pre = w.prefetch(part)
+		for _, o := range part {
+			if i > 0 && i%supersededEvery == 0 && w.superseded(hash) {
+				return ok, true
+			}
+			i++
+			want := w.wants.get(o)
+			if err := w.write(ctx, o, want); err != nil {
+				w.problem(o.String(), "write the status of "+o.String(), err)
+				ok = false
+				continue
+			}
+			w.clear(o.String())
+			w.done[o] = w.fingerprint(o)
 		}
-		want := w.wants.get(o)
-		if err := w.write(ctx, o, want); err != nil {
-			w.problem(o.String(), "write the status of "+o.String(), err)
-			ok = false
-			continue
-		}
-		w.clear(o.String())
-		w.done[o] = w.fingerprint(o)
 	}
 	return ok, false
 }
@@ -391,9 +398,9 @@ func sameSlice[T any](a, b []T, same func(T, T) bool) bool {
 func equal[T comparable](a, b T) bool { return a == b }
 
 // todo is what this round is to write: the objects whose status is not what is declared
-// yet, those whose declaration the last rendering changed (or added) first.
-func (w *Writer) todo() []Object {
-	var fresh, rest []Object
+// yet, those whose declaration the last rendering changed (or added) in fresh, written first;
+// each part sorted.
+func (w *Writer) todo() (fresh, rest []Object) {
 	for o := range w.wants {
 		if fp := w.fingerprint(o); fp == "" || w.done[o] == fp {
 			continue
@@ -406,7 +413,7 @@ func (w *Writer) todo() []Object {
 	}
 	slices.SortFunc(fresh, compareObjects)
 	slices.SortFunc(rest, compareObjects)
-	return append(fresh, rest...)
+	return fresh, rest
 }
 
 // fingerprint is what an object's status is made of (the declaration, the published
