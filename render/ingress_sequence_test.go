@@ -316,13 +316,14 @@ const ingressByPosition = "testdata/ingress-blocks-by-position.yaml"
 // through a fresh one.
 func TestIngressBlocksRenderAsByPosition(t *testing.T) {
 	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
-	reference := loadConfigMapData(t, ingressByPosition)["routes.j2"]
+	// The reference's routes.j2 with its ingresses.j2: what the parts export is theirs.
+	reference := loadConfigMapData(t, ingressByPosition)
 	kept := New(opts)
 	w := newIngressWorld(t, 3)
 	for range 275 {
 		w.addIngress()
 	}
-	if w.templates["routes.j2"] == reference {
+	if w.templates["routes.j2"] == reference["routes.j2"] {
 		t.Fatal("the example is the reference: nothing to compare")
 	}
 	steps := 150
@@ -337,10 +338,12 @@ func TestIngressBlocksRenderAsByPosition(t *testing.T) {
 		}
 		counts[what]++
 		step := fmt.Sprintf("step %d (%s, %d Ingresses)", i, what, len(w.ingresses))
-		// The reference's routes.j2, the world's other templates (their edits show alike).
+		// The reference's routes.j2 and ingresses.j2, the world's other templates (their
+		// edits show alike).
 		refSnap := w.snapshot(t)
 		refSnap.Templates = maps.Clone(refSnap.Templates)
-		refSnap.Templates["routes.j2"] = reference
+		refSnap.Templates["routes.j2"] = reference["routes.j2"]
+		refSnap.Templates["ingresses.j2"] = reference["ingresses.j2"]
 		want, err := renderFresh(opts, refSnap)
 		if err != nil {
 			t.Fatalf("%s: the reference: %v", step, err)
