@@ -499,3 +499,37 @@ func TestIngressExactKeysOrderAsReference(t *testing.T) {
 		})
 	}
 }
+
+// TestIngressBlocksCutAtEachUidPrefix: Ingresses whose uids begin with each of the prefixes
+// that begin a block (00, 40, 80, c0, and one after the other: 0040, c0c0) render as the
+// reference renders them: each block's Ingresses counted right at each of the splits that
+// cut the uids.
+func TestIngressBlocksCutAtEachUidPrefix(t *testing.T) {
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
+	reference := loadConfigMapData(t, ingressByPosition)
+	w := newIngressWorld(t, 5)
+	prefixes := []string{"ab", "00", "40", "80", "c0", "0040", "c0c0", "4080", "ff", "c0", "c0", "80"}
+	w.ingresses = map[string]map[string]any{}
+	for i := range 300 {
+		name := fmt.Sprintf("ing-%03d", i)
+		ing := w.newIngress("a", name)
+		ing["metadata"].(map[string]any)["uid"] = fmt.Sprintf("%s%04x-e0", prefixes[i*7%len(prefixes)], i)
+		w.ingresses["a/"+name] = ing
+	}
+	refSnap := w.snapshot(t)
+	useReference(t, refSnap, reference)
+	want, err := renderFresh(opts, refSnap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := renderFresh(opts, w.snapshot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := bundleDiff(got, want); d != "" {
+		t.Fatalf("the example renders otherwise than the reference: %s", d)
+	}
+	if n := strings.Count(string(got.Config), "# haproxy-sidecar: serves Ingress "); n < 100 {
+		t.Fatalf("%d Ingresses served: the world serves too few to tell", n)
+	}
+}
