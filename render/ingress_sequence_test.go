@@ -26,6 +26,9 @@ type ingressWorld struct {
 	certs     map[string]bool
 	templates map[string]string
 	next      int
+	// noExact: the Ingresses' paths are Prefix or ImplementationSpecific, never Exact (the
+	// example's routes.j2 merges its exact keys otherwise when no Ingress has one).
+	noExact bool
 }
 
 func newIngressWorld(t *testing.T, seed uint64) *ingressWorld {
@@ -109,8 +112,11 @@ func (w *ingressWorld) newIngress(ns, name string) map[string]any {
 	for range w.rng.IntN(3) {
 		var paths []any
 		for range w.rng.IntN(4) {
-			p := map[string]any{"pathType": []string{"Prefix", "Exact", "ImplementationSpecific", "Prefix"}[w.rng.IntN(4)],
-				"backend": w.backend()}
+			types := []string{"Prefix", "Exact", "ImplementationSpecific", "Prefix"}
+			if w.noExact {
+				types[1] = "Prefix"
+			}
+			p := map[string]any{"pathType": types[w.rng.IntN(4)], "backend": w.backend()}
 			if v := []string{"/", "/api", "/api/", "/Api", "/v1/x", "/a b", "", "/q?x"}[w.rng.IntN(8)]; v != "" {
 				p["path"] = v
 			}
@@ -313,16 +319,26 @@ const ingressByPosition = "testdata/ingress-blocks-by-position.yaml"
 // endpoints, certificates and the templates changed), the Ingress example (its blocks begin
 // at Ingresses of some uids) renders every step byte for byte as it did with its blocks by
 // position (testdata, a fresh renderer), through the renderer kept from step to step and
-// through a fresh one.
+// through a fresh one; with Exact paths and without any (the example merges its exact keys
+// otherwise then).
 func TestIngressBlocksRenderAsByPosition(t *testing.T) {
+	for _, noExact := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noExact=%v", noExact), func(t *testing.T) {
+			testIngressBlocksRenderAsByPosition(t, noExact)
+		})
+	}
+}
+
+func testIngressBlocksRenderAsByPosition(t *testing.T, noExact bool) {
 	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
-	reference := loadConfigMapData(t, ingressByPosition)["routes.j2"]
+	reference := loadConfigMapData(t, ingressByPosition)
 	kept := New(opts)
 	w := newIngressWorld(t, 3)
+	w.noExact = noExact
 	for range 275 {
 		w.addIngress()
 	}
-	if w.templates["routes.j2"] == reference {
+	if w.templates["routes.j2"] == reference["routes.j2"] {
 		t.Fatal("the example is the reference: nothing to compare")
 	}
 	steps := 150
@@ -330,6 +346,7 @@ func TestIngressBlocksRenderAsByPosition(t *testing.T) {
 		steps = 40
 	}
 	counts := map[string]int{}
+	exact := 0
 	for i := range steps {
 		what := "start"
 		if i > 0 {
@@ -337,10 +354,8 @@ func TestIngressBlocksRenderAsByPosition(t *testing.T) {
 		}
 		counts[what]++
 		step := fmt.Sprintf("step %d (%s, %d Ingresses)", i, what, len(w.ingresses))
-		// The reference's routes.j2, the world's other templates (their edits show alike).
 		refSnap := w.snapshot(t)
-		refSnap.Templates = maps.Clone(refSnap.Templates)
-		refSnap.Templates["routes.j2"] = reference
+		useReference(t, refSnap, reference)
 		want, err := renderFresh(opts, refSnap)
 		if err != nil {
 			t.Fatalf("%s: the reference: %v", step, err)
@@ -351,8 +366,30 @@ func TestIngressBlocksRenderAsByPosition(t *testing.T) {
 		if d := bundleDiff(fresh, want); d != "" {
 			t.Fatalf("%s: the example renders otherwise than the reference: %s", step, d)
 		}
+		if strings.Contains(string(fresh.Maps["routes.map"]), "? be_") {
+			exact++
+		}
+	}
+	if exact == 0 {
+		t.Error("no step rendered an exact key")
 	}
 	t.Logf("%d steps %v", steps, counts)
+}
+
+// useReference gives snap the reference's routes.j2 and ingresses.j2 (what the parts export
+// is theirs) and the world's other templates (their edits show alike), routes.map reading
+// the reference's exact keys as it did (a dict, sorted there).
+func useReference(t *testing.T, snap *snapshot.Snapshot, reference map[string]string) {
+	t.Helper()
+	snap.Templates = maps.Clone(snap.Templates)
+	for _, name := range []string{"routes.j2", "ingresses.j2"} {
+		snap.Templates[name] = reference[name]
+	}
+	const loop, refLoop = "{%- for key, backend in r.exact %}", "{%- for key, backend in r.exact|dictsort %}"
+	if !strings.Contains(snap.Templates["routes.map"], loop) || !strings.Contains(reference["routes.map"], refLoop) {
+		t.Fatalf("routes.map reads the exact keys otherwise: %q", snap.Templates["routes.map"])
+	}
+	snap.Templates["routes.map"] = strings.Replace(snap.Templates["routes.map"], loop, refLoop, 1)
 }
 
 // TestIngressBlocksKeptAcrossChanges: with a thousand Ingresses (blocks of up to 128), the
@@ -416,4 +453,83 @@ func assertBlocksKept(t *testing.T, opts Options, kept *Renderer, steps int, ste
 		t.Errorf("%d Ingresses added or deleted computed %d blocks' parts, more than 3 each on average", moves, moved)
 	}
 	t.Logf("%d Ingresses edited; %d added or deleted computed %d blocks' parts", edits, moves, moved)
+}
+
+// TestIngressExactKeysOrderAsReference: exact keys that differ only in case are written in
+// the order the reference writes them (dictsort: case-insensitive, then the order the
+// Ingresses name them), with and without an Exact path among the Ingresses (the example
+// merges its exact keys otherwise without one).
+func TestIngressExactKeysOrderAsReference(t *testing.T) {
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
+	reference := loadConfigMapData(t, ingressByPosition)
+	path := func(p, pathType string) any {
+		return map[string]any{"path": p, "pathType": pathType, "backend": map[string]any{
+			"service": map[string]any{"name": "web", "port": map[string]any{"name": "http"}}}}
+	}
+	ing := func(name string, paths ...any) map[string]any {
+		return map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": worldMeta("a", name),
+			"spec": map[string]any{"ingressClassName": "haproxy-sidecar", "rules": []any{map[string]any{
+				"host": "h.example.com", "http": map[string]any{"paths": paths}}}}}
+	}
+	for name, exact := range map[string]string{"without Exact": "Prefix", "with Exact": "Exact"} {
+		t.Run(name, func(t *testing.T) {
+			w := newIngressWorld(t, 1)
+			w.ingresses = map[string]map[string]any{
+				"a/i1": ing("i1", path("/b/", "Prefix"), path("/x", exact)),
+				"a/i2": ing("i2", path("/B", "Prefix"), path("/a", "Prefix")),
+				"a/i3": ing("i3", path("/A/", "Prefix")),
+			}
+			refSnap := w.snapshot(t)
+			useReference(t, refSnap, reference)
+			want, err := renderFresh(opts, refSnap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := renderFresh(opts, w.snapshot(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := bundleDiff(got, want); d != "" {
+				t.Fatalf("the example renders otherwise than the reference: %s", d)
+			}
+			routes := string(got.Maps["routes.map"])
+			if !strings.Contains(routes, "h.example.com/b? be_a_web_http\nh.example.com/B? be_a_web_http\n") {
+				t.Errorf("the exact keys not in the Ingresses' order:\n%s", routes)
+			}
+		})
+	}
+}
+
+// TestIngressBlocksCutAtEachUidPrefix: Ingresses whose uids begin with each of the prefixes
+// that begin a block (00, 40, 80, c0, and one after the other: 0040, c0c0) render as the
+// reference renders them: each block's Ingresses counted right at each of the splits that
+// cut the uids.
+func TestIngressBlocksCutAtEachUidPrefix(t *testing.T) {
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"}
+	reference := loadConfigMapData(t, ingressByPosition)
+	w := newIngressWorld(t, 5)
+	prefixes := []string{"ab", "00", "40", "80", "c0", "0040", "c0c0", "4080", "ff", "c0", "c0", "80"}
+	w.ingresses = map[string]map[string]any{}
+	for i := range 300 {
+		name := fmt.Sprintf("ing-%03d", i)
+		ing := w.newIngress("a", name)
+		ing["metadata"].(map[string]any)["uid"] = fmt.Sprintf("%s%04x-e0", prefixes[i*7%len(prefixes)], i)
+		w.ingresses["a/"+name] = ing
+	}
+	refSnap := w.snapshot(t)
+	useReference(t, refSnap, reference)
+	want, err := renderFresh(opts, refSnap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := renderFresh(opts, w.snapshot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := bundleDiff(got, want); d != "" {
+		t.Fatalf("the example renders otherwise than the reference: %s", d)
+	}
+	if n := strings.Count(string(got.Config), "# haproxy-sidecar: serves Ingress "); n < 100 {
+		t.Fatalf("%d Ingresses served: the world serves too few to tell", n)
+	}
 }
