@@ -242,7 +242,10 @@ func (e *evaluator) seqSearch(items []any, name string, a []any) (any, error) {
 
 // appendDoubling is append(dst, src...) with at least twice dst's room when it grows: a list
 // extended block by block to 20,000 items (the Ingress example's routes) grows by a quarter
-// at a time with append past a few hundred items, and allocates five times its size.
+// at a time with append past a few hundred items, and allocates five times its size. Only
+// extend grows so: a list appended to an item at a time is usually small and often kept (a
+// module's export), where doubling's spare room would be held until the next render (0.7 MB
+// more live heap at 3,000 HTTPRoutes when append doubled too).
 func appendDoubling(dst, src []any) []any {
 	n := len(dst) + len(src)
 	if n <= cap(dst) {
