@@ -22,7 +22,8 @@ var httprouteWatch = []string{"gatewayclasses.v1.gateway.networking.k8s.io;statu
 	"namespaces.v1", "services.v1", "endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name"}
 
 // httprouteBenchRoute is hack/bench-routes's HTTPRoute i: host route-i.example.com, each path
-// prefix of paths to the Service of the same index in svcs, port 80.
+// prefix of paths to the Service of the same index in svcs, port 80; created as the bench
+// creates them, about 100 a second (the example sorts the routes by creation time).
 func httprouteBenchRoute(i int, paths []string, svcs []int) map[string]any {
 	var rules []any
 	for k, p := range paths {
@@ -31,7 +32,8 @@ func httprouteBenchRoute(i int, paths []string, svcs []int) map[string]any {
 			"backendRefs": []any{map[string]any{"name": fmt.Sprintf("svc-%05d", svcs[k]), "port": 80}}})
 	}
 	return map[string]any{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-		"metadata": map[string]any{"name": fmt.Sprintf("route-%05d", i), "namespace": "bench"},
+		"metadata": map[string]any{"name": fmt.Sprintf("route-%05d", i), "namespace": "bench",
+			"creationTimestamp": fmt.Sprintf("2026-01-01T00:%02d:%02dZ", i/100/60, i/100%60)},
 		"spec": map[string]any{"parentRefs": []any{map[string]any{"name": "gw"}},
 			"hostnames": []any{fmt.Sprintf("route-%05d.example.com", i)}, "rules": rules}}
 }
