@@ -231,6 +231,7 @@ func (r *Renderer) render(ctx context.Context, s *snapshot.Snapshot, apart bool)
 		// HAProxy warns about a last line without a newline.
 		out = append(out, '\n')
 	}
+	sum := hashConfig(out)
 	b := &Bundle{Config: out, Certificates: certs}
 	b.Secret.Add(content.ConfigName, out, res.Secret)
 	lastRendered := -1
@@ -262,8 +263,24 @@ func (r *Renderer) render(ctx context.Context, s *snapshot.Snapshot, apart bool)
 		}
 		b.addFile(a.kind, a.name, data)
 	}
-	b.Hash = b.Content().Hash()
+	b.Hash = sum(b.Content())
 	return b, nil
+}
+
+// hashConfig hashes config beside the rest of the render (the map files, rendered after it):
+// the hash of a large configuration is then not on the way of the sync. The function it
+// returns gives the hash of the files f, whose Config is config: Content().Hash().
+func hashConfig(config []byte) func(f content.Files) string {
+	h := content.NewHasher()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.Config(config)
+	}()
+	return func(f content.Files) string {
+		<-done
+		return h.Sum(f)
+	}
 }
 
 // certificateFiles names the bundle's certificate files. Here, where the files are made, a bad
