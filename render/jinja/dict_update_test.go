@@ -68,8 +68,9 @@ func TestDictUpdateReservesRoom(t *testing.T) {
 		}
 	})
 	// The copy (dict, keys, values, index and its table), then the keys, the values and the
-	// index's table grown once each.
-	if allocs > 8 {
-		t.Errorf("%v allocations, want at most 8", allocs)
+	// index's table grown once each: 8 (10 under -race). Grown step by step as the keys come,
+	// they were 27.
+	if allocs > 12 {
+		t.Errorf("%v allocations, want at most 12", allocs)
 	}
 }
