@@ -76,7 +76,8 @@ type Renderer struct {
 	unshared bool
 	// kept: the modules the files share, kept for the next render (jinja.ModuleCache).
 	kept jinja.ModuleCache
-	// lastSet and lastKey: the template set last compiled or found, and its setKey (under mu).
+	// lastSet and lastKey: a copy of the template set last compiled or found, and its setKey
+	// (under mu).
 	lastSet map[string]string
 	lastKey string
 }
@@ -587,7 +588,8 @@ func (r *Renderer) setKey(srcs map[string]string) string {
 	r.mu.Unlock()
 	key := setKey(srcs)
 	r.mu.Lock()
-	r.lastSet, r.lastKey = srcs, key
+	// A copy: the caller's map may change after (a text set anew in it).
+	r.lastSet, r.lastKey = maps.Clone(srcs), key
 	r.mu.Unlock()
 	return key
 }

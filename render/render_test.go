@@ -545,7 +545,8 @@ func TestACarriageReturnIsKept(t *testing.T) {
 }
 
 // The key of a template set is taken from the last set only when each text is the same
-// string: a text changed in place of the same length (a new string) compiles the new text.
+// string: a text changed in place of the same length (a new string) compiles the new text,
+// in another map or in the same one.
 func TestSetKeySeesEachTextChanged(t *testing.T) {
 	r := New(Options{})
 	a := map[string]string{"template": strings.Clone("global A\n"), "x.map": strings.Clone("k v\n")}
@@ -554,6 +555,12 @@ func TestSetKeySeesEachTextChanged(t *testing.T) {
 		if got, want := r.setKey(srcs), setKey(srcs); got != want {
 			t.Errorf("set %d: key %x, want %x", i, got, want)
 		}
+	}
+	// The same map, a text set anew in it.
+	r.setKey(a)
+	a["template"] = strings.Clone("global C\n")
+	if got, want := r.setKey(a), setKey(a); got != want {
+		t.Errorf("a changed in place: key %x, want %x", got, want)
 	}
 	out, err := r.compile(b, "template").prog.Render(context.Background(), nil, jinja.Limits{}, nil)
 	if err != nil || string(out) != "global B" {
