@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/content"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 )
 
@@ -197,5 +198,21 @@ func TestRawFileNotCompiled(t *testing.T) {
 	b := renderAux(t, map[string]string{"template": "x", "files.broken.lua": "{% for %} {{"})
 	if string(b.Files["broken.lua"]) != "{% for %} {{" {
 		t.Errorf("file %q", b.Files["broken.lua"])
+	}
+}
+
+// The bundle's hash, its configuration hashed beside the map files' render (hashConfig), is
+// the hash of its files, with and without map files and other files.
+func TestBundleHashIsItsFilesHash(t *testing.T) {
+	for _, templates := range []map[string]string{
+		{"template": "global\n{% for s in services %}# {{ s.name }}\n{% endfor %}"},
+		{"template": "global\n", "hosts.map": "{% for s in services %}{{ s.name }} be_{{ s.name }}\n{% endfor %}",
+			"files.503.http": "HTTP/1.0 503\r\n\r\n"},
+	} {
+		b := renderAux(t, templates)
+		want := content.Files{Config: b.Config, Certs: b.Certificates, Maps: b.Maps, Files: b.Files}.Hash()
+		if b.Hash != want {
+			t.Errorf("%v: hash %s, want %s", keys(templates), b.Hash, want)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/content"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
@@ -75,6 +76,10 @@ type Renderer struct {
 	unshared bool
 	// kept: the modules the files share, kept for the next render (jinja.ModuleCache).
 	kept jinja.ModuleCache
+	// lastSet and lastKey: a copy of the template set last compiled or found, and its setKey
+	// (under mu).
+	lastSet map[string]string
+	lastKey string
 }
 
 // cacheSize bounds the compiled template sets kept: the live one, the one being tried, and a
@@ -231,6 +236,7 @@ func (r *Renderer) render(ctx context.Context, s *snapshot.Snapshot, apart bool)
 		// HAProxy warns about a last line without a newline.
 		out = append(out, '\n')
 	}
+	sum := hashConfig(out)
 	b := &Bundle{Config: out, Certificates: certs}
 	b.Secret.Add(content.ConfigName, out, res.Secret)
 	lastRendered := -1
@@ -262,8 +268,24 @@ func (r *Renderer) render(ctx context.Context, s *snapshot.Snapshot, apart bool)
 		}
 		b.addFile(a.kind, a.name, data)
 	}
-	b.Hash = b.Content().Hash()
+	b.Hash = sum(b.Content())
 	return b, nil
+}
+
+// hashConfig hashes config beside the rest of the render (the map files, rendered after it):
+// the hash of a large configuration is then not on the way of the sync. The function it
+// returns gives the hash of the files f, whose Config is config: Content().Hash().
+func hashConfig(config []byte) func(f content.Files) string {
+	h := content.NewHasher()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.Config(config)
+	}()
+	return func(f content.Files) string {
+		<-done
+		return h.Sum(f)
+	}
 }
 
 // certificateFiles names the bundle's certificate files. Here, where the files are made, a bad
@@ -525,7 +547,7 @@ func sortedKeys(m map[string]string) []string {
 // sets go on meanwhile, and different sets compile in parallel; concurrent renders of the same
 // new program compile it once.
 func (r *Renderer) compile(srcs map[string]string, root string) *compiled {
-	key := setKey(srcs)
+	key := r.setKey(srcs)
 	r.mu.Lock()
 	st, ok := r.cache[key]
 	if ok {
@@ -551,6 +573,41 @@ func (r *Renderer) compile(srcs map[string]string, root string) *compiled {
 		c.prog, c.err = jinja.Compile(srcs, root, jinja.Options{Filters: extraFilters()})
 	})
 	return c
+}
+
+// setKey is setKey(srcs), that of the last set when srcs holds the same strings: each sync
+// renders the main template and each map file of the set the source decoded again, whose
+// texts (tens of kB) are the same strings as at the last sync, not hashed again each time.
+func (r *Renderer) setKey(srcs map[string]string) string {
+	r.mu.Lock()
+	if sameStrings(r.lastSet, srcs) {
+		key := r.lastKey
+		r.mu.Unlock()
+		return key
+	}
+	r.mu.Unlock()
+	key := setKey(srcs)
+	r.mu.Lock()
+	// A copy: the caller's map may change after (a text set anew in it).
+	r.lastSet, r.lastKey = maps.Clone(srcs), key
+	r.mu.Unlock()
+	return key
+}
+
+// sameStrings says whether a and b map the same keys to the same strings: the same bytes in
+// memory, which a Go string never changes (so the same text; the same text elsewhere in
+// memory is not the same here).
+func sameStrings(a, b map[string]string) bool {
+	if a == nil || len(a) != len(b) {
+		return false
+	}
+	for k, v := range b {
+		w, ok := a[k]
+		if !ok || len(w) != len(v) || unsafe.StringData(w) != unsafe.StringData(v) {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *Renderer) touch(key string) {

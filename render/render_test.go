@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja"
 )
 
 func TestRenderDeterministic(t *testing.T) {
@@ -539,5 +541,29 @@ func TestACarriageReturnIsKept(t *testing.T) {
 		if string(b.Config) != want {
 			t.Errorf("%q renders %q, want %q", src, b.Config, want)
 		}
+	}
+}
+
+// The key of a template set is taken from the last set only when each text is the same
+// string: a text changed in place of the same length (a new string) compiles the new text,
+// in another map or in the same one.
+func TestSetKeySeesEachTextChanged(t *testing.T) {
+	r := New(Options{})
+	a := map[string]string{"template": strings.Clone("global A\n"), "x.map": strings.Clone("k v\n")}
+	b := map[string]string{"template": strings.Clone("global B\n"), "x.map": a["x.map"]}
+	for i, srcs := range []map[string]string{a, a, b, a, maps.Clone(a)} {
+		if got, want := r.setKey(srcs), setKey(srcs); got != want {
+			t.Errorf("set %d: key %x, want %x", i, got, want)
+		}
+	}
+	// The same map, a text set anew in it.
+	r.setKey(a)
+	a["template"] = strings.Clone("global C\n")
+	if got, want := r.setKey(a), setKey(a); got != want {
+		t.Errorf("a changed in place: key %x, want %x", got, want)
+	}
+	out, err := r.compile(b, "template").prog.Render(context.Background(), nil, jinja.Limits{}, nil)
+	if err != nil || string(out) != "global B" {
+		t.Errorf("b renders %q, %v", out, err)
 	}
 }

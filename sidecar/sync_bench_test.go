@@ -160,9 +160,13 @@ func (noReload) Reload(context.Context) error { return nil }
 
 // ingressSyncConfig is the configuration of the Ingress example's sync benchmarks: its
 // watched resources, a directory of its own, no haproxy -c.
-func ingressSyncConfig(b *testing.B) *config.Once {
+func ingressSyncConfig(b *testing.B) *config.Once { return exampleSyncConfig(b, ingressWatch) }
+
+// exampleSyncConfig is the configuration of an example's sync benchmarks: the watched
+// resources watch, a directory of its own, no haproxy -c.
+func exampleSyncConfig(b *testing.B, watch []string) *config.Once {
 	args := []string{"--dir", b.TempDir(), "--validate=false"}
-	for _, w := range ingressWatch {
+	for _, w := range watch {
 		args = append(args, "--watch", w)
 	}
 	cfg, err := config.ParseOnce("validate", args, "", func(string) string { return "" }, io.Discard)
@@ -214,6 +218,14 @@ func BenchmarkSyncNewIngress10000(b *testing.B) {
 // src as the source (all objects but the last extra of each list) and fakes for HAProxy.
 func syncPipeline(tb testing.TB, cfg *config.Once, all *snapshot.Objects, extra int) (*pipeline.Pipeline, *growingSource) {
 	tb.Helper()
+	src := &growingSource{all: all, left: extra}
+	return syncPipelineFrom(tb, cfg, src), src
+}
+
+// syncPipelineFrom is the pipeline run wires for the local HAProxy through a master socket,
+// with src as the source and fakes for HAProxy.
+func syncPipelineFrom(tb testing.TB, cfg *config.Once, src pipeline.Source) *pipeline.Pipeline {
+	tb.Helper()
 	dir := tb.TempDir()
 	store, err := generation.Open(filepath.Join(dir, generation.ConfigName), filepath.Join(dir, generation.CertDirName), filepath.Join(dir, "state"))
 	if err != nil {
@@ -227,7 +239,6 @@ func syncPipeline(tb testing.TB, cfg *config.Once, all *snapshot.Objects, extra 
 	ro := cfg.Render.Options(ssl)
 	ro.MapsDir, ro.FilesDir = store.MapsDir(), store.FilesDir()
 	log := slog.New(slog.DiscardHandler)
-	src := &growingSource{all: all, left: extra}
 	p, err := pipeline.New(pipeline.Config{
 		Source:     src,
 		Inputs:     snapshot.Builder{Options: bo},
@@ -245,5 +256,5 @@ func syncPipeline(tb testing.TB, cfg *config.Once, all *snapshot.Objects, extra 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return p, src
+	return p
 }

@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"hash"
 	"maps"
 	"slices"
 )
@@ -33,30 +34,55 @@ type Files struct {
 // HAProxy runs, the Data Plane API hosts' state): the same files must always give the same
 // hash, or a restarted sidecar reloads HAProxy for nothing. TestHashIsStable pins it.
 func (f Files) Hash() string {
-	h := sha256.New()
-	var n [8]byte
-	count := func(k int) {
-		binary.BigEndian.PutUint64(n[:], uint64(k))
-		h.Write(n[:])
+	h := NewHasher()
+	h.Config(f.Config)
+	return h.Sum(f)
+}
+
+// Hasher computes Files.Hash in two steps: the configuration (Config), then the rest (Sum).
+// The renderer hashes the configuration while it renders the map files: the hash of a large
+// configuration is then not on the way of the sync.
+type Hasher struct {
+	h hash.Hash
+	n [8]byte
+}
+
+// NewHasher returns a Hasher that has hashed nothing yet.
+func NewHasher() *Hasher { return &Hasher{h: sha256.New()} }
+
+// count hashes a count, as 8 bytes big-endian.
+func (h *Hasher) count(k int) {
+	binary.BigEndian.PutUint64(h.n[:], uint64(k))
+	h.h.Write(h.n[:])
+}
+
+// write hashes b, length prefixed.
+func (h *Hasher) write(b []byte) {
+	h.count(len(b))
+	h.h.Write(b)
+}
+
+// named hashes the files of m in name order, each name and content length prefixed.
+func (h *Hasher) named(m map[string][]byte) {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		h.write([]byte(name))
+		h.write(m[name])
 	}
-	write := func(b []byte) {
-		count(len(b))
-		h.Write(b)
-	}
-	named := func(m map[string][]byte) {
-		for _, name := range slices.Sorted(maps.Keys(m)) {
-			write([]byte(name))
-			write(m[name])
-		}
-	}
-	write(f.Config)
-	named(f.Certs)
+}
+
+// Config hashes the configuration: the first step, once.
+func (h *Hasher) Config(config []byte) { h.write(config) }
+
+// Sum hashes the rest of f (its certificates, map files and other files; not its Config,
+// which Config was given) and returns the hash of the whole, as f.Hash does.
+func (h *Hasher) Sum(f Files) string {
+	h.named(f.Certs)
 	if len(f.Maps) > 0 || len(f.Files) > 0 {
-		write(nil)
-		count(len(f.Maps))
-		named(f.Maps)
-		count(len(f.Files))
-		named(f.Files)
+		h.write(nil)
+		h.count(len(f.Maps))
+		h.named(f.Maps)
+		h.count(len(f.Files))
+		h.named(f.Files)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return hex.EncodeToString(h.h.Sum(nil))
 }

@@ -48,3 +48,22 @@ func TestHashSets(t *testing.T) {
 		t.Error("the same name and bytes as a map file, a file and a certificate hash alike")
 	}
 }
+
+// A Hasher given the configuration, then the rest, gives Files.Hash: with and without
+// certificates, map files and other files.
+func TestHasherIsFilesHash(t *testing.T) {
+	for _, f := range []Files{
+		{},
+		{Config: []byte("global\n")},
+		{Config: []byte("global\n"), Certs: map[string][]byte{"b": []byte("B"), "a": []byte("A")}},
+		{Config: []byte("global\n"), Maps: map[string][]byte{"hosts.map": []byte("a b\n")}},
+		{Config: []byte("x"), Certs: map[string][]byte{"a": nil}, Maps: map[string][]byte{"m.map": nil, "n.map": []byte("k v\n")},
+			Files: map[string][]byte{"503.http": []byte("HTTP/1.0 503\r\n\r\n")}},
+	} {
+		h := NewHasher()
+		h.Config(f.Config)
+		if got, want := h.Sum(f), f.Hash(); got != want {
+			t.Errorf("%+v: %s, want %s", f, got, want)
+		}
+	}
+}

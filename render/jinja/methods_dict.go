@@ -127,6 +127,9 @@ func dictPop(d *Dict, a []any) (any, error) {
 // updateDict adds the items of src (a dict or a sequence of pairs) to d.
 func (e *evaluator) updateDict(d *Dict, src any) error {
 	if isMapping(src) {
+		if other, ok := src.(*Dict); ok {
+			d.reserve(other.len())
+		}
 		var err error
 		eachItem(src, func(k, v any) bool {
 			err = d.set(k, v)

@@ -179,6 +179,9 @@ func sortOrder(keys []any, reverse bool) ([]int, error) {
 		idx[i] = i
 	}
 	if allStrings(keys) {
+		if stringsInOrder(keys, reverse) {
+			return idx, nil // a stable sort keeps each where it is
+		}
 		// The common case (names, times): compared as strings are, without compare's switch.
 		slices.SortStableFunc(idx, func(i, j int) int {
 			if reverse {
@@ -201,6 +204,23 @@ func sortOrder(keys []any, reverse bool) ([]int, error) {
 		return c < 0
 	})
 	return idx, err
+}
+
+// stringsInOrder says whether the string keys are in the order a stable sort gives them
+// already (each not after the next; reverse: not before it). Lists often are: the HTTPRoute
+// example sorts its routes by creation time and the merged keys of its routes, made in that
+// order, at each sync; checking costs a comparison per key, sorting about twelve at 3,000.
+func stringsInOrder(keys []any, reverse bool) bool {
+	for i := 1; i < len(keys); i++ {
+		c := strings.Compare(keys[i-1].(string), keys[i].(string))
+		if reverse {
+			c = -c
+		}
+		if c > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // allStrings says whether every key is a plain string.

@@ -336,9 +336,10 @@ func adoptModule(m *module, l *loan) (on []*loan, ok bool) {
 
 // ownModule makes m's dicts and lists l's, when m can be lent as it is (lendable) and none of
 // them is another's (a loan's still): a module imported in a loop, kept as the render made it
-// rather than a copy (loopKeep). false: nothing changed.
-func ownModule(m *module, l *loan) bool {
-	return lendable(m) && (&adopter{l: l, from: m.frame, alone: true}).module(m)
+// rather than a copy (loopKeep). held are m's containers (moduleContainers). false: nothing
+// changed.
+func ownModule(m *module, held map[any]bool, l *loan) bool {
+	return lendableHolding(m, held) && (&adopter{l: l, from: m.frame, alone: true}).module(m)
 }
 
 // module adopts m's values (adoptModule); false: none adopted, and a.l depends on no loan.

@@ -877,18 +877,15 @@ func (c *ModuleCache) loopKeep(key string, lr *loopRead, m *module, e *evaluator
 		}
 		containers(v, outer)
 	}
-	if len(outer) > 0 {
-		held := map[any]bool{}
-		if m.frame != nil {
-			for _, v := range m.frame.vals {
-				containers(v, held)
-			}
-		}
-		containers(m.vars, held)
-		for p := range held {
-			if outer[p] {
-				return nil // its values hold one it was given
-			}
+	// What m holds, walked once: for the check here and for ownModule's (a block of the
+	// HTTPRoute example holds its 64 routes' parts).
+	var held map[any]bool
+	if len(outer) > 0 || !apart {
+		held = moduleContainers(m)
+	}
+	for p := range outer {
+		if held[p] {
+			return nil // its values hold one it was given
 		}
 	}
 	// Its dicts and lists are its: a change of one, once lent, spoils it (one never lent is
@@ -898,7 +895,7 @@ func (c *ModuleCache) loopKeep(key string, lr *loopRead, m *module, e *evaluator
 	// a copy of them beside the copy kept here. Not by a render apart: it runs beside the
 	// syncs' renders, which could not take what it kept while it has it (a copy, then).
 	le := &loopEntry{src: src, vals: snap, parts: lr.parts}
-	own := !apart && ownModule(m, &le.loan)
+	own := !apart && ownModule(m, held, &le.loan)
 	if own {
 		le.mod, le.lendable = detachModule(m), true
 	} else {
@@ -978,7 +975,21 @@ func (c *ModuleCache) release(lent []*loopEntry) {
 // may be handed out itself: what a template can change in it goes through a dict's or a
 // list's methods only (which spoil it, once its own), so it holds no macro (whose frame
 // would be the importer's) and no tuple (which retaint changes in place).
-func lendable(m *module) bool {
+func lendable(m *module) bool { return lendableHolding(m, moduleContainers(m)) }
+
+// lendableHolding is lendable(m), held being m's containers (moduleContainers).
+func lendableHolding(m *module, held map[any]bool) bool {
+	for v := range held {
+		if _, ok := v.(*Macro); ok {
+			return false
+		}
+	}
+	return !holdsTuple(m.vars, 0) && (m.frame == nil || !holdsTuple(m.frame.vals, 0))
+}
+
+// moduleContainers are the dicts, lists, namespaces and macros m holds (containers): in its
+// top level's values and its exported names.
+func moduleContainers(m *module) map[any]bool {
 	seen := map[any]bool{}
 	if m.frame != nil {
 		for _, v := range m.frame.vals {
@@ -986,12 +997,7 @@ func lendable(m *module) bool {
 		}
 	}
 	containers(m.vars, seen)
-	for v := range seen {
-		if _, ok := v.(*Macro); ok {
-			return false
-		}
-	}
-	return !holdsTuple(m.vars, 0) && (m.frame == nil || !holdsTuple(m.frame.vals, 0))
+	return seen
 }
 
 // holdsTuple says whether v holds a tuple (v is a kept module's copy: no cycles).

@@ -296,8 +296,12 @@ func (x *dictIndex) place(s string, i int) {
 }
 
 // grow doubles the table, with the string keys before position i in it again.
-func (x *dictIndex) grow(keys []any, i int) {
-	x.slots, x.n = make([]int32, 2*len(x.slots)), 0
+func (x *dictIndex) grow(keys []any, i int) { x.resize(keys, i, 2*len(x.slots)) }
+
+// resize makes the table size slots (a power of two), with the string keys before position i
+// in it again.
+func (x *dictIndex) resize(keys []any, i, size int) {
+	x.slots, x.n = make([]int32, size), 0
 	for j, k := range keys[:i] {
 		switch k.(type) {
 		case string, Markup, *tainted:
@@ -546,6 +550,9 @@ func (d *Dict) set(key, val any) error {
 	if err != nil {
 		return err
 	}
+	if k.kind == 's' && d.index != nil {
+		return d.setIndexed(k.s, key, val)
+	}
 	if i := d.find(k); i >= 0 {
 		d.vals[i] = val
 		return nil
@@ -558,6 +565,58 @@ func (d *Dict) set(key, val any) error {
 		d.reindex()
 	}
 	return nil
+}
+
+// setIndexed is set of a string key s (key, as given) in a dict with an index: one probe of
+// the table finds the key or the slot a new key takes (the merges of the HTTPRoute example's
+// model set thousands of new keys per render; a lookup, then an insertion, hashed each twice).
+func (d *Dict) setIndexed(s string, key, val any) error {
+	x := d.index
+	mask := uint64(len(x.slots) - 1)
+	h := maphash.String(x.seed, s) & mask
+	for ; x.slots[h] != 0; h = (h + 1) & mask {
+		if i := x.slots[h] - 1; keyString(d.keys[i]) == s {
+			d.vals[i] = val
+			return nil
+		}
+	}
+	d.keys = append(d.keys, key)
+	d.vals = append(d.vals, val)
+	i := len(d.keys) - 1
+	if 2*(x.n+1) > len(x.slots) {
+		x.grow(d.keys, i)
+		x.place(s, i)
+		return nil
+	}
+	x.slots[h] = int32(i + 1)
+	x.n++
+	return nil
+}
+
+// reserve makes room in d for n more keys: its keys, its values and its index grown once, to
+// at least twice their size, rather than step by step as the keys come (an update of a dict
+// of thousands of keys with another's).
+func (d *Dict) reserve(n int) {
+	want := len(d.keys) + n
+	if want <= dictIndexAt {
+		return
+	}
+	if want > cap(d.keys) {
+		d.keys = slices.Grow(d.keys, max(want, 2*cap(d.keys))-len(d.keys))
+	}
+	if want > cap(d.vals) {
+		d.vals = slices.Grow(d.vals, max(want, 2*cap(d.vals))-len(d.vals))
+	}
+	if d.index == nil {
+		return // made when the keys pass dictIndexAt, sized for them then
+	}
+	if x := d.index; 2*(x.n+n) > len(x.slots) {
+		size := len(x.slots)
+		for size < 2*(x.n+n) {
+			size *= 2
+		}
+		x.resize(d.keys, len(d.keys), size)
+	}
 }
 
 func (d *Dict) reindex() {
