@@ -615,6 +615,8 @@ func (c *bodyCache) same(kept, vals []any) bool {
 				c.sealedSame++
 			} else if !bodySame(s.copy, v) {
 				return false
+			} else {
+				s.reseal(v)
 			}
 			continue
 		}
