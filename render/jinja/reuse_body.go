@@ -2,6 +2,7 @@ package jinja
 
 import (
 	"hash/maphash"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -153,6 +154,13 @@ type bodyRun struct {
 	// chained: per read, the data it last followed its chain from, and what it found (read):
 	// the iterations of a run read the same `resources`, whose chains give the same.
 	chained [][2]any
+	// outer: per name of the body's reads, its value when the body's frame (outerIn) does not
+	// name it, nil until looked up: what the frames around the loop's hold does not change while
+	// it runs (a body sets names in its own frame), and a lookup walks them all (the Ingress
+	// example's backends read resources and namespace, from the template's context and the
+	// builtins, at each of 10,000 iterations).
+	outer   []outerName
+	outerIn *frame
 	off     bool // too many iterations refused: the others run as they are
 	// looked, found: the iterations that looked for a kept one while the last render's run
 	// had some (hints), and those that found one.
@@ -215,7 +223,7 @@ func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
 	if n := len(e.bodies.free); n > 0 {
 		r = e.bodies.free[n-1]
 		e.bodies.free = e.bodies.free[:n-1]
-		*r = bodyRun{reads: r.reads[:0], names: r.names[:0], plain: r.plain[:0], chained: r.chained[:0]}
+		*r = bodyRun{reads: r.reads[:0], names: r.names[:0], plain: r.plain[:0], chained: r.chained[:0], outer: r.outer[:0]}
 	}
 	r.c, r.lp, r.k, r.hints, r.list = c, lp, k, hints, make([]*bodyEntry, 0, len(hints))
 	return r
@@ -438,12 +446,8 @@ func (r *bodyRun) read(e *evaluator, f *frame, loop *loopCtx) []any {
 	if r.lp.info.reads != nil {
 		names = r.names[:0]
 	}
-	for _, n := range r.lp.info.names {
-		v, ok := e.lookup(f, n)
-		if !ok {
-			v = notSet{}
-		}
-		names = append(names, v)
+	for j, n := range r.lp.info.names {
+		names = append(names, r.lookup(e, f, j, n))
 	}
 	if r.lp.info.reads == nil {
 		vals = names
@@ -463,6 +467,35 @@ func (r *bodyRun) read(e *evaluator, f *frame, loop *loopCtx) []any {
 	vals = append(vals, e.autoescape)
 	r.reads = vals
 	return vals
+}
+
+// lookup is name n's value (j: its index in the body's names) as f shows it, notSet{} when it
+// is not set: looked up once per run when f does not name it (bodyRun.outer).
+func (r *bodyRun) lookup(e *evaluator, f *frame, j int, n string) any {
+	if f != r.outerIn {
+		clear(r.outer)
+		r.outer, r.outerIn = r.outer[:0], f
+	}
+	for len(r.outer) <= j {
+		r.outer = append(r.outer, outerName{})
+	}
+	if o := r.outer[j]; o.ok {
+		return o.v
+	}
+	v, ok := e.lookup(f, n)
+	if !ok {
+		v = notSet{}
+	}
+	if !slices.Contains(f.names, n) {
+		r.outer[j] = outerName{v, true}
+	}
+	return v
+}
+
+// outerName is a name's value from the frames around a loop (ok: looked up).
+type outerName struct {
+	v  any
+	ok bool
 }
 
 // chainValue is e.chainValue(v, chain) for read j: what the iteration before found when v is
@@ -615,6 +648,8 @@ func (c *bodyCache) same(kept, vals []any) bool {
 				c.sealedSame++
 			} else if !bodySame(s.copy, v) {
 				return false
+			} else {
+				s.reseal(v)
 			}
 			continue
 		}

@@ -1,6 +1,7 @@
 package jinja
 
 import (
+	"unsafe"
 	"weak"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
@@ -24,6 +25,9 @@ type sealedRead struct {
 	dict  weak.Pointer[Dict] // the object read: a dict, or a list
 	list  weak.Pointer[List]
 	owner weak.Pointer[loan] // the loan that owned its dicts and lists
+	// addr is the object's address: another address is another object, told without asking
+	// the weak pointer (which costs a few cache misses: as much as comparing a small dict).
+	addr uintptr
 }
 
 // maxSealed is how many values (counting each item) a read may hold to be sealed: a body that
@@ -39,14 +43,34 @@ func seal(v, copy any) any {
 	if owner == nil || owner.spoiled.Load() || !ownedBy(v, owner, &budget) {
 		return copy
 	}
-	s := &sealedRead{copy: copy, owner: weak.Make(owner)}
+	s := &sealedRead{copy: copy}
+	s.note(v, owner)
+	return s
+}
+
+// note makes s hold v (a dict or list whose dicts and lists owner owns).
+func (s *sealedRead) note(v any, owner *loan) {
+	s.owner, s.dict, s.list = weak.Make(owner), weak.Pointer[Dict]{}, weak.Pointer[List]{}
 	switch x := v.(type) {
 	case *Dict:
-		s.dict = weak.Make(x)
+		s.dict, s.addr = weak.Make(x), uintptr(unsafe.Pointer(x))
 	case *List:
-		s.list = weak.Make(x)
+		s.list, s.addr = weak.Make(x), uintptr(unsafe.Pointer(x))
 	}
-	return s
+}
+
+// reseal makes s hold v, found the same as its copy (bodySame) though another object, when
+// one loan, not spoiled, owns v's dicts and lists: the next renders that read v again find it
+// held, without comparing. The HTTPRoute example's backends were found in other dicts than
+// those their iterations were kept with, at each render after a wave of status writes (the
+// routes' parts computed again once, equal): compared item by item at every render since.
+func (s *sealedRead) reseal(v any) {
+	owner := ownerOf(v)
+	budget := maxSealed
+	if owner == nil || owner.spoiled.Load() || !ownedBy(v, owner, &budget) {
+		return
+	}
+	s.note(v, owner)
 }
 
 // ownedBy says whether every dict and list of v is l's, and v holds nothing else a render may
@@ -93,12 +117,12 @@ func (s *sealedRead) holds(v any) bool {
 	var owner *loan
 	switch x := v.(type) {
 	case *Dict:
-		if s.dict.Value() != x {
+		if uintptr(unsafe.Pointer(x)) != s.addr || s.dict.Value() != x {
 			return false
 		}
 		owner = x.owner
 	case *List:
-		if s.list.Value() != x {
+		if uintptr(unsafe.Pointer(x)) != s.addr || s.list.Value() != x {
 			return false
 		}
 		owner = x.owner

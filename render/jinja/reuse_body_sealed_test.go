@@ -162,3 +162,91 @@ func TestLoopBodiesKeyedReadsOfPartsAreNotSealed(t *testing.T) {
 		}
 	}
 }
+
+// A part computed again to the same values (it read something else that changed): its dict is
+// another object, compared once and then held (reseal), so the renders after take it as the
+// same without comparing; a change in place of it after that is seen. Each render is compared
+// with one computed afresh.
+func TestLoopBodiesResealReadsFoundTheSame(t *testing.T) {
+	const routes = 6
+	p, err := Compile(map[string]string{
+		"t": `{% set bes = {} %}{% for r in routes %}{% import "part" as p with context %}` +
+			`{% do bes.setdefault(r.name, p.be) %}{% endfor %}` +
+			`{% if change %}{% do bes["r3"].refs[0].update({"port": 99}) %}{% endif %}` +
+			`{% for name, be in bes|dictsort %}{{ name }}:{% for ref in be.refs %}{{ ref.svc }}/{{ ref.port }},{% endfor %};{% endfor %}`,
+		"part": `{% set be = {"refs": [{"svc": r.svc, "port": r.port}]} %}{% set note = [r.note] %}`,
+	}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := renderOf(t, p)
+	vars := func(note string, change bool) map[string]any {
+		var rs []any
+		for i := range routes {
+			n := "a"
+			if i == 3 {
+				n = note
+			}
+			rs = append(rs, map[string]any{"name": fmt.Sprint("r", i), "svc": fmt.Sprint("s", i), "port": int64(i), "note": n})
+		}
+		return map[string]any{"routes": rs, "change": change}
+	}
+	var cache ModuleCache
+	for round, c := range []struct {
+		note           string
+		change         bool
+		reused, sealed int
+	}{
+		{"a", false, 0, 0},
+		{"a", false, routes, routes},
+		{"b", false, routes, routes - 1}, // r3's part computed again: its be compared
+		{"b", false, routes, routes},     // and held since
+		{"b", true, routes - 1, routes - 1},
+	} {
+		v := vars(c.note, c.change)
+		reused, sealed := cache.BodiesReused(), cache.bodies.sealedSame
+		got := render(v, &Modules{Across: &cache})
+		if want := render(v, nil); got != want {
+			t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
+		}
+		cache.Sweep()
+		reused, sealed = cache.BodiesReused()-reused, cache.bodies.sealedSame-sealed
+		if reused != c.reused || sealed != c.sealed {
+			t.Errorf("render %d: %d iterations reused, %d reads taken as sealed; want %d, %d", round, reused, sealed, c.reused, c.sealed)
+		}
+	}
+}
+
+// reseal holds another object found the same only when one loan, not spoiled, owns it whole.
+func TestResealOwnedWhole(t *testing.T) {
+	var l loan
+	outer := &Dict{keys: []any{"k"}, vals: []any{"v"}, owner: &l}
+	s := seal(outer, "copy").(*sealedRead)
+	nobodys := &Dict{keys: []any{"k"}, vals: []any{"v"}}
+	s.reseal(nobodys)
+	if s.holds(nobodys) || !s.holds(outer) {
+		t.Error("resealed to a dict nobody owns")
+	}
+	twin := &Dict{keys: []any{"k"}, vals: []any{"v"}, owner: &l}
+	s.reseal(twin)
+	if !s.holds(twin) || s.holds(outer) {
+		t.Error("not resealed to another dict of the loan")
+	}
+	list := &List{items: []any{"x"}, owner: &l}
+	s.reseal(list)
+	if !s.holds(list) || s.holds(twin) {
+		t.Error("not resealed to a list of the loan")
+	}
+	var l2 loan
+	mixed := &Dict{keys: []any{"refs"}, vals: []any{&List{items: []any{"x"}}}, owner: &l2} // its list nobody's
+	s.reseal(mixed)
+	if s.holds(mixed) || !s.holds(list) {
+		t.Error("resealed to a dict holding a list nobody owns")
+	}
+	spoiled := &Dict{keys: []any{"k"}, vals: []any{"v"}, owner: &l2}
+	spoiled.changing() // spoils l2
+	s.reseal(spoiled)
+	if s.holds(spoiled) || !s.holds(list) {
+		t.Error("resealed to a dict of a spoiled loan")
+	}
+}

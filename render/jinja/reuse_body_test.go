@@ -439,3 +439,53 @@ func TestUsedInKeepsTheUsedOfAChain(t *testing.T) {
 		}
 	}
 }
+
+// A name the body's frame does not name is looked up once per run (the frames around the loop
+// do not change while it runs); the loop's own names at each iteration; another frame (another
+// run) looks again.
+func TestBodyRunLooksOuterNamesUpOnce(t *testing.T) {
+	e := &evaluator{}
+	outer := &frame{names: []string{"g"}, vals: []any{"g1"}}
+	body := &frame{parent: outer, names: []string{"i"}, vals: []any{int64(1)}}
+	r := &bodyRun{}
+	read := func(f *frame) []any {
+		return []any{r.lookup(e, f, 0, "g"), r.lookup(e, f, 1, "i"), r.lookup(e, f, 2, "missing")}
+	}
+	if got := read(body); got[0] != "g1" || got[1] != int64(1) || got[2] != (notSet{}) {
+		t.Fatalf("first: %v", got)
+	}
+	outer.vals[0], body.vals[0] = "g2", int64(2) // (as no body does to the frames around it)
+	if got := read(body); got[0] != "g1" || got[1] != int64(2) {
+		t.Fatalf("second iteration: %v; want g1 (looked up once), 2", got)
+	}
+	again := &frame{parent: outer, names: []string{"i"}, vals: []any{int64(3)}}
+	if got := read(again); got[0] != "g2" || got[1] != int64(3) {
+		t.Fatalf("another run: %v; want g2, 3", got)
+	}
+}
+
+// A loop inside another reads the outer one's name, which changes from run to run of the inner
+// one: each render kept is the same as one computed afresh.
+func TestLoopBodiesReadOuterNamesPerRun(t *testing.T) {
+	p, err := Compile(map[string]string{
+		// (The outer loop reads its loop object whole: its iterations are not kept, the inner
+		// loop's are.)
+		"t": `{% for o in outs %}{% set l = loop %}{% set m = o ~ "!" %}{% for i in ins %}{{ o }}{{ m }}{{ i }}{{ namespace(a=1).a }}{{ g }};{% endfor %}|{% endfor %}`,
+	}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := renderOf(t, p)
+	var cache ModuleCache
+	for round, outs := range [][]any{{"a", "b", "c"}, {"a", "b", "c"}, {"c", "a", "d"}, {"d", "d", "a"}} {
+		v := map[string]any{"outs": outs, "ins": []any{"1", "2", "3", "4", "5"}, "g": fmt.Sprint("g", round%2)}
+		got := render(v, &Modules{Across: &cache})
+		if want := render(v, nil); got != want {
+			t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
+		}
+		cache.Sweep()
+	}
+	if cache.BodiesReused() == 0 {
+		t.Error("no iteration reused")
+	}
+}

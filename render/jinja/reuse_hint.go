@@ -26,9 +26,19 @@ func (p *placed[E]) at(i int) (E, bool) {
 	return zero, false
 }
 
+// realignWindow is how far from where item i looked a found item is first looked for in
+// the hints, before they are indexed: an item added or deleted shifts those after it by one,
+// and indexing 10,000 hints (a map of them) cost more than the loop's kept iterations saved
+// in the render that added one Ingress.
+const realignWindow = 8
+
 // realign makes the items after item i look in the hints after e, when e is one of them.
 func (p *placed[E]) realign(e E, i int) {
 	if len(p.hints) == 0 {
+		return
+	}
+	if j, ok := p.near(e, i+p.offset); ok {
+		p.offset = j - i
 		return
 	}
 	if p.pos == nil {
@@ -43,6 +53,23 @@ func (p *placed[E]) realign(e E, i int) {
 	if j, ok := p.pos[e]; ok {
 		p.offset = j - i
 	}
+}
+
+// near is the place of e in the hints within realignWindow of at (the first such); false
+// when it is not there. The hints are only where items look first (what is found there is
+// compared), so a nearer place of an item that is twice in them serves as well.
+func (p *placed[E]) near(e E, at int) (int, bool) {
+	var zero E
+	if e == zero {
+		return 0, false // (an item not kept is nil in the hints: never where e is)
+	}
+	lo, hi := max(at-realignWindow, 0), min(at+realignWindow+1, len(p.hints))
+	for j := lo; j < hi; j++ {
+		if p.hints[j] == e {
+			return j, true
+		}
+	}
+	return 0, false
 }
 
 // importRun is one render's imports of a module in loops, in order.
