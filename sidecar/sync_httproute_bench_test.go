@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
-	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 	"github.com/haproxy-sidecar/haproxy-sidecar/watcher"
 )
@@ -144,27 +141,5 @@ func BenchmarkSyncPathHTTPRoute3000(b *testing.B) {
 	cfg := exampleSyncConfig(b, httprouteWatch)
 	all, versions := httprouteBenchObjects(b, cfg.Inputs, n, changes)
 	src := &pathSource{all: all, at: n / 2, versions: versions}
-	p := syncPipelineFrom(b, cfg, src)
-	ctx := context.Background()
-	if res := p.Sync(ctx, "start"); res.Outcome != apply.Applied {
-		b.Fatalf("first sync: %v %v", res.Outcome, res.Err)
-	}
-	b.ReportAllocs()
-	runtime.GC()
-	cpu := benchCPU()
-	for b.Loop() {
-		if !src.change() {
-			b.Fatalf("more than %d changes", changes)
-		}
-		res := p.Sync(ctx, "change")
-		if res.Outcome != apply.Applied || res.Action.String() != "runtime" {
-			b.Fatalf("change: %v %v %v", res.Outcome, res.Action, res.Err)
-		}
-	}
-	b.ReportMetric(float64(benchCPU()-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "live-MB")
-	runtime.KeepAlive(p)
+	benchSyncChanges(b, syncPipelineFrom(b, cfg, src), src.change, changes)
 }
