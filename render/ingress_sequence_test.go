@@ -392,6 +392,26 @@ func useReference(t *testing.T, snap *snapshot.Snapshot, reference map[string]st
 	snap.Templates["routes.map"] = strings.Replace(snap.Templates["routes.map"], loop, refLoop, 1)
 }
 
+// renderAsReference renders w with the example and with the reference (useReference), fails
+// t when they differ, and returns the example's bundle.
+func renderAsReference(t *testing.T, opts Options, w *ingressWorld, reference map[string]string) *Bundle {
+	t.Helper()
+	refSnap := w.snapshot(t)
+	useReference(t, refSnap, reference)
+	want, err := renderFresh(opts, refSnap)
+	if err != nil {
+		t.Fatalf("the reference: %v", err)
+	}
+	got, err := renderFresh(opts, w.snapshot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := bundleDiff(got, want); d != "" {
+		t.Fatalf("the example renders otherwise than the reference: %s", d)
+	}
+	return got
+}
+
 // TestIngressBlocksKeptAcrossChanges: with a thousand Ingresses (blocks of up to 128), the
 // Ingress example renders every step of a random sequence as a fresh renderer does; an Ingress
 // edited computes its block's part only, and one added or deleted (among the others: the
@@ -479,19 +499,7 @@ func TestIngressExactKeysOrderAsReference(t *testing.T) {
 				"a/i2": ing("i2", path("/B", "Prefix"), path("/a", "Prefix")),
 				"a/i3": ing("i3", path("/A/", "Prefix")),
 			}
-			refSnap := w.snapshot(t)
-			useReference(t, refSnap, reference)
-			want, err := renderFresh(opts, refSnap)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := renderFresh(opts, w.snapshot(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := bundleDiff(got, want); d != "" {
-				t.Fatalf("the example renders otherwise than the reference: %s", d)
-			}
+			got := renderAsReference(t, opts, w, reference)
 			routes := string(got.Maps["routes.map"])
 			if !strings.Contains(routes, "h.example.com/b? be_a_web_http\nh.example.com/B? be_a_web_http\n") {
 				t.Errorf("the exact keys not in the Ingresses' order:\n%s", routes)
@@ -516,19 +524,7 @@ func TestIngressBlocksCutAtEachUidPrefix(t *testing.T) {
 		ing["metadata"].(map[string]any)["uid"] = fmt.Sprintf("%s%04x-e0", prefixes[i*7%len(prefixes)], i)
 		w.ingresses["a/"+name] = ing
 	}
-	refSnap := w.snapshot(t)
-	useReference(t, refSnap, reference)
-	want, err := renderFresh(opts, refSnap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := renderFresh(opts, w.snapshot(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := bundleDiff(got, want); d != "" {
-		t.Fatalf("the example renders otherwise than the reference: %s", d)
-	}
+	got := renderAsReference(t, opts, w, reference)
 	if n := strings.Count(string(got.Config), "# haproxy-sidecar: serves Ingress "); n < 100 {
 		t.Fatalf("%d Ingresses served: the world serves too few to tell", n)
 	}
