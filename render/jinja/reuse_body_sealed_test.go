@@ -55,13 +55,7 @@ func TestLoopBodiesTakeSealedReadsAsTheSame(t *testing.T) {
 				if round == 2 {
 					v = vars(c.change, c.edit)
 				}
-				reused, sealed := cache.BodiesReused(), cache.bodies.sealedSame
-				got := render(v, &Modules{Across: &cache})
-				if want := render(v, nil); got != want {
-					t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
-				}
-				cache.Sweep()
-				reused, sealed = cache.BodiesReused()-reused, cache.bodies.sealedSame-sealed
+				reused, sealed := renderCounting(t, render, &cache, v, round)
 				wantReused, wantSealed := []int{0, routes, c.reused}[round], []int{0, routes, c.sealed}[round]
 				if reused != wantReused || sealed != wantSealed {
 					t.Errorf("render %d: %d iterations reused, %d reads taken as sealed; want %d, %d", round, reused, sealed, wantReused, wantSealed)
@@ -204,17 +198,25 @@ func TestLoopBodiesResealReadsFoundTheSame(t *testing.T) {
 		{"b", true, routes - 1, routes - 1},
 	} {
 		v := vars(c.note, c.change)
-		reused, sealed := cache.BodiesReused(), cache.bodies.sealedSame
-		got := render(v, &Modules{Across: &cache})
-		if want := render(v, nil); got != want {
-			t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
-		}
-		cache.Sweep()
-		reused, sealed = cache.BodiesReused()-reused, cache.bodies.sealedSame-sealed
+		reused, sealed := renderCounting(t, render, &cache, v, round)
 		if reused != c.reused || sealed != c.sealed {
 			t.Errorf("render %d: %d iterations reused, %d reads taken as sealed; want %d, %d", round, reused, sealed, c.reused, c.sealed)
 		}
 	}
+}
+
+// renderCounting renders vars with cache (render number round), fails t when the output is
+// not what a render afresh gives, and returns how many iterations were reused and how many
+// reads taken as sealed.
+func renderCounting(t *testing.T, render func(map[string]any, *Modules) string, cache *ModuleCache, vars map[string]any, round int) (reused, sealed int) {
+	t.Helper()
+	reused, sealed = cache.BodiesReused(), cache.bodies.sealedSame
+	got := render(vars, &Modules{Across: cache})
+	if want := render(vars, nil); got != want {
+		t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
+	}
+	cache.Sweep()
+	return cache.BodiesReused() - reused, cache.bodies.sealedSame - sealed
 }
 
 // reseal holds another object found the same only when one loan, not spoiled, owns it whole.
