@@ -87,15 +87,22 @@ func (s *growingSource) Run(ctx context.Context, changed func()) error { <-ctx.D
 func (s *growingSource) Objects(context.Context) (*snapshot.Objects, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := *s.all
-	// The kube source reads typed EndpointSlices only in the namespaces the services name:
-	// none with the Ingress example.
+	return kubeObjects(s.all, func(_ string, list []*snapshot.Object) []*snapshot.Object {
+		return list[:len(list)-s.left]
+	}), nil
+}
+
+// kubeObjects is all as the kube source gives it, each list of resources as list makes it:
+// without typed EndpointSlices, which the kube source reads only in the namespaces the
+// services name (none with the examples).
+func kubeObjects(all *snapshot.Objects, list func(resource string, l []*snapshot.Object) []*snapshot.Object) *snapshot.Objects {
+	out := *all
 	out.EndpointSlices = nil
-	out.Resources = make(map[string][]*snapshot.Object, len(s.all.Resources))
-	for name, list := range s.all.Resources {
-		out.Resources[name] = list[:len(list)-s.left]
+	out.Resources = make(map[string][]*snapshot.Object, len(all.Resources))
+	for name, l := range all.Resources {
+		out.Resources[name] = list(name, l)
 	}
-	return &out, nil
+	return &out
 }
 
 // next adds the next route; false once there is none left.

@@ -103,20 +103,14 @@ func (s *pathSource) Run(ctx context.Context, changed func()) error { <-ctx.Done
 func (s *pathSource) Objects(context.Context) (*snapshot.Objects, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := *s.all
-	// The kube source reads typed EndpointSlices only in the namespaces the services name:
-	// none with the Gateway API example.
-	out.EndpointSlices = nil
-	out.Resources = make(map[string][]*snapshot.Object, len(s.all.Resources))
-	for name, list := range s.all.Resources {
-		out.Resources[name] = list
-	}
-	if s.next > 0 {
-		routes := append([]*snapshot.Object(nil), s.all.Resources["httproutes"]...)
+	return kubeObjects(s.all, func(resource string, list []*snapshot.Object) []*snapshot.Object {
+		if resource != "httproutes" || s.next == 0 {
+			return list
+		}
+		routes := append([]*snapshot.Object(nil), list...)
 		routes[s.at] = s.versions[s.next-1]
-		out.Resources["httproutes"] = routes
-	}
-	return &out, nil
+		return routes
+	}), nil
 }
 
 // change makes the next version of the route the source's; false once there is none left.
