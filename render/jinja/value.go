@@ -250,14 +250,21 @@ func keyString(k any) string {
 
 // str finds the string key s among keys.
 func (x *dictIndex) str(keys []any, s string) (int, bool) {
+	i, _, found := x.probe(keys, s)
+	return i, found
+}
+
+// probe finds the string key s among keys: its position i when found, else the free slot
+// where it goes.
+func (x *dictIndex) probe(keys []any, s string) (i int, slot uint64, found bool) {
 	mask := uint64(len(x.slots) - 1)
 	for h := maphash.String(x.seed, s) & mask; ; h = (h + 1) & mask {
 		v := x.slots[h]
 		if v == 0 {
-			return 0, false
+			return 0, h, false
 		}
 		if keyString(keys[v-1]) == s {
-			return int(v - 1), true
+			return int(v - 1), h, true
 		}
 	}
 }
@@ -572,23 +579,20 @@ func (d *Dict) set(key, val any) error {
 // model set thousands of new keys per render; a lookup, then an insertion, hashed each twice).
 func (d *Dict) setIndexed(s string, key, val any) error {
 	x := d.index
-	mask := uint64(len(x.slots) - 1)
-	h := maphash.String(x.seed, s) & mask
-	for ; x.slots[h] != 0; h = (h + 1) & mask {
-		if i := x.slots[h] - 1; keyString(d.keys[i]) == s {
-			d.vals[i] = val
-			return nil
-		}
+	i, slot, found := x.probe(d.keys, s)
+	if found {
+		d.vals[i] = val
+		return nil
 	}
 	d.keys = append(d.keys, key)
 	d.vals = append(d.vals, val)
-	i := len(d.keys) - 1
+	i = len(d.keys) - 1
 	if 2*(x.n+1) > len(x.slots) {
 		x.grow(d.keys, i)
 		x.place(s, i)
 		return nil
 	}
-	x.slots[h] = int32(i + 1)
+	x.slots[slot] = int32(i + 1)
 	x.n++
 	return nil
 }
