@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 )
 
@@ -11,7 +12,13 @@ import (
 // whole, and a namespace index of every key costs 2 MB at 10,000 Ingresses, Services and
 // EndpointSlices (issue 25, item 3).
 func TestWatchedInformersKeepNoIndex(t *testing.T) {
-	k := &Kube{Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
+	// The fake lists only the kinds it is told of; without them it panics in the informers'
+	// first list, which may still be under way when they are shut down.
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}: "IngressList",
+		{Version: "v1", Resource: "services"}:                              "ServiceList",
+	})
+	k := &Kube{Dynamic: dyn,
 		Watch: watchList(t, "ingresses.v1.networking.k8s.io", "services.v1")}
 	res, factories, err := k.watchResources()
 	if err != nil {
