@@ -368,16 +368,17 @@ func (a *Applier) write(ctx context.Context, j Job) (res Result, failed bool) {
 	if a.cfg.Writer.Queue(job) {
 		return Result{}, false
 	}
+	// The outcome is recorded as the background writer's is, through Written (the writer's
+	// done): a rejection makes the next sync search for the data at fault, a failure is
+	// reported once and tried again.
 	w := a.cfg.Writer.WriteNow(ctx, job)
-	if w.Err != nil && w.Rejected == nil {
-		return a.cfg.Report.Failure(ctx, failure.Write, w.Err), true
-	}
-	// A rejection is recorded as the background writer's is (the next sync searches for the
-	// data at fault); this sync also takes the runtime changes back and reports it.
-	a.Written(w)
-	if w.Rejected != nil {
+	switch {
+	case w.Rejected != nil:
+		// This sync also takes the runtime changes back and reports it.
 		a.revertRuntime(ctx)
 		return a.cfg.Report.Rejection(ctx, w.Rejected), true
+	case w.Err != nil:
+		return Result{Outcome: Failed, Err: w.Err, Retry: true}, true
 	}
 	return Result{}, false
 }
@@ -389,9 +390,9 @@ type written struct {
 	reason string
 }
 
-// Written records a write of the background writer (or one made at once): on success the
-// rendering is the last good one and is reported live; a rejection or failure makes the next
-// sync deal with it.
+// Written records a write of the background writer, or one made at once (it is the writer's
+// done either way): on success the rendering is the last good one and is reported live; a
+// rejection or failure makes the next sync deal with it.
 func (a *Applier) Written(w generation.Written) {
 	pl := w.Job.Payload.(written)
 	switch {

@@ -134,10 +134,13 @@ func (w *Writer) Queue(job *WriteJob) bool {
 	return true
 }
 
-// WriteNow writes job in the caller's goroutine and returns the outcome (done is not called).
+// WriteNow writes job in the caller's goroutine, hands the outcome to done as a background
+// write's, and returns it: every write's outcome is recorded in one place.
 func (w *Writer) WriteNow(ctx context.Context, job *WriteJob) Written {
 	job.queued = time.Now()
-	return w.write(ctx, job)
+	res := w.write(ctx, job)
+	w.done(res)
+	return res
 }
 
 // Drop forgets the rendering waiting to be written (the caller makes a newer one live) and

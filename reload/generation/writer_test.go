@@ -101,6 +101,25 @@ func TestWriterRejected(t *testing.T) {
 	}
 }
 
+// TestWriteNowTellsDone: a write made at once hands its outcome to done, as a background
+// write does, whatever it is: the caller records every write in one place.
+func TestWriteNowTellsDone(t *testing.T) {
+	s := open(t, newEnv(t))
+	var told []Written
+	w := NewWriter(s, (&gatedCheck{}).check, isRejected, func(r Written) { told = append(told, r) }, time.Second)
+	bad := w.WriteNow(context.Background(), &WriteJob{Hash: "bad1", Content: Content{Config: []byte("bad")}})
+	good := w.WriteNow(context.Background(), &WriteJob{Hash: "ok1", Content: Content{Config: []byte("fine")}})
+	if len(told) != 2 {
+		t.Fatalf("done told of %d writes, want 2", len(told))
+	}
+	if told[0].Job.Hash != "bad1" || told[0].Rejected != bad.Rejected || bad.Rejected == nil {
+		t.Errorf("the rejection told %+v, returned %+v", told[0], bad)
+	}
+	if told[1].Job.Hash != "ok1" || told[1].Gen != good.Gen || good.Gen == nil {
+		t.Errorf("the write told %+v, returned %+v", told[1], good)
+	}
+}
+
 // TestWriterExclusive: taking the Exclusive lock waits for the write under way: what is done
 // under it sees the write finished.
 func TestWriterExclusive(t *testing.T) {
