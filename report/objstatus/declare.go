@@ -570,24 +570,6 @@ type ParentWant struct {
 	Conditions []Condition
 }
 
-// Collect groups declarations by object. A declaration that repeats one already made (the same
-// object, the same Gateway listener or the same route parent) is left out, with a problem when
-// it says something else. A Gateway declared by its listeners only is accepted and programmed.
-func Collect(decls []Declaration) (map[Object]Want, []error) {
-	at := make([]declAt, len(decls))
-	lines := make([]parsedLine, len(decls))
-	for i := range decls {
-		lines[i].more = &decls[i]
-		at[i] = declAt{p: &lines[i], line: decls[i].Line}
-	}
-	set, problems := collect(at)
-	out := make(map[Object]Want, len(set))
-	for o := range set {
-		out[o] = set.get(o)
-	}
-	return out, problems
-}
-
 // wantSet is what the declarations of a rendering say, by object: its Want, nil when that is
 // zero (an Ingress that warns of nothing: nearly every object at 10,000 Ingresses). 56 bytes
 // an object in the map rather than 184: the Writer keeps one, and makes the next beside it.
@@ -608,7 +590,10 @@ func zeroWant(w Want) bool {
 		w.Parents == nil && w.Warning == "" && w.WarningReason == ""
 }
 
-// collect is Collect of the declarations at their lines (their Line is not read).
+// collect groups declarations by object. A declaration that repeats one already made (the same
+// object, the same Gateway listener or the same route parent) is left out, with a problem when
+// it says something else. A Gateway declared by its listeners only is accepted and programmed.
+// The declarations are at their lines (their Line is not read).
 func collect(decls []declAt) (wantSet, []error) {
 	out := make(wantSet, len(decls)) // mostly one declaration per object
 	first := newFirstTable(decls)    // the declaration that stands, by what it is of

@@ -151,7 +151,7 @@ func TestCollect(t *testing.T) {
 	if len(problems) != 0 {
 		t.Fatal(problems)
 	}
-	got, problems := Collect(decls)
+	got, problems := collectWants(decls)
 	want := map[Object]Want{
 		{KindIngress, "web", "a"}: {},
 		{KindGateway, "lb", "gw"}: {Generation: 2, Conditions: []Condition{accepted(), programmed()}},
@@ -185,7 +185,7 @@ func TestCollectListeners(t *testing.T) {
 	if len(problems) != 0 {
 		t.Fatal(problems)
 	}
-	got, problems := Collect(decls)
+	got, problems := collectWants(decls)
 	httpRoute := []RouteKind{{gatewayGroup, "HTTPRoute"}}
 	ok := []Condition{accepted(), programmed(), resolved(), noConflicts()}
 	want := map[Object]Want{
@@ -219,9 +219,25 @@ func BenchmarkParseCollect(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		decls, problems := Parse(data)
-		wants, more := Collect(decls)
+		wants, more := collectWants(decls)
 		if len(problems)+len(more) > 0 || len(wants) != 10000 {
 			b.Fatalf("%d objects, problems %v %v", len(wants), problems, more)
 		}
 	}
+}
+
+// collectWants is collect of declarations made in a test, as plain Wants by object.
+func collectWants(decls []Declaration) (map[Object]Want, []error) {
+	at := make([]declAt, len(decls))
+	lines := make([]parsedLine, len(decls))
+	for i := range decls {
+		lines[i].more = &decls[i]
+		at[i] = declAt{p: &lines[i], line: decls[i].Line}
+	}
+	set, problems := collect(at)
+	out := make(map[Object]Want, len(set))
+	for o := range set {
+		out[o] = set.get(o)
+	}
+	return out, problems
 }

@@ -245,7 +245,7 @@ func TestIncrementalMatchesFresh(t *testing.T) {
 			}
 
 			wantWants, wantMore := referenceCollect(wantDecls)
-			wants, more := Collect(decls)
+			wants, more := collectWants(decls)
 			if !reflect.DeepEqual(wants, wantWants) || !reflect.DeepEqual(errorStrings(more), errorStrings(wantMore)) {
 				t.Fatalf("%s\nCollect %+v %q\nwant %+v %q", where, wants, errorStrings(more), wantWants, errorStrings(wantMore))
 			}

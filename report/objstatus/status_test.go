@@ -241,7 +241,7 @@ func TestGatewayListeners(t *testing.T) {
 	if len(problems) != 0 {
 		t.Fatal(problems)
 	}
-	wants, problems := Collect(decls)
+	wants, problems := collectWants(decls)
 	if len(problems) != 0 {
 		t.Fatal(problems)
 	}
