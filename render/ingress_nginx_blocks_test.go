@@ -33,6 +33,9 @@ type nginxWorld struct {
 	certs     map[string]bool
 	env       map[string]string
 	next      int
+	// noExact: the Ingresses' paths are Prefix or ImplementationSpecific, never Exact (the
+	// example merges its exact keys otherwise then).
+	noExact bool
 }
 
 func newNginxWorld(seed uint64, n int) *nginxWorld {
@@ -134,6 +137,9 @@ func (w *nginxWorld) newIngress(ns, name string) map[string]any {
 		var paths []any
 		for range w.rng.IntN(4) {
 			p := map[string]any{"pathType": w.oneOf("Prefix", "Exact", "ImplementationSpecific", "Prefix"), "backend": w.backend()}
+			if w.noExact && p["pathType"] == "Exact" {
+				p["pathType"] = "Prefix"
+			}
 			if v := w.oneOf("/", "/api", "/api/", "/Api", "/v1/x", "/a b", "", "/q?x", "/api(/|$)(.*)", "/v[0-9]+/items", "/x y(.*)"); v != "" {
 				p["path"] = v
 			}
@@ -257,10 +263,19 @@ func (w *nginxWorld) snapshot(t *testing.T, templates map[string]string) *snapsh
 
 // TestIngressNginxBlocksRenderAsTheReference: along a random sequence of changes (Ingresses
 // added, edited and deleted, colliding across blocks; Services, endpoints, certificates and
-// PROXY_BODY_SIZE changed), the ingress-nginx example (its Ingresses in blocks of 64) renders
+// PROXY_BODY_SIZE changed), the ingress-nginx example (its Ingresses in blocks) renders
 // every step byte for byte as the example did before the blocks (testdata, a fresh renderer),
-// both through the renderer kept from step to step and through a fresh one.
+// both through the renderer kept from step to step and through a fresh one; with Exact paths
+// and without any (the example merges its exact keys otherwise then: a shorter sequence).
 func TestIngressNginxBlocksRenderAsTheReference(t *testing.T) {
+	for _, noExact := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noExact=%v", noExact), func(t *testing.T) {
+			testIngressNginxBlocksRenderAsTheReference(t, noExact)
+		})
+	}
+}
+
+func testIngressNginxBlocksRenderAsTheReference(t *testing.T, noExact bool) {
 	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps", Timeout: largeWorldTimeout}
 	example := loadConfigMapData(t, "../examples/templates/ingress-nginx.yaml")
 	reference := loadConfigMapData(t, nginxReference)
@@ -268,13 +283,20 @@ func TestIngressNginxBlocksRenderAsTheReference(t *testing.T) {
 		t.Fatal("the example is the reference: nothing to compare")
 	}
 	kept := New(opts)
-	w := newNginxWorld(2, 150)
+	w := newNginxWorld(2, 0)
+	w.noExact = noExact
+	for range 150 {
+		w.addIngress()
+	}
 	digest := sha256.New()
 	steps := 300
 	if testing.Short() {
 		steps = 60
 	} else if raceDetector {
 		steps = 120 // under -race, about ten times slower (make test)
+	}
+	if noExact {
+		steps /= 2
 	}
 	counts := map[string]int{}
 	seen := map[string]bool{}
@@ -297,18 +319,19 @@ func TestIngressNginxBlocksRenderAsTheReference(t *testing.T) {
 		}
 		cfg, routes := string(want.Config), string(want.Maps["routes.map"])
 		for s, ok := range map[string]bool{
-			"a canary":                   strings.Contains(cfg, "use_backend be_") && strings.Contains(cfg, "-m str be_"),
-			"a canary without a primary": strings.Contains(cfg, "canary: no Ingress of the class serves"),
-			"a refused Ingress":          strings.Contains(cfg, "is not served: refused"),
-			"an unsupported annotation":  strings.Contains(cfg, "mirror-target: not supported"),
-			"a missing certificate":      strings.Contains(cfg, ": no certificate "),
-			"the HTTPS frontend":         strings.Contains(cfg, "\nfrontend https\n"),
-			"an app root":                strings.Contains(cfg, "code 302 if "),
-			"a default backend":          strings.Contains(routes, "\ndefault? be_"),
-			"an exact path":              strings.Contains(routes, "? be_"),
-			"a regular expression":       strings.Contains(string(want.Maps["regex.map"]), "(?i)^"),
-			"a path not served":          strings.Contains(cfg, ", not served"),
-			"a server":                   strings.Contains(cfg, "\n  server "),
+			"a canary":                        strings.Contains(cfg, "use_backend be_") && strings.Contains(cfg, "-m str be_"),
+			"a canary without a primary":      strings.Contains(cfg, "canary: no Ingress of the class serves"),
+			"a refused Ingress":               strings.Contains(cfg, "is not served: refused"),
+			"an unsupported annotation":       strings.Contains(cfg, "mirror-target: not supported"),
+			"a missing certificate":           strings.Contains(cfg, ": no certificate "),
+			"the HTTPS frontend":              strings.Contains(cfg, "\nfrontend https\n"),
+			"an app root":                     strings.Contains(cfg, "code 302 if "),
+			"a default backend":               strings.Contains(routes, "\ndefault? be_"),
+			"an exact path":                   strings.Contains(routes, "? be_"),
+			"an Exact path (none if noExact)": exactPathIn(w) != noExact,
+			"a regular expression":            strings.Contains(string(want.Maps["regex.map"]), "(?i)^"),
+			"a path not served":               strings.Contains(cfg, ", not served"),
+			"a server":                        strings.Contains(cfg, "\n  server "),
 		} {
 			seen[s] = seen[s] || ok
 		}
@@ -336,4 +359,125 @@ func TestIngressNginxBlocksKeptAcrossChanges(t *testing.T) {
 		steps = 30
 	}
 	assertBlocksKept(t, opts, kept, steps, w.step, func() *snapshot.Snapshot { return w.snapshot(t, example) })
+}
+
+// exactPathIn says whether an Ingress of w has an Exact path.
+func exactPathIn(w *nginxWorld) bool {
+	for _, ing := range w.ingresses {
+		rules, _ := ing["spec"].(map[string]any)["rules"].([]any)
+		for _, r := range rules {
+			http, _ := r.(map[string]any)["http"].(map[string]any)
+			paths, _ := http["paths"].([]any)
+			for _, p := range paths {
+				if p.(map[string]any)["pathType"] == "Exact" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// nginxAsReference renders w's snapshot with the ingress-nginx example and with the
+// reference (fresh renderers), fails t when they differ, and returns the example's bundle.
+func nginxAsReference(t *testing.T, w *nginxWorld) *Bundle {
+	t.Helper()
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps", Timeout: largeWorldTimeout}
+	want, err := renderFresh(opts, w.snapshot(t, loadConfigMapData(t, nginxReference)))
+	if err != nil {
+		t.Fatalf("the reference: %v", err)
+	}
+	got, err := renderFresh(opts, w.snapshot(t, loadConfigMapData(t, "../examples/templates/ingress-nginx.yaml")))
+	if err != nil {
+		t.Fatalf("the example: %v", err)
+	}
+	if d := bundleDiff(got, want); d != "" {
+		t.Fatalf("the example renders otherwise than the reference: %s", d)
+	}
+	return got
+}
+
+// nginxIngress is the Ingress a/name of class nginx for host h.example.com with paths
+// ([PATH, PATH TYPE] to Service web, port 80), its uid given.
+func nginxIngress(name, uid string, paths ...[2]string) map[string]any {
+	var ps []any
+	for _, p := range paths {
+		ps = append(ps, map[string]any{"path": p[0], "pathType": p[1], "backend": map[string]any{
+			"service": map[string]any{"name": "web", "port": map[string]any{"number": int64(80)}}}})
+	}
+	return map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+		"metadata": map[string]any{"name": name, "namespace": "a", "uid": uid},
+		"spec": map[string]any{"ingressClassName": "nginx", "rules": []any{map[string]any{
+			"host": "h.example.com", "http": map[string]any{"paths": ps}}}}}
+}
+
+// TestIngressNginxExactKeysOrderAsReference: exact keys that differ only in case are written
+// in the order the Ingresses name them (as dictsort orders a dict of them), with an Exact path
+// and without any (the example sorts the merged exact parts of Prefix paths as they are then);
+// prefix keys likewise.
+func TestIngressNginxExactKeysOrderAsReference(t *testing.T) {
+	for name, exact := range map[string]string{"without Exact": "Prefix", "with Exact": "Exact"} {
+		t.Run(name, func(t *testing.T) {
+			w := newNginxWorld(1, 0)
+			w.ingresses = map[string]map[string]any{
+				"a/i1": nginxIngress("i1", "40e1", [2]string{"/b/", "Prefix"}, [2]string{"/x", exact}),
+				"a/i2": nginxIngress("i2", "00e2", [2]string{"/B", "Prefix"}, [2]string{"/a", "Prefix"}),
+				"a/i3": nginxIngress("i3", "c0e3", [2]string{"/A/", "Prefix"}, [2]string{"/b/", "Prefix"}),
+			}
+			routes := string(nginxAsReference(t, w).Maps["routes.map"])
+			for _, want := range []string{"h.example.com/b? be_a_i1_0\nh.example.com/B? be_a_i2_0\n",
+				"h.example.com/b/ be_a_i1_0\nh.example.com/B/ be_a_i2_0\n"} {
+				if !strings.Contains(routes, want) {
+					t.Errorf("routes.map has no %q (the keys not in the Ingresses' order):\n%s", want, routes)
+				}
+			}
+		})
+	}
+}
+
+// TestIngressNginxBlocksCutAtEachUidPrefix: Ingresses whose uids begin with each of the
+// prefixes that begin a block (00, 40, 80, c0, and one after the other: 0040, c0c0) render as
+// the reference renders them: each block's Ingresses counted right at each of the splits
+// that cut the uids (an Ingress counted twice or left out would show).
+func TestIngressNginxBlocksCutAtEachUidPrefix(t *testing.T) {
+	w := newNginxWorld(5, 0)
+	prefixes := []string{"ab", "00", "40", "80", "c0", "0040", "c0c0", "4080", "ff", "c0", "c0", "80"}
+	for i := range 300 {
+		name := fmt.Sprintf("ing-%03d", i)
+		ing := w.newIngress("a", name)
+		ing["metadata"].(map[string]any)["uid"] = fmt.Sprintf("%s%04x-e0", prefixes[i*7%len(prefixes)], i)
+		w.ingresses["a/"+name] = ing
+	}
+	got := nginxAsReference(t, w)
+	if n := strings.Count(string(got.Config), "# haproxy-sidecar: serves Ingress "); n < 100 {
+		t.Fatalf("%d Ingresses served: the world serves too few to tell", n)
+	}
+}
+
+// TestIngressNginxLastIngressMakesBackend: two Ingresses whose backends are spelt alike
+// (a_b/ing-1 and a/b_ing-1: be_a_b_ing-1_0), in blocks apart and in one block, are written
+// as the reference writes them: the backend of the last to name it (by namespace and name).
+func TestIngressNginxLastIngressMakesBackend(t *testing.T) {
+	for name, uids := range map[string][2]string{"blocks apart": {"00e9", "80e3"}, "one block": {"abe9", "abe3"}} {
+		t.Run(name, func(t *testing.T) {
+			w := newNginxWorld(1, 0)
+			twin := func(ns, name, uid, svc string) map[string]any {
+				ing := nginxIngress(name, uid, [2]string{"/", "Prefix"})
+				ing["metadata"].(map[string]any)["namespace"] = ns
+				rule := ing["spec"].(map[string]any)["rules"].([]any)[0].(map[string]any)
+				rule["host"] = ns + "." + name + ".example.com"
+				rule["http"].(map[string]any)["paths"].([]any)[0].(map[string]any)["backend"].(map[string]any)["service"].(map[string]any)["name"] = svc
+				return ing
+			}
+			w.ingresses = map[string]map[string]any{
+				"a/b_ing-1": twin("a", "b_ing-1", "40e1", "web"),
+				"a/other":   twin("a", "other", uids[0], "api"),
+				"a_b/ing-1": twin("a_b", "ing-1", uids[1], "api"),
+			}
+			cfg := string(nginxAsReference(t, w).Config)
+			if !strings.Contains(cfg, "backend be_a_b_ing-1_0\n  # Ingress a_b/ing-1 ") {
+				t.Errorf("be_a_b_ing-1_0 is not a_b/ing-1's:\n%s", cfg)
+			}
+		})
+	}
 }
