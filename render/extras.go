@@ -5,15 +5,18 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja"
 )
 
 // Filters beside Jinja2's, for HAProxy configurations and the original project's templates.
+// Each call gives regex_replace a cache of its own (one per compiled template set).
 func extraFilters() map[string]jinja.Filter {
+	rc := &regexCache{}
 	return map[string]jinja.Filter{
 		"hquote":        hquote,
-		"regex_replace": regexReplace,
+		"regex_replace": rc.replace,
 		"re_escape":     reEscape,
 		"split":         split,
 	}
@@ -66,9 +69,67 @@ func arg(args []any, kw map[string]any, i int, name string) (any, bool) {
 	return v, ok
 }
 
-// regexReplace is regex_replace(pattern, replacement): Python's re.sub with Go's regexp
-// syntax; \1 and \g<name> in the replacement refer to groups.
-func regexReplace(v any, args []any, kw map[string]any) (any, error) {
+// groupRef is a group named in regex_replace's replacement: \1 or \g<name>.
+var groupRef = regexp.MustCompile(`\\(\d+)|\\g<(\w+)>`)
+
+// regexCache keeps regex_replace's compiled patterns and rewritten replacements: a template
+// validates a value with the same pattern for each of thousands of objects (the ingress-nginx
+// example's annotations), and compiling it each time cost more than the match. Safe for
+// concurrent renders.
+type regexCache struct {
+	mu    sync.Mutex
+	re    map[string]*regexp.Regexp
+	repls map[string]string
+}
+
+// regexCacheMax bounds each map: patterns built from the data could otherwise grow it without
+// end (a full map is emptied and starts again).
+const regexCacheMax = 512
+
+func (c *regexCache) compile(pat string) (*regexp.Regexp, error) {
+	c.mu.Lock()
+	re := c.re[pat]
+	c.mu.Unlock()
+	if re != nil {
+		return re, nil
+	}
+	re, err := regexp.Compile(pat)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.re == nil || len(c.re) >= regexCacheMax {
+		c.re = map[string]*regexp.Regexp{}
+	}
+	c.re[pat] = re
+	c.mu.Unlock()
+	return re, nil
+}
+
+// replacement is repl in Go's syntax: $ escaped, \1 and \g<name> as ${1} and ${name}.
+func (c *regexCache) replacement(repl string) string {
+	if !strings.ContainsAny(repl, "$\\") {
+		return repl
+	}
+	c.mu.Lock()
+	out, ok := c.repls[repl]
+	c.mu.Unlock()
+	if ok {
+		return out
+	}
+	out = groupRef.ReplaceAllString(strings.ReplaceAll(repl, "$", "$$"), "$${$1$2}")
+	c.mu.Lock()
+	if c.repls == nil || len(c.repls) >= regexCacheMax {
+		c.repls = map[string]string{}
+	}
+	c.repls[repl] = out
+	c.mu.Unlock()
+	return out
+}
+
+// replace is regex_replace(pattern, replacement): Python's re.sub with Go's regexp syntax; \1
+// and \g<name> in the replacement refer to groups.
+func (c *regexCache) replace(v any, args []any, kw map[string]any) (any, error) {
 	s, err := str(v, "the value")
 	if err != nil {
 		return nil, err
@@ -86,13 +147,11 @@ func regexReplace(v any, args []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	re, err := regexp.Compile(pat)
+	re, err := c.compile(pat)
 	if err != nil {
 		return nil, err
 	}
-	repl = strings.ReplaceAll(repl, "$", "$$")
-	repl = regexp.MustCompile(`\\(\d+)|\\g<(\w+)>`).ReplaceAllString(repl, "$${$1$2}")
-	return re.ReplaceAllString(s, repl), nil
+	return re.ReplaceAllString(s, c.replacement(repl)), nil
 }
 
 // reEscape is Python 3's re.escape (the original project's filter).

@@ -245,6 +245,13 @@ func fTojson(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s = strings.NewReplacer("<", `\u003c`, ">", `\u003e`, "&", `\u0026`, "'", `\u0027`).Replace(s)
+	if strings.ContainsAny(s, "<>&'") {
+		s = jsonHTMLEscaper.Replace(s)
+	}
 	return Markup(s), nil
 }
+
+// jsonHTMLEscaper is what Jinja2's tojson escapes for HTML. One for all calls: a Replacer
+// is safe for concurrent use and costs kilobytes to build (it was built per call: 128 MB over
+// the first build of 20,000 backends in the ingress-nginx example).
+var jsonHTMLEscaper = strings.NewReplacer("<", `\u003c`, ">", `\u003e`, "&", `\u0026`, "'", `\u0027`)
