@@ -222,7 +222,7 @@ func TestLoopImportsReadLargeRecordsThroughTheirDiff(t *testing.T) {
 
 // BodiesReusedAt counts a loop's reused iterations before the render's Sweep and after.
 func TestBodiesReusedAtBeforeAndAfterSweep(t *testing.T) {
-	p, err := Compile(map[string]string{"t": "\n{% for s in items %}{{ s }}{% endfor %}"}, "t", Options{})
+	p, err := Compile(map[string]string{"t": "\n{% for s in items %}{{ s|string }}{% endfor %}"}, "t", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

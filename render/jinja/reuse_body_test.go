@@ -28,7 +28,8 @@ func TestLoopBodiesReuseOnlyWhatReadsTheSame(t *testing.T) {
 	same := func(map[string]any) {}
 	edit := func(v map[string]any) { v["items"].([]any)[1] = item("b", "20") }
 	other := func(v map[string]any) { v["other"] = "y" }
-	plain := `{% for s in items %}[{{ s.name }}:{{ s.port }}]{% endfor %}`
+	// |string: a body that only prints what it reads is run, never kept (printsOnly).
+	plain := `{% for s in items %}[{{ s.name|string }}:{{ s.port }}]{% endfor %}`
 	ownDict := `{% set cfg = {"sep": other, "n": [1, 2]} %}{% for s in items %}{% for p in s.pods %}{{ p }}{{ cfg.sep }}{% endfor %}{{ cfg.n }}{% endfor %}`
 	// As the HTTPRoute example's backends: rows made by one loop, printed by another.
 	ownRows := `{% set rows = [] %}{% for s in items %}{% do rows.append([s.name, {"port": s.port, "tags": [other, s.pods]}]) %}{% endfor %}` +
@@ -56,11 +57,11 @@ func TestLoopBodiesReuseOnlyWhatReadsTheSame(t *testing.T) {
 		{"a context value the body does not read", plain, nil, other, 3},
 		{"a name not set, then set", `{% for s in items %}{{ s.name }}{{ maybe|default("-") }}{% endfor %}`, nil,
 			func(v map[string]any) { v["maybe"] = "+" }, 0},
-		{"a dict's pairs, one changed", `{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}`, nil,
+		{"a dict's pairs, one changed", `{% for k, v in d.items() %}{{ k|string }}={{ v }};{% endfor %}`, nil,
 			func(v map[string]any) { v["d"] = map[string]any{"k1": "v1", "k2": "v3"} }, 1},
 		{"nested loops, one item's inner list changed", `{% for s in items %}{% for p in s.pods %}{{ p }},{% endfor %}{% endfor %}`, nil,
 			func(v map[string]any) { v["items"].([]any)[2].(map[string]any)["pods"] = []any{"c-9"} }, 2},
-		{"a loop filter", `{% for s in items if s.port != other %}{{ s.name }}{% endfor %}`, nil, edit, 2},
+		{"a loop filter", `{% for s in items if s.port != other %}{{ s.name|string }}{% endfor %}`, nil, edit, 2},
 		{"a list the template makes", `{% for s in [{"a": other}, {"a": 2}] %}{{ s.a }}{% endfor %}`, nil, other, 0}, // a dict the template made: not kept (readsOwn)
 
 		// The loop's position: loop.index and the like are read; an item added before or at
@@ -123,7 +124,7 @@ func TestLoopBodiesReuseOnlyWhatReadsTheSame(t *testing.T) {
 		{"an import", `{% for s in items %}{% import "inc" as i %}{{ s.name }}{% endfor %}`, map[string]string{"inc": ``}, same, 0},
 
 		// Secret values: where they land in the output is kept with it.
-		{"a secret printed", `{% for s in items %}{{ s.name }}={{ pw }};{% endfor %}`, nil, edit, 2},
+		{"a secret printed", `{% for s in items %}{{ s.name|string }}={{ pw }};{% endfor %}`, nil, edit, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srcs := map[string]string{"t": c.t}
@@ -150,7 +151,7 @@ func TestLoopBodiesReuseOnlyWhatReadsTheSame(t *testing.T) {
 // Records equal to the kept ones but other objects (a snapshot made again) are the same
 // reads; a record whose contents changed is not.
 func TestLoopBodiesCompareRecordsByContents(t *testing.T) {
-	p, err := Compile(map[string]string{"t": `{% for name, pod in pods.items() %}{{ name }} {{ pod.status.podIP }}
+	p, err := Compile(map[string]string{"t": `{% for name, pod in pods.items() %}{{ name|string }} {{ pod.status.podIP }}
 {% endfor %}`}, "t", Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +189,7 @@ func TestLoopBodiesCompareRecordsByContents(t *testing.T) {
 // Iterations that served no render since the last sweep are forgotten once they are more
 // than a sixteenth of the loop's; a loop that did not run is forgotten.
 func TestLoopBodiesSweep(t *testing.T) {
-	p, err := Compile(map[string]string{"t": `{% if items %}{% for s in items %}{{ s }}{% endfor %}{% endif %}`}, "t", Options{})
+	p, err := Compile(map[string]string{"t": `{% if items %}{% for s in items %}{{ s|string }}{% endfor %}{% endif %}`}, "t", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +359,7 @@ func TestLoopBodiesGiveUpOnLargeOwnReads(t *testing.T) {
 // maxPoor such renders it is no longer tried. A loop of which one item changes per render (a
 // pod's change in the default template) keeps being tried.
 func TestLoopBodiesGiveUpWhenFewAreFound(t *testing.T) {
-	p, err := Compile(map[string]string{"t": `{% for s in items %}{{ s }}{{ all.gen }}{% endfor %}`}, "t", Options{})
+	p, err := Compile(map[string]string{"t": `{% for s in items %}{{ s|string }}{{ all.gen }}{% endfor %}`}, "t", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,5 +488,44 @@ func TestLoopBodiesReadOuterNamesPerRun(t *testing.T) {
 	}
 	if cache.BodiesReused() == 0 {
 		t.Error("no iteration reused")
+	}
+}
+
+// A body that only prints text and what it reads by name, attribute or item (routes.map's
+// `{{ e.key }} {{ e.backend }}`) is run at each render: keeping its iterations costs more
+// than running them, and holds a copy of each one's output (4 MB at 10,000 Ingresses). Any
+// other body is kept as before.
+func TestPrintOnlyBodiesAreRunNotKept(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		kept bool
+	}{
+		{`{{ e.key }} {{ e.backend }}
+`, false},
+		{`{{ e["key"] }}:{{ e.backend }};{{ 7 }}`, false},
+		{`{{ e.key|string }}`, true},                   // a filter
+		{`{{ e.key ~ "/" }}`, true},                    // an expression
+		{`{{ e[e.key] }}`, true},                       // an item by a read
+		{`{% if e.key %}{{ e.key }}{% endif %}`, true}, // a statement
+		{`{{ loop.index }}{{ e.key }}`, true},          // the loop's position: kept as before
+	} {
+		p, err := Compile(map[string]string{"t": "{% for e in items %}" + c.body + "{% endfor %}"}, "t", Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		items := []any{map[string]any{"key": "a", "backend": "x"}, map[string]any{"key": "b", "backend": "y"}}
+		vars := map[string]any{"items": items}
+		var cache ModuleCache
+		render := renderOf(t, p)
+		render(vars, &Modules{Across: &cache})
+		cache.Sweep()
+		got := render(vars, &Modules{Across: &cache})
+		want, err := p.Render(context.Background(), vars, Limits{}, nil)
+		if err != nil || got != string(want) {
+			t.Errorf("%s: %q, afresh %q (%v)", c.body, got, want, err)
+		}
+		if reused := cache.BodiesReused(); (reused == 2) != c.kept || reused != 0 && reused != 2 {
+			t.Errorf("%s: %d iterations reused, kept %v", c.body, reused, c.kept)
+		}
 	}
 }

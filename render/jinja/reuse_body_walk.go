@@ -35,6 +35,9 @@ var loopAttrs = map[string]bool{"index": true, "index0": true, "revindex": true,
 // blocks, reads self or super, uses pongo2's statements or forloop, or reads the loop object
 // other than by the attributes of loopAttrs.
 func bodyReads(s *parse.ForStmt) bodyInfo {
+	if printsOnly(s.Body) {
+		return bodyInfo{}
+	}
 	w := bodyWalk{freeWalk: freeWalk{seen: map[string]bool{}, bound: map[string]int{}, ok: true, keyed: true}}
 	w.stmts(s.Body)
 	if !w.ok || w.seen["self"] || w.seen["super"] || w.seen["forloop"] {
@@ -125,4 +128,39 @@ func (w *bodyWalk) visit(v reflect.Value) bool {
 		return false
 	}
 	return w.freeWalk.visit(v)
+}
+
+// printsOnly says whether a body only prints text and values read by name, attribute or item
+// (`{{ e.key }} {{ e.backend }}`): running it costs less than looking a kept iteration up and
+// checking what it read, so such a body is not kept (the routes.map loops of the Ingress
+// examples: 10,000 iterations at each render).
+func printsOnly(body []parse.Stmt) bool {
+	for _, st := range body {
+		switch x := st.(type) {
+		case *parse.TextStmt:
+		case *parse.PrintStmt:
+			if !plainRead(x.X) {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// plainRead: a name, a constant, or an attribute or item of a plain read by a constant.
+func plainRead(x parse.Expr) bool {
+	switch x := x.(type) {
+	case *parse.NameExpr:
+		return x.Name != "loop" && x.Name != "forloop" && x.Name != "self" && x.Name != "super"
+	case *parse.ConstExpr:
+		return true
+	case *parse.AttrExpr:
+		return plainRead(x.Obj)
+	case *parse.ItemExpr:
+		_, konst := x.Key.(*parse.ConstExpr)
+		return konst && plainRead(x.Obj)
+	}
+	return false
 }
