@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 // names returns n sorted, distinct keys: k00, k02, k04, … (the odd ones are left free so that
@@ -1050,4 +1051,18 @@ func TestTakeKeys(t *testing.T) {
 		}
 	}()
 	TakeKeys([]string{"b", "a"})
+}
+
+// TestRecordIsTwoWords: a record is its key list and a pointer to its values (their count is
+// the key list's): 16 bytes, so that a record of five values and the record are 96 bytes, a
+// size class (112 with a slice of values).
+func TestRecordIsTwoWords(t *testing.T) {
+	if n := unsafe.Sizeof(Record{}); n != 16 {
+		t.Errorf("a Record is %d bytes, want 16", n)
+	}
+	r, vals := Make(NewKeys("a", "b", "c", "d", "e"))
+	copy(vals, []any{1, 2, 3, 4, 5})
+	if r.Len() != 5 || r.Value(4) != 5 {
+		t.Errorf("got %v", r)
+	}
 }

@@ -7,8 +7,10 @@ import (
 	"hash/maphash"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,6 +42,9 @@ type kv struct {
 	hk uint64 // hash of k
 	v  any
 	hv uint64
+	// own is 1 + the index in convState.own of the object's own string that v stands for (v is
+	// nil until placeOwn), 0 for none.
+	own int
 }
 
 // convState is the scratch of one conversion; not safe for concurrent use.
@@ -47,6 +52,12 @@ type convState struct {
 	pairs []kv  // stack of the maps being built
 	elems []any // stack of the slices being built
 	in    *interner
+	// own are the object's own strings (its name, uid, IP, ...: strings of records never
+	// shared), placed together once the object is converted (see placeOwn).
+	own []ownString
+	// copyOwn: placeOwn copies their bytes into one string (the object is not kept by the
+	// caller: its strings would be held by the records alone).
+	copyOwn bool
 	// last is the last string of a pod's own that was boxed into an any: the same string
 	// next (status.podIP, then status.podIPs[0].ip) shares the box.
 	last    string
@@ -65,6 +76,78 @@ func (st *convState) box(s string, h uint64, intern bool) any {
 	var b any = s
 	st.last, st.lastBox = s, b
 	return b
+}
+
+// ownString is one of an object's own strings and the value that holds it (nil when its pair
+// was dropped: a later one with the key, an extra entry).
+type ownString struct {
+	s    string
+	slot *any
+}
+
+// addOwn pushes the pair of key f holding s, an object's own string, onto st.pairs: its value
+// is set by placeOwn.
+func (st *convState) addOwn(f *field, s string, h uint64) {
+	st.own = append(st.own, ownString{s: s})
+	st.pairs = append(st.pairs, kv{k: f.name, hk: f.hk, hv: h, own: len(st.own)})
+}
+
+// placeOwn gives the object's own strings their values, all held by one allocation of string
+// headers (one header for equal strings: status.podIP and status.podIPs[0].ip), instead of a
+// box each; with copyOwn, their bytes are one string too. The records holding them are
+// unshared (never in the interner) and not yet given to anyone: setting their values is safe.
+func (st *convState) placeOwn() {
+	defer func() {
+		clear(st.own)
+		st.own = st.own[:0]
+	}()
+	distinct := make([]int, len(st.own)) // own index -> index of its header
+	var uniq []string
+	size := 0
+	for i, o := range st.own {
+		if o.slot == nil {
+			distinct[i] = -1
+			continue
+		}
+		j := slices.Index(uniq, o.s)
+		if j < 0 {
+			j = len(uniq)
+			uniq = append(uniq, o.s)
+			size += len(o.s)
+		}
+		distinct[i] = j
+	}
+	if len(uniq) == 0 {
+		return
+	}
+	headers := make([]string, len(uniq))
+	copy(headers, uniq)
+	if st.copyOwn {
+		var b strings.Builder
+		b.Grow(size)
+		for _, u := range uniq {
+			b.WriteString(u)
+		}
+		all, off := b.String(), 0
+		for i, u := range uniq {
+			headers[i] = all[off : off+len(u)]
+			off += len(u)
+		}
+	}
+	for i, o := range st.own {
+		if j := distinct[i]; j >= 0 {
+			*o.slot = stringAt(&headers[j])
+		}
+	}
+}
+
+// stringAt returns the string *p as an any whose data is p itself: what boxing *p would give,
+// without a box of its own (16 bytes and an allocation for each string). *p must never change.
+func stringAt(p *string) any {
+	var typed any = ""
+	e := *(*[2]unsafe.Pointer)(unsafe.Pointer(&typed))
+	e[1] = unsafe.Pointer(p)
+	return *(*any)(unsafe.Pointer(&e))
 }
 
 // convFunc converts v. canon reports that the result is a scalar or a shared (interned)
@@ -305,7 +388,7 @@ func mapConv(t reflect.Type, building map[reflect.Type]*plan) convFunc {
 		if plainStrings && v.CanInterface() {
 			for k, s := range v.Interface().(map[string]string) {
 				hk, hv := hashString(k), hashString(s)
-				st.pairs = append(st.pairs, kv{k, hk, s, hv})
+				st.pairs = append(st.pairs, kv{k: k, hk: hk, v: s, hv: hv})
 				sum += pairHash(hk, hv)
 			}
 		} else {
@@ -318,7 +401,7 @@ func mapConv(t reflect.Type, building map[reflect.Type]*plan) convFunc {
 				}
 				k := it.Key().String()
 				hk := hashString(k)
-				st.pairs = append(st.pairs, kv{k, hk, e, hv})
+				st.pairs = append(st.pairs, kv{k: k, hk: hk, v: e, hv: hv})
 				sum += pairHash(hk, hv)
 				canon = canon && c
 			}
@@ -363,7 +446,7 @@ func structConv(t reflect.Type, building map[reflect.Type]*plan) (convFunc, erro
 	}
 	return func(st *convState, v reflect.Value) (any, uint64, bool, error) {
 		base := len(st.pairs)
-		sum, canon, err := sp.collect(st, v)
+		sum, canon, err := sp.collect(st, v, !sp.shared)
 		if err != nil {
 			st.pairs = st.pairs[:base]
 			return nil, 0, false, err
@@ -375,7 +458,7 @@ func structConv(t reflect.Type, building map[reflect.Type]*plan) (convFunc, erro
 		if canon {
 			out = st.in.mapOf(st.pairs[base:], h, true, &sp.shapes)
 		} else {
-			out = newRecord(sortPairs(st.pairs[base:]), &sp.shapes)
+			out = st.newRecord(sortPairs(st.pairs[base:]), &sp.shapes)
 		}
 		clear(st.pairs[base:])
 		st.pairs = st.pairs[:base]
@@ -505,8 +588,10 @@ func isEmpty(v reflect.Value) bool {
 	return false
 }
 
-// collect pushes the fields of v onto st.pairs and returns the sum of their pair hashes.
-func (sp *structPlan) collect(st *convState, v reflect.Value) (sum uint64, canon bool, err error) {
+// collect pushes the fields of v onto st.pairs and returns the sum of their pair hashes. own
+// says that the record they go to is never shared: its strings that are not shared are the
+// object's own (see placeOwn).
+func (sp *structPlan) collect(st *convState, v reflect.Value, own bool) (sum uint64, canon bool, err error) {
 	canon = true
 	for i := range sp.fields {
 		f := &sp.fields[i]
@@ -524,7 +609,7 @@ func (sp *structPlan) collect(st *convState, v reflect.Value) (sum uint64, canon
 				}
 				fv = fv.Elem()
 			}
-			s, c, err := f.inline.collect(st, fv)
+			s, c, err := f.inline.collect(st, fv, own)
 			if err != nil {
 				return 0, false, err
 			}
@@ -541,6 +626,11 @@ func (sp *structPlan) collect(st *convState, v reflect.Value) (sum uint64, canon
 		case reflect.String:
 			s := fv.String()
 			h = hashString(s)
+			if own && !f.internStr && s != "" {
+				st.addOwn(f, s, h)
+				sum += pairHash(f.hk, h)
+				continue
+			}
 			out = st.box(s, h, f.internStr)
 		case reflect.Bool:
 			out, h = fv.Bool(), tagFalse
@@ -564,8 +654,15 @@ func (sp *structPlan) collect(st *convState, v reflect.Value) (sum uint64, canon
 			if err != nil {
 				return 0, false, err
 			}
+			if s, ok := out.(string); ok && own && s != "" {
+				// A string of a custom conversion (a time: creationTimestamp, startTime):
+				// the object's own too.
+				st.addOwn(f, s, h)
+				sum += pairHash(f.hk, h)
+				continue
+			}
 		}
-		st.pairs = append(st.pairs, kv{f.name, f.hk, out, h})
+		st.pairs = append(st.pairs, kv{k: f.name, hk: f.hk, v: out, hv: h})
 		sum += pairHash(f.hk, h)
 		canon = canon && c
 	}
@@ -592,9 +689,27 @@ func sortPairs(pairs []kv) []kv {
 	return out
 }
 
+// newRecord is newRecord for an object being converted: the values of its own strings are
+// noted for placeOwn.
+func (st *convState) newRecord(pairs []kv, shapes *record.Shapes) *record.Record {
+	r, vals := makeRecord(pairs, shapes)
+	for i, p := range pairs {
+		if p.own > 0 {
+			st.own[p.own-1].slot = &vals[i]
+		}
+	}
+	return r
+}
+
 // newRecord makes the record of pairs, sorted and without repeated keys (see sortPairs),
 // with its key list from shapes (nil: a list of its own).
 func newRecord(pairs []kv, shapes *record.Shapes) *record.Record {
+	r, _ := makeRecord(pairs, shapes)
+	return r
+}
+
+// makeRecord is newRecord, with the record's values.
+func makeRecord(pairs []kv, shapes *record.Shapes) (*record.Record, []any) {
 	var buf [24]string
 	names := buf[:0]
 	for _, p := range pairs {
@@ -610,12 +725,14 @@ func newRecord(pairs []kv, shapes *record.Shapes) *record.Record {
 	for i, p := range pairs {
 		vals[i] = p.v
 	}
-	return r
+	return r, vals
 }
 
 // toUnstructured converts obj (a pointer to a struct) as ToUnstructured does, sharing equal
 // parts through in (nil: no sharing). extra entries are added to the top-level record.
-func toUnstructured(obj any, in *interner, extra ...kv) (*record.Record, error) {
+// copyOwn: the caller does not keep obj, and the object's own strings are copied into one
+// (see placeOwn).
+func toUnstructured(obj any, in *interner, copyOwn bool, extra ...kv) (*record.Record, error) {
 	v := reflect.ValueOf(obj)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
 		return nil, fmt.Errorf("%w: %T", errUnsupported, obj)
@@ -634,10 +751,12 @@ func toUnstructured(obj any, in *interner, extra ...kv) (*record.Record, error) 
 		st.in = nil
 		statePool.Put(st)
 	}()
-	st.in = in
+	st.in, st.copyOwn = in, copyOwn
 	st.pairs = st.pairs[:0]
 	st.last, st.lastBox = "", nil
-	if _, _, err := sp.collect(st, v); err != nil {
+	clear(st.own)
+	st.own = st.own[:0]
+	if _, _, err := sp.collect(st, v, !sp.shared); err != nil {
 		clear(st.pairs)
 		return nil, err
 	}
@@ -645,15 +764,16 @@ func toUnstructured(obj any, in *interner, extra ...kv) (*record.Record, error) 
 		replaced := false
 		for i := range st.pairs {
 			if st.pairs[i].k == e.k {
-				st.pairs[i].v, replaced = e.v, true
+				st.pairs[i].v, st.pairs[i].own, replaced = e.v, 0, true
 			}
 		}
 		if !replaced {
 			st.pairs = append(st.pairs, e)
 		}
 	}
-	m := newRecord(sortPairs(st.pairs), &sp.shapes)
+	m := st.newRecord(sortPairs(st.pairs), &sp.shapes)
 	clear(st.pairs)
+	st.placeOwn()
 	return m, nil
 }
 

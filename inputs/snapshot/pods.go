@@ -38,16 +38,50 @@ func PodReady(p *corev1.Pod) bool {
 // Pod is a pod converted for the templates ahead of Build, by a source that keeps no typed
 // pods (see PodConverter and Objects.ConvertedPods). It is read-only and may be shared by
 // any number of Objects and Snapshots.
+//
+// A hundred thousand of them are kept: the struct is 80 bytes (a size class), what few pods
+// have (a cluster, waiting labels) behind one pointer.
 type Pod struct {
 	namespace, name string
-	cluster         string // with several clusters (ConvertIn)
 	ready           bool
 	obj             *record.Record // nil when not ready: Build never shows it
 	labels          *record.Record // obj's metadata.labels
 	// ip is the pod's IP when it runs, ready or not ("" otherwise): what BuildPeers needs, with
 	// the labels of a pod that is not ready (waiting; a ready pod's are in labels).
-	ip      string
-	waiting map[string]string
+	ip   string
+	rare *podRare // nil: no cluster, no waiting labels
+}
+
+// podRare is what a Pod has in some cases only.
+type podRare struct {
+	cluster string            // with several clusters (ConvertIn)
+	waiting map[string]string // see Pod.ip
+}
+
+// cluster is the name of the pod's cluster ("" with one cluster).
+func (p *Pod) cluster() string {
+	if p.rare == nil {
+		return ""
+	}
+	return p.rare.cluster
+}
+
+// setCluster sets the name of the pod's cluster; p.rare is replaced, not changed (a copy of
+// a Pod shares it).
+func (p *Pod) setCluster(cluster string) {
+	rare := podRare{cluster: cluster}
+	if p.rare != nil {
+		rare.waiting = p.rare.waiting
+	}
+	p.rare = &rare
+}
+
+// waiting is the labels of a running pod that is not ready (nil otherwise).
+func (p *Pod) waiting() map[string]string {
+	if p.rare == nil {
+		return nil
+	}
+	return p.rare.waiting
 }
 
 // Namespace and Name identify the pod.
@@ -76,14 +110,19 @@ func (c *PodConverter) Convert(p *corev1.Pod) *Pod {
 	ns := c.in.str(p.Namespace, hashString(p.Namespace)).(string)
 	pod := &Pod{namespace: ns, name: p.Name, ready: PodReady(p)}
 	if pod.ready {
-		pod.obj = podToMap(p, &c.in)
+		pod.obj = podToMap(p, &c.in, true)
 		pod.labels = labelsOf(pod.obj)
+		// The name and IP as the record holds them (copied into the pod's one string of its
+		// own), not p's: p's would be kept for them alone.
+		pod.name = fieldOf(pod.obj, "metadata", "name", p.Name)
 	}
 	if podRunning(p) {
 		pod.ip = p.Status.PodIP
-		if !pod.ready {
+		if pod.ready {
+			pod.ip = fieldOf(pod.obj, "status", "podIP", pod.ip)
+		} else {
 			// The labels of a pod that is not ready are kept only to select the peers.
-			pod.waiting = maps.Clone(p.Labels)
+			pod.rare = &podRare{waiting: maps.Clone(p.Labels)}
 		}
 	}
 	return pod
@@ -116,6 +155,18 @@ func (e *podEntry) name() string {
 		return e.typed.Name
 	}
 	return e.conv.name
+}
+
+// fieldOf returns the string at obj.part.key when it is want (the same string, maybe another
+// copy), else want.
+func fieldOf(obj *record.Record, part, key, want string) string {
+	r, _ := obj.Get(part)
+	rec, _ := r.(*record.Record)
+	v, _ := rec.Get(key)
+	if s, ok := v.(string); ok && s == want {
+		return s
+	}
+	return want
 }
 
 // labelsOf returns the metadata.labels of a converted pod.
@@ -174,7 +225,7 @@ func (ix *podIndex) convert(pods []*podEntry) {
 	for range workers {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(todo); i = int(next.Add(1) - 1) {
-				todo[i].obj = podToMap(todo[i].typed, in)
+				todo[i].obj = podToMap(todo[i].typed, in, false)
 			}
 		})
 	}
@@ -186,11 +237,12 @@ func (ix *podIndex) convert(pods []*podEntry) {
 
 // podToMap returns the pod as `kubectl get pod -o json` shows it, without managedFields:
 // what runtime.DefaultUnstructuredConverter.ToUnstructured gives, as records, with equal
-// parts shared through in (nil: none).
-func podToMap(p *corev1.Pod, in *interner) *record.Record {
+// parts shared through in (nil: none). copyOwn: p is not kept, and the pod's own strings are
+// copied into one (see convState.placeOwn).
+func podToMap(p *corev1.Pod, in *interner, copyOwn bool) *record.Record {
 	shallow := *p
 	shallow.ManagedFields = nil // often the largest part of a pod, and nobody templates it
-	m, err := toUnstructured(&shallow, in, kv{k: "apiVersion", v: "v1"}, kv{k: "kind", v: "Pod"})
+	m, err := toUnstructured(&shallow, in, copyOwn, kv{k: "apiVersion", v: "v1"}, kv{k: "kind", v: "Pod"})
 	if err == nil {
 		return m
 	}
