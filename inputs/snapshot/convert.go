@@ -54,10 +54,8 @@ type convState struct {
 	in    *interner
 	// own are the object's own strings (its name, uid, IP, ...: strings of records never
 	// shared), placed together once the object is converted (see placeOwn).
-	own []ownString
-	// copyOwn: placeOwn copies their bytes into one string (the object is not kept by the
-	// caller: its strings would be held by the records alone).
-	copyOwn bool
+	own  []ownString
+	uniq []ownHome // placeOwn's scratch
 	// last is the last string of a pod's own that was boxed into an any: the same string
 	// next (status.podIP, then status.podIPs[0].ip) shares the box.
 	last    string
@@ -83,6 +81,13 @@ func (st *convState) box(s string, h uint64, intern bool) any {
 type ownString struct {
 	s    string
 	slot *any
+	home int // its distinct value's index in convState.uniq, set by placeOwn
+}
+
+// ownHome is where a distinct own string is held.
+type ownHome struct {
+	at    *string
+	homed bool // at is a home of the ownPlace
 }
 
 // addOwn pushes the pair of key f holding s, an object's own string, onto st.pairs: its value
@@ -93,52 +98,92 @@ func (st *convState) addOwn(f *field, s string, h uint64) {
 }
 
 // placeOwn gives the object's own strings their values, all held by one allocation of string
-// headers (one header for equal strings: status.podIP and status.podIPs[0].ip), instead of a
-// box each; with copyOwn, their bytes are one string too. The records holding them are
-// unshared (never in the interner) and not yet given to anyone: setting their values is safe.
-func (st *convState) placeOwn() {
+// headers (one header for equal strings: status.podIP and status.podIPs[0].ip) or by the
+// place's homes, instead of a box each; with place.copy, their bytes are one string too. The
+// records holding them are unshared (never in the interner) and not yet given to anyone:
+// setting their values is safe.
+func (st *convState) placeOwn(place *ownPlace) {
 	defer func() {
 		clear(st.own)
 		st.own = st.own[:0]
+		clear(st.uniq)
+		st.uniq = st.uniq[:0]
 	}()
-	distinct := make([]int, len(st.own)) // own index -> index of its header
-	var uniq []string
+	// Each own string's index in uniq (its distinct value) in its slot's place: -1 for none.
 	size := 0
 	for i, o := range st.own {
 		if o.slot == nil {
-			distinct[i] = -1
 			continue
 		}
-		j := slices.Index(uniq, o.s)
+		j := slices.IndexFunc(st.uniq, func(u ownHome) bool { return *u.at == o.s })
 		if j < 0 {
-			j = len(uniq)
-			uniq = append(uniq, o.s)
+			j = len(st.uniq)
+			st.uniq = append(st.uniq, ownHome{at: &st.own[i].s})
 			size += len(o.s)
 		}
-		distinct[i] = j
+		st.own[i].home = j
 	}
-	if len(uniq) == 0 {
+	if len(st.uniq) == 0 {
 		return
 	}
-	headers := make([]string, len(uniq))
-	copy(headers, uniq)
-	if st.copyOwn {
+	st.homeOwn(place)
+	if place != nil && place.copy {
 		var b strings.Builder
 		b.Grow(size)
-		for _, u := range uniq {
-			b.WriteString(u)
+		for _, u := range st.uniq {
+			b.WriteString(*u.at)
 		}
 		all, off := b.String(), 0
-		for i, u := range uniq {
-			headers[i] = all[off : off+len(u)]
-			off += len(u)
+		for _, u := range st.uniq {
+			n := len(*u.at)
+			*u.at = all[off : off+n]
+			off += n
 		}
 	}
-	for i, o := range st.own {
-		if j := distinct[i]; j >= 0 {
-			*o.slot = stringAt(&headers[j])
+	for _, o := range st.own {
+		if o.slot != nil {
+			*o.slot = stringAt(st.uniq[o.home].at)
 		}
 	}
+}
+
+// homeOwn gives each distinct own string its header: a home of place holding the same
+// string, else one of a list made for the others.
+func (st *convState) homeOwn(place *ownPlace) {
+	rest := len(st.uniq)
+	if place != nil {
+		for _, h := range place.homes {
+			for i, u := range st.uniq {
+				if !u.homed && *h != "" && *h == *u.at {
+					st.uniq[i] = ownHome{at: h, homed: true}
+					rest--
+					break
+				}
+			}
+		}
+	}
+	if rest == 0 {
+		return
+	}
+	headers := make([]string, 0, rest)
+	for i, u := range st.uniq {
+		if !u.homed {
+			headers = append(headers, *u.at)
+			st.uniq[i].at = &headers[len(headers)-1]
+		}
+	}
+}
+
+// ownPlace says where an object's own strings go (see placeOwn); nil: each distinct one a
+// header of one list, the strings kept as they are.
+type ownPlace struct {
+	// copy: the caller does not keep the object: the strings are copied into one (what the
+	// records hold would keep each of the object's strings otherwise).
+	copy bool
+	// homes are strings of the caller's that the records' values may point at when equal
+	// (the converted pod's name and IP): no header of their own. They are set to the copy
+	// with copy, and must not change afterwards.
+	homes []*string
 }
 
 // stringAt returns the string *p as an any whose data is p itself: what boxing *p would give,
@@ -730,9 +775,8 @@ func makeRecord(pairs []kv, shapes *record.Shapes) (*record.Record, []any) {
 
 // toUnstructured converts obj (a pointer to a struct) as ToUnstructured does, sharing equal
 // parts through in (nil: no sharing). extra entries are added to the top-level record.
-// copyOwn: the caller does not keep obj, and the object's own strings are copied into one
-// (see placeOwn).
-func toUnstructured(obj any, in *interner, copyOwn bool, extra ...kv) (*record.Record, error) {
+// place says where the object's own strings go (see placeOwn).
+func toUnstructured(obj any, in *interner, place *ownPlace, extra ...kv) (*record.Record, error) {
 	v := reflect.ValueOf(obj)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
 		return nil, fmt.Errorf("%w: %T", errUnsupported, obj)
@@ -751,7 +795,7 @@ func toUnstructured(obj any, in *interner, copyOwn bool, extra ...kv) (*record.R
 		st.in = nil
 		statePool.Put(st)
 	}()
-	st.in, st.copyOwn = in, copyOwn
+	st.in = in
 	st.pairs = st.pairs[:0]
 	st.last, st.lastBox = "", nil
 	clear(st.own)
@@ -773,7 +817,7 @@ func toUnstructured(obj any, in *interner, copyOwn bool, extra ...kv) (*record.R
 	}
 	m := st.newRecord(sortPairs(st.pairs), &sp.shapes)
 	clear(st.pairs)
-	st.placeOwn()
+	st.placeOwn(place)
 	return m, nil
 }
 

@@ -146,7 +146,7 @@ func (c *ObjectConverter) FromTyped(obj kruntime.Object, gvk schema.GroupVersion
 		m.SetManagedFields(nil)
 	}
 	apiVersion, kind := gvk.GroupVersion().String(), gvk.Kind
-	rec, err := toUnstructured(cp.Interface(), &c.in, false, kv{k: "apiVersion", v: c.in.str(apiVersion, hashString(apiVersion))},
+	rec, err := toUnstructured(cp.Interface(), &c.in, nil, kv{k: "apiVersion", v: c.in.str(apiVersion, hashString(apiVersion))},
 		kv{k: "kind", v: c.in.str(kind, hashString(kind))})
 	if err != nil {
 		// A type the plan cannot convert exactly: ToUnstructured's own result.

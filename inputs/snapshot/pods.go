@@ -41,6 +41,9 @@ func PodReady(p *corev1.Pod) bool {
 //
 // A hundred thousand of them are kept: the struct is 80 bytes (a size class), what few pods
 // have (a cluster, waiting labels) behind one pointer.
+//
+// The values of its record's metadata.name and status.podIP point at name and ip (see
+// ownPlace): they never change once Convert returns.
 type Pod struct {
 	namespace, name string
 	ready           bool
@@ -109,21 +112,18 @@ func (c *PodConverter) Convert(p *corev1.Pod) *Pod {
 	// The namespace as the records hold it (one string for all of its pods), not p's copy.
 	ns := c.in.str(p.Namespace, hashString(p.Namespace)).(string)
 	pod := &Pod{namespace: ns, name: p.Name, ready: PodReady(p)}
-	if pod.ready {
-		pod.obj = podToMap(p, &c.in, true)
-		pod.labels = labelsOf(pod.obj)
-		// The name and IP as the record holds them (copied into the pod's one string of its
-		// own), not p's: p's would be kept for them alone.
-		pod.name = fieldOf(pod.obj, "metadata", "name", p.Name)
-	}
 	if podRunning(p) {
 		pod.ip = p.Status.PodIP
-		if pod.ready {
-			pod.ip = fieldOf(pod.obj, "status", "podIP", pod.ip)
-		} else {
+		if !pod.ready {
 			// The labels of a pod that is not ready are kept only to select the peers.
 			pod.rare = &podRare{waiting: maps.Clone(p.Labels)}
 		}
+	}
+	if pod.ready {
+		// The record's metadata.name and status.podIP are pod.name and pod.ip themselves, all
+		// of the pod's own strings copied into one (p's would be kept for them otherwise).
+		pod.obj = podToMap(p, &c.in, &ownPlace{copy: true, homes: []*string{&pod.name, &pod.ip}})
+		pod.labels = labelsOf(pod.obj)
 	}
 	return pod
 }
@@ -155,18 +155,6 @@ func (e *podEntry) name() string {
 		return e.typed.Name
 	}
 	return e.conv.name
-}
-
-// fieldOf returns the string at obj.part.key when it is want (the same string, maybe another
-// copy), else want.
-func fieldOf(obj *record.Record, part, key, want string) string {
-	r, _ := obj.Get(part)
-	rec, _ := r.(*record.Record)
-	v, _ := rec.Get(key)
-	if s, ok := v.(string); ok && s == want {
-		return s
-	}
-	return want
 }
 
 // labelsOf returns the metadata.labels of a converted pod.
@@ -225,7 +213,7 @@ func (ix *podIndex) convert(pods []*podEntry) {
 	for range workers {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(todo); i = int(next.Add(1) - 1) {
-				todo[i].obj = podToMap(todo[i].typed, in, false)
+				todo[i].obj = podToMap(todo[i].typed, in, nil)
 			}
 		})
 	}
@@ -237,12 +225,12 @@ func (ix *podIndex) convert(pods []*podEntry) {
 
 // podToMap returns the pod as `kubectl get pod -o json` shows it, without managedFields:
 // what runtime.DefaultUnstructuredConverter.ToUnstructured gives, as records, with equal
-// parts shared through in (nil: none). copyOwn: p is not kept, and the pod's own strings are
-// copied into one (see convState.placeOwn).
-func podToMap(p *corev1.Pod, in *interner, copyOwn bool) *record.Record {
+// parts shared through in (nil: none). place says where the pod's own strings go (see
+// convState.placeOwn).
+func podToMap(p *corev1.Pod, in *interner, place *ownPlace) *record.Record {
 	shallow := *p
 	shallow.ManagedFields = nil // often the largest part of a pod, and nobody templates it
-	m, err := toUnstructured(&shallow, in, copyOwn, kv{k: "apiVersion", v: "v1"}, kv{k: "kind", v: "Pod"})
+	m, err := toUnstructured(&shallow, in, place, kv{k: "apiVersion", v: "v1"}, kv{k: "kind", v: "Pod"})
 	if err == nil {
 		return m
 	}
