@@ -23,6 +23,25 @@ import (
 // Keys is a sorted list of distinct keys. Make it with NewKeys or a Shapes; never change it.
 type Keys struct {
 	names []string
+	// fixed are the values of the first len(fixed) keys in every record of this list (see
+	// Fixed): the records hold the others' values only.
+	fixed []any
+}
+
+// Fixed returns a key list of k's keys whose first len(vals) keys have the values vals in every
+// record made with it (Make): an object's apiVersion and kind, the same in all objects of a
+// type, held once instead of 32 bytes in each. vals are strings (a programming error
+// otherwise: it panics), at most k.Len() of them.
+func (k *Keys) Fixed(vals ...any) *Keys {
+	if len(vals) > len(k.names) {
+		panic(fmt.Sprintf("record.Keys.Fixed: %d values for %d keys", len(vals), len(k.names)))
+	}
+	for _, v := range vals {
+		if _, ok := v.(string); !ok {
+			panic(fmt.Sprintf("record.Keys.Fixed: %T is not a string", v))
+		}
+	}
+	return &Keys{names: k.names, fixed: slices.Clone(vals)}
 }
 
 // NewKeys returns the key list for names, which must be sorted and distinct (a programming
@@ -66,22 +85,23 @@ func (k *Keys) index(name string) int {
 // Record is a JSON object: values by key, iterated in sorted key order. The zero value and a
 // nil *Record are empty.
 //
-// vals points at the first of keys.Len() values: their count is the key list's, so a record
-// is two words, not four (16 bytes less for each of a pod's four records).
+// vals points at the first of the values of the keys that are not fixed (see Keys.Fixed):
+// their count is the key list's, so a record is two words, not four (16 bytes less for each
+// of a pod's four records).
 type Record struct {
 	keys *Keys
 	vals *any
 }
 
-// values is the record's values (nil for an empty record).
-func (r *Record) values() []any {
+// own is the record's values of the keys that are not fixed (nil for none).
+func (r *Record) own() []any {
 	if r.vals == nil {
 		return nil
 	}
-	return unsafe.Slice(r.vals, len(r.keys.names))
+	return unsafe.Slice(r.vals, len(r.keys.names)-len(r.keys.fixed))
 }
 
-// with returns a record of keys holding vals (len(vals) == keys.Len()).
+// with returns a record of keys holding vals, the values of its keys that are not fixed.
 func with(keys *Keys, vals []any) Record {
 	if len(vals) == 0 {
 		return Record{keys: keys}
@@ -90,10 +110,18 @@ func with(keys *Keys, vals []any) Record {
 }
 
 // New returns the record with keys and vals (vals[i] is the value of the i-th key). It keeps
-// vals, which the caller must not change afterwards.
+// vals, which the caller must not change afterwards. With fixed keys (Keys.Fixed), vals holds
+// their values too: when they are not the fixed ones, the record gets a list without them.
 func New(keys *Keys, vals []any) *Record {
 	if keys.Len() != len(vals) {
 		panic(fmt.Sprintf("record.New: %d keys and %d values", keys.Len(), len(vals)))
+	}
+	if f := keys.fixed; len(f) > 0 {
+		if !slices.Equal(f, vals[:len(f)]) {
+			keys = &Keys{names: keys.names}
+		} else {
+			vals = vals[len(f):]
+		}
 	}
 	r := with(keys, vals)
 	return &r
@@ -101,9 +129,10 @@ func New(keys *Keys, vals []any) *Record {
 
 // Make returns a record with keys and its value slice, in one allocation (a record read
 // through needs one cache line less). The caller fills vals before the record is used by
-// anyone else, and never changes them afterwards.
+// anyone else, and never changes them afterwards. vals are the values of the keys that are
+// not fixed (see Keys.Fixed): vals[i] is the value of the key len(fixed)+i.
 func Make(keys *Keys) (r *Record, vals []any) {
-	switch keys.Len() {
+	switch keys.Len() - len(keys.fixed) {
 	case 0:
 		return &Record{keys: keys}, nil
 	case 1:
@@ -139,7 +168,7 @@ func Make(keys *Keys) (r *Record, vals []any) {
 	case 16:
 		return makeSized(keys, func(v *[16]any) []any { return v[:] })
 	}
-	vals = make([]any, keys.Len())
+	vals = make([]any, keys.Len()-len(keys.fixed))
 	rec := with(keys, vals)
 	return &rec, vals
 }
@@ -217,7 +246,12 @@ func (r *Record) Len() int {
 func (r *Record) Key(i int) string { return r.keys.names[i] }
 
 // Value is the value of the i-th key.
-func (r *Record) Value(i int) any { return r.values()[i] }
+func (r *Record) Value(i int) any {
+	if f := r.keys.fixed; i < len(f) {
+		return f[i]
+	}
+	return r.own()[i-len(r.keys.fixed)]
+}
 
 // Get returns the value of key and whether the record has it.
 func (r *Record) Get(key string) (any, bool) {
@@ -225,7 +259,7 @@ func (r *Record) Get(key string) (any, bool) {
 		return nil, false
 	}
 	if i := r.keys.index(key); i >= 0 {
-		return r.values()[i], true
+		return r.Value(i), true
 	}
 	return nil, false
 }
@@ -438,7 +472,7 @@ func Of(shapes *Shapes, v any) any {
 			return nil // as JSON has it: null, not an empty object
 		}
 		r := FromMap(shapes, x)
-		vals := r.values()
+		vals := r.own() // FromMap's keys have none fixed
 		for i, e := range vals {
 			vals[i] = Of(shapes, e)
 		}

@@ -1066,3 +1066,34 @@ func TestRecordIsTwoWords(t *testing.T) {
 		t.Errorf("got %v", r)
 	}
 }
+
+// TestFixedKeys: a record of a key list with fixed values (Keys.Fixed) reads as one holding
+// them: the values, the lookups, the iteration, JSON; it holds only the other values, and
+// New with other values for the fixed keys gives a record that has them.
+func TestFixedKeys(t *testing.T) {
+	plain := NewKeys("apiVersion", "kind", "metadata", "spec")
+	keys := plain.Fixed("v1", "Pod")
+	r, vals := Make(keys)
+	if len(vals) != 2 {
+		t.Fatalf("Make gave %d values, want the 2 not fixed", len(vals))
+	}
+	vals[0], vals[1] = "m", []any{"s"}
+	want := `{"apiVersion":"v1","kind":"Pod","metadata":"m","spec":["s"]}`
+	if got := r.String(); got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+	if v, ok := r.Get("kind"); !ok || v != "Pod" || r.Value(0) != "v1" || r.Value(2) != "m" || r.Len() != 4 {
+		t.Errorf("kind %v %v, values %v %v, Len %d", v, ok, r.Value(0), r.Value(2), r.Len())
+	}
+	if m := r.Map(); m["apiVersion"] != "v1" || m["metadata"] != "m" {
+		t.Errorf("Map: %v", m)
+	}
+	same := New(keys, []any{"v1", "Pod", "m", []any{"s"}})
+	other := New(keys, []any{"v2", "Pod", "m", []any{"s"}})
+	if same.String() != want || !same.SameKeys(r) {
+		t.Errorf("New with the fixed values: %s (same keys %v)", same, same.SameKeys(r))
+	}
+	if other.String() != `{"apiVersion":"v2","kind":"Pod","metadata":"m","spec":["s"]}` || other.SameKeys(r) {
+		t.Errorf("New with other values: %s (same keys %v)", other, other.SameKeys(r))
+	}
+}

@@ -482,6 +482,9 @@ type structPlan struct {
 	fields []field
 	shared bool
 	shapes record.Shapes // the key lists of this type's records, one per set of fields present
+	// fixed are the key lists of top-level records with the values of their extra entries
+	// fixed (see topKeys): fixedKey -> *record.Keys.
+	fixed sync.Map
 }
 
 func structConv(t reflect.Type, building map[reflect.Type]*plan) (convFunc, error) {
@@ -737,8 +740,15 @@ func sortPairs(pairs []kv) []kv {
 // newRecord is newRecord for an object being converted: the values of its own strings are
 // noted for placeOwn.
 func (st *convState) newRecord(pairs []kv, shapes *record.Shapes) *record.Record {
-	r, vals := makeRecord(pairs, shapes)
-	for i, p := range pairs {
+	return st.withKeys(keysOf(pairs, shapes), pairs)
+}
+
+// withKeys makes the record of pairs with keys (theirs; with fixed values maybe, for the
+// first pairs), noting the values of own strings for placeOwn.
+func (st *convState) withKeys(keys *record.Keys, pairs []kv) *record.Record {
+	r, vals := record.Make(keys)
+	for i, p := range pairs[len(pairs)-len(vals):] {
+		vals[i] = p.v
 		if p.own > 0 {
 			st.own[p.own-1].slot = &vals[i]
 		}
@@ -749,28 +759,52 @@ func (st *convState) newRecord(pairs []kv, shapes *record.Shapes) *record.Record
 // newRecord makes the record of pairs, sorted and without repeated keys (see sortPairs),
 // with its key list from shapes (nil: a list of its own).
 func newRecord(pairs []kv, shapes *record.Shapes) *record.Record {
-	r, _ := makeRecord(pairs, shapes)
+	r, vals := record.Make(keysOf(pairs, shapes))
+	for i, p := range pairs {
+		vals[i] = p.v
+	}
 	return r
 }
 
-// makeRecord is newRecord, with the record's values.
-func makeRecord(pairs []kv, shapes *record.Shapes) (*record.Record, []any) {
+// keysOf is the key list of pairs, from shapes (nil: a list of its own).
+func keysOf(pairs []kv, shapes *record.Shapes) *record.Keys {
 	var buf [24]string
 	names := buf[:0]
 	for _, p := range pairs {
 		names = append(names, p.k)
 	}
-	var keys *record.Keys
 	if shapes == nil {
-		keys = record.NewKeys(names...)
-	} else {
-		keys = shapes.Keys(names)
+		return record.NewKeys(names...)
 	}
-	r, vals := record.Make(keys)
-	for i, p := range pairs {
-		vals[i] = p.v
+	return shapes.Keys(names)
+}
+
+// fixedKey names a key list with the fixed values of an object's extra entries.
+type fixedKey struct {
+	keys       *record.Keys
+	first, sec any
+}
+
+// topKeys is the key list of the top-level record of an object, pairs sorted: with the
+// values of the two extra entries (apiVersion, kind) fixed when they are its first keys and
+// strings, so that each object holds them not (32 bytes).
+func (sp *structPlan) topKeys(pairs []kv, extra []kv) *record.Keys {
+	keys := keysOf(pairs, &sp.shapes)
+	if len(extra) != 2 || len(pairs) < 2 {
+		return keys
 	}
-	return r, vals
+	for i, e := range extra {
+		_, isString := e.v.(string)
+		if pairs[i].k != e.k || !isString || pairs[i].v != e.v {
+			return keys
+		}
+	}
+	k := fixedKey{keys: keys, first: extra[0].v, sec: extra[1].v}
+	if fk, ok := sp.fixed.Load(k); ok {
+		return fk.(*record.Keys)
+	}
+	fk, _ := sp.fixed.LoadOrStore(k, keys.Fixed(extra[0].v, extra[1].v))
+	return fk.(*record.Keys)
 }
 
 // toUnstructured converts obj (a pointer to a struct) as ToUnstructured does, sharing equal
@@ -815,7 +849,8 @@ func toUnstructured(obj any, in *interner, place *ownPlace, extra ...kv) (*recor
 			st.pairs = append(st.pairs, e)
 		}
 	}
-	m := st.newRecord(sortPairs(st.pairs), &sp.shapes)
+	sorted := sortPairs(st.pairs)
+	m := st.withKeys(sp.topKeys(sorted, extra), sorted)
 	clear(st.pairs)
 	st.placeOwn(place)
 	return m, nil
