@@ -56,8 +56,8 @@ type convState struct {
 	// shared), placed together once the object is converted (see placeOwn).
 	own  []ownString
 	uniq []ownHome // placeOwn's scratch
-	// last is the last string of a pod's own that was boxed into an any: the same string
-	// next (status.podIP, then status.podIPs[0].ip) shares the box.
+	// last is the last string not shared that was boxed into an any (one of a shared record:
+	// a container's name): the same string next (its status's name) shares the box.
 	last    string
 	lastBox any
 }
@@ -109,7 +109,7 @@ func (st *convState) placeOwn(place *ownPlace) {
 		clear(st.uniq)
 		st.uniq = st.uniq[:0]
 	}()
-	// Each own string's index in uniq (its distinct value) in its slot's place: -1 for none.
+	// Each own string held by a record gets its distinct value: home, its index in uniq.
 	size := 0
 	for i, o := range st.own {
 		if o.slot == nil {
@@ -836,6 +836,8 @@ func toUnstructured(obj any, in *interner, place *ownPlace, extra ...kv) (*recor
 	st.own = st.own[:0]
 	if _, _, err := sp.collect(st, v, !sp.shared); err != nil {
 		clear(st.pairs)
+		clear(st.own) // nor keep what was made of the object alive in the pool
+		st.own = st.own[:0]
 		return nil, err
 	}
 	for _, e := range extra {
