@@ -787,7 +787,7 @@ type fixedKey struct {
 
 // topKeys is the key list of the top-level record of an object, pairs sorted: with the
 // values of the two extra entries (apiVersion, kind) fixed when they are its first keys and
-// strings, so that each object holds them not (32 bytes).
+// strings: no object holds them then (32 bytes each).
 func (sp *structPlan) topKeys(pairs []kv, extra []kv) *record.Keys {
 	keys := keysOf(pairs, &sp.shapes)
 	if len(extra) != 2 || len(pairs) < 2 {
