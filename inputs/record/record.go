@@ -4,7 +4,7 @@
 // A Go map[string]any costs 336 bytes for up to 8 entries whatever it holds; a hundred thousand
 // pods of four maps each are ~145 MB before any string. A Record is its values and a pointer
 // to a sorted key list shared by every record with the same keys (all the pods' metadata,
-// say): 32 bytes plus 16 per value. Records are never changed once made, so they can be shared
+// say): 16 bytes plus 16 per value. Records are never changed once made, so they can be shared
 // between snapshots and read from any number of goroutines.
 package record
 
@@ -17,11 +17,31 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 )
 
 // Keys is a sorted list of distinct keys. Make it with NewKeys or a Shapes; never change it.
 type Keys struct {
 	names []string
+	// fixed are the values of the first len(fixed) keys in every record of this list (see
+	// Fixed): the records hold the others' values only.
+	fixed []any
+}
+
+// Fixed returns a key list of k's keys whose first len(vals) keys have the values vals in every
+// record made with it (Make): an object's apiVersion and kind, the same in all objects of a
+// type, held once instead of 32 bytes in each. vals are strings (a programming error
+// otherwise: it panics), at most k.Len() of them.
+func (k *Keys) Fixed(vals ...any) *Keys {
+	if len(vals) > len(k.names) {
+		panic(fmt.Sprintf("record.Keys.Fixed: %d values for %d keys", len(vals), len(k.names)))
+	}
+	for _, v := range vals {
+		if _, ok := v.(string); !ok {
+			panic(fmt.Sprintf("record.Keys.Fixed: %T is not a string", v))
+		}
+	}
+	return &Keys{names: k.names, fixed: slices.Clone(vals)}
 }
 
 // NewKeys returns the key list for names, which must be sorted and distinct (a programming
@@ -64,25 +84,55 @@ func (k *Keys) index(name string) int {
 
 // Record is a JSON object: values by key, iterated in sorted key order. The zero value and a
 // nil *Record are empty.
+//
+// vals points at the first of the values of the keys that are not fixed (see Keys.Fixed):
+// their count is the key list's, so a record is two words, not four (16 bytes less for each
+// of a pod's four records).
 type Record struct {
 	keys *Keys
-	vals []any
+	vals *any
+}
+
+// own is the record's values of the keys that are not fixed (nil for none).
+func (r *Record) own() []any {
+	if r.vals == nil {
+		return nil
+	}
+	return unsafe.Slice(r.vals, len(r.keys.names)-len(r.keys.fixed))
+}
+
+// with returns a record of keys holding vals, the values of its keys that are not fixed.
+func with(keys *Keys, vals []any) Record {
+	if len(vals) == 0 {
+		return Record{keys: keys}
+	}
+	return Record{keys: keys, vals: &vals[0]}
 }
 
 // New returns the record with keys and vals (vals[i] is the value of the i-th key). It keeps
-// vals, which the caller must not change afterwards.
+// vals, which the caller must not change afterwards. With fixed keys (Keys.Fixed), vals holds
+// their values too: when they are not the fixed ones, the record gets a list without them.
 func New(keys *Keys, vals []any) *Record {
 	if keys.Len() != len(vals) {
 		panic(fmt.Sprintf("record.New: %d keys and %d values", keys.Len(), len(vals)))
 	}
-	return &Record{keys: keys, vals: vals}
+	if f := keys.fixed; len(f) > 0 {
+		if !slices.Equal(f, vals[:len(f)]) {
+			keys = &Keys{names: keys.names}
+		} else {
+			vals = vals[len(f):]
+		}
+	}
+	r := with(keys, vals)
+	return &r
 }
 
 // Make returns a record with keys and its value slice, in one allocation (a record read
 // through needs one cache line less). The caller fills vals before the record is used by
-// anyone else, and never changes them afterwards.
+// anyone else, and never changes them afterwards. vals are the values of the keys that are
+// not fixed (see Keys.Fixed): vals[i] is the value of the key len(fixed)+i.
 func Make(keys *Keys) (r *Record, vals []any) {
-	switch keys.Len() {
+	switch keys.Len() - len(keys.fixed) {
 	case 0:
 		return &Record{keys: keys}, nil
 	case 1:
@@ -118,8 +168,9 @@ func Make(keys *Keys) (r *Record, vals []any) {
 	case 16:
 		return makeSized(keys, func(v *[16]any) []any { return v[:] })
 	}
-	vals = make([]any, keys.Len())
-	return &Record{keys: keys, vals: vals}, vals
+	vals = make([]any, keys.Len()-len(keys.fixed))
+	rec := with(keys, vals)
+	return &rec, vals
 }
 
 // makeSized allocates a record together with its values, an array of type A (one case of
@@ -129,8 +180,9 @@ func makeSized[A any](keys *Keys, all func(*A) []any) (*Record, []any) {
 		r Record
 		v A
 	})
-	b.r.keys, b.r.vals = keys, all(&b.v)
-	return &b.r, b.r.vals
+	vals := all(&b.v)
+	b.r = with(keys, vals)
+	return &b.r, vals
 }
 
 // FromPairs returns the record holding the given keys and values, which may come in any
@@ -184,17 +236,22 @@ func FromMap(shapes *Shapes, m map[string]any) *Record {
 
 // Len is the number of keys.
 func (r *Record) Len() int {
-	if r == nil {
+	if r == nil || r.keys == nil {
 		return 0
 	}
-	return len(r.vals)
+	return len(r.keys.names)
 }
 
 // Key is the i-th key in sorted order.
 func (r *Record) Key(i int) string { return r.keys.names[i] }
 
 // Value is the value of the i-th key.
-func (r *Record) Value(i int) any { return r.vals[i] }
+func (r *Record) Value(i int) any {
+	if f := r.keys.fixed; i < len(f) {
+		return f[i]
+	}
+	return r.own()[i-len(r.keys.fixed)]
+}
 
 // Get returns the value of key and whether the record has it.
 func (r *Record) Get(key string) (any, bool) {
@@ -202,7 +259,7 @@ func (r *Record) Get(key string) (any, bool) {
 		return nil, false
 	}
 	if i := r.keys.index(key); i >= 0 {
-		return r.vals[i], true
+		return r.Value(i), true
 	}
 	return nil, false
 }
@@ -224,7 +281,7 @@ func (r *Record) SameKeys(o *Record) bool { return r != nil && o != nil && r.key
 func (r *Record) All() iter.Seq2[string, any] {
 	return func(yield func(string, any) bool) {
 		for i := range r.Len() {
-			if !yield(r.keys.names[i], r.vals[i]) {
+			if !yield(r.keys.names[i], r.Value(i)) {
 				return
 			}
 		}
@@ -236,7 +293,7 @@ func (r *Record) All() iter.Seq2[string, any] {
 func (r *Record) Map() map[string]any {
 	m := make(map[string]any, r.Len())
 	for i := range r.Len() {
-		m[r.keys.names[i]] = Plain(r.vals[i])
+		m[r.keys.names[i]] = Plain(r.Value(i))
 	}
 	return m
 }
@@ -319,7 +376,7 @@ func (r *Record) MarshalJSON() ([]byte, error) {
 		}
 		b.Write(k)
 		b.WriteByte(':')
-		v, err := json.Marshal(r.vals[i])
+		v, err := json.Marshal(r.Value(i))
 		if err != nil {
 			return nil, fmt.Errorf("key %q: %w", r.keys.names[i], err)
 		}
@@ -415,8 +472,9 @@ func Of(shapes *Shapes, v any) any {
 			return nil // as JSON has it: null, not an empty object
 		}
 		r := FromMap(shapes, x)
-		for i, e := range r.vals {
-			r.vals[i] = Of(shapes, e)
+		vals := r.own() // FromMap's keys have none fixed
+		for i, e := range vals {
+			vals[i] = Of(shapes, e)
 		}
 		return r
 	case []any:

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 // names returns n sorted, distinct keys: k00, k02, k04, … (the odd ones are left free so that
@@ -1050,4 +1051,49 @@ func TestTakeKeys(t *testing.T) {
 		}
 	}()
 	TakeKeys([]string{"b", "a"})
+}
+
+// TestRecordIsTwoWords: a record is its key list and a pointer to its values (their count is
+// the key list's): 16 bytes, so that a record of five values and the record are 96 bytes, a
+// size class (112 with a slice of values).
+func TestRecordIsTwoWords(t *testing.T) {
+	if n := unsafe.Sizeof(Record{}); n != 16 {
+		t.Errorf("a Record is %d bytes, want 16", n)
+	}
+	r, vals := Make(NewKeys("a", "b", "c", "d", "e"))
+	copy(vals, []any{1, 2, 3, 4, 5})
+	if r.Len() != 5 || r.Value(4) != 5 {
+		t.Errorf("got %v", r)
+	}
+}
+
+// TestFixedKeys: a record of a key list with fixed values (Keys.Fixed) reads as one holding
+// them: the values, the lookups, the iteration, JSON; it holds only the other values, and
+// New with other values for the fixed keys gives a record that has them.
+func TestFixedKeys(t *testing.T) {
+	plain := NewKeys("apiVersion", "kind", "metadata", "spec")
+	keys := plain.Fixed("v1", "Pod")
+	r, vals := Make(keys)
+	if len(vals) != 2 {
+		t.Fatalf("Make gave %d values, want the 2 not fixed", len(vals))
+	}
+	vals[0], vals[1] = "m", []any{"s"}
+	want := `{"apiVersion":"v1","kind":"Pod","metadata":"m","spec":["s"]}`
+	if got := r.String(); got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+	if v, ok := r.Get("kind"); !ok || v != "Pod" || r.Value(0) != "v1" || r.Value(2) != "m" || r.Len() != 4 {
+		t.Errorf("kind %v %v, values %v %v, Len %d", v, ok, r.Value(0), r.Value(2), r.Len())
+	}
+	if m := r.Map(); m["apiVersion"] != "v1" || m["metadata"] != "m" {
+		t.Errorf("Map: %v", m)
+	}
+	same := New(keys, []any{"v1", "Pod", "m", []any{"s"}})
+	other := New(keys, []any{"v2", "Pod", "m", []any{"s"}})
+	if same.String() != want || !same.SameKeys(r) {
+		t.Errorf("New with the fixed values: %s (same keys %v)", same, same.SameKeys(r))
+	}
+	if other.String() != `{"apiVersion":"v2","kind":"Pod","metadata":"m","spec":["s"]}` || other.SameKeys(r) {
+		t.Errorf("New with other values: %s (same keys %v)", other, other.SameKeys(r))
+	}
 }

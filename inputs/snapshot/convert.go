@@ -7,8 +7,10 @@ import (
 	"hash/maphash"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,6 +42,9 @@ type kv struct {
 	hk uint64 // hash of k
 	v  any
 	hv uint64
+	// own is 1 + the index in convState.own of the object's own string that v stands for (v is
+	// nil until placeOwn), 0 for none.
+	own int
 }
 
 // convState is the scratch of one conversion; not safe for concurrent use.
@@ -47,8 +52,12 @@ type convState struct {
 	pairs []kv  // stack of the maps being built
 	elems []any // stack of the slices being built
 	in    *interner
-	// last is the last string of a pod's own that was boxed into an any: the same string
-	// next (status.podIP, then status.podIPs[0].ip) shares the box.
+	// own are the object's own strings (its name, uid, IP, ...: strings of records never
+	// shared), placed together once the object is converted (see placeOwn).
+	own  []ownString
+	uniq []ownHome // placeOwn's scratch
+	// last is the last string not shared that was boxed into an any (one of a shared record:
+	// a container's name): the same string next (its status's name) shares the box.
 	last    string
 	lastBox any
 }
@@ -65,6 +74,125 @@ func (st *convState) box(s string, h uint64, intern bool) any {
 	var b any = s
 	st.last, st.lastBox = s, b
 	return b
+}
+
+// ownString is one of an object's own strings and the value that holds it (nil when its pair
+// was dropped: a later one with the key, an extra entry).
+type ownString struct {
+	s    string
+	slot *any
+	home int // its distinct value's index in convState.uniq, set by placeOwn
+}
+
+// ownHome is where a distinct own string is held.
+type ownHome struct {
+	at    *string
+	homed bool // at is a home of the ownPlace
+}
+
+// addOwn pushes the pair of key f holding s, an object's own string, onto st.pairs: its value
+// is set by placeOwn.
+func (st *convState) addOwn(f *field, s string, h uint64) {
+	st.own = append(st.own, ownString{s: s})
+	st.pairs = append(st.pairs, kv{k: f.name, hk: f.hk, hv: h, own: len(st.own)})
+}
+
+// placeOwn gives the object's own strings their values, all held by one allocation of string
+// headers (one header for equal strings: status.podIP and status.podIPs[0].ip) or by the
+// place's homes, instead of a box each; with place.copy, their bytes are one string too. The
+// records holding them are unshared (never in the interner) and not yet given to anyone:
+// setting their values is safe.
+func (st *convState) placeOwn(place *ownPlace) {
+	defer func() {
+		clear(st.own)
+		st.own = st.own[:0]
+		clear(st.uniq)
+		st.uniq = st.uniq[:0]
+	}()
+	// Each own string held by a record gets its distinct value: home, its index in uniq.
+	size := 0
+	for i, o := range st.own {
+		if o.slot == nil {
+			continue
+		}
+		j := slices.IndexFunc(st.uniq, func(u ownHome) bool { return *u.at == o.s })
+		if j < 0 {
+			j = len(st.uniq)
+			st.uniq = append(st.uniq, ownHome{at: &st.own[i].s})
+			size += len(o.s)
+		}
+		st.own[i].home = j
+	}
+	if len(st.uniq) == 0 {
+		return
+	}
+	st.homeOwn(place)
+	if place != nil && place.copy {
+		var b strings.Builder
+		b.Grow(size)
+		for _, u := range st.uniq {
+			b.WriteString(*u.at)
+		}
+		all, off := b.String(), 0
+		for _, u := range st.uniq {
+			n := len(*u.at)
+			*u.at = all[off : off+n]
+			off += n
+		}
+	}
+	for _, o := range st.own {
+		if o.slot != nil {
+			*o.slot = stringAt(st.uniq[o.home].at)
+		}
+	}
+}
+
+// homeOwn gives each distinct own string its header: a home of place holding the same
+// string, else one of a list made for the others.
+func (st *convState) homeOwn(place *ownPlace) {
+	rest := len(st.uniq)
+	if place != nil {
+		for _, h := range place.homes {
+			for i, u := range st.uniq {
+				if !u.homed && *h != "" && *h == *u.at {
+					st.uniq[i] = ownHome{at: h, homed: true}
+					rest--
+					break
+				}
+			}
+		}
+	}
+	if rest == 0 {
+		return
+	}
+	headers := make([]string, 0, rest)
+	for i, u := range st.uniq {
+		if !u.homed {
+			headers = append(headers, *u.at)
+			st.uniq[i].at = &headers[len(headers)-1]
+		}
+	}
+}
+
+// ownPlace says where an object's own strings go (see placeOwn); nil: each distinct one a
+// header of one list, the strings kept as they are.
+type ownPlace struct {
+	// copy: the caller does not keep the object: the strings are copied into one (what the
+	// records hold would keep each of the object's strings otherwise).
+	copy bool
+	// homes are strings of the caller's that the records' values may point at when equal
+	// (the converted pod's name and IP): no header of their own. They are set to the copy
+	// with copy, and must not change afterwards.
+	homes []*string
+}
+
+// stringAt returns the string *p as an any whose data is p itself: what boxing *p would give,
+// without a box of its own (16 bytes and an allocation for each string). *p must never change.
+func stringAt(p *string) any {
+	var typed any = ""
+	e := *(*[2]unsafe.Pointer)(unsafe.Pointer(&typed))
+	e[1] = unsafe.Pointer(p)
+	return *(*any)(unsafe.Pointer(&e))
 }
 
 // convFunc converts v. canon reports that the result is a scalar or a shared (interned)
@@ -305,7 +433,7 @@ func mapConv(t reflect.Type, building map[reflect.Type]*plan) convFunc {
 		if plainStrings && v.CanInterface() {
 			for k, s := range v.Interface().(map[string]string) {
 				hk, hv := hashString(k), hashString(s)
-				st.pairs = append(st.pairs, kv{k, hk, s, hv})
+				st.pairs = append(st.pairs, kv{k: k, hk: hk, v: s, hv: hv})
 				sum += pairHash(hk, hv)
 			}
 		} else {
@@ -318,7 +446,7 @@ func mapConv(t reflect.Type, building map[reflect.Type]*plan) convFunc {
 				}
 				k := it.Key().String()
 				hk := hashString(k)
-				st.pairs = append(st.pairs, kv{k, hk, e, hv})
+				st.pairs = append(st.pairs, kv{k: k, hk: hk, v: e, hv: hv})
 				sum += pairHash(hk, hv)
 				canon = canon && c
 			}
@@ -354,6 +482,9 @@ type structPlan struct {
 	fields []field
 	shared bool
 	shapes record.Shapes // the key lists of this type's records, one per set of fields present
+	// fixed are the key lists of top-level records with the values of their extra entries
+	// fixed (see topKeys): fixedKey -> *record.Keys.
+	fixed sync.Map
 }
 
 func structConv(t reflect.Type, building map[reflect.Type]*plan) (convFunc, error) {
@@ -363,7 +494,7 @@ func structConv(t reflect.Type, building map[reflect.Type]*plan) (convFunc, erro
 	}
 	return func(st *convState, v reflect.Value) (any, uint64, bool, error) {
 		base := len(st.pairs)
-		sum, canon, err := sp.collect(st, v)
+		sum, canon, err := sp.collect(st, v, !sp.shared)
 		if err != nil {
 			st.pairs = st.pairs[:base]
 			return nil, 0, false, err
@@ -375,7 +506,7 @@ func structConv(t reflect.Type, building map[reflect.Type]*plan) (convFunc, erro
 		if canon {
 			out = st.in.mapOf(st.pairs[base:], h, true, &sp.shapes)
 		} else {
-			out = newRecord(sortPairs(st.pairs[base:]), &sp.shapes)
+			out = st.newRecord(sortPairs(st.pairs[base:]), &sp.shapes)
 		}
 		clear(st.pairs[base:])
 		st.pairs = st.pairs[:base]
@@ -505,8 +636,10 @@ func isEmpty(v reflect.Value) bool {
 	return false
 }
 
-// collect pushes the fields of v onto st.pairs and returns the sum of their pair hashes.
-func (sp *structPlan) collect(st *convState, v reflect.Value) (sum uint64, canon bool, err error) {
+// collect pushes the fields of v onto st.pairs and returns the sum of their pair hashes. own
+// says that the record they go to is never shared: its strings that are not shared are the
+// object's own (see placeOwn).
+func (sp *structPlan) collect(st *convState, v reflect.Value, own bool) (sum uint64, canon bool, err error) {
 	canon = true
 	for i := range sp.fields {
 		f := &sp.fields[i]
@@ -524,7 +657,7 @@ func (sp *structPlan) collect(st *convState, v reflect.Value) (sum uint64, canon
 				}
 				fv = fv.Elem()
 			}
-			s, c, err := f.inline.collect(st, fv)
+			s, c, err := f.inline.collect(st, fv, own)
 			if err != nil {
 				return 0, false, err
 			}
@@ -541,6 +674,11 @@ func (sp *structPlan) collect(st *convState, v reflect.Value) (sum uint64, canon
 		case reflect.String:
 			s := fv.String()
 			h = hashString(s)
+			if own && !f.internStr && s != "" {
+				st.addOwn(f, s, h)
+				sum += pairHash(f.hk, h)
+				continue
+			}
 			out = st.box(s, h, f.internStr)
 		case reflect.Bool:
 			out, h = fv.Bool(), tagFalse
@@ -564,8 +702,15 @@ func (sp *structPlan) collect(st *convState, v reflect.Value) (sum uint64, canon
 			if err != nil {
 				return 0, false, err
 			}
+			if s, ok := out.(string); ok && own && s != "" {
+				// A string of a custom conversion (a time: creationTimestamp, startTime):
+				// the object's own too.
+				st.addOwn(f, s, h)
+				sum += pairHash(f.hk, h)
+				continue
+			}
 		}
-		st.pairs = append(st.pairs, kv{f.name, f.hk, out, h})
+		st.pairs = append(st.pairs, kv{k: f.name, hk: f.hk, v: out, hv: h})
 		sum += pairHash(f.hk, h)
 		canon = canon && c
 	}
@@ -592,30 +737,80 @@ func sortPairs(pairs []kv) []kv {
 	return out
 }
 
+// newRecord is newRecord for an object being converted: the values of its own strings are
+// noted for placeOwn.
+func (st *convState) newRecord(pairs []kv, shapes *record.Shapes) *record.Record {
+	return st.withKeys(keysOf(pairs, shapes), pairs)
+}
+
+// withKeys makes the record of pairs with keys (theirs; with fixed values maybe, for the
+// first pairs), noting the values of own strings for placeOwn.
+func (st *convState) withKeys(keys *record.Keys, pairs []kv) *record.Record {
+	r, vals := record.Make(keys)
+	for i, p := range pairs[len(pairs)-len(vals):] {
+		vals[i] = p.v
+		if p.own > 0 {
+			st.own[p.own-1].slot = &vals[i]
+		}
+	}
+	return r
+}
+
 // newRecord makes the record of pairs, sorted and without repeated keys (see sortPairs),
 // with its key list from shapes (nil: a list of its own).
 func newRecord(pairs []kv, shapes *record.Shapes) *record.Record {
-	var buf [24]string
-	names := buf[:0]
-	for _, p := range pairs {
-		names = append(names, p.k)
-	}
-	var keys *record.Keys
-	if shapes == nil {
-		keys = record.NewKeys(names...)
-	} else {
-		keys = shapes.Keys(names)
-	}
-	r, vals := record.Make(keys)
+	r, vals := record.Make(keysOf(pairs, shapes))
 	for i, p := range pairs {
 		vals[i] = p.v
 	}
 	return r
 }
 
+// keysOf is the key list of pairs, from shapes (nil: a list of its own).
+func keysOf(pairs []kv, shapes *record.Shapes) *record.Keys {
+	var buf [24]string
+	names := buf[:0]
+	for _, p := range pairs {
+		names = append(names, p.k)
+	}
+	if shapes == nil {
+		return record.NewKeys(names...)
+	}
+	return shapes.Keys(names)
+}
+
+// fixedKey names a key list with the fixed values of an object's extra entries.
+type fixedKey struct {
+	keys       *record.Keys
+	first, sec any
+}
+
+// topKeys is the key list of the top-level record of an object, pairs sorted: with the
+// values of the two extra entries (apiVersion, kind) fixed when they are its first keys and
+// strings: no object holds them then (32 bytes each).
+func (sp *structPlan) topKeys(pairs []kv, extra []kv) *record.Keys {
+	keys := keysOf(pairs, &sp.shapes)
+	if len(extra) != 2 || len(pairs) < 2 {
+		return keys
+	}
+	for i, e := range extra {
+		_, isString := e.v.(string)
+		if pairs[i].k != e.k || !isString || pairs[i].v != e.v {
+			return keys
+		}
+	}
+	k := fixedKey{keys: keys, first: extra[0].v, sec: extra[1].v}
+	if fk, ok := sp.fixed.Load(k); ok {
+		return fk.(*record.Keys)
+	}
+	fk, _ := sp.fixed.LoadOrStore(k, keys.Fixed(extra[0].v, extra[1].v))
+	return fk.(*record.Keys)
+}
+
 // toUnstructured converts obj (a pointer to a struct) as ToUnstructured does, sharing equal
 // parts through in (nil: no sharing). extra entries are added to the top-level record.
-func toUnstructured(obj any, in *interner, extra ...kv) (*record.Record, error) {
+// place says where the object's own strings go (see placeOwn).
+func toUnstructured(obj any, in *interner, place *ownPlace, extra ...kv) (*record.Record, error) {
 	v := reflect.ValueOf(obj)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
 		return nil, fmt.Errorf("%w: %T", errUnsupported, obj)
@@ -637,23 +832,29 @@ func toUnstructured(obj any, in *interner, extra ...kv) (*record.Record, error) 
 	st.in = in
 	st.pairs = st.pairs[:0]
 	st.last, st.lastBox = "", nil
-	if _, _, err := sp.collect(st, v); err != nil {
+	clear(st.own)
+	st.own = st.own[:0]
+	if _, _, err := sp.collect(st, v, !sp.shared); err != nil {
 		clear(st.pairs)
+		clear(st.own) // nor keep what was made of the object alive in the pool
+		st.own = st.own[:0]
 		return nil, err
 	}
 	for _, e := range extra {
 		replaced := false
 		for i := range st.pairs {
 			if st.pairs[i].k == e.k {
-				st.pairs[i].v, replaced = e.v, true
+				st.pairs[i].v, st.pairs[i].own, replaced = e.v, 0, true
 			}
 		}
 		if !replaced {
 			st.pairs = append(st.pairs, e)
 		}
 	}
-	m := newRecord(sortPairs(st.pairs), &sp.shapes)
+	sorted := sortPairs(st.pairs)
+	m := st.withKeys(sp.topKeys(sorted, extra), sorted)
 	clear(st.pairs)
+	st.placeOwn(place)
 	return m, nil
 }
 

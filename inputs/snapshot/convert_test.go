@@ -85,13 +85,16 @@ func checkConversion(t *testing.T, p *corev1.Pod) {
 	want := reference(t, p)
 	shallow := *p
 	shallow.ManagedFields = nil
-	if _, err := toUnstructured(&shallow, nil); err != nil {
+	if _, err := toUnstructured(&shallow, nil, nil); err != nil {
 		t.Fatalf("the fast converter gave up: %v", err)
 	}
 	for _, in := range []*interner{nil, {}} {
-		got := podToMap(p, in)
-		if d := firstDiff("pod", got, want); d != "" {
-			t.Fatalf("sharing=%v: %s", in != nil, d)
+		name, ip := p.Name, p.Status.PodIP
+		for _, place := range []*ownPlace{nil, {copy: true}, {copy: true, homes: []*string{&name, &ip}}} {
+			got := podToMap(p, in, place)
+			if d := firstDiff("pod", got, want); d != "" {
+				t.Fatalf("sharing=%v, place=%+v: %s", in != nil, place, d)
+			}
 		}
 	}
 }
@@ -165,7 +168,7 @@ func TestPodToMapMatchesToUnstructured(t *testing.T) {
 			Map   map[string][]byte `json:"map"`
 		}
 		v := &withBytes{Data: []byte("hello\x00"), Empty: []byte{}, Map: map[string][]byte{"k": []byte("v")}}
-		got, err := toUnstructured(v, nil)
+		got, err := toUnstructured(v, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,10 +184,10 @@ func TestPodToMapMatchesToUnstructured(t *testing.T) {
 		type big struct {
 			N uint64 `json:"n"`
 		}
-		if _, err := toUnstructured(&big{N: 1 << 63}, nil); err == nil {
+		if _, err := toUnstructured(&big{N: 1 << 63}, nil, nil); err == nil {
 			t.Error("no error for a uint64 above MaxInt64")
 		}
-		got, err := toUnstructured(&big{N: 7}, nil)
+		got, err := toUnstructured(&big{N: 7}, nil, nil)
 		if n, _ := got.Get("n"); err != nil || n != int64(7) {
 			t.Errorf("got %#v, %v; want n: int64(7)", got, err)
 		}
@@ -381,9 +384,9 @@ func BenchmarkPodToMap(b *testing.B) {
 			return m
 		})
 	})
-	b.Run("plan", func(b *testing.B) { run(b, func(p *corev1.Pod) any { return podToMap(p, nil) }) })
+	b.Run("plan", func(b *testing.B) { run(b, func(p *corev1.Pod) any { return podToMap(p, nil, nil) }) })
 	b.Run("plan+sharing", func(b *testing.B) {
 		var in interner
-		run(b, func(p *corev1.Pod) any { return podToMap(p, &in) })
+		run(b, func(p *corev1.Pod) any { return podToMap(p, &in, nil) })
 	})
 }

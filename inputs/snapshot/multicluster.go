@@ -42,7 +42,7 @@ func (c *clusterShapes) with(r *record.Record, name string) *record.Record {
 func (c *PodConverter) ConvertIn(p *corev1.Pod, cluster string) *Pod {
 	pod := c.Convert(p)
 	if cluster != "" {
-		pod.cluster = cluster
+		pod.setCluster(cluster)
 		pod.obj = c.shapes.with(pod.obj, cluster)
 		pod.labels = labelsOf(pod.obj)
 	}
@@ -50,11 +50,11 @@ func (c *PodConverter) ConvertIn(p *corev1.Pod, cluster string) *Pod {
 }
 
 // Cluster is the name of the cluster the pod is in ("" with one cluster).
-func (p *Pod) Cluster() string { return p.cluster }
+func (p *Pod) Cluster() string { return p.cluster() }
 
 // Ref names the pod in reports.
 func (p *Pod) Ref() Ref {
-	return Ref{Kind: "Pod", Namespace: p.namespace, Name: p.name, Cluster: p.cluster}
+	return Ref{Kind: "Pod", Namespace: p.namespace, Name: p.name, Cluster: p.cluster()}
 }
 
 // InCluster returns o as an object of the named cluster: its record has the key "cluster".
@@ -126,7 +126,7 @@ func podKeyName(p *podEntry) string {
 
 func (e *podEntry) cluster() string {
 	if e.conv != nil {
-		return e.conv.cluster
+		return e.conv.cluster()
 	}
 	return ""
 }
@@ -164,9 +164,10 @@ func (o *Objects) InHome(over *Objects) *Objects {
 	var pods PodConverter
 	c.Pods, c.ConvertedPods = nil, nil
 	for _, p := range over.ConvertedPods {
-		if p != nil && p.cluster == "" {
+		if p != nil && p.cluster() == "" {
 			x := *p
-			x.cluster, x.obj = o.Home, pods.shapes.with(p.obj, o.Home)
+			x.setCluster(o.Home)
+			x.obj = pods.shapes.with(p.obj, o.Home)
 			x.labels = labelsOf(x.obj)
 			p = &x
 		}

@@ -146,7 +146,7 @@ func (c *ObjectConverter) FromTyped(obj kruntime.Object, gvk schema.GroupVersion
 		m.SetManagedFields(nil)
 	}
 	apiVersion, kind := gvk.GroupVersion().String(), gvk.Kind
-	rec, err := toUnstructured(cp.Interface(), &c.in, kv{k: "apiVersion", v: c.in.str(apiVersion, hashString(apiVersion))},
+	rec, err := toUnstructured(cp.Interface(), &c.in, nil, kv{k: "apiVersion", v: c.in.str(apiVersion, hashString(apiVersion))},
 		kv{k: "kind", v: c.in.str(kind, hashString(kind))})
 	if err != nil {
 		// A type the plan cannot convert exactly: ToUnstructured's own result.
@@ -262,7 +262,7 @@ func (c *ObjectConverter) plain(st *convState, v any, depth int, key string) (ou
 				ce = st.in.str(s, he)
 			}
 			hk := hashString(k)
-			st.pairs = append(st.pairs, kv{k, hk, ce, he})
+			st.pairs = append(st.pairs, kv{k: k, hk: hk, v: ce, hv: he})
 			sum += pairHash(hk, he)
 			canon = canon && cc && !uniqueKeys[k]
 		}

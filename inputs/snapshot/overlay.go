@@ -102,7 +102,7 @@ func (o *Objects) Delete(kind, namespace, name string) (*Objects, bool) {
 		c.Secrets = filter(o.Secrets, func(x *corev1.Secret) bool { return x.Namespace == namespace && x.Name == name })
 	case "pod":
 		c.Pods = filter(o.Pods, func(x *corev1.Pod) bool { return x.Namespace == namespace && x.Name == name })
-		c.ConvertedPods = filter(o.ConvertedPods, func(x *Pod) bool { return x.Namespace() == namespace && x.Name() == name && x.cluster == o.Home })
+		c.ConvertedPods = filter(o.ConvertedPods, func(x *Pod) bool { return x.Namespace() == namespace && x.Name() == name && x.cluster() == o.Home })
 	case "endpointslice":
 		c.EndpointSlices = filter(o.EndpointSlices, func(x *discoveryv1.EndpointSlice) bool { return x.Namespace == namespace && x.Name == name })
 		if home := o.ClusterEndpointSlices[o.Home]; o.Home != "" {

@@ -92,10 +92,10 @@ func BuildPeers(objs *Objects, opts PeersOptions) Peers {
 		}
 	}
 	for _, p := range objs.ConvertedPods {
-		if p == nil || p.namespace != opts.Namespace || p.ip == "" || p.cluster != opts.Cluster {
+		if p == nil || p.namespace != opts.Namespace || p.ip == "" || p.cluster() != opts.Cluster {
 			continue
 		}
-		var l labels.Labels = labels.Set(p.waiting)
+		var l labels.Labels = labels.Set(p.waiting())
 		if p.ready {
 			l = recordLabels{p.labels}
 		}

@@ -38,16 +38,53 @@ func PodReady(p *corev1.Pod) bool {
 // Pod is a pod converted for the templates ahead of Build, by a source that keeps no typed
 // pods (see PodConverter and Objects.ConvertedPods). It is read-only and may be shared by
 // any number of Objects and Snapshots.
+//
+// A hundred thousand of them are kept: the struct is 80 bytes (a size class), what few pods
+// have (a cluster, waiting labels) behind one pointer.
+//
+// The values of its record's metadata.name and status.podIP point at name and ip (see
+// ownPlace): they never change once Convert returns.
 type Pod struct {
 	namespace, name string
-	cluster         string // with several clusters (ConvertIn)
 	ready           bool
 	obj             *record.Record // nil when not ready: Build never shows it
 	labels          *record.Record // obj's metadata.labels
 	// ip is the pod's IP when it runs, ready or not ("" otherwise): what BuildPeers needs, with
 	// the labels of a pod that is not ready (waiting; a ready pod's are in labels).
-	ip      string
-	waiting map[string]string
+	ip   string
+	rare *podRare // nil: no cluster, no waiting labels
+}
+
+// podRare is what a Pod has in some cases only.
+type podRare struct {
+	cluster string            // with several clusters (ConvertIn)
+	waiting map[string]string // see Pod.ip
+}
+
+// cluster is the name of the pod's cluster ("" with one cluster).
+func (p *Pod) cluster() string {
+	if p.rare == nil {
+		return ""
+	}
+	return p.rare.cluster
+}
+
+// setCluster sets the name of the pod's cluster; p.rare is replaced, not changed (a copy of
+// a Pod shares it).
+func (p *Pod) setCluster(cluster string) {
+	rare := podRare{cluster: cluster}
+	if p.rare != nil {
+		rare.waiting = p.rare.waiting
+	}
+	p.rare = &rare
+}
+
+// waiting is the labels of a running pod that is not ready (nil otherwise).
+func (p *Pod) waiting() map[string]string {
+	if p.rare == nil {
+		return nil
+	}
+	return p.rare.waiting
 }
 
 // Namespace and Name identify the pod.
@@ -75,16 +112,18 @@ func (c *PodConverter) Convert(p *corev1.Pod) *Pod {
 	// The namespace as the records hold it (one string for all of its pods), not p's copy.
 	ns := c.in.str(p.Namespace, hashString(p.Namespace)).(string)
 	pod := &Pod{namespace: ns, name: p.Name, ready: PodReady(p)}
-	if pod.ready {
-		pod.obj = podToMap(p, &c.in)
-		pod.labels = labelsOf(pod.obj)
-	}
 	if podRunning(p) {
 		pod.ip = p.Status.PodIP
 		if !pod.ready {
 			// The labels of a pod that is not ready are kept only to select the peers.
-			pod.waiting = maps.Clone(p.Labels)
+			pod.rare = &podRare{waiting: maps.Clone(p.Labels)}
 		}
+	}
+	if pod.ready {
+		// The record's metadata.name and status.podIP are pod.name and pod.ip themselves, all
+		// of the pod's own strings copied into one (p's would be kept for them otherwise).
+		pod.obj = podToMap(p, &c.in, &ownPlace{copy: true, homes: []*string{&pod.name, &pod.ip}})
+		pod.labels = labelsOf(pod.obj)
 	}
 	return pod
 }
@@ -174,7 +213,7 @@ func (ix *podIndex) convert(pods []*podEntry) {
 	for range workers {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(todo); i = int(next.Add(1) - 1) {
-				todo[i].obj = podToMap(todo[i].typed, in)
+				todo[i].obj = podToMap(todo[i].typed, in, nil)
 			}
 		})
 	}
@@ -186,11 +225,12 @@ func (ix *podIndex) convert(pods []*podEntry) {
 
 // podToMap returns the pod as `kubectl get pod -o json` shows it, without managedFields:
 // what runtime.DefaultUnstructuredConverter.ToUnstructured gives, as records, with equal
-// parts shared through in (nil: none).
-func podToMap(p *corev1.Pod, in *interner) *record.Record {
+// parts shared through in (nil: none). place says where the pod's own strings go (see
+// convState.placeOwn).
+func podToMap(p *corev1.Pod, in *interner, place *ownPlace) *record.Record {
 	shallow := *p
 	shallow.ManagedFields = nil // often the largest part of a pod, and nobody templates it
-	m, err := toUnstructured(&shallow, in, kv{k: "apiVersion", v: "v1"}, kv{k: "kind", v: "Pod"})
+	m, err := toUnstructured(&shallow, in, place, kv{k: "apiVersion", v: "v1"}, kv{k: "kind", v: "Pod"})
 	if err == nil {
 		return m
 	}

@@ -1,0 +1,144 @@
+package snapshot
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+	"unsafe"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
+)
+
+// scalePod is pod p of service s as hack/gen-scale writes it (the 10,000 services x 10 pods
+// of docs/performance.md); kube adds what a cluster's pod has beside (resourceVersion, times,
+// node and host IP).
+func scalePod(s, p int, kube bool) *corev1.Pod {
+	name := fmt.Sprintf("svc-%05d", s)
+	ip := fmt.Sprintf("10.%d.%d.%d", s/250, s%250, p+1)
+	pod := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("%s-%d", name, p), Namespace: fmt.Sprintf("ns-%03d", s%100),
+			UID:    types.UID(fmt.Sprintf("uid-%d-%d", s, p)),
+			Labels: map[string]string{"app": name, "pod-template-hash": "5c6b7d9f"},
+		},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example.com/app:1.0",
+			Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}}},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
+			Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: true, Image: "registry.example.com/app:1.0"}},
+		},
+	}
+	if kube {
+		start := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Add(time.Duration(s*10+p) * time.Second))
+		pod.ResourceVersion = strconv.Itoa(1000000 + s*10 + p)
+		pod.CreationTimestamp = start
+		pod.Spec.NodeName = fmt.Sprintf("node-%d", s%50)
+		pod.Status.HostIP = fmt.Sprintf("192.168.0.%d", s%50)
+		pod.Status.StartTime = &start
+	}
+	return pod
+}
+
+// convertedHeap converts n pods of the shape of scalePod with one converter, as the file
+// source does at 10,000 x 10 (each typed pod dropped once converted), and returns the heap
+// they hold once collected per pod (the converter's shared parts included), and the
+// allocations of one Convert.
+func convertedHeap(n int, kube bool) (bytes, allocs float64) {
+	var c PodConverter
+	out := make([]*Pod, n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range out {
+		out[i] = c.Convert(scalePod(i/10, i%10, kube))
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(out)
+	p := scalePod(1, 1, kube)
+	allocs = testing.AllocsPerRun(100, func() { c.Convert(p) })
+	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n), allocs
+}
+
+// BenchmarkConvertedPodHeap: the heap a converted pod holds (live-B/pod, the converter's
+// shared parts included) over 100,000 pods of the shape hack/gen-scale writes
+// (docs/performance.md, 10,000 services x 10 pods), and the allocations of a Convert
+// (allocs/pod).
+func BenchmarkConvertedPodHeap(b *testing.B) {
+	for _, kube := range []bool{false, true} {
+		b.Run(map[bool]string{false: "gen-scale", true: "kube"}[kube], func(b *testing.B) {
+			var bytes, allocs float64
+			for b.Loop() {
+				bytes, allocs = convertedHeap(100000, kube)
+			}
+			b.ReportMetric(bytes, "live-B/pod")
+			b.ReportMetric(allocs, "allocs/pod")
+		})
+	}
+}
+
+// TestConvertedPodCompact: a converted pod's own strings (name, uid, IP, times) are one
+// string, their values point at the Pod's name and ip fields and at one list of headers for
+// the others (no box each), equal strings share their header, and 10,000 converted pods hold
+// at most 480 bytes each (467 measured; 625 with a box and an allocation for each string, a
+// record of four words, a Pod of 96 bytes and apiVersion and kind in each pod's record).
+func TestConvertedPodCompact(t *testing.T) {
+	var c PodConverter
+	pod := c.Convert(scalePod(12, 3, true))
+	meta, _ := pod.Object().Get("metadata")
+	status, _ := pod.Object().Get("status")
+	name, _ := meta.(*record.Record).Get("name")
+	uid, _ := meta.(*record.Record).Get("uid")
+	rv, _ := meta.(*record.Record).Get("resourceVersion")
+	created, _ := meta.(*record.Record).Get("creationTimestamp")
+	started, _ := status.(*record.Record).Get("startTime")
+	ip, _ := status.(*record.Record).Get("podIP")
+	ips, _ := status.(*record.Record).Get("podIPs")
+	ip0, _ := ips.([]any)[0].(*record.Record).Get("ip")
+	if name != "svc-00012-3" || uid != "uid-12-3" || rv != "1000123" || created != "2026-01-02T03:06:08Z" ||
+		ip != "10.0.12.4" || ip0 != ip || started != created {
+		t.Fatalf("got name %v, uid %v, resourceVersion %v, creationTimestamp %v, podIP %v, podIPs[0].ip %v, startTime %v",
+			name, uid, rv, created, ip, ip0, started)
+	}
+	// The order of the strings is the order of the fields in the Go types.
+	strs := []any{name, uid, rv, created, ip}
+	for i := 1; i < len(strs); i++ {
+		a, b := strs[i-1].(string), strs[i].(string)
+		if unsafe.Pointer(unsafe.StringData(b)) != unsafe.Add(unsafe.Pointer(unsafe.StringData(a)), len(a)) {
+			t.Errorf("%q is not right after %q: the pod's own strings are not one", b, a)
+		}
+	}
+	// The values of the name and the IP are the Pod's fields; the others' one list of headers.
+	if dataOf(name) != unsafe.Pointer(&pod.name) || dataOf(ip) != unsafe.Pointer(&pod.ip) {
+		t.Error("the values of the name and IP are not the Pod's name and ip")
+	}
+	headers := []any{uid, rv, created}
+	for i := 1; i < len(headers); i++ {
+		if dataOf(headers[i]) != unsafe.Add(dataOf(headers[i-1]), unsafe.Sizeof("")) {
+			t.Errorf("the value of %q is not the header after %q's: a box each", headers[i], headers[i-1])
+		}
+	}
+	if dataOf(ip0) != dataOf(ip) || dataOf(started) != dataOf(created) {
+		t.Error("equal strings of the pod (its IPs, its times) do not share their header")
+	}
+	if unsafe.Sizeof(Pod{}) > 80 {
+		t.Errorf("a Pod is %d bytes, want 80 at most (a size class)", unsafe.Sizeof(Pod{}))
+	}
+	if testing.Short() || raceEnabled {
+		return
+	}
+	if live, _ := convertedHeap(10000, false); live > 480 {
+		t.Errorf("a converted pod holds %.0f bytes, want 480 at most", live)
+	}
+}
+
+// dataOf is the data word of an any: where its value is.
+func dataOf(v any) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1] }
