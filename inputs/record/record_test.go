@@ -3,7 +3,9 @@ package record
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"runtime"
 	"slices"
@@ -1050,4 +1052,63 @@ func TestTakeKeys(t *testing.T) {
 		}
 	}()
 	TakeKeys([]string{"b", "a"})
+}
+
+// TestPatched: along random records and changes (values replaced, keys added, keys taken out,
+// keys not there taken out), Patched is the record made anew from the entries changed, r is
+// left as it was, and the key list is r's exactly when no key comes or goes.
+func TestPatched(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 10))
+	key := func() string { return fmt.Sprintf("k%02d", rng.IntN(40)) }
+	for step := range 2000 {
+		m := map[string]any{}
+		for range rng.IntN(30) {
+			m[key()] = rng.IntN(100)
+		}
+		var r *Record
+		if len(m) > 0 || rng.IntN(2) == 0 {
+			r = FromMap(nil, m)
+		}
+		before := r.Map()
+		want := maps.Clone(m)
+		byKey := map[string]Change{}
+		for range rng.IntN(6) {
+			c := Change{Key: key(), Value: 1000 + rng.IntN(100)}
+			c.Remove = rng.IntN(3) == 0
+			byKey[c.Key] = c
+		}
+		var changes []Change
+		keysMove := false
+		for _, k := range slices.Sorted(maps.Keys(byKey)) {
+			c := byKey[k]
+			changes = append(changes, c)
+			_, had := m[k]
+			if c.Remove {
+				delete(want, k)
+				keysMove = keysMove || had
+			} else {
+				want[k] = c.Value
+				keysMove = keysMove || !had
+			}
+		}
+		got := r.Patched(changes)
+		if !reflect.DeepEqual(got.Map(), want) {
+			t.Fatalf("step %d: %v patched with %v: %v, want %v", step, before, changes, got.Map(), want)
+		}
+		if !slices.IsSorted(got.Keys().names) || got.Len() != len(want) {
+			t.Fatalf("step %d: keys %q", step, got.Keys().names)
+		}
+		if !reflect.DeepEqual(r.Map(), before) {
+			t.Fatalf("step %d: r changed: %v, was %v", step, r.Map(), before)
+		}
+		if shared := got.Keys() == r.Keys(); r.Len() > 0 && shared == keysMove {
+			t.Fatalf("step %d: key list shared %v though keys move %v", step, shared, keysMove)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Patched took changes not sorted")
+		}
+	}()
+	FromMap(nil, map[string]any{"a": 1}).Patched([]Change{{Key: "b"}, {Key: "a"}})
 }

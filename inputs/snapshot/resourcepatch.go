@@ -111,53 +111,14 @@ type keyed struct {
 }
 
 // patchRecord is r with the entries of patch (sorted by key, each key once) put in or taken
-// out, its other entries kept: r's key list when no key comes or goes (a new version of an
-// object), else a list of its own, not copied again (record.TakeKeys).
+// out (a nil val), its other entries kept (record.Patched: r's key list when no key comes or
+// goes, a new version of an object).
 func patchRecord(r *record.Record, patch []keyed) *record.Record {
-	n := r.Len()
-	if n > 0 && sameKeys(r, patch) {
-		vals := make([]any, n)
-		i := 0
-		for _, p := range patch {
-			for ; r.Key(i) < p.key; i++ {
-				vals[i] = r.Value(i)
-			}
-			vals[i] = p.val
-			i++
-		}
-		for ; i < n; i++ {
-			vals[i] = r.Value(i)
-		}
-		return record.New(r.Keys(), vals)
+	changes := make([]record.Change, len(patch))
+	for i, p := range patch {
+		changes[i] = record.Change{Key: p.key, Value: p.val, Remove: p.val == nil}
 	}
-	names := make([]string, 0, n+len(patch))
-	vals := make([]any, 0, n+len(patch))
-	i := 0
-	for _, p := range patch {
-		for ; i < n && r.Key(i) < p.key; i++ {
-			names, vals = append(names, r.Key(i)), append(vals, r.Value(i))
-		}
-		if i < n && r.Key(i) == p.key {
-			i++
-		}
-		if p.val != nil {
-			names, vals = append(names, p.key), append(vals, p.val)
-		}
-	}
-	for ; i < n; i++ {
-		names, vals = append(names, r.Key(i)), append(vals, r.Value(i))
-	}
-	return record.New(record.TakeKeys(names), vals)
-}
-
-// sameKeys reports whether patch only gives keys of r new values.
-func sameKeys(r *record.Record, patch []keyed) bool {
-	for _, p := range patch {
-		if _, ok := r.Get(p.key); !ok || p.val == nil {
-			return false
-		}
-	}
-	return true
+	return r.Patched(changes)
 }
 
 // patchedIndex is the index ix of the objects after changes, from last, the index before them
