@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/watchspec"
 )
 
 // ingressWorld is a cluster of Ingresses, Services and EndpointSlices, with certificates, and
@@ -244,6 +246,63 @@ func (w *ingressWorld) snapshot(t *testing.T) *snapshot.Snapshot {
 	}
 	snap := assembleWatched(t, map[string][]map[string]any{"ingresses": list(w.ingresses),
 		"services": list(w.services), "endpointslices": list(w.slices)}, ingressWatch...)
+	return w.withInputs(snap)
+}
+
+// sourceSnapshot is the world's snapshot as the sidecar assembles it: through cache (its
+// PodCache: the watched resources' lookups of the last snapshot kept or patched), from the
+// objects as a source holds them (conv: an object that did not change is the one converted
+// before, a changed one a new one; each list a new one, in name order).
+func (w *ingressWorld) sourceSnapshot(t *testing.T, conv sourceObjects, cache *snapshot.PodCache) *snapshot.Snapshot {
+	var specs watchspec.List
+	for _, spec := range ingressWatch {
+		if err := specs.Set(spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objs := &snapshot.Objects{Resources: map[string][]*snapshot.Object{}}
+	for res, m := range map[string]map[string]map[string]any{"ingresses": w.ingresses, "services": w.services, "endpointslices": w.slices} {
+		objs.Resources[res] = conv.list(t, res, m)
+	}
+	snap, err := snapshot.Assemble(objs, snapshot.Options{Resources: specs, PodCache: cache}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.withInputs(snap)
+}
+
+// sourceObjects are the objects a source converted, by resource and namespace/name, with the
+// version (the world's map) each was converted from.
+type sourceObjects map[string]sourceObject
+
+type sourceObject struct {
+	from map[string]any
+	obj  *snapshot.Object
+}
+
+// list is the objects of resource res, the world's m, in name order: those whose version is
+// the one converted before are the same objects.
+func (c sourceObjects) list(t *testing.T, res string, m map[string]map[string]any) []*snapshot.Object {
+	var conv snapshot.ObjectConverter
+	out := make([]*snapshot.Object, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		id := res + " " + k
+		if o, ok := c[id]; ok && reflect.ValueOf(o.from).UnsafePointer() == reflect.ValueOf(m[k]).UnsafePointer() {
+			out = append(out, o.obj)
+			continue
+		}
+		o, err := conv.FromUnstructured(m[k])
+		if err != nil {
+			t.Fatal(err)
+		}
+		c[id] = sourceObject{from: m[k], obj: o}
+		out = append(out, o)
+	}
+	return out
+}
+
+// withInputs is snap with the world's certificates and templates.
+func (w *ingressWorld) withInputs(snap *snapshot.Snapshot) *snapshot.Snapshot {
 	for _, name := range slices.Sorted(maps.Keys(w.certs)) {
 		if w.certs[name] {
 			snap.Certificates = append(snap.Certificates, snapshot.Certificate{Name: name, PEM: []byte("PEM " + name)})
@@ -257,7 +316,10 @@ func (w *ingressWorld) snapshot(t *testing.T) *snapshot.Snapshot {
 // TestIngressRandomChangesRenderAsAFreshRenderer: along a long random sequence of changes
 // (Ingresses, Services, endpoints and certificates added, edited and deleted, the templates
 // edited), the renderer the sidecar keeps from sync to sync renders the Ingress example at
-// every step byte for byte as a renderer made for that step alone. The digest logged covers
+// every step byte for byte as a renderer made for that step alone; the kept renderer renders
+// the snapshot as the sidecar assembles it (through a PodCache: the watched resources'
+// lookups of the last step kept or patched), the fresh one a snapshot assembled anew, so that
+// a stale part kept in either shows in what is rendered. The digest logged covers
 // every step's files: equal digests from two versions of the example or of the engine say they
 // render the whole sequence alike.
 func TestIngressRandomChangesRenderAsAFreshRenderer(t *testing.T) {
@@ -271,15 +333,15 @@ func TestIngressRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 	}
 	counts := map[string]int{}
 	seen := map[string]bool{}
+	source, cache := sourceObjects{}, &snapshot.PodCache{}
 	for i := range steps {
 		what := "start"
 		if i > 0 {
 			what = w.step()
 		}
 		counts[what]++
-		snap := w.snapshot(t)
-		got, gotErr := kept.Render(context.Background(), snap)
-		want := freshAgrees(t, opts, snap, got, gotErr, fmt.Sprintf("step %d (%s)", i, what))
+		got, gotErr := kept.Render(context.Background(), w.sourceSnapshot(t, source, cache))
+		want := freshAgrees(t, opts, w.snapshot(t), got, gotErr, fmt.Sprintf("step %d (%s)", i, what))
 		cfg, routes := string(want.Config), string(want.Maps["routes.map"])
 		for s, ok := range map[string]bool{
 			"a served Ingress":      strings.Contains(cfg, "# haproxy-sidecar: serves Ingress "),
