@@ -591,3 +591,81 @@ func TestIngressBlocksCutAtEachUidPrefix(t *testing.T) {
 		t.Fatalf("%d Ingresses served: the world serves too few to tell", n)
 	}
 }
+
+// TestIngressHashSeesEachChange: through the sidecar's path (a snapshot assembled through a
+// PodCache from a source's objects, the renderer kept from sync to sync), each kind of change
+// gives the rendered files another hash (the hash the sidecar decides "nothing changed" by),
+// and a sync without a change the same one: an Ingress's field, an Ingress added and deleted,
+// an endpoint's address, a Service deleted, a key of the template ConfigMap (the main template,
+// a map's template), a certificate. Each hash is the files' hash (Content().Hash()).
+func TestIngressHashSeesEachChange(t *testing.T) {
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps", Timeout: largeWorldTimeout}
+	kept := New(opts)
+	w := newIngressWorld(t, 7)
+	served := func(host, path, svc string) map[string]any {
+		ns, name, _ := strings.Cut(svc, "/")
+		return map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": map[string]any{"name": "hashed", "namespace": ns},
+			"spec": map[string]any{"ingressClassName": "haproxy-sidecar", "rules": []any{map[string]any{"host": host, "http": map[string]any{"paths": []any{
+				map[string]any{"path": path, "pathType": "Prefix", "backend": map[string]any{"service": map[string]any{"name": name, "port": map[string]any{"name": "http"}}}}}}}}}}
+	}
+	w.services["a/hashed"] = map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{"name": "hashed", "namespace": "a"},
+		"spec": map[string]any{"ports": []any{map[string]any{"name": "http", "port": int64(80), "targetPort": int64(8080)}}}}
+	slice := func(addr string) map[string]any {
+		return map[string]any{"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+			"metadata":  map[string]any{"name": "hashed-x", "namespace": "a", "labels": map[string]any{"kubernetes.io/service-name": "hashed"}},
+			"ports":     []any{map[string]any{"name": "http", "port": int64(8080)}},
+			"endpoints": []any{map[string]any{"addresses": []any{addr}, "conditions": map[string]any{"ready": true}}}}
+	}
+	w.slices["a/hashed"] = slice("10.7.0.1")
+	w.ingresses["a/hashed"] = served("hashed.example.com", "/", "a/hashed")
+	edit := func(key, from, to string) {
+		tpl := maps.Clone(w.templates)
+		if !strings.Contains(tpl[key], from) {
+			t.Fatalf("template key %s has no %q", key, from)
+		}
+		tpl[key] = strings.Replace(tpl[key], from, to, 1)
+		w.templates = tpl
+	}
+	source, cache := sourceObjects{}, &snapshot.PodCache{}
+	sync := func() *Bundle {
+		b, err := kept.Render(context.Background(), w.sourceSnapshot(t, source, cache))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Hash != b.Content().Hash() {
+			t.Fatalf("the bundle's hash %s is not its files' %s", b.Hash, b.Content().Hash())
+		}
+		return b
+	}
+	last := sync()
+	for _, c := range []struct {
+		what   string
+		change func()
+	}{
+		{"nothing", func() {}},
+		{"an Ingress's path", func() { w.ingresses["a/hashed"] = served("hashed.example.com", "/v2", "a/hashed") }},
+		{"an Ingress's host", func() { w.ingresses["a/hashed"] = served("hashed2.example.com", "/v2", "a/hashed") }},
+		{"an Ingress added", func() {
+			ing := served("added.example.com", "/", "a/hashed")
+			ing["metadata"] = map[string]any{"name": "added", "namespace": "a"}
+			w.ingresses["a/added"] = ing
+		}},
+		{"an endpoint's address", func() { w.slices["a/hashed"] = slice("10.7.0.2") }},
+		{"an Ingress deleted", func() { delete(w.ingresses, "a/added") }},
+		{"nothing, again", func() {}},
+		{"the main template", func() { edit("template", "timeout client 50s", "timeout client 51s") }},
+		{"a map's template", func() { edit("routes.map", "longest first", "the longest first") }},
+		{"a certificate", func() { w.certs["a.tls-b"] = !w.certs["a.tls-b"] }},
+		{"a Service deleted", func() { delete(w.services, "a/hashed"); delete(w.slices, "a/hashed") }},
+	} {
+		c.change()
+		b := sync()
+		if same := b.Hash == last.Hash; same != strings.HasPrefix(c.what, "nothing") {
+			t.Errorf("%s: hash %s, before %s", c.what, b.Hash, last.Hash)
+		}
+		if d := bundleDiff(b, last); (d == "") != (b.Hash == last.Hash) {
+			t.Errorf("%s: the files differ (%q) but not their hashes, or the other way round", c.what, d)
+		}
+		last = b
+	}
+}
