@@ -44,6 +44,9 @@ func TakeKeys(names []string) *Keys {
 // Len is the number of keys.
 func (k *Keys) Len() int { return len(k.names) }
 
+// At is the i-th key.
+func (k *Keys) At(i int) string { return k.names[i] }
+
 // index returns the position of name, or -1.
 func (k *Keys) index(name string) int {
 	names := k.names
@@ -196,52 +199,79 @@ type Change struct {
 // result shares r's key list when no key comes or goes; otherwise its list is its own (in
 // order by construction: r's are, and each change goes in its place). r is not changed.
 func (r *Record) Patched(changes []Change) *Record {
+	names, vals, p := r.plan(changes)
+	if p.sameKeys && len(names) > 0 {
+		out := slices.Clone(vals)
+		for i, c := range changes {
+			if p.found[i] {
+				out[p.at[i]] = c.Value
+			}
+		}
+		return &Record{keys: r.keys, vals: out}
+	}
+	return &Record{keys: &Keys{names: splice(names, p, changes, changeKey)}, vals: splice(vals, p, changes, changeValue)}
+}
+
+// PatchedKeys is the key list of r.Patched(changes), without its values (for values held
+// elsewhere in the same order): r's own when no key comes or goes.
+func (r *Record) PatchedKeys(changes []Change) *Keys {
+	names, _, p := r.plan(changes)
+	if p.sameKeys && len(names) > 0 {
+		return r.keys
+	}
+	return &Keys{names: splice(names, p, changes, changeKey)}
+}
+
+func changeKey(c Change) string { return c.Key }
+func changeValue(c Change) any  { return c.Value }
+
+// patchPlan is where changes go in a record's entries: each change's place (at) and whether
+// its key is there (found); sameKeys when no key comes or goes.
+type patchPlan struct {
+	at       []int
+	found    []bool
+	sameKeys bool
+}
+
+// plan is r's keys and values and where changes go in them (see Patched).
+func (r *Record) plan(changes []Change) (names []string, vals []any, p patchPlan) {
 	for i := 1; i < len(changes); i++ {
 		if changes[i-1].Key >= changes[i].Key {
 			panic(fmt.Sprintf("record.Patched: changes not sorted and distinct: %q before %q", changes[i-1].Key, changes[i].Key))
 		}
 	}
-	var names []string
-	var vals []any
 	if r != nil && r.keys != nil {
 		names, vals = r.keys.names, r.vals
 	}
-	at := make([]int, len(changes)) // each change's place in names
-	found := make([]bool, len(changes))
-	sameKeys := true
+	p = patchPlan{at: make([]int, len(changes)), found: make([]bool, len(changes)), sameKeys: true}
 	for i, c := range changes {
 		lo := 0
 		if i > 0 {
-			lo = at[i-1]
+			lo = p.at[i-1]
 		}
-		p, ok := slices.BinarySearch(names[lo:], c.Key)
-		at[i], found[i] = lo+p, ok
-		sameKeys = sameKeys && ok != c.Remove // a value replaced, or a key not there taken out
+		at, ok := slices.BinarySearch(names[lo:], c.Key)
+		p.at[i], p.found[i] = lo+at, ok
+		p.sameKeys = p.sameKeys && ok != c.Remove // a value replaced, or a key not there taken out
 	}
-	if sameKeys && len(names) > 0 {
-		out := slices.Clone(vals)
-		for i, c := range changes {
-			if found[i] {
-				out[at[i]] = c.Value
-			}
-		}
-		return &Record{keys: r.keys, vals: out}
-	}
-	outNames := make([]string, 0, len(names)+len(changes))
-	outVals := make([]any, 0, len(names)+len(changes))
+	return names, vals, p
+}
+
+// splice is old (a record's keys or values) with changes made where p places them, in blocks:
+// what each change puts in is val(change).
+func splice[T any](old []T, p patchPlan, changes []Change, val func(Change) T) []T {
+	out := make([]T, 0, len(old)+len(changes))
 	prev := 0
 	for i, c := range changes {
-		outNames, outVals = append(outNames, names[prev:at[i]]...), append(outVals, vals[prev:at[i]]...)
-		prev = at[i]
-		if found[i] {
+		out = append(out, old[prev:p.at[i]]...)
+		prev = p.at[i]
+		if p.found[i] {
 			prev++ // replaced or taken out
 		}
 		if !c.Remove {
-			outNames, outVals = append(outNames, c.Key), append(outVals, c.Value)
+			out = append(out, val(c))
 		}
 	}
-	outNames, outVals = append(outNames, names[prev:]...), append(outVals, vals[prev:]...)
-	return &Record{keys: &Keys{names: slices.Clip(outNames)}, vals: slices.Clip(outVals)}
+	return slices.Clip(append(out, old[prev:]...))
 }
 
 // Len is the number of keys.
@@ -267,6 +297,12 @@ func (r *Record) Get(key string) (any, bool) {
 		return r.vals[i], true
 	}
 	return nil, false
+}
+
+// ValuesAre reports whether r's values are l itself (the same slice, not equal values): a
+// record made with New(keys, l).
+func (r *Record) ValuesAre(l []any) bool {
+	return r.Len() == len(l) && (len(l) == 0 || &r.vals[0] == &l[0])
 }
 
 // Keys is the record's key list (nil for the nil record), to make another record of the same

@@ -1056,7 +1056,8 @@ func TestTakeKeys(t *testing.T) {
 
 // TestPatched: along random records and changes (values replaced, keys added, keys taken out,
 // keys not there taken out), Patched is the record made anew from the entries changed, r is
-// left as it was, and the key list is r's exactly when no key comes or goes.
+// left as it was, and the key list is r's exactly when no key comes or goes; PatchedKeys is
+// Patched's key list.
 func TestPatched(t *testing.T) {
 	rng := rand.New(rand.NewPCG(25, 10))
 	key := func() string { return fmt.Sprintf("k%02d", rng.IntN(40)) }
@@ -1100,6 +1101,9 @@ func TestPatched(t *testing.T) {
 		}
 		if !reflect.DeepEqual(r.Map(), before) {
 			t.Fatalf("step %d: r changed: %v, was %v", step, r.Map(), before)
+		}
+		if k := r.PatchedKeys(changes); !reflect.DeepEqual(k, got.Keys()) || (k == r.Keys()) != (got.Keys() == r.Keys()) {
+			t.Fatalf("step %d: PatchedKeys %q, Patched's keys %q", step, k.names, got.Keys().names)
 		}
 		if shared := got.Keys() == r.Keys(); r.Len() > 0 && shared == keysMove {
 			t.Fatalf("step %d: key list shared %v though keys move %v", step, shared, keysMove)

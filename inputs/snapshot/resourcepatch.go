@@ -90,7 +90,7 @@ func patchedValue(spec watchspec.Resource, last *record.Record, objs []*Object, 
 		all[i] = o.obj
 	}
 	keys := []string{"all", "by_name"}
-	vals := []any{all, patchRecord(lookup(last, "by_name"), byName)}
+	vals := []any{all, patchedByName(lookup(last, "by_name"), byName, objs, all)}
 	for _, ix := range spec.Indexes {
 		keys = append(keys, "by_"+ix.Name)
 		vals = append(vals, patchedIndex(ix, lookup(last, "by_"+ix.Name), changes))
@@ -114,11 +114,41 @@ type keyed struct {
 // out (a nil val), its other entries kept (record.Patched: r's key list when no key comes or
 // goes, a new version of an object).
 func patchRecord(r *record.Record, patch []keyed) *record.Record {
+	return r.Patched(recordChanges(patch))
+}
+
+// recordChanges is patch as record.Patched takes it.
+func recordChanges(patch []keyed) []record.Change {
 	changes := make([]record.Change, len(patch))
 	for i, p := range patch {
 		changes[i] = record.Change{Key: p.key, Value: p.val, Remove: p.val == nil}
 	}
-	return r.Patched(changes)
+	return changes
+}
+
+// patchedByName is last, the last by_name, with the entries of patch (see patchRecord), for
+// the objects objs whose records are all: when its keys are in the order of objs (unless a
+// namespace is another's prefix followed by a character before "/", see keyOrder), its values
+// are all itself rather than a copy of them, as objectsByName makes it.
+func patchedByName(last *record.Record, patch []keyed, objs []*Object, all []any) *record.Record {
+	changes := recordChanges(patch)
+	if keys := last.PatchedKeys(changes); keysInOrderOf(keys, objs) {
+		return record.New(keys, all)
+	}
+	return last.Patched(changes)
+}
+
+// keysInOrderOf reports whether keys are the keys of objs, in their order.
+func keysInOrderOf(keys *record.Keys, objs []*Object) bool {
+	if keys.Len() != len(objs) {
+		return false
+	}
+	for i, o := range objs {
+		if keys.At(i) != o.key {
+			return false
+		}
+	}
+	return true
 }
 
 // patchedIndex is the index ix of the objects after changes, from last, the index before them
