@@ -53,9 +53,17 @@ func benchBuildAt(b *testing.B, raw map[string][]map[string]any, templates map[s
 	}
 	benchSteps(b, raw, templates, func(objs *snapshot.Objects, step int) {
 		if change != "" {
-			objs.Resources[change][at] = versions[step%2]
+			objs.Resources[change] = replaced(objs.Resources[change], at, versions[step%2])
 		}
 	}, watch...)
+}
+
+// replaced is list with its object at index at replaced by o: a new list, as a source gives
+// one (the snapshot's PodCache holds the last; a list is never changed once given).
+func replaced(list []*snapshot.Object, at int, o *snapshot.Object) []*snapshot.Object {
+	l := slices.Clone(list)
+	l[at] = o
+	return l
 }
 
 // convert is u as a source holds it.
@@ -77,9 +85,12 @@ func benchSteps(b *testing.B, raw map[string][]map[string]any, templates map[str
 }
 
 // benchStepsFrom is benchSteps with the first warm builds (steps 0 to warm-1) made before the
-// measure.
+// measure. The snapshot is assembled through a PodCache, as the sidecar's source does
+// (sidecar.snapshotOptions): the watched resources' lookups of the last build are kept,
+// or patched for the objects that changed; change must give new lists, never change one.
 func benchStepsFrom(b *testing.B, raw map[string][]map[string]any, templates map[string]string, warm int, change func(objs *snapshot.Objects, step int), watch ...string) {
 	objs, opts := benchObjects(b, raw, watch...)
+	opts.PodCache = &snapshot.PodCache{}
 	r := New(Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps"})
 	step := 0
 	build := func() *Bundle {
@@ -208,7 +219,7 @@ func BenchmarkBuildHTTPRoute(b *testing.B) {
 			benchStepsWarm(b, raw, tpl, func(objs *snapshot.Objects) {
 				objs.Resources["httproutes"] = slices.Clone(wave)
 			}, func(objs *snapshot.Objects, step int) {
-				objs.Resources["httproutes"][mid] = mids[step%2]
+				objs.Resources["httproutes"] = replaced(objs.Resources["httproutes"], mid, mids[step%2])
 			}, httprouteWatch...)
 		})
 		// As bench-routes adds a route: a new Service, its EndpointSlice and a route to it, after

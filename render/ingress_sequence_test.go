@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/watchspec"
 )
 
 // ingressWorld is a cluster of Ingresses, Services and EndpointSlices, with certificates, and
@@ -244,6 +246,63 @@ func (w *ingressWorld) snapshot(t *testing.T) *snapshot.Snapshot {
 	}
 	snap := assembleWatched(t, map[string][]map[string]any{"ingresses": list(w.ingresses),
 		"services": list(w.services), "endpointslices": list(w.slices)}, ingressWatch...)
+	return w.withInputs(snap)
+}
+
+// sourceSnapshot is the world's snapshot as the sidecar assembles it: through cache (its
+// PodCache: the watched resources' lookups of the last snapshot kept or patched), from the
+// objects as a source holds them (conv: an object that did not change is the one converted
+// before, a changed one a new one; each list a new one, in name order).
+func (w *ingressWorld) sourceSnapshot(t *testing.T, conv sourceObjects, cache *snapshot.PodCache) *snapshot.Snapshot {
+	var specs watchspec.List
+	for _, spec := range ingressWatch {
+		if err := specs.Set(spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objs := &snapshot.Objects{Resources: map[string][]*snapshot.Object{}}
+	for res, m := range map[string]map[string]map[string]any{"ingresses": w.ingresses, "services": w.services, "endpointslices": w.slices} {
+		objs.Resources[res] = conv.list(t, res, m)
+	}
+	snap, err := snapshot.Assemble(objs, snapshot.Options{Resources: specs, PodCache: cache}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.withInputs(snap)
+}
+
+// sourceObjects are the objects a source converted, by resource and namespace/name, with the
+// version (the world's map) each was converted from.
+type sourceObjects map[string]sourceObject
+
+type sourceObject struct {
+	from map[string]any
+	obj  *snapshot.Object
+}
+
+// list is the objects of resource res, the world's m, in name order: those whose version is
+// the one converted before are the same objects.
+func (c sourceObjects) list(t *testing.T, res string, m map[string]map[string]any) []*snapshot.Object {
+	var conv snapshot.ObjectConverter
+	out := make([]*snapshot.Object, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		id := res + " " + k
+		if o, ok := c[id]; ok && reflect.ValueOf(o.from).UnsafePointer() == reflect.ValueOf(m[k]).UnsafePointer() {
+			out = append(out, o.obj)
+			continue
+		}
+		o, err := conv.FromUnstructured(m[k])
+		if err != nil {
+			t.Fatal(err)
+		}
+		c[id] = sourceObject{from: m[k], obj: o}
+		out = append(out, o)
+	}
+	return out
+}
+
+// withInputs is snap with the world's certificates and templates.
+func (w *ingressWorld) withInputs(snap *snapshot.Snapshot) *snapshot.Snapshot {
 	for _, name := range slices.Sorted(maps.Keys(w.certs)) {
 		if w.certs[name] {
 			snap.Certificates = append(snap.Certificates, snapshot.Certificate{Name: name, PEM: []byte("PEM " + name)})
@@ -257,7 +316,10 @@ func (w *ingressWorld) snapshot(t *testing.T) *snapshot.Snapshot {
 // TestIngressRandomChangesRenderAsAFreshRenderer: along a long random sequence of changes
 // (Ingresses, Services, endpoints and certificates added, edited and deleted, the templates
 // edited), the renderer the sidecar keeps from sync to sync renders the Ingress example at
-// every step byte for byte as a renderer made for that step alone. The digest logged covers
+// every step byte for byte as a renderer made for that step alone; the kept renderer renders
+// the snapshot as the sidecar assembles it (through a PodCache: the watched resources'
+// lookups of the last step kept or patched), the fresh one a snapshot assembled anew, so that
+// a stale part kept in either shows in what is rendered. The digest logged covers
 // every step's files: equal digests from two versions of the example or of the engine say they
 // render the whole sequence alike.
 func TestIngressRandomChangesRenderAsAFreshRenderer(t *testing.T) {
@@ -271,15 +333,15 @@ func TestIngressRandomChangesRenderAsAFreshRenderer(t *testing.T) {
 	}
 	counts := map[string]int{}
 	seen := map[string]bool{}
+	source, cache := sourceObjects{}, &snapshot.PodCache{}
 	for i := range steps {
 		what := "start"
 		if i > 0 {
 			what = w.step()
 		}
 		counts[what]++
-		snap := w.snapshot(t)
-		got, gotErr := kept.Render(context.Background(), snap)
-		want := freshAgrees(t, opts, snap, got, gotErr, fmt.Sprintf("step %d (%s)", i, what))
+		got, gotErr := kept.Render(context.Background(), w.sourceSnapshot(t, source, cache))
+		want := freshAgrees(t, opts, w.snapshot(t), got, gotErr, fmt.Sprintf("step %d (%s)", i, what))
 		cfg, routes := string(want.Config), string(want.Maps["routes.map"])
 		for s, ok := range map[string]bool{
 			"a served Ingress":      strings.Contains(cfg, "# haproxy-sidecar: serves Ingress "),
@@ -527,5 +589,83 @@ func TestIngressBlocksCutAtEachUidPrefix(t *testing.T) {
 	got := renderAsReference(t, opts, w, reference)
 	if n := strings.Count(string(got.Config), "# haproxy-sidecar: serves Ingress "); n < 100 {
 		t.Fatalf("%d Ingresses served: the world serves too few to tell", n)
+	}
+}
+
+// TestIngressHashSeesEachChange: through the sidecar's path (a snapshot assembled through a
+// PodCache from a source's objects, the renderer kept from sync to sync), each kind of change
+// gives the rendered files another hash (the hash the sidecar decides "nothing changed" by),
+// and a sync without a change the same one: an Ingress's field, an Ingress added and deleted,
+// an endpoint's address, a Service deleted, a key of the template ConfigMap (the main template,
+// a map's template), a certificate. Each hash is the files' hash (Content().Hash()).
+func TestIngressHashSeesEachChange(t *testing.T) {
+	opts := Options{SSLDir: "/etc/haproxy/certs", MapsDir: "/etc/haproxy/maps", Timeout: largeWorldTimeout}
+	kept := New(opts)
+	w := newIngressWorld(t, 7)
+	served := func(host, path, svc string) map[string]any {
+		ns, name, _ := strings.Cut(svc, "/")
+		return map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": map[string]any{"name": "hashed", "namespace": ns},
+			"spec": map[string]any{"ingressClassName": "haproxy-sidecar", "rules": []any{map[string]any{"host": host, "http": map[string]any{"paths": []any{
+				map[string]any{"path": path, "pathType": "Prefix", "backend": map[string]any{"service": map[string]any{"name": name, "port": map[string]any{"name": "http"}}}}}}}}}}
+	}
+	w.services["a/hashed"] = map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{"name": "hashed", "namespace": "a"},
+		"spec": map[string]any{"ports": []any{map[string]any{"name": "http", "port": int64(80), "targetPort": int64(8080)}}}}
+	slice := func(addr string) map[string]any {
+		return map[string]any{"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+			"metadata":  map[string]any{"name": "hashed-x", "namespace": "a", "labels": map[string]any{"kubernetes.io/service-name": "hashed"}},
+			"ports":     []any{map[string]any{"name": "http", "port": int64(8080)}},
+			"endpoints": []any{map[string]any{"addresses": []any{addr}, "conditions": map[string]any{"ready": true}}}}
+	}
+	w.slices["a/hashed"] = slice("10.7.0.1")
+	w.ingresses["a/hashed"] = served("hashed.example.com", "/", "a/hashed")
+	edit := func(key, from, to string) {
+		tpl := maps.Clone(w.templates)
+		if !strings.Contains(tpl[key], from) {
+			t.Fatalf("template key %s has no %q", key, from)
+		}
+		tpl[key] = strings.Replace(tpl[key], from, to, 1)
+		w.templates = tpl
+	}
+	source, cache := sourceObjects{}, &snapshot.PodCache{}
+	sync := func() *Bundle {
+		b, err := kept.Render(context.Background(), w.sourceSnapshot(t, source, cache))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Hash != b.Content().Hash() {
+			t.Fatalf("the bundle's hash %s is not its files' %s", b.Hash, b.Content().Hash())
+		}
+		return b
+	}
+	last := sync()
+	for _, c := range []struct {
+		what   string
+		change func()
+	}{
+		{"nothing", func() {}},
+		{"an Ingress's path", func() { w.ingresses["a/hashed"] = served("hashed.example.com", "/v2", "a/hashed") }},
+		{"an Ingress's host", func() { w.ingresses["a/hashed"] = served("hashed2.example.com", "/v2", "a/hashed") }},
+		{"an Ingress added", func() {
+			ing := served("added.example.com", "/", "a/hashed")
+			ing["metadata"] = map[string]any{"name": "added", "namespace": "a"}
+			w.ingresses["a/added"] = ing
+		}},
+		{"an endpoint's address", func() { w.slices["a/hashed"] = slice("10.7.0.2") }},
+		{"an Ingress deleted", func() { delete(w.ingresses, "a/added") }},
+		{"nothing, again", func() {}},
+		{"the main template", func() { edit("template", "timeout client 50s", "timeout client 51s") }},
+		{"a map's template", func() { edit("routes.map", "longest first", "the longest first") }},
+		{"a certificate", func() { w.certs["a.tls-b"] = !w.certs["a.tls-b"] }},
+		{"a Service deleted", func() { delete(w.services, "a/hashed"); delete(w.slices, "a/hashed") }},
+	} {
+		c.change()
+		b := sync()
+		if same := b.Hash == last.Hash; same != strings.HasPrefix(c.what, "nothing") {
+			t.Errorf("%s: hash %s, before %s", c.what, b.Hash, last.Hash)
+		}
+		if d := bundleDiff(b, last); (d == "") != (b.Hash == last.Hash) {
+			t.Errorf("%s: the files differ (%q) but not their hashes, or the other way round", c.what, d)
+		}
+		last = b
 	}
 }

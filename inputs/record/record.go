@@ -64,6 +64,9 @@ func TakeKeys(names []string) *Keys {
 // Len is the number of keys.
 func (k *Keys) Len() int { return len(k.names) }
 
+// At is the i-th key.
+func (k *Keys) At(i int) string { return k.names[i] }
+
 // index returns the position of name, or -1.
 func (k *Keys) index(name string) int {
 	names := k.names
@@ -99,6 +102,15 @@ func (r *Record) own() []any {
 		return nil
 	}
 	return unsafe.Slice(r.vals, len(r.keys.names)-len(r.keys.fixed))
+}
+
+// values is the value of each key, the fixed ones too: the record's own list when none is
+// fixed, else a list made for the caller.
+func (r *Record) values() []any {
+	if len(r.keys.fixed) == 0 {
+		return r.own()
+	}
+	return append(slices.Clone(r.keys.fixed), r.own()...)
 }
 
 // with returns a record of keys holding vals, the values of its keys that are not fixed.
@@ -234,6 +246,95 @@ func FromMap(shapes *Shapes, m map[string]any) *Record {
 	return r
 }
 
+// Change is one entry of a Patched record: Key set to Value, or taken out when Remove.
+type Change struct {
+	Key    string
+	Value  any
+	Remove bool
+}
+
+// Patched is r with changes made (sorted by key, each key once: a programming error
+// otherwise, it panics), its other entries kept. Each change's place is found by a binary
+// search and the entries between are copied in blocks, so a few changes to a record of
+// 10,000 keys cost two copies of its slices, not a comparison of every key (issue 25). The
+// result shares r's key list when no key comes or goes; otherwise its list is its own (in
+// order by construction: r's are, and each change goes in its place). r is not changed.
+func (r *Record) Patched(changes []Change) *Record {
+	names, vals, p := r.plan(changes)
+	if p.sameKeys && len(names) > 0 {
+		out := slices.Clone(vals)
+		for i, c := range changes {
+			if p.found[i] {
+				out[p.at[i]] = c.Value
+			}
+		}
+		return New(r.keys, out)
+	}
+	return New(&Keys{names: splice(names, p, changes, changeKey)}, splice(vals, p, changes, changeValue))
+}
+
+// PatchedKeys is the key list of r.Patched(changes), without its values (for values held
+// elsewhere in the same order): r's own when no key comes or goes.
+func (r *Record) PatchedKeys(changes []Change) *Keys {
+	names, _, p := r.plan(changes)
+	if p.sameKeys && len(names) > 0 {
+		return r.keys
+	}
+	return &Keys{names: splice(names, p, changes, changeKey)}
+}
+
+func changeKey(c Change) string { return c.Key }
+func changeValue(c Change) any  { return c.Value }
+
+// patchPlan is where changes go in a record's entries: each change's place (at) and whether
+// its key is there (found); sameKeys when no key comes or goes.
+type patchPlan struct {
+	at       []int
+	found    []bool
+	sameKeys bool
+}
+
+// plan is r's keys and values and where changes go in them (see Patched).
+func (r *Record) plan(changes []Change) (names []string, vals []any, p patchPlan) {
+	for i := 1; i < len(changes); i++ {
+		if changes[i-1].Key >= changes[i].Key {
+			panic(fmt.Sprintf("record.Patched: changes not sorted and distinct: %q before %q", changes[i-1].Key, changes[i].Key))
+		}
+	}
+	if r != nil && r.keys != nil {
+		names, vals = r.keys.names, r.values()
+	}
+	p = patchPlan{at: make([]int, len(changes)), found: make([]bool, len(changes)), sameKeys: true}
+	for i, c := range changes {
+		lo := 0
+		if i > 0 {
+			lo = p.at[i-1]
+		}
+		at, ok := slices.BinarySearch(names[lo:], c.Key)
+		p.at[i], p.found[i] = lo+at, ok
+		p.sameKeys = p.sameKeys && ok != c.Remove // a value replaced, or a key not there taken out
+	}
+	return names, vals, p
+}
+
+// splice is old (a record's keys or values) with changes made where p places them, in blocks:
+// what each change puts in is val(change).
+func splice[T any](old []T, p patchPlan, changes []Change, val func(Change) T) []T {
+	out := make([]T, 0, len(old)+len(changes))
+	prev := 0
+	for i, c := range changes {
+		out = append(out, old[prev:p.at[i]]...)
+		prev = p.at[i]
+		if p.found[i] {
+			prev++ // replaced or taken out
+		}
+		if !c.Remove {
+			out = append(out, val(c))
+		}
+	}
+	return slices.Clip(append(out, old[prev:]...))
+}
+
 // Len is the number of keys.
 func (r *Record) Len() int {
 	if r == nil || r.keys == nil {
@@ -262,6 +363,12 @@ func (r *Record) Get(key string) (any, bool) {
 		return r.Value(i), true
 	}
 	return nil, false
+}
+
+// ValuesAre reports whether r's values are l itself (the same slice, not equal values): a
+// record made with New(keys, l).
+func (r *Record) ValuesAre(l []any) bool {
+	return r.Len() == len(l) && len(r.keys.fixed) == 0 && (len(l) == 0 || r.vals == &l[0])
 }
 
 // Keys is the record's key list (nil for the nil record), to make another record of the same

@@ -3,7 +3,9 @@ package record
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"runtime"
 	"slices"
@@ -1095,5 +1097,91 @@ func TestFixedKeys(t *testing.T) {
 	}
 	if other.String() != `{"apiVersion":"v2","kind":"Pod","metadata":"m","spec":["s"]}` || other.SameKeys(r) {
 		t.Errorf("New with other values: %s (same keys %v)", other, other.SameKeys(r))
+	}
+}
+
+// TestPatched: along random records and changes (values replaced, keys added, keys taken out,
+// keys not there taken out), Patched is the record made anew from the entries changed, r is
+// left as it was, and the key list is r's exactly when no key comes or goes; PatchedKeys is
+// Patched's key list.
+func TestPatched(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 10))
+	key := func() string { return fmt.Sprintf("k%02d", rng.IntN(40)) }
+	for step := range 2000 {
+		m := map[string]any{}
+		for range rng.IntN(30) {
+			m[key()] = rng.IntN(100)
+		}
+		var r *Record
+		if len(m) > 0 || rng.IntN(2) == 0 {
+			r = FromMap(nil, m)
+		}
+		before := r.Map()
+		want := maps.Clone(m)
+		byKey := map[string]Change{}
+		for range rng.IntN(6) {
+			c := Change{Key: key(), Value: 1000 + rng.IntN(100)}
+			c.Remove = rng.IntN(3) == 0
+			byKey[c.Key] = c
+		}
+		var changes []Change
+		keysMove := false
+		for _, k := range slices.Sorted(maps.Keys(byKey)) {
+			c := byKey[k]
+			changes = append(changes, c)
+			_, had := m[k]
+			if c.Remove {
+				delete(want, k)
+				keysMove = keysMove || had
+			} else {
+				want[k] = c.Value
+				keysMove = keysMove || !had
+			}
+		}
+		got := r.Patched(changes)
+		if !reflect.DeepEqual(got.Map(), want) {
+			t.Fatalf("step %d: %v patched with %v: %v, want %v", step, before, changes, got.Map(), want)
+		}
+		if !slices.IsSorted(got.Keys().names) || got.Len() != len(want) {
+			t.Fatalf("step %d: keys %q", step, got.Keys().names)
+		}
+		if !reflect.DeepEqual(r.Map(), before) {
+			t.Fatalf("step %d: r changed: %v, was %v", step, r.Map(), before)
+		}
+		if k := r.PatchedKeys(changes); !reflect.DeepEqual(k, got.Keys()) || (k == r.Keys()) != (got.Keys() == r.Keys()) {
+			t.Fatalf("step %d: PatchedKeys %q, Patched's keys %q", step, k.names, got.Keys().names)
+		}
+		if shared := got.Keys() == r.Keys(); r.Len() > 0 && shared == keysMove {
+			t.Fatalf("step %d: key list shared %v though keys move %v", step, shared, keysMove)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Patched took changes not sorted")
+		}
+	}()
+	FromMap(nil, map[string]any{"a": 1}).Patched([]Change{{Key: "b"}, {Key: "a"}})
+}
+
+// TestPatchedFixedKeys: a record whose first keys are fixed (Keys.Fixed) is patched as any
+// other: a fixed key's value replaced by another makes a record of a plain key list.
+func TestPatchedFixedKeys(t *testing.T) {
+	keys := NewKeys("apiVersion", "kind", "metadata", "spec").Fixed("v1", "Pod")
+	r, vals := Make(keys)
+	copy(vals, []any{"m", "s"})
+	got := r.Patched([]Change{{Key: "spec", Value: "t"}})
+	if want := `{"apiVersion":"v1","kind":"Pod","metadata":"m","spec":"t"}`; got.String() != want || !got.SameKeys(r) {
+		t.Errorf("a value patched: %s (same keys %v), want %s", got, got.SameKeys(r), want)
+	}
+	got = r.Patched([]Change{{Key: "kind", Value: "Node"}, {Key: "status", Value: "x"}})
+	if want := `{"apiVersion":"v1","kind":"Node","metadata":"m","spec":"s","status":"x"}`; got.String() != want {
+		t.Errorf("a fixed value patched, a key added: %s, want %s", got, want)
+	}
+	got = r.Patched([]Change{{Key: "kind", Value: "Node"}})
+	if want := `{"apiVersion":"v1","kind":"Node","metadata":"m","spec":"s"}`; got.String() != want || got.SameKeys(r) {
+		t.Errorf("a fixed value patched: %s (same keys %v), want %s", got, got.SameKeys(r), want)
+	}
+	if r.String() != `{"apiVersion":"v1","kind":"Pod","metadata":"m","spec":"s"}` {
+		t.Errorf("r changed: %s", r)
 	}
 }

@@ -644,4 +644,33 @@ func BenchmarkAssembleThreeLists(b *testing.B) {
 			}
 		})
 	}
+	// Through a cache, each sync with a route added to or taken from the middle of each list
+	// (a new key in by_name and in the index), as a new Ingress to a new Service.
+	b.Run("sorted-cached-route-added", func(b *testing.B) {
+		var cache PodCache
+		added := map[string][]*Object{}
+		ns, name := "ns-7", "svc-05007-n"
+		for res, x := range map[string]kruntime.Object{
+			"ingresses":      ingress(ns, name, name+".example", name),
+			"services":       &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: "9"}},
+			"endpointslices": endpointSlice(ns, name+"-abcde", name, "n1"),
+		} {
+			gvk := map[string]schema.GroupVersionKind{"ingresses": ingressGVK, "services": corev1.SchemeGroupVersion.WithKind("Service"), "endpointslices": sliceGVK}[res]
+			o, err := conv.FromTyped(x, gvk)
+			if err != nil {
+				b.Fatal(err)
+			}
+			at, _ := slices.BinarySearchFunc(sorted[res], o, compareObjects)
+			added[res] = slices.Insert(slices.Clone(sorted[res]), at, o)
+		}
+		versions := [2]map[string][]*Object{sorted, added}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			if res := assembleResources(specs, versions[i%2], &cache); len(res) != 3 || len(res[2].Objects) != 10_000+i%2 {
+				b.Fatal(len(res))
+			}
+		}
+	})
 }

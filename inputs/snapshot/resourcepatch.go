@@ -90,7 +90,7 @@ func patchedValue(spec watchspec.Resource, last *record.Record, objs []*Object, 
 		all[i] = o.obj
 	}
 	keys := []string{"all", "by_name"}
-	vals := []any{all, patchRecord(lookup(last, "by_name"), byName)}
+	vals := []any{all, patchedByName(lookup(last, "by_name"), byName, objs, all)}
 	for _, ix := range spec.Indexes {
 		keys = append(keys, "by_"+ix.Name)
 		vals = append(vals, patchedIndex(ix, lookup(last, "by_"+ix.Name), changes))
@@ -111,49 +111,40 @@ type keyed struct {
 }
 
 // patchRecord is r with the entries of patch (sorted by key, each key once) put in or taken
-// out, its other entries kept: r's key list when no key comes or goes (a new version of an
-// object), else a list of its own, not copied again (record.TakeKeys).
+// out (a nil val), its other entries kept (record.Patched: r's key list when no key comes or
+// goes, a new version of an object).
 func patchRecord(r *record.Record, patch []keyed) *record.Record {
-	n := r.Len()
-	if n > 0 && sameKeys(r, patch) {
-		vals := make([]any, n)
-		i := 0
-		for _, p := range patch {
-			for ; r.Key(i) < p.key; i++ {
-				vals[i] = r.Value(i)
-			}
-			vals[i] = p.val
-			i++
-		}
-		for ; i < n; i++ {
-			vals[i] = r.Value(i)
-		}
-		return record.New(r.Keys(), vals)
-	}
-	names := make([]string, 0, n+len(patch))
-	vals := make([]any, 0, n+len(patch))
-	i := 0
-	for _, p := range patch {
-		for ; i < n && r.Key(i) < p.key; i++ {
-			names, vals = append(names, r.Key(i)), append(vals, r.Value(i))
-		}
-		if i < n && r.Key(i) == p.key {
-			i++
-		}
-		if p.val != nil {
-			names, vals = append(names, p.key), append(vals, p.val)
-		}
-	}
-	for ; i < n; i++ {
-		names, vals = append(names, r.Key(i)), append(vals, r.Value(i))
-	}
-	return record.New(record.TakeKeys(names), vals)
+	return r.Patched(recordChanges(patch))
 }
 
-// sameKeys reports whether patch only gives keys of r new values.
-func sameKeys(r *record.Record, patch []keyed) bool {
-	for _, p := range patch {
-		if _, ok := r.Get(p.key); !ok || p.val == nil {
+// recordChanges is patch as record.Patched takes it.
+func recordChanges(patch []keyed) []record.Change {
+	changes := make([]record.Change, len(patch))
+	for i, p := range patch {
+		changes[i] = record.Change{Key: p.key, Value: p.val, Remove: p.val == nil}
+	}
+	return changes
+}
+
+// patchedByName is last, the last by_name, with the entries of patch (see patchRecord), for
+// the objects objs whose records are all: when its keys are in the order of objs (unless a
+// namespace is another's prefix followed by a character before "/", see keyOrder), its values
+// are all itself rather than a copy of them, as objectsByName makes it.
+func patchedByName(last *record.Record, patch []keyed, objs []*Object, all []any) *record.Record {
+	changes := recordChanges(patch)
+	if keys := last.PatchedKeys(changes); keysInOrderOf(keys, objs) {
+		return record.New(keys, all)
+	}
+	return last.Patched(changes)
+}
+
+// keysInOrderOf reports whether keys are the keys of objs, in their order.
+func keysInOrderOf(keys *record.Keys, objs []*Object) bool {
+	if keys.Len() != len(objs) {
+		return false
+	}
+	for i, o := range objs {
+		if keys.At(i) != o.key {
 			return false
 		}
 	}

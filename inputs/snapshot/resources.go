@@ -117,7 +117,7 @@ func resourceValue(spec watchspec.Resource, objs []*Object, split bool) *record.
 		all[i] = o.obj
 	}
 	keys := []string{"all", "by_name"}
-	vals := []any{all, objectsByName(objs)}
+	vals := []any{all, objectsByName(objs, all)}
 	for _, ix := range spec.Indexes {
 		keys = append(keys, "by_"+ix.Name)
 		vals = append(vals, indexed(ix, objs))
@@ -131,18 +131,29 @@ func resourceValue(spec watchspec.Resource, objs []*Object, split bool) *record.
 	return record.FromPairs(nil, keys, vals)
 }
 
-// objectsByName is the record "namespace/name" -> object; objs are sorted by compareObjects.
-func objectsByName(objs []*Object) *record.Record {
+// objectsByName is the record "namespace/name" -> object; objs are sorted by compareObjects,
+// all are their records in that order. When the keys are in that order too (but for a
+// namespace that is another's prefix, see keyOrder) and each is there once (one cluster), the
+// record's values are all itself: the same values in the same order, not a copy.
+func objectsByName(objs []*Object, all []any) *record.Record {
 	sorted := keyOrder(objs)
 	names := make([]string, 0, len(sorted))
-	vals := make([]any, 0, len(sorted))
-	for _, o := range sorted {
-		if n := len(names); n > 0 && names[n-1] == o.key {
+	for i, o := range sorted {
+		if i > 0 && sorted[i-1].key == o.key {
 			continue // the same name in another cluster: the first cluster's (by name); by_cluster has each
 		}
-		names, vals = append(names, o.key), append(vals, o.obj)
+		names = append(names, o.key)
 	}
-	return record.New(record.NewKeys(names...), vals)
+	if len(names) == len(objs) && (len(objs) == 0 || &sorted[0] == &objs[0]) {
+		return record.New(record.TakeKeys(names), all)
+	}
+	vals := make([]any, 0, len(names))
+	for i, o := range sorted {
+		if i == 0 || sorted[i-1].key != o.key {
+			vals = append(vals, o.obj)
+		}
+	}
+	return record.New(record.TakeKeys(names), vals)
 }
 
 // keyOrder is objs in the order of their keys, stably (an object in several clusters keeps

@@ -191,3 +191,58 @@ func TestAssembleResourcesThroughCache(t *testing.T) {
 		})
 	}
 }
+
+// TestByNameValuesAreAll: by_name's values are the all list itself (not a copy) when its keys
+// are in the objects' order, made anew or patched through a PodCache (an object added, one
+// deleted, a new version); when a namespace is another's prefix ("a" and "a-b"), they are
+// not, and by_name still gives each key its object.
+func TestByNameValuesAreAll(t *testing.T) {
+	var specs watchspec.List
+	if err := specs.Set("routes.v1.example.com;index=svc=label:svc"); err != nil {
+		t.Fatal(err)
+	}
+	var conv ObjectConverter
+	obj := func(ns, name, rv string) *Object {
+		o, err := conv.FromUnstructured(map[string]any{"apiVersion": "example.com/v1", "kind": "Route",
+			"metadata": map[string]any{"namespace": ns, "name": name, "resourceVersion": rv, "labels": map[string]any{"svc": name}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	check := func(step string, res Resource, shared bool) {
+		t.Helper()
+		all, _ := res.Value.Get("all")
+		byName := lookup(res.Value, "by_name")
+		if got := byName.ValuesAre(all.([]any)); got != shared {
+			t.Errorf("%s: by_name's values are all: %v, want %v", step, got, shared)
+		}
+		for _, o := range res.Objects {
+			if v, _ := byName.Get(o.key); v != any(o.obj) {
+				t.Errorf("%s: by_name[%s] is not its object", step, o.key)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		namespaces []string
+		shared     bool
+	}{{[]string{"a", "b"}, true}, {[]string{"a", "a-b"}, false}} {
+		var cache PodCache
+		list := sortedAsBefore([]*Object{obj(tc.namespaces[0], "x", "1"), obj(tc.namespaces[0], "y", "1"), obj(tc.namespaces[1], "x", "1")})
+		check("made anew", assembleResources(specs, map[string][]*Object{"routes": list}, &cache)[0], tc.shared)
+		for _, c := range []struct {
+			step string
+			list []*Object
+		}{
+			{"an object added", sortedAsBefore(append(slices.Clone(list), obj(tc.namespaces[1], "w", "1")))},
+			{"an object deleted", sortedAsBefore(list[1:])},
+			{"a new version", sortedAsBefore([]*Object{list[0], obj(tc.namespaces[0], "y", "2"), list[2]})},
+		} {
+			res := assembleResources(specs, map[string][]*Object{"routes": c.list}, &cache)[0]
+			if !reflect.DeepEqual(res, assembleResources(specs, map[string][]*Object{"routes": c.list}, nil)[0]) {
+				t.Fatalf("%s %v: patched otherwise than made anew", c.step, tc.namespaces)
+			}
+			check(fmt.Sprintf("%s %v", c.step, tc.namespaces), res, tc.shared)
+		}
+	}
+}
