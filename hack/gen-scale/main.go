@@ -16,7 +16,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/scalepods"
 )
 
 func main() {
@@ -37,30 +38,14 @@ func main() {
 	svcData := map[string]string{}
 	var items []any
 	for s := 0; s < *services; s++ {
-		name := fmt.Sprintf("svc-%05d", s)
-		ns := fmt.Sprintf("ns-%03d", s%100)
+		name, ns := scalepods.Service(s)
 		b, _ := json.Marshal(map[string]any{
 			"namespace": ns, "selector": map[string]string{"app": name},
 			"hostnames": []string{name + ".example.com"}, "ports": []int{8080},
 		})
 		svcData[name] = string(b)
 		for p := 0; p < *pods; p++ {
-			ip := fmt.Sprintf("10.%d.%d.%d", s/250, s%250, p+1)
-			items = append(items, corev1.Pod{
-				TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-				ObjectMeta: metav1.ObjectMeta{
-					Name: fmt.Sprintf("%s-%d", name, p), Namespace: ns,
-					UID:    types.UID(fmt.Sprintf("uid-%d-%d", s, p)),
-					Labels: map[string]string{"app": name, "pod-template-hash": "5c6b7d9f"},
-				},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example.com/app:1.0",
-					Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}}},
-				Status: corev1.PodStatus{
-					Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
-					Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-					ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: true, Image: "registry.example.com/app:1.0"}},
-				},
-			})
+			items = append(items, scalepods.Pod(s, p))
 		}
 	}
 	write := func(name string, v any) {
