@@ -19,6 +19,7 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/failure"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/runtimeapi"
@@ -403,6 +404,28 @@ func TestRuntimeUpdates(t *testing.T) {
 		// HAProxy runs the first configuration again: a valid change goes through the runtime API.
 		if res := r.sync(t, config(":80", "a 10.0.0.1:80", "c 10.0.0.4:80"), "applied"); res.Reloaded {
 			t.Fatal("reloaded")
+		}
+	})
+	t.Run("a runtime change whose files cannot be written is a failed sync, reported by the writer's outcome, and written once they can", func(t *testing.T) {
+		r := newRig(t, 0)
+		r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
+		if err := os.RemoveAll(r.store.StateDir()); err != nil {
+			t.Fatal(err)
+		}
+		next := config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80")
+		res := r.sync(t, next, "error")
+		if !res.Retry || r.rl.count() != 1 {
+			t.Errorf("retry %v, %d reloads", res.Retry, r.rl.count())
+		}
+		if v := value(r.metrics.SyncFailures.WithLabelValues(failure.Write)); v != 1 {
+			t.Errorf("sync_failures_total{stage=write} = %v, want 1", v)
+		}
+		if err := os.MkdirAll(r.store.StateDir(), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r.sync(t, next, "unchanged") // HAProxy runs it: the files are written again
+		if r.liveConfig(t) != next {
+			t.Errorf("live on disk:\n%s", r.liveConfig(t))
 		}
 	})
 	t.Run("a reload whose outcome is unknown makes the next change reload", func(t *testing.T) {
