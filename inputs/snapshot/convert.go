@@ -746,9 +746,8 @@ func (st *convState) newRecord(pairs []kv, shapes *record.Shapes) *record.Record
 // withKeys makes the record of pairs with keys (theirs; with fixed values maybe, for the
 // first pairs), noting the values of own strings for placeOwn.
 func (st *convState) withKeys(keys *record.Keys, pairs []kv) *record.Record {
-	r, vals := record.Make(keys)
-	for i, p := range pairs[len(pairs)-len(vals):] {
-		vals[i] = p.v
+	r, vals, pairs := fill(keys, pairs)
+	for i, p := range pairs {
 		if p.own > 0 {
 			st.own[p.own-1].slot = &vals[i]
 		}
@@ -759,24 +758,42 @@ func (st *convState) withKeys(keys *record.Keys, pairs []kv) *record.Record {
 // newRecord makes the record of pairs, sorted and without repeated keys (see sortPairs),
 // with its key list from shapes (nil: a list of its own).
 func newRecord(pairs []kv, shapes *record.Shapes) *record.Record {
-	r, vals := record.Make(keysOf(pairs, shapes))
-	for i, p := range pairs {
+	return withKeys(keysOf(pairs, shapes), pairs)
+}
+
+// withKeys makes the record of pairs with keys (theirs).
+func withKeys(keys *record.Keys, pairs []kv) *record.Record {
+	r, _, _ := fill(keys, pairs)
+	return r
+}
+
+// fill makes the record of pairs with keys: the values of the pairs whose keys are not fixed
+// (Keys.Fixed: the first ones), which it returns with vals, their places in the record.
+func fill(keys *record.Keys, pairs []kv) (r *record.Record, vals []any, held []kv) {
+	r, vals = record.Make(keys)
+	held = pairs[len(pairs)-len(vals):]
+	for i, p := range held {
 		vals[i] = p.v
 	}
-	return r
+	return r, vals, held
 }
 
 // keysOf is the key list of pairs, from shapes (nil: a list of its own).
 func keysOf(pairs []kv, shapes *record.Shapes) *record.Keys {
 	var buf [24]string
-	names := buf[:0]
-	for _, p := range pairs {
-		names = append(names, p.k)
-	}
+	names := pairNames(buf[:0], pairs)
 	if shapes == nil {
 		return record.NewKeys(names...)
 	}
 	return shapes.Keys(names)
+}
+
+// pairNames appends the keys of pairs to names.
+func pairNames(names []string, pairs []kv) []string {
+	for _, p := range pairs {
+		names = append(names, p.k)
+	}
+	return names
 }
 
 // fixedKey names a key list with the fixed values of an object's extra entries.

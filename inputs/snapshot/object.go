@@ -291,23 +291,11 @@ func (c *ObjectConverter) plain(st *convState, v any, depth int, key string) (ou
 // makeRecord makes the record of sorted pairs with a shared key list.
 func (c *ObjectConverter) makeRecord(pairs []kv) *record.Record {
 	var buf [24]string
-	names := buf[:0]
-	for _, p := range pairs {
-		names = append(names, p.k)
-	}
-	return withKeys(c.shapes.keys(names), pairs)
+	return withKeys(c.shapes.keys(pairNames(buf[:0], pairs)), pairs)
 }
 
 // ownKeys makes the record of sorted pairs with a key list of its own.
 func ownKeys(pairs []kv) *record.Record { return newRecord(pairs, nil) }
-
-func withKeys(keys *record.Keys, pairs []kv) *record.Record {
-	r, vals := record.Make(keys)
-	for i, p := range pairs {
-		vals[i] = p.v
-	}
-	return r
-}
 
 // maxShapes bounds the key lists a shapeTable keeps: key lists are never forgotten, and a
 // resource whose maps are keyed by data (a ConfigMap's data) must not grow the table without
