@@ -137,19 +137,20 @@ func resourceValue(spec watchspec.Resource, objs []*Object, split bool) *record.
 // record's values are all itself: the same values in the same order, not a copy.
 func objectsByName(objs []*Object, all []any) *record.Record {
 	sorted := keyOrder(objs)
+	// The same name in another cluster: the first cluster's (by name); by_cluster has each.
+	first := func(i int) bool { return i == 0 || sorted[i-1].key != sorted[i].key }
 	names := make([]string, 0, len(sorted))
 	for i, o := range sorted {
-		if i > 0 && sorted[i-1].key == o.key {
-			continue // the same name in another cluster: the first cluster's (by name); by_cluster has each
+		if first(i) {
+			names = append(names, o.key)
 		}
-		names = append(names, o.key)
 	}
 	if len(names) == len(objs) && (len(objs) == 0 || &sorted[0] == &objs[0]) {
 		return record.New(record.TakeKeys(names), all)
 	}
 	vals := make([]any, 0, len(names))
 	for i, o := range sorted {
-		if i == 0 || sorted[i-1].key != o.key {
+		if first(i) {
 			vals = append(vals, o.obj)
 		}
 	}
