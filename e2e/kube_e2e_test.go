@@ -216,7 +216,7 @@ func TestKubernetesSourceEndToEnd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pods = record.Plain(snap.Services[0]["pods"]).(map[string]any)
+			pods = record.Plain(snap.Services[0].Field("pods")).(map[string]any)
 			return len(pods) > 0
 		}, "the kube source sees the EndpointSlice")
 		if len(pods) != 1 || pods["api-x"] == nil {

@@ -84,7 +84,7 @@ func benchSnapshot(services, pods int, asRecords bool) *snapshot.Snapshot {
 			}
 			svc["pods"] = record.FromMap(nil, podMap) // pod names are data: a key list of its own
 		}
-		s.Services = append(s.Services, svc)
+		s.Services = append(s.Services, serviceRecord(svc))
 	}
 	return s
 }

@@ -45,9 +45,8 @@ func (c *podChanges) next() *snapshot.Snapshot {
 	c.n++
 	old := c.snap.Services
 	i := (c.n * 7919) % len(old) // a prime: another service each time, all over the list
-	svc := maps.Clone(old[i])
-	pods := maps.Collect(svc["pods"].(*record.Record).All())
-	name := svc["name"].(string)
+	pods := maps.Collect(old[i].Field("pods").(*record.Record).All())
+	name := old[i].Field("name").(string)
 	if c.n%2 == 0 {
 		// Readiness flipped: the pod leaves its service's pods, or comes back.
 		pod := name + "-0"
@@ -64,13 +63,12 @@ func (c *podChanges) next() *snapshot.Snapshot {
 		raw["status"].(map[string]any)["podIP"] = fmt.Sprintf("10.200.%d.%d", c.n/250%250, c.n%250)
 		pods[name+"-1"] = record.Of(&c.shapes, raw)
 	}
-	svc["pods"] = record.FromMap(nil, pods)
+	svc := withPods(old[i], record.FromMap(nil, pods))
 	s := *c.snap
-	s.Services = make([]map[string]any, len(old))
+	s.Services = make([]*record.Record, len(old))
 	for j, o := range old {
 		if c.rebuild && j != i {
-			o = maps.Clone(o)
-			o["pods"] = record.FromMap(nil, maps.Collect(o["pods"].(*record.Record).All()))
+			o = withPods(o, record.FromMap(nil, maps.Collect(o.Field("pods").(*record.Record).All())))
 		}
 		s.Services[j] = o
 	}
@@ -120,6 +118,11 @@ func benchPodChange(b *testing.B, services int) {
 			b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 		})
 	}
+}
+
+// withPods is svc, a new record, with pods as its "pods".
+func withPods(svc, pods *record.Record) *record.Record {
+	return svc.Patched([]record.Change{{Key: "pods", Value: pods}})
 }
 
 func BenchmarkRenderDefault1000PodChange(b *testing.B)  { benchPodChange(b, 1000) }

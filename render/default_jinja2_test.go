@@ -46,7 +46,7 @@ func TestDefaultTemplateAsJinja2(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := testSnapshot(nil, "")
 			s.Stats, s.Env = tc.stats, tc.env
-			s.Services[0]["check_path"] = "/healthz"
+			setField(s, 0, "check_path", "/healthz")
 			if !tc.certs {
 				s.Certificates = nil
 			}

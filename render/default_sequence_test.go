@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
@@ -19,6 +21,7 @@ import (
 type defaultWorld struct {
 	rng       *rand.Rand
 	services  []map[string]any
+	recs      map[unsafe.Pointer]*record.Record // each service's record, by its map (records)
 	shapes    record.Shapes
 	templates map[string]string // nil: the built-in ones
 	env       map[string]string
@@ -149,16 +152,31 @@ func (w *defaultWorld) step() string {
 	return what
 }
 
+// records is the services as records: the same record for a service whose map is the same
+// as at the last call (a service that did not change is the snapshot's same record).
+func (w *defaultWorld) records() []*record.Record {
+	next := make(map[unsafe.Pointer]*record.Record, len(w.services))
+	out := make([]*record.Record, len(w.services))
+	for i, svc := range w.services {
+		id := reflect.ValueOf(svc).UnsafePointer() // w.services holds the map: its address is its own
+		r, ok := w.recs[id]
+		if !ok {
+			r = serviceRecord(svc)
+		}
+		next[id], out[i] = r, r
+	}
+	w.recs = next
+	return out
+}
+
 // snapshot is the world as a snapshot: the services kept as they are, or, at random, every
-// one a new map with a new pods record (as inputs/snapshot builds them at each sync).
+// one a new record with a new pods record (as inputs/snapshot builds them at each sync).
 func (w *defaultWorld) snapshot() *snapshot.Snapshot {
-	s := &snapshot.Snapshot{Env: w.env, Services: slices.Clone(w.services),
+	s := &snapshot.Snapshot{Env: w.env, Services: w.records(),
 		Stats: snapshot.Stats{Username: "stats", Password: "secret", PasswordSet: true}}
 	if w.rng.IntN(2) == 0 {
 		for i, svc := range s.Services {
-			svc = maps.Clone(svc)
-			svc["pods"] = record.FromMap(nil, podsOf(svc))
-			s.Services[i] = svc
+			s.Services[i] = withPods(svc, record.FromMap(nil, maps.Collect(svc.Field("pods").(*record.Record).All())))
 		}
 	}
 	if w.certs {

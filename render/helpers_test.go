@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 )
 
@@ -50,9 +51,42 @@ func testServices() []map[string]any {
 	}
 }
 
+// serviceRecords is services as the snapshot has them: records, their maps records too (as
+// inputs/snapshot makes them), but for their pods, kept as given (maps or records).
+func serviceRecords(services []map[string]any) []*record.Record {
+	out := make([]*record.Record, len(services))
+	for i, svc := range services {
+		out[i] = serviceRecord(svc)
+	}
+	return out
+}
+
+// serviceRecord is one service of serviceRecords.
+func serviceRecord(svc map[string]any) *record.Record {
+	m := make(map[string]any, len(svc))
+	for k, v := range svc {
+		m[k] = serviceValue(k, v)
+	}
+	return record.FromMap(nil, m)
+}
+
+// serviceValue is a service's key k's value v as serviceRecords holds it.
+func serviceValue(k string, v any) any {
+	if k == "pods" {
+		return v
+	}
+	return record.Of(nil, v)
+}
+
+// setField sets s's service i's key to v (as serviceRecords holds it): a new record, as the
+// snapshot makes one for a changed service.
+func setField(s *snapshot.Snapshot, i int, key string, v any) {
+	s.Services[i] = s.Services[i].Patched([]record.Change{{Key: key, Value: serviceValue(key, v)}})
+}
+
 func testSnapshot(templates map[string]string, key string) *snapshot.Snapshot {
 	return &snapshot.Snapshot{
-		Services:     testServices(),
+		Services:     serviceRecords(testServices()),
 		Templates:    templates,
 		TemplateKey:  key,
 		TemplateRef:  configRef,

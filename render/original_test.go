@@ -70,7 +70,7 @@ func originalSnapshot(t *testing.T, templates map[string]string, key string) *sn
 		in.Services[i] = pyNumbers(svc).(map[string]any)
 	}
 	s := &snapshot.Snapshot{
-		Services:    in.Services,
+		Services:    serviceRecords(in.Services),
 		Templates:   templates,
 		TemplateKey: key,
 		TemplateRef: snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "config"},

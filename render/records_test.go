@@ -2,6 +2,7 @@ package render
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 
@@ -10,14 +11,14 @@ import (
 
 // asRecords is testSnapshot's services with their pods as the sidecar's snapshot has them:
 // each service's pods a record of records.
-func asRecords(services []map[string]any) []map[string]any {
+func asRecords(services []*record.Record) []*record.Record {
 	var shapes record.Shapes
-	for _, svc := range services {
-		pods := svc["pods"].(map[string]any)
+	for i, svc := range services {
+		pods := maps.Clone(svc.Field("pods").(map[string]any))
 		for name, p := range pods {
 			pods[name] = record.Of(&shapes, p)
 		}
-		svc["pods"] = record.FromMap(nil, pods)
+		services[i] = withPods(svc, record.FromMap(nil, pods))
 	}
 	return services
 }
@@ -113,7 +114,7 @@ func TestForDictPairsWhateverThePodNames(t *testing.T) {
 				pods[n] = pod(n, ip)
 				want += n + "=" + ip + " "
 			}
-			s.Services[0]["pods"] = pods
+			setField(s, 0, "pods", pods)
 			if records {
 				s.Services = asRecords(s.Services)
 			}

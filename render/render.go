@@ -420,9 +420,10 @@ func (r *Renderer) context(s *snapshot.Snapshot, certNames []string) map[string]
 	} else if len(s.SecretEnv) > 0 {
 		env = secretEnv(s.Env, s.SecretEnv)
 	}
-	services := s.Services
-	if services == nil {
-		services = []map[string]any{}
+	// A list of the data ([]any): the engine's lists hold any value. Never nil: an empty list.
+	services := make([]any, len(s.Services))
+	for i, svc := range s.Services {
+		services[i] = svc
 	}
 	// resources.<name>: each watched resource (--watch) with its lookups (snapshot.Resource).
 	resources := make(map[string]any, len(s.Resources))

@@ -29,8 +29,8 @@ func TestRenderDeterministic(t *testing.T) {
 {{ services[0].selector }}`
 	snap := func() *snapshot.Snapshot {
 		s := testSnapshot(map[string]string{"template": tpl}, "template")
-		s.Services[0]["pods"] = big
-		s.Services[0]["selector"] = map[string]any{"z": "1", "a": "2", "m": "3", "b": "4", "y": "5"}
+		setField(s, 0, "pods", big)
+		setField(s, 0, "selector", map[string]any{"z": "1", "a": "2", "m": "3", "b": "4", "y": "5"})
 		return s
 	}
 	first, err := New(Options{}).Render(context.Background(), snap())
@@ -385,7 +385,7 @@ func TestBundle(t *testing.T) {
 
 func TestDefaultTemplateErrorsNameTheFile(t *testing.T) {
 	s := testSnapshot(nil, "")
-	s.Services[0]["hostnames"] = []any{int64(42)}
+	setField(s, 0, "hostnames", []any{int64(42)})
 	ie := renderErr(t, s)
 	if ie.Ref != (snapshot.Ref{Kind: "File", Name: "templates/rules.j2"}) || ie.Line == 0 || !strings.Contains(ie.Error(), "'int object' has no attribute 'startswith'") {
 		t.Errorf("got %+v: %v", ie.Ref, ie)

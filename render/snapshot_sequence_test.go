@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/templates"
 )
@@ -273,17 +273,17 @@ func keptServiceMaps(prev, next, ref *snapshot.Snapshot) (same int, wrong string
 	if asJSON(next.Services) != asJSON(ref.Services) {
 		return 0, "the services differ from a build's without a cache"
 	}
-	old := map[string]map[string]any{}
+	old := map[string]*record.Record{}
 	for _, s := range prev.Services {
-		old[s["name"].(string)] = s
+		old[s.Field("name").(string)] = s
 	}
 	for _, s := range next.Services {
-		name := s["name"].(string)
+		name := s.Field("name").(string)
 		o := old[name]
 		if o == nil {
 			continue
 		}
-		kept := reflect.ValueOf(o).UnsafePointer() == reflect.ValueOf(s).UnsafePointer()
+		kept := o == s
 		changed := asJSON(o) != asJSON(s) // s is as ref has it
 		switch {
 		case kept && !changed:

@@ -71,13 +71,13 @@ func unsafeValue(s *snapshot.Snapshot, uv *jinja.UnsafeValueError, tmpl snapshot
 // origin searches the snapshot for the data string src.
 func origin(s *snapshot.Snapshot, src string) (snapshot.Ref, string) {
 	for _, svc := range s.Services {
-		name, _ := svc["name"].(string)
-		ns, _ := svc["namespace"].(string)
-		for _, k := range sortedMapKeys(svc) {
+		name, _ := svc.Field("name").(string)
+		ns, _ := svc.Field("namespace").(string)
+		for k, v := range svc.All() {
 			if k == "pods" {
 				continue
 			}
-			if path, ok := find(svc[k], src, k); ok {
+			if path, ok := find(v, src, k); ok {
 				ref := s.ServicesRef
 				ref.Key = name
 				return ref, path
@@ -85,7 +85,7 @@ func origin(s *snapshot.Snapshot, src string) (snapshot.Ref, string) {
 		}
 		var found snapshot.Ref
 		var field string
-		eachPod(svc["pods"], func(podName string, pod any) bool {
+		eachPod(svc.Field("pods"), func(podName string, pod any) bool {
 			if podName == src {
 				found, field = podRef(ns, podName, pod), "metadata.name"
 				return false

@@ -32,7 +32,7 @@ func TestDataCannotInjectLines(t *testing.T) {
 	t.Run("hostname in the default template", func(t *testing.T) {
 		s := testSnapshot(nil, "")
 		s.ServicesRef = servicesRef
-		s.Services[2]["hostnames"] = []any{injected, "example.com"}
+		setField(s, 2, "hostnames", []any{injected, "example.com"})
 		ie, uv := unsafeErr(t, s)
 		want := servicesRef
 		want.Key = "web"
@@ -56,41 +56,41 @@ func TestDataCannotInjectLines(t *testing.T) {
 		field, value string
 	}{
 		{"a port", "{% for s in services %}{% for p in s.ports %}server x 1.2.3.4:{{ p }}\n{% endfor %}{% endfor %}",
-			func(s *snapshot.Snapshot) { s.Services[1]["ports"] = []any{"35461\n  server evil 6.6.6.6:80"} },
+			func(s *snapshot.Snapshot) { setField(s, 1, "ports", []any{"35461\n  server evil 6.6.6.6:80"}) },
 			snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "services", Key: "shop"}, "ports[0]", "35461\n  server evil 6.6.6.6:80"},
 		{"a carriage return through a filter", "{{ services[0].path|upper }}",
-			func(s *snapshot.Snapshot) { s.Services[0]["path"] = "^/v1/\rx" },
+			func(s *snapshot.Snapshot) { setField(s, 0, "path", "^/v1/\rx") },
 			snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "services", Key: "api"}, "path", "^/V1/\rX"},
 		{"a NUL through concatenation", "{{ 'x' ~ services[0].namespace ~ 'y' }}",
-			func(s *snapshot.Snapshot) { s.Services[0]["namespace"] = "a\x00b" },
+			func(s *snapshot.Snapshot) { setField(s, 0, "namespace", "a\x00b") },
 			snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "services", Key: "api"}, "namespace", "xa\x00by"},
 		{"a nested field", "{{ services[2].extra.notes[1] }}",
 			func(s *snapshot.Snapshot) {
-				s.Services[2]["extra"] = map[string]any{"notes": []any{"ok", "two\nlines"}}
+				setField(s, 2, "extra", map[string]any{"notes": []any{"ok", "two\nlines"}})
 			},
 			snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "services", Key: "web"}, "extra.notes[1]", "two\nlines"},
 		{"a pod annotation", "{% for s in services %}{% for n, p in s.pods.items() if p.metadata.annotations is defined %}{{ p.metadata.annotations.note }}{% endfor %}{% endfor %}",
 			func(s *snapshot.Snapshot) {
 				p := pod("shop-1", "10.0.2.11")
 				p["metadata"].(map[string]any)["annotations"] = map[string]any{"note": "x\ny"}
-				s.Services[1]["pods"].(map[string]any)["shop-1"] = p
+				s.Services[1].Field("pods").(map[string]any)["shop-1"] = p
 			},
 			snapshot.Ref{Kind: "Pod", Namespace: "web", Name: "shop-1"}, "metadata.annotations.note", "x\ny"},
 		{"a pod as a record", "{% for s in services %}{% for n, p in s.pods.items() %}{{ p.status.podIP }}{% endfor %}{% endfor %}",
 			func(s *snapshot.Snapshot) {
 				s.Services = asRecords(s.Services)
 				var shapes record.Shapes
-				s.Services[2]["pods"] = record.FromMap(nil, map[string]any{"web-0": record.Of(&shapes, pod("web-0", "fd00::10\n"))})
+				setField(s, 2, "pods", record.FromMap(nil, map[string]any{"web-0": record.Of(&shapes, pod("web-0", "fd00::10\n"))}))
 			},
 			snapshot.Ref{Kind: "Pod", Namespace: "web", Name: "web-0"}, "status.podIP", "fd00::10\n"},
 		{"an environment variable", "bind {{ env.HTTP_BIND }}",
 			func(s *snapshot.Snapshot) { s.Env["HTTP_BIND"] = ":80\nlisten evil" },
 			snapshot.Ref{Kind: "Env", Name: "HTTP_BIND"}, "env.HTTP_BIND", ":80\nlisten evil"},
 		{"through a macro argument", "{% macro m(h) %}host {{ h }}{% endmacro %}{{ m(services[2].hostnames[0]) }}",
-			func(s *snapshot.Snapshot) { s.Services[2]["hostnames"] = []any{injected} },
+			func(s *snapshot.Snapshot) { setField(s, 2, "hostnames", []any{injected}) },
 			snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "services", Key: "web"}, "hostnames[0]", injected},
 		{"joined with template text", "{{ services[2].hostnames|join(' ') }}",
-			func(s *snapshot.Snapshot) { s.Services[2]["hostnames"] = []any{"a", injected} },
+			func(s *snapshot.Snapshot) { setField(s, 2, "hostnames", []any{"a", injected}) },
 			snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "services", Key: "web"}, "hostnames[1]", "a " + injected},
 	}
 	for _, tc := range cases {
@@ -110,7 +110,7 @@ func TestDataCannotInjectLines(t *testing.T) {
 
 	t.Run("marked safe, it prints", func(t *testing.T) {
 		s := testSnapshot(map[string]string{"template": "{% for h in services[2].hostnames %}{{ h|safe }}{% endfor %}"}, "template")
-		s.Services[2]["hostnames"] = []any{injected}
+		setField(s, 2, "hostnames", []any{injected})
 		b, err := New(Options{}).Render(context.Background(), s)
 		if err != nil {
 			t.Fatal(err)
@@ -121,7 +121,7 @@ func TestDataCannotInjectLines(t *testing.T) {
 	})
 	t.Run("removed by the template, it prints", func(t *testing.T) {
 		s := testSnapshot(map[string]string{"template": "{{ services[2].hostnames[0]|replace('\\n', ' ') }}|{{ services[2].hostnames }}|{{ services[2]|tojson|length > 0 }}"}, "template")
-		s.Services[2]["hostnames"] = []any{injected}
+		setField(s, 2, "hostnames", []any{injected})
 		b, err := New(Options{}).Render(context.Background(), s)
 		if err != nil {
 			t.Fatal(err)

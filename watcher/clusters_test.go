@@ -126,7 +126,7 @@ func TestClustersMerge(t *testing.T) {
 		t.Fatal(err)
 	}
 	var keys []string
-	for k := range snap.Services[0]["pods"].(*record.Record).All() {
+	for k := range snap.Services[0].Field("pods").(*record.Record).All() {
 		keys = append(keys, k)
 	}
 	if want := []string{"east:web-0", "west:web-0", "west:web-1"}; !slices.Equal(keys, want) {

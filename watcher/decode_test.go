@@ -594,7 +594,7 @@ items:
 		if err != nil {
 			t.Fatal(err)
 		}
-		pods := record.Plain(snap.Services[0]["pods"]).(map[string]any)
+		pods := record.Plain(snap.Services[0].Field("pods")).(map[string]any)
 		if len(pods) != 1 || pods["shop-0"] == nil {
 			t.Fatalf("pods %v, want the ready endpoint shop-0 only", pods)
 		}

@@ -355,7 +355,7 @@ func TestEtcdSourceWithAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pods := record.Plain(snap.Services[0]["pods"]).(map[string]any); len(pods) != 1 || pods["shop-0"] == nil {
+		if pods := record.Plain(snap.Services[0].Field("pods")).(map[string]any); len(pods) != 1 || pods["shop-0"] == nil {
 			t.Fatalf("service pods %v", pods)
 		}
 		env.SetPodReady(t, "web", "shop-0", "", false)
@@ -382,7 +382,7 @@ func TestEtcdSourceWithAPIServer(t *testing.T) {
 			return err == nil && findPod(o, "api", "api-0") != nil && len(findConfigMap(o, "lb", "services").Data) == 2
 		})
 		snap, err := snapshot.Build(o, snapshot.Options{})
-		if err != nil || len(snap.Services) != 2 || snap.Services[0]["name"] != "api" || len(record.Plain(snap.Services[0]["pods"]).(map[string]any)) != 1 {
+		if err != nil || len(snap.Services) != 2 || snap.Services[0].Field("name") != "api" || len(record.Plain(snap.Services[0].Field("pods")).(map[string]any)) != 1 {
 			t.Fatalf("snapshot %v, %v", snap, err)
 		}
 	})
@@ -414,8 +414,8 @@ func TestEtcdSourceWithAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, svc := range snap.Services {
-			if svc["name"] == "db" {
-				if pods := record.Plain(svc["pods"]).(map[string]any); len(pods) != 1 || pods["ep-10-0-2-1"] == nil {
+			if svc.Field("name") == "db" {
+				if pods := record.Plain(svc.Field("pods")).(map[string]any); len(pods) != 1 || pods["ep-10-0-2-1"] == nil {
 					t.Fatalf("db endpoints %v", pods)
 				}
 				return

@@ -87,7 +87,7 @@ func TestKubeSourceKeepsUnchangedServices(t *testing.T) {
 		var got []string
 		for i, svc := range snap.Services {
 			if reflect.ValueOf(svc).UnsafePointer() != reflect.ValueOf(prev.Services[i]).UnsafePointer() {
-				got = append(got, svc["name"].(string))
+				got = append(got, svc.Field("name").(string))
 			}
 		}
 		if !slices.Equal(got, step.want) {
@@ -100,10 +100,10 @@ func TestKubeSourceKeepsUnchangedServices(t *testing.T) {
 func podIPs(snap *snapshot.Snapshot, svc string) []string {
 	var ips []string
 	for _, s := range snap.Services {
-		if s["name"] != svc {
+		if s.Field("name") != svc {
 			continue
 		}
-		for _, p := range record.Plain(s["pods"]).(map[string]any) {
+		for _, p := range record.Plain(s.Field("pods")).(map[string]any) {
 			ips = append(ips, p.(map[string]any)["status"].(map[string]any)["podIP"].(string))
 		}
 	}

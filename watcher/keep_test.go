@@ -70,7 +70,7 @@ endpoints: [{addresses: [` + ip + `]}]
 		var got []string
 		for i, svc := range snap.Services {
 			if reflect.ValueOf(svc).UnsafePointer() != reflect.ValueOf(prev.Services[i]).UnsafePointer() {
-				got = append(got, svc["name"].(string))
+				got = append(got, svc.Field("name").(string))
 			}
 		}
 		if !slices.Equal(got, step.want) {

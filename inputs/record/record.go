@@ -365,6 +365,13 @@ func (r *Record) Get(key string) (any, bool) {
 	return nil, false
 }
 
+// Field is the value of key, nil when the record has none (or is nil): Get for the callers
+// that read a field they know is there, or treat a missing one as null.
+func (r *Record) Field(key string) any {
+	v, _ := r.Get(key)
+	return v
+}
+
 // ValuesAre reports whether r's values are l itself (the same slice, not equal values): a
 // record made with New(keys, l).
 func (r *Record) ValuesAre(l []any) bool {

@@ -159,7 +159,7 @@ func TestBuildDeterministic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(first.Services) != 30 || len(record.Plain(first.Services[0]["pods"]).(map[string]any)) != 3 {
+	if len(first.Services) != 30 || len(record.Plain(first.Services[0].Field("pods")).(map[string]any)) != 3 {
 		t.Fatalf("unexpected snapshot: %d services", len(first.Services))
 	}
 	for i := range 5 {
@@ -270,7 +270,7 @@ func TestPodCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return snap.Services[0]["pods"].(*record.Record)
+		return snap.Services[0].Field("pods").(*record.Record)
 	}
 	pod := func(pods *record.Record, name string) *record.Record {
 		p, _ := pods.Get(name)
@@ -361,7 +361,7 @@ func TestBuildConvertedPods(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Error("converted pods give another Snapshot than typed pods")
 	}
-	if len(record.Plain(got.Services[1]["pods"]).(map[string]any)) != 3 {
+	if len(record.Plain(got.Services[1].Field("pods")).(map[string]any)) != 3 {
 		t.Errorf("service 1 has pods %v, want the 3 ready ones", podNames(got.Services[1]))
 	}
 }
@@ -382,7 +382,7 @@ func TestPodCacheServices(t *testing.T) {
 	web := `{"namespace":"shop","selector":{"app":"web"},"hostnames":["a.example.com"]}`
 	first := build(map[string]string{"web": web, "api": `{"namespace":"shop","selector":{"app":"api"}}`})
 	second := build(map[string]string{"web": web, "api": `{"namespace":"shop","selector":{"app":"api2"}}`})
-	if !same(first.Services[1]["hostnames"], second.Services[1]["hostnames"]) {
+	if !same(first.Services[1].Field("hostnames"), second.Services[1].Field("hostnames")) {
 		t.Error("an unchanged service entry was decoded again")
 	}
 	if !same(first.Services[1], second.Services[1]) {
@@ -391,7 +391,7 @@ func TestPodCacheServices(t *testing.T) {
 	if same(first.Services[0], second.Services[0]) {
 		t.Error("a changed service entry is the last Build's map")
 	}
-	if got := second.Services[0]["selector"].(map[string]any)["app"]; got != "api2" {
+	if got := second.Services[0].Field("selector").(*record.Record).Field("app"); got != "api2" {
 		t.Errorf("a changed service entry kept its old value: selector app = %v", got)
 	}
 	if _, err := Build(&Objects{ConfigMaps: []*corev1.ConfigMap{configMap(ns, "services", map[string]string{"web": "{"})}}, Options{PodCache: cache}); err == nil {

@@ -37,7 +37,7 @@ func TestServiceBackedByEndpointSlices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods := record.Plain(snap.Services[0]["pods"]).(map[string]any)
+	pods := record.Plain(snap.Services[0].Field("pods")).(map[string]any)
 	if len(pods) != 2 {
 		t.Fatalf("pods = %v, want shop-1 and the pod-less endpoint", pods)
 	}

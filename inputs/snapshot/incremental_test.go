@@ -211,8 +211,8 @@ func TestBuildThroughCacheRandomChanges(t *testing.T) {
 func servicePods(s *Snapshot) string {
 	var out string
 	for _, svc := range s.Services {
-		out += fmt.Sprintf("%s:%s", svc["name"], svc["namespace"])
-		if pods, ok := svc["pods"].(*record.Record); ok {
+		out += fmt.Sprintf("%s:%s", svc.Field("name"), svc.Field("namespace"))
+		if pods, ok := svc.Field("pods").(*record.Record); ok {
 			for i := range pods.Len() {
 				out += "," + pods.Key(i)
 			}

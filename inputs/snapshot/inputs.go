@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 )
 
 // Kinds of operator input: what an operator edits and what is held back, one by one, when it
@@ -159,7 +161,7 @@ func Assemble(objs *Objects, opts Options, chosen []Input) (*Snapshot, error) {
 
 // assembleServices builds the services through cache's pod index, and gives it back (none
 // when the build did not finish: a half-updated index is not kept).
-func assembleServices(services []Input, objs *Objects, cache *PodCache) ([]map[string]any, error) {
+func assembleServices(services []Input, objs *Objects, cache *PodCache) ([]*record.Record, error) {
 	ix := cache.take(objs.Pods, objs.ConvertedPods)
 	done := false
 	defer func() {

@@ -66,11 +66,11 @@ func TestAssembleChosenVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Services) != 1 || snap.Services[0]["v"] != int64(1) {
+	if len(snap.Services) != 1 || snap.Services[0].Field("v") != int64(1) {
 		t.Fatalf("services %v", snap.Services)
 	}
-	if pods, ok := snap.Services[0]["pods"].(interface{ Len() int }); !ok || pods.Len() != 1 {
-		t.Errorf("the held service does not have the current pods: %v", snap.Services[0]["pods"])
+	if pods, ok := snap.Services[0].Field("pods").(interface{ Len() int }); !ok || pods.Len() != 1 {
+		t.Errorf("the held service does not have the current pods: %v", snap.Services[0].Field("pods"))
 	}
 	if snap.Templates != nil {
 		t.Error("no templates input: want the built-in default (nil)")

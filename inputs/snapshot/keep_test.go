@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"strconv"
 	"testing"
@@ -185,27 +184,25 @@ func TestBuildKeepsPodsOfAnEditedService(t *testing.T) {
 	if samePointer(first.Services[0], second.Services[0]) {
 		t.Error("an edited service is the last Build's map")
 	}
-	if first.Services[0]["pods"].(*record.Record) != second.Services[0]["pods"].(*record.Record) {
+	if first.Services[0].Field("pods").(*record.Record) != second.Services[0].Field("pods").(*record.Record) {
 		t.Error("the pods of an edited service whose pods did not change are a new record")
 	}
-	if second.Services[0]["ssl"] != true {
+	if second.Services[0].Field("ssl") != true {
 		t.Errorf("the edit is not in the map: %v", second.Services[0])
 	}
 }
 
-func samePointer(a, b map[string]any) bool {
-	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
-}
+func samePointer(a, b *record.Record) bool { return a == b }
 
 // newMaps names the services of next that are not the map of the same name in prev.
 func newMaps(prev, next *Snapshot) []string {
-	old := map[string]map[string]any{}
+	old := map[string]*record.Record{}
 	for _, s := range prev.Services {
-		old[s["name"].(string)] = s
+		old[s.Field("name").(string)] = s
 	}
 	var out []string
 	for _, s := range next.Services {
-		name := s["name"].(string)
+		name := s.Field("name").(string)
 		if o, ok := old[name]; !ok || !samePointer(o, s) {
 			out = append(out, name)
 		}

@@ -82,9 +82,8 @@ func CheckClusterName(name string) error {
 }
 
 // serviceClusters reads a service entry's optional "clusters": the clusters whose pods feed
-// it; nil (absent) means every cluster.
-func serviceClusters(svc map[string]any) ([]string, error) {
-	v, ok := svc["clusters"]
+// it; nil (absent) means every cluster. v is its value, ok whether the entry has it.
+func serviceClusters(v any, ok bool) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}

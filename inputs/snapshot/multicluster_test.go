@@ -37,11 +37,11 @@ func TestServicesOfSeveralClusters(t *testing.T) {
 	}
 	pods := func(svc string) map[string]string { // key -> cluster/IP
 		for _, s := range snap.Services {
-			if s["name"] != svc {
+			if s.Field("name") != svc {
 				continue
 			}
 			out := map[string]string{}
-			for k, v := range s["pods"].(*record.Record).All() {
+			for k, v := range s.Field("pods").(*record.Record).All() {
 				p := v.(*record.Record)
 				c, _ := p.Get("cluster")
 				st, _ := p.Get("status")
@@ -199,9 +199,9 @@ func TestEndpointsOfSeveralClusters(t *testing.T) {
 	}
 	keys := func(svc string) []string {
 		for _, s := range snap.Services {
-			if s["name"] == svc {
+			if s.Field("name") == svc {
 				var out []string
-				for k, v := range s["pods"].(*record.Record).All() {
+				for k, v := range s.Field("pods").(*record.Record).All() {
 					c, _ := v.(*record.Record).Get("cluster")
 					out = append(out, k+"="+c.(string))
 				}

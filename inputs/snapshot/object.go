@@ -302,7 +302,8 @@ func ownKeys(pairs []kv) *record.Record { return newRecord(pairs, nil) }
 // end. Past it, new key lists are not shared.
 const maxShapes = 8192
 
-// shapeTable shares key lists, as record.Shapes does, up to maxShapes of them.
+// shapeTable shares key lists, as record.Shapes does, up to maxShapes of them. A nil table
+// shares none.
 type shapeTable struct {
 	mu sync.Mutex
 	m  map[uint64][]shapeEntry
@@ -315,6 +316,9 @@ type shapeEntry struct {
 }
 
 func (t *shapeTable) keys(names []string) *record.Keys {
+	if t == nil {
+		return record.NewKeys(names...)
+	}
 	var h maphash.Hash
 	h.SetSeed(hashSeed)
 	for _, n := range names {

@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 )
 
 // PodCache keeps, between Builds, the pod index of the last Build (see podIndex): the pods it
@@ -19,13 +21,14 @@ import (
 // candidate's tests, a trial) gives what a Build without a cache gives, and only makes the
 // next one update from those. The zero value is ready; it is safe for concurrent use.
 //
-// The cached maps are shared between Snapshots: they must be treated as read-only.
+// The cached records are shared between Snapshots: they must be treated as read-only.
 //
 // It also keeps the service entries of the last Decode decoded, by name and text.
 type PodCache struct {
 	turn     sync.Mutex // held by the Build that has the index
 	mu       sync.Mutex
 	in       interner                      // shares equal parts between the pods converted over time
+	shapes   shapeTable                    // the key lists of the services' records
 	services map[string]decodedEntry       // by name, as the last Decode had them
 	held     map[serviceKey]decodedService // other versions asked for since
 	names    []string                      // the last Decode's entry names, sorted
@@ -61,13 +64,14 @@ func (c *PodCache) keepResources(res map[string]Resource) {
 	c.resources = res
 }
 
-// builtService is a service as a Build gave it. The next Build gives the very same map when
-// neither its entry nor what it routes to changed, so that a renderer knows it unchanged by
-// one comparison of pointers instead of reading it whole (issue 25).
+// builtService is a service as a Build gave it. The next Build gives the very same record
+// when neither its entry nor what it routes to changed, so that a renderer knows it unchanged
+// by one comparison of pointers instead of reading it whole (issue 25).
 type builtService struct {
 	text   string
 	sel    labels.Selector // nil: the endpoints of a Kubernetes Service
-	svc    map[string]any  // with "name" and "pods"; shared by the Snapshots: never changed
+	entry  *record.Record  // the entry decoded (its "pods" null), shared with the cache
+	svc    *record.Record  // entry with its "pods"; shared by the Snapshots (nil until finish)
 	slices []clusterSlice  // a Kubernetes Service's: the EndpointSlices its "pods" were made of
 }
 
@@ -101,10 +105,10 @@ func (c *PodCache) put(ix *podIndex) {
 
 type serviceKey struct{ name, text string }
 
-// decodedService is a service entry as decodeService gives it, and the entry's Input Hash;
-// svc is cloned before use.
+// decodedService is a service entry as decodeService gives it, as a record (serviceRecord),
+// and the entry's Input Hash. Read-only.
 type decodedService struct {
-	svc  map[string]any
+	svc  *record.Record
 	sel  labels.Selector
 	hash string
 }
@@ -115,19 +119,9 @@ type decodedEntry struct {
 	d    decodedService
 }
 
-// service returns the decoded entry name (a map of its own), from the cache when its text is
-// the same.
-func (c *PodCache) service(ref Ref, name, text string) (map[string]any, labels.Selector, *InputError) {
-	d, err := c.decoded(ref, name, text, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	return maps.Clone(d.svc), d.sel, nil
-}
-
-// decoded is service without the clone: d.svc is read-only. A current entry (a Decode's) is
-// kept by name until its text changes; another version (a held service at its last good
-// version) until the next Decode.
+// decoded returns the entry name decoded (read-only), from the cache when its text is the
+// same. A current entry (a Decode's) is kept by name until its text changes; another version
+// (a held service at its last good version) until the next Decode.
 func (c *PodCache) decoded(ref Ref, name, text string, current bool) (decodedService, *InputError) {
 	k := serviceKey{name, text}
 	if c != nil {
@@ -142,7 +136,7 @@ func (c *PodCache) decoded(ref Ref, name, text string, current bool) (decodedSer
 			return d, nil
 		}
 	}
-	svc, sel, err := decodeService(ref, []byte(text))
+	m, sel, err := decodeService(ref, []byte(text))
 	if err != nil {
 		if c != nil && current {
 			c.mu.Lock()
@@ -151,7 +145,7 @@ func (c *PodCache) decoded(ref Ref, name, text string, current bool) (decodedSer
 		}
 		return decodedService{}, err
 	}
-	d := decodedService{svc, sel, contentHash(text)}
+	d := decodedService{serviceRecord(c.serviceShapes(), m, name), sel, contentHash(text)}
 	if c != nil {
 		c.mu.Lock()
 		if current {
@@ -257,6 +251,15 @@ func (c *PodCache) Len() int {
 		}
 	}
 	return n
+}
+
+// serviceShapes is the cache's table of the services' key lists; without a cache, none (each
+// record has its own).
+func (c *PodCache) serviceShapes() *shapeTable {
+	if c == nil {
+		return nil
+	}
+	return &c.shapes
 }
 
 // interner is the cache's interner; without a cache, a new one for one Build.

@@ -54,11 +54,11 @@ func decodeServices(cm *corev1.ConfigMap, ref Ref, cache *PodCache) []Input {
 // buildServices decodes the chosen service entries (sorted by name) and attaches the ready pods
 // each selects, through the pod index of the last Build (see podIndex): a service whose entry
 // text and pods (the same pod records, or the same EndpointSlices) are those of the last
-// Build through the same cache is the last Build's very map, found without reading its pods
-// again. The maps are shared between Snapshots, and never changed once given out.
-func buildServices(entries []Input, ix *podIndex, eps endpointIndex) ([]map[string]any, error) {
+// Build through the same cache is the last Build's very record, found without reading its
+// pods again. The records are shared between Snapshots.
+func buildServices(entries []Input, ix *podIndex, eps endpointIndex) ([]*record.Record, error) {
 	var (
-		services []map[string]any // nil when there are none
+		services []*record.Record // nil when there are none
 		work     []*svcState      // the services to finish, at their place in services
 		at       []int
 		prev     []*builtService // the last Build's service of the same name, or nil
@@ -75,7 +75,7 @@ func buildServices(entries []Input, ix *podIndex, eps endpointIndex) ([]map[stri
 				continue
 			}
 			old := s.b
-			s.b = &builtService{text: old.text, sel: old.sel, svc: old.svc}
+			s.b = &builtService{text: old.text, sel: old.sel, entry: old.entry, svc: old.svc}
 			work, at, prev = append(work, s), append(at, len(services)), append(prev, old)
 			services = append(services, nil)
 			continue
@@ -92,8 +92,8 @@ func buildServices(entries []Input, ix *podIndex, eps endpointIndex) ([]map[stri
 		} else {
 			seen++ // a new name, counted as the last Build's were
 		}
-		clusters, _ := serviceClusters(b.svc) // checked by decodeService
-		s = &svcState{b: b, ns: b.svc["namespace"].(string), clusters: clusters, round: ix.round, affected: ix.round}
+		clusters, _ := serviceClusters(b.entry.Get("clusters")) // checked by decodeService
+		s = &svcState{b: b, ns: b.entry.Field("namespace").(string), clusters: clusters, round: ix.round, affected: ix.round}
 		ix.services[e.Name] = s
 		if b.sel != nil {
 			ix.register(s)
@@ -120,7 +120,7 @@ func buildServices(entries []Input, ix *podIndex, eps endpointIndex) ([]map[stri
 	return services, joinErrors(errs)
 }
 
-// unchanged reports whether s's map stands as it is: a selector's service none of whose pods
+// unchanged reports whether s's record stands as it is: a selector's service none of whose pods
 // changed in round (a Kubernetes Service's endpoints are compared in finish).
 func (s *svcState) unchanged(round uint64) bool {
 	if s.b.sel == nil || s.affected == round {
@@ -128,7 +128,7 @@ func (s *svcState) unchanged(round uint64) bool {
 	}
 	// A service with a selector and a "service" field whose selector selects nothing routes
 	// to the Service's endpoints (see finish).
-	_, kube := s.b.svc["service"].(string)
+	_, kube := s.b.entry.Field("service").(string)
 	return !s.nilPods || !kube
 }
 
@@ -142,32 +142,30 @@ func (ix *podIndex) sweepServices() {
 	}
 }
 
-// startService is entry e decoded: old's map when e's text is the same (to be cloned before
-// any change), else a new one.
+// startService is entry e decoded: old's entry when e's text is the same, else the cache's.
 func (c *PodCache) startService(e Input, old *builtService) (*builtService, *InputError) {
 	if old != nil && old.text == e.Text {
-		return &builtService{text: e.Text, sel: old.sel, svc: old.svc}, nil
+		return &builtService{text: e.Text, sel: old.sel, entry: old.entry, svc: old.svc}, nil
 	}
-	svc, sel, err := c.service(e.Ref, e.Name, e.Text)
+	d, err := c.decoded(e.Ref, e.Name, e.Text, false)
 	if err != nil {
 		return nil, err
 	}
-	svc["name"] = e.Name
-	return &builtService{text: e.Text, sel: sel, svc: svc}, nil
+	return &builtService{text: e.Text, sel: d.sel, entry: d.svc}, nil
 }
 
 // finish gives b its "pods": selected, or the endpoints of the Kubernetes Service it names.
-// When neither b's text nor its pods changed since old, b is old's map itself.
+// When neither b's text nor its pods changed since old, b is old's record itself.
 func (b *builtService) finish(old *builtService, selected []*podEntry, eps endpointIndex) {
 	sameText := old != nil && old.text == b.text
 	var oldPods *record.Record
 	if old != nil {
-		oldPods, _ = old.svc["pods"].(*record.Record)
+		oldPods, _ = old.svc.Field("pods").(*record.Record)
 	}
 	var pods *record.Record
-	if kubeSvc, ok := b.svc["service"].(string); ok && selected == nil {
-		ns := b.svc["namespace"].(string)
-		clusters, _ := serviceClusters(b.svc) // checked by decodeService
+	if kubeSvc, ok := b.entry.Field("service").(string); ok && selected == nil {
+		ns := b.entry.Field("namespace").(string)
+		clusters, _ := serviceClusters(b.entry.Get("clusters")) // checked by decodeService
 		b.slices = eps.slices(ns, kubeSvc, clusters)
 		// Informers and the sources replace an object that changes, never change it: the
 		// same slices give the same endpoints.
@@ -179,15 +177,54 @@ func (b *builtService) finish(old *builtService, selected []*podEntry, eps endpo
 	} else {
 		pods = podsByName(selected, oldPods)
 	}
-	switch {
-	case sameText && pods == oldPods:
+	if sameText && pods == oldPods {
 		b.svc = old.svc
-	case sameText:
-		b.svc = maps.Clone(old.svc)
-		b.svc["pods"] = pods
-	default:
-		b.svc["pods"] = pods
+		return
 	}
+	b.svc = withPods(b.entry, pods)
+}
+
+// withPods is the record of a service: its entry (serviceRecord) with pods as its "pods", the
+// entry's key list shared.
+func withPods(entry, pods *record.Record) *record.Record {
+	r, vals := record.Make(entry.Keys())
+	for i := range vals {
+		vals[i] = entry.Value(i)
+		if entry.Key(i) == "pods" {
+			vals[i] = pods
+		}
+	}
+	return r
+}
+
+// serviceRecord is the decoded entry name (decodeService's map, which it takes) as templates
+// see it, but for its pods: with its "name" (the entry's name, whatever the entry says) and
+// its "pods" (null until withPods), the maps at every depth records whose key lists t shares
+// (as the pods' are: templates read a record as the map it holds). A record takes a fifth of
+// the map's memory (issue 25).
+func serviceRecord(t *shapeTable, m map[string]any, name string) *record.Record {
+	m["name"] = name
+	m["pods"] = nil
+	return dataRecords(t, m).(*record.Record)
+}
+
+// dataRecords is decoded JSON v with each map (at any depth, in lists too) a record whose key
+// list t shares; lists are changed in place (v is the caller's own).
+func dataRecords(t *shapeTable, v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		names := slices.Sorted(maps.Keys(x))
+		r, vals := record.Make(t.keys(names))
+		for i, n := range names {
+			vals[i] = dataRecords(t, x[n])
+		}
+		return r
+	case []any:
+		for i, e := range x {
+			x[i] = dataRecords(t, e)
+		}
+	}
+	return v
 }
 
 // podsByName is a service's "pods": its pods by name, as a record (iterated in name order);
@@ -264,7 +301,7 @@ func decodeService(ref Ref, data []byte) (map[string]any, labels.Selector, *Inpu
 		return nil, nil, fail(0, 0, "field \"namespace\": %q is not a valid namespace name: %s", ns, strings.Join(msgs, "; "))
 	}
 
-	if _, err := serviceClusters(svc); err != nil {
+	if _, err := serviceClusters(mapGet(svc, "clusters")); err != nil {
 		return nil, nil, fail(0, 0, "%v", err)
 	}
 	rawSel, ok := svc["selector"]
@@ -341,6 +378,12 @@ func convertNumbers(v any) any {
 		return x
 	}
 	return v
+}
+
+// mapGet is m[key] with whether m has it, as one pair of arguments.
+func mapGet(m map[string]any, key string) (any, bool) {
+	v, ok := m[key]
+	return v, ok
 }
 
 func jsonType(v any) string {

@@ -16,8 +16,8 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 )
 
-func podNames(svc map[string]any) []string {
-	return slices.Sorted(maps.Keys(record.Plain(svc["pods"]).(map[string]any)))
+func podNames(svc *record.Record) []string {
+	return slices.Sorted(maps.Keys(record.Plain(svc.Field("pods")).(map[string]any)))
 }
 
 func TestBuildServices(t *testing.T) {
@@ -86,7 +86,7 @@ func TestBuildServices(t *testing.T) {
 				t.Fatalf("got %d services, want %d", len(snap.Services), len(tt.want))
 			}
 			for _, svc := range snap.Services {
-				name := svc["name"].(string)
+				name := svc.Field("name").(string)
 				want, ok := tt.want[name]
 				if !ok {
 					t.Fatalf("unexpected service %q", name)
@@ -124,12 +124,12 @@ func TestBuildServiceContent(t *testing.T) {
 	}
 	var names []string
 	for _, s := range snap.Services {
-		names = append(names, s["name"].(string))
+		names = append(names, s.Field("name").(string))
 	}
 	if want := []string{"admin", "api", "web"}; !slices.Equal(names, want) {
 		t.Fatalf("service order = %v, want %v", names, want)
 	}
-	if p := record.Plain(snap.Services[0]["pods"]); !reflect.DeepEqual(p, map[string]any{}) {
+	if p := record.Plain(snap.Services[0].Field("pods")); !reflect.DeepEqual(p, map[string]any{}) {
 		t.Errorf("admin: name/pods from the entry must be replaced: pods = %v", p)
 	}
 	web := snap.Services[2]
@@ -145,17 +145,17 @@ func TestBuildServiceContent(t *testing.T) {
 		"name":      "web",
 	}
 	for k, want := range checks {
-		if got := web[k]; !reflect.DeepEqual(got, want) {
+		if got := record.Plain(web.Field(k)); !reflect.DeepEqual(got, want) {
 			t.Errorf("web[%q] = %#v, want %#v", k, got, want)
 		}
 	}
-	if got := snap.Services[1]["selector"]; got != "app=api" {
+	if got := snap.Services[1].Field("selector"); got != "app=api" {
 		t.Errorf("string selector passed through as %#v", got)
 	}
 
-	p, ok := record.Plain(web["pods"]).(map[string]any)["web-1"].(map[string]any)
+	p, ok := record.Plain(web.Field("pods")).(map[string]any)["web-1"].(map[string]any)
 	if !ok {
-		t.Fatalf("pod web-1 missing or not a map: %#v", web["pods"])
+		t.Fatalf("pod web-1 missing or not a map: %#v", web.Field("pods"))
 	}
 	if p["apiVersion"] != "v1" || p["kind"] != "Pod" {
 		t.Errorf("pod apiVersion/kind = %v/%v", p["apiVersion"], p["kind"])
@@ -360,5 +360,75 @@ func TestSelectPodsIndexed(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestServicesAreRecords: a service is a record, and so is every map in it, at any depth (a
+// fifth of a Go map's memory); services of the same keys share their key list, and so do
+// their selectors, through the cache and across Builds (a service made again after a pod's
+// change has its entry's list).
+func TestServicesAreRecords(t *testing.T) {
+	services := map[string]string{
+		"api": `{"namespace":"shop","selector":{"app":"api"},"ports":[8080]}`,
+		"web": `{"namespace":"shop","selector":{"app":"web"},"ports":[80],"extra":{"notes":["a",{"deep":{"x":1}}]}}`,
+		"www": `{"namespace":"shop","selector":{"app":"www"},"ports":[80]}`,
+	}
+	pods := []*corev1.Pod{readyPod("shop", "api-1", "10.1.0.1", map[string]string{"app": "api"})}
+	for i := range 300 { // the index is updated, not made anew, for one pod's change
+		pods = append(pods, readyPod("other", fmt.Sprintf("o-%d", i), "10.2.0.1", map[string]string{"app": "o"}))
+	}
+	cache := &PodCache{}
+	build := func() *Snapshot {
+		for _, p := range pods {
+			p.ResourceVersion = "1" // the same pod as at the last Build: kept
+		}
+		snap, err := Build(&Objects{ConfigMaps: []*corev1.ConfigMap{configMap(ns, "services", services)}, Pods: pods}, Options{PodCache: cache})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	first := build()
+	var noMaps func(path string, v any)
+	noMaps = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			t.Errorf("%s is a map", path)
+		case *record.Record:
+			for k, e := range x.All() {
+				if k != "pods" { // the pods' records: the converter's, tested with it
+					noMaps(path+"."+k, e)
+				}
+			}
+		case []any:
+			for i, e := range x {
+				noMaps(fmt.Sprintf("%s[%d]", path, i), e)
+			}
+		}
+	}
+	for _, s := range first.Services {
+		noMaps(s.Field("name").(string), s)
+	}
+	api, web, www := first.Services[0], first.Services[1], first.Services[2]
+	if !api.SameKeys(www) || api.SameKeys(web) {
+		t.Error("services of the same keys do not share their key list (or of other keys do)")
+	}
+	if !api.Field("selector").(*record.Record).SameKeys(web.Field("selector").(*record.Record)) {
+		t.Error("selectors of the same keys do not share their key list")
+	}
+	if got := record.Plain(web.Field("extra")); !reflect.DeepEqual(got, map[string]any{"notes": []any{"a", map[string]any{"deep": map[string]any{"x": int64(1)}}}}) {
+		t.Errorf("web's extra is %#v", got)
+	}
+
+	pods = append(pods, readyPod("shop", "api-2", "10.1.0.2", map[string]string{"app": "api"}))
+	second := build()
+	if second.Services[0] == api || !second.Services[0].SameKeys(api) {
+		t.Error("api, whose pods changed, is not a new record of the same key list")
+	}
+	if second.Services[2] != www {
+		t.Error("www, unchanged, is not the last Build's record")
+	}
+	if second.Services[0].Field("selector") != api.Field("selector") {
+		t.Error("api's entry was decoded again")
 	}
 }

@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 )
 
 // Ref names the object (and key inside it) an input came from, so an error, a log line or a
@@ -122,8 +124,9 @@ type Stats struct {
 // Snapshot is everything the templates may see.
 type Snapshot struct {
 	// Services sorted by name: each is the JSON object from the services ConfigMap plus "name"
-	// and "pods" (pod name -> pod as `kubectl get pod -o json` shows it, ready pods only).
-	Services []map[string]any
+	// and "pods" (pod name -> pod as `kubectl get pod -o json` shows it, ready pods only), as
+	// a record, its maps records too (templates read a record as the map it holds). Read-only.
+	Services []*record.Record
 	// Certificates sorted by name.
 	Certificates []Certificate
 	// Templates maps a key of the config object to its text; nil means the built-in default.

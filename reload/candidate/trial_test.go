@@ -50,7 +50,7 @@ func (r *slowRenderer) Render(ctx context.Context, s *snapshot.Snapshot) (*rende
 func serviceNames(s *snapshot.Snapshot) []string {
 	var out []string
 	for _, svc := range s.Services {
-		out = append(out, svc["name"].(string))
+		out = append(out, svc.Field("name").(string))
 	}
 	slices.Sort(out)
 	return out

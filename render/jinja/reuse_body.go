@@ -59,6 +59,7 @@ type bodyCache struct {
 	sealedSame int
 	filters    map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
 	selects    map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
+	selectKept int                       // answers given as kept, for tests
 	reused     int
 	reusedAt   map[loopAt]int // by loop, for tests
 }

@@ -256,6 +256,52 @@ func TestSelectattrAnswersKeptPerMap(t *testing.T) {
 	}
 }
 
+// selectattr's and rejectattr's answers are kept per record of the data as per map (the
+// snapshot's services are records): the same record answers as it did without being read;
+// another record of the same contents is read. Every render is compared with one computed
+// afresh.
+func TestSelectattrAnswersKeptPerRecord(t *testing.T) {
+	p, err := Compile(map[string]string{"t": `{{ items|selectattr("on")|map(attribute="n")|join(",") }};` +
+		`{{ items|rejectattr("on")|map(attribute="n")|join(",") }};{{ items|selectattr("sub.on")|map(attribute="n")|join(",") }}`}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := func(n string, on bool) *record.Record {
+		return record.Of(nil, map[string]any{"n": n, "on": on, "sub": map[string]any{"on": !on}}).(*record.Record)
+	}
+	a, b, c := r("a", true), r("b", false), r("c", true)
+	var cache ModuleCache
+	for i, step := range []struct {
+		items []any
+		kept  int // answers given as kept: 3 calls, each item
+	}{
+		{[]any{a, b, c}, 0},
+		{[]any{a, b, c}, 9},
+		{[]any{a, r("b", false), c}, 6}, // b the same contents, another record: read
+		{[]any{r("z", false), a, c}, 6}, // one added first
+		{[]any{a, c}, 6},
+		{[]any{r("a", false), c}, 3}, // the same name, another answer
+	} {
+		vars := map[string]any{"items": step.items}
+		before := cache.bodies.selectKept
+		got, err := p.RenderSharing(context.Background(), vars, Limits{}, nil, &Modules{Across: &cache}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache.Sweep()
+		if kept := cache.bodies.selectKept - before; kept != step.kept {
+			t.Errorf("render %d: %d answers kept, want %d", i, kept, step.kept)
+		}
+		want, err := p.Render(context.Background(), vars, Limits{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Bytes) != string(want) {
+			t.Errorf("render %d: %q, computed afresh %q", i, got.Bytes, want)
+		}
+	}
+}
+
 // Renders sharing one cache at the same time (a renderer is used concurrently) each render
 // as computed afresh; run with -race.
 func TestLoopBodiesConcurrentRenders(t *testing.T) {

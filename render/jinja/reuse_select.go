@@ -1,12 +1,14 @@
 package jinja
 
+import "unsafe"
+
 // selectattr and rejectattr without a test ({{ services|selectattr("path")|list }}) keep, per
 // item, whether its attribute is true, from one render to the next (with a ModuleCache): an
-// item that is the same map of the data as the one at the same place of the same call in the
-// last render (the snapshot kept the service) gives the same answer, which is read without
-// reading the map. A map of the data is never changed (see copier), so the same map has the
-// same attribute. Only maps are kept (a dict the template made may change; other data is
-// cheap to read); the kept items are held, so that no other map takes their address.
+// item that is the same map or record of the data as the one at the same place of the same
+// call in the last render (the snapshot kept the service) gives the same answer, which is
+// read without reading the item. Data is never changed (see copier), so the same map or
+// record has the same attribute. Only those are kept (a dict the template made may change;
+// other data is cheap to read); the kept items are held, so that no other takes their address.
 
 // selectKey is one attribute path selected on in one program.
 type selectKey struct {
@@ -20,7 +22,8 @@ type selectLoop struct {
 }
 
 type selectEntry struct {
-	item map[string]any // nil: not kept
+	item any // a map or record of the data (dataID); nil: not kept
+	id   unsafe.Pointer
 	ok   bool
 }
 
@@ -32,6 +35,7 @@ type selectRun struct {
 	hints  []selectEntry
 	offset int
 	list   []selectEntry
+	kept   int // answers given as kept
 }
 
 // selectRun returns the call's run, whose answers are kept; nil when not.
@@ -67,14 +71,15 @@ func (e *evaluator) selectRun(attr any) *selectRun {
 
 // truthy is attrTruthy(item, parts), kept.
 func (r *selectRun) truthy(e *evaluator, item any, parts []any) (bool, error) {
-	m, isMap := item.(map[string]any)
-	if isMap {
+	id, kept := dataID(item)
+	if kept {
 		i := len(r.list)
 		for _, d := range [...]int{0, 1, -1} {
 			j := i + r.offset + d
-			if j >= 0 && j < len(r.hints) && r.hints[j].item != nil && mapID(r.hints[j].item) == mapID(m) {
+			if j >= 0 && j < len(r.hints) && r.hints[j].item != nil && r.hints[j].id == id {
 				r.offset += d
 				r.list = append(r.list, r.hints[j])
+				r.kept++
 				return r.hints[j].ok, nil
 			}
 		}
@@ -83,8 +88,8 @@ func (r *selectRun) truthy(e *evaluator, item any, parts []any) (bool, error) {
 	if err != nil {
 		return ok, err
 	}
-	if isMap {
-		r.list = append(r.list, selectEntry{item: m, ok: ok})
+	if kept {
+		r.list = append(r.list, selectEntry{item: item, id: id, ok: ok})
 	} else {
 		r.list = append(r.list, selectEntry{})
 	}
@@ -99,6 +104,7 @@ func (r *selectRun) done() {
 	r.c.mu.Lock()
 	defer r.c.mu.Unlock()
 	r.sl.put(r.k, r.list)
+	r.c.selectKept += r.kept
 }
 
 // sweepSelects ends a render for selectattr's answers: an attribute not selected on since the

@@ -131,16 +131,16 @@ func (tmplRenderer) Render(_ context.Context, s *snapshot.Snapshot) (*render.Bun
 	var b strings.Builder
 	b.WriteString(tmpl)
 	for _, svc := range s.Services {
-		if svc["broken"] == true {
+		if svc.Field("broken") == true {
 			ref := s.TemplateRef
 			ref.Key = "template"
-			return nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: ref, Line: 3, Err: fmt.Errorf("service %s: no attribute ports", svc["name"])}
+			return nil, &snapshot.InputError{Stage: snapshot.StageRender, Ref: ref, Line: 3, Err: fmt.Errorf("service %s: no attribute ports", svc.Field("name"))}
 		}
-		fmt.Fprintf(&b, "backend %s\n", svc["name"])
-		if p, ok := svc["poison"].(string); ok {
+		fmt.Fprintf(&b, "backend %s\n", svc.Field("name"))
+		if p, ok := svc.Field("poison").(string); ok {
 			fmt.Fprintf(&b, "    %s\n", p)
 		}
-		for name, pod := range svc["pods"].(*record.Record).All() {
+		for name, pod := range svc.Field("pods").(*record.Record).All() {
 			fmt.Fprintf(&b, "    server %s %v:80\n", name, lookupPath(pod, "status", "podIP"))
 		}
 	}
