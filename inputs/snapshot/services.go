@@ -213,7 +213,12 @@ func serviceRecord(t *shapeTable, m map[string]any, name string) *record.Record 
 func dataRecords(t *shapeTable, v any) any {
 	switch x := v.(type) {
 	case map[string]any:
-		names := slices.Sorted(maps.Keys(x))
+		var buf [16]string // the key list keeps a copy
+		names := buf[:0]
+		for k := range x {
+			names = append(names, k)
+		}
+		slices.Sort(names)
 		r, vals := record.Make(t.keys(names))
 		for i, n := range names {
 			vals[i] = dataRecords(t, x[n])

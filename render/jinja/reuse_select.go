@@ -22,8 +22,7 @@ type selectLoop struct {
 }
 
 type selectEntry struct {
-	item any // a map or record of the data (dataID); nil: not kept
-	id   unsafe.Pointer
+	item unsafe.Pointer // the identity of a map or record of the data (dataID), which it holds; nil: not kept
 	ok   bool
 }
 
@@ -76,7 +75,7 @@ func (r *selectRun) truthy(e *evaluator, item any, parts []any) (bool, error) {
 		i := len(r.list)
 		for _, d := range [...]int{0, 1, -1} {
 			j := i + r.offset + d
-			if j >= 0 && j < len(r.hints) && r.hints[j].item != nil && r.hints[j].id == id {
+			if j >= 0 && j < len(r.hints) && r.hints[j].item != nil && r.hints[j].item == id {
 				r.offset += d
 				r.list = append(r.list, r.hints[j])
 				r.kept++
@@ -89,7 +88,7 @@ func (r *selectRun) truthy(e *evaluator, item any, parts []any) (bool, error) {
 		return ok, err
 	}
 	if kept {
-		r.list = append(r.list, selectEntry{item: item, id: id, ok: ok})
+		r.list = append(r.list, selectEntry{item: id, ok: ok})
 	} else {
 		r.list = append(r.list, selectEntry{})
 	}
