@@ -23,7 +23,8 @@ func servicesAsMaps() []map[string]any {
 		}
 		svc["pods"] = record.FromMap(nil, pods)
 	}
-	services[2]["extra"] = map[string]any{"notes": []any{"a", map[string]any{"deep": int64(1), "list": []any{}}}, "empty": map[string]any{}, "null": nil}
+	services[2]["extra"] = map[string]any{"notes": []any{"a", map[string]any{"deep": int64(1), "list": []any{}}}, "empty": map[string]any{}, "null": nil,
+		"odd": map[string]any{"é": int64(1), "Z": 2.5, "a b": true, `"q`: "x", "": "empty", "z": nil}}
 	return services
 }
 
@@ -58,6 +59,7 @@ func TestServiceRecordsRenderLikeMaps(t *testing.T) {
 		"attr":           `{{ services[0]|attr("name") }} {{ services[0]|attr("items") is defined }}`,
 		"unique":         `{{ services|map(attribute="namespace")|unique|list }} {{ services|map(attribute="selector")|list|length }}`,
 		"bound method":   `{{ services[0].items is callable }}`,
+		"odd keys":       `{{ services[2].extra.odd }}|{{ services[2].extra.odd|tojson }}|{{ services[2].extra.odd|pprint }}|{{ services[2].extra.odd|dictsort }}|{% for k, v in services[2].extra.odd.items() %}{{ k }}={{ v }};{% endfor %}|{{ services[2].extra.odd[""] }}`,
 	}
 	for _, m := range []string{`update({"a": 1})`, `selector.update({})`, `ports.append(1)`, `pop("name")`, `setdefault("x", 1)`, `clear()`, `popitem()`, `hostnames.extend([1])`, `selector.pop("app")`} {
 		probes["change "+m] = fmt.Sprintf(`{%% do services[0].%s %%}`, m)
