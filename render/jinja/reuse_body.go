@@ -59,6 +59,8 @@ type bodyCache struct {
 	sealedSame int
 	filters    map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
 	selects    map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
+	seqs       map[seqKey]*seqSite       // sort's and unique's calls (reuse_sort.go)
+	seqPatched int                       // calls of sort and unique patched, for tests
 	reused     int
 	reusedAt   map[loopAt]int // by loop, for tests
 }
@@ -122,6 +124,7 @@ type bodyEval struct {
 	info       map[bodyKey]*bodyLoop // the loops met in this render
 	filterRuns map[*filterLoop]int   // runs of each loop's filter so far in this render
 	selectRuns map[*selectLoop]int   // calls of selectattr by attribute so far in this render
+	seqCalls   map[*seqSite]int      // calls of sort and unique by site so far in this render
 	free       []*bodyRun            // runs done, to be used again
 }
 
@@ -774,6 +777,7 @@ func (c *bodyCache) sweep() {
 	}
 	c.sweepFilters()
 	c.sweepSelects()
+	c.sweepSeqs()
 	c.gen++
 	clear(c.sameMaps)
 	clear(c.differ)
