@@ -137,11 +137,17 @@ func TestSortAndUniquePatchedRenderAsAfresh(t *testing.T) {
 // seqState's decisions: what a call patches, and when it computes all again; each output
 // is the one computed afresh.
 func TestSortAndUniquePatchDecisions(t *testing.T) {
+	// The items are l's, but for a run of 10 of other's (as the parts' items of the Ingress
+	// example: a loan per block).
 	var l, other loan
 	owned := func(n int, tag string) []any {
 		var out []any
 		for i := range n {
-			out = append(out, &List{items: []any{fmt.Sprintf("%s%03d", tag, (i*37)%n), int64(i % 5)}, owner: &l})
+			owner := &l
+			if i >= 5 && i < 15 {
+				owner = &other
+			}
+			out = append(out, &List{items: []any{fmt.Sprintf("%s%03d", tag, (i*37)%n), int64(i % 5)}, owner: owner})
 		}
 		return out
 	}
@@ -167,21 +173,22 @@ func TestSortAndUniquePatchDecisions(t *testing.T) {
 		{"other arguments", same, nil, seqArgs{reverse: true}, false},
 		{"most items new", func() []any { return slices.Concat(base[:50], owned(150, "x")) }, nil, seqArgs{}, false},
 		{"the items' loan spoiled", same, func() { l.spoil() }, seqArgs{}, false},
-		{"the items nobody's", same, func() {
-			for _, it := range base {
-				it.(*List).owner = nil
-			}
-		}, seqArgs{}, false},
-		{"an item changed, now another loan's", same, func() {
+		{"the items nobody's", same, nil, seqArgs{}, false},
+		{"an item changed in place", same, func() {
 			it := base[7].(*List)
+			it.changing()
 			it.items = []any{"a", int64(9)}
-			it.owner = &other
 		}, seqArgs{}, true},
 	} {
 		for _, unique := range []bool{false, true} {
 			t.Run(fmt.Sprint(c.name, " unique=", unique), func(t *testing.T) {
 				l, other = loan{}, loan{}
 				base = owned(200, "k")
+				if c.name == "the items nobody's" {
+					for _, it := range base {
+						it.(*List).owner = nil
+					}
+				}
 				key := func(x any) (any, error) { return x.(*List).items[0], nil }
 				if !unique {
 					key = func(x any) (any, error) { return x.(*List).items[1], nil }
@@ -254,5 +261,38 @@ func TestDifferMatchesRuns(t *testing.T) {
 		if !ok || got.String() != c.from || d.changed != c.changed {
 			t.Errorf("%s -> %s: %v %s, %d changes; want %s, %d", c.old, c.cur, ok, got.String(), d.changed, c.from, c.changed)
 		}
+	}
+}
+
+// An item is matched again only when it cannot change unseen: immutable, or a dict or list
+// one loan, not spoiled, owns whole (a list inside of nobody's could change without spoiling it).
+func TestSeqItemsOwnedWhole(t *testing.T) {
+	var l, other loan
+	inner := &List{items: []any{"x"}}
+	outer := &Dict{keys: []any{"refs"}, vals: []any{inner}, owner: &l}
+	for _, c := range []struct {
+		name  string
+		item  any
+		inner *loan
+		ok    bool
+	}{
+		{"a string", "s", nil, true},
+		{"an int", int64(1), nil, true},
+		{"a tuple", Tuple{"a"}, nil, false},
+		{"a list of nobody's", &List{items: []any{"a"}}, nil, false},
+		{"nobody's inside", outer, nil, false},
+		{"another's inside", outer, &other, false},
+		{"the loan's whole", outer, &l, true},
+	} {
+		inner.owner = c.inner
+		owner, ok := ownerFor(c.item)
+		if ok != c.ok || ok && c.item == outer && owner != &l {
+			t.Errorf("%s: %v, %v; want %v", c.name, owner, ok, c.ok)
+		}
+	}
+	inner.owner = &l
+	l.spoil()
+	if _, ok := ownerFor(outer); ok {
+		t.Error("a spoiled loan's: matched again")
 	}
 }
