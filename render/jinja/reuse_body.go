@@ -61,6 +61,7 @@ type bodyCache struct {
 	selects    map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
 	seqs       map[seqKey]*seqSite       // sort's and unique's calls (reuse_sort.go)
 	seqPatched int                       // calls of sort and unique patched, for tests
+	seqScratch *seqScratch               // lent to a call of sort or unique at a time
 	reused     int
 	reusedAt   map[loopAt]int // by loop, for tests
 }

@@ -65,23 +65,32 @@ type seqArgs struct {
 	hasAttr             bool
 }
 
-// seqState is what a call computed.
+// seqState is what a call computed: no key is kept (20,000 keys of the Ingress example's
+// lists held by six sites were 2 MB of live heap more): the few a patch compares are read
+// again from their items, unchanged. Its buffers are patched in place, the next call's from
+// the scratch's (one for the cache, lent to one call at a time).
 type seqState struct {
 	args  seqArgs
 	items []any
 	owned []ownRun // who owns items, by runs
-	strs  []string // the items' keys, when strings
-	// hashes: unique's, of each key (seed's): a key looked up among a few is told apart
-	// from most without reading it.
+	ints  bool     // sort's keys are ints (else strings)
+	// hashes: unique's, of each item's key (seed's): the keys to look at again are told
+	// apart from the others without reading them.
 	hashes []uint32
 	seed   maphash.Seed
-	ints   []int64 // when ints (sort)
 	// order: sort's output, as indices of items; unique's, the indices of each key's first.
 	order []int32
-	spare *seqState // the buffers of the state before, for the next call
-	// scratch: per item, the index of its match in the last call (-1: none); per item of
-	// the last call, its index here; the items of the last output kept.
-	from, to, kept []int32
+}
+
+// seqScratch is what a call computes with besides its state: per item, the index of its
+// match in the last call (-1: none); per item of the last call, its index here (-1: gone);
+// the output, hashes and owners being made (swapped with the state's once made); the keys
+// of the items computed.
+type seqScratch struct {
+	from, to, order []int32
+	hashes          []uint32
+	owned           []ownRun
+	keys            []any
 }
 
 // ownRun is a run of items (up to end) owned by one loan (nil: immutable), or not matched
@@ -97,8 +106,9 @@ type seqCall struct {
 	c    *bodyCache
 	site *seqSite
 	k    int
-	last *seqState // the same call's in the last render, or its buffers (args differ)
+	last *seqState // the same call's in the last render
 	args seqArgs
+	sc   *seqScratch
 }
 
 // seqCall returns the call of the filter name (at the site evalFilter noted) on n items,
@@ -137,7 +147,11 @@ func (e *evaluator) seqCall(name string, n int, args seqArgs) *seqCall {
 	if k >= maxSeqCalls {
 		return nil
 	}
-	sc := &seqCall{c: c, site: s, k: k, args: args}
+	sc := &seqCall{c: c, site: s, k: k, args: args, sc: c.seqScratch}
+	c.seqScratch = nil
+	if sc.sc == nil {
+		sc.sc = &seqScratch{} // lent to another call (a render apart)
+	}
 	if k < len(s.calls) {
 		sc.last, s.calls[k] = s.calls[k], nil // this render's, while it computes
 	}
@@ -151,6 +165,8 @@ func (sc *seqCall) done(st *seqState, patched bool) {
 	if patched {
 		sc.c.seqPatched++
 	}
+	clear(sc.sc.keys) // not to hold items
+	sc.c.seqScratch = sc.sc
 	for len(sc.site.calls) <= sc.k {
 		sc.site.calls = append(sc.site.calls, nil)
 	}
@@ -239,60 +255,47 @@ func (sc *seqCall) keep(st *seqState, patched bool) {
 // compute computes the call's state from the last call's (patched), or from scratch; false:
 // not computed here (an error, a key of another type, a consumption of marked text).
 func (sc *seqCall) compute(e *evaluator, items []any, key func(any) (any, error)) (st *seqState, patched, ok bool) {
-	prev := sc.last
-	switch {
-	case prev == nil:
-		st = &seqState{}
-	case prev.spare != nil:
-		st, prev.spare = prev.spare, nil
-	default:
+	st = sc.last
+	if st != nil && st.args == sc.args {
+		patched = st.patch(items, key, sc.sc)
+	}
+	if st == nil {
 		st = &seqState{}
 	}
-	st.args = sc.args
-	if prev != nil && prev.args != sc.args {
-		prev = nil
+	if !patched {
+		st.args = sc.args
+		ok = st.full(items, key, sc.sc)
 	}
-	if prev != nil {
-		patched = st.patch(e, prev, items, key)
-	}
-	ok = patched || st.full(e, items, key)
-	if !ok || e.taint.any() {
+	if !(ok || patched) || e.taint.any() {
 		return nil, false, false
-	}
-	if prev != nil {
-		prev.spare = nil
-		st.spare = prev // its buffers, for the next call
 	}
 	return st, patched, true
 }
 
-// reset empties st's buffers for n items.
-func (st *seqState) reset(items []any) {
-	st.items = append(st.items[:0], items...)
-	st.owned = st.owned[:0]
-	st.strs = st.strs[:0]
-	st.hashes = st.hashes[:0]
-	st.ints = st.ints[:0]
-	st.order = st.order[:0]
-}
-
-// addKey appends k, the key of the next item, to st's keys; false: not of the keys' type.
-func (st *seqState) addKey(k any) bool {
-	if st.args.unique {
-		s, ok := uniqueStr(k)
-		st.strs = append(st.strs, s)
-		st.hashes = append(st.hashes, uint32(maphash.String(st.seed, s)))
-		return ok
-	}
-	switch x := k.(type) {
+// sortKey checks k, a key of sort's, against the others' type (ints); false: neither a
+// string nor an int, or not of their type.
+func sortKey(k any, ints bool) bool {
+	switch k.(type) {
 	case string:
-		st.strs = append(st.strs, x)
-		return len(st.ints) == 0
+		return !ints
 	case int64:
-		st.ints = append(st.ints, x)
-		return len(st.strs) == 0
+		return ints
 	}
 	return false
+}
+
+// compareKeys compares two keys of sort's (sortKey), reversed with reverse.
+func compareKeys(a, b any, reverse bool) int {
+	var c int
+	if s, ok := a.(string); ok {
+		c = cmp.Compare(s, b.(string))
+	} else {
+		c = cmp.Compare(a.(int64), b.(int64))
+	}
+	if reverse {
+		c = -c
+	}
+	return c
 }
 
 // uniqueStr is the string of a key that unique hashes as a string (keyOf: kind 's').
@@ -308,19 +311,13 @@ func uniqueStr(k any) (string, bool) {
 	return "", false
 }
 
-// own notes who owns item, the next of st's items.
-func (st *seqState) own(item any) {
-	l, ok := ownerFor(item)
-	st.addOwned(l, ok)
-}
-
-func (st *seqState) addOwned(l *loan, ok bool) {
-	end := int32(len(st.strs) + len(st.ints))
-	if n := len(st.owned); n > 0 && st.owned[n-1].loan == l && st.owned[n-1].ok == ok {
-		st.owned[n-1].end = end
-		return
+// addOwned notes who owns the next item (l, ok: ownerFor) in owned, runs up to n items.
+func addOwned(owned []ownRun, n int, l *loan, ok bool) []ownRun {
+	if k := len(owned); k > 0 && owned[k-1].loan == l && owned[k-1].ok == ok {
+		owned[k-1].end = int32(n)
+		return owned
 	}
-	st.owned = append(st.owned, ownRun{end: end, loan: l, ok: ok})
+	return append(owned, ownRun{end: int32(n), loan: l, ok: ok})
 }
 
 // ownerFor is the loan that owns item whole (nil: item cannot change); false: item may
@@ -340,221 +337,246 @@ func ownerFor(item any) (*loan, bool) {
 	return nil, false
 }
 
-// full computes st from scratch.
-func (st *seqState) full(e *evaluator, items []any, key func(any) (any, error)) bool {
-	st.reset(items)
-	st.seed = maphash.MakeSeed()
-	for _, it := range items {
+// full computes st from scratch, as the filter does (sortOrder, the first of each key).
+func (st *seqState) full(items []any, key func(any) (any, error), sc *seqScratch) bool {
+	keys := sc.keys[:0]
+	st.owned = st.owned[:0]
+	for i, it := range items {
 		k, err := key(it)
-		if err != nil || !st.addKey(k) {
+		if err != nil {
 			return false
 		}
-		st.own(it)
+		keys = append(keys, k)
+		l, ok := ownerFor(it)
+		st.owned = addOwned(st.owned, i+1, l, ok)
 	}
+	sc.keys = keys
+	st.items = append(st.items[:0], items...)
+	st.order = st.order[:0]
 	if st.args.unique {
-		st.order = firstOfKeys(st.strs, st.order)
+		st.seed = maphash.MakeSeed()
+		st.hashes = st.hashes[:0]
+		seen := make(map[string]struct{}, len(keys))
+		for i, k := range keys {
+			s, ok := uniqueStr(k)
+			if !ok {
+				return false
+			}
+			st.hashes = append(st.hashes, uint32(maphash.String(st.seed, s)))
+			if _, dup := seen[s]; !dup {
+				seen[s] = struct{}{}
+				st.order = append(st.order, int32(i))
+			}
+		}
 		return true
 	}
-	for i := range st.items {
+	st.ints = false
+	if len(keys) > 0 {
+		_, st.ints = keys[0].(int64)
+	}
+	for _, k := range keys {
+		if !sortKey(k, st.ints) {
+			return false
+		}
+	}
+	idx, err := sortOrder(keys, st.args.reverse)
+	if err != nil {
+		return false
+	}
+	for _, i := range idx {
 		st.order = append(st.order, int32(i))
 	}
-	ord := sortIdx(st)
-	slices.SortStableFunc(st.order, ord.compare)
 	return true
 }
 
-// firstOfKeys appends to order the index of the first of each key of keys.
-func firstOfKeys(keys []string, order []int32) []int32 {
-	seen := make(map[string]struct{}, len(keys))
-	for i, k := range keys {
-		if _, dup := seen[k]; !dup {
-			seen[k] = struct{}{}
-			order = append(order, int32(i))
-		}
-	}
-	return order
-}
-
-// keyOrder compares st's items by key, as a stable sort orders them (reverse keeps
-// stability), but for their positions.
-type keyOrder struct {
-	strs    []string
-	ints    []int64
-	reverse bool
-}
-
-func sortIdx(st *seqState) keyOrder {
-	return keyOrder{strs: st.strs, ints: st.ints, reverse: st.args.reverse}
-}
-
-func (o keyOrder) compare(a, b int32) int {
-	var c int
-	if len(o.strs) > 0 {
-		c = cmp.Compare(o.strs[a], o.strs[b])
-	} else {
-		c = cmp.Compare(o.ints[a], o.ints[b])
-	}
-	if o.reverse {
-		c = -c
-	}
-	return c
-}
-
-// before says whether item a comes before item b in the output: by key, then position.
-func (o keyOrder) before(a, b int32) bool {
-	if c := o.compare(a, b); c != 0 {
-		return c < 0
-	}
-	return a < b
-}
-
-// patch computes st from prev, the last call's (same arguments); false: not done (too many
-// changes, an error...).
-func (st *seqState) patch(e *evaluator, prev *seqState, items []any, key func(any) (any, error)) bool {
-	n := max(len(items), len(prev.items))
-	st.from = slices.Grow(st.from[:0], len(items))[:len(items)]
-	d := differ{old: prev.items, cur: items, from: st.from, limit: n/4 + 8, work: 8*n + 64}
-	if !d.match(0, len(prev.items), 0, len(items)) {
+// patch patches st, the last call's (same arguments), for items; false: not done (too many
+// changes, an error...: st is then to be computed afresh).
+func (st *seqState) patch(items []any, key func(any) (any, error), sc *seqScratch) bool {
+	n := max(len(items), len(st.items))
+	sc.from = slices.Grow(sc.from[:0], len(items))[:len(items)]
+	d := differ{old: st.items, cur: items, from: sc.from, limit: n/4 + 8, work: 8*n + 64}
+	if !d.match(0, len(st.items), 0, len(items)) || !st.reown(items, key, sc, &d) {
 		return false
 	}
-	st.reset(items)
-	st.seed = prev.seed
-	if !st.takeKeys(e, prev, key, &d) {
-		return false
+	sc.to = slices.Grow(sc.to[:0], len(st.items))[:len(st.items)]
+	for i := range sc.to {
+		sc.to[i] = -1
 	}
-	// to: per item of prev, its index here (-1: gone).
-	st.to = slices.Grow(st.to[:0], len(prev.items))[:len(prev.items)]
-	for i := range st.to {
-		st.to[i] = -1
-	}
-	for j, o := range st.from {
+	for j, o := range sc.from {
 		if o >= 0 {
-			st.to[o] = int32(j)
+			sc.to[o] = int32(j)
 		}
 	}
+	var ok bool
 	if st.args.unique {
-		st.patchUnique(prev)
+		ok = st.patchUnique(items, key, sc)
 	} else {
-		st.patchSort(prev)
+		ok = st.patchSort(items, key, sc)
 	}
+	if !ok {
+		return false
+	}
+	st.items = append(st.items[:0], items...)
+	st.owned, sc.owned = sc.owned, st.owned
 	return true
 }
 
-// takeKeys fills st's keys and owners: a matched item's as prev had them, while the loan
-// that owned it whole then is not spoiled; the others' computed (then unmatched). A dict or
-// list a loan owns stays its until the loan is spoiled: a change spoils its owner before it
-// is made and leaves it nobody's (List.changing), and adopt and watch take only a dict or
-// list of nobody's or of a spoiled loan's (disown undoes an adoption by a loan just made).
-// So the item is not read (20,000 items' owners read cost a tenth of the Ingress example's
-// patched calls: a cache miss each).
-func (st *seqState) takeKeys(e *evaluator, prev *seqState, key func(any) (any, error), d *differ) bool {
-	r := 0 // prev's run of the item matched
+// reown makes sc.owned the owners of items: a matched item's as st had them, while the loan
+// that owned it whole then is not spoiled; the others' found (ownerFor), their keys computed
+// (sc.keys, by item; nil for the others), and those matched that may have changed unmatched.
+// A dict or list a loan owns stays its until the loan is spoiled: a change spoils its owner
+// before it is made and leaves it nobody's (List.changing), and adopt and watch take only a
+// dict or list of nobody's or of a spoiled loan's (disown undoes an adoption by a loan just
+// made). So the item is not read (20,000 items' owners read cost a tenth of the Ingress
+// example's patched calls: a cache miss each).
+func (st *seqState) reown(items []any, key func(any) (any, error), sc *seqScratch, d *differ) bool {
+	sc.owned = sc.owned[:0]
+	sc.keys = slices.Grow(sc.keys[:0], len(items))[:len(items)]
+	r := 0 // st's run of the item matched
 	var last *loan
 	spoiled := false // last's
-	for j, it := range st.items {
-		if o := st.from[j]; o >= 0 {
-			for prev.owned[r].end <= o {
+	for j, it := range items {
+		sc.keys[j] = nil
+		if o := sc.from[j]; o >= 0 {
+			for st.owned[r].end <= o {
 				r++
 			}
-			run := prev.owned[r]
+			run := st.owned[r]
 			if run.loan != last {
 				last, spoiled = run.loan, run.loan != nil && run.loan.spoiled.Load()
 			}
 			if run.ok && !spoiled {
-				if st.args.unique {
-					st.strs = append(st.strs, prev.strs[o])
-					st.hashes = append(st.hashes, prev.hashes[o])
-				} else if len(prev.strs) > 0 {
-					st.strs = append(st.strs, prev.strs[o])
-				} else {
-					st.ints = append(st.ints, prev.ints[o])
-				}
-				st.addOwned(run.loan, true)
+				sc.owned = addOwned(sc.owned, j+1, run.loan, true)
 				continue
 			}
-			st.from[j] = -1 // may have changed: its key computed again
-			d.changed += 2
-			if d.changed > d.limit {
+			sc.from[j] = -1 // may have changed: its key computed again
+			if d.changed += 2; d.changed > d.limit {
 				return false
 			}
 		}
 		k, err := key(it)
-		if err != nil || !st.addKey(k) {
+		if err != nil {
 			return false
 		}
-		st.own(it)
+		sc.keys[j] = k
+		l, ok := ownerFor(it)
+		sc.owned = addOwned(sc.owned, j+1, l, ok)
 	}
 	return true
 }
 
-// patchSort sorts st's items: prev's output without the items gone, in the order it had
-// them (their keys and relative positions are as they were), with the new ones inserted
-// where a stable sort puts them.
-func (st *seqState) patchSort(prev *seqState) {
-	kept := st.kept[:0]
-	for _, o := range prev.order {
-		if j := st.to[o]; j >= 0 {
+// patchSort sorts items into st.order: st's output without the items gone, in the order it
+// had them (their keys and relative positions are as they were), with the new ones inserted
+// where a stable sort puts them (by binary search, the keys of the kept it compares with
+// read again).
+func (st *seqState) patchSort(items []any, key func(any) (any, error), sc *seqScratch) bool {
+	kept := sc.order[:0]
+	for _, o := range st.order {
+		if j := sc.to[o]; j >= 0 {
 			kept = append(kept, j)
 		}
 	}
-	st.kept = kept
-	ord := sortIdx(st)
-	added := st.to[:0] // prev's indices are no longer needed
-	for j, o := range st.from {
+	added := sc.to[:0] // st's indices are no longer needed
+	for j, o := range sc.from {
 		if o < 0 {
+			if !sortKey(sc.keys[j], st.ints) {
+				return false
+			}
 			added = append(added, int32(j))
 		}
 	}
+	rev := st.args.reverse
 	slices.SortFunc(added, func(a, b int32) int {
-		if c := ord.compare(a, b); c != 0 {
+		if c := compareKeys(sc.keys[a], sc.keys[b], rev); c != 0 {
 			return c
 		}
 		return cmp.Compare(a, b)
 	})
-	pos := 0
+	// kept's items' keys, read again (unchanged: as when they were sorted).
+	keyAt := func(j int32) (any, bool) {
+		k, err := key(items[j])
+		return k, err == nil && sortKey(k, st.ints)
+	}
+	out := st.order[:0] // read: kept is what is left of it
+	pos, ok := 0, true
 	for _, a := range added {
-		i := pos + sort.Search(len(kept)-pos, func(i int) bool { return ord.before(a, kept[pos+i]) })
-		st.order = append(st.order, kept[pos:i]...)
-		st.order = append(st.order, a)
+		i := pos + sort.Search(len(kept)-pos, func(i int) bool {
+			k, good := keyAt(kept[pos+i])
+			if !good {
+				ok = false
+				return true
+			}
+			c := compareKeys(sc.keys[a], k, rev)
+			return c < 0 || c == 0 && a < kept[pos+i]
+		})
+		out = append(out, kept[pos:i]...)
+		out = append(out, a)
 		pos = i
 	}
-	st.order = append(st.order, kept[pos:]...)
+	out = append(out, kept[pos:]...)
+	st.order, sc.order = out, kept
+	return ok
 }
 
-// patchUnique finds the first item of each key: as in prev for a key none of whose items was
-// added and whose first was not gone; the others' by looking.
-func (st *seqState) patchUnique(prev *seqState) {
-	redo := map[string]bool{}
+// patchUnique finds the first item of each key into st.order: as in st for a key none of
+// whose items was added and whose first was not gone; the others' by looking (their keys
+// read again), and sc.hashes, swapped with st's.
+func (st *seqState) patchUnique(items []any, key func(any) (any, error), sc *seqScratch) bool {
+	sc.hashes = slices.Grow(sc.hashes[:0], len(items))[:len(items)]
+	redo := map[uint32]bool{}
 	var bits hashBits
-	for _, o := range prev.order {
-		if st.to[o] < 0 {
-			redo[prev.strs[o]] = true
-			bits.add(prev.hashes[o])
+	for _, o := range st.order {
+		if sc.to[o] < 0 {
+			redo[st.hashes[o]] = true
+			bits.add(st.hashes[o])
 		}
 	}
-	for j, o := range st.from {
-		if o < 0 {
-			redo[st.strs[j]] = true
-			bits.add(st.hashes[j])
+	for j, o := range sc.from {
+		if o >= 0 {
+			sc.hashes[j] = st.hashes[o]
+			continue
 		}
+		s, ok := uniqueStr(sc.keys[j])
+		if !ok {
+			return false
+		}
+		h := uint32(maphash.String(st.seed, s))
+		sc.hashes[j] = h
+		redo[h] = true
+		bits.add(h)
 	}
 	seen := map[string]bool{}
-	p := 0 // prev.order's next first
-	for j, o := range st.from {
-		if k := st.strs[j]; bits.has(st.hashes[j]) && redo[k] {
-			if !seen[k] {
-				seen[k] = true
-				st.order = append(st.order, int32(j))
+	out := sc.order[:0]
+	p := 0 // st.order's next first
+	for j, o := range sc.from {
+		if h := sc.hashes[j]; bits.has(h) && redo[h] {
+			k := sc.keys[j]
+			if o >= 0 {
+				var err error
+				if k, err = key(items[j]); err != nil {
+					return false
+				}
+			}
+			s, ok := uniqueStr(k)
+			if !ok {
+				return false
+			}
+			if !seen[s] {
+				seen[s] = true
+				out = append(out, int32(j))
 			}
 			continue
 		}
-		for p < len(prev.order) && prev.order[p] < o {
+		for p < len(st.order) && st.order[p] < o {
 			p++
 		}
-		if p < len(prev.order) && prev.order[p] == o {
-			st.order = append(st.order, int32(j))
+		if p < len(st.order) && st.order[p] == o {
+			out = append(out, int32(j))
 		}
 	}
+	st.order, sc.order = out, st.order
+	st.hashes, sc.hashes = sc.hashes, st.hashes
+	return true
 }
 
 // hashBits is a set of hashes, some of which may be there though not added (1 in 4096 for

@@ -195,7 +195,7 @@ func TestSortAndUniquePatchDecisions(t *testing.T) {
 				}
 				e := &evaluator{}
 				first := &seqState{args: seqArgs{unique: unique}}
-				if !first.full(e, base, key) {
+				if !first.full(base, key, &seqScratch{}) {
 					t.Fatal("not computed")
 				}
 				if c.prep != nil {
@@ -203,14 +203,14 @@ func TestSortAndUniquePatchDecisions(t *testing.T) {
 				}
 				args := c.args
 				args.unique = unique
-				sc := &seqCall{last: first, args: args}
+				sc := &seqCall{last: first, args: args, sc: &seqScratch{}}
 				items := c.next()
 				st, patched, ok := sc.compute(e, items, key)
 				if !ok || patched != c.patched {
 					t.Fatalf("ok %v, patched %v; want true, %v", ok, patched, c.patched)
 				}
 				fresh := &seqState{args: args}
-				fresh.full(e, items, key)
+				fresh.full(items, key, &seqScratch{})
 				if !slices.Equal(st.order, fresh.order) {
 					t.Errorf("output %v, computed afresh %v", st.order, fresh.order)
 				}
