@@ -166,7 +166,7 @@ func (sc *seqCall) done(st *seqState, patched bool) {
 	if patched {
 		sc.c.seqPatched++
 	}
-	clear(sc.sc.keys) // not to hold items
+	clear(sc.sc.keys) // not to hold keys
 	sc.c.seqScratch = sc.sc
 	for len(sc.site.calls) <= sc.k {
 		sc.site.calls = append(sc.site.calls, nil)
@@ -345,6 +345,7 @@ func (st *seqState) full(items []any, key func(any) (any, error), sc *seqScratch
 	for i, it := range items {
 		k, err := key(it)
 		if err != nil {
+			sc.keys = keys // cleared (done)
 			return false
 		}
 		keys = append(keys, k)
