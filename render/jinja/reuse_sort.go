@@ -356,22 +356,32 @@ func (st *seqState) full(items []any, key func(any) (any, error), sc *seqScratch
 	st.items = append(st.items[:0], items...)
 	st.order = st.order[:0]
 	if st.args.unique {
-		st.seed = maphash.MakeSeed()
-		st.hashes = st.hashes[:0]
-		seen := make(map[string]struct{}, len(keys))
-		for i, k := range keys {
-			s, ok := uniqueStr(k)
-			if !ok {
-				return false
-			}
-			st.hashes = append(st.hashes, uint32(maphash.String(st.seed, s)))
-			if _, dup := seen[s]; !dup {
-				seen[s] = struct{}{}
-				st.order = append(st.order, int32(i))
-			}
-		}
-		return true
+		return st.fullUnique(keys)
 	}
+	return st.fullSort(keys)
+}
+
+// fullUnique makes st.order the first item of each of keys, and st.hashes theirs.
+func (st *seqState) fullUnique(keys []any) bool {
+	st.seed = maphash.MakeSeed()
+	st.hashes = st.hashes[:0]
+	seen := make(map[string]struct{}, len(keys))
+	for i, k := range keys {
+		s, ok := uniqueStr(k)
+		if !ok {
+			return false
+		}
+		st.hashes = append(st.hashes, uint32(maphash.String(st.seed, s)))
+		if _, dup := seen[s]; !dup {
+			seen[s] = struct{}{}
+			st.order = append(st.order, int32(i))
+		}
+	}
+	return true
+}
+
+// fullSort makes st.order the items sorted by keys (sortOrder: the filter's own order).
+func (st *seqState) fullSort(keys []any) bool {
 	st.ints = false
 	if len(keys) > 0 {
 		_, st.ints = keys[0].(int64)
@@ -524,28 +534,9 @@ func (st *seqState) patchSort(items []any, key func(any) (any, error), sc *seqSc
 // whose items was added and whose first was not gone; the others' by looking (their keys
 // read again), and sc.hashes, swapped with st's.
 func (st *seqState) patchUnique(items []any, key func(any) (any, error), sc *seqScratch) bool {
-	sc.hashes = slices.Grow(sc.hashes[:0], len(items))[:len(items)]
-	redo := map[uint32]bool{}
-	var bits hashBits
-	for _, o := range st.order {
-		if sc.to[o] < 0 {
-			redo[st.hashes[o]] = true
-			bits.add(st.hashes[o])
-		}
-	}
-	for j, o := range sc.from {
-		if o >= 0 {
-			sc.hashes[j] = st.hashes[o]
-			continue
-		}
-		s, ok := uniqueStr(sc.keys[j])
-		if !ok {
-			return false
-		}
-		h := uint32(maphash.String(st.seed, s))
-		sc.hashes[j] = h
-		redo[h] = true
-		bits.add(h)
+	redo, bits, ok := st.redoKeys(sc)
+	if !ok {
+		return false
 	}
 	seen := map[string]bool{}
 	out := sc.order[:0]
@@ -579,6 +570,36 @@ func (st *seqState) patchUnique(items []any, key func(any) (any, error), sc *seq
 	st.order, sc.order = out, st.order
 	st.hashes, sc.hashes = sc.hashes, st.hashes
 	return true
+}
+
+// redoKeys are the hashes of the keys whose first item may have changed: those of the firsts
+// gone, and of the items added (theirs are made: sc.hashes, by item, the others' as st had
+// them).
+func (st *seqState) redoKeys(sc *seqScratch) (map[uint32]bool, *hashBits, bool) {
+	sc.hashes = slices.Grow(sc.hashes[:0], len(sc.from))[:len(sc.from)]
+	redo := map[uint32]bool{}
+	bits := &hashBits{}
+	for _, o := range st.order {
+		if sc.to[o] < 0 {
+			redo[st.hashes[o]] = true
+			bits.add(st.hashes[o])
+		}
+	}
+	for j, o := range sc.from {
+		if o >= 0 {
+			sc.hashes[j] = st.hashes[o]
+			continue
+		}
+		s, ok := uniqueStr(sc.keys[j])
+		if !ok {
+			return nil, nil, false
+		}
+		h := uint32(maphash.String(st.seed, s))
+		sc.hashes[j] = h
+		redo[h] = true
+		bits.add(h)
+	}
+	return redo, bits, true
 }
 
 // hashBits is a set of hashes, some of which may be there though not added (1 in 4096 for
