@@ -504,12 +504,21 @@ func (st *seqState) patchSort(items []any, key func(any) (any, error), sc *seqSc
 		}
 		return cmp.Compare(a, b)
 	})
-	// kept's items' keys, read again (unchanged: as when they were sorted).
+	out, ok := st.merge(items, key, sc.keys, kept, added)
+	st.order, sc.order = out, kept
+	return ok
+}
+
+// merge is kept (sorted) with added (sorted, keys their keys by item) inserted where a stable
+// sort puts them, in st.order's buffer (read: kept is what is left of it); false: a key of
+// kept's items, read again, is not what it was.
+func (st *seqState) merge(items []any, key func(any) (any, error), keys []any, kept, added []int32) ([]int32, bool) {
 	keyAt := func(j int32) (any, bool) {
 		k, err := key(items[j])
 		return k, err == nil && sortKey(k, st.ints)
 	}
-	out := st.order[:0] // read: kept is what is left of it
+	rev := st.args.reverse
+	out := st.order[:0]
 	pos, ok := 0, true
 	for _, a := range added {
 		i := pos + sort.Search(len(kept)-pos, func(i int) bool {
@@ -518,16 +527,14 @@ func (st *seqState) patchSort(items []any, key func(any) (any, error), sc *seqSc
 				ok = false
 				return true
 			}
-			c := compareKeys(sc.keys[a], k, rev)
+			c := compareKeys(keys[a], k, rev)
 			return c < 0 || c == 0 && a < kept[pos+i]
 		})
 		out = append(out, kept[pos:i]...)
 		out = append(out, a)
 		pos = i
 	}
-	out = append(out, kept[pos:]...)
-	st.order, sc.order = out, kept
-	return ok
+	return append(out, kept[pos:]...), ok
 }
 
 // patchUnique finds the first item of each key into st.order: as in st for a key none of
