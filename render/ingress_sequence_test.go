@@ -498,10 +498,12 @@ func TestIngressBlocksKeptAcrossChanges(t *testing.T) {
 // after one added or deleted, 3 blocks' at most on average (its block's, and those after it
 // in the run of Ingresses it is in: the blocks begin at Ingresses of some uids, not at
 // positions). Blocks of 64 by position would compute the blocks after it (8 on average, an
-// Ingress of 1,000 added or deleted).
+// Ingress of 1,000 added or deleted). The routes' merged lists are then sorted and deduped
+// by patching what the last render's sort and unique computed (reuse_sort.go), after most
+// Ingresses edited.
 func assertBlocksKept(t *testing.T, opts Options, kept *Renderer, steps int, step func() string, snapshot func() *snapshot.Snapshot) {
 	t.Helper()
-	edits, moves, moved := 0, 0, 0
+	edits, moves, moved, patchedEdits := 0, 0, 0, 0
 	for i := range steps {
 		what := "start"
 		if i > 0 {
@@ -509,7 +511,7 @@ func assertBlocksKept(t *testing.T, opts Options, kept *Renderer, steps int, ste
 		}
 		snap := snapshot()
 		reusedBefore, computedBefore := kept.kept.LoopReused("ingresses.j2"), kept.kept.LoopComputed("ingresses.j2")
-		wholeBefore := kept.kept.Reused()
+		wholeBefore, patchedBefore := kept.kept.Reused(), kept.kept.SeqPatched()
 		got, gotErr := kept.Render(context.Background(), snap)
 		freshAgrees(t, opts, snap, got, gotErr, fmt.Sprintf("step %d (%s)", i, what))
 		reused := kept.kept.LoopReused("ingresses.j2") - reusedBefore
@@ -520,6 +522,9 @@ func assertBlocksKept(t *testing.T, opts Options, kept *Renderer, steps int, ste
 		switch what {
 		case "ingress edited":
 			edits++
+			if kept.kept.SeqPatched() > patchedBefore {
+				patchedEdits++
+			}
 			if computed > 1 {
 				t.Errorf("step %d: an Ingress edited: %d of %d blocks' parts computed, want 1", i, computed, reused+computed)
 			}
@@ -530,6 +535,9 @@ func assertBlocksKept(t *testing.T, opts Options, kept *Renderer, steps int, ste
 	}
 	if edits == 0 || moves == 0 {
 		t.Fatalf("%d Ingresses edited, %d added or deleted", edits, moves)
+	}
+	if patchedEdits < edits/2 {
+		t.Errorf("%d of %d Ingresses edited sorted the routes by patching the last sort's output, want most", patchedEdits, edits)
 	}
 	if moved > 3*moves {
 		t.Errorf("%d Ingresses added or deleted computed %d blocks' parts, more than 3 each on average", moves, moved)

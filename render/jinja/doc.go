@@ -41,7 +41,8 @@
 //	                  imported with context (reuse.go, reuse_loop.go), loops' iterations
 //	                  (reuse_body.go, what a body reads: reuse_body_walk.go, compared and
 //	                  hashed: reuse_body_same.go), loops' filters (reuse_filter.go),
-//	                  selectattr's answers per map (reuse_select.go)
+//	                  selectattr's answers per map (reuse_select.go), sort's and unique's
+//	                  last call per place, patched (reuse_sort.go)
 //	eval.go           the evaluator's state, and what it holds: Program, Template, frames,
 //	                  macros, loop objects, built-in functions; budgets and located errors
 //	value.go          the values (below), and nothing else of the package

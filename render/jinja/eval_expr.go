@@ -259,7 +259,9 @@ func (e *evaluator) evalFilter(x *parse.FilterExpr, f *frame) (any, error) {
 	}
 	outer := e.taint
 	e.taint = mark{}
+	e.filterAt = x
 	v, err := fn(e, in, list, kw)
+	e.filterAt = nil
 	if err == nil && e.taint.any() {
 		m := e.taint
 		if x.Name == "safe" {

@@ -419,7 +419,14 @@ func fSort(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 		}
 		return &List{items: keys}, nil
 	}
-	sorted, err := sortedValues(items, key, truthy(argOr(p[0], false)))
+	reverse := truthy(argOr(p[0], false))
+	if len(attrs) == 1 {
+		args := seqArgs{reverse: reverse, cs: cs}
+		if out, ok := e.seqKept("sort", items, argOr(p[2], nil), args, key); ok {
+			return &List{items: out}, nil
+		}
+	}
+	sorted, err := sortedValues(items, key, reverse)
 	if err != nil {
 		return nil, err
 	}
@@ -509,18 +516,25 @@ func fUnique(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	}
 	cs := truthy(argOr(p[0], false))
 	parts := attrParts(argOr(p[1], nil))
+	key := func(it any) (any, error) {
+		k, err := e.attrPath(it, parts, nil)
+		if err == nil && !cs {
+			k = ignoreCase(k)
+		}
+		return k, err
+	}
+	if out, ok := e.seqKept("unique", items, argOr(p[1], nil), seqArgs{unique: true, cs: cs}, key); ok {
+		return &generator{items: out}, nil
+	}
 	// Sized once for every item (the Ingress example's merge of 20,000 routes: the map grown
 	// step by step allocated 10 MB a build); string keys (most) in a map of strings, whose
 	// hash is the string's, not that of a whole hashKey.
 	seen := uniqueSet{strs: make(map[string]struct{}, len(items))}
 	out := make([]any, 0, len(items))
 	for _, it := range items {
-		k, err := e.attrPath(it, parts, nil)
+		k, err := key(it)
 		if err != nil {
 			return nil, err
-		}
-		if !cs {
-			k = ignoreCase(k)
 		}
 		hk, err := keyOf(k)
 		if err != nil {

@@ -60,6 +60,9 @@ type bodyCache struct {
 	filters    map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
 	selects    map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
 	selectKept int                       // answers given as kept, for tests
+	seqs       map[seqKey]*seqSite       // sort's and unique's calls (reuse_sort.go)
+	seqPatched int                       // calls of sort and unique patched, for tests
+	seqScratch *seqScratch               // lent to a call of sort or unique at a time
 	reused     int
 	reusedAt   map[loopAt]int // by loop, for tests
 }
@@ -123,6 +126,7 @@ type bodyEval struct {
 	info       map[bodyKey]*bodyLoop // the loops met in this render
 	filterRuns map[*filterLoop]int   // runs of each loop's filter so far in this render
 	selectRuns map[*selectLoop]int   // calls of selectattr by attribute so far in this render
+	seqCalls   map[*seqSite]int      // calls of sort and unique by site so far in this render
 	free       []*bodyRun            // runs done, to be used again
 }
 
@@ -775,6 +779,7 @@ func (c *bodyCache) sweep() {
 	}
 	c.sweepFilters()
 	c.sweepSelects()
+	c.sweepSeqs()
 	c.gen++
 	clear(c.sameMaps)
 	clear(c.differ)
