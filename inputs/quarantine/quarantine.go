@@ -139,10 +139,7 @@ func Select(cur snapshot.Inputs, st *State) Selection {
 			}
 		}
 	}
-	for _, id := range slices.Sorted(maps.Keys(st.Good)) {
-		if seen[id] {
-			continue
-		}
+	for _, id := range deleted(st.Good, seen) {
 		g := st.Good[id]
 		switch {
 		case g.Kind == snapshot.KindTemplates && st.TemplatesPresent && !cur.TemplatesPresent:
@@ -167,6 +164,19 @@ func Select(cur snapshot.Inputs, st *State) Selection {
 		sel.Blocked = &h
 	}
 	return sel
+}
+
+// deleted are the IDs of good that were not seen, sorted: only those are sorted, not all of
+// good (10,000 IDs at 10,000 services, 1.3 MB allocated twice per sync to find none).
+func deleted(good map[string]snapshot.Input, seen map[string]bool) []string {
+	var ids []string
+	for id := range good {
+		if !seen[id] {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // Suspects are the changed inputs a failure may be blamed on: all of Changed but the template
