@@ -187,6 +187,51 @@ func TestTidierCollectsInTheBackground(t *testing.T) {
 	<-started // the next sync's garbage is collected in turn
 }
 
+// TestTidierCollectsAfterTheFirstSync: the first sync's garbage is collected even when
+// TidyFor would leave it (what a sync allocates is not known yet: the start's garbage would
+// stay under a goal set in the middle of the start); later syncs follow TidyFor.
+func TestTidierCollectsAfterTheFirstSync(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	const mb = 1 << 20
+	collected := 0
+	tidier := Settings{gcPercent: 40}.Tidier()
+	tidier.collect = func() { collected++ }
+	tidier.release = func() { t.Error("released, want collected") }
+	total := uint64(900 * mb)
+	// 10,000 services x 10 pods: the last collection of the start found 132 MB live; 140 MB
+	// of objects when the first sync ends, 10 MB allocated by each sync after.
+	heap := Heap{Live: 132 * mb, Objects: 140 * mb, Goal: 185 * mb}
+	tidier.read = func() Heap {
+		h := heap
+		h.Allocated = total
+		total += 10 * mb
+		return h
+	}
+	if plan := TidyFor(heap, 40); plan.Tidy != Leave {
+		t.Fatalf("TidyFor %+v, want Leave: the test would not show the first sync's own rule", plan)
+	}
+	tidier.AfterSync()
+	waitFor(t, func() bool { return !tidier.collecting.Load() })
+	if collected != 1 {
+		t.Errorf("%d collections after the first sync, want 1", collected)
+	}
+	tidier.AfterSync() // allocated 10 MB: room left, nothing to do
+	waitFor(t, func() bool { return !tidier.collecting.Load() })
+	if collected != 1 {
+		t.Errorf("%d collections after the second sync, want still 1", collected)
+	}
+	heap.Objects = heap.Live // no garbage: no collection, first sync or not
+	collected = 0
+	tidier = Settings{gcPercent: 40}.Tidier()
+	tidier.collect = func() { collected++ }
+	tidier.read = func() Heap { return heap }
+	tidier.AfterSync()
+	waitFor(t, func() bool { return !tidier.collecting.Load() })
+	if collected != 0 {
+		t.Errorf("a first sync with no garbage collected")
+	}
+}
+
 // waitFor waits until ok, or fails the test after a minute.
 func waitFor(t *testing.T, ok func() bool) {
 	t.Helper()

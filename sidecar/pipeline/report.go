@@ -178,11 +178,11 @@ func (p *Pipeline) acceptChecked() {
 // accept records the versions of the inputs that went live as the last good ones (and keeps
 // them in the state directory).
 func (p *Pipeline) accept(live []snapshot.Input, cur snapshot.Inputs) {
-	before := fingerprint(p.q.Good)
+	before := p.q.Good // Accept makes a new map: this one stays as it is
 	p.q.Accept(live, cur)
 	p.lastProblem = ""
 	p.publishGood()
-	if !p.cfg.KeepInputs || fingerprint(p.q.Good) == before {
+	if !p.cfg.KeepInputs || sameVersions(before, p.q.Good) {
 		return
 	}
 	if err := p.saveInputs(); err != nil {
@@ -210,15 +210,19 @@ func (p *Pipeline) GoodInputs() quarantine.State {
 	return quarantine.State{}
 }
 
-func fingerprint(good map[string]snapshot.Input) string {
-	var b strings.Builder
-	for _, id := range slices.Sorted(maps.Keys(good)) {
-		b.WriteString(id)
-		b.WriteByte(0)
-		b.WriteString(good[id].Hash)
-		b.WriteByte(0)
+// sameVersions reports whether a and b hold the same inputs at the same versions (hashes).
+// It compares the maps in place: a fingerprint of each, built twice per sync, allocated 7.8 MB
+// at 10,000 services, on the way to a pod edit's peak.
+func sameVersions(a, b map[string]snapshot.Input) bool {
+	if len(a) != len(b) {
+		return false
 	}
-	return b.String()
+	for id, in := range a {
+		if other, ok := b[id]; !ok || other.Hash != in.Hash {
+			return false
+		}
+	}
+	return true
 }
 
 // saveInputs keeps the last good inputs in the state directory (mode 0600: they hold private
