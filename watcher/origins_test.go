@@ -8,11 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/allocs"
 )
 
 // stylesYAML writes values in every style YAML has; each "@" in a value is a mark whose place
@@ -305,7 +305,7 @@ func TestOriginsOfManyKeysSizedOnce(t *testing.T) {
 	}
 	// A read of the file unchanged allocates the origins and little else: 1.5 MB here with
 	// the map made at its size, 2.75 MB grown through doubling sizes.
-	per := leastAllocated(3, func() {
+	per := allocs.PerRun(3, func() {
 		if _, err := src.Objects(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -314,22 +314,4 @@ func TestOriginsOfManyKeysSizedOnce(t *testing.T) {
 		t.Errorf("a read of %d keys unchanged allocates %d bytes, want at most 2 MiB", n, per)
 	}
 	t.Logf("a read of %d keys unchanged allocates %d bytes", n, per)
-}
-
-// leastAllocated is the least that one run of f allocated, over several rounds of runs: the
-// count is the whole process's, so another goroutine allocating meanwhile (the runtime's, a
-// test's left running) can only add to a round, and the least round is f's own.
-func leastAllocated(runs int, f func()) uint64 {
-	least := uint64(math.MaxUint64)
-	for range 5 {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		for range runs {
-			f()
-		}
-		runtime.ReadMemStats(&after)
-		least = min(least, (after.TotalAlloc-before.TotalAlloc)/uint64(runs))
-	}
-	return least
 }

@@ -4,14 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"unsafe"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/allocs"
 )
 
 var servicesRef = snapshot.Ref{Kind: "ConfigMap", Namespace: "lb", Name: "services"}
@@ -303,7 +302,7 @@ func TestSelectAllocatesLittle(t *testing.T) {
 	// What Select allocates beside Chosen (the maps of what it saw and held) stays under 0.6
 	// Chosen's worth: Chosen grown by appends allocated about four more, the sorted list of
 	// every good ID 0.3 more.
-	per := leastAllocated(5, func() { Select(cur, st) })
+	per := allocs.PerRun(5, func() { Select(cur, st) })
 	chosen := uint64(n) * uint64(unsafe.Sizeof(snapshot.Input{}))
 	if limit := chosen * 8 / 5; per > limit {
 		t.Errorf("Select of %d inputs allocates %d bytes, want at most %d (1.6 x Chosen's %d)", n, per, limit, chosen)
@@ -315,22 +314,4 @@ func TestSelectAllocatesLittle(t *testing.T) {
 	if want := []string{"service/svc-00005", "service/svc-00006", "service/svc-00007", "service/svc-00900", "service/svc-01999"}; !slices.Equal(sel.Changed, want) {
 		t.Errorf("Changed %v, want %v", sel.Changed, want)
 	}
-}
-
-// leastAllocated is the least that one run of f allocated, over several rounds of runs: the
-// count is the whole process's, so another goroutine allocating meanwhile (the runtime's, a
-// test's left running) can only add to a round, and the least round is f's own.
-func leastAllocated(runs int, f func()) uint64 {
-	least := uint64(math.MaxUint64)
-	for range 5 {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		for range runs {
-			f()
-		}
-		runtime.ReadMemStats(&after)
-		least = min(least, (after.TotalAlloc-before.TotalAlloc)/uint64(runs))
-	}
-	return least
 }

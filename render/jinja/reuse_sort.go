@@ -299,19 +299,6 @@ func compareKeys(a, b any, reverse bool) int {
 	return c
 }
 
-// uniqueStr is the string of a key that unique hashes as a string (keyOf: kind 's').
-func uniqueStr(k any) (string, bool) {
-	switch x := k.(type) {
-	case string:
-		return x, true
-	case Markup:
-		return string(x), true
-	case *tainted:
-		return x.s, true
-	}
-	return "", false
-}
-
 // addOwned notes who owns the next item (l, ok: ownerFor) in owned, runs up to n items.
 func addOwned(owned []ownRun, n int, l *loan, ok bool) []ownRun {
 	if k := len(owned); k > 0 && owned[k-1].loan == l && owned[k-1].ok == ok {
@@ -367,7 +354,7 @@ func (st *seqState) fullUnique(keys []any) bool {
 	st.hashes = st.hashes[:0]
 	seen := make(map[string]struct{}, len(keys))
 	for i, k := range keys {
-		s, ok := uniqueStr(k)
+		s, ok := strValue(k)
 		if !ok {
 			return false
 		}
@@ -558,7 +545,7 @@ func (st *seqState) patchUnique(items []any, key func(any) (any, error), sc *seq
 					return false
 				}
 			}
-			s, ok := uniqueStr(k)
+			s, ok := strValue(k)
 			if !ok {
 				return false
 			}
@@ -598,7 +585,7 @@ func (st *seqState) redoKeys(sc *seqScratch) (map[uint32]bool, *hashBits, bool) 
 			sc.hashes[j] = st.hashes[o]
 			continue
 		}
-		s, ok := uniqueStr(sc.keys[j])
+		s, ok := strValue(sc.keys[j])
 		if !ok {
 			return nil, nil, false
 		}
