@@ -140,10 +140,7 @@ func (b *bodyEval) off() bool {
 // bodyModules counts a module being computed for an import in a loop (d: 1 when it starts,
 // -1 when it ends).
 func (e *evaluator) bodyModules(d int) {
-	if e.bodies == nil {
-		e.bodies = &bodyEval{runs: map[*bodyLoop]int{}, info: map[bodyKey]*bodyLoop{}}
-	}
-	e.bodies.modules += d
+	e.bodyState().modules += d
 }
 
 // bodyRun is one run of a loop whose iterations may be kept.
@@ -200,9 +197,7 @@ func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
 	if e.shared == nil || e.shared.Across == nil || e.origins != nil || e.suppress || s.Recursive || e.bodies.off() {
 		return nil
 	}
-	if e.bodies == nil {
-		e.bodies = &bodyEval{runs: map[*bodyLoop]int{}, info: map[bodyKey]*bodyLoop{}}
-	}
+	e.bodyState()
 	key := bodyKey{e.prog, s}
 	c := &e.shared.Across.bodies
 	lp := e.bodies.info[key]
@@ -838,4 +833,12 @@ func (r *runs[E]) turn() bool {
 	r.ran = false
 	r.last, r.cur = r.cur, nil
 	return true
+}
+
+// bodyState is what this render keeps of its loops (e.bodies), made at its first use.
+func (e *evaluator) bodyState() *bodyEval {
+	if e.bodies == nil {
+		e.bodies = &bodyEval{runs: map[*bodyLoop]int{}, info: map[bodyKey]*bodyLoop{}}
+	}
+	return e.bodies
 }

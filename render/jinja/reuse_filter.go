@@ -53,9 +53,7 @@ func (e *evaluator) filterRun(s *parse.ForStmt) *filterRun {
 	if s.Filter == nil || e.shared == nil || e.shared.Across == nil || e.bodies.off() {
 		return nil
 	}
-	if e.bodies == nil {
-		e.bodies = &bodyEval{runs: map[*bodyLoop]int{}, info: map[bodyKey]*bodyLoop{}}
-	}
+	e.bodyState()
 	c := &e.shared.Across.bodies
 	c.mu.Lock()
 	defer c.mu.Unlock()

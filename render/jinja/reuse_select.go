@@ -43,9 +43,7 @@ func (e *evaluator) selectRun(attr any) *selectRun {
 	if !ok || e.shared == nil || e.shared.Across == nil || e.bodies.off() {
 		return nil
 	}
-	if e.bodies == nil {
-		e.bodies = &bodyEval{runs: map[*bodyLoop]int{}, info: map[bodyKey]*bodyLoop{}}
-	}
+	e.bodyState()
 	c := &e.shared.Across.bodies
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -121,9 +121,7 @@ func (e *evaluator) seqCall(name string, n int, args seqArgs) *seqCall {
 		e.bodies.off() || e.taint.any() {
 		return nil
 	}
-	if e.bodies == nil {
-		e.bodies = &bodyEval{runs: map[*bodyLoop]int{}, info: map[bodyKey]*bodyLoop{}}
-	}
+	e.bodyState()
 	c := &e.shared.Across.bodies
 	c.mu.Lock()
 	defer c.mu.Unlock()
