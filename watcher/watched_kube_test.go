@@ -494,7 +494,7 @@ func TestAnnotationsAloneAskNoSync(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = k.Run(runCtx, func() { calls.Add(1) }) }()
 	t.Cleanup(func() { cancel(); <-done })
-	data := func() string {
+	read := func(key string) string {
 		c, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		objs, err := k.Objects(c)
@@ -503,13 +503,33 @@ func TestAnnotationsAloneAskNoSync(t *testing.T) {
 		}
 		for _, m := range objs.ConfigMaps {
 			if m.Name == "services" {
-				return m.Data["web"]
+				return m.Data[key]
 			}
 		}
 		return ""
 	}
+	data := func() string { return read("web") }
 	haproxytest.WaitFor(t, 30*time.Second, func() bool { return data() != "" }, "the services ConfigMap read")
-	before := calls.Load()
+	// Settled first: a data change that asks for exactly one sync, so that what the start asks
+	// for late (another informer's first list, handed over after the ConfigMap was read) is
+	// not counted below.
+	var before int64
+	for round := 0; ; round++ {
+		if round == 10 {
+			t.Fatal("no data change asked for exactly one sync in 10 rounds")
+		}
+		before = calls.Load()
+		cm.Data["settle"] = fmt.Sprint(round)
+		if cm, err = env.Client.CoreV1().ConfigMaps("lb").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		haproxytest.WaitFor(t, 10*time.Second, func() bool { return read("settle") == cm.Data["settle"] && calls.Load() > before },
+			"the settling change seen")
+		if calls.Load()-before == 1 {
+			break
+		}
+	}
+	before = calls.Load()
 	cm.Annotations = map[string]string{"haproxy-sidecar.io/live-config": "abc"}
 	if cm, err = env.Client.CoreV1().ConfigMaps("lb").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
