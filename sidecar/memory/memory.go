@@ -133,7 +133,12 @@ func TidyFor(h Heap, base int) TidyPlan {
 	switch {
 	case h.Free > trimThreshold || garbage > trimThreshold:
 		plan.Tidy = Release
-	case garbage > 0 && h.Objects+h.Allocated > start:
+	case garbage > 0 && (h.Allocated == 0 || h.Objects+h.Allocated > start):
+		// Allocated 0: what a sync allocates is not known yet (the first sync), and the last
+		// collection may have come in the middle of the start, its goal 1.4 times what the
+		// start held then: the next sync would grow the heap from the start's garbage up to
+		// that goal (10,000 services x 10 pods: a pod edit's heap at 187 MB instead of 171).
+		// Collected once, the next sync starts from the live heap and its goal.
 		plan.Tidy = Collect
 	}
 	return plan
@@ -172,8 +177,7 @@ func (m Settings) Tidier() *Tidier {
 // per sync, after the configuration is live); a collection in the background, so that a
 // change coming meanwhile is not held up by it. It is called from one goroutine.
 func (t *Tidier) AfterSync() {
-	first := !t.synced
-	if first {
+	if !t.synced {
 		// What only the start used (the dependencies' initialisation, the first lists, the
 		// template's compilation) goes back at once: the syncs to come, with their peaks of
 		// heap, need about a third of the binary's pages.
@@ -188,14 +192,6 @@ func (t *Tidier) AfterSync() {
 	}
 	t.allocs = allocs
 	plan := TidyFor(h, t.base)
-	if first && plan.Tidy == Leave && h.Objects > h.Live {
-		// What a sync allocates is not known yet, and the last collection may have come in
-		// the middle of the start, its goal 1.4 times what the start held then: the next sync
-		// would grow the heap from the start's garbage up to that goal (10,000 services x 10
-		// pods: a pod edit's heap at 187 MB instead of 171). Collected once, the next sync
-		// starts from the live heap and its goal.
-		plan.Tidy = Collect
-	}
 	if plan.GCPercent > 0 && plan.GCPercent != t.gcPercent {
 		debug.SetGCPercent(plan.GCPercent)
 		t.gcPercent = plan.GCPercent
