@@ -60,6 +60,9 @@ type convState struct {
 	// a container's name): the same string next (its status's name) shares the box.
 	last    string
 	lastBox any
+	// object: the value ObjectConverter converts is a Kubernetes object (its metadata and
+	// status its own, its managedFields dropped), not a plain JSON value.
+	object bool
 }
 
 // box returns s in an any: shared through the interner for strings many pods have (intern),

@@ -102,6 +102,9 @@ func (in *interner) mapWith(pairs []kv, h uint64, canon bool, make func([]kv) *r
 
 // str returns s boxed in an any, the same box for equal strings (h is hashString(s)).
 func (in *interner) str(s string, h uint64) any {
+	if in == nil {
+		return s
+	}
 	sh := in.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

@@ -165,15 +165,7 @@ func (c *ObjectConverter) FromTyped(obj kruntime.Object, gvk schema.GroupVersion
 // without its managedFields. u is not changed; its maps and lists are not kept (its strings
 // are: the Object shares them).
 func (c *ObjectConverter) FromUnstructured(u map[string]any) (*Object, error) {
-	st := statePool.Get().(*convState)
-	defer func() {
-		st.in, st.last, st.lastBox = nil, "", nil
-		statePool.Put(st)
-	}()
-	st.in = &c.in
-	st.pairs, st.elems = st.pairs[:0], st.elems[:0]
-	st.last, st.lastBox = "", nil
-	out, _, _, err := c.plain(st, u, 0, "")
+	out, err := c.convert(u, true)
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +176,31 @@ func (c *ObjectConverter) FromUnstructured(u map[string]any) (*Object, error) {
 	return newObject(rec)
 }
 
+// FromPlain converts a decoded JSON value that is not a Kubernetes object (a service entry):
+// as FromUnstructured converts an object, its maps records at any depth and its equal parts
+// shared, but with every key kept (no managedFields dropped) and only the value itself its
+// own (never shared). v is not changed; its maps and lists are not kept. A nil converter
+// shares nothing (each record has its own key list).
+func (c *ObjectConverter) FromPlain(v any) (any, error) { return c.convert(v, false) }
+
+// convert converts v, a Kubernetes object when object.
+func (c *ObjectConverter) convert(v any, object bool) (any, error) {
+	st := statePool.Get().(*convState)
+	defer func() {
+		st.in, st.last, st.lastBox = nil, "", nil
+		statePool.Put(st)
+	}()
+	st.in = nil
+	if c != nil {
+		st.in = &c.in
+	}
+	st.object = object
+	st.pairs, st.elems = st.pairs[:0], st.elems[:0]
+	st.last, st.lastBox = "", nil
+	out, _, _, err := c.plain(st, v, 0, "")
+	return out, err
+}
+
 // uniqueKeys are keys whose values are (nearly) always one object's own: a map (or struct)
 // holding one, or a list under one, is never looked up for sharing (it would only fill the
 // table). (Not "uid": the owner references of the pods of one ReplicaSet are equal.)
@@ -191,9 +208,10 @@ var uniqueKeys = map[string]bool{"resourceVersion": true, "selfLink": true,
 	"ip": true, "podIP": true, "podIPs": true, "address": true, "addresses": true}
 
 // plain converts one JSON value v at depth (0: the object itself) under key. The object, its
-// metadata and its status are the object's own (never looked up for sharing): their strings
-// that objects repeat are shared one by one. A map or list deeper down is shared whole when an
-// equal one is known. Scalars keep the interface value they came in (no new box).
+// metadata and its status (of a Kubernetes object: st.object) are the object's own (never
+// looked up for sharing): their strings that objects repeat are shared one by one. A map or
+// list deeper down is shared whole when an equal one is known. Scalars keep the interface
+// value they came in (no new box).
 func (c *ObjectConverter) plain(st *convState, v any, depth int, key string) (out any, h uint64, canon bool, err error) {
 	switch x := v.(type) {
 	case nil:
@@ -244,12 +262,12 @@ func (c *ObjectConverter) plain(st *convState, v any, depth int, key string) (ou
 		if x == nil {
 			return nil, tagNil, true, nil
 		}
-		own := depth == 0 || (depth == 1 && (key == "metadata" || key == "status"))
+		own := depth == 0 || (st.object && depth == 1 && (key == "metadata" || key == "status"))
 		base := len(st.pairs)
 		var sum uint64
 		canon := true
 		for k, e := range x {
-			if own && k == "managedFields" {
+			if own && st.object && k == "managedFields" {
 				continue // often most of an object, and nobody templates it
 			}
 			ce, he, cc, err := c.plain(st, e, depth+1, k)
@@ -291,7 +309,11 @@ func (c *ObjectConverter) plain(st *convState, v any, depth int, key string) (ou
 // makeRecord makes the record of sorted pairs with a shared key list.
 func (c *ObjectConverter) makeRecord(pairs []kv) *record.Record {
 	var buf [24]string
-	return withKeys(c.shapes.keys(pairNames(buf[:0], pairs)), pairs)
+	var t *shapeTable // a nil converter's: none
+	if c != nil {
+		t = &c.shapes
+	}
+	return withKeys(t.keys(pairNames(buf[:0], pairs)), pairs)
 }
 
 // ownKeys makes the record of sorted pairs with a key list of its own.

@@ -28,7 +28,7 @@ type PodCache struct {
 	turn     sync.Mutex // held by the Build that has the index
 	mu       sync.Mutex
 	in       interner                      // shares equal parts between the pods converted over time
-	shapes   shapeTable                    // the key lists of the services' records
+	conv     ObjectConverter               // converts the service entries (key lists, equal parts shared)
 	services map[string]decodedEntry       // by name, as the last Decode had them
 	held     map[serviceKey]decodedService // other versions asked for since
 	names    []string                      // the last Decode's entry names, sorted
@@ -136,7 +136,7 @@ func (c *PodCache) decoded(ref Ref, name, text string, current bool) (decodedSer
 			return d, nil
 		}
 	}
-	m, sel, err := decodeService(ref, []byte(text))
+	d, err := c.decode(ref, name, text)
 	if err != nil {
 		if c != nil && current {
 			c.mu.Lock()
@@ -145,7 +145,6 @@ func (c *PodCache) decoded(ref Ref, name, text string, current bool) (decodedSer
 		}
 		return decodedService{}, err
 	}
-	d := decodedService{serviceRecord(c.serviceShapes(), m, name), sel, contentHash(text)}
 	if c != nil {
 		c.mu.Lock()
 		if current {
@@ -253,13 +252,26 @@ func (c *PodCache) Len() int {
 	return n
 }
 
-// serviceShapes is the cache's table of the services' key lists; without a cache, none (each
-// record has its own).
-func (c *PodCache) serviceShapes() *shapeTable {
+// decode decodes entry name and converts it (serviceRecord) through c's converter.
+func (c *PodCache) decode(ref Ref, name, text string) (decodedService, *InputError) {
+	m, sel, err := decodeService(ref, []byte(text))
+	if err != nil {
+		return decodedService{}, err
+	}
+	svc, cerr := serviceRecord(c.serviceConverter(), m, name)
+	if cerr != nil { // not expected: decodeService gives JSON values only
+		return decodedService{}, &InputError{Stage: StageDecode, Ref: ref, Err: cerr}
+	}
+	return decodedService{svc, sel, contentHash(text)}, nil
+}
+
+// serviceConverter is the cache's converter of the service entries; without a cache, none
+// (nothing shared: each record has its own key list).
+func (c *PodCache) serviceConverter() *ObjectConverter {
 	if c == nil {
 		return nil
 	}
-	return &c.shapes
+	return &c.conv
 }
 
 // interner is the cache's interner; without a cache, a new one for one Build.

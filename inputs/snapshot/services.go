@@ -199,37 +199,18 @@ func withPods(entry, pods *record.Record) *record.Record {
 
 // serviceRecord is the decoded entry name (decodeService's map, which it takes) as templates
 // see it, but for its pods: with its "name" (the entry's name, whatever the entry says) and
-// its "pods" (null until withPods), the maps at every depth records whose key lists t shares
-// (as the pods' are: templates read a record as the map it holds). A record takes a fifth of
-// the map's memory (issue 25).
-func serviceRecord(t *shapeTable, m map[string]any, name string) *record.Record {
+// its "pods" (null until withPods), the maps at every depth records (as the pods' are:
+// templates read a record as the map it holds), converted by conv as watched objects are: key
+// lists shared, and equal parts (selectors, ports) shared between services. A record takes a
+// fifth of the map's memory (issue 25).
+func serviceRecord(conv *ObjectConverter, m map[string]any, name string) (*record.Record, error) {
 	m["name"] = name
 	m["pods"] = nil
-	return dataRecords(t, m).(*record.Record)
-}
-
-// dataRecords is decoded JSON v with each map (at any depth, in lists too) a record whose key
-// list t shares; lists are changed in place (v is the caller's own).
-func dataRecords(t *shapeTable, v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		var buf [16]string // the key list keeps a copy
-		names := buf[:0]
-		for k := range x {
-			names = append(names, k)
-		}
-		slices.Sort(names)
-		r, vals := record.Make(t.keys(names))
-		for i, n := range names {
-			vals[i] = dataRecords(t, x[n])
-		}
-		return r
-	case []any:
-		for i, e := range x {
-			x[i] = dataRecords(t, e)
-		}
+	v, err := conv.FromPlain(m)
+	if err != nil {
+		return nil, fmt.Errorf("convert service %s: %w", name, err)
 	}
-	return v
+	return v.(*record.Record), nil // a map gives a record
 }
 
 // podsByName is a service's "pods": its pods by name, as a record (iterated in name order);

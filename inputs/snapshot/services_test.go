@@ -432,3 +432,44 @@ func TestServicesAreRecords(t *testing.T) {
 		t.Error("api's entry was decoded again")
 	}
 }
+
+// TestServicesShareEqualParts: the services are converted as watched objects are (one
+// converter, the cache's), so equal nested parts of two services (selectors, ports, any map or
+// list) are one object, not a copy each; a service entry is not a Kubernetes object: a
+// "managedFields" of its own is kept, and its "metadata" is shared as any other part.
+func TestServicesShareEqualParts(t *testing.T) {
+	entry := `{"namespace":"shop","selector":{"app":"web"},"ports":[{"name":"http","port":80}],` +
+		`"metadata":{"team":"a"},"managedFields":[1]}`
+	services := map[string]string{"a": entry, "b": entry}
+	snap, err := Build(&Objects{ConfigMaps: []*corev1.ConfigMap{configMap(ns, "services", services)}}, Options{PodCache: &PodCache{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := snap.Services[0], snap.Services[1]
+	if a == b || a.Field("name") != "a" || b.Field("name") != "b" {
+		t.Fatalf("services %v, %v", record.Plain(a), record.Plain(b))
+	}
+	for _, k := range []string{"selector", "metadata"} {
+		if a.Field(k).(*record.Record) != b.Field(k).(*record.Record) {
+			t.Errorf("the services' equal %s are two records", k)
+		}
+	}
+	pa, pb := a.Field("ports").([]any), b.Field("ports").([]any)
+	if &pa[0] != &pb[0] {
+		t.Error("the services' equal ports are two lists")
+	}
+	if got := record.Plain(a.Field("managedFields")); !reflect.DeepEqual(got, []any{int64(1)}) {
+		t.Errorf("a service's managedFields is %#v, want [1]", got)
+	}
+	// What templates see: the entry as JSON decodes it, every key kept.
+	want, _, derr := decodeService(Ref{}, []byte(entry))
+	if derr != nil {
+		t.Fatal(derr)
+	}
+	want["name"] = "a"
+	got := record.Plain(a).(map[string]any)
+	delete(got, "pods")
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("service a is\n%#v\nwant\n%#v", got, want)
+	}
+}
