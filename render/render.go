@@ -19,6 +19,7 @@ import (
 	"unsafe"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/content"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/watchspec"
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja"
@@ -80,6 +81,9 @@ type Renderer struct {
 	// (under mu).
 	lastSet map[string]string
 	lastKey string
+	// services: the list templates were last given as "services" (see servicesList), under mu.
+	// Never changed once made: a render may still read it.
+	services []any
 }
 
 // cacheSize bounds the compiled template sets kept: the live one, the one being tried, and a
@@ -420,11 +424,7 @@ func (r *Renderer) context(s *snapshot.Snapshot, certNames []string) map[string]
 	} else if len(s.SecretEnv) > 0 {
 		env = secretEnv(s.Env, s.SecretEnv)
 	}
-	// A list of the data ([]any): the engine's lists hold any value. Never nil: an empty list.
-	services := make([]any, len(s.Services))
-	for i, svc := range s.Services {
-		services[i] = svc
-	}
+	services := r.servicesList(s.Services)
 	// resources.<name>: each watched resource (--watch) with its lookups (snapshot.Resource).
 	resources := make(map[string]any, len(s.Resources))
 	for _, res := range s.Resources {
@@ -441,6 +441,41 @@ func (r *Renderer) context(s *snapshot.Snapshot, certNames []string) map[string]
 		"resources":    resources,
 		"peers":        s.Peers.Value(),
 	}
+}
+
+// servicesList is recs as templates read them: a list of the data ([]any: the engine's lists
+// hold any value), never nil. The list of the last render when it holds the same records
+// (a render of the same snapshot, or of another whose services did not change: a template,
+// certificate or watched resource's change), so that a render does not copy 10,000 services
+// (160 KB) again; comparing them costs no allocation.
+func (r *Renderer) servicesList(recs []*record.Record) []any {
+	r.mu.Lock()
+	last := r.services
+	r.mu.Unlock()
+	if sameRecords(last, recs) {
+		return last
+	}
+	list := make([]any, len(recs))
+	for i, svc := range recs {
+		list[i] = svc
+	}
+	r.mu.Lock()
+	r.services = list
+	r.mu.Unlock()
+	return list
+}
+
+// sameRecords reports whether list holds exactly recs (the same records, in order).
+func sameRecords(list []any, recs []*record.Record) bool {
+	if list == nil || len(list) != len(recs) {
+		return false
+	}
+	for i, rec := range recs {
+		if list[i] != any(rec) {
+			return false
+		}
+	}
+	return true
 }
 
 // secretEnv is env as templates see it when some of its values are secret (the names in
