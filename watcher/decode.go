@@ -742,6 +742,7 @@ func (d *manifestDecoder) decodeJobs() {
 // an error where it is.
 func (d *manifestDecoder) addJobs() {
 	dups := d.duplicates()
+	d.sizeOrigins(d.originsToCome())
 	for i := range d.jobs {
 		switch j := &d.jobs[i]; {
 		case j.p != nil && j.p.err != nil:
@@ -972,17 +973,44 @@ func (d *manifestDecoder) written(at *origin, k objectKey) {
 	if at.obj == nil {
 		return
 	}
-	if n := len(at.obj.keys); n > len(d.objs.Origins) {
-		// An object of many keys (the services ConfigMap): the map made at its size once
-		// rather than grown through doubling sizes (10,000 keys: 2.4 MB less garbage a read).
-		grown := make(snapshot.Origins, len(d.objs.Origins)+n)
-		maps.Copy(grown, d.objs.Origins)
-		d.objs.Origins = grown
-	}
 	for key, og := range at.obj.keys {
 		ref.Key, og.File = key, file
 		d.objs.Origins[ref] = og
 	}
+}
+
+// originsToCome is how many origins written gives the jobs' ConfigMaps and Secrets: each
+// one's and its data keys' (a few more when some are not kept: duplicates, no name).
+func (d *manifestDecoder) originsToCome() int {
+	n := 0
+	for i := range d.jobs {
+		j := &d.jobs[i]
+		if j.skip || j.res == nil || (j.p != nil && j.p.err != nil) {
+			continue
+		}
+		switch j.res.obj.(type) {
+		case *corev1.ConfigMap, *corev1.Secret:
+			n++
+			if j.at.obj != nil {
+				n += len(j.at.obj.keys)
+			}
+		}
+	}
+	return n
+}
+
+// sizeOrigins makes the origins map once with room for n more, when they are more than it
+// holds (the files' origins): objects of many keys (the services ConfigMap, and any other
+// big one) fill a map made at their size instead of one grown through doubling sizes
+// (10,000 keys: 2.4 MB less garbage a read) or made again for each big object. Copying what
+// it holds costs less than adding the n.
+func (d *manifestDecoder) sizeOrigins(n int) {
+	if n <= len(d.objs.Origins) {
+		return
+	}
+	sized := make(snapshot.Origins, len(d.objs.Origins)+n)
+	maps.Copy(sized, d.objs.Origins)
+	d.objs.Origins = sized
 }
 
 // path is the path of a file as the operator names it: relative to the directory given.

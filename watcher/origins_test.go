@@ -315,3 +315,42 @@ func TestOriginsOfManyKeysSizedOnce(t *testing.T) {
 	}
 	t.Logf("a read of %d keys unchanged allocates %d bytes", n, per)
 }
+
+// TestOriginsOfManyObjectsSizedOnce: the origins of several ConfigMaps of many keys (the
+// services and another big one) go into a map made once at the size of all of them, not made
+// again for each big object (nor grown through doubling sizes after the first).
+func TestOriginsOfManyObjectsSizedOnce(t *testing.T) {
+	const objects, keys = 4, 1000
+	dir := t.TempDir()
+	for o := range objects {
+		data := make(map[string]string, keys)
+		for i := range keys {
+			data[fmt.Sprintf("svc-%05d", i)] = fmt.Sprintf(`{"hostnames":["svc-%05d.example.com"]}`, i)
+		}
+		cm, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": fmt.Sprintf("big-%d", o), "namespace": "lb"}, "data": data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("big-%d.json", o)), cm, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := &File{Dir: dir, DefaultNamespace: "lb"}
+	objs, err := src.Objects(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := objects * (keys + 2); len(objs.Origins) != want { // each file, ConfigMap, key
+		t.Fatalf("%d origins, want %d", len(objs.Origins), want)
+	}
+	per := allocs.PerRun(3, func() {
+		if _, err := src.Objects(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if per > 2<<20 { // 1.5 MB measured (as one object of all the keys); 2.45 MB made again
+		t.Errorf("a read of %d objects of %d keys unchanged allocates %d bytes, want at most 2 MiB", objects, keys, per)
+	}
+	t.Logf("a read of %d objects of %d keys unchanged allocates %d bytes", objects, keys, per)
+}
