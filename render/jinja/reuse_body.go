@@ -57,14 +57,17 @@ type bodyCache struct {
 	diffs recordDiffs
 	// sealedSame: kept reads found the same as sealed (reuse_body_sealed.go), for tests.
 	sealedSame int
-	filters    map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
-	selects    map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
-	selectKept int                       // answers given as kept, for tests
-	seqs       map[seqKey]*seqSite       // sort's and unique's calls (reuse_sort.go)
-	seqPatched int                       // calls of sort and unique patched, for tests
-	seqScratch *seqScratch               // lent to a call of sort or unique at a time
-	reused     int
-	reusedAt   map[loopAt]int // by loop, for tests
+	// hintsIndexed: runs whose hints were indexed by a map to realign them (placed.realign),
+	// for tests.
+	hintsIndexed int
+	filters      map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
+	selects      map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
+	selectKept   int                       // answers given as kept, for tests
+	seqs         map[seqKey]*seqSite       // sort's and unique's calls (reuse_sort.go)
+	seqPatched   int                       // calls of sort and unique patched, for tests
+	seqScratch   *seqScratch               // lent to a call of sort or unique at a time
+	reused       int
+	reusedAt     map[loopAt]int // by loop, for tests
 }
 
 // loopAt is where a loop is: its template and line.
@@ -618,11 +621,23 @@ func (c *bodyCache) find(r *bodyRun, vals []any, i int) *bodyEntry {
 		if !c.same(ent.vals, vals) {
 			continue
 		}
+		hinted := c.mayBeHint(ent)
 		c.use(r.lp, ent)
-		r.realign(ent, i)
+		if hinted && r.realign(ent, i) {
+			c.hintsIndexed++
+		}
 		return ent
 	}
 	return nil
+}
+
+// mayBeHint says whether ent may be among the hints of a run of its loop, before it serves:
+// the hints are the entries the last render's runs used or made (their generation then; this
+// render's once used again), and a sweep turns them all. One older (a service's version of two
+// syncs ago, back again) is not: where it is found does not realign the run's next iterations,
+// and looking for it in the hints would index all of them, in vain, at each such iteration.
+func (c *bodyCache) mayBeHint(ent *bodyEntry) bool {
+	return ent.used+1 >= c.gen
 }
 
 // same says whether the kept reads are vals. A map or record of the data found the same as
