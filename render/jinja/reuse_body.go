@@ -159,6 +159,9 @@ type bodyRun struct {
 	// chained: per read, the data it last followed its chain from, and what it found (read):
 	// the iterations of a run read the same `resources`, whose chains give the same.
 	chained [][2]any
+	// diffs: per read, the diff between records its keyed reads were last compared through
+	// (recordDiffs.keyedSameMemo).
+	diffs []diffMemo
 	// outer: per name of the body's reads, its value when the body's frame (outerIn) does not
 	// name it, nil until looked up: what the frames around the loop's hold does not change while
 	// it runs (a body sets names in its own frame), and a lookup walks them all (the Ingress
@@ -226,7 +229,7 @@ func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
 	if n := len(e.bodies.free); n > 0 {
 		r = e.bodies.free[n-1]
 		e.bodies.free = e.bodies.free[:n-1]
-		*r = bodyRun{reads: r.reads[:0], names: r.names[:0], plain: r.plain[:0], chained: r.chained[:0], outer: r.outer[:0]}
+		*r = bodyRun{reads: r.reads[:0], names: r.names[:0], plain: r.plain[:0], chained: r.chained[:0], outer: r.outer[:0], diffs: r.diffs[:0]}
 	}
 	r.c, r.lp, r.k, r.hints, r.list = c, lp, k, hints, make([]*bodyEntry, 0, len(hints))
 	return r
@@ -608,7 +611,7 @@ const (
 func (c *bodyCache) find(r *bodyRun, vals []any, i int) *bodyEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ent, ok := r.at(i); ok && c.same(ent.vals, vals) {
+	if ent, ok := r.at(i); ok && c.sameIn(r, ent.vals, vals) {
 		c.use(r.lp, ent)
 		return ent
 	}
@@ -618,7 +621,7 @@ func (c *bodyCache) find(r *bodyRun, vals []any, i int) *bodyEntry {
 		return nil
 	}
 	for ent := r.lp.byHash[h]; ent != nil; ent = ent.next {
-		if !c.same(ent.vals, vals) {
+		if !c.sameIn(r, ent.vals, vals) {
 			continue
 		}
 		hinted := c.mayBeHint(ent)
@@ -648,12 +651,25 @@ func (c *bodyCache) mayBeHint(ent *bodyEntry) bool {
 // the backends reads the whole of `resources`, which any change makes anew; compared at each
 // of its 3,000 iterations, that walked every EndpointSlice 3,000 times.
 func (c *bodyCache) same(kept, vals []any) bool {
+	return c.sameIn(nil, kept, vals)
+}
+
+// sameIn is same for an iteration of run r (nil: none), whose keyed reads compare through
+// the diffs its iterations found before (bodyRun.diffs).
+func (c *bodyCache) sameIn(r *bodyRun, kept, vals []any) bool {
 	if len(kept) != len(vals) {
 		return false
 	}
 	for i, v := range vals {
+		if sameWord(kept[i], v) {
+			continue
+		}
 		if k, ok := kept[i].(*keyedRead); ok {
-			if !c.diffs.keyedSame(k, v) {
+			var memo *diffMemo
+			if r != nil {
+				memo = r.diffMemo(i)
+			}
+			if !c.diffs.keyedSameMemo(k, v, memo) {
 				return false
 			}
 			continue
@@ -704,6 +720,26 @@ func (c *bodyCache) same(kept, vals []any) bool {
 		kept[i] = v
 	}
 	return true
+}
+
+// sameWord says whether a and b are one string, integer or bool: the same type and the same
+// word (a pointer to one boxed value), compared without reading what they point to (a kept
+// iteration's read of a name of the template's list, the one the loop reads again).
+func sameWord(a, b any) bool {
+	switch a.(type) {
+	case string, int64, bool:
+		x, y := (*[2]unsafe.Pointer)(unsafe.Pointer(&a)), (*[2]unsafe.Pointer)(unsafe.Pointer(&b))
+		return *x == *y
+	}
+	return false
+}
+
+// diffMemo is the memo of read i's diff (recordDiffs.keyedSameMemo).
+func (r *bodyRun) diffMemo(i int) *diffMemo {
+	for len(r.diffs) <= i {
+		r.diffs = append(r.diffs, diffMemo{})
+	}
+	return &r.diffs[i]
 }
 
 // dataID is the identity of a map or record of the data; false for other values.
