@@ -32,7 +32,10 @@ import (
 // Finding a kept iteration: first the one kept at the same place of the same run of the loop
 // in the last render (the services in the same order: one comparison, of the same objects
 // when the snapshot kept them), else by the hash of the reads; a hit by hash moves where the
-// next iterations look (a service added or deleted shifts those after it).
+// next iterations look (a service added or deleted shifts those after it), when it is one of
+// the last render's (mayBeHint). Comparing: a kept read that is the very string, integer or
+// bool read now is the same in one step (sameWord), and the keyed reads of a run's iterations
+// compare through the diff of the records the run found last (bodyRun.diffs).
 
 // bodyKey is one loop of one program.
 type bodyKey struct {
