@@ -725,12 +725,13 @@ func (c *bodyCache) sameIn(r *bodyRun, kept, vals []any) bool {
 	return true
 }
 
-// sameWord says whether a and b are one string, integer or bool: the same type and the same
-// word (a pointer to one boxed value), compared without reading what they point to (a kept
-// iteration's read of a name of the template's list, the one the loop reads again).
+// sameWord says whether a and b are one string, integer or bool (the same type and the same
+// word: a pointer to one boxed value), compared without reading what they point to (a kept
+// iteration's read of a name of the template's list, the one the loop reads again), or one
+// built-in function (namespace, read by the Ingress example's backends), or both not set.
 func sameWord(a, b any) bool {
 	switch a.(type) {
-	case string, int64, bool:
+	case string, int64, bool, *builtin, notSet:
 		x, y := (*[2]unsafe.Pointer)(unsafe.Pointer(&a)), (*[2]unsafe.Pointer)(unsafe.Pointer(&b))
 		return *x == *y
 	}

@@ -156,3 +156,27 @@ func TestLoopBodiesRandomChangesRenderAsAfresh(t *testing.T) {
 		t.Logf("seed %d: %d iterations reused (%v)", seed, cache.BodiesReused(), counts)
 	}
 }
+
+// A kept iteration that read a built-in function by a name is not the one of an iteration that
+// reads another built-in by that name, nor one that finds the name not set.
+func TestLoopBodiesBuiltinReadByName(t *testing.T) {
+	p, err := Compile(map[string]string{"t": `{% if which == "a" %}{% set f = dict %}{% elif which == "b" %}{% set f = namespace %}{% endif %}
+{%- for x in items %}{{ x ~ ":" }}{{ (f(a=1) is mapping) if f is defined else "-" }};{% endfor %}`}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := renderOf(t, p)
+	var cache ModuleCache
+	items := []any{"p", "q", "r", "s", "t"}
+	for round, which := range []string{"a", "a", "b", "b", "c", "c", "a"} {
+		vars := map[string]any{"items": items, "which": which}
+		got := render(vars, &Modules{Across: &cache})
+		cache.Sweep()
+		if want := render(vars, nil); got != want {
+			t.Fatalf("render %d (%s): %q, afresh %q", round, which, got, want)
+		}
+	}
+	if cache.BodiesReused() == 0 {
+		t.Error("no iteration reused")
+	}
+}
