@@ -2,7 +2,6 @@ package jinja
 
 import (
 	"hash/maphash"
-	"slices"
 	"sync"
 	"unsafe"
 
@@ -479,7 +478,9 @@ func (r *bodyRun) read(e *evaluator, f *frame, loop *loopCtx) []any {
 }
 
 // lookup is name n's value (j: its index in the body's names) as f shows it, notSet{} when it
-// is not set: looked up once per run when f does not name it (bodyRun.outer).
+// is not set: looked up once per run when f does not name it (bodyRun.outer); taken from
+// where f named it at the iteration before when it still does (a loop variable: f's names
+// are the same at each iteration before its body runs, each once).
 func (r *bodyRun) lookup(e *evaluator, f *frame, j int, n string) any {
 	if f != r.outerIn {
 		clear(r.outer)
@@ -488,23 +489,49 @@ func (r *bodyRun) lookup(e *evaluator, f *frame, j int, n string) any {
 	for len(r.outer) <= j {
 		r.outer = append(r.outer, outerName{})
 	}
-	if o := r.outer[j]; o.ok {
+	o := r.outer[j]
+	if o.ok {
 		return o.v
+	}
+	if k := o.at - 1; k >= 0 && k < len(f.names) && f.names[k] == n {
+		if v := f.vals[k]; !isUnset(v) {
+			return v
+		}
 	}
 	v, ok := e.lookup(f, n)
 	if !ok {
 		v = notSet{}
 	}
-	if !slices.Contains(f.names, n) {
-		r.outer[j] = outerName{v, true}
+	if k := lastIndex(f.names, n); k < 0 {
+		r.outer[j] = outerName{v: v, ok: true}
+	} else {
+		r.outer[j].at = k + 1
 	}
 	return v
 }
 
-// outerName is a name's value from the frames around a loop (ok: looked up).
+// isUnset says whether v marks a name not set yet (bindUnset): e.lookup looks past it.
+func isUnset(v any) bool {
+	_, unset := v.(unsetName)
+	return unset
+}
+
+// lastIndex is the index of n's last place in names (the one e.lookup finds), -1 when none.
+func lastIndex(names []string, n string) int {
+	for k := len(names) - 1; k >= 0; k-- {
+		if names[k] == n {
+			return k
+		}
+	}
+	return -1
+}
+
+// outerName is a name's value from the frames around a loop (ok: looked up), or where the
+// body's frame names it (at: 1 + its index; 0: not known).
 type outerName struct {
 	v  any
 	ok bool
+	at int
 }
 
 // chainValue is e.chainValue(v, chain) for read j: what the iteration before found when v is
