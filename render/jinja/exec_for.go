@@ -3,6 +3,7 @@ package jinja
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
@@ -103,7 +104,7 @@ func (e *evaluator) runForSeq(s *parse.ForStmt, f *frame, v any, sq seq, depth0 
 // runIterations runs the loop's body once per item of sq, in the frame body.
 // lf: the loop's filter, run as the loop advances (nil: sq holds every item).
 func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *loopCtx, lf *lazyFilter, dictPairs bool) error {
-	simple, pairs, base := bindLoopNames(s, body, sq.view == viewItems && (sq.rec != nil || sq.keys != nil || sq.dk != nil), loop)
+	simple, pairs, flat, base := bindLoopNames(s, body, sq.view == viewItems && (sq.rec != nil || sq.keys != nil || sq.dk != nil), loop)
 	// What the body sets before any mention starts undefined, at each iteration (Jinja2).
 	unset := unsetIn(e.cur, s)
 	br := e.iterationsRun(s, sq, lf)
@@ -137,6 +138,9 @@ func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *
 			clear(body.vals[base:])
 			body.names, body.vals = body.names[:base], body.vals[:base]
 			body.vals[0], body.vals[1], _ = sq.pair(i)
+		case flat && unpackFlat(body.vals[:base], s.Target, sq.at(i)) >= 0:
+			clear(body.vals[base:])
+			body.names, body.vals = body.names[:base], body.vals[:base]
 		default:
 			clear(body.vals)
 			body.names, body.vals = body.names[:0], body.vals[:0]
@@ -219,9 +223,11 @@ func (e *evaluator) newLoop(s *parse.ForStmt, f *frame, sq *seq, depth0 int, par
 // bindLoopNames sets, once, the names the loop binds in its body's frame: they are the same
 // every iteration, which then sets their values and drops what the previous one added
 // ({% set %} in the body). simple: one name; pairs: two names over a dict's items (items:
-// the sequence walks a dict's items in place), set without making a tuple. base is how many
+// the sequence walks a dict's items in place), set without making a tuple; flat: names,
+// nested or not, each once, unpacked from the template's lists and tuples in place
+// (unpackFlat; e.assign otherwise, which sets them in the same order). base is how many
 // names stay from one iteration to the next.
-func bindLoopNames(s *parse.ForStmt, body *frame, items bool, loop *loopCtx) (simple, pairs bool, base int) {
+func bindLoopNames(s *parse.ForStmt, body *frame, items bool, loop *loopCtx) (simple, pairs, flat bool, base int) {
 	simple = !s.Target.Tuple
 	pairs = s.Target.Tuple && len(s.Target.Items) == 2 && !s.Target.Items[0].Tuple && !s.Target.Items[1].Tuple &&
 		s.Target.Items[0].Attr == "" && s.Target.Items[1].Attr == "" && items
@@ -230,19 +236,82 @@ func bindLoopNames(s *parse.ForStmt, body *frame, items bool, loop *loopCtx) (si
 	switch {
 	case simple:
 		body.names = append(body.names, s.Target.Name)
-		body.vals = append(body.vals, nil)
 		base = 1
 	case pairs:
 		body.names = append(body.names, s.Target.Items[0].Name, s.Target.Items[1].Name)
-		body.vals = append(body.vals, nil, nil)
 		base = 2
+	default:
+		var ok bool
+		if body.names, ok = flatNames(body.names, s.Target); ok {
+			flat, base = true, len(body.names)
+		} else {
+			body.names = body.names[:0]
+		}
 	}
-	if loop != nil && (simple || pairs) {
+	for range base {
+		body.vals = append(body.vals, nil)
+	}
+	if loop != nil && (simple || pairs || flat) {
 		body.names = append(body.names, "loop", "forloop")
 		body.vals = append(body.vals, loop, loop)
 		base += 2
 	}
-	return simple, pairs, base
+	return simple, pairs, flat, base
+}
+
+// flatNames appends the names of tuple target t to names, in the order e.assign sets them;
+// false when one is an attribute (ns.attr) or is there twice.
+func flatNames(names []string, t parse.Target) ([]string, bool) {
+	for _, it := range t.Items {
+		var ok bool
+		switch {
+		case it.Tuple:
+			if names, ok = flatNames(names, it); !ok {
+				return names, false
+			}
+		case it.Attr != "" || slices.Contains(names, it.Name):
+			return names, false
+		default:
+			names = append(names, it.Name)
+		}
+	}
+	return names, true
+}
+
+// unpackFlat sets dst, in flatNames' order, to the items of v unpacked by tuple target t,
+// when v and the tuples in it are lists or tuples of the template of the target's lengths:
+// their items are what e.unpack would give. It returns how many it set; -1 otherwise
+// (e.assign then unpacks v, or says why it cannot).
+func unpackFlat(dst []any, t parse.Target, v any) int {
+	var items []any
+	switch x := v.(type) {
+	case *List:
+		items = x.items
+	case Tuple:
+		items = x
+	default:
+		return -1
+	}
+	if len(items) != len(t.Items) {
+		return -1
+	}
+	k := 0
+	for i, it := range t.Items {
+		if !it.Tuple {
+			if k >= len(dst) {
+				return -1
+			}
+			dst[k] = items[i]
+			k++
+			continue
+		}
+		n := unpackFlat(dst[k:], it, items[i])
+		if n < 0 {
+			return -1
+		}
+		k += n
+	}
+	return k
 }
 
 // prepareFor applies the loop filter (for x in y if cond) and pongo2's reversed/sorted.

@@ -2,7 +2,6 @@ package jinja
 
 import (
 	"hash/maphash"
-	"slices"
 	"sync"
 	"unsafe"
 
@@ -32,7 +31,10 @@ import (
 // Finding a kept iteration: first the one kept at the same place of the same run of the loop
 // in the last render (the services in the same order: one comparison, of the same objects
 // when the snapshot kept them), else by the hash of the reads; a hit by hash moves where the
-// next iterations look (a service added or deleted shifts those after it).
+// next iterations look (a service added or deleted shifts those after it), when it is one of
+// the last render's (mayBeHint). Comparing: a kept read that is the very string, integer or
+// bool read now is the same in one step (sameWord), and the keyed reads of a run's iterations
+// compare through the diff of the records the run found last (bodyRun.diffs).
 
 // bodyKey is one loop of one program.
 type bodyKey struct {
@@ -57,14 +59,17 @@ type bodyCache struct {
 	diffs recordDiffs
 	// sealedSame: kept reads found the same as sealed (reuse_body_sealed.go), for tests.
 	sealedSame int
-	filters    map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
-	selects    map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
-	selectKept int                       // answers given as kept, for tests
-	seqs       map[seqKey]*seqSite       // sort's and unique's calls (reuse_sort.go)
-	seqPatched int                       // calls of sort and unique patched, for tests
-	seqScratch *seqScratch               // lent to a call of sort or unique at a time
-	reused     int
-	reusedAt   map[loopAt]int // by loop, for tests
+	// hintsIndexed: runs whose hints were indexed by a map to realign them (placed.realign),
+	// for tests.
+	hintsIndexed int
+	filters      map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
+	selects      map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
+	selectKept   int                       // answers given as kept, for tests
+	seqs         map[seqKey]*seqSite       // sort's and unique's calls (reuse_sort.go)
+	seqPatched   int                       // calls of sort and unique patched, for tests
+	seqScratch   *seqScratch               // lent to a call of sort or unique at a time
+	reused       int
+	reusedAt     map[loopAt]int // by loop, for tests
 }
 
 // loopAt is where a loop is: its template and line.
@@ -156,6 +161,9 @@ type bodyRun struct {
 	// chained: per read, the data it last followed its chain from, and what it found (read):
 	// the iterations of a run read the same `resources`, whose chains give the same.
 	chained [][2]any
+	// diffs: per read, the diff between records its keyed reads were last compared through
+	// (recordDiffs.keyedSameMemo).
+	diffs []diffMemo
 	// outer: per name of the body's reads, its value when the body's frame (outerIn) does not
 	// name it, nil until looked up: what the frames around the loop's hold does not change while
 	// it runs (a body sets names in its own frame), and a lookup walks them all (the Ingress
@@ -223,7 +231,7 @@ func (e *evaluator) bodyRun(s *parse.ForStmt) *bodyRun {
 	if n := len(e.bodies.free); n > 0 {
 		r = e.bodies.free[n-1]
 		e.bodies.free = e.bodies.free[:n-1]
-		*r = bodyRun{reads: r.reads[:0], names: r.names[:0], plain: r.plain[:0], chained: r.chained[:0], outer: r.outer[:0]}
+		*r = bodyRun{reads: r.reads[:0], names: r.names[:0], plain: r.plain[:0], chained: r.chained[:0], outer: r.outer[:0], diffs: r.diffs[:0]}
 	}
 	r.c, r.lp, r.k, r.hints, r.list = c, lp, k, hints, make([]*bodyEntry, 0, len(hints))
 	return r
@@ -470,7 +478,9 @@ func (r *bodyRun) read(e *evaluator, f *frame, loop *loopCtx) []any {
 }
 
 // lookup is name n's value (j: its index in the body's names) as f shows it, notSet{} when it
-// is not set: looked up once per run when f does not name it (bodyRun.outer).
+// is not set: looked up once per run when f does not name it (bodyRun.outer); taken from
+// where f named it at the iteration before when it still does (a loop variable: f's names
+// are the same at each iteration before its body runs, each once).
 func (r *bodyRun) lookup(e *evaluator, f *frame, j int, n string) any {
 	if f != r.outerIn {
 		clear(r.outer)
@@ -479,23 +489,49 @@ func (r *bodyRun) lookup(e *evaluator, f *frame, j int, n string) any {
 	for len(r.outer) <= j {
 		r.outer = append(r.outer, outerName{})
 	}
-	if o := r.outer[j]; o.ok {
+	o := r.outer[j]
+	if o.ok {
 		return o.v
+	}
+	if k := o.at - 1; k >= 0 && k < len(f.names) && f.names[k] == n {
+		if v := f.vals[k]; !isUnset(v) {
+			return v
+		}
 	}
 	v, ok := e.lookup(f, n)
 	if !ok {
 		v = notSet{}
 	}
-	if !slices.Contains(f.names, n) {
-		r.outer[j] = outerName{v, true}
+	if k := lastIndex(f.names, n); k < 0 {
+		r.outer[j] = outerName{v: v, ok: true}
+	} else {
+		r.outer[j].at = k + 1
 	}
 	return v
 }
 
-// outerName is a name's value from the frames around a loop (ok: looked up).
+// isUnset says whether v marks a name not set yet (bindUnset): e.lookup looks past it.
+func isUnset(v any) bool {
+	_, unset := v.(unsetName)
+	return unset
+}
+
+// lastIndex is the index of n's last place in names (the one e.lookup finds), -1 when none.
+func lastIndex(names []string, n string) int {
+	for k := len(names) - 1; k >= 0; k-- {
+		if names[k] == n {
+			return k
+		}
+	}
+	return -1
+}
+
+// outerName is a name's value from the frames around a loop (ok: looked up), or where the
+// body's frame names it (at: 1 + its index; 0: not known).
 type outerName struct {
 	v  any
 	ok bool
+	at int
 }
 
 // chainValue is e.chainValue(v, chain) for read j: what the iteration before found when v is
@@ -605,7 +641,7 @@ const (
 func (c *bodyCache) find(r *bodyRun, vals []any, i int) *bodyEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ent, ok := r.at(i); ok && c.same(ent.vals, vals) {
+	if ent, ok := r.at(i); ok && c.sameIn(r, ent.vals, vals) {
 		c.use(r.lp, ent)
 		return ent
 	}
@@ -615,14 +651,26 @@ func (c *bodyCache) find(r *bodyRun, vals []any, i int) *bodyEntry {
 		return nil
 	}
 	for ent := r.lp.byHash[h]; ent != nil; ent = ent.next {
-		if !c.same(ent.vals, vals) {
+		if !c.sameIn(r, ent.vals, vals) {
 			continue
 		}
+		hinted := c.mayBeHint(ent)
 		c.use(r.lp, ent)
-		r.realign(ent, i)
+		if hinted && r.realign(ent, i) {
+			c.hintsIndexed++
+		}
 		return ent
 	}
 	return nil
+}
+
+// mayBeHint says whether ent may be among the hints of a run of its loop, before it serves:
+// the hints are the entries the last render's runs used or made (their generation then; this
+// render's once used again), and a sweep turns them all. One older (a service's version of two
+// syncs ago, back again) is not: where it is found does not realign the run's next iterations,
+// and looking for it in the hints would index all of them, in vain, at each such iteration.
+func (c *bodyCache) mayBeHint(ent *bodyEntry) bool {
+	return ent.used+1 >= c.gen
 }
 
 // same says whether the kept reads are vals. A map or record of the data found the same as
@@ -633,12 +681,25 @@ func (c *bodyCache) find(r *bodyRun, vals []any, i int) *bodyEntry {
 // the backends reads the whole of `resources`, which any change makes anew; compared at each
 // of its 3,000 iterations, that walked every EndpointSlice 3,000 times.
 func (c *bodyCache) same(kept, vals []any) bool {
+	return c.sameIn(nil, kept, vals)
+}
+
+// sameIn is same for an iteration of run r (nil: none), whose keyed reads compare through
+// the diffs its iterations found before (bodyRun.diffs).
+func (c *bodyCache) sameIn(r *bodyRun, kept, vals []any) bool {
 	if len(kept) != len(vals) {
 		return false
 	}
 	for i, v := range vals {
+		if sameWord(kept[i], v) {
+			continue
+		}
 		if k, ok := kept[i].(*keyedRead); ok {
-			if !c.diffs.keyedSame(k, v) {
+			var memo *diffMemo
+			if r != nil {
+				memo = r.diffMemo(i)
+			}
+			if !c.diffs.keyedSameMemo(k, v, memo) {
 				return false
 			}
 			continue
@@ -689,6 +750,27 @@ func (c *bodyCache) same(kept, vals []any) bool {
 		kept[i] = v
 	}
 	return true
+}
+
+// sameWord says whether a and b are one string, integer or bool (the same type and the same
+// word: a pointer to one boxed value), compared without reading what they point to (a kept
+// iteration's read of a name of the template's list, the one the loop reads again), or one
+// built-in function (namespace, read by the Ingress example's backends), or both not set.
+func sameWord(a, b any) bool {
+	switch a.(type) {
+	case string, int64, bool, *builtin, notSet:
+		x, y := (*[2]unsafe.Pointer)(unsafe.Pointer(&a)), (*[2]unsafe.Pointer)(unsafe.Pointer(&b))
+		return *x == *y
+	}
+	return false
+}
+
+// diffMemo is the memo of read i's diff (recordDiffs.keyedSameMemo).
+func (r *bodyRun) diffMemo(i int) *diffMemo {
+	for len(r.diffs) <= i {
+		r.diffs = append(r.diffs, diffMemo{})
+	}
+	return &r.diffs[i]
 }
 
 // dataID is the identity of a map or record of the data; false for other values.

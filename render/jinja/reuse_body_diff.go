@@ -59,19 +59,34 @@ type recordDiff struct {
 // (keyedRead.same), through the diff between v and the record k was last found the same in
 // when there is one (ds nil: keyedRead.same).
 func (ds *recordDiffs) keyedSame(k *keyedRead, v any) bool {
+	return ds.keyedSameMemo(k, v, nil)
+}
+
+// keyedSameMemo is keyedSame, with the diff last found for the read in memo (nil: none):
+// the iterations of a loop's run find the same one, for each of their keyed reads.
+func (ds *recordDiffs) keyedSameMemo(k *keyedRead, v any, memo *diffMemo) bool {
 	if ds == nil {
 		return k.same(v)
 	}
-	if d := ds.diffFor(k, v); d != nil && !d.touches(k.looked) {
+	if d := ds.diffFor(k, v, memo); d != nil && !d.touches(k.looked) {
 		k.ident.Store(d.box)
 		return true
 	}
 	return k.same(v)
 }
 
+// diffMemo is the diff diffFor found last for one read of a loop's run: between old and cur
+// (nil: none, or too much differs). A diff is what differs between its two records, which
+// never change: it is theirs for good.
+type diffMemo struct {
+	old, cur *record.Record
+	d        *recordDiff
+}
+
 // diffFor is what differs between the record k was last found the same in and v, when both
-// are large records of the data; nil when not, or when too much differs.
-func (ds *recordDiffs) diffFor(k *keyedRead, v any) *recordDiff {
+// are large records of the data; nil when not, or when too much differs. memo (nil: none)
+// answers for the pair it holds, without the lock and the list, and is set to the answer.
+func (ds *recordDiffs) diffFor(k *keyedRead, v any, memo *diffMemo) *recordDiff {
 	cur, ok := v.(*record.Record)
 	if !ok || cur.Len() < minDiffed || k.stop {
 		return nil
@@ -84,6 +99,19 @@ func (ds *recordDiffs) diffFor(k *keyedRead, v any) *recordDiff {
 	if !ok || old == cur || old.Len() < minDiffed {
 		return nil
 	}
+	if memo != nil && memo.old == old && memo.cur == cur {
+		return memo.d
+	}
+	d := ds.listed(old, cur)
+	if memo != nil {
+		*memo = diffMemo{old, cur, d}
+	}
+	return d
+}
+
+// listed is the diff of old to cur of this render, made when first asked for; nil when too
+// much differs, or when the render has compared maxDiffs pairs.
+func (ds *recordDiffs) listed(old, cur *record.Record) *recordDiff {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
 	var d *recordDiff
@@ -158,10 +186,11 @@ func (d *recordDiff) touches(looked []lookup) bool {
 		return false // the same entries: the lookups need not be read
 	}
 	for _, l := range looked {
-		key, ok := l.key.(string)
-		if !ok {
+		if _, ok := l.key.(string); !ok {
 			return true
 		}
+		key := l.hk.s // the key's string (keyOf), without following the key's own pointer
+
 		if slices.Contains(d.few, key) {
 			return true
 		}

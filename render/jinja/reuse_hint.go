@@ -32,16 +32,18 @@ func (p *placed[E]) at(i int) (E, bool) {
 // in the render that added one Ingress.
 const realignWindow = 8
 
-// realign makes the items after item i look in the hints after e, when e is one of them.
-func (p *placed[E]) realign(e E, i int) {
+// realign makes the items after item i look in the hints after e, when e is one of them;
+// true when it indexed the hints for that (a map of them made).
+func (p *placed[E]) realign(e E, i int) (indexed bool) {
 	if len(p.hints) == 0 {
-		return
+		return false
 	}
 	if j, ok := p.near(e, i+p.offset); ok {
 		p.offset = j - i
-		return
+		return false
 	}
 	if p.pos == nil {
+		indexed = true
 		var zero E
 		p.pos = make(map[E]int, len(p.hints))
 		for j, h := range p.hints {
@@ -53,6 +55,7 @@ func (p *placed[E]) realign(e E, i int) {
 	if j, ok := p.pos[e]; ok {
 		p.offset = j - i
 	}
+	return indexed
 }
 
 // near is the place of e in the hints within realignWindow of at (the first such); false
