@@ -54,9 +54,10 @@ type seqKey struct {
 
 // seqSite is what is kept of a call site.
 type seqSite struct {
-	idle    int         // sweeps since it last ran
-	refused int         // calls in a row that kept nothing (maxRefused: the site is not tried)
-	calls   []*seqState // by the call's number in a render
+	idle    int          // sweeps since it last ran
+	refused int          // calls in a row that kept nothing (maxRefused: the site is not tried)
+	calls   []*seqState  // by the call's number in a render
+	joins   []*joinState // join's, by the call's number in a render (reuse_join.go)
 }
 
 // seqArgs are what a call computes with, besides its items.
@@ -115,37 +116,11 @@ type seqCall struct {
 // seqCall returns the call of the filter name (at the site evalFilter noted) on n items,
 // whose work may be kept; nil when not.
 func (e *evaluator) seqCall(name string, n int, args seqArgs) *seqCall {
-	at := e.filterAt
-	e.filterAt = nil
-	if at == nil || at.Name != name || n < minSeqKept || e.shared == nil || e.shared.Across == nil ||
-		e.bodies.off() || e.taint.any() {
+	c, s, k, ok := e.siteCall(name, n)
+	if !ok {
 		return nil
 	}
-	e.bodyState()
-	c := &e.shared.Across.bodies
-	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := seqKey{weak.Make(e.prog), at}
-	s := c.seqs[key]
-	if s == nil {
-		s = &seqSite{}
-		if c.seqs == nil {
-			c.seqs = map[seqKey]*seqSite{}
-		}
-		c.seqs[key] = s
-	}
-	s.idle = 0
-	if s.refused >= maxRefused {
-		return nil
-	}
-	if e.bodies.seqCalls == nil {
-		e.bodies.seqCalls = map[*seqSite]int{}
-	}
-	k := e.bodies.seqCalls[s]
-	e.bodies.seqCalls[s] = k + 1
-	if k >= maxSeqCalls {
-		return nil
-	}
 	sc := &seqCall{c: c, site: s, k: k, args: args, sc: c.seqScratch}
 	c.seqScratch = nil
 	if sc.sc == nil {
@@ -155,6 +130,45 @@ func (e *evaluator) seqCall(name string, n int, args seqArgs) *seqCall {
 		sc.last, s.calls[k] = s.calls[k], nil // this render's, while it computes
 	}
 	return sc
+}
+
+// siteCall finds the site of the filter name (at the site evalFilter noted) called on n
+// items, and the call's number there in this render, with c locked; false: its work is not
+// to be kept (c not locked).
+func (e *evaluator) siteCall(name string, n int) (c *bodyCache, s *seqSite, k int, ok bool) {
+	at := e.filterAt
+	e.filterAt = nil
+	if at == nil || at.Name != name || n < minSeqKept || e.shared == nil || e.shared.Across == nil ||
+		e.bodies.off() || e.taint.any() {
+		return nil, nil, 0, false
+	}
+	e.bodyState()
+	c = &e.shared.Across.bodies
+	c.mu.Lock()
+	key := seqKey{weak.Make(e.prog), at}
+	s = c.seqs[key]
+	if s == nil {
+		s = &seqSite{}
+		if c.seqs == nil {
+			c.seqs = map[seqKey]*seqSite{}
+		}
+		c.seqs[key] = s
+	}
+	s.idle = 0
+	if s.refused >= maxRefused {
+		c.mu.Unlock()
+		return nil, nil, 0, false
+	}
+	if e.bodies.seqCalls == nil {
+		e.bodies.seqCalls = map[*seqSite]int{}
+	}
+	k = e.bodies.seqCalls[s]
+	e.bodies.seqCalls[s] = k + 1
+	if k >= maxSeqCalls {
+		c.mu.Unlock()
+		return nil, nil, 0, false
+	}
+	return c, s, k, true
 }
 
 // done keeps st (nil: nothing) as the call's; patched: st was patched from the last.
