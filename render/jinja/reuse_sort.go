@@ -8,7 +8,6 @@ import (
 	"weak"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
-	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
 // sort and unique keep, per call site (a filter node of a program, with a ModuleCache), what
@@ -45,11 +44,12 @@ const maxSeqOwned = 64
 // endpoint's change, say), and sorted again at the next change of an Ingress.
 const maxSeqIdle = 64
 
-// seqKey is a call site of sort or unique: its filter node, in a program (held weakly: a
-// program replaced, its sites are forgotten at the next sweep).
+// seqKey is a call site of sort, unique or join (its filter node, a *parse.FilterExpr) or of
+// a list's extend (its call, a *parse.CallExpr: reuse_extend.go), in a program (held weakly:
+// a program replaced, its sites are forgotten at the next sweep).
 type seqKey struct {
 	prog weak.Pointer[Program]
-	at   *parse.FilterExpr
+	at   any
 }
 
 // seqSite is what is kept of a call site.
@@ -58,6 +58,9 @@ type seqSite struct {
 	refused int          // calls in a row that kept nothing (maxRefused: the site is not tried)
 	calls   []*seqState  // by the call's number in a render
 	joins   []*joinState // join's, by the call's number in a render (reuse_join.go)
+	// extended: extend's, how long the last list it grew was at the end of the last render
+	// it ran in (reuse_extend.go).
+	extended int
 }
 
 // seqArgs are what a call computes with, besides its items.
