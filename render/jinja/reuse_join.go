@@ -135,6 +135,10 @@ func (st *joinState) make(e *evaluator, items []any, parts []any) (s string, pat
 			}
 		}
 	}
+	if patched && st.sameParts(e, items, from, parts) {
+		st.items = slices.Clone(items)
+		return st.s, true, true, true
+	}
 	var b strings.Builder
 	b.Grow(len(st.s) + 64)
 	ends := make([]int32, n)
@@ -164,6 +168,30 @@ func (st *joinState) make(e *evaluator, items []any, parts []any) (s string, pat
 	}
 	st.items, st.ends, st.s = slices.Clone(items), ends, b.String()
 	return st.s, patched, keep, true
+}
+
+// sameParts says whether items make st.s again: each matched where it was, each other (of
+// immutable items) with the part the last call's item at its place had (an Ingress whose
+// paths changed, its uid the same). The string is then st's, not copied.
+func (st *joinState) sameParts(e *evaluator, items []any, from []int32, parts []any) bool {
+	if len(items) != len(st.items) {
+		return false
+	}
+	start := 0
+	for j, o := range from {
+		end := int(st.ends[j])
+		if int(o) != j {
+			if o >= 0 || !immutableItem(items[j]) {
+				return false
+			}
+			part, err := e.joinPart(items[j], parts, st.attr != nil)
+			if err != nil || part != st.s[start:end] {
+				return false
+			}
+		}
+		start = end + len(st.sep)
+	}
+	return true
 }
 
 // copyRun copies the parts of the run of items from j matched with the last call's from o on

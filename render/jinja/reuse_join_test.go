@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 )
@@ -44,7 +45,7 @@ func (w *joinWorld) record() *record.Record {
 func (w *joinWorld) step() (string, map[string]any) {
 	what := ""
 	n := len(w.recs)
-	switch w.rng.IntN(8) {
+	switch w.rng.IntN(9) {
 	case 0:
 		what = "nothing"
 	case 1:
@@ -75,6 +76,13 @@ func (w *joinWorld) step() (string, map[string]any) {
 		run := []any{w.record(), w.record(), w.record()}
 		w.recs = slices.Concat(w.recs[:i], run, w.recs[min(n, i+5):])
 		what = "a run replaced"
+	case 7:
+		// The same uid, another name: the uids' string is the last one.
+		i := w.rng.IntN(n)
+		meta, _ := w.recs[i].(*record.Record).Get("meta")
+		w.next++
+		w.recs[i] = record.FromMap(nil, map[string]any{"name": fmt.Sprintf("r%d", w.next), "meta": meta, "n": int64(1)})
+		what = "one replaced, its uid the same"
 	default:
 		w.recs = append(w.recs, w.record())
 		what = "one appended"
@@ -132,6 +140,13 @@ func TestJoinPatchDecisions(t *testing.T) {
 	for i := range 200 {
 		base = append(base, rec(i))
 	}
+	replaced := func(at ...int) []any {
+		out := slices.Clone(base)
+		for _, i := range at {
+			out[i] = rec(i) // another record, its uid the same
+		}
+		return out
+	}
 	dicts := func(items []any) []any {
 		out := slices.Clone(items)
 		out[3] = &Dict{}
@@ -142,20 +157,24 @@ func TestJoinPatchDecisions(t *testing.T) {
 		first, next   []any
 		attr          any
 		patched, kept bool
+		same          bool // the last string given again (sameParts)
 	}{
-		{"the same items", base, base, "uid", true, true},
-		{"one added", base, slices.Concat(base[:50], []any{rec(1000)}, base[50:]), "uid", true, true},
-		{"one deleted", base, slices.Concat(base[:50], base[51:]), "uid", true, true},
-		{"the first and last replaced", base, slices.Concat([]any{rec(1000)}, base[1:199], []any{rec(1001)}), "uid", true, true},
+		{"the same items", base, base, "uid", true, true, true},
+		{"one replaced, its part the same", base, replaced(70), "uid", true, true, true},
+		{"the first and last replaced, their parts the same", base, replaced(0, 199), "uid", true, true, true},
+		{"one replaced, its part another", base, slices.Concat(base[:70], []any{rec(1000)}, base[71:]), "uid", true, true, false},
+		{"one added", base, slices.Concat(base[:50], []any{rec(1000)}, base[50:]), "uid", true, true, false},
+		{"one deleted", base, slices.Concat(base[:50], base[51:]), "uid", true, true, false},
+		{"the first and last replaced", base, slices.Concat([]any{rec(1000)}, base[1:199], []any{rec(1001)}), "uid", true, true, false},
 		{"two swapped", base, func() []any {
 			out := slices.Clone(base)
 			out[10], out[150] = out[150], out[10]
 			return out
-		}(), "uid", true, true},
-		{"most items new", base, slices.Concat(base[:50], base[:150]), "uid", false, true},
-		{"another attribute", base, base, "other", false, true},
-		{"an item that may change, first", dicts(base), base, "uid", false, true},
-		{"an item that may change, next", base, dicts(base), "uid", true, false},
+		}(), "uid", true, true, false},
+		{"most items new", base, slices.Concat(base[:50], base[:150]), "uid", false, true, false},
+		{"another attribute", base, base, "other", false, true, false},
+		{"an item that may change, first", dicts(base), base, "uid", false, true, false},
+		{"an item that may change, next", base, dicts(base), "uid", true, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := &evaluator{maxSize: 1 << 30}
@@ -175,6 +194,7 @@ func TestJoinPatchDecisions(t *testing.T) {
 			if !ok || patched || s != want(c.first, "uid") {
 				t.Fatalf("first call: %q, patched %v, ok %v", s, patched, ok)
 			}
+			last := s
 			if c.attr != st.attr || !keep {
 				st = &joinState{sep: ",", attr: c.attr} // as joinKept: nothing kept to patch
 			}
@@ -184,6 +204,9 @@ func TestJoinPatchDecisions(t *testing.T) {
 			}
 			if patched != c.patched || keep != c.kept {
 				t.Errorf("patched %v, kept %v; want %v, %v", patched, keep, c.patched, c.kept)
+			}
+			if same := unsafe.StringData(s) == unsafe.StringData(last); same != c.same {
+				t.Errorf("the last string given again: %v, want %v", same, c.same)
 			}
 		})
 	}
