@@ -621,6 +621,8 @@ func (e *evaluator) pySplit(s, name string, a []any, kw map[string]any) (any, er
 			return nil, errors.New("empty separator")
 		}
 		switch {
+		case maxSplit < 0 && name == "split":
+			parts = e.splitKept(s, sep)
 		case maxSplit < 0:
 			parts = splitAll(s, sep)
 		case name == "split":

@@ -56,16 +56,16 @@ type bodyCache struct {
 	// last found the same in, the one read now), since the last sweep (reuse_body_diff.go).
 	diffs recordDiffs
 	// sealedSame: kept reads found the same as sealed (reuse_body_sealed.go), for tests.
-	sealedSame  int
-	filters     map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
-	selects     map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
-	selectKept  int                       // answers given as kept, for tests
-	seqs        map[seqKey]*seqSite       // sort's and unique's calls (reuse_sort.go)
-	seqPatched  int                       // calls of sort and unique patched, for tests
-	seqScratch  *seqScratch               // lent to a call of sort or unique at a time
-	joinPatched int                       // calls of join patched, for tests (reuse_join.go)
-	reused      int
-	reusedAt    map[loopAt]int // by loop, for tests
+	sealedSame int
+	filters    map[bodyKey]*filterLoop   // loops' filters (reuse_filter.go)
+	selects    map[selectKey]*selectLoop // selectattr's answers (reuse_select.go)
+	selectKept int                       // answers given as kept, for tests
+	seqs       map[seqKey]*seqSite       // sort's and unique's calls (reuse_sort.go)
+	seqPatched int                       // calls of sort and unique patched, for tests
+	seqScratch *seqScratch               // lent to a call of sort or unique at a time
+	strKept    strCounts                 // join's and split's, for tests (reuse_join.go)
+	reused     int
+	reusedAt   map[loopAt]int // by loop, for tests
 }
 
 // loopAt is where a loop is: its template and line.

@@ -18,6 +18,12 @@ import (
 // The other items' parts are computed as the filter does. A call that consumed marked text
 // (taint.go) or read an item that may change keeps nothing.
 
+// strCounts count the calls of join and split that used what was kept, for tests.
+type strCounts struct {
+	joinPatched int // join's patched (or given again)
+	splitsFound int // split's given again (reuse_split.go)
+}
+
 // joinState is what a call of join made.
 type joinState struct {
 	sep   string
@@ -61,7 +67,7 @@ func (jc *joinCall) done(st *joinState, patched bool) {
 	jc.c.mu.Lock()
 	defer jc.c.mu.Unlock()
 	if patched {
-		jc.c.joinPatched++
+		jc.c.strKept.joinPatched++
 	}
 	for len(jc.site.joins) <= jc.k {
 		jc.site.joins = append(jc.site.joins, nil)
@@ -79,7 +85,7 @@ func (jc *joinCall) done(st *joinState, patched bool) {
 func (c *ModuleCache) JoinPatched() int {
 	c.bodies.mu.Lock()
 	defer c.bodies.mu.Unlock()
-	return c.bodies.joinPatched
+	return c.bodies.strKept.joinPatched
 }
 
 // immutableItem says whether item cannot change: its part of a join (its str, or its

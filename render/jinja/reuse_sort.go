@@ -61,6 +61,7 @@ type seqSite struct {
 	// extended: extend's, how long the last list it grew was at the end of the last render
 	// it ran in (reuse_extend.go).
 	extended int
+	split    *splitSite // str.split's (reuse_split.go)
 }
 
 // seqArgs are what a call computes with, besides its items.
@@ -208,6 +209,8 @@ func (c *bodyCache) sweepSeqs() {
 	for key, s := range c.seqs {
 		if s.idle++; s.idle > maxSeqIdle || key.prog.Value() == nil {
 			delete(c.seqs, key)
+		} else if s.split != nil {
+			s.split.sweep()
 		}
 	}
 }
