@@ -141,7 +141,7 @@ func (st *joinState) make(e *evaluator, items []any, parts []any) (s string, pat
 			}
 		}
 	}
-	if patched && st.sameParts(e, items, from, parts) {
+	if patched && len(st.s) <= e.maxSize && st.sameParts(e, items, from, parts) {
 		st.items = slices.Clone(items)
 		return st.s, true, true, true
 	}

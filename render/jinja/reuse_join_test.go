@@ -211,3 +211,19 @@ func TestJoinPatchDecisions(t *testing.T) {
 		})
 	}
 }
+
+// A string kept longer than a render may make is not given again: the filter, run afresh,
+// fails as it does.
+func TestJoinKeptLongerThanTheRenderMayMakeIsNotGiven(t *testing.T) {
+	var items []any
+	for i := range 100 {
+		items = append(items, record.FromMap(nil, map[string]any{"uid": fmt.Sprintf("u%03d", i)}))
+	}
+	st := &joinState{sep: ",", attr: "uid"}
+	if _, _, _, ok := st.make(&evaluator{maxSize: 1 << 20}, items, attrParts("uid")); !ok {
+		t.Fatal("first call not made")
+	}
+	if s, _, _, ok := st.make(&evaluator{maxSize: 100}, items, attrParts("uid")); ok {
+		t.Errorf("made %d bytes where 100 may be", len(s))
+	}
+}
