@@ -2,9 +2,9 @@ package jinja
 
 import "weak"
 
-// extend grows a list by doubling (appendDoubling); a large list it grows is made, at once,
-// as long as the last list extend grew at the same call site was at the end of the last
-// render. The Ingress example merges its 160 blocks' parts into lists of 10,000 items and
+// extend grows a list by doubling (appendDoubling); the first large list it grows at a call
+// site in a render is made, at once, as long as the first one it grew there in the last
+// render was at its end. The Ingress example merges its 160 blocks' parts into lists of 10,000 items and
 // more at each change of an Ingress: doubling copied each about twice over and allocated
 // twice its size. The room is a guess (the output is the same whatever it is): a list that
 // ends shorter than the last holds the difference until it is dropped.
@@ -33,6 +33,9 @@ func (e *evaluator) extendRoom(l *List, n int) int {
 		c.seqs[key] = s
 	}
 	s.idle = 0
+	if _, seen := e.grown[s]; seen {
+		return 0 // one list per site and render: a loop making many, one takes the room
+	}
 	if e.grown == nil {
 		e.grown = map[*seqSite]*List{}
 	}
@@ -40,7 +43,8 @@ func (e *evaluator) extendRoom(l *List, n int) int {
 	return min(s.extended, e.maxItems)
 }
 
-// noteGrown notes, at the end of a render, how long the lists its extends grew are, by site.
+// noteGrown notes, at the end of a render, how long the first lists its extends grew are, by
+// site.
 func (c *ModuleCache) noteGrown(grown map[*seqSite]*List) {
 	c.bodies.mu.Lock()
 	defer c.bodies.mu.Unlock()

@@ -38,10 +38,16 @@ func TestExtendRoomDecisions(t *testing.T) {
 		{"a render apart", &evaluator{callAt: at, shared: &Modules{Across: &cache, Apart: true}}, &List{items: make([]any, 1000)}, 1100, 0},
 		{"no cache", &evaluator{callAt: at, shared: &Modules{}}, &List{items: make([]any, 1000)}, 1100, 0},
 		{"more than the render may hold", &evaluator{callAt: at, maxItems: 3000}, &List{items: make([]any, 1000)}, 1100, 3000},
+		{"a second list grown at the site in the render", &evaluator{callAt: at, grown: map[*seqSite]*List{}}, &List{items: make([]any, 1000)}, 1100, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := c.e
 			e.prog = p
+			if e.grown != nil {
+				for _, s := range cache.bodies.seqs {
+					e.grown[s] = &List{} // another list grown at the site before
+				}
+			}
 			if e.shared == nil {
 				e.shared = &Modules{Across: &cache}
 			}
