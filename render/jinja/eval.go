@@ -82,13 +82,15 @@ type evaluator struct {
 	depth    int // nested macro calls, includes, recursive loops
 
 	autoescape bool
-	taint      mark              // the marked text the current operation consumed (taint.go)
-	kwOrder    []string          // the keyword arguments of the call being made, in order
-	kwFree     map[string]any    // an empty keyword map a call gave back (recycleKw), for the next
-	orderFree  []string          // and its order slice
-	argsFree   [][]any           // argument lists method calls gave back (recycleArgs), a few
-	blockIn    any               // the input of the innermost filter of a {% filter %} or {% set %} block
-	filterAt   *parse.FilterExpr // the filter being called, for sort and unique (reuse_sort.go)
+	taint      mark               // the marked text the current operation consumed (taint.go)
+	kwOrder    []string           // the keyword arguments of the call being made, in order
+	kwFree     map[string]any     // an empty keyword map a call gave back (recycleKw), for the next
+	orderFree  []string           // and its order slice
+	argsFree   [][]any            // argument lists method calls gave back (recycleArgs), a few
+	blockIn    any                // the input of the innermost filter of a {% filter %} or {% set %} block
+	filterAt   *parse.FilterExpr  // the filter being called, for sort and unique (reuse_sort.go)
+	callAt     *parse.CallExpr    // the method being called, for extend (reuse_extend.go)
+	grown      map[*seqSite]*List // the lists extend grew, by site, to note their lengths (reuse_extend.go)
 
 	cur       *Template          // whose nodes run now (errors are located in it)
 	root      *frame             // the current template's top-level frame

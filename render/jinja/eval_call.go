@@ -155,7 +155,9 @@ func (e *evaluator) evalCallWith(x *parse.CallExpr, f *frame, caller *Macro) (an
 			}
 			outer := e.taint
 			e.taint = mark{}
+			e.callAt = x
 			v, err := e.callMethod(obj, a.Name, list, kw)
+			e.callAt = nil
 			if _, ok := v.(notMade); ok && err == nil {
 				v, err = e.eval(lazy, f)
 			}

@@ -195,6 +195,9 @@ func fJoin(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	}
 	attr := argOr(p[1], nil)
 	parts := attrParts(attr)
+	if s, ok := e.joinKept(items, sep, attr, parts); ok {
+		return s, nil
+	}
 	var b strings.Builder
 	for i, it := range items {
 		if attr != nil {

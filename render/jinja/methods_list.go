@@ -44,7 +44,7 @@ func (e *evaluator) listMethod(obj any, name string, a []any, kw map[string]any)
 		if err := e.checkItems(len(l.items) + len(items)); err != nil {
 			return nil, err
 		}
-		l.items = appendDoubling(l.items, items)
+		l.items = appendDoubling(l.items, items, e.extendRoom(l, len(l.items)+len(items)))
 		return nil, nil
 	case "insert":
 		return nil, e.listInsert(l, a)
@@ -265,13 +265,14 @@ func (e *evaluator) seqSearch(items []any, name string, a []any) (any, error) {
 // at a time with append past a few hundred items, and allocates five times its size. Only
 // extend grows so: a list appended to an item at a time is usually small and often kept (a
 // module's export), where doubling's spare room would be held until the next render (0.7 MB
-// more live heap at 3,000 HTTPRoutes when append doubled too).
-func appendDoubling(dst, src []any) []any {
+// more live heap at 3,000 HTTPRoutes when append doubled too). room: at least that much room
+// when it grows (extendRoom: the last render's list at the same site).
+func appendDoubling(dst, src []any, room int) []any {
 	n := len(dst) + len(src)
 	if n <= cap(dst) {
 		return append(dst, src...)
 	}
-	grown := make([]any, len(dst), max(n, 2*cap(dst)))
+	grown := make([]any, len(dst), max(n, 2*cap(dst), room))
 	copy(grown, dst)
 	return append(grown, src...)
 }

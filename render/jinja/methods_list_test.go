@@ -15,7 +15,7 @@ func TestAppendDoubling(t *testing.T) {
 		block := []any{i, i, i, i, i, i, i, i, i, i}
 		before := cap(l)
 		want := append(slices.Clip(slices.Clone(l)), block...)
-		l = appendDoubling(l, block)
+		l = appendDoubling(l, block, 0)
 		if !slices.Equal(l, want) {
 			t.Fatalf("block %d: %v, want %v", i, l, want)
 		}

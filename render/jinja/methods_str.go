@@ -621,8 +621,10 @@ func (e *evaluator) pySplit(s, name string, a []any, kw map[string]any) (any, er
 			return nil, errors.New("empty separator")
 		}
 		switch {
+		case maxSplit < 0 && name == "split":
+			parts = e.splitKept(s, sep)
 		case maxSplit < 0:
-			parts = strings.Split(s, sep)
+			parts = splitAll(s, sep)
 		case name == "split":
 			parts = strings.SplitN(s, sep, int(maxSplit)+1)
 		default:
@@ -634,6 +636,22 @@ func (e *evaluator) pySplit(s, name string, a []any, kw map[string]any) (any, er
 		out[i] = p
 	}
 	return &List{items: out}, nil
+}
+
+// splitAll is strings.Split(s, sep) (sep not empty) in one pass over s: strings.Split counts
+// the separators first, a second pass. A pass costs a call of IndexByte per occurrence of
+// sep's first byte: the Ingress example splits the 10,000 uids it joins with commas at
+// ",00", ",40"... in four passes (a comma every 37 bytes).
+func splitAll(s, sep string) []string {
+	var out []string
+	for {
+		i := strings.Index(s, sep)
+		if i < 0 {
+			return append(out, s)
+		}
+		out = append(out, s[:i])
+		s = s[i+len(sep):]
+	}
 }
 
 func rsplitN(s, sep string, n int) []string {

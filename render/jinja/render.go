@@ -89,6 +89,11 @@ func (p *Program) RenderSharing(ctx context.Context, vars map[string]any, lim Li
 		e.origins = &res.origins
 	}
 	defer func() {
+		if len(e.grown) > 0 {
+			// How much room the next render's extends make; first: its lists are all its own
+			// until it releases what it was lent.
+			mods.Across.noteGrown(e.grown)
+		}
 		if len(e.lent) > 0 {
 			mods.Across.release(e.lent) // the kept modules it had to itself
 		}

@@ -68,6 +68,7 @@ type bodyCache struct {
 	seqs         map[seqKey]*seqSite       // sort's and unique's calls (reuse_sort.go)
 	seqPatched   int                       // calls of sort and unique patched, for tests
 	seqScratch   *seqScratch               // lent to a call of sort or unique at a time
+	strKept      strCounts                 // join's and split's, for tests (reuse_join.go)
 	reused       int
 	reusedAt     map[loopAt]int // by loop, for tests
 }

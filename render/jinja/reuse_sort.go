@@ -8,7 +8,6 @@ import (
 	"weak"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
-	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
 
 // sort and unique keep, per call site (a filter node of a program, with a ModuleCache), what
@@ -45,18 +44,24 @@ const maxSeqOwned = 64
 // endpoint's change, say), and sorted again at the next change of an Ingress.
 const maxSeqIdle = 64
 
-// seqKey is a call site of sort or unique: its filter node, in a program (held weakly: a
-// program replaced, its sites are forgotten at the next sweep).
+// seqKey is a call site of sort, unique or join (its filter node, a *parse.FilterExpr) or of
+// a list's extend (its call, a *parse.CallExpr: reuse_extend.go), in a program (held weakly:
+// a program replaced, its sites are forgotten at the next sweep).
 type seqKey struct {
 	prog weak.Pointer[Program]
-	at   *parse.FilterExpr
+	at   any
 }
 
 // seqSite is what is kept of a call site.
 type seqSite struct {
-	idle    int         // sweeps since it last ran
-	refused int         // calls in a row that kept nothing (maxRefused: the site is not tried)
-	calls   []*seqState // by the call's number in a render
+	idle    int          // sweeps since it last ran
+	refused int          // calls in a row that kept nothing (maxRefused: the site is not tried)
+	calls   []*seqState  // by the call's number in a render
+	joins   []*joinState // join's, by the call's number in a render (reuse_join.go)
+	// extended: extend's, how long the last list it grew was at the end of the last render
+	// it ran in (reuse_extend.go).
+	extended int
+	split    *splitSite // str.split's (reuse_split.go)
 }
 
 // seqArgs are what a call computes with, besides its items.
@@ -115,37 +120,11 @@ type seqCall struct {
 // seqCall returns the call of the filter name (at the site evalFilter noted) on n items,
 // whose work may be kept; nil when not.
 func (e *evaluator) seqCall(name string, n int, args seqArgs) *seqCall {
-	at := e.filterAt
-	e.filterAt = nil
-	if at == nil || at.Name != name || n < minSeqKept || e.shared == nil || e.shared.Across == nil ||
-		e.bodies.off() || e.taint.any() {
+	c, s, k, ok := e.siteCall(name, n)
+	if !ok {
 		return nil
 	}
-	e.bodyState()
-	c := &e.shared.Across.bodies
-	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := seqKey{weak.Make(e.prog), at}
-	s := c.seqs[key]
-	if s == nil {
-		s = &seqSite{}
-		if c.seqs == nil {
-			c.seqs = map[seqKey]*seqSite{}
-		}
-		c.seqs[key] = s
-	}
-	s.idle = 0
-	if s.refused >= maxRefused {
-		return nil
-	}
-	if e.bodies.seqCalls == nil {
-		e.bodies.seqCalls = map[*seqSite]int{}
-	}
-	k := e.bodies.seqCalls[s]
-	e.bodies.seqCalls[s] = k + 1
-	if k >= maxSeqCalls {
-		return nil
-	}
 	sc := &seqCall{c: c, site: s, k: k, args: args, sc: c.seqScratch}
 	c.seqScratch = nil
 	if sc.sc == nil {
@@ -155,6 +134,45 @@ func (e *evaluator) seqCall(name string, n int, args seqArgs) *seqCall {
 		sc.last, s.calls[k] = s.calls[k], nil // this render's, while it computes
 	}
 	return sc
+}
+
+// siteCall finds the site of the filter name (at the site evalFilter noted) called on n
+// items, and the call's number there in this render, with c locked; false: its work is not
+// to be kept (c not locked).
+func (e *evaluator) siteCall(name string, n int) (c *bodyCache, s *seqSite, k int, ok bool) {
+	at := e.filterAt
+	e.filterAt = nil
+	if at == nil || at.Name != name || n < minSeqKept || e.shared == nil || e.shared.Across == nil ||
+		e.bodies.off() || e.taint.any() {
+		return nil, nil, 0, false
+	}
+	e.bodyState()
+	c = &e.shared.Across.bodies
+	c.mu.Lock()
+	key := seqKey{weak.Make(e.prog), at}
+	s = c.seqs[key]
+	if s == nil {
+		s = &seqSite{}
+		if c.seqs == nil {
+			c.seqs = map[seqKey]*seqSite{}
+		}
+		c.seqs[key] = s
+	}
+	s.idle = 0
+	if s.refused >= maxRefused {
+		c.mu.Unlock()
+		return nil, nil, 0, false
+	}
+	if e.bodies.seqCalls == nil {
+		e.bodies.seqCalls = map[*seqSite]int{}
+	}
+	k = e.bodies.seqCalls[s]
+	e.bodies.seqCalls[s] = k + 1
+	if k >= maxSeqCalls {
+		c.mu.Unlock()
+		return nil, nil, 0, false
+	}
+	return c, s, k, true
 }
 
 // done keeps st (nil: nothing) as the call's; patched: st was patched from the last.
@@ -191,6 +209,8 @@ func (c *bodyCache) sweepSeqs() {
 	for key, s := range c.seqs {
 		if s.idle++; s.idle > maxSeqIdle || key.prog.Value() == nil {
 			delete(c.seqs, key)
+		} else if s.split != nil {
+			s.split.sweep()
 		}
 	}
 }
