@@ -451,7 +451,8 @@ func (a *adopter) adopt(v any, depth int) bool {
 	return false // a tuple (retaint changes it in place), a generator, ...
 }
 
-// disown undoes adopt: v's dicts and lists that are l's are nobody's.
+// disown undoes adopt: v's dicts and lists that are l's are nobody's, counted in l's disowns
+// (a reader that saw them l's, and l not spoiled, must see that they may be no longer).
 func disown(v any, l *loan) {
 	switch x := v.(type) {
 	case *Namespace:
@@ -459,6 +460,7 @@ func disown(v any, l *loan) {
 	case *List:
 		if x.owner == l {
 			x.owner = nil
+			l.disowns.Add(1)
 			for _, e := range x.items {
 				disown(e, l)
 			}
@@ -466,6 +468,7 @@ func disown(v any, l *loan) {
 	case *Dict:
 		if x.owner == l {
 			x.owner = nil
+			l.disowns.Add(1)
 			for _, e := range x.vals {
 				disown(e, l)
 			}

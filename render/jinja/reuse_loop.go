@@ -69,6 +69,10 @@ type loan struct {
 	// retired: a kept module another took the place of: spoiling it makes no copy
 	// (onSpoil), and no loan keeps it as a dependent.
 	retired atomic.Bool
+	// disowns counts the dicts and lists that stopped being its without spoiling it
+	// (disown): while it and spoiled are as a reader saw them, every dict and list that was
+	// its then still is (reuse_sort.go reads no item's owner again).
+	disowns atomic.Uint32
 	mu      sync.Mutex
 	// deps are the kept modules' loans that hold values of this one's as they are: a change
 	// of one of its values spoils them too, before it is made (the HTTPRoute example's model

@@ -20,8 +20,9 @@ import (
 // replaced, found in O(n) without a map); a matched item is as it was when the last call read
 // its key when it cannot have changed since: a string, a number, a record of the data, or a
 // dict or list owned whole by a loan not spoiled since (reuse_body_sealed.go: any change of
-// one spoils its loan first). Identity alone is not enough: a template changes its lists and
-// dicts in place. The others' keys are computed, and the output patched: sort drops the
+// one spoils its loan first) and that disowned none since (loan.disowns): the items' owners
+// are not read again, only their loans, once a run. Identity alone is not enough: a template
+// changes its lists and dicts in place. The others' keys are computed, and the output patched: sort drops the
 // items gone and inserts the new ones by binary search on (key, position), which is where a
 // stable sort puts them (reverse too: Python's keeps ties in order); unique decides again
 // only the keys whose first item may have changed (a first item gone, an item added).
@@ -99,10 +100,12 @@ type seqScratch struct {
 	keys            []any
 }
 
-// ownRun is a run of items (up to end) owned by one loan (nil: immutable), or not matched
-// again (!ok: a dict or list of nobody's, or another value that may change).
+// ownRun is a run of items (up to end) owned whole by one loan (nil: immutable) when its
+// disowns were gen, or not matched again (!ok: a dict or list of nobody's, or another value
+// that may change).
 type ownRun struct {
 	end  int32
+	gen  uint32
 	loan *loan
 	ok   bool
 }
@@ -317,30 +320,44 @@ func compareKeys(a, b any, reverse bool) int {
 	return c
 }
 
-// addOwned notes who owns the next item (l, ok: ownerFor) in owned, runs up to n items.
-func addOwned(owned []ownRun, n int, l *loan, ok bool) []ownRun {
-	if k := len(owned); k > 0 && owned[k-1].loan == l && owned[k-1].ok == ok {
+// addOwned notes who owns the items up to n (l when its disowns were gen, ok: ownerFor) in
+// owned, by runs.
+func addOwned(owned []ownRun, n int, l *loan, gen uint32, ok bool) []ownRun {
+	if k := len(owned); k > 0 && owned[k-1].loan == l && owned[k-1].gen == gen && owned[k-1].ok == ok {
 		owned[k-1].end = int32(n)
 		return owned
 	}
-	return append(owned, ownRun{end: int32(n), loan: l, ok: ok})
+	return append(owned, ownRun{end: int32(n), gen: gen, loan: l, ok: ok})
 }
 
-// ownerFor is the loan that owns item whole (nil: item cannot change); false: item may
-// change unseen (a dict or list of nobody's, a tuple, ...).
-func ownerFor(item any) (*loan, bool) {
+// ownerFor is the loan that owns item whole (nil: item cannot change) and its disowns, read
+// before what it owns is (a disown after is seen: another count); false: item may change
+// unseen (a dict or list of nobody's, a tuple, ...).
+func ownerFor(item any) (*loan, uint32, bool) {
 	switch item.(type) {
 	case string, Markup, *tainted, int64, bool, *record.Record:
-		return nil, true
+		return nil, 0, true
 	case *List, *Dict:
 		l := ownerOf(item)
-		budget := maxSeqOwned
-		if l == nil || l.spoiled.Load() || !ownedBy(item, l, &budget) {
-			return nil, false
+		if l == nil {
+			return nil, 0, false
 		}
-		return l, true
+		gen := l.disowns.Load()
+		budget := maxSeqOwned
+		if l.spoiled.Load() || !ownedBy(item, l, &budget) {
+			return nil, 0, false
+		}
+		return l, gen, true
 	}
-	return nil, false
+	return nil, 0, false
+}
+
+// holds says whether the items of r are still as they were when r was noted: immutable, or
+// owned whole by its loan, not spoiled and with no dict or list disowned since (a change of
+// one spoils it before it is made; adopt and watch take only a dict or list of nobody's or of
+// a spoiled loan's; disown counts).
+func (r ownRun) holds() bool {
+	return r.ok && (r.loan == nil || !r.loan.spoiled.Load() && r.loan.disowns.Load() == r.gen)
 }
 
 // full computes st from scratch, as the filter does (sortOrder, the first of each key).
@@ -354,8 +371,8 @@ func (st *seqState) full(items []any, key func(any) (any, error), sc *seqScratch
 			return false
 		}
 		keys = append(keys, k)
-		l, ok := ownerFor(it)
-		st.owned = addOwned(st.owned, i+1, l, ok)
+		l, gen, ok := ownerFor(it)
+		st.owned = addOwned(st.owned, i+1, l, gen, ok)
 	}
 	sc.keys = keys
 	st.items = append(st.items[:0], items...)
@@ -438,33 +455,29 @@ func (st *seqState) patch(items []any, key func(any) (any, error), sc *seqScratc
 	return true
 }
 
-// reown makes sc.owned the owners of items: a matched item's as st had them, while the loan
-// that owned it whole then is not spoiled; the others' found (ownerFor), their keys computed
-// (sc.keys, by item; nil for the others), and those matched that may have changed unmatched.
-// A dict or list a loan owns stays its until the loan is spoiled: a change spoils its owner
-// before it is made and leaves it nobody's (List.changing), and adopt and watch take only a
-// dict or list of nobody's or of a spoiled loan's. The item's owner is read all the same, as
-// sealedRead.holds reads it: the guarantee does not rest on every path that hands a value
-// over (disown) keeping that rule (a cache miss per item: about a tenth of the Ingress
-// example's patched calls).
+// reown makes sc.owned the owners of items: a matched item's as st had them, while its run
+// holds (ownRun.holds: no item's owner is read again, a cache miss per item); the others'
+// found (ownerFor), their keys computed (sc.keys, by item: read only for those unmatched),
+// and those matched whose run no longer holds unmatched.
 func (st *seqState) reown(items []any, key func(any) (any, error), sc *seqScratch, d *differ) bool {
 	sc.owned = sc.owned[:0]
 	sc.keys = slices.Grow(sc.keys[:0], len(items))[:len(items)]
 	r := 0 // st's run of the item matched
-	var last *loan
-	spoiled := false // last's
-	for j, it := range items {
-		sc.keys[j] = nil
+	held := len(st.owned) > 0 && st.owned[0].holds()
+	for j := 0; j < len(items); {
 		if o := sc.from[j]; o >= 0 {
 			for st.owned[r].end <= o {
 				r++
+				held = st.owned[r].holds()
 			}
 			run := st.owned[r]
-			if run.loan != last {
-				last, spoiled = run.loan, run.loan != nil && run.loan.spoiled.Load()
-			}
-			if run.ok && !spoiled && ownerOf(it) == run.loan {
-				sc.owned = addOwned(sc.owned, j+1, run.loan, true)
+			if held { // the items matched next in the same run: all as they were
+				k := j + 1
+				for k < len(items) && sc.from[k] >= 0 && sc.from[k] < run.end {
+					k++
+				}
+				sc.owned = addOwned(sc.owned, k, run.loan, run.gen, true)
+				j = k
 				continue
 			}
 			sc.from[j] = -1 // may have changed: its key computed again
@@ -472,13 +485,14 @@ func (st *seqState) reown(items []any, key func(any) (any, error), sc *seqScratc
 				return false
 			}
 		}
-		k, err := key(it)
+		k, err := key(items[j])
 		if err != nil {
 			return false
 		}
 		sc.keys[j] = k
-		l, ok := ownerFor(it)
-		sc.owned = addOwned(sc.owned, j+1, l, ok)
+		l, gen, ok := ownerFor(items[j])
+		j++
+		sc.owned = addOwned(sc.owned, j, l, gen, ok)
 	}
 	return true
 }
