@@ -394,10 +394,10 @@ func (m *matcher) repeated(p *parser, rest string, known bool) (sec *Section, ne
 	if s.src == "" || s.Kind == "" || t.src == "" || t.Kind == "" || !strings.HasSuffix(s.src, "\n") {
 		return nil, false
 	}
-	if !known && !strings.HasPrefix(rest, s.src) || !strings.HasPrefix(rest[len(s.src):], t.src) {
-		return nil, false
-	}
 	if s.HasServers() && !slices.Equal(p.base(s), s.base) {
+		return nil, false // first: when defaults changed, no byte of the backends is compared twice
+	}
+	if !known && !strings.HasPrefix(rest, s.src) || !strings.HasPrefix(rest[len(s.src):], t.src) {
 		return nil, false
 	}
 	m.next++
