@@ -38,6 +38,18 @@ func ParseAfter(prev *Config, text []byte) (*Config, error) {
 	rest := unsafe.String(unsafe.SliceData(text), len(text))
 	var inserted []*Section // sections with servers found nowhere in prev
 	for n, implicit := 1, true; implicit || rest != ""; implicit = false {
+		if m != nil && !implicit {
+			// The sections rest repeats in prev's order, each for a comparison of its bytes.
+			for known := false; ; {
+				var sec *Section
+				if sec, known = m.repeated(p, rest, known); sec == nil {
+					break
+				}
+				c.add(p, sec, n, false)
+				rest = rest[len(sec.src):]
+				n += sec.nl
+			}
+		}
 		var sec, found *Section
 		end := 0 // the length of the section, when known
 		if m != nil {
@@ -57,22 +69,26 @@ func ParseAfter(prev *Config, text []byte) (*Config, error) {
 				return nil, err
 			}
 		}
-		p.enter(sec)
 		if found == nil && sec.HasServers() {
 			inserted = append(inserted, sec)
 		}
-		c.Sections = append(c.Sections, sec)
-		head := n
-		if implicit {
-			head = 0
-		}
-		c.Lines = append(c.Lines, SectionLines{Header: int32(head), Servers: int32(head)})
-		c.Conditional = c.Conditional || sec.cond
+		c.add(p, sec, n, implicit)
 		rest = rest[len(sec.src):]
 		n += sec.nl
 	}
 	c.uniqueProxies = m != nil && m.unique(inserted, c.Sections) || uniqueProxies(c.Sections)
 	return c, nil
+}
+
+// add appends a section read or reused, its header at line n.
+func (c *Config) add(p *parser, sec *Section, n int, implicit bool) {
+	p.enter(sec)
+	c.Sections = append(c.Sections, sec)
+	if implicit {
+		n = 0
+	}
+	c.Lines = append(c.Lines, SectionLines{Header: int32(n), Servers: int32(n)})
+	c.Conditional = c.Conditional || sec.cond
 }
 
 // unique reports that the sections of a configuration read after prev have unique proxy keys
@@ -362,6 +378,30 @@ func (m *matcher) find(rest string, implicit bool) *Section {
 	}
 	m.next = i + 1
 	return m.prev[i]
+}
+
+// repeated is the section of prev expected next when rest repeats it and then the one after it
+// in prev (so that the header line that ended it in prev's text follows it), and it inherits
+// the same there: the section find and reuse would find, for a comparison of its bytes (at
+// 10,000 sections, finding each by its header line and reading the line after it took more
+// than the change). known says rest is known to repeat it (the call before compared it);
+// known of the result says so of the one after. nil: find and reuse are asked.
+func (m *matcher) repeated(p *parser, rest string, known bool) (sec *Section, nextKnown bool) {
+	if m.next+1 >= len(m.prev) {
+		return nil, false
+	}
+	s, t := m.prev[m.next], m.prev[m.next+1]
+	if s.src == "" || s.Kind == "" || t.src == "" || t.Kind == "" || !strings.HasSuffix(s.src, "\n") {
+		return nil, false
+	}
+	if s.HasServers() && !slices.Equal(p.base(s), s.base) {
+		return nil, false // first: when defaults changed, no byte of the backends is compared twice
+	}
+	if !known && !strings.HasPrefix(rest, s.src) || !strings.HasPrefix(rest[len(s.src):], t.src) {
+		return nil, false
+	}
+	m.next++
+	return s, true
 }
 
 // nextHead is the header line of the section of prev expected next ("" for none): a header

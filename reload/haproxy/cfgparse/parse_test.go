@@ -452,3 +452,42 @@ func TestCommentLinesHaveNoWords(t *testing.T) {
 		}
 	}
 }
+
+// TestParseAfterRunOneByte: among many sections a rendering repeats in order (taken by their
+// bytes alone, matcher.repeated), one that differs by one byte (anywhere in it: its header,
+// a line, its last newline's place) is read again, and every other one is prev's.
+func TestParseAfterRunOneByte(t *testing.T) {
+	var s strings.Builder
+	s.WriteString("global\n    maxconn 10\ndefaults\n    mode http\n")
+	for i := range 50 {
+		fmt.Fprintf(&s, "backend be_%d\n    balance roundrobin\n    server s%d 10.0.0.%d:80\n", i, i, i+1)
+	}
+	text := s.String()
+	prev, _, err := parseBoth(t, nil, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := strings.Index(text, "backend be_25\n")
+	for _, edit := range []struct{ name, from, to string }{
+		{"header", "backend be_25\n", "backend be_2X\n"},
+		{"line", "    balance roundrobin\n    server s25", "    balance roundrobiN\n    server s25"},
+		{"server", "10.0.0.26:80\n", "10.0.0.26:81\n"},
+		{"line added at its end", "10.0.0.26:80\n", "10.0.0.26:80\n    maxconn 5\n"},
+	} {
+		i := strings.Index(text[at:], edit.from)
+		if i < 0 {
+			t.Fatalf("%s: %q not found", edit.name, edit.from)
+		}
+		next := text[:at+i] + edit.to + text[at+i+len(edit.from):]
+		got, _, err := parseBoth(t, prev, next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := 1; j < len(got.Sections); j++ { // 0, the lines before global: none, read again
+			sec := got.Sections[j]
+			if changed := j == 28; (sec == prev.Sections[j]) == changed {
+				t.Errorf("%s: section %d (%s) is prev's: %v", edit.name, j, sec.Key(), !changed)
+			}
+		}
+	}
+}

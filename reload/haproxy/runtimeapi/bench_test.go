@@ -2,9 +2,17 @@ package runtimeapi
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
+
+// reportCPU reports the process's CPU time per operation since cpu (processCPU), as
+// cpu-ms/op: with other processes on the machine, the wall clock (ns/op) counts their time.
+func reportCPU(b *testing.B, cpu time.Duration) {
+	b.ReportMetric(float64(processCPU()-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+}
 
 // bigConfig is 10,000 backends of 10 servers each, like the scale benchmarks.
 func bigConfig(changed int) []byte {
@@ -34,6 +42,7 @@ func BenchmarkPlan10kBackends(b *testing.B) {
 	u.Reloaded(u.Plan(old, nil, nil))
 	b.SetBytes(int64(len(next)))
 	b.ReportAllocs()
+	defer reportCPU(b, processCPU())
 	for b.Loop() {
 		p := u.Plan(next, nil, nil)
 		if p.Reload() != "" || p.Changes() != 1 {
@@ -53,6 +62,7 @@ func BenchmarkPlanServerRemoved(b *testing.B) {
 	u := track(New(Options{Client: &fakeClient{}}))
 	u.Reloaded(u.Plan(old, nil, nil))
 	b.ReportAllocs()
+	defer reportCPU(b, processCPU())
 	for b.Loop() {
 		p := u.Plan(next, nil, nil)
 		if p.Reload() != "" || p.Changes() != 1 {
@@ -111,6 +121,7 @@ func BenchmarkPlanNewBackend(b *testing.B) {
 			b.SetBytes(int64(len(next)))
 			b.ReportAllocs()
 			want := 1 + len(nextMaps) // the backend, and the map's new entry
+			defer reportCPU(b, processCPU())
 			for b.Loop() {
 				p := u.Plan(next, nil, nextMaps)
 				if p.Reload() != "" || p.Changes() != want {
@@ -135,6 +146,7 @@ func BenchmarkPlanMapEdited(b *testing.B) {
 	u := track(New(Options{SSLDir: ssl, MapsDir: mapsDir, Client: &fakeClient{}}))
 	u.Reloaded(u.Plan(base, nil, versions[0]))
 	b.ReportAllocs()
+	defer reportCPU(b, processCPU())
 	i := 0
 	for b.Loop() {
 		i++
@@ -143,5 +155,85 @@ func BenchmarkPlanMapEdited(b *testing.B) {
 			b.Fatal(p.Reload(), p.Commands())
 		}
 		u.live = p.target
+	}
+}
+
+// ingressScale renders what examples/templates/ingress.yaml renders for n Ingresses, each of
+// one host and one Service of two pods: a named defaults section listing the Ingresses served
+// (comments), a frontend routing through routes.map, a backend per Service, and routes.map of
+// a prefix and an exact entry per Ingress. edit changes it: "server" moves a pod of the middle
+// Service, "map" a path of the middle Ingress, "backend" adds Ingress n (another Service).
+func ingressScale(n int, edit string) (config []byte, maps map[string][]byte) {
+	var c strings.Builder
+	c.WriteString("global\n  log stdout format raw local0 notice\n  hard-stop-after 30s\n\ndefaults ingress\n  mode http\n  log global\n  option httplog\n  balance roundrobin\n  timeout connect 5s\n  timeout client 50s\n  timeout server 50s\n")
+	ings := n
+	if edit == "backend" {
+		ings++
+	}
+	for i := range ings {
+		fmt.Fprintf(&c, "# haproxy-sidecar: serves Ingress web/ing-%05d\n", i)
+	}
+	c.WriteString("\nfrontend http\n  bind :80\n  http-request set-var(txn.key) req.hdr(host),field(1,:),lower,concat(,txn.path)\n")
+	c.WriteString("  http-request set-var(txn.backend) var(txn.key),concat(?),map(" + mapsDir + "/routes.map)\n")
+	c.WriteString("  http-request set-var(txn.backend) var(txn.key),map_beg(" + mapsDir + "/routes.map) if !{ var(txn.backend) -m found }\n")
+	c.WriteString("  use_backend %[var(txn.backend)] if { var(txn.backend) -m found }\n  default_backend be_notfound\n\nbackend be_notfound\n  http-request return status 404\n")
+	for i := range ings {
+		fmt.Fprintf(&c, "\nbackend be_web_svc-%05d_80\n", i)
+		for j := range 2 {
+			last := j + 1
+			if edit == "server" && i == n/2 && j == 1 {
+				last = 9
+			}
+			fmt.Fprintf(&c, "  server pod-%05d-%d-80 10.%d.%d.%d:80\n", i, j, i/250, i%250, last)
+		}
+	}
+	var m strings.Builder
+	m.WriteString("# HOST/PREFIX backend\n")
+	path := func(i int) string {
+		if edit == "map" && i == n/2 {
+			return "/v2"
+		}
+		return ""
+	}
+	for i := range ings {
+		fmt.Fprintf(&m, "ing-%05d.example.com%s/ be_web_svc-%05d_80\n", i, path(i), i)
+	}
+	m.WriteString("# HOST/PATH? backend\n")
+	for i := range ings {
+		fmt.Fprintf(&m, "ing-%05d.example.com%s? be_web_svc-%05d_80\n", i, path(i), i)
+	}
+	return []byte(c.String()), map[string][]byte{"routes.map": []byte(m.String())}
+}
+
+// BenchmarkPlanIngress10k: the plan of one change at 10,000 Ingresses of the Ingress example
+// (ingressScale), on HAProxy 3.4: a pod moved, a path changed, an Ingress added. Each plan is
+// made from a fresh copy of the rendering, as each sync renders one.
+func BenchmarkPlanIngress10k(b *testing.B) {
+	for _, edit := range []struct {
+		name    string
+		changes int
+	}{{"server", 1}, {"map", 1}, {"backend", 2}} {
+		b.Run(edit.name, func(b *testing.B) {
+			old, oldMaps := ingressScale(10000, "")
+			next, nextMaps := ingressScale(10000, edit.name)
+			u := track(New(Options{Client: &fakeClient{}, MapsDir: mapsDir}))
+			u.Reloaded(u.Plan(old, nil, oldMaps))
+			u.live.version = parseVersion("3.4.7-1")
+			b.SetBytes(int64(len(next)))
+			b.ReportAllocs()
+			var cpu time.Duration // the plans' only, not the copies'
+			for b.Loop() {
+				b.StopTimer()
+				config, maps := slices.Clone(next), map[string][]byte{"routes.map": slices.Clone(nextMaps["routes.map"])}
+				b.StartTimer()
+				c0 := processCPU()
+				p := u.Plan(config, nil, maps)
+				cpu += processCPU() - c0
+				if p.Reload() != "" || p.Changes() != edit.changes {
+					b.Fatalf("reason %q, %d changes: %q", p.Reload(), p.Changes(), p.Commands())
+				}
+			}
+			b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+		})
 	}
 }

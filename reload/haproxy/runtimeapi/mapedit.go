@@ -80,8 +80,7 @@ func entryEditsWithin(old, new []byte, limit, maxDiff int) (edits []mapEdit, sam
 // index of new derived from it then (nil otherwise).
 func entryEditsKeyed(old, new []byte, limit, maxDiff int, keysOf func() *keyIndex) (edits []mapEdit, same, ok bool, newKeys *keyIndex) {
 	oldMid, newMid, head, tail := changedLines(old, new)
-	a, b := splitLines(oldMid), splitLines(newMid)
-	del, ins, found := lineDiff(a, b, maxDiff)
+	del, ins, found := lineDiff(oldMid, newMid, maxDiff)
 	if !found {
 		edits, same, ok = wholeEdits(oldMid, newMid, head, tail, limit)
 		return edits, same, ok, nil
@@ -89,9 +88,9 @@ func entryEditsKeyed(old, new []byte, limit, maxDiff int, keysOf func() *keyInde
 	var oldKeys *keyIndex
 	if keysOf != nil {
 		oldKeys = keysOf()
-		newKeys = oldKeys.with(lineSet(a, del), lineSet(b, ins), new)
+		newKeys = oldKeys.with(texts(del), texts(ins), new)
 	}
-	edits, same, ok = diffedEdits(old, new, a, b, del, ins, limit, oldKeys, newKeys)
+	edits, same, ok = diffedEdits(old, new, del, ins, limit, oldKeys, newKeys)
 	if ok && !same && len(edits) == 0 {
 		// Entries moved, or their spacing changed: whether they are in the same order.
 		edits, same, ok = wholeEdits(oldMid, newMid, head, tail, limit)
@@ -99,14 +98,14 @@ func entryEditsKeyed(old, new []byte, limit, maxDiff int, keysOf func() *keyInde
 	return edits, same, ok, newKeys
 }
 
-// diffedEdits is entryEdits of the lines a line diff found deleted (del of a) and inserted
-// (ins of b); no edits, not same and ok: entries moved (the caller compares them whole).
-func diffedEdits(old, new []byte, a, b [][]byte, del, ins []int, limit int, oldKeys, newKeys *keyIndex) (edits []mapEdit, same, ok bool) {
-	oe, oldOrder, ok := uniqueEntries(pick(a, del), limit)
+// diffedEdits is entryEdits of the lines a line diff found deleted (del, of old) and inserted
+// (ins, of new); no edits, not same and ok: entries moved (the caller compares them whole).
+func diffedEdits(old, new []byte, del, ins []textLine, limit int, oldKeys, newKeys *keyIndex) (edits []mapEdit, same, ok bool) {
+	oe, oldOrder, ok := uniqueEntries(joinLines(del), limit)
 	if !ok {
 		return nil, false, false
 	}
-	ne, newOrder, ok := uniqueEntries(pick(b, ins), limit)
+	ne, newOrder, ok := uniqueEntries(joinLines(ins), limit)
 	if !ok {
 		return nil, false, false
 	}
@@ -127,11 +126,11 @@ func diffedEdits(old, new []byte, a, b [][]byte, del, ins []int, limit int, oldK
 	return sendable(edits)
 }
 
-// lineSet are the lines at idx.
-func lineSet(lines [][]byte, idx []int) [][]byte {
-	out := make([][]byte, len(idx))
-	for i, j := range idx {
-		out[i] = lines[j]
+// texts are the bytes of lines.
+func texts(lines []textLine) [][]byte {
+	out := make([][]byte, len(lines))
+	for i, l := range lines {
+		out[i] = l.text
 	}
 	return out
 }
@@ -361,51 +360,95 @@ func editsWhat(edits []mapEdit, name string) string {
 	return fmt.Sprintf("edit %d entries of map %s (%d added, %d set, %d deleted)", len(edits), name, n["add"], n["set"], n["del"])
 }
 
-// splitLines are the lines of whole lines (changedLines), their newlines left out.
-func splitLines(b []byte) [][]byte {
-	if len(b) == 0 {
-		return nil
-	}
-	out := bytes.Split(b, []byte{'\n'})
-	if len(out[len(out)-1]) == 0 {
-		out = out[:len(out)-1] // the last line's newline
-	}
-	return out
+// textLine is a line lineDiff found deleted or inserted: its index among the lines of its
+// text, and its bytes (without its newline).
+type textLine struct {
+	n    int
+	text []byte
 }
 
-// pick joins the lines at idx, each ending with a newline.
-func pick(lines [][]byte, idx []int) []byte {
+// joinLines joins lines, each ending with a newline.
+func joinLines(lines []textLine) []byte {
 	var out []byte
-	for _, i := range idx {
-		out = append(append(out, lines[i]...), '\n')
+	for _, l := range lines {
+		out = append(append(out, l.text...), '\n')
 	}
 	return out
 }
 
-// lineDiff is a shortest edit script from a to b (Myers' O(ND) algorithm): the lines of a it
-// deletes and those of b it inserts, in order; found is false when it needs more than max.
-func lineDiff(a, b [][]byte, max int) (del, ins []int, found bool) {
-	n, m := len(a), len(b)
+// lineCount is the number of lines of whole lines (changedLines): the last may have no newline.
+func lineCount(t []byte) int {
+	n := bytes.Count(t, []byte{'\n'})
+	if len(t) > 0 && t[len(t)-1] != '\n' {
+		n++
+	}
+	return n
+}
+
+// lineLen is the length of the line at byte o of t, its newline included (0 at the end).
+func lineLen(t []byte, o int) int {
+	if i := bytes.IndexByte(t[o:], '\n'); i >= 0 {
+		return i + 1
+	}
+	return len(t) - o
+}
+
+// lineAt is the line at byte o of t, without its newline.
+func lineAt(t []byte, o int) []byte {
+	return bytes.TrimSuffix(t[o:o+lineLen(t, o)], []byte{'\n'})
+}
+
+// cursor is where lineDiff is on a diagonal: line x of a, at byte ox, and the line of b on the
+// diagonal, at byte oy.
+type cursor struct{ x, ox, oy int }
+
+// snake follows from c the lines a and b have alike, one after the other: compared as bytes
+// at once, not split into lines (at 10,000 map entries, splitting both files' changed lines
+// cost more than the diff), up to the first line that differs or the end of either.
+func snake(a, b []byte, c cursor) cursor {
+	p := commonPrefix(a[c.ox:], b[c.oy:])
+	run := bytes.LastIndexByte(a[c.ox:c.ox+p], '\n') + 1 // whole lines alike
+	lines := bytes.Count(a[c.ox:c.ox+run], []byte{'\n'})
+	next := cursor{x: c.x + lines, ox: c.ox + run, oy: c.oy + run}
+	// A last line without a newline is the same as a line of the other text of its bytes,
+	// with a newline or without: the end of one text, then the line after is the other's.
+	ea, eb := c.ox+p, c.oy+p
+	if p > run && (ea == len(a) || a[ea] == '\n') && (eb == len(b) || b[eb] == '\n') {
+		next.x, next.ox, next.oy = next.x+1, min(ea+1, len(a)), min(eb+1, len(b))
+	}
+	return next
+}
+
+// lineDiff is a shortest edit script from the lines of a to those of b (whole lines,
+// changedLines; Myers' O(ND) algorithm): the lines of a it deletes and those of b it inserts,
+// in order; found is false when it needs more than max.
+func lineDiff(a, b []byte, max int) (del, ins []textLine, found bool) {
+	n, m := lineCount(a), lineCount(b)
 	if n-m > max || m-n > max {
 		return nil, nil, false
 	}
 	off := max + 1
-	v := make([]int, 2*max+3)
-	var trace [][]int // v before each round
+	v := make([]cursor, 2*max+3)
+	var trace [][]cursor // v before each round
 	for d := 0; d <= max; d++ {
 		trace = append(trace, slices.Clone(v))
 		for k := -d; k <= d; k += 2 {
-			x := v[off+k-1] + 1 // a line of a deleted
-			if k == -d || k != d && v[off+k-1] < v[off+k+1] {
-				x = v[off+k+1] // a line of b inserted
+			var c cursor // the start, at d == 0
+			switch {
+			case d == 0:
+			case k == -d || k != d && v[off+k-1].x < v[off+k+1].x:
+				c = v[off+k+1] // a line of b inserted
+				c.oy += lineLen(b, c.oy)
+			default:
+				c = v[off+k-1] // a line of a deleted
+				c.x, c.ox = c.x+1, c.ox+lineLen(a, c.ox)
 			}
-			y := x - k
-			for x < n && y < m && bytes.Equal(a[x], b[y]) {
-				x, y = x+1, y+1
+			if c.x < n && c.x-k < m {
+				c = snake(a, b, c)
 			}
-			v[off+k] = x
-			if x >= n && y >= m {
-				del, ins = backtrack(trace, off, n, m)
+			v[off+k] = c
+			if c.x >= n && c.x-k >= m {
+				del, ins = backtrack(trace, off, a, b, c.x, c.x-k)
 				return del, ins, true
 			}
 		}
@@ -414,23 +457,23 @@ func lineDiff(a, b [][]byte, max int) (del, ins []int, found bool) {
 }
 
 // backtrack walks lineDiff's rounds back from (n, m): the deletions and insertions, in order.
-func backtrack(trace [][]int, off, n, m int) (del, ins []int) {
+func backtrack(trace [][]cursor, off int, a, b []byte, n, m int) (del, ins []textLine) {
 	x, y := n, m
 	for d := len(trace) - 1; d > 0; d-- {
 		v, k := trace[d], x-y
 		prev := k - 1
-		if k == -d || k != d && v[off+k-1] < v[off+k+1] {
+		if k == -d || k != d && v[off+k-1].x < v[off+k+1].x {
 			prev = k + 1
 		}
-		px := v[off+prev]
-		py := px - prev
+		p := v[off+prev]
+		px, py := p.x, p.x-prev
 		for x > px && y > py {
 			x, y = x-1, y-1 // lines both have
 		}
 		if x == px {
-			ins = append(ins, py)
+			ins = append(ins, textLine{n: py, text: lineAt(b, p.oy)})
 		} else {
-			del = append(del, px)
+			del = append(del, textLine{n: px, text: lineAt(a, p.ox)})
 		}
 		x, y = px, py
 	}

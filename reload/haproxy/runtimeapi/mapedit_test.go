@@ -242,6 +242,10 @@ func TestLineDiff(t *testing.T) {
 	gen := func() [][]byte {
 		var out [][]byte
 		for range rng.IntN(12) {
+			if rng.IntN(8) == 0 {
+				out = append(out, []byte{}) // a blank line
+				continue
+			}
 			out = append(out, []byte{byte('a' + rng.IntN(4))})
 		}
 		return out
@@ -257,7 +261,26 @@ func TestLineDiff(t *testing.T) {
 		}
 		want := len(a) + len(b) - 2*lcs(a, b)
 		max := rng.IntN(12)
-		del, ins, found := lineDiff(a, b, max)
+		text := func(lines [][]byte) []byte {
+			t := bytes.Join(lines, []byte{'\n'})
+			// The last line's newline, most often (a blank last line has one).
+			if len(lines) > 0 && (rng.IntN(4) > 0 || len(lines[len(lines)-1]) == 0) {
+				t = append(t, '\n')
+			}
+			return t
+		}
+		dl, il, found := lineDiff(text(a), text(b), max)
+		var del, ins []int
+		for _, l := range dl {
+			if del = append(del, l.n); !bytes.Equal(l.text, a[l.n]) {
+				t.Fatalf("%q -> %q: line %d deleted as %q", a, b, l.n, l.text)
+			}
+		}
+		for _, l := range il {
+			if ins = append(ins, l.n); !bytes.Equal(l.text, b[l.n]) {
+				t.Fatalf("%q -> %q: line %d inserted as %q", a, b, l.n, l.text)
+			}
+		}
 		if found != (want <= max) {
 			t.Fatalf("%q -> %q within %d: found %v, the shortest script is %d", a, b, max, found, want)
 		}
