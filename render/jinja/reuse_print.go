@@ -55,6 +55,9 @@ type printState struct {
 	out    string
 	secret []int
 	escape bool
+	// spare: arrays of the run before, used again by the next (a run's ends and matches
+	// are made at each render: 10,000 items' at 10,000 Ingresses).
+	spareEnds, spareFrom []int32
 }
 
 // printRun is a run of a print-only loop being matched with the last render's and kept.
@@ -164,8 +167,11 @@ func (e *evaluator) printRun(s *parse.ForStmt, sq *seq, lf *lazyFilter) *printRu
 		r.last, lp.runs[k] = lp.runs[k], nil // this render's, while it runs
 	}
 	c.mu.Unlock()
-	if r.last != nil && r.last.escape != e.autoescape {
-		r.last = nil
+	if r.last != nil {
+		r.ends, r.from = r.last.spareEnds[:0], r.last.spareFrom
+		if r.last.escape != e.autoescape {
+			r.last = nil
+		}
 	}
 	r.match()
 	return r
@@ -192,7 +198,7 @@ func (e *evaluator) printLoop(s *parse.ForStmt) *printLoop {
 // whole in the last run is not spoiled and still owns it (seqState.reown's rule); the others'
 // owners are found (ownerFor).
 func (r *printRun) match() {
-	r.from = make([]int32, len(r.items))
+	r.from = slices.Grow(r.from[:0], len(r.items))[:len(r.items)]
 	for j := range r.from {
 		r.from[j] = -1
 	}
@@ -280,8 +286,12 @@ func (r *printRun) done(e *evaluator) {
 	var st *printState
 	size := len(e.out) - r.start
 	if len(r.ends) == len(r.items) && size <= maxPrintOut && !e.taint.any() && r.matchable() {
-		st = &printState{owned: r.owned, ends: r.ends, escape: e.autoescape}
-		st.items = slices.Clone(r.items) // a list of the template may change in place
+		st = &printState{}
+		if r.last != nil { // done with: its arrays are used again
+			st.items, st.secret, st.spareEnds = r.last.items[:0], r.last.secret[:0], r.last.ends
+		}
+		st.owned, st.ends, st.spareFrom, st.escape = r.owned, r.ends, r.from, e.autoescape
+		st.items = append(st.items, r.items...) // a copy: a list of the template may change in place
 		if r.last != nil && r.copied == len(r.items) && len(r.last.ends) == len(r.ends) && size == len(r.last.out) {
 			st.out = r.last.out // all copied in one piece: the same bytes
 		} else {
