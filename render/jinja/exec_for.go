@@ -108,6 +108,10 @@ func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *
 	// What the body sets before any mention starts undefined, at each iteration (Jinja2).
 	unset := unsetIn(e.cur, s)
 	br := e.iterationsRun(s, sq, lf)
+	var pr *printRun // a print-only loop's run, copied from the last render's (reuse_print.go)
+	if br == nil {
+		pr = e.printRun(s, sq, lf)
+	}
 	e.forDepth++
 	defer func() { e.forDepth-- }()
 	for i := 0; ; i++ {
@@ -125,6 +129,16 @@ func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *
 		}
 		if err := e.tick(); err != nil {
 			return e.at(s.Pos, err)
+		}
+		if pr != nil {
+			j, err := pr.copy(e, i)
+			if err != nil {
+				return err
+			}
+			if j > i {
+				i = j - 1
+				continue
+			}
 		}
 		if loop != nil {
 			loop.index0 = i
@@ -161,6 +175,9 @@ func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *
 		} else {
 			err = e.execAll(s.Body, body)
 		}
+		if pr != nil && err == nil {
+			pr.ran(e)
+		}
 		if err != nil {
 			if err == errContinue {
 				continue
@@ -172,6 +189,7 @@ func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *
 		}
 	}
 	br.done(e)
+	pr.done(e)
 	return nil
 }
 

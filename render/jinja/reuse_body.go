@@ -69,6 +69,8 @@ type bodyCache struct {
 	seqPatched   int                       // calls of sort and unique patched, for tests
 	seqScratch   *seqScratch               // lent to a call of sort or unique at a time
 	strKept      strCounts                 // join's and split's, for tests (reuse_join.go)
+	prints       map[printKey]*printLoop   // print-only loops' runs (reuse_print.go)
+	printCopied  int                       // their iterations written from the last run, for tests
 	reused       int
 	reusedAt     map[loopAt]int // by loop, for tests
 }
@@ -128,12 +130,14 @@ type bodyEval struct {
 	// for the values it reads (one per route), and keeping its loops' iterations as well
 	// would cost a second copy of each route's reads and output, for nothing.
 	modules    int
-	runs       map[*bodyLoop]int     // runs of each loop so far in this render
-	info       map[bodyKey]*bodyLoop // the loops met in this render
-	filterRuns map[*filterLoop]int   // runs of each loop's filter so far in this render
-	selectRuns map[*selectLoop]int   // calls of selectattr by attribute so far in this render
-	seqCalls   map[*seqSite]int      // calls of sort and unique by site so far in this render
-	free       []*bodyRun            // runs done, to be used again
+	runs       map[*bodyLoop]int             // runs of each loop so far in this render
+	info       map[bodyKey]*bodyLoop         // the loops met in this render
+	filterRuns map[*filterLoop]int           // runs of each loop's filter so far in this render
+	selectRuns map[*selectLoop]int           // calls of selectattr by attribute so far in this render
+	seqCalls   map[*seqSite]int              // calls of sort and unique by site so far in this render
+	printRuns  map[*printLoop]int            // runs of each print-only loop so far in this render
+	printLoops map[*parse.ForStmt]*printLoop // the print-only loops met in this render
+	free       []*bodyRun                    // runs done, to be used again
 }
 
 // off says whether loops', filters' and selectattr's answers are neither taken nor kept
@@ -858,6 +862,7 @@ func (c *bodyCache) sweep() {
 	c.sweepFilters()
 	c.sweepSelects()
 	c.sweepSeqs()
+	c.sweepPrints()
 	c.gen++
 	clear(c.sameMaps)
 	clear(c.differ)
