@@ -212,25 +212,21 @@ func (r *printRun) match() {
 		}
 	}
 	run := 0
-	var last *loan
-	spoiled := false // last's
 	for j, it := range r.items {
 		if o := r.from[j]; o >= 0 {
 			for r.last.owned[run].end <= o {
 				run++
 			}
-			own := r.last.owned[run]
-			if own.loan != last {
-				last, spoiled = own.loan, own.loan != nil && own.loan.spoiled.Load()
-			}
-			if own.ok && !spoiled && ownerOf(it) == own.loan {
-				r.owned = addOwned(r.owned, j+1, own.loan, true)
+			// As a patched sort: the run's loan, not spoiled and with nothing disowned since,
+			// still owns its items whole (ownRun.holds); no item's owner is read again.
+			if own := r.last.owned[run]; own.holds() {
+				r.owned = addOwned(r.owned, j+1, own.loan, own.gen, true)
 				continue
 			}
 			r.from[j] = -1
 		}
-		l, ok := ownerFor(it)
-		r.owned = addOwned(r.owned, j+1, l, ok)
+		l, gen, ok := ownerFor(it)
+		r.owned = addOwned(r.owned, j+1, l, gen, ok)
 	}
 }
 
