@@ -11,6 +11,7 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/watchspec"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/cputime"
 )
 
 // benchObjects are the objects a source holds for raw (by resource name, as the informers
@@ -116,7 +117,7 @@ func benchStepsFrom(b *testing.B, raw map[string][]map[string]any, templates map
 	}
 	b.SetBytes(int64(len(out.Config) + len(out.Maps["routes.map"])))
 	b.ReportAllocs()
-	cpu := processCPU()
+	cpu := cputime.Process()
 	for b.Loop() {
 		build()
 	}
@@ -135,10 +136,10 @@ func benchStepsWarm(b *testing.B, raw map[string][]map[string]any, templates map
 	}, watch...)
 }
 
-// reportCPU reports the process's CPU time per operation since cpu (processCPU), as
+// reportCPU reports the process's CPU time per operation since cpu (cputime.Process), as
 // cpu-ms/op: with other processes on the machine, the wall clock (ns/op) counts their time.
 func reportCPU(b *testing.B, cpu time.Duration) {
-	b.ReportMetric(float64(processCPU()-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(cputime.Process()-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }
 
 // firstChanged is a copy of the first object of list, changed by edit: another version of
@@ -365,7 +366,7 @@ func BenchmarkFirstBuildHTTPRoute(b *testing.B) {
 	tpl := loadConfigMapData(b, "../examples/templates/httproute.yaml")
 	objs, opts := benchObjects(b, raw, httprouteWatch...)
 	b.ReportAllocs()
-	cpu := processCPU()
+	cpu := cputime.Process()
 	for b.Loop() {
 		snap, err := snapshot.Assemble(objs, opts, nil)
 		if err != nil {

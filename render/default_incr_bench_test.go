@@ -24,6 +24,7 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/cputime"
 )
 
 // podChanges makes the snapshots of the benchmark: each one differs from the one before by
@@ -85,11 +86,11 @@ func benchPodChange(b *testing.B, services int) {
 		b.ResetTimer()
 		var cpu time.Duration
 		for i := 0; i < b.N; i++ {
-			start := processCPU()
+			start := cputime.Process()
 			if _, err := New(Options{SSLDir: "/etc/haproxy/ssl"}).Render(context.Background(), s); err != nil {
 				b.Fatal(err)
 			}
-			cpu += processCPU() - start
+			cpu += cputime.Process() - start
 		}
 		b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 	})
@@ -109,11 +110,11 @@ func benchPodChange(b *testing.B, services int) {
 				b.StopTimer()
 				s := c.next()
 				b.StartTimer()
-				start := processCPU()
+				start := cputime.Process()
 				if _, err := r.Render(context.Background(), s); err != nil {
 					b.Fatal(err)
 				}
-				cpu += processCPU() - start
+				cpu += cputime.Process() - start
 			}
 			b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 		})

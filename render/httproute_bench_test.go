@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/cputime"
 )
 
 // httprouteSnapshot is what the sidecar renders the Gateway API example
@@ -109,7 +110,7 @@ func BenchmarkRenderHTTPRoute(b *testing.B) {
 			}
 			b.SetBytes(int64(len(out.Config) + len(out.Maps["routes.map"])))
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := cputime.Process()
 			for b.Loop() {
 				if _, err := r.Render(context.Background(), s); err != nil {
 					b.Fatal(err)

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/cputime"
 )
 
 // sourcePods is what a source holds at 10,000 x 10, changed one pod at a time.
@@ -122,16 +123,16 @@ func benchBuildRender(b *testing.B, services int) {
 				b.StopTimer()
 				src.next()
 				b.StartTimer()
-				start := processCPU()
+				start := cputime.Process()
 				snap, err := snapshot.Build(src.objs, opts)
 				if err != nil {
 					b.Fatal(err)
 				}
-				built := processCPU()
+				built := cputime.Process()
 				if _, err := r.Render(context.Background(), snap); err != nil {
 					b.Fatal(err)
 				}
-				end := processCPU()
+				end := cputime.Process()
 				build += built - start
 				render += end - built
 			}
@@ -168,12 +169,12 @@ func BenchmarkBuildStart10000(b *testing.B) {
 				runtime.ReadMemStats(&ms)
 				before := ms.HeapAlloc
 				b.StartTimer()
-				start := processCPU()
+				start := cputime.Process()
 				snap, err := snapshot.Build(src.objs, opts)
 				if err != nil {
 					b.Fatal(err)
 				}
-				cpu += processCPU() - start
+				cpu += cputime.Process() - start
 				b.StopTimer()
 				runtime.GC()
 				runtime.ReadMemStats(&ms)

@@ -1,7 +1,5 @@
 package jinja
 
-import "weak"
-
 // extend grows a list by doubling (appendDoubling); the first large list it grows at a call
 // site in a render is made, at once, as long as the first one it grew there in the last
 // render was at its end. The Ingress example merges its 160 blocks' parts into lists of 10,000 items and
@@ -23,16 +21,7 @@ func (e *evaluator) extendRoom(l *List, n int) int {
 	c := &e.shared.Across.bodies
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := seqKey{weak.Make(e.prog), at}
-	s := c.seqs[key]
-	if s == nil {
-		s = &seqSite{}
-		if c.seqs == nil {
-			c.seqs = map[seqKey]*seqSite{}
-		}
-		c.seqs[key] = s
-	}
-	s.idle = 0
+	s := c.site(e.prog, at)
 	if _, seen := e.grown[s]; seen {
 		return 0 // one list per site and render: a loop making many, one takes the room
 	}

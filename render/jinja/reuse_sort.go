@@ -139,6 +139,22 @@ func (e *evaluator) seqCall(name string, n int, args seqArgs) *seqCall {
 	return sc
 }
 
+// site is the site at at in prog, made at its first call, marked used in this render (c.mu
+// held): sort's and unique's, join's, split's and extend's.
+func (c *bodyCache) site(prog *Program, at any) *seqSite {
+	key := seqKey{weak.Make(prog), at}
+	s := c.seqs[key]
+	if s == nil {
+		s = &seqSite{}
+		if c.seqs == nil {
+			c.seqs = map[seqKey]*seqSite{}
+		}
+		c.seqs[key] = s
+	}
+	s.idle = 0
+	return s
+}
+
 // siteCall finds the site of the filter name (at the site evalFilter noted) called on n
 // items, and the call's number there in this render, with c locked; false: its work is not
 // to be kept (c not locked).
@@ -152,16 +168,7 @@ func (e *evaluator) siteCall(name string, n int) (c *bodyCache, s *seqSite, k in
 	e.bodyState()
 	c = &e.shared.Across.bodies
 	c.mu.Lock()
-	key := seqKey{weak.Make(e.prog), at}
-	s = c.seqs[key]
-	if s == nil {
-		s = &seqSite{}
-		if c.seqs == nil {
-			c.seqs = map[seqKey]*seqSite{}
-		}
-		c.seqs[key] = s
-	}
-	s.idle = 0
+	s = c.site(e.prog, at)
 	if s.refused >= maxRefused {
 		c.mu.Unlock()
 		return nil, nil, 0, false

@@ -1,9 +1,6 @@
 package jinja
 
-import (
-	"unsafe"
-	"weak"
-)
+import "unsafe"
 
 // str.split(sep) keeps, per call site, what it gave for each string it split in the last
 // render it ran in, by the string's identity (its bytes' address and length: a string held
@@ -71,16 +68,7 @@ func (e *evaluator) splitKept(s, sep string) []string {
 
 // splitSite is the site of split at at in prog (c.mu held).
 func (c *bodyCache) splitSite(prog *Program, at any) *splitSite {
-	key := seqKey{weak.Make(prog), at}
-	s := c.seqs[key]
-	if s == nil {
-		s = &seqSite{}
-		if c.seqs == nil {
-			c.seqs = map[seqKey]*seqSite{}
-		}
-		c.seqs[key] = s
-	}
-	s.idle = 0
+	s := c.site(prog, at)
 	if s.split == nil {
 		s.split = &splitSite{}
 	}

@@ -6,12 +6,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/cputime"
 )
 
-// reportCPU reports the process's CPU time per operation since cpu (processCPU), as
+// reportCPU reports the process's CPU time per operation since cpu (cputime.Process), as
 // cpu-ms/op: with other processes on the machine, the wall clock (ns/op) counts their time.
 func reportCPU(b *testing.B, cpu time.Duration) {
-	b.ReportMetric(float64(processCPU()-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(cputime.Process()-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }
 
 // bigConfig is 10,000 backends of 10 servers each, like the scale benchmarks.
@@ -42,7 +44,7 @@ func BenchmarkPlan10kBackends(b *testing.B) {
 	u.Reloaded(u.Plan(old, nil, nil))
 	b.SetBytes(int64(len(next)))
 	b.ReportAllocs()
-	defer reportCPU(b, processCPU())
+	defer reportCPU(b, cputime.Process())
 	for b.Loop() {
 		p := u.Plan(next, nil, nil)
 		if p.Reload() != "" || p.Changes() != 1 {
@@ -62,7 +64,7 @@ func BenchmarkPlanServerRemoved(b *testing.B) {
 	u := track(New(Options{Client: &fakeClient{}}))
 	u.Reloaded(u.Plan(old, nil, nil))
 	b.ReportAllocs()
-	defer reportCPU(b, processCPU())
+	defer reportCPU(b, cputime.Process())
 	for b.Loop() {
 		p := u.Plan(next, nil, nil)
 		if p.Reload() != "" || p.Changes() != 1 {
@@ -121,7 +123,7 @@ func BenchmarkPlanNewBackend(b *testing.B) {
 			b.SetBytes(int64(len(next)))
 			b.ReportAllocs()
 			want := 1 + len(nextMaps) // the backend, and the map's new entry
-			defer reportCPU(b, processCPU())
+			defer reportCPU(b, cputime.Process())
 			for b.Loop() {
 				p := u.Plan(next, nil, nextMaps)
 				if p.Reload() != "" || p.Changes() != want {
@@ -146,7 +148,7 @@ func BenchmarkPlanMapEdited(b *testing.B) {
 	u := track(New(Options{SSLDir: ssl, MapsDir: mapsDir, Client: &fakeClient{}}))
 	u.Reloaded(u.Plan(base, nil, versions[0]))
 	b.ReportAllocs()
-	defer reportCPU(b, processCPU())
+	defer reportCPU(b, cputime.Process())
 	i := 0
 	for b.Loop() {
 		i++
@@ -226,9 +228,9 @@ func BenchmarkPlanIngress10k(b *testing.B) {
 				b.StopTimer()
 				config, maps := slices.Clone(next), map[string][]byte{"routes.map": slices.Clone(nextMaps["routes.map"])}
 				b.StartTimer()
-				c0 := processCPU()
+				c0 := cputime.Process()
 				p := u.Plan(config, nil, maps)
-				cpu += processCPU() - c0
+				cpu += cputime.Process() - c0
 				if p.Reload() != "" || p.Changes() != edit.changes {
 					b.Fatalf("reason %q, %d changes: %q", p.Reload(), p.Changes(), p.Commands())
 				}

@@ -1,8 +1,0 @@
-//go:build !unix
-
-package render
-
-import "time"
-
-// processCPU is not measured here: the benchmarks report 0.
-func processCPU() time.Duration { return 0 }
