@@ -15,8 +15,9 @@ import (
 // ModuleCache) keeps its items, who owned them (as sort does: reuse_sort.go), where each
 // iteration's output ends and the run's output; the same run in the next render matches its
 // items with those by identity (differ), and each stretch of matched items that cannot have
-// changed since (ownerFor: a string, a number, a record of the data, a dict or list owned
-// whole by a loan not spoiled) writes the last output's span in one copy: only the new
+// changed since (ownRun.holds: a string, a number, a record of the data, a dict or list owned
+// whole by a loan neither spoiled nor disowned from since) writes the last output's span in
+// one copy: only the new
 // items' iterations run. Not with a loop filter, reversed or sorted, recursive, nor where
 // loops' iterations are not kept (bodyEval.off), while tracing, where output is dropped, in a
 // template set that tests identity, or with marked text being consumed.
