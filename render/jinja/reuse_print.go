@@ -17,10 +17,10 @@ import (
 // items with those by identity (differ), and each stretch of matched items that cannot have
 // changed since (ownRun.holds: a string, a number, a record of the data, a dict or list owned
 // whole by a loan neither spoiled nor disowned from since) writes the last output's span in
-// one copy: only the new
-// items' iterations run. Not with a loop filter, reversed or sorted, recursive, nor where
-// loops' iterations are not kept (bodyEval.off), while tracing, where output is dropped, in a
-// template set that tests identity, or with marked text being consumed.
+// one copy: only the new items' iterations run. Not with a loop filter, reversed or sorted,
+// recursive, nor where loops' iterations are not kept (bodyEval.off), while tracing, where
+// output is dropped, in a template set that tests identity, or with marked text being
+// consumed.
 
 // minPrintKept is how many items a run needs for it to be kept: below it, matching costs
 // about what it saves.
