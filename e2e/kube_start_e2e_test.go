@@ -33,6 +33,13 @@ func TestKubeStartRendersOnce(t *testing.T) {
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "idle"}}},
 		})
 	}
+	// The change after the start is one write (the pod made ready): a pod created and made
+	// ready in two writes could be seen in two syncs, the first finding it ready already and
+	// the second nothing to render (an "unchanged" render that the start did not ask for).
+	k.ApplyPod(t, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-7d9f-zzzzz", Namespace: "demo", Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "demo-backend"}}},
+	})
 	args := []string{"--source=kube", "--kubeconfig", k.Kubeconfig, "--namespace", "lb"}
 	const (
 		success   = `haproxy_sidecar_renders_total{result="success"}`
@@ -49,10 +56,6 @@ func TestKubeStartRendersOnce(t *testing.T) {
 
 	// A change after the start: its sync comes after any the start asked for, so that once its
 	// render is counted, every render the start asked for is too.
-	k.ApplyPod(t, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-7d9f-zzzzz", Namespace: "demo", Labels: map[string]string{"app": "web"}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "demo-backend"}}},
-	})
 	k.SetPodReady(t, "demo", "web-7d9f-zzzzz", "127.0.0.13", true)
 	e.waitServed(t, "web.localhost", "/", "web-3")
 	haproxytest.WaitFor(t, 10*time.Second, func() bool { return e.metric(t, success) == 2 }, "the change's render counted")
