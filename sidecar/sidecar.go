@@ -110,6 +110,7 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 	election, standby := newElection(cfg.Leader, kube)
 	watchOldWorkers(cfg.HAProxy, metrics)
 	tidier := env.Memory.Tidier()
+	defer tidier.FollowCollections()()
 	if cfg.Memory.ReleaseBinaryPages {
 		tidier.ReleaseBinaryPages(func(err error) {
 			log.Info("the binary's pages are kept when idle: handing them back failed", "error", err)
