@@ -301,16 +301,8 @@ func flatNames(names []string, t parse.Target) ([]string, bool) {
 // their items are what e.unpack would give. It returns how many it set; -1 otherwise
 // (e.assign then unpacks v, or says why it cannot).
 func unpackFlat(dst []any, t parse.Target, v any) int {
-	var items []any
-	switch x := v.(type) {
-	case *List:
-		items = x.items
-	case Tuple:
-		items = x
-	default:
-		return -1
-	}
-	if len(items) != len(t.Items) {
+	items, ok := templateItems(v)
+	if !ok || len(items) != len(t.Items) {
 		return -1
 	}
 	k := 0

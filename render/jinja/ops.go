@@ -384,12 +384,25 @@ func isList(v any) bool {
 	return false
 }
 
+// templateItems returns the items of a list or tuple the templates made, without a copy (false
+// for any other value): what a loop target unpacks and what kept iterations walk.
+func templateItems(v any) ([]any, bool) {
+	switch x := v.(type) {
+	case *List:
+		return x.items, true
+	case Tuple:
+		return x, true
+	}
+	return nil, false
+}
+
 // listItems returns the items of a list (data strings checked, see fromData). The result
 // must not be changed when the list comes from the template (it is its own storage).
 func listItems(v any) []any {
+	if items, ok := templateItems(v); ok {
+		return items
+	}
 	switch x := v.(type) {
-	case *List:
-		return x.items
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
@@ -408,8 +421,6 @@ func listItems(v any) []any {
 			out[i] = e
 		}
 		return out
-	case Tuple:
-		return x
 	}
 	return nil
 }

@@ -368,12 +368,15 @@ func ownFits(v any, budget *int, depth int) bool {
 	if *budget < 0 || depth > maxCallDepth {
 		return false
 	}
-	var items []any
+	if items, ok := templateItems(v); ok {
+		for _, e := range items {
+			if !ownFits(e, budget, depth+1) {
+				return false
+			}
+		}
+		return true
+	}
 	switch x := v.(type) {
-	case *List:
-		items = x.items
-	case Tuple:
-		items = x
 	case *Namespace:
 		return ownFits(x.attrs, budget, depth+1)
 	case *Dict:
@@ -381,12 +384,6 @@ func ownFits(v any, budget *int, depth int) bool {
 			if !ownFits(x.keys[i], budget, depth+1) || !ownFits(x.vals[i], budget, depth+1) {
 				return false
 			}
-		}
-		return true
-	}
-	for _, e := range items {
-		if !ownFits(e, budget, depth+1) {
-			return false
 		}
 	}
 	return true
