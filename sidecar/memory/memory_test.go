@@ -69,7 +69,7 @@ func TestApplyMemoryDefaults(t *testing.T) {
 		if got := debug.SetGCPercent(100); got != defaultGCPercent {
 			t.Errorf("GOGC is %d, want %d", got, defaultGCPercent)
 		}
-		if attrs := fmt.Sprint(m.Attrs()); !strings.Contains(attrs, "go_gc_percent 40 (the sidecar's default; GOGC overrides)") || !strings.Contains(attrs, "go_memory_limit none") {
+		if attrs := fmt.Sprint(m.Attrs()); !strings.Contains(attrs, "go_gc_percent 40 (the sidecar's default; GOGC overrides)") || !strings.Contains(attrs, "go_memory_limit the heap's goal and an eighth (GOMEMLIMIT overrides)") {
 			t.Errorf("start-up log attributes %s", attrs)
 		}
 	})
@@ -188,16 +188,44 @@ func TestGCPercentFor(t *testing.T) {
 	}
 }
 
-// TestFollowCollections: after each collection GOGC is set for the live heap then, with the
-// room of the last sync (the start's heap bounded before any sync ends); once stopped, it is
-// left alone; with GOGC from the environment nothing is followed.
+// TestMemoryLimitFor: the soft memory limit is the heap's goal, an eighth more, and the
+// runtime's overhead; at least minMemoryLimit; never above the container's.
+func TestMemoryLimitFor(t *testing.T) {
+	const mb = 1 << 20
+	for _, c := range []struct {
+		name          string
+		live          uint64
+		pct           int
+		overhead      uint64
+		ceiling, want int64
+	}{
+		{"10,000 services x 10 pods: 120 MB live at 26%", 120 * mb, 26, 10 * mb, 0, (120 + 31 + 19 + 10) * mb},
+		{"1,000 Ingresses: 9 MB live at 311%", 9 * mb, 311, 6 * mb, 0, 48 * mb},
+		{"a small heap: at least minMemoryLimit", 2 * mb, 40, 4 * mb, 0, minMemoryLimit},
+		{"never above the container's", 120 * mb, 26, 10 * mb, 150 * mb, 150 * mb},
+		{"below the container's: the heap's own", 9 * mb, 311, 6 * mb, 1000 * mb, 48 * mb},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := MemoryLimitFor(c.live, c.pct, c.overhead, c.ceiling)
+			if d := got - c.want; d < -mb || d > mb { // the eighth rounds
+				t.Errorf("MemoryLimitFor(%d MB, %d, %d MB, %d MB) = %.1f MB, want %d MB", c.live/mb, c.pct, c.overhead/mb, c.ceiling/mb, float64(got)/mb, c.want/mb)
+			}
+		})
+	}
+}
+
+// TestFollowCollections: after each collection GOGC and the soft memory limit are set for
+// the live heap then, with the room of the last sync (the start's heap bounded before any
+// sync ends); once stopped, they are left alone; with GOGC from the environment nothing is
+// followed, with GOMEMLIMIT from it the limit is not set.
 func TestFollowCollections(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	const mb = 1 << 20
-	var live atomic.Uint64
+	var live, limit atomic.Uint64
 	live.Store(120 * mb)
 	tidier := Settings{gcPercent: 40}.Tidier()
-	tidier.readLive = live.Load
+	tidier.readGC = func() gcState { return gcState{live: live.Load(), overhead: 10 * mb} }
+	tidier.setLimit = func(l int64) int64 { return int64(limit.Swap(uint64(l))) }
 	stop := tidier.FollowCollections()
 	gcPercentAfterGC := func() int {
 		runtime.GC()
@@ -215,6 +243,9 @@ func TestFollowCollections(t *testing.T) {
 	}
 	if got := debug.SetGCPercent(26); got != 26 {
 		t.Errorf("the runtime's GOGC is %d, want 26", got)
+	}
+	if got, want := int64(limit.Load()), MemoryLimitFor(120*mb, 26, 10*mb, 0); got != want {
+		t.Errorf("memory limit %d after a collection found 120 MB live, want %d", got, want)
 	}
 	live.Store(9 * mb)
 	tidier.mu.Lock()
@@ -242,10 +273,18 @@ func TestFollowCollections(t *testing.T) {
 	}
 
 	env := Settings{}.Tidier() // GOGC from the environment
-	env.readLive = func() uint64 { t.Error("the live heap read with GOGC from the environment"); return 0 }
+	env.readGC = func() gcState { t.Error("the heap read with GOGC from the environment"); return gcState{} }
 	defer env.FollowCollections()()
 	runtime.GC()
 	runtime.GC()
+
+	getenv := func(k string) string { return map[string]string{"GOMEMLIMIT": "1GiB"}[k] }
+	if (Settings{gcPercent: 40, getenv: getenv}).Tidier().setLimit != nil {
+		t.Error("GOMEMLIMIT from the environment, and the Tidier would set the limit")
+	}
+	if (Settings{gcPercent: 40, getenv: func(string) string { return "" }}).Tidier().setLimit == nil {
+		t.Error("no GOMEMLIMIT in the environment, and the Tidier would not set the limit")
+	}
 }
 
 // TestTidierCollectsInTheBackground: a sync's garbage is collected after AfterSync returns,
