@@ -244,8 +244,8 @@ func (c *PodCache) Len() int {
 		return 0
 	}
 	n := 0
-	for p, gp := range ix.typed {
-		if p.ResourceVersion != "" && gp.e.obj != nil {
+	for i := range ix.entries {
+		if tp := ix.entries[i].typed; tp != nil && !ix.entries[i].removed && tp.pod.ResourceVersion != "" && tp.obj != nil {
 			n++
 		}
 	}

@@ -224,12 +224,12 @@ func podsByName(pods []*podEntry, old *record.Record) *record.Record {
 			continue // the same pod twice (a service's pods are all in one namespace)
 		}
 		names = append(names, podKeyName(p))
-		vals = append(vals, p.obj)
+		vals = append(vals, p.object())
 	}
 	if samePods(old, names, vals) {
 		return old
 	}
-	return record.New(record.NewKeys(names...), vals)
+	return record.New(record.TakeKeys(names), vals)
 }
 
 // samePods reports whether old holds exactly vals by names (the same records).
