@@ -21,26 +21,27 @@ import (
 func decodeServices(cm *corev1.ConfigMap, ref Ref, cache *PodCache) []Input {
 	// Room for a few certificates and the templates, which Decode appends.
 	out := make([]Input, 0, len(cm.Data)+len(cm.BinaryData)+16)
-	if last := cache.sameEntries(ref, cm.Data); last != nil {
-		out = append(out, last...)
+	if same, ok := cache.sameEntries(ref, cm.Data, out); ok {
+		out = same
 	} else {
 		names := cache.entryNames(cm.Data)
-		good := 0
-		for _, name := range names {
+		lastNames, last := cache.lastEntries()
+		entries := make([]decodedEntry, len(names))
+		j := 0 // both sorted: the last Decode's entry of a name found by walking them
+		for k, name := range names {
 			keyRef := ref
 			keyRef.Key = name
-			text := cm.Data[name]
-			in := Input{Kind: KindService, Name: name, Ref: keyRef, Text: text}
-			// The decoded entry, not a copy: only whether it is usable, and its hash, are needed.
-			if d, err := cache.decoded(keyRef, name, text, true); err != nil {
-				in.Hash, in.Err = contentHash(text), err
-			} else {
-				in.Hash = d.hash
-				good++
+			for j < len(lastNames) && lastNames[j] < name {
+				j++
 			}
-			out = append(out, in)
+			var prev *decodedEntry
+			if j < len(lastNames) && lastNames[j] == name {
+				prev = &last[j]
+			}
+			entries[k] = cache.decodeEntry(keyRef, name, cm.Data[name], prev)
+			out = append(out, entries[k].input(keyRef, name))
 		}
-		cache.decodedAll(cm.Data, names, good, ref, out)
+		cache.decodedAll(ref, names, entries)
 	}
 	for _, name := range slices.Sorted(maps.Keys(cm.BinaryData)) {
 		keyRef := ref
@@ -147,7 +148,7 @@ func (c *PodCache) startService(e Input, old *builtService) (*builtService, *Inp
 	if old != nil && old.text == e.Text {
 		return &builtService{text: e.Text, sel: old.sel, entry: old.entry, svc: old.svc}, nil
 	}
-	d, err := c.decoded(e.Ref, e.Name, e.Text, false)
+	d, err := c.decoded(e.Ref, e.Name, e.Text)
 	if err != nil {
 		return nil, err
 	}
