@@ -25,11 +25,11 @@ import (
 //
 // It also keeps the service entries of the last Decode decoded, by name and text.
 type PodCache struct {
-	turn     sync.Mutex // held by the Build that has the index
-	mu       sync.Mutex
-	in       interner                      // shares equal parts between the pods converted over time
-	conv     ObjectConverter               // converts the service entries (key lists, equal parts shared)
-	held     map[serviceKey]decodedService // other versions asked for since the last Decode
+	turn sync.Mutex // held by the Build that has the index
+	mu   sync.Mutex
+	in   interner                      // shares equal parts between the pods converted over time
+	conv ObjectConverter               // converts the service entries (key lists, equal parts shared)
+	held map[serviceKey]decodedService // other versions asked for since the last Decode
 	// The entries of the services ConfigMap at lastRef as the last Decode had them, sorted
 	// by name, each decoded: what the next Decode reuses of those whose text is the same, and
 	// the inputs it gives again when every entry is (sameEntries). Two slices, not a map by
@@ -37,7 +37,7 @@ type PodCache struct {
 	names   []string
 	entries []decodedEntry // names[i]'s
 	lastRef Ref
-	index      *podIndex // of the last Build
+	index   *podIndex // of the last Build
 	// The watched resources the last Assemble gave, by their --watch value: the next reuses
 	// those whose objects did not change, and patches the lookups of those of which a few did
 	// (resourceFrom). Read-only, shared by the Snapshots.
