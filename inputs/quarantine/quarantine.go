@@ -20,6 +20,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 )
@@ -276,17 +277,71 @@ func blamed(ref snapshot.Ref, err error) error {
 }
 
 // Accept records the versions that went live as the last good ones, and whether the required
-// objects were present.
+// objects were present. Good is a new map when they changed, never the old one changed; when
+// they are the last good ones themselves (a sync of pods alone), it stays the very same map:
+// 10,000 services made no copy of 2.3 MB at each sync (issue 25).
 func (st *State) Accept(live []snapshot.Input, cur snapshot.Inputs) {
-	good := make(map[string]snapshot.Input, len(live))
-	for _, in := range live {
-		if in.Err == nil {
-			good[in.ID()] = in
+	if !sameGood(st.Good, live) {
+		good := make(map[string]snapshot.Input, len(live))
+		for _, in := range live {
+			if in.Err == nil {
+				good[in.ID()] = in
+			}
 		}
+		st.Good = good
 	}
-	st.Good = good
 	st.ServicesPresent = cur.ServicesPresent || (st.ServicesPresent && hasKind(live, snapshot.KindService))
 	st.TemplatesPresent = cur.TemplatesPresent || (st.TemplatesPresent && hasKind(live, snapshot.KindTemplates))
+}
+
+// sameGood reports whether good holds the inputs of live without an Err, and only those, each
+// the same version with its content in the same memory: kept, good holds no older copy of
+// what the sync's inputs hold (a ConfigMap made again with the same texts).
+func sameGood(good map[string]snapshot.Input, live []snapshot.Input) bool {
+	if good == nil {
+		return false
+	}
+	n := 0
+	var buf [128]byte
+	id := buf[:0] // in.ID() without making a string of each
+	for _, in := range live {
+		if in.Err != nil {
+			continue
+		}
+		n++
+		id = append(id[:0], in.Kind...)
+		if in.Name != "" {
+			id = append(append(id, '/'), in.Name...)
+		}
+		g, ok := good[string(id)]
+		if !ok || !sameInput(g, in) {
+			return false
+		}
+	}
+	return n == len(good)
+}
+
+// sameInput reports whether a and b are one version of one input, their content in the same
+// memory.
+func sameInput(a, b snapshot.Input) bool {
+	if a.Kind != b.Kind || a.Name != b.Name || a.Ref != b.Ref || a.Hash != b.Hash || a.Err != b.Err ||
+		!sameString(a.Text, b.Text) || len(a.PEM) != len(b.PEM) || len(a.Data) != len(b.Data) {
+		return false
+	}
+	if len(a.PEM) > 0 && unsafe.SliceData(a.PEM) != unsafe.SliceData(b.PEM) {
+		return false
+	}
+	for k, v := range a.Data {
+		if w, ok := b.Data[k]; !ok || !sameString(v, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameString reports whether a and b are the same bytes in memory.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (len(a) == 0 || unsafe.StringData(a) == unsafe.StringData(b))
 }
 
 func hasKind(ins []snapshot.Input, kind string) bool {

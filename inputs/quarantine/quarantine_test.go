@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -227,6 +228,42 @@ func TestAccept(t *testing.T) {
 	st.Accept([]snapshot.Input{svc("web", "w1"), badSvc("x", "{")}, inputs(svc("web", "w1")))
 	if len(st.Good) != 1 || !st.ServicesPresent || st.TemplatesPresent {
 		t.Errorf("state %+v", st)
+	}
+}
+
+// TestAcceptKeepsUnchangedGood: a sync that makes live the last good inputs themselves (a pod
+// edit's) keeps Good, the very same map, allocating nothing; a new version, an input gone, or
+// the same text in other memory (a ConfigMap made again) makes a new map, the old one left as
+// it was.
+func TestAcceptKeepsUnchangedGood(t *testing.T) {
+	live := []snapshot.Input{svc("api", "a1"), svc("web", "w1"), tmpl("t1"), badSvc("x", "{")}
+	st := &State{}
+	st.Accept(live, inputs(live...))
+	first := st.Good
+	same := func(a, b map[string]snapshot.Input) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	again := inputs(slices.Clone(live)...) // the same inputs, as a sync's Decode gives them again
+	if n := allocs.PerRun(10, func() { st.Accept(again.List, again) }); n != 0 || !same(st.Good, first) {
+		t.Errorf("the same inputs again: %d allocations, a new map %v; want none, the same map", n, !same(st.Good, first))
+	}
+	copied := slices.Clone(live)
+	copied[1].Text = strings.Clone(copied[1].Text)
+	changed := slices.Clone(live)
+	changed[1] = svc("web", "w2")
+	for name, next := range map[string][]snapshot.Input{
+		"a new version":          changed,
+		"an input gone":          live[1:],
+		"a text in other memory": copied,
+	} {
+		st := &State{Good: first}
+		st.Accept(next, inputs(next...))
+		if same(st.Good, first) {
+			t.Errorf("%s: Good is the same map", name)
+		}
+		if len(first) != 3 || first["service/web"].Text != "w1" {
+			t.Errorf("%s: the last good map changed: %v", name, first)
+		}
 	}
 }
 
