@@ -314,17 +314,11 @@ func align(n, m int, eq func(i, j int) bool, same func(i, j int), other func(i i
 }
 
 // place adds the pods of list that at (diffList's) has no entry for, made by entry, and
-// returns the entries of list's pods in its order (nil pods left out): the next update's
-// last list. The entries added are appended to added, when given.
+// returns the entries of list's pods in its order (nil pods left out), in at's own array:
+// the next update's last list. The entries added are appended to added, when given.
 func place[T comparable](ix *podIndex, at []int32, list []T, entry func(i int) podEntry, added *[]int32) []int32 {
 	var none T
-	n := 0
-	for _, p := range list {
-		if p != none {
-			n++
-		}
-	}
-	out := make([]int32, 0, n)
+	out := at[:0] // behind i: each place written once read
 	for i, e := range at {
 		if e < 0 {
 			if list[i] == none {
@@ -338,7 +332,7 @@ func place[T comparable](ix *podIndex, at []int32, list []T, entry func(i int) p
 		}
 		out = append(out, e)
 	}
-	return out
+	return slices.Clip(out)
 }
 
 // removeSkipped removes the last Build's pods align skipped that this round did not find:
