@@ -478,22 +478,27 @@ func (ix *podIndex) unregister(s *svcState) {
 	}
 }
 
-// selectPods returns the ready pods of namespace that sel matches: entries of ix, good until
-// the next update.
+// selectPods returns the ready pods of namespace that sel matches (nil: none): entries of ix,
+// good until the next update.
 func (ix *podIndex) selectPods(namespace string, sel labels.Selector) []*podEntry {
 	ns := ix.byNamespace[namespace]
 	if ns == nil {
 		return nil
 	}
 	candidates, all := ix.candidates(ns, sel)
+	var out []*podEntry
 	if all {
 		candidates = ns.pods
+	} else {
+		out = make([]*podEntry, 0, len(candidates)) // most match: no list grown five times
 	}
-	var out []*podEntry
 	for _, i := range candidates {
 		if e := &ix.entries[i]; sel.Matches(e) {
 			out = append(out, e)
 		}
+	}
+	if len(out) == 0 {
+		return nil // none: a service with a "service" routes to its endpoints (finish)
 	}
 	return out
 }

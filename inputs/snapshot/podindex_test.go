@@ -5,6 +5,10 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // givenTwice is list with a pod given a second time, and now and then a nil, at random
@@ -48,5 +52,33 @@ func TestBuildThroughCachePodsGivenTwice(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSelectorOfNoPodRoutesToEndpoints: a service with a selector and a "service" whose
+// selector selects no pod routes to the Service's endpoints, in a namespace of a few pods as
+// in one of more than indexThreshold (selected through the label index).
+func TestSelectorOfNoPodRoutesToEndpoints(t *testing.T) {
+	for _, n := range []int{3, indexThreshold + 10} {
+		var pods []*corev1.Pod
+		for i := range n {
+			pods = append(pods, readyPod("shop", fmt.Sprintf("p%d", i), fmt.Sprintf("10.0.0.%d", i+1), map[string]string{"app": "web"}))
+		}
+		slice := &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "shop", Name: "k-x", Labels: map[string]string{discoveryv1.LabelServiceName: "k"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.9.0.1"}}},
+		}
+		objs := &Objects{Pods: pods, EndpointSlices: []*discoveryv1.EndpointSlice{slice},
+			ConfigMaps: []*corev1.ConfigMap{configMap(ns, "services", map[string]string{"k": `{"namespace":"shop","selector":{"app":"none"},"service":"k"}`})}}
+		for _, cache := range []*PodCache{nil, {}} {
+			snap, err := Build(objs, Options{PodCache: cache})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := servicePods(snap); got != "k:shop,ep-10-9-0-1 " {
+				t.Errorf("%d pods, cache %v: service k has pods %q, want its endpoints", n, cache != nil, got)
+			}
+		}
 	}
 }
