@@ -207,16 +207,18 @@ func (e *podEntry) Get(k string) string {
 	return v
 }
 
-// convert gives every typed entry of pods (duplicates allowed) that has none its map,
+// convert gives every typed entry of the lists (duplicates allowed) that has none its map,
 // converted on all CPUs.
-func (ix *podIndex) convert(pods []*podEntry) {
+func (ix *podIndex) convert(lists [][]*podEntry) {
 	var todo []*podEntry
-	for _, e := range pods {
-		if e.typed == nil || e.queued || e.typed.obj != nil {
-			continue
+	for _, pods := range lists {
+		for _, e := range pods {
+			if e.typed == nil || e.queued || e.typed.obj != nil {
+				continue
+			}
+			e.queued = true
+			todo = append(todo, e)
 		}
-		e.queued = true
-		todo = append(todo, e)
 	}
 	if len(todo) == 0 {
 		return
