@@ -25,17 +25,19 @@ import (
 //
 // It also keeps the service entries of the last Decode decoded, by name and text.
 type PodCache struct {
-	turn     sync.Mutex // held by the Build that has the index
-	mu       sync.Mutex
-	in       interner                      // shares equal parts between the pods converted over time
-	conv     ObjectConverter               // converts the service entries (key lists, equal parts shared)
-	services map[string]decodedEntry       // by name, as the last Decode had them
-	held     map[serviceKey]decodedService // other versions asked for since
-	names    []string                      // the last Decode's entry names, sorted
-	// The inputs the last Decode made of the services ConfigMap at lastRef.
-	lastInputs []Input
-	lastRef    Ref
-	index      *podIndex // of the last Build
+	turn sync.Mutex // held by the Build that has the index
+	mu   sync.Mutex
+	in   interner                      // shares equal parts between the pods converted over time
+	conv ObjectConverter               // converts the service entries (key lists, equal parts shared)
+	held map[serviceKey]decodedService // other versions asked for since the last Decode
+	// The entries of the services ConfigMap at lastRef as the last Decode had them, sorted
+	// by name, each decoded: what the next Decode reuses of those whose text is the same, and
+	// the inputs it gives again when every entry is (sameEntries). Two slices, not a map by
+	// name and a copy of the inputs: 64 bytes a service instead of 310 (issue 25).
+	names   []string
+	entries []decodedEntry // names[i]'s
+	lastRef Ref
+	index   *podIndex // of the last Build
 	// The watched resources the last Assemble gave, by their --watch value: the next reuses
 	// those whose objects did not change, and patches the lookups of those of which a few did
 	// (resourceFrom). Read-only, shared by the Snapshots.
@@ -113,51 +115,70 @@ type decodedService struct {
 	hash string
 }
 
-// decodedEntry is an entry of the services ConfigMap of the last Decode, decoded.
+// decodedEntry is an entry of the services ConfigMap, decoded: d (its hash alone when it
+// does not decode), or why not.
 type decodedEntry struct {
 	text string
 	d    decodedService
+	err  *InputError
 }
 
-// decoded returns the entry name decoded (read-only), from the cache when its text is the
-// same. A current entry (a Decode's) is kept by name until its text changes; another version
-// (a held service at its last good version) until the next Decode.
-func (c *PodCache) decoded(ref Ref, name, text string, current bool) (decodedService, *InputError) {
+// input is the entry as an Input, name at keyRef.
+func (e *decodedEntry) input(keyRef Ref, name string) Input {
+	return Input{Kind: KindService, Name: name, Ref: keyRef, Hash: e.d.hash, Err: e.err, Text: e.text}
+}
+
+// decodeEntry decodes entry name of the services ConfigMap, at keyRef, through c's converter;
+// last is the last Decode's entry of that name when there is one (nil: none), whose decoding
+// serves again when its text is the same.
+func (c *PodCache) decodeEntry(keyRef Ref, name, text string, last *decodedEntry) decodedEntry {
+	if last != nil && last.err == nil && last.text == text {
+		return decodedEntry{text: text, d: last.d} // text: this Decode's, not to keep the last's
+	}
+	d, err := c.decode(keyRef, name, text)
+	if err != nil {
+		return decodedEntry{text: text, d: decodedService{hash: contentHash(text)}, err: err}
+	}
+	return decodedEntry{text: text, d: d}
+}
+
+// lastEntries are the entries of the last Decode and their names (read-only).
+func (c *PodCache) lastEntries() ([]string, []decodedEntry) {
+	if c == nil {
+		return nil, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.names, c.entries
+}
+
+// decoded returns the entry name at the version text decoded (read-only): the last Decode's
+// when it has that text, else another version asked for since (a held service at its last
+// good version), kept until the next Decode.
+func (c *PodCache) decoded(ref Ref, name, text string) (decodedService, *InputError) {
 	k := serviceKey{name, text}
 	if c != nil {
 		c.mu.Lock()
-		if e, ok := c.services[name]; ok && e.text == text {
-			c.mu.Unlock()
-			return e.d, nil
-		}
+		names, entries := c.names, c.entries
 		d, ok := c.held[k]
 		c.mu.Unlock()
-		if ok && !current {
+		if i, found := slices.BinarySearch(names, name); found && entries[i].err == nil && entries[i].text == text {
+			return entries[i].d, nil
+		}
+		if ok {
 			return d, nil
 		}
 	}
 	d, err := c.decode(ref, name, text)
 	if err != nil {
-		if c != nil && current {
-			c.mu.Lock()
-			delete(c.services, name) // its last text is no longer the entry's
-			c.mu.Unlock()
-		}
 		return decodedService{}, err
 	}
 	if c != nil {
 		c.mu.Lock()
-		if current {
-			if c.services == nil {
-				c.services = map[string]decodedEntry{}
-			}
-			c.services[name] = decodedEntry{text, d}
-		} else {
-			if c.held == nil {
-				c.held = map[serviceKey]decodedService{}
-			}
-			c.held[k] = d
+		if c.held == nil {
+			c.held = map[serviceKey]decodedService{}
 		}
+		c.held[k] = d
 		c.mu.Unlock()
 	}
 	return d, nil
@@ -184,46 +205,43 @@ func (c *PodCache) entryNames(data map[string]string) []string {
 	return slices.Sorted(maps.Keys(data))
 }
 
-// sameEntries is the inputs the last Decode made of the services ConfigMap when data has the
-// same entries, each of the same text, at the same ref; else nil. Read-only.
-func (c *PodCache) sameEntries(ref Ref, data map[string]string) []Input {
+// sameEntries appends to out the inputs the last Decode made of the services ConfigMap when
+// data has the same entries, each of the same text, at the same ref; else it returns false.
+func (c *PodCache) sameEntries(ref Ref, data map[string]string, out []Input) ([]Input, bool) {
 	if c == nil {
-		return nil
+		return out, false
 	}
 	c.mu.Lock()
-	last, lastRef := c.lastInputs, c.lastRef
-	if last != nil {
+	names, entries, lastRef := c.names, c.entries, c.lastRef
+	if entries != nil {
 		c.held = nil // as at every Decode
 	}
 	c.mu.Unlock()
-	if last == nil || lastRef != ref || len(last) != len(data) {
-		return nil
+	if entries == nil || lastRef != ref || len(entries) != len(data) {
+		return out, false
 	}
-	for i := range last {
-		if text, ok := data[last[i].Name]; !ok || text != last[i].Text {
-			return nil
+	for i := range entries {
+		if text, ok := data[names[i]]; !ok || text != entries[i].text {
+			return out, false
 		}
 	}
-	return last
+	for i, name := range names {
+		keyRef := ref
+		keyRef.Key = name
+		out = append(out, entries[i].input(keyRef, name))
+	}
+	return out, true
 }
 
-// decodedAll ends a Decode of data at ref, its keys names, good of them decoded, into inputs:
-// the entries no longer there and the other versions are dropped.
-func (c *PodCache) decodedAll(data map[string]string, names []string, good int, ref Ref, inputs []Input) {
+// decodedAll ends a Decode of the services ConfigMap at ref: entries are its entries, by
+// names; the other versions are dropped.
+func (c *PodCache) decodedAll(ref Ref, names []string, entries []decodedEntry) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.names, c.held = names, nil
-	c.lastRef, c.lastInputs = ref, slices.Clip(slices.Clone(inputs))
-	if len(c.services) != good {
-		for name := range c.services {
-			if _, ok := data[name]; !ok {
-				delete(c.services, name)
-			}
-		}
-	}
+	c.names, c.entries, c.lastRef, c.held = names, entries, ref, nil
 }
 
 // podName is a pod's namespace and name.
@@ -244,8 +262,8 @@ func (c *PodCache) Len() int {
 		return 0
 	}
 	n := 0
-	for p, gp := range ix.typed {
-		if p.ResourceVersion != "" && gp.e.obj != nil {
+	for i := range ix.entries {
+		if tp := ix.entries[i].typed; tp != nil && !ix.entries[i].removed && tp.pod.ResourceVersion != "" && tp.obj != nil {
 			n++
 		}
 	}

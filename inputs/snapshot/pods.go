@@ -133,28 +133,46 @@ func (c *PodConverter) Convert(p *corev1.Pod) *Pod {
 // the converter does not keep the parts of deleted pods alive.
 func (c *PodConverter) NextRound() { c.in.rotate() }
 
-// podEntry is a ready pod in the index: typed (from Objects.Pods, converted when a service
-// selects it) or already converted (from Objects.ConvertedPods).
+// podEntry is a pod of the index: typed (from Objects.Pods, converted when a service
+// selects it) or already converted (from Objects.ConvertedPods). A hundred thousand of them
+// are kept between Builds: 24 bytes each, in one slice (see podIndex.entries).
 type podEntry struct {
-	typed  *corev1.Pod // a typed pod, or
-	conv   *Pod        // one a source converted
-	obj    *record.Record
-	queued bool
-	pos    int32 // in its namespace's pods
+	conv    *Pod      // one a source converted, or
+	typed   *typedPod // a typed pod
+	pos     int32     // in its namespace's pods, when ready
+	ready   bool
+	removed bool // no longer given: free (or, a typed pod's, until update is done with it)
+	queued  bool // of convert
+}
+
+// typedPod is a typed pod of the index, with the resourceVersion it had when given (a pod
+// changed in place has another) and its template form once converted.
+type typedPod struct {
+	pod *corev1.Pod
+	rv  string
+	obj *record.Record
 }
 
 func (e *podEntry) namespace() string {
 	if e.typed != nil {
-		return e.typed.Namespace
+		return e.typed.pod.Namespace
 	}
 	return e.conv.namespace
 }
 
 func (e *podEntry) name() string {
 	if e.typed != nil {
-		return e.typed.Name
+		return e.typed.pod.Name
 	}
 	return e.conv.name
+}
+
+// object is the pod's template form: nil for a typed pod not converted yet.
+func (e *podEntry) object() *record.Record {
+	if e.typed != nil {
+		return e.typed.obj
+	}
+	return e.conv.obj
 }
 
 // labelsOf returns the metadata.labels of a converted pod.
@@ -171,7 +189,7 @@ var _ labels.Labels = (*podEntry)(nil)
 
 func (e *podEntry) Lookup(k string) (string, bool) {
 	if e.typed != nil {
-		v, ok := e.typed.Labels[k]
+		v, ok := e.typed.pod.Labels[k]
 		return v, ok
 	}
 	v, _ := e.conv.labels.Get(k)
@@ -189,16 +207,18 @@ func (e *podEntry) Get(k string) string {
 	return v
 }
 
-// convert gives every typed entry of pods (duplicates allowed) that has none its map,
+// convert gives every typed entry of the lists (duplicates allowed) that has none its map,
 // converted on all CPUs.
-func (ix *podIndex) convert(pods []*podEntry) {
+func (ix *podIndex) convert(lists [][]*podEntry) {
 	var todo []*podEntry
-	for _, e := range pods {
-		if e.typed == nil || e.queued || e.obj != nil {
-			continue
+	for _, pods := range lists {
+		for _, e := range pods {
+			if e.typed == nil || e.queued || e.typed.obj != nil {
+				continue
+			}
+			e.queued = true
+			todo = append(todo, e)
 		}
-		e.queued = true
-		todo = append(todo, e)
 	}
 	if len(todo) == 0 {
 		return
@@ -213,7 +233,7 @@ func (ix *podIndex) convert(pods []*podEntry) {
 	for range workers {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(todo); i = int(next.Add(1) - 1) {
-				todo[i].obj = podToMap(todo[i].typed, in, nil)
+				todo[i].typed.obj = podToMap(todo[i].typed.pod, in, nil)
 			}
 		})
 	}

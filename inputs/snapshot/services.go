@@ -21,26 +21,27 @@ import (
 func decodeServices(cm *corev1.ConfigMap, ref Ref, cache *PodCache) []Input {
 	// Room for a few certificates and the templates, which Decode appends.
 	out := make([]Input, 0, len(cm.Data)+len(cm.BinaryData)+16)
-	if last := cache.sameEntries(ref, cm.Data); last != nil {
-		out = append(out, last...)
+	if same, ok := cache.sameEntries(ref, cm.Data, out); ok {
+		out = same
 	} else {
 		names := cache.entryNames(cm.Data)
-		good := 0
-		for _, name := range names {
+		lastNames, last := cache.lastEntries()
+		entries := make([]decodedEntry, len(names))
+		j := 0 // both sorted: the last Decode's entry of a name found by walking them
+		for k, name := range names {
 			keyRef := ref
 			keyRef.Key = name
-			text := cm.Data[name]
-			in := Input{Kind: KindService, Name: name, Ref: keyRef, Text: text}
-			// The decoded entry, not a copy: only whether it is usable, and its hash, are needed.
-			if d, err := cache.decoded(keyRef, name, text, true); err != nil {
-				in.Hash, in.Err = contentHash(text), err
-			} else {
-				in.Hash = d.hash
-				good++
+			for j < len(lastNames) && lastNames[j] < name {
+				j++
 			}
-			out = append(out, in)
+			var prev *decodedEntry
+			if j < len(lastNames) && lastNames[j] == name {
+				prev = &last[j]
+			}
+			entries[k] = cache.decodeEntry(keyRef, name, cm.Data[name], prev)
+			out = append(out, entries[k].input(keyRef, name))
 		}
-		cache.decodedAll(cm.Data, names, good, ref, out)
+		cache.decodedAll(ref, names, entries)
 	}
 	for _, name := range slices.Sorted(maps.Keys(cm.BinaryData)) {
 		keyRef := ref
@@ -112,7 +113,7 @@ func buildServices(entries []Input, ix *podIndex, eps endpointIndex) ([]*record.
 		}
 	}
 	// Converting pods is most of the work: do it once per pod, in parallel.
-	ix.convert(slices.Concat(selected...))
+	ix.convert(selected) // not one list of them all: 800 KB at the start of 10,000 x 10
 	for i, s := range work {
 		s.b.finish(prev[i], selected[i], eps)
 		services[at[i]] = s.b.svc
@@ -147,7 +148,7 @@ func (c *PodCache) startService(e Input, old *builtService) (*builtService, *Inp
 	if old != nil && old.text == e.Text {
 		return &builtService{text: e.Text, sel: old.sel, entry: old.entry, svc: old.svc}, nil
 	}
-	d, err := c.decoded(e.Ref, e.Name, e.Text, false)
+	d, err := c.decoded(e.Ref, e.Name, e.Text)
 	if err != nil {
 		return nil, err
 	}
@@ -224,12 +225,12 @@ func podsByName(pods []*podEntry, old *record.Record) *record.Record {
 			continue // the same pod twice (a service's pods are all in one namespace)
 		}
 		names = append(names, podKeyName(p))
-		vals = append(vals, p.obj)
+		vals = append(vals, p.object())
 	}
 	if samePods(old, names, vals) {
 		return old
 	}
-	return record.New(record.NewKeys(names...), vals)
+	return record.New(record.TakeKeys(names), vals)
 }
 
 // samePods reports whether old holds exactly vals by names (the same records).
