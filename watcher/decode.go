@@ -99,14 +99,22 @@ type origin struct {
 
 // job is one object of a file, or an error found while reading the file; jobs are kept in the
 // order of the files. An object found in the cache needs no more than where it is and what it
-// is (a hundred thousand of them are read again on every change).
+// is (a hundred thousand of them are read again on every change, and kept by their file's
+// entry): three pointers.
 type job struct {
-	at    *origin
-	res   *decoded    // nil until decoded; still nil if the fast decode did not succeed
-	entry *cacheEntry // the cache's entry, if the object was found there or put there
-	p     *pending    // an object to decode, or an error; nil when found in the cache
-	skip  bool        // decoded to nothing to add (a kind this program does not know)
+	at  *origin
+	res *decoded // nil until decoded; still nil if the fast decode did not succeed
+	// p is an object to decode, or an error; nil when found in the cache or kept by its file's
+	// entry (res is then the cache's entry, with a cache).
+	p *pending
 }
+
+// cached says that the job's result is the cache's entry (with a cache): found there, or kept
+// by its file since it was put there.
+func (j *job) cached() bool { return j.p == nil || j.p.found }
+
+// skipped: decoded to nothing to add (a kind this program does not know).
+func (j *job) skipped() bool { return j.p != nil && j.p.skip }
 
 type pending struct {
 	data     []byte // the object as JSON; nil once decoded early (res)
@@ -122,6 +130,9 @@ type pending struct {
 	docKeyed bool
 	// keys are the data keys it was read from, one by one (yamldata.go).
 	keys []*dataEntry
+	// found: the object was found in the cache when its file was decoded (res is its entry).
+	found bool
+	skip  bool // decoded to nothing to add (a kind this program does not know)
 }
 
 // docKey identifies an object by its bytes: two independent 64-bit hashes (xxhash and
@@ -137,12 +148,17 @@ func dataKey(data []byte) docKey {
 
 // docCache remembers decoded objects by content between reads, for as long as a read finds
 // them: the objects of a directory with 100,000 pods are decoded once, then only those whose
-// bytes change. The decoded objects are shared with the Objects returned: read-only.
+// bytes change. The decoded objects are shared with the Objects returned: read-only. Its
+// entries are the decoded records themselves (decoded.round, prefix, more): a hundred thousand
+// pods take a record and a map slot each, nothing more.
 type docCache struct {
 	namespace string   // the default namespace the objects were decoded with
 	ignored   *decoded // the result of every object nothing reads (see manifestDecoder.ignored)
-	round     uint64
-	entries   map[docKey]*cacheEntry
+	round     uint32
+	entries   map[docKey]*decoded
+	// prefixes are the kind prefixes entries were put with (decoded.prefix indexes them): a
+	// few, "" and yamlDocument among them.
+	prefixes []string
 	// listItems is how many items each streamed List had (by file) in the last read: the next
 	// read sizes its list once instead of growing it by a quarter at a time (5 times its
 	// size in all).
@@ -151,10 +167,8 @@ type docCache struct {
 	dataEntries map[docKey]*dataEntry
 }
 
-type cacheEntry struct {
-	res    *decoded
-	prefix string // the kind a typed List gave the object (see pending.defaults)
-	round  uint64 // the last read that found it
+// entryMore is what few entries have besides their object.
+type entryMore struct {
 	// keys are the data keys the object was read from (yamldata.go): kept while it is.
 	keys []*dataEntry
 	// written is where a ConfigMap's or Secret's data keys are in its document, as if it
@@ -163,14 +177,16 @@ type cacheEntry struct {
 }
 
 // use marks e (and the data keys it was read from) found by the read of round.
-func (e *cacheEntry) use(round uint64) {
+func (e *decoded) use(round uint32) {
 	e.round = round
-	for _, k := range e.keys {
-		k.round = round
+	if e.more != nil {
+		for _, k := range e.more.keys {
+			k.round = round
+		}
 	}
 }
 
-func (c *docCache) get(k docKey) *cacheEntry {
+func (c *docCache) get(k docKey) *decoded {
 	if c == nil {
 		return nil
 	}
@@ -178,30 +194,86 @@ func (c *docCache) get(k docKey) *cacheEntry {
 }
 
 // find is get for an object its List gives the kind prefix.
-func (c *docCache) find(k docKey, prefix string) *cacheEntry {
-	if e := c.get(k); e != nil && e.prefix == prefix {
+func (c *docCache) find(k docKey, prefix string) *decoded {
+	if e := c.get(k); e != nil && c.prefixes[e.prefix] == prefix {
 		return e
 	}
 	return nil
 }
 
+// prefixOf is the kind prefix of e, as get found it.
+func (c *docCache) prefixOf(e *decoded) string { return c.prefixes[e.prefix] }
+
+// put makes r the entry of key k, with its kind prefix, found by the read of round.
+func (c *docCache) put(k docKey, r *decoded, prefix string, round uint32) {
+	i := slices.Index(c.prefixes, prefix)
+	if i < 0 {
+		i = len(c.prefixes)
+		c.prefixes = append(c.prefixes, prefix)
+	}
+	r.prefix, r.round = uint32(i), round
+	c.entries[k] = r
+}
+
 // decoded is a decoded object, ready to be added: read-only once made, since a later read
-// may reuse it.
+// may reuse it; with a cache, also its entry there (round, prefix, more: what only the
+// decoding of a read changes). Its kind and metadata are read from the object itself: a
+// hundred thousand pods take a 48-byte record each.
 type decoded struct {
-	obj  kruntime.Object // ConfigMap, Secret, typed Pod, or another kind (ignored)
-	pod  *snapshot.Pod   // a converted Pod
-	kind string          // ConfigMap, Secret, Pod, a watched kind; "" for another kind
-	meta *metav1.ObjectMeta
+	obj kruntime.Object // ConfigMap, Secret, typed Pod, EndpointSlice, or another kind (watched)
+	pod *snapshot.Pod   // a converted Pod
 	// watched is set for an object of watched resources (a pointer: a hundred thousand pods
 	// nothing watches then take a smaller record).
 	watched *watchedForm
+	round   uint32     // the last read that found it in the cache
+	prefix  uint32     // the kind a typed List gave it (pending.defaults): docCache.prefixes[prefix]
+	more    *entryMore // nil for most
 }
 
 // watchedForm is an object converted for the watched resources in by (whose namespace and
-// selector add checks).
+// selector add checks), of kind.
 type watchedForm struct {
 	object *snapshot.Object
 	by     []*watched
+	kind   string
+}
+
+// kind is ConfigMap, Secret, Pod, EndpointSlice or a watched kind; "" for another kind (an
+// object nothing reads, a Secret dropped).
+func (r *decoded) kind() string {
+	switch {
+	case r.watched != nil:
+		return r.watched.kind
+	case r.pod != nil:
+		return "Pod"
+	}
+	switch r.obj.(type) {
+	case *corev1.ConfigMap:
+		return "ConfigMap"
+	case *corev1.Secret:
+		return "Secret"
+	case *corev1.Pod:
+		return "Pod"
+	case *discoveryv1.EndpointSlice:
+		return "EndpointSlice"
+	}
+	return ""
+}
+
+// typedMeta is the metadata of a ConfigMap, Secret, typed Pod or EndpointSlice; nil for another
+// object.
+func (r *decoded) typedMeta() *metav1.ObjectMeta {
+	switch o := r.obj.(type) {
+	case *corev1.ConfigMap:
+		return &o.ObjectMeta
+	case *corev1.Secret:
+		return &o.ObjectMeta
+	case *corev1.Pod:
+		return &o.ObjectMeta
+	case *discoveryv1.EndpointSlice:
+		return &o.ObjectMeta
+	}
+	return nil
 }
 
 func newManifestDecoder(defaultNamespace string, logger *slog.Logger) *manifestDecoder {
@@ -483,7 +555,7 @@ func (d *manifestDecoder) add1(at *origin, p *pending) {
 	if d.cache != nil {
 		p.key, p.keyed = dataKey(p.data), true
 		if e := d.cache.find(p.key, p.defaults); e != nil {
-			d.jobs = append(d.jobs, job{at: at, res: e.res, entry: e})
+			d.jobs = append(d.jobs, job{at: at, res: e})
 			return
 		}
 		if d.stillIgnored(p.key, p.defaults) {
@@ -570,7 +642,7 @@ func (d *manifestDecoder) scannedJobs(rel string, data []byte, docs []head) bool
 			if d.cache != nil {
 				key = dataKey(item)
 				if e := d.cache.find(key, prefix); e != nil {
-					d.jobs = append(d.jobs, job{at: at(e.res.kind), res: e.res, entry: e})
+					d.jobs = append(d.jobs, job{at: at(e.kind()), res: e})
 					continue
 				}
 				if d.stillIgnored(key, prefix) {
@@ -646,13 +718,13 @@ func (d *manifestDecoder) decodeParallel() {
 			if j.res == nil && j.p != nil && j.p.res != nil {
 				j.res = j.p.res // decoded early
 			}
-			if j.p == nil || j.p.err != nil || j.res != nil || j.skip {
+			if j.p == nil || j.p.err != nil || j.res != nil || j.p.skip {
 				continue // found in the cache, bad, decoded early (see earlyDecoder) or before
 			}
 			if d.cache != nil && !j.p.keyed {
 				j.p.key, j.p.keyed = dataKey(j.p.data), true
-				if j.entry = d.cache.find(j.p.key, j.p.defaults); j.entry != nil {
-					j.res = j.entry.res
+				if e := d.cache.find(j.p.key, j.p.defaults); e != nil {
+					j.res, j.p.found = e, true
 					continue
 				}
 				if p, ok := d.ignoring.was(j.p.key); ok && p == j.p.defaults {
@@ -676,49 +748,54 @@ func (d *manifestDecoder) decodeParallel() {
 // cache what this read did not find.
 func (d *manifestDecoder) decodeJobs() {
 	d.decodeParallel()
-	var round uint64
+	var round uint32
 	if d.cache != nil {
 		d.cache.round++
 		round = d.cache.round
 		if d.cache.entries == nil {
-			d.cache.entries = map[docKey]*cacheEntry{}
+			d.cache.entries = map[docKey]*decoded{}
 		}
 	}
 	for i := range d.jobs {
 		j := &d.jobs[i]
-		fresh := j.p != nil && j.p.err == nil && !j.skip && j.entry == nil // decoded by this read
+		fresh := j.p != nil && j.p.err == nil && !j.p.skip && !j.p.found // decoded by this read
 		switch {
-		case j.p != nil && j.p.err != nil, j.skip:
+		case j.p != nil && (j.p.err != nil || j.p.skip):
 		case j.res == nil:
 			res, err := d.decode(j.at, j.p)
 			switch {
 			case err != nil:
 				j.p.err = err
 			case res == nil:
-				j.skip = true
+				j.p.skip = true
 			default:
 				j.res = res
 			}
-		case j.entry != nil:
-			j.entry.use(round)
-			if j.p != nil && j.p.docKeyed && j.entry.prefix != yamlDocument {
-				// Found by its JSON (another file has the same object): by its YAML too.
-				d.cache.entries[j.p.doc] = &cacheEntry{res: j.res, prefix: yamlDocument, round: round}
+		case d.cache == nil:
+		case j.cached():
+			j.res.use(round)
+			if j.p != nil && j.p.docKeyed && d.cache.prefixOf(j.res) != yamlDocument {
+				// Found by its JSON (another file has the same object): by its YAML too, a
+				// record of its own (an entry has one prefix).
+				byYAML := &decoded{obj: j.res.obj, pod: j.res.pod, watched: j.res.watched}
+				d.cache.put(j.p.doc, byYAML, yamlDocument, round)
 			}
-		case j.p != nil && j.res.kind == "":
+		case j.res.kind() == "":
 			// Ignored: not cached (the file remembers its key, fileEntry.ignored), nor logged
 			// again when known.
 			fresh = fresh && !j.p.known
-		case d.cache != nil && j.p != nil:
+		default:
 			key, prefix := j.p.key, j.p.defaults
 			if j.p.docKeyed {
 				// Known by its YAML: the next read skips its conversion (knownDocument).
 				key, prefix = j.p.doc, yamlDocument
 			}
-			j.entry = &cacheEntry{res: j.res, prefix: prefix, round: round, keys: j.p.keys}
-			d.cache.entries[key] = j.entry
+			if j.p.keys != nil {
+				j.res.more = &entryMore{keys: j.p.keys}
+			}
+			d.cache.put(key, j.res, prefix, round)
 		}
-		if fresh && j.res != nil && j.res.kind == "" && j.p.gvk.Kind != "Secret" {
+		if fresh && j.res != nil && j.res.kind() == "" && j.p.gvk.Kind != "Secret" {
 			d.logger.Debug("ignoring an object that is not a ConfigMap, Secret, Pod or EndpointSlice",
 				"file", j.at.rel, "line", j.at.line, "kind", j.p.gvk.Kind, "apiVersion", j.p.gvk.GroupVersion().String())
 		}
@@ -747,7 +824,7 @@ func (d *manifestDecoder) addJobs() {
 		switch j := &d.jobs[i]; {
 		case j.p != nil && j.p.err != nil:
 			d.errs = append(d.errs, j.p.err)
-		case j.skip || j.res == nil:
+		case j.skipped() || j.res == nil:
 		case dups[i] != nil:
 			d.errs = append(d.errs, duplicateError(j.at, j.res.key(), dups[i]))
 		default:
@@ -826,7 +903,7 @@ func (d *manifestDecoder) custom(at *origin, p *pending, by []*watched) (*decode
 	if err != nil {
 		return nil, inputError(at.rel, at.line, 0, fmt.Errorf("the %s: %v", p.gvk.Kind, err))
 	}
-	return &decoded{kind: p.gvk.Kind, watched: &watchedForm{object: o, by: by}}, nil
+	return &decoded{watched: &watchedForm{object: o, by: by, kind: p.gvk.Kind}}, nil
 }
 
 // noStatus says the object's status is left out: every watched resource that takes it says
@@ -853,7 +930,7 @@ func (d *manifestDecoder) prepare(obj kruntime.Object, gvk schema.GroupVersionKi
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
 		defaultNS(&o.ObjectMeta)
-		res = &decoded{obj: o, kind: "ConfigMap", meta: &o.ObjectMeta}
+		res = &decoded{obj: o}
 	case *corev1.Secret:
 		defaultNS(&o.ObjectMeta)
 		foldStringData(o)
@@ -861,19 +938,19 @@ func (d *manifestDecoder) prepare(obj kruntime.Object, gvk schema.GroupVersionKi
 			if d.watchedBy(gvk) == nil {
 				return d.ignored(), nil // dropped: nothing of it is held
 			}
-			res = &decoded{kind: "Secret"} // only the watched form
+			res = &decoded{} // only the watched form
 			break
 		}
-		res = &decoded{obj: o, kind: "Secret", meta: &o.ObjectMeta}
+		res = &decoded{obj: o}
 	case *corev1.Pod:
 		defaultNS(&o.ObjectMeta)
 		if d.conv != nil && d.watchedBy(gvk) == nil {
-			return &decoded{pod: d.conv.Convert(o), kind: "Pod"}, nil
+			return &decoded{pod: d.conv.Convert(o)}, nil
 		}
-		res = &decoded{obj: o, kind: "Pod", meta: &o.ObjectMeta}
+		res = &decoded{obj: o}
 	case *discoveryv1.EndpointSlice:
 		defaultNS(&o.ObjectMeta)
-		res = &decoded{obj: o, kind: "EndpointSlice", meta: &o.ObjectMeta}
+		res = &decoded{obj: o}
 	default:
 		if d.watchedBy(gvk) == nil {
 			return d.ignored(), nil // decoded (strictly: it must be valid), then nothing of it is kept
@@ -901,10 +978,10 @@ func (d *manifestDecoder) prepare(obj kruntime.Object, gvk schema.GroupVersionKi
 	if noStatus(by) {
 		o = o.WithoutStatus()
 	}
-	res.kind, res.watched = gvk.Kind, &watchedForm{object: o, by: by}
+	res.watched = &watchedForm{object: o, by: by, kind: gvk.Kind}
 	if p, ok := obj.(*corev1.Pod); ok && d.conv != nil {
 		// A pod both selected by services and watched: the services' form too.
-		res.obj, res.meta, res.pod = nil, nil, d.conv.Convert(p)
+		res.obj, res.pod = nil, d.conv.Convert(p)
 	}
 	return res, nil
 }
@@ -918,12 +995,12 @@ func (d *manifestDecoder) keepSecret(s *corev1.Secret) bool {
 // add keeps ConfigMaps, Secrets, Pods and EndpointSlices, as the API server would store them,
 // and the objects of the watched resources.
 func (d *manifestDecoder) add(at *origin, r *decoded) {
-	if r.kind == "" {
+	k := r.key()
+	if k.kind == "" {
 		return // ignored (logged when decoded) or a Secret dropped (keepSecret)
 	}
-	k := r.key()
 	if k.name == "" {
-		d.errs = append(d.errs, inputError(at.rel, at.line, 0, fmt.Errorf("the %s has no metadata.name", r.kind)))
+		d.errs = append(d.errs, inputError(at.rel, at.line, 0, fmt.Errorf("the %s has no metadata.name", k.kind)))
 		return
 	}
 	if r.watched != nil {
@@ -985,7 +1062,7 @@ func (d *manifestDecoder) originsToCome() int {
 	n := 0
 	for i := range d.jobs {
 		j := &d.jobs[i]
-		if j.skip || j.res == nil || (j.p != nil && j.p.err != nil) {
+		if j.skipped() || j.res == nil || (j.p != nil && j.p.err != nil) {
 			continue
 		}
 		switch j.res.obj.(type) {
@@ -1034,17 +1111,26 @@ func (d *manifestDecoder) fileOrigin(rel string) {
 // objectKey names an object: two definitions with the same key are one object defined twice.
 type objectKey struct{ kind, namespace, name string }
 
+// key names the object; its kind is "" for an object nothing reads.
 func (r *decoded) key() objectKey {
-	switch {
-	case r.pod != nil:
-		return objectKey{r.kind, r.pod.Namespace(), r.pod.Name()}
-	case r.meta == nil && r.watched != nil:
-		return objectKey{r.kind, r.watched.object.Namespace(), r.watched.object.Name()}
-	case r.meta == nil:
-		m, _ := meta.Accessor(r.obj)
-		return objectKey{r.kind, m.GetNamespace(), m.GetName()}
+	kind := r.kind()
+	if r.pod != nil {
+		return objectKey{kind, r.pod.Namespace(), r.pod.Name()}
 	}
-	return objectKey{r.kind, r.meta.Namespace, r.meta.Name}
+	if m := r.typedMeta(); m != nil {
+		return objectKey{kind, m.Namespace, m.Name}
+	}
+	switch {
+	case r.watched != nil:
+		return objectKey{kind, r.watched.object.Namespace(), r.watched.object.Name()}
+	case r.obj == nil:
+		return objectKey{}
+	}
+	m, err := meta.Accessor(r.obj)
+	if err != nil {
+		return objectKey{kind: kind}
+	}
+	return objectKey{kind, m.GetNamespace(), m.GetName()}
 }
 
 // foldStringData does what the API server does with a Secret's stringData: merge it into data

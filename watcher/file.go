@@ -234,9 +234,9 @@ func keep(jobs []job, boundary int) (kept []job, bad bool, before int) {
 		case j.p != nil && j.p.err != nil:
 			kept = append(kept, job{at: j.at, p: &pending{err: j.p.err}})
 			bad = true
-		case j.skip || j.res == nil || j.res.kind == "":
+		case j.skipped() || j.res == nil || j.res.kind() == "":
 		default:
-			kept = append(kept, job{at: j.at, res: j.res, entry: j.entry})
+			kept = append(kept, job{at: j.at, res: j.res})
 		}
 	}
 	if boundary == len(jobs) {

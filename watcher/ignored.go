@@ -65,7 +65,7 @@ func (d *manifestDecoder) ignored() *decoded {
 func ignoredKeys(still map[docKey]string, jobs []job) map[docKey]string {
 	out := still
 	for _, j := range jobs {
-		if j.res == nil || j.res.kind != "" || j.p == nil || !j.p.keyed || j.p.err != nil {
+		if j.res == nil || j.res.kind() != "" || j.p == nil || !j.p.keyed || j.p.err != nil {
 			continue
 		}
 		if out == nil {

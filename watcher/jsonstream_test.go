@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 )
 
@@ -168,7 +170,7 @@ func TestStreamErrorInItem(t *testing.T) {
 // one when a bad file's last good version has more objects than its place; both give what a
 // copy gives, and the place left over holds nothing (no pending decode is kept alive).
 func TestPlaceFreshInPlace(t *testing.T) {
-	pod := &decoded{kind: "Pod"}
+	pod := &decoded{obj: &corev1.Pod{}}
 	other := &decoded{} // a kind nothing reads
 	at := func(rel string) *origin { return &origin{rel: rel} }
 	a, b, c, d := at("a"), at("b"), at("c"), at("d")
@@ -179,7 +181,7 @@ func TestPlaceFreshInPlace(t *testing.T) {
 	scenario := func(goodOfD int) ([]job, []freshFile) {
 		jobs := []job{
 			{at: a, res: pod}, {at: a, res: pod},
-			{at: b, res: pod, p: &pending{}}, {at: b, res: other, p: &pending{}}, {at: b, res: pod, p: &pending{}}, {at: b, p: &pending{}, skip: true}, {at: b, res: pod, p: &pending{}},
+			{at: b, res: pod, p: &pending{}}, {at: b, res: other, p: &pending{}}, {at: b, res: pod, p: &pending{}}, {at: b, p: &pending{skip: true}}, {at: b, res: pod, p: &pending{}},
 			{at: c, res: pod},
 			{at: d, res: pod, p: &pending{}}, {at: d, p: &pending{err: bad}},
 		}
@@ -190,7 +192,7 @@ func TestPlaceFreshInPlace(t *testing.T) {
 		return jobs, []freshFile{{start: 2, end: 7, entry: &fileEntry{}}, {start: 8, end: 10, entry: de}}
 	}
 	same := func(x, y job) bool {
-		return x.at == y.at && x.res == y.res && x.skip == y.skip && (x.p == nil) == (y.p == nil) && (x.p == nil || x.p.err == y.p.err)
+		return x.at == y.at && x.res == y.res && x.skipped() == y.skipped() && (x.p == nil) == (y.p == nil) && (x.p == nil || x.p.err == y.p.err)
 	}
 	for _, c := range []struct {
 		goodOfD int

@@ -27,7 +27,7 @@ type dataEntry struct {
 	quoted []byte // key as a JSON string
 	value  json.RawMessage
 	origin *written // the positions writtenIn finds, as if the key's lines started the file
-	round  uint64   // the last read that used it
+	round  uint32   // the last read that used it
 }
 
 // yamlDataSplit is a ConfigMap or Secret document cut apart: the document with its data
