@@ -217,37 +217,53 @@ func (c *docCache) put(k docKey, r *decoded, prefix string, round uint32) {
 
 // decoded is a decoded object, ready to be added: read-only once made, since a later read
 // may reuse it; with a cache, also its entry there (round, prefix, more: what only the
-// decoding of a read changes). Its kind and metadata are read from the object itself: a
-// hundred thousand pods take a 48-byte record each.
+// decoding of a read changes). It holds one form of the object, whose kind and metadata are
+// read from it: a hundred thousand pods take a 32-byte record each.
 type decoded struct {
-	obj kruntime.Object // ConfigMap, Secret, typed Pod, EndpointSlice, or another kind (watched)
-	pod *snapshot.Pod   // a converted Pod
-	// watched is set for an object of watched resources (a pointer: a hundred thousand pods
-	// nothing watches then take a smaller record).
-	watched *watchedForm
-	round   uint32     // the last read that found it in the cache
-	prefix  uint32     // the kind a typed List gave it (pending.defaults): docCache.prefixes[prefix]
-	more    *entryMore // nil for most
+	// v is what is kept of the object: a *snapshot.Pod (a converted pod); a typed ConfigMap,
+	// Secret, Pod or EndpointSlice; a *watchedForm (an object of watched resources, which
+	// holds its other forms); nil for an object nothing reads.
+	v      any
+	round  uint32     // the last read that found it in the cache
+	prefix uint32     // the kind a typed List gave it (pending.defaults): docCache.prefixes[prefix]
+	more   *entryMore // nil for most
 }
 
 // watchedForm is an object converted for the watched resources in by (whose namespace and
-// selector add checks), of kind.
+// selector add checks), of kind; and its forms the snapshot reads too (obj, pod: see decoded.v).
 type watchedForm struct {
 	object *snapshot.Object
 	by     []*watched
 	kind   string
+	obj    kruntime.Object
+	pod    *snapshot.Pod
+}
+
+// parts are the forms of the object: typed (a ConfigMap, Secret, Pod or EndpointSlice), a
+// converted pod, watched; nil for those it has not.
+func (r *decoded) parts() (obj kruntime.Object, pod *snapshot.Pod, w *watchedForm) {
+	switch v := r.v.(type) {
+	case *snapshot.Pod:
+		pod = v
+	case *watchedForm:
+		obj, pod, w = v.obj, v.pod, v
+	case kruntime.Object:
+		obj = v
+	}
+	return obj, pod, w
 }
 
 // kind is ConfigMap, Secret, Pod, EndpointSlice or a watched kind; "" for another kind (an
 // object nothing reads, a Secret dropped).
 func (r *decoded) kind() string {
+	obj, pod, w := r.parts()
 	switch {
-	case r.watched != nil:
-		return r.watched.kind
-	case r.pod != nil:
+	case w != nil:
+		return w.kind
+	case pod != nil:
 		return "Pod"
 	}
-	switch r.obj.(type) {
+	switch obj.(type) {
 	case *corev1.ConfigMap:
 		return "ConfigMap"
 	case *corev1.Secret:
@@ -262,8 +278,8 @@ func (r *decoded) kind() string {
 
 // typedMeta is the metadata of a ConfigMap, Secret, typed Pod or EndpointSlice; nil for another
 // object.
-func (r *decoded) typedMeta() *metav1.ObjectMeta {
-	switch o := r.obj.(type) {
+func typedMeta(obj kruntime.Object) *metav1.ObjectMeta {
+	switch o := obj.(type) {
 	case *corev1.ConfigMap:
 		return &o.ObjectMeta
 	case *corev1.Secret:
@@ -777,7 +793,7 @@ func (d *manifestDecoder) decodeJobs() {
 			if j.p != nil && j.p.docKeyed && d.cache.prefixOf(j.res) != yamlDocument {
 				// Found by its JSON (another file has the same object): by its YAML too, a
 				// record of its own (an entry has one prefix).
-				byYAML := &decoded{obj: j.res.obj, pod: j.res.pod, watched: j.res.watched}
+				byYAML := &decoded{v: j.res.v}
 				d.cache.put(j.p.doc, byYAML, yamlDocument, round)
 			}
 		case j.res.kind() == "":
@@ -903,7 +919,7 @@ func (d *manifestDecoder) custom(at *origin, p *pending, by []*watched) (*decode
 	if err != nil {
 		return nil, inputError(at.rel, at.line, 0, fmt.Errorf("the %s: %v", p.gvk.Kind, err))
 	}
-	return &decoded{watched: &watchedForm{object: o, by: by, kind: p.gvk.Kind}}, nil
+	return &decoded{v: &watchedForm{object: o, by: by, kind: p.gvk.Kind}}, nil
 }
 
 // noStatus says the object's status is left out: every watched resource that takes it says
@@ -926,11 +942,11 @@ func (d *manifestDecoder) prepare(obj kruntime.Object, gvk schema.GroupVersionKi
 			m.Namespace = d.defaultNamespace
 		}
 	}
-	var res *decoded
+	var typed kruntime.Object // the typed form the snapshot reads
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
 		defaultNS(&o.ObjectMeta)
-		res = &decoded{obj: o}
+		typed = o
 	case *corev1.Secret:
 		defaultNS(&o.ObjectMeta)
 		foldStringData(o)
@@ -938,28 +954,26 @@ func (d *manifestDecoder) prepare(obj kruntime.Object, gvk schema.GroupVersionKi
 			if d.watchedBy(gvk) == nil {
 				return d.ignored(), nil // dropped: nothing of it is held
 			}
-			res = &decoded{} // only the watched form
-			break
+			break // only the watched form
 		}
-		res = &decoded{obj: o}
+		typed = o
 	case *corev1.Pod:
 		defaultNS(&o.ObjectMeta)
 		if d.conv != nil && d.watchedBy(gvk) == nil {
-			return &decoded{pod: d.conv.Convert(o)}, nil
+			return &decoded{v: d.conv.Convert(o)}, nil
 		}
-		res = &decoded{obj: o}
+		typed = o
 	case *discoveryv1.EndpointSlice:
 		defaultNS(&o.ObjectMeta)
-		res = &decoded{obj: o}
+		typed = o
 	default:
 		if d.watchedBy(gvk) == nil {
 			return d.ignored(), nil // decoded (strictly: it must be valid), then nothing of it is kept
 		}
-		res = &decoded{obj: obj}
 	}
 	by := d.watchedBy(gvk)
 	if by == nil {
-		return res, nil
+		return &decoded{v: typed}, nil
 	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
@@ -978,12 +992,12 @@ func (d *manifestDecoder) prepare(obj kruntime.Object, gvk schema.GroupVersionKi
 	if noStatus(by) {
 		o = o.WithoutStatus()
 	}
-	res.watched = &watchedForm{object: o, by: by, kind: gvk.Kind}
+	w := &watchedForm{object: o, by: by, kind: gvk.Kind, obj: typed}
 	if p, ok := obj.(*corev1.Pod); ok && d.conv != nil {
 		// A pod both selected by services and watched: the services' form too.
-		res.obj, res.pod = nil, d.conv.Convert(p)
+		w.obj, w.pod = nil, d.conv.Convert(p)
 	}
-	return res, nil
+	return &decoded{v: w}, nil
 }
 
 // keepSecret says whether a Secret is one the snapshot may read (see File.SecretNamespace).
@@ -1003,24 +1017,25 @@ func (d *manifestDecoder) add(at *origin, r *decoded) {
 		d.errs = append(d.errs, inputError(at.rel, at.line, 0, fmt.Errorf("the %s has no metadata.name", k.kind)))
 		return
 	}
-	if r.watched != nil {
-		for _, w := range r.watched.by {
-			if w.keep(r.watched.object) {
+	obj, pod, form := r.parts()
+	if form != nil {
+		for _, w := range form.by {
+			if w.keep(form.object) {
 				if d.objs.Resources == nil {
 					d.objs.Resources = map[string][]*snapshot.Object{}
 				}
-				d.objs.Resources[w.spec.Name()] = append(d.objs.Resources[w.spec.Name()], r.watched.object)
+				d.objs.Resources[w.spec.Name()] = append(d.objs.Resources[w.spec.Name()], form.object)
 			}
 		}
 	}
-	if r.pod != nil {
+	if pod != nil {
 		if d.objs.ConvertedPods == nil {
 			d.objs.ConvertedPods = make([]*snapshot.Pod, 0, len(d.jobs))
 		}
-		d.objs.ConvertedPods = append(d.objs.ConvertedPods, r.pod)
+		d.objs.ConvertedPods = append(d.objs.ConvertedPods, pod)
 		return
 	}
-	switch o := r.obj.(type) {
+	switch o := obj.(type) {
 	case *corev1.ConfigMap:
 		d.objs.ConfigMaps = append(d.objs.ConfigMaps, o)
 		d.written(at, k)
@@ -1065,7 +1080,7 @@ func (d *manifestDecoder) originsToCome() int {
 		if j.skipped() || j.res == nil || (j.p != nil && j.p.err != nil) {
 			continue
 		}
-		switch j.res.obj.(type) {
+		switch obj, _, _ := j.res.parts(); obj.(type) {
 		case *corev1.ConfigMap, *corev1.Secret:
 			n++
 			if j.at.obj != nil {
@@ -1114,23 +1129,16 @@ type objectKey struct{ kind, namespace, name string }
 // key names the object; its kind is "" for an object nothing reads.
 func (r *decoded) key() objectKey {
 	kind := r.kind()
-	if r.pod != nil {
-		return objectKey{kind, r.pod.Namespace(), r.pod.Name()}
-	}
-	if m := r.typedMeta(); m != nil {
+	obj, pod, w := r.parts()
+	switch m := typedMeta(obj); {
+	case pod != nil:
+		return objectKey{kind, pod.Namespace(), pod.Name()}
+	case m != nil:
 		return objectKey{kind, m.Namespace, m.Name}
+	case w != nil:
+		return objectKey{kind, w.object.Namespace(), w.object.Name()}
 	}
-	switch {
-	case r.watched != nil:
-		return objectKey{kind, r.watched.object.Namespace(), r.watched.object.Name()}
-	case r.obj == nil:
-		return objectKey{}
-	}
-	m, err := meta.Accessor(r.obj)
-	if err != nil {
-		return objectKey{kind: kind}
-	}
-	return objectKey{kind, m.GetNamespace(), m.GetName()}
+	return objectKey{}
 }
 
 // foldStringData does what the API server does with a Secret's stringData: merge it into data

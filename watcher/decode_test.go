@@ -606,11 +606,11 @@ items:
 
 // TestDecodedIsSmall: every object the file source keeps has a decoded record, which is also
 // its entry in the cache, and a job in its file's entry (a hundred thousand pods, a hundred
-// thousand of each): the record stays in the 48-byte size class, what a watched object adds
+// thousand of each): the record stays in the 32-byte size class, what a watched object adds
 // being behind a pointer, and the job is three pointers.
 func TestDecodedIsSmall(t *testing.T) {
-	if n := unsafe.Sizeof(decoded{}); n > 48 {
-		t.Errorf("a decoded record takes %d bytes, want at most 48", n)
+	if n := unsafe.Sizeof(decoded{}); n > 32 {
+		t.Errorf("a decoded record takes %d bytes, want at most 32", n)
 	}
 	if n := unsafe.Sizeof(job{}); n > 24 {
 		t.Errorf("a job takes %d bytes, want at most 24", n)

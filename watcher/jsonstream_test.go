@@ -170,7 +170,7 @@ func TestStreamErrorInItem(t *testing.T) {
 // one when a bad file's last good version has more objects than its place; both give what a
 // copy gives, and the place left over holds nothing (no pending decode is kept alive).
 func TestPlaceFreshInPlace(t *testing.T) {
-	pod := &decoded{obj: &corev1.Pod{}}
+	pod := &decoded{v: &corev1.Pod{}}
 	other := &decoded{} // a kind nothing reads
 	at := func(rel string) *origin { return &origin{rel: rel} }
 	a, b, c, d := at("a"), at("b"), at("c"), at("d")

@@ -120,20 +120,26 @@ func BenchmarkPodEditInBigList(b *testing.B) {
 	runtime.KeepAlive(objs)
 	objs = nil
 	kept := liveHeap()
-	if p := os.Getenv("HEAP_PROFILE"); p != "" {
-		// What the source keeps, by the lines that allocated it (with -memprofilerate).
-		fh, err := os.Create(p)
-		if err != nil {
-			b.Fatal(err)
+	// HEAP_PROFILE: what the source keeps, by the lines that allocated it (with
+	// -memprofilerate), and (HEAP_PROFILE.after, alloc_space against it) what the re-reads
+	// allocated.
+	profile := func(suffix string) {
+		if p := os.Getenv("HEAP_PROFILE"); p != "" {
+			fh, err := os.Create(p + suffix)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.Lookup("heap").WriteTo(fh, 0); err != nil {
+				b.Fatal(err)
+			}
+			fh.Close()
 		}
-		if err := pprof.Lookup("heap").WriteTo(fh, 0); err != nil {
-			b.Fatal(err)
-		}
-		fh.Close()
 	}
+	profile("")
 	var peak uint64
 	var cpu time.Duration
 	n := 0
+	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
 		flip := []byte(`"ready":false`)
@@ -158,6 +164,7 @@ func BenchmarkPodEditInBigList(b *testing.B) {
 		n++
 		b.StartTimer()
 	}
+	profile(".after")
 	if f.work.decoded != 1 {
 		b.Fatalf("a re-read decoded %d objects, want the one edited", f.work.decoded)
 	}
