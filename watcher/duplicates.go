@@ -177,7 +177,7 @@ func (e *fileEntry) keys() map[objectKey]bool {
 	if e == nil {
 		return nil
 	}
-	c := e.contribution()
+	c := e.appendContribution(nil)
 	out := make(map[objectKey]bool, len(c))
 	for i := range c {
 		if c[i].defines() {
