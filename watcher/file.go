@@ -548,7 +548,7 @@ func placeFresh(jobs []job, fresh []freshFile) []job {
 			p.entry.good = p.entry.jobs
 		}
 		n += p.start - at + p.entry.contributionLen() // kept apart: never a part of jobs
-		fits = fits && n <= p.end // what is written never passes what is still to be read
+		fits = fits && n <= p.end                     // what is written never passes what is still to be read
 		at = p.end
 	}
 	out := jobs[:0]
