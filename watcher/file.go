@@ -547,8 +547,10 @@ func placeFresh(jobs []job, fresh []freshFile) []job {
 		if !p.entry.bad {
 			p.entry.good = p.entry.jobs
 		}
-		n += p.start - at + p.entry.contributionLen() // kept apart: never a part of jobs
-		fits = fits && n <= p.end                     // what is written never passes what is still to be read
+		// The entry's part is kept apart, never a part of jobs: what is written must never
+		// pass what is still to be read.
+		n += p.start - at + p.entry.contributionLen()
+		fits = fits && n <= p.end
 		at = p.end
 	}
 	out := jobs[:0]
