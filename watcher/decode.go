@@ -1065,8 +1065,9 @@ func (d *manifestDecoder) written(at *origin, k objectKey) {
 	if at.obj == nil {
 		return
 	}
-	for key, og := range at.obj.keys {
-		ref.Key, og.File = key, file
+	for i := range at.obj.keys {
+		og := at.obj.origin(i)
+		ref.Key, og.File = at.obj.keys[i].key, file
 		d.objs.Origins[ref] = og
 	}
 }
