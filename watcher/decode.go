@@ -8,7 +8,6 @@ import (
 	"hash/maphash"
 	"io"
 	"log/slog"
-	"maps"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -77,6 +76,10 @@ type manifestDecoder struct {
 	objs snapshot.Objects
 	seen seenSet
 	errs []error
+	// writes are the ConfigMaps and Secrets added, for their origins (see origins); memo, when
+	// set, what the last read's were.
+	writes []writtenAt
+	memo   *originsMemo
 
 	// What this read did, for the debug log and tests: YAML documents (and List items) read,
 	// those converted to JSON, objects decoded.
@@ -719,6 +722,7 @@ func isList(kind string, hasItems bool) bool {
 func (d *manifestDecoder) finish() {
 	d.decodeJobs()
 	d.addJobs()
+	d.origins(nil)
 }
 
 // decodeParallel decodes, on all CPUs, the jobs that are neither bad, decoded early nor found
@@ -835,7 +839,6 @@ func (d *manifestDecoder) decodeJobs() {
 // an error where it is.
 func (d *manifestDecoder) addJobs() {
 	dups := d.duplicates()
-	d.sizeOrigins(d.originsToCome())
 	for i := range d.jobs {
 		switch j := &d.jobs[i]; {
 		case j.p != nil && j.p.err != nil:
@@ -1038,10 +1041,10 @@ func (d *manifestDecoder) add(at *origin, r *decoded) {
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
 		d.objs.ConfigMaps = append(d.objs.ConfigMaps, o)
-		d.written(at, k)
+		d.writes = append(d.writes, writtenAt{at, r})
 	case *corev1.Secret:
 		d.objs.Secrets = append(d.objs.Secrets, o)
-		d.written(at, k)
+		d.writes = append(d.writes, writtenAt{at, r})
 	case *corev1.Pod:
 		d.objs.Pods = append(d.objs.Pods, o)
 	case *discoveryv1.EndpointSlice:
@@ -1049,12 +1052,55 @@ func (d *manifestDecoder) add(at *origin, r *decoded) {
 	}
 }
 
-// written records where the ConfigMap or Secret k and the values of its data keys are
-// written (Objects.Origins).
-func (d *manifestDecoder) written(at *origin, k objectKey) {
-	if d.objs.Origins == nil {
-		d.objs.Origins = snapshot.Origins{}
+// writtenAt is a ConfigMap or Secret added (obj) and where it is.
+type writtenAt struct {
+	at  *origin
+	obj *decoded
+}
+
+// originsMemo is what the Origins of a read were made of (the directory, the objects added and
+// where, the files) and the Origins: a read that makes them of the same (most reads: an edit of
+// a pod) gives the same map, read-only, instead of a new one (the services ConfigMap's 10,000
+// keys: 2.4 MB, held twice while the last read's objects are).
+type originsMemo struct {
+	dir     string
+	writes  []writtenAt
+	files   []string
+	origins snapshot.Origins
+}
+
+// origins makes Objects.Origins: where the ConfigMaps and Secrets added, and the values of
+// their data keys, are written, and where the files are (by path relative to the directory);
+// the last read's (memo) when they are made of the same. The map is made at its size once.
+func (d *manifestDecoder) origins(files []string) {
+	if m := d.memo; m != nil && m.origins != nil && m.dir == d.dir && slices.Equal(m.writes, d.writes) && slices.Equal(m.files, files) {
+		d.objs.Origins = m.origins
+		return
 	}
+	n := len(files)
+	for _, w := range d.writes {
+		n++
+		if w.at.obj != nil {
+			n += len(w.at.obj.keys)
+		}
+	}
+	if n > 0 {
+		d.objs.Origins = make(snapshot.Origins, n)
+	}
+	for _, w := range d.writes {
+		d.written(w.at, w.obj.key())
+	}
+	for _, rel := range files {
+		d.fileOrigin(rel)
+	}
+	if d.memo != nil {
+		*d.memo = originsMemo{dir: d.dir, writes: d.writes, files: files, origins: d.objs.Origins}
+	}
+}
+
+// written records where the ConfigMap or Secret k and the values of its data keys are
+// written.
+func (d *manifestDecoder) written(at *origin, k objectKey) {
 	file := d.path(at.rel)
 	ref := snapshot.Ref{Kind: k.kind, Namespace: k.namespace, Name: k.name}
 	line := at.line
@@ -1070,40 +1116,6 @@ func (d *manifestDecoder) written(at *origin, k objectKey) {
 		ref.Key, og.File = at.obj.keys[i].key, file
 		d.objs.Origins[ref] = og
 	}
-}
-
-// originsToCome is how many origins written gives the jobs' ConfigMaps and Secrets: each
-// one's and its data keys' (a few more when some are not kept: duplicates, no name).
-func (d *manifestDecoder) originsToCome() int {
-	n := 0
-	for i := range d.jobs {
-		j := &d.jobs[i]
-		if j.skipped() || j.res == nil || (j.p != nil && j.p.err != nil) {
-			continue
-		}
-		switch obj, _, _ := j.res.parts(); obj.(type) {
-		case *corev1.ConfigMap, *corev1.Secret:
-			n++
-			if j.at.obj != nil {
-				n += len(j.at.obj.keys)
-			}
-		}
-	}
-	return n
-}
-
-// sizeOrigins makes the origins map once with room for n more, when they are more than it
-// holds (the files' origins): objects of many keys (the services ConfigMap, and any other
-// big one) fill a map made at their size instead of one grown through doubling sizes
-// (10,000 keys: 2.4 MB less garbage a read) or made again for each big object. Copying what
-// it holds costs less than adding the n.
-func (d *manifestDecoder) sizeOrigins(n int) {
-	if n <= len(d.objs.Origins) {
-		return
-	}
-	sized := make(snapshot.Origins, len(d.objs.Origins)+n)
-	maps.Copy(sized, d.objs.Origins)
-	d.objs.Origins = sized
 }
 
 // path is the path of a file as the operator names it: relative to the directory given.

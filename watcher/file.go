@@ -95,6 +95,8 @@ type File struct {
 
 	mu    sync.Mutex
 	cache *docCache // with PodConverter: what earlier calls decoded
+	// origins are what the last call's Objects.Origins were made of, and they.
+	origins originsMemo
 	// files is what the last call found in each file, by path relative to Dir.
 	files   map[string]*fileEntry
 	order   []string // the paths of files, in the order scan finds them
@@ -392,9 +394,7 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	log.Debug("file source: read", "files", f.last.files, "read", f.last.read, "parsed", f.last.parsed,
 		"yaml_documents", f.work.documents, "converted", f.work.converted, "read_by_key", f.work.byKey, "data_keys_converted", f.work.dataKeys, "decoded", f.work.decoded)
 	dec.addJobs()
-	for rel := range next {
-		dec.fileOrigin(rel)
-	}
+	dec.origins(order)
 	f.kept = chosen
 	f.tell(log)
 	objs := dec.objs
@@ -468,6 +468,7 @@ func (f *File) toLook(named map[string]bool, all bool, namespace string, log *sl
 // watched resources and the converters (a new round each), the cache of what was decoded.
 func (f *File) prepare(dec *manifestDecoder) error {
 	dec.dir = f.Dir
+	dec.memo = &f.origins
 	dec.secretNamespace, dec.tlsNamespaces = f.SecretNamespace, f.TLSSecretNamespaces
 	if f.json != nil {
 		dec.json = *f.json
