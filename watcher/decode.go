@@ -119,23 +119,30 @@ func (j *job) cached() bool { return j.p == nil || j.p.found }
 // skipped: decoded to nothing to add (a kind this program does not know).
 func (j *job) skipped() bool { return j.p != nil && j.p.skip }
 
+// pending is an object to decode, or an error, until its file's entry keeps what it gave: a
+// first read of a List of 100,000 pods holds one each until its end (what only YAML documents
+// have is behind a pointer).
 type pending struct {
 	data     []byte // the object as JSON; nil once decoded early (res)
 	defaults string // the kind a typed List gives its items ("" for none): part of the key
 	gvk      schema.GroupVersionKind
 	err      error
-	keyed    bool
 	key      docKey
 	res      *decoded // decoded while the file was still being read (see earlyDecoder)
-	known    bool     // ignored in its file's last version: not decoded again (ignored.go)
-	// doc is the key of the YAML document the object is, when docKeyed.
-	doc      docKey
-	docKeyed bool
-	// keys are the data keys it was read from, one by one (yamldata.go).
-	keys []*dataEntry
+	// doc is set when the cache knows the object by its YAML document (keyedDocument).
+	doc   *yamlKeyed
+	keyed bool
+	known bool // ignored in its file's last version: not decoded again (ignored.go)
 	// found: the object was found in the cache when its file was decoded (res is its entry).
 	found bool
 	skip  bool // decoded to nothing to add (a kind this program does not know)
+}
+
+// yamlKeyed is how the cache knows an object read from a YAML document: the document's key,
+// and the data keys it was read from, one by one (yamldata.go).
+type yamlKeyed struct {
+	key  docKey
+	keys []*dataEntry
 }
 
 // docKey identifies an object by its bytes: two independent 64-bit hashes (xxhash and
@@ -564,7 +571,7 @@ func (d *manifestDecoder) keyedDocument(rel string, line int, j []byte, defaults
 	d.document(rel, line, j, defaults, w)
 	if d.cache != nil && len(d.jobs) == n+1 && d.jobs[n].p != nil {
 		p := d.jobs[n].p
-		p.doc, p.docKeyed, p.keys = key, true, keys
+		p.doc = &yamlKeyed{key: key, keys: keys}
 	}
 }
 
@@ -794,11 +801,11 @@ func (d *manifestDecoder) decodeJobs() {
 		case d.cache == nil:
 		case j.cached():
 			j.res.use(round)
-			if j.p != nil && j.p.docKeyed && d.cache.prefixOf(j.res) != yamlDocument {
+			if j.p != nil && j.p.doc != nil && d.cache.prefixOf(j.res) != yamlDocument {
 				// Found by its JSON (another file has the same object): by its YAML too, a
 				// record of its own (an entry has one prefix).
 				byYAML := &decoded{v: j.res.v}
-				d.cache.put(j.p.doc, byYAML, yamlDocument, round)
+				d.cache.put(j.p.doc.key, byYAML, yamlDocument, round)
 			}
 		case j.res.kind() == "":
 			// Ignored: not cached (the file remembers its key, fileEntry.ignored), nor logged
@@ -806,12 +813,12 @@ func (d *manifestDecoder) decodeJobs() {
 			fresh = fresh && !j.p.known
 		default:
 			key, prefix := j.p.key, j.p.defaults
-			if j.p.docKeyed {
+			if j.p.doc != nil {
 				// Known by its YAML: the next read skips its conversion (knownDocument).
-				key, prefix = j.p.doc, yamlDocument
-			}
-			if j.p.keys != nil {
-				j.res.more = &entryMore{keys: j.p.keys}
+				key, prefix = j.p.doc.key, yamlDocument
+				if j.p.doc.keys != nil {
+					j.res.more = &entryMore{keys: j.p.doc.keys}
+				}
 			}
 			d.cache.put(key, j.res, prefix, round)
 		}

@@ -615,6 +615,10 @@ func TestDecodedIsSmall(t *testing.T) {
 	if n := unsafe.Sizeof(job{}); n > 24 {
 		t.Errorf("a job takes %d bytes, want at most 24", n)
 	}
+	// A first read holds a pending decode for each item of a List until its end.
+	if n := unsafe.Sizeof(pending{}); n > 144 {
+		t.Errorf("a pending decode takes %d bytes, want at most 144", n)
+	}
 	// Where the value of a data key is: the services ConfigMap's ten thousand are kept.
 	if n := unsafe.Sizeof(keyPos{}); n > 32 {
 		t.Errorf("a data key's position takes %d bytes, want at most 32", n)

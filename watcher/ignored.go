@@ -71,8 +71,8 @@ func ignoredKeys(still map[docKey]string, jobs []job) map[docKey]string {
 		if out == nil {
 			out = map[docKey]string{}
 		}
-		if j.p.docKeyed {
-			out[j.p.doc] = yamlDocument // known before it is converted from YAML
+		if j.p.doc != nil {
+			out[j.p.doc.key] = yamlDocument // known before it is converted from YAML
 		} else {
 			out[j.p.key] = j.p.defaults
 		}
