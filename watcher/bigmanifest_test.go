@@ -65,7 +65,7 @@ func TestBigManifestChangeReadsOnlyIt(t *testing.T) {
 			if n := len(f.cache.entries); n > 1 {
 				t.Errorf("the cache holds %d objects, want the services ConfigMap only", n)
 			}
-			if n := len(f.files[filepath.Base(big)].jobs); n != 0 {
+			if n := f.files[filepath.Base(big)].jobs.len(); n != 0 {
 				t.Errorf("the big file's entry keeps %d objects, want none", n)
 			}
 

@@ -8,7 +8,6 @@ import (
 	"hash/maphash"
 	"io"
 	"log/slog"
-	"maps"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -77,6 +76,10 @@ type manifestDecoder struct {
 	objs snapshot.Objects
 	seen seenSet
 	errs []error
+	// writes are the ConfigMaps and Secrets added, for their origins (see origins); memo, when
+	// set, what the last read's were.
+	writes []writtenAt
+	memo   *originsMemo
 
 	// What this read did, for the debug log and tests: YAML documents (and List items) read,
 	// those converted to JSON, objects decoded.
@@ -99,28 +102,46 @@ type origin struct {
 
 // job is one object of a file, or an error found while reading the file; jobs are kept in the
 // order of the files. An object found in the cache needs no more than where it is and what it
-// is (a hundred thousand of them are read again on every change).
+// is (a hundred thousand of them are read again on every change, and kept by their file's
+// entry): three pointers.
 type job struct {
-	at    *origin
-	res   *decoded    // nil until decoded; still nil if the fast decode did not succeed
-	entry *cacheEntry // the cache's entry, if the object was found there or put there
-	p     *pending    // an object to decode, or an error; nil when found in the cache
-	skip  bool        // decoded to nothing to add (a kind this program does not know)
+	at  *origin
+	res *decoded // nil until decoded; still nil if the fast decode did not succeed
+	// p is an object to decode, or an error; nil when found in the cache or kept by its file's
+	// entry (res is then the cache's entry, with a cache).
+	p *pending
 }
 
+// cached says that the job's result is the cache's entry (with a cache): found there, or kept
+// by its file since it was put there.
+func (j *job) cached() bool { return j.p == nil || j.p.found }
+
+// skipped: decoded to nothing to add (a kind this program does not know).
+func (j *job) skipped() bool { return j.p != nil && j.p.skip }
+
+// pending is an object to decode, or an error, until its file's entry keeps what it gave: a
+// first read of a List of 100,000 pods holds one each until its end (what only YAML documents
+// have is behind a pointer).
 type pending struct {
 	data     []byte // the object as JSON; nil once decoded early (res)
 	defaults string // the kind a typed List gives its items ("" for none): part of the key
 	gvk      schema.GroupVersionKind
 	err      error
-	keyed    bool
 	key      docKey
 	res      *decoded // decoded while the file was still being read (see earlyDecoder)
-	known    bool     // ignored in its file's last version: not decoded again (ignored.go)
-	// doc is the key of the YAML document the object is, when docKeyed.
-	doc      docKey
-	docKeyed bool
-	// keys are the data keys it was read from, one by one (yamldata.go).
+	// doc is set when the cache knows the object by its YAML document (keyedDocument).
+	doc   *yamlKeyed
+	keyed bool
+	known bool // ignored in its file's last version: not decoded again (ignored.go)
+	// found: the object was found in the cache when its file was decoded (res is its entry).
+	found bool
+	skip  bool // decoded to nothing to add (a kind this program does not know)
+}
+
+// yamlKeyed is how the cache knows an object read from a YAML document: the document's key,
+// and the data keys it was read from, one by one (yamldata.go).
+type yamlKeyed struct {
+	key  docKey
 	keys []*dataEntry
 }
 
@@ -137,12 +158,17 @@ func dataKey(data []byte) docKey {
 
 // docCache remembers decoded objects by content between reads, for as long as a read finds
 // them: the objects of a directory with 100,000 pods are decoded once, then only those whose
-// bytes change. The decoded objects are shared with the Objects returned: read-only.
+// bytes change. The decoded objects are shared with the Objects returned: read-only. Its
+// entries are the decoded records themselves (decoded.round, prefix, more): a hundred thousand
+// pods take a record and a map slot each, nothing more.
 type docCache struct {
 	namespace string   // the default namespace the objects were decoded with
 	ignored   *decoded // the result of every object nothing reads (see manifestDecoder.ignored)
-	round     uint64
-	entries   map[docKey]*cacheEntry
+	round     uint32
+	entries   map[docKey]*decoded
+	// prefixes are the kind prefixes entries were put with (decoded.prefix indexes them): a
+	// few, "" and yamlDocument among them.
+	prefixes []string
 	// listItems is how many items each streamed List had (by file) in the last read: the next
 	// read sizes its list once instead of growing it by a quarter at a time (5 times its
 	// size in all).
@@ -151,10 +177,8 @@ type docCache struct {
 	dataEntries map[docKey]*dataEntry
 }
 
-type cacheEntry struct {
-	res    *decoded
-	prefix string // the kind a typed List gave the object (see pending.defaults)
-	round  uint64 // the last read that found it
+// entryMore is what few entries have besides their object.
+type entryMore struct {
 	// keys are the data keys the object was read from (yamldata.go): kept while it is.
 	keys []*dataEntry
 	// written is where a ConfigMap's or Secret's data keys are in its document, as if it
@@ -163,14 +187,16 @@ type cacheEntry struct {
 }
 
 // use marks e (and the data keys it was read from) found by the read of round.
-func (e *cacheEntry) use(round uint64) {
+func (e *decoded) use(round uint32) {
 	e.round = round
-	for _, k := range e.keys {
-		k.round = round
+	if e.more != nil {
+		for _, k := range e.more.keys {
+			k.round = round
+		}
 	}
 }
 
-func (c *docCache) get(k docKey) *cacheEntry {
+func (c *docCache) get(k docKey) *decoded {
 	if c == nil {
 		return nil
 	}
@@ -178,30 +204,102 @@ func (c *docCache) get(k docKey) *cacheEntry {
 }
 
 // find is get for an object its List gives the kind prefix.
-func (c *docCache) find(k docKey, prefix string) *cacheEntry {
-	if e := c.get(k); e != nil && e.prefix == prefix {
+func (c *docCache) find(k docKey, prefix string) *decoded {
+	if e := c.get(k); e != nil && c.prefixes[e.prefix] == prefix {
 		return e
 	}
 	return nil
 }
 
+// prefixOf is the kind prefix of e, as get found it.
+func (c *docCache) prefixOf(e *decoded) string { return c.prefixes[e.prefix] }
+
+// put makes r the entry of key k, with its kind prefix, found by the read of round.
+func (c *docCache) put(k docKey, r *decoded, prefix string, round uint32) {
+	i := slices.Index(c.prefixes, prefix)
+	if i < 0 {
+		i = len(c.prefixes)
+		c.prefixes = append(c.prefixes, prefix)
+	}
+	r.prefix, r.round = uint32(i), round
+	c.entries[k] = r
+}
+
 // decoded is a decoded object, ready to be added: read-only once made, since a later read
-// may reuse it.
+// may reuse it; with a cache, also its entry there (round, prefix, more: what only the
+// decoding of a read changes). It holds one form of the object, whose kind and metadata are
+// read from it: a hundred thousand pods take a 32-byte record each.
 type decoded struct {
-	obj  kruntime.Object // ConfigMap, Secret, typed Pod, or another kind (ignored)
-	pod  *snapshot.Pod   // a converted Pod
-	kind string          // ConfigMap, Secret, Pod, a watched kind; "" for another kind
-	meta *metav1.ObjectMeta
-	// watched is set for an object of watched resources (a pointer: a hundred thousand pods
-	// nothing watches then take a smaller record).
-	watched *watchedForm
+	// v is what is kept of the object: a *snapshot.Pod (a converted pod); a typed ConfigMap,
+	// Secret, Pod or EndpointSlice; a *watchedForm (an object of watched resources, which
+	// holds its other forms); nil for an object nothing reads.
+	v      any
+	round  uint32     // the last read that found it in the cache
+	prefix uint32     // the kind a typed List gave it (pending.defaults): docCache.prefixes[prefix]
+	more   *entryMore // nil for most
 }
 
 // watchedForm is an object converted for the watched resources in by (whose namespace and
-// selector add checks).
+// selector add checks), of kind; and its forms the snapshot reads too (obj, pod: see decoded.v).
 type watchedForm struct {
 	object *snapshot.Object
 	by     []*watched
+	kind   string
+	obj    kruntime.Object
+	pod    *snapshot.Pod
+}
+
+// parts are the forms of the object: typed (a ConfigMap, Secret, Pod or EndpointSlice), a
+// converted pod, watched; nil for those it has not.
+func (r *decoded) parts() (obj kruntime.Object, pod *snapshot.Pod, w *watchedForm) {
+	switch v := r.v.(type) {
+	case *snapshot.Pod:
+		pod = v
+	case *watchedForm:
+		obj, pod, w = v.obj, v.pod, v
+	case kruntime.Object:
+		obj = v
+	}
+	return obj, pod, w
+}
+
+// kind is ConfigMap, Secret, Pod, EndpointSlice or a watched kind; "" for another kind (an
+// object nothing reads, a Secret dropped).
+func (r *decoded) kind() string {
+	obj, pod, w := r.parts()
+	switch {
+	case w != nil:
+		return w.kind
+	case pod != nil:
+		return "Pod"
+	}
+	switch obj.(type) {
+	case *corev1.ConfigMap:
+		return "ConfigMap"
+	case *corev1.Secret:
+		return "Secret"
+	case *corev1.Pod:
+		return "Pod"
+	case *discoveryv1.EndpointSlice:
+		return "EndpointSlice"
+	}
+	return ""
+}
+
+// typedMeta is the metadata of a ConfigMap, Secret, typed Pod or EndpointSlice; nil for another
+// object.
+func typedMeta(obj kruntime.Object) *metav1.ObjectMeta {
+	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		return &o.ObjectMeta
+	case *corev1.Secret:
+		return &o.ObjectMeta
+	case *corev1.Pod:
+		return &o.ObjectMeta
+	case *discoveryv1.EndpointSlice:
+		return &o.ObjectMeta
+	}
+	return nil
 }
 
 func newManifestDecoder(defaultNamespace string, logger *slog.Logger) *manifestDecoder {
@@ -473,7 +571,7 @@ func (d *manifestDecoder) keyedDocument(rel string, line int, j []byte, defaults
 	d.document(rel, line, j, defaults, w)
 	if d.cache != nil && len(d.jobs) == n+1 && d.jobs[n].p != nil {
 		p := d.jobs[n].p
-		p.doc, p.docKeyed, p.keys = key, true, keys
+		p.doc = &yamlKeyed{key: key, keys: keys}
 	}
 }
 
@@ -483,7 +581,7 @@ func (d *manifestDecoder) add1(at *origin, p *pending) {
 	if d.cache != nil {
 		p.key, p.keyed = dataKey(p.data), true
 		if e := d.cache.find(p.key, p.defaults); e != nil {
-			d.jobs = append(d.jobs, job{at: at, res: e.res, entry: e})
+			d.jobs = append(d.jobs, job{at: at, res: e})
 			return
 		}
 		if d.stillIgnored(p.key, p.defaults) {
@@ -570,7 +668,7 @@ func (d *manifestDecoder) scannedJobs(rel string, data []byte, docs []head) bool
 			if d.cache != nil {
 				key = dataKey(item)
 				if e := d.cache.find(key, prefix); e != nil {
-					d.jobs = append(d.jobs, job{at: at(e.res.kind), res: e.res, entry: e})
+					d.jobs = append(d.jobs, job{at: at(e.kind()), res: e})
 					continue
 				}
 				if d.stillIgnored(key, prefix) {
@@ -631,6 +729,7 @@ func isList(kind string, hasItems bool) bool {
 func (d *manifestDecoder) finish() {
 	d.decodeJobs()
 	d.addJobs()
+	d.origins(nil)
 }
 
 // decodeParallel decodes, on all CPUs, the jobs that are neither bad, decoded early nor found
@@ -646,13 +745,13 @@ func (d *manifestDecoder) decodeParallel() {
 			if j.res == nil && j.p != nil && j.p.res != nil {
 				j.res = j.p.res // decoded early
 			}
-			if j.p == nil || j.p.err != nil || j.res != nil || j.skip {
+			if j.p == nil || j.p.err != nil || j.res != nil || j.p.skip {
 				continue // found in the cache, bad, decoded early (see earlyDecoder) or before
 			}
 			if d.cache != nil && !j.p.keyed {
 				j.p.key, j.p.keyed = dataKey(j.p.data), true
-				if j.entry = d.cache.find(j.p.key, j.p.defaults); j.entry != nil {
-					j.res = j.entry.res
+				if e := d.cache.find(j.p.key, j.p.defaults); e != nil {
+					j.res, j.p.found = e, true
 					continue
 				}
 				if p, ok := d.ignoring.was(j.p.key); ok && p == j.p.defaults {
@@ -676,49 +775,54 @@ func (d *manifestDecoder) decodeParallel() {
 // cache what this read did not find.
 func (d *manifestDecoder) decodeJobs() {
 	d.decodeParallel()
-	var round uint64
+	var round uint32
 	if d.cache != nil {
 		d.cache.round++
 		round = d.cache.round
 		if d.cache.entries == nil {
-			d.cache.entries = map[docKey]*cacheEntry{}
+			d.cache.entries = map[docKey]*decoded{}
 		}
 	}
 	for i := range d.jobs {
 		j := &d.jobs[i]
-		fresh := j.p != nil && j.p.err == nil && !j.skip && j.entry == nil // decoded by this read
+		fresh := j.p != nil && j.p.err == nil && !j.p.skip && !j.p.found // decoded by this read
 		switch {
-		case j.p != nil && j.p.err != nil, j.skip:
+		case j.p != nil && (j.p.err != nil || j.p.skip):
 		case j.res == nil:
 			res, err := d.decode(j.at, j.p)
 			switch {
 			case err != nil:
 				j.p.err = err
 			case res == nil:
-				j.skip = true
+				j.p.skip = true
 			default:
 				j.res = res
 			}
-		case j.entry != nil:
-			j.entry.use(round)
-			if j.p != nil && j.p.docKeyed && j.entry.prefix != yamlDocument {
-				// Found by its JSON (another file has the same object): by its YAML too.
-				d.cache.entries[j.p.doc] = &cacheEntry{res: j.res, prefix: yamlDocument, round: round}
+		case d.cache == nil:
+		case j.cached():
+			j.res.use(round)
+			if j.p != nil && j.p.doc != nil && d.cache.prefixOf(j.res) != yamlDocument {
+				// Found by its JSON (another file has the same object): by its YAML too, a
+				// record of its own (an entry has one prefix).
+				byYAML := &decoded{v: j.res.v}
+				d.cache.put(j.p.doc.key, byYAML, yamlDocument, round)
 			}
-		case j.p != nil && j.res.kind == "":
+		case j.res.kind() == "":
 			// Ignored: not cached (the file remembers its key, fileEntry.ignored), nor logged
 			// again when known.
 			fresh = fresh && !j.p.known
-		case d.cache != nil && j.p != nil:
+		default:
 			key, prefix := j.p.key, j.p.defaults
-			if j.p.docKeyed {
+			if j.p.doc != nil {
 				// Known by its YAML: the next read skips its conversion (knownDocument).
-				key, prefix = j.p.doc, yamlDocument
+				key, prefix = j.p.doc.key, yamlDocument
+				if j.p.doc.keys != nil {
+					j.res.more = &entryMore{keys: j.p.doc.keys}
+				}
 			}
-			j.entry = &cacheEntry{res: j.res, prefix: prefix, round: round, keys: j.p.keys}
-			d.cache.entries[key] = j.entry
+			d.cache.put(key, j.res, prefix, round)
 		}
-		if fresh && j.res != nil && j.res.kind == "" && j.p.gvk.Kind != "Secret" {
+		if fresh && j.res != nil && j.res.kind() == "" && j.p.gvk.Kind != "Secret" {
 			d.logger.Debug("ignoring an object that is not a ConfigMap, Secret, Pod or EndpointSlice",
 				"file", j.at.rel, "line", j.at.line, "kind", j.p.gvk.Kind, "apiVersion", j.p.gvk.GroupVersion().String())
 		}
@@ -742,12 +846,11 @@ func (d *manifestDecoder) decodeJobs() {
 // an error where it is.
 func (d *manifestDecoder) addJobs() {
 	dups := d.duplicates()
-	d.sizeOrigins(d.originsToCome())
 	for i := range d.jobs {
 		switch j := &d.jobs[i]; {
 		case j.p != nil && j.p.err != nil:
 			d.errs = append(d.errs, j.p.err)
-		case j.skip || j.res == nil:
+		case j.skipped() || j.res == nil:
 		case dups[i] != nil:
 			d.errs = append(d.errs, duplicateError(j.at, j.res.key(), dups[i]))
 		default:
@@ -826,7 +929,7 @@ func (d *manifestDecoder) custom(at *origin, p *pending, by []*watched) (*decode
 	if err != nil {
 		return nil, inputError(at.rel, at.line, 0, fmt.Errorf("the %s: %v", p.gvk.Kind, err))
 	}
-	return &decoded{kind: p.gvk.Kind, watched: &watchedForm{object: o, by: by}}, nil
+	return &decoded{v: &watchedForm{object: o, by: by, kind: p.gvk.Kind}}, nil
 }
 
 // noStatus says the object's status is left out: every watched resource that takes it says
@@ -849,11 +952,11 @@ func (d *manifestDecoder) prepare(obj kruntime.Object, gvk schema.GroupVersionKi
 			m.Namespace = d.defaultNamespace
 		}
 	}
-	var res *decoded
+	var typed kruntime.Object // the typed form the snapshot reads
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
 		defaultNS(&o.ObjectMeta)
-		res = &decoded{obj: o, kind: "ConfigMap", meta: &o.ObjectMeta}
+		typed = o
 	case *corev1.Secret:
 		defaultNS(&o.ObjectMeta)
 		foldStringData(o)
@@ -861,28 +964,26 @@ func (d *manifestDecoder) prepare(obj kruntime.Object, gvk schema.GroupVersionKi
 			if d.watchedBy(gvk) == nil {
 				return d.ignored(), nil // dropped: nothing of it is held
 			}
-			res = &decoded{kind: "Secret"} // only the watched form
-			break
+			break // only the watched form
 		}
-		res = &decoded{obj: o, kind: "Secret", meta: &o.ObjectMeta}
+		typed = o
 	case *corev1.Pod:
 		defaultNS(&o.ObjectMeta)
 		if d.conv != nil && d.watchedBy(gvk) == nil {
-			return &decoded{pod: d.conv.Convert(o), kind: "Pod"}, nil
+			return &decoded{v: d.conv.Convert(o)}, nil
 		}
-		res = &decoded{obj: o, kind: "Pod", meta: &o.ObjectMeta}
+		typed = o
 	case *discoveryv1.EndpointSlice:
 		defaultNS(&o.ObjectMeta)
-		res = &decoded{obj: o, kind: "EndpointSlice", meta: &o.ObjectMeta}
+		typed = o
 	default:
 		if d.watchedBy(gvk) == nil {
 			return d.ignored(), nil // decoded (strictly: it must be valid), then nothing of it is kept
 		}
-		res = &decoded{obj: obj}
 	}
 	by := d.watchedBy(gvk)
 	if by == nil {
-		return res, nil
+		return &decoded{v: typed}, nil
 	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
@@ -901,12 +1002,12 @@ func (d *manifestDecoder) prepare(obj kruntime.Object, gvk schema.GroupVersionKi
 	if noStatus(by) {
 		o = o.WithoutStatus()
 	}
-	res.kind, res.watched = gvk.Kind, &watchedForm{object: o, by: by}
+	w := &watchedForm{object: o, by: by, kind: gvk.Kind, obj: typed}
 	if p, ok := obj.(*corev1.Pod); ok && d.conv != nil {
 		// A pod both selected by services and watched: the services' form too.
-		res.obj, res.meta, res.pod = nil, nil, d.conv.Convert(p)
+		w.obj, w.pod = nil, d.conv.Convert(p)
 	}
-	return res, nil
+	return &decoded{v: w}, nil
 }
 
 // keepSecret says whether a Secret is one the snapshot may read (see File.SecretNamespace).
@@ -918,38 +1019,39 @@ func (d *manifestDecoder) keepSecret(s *corev1.Secret) bool {
 // add keeps ConfigMaps, Secrets, Pods and EndpointSlices, as the API server would store them,
 // and the objects of the watched resources.
 func (d *manifestDecoder) add(at *origin, r *decoded) {
-	if r.kind == "" {
+	k := r.key()
+	if k.kind == "" {
 		return // ignored (logged when decoded) or a Secret dropped (keepSecret)
 	}
-	k := r.key()
 	if k.name == "" {
-		d.errs = append(d.errs, inputError(at.rel, at.line, 0, fmt.Errorf("the %s has no metadata.name", r.kind)))
+		d.errs = append(d.errs, inputError(at.rel, at.line, 0, fmt.Errorf("the %s has no metadata.name", k.kind)))
 		return
 	}
-	if r.watched != nil {
-		for _, w := range r.watched.by {
-			if w.keep(r.watched.object) {
+	obj, pod, form := r.parts()
+	if form != nil {
+		for _, w := range form.by {
+			if w.keep(form.object) {
 				if d.objs.Resources == nil {
 					d.objs.Resources = map[string][]*snapshot.Object{}
 				}
-				d.objs.Resources[w.spec.Name()] = append(d.objs.Resources[w.spec.Name()], r.watched.object)
+				d.objs.Resources[w.spec.Name()] = append(d.objs.Resources[w.spec.Name()], form.object)
 			}
 		}
 	}
-	if r.pod != nil {
+	if pod != nil {
 		if d.objs.ConvertedPods == nil {
 			d.objs.ConvertedPods = make([]*snapshot.Pod, 0, len(d.jobs))
 		}
-		d.objs.ConvertedPods = append(d.objs.ConvertedPods, r.pod)
+		d.objs.ConvertedPods = append(d.objs.ConvertedPods, pod)
 		return
 	}
-	switch o := r.obj.(type) {
+	switch o := obj.(type) {
 	case *corev1.ConfigMap:
 		d.objs.ConfigMaps = append(d.objs.ConfigMaps, o)
-		d.written(at, k)
+		d.writes = append(d.writes, writtenAt{at, r})
 	case *corev1.Secret:
 		d.objs.Secrets = append(d.objs.Secrets, o)
-		d.written(at, k)
+		d.writes = append(d.writes, writtenAt{at, r})
 	case *corev1.Pod:
 		d.objs.Pods = append(d.objs.Pods, o)
 	case *discoveryv1.EndpointSlice:
@@ -957,12 +1059,55 @@ func (d *manifestDecoder) add(at *origin, r *decoded) {
 	}
 }
 
-// written records where the ConfigMap or Secret k and the values of its data keys are
-// written (Objects.Origins).
-func (d *manifestDecoder) written(at *origin, k objectKey) {
-	if d.objs.Origins == nil {
-		d.objs.Origins = snapshot.Origins{}
+// writtenAt is a ConfigMap or Secret added (obj) and where it is.
+type writtenAt struct {
+	at  *origin
+	obj *decoded
+}
+
+// originsMemo is what the Origins of a read were made of (the directory, the objects added and
+// where, the files) and the Origins: a read that makes them of the same (most reads: an edit of
+// a pod) gives the same map, read-only, instead of a new one (the services ConfigMap's 10,000
+// keys: 2.4 MB, held twice while the last read's objects are).
+type originsMemo struct {
+	dir     string
+	writes  []writtenAt
+	files   []string
+	origins snapshot.Origins
+}
+
+// origins makes Objects.Origins: where the ConfigMaps and Secrets added, and the values of
+// their data keys, are written, and where the files are (by path relative to the directory);
+// the last read's (memo) when they are made of the same. The map is made at its size once.
+func (d *manifestDecoder) origins(files []string) {
+	if m := d.memo; m != nil && m.origins != nil && m.dir == d.dir && slices.Equal(m.writes, d.writes) && slices.Equal(m.files, files) {
+		d.objs.Origins = m.origins
+		return
 	}
+	n := len(files)
+	for _, w := range d.writes {
+		n++
+		if w.at.obj != nil {
+			n += len(w.at.obj.keys)
+		}
+	}
+	if n > 0 {
+		d.objs.Origins = make(snapshot.Origins, n)
+	}
+	for _, w := range d.writes {
+		d.written(w.at, w.obj.key())
+	}
+	for _, rel := range files {
+		d.fileOrigin(rel)
+	}
+	if d.memo != nil {
+		*d.memo = originsMemo{dir: d.dir, writes: d.writes, files: files, origins: d.objs.Origins}
+	}
+}
+
+// written records where the ConfigMap or Secret k and the values of its data keys are
+// written.
+func (d *manifestDecoder) written(at *origin, k objectKey) {
 	file := d.path(at.rel)
 	ref := snapshot.Ref{Kind: k.kind, Namespace: k.namespace, Name: k.name}
 	line := at.line
@@ -973,44 +1118,11 @@ func (d *manifestDecoder) written(at *origin, k objectKey) {
 	if at.obj == nil {
 		return
 	}
-	for key, og := range at.obj.keys {
-		ref.Key, og.File = key, file
+	for i := range at.obj.keys {
+		og := at.obj.origin(i)
+		ref.Key, og.File = at.obj.keys[i].key, file
 		d.objs.Origins[ref] = og
 	}
-}
-
-// originsToCome is how many origins written gives the jobs' ConfigMaps and Secrets: each
-// one's and its data keys' (a few more when some are not kept: duplicates, no name).
-func (d *manifestDecoder) originsToCome() int {
-	n := 0
-	for i := range d.jobs {
-		j := &d.jobs[i]
-		if j.skip || j.res == nil || (j.p != nil && j.p.err != nil) {
-			continue
-		}
-		switch j.res.obj.(type) {
-		case *corev1.ConfigMap, *corev1.Secret:
-			n++
-			if j.at.obj != nil {
-				n += len(j.at.obj.keys)
-			}
-		}
-	}
-	return n
-}
-
-// sizeOrigins makes the origins map once with room for n more, when they are more than it
-// holds (the files' origins): objects of many keys (the services ConfigMap, and any other
-// big one) fill a map made at their size instead of one grown through doubling sizes
-// (10,000 keys: 2.4 MB less garbage a read) or made again for each big object. Copying what
-// it holds costs less than adding the n.
-func (d *manifestDecoder) sizeOrigins(n int) {
-	if n <= len(d.objs.Origins) {
-		return
-	}
-	sized := make(snapshot.Origins, len(d.objs.Origins)+n)
-	maps.Copy(sized, d.objs.Origins)
-	d.objs.Origins = sized
 }
 
 // path is the path of a file as the operator names it: relative to the directory given.
@@ -1034,17 +1146,19 @@ func (d *manifestDecoder) fileOrigin(rel string) {
 // objectKey names an object: two definitions with the same key are one object defined twice.
 type objectKey struct{ kind, namespace, name string }
 
+// key names the object; its kind is "" for an object nothing reads.
 func (r *decoded) key() objectKey {
-	switch {
-	case r.pod != nil:
-		return objectKey{r.kind, r.pod.Namespace(), r.pod.Name()}
-	case r.meta == nil && r.watched != nil:
-		return objectKey{r.kind, r.watched.object.Namespace(), r.watched.object.Name()}
-	case r.meta == nil:
-		m, _ := meta.Accessor(r.obj)
-		return objectKey{r.kind, m.GetNamespace(), m.GetName()}
+	kind := r.kind()
+	obj, pod, w := r.parts()
+	switch m := typedMeta(obj); {
+	case pod != nil:
+		return objectKey{kind, pod.Namespace(), pod.Name()}
+	case m != nil:
+		return objectKey{kind, m.Namespace, m.Name}
+	case w != nil:
+		return objectKey{kind, w.object.Namespace(), w.object.Name()}
 	}
-	return objectKey{r.kind, r.meta.Namespace, r.meta.Name}
+	return objectKey{}
 }
 
 // foldStringData does what the API server does with a Secret's stringData: merge it into data

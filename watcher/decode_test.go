@@ -604,11 +604,23 @@ items:
 	}
 }
 
-// TestDecodedIsSmall: every object the file source keeps has a decoded record (a hundred
-// thousand pods, a hundred thousand records): it stays in the 64-byte size class, what a
-// watched object adds being behind a pointer.
+// TestDecodedIsSmall: every object the file source keeps has a decoded record, which is also
+// its entry in the cache, and a job in its file's entry (a hundred thousand pods, a hundred
+// thousand of each): the record stays in the 32-byte size class, what a watched object adds
+// being behind a pointer, and the job is three pointers.
 func TestDecodedIsSmall(t *testing.T) {
-	if n := unsafe.Sizeof(decoded{}); n > 64 {
-		t.Errorf("a decoded record takes %d bytes, want at most 64", n)
+	if n := unsafe.Sizeof(decoded{}); n > 32 {
+		t.Errorf("a decoded record takes %d bytes, want at most 32", n)
+	}
+	if n := unsafe.Sizeof(job{}); n > 24 {
+		t.Errorf("a job takes %d bytes, want at most 24", n)
+	}
+	// A first read holds a pending decode for each item of a List until its end.
+	if n := unsafe.Sizeof(pending{}); n > 144 {
+		t.Errorf("a pending decode takes %d bytes, want at most 144", n)
+	}
+	// Where the value of a data key is: the services ConfigMap's ten thousand are kept.
+	if n := unsafe.Sizeof(keyPos{}); n > 32 {
+		t.Errorf("a data key's position takes %d bytes, want at most 32", n)
 	}
 }

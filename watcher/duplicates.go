@@ -60,10 +60,11 @@ func (d *manifestDecoder) duplicates() map[int]*origin {
 // defines says whether the job is an object add keeps under its name (not an error, not an
 // ignored kind, not a dropped Secret, not nameless).
 func (j *job) defines() bool {
-	if (j.p != nil && j.p.err != nil) || j.skip || j.res == nil || j.res.kind == "" {
+	if (j.p != nil && j.p.err != nil) || j.skipped() || j.res == nil {
 		return false
 	}
-	return j.res.key().name != ""
+	k := j.res.key()
+	return k.kind != "" && k.name != ""
 }
 
 // duplicateError is the error of a definition of k at at that is not kept: kept says where the
@@ -176,7 +177,7 @@ func (e *fileEntry) keys() map[objectKey]bool {
 	if e == nil {
 		return nil
 	}
-	c := e.contribution()
+	c := e.appendContribution(nil)
 	out := make(map[objectKey]bool, len(c))
 	for i := range c {
 		if c[i].defines() {

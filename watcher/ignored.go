@@ -65,14 +65,14 @@ func (d *manifestDecoder) ignored() *decoded {
 func ignoredKeys(still map[docKey]string, jobs []job) map[docKey]string {
 	out := still
 	for _, j := range jobs {
-		if j.res == nil || j.res.kind != "" || j.p == nil || !j.p.keyed || j.p.err != nil {
+		if j.res == nil || j.res.kind() != "" || j.p == nil || !j.p.keyed || j.p.err != nil {
 			continue
 		}
 		if out == nil {
 			out = map[docKey]string{}
 		}
-		if j.p.docKeyed {
-			out[j.p.doc] = yamlDocument // known before it is converted from YAML
+		if j.p.doc != nil {
+			out[j.p.doc.key] = yamlDocument // known before it is converted from YAML
 		} else {
 			out[j.p.key] = j.p.defaults
 		}

@@ -337,7 +337,7 @@ func (d *manifestDecoder) settle(l *listRead, defaults *schema.GroupVersionKind)
 	for i := l.start; i < len(d.jobs); i++ {
 		j := &d.jobs[i]
 		if j.p == nil {
-			if j.entry.prefix != prefix {
+			if d.cache.prefixOf(j.res) != prefix {
 				return false // found in the cache under another List kind: read again
 			}
 			continue
@@ -389,7 +389,7 @@ func (d *manifestDecoder) streamItem(v []byte, l *listRead, early *earlyDecoder)
 	if d.cache != nil {
 		key = dataKey(v)
 		if e := d.cache.get(key); e != nil {
-			d.jobs = append(d.jobs, job{at: l.where, res: e.res, entry: e})
+			d.jobs = append(d.jobs, job{at: l.where, res: e})
 			return true
 		}
 		if prefix, ok := d.ignoring.was(key); ok {

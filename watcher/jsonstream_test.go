@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 )
 
@@ -168,7 +170,7 @@ func TestStreamErrorInItem(t *testing.T) {
 // one when a bad file's last good version has more objects than its place; both give what a
 // copy gives, and the place left over holds nothing (no pending decode is kept alive).
 func TestPlaceFreshInPlace(t *testing.T) {
-	pod := &decoded{kind: "Pod"}
+	pod := &decoded{v: &corev1.Pod{}}
 	other := &decoded{} // a kind nothing reads
 	at := func(rel string) *origin { return &origin{rel: rel} }
 	a, b, c, d := at("a"), at("b"), at("c"), at("d")
@@ -179,18 +181,18 @@ func TestPlaceFreshInPlace(t *testing.T) {
 	scenario := func(goodOfD int) ([]job, []freshFile) {
 		jobs := []job{
 			{at: a, res: pod}, {at: a, res: pod},
-			{at: b, res: pod, p: &pending{}}, {at: b, res: other, p: &pending{}}, {at: b, res: pod, p: &pending{}}, {at: b, p: &pending{}, skip: true}, {at: b, res: pod, p: &pending{}},
+			{at: b, res: pod, p: &pending{}}, {at: b, res: other, p: &pending{}}, {at: b, res: pod, p: &pending{}}, {at: b, p: &pending{skip: true}}, {at: b, res: pod, p: &pending{}},
 			{at: c, res: pod},
 			{at: d, res: pod, p: &pending{}}, {at: d, p: &pending{err: bad}},
 		}
 		de := &fileEntry{}
 		for range goodOfD {
-			de.good = append(de.good, job{at: d, res: pod})
+			de.good.add(d, pod)
 		}
 		return jobs, []freshFile{{start: 2, end: 7, entry: &fileEntry{}}, {start: 8, end: 10, entry: de}}
 	}
 	same := func(x, y job) bool {
-		return x.at == y.at && x.res == y.res && x.skip == y.skip && (x.p == nil) == (y.p == nil) && (x.p == nil || x.p.err == y.p.err)
+		return x.at == y.at && x.res == y.res && x.skipped() == y.skipped() && (x.p == nil) == (y.p == nil) && (x.p == nil || x.p.err == y.p.err)
 	}
 	for _, c := range []struct {
 		goodOfD int
@@ -228,8 +230,44 @@ func placeFreshByCopy(jobs []job, fresh []freshFile) []job {
 		if !p.entry.bad {
 			p.entry.good = p.entry.jobs
 		}
-		out = append(out, p.entry.contribution()...)
+		out = p.entry.appendContribution(out)
 		at = p.end
 	}
 	return append(out, jobs[at:]...)
+}
+
+// TestKeptJobs: a file's entry keeps its objects' results and their origins by runs (the items
+// of a List share one origin: a pointer a pod, not a job), and gives back the jobs kept in
+// their order, errors where they were; the objects nothing reads and those skipped are not
+// kept.
+func TestKeptJobs(t *testing.T) {
+	pod, other := &decoded{v: &corev1.Pod{}}, &decoded{}
+	list, doc, bad := &origin{rel: "a", line: 1}, &origin{rel: "a", line: 90}, errors.New("bad")
+	jobs := []job{
+		{at: list, res: pod}, {at: list, res: pod, p: &pending{}}, {at: list, res: other, p: &pending{}},
+		{at: list, res: pod}, {at: list, p: &pending{err: bad}}, {at: list, res: pod},
+		{at: doc, p: &pending{skip: true}}, {at: doc, res: pod, p: &pending{}}, {at: doc, p: &pending{err: bad}},
+	}
+	kept, isBad, before := keep(jobs, 5)
+	if !isBad || before != 4 {
+		t.Fatalf("bad %v, %d kept before job 5; want true, 4", isBad, before)
+	}
+	if len(kept.res) != 5 || len(kept.at) != 2 {
+		t.Errorf("%d results in %d runs of origins, want 5 in 2", len(kept.res), len(kept.at))
+	}
+	var want []job
+	for _, j := range jobs {
+		if keeps(j) || (j.p != nil && j.p.err != nil) {
+			want = append(want, j)
+		}
+	}
+	same := func(x, y job) bool {
+		return x.at == y.at && x.res == y.res && (x.p != nil && x.p.err != nil) == (y.p != nil && y.p.err != nil)
+	}
+	if got := kept.appendTo(nil, kept.len()); !slices.EqualFunc(got, want, same) {
+		t.Errorf("gave back %d jobs, want %d, or not those kept in their order", len(got), len(want))
+	}
+	if got := kept.appendTo(nil, before); !slices.EqualFunc(got, want[:before], same) {
+		t.Errorf("gave back %d jobs before job 5, want %d, or not the first kept", len(got), before)
+	}
 }

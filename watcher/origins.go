@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -11,10 +12,46 @@ import (
 )
 
 // written is where an object, and the values of its data keys, are written in its file: what
-// errors about a ConfigMap's or Secret's keys point at (FILE:LINE:COL).
+// errors about a ConfigMap's or Secret's keys point at (FILE:LINE:COL). A file's entry keeps
+// it while the file does not change (the services ConfigMap's ten thousand keys): compact.
 type written struct {
-	line int                        // the object's first line
-	keys map[string]snapshot.Origin // by data key; their File is set when the object is added
+	line int      // the object's first line
+	keys []keyPos // each data key once
+	// folds are the Origins of the values written as folded block scalars (keyPos.fold).
+	folds []snapshot.Origin
+}
+
+// keyPos is where the value of one data key is (see snapshot.Origin), its File unset: set when
+// the object is added.
+type keyPos struct {
+	key       string
+	line, col int32
+	style     snapshot.Style
+	fold      int32 // a folded value's: 1 + its index in written.folds; 0 for the others
+}
+
+// origin is the Origin of the value of keys[i].
+func (w *written) origin(i int) snapshot.Origin {
+	k := w.keys[i]
+	var og snapshot.Origin
+	if k.fold > 0 {
+		og = w.folds[k.fold-1] // where its lines start in the value
+	}
+	og.Line, og.Col, og.Style = int(k.line), int(k.col), k.style
+	return og
+}
+
+// setKeys makes w's keys those of byKey.
+func (w *written) setKeys(byKey map[string]snapshot.Origin) {
+	w.keys, w.folds = make([]keyPos, 0, len(byKey)), nil
+	for key, og := range byKey {
+		k := keyPos{key: key, line: int32(og.Line), col: int32(og.Col), style: og.Style}
+		if og.Style == snapshot.Folded {
+			w.folds = append(w.folds, og)
+			k.fold = int32(len(w.folds))
+		}
+		w.keys = append(w.keys, k)
+	}
 }
 
 // moved is w for the same lines n lines further down the file (nil for nil).
@@ -22,10 +59,9 @@ func (w *written) moved(n int) *written {
 	if w == nil {
 		return nil
 	}
-	out := &written{line: w.line + n, keys: make(map[string]snapshot.Origin, len(w.keys))}
-	for k, og := range w.keys {
-		og.Line += n
-		out.keys[k] = og
+	out := &written{line: w.line + n, keys: slices.Clone(w.keys), folds: w.folds}
+	for i := range out.keys {
+		out.keys[i].line += int32(n)
 	}
 	return out
 }
@@ -106,7 +142,8 @@ func (p positions) object(n *yaml.Node, kind string) *written {
 	default:
 		return nil
 	}
-	w := &written{line: p.at(n.Line, 1).Line, keys: map[string]snapshot.Origin{}}
+	w := &written{line: p.at(n.Line, 1).Line}
+	keys := map[string]snapshot.Origin{} // the last of a key wins (stringData over data)
 	for _, m := range fields {
 		data := valueOf(n, m.name)
 		if data == nil || data.Kind != yaml.MappingNode {
@@ -123,9 +160,10 @@ func (p positions) object(n *yaml.Node, kind string) *written {
 					og = b
 				}
 			}
-			w.keys[k.Value] = og
+			keys[k.Value] = og
 		}
 	}
+	w.setKeys(keys)
 	return w
 }
 

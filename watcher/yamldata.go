@@ -27,7 +27,7 @@ type dataEntry struct {
 	quoted []byte // key as a JSON string
 	value  json.RawMessage
 	origin *written // the positions writtenIn finds, as if the key's lines started the file
-	round  uint64   // the last read that used it
+	round  uint32   // the last read that used it
 }
 
 // yamlDataSplit is a ConfigMap or Secret document cut apart: the document with its data
@@ -160,7 +160,7 @@ func (d *manifestDecoder) yamlData(rel string, line int, doc []byte, ykey docKey
 	if root == nil {
 		return false
 	}
-	root.keys = make(map[string]snapshot.Origin, len(s.keys))
+	keys := make(map[string]snapshot.Origin, len(s.keys))
 	lines := lineCounter{data: doc}
 	entries := make([]*dataEntry, len(s.keys))
 	seen := make(map[string]bool, len(s.keys))
@@ -172,11 +172,13 @@ func (d *manifestDecoder) yamlData(rel string, line int, doc []byte, ykey docKey
 		seen[e.key] = true
 		entries[i] = e
 		at := line + lines.at(k.start) - 1
-		for name, og := range e.origin.keys {
+		for i, k := range e.origin.keys {
+			og := e.origin.origin(i)
 			og.Line += at - 1
-			root.keys[name] = og
+			keys[k.key] = og
 		}
 	}
+	root.setKeys(keys)
 	// The header's JSON with the keys' in place of its null: the fields keep their order (and
 	// so do the errors of a strict decoding). The keys' values are JSON already.
 	null := []byte(`"data":null`)

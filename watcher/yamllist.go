@@ -30,10 +30,10 @@ func (d *manifestDecoder) knownDocument(rel string, docLine, line int, text []by
 		return false
 	}
 	at := &origin{rel: rel, line: docLine}
-	if hasDataKeys(e.res.kind) {
+	if hasDataKeys(e.kind()) {
 		// Parsed for its positions once, not at each read of its file (a big template, or
 		// the services ConfigMap beside the one edited).
-		if e.written == nil {
+		if e.more == nil || e.more.written == nil {
 			if item {
 				text = undash(text)
 			}
@@ -41,11 +41,14 @@ func (d *manifestDecoder) knownDocument(rel string, docLine, line int, text []by
 			if root == nil && len(items) == 1 {
 				root = items[0] // a List of one object, known by its document
 			}
-			e.written = root
+			if e.more == nil {
+				e.more = &entryMore{}
+			}
+			e.more.written = root
 		}
-		at.obj = e.written.moved(line - 1)
+		at.obj = e.more.written.moved(line - 1)
 	}
-	d.jobs = append(d.jobs, job{at: at, res: e.res, entry: e})
+	d.jobs = append(d.jobs, job{at: at, res: e})
 	return true
 }
 
