@@ -66,26 +66,22 @@ func TestLoopBodiesReadLargeRecordsThroughTheirDiff(t *testing.T) {
 		}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var cache ModuleCache
+			k := newKeptRenders(t, render)
 			// Three renders: the second (the same entries, another record) moves the kept
 			// reads to its record through a diff; the third is changed.
 			for round, m := range []entries{base(), base(), base()} {
 				if round == 2 {
 					c.change(m)
 				}
-				before := cache.BodiesReused()
-				got := render(vars(m), &Modules{Across: &cache})
-				if want := render(vars(m), nil); got != want {
-					t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
-				}
-				cache.Sweep()
-				reused, want := cache.BodiesReused()-before, []int{0, 4, c.reused}[round]
+				before := k.cache.BodiesReused()
+				k.step(vars(m), "render %d", round)
+				reused, want := k.cache.BodiesReused()-before, []int{0, 4, c.reused}[round]
 				if reused != want {
 					t.Errorf("render %d reused %d iterations, want %d", round, reused, want)
 				}
 			}
-			if cache.bodies.diffs.diffed != 2 {
-				t.Errorf("%d pairs of records diffed, want 2", cache.bodies.diffs.diffed)
+			if k.cache.bodies.diffs.diffed != 2 {
+				t.Errorf("%d pairs of records diffed, want 2", k.cache.bodies.diffs.diffed)
 			}
 		})
 	}
@@ -143,20 +139,15 @@ func TestLoopBodyChainsFollowedPerObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	render := renderOf(t, p)
-	var cache ModuleCache
+	k := newKeptRenders(t, renderOf(t, p))
 	for round := range 3 {
 		v := base()
 		if round == 2 {
 			v["groups"].([]any)[1].(map[string]any)["r"] = map[string]any{"by": map[string]any{"a": 11}}
 		}
-		got := render(v, &Modules{Across: &cache})
-		if want := render(v, nil); got != want {
-			t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
-		}
-		cache.Sweep()
+		k.step(v, "render %d", round)
 	}
-	if n := cache.BodiesReused(); n < 10 {
+	if n := k.cache.BodiesReused(); n < 10 {
 		t.Errorf("%d inner iterations reused, want 10 or more", n)
 	}
 }
@@ -196,25 +187,21 @@ func TestLoopImportsReadLargeRecordsThroughTheirDiff(t *testing.T) {
 		{"a looked-up key gone", func(m map[string]any) { delete(m, "s099") }, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var cache ModuleCache
+			k := newKeptRenders(t, render)
 			for round := range 3 {
 				m := base()
 				if round == 2 {
 					c.change(m)
 				}
 				vars := map[string]any{"items": []any{"s001", "s050", "s099"}, "res": map[string]any{"by": record.FromMap(nil, m)}}
-				before := cache.LoopReused()
-				got := render(vars, &Modules{Across: &cache})
-				if want := render(vars, nil); got != want {
-					t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
-				}
-				cache.Sweep()
-				if reused, want := cache.LoopReused()-before, []int{0, 3, c.reused}[round]; reused != want {
+				before := k.cache.LoopReused()
+				k.step(vars, "render %d", round)
+				if reused, want := k.cache.LoopReused()-before, []int{0, 3, c.reused}[round]; reused != want {
 					t.Errorf("render %d reused %d imports, want %d", round, reused, want)
 				}
 			}
-			if cache.bodies.diffs.diffed != 2 {
-				t.Errorf("%d pairs of records diffed, want 2", cache.bodies.diffs.diffed)
+			if k.cache.bodies.diffs.diffed != 2 {
+				t.Errorf("%d pairs of records diffed, want 2", k.cache.bodies.diffs.diffed)
 			}
 		})
 	}

@@ -1,7 +1,6 @@
 package jinja
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -20,27 +19,20 @@ func TestLoopBodiesOlderEntryDoesNotIndexHints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	render := renderOf(t, p)
-	var cache ModuleCache
+	k := newKeptRenders(t, renderOf(t, p))
 	for round := range 6 {
 		items := make([]any, 40)
 		for i := range items {
 			items[i] = fmt.Sprint("s", i)
 		}
 		items[0] = fmt.Sprint("v", round%2)
-		vars := map[string]any{"items": items}
-		before := cache.BodiesReused()
-		got := render(vars, &Modules{Across: &cache})
-		cache.Sweep()
-		want, err := p.Render(context.Background(), vars, Limits{}, nil)
-		if err != nil || got != string(want) {
-			t.Fatalf("render %d: %q, afresh %q (%v)", round, got, want, err)
-		}
-		if n, want := cache.BodiesReused()-before, map[bool]int{true: 40, false: 39}[round >= 2]; round > 0 && n != want {
+		before := k.cache.BodiesReused()
+		k.step(map[string]any{"items": items}, "render %d", round)
+		if n, want := k.cache.BodiesReused()-before, map[bool]int{true: 40, false: 39}[round >= 2]; round > 0 && n != want {
 			t.Errorf("render %d: reused %d, want %d", round, n, want)
 		}
 	}
-	if n := cache.bodies.hintsIndexed; n != 0 {
+	if n := k.cache.bodies.hintsIndexed; n != 0 {
 		t.Errorf("hints indexed %d times, want 0", n)
 	}
 }
@@ -54,7 +46,6 @@ func TestLoopBodiesKeyedReadsDiffByTheirOwnRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	render := renderOf(t, p)
 	keys := make([]any, 100)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("k%03d", i)
@@ -68,19 +59,15 @@ func TestLoopBodiesKeyedReadsDiffByTheirOwnRecord(t *testing.T) {
 		return map[string]any{"by": record.FromMap(nil, m)}
 	}
 	without50 := slices.Concat(keys[:50], keys[51:])
-	var cache ModuleCache
+	k := newKeptRenders(t, renderOf(t, p))
 	for round, vars := range []map[string]any{
 		{"items": keys, "data": byOf("a")},
 		{"items": without50, "data": byOf("b")}, // k050's read changed while it was not there
 		{"items": keys, "data": byOf("b")},      // the same contents, another record
 	} {
-		got := render(vars, &Modules{Across: &cache})
-		cache.Sweep()
-		if want := render(vars, nil); got != want {
-			t.Fatalf("render %d:\n%s\nafresh\n%s", round, got, want)
-		}
+		k.step(vars, "render %d", round)
 	}
-	if n := cache.BodiesReused(); n < 99+99 {
+	if n := k.cache.BodiesReused(); n < 99+99 {
 		t.Errorf("reused %d iterations, want at least %d", n, 99+99)
 	}
 }
@@ -100,7 +87,6 @@ func TestLoopBodiesRandomChangesRenderAsAfresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	render := renderOf(t, p)
 	for seed := range uint64(4) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		by := map[string]any{}
@@ -113,7 +99,7 @@ func TestLoopBodiesRandomChangesRenderAsAfresh(t *testing.T) {
 		}
 		prefix, tag := "p0", "t0"
 		rec := record.FromMap(nil, maps.Clone(by))
-		var cache ModuleCache
+		k := newKeptRenders(t, renderOf(t, p))
 		counts := map[string]int{}
 		for step := range 120 {
 			what := []string{"item", "keyed", "record", "outer", "insert", "delete", "namespace", "none"}[rng.IntN(8)]
@@ -142,18 +128,14 @@ func TestLoopBodiesRandomChangesRenderAsAfresh(t *testing.T) {
 				tag = fmt.Sprint("t", rng.IntN(3))
 			}
 			vars := map[string]any{"raw": raw, "data": map[string]any{"by": rec}, "prefix": prefix, "tag": tag}
-			got := render(vars, &Modules{Across: &cache})
-			cache.Sweep()
-			if want := render(vars, nil); got != want {
-				t.Fatalf("seed %d, step %d (%s): rendered\n%s\nafresh\n%s", seed, step, what, got, want)
-			}
+			k.step(vars, "seed %d, step %d (%s)", seed, step, what)
 		}
 		// (A loop that found few of its iterations kept in two renders in a row is turned off:
 		// a change of prefix, or an insert near the top, misses most of the first loop's.)
-		if n := cache.BodiesReused(); n < 120*10 {
+		if n := k.cache.BodiesReused(); n < 120*10 {
 			t.Errorf("seed %d: %d iterations reused, want a good part of 120 renders' 120 (%v)", seed, n, counts)
 		}
-		t.Logf("seed %d: %d iterations reused (%v)", seed, cache.BodiesReused(), counts)
+		t.Logf("seed %d: %d iterations reused (%v)", seed, k.cache.BodiesReused(), counts)
 	}
 }
 
@@ -165,18 +147,12 @@ func TestLoopBodiesBuiltinReadByName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	render := renderOf(t, p)
-	var cache ModuleCache
+	k := newKeptRenders(t, renderOf(t, p))
 	items := []any{"p", "q", "r", "s", "t"}
 	for round, which := range []string{"a", "a", "b", "b", "c", "c", "a"} {
-		vars := map[string]any{"items": items, "which": which}
-		got := render(vars, &Modules{Across: &cache})
-		cache.Sweep()
-		if want := render(vars, nil); got != want {
-			t.Fatalf("render %d (%s): %q, afresh %q", round, which, got, want)
-		}
+		k.step(map[string]any{"items": items, "which": which}, "render %d (%s)", round, which)
 	}
-	if cache.BodiesReused() == 0 {
+	if k.cache.BodiesReused() == 0 {
 		t.Error("no iteration reused")
 	}
 }

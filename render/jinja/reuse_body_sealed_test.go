@@ -77,22 +77,17 @@ func TestLoopBodiesTellSealedReadsOfOnePartApart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	render := renderOf(t, p)
-	var cache ModuleCache
+	k := newKeptRenders(t, renderOf(t, p))
 	for round := range 3 {
 		var rs []any
 		for i := range 4 {
 			rs = append(rs, map[string]any{"port": int64(10 * i)})
 		}
 		v := map[string]any{"routes": rs, "shift": round == 2}
-		got := render(v, &Modules{Across: &cache})
-		if want := render(v, nil); got != want {
-			t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
-		}
-		cache.Sweep()
+		k.step(v, "render %d", round)
 	}
-	if cache.bodies.sealedSame < 8 {
-		t.Errorf("%d reads taken as sealed, want 8 or more", cache.bodies.sealedSame)
+	if k.cache.bodies.sealedSame < 8 {
+		t.Errorf("%d reads taken as sealed, want 8 or more", k.cache.bodies.sealedSame)
 	}
 }
 
@@ -143,15 +138,11 @@ func TestLoopBodiesKeyedReadsOfPartsAreNotSealed(t *testing.T) {
 	vars := func(x string) map[string]any {
 		return map[string]any{"items": []any{"ab", "cd"}, "routes": []any{map[string]any{"a": "1", "c": "2", "x": x}}}
 	}
-	var cache ModuleCache
+	k := newKeptRenders(t, render)
 	for round, x := range []string{"x", "x", "y"} { // the last: the part computed again, its view another dict
-		before := cache.BodiesReused()
-		got := render(vars(x), &Modules{Across: &cache})
-		if want := render(vars(x), nil); got != want {
-			t.Fatalf("render %d: %q, computed afresh %q", round, got, want)
-		}
-		cache.Sweep()
-		if n, want := cache.BodiesReused()-before, []int{0, 2, 2}[round]; n != want {
+		before := k.cache.BodiesReused()
+		k.step(vars(x), "render %d", round)
+		if n, want := k.cache.BodiesReused()-before, []int{0, 2, 2}[round]; n != want {
 			t.Errorf("render %d: %d iterations reused, want %d", round, n, want)
 		}
 	}

@@ -105,24 +105,19 @@ func TestJoinPatchedRendersAsAfresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	render := renderOf(t, p)
 	for seed := range uint64(4) {
 		w := &joinWorld{rng: rand.New(rand.NewPCG(seed, 5))}
 		for range 150 {
 			w.recs = append(w.recs, w.record())
 		}
-		var cache ModuleCache
+		k := newKeptRenders(t, renderOf(t, p))
 		counts := map[string]int{}
 		for i := range 200 {
 			what, vars := w.step()
 			counts[what]++
-			got := render(vars, &Modules{Across: &cache})
-			if want := render(vars, nil); got != want {
-				t.Fatalf("seed %d, step %d (%s): rendered\n%s\nafresh\n%s", seed, i, what, got, want)
-			}
-			cache.Sweep()
+			k.step(vars, "seed %d, step %d (%s)", seed, i, what)
 		}
-		patched := cache.JoinPatched()
+		patched := k.cache.JoinPatched()
 		if patched < 200*2 {
 			t.Errorf("seed %d: %d calls patched, want a good part of 200 renders' 3 (%v)", seed, patched, counts)
 		}

@@ -142,22 +142,11 @@ func TestLentModulesChangedServeNoMore(t *testing.T) {
 			// Twice the same item: the second import of a render takes a copy of the module
 			// lent to the first, or computes it when the first changed it.
 			for v, items := range [][]any{{rec("a"), rec("b"), rec("c")}, {rec("a"), rec("b"), rec("a")}} {
-				var cache ModuleCache
-				render := func(change bool, mods *Modules) string {
-					res, err := p.RenderSharing(context.Background(), map[string]any{"items": items, "change": change}, Limits{}, nil, mods, false)
-					if err != nil {
-						t.Fatal(err)
-					}
-					return string(res.Bytes)
-				}
+				k := newKeptRenders(t, renderOf(t, p))
 				for i, change := range []bool{false, true, false} {
-					before := cache.LoopReused()
-					got := render(change, &Modules{Across: &cache})
-					cache.Sweep()
-					if want := render(change, nil); got != want {
-						t.Fatalf("render %d: %q, computed afresh %q", i+1, got, want)
-					}
-					if n := cache.LoopReused() - before; i == 2 && v == 0 && n != 0 {
+					before := k.cache.LoopReused()
+					k.step(map[string]any{"items": items, "change": change}, "render %d", i+1)
+					if n := k.cache.LoopReused() - before; i == 2 && v == 0 && n != 0 {
 						t.Errorf("render 3 reused %d parts that the render before changed", n)
 					}
 				}
@@ -524,16 +513,12 @@ func TestLoopImportKeptAsMadeChangedByItsRender(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var cache ModuleCache
+			k := newKeptRenders(t, renderOf(t, p))
 			for i, change := range []bool{true, false, false} {
 				vars := map[string]any{"items": []any{"a", "b"}, "change": change}
-				before := cache.LoopReused()
-				got := render1(t, p, vars, &Modules{Across: &cache})
-				cache.Sweep()
-				if want := render1(t, p, vars, nil); got != want {
-					t.Fatalf("render %d: %q, computed afresh %q", i+1, got, want)
-				}
-				if n := cache.LoopReused() - before; n != []int{0, 2, 2}[i] {
+				before := k.cache.LoopReused()
+				k.step(vars, "render %d", i+1)
+				if n := k.cache.LoopReused() - before; n != []int{0, 2, 2}[i] {
 					t.Errorf("render %d reused %d parts, want %d", i+1, n, []int{0, 2, 2}[i])
 				}
 			}

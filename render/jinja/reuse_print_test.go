@@ -119,18 +119,14 @@ func TestPrintOnlyRunsCopiedRenderAsAfresh(t *testing.T) {
 		for range 10 {
 			w.blocks = append(w.blocks, w.block())
 		}
-		var cache ModuleCache
+		k := newKeptRenders(t, func(vars map[string]any, mods *Modules) string { return renderSecret(t, p, vars, mods) })
 		counts := map[string]int{}
 		for i := range 120 {
 			what, vars := w.step()
 			counts[what]++
-			got := renderSecret(t, p, vars, &Modules{Across: &cache})
-			if want := renderSecret(t, p, vars, nil); got != want {
-				t.Fatalf("seed %d, step %d (%s): rendered\n%s\nafresh\n%s", seed, i, what, got, want)
-			}
-			cache.Sweep()
+			k.step(vars, "seed %d, step %d (%s)", seed, i, what)
 		}
-		copied := cache.bodies.printCopied
+		copied := k.cache.bodies.printCopied
 		if copied < 120*50 {
 			t.Errorf("seed %d: %d iterations copied, want most of 120 renders' (%v)", seed, copied, counts)
 		}

@@ -117,24 +117,19 @@ func TestSortAndUniquePatchedRenderAsAfresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	render := renderOf(t, p)
 	for seed := range uint64(4) {
 		w := &seqWorld{rng: rand.New(rand.NewPCG(seed, 3))}
 		for range 14 {
 			w.blocks = append(w.blocks, w.block())
 		}
-		var cache ModuleCache
+		k := newKeptRenders(t, renderOf(t, p))
 		counts := map[string]int{}
 		for i := range 150 {
 			what, vars := w.step()
 			counts[what]++
-			got := render(vars, &Modules{Across: &cache})
-			if want := render(vars, nil); got != want {
-				t.Fatalf("seed %d, step %d (%s): rendered\n%s\nafresh\n%s", seed, i, what, got, want)
-			}
-			cache.Sweep()
+			k.step(vars, "seed %d, step %d (%s)", seed, i, what)
 		}
-		patched := cache.SeqPatched()
+		patched := k.cache.SeqPatched()
 		if patched < 150*4 {
 			t.Errorf("seed %d: %d calls patched, want a good part of 150 renders' 17 (%v)", seed, patched, counts)
 		}

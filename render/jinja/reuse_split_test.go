@@ -73,7 +73,6 @@ func TestSplitKeptRendersAsAfresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	render := renderOf(t, p)
 	rng := rand.New(rand.NewPCG(7, 7))
 	next := 0
 	rec := func(uid string) any {
@@ -87,7 +86,7 @@ func TestSplitKeptRendersAsAfresh(t *testing.T) {
 	for range 300 {
 		recs = append(recs, rec(""))
 	}
-	var cache ModuleCache
+	k := newKeptRenders(t, renderOf(t, p))
 	for i := range 150 {
 		switch n := len(recs); rng.IntN(3) {
 		case 0: // its uid the same: the uids' string given again by join
@@ -100,15 +99,10 @@ func TestSplitKeptRendersAsAfresh(t *testing.T) {
 			j := rng.IntN(n)
 			recs = slices.Delete(recs, j, j+1)
 		}
-		vars := map[string]any{"recs": slices.Clone(recs)}
-		got := render(vars, &Modules{Across: &cache})
-		if want := render(vars, nil); got != want {
-			t.Fatalf("step %d: rendered\n%s\nafresh\n%s", i, got, want)
-		}
-		cache.Sweep()
+		k.step(map[string]any{"recs": slices.Clone(recs)}, "step %d", i)
 	}
-	if found := cache.SplitsFound(); found < 80 {
+	if found := k.cache.SplitsFound(); found < 80 {
 		t.Errorf("%d calls of split gave what they gave before, want many", found)
 	}
-	t.Logf("%d calls of split gave what they gave before", cache.SplitsFound())
+	t.Logf("%d calls of split gave what they gave before", k.cache.SplitsFound())
 }
