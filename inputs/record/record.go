@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"iter"
+	"math/bits"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -23,25 +25,85 @@ import (
 // Keys is a sorted list of distinct keys. Make it with NewKeys or a Shapes; never change it.
 type Keys struct {
 	names []string
-	// fixed are the values of the first len(fixed) keys in every record of this list (see
-	// Fixed): the records hold the others' values only.
+	// fixed[i] is the value of key i in every record of this list when bit i of mask is set
+	// (see Fixed and FixedAt): the records hold the other keys' values only, in key order.
 	fixed []any
+	mask  uint64
 }
 
 // Fixed returns a key list of k's keys whose first len(vals) keys have the values vals in every
 // record made with it (Make): an object's apiVersion and kind, the same in all objects of a
-// type, held once instead of 32 bytes in each. vals are strings (a programming error
-// otherwise: it panics), at most k.Len() of them.
+// type, held once instead of 32 bytes in each. At most k.Len() values (a programming error
+// otherwise: it panics).
 func (k *Keys) Fixed(vals ...any) *Keys {
-	if len(vals) > len(k.names) {
+	if len(vals) > len(k.names) || len(vals) > 64 {
 		panic(fmt.Sprintf("record.Keys.Fixed: %d values for %d keys", len(vals), len(k.names)))
 	}
-	for _, v := range vals {
-		if _, ok := v.(string); !ok {
-			panic(fmt.Sprintf("record.Keys.Fixed: %T is not a string", v))
+	all := make([]any, len(k.names))
+	copy(all, vals)
+	return k.FixedAt(uint64(1)<<len(vals)-1, all)
+}
+
+// FixedAt returns a key list of k's keys where key i, for each bit i set in mask, has the
+// value vals[i] in every record made with it (Make): the parts a pod shares with the other
+// pods of its ReplicaSet (its labels, its conditions, its spec) held once by the list, not in
+// each pod's records. vals has a value for each key (those of the keys not fixed are not
+// kept); mask has no bit at or above k.Len() (a programming error otherwise: it panics). k's
+// own fixed values are replaced.
+func (k *Keys) FixedAt(mask uint64, vals []any) *Keys {
+	n := len(k.names)
+	if len(vals) != n || (n < 64 && mask>>n != 0) {
+		panic(fmt.Sprintf("record.Keys.FixedAt: %d values, mask %#x for %d keys", len(vals), mask, n))
+	}
+	if mask == 0 {
+		return &Keys{names: k.names}
+	}
+	fixed := make([]any, bits.Len64(mask))
+	for i := range fixed {
+		if mask>>i&1 != 0 {
+			fixed[i] = vals[i]
 		}
 	}
-	return &Keys{names: k.names, fixed: slices.Clone(vals)}
+	return &Keys{names: k.names, fixed: fixed, mask: mask}
+}
+
+// FixedValue is the value key i has in every record of the list, when it is fixed.
+func (k *Keys) FixedValue(i int) (any, bool) {
+	if k.mask>>i&1 == 0 || i >= 64 {
+		return nil, false
+	}
+	return k.fixed[i], true
+}
+
+// SameNames reports whether k and o are lists of the very same names (one list, with fixed
+// values or not): index i means the same key in both.
+func (k *Keys) SameNames(o *Keys) bool {
+	if k == o {
+		return true
+	}
+	if k == nil || o == nil || len(k.names) != len(o.names) {
+		return false
+	}
+	return len(k.names) == 0 || &k.names[0] == &o.names[0]
+}
+
+// own is the number of values a record of k holds: its keys not fixed.
+func (k *Keys) own() int { return len(k.names) - bits.OnesCount64(k.mask) }
+
+// ownIndex is the place of key i's value among a record's own values (i not fixed).
+func (k *Keys) ownIndex(i int) int {
+	if k.mask == 0 {
+		return i
+	}
+	return i - bits.OnesCount64(k.mask&(uint64(1)<<i-1))
+}
+
+// plain is the list of k's keys without fixed values.
+func (k *Keys) plain() *Keys {
+	if k.mask == 0 {
+		return k
+	}
+	return &Keys{names: k.names}
 }
 
 // NewKeys returns the key list for names, which must be sorted and distinct (a programming
@@ -88,7 +150,7 @@ func (k *Keys) index(name string) int {
 // Record is a JSON object: values by key, iterated in sorted key order. The zero value and a
 // nil *Record are empty.
 //
-// vals points at the first of the values of the keys that are not fixed (see Keys.Fixed):
+// vals points at the first of the values of the keys that are not fixed (see Keys.FixedAt):
 // their count is the key list's, so a record is two words, not four (16 bytes less for each
 // of a pod's four records).
 type Record struct {
@@ -101,16 +163,20 @@ func (r *Record) own() []any {
 	if r.vals == nil {
 		return nil
 	}
-	return unsafe.Slice(r.vals, len(r.keys.names)-len(r.keys.fixed))
+	return unsafe.Slice(r.vals, r.keys.own())
 }
 
 // values is the value of each key, the fixed ones too: the record's own list when none is
 // fixed, else a list made for the caller.
 func (r *Record) values() []any {
-	if len(r.keys.fixed) == 0 {
+	if r.keys.mask == 0 {
 		return r.own()
 	}
-	return append(slices.Clone(r.keys.fixed), r.own()...)
+	out := make([]any, len(r.keys.names))
+	for i := range out {
+		out[i] = r.Value(i)
+	}
+	return out
 }
 
 // with returns a record of keys holding vals, the values of its keys that are not fixed.
@@ -128,23 +194,64 @@ func New(keys *Keys, vals []any) *Record {
 	if keys.Len() != len(vals) {
 		panic(fmt.Sprintf("record.New: %d keys and %d values", keys.Len(), len(vals)))
 	}
-	if f := keys.fixed; len(f) > 0 {
-		if !slices.Equal(f, vals[:len(f)]) {
-			keys = &Keys{names: keys.names}
+	if keys.mask != 0 {
+		if own, ok := keys.ownOf(vals); ok {
+			vals = own
 		} else {
-			vals = vals[len(f):]
+			keys = keys.plain()
 		}
 	}
 	r := with(keys, vals)
 	return &r
 }
 
+// ownOf is vals (a value for each key) without the fixed keys' values, false when one of
+// them is not the fixed one (see Same).
+func (k *Keys) ownOf(vals []any) ([]any, bool) {
+	for i, f := range k.fixed {
+		if k.mask>>i&1 != 0 && !Same(f, vals[i]) {
+			return nil, false
+		}
+	}
+	if k.mask&(k.mask+1) == 0 {
+		return vals[len(k.fixed):], true // the fixed keys are the first ones
+	}
+	own := make([]any, 0, k.own())
+	for i, v := range vals {
+		if k.mask>>i&1 == 0 || i >= 64 {
+			own = append(own, v)
+		}
+	}
+	return own, true
+}
+
+// Same reports whether a and b are one value: equal scalars, or the very same record, list or
+// map (not compared by content: the parts shared between records are one value).
+func Same(a, b any) bool {
+	switch x := a.(type) {
+	case *Record:
+		y, ok := b.(*Record)
+		return ok && x == y
+	case []any:
+		y, ok := b.([]any)
+		return ok && len(x) == len(y) && (x == nil) == (y == nil) && (len(x) == 0 || &x[0] == &y[0])
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		return ok && reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
+	}
+	if a == nil || b == nil {
+		return a == b
+	}
+	ta := reflect.TypeOf(a)
+	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
+}
+
 // Make returns a record with keys and its value slice, in one allocation (a record read
 // through needs one cache line less). The caller fills vals before the record is used by
 // anyone else, and never changes them afterwards. vals are the values of the keys that are
-// not fixed (see Keys.Fixed): vals[i] is the value of the key len(fixed)+i.
+// not fixed (see Keys.FixedAt), in key order.
 func Make(keys *Keys) (r *Record, vals []any) {
-	switch keys.Len() - len(keys.fixed) {
+	switch keys.own() {
 	case 0:
 		return &Record{keys: keys}, nil
 	case 1:
@@ -180,7 +287,7 @@ func Make(keys *Keys) (r *Record, vals []any) {
 	case 16:
 		return makeSized(keys, func(v *[16]any) []any { return v[:] })
 	}
-	vals = make([]any, keys.Len()-len(keys.fixed))
+	vals = make([]any, keys.own())
 	rec := with(keys, vals)
 	return &rec, vals
 }
@@ -348,10 +455,14 @@ func (r *Record) Key(i int) string { return r.keys.names[i] }
 
 // Value is the value of the i-th key.
 func (r *Record) Value(i int) any {
-	if f := r.keys.fixed; i < len(f) {
-		return f[i]
+	k := r.keys
+	if m := k.mask; m != 0 {
+		if m>>i&1 != 0 && i < 64 {
+			return k.fixed[i]
+		}
+		i -= bits.OnesCount64(m & (uint64(1)<<i - 1))
 	}
-	return r.own()[i-len(r.keys.fixed)]
+	return unsafe.Slice(r.vals, len(k.names)-bits.OnesCount64(k.mask))[i]
 }
 
 // Get returns the value of key and whether the record has it.
@@ -375,7 +486,7 @@ func (r *Record) Field(key string) any {
 // ValuesAre reports whether r's values are l itself (the same slice, not equal values): a
 // record made with New(keys, l).
 func (r *Record) ValuesAre(l []any) bool {
-	return r.Len() == len(l) && len(r.keys.fixed) == 0 && (len(l) == 0 || r.vals == &l[0])
+	return r.Len() == len(l) && r.keys.mask == 0 && (len(l) == 0 || r.vals == &l[0])
 }
 
 // Keys is the record's key list (nil for the nil record), to make another record of the same
@@ -387,9 +498,9 @@ func (r *Record) Keys() *Keys {
 	return r.keys
 }
 
-// SameKeys reports whether r and o share their key list (so that index i means the same key
-// in both).
-func (r *Record) SameKeys(o *Record) bool { return r != nil && o != nil && r.keys == o.keys }
+// SameKeys reports whether r and o share their list of key names (so that index i means the
+// same key in both), with the same values fixed or not (see Keys.SameNames).
+func (r *Record) SameKeys(o *Record) bool { return r != nil && o != nil && r.keys.SameNames(o.keys) }
 
 // All iterates over the keys and values in sorted key order.
 func (r *Record) All() iter.Seq2[string, any] {

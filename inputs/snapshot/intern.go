@@ -24,7 +24,7 @@ type interner struct {
 
 type internShard struct {
 	mu   sync.Mutex
-	cur  map[uint64]any   // hash -> *record.Record or []any
+	cur  map[uint64]any   // hash -> *record.Record, []any, a string or a *record.Keys
 	prev map[uint64]any   // the previous round's
 	more map[uint64][]any // further nodes whose hash is taken in cur (rare)
 }
@@ -98,6 +98,40 @@ func (in *interner) mapWith(pairs []kv, h uint64, canon bool, make func([]kv) *r
 	m := make(pairs)
 	s.add(h, m)
 	return m
+}
+
+// template returns keys with the values of pairs (keys' entries, in order) of the keys set in
+// mask fixed (see record.Keys.FixedAt): a list shared by every record of those keys and
+// values, made the first time (h hashes the names and the fixed values).
+func (in *interner) template(keys *record.Keys, pairs []kv, mask uint64, h uint64) *record.Keys {
+	s := in.shard(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	match := func(c any) bool {
+		k, ok := c.(*record.Keys)
+		if !ok || !k.SameNames(keys) {
+			return false
+		}
+		for i, p := range pairs {
+			v, fixed := k.FixedValue(i)
+			if fixed != (mask>>i&1 != 0) || fixed && !identical(v, p.v) {
+				return false
+			}
+		}
+		return true
+	}
+	if c, ok := s.find(h, match); ok {
+		return c.(*record.Keys)
+	}
+	vals := make([]any, len(pairs))
+	for i, p := range pairs {
+		if mask>>i&1 != 0 {
+			vals[i] = p.v
+		}
+	}
+	k := keys.FixedAt(mask, vals)
+	s.add(h, k)
+	return k
 }
 
 // str returns s boxed in an any, the same box for equal strings (h is hashString(s)).
