@@ -29,7 +29,17 @@ type Keys struct {
 	// (see Fixed and FixedAt): the records hold the other keys' values only, in key order.
 	fixed []any
 	mask  uint64
+	// strs are the keys whose values the records hold as strings (see Layout), after their
+	// other values.
+	strs uint64
 }
+
+// Limits of Layout: a record of a list with strings holds at most MaxStrings of them and
+// MaxValuesBesideStrings other values.
+const (
+	MaxStrings             = 4
+	MaxValuesBesideStrings = 8
+)
 
 // Fixed returns a key list of k's keys whose first len(vals) keys have the values vals in every
 // record made with it (Make): an object's apiVersion and kind, the same in all objects of a
@@ -51,12 +61,25 @@ func (k *Keys) Fixed(vals ...any) *Keys {
 // kept); mask has no bit at or above k.Len() (a programming error otherwise: it panics). k's
 // own fixed values are replaced.
 func (k *Keys) FixedAt(mask uint64, vals []any) *Keys {
+	return k.Layout(mask, vals, 0)
+}
+
+// Layout is FixedAt, with the values of the keys in strs (not fixed) held as strings: a
+// record of the list holds a string's header (16 bytes) where it would hold an any pointing
+// at a header elsewhere (a pod's name, uid and IP: 16 bytes each less). Its records are made
+// with MakeLayout; New gives a record of the plain keys when a value of one of strs is not a
+// string. At most MaxStrings keys in strs and MaxValuesBesideStrings others not fixed (a
+// programming error otherwise, as are keys in both masks: it panics).
+func (k *Keys) Layout(mask uint64, vals []any, strs uint64) *Keys {
 	n := len(k.names)
-	if len(vals) != n || (n < 64 && mask>>n != 0) {
-		panic(fmt.Sprintf("record.Keys.FixedAt: %d values, mask %#x for %d keys", len(vals), mask, n))
+	if len(vals) != n || (n < 64 && (mask|strs)>>n != 0) || mask&strs != 0 {
+		panic(fmt.Sprintf("record.Keys.Layout: %d values, mask %#x, strings %#x for %d keys", len(vals), mask, strs, n))
+	}
+	if strs != 0 && (bits.OnesCount64(strs) > MaxStrings || n-bits.OnesCount64(mask|strs) > MaxValuesBesideStrings) {
+		panic(fmt.Sprintf("record.Keys.Layout: %d strings beside %d values", bits.OnesCount64(strs), n-bits.OnesCount64(mask|strs)))
 	}
 	if mask == 0 {
-		return &Keys{names: k.names}
+		return &Keys{names: k.names, strs: strs}
 	}
 	fixed := make([]any, bits.Len64(mask))
 	for i := range fixed {
@@ -64,8 +87,12 @@ func (k *Keys) FixedAt(mask uint64, vals []any) *Keys {
 			fixed[i] = vals[i]
 		}
 	}
-	return &Keys{names: k.names, fixed: fixed, mask: mask}
+	return &Keys{names: k.names, fixed: fixed, mask: mask, strs: strs}
 }
+
+// HoldsString reports whether the records of the list hold key i's value as a string (see
+// Layout).
+func (k *Keys) HoldsString(i int) bool { return i < 64 && k.strs>>i&1 != 0 }
 
 // FixedValue is the value key i has in every record of the list, when it is fixed.
 func (k *Keys) FixedValue(i int) (any, bool) {
@@ -87,20 +114,12 @@ func (k *Keys) SameNames(o *Keys) bool {
 	return len(k.names) == 0 || &k.names[0] == &o.names[0]
 }
 
-// own is the number of values a record of k holds: its keys not fixed.
-func (k *Keys) own() int { return len(k.names) - bits.OnesCount64(k.mask) }
+// own is the number of values a record of k holds as anys: its keys not fixed, not strings.
+func (k *Keys) own() int { return len(k.names) - bits.OnesCount64(k.mask|k.strs) }
 
-// ownIndex is the place of key i's value among a record's own values (i not fixed).
-func (k *Keys) ownIndex(i int) int {
-	if k.mask == 0 {
-		return i
-	}
-	return i - bits.OnesCount64(k.mask&(uint64(1)<<i-1))
-}
-
-// plain is the list of k's keys without fixed values.
+// plain is the list of k's keys without fixed values or strings.
 func (k *Keys) plain() *Keys {
-	if k.mask == 0 {
+	if k.mask|k.strs == 0 {
 		return k
 	}
 	return &Keys{names: k.names}
@@ -169,7 +188,7 @@ func (r *Record) own() []any {
 // values is the value of each key, the fixed ones too: the record's own list when none is
 // fixed, else a list made for the caller.
 func (r *Record) values() []any {
-	if r.keys.mask == 0 {
+	if r.keys.mask|r.keys.strs == 0 {
 		return r.own()
 	}
 	out := make([]any, len(r.keys.names))
@@ -194,35 +213,44 @@ func New(keys *Keys, vals []any) *Record {
 	if keys.Len() != len(vals) {
 		panic(fmt.Sprintf("record.New: %d keys and %d values", keys.Len(), len(vals)))
 	}
-	if keys.mask != 0 {
-		if own, ok := keys.ownOf(vals); ok {
-			vals = own
-		} else {
-			keys = keys.plain()
+	if keys.mask|keys.strs != 0 {
+		if r, ok := keys.build(vals); ok {
+			return r
 		}
+		keys = keys.plain()
 	}
 	r := with(keys, vals)
 	return &r
 }
 
-// ownOf is vals (a value for each key) without the fixed keys' values, false when one of
-// them is not the fixed one (see Same).
-func (k *Keys) ownOf(vals []any) ([]any, bool) {
+// build is the record of k with vals (a value for each key), false when a fixed key's value
+// is not the fixed one (see Same) or a value k holds as a string is not one.
+func (k *Keys) build(vals []any) (*Record, bool) {
 	for i, f := range k.fixed {
 		if k.mask>>i&1 != 0 && !Same(f, vals[i]) {
 			return nil, false
 		}
 	}
-	if k.mask&(k.mask+1) == 0 {
-		return vals[len(k.fixed):], true // the fixed keys are the first ones
+	if k.strs == 0 && k.mask&(k.mask+1) == 0 {
+		r := with(k, vals[len(k.fixed):]) // the fixed keys are the first ones: vals kept
+		return &r, true
 	}
-	own := make([]any, 0, k.own())
 	for i, v := range vals {
-		if k.mask>>i&1 == 0 || i >= 64 {
-			own = append(own, v)
+		if _, ok := v.(string); k.HoldsString(i) && !ok {
+			return nil, false
 		}
 	}
-	return own, true
+	r, own, strs := MakeLayout(k)
+	for i, v := range vals {
+		switch {
+		case i < 64 && k.mask>>i&1 != 0:
+		case k.HoldsString(i):
+			strs[0], strs = v.(string), strs[1:]
+		default:
+			own[0], own = v, own[1:]
+		}
+	}
+	return r, true
 }
 
 // Same reports whether a and b are one value: equal scalars, or the very same record, list or
@@ -251,6 +279,9 @@ func Same(a, b any) bool {
 // anyone else, and never changes them afterwards. vals are the values of the keys that are
 // not fixed (see Keys.FixedAt), in key order.
 func Make(keys *Keys) (r *Record, vals []any) {
+	if keys.strs != 0 {
+		panic("record.Make: a key list with strings (see MakeLayout)")
+	}
 	switch keys.own() {
 	case 0:
 		return &Record{keys: keys}, nil
@@ -290,6 +321,62 @@ func Make(keys *Keys) (r *Record, vals []any) {
 	vals = make([]any, keys.own())
 	rec := with(keys, vals)
 	return &rec, vals
+}
+
+// MakeLayout is Make for a list that holds strings (see Keys.Layout): vals are the values of
+// the keys neither fixed nor strings, strs those of the strings, each in key order.
+func MakeLayout(keys *Keys) (r *Record, vals []any, strs []string) {
+	switch bits.OnesCount64(keys.strs) {
+	case 0:
+		r, vals = Make(keys)
+		return r, vals, nil
+	case 1:
+		return makeWithStrings(keys, func(s *[1]string) []string { return s[:] })
+	case 2:
+		return makeWithStrings(keys, func(s *[2]string) []string { return s[:] })
+	case 3:
+		return makeWithStrings(keys, func(s *[3]string) []string { return s[:] })
+	case 4:
+		return makeWithStrings(keys, func(s *[4]string) []string { return s[:] })
+	}
+	panic(fmt.Sprintf("record.MakeLayout: %d strings", bits.OnesCount64(keys.strs)))
+}
+
+// makeWithStrings is MakeLayout for strings in an array of type S (see Make's cases).
+func makeWithStrings[S any](keys *Keys, strs func(*S) []string) (*Record, []any, []string) {
+	switch keys.own() {
+	case 0:
+		return makeLaidOut(keys, func(v *[0]any) []any { return v[:] }, strs)
+	case 1:
+		return makeLaidOut(keys, func(v *[1]any) []any { return v[:] }, strs)
+	case 2:
+		return makeLaidOut(keys, func(v *[2]any) []any { return v[:] }, strs)
+	case 3:
+		return makeLaidOut(keys, func(v *[3]any) []any { return v[:] }, strs)
+	case 4:
+		return makeLaidOut(keys, func(v *[4]any) []any { return v[:] }, strs)
+	case 5:
+		return makeLaidOut(keys, func(v *[5]any) []any { return v[:] }, strs)
+	case 6:
+		return makeLaidOut(keys, func(v *[6]any) []any { return v[:] }, strs)
+	case 7:
+		return makeLaidOut(keys, func(v *[7]any) []any { return v[:] }, strs)
+	case 8:
+		return makeLaidOut(keys, func(v *[8]any) []any { return v[:] }, strs)
+	}
+	panic(fmt.Sprintf("record.MakeLayout: %d values beside strings", keys.own()))
+}
+
+// makeLaidOut allocates a record with its values (an array of type A) and its strings (S)
+// right after them, where Value finds them.
+func makeLaidOut[A, S any](keys *Keys, all func(*A) []any, strs func(*S) []string) (*Record, []any, []string) {
+	b := new(struct {
+		r Record
+		v A
+		s S
+	})
+	b.r = Record{keys: keys, vals: (*any)(unsafe.Pointer(&b.v))}
+	return &b.r, all(&b.v), strs(&b.s)
 }
 
 // makeSized allocates a record together with its values, an array of type A (one case of
@@ -456,13 +543,39 @@ func (r *Record) Key(i int) string { return r.keys.names[i] }
 // Value is the value of the i-th key.
 func (r *Record) Value(i int) any {
 	k := r.keys
-	if m := k.mask; m != 0 {
-		if m>>i&1 != 0 && i < 64 {
+	if k.mask|k.strs == 0 {
+		return unsafe.Slice(r.vals, len(k.names))[i]
+	}
+	return r.laidOut(i)
+}
+
+// laidOut is Value for a list with fixed values or strings: key i's fixed value, or its
+// place among the record's values or strings.
+func (r *Record) laidOut(i int) any {
+	k := r.keys
+	_ = k.names[i] // i in range
+	taken := k.mask | k.strs
+	if i < 64 {
+		bit := uint64(1) << i
+		if k.mask&bit != 0 {
 			return k.fixed[i]
 		}
-		i -= bits.OnesCount64(m & (uint64(1)<<i - 1))
+		if k.strs&bit != 0 {
+			j := k.own() + bits.OnesCount64(k.strs&(bit-1))
+			return stringAt((*string)(unsafe.Add(unsafe.Pointer(r.vals), j*int(unsafe.Sizeof(""))))) // j < own()+len(strs): in the record's block
+		}
+		taken &= bit - 1
 	}
-	return unsafe.Slice(r.vals, len(k.names)-bits.OnesCount64(k.mask))[i]
+	return unsafe.Slice(r.vals, k.own())[i-bits.OnesCount64(taken)]
+}
+
+// stringAt returns the string *p as an any whose data is p itself: what boxing *p would give,
+// without a box of its own. *p never changes: a record's strings are set before it is used.
+func stringAt(p *string) any {
+	var typed any = ""
+	e := *(*[2]unsafe.Pointer)(unsafe.Pointer(&typed))
+	e[1] = unsafe.Pointer(p)
+	return *(*any)(unsafe.Pointer(&e))
 }
 
 // Get returns the value of key and whether the record has it.
@@ -486,7 +599,7 @@ func (r *Record) Field(key string) any {
 // ValuesAre reports whether r's values are l itself (the same slice, not equal values): a
 // record made with New(keys, l).
 func (r *Record) ValuesAre(l []any) bool {
-	return r.Len() == len(l) && r.keys.mask == 0 && (len(l) == 0 || r.vals == &l[0])
+	return r.Len() == len(l) && r.keys.mask|r.keys.strs == 0 && (len(l) == 0 || r.vals == &l[0])
 }
 
 // Keys is the record's key list (nil for the nil record), to make another record of the same

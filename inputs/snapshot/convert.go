@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"reflect"
 	"slices"
 	"strings"
@@ -82,18 +83,22 @@ func (st *convState) box(s string, h uint64, intern bool) any {
 	return b
 }
 
-// ownString is one of an object's own strings and the value that holds it (nil when its pair
-// was dropped: a later one with the key, an extra entry).
+// ownString is one of an object's own strings and the value that holds it: a string of a
+// record (str; see record.Keys.Layout) or an any (slot); neither when its pair was dropped (a
+// later one with the key, an extra entry).
 type ownString struct {
 	s    string
 	slot *any
+	str  *string
 	home int // its distinct value's index in convState.uniq, set by placeOwn
 }
 
-// ownHome is where a distinct own string is held.
+// ownHome is a distinct own string of the object: the header an any holding it points at
+// (at: one of a record's strings holding it, else one of a list made for them).
 type ownHome struct {
+	s     string
 	at    *string
-	homed bool // at is a home of the ownPlace
+	boxed bool // an any holds it
 }
 
 // addOwn pushes the pair of key f holding s, an object's own string, onto st.pairs: its value
@@ -103,9 +108,10 @@ func (st *convState) addOwn(f *field, s string, h uint64) {
 	st.pairs = append(st.pairs, kv{k: f.name, hk: f.hk, hv: h, own: len(st.own)})
 }
 
-// placeOwn gives the object's own strings their values, all held by one allocation of string
-// headers (one header for equal strings: status.podIP and status.podIPs[0].ip) or by the
-// place's homes, instead of a box each; with place.copy, their bytes are one string too. The
+// placeOwn gives the object's own strings their values: the strings of the records that hold
+// them as strings (see convState.template), and anys pointing at one of those (one header for
+// equal strings: status.podIP and status.podIPs[0].ip) or at a list of headers made for the
+// others, instead of a box each; with place.copy, their bytes are one string too. The
 // records holding them are unshared (never in the interner) and not yet given to anyone:
 // setting their values is safe.
 func (st *convState) placeOwn(place *ownPlace) {
@@ -115,81 +121,74 @@ func (st *convState) placeOwn(place *ownPlace) {
 		clear(st.uniq)
 		st.uniq = st.uniq[:0]
 	}()
-	// Each own string held by a record gets its distinct value: home, its index in uniq.
-	size := 0
-	for i, o := range st.own {
-		if o.slot == nil {
+	size, headers := 0, 0
+	for i := range st.own {
+		o := &st.own[i]
+		if o.slot == nil && o.str == nil {
 			continue
 		}
-		j := slices.IndexFunc(st.uniq, func(u ownHome) bool { return *u.at == o.s })
+		j := slices.IndexFunc(st.uniq, func(u ownHome) bool { return u.s == o.s })
 		if j < 0 {
 			j = len(st.uniq)
-			st.uniq = append(st.uniq, ownHome{at: &st.own[i].s})
+			st.uniq = append(st.uniq, ownHome{s: o.s})
 			size += len(o.s)
 		}
-		st.own[i].home = j
+		o.home = j
+		u := &st.uniq[j]
+		if o.str != nil && u.at == nil {
+			if u.boxed {
+				headers-- // counted below: held by a record after all
+			}
+			u.at = o.str
+		}
+		if o.slot != nil && !u.boxed {
+			u.boxed = true
+			if u.at == nil {
+				headers++
+			}
+		}
 	}
 	if len(st.uniq) == 0 {
 		return
 	}
-	st.homeOwn(place)
 	if place != nil && place.copy {
 		var b strings.Builder
 		b.Grow(size)
 		for _, u := range st.uniq {
-			b.WriteString(*u.at)
+			b.WriteString(u.s)
 		}
 		all, off := b.String(), 0
-		for _, u := range st.uniq {
-			n := len(*u.at)
-			*u.at = all[off : off+n]
+		for i := range st.uniq {
+			n := len(st.uniq[i].s)
+			st.uniq[i].s = all[off : off+n]
 			off += n
 		}
 	}
+	if headers > 0 {
+		list := make([]string, 0, headers)
+		for i := range st.uniq {
+			if u := &st.uniq[i]; u.boxed && u.at == nil {
+				list = append(list, u.s)
+				u.at = &list[len(list)-1]
+			}
+		}
+	}
 	for _, o := range st.own {
+		if o.str != nil {
+			*o.str = st.uniq[o.home].s
+		}
 		if o.slot != nil {
 			*o.slot = stringAt(st.uniq[o.home].at)
 		}
 	}
 }
 
-// homeOwn gives each distinct own string its header: a home of place holding the same
-// string, else one of a list made for the others.
-func (st *convState) homeOwn(place *ownPlace) {
-	rest := len(st.uniq)
-	if place != nil {
-		for _, h := range place.homes {
-			for i, u := range st.uniq {
-				if !u.homed && *h != "" && *h == *u.at {
-					st.uniq[i] = ownHome{at: h, homed: true}
-					rest--
-					break
-				}
-			}
-		}
-	}
-	if rest == 0 {
-		return
-	}
-	headers := make([]string, 0, rest)
-	for i, u := range st.uniq {
-		if !u.homed {
-			headers = append(headers, *u.at)
-			st.uniq[i].at = &headers[len(headers)-1]
-		}
-	}
-}
-
-// ownPlace says where an object's own strings go (see placeOwn); nil: each distinct one a
-// header of one list, the strings kept as they are.
+// ownPlace says where an object's own strings go (see placeOwn); nil: the strings kept as
+// they are.
 type ownPlace struct {
 	// copy: the caller does not keep the object: the strings are copied into one (what the
 	// records hold would keep each of the object's strings otherwise).
 	copy bool
-	// homes are strings of the caller's that the records' values may point at when equal
-	// (the converted pod's name and IP): no header of their own. They are set to the copy
-	// with copy, and must not change afterwards.
-	homes []*string
 }
 
 // stringAt returns the string *p as an any whose data is p itself: what boxing *p would give,
@@ -766,20 +765,36 @@ func (st *convState) template(keys *record.Keys, pairs []kv) *record.Keys {
 	if st.in == nil || len(pairs) > 64 || keys.Len() != len(pairs) {
 		return keys
 	}
-	var mask uint64
-	h := tagTemplate
+	var mask, strs uint64
+	h, others := tagTemplate, 0
 	for i, p := range pairs {
-		if p.canon && p.own == 0 {
+		switch {
+		case p.canon && p.own == 0:
 			mask |= 1 << i
 			h += pairHash(p.hk, p.hv)
-		} else {
+		case p.own > 0:
+			strs |= 1 << i
+			h += mix(p.hk ^ tagString)
+		default:
+			others++
 			h += mix(p.hk ^ tagTemplate)
 		}
 	}
-	if mask == 0 {
+	if bits.OnesCount64(strs) > record.MaxStrings || others > record.MaxValuesBesideStrings {
+		strs = 0 // held by anys, each pointing at a header (see placeOwn)
+		h = tagTemplate
+		for i, p := range pairs {
+			if mask>>i&1 != 0 {
+				h += pairHash(p.hk, p.hv)
+			} else {
+				h += mix(p.hk ^ tagTemplate)
+			}
+		}
+	}
+	if mask|strs == 0 {
 		return keys
 	}
-	return st.in.template(keys, pairs, mask, mix(h^uint64(len(pairs))))
+	return st.in.template(keys, pairs, mask, strs, mix(h^uint64(len(pairs))))
 }
 
 // newRecord makes the record of pairs, sorted and without repeated keys (see sortPairs),
@@ -797,19 +812,30 @@ func withKeys(keys *record.Keys, pairs []kv) *record.Record {
 // not fixed (Keys.FixedAt). With st, the places of the object's own strings are noted for
 // placeOwn.
 func fill(keys *record.Keys, pairs []kv, st *convState) *record.Record {
-	r, vals := record.Make(keys)
-	j := 0
-	for i, p := range pairs {
-		if len(vals) < len(pairs) {
-			if _, fixed := keys.FixedValue(i); fixed {
-				continue
+	r, vals, strs := record.MakeLayout(keys)
+	if len(vals) == len(pairs) { // nothing fixed, no strings
+		for i, p := range pairs {
+			vals[i] = p.v
+			if p.own > 0 && st != nil {
+				st.own[p.own-1].slot = &vals[i]
 			}
 		}
-		vals[j] = p.v
-		if p.own > 0 && st != nil {
-			st.own[p.own-1].slot = &vals[j]
+		return r
+	}
+	for i, p := range pairs {
+		if _, fixed := keys.FixedValue(i); fixed {
+			continue
 		}
-		j++
+		if keys.HoldsString(i) {
+			st.own[p.own-1].str = &strs[0] // only own strings are held as strings
+			strs = strs[1:]
+			continue
+		}
+		vals[0] = p.v
+		if p.own > 0 && st != nil {
+			st.own[p.own-1].slot = &vals[0]
+		}
+		vals = vals[1:]
 	}
 	return r
 }

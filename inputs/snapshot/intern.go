@@ -101,9 +101,10 @@ func (in *interner) mapWith(pairs []kv, h uint64, canon bool, make func([]kv) *r
 }
 
 // template returns keys with the values of pairs (keys' entries, in order) of the keys set in
-// mask fixed (see record.Keys.FixedAt): a list shared by every record of those keys and
-// values, made the first time (h hashes the names and the fixed values).
-func (in *interner) template(keys *record.Keys, pairs []kv, mask uint64, h uint64) *record.Keys {
+// mask fixed and those in strs held as strings (see record.Keys.Layout): a list shared by
+// every record of those keys and values, made the first time (h hashes the names, the fixed
+// values and strs).
+func (in *interner) template(keys *record.Keys, pairs []kv, mask, strs uint64, h uint64) *record.Keys {
 	s := in.shard(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -114,7 +115,7 @@ func (in *interner) template(keys *record.Keys, pairs []kv, mask uint64, h uint6
 		}
 		for i, p := range pairs {
 			v, fixed := k.FixedValue(i)
-			if fixed != (mask>>i&1 != 0) || fixed && !identical(v, p.v) {
+			if fixed != (mask>>i&1 != 0) || k.HoldsString(i) != (strs>>i&1 != 0) || fixed && !identical(v, p.v) {
 				return false
 			}
 		}
@@ -129,7 +130,7 @@ func (in *interner) template(keys *record.Keys, pairs []kv, mask uint64, h uint6
 			vals[i] = p.v
 		}
 	}
-	k := keys.FixedAt(mask, vals)
+	k := keys.Layout(mask, vals, strs)
 	s.add(h, k)
 	return k
 }

@@ -70,10 +70,10 @@ func BenchmarkConvertedPodHeap(b *testing.B) {
 }
 
 // TestConvertedPodCompact: a converted pod's own strings (name, uid, IP, times) are one
-// string, their values point at the Pod's name and ip fields and at one list of headers for
-// the others (no box each), equal strings share their header, and 10,000 converted pods hold
-// at most 480 bytes each (467 measured; 625 with a box and an allocation for each string, a
-// record of four words, a Pod of 96 bytes and apiVersion and kind in each pod's record).
+// string, held by its records as strings (their headers in the records, no any and no box
+// each: see record.Keys.Layout), equal strings share their bytes, the values its records
+// share with other pods are held by their key lists (record.Keys.FixedAt), and 10,000
+// converted pods hold at most MAX bytes each (see the bound below).
 func TestConvertedPodCompact(t *testing.T) {
 	var c PodConverter
 	pod := c.Convert(scalePod(12, 3, true))
@@ -100,21 +100,23 @@ func TestConvertedPodCompact(t *testing.T) {
 			t.Errorf("%q is not right after %q: the pod's own strings are not one", b, a)
 		}
 	}
-	// The values of the name and the IP are the Pod's fields; the others' one list of headers.
-	if dataOf(name) != unsafe.Pointer(&pod.name) || dataOf(ip) != unsafe.Pointer(&pod.ip) {
-		t.Error("the values of the name and IP are not the Pod's name and ip")
-	}
-	headers := []any{uid, rv, created}
+	// The metadata record holds its strings' headers one after the other, in key order.
+	headers := []any{created, name, rv, uid}
 	for i := 1; i < len(headers); i++ {
 		if dataOf(headers[i]) != unsafe.Add(dataOf(headers[i-1]), unsafe.Sizeof("")) {
-			t.Errorf("the value of %q is not the header after %q's: a box each", headers[i], headers[i-1])
+			t.Errorf("the value of %q is not the header after %q's: not held by the record as strings", headers[i], headers[i-1])
 		}
 	}
-	if dataOf(ip0) != dataOf(ip) || dataOf(started) != dataOf(created) {
-		t.Error("equal strings of the pod (its IPs, its times) do not share their header")
+	again, _ := meta.(*record.Record).Get("name")
+	if dataOf(again) != dataOf(name) {
+		t.Error("two reads of metadata.name are two boxes")
 	}
-	if unsafe.Sizeof(Pod{}) > 80 {
-		t.Errorf("a Pod is %d bytes, want 80 at most (a size class)", unsafe.Sizeof(Pod{}))
+	if unsafe.StringData(ip0.(string)) != unsafe.StringData(ip.(string)) || unsafe.StringData(started.(string)) != unsafe.StringData(created.(string)) ||
+		unsafe.StringData(pod.name) != unsafe.StringData(name.(string)) || pod.ip() != ip {
+		t.Error("equal strings of the pod (its IPs, its times, its name in the Pod) do not share their bytes")
+	}
+	if unsafe.Sizeof(Pod{}) > 64 {
+		t.Errorf("a Pod is %d bytes, want 64 at most (a size class)", unsafe.Sizeof(Pod{}))
 	}
 	if testing.Short() || raceEnabled {
 		return
