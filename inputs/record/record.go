@@ -25,6 +25,11 @@ import (
 // Keys is a sorted list of distinct keys. Make it with NewKeys or a Shapes; never change it.
 type Keys struct {
 	names []string
+	lay   *layout // nil: the records hold every value, as an any
+}
+
+// layout is how the records of a key list hold their values (see Keys.Layout).
+type layout struct {
 	// fixed[i] is the value of key i in every record of this list when bit i of mask is set
 	// (see Fixed and FixedAt): the records hold the other keys' values only, in key order.
 	fixed []any
@@ -78,28 +83,35 @@ func (k *Keys) Layout(mask uint64, vals []any, strs uint64) *Keys {
 	if strs != 0 && (bits.OnesCount64(strs) > MaxStrings || n-bits.OnesCount64(mask|strs) > MaxValuesBesideStrings) {
 		panic(fmt.Sprintf("record.Keys.Layout: %d strings beside %d values", bits.OnesCount64(strs), n-bits.OnesCount64(mask|strs)))
 	}
-	if mask == 0 {
-		return &Keys{names: k.names, strs: strs}
+	if mask|strs == 0 {
+		return &Keys{names: k.names}
 	}
-	fixed := make([]any, bits.Len64(mask))
-	for i := range fixed {
-		if mask>>i&1 != 0 {
-			fixed[i] = vals[i]
+	lay := &layout{mask: mask, strs: strs}
+	if mask != 0 {
+		lay.fixed = make([]any, bits.Len64(mask))
+		for i := range lay.fixed {
+			if mask>>i&1 != 0 {
+				lay.fixed[i] = vals[i]
+			}
 		}
 	}
-	return &Keys{names: k.names, fixed: fixed, mask: mask, strs: strs}
+	return &Keys{names: k.names, lay: lay}
 }
+
+// Plain reports whether the records of the list hold every value, as an any: no value
+// fixed, no strings (see Layout).
+func (k *Keys) Plain() bool { return k.lay == nil }
 
 // HoldsString reports whether the records of the list hold key i's value as a string (see
 // Layout).
-func (k *Keys) HoldsString(i int) bool { return i < 64 && k.strs>>i&1 != 0 }
+func (k *Keys) HoldsString(i int) bool { return k.lay != nil && i < 64 && k.lay.strs>>i&1 != 0 }
 
 // FixedValue is the value key i has in every record of the list, when it is fixed.
 func (k *Keys) FixedValue(i int) (any, bool) {
-	if k.mask>>i&1 == 0 || i >= 64 {
+	if k.lay == nil || k.lay.mask>>i&1 == 0 || i >= 64 {
 		return nil, false
 	}
-	return k.fixed[i], true
+	return k.lay.fixed[i], true
 }
 
 // SameNames reports whether k and o are lists of the very same names (one list, with fixed
@@ -115,11 +127,16 @@ func (k *Keys) SameNames(o *Keys) bool {
 }
 
 // own is the number of values a record of k holds as anys: its keys not fixed, not strings.
-func (k *Keys) own() int { return len(k.names) - bits.OnesCount64(k.mask|k.strs) }
+func (k *Keys) own() int {
+	if k.lay == nil {
+		return len(k.names)
+	}
+	return len(k.names) - bits.OnesCount64(k.lay.mask|k.lay.strs)
+}
 
 // plain is the list of k's keys without fixed values or strings.
 func (k *Keys) plain() *Keys {
-	if k.mask|k.strs == 0 {
+	if k.lay == nil {
 		return k
 	}
 	return &Keys{names: k.names}
@@ -188,7 +205,7 @@ func (r *Record) own() []any {
 // values is the value of each key, the fixed ones too: the record's own list when none is
 // fixed, else a list made for the caller.
 func (r *Record) values() []any {
-	if r.keys.mask|r.keys.strs == 0 {
+	if r.keys.lay == nil {
 		return r.own()
 	}
 	out := make([]any, len(r.keys.names))
@@ -213,7 +230,7 @@ func New(keys *Keys, vals []any) *Record {
 	if keys.Len() != len(vals) {
 		panic(fmt.Sprintf("record.New: %d keys and %d values", keys.Len(), len(vals)))
 	}
-	if keys.mask|keys.strs != 0 {
+	if keys.lay != nil {
 		if r, ok := keys.build(vals); ok {
 			return r
 		}
@@ -226,13 +243,14 @@ func New(keys *Keys, vals []any) *Record {
 // build is the record of k with vals (a value for each key), false when a fixed key's value
 // is not the fixed one (see Same) or a value k holds as a string is not one.
 func (k *Keys) build(vals []any) (*Record, bool) {
-	for i, f := range k.fixed {
-		if k.mask>>i&1 != 0 && !Same(f, vals[i]) {
+	lay := k.lay
+	for i, f := range lay.fixed {
+		if lay.mask>>i&1 != 0 && !Same(f, vals[i]) {
 			return nil, false
 		}
 	}
-	if k.strs == 0 && k.mask&(k.mask+1) == 0 {
-		r := with(k, vals[len(k.fixed):]) // the fixed keys are the first ones: vals kept
+	if lay.strs == 0 && lay.mask&(lay.mask+1) == 0 {
+		r := with(k, vals[len(lay.fixed):]) // the fixed keys are the first ones: vals kept
 		return &r, true
 	}
 	for i, v := range vals {
@@ -243,7 +261,7 @@ func (k *Keys) build(vals []any) (*Record, bool) {
 	r, own, strs := MakeLayout(k)
 	for i, v := range vals {
 		switch {
-		case i < 64 && k.mask>>i&1 != 0:
+		case i < 64 && lay.mask>>i&1 != 0:
 		case k.HoldsString(i):
 			strs[0], strs = v.(string), strs[1:]
 		default:
@@ -279,7 +297,7 @@ func Same(a, b any) bool {
 // anyone else, and never changes them afterwards. vals are the values of the keys that are
 // not fixed (see Keys.FixedAt), in key order.
 func Make(keys *Keys) (r *Record, vals []any) {
-	if keys.strs != 0 {
+	if keys.lay != nil && keys.lay.strs != 0 {
 		panic("record.Make: a key list with strings (see MakeLayout)")
 	}
 	switch keys.own() {
@@ -326,7 +344,11 @@ func Make(keys *Keys) (r *Record, vals []any) {
 // MakeLayout is Make for a list that holds strings (see Keys.Layout): vals are the values of
 // the keys neither fixed nor strings, strs those of the strings, each in key order.
 func MakeLayout(keys *Keys) (r *Record, vals []any, strs []string) {
-	switch bits.OnesCount64(keys.strs) {
+	var held uint64
+	if keys.lay != nil {
+		held = keys.lay.strs
+	}
+	switch bits.OnesCount64(held) {
 	case 0:
 		r, vals = Make(keys)
 		return r, vals, nil
@@ -339,7 +361,7 @@ func MakeLayout(keys *Keys) (r *Record, vals []any, strs []string) {
 	case 4:
 		return makeWithStrings(keys, func(s *[4]string) []string { return s[:] })
 	}
-	panic(fmt.Sprintf("record.MakeLayout: %d strings", bits.OnesCount64(keys.strs)))
+	panic(fmt.Sprintf("record.MakeLayout: %d strings", bits.OnesCount64(held)))
 }
 
 // makeWithStrings is MakeLayout for strings in an array of type S (see Make's cases).
@@ -543,7 +565,7 @@ func (r *Record) Key(i int) string { return r.keys.names[i] }
 // Value is the value of the i-th key.
 func (r *Record) Value(i int) any {
 	k := r.keys
-	if k.mask|k.strs == 0 {
+	if k.lay == nil {
 		return unsafe.Slice(r.vals, len(k.names))[i]
 	}
 	return r.laidOut(i)
@@ -554,14 +576,15 @@ func (r *Record) Value(i int) any {
 func (r *Record) laidOut(i int) any {
 	k := r.keys
 	_ = k.names[i] // i in range
-	taken := k.mask | k.strs
+	lay := k.lay
+	taken := lay.mask | lay.strs
 	if i < 64 {
 		bit := uint64(1) << i
-		if k.mask&bit != 0 {
-			return k.fixed[i]
+		if lay.mask&bit != 0 {
+			return lay.fixed[i]
 		}
-		if k.strs&bit != 0 {
-			j := k.own() + bits.OnesCount64(k.strs&(bit-1))
+		if lay.strs&bit != 0 {
+			j := k.own() + bits.OnesCount64(lay.strs&(bit-1))
 			return stringAt((*string)(unsafe.Add(unsafe.Pointer(r.vals), j*int(unsafe.Sizeof(""))))) // j < own()+len(strs): in the record's block
 		}
 		taken &= bit - 1
@@ -599,7 +622,7 @@ func (r *Record) Field(key string) any {
 // ValuesAre reports whether r's values are l itself (the same slice, not equal values): a
 // record made with New(keys, l).
 func (r *Record) ValuesAre(l []any) bool {
-	return r.Len() == len(l) && r.keys.mask|r.keys.strs == 0 && (len(l) == 0 || r.vals == &l[0])
+	return r.Len() == len(l) && r.keys.lay == nil && (len(l) == 0 || r.vals == &l[0])
 }
 
 // Keys is the record's key list (nil for the nil record), to make another record of the same

@@ -252,6 +252,7 @@ const (
 	tagMap
 	tagSlice
 	tagTemplate
+	tagKeys
 )
 
 // mix is a 64-bit finalizer (murmur3's fmix64).

@@ -69,17 +69,52 @@ func (in *interner) len() int {
 // mapOf returns a record holding pairs (any order; see sortPairs), with its key list from
 // shapes (nil: its own): a shared record when canon and an equal one is known.
 func (in *interner) mapOf(pairs []kv, h uint64, canon bool, shapes *record.Shapes) *record.Record {
-	return in.mapWith(sortPairs(pairs), h, canon, func(pairs []kv) *record.Record { return newRecord(pairs, shapes) })
+	make := func(pairs []kv) *record.Record { return newRecord(pairs, shapes) }
+	if shapes == nil && in != nil {
+		// Keys that are data (label names): their list shared through the table too (the
+		// labels of every Deployment: app, pod-template-hash), forgotten with the rest.
+		make = func(pairs []kv) *record.Record { return withKeys(in.keys(pairs), pairs) }
+	}
+	return in.mapWith(sortPairs(pairs), h, canon, make)
 }
 
-// mapWith is mapOf for pairs sorted already, with make making the record when none is shared.
+// keys returns a plain key list of the keys of pairs (sorted, distinct): a shared one when an
+// equal one is known.
+func (in *interner) keys(pairs []kv) *record.Keys {
+	h := tagKeys
+	for _, p := range pairs {
+		h = mix(h*0x100000001b3 + p.hk)
+	}
+	s := in.shard(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	match := func(c any) bool {
+		k, ok := c.(*record.Keys)
+		if !ok || !k.Plain() || k.Len() != len(pairs) {
+			return false
+		}
+		for i, p := range pairs {
+			if k.At(i) != p.k {
+				return false
+			}
+		}
+		return true
+	}
+	if c, ok := s.find(h, match); ok {
+		return c.(*record.Keys)
+	}
+	k := keysOf(pairs, nil)
+	s.add(h, k)
+	return k
+}
+
+// mapWith is mapOf for pairs sorted already, with make making the record when none is shared
+// (not under the shard's lock: it may look its key list up).
 func (in *interner) mapWith(pairs []kv, h uint64, canon bool, make func([]kv) *record.Record) *record.Record {
 	if in == nil || !canon {
 		return make(pairs)
 	}
 	s := in.shard(h)
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	match := func(c any) bool {
 		r, ok := c.(*record.Record)
 		if !ok || r.Len() != len(pairs) {
@@ -92,10 +127,18 @@ func (in *interner) mapWith(pairs []kv, h uint64, canon bool, make func([]kv) *r
 		}
 		return true
 	}
-	if c, ok := s.find(h, match); ok {
+	s.mu.Lock()
+	c, ok := s.find(h, match)
+	s.mu.Unlock()
+	if ok {
 		return c.(*record.Record)
 	}
 	m := make(pairs)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.find(h, match); ok {
+		return c.(*record.Record) // made meanwhile by another conversion
+	}
 	s.add(h, m)
 	return m
 }
