@@ -35,15 +35,17 @@ type layout struct {
 	fixed []any
 	mask  uint64
 	// strs are the keys whose values the records hold as strings (see Layout), after their
-	// other values.
-	strs uint64
+	// other values; recs those held as record pointers, after the strings.
+	strs, recs uint64
 }
 
 // Limits of Layout: a record of a list with strings holds at most MaxStrings of them and
-// MaxValuesBesideStrings other values.
+// MaxValuesBesideStrings other values; one with record pointers at most MaxRecords of them,
+// beside strings only.
 const (
 	MaxStrings             = 4
 	MaxValuesBesideStrings = 8
+	MaxRecords             = 4
 )
 
 // Fixed returns a key list of k's keys whose first len(vals) keys have the values vals in every
@@ -66,27 +68,32 @@ func (k *Keys) Fixed(vals ...any) *Keys {
 // kept); mask has no bit at or above k.Len() (a programming error otherwise: it panics). k's
 // own fixed values are replaced.
 func (k *Keys) FixedAt(mask uint64, vals []any) *Keys {
-	return k.Layout(mask, vals, 0)
+	return k.Layout(mask, vals, 0, 0)
 }
 
-// Layout is FixedAt, with the values of the keys in strs (not fixed) held as strings: a
-// record of the list holds a string's header (16 bytes) where it would hold an any pointing
-// at a header elsewhere (a pod's name, uid and IP: 16 bytes each less). Its records are made
-// with MakeLayout; New gives a record of the plain keys when a value of one of strs is not a
-// string. At most MaxStrings keys in strs and MaxValuesBesideStrings others not fixed (a
-// programming error otherwise, as are keys in both masks: it panics).
-func (k *Keys) Layout(mask uint64, vals []any, strs uint64) *Keys {
+// Layout is FixedAt, with the values of the keys in strs (not fixed) held as strings and
+// those in recs as record pointers: a record of the list holds a string's header (16 bytes)
+// where it would hold an any pointing at a header elsewhere (a pod's name, uid and IP: 16
+// bytes each less), and a *Record (8 bytes) where it would hold an any (a pod's metadata and
+// status). Its records are made with MakeLayout; New gives a record of the plain keys when a
+// value of one of strs is not a string, or one of recs not a *Record. At most MaxStrings keys
+// in strs and MaxValuesBesideStrings others not fixed, and with recs at most MaxRecords of
+// them, beside strings only (a programming error otherwise, as are masks that overlap: it
+// panics).
+func (k *Keys) Layout(mask uint64, vals []any, strs, recs uint64) *Keys {
 	n := len(k.names)
-	if len(vals) != n || (n < 64 && (mask|strs)>>n != 0) || mask&strs != 0 {
-		panic(fmt.Sprintf("record.Keys.Layout: %d values, mask %#x, strings %#x for %d keys", len(vals), mask, strs, n))
+	if len(vals) != n || (n < 64 && (mask|strs|recs)>>n != 0) || mask&strs != 0 || (mask|strs)&recs != 0 {
+		panic(fmt.Sprintf("record.Keys.Layout: %d values, masks %#x, %#x, %#x for %d keys", len(vals), mask, strs, recs, n))
 	}
-	if strs != 0 && (bits.OnesCount64(strs) > MaxStrings || n-bits.OnesCount64(mask|strs) > MaxValuesBesideStrings) {
-		panic(fmt.Sprintf("record.Keys.Layout: %d strings beside %d values", bits.OnesCount64(strs), n-bits.OnesCount64(mask|strs)))
+	others := n - bits.OnesCount64(mask|strs|recs)
+	if bits.OnesCount64(strs) > MaxStrings || (strs|recs != 0 && others > MaxValuesBesideStrings) ||
+		bits.OnesCount64(recs) > MaxRecords || (recs != 0 && others > 0) {
+		panic(fmt.Sprintf("record.Keys.Layout: %d strings and %d records beside %d values", bits.OnesCount64(strs), bits.OnesCount64(recs), others))
 	}
-	if mask|strs == 0 {
+	if mask|strs|recs == 0 {
 		return &Keys{names: k.names}
 	}
-	lay := &layout{mask: mask, strs: strs}
+	lay := &layout{mask: mask, strs: strs, recs: recs}
 	if mask != 0 {
 		lay.fixed = make([]any, bits.Len64(mask))
 		for i := range lay.fixed {
@@ -105,6 +112,10 @@ func (k *Keys) Plain() bool { return k.lay == nil }
 // HoldsString reports whether the records of the list hold key i's value as a string (see
 // Layout).
 func (k *Keys) HoldsString(i int) bool { return k.lay != nil && i < 64 && k.lay.strs>>i&1 != 0 }
+
+// HoldsRecord reports whether the records of the list hold key i's value as a record pointer
+// (see Layout).
+func (k *Keys) HoldsRecord(i int) bool { return k.lay != nil && i < 64 && k.lay.recs>>i&1 != 0 }
 
 // FixedValue is the value key i has in every record of the list, when it is fixed.
 func (k *Keys) FixedValue(i int) (any, bool) {
@@ -126,12 +137,13 @@ func (k *Keys) SameNames(o *Keys) bool {
 	return len(k.names) == 0 || &k.names[0] == &o.names[0]
 }
 
-// own is the number of values a record of k holds as anys: its keys not fixed, not strings.
+// own is the number of values a record of k holds as anys: its keys not fixed, not strings,
+// not record pointers.
 func (k *Keys) own() int {
 	if k.lay == nil {
 		return len(k.names)
 	}
-	return len(k.names) - bits.OnesCount64(k.lay.mask|k.lay.strs)
+	return len(k.names) - bits.OnesCount64(k.lay.mask|k.lay.strs|k.lay.recs)
 }
 
 // plain is the list of k's keys without fixed values or strings.
@@ -249,23 +261,27 @@ func (k *Keys) build(vals []any) (*Record, bool) {
 			return nil, false
 		}
 	}
-	if lay.strs == 0 && lay.mask&(lay.mask+1) == 0 {
+	if lay.strs|lay.recs == 0 && lay.mask&(lay.mask+1) == 0 {
 		r := with(k, vals[len(lay.fixed):]) // the fixed keys are the first ones: vals kept
 		return &r, true
 	}
 	for i, v := range vals {
-		if _, ok := v.(string); k.HoldsString(i) && !ok {
+		_, isString := v.(string)
+		_, isRecord := v.(*Record)
+		if k.HoldsString(i) && !isString || k.HoldsRecord(i) && !isRecord {
 			return nil, false
 		}
 	}
-	r, own, strs := MakeLayout(k)
+	r, slots := MakeLayout(k)
 	for i, v := range vals {
 		switch {
 		case i < 64 && lay.mask>>i&1 != 0:
 		case k.HoldsString(i):
-			strs[0], strs = v.(string), strs[1:]
+			slots.Strings[0], slots.Strings = v.(string), slots.Strings[1:]
+		case k.HoldsRecord(i):
+			slots.Records[0], slots.Records = v.(*Record), slots.Records[1:]
 		default:
-			own[0], own = v, own[1:]
+			slots.Values[0], slots.Values = v, slots.Values[1:]
 		}
 	}
 	return r, true
@@ -297,8 +313,8 @@ func Same(a, b any) bool {
 // anyone else, and never changes them afterwards. vals are the values of the keys that are
 // not fixed (see Keys.FixedAt), in key order.
 func Make(keys *Keys) (r *Record, vals []any) {
-	if keys.lay != nil && keys.lay.strs != 0 {
-		panic("record.Make: a key list with strings (see MakeLayout)")
+	if keys.lay != nil && keys.lay.strs|keys.lay.recs != 0 {
+		panic("record.Make: a key list with strings or record pointers (see MakeLayout)")
 	}
 	switch keys.own() {
 	case 0:
@@ -341,17 +357,26 @@ func Make(keys *Keys) (r *Record, vals []any) {
 	return &rec, vals
 }
 
-// MakeLayout is Make for a list that holds strings (see Keys.Layout): vals are the values of
-// the keys neither fixed nor strings, strs those of the strings, each in key order.
-func MakeLayout(keys *Keys) (r *Record, vals []any, strs []string) {
-	var held uint64
+// Slots are the places of a record's values (see MakeLayout), each in key order.
+type Slots struct {
+	Values  []any     // of the keys neither fixed, nor strings, nor record pointers
+	Strings []string  // of the keys held as strings
+	Records []*Record // of the keys held as record pointers
+}
+
+// MakeLayout is Make for any key list (see Keys.Layout): the caller fills the slots.
+func MakeLayout(keys *Keys) (*Record, Slots) {
+	var strs, recs uint64
 	if keys.lay != nil {
-		held = keys.lay.strs
+		strs, recs = keys.lay.strs, keys.lay.recs
 	}
-	switch bits.OnesCount64(held) {
+	if recs != 0 {
+		return makeWithRecords(keys, bits.OnesCount64(strs))
+	}
+	switch bits.OnesCount64(strs) {
 	case 0:
-		r, vals = Make(keys)
-		return r, vals, nil
+		r, vals := Make(keys)
+		return r, Slots{Values: vals}
 	case 1:
 		return makeWithStrings(keys, func(s *[1]string) []string { return s[:] })
 	case 2:
@@ -361,11 +386,11 @@ func MakeLayout(keys *Keys) (r *Record, vals []any, strs []string) {
 	case 4:
 		return makeWithStrings(keys, func(s *[4]string) []string { return s[:] })
 	}
-	panic(fmt.Sprintf("record.MakeLayout: %d strings", bits.OnesCount64(held)))
+	panic(fmt.Sprintf("record.MakeLayout: %d strings", bits.OnesCount64(strs)))
 }
 
 // makeWithStrings is MakeLayout for strings in an array of type S (see Make's cases).
-func makeWithStrings[S any](keys *Keys, strs func(*S) []string) (*Record, []any, []string) {
+func makeWithStrings[S any](keys *Keys, strs func(*S) []string) (*Record, Slots) {
 	switch keys.own() {
 	case 0:
 		return makeLaidOut(keys, func(v *[0]any) []any { return v[:] }, strs)
@@ -391,14 +416,57 @@ func makeWithStrings[S any](keys *Keys, strs func(*S) []string) (*Record, []any,
 
 // makeLaidOut allocates a record with its values (an array of type A) and its strings (S)
 // right after them, where Value finds them.
-func makeLaidOut[A, S any](keys *Keys, all func(*A) []any, strs func(*S) []string) (*Record, []any, []string) {
+func makeLaidOut[A, S any](keys *Keys, all func(*A) []any, strs func(*S) []string) (*Record, Slots) {
 	b := new(struct {
 		r Record
 		v A
 		s S
 	})
 	b.r = Record{keys: keys, vals: (*any)(unsafe.Pointer(&b.v))}
-	return &b.r, all(&b.v), strs(&b.s)
+	return &b.r, Slots{Values: all(&b.v), Strings: strs(&b.s)}
+}
+
+// makeWithRecords is MakeLayout for record pointers beside n strings.
+func makeWithRecords(keys *Keys, n int) (*Record, Slots) {
+	switch bits.OnesCount64(keys.lay.recs) {
+	case 1:
+		return recordsBeside(keys, n, func(p *[1]*Record) []*Record { return p[:] })
+	case 2:
+		return recordsBeside(keys, n, func(p *[2]*Record) []*Record { return p[:] })
+	case 3:
+		return recordsBeside(keys, n, func(p *[3]*Record) []*Record { return p[:] })
+	case 4:
+		return recordsBeside(keys, n, func(p *[4]*Record) []*Record { return p[:] })
+	}
+	panic(fmt.Sprintf("record.MakeLayout: %d record pointers", bits.OnesCount64(keys.lay.recs)))
+}
+
+func recordsBeside[P any](keys *Keys, n int, recs func(*P) []*Record) (*Record, Slots) {
+	switch n {
+	case 0:
+		return makeRecords(keys, func(s *[0]string) []string { return s[:] }, recs)
+	case 1:
+		return makeRecords(keys, func(s *[1]string) []string { return s[:] }, recs)
+	case 2:
+		return makeRecords(keys, func(s *[2]string) []string { return s[:] }, recs)
+	case 3:
+		return makeRecords(keys, func(s *[3]string) []string { return s[:] }, recs)
+	case 4:
+		return makeRecords(keys, func(s *[4]string) []string { return s[:] }, recs)
+	}
+	panic(fmt.Sprintf("record.MakeLayout: %d strings", n))
+}
+
+// makeRecords allocates a record with its strings (an array of type S) and its record
+// pointers (P) right after them, where Value finds them.
+func makeRecords[S, P any](keys *Keys, strs func(*S) []string, recs func(*P) []*Record) (*Record, Slots) {
+	b := new(struct {
+		r Record
+		s S
+		p P
+	})
+	b.r = Record{keys: keys, vals: (*any)(unsafe.Pointer(&b.s))}
+	return &b.r, Slots{Strings: strs(&b.s), Records: recs(&b.p)}
 }
 
 // makeSized allocates a record together with its values, an array of type A (one case of
@@ -577,15 +645,21 @@ func (r *Record) laidOut(i int) any {
 	k := r.keys
 	_ = k.names[i] // i in range
 	lay := k.lay
-	taken := lay.mask | lay.strs
+	taken := lay.mask | lay.strs | lay.recs
 	if i < 64 {
 		bit := uint64(1) << i
 		if lay.mask&bit != 0 {
 			return lay.fixed[i]
 		}
+		const word = int(unsafe.Sizeof(uintptr(0)))
 		if lay.strs&bit != 0 {
 			j := k.own() + bits.OnesCount64(lay.strs&(bit-1))
-			return stringAt((*string)(unsafe.Add(unsafe.Pointer(r.vals), j*int(unsafe.Sizeof(""))))) // j < own()+len(strs): in the record's block
+			return stringAt((*string)(unsafe.Add(unsafe.Pointer(r.vals), 2*word*j))) // within the record's block
+		}
+		if lay.recs&bit != 0 {
+			// After the strings (no other values beside record pointers): within the block.
+			at := unsafe.Add(unsafe.Pointer(r.vals), 2*word*bits.OnesCount64(lay.strs)+word*bits.OnesCount64(lay.recs&(bit-1)))
+			return *(**Record)(at)
 		}
 		taken &= bit - 1
 	}

@@ -766,36 +766,42 @@ func (st *convState) template(keys *record.Keys, pairs []kv) *record.Keys {
 	if st.in == nil || len(pairs) > 64 || keys.Len() != len(pairs) {
 		return keys
 	}
-	var mask, strs uint64
-	h, others := tagTemplate, 0
+	var mask, strs, recs uint64
 	for i, p := range pairs {
-		switch {
+		switch r, isRecord := p.v.(*record.Record); {
 		case p.canon && p.own == 0:
 			mask |= 1 << i
-			h += pairHash(p.hk, p.hv)
 		case p.own > 0:
 			strs |= 1 << i
+		case isRecord && r != nil:
+			recs |= 1 << i // one of the object's own records (its metadata, its status)
+		}
+	}
+	nStr, nRec := bits.OnesCount64(strs), bits.OnesCount64(recs)
+	others := len(pairs) - bits.OnesCount64(mask) - nStr - nRec
+	if nStr > record.MaxStrings || others+nRec > record.MaxValuesBesideStrings {
+		strs, others = 0, others+nStr // held by anys, each pointing at a header (see placeOwn)
+	}
+	if nRec > record.MaxRecords || others > 0 {
+		recs = 0
+	}
+	if mask|strs|recs == 0 {
+		return keys
+	}
+	h := tagTemplate
+	for i, p := range pairs {
+		switch bit := uint64(1) << i; {
+		case mask&bit != 0:
+			h += pairHash(p.hk, p.hv)
+		case strs&bit != 0:
 			h += mix(p.hk ^ tagString)
+		case recs&bit != 0:
+			h += mix(p.hk ^ tagMap)
 		default:
-			others++
 			h += mix(p.hk ^ tagTemplate)
 		}
 	}
-	if bits.OnesCount64(strs) > record.MaxStrings || others > record.MaxValuesBesideStrings {
-		strs = 0 // held by anys, each pointing at a header (see placeOwn)
-		h = tagTemplate
-		for i, p := range pairs {
-			if mask>>i&1 != 0 {
-				h += pairHash(p.hk, p.hv)
-			} else {
-				h += mix(p.hk ^ tagTemplate)
-			}
-		}
-	}
-	if mask|strs == 0 {
-		return keys
-	}
-	return st.in.template(keys, pairs, mask, strs, mix(h^uint64(len(pairs))))
+	return st.in.template(keys, pairs, mask, strs, recs, mix(h^uint64(len(pairs))))
 }
 
 // newRecord makes the record of pairs, sorted and without repeated keys (see sortPairs),
@@ -813,8 +819,8 @@ func withKeys(keys *record.Keys, pairs []kv) *record.Record {
 // not fixed (Keys.FixedAt). With st, the places of the object's own strings are noted for
 // placeOwn.
 func fill(keys *record.Keys, pairs []kv, st *convState) *record.Record {
-	r, vals, strs := record.MakeLayout(keys)
-	if len(vals) == len(pairs) { // nothing fixed, no strings
+	r, slots := record.MakeLayout(keys)
+	if vals := slots.Values; len(vals) == len(pairs) { // nothing fixed, all held as anys
 		for i, p := range pairs {
 			vals[i] = p.v
 			if p.own > 0 && st != nil {
@@ -824,19 +830,21 @@ func fill(keys *record.Keys, pairs []kv, st *convState) *record.Record {
 		return r
 	}
 	for i, p := range pairs {
-		if _, fixed := keys.FixedValue(i); fixed {
-			continue
+		switch _, fixed := keys.FixedValue(i); {
+		case fixed:
+		case keys.HoldsString(i):
+			st.own[p.own-1].str = &slots.Strings[0] // only own strings are held as strings
+			slots.Strings = slots.Strings[1:]
+		case keys.HoldsRecord(i):
+			slots.Records[0] = p.v.(*record.Record)
+			slots.Records = slots.Records[1:]
+		default:
+			slots.Values[0] = p.v
+			if p.own > 0 && st != nil {
+				st.own[p.own-1].slot = &slots.Values[0]
+			}
+			slots.Values = slots.Values[1:]
 		}
-		if keys.HoldsString(i) {
-			st.own[p.own-1].str = &strs[0] // only own strings are held as strings
-			strs = strs[1:]
-			continue
-		}
-		vals[0] = p.v
-		if p.own > 0 && st != nil {
-			st.own[p.own-1].slot = &vals[0]
-		}
-		vals = vals[1:]
 	}
 	return r
 }

@@ -144,10 +144,10 @@ func (in *interner) mapWith(pairs []kv, h uint64, canon bool, make func([]kv) *r
 }
 
 // template returns keys with the values of pairs (keys' entries, in order) of the keys set in
-// mask fixed and those in strs held as strings (see record.Keys.Layout): a list shared by
-// every record of those keys and values, made the first time (h hashes the names, the fixed
-// values and strs).
-func (in *interner) template(keys *record.Keys, pairs []kv, mask, strs uint64, h uint64) *record.Keys {
+// mask fixed, those in strs held as strings and those in recs as record pointers (see
+// record.Keys.Layout): a list shared by every record of those keys and values, made the first
+// time (h hashes the names, the fixed values and the masks).
+func (in *interner) template(keys *record.Keys, pairs []kv, mask, strs, recs uint64, h uint64) *record.Keys {
 	s := in.shard(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -158,7 +158,8 @@ func (in *interner) template(keys *record.Keys, pairs []kv, mask, strs uint64, h
 		}
 		for i, p := range pairs {
 			v, fixed := k.FixedValue(i)
-			if fixed != (mask>>i&1 != 0) || k.HoldsString(i) != (strs>>i&1 != 0) || fixed && !identical(v, p.v) {
+			if fixed != (mask>>i&1 != 0) || k.HoldsString(i) != (strs>>i&1 != 0) || k.HoldsRecord(i) != (recs>>i&1 != 0) ||
+				fixed && !identical(v, p.v) {
 				return false
 			}
 		}
@@ -173,7 +174,7 @@ func (in *interner) template(keys *record.Keys, pairs []kv, mask, strs uint64, h
 			vals[i] = p.v
 		}
 	}
-	k := keys.Layout(mask, vals, strs)
+	k := keys.Layout(mask, vals, strs, recs)
 	s.add(h, k)
 	return k
 }
