@@ -37,7 +37,20 @@ type layout struct {
 	// strs are the keys whose values the records hold as strings (see Layout), after their
 	// other values; recs those held as record pointers, after the strings.
 	strs, recs uint64
+	// at is where each key's value is: its kind (slotFixed, ...) in the low bits, the byte
+	// offset of its slot in the record's block above (one load for a read, not a count of
+	// the masks' bits).
+	at []uint32
 }
+
+// The kinds of a key's slot in a layout.
+const (
+	slotAny uint32 = iota
+	slotString
+	slotRecord
+	slotFixed
+	slotKindBits = 2
+)
 
 // Limits of Layout: a record of a list with strings holds at most MaxStrings of them and
 // MaxValuesBesideStrings other values; one with record pointers at most MaxRecords of them,
@@ -93,13 +106,33 @@ func (k *Keys) Layout(mask uint64, vals []any, strs, recs uint64) *Keys {
 	if mask|strs|recs == 0 {
 		return &Keys{names: k.names}
 	}
-	lay := &layout{mask: mask, strs: strs, recs: recs}
+	lay := &layout{mask: mask, strs: strs, recs: recs, at: make([]uint32, n)}
 	if mask != 0 {
 		lay.fixed = make([]any, bits.Len64(mask))
 		for i := range lay.fixed {
 			if mask>>i&1 != 0 {
 				lay.fixed[i] = vals[i]
 			}
+		}
+	}
+	// The block: the values held as anys, then the strings, then the record pointers.
+	const word = uint32(unsafe.Sizeof(uintptr(0)))
+	nAny, nStr := uint32(others), uint32(bits.OnesCount64(strs))
+	var nextAny, nextStr, nextRec uint32
+	for i := range lay.at {
+		bit := uint64(1) << i // 0 past 64 keys: a value held as an any
+		switch {
+		case mask&bit != 0:
+			lay.at[i] = slotFixed
+		case strs&bit != 0:
+			lay.at[i] = (2*word*(nAny+nextStr))<<slotKindBits | slotString
+			nextStr++
+		case recs&bit != 0:
+			lay.at[i] = (2*word*(nAny+nStr)+word*nextRec)<<slotKindBits | slotRecord
+			nextRec++
+		default:
+			lay.at[i] = (2*word*nextAny)<<slotKindBits | slotAny
+			nextAny++
 		}
 	}
 	return &Keys{names: k.names, lay: lay}
@@ -642,28 +675,19 @@ func (r *Record) Value(i int) any {
 // laidOut is Value for a list with fixed values or strings: key i's fixed value, or its
 // place among the record's values or strings.
 func (r *Record) laidOut(i int) any {
-	k := r.keys
-	_ = k.names[i] // i in range
-	lay := k.lay
-	taken := lay.mask | lay.strs | lay.recs
-	if i < 64 {
-		bit := uint64(1) << i
-		if lay.mask&bit != 0 {
-			return lay.fixed[i]
-		}
-		const word = int(unsafe.Sizeof(uintptr(0)))
-		if lay.strs&bit != 0 {
-			j := k.own() + bits.OnesCount64(lay.strs&(bit-1))
-			return stringAt((*string)(unsafe.Add(unsafe.Pointer(r.vals), 2*word*j))) // within the record's block
-		}
-		if lay.recs&bit != 0 {
-			// After the strings (no other values beside record pointers): within the block.
-			at := unsafe.Add(unsafe.Pointer(r.vals), 2*word*bits.OnesCount64(lay.strs)+word*bits.OnesCount64(lay.recs&(bit-1)))
-			return *(**Record)(at)
-		}
-		taken &= bit - 1
+	lay := r.keys.lay
+	at := lay.at[i]
+	if at&(1<<slotKindBits-1) == slotFixed {
+		return lay.fixed[i]
 	}
-	return unsafe.Slice(r.vals, k.own())[i-bits.OnesCount64(taken)]
+	p := unsafe.Add(unsafe.Pointer(r.vals), at>>slotKindBits) // within the record's block
+	switch at & (1<<slotKindBits - 1) {
+	case slotString:
+		return stringAt((*string)(p))
+	case slotRecord:
+		return *(**Record)(p)
+	}
+	return *(*any)(p)
 }
 
 // stringAt returns the string *p as an any whose data is p itself: what boxing *p would give,
