@@ -67,13 +67,28 @@ type convState struct {
 	// object: the value ObjectConverter converts is a Kubernetes object (its metadata and
 	// status its own, its managedFields dropped), not a plain JSON value.
 	object bool
+	// fresh are the data words of the shared nodes this conversion added to the interner's
+	// table: no other object has them (yet), so a key list fixing one would be this object's
+	// alone (see template).
+	fresh []unsafe.Pointer
 }
+
+// noteAdded notes v as fresh when the interner added it (see convState.fresh).
+func (st *convState) noteAdded(v any, added bool) any {
+	if added {
+		st.fresh = append(st.fresh, dataWord(v))
+	}
+	return v
+}
+
+// dataWord is the data word of an any: the identity of a shared node.
+func dataWord(v any) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1] }
 
 // box returns s in an any: shared through the interner for strings many pods have (intern),
 // else shared with the string boxed just before when they are equal.
 func (st *convState) box(s string, h uint64, intern bool) any {
 	if intern && st.in != nil {
-		return st.in.str(s, h)
+		return st.noteAdded(st.in.strAdded(s, h))
 	}
 	if st.lastBox != nil && st.last == s {
 		return st.lastBox
@@ -416,7 +431,7 @@ func sliceConv(t reflect.Type, building map[reflect.Type]*plan) convFunc {
 			canon = canon && c
 		}
 		h = mix(h ^ uint64(n))
-		out := st.in.slice(st.elems[base:], h, canon)
+		out := st.noteAdded(st.in.sliceAdded(st.elems[base:], h, canon))
 		clear(st.elems[base:])
 		st.elems = st.elems[:base]
 		return out, h, canon && st.in != nil, nil
@@ -461,7 +476,8 @@ func mapConv(t reflect.Type, building map[reflect.Type]*plan) convFunc {
 		n := len(st.pairs) - base
 		h := mapHash(sum, n)
 		// A map's keys are data (label names): its record gets a key list of its own.
-		out := st.in.mapOf(st.pairs[base:], h, canon, nil)
+		out, added := st.in.mapOfAdded(st.pairs[base:], h, canon, nil)
+		st.noteAdded(out, added)
 		clear(st.pairs[base:])
 		st.pairs = st.pairs[:base]
 		return out, h, canon && st.in != nil, nil
@@ -511,7 +527,9 @@ func structConv(t reflect.Type, building map[reflect.Type]*plan) (convFunc, erro
 		canon = canon && sp.shared
 		var out *record.Record
 		if canon {
-			out = st.in.mapOf(st.pairs[base:], h, true, &sp.shapes)
+			var added bool
+			out, added = st.in.mapOfAdded(st.pairs[base:], h, true, &sp.shapes)
+			st.noteAdded(out, added)
 		} else {
 			out = st.newRecord(sortPairs(st.pairs[base:]), &sp.shapes)
 		}
@@ -769,7 +787,10 @@ func (st *convState) template(keys *record.Keys, pairs []kv) *record.Keys {
 	var mask, strs, recs uint64
 	for i, p := range pairs {
 		switch r, isRecord := p.v.(*record.Record); {
-		case p.canon && p.own == 0:
+		case p.canon && p.own == 0 && !slices.Contains(st.fresh, dataWord(p.v)):
+			// Shared with other objects already: a list fixing it has other records. (One
+			// this object alone has, fixed, would make a list of its own: 100 bytes or more
+			// for the 16 of its value; an Ingress's spec, say.)
 			mask |= 1 << i
 		case p.own > 0:
 			strs |= 1 << i
@@ -915,10 +936,14 @@ func toUnstructured(obj any, in *interner, place *ownPlace, extra ...kv) (*recor
 	st := statePool.Get().(*convState)
 	defer func() {
 		st.in = nil
+		clear(st.fresh) // nor keep the nodes alive in the pool
+		st.fresh = st.fresh[:0]
 		statePool.Put(st)
 	}()
 	st.in = in
 	st.pairs = st.pairs[:0]
+	clear(st.fresh)
+	st.fresh = st.fresh[:0]
 	st.last, st.lastBox = "", nil
 	clear(st.own)
 	st.own = st.own[:0]
