@@ -233,7 +233,9 @@ func (k *Keys) index(name string) int {
 //
 // vals points at the first of the values of the keys that are not fixed (see Keys.FixedAt):
 // their count is the key list's, so a record is two words, not four (16 bytes less for each
-// of a pod's four records).
+// of a pod's four records). A record of a list with strings or record pointers (see
+// Keys.Layout) is followed by its block of values in the same allocation (see MakeLayout):
+// vals is its first any, nil when it has none (never a pointer to what is not an any).
 type Record struct {
 	keys *Keys
 	vals *any
@@ -455,8 +457,12 @@ func makeLaidOut[A, S any](keys *Keys, all func(*A) []any, strs func(*S) []strin
 		v A
 		s S
 	})
-	b.r = Record{keys: keys, vals: (*any)(unsafe.Pointer(&b.v))}
-	return &b.r, Slots{Values: all(&b.v), Strings: strs(&b.s)}
+	vals := all(&b.v)
+	b.r = Record{keys: keys}
+	if len(vals) > 0 {
+		b.r.vals = &vals[0]
+	}
+	return &b.r, Slots{Values: vals, Strings: strs(&b.s)}
 }
 
 // makeWithRecords is MakeLayout for record pointers beside n strings.
@@ -498,7 +504,7 @@ func makeRecords[S, P any](keys *Keys, strs func(*S) []string, recs func(*P) []*
 		s S
 		p P
 	})
-	b.r = Record{keys: keys, vals: (*any)(unsafe.Pointer(&b.s))}
+	b.r = Record{keys: keys}
 	return &b.r, Slots{Strings: strs(&b.s), Records: recs(&b.p)}
 }
 
@@ -680,7 +686,11 @@ func (r *Record) laidOut(i int) any {
 	if at&(1<<slotKindBits-1) == slotFixed {
 		return lay.fixed[i]
 	}
-	p := unsafe.Add(unsafe.Pointer(r.vals), at>>slotKindBits) // within the record's block
+	block := unsafe.Pointer(r.vals)
+	if lay.strs|lay.recs != 0 {
+		block = unsafe.Add(unsafe.Pointer(r), unsafe.Sizeof(Record{})) // right after r (see Record)
+	}
+	p := unsafe.Add(block, at>>slotKindBits) // within the record's block
 	switch at & (1<<slotKindBits - 1) {
 	case slotString:
 		return stringAt((*string)(p))
