@@ -671,11 +671,10 @@ func (r *Record) Key(i int) string { return r.keys.names[i] }
 
 // Value is the value of the i-th key.
 func (r *Record) Value(i int) any {
-	k := r.keys
-	if k.lay == nil {
-		return unsafe.Slice(r.vals, len(k.names))[i]
+	if r.keys.lay != nil {
+		return r.laidOut(i)
 	}
-	return r.laidOut(i)
+	return unsafe.Slice(r.vals, len(r.keys.names))[i]
 }
 
 // laidOut is Value for a list with fixed values or strings: key i's fixed value, or its
