@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"iter"
+	"math/bits"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -23,25 +25,166 @@ import (
 // Keys is a sorted list of distinct keys. Make it with NewKeys or a Shapes; never change it.
 type Keys struct {
 	names []string
-	// fixed are the values of the first len(fixed) keys in every record of this list (see
-	// Fixed): the records hold the others' values only.
-	fixed []any
+	lay   *layout // nil: the records hold every value, as an any
 }
+
+// layout is how the records of a key list hold their values (see Keys.Layout).
+type layout struct {
+	// fixed[i] is the value of key i in every record of this list when bit i of mask is set
+	// (see Fixed and FixedAt): the records hold the other keys' values only, in key order.
+	fixed []any
+	mask  uint64
+	// strs are the keys whose values the records hold as strings (see Layout), after their
+	// other values; recs those held as record pointers, after the strings.
+	strs, recs uint64
+	// at is where each key's value is: its kind (slotFixed, ...) in the low bits, the byte
+	// offset of its slot in the record's block above (one load for a read, not a count of
+	// the masks' bits).
+	at []uint32
+}
+
+// The kinds of a key's slot in a layout.
+const (
+	slotAny uint32 = iota
+	slotString
+	slotRecord
+	slotFixed
+	slotKindBits = 2
+)
+
+// Limits of Layout: a record of a list with strings holds at most MaxStrings of them and
+// MaxValuesBesideStrings other values; one with record pointers at most MaxRecords of them,
+// beside strings only.
+const (
+	MaxStrings             = 4
+	MaxValuesBesideStrings = 8
+	MaxRecords             = 4
+)
 
 // Fixed returns a key list of k's keys whose first len(vals) keys have the values vals in every
 // record made with it (Make): an object's apiVersion and kind, the same in all objects of a
-// type, held once instead of 32 bytes in each. vals are strings (a programming error
-// otherwise: it panics), at most k.Len() of them.
+// type, held once instead of 32 bytes in each. At most k.Len() values (a programming error
+// otherwise: it panics).
 func (k *Keys) Fixed(vals ...any) *Keys {
-	if len(vals) > len(k.names) {
+	if len(vals) > len(k.names) || len(vals) > 64 {
 		panic(fmt.Sprintf("record.Keys.Fixed: %d values for %d keys", len(vals), len(k.names)))
 	}
-	for _, v := range vals {
-		if _, ok := v.(string); !ok {
-			panic(fmt.Sprintf("record.Keys.Fixed: %T is not a string", v))
+	all := make([]any, len(k.names))
+	copy(all, vals)
+	return k.FixedAt(uint64(1)<<len(vals)-1, all)
+}
+
+// FixedAt returns a key list of k's keys where key i, for each bit i set in mask, has the
+// value vals[i] in every record made with it (Make): the parts a pod shares with the other
+// pods of its ReplicaSet (its labels, its conditions, its spec) held once by the list, not in
+// each pod's records. vals has a value for each key (those of the keys not fixed are not
+// kept); mask has no bit at or above k.Len() (a programming error otherwise: it panics). k's
+// own fixed values are replaced.
+func (k *Keys) FixedAt(mask uint64, vals []any) *Keys {
+	return k.Layout(mask, vals, 0, 0)
+}
+
+// Layout is FixedAt, with the values of the keys in strs (not fixed) held as strings and
+// those in recs as record pointers: a record of the list holds a string's header (16 bytes)
+// where it would hold an any pointing at a header elsewhere (a pod's name, uid and IP: 16
+// bytes each less), and a *Record (8 bytes) where it would hold an any (a pod's metadata and
+// status). Its records are made with MakeLayout; New gives a record of the plain keys when a
+// value of one of strs is not a string, or one of recs not a *Record. At most MaxStrings keys
+// in strs and MaxValuesBesideStrings others not fixed, and with recs at most MaxRecords of
+// them, beside strings only (a programming error otherwise, as are masks that overlap: it
+// panics).
+func (k *Keys) Layout(mask uint64, vals []any, strs, recs uint64) *Keys {
+	n := len(k.names)
+	if len(vals) != n || (n < 64 && (mask|strs|recs)>>n != 0) || mask&strs != 0 || (mask|strs)&recs != 0 {
+		panic(fmt.Sprintf("record.Keys.Layout: %d values, masks %#x, %#x, %#x for %d keys", len(vals), mask, strs, recs, n))
+	}
+	others := n - bits.OnesCount64(mask|strs|recs)
+	if bits.OnesCount64(strs) > MaxStrings || (strs|recs != 0 && others > MaxValuesBesideStrings) ||
+		bits.OnesCount64(recs) > MaxRecords || (recs != 0 && others > 0) {
+		panic(fmt.Sprintf("record.Keys.Layout: %d strings and %d records beside %d values", bits.OnesCount64(strs), bits.OnesCount64(recs), others))
+	}
+	if mask|strs|recs == 0 {
+		return &Keys{names: k.names}
+	}
+	lay := &layout{mask: mask, strs: strs, recs: recs, at: make([]uint32, n)}
+	if mask != 0 {
+		lay.fixed = make([]any, bits.Len64(mask))
+		for i := range lay.fixed {
+			if mask>>i&1 != 0 {
+				lay.fixed[i] = vals[i]
+			}
 		}
 	}
-	return &Keys{names: k.names, fixed: slices.Clone(vals)}
+	// The block: the values held as anys, then the strings, then the record pointers.
+	const word = uint32(unsafe.Sizeof(uintptr(0)))
+	nAny, nStr := uint32(others), uint32(bits.OnesCount64(strs))
+	var nextAny, nextStr, nextRec uint32
+	for i := range lay.at {
+		bit := uint64(1) << i // 0 past 64 keys: a value held as an any
+		switch {
+		case mask&bit != 0:
+			lay.at[i] = slotFixed
+		case strs&bit != 0:
+			lay.at[i] = (2*word*(nAny+nextStr))<<slotKindBits | slotString
+			nextStr++
+		case recs&bit != 0:
+			lay.at[i] = (2*word*(nAny+nStr)+word*nextRec)<<slotKindBits | slotRecord
+			nextRec++
+		default:
+			lay.at[i] = (2*word*nextAny)<<slotKindBits | slotAny
+			nextAny++
+		}
+	}
+	return &Keys{names: k.names, lay: lay}
+}
+
+// Plain reports whether the records of the list hold every value, as an any: no value
+// fixed, no strings (see Layout).
+func (k *Keys) Plain() bool { return k.lay == nil }
+
+// HoldsString reports whether the records of the list hold key i's value as a string (see
+// Layout).
+func (k *Keys) HoldsString(i int) bool { return k.lay != nil && i < 64 && k.lay.strs>>i&1 != 0 }
+
+// HoldsRecord reports whether the records of the list hold key i's value as a record pointer
+// (see Layout).
+func (k *Keys) HoldsRecord(i int) bool { return k.lay != nil && i < 64 && k.lay.recs>>i&1 != 0 }
+
+// FixedValue is the value key i has in every record of the list, when it is fixed.
+func (k *Keys) FixedValue(i int) (any, bool) {
+	if k.lay == nil || k.lay.mask>>i&1 == 0 || i >= 64 {
+		return nil, false
+	}
+	return k.lay.fixed[i], true
+}
+
+// SameNames reports whether k and o are lists of the very same names (one list, with fixed
+// values or not): index i means the same key in both.
+func (k *Keys) SameNames(o *Keys) bool {
+	if k == o {
+		return true
+	}
+	if k == nil || o == nil || len(k.names) != len(o.names) {
+		return false
+	}
+	return len(k.names) == 0 || &k.names[0] == &o.names[0]
+}
+
+// own is the number of values a record of k holds as anys: its keys not fixed, not strings,
+// not record pointers.
+func (k *Keys) own() int {
+	if k.lay == nil {
+		return len(k.names)
+	}
+	return len(k.names) - bits.OnesCount64(k.lay.mask|k.lay.strs|k.lay.recs)
+}
+
+// plain is the list of k's keys without fixed values or strings.
+func (k *Keys) plain() *Keys {
+	if k.lay == nil {
+		return k
+	}
+	return &Keys{names: k.names}
 }
 
 // NewKeys returns the key list for names, which must be sorted and distinct (a programming
@@ -88,9 +231,11 @@ func (k *Keys) index(name string) int {
 // Record is a JSON object: values by key, iterated in sorted key order. The zero value and a
 // nil *Record are empty.
 //
-// vals points at the first of the values of the keys that are not fixed (see Keys.Fixed):
+// vals points at the first of the values of the keys that are not fixed (see Keys.FixedAt):
 // their count is the key list's, so a record is two words, not four (16 bytes less for each
-// of a pod's four records).
+// of a pod's four records). A record of a list with strings or record pointers (see
+// Keys.Layout) is followed by its block of values in the same allocation (see MakeLayout):
+// vals is its first any, nil when it has none (never a pointer to what is not an any).
 type Record struct {
 	keys *Keys
 	vals *any
@@ -101,16 +246,20 @@ func (r *Record) own() []any {
 	if r.vals == nil {
 		return nil
 	}
-	return unsafe.Slice(r.vals, len(r.keys.names)-len(r.keys.fixed))
+	return unsafe.Slice(r.vals, r.keys.own())
 }
 
 // values is the value of each key, the fixed ones too: the record's own list when none is
 // fixed, else a list made for the caller.
 func (r *Record) values() []any {
-	if len(r.keys.fixed) == 0 {
+	if r.keys.lay == nil {
 		return r.own()
 	}
-	return append(slices.Clone(r.keys.fixed), r.own()...)
+	out := make([]any, len(r.keys.names))
+	for i := range out {
+		out[i] = r.Value(i)
+	}
+	return out
 }
 
 // with returns a record of keys holding vals, the values of its keys that are not fixed.
@@ -128,23 +277,81 @@ func New(keys *Keys, vals []any) *Record {
 	if keys.Len() != len(vals) {
 		panic(fmt.Sprintf("record.New: %d keys and %d values", keys.Len(), len(vals)))
 	}
-	if f := keys.fixed; len(f) > 0 {
-		if !slices.Equal(f, vals[:len(f)]) {
-			keys = &Keys{names: keys.names}
-		} else {
-			vals = vals[len(f):]
+	if keys.lay != nil {
+		if r, ok := keys.build(vals); ok {
+			return r
 		}
+		keys = keys.plain()
 	}
 	r := with(keys, vals)
 	return &r
 }
 
+// build is the record of k with vals (a value for each key), false when a fixed key's value
+// is not the fixed one (see Same) or a value k holds as a string is not one.
+func (k *Keys) build(vals []any) (*Record, bool) {
+	lay := k.lay
+	for i, f := range lay.fixed {
+		if lay.mask>>i&1 != 0 && !Same(f, vals[i]) {
+			return nil, false
+		}
+	}
+	if lay.strs|lay.recs == 0 && lay.mask&(lay.mask+1) == 0 {
+		r := with(k, vals[len(lay.fixed):]) // the fixed keys are the first ones: vals kept
+		return &r, true
+	}
+	for i, v := range vals {
+		_, isString := v.(string)
+		_, isRecord := v.(*Record)
+		if k.HoldsString(i) && !isString || k.HoldsRecord(i) && !isRecord {
+			return nil, false
+		}
+	}
+	r, slots := MakeLayout(k)
+	for i, v := range vals {
+		switch {
+		case i < 64 && lay.mask>>i&1 != 0:
+		case k.HoldsString(i):
+			slots.Strings[0], slots.Strings = v.(string), slots.Strings[1:]
+		case k.HoldsRecord(i):
+			slots.Records[0], slots.Records = v.(*Record), slots.Records[1:]
+		default:
+			slots.Values[0], slots.Values = v, slots.Values[1:]
+		}
+	}
+	return r, true
+}
+
+// Same reports whether a and b are one value: equal scalars, or the very same record, list or
+// map (not compared by content: the parts shared between records are one value).
+func Same(a, b any) bool {
+	switch x := a.(type) {
+	case *Record:
+		y, ok := b.(*Record)
+		return ok && x == y
+	case []any:
+		y, ok := b.([]any)
+		return ok && len(x) == len(y) && (x == nil) == (y == nil) && (len(x) == 0 || &x[0] == &y[0])
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		return ok && reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
+	}
+	if a == nil || b == nil {
+		return a == b
+	}
+	ta := reflect.TypeOf(a)
+	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
+}
+
 // Make returns a record with keys and its value slice, in one allocation (a record read
 // through needs one cache line less). The caller fills vals before the record is used by
 // anyone else, and never changes them afterwards. vals are the values of the keys that are
-// not fixed (see Keys.Fixed): vals[i] is the value of the key len(fixed)+i.
+// not fixed (see Keys.FixedAt), in key order.
 func Make(keys *Keys) (r *Record, vals []any) {
-	switch keys.Len() - len(keys.fixed) {
+	if keys.lay != nil && keys.lay.strs|keys.lay.recs != 0 {
+		panic("record.Make: a key list with strings or record pointers (see MakeLayout)")
+	}
+	switch keys.own() {
 	case 0:
 		return &Record{keys: keys}, nil
 	case 1:
@@ -180,9 +387,125 @@ func Make(keys *Keys) (r *Record, vals []any) {
 	case 16:
 		return makeSized(keys, func(v *[16]any) []any { return v[:] })
 	}
-	vals = make([]any, keys.Len()-len(keys.fixed))
+	vals = make([]any, keys.own())
 	rec := with(keys, vals)
 	return &rec, vals
+}
+
+// Slots are the places of a record's values (see MakeLayout), each in key order.
+type Slots struct {
+	Values  []any     // of the keys neither fixed, nor strings, nor record pointers
+	Strings []string  // of the keys held as strings
+	Records []*Record // of the keys held as record pointers
+}
+
+// MakeLayout is Make for any key list (see Keys.Layout): the caller fills the slots.
+func MakeLayout(keys *Keys) (*Record, Slots) {
+	var strs, recs uint64
+	if keys.lay != nil {
+		strs, recs = keys.lay.strs, keys.lay.recs
+	}
+	if recs != 0 {
+		return makeWithRecords(keys, bits.OnesCount64(strs))
+	}
+	switch bits.OnesCount64(strs) {
+	case 0:
+		r, vals := Make(keys)
+		return r, Slots{Values: vals}
+	case 1:
+		return makeWithStrings(keys, func(s *[1]string) []string { return s[:] })
+	case 2:
+		return makeWithStrings(keys, func(s *[2]string) []string { return s[:] })
+	case 3:
+		return makeWithStrings(keys, func(s *[3]string) []string { return s[:] })
+	case 4:
+		return makeWithStrings(keys, func(s *[4]string) []string { return s[:] })
+	}
+	panic(fmt.Sprintf("record.MakeLayout: %d strings", bits.OnesCount64(strs)))
+}
+
+// makeWithStrings is MakeLayout for strings in an array of type S (see Make's cases).
+func makeWithStrings[S any](keys *Keys, strs func(*S) []string) (*Record, Slots) {
+	switch keys.own() {
+	case 0:
+		return makeLaidOut(keys, func(v *[0]any) []any { return v[:] }, strs)
+	case 1:
+		return makeLaidOut(keys, func(v *[1]any) []any { return v[:] }, strs)
+	case 2:
+		return makeLaidOut(keys, func(v *[2]any) []any { return v[:] }, strs)
+	case 3:
+		return makeLaidOut(keys, func(v *[3]any) []any { return v[:] }, strs)
+	case 4:
+		return makeLaidOut(keys, func(v *[4]any) []any { return v[:] }, strs)
+	case 5:
+		return makeLaidOut(keys, func(v *[5]any) []any { return v[:] }, strs)
+	case 6:
+		return makeLaidOut(keys, func(v *[6]any) []any { return v[:] }, strs)
+	case 7:
+		return makeLaidOut(keys, func(v *[7]any) []any { return v[:] }, strs)
+	case 8:
+		return makeLaidOut(keys, func(v *[8]any) []any { return v[:] }, strs)
+	}
+	panic(fmt.Sprintf("record.MakeLayout: %d values beside strings", keys.own()))
+}
+
+// makeLaidOut allocates a record with its values (an array of type A) and its strings (S)
+// right after them, where Value finds them.
+func makeLaidOut[A, S any](keys *Keys, all func(*A) []any, strs func(*S) []string) (*Record, Slots) {
+	b := new(struct {
+		r Record
+		v A
+		s S
+	})
+	vals := all(&b.v)
+	b.r = Record{keys: keys}
+	if len(vals) > 0 {
+		b.r.vals = &vals[0]
+	}
+	return &b.r, Slots{Values: vals, Strings: strs(&b.s)}
+}
+
+// makeWithRecords is MakeLayout for record pointers beside n strings.
+func makeWithRecords(keys *Keys, n int) (*Record, Slots) {
+	switch bits.OnesCount64(keys.lay.recs) {
+	case 1:
+		return recordsBeside(keys, n, func(p *[1]*Record) []*Record { return p[:] })
+	case 2:
+		return recordsBeside(keys, n, func(p *[2]*Record) []*Record { return p[:] })
+	case 3:
+		return recordsBeside(keys, n, func(p *[3]*Record) []*Record { return p[:] })
+	case 4:
+		return recordsBeside(keys, n, func(p *[4]*Record) []*Record { return p[:] })
+	}
+	panic(fmt.Sprintf("record.MakeLayout: %d record pointers", bits.OnesCount64(keys.lay.recs)))
+}
+
+func recordsBeside[P any](keys *Keys, n int, recs func(*P) []*Record) (*Record, Slots) {
+	switch n {
+	case 0:
+		return makeRecords(keys, func(s *[0]string) []string { return s[:] }, recs)
+	case 1:
+		return makeRecords(keys, func(s *[1]string) []string { return s[:] }, recs)
+	case 2:
+		return makeRecords(keys, func(s *[2]string) []string { return s[:] }, recs)
+	case 3:
+		return makeRecords(keys, func(s *[3]string) []string { return s[:] }, recs)
+	case 4:
+		return makeRecords(keys, func(s *[4]string) []string { return s[:] }, recs)
+	}
+	panic(fmt.Sprintf("record.MakeLayout: %d strings", n))
+}
+
+// makeRecords allocates a record with its strings (an array of type S) and its record
+// pointers (P) right after them, where Value finds them.
+func makeRecords[S, P any](keys *Keys, strs func(*S) []string, recs func(*P) []*Record) (*Record, Slots) {
+	b := new(struct {
+		r Record
+		s S
+		p P
+	})
+	b.r = Record{keys: keys}
+	return &b.r, Slots{Strings: strs(&b.s), Records: recs(&b.p)}
 }
 
 // makeSized allocates a record together with its values, an array of type A (one case of
@@ -348,10 +671,41 @@ func (r *Record) Key(i int) string { return r.keys.names[i] }
 
 // Value is the value of the i-th key.
 func (r *Record) Value(i int) any {
-	if f := r.keys.fixed; i < len(f) {
-		return f[i]
+	if r.keys.lay != nil {
+		return r.laidOut(i)
 	}
-	return r.own()[i-len(r.keys.fixed)]
+	return unsafe.Slice(r.vals, len(r.keys.names))[i]
+}
+
+// laidOut is Value for a list with fixed values or strings: key i's fixed value, or its
+// place among the record's values or strings.
+func (r *Record) laidOut(i int) any {
+	lay := r.keys.lay
+	at := lay.at[i]
+	if at&(1<<slotKindBits-1) == slotFixed {
+		return lay.fixed[i]
+	}
+	block := unsafe.Pointer(r.vals)
+	if lay.strs|lay.recs != 0 {
+		block = unsafe.Add(unsafe.Pointer(r), unsafe.Sizeof(Record{})) // right after r (see Record)
+	}
+	p := unsafe.Add(block, at>>slotKindBits) // within the record's block
+	switch at & (1<<slotKindBits - 1) {
+	case slotString:
+		return stringAt((*string)(p))
+	case slotRecord:
+		return *(**Record)(p)
+	}
+	return *(*any)(p)
+}
+
+// stringAt returns the string *p as an any whose data is p itself: what boxing *p would give,
+// without a box of its own. *p never changes: a record's strings are set before it is used.
+func stringAt(p *string) any {
+	var typed any = ""
+	e := *(*[2]unsafe.Pointer)(unsafe.Pointer(&typed))
+	e[1] = unsafe.Pointer(p)
+	return *(*any)(unsafe.Pointer(&e))
 }
 
 // Get returns the value of key and whether the record has it.
@@ -375,7 +729,7 @@ func (r *Record) Field(key string) any {
 // ValuesAre reports whether r's values are l itself (the same slice, not equal values): a
 // record made with New(keys, l).
 func (r *Record) ValuesAre(l []any) bool {
-	return r.Len() == len(l) && len(r.keys.fixed) == 0 && (len(l) == 0 || r.vals == &l[0])
+	return r.Len() == len(l) && r.keys.lay == nil && (len(l) == 0 || r.vals == &l[0])
 }
 
 // Keys is the record's key list (nil for the nil record), to make another record of the same
@@ -387,9 +741,9 @@ func (r *Record) Keys() *Keys {
 	return r.keys
 }
 
-// SameKeys reports whether r and o share their key list (so that index i means the same key
-// in both).
-func (r *Record) SameKeys(o *Record) bool { return r != nil && o != nil && r.keys == o.keys }
+// SameKeys reports whether r and o share their list of key names (so that index i means the
+// same key in both), with the same values fixed or not (see Keys.SameNames).
+func (r *Record) SameKeys(o *Record) bool { return r != nil && o != nil && r.keys.SameNames(o.keys) }
 
 // All iterates over the keys and values in sorted key order.
 func (r *Record) All() iter.Seq2[string, any] {

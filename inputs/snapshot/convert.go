@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"reflect"
 	"slices"
 	"strings"
@@ -45,6 +46,9 @@ type kv struct {
 	// own is 1 + the index in convState.own of the object's own string that v stands for (v is
 	// nil until placeOwn), 0 for none.
 	own int
+	// canon: v is a scalar or a shared node (see convFunc), hashed by hv: in a record of the
+	// object's own, its value may be fixed by the key list (see convState.template).
+	canon bool
 }
 
 // convState is the scratch of one conversion; not safe for concurrent use.
@@ -63,13 +67,28 @@ type convState struct {
 	// object: the value ObjectConverter converts is a Kubernetes object (its metadata and
 	// status its own, its managedFields dropped), not a plain JSON value.
 	object bool
+	// fresh are the data words of the shared nodes this conversion added to the interner's
+	// table: no other object has them (yet), so a key list fixing one would be this object's
+	// alone (see template).
+	fresh []unsafe.Pointer
 }
+
+// noteAdded notes v as fresh when the interner added it (see convState.fresh).
+func (st *convState) noteAdded(v any, added bool) any {
+	if added {
+		st.fresh = append(st.fresh, dataWord(v))
+	}
+	return v
+}
+
+// dataWord is the data word of an any: the identity of a shared node.
+func dataWord(v any) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1] }
 
 // box returns s in an any: shared through the interner for strings many pods have (intern),
 // else shared with the string boxed just before when they are equal.
 func (st *convState) box(s string, h uint64, intern bool) any {
 	if intern && st.in != nil {
-		return st.in.str(s, h)
+		return st.noteAdded(st.in.strAdded(s, h))
 	}
 	if st.lastBox != nil && st.last == s {
 		return st.lastBox
@@ -79,18 +98,22 @@ func (st *convState) box(s string, h uint64, intern bool) any {
 	return b
 }
 
-// ownString is one of an object's own strings and the value that holds it (nil when its pair
-// was dropped: a later one with the key, an extra entry).
+// ownString is one of an object's own strings and the value that holds it: a string of a
+// record (str; see record.Keys.Layout) or an any (slot); neither when its pair was dropped (a
+// later one with the key, an extra entry).
 type ownString struct {
 	s    string
 	slot *any
+	str  *string
 	home int // its distinct value's index in convState.uniq, set by placeOwn
 }
 
-// ownHome is where a distinct own string is held.
+// ownHome is a distinct own string of the object: the header an any holding it points at
+// (at: one of a record's strings holding it, else one of a list made for them).
 type ownHome struct {
+	s     string
 	at    *string
-	homed bool // at is a home of the ownPlace
+	boxed bool // an any holds it
 }
 
 // addOwn pushes the pair of key f holding s, an object's own string, onto st.pairs: its value
@@ -100,9 +123,10 @@ func (st *convState) addOwn(f *field, s string, h uint64) {
 	st.pairs = append(st.pairs, kv{k: f.name, hk: f.hk, hv: h, own: len(st.own)})
 }
 
-// placeOwn gives the object's own strings their values, all held by one allocation of string
-// headers (one header for equal strings: status.podIP and status.podIPs[0].ip) or by the
-// place's homes, instead of a box each; with place.copy, their bytes are one string too. The
+// placeOwn gives the object's own strings their values: the strings of the records that hold
+// them as strings (see convState.template), and anys pointing at one of those (one header for
+// equal strings: status.podIP and status.podIPs[0].ip) or at a list of headers made for the
+// others, instead of a box each; with place.copy, their bytes are one string too. The
 // records holding them are unshared (never in the interner) and not yet given to anyone:
 // setting their values is safe.
 func (st *convState) placeOwn(place *ownPlace) {
@@ -112,81 +136,74 @@ func (st *convState) placeOwn(place *ownPlace) {
 		clear(st.uniq)
 		st.uniq = st.uniq[:0]
 	}()
-	// Each own string held by a record gets its distinct value: home, its index in uniq.
-	size := 0
-	for i, o := range st.own {
-		if o.slot == nil {
+	size, headers := 0, 0
+	for i := range st.own {
+		o := &st.own[i]
+		if o.slot == nil && o.str == nil {
 			continue
 		}
-		j := slices.IndexFunc(st.uniq, func(u ownHome) bool { return *u.at == o.s })
+		j := slices.IndexFunc(st.uniq, func(u ownHome) bool { return u.s == o.s })
 		if j < 0 {
 			j = len(st.uniq)
-			st.uniq = append(st.uniq, ownHome{at: &st.own[i].s})
+			st.uniq = append(st.uniq, ownHome{s: o.s})
 			size += len(o.s)
 		}
-		st.own[i].home = j
+		o.home = j
+		u := &st.uniq[j]
+		if o.str != nil && u.at == nil {
+			if u.boxed {
+				headers-- // counted below: held by a record after all
+			}
+			u.at = o.str
+		}
+		if o.slot != nil && !u.boxed {
+			u.boxed = true
+			if u.at == nil {
+				headers++
+			}
+		}
 	}
 	if len(st.uniq) == 0 {
 		return
 	}
-	st.homeOwn(place)
 	if place != nil && place.copy {
 		var b strings.Builder
 		b.Grow(size)
 		for _, u := range st.uniq {
-			b.WriteString(*u.at)
+			b.WriteString(u.s)
 		}
 		all, off := b.String(), 0
-		for _, u := range st.uniq {
-			n := len(*u.at)
-			*u.at = all[off : off+n]
+		for i := range st.uniq {
+			n := len(st.uniq[i].s)
+			st.uniq[i].s = all[off : off+n]
 			off += n
 		}
 	}
+	if headers > 0 {
+		list := make([]string, 0, headers)
+		for i := range st.uniq {
+			if u := &st.uniq[i]; u.boxed && u.at == nil {
+				list = append(list, u.s)
+				u.at = &list[len(list)-1]
+			}
+		}
+	}
 	for _, o := range st.own {
+		if o.str != nil {
+			*o.str = st.uniq[o.home].s
+		}
 		if o.slot != nil {
 			*o.slot = stringAt(st.uniq[o.home].at)
 		}
 	}
 }
 
-// homeOwn gives each distinct own string its header: a home of place holding the same
-// string, else one of a list made for the others.
-func (st *convState) homeOwn(place *ownPlace) {
-	rest := len(st.uniq)
-	if place != nil {
-		for _, h := range place.homes {
-			for i, u := range st.uniq {
-				if !u.homed && *h != "" && *h == *u.at {
-					st.uniq[i] = ownHome{at: h, homed: true}
-					rest--
-					break
-				}
-			}
-		}
-	}
-	if rest == 0 {
-		return
-	}
-	headers := make([]string, 0, rest)
-	for i, u := range st.uniq {
-		if !u.homed {
-			headers = append(headers, *u.at)
-			st.uniq[i].at = &headers[len(headers)-1]
-		}
-	}
-}
-
-// ownPlace says where an object's own strings go (see placeOwn); nil: each distinct one a
-// header of one list, the strings kept as they are.
+// ownPlace says where an object's own strings go (see placeOwn); nil: the strings kept as
+// they are.
 type ownPlace struct {
 	// copy: the caller does not keep the object: the strings are copied into one (what the
 	// records hold would keep each of the object's strings otherwise).
 	copy bool
-	// homes are strings of the caller's that the records' values may point at when equal
-	// (the converted pod's name and IP): no header of their own. They are set to the copy
-	// with copy, and must not change afterwards.
-	homes []*string
 }
 
 // stringAt returns the string *p as an any whose data is p itself: what boxing *p would give,
@@ -249,6 +266,8 @@ const (
 	tagString
 	tagMap
 	tagSlice
+	tagTemplate
+	tagKeys
 )
 
 // mix is a 64-bit finalizer (murmur3's fmix64).
@@ -412,7 +431,7 @@ func sliceConv(t reflect.Type, building map[reflect.Type]*plan) convFunc {
 			canon = canon && c
 		}
 		h = mix(h ^ uint64(n))
-		out := st.in.slice(st.elems[base:], h, canon)
+		out := st.noteAdded(st.in.sliceAdded(st.elems[base:], h, canon))
 		clear(st.elems[base:])
 		st.elems = st.elems[:base]
 		return out, h, canon && st.in != nil, nil
@@ -457,7 +476,8 @@ func mapConv(t reflect.Type, building map[reflect.Type]*plan) convFunc {
 		n := len(st.pairs) - base
 		h := mapHash(sum, n)
 		// A map's keys are data (label names): its record gets a key list of its own.
-		out := st.in.mapOf(st.pairs[base:], h, canon, nil)
+		out, added := st.in.mapOfAdded(st.pairs[base:], h, canon, nil)
+		st.noteAdded(out, added)
 		clear(st.pairs[base:])
 		st.pairs = st.pairs[:base]
 		return out, h, canon && st.in != nil, nil
@@ -507,7 +527,9 @@ func structConv(t reflect.Type, building map[reflect.Type]*plan) (convFunc, erro
 		canon = canon && sp.shared
 		var out *record.Record
 		if canon {
-			out = st.in.mapOf(st.pairs[base:], h, true, &sp.shapes)
+			var added bool
+			out, added = st.in.mapOfAdded(st.pairs[base:], h, true, &sp.shapes)
+			st.noteAdded(out, added)
 		} else {
 			out = st.newRecord(sortPairs(st.pairs[base:]), &sp.shapes)
 		}
@@ -713,7 +735,7 @@ func (sp *structPlan) collect(st *convState, v reflect.Value, own bool) (sum uin
 				continue
 			}
 		}
-		st.pairs = append(st.pairs, kv{k: f.name, hk: f.hk, v: out, hv: h})
+		st.pairs = append(st.pairs, kv{k: f.name, hk: f.hk, v: out, hv: h, canon: c && (f.internStr || f.scalar != reflect.String)})
 		sum += pairHash(f.hk, h)
 		canon = canon && c
 	}
@@ -746,16 +768,61 @@ func (st *convState) newRecord(pairs []kv, shapes *record.Shapes) *record.Record
 	return st.withKeys(keysOf(pairs, shapes), pairs)
 }
 
-// withKeys makes the record of pairs with keys (theirs; with fixed values maybe, for the
-// first pairs), noting the values of own strings for placeOwn.
+// withKeys makes the record of pairs with keys (theirs; with fixed values maybe), the values
+// it shares with others fixed by its key list (see template), noting the values of own
+// strings for placeOwn.
 func (st *convState) withKeys(keys *record.Keys, pairs []kv) *record.Record {
-	r, vals, pairs := fill(keys, pairs)
+	return fill(st.template(keys, pairs), pairs, st)
+}
+
+// template returns keys (a list without fixed values) with the values of pairs that are
+// shared (labels, conditions, container statuses, a phase, the spec) fixed, a list shared
+// through the interner by every record with those values (the pods of a ReplicaSet): such a
+// record holds only its own values (16 bytes a value less; BenchmarkConvertedPodHeap). keys
+// as it is without an interner, or when no value is shared.
+func (st *convState) template(keys *record.Keys, pairs []kv) *record.Keys {
+	if st.in == nil || len(pairs) > 64 || keys.Len() != len(pairs) {
+		return keys
+	}
+	var mask, strs, recs uint64
 	for i, p := range pairs {
-		if p.own > 0 {
-			st.own[p.own-1].slot = &vals[i]
+		switch r, isRecord := p.v.(*record.Record); {
+		case p.canon && p.own == 0 && !slices.Contains(st.fresh, dataWord(p.v)):
+			// Shared with other objects already: a list fixing it has other records. (One
+			// this object alone has, fixed, would make a list of its own: 100 bytes or more
+			// for the 16 of its value; an Ingress's spec, say.)
+			mask |= 1 << i
+		case p.own > 0:
+			strs |= 1 << i
+		case isRecord && r != nil:
+			recs |= 1 << i // one of the object's own records (its metadata, its status)
 		}
 	}
-	return r
+	nStr, nRec := bits.OnesCount64(strs), bits.OnesCount64(recs)
+	others := len(pairs) - bits.OnesCount64(mask) - nStr - nRec
+	if nStr > record.MaxStrings || others+nRec > record.MaxValuesBesideStrings {
+		strs, others = 0, others+nStr // held by anys, each pointing at a header (see placeOwn)
+	}
+	if nRec > record.MaxRecords || others > 0 {
+		recs = 0
+	}
+	if mask|strs|recs == 0 {
+		return keys
+	}
+	h := tagTemplate
+	for i, p := range pairs {
+		switch bit := uint64(1) << i; {
+		case mask&bit != 0:
+			h += pairHash(p.hk, p.hv)
+		case strs&bit != 0:
+			h += mix(p.hk ^ tagString)
+		case recs&bit != 0:
+			h += mix(p.hk ^ tagMap)
+		default:
+			h += mix(p.hk ^ tagTemplate)
+		}
+	}
+	return st.in.template(keys, pairs, mask, strs, recs, mix(h^uint64(len(pairs))))
 }
 
 // newRecord makes the record of pairs, sorted and without repeated keys (see sortPairs),
@@ -766,19 +833,41 @@ func newRecord(pairs []kv, shapes *record.Shapes) *record.Record {
 
 // withKeys makes the record of pairs with keys (theirs).
 func withKeys(keys *record.Keys, pairs []kv) *record.Record {
-	r, _, _ := fill(keys, pairs)
-	return r
+	return fill(keys, pairs, nil)
 }
 
-// fill makes the record of pairs with keys: the values of the pairs whose keys are not fixed
-// (Keys.Fixed: the first ones), which it returns with vals, their places in the record.
-func fill(keys *record.Keys, pairs []kv) (r *record.Record, vals []any, held []kv) {
-	r, vals = record.Make(keys)
-	held = pairs[len(pairs)-len(vals):]
-	for i, p := range held {
-		vals[i] = p.v
+// fill makes the record of pairs with keys: it holds the values of the pairs whose keys are
+// not fixed (Keys.FixedAt). With st, the places of the object's own strings are noted for
+// placeOwn.
+func fill(keys *record.Keys, pairs []kv, st *convState) *record.Record {
+	r, slots := record.MakeLayout(keys)
+	if vals := slots.Values; len(vals) == len(pairs) { // nothing fixed, all held as anys
+		for i, p := range pairs {
+			vals[i] = p.v
+			if p.own > 0 && st != nil {
+				st.own[p.own-1].slot = &vals[i]
+			}
+		}
+		return r
 	}
-	return r, vals, held
+	for i, p := range pairs {
+		switch _, fixed := keys.FixedValue(i); {
+		case fixed:
+		case keys.HoldsString(i):
+			st.own[p.own-1].str = &slots.Strings[0] // only own strings are held as strings
+			slots.Strings = slots.Strings[1:]
+		case keys.HoldsRecord(i):
+			slots.Records[0] = p.v.(*record.Record)
+			slots.Records = slots.Records[1:]
+		default:
+			slots.Values[0] = p.v
+			if p.own > 0 && st != nil {
+				st.own[p.own-1].slot = &slots.Values[0]
+			}
+			slots.Values = slots.Values[1:]
+		}
+	}
+	return r
 }
 
 // keysOf is the key list of pairs, from shapes (nil: a list of its own).
@@ -847,10 +936,14 @@ func toUnstructured(obj any, in *interner, place *ownPlace, extra ...kv) (*recor
 	st := statePool.Get().(*convState)
 	defer func() {
 		st.in = nil
+		clear(st.fresh) // nor keep the nodes alive in the pool
+		st.fresh = st.fresh[:0]
 		statePool.Put(st)
 	}()
 	st.in = in
 	st.pairs = st.pairs[:0]
+	clear(st.fresh)
+	st.fresh = st.fresh[:0]
 	st.last, st.lastBox = "", nil
 	clear(st.own)
 	st.own = st.own[:0]
@@ -861,10 +954,12 @@ func toUnstructured(obj any, in *interner, place *ownPlace, extra ...kv) (*recor
 		return nil, err
 	}
 	for _, e := range extra {
+		e.hk = hashString(e.k)
+		e.hv, e.canon = hashScalar(e.v)
 		replaced := false
 		for i := range st.pairs {
 			if st.pairs[i].k == e.k {
-				st.pairs[i].v, st.pairs[i].own, replaced = e.v, 0, true
+				st.pairs[i], replaced = e, true
 			}
 		}
 		if !replaced {
@@ -872,7 +967,11 @@ func toUnstructured(obj any, in *interner, place *ownPlace, extra ...kv) (*recor
 		}
 	}
 	sorted := sortPairs(st.pairs)
-	m := st.withKeys(sp.topKeys(sorted, extra), sorted)
+	keys := keysOf(sorted, &sp.shapes)
+	if in == nil {
+		keys = sp.topKeys(sorted, extra)
+	}
+	m := st.withKeys(keys, sorted)
 	clear(st.pairs)
 	st.placeOwn(place)
 	return m, nil

@@ -24,7 +24,7 @@ type interner struct {
 
 type internShard struct {
 	mu   sync.Mutex
-	cur  map[uint64]any   // hash -> *record.Record or []any
+	cur  map[uint64]any   // hash -> *record.Record, []any, a string or a *record.Keys
 	prev map[uint64]any   // the previous round's
 	more map[uint64][]any // further nodes whose hash is taken in cur (rare)
 }
@@ -69,17 +69,65 @@ func (in *interner) len() int {
 // mapOf returns a record holding pairs (any order; see sortPairs), with its key list from
 // shapes (nil: its own): a shared record when canon and an equal one is known.
 func (in *interner) mapOf(pairs []kv, h uint64, canon bool, shapes *record.Shapes) *record.Record {
-	return in.mapWith(sortPairs(pairs), h, canon, func(pairs []kv) *record.Record { return newRecord(pairs, shapes) })
+	r, _ := in.mapOfAdded(pairs, h, canon, shapes)
+	return r
 }
 
-// mapWith is mapOf for pairs sorted already, with make making the record when none is shared.
-func (in *interner) mapWith(pairs []kv, h uint64, canon bool, make func([]kv) *record.Record) *record.Record {
-	if in == nil || !canon {
-		return make(pairs)
+// mapOfAdded is mapOf, reporting whether the record was added to the table (made by this
+// call and shared from now on: no other object has it yet).
+func (in *interner) mapOfAdded(pairs []kv, h uint64, canon bool, shapes *record.Shapes) (*record.Record, bool) {
+	make := func(pairs []kv) *record.Record { return newRecord(pairs, shapes) }
+	if shapes == nil && in != nil {
+		// Keys that are data (label names): their list shared through the table too (the
+		// labels of every Deployment: app, pod-template-hash), forgotten with the rest.
+		make = func(pairs []kv) *record.Record { return withKeys(in.keys(pairs), pairs) }
+	}
+	return in.mapWithAdded(sortPairs(pairs), h, canon, make)
+}
+
+// keys returns a plain key list of the keys of pairs (sorted, distinct): a shared one when an
+// equal one is known.
+func (in *interner) keys(pairs []kv) *record.Keys {
+	h := tagKeys
+	for _, p := range pairs {
+		h = mix(h*0x100000001b3 + p.hk)
 	}
 	s := in.shard(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	match := func(c any) bool {
+		k, ok := c.(*record.Keys)
+		if !ok || !k.Plain() || k.Len() != len(pairs) {
+			return false
+		}
+		for i, p := range pairs {
+			if k.At(i) != p.k {
+				return false
+			}
+		}
+		return true
+	}
+	if c, ok := s.find(h, match); ok {
+		return c.(*record.Keys)
+	}
+	k := keysOf(pairs, nil)
+	s.add(h, k)
+	return k
+}
+
+// mapWith is mapOf for pairs sorted already, with make making the record when none is shared
+// (not under the shard's lock: it may look its key list up).
+func (in *interner) mapWith(pairs []kv, h uint64, canon bool, make func([]kv) *record.Record) *record.Record {
+	r, _ := in.mapWithAdded(pairs, h, canon, make)
+	return r
+}
+
+// mapWithAdded is mapWith, reporting whether the record was added to the table.
+func (in *interner) mapWithAdded(pairs []kv, h uint64, canon bool, make func([]kv) *record.Record) (*record.Record, bool) {
+	if in == nil || !canon {
+		return make(pairs), false
+	}
+	s := in.shard(h)
 	match := func(c any) bool {
 		r, ok := c.(*record.Record)
 		if !ok || r.Len() != len(pairs) {
@@ -92,36 +140,92 @@ func (in *interner) mapWith(pairs []kv, h uint64, canon bool, make func([]kv) *r
 		}
 		return true
 	}
-	if c, ok := s.find(h, match); ok {
-		return c.(*record.Record)
+	s.mu.Lock()
+	c, ok := s.find(h, match)
+	s.mu.Unlock()
+	if ok {
+		return c.(*record.Record), false
 	}
 	m := make(pairs)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.find(h, match); ok {
+		return c.(*record.Record), false // made meanwhile by another conversion
+	}
 	s.add(h, m)
-	return m
+	return m, true
+}
+
+// template returns keys with the values of pairs (keys' entries, in order) of the keys set in
+// mask fixed, those in strs held as strings and those in recs as record pointers (see
+// record.Keys.Layout): a list shared by every record of those keys and values, made the first
+// time (h hashes the names, the fixed values and the masks).
+func (in *interner) template(keys *record.Keys, pairs []kv, mask, strs, recs uint64, h uint64) *record.Keys {
+	s := in.shard(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	match := func(c any) bool {
+		k, ok := c.(*record.Keys)
+		if !ok || !k.SameNames(keys) {
+			return false
+		}
+		for i, p := range pairs {
+			v, fixed := k.FixedValue(i)
+			if fixed != (mask>>i&1 != 0) || k.HoldsString(i) != (strs>>i&1 != 0) || k.HoldsRecord(i) != (recs>>i&1 != 0) ||
+				fixed && !identical(v, p.v) {
+				return false
+			}
+		}
+		return true
+	}
+	if c, ok := s.find(h, match); ok {
+		return c.(*record.Keys)
+	}
+	vals := make([]any, len(pairs))
+	for i, p := range pairs {
+		if mask>>i&1 != 0 {
+			vals[i] = p.v
+		}
+	}
+	k := keys.Layout(mask, vals, strs, recs)
+	s.add(h, k)
+	return k
 }
 
 // str returns s boxed in an any, the same box for equal strings (h is hashString(s)).
 func (in *interner) str(s string, h uint64) any {
+	b, _ := in.strAdded(s, h)
+	return b
+}
+
+// strAdded is str, reporting whether the box was added to the table.
+func (in *interner) strAdded(s string, h uint64) (any, bool) {
 	if in == nil {
-		return s
+		return s, false
 	}
 	sh := in.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if c, ok := sh.find(h, func(c any) bool { cs, ok := c.(string); return ok && cs == s }); ok {
-		return c
+		return c, false
 	}
 	var b any = s
 	sh.add(h, b)
-	return b
+	return b, true
 }
 
 // slice returns a slice holding elems (copied), boxed in an any: a shared one, box and all,
 // when canon and an equal one is known. The box is shared too: boxing the slice again would
 // cost each pod 24 bytes for each list it shares (its conditions, its container statuses).
 func (in *interner) slice(elems []any, h uint64, canon bool) any {
+	l, _ := in.sliceAdded(elems, h, canon)
+	return l
+}
+
+// sliceAdded is slice, reporting whether the list was added to the table.
+func (in *interner) sliceAdded(elems []any, h uint64, canon bool) (any, bool) {
 	if in == nil || !canon {
-		return append(make([]any, 0, len(elems)), elems...)
+		return append(make([]any, 0, len(elems)), elems...), false
 	}
 	s := in.shard(h)
 	s.mu.Lock()
@@ -139,11 +243,11 @@ func (in *interner) slice(elems []any, h uint64, canon bool) any {
 		return true
 	}
 	if c, ok := s.find(h, match); ok {
-		return c
+		return c, false
 	}
 	var l any = append(make([]any, 0, len(elems)), elems...)
 	s.add(h, l)
-	return l
+	return l, true
 }
 
 // find looks h up in this round, then in the last (moving a hit to this round).

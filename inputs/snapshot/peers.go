@@ -92,14 +92,14 @@ func BuildPeers(objs *Objects, opts PeersOptions) Peers {
 		}
 	}
 	for _, p := range objs.ConvertedPods {
-		if p == nil || p.namespace != opts.Namespace || p.ip == "" || p.cluster() != opts.Cluster {
+		if p == nil || p.namespace != opts.Namespace || p.ip() == "" || p.cluster() != opts.Cluster {
 			continue
 		}
 		var l labels.Labels = labels.Set(p.waiting())
 		if p.ready {
 			l = recordLabels{p.labels}
 		}
-		cands = append(cands, peerCandidate{p.name, p.ip, p.ready, l})
+		cands = append(cands, peerCandidate{p.name, p.ip(), p.ready, l})
 	}
 	sel := opts.Selector
 	if sel == nil {

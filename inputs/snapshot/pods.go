@@ -39,26 +39,36 @@ func PodReady(p *corev1.Pod) bool {
 // pods (see PodConverter and Objects.ConvertedPods). It is read-only and may be shared by
 // any number of Objects and Snapshots.
 //
-// A hundred thousand of them are kept: the struct is 80 bytes (a size class), what few pods
-// have (a cluster, waiting labels) behind one pointer.
-//
-// The values of its record's metadata.name and status.podIP point at name and ip (see
-// ownPlace): they never change once Convert returns.
+// A hundred thousand of them are kept: the struct is 64 bytes (a size class), what few pods
+// have (a cluster, waiting labels) behind one pointer. A ready pod's IP is its record's (see
+// ip).
 type Pod struct {
-	namespace, name string
+	namespace, name string // name: the bytes of its record's metadata.name when ready
 	ready           bool
 	obj             *record.Record // nil when not ready: Build never shows it
 	labels          *record.Record // obj's metadata.labels
-	// ip is the pod's IP when it runs, ready or not ("" otherwise): what BuildPeers needs, with
-	// the labels of a pod that is not ready (waiting; a ready pod's are in labels).
-	ip   string
-	rare *podRare // nil: no cluster, no waiting labels
+	rare            *podRare       // nil: no cluster, no waiting labels
 }
 
 // podRare is what a Pod has in some cases only.
 type podRare struct {
 	cluster string            // with several clusters (ConvertIn)
 	waiting map[string]string // see Pod.ip
+	ip      string            // the IP of a running pod that is not ready
+}
+
+// ip is the pod's IP when it runs, ready or not ("" otherwise): what BuildPeers needs, with
+// the labels of a pod that is not ready (waiting; a ready pod's are in labels).
+func (p *Pod) ip() string {
+	if p.obj != nil {
+		status, _ := p.obj.Field("status").(*record.Record)
+		ip, _ := status.Field("podIP").(string)
+		return ip
+	}
+	if p.rare == nil {
+		return ""
+	}
+	return p.rare.ip
 }
 
 // cluster is the name of the pod's cluster ("" with one cluster).
@@ -74,7 +84,7 @@ func (p *Pod) cluster() string {
 func (p *Pod) setCluster(cluster string) {
 	rare := podRare{cluster: cluster}
 	if p.rare != nil {
-		rare.waiting = p.rare.waiting
+		rare.waiting, rare.ip = p.rare.waiting, p.rare.ip
 	}
 	p.rare = &rare
 }
@@ -112,17 +122,18 @@ func (c *PodConverter) Convert(p *corev1.Pod) *Pod {
 	// The namespace as the records hold it (one string for all of its pods), not p's copy.
 	ns := c.in.str(p.Namespace, hashString(p.Namespace)).(string)
 	pod := &Pod{namespace: ns, name: p.Name, ready: PodReady(p)}
-	if podRunning(p) {
-		pod.ip = p.Status.PodIP
-		if !pod.ready {
-			// The labels of a pod that is not ready are kept only to select the peers.
-			pod.rare = &podRare{waiting: maps.Clone(p.Labels)}
-		}
+	if podRunning(p) && !pod.ready {
+		// The labels of a pod that is not ready are kept only to select the peers.
+		pod.rare = &podRare{waiting: maps.Clone(p.Labels), ip: p.Status.PodIP}
 	}
 	if pod.ready {
-		// The record's metadata.name and status.podIP are pod.name and pod.ip themselves, all
-		// of the pod's own strings copied into one (p's would be kept for them otherwise).
-		pod.obj = podToMap(p, &c.in, &ownPlace{copy: true, homes: []*string{&pod.name, &pod.ip}})
+		// All of the pod's own strings copied into one (p's would be kept for them
+		// otherwise); pod.name is the record's.
+		pod.obj = podToMap(p, &c.in, &ownPlace{copy: true})
+		meta, _ := pod.obj.Field("metadata").(*record.Record)
+		if name, ok := meta.Field("name").(string); ok && name == pod.name {
+			pod.name = name
+		}
 		pod.labels = labelsOf(pod.obj)
 	}
 	return pod

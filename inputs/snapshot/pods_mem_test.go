@@ -70,10 +70,10 @@ func BenchmarkConvertedPodHeap(b *testing.B) {
 }
 
 // TestConvertedPodCompact: a converted pod's own strings (name, uid, IP, times) are one
-// string, their values point at the Pod's name and ip fields and at one list of headers for
-// the others (no box each), equal strings share their header, and 10,000 converted pods hold
-// at most 480 bytes each (467 measured; 625 with a box and an allocation for each string, a
-// record of four words, a Pod of 96 bytes and apiVersion and kind in each pod's record).
+// string, held by its records as strings (their headers in the records, no any and no box
+// each: see record.Keys.Layout), equal strings share their bytes, and 10,000 converted pods
+// hold at most 355 bytes each (338 measured; 467 before the key lists held the values pods
+// share and the records their strings and records as such, with a Pod of 80 bytes).
 func TestConvertedPodCompact(t *testing.T) {
 	var c PodConverter
 	pod := c.Convert(scalePod(12, 3, true))
@@ -100,29 +100,84 @@ func TestConvertedPodCompact(t *testing.T) {
 			t.Errorf("%q is not right after %q: the pod's own strings are not one", b, a)
 		}
 	}
-	// The values of the name and the IP are the Pod's fields; the others' one list of headers.
-	if dataOf(name) != unsafe.Pointer(&pod.name) || dataOf(ip) != unsafe.Pointer(&pod.ip) {
-		t.Error("the values of the name and IP are not the Pod's name and ip")
-	}
-	headers := []any{uid, rv, created}
+	// The metadata record holds its strings' headers one after the other, in key order.
+	headers := []any{created, name, rv, uid}
 	for i := 1; i < len(headers); i++ {
 		if dataOf(headers[i]) != unsafe.Add(dataOf(headers[i-1]), unsafe.Sizeof("")) {
-			t.Errorf("the value of %q is not the header after %q's: a box each", headers[i], headers[i-1])
+			t.Errorf("the value of %q is not the header after %q's: not held by the record as strings", headers[i], headers[i-1])
 		}
 	}
-	if dataOf(ip0) != dataOf(ip) || dataOf(started) != dataOf(created) {
-		t.Error("equal strings of the pod (its IPs, its times) do not share their header")
+	again, _ := meta.(*record.Record).Get("name")
+	if dataOf(again) != dataOf(name) {
+		t.Error("two reads of metadata.name are two boxes")
 	}
-	if unsafe.Sizeof(Pod{}) > 80 {
-		t.Errorf("a Pod is %d bytes, want 80 at most (a size class)", unsafe.Sizeof(Pod{}))
+	if unsafe.StringData(ip0.(string)) != unsafe.StringData(ip.(string)) || unsafe.StringData(started.(string)) != unsafe.StringData(created.(string)) ||
+		unsafe.StringData(pod.name) != unsafe.StringData(name.(string)) || pod.ip() != ip {
+		t.Error("equal strings of the pod (its IPs, its times, its name in the Pod) do not share their bytes")
+	}
+	if unsafe.Sizeof(Pod{}) > 64 {
+		t.Errorf("a Pod is %d bytes, want 64 at most (a size class)", unsafe.Sizeof(Pod{}))
 	}
 	if testing.Short() || raceEnabled {
 		return
 	}
-	if live, _ := convertedHeap(10000, false); live > 480 {
-		t.Errorf("a converted pod holds %.0f bytes, want 480 at most", live)
+	if live, _ := convertedHeap(10000, false); live > 355 {
+		t.Errorf("a converted pod holds %.0f bytes, want 355 at most", live)
+	}
+}
+
+// TestConvertedPodsShareKeyLists: the records of the pods of 100 services x 10 hold only
+// their own values: what the pods of a service share (labels, namespace, conditions,
+// container statuses, phase, spec, apiVersion, kind) is held by their key lists, one
+// metadata list per set of labels (100, not 900), one status list and one top-level list
+// for all. The first pod of a service holds its labels itself (no other pod had them yet: a
+// list fixing them would have been its own).
+func TestConvertedPodsShareKeyLists(t *testing.T) {
+	var c PodConverter
+	lists := map[string]map[*record.Keys]bool{"pod": {}, "metadata": {}, "status": {}}
+	for s := range 100 {
+		for p := range 10 {
+			obj := c.Convert(scalePod(s, p, false)).Object()
+			if p == 0 {
+				continue
+			}
+			meta, _ := obj.Field("metadata").(*record.Record)
+			status, _ := obj.Field("status").(*record.Record)
+			for part, r := range map[string]*record.Record{"pod": obj, "metadata": meta, "status": status} {
+				lists[part][r.Keys()] = true
+				for i := range r.Len() {
+					_, fixed := r.Keys().FixedValue(i)
+					own := r.Key(i) == "name" || r.Key(i) == "uid" || r.Key(i) == "podIP" || r.Key(i) == "podIPs" ||
+						r.Key(i) == "metadata" || r.Key(i) == "status"
+					if fixed == own {
+						t.Fatalf("%s.%s of pod %d/%d: fixed by its key list %v", part, r.Key(i), s, p, fixed)
+					}
+				}
+			}
+		}
+	}
+	if len(lists["pod"]) != 1 || len(lists["metadata"]) != 100 || len(lists["status"]) != 1 {
+		t.Errorf("%d top-level key lists, %d metadata lists, %d status lists; want 1, 100, 1",
+			len(lists["pod"]), len(lists["metadata"]), len(lists["status"]))
 	}
 }
 
 // dataOf is the data word of an any: where its value is.
 func dataOf(v any) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1] }
+
+// TestConvertedPodsWithOwnLabelsShareKeyLists: pods whose labels are their own (a
+// StatefulSet's: its pod-name label) hold their labels themselves, and share one metadata
+// key list, not a list each fixing labels no other pod has.
+func TestConvertedPodsWithOwnLabelsShareKeyLists(t *testing.T) {
+	var c PodConverter
+	lists := map[*record.Keys]bool{}
+	for p := range 100 {
+		pod := scalePod(7, p, false)
+		pod.Labels = map[string]string{"app": "db", "statefulset.kubernetes.io/pod-name": pod.Name}
+		meta, _ := c.Convert(pod).Object().Field("metadata").(*record.Record)
+		lists[meta.Keys()] = true
+	}
+	if len(lists) > 2 {
+		t.Errorf("100 pods with labels of their own: %d metadata key lists, want 2 at most", len(lists))
+	}
+}
