@@ -129,9 +129,12 @@ func TestTidyFor(t *testing.T) {
 		{"a sync that allocates little keeps the sidecar's GOGC; its garbage waits",
 			Heap{Live: 50 * mb, Objects: 55 * mb, Goal: 70 * mb, Allocated: 2 * mb}, 40,
 			TidyPlan{Tidy: Leave, GCPercent: 40}},
-		{"10,000 services: the heap grows by syncRoom beyond what is live, not 40% of it",
+		{"a sync that allocates far more than syncRoom: room for syncRoom",
 			Heap{Live: 150 * mb, Objects: 170 * mb, Goal: 210 * mb, Allocated: 600 * mb}, 40,
-			TidyPlan{Tidy: Collect, GCPercent: 21}},
+			TidyPlan{Tidy: Collect, GCPercent: 42}},
+		{"10,000 services x 10 pods, a pod edit: room for twice its 27 MB on 83 MB live",
+			Heap{Live: 83 * mb, Objects: 90 * mb, Goal: 115 * mb, Allocated: 27 * mb}, 40,
+			TidyPlan{Tidy: Collect, GCPercent: 67}},
 		{"a tiny heap gets at most maxGCPercent",
 			Heap{Live: 1 * mb, Objects: 2 * mb, Goal: 2 * mb, Allocated: 30 * mb}, 40,
 			TidyPlan{Tidy: Collect, GCPercent: maxGCPercent}},
@@ -146,7 +149,7 @@ func TestTidyFor(t *testing.T) {
 			TidyPlan{Tidy: Release, GCPercent: 40}},
 		{"much garbage (a big manifest read): released",
 			Heap{Live: 9 * mb, Objects: 60 * mb, Goal: 70 * mb, Allocated: 60 * mb}, 40,
-			TidyPlan{Tidy: Release, GCPercent: 355}},
+			TidyPlan{Tidy: Release, GCPercent: 711}},
 		{"the first sync: what a sync allocates not known yet, its garbage collected",
 			Heap{Live: 132 * mb, Objects: 140 * mb, Goal: 185 * mb}, 40,
 			TidyPlan{Tidy: Collect, GCPercent: 24}},
@@ -161,8 +164,8 @@ func TestTidyFor(t *testing.T) {
 	}
 }
 
-// TestGCPercentFor: GOGC gives a small heap room for twice a sync's allocations, and lets a
-// large heap grow by syncRoom at most, never below minGCPercent.
+// TestGCPercentFor: GOGC gives a heap room for twice a sync's allocations (within syncRoom),
+// and otherwise lets a large heap grow by heapRoom at most, never below minGCPercent.
 func TestGCPercentFor(t *testing.T) {
 	const mb = 1 << 20
 	for _, c := range []struct {
@@ -174,6 +177,7 @@ func TestGCPercentFor(t *testing.T) {
 		{"a small heap, little allocated: the sidecar's GOGC", 50 * mb, 4 * mb, 40, 40},
 		{"80 MB live: 40% is syncRoom", 80 * mb, 32 * mb, 40, 40},
 		{"10,000 services x 10 pods, 120 MB live: 32 MB of room, not 48", 120 * mb, 32 * mb, 40, 26},
+		{"... and a pod edit that allocated 27 MB, on 83 MB live: room for it", 83 * mb, 56 * mb, 40, 67},
 		{"the start, no sync yet: the same bound", 120 * mb, 0, 40, 26},
 		{"a huge heap: not below minGCPercent", 1000 * mb, 32 * mb, 40, minGCPercent},
 		{"a tiny heap: at most maxGCPercent", 1 * mb, 32 * mb, 40, maxGCPercent},
