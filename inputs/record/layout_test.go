@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"testing"
 	"unsafe"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/allocs"
 )
 
 // laidOut is a random record of a key list with a layout (Keys.Layout) and the plain record
@@ -170,11 +172,11 @@ func TestLayoutHoldsOwnValuesOnly(t *testing.T) {
 	}
 	slots.Strings[0] = string([]byte("10.0.0.1"))
 	slots.Values[0] = []any{"10.0.0.1"}
-	if size := allocSize(func() { MakeLayout(status) }); size != 48 {
+	if size := allocs.PerRun(10000, func() { MakeLayout(status) }); size != 48 {
 		t.Errorf("a status record is %d bytes, want 48", size)
 	}
 	top := NewKeys("metadata", "spec", "status").Layout(0b010, []any{nil, "spec", nil}, 0, 0b101)
-	if size := allocSize(func() { MakeLayout(top) }); size != 32 {
+	if size := allocs.PerRun(10000, func() { MakeLayout(top) }); size != 32 {
 		t.Errorf("a top-level record is %d bytes, want 32", size)
 	}
 	pod, ps := MakeLayout(top)
@@ -190,20 +192,6 @@ func TestLayoutHoldsOwnValuesOnly(t *testing.T) {
 	if v, _ := pod.Get("status"); v != any(r) {
 		t.Errorf("status is %v, want the status record", v)
 	}
-}
-
-// allocSize is the bytes f allocates, on average over 10,000 calls (what the runtime
-// allocates meanwhile for itself is lost in the rounding).
-func allocSize(f func()) uint64 {
-	const n = 10000
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for range n {
-		f()
-	}
-	runtime.ReadMemStats(&after)
-	return (after.TotalAlloc - before.TotalAlloc) / n
 }
 
 // TestSame: one value is the same scalar, or the very same record, list or map; equal
