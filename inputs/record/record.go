@@ -236,10 +236,20 @@ func (k *Keys) index(name string) int {
 // of a pod's four records). A record of a list with strings or record pointers (see
 // Keys.Layout) is followed by its block of values in the same allocation (see MakeLayout):
 // vals is its first any, nil when it has none (never a pointer to what is not an any).
+// A copy of a Record would read its block at the copy's address: noCopy makes go vet
+// report one.
 type Record struct {
+	_    noCopy
 	keys *Keys
 	vals *any
 }
+
+// noCopy is a field go vet's copylocks check reports copies of (it has Lock and Unlock);
+// it takes no room.
+type noCopy struct{}
+
+func (*noCopy) Lock()   {}
+func (*noCopy) Unlock() {}
 
 // own is the record's values of the keys that are not fixed (nil for none).
 func (r *Record) own() []any {
