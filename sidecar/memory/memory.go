@@ -212,7 +212,7 @@ func roomFor(allocated uint64) uint64 {
 type Tidier struct {
 	base int // GOGC set by the sidecar; 0: the environment's, left alone
 	// mu guards gcPercent and room: AfterSync and the collections' hook (FollowCollections)
-	// both set GOGC.
+	// both set GOGC and the limit (tune).
 	mu        sync.Mutex
 	gcPercent int    // GOGC now
 	room      uint64 // roomFor the last sync's allocations
@@ -271,9 +271,13 @@ func (t *Tidier) AfterSync() {
 	}
 	t.allocs = allocs
 	plan := TidyFor(h, t.base)
+	var overhead uint64
+	if plan.GCPercent > 0 && t.setLimit != nil {
+		overhead = t.readGC().overhead
+	}
 	t.mu.Lock()
 	t.room = roomFor(h.Allocated)
-	t.setGCPercent(plan.GCPercent)
+	t.tune(plan.GCPercent, gcState{live: h.Live, overhead: overhead})
 	t.mu.Unlock()
 	switch plan.Tidy {
 	case Release:
@@ -289,11 +293,20 @@ func (t *Tidier) AfterSync() {
 	}
 }
 
-// setGCPercent sets GOGC to pct (0: leave it) if it is not that already. t.mu is held.
-func (t *Tidier) setGCPercent(pct int) {
-	if pct > 0 && pct != t.gcPercent {
+// tune sets GOGC to pct (0: leave both alone) and the soft memory limit for it on the heap
+// gc read (MemoryLimitFor), so that the two always agree: a limit left from before GOGC was
+// raised for a sync's room would start a collection before GOGC's goal, inside the sync.
+// AfterSync and the collections' hook both call it. t.mu is held.
+func (t *Tidier) tune(pct int, gc gcState) {
+	if pct <= 0 {
+		return
+	}
+	if pct != t.gcPercent {
 		debug.SetGCPercent(pct)
 		t.gcPercent = pct
+	}
+	if t.setLimit != nil && gc.live > 0 {
+		t.setLimit(MemoryLimitFor(gc.live, pct, gc.overhead, t.ceiling))
 	}
 }
 
@@ -311,11 +324,7 @@ func (t *Tidier) FollowCollections() (stop func()) {
 		gc := t.readGC()
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		pct := GCPercentFor(gc.live, t.room, t.base)
-		t.setGCPercent(pct)
-		if t.setLimit != nil && gc.live > 0 {
-			t.setLimit(MemoryLimitFor(gc.live, pct, gc.overhead, t.ceiling))
-		}
+		t.tune(GCPercentFor(gc.live, t.room, t.base), gc)
 	})
 }
 

@@ -305,6 +305,7 @@ func TestTidierCollectsInTheBackground(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 10)
 	tidier := Settings{gcPercent: 40}.Tidier()
+	tidier.setLimit = func(int64) int64 { return 0 } // not the test process's own
 	tidier.collect = func() { started <- struct{}{}; <-release }
 	total := uint64(100 * mb)
 	tidier.read = func() Heap {
@@ -327,6 +328,41 @@ func TestTidierCollectsInTheBackground(t *testing.T) {
 	<-started // the next sync's garbage is collected in turn
 }
 
+// TestAfterSyncSetsTheLimitWithGOGC: when a sync's room raises GOGC, the soft memory limit
+// is raised with it at once, not at the next collection (a limit for the old GOGC would
+// start a collection inside the next sync, before GOGC's goal); with GOGC from the
+// environment neither is touched.
+func TestAfterSyncSetsTheLimitWithGOGC(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	const mb = 1 << 20
+	var limits []int64
+	tidier := Settings{gcPercent: 40}.Tidier()
+	tidier.setLimit = func(l int64) int64 { limits = append(limits, l); return 0 }
+	tidier.readGC = func() gcState { return gcState{live: 9 * mb, overhead: 10 * mb} }
+	tidier.collect = func() {}
+	total := uint64(100 * mb)
+	tidier.read = func() Heap {
+		total += 14 * mb // each sync allocates 14 MB
+		return Heap{Live: 9 * mb, Objects: 9 * mb, Goal: 13 * mb, Allocated: total}
+	}
+	tidier.AfterSync()
+	tidier.AfterSync()
+	waitFor(t, func() bool { return !tidier.collecting.Load() })
+	want := MemoryLimitFor(9*mb, 311, 10*mb, 0)
+	if len(limits) != 2 || limits[1] != want {
+		t.Errorf("limits set %v after a sync that allocated 14 MB on 9 MB live, want the last %d (GOGC 311's)", limits, want)
+	}
+
+	env := Settings{}.Tidier() // GOGC from the environment
+	env.setLimit = func(l int64) int64 { t.Errorf("limit %d set with GOGC from the environment", l); return 0 }
+	env.readGC = func() gcState { return gcState{live: 9 * mb, overhead: 10 * mb} }
+	env.read = tidier.read
+	env.collect = func() {}
+	env.AfterSync()
+	env.AfterSync()
+	waitFor(t, func() bool { return !env.collecting.Load() })
+}
+
 // TestTidierCollectsAfterTheFirstSync: the first sync's garbage is collected even when
 // TidyFor would leave it (what a sync allocates is not known yet: the start's garbage would
 // stay under a goal set in the middle of the start); later syncs follow TidyFor.
@@ -335,6 +371,7 @@ func TestTidierCollectsAfterTheFirstSync(t *testing.T) {
 	const mb = 1 << 20
 	collected := 0
 	tidier := Settings{gcPercent: 40}.Tidier()
+	tidier.setLimit = func(int64) int64 { return 0 } // not the test process's own
 	tidier.collect = func() { collected++ }
 	tidier.release = func() { t.Error("released, want collected") }
 	total := uint64(900 * mb)
@@ -363,6 +400,7 @@ func TestTidierCollectsAfterTheFirstSync(t *testing.T) {
 	heap.Objects = heap.Live // no garbage: no collection, first sync or not
 	collected = 0
 	tidier = Settings{gcPercent: 40}.Tidier()
+	tidier.setLimit = func(int64) int64 { return 0 }
 	tidier.collect = func() { collected++ }
 	tidier.read = func() Heap { return heap }
 	tidier.AfterSync()
