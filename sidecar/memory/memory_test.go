@@ -127,8 +127,11 @@ func TestTidyFor(t *testing.T) {
 			Heap{Live: 9 * mb, Objects: 9 * mb, Goal: 12 * mb, Allocated: 14 * mb}, 40,
 			TidyPlan{Tidy: Leave, GCPercent: 311}},
 		{"a sync that allocates little keeps the sidecar's GOGC; its garbage waits",
-			Heap{Live: 50 * mb, Objects: 55 * mb, Goal: 70 * mb, Allocated: 2 * mb}, 40,
+			Heap{Live: 30 * mb, Objects: 32 * mb, Goal: 42 * mb, Allocated: 2 * mb}, 40,
 			TidyPlan{Tidy: Leave, GCPercent: 40}},
+		{"... on a larger heap, heapRoom's 16 MB",
+			Heap{Live: 50 * mb, Objects: 52 * mb, Goal: 70 * mb, Allocated: 2 * mb}, 40,
+			TidyPlan{Tidy: Leave, GCPercent: 32}},
 		{"a sync that allocates far more than syncRoom: room for syncRoom",
 			Heap{Live: 150 * mb, Objects: 170 * mb, Goal: 210 * mb, Allocated: 600 * mb}, 40,
 			TidyPlan{Tidy: Collect, GCPercent: 42}},
@@ -158,7 +161,7 @@ func TestTidyFor(t *testing.T) {
 			TidyPlan{Tidy: Release, GCPercent: 85}},
 		{"the first sync: what a sync allocates not known yet, its garbage collected",
 			Heap{Live: 132 * mb, Objects: 140 * mb, Goal: 185 * mb}, 40,
-			TidyPlan{Tidy: Collect, GCPercent: 24}},
+			TidyPlan{Tidy: Collect, GCPercent: 12}},
 		{"nothing known of the heap yet",
 			Heap{}, 40, TidyPlan{}},
 	} {
@@ -180,11 +183,13 @@ func TestGCPercentFor(t *testing.T) {
 		base, want int
 	}{
 		{"1,000 Ingresses: room for 28 MB on 9 MB live", 9 * mb, 28 * mb, 40, 311},
-		{"a small heap, little allocated: the sidecar's GOGC", 50 * mb, 4 * mb, 40, 40},
+		{"a small heap, little allocated: the sidecar's GOGC", 30 * mb, 4 * mb, 40, 40},
 		{"80 MB live: 40% is syncRoom", 80 * mb, 32 * mb, 40, 40},
-		{"10,000 services x 10 pods, 120 MB live: 32 MB of room, not 48", 120 * mb, 32 * mb, 40, 26},
+		{"10,000 services x 10 pods, 120 MB live: a sync's 32 MB of room, not 48", 120 * mb, 32 * mb, 40, 26},
 		{"... and a pod edit that allocated 27 MB, on 83 MB live: room for it", 83 * mb, 56 * mb, 40, 67},
-		{"the start, no sync yet: the same bound", 120 * mb, 0, 40, 26},
+		{"the start, no sync yet: heapRoom's 16 MB", 120 * mb, 0, 40, 13},
+		{"a sync that allocated little: heapRoom's 16 MB", 120 * mb, 8 * mb, 40, 13},
+		{"40 MB live: heapRoom is the sidecar's GOGC", 40 * mb, 0, 40, 40},
 		{"a huge heap: not below minGCPercent", 1000 * mb, 32 * mb, 40, minGCPercent},
 		{"a tiny heap: at most maxGCPercent", 1 * mb, 32 * mb, 40, maxGCPercent},
 		{"GOGC from the environment: left alone", 120 * mb, 32 * mb, 0, 0},
@@ -248,13 +253,13 @@ func TestFollowCollections(t *testing.T) {
 		})
 		return pct
 	}
-	if got := gcPercentAfterGC(); got != 26 {
-		t.Errorf("GOGC %d after a collection found 120 MB live, want 26", got)
+	if got := gcPercentAfterGC(); got != 13 {
+		t.Errorf("GOGC %d after a collection found 120 MB live, want 13", got)
 	}
-	if got := debug.SetGCPercent(26); got != 26 {
-		t.Errorf("the runtime's GOGC is %d, want 26", got)
+	if got := debug.SetGCPercent(13); got != 13 {
+		t.Errorf("the runtime's GOGC is %d, want 13", got)
 	}
-	if got, want := int64(limit.Load()), MemoryLimitFor(120*mb, 26, 10*mb, 0); got != want {
+	if got, want := int64(limit.Load()), MemoryLimitFor(120*mb, 13, 10*mb, 0); got != want {
 		t.Errorf("memory limit %d after a collection found 120 MB live, want %d", got, want)
 	}
 	live.Store(9 * mb)
@@ -375,9 +380,9 @@ func TestTidierCollectsAfterTheFirstSync(t *testing.T) {
 	tidier.collect = func() { collected++ }
 	tidier.release = func() { t.Error("released, want collected") }
 	total := uint64(900 * mb)
-	// 10,000 services x 10 pods: the last collection of the start found 132 MB live; 140 MB
+	// 10,000 services x 10 pods: the last collection of the start found 132 MB live; 134 MB
 	// of objects when the first sync ends, 4 MB allocated by each sync after.
-	heap := Heap{Live: 132 * mb, Objects: 140 * mb, Goal: 185 * mb}
+	heap := Heap{Live: 132 * mb, Objects: 134 * mb, Goal: 185 * mb}
 	tidier.read = func() Heap {
 		h := heap
 		h.Allocated = total
