@@ -128,7 +128,11 @@ func Assemble(objs *Objects, opts Options, chosen []Input) (*Snapshot, error) {
 	if snap.Env == nil {
 		snap.Env = map[string]string{}
 	}
-	services := make([]Input, 0, len(chosen))
+	services := serviceRun(chosen)
+	copyServices := services == nil
+	if copyServices {
+		services = make([]Input, 0, len(chosen))
+	}
 	haveTemplates := false
 	for _, in := range chosen {
 		if in.Err != nil {
@@ -136,7 +140,9 @@ func Assemble(objs *Objects, opts Options, chosen []Input) (*Snapshot, error) {
 		}
 		switch in.Kind {
 		case KindService:
-			services = append(services, in)
+			if copyServices {
+				services = append(services, in)
+			}
 		case KindCertificate:
 			snap.Certificates = append(snap.Certificates, Certificate{Name: in.Name, PEM: in.PEM, Ref: in.Ref})
 		case KindTemplates:
@@ -147,7 +153,9 @@ func Assemble(objs *Objects, opts Options, chosen []Input) (*Snapshot, error) {
 		return nil, &InputError{Stage: StageDecode, Ref: Ref{Kind: "Secret", Namespace: opts.Namespace, Name: opts.ConfigSecret},
 			Err: errors.New("no usable templates: the Secret holding them does not exist or was never valid")}
 	}
-	slices.SortFunc(services, func(a, b Input) int { return strings.Compare(a.Name, b.Name) })
+	if copyServices {
+		slices.SortFunc(services, func(a, b Input) int { return strings.Compare(a.Name, b.Name) })
+	}
 	slices.SortFunc(snap.Certificates, func(a, b Certificate) int { return strings.Compare(a.Name, b.Name) })
 	var err error
 	snap.Services, err = assembleServices(services, objs, opts.PodCache)
@@ -157,6 +165,29 @@ func Assemble(objs *Objects, opts Options, chosen []Input) (*Snapshot, error) {
 	snap.Resources = assembleResources(opts.Resources, objs.Resources, opts.PodCache)
 	snap.Peers = BuildPeers(objs, opts.Peers)
 	return snap, nil
+}
+
+// serviceRun is the services of chosen as a part of chosen itself, when they are one run of
+// usable inputs sorted by name (chosen sorted by ID, as a Selection's is): read, never
+// changed, with no copy of 10,000 inputs at each sync (1.8 MB). nil otherwise.
+func serviceRun(chosen []Input) []Input {
+	lo := slices.IndexFunc(chosen, func(in Input) bool { return in.Kind == KindService })
+	if lo < 0 {
+		return nil
+	}
+	hi := lo
+	for hi < len(chosen) && chosen[hi].Kind == KindService {
+		if chosen[hi].Err != nil || hi > lo && chosen[hi-1].Name >= chosen[hi].Name {
+			return nil
+		}
+		hi++
+	}
+	for _, in := range chosen[hi:] {
+		if in.Kind == KindService {
+			return nil
+		}
+	}
+	return chosen[lo:hi:hi]
 }
 
 // assembleServices builds the services through cache's pod index, and gives it back (none

@@ -131,7 +131,8 @@ type Candidate struct {
 	// of pods only, which the runtime API makes live before the writer validates it).
 	Gen  *generation.Generation
 	Info snapshot.Summary
-	// Chosen are the input versions it was rendered from.
+	// Chosen are the input versions it was rendered from (read-only: it may be the list of
+	// the inputs Decode read).
 	Chosen []snapshot.Input
 	// Dropped are the pods and watched objects left out because the template could not
 	// print their data.
@@ -201,7 +202,7 @@ func (b *Builder) Make(ctx context.Context, objs *snapshot.Objects, cur snapshot
 }
 
 func (b *Builder) make(ctx context.Context, objs *snapshot.Objects, cur snapshot.Inputs, q *quarantine.State, unread map[string]quarantine.Hold, validate bool) Made {
-	sel := quarantine.Select(cur, b.tryApart(objs, cur, q))
+	sel := b.tryApart(objs, cur, q)
 	m := Made{Current: cur, Selection: sel, Held: maps.Clone(sel.Held)}
 	maps.Copy(m.Held, unread)
 	if sel.Blocked != nil {

@@ -36,20 +36,30 @@ func (t *trial) finished() bool {
 	}
 }
 
-// tryApart returns the state Make selects with: q itself, or a copy in which the changed
+// tryApart selects what Make renders: with q itself, or with a copy in which the changed
 // template set is tried apart (the last good set chosen meanwhile) or held, its trial having
 // failed in the template. It starts the trial when the template set (or another input) changed
 // since the last one.
-func (b *Builder) tryApart(objs *snapshot.Objects, cur snapshot.Inputs, q *quarantine.State) *quarantine.State {
+func (b *Builder) tryApart(objs *snapshot.Objects, cur snapshot.Inputs, q *quarantine.State) quarantine.Selection {
+	st, sel := b.tryApartState(objs, cur, q)
+	if st != q || sel == nil {
+		return quarantine.Select(cur, st)
+	}
+	return *sel // selected with q already: Select is a pure function of cur and q
+}
+
+// tryApartState is the state to select with, and the selection it made with q when that is
+// the state (nil when it made none).
+func (b *Builder) tryApartState(objs *snapshot.Objects, cur snapshot.Inputs, q *quarantine.State) (*quarantine.State, *quarantine.Selection) {
 	if b.cfg.Tried == nil {
-		return q
+		return q, nil
 	}
 	sel := quarantine.Select(cur, q)
 	tmpl := templatesOf(sel.Chosen)
 	good, wasGood := q.Good[snapshot.KindTemplates]
 	if tmpl == nil || !wasGood || good.Hash == tmpl.Hash {
 		b.StopTrial()
-		return q
+		return q, &sel
 	}
 	key := tmpl.Hash + "/" + sel.Basis(snapshot.KindTemplates)
 	if b.trial == nil || b.trial.key != key {
@@ -59,14 +69,14 @@ func (b *Builder) tryApart(objs *snapshot.Objects, cur snapshot.Inputs, q *quara
 	if !t.finished() {
 		qq := *q
 		qq.Trying = map[string]string{snapshot.KindTemplates: tmpl.Hash}
-		return &qq
+		return &qq, nil
 	}
 	// The template is blamed here only when it is the one change: an error shown in a
 	// template may come from data it reads, and with other inputs changed too the sync
 	// searches which is at fault.
 	var ie *snapshot.InputError
 	if t.err == nil || !errors.As(t.err, &ie) || !slices.Equal(sel.Changed, []string{snapshot.KindTemplates}) {
-		return q // rendered, or not the template's alone: the sync decides
+		return q, &sel // rendered, or not the template's alone: the sync decides
 	}
 	qq := *q
 	qq.Held = maps.Clone(q.Held)
@@ -74,7 +84,7 @@ func (b *Builder) tryApart(objs *snapshot.Objects, cur snapshot.Inputs, q *quara
 		qq.Held = map[string]quarantine.Hold{}
 	}
 	maps.Copy(qq.Held, sel.Blame(map[string]error{snapshot.KindTemplates: t.err}, snapshot.StageRender, cur))
-	return &qq
+	return &qq, nil
 }
 
 // startTrial renders the chosen inputs (the new template set among them) in the background,
