@@ -72,10 +72,13 @@ type manifestDecoder struct {
 	// the directory as the operator named it.
 	dir string
 
-	jobs []job
-	objs snapshot.Objects
-	seen seenSet
-	errs []error
+	// jobs, seen and window are scratch that dies with the read (a File lends them, see
+	// readScratch).
+	jobs   []job
+	seen   seenSet
+	window []byte
+	objs   snapshot.Objects
+	errs   []error
 	// writes are the ConfigMaps and Secrets added, for their origins (see origins); memo, when
 	// set, what the last read's were.
 	writes []writtenAt
@@ -857,7 +860,10 @@ func (d *manifestDecoder) addJobs() {
 			d.add(j.at, j.res)
 		}
 	}
-	d.jobs = nil
+	// The jobs are done with: their pending decodes (and the bytes they hold) are dropped, the
+	// slice kept for the next read (readScratch).
+	clear(d.jobs)
+	d.jobs = d.jobs[:0]
 }
 
 // fastDecode is what the decoder does with an object of a known kind whose apiVersion and

@@ -79,12 +79,19 @@ func duplicateError(at *origin, k objectKey, kept *origin) error {
 type seenSet struct {
 	first map[uint64]int
 	more  map[objectKey]int // objects whose hash an earlier one has
+	size  int               // the objects first was made for
 }
 
+// init readies the set for n jobs: the set of the last read, cleared (a File keeps it between
+// reads: readScratch), unless made for fewer jobs (it would grow through doubling sizes) or
+// for far more (it would hold their room).
 func (s *seenSet) init(n int) {
-	if s.first == nil {
-		s.first = make(map[uint64]int, n)
+	if s.first == nil || s.size < n || s.size > 2*n+1024 {
+		s.first, s.size = make(map[uint64]int, n), n
+	} else {
+		clear(s.first)
 	}
+	s.more = nil
 }
 
 var seenSeed = maphash.MakeSeed()

@@ -95,6 +95,8 @@ type File struct {
 
 	mu    sync.Mutex
 	cache *docCache // with PodConverter: what earlier calls decoded
+	// scratch is what a read uses only while it runs, kept for the next.
+	scratch readScratch
 	// origins are what the last call's Objects.Origins were made of, and they.
 	origins originsMemo
 	// files is what the last call found in each file, by path relative to Dir.
@@ -393,7 +395,9 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	f.work = readWork{documents: dec.documents, converted: dec.converted, byKey: dec.byKey, dataKeys: dec.dataKeys, decoded: int(dec.decoded.Load())}
 	log.Debug("file source: read", "files", f.last.files, "read", f.last.read, "parsed", f.last.parsed,
 		"yaml_documents", f.work.documents, "converted", f.work.converted, "read_by_key", f.work.byKey, "data_keys_converted", f.work.dataKeys, "decoded", f.work.decoded)
+	jobs := len(dec.jobs)
 	dec.addJobs()
+	f.scratch.takeBack(dec, jobs)
 	dec.origins(order)
 	f.kept = chosen
 	f.tell(log)
@@ -469,6 +473,7 @@ func (f *File) toLook(named map[string]bool, all bool, namespace string, log *sl
 func (f *File) prepare(dec *manifestDecoder) error {
 	dec.dir = f.Dir
 	dec.memo = &f.origins
+	f.scratch.lend(dec)
 	dec.secretNamespace, dec.tlsNamespaces = f.SecretNamespace, f.TLSSecretNamespaces
 	if f.json != nil {
 		dec.json = *f.json
