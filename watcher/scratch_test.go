@@ -42,7 +42,7 @@ func TestPodEditRereadAllocatesLittle(t *testing.T) {
 			t.Fatalf("a pod edited: %d files parsed, %d objects decoded, %d pods; want 1, 1, %d", f.last.parsed, f.work.decoded, len(o.ConvertedPods), pods)
 		}
 	})
-	// Measured: 0.2 MB; 1.8 MB with the scratch made again (0.45 MB with only the jobs, 0.5
+	// Measured: 0.2 MB; 1.8 MB with the scratch made again (0.45 MB with only the jobs, 0.35
 	// MB with only the seen set).
 	if limit := uint64(16*pods + 128<<10); per > limit {
 		t.Errorf("a re-read of %d pods after an edit of one allocates %d bytes, want at most %d", pods, per, limit)
