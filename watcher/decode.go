@@ -472,8 +472,11 @@ type jsonOptions struct {
 	streamBuf int   // the window's first size (it grows to hold the largest item)
 }
 
+// defaultJSON streams through a window of a quarter of a megabyte, a few hundred items of a
+// List of pods, kept between reads (readScratch): reads that size cost no more than of a
+// megabyte.
 func defaultJSON() jsonOptions {
-	return jsonOptions{fast: true, streamMin: 4 << 20, streamBuf: 1 << 20}
+	return jsonOptions{fast: true, streamMin: 4 << 20, streamBuf: 256 << 10}
 }
 
 func (d *manifestDecoder) jsonFile(rel string, data []byte) {
