@@ -206,7 +206,7 @@ func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size 
 	}
 	w := &window{r: r, buf: buf, sum: xxhash.New()}
 	defer func() {
-		clear(w.buf[:w.n]) // a dropped Secret's bytes are not kept
+		clear(w.buf) // a dropped Secret's bytes are not kept
 		if len(w.buf) == d.json.streamBuf {
 			d.window = w.buf
 		}

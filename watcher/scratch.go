@@ -9,14 +9,11 @@ package watcher
 type readScratch struct {
 	jobs   []job // empty, cleared: a job's results and pending decodes do not outlive its read
 	seen   seenSet
-	window []byte // cleared: a dropped Secret's bytes do not outlive the read
+	window []byte // cleared, and only while not grown for a big item (streamJSON)
 }
 
-// keptWindow bounds the window kept: one grown for a huge item is dropped.
-const keptWindow = 4 << 20
-
 // lend gives the scratch to d for one read; it is s's again when taken back (takeBack). A
-// read that fails on the way keeps it: the next one makes it again.
+// read that fails on the way does not give it back: the next one makes it again.
 func (s *readScratch) lend(d *manifestDecoder) {
 	d.jobs, d.seen, d.window = s.jobs[:0], s.seen, s.window
 	*s = readScratch{}
