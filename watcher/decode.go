@@ -72,10 +72,13 @@ type manifestDecoder struct {
 	// the directory as the operator named it.
 	dir string
 
-	jobs []job
-	objs snapshot.Objects
-	seen seenSet
-	errs []error
+	// jobs, seen and window are scratch that dies with the read (a File lends them, see
+	// readScratch).
+	jobs   []job
+	seen   seenSet
+	window []byte
+	objs   snapshot.Objects
+	errs   []error
 	// writes are the ConfigMaps and Secrets added, for their origins (see origins); memo, when
 	// set, what the last read's were.
 	writes []writtenAt
@@ -469,8 +472,11 @@ type jsonOptions struct {
 	streamBuf int   // the window's first size (it grows to hold the largest item)
 }
 
+// defaultJSON streams through a window of a quarter of a megabyte, a few hundred items of a
+// List of pods, kept between reads (readScratch): reads that size cost no more than of a
+// megabyte.
 func defaultJSON() jsonOptions {
-	return jsonOptions{fast: true, streamMin: 4 << 20, streamBuf: 1 << 20}
+	return jsonOptions{fast: true, streamMin: 4 << 20, streamBuf: 256 << 10}
 }
 
 func (d *manifestDecoder) jsonFile(rel string, data []byte) {
@@ -857,7 +863,10 @@ func (d *manifestDecoder) addJobs() {
 			d.add(j.at, j.res)
 		}
 	}
-	d.jobs = nil
+	// The jobs are done with: their pending decodes (and the bytes they hold) are dropped, the
+	// slice kept for the next read (readScratch).
+	clear(d.jobs)
+	d.jobs = d.jobs[:0]
 }
 
 // fastDecode is what the decoder does with an object of a known kind whose apiVersion and

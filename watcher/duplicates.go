@@ -3,6 +3,7 @@ package watcher
 import (
 	"fmt"
 	"hash/maphash"
+	"math"
 )
 
 // An object defined in two places (a manifest copied beside the original, `cp services.yaml
@@ -74,24 +75,31 @@ func duplicateError(at *origin, k objectKey, kept *origin) error {
 		k.kind, k.namespace, k.name, kept.rel, kept.line))
 }
 
-// seenSet remembers the first job that defined each object, by a hash of its kind, namespace
-// and name (small for a hundred thousand objects); equal hashes are compared exactly.
+// seenSet remembers the first job that defined each object, by a 32-bit hash of its kind,
+// namespace and name (8 bytes an object: 1 MB for a hundred thousand, kept between reads);
+// equal hashes are compared exactly, and the few objects whose hash an earlier one has (one
+// or two among a hundred thousand) are kept by their key.
 type seenSet struct {
-	first map[uint64]int
+	first map[uint32]uint32
 	more  map[objectKey]int // objects whose hash an earlier one has
+	size  int               // the objects first was made for
 }
 
+// init readies the set for n jobs: the set of the last read, cleared (a File keeps it between
+// reads: readScratch), unless made for fewer jobs (it would grow through doubling sizes) or
+// for far more (it would hold their room).
 func (s *seenSet) init(n int) {
-	if s.first == nil {
-		s.first = make(map[uint64]int, n)
+	if s.first == nil || s.size < n || s.size > 2*n+1024 {
+		s.first, s.size = make(map[uint32]uint32, n), n
+	} else {
+		clear(s.first)
 	}
+	s.more = nil
 }
 
 var seenSeed = maphash.MakeSeed()
 
-// add records that job i defines k, or returns the first job that defined k (dup true); keyOf
-// gives the key of an earlier job.
-func (s *seenSet) add(k objectKey, i int, keyOf func(int) objectKey) (first int, dup bool) {
+func seenHash(k objectKey) uint32 {
 	var h maphash.Hash
 	h.SetSeed(seenSeed)
 	h.WriteString(k.kind)
@@ -99,14 +107,20 @@ func (s *seenSet) add(k objectKey, i int, keyOf func(int) objectKey) (first int,
 	h.WriteString(k.namespace)
 	h.WriteByte(0)
 	h.WriteString(k.name)
-	sum := h.Sum64()
+	return uint32(h.Sum64())
+}
+
+// add records that job i defines k, or returns the first job that defined k (dup true); keyOf
+// gives the key of an earlier job.
+func (s *seenSet) add(k objectKey, i int, keyOf func(int) objectKey) (first int, dup bool) {
+	sum := seenHash(k)
 	prev, ok := s.first[sum]
 	switch {
-	case !ok:
-		s.first[sum] = i
+	case !ok && uint64(i) <= math.MaxUint32:
+		s.first[sum] = uint32(i)
 		return 0, false
-	case keyOf(prev) == k:
-		return prev, true
+	case ok && keyOf(int(prev)) == k:
+		return int(prev), true
 	}
 	if prev, ok := s.more[k]; ok {
 		return prev, true

@@ -95,6 +95,8 @@ type File struct {
 
 	mu    sync.Mutex
 	cache *docCache // with PodConverter: what earlier calls decoded
+	// scratch is what a read uses only while it runs, kept for the next.
+	scratch readScratch
 	// origins are what the last call's Objects.Origins were made of, and they.
 	origins originsMemo
 	// files is what the last call found in each file, by path relative to Dir.
@@ -231,10 +233,17 @@ func (e *fileEntry) appendContribution(dst []job) []job {
 // order, their origins by runs (the items of a List share the List's: a 100,000-pod List keeps
 // one pointer a pod) and the errors, each where it comes among the objects.
 type keptJobs struct {
-	res  []*decoded
+	// res are the results in chunks of keptChunk (the last one shorter), read-only once kept: a
+	// later version of the file shares those whose results are the same (see keep).
+	res  [][]*decoded
+	n    int // results
 	at   []originRun
 	errs []keptError
 }
+
+// keptChunk is how many results a chunk of keptJobs.res holds: a pod edited in a List of
+// 100,000 makes a chunk of 8 KB, not 0.8 MB of results again.
+const keptChunk = 1024
 
 // originRun: the objects from the previous run's end up to end (indexes in keptJobs.res) are
 // at at.
@@ -252,17 +261,10 @@ type keptError struct {
 
 func (x keptError) job() job { return job{at: x.at, p: &pending{err: x.err}} }
 
-func (k *keptJobs) len() int { return len(k.res) + len(k.errs) }
+func (k *keptJobs) len() int { return k.n + len(k.errs) }
 
-// add keeps an object, at at, after those kept.
-func (k *keptJobs) add(at *origin, r *decoded) {
-	k.res = append(k.res, r)
-	if n := len(k.at); n > 0 && k.at[n-1].at == at {
-		k.at[n-1].end = len(k.res)
-		return
-	}
-	k.at = append(k.at, originRun{at: at, end: len(k.res)})
-}
+// result is the result of object i.
+func (k *keptJobs) result(i int) *decoded { return k.res[i/keptChunk][i%keptChunk] }
 
 // appendTo appends the first n jobs to dst, in their order.
 func (k *keptJobs) appendTo(dst []job, n int) []job {
@@ -277,7 +279,7 @@ func (k *keptJobs) appendTo(dst []job, n int) []job {
 		for k.at[run].end <= obj {
 			run++
 		}
-		dst = append(dst, job{at: k.at[run].at, res: k.res[obj]})
+		dst = append(dst, job{at: k.at[run].at, res: k.result(obj)})
 		obj++
 	}
 	return dst
@@ -286,9 +288,13 @@ func (k *keptJobs) appendTo(dst []job, n int) []job {
 // keep is the decoded jobs as a fileEntry keeps them: results and errors, not the bytes they
 // were decoded from (they may be slices of the whole file), and not the objects of kinds that
 // are ignored (a big manifest of Deployments then costs nothing while it does not change; see
-// ignoredKeys for when it does). before is how many of them come before jobs[boundary].
-func keep(jobs []job, boundary int) (kept keptJobs, bad bool, before int) {
-	kept.res = make([]*decoded, 0, countKept(jobs)) // sized once: a 100,000-pod List is not grown by doubling
+// ignoredKeys for when it does). before is how many of them come before jobs[boundary]. last,
+// when set, is what the file's last version kept: its chunks of results that are the same
+// are shared, not made again.
+func keep(jobs []job, boundary int, last *keptJobs) (kept keptJobs, bad bool, before int) {
+	total := countKept(jobs)
+	kept.res = make([][]*decoded, 0, (total+keptChunk-1)/keptChunk) // sized once
+	var results resultChunks
 	before = -1
 	for i, j := range jobs {
 		if i == boundary {
@@ -296,17 +302,79 @@ func keep(jobs []job, boundary int) (kept keptJobs, bad bool, before int) {
 		}
 		switch {
 		case j.p != nil && j.p.err != nil:
-			kept.errs = append(kept.errs, keptError{at: j.at, err: j.p.err, objects: len(kept.res)})
+			kept.errs = append(kept.errs, keptError{at: j.at, err: j.p.err, objects: kept.n})
 			bad = true
 		case keeps(j):
-			kept.add(j.at, j.res)
+			if kept.n%keptChunk == 0 {
+				results.start(last, len(kept.res), min(keptChunk, total-kept.n))
+				kept.res = append(kept.res, nil)
+			}
+			kept.res[len(kept.res)-1] = results.add(j.res)
+			kept.n++
+			if n := len(kept.at); n > 0 && kept.at[n-1].at == j.at {
+				kept.at[n-1].end = kept.n
+			} else {
+				kept.at = append(kept.at, originRun{at: j.at, end: kept.n})
+			}
 		}
+	}
+	if len(kept.res) > 0 {
+		kept.res[len(kept.res)-1] = results.end()
 	}
 	if boundary == len(jobs) {
 		before = kept.len()
 	}
 	kept.at, kept.errs = slices.Clip(kept.at), slices.Clip(kept.errs)
 	return kept, bad, before
+}
+
+// resultChunks fills one chunk of keptJobs.res at a time: the last version's chunk at the
+// same place while the results are the same (read-only: never written), else one of its own.
+type resultChunks struct {
+	chunk []*decoded
+	last  []*decoded // the last version's chunk; nil once chunk is its own
+	size  int        // the results the chunk will hold
+}
+
+// start begins chunk c, of size results, of a file whose last version kept last (nil: none).
+func (r *resultChunks) start(last *keptJobs, c, size int) {
+	r.last, r.size = nil, size
+	if last != nil && c < len(last.res) {
+		r.last = last.res[c]
+		r.chunk = r.last[:0]
+		return
+	}
+	r.chunk = make([]*decoded, 0, size)
+}
+
+// add adds a result to the chunk and returns it.
+func (r *resultChunks) add(res *decoded) []*decoded {
+	i := len(r.chunk)
+	if r.last != nil && (i >= len(r.last) || r.last[i] != res) {
+		r.own(i)
+	}
+	if r.last != nil {
+		r.chunk = r.chunk[:i+1]
+	} else {
+		r.chunk = append(r.chunk, res)
+	}
+	return r.chunk
+}
+
+// own makes the chunk its own, with its first n results.
+func (r *resultChunks) own(n int) {
+	own := make([]*decoded, n, r.size)
+	copy(own, r.chunk[:n])
+	r.chunk, r.last = own, nil
+}
+
+// end ends the last chunk: one of the last version's ends there too, or it would hold the
+// results that follow.
+func (r *resultChunks) end() []*decoded {
+	if r.last != nil && len(r.chunk) < len(r.last) {
+		r.own(len(r.chunk))
+	}
+	return slices.Clip(r.chunk)
 }
 
 // keeps says that keep keeps the object of j: decoded, of a kind something reads.
@@ -374,7 +442,7 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 		next[file.rel] = e
 		order = append(order, file.rel)
 		if parsed {
-			fresh = append(fresh, freshFile{start, len(dec.jobs), e, dec.ignoring.still})
+			fresh = append(fresh, freshFile{start, len(dec.jobs), e, dec.ignoring.still, lastKept(f.files[file.rel])})
 		}
 	}
 	f.last.files = len(next)
@@ -393,7 +461,9 @@ func (f *File) Objects(ctx context.Context) (*snapshot.Objects, error) {
 	f.work = readWork{documents: dec.documents, converted: dec.converted, byKey: dec.byKey, dataKeys: dec.dataKeys, decoded: int(dec.decoded.Load())}
 	log.Debug("file source: read", "files", f.last.files, "read", f.last.read, "parsed", f.last.parsed,
 		"yaml_documents", f.work.documents, "converted", f.work.converted, "read_by_key", f.work.byKey, "data_keys_converted", f.work.dataKeys, "decoded", f.work.decoded)
+	jobs := len(dec.jobs)
 	dec.addJobs()
+	f.scratch.takeBack(dec, jobs)
 	dec.origins(order)
 	f.kept = chosen
 	f.tell(log)
@@ -469,6 +539,7 @@ func (f *File) toLook(named map[string]bool, all bool, namespace string, log *sl
 func (f *File) prepare(dec *manifestDecoder) error {
 	dec.dir = f.Dir
 	dec.memo = &f.origins
+	f.scratch.lend(dec)
 	dec.secretNamespace, dec.tlsNamespaces = f.SecretNamespace, f.TLSSecretNamespaces
 	if f.json != nil {
 		dec.json = *f.json
@@ -498,6 +569,15 @@ type freshFile struct {
 	start, end int
 	entry      *fileEntry
 	still      map[docKey]string // its objects still ignored (ignored.go)
+	last       *keptJobs         // what its last version kept (nil: none)
+}
+
+// lastKept is what e kept (nil e: nothing).
+func lastKept(e *fileEntry) *keptJobs {
+	if e == nil {
+		return nil
+	}
+	return &e.jobs
 }
 
 // look adds the jobs of one file to dec, as its entry has them or as read now, and its line to
@@ -544,7 +624,7 @@ func placeFresh(jobs []job, fresh []freshFile) []job {
 		if p.entry.last.offset >= 0 {
 			boundary = p.entry.last.job - p.start
 		}
-		p.entry.jobs, p.entry.bad, p.entry.lastKept = keep(jobs[p.start:p.end], boundary)
+		p.entry.jobs, p.entry.bad, p.entry.lastKept = keep(jobs[p.start:p.end], boundary, p.last)
 		if !p.entry.bad {
 			p.entry.good = p.entry.jobs
 		}

@@ -200,7 +200,17 @@ func (e *earlyDecoder) wait() {
 // file's hash and size, or errBail (or a read error), having added nothing, when the file must
 // be read whole.
 func (d *manifestDecoder) streamJSON(rel string, r io.Reader) (sum uint64, size int64, err error) {
-	w := &window{r: r, buf: make([]byte, d.json.streamBuf), sum: xxhash.New()}
+	buf := d.window // the last read's, when it did not grow
+	if len(buf) != d.json.streamBuf {
+		buf = make([]byte, d.json.streamBuf)
+	}
+	w := &window{r: r, buf: buf, sum: xxhash.New()}
+	defer func() {
+		clear(w.buf) // a dropped Secret's bytes are not kept
+		if len(w.buf) == d.json.streamBuf {
+			d.window = w.buf
+		}
+	}()
 	l := &listRead{start: len(d.jobs)}
 	early := d.newEarlyDecoder()
 	defer early.wait() // when it bails; wait is idempotent

@@ -186,9 +186,7 @@ func TestPlaceFreshInPlace(t *testing.T) {
 			{at: d, res: pod, p: &pending{}}, {at: d, p: &pending{err: bad}},
 		}
 		de := &fileEntry{}
-		for range goodOfD {
-			de.good.add(d, pod)
-		}
+		de.good, _, _ = keep(slices.Repeat([]job{{at: d, res: pod}}, goodOfD), -1, nil)
 		return jobs, []freshFile{{start: 2, end: 7, entry: &fileEntry{}}, {start: 8, end: 10, entry: de}}
 	}
 	same := func(x, y job) bool {
@@ -226,7 +224,7 @@ func placeFreshByCopy(jobs []job, fresh []freshFile) []job {
 	for _, p := range fresh {
 		out = append(out, jobs[at:p.start]...)
 		p.entry.ignored = ignoredKeys(p.still, jobs[p.start:p.end])
-		p.entry.jobs, p.entry.bad, p.entry.lastKept = keep(jobs[p.start:p.end], -1)
+		p.entry.jobs, p.entry.bad, p.entry.lastKept = keep(jobs[p.start:p.end], -1, nil)
 		if !p.entry.bad {
 			p.entry.good = p.entry.jobs
 		}
@@ -248,12 +246,12 @@ func TestKeptJobs(t *testing.T) {
 		{at: list, res: pod}, {at: list, p: &pending{err: bad}}, {at: list, res: pod},
 		{at: doc, p: &pending{skip: true}}, {at: doc, res: pod, p: &pending{}}, {at: doc, p: &pending{err: bad}},
 	}
-	kept, isBad, before := keep(jobs, 5)
+	kept, isBad, before := keep(jobs, 5, nil)
 	if !isBad || before != 4 {
 		t.Fatalf("bad %v, %d kept before job 5; want true, 4", isBad, before)
 	}
-	if len(kept.res) != 5 || len(kept.at) != 2 {
-		t.Errorf("%d results in %d runs of origins, want 5 in 2", len(kept.res), len(kept.at))
+	if kept.n != 5 || len(kept.at) != 2 {
+		t.Errorf("%d results in %d runs of origins, want 5 in 2", kept.n, len(kept.at))
 	}
 	var want []job
 	for _, j := range jobs {
