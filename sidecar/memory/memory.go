@@ -105,10 +105,10 @@ const syncRoom = 64 << 20
 
 // heapRoom bounds how far a large heap grows beyond what is live when no sync asks for more:
 // the start, before any sync has ended, and the syncs that allocate little. At 10,000
-// services x 10 pods the start's peak is the process's: 16 MB keeps it at 144-149 MB (155-160
-// with 32), for about a tenth more time to the first configuration (4.6-5.0 s, 4.2-4.7 with
-// 32; docs/performance.md).
-const heapRoom = 16 << 20
+// services x 10 pods the start's peak is the process's: 12 MB keeps it at 132-141 MB (142-150
+// with 16, 155-160 with 32), for a tenth more time to the first configuration at most; 8 MB
+// took 134-144 MB and a third more time (docs/performance.md).
+const heapRoom = 12 << 20
 
 // roomStep is the step of the room given to a sync.
 const roomStep = 4 << 20
@@ -126,8 +126,8 @@ const minGCPercent = 10
 //
 // Beside a sync's room, a large heap grows by at most heapRoom beyond what is live, not base
 // percent of it: at 10,000 services x 10 pods the start's heap, 120 MB live at its last
-// collection before this, reached 168 MB at 40%, the process's peak, where 13% collects at
-// about 136 MB. A sync's room comes on top (see TidyFor): the heap grows by what a sync
+// collection before this, reached 168 MB at 40%, the process's peak, where 10% collects at
+// about 132 MB. A sync's room comes on top (see TidyFor): the heap grows by what a sync
 // allocates, and the garbage is collected after it.
 func GCPercentFor(live, room uint64, base int) int {
 	if base <= 0 || live == 0 {

@@ -129,9 +129,9 @@ func TestTidyFor(t *testing.T) {
 		{"a sync that allocates little keeps the sidecar's GOGC; its garbage waits",
 			Heap{Live: 30 * mb, Objects: 32 * mb, Goal: 42 * mb, Allocated: 2 * mb}, 40,
 			TidyPlan{Tidy: Leave, GCPercent: 40}},
-		{"... on a larger heap, heapRoom's 16 MB",
+		{"... on a larger heap, heapRoom's 12 MB",
 			Heap{Live: 50 * mb, Objects: 52 * mb, Goal: 70 * mb, Allocated: 2 * mb}, 40,
-			TidyPlan{Tidy: Leave, GCPercent: 32}},
+			TidyPlan{Tidy: Leave, GCPercent: 24}},
 		{"a sync that allocates far more than syncRoom: room for syncRoom",
 			Heap{Live: 150 * mb, Objects: 170 * mb, Goal: 210 * mb, Allocated: 600 * mb}, 40,
 			TidyPlan{Tidy: Collect, GCPercent: 42}},
@@ -161,7 +161,7 @@ func TestTidyFor(t *testing.T) {
 			TidyPlan{Tidy: Release, GCPercent: 85}},
 		{"the first sync: what a sync allocates not known yet, its garbage collected",
 			Heap{Live: 132 * mb, Objects: 140 * mb, Goal: 185 * mb}, 40,
-			TidyPlan{Tidy: Collect, GCPercent: 12}},
+			TidyPlan{Tidy: Collect, GCPercent: 10}},
 		{"nothing known of the heap yet",
 			Heap{}, 40, TidyPlan{}},
 	} {
@@ -187,9 +187,9 @@ func TestGCPercentFor(t *testing.T) {
 		{"80 MB live: 40% is syncRoom", 80 * mb, 32 * mb, 40, 40},
 		{"10,000 services x 10 pods, 120 MB live: a sync's 32 MB of room, not 48", 120 * mb, 32 * mb, 40, 26},
 		{"... and a pod edit that allocated 27 MB, on 83 MB live: room for it", 83 * mb, 56 * mb, 40, 67},
-		{"the start, no sync yet: heapRoom's 16 MB", 120 * mb, 0, 40, 13},
-		{"a sync that allocated little: heapRoom's 16 MB", 120 * mb, 8 * mb, 40, 13},
-		{"40 MB live: heapRoom is the sidecar's GOGC", 40 * mb, 0, 40, 40},
+		{"the start, no sync yet: heapRoom's 12 MB", 120 * mb, 0, 40, 10},
+		{"a sync that allocated little: heapRoom's 12 MB", 100 * mb, 8 * mb, 40, 12},
+		{"30 MB live: heapRoom is the sidecar's GOGC", 30 * mb, 0, 40, 40},
 		{"a huge heap: not below minGCPercent", 1000 * mb, 32 * mb, 40, minGCPercent},
 		{"a tiny heap: at most maxGCPercent", 1 * mb, 32 * mb, 40, maxGCPercent},
 		{"GOGC from the environment: left alone", 120 * mb, 32 * mb, 0, 0},
@@ -253,13 +253,13 @@ func TestFollowCollections(t *testing.T) {
 		})
 		return pct
 	}
-	if got := gcPercentAfterGC(); got != 13 {
-		t.Errorf("GOGC %d after a collection found 120 MB live, want 13", got)
+	if got := gcPercentAfterGC(); got != 10 {
+		t.Errorf("GOGC %d after a collection found 120 MB live, want 10", got)
 	}
-	if got := debug.SetGCPercent(13); got != 13 {
-		t.Errorf("the runtime's GOGC is %d, want 13", got)
+	if got := debug.SetGCPercent(10); got != 10 {
+		t.Errorf("the runtime's GOGC is %d, want 10", got)
 	}
-	if got, want := int64(limit.Load()), MemoryLimitFor(120*mb, 13, 10*mb, 0); got != want {
+	if got, want := int64(limit.Load()), MemoryLimitFor(120*mb, 10, 10*mb, 0); got != want {
 		t.Errorf("memory limit %d after a collection found 120 MB live, want %d", got, want)
 	}
 	live.Store(9 * mb)
