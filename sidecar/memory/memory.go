@@ -104,11 +104,15 @@ type TidyPlan struct {
 const syncRoom = 64 << 20
 
 // heapRoom bounds how far a large heap grows beyond what is live when no sync asks for more:
-// the start, before any sync has ended, and the syncs that allocate little. At 10,000
-// services x 10 pods the start's peak is the process's: 12 MB keeps it at 132-141 MB (142-150
-// with 16, 155-160 with 32), for a tenth more time to the first configuration at most; 8 MB
-// took 134-144 MB and a third more time (docs/performance.md).
-const heapRoom = 12 << 20
+// the syncs that allocate little (a pod added at 3,000 HTTPRoutes: with 12 MB, a collection
+// inside most of them, their build 26 ms instead of 13).
+const heapRoom = 32 << 20
+
+// startRoom is heapRoom before the first sync has ended: the start, whose first build and
+// render are the process's peak at 10,000 services x 10 pods (132-141 MB with 12 MB, 155-160
+// with 32; 8 MB: 134-144 MB, a third more time to the first configuration, each collection
+// marking 80-90 MB; docs/performance.md).
+const startRoom = 12 << 20
 
 // roomStep is the step of the room given to a sync.
 const roomStep = 4 << 20
@@ -124,16 +128,16 @@ const minGCPercent = 10
 // last sync allocated; 0 before the first sync) on live bytes of live heap, with base the
 // sidecar's GOGC (0: the environment set GOGC, left as it is: 0).
 //
-// Beside a sync's room, a large heap grows by at most heapRoom beyond what is live, not base
-// percent of it: at 10,000 services x 10 pods the start's heap, 120 MB live at its last
-// collection before this, reached 168 MB at 40%, the process's peak, where 10% collects at
-// about 132 MB. A sync's room comes on top (see TidyFor): the heap grows by what a sync
+// Beside a sync's room, a large heap grows by at most spare beyond what is live (heapRoom;
+// startRoom before the first sync has ended), not base percent of it: at 10,000 services x
+// 10 pods the start's heap, 120 MB live at its last collection before this, reached 168 MB at
+// 40%, the process's peak, where 10% collects at about 132 MB. A sync's room comes on top (see TidyFor): the heap grows by what a sync
 // allocates, and the garbage is collected after it.
-func GCPercentFor(live, room uint64, base int) int {
+func GCPercentFor(live, room, spare uint64, base int) int {
 	if base <= 0 || live == 0 {
 		return 0
 	}
-	pct := min(base, max(minGCPercent, int(heapRoom*100/live)))
+	pct := min(base, max(minGCPercent, int(spare*100/live)))
 	return min(max(pct, int(room*100/live)), maxGCPercent)
 }
 
@@ -164,7 +168,7 @@ func TidyFor(h Heap, base int) TidyPlan {
 	goal := h.Goal
 	room := roomFor(h.Allocated)
 	if base > 0 && h.Live > 0 {
-		plan.GCPercent = GCPercentFor(h.Live, room, base)
+		plan.GCPercent = GCPercentFor(h.Live, room, heapRoom, base)
 		goal = h.Live + h.Live*uint64(plan.GCPercent)/100
 	}
 	start := h.Live + (max(goal, h.Live)-h.Live)/2
@@ -214,11 +218,12 @@ func roomFor(allocated uint64) uint64 {
 // Tidier tidies the heap after each sync (TidyFor). Make it with Settings.Tidier.
 type Tidier struct {
 	base int // GOGC set by the sidecar; 0: the environment's, left alone
-	// mu guards gcPercent and room: AfterSync and the collections' hook (FollowCollections)
+	// mu guards gcPercent, room and spare: AfterSync and the collections' hook (FollowCollections)
 	// both set GOGC and the limit (tune).
 	mu        sync.Mutex
 	gcPercent int    // GOGC now
 	room      uint64 // roomFor the last sync's allocations
+	spare     uint64 // startRoom until the first sync has ended, then heapRoom
 	allocs    uint64 // total allocated when the last sync ended
 	// collecting: a collection started after a sync has not ended yet.
 	collecting atomic.Bool
@@ -247,7 +252,7 @@ func (t *Tidier) ReleaseBinaryPages(failed func(error)) {
 
 // Tidier returns the tidier of the heap after each sync.
 func (m Settings) Tidier() *Tidier {
-	t := &Tidier{base: m.gcPercent, gcPercent: m.gcPercent, collect: runtime.GC, release: debug.FreeOSMemory,
+	t := &Tidier{base: m.gcPercent, gcPercent: m.gcPercent, spare: startRoom, collect: runtime.GC, release: debug.FreeOSMemory,
 		read: readHeap, readGC: readGCState, ceiling: m.limit}
 	if m.getenv == nil || m.getenv("GOMEMLIMIT") == "" {
 		t.setLimit = debug.SetMemoryLimit
@@ -280,6 +285,7 @@ func (t *Tidier) AfterSync() {
 	}
 	t.mu.Lock()
 	t.room = roomFor(h.Allocated)
+	t.spare = heapRoom
 	t.tune(plan.GCPercent, gcState{live: h.Live, overhead: overhead})
 	t.mu.Unlock()
 	switch plan.Tidy {
@@ -327,7 +333,7 @@ func (t *Tidier) FollowCollections() (stop func()) {
 		gc := t.readGC()
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		t.tune(GCPercentFor(gc.live, t.room, t.base), gc)
+		t.tune(GCPercentFor(gc.live, t.room, t.spare, t.base), gc)
 	})
 }
 

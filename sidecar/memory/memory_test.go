@@ -127,11 +127,11 @@ func TestTidyFor(t *testing.T) {
 			Heap{Live: 9 * mb, Objects: 9 * mb, Goal: 12 * mb, Allocated: 14 * mb}, 40,
 			TidyPlan{Tidy: Leave, GCPercent: 311}},
 		{"a sync that allocates little keeps the sidecar's GOGC; its garbage waits",
-			Heap{Live: 30 * mb, Objects: 32 * mb, Goal: 42 * mb, Allocated: 2 * mb}, 40,
+			Heap{Live: 50 * mb, Objects: 55 * mb, Goal: 70 * mb, Allocated: 2 * mb}, 40,
 			TidyPlan{Tidy: Leave, GCPercent: 40}},
-		{"... on a larger heap, heapRoom's 12 MB",
-			Heap{Live: 50 * mb, Objects: 52 * mb, Goal: 70 * mb, Allocated: 2 * mb}, 40,
-			TidyPlan{Tidy: Leave, GCPercent: 24}},
+		{"... on a larger heap, heapRoom's 32 MB (not startRoom's: a sync has ended)",
+			Heap{Live: 100 * mb, Objects: 102 * mb, Goal: 140 * mb, Allocated: 2 * mb}, 40,
+			TidyPlan{Tidy: Leave, GCPercent: 32}},
 		{"a sync that allocates far more than syncRoom: room for syncRoom",
 			Heap{Live: 150 * mb, Objects: 170 * mb, Goal: 210 * mb, Allocated: 600 * mb}, 40,
 			TidyPlan{Tidy: Collect, GCPercent: 42}},
@@ -161,7 +161,7 @@ func TestTidyFor(t *testing.T) {
 			TidyPlan{Tidy: Release, GCPercent: 85}},
 		{"the first sync: what a sync allocates not known yet, its garbage collected",
 			Heap{Live: 132 * mb, Objects: 140 * mb, Goal: 185 * mb}, 40,
-			TidyPlan{Tidy: Collect, GCPercent: 10}},
+			TidyPlan{Tidy: Collect, GCPercent: 24}},
 		{"nothing known of the heap yet",
 			Heap{}, 40, TidyPlan{}},
 	} {
@@ -178,26 +178,26 @@ func TestTidyFor(t *testing.T) {
 func TestGCPercentFor(t *testing.T) {
 	const mb = 1 << 20
 	for _, c := range []struct {
-		name       string
-		live, room uint64
-		base, want int
+		name              string
+		live, room, spare uint64
+		base, want        int
 	}{
-		{"1,000 Ingresses: room for 28 MB on 9 MB live", 9 * mb, 28 * mb, 40, 311},
-		{"a small heap, little allocated: the sidecar's GOGC", 30 * mb, 4 * mb, 40, 40},
-		{"80 MB live: 40% is syncRoom", 80 * mb, 32 * mb, 40, 40},
-		{"10,000 services x 10 pods, 120 MB live: a sync's 32 MB of room, not 48", 120 * mb, 32 * mb, 40, 26},
-		{"... and a pod edit that allocated 27 MB, on 83 MB live: room for it", 83 * mb, 56 * mb, 40, 67},
-		{"the start, no sync yet: heapRoom's 12 MB", 120 * mb, 0, 40, 10},
-		{"a sync that allocated little: heapRoom's 12 MB", 100 * mb, 8 * mb, 40, 12},
-		{"30 MB live: heapRoom is the sidecar's GOGC", 30 * mb, 0, 40, 40},
-		{"a huge heap: not below minGCPercent", 1000 * mb, 32 * mb, 40, minGCPercent},
-		{"a tiny heap: at most maxGCPercent", 1 * mb, 32 * mb, 40, maxGCPercent},
-		{"GOGC from the environment: left alone", 120 * mb, 32 * mb, 0, 0},
-		{"nothing known of the heap yet", 0, 0, 40, 0},
+		{"1,000 Ingresses: room for 28 MB on 9 MB live", 9 * mb, 28 * mb, heapRoom, 40, 311},
+		{"a small heap, little allocated: the sidecar's GOGC", 50 * mb, 4 * mb, heapRoom, 40, 40},
+		{"80 MB live: 40% is syncRoom", 80 * mb, 32 * mb, heapRoom, 40, 40},
+		{"10,000 services x 10 pods, 120 MB live: a sync's 32 MB of room, not 48", 120 * mb, 32 * mb, heapRoom, 40, 26},
+		{"... and a pod edit that allocated 27 MB, on 83 MB live: room for it", 83 * mb, 56 * mb, heapRoom, 40, 67},
+		{"a sync that allocated little on 100 MB live: heapRoom's 32 MB", 100 * mb, 8 * mb, heapRoom, 40, 32},
+		{"the start, no sync ended yet, 100 MB live: startRoom's 12 MB", 100 * mb, 0, startRoom, 40, 12},
+		{"the start on 30 MB live: startRoom is the sidecar's GOGC", 30 * mb, 0, startRoom, 40, 40},
+		{"a huge heap: not below minGCPercent", 1000 * mb, 32 * mb, heapRoom, 40, minGCPercent},
+		{"a tiny heap: at most maxGCPercent", 1 * mb, 32 * mb, heapRoom, 40, maxGCPercent},
+		{"GOGC from the environment: left alone", 120 * mb, 32 * mb, heapRoom, 0, 0},
+		{"nothing known of the heap yet", 0, 0, startRoom, 40, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := GCPercentFor(c.live, c.room, c.base); got != c.want {
-				t.Errorf("GCPercentFor(%d MB, %d MB, %d) = %d, want %d", c.live/mb, c.room/mb, c.base, got, c.want)
+			if got := GCPercentFor(c.live, c.room, c.spare, c.base); got != c.want {
+				t.Errorf("GCPercentFor(%d MB, %d MB, %d MB, %d) = %d, want %d", c.live/mb, c.room/mb, c.spare/mb, c.base, got, c.want)
 			}
 		})
 	}
@@ -237,7 +237,7 @@ func TestFollowCollections(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	const mb = 1 << 20
 	var live, limit atomic.Uint64
-	live.Store(120 * mb)
+	live.Store(100 * mb)
 	tidier := Settings{gcPercent: 40}.Tidier()
 	tidier.readGC = func() gcState { return gcState{live: live.Load(), overhead: 10 * mb} }
 	tidier.setLimit = func(l int64) int64 { return int64(limit.Swap(uint64(l))) }
@@ -253,14 +253,21 @@ func TestFollowCollections(t *testing.T) {
 		})
 		return pct
 	}
-	if got := gcPercentAfterGC(); got != 10 {
-		t.Errorf("GOGC %d after a collection found 120 MB live, want 10", got)
+	if got := gcPercentAfterGC(); got != 12 {
+		t.Errorf("GOGC %d after a collection found 100 MB live at the start, want 12 (startRoom)", got)
 	}
-	if got := debug.SetGCPercent(10); got != 10 {
-		t.Errorf("the runtime's GOGC is %d, want 10", got)
+	if got := debug.SetGCPercent(12); got != 12 {
+		t.Errorf("the runtime's GOGC is %d, want 12", got)
 	}
-	if got, want := int64(limit.Load()), MemoryLimitFor(120*mb, 10, 10*mb, 0); got != want {
-		t.Errorf("memory limit %d after a collection found 120 MB live, want %d", got, want)
+	if got, want := int64(limit.Load()), MemoryLimitFor(100*mb, 12, 10*mb, 0); got != want {
+		t.Errorf("memory limit %d after a collection found 100 MB live, want %d", got, want)
+	}
+	tidier.mu.Lock()
+	tidier.spare = heapRoom // as the first AfterSync sets it
+	tidier.gcPercent = 40
+	tidier.mu.Unlock()
+	if got := gcPercentAfterGC(); got != 32 {
+		t.Errorf("GOGC %d after a collection found 100 MB live once a sync has ended, want 32 (heapRoom)", got)
 	}
 	live.Store(9 * mb)
 	tidier.mu.Lock()
@@ -357,6 +364,12 @@ func TestAfterSyncSetsTheLimitWithGOGC(t *testing.T) {
 	if len(limits) != 2 || limits[1] != want {
 		t.Errorf("limits set %v after a sync that allocated 14 MB on 9 MB live, want the last %d (GOGC 311's)", limits, want)
 	}
+	if tidier.spare != heapRoom {
+		t.Errorf("spare %d MB after a sync, want heapRoom's %d (startRoom only bounds the start)", tidier.spare/mb, heapRoom/mb)
+	}
+	if fresh := (Settings{gcPercent: 40}).Tidier(); fresh.spare != startRoom {
+		t.Errorf("spare %d MB before any sync, want startRoom's %d", fresh.spare/mb, startRoom/mb)
+	}
 
 	env := Settings{}.Tidier() // GOGC from the environment
 	env.setLimit = func(l int64) int64 { t.Errorf("limit %d set with GOGC from the environment", l); return 0 }
@@ -380,9 +393,9 @@ func TestTidierCollectsAfterTheFirstSync(t *testing.T) {
 	tidier.collect = func() { collected++ }
 	tidier.release = func() { t.Error("released, want collected") }
 	total := uint64(900 * mb)
-	// 10,000 services x 10 pods: the last collection of the start found 132 MB live; 134 MB
+	// 10,000 services x 10 pods: the last collection of the start found 132 MB live; 140 MB
 	// of objects when the first sync ends, 4 MB allocated by each sync after.
-	heap := Heap{Live: 132 * mb, Objects: 134 * mb, Goal: 185 * mb}
+	heap := Heap{Live: 132 * mb, Objects: 140 * mb, Goal: 185 * mb}
 	tidier.read = func() Heap {
 		h := heap
 		h.Allocated = total
