@@ -19,12 +19,13 @@ func (s *readScratch) lend(d *manifestDecoder) {
 	*s = readScratch{}
 }
 
-// takeBack keeps for the next read what d used, once d has added its jobs (addJobs): jobs
-// cleared to their capacity (parts of the slice past its length still point at pending
-// decodes), unless far more than the read needed; the seen set (seenSet.init clears it).
+// takeBack keeps for the next read what d used, once d has added its n jobs (addJobs, which
+// cleared them): jobs cleared past them too, to their capacity (a part past the length may
+// still point at pending decodes), unless far more than the read needed; the seen set
+// (seenSet.init clears it).
 func (s *readScratch) takeBack(d *manifestDecoder, n int) {
 	jobs := d.jobs[:cap(d.jobs)]
-	clear(jobs)
+	clear(jobs[min(n, len(jobs)):]) // the first n: addJobs did
 	if cap(jobs) <= 2*n+1024 {
 		s.jobs = jobs[:0]
 	}
