@@ -112,6 +112,23 @@ func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *
 	if br == nil {
 		pr = e.printRun(s, sq, lf)
 	}
+	var items stretchItems // for stretches (reuse_body_stretch.go)
+	if br != nil && br.stretchable(s) {
+		items = func(j int, eval bool) (any, bool, error) {
+			if lf != nil {
+				if j >= len(lf.items) && !eval {
+					return nil, false, nil
+				}
+				if ok, err := lf.have(e, j); err != nil || !ok {
+					return nil, false, err
+				}
+				sq.list, sq.n = lf.items, len(lf.items)
+			} else if j >= sq.count() {
+				return nil, false, nil
+			}
+			return sq.at(j), true, nil
+		}
+	}
 	e.forDepth++
 	defer func() { e.forDepth-- }()
 	for i := 0; ; i++ {
@@ -129,6 +146,16 @@ func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *
 		}
 		if err := e.tick(); err != nil {
 			return e.at(s.Pos, err)
+		}
+		if items != nil {
+			j, err := br.stretch(e, i, items)
+			if err != nil {
+				return e.at(s.Pos, err)
+			}
+			if j > i {
+				i = j - 1
+				continue
+			}
 		}
 		if pr != nil {
 			j, err := pr.copy(e, i)

@@ -108,6 +108,12 @@ func (lf *lazyFilter) next(e *evaluator) error {
 		return e.at(s.Pos, err)
 	}
 	f := lf.frame
+	if pass, ok := lf.fr.quick(e, f, item); ok {
+		if pass {
+			lf.items = append(lf.items, item)
+		}
+		return nil
+	}
 	clear(f.vals)
 	f.names, f.vals = f.names[:0], f.vals[:0]
 	if err := e.assign(f, s.Target, item); err != nil {

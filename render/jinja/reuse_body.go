@@ -73,6 +73,8 @@ type bodyCache struct {
 	printCopied  int                       // their iterations written from the last run, for tests
 	reused       int
 	reusedAt     map[loopAt]int // by loop, for tests
+	stretched    int            // iterations written by stretches (reuse_body_stretch.go), for tests
+	filterQuick  int            // loops' filter results taken by filterRun.quick, for tests
 }
 
 // loopAt is where a loop is: its template and line.

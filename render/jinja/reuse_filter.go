@@ -2,6 +2,7 @@ package jinja
 
 import (
 	"reflect"
+	"slices"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 )
@@ -40,6 +41,13 @@ type filterRun struct {
 	offset int
 	list   []filterEntry
 	reads  []any
+	// tgt: the index in fl.names of the loop's one plain variable (-1: none, or a tuple);
+	// outer: the other names' values, looked up at the run's first quick look (outerBad:
+	// one is a value the template may change, or the loop object: no quick look).
+	tgt      int
+	outer    []any
+	outerBad bool
+	quicks   int // results taken by quick (bodyCache.filterQuick)
 }
 
 // minFilterKept is how many items a loop must have for its filter's results to be kept: the
@@ -79,7 +87,60 @@ func (e *evaluator) filterRun(s *parse.ForStmt) *filterRun {
 	k := e.bodies.filterRuns[fl]
 	e.bodies.filterRuns[fl] = k + 1
 	hints := fl.hints(k)
-	return &filterRun{c: c, fl: fl, k: k, hints: hints, list: make([]filterEntry, 0, len(hints))}
+	tgt := -1
+	if !s.Target.Tuple && s.Target.Attr == "" {
+		tgt = slices.Index(fl.names, s.Target.Name)
+	}
+	return &filterRun{c: c, fl: fl, k: k, hints: hints, list: make([]filterEntry, 0, len(hints)), tgt: tgt}
+}
+
+// quick is the kept result of item, without running the filter or looking its names up, when
+// the last render's run kept, at the same place, a result for the very same item (sameItem)
+// and for the very values the filter's other names hold now; ok is false otherwise. Those
+// other names are looked up once per run: the body cannot set them where the filter reads
+// them (its frame is its own), and a value it could change in place (a dict, list or
+// namespace of the template) or the loop object turns the quick look off. The default
+// template's rules loop over 10,000 services tested each one's filter through a lookup of
+// every name and the locked cache.
+func (r *filterRun) quick(e *evaluator, f *frame, item any) (pass, ok bool) {
+	if r == nil || r.tgt < 0 || r.outerBad {
+		return false, false
+	}
+	j := len(r.list) + r.offset
+	if j < 0 || j >= len(r.hints) {
+		return false, false
+	}
+	n := len(r.fl.names)
+	if r.outer == nil {
+		r.outer = make([]any, n)
+		for k, name := range r.fl.names {
+			if k == r.tgt {
+				continue
+			}
+			v, found := e.lookup(f.parent, name)
+			if !found {
+				v = notSet{}
+			} else if !immutableValue(v) {
+				r.outerBad = true
+				return false, false
+			}
+			r.outer[k] = v
+		}
+	}
+	r.c.mu.Lock() // another render may be comparing the kept results (bodyCache.sameIn)
+	defer r.c.mu.Unlock()
+	ent := r.hints[j]
+	if len(ent.vals) != n+1 || ent.vals[n] != any(e.autoescape) || !sameItem(ent.vals[r.tgt], item) {
+		return false, false
+	}
+	for k, v := range r.outer {
+		if k != r.tgt && !sameItem(ent.vals[k], v) && !sameWord(ent.vals[k], v) {
+			return false, false
+		}
+	}
+	r.list = append(r.list, ent)
+	r.quicks++
+	return ent.pass, true
 }
 
 // cond is whether the item whose loop variables f holds passes the filter.
@@ -151,6 +212,7 @@ func (r *filterRun) done() {
 	}
 	r.c.mu.Lock()
 	defer r.c.mu.Unlock()
+	r.c.filterQuick += r.quicks
 	r.fl.put(r.k, r.list)
 }
 
