@@ -128,3 +128,21 @@ func TestBodyReadsKeyed(t *testing.T) {
 		}
 	}
 }
+
+// A loop's filter reads the loop around it (`loop` there is not its own): a body whose inner
+// loop's filter reads loop.index reads its own position; one whose inner body does does not.
+func TestBodyReadsTheLoopAnInnerFilterReads(t *testing.T) {
+	for src, want := range map[string]bool{
+		`{% for o in outer %}{% for s in items if s.n > loop.index %}{{ s }}{% endfor %}{% endfor %}`: true,
+		`{% for o in outer %}{% for s in items if s.n > 1 %}{{ loop.index }}{% endfor %}{% endfor %}`: false,
+	} {
+		p, err := Compile(map[string]string{"t": src}, "t", Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := bodyReads(p.templates["t"].tree.Body[0].(*parse.ForStmt))
+		if !info.ok || info.loop != want {
+			t.Errorf("%s: reads the position %v (%+v), want %v", src, info.loop, info, want)
+		}
+	}
+}

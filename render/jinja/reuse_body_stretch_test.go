@@ -146,3 +146,48 @@ func TestStretchable(t *testing.T) {
 		}
 	}
 }
+
+// Stretches and quick filter results next to what could fool them: the loop variable set
+// again in the body, a filter reading an outer loop's variable or position, a loop run in a
+// macro under autoescape and not, in an order that changes, a recursive loop. Each is
+// rendered through kept iterations and afresh, step after step.
+func TestStretchesBesideWhatCouldFoolThem(t *testing.T) {
+	items := func(names ...string) []any {
+		var out []any
+		for i, n := range names {
+			out = append(out, record.Of(nil, map[string]any{"name": n, "n": int64(i % 7), "kids": []any{map[string]any{"name": n + "k"}}}))
+		}
+		return out
+	}
+	base := items("a", "b", "<c>", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q", "r", "s", "t")
+	changed := slices.Clone(base)
+	changed[4] = items("E")[0]
+	steps := []map[string]any{
+		{"items": base, "outer": []any{int64(1), int64(3), int64(5)}, "esc": true},
+		{"items": base, "outer": []any{int64(1), int64(4), int64(5)}, "esc": true},
+		{"items": changed, "outer": []any{int64(1), int64(4), int64(5)}, "esc": false},
+		{"items": changed, "outer": []any{int64(2), int64(4)}, "esc": false},
+		{"items": base, "outer": []any{int64(2), int64(4)}, "esc": true},
+		{"items": base, "outer": []any{int64(2), int64(4)}, "esc": true},
+	}
+	for name, src := range map[string]string{
+		"the loop variable set again":               `{% for s in items %}{{ s.name }}{% set s = {"name": "x"} %}{{ s.name }},{% endfor %}`,
+		"a filter reading an outer loop's variable": `{% for o in outer %}[{% for s in items if s.n > o %}{{ s.name }}{% if s.n %}+{% endif %}{% endfor %}]{% endfor %}`,
+		"a filter reading an outer loop's position": `{% for o in outer %}[{% for s in items if s.n > loop.index %}{{ s.name }}{% if s.n %}+{% endif %}{% endfor %}]{% endfor %}`,
+		"a loop in a macro, escaped and not, in turn": `{% macro m() %}{% for s in items %}{% if s.n %}{{ s.name }}{% endif %}{% endfor %}{% endmacro %}` +
+			`{% if esc %}{% autoescape true %}{{ m() }}{% endautoescape %}|{{ m() }}{% else %}{{ m() }}|{% autoescape true %}{{ m() }}{% endautoescape %}{% endif %}`,
+		"a recursive loop":         `{% for s in items recursive %}{% if s.name %}{{ s.name }}{% endif %}{% if s.kids %}({{ loop(s.kids) }}){% endif %}{% endfor %}`,
+		"nested loops of the item": `{% for s in items %}{% for k in s.kids %}{% if loop.first %}{{ s.name }}{{ k.name }}{% endif %}{% endfor %}{% endfor %}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, err := Compile(map[string]string{"t": src}, "t", Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := newKeptRenders(t, func(vars map[string]any, mods *Modules) string { return renderSecret(t, p, vars, mods) })
+			for i, vars := range steps {
+				k.step(vars, "step %d", i)
+			}
+		})
+	}
+}

@@ -102,11 +102,15 @@ func (w *bodyWalk) visit(v reflect.Value) bool {
 	case *parse.ForStmt:
 		w.loops = true
 		w.walk(reflect.ValueOf(x.Iter))
-		names := append([]string{"loop", "forloop"}, targetNames(x.Target)...)
-		w.bind(names, 1)
+		// The filter sees the loop's names but not its loop object: `loop` there is the loop
+		// around it (lazy_filter.go), whose position it may read.
+		targets, loops := targetNames(x.Target), []string{"loop", "forloop"}
+		w.bind(targets, 1)
 		w.walk(reflect.ValueOf(x.Filter))
+		w.bind(loops, 1)
 		w.stmts(x.Body)
-		w.bind(names, -1)
+		w.bind(loops, -1)
+		w.bind(targets, -1)
 		w.walk(reflect.ValueOf(x.Else))
 		return false
 	case *parse.MacroDef:

@@ -35,6 +35,10 @@ func TestFreeNamesBoundFirst(t *testing.T) {
 		{`{% for i in xs %}{% set k = i %}{{ k }}{% endfor %}{{ k }}`, "k xs"},
 		{`{% for i in xs %}{{ k }}{% set k = i %}{% endfor %}`, "k xs"},
 		{`{% macro m() %}{% set k = 1 %}{{ k.a }}{% endmacro %}{% with %}{% set j = 1 %}{{ j }}{% endwith %}`, ""},
+		// A loop's filter sees the loop's names, not its loop object: `loop` there is the
+		// importer's (or an outer loop's), as the filter runs it.
+		{`{% for i in xs if i > loop.index %}{{ loop.index }}{% endfor %}`, "loop xs"},
+		{`{% for i in xs if i > 1 %}{{ loop.index }}{% endfor %}`, "xs"},
 	} {
 		tree, err := parse.Parse(c.src)
 		if err != nil {

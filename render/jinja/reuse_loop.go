@@ -350,7 +350,7 @@ func (w *freeWalk) visit(v reflect.Value) bool {
 		return false
 	case *parse.MacroDef:
 		w.walkAll(x.Defaults)
-		w.scoped(append([]string{"varargs", "kwargs", "caller"}, x.Params...), nil, x.Body)
+		w.scoped(append([]string{"varargs", "kwargs", "caller"}, x.Params...), x.Body)
 		return false
 	case *parse.WithStmt:
 		w.walkAll(x.Values)
@@ -358,7 +358,7 @@ func (w *freeWalk) visit(v reflect.Value) bool {
 		for _, t := range x.Targets {
 			names = append(names, targetNames(t)...)
 		}
-		w.scoped(names, nil, x.Body)
+		w.scoped(names, x.Body)
 		return false
 	case *parse.AttrExpr:
 		if w.chains {
@@ -400,19 +400,23 @@ func (w *freeWalk) visit(v reflect.Value) bool {
 // body where its targets and loop are bound.
 func (w *freeWalk) walkFor(x *parse.ForStmt) {
 	w.walk(reflect.ValueOf(x.Iter))
-	names := append([]string{"loop", "forloop"}, targetNames(x.Target)...)
-	w.scoped(names, x.Filter, x.Body)
+	// The filter sees the loop's names but not its loop object: `loop` there is the loop
+	// around it (lazy_filter.go).
+	targets := targetNames(x.Target)
+	w.bind(targets, 1)
+	w.walkAll(x.Filter)
+	w.scoped([]string{"loop", "forloop"}, x.Body)
+	w.bind(targets, -1)
 	w.walkAll(x.Else)
 }
 
 func (w *freeWalk) walkAll(v any) { w.walk(reflect.ValueOf(v)) }
 
-// scoped walks head (a loop's filter, if any) and body where names are bound (a macro's
-// parameters, a loop's or with block's targets): what they read of those names is not read
-// from the importer, nor what body (a frame of its own) sets before reading it (stmts).
-func (w *freeWalk) scoped(names []string, head parse.Expr, body []parse.Stmt) {
+// scoped walks body where names are bound (a macro's parameters, a loop's object, a with
+// block's targets): what it reads of those names is not read from the importer, nor what
+// body (a frame of its own) sets before reading it (stmts).
+func (w *freeWalk) scoped(names []string, body []parse.Stmt) {
 	w.bind(names, 1)
-	w.walkAll(head)
 	w.stmts(body, w.walk)
 	w.bind(names, -1)
 }
