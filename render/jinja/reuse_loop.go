@@ -396,8 +396,8 @@ func (w *freeWalk) visit(v reflect.Value) bool {
 	return true
 }
 
-// walkFor walks a for loop: its iterable and else branch where the loop is, its filter and
-// body where its targets and loop are bound.
+// walkFor walks a for loop: its iterable and else branch where the loop is, its filter where
+// its targets are bound, its body where its targets and loop object are.
 func (w *freeWalk) walkFor(x *parse.ForStmt) {
 	w.walk(reflect.ValueOf(x.Iter))
 	// The filter sees the loop's names but not its loop object: `loop` there is the loop
