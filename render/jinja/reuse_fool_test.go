@@ -48,7 +48,7 @@ func TestKeptRendersBesideWhatCouldFoolThem(t *testing.T) {
 		"a filter's else":                             `{% for s in items if s.n > lim %}{% if s.n %}{{ s.name }}{% endif %}{% else %}none{% endfor %}`,
 		"a filter reading a number or a string alike": `{% for s in items if s.n == x or s.n|string == x %}{% if s.n %}{{ s.name }}{% endif %}{% endfor %}`,
 		"a filter reading a float":                    `{% for s in items if s.f > fl %}{% if s.n %}{{ s.name }}{% endif %}{% endfor %}`,
-		"a filter reading none":                       `{% for s in items if x is none or s.n > x %}{% if s.n %}{{ s.name }}{% endif %}{% endfor %}`,
+		"a filter reading none":                       `{% for s in items if x is none or (x is number and s.n > x) %}{% if s.n %}{{ s.name }}{% endif %}{% endfor %}`,
 		"a namespace counted":                         `{% set ns = namespace(c=0) %}{% for s in items %}{% if s.n %}{% set ns.c = ns.c + 1 %}{{ s.name }}{{ ns.c }}{% endif %}{% endfor %}`,
 		"range in the body":                           `{% for s in items %}{% for i in range(s.n) %}{{ s.name }}{{ i }}{% endfor %}{% endfor %}`,
 		"a test with an outer argument":               `{% for o in outer %}{% for s in items if s.n is divisibleby(o) %}{% if s.n %}{{ s.name }}{% endif %}{% endfor %}{% endfor %}`,
@@ -73,7 +73,7 @@ func TestKeptRendersBesideWhatCouldFoolThem(t *testing.T) {
 			render := func(vars map[string]any, mods *Modules) string {
 				res, err := p.RenderSharing(t.Context(), vars, Limits{}, nil, mods, false)
 				if err != nil {
-					return "error: " + err.Error()
+					t.Fatal(err) // every step renders
 				}
 				return fmt.Sprintf("%s", res.Bytes)
 			}
@@ -101,12 +101,68 @@ func TestKeptModuleFilterReadingTheImportersLoop(t *testing.T) {
 	render := func(vars map[string]any, mods *Modules) string {
 		res, err := p.RenderSharing(t.Context(), vars, Limits{}, nil, mods, false)
 		if err != nil {
-			return "error: " + err.Error()
+			t.Fatal(err) // every step renders
 		}
 		return fmt.Sprintf("%s", res.Bytes)
 	}
 	k := newKeptRenders(t, render)
 	for i, outer := range [][]any{{"a", "b", "c"}, {"a", "b", "c"}, {"b", "a"}, {"a", "b", "c", "d"}} {
 		k.step(map[string]any{"items": items, "outer": outer}, "step %d", i)
+	}
+}
+
+// The kept answers of selectattr, sort, unique, join and split, and modules imported in a
+// loop, next to arguments that change from one rendering to the next.
+func TestKeptCallsBesideArgumentsThatChange(t *testing.T) {
+	var items []any
+	for i := range 80 {
+		items = append(items, record.Of(nil, map[string]any{"name": fmt.Sprintf("N%02d", (i*37)%80), "low": fmt.Sprintf("n%02d", i%9),
+			"on": i%3 == 0, "off": i%4 == 0, "n": int64(i % 11)}))
+	}
+	var strs []any
+	for i := range 80 {
+		strs = append(strs, fmt.Sprintf("s%d,x%d", i%13, i))
+	}
+	steps := []map[string]any{
+		{"a": "on", "key": "name", "rev": false, "cs": false, "sep": ",", "keep": int64(3)},
+		{"a": "off", "key": "name", "rev": false, "cs": false, "sep": ",", "keep": int64(3)},
+		{"a": "off", "key": "low", "rev": true, "cs": true, "sep": ";", "keep": int64(3)},
+		{"a": "on", "key": "low", "rev": true, "cs": false, "sep": "x", "keep": int64(4)},
+		{"a": "on", "key": "n", "rev": false, "cs": true, "sep": ",", "keep": int64(4)},
+		{"a": "on", "key": "n", "rev": false, "cs": true, "sep": ",", "keep": int64(4)},
+	}
+	for i, vars := range steps {
+		vars["items"], vars["strs"] = items, strs
+		if i == 4 {
+			vars["items"] = slices.Concat(items[:40], items[41:])
+		}
+	}
+	for name, tmpls := range map[string]map[string]string{
+		"selectattr by a name": {"t": `{% for s in items|selectattr(a) %}{{ s.name }}{% endfor %}|{{ items|rejectattr(a)|map(attribute="name")|join }}`},
+		"sort by a name":       {"t": `{{ items|sort(attribute=key, reverse=rev, case_sensitive=cs)|map(attribute="name")|join(",") }}`},
+		"unique by a name":     {"t": `{{ items|unique(cs, attribute=key)|map(attribute="name")|join(",") }}`},
+		"join and split":       {"t": `{{ strs|join(sep) }}|{{ (strs|join(",")).split(sep)|length }}|{{ (strs|join(",")).split(sep, keep)|last }}`},
+		"a module reading a name the loop sets": {
+			"t": `{% for b in items|batch(8) %}{% set first = b[0].name ~ key %}{% import "m" as m with context %}{{ m.out }};{% endfor %}`,
+			"m": `{% set out = first ~ ":" ~ (ingresses|default([])|length) %}`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, err := Compile(tmpls, "t", Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			render := func(vars map[string]any, mods *Modules) string {
+				res, err := p.RenderSharing(t.Context(), vars, Limits{}, nil, mods, false)
+				if err != nil {
+					t.Fatal(err) // every step renders
+				}
+				return fmt.Sprintf("%s", res.Bytes)
+			}
+			k := newKeptRenders(t, render)
+			for i, vars := range steps {
+				k.step(vars, "step %d", i)
+			}
+		})
 	}
 }
