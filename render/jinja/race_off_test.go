@@ -1,0 +1,5 @@
+//go:build !race
+
+package jinja
+
+const raceDetector = false
