@@ -11,7 +11,8 @@ import (
 )
 
 // Random templates (loops with filters, else, break and continue, the loop object, nested
-// loops, sets, with blocks, macros, namespaces, filters over the data, a module imported with
+// loops, sets and set blocks, filter blocks, recursive loops, with blocks, macros, namespaces,
+// filters over the data, a module imported with
 // context or included, in loops or not), each rendered through
 // a module cache and afresh at each step of random changes to the data they read: the outputs
 // (or the errors) are the same.
@@ -100,6 +101,16 @@ func (g *tmplGen) stmt(depth int) string {
 		v := fmt.Sprint("v", g.n)
 		return "{% set " + v + " = " + g.expr() + " %}{{ " + v + " }}"
 	case 8:
+		switch g.rng.IntN(4) {
+		case 0:
+			g.n++
+			c := fmt.Sprint("c", g.n)
+			return "{% set " + c + " %}" + g.stmts(2, depth+1) + "{% endset %}{{ " + c + "|upper }}"
+		case 1:
+			return "{% filter upper %}" + g.stmts(2, depth+1) + "{% endfilter %}"
+		case 2:
+			return "{% for r in items recursive %}{{ r.name }}{% if r.kids %}({{ loop(r.kids) }}){% endif %}{% endfor %}"
+		}
 		return "{% with w = " + g.expr() + " %}{{ w }}" + g.stmts(1, depth+1) + "{% endwith %}"
 	case 9:
 		if g.imports {
