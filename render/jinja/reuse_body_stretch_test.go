@@ -46,25 +46,9 @@ func (w *stretchWorld) item() any {
 // step changes the world and says how; vars are what the templates then read.
 func (w *stretchWorld) step() (string, map[string]any) {
 	g, what := "g", ""
-	switch n := len(w.items); w.rng.IntN(8) {
-	case 0:
-		what = "nothing"
-	case 1:
-		w.items = slices.Insert(w.items, w.rng.IntN(n+1), w.item())
-		what = "an item added"
-	case 2:
-		if n > 1 {
-			i := w.rng.IntN(n)
-			w.items = slices.Delete(w.items, i, i+1)
-		}
-		what = "an item deleted"
-	case 3:
-		w.items[w.rng.IntN(n)] = w.item()
-		what = "an item replaced"
-	case 4:
-		i, j := w.rng.IntN(n), w.rng.IntN(n)
-		w.items[i], w.items[j] = w.items[j], w.items[i]
-		what = "two items swapped"
+	switch k := w.rng.IntN(8); k {
+	case 0, 1, 2, 3, 4:
+		w.items, what = changeItems(w.rng, k, w.items, w.item)
 	case 5:
 		w.flag = !w.flag
 		what = "the filter's name of outside changed"
@@ -190,4 +174,32 @@ func TestStretchesBesideWhatCouldFoolThem(t *testing.T) {
 			}
 		})
 	}
+}
+
+// changeItems makes change k of a list of items: 0 nothing, 1 an item added, 2 one deleted
+// (not the last one), 3 one replaced, 4 two swapped. It says which.
+func changeItems(rng *rand.Rand, k int, items []any, item func() any) ([]any, string) {
+	n := len(items)
+	switch k {
+	case 1:
+		return slices.Insert(items, rng.IntN(n+1), item()), "an item added"
+	case 2:
+		if n > 1 {
+			i := rng.IntN(n)
+			items = slices.Delete(items, i, i+1)
+		}
+		return items, "an item deleted"
+	case 3:
+		if n > 0 {
+			items[rng.IntN(n)] = item()
+		}
+		return items, "an item replaced"
+	case 4:
+		if n > 1 {
+			i, j := rng.IntN(n), rng.IntN(n)
+			items[i], items[j] = items[j], items[i]
+		}
+		return items, "two items swapped"
+	}
+	return items, "nothing"
 }

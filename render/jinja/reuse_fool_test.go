@@ -70,14 +70,7 @@ func TestKeptRendersBesideWhatCouldFoolThem(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			render := func(vars map[string]any, mods *Modules) string {
-				res, err := p.RenderSharing(t.Context(), vars, Limits{}, nil, mods, false)
-				if err != nil {
-					t.Fatal(err) // every step renders
-				}
-				return fmt.Sprintf("%s", res.Bytes)
-			}
-			k := newKeptRenders(t, render)
+			k := newKeptRenders(t, renderOrFail(t, p))
 			for i, vars := range steps {
 				k.step(vars, "step %d", i)
 			}
@@ -98,14 +91,7 @@ func TestKeptModuleFilterReadingTheImportersLoop(t *testing.T) {
 	for i := range 20 {
 		items = append(items, record.Of(nil, map[string]any{"name": fmt.Sprint("s", i), "n": int64(i % 7)}))
 	}
-	render := func(vars map[string]any, mods *Modules) string {
-		res, err := p.RenderSharing(t.Context(), vars, Limits{}, nil, mods, false)
-		if err != nil {
-			t.Fatal(err) // every step renders
-		}
-		return fmt.Sprintf("%s", res.Bytes)
-	}
-	k := newKeptRenders(t, render)
+	k := newKeptRenders(t, renderOrFail(t, p))
 	for i, outer := range [][]any{{"a", "b", "c"}, {"a", "b", "c"}, {"b", "a"}, {"a", "b", "c", "d"}} {
 		k.step(map[string]any{"items": items, "outer": outer}, "step %d", i)
 	}
@@ -152,17 +138,22 @@ func TestKeptCallsBesideArgumentsThatChange(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			render := func(vars map[string]any, mods *Modules) string {
-				res, err := p.RenderSharing(t.Context(), vars, Limits{}, nil, mods, false)
-				if err != nil {
-					t.Fatal(err) // every step renders
-				}
-				return fmt.Sprintf("%s", res.Bytes)
-			}
-			k := newKeptRenders(t, render)
+			k := newKeptRenders(t, renderOrFail(t, p))
 			for i, vars := range steps {
 				k.step(vars, "step %d", i)
 			}
 		})
+	}
+}
+
+// renderOrFail renders p with mods, failing the test on an error: every step renders.
+func renderOrFail(t *testing.T, p *Program) func(vars map[string]any, mods *Modules) string {
+	return func(vars map[string]any, mods *Modules) string {
+		t.Helper()
+		res, err := p.RenderSharing(t.Context(), vars, Limits{}, nil, mods, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(res.Bytes)
 	}
 }
