@@ -18,8 +18,9 @@ import "github.com/haproxy-sidecar/haproxy-sidecar/render/jinja/parse"
 // variable only (not the loop's position, nor anything by key).
 func (r *bodyRun) stretchable(s *parse.ForStmt) bool {
 	info := &r.lp.info
-	return !r.off && !s.Target.Tuple && s.Target.Attr == "" && !info.loop && info.reads == nil &&
-		len(info.names) == 1 && info.names[0] == s.Target.Name && len(r.hints) > 0
+	v := plainLoopVar(s.Target)
+	return !r.off && v != "" && !info.loop && info.reads == nil && len(info.names) == 1 && info.names[0] == v &&
+		len(r.hints) > 0
 }
 
 // stretchItems gives iteration j's item: ok false when there is none (the loop ends), or,
@@ -32,37 +33,34 @@ type stretchItems func(j int, eval bool) (item any, ok bool, err error)
 // them (i: none). The cache is locked while the kept iterations are read (another render may
 // be comparing them), not while the filter runs (which locks it too).
 func (r *bodyRun) stretch(e *evaluator, i int, items stretchItems) (int, error) {
-	j := i
-	for {
+	for j := i; ; {
 		it, ok, err := items(j, true) // the filter run as far as j, when it must
 		if err != nil || !ok {
 			return j, err
 		}
-		next, err := r.stretchLocked(e, i, j, it, items)
-		if err != nil || next == j {
+		next, more, err := r.stretchLocked(e, i, j, it, items)
+		if err != nil || !more {
 			return next, err
 		}
 		j = next
-		if _, known, _ := items(j, false); known {
-			return j, nil // stopped at an item that is not the same
-		}
 	}
 }
 
 // stretchLocked is stretch from iteration j (its item it) through the items known without
-// running the filter, with the cache locked; it returns the iteration after those written.
-func (r *bodyRun) stretchLocked(e *evaluator, i, j int, it any, items stretchItems) (int, error) {
+// running the filter, with the cache locked; it returns the iteration after those written,
+// and more: true when it stopped at an item it could not know without the filter.
+func (r *bodyRun) stretchLocked(e *evaluator, i, j int, it any, items stretchItems) (next int, more bool, err error) {
 	r.c.mu.Lock()
 	defer r.c.mu.Unlock()
 	for r.i == j {
 		ent, ok := r.at(j)
 		if !ok || ent.rare != nil || len(ent.vals) != 2 || ent.vals[1] != any(e.autoescape) ||
 			!sameItem(ent.vals[0], it) || len(e.out)+len(ent.out) > e.maxSize {
-			return j, nil
+			return j, false, nil
 		}
 		if j > i {
 			if err := e.tick(); err != nil {
-				return j, err
+				return j, false, err
 			}
 		}
 		e.out = append(e.out, ent.out...)
@@ -75,8 +73,8 @@ func (r *bodyRun) stretchLocked(e *evaluator, i, j int, it any, items stretchIte
 		j++
 		var known bool
 		if it, known, _ = items(j, false); !known {
-			return j, nil
+			return j, true, nil
 		}
 	}
-	return j, nil
+	return j, false, nil
 }

@@ -71,3 +71,11 @@ func plainTargetNames(t parse.Target) []string {
 	}
 	return out
 }
+
+// plainLoopVar is the one plain name t binds (`for s in ...`), "" for a tuple or ns.attr.
+func plainLoopVar(t parse.Target) string {
+	if t.Tuple || t.Attr != "" {
+		return ""
+	}
+	return t.Name
+}

@@ -88,8 +88,8 @@ func (e *evaluator) filterRun(s *parse.ForStmt) *filterRun {
 	e.bodies.filterRuns[fl] = k + 1
 	hints := fl.hints(k)
 	tgt := -1
-	if !s.Target.Tuple && s.Target.Attr == "" {
-		tgt = slices.Index(fl.names, s.Target.Name)
+	if v := plainLoopVar(s.Target); v != "" {
+		tgt = slices.Index(fl.names, v)
 	}
 	return &filterRun{c: c, fl: fl, k: k, hints: hints, list: make([]filterEntry, 0, len(hints)), tgt: tgt}
 }
