@@ -17,6 +17,7 @@
 #   SIZES= RUN_SIZE=0 BIG_MB=0 IDLE_SIZES="1 1000" IDLE_RUNS=3 hack/bench-scale.sh  # idle RSS only
 #   IDLE_FLAGS="--validate --master-socket /nonexistent.sock" ...  # idle, with the runtime API's model
 #   GOGC=25 hack/bench-scale.sh            # Go runtime settings apply to the binary measured
+#   SIZES= IDLE_SIZES= BIG_MB=0 CHANGES=10 CHANGE_GAP=7 hack/bench-scale.sh  # pod edits, each after the sidecar went idle
 #   BIN=/tmp/old-haproxy-sidecar hack/bench-scale.sh  # another build
 #
 # Needs go, curl and GNU time (/usr/bin/time). Work files go to $BENCH_DIR (default a
@@ -29,6 +30,7 @@ PODS=${PODS:-10}
 RUNS=${RUNS:-3}
 RUN_SIZE=${RUN_SIZE:-10000} # services in the run scenario (0: skip it)
 CHANGES=${CHANGES:-5}       # pod edits in the run scenario
+CHANGE_GAP=${CHANGE_GAP:-0} # seconds left alone before each pod edit (7: the sidecar idle before each, as between an operator's edits)
 DEADLINE=${DEADLINE:-300}   # seconds any single step may take
 # RUN_FLAGS: how the run scenario reloads. The default measures the sidecar alone; with
 # RUN_FLAGS="--validate=false --master-socket /nonexistent.sock" it also keeps the runtime
@@ -180,6 +182,7 @@ echo "run    $RUN_SIZE services x $PODS pods: ready (first configuration written
 pod=$(grep -o '"name":"svc-00000-0"' "$dir/pods.json" | head -1)
 [ -n "$pod" ] || { echo "bench-scale: pod svc-00000-0 not found" >&2; exit 1; }
 for c in $(seq 1 "$CHANGES"); do
+  sleep "$CHANGE_GAP"
   before=$(successes)
   sum_before=$(render_sum)
   count_before=$(render_count)

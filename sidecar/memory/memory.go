@@ -236,18 +236,21 @@ type Tidier struct {
 	// (0: none), which MemoryLimitFor never passes.
 	setLimit func(int64) int64
 	ceiling  int64
-	// pageOut, when set, hands back the binary's pages at Idle (ReleaseBinaryPages; tests
-	// set another); onPageOutError hears why it failed, after which it is not tried again.
-	pageOut        func() (uintptr, error)
+	// pageOut, when set, hands back the binary's pages once started (ReleaseBinaryPages),
+	// unmap at Idle (UnmapBinaryPages); tests set others. onPageOutError hears why one
+	// failed, after which neither is tried again.
+	pageOut, unmap func() (uintptr, error)
 	onPageOutError func(error)
 	synced         bool // AfterSync ran once
 }
 
-// ReleaseBinaryPages makes the first AfterSync and each Idle hand back the pages of the
-// sidecar's binary too (ReleaseBinaryPages); where that fails (not Linux, a kernel before 5.4), failed hears why
-// once and Idle stops trying.
+// ReleaseBinaryPages makes Started and the first AfterSync hand back the pages of the
+// sidecar's binary (ReleaseBinaryPages: out of the page cache too), and each Idle unmap
+// those the syncs used since (UnmapBinaryPages: left in the page cache, so that the next
+// change does not read them from the file); where that fails (not Linux, a kernel before
+// 5.4), failed hears why once and the pages are kept from then on.
 func (t *Tidier) ReleaseBinaryPages(failed func(error)) {
-	t.pageOut, t.onPageOutError = ReleaseBinaryPages, failed
+	t.pageOut, t.unmap, t.onPageOutError = ReleaseBinaryPages, UnmapBinaryPages, failed
 }
 
 // Tidier returns the tidier of the heap after each sync.
@@ -269,7 +272,7 @@ func (t *Tidier) AfterSync() {
 		// template's compilation) goes back at once: the syncs to come, with their peaks of
 		// heap, need about a third of the binary's pages.
 		t.synced = true
-		t.releasePages()
+		t.advisePages(t.pageOut)
 	}
 	h := t.read()
 	allocs := h.Allocated // the total so far, until made the difference below
@@ -393,8 +396,8 @@ const idleThreshold = 1 << 20
 // room raises) and the last sync's garbage. GOGC stays as TidyFor set it: the next sync has
 // its room again, in pages the kernel gives back at first touch (about 1 ms per 4 MB).
 // 1,000 services x 10 pods: 2-6 MB of RSS once idle (docs/performance.md). With
-// ReleaseBinaryPages, the binary's pages go back too: those the next sync needs are read
-// again then, as the heap's pages are.
+// ReleaseBinaryPages, the binary's pages are unmapped too: the next sync maps again those
+// it needs from the page cache, as it takes the heap's pages again.
 func (t *Tidier) Idle() {
 	h := t.read()
 	garbage := uint64(0)
@@ -404,21 +407,22 @@ func (t *Tidier) Idle() {
 	if h.Free > idleThreshold || garbage > idleThreshold {
 		t.release()
 	}
-	t.releasePages()
+	t.advisePages(t.unmap)
 }
 
 // Started hands back the binary's pages (when asked: ReleaseBinaryPages) once the start-up
 // is over, before the first sync (pipeline.Config.Started): the pages only the dependencies'
 // initialisation and the first lists used are not there for the first sync's peak of heap.
-func (t *Tidier) Started() { t.releasePages() }
+func (t *Tidier) Started() { t.advisePages(t.pageOut) }
 
-// releasePages hands back the binary's pages, when asked (ReleaseBinaryPages).
-func (t *Tidier) releasePages() {
-	if t.pageOut == nil {
+// advisePages hands back or unmaps the binary's pages with advise (pageOut or unmap), when
+// asked (ReleaseBinaryPages).
+func (t *Tidier) advisePages(advise func() (uintptr, error)) {
+	if advise == nil {
 		return
 	}
-	if _, err := t.pageOut(); err != nil {
-		t.pageOut = nil
+	if _, err := advise(); err != nil {
+		t.pageOut, t.unmap = nil, nil
 		if t.onPageOutError != nil {
 			t.onPageOutError(err)
 		}

@@ -13,8 +13,12 @@ import (
 // first sync run code and read tables all over the 70 MB the binary maps, and the kernel maps
 // 64 kB around each page fault. Idle, a sidecar at 1,000 services held 38-40 MB of them, of
 // which a sync uses about 18 MB and an idle one about 3 (docs/performance.md). They are
-// clean pages of a file: handed back (madvise MADV_PAGEOUT), the next use reads them again
-// from the page cache, or from the file when the kernel has dropped them meanwhile.
+// clean pages of a file. Once the start is over they are handed back out of the page cache
+// too (madvise MADV_PAGEOUT): most were the start's only, and the memory goes, not only the
+// number. Once idle, the pages the syncs since used are unmapped but left in the page cache
+// (MADV_DONTNEED): the next change maps them again in about a millisecond, where reading
+// them back from the file took it 50-100 ms (250-300 major faults) after each idle period,
+// which is when most changes in a cluster come; the kernel reclaims that cache under pressure.
 
 // binaryRange is a read-only mapping of the executable.
 type binaryRange struct {
@@ -44,5 +48,38 @@ func binaryRanges(maps io.Reader, exe string) []binaryRange {
 		}
 		out = append(out, binaryRange{uintptr(start), uintptr(end)})
 	}
+	return out
+}
+
+// unwrittenRanges are binaryRanges of /proc/self/smaps whose pages the process never wrote
+// (Anonymous 0 kB): a read-only mapping that was written before it was made read-only (the
+// relocations of a position-independent binary) holds the only copy of those pages, which
+// MADV_DONTNEED would drop for the file's.
+func unwrittenRanges(smaps io.Reader, exe string) []binaryRange {
+	var out []binaryRange
+	var cur *binaryRange // the binary's mapping whose fields are being read
+	written := false
+	flush := func() {
+		if cur != nil && !written {
+			out = append(out, *cur)
+		}
+		cur, written = nil, false
+	}
+	sc := bufio.NewScanner(smaps)
+	for sc.Scan() {
+		line := sc.Text()
+		if k, v, ok := strings.Cut(line, ":"); ok && !strings.Contains(k, " ") && !strings.Contains(k, "-") {
+			if cur != nil && k == "Anonymous" {
+				kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				written = err != nil || kb != 0
+			}
+			continue
+		}
+		flush() // a mapping's header: address perms offset dev inode path
+		if r := binaryRanges(strings.NewReader(line), exe); len(r) == 1 {
+			cur = &r[0]
+		}
+	}
+	flush()
 	return out
 }

@@ -8,8 +8,8 @@ import (
 )
 
 // ReleaseBinaryPages hands back the pages of the executable's read-only mappings that the
-// process has mapped (see pages.go); it returns the bytes of the mappings advised. Linux
-// 5.4 and later (MADV_PAGEOUT); an error otherwise, the pages kept.
+// process has mapped, out of the page cache too (see pages.go); it returns the bytes of the
+// mappings advised. Linux 5.4 and later (MADV_PAGEOUT); an error otherwise, the pages kept.
 func ReleaseBinaryPages() (uintptr, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
@@ -20,12 +20,32 @@ func ReleaseBinaryPages() (uintptr, error) {
 		return 0, fmt.Errorf("reading the mappings: %w", err)
 	}
 	defer f.Close()
+	return advise(binaryRanges(f, exe), unix.MADV_PAGEOUT, "MADV_PAGEOUT")
+}
+
+// UnmapBinaryPages unmaps the pages of the executable's read-only mappings that the process
+// never wrote, leaving them in the page cache (see pages.go); it returns the bytes of the
+// mappings advised.
+func UnmapBinaryPages() (uintptr, error) {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return 0, fmt.Errorf("finding the executable: %w", err)
+	}
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return 0, fmt.Errorf("reading the mappings: %w", err)
+	}
+	defer f.Close()
+	return advise(unwrittenRanges(f, exe), unix.MADV_DONTNEED, "MADV_DONTNEED")
+}
+
+func advise(ranges []binaryRange, advice int, name string) (uintptr, error) {
 	var total uintptr
-	for _, r := range binaryRanges(f, exe) {
+	for _, r := range ranges {
 		// The mappings are the runtime's, not Go memory: their addresses are passed as they
 		// are, never made into a Go pointer.
-		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, r.start, r.end-r.start, unix.MADV_PAGEOUT); errno != 0 {
-			return total, fmt.Errorf("madvise(MADV_PAGEOUT) of %#x-%#x: %w", r.start, r.end, errno)
+		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, r.start, r.end-r.start, uintptr(advice)); errno != 0 {
+			return total, fmt.Errorf("madvise(%s) of %#x-%#x: %w", name, r.start, r.end, errno)
 		}
 		total += r.end - r.start
 	}

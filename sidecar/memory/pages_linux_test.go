@@ -3,9 +3,11 @@ package memory
 import (
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,6 +20,12 @@ func fileBackedRSS(t *testing.T) int64 {
 	if err != nil {
 		t.Skipf("no smaps_rollup: %v", err)
 	}
+	return fileBacked(t, b)
+}
+
+// fileBacked is Rss less Anonymous of smaps_rollup b.
+func fileBacked(t *testing.T, b []byte) int64 {
+	t.Helper()
 	field := func(name string) int64 {
 		for _, l := range strings.Split(string(b), "\n") {
 			if f := strings.Fields(l); len(f) >= 2 && f[0] == name+":" {
@@ -54,6 +62,116 @@ func TestReleaseBinaryPagesShrinksRSS(t *testing.T) {
 	if after > before/2 {
 		t.Errorf("file-backed RSS %d kB after handing the binary's pages back, want at most half of %d kB", after>>10, before>>10)
 	}
+}
+
+// TestUnmapBinaryPagesLeavesThemCached: UnmapBinaryPages takes the binary's pages out of the
+// process's RSS as ReleaseBinaryPages does, but leaves them in the page cache, so that the
+// next use maps them without reading the file.
+func TestUnmapBinaryPagesLeavesThemCached(t *testing.T) {
+	const size = 16 << 20
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		t.Skipf("no /proc/self/exe: %v", err)
+	}
+	// smaps read into a buffer made before, parsed after: the pages unmapped are in the page
+	// cache, and each fault maps 64 kB of them around it (fault-around), so the code that
+	// runs between the advice and the read maps back more than its own pages.
+	smaps, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no smaps: %v", err)
+	}
+	defer smaps.Close()
+	buf := make([]byte, 4<<20)
+	read := func() []byte {
+		n := 0
+		for n < len(buf) {
+			m, err := unix.Pread(int(smaps.Fd()), buf[n:], int64(n))
+			if err != nil {
+				t.Fatalf("reading smaps: %v", err)
+			}
+			if m == 0 {
+				break
+			}
+			n += m
+		}
+		return slices.Clone(buf[:n])
+	}
+	touchBinary(t, size)
+	before, cachedBefore := binaryRSS(read(), exe), cachedBinary(t, size)
+	if before < 1<<20 {
+		t.Skipf("only %d kB of the binary resident: too little to tell", before>>10)
+	}
+	advised, err := UnmapBinaryPages()
+	rolled := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, cachedAfter := binaryRSS(rolled, exe), cachedBinary(t, size)
+	t.Logf("the binary's RSS %d kB -> %d kB, in the page cache %d kB -> %d kB, %d kB of mappings advised",
+		before>>10, after>>10, cachedBefore>>10, cachedAfter>>10, advised>>10)
+	if advised == 0 {
+		t.Fatal("no mapping of the executable found")
+	}
+	if after > before/2 {
+		t.Errorf("the binary's read-only mappings hold %d kB of RSS after unmapping their pages, want at most half of %d kB", after>>10, before>>10)
+	}
+	if cachedAfter < cachedBefore*9/10 {
+		t.Errorf("%d kB of the binary's first %d MB in the page cache after unmapping them, want most of the %d kB before",
+			cachedAfter>>10, size>>20, cachedBefore>>10)
+	}
+}
+
+// binaryRSS sums the Rss of smaps' read-only mappings of exe.
+func binaryRSS(smaps []byte, exe string) int64 {
+	var total int64
+	in := false
+	for _, l := range strings.Split(string(smaps), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 2 && f[0] == "Rss:":
+			if in {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				total += kb << 10
+			}
+		case len(f) >= 2 && strings.HasSuffix(f[0], ":"):
+		default:
+			in = len(binaryRanges(strings.NewReader(l), exe)) == 1
+		}
+	}
+	return total
+}
+
+// cachedBinary is how many bytes of the first limit bytes of the executable's read-only
+// mappings are in memory, mapped or not (mincore: for a file's mapping, the page cache).
+func cachedBinary(t *testing.T, limit uintptr) uintptr {
+	t.Helper()
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		t.Skipf("no /proc/self/exe: %v", err)
+	}
+	maps, err := os.Open("/proc/self/maps")
+	if err != nil {
+		t.Skipf("no /proc/self/maps: %v", err)
+	}
+	defer maps.Close()
+	page := uintptr(os.Getpagesize())
+	var in uintptr
+	for _, r := range binaryRanges(maps, exe) {
+		n := min(r.end-r.start, limit)
+		vec := make([]byte, (n+page-1)/page)
+		if _, _, errno := unix.Syscall(unix.SYS_MINCORE, r.start, n, uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+			t.Fatalf("mincore of %#x-%#x: %v", r.start, r.start+n, errno)
+		}
+		for _, v := range vec {
+			if v&1 != 0 {
+				in += page
+			}
+		}
+		if limit -= n; limit == 0 {
+			break
+		}
+	}
+	return in
 }
 
 // touchBinary makes up to limit bytes of the executable's read-only mappings resident, read

@@ -8,3 +8,8 @@ import "errors"
 func ReleaseBinaryPages() (uintptr, error) {
 	return 0, errors.New("not supported on this system")
 }
+
+// UnmapBinaryPages: Linux only.
+func UnmapBinaryPages() (uintptr, error) {
+	return 0, errors.New("not supported on this system")
+}
