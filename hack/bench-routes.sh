@@ -18,6 +18,7 @@
 #   CHANGES_PROFILE=/tmp/pod.prof CHANGES_PROFILE_KIND=pod hack/bench-routes.sh   # ... over another kind's (new path delete pod)
 #   HEAPS=/tmp/heaps hack/bench-routes.sh   # its heap profile each time its max RSS grew by 5 MB
 #   NEW_AMONG=1 hack/bench-routes.sh   # the new routes named to sort among the others, not after them all
+#   GAP=7s CHANGES=10 hack/bench-routes.sh   # each change after the sidecar went idle (5 s after a sync), as between an operator's edits
 # VERSIONS are among those hack/haproxy-versions.sh provides (2.6 3.0 3.2 3.4); each runs with
 # its bin directory first in PATH. KEEP=1 keeps each run's work directory (logs, haproxy.cfg).
 set -euo pipefail
@@ -42,6 +43,7 @@ flags=()
 [ "$STAGES" = 1 ] && flags+=(--stages)
 [ "$KEEP" = 1 ] && flags+=(--keep)
 [ "$NEW_AMONG" = 1 ] && flags+=(--new-among)
+[ -n "${GAP:-}" ] && flags+=(--gap "$GAP")
 [ -n "${PROFILE:-}" ] && flags+=(--start-profile "$PROFILE")
 [ -n "${CHANGES_PROFILE:-}" ] && flags+=(--changes-profile "$CHANGES_PROFILE" --changes-profile-kind "${CHANGES_PROFILE_KIND:-new}")
 [ -n "${HEAPS:-}" ] && flags+=(--heap-profiles "$HEAPS")

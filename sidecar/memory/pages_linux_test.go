@@ -3,6 +3,7 @@ package memory
 import (
 	"errors"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,6 +97,8 @@ func TestUnmapBinaryPagesLeavesThemCached(t *testing.T) {
 		}
 		return slices.Clone(buf[:n])
 	}
+	// No collection between the advice and the read: its workers would map their code back.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	touchBinary(t, size)
 	before, cachedBefore := binaryRSS(read(), exe), cachedBinary(t, size)
 	if before < 1<<20 {
