@@ -148,18 +148,9 @@ func binaryRSS(smaps []byte, exe string) int64 {
 // mappings are in memory, mapped or not (mincore: for a file's mapping, the page cache).
 func cachedBinary(t *testing.T, limit uintptr) uintptr {
 	t.Helper()
-	exe, err := os.Readlink("/proc/self/exe")
-	if err != nil {
-		t.Skipf("no /proc/self/exe: %v", err)
-	}
-	maps, err := os.Open("/proc/self/maps")
-	if err != nil {
-		t.Skipf("no /proc/self/maps: %v", err)
-	}
-	defer maps.Close()
 	page := uintptr(os.Getpagesize())
 	var in uintptr
-	for _, r := range binaryRanges(maps, exe) {
+	for _, r := range binaryMappings(t) {
 		n := min(r.end-r.start, limit)
 		vec := make([]byte, (n+page-1)/page)
 		if _, _, errno := unix.Syscall(unix.SYS_MINCORE, r.start, n, uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
@@ -177,10 +168,8 @@ func cachedBinary(t *testing.T, limit uintptr) uintptr {
 	return in
 }
 
-// touchBinary makes up to limit bytes of the executable's read-only mappings resident, read
-// through /proc/self/mem (which faults them into the process's own page tables), so that the
-// test does not depend on what ran before it in the process (another run of it, with -count).
-func touchBinary(t *testing.T, limit uintptr) {
+// binaryMappings are the executable's read-only mappings (binaryRanges of /proc/self/maps).
+func binaryMappings(t *testing.T) []binaryRange {
 	t.Helper()
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
@@ -191,13 +180,21 @@ func touchBinary(t *testing.T, limit uintptr) {
 		t.Skipf("no /proc/self/maps: %v", err)
 	}
 	defer maps.Close()
+	return binaryRanges(maps, exe)
+}
+
+// touchBinary makes up to limit bytes of the executable's read-only mappings resident, read
+// through /proc/self/mem (which faults them into the process's own page tables), so that the
+// test does not depend on what ran before it in the process (another run of it, with -count).
+func touchBinary(t *testing.T, limit uintptr) {
+	t.Helper()
 	mem, err := os.Open("/proc/self/mem")
 	if err != nil {
 		t.Skipf("no /proc/self/mem: %v", err)
 	}
 	defer mem.Close()
 	buf := make([]byte, 1<<20)
-	for _, r := range binaryRanges(maps, exe) {
+	for _, r := range binaryMappings(t) {
 		for at := r.start; at < r.end && limit > 0; at += uintptr(len(buf)) {
 			n := min(uintptr(len(buf)), r.end-at, limit)
 			if _, err := mem.ReadAt(buf[:n], int64(at)); err != nil {
