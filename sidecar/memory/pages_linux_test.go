@@ -21,12 +21,6 @@ func fileBackedRSS(t *testing.T) int64 {
 	if err != nil {
 		t.Skipf("no smaps_rollup: %v", err)
 	}
-	return fileBacked(t, b)
-}
-
-// fileBacked is Rss less Anonymous of smaps_rollup b.
-func fileBacked(t *testing.T, b []byte) int64 {
-	t.Helper()
 	field := func(name string) int64 {
 		for _, l := range strings.Split(string(b), "\n") {
 			if f := strings.Fields(l); len(f) >= 2 && f[0] == name+":" {
@@ -105,11 +99,11 @@ func TestUnmapBinaryPagesLeavesThemCached(t *testing.T) {
 		t.Skipf("only %d kB of the binary resident: too little to tell", before>>10)
 	}
 	advised, err := UnmapBinaryPages()
-	rolled := read()
+	smapsAfter := read()
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, cachedAfter := binaryRSS(rolled, exe), cachedBinary(t, size)
+	after, cachedAfter := binaryRSS(smapsAfter, exe), cachedBinary(t, size)
 	t.Logf("the binary's RSS %d kB -> %d kB, in the page cache %d kB -> %d kB, %d kB of mappings advised",
 		before>>10, after>>10, cachedBefore>>10, cachedAfter>>10, advised>>10)
 	if advised == 0 {
