@@ -57,29 +57,47 @@ func binaryRanges(maps io.Reader, exe string) []binaryRange {
 // MADV_DONTNEED would drop for the file's.
 func unwrittenRanges(smaps io.Reader, exe string) []binaryRange {
 	var out []binaryRange
-	var cur *binaryRange // the binary's mapping whose fields are being read
-	written := false
-	flush := func() {
-		if cur != nil && !written {
-			out = append(out, *cur)
+	for _, m := range binarySmaps(smaps, exe) {
+		if m.anonymous == 0 {
+			out = append(out, m.binaryRange)
 		}
-		cur, written = nil, false
 	}
+	return out
+}
+
+// binarySmap is one of the executable's read-only mappings with its smaps fields (kB).
+type binarySmap struct {
+	binaryRange
+	rss, anonymous uint64
+}
+
+// binarySmaps are the binaryRanges of /proc/self/smaps with their Rss and Anonymous; a field
+// that does not parse counts as written (anonymous 1).
+func binarySmaps(smaps io.Reader, exe string) []binarySmap {
+	var out []binarySmap
+	cur := -1 // index in out of the binary's mapping whose fields are being read; -1: none
 	sc := bufio.NewScanner(smaps)
 	for sc.Scan() {
 		line := sc.Text()
 		if k, v, ok := strings.Cut(line, ":"); ok && !strings.Contains(k, " ") && !strings.Contains(k, "-") {
-			if cur != nil && k == "Anonymous" {
-				kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-				written = err != nil || kb != 0
+			if cur < 0 || (k != "Rss" && k != "Anonymous") {
+				continue
+			}
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			switch {
+			case k == "Rss":
+				out[cur].rss = kb
+			case err != nil:
+				out[cur].anonymous = 1
+			default:
+				out[cur].anonymous = kb
 			}
 			continue
 		}
-		flush() // a mapping's header: address perms offset dev inode path
+		cur = -1 // a mapping's header: address perms offset dev inode path
 		if r := binaryRanges(strings.NewReader(line), exe); len(r) == 1 {
-			cur = &r[0]
+			out, cur = append(out, binarySmap{binaryRange: r[0]}), len(out)
 		}
 	}
-	flush()
 	return out
 }

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"runtime/debug"
@@ -124,19 +125,8 @@ func TestUnmapBinaryPagesLeavesThemCached(t *testing.T) {
 // binaryRSS sums the Rss of smaps' read-only mappings of exe.
 func binaryRSS(smaps []byte, exe string) int64 {
 	var total int64
-	in := false
-	for _, l := range strings.Split(string(smaps), "\n") {
-		f := strings.Fields(l)
-		switch {
-		case len(f) >= 2 && f[0] == "Rss:":
-			if in {
-				kb, _ := strconv.ParseInt(f[1], 10, 64)
-				total += kb << 10
-			}
-		case len(f) >= 2 && strings.HasSuffix(f[0], ":"):
-		default:
-			in = len(binaryRanges(strings.NewReader(l), exe)) == 1
-		}
+	for _, m := range binarySmaps(bytes.NewReader(smaps), exe) {
+		total += int64(m.rss) << 10
 	}
 	return total
 }
