@@ -137,6 +137,7 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		Started:           tidier.Started,
 		AfterSync:         tidier.AfterSync,
 		Idle:              tidier.Idle,
+		Quiet:             tidier.Quiet,
 		PublishGoodInputs: cfg.Webhook.Addr != "", // for the admission webhook only
 		KeepInputs:        true,
 		TryTemplatesApart: true,

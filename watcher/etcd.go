@@ -833,7 +833,12 @@ func (e *Etcd) apply(w *prefixWatch, events []*clientv3.Event, rev int64) {
 	}
 	for i := range jobs {
 		it := e.keep(w, &jobs[i])
-		changed = changed || !sameSeen(w.items[jobs[i].key], it)
+		old := w.items[jobs[i].key]
+		if !sameSeen(old, it) {
+			changed = true
+		} else if old.object != nil && it.object != nil {
+			it.object = snapshot.Echo(old.object, it.object) // the values the renderer computed with
+		}
 		w.items[jobs[i].key] = it
 	}
 	if changed || len(jobs) > 0 {

@@ -659,7 +659,7 @@ func (k *Kube) watchResources() ([]*resourceWatch, []factory, error) {
 		}).Informer()
 		f := &soloInformer{informer: inf}
 		rw := &resourceWatch{w: w, informer: inf}
-		if err := inf.SetTransform(k.convert(w)); err != nil {
+		if err := inf.SetTransform(k.convert(w, inf.GetStore())); err != nil {
 			return nil, nil, err
 		}
 		if err := inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
@@ -707,8 +707,10 @@ func (o *kubeObject) GetObjectMeta() metav1.Object {
 }
 
 // convert is the informer transform of a watched resource: the object as the API server sent
-// it becomes a snapshot.Object (a conversion of one already converted is itself).
-func (k *Kube) convert(w *watched) cache.TransformFunc {
+// it becomes a snapshot.Object (a conversion of one already converted is itself). An update
+// that changes nothing but the resourceVersion (the echo of a status write, with ;status=off)
+// keeps the values of the version store holds (snapshot.Echo).
+func (k *Kube) convert(w *watched, store cache.Store) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
@@ -730,7 +732,13 @@ func (k *Kube) convert(w *watched) cache.TransformFunc {
 		if n := k.objects.Add(1); n%podConverterRound == 0 {
 			k.objConv.NextRound()
 		}
-		return &kubeObject{k.objConv.InCluster(o, k.Cluster)}, nil
+		o = k.objConv.InCluster(o, k.Cluster)
+		if old, ok, _ := store.GetByKey(o.Key()); ok {
+			if old, ok := old.(*kubeObject); ok {
+				o = snapshot.Echo(old.Object, o)
+			}
+		}
+		return &kubeObject{o}, nil
 	}
 }
 

@@ -428,6 +428,77 @@ func TestTidierCollectsAfterTheFirstSync(t *testing.T) {
 	}
 }
 
+// TestCollectBeforeSync: between syncs, the garbage is collected when the next sync's
+// allocations (half its room) would take the heap past the point where the collector starts,
+// half way from the live heap to the goal; not for less than idleThreshold of garbage.
+func TestCollectBeforeSync(t *testing.T) {
+	const mb = 1 << 20
+	// 3,000 HTTPRoutes: 100 MB live, the goal 40 MB above, a sync allocating about 6 MB.
+	for _, c := range []struct {
+		name    string
+		objects uint64
+		want    bool
+	}{
+		{"right after the sync's collection", 100 * mb, false},
+		{"a few MB allocated since", 104 * mb, false},
+		{"the sync would cross the start", 116 * mb, true},
+		{"past the start already", 125 * mb, true},
+	} {
+		h := Heap{Live: 100 * mb, Objects: c.objects, Goal: 140 * mb}
+		if got := CollectBeforeSync(h, 12*mb); got != c.want {
+			t.Errorf("%s (%d MB of objects): CollectBeforeSync = %v, want %v", c.name, c.objects/mb, got, c.want)
+		}
+	}
+	if CollectBeforeSync(Heap{Live: 4 * mb, Objects: 4*mb + idleThreshold, Goal: 5 * mb}, 12*mb) {
+		t.Error("collected for less than idleThreshold of garbage")
+	}
+}
+
+// TestQuietCollectsWhatCameBetweenSyncs: while no sync runs, Quiet collects in the background
+// the garbage the source and the status writer made since the last sync, once the next
+// sync would run into a collection; never before the first sync has ended (the start's
+// heap has its own bounds) and never two at once.
+func TestQuietCollectsWhatCameBetweenSyncs(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	const mb = 1 << 20
+	var collected atomic.Int32
+	tidier := Settings{gcPercent: 40}.Tidier()
+	tidier.setLimit = func(int64) int64 { return 0 }
+	tidier.readGC = func() gcState { return gcState{live: 100 * mb} }
+	tidier.collect = func() { collected.Add(1) }
+	tidier.release = func() {}
+	heap := Heap{Live: 100 * mb, Objects: 125 * mb, Goal: 140 * mb}
+	tidier.read = func() Heap { return heap }
+	tidier.Quiet()
+	waitFor(t, func() bool { return !tidier.collecting.Load() })
+	if n := collected.Load(); n != 0 {
+		t.Fatalf("%d collections before the first sync, want 0", n)
+	}
+	heap.Objects, heap.Allocated = 100*mb, 6*mb
+	tidier.AfterSync() // no garbage: nothing collected
+	waitFor(t, func() bool { return !tidier.collecting.Load() })
+	tidier.Quiet()
+	waitFor(t, func() bool { return !tidier.collecting.Load() })
+	if n := collected.Load(); n != 0 {
+		t.Fatalf("%d collections with no garbage, want 0", n)
+	}
+	heap.Objects = 125 * mb // the status writer's wave, the informers' conversions
+	tidier.Quiet()
+	waitFor(t, func() bool { return collected.Load() == 1 })
+	waitFor(t, func() bool { return !tidier.collecting.Load() })
+
+	hold := make(chan struct{})
+	tidier.collect = func() { collected.Add(1); <-hold }
+	tidier.Quiet()
+	waitFor(t, func() bool { return collected.Load() == 2 })
+	tidier.Quiet() // one under way
+	close(hold)
+	waitFor(t, func() bool { return !tidier.collecting.Load() })
+	if n := collected.Load(); n != 2 {
+		t.Errorf("%d collections, want 2: a second started while one was under way", n)
+	}
+}
+
 // waitFor waits until ok, or fails the test after a minute.
 func waitFor(t *testing.T, ok func() bool) {
 	t.Helper()

@@ -679,6 +679,50 @@ func TestIdleAfterSync(t *testing.T) {
 	}
 }
 
+// TestQuietWhileNoChangeComes: after Idle, Quiet runs every IdleAfter for as long as no change
+// comes, on the pipeline's goroutine; a sync starts the round again (Idle first).
+func TestQuietWhileNoChangeComes(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		events []string
+	)
+	note := func(e string) func() {
+		return func() {
+			mu.Lock()
+			defer mu.Unlock()
+			events = append(events, e)
+		}
+	}
+	// got are the events, the quiet ones in a row counted as one, and how many there were.
+	got := func() ([]string, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		quiet := 0
+		for _, e := range events {
+			if e == "quiet" {
+				quiet++
+				if out[len(out)-1] == "quiet" {
+					continue
+				}
+			}
+			out = append(out, e)
+		}
+		return out, quiet
+	}
+	r := newRig(t, 0, func(c *Config) {
+		c.AfterSync, c.Idle, c.Quiet, c.IdleAfter = note("sync"), note("idle"), note("quiet"), time.Millisecond
+	})
+	r.run(t, config(":80", "a 10.0.0.1:80"))
+	waitFor(t, func() bool { _, n := got(); return n >= 3 })
+	r.in.set(config(":81", "a 10.0.0.1:80"))
+	r.p.Changed()
+	waitFor(t, func() bool { e, _ := got(); return len(e) >= 6 })
+	if e, _ := got(); !slices.Equal(e[:6], []string{"sync", "idle", "quiet", "sync", "idle", "quiet"}) {
+		t.Errorf("hooks ran in the order %v, want sync, idle, quiet (repeated), sync, idle, quiet", e)
+	}
+}
+
 // TestWriterFinishesWhenStopping: the renderings the runtime API made live are on disk when
 // Run returns, even those still waiting for the writer when the sidecar was stopped.
 func TestWriterFinishesWhenStopping(t *testing.T) {
