@@ -646,35 +646,42 @@ func TestAfterSync(t *testing.T) {
 	}
 }
 
+// hookLog notes the pipeline's hooks as they run (on the pipeline's goroutine), for the test
+// to read on its own.
+type hookLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+// note is a hook that notes e.
+func (h *hookLog) note(e string) func() {
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.events = append(h.events, e)
+	}
+}
+
+func (h *hookLog) got() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.events)
+}
+
 // TestIdleAfterSync: Started runs once, before the first sync; Idle runs once the pipeline
 // has waited IdleAfter after a sync, on the pipeline's goroutine (never while a sync runs),
 // and once per sync: after the next sync it runs again.
 func TestIdleAfterSync(t *testing.T) {
-	var (
-		mu     sync.Mutex
-		events []string
-	)
-	note := func(e string) func() {
-		return func() {
-			mu.Lock()
-			defer mu.Unlock()
-			events = append(events, e)
-		}
-	}
-	got := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(events)
-	}
+	var h hookLog
 	r := newRig(t, 0, func(c *Config) {
-		c.Started, c.AfterSync, c.Idle, c.IdleAfter = note("started"), note("sync"), note("idle"), time.Millisecond
+		c.Started, c.AfterSync, c.Idle, c.IdleAfter = h.note("started"), h.note("sync"), h.note("idle"), time.Millisecond
 	})
 	r.run(t, config(":80", "a 10.0.0.1:80"))
-	waitFor(t, func() bool { return len(got()) == 3 })
+	waitFor(t, func() bool { return len(h.got()) == 3 })
 	r.in.set(config(":81", "a 10.0.0.1:80"))
 	r.p.Changed()
-	waitFor(t, func() bool { return len(got()) == 5 })
-	if e := got(); !slices.Equal(e[:5], []string{"started", "sync", "idle", "sync", "idle"}) {
+	waitFor(t, func() bool { return len(h.got()) == 5 })
+	if e := h.got(); !slices.Equal(e[:5], []string{"started", "sync", "idle", "sync", "idle"}) {
 		t.Errorf("hooks ran in the order %v, want started, sync, idle, sync, idle", e)
 	}
 }
@@ -682,27 +689,16 @@ func TestIdleAfterSync(t *testing.T) {
 // TestQuietWhileNoChangeComes: after Idle, Quiet runs every IdleAfter for as long as no change
 // comes, on the pipeline's goroutine; a sync starts the round again (Idle first).
 func TestQuietWhileNoChangeComes(t *testing.T) {
-	var (
-		mu     sync.Mutex
-		events []string
-	)
-	note := func(e string) func() {
-		return func() {
-			mu.Lock()
-			defer mu.Unlock()
-			events = append(events, e)
-		}
-	}
-	// got are the events, the quiet ones in a row counted as one, and how many there were.
+	var h hookLog
+	// got are the hooks that ran, the Quiet ones in a row counted as one, and how many Quiet
+	// ones there were.
 	got := func() ([]string, int) {
-		mu.Lock()
-		defer mu.Unlock()
 		var out []string
 		quiet := 0
-		for _, e := range events {
+		for _, e := range h.got() {
 			if e == "quiet" {
 				quiet++
-				if out[len(out)-1] == "quiet" {
+				if len(out) > 0 && out[len(out)-1] == "quiet" {
 					continue
 				}
 			}
@@ -711,7 +707,7 @@ func TestQuietWhileNoChangeComes(t *testing.T) {
 		return out, quiet
 	}
 	r := newRig(t, 0, func(c *Config) {
-		c.AfterSync, c.Idle, c.Quiet, c.IdleAfter = note("sync"), note("idle"), note("quiet"), time.Millisecond
+		c.AfterSync, c.Idle, c.Quiet, c.IdleAfter = h.note("sync"), h.note("idle"), h.note("quiet"), time.Millisecond
 	})
 	r.run(t, config(":80", "a 10.0.0.1:80"))
 	waitFor(t, func() bool { _, n := got(); return n >= 3 })
