@@ -834,11 +834,12 @@ func (e *Etcd) apply(w *prefixWatch, events []*clientv3.Event, rev int64) {
 	for i := range jobs {
 		it := e.keep(w, &jobs[i])
 		old := w.items[jobs[i].key]
-		if !sameSeen(old, it) {
-			changed = true
-		} else if old.object != nil && it.object != nil {
-			it.object = snapshot.Echo(old.object, it.object) // the values the renderer computed with
+		if old != nil && old.object != nil && it.object != nil {
+			// An echo takes the held values, which the renderer computed with; sameSeen then
+			// compares them by identity rather than the whole object once more.
+			it.object = snapshot.Echo(old.object, it.object)
 		}
+		changed = changed || !sameSeen(old, it)
 		w.items[jobs[i].key] = it
 	}
 	if changed || len(jobs) > 0 {
