@@ -19,6 +19,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/watchspec"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -931,9 +932,7 @@ func (d *manifestDecoder) custom(at *origin, p *pending, by []*watched) (*decode
 	if err := u.UnmarshalJSON(p.data); err != nil {
 		return nil, inputError(at.rel, at.line, 0, fmt.Errorf("decoding the %s: %v", p.gvk.Kind, err))
 	}
-	if noStatus(by) {
-		delete(u.Object, "status")
-	}
+	statusSeen(by).Trim(u.Object)
 	o, err := d.objConv.FromUnstructured(u.Object)
 	if err != nil {
 		return nil, inputError(at.rel, at.line, 0, fmt.Errorf("the %s: %v", p.gvk.Kind, err))
@@ -941,15 +940,17 @@ func (d *manifestDecoder) custom(at *origin, p *pending, by []*watched) (*decode
 	return &decoded{v: &watchedForm{object: o, by: by, kind: p.gvk.Kind}}, nil
 }
 
-// noStatus says the object's status is left out: every watched resource that takes it says
-// so (;status=off).
-func noStatus(by []*watched) bool {
-	for _, w := range by {
-		if !w.spec.NoStatus {
-			return false
-		}
+// statusSeen is what of the object's status the watched resources that take it see together
+// (;status=): what any of them sees.
+func statusSeen(by []*watched) watchspec.Status {
+	if len(by) == 0 {
+		return watchspec.Status{}
 	}
-	return len(by) > 0
+	st := by[0].spec.Status
+	for _, w := range by[1:] {
+		st = st.Union(w.spec.Status)
+	}
+	return st
 }
 
 // prepare does to a decoded object what the API server would have: the default namespace, a
@@ -1008,8 +1009,8 @@ func (d *manifestDecoder) prepare(obj kruntime.Object, gvk schema.GroupVersionKi
 	if err != nil {
 		return nil, fmt.Errorf("the %s: %v", gvk.Kind, err)
 	}
-	if noStatus(by) {
-		o = o.WithoutStatus()
+	if st := statusSeen(by); !st.All() {
+		o = o.WithStatus(st.Keeps)
 	}
 	w := &watchedForm{object: o, by: by, kind: gvk.Kind, obj: typed}
 	if p, ok := obj.(*corev1.Pod); ok && d.conv != nil {

@@ -263,10 +263,10 @@ func (d *valueDecoder) decodeObject(w *watched, conv *snapshot.ObjectConverter, 
 		m.SetName(name)
 		m.SetResourceVersion(rv)
 		o, err := conv.FromTyped(obj, *gvk)
-		if err != nil || !w.spec.NoStatus {
+		if err != nil || w.spec.Status.All() {
 			return o, err
 		}
-		return o.WithoutStatus(), nil // templates do not see it (;status=off)
+		return o.WithStatus(w.spec.Status.Keeps), nil // what templates do not see of it left out (;status=)
 	}
 	if value[0] != '{' {
 		return nil, fmt.Errorf("etcd key %s holds protobuf, not the JSON custom resources are stored as: is %s a built-in resource?", j.key, want)
@@ -285,9 +285,7 @@ func (d *valueDecoder) decodeObject(w *watched, conv *snapshot.ObjectConverter, 
 	u.SetNamespace(ns)
 	u.SetName(name)
 	u.SetResourceVersion(rv)
-	if w.spec.NoStatus {
-		delete(u.Object, "status") // templates do not see it (;status=off)
-	}
+	w.spec.Status.Trim(u.Object) // what templates do not see of it (;status=)
 	return conv.FromUnstructured(u.Object)
 }
 

@@ -722,9 +722,7 @@ func (k *Kube) convert(w *watched, store cache.Store) cache.TransformFunc {
 		if u.GetKind() == "" && w.kind != "" {
 			u.SetKind(w.kind)
 		}
-		if w.spec.NoStatus {
-			delete(u.Object, "status") // templates do not see it (;status=off)
-		}
+		w.spec.Status.Trim(u.Object) // what templates do not see of it (;status=)
 		o, err := k.objConv.FromUnstructured(u.Object)
 		if err != nil {
 			return nil, fmt.Errorf("convert %s %s/%s: %w", w.spec.Qualified(), u.GetNamespace(), u.GetName(), err)

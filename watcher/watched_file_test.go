@@ -2,12 +2,14 @@ package watcher
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/watchspec"
 )
@@ -136,6 +138,74 @@ func TestFileWatchedResources(t *testing.T) {
 		if err != nil || watchedKeys(again) != want {
 			t.Errorf("second read: %v %s", err, watchedKeys(again))
 		}
+	}
+}
+
+// TestFileStatusSeen: the file source leaves out what ;status= hides of an object's status, a
+// custom resource's (as JSON) and a built-in one's (converted) alike; an object two watched
+// resources take shows what either sees.
+func TestFileStatusSeen(t *testing.T) {
+	dir := t.TempDir()
+	const manifests = `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: web}
+spec: {gatewayClassName: haproxy}
+status:
+  addresses: [{value: 10.0.0.1}]
+  conditions: [{type: Programmed}]
+  listeners: [{name: http}]
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node-1}
+status:
+  addresses: [{type: InternalIP, address: 192.168.0.1}]
+  conditions: [{type: Ready, status: "True"}]
+`
+	if err := os.WriteFile(filepath.Join(dir, "objects.yaml"), []byte(manifests), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	status := func(o *snapshot.Object) string {
+		st, ok := o.Record().Get("status")
+		if !ok {
+			return "none"
+		}
+		r, ok := st.(*record.Record)
+		if !ok {
+			return fmt.Sprintf("%T", st)
+		}
+		var keys []string
+		for k := range r.All() {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		return strings.Join(keys, ",")
+	}
+	cases := []struct {
+		watch         []string
+		gateway, node string
+	}{
+		{[]string{"gateways.v1.gateway.networking.k8s.io;status=addresses", "nodes.v1;status=conditions"},
+			"addresses", "conditions"},
+		{[]string{"gateways.v1.gateway.networking.k8s.io;status=off", "nodes.v1;status=off"}, "none", "none"},
+		{[]string{"gateways.v1.gateway.networking.k8s.io;status=off", "gateways.v1.gateway.networking.k8s.io;as=gw;status=listeners",
+			"nodes.v1;status=conditions", "nodes.v1;as=machines"},
+			"listeners", "addresses,conditions,daemonEndpoints,nodeInfo"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.watch, " "), func(t *testing.T) {
+			f := &File{Dir: dir, DefaultNamespace: "lb", Watch: watchList(t, c.watch...)}
+			objs, err := f.Objects(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gws := objs.Resources["gateways"]; len(gws) != 1 || status(gws[0]) != c.gateway {
+				t.Errorf("the Gateway's status: %v, want %s", gws, c.gateway)
+			}
+			if nodes := objs.Resources["nodes"]; len(nodes) != 1 || status(nodes[0]) != c.node {
+				t.Errorf("the Node's status: %s, want %s", status(nodes[0]), c.node)
+			}
+		})
 	}
 }
 

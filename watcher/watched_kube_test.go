@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/reference"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
@@ -375,6 +376,105 @@ func TestWatchedResourcesFromTheAPIServerAndEtcd(t *testing.T) {
 // its status, and a write of its status alone (the sidecar's own, above all) asks for no
 // sync; a change of anything else does. The kube source and the etcd source alike.
 func TestStatusOffAsksNoSyncForAStatusWrite(t *testing.T) {
+	testStatusWrites(t, "ingresses.v1.networking.k8s.io;status=off", func(ctx context.Context, env *kubetest.Env) statusObject {
+		ing, err := env.Client.NetworkingV1().Ingresses("web").Create(ctx, &networkingv1.Ingress{
+			ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "web"},
+			Spec:       networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "shop", Port: networkingv1.ServiceBackendPort{Number: 80}}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		api := env.Client.NetworkingV1().Ingresses("web")
+		return statusObject{
+			resource: "ingresses",
+			relabel: func(team string) (string, error) {
+				ing.Labels = map[string]string{"team": team}
+				var err error
+				ing, err = api.Update(ctx, ing, metav1.UpdateOptions{})
+				return ing.GetResourceVersion(), err
+			},
+			hiddenWrite: func() (string, error) {
+				ing.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{{IP: "192.0.2.1"}}
+				var err error
+				ing, err = api.UpdateStatus(ctx, ing, metav1.UpdateOptions{})
+				return ing.GetResourceVersion(), err
+			},
+		}
+	})
+}
+
+// TestStatusFieldsAskASyncForTheirWritesAlone: a resource watched with ;status=FIELD is seen
+// with that field of its status alone; a write of another field asks for no sync (the
+// sidecar's own write of a Gateway's attachedRoutes, with ;status=addresses), a write of the
+// field does, and is seen. The kube source (the status trimmed as JSON) and the etcd source
+// (a built-in resource: the converted object trimmed) alike.
+func TestStatusFieldsAskASyncForTheirWritesAlone(t *testing.T) {
+	testStatusWrites(t, "services.v1;namespace=web;status=conditions", func(ctx context.Context, env *kubetest.Env) statusObject {
+		api := env.Client.CoreV1().Services("web")
+		svc, err := api.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "web"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := func(change func(*corev1.ServiceStatus)) (string, error) {
+			change(&svc.Status)
+			var err error
+			svc, err = api.UpdateStatus(ctx, svc, metav1.UpdateOptions{})
+			return svc.GetResourceVersion(), err
+		}
+		return statusObject{
+			resource: "services",
+			relabel: func(team string) (string, error) {
+				svc.Labels = map[string]string{"team": team}
+				var err error
+				svc, err = api.Update(ctx, svc, metav1.UpdateOptions{})
+				return svc.GetResourceVersion(), err
+			},
+			hiddenWrite: func() (string, error) {
+				return status(func(st *corev1.ServiceStatus) {
+					st.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.1"}}
+				})
+			},
+			seenWrite: func() (string, error) {
+				return status(func(st *corev1.ServiceStatus) {
+					st.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Up", LastTransitionTime: metav1.Now()}}
+				})
+			},
+			seen: func(o *snapshot.Object) string {
+				st, _ := o.Record().Get("status")
+				r, _ := st.(*record.Record)
+				if r == nil {
+					return ""
+				}
+				var keys []string
+				for k := range r.All() {
+					keys = append(keys, k)
+				}
+				return strings.Join(keys, ",")
+			},
+			seenBefore: "",
+			seenAfter:  "conditions",
+		}
+	})
+}
+
+// statusObject is the object of a status test and what it does to it; each function returns
+// the object's new resourceVersion.
+type statusObject struct {
+	resource    string // its name in Resources
+	relabel     func(team string) (string, error)
+	hiddenWrite func() (string, error) // a status write templates do not see
+	seenWrite   func() (string, error) // a status write they see (nil: none)
+	// seen tells the status fields templates see; seenBefore and seenAfter, before and
+	// after seenWrite ("": none).
+	seen                  func(*snapshot.Object) string
+	seenBefore, seenAfter string
+}
+
+// testStatusWrites watches a resource with both sources and checks that a status write
+// templates do not see asks for no sync, and is read as the echo of the version before
+// (snapshot.Echo); and, when there is one, that a status write they see asks for exactly one.
+func testStatusWrites(t *testing.T, watchValue string, create func(context.Context, *kubetest.Env) statusObject) {
 	env := kubetest.Start(t)
 	dyn, err := dynamic.NewForConfig(env.Config)
 	if err != nil {
@@ -382,14 +482,16 @@ func TestStatusOffAsksNoSyncForAStatusWrite(t *testing.T) {
 	}
 	ctx := context.Background()
 	env.Namespace(t, "web")
-	ing, err := env.Client.NetworkingV1().Ingresses("web").Create(ctx, &networkingv1.Ingress{
-		ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "web"},
-		Spec:       networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "shop", Port: networkingv1.ServiceBackendPort{Number: 80}}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
+	obj := create(ctx, env)
+	if obj.seen == nil {
+		obj.seen = func(o *snapshot.Object) string {
+			if _, ok := o.Record().Get("status"); ok {
+				return "status"
+			}
+			return ""
+		}
 	}
-	watch := watchList(t, "ingresses.v1.networking.k8s.io;status=off")
+	watch := watchList(t, watchValue)
 	k := &Kube{Client: env.Client, Dynamic: dyn, Namespace: "lb", ServicesConfigMap: "services", KeysSecret: "keys",
 		Watch: watch, Logger: slog.New(slog.DiscardHandler)}
 	e, err := NewEtcd(EtcdConfig{Endpoints: []string{env.EtcdURL}, Prefix: env.EtcdPrefix, Watch: watch, Logger: slog.New(slog.DiscardHandler)})
@@ -411,27 +513,28 @@ func TestStatusOffAsksNoSyncForAStatusWrite(t *testing.T) {
 		go func() { defer close(done); _ = s.src.Run(runCtx, func() { s.calls.Add(1) }) }()
 		t.Cleanup(func() { cancel(); <-done })
 	}
-	seen := func(i int, label string) *snapshot.Object {
-		var obj *snapshot.Object
+	// seen waits until source i reads the object at resourceVersion rv ("": any).
+	seen := func(i int, rv string) *snapshot.Object {
+		var o *snapshot.Object
 		haproxytest.WaitFor(t, 30*time.Second, func() bool {
 			c, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
 			objs, err := sources[i].src.Objects(c)
-			if err != nil || len(objs.Resources["ingresses"]) != 1 {
+			if err != nil || len(objs.Resources[obj.resource]) != 1 {
 				return false
 			}
-			obj = objs.Resources["ingresses"][0]
-			return label == "" || obj.Labels().Get("team") == label
-		}, sources[i].name+": the Ingress seen")
-		return obj
+			o = objs.Resources[obj.resource][0]
+			return rv == "" || o.ResourceVersion() == rv
+		}, fmt.Sprintf("%s: the %s seen at resourceVersion %q", sources[i].name, obj.resource, rv))
+		return o
 	}
 	for i := range sources {
-		if _, ok := seen(i, "").Record().Get("status"); ok {
-			t.Fatalf("%s: the status is seen", sources[i].name)
+		if got := obj.seen(seen(i, "")); got != obj.seenBefore {
+			t.Fatalf("%s: the status seen is %q, want %q", sources[i].name, got, obj.seenBefore)
 		}
 	}
 	// Settled first: a label change that asks each source for exactly one sync, so that what
-	// the start asks for late (another informer's first list, handed over after the Ingress
+	// the start asks for late (another informer's first list, handed over after the object
 	// was seen) is not counted below.
 	var (
 		before [2]int64
@@ -444,13 +547,13 @@ func TestStatusOffAsksNoSyncForAStatusWrite(t *testing.T) {
 		for i := range sources {
 			before[i] = sources[i].calls.Load()
 		}
-		ing.Labels = map[string]string{"team": fmt.Sprintf("settle-%d", round)}
-		if ing, err = env.Client.NetworkingV1().Ingresses("web").Update(ctx, ing, metav1.UpdateOptions{}); err != nil {
+		rv, err := obj.relabel(fmt.Sprintf("settle-%d", round))
+		if err != nil {
 			t.Fatal(err)
 		}
 		settled := true
 		for i := range sources {
-			held[i] = seen(i, ing.Labels["team"])
+			held[i] = seen(i, rv)
 			haproxytest.WaitFor(t, 10*time.Second, func() bool { return sources[i].calls.Load() > before[i] }, "the label change asks for a sync")
 			settled = settled && sources[i].calls.Load()-before[i] == 1
 		}
@@ -467,18 +570,14 @@ func TestStatusOffAsksNoSyncForAStatusWrite(t *testing.T) {
 		k.objConv.NextRound()
 		e.objConv.NextRound()
 	}
-	ing.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{{IP: "192.0.2.1"}}
-	if ing, err = env.Client.NetworkingV1().Ingresses("web").UpdateStatus(ctx, ing, metav1.UpdateOptions{}); err != nil {
+	rv, err := obj.hiddenWrite()
+	if err != nil {
 		t.Fatal(err)
 	}
 	// The echo is read with its resourceVersion and the values of the version before it, the
 	// very same records (snapshot.Echo): what the renderer kept from them is found again.
 	for i := range sources {
-		var echo *snapshot.Object
-		haproxytest.WaitFor(t, 30*time.Second, func() bool {
-			echo = seen(i, "")
-			return echo.ResourceVersion() == ing.ResourceVersion
-		}, sources[i].name+": the status write's resourceVersion read")
+		echo := seen(i, rv)
 		spec, _ := echo.Record().Get("spec")
 		was, _ := held[i].Record().Get("spec")
 		if spec == nil || spec != was {
@@ -486,16 +585,28 @@ func TestStatusOffAsksNoSyncForAStatusWrite(t *testing.T) {
 		}
 	}
 	// A label after it, as a barrier: the informer delivers the events in order.
-	ing.Labels = map[string]string{"team": "a"}
-	if _, err := env.Client.NetworkingV1().Ingresses("web").Update(ctx, ing, metav1.UpdateOptions{}); err != nil {
+	if rv, err = obj.relabel("a"); err != nil {
 		t.Fatal(err)
 	}
 	for i := range sources {
-		seen(i, "a")
+		seen(i, rv)
 		haproxytest.WaitFor(t, 10*time.Second, func() bool { return sources[i].calls.Load() > before[i] }, "the label change asks for a sync")
 		if got := sources[i].calls.Load() - before[i]; got != 1 {
 			t.Errorf("%s: %d syncs asked for a status write and a label change, want 1 (the label's)", sources[i].name, got)
 		}
+		before[i] = sources[i].calls.Load()
+	}
+	if obj.seenWrite == nil {
+		return
+	}
+	if rv, err = obj.seenWrite(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range sources {
+		if got := obj.seen(seen(i, rv)); got != obj.seenAfter {
+			t.Errorf("%s: after the status write templates see, the status seen is %q, want %q", sources[i].name, got, obj.seenAfter)
+		}
+		haproxytest.WaitFor(t, 10*time.Second, func() bool { return sources[i].calls.Load() > before[i] }, sources[i].name+": the status write templates see asks for a sync")
 	}
 }
 

@@ -30,7 +30,7 @@ var kinds = map[string]kind{
 	"httproute": {
 		title:   "HTTPRoutes",
 		example: "examples/templates/httproute.yaml",
-		watch: []string{"gatewayclasses.v1.gateway.networking.k8s.io;status=off", "gateways.v1.gateway.networking.k8s.io",
+		watch: []string{"gatewayclasses.v1.gateway.networking.k8s.io;status=off", "gateways.v1.gateway.networking.k8s.io;status=addresses",
 			"httproutes.v1.gateway.networking.k8s.io;status=off", "referencegrants.v1beta1.gateway.networking.k8s.io",
 			"namespaces.v1", "services.v1", "endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name"},
 		envAllow: "HTTP_BIND,HTTPS_BIND,GATEWAY_CLASS,GATEWAY_CONTROLLER,GATEWAY_ADDRESSES",

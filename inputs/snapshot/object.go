@@ -368,15 +368,40 @@ func (t *shapeTable) keys(names []string) *record.Keys {
 
 // WithoutStatus is o without its status (o itself when it has none): for a watched resource
 // whose status templates do not see (--watch ...;status=off).
-func (o *Object) WithoutStatus() *Object {
-	if _, ok := o.obj.Get("status"); !ok {
+func (o *Object) WithoutStatus() *Object { return o.WithStatus(func(string) bool { return false }) }
+
+// WithStatus is o with only the fields of its status that keep says templates see (o itself
+// when that is all of them; no status when none is left): --watch ...;status=FIELD,...
+func (o *Object) WithStatus(keep func(field string) bool) *Object {
+	st, ok := o.obj.Get("status")
+	if !ok {
 		return o
 	}
-	keys := make([]string, 0, o.obj.Len()-1)
-	vals := make([]any, 0, o.obj.Len()-1)
+	var kept *record.Record
+	if r, ok := st.(*record.Record); ok {
+		var keys []string
+		var vals []any
+		for k, v := range r.All() {
+			if keep(k) {
+				keys, vals = append(keys, k), append(vals, v)
+			}
+		}
+		switch len(keys) {
+		case r.Len():
+			return o
+		case 0:
+		default:
+			kept = record.FromPairs(nil, keys, vals)
+		}
+	}
+	keys := make([]string, 0, o.obj.Len())
+	vals := make([]any, 0, o.obj.Len())
 	for k, v := range o.obj.All() {
-		if k != "status" {
+		switch {
+		case k != "status":
 			keys, vals = append(keys, k), append(vals, v)
+		case kept != nil:
+			keys, vals = append(keys, k), append(vals, any(kept))
 		}
 	}
 	return &Object{key: o.key, slash: o.slash, obj: record.FromPairs(nil, keys, vals)}

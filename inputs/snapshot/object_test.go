@@ -571,6 +571,49 @@ func TestWithoutStatusAndSameExceptVersion(t *testing.T) {
 	}
 }
 
+// TestWithStatusKeepsTheFieldsNamed: ;status=FIELD,... leaves those fields of the status and
+// nothing else of it; a write of another field is then no change templates see.
+func TestWithStatusKeepsTheFieldsNamed(t *testing.T) {
+	var c ObjectConverter
+	obj := func(rv, addr, cond string) *Object {
+		o, err := c.FromUnstructured(map[string]any{"apiVersion": "v1", "kind": "Gateway",
+			"metadata": map[string]any{"name": "g", "namespace": "web", "resourceVersion": rv},
+			"spec":     map[string]any{"gatewayClassName": "haproxy"},
+			"status": map[string]any{"addresses": []any{map[string]any{"value": addr}},
+				"conditions": []any{map[string]any{"type": cond}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	addresses := func(f string) bool { return f == "addresses" }
+	a := obj("1", "10.0.0.1", "Accepted")
+	st, _ := a.WithStatus(addresses).Record().Get("status")
+	r, ok := st.(*record.Record)
+	if !ok || r.Len() != 1 {
+		t.Fatalf("status = %v, want addresses alone", st)
+	}
+	if _, ok := r.Get("addresses"); !ok {
+		t.Fatal("addresses not kept")
+	}
+	if spec, _ := a.WithStatus(addresses).Record().Get("spec"); spec == nil {
+		t.Fatal("the rest is not kept")
+	}
+	if a.WithStatus(func(string) bool { return true }) != a {
+		t.Error("keeping every field is not the object itself")
+	}
+	if b := obj("2", "10.0.0.1", "Programmed"); !SameExceptVersion(a.WithStatus(addresses), b.WithStatus(addresses)) {
+		t.Error("a write of a field not kept is a change")
+	}
+	if b := obj("2", "10.0.0.2", "Accepted"); SameExceptVersion(a.WithStatus(addresses), b.WithStatus(addresses)) {
+		t.Error("a change of a kept field is not seen")
+	}
+	none := a.WithStatus(func(f string) bool { return f == "listeners" })
+	if _, ok := none.Record().Get("status"); ok {
+		t.Error("a status with no field kept is left in")
+	}
+}
+
 // TestEcho: a version that differs from the one held in its resourceVersion alone (the echo
 // of a status write, with ;status=off) is the held one's values, the very same records, with
 // its own resourceVersion: what the renderer kept from them is found by identity. Any other

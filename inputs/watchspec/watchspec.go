@@ -5,7 +5,7 @@
 // One --watch value is a resource in kubectl's fully qualified form, then options separated by
 // semicolons:
 //
-//	RESOURCE[;namespace=NS][;selector=SELECTOR][;index=[NAME=]label:KEY|field:PATH]...[;kind=KIND][;as=NAME][;status=off]
+//	RESOURCE[;namespace=NS][;selector=SELECTOR][;index=[NAME=]label:KEY|field:PATH]...[;kind=KIND][;as=NAME][;status=off|FIELD,...]
 //
 //	ingresses.v1.networking.k8s.io
 //	endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name
@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -46,9 +47,79 @@ type Resource struct {
 	Kind string
 	// As is the name in the template context when the operator gives one (;as=); see Name.
 	As string
-	// NoStatus (;status=off) leaves the objects' status out of what templates see, so that a
-	// change of the status alone (the sidecar's own status writes, above all) renders nothing.
-	NoStatus bool
+	// Status is what of the objects' status templates see (;status=): all of it, none, or
+	// some of its fields, so that a change of the rest (the sidecar's own status writes,
+	// above all) renders nothing.
+	Status Status
+}
+
+// Status is what of a watched resource's objects' status templates see.
+type Status struct {
+	// Off (;status=off): none of it.
+	Off bool
+	// Fields (;status=addresses,conditions): only these fields of it; none named: all of it.
+	Fields []string
+}
+
+// All says templates see the whole status (the default).
+func (s Status) All() bool { return !s.Off && len(s.Fields) == 0 }
+
+// String is the option's value: on, off or the fields.
+func (s Status) String() string {
+	switch {
+	case s.Off:
+		return "off"
+	case len(s.Fields) == 0:
+		return "on"
+	}
+	return strings.Join(s.Fields, ",")
+}
+
+// Keeps says templates see the status field name.
+func (s Status) Keeps(name string) bool {
+	return !s.Off && (len(s.Fields) == 0 || slices.Contains(s.Fields, name))
+}
+
+// Union is what two watched resources that take the same objects see together.
+func (s Status) Union(t Status) Status {
+	switch {
+	case s.Off:
+		return t
+	case t.Off:
+		return s
+	case s.All() || t.All():
+		return Status{}
+	}
+	u := slices.Clone(s.Fields)
+	for _, f := range t.Fields {
+		if !slices.Contains(u, f) {
+			u = append(u, f)
+		}
+	}
+	return Status{Fields: u}
+}
+
+// Trim leaves in obj (an object as JSON decodes it) the status templates see.
+func (s Status) Trim(obj map[string]any) {
+	if s.All() {
+		return
+	}
+	st, ok := obj["status"].(map[string]any)
+	if !ok || s.Off {
+		delete(obj, "status")
+		return
+	}
+	kept := make(map[string]any, len(s.Fields))
+	for _, f := range s.Fields {
+		if v, ok := st[f]; ok {
+			kept[f] = v
+		}
+	}
+	if len(kept) == 0 {
+		delete(obj, "status")
+		return
+	}
+	obj["status"] = kept
 }
 
 // Index is a lookup of a watched resource's objects by the value of a label or of a field.
@@ -117,8 +188,8 @@ func (r Resource) String() string {
 	if r.As != "" {
 		parts = append(parts, "as="+r.As)
 	}
-	if r.NoStatus {
-		parts = append(parts, "status=off")
+	if !r.Status.All() {
+		parts = append(parts, "status="+r.Status.String())
 	}
 	return strings.Join(parts, ";")
 }
@@ -132,6 +203,9 @@ var (
 	kindRE = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
 	// fieldRE is one key of a field path.
 	fieldRE = regexp.MustCompile(`^[A-Za-z0-9_$@-]+$`)
+	// switchWords are not taken for status fields.
+	switchWords = map[string]bool{"yes": true, "no": true, "true": true, "false": true, "none": true, "all": true,
+		"enabled": true, "disabled": true, "enable": true, "disable": true, "0": true, "1": true}
 	// startRE is the start of a --watch value: PLURAL.VERSION[.GROUP] then the end or ";".
 	startRE = regexp.MustCompile(`^\s*[a-z0-9]([-a-z0-9]*[a-z0-9])?\.v[1-9][0-9]*((alpha|beta)[1-9][0-9]*)?(\.[a-z0-9]([-a-z0-9.]*[a-z0-9])?)?\.?\s*(;|$)`)
 )
@@ -230,11 +304,21 @@ func (r *Resource) option(key, val string) error {
 	case "status":
 		switch val {
 		case "off":
-			r.NoStatus = true
+			r.Status = Status{Off: true}
 		case "on":
-			r.NoStatus = false
+			r.Status = Status{}
 		default:
-			return fmt.Errorf("status %q: want on (templates see the objects' status, the default) or off", val)
+			for _, f := range strings.Split(val, ",") {
+				f = strings.TrimSpace(f)
+				// A switch's word is a mistyped on or off, not a status field (camelCase by the
+				// API conventions): a field list would hide the status silently.
+				if !identRE.MatchString(f) || switchWords[strings.ToLower(f)] {
+					return fmt.Errorf("status %q: want on (templates see the objects' status, the default), off, or the status fields they see (status=addresses,conditions)", val)
+				}
+				if !slices.Contains(r.Status.Fields, f) {
+					r.Status.Fields = append(r.Status.Fields, f)
+				}
+			}
 		}
 	default:
 		return fmt.Errorf("unknown option %q (want namespace, selector, index, kind, as or status)", key)

@@ -33,7 +33,9 @@ func TestParse(t *testing.T) {
 			Resource: "httproutes", Version: "v1", Group: "gateway.networking.k8s.io", Kind: "HTTPRoute", As: "routes"}},
 		{in: "ingresses.v1.networking.k8s.io;;", want: Resource{Resource: "ingresses", Version: "v1", Group: "networking.k8s.io"}},
 		{in: "httproutes.v1.gateway.networking.k8s.io;status=off", want: Resource{
-			Resource: "httproutes", Version: "v1", Group: "gateway.networking.k8s.io", NoStatus: true}},
+			Resource: "httproutes", Version: "v1", Group: "gateway.networking.k8s.io", Status: Status{Off: true}}},
+		{in: "gateways.v1.gateway.networking.k8s.io;status=addresses, conditions,addresses", want: Resource{
+			Resource: "gateways", Version: "v1", Group: "gateway.networking.k8s.io", Status: Status{Fields: []string{"addresses", "conditions"}}}},
 		{in: "services.v1;status=on", want: Resource{Resource: "services", Version: "v1"}},
 
 		{in: "ingresses", err: "want PLURAL.VERSION.GROUP"},
@@ -56,6 +58,8 @@ func TestParse(t *testing.T) {
 		{in: "crontabs.v1.example.com;kind=crontab", err: `kind "crontab"`},
 		{in: "crontabs.v1.example.com;as=cron-tabs", err: `as "cron-tabs"`},
 		{in: "crontabs.v1.example.com;status=no", err: `status "no": want on`},
+		{in: "crontabs.v1.example.com;status=addresses,False", err: `status "addresses,False": want on`},
+		{in: "crontabs.v1.example.com;status=spec.x", err: `status "spec.x": want on`},
 	}
 	for _, c := range cases {
 		t.Run(c.in, func(t *testing.T) {
@@ -197,4 +201,60 @@ func TestListFlag(t *testing.T) {
 			t.Errorf("%q != %q", again.String(), l.String())
 		}
 	})
+}
+
+func TestStatusTrimLeavesWhatTemplatesSee(t *testing.T) {
+	obj := func() map[string]any {
+		return map[string]any{"spec": map[string]any{"x": 1}, "status": map[string]any{
+			"addresses": []any{"10.0.0.1"}, "conditions": []any{"Programmed"}, "listeners": []any{"http"}}}
+	}
+	cases := []struct {
+		name   string
+		status Status
+		want   map[string]any // the status left; nil: none
+	}{
+		{"on", Status{}, obj()["status"].(map[string]any)},
+		{"off", Status{Off: true}, nil},
+		{"one field", Status{Fields: []string{"addresses"}}, map[string]any{"addresses": []any{"10.0.0.1"}}},
+		{"two fields", Status{Fields: []string{"conditions", "addresses"}},
+			map[string]any{"addresses": []any{"10.0.0.1"}, "conditions": []any{"Programmed"}}},
+		{"a field it has not", Status{Fields: []string{"observedGeneration"}}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := obj()
+			c.status.Trim(o)
+			got, has := o["status"]
+			if c.want == nil {
+				if has {
+					t.Fatalf("status left: %v", got)
+				}
+			} else if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("status = %v, want %v", got, c.want)
+			}
+			if !reflect.DeepEqual(o["spec"], map[string]any{"x": 1}) {
+				t.Errorf("spec changed: %v", o["spec"])
+			}
+		})
+	}
+}
+
+func TestStatusUnionIsWhatEitherSees(t *testing.T) {
+	off, all := Status{Off: true}, Status{}
+	a, b := Status{Fields: []string{"addresses"}}, Status{Fields: []string{"conditions", "addresses"}}
+	cases := []struct {
+		name       string
+		s, t, want Status
+	}{
+		{"off and off", off, off, off},
+		{"off and fields", off, a, a},
+		{"fields and off", a, off, a},
+		{"fields and all", a, all, all},
+		{"fields and fields", a, b, Status{Fields: []string{"addresses", "conditions"}}},
+	}
+	for _, c := range cases {
+		if got := c.s.Union(c.t); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %v.Union(%v) = %#v, want %#v", c.name, c.s, c.t, got, c.want)
+		}
+	}
 }
