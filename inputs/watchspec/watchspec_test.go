@@ -147,6 +147,9 @@ func TestSplit(t *testing.T) {
 			[]string{"pods.v1;selector=app in (web,api),app.kubernetes.io/name", "nodes.v1;selector=a,b"}},
 		{"endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name,nodes.v1;as=n",
 			[]string{"endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name", "nodes.v1;as=n"}},
+		// So do the status fields'.
+		{"gateways.v1.gateway.networking.k8s.io;status=addresses,conditions,nodes.v1",
+			[]string{"gateways.v1.gateway.networking.k8s.io;status=addresses,conditions", "nodes.v1"}},
 	}
 	for _, c := range cases {
 		if got := Split(c.in); !reflect.DeepEqual(got, c.want) {
