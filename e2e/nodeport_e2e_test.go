@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	sigyaml "sigs.k8s.io/yaml"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/exampleflags"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/kubetest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/reload"
@@ -82,8 +82,8 @@ func exampleWatchFlags(t *testing.T, path string) []string {
 		t.Fatal(err)
 	}
 	var args []string
-	for _, m := range regexp.MustCompile(`(?m)^#\s+--watch\s+'?([^'\s]+)'?\s*$`).FindAllStringSubmatch(string(b), -1) {
-		args = append(args, "--watch", m[1])
+	for _, w := range exampleflags.Watch(b) {
+		args = append(args, "--watch", w)
 	}
 	if len(args) == 0 {
 		t.Fatalf("%s lists no --watch flag", path)

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/benchrig"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/exampleflags"
 )
 
 // changeDeadline bounds the wait for one change to be served.
@@ -94,6 +95,9 @@ type bench struct {
 	profile     string
 	profileKind string
 	among       bool // --new-among
+	// exampleArgs are the --watch and --env-allow flags the example's header comment gives
+	// (load reads them).
+	exampleArgs []string
 }
 
 func (b *bench) routeName(i int) string { return fmt.Sprintf("%s-%05d", b.kind.prefix, i) }
@@ -179,6 +183,9 @@ func (b *bench) load(crds string) error {
 	if err != nil {
 		return fmt.Errorf("read the example: %w", err)
 	}
+	if b.exampleArgs, err = exampleflags.Args(config); err != nil {
+		return fmt.Errorf("%s: %w", b.kind.example, err)
+	}
 	if err := b.kube.Put("config", config, 1); err != nil {
 		return err
 	}
@@ -227,10 +234,7 @@ type startup struct {
 // start starts the sidecar and HAProxy and waits until every route is served and the status
 // of every object written, so that the changes are measured on a quiet sidecar.
 func (b *bench) start(sidecar string) (*startup, error) {
-	args := []string{"--source=kube", "--kubeconfig", b.kube.Kubeconfig, "--wait", b.wait, "--env-allow", b.kind.envAllow, "--log-format=json"}
-	for _, w := range b.kind.watch {
-		args = append(args, "--watch", w)
-	}
+	args := append([]string{"--source=kube", "--kubeconfig", b.kube.Kubeconfig, "--wait", b.wait, "--log-format=json"}, b.exampleArgs...)
 	if b.stages {
 		args = append(args, "--log-level=debug")
 	}

@@ -9,14 +9,12 @@ import (
 // ns is the namespace of the bench's routes, Services and EndpointSlices (and the Gateway).
 const ns = "bench"
 
-// kind is what differs between the route kinds: the example template, what the sidecar
-// watches, and the objects that route.
+// kind is what differs between the route kinds: the example template (whose header comment
+// gives the sidecar's --watch and --env-allow), and the objects that route.
 type kind struct {
-	title    string   // the routes' kind, plural
-	example  string   // the ConfigMap of the template
-	watch    []string // the sidecar's --watch, as the example's header comment gives it
-	envAllow string   // the sidecar's --env-allow, likewise
-	prefix   string   // of the routes' names: route-00042, ing-00042
+	title   string // the routes' kind, plural
+	example string // the ConfigMap of the template
+	prefix  string // of the routes' names: route-00042, ing-00042
 	// route is a route named name for host, each rule a path prefix to a Service.
 	route func(name, host string, rules []rule) map[string]any
 	// front are the objects the routes attach to (the Gateway).
@@ -30,12 +28,8 @@ var kinds = map[string]kind{
 	"httproute": {
 		title:   "HTTPRoutes",
 		example: "examples/templates/httproute.yaml",
-		watch: []string{"gatewayclasses.v1.gateway.networking.k8s.io;status=off", "gateways.v1.gateway.networking.k8s.io;status=addresses",
-			"httproutes.v1.gateway.networking.k8s.io;status=off", "referencegrants.v1beta1.gateway.networking.k8s.io",
-			"namespaces.v1", "services.v1", "endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name"},
-		envAllow: "HTTP_BIND,HTTPS_BIND,GATEWAY_CLASS,GATEWAY_CONTROLLER,GATEWAY_ADDRESSES",
-		prefix:   "route",
-		route:    httpRoute,
+		prefix:  "route",
+		route:   httpRoute,
 		// The example serves a Gateway once its GatewayClass exists and names the sidecar's
 		// controller; both get their status written.
 		front: []map[string]any{
@@ -50,12 +44,8 @@ var kinds = map[string]kind{
 	"ingress": {
 		title:   "Ingresses",
 		example: "examples/templates/ingress.yaml",
-		// As the example says to watch them: the status the sidecar writes is not rendered again.
-		watch: []string{"ingresses.v1.networking.k8s.io;status=off", "services.v1",
-			"endpointslices.v1.discovery.k8s.io;index=service=label:kubernetes.io/service-name"},
-		envAllow: "HTTP_BIND,HTTPS_BIND,INGRESS_CLASS",
-		prefix:   "ing",
-		route:    ingress,
+		prefix:  "ing",
+		route:   ingress,
 	},
 }
 

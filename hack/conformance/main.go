@@ -23,7 +23,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -33,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/benchrig"
+	"github.com/haproxy-sidecar/haproxy-sidecar/internal/exampleflags"
 )
 
 // defaultFeatures are the GATEWAY-HTTP profile's core features and the extended ones the
@@ -181,7 +181,7 @@ func (h *harness) startSidecar() error {
 	if err != nil {
 		return fmt.Errorf("read the example: %w", err)
 	}
-	args, err := exampleFlags(example)
+	args, err := exampleflags.Args(example)
 	if err != nil {
 		return fmt.Errorf("%s: %w", h.o.example, err)
 	}
@@ -212,24 +212,6 @@ func gatewayAddresses(first, pool string) string {
 		}
 	}
 	return strings.Join(addrs, ",")
-}
-
-var (
-	watchFlag    = regexp.MustCompile(`(?m)^#\s+--watch\s+'?([^'\s]+)'?\s*$`)
-	envAllowFlag = regexp.MustCompile(`--env-allow\s+([A-Z0-9_,]+)`)
-)
-
-// exampleFlags are the --watch and --env-allow flags the example's header comment lists.
-func exampleFlags(example []byte) ([]string, error) {
-	var args []string
-	for _, m := range watchFlag.FindAllSubmatch(example, -1) {
-		args = append(args, "--watch", string(m[1]))
-	}
-	env := envAllowFlag.FindSubmatch(example)
-	if len(args) == 0 || env == nil {
-		return nil, errors.New("the header comment lists no --watch or no --env-allow")
-	}
-	return append(args, "--env-allow", string(env[1])), nil
 }
 
 // runSuite runs the suite's test binary until it ends (or --timeout), printing each test's

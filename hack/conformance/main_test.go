@@ -1,9 +1,7 @@
 package main
 
 import (
-	"os"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
@@ -116,30 +114,6 @@ func TestResults(t *testing.T) {
 	want := map[string][]string{"PASS": {"HTTPRouteSimpleSameNamespace"}, "FAIL": {"HTTPRouteHeaderMatching"}, "SKIP": {"GRPCExactMethodMatching"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("results: %v, want %v", got, want)
-	}
-}
-
-// The flags are read from the example's header comment, as its users read them.
-func TestExampleFlags(t *testing.T) {
-	example, err := os.ReadFile("../../examples/templates/httproute.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	args, err := exampleFlags(example)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if i := slices.Index(args, "--env-allow"); i < 0 || !strings.Contains(args[i+1], "GATEWAY_CLASS") {
-		t.Errorf("--env-allow: %q", args)
-	}
-	if n := strings.Count(strings.Join(args, " "), "--watch "); n != 7 {
-		t.Errorf("%d --watch flags, want 7: %q", n, args)
-	}
-	if i := slices.Index(args, "--env-allow"); i < 0 || !strings.Contains(args[i+1], "GATEWAY_ADDRESSES") || !strings.Contains(args[i+1], "GATEWAY_CONTROLLER") {
-		t.Errorf("--env-allow: %q, want GATEWAY_ADDRESSES and GATEWAY_CONTROLLER among them (the harness sets them)", args)
-	}
-	if _, err := exampleFlags([]byte("# nothing\n")); err == nil {
-		t.Error("a header without flags: no error")
 	}
 }
 

@@ -366,12 +366,9 @@ func (t *shapeTable) keys(names []string) *record.Keys {
 	return k
 }
 
-// WithoutStatus is o without its status (o itself when it has none): for a watched resource
-// whose status templates do not see (--watch ...;status=off).
-func (o *Object) WithoutStatus() *Object { return o.WithStatus(func(string) bool { return false }) }
-
 // WithStatus is o with only the fields of its status that keep says templates see (o itself
-// when that is all of them; no status when none is left): --watch ...;status=FIELD,...
+// when that is all of them or it has none; no status when none is left): --watch
+// ...;status=FIELD,... or status=off (keep says no to every field).
 func (o *Object) WithStatus(keep func(field string) bool) *Object {
 	st, ok := o.obj.Get("status")
 	if !ok {
