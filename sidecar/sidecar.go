@@ -126,6 +126,7 @@ func run(ctx context.Context, cfg *config.Run, env Env, log *slog.Logger, red *r
 		Endpoint:          haproxy.endpoint,
 		ReloaderCounts:    haproxy.endpoint == "dataplane",
 		WaitMin:           cfg.Wait.Min,
+		RenderAhead:       cfg.Wait.Ahead,
 		WaitMax:           cfg.Wait.Max,
 		Metrics:           metrics,
 		Health:            health,

@@ -247,6 +247,43 @@ func (b *Builder) make(ctx context.Context, objs *snapshot.Objects, cur snapshot
 	return b.withDropped(m)
 }
 
+// MakeAhead is Make for a rendering made ahead of its sync (during the quiet period of
+// --wait), when that is Make's plain way: nothing to validate first (no operator input changed
+// that must be checked before it goes live, no ValidateNext, validate false), no template set
+// tried apart, no cluster object held back, and a rendering that succeeds. ok is false
+// otherwise, having changed nothing: the sync then makes it with Make, as always. The caller
+// gives a copy of the quarantine state and uses the result only when nothing changed since
+// (see WillValidate).
+func (b *Builder) MakeAhead(ctx context.Context, objs *snapshot.Objects, cur snapshot.Inputs, q *quarantine.State) (Made, bool) {
+	if b.validateNext.Load() || len(b.held) > 0 || b.trial != nil {
+		return Made{}, false
+	}
+	sel := quarantine.Select(cur, q)
+	if sel.Blocked != nil || len(sel.Held) > 0 {
+		return Made{}, false
+	}
+	if b.cfg.Tried != nil {
+		if tmpl := templatesOf(sel.Chosen); tmpl != nil {
+			if good, wasGood := q.Good[snapshot.KindTemplates]; wasGood && good.Hash != tmpl.Hash {
+				return Made{}, false // a template set to try apart first
+			}
+		}
+	}
+	if len(sel.Changed) > 0 && !b.checkAfter(sel) {
+		return Made{}, false // validated before it goes live
+	}
+	c, err := b.try(ctx, objs, sel.Chosen, false)
+	if err != nil || len(c.Dropped) > 0 {
+		return Made{}, false
+	}
+	c.Unchecked = len(sel.Changed) > 0
+	return Made{Candidate: c, Current: cur, Selection: sel, Held: map[string]quarantine.Hold{}}, true
+}
+
+// WillValidate says whether the next Make validates what it renders (ValidateNext was
+// called): a rendering made ahead is not used then.
+func (b *Builder) WillValidate() bool { return b.validateNext.Load() }
+
 // newTemplatesAtFault is the hold of a template set that never was good and that the failure
 // of the rendering names (its template, or one of its tests): with nothing to put in its place
 // it is not one of the changes a search tries without, yet it is what is held.

@@ -21,7 +21,10 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	Renders           *prometheus.CounterVec // result: success, unchanged, error
+	Renders *prometheus.CounterVec // result: success, unchanged, error
+	// RendersAhead counts the renderings made during the quiet period of --wait, by what
+	// became of them: used by the sync that followed, or discarded (a change came after).
+	RendersAhead      *prometheus.CounterVec
 	Reloads           *prometheus.CounterVec // endpoint, result: success, failed, error
 	Rejected          *prometheus.CounterVec // stage: decode, render, validate, reload, canary
 	LastReloadSuccess prometheus.Gauge
@@ -71,6 +74,8 @@ func NewMetrics() *Metrics {
 		Registry: prometheus.NewRegistry(),
 		Renders: counterVec("renders_total",
 			"Renders of the templates, by result (success, unchanged, error).", "result"),
+		RendersAhead: counterVec("renders_ahead_total",
+			"Renderings made during the quiet period of --wait (--render-ahead), by result (used: the sync that followed took it; discarded: a change came after its read).", "result"),
 		Reloads: counterVec("reloads_total",
 			"HAProxy reloads, by endpoint and result (success, failed: HAProxy refused the config, error: could not reload).", "endpoint", "result"),
 		Rejected: counterVec("rejected_total",
@@ -118,7 +123,7 @@ func NewMetrics() *Metrics {
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.Renders, m.Reloads, m.Rejected, m.LastReloadSuccess, m.ConfigValid, sourceUp{m}, m.ClusterReadStoodIn,
+		m.Renders, m.RendersAhead, m.Reloads, m.Rejected, m.LastReloadSuccess, m.ConfigValid, sourceUp{m}, m.ClusterReadStoodIn,
 		m.RenderDuration, m.ValidateDuration, m.ReloadDuration, m.LiveGenerationInfo, m.ChangeToLive,
 		m.RuntimeUpdates, m.ReloadsAvoided, m.RuntimeFallbacks,
 		m.HeldInputs, m.SyncFailures, m.HAProxyUp, m.BuildInfo, m.CanaryVerdicts,
@@ -205,6 +210,9 @@ func (m *Metrics) startAtZero() {
 	}
 	for _, r := range []string{"success", "unchanged", "error"} {
 		m.Renders.WithLabelValues(r)
+	}
+	for _, r := range []string{"used", "discarded"} {
+		m.RendersAhead.WithLabelValues(r)
 	}
 	for _, s := range []string{snapshot.StageDecode, snapshot.StageRender, snapshot.StageTest, snapshot.StageValidate, snapshot.StageReload} {
 		m.Rejected.WithLabelValues(s)

@@ -110,6 +110,7 @@ func TestCountersStartAtZero(t *testing.T) {
 	}
 	want := map[string][]string{
 		"haproxy_sidecar_renders_total":           {"result=error", "result=success", "result=unchanged"},
+		"haproxy_sidecar_renders_ahead_total":     {"result=discarded", "result=used"},
 		"haproxy_sidecar_reloads_total":           {"endpoint=master-socket,result=error", "endpoint=master-socket,result=failed", "endpoint=master-socket,result=success"},
 		"haproxy_sidecar_rejected_total":          {"stage=decode", "stage=reload", "stage=render", "stage=test", "stage=validate"},
 		"haproxy_sidecar_sync_failures_total":     {"stage=activate", "stage=read", "stage=reload", "stage=stage", "stage=state", "stage=validate", "stage=write"},

@@ -63,6 +63,9 @@ type Config struct {
 	// WaitMin is the quiet period after a change before rendering; WaitMax bounds how long a
 	// stream of changes can postpone it.
 	WaitMin, WaitMax time.Duration
+	// RenderAhead reads and renders during the quiet period (ahead.go): a change goes live
+	// WaitMin after it rather than WaitMin plus the render, when nothing else changes.
+	RenderAhead bool
 	// RetryMax bounds the backoff between retries after an operational failure (HAProxy
 	// unreachable, disk errors). Bad input is not retried: it waits for the next change.
 	RetryMax time.Duration
@@ -158,6 +161,9 @@ type Pipeline struct {
 	// checked yet (CheckAfter), and the inputs it was made from: they are accepted as the
 	// last good ones once HAProxy runs it validated (acceptChecked).
 	unchecked *wentLive
+	// accepted counts the times inputs were accepted as the last good ones (accept): a
+	// rendering made ahead selected with the state it had then.
+	accepted uint64
 
 	// good is what GoodInputs answers: a copy of q's good versions, published by the sync.
 	good atomic.Pointer[quarantine.State]
@@ -171,6 +177,9 @@ type Pipeline struct {
 	// asks for a sync. A sync notes it before it reads the inputs: a count that has not moved
 	// since the read of the last rendering means nothing asked for a new one since.
 	asked atomic.Uint64
+	// notes counts every notification (Changed and HAProxy's own state): a rendering made
+	// ahead is the inputs as they are while it has not moved since its read.
+	notes atomic.Uint64
 	// rendered is the sync's own: the last rendering that went live (or was written for
 	// HAProxy's start), and the count of asked before the read it was made from.
 	rendered rendering
@@ -309,10 +318,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	var idle <-chan time.Time
 	idled := false // Idle was called since the last sync: Quiet next
 	fromNotifications := false
+	var made *ahead // rendered during the quiet period (ahead.go)
 sync:
 	for {
-		res := p.syncNow(ctx, reason, fromNotifications)
-		fromNotifications = false
+		res := p.syncWith(ctx, reason, fromNotifications, made)
+		fromNotifications, made = false, nil
 		if p.cfg.AfterSync != nil {
 			p.cfg.AfterSync()
 		}
@@ -359,12 +369,13 @@ sync:
 				break wait
 			}
 		}
-		n, err := p.debounce(ctx, trigger)
+		n, a, err := p.debounce(ctx, trigger)
 		if err != nil {
 			return nil
 		}
 		reason = fmt.Sprintf("%d change notification(s)", n)
 		fromNotifications = true
+		made = a
 	}
 }
 
@@ -420,6 +431,7 @@ func (p *Pipeline) Changed() {
 func (p *Pipeline) haproxyChanged() { p.notify() }
 
 func (p *Pipeline) notify() {
+	p.notes.Add(1)
 	now := time.Now()
 	p.notified.CompareAndSwap(nil, &now)
 	select {
@@ -428,25 +440,33 @@ func (p *Pipeline) notify() {
 	}
 }
 
-// debounce waits for WaitMin without a new change, but no longer than WaitMax in all. It
-// returns how many notifications the burst had.
-func (p *Pipeline) debounce(ctx context.Context, trigger <-chan struct{}) (int, error) {
+// debounce waits for WaitMin without a new change, but no longer than WaitMax in all,
+// rendering ahead meanwhile (ahead.go). It returns how many notifications the burst had and
+// the last rendering made ahead (nil: none).
+func (p *Pipeline) debounce(ctx context.Context, trigger <-chan struct{}) (int, *ahead, error) {
 	n := 1
 	quiet := time.NewTimer(p.cfg.WaitMin)
 	defer quiet.Stop()
 	deadline := time.NewTimer(p.cfg.WaitMax)
 	defer deadline.Stop()
+	run := p.newAheadRun()
 	for {
 		select {
 		case <-ctx.Done():
-			return n, ctx.Err()
+			run.stop()
+			return n, nil, ctx.Err()
 		case <-trigger:
 			n++
 			quiet.Reset(p.cfg.WaitMin)
+			run.changed()
+		case <-run.settled():
+			run.paused(ctx)
+		case a := <-run.finished():
+			run.ended(ctx, a)
 		case <-quiet.C:
-			return n, nil
+			return n, run.result(), nil
 		case <-deadline.C:
-			return n, nil
+			return n, run.result(), nil
 		}
 	}
 }

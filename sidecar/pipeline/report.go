@@ -180,6 +180,7 @@ func (p *Pipeline) acceptChecked() {
 func (p *Pipeline) accept(live []snapshot.Input, cur snapshot.Inputs) {
 	before := p.q.Good // Accept makes a new map: this one stays as it is
 	p.q.Accept(live, cur)
+	p.accepted++
 	p.lastProblem = ""
 	p.publishGood()
 	if !p.cfg.KeepInputs || sameVersions(before, p.q.Good) {

@@ -37,6 +37,12 @@ func (p *Pipeline) Sync(ctx context.Context, reason string) apply.Result {
 // syncNow is Sync; mayReuse (a sync that notifications asked for) lets it render nothing when
 // nothing but HAProxy's own state asked since the last rendering went live (see reuse).
 func (p *Pipeline) syncNow(ctx context.Context, reason string, mayReuse bool) apply.Result {
+	return p.syncWith(ctx, reason, mayReuse, nil)
+}
+
+// syncWith is syncNow with the rendering made ahead during the quiet period, if any: used when
+// nothing changed since it was read (see ahead.go), else the sync reads and renders as always.
+func (p *Pipeline) syncWith(ctx context.Context, reason string, mayReuse bool, a *ahead) apply.Result {
 	if t := p.notified.Swap(nil); t != nil && p.seen.IsZero() {
 		p.seen = *t
 	}
@@ -52,7 +58,7 @@ func (p *Pipeline) syncNow(ctx context.Context, reason string, mayReuse bool) ap
 		_, wait := p.tracer.Start(ctx, "wait", trace.WithTimestamp(p.seen))
 		wait.End(trace.WithTimestamp(start))
 	}
-	res := p.sync(status.WithChangeSeen(ctx, p.seen), reason, mayReuse)
+	res := p.sync(status.WithChangeSeen(ctx, p.seen), reason, mayReuse, a)
 	span.SetAttributes(attribute.Stringer("sync.outcome", res.Outcome), attribute.Stringer("sync.action", res.Action),
 		attribute.String("config.hash", short(res.Hash)), attribute.Int("inputs.held", res.Held))
 	var err error
@@ -72,9 +78,14 @@ func (p *Pipeline) syncNow(ctx context.Context, reason string, mayReuse bool) ap
 	return res
 }
 
-func (p *Pipeline) sync(ctx context.Context, reason string, mayReuse bool) apply.Result {
+func (p *Pipeline) sync(ctx context.Context, reason string, mayReuse bool, a *ahead) apply.Result {
 	asked := p.asked.Load() // before the read: what is asked from now on is not in it
 	p.noticeHAProxy(ctx)
+	if a != nil {
+		if res, ok := p.syncAhead(ctx, reason, a); ok {
+			return res
+		}
+	}
 	if mayReuse {
 		if res, ok := p.reuse(ctx, asked, reason); ok {
 			return res
@@ -112,6 +123,20 @@ func (p *Pipeline) sync(ctx context.Context, reason string, mayReuse bool) apply
 	// fault, pods included, is found and left out in this very sync.
 	made := p.build.Make(ctx, objs, cur, &p.q, unread, p.HAProxy().Runs == "")
 	objs = nil // the snapshot is rendered: let it be collected while the sync goes on
+	return p.finish(ctx, reason, asked, cur, made, stages{start: t0, read: tRead, built: time.Now(), gc0: gc0})
+}
+
+// stages are when a sync's read began and ended and its build ended, and the collections
+// before the read: the sync stages' log.
+type stages struct {
+	start, read, built time.Time
+	gc0                uint64
+	ahead              bool // made during the quiet period
+}
+
+// finish takes what Make made of the inputs cur (read once asked was counted) as far as it
+// goes: holds reported, the rendering planned, decided on and made live.
+func (p *Pipeline) finish(ctx context.Context, reason string, asked uint64, cur snapshot.Inputs, made candidate.Made, st stages) apply.Result {
 	cand, held, sel := made.Candidate, made.Held, made.Selection
 	var f *failure.Error
 	failed := errors.As(made.Err, &f)
@@ -137,6 +162,10 @@ func (p *Pipeline) sync(ctx context.Context, reason string, mayReuse bool) apply
 		p.adopt(ctx, cand.Bundle)
 	}
 	tBuild := time.Now()
+	build := tBuild.Sub(st.read)
+	if st.ahead {
+		build = st.built.Sub(st.read) // during the quiet period
+	}
 	plan, why := p.apply.Plan(cand.Bundle)
 	tPlan := time.Now()
 	d := decide.Decide(decide.Facts{
@@ -154,9 +183,9 @@ func (p *Pipeline) sync(ctx context.Context, reason string, mayReuse bool) apply
 	tracing.End(span, res.Err)
 	// Where a sync's time goes (docs/performance.md reads it): the spans say the same to a
 	// tracing backend.
-	p.log.DebugContext(ctx, "sync stages", "action", d.Action.String(), "read", tRead.Sub(t0).Round(time.Microsecond),
-		"build", tBuild.Sub(tRead).Round(time.Microsecond), "plan", tPlan.Sub(tBuild).Round(time.Microsecond),
-		"apply", time.Since(tPlan).Round(time.Microsecond), "gc_cycles", memory.Collections()-gc0)
+	p.log.DebugContext(ctx, "sync stages", "action", d.Action.String(), "read", st.read.Sub(st.start).Round(time.Microsecond),
+		"build", build.Round(time.Microsecond), "plan", tPlan.Sub(tBuild).Round(time.Microsecond),
+		"apply", time.Since(tPlan).Round(time.Microsecond), "gc_cycles", memory.Collections()-st.gc0, "ahead", st.ahead)
 	if res.Refused {
 		held = p.blameRefused(ctx, cand, res.Err, held, sel, cur)
 	}

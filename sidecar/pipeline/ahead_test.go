@@ -1,0 +1,125 @@
+package pipeline
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
+)
+
+// aheadRig runs a pipeline that renders ahead, with a quiet period far longer than a render,
+// against a HAProxy that runs; liveConfigs is what went live, sync by sync.
+type aheadRig struct {
+	p     *Pipeline
+	in    *inputs
+	rd    *countingRenderer
+	store *generation.Store
+	m     *status.Metrics
+	mu    sync.Mutex
+	lived []string
+}
+
+func newAheadRig(t *testing.T, ahead bool, first string) *aheadRig {
+	t.Helper()
+	dir := t.TempDir()
+	store, err := generation.Open(filepath.Join(dir, "haproxy.cfg"), filepath.Join(dir, "certs"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &aheadRig{in: &inputs{}, store: store, m: status.NewMetrics()}
+	r.rd = &countingRenderer{inputs: r.in}
+	hx := &startingHAProxy{path: filepath.Join(dir, "haproxy.cfg")}
+	hx.start(7)
+	r.p, err = New(Config{Source: r.in, Inputs: r.in, Renderer: r.rd, Store: store, Checker: &checker{}, Reloader: hx,
+		Metrics: r.m, Logger: slog.New(slog.DiscardHandler), WaitMin: 300 * time.Millisecond, WaitMax: 5 * time.Second,
+		RenderAhead: ahead, ProbeInterval: time.Hour,
+		AfterSync: func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if g := store.Live(); g != nil {
+				r.lived = append(r.lived, readFile(t, g.ConfigFile()))
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.in.set(first)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, func() bool { return len(r.live()) == 1 && r.p.HAProxy().Runs != "" })
+	return r
+}
+
+func (r *aheadRig) live() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.lived...)
+}
+
+func (r *aheadRig) ahead(result string) float64 {
+	return value(r.m.RendersAhead.WithLabelValues(result))
+}
+
+// TestRenderAheadGoesLive: a change is read and rendered during the quiet period; the sync
+// after it takes that rendering (no render of its own) and makes it live.
+func TestRenderAheadGoesLive(t *testing.T) {
+	r := newAheadRig(t, true, config("*:80", "a 10.0.0.1:80"))
+	next := config("*:80", "a 10.0.0.1:80", "b 10.0.0.2:80")
+	r.in.set(next)
+	r.p.Changed()
+	waitFor(t, func() bool { return len(r.live()) == 2 })
+	if got := r.live()[1]; got != next {
+		t.Fatalf("live after the change:\n%s\nwant\n%s", got, next)
+	}
+	if used, discarded := r.ahead("used"), r.ahead("discarded"); used != 1 || discarded != 0 {
+		t.Errorf("renders ahead used %v, discarded %v; want 1, 0", used, discarded)
+	}
+	if n := r.rd.renders(); n != 2 {
+		t.Errorf("%d renders for the start and one change, want 2 (the sync rendered again)", n)
+	}
+}
+
+// TestRenderAheadOfAChangeThatCameAfter: a change that comes after the rendering ahead was
+// made (its read is older than the change) is not lost: that rendering never goes live, the
+// one of the latest inputs does, in one sync.
+func TestRenderAheadOfAChangeThatCameAfter(t *testing.T) {
+	r := newAheadRig(t, true, config("*:80", "a 10.0.0.1:80"))
+	r.in.set(config("*:80", "a 10.0.0.1:80", "b 10.0.0.2:80"))
+	r.p.Changed()
+	waitFor(t, func() bool { return r.rd.renders() == 2 }) // rendered ahead, within the quiet period
+	latest := config("*:80", "a 10.0.0.1:80", "c 10.0.0.3:80")
+	r.in.set(latest)
+	r.p.Changed()
+	waitFor(t, func() bool { return len(r.live()) >= 2 })
+	if got := r.live(); len(got) != 2 || got[1] != latest {
+		t.Fatalf("went live, sync by sync: %q; want the start then\n%s", got, latest)
+	}
+	if used := r.ahead("used"); used != 1 {
+		t.Errorf("renders ahead used %v, want 1 (the latest inputs')", used)
+	}
+	if n := r.rd.renders(); n != 3 {
+		t.Errorf("%d renders, want 3: the start, the stale one ahead, the latest ahead", n)
+	}
+}
+
+// TestRenderAheadOff: --render-ahead=false renders in the sync, as before.
+func TestRenderAheadOff(t *testing.T) {
+	r := newAheadRig(t, false, config("*:80", "a 10.0.0.1:80"))
+	next := config("*:80", "b 10.0.0.2:80")
+	r.in.set(next)
+	r.p.Changed()
+	waitFor(t, func() bool { return len(r.live()) == 2 })
+	if got := r.live()[1]; got != next {
+		t.Fatalf("live after the change:\n%s\nwant\n%s", got, next)
+	}
+	if used, discarded := r.ahead("used"), r.ahead("discarded"); used != 0 || discarded != 0 {
+		t.Errorf("renders ahead used %v, discarded %v with it off", used, discarded)
+	}
+}
