@@ -9,6 +9,9 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/candidate"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/memory"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Rendering ahead (--render-ahead). The quiet period of --wait (MIN) is time the sync used
@@ -72,6 +75,9 @@ func (p *Pipeline) syncAhead(ctx context.Context, reason string, a *ahead) (res 
 		return apply.Result{}, false
 	}
 	p.cfg.Metrics.RendersAhead.WithLabelValues("used").Inc()
+	// The trace of the change shows its render where it was, inside the quiet period.
+	_, span := p.tracer.Start(ctx, "render", trace.WithTimestamp(a.st.read), trace.WithAttributes(attribute.Bool("render.ahead", true)))
+	span.End(trace.WithTimestamp(a.st.built))
 	p.rendered = rendering{}
 	p.learnKeys(a.cur)
 	return p.finish(ctx, reason, a.asked, a.cur, a.made, a.st), true

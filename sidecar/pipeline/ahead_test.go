@@ -10,6 +10,9 @@ import (
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
 	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // aheadRig runs a pipeline that renders ahead, with a quiet period far longer than a render,
@@ -20,6 +23,7 @@ type aheadRig struct {
 	rd    *countingRenderer
 	store *generation.Store
 	m     *status.Metrics
+	spans *tracetest.SpanRecorder
 	mu    sync.Mutex
 	lived []string
 }
@@ -31,13 +35,13 @@ func newAheadRig(t *testing.T, ahead bool, first string) *aheadRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &aheadRig{in: &inputs{}, store: store, m: status.NewMetrics()}
+	r := &aheadRig{in: &inputs{}, store: store, m: status.NewMetrics(), spans: tracetest.NewSpanRecorder()}
 	r.rd = &countingRenderer{inputs: r.in}
 	hx := &startingHAProxy{path: filepath.Join(dir, "haproxy.cfg")}
 	hx.start(7)
 	r.p, err = New(Config{Source: r.in, Inputs: r.in, Renderer: r.rd, Store: store, Checker: &checker{}, Reloader: hx,
 		Metrics: r.m, Logger: slog.New(slog.DiscardHandler), WaitMin: 300 * time.Millisecond, WaitMax: 5 * time.Second,
-		RenderAhead: ahead, ProbeInterval: time.Hour,
+		RenderAhead: ahead, ProbeInterval: time.Hour, Tracing: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans)),
 		AfterSync: func() {
 			r.mu.Lock()
 			defer r.mu.Unlock()
@@ -83,6 +87,33 @@ func TestRenderAheadGoesLive(t *testing.T) {
 	}
 	if n := r.rd.renders(); n != 2 {
 		t.Errorf("%d renders for the start and one change, want 2 (the sync rendered again)", n)
+	}
+	// The change's trace shows the render ahead below its sync, before the apply.
+	var sync, render, apply sdktrace.ReadOnlySpan
+	for _, s := range r.spans.Ended() {
+		switch s.Name() {
+		case "sync":
+			sync = s
+		case "render":
+			render = s
+		case "apply":
+			apply = s
+		}
+	}
+	switch {
+	case sync == nil || render == nil || apply == nil:
+		t.Fatalf("spans %v", r.spans.Ended())
+	case render.Parent().SpanID() != sync.SpanContext().SpanID():
+		t.Error("the render ahead is not below the change's sync")
+	case render.EndTime().After(apply.StartTime()) || render.StartTime().Before(sync.StartTime()):
+		t.Errorf("render ahead %v-%v, sync from %v, apply from %v", render.StartTime(), render.EndTime(), sync.StartTime(), apply.StartTime())
+	}
+	ahead := false
+	for _, kv := range render.Attributes() {
+		ahead = ahead || kv.Key == "render.ahead" && kv.Value.AsBool()
+	}
+	if !ahead {
+		t.Error("the render span does not say it was made ahead")
 	}
 }
 
