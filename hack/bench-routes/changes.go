@@ -92,6 +92,7 @@ type result struct {
 	reloads int                  // HAProxy's
 	updates map[string]float64   // the sidecar's runtime-API updates, by kind
 	renders map[string]float64   // the sidecar's renders, by result
+	ahead   map[string]float64   // the sidecar's renders ahead (--render-ahead), by result
 	toLive  time.Duration        // the sidecar's own mean change -> live (haproxy_sidecar_change_to_live_seconds)
 	rss     int                  // MB, after the last change
 	stages  map[string][]float64 // with --stages: ms by stage, of the syncs that changed what HAProxy runs
@@ -110,6 +111,7 @@ func (b *bench) measure(ch change) (*result, error) {
 		return nil, fmt.Errorf("read HAProxy's reloads: %w", err)
 	}
 	updates0, renders0 := b.samples("haproxy_sidecar_runtime_updates_total"), b.samples("haproxy_sidecar_renders_total")
+	ahead0 := b.samples("haproxy_sidecar_renders_ahead_total")
 	liveSum0, liveN0 := b.proxy.Metric("haproxy_sidecar_change_to_live_seconds_sum"), b.proxy.Metric("haproxy_sidecar_change_to_live_seconds_count")
 	log0 := fileSize(b.logPath())
 	if b.profile != "" && ch.key == b.profileKind {
@@ -142,6 +144,7 @@ func (b *bench) measure(ch change) (*result, error) {
 	r.reloads = reloads1 - reloads0
 	r.updates = delta(b.samples("haproxy_sidecar_runtime_updates_total"), updates0)
 	r.renders = delta(b.samples("haproxy_sidecar_renders_total"), renders0)
+	r.ahead = delta(b.samples("haproxy_sidecar_renders_ahead_total"), ahead0)
 	if n := b.proxy.Metric("haproxy_sidecar_change_to_live_seconds_count") - liveN0; n > 0 {
 		r.toLive = time.Duration((b.proxy.Metric("haproxy_sidecar_change_to_live_seconds_sum") - liveSum0) / n * float64(time.Second))
 	}

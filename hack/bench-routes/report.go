@@ -31,8 +31,8 @@ func (b *bench) print(st *startup, results []*result) {
 	}
 	fmt.Printf("; renders by then %s; max RSS %d MB; at the end all %s served again (checked in %s)\n", counts(st.renders), st.maxRSS, thousands(b.n), ms(st.checkEnd))
 	for _, r := range results {
-		fmt.Printf("%s: mean %s; renders %s; the sidecar's own change -> live (change_to_live_seconds) %s on average",
-			r.what, ms(mean(r.took)), counts(r.renders), ms(r.toLive))
+		fmt.Printf("%s: mean %s; renders %s; renders ahead %s; the sidecar's own change -> live (change_to_live_seconds) %s on average",
+			r.what, ms(mean(r.took)), counts(r.renders), counts(r.ahead), ms(r.toLive))
 		if r.stages != nil {
 			var parts []string
 			for _, s := range stageNames {

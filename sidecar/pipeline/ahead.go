@@ -20,16 +20,17 @@ import (
 // in the background; when MIN has passed with nothing else notified since that read, the sync
 // takes that rendering and goes on from there (plan, decide, apply), as it would have with
 // its own. What goes live is the same: the rendering of the inputs as they are when the
-// quiet period ends. A change that comes during it cancels the rendering under way and
-// another starts a few milliseconds after; at most aheadTries a burst, so that a long burst
+// quiet period ends. A change that comes during it makes the rendering under way stale,
+// and another starts a few milliseconds after, once that one has ended; at most aheadTries a burst, so that a long burst
 // (a rollout) costs a few renders more, not one per change. Only the plain way of a sync
 // renders ahead (candidate.Builder.MakeAhead: nothing to validate first, nothing held or
 // tried apart); anything else is left to the sync.
 
 const (
-	// aheadSettle is how long the changes pause before a rendering ahead starts: the objects
-	// of one kubectl apply come a few milliseconds apart.
-	aheadSettle = 4 * time.Millisecond
+	// aheadSettle is how long the changes pause before a rendering ahead starts (half the
+	// quiet period when that is shorter): the objects of one kubectl apply come a few
+	// milliseconds apart, and a rendering started before the last is stale.
+	aheadSettle = 10 * time.Millisecond
 	// aheadTries bounds the renderings ahead of one burst.
 	aheadTries = 3
 )
@@ -85,21 +86,23 @@ func (p *Pipeline) syncAhead(ctx context.Context, reason string, a *ahead) (res 
 
 // aheadRun is the renderings ahead of one burst, driven by debounce.
 type aheadRun struct {
-	p      *Pipeline
-	settle *time.Timer
-	done   chan *ahead // the one under way reports here (nil: none under way)
-	cancel context.CancelFunc
-	tries  int
-	again  bool   // the pause came while one was under way: start another once it ends
-	got    *ahead // the last one made
+	p         *Pipeline
+	settleFor time.Duration
+	settle    *time.Timer
+	done      chan *ahead // the one under way reports here (nil: none under way)
+	cancel    context.CancelFunc
+	tries     int
+	again     bool   // the pause came while one was under way: start another once it ends
+	got       *ahead // the last one made
 }
 
 // newAheadRun is the renderings ahead of a burst that has just begun; nil when off.
 func (p *Pipeline) newAheadRun() *aheadRun {
-	if !p.cfg.RenderAhead || p.cfg.WaitMin <= aheadSettle {
+	if !p.cfg.RenderAhead {
 		return nil
 	}
-	return &aheadRun{p: p, settle: time.NewTimer(aheadSettle)}
+	settle := min(aheadSettle, p.cfg.WaitMin/2)
+	return &aheadRun{p: p, settleFor: settle, settle: time.NewTimer(settle)}
 }
 
 // settled is the timer of the pause after the last change (nil channel: none to wait for).
@@ -118,19 +121,18 @@ func (r *aheadRun) finished() <-chan *ahead {
 	return r.done
 }
 
-// changed: another change of the burst. What is under way is stale: cancelled; the next
-// starts after the pause.
+// changed: another change of the burst. What is under way is stale; it is not cancelled: a
+// render cut short would leave the renderer's kept iterations and modules to the part it
+// reached (a render that fails sweeps the rest away), and the next would compute them all
+// again. The next starts after the pause, once it has ended.
 func (r *aheadRun) changed() {
 	if r == nil {
 		return
 	}
 	r.got = nil
-	if r.cancel != nil {
-		r.cancel()
-	}
 	r.again = false
 	if r.tries < aheadTries {
-		r.settle.Reset(aheadSettle)
+		r.settle.Reset(r.settleFor)
 	}
 }
 

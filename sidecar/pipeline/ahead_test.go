@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -29,6 +30,10 @@ type aheadRig struct {
 }
 
 func newAheadRig(t *testing.T, ahead bool, first string) *aheadRig {
+	return newAheadRigWaiting(t, ahead, first, 300*time.Millisecond)
+}
+
+func newAheadRigWaiting(t *testing.T, ahead bool, first string, waitMin time.Duration) *aheadRig {
 	t.Helper()
 	dir := t.TempDir()
 	store, err := generation.Open(filepath.Join(dir, "haproxy.cfg"), filepath.Join(dir, "certs"), "")
@@ -40,7 +45,7 @@ func newAheadRig(t *testing.T, ahead bool, first string) *aheadRig {
 	hx := &startingHAProxy{path: filepath.Join(dir, "haproxy.cfg")}
 	hx.start(7)
 	r.p, err = New(Config{Source: r.in, Inputs: r.in, Renderer: r.rd, Store: store, Checker: &checker{}, Reloader: hx,
-		Metrics: r.m, Logger: slog.New(slog.DiscardHandler), WaitMin: 300 * time.Millisecond, WaitMax: 5 * time.Second,
+		Metrics: r.m, Logger: slog.New(slog.DiscardHandler), WaitMin: waitMin, WaitMax: 30 * time.Second,
 		RenderAhead: ahead, ProbeInterval: time.Hour, Tracing: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans)),
 		AfterSync: func() {
 			r.mu.Lock()
@@ -152,5 +157,34 @@ func TestRenderAheadOff(t *testing.T) {
 	}
 	if used, discarded := r.ahead("used"), r.ahead("discarded"); used != 0 || discarded != 0 {
 		t.Errorf("renders ahead used %v, discarded %v with it off", used, discarded)
+	}
+}
+
+// TestRenderAheadAtMostThreeABurst: a long burst (each change coming while the last rendering
+// ahead is under way or done) renders ahead three times, then waits for the quiet period as
+// without it; what goes live is the last change, in one sync.
+func TestRenderAheadAtMostThreeABurst(t *testing.T) {
+	// A quiet period far longer than the test's steps: the burst does not end between them.
+	r := newAheadRigWaiting(t, true, config("*:80", "a 10.0.0.1:80"), 3*time.Second)
+	var last string
+	for i := range 6 {
+		last = config("*:80", fmt.Sprintf("s%d 10.0.1.%d:80", i, i))
+		r.in.set(last)
+		r.p.Changed()
+		if i < 3 {
+			want := 2 + i
+			waitFor(t, func() bool { return r.rd.renders() == want }) // this change's rendering ahead
+		}
+	}
+	waitFor(t, func() bool { return len(r.live()) >= 2 })
+	if got := r.live(); len(got) != 2 || got[1] != last {
+		t.Fatalf("went live, sync by sync: %q; want the start then\n%s", got, last)
+	}
+	// The start, three ahead (all stale), the sync's own.
+	if n := r.rd.renders(); n != 5 {
+		t.Errorf("%d renders, want 5", n)
+	}
+	if used := r.ahead("used"); used != 0 {
+		t.Errorf("renders ahead used %v: the last change came after the last of them", used)
 	}
 }
