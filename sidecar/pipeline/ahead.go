@@ -136,7 +136,7 @@ func (r *aheadRun) changed() {
 	}
 }
 
-// paused: no change for aheadSettle.
+// paused: no change for the pause (settleFor).
 func (r *aheadRun) paused(ctx context.Context) {
 	if r.done != nil {
 		r.again = true
@@ -147,6 +147,7 @@ func (r *aheadRun) paused(ctx context.Context) {
 
 // ended takes the report of the one under way.
 func (r *aheadRun) ended(ctx context.Context, a *ahead) {
+	r.cancel() // its context's resources
 	r.done, r.cancel = nil, nil
 	switch {
 	case a == nil:
