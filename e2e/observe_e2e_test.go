@@ -71,7 +71,8 @@ func TestEveryCounterIsThereAtStart(t *testing.T) {
 	var mfs map[string]*dto.MetricFamily
 	haproxytest.WaitFor(t, 10*time.Second, func() bool { mfs = scrape(metrics); return mfs != nil }, "/metrics answers")
 	want := map[string]int{ // counter family: its series at start
-		"haproxy_sidecar_renders_total": 3, "haproxy_sidecar_reloads_total": 3, "haproxy_sidecar_rejected_total": 5,
+		"haproxy_sidecar_renders_total": 3, "haproxy_sidecar_renders_ahead_total": 2,
+		"haproxy_sidecar_reloads_total": 3, "haproxy_sidecar_rejected_total": 5,
 		"haproxy_sidecar_sync_failures_total": 7, "haproxy_sidecar_runtime_updates_total": 9,
 		"haproxy_sidecar_reloads_avoided_total": 1, "haproxy_sidecar_runtime_fallbacks_total": 1,
 	}
