@@ -210,8 +210,8 @@ func (b *Builder) make(ctx context.Context, objs *snapshot.Objects, cur snapshot
 		return m
 	}
 	objs = b.withoutHeld(objs, m.Held)
-	validateNext := b.validateNext.Swap(false)
-	if len(sel.Changed) > 0 && b.checkAfter(sel) && !validateNext && !validate {
+	way := b.wayOf(sel, b.validateNext.Swap(false) || validate)
+	if way == checkedAfter {
 		// An operator's change, checked after the runtime API made it live (CheckAfter);
 		// one that does not render is searched for now, as below.
 		if c, err := b.try(ctx, objs, sel.Chosen, false); err == nil {
@@ -220,7 +220,7 @@ func (b *Builder) make(ctx context.Context, objs *snapshot.Objects, cur snapshot
 			return b.withDropped(m)
 		}
 	}
-	if validateNext || len(sel.Changed) > 0 || validate {
+	if way != renderOnly {
 		// Something an operator edits changed: render and validate, and find what is at
 		// fault if that fails.
 		var culprits map[string]error
@@ -247,6 +247,30 @@ func (b *Builder) make(ctx context.Context, objs *snapshot.Objects, cur snapshot
 	return b.withDropped(m)
 }
 
+// way is how Make makes its candidate.
+type way int
+
+const (
+	renderOnly    way = iota // pods only (or nothing an operator edits): rendered, validated later
+	checkedAfter             // an operator's change rendered, validated after it went live (CheckAfter)
+	validateFirst            // rendered and validated, the inputs at fault searched for
+)
+
+// wayOf is the way of a selection; validate: a validation is asked for (ValidateNext, or
+// Make's validate).
+func (b *Builder) wayOf(sel quarantine.Selection, validate bool) way {
+	switch {
+	case validate:
+		return validateFirst
+	case len(sel.Changed) == 0:
+		return renderOnly
+	case b.checkAfter(sel):
+		return checkedAfter
+	default:
+		return validateFirst
+	}
+}
+
 // MakeAhead is Make for a rendering made ahead of its sync (during the quiet period of
 // --wait), when that is Make's plain way: nothing to validate first (no operator input changed
 // that must be checked before it goes live, no ValidateNext, validate false), no template set
@@ -262,21 +286,18 @@ func (b *Builder) MakeAhead(ctx context.Context, objs *snapshot.Objects, cur sna
 	if sel.Blocked != nil || len(sel.Held) > 0 {
 		return Made{}, false
 	}
-	if b.cfg.Tried != nil {
-		if tmpl := templatesOf(sel.Chosen); tmpl != nil {
-			if good, wasGood := q.Good[snapshot.KindTemplates]; wasGood && good.Hash != tmpl.Hash {
-				return Made{}, false // a template set to try apart first
-			}
-		}
+	if b.cfg.Tried != nil && triedApart(sel, q) != nil {
+		return Made{}, false // a template set to try apart first
 	}
-	if len(sel.Changed) > 0 && !b.checkAfter(sel) {
-		return Made{}, false // validated before it goes live
+	way := b.wayOf(sel, false)
+	if way == validateFirst {
+		return Made{}, false
 	}
 	c, err := b.try(ctx, objs, sel.Chosen, false)
 	if err != nil || len(c.Dropped) > 0 {
 		return Made{}, false
 	}
-	c.Unchecked = len(sel.Changed) > 0
+	c.Unchecked = way == checkedAfter
 	return Made{Candidate: c, Current: cur, Selection: sel, Held: map[string]quarantine.Hold{}}, true
 }
 

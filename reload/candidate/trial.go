@@ -55,9 +55,8 @@ func (b *Builder) tryApartState(objs *snapshot.Objects, cur snapshot.Inputs, q *
 		return q, nil
 	}
 	sel := quarantine.Select(cur, q)
-	tmpl := templatesOf(sel.Chosen)
-	good, wasGood := q.Good[snapshot.KindTemplates]
-	if tmpl == nil || !wasGood || good.Hash == tmpl.Hash {
+	tmpl := triedApart(sel, q)
+	if tmpl == nil {
 		b.StopTrial()
 		return q, &sel
 	}
@@ -85,6 +84,17 @@ func (b *Builder) tryApartState(objs *snapshot.Objects, cur snapshot.Inputs, q *
 	}
 	maps.Copy(qq.Held, sel.Blame(map[string]error{snapshot.KindTemplates: t.err}, snapshot.StageRender, cur))
 	return &qq, nil
+}
+
+// triedApart is the template set sel chooses when it is to be tried apart (it changed since
+// the last good one); nil otherwise.
+func triedApart(sel quarantine.Selection, q *quarantine.State) *snapshot.Input {
+	tmpl := templatesOf(sel.Chosen)
+	good, wasGood := q.Good[snapshot.KindTemplates]
+	if tmpl == nil || !wasGood || good.Hash == tmpl.Hash {
+		return nil
+	}
+	return tmpl
 }
 
 // startTrial renders the chosen inputs (the new template set among them) in the background,
