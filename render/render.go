@@ -229,6 +229,8 @@ func (r *Renderer) render(ctx context.Context, s *snapshot.Snapshot, apart bool)
 	case mods == nil:
 	case apart:
 		r.kept.EndApart()
+	case err != nil && ctx.Err() != nil:
+		r.kept.EndCut() // cut short: what it did not reach stays kept for the next render
 	default:
 		r.kept.Sweep() // the versions of modules imported in loops that this render did not use
 	}

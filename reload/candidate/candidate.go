@@ -473,12 +473,13 @@ func (b *Builder) try(ctx context.Context, objs *snapshot.Objects, chosen []snap
 		rctx, span := tracing.Start(ctx, "render", attribute.Int("render.services", len(snap.Services)))
 		bundle, err = b.cfg.Renderer.Render(rctx, snap)
 		tracing.End(span, err)
+		if ctx.Err() != nil {
+			// Cut short (a rendering ahead made stale, the sidecar stopping): not a render's time.
+			return nil, &failure.Error{Stage: failure.Read, Err: fmt.Errorf("render: %w", ctx.Err())}
+		}
 		b.cfg.RenderDuration.Observe(time.Since(start).Seconds())
 		if err == nil {
 			break
-		}
-		if ctx.Err() != nil {
-			return nil, &failure.Error{Stage: failure.Read, Err: fmt.Errorf("render: %w", ctx.Err())}
 		}
 		// A pod or watched object whose data the template cannot print (an annotation
 		// holding a newline) is left out; they are not held back, the others go live.

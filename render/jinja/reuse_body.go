@@ -868,6 +868,18 @@ func (c *bodyCache) sweep() {
 	c.diffs.sweep()
 }
 
+// endCut ends a render cut short (ModuleCache.EndCut): the generation goes on into the next
+// render, so that what the cut one used or made counts as the next one's, and what it did
+// not reach stays as it was. Only the notes of what was found the same or different go:
+// they hold the render's data alive, and the next render finds them again.
+func (c *bodyCache) endCut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.sameMaps)
+	clear(c.differ)
+	c.diffs.sweep()
+}
+
 // usedIn returns the chain from ent of the entries used in generation gen, in their order;
 // nil when none was.
 func usedIn(ent *bodyEntry, gen uint64) *bodyEntry {

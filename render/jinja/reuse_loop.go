@@ -205,6 +205,17 @@ func (c *ModuleCache) LoopReused(keys ...string) int {
 	return n
 }
 
+// LoopKept is how many versions of modules imported inside templates are kept.
+func (c *ModuleCache) LoopKept() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, list := range c.loop {
+		n += len(list)
+	}
+	return n
+}
+
 // Sweep ends a render (for the loops' iterations kept too: bodyCache.sweep). Of the modules
 // imported inside templates since the last Sweep, the versions kept that neither served nor
 // were made since then are forgotten (a route deleted, an old version of one). A module not
@@ -241,6 +252,20 @@ func (c *ModuleCache) Sweep() {
 	if len(c.frees) > 64 {
 		clear(c.frees) // sources of templates since edited
 	}
+}
+
+// EndCut ends a render cut short (its context ended: a rendering ahead made stale by a
+// change) in place of Sweep: what it only held for itself is forgotten (the copies of what
+// its imports read, the maps and records found the same or not), and every kept module and
+// iteration stays with its marks of use, those it did not reach too. The next render takes on
+// from them, and its Sweep sweeps what neither render used. Sweeping here would forget the
+// kept parts the render did not reach: the next render would compute them all again (a new
+// route's render at 3,000 HTTPRoutes 68 ms rather than 20).
+func (c *ModuleCache) EndCut() {
+	c.bodies.endCut()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.snaps)
 }
 
 // EndApart ends a render apart (Modules.Apart): the copies of what its imports read are

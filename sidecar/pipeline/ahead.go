@@ -20,9 +20,10 @@ import (
 // in the background; when MIN has passed with nothing else notified since that read, the sync
 // takes that rendering and goes on from there (plan, decide, apply), as it would have with
 // its own. What goes live is the same: the rendering of the inputs as they are when the
-// quiet period ends. A change that comes during it makes the rendering under way stale,
-// and another starts a few milliseconds after, once that one has ended; at most aheadTries a burst, so that a long burst
-// (a rollout) costs a few renders more, not one per change. Only the plain way of a sync
+// quiet period ends. A change that comes during it makes the rendering under way stale: it is
+// cut short (the renderer keeps for the next render what it did not reach), and another starts
+// a few milliseconds after; at most aheadTries a burst, so that a long burst (a rollout) costs
+// a few renders more, not one per change. Only the plain way of a sync
 // renders ahead (candidate.Builder.MakeAhead: nothing to validate first, nothing held or
 // tried apart); anything else is left to the sync.
 
@@ -93,6 +94,7 @@ type aheadRun struct {
 	cancel    context.CancelFunc
 	tries     int
 	again     bool   // the pause came while one was under way: start another once it ends
+	cut       bool   // the one under way was cut short by a change
 	got       *ahead // the last one made
 }
 
@@ -121,16 +123,19 @@ func (r *aheadRun) finished() <-chan *ahead {
 	return r.done
 }
 
-// changed: another change of the burst. What is under way is stale; it is not cancelled: a
-// render cut short would leave the renderer's kept iterations and modules to the part it
-// reached (a render that fails sweeps the rest away), and the next would compute them all
-// again. The next starts after the pause, once it has ended.
+// changed: another change of the burst. What is under way is stale: it is cut short (the
+// renderer keeps the iterations and modules it did not reach: render.Renderer.Render), and
+// the next starts after the pause, once it has ended.
 func (r *aheadRun) changed() {
 	if r == nil {
 		return
 	}
 	r.got = nil
 	r.again = false
+	if r.done != nil && !r.cut {
+		r.cut = true
+		r.cancel()
+	}
 	if r.tries < aheadTries {
 		r.settle.Reset(r.settleFor)
 	}
@@ -149,7 +154,11 @@ func (r *aheadRun) paused(ctx context.Context) {
 func (r *aheadRun) ended(ctx context.Context, a *ahead) {
 	r.cancel() // its context's resources
 	r.done, r.cancel = nil, nil
+	cut := r.cut
+	r.cut = false
 	switch {
+	case a == nil && cut:
+		r.p.cfg.Metrics.RendersAhead.WithLabelValues("discarded").Inc()
 	case a == nil:
 	case a.notes == r.p.notes.Load():
 		r.got = a

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 	"github.com/haproxy-sidecar/haproxy-sidecar/report/status"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -22,6 +24,7 @@ type aheadRig struct {
 	p     *Pipeline
 	in    *inputs
 	rd    *countingRenderer
+	stall *stallingRenderer // rd, whose renders can be made to stall until cut short
 	store *generation.Store
 	m     *status.Metrics
 	spans *tracetest.SpanRecorder
@@ -42,9 +45,10 @@ func newAheadRigWaiting(t *testing.T, ahead bool, first string, waitMin time.Dur
 	}
 	r := &aheadRig{in: &inputs{}, store: store, m: status.NewMetrics(), spans: tracetest.NewSpanRecorder()}
 	r.rd = &countingRenderer{inputs: r.in}
+	r.stall = &stallingRenderer{countingRenderer: r.rd, stalled: make(chan struct{}, 8)}
 	hx := &startingHAProxy{path: filepath.Join(dir, "haproxy.cfg")}
 	hx.start(7)
-	r.p, err = New(Config{Source: r.in, Inputs: r.in, Renderer: r.rd, Store: store, Checker: &checker{}, Reloader: hx,
+	r.p, err = New(Config{Source: r.in, Inputs: r.in, Renderer: r.stall, Store: store, Checker: &checker{}, Reloader: hx,
 		Metrics: r.m, Logger: slog.New(slog.DiscardHandler), WaitMin: waitMin, WaitMax: 30 * time.Second,
 		RenderAhead: ahead, ProbeInterval: time.Hour, Tracing: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans)),
 		AfterSync: func() {
@@ -186,5 +190,78 @@ func TestRenderAheadAtMostThreeABurst(t *testing.T) {
 	}
 	if used := r.ahead("used"); used != 0 {
 		t.Errorf("renders ahead used %v: the last change came after the last of them", used)
+	}
+}
+
+// stallingRenderer is a countingRenderer whose next renders, when told, stall until their
+// context ends (a rendering ahead cut short), then fail as a render cut short does.
+type stallingRenderer struct {
+	*countingRenderer
+	stalled chan struct{} // a render stalls
+	mu      sync.Mutex
+	stall   int // the next renders that stall
+	cut     int // renders that stalled and were cut short
+}
+
+func (s *stallingRenderer) stallNext(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stall = n
+}
+
+func (s *stallingRenderer) cuts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cut
+}
+
+func (s *stallingRenderer) Render(ctx context.Context, snap *snapshot.Snapshot) (*render.Bundle, error) {
+	s.mu.Lock()
+	stall := s.stall > 0
+	if stall {
+		s.stall--
+	}
+	s.mu.Unlock()
+	if stall {
+		s.stalled <- struct{}{}
+		select {
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.cut++
+			s.mu.Unlock()
+			s.countingRenderer.mu.Lock()
+			s.countingRenderer.n++
+			s.countingRenderer.mu.Unlock()
+			return nil, fmt.Errorf("render stopped: %w", ctx.Err())
+		case <-time.After(time.Minute): // never cut: render, late (the test fails on that)
+		}
+	}
+	return s.countingRenderer.Render(ctx, snap)
+}
+
+// TestRenderAheadCutShortByAChange: a change that comes while a rendering ahead is under way
+// cuts it short (it does not run to its end, stale); the next change's rendering ahead is
+// the one that goes live, in one sync.
+func TestRenderAheadCutShortByAChange(t *testing.T) {
+	r := newAheadRig(t, true, config("*:80", "a 10.0.0.1:80"))
+	r.stall.stallNext(1)
+	r.in.set(config("*:80", "a 10.0.0.1:80", "b 10.0.0.2:80"))
+	r.p.Changed()
+	<-r.stall.stalled // its rendering ahead is under way
+	latest := config("*:80", "a 10.0.0.1:80", "c 10.0.0.3:80")
+	r.in.set(latest)
+	r.p.Changed()
+	waitFor(t, func() bool { return len(r.live()) >= 2 })
+	if got := r.live(); len(got) != 2 || got[1] != latest {
+		t.Fatalf("went live, sync by sync: %q; want the start then\n%s", got, latest)
+	}
+	if cut := r.stall.cuts(); cut != 1 {
+		t.Errorf("%d renders ahead cut short, want 1 (the stale one)", cut)
+	}
+	if used, discarded := r.ahead("used"), r.ahead("discarded"); used != 1 || discarded != 1 {
+		t.Errorf("renders ahead used %v, discarded %v; want 1, 1", used, discarded)
+	}
+	if n := r.rd.renders(); n != 3 {
+		t.Errorf("%d renders, want 3: the start, the one cut short, the latest ahead", n)
 	}
 }
