@@ -200,11 +200,11 @@ func (w *Writer) Prune(keep ...*Generation) error {
 }
 
 // write stages, checks and activates job's rendering.
-func (w *Writer) write(ctx context.Context, job *WriteJob) Written {
+func (w *Writer) write(ctx context.Context, job *WriteJob) (res Written) {
 	w.excl.Lock()
 	defer w.excl.Unlock()
 	start := time.Now()
-	res := Written{Job: job, Waited: start.Sub(job.queued)}
+	res = Written{Job: job, Waited: start.Sub(job.queued)}
 	defer func() { res.Took = time.Since(start) }()
 	gen, err := w.store.StageContent(job.Content, job.Hash)
 	if err != nil {

@@ -99,6 +99,10 @@ func TestWriterRejected(t *testing.T) {
 	if res.Gen == nil || liveConfig(t, s) != "fine" || s.Live() == nil || s.Live().Dir != res.Gen.Dir {
 		t.Errorf("%+v", res)
 	}
+	// How long it took is said (the log's "took"): a stage with its fsyncs and a check.
+	if res.Took <= 0 {
+		t.Errorf("the write took %v", res.Took)
+	}
 }
 
 // TestWriteNowTellsDone: a write made at once hands its outcome to done, as a background
