@@ -36,9 +36,9 @@ func (b *bench) print(st *startup, results []*result) {
 		if r.stages != nil {
 			var parts []string
 			for _, s := range stageNames {
-				parts = append(parts, fmt.Sprintf("%s %.1f", s, median(r.stages[s])))
+				parts = append(parts, fmt.Sprintf("%s %.1f (max %.1f)", s, median(r.stages[s]), slices.Max(append([]float64{0}, r.stages[s]...))))
 			}
-			fmt.Printf("; sync stages, medians of the %d syncs that changed HAProxy: %s ms (and %d syncs that changed nothing)", len(r.stages["build"]), strings.Join(parts, ", "), r.idle)
+			fmt.Printf("; sync stages, medians (and max) of the %d syncs that changed HAProxy: %s ms (and %d syncs that changed nothing)", len(r.stages["build"]), strings.Join(parts, ", "), r.idle)
 		}
 		fmt.Println()
 	}
