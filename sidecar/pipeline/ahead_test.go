@@ -76,6 +76,15 @@ func (r *aheadRig) live() []string {
 	return append([]string(nil), r.lived...)
 }
 
+// liveOnceAs waits for the sync after the start and checks that it made want live, in one sync.
+func (r *aheadRig) liveOnceAs(t *testing.T, want string) {
+	t.Helper()
+	waitFor(t, func() bool { return len(r.live()) >= 2 })
+	if got := r.live(); len(got) != 2 || got[1] != want {
+		t.Fatalf("went live, sync by sync: %q; want the start then\n%s", got, want)
+	}
+}
+
 func (r *aheadRig) ahead(result string) float64 {
 	return value(r.m.RendersAhead.WithLabelValues(result))
 }
@@ -137,10 +146,7 @@ func TestRenderAheadOfAChangeThatCameAfter(t *testing.T) {
 	latest := config("*:80", "a 10.0.0.1:80", "c 10.0.0.3:80")
 	r.in.set(latest)
 	r.p.Changed()
-	waitFor(t, func() bool { return len(r.live()) >= 2 })
-	if got := r.live(); len(got) != 2 || got[1] != latest {
-		t.Fatalf("went live, sync by sync: %q; want the start then\n%s", got, latest)
-	}
+	r.liveOnceAs(t, latest)
 	if used := r.ahead("used"); used != 1 {
 		t.Errorf("renders ahead used %v, want 1 (the latest inputs')", used)
 	}
@@ -180,10 +186,7 @@ func TestRenderAheadAtMostThreeABurst(t *testing.T) {
 			waitFor(t, func() bool { return r.rd.renders() == want }) // this change's rendering ahead
 		}
 	}
-	waitFor(t, func() bool { return len(r.live()) >= 2 })
-	if got := r.live(); len(got) != 2 || got[1] != last {
-		t.Fatalf("went live, sync by sync: %q; want the start then\n%s", got, last)
-	}
+	r.liveOnceAs(t, last)
 	// The start, three ahead (all stale), the sync's own.
 	if n := r.rd.renders(); n != 5 {
 		t.Errorf("%d renders, want 5", n)
@@ -251,10 +254,7 @@ func TestRenderAheadCutShortByAChange(t *testing.T) {
 	latest := config("*:80", "a 10.0.0.1:80", "c 10.0.0.3:80")
 	r.in.set(latest)
 	r.p.Changed()
-	waitFor(t, func() bool { return len(r.live()) >= 2 })
-	if got := r.live(); len(got) != 2 || got[1] != latest {
-		t.Fatalf("went live, sync by sync: %q; want the start then\n%s", got, latest)
-	}
+	r.liveOnceAs(t, latest)
 	if cut := r.stall.cuts(); cut != 1 {
 		t.Errorf("%d renders ahead cut short, want 1 (the stale one)", cut)
 	}
