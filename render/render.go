@@ -165,7 +165,9 @@ func withoutTests(srcs map[string]string) map[string]string {
 // *snapshot.InputError with Stage render and the template's Ref (Key set to the template key
 // at fault), line and column; a value from the data that would start a new line is an
 // *snapshot.InputError whose Ref is the object it came from (see UnsafeValueError). When ctx
-// is done, rendering stops and the error wraps ctx.Err().
+// is done, rendering stops and the error wraps ctx.Err(); what the renderer keeps from render
+// to render (iterations, modules) that this render did not reach stays kept for the next one
+// (a rendering ahead cut short by the next change).
 func (r *Renderer) Render(ctx context.Context, s *snapshot.Snapshot) (*Bundle, error) {
 	return r.render(ctx, s, false)
 }
