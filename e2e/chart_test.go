@@ -153,6 +153,14 @@ func TestChartToggles(t *testing.T) {
 			t.Errorf("the dashboard is not JSON with a title: %v", err)
 		}
 	})
+	t.Run("/etc/haproxy on the node's disk unless configVolume.medium says Memory", func(t *testing.T) {
+		want := map[string]string{"": `{"emptyDir":{},"name":"config"}`, "Memory": `{"emptyDir":{"medium":"Memory"},"name":"config"}`}
+		for medium, vol := range want {
+			if js := toJSON(t, podSpec(t, helmTemplate(t, helm, "lb", "lb", "--set", "configVolume.medium="+medium))); !strings.Contains(js, vol) {
+				t.Errorf("configVolume.medium=%q: the pod spec lacks %s", medium, vol)
+			}
+		}
+	})
 }
 
 // TestChartWebhook: with webhook.enabled, the sidecar serves the webhook with the certificate
@@ -243,6 +251,7 @@ sidecar:
 haproxy:
   extraVolumeMounts: [{name: lua, mountPath: /etc/haproxy-lua, readOnly: true}]
 extraVolumes: [{name: lua, configMap: {name: lua}}]
+configVolume: {medium: Memory, sizeLimit: 64Mi}
 topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}]
 priorityClassName: system-cluster-critical
 service: {annotations: {service.beta.kubernetes.io/aws-load-balancer-type: nlb}, externalTrafficPolicy: Local}
@@ -270,7 +279,7 @@ service: {annotations: {service.beta.kubernetes.io/aws-load-balancer-type: nlb},
 	}
 	for _, want := range []string{`"imagePullSecrets":[{"name":"regcred"}]`, `"serviceAccountName":"lb-sa"`, `"priorityClassName":"system-cluster-critical"`,
 		`"runAsUser":1000`, `"runAsNonRoot":true`, // a key overridden, the others kept
-		`{"configMap":{"name":"lua"},"name":"lua"}`, `"labelSelector":{"matchLabels":{"app.kubernetes.io/instance":"lb","app.kubernetes.io/name":"haproxy-sidecar"}}`} {
+		`{"configMap":{"name":"lua"},"name":"lua"}`, `{"emptyDir":{"medium":"Memory","sizeLimit":"64Mi"},"name":"config"}`, `"labelSelector":{"matchLabels":{"app.kubernetes.io/instance":"lb","app.kubernetes.io/name":"haproxy-sidecar"}}`} {
 		if !strings.Contains(toJSON(t, spec), want) {
 			t.Errorf("the pod spec lacks %s", want)
 		}
@@ -302,7 +311,8 @@ func TestChartRefusesUnknownValues(t *testing.T) {
 	helm := helmBin(t)
 	for set, key := range map[string]string{"sidecar.nosuch=1": "nosuch", "nosuch=1": "nosuch", "pdb.nosuch=1": "nosuch",
 		"service.nosuch=1": "nosuch", "prometheusRule.nosuch=1": "nosuch", "serviceAccount.nosuch=1": "nosuch", "inputs.nosuch=x": "nosuch",
-		"sidecar.securityContext.nosuch=1": "nosuch", "haproxy.image.tag=3.2": "'image' not allowed"} {
+		"sidecar.securityContext.nosuch=1": "nosuch", "haproxy.image.tag=3.2": "'image' not allowed",
+		"configVolume.medium=Disk": "configVolume/medium", "configVolume.nosuch=1": "nosuch"} {
 		out, err := exec.Command(helm, "template", "lb", chartDir, "--set", set).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), key) {
 			t.Errorf("--set %s: %v\n%s", set, err, out)
@@ -388,6 +398,7 @@ func TestChartDryRun(t *testing.T) {
 		"--set", "sidecar.extraArgs[0]=--pprof", "--set", "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring",
 		"--set", "topologySpreadConstraints[0].maxSkew=1,topologySpreadConstraints[0].topologyKey=zone,topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule",
 		"--set", "service.externalTrafficPolicy=Local,service.annotations.a=b,priorityClassName=system-cluster-critical",
+		"--set", "configVolume.medium=Memory,configVolume.sizeLimit=64Mi",
 		"--set", "image.digest=sha256:" + strings.Repeat("0f", 32) + ",ports.http=8000,ports.haproxyMetrics=18405,nameOverride=proxy",
 		"--set-json", `clusters={"name":"east","forgetAfter":"5m","members":[{"name":"west","secret":"west-kubeconfig","context":"west"}]}`}
 	t.Run("every toggle on", func(t *testing.T) {
