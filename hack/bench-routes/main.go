@@ -41,6 +41,7 @@ func main() {
 	crds := flag.String("crds", "e2e/testdata/gateway-api", "the directory of the Gateway API CRDs (hack/gateway-api-crds.sh)")
 	stages := flag.Bool("stages", false, "run the sidecar at debug level and print the medians of its sync stages (read, build, plan, apply) for each kind of change")
 	keep := flag.Bool("keep", false, "keep the work directory (the logs, haproxy.cfg)")
+	runIn := flag.String("run-in", "", "make the run directory (haproxy.cfg, the master socket, the sidecar's generations and its record of what HAProxy runs) under this directory: /dev/shm stands for the chart's configVolume.medium=Memory")
 	profile := flag.String("start-profile", "", "write a CPU profile of the sidecar's first --start-profile-for to this file (the sidecar runs with --pprof)")
 	heaps := flag.String("heap-profiles", "", "save the sidecar's heap profile in this directory each time its maximum RSS has grown by 5 MB (the sidecar runs with --pprof)")
 	changesProfile := flag.String("changes-profile", "", "write a CPU profile of the sidecar over the changes of the kind --changes-profile-kind to this file (the sidecar runs with --pprof; go in PATH merges the profile's 2 s chunks)")
@@ -60,6 +61,11 @@ func main() {
 	rig, err := benchrig.New("bench-routes", *keep)
 	if err != nil {
 		log.Fatal(err)
+	}
+	if *runIn != "" {
+		if err := rig.RunIn(*runIn); err != nil {
+			log.Fatal(err)
+		}
 	}
 	rig.StopOnSignal()
 	switch *changesProfileKind {

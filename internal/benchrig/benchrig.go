@@ -36,8 +36,10 @@ import (
 type Rig struct {
 	Dir  string // the work directory
 	In   string // Dir/in: the manifests the sidecar reads
-	Run  string // Dir/run: haproxy.cfg, the master socket, the generations
+	Run  string // Dir/run: haproxy.cfg, the master socket, the generations (RunIn: elsewhere)
 	Keep bool   // keep Dir after Stop
+	// runApart: Run is not inside Dir (RunIn); Stop removes it too.
+	runApart bool
 	// APIServerArgs are extra kube-apiserver flags for StartKube: name (without "--") -> values.
 	APIServerArgs map[string][]string
 	// StartProfile, when set, is where StartProxy writes a CPU profile of the sidecar's first
@@ -83,6 +85,18 @@ func New(prefix string, keep bool) (*Rig, error) {
 		}
 	}
 	return r, nil
+}
+
+// RunIn makes Run a new directory under parent (before anything is started): a memory-backed
+// file system (/dev/shm) stands for the chart's configVolume.medium=Memory, the rest of the
+// bench (the API server's and etcd's files) staying where Dir is.
+func (r *Rig) RunIn(parent string) error {
+	run, err := os.MkdirTemp(parent, "bench-run")
+	if err != nil {
+		return err
+	}
+	r.Run, r.runApart = run, true
+	return nil
 }
 
 // Spawn starts name with args in a process group of its own, its output in Dir/logName, with
@@ -225,10 +239,17 @@ func (r *Rig) Stop() {
 		for _, s := range servers {
 			s.Close()
 		}
-		if r.Keep {
+		switch {
+		case r.Keep:
 			log.Printf("work directory kept: %s", r.Dir)
-		} else {
+			if r.runApart {
+				log.Printf("run directory kept: %s", r.Run)
+			}
+		default:
 			os.RemoveAll(r.Dir)
+			if r.runApart {
+				os.RemoveAll(r.Run)
+			}
 		}
 	})
 }

@@ -3,6 +3,8 @@
 package benchrig
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -52,5 +54,30 @@ func TestDoneAndStopProcess(t *testing.T) {
 	r.mu.Unlock()
 	if n != 1 {
 		t.Errorf("%d processes left to Stop, want 1 (the one that exited)", n)
+	}
+}
+
+// RunIn puts the run directory under another directory (a memory-backed one, in a bench), and
+// Stop removes it with the work directory.
+func TestRunInIsRemovedByStop(t *testing.T) {
+	parent := t.TempDir()
+	r, err := New("benchrig-test", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RunIn(parent); err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(r.Run) != parent {
+		t.Fatalf("run directory %s, want one in %s", r.Run, parent)
+	}
+	if _, err := os.Stat(r.Run); err != nil {
+		t.Fatal(err)
+	}
+	r.Stop()
+	for _, dir := range []string{r.Run, r.Dir} {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s after Stop: %v, want it removed", dir, err)
+		}
 	}
 }
