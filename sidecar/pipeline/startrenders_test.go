@@ -24,10 +24,15 @@ type countingRenderer struct {
 }
 
 func (c *countingRenderer) Render(ctx context.Context, s *snapshot.Snapshot) (*render.Bundle, error) {
+	c.count()
+	return c.inputs.Render(ctx, s)
+}
+
+// count counts a render begun.
+func (c *countingRenderer) count() {
 	c.mu.Lock()
 	c.n++
 	c.mu.Unlock()
-	return c.inputs.Render(ctx, s)
 }
 
 func (c *countingRenderer) renders() int {
