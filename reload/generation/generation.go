@@ -127,6 +127,11 @@ type Store struct {
 	live                                                 *Generation // what current points to
 	previous                                             *Generation // live before the last Activate
 	pending                                              *Generation // newest staged generation not activated yet
+
+	// loadedMu orders the changes of the record of what HAProxy runs (BeginLoaded);
+	// loadedSeq counts them.
+	loadedMu  sync.Mutex
+	loadedSeq uint64
 }
 
 // Option configures Open.
@@ -915,23 +920,60 @@ type Loaded struct {
 }
 
 // SetLoaded records l, replacing the file atomically; the zero Loaded removes the record
-// (what HAProxy runs is not known).
+// (what HAProxy runs is not known). It is BeginLoaded and its finish at once.
 func (s *Store) SetLoaded(l Loaded) error {
+	finish, err := s.BeginLoaded(l)
+	if err != nil {
+		return err
+	}
+	return finish()
+}
+
+// BeginLoaded starts replacing the record with l, in the order of the calls, and returns
+// what finishes it. Forgetting (the zero Loaded) is done before it returns, and is quick: the
+// file is gone, no sync (the record outlives the sidecar, not HAProxy: a node that crashes
+// takes HAProxy with it). A new record is written and synced by finish, which needs no lock
+// of the caller's: a record begun later wins whatever the order the finishes run in (a write
+// it superseded is dropped, never renamed over it).
+func (s *Store) BeginLoaded(l Loaded) (finish func() error, err error) {
 	path := filepath.Join(s.stateDir, loadedName)
+	if l != (Loaded{}) && strings.ContainsAny(l.Hash+l.LoadID, "\n") {
+		return nil, fmt.Errorf("record what HAProxy runs: a newline in %q", l)
+	}
+	s.loadedMu.Lock()
+	defer s.loadedMu.Unlock()
+	s.loadedSeq++
 	if l == (Loaded{}) {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("forget what HAProxy runs: %w", err)
+			return nil, fmt.Errorf("forget what HAProxy runs: %w", err)
+		}
+		return func() error { return nil }, nil
+	}
+	seq := s.loadedSeq
+	return func() error {
+		err := s.writeStateFrom(loadedName, func(w io.Writer) error {
+			_, err := io.WriteString(w, l.Hash+"\n"+l.LoadID+"\n")
+			return err
+		}, func(rename func() error) error {
+			s.loadedMu.Lock()
+			defer s.loadedMu.Unlock()
+			if s.loadedSeq != seq {
+				return errSuperseded
+			}
+			return rename()
+		})
+		if errors.Is(err, errSuperseded) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("record what HAProxy runs: %w", err)
 		}
 		return nil
-	}
-	if strings.ContainsAny(l.Hash+l.LoadID, "\n") {
-		return fmt.Errorf("record what HAProxy runs: a newline in %q", l)
-	}
-	if err := s.WriteState(loadedName, []byte(l.Hash+"\n"+l.LoadID+"\n")); err != nil {
-		return fmt.Errorf("record what HAProxy runs: %w", err)
-	}
-	return nil
+	}, nil
 }
+
+// errSuperseded: a record begun later was begun before this one was in place.
+var errSuperseded = errors.New("superseded")
 
 // WriteState replaces the state file name (in StateDir, beside the generations) with data,
 // atomically and synced, mode 0600 (it may hold private keys): for what the sidecar must
@@ -946,6 +988,12 @@ func (s *Store) WriteState(name string, data []byte) error {
 // WriteStateFrom is WriteState with the content written by write, through a buffer: a large
 // state need not be held in memory whole.
 func (s *Store) WriteStateFrom(name string, write func(io.Writer) error) error {
+	return s.writeStateFrom(name, write, func(rename func() error) error { return rename() })
+}
+
+// writeStateFrom is WriteStateFrom with the rename into place done by place, which may refuse
+// it (its error is returned, the file left where it was).
+func (s *Store) writeStateFrom(name string, write func(io.Writer) error, place func(rename func() error) error) error {
 	if name == "" || strings.ContainsAny(name, "/\\") || strings.HasPrefix(name, ".") || genName.MatchString(name) || name == CurrentName {
 		return fmt.Errorf("state file name %q", name)
 	}
@@ -966,7 +1014,7 @@ func (s *Store) WriteStateFrom(name string, write func(io.Writer) error) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(f.Name(), filepath.Join(s.stateDir, name))
+		err = place(func() error { return os.Rename(f.Name(), filepath.Join(s.stateDir, name)) })
 	}
 	if err != nil {
 		return err

@@ -535,6 +535,63 @@ func TestLoaded(t *testing.T) {
 	}
 }
 
+// TestLoadedBegunLaterWins: changes of the record land in the order they were begun, whatever
+// the order their synced writes finish in; a removal is done when begun and no write begun
+// before it brings the record back.
+func TestLoadedBegunLaterWins(t *testing.T) {
+	s := open(t, newEnv(t))
+	a, b := Loaded{Hash: "a", LoadID: "L1"}, Loaded{Hash: "b", LoadID: "L1"}
+	begin := func(l Loaded) func() error {
+		t.Helper()
+		finish, err := s.BeginLoaded(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return finish
+	}
+	record := func() Loaded { l, _ := s.Loaded(); return l }
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	fa, fb := begin(a), begin(b)
+	must(fb())
+	must(fa())
+	if got := record(); got != b {
+		t.Errorf("a finished last over b begun after it: %+v", got)
+	}
+
+	fa, fb = begin(a), begin(b)
+	must(fa())
+	if got := record(); got != b {
+		t.Errorf("a superseded by b before it finished was written: %+v", got)
+	}
+	must(fb())
+	if got := record(); got != b {
+		t.Errorf("record = %+v, want b", got)
+	}
+
+	fa = begin(a)
+	begin(Loaded{}) // forgotten at once
+	if got, ok := s.Loaded(); ok {
+		t.Errorf("record after forgetting = %+v", got)
+	}
+	must(fa())
+	if got, ok := s.Loaded(); ok {
+		t.Errorf("a write begun before the removal brought the record back: %+v", got)
+	}
+	must(begin(a)())
+	if got := record(); got != a {
+		t.Errorf("record = %+v, want a", got)
+	}
+	if entries, _ := os.ReadDir(s.StateDir()); len(entries) != 1 {
+		t.Errorf("the dropped writes left files: %v", entries)
+	}
+}
+
 // TestDiscard: a refused staged generation goes, and nothing else; the live one never does.
 func TestDiscard(t *testing.T) {
 	s := open(t, newEnv(t))

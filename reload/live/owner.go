@@ -9,20 +9,24 @@ import (
 // Owner holds the current State for the sync, the background writer, the probe and status.
 // Every change goes through Record, one event at a time, so that the record on disk and what
 // everyone reads never disagree (a write finishing late never records, or reports live, a
-// rendering HAProxy no longer runs).
+// rendering HAProxy no longer runs). The record's slow part, a synced write, runs outside the
+// lock: on a busy disk it took up to a second, and the next change's commands, the probe and
+// status waited behind it.
 type Owner struct {
 	mu sync.Mutex
 	s  State
-	// record writes the record of what HAProxy runs for a restarted sidecar (nil: none is
+	// record begins writing the record of what HAProxy runs for a restarted sidecar, in
+	// order, and returns what finishes it (see generation.Store.BeginLoaded; nil: none is
 	// kept).
-	record func(generation.Loaded) error
+	record func(generation.Loaded) (finish func() error, err error)
 	// recordErr reports a record that could not be written.
 	recordErr func(error)
 }
 
-// NewOwner starts from s. record writes State.Record whenever an event changes it, in the
-// order of the events; a failure goes to recordErr (both may be nil).
-func NewOwner(s State, record func(generation.Loaded) error, recordErr func(error)) *Owner {
+// NewOwner starts from s. record begins writing State.Record whenever an event changes it, in
+// the order of the events, and its finish runs once the lock is let go; a failure goes to
+// recordErr (both may be nil).
+func NewOwner(s State, record func(generation.Loaded) (finish func() error, err error), recordErr func(error)) *Owner {
 	return &Owner{s: s, record: record, recordErr: recordErr}
 }
 
@@ -34,17 +38,28 @@ func (o *Owner) State() State {
 }
 
 // Record applies events, in order and at once, and returns the state before and after them.
+// The record they change is written when it returns (forgotten before the lock is let go).
 func (o *Owner) Record(events ...Event) (before, after State) {
+	finish, err := o.apply(events, &before, &after)
+	if err == nil && finish != nil {
+		err = finish()
+	}
+	if err != nil && o.recordErr != nil {
+		o.recordErr(err)
+	}
+	return before, after
+}
+
+func (o *Owner) apply(events []Event, before, after *State) (finish func() error, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	before = o.s
+	*before = o.s
 	for _, e := range events {
 		o.s = e.After(o.s)
 	}
+	*after = o.s
 	if o.s.Record != before.Record && o.record != nil {
-		if err := o.record(o.s.Record); err != nil && o.recordErr != nil {
-			o.recordErr(err)
-		}
+		return o.record(o.s.Record)
 	}
-	return before, o.s
+	return nil, nil
 }

@@ -3,6 +3,7 @@ package live
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -252,12 +253,14 @@ func TestOwnerWritesTheRecordInOrder(t *testing.T) {
 	var written []generation.Loaded
 	var failures []error
 	fail := false
-	o := NewOwner(State{}, func(l generation.Loaded) error {
-		if fail {
-			return errors.New("disk full")
-		}
-		written = append(written, l)
-		return nil
+	o := NewOwner(State{}, func(l generation.Loaded) (func() error, error) {
+		return func() error {
+			if fail {
+				return errors.New("disk full")
+			}
+			written = append(written, l)
+			return nil
+		}, nil
 	}, func(err error) { failures = append(failures, err) })
 	o.Record(Reloaded{Bundle: bundle("a"), Gen: gen("a"), Load: "L1", At: t0})
 	o.Record(ProbedUp{Load: "L1"}) // the record is unchanged: not written
@@ -271,5 +274,64 @@ func TestOwnerWritesTheRecordInOrder(t *testing.T) {
 	before, now := o.Record(RestartedUnknown{})
 	if len(failures) != 1 || now.Runs != "" || before.Runs != "b" || o.State().Load != "" {
 		t.Errorf("failures %v, before %+v, after %+v", failures, before, now)
+	}
+}
+
+// TestOwnerHoldsNoOneWhileTheRecordSyncs: the record's synced write (up to a second on a busy
+// disk) holds neither those who read the state nor the next change, whose record it never
+// overwrites: HAProxy's commands follow the record's removal at once, and that removal stands.
+func TestOwnerHoldsNoOneWhileTheRecordSyncs(t *testing.T) {
+	dir := t.TempDir()
+	store, err := generation.Open(filepath.Join(dir, "haproxy.cfg"), filepath.Join(dir, "ssl"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncing, release := make(chan struct{}), make(chan struct{})
+	slow := func(l generation.Loaded) (func() error, error) {
+		finish, err := store.BeginLoaded(l)
+		if err != nil || l.Hash != "a" {
+			return finish, err
+		}
+		return func() error {
+			close(syncing)
+			<-release // the disk is busy
+			return finish()
+		}, nil
+	}
+	o := NewOwner(State{}, slow, func(err error) { t.Errorf("record: %v", err) })
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		o.Record(Reloaded{Bundle: bundle("a"), Gen: gen("a"), Load: "L1", At: t0})
+	}()
+	<-syncing
+
+	// The write of a's record is under way: the state is read, and the next change begins.
+	done := make(chan State)
+	go func() {
+		_, after := o.Record(RuntimeChanging{})
+		done <- after
+	}()
+	select {
+	case after := <-done:
+		if after.Runs != "" || after.Record != (generation.Loaded{}) || o.State().Live != "a" {
+			t.Errorf("after RuntimeChanging: %+v", after)
+		}
+	case <-time.After(time.Minute): // only bounds a failing run
+		close(release)
+		t.Fatal("the next change waited for the record's synced write")
+	}
+	if l, ok := store.Loaded(); ok {
+		t.Errorf("the record says HAProxy runs %+v while the runtime API changes it", l)
+	}
+
+	close(release)
+	<-written
+	if l, ok := store.Loaded(); ok {
+		t.Errorf("the write begun first landed over the removal begun after it: %+v", l)
+	}
+	o.Record(RuntimeApplied{Hash: "b", At: t1}, FilesWritten{Bundle: bundle("b"), Gen: gen("b"), At: t1})
+	if l, ok := store.Loaded(); !ok || l != (generation.Loaded{Hash: "b", LoadID: "L1"}) {
+		t.Errorf("record after b went live = %+v, %v", l, ok)
 	}
 }

@@ -240,7 +240,7 @@ func New(cfg Config) (*Pipeline, error) {
 	// What a previous run left: the live generation (the last good one until a sync knows
 	// better) and the record of what HAProxy ran.
 	record, _ := cfg.Store.Loaded()
-	p.haproxy = live.NewOwner(live.Start(cfg.Store.Live(), record), cfg.Store.SetLoaded,
+	p.haproxy = live.NewOwner(live.Start(cfg.Store.Live(), record), cfg.Store.BeginLoaded,
 		func(err error) { p.log.Warn("record what HAProxy runs", "error", err) })
 	if cfg.Health.HAProxy == nil {
 		cfg.Health.HAProxy = p.haproxy.State
