@@ -153,6 +153,16 @@ func TestChartToggles(t *testing.T) {
 			t.Errorf("the dashboard is not JSON with a title: %v", err)
 		}
 	})
+	t.Run("the record of what HAProxy runs in memory, beside HAProxy's sockets", func(t *testing.T) {
+		js := toJSON(t, podSpec(t, helmTemplate(t, helm, "lb", "lb")))
+		for _, want := range []string{`{"emptyDir":{"medium":"Memory"},"name":"run"}`,
+			`{"name":"HAPROXY_SIDECAR_RECORD_DIR","value":"/var/run/haproxy/haproxy-sidecar"}`,
+			`{"mountPath":"/var/run/haproxy","name":"run"}`} {
+			if !strings.Contains(js, want) {
+				t.Errorf("the pod spec lacks %s", want)
+			}
+		}
+	})
 	t.Run("/etc/haproxy on the node's disk unless configVolume.medium says Memory", func(t *testing.T) {
 		want := map[string]string{"": `{"emptyDir":{},"name":"config"}`, "Memory": `{"emptyDir":{"medium":"Memory"},"name":"config"}`}
 		for medium, vol := range want {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -148,6 +149,55 @@ func TestRestartLeavesHAProxyAlone(t *testing.T) {
 		haproxytest.WaitFor(t, reportBound, func() bool { return s.metric(t, "haproxy_sidecar_source_up") == 1 }, "source_up 1 once the directory is back")
 		if r := s.settled(t); r.LiveConfig != live || haproxyReloads() != before {
 			t.Errorf("live %q (want %q) and %d reloads once the unchanged directory is back, want none", r.LiveConfig, live, haproxyReloads()-before)
+		}
+		stop()
+	})
+
+	t.Run("restarted with --record-dir: the record moved there, no reload", func(t *testing.T) {
+		records := t.TempDir()
+		inState := filepath.Join(filepath.Dir(e.cfgPath), ".haproxy-sidecar", "loaded")
+		if _, err := os.Stat(inState); err != nil {
+			t.Fatalf("the record before the option: %v", err)
+		}
+		s := another()
+		stop = s.startSidecar(t, "--record-dir", records)
+		if r := s.waitReady(t); r.LiveConfig != live {
+			t.Fatalf("live configuration %s after the restart, want %s", r.LiveConfig, live)
+		}
+		if _, err := os.Stat(inState); !os.IsNotExist(err) {
+			t.Errorf("the record is still in the state directory: %v", err)
+		}
+		if b, err := os.ReadFile(filepath.Join(records, "loaded")); err != nil || !strings.HasPrefix(string(b), live+"\n") {
+			t.Errorf("the record in --record-dir: %q, %v; want it to name %s", b, err, live)
+		}
+		if got := haproxyReloads(); got != before {
+			t.Errorf("HAProxy reloaded %d times since the restart, want 0", got-before)
+		}
+		// A runtime API change records there, and a sidecar restarted with it adopts it.
+		s.editFile(t, "pods.yaml", func(src string) string {
+			i := strings.Index(src, "name: api-5c6b-pqrst")
+			tail := strings.Replace(src[i:], `status: "True"`, `status: "False"`, 1)
+			return src[:i] + strings.Replace(tail, "ready: true", "ready: false", 1)
+		})
+		haproxytest.WaitFor(t, 10*time.Second, func() bool {
+			_, r := s.readyz(t)
+			return r.LiveConfig != live
+		}, "the pod's change live, its generation written")
+		live = s.settled(t).LiveConfig
+		stop()
+		s = another()
+		stop = s.startSidecar(t, "--record-dir", records)
+		if r := s.waitReady(t); r.LiveConfig != live {
+			t.Fatalf("live configuration %s after the restart, want %s", r.LiveConfig, live)
+		}
+		if got := haproxyReloads(); got != before {
+			t.Errorf("HAProxy reloaded %d times since the restarts, want 0", got-before)
+		}
+		if _, err := os.Stat(inState); !os.IsNotExist(err) {
+			t.Errorf("a record written in the state directory: %v", err)
+		}
+		if b, err := os.ReadFile(filepath.Join(records, "loaded")); err != nil || !strings.HasPrefix(string(b), live+"\n") {
+			t.Errorf("the record in --record-dir after the runtime change: %q, %v; want it to name %s", b, err, live)
 		}
 		stop()
 	})

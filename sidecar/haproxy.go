@@ -23,6 +23,8 @@ import (
 // certificate, map and file directories, and the state directory ("": the store's default).
 type local struct {
 	config, ssl, maps, files, state string
+	// record is --record-dir ("": the state directory).
+	record string
 	// expectRunning: a configuration HAProxy may already run exists, so not reaching HAProxy
 	// is an error, not "not running yet".
 	expectRunning bool
@@ -43,7 +45,7 @@ func localPaths(cfg *config.Run, log *slog.Logger) (local, error) {
 					"path", f.value)
 			}
 		}
-		l.state = cfg.HAProxy.StateDir
+		l.state, l.record = cfg.HAProxy.StateDir, cfg.HAProxy.RecordDir
 		if l.state == "" {
 			l.state = defaultDataplaneStateDir(os.Getenv)
 		}
@@ -67,7 +69,7 @@ func localPaths(cfg *config.Run, log *slog.Logger) (local, error) {
 	if l.ssl, err = filepath.Abs(l.ssl); err != nil {
 		return l, err
 	}
-	l.maps, l.files, l.state = cfg.Dirs.Maps, cfg.Dirs.Files, cfg.HAProxy.StateDir
+	l.maps, l.files, l.state, l.record = cfg.Dirs.Maps, cfg.Dirs.Files, cfg.HAProxy.StateDir, cfg.HAProxy.RecordDir
 	if l.state == "" {
 		l.state = filepath.Join(filepath.Dir(l.config), generation.DefaultStateDirName)
 	}

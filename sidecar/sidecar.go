@@ -228,7 +228,7 @@ func openGenerations(cfg *config.Run, log *slog.Logger) (l local, store *generat
 		return local{}, nil, nil, err
 	}
 	store, err = generation.Open(l.config, l.ssl, l.state, generation.WithLogger(log),
-		generation.WithMapsDir(l.maps), generation.WithFilesDir(l.files))
+		generation.WithMapsDir(l.maps), generation.WithFilesDir(l.files), generation.WithRecordDir(l.record))
 	if err != nil {
 		unlock()
 		return local{}, nil, nil, fmt.Errorf("open generations for %s: %w", l.config, err)

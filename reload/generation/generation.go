@@ -114,6 +114,8 @@ func (g *Generation) same(o *Generation) bool { return g != nil && o != nil && g
 // concurrent use, but Activate/Rollback are meant to be called by one pipeline in turn.
 type Store struct {
 	configPath, sslDir, mapsDir, filesDir, stateDir string
+	// recordDir holds the record of what HAProxy runs (default: stateDir).
+	recordDir string
 
 	log *slog.Logger
 
@@ -154,6 +156,12 @@ func WithMapsDir(dir string) Option { return func(s *Store) { s.mapsDir = dir } 
 // beside the configuration path).
 func WithFilesDir(dir string) Option { return func(s *Store) { s.filesDir = dir } }
 
+// WithRecordDir keeps the record of what HAProxy runs (SetLoaded) in dir rather than in the
+// state directory: a directory that lives as long as HAProxy, in memory, keeps the record's
+// removal before each runtime API change off a busy disk. A record the state directory holds
+// (from a run before the option) is moved there.
+func WithRecordDir(dir string) Option { return func(s *Store) { s.recordDir = dir } }
+
 // Open prepares a store for configPath, sslDir and the map and file directories (the stable
 // paths HAProxy and the templates use; see WithMapsDir, WithFilesDir) with its generations in
 // stateDir (default: DefaultStateDirName beside configPath). It creates the directories it
@@ -188,20 +196,33 @@ func Open(configPath, sslDir, stateDir string, opts ...Option) (*Store, error) {
 			return nil, fmt.Errorf("open generation store: %w", err)
 		}
 	}
+	if s.recordDir == "" {
+		s.recordDir = s.stateDir
+	}
+	if s.recordDir, err = filepath.Abs(s.recordDir); err != nil {
+		return nil, fmt.Errorf("open generation store: %w", err)
+	}
 	paths := map[string]string{}
 	for _, p := range []struct{ what, path string }{{"config path", s.configPath}, {"SSL directory", s.sslDir},
-		{"maps directory", s.mapsDir}, {"files directory", s.filesDir}, {"state directory", s.stateDir}} {
+		{"maps directory", s.mapsDir}, {"files directory", s.filesDir}, {"state directory", s.stateDir},
+		{"record directory", s.recordDir}} {
+		if p.what == "record directory" && p.path == s.stateDir {
+			continue // its default
+		}
 		if other, dup := paths[p.path]; dup {
 			return nil, fmt.Errorf("open generation store: the %s and the %s are both %s: they must differ", other, p.what, p.path)
 		}
 		paths[p.path] = p.what
 	}
-	for _, dir := range []string{s.stateDir, filepath.Dir(s.configPath), filepath.Dir(s.sslDir), filepath.Dir(s.mapsDir), filepath.Dir(s.filesDir)} {
+	for _, dir := range []string{s.stateDir, s.recordDir, filepath.Dir(s.configPath), filepath.Dir(s.sslDir), filepath.Dir(s.mapsDir), filepath.Dir(s.filesDir)} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("open generation store: %w", err)
 		}
 	}
 
+	if err := s.moveRecord(); err != nil {
+		return nil, fmt.Errorf("open generation store: %w", err)
+	}
 	entries, err := os.ReadDir(s.stateDir)
 	if err != nil {
 		return nil, fmt.Errorf("open generation store: %w", err)
@@ -908,7 +929,7 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// loadedName is the file in StateDir that says what HAProxy was last known to run.
+// loadedName is the file in the record directory (default: the state directory) that says what HAProxy was last known to run.
 const loadedName = "loaded"
 
 // Loaded is what HAProxy was last known to run: the hash of a rendering, and an identifier of
@@ -936,7 +957,7 @@ func (s *Store) SetLoaded(l Loaded) error {
 // of the caller's: a record begun later wins whatever the order the finishes run in (a write
 // it superseded is dropped, never renamed over it).
 func (s *Store) BeginLoaded(l Loaded) (finish func() error, err error) {
-	path := filepath.Join(s.stateDir, loadedName)
+	path := filepath.Join(s.recordDir, loadedName)
 	if l != (Loaded{}) && strings.ContainsAny(l.Hash+l.LoadID, "\n") {
 		return nil, fmt.Errorf("record what HAProxy runs: a newline in %q", l)
 	}
@@ -951,7 +972,7 @@ func (s *Store) BeginLoaded(l Loaded) (finish func() error, err error) {
 	}
 	seq := s.loadedSeq
 	return func() error {
-		err := s.writeStateFrom(loadedName, func(w io.Writer) error {
+		err := s.writeStateFrom(s.recordDir, loadedName, func(w io.Writer) error {
 			_, err := io.WriteString(w, l.Hash+"\n"+l.LoadID+"\n")
 			return err
 		}, func(rename func() error) error {
@@ -972,6 +993,35 @@ func (s *Store) BeginLoaded(l Loaded) (finish func() error, err error) {
 	}, nil
 }
 
+// moveRecord moves a record left in the state directory into the record directory, when they
+// differ and the record directory has none: a sidecar restarted with WithRecordDir still
+// finds HAProxy running what it recorded.
+func (s *Store) moveRecord() error {
+	old := filepath.Join(s.stateDir, loadedName)
+	if s.recordDir == s.stateDir {
+		return nil
+	}
+	b, err := os.ReadFile(old)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("move the record of what HAProxy runs: %w", err)
+	}
+	if _, err := os.Lstat(filepath.Join(s.recordDir, loadedName)); errors.Is(err, fs.ErrNotExist) {
+		if err := s.writeStateFrom(s.recordDir, loadedName, func(w io.Writer) error {
+			_, err := w.Write(b)
+			return err
+		}, func(rename func() error) error { return rename() }); err != nil {
+			return fmt.Errorf("move the record of what HAProxy runs: %w", err)
+		}
+	}
+	if err := os.Remove(old); err != nil {
+		return fmt.Errorf("move the record of what HAProxy runs: %w", err)
+	}
+	return nil
+}
+
 // errSuperseded: a record begun later was begun before this one was in place.
 var errSuperseded = errors.New("superseded")
 
@@ -988,16 +1038,16 @@ func (s *Store) WriteState(name string, data []byte) error {
 // WriteStateFrom is WriteState with the content written by write, through a buffer: a large
 // state need not be held in memory whole.
 func (s *Store) WriteStateFrom(name string, write func(io.Writer) error) error {
-	return s.writeStateFrom(name, write, func(rename func() error) error { return rename() })
+	return s.writeStateFrom(s.stateDir, name, write, func(rename func() error) error { return rename() })
 }
 
-// writeStateFrom is WriteStateFrom with the rename into place done by place, which may refuse
-// it (its error is returned, the file left where it was).
-func (s *Store) writeStateFrom(name string, write func(io.Writer) error, place func(rename func() error) error) error {
+// writeStateFrom is WriteStateFrom into dir, with the rename into place done by place, which
+// may refuse it (its error is returned, the file left where it was).
+func (s *Store) writeStateFrom(dir, name string, write func(io.Writer) error, place func(rename func() error) error) error {
 	if name == "" || strings.ContainsAny(name, "/\\") || strings.HasPrefix(name, ".") || genName.MatchString(name) || name == CurrentName {
 		return fmt.Errorf("state file name %q", name)
 	}
-	f, err := os.CreateTemp(s.stateDir, tmpPrefix+name) // 0600
+	f, err := os.CreateTemp(dir, tmpPrefix+name) // 0600
 	if err != nil {
 		return err
 	}
@@ -1014,12 +1064,12 @@ func (s *Store) writeStateFrom(name string, write func(io.Writer) error, place f
 		err = cerr
 	}
 	if err == nil {
-		err = place(func() error { return os.Rename(f.Name(), filepath.Join(s.stateDir, name)) })
+		err = place(func() error { return os.Rename(f.Name(), filepath.Join(dir, name)) })
 	}
 	if err != nil {
 		return err
 	}
-	return syncDir(s.stateDir)
+	return syncDir(dir)
 }
 
 // ReadState returns what WriteState wrote last under name, even in an earlier run.
@@ -1029,7 +1079,7 @@ func (s *Store) ReadState(name string) ([]byte, error) {
 
 // Loaded returns what SetLoaded recorded last, even in an earlier run; false if nothing is.
 func (s *Store) Loaded() (Loaded, bool) {
-	b, err := s.ReadState(loadedName)
+	b, err := os.ReadFile(filepath.Join(s.recordDir, loadedName))
 	if err != nil {
 		return Loaded{}, false
 	}

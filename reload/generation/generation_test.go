@@ -592,6 +592,51 @@ func TestLoadedBegunLaterWins(t *testing.T) {
 	}
 }
 
+// TestRecordDir: with WithRecordDir the record lives there, never in the state directory; a
+// record a run before the option left in the state directory is moved there at Open; the
+// record directory cannot be one of HAProxy's directories.
+func TestRecordDir(t *testing.T) {
+	e := newEnv(t)
+	want := Loaded{Hash: "abc123", LoadID: "master 42 reload 3"}
+	if err := open(t, e).SetLoaded(want); err != nil {
+		t.Fatal(err)
+	}
+	records := filepath.Join(t.TempDir(), "run", "haproxy-sidecar")
+	s, err := Open(e.config, e.ssl, "", WithRecordDir(records))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := s.Loaded(); !ok || l != want {
+		t.Fatalf("Loaded after the record directory was set = %+v, %v; want the one left in the state directory", l, ok)
+	}
+	if _, err := os.Stat(filepath.Join(s.StateDir(), "loaded")); !os.IsNotExist(err) {
+		t.Errorf("the record is still in the state directory: %v", err)
+	}
+	next := Loaded{Hash: "def456", LoadID: "master 42 reload 3"}
+	if err := s.SetLoaded(next); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(records, "loaded")); err != nil || string(b) != "def456\nmaster 42 reload 3\n" {
+		t.Errorf("the record directory holds %q, %v", b, err)
+	}
+	mustActivate(t, s, stage(t, s, "config 1", "cert 1"))
+	if err := s.Prune(); err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := open(t, e).Loaded(); ok {
+		t.Errorf("the state directory has a record again: %+v", l)
+	}
+	if _, err := Open(e.config, e.ssl, "", WithRecordDir(records)); err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := s.Loaded(); !ok || l != next {
+		t.Errorf("Loaded after reopening = %+v, %v; want %+v", l, ok, next)
+	}
+	if _, err := Open(e.config, e.ssl, "", WithRecordDir(e.ssl)); err == nil || !strings.Contains(err.Error(), "record directory") {
+		t.Errorf("the SSL directory as the record directory: %v", err)
+	}
+}
+
 // TestDiscard: a refused staged generation goes, and nothing else; the live one never does.
 func TestDiscard(t *testing.T) {
 	s := open(t, newEnv(t))

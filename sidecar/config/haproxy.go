@@ -13,8 +13,10 @@ const DefaultHAProxyConfig = "/etc/haproxy/haproxy.cfg"
 // HAProxy is the local HAProxy: the files it reads, how it is reloaded and probed, and its
 // runtime API.
 type HAProxy struct {
-	Config        string // --haproxy-config
-	StateDir      string
+	Config   string // --haproxy-config
+	StateDir string
+	// RecordDir keeps the record of what HAProxy runs ("": StateDir).
+	RecordDir     string
 	Reload        string // master-socket, dataplane, command or none
 	MasterSocket  string
 	ReloadCommand string
@@ -35,6 +37,7 @@ func (*HAProxy) title() string { return "HAProxy: files, reloads, runtime API" }
 func (h *HAProxy) register(fs *flag.FlagSet) {
 	fs.StringVar(&h.Config, "haproxy-config", "", "the file HAProxy was started with (-f), default "+DefaultHAProxyConfig+"; made a symlink into the live generation (an existing file is kept as the adopted generation); not used with --reload=dataplane")
 	fs.StringVar(&h.StateDir, "state-dir", "", "where generations are kept (default DIR(--haproxy-config)/.haproxy-sidecar; with --reload=dataplane, where everything local is kept: default $XDG_STATE_HOME/haproxy-sidecar/dataplane, else ~/.local/state/haproxy-sidecar/dataplane)")
+	fs.StringVar(&h.RecordDir, "record-dir", "", "where the record of what HAProxy runs is kept, which lets a restarted sidecar leave a running HAProxy alone (default --state-dir); a directory that lives as long as HAProxy, in memory (the chart: the volume of HAProxy's sockets), keeps the record's removal before each runtime API change off a busy disk")
 	choiceVar(fs, &h.Reload, "reload", "master-socket", []string{"master-socket", "dataplane", "command", "none"}, "how to reload HAProxy: master-socket, dataplane (the HAProxy Data Plane API of remote hosts), command or none")
 	fs.StringVar(&h.MasterSocket, "master-socket", "/var/run/haproxy/master.sock", "HAProxy master CLI socket (haproxy -W -S PATH,level,admin)")
 	fs.StringVar(&h.ReloadCommand, "reload-command", "", "with --reload=command: command run through sh -c to reload HAProxy; exit 0 means loaded")
