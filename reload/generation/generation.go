@@ -59,7 +59,10 @@ const (
 	hashName     = "hash"
 	checkName    = "check.cfg"
 	tmpPrefix    = ".tmp-"
-	genPrefix    = "gen-"
+	// stateTmpPrefix names a state file being written (WriteState, the record): written
+	// outside Writer's lock, so Prune leaves them; Open removes what a crash left.
+	stateTmpPrefix = ".state-tmp-"
+	genPrefix      = "gen-"
 	// DefaultStateDirName is the state directory's name beside ConfigPath when none is given.
 	DefaultStateDirName = ".haproxy-sidecar"
 )
@@ -220,6 +223,9 @@ func Open(configPath, sslDir, stateDir string, opts ...Option) (*Store, error) {
 		}
 	}
 
+	if err := s.removeStateTemps(); err != nil {
+		return nil, fmt.Errorf("open generation store: %w", err)
+	}
 	if err := s.moveRecord(); err != nil {
 		return nil, fmt.Errorf("open generation store: %w", err)
 	}
@@ -993,6 +999,25 @@ func (s *Store) BeginLoaded(l Loaded) (finish func() error, err error) {
 	}, nil
 }
 
+// removeStateTemps removes the state files a crashed run was writing (nothing writes them
+// while the store opens: its caller holds the state directory's Lock).
+func (s *Store) removeStateTemps() error {
+	for _, dir := range []string{s.stateDir, s.recordDir} {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), stateTmpPrefix) {
+				if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // moveRecord moves a record left in the state directory into the record directory, when they
 // differ and the record directory has none: a sidecar restarted with WithRecordDir still
 // finds HAProxy running what it recorded.
@@ -1047,7 +1072,7 @@ func (s *Store) writeStateFrom(dir, name string, write func(io.Writer) error, pl
 	if name == "" || strings.ContainsAny(name, "/\\") || strings.HasPrefix(name, ".") || genName.MatchString(name) || name == CurrentName {
 		return fmt.Errorf("state file name %q", name)
 	}
-	f, err := os.CreateTemp(dir, tmpPrefix+name) // 0600
+	f, err := os.CreateTemp(dir, stateTmpPrefix+name) // 0600
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -634,6 +635,36 @@ func TestRecordDir(t *testing.T) {
 	}
 	if _, err := Open(e.config, e.ssl, "", WithRecordDir(e.ssl)); err == nil || !strings.Contains(err.Error(), "record directory") {
 		t.Errorf("the SSL directory as the record directory: %v", err)
+	}
+}
+
+// TestPruneLeavesStateBeingWritten: state files (the record, the inputs) are written outside
+// the writer's lock: a Prune while one is written leaves it be; what a crash left half written
+// goes when the store opens next.
+func TestPruneLeavesStateBeingWritten(t *testing.T) {
+	e := newEnv(t)
+	s := open(t, e)
+	mustActivate(t, s, stage(t, s, "config 1", "cert 1"))
+	err := s.WriteStateFrom("inputs.json", func(w io.Writer) error {
+		if err := s.Prune(); err != nil {
+			return err
+		}
+		_, err := io.WriteString(w, "{}")
+		return err
+	})
+	if err != nil {
+		t.Fatalf("a state file written while Prune ran: %v", err)
+	}
+	if b, err := s.ReadState("inputs.json"); err != nil || string(b) != "{}" {
+		t.Errorf("the state file holds %q, %v", b, err)
+	}
+	crashed := filepath.Join(s.StateDir(), stateTmpPrefix+"inputs.json123")
+	if err := os.WriteFile(crashed, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	open(t, e)
+	if _, err := os.Stat(crashed); !os.IsNotExist(err) {
+		t.Errorf("a state file a crash left half written is still there: %v", err)
 	}
 }
 
