@@ -935,7 +935,8 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// loadedName is the file in the record directory (default: the state directory) that says what HAProxy was last known to run.
+// loadedName is the file in the record directory (default: the state directory) that says
+// what HAProxy was last known to run.
 const loadedName = "loaded"
 
 // Loaded is what HAProxy was last known to run: the hash of a rendering, and an identifier of
