@@ -206,12 +206,12 @@ func Open(configPath, sslDir, stateDir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("open generation store: %w", err)
 	}
 	paths := map[string]string{}
-	for _, p := range []struct{ what, path string }{{"config path", s.configPath}, {"SSL directory", s.sslDir},
-		{"maps directory", s.mapsDir}, {"files directory", s.filesDir}, {"state directory", s.stateDir},
-		{"record directory", s.recordDir}} {
-		if p.what == "record directory" && p.path == s.stateDir {
-			continue // its default
-		}
+	named := []struct{ what, path string }{{"config path", s.configPath}, {"SSL directory", s.sslDir},
+		{"maps directory", s.mapsDir}, {"files directory", s.filesDir}, {"state directory", s.stateDir}}
+	if s.recordDir != s.stateDir { // the state directory is its default
+		named = append(named, struct{ what, path string }{"record directory", s.recordDir})
+	}
+	for _, p := range named {
 		if other, dup := paths[p.path]; dup {
 			return nil, fmt.Errorf("open generation store: the %s and the %s are both %s: they must differ", other, p.what, p.path)
 		}
@@ -1038,7 +1038,7 @@ func (s *Store) moveRecord() error {
 		if err := s.writeStateFrom(s.recordDir, loadedName, func(w io.Writer) error {
 			_, err := w.Write(b)
 			return err
-		}, func(rename func() error) error { return rename() }); err != nil {
+		}, renameNow); err != nil {
 			return fmt.Errorf("move the record of what HAProxy runs: %w", err)
 		}
 	}
@@ -1064,8 +1064,11 @@ func (s *Store) WriteState(name string, data []byte) error {
 // WriteStateFrom is WriteState with the content written by write, through a buffer: a large
 // state need not be held in memory whole.
 func (s *Store) WriteStateFrom(name string, write func(io.Writer) error) error {
-	return s.writeStateFrom(s.stateDir, name, write, func(rename func() error) error { return rename() })
+	return s.writeStateFrom(s.stateDir, name, write, renameNow)
 }
+
+// renameNow puts a state file in place as soon as it is written (writeStateFrom's place).
+func renameNow(rename func() error) error { return rename() }
 
 // writeStateFrom is WriteStateFrom into dir, with the rename into place done by place, which
 // may refuse it (its error is returned, the file left where it was).

@@ -40,7 +40,7 @@ func (o *Owner) State() State {
 // Record applies events, in order and at once, and returns the state before and after them.
 // The record they change is written when it returns (forgotten before the lock is let go).
 func (o *Owner) Record(events ...Event) (before, after State) {
-	finish, err := o.apply(events, &before, &after)
+	before, after, finish, err := o.apply(events)
 	if err == nil && finish != nil {
 		err = finish()
 	}
@@ -50,16 +50,16 @@ func (o *Owner) Record(events ...Event) (before, after State) {
 	return before, after
 }
 
-func (o *Owner) apply(events []Event, before, after *State) (finish func() error, err error) {
+// apply is Record's part under the lock: the events, and the record begun when they change it.
+func (o *Owner) apply(events []Event) (before, after State, finish func() error, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	*before = o.s
+	before = o.s
 	for _, e := range events {
 		o.s = e.After(o.s)
 	}
-	*after = o.s
 	if o.s.Record != before.Record && o.record != nil {
-		return o.record(o.s.Record)
+		finish, err = o.record(o.s.Record)
 	}
-	return nil, nil
+	return before, o.s, finish, err
 }
