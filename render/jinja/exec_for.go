@@ -112,6 +112,9 @@ func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *
 	if br == nil {
 		pr = e.printRun(s, sq, lf)
 	}
+	if br != nil && lf == nil {
+		br.sheetStart(e, body, sq) // (reuse_body_sheet.go)
+	}
 	var items stretchItems // for stretches (reuse_body_stretch.go)
 	if br != nil && br.stretchable(s) {
 		items = func(j int, eval bool) (any, bool, error) {
@@ -149,6 +152,16 @@ func (e *evaluator) runIterations(s *parse.ForStmt, body *frame, sq *seq, loop *
 		}
 		if items != nil {
 			j, err := br.stretch(e, i, items)
+			if err != nil {
+				return e.at(s.Pos, err)
+			}
+			if j > i {
+				i = j - 1
+				continue
+			}
+		}
+		if br != nil && br.sheet != nil {
+			j, err := br.sheetCopy(e, i)
 			if err != nil {
 				return e.at(s.Pos, err)
 			}

@@ -74,6 +74,7 @@ type bodyCache struct {
 	reused       int
 	reusedAt     map[loopAt]int // by loop, for tests
 	stretched    int            // iterations written by stretches (reuse_body_stretch.go), for tests
+	sheetCopied  int            // iterations written from a run's sheet (reuse_body_sheet.go), for tests
 	filterQuick  int            // loops' filter results taken by filterRun.quick, for tests
 }
 
@@ -97,6 +98,17 @@ type bodyLoop struct {
 	found            int                   // and found one
 	off              bool                  // too many refused: the loop's iterations are not tried again
 	reused           int                   // iterations reused since the last Sweep (bodyCache.reusedAt)
+	sheet            sheetInfo             // whether its runs keep sheets (reuse_body_sheet.go)
+	sheets           sheetRuns             // its runs' sheets
+}
+
+// turn ends a render for the loop's runs and their sheets; false when none ran.
+func (lp *bodyLoop) turn() bool {
+	if !lp.runs.turn() {
+		return false
+	}
+	lp.sheets.last, lp.sheets.cur = lp.sheets.cur, nil
+	return true
 }
 
 // bodyEntry is one kept iteration. Kept to 64 bytes, the rare parts apart: a loop's
@@ -178,7 +190,8 @@ type bodyRun struct {
 	// builtins, at each of 10,000 iterations).
 	outer   []outerName
 	outerIn *frame
-	off     bool // too many iterations refused: the others run as they are
+	off     bool      // too many iterations refused: the others run as they are
+	sheet   *sheetRun // the run's sheet (reuse_body_sheet.go); nil: none
 	// looked, found: the iterations that looked for a kept one while the last render's run
 	// had some (hints), and those that found one.
 	looked, found int
@@ -255,6 +268,7 @@ func (c *bodyCache) loop(key bodyKey, t *Template) *bodyLoop {
 			info = bodyInfo{}
 		}
 		lp = &bodyLoop{info: info, byHash: map[uint64]*bodyEntry{}}
+		lp.sheet = sheetFor(key.node, &lp.info)
 		if t != nil {
 			lp.at.tmpl = t.name
 			lp.at.line, _ = t.lineCol(key.node.Pos)
@@ -609,9 +623,11 @@ func (r *bodyRun) done(e *evaluator) {
 		return
 	}
 	defer func() { e.bodies.free = append(e.bodies.free, r) }()
+	sh := r.sheetEnd(e)
 	r.c.mu.Lock()
 	defer r.c.mu.Unlock()
 	r.lp.put(r.k, r.list)
+	r.lp.sheets.put(r.k, sh)
 	r.lp.looked += r.looked
 	r.lp.found += r.found
 }

@@ -95,7 +95,7 @@ func (ds *recordDiffs) diffFor(k *keyedRead, v any, memo *diffMemo) *recordDiff 
 	if b == nil {
 		return nil
 	}
-	old, ok := b.v.(*record.Record)
+	old, ok := b.value().(*record.Record)
 	if !ok || old == cur || old.Len() < minDiffed {
 		return nil
 	}
@@ -137,7 +137,7 @@ func (ds *recordDiffs) listed(old, cur *record.Record) *recordDiff {
 
 // diffRecords is what differs from old to cur, walking both in their keys' order.
 func diffRecords(old, cur *record.Record) *recordDiff {
-	d := &recordDiff{old: old, cur: cur, box: &identBox{v: cur}}
+	d := &recordDiff{old: old, cur: cur, box: newIdentBox(cur)}
 	add := func(key string) bool {
 		if d.keys == nil {
 			d.keys = map[string]struct{}{}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"reflect"
 	"sync/atomic"
+	"weak"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
 )
@@ -40,8 +41,33 @@ type lookup struct {
 	found bool
 }
 
-// identBox holds a value of the context read by key, for the fast path.
-type identBox struct{ v any }
+// identBox holds a value of the context read by key, for the fast path: a record weakly
+// (a kept read that a loop's sheet takes without comparing it is not noted as found the same
+// in each new record: it must not hold the old ones, and the inputs' versions with them), a
+// map as it is.
+type identBox struct {
+	v   any
+	rec weak.Pointer[record.Record]
+}
+
+// newIdentBox is the box of v.
+func newIdentBox(v any) *identBox {
+	if r, ok := v.(*record.Record); ok {
+		return &identBox{rec: weak.Make(r)}
+	}
+	return &identBox{v: v}
+}
+
+// value is the value held; nil when a record held is gone (nothing else held it).
+func (b *identBox) value() any {
+	if b.v != nil {
+		return b.v
+	}
+	if r := b.rec.Value(); r != nil {
+		return r
+	}
+	return nil
+}
 
 // keyRecorder records a module's keyed reads while it is computed for an import in a loop.
 type keyRecorder struct {
@@ -72,7 +98,7 @@ func newKeyRecorder(c *ModuleCache, reads []freeRead, sites map[int]int, nested 
 		}
 		k := &keyedRead{}
 		if isData(vals[j]) {
-			k.ident.Store(&identBox{v: vals[j]})
+			k.ident.Store(newIdentBox(vals[j]))
 		}
 		r.reads[j], snap[j] = k, k
 	}
@@ -145,7 +171,7 @@ func (k *keyedRead) same(v any) bool {
 	if k.stop {
 		return false
 	}
-	if b := k.ident.Load(); b != nil && sameObject(b.v, v) {
+	if b := k.ident.Load(); b != nil && sameObject(b.value(), v) {
 		return true
 	}
 	if len(k.looked) == 0 {
@@ -161,7 +187,7 @@ func (k *keyedRead) same(v any) bool {
 		}
 	}
 	if isData(v) {
-		k.ident.Store(&identBox{v: v}) // the next import of the same data: without looking
+		k.ident.Store(newIdentBox(v)) // the next import of the same data: without looking
 	}
 	return true
 }
