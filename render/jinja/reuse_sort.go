@@ -548,15 +548,25 @@ func (st *seqState) merge(items []any, key func(any) (any, error), keys []any, k
 	out := st.order[:0]
 	pos, ok := 0, true
 	for _, a := range added {
-		i := pos + sort.Search(len(kept)-pos, func(i int) bool {
-			k, good := keyAt(kept[pos+i])
+		before := func(i int) bool { // whether a goes before kept[i]
+			k, good := keyAt(kept[i])
 			if !good {
 				ok = false
 				return true
 			}
 			c := compareKeys(keys[a], k, rev)
-			return c < 0 || c == 0 && a < kept[pos+i]
-		})
+			return c < 0 || c == 0 && a < kept[i]
+		}
+		// Galloping from pos, then a binary search: the items added are sorted, and those a
+		// changed block of the template made are together (an Ingress block's 256 paths at
+		// 10,000 Ingresses: a search over all that is left of kept for each cost 1.3 ms a
+		// change, each one reading kept's keys again).
+		lo, hi, step := pos, pos, 1
+		for hi < len(kept) && !before(hi) {
+			lo, hi, step = hi+1, hi+1+step, step*2
+		}
+		hi = min(hi, len(kept))
+		i := lo + sort.Search(hi-lo, func(x int) bool { return before(lo + x) })
 		out = append(out, kept[pos:i]...)
 		out = append(out, a)
 		pos = i
