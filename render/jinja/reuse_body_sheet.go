@@ -48,6 +48,7 @@ const (
 type sheetInfo struct {
 	ok    bool
 	slots []int
+	keyed []int // the keyed reads' indices
 }
 
 // sheetFor works out whether the loop s (what its body reads: info) keeps sheets: its body
@@ -66,6 +67,9 @@ func sheetFor(s *parse.ForStmt, info *bodyInfo) sheetInfo {
 		si.slots[j] = slices.Index(targets, info.names[rd.name])
 		if si.slots[j] >= 0 && (rd.keyed || len(rd.chain) > 0) {
 			return sheetInfo{} // a loop's name read by key or through a chain: read whole only
+		}
+		if rd.keyed {
+			si.keyed = append(si.keyed, j)
 		}
 	}
 	return si
@@ -137,7 +141,12 @@ func (r *bodyRun) sheetStart(e *evaluator, f *frame, sq *seq) {
 			sr.last = nil
 		}
 	}
-	sr.from, sr.owned = matchItems(sr.last, items, nil, nil)
+	var lastItems []any
+	var lastOwned []ownRun
+	if sr.last != nil {
+		lastItems, lastOwned = sr.last.items, sr.last.owned
+	}
+	sr.from, sr.owned = matchItems(lastItems, lastOwned, items, nil, nil)
 	r.sheet = sr
 }
 
@@ -209,15 +218,15 @@ func (c *bodyCache) keyHash(k string) uint64 {
 // matchItems matches items with last's (nil: none) by identity, as a print-only loop's run
 // does (printRun.match): from, per item, its match in last when unchanged since (-1: none);
 // owned, the items' owners. from and owned are used again when large enough.
-func matchItems(last *runSheet, items []any, from []int32, owned []ownRun) ([]int32, []ownRun) {
+func matchItems(lastItems []any, lastOwned []ownRun, items []any, from []int32, owned []ownRun) ([]int32, []ownRun) {
 	from = slices.Grow(from[:0], len(items))[:len(items)]
 	for j := range from {
 		from[j] = -1
 	}
-	if last != nil {
-		n := max(len(items), len(last.items))
-		d := differ{old: last.items, cur: items, from: from, limit: n/2 + 8, work: 8*n + 64}
-		if !d.match(0, len(last.items), 0, len(items)) {
+	if lastItems != nil {
+		n := max(len(items), len(lastItems))
+		d := differ{old: lastItems, cur: items, from: from, limit: n/2 + 8, work: 8*n + 64}
+		if !d.match(0, len(lastItems), 0, len(items)) {
 			for j := range from {
 				from[j] = -1
 			}
@@ -227,10 +236,10 @@ func matchItems(last *runSheet, items []any, from []int32, owned []ownRun) ([]in
 	run := 0
 	for j, it := range items {
 		if o := from[j]; o >= 0 {
-			for last.owned[run].end <= o {
+			for lastOwned[run].end <= o {
 				run++
 			}
-			if own := last.owned[run]; own.holds() {
+			if own := lastOwned[run]; own.holds() {
 				owned = addOwned(owned, j+1, own.loan, own.gen, true)
 				continue
 			}
@@ -322,13 +331,7 @@ func (r *bodyRun) sheetEnd(e *evaluator) *runSheet {
 	if sr == nil || r.off || len(r.list) != len(sr.items) {
 		return nil
 	}
-	info := &r.lp.info
-	var keyed []int
-	for j, rd := range info.reads {
-		if rd.keyed {
-			keyed = append(keyed, j)
-		}
-	}
+	keyed := r.lp.sheet.keyed
 	nk := len(keyed)
 	sh := &runSheet{items: slices.Clone(sr.items), owned: sr.owned, outer: sr.outer, nk: nk, escape: e.autoescape,
 		keys: make([]uint64, len(sr.items)*nk)}

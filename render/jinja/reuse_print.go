@@ -199,36 +199,12 @@ func (e *evaluator) printLoop(s *parse.ForStmt) *printLoop {
 // whole in the last run is not spoiled and still owns it (seqState.reown's rule); the others'
 // owners are found (ownerFor).
 func (r *printRun) match() {
-	r.from = slices.Grow(r.from[:0], len(r.items))[:len(r.items)]
-	for j := range r.from {
-		r.from[j] = -1
-	}
+	var lastItems []any
+	var lastOwned []ownRun
 	if r.last != nil {
-		n := max(len(r.items), len(r.last.items))
-		d := differ{old: r.last.items, cur: r.items, from: r.from, limit: n/2 + 8, work: 8*n + 64}
-		if !d.match(0, len(r.last.items), 0, len(r.items)) {
-			for j := range r.from {
-				r.from[j] = -1
-			}
-		}
+		lastItems, lastOwned = r.last.items, r.last.owned
 	}
-	run := 0
-	for j, it := range r.items {
-		if o := r.from[j]; o >= 0 {
-			for r.last.owned[run].end <= o {
-				run++
-			}
-			// As a patched sort: the run's loan, not spoiled and with nothing disowned since,
-			// still owns its items whole (ownRun.holds); no item's owner is read again.
-			if own := r.last.owned[run]; own.holds() {
-				r.owned = addOwned(r.owned, j+1, own.loan, own.gen, true)
-				continue
-			}
-			r.from[j] = -1
-		}
-		l, gen, ok := ownerFor(it)
-		r.owned = addOwned(r.owned, j+1, l, gen, ok)
-	}
+	r.from, r.owned = matchItems(lastItems, lastOwned, r.items, r.from, r.owned)
 }
 
 // copy writes, from iteration i on, the last run's output of the stretch of matched items
