@@ -20,13 +20,37 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+	"weak"
 )
 
 // Keys is a sorted list of distinct keys. Make it with NewKeys or a Shapes; never change it.
 type Keys struct {
 	names []string
 	lay   *layout // nil: the records hold every value, as an any
+	// from: the record of these keys was made from another with a few keys changed (see
+	// NewFrom); nil for most.
+	from *derivation
 }
+
+// derivation is what a record was made from: the record before (weakly: a chain of versions
+// is not kept alive by the newest) and the keys whose values may differ from its, sorted.
+type derivation struct {
+	base    *Keys // the list without the note, for other records (Keys, New)
+	prev    weak.Pointer[Record]
+	changed []string
+}
+
+// bare is k without a note of derivation: the list any other record of these keys takes.
+func (k *Keys) bare() *Keys {
+	if k != nil && k.from != nil {
+		return k.from.base
+	}
+	return k
+}
+
+// MinDerived is how many keys a record must have to note what it was made from (NewFrom): in a
+// smaller one a reader compares every key at little cost.
+const MinDerived = 64
 
 // layout is how the records of a key list hold their values (see Keys.Layout).
 type layout struct {
@@ -287,6 +311,7 @@ func New(keys *Keys, vals []any) *Record {
 	if keys.Len() != len(vals) {
 		panic(fmt.Sprintf("record.New: %d keys and %d values", keys.Len(), len(vals)))
 	}
+	keys = keys.bare()
 	if keys.lay != nil {
 		if r, ok := keys.build(vals); ok {
 			return r
@@ -601,9 +626,85 @@ func (r *Record) Patched(changes []Change) *Record {
 				out[p.at[i]] = c.Value
 			}
 		}
-		return New(r.keys, out)
+		return NewFrom(r.keys, out, r, changedKeys(changes))
 	}
-	return New(&Keys{names: splice(names, p, changes, changeKey)}, splice(vals, p, changes, changeValue))
+	return NewFrom(&Keys{names: splice(names, p, changes, changeKey)}, splice(vals, p, changes, changeValue), r, changedKeys(changes))
+}
+
+// changedKeys is the keys of changes, in their order.
+func changedKeys(changes []Change) []string {
+	out := make([]string, len(changes))
+	for i, c := range changes {
+		out[i] = c.Key
+	}
+	return out
+}
+
+// NewFrom is New(keys, vals) for a record made from prev with the keys changed (sorted,
+// distinct) set, added or taken out, every other key holding the very value it has in prev
+// (the caller's promise). A large record notes it (see ChangedSince): a reader comparing it
+// with prev reads the keys changed, not every key (issue 25: 10,000 services' by_name walked
+// at each change). changed is kept.
+func NewFrom(keys *Keys, vals []any, prev *Record, changed []string) *Record {
+	if prev == nil || keys.lay != nil || keys.Len() < MinDerived {
+		return New(keys, vals)
+	}
+	if keys.Len() != len(vals) {
+		panic(fmt.Sprintf("record.NewFrom: %d keys and %d values", keys.Len(), len(vals)))
+	}
+	// The note is the key list's: a list of the same names, shared, for this record alone.
+	noted := &Keys{names: keys.names, from: &derivation{base: keys.bare(), prev: weak.Make(prev), changed: changed}}
+	r := with(noted, vals)
+	return &r
+}
+
+// maxDerivedSteps is how many records back ChangedSince follows a chain of NewFrom.
+const maxDerivedSteps = 8
+
+// ChangedSince returns the keys whose values may differ between old and r (sorted, distinct;
+// a superset: a key set to the value it had is among them) when r was made from old by NewFrom,
+// directly or through at most a few records between; false when that is not known (compare
+// the records).
+func (r *Record) ChangedSince(old *Record) ([]string, bool) {
+	if r == nil || old == nil {
+		return nil, false
+	}
+	var changed []string
+	cur := r
+	for range maxDerivedSteps {
+		d := cur.keys.from
+		if d == nil {
+			return nil, false
+		}
+		if changed == nil {
+			changed = d.changed
+		} else {
+			changed = mergeSorted(changed, d.changed)
+		}
+		if d.prev == weak.Make(old) {
+			return changed, true
+		}
+		if cur = d.prev.Value(); cur == nil {
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// mergeSorted is the sorted union of two sorted lists of distinct strings (a new list).
+func mergeSorted(a, b []string) []string {
+	out := make([]string, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		switch {
+		case a[0] < b[0]:
+			out, a = append(out, a[0]), a[1:]
+		case b[0] < a[0]:
+			out, b = append(out, b[0]), b[1:]
+		default:
+			out, a, b = append(out, a[0]), a[1:], b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
 }
 
 // PatchedKeys is the key list of r.Patched(changes), without its values (for values held
@@ -611,7 +712,7 @@ func (r *Record) Patched(changes []Change) *Record {
 func (r *Record) PatchedKeys(changes []Change) *Keys {
 	names, _, p := r.plan(changes)
 	if p.sameKeys && len(names) > 0 {
-		return r.keys
+		return r.keys.bare()
 	}
 	return &Keys{names: splice(names, p, changes, changeKey)}
 }
@@ -748,7 +849,7 @@ func (r *Record) Keys() *Keys {
 	if r == nil {
 		return nil
 	}
-	return r.keys
+	return r.keys.bare()
 }
 
 // SameKeys reports whether r and o share their list of key names (so that index i means the

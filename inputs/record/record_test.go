@@ -1165,6 +1165,61 @@ func TestPatched(t *testing.T) {
 	FromMap(nil, map[string]any{"a": 1}).Patched([]Change{{Key: "b"}, {Key: "a"}})
 }
 
+// TestPatchedNotesWhatChanged: a large record patched tells a reader which keys changed since
+// the record it was made from, or since one a few patches back (the union); not since any other
+// record, and not for a small record. Its key list stays its own: a record made from Keys() or
+// PatchedKeys() claims nothing.
+func TestPatchedNotesWhatChanged(t *testing.T) {
+	keys := names(50) // k00 ... k98: more than MinDerived with the odd keys added below
+	keys = append(keys, slices.Collect(func(yield func(string) bool) {
+		for i := range 30 {
+			yield(fmt.Sprintf("m%02d", i))
+		}
+	})...)
+	r0 := New(NewKeys(keys...), valuesFor(keys))
+	r1 := r0.Patched([]Change{{Key: "k04", Value: 1}, {Key: "k05", Value: 2}})
+	r2 := r1.Patched([]Change{{Key: "k02", Remove: true}, {Key: "k04", Value: 3}})
+	r3 := r2.Patched([]Change{{Key: "k10", Value: 4}}) // the same keys as r2: a value replaced
+
+	for _, tc := range []struct {
+		name     string
+		cur, old *Record
+		want     []string
+		known    bool
+	}{
+		{"one patch", r1, r0, []string{"k04", "k05"}, true},
+		{"keys taken out", r2, r1, []string{"k02", "k04"}, true},
+		{"a value replaced", r3, r2, []string{"k10"}, true},
+		{"three patches back", r3, r0, []string{"k02", "k04", "k05", "k10"}, true},
+		{"the same record", r1, r1, nil, false},
+		{"forward", r0, r1, nil, false},
+		{"another record", r1, New(NewKeys(keys...), valuesFor(keys)), nil, false},
+		{"no record", r1, nil, nil, false},
+	} {
+		got, ok := tc.cur.ChangedSince(tc.old)
+		if ok != tc.known || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: ChangedSince = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.known)
+		}
+	}
+	if v, _ := r3.Get("k10"); v != 4 || r3.Len() != 80 {
+		t.Errorf("r3: k10 = %v, %d keys", v, r3.Len())
+	}
+	if !r3.SameKeys(r2) {
+		t.Error("a value replaced: r3 does not share r2's key names")
+	}
+	for name, k := range map[string]*Keys{"Keys": r3.Keys(), "PatchedKeys": r2.PatchedKeys([]Change{{Key: "k10", Value: 5}})} {
+		other := New(k, valuesFor(k.names))
+		if _, ok := other.ChangedSince(r2); ok {
+			t.Errorf("a record made with %s() of a patched record claims it was made from r2", name)
+		}
+	}
+
+	small := New(NewKeys(names(10)...), valuesFor(names(10)))
+	if _, ok := small.Patched([]Change{{Key: "k00", Value: 1}}).ChangedSince(small); ok {
+		t.Error("a record of 10 keys notes what it was made from")
+	}
+}
+
 // TestPatchedFixedKeys: a record whose first keys are fixed (Keys.Fixed) is patched as any
 // other: a fixed key's value replaced by another makes a record of a plain key list.
 func TestPatchedFixedKeys(t *testing.T) {

@@ -133,7 +133,11 @@ func recordChanges(patch []keyed) []record.Change {
 func patchedByName(last *record.Record, patch []keyed, objs []*Object, all []any) *record.Record {
 	changes := recordChanges(patch)
 	if keys := last.PatchedKeys(changes); keysInOrderOf(keys, objs) {
-		return record.New(keys, all)
+		changed := make([]string, len(patch))
+		for i, p := range patch {
+			changed[i] = p.key
+		}
+		return record.NewFrom(keys, all, last, changed)
 	}
 	return last.Patched(changes)
 }

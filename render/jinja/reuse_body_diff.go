@@ -49,7 +49,7 @@ func (ds *recordDiffs) sweep() {
 // recordDiff is what differs between two records (an older, a newer), by key.
 type recordDiff struct {
 	old, cur *record.Record      // kept alive: their addresses are theirs until the sweep
-	keys     map[string]struct{} // in one of them only, or with values not the same (sameValue)
+	keys     map[string]struct{} // in one of them only, or with values not the same (sameValue); or the keys the newer was made with (record.ChangedSince)
 	few      []string            // keys when there are few: compared, not hashed, at each read
 	box      *identBox           // the newer record, shared by the keyed reads found the same in it
 	many     bool                // more than maxDiffKeys differ: not used
@@ -135,7 +135,9 @@ func (ds *recordDiffs) listed(old, cur *record.Record) *recordDiff {
 	return d
 }
 
-// diffRecords is what differs from old to cur, walking both in their keys' order.
+// diffRecords is what differs from old to cur: the keys cur notes it was made from old with
+// (a change of few objects at 10,000: not 10,000 values compared), else those found walking
+// both in their keys' order.
 func diffRecords(old, cur *record.Record) *recordDiff {
 	d := &recordDiff{old: old, cur: cur, box: newIdentBox(cur)}
 	add := func(key string) bool {
@@ -146,6 +148,32 @@ func diffRecords(old, cur *record.Record) *recordDiff {
 		d.many = len(d.keys) > maxDiffKeys
 		return !d.many
 	}
+	if changed, ok := cur.ChangedSince(old); ok {
+		// cur was made from old with these keys changed: nothing else need be compared.
+		for _, k := range changed {
+			if !add(k) {
+				d.keys = nil
+				return d
+			}
+		}
+	} else {
+		d.walk(old, cur, add)
+		if d.many {
+			return d
+		}
+	}
+	if len(d.keys) <= maxFewDiffs {
+		for k := range d.keys {
+			d.few = append(d.few, k)
+		}
+		d.keys = nil
+	}
+	return d
+}
+
+// walk adds to d each key whose value differs between old and cur, walking both in their
+// keys' order, until add says too many (d.many, d.keys nil).
+func (d *recordDiff) walk(old, cur *record.Record, add func(string) bool) {
 	i, j, n, m := 0, 0, old.Len(), cur.Len()
 	for i < n || j < m {
 		var ok bool
@@ -164,16 +192,9 @@ func diffRecords(old, cur *record.Record) *recordDiff {
 		}
 		if !ok {
 			d.keys = nil
-			return d
+			return
 		}
 	}
-	if len(d.keys) <= maxFewDiffs {
-		for k := range d.keys {
-			d.few = append(d.few, k)
-		}
-		d.keys = nil
-	}
-	return d
 }
 
 // maxFewDiffs is how many keys that differ are compared one by one at each read rather than

@@ -2,6 +2,7 @@ package jinja
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 
@@ -82,6 +83,55 @@ func TestLoopBodiesReadLargeRecordsThroughTheirDiff(t *testing.T) {
 			}
 			if k.cache.bodies.diffs.diffed != 2 {
 				t.Errorf("%d pairs of records diffed, want 2", k.cache.bodies.diffs.diffed)
+			}
+		})
+	}
+}
+
+// A record patched from the last one read (as the snapshot patches services.by_name) tells
+// what changed: the diff is those keys, without comparing every entry, and an iteration that
+// looked up one of them is computed again; one that looked up another is kept.
+func TestLoopBodiesReadPatchedRecordsThroughTheirNote(t *testing.T) {
+	const n = 100 // more than minDiffed and record.MinDerived
+	svc := func(port int) *record.Record { return record.FromMap(nil, map[string]any{"port": int64(port)}) }
+	m := map[string]any{}
+	for i := range n {
+		m[fmt.Sprintf("s%03d", i)] = svc(i)
+	}
+	items := []any{"s001", "s050", "s099", "s200"} // s200: not there
+	tmpl := `{% for s in items %}{{ s }}:{{ res.by.get(s, {"port": "-"}).port }};{% endfor %}`
+	p, err := Compile(map[string]string{"t": tmpl}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := renderOf(t, p)
+	for _, c := range []struct {
+		name    string
+		changes []record.Change
+		reused  int
+	}{
+		{"another key changed", []record.Change{{Key: "s002", Value: svc(9)}}, 4},
+		{"a looked-up key changed", []record.Change{{Key: "s050", Value: svc(51)}}, 3},
+		{"a looked-up key noted, its value the same object", []record.Change{{Key: "s050", Value: m["s050"]}}, 4},
+		{"a looked-up key gone, another added", []record.Change{{Key: "s0015", Value: svc(9)}, {Key: "s099", Remove: true}}, 3},
+		{"a looked-up key that was not there added", []record.Change{{Key: "s200", Value: svc(200)}}, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k := newKeptRenders(t, render)
+			r0 := record.FromMap(nil, m)
+			k.step(map[string]any{"items": items, "res": map[string]any{"by": r0}}, "the first render")
+			r1 := r0.Patched(c.changes)
+			if _, ok := r1.ChangedSince(r0); !ok {
+				t.Fatal("the patched record does not note what it was made from")
+			}
+			before := k.cache.BodiesReused()
+			k.step(map[string]any{"items": items, "res": map[string]any{"by": r1}}, "the render after %v", c.changes)
+			if reused := k.cache.BodiesReused() - before; reused != c.reused {
+				t.Errorf("reused %d iterations, want %d", reused, c.reused)
+			}
+			d := diffRecords(r0, r1)
+			if got := append(slices.Clone(d.few), slices.Collect(maps.Keys(d.keys))...); len(got) != len(c.changes) {
+				t.Errorf("the diff is %q, want the %d keys changed", got, len(c.changes))
 			}
 		})
 	}
