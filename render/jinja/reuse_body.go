@@ -99,7 +99,7 @@ type bodyLoop struct {
 	off              bool                  // too many refused: the loop's iterations are not tried again
 	reused           int                   // iterations reused since the last Sweep (bodyCache.reusedAt)
 	sheet            sheetInfo             // whether its runs keep sheets (reuse_body_sheet.go)
-	sheets           sheetRuns             // its runs' sheets
+	sheets           perRun[*runSheet]     // its runs' sheets
 }
 
 // turn ends a render for the loop's runs and their sheets; false when none ran.
@@ -107,7 +107,7 @@ func (lp *bodyLoop) turn() bool {
 	if !lp.runs.turn() {
 		return false
 	}
-	lp.sheets.last, lp.sheets.cur = lp.sheets.cur, nil
+	lp.sheets.turn()
 	return true
 }
 
@@ -920,25 +920,15 @@ func usedIn(ent *bodyEntry, gen uint64) *bodyEntry {
 // runs is what a loop, its filter or a selectattr call kept, per run in a render: the k-th
 // run of a render looks where the k-th run of the last render put its entries (hints).
 type runs[E any] struct {
-	ran       bool
-	last, cur [][]E
+	ran   bool
+	lists perRun[[]E]
 }
 
 // hints are the entries the k-th run of the last render made.
-func (r *runs[E]) hints(k int) []E {
-	if k < len(r.last) {
-		return r.last[k]
-	}
-	return nil
-}
+func (r *runs[E]) hints(k int) []E { return r.lists.at(k) }
 
 // put keeps list as the k-th run's entries of this render.
-func (r *runs[E]) put(k int, list []E) {
-	for len(r.cur) <= k {
-		r.cur = append(r.cur, nil)
-	}
-	r.cur[k] = list
-}
+func (r *runs[E]) put(k int, list []E) { r.lists.put(k, list) }
 
 // turn ends a render: this render's runs become the last; false when none ran (forget them).
 func (r *runs[E]) turn() bool {
@@ -946,9 +936,33 @@ func (r *runs[E]) turn() bool {
 		return false
 	}
 	r.ran = false
-	r.last, r.cur = r.cur, nil
+	r.lists.turn()
 	return true
 }
+
+// perRun is a value per run of a loop in a render: the last render's and this one's.
+type perRun[T any] struct{ last, cur []T }
+
+// at is the k-th run's of the last render (the zero T: none).
+func (p *perRun[T]) at(k int) T {
+	if k < len(p.last) {
+		return p.last[k]
+	}
+	var none T
+	return none
+}
+
+// put keeps v as the k-th run's of this render.
+func (p *perRun[T]) put(k int, v T) {
+	for len(p.cur) <= k {
+		var none T
+		p.cur = append(p.cur, none)
+	}
+	p.cur[k] = v
+}
+
+// turn ends a render: this render's become the last.
+func (p *perRun[T]) turn() { p.last, p.cur = p.cur, nil }
 
 // bodyState is what this render keeps of its loops (e.bodies), made at its first use.
 func (e *evaluator) bodyState() *bodyEval {

@@ -75,23 +75,6 @@ func sheetFor(s *parse.ForStmt, info *bodyInfo) sheetInfo {
 	return si
 }
 
-// sheetRuns are the sheets of a loop's runs: the last render's and this one's.
-type sheetRuns struct{ last, cur []*runSheet }
-
-func (s *sheetRuns) at(k int) *runSheet {
-	if k < len(s.last) {
-		return s.last[k]
-	}
-	return nil
-}
-
-func (s *sheetRuns) put(k int, sh *runSheet) {
-	for len(s.cur) <= k {
-		s.cur = append(s.cur, nil)
-	}
-	s.cur[k] = sh
-}
-
 // sheetRun is a run's use of its sheet: the last render's, matched with this run's items,
 // and what it found read outside now.
 type sheetRun struct {
@@ -173,7 +156,7 @@ func (r *bodyRun) sheetOuterSame(sr *sheetRun) bool {
 		}
 		was, now := sr.last.outer[j], sr.outer[j]
 		if !rd.keyed {
-			if !sameWord(was, now) && !(isData(was) && sameObject(was, now)) && !sheetScalarSame(was, now) {
+			if !sheetSame(was, now) {
 				return false
 			}
 			continue
@@ -201,11 +184,15 @@ func (r *bodyRun) sheetOuterSame(sr *sheetRun) bool {
 	return true
 }
 
-// sheetScalarSame says whether two scalars read outside are equal.
-func sheetScalarSame(a, b any) bool {
-	switch a.(type) {
+// sheetSame says whether a value read outside whole (sheetValue, not keyed) is the one read
+// last: the very same, the same object of the data, or an equal scalar.
+func sheetSame(was, now any) bool {
+	if sameWord(was, now) || isData(was) && sameObject(was, now) {
+		return true
+	}
+	switch was.(type) {
 	case string, int64, float64, bool, nil, notSet:
-		return bodySame(a, b)
+		return bodySame(was, now)
 	}
 	return false
 }
