@@ -28,13 +28,7 @@ func TestLoopBodiesReadLargeRecordsThroughTheirDiff(t *testing.T) {
 		}
 		return m
 	}
-	items := []any{"s001", "s050", "s099", "s200"} // s200: not there
-	tmpl := `{% for s in items %}{{ s }}:{{ res.by.get(s, {"port": "-"}).port }};{% endfor %}`
-	p, err := Compile(map[string]string{"t": tmpl}, "t", Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	render := renderOf(t, p)
+	items, render := portLookups(t)
 	vars := func(m entries) map[string]any {
 		return map[string]any{"items": items, "res": map[string]any{"by": record.FromMap(nil, m)}}
 	}
@@ -98,13 +92,7 @@ func TestLoopBodiesReadPatchedRecordsThroughTheirNote(t *testing.T) {
 	for i := range n {
 		m[fmt.Sprintf("s%03d", i)] = svc(i)
 	}
-	items := []any{"s001", "s050", "s099", "s200"} // s200: not there
-	tmpl := `{% for s in items %}{{ s }}:{{ res.by.get(s, {"port": "-"}).port }};{% endfor %}`
-	p, err := Compile(map[string]string{"t": tmpl}, "t", Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	render := renderOf(t, p)
+	items, render := portLookups(t)
 	for _, c := range []struct {
 		name    string
 		changes []record.Change
@@ -135,6 +123,17 @@ func TestLoopBodiesReadPatchedRecordsThroughTheirNote(t *testing.T) {
 			}
 		})
 	}
+}
+
+// portLookups is a loop looking up the port of four services by name in res.by (s200: not
+// there), and its render.
+func portLookups(t *testing.T) ([]any, func(vars map[string]any, mods *Modules) string) {
+	tmpl := `{% for s in items %}{{ s }}:{{ res.by.get(s, {"port": "-"}).port }};{% endfor %}`
+	p, err := Compile(map[string]string{"t": tmpl}, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []any{"s001", "s050", "s099", "s200"}, renderOf(t, p)
 }
 
 // diffRecords notes the keys in one record only and those whose values differ, and gives up
