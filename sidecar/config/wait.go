@@ -21,7 +21,7 @@ func (*Wait) title() string { return "Pacing" }
 func (w *Wait) register(fs *flag.FlagSet) {
 	*w = Wait{Min: 200 * time.Millisecond, Max: 2 * time.Second, Ahead: true}
 	fs.Var(w, "wait", "`MIN:MAX`: render after MIN without changes, but never later than MAX after the first")
-	fs.BoolVar(&w.Ahead, "render-ahead", true, "read and render a change during the quiet period of --wait (10 ms after the last change, or half of MIN when shorter; at most 3 times a burst): when nothing else changes before MIN has passed, that rendering goes live, MIN after the change rather than MIN plus the render; otherwise it is discarded and the sync renders as without it")
+	fs.BoolVar(&w.Ahead, "render-ahead", true, "read and render a change during the quiet period of --wait (5 ms after the last change, or half of MIN when shorter; at most 3 times a burst): when nothing else changes before MIN has passed, that rendering goes live, MIN after the change rather than MIN plus the render; otherwise it is discarded and the sync renders as without it")
 }
 
 func (w *Wait) validate() error { return nil }
