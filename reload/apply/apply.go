@@ -340,11 +340,12 @@ func (a *Applier) runtimeUpdate(ctx context.Context, j Job) Result {
 		// for a start the sidecar knows nothing of and forget these changes.
 		load = a.loadID(ctx)
 	}
-	a.cfg.Health.Applied() // HAProxy answered: it runs it (the files follow)
-	a.cfg.HAProxy.Record(live.RuntimeApplied{Hash: hash, Model: model, Load: load, At: time.Now()})
+	// Counted before it is recorded live, as a reload is.
 	m.Rendered("success")
 	m.RuntimeUpdated(plan.Counts())
 	m.RuntimeApplied(hash)
+	a.cfg.Health.Applied() // HAProxy answered: it runs it (the files follow)
+	a.cfg.HAProxy.Record(live.RuntimeApplied{Hash: hash, Model: model, Load: load, At: time.Now()})
 	m.ObserveLive(ctx, live.PathRuntime)
 	a.log.InfoContext(ctx, "configuration live without a reload", "reason", j.Reason, "hash", short(hash),
 		"changes", plan.Summary(), "runtime_api", time.Since(start).Round(time.Microsecond),
@@ -503,9 +504,10 @@ func (a *Applier) reload(ctx context.Context, j Job, why string) Result {
 	var canary *rollout.Refused
 	switch {
 	case err == nil:
+		// Counted before it is recorded live: whoever sees it live in /readyz sees it counted.
+		m.ReloadSucceeded(a.countedEndpoint(), took, hash)
 		a.cfg.Health.Applied()
 		a.reloaded(ctx, j.Bundle, j.Gen, j.Plan)
-		m.ReloadSucceeded(a.countedEndpoint(), took, hash)
 		if !a.cfg.ReloaderCounts {
 			m.ObserveLive(ctx, live.PathReload) // else per host, by the reloader
 		}
