@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,8 +77,8 @@ type Heap struct {
 	Objects uint64 // live and dead objects
 	Live    uint64 // live at the last collection
 	Goal    uint64 // the heap size at which the next collection starts
-	// Allocated is what was allocated since the previous sync ended: about what the next
-	// sync will allocate.
+	// Allocated is what was allocated since the previous sync ended (the Tidier: the most
+	// of the last recentBursts): about what the next sync will allocate.
 	Allocated uint64
 }
 
@@ -125,8 +126,8 @@ const maxGCPercent = 1000
 const minGCPercent = 10
 
 // GCPercentFor is the GOGC that gives room for a sync's allocations (room: roomFor what the
-// last sync allocated; 0 before the first sync) on live bytes of live heap, with base the
-// sidecar's GOGC (0: the environment set GOGC, left as it is: 0).
+// largest of the recent syncs allocated; 0 before the first sync) on live bytes of live heap,
+// with base the sidecar's GOGC (0: the environment set GOGC, left as it is: 0).
 //
 // Beside a sync's room, a large heap grows by at most spare beyond what is live (heapRoom;
 // startRoom before the first sync has ended), not base percent of it: at 10,000 services x
@@ -154,11 +155,11 @@ func GCPercentFor(live, room, spare uint64, base int) int {
 // allocations slowed by the collector's assists and write barriers, the marking sharing the
 // CPU with the render): three collections in each sync of 1,000 Ingresses (9 MB live, 14 MB
 // allocated) cost about 9 ms of its 60 (docs/performance.md). So GOGC is raised above base
-// until the heap's goal leaves room for twice what the last sync allocated, up to syncRoom
-// (the collector starts marking before the goal, from about half way up; large deployments,
-// whose syncs allocate far more, keep base), and the garbage is collected now, between
-// syncs, when the next sync would pass that half way point. The heap grows by what a sync
-// allocates, not to its goal: the garbage is collected after each sync.
+// until the heap's goal leaves room for twice what a sync allocated (h.Allocated), up to
+// syncRoom (the collector starts marking before the goal, from about half way up; large
+// deployments, whose syncs allocate far more, keep base), and the garbage is collected now,
+// between syncs, when the next sync would pass that half way point. The heap grows by what a
+// sync allocates, not to its goal: the garbage is collected after each sync.
 func TidyFor(h Heap, base int) TidyPlan {
 	garbage := uint64(0)
 	if h.Objects > h.Live {
@@ -209,6 +210,12 @@ func MemoryLimitFor(live uint64, pct int, overhead uint64, ceiling int64) int64 
 	return limit
 }
 
+// recentBursts is how many syncs' allocations the Tidier remembers: the room it gives is for the
+// largest of them. From the last one alone, a burst a little larger than the one before (one
+// more rendering ahead cut short, a status write in between) ran into a collection inside
+// the sync: 3,000 HTTPRoutes, about 1.5% of syncs, each 60-150 ms longer.
+const recentBursts = 8
+
 // roomFor is the room a sync that allocated allocated bytes is given: twice that, in steps of
 // roomStep (GOGC then changes only when the syncs do), at most syncRoom.
 func roomFor(allocated uint64) uint64 {
@@ -222,9 +229,12 @@ type Tidier struct {
 	// both set GOGC and the limit (tune).
 	mu        sync.Mutex
 	gcPercent int    // GOGC now
-	room      uint64 // roomFor the last sync's allocations
+	room      uint64 // roomFor the largest of the recent syncs' allocations
 	spare     uint64 // startRoom until the first sync has ended, then heapRoom
 	allocs    uint64 // total allocated when the last sync ended
+	// bursts are what the last recentBursts syncs allocated (a ring; next is the oldest).
+	bursts [recentBursts]uint64
+	next   int
 	// collecting: a collection started after a sync has not ended yet.
 	collecting atomic.Bool
 	collect    func()         // runtime.GC; tests set another
@@ -263,9 +273,10 @@ func (m Settings) Tidier() *Tidier {
 	return t
 }
 
-// AfterSync tidies the heap (TidyFor): a release at once (large deployments: one collection
-// per sync, after the configuration is live); a collection in the background, so that a
-// change coming meanwhile is not held up by it. It is called from one goroutine.
+// AfterSync tidies the heap (TidyFor, with the most the last recentBursts syncs allocated):
+// a release at once (large deployments: one collection per sync, after the configuration is
+// live); a collection in the background, so that a change coming meanwhile is not held up by
+// it. It is called from one goroutine.
 func (t *Tidier) AfterSync() {
 	if !t.synced {
 		// What only the start used (the dependencies' initialisation, the first lists, the
@@ -281,6 +292,9 @@ func (t *Tidier) AfterSync() {
 		h.Allocated = allocs - t.allocs
 	}
 	t.allocs = allocs
+	t.bursts[t.next] = h.Allocated
+	t.next = (t.next + 1) % recentBursts
+	h.Allocated = slices.Max(t.bursts[:])
 	plan := TidyFor(h, t.base)
 	var overhead uint64
 	if plan.GCPercent > 0 && t.setLimit != nil {
@@ -433,7 +447,7 @@ func (t *Tidier) Quiet() {
 }
 
 // CollectBeforeSync says whether h's garbage should be collected before the next sync, which
-// has room bytes of room (roomFor: twice what the last sync allocated): when the sync's
+// has room bytes of room (roomFor: twice what the largest recent sync allocated): when the sync's
 // allocations would take the heap past the point where the collector starts marking (about
 // half way from the live heap to the goal; see TidyFor).
 func CollectBeforeSync(h Heap, room uint64) bool {

@@ -381,6 +381,48 @@ func TestAfterSyncSetsTheLimitWithGOGC(t *testing.T) {
 	waitFor(t, func() bool { return !env.collecting.Load() })
 }
 
+// TestRoomForTheLargestRecentBurst: the room a sync is given is for the largest of the last
+// recentBursts syncs' allocations, not the last one's: one burst larger than the others keeps
+// GOGC up for the syncs after it (a burst a little larger than the last one would otherwise run
+// into a collection inside the sync), and the room comes down once it is that old.
+func TestRoomForTheLargestRecentBurst(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	const mb = 1 << 20
+	tidier := Settings{gcPercent: 40}.Tidier()
+	tidier.setLimit = func(int64) int64 { return 0 }
+	tidier.readGC = func() gcState { return gcState{live: 9 * mb} }
+	tidier.collect = func() {}
+	total, burst := uint64(100*mb), uint64(0)
+	tidier.read = func() Heap {
+		total += burst
+		return Heap{Live: 9 * mb, Objects: 9 * mb, Goal: 13 * mb, Allocated: total}
+	}
+	syncOf := func(allocated uint64) int {
+		burst = allocated
+		tidier.AfterSync()
+		waitFor(t, func() bool { return !tidier.collecting.Load() })
+		return tidier.gcPercent
+	}
+	syncOf(0) // the first sync: what a sync allocates is not known yet
+	if got := syncOf(14 * mb); got != 311 {
+		t.Fatalf("GOGC %d after a 14 MB burst on 9 MB live, want 311 (28 MB of room)", got)
+	}
+	if got := syncOf(30 * mb); got != 666 {
+		t.Fatalf("GOGC %d after a 30 MB burst, want 666 (60 MB of room)", got)
+	}
+	for i := 1; i < recentBursts; i++ {
+		if got := syncOf(14 * mb); got != 666 {
+			t.Fatalf("GOGC %d %d syncs of 14 MB after the 30 MB burst, want still 666: the room is for the largest of the last %d", got, i, recentBursts)
+		}
+	}
+	if got := syncOf(14 * mb); got != 311 {
+		t.Errorf("GOGC %d once the 30 MB burst is %d syncs old, want 311 again", got, recentBursts)
+	}
+	if tidier.room != 28*mb {
+		t.Errorf("room %d MB, want 28 (twice the largest recent burst, 14 MB)", tidier.room/mb)
+	}
+}
+
 // TestTidierCollectsAfterTheFirstSync: the first sync's garbage is collected even when
 // TidyFor would leave it (what a sync allocates is not known yet: the start's garbage would
 // stay under a goal set in the middle of the start); later syncs follow TidyFor.
