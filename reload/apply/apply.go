@@ -446,8 +446,8 @@ func (a *Applier) revertRuntime(ctx context.Context) {
 			before, _ := a.cfg.HAProxy.Record(live.RuntimeChanging{})
 			m, err := a.cfg.Runtime.Apply(ctx, plan, before.Model)
 			if err == nil {
-				a.cfg.HAProxy.Record(live.RevertedAtRuntime{Model: m, At: time.Now()})
 				a.reportLive(good.Hash)
+				a.cfg.HAProxy.Record(live.RevertedAtRuntime{Model: m, At: time.Now()})
 				a.log.WarnContext(ctx, "runtime API changes that did not validate were taken back", "changes", plan.Summary())
 				return
 			}
@@ -464,8 +464,8 @@ func (a *Applier) revertRuntime(ctx context.Context) {
 		a.cfg.HAProxy.Record(live.ReloadUnknown{At: time.Now()})
 		return
 	}
-	a.reloaded(ctx, good, s.Good.Gen, plan)
 	a.reportLive(good.Hash)
+	a.reloaded(ctx, good, s.Good.Gen, plan)
 }
 
 // reloaded records that HAProxy was reloaded with bundle's files (gen): the load it runs now,
@@ -478,6 +478,8 @@ func (a *Applier) reloaded(ctx context.Context, bundle *render.Bundle, gen *gene
 
 // reportLive reports the rendering hash live again after a revert: the rejected one was
 // reported live when the runtime API made it so (the caller then reports the rejection).
+// Called before the revert is recorded, as a change is counted before it is: whoever sees
+// it live in /readyz sees it in the metrics.
 func (a *Applier) reportLive(hash string) {
 	a.cfg.Metrics.LiveAgain(hash)
 	a.cfg.Health.Applied()
