@@ -210,10 +210,10 @@ func MemoryLimitFor(live uint64, pct int, overhead uint64, ceiling int64) int64 
 	return limit
 }
 
-// recentBursts is how many syncs' allocations the Tidier remembers: the room it gives is for the
-// largest of them. From the last one alone, a burst a little larger than the one before (one
-// more rendering ahead cut short, a status write in between) ran into a collection inside
-// the sync: 3,000 HTTPRoutes, about 1.5% of syncs, each 60-150 ms longer.
+// recentBursts is how many syncs' allocations the Tidier remembers: the room it gives is for
+// the largest of them. From the last one alone, a burst a little larger than the one before
+// (one more rendering ahead cut short, a status write in between) ran into a collection
+// inside the sync: 3,000 HTTPRoutes, about 1.5% of syncs, each 60-150 ms longer.
 const recentBursts = 8
 
 // roomFor is the room a sync that allocated allocated bytes is given: twice that, in steps of
@@ -294,7 +294,7 @@ func (t *Tidier) AfterSync() {
 	t.allocs = allocs
 	t.bursts[t.next] = h.Allocated
 	t.next = (t.next + 1) % recentBursts
-	h.Allocated = slices.Max(t.bursts[:])
+	h.Allocated = slices.Max(t.bursts[:]) // from here on, what the room is for (Heap.Allocated)
 	plan := TidyFor(h, t.base)
 	var overhead uint64
 	if plan.GCPercent > 0 && t.setLimit != nil {
@@ -447,9 +447,9 @@ func (t *Tidier) Quiet() {
 }
 
 // CollectBeforeSync says whether h's garbage should be collected before the next sync, which
-// has room bytes of room (roomFor: twice what the largest recent sync allocated): when the sync's
-// allocations would take the heap past the point where the collector starts marking (about
-// half way from the live heap to the goal; see TidyFor).
+// has room bytes of room (roomFor: twice what the largest recent sync allocated): when the
+// sync's allocations would take the heap past the point where the collector starts marking
+// (about half way from the live heap to the goal; see TidyFor).
 func CollectBeforeSync(h Heap, room uint64) bool {
 	if h.Objects <= h.Live+idleThreshold {
 		return false // not a collection's worth of garbage
