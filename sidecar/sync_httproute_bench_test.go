@@ -36,11 +36,12 @@ func httprouteBenchRoute(i int, paths []string, svcs []int) map[string]any {
 }
 
 // httprouteBenchObjects are hack/bench-routes's objects at n HTTPRoutes (route i for host
-// route-i.example.com, / to Service i and /api to Service i+1, one ready endpoint each), its
+// route-i.example.com, / to Service i and /api to Service i+1, one ready endpoint each) plus
+// extra new routes (route i beyond n: / alone to Service i, created after the others), its
 // GatewayClass and Gateway, with the Gateway API example's ConfigMap, decoded as the sources
 // convert them; and changes versions of route n/2 as bench-routes's path changes make it (its
 // /api made /vC, still to Service i+1), decoded likewise.
-func httprouteBenchObjects(tb testing.TB, in config.Inputs, n, changes int) (*snapshot.Objects, []*snapshot.Object) {
+func httprouteBenchObjects(tb testing.TB, in config.Inputs, n, extra, changes int) (*snapshot.Objects, []*snapshot.Object) {
 	tb.Helper()
 	example, err := os.ReadFile("../examples/templates/httproute.yaml")
 	if err != nil {
@@ -55,9 +56,13 @@ func httprouteBenchObjects(tb testing.TB, in config.Inputs, n, changes int) (*sn
 			"spec": map[string]any{"gatewayClassName": "haproxy-sidecar", "listeners": []any{
 				map[string]any{"name": "http", "protocol": "HTTP", "port": 80}}}},
 	}
-	for i := range n {
+	for i := range n + extra {
 		svc := fmt.Sprintf("svc-%05d", i)
-		items = append(items, httprouteBenchRoute(i, []string{"/", "/api"}, []int{i, (i + 1) % n}),
+		route := httprouteBenchRoute(i, []string{"/", "/api"}, []int{i, (i + 1) % n})
+		if i >= n {
+			route = httprouteBenchRoute(i, []string{"/"}, []int{i})
+		}
+		items = append(items, route,
 			map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{"name": svc, "namespace": "bench"},
 				"spec": map[string]any{"ports": []any{map[string]any{"name": "http", "port": 80, "targetPort": 8080}}}},
 			map[string]any{"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
@@ -133,7 +138,19 @@ func (s *pathSource) change() bool {
 func BenchmarkSyncPathHTTPRoute3000(b *testing.B) {
 	const n, changes = 3000, 100
 	cfg := exampleSyncConfig(b, httprouteWatch)
-	all, versions := httprouteBenchObjects(b, cfg.Inputs, n, changes)
+	all, versions := httprouteBenchObjects(b, cfg.Inputs, n, 0, changes)
 	src := &pathSource{all: all, at: n / 2, versions: versions}
 	benchSyncChanges(b, syncPipelineFrom(b, cfg, src), src.change, changes)
+}
+
+// BenchmarkSyncNewHTTPRoute3000: one sync of the sidecar's pipeline for a new route (an
+// HTTPRoute, its Service and EndpointSlice, created after the others) at 3,000 HTTPRoutes of
+// the Gateway API example, as BenchmarkSyncPathHTTPRoute3000 makes a path's change: what
+// hack/bench-routes times as "a new route to a new Service". -benchtime at most 100x.
+func BenchmarkSyncNewHTTPRoute3000(b *testing.B) {
+	const n, extra = 3000, 100
+	cfg := exampleSyncConfig(b, httprouteWatch)
+	all, _ := httprouteBenchObjects(b, cfg.Inputs, n, extra, 0)
+	src := &growingSource{all: all, left: extra, grows: []string{"httproutes", "services", "endpointslices"}}
+	benchSyncChanges(b, syncPipelineFrom(b, cfg, src), src.next, extra)
 }

@@ -157,7 +157,6 @@ func fMap(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]any, len(items))
 	if len(a) == 0 {
 		attr, ok := kw["attribute"]
 		if !ok {
@@ -170,6 +169,10 @@ func fMap(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 			}
 		}
 		parts := attrParts(attr)
+		if kept, ok := e.mapKept(items, attr, def, parts); ok {
+			return &generator{items: kept}, nil
+		}
+		out := make([]any, len(items))
 		for i, it := range items {
 			if out[i], err = e.attrPath(it, parts, def); err != nil {
 				return nil, err
@@ -191,6 +194,7 @@ func fMap(e *evaluator, in any, a []any, kw map[string]any) (any, error) {
 			return nil, fmt.Errorf("No filter named %s.", reprString(name))
 		}
 	}
+	out := make([]any, len(items))
 	for i, it := range items {
 		var kwc map[string]any
 		if len(kw) > 0 {

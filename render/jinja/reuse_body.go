@@ -68,7 +68,7 @@ type bodyCache struct {
 	seqs         map[seqKey]*seqSite       // sort's and unique's calls (reuse_sort.go)
 	seqPatched   int                       // calls of sort and unique patched, for tests
 	seqScratch   *seqScratch               // lent to a call of sort or unique at a time
-	strKept      strCounts                 // join's and split's, for tests (reuse_join.go)
+	strKept      strCounts                 // join's, split's and map's, for tests (reuse_join.go)
 	prints       map[printKey]*printLoop   // print-only loops' runs (reuse_print.go)
 	printCopied  int                       // their iterations written from the last run, for tests
 	reused       int

@@ -18,10 +18,11 @@ import (
 // The other items' parts are computed as the filter does. A call that consumed marked text
 // (taint.go) or read an item that may change keeps nothing.
 
-// strCounts count the calls of join and split that used what was kept, for tests.
+// strCounts count the calls of join, split and map that used what was kept, for tests.
 type strCounts struct {
 	joinPatched int // join's patched (or given again)
 	splitsFound int // split's given again (reuse_split.go)
+	mapPatched  int // map's patched (reuse_map.go)
 }
 
 // joinState is what a call of join made.

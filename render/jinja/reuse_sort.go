@@ -59,6 +59,7 @@ type seqSite struct {
 	refused int          // calls in a row that kept nothing (maxRefused: the site is not tried)
 	calls   []*seqState  // by the call's number in a render
 	joins   []*joinState // join's, by the call's number in a render (reuse_join.go)
+	maps    []*mapState  // map's by attribute, likewise (reuse_map.go)
 	// extended: extend's, how long the last list it grew was at the end of the last render
 	// it ran in (reuse_extend.go).
 	extended int
