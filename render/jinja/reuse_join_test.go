@@ -101,12 +101,26 @@ func (w *joinWorld) step() (string, map[string]any) {
 // join, patched from its last call along a random sequence of changes, renders every step as
 // a fresh render does; many calls are patched.
 func TestJoinPatchedRendersAsAfresh(t *testing.T) {
-	p, err := Compile(map[string]string{"t": joinTemplate}, "t", Options{})
+	renderJoinWorlds(t, joinTemplate, 5, func(seed uint64, c *ModuleCache, counts map[string]int) {
+		patched := c.JoinPatched()
+		if patched < 200*2 {
+			t.Errorf("seed %d: %d calls patched, want a good part of 200 renders' 3 (%v)", seed, patched, counts)
+		}
+		t.Logf("seed %d: %d calls patched (%v)", seed, patched, counts)
+	})
+}
+
+// renderJoinWorlds renders template along 200 random changes of a joinWorld of 150 records
+// (the PCG stream stream), for four seeds, each step compared with a fresh render; then
+// check reads the cache, with how many changes of each kind were made.
+func renderJoinWorlds(t *testing.T, template string, stream uint64, check func(seed uint64, c *ModuleCache, counts map[string]int)) {
+	t.Helper()
+	p, err := Compile(map[string]string{"t": template}, "t", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for seed := range uint64(4) {
-		w := &joinWorld{rng: rand.New(rand.NewPCG(seed, 5))}
+		w := &joinWorld{rng: rand.New(rand.NewPCG(seed, stream))}
 		for range 150 {
 			w.recs = append(w.recs, w.record())
 		}
@@ -117,11 +131,7 @@ func TestJoinPatchedRendersAsAfresh(t *testing.T) {
 			counts[what]++
 			k.step(vars, "seed %d, step %d (%s)", seed, i, what)
 		}
-		patched := k.cache.JoinPatched()
-		if patched < 200*2 {
-			t.Errorf("seed %d: %d calls patched, want a good part of 200 renders' 3 (%v)", seed, patched, counts)
-		}
-		t.Logf("seed %d: %d calls patched (%v)", seed, patched, counts)
+		check(seed, &k.cache, counts)
 	}
 }
 

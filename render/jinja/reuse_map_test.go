@@ -1,7 +1,6 @@
 package jinja
 
 import (
-	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -24,30 +23,15 @@ missing: {{ recs|map(attribute="nope")|select("defined")|list|length }}
 // map by attribute, its values given again from its last call along a random sequence of
 // changes, renders every step as a fresh render does; many calls are patched.
 func TestMapPatchedRendersAsAfresh(t *testing.T) {
-	p, err := Compile(map[string]string{"t": mapTemplate}, "t", Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for seed := range uint64(4) {
-		w := &joinWorld{rng: rand.New(rand.NewPCG(seed, 7))}
-		for range 150 {
-			w.recs = append(w.recs, w.record())
-		}
-		k := newKeptRenders(t, renderOf(t, p))
-		counts := map[string]int{}
-		for i := range 200 {
-			what, vars := w.step()
-			counts[what]++
-			k.step(vars, "seed %d, step %d (%s)", seed, i, what)
-		}
+	renderJoinWorlds(t, mapTemplate, 7, func(seed uint64, c *ModuleCache, counts map[string]int) {
 		// Six sites of records per render; "half replaced" and the runs of many changes
 		// read all again.
-		patched := k.cache.MapPatched()
+		patched := c.MapPatched()
 		if patched < 200*4 {
 			t.Errorf("seed %d: %d calls patched, want a good part of 200 renders' 6 (%v)", seed, patched, counts)
 		}
 		t.Logf("seed %d: %d calls patched (%v)", seed, patched, counts)
-	}
+	})
 }
 
 // A value given again is the one the last call read for the same record; a record replaced
