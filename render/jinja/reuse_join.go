@@ -70,15 +70,7 @@ func (jc *joinCall) done(st *joinState, patched bool) {
 	if patched {
 		jc.c.strKept.joinPatched++
 	}
-	for len(jc.site.joins) <= jc.k {
-		jc.site.joins = append(jc.site.joins, nil)
-	}
-	jc.site.joins[jc.k] = st
-	if st == nil {
-		jc.site.refused++
-	} else {
-		jc.site.refused = 0
-	}
+	keepCall(jc.site, &jc.site.joins, jc.k, st)
 }
 
 // JoinPatched is how many calls of join copied most of what their last call made rather

@@ -118,15 +118,7 @@ func keepMap(c *bodyCache, s *seqSite, k int, st *mapState, patched bool) {
 	if patched {
 		c.strKept.mapPatched++
 	}
-	for len(s.maps) <= k {
-		s.maps = append(s.maps, nil)
-	}
-	s.maps[k] = st
-	if st == nil {
-		s.refused++
-	} else {
-		s.refused = 0
-	}
+	keepCall(s, &s.maps, k, st)
 }
 
 // MapPatched is how many calls of map by attribute gave most values as their last call did

@@ -195,14 +195,20 @@ func (sc *seqCall) done(st *seqState, patched bool) {
 	}
 	clear(sc.sc.keys) // not to hold keys
 	sc.c.seqScratch = sc.sc
-	for len(sc.site.calls) <= sc.k {
-		sc.site.calls = append(sc.site.calls, nil)
+	keepCall(sc.site, &sc.site.calls, sc.k, st)
+}
+
+// keepCall keeps st (nil: nothing) as call k's of site s in calls (sort's, join's, map's),
+// and counts the site's calls in a row that kept nothing (c.mu held).
+func keepCall[T any](s *seqSite, calls *[]*T, k int, st *T) {
+	for len(*calls) <= k {
+		*calls = append(*calls, nil)
 	}
-	sc.site.calls[sc.k] = st
+	(*calls)[k] = st
 	if st == nil {
-		sc.site.refused++
+		s.refused++
 	} else {
-		sc.site.refused = 0
+		s.refused = 0
 	}
 }
 
