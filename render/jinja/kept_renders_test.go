@@ -11,6 +11,11 @@ type keptRenders struct {
 	t      *testing.T
 	render func(vars map[string]any, mods *Modules) string
 	cache  ModuleCache
+	// last is the data of the last render, held until the next as the sidecar holds its last
+	// snapshot: a kept read notes the record it was found the same in weakly (identBox), and
+	// a collection between two renders would otherwise take it, and with it the diff a test
+	// counts.
+	last map[string]any
 }
 
 // newKeptRenders renders with render (renderOf's, or one giving the secret spans too).
@@ -28,5 +33,6 @@ func (k *keptRenders) step(vars map[string]any, format string, args ...any) stri
 		k.t.Fatalf("%s: rendered\n%s\nafresh\n%s", fmt.Sprintf(format, args...), got, want)
 	}
 	k.cache.Sweep()
+	k.last = vars
 	return got
 }
