@@ -141,3 +141,26 @@ func TestDataplaneModeFlags(t *testing.T) {
 		}
 	}
 }
+
+// docs/flags.md says when a rendering ahead starts as the help does, from AheadSettle and
+// AheadTries.
+func TestFlagsDocSaysWhenARenderingAheadStarts(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/flags.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `--render-ahead` \\|.*$").Find(doc)
+	if row == nil {
+		t.Fatal("docs/flags.md has no row for --render-ahead")
+	}
+	if want := aheadWhen(); !strings.Contains(string(row), want) {
+		t.Errorf("docs/flags.md's row of --render-ahead does not say %q:\n%s", want, row)
+	}
+	var help bytes.Buffer
+	if _, err := ParseRun([]string{"-h"}, "", func(string) string { return "" }, &help); err == nil {
+		t.Fatal("-h: no error")
+	}
+	if want := aheadWhen(); !strings.Contains(strings.Join(strings.Fields(help.String()), " "), want) {
+		t.Errorf("the help does not say %q", want)
+	}
+}

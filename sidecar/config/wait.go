@@ -16,12 +16,26 @@ type Wait struct {
 	Ahead bool
 }
 
+// The renderings ahead of a burst (--render-ahead; sidecar/pipeline/ahead.go says why these).
+const (
+	// AheadSettle is how long the changes pause before a rendering ahead starts (half of MIN
+	// when that is shorter).
+	AheadSettle = 5 * time.Millisecond
+	// AheadTries bounds the renderings ahead of one burst.
+	AheadTries = 3
+)
+
 func (*Wait) title() string { return "Pacing" }
 
 func (w *Wait) register(fs *flag.FlagSet) {
 	*w = Wait{Min: 200 * time.Millisecond, Max: 2 * time.Second, Ahead: true}
 	fs.Var(w, "wait", "`MIN:MAX`: render after MIN without changes, but never later than MAX after the first")
-	fs.BoolVar(&w.Ahead, "render-ahead", true, "read and render a change during the quiet period of --wait (5 ms after the last change, or half of MIN when shorter; at most 3 times a burst): when nothing else changes before MIN has passed, that rendering goes live, MIN after the change rather than MIN plus the render; otherwise it is discarded and the sync renders as without it")
+	fs.BoolVar(&w.Ahead, "render-ahead", true, "read and render a change during the quiet period of --wait "+aheadWhen()+": when nothing else changes before MIN has passed, that rendering goes live, MIN after the change rather than MIN plus the render; otherwise it is discarded and the sync renders as without it")
+}
+
+// aheadWhen says when a rendering ahead starts, for the help and docs/flags.md.
+func aheadWhen() string {
+	return fmt.Sprintf("(%d ms after the last change, or half of MIN when shorter; at most %d times a burst)", AheadSettle.Milliseconds(), AheadTries)
 }
 
 func (w *Wait) validate() error { return nil }

@@ -8,6 +8,7 @@ import (
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/apply"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/candidate"
+	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/config"
 	"github.com/haproxy-sidecar/haproxy-sidecar/sidecar/memory"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -27,17 +28,16 @@ import (
 // renders ahead (candidate.Builder.MakeAhead: nothing to validate first, nothing held or
 // tried apart); anything else is left to the sync.
 
+// aheadSettle is how long the changes pause before a rendering ahead starts (half the quiet
+// period when that is shorter): the objects of one kubectl apply come a few milliseconds
+// apart, and a rendering started before the last is stale. Since a stale one is cut short at
+// the next change (its work not lost: the renderer keeps what it did not reach), a short pause
+// costs little and starts the last one sooner (5 ms rather than 10: a path change at 10,000
+// Ingresses live 5-7 ms sooner; docs/performance.md). aheadTries bounds the renderings ahead
+// of one burst. The flag's help and docs/flags.md say them: config owns them.
 const (
-	// aheadSettle is how long the changes pause before a rendering ahead starts (half the
-	// quiet period when that is shorter): the objects of one kubectl apply come a few
-	// milliseconds apart, and a rendering started before the last is stale. Since a stale
-	// one is cut short at the next change (its work not lost: the renderer keeps what it
-	// did not reach), a short pause costs little and starts the last one sooner (5 ms
-	// rather than 10: a path change at 10,000 Ingresses live 5-7 ms sooner;
-	// docs/performance.md).
-	aheadSettle = 5 * time.Millisecond
-	// aheadTries bounds the renderings ahead of one burst.
-	aheadTries = 3
+	aheadSettle = config.AheadSettle
+	aheadTries  = config.AheadTries
 )
 
 // ahead is a rendering made during the quiet period, and what the sync needs to tell whether

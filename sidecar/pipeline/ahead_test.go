@@ -92,8 +92,8 @@ func (r *aheadRig) ahead(result string) float64 {
 // TestRenderAheadGoesLive: a change is read and rendered during the quiet period; the sync
 // after it takes that rendering (no render of its own) and makes it live.
 func TestRenderAheadGoesLive(t *testing.T) {
-	r := newAheadRig(t, true, config("*:80", "a 10.0.0.1:80"))
-	next := config("*:80", "a 10.0.0.1:80", "b 10.0.0.2:80")
+	r := newAheadRig(t, true, cfgText("*:80", "a 10.0.0.1:80"))
+	next := cfgText("*:80", "a 10.0.0.1:80", "b 10.0.0.2:80")
 	r.in.set(next)
 	r.p.Changed()
 	waitFor(t, func() bool { return len(r.live()) == 2 })
@@ -139,11 +139,11 @@ func TestRenderAheadGoesLive(t *testing.T) {
 // made (its read is older than the change) is not lost: that rendering never goes live, the
 // one of the latest inputs does, in one sync.
 func TestRenderAheadOfAChangeThatCameAfter(t *testing.T) {
-	r := newAheadRig(t, true, config("*:80", "a 10.0.0.1:80"))
-	r.in.set(config("*:80", "a 10.0.0.1:80", "b 10.0.0.2:80"))
+	r := newAheadRig(t, true, cfgText("*:80", "a 10.0.0.1:80"))
+	r.in.set(cfgText("*:80", "a 10.0.0.1:80", "b 10.0.0.2:80"))
 	r.p.Changed()
 	waitFor(t, func() bool { return r.rd.renders() == 2 }) // rendered ahead, within the quiet period
-	latest := config("*:80", "a 10.0.0.1:80", "c 10.0.0.3:80")
+	latest := cfgText("*:80", "a 10.0.0.1:80", "c 10.0.0.3:80")
 	r.in.set(latest)
 	r.p.Changed()
 	r.liveOnceAs(t, latest)
@@ -157,8 +157,8 @@ func TestRenderAheadOfAChangeThatCameAfter(t *testing.T) {
 
 // TestRenderAheadOff: --render-ahead=false renders in the sync, as before.
 func TestRenderAheadOff(t *testing.T) {
-	r := newAheadRig(t, false, config("*:80", "a 10.0.0.1:80"))
-	next := config("*:80", "b 10.0.0.2:80")
+	r := newAheadRig(t, false, cfgText("*:80", "a 10.0.0.1:80"))
+	next := cfgText("*:80", "b 10.0.0.2:80")
 	r.in.set(next)
 	r.p.Changed()
 	waitFor(t, func() bool { return len(r.live()) == 2 })
@@ -175,10 +175,10 @@ func TestRenderAheadOff(t *testing.T) {
 // without it; what goes live is the last change, in one sync.
 func TestRenderAheadAtMostThreeABurst(t *testing.T) {
 	// A quiet period far longer than the test's steps: the burst does not end between them.
-	r := newAheadRigWaiting(t, true, config("*:80", "a 10.0.0.1:80"), 3*time.Second)
+	r := newAheadRigWaiting(t, true, cfgText("*:80", "a 10.0.0.1:80"), 3*time.Second)
 	var last string
 	for i := range 6 {
-		last = config("*:80", fmt.Sprintf("s%d 10.0.1.%d:80", i, i))
+		last = cfgText("*:80", fmt.Sprintf("s%d 10.0.1.%d:80", i, i))
 		r.in.set(last)
 		r.p.Changed()
 		if i < 3 {
@@ -244,12 +244,12 @@ func (s *stallingRenderer) Render(ctx context.Context, snap *snapshot.Snapshot) 
 // cuts it short (it does not run to its end, stale); the next change's rendering ahead is
 // the one that goes live, in one sync.
 func TestRenderAheadCutShortByAChange(t *testing.T) {
-	r := newAheadRig(t, true, config("*:80", "a 10.0.0.1:80"))
+	r := newAheadRig(t, true, cfgText("*:80", "a 10.0.0.1:80"))
 	r.stall.stallNext(1)
-	r.in.set(config("*:80", "a 10.0.0.1:80", "b 10.0.0.2:80"))
+	r.in.set(cfgText("*:80", "a 10.0.0.1:80", "b 10.0.0.2:80"))
 	r.p.Changed()
 	<-r.stall.stalled // its rendering ahead is under way
-	latest := config("*:80", "a 10.0.0.1:80", "c 10.0.0.3:80")
+	latest := cfgText("*:80", "a 10.0.0.1:80", "c 10.0.0.3:80")
 	r.in.set(latest)
 	r.p.Changed()
 	r.liveOnceAs(t, latest)

@@ -53,7 +53,7 @@ func TestMapChangeReloads(t *testing.T) {
 		cfg.Renderer = ai // renders the rig's configuration, with map files
 	})
 	ai.setMap("hosts.map", "a.example be_a\n")
-	r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
+	r.sync(t, cfgText(":80", "a 10.0.0.1:80"), "applied")
 	if r.rl.count() != 1 {
 		t.Fatalf("%d reloads, want 1", r.rl.count())
 	}
@@ -69,7 +69,7 @@ func TestMapChangeReloads(t *testing.T) {
 	}
 
 	// A server change alone: runtime API, no reload; the map written with the generation.
-	res := r.sync(t, config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80"), "applied")
+	res := r.sync(t, cfgText(":80", "a 10.0.0.1:80", "b 10.0.0.2:80"), "applied")
 	if res.Reloaded || r.rl.count() != 1 {
 		t.Fatalf("server change: reloaded %v, %d reloads", res.Reloaded, r.rl.count())
 	}
@@ -80,7 +80,7 @@ func TestMapChangeReloads(t *testing.T) {
 
 	// The map changes, nothing else: one reload, and the new map is live.
 	ai.setMap("hosts.map", "a.example be_b\n")
-	res = r.sync(t, config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80"), "applied")
+	res = r.sync(t, cfgText(":80", "a 10.0.0.1:80", "b 10.0.0.2:80"), "applied")
 	if !res.Reloaded || r.rl.count() != 2 {
 		t.Fatalf("map change: reloaded %v, %d reloads, want one more reload", res.Reloaded, r.rl.count())
 	}
@@ -88,13 +88,13 @@ func TestMapChangeReloads(t *testing.T) {
 		t.Fatalf("map after its change: %q", got)
 	}
 	// Nothing changed since: nothing to do.
-	r.sync(t, config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80"), "unchanged")
+	r.sync(t, cfgText(":80", "a 10.0.0.1:80", "b 10.0.0.2:80"), "unchanged")
 	if r.rl.count() != 2 {
 		t.Fatalf("%d reloads after an unchanged sync", r.rl.count())
 	}
 	// The map and a server change together: one reload.
 	ai.setMap("hosts.map", "a.example be_c\n")
-	res = r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
+	res = r.sync(t, cfgText(":80", "a 10.0.0.1:80"), "applied")
 	if !res.Reloaded || r.rl.count() != 3 || mapOnDisk() != "a.example be_c\n" {
 		t.Fatalf("map and server change: reloaded %v, %d reloads, map %q", res.Reloaded, r.rl.count(), mapOnDisk())
 	}

@@ -34,13 +34,13 @@ func changeToLive(t *testing.T, m *status.Metrics, path string) (uint64, float64
 // failed to go live is counted, from its first notification, when it does.
 func TestChangeToLiveByPath(t *testing.T) {
 	r := newRig(t, 0)
-	r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
+	r.sync(t, cfgText(":80", "a 10.0.0.1:80"), "applied")
 	if n, _ := changeToLive(t, r.metrics, live.PathReload); n != 0 {
 		t.Fatalf("the first sync, which no change asked for, counted %d", n)
 	}
 
 	r.p.Changed()
-	r.sync(t, config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80"), "applied")
+	r.sync(t, cfgText(":80", "a 10.0.0.1:80", "b 10.0.0.2:80"), "applied")
 	if n, _ := changeToLive(t, r.metrics, live.PathRuntime); n != 1 {
 		t.Errorf("a server added through the runtime API: %d runtime observations, want 1", n)
 	}
@@ -48,13 +48,13 @@ func TestChangeToLiveByPath(t *testing.T) {
 	r.p.Changed()
 	notified := time.Now()
 	r.rl.failErr = errors.New("master socket: connection refused")
-	r.sync(t, config(":81", "a 10.0.0.1:80"), "error")
+	r.sync(t, cfgText(":81", "a 10.0.0.1:80"), "error")
 	if n, _ := changeToLive(t, r.metrics, live.PathReload); n != 0 {
 		t.Fatalf("a reload that failed counted %d", n)
 	}
 	r.rl.failErr = nil
 	retried := time.Now()
-	r.sync(t, config(":81", "a 10.0.0.1:80"), "applied") // the retry: no new notification
+	r.sync(t, cfgText(":81", "a 10.0.0.1:80"), "applied") // the retry: no new notification
 	n, sum := changeToLive(t, r.metrics, live.PathReload)
 	if n != 1 {
 		t.Fatalf("the change live at the retry: %d reload observations, want 1", n)
@@ -65,7 +65,7 @@ func TestChangeToLiveByPath(t *testing.T) {
 	if n, _ := changeToLive(t, r.metrics, live.PathRuntime); n != 1 {
 		t.Errorf("runtime observations %d, want still 1", n)
 	}
-	r.sync(t, config(":81", "a 10.0.0.1:80"), "unchanged")
+	r.sync(t, cfgText(":81", "a 10.0.0.1:80"), "unchanged")
 	if n, _ := changeToLive(t, r.metrics, live.PathReload); n != 1 {
 		t.Errorf("a sync with nothing seen counted again: %d", n)
 	}
@@ -81,7 +81,7 @@ func TestSyncTrace(t *testing.T) {
 		c.Logger = slog.New(tracing.LogHandler(slog.NewJSONHandler(&logs, nil)))
 	})
 	r.p.Changed()
-	r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
+	r.sync(t, cfgText(":80", "a 10.0.0.1:80"), "applied")
 
 	byName := map[string]sdktrace.ReadOnlySpan{}
 	for _, s := range spans.Ended() {

@@ -286,7 +286,8 @@ func newRig(t *testing.T, minInterval time.Duration, opts ...func(*Config)) *rig
 	return r
 }
 
-func config(bind string, servers ...string) string {
+// cfgText is an HAProxy configuration of one frontend bound to bind and one backend of servers.
+func cfgText(bind string, servers ...string) string {
 	s := "frontend fe\n    bind " + bind + "\n    default_backend be\nbackend be\n"
 	for _, srv := range servers {
 		s += "    server " + srv + "\n"
@@ -345,8 +346,8 @@ func (r *rig) liveConfig(t *testing.T) string {
 func TestRuntimeUpdates(t *testing.T) {
 	t.Run("server changes go live without a reload, and are written", func(t *testing.T) {
 		r := newRig(t, 0)
-		r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
-		next := config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80")
+		r.sync(t, cfgText(":80", "a 10.0.0.1:80"), "applied")
+		next := cfgText(":80", "a 10.0.0.1:80", "b 10.0.0.2:80")
 		res := r.sync(t, next, "applied")
 		if res.Reloaded || r.rl.count() != 1 {
 			t.Fatalf("reloaded %v, %d reloads, want 1", res.Reloaded, r.rl.count())
@@ -367,8 +368,8 @@ func TestRuntimeUpdates(t *testing.T) {
 	})
 	t.Run("a frontend change reloads once", func(t *testing.T) {
 		r := newRig(t, 0)
-		r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
-		res := r.sync(t, config(":81", "a 10.0.0.1:80"), "applied")
+		r.sync(t, cfgText(":80", "a 10.0.0.1:80"), "applied")
+		res := r.sync(t, cfgText(":81", "a 10.0.0.1:80"), "applied")
 		if !res.Reloaded || r.rl.count() != 2 {
 			t.Fatalf("reloaded %v, %d reloads", res.Reloaded, r.rl.count())
 		}
@@ -376,22 +377,22 @@ func TestRuntimeUpdates(t *testing.T) {
 	t.Run("a failed runtime command falls back to a reload", func(t *testing.T) {
 		r := newRig(t, 0)
 		r.cli.failOn = "add server"
-		r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
-		res := r.sync(t, config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80"), "applied")
+		r.sync(t, cfgText(":80", "a 10.0.0.1:80"), "applied")
+		res := r.sync(t, cfgText(":80", "a 10.0.0.1:80", "b 10.0.0.2:80"), "applied")
 		if !res.Reloaded || r.rl.count() != 2 || value(r.metrics.RuntimeFallbacks) != 1 {
 			t.Fatalf("reloaded %v, %d reloads, %v fallbacks", res.Reloaded, r.rl.count(), value(r.metrics.RuntimeFallbacks))
 		}
 		// After the reload the runtime API is used again.
 		r.cli.failOn = ""
-		if res := r.sync(t, config(":80", "b 10.0.0.2:80"), "applied"); res.Reloaded {
+		if res := r.sync(t, cfgText(":80", "b 10.0.0.2:80"), "applied"); res.Reloaded {
 			t.Fatal("reloaded after the fallback")
 		}
 	})
 	t.Run("a runtime change that does not validate is taken back", func(t *testing.T) {
 		r := newRig(t, 0)
-		first := config(":80", "a 10.0.0.1:80")
+		first := cfgText(":80", "a 10.0.0.1:80")
 		r.sync(t, first, "applied")
-		r.sync(t, config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80 maxconn 10", "invalid 10.0.0.3:80"), "rejected")
+		r.sync(t, cfgText(":80", "a 10.0.0.1:80", "b 10.0.0.2:80 maxconn 10", "invalid 10.0.0.3:80"), "rejected")
 		got := r.cli.commands()
 		want := []string{"add server be/b 10.0.0.2:80 maxconn 10", "enable server be/b", "add server be/invalid 10.0.0.3:80", "enable server be/invalid",
 			"set server be/b state maint", "set server be/invalid state maint", "del server be/b", "del server be/invalid"}
@@ -402,17 +403,17 @@ func TestRuntimeUpdates(t *testing.T) {
 			t.Fatalf("%d reloads, live config %q", r.rl.count(), r.liveConfig(t))
 		}
 		// HAProxy runs the first configuration again: a valid change goes through the runtime API.
-		if res := r.sync(t, config(":80", "a 10.0.0.1:80", "c 10.0.0.4:80"), "applied"); res.Reloaded {
+		if res := r.sync(t, cfgText(":80", "a 10.0.0.1:80", "c 10.0.0.4:80"), "applied"); res.Reloaded {
 			t.Fatal("reloaded")
 		}
 	})
 	t.Run("a runtime change whose files cannot be written is a failed sync, reported by the writer's outcome, and written once they can", func(t *testing.T) {
 		r := newRig(t, 0)
-		r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
+		r.sync(t, cfgText(":80", "a 10.0.0.1:80"), "applied")
 		if err := os.RemoveAll(r.store.StateDir()); err != nil {
 			t.Fatal(err)
 		}
-		next := config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80")
+		next := cfgText(":80", "a 10.0.0.1:80", "b 10.0.0.2:80")
 		res := r.sync(t, next, "error")
 		if !res.Retry || r.rl.count() != 1 {
 			t.Errorf("retry %v, %d reloads", res.Retry, r.rl.count())
@@ -430,11 +431,11 @@ func TestRuntimeUpdates(t *testing.T) {
 	})
 	t.Run("a reload whose outcome is unknown makes the next change reload", func(t *testing.T) {
 		r := newRig(t, 0)
-		r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
+		r.sync(t, cfgText(":80", "a 10.0.0.1:80"), "applied")
 		r.rl.failErr = errors.New("timeout")
-		r.sync(t, config(":81", "a 10.0.0.1:80"), "error")
+		r.sync(t, cfgText(":81", "a 10.0.0.1:80"), "error")
 		r.rl.failErr = nil
-		if res := r.sync(t, config(":81", "a 10.0.0.1:80", "b 10.0.0.2:80"), "applied"); !res.Reloaded {
+		if res := r.sync(t, cfgText(":81", "a 10.0.0.1:80", "b 10.0.0.2:80"), "applied"); !res.Reloaded {
 			t.Fatal("no reload after a reload of unknown outcome")
 		}
 	})
@@ -445,11 +446,11 @@ func TestRuntimeUpdates(t *testing.T) {
 func TestMinReloadInterval(t *testing.T) {
 	t.Run("latest wins", func(t *testing.T) {
 		r := newRig(t, time.Hour)
-		r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
-		if res := r.sync(t, config(":81", "a 10.0.0.1:80"), "deferred"); res.ReloadIn <= 0 || res.ReloadIn > time.Hour {
+		r.sync(t, cfgText(":80", "a 10.0.0.1:80"), "applied")
+		if res := r.sync(t, cfgText(":81", "a 10.0.0.1:80"), "deferred"); res.ReloadIn <= 0 || res.ReloadIn > time.Hour {
 			t.Fatalf("reload in %v", res.ReloadIn)
 		}
-		latest := config(":82", "a 10.0.0.1:80", "b 10.0.0.2:80")
+		latest := cfgText(":82", "a 10.0.0.1:80", "b 10.0.0.2:80")
 		r.sync(t, latest, "deferred")
 		if got := r.cli.commands(); len(got) == 0 || got[0] != "add server be/b 10.0.0.2:80" {
 			t.Fatalf("server change not made while the reload waits: %q", got)
@@ -464,9 +465,9 @@ func TestMinReloadInterval(t *testing.T) {
 	})
 	t.Run("a change reverted while the reload waits needs no reload", func(t *testing.T) {
 		r := newRig(t, time.Hour)
-		first := config(":80", "a 10.0.0.1:80")
+		first := cfgText(":80", "a 10.0.0.1:80")
 		r.sync(t, first, "applied")
-		r.sync(t, config(":81", "a 10.0.0.1:80", "b 10.0.0.2:80"), "deferred")
+		r.sync(t, cfgText(":81", "a 10.0.0.1:80", "b 10.0.0.2:80"), "deferred")
 		res := r.sync(t, first, "applied") // b was added at runtime: it must go again
 		if res.Reloaded || r.rl.count() != 1 {
 			t.Fatalf("reloaded %v, %d reloads", res.Reloaded, r.rl.count())
@@ -479,9 +480,9 @@ func TestMinReloadInterval(t *testing.T) {
 	})
 	t.Run("the deferred reload happens by itself", func(t *testing.T) {
 		r := newRig(t, 100*time.Millisecond)
-		r.run(t, config(":80", "a 10.0.0.1:80"))
+		r.run(t, cfgText(":80", "a 10.0.0.1:80"))
 		waitFor(t, func() bool { return r.rl.count() == 1 })
-		r.in.set(config(":81", "a 10.0.0.1:80"))
+		r.in.set(cfgText(":81", "a 10.0.0.1:80"))
 		r.p.Changed()
 		waitFor(t, func() bool { return r.rl.count() == 2 })
 		if !strings.Contains(r.rl.last(), ":81") {
@@ -516,7 +517,7 @@ func value(m prometheus.Metric) float64 {
 // that reloads waits for the writer, so the files reloaded are the latest.
 func TestBackgroundWriter(t *testing.T) {
 	r := newRig(t, 0)
-	first := config(":80", "a 10.0.0.1:80")
+	first := cfgText(":80", "a 10.0.0.1:80")
 	r.run(t, first)
 	waitFor(t, func() bool { return r.rl.count() == 1 })
 	liveIs := func(cfg string) func() bool {
@@ -535,17 +536,17 @@ func TestBackgroundWriter(t *testing.T) {
 			for j := 1; j <= i; j++ {
 				servers = append(servers, fmt.Sprintf("s%d 10.0.0.%d:80", j, j))
 			}
-			r.in.set(config(":80", servers...))
+			r.in.set(cfgText(":80", servers...))
 			r.p.Changed()
 		}
-		waitFor(t, liveIs(config(":80", "s1 10.0.0.1:80", "s2 10.0.0.2:80", "s3 10.0.0.3:80", "s4 10.0.0.4:80", "s5 10.0.0.5:80", "s6 10.0.0.6:80")))
+		waitFor(t, liveIs(cfgText(":80", "s1 10.0.0.1:80", "s2 10.0.0.2:80", "s3 10.0.0.3:80", "s4 10.0.0.4:80", "s5 10.0.0.5:80", "s6 10.0.0.6:80")))
 		if r.rl.count() != 1 {
 			t.Fatalf("%d reloads", r.rl.count())
 		}
 	})
 	t.Run("a rejected runtime change is taken back", func(t *testing.T) {
 		before := len(r.cli.commands())
-		r.in.set(config(":80", "s1 10.0.0.1:80", "invalid 10.0.0.9:80"))
+		r.in.set(cfgText(":80", "s1 10.0.0.1:80", "invalid 10.0.0.9:80"))
 		r.p.Changed()
 		waitFor(t, func() bool {
 			got := r.cli.commands()[before:]
@@ -559,10 +560,10 @@ func TestBackgroundWriter(t *testing.T) {
 	t.Run("a rendering equal to the files on disk is not taken as unchanged while the writer is behind", func(t *testing.T) {
 		r.checker.hold()
 		defer r.checker.release()
-		written := config(":80", "s1 10.0.0.1:80", "s2 10.0.0.2:80", "s3 10.0.0.3:80", "s4 10.0.0.4:80", "s5 10.0.0.5:80", "s6 10.0.0.6:80")
+		written := cfgText(":80", "s1 10.0.0.1:80", "s2 10.0.0.2:80", "s3 10.0.0.3:80", "s4 10.0.0.4:80", "s5 10.0.0.5:80", "s6 10.0.0.6:80")
 		waitFor(t, liveIs(written))
 		before := len(r.cli.commands())
-		r.in.set(config(":80", "s1 10.0.0.1:80"))
+		r.in.set(cfgText(":80", "s1 10.0.0.1:80"))
 		r.p.Changed()
 		waitFor(t, func() bool { return len(r.cli.commands()) > before })
 		r.in.set(written) // what the disk holds, not what HAProxy runs
@@ -573,9 +574,9 @@ func TestBackgroundWriter(t *testing.T) {
 		})
 	})
 	t.Run("a reload loads the latest files", func(t *testing.T) {
-		r.in.set(config(":80", "s1 10.0.0.1:80", "s2 10.0.0.2:80"))
+		r.in.set(cfgText(":80", "s1 10.0.0.1:80", "s2 10.0.0.2:80"))
 		r.p.Changed()
-		latest := config(":81", "s1 10.0.0.1:80", "s2 10.0.0.2:80", "s3 10.0.0.3:80")
+		latest := cfgText(":81", "s1 10.0.0.1:80", "s2 10.0.0.2:80", "s3 10.0.0.3:80")
 		r.in.set(latest)
 		r.p.Changed()
 		waitFor(t, func() bool { return r.rl.count() == 2 })
@@ -592,12 +593,12 @@ func TestBackgroundWriter(t *testing.T) {
 // what the sync reports: the revert comes first, so the failure is not cleared by it.
 func TestRejectedLiveWithoutRendering(t *testing.T) {
 	r := newRig(t, 0)
-	r.run(t, config(":80", "a 10.0.0.1:80"))
+	r.run(t, cfgText(":80", "a 10.0.0.1:80"))
 	waitFor(t, func() bool { return r.rl.count() == 1 })
 
 	r.checker.hold() // the background writer checks the runtime change once told
 	before := len(r.cli.commands())
-	r.in.set(config(":80", "a 10.0.0.1:80", "invalid 10.0.0.9:80"))
+	r.in.set(cfgText(":80", "a 10.0.0.1:80", "invalid 10.0.0.9:80"))
 	r.p.Changed()
 	waitFor(t, func() bool { return slices.Contains(r.cli.commands()[before:], "add server be/invalid 10.0.0.9:80") })
 	r.in.fail(&snapshot.InputError{Stage: snapshot.StageRender, Err: errors.New("the template fails")})
@@ -636,9 +637,9 @@ func TestAfterSync(t *testing.T) {
 		defer mu.Unlock()
 		return slices.Clone(calls)
 	}
-	r.run(t, config(":80", "a 10.0.0.1:80"))
+	r.run(t, cfgText(":80", "a 10.0.0.1:80"))
 	waitFor(t, func() bool { return len(got()) == 1 })
-	r.in.set(config(":81", "a 10.0.0.1:80"))
+	r.in.set(cfgText(":81", "a 10.0.0.1:80"))
 	r.p.Changed()
 	waitFor(t, func() bool { return len(got()) == 2 })
 	if c := got(); c[0] != 1 || c[1] != 2 {
@@ -676,9 +677,9 @@ func TestIdleAfterSync(t *testing.T) {
 	r := newRig(t, 0, func(c *Config) {
 		c.Started, c.AfterSync, c.Idle, c.IdleAfter = h.note("started"), h.note("sync"), h.note("idle"), time.Millisecond
 	})
-	r.run(t, config(":80", "a 10.0.0.1:80"))
+	r.run(t, cfgText(":80", "a 10.0.0.1:80"))
 	waitFor(t, func() bool { return len(h.got()) == 3 })
-	r.in.set(config(":81", "a 10.0.0.1:80"))
+	r.in.set(cfgText(":81", "a 10.0.0.1:80"))
 	r.p.Changed()
 	waitFor(t, func() bool { return len(h.got()) == 5 })
 	if e := h.got(); !slices.Equal(e[:5], []string{"started", "sync", "idle", "sync", "idle"}) {
@@ -709,9 +710,9 @@ func TestQuietWhileNoChangeComes(t *testing.T) {
 	r := newRig(t, 0, func(c *Config) {
 		c.AfterSync, c.Idle, c.Quiet, c.IdleAfter = h.note("sync"), h.note("idle"), h.note("quiet"), time.Millisecond
 	})
-	r.run(t, config(":80", "a 10.0.0.1:80"))
+	r.run(t, cfgText(":80", "a 10.0.0.1:80"))
 	waitFor(t, func() bool { _, n := got(); return n >= 3 })
-	r.in.set(config(":81", "a 10.0.0.1:80"))
+	r.in.set(cfgText(":81", "a 10.0.0.1:80"))
 	r.p.Changed()
 	waitFor(t, func() bool { e, _ := got(); return len(e) >= 6 })
 	if e, _ := got(); !slices.Equal(e[:6], []string{"sync", "idle", "quiet", "sync", "idle", "quiet"}) {
@@ -723,14 +724,14 @@ func TestQuietWhileNoChangeComes(t *testing.T) {
 // Run returns, even those still waiting for the writer when the sidecar was stopped.
 func TestWriterFinishesWhenStopping(t *testing.T) {
 	r := newRig(t, 0)
-	x := r.run(t, config(":80", "a 10.0.0.1:80"))
+	x := r.run(t, cfgText(":80", "a 10.0.0.1:80"))
 	waitFor(t, func() bool { return r.rl.count() == 1 })
 
 	r.checker.hold() // the writer stays busy with the first change
-	r.in.set(config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80"))
+	r.in.set(cfgText(":80", "a 10.0.0.1:80", "b 10.0.0.2:80"))
 	r.p.Changed()
 	waitFor(t, func() bool { return len(r.cli.commands()) > 0 })
-	last := config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80", "c 10.0.0.3:80")
+	last := cfgText(":80", "a 10.0.0.1:80", "b 10.0.0.2:80", "c 10.0.0.3:80")
 	before := len(r.cli.commands())
 	r.in.set(last)
 	r.p.Changed()
@@ -763,16 +764,16 @@ func TestLoadRecord(t *testing.T) {
 	}
 	t.Run("the writer does not record a rendering a newer runtime change replaced", func(t *testing.T) {
 		r := newRig(t, 0)
-		r.run(t, config(":80", "a 10.0.0.1:80"))
+		r.run(t, cfgText(":80", "a 10.0.0.1:80"))
 		// The record is written once the reload returns, after the reloader counted it.
 		waitFor(t, func() bool { l := loaded(r); return l.LoadID == "master 1 reload 1" && l.Hash != "" })
 
 		r.checker.hold() // the writer stays in the check of b
-		b := config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80")
+		b := cfgText(":80", "a 10.0.0.1:80", "b 10.0.0.2:80")
 		r.in.set(b)
 		r.p.Changed()
 		waitFor(t, func() bool { return len(r.cli.commands()) > 0 })
-		c := config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80", "c 10.0.0.3:80")
+		c := cfgText(":80", "a 10.0.0.1:80", "b 10.0.0.2:80", "c 10.0.0.3:80")
 		before := len(r.cli.commands())
 		r.in.set(c)
 		r.p.Changed()
@@ -782,7 +783,7 @@ func TestLoadRecord(t *testing.T) {
 		r.checker.release() // b's check ends; c's waits
 		waitFor(t, func() bool { return r.checker.count() > checked })
 		// b is not made live on disk: c, newer, is queued (HAProxy runs it already).
-		if live := r.liveConfig(t); live != config(":80", "a 10.0.0.1:80") {
+		if live := r.liveConfig(t); live != cfgText(":80", "a 10.0.0.1:80") {
 			t.Errorf("with c queued, the files went to\n%s", live)
 		}
 		if l := loaded(r); l != (generation.Loaded{}) {
@@ -797,11 +798,11 @@ func TestLoadRecord(t *testing.T) {
 	})
 	t.Run("runtime changes made while a reload waits clear the record", func(t *testing.T) {
 		r := newRig(t, time.Hour)
-		r.sync(t, config(":80", "a 10.0.0.1:80"), "applied")
+		r.sync(t, cfgText(":80", "a 10.0.0.1:80"), "applied")
 		if l := loaded(r); l.LoadID == "" {
 			t.Fatalf("after a reload the record is %+v", l)
 		}
-		r.sync(t, config(":81", "a 10.0.0.1:80", "b 10.0.0.2:80"), "deferred")
+		r.sync(t, cfgText(":81", "a 10.0.0.1:80", "b 10.0.0.2:80"), "deferred")
 		if got := r.cli.commands(); len(got) == 0 {
 			t.Fatal("no runtime change while the reload waits")
 		}
@@ -815,11 +816,11 @@ func TestLoadRecord(t *testing.T) {
 // from returning once the sidecar stops.
 func TestWriterStopIsBounded(t *testing.T) {
 	r := newRig(t, 0, func(c *Config) { c.ShutdownWriteTimeout = 100 * time.Millisecond })
-	x := r.run(t, config(":80", "a 10.0.0.1:80"))
+	x := r.run(t, cfgText(":80", "a 10.0.0.1:80"))
 	waitFor(t, func() bool { return r.rl.count() == 1 })
 	r.checker.hold() // never released: the write of b hangs
 	defer r.checker.release()
-	r.in.set(config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80"))
+	r.in.set(cfgText(":80", "a 10.0.0.1:80", "b 10.0.0.2:80"))
 	r.p.Changed()
 	waitFor(t, func() bool { return len(r.cli.commands()) > 0 })
 	if !x.stop() {
@@ -834,13 +835,13 @@ func TestStartedBeforeHAProxy(t *testing.T) {
 	r := newRig(t, 0)
 	r.rl.failErr = fmt.Errorf("reload: %w", reload.ErrNotRunning)
 	r.cli.down = true
-	a := config(":80", "a 10.0.0.1:80")
+	a := cfgText(":80", "a 10.0.0.1:80")
 	r.sync(t, a, "written")
 	r.sync(t, a, "unchanged")
 	if r.cli.tried != 0 {
 		t.Errorf("%d runtime API commands tried for the rendering already written", r.cli.tried)
 	}
-	b := config(":80", "a 10.0.0.1:80", "b 10.0.0.2:80")
+	b := cfgText(":80", "a 10.0.0.1:80", "b 10.0.0.2:80")
 	r.sync(t, b, "written")
 	if live := r.liveConfig(t); live != b {
 		t.Errorf("the files HAProxy will load:\n%s\nwant\n%s", live, b)

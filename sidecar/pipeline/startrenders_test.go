@@ -101,7 +101,7 @@ func TestHAProxyStartRendersNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	synced := func() int { mu.Lock(); defer mu.Unlock(); return syncs }
-	first := config("*:80", "a 10.0.0.1:80")
+	first := cfgText("*:80", "a 10.0.0.1:80")
 	in.set(first)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -131,10 +131,10 @@ func TestHAProxyStartRendersNothing(t *testing.T) {
 		t.Fatalf("%d renders after HAProxy restarted on the live configuration, want 1", n)
 	}
 
-	in.set(config("*:81", "a 10.0.0.1:80"))
+	in.set(cfgText("*:81", "a 10.0.0.1:80"))
 	p.Changed()
 	waitFor(t, func() bool { return synced() == 4 })
-	if got := readFile(t, store.Live().ConfigFile()); got != config("*:81", "a 10.0.0.1:80") || p.HAProxy().Runs != store.Live().Hash {
+	if got := readFile(t, store.Live().ConfigFile()); got != cfgText("*:81", "a 10.0.0.1:80") || p.HAProxy().Runs != store.Live().Hash {
 		t.Fatalf("the change is not live: %q, runs %q", got, p.HAProxy().Runs)
 	}
 	if n := rd.renders(); n != 2 {

@@ -38,7 +38,7 @@ func TestRunReturnsAfterTheSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := &inputs{}
-	in.set(config("*:80", "a 10.0.0.1:80"))
+	in.set(cfgText("*:80", "a 10.0.0.1:80"))
 	src := &closingSource{inputs: in, closing: make(chan struct{}), release: make(chan struct{})}
 	hx := &startingHAProxy{path: filepath.Join(dir, "haproxy.cfg")}
 	hx.start(1)
