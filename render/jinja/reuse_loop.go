@@ -229,16 +229,30 @@ func (c *ModuleCache) Sweep() {
 		return
 	}
 	c.apartMade = 0
+	// Thousands of entries at 3,000 routes, each swept at every render: the module's name is
+	// looked up in touched when it differs from the last entry's (most lists are one module's,
+	// and entries of one module follow each other), and a list is set again only when it lost
+	// an entry.
+	var name string
+	var looked, touched bool
 	for h, list := range c.loop {
 		kept := list[:0]
 		for _, le := range list {
-			if !le.apart && (le.used >= c.gen || !c.touched[le.mod.name]) && !le.spoiled.Load() {
+			keep := !le.apart && !le.spoiled.Load()
+			if keep && le.used < c.gen {
+				if n := le.mod.name; !looked || n != name {
+					name, looked, touched = n, true, c.touched[n]
+				}
+				keep = !touched
+			}
+			if keep {
 				kept = append(kept, le)
 			}
 		}
-		if len(kept) == 0 {
+		switch {
+		case len(kept) == 0:
 			delete(c.loop, h)
-		} else {
+		case len(kept) < len(list):
 			clear(list[len(kept):])
 			c.loop[h] = kept
 		}

@@ -3,6 +3,7 @@ package jinja
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/record"
@@ -524,4 +525,56 @@ func TestLoopImportKeptAsMadeChangedByItsRender(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Sweep keeps a module version that served or was made since the last Sweep, or whose module
+// was not imported since (its importer kept whole); it forgets the others of a module imported
+// since, those made apart and those spoiled. The modules' versions are interleaved in a list
+// and spread over lists, as imports of two modules read values of the same hash.
+func TestSweepKeepsWhatServedOrWasNotImported(t *testing.T) {
+	const gen = 7
+	entry := func(name string, used uint64) *loopEntry {
+		return &loopEntry{mod: &module{name: name}, used: used}
+	}
+	apart, spoiled := entry("b", gen), entry("b", gen)
+	apart.apart = true
+	spoiled.spoiled.Store(true)
+	served, unusedA, unusedB, unusedEmpty := entry("a", gen), entry("a", gen-1), entry("b", gen-3), entry("", gen-1)
+	servedB, unusedA2 := entry("b", gen), entry("a", gen-2)
+	c := &ModuleCache{
+		gen:     gen,
+		touched: map[string]bool{"a": true, "": true},
+		loop: map[uint64][]*loopEntry{
+			1: {served, unusedB, unusedA, apart, spoiled, unusedEmpty},
+			2: {unusedA2},
+			3: {servedB, unusedB},
+		},
+	}
+	c.Sweep()
+	want := map[uint64][]*loopEntry{1: {served, unusedB}, 3: {servedB, unusedB}}
+	if len(c.loop) != len(want) {
+		t.Errorf("%d lists kept, want %d", len(c.loop), len(want))
+	}
+	for h, w := range want {
+		if !slices.Equal(c.loop[h], w) {
+			t.Errorf("list %d kept %v, want %v", h, entryNames(c.loop[h]), entryNames(w))
+		}
+	}
+	if c.gen != gen+1 || len(c.touched) != 0 {
+		t.Errorf("after the sweep: generation %d, touched %v", c.gen, c.touched)
+	}
+	// The first name looked up may be "": it is looked up too.
+	c = &ModuleCache{gen: gen, touched: map[string]bool{"": true}, loop: map[uint64][]*loopEntry{1: {entry("", gen-1)}}}
+	if c.Sweep(); len(c.loop) != 0 {
+		t.Errorf("an unused version of a module imported since (named \"\") kept: %v", entryNames(c.loop[1]))
+	}
+}
+
+// entryNames are the module names of entries, with their generations.
+func entryNames(list []*loopEntry) []string {
+	var out []string
+	for _, le := range list {
+		out = append(out, fmt.Sprintf("%q@%d", le.mod.name, le.used))
+	}
+	return out
 }
