@@ -115,6 +115,11 @@ func (p *Pipeline) cannotRender(ctx context.Context, err error, held map[string]
 // reportError reports bad input that holds everything back: counted, logged and sent as an
 // Event once per distinct message.
 func (p *Pipeline) reportError(ctx context.Context, stage string, err error) {
+	if ctx.Err() != nil {
+		// Stopping: what a cut-short render found is no verdict on the input.
+		p.log.InfoContext(ctx, "sync cut short: the sidecar is stopping", "stage", stage, "error", err)
+		return
+	}
 	m := p.cfg.Metrics
 	m.ConfigValid.Set(0)
 	p.cfg.Health.Failed(err)
@@ -148,6 +153,12 @@ func (p *Pipeline) reportError(ctx context.Context, stage string, err error) {
 // which is retried with backoff.
 func (p *Pipeline) fail(ctx context.Context, stage string, err error) apply.Result {
 	stage = failure.StageOf(err, stage) // the failure may name its own stage
+	if ctx.Err() != nil {
+		// The sidecar is stopping: the sync was cut short, nothing failed (a stop that
+		// logged an error would page someone at every rollout).
+		p.log.InfoContext(ctx, "sync cut short: the sidecar is stopping", "stage", stage, "error", err)
+		return apply.Result{Outcome: apply.Failed, Err: err}
+	}
 	p.cfg.Metrics.SyncFailures.WithLabelValues(stage).Inc()
 	p.cfg.Health.Failed(err)
 	p.log.ErrorContext(ctx, "sync failed; the last good configuration keeps serving", "stage", stage, "error", err)

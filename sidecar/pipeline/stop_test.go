@@ -1,15 +1,21 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/haproxy-sidecar/haproxy-sidecar/inputs/snapshot"
+	"github.com/haproxy-sidecar/haproxy-sidecar/reload/failure"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/generation"
+	"github.com/haproxy-sidecar/haproxy-sidecar/render"
 )
 
 // closingSource is a source whose Run, once its context ends, takes until release to return,
@@ -68,5 +74,50 @@ func TestRunReturnsAfterTheSource(t *testing.T) {
 	}
 	if !src.returned.Load() {
 		t.Fatal("Run returned before the source's Run did")
+	}
+}
+
+// stoppingRenderer is a renderer during whose render the sidecar is asked to stop.
+type stoppingRenderer struct {
+	tmplRenderer
+	stop func()
+}
+
+func (r stoppingRenderer) Render(ctx context.Context, s *snapshot.Snapshot) (*render.Bundle, error) {
+	r.stop()
+	<-ctx.Done()
+	return nil, fmt.Errorf("render: %w", ctx.Err())
+}
+
+// TestASyncCutShortByAStopIsNoFailure: a sync the stop signal cuts short logs no error, counts
+// no failure, holds nothing, marks nothing unhealthy and asks no retry: stopping is not an
+// outage (every rollout would log one, and a test of the stop signals failed on it).
+func TestASyncCutShortByAStopIsNoFailure(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs bytes.Buffer
+	r := newQRigWith(t, startCluster(), "", stoppingRenderer{stop: cancel}, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	res := r.p.Sync(ctx, "test")
+	if res.Retry {
+		t.Error("a sync cut short by the stop asks for a retry")
+	}
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("errors logged for a stop:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "the sidecar is stopping") {
+		t.Errorf("the log does not say the sync was cut short by the stop:\n%s", logs.String())
+	}
+	for _, stage := range []string{failure.Read, failure.Staging, failure.Write} {
+		if v := value(r.metrics.SyncFailures.WithLabelValues(stage)); v != 0 {
+			t.Errorf("sync_failures_total{stage=%s} = %v, want 0", stage, v)
+		}
+	}
+	if got := r.held(); got != "" {
+		t.Errorf("held %q for a stop", got)
+	}
+	if ev := r.events.all(); len(ev) != 0 {
+		t.Errorf("events for a stop: %q", ev)
 	}
 }
