@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -161,6 +162,18 @@ func TestChartToggles(t *testing.T) {
 			if !strings.Contains(js, want) {
 				t.Errorf("the pod spec lacks %s", want)
 			}
+		}
+	})
+	t.Run("the runtime API through the stats socket the built-in template declares", func(t *testing.T) {
+		js := toJSON(t, podSpec(t, helmTemplate(t, helm, "lb", "lb")))
+		for _, want := range []string{`{"name":"HAPROXY_SIDECAR_RUNTIME_SOCKET","value":"/var/run/haproxy/runtime.sock"}`,
+			`{"name":"STATS_SOCKET","value":"/var/run/haproxy/runtime.sock"}`} {
+			if !strings.Contains(js, want) {
+				t.Errorf("the pod spec lacks %s", want)
+			}
+		}
+		if !regexp.MustCompile(`"HAPROXY_SIDECAR_ENV_ALLOW","value":"[^"]*STATS_SOCKET`).MatchString(js) {
+			t.Error("the template may not read STATS_SOCKET (--env-allow)")
 		}
 	})
 	t.Run("/etc/haproxy on the node's disk unless configVolume.medium says Memory", func(t *testing.T) {

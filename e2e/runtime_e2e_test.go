@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -460,5 +461,49 @@ func TestRuntimeAPIMixedChangesUnderLoadFailNoRequest(t *testing.T) {
 	}
 	if n := load.Failed(); n != 0 {
 		t.Errorf("%d requests failed; first errors: %v", n, load.Errors())
+	}
+}
+
+// TestRuntimeAPIThroughTheStatsSocket: with --runtime-socket, pods scaled go live through the
+// runtime API, with no reload, whether the template declares a stats socket there (its
+// commands skip the master's relay) or not (a template of one's own under the chart: they go
+// through the master socket, and the sidecar says so once).
+func TestRuntimeAPIThroughTheStatsSocket(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test with a real HAProxy")
+	}
+	for _, declared := range []bool{true, false} {
+		t.Run(fmt.Sprintf("declared=%v", declared), func(t *testing.T) {
+			e := newChurnEnv(t)
+			stats := filepath.Join(filepath.Dir(e.sock), "runtime.sock")
+			t.Setenv("STATS_SOCKET", "")
+			if declared {
+				t.Setenv("STATS_SOCKET", stats)
+			}
+			e.editFile(t, "config.yaml", func(s string) string {
+				return strings.Replace(s, "      hard-stop-after 30s\n",
+					"      hard-stop-after 30s\n    {%- if env.STATS_SOCKET %}\n      stats socket {{ env.STATS_SOCKET }} mode 600 level admin\n    {%- endif %}\n", 1)
+			})
+			e.startSidecar(t, "--wait", "10ms:200ms", "--runtime-socket", stats, "--env-allow", "HTTP_BIND,HTTPS_BIND,STATS_BIND,STATS_SOCKET")
+			e.startHAProxy(t)
+			e.waitReady(t)
+			e.waitChurnLive(t, 2)
+			if cfg := readFile(t, e.cfgPath); strings.Contains(cfg, "stats socket "+stats) != declared {
+				t.Fatalf("the configuration declares the stats socket: %v, want %v", !declared, declared)
+			}
+			hBefore, sBefore := e.reloads(t)
+			for _, n := range []int{5, 2, 7} {
+				e.setReady(t, n)
+				e.waitChurnRuntime(t, n)
+				e.servedByFirst(t, n)
+			}
+			if hAfter, sAfter := e.reloads(t); hAfter != hBefore || sAfter != sBefore {
+				t.Errorf("reloads: HAProxy %d -> %d, sidecar %v -> %v; want none", hBefore, hAfter, sBefore, sAfter)
+			}
+			said := strings.Count(e.logs.String(), "nothing listens on the stats socket")
+			if declared && said != 0 || !declared && said != 1 {
+				t.Errorf("the sidecar said %d times that nothing listens on the stats socket, want %d", said, map[bool]int{true: 0, false: 1}[declared])
+			}
+		})
 	}
 }

@@ -174,6 +174,10 @@ func newRuntime(h config.HAProxy, sslDir, mapsDir string, log *slog.Logger) appl
 	switch {
 	case h.RuntimeSocket != "":
 		opts.Client = &runtimeapi.Socket{Path: h.RuntimeSocket}
+		if h.Reload == "master-socket" {
+			// While the configuration declares no stats socket there (a template of one's own).
+			opts.Master = &runtimeapi.Socket{Path: h.MasterSocket}
+		}
 	case h.Reload == "master-socket":
 		opts.Client, opts.Prefix = &runtimeapi.Socket{Path: h.MasterSocket}, "@1 "
 	default:

@@ -48,6 +48,7 @@ func main() {
 	changesProfileKind := flag.String("changes-profile-kind", "new", "the kind of change --changes-profile profiles: new (a new route), path, delete or pod")
 	among := flag.Bool("new-among", false, "name the new routes so that they sort among the others (each after an existing one, spread over all) rather than after them all, as names in a cluster do")
 	profileFor := flag.Duration("start-profile-for", 20*time.Second, "how long --start-profile profiles")
+	statsSocket := flag.Bool("stats-socket", true, "the example declares a stats socket (STATS_SOCKET) and the sidecar sends the runtime API's commands there (--runtime-socket), as the Helm chart does; false: through the master socket")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("bench-routes: ")
@@ -76,7 +77,7 @@ func main() {
 	rig.StartProfile, rig.StartProfileFor, rig.HeapProfiles = *profile, *profileFor, *heaps
 	rig.Pprof = *changesProfile != ""
 	b := &bench{rig: rig, kind: k, n: *n, changes: *changes, gap: *gap, sample: *sample, stages: *stages, wait: *wait,
-		profile: *changesProfile, profileKind: *changesProfileKind, among: *among}
+		profile: *changesProfile, profileKind: *changesProfileKind, among: *among, statsSocket: *statsSocket}
 	err = b.run(*sidecar, *crds)
 	rig.Stop()
 	if err != nil {
@@ -101,6 +102,7 @@ type bench struct {
 	profile     string
 	profileKind string
 	among       bool // --new-among
+	statsSocket bool // --stats-socket
 	// exampleArgs are the --watch and --env-allow flags the example's header comment gives
 	// (load reads them).
 	exampleArgs []string
@@ -245,7 +247,18 @@ func (b *bench) start(sidecar string) (*startup, error) {
 		args = append(args, "--log-level=debug")
 	}
 	var err error
-	if b.proxy, err = b.rig.StartProxy(sidecar, nil, args...); err != nil {
+	var env []string
+	if b.statsSocket {
+		sock := filepath.Join(b.rig.Run, "runtime.sock")
+		env = []string{"STATS_SOCKET=" + sock}
+		args = append(args, "--runtime-socket", sock)
+		for i := range args[:len(args)-1] {
+			if args[i] == "--env-allow" {
+				args[i+1] += ",STATS_SOCKET"
+			}
+		}
+	}
+	if b.proxy, err = b.rig.StartProxy(sidecar, env, args...); err != nil {
 		return nil, err
 	}
 	st := &startup{firstConfig: b.proxy.FirstConfig}

@@ -12,8 +12,12 @@ import (
 
 // print writes the run's table (Markdown, for docs/performance.md), then the details.
 func (b *bench) print(st *startup, results []*result) {
-	fmt.Printf("\n| %s x %s, HAProxy %s, `--wait %s`, kube source, %d changes of each kind | p50 | p95 | p99 | max | HAProxy reloads | runtime-API updates | sidecar RSS after |\n",
-		b.kind.title, thousands(b.n), haproxyVersion(), b.wait, b.changes)
+	via := "master socket"
+	if b.statsSocket {
+		via = "stats socket"
+	}
+	fmt.Printf("\n| %s x %s, HAProxy %s, `--wait %s`, kube source, runtime API through the %s, %d changes of each kind | p50 | p95 | p99 | max | HAProxy reloads | runtime-API updates | sidecar RSS after |\n",
+		b.kind.title, thousands(b.n), haproxyVersion(), b.wait, via, b.changes)
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		fmt.Printf("| %s | %s | %s | %s | %s | %d | %s | %d MB |\n", r.what,

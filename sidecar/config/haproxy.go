@@ -45,7 +45,7 @@ func (h *HAProxy) register(fs *flag.FlagSet) {
 	fs.DurationVar(&h.ProbeInterval, "probe-interval", 2*time.Second, "how often HAProxy is asked (master socket) whether it runs: haproxy_sidecar_haproxy_up, /readyz 503 while it is down, and the live configuration made sure of when it comes back")
 	fs.BoolVar(&h.RuntimeAPI, "runtime-api", true, "make server changes (added, removed, address, weight, disabled), certificate file changes and map file contents through HAProxy's runtime API, with no reload, when nothing else changed (docs/runtime-api.md); off: every change reloads")
 	fs.BoolVar(&h.CheckBeforeRuntime, "check-before-runtime", false, "validate an operator's change (a services key, a certificate) with haproxy -c before the runtime API makes it live; by default it goes live at once, as a pod change does, is checked right after and taken back and held if haproxy -c refuses it (a changed template set is always checked first)")
-	fs.StringVar(&h.RuntimeSocket, "runtime-socket", "", "HAProxy stats socket (level admin) for the runtime API; default: the master socket, with @1")
+	fs.StringVar(&h.RuntimeSocket, "runtime-socket", "", "HAProxy stats socket (level admin) for the runtime API, which spares its commands the master's relay to the worker; while nothing listens there (the configuration declares no `stats socket PATH level admin`), the master socket with @1, as by default")
 	fs.DurationVar(&h.MinReloadInterval, "min-reload-interval", 0, "least time between two reloads: a reload asked sooner waits, then loads the latest rendering (server, certificate and map changes still go live at once through the runtime API); 0: no minimum")
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/cfgparse"
@@ -31,6 +32,12 @@ type Options struct {
 	// Prefix is put before every command: "@1 " through the master socket, "" on a stats
 	// socket.
 	Prefix string
+	// Master, with Client a stats socket, is the master CLI socket the commands go through
+	// (with "@1 ") while nothing listens on the stats socket: a configuration that declares
+	// none at that path keeps its runtime updates instead of reloading for each change. A
+	// stats socket spares each command the master's relay to the worker (two more hops
+	// between processes, each a wait for the CPU on a busy node: docs/performance.md).
+	Master Client
 	// SSLDir is the absolute certificate directory the configuration names (the `ssldir` of the
 	// templates): certificate files are found there.
 	SSLDir string
@@ -49,6 +56,10 @@ type Updater struct {
 	// session, when set (on the copy one update uses: inSession), carries the commands, and
 	// the commands batch would join with ";" are sent apart on it, together.
 	session *cli.Session
+	// fellBack: this copy goes through opts.Master, nothing listening on the stats socket
+	// (throughMaster). viaMaster: the last update did (said once per change of route).
+	fellBack  bool
+	viaMaster *atomic.Bool
 }
 
 // New returns an Updater.
@@ -56,7 +67,33 @@ func New(opts Options) *Updater {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Updater{opts: opts, log: opts.Logger}
+	return &Updater{opts: opts, log: opts.Logger, viaMaster: &atomic.Bool{}}
+}
+
+// throughMaster is u sending its commands through the master socket (opts.Master, "@1 "),
+// when err says nothing listens on the stats socket; ok is false otherwise (no master to fall
+// back to, or another error).
+func (u *Updater) throughMaster(err error) (mu *Updater, ok bool) {
+	if u.opts.Master == nil || !errors.Is(err, cli.ErrNotRunning) {
+		return u, false
+	}
+	m := *u
+	m.opts.Client, m.opts.Prefix, m.opts.Master, m.session, m.fellBack = u.opts.Master, "@1 ", nil, nil, true
+	return &m, true
+}
+
+// routed notes which socket an update went through once the socket answered, and says so
+// when that changed: a configuration with no stats socket at the path the sidecar was given
+// (a template that does not declare it) is worth knowing of, not worth a reload.
+func (u *Updater) routed() {
+	if u.viaMaster == nil || u.opts.Master == nil && !u.fellBack || u.viaMaster.Swap(u.fellBack) == u.fellBack {
+		return
+	}
+	if u.fellBack {
+		u.log.Info("runtime API: nothing listens on the stats socket; its commands go through the master socket (declare `stats socket PATH level admin` in the configuration to spare them the master's relay)")
+	} else {
+		u.log.Info("runtime API: its commands go through the stats socket")
+	}
 }
 
 // Plan compares a new rendering (haproxy.cfg, the certificate files by name without ".pem",
@@ -110,9 +147,13 @@ func (u *Updater) inSession(ctx context.Context) (*Updater, func()) {
 	s, err := sc.Session(octx)
 	cancel()
 	if err != nil {
+		if mu, ok := u.throughMaster(err); ok {
+			return mu.inSession(ctx)
+		}
 		u.log.Debug("runtime API: no CLI session, one connection per command", "error", err)
 		return u, func() {}
 	}
+	u.routed()
 	su := *u
 	su.session = s
 	return &su, func() { s.Close() }
@@ -308,6 +349,9 @@ func (u *Updater) Learn(ctx context.Context, m *Model) *Model {
 		return nil
 	}
 	_, v, err := u.showInfo(ctx)
+	if mu, ok := u.throughMaster(err); ok {
+		_, v, err = mu.showInfo(ctx)
+	}
 	if err != nil {
 		u.log.Debug("runtime API: cannot tell HAProxy's version", "error", err)
 		return m
@@ -412,6 +456,8 @@ func (u *Updater) Tidy(ctx context.Context, m *Model) (*Model, int) {
 	if m == nil || len(m.zombies) == 0 && len(m.gone) == 0 {
 		return m, 0
 	}
+	u, done := u.inSession(ctx) // through the master socket when the stats socket is not there
+	defer done()
 	var dels []command
 	var refs [][2]string
 	for _, be := range sortedKeys(m.zombies) {
