@@ -500,7 +500,7 @@ func TestRuntimeAPIThroughTheStatsSocket(t *testing.T) {
 			if hAfter, sAfter := e.reloads(t); hAfter != hBefore || sAfter != sBefore {
 				t.Errorf("reloads: HAProxy %d -> %d, sidecar %v -> %v; want none", hBefore, hAfter, sBefore, sAfter)
 			}
-			said := strings.Count(e.logs.String(), "nothing listens on the stats socket")
+			said := strings.Count(e.logs.String(), "the stats socket cannot be used")
 			if declared && said != 0 || !declared && said != 1 {
 				t.Errorf("the sidecar said %d times that nothing listens on the stats socket, want %d", said, map[bool]int{true: 0, false: 1}[declared])
 			}

@@ -3,10 +3,12 @@ package runtimeapi
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
@@ -29,6 +31,18 @@ func (c *countingClient) Session(ctx context.Context) (*cli.Session, error) {
 	return c.Socket.Session(ctx)
 }
 
+// refusingClient is a stats socket whose mode refuses the sidecar (HAProxy running as another
+// user): the tests run as root, which no socket's mode refuses.
+type refusingClient struct{}
+
+func (refusingClient) Command(context.Context, string) (string, error) {
+	return "", fmt.Errorf("connect to stats.sock: %w", syscall.EACCES)
+}
+
+func (refusingClient) Session(context.Context) (*cli.Session, error) {
+	return nil, fmt.Errorf("connect to stats.sock: %w", syscall.EACCES)
+}
+
 // TestUpdaterRoutesThroughTheStatsSocketElseTheMaster: with a stats socket and the master
 // socket, an update (and the question of HAProxy's version after a reload) goes through the stats socket when the configuration declares it (the
 // master is not asked), through the master socket ("@1") while nothing listens on the stats
@@ -45,18 +59,20 @@ func TestUpdaterRoutesThroughTheStatsSocketElseTheMaster(t *testing.T) {
 	r.write(t, cfg, certs)
 	r.proc = haproxytest.Start(t, r.cfgPath)
 	absent := filepath.Join(r.dir, "undeclared.sock")
-	servers := [][]string{{"s1", "s2"}, {"s1", "s2", "s3"}, {"s2", "s3"}}
+	servers := [][]string{{"s1", "s2"}, {"s1", "s2", "s3"}, {"s2", "s3"}, {"s1", "s3"}}
 
 	for i, tc := range []struct {
 		name       string
 		stats      string
+		refused    bool // the stats socket's mode refuses the sidecar
 		master     bool
 		wantMaster bool   // the master socket carried the update
 		wantErr    bool   // the update failed (the caller reloads)
 		wantLog    string // said once
 	}{
 		{name: "the stats socket declared", stats: r.stats, master: true},
-		{name: "no stats socket where the sidecar looks", stats: absent, master: true, wantMaster: true, wantLog: "nothing listens on the stats socket"},
+		{name: "no stats socket where the sidecar looks", stats: absent, master: true, wantMaster: true, wantLog: "the stats socket cannot be used"},
+		{name: "a stats socket whose mode refuses the sidecar", refused: true, master: true, wantMaster: true, wantLog: "the stats socket cannot be used"},
 		{name: "no stats socket and no master to fall back to", stats: absent, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,6 +81,9 @@ func TestUpdaterRoutesThroughTheStatsSocketElseTheMaster(t *testing.T) {
 			opts := Options{Client: &Socket{Path: tc.stats}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 			if tc.master {
 				opts.Master = master
+			}
+			if tc.refused {
+				opts.Client = refusingClient{}
 			}
 			u := track(New(opts))
 			u.Reloaded(u.Plan(cfg, certs, nil))

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/cfgparse"
@@ -71,10 +72,11 @@ func New(opts Options) *Updater {
 }
 
 // throughMaster is u sending its commands through the master socket (opts.Master, "@1 "),
-// when err says nothing listens on the stats socket; ok is false otherwise (no master to fall
+// when err says the stats socket cannot be used: nothing listens there, or its mode refuses
+// the sidecar (HAProxy running as another user); ok is false otherwise (no master to fall
 // back to, or another error).
 func (u *Updater) throughMaster(err error) (mu *Updater, ok bool) {
-	if u.opts.Master == nil || !errors.Is(err, cli.ErrNotRunning) {
+	if u.opts.Master == nil || !errors.Is(err, cli.ErrNotRunning) && !errors.Is(err, syscall.EACCES) {
 		return u, false
 	}
 	m := *u
@@ -90,7 +92,7 @@ func (u *Updater) routed() {
 		return
 	}
 	if u.fellBack {
-		u.log.Info("runtime API: nothing listens on the stats socket; its commands go through the master socket (declare `stats socket PATH level admin` in the configuration to spare them the master's relay)")
+		u.log.Info("runtime API: the stats socket cannot be used (nothing listens there, or its mode refuses the sidecar); its commands go through the master socket (declare `stats socket PATH level admin` in the configuration, readable by the sidecar, to spare them the master's relay)")
 	} else {
 		u.log.Info("runtime API: its commands go through the stats socket")
 	}
