@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -115,6 +116,51 @@ func TestSessionAnswersAsCommandDoes(t *testing.T) {
 			if out, err := c.Command(ctx, via.prefix+"show map "+hosts); err != nil || strings.Count(out, ".example.com be_") != 400 || strings.Contains(out, "a.test") {
 				t.Fatalf("after the commit, show map = %q, %v", cli.FirstLine(out), err)
 			}
+		})
+	}
+}
+
+// BenchmarkUpdateThroughTheMasterAndAStatsSocket: what a runtime update of one map entry
+// exchanges with HAProxy (a session opened, the worker asked its pid, an entry added and
+// deleted), through the master socket ("@1 ...", relayed by the master to the worker) and on
+// a stats socket (the worker's own); -benchtime 1000x or more; the p50-ms, p90-ms and max-ms
+// fields are of the exchanges one by one, for the tails a busy node gives the relay
+// (docs/performance.md).
+func BenchmarkUpdateThroughTheMasterAndAStatsSocket(b *testing.B) {
+	dir := haproxytest.ShortTempDir(b)
+	stats, hosts := filepath.Join(dir, "stats.sock"), filepath.Join(dir, "hosts.map")
+	var entries strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&entries, "host-%04d.example.com be_x\n", i)
+	}
+	haproxytest.WriteFile(b, dir, "hosts.map", entries.String())
+	cfg := haproxytest.WriteFile(b, dir, "haproxy.cfg", haproxytest.HTTPConfig(haproxytest.FreePort(b), haproxytest.Backend(b, "x"),
+		"    http-request set-var(txn.be) req.hdr(host),map("+hosts+")\n")+
+		"\nglobal\n    stats socket "+stats+" mode 600 level admin\n")
+	p := haproxytest.Start(b, cfg)
+	ctx := context.Background()
+	for _, via := range []struct{ name, path, prefix string }{{"master socket", p.MasterSocket, "@1 "}, {"stats socket", stats, ""}} {
+		b.Run(via.name, func(b *testing.B) {
+			c := &cli.Client{Path: via.path, Timeout: 10 * time.Second}
+			took := make([]time.Duration, 0, b.N)
+			for i := 0; b.Loop(); i++ {
+				start := time.Now()
+				s, err := c.Session(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				host := fmt.Sprintf("new-%d.example.com", i)
+				if _, err := s.Commands(ctx, []string{via.prefix + "show info", via.prefix + "add map " + hosts + " " + host + " be_x", via.prefix + "del map " + hosts + " " + host}); err != nil {
+					b.Fatal(err)
+				}
+				s.Close()
+				took = append(took, time.Since(start))
+			}
+			slices.Sort(took)
+			ms := func(q float64) float64 { return float64(took[int(q*float64(len(took)-1))].Microseconds()) / 1000 }
+			b.ReportMetric(ms(.5), "p50-ms")
+			b.ReportMetric(ms(.9), "p90-ms")
+			b.ReportMetric(ms(1), "max-ms")
 		})
 	}
 }
