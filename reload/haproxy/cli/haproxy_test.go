@@ -52,21 +52,27 @@ func TestWorkerCommandsWhileHAProxyStarts(t *testing.T) {
 	}
 }
 
+// startWithMap starts HAProxy with a stats socket and a map file of entries (hosts.map) that
+// its frontend reads.
+func startWithMap(t testing.TB, entries string) (p *haproxytest.Process, stats, hosts string) {
+	dir := haproxytest.ShortTempDir(t)
+	stats, hosts = filepath.Join(dir, "stats.sock"), filepath.Join(dir, "hosts.map")
+	haproxytest.WriteFile(t, dir, "hosts.map", entries)
+	cfg := haproxytest.WriteFile(t, dir, "haproxy.cfg", haproxytest.HTTPConfig(haproxytest.FreePort(t), haproxytest.Backend(t, "x"),
+		"    http-request set-var(txn.be) req.hdr(host),map("+hosts+")\n")+
+		"\nglobal\n    stats socket "+stats+" mode 600 level admin\n")
+	return haproxytest.Start(t, cfg), stats, hosts
+}
+
 // A session sends many commands on one connection in interactive mode, payloads included, and
 // answers each as Command would, through the master socket ("@1 ...") and on a stats socket;
 // commands sent together (Commands) are answered in order.
 func TestSessionAnswersAsCommandDoes(t *testing.T) {
-	dir := haproxytest.ShortTempDir(t)
-	stats, hosts := filepath.Join(dir, "stats.sock"), filepath.Join(dir, "hosts.map")
 	var entries strings.Builder
 	for i := range 400 {
 		fmt.Fprintf(&entries, "host-%03d.example.com be_%03d\n", i, i)
 	}
-	haproxytest.WriteFile(t, dir, "hosts.map", "a.test be_a\n")
-	cfg := haproxytest.WriteFile(t, dir, "haproxy.cfg", haproxytest.HTTPConfig(haproxytest.FreePort(t), haproxytest.Backend(t, "x"),
-		"    http-request set-var(txn.be) req.hdr(host),map("+hosts+")\n")+
-		"\nglobal\n    stats socket "+stats+" mode 600 level admin\n")
-	p := haproxytest.Start(t, cfg)
+	p, stats, hosts := startWithMap(t, "a.test be_a\n")
 	ctx := context.Background()
 	for _, via := range []struct{ name, path, prefix string }{{"master socket", p.MasterSocket, "@1 "}, {"stats socket", stats, ""}} {
 		t.Run(via.name, func(t *testing.T) {
@@ -127,17 +133,11 @@ func TestSessionAnswersAsCommandDoes(t *testing.T) {
 // fields are of the exchanges one by one, for the tails a busy node gives the relay
 // (docs/performance.md).
 func BenchmarkUpdateThroughTheMasterAndAStatsSocket(b *testing.B) {
-	dir := haproxytest.ShortTempDir(b)
-	stats, hosts := filepath.Join(dir, "stats.sock"), filepath.Join(dir, "hosts.map")
 	var entries strings.Builder
 	for i := range 3000 {
 		fmt.Fprintf(&entries, "host-%04d.example.com be_x\n", i)
 	}
-	haproxytest.WriteFile(b, dir, "hosts.map", entries.String())
-	cfg := haproxytest.WriteFile(b, dir, "haproxy.cfg", haproxytest.HTTPConfig(haproxytest.FreePort(b), haproxytest.Backend(b, "x"),
-		"    http-request set-var(txn.be) req.hdr(host),map("+hosts+")\n")+
-		"\nglobal\n    stats socket "+stats+" mode 600 level admin\n")
-	p := haproxytest.Start(b, cfg)
+	p, stats, hosts := startWithMap(b, entries.String())
 	ctx := context.Background()
 	for _, via := range []struct{ name, path, prefix string }{{"master socket", p.MasterSocket, "@1 "}, {"stats socket", stats, ""}} {
 		b.Run(via.name, func(b *testing.B) {

@@ -78,6 +78,18 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
+// startRig starts HAProxy on a rig's configuration of server s1 and certificate a.pem, and
+// returns them.
+func startRig(t *testing.T) (r *rig, cfg []byte, certs map[string][]byte) {
+	t.Helper()
+	r = newRig(t)
+	certs = map[string][]byte{"a": selfSigned(t, "a.test")}
+	cfg = r.config([]string{"s1"}, []string{"a.pem"})
+	r.write(t, cfg, certs)
+	r.proc = haproxytest.Start(t, r.cfgPath)
+	return r, cfg, certs
+}
+
 // seen sends requests until every server in want answered, and fails on an answer from another.
 func (r *rig) servedBy(t *testing.T, want ...string) {
 	t.Helper()
@@ -222,11 +234,7 @@ func TestUpdaterRefusedCommandsOnRealHAProxy(t *testing.T) {
 		t.Skip("needs a real HAProxy")
 	}
 	ctx := context.Background()
-	r := newRig(t)
-	certs := map[string][]byte{"a": selfSigned(t, "a.test")}
-	cfg := r.config([]string{"s1"}, []string{"a.pem"})
-	r.write(t, cfg, certs)
-	r.proc = haproxytest.Start(t, r.cfgPath)
+	r, cfg, certs := startRig(t)
 	u := track(New(Options{Client: &Socket{Path: r.proc.MasterSocket}, Prefix: "@1 ", SSLDir: r.ssl, Logger: slog.New(slog.DiscardHandler)}))
 	t.Run("a PEM HAProxy cannot load", func(t *testing.T) {
 		u.Reloaded(u.Plan(cfg, certs, nil))

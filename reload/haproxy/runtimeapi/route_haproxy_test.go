@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/haproxy-sidecar/haproxy-sidecar/internal/haproxytest"
 	"github.com/haproxy-sidecar/haproxy-sidecar/reload/haproxy/cli"
 )
 
@@ -44,20 +43,17 @@ func (refusingClient) Session(context.Context) (*cli.Session, error) {
 }
 
 // TestUpdaterRoutesThroughTheStatsSocketElseTheMaster: with a stats socket and the master
-// socket, an update (and the question of HAProxy's version after a reload) goes through the stats socket when the configuration declares it (the
-// master is not asked), through the master socket ("@1") while nothing listens on the stats
-// socket (a template that declares none: its changes stay runtime updates, not reloads), and
-// says which once; without the master it fails as before.
+// socket, an update (and the question of HAProxy's version after a reload) goes through the
+// stats socket when the configuration declares it (the master is not asked), through the
+// master socket ("@1") while the stats socket cannot be used (a template that declares none,
+// a socket whose mode refuses the sidecar: its changes stay runtime updates, not reloads),
+// and says which once; without the master it fails as before.
 func TestUpdaterRoutesThroughTheStatsSocketElseTheMaster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a real HAProxy")
 	}
 	ctx := context.Background()
-	r := newRig(t)
-	certs := map[string][]byte{"a": selfSigned(t, "a.test")}
-	cfg := r.config([]string{"s1"}, []string{"a.pem"})
-	r.write(t, cfg, certs)
-	r.proc = haproxytest.Start(t, r.cfgPath)
+	r, cfg, certs := startRig(t)
 	absent := filepath.Join(r.dir, "undeclared.sock")
 	servers := [][]string{{"s1", "s2"}, {"s1", "s2", "s3"}, {"s2", "s3"}, {"s1", "s3"}}
 
