@@ -19,6 +19,7 @@
 #   HEAPS=/tmp/heaps hack/bench-routes.sh   # its heap profile each time its max RSS grew by 5 MB
 #   NEW_AMONG=1 hack/bench-routes.sh   # the new routes named to sort among the others, not after them all
 #   GAP=7s CHANGES=10 hack/bench-routes.sh   # each change after the sidecar went idle (5 s after a sync), as between an operator's edits
+#   STATS_SOCKET=0 hack/bench-routes.sh   # the runtime API through the master socket (by default through a stats socket, as the chart has it)
 # VERSIONS are among those hack/haproxy-versions.sh provides (2.6 3.0 3.2 3.4); each runs with
 # its bin directory first in PATH. KEEP=1 keeps each run's work directory (logs, haproxy.cfg).
 set -euo pipefail
@@ -44,6 +45,7 @@ flags=()
 [ "$KEEP" = 1 ] && flags+=(--keep)
 [ "$NEW_AMONG" = 1 ] && flags+=(--new-among)
 [ -n "${GAP:-}" ] && flags+=(--gap "$GAP")
+[ "${STATS_SOCKET:-1}" = 0 ] && flags+=(--stats-socket=false)
 [ -n "${PROFILE:-}" ] && flags+=(--start-profile "$PROFILE")
 [ -n "${CHANGES_PROFILE:-}" ] && flags+=(--changes-profile "$CHANGES_PROFILE" --changes-profile-kind "${CHANGES_PROFILE_KIND:-new}")
 [ -n "${HEAPS:-}" ] && flags+=(--heap-profiles "$HEAPS")
