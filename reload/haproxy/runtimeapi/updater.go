@@ -34,8 +34,9 @@ type Options struct {
 	// socket.
 	Prefix string
 	// Master, with Client a stats socket, is the master CLI socket the commands go through
-	// (with "@1 ") while nothing listens on the stats socket: a configuration that declares
-	// none at that path keeps its runtime updates instead of reloading for each change. A
+	// (with "@1 ") while the stats socket cannot be used (nothing listens there, or its mode
+	// refuses the sidecar): a configuration that declares none at that path keeps its
+	// runtime updates instead of reloading for each change. A
 	// stats socket spares each command the master's relay to the worker (two more hops
 	// between processes, each a wait for the CPU on a busy node: docs/performance.md).
 	Master Client
@@ -57,7 +58,7 @@ type Updater struct {
 	// session, when set (on the copy one update uses: inSession), carries the commands, and
 	// the commands batch would join with ";" are sent apart on it, together.
 	session *cli.Session
-	// fellBack: this copy goes through opts.Master, nothing listening on the stats socket
+	// fellBack: this copy goes through opts.Master, the stats socket not usable
 	// (throughMaster). viaMaster: the last update did (said once per change of route).
 	fellBack  bool
 	viaMaster *atomic.Bool
