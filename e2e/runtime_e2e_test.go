@@ -502,7 +502,7 @@ func TestRuntimeAPIThroughTheStatsSocket(t *testing.T) {
 			}
 			said := strings.Count(e.logs.String(), "the stats socket cannot be used")
 			if declared && said != 0 || !declared && said != 1 {
-				t.Errorf("the sidecar said %d times that nothing listens on the stats socket, want %d", said, map[bool]int{true: 0, false: 1}[declared])
+				t.Errorf("the sidecar said %d times that the stats socket cannot be used, want %d", said, map[bool]int{true: 0, false: 1}[declared])
 			}
 		})
 	}

@@ -115,10 +115,8 @@ func (p *Pipeline) cannotRender(ctx context.Context, err error, held map[string]
 // reportError reports bad input that holds everything back: counted, logged and sent as an
 // Event once per distinct message.
 func (p *Pipeline) reportError(ctx context.Context, stage string, err error) {
-	if ctx.Err() != nil {
-		// Stopping: what a cut-short render found is no verdict on the input.
-		p.log.InfoContext(ctx, "sync cut short: the sidecar is stopping", "stage", stage, "error", err)
-		return
+	if p.cutShort(ctx, stage, err) {
+		return // what a cut-short render found is no verdict on the input
 	}
 	m := p.cfg.Metrics
 	m.ConfigValid.Set(0)
@@ -149,14 +147,22 @@ func (p *Pipeline) reportError(ctx context.Context, stage string, err error) {
 	}
 }
 
+// cutShort says whether the sync's context has ended (the sidecar is stopping), and logs it
+// so: the sync was cut short and nothing failed (a stop that logged an error would page
+// someone at every rollout); nothing is counted, held or retried.
+func (p *Pipeline) cutShort(ctx context.Context, stage string, err error) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	p.log.InfoContext(ctx, "sync cut short: the sidecar is stopping", "stage", stage, "error", err)
+	return true
+}
+
 // fail reports an operational failure at stage, or at the one err names (a *failure.Error),
 // which is retried with backoff.
 func (p *Pipeline) fail(ctx context.Context, stage string, err error) apply.Result {
 	stage = failure.StageOf(err, stage) // the failure may name its own stage
-	if ctx.Err() != nil {
-		// The sidecar is stopping: the sync was cut short, nothing failed (a stop that
-		// logged an error would page someone at every rollout).
-		p.log.InfoContext(ctx, "sync cut short: the sidecar is stopping", "stage", stage, "error", err)
+	if p.cutShort(ctx, stage, err) {
 		return apply.Result{Outcome: apply.Failed, Err: err}
 	}
 	p.cfg.Metrics.SyncFailures.WithLabelValues(stage).Inc()

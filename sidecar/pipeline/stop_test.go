@@ -117,6 +117,9 @@ func TestASyncCutShortByAStopIsNoFailure(t *testing.T) {
 	if got := r.held(); got != "" {
 		t.Errorf("held %q for a stop", got)
 	}
+	if since := r.health.FailingSince(); !since.IsZero() {
+		t.Errorf("failing since %v for a stop", since)
+	}
 	if ev := r.events.all(); len(ev) != 0 {
 		t.Errorf("events for a stop: %q", ev)
 	}
