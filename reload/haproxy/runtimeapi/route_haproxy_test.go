@@ -30,16 +30,17 @@ func (c *countingClient) Session(ctx context.Context) (*cli.Session, error) {
 	return c.Socket.Session(ctx)
 }
 
-// refusingClient is a stats socket whose mode refuses the sidecar (HAProxy running as another
-// user): the tests run as root, which no socket's mode refuses.
-type refusingClient struct{}
+// failingClient is a stats socket that fails with err: EACCES when its mode refuses the
+// sidecar (HAProxy running as another user; the tests run as root, which no socket's mode
+// refuses), or any other error of a socket.
+type failingClient struct{ err error }
 
-func (refusingClient) Command(context.Context, string) (string, error) {
-	return "", fmt.Errorf("connect to stats.sock: %w", syscall.EACCES)
+func (c failingClient) Command(context.Context, string) (string, error) {
+	return "", fmt.Errorf("connect to stats.sock: %w", c.err)
 }
 
-func (refusingClient) Session(context.Context) (*cli.Session, error) {
-	return nil, fmt.Errorf("connect to stats.sock: %w", syscall.EACCES)
+func (c failingClient) Session(context.Context) (*cli.Session, error) {
+	return nil, fmt.Errorf("connect to stats.sock: %w", c.err)
 }
 
 // TestUpdaterRoutesThroughTheStatsSocketElseTheMaster: with a stats socket and the master
@@ -47,7 +48,9 @@ func (refusingClient) Session(context.Context) (*cli.Session, error) {
 // stats socket when the configuration declares it (the master is not asked), through the
 // master socket ("@1") while the stats socket cannot be used (a template that declares none,
 // a socket whose mode refuses the sidecar: its changes stay runtime updates, not reloads),
-// and says which once; without the master it fails as before.
+// and says which once; without the master it fails as before, and so it does when the stats
+// socket is there but fails otherwise (what HAProxy made of the commands sent is unknown:
+// the caller reloads rather than send them again another way).
 func TestUpdaterRoutesThroughTheStatsSocketElseTheMaster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a real HAProxy")
@@ -55,12 +58,12 @@ func TestUpdaterRoutesThroughTheStatsSocketElseTheMaster(t *testing.T) {
 	ctx := context.Background()
 	r, cfg, certs := startRig(t)
 	absent := filepath.Join(r.dir, "undeclared.sock")
-	servers := [][]string{{"s1", "s2"}, {"s1", "s2", "s3"}, {"s2", "s3"}, {"s1", "s3"}}
+	servers := [][]string{{"s1", "s2"}, {"s1", "s2", "s3"}, {"s2", "s3"}, {"s1", "s3"}, {"s1", "s2", "s3"}}
 
 	for i, tc := range []struct {
 		name       string
 		stats      string
-		refused    bool // the stats socket's mode refuses the sidecar
+		failing    error // the stats socket fails so (syscall.EACCES: its mode refuses the sidecar)
 		master     bool
 		wantMaster bool   // the master socket carried the update
 		wantErr    bool   // the update failed (the caller reloads)
@@ -68,8 +71,9 @@ func TestUpdaterRoutesThroughTheStatsSocketElseTheMaster(t *testing.T) {
 	}{
 		{name: "the stats socket declared", stats: r.stats, master: true},
 		{name: "no stats socket where the sidecar looks", stats: absent, master: true, wantMaster: true, wantLog: "the stats socket cannot be used"},
-		{name: "a stats socket whose mode refuses the sidecar", refused: true, master: true, wantMaster: true, wantLog: "the stats socket cannot be used"},
+		{name: "a stats socket whose mode refuses the sidecar", failing: syscall.EACCES, master: true, wantMaster: true, wantLog: "the stats socket cannot be used"},
 		{name: "no stats socket and no master to fall back to", stats: absent, wantErr: true},
+		{name: "a stats socket that fails otherwise", failing: syscall.ECONNRESET, master: true, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs bytes.Buffer
@@ -78,8 +82,8 @@ func TestUpdaterRoutesThroughTheStatsSocketElseTheMaster(t *testing.T) {
 			if tc.master {
 				opts.Master = master
 			}
-			if tc.refused {
-				opts.Client = refusingClient{}
+			if tc.failing != nil {
+				opts.Client = failingClient{tc.failing}
 			}
 			u := track(New(opts))
 			u.Reloaded(u.Plan(cfg, certs, nil))
@@ -92,6 +96,9 @@ func TestUpdaterRoutesThroughTheStatsSocketElseTheMaster(t *testing.T) {
 			if tc.wantErr {
 				if err == nil {
 					t.Fatal("the update went through with no socket to take it")
+				}
+				if n := master.sent.Load(); n > 0 {
+					t.Errorf("the master socket carried %d commands of an update that failed on the stats socket", n)
 				}
 				return
 			}
