@@ -89,6 +89,7 @@ func byOrder(cs []change) []int {
 type result struct {
 	what    string
 	took    []time.Duration
+	at      []time.Time          // when each change's write returned (took[i] runs from at[i])
 	reloads int                  // HAProxy's
 	updates map[string]float64   // the sidecar's runtime-API updates, by kind
 	renders map[string]float64   // the sidecar's renders, by result
@@ -124,6 +125,15 @@ func (b *bench) measure(ch change) (*result, error) {
 			}
 		}()
 	}
+	if b.trace != "" && ch.key == b.profileKind {
+		// A trace cannot be stopped early: it runs its time, past the last change if need be.
+		traced := b.proxy.Trace(b.trace, b.traceFor)
+		defer func() {
+			if err := traced(); err != nil {
+				log.Printf("--changes-trace: %v", err)
+			}
+		}()
+	}
 	for c := range b.changes {
 		if err := ch.write(c); err != nil {
 			return nil, fmt.Errorf("%s, change %d: %w", ch.what, c, err)
@@ -133,6 +143,7 @@ func (b *bench) measure(ch change) (*result, error) {
 			return nil, err
 		}
 		r.took = append(r.took, time.Since(t0))
+		r.at = append(r.at, t0)
 		if err := b.quiet(); err != nil {
 			return nil, err
 		}

@@ -45,7 +45,9 @@ func main() {
 	profile := flag.String("start-profile", "", "write a CPU profile of the sidecar's first --start-profile-for to this file (the sidecar runs with --pprof)")
 	heaps := flag.String("heap-profiles", "", "save the sidecar's heap profile in this directory each time its maximum RSS has grown by 5 MB (the sidecar runs with --pprof)")
 	changesProfile := flag.String("changes-profile", "", "write a CPU profile of the sidecar over the changes of the kind --changes-profile-kind to this file (the sidecar runs with --pprof; go in PATH merges the profile's 2 s chunks)")
-	changesProfileKind := flag.String("changes-profile-kind", "new", "the kind of change --changes-profile profiles: new (a new route), path, delete or pod")
+	changesProfileKind := flag.String("changes-profile-kind", "new", "the kind of change --changes-profile and --changes-trace look at: new (a new route), path, delete or pod")
+	changesTrace := flag.String("changes-trace", "", "write a Go execution trace of the sidecar over the first --changes-trace-for of the changes of the kind --changes-profile-kind to this file (go tool trace; the sidecar runs with --pprof): where a slow change's sync waited")
+	traceFor := flag.Duration("changes-trace-for", 30*time.Second, "how long --changes-trace traces")
 	among := flag.Bool("new-among", false, "name the new routes so that they sort among the others (each after an existing one, spread over all) rather than after them all, as names in a cluster do")
 	profileFor := flag.Duration("start-profile-for", 20*time.Second, "how long --start-profile profiles")
 	statsSocket := flag.Bool("stats-socket", true, "the example declares a stats socket (STATS_SOCKET) and the sidecar sends the runtime API's commands there (--runtime-socket), as the Helm chart does; false: through the master socket")
@@ -75,9 +77,9 @@ func main() {
 		log.Fatalf("--changes-profile-kind %q: new, path, delete or pod", *changesProfileKind)
 	}
 	rig.StartProfile, rig.StartProfileFor, rig.HeapProfiles = *profile, *profileFor, *heaps
-	rig.Pprof = *changesProfile != ""
+	rig.Pprof = *changesProfile != "" || *changesTrace != ""
 	b := &bench{rig: rig, kind: k, n: *n, changes: *changes, gap: *gap, sample: *sample, stages: *stages, wait: *wait,
-		profile: *changesProfile, profileKind: *changesProfileKind, among: *among, statsSocket: *statsSocket}
+		profile: *changesProfile, profileKind: *changesProfileKind, trace: *changesTrace, traceFor: *traceFor, among: *among, statsSocket: *statsSocket}
 	err = b.run(*sidecar, *crds)
 	rig.Stop()
 	if err != nil {
@@ -101,6 +103,10 @@ type bench struct {
 	// profileKind is written.
 	profile     string
 	profileKind string
+	// trace, when set, is where the execution trace of the sidecar over the first traceFor of
+	// the changes of the kind profileKind is written.
+	trace    string
+	traceFor time.Duration
 	among       bool // --new-among
 	statsSocket bool // --stats-socket
 	// exampleArgs are the --watch and --env-allow flags the example's header comment gives

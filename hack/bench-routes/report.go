@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -43,9 +44,24 @@ func (b *bench) print(st *startup, results []*result) {
 				parts = append(parts, fmt.Sprintf("%s %.1f (max %.1f)", s, median(r.stages[s]), slices.Max(append([]float64{0}, r.stages[s]...))))
 			}
 			fmt.Printf("; sync stages, medians (and max) of the %d syncs that changed HAProxy: %s ms (and %d syncs that changed nothing)", len(r.stages["build"]), strings.Join(parts, ", "), r.idle)
+			fmt.Printf("; the slowest, to find in the sidecar's log (--keep): %s", slowest(r, 3))
 		}
 		fmt.Println()
 	}
+}
+
+// slowest are the k slowest changes of r: how long each took and when its write returned (UTC).
+func slowest(r *result, k int) string {
+	idx := make([]int, len(r.took))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(r.took[b], r.took[a]) })
+	var out []string
+	for _, i := range idx[:min(k, len(idx))] {
+		out = append(out, fmt.Sprintf("%s from %s", ms(r.took[i]), r.at[i].UTC().Format("15:04:05.000")))
+	}
+	return strings.Join(out, ", ")
 }
 
 func mean(d []time.Duration) time.Duration {

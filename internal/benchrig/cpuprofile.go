@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"time"
 )
 
 // profileChunk is the length in seconds of each CPU profile ProfileCPU asks for: the sidecar's
@@ -79,4 +80,12 @@ func mergeProfiles(file string, chunks []string) error {
 		os.Remove(c)
 	}
 	return nil
+}
+
+// Trace starts a Go execution trace of the sidecar's next d (it runs with --pprof: Rig.Pprof)
+// into file, and returns what waits for its end: /debug/pprof/trace cannot be stopped early.
+func (p *Proxy) Trace(file string, d time.Duration) (wait func() error) {
+	done := make(chan error, 1)
+	go func() { done <- p.savePprof(fmt.Sprintf("trace?seconds=%d", max(1, int(d.Seconds()))), file) }()
+	return func() error { return <-done }
 }
