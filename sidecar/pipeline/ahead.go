@@ -195,17 +195,31 @@ func (r *aheadRun) start(ctx context.Context) {
 	go func() { done <- p.prepare(actx, q, accepted) }()
 }
 
-// result waits for the one under way, if any, and gives the last one made (nil: none).
-func (r *aheadRun) result() *ahead {
+// result waits for the one under way, if any, and gives the last one made (nil: none). The
+// quiet period is over: a change notified meanwhile (on trigger) makes the one under way
+// stale, and it is cut short rather than waited for (on a busy node a rendering ahead can
+// outlast the quiet period by a render or more, which the sync then spent twice). The sync
+// reads after the notification and so carries its change: notes is how many it took.
+func (r *aheadRun) result(trigger <-chan struct{}) (a *ahead, notes int) {
 	if r == nil {
-		return nil
+		return nil, 0
 	}
 	r.settle.Stop()
-	if r.done != nil {
-		r.again = false
-		r.ended(context.Background(), <-r.done)
+	r.again = false
+	for r.done != nil {
+		select {
+		case a := <-r.done:
+			r.ended(context.Background(), a)
+		case <-trigger:
+			notes++
+			r.got = nil
+			if !r.cut {
+				r.cut = true
+				r.cancel()
+			}
+		}
 	}
-	return r.got
+	return r.got, notes
 }
 
 // stop cancels what is under way and waits for it (ctx ended).

@@ -263,3 +263,106 @@ func TestRenderAheadCutShortByAChange(t *testing.T) {
 		t.Errorf("%d renders, want 3: the start, the one cut short, the latest ahead", n)
 	}
 }
+
+// TestAheadUnderWayWhenTheQuietPeriodEnds: when the quiet period ends, the sync takes the
+// rendering ahead under way once it is made, if nothing was notified since its read; a change
+// notified while the sync waits for it cuts it short (it is stale: not waited for) and is
+// counted as the sync's, since the sync reads after it; with none under way, a notification
+// is left for the next sync.
+func TestAheadUnderWayWhenTheQuietPeriodEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		underWay  bool
+		notified  bool // a change notified while the sync waits
+		wantAhead bool // the rendering ahead taken
+		wantNotes int  // notifications the sync carries
+		wantLeft  bool // the notification left for the next sync
+		discarded float64
+	}{
+		{name: "under way, nothing notified: taken once made", underWay: true, wantAhead: true},
+		{name: "under way, a change notified: cut short, the change the sync's", underWay: true, notified: true, wantNotes: 1, discarded: 1},
+		{name: "none under way, a change notified: left for the next sync", notified: true, wantLeft: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &Pipeline{cfg: Config{Metrics: status.NewMetrics()}}
+			trigger := make(chan struct{}, 1)
+			run := &aheadRun{p: p, settle: time.NewTimer(time.Hour)}
+			made := &ahead{notes: p.notes.Load()}
+			finish := make(chan struct{})
+			if tc.underWay {
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan *ahead, 1)
+				run.done, run.cancel = done, cancel
+				go func() {
+					select {
+					case <-ctx.Done():
+						done <- nil // cut short
+					case <-finish:
+						done <- made
+					}
+				}()
+			}
+			if tc.notified {
+				p.notes.Add(1)
+				trigger <- struct{}{}
+			} else {
+				close(finish)
+			}
+			type result struct {
+				a     *ahead
+				notes int
+			}
+			got := make(chan result, 1)
+			go func() {
+				a, n := run.result(trigger)
+				got <- result{a, n}
+			}()
+			var res result
+			select {
+			case res = <-got:
+			case <-time.After(10 * time.Second):
+				close(finish)
+				t.Fatal("the sync waited for a rendering ahead made stale by a change")
+			}
+			if (res.a != nil) != tc.wantAhead || res.notes != tc.wantNotes {
+				t.Errorf("took a rendering ahead: %v, notifications carried %d; want %v, %d", res.a != nil, res.notes, tc.wantAhead, tc.wantNotes)
+			}
+			if left := len(trigger) == 1; left != tc.wantLeft {
+				t.Errorf("notification left for the next sync: %v, want %v", left, tc.wantLeft)
+			}
+			if d := value(p.cfg.Metrics.RendersAhead.WithLabelValues("discarded")); d != tc.discarded {
+				t.Errorf("renders ahead discarded %v, want %v", d, tc.discarded)
+			}
+		})
+	}
+}
+
+// TestRenderAheadOutlastingTheQuietPeriod: a rendering ahead still under way when the quiet
+// period ends, and a change notified then: the stale rendering is cut short, not waited for,
+// and the change goes live in that very sync, rendered by it.
+func TestRenderAheadOutlastingTheQuietPeriod(t *testing.T) {
+	r := newAheadRigWaiting(t, true, cfgText("*:80", "a 10.0.0.1:80"), time.Millisecond)
+	r.stall.stallNext(1)
+	r.in.set(cfgText("*:80", "a 10.0.0.1:80", "b 10.0.0.2:80"))
+	r.p.Changed()
+	<-r.stall.stalled // under way, and it stays so until cut short
+	latest := cfgText("*:80", "a 10.0.0.1:80", "c 10.0.0.3:80")
+	r.in.set(latest)
+	r.p.Changed()
+	r.liveOnceAs(t, latest)
+	if cut := r.stall.cuts(); cut != 1 {
+		t.Errorf("%d renders ahead cut short, want 1 (the stale one)", cut)
+	}
+	// The sync that made it live carried both notifications: none is left to ask for another.
+	var reason string
+	for _, s := range r.spans.Ended() {
+		for _, kv := range s.Attributes() {
+			if s.Name() == "sync" && kv.Key == "sync.reason" {
+				reason = kv.Value.AsString()
+			}
+		}
+	}
+	if reason != "2 change notification(s)" {
+		t.Errorf("the last sync's reason %q, want it to carry both changes' notifications", reason)
+	}
+}

@@ -464,9 +464,11 @@ func (p *Pipeline) debounce(ctx context.Context, trigger <-chan struct{}) (int, 
 		case a := <-run.finished():
 			run.ended(ctx, a)
 		case <-quiet.C:
-			return n, run.result(), nil
+			a, more := run.result(trigger)
+			return n + more, a, nil
 		case <-deadline.C:
-			return n, run.result(), nil
+			a, more := run.result(trigger)
+			return n + more, a, nil
 		}
 	}
 }
