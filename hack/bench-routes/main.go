@@ -105,8 +105,8 @@ type bench struct {
 	profileKind string
 	// trace, when set, is where the execution trace of the sidecar over the first traceFor of
 	// the changes of the kind profileKind is written.
-	trace    string
-	traceFor time.Duration
+	trace       string
+	traceFor    time.Duration
 	among       bool // --new-among
 	statsSocket bool // --stats-socket
 	// exampleArgs are the --watch and --env-allow flags the example's header comment gives
