@@ -16,6 +16,7 @@
 #   PROFILE=/tmp/start.prof hack/bench-routes.sh   # a CPU profile of the sidecar's first 20 s
 #   CHANGES_PROFILE=/tmp/chg.prof hack/bench-routes.sh   # a CPU profile of the sidecar over the new-route changes
 #   CHANGES_PROFILE=/tmp/pod.prof CHANGES_PROFILE_KIND=pod hack/bench-routes.sh   # ... over another kind's (new path delete pod)
+#   CHANGES_TRACE=/tmp/chg.trace STAGES=1 KEEP=1 hack/bench-routes.sh   # a Go execution trace of the sidecar over the first 30 s of the new-route changes
 #   HEAPS=/tmp/heaps hack/bench-routes.sh   # its heap profile each time its max RSS grew by 5 MB
 #   NEW_AMONG=1 hack/bench-routes.sh   # the new routes named to sort among the others, not after them all
 #   GAP=7s CHANGES=10 hack/bench-routes.sh   # each change after the sidecar went idle (5 s after a sync), as between an operator's edits
@@ -48,6 +49,7 @@ flags=()
 [ "${STATS_SOCKET:-1}" = 0 ] && flags+=(--stats-socket=false)
 [ -n "${PROFILE:-}" ] && flags+=(--start-profile "$PROFILE")
 [ -n "${CHANGES_PROFILE:-}" ] && flags+=(--changes-profile "$CHANGES_PROFILE" --changes-profile-kind "${CHANGES_PROFILE_KIND:-new}")
+[ -n "${CHANGES_TRACE:-}" ] && flags+=(--changes-trace "$CHANGES_TRACE" --changes-profile-kind "${CHANGES_PROFILE_KIND:-new}")
 [ -n "${HEAPS:-}" ] && flags+=(--heap-profiles "$HEAPS")
 for v in $VERSIONS; do
   haproxy=$(tr ' ' '\n' <<<"$installed" | sed -n "s/^$v=//p")
