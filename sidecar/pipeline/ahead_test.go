@@ -240,15 +240,15 @@ func (s *stallingRenderer) Render(ctx context.Context, snap *snapshot.Snapshot) 
 	return s.countingRenderer.Render(ctx, snap)
 }
 
-// TestRenderAheadCutShortByAChange: a change that comes while a rendering ahead is under way
-// cuts it short (it does not run to its end, stale); the next change's rendering ahead is
-// the one that goes live, in one sync.
-func TestRenderAheadCutShortByAChange(t *testing.T) {
-	r := newAheadRig(t, true, cfgText("*:80", "a 10.0.0.1:80"))
+// changeWhileStalled makes a change whose rendering ahead stalls until it is cut short, then
+// another once it is under way, and checks that the latest went live in one sync and the stale
+// one was cut short.
+func (r *aheadRig) changeWhileStalled(t *testing.T) {
+	t.Helper()
 	r.stall.stallNext(1)
 	r.in.set(cfgText("*:80", "a 10.0.0.1:80", "b 10.0.0.2:80"))
 	r.p.Changed()
-	<-r.stall.stalled // its rendering ahead is under way
+	<-r.stall.stalled // under way, and it stays so until cut short
 	latest := cfgText("*:80", "a 10.0.0.1:80", "c 10.0.0.3:80")
 	r.in.set(latest)
 	r.p.Changed()
@@ -256,6 +256,14 @@ func TestRenderAheadCutShortByAChange(t *testing.T) {
 	if cut := r.stall.cuts(); cut != 1 {
 		t.Errorf("%d renders ahead cut short, want 1 (the stale one)", cut)
 	}
+}
+
+// TestRenderAheadCutShortByAChange: a change that comes while a rendering ahead is under way
+// cuts it short (it does not run to its end, stale); the next change's rendering ahead is
+// the one that goes live, in one sync.
+func TestRenderAheadCutShortByAChange(t *testing.T) {
+	r := newAheadRig(t, true, cfgText("*:80", "a 10.0.0.1:80"))
+	r.changeWhileStalled(t)
 	if used, discarded := r.ahead("used"), r.ahead("discarded"); used != 1 || discarded != 1 {
 		t.Errorf("renders ahead used %v, discarded %v; want 1, 1", used, discarded)
 	}
@@ -342,17 +350,7 @@ func TestAheadUnderWayWhenTheQuietPeriodEnds(t *testing.T) {
 // and the change goes live in that very sync, rendered by it.
 func TestRenderAheadOutlastingTheQuietPeriod(t *testing.T) {
 	r := newAheadRigWaiting(t, true, cfgText("*:80", "a 10.0.0.1:80"), time.Millisecond)
-	r.stall.stallNext(1)
-	r.in.set(cfgText("*:80", "a 10.0.0.1:80", "b 10.0.0.2:80"))
-	r.p.Changed()
-	<-r.stall.stalled // under way, and it stays so until cut short
-	latest := cfgText("*:80", "a 10.0.0.1:80", "c 10.0.0.3:80")
-	r.in.set(latest)
-	r.p.Changed()
-	r.liveOnceAs(t, latest)
-	if cut := r.stall.cuts(); cut != 1 {
-		t.Errorf("%d renders ahead cut short, want 1 (the stale one)", cut)
-	}
+	r.changeWhileStalled(t)
 	// The sync that made it live carried both notifications: none is left to ask for another.
 	var reason string
 	for _, s := range r.spans.Ended() {
