@@ -134,14 +134,19 @@ func (r *aheadRun) changed() {
 	if r == nil {
 		return
 	}
-	r.got = nil
 	r.again = false
+	r.cutShort()
+	if r.tries < aheadTries {
+		r.settle.Reset(r.settleFor)
+	}
+}
+
+// cutShort: what was made is stale, and so is what is under way, which is cut short once.
+func (r *aheadRun) cutShort() {
+	r.got = nil
 	if r.done != nil && !r.cut {
 		r.cut = true
 		r.cancel()
-	}
-	if r.tries < aheadTries {
-		r.settle.Reset(r.settleFor)
 	}
 }
 
@@ -212,11 +217,7 @@ func (r *aheadRun) result(trigger <-chan struct{}) (a *ahead, notes int) {
 			r.ended(context.Background(), a)
 		case <-trigger:
 			notes++
-			r.got = nil
-			if !r.cut {
-				r.cut = true
-				r.cancel()
-			}
+			r.cutShort()
 		}
 	}
 	return r.got, notes
